@@ -1,0 +1,3 @@
+from fedlabels.cli import main
+
+main()

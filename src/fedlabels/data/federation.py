@@ -1,0 +1,284 @@
+"""A federation: a test set, a public unlabeled set U, and m private client sets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedlabels.data.partition import PartitionSpec, parse_partition
+from fedlabels.data.partition import partition as partition_pool
+from fedlabels.errors import FedLabelsError
+
+
+@dataclass(frozen=True)
+class ClientData:
+    """One client's private labelled data."""
+
+    X: np.ndarray
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass(frozen=True)
+class Federation:
+    """Everything a federated run needs, already split and encoded.
+
+    Labels are integers in ``[0, n_classes)``; ``class_names[k]`` is the original label of
+    class ``k``. ``y_public`` are the true labels of U: clients and server never see them,
+    the simulator uses them only to report how accurate the consensus is (a diagnostic).
+    """
+
+    name: str
+    clients: list[ClientData]
+    X_public: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    n_classes: int
+    y_public: np.ndarray | None = None
+    class_names: list[str] = field(default_factory=list)
+    feature_names: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_clients(self) -> int:
+        return len(self.clients)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X_public.shape[1])
+
+    def pooled(self) -> ClientData:
+        """All private data in one set (what a centralized learner would see)."""
+        return ClientData(np.concatenate([c.X for c in self.clients]),
+                          np.concatenate([c.y for c in self.clients]))
+
+    def summary(self) -> dict[str, Any]:
+        """Sizes and class counts, JSON-friendly."""
+        return {
+            "name": self.name,
+            "n_clients": self.n_clients,
+            "n_classes": self.n_classes,
+            "n_features": self.n_features,
+            "n_public": len(self.X_public),
+            "n_test": len(self.y_test),
+            "client_sizes": [len(c) for c in self.clients],
+            "client_class_counts": [np.bincount(c.y, minlength=self.n_classes).tolist()
+                                    for c in self.clients],
+            "class_names": list(self.class_names),
+            **self.info,
+        }
+
+
+# --------------------------------------------------------------------------- validation
+
+def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray, list[str]]:
+    """Convert an array or DataFrame to a finite float matrix; one-hot encodes categoricals."""
+    names: list[str]
+    if isinstance(X, pd.DataFrame):
+        categorical = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])
+                       or isinstance(X[c].dtype, pd.CategoricalDtype)]
+        if categorical:
+            X = pd.get_dummies(X, columns=categorical, dummy_na=False, dtype=float)
+        names = [str(c) for c in X.columns]
+        arr = X.to_numpy(dtype=float, na_value=np.nan)
+    else:
+        try:
+            arr = np.asarray(X, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise FedLabelsError(f"{what} must be numeric; could not convert it to floats "
+                                 f"({exc}). Encode categorical features first, or pass a "
+                                 "pandas DataFrame (categoricals are one-hot encoded).") from None
+        if arr.ndim == 1:
+            raise FedLabelsError(f"{what} must be 2-D (n_samples, n_features); got a 1-D "
+                                 "array. Use X.reshape(-1, 1) for a single feature.")
+        if arr.ndim > 2:
+            arr = arr.reshape(len(arr), -1)
+        names = [f"x{i}" for i in range(arr.shape[1])]
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        cols = np.flatnonzero(bad.any(axis=0))
+        shown = ", ".join(names[c] for c in cols[:5]) + (" ..." if len(cols) > 5 else "")
+        kinds = []
+        if np.isnan(arr).any():
+            kinds.append(f"{int(np.isnan(arr).sum())} NaN")
+        if np.isinf(arr).any():
+            kinds.append(f"{int(np.isinf(arr).sum())} inf")
+        raise FedLabelsError(f"{what} contains non-finite values ({', '.join(kinds)}) in "
+                             f"column(s) {shown}; impute or drop them before federating.")
+    return arr, names
+
+
+def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
+    """Map labels to ``0..C-1``.
+
+    Integer labels must already be ``0..C-1`` (every class present); strings, booleans and
+    categoricals are mapped in sorted order. Anything else is an error.
+    """
+    series = pd.Series(np.asarray(y).ravel() if not isinstance(y, pd.Series) else y)
+    if series.isna().any():
+        raise FedLabelsError(f"{what} has {int(series.isna().sum())} missing labels; drop "
+                             "those rows first.")
+    values = series.to_numpy()
+    if values.dtype.kind == "f":
+        if not np.all(np.mod(values, 1) == 0):
+            raise FedLabelsError(f"{what} must be integer class indices 0..C-1 or strings; got "
+                                 "non-integral floats (is this a regression target?).")
+        values = values.astype(np.int64)
+    if values.dtype.kind in "iu":
+        classes = np.unique(values)
+        expected = np.arange(classes.max() + 1) if len(classes) else classes
+        if classes.min() < 0 or len(classes) != len(expected):
+            missing = sorted(set(expected.tolist()) - set(classes.tolist()))[:10]
+            raise FedLabelsError(
+                f"{what} must be integers 0..C-1 with every class present; got values "
+                f"{classes[:10].tolist()}{'...' if len(classes) > 10 else ''}"
+                + (f" (missing {missing})" if missing and classes.min() >= 0 else "")
+                + ". Pass labels as strings to have them mapped automatically.")
+        return values.astype(np.int64), [str(c) for c in classes]
+    if values.dtype.kind in "bOUS" or isinstance(series.dtype, pd.CategoricalDtype):
+        as_str = series.astype(str).to_numpy()
+        classes, codes = np.unique(as_str, return_inverse=True)
+        return codes.astype(np.int64), [str(c) for c in classes]
+    raise FedLabelsError(f"{what} has unsupported dtype {values.dtype}; use integers 0..C-1 "
+                         "or strings.")
+
+
+def _check_size(name: str, value: int | None, available: int, flag: str) -> None:
+    if value is not None and not 1 <= value <= available:
+        raise FedLabelsError(f"{name} = {value} is not possible: only {available} examples are "
+                             f"available for it (set {flag} between 1 and {available}).")
+
+
+# --------------------------------------------------------------------------- construction
+
+def make_federation(
+    X: Any,
+    y: Any,
+    *,
+    n_clients: int,
+    n_unlabeled: int,
+    n_private: int | None = None,
+    n_test: int | None = None,
+    test_fraction: float = 0.2,
+    X_test: Any = None,
+    y_test: Any = None,
+    partition: str | PartitionSpec = "iid",
+    scale: str = "public",
+    seed: int = 0,
+    name: str = "custom",
+) -> Federation:
+    """Split labelled data into a test set, a public unlabeled set U and m client sets.
+
+    Parameters
+    ----------
+    X, y : array-like or DataFrame / Series
+        Features and labels. Labels may be integers ``0..C-1`` or strings (mapped).
+    n_clients : int
+        Number of clients m (>= 1).
+    n_unlabeled : int
+        Size of the public unlabeled set U (its labels are hidden from every party).
+    n_private : int, optional
+        Total number of private labelled examples over all clients; default: all that remain.
+    n_test : int, optional
+        Test-set size, when no explicit ``X_test`` is given; default ``test_fraction * n``.
+    X_test, y_test : optional
+        An explicit test set (e.g. a dataset's official split); then nothing of X is held out.
+    partition : str
+        ``iid``, ``dirichlet:A1,A2`` or ``shards:K``.
+    scale : {"public", "none"}
+        ``"public"`` z-scores every set with the mean and std of U. U is public, so this
+        leaks nothing private and gives all clients the same preprocessing.
+    seed : int
+        Seeds the split and the partition.
+    """
+    if not isinstance(n_clients, int | np.integer) or n_clients < 1:
+        raise FedLabelsError(f"n_clients must be an integer >= 1, got {n_clients!r}.")
+    if scale not in ("public", "none"):
+        raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
+    spec = parse_partition(partition)
+    Xa, feature_names = as_feature_matrix(X, "X")
+    ya, class_names = encode_labels(y, "y")
+    if len(Xa) != len(ya):
+        raise FedLabelsError(f"X has {len(Xa)} rows but y has {len(ya)} labels.")
+
+    seq = np.random.SeedSequence(seed)
+    split_rng, part_rng = (np.random.default_rng(s) for s in seq.spawn(2))
+    order = split_rng.permutation(len(ya))
+
+    if X_test is not None or y_test is not None:
+        if X_test is None or y_test is None:
+            raise FedLabelsError("pass both X_test and y_test, or neither.")
+        Xt, _ = as_feature_matrix(X_test, "X_test")
+        if Xt.shape[1] != Xa.shape[1]:
+            raise FedLabelsError(f"feature dimensions do not match: X has {Xa.shape[1]} "
+                                 f"features, X_test has {Xt.shape[1]}.")
+        yt = _encode_like(y_test, class_names)
+        pool = order
+    else:
+        if n_test is None:
+            if not 0 < test_fraction < 1:
+                raise FedLabelsError(f"test_fraction must lie in (0, 1), got {test_fraction}.")
+            n_test = max(1, round(test_fraction * len(ya)))
+        _check_size("n_test", n_test, len(ya) - 2, "--test")
+        Xt, yt = Xa[order[:n_test]], ya[order[:n_test]]
+        pool = order[n_test:]
+
+    _check_size("n_unlabeled (|U|)", n_unlabeled, len(pool) - 1, "--unlabeled")
+    remaining = len(pool) - n_unlabeled
+    if n_private is None:
+        n_private = remaining
+    _check_size("n_private", n_private, remaining, "--private")
+    if n_private < n_clients:
+        raise FedLabelsError(f"{n_private} private examples cannot give each of {n_clients} "
+                             "clients at least one; use more private data or fewer clients.")
+    public_idx = pool[:n_unlabeled]
+    private_idx = pool[n_unlabeled : n_unlabeled + n_private]
+    parts = partition_pool(ya[private_idx], n_clients, spec, part_rng)
+
+    X_public = Xa[public_idx]
+    if scale == "public":
+        mean = X_public.mean(axis=0)
+        std = X_public.std(axis=0)
+        std[std == 0] = 1.0
+
+        def _scale(a: np.ndarray) -> np.ndarray:
+            return ((a - mean) / std).astype(np.float32)
+    else:
+        def _scale(a: np.ndarray) -> np.ndarray:
+            return a.astype(np.float32)
+
+    Xp, yp = Xa[private_idx], ya[private_idx]
+    clients = [ClientData(_scale(Xp[p]), yp[p]) for p in parts]
+    return Federation(
+        name=name,
+        clients=clients,
+        X_public=_scale(X_public),
+        y_public=ya[public_idx],
+        X_test=_scale(Xt),
+        y_test=yt,
+        n_classes=len(class_names),
+        class_names=class_names,
+        feature_names=feature_names,
+        info={"partition": str(spec), "seed": seed, "scale": scale,
+              "n_private": int(n_private)},
+    )
+
+
+def _encode_like(y: Any, class_names: list[str]) -> np.ndarray:
+    """Encode test labels with the classes found in the training labels."""
+    values = np.asarray(y).ravel()
+    if values.dtype.kind in "iu" and class_names == [str(i) for i in range(len(class_names))]:
+        if values.min() < 0 or values.max() >= len(class_names):
+            raise FedLabelsError("y_test has classes that do not occur in y.")
+        return values.astype(np.int64)
+    lookup = {c: i for i, c in enumerate(class_names)}
+    try:
+        return np.array([lookup[str(v)] for v in values], dtype=np.int64)
+    except KeyError as exc:
+        raise FedLabelsError(f"y_test has class {exc.args[0]!r} which does not occur in y.") \
+            from None

@@ -1,0 +1,155 @@
+"""Named datasets: which exist, where they come from, and their default splits."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedlabels.data.cache import dataset_dir
+from fedlabels.data.fetch import FASHION_MNIST, fetch_deb_dataset
+from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+
+
+@dataclass(frozen=True)
+class LoadedDataset:
+    """Raw features and labels, plus an official test split where the dataset has one."""
+
+    X: Any
+    y: Any
+    X_test: Any = None
+    y_test: Any = None
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A registered dataset.
+
+    ``defaults`` are the split sizes used when the user sets none: ``n_unlabeled``,
+    ``n_private`` (total over clients, ``None`` = the rest) and ``n_test`` (ignored when the
+    dataset has an official test split).
+    """
+
+    name: str
+    description: str
+    source: str
+    load: Callable[[], LoadedDataset]
+    defaults: dict[str, int | None] = field(default_factory=dict)
+    scale: str = "public"
+    fetch: Callable[..., Path] | None = None
+    fetched_marker: Callable[[], Path] | None = None
+
+    @property
+    def needs_fetch(self) -> bool:
+        return self.fetch is not None
+
+    def is_available(self) -> bool:
+        return self.fetched_marker is None or self.fetched_marker().exists()
+
+
+def _sklearn(loader: str) -> Callable[[], LoadedDataset]:
+    def load() -> LoadedDataset:
+        import sklearn.datasets
+
+        X, y = getattr(sklearn.datasets, loader)(return_X_y=True)
+        return LoadedDataset(X, y)
+
+    return load
+
+
+def _read_idx(path: Path, header: int) -> np.ndarray:
+    with gzip.open(path, "rb") as fh:
+        return np.frombuffer(fh.read(), dtype=np.uint8, offset=header)
+
+
+def _load_fashion_mnist() -> LoadedDataset:
+    root = dataset_dir("fashion_mnist")
+    if not (root / FASHION_MNIST.marker).exists():
+        raise DatasetNotFetchedError(
+            "dataset 'fashion_mnist' has not been fetched yet; run `fedlabels fetch "
+            f"fashion_mnist` once (it downloads Debian's {FASHION_MNIST.package} package, "
+            f"about 31 MB, into {root}).")
+    X = _read_idx(root / "train-images-idx3-ubyte.gz", 16).reshape(-1, 784)
+    y = _read_idx(root / "train-labels-idx1-ubyte.gz", 8)
+    Xt = _read_idx(root / "t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784)
+    yt = _read_idx(root / "t10k-labels-idx1-ubyte.gz", 8)
+    # pixels to [0, 1], as in the paper; uint8 -> float32 keeps memory at 4 bytes/pixel
+    return LoadedDataset(X.astype(np.float32) / 255.0, y.astype(np.int64),
+                         Xt.astype(np.float32) / 255.0, yt.astype(np.int64))
+
+
+REGISTRY: dict[str, DatasetInfo] = {}
+
+
+def register(info: DatasetInfo) -> DatasetInfo:
+    """Add a dataset to the registry (later issues register more)."""
+    REGISTRY[info.name] = info
+    return info
+
+
+register(DatasetInfo(
+    "breast_cancer", "Breast Cancer Wisconsin (diagnostic), 569 x 30, 2 classes",
+    "scikit-learn (bundled)", _sklearn("load_breast_cancer"),
+    # the FedCT paper's split: |U| = 370, 85 private in total, 114 test
+    defaults={"n_unlabeled": 370, "n_private": 85, "n_test": 114}))
+register(DatasetInfo(
+    "wine", "Wine cultivars, 178 x 13, 3 classes", "scikit-learn (bundled)",
+    _sklearn("load_wine"), defaults={"n_unlabeled": 100, "n_private": None, "n_test": 36}))
+register(DatasetInfo(
+    "digits", "Handwritten digits 8x8, 1,797 x 64, 10 classes", "scikit-learn (bundled)",
+    _sklearn("load_digits"), defaults={"n_unlabeled": 1000, "n_private": None, "n_test": 360}))
+register(DatasetInfo(
+    "fashion_mnist", "Fashion-MNIST, 60,000 + 10,000 test, 28x28 grey, 10 classes",
+    f"Debian package {FASHION_MNIST.package} {FASHION_MNIST.version}",
+    _load_fashion_mnist,
+    defaults={"n_unlabeled": 10_000, "n_private": 10_000, "n_test": None},
+    scale="none",
+    fetch=lambda from_deb=None, log=print: fetch_deb_dataset(
+        "fashion_mnist", FASHION_MNIST, from_deb=from_deb, log=log),
+    fetched_marker=lambda: dataset_dir("fashion_mnist") / FASHION_MNIST.marker))
+
+
+def _csv_info(spec: str) -> DatasetInfo:
+    body = spec[len("csv:"):]
+    path_str, sep, target = body.rpartition(":")
+    if not sep or not path_str or not target:
+        raise FedLabelsError(f"invalid CSV dataset {spec!r}; use csv:PATH:TARGET_COLUMN.")
+    path = Path(path_str).expanduser()
+
+    def load() -> LoadedDataset:
+        if not path.is_file():
+            raise FedLabelsError(f"CSV file {path} does not exist.")
+        frame = pd.read_csv(path)
+        if target not in frame.columns:
+            raise FedLabelsError(f"CSV {path} has no column {target!r}; columns are "
+                                 f"{list(frame.columns)[:20]}.")
+        return LoadedDataset(frame.drop(columns=[target]), frame[target])
+
+    return DatasetInfo(spec, f"user table {path}, target {target!r}", "local CSV", load,
+                       defaults={"n_unlabeled": None, "n_private": None, "n_test": None})
+
+
+def get_dataset(name: str) -> DatasetInfo:
+    """Look a dataset up by name, or build the entry for ``csv:PATH:TARGET``."""
+    if name.startswith("csv:"):
+        return _csv_info(name)
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise FedLabelsError(f"unknown dataset {name!r}; available: "
+                             f"{', '.join(sorted(REGISTRY))}, or csv:PATH:TARGET.") from None
+
+
+def fetch_dataset(name: str, from_deb: str | None = None,
+                  log: Callable[[str], None] = print) -> Path | None:
+    """Run a dataset's fetch step; datasets that ship with a package need none."""
+    info = get_dataset(name)
+    if info.fetch is None:
+        log(f"{name}: ships with an installed package ({info.source}); nothing to fetch")
+        return None
+    return info.fetch(from_deb=from_deb, log=log)

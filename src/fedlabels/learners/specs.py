@@ -1,0 +1,220 @@
+"""Model specs by name: ``decision_tree``, ``rf(n_estimators=50)``, ``mlp(hidden=512-512)``.
+
+A spec string lists one spec per client, comma-separated (``dt,rf,mlp``); one spec alone
+means every client. Parameters go in parentheses: ``name(key=value,key=value)``. Values are
+parsed as int, float, bool, ``None``, ``A-B-C`` int tuples, or strings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sklearn.base import clone
+
+from fedlabels.errors import FedLabelsError
+
+Factory = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model name and its keyword parameters."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if not self.params:
+            return self.name
+        inner = ",".join(f"{k}={_fmt(v)}" for k, v in self.params.items())
+        return f"{self.name}({inner})"
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A registered model: its factory and what it is."""
+
+    factory: Factory
+    description: str
+    aliases: tuple[str, ...] = ()
+
+
+MODELS: dict[str, ModelEntry] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register_model(name: str, factory: Factory, description: str,
+                   aliases: tuple[str, ...] = ()) -> None:
+    """Make a model available by name (and aliases) in specs."""
+    MODELS[name] = ModelEntry(factory, description, aliases)
+    for alias in (name, *aliases):
+        _ALIASES[alias] = name
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "-".join(str(v) for v in value)
+    return str(value)
+
+
+def _parse_value(text: str) -> Any:
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    if re.fullmatch(r"\d+(-\d+)+", t):
+        return tuple(int(p) for p in t.split("-"))
+    for cast in (int, float):
+        try:
+            return cast(t)
+        except ValueError:
+            pass
+    return t
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise FedLabelsError(f"unbalanced parentheses in model spec {text!r}.")
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if depth != 0:
+        raise FedLabelsError(f"unbalanced parentheses in model spec {text!r}.")
+    parts.append("".join(current))
+    return [p.strip() for p in parts]
+
+
+def parse_model_spec(text: str) -> list[ModelSpec]:
+    """Parse a (possibly per-client) spec string into a list of :class:`ModelSpec`."""
+    specs = []
+    for part in _split_top_level(str(text)):
+        if not part:
+            raise FedLabelsError(f"empty model spec in {text!r}.")
+        match = re.fullmatch(r"([A-Za-z_][\w\-]*)\s*(?:\((.*)\))?", part, flags=re.S)
+        if not match:
+            raise FedLabelsError(f"cannot parse model spec {part!r}; use name or "
+                                 "name(key=value,...).")
+        name, body = match.group(1), match.group(2)
+        params: dict[str, Any] = {}
+        if body and body.strip():
+            for item in _split_top_level(body):
+                key, eq, value = item.partition("=")
+                if not eq or not key.strip():
+                    raise FedLabelsError(f"model parameter {item!r} in {part!r} must be "
+                                         "key=value.")
+                params[key.strip()] = _parse_value(value)
+        specs.append(ModelSpec(resolve_model_name(name), params))
+    return specs
+
+
+def resolve_model_name(name: str) -> str:
+    """Canonical model name for a name or alias."""
+    try:
+        return _ALIASES[name.lower()]
+    except KeyError:
+        known = ", ".join(f"{n} ({'/'.join(e.aliases)})" if e.aliases else n
+                          for n, e in sorted(MODELS.items()))
+        raise FedLabelsError(f"unknown model {name!r}; available: {known}.") from None
+
+
+def check_estimator(estimator: Any, where: str = "model") -> Any:
+    """Fail early if an object lacks the scikit-learn classifier interface."""
+    missing = [m for m in ("fit", "predict") if not callable(getattr(estimator, m, None))]
+    if missing:
+        raise FedLabelsError(f"{where} {type(estimator).__name__} has no "
+                             f"{' or '.join(missing)} method; a learner needs the scikit-learn "
+                             "estimator interface (fit(X, y) and predict(X)).")
+    return estimator
+
+
+def build_learner(spec: ModelSpec | Any, *, n_classes: int, random_state: int) -> Any:
+    """Instantiate a fresh learner from a spec, or clone an estimator object."""
+    if not isinstance(spec, ModelSpec):
+        estimator = clone(check_estimator(spec))
+        if "random_state" in estimator.get_params():
+            estimator.set_params(random_state=random_state)
+        return estimator
+    entry = MODELS[spec.name]
+    try:
+        return entry.factory(n_classes=n_classes, random_state=random_state, **spec.params)
+    except TypeError as exc:
+        raise FedLabelsError(f"invalid parameters for model {spec.name!r}: {exc}.") from None
+
+
+def expand_per_client(specs: list[Any], n_clients: int) -> list[Any]:
+    """One spec per client: a single spec is repeated; otherwise the count must be m."""
+    if len(specs) == 1:
+        return specs * n_clients
+    if len(specs) != n_clients:
+        raise FedLabelsError(f"got {len(specs)} model specs for {n_clients} clients; give one "
+                             "spec for all clients or exactly one per client.")
+    return list(specs)
+
+
+# ------------------------------------------------------------------ built-in models
+
+def _sk(cls_path: str, rename: dict[str, str] | None = None, **defaults: Any) -> Factory:
+    module_name, cls_name = cls_path.rsplit(".", 1)
+
+    def factory(n_classes: int, random_state: int, **params: Any) -> Any:
+        import importlib
+
+        cls = getattr(importlib.import_module(module_name), cls_name)
+        kwargs = {**defaults}
+        for key, value in params.items():
+            kwargs[(rename or {}).get(key, key)] = value
+        if "random_state" in cls().get_params():
+            kwargs.setdefault("random_state", random_state)
+        try:
+            estimator = cls(**kwargs)
+            estimator._validate_params()
+        except (TypeError, ValueError) as exc:
+            raise FedLabelsError(f"invalid parameters for {cls_name}: {exc}") from None
+        return estimator
+
+    return factory
+
+
+def _torch_mlp(n_classes: int, random_state: int, hidden: Any = (512, 512),
+               lr: float = 1e-3, **params: Any) -> Any:
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    if isinstance(hidden, int):
+        hidden = (hidden,)
+    return TorchMLPClassifier(hidden_layer_sizes=tuple(hidden), n_classes=n_classes,
+                              learning_rate=lr, random_state=random_state, **params)
+
+
+register_model("decision_tree", _sk("sklearn.tree.DecisionTreeClassifier",
+                                    criterion="gini", min_samples_split=2),
+               "CART decision tree (Gini, min_samples_split=2)", aliases=("dt", "tree"))
+register_model("random_forest", _sk("sklearn.ensemble.RandomForestClassifier",
+                                    n_estimators=100),
+               "random forest, 100 trees", aliases=("rf",))
+register_model("logreg", _sk("sklearn.linear_model.LogisticRegression", max_iter=2000),
+               "L2-regularised logistic regression", aliases=("lr", "logistic_regression"))
+register_model("sk_mlp", _sk("sklearn.neural_network.MLPClassifier",
+                             rename={"hidden": "hidden_layer_sizes"},
+                             hidden_layer_sizes=(100,), max_iter=500),
+               "scikit-learn MLPClassifier (refit from scratch)")
+register_model("mlp", _torch_mlp,
+               "torch MLP, warm-started iterative training; mlp(hidden=512-512,lr=0.001,"
+               "batch_size=64)", aliases=("torch_mlp",))
+
+
+def clone_fresh(estimator: Any) -> Any:
+    """An unfitted copy with the same parameters (scikit-learn ``clone``)."""
+    return clone(estimator)

@@ -1,0 +1,219 @@
+"""A scikit-learn-style adapter for torch MLPs with warm-started iterative training.
+
+``train_steps`` is the unit FedCT and FedAvg need: each step is one minibatch of private data
+(plus, optionally, one minibatch of pseudo-labelled public data, as in FedCT), and training
+continues from the current weights. Prediction runs in batches under ``eval()`` and
+``torch.no_grad()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from torch import nn
+
+from fedlabels.errors import FedLabelsError
+
+
+class _BatchCursor:
+    """Cyclic minibatches over a seeded permutation, reshuffled every epoch."""
+
+    def __init__(self, n: int, batch_size: int, rng: np.random.Generator) -> None:
+        self.n, self.batch_size, self.rng = n, batch_size, rng
+        self.order = rng.permutation(n)
+        self.pos = 0
+
+    def next(self) -> np.ndarray:
+        if self.n <= self.batch_size:
+            return self.order
+        if self.pos + self.batch_size > self.n:
+            self.order = self.rng.permutation(self.n)
+            self.pos = 0
+        idx = self.order[self.pos : self.pos + self.batch_size]
+        self.pos += self.batch_size
+        return idx
+
+
+class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
+    """Fully connected ReLU network trained with Adam and cross-entropy.
+
+    Parameters
+    ----------
+    hidden_layer_sizes : sequence of int, default=(512, 512)
+        Widths of the hidden layers. ``(512, 512)`` on 784 inputs and 10 classes is the
+        FashionMNIST architecture of the FedCT paper (Table 11; 669,706 parameters).
+    n_classes : int or None, default=None
+        Number of output units; ``None`` infers ``max(y) + 1`` at the first fit. Federated
+        runs set it so every client has the same output layer.
+    learning_rate : float, default=1e-3
+        Adam step size (the paper's value for FashionMNIST).
+    batch_size : int, default=64
+        Minibatch size per source (private, and pseudo-labelled when given).
+    max_steps : int, default=500
+        Steps taken by :meth:`fit`.
+    weight_decay : float, default=0.0
+        Adam weight decay.
+    predict_batch_size : int, default=4096
+        Rows per forward pass when predicting.
+    warm_start : bool, default=True
+        If True, :meth:`fit` continues from the current weights instead of re-initialising.
+    random_state : int or None, default=None
+        Seeds weight initialisation and minibatch order.
+    """
+
+    def __init__(self, hidden_layer_sizes: Sequence[int] = (512, 512),
+                 n_classes: int | None = None, learning_rate: float = 1e-3,
+                 batch_size: int = 64, max_steps: int = 500, weight_decay: float = 0.0,
+                 predict_batch_size: int = 4096, warm_start: bool = True,
+                 random_state: int | None = None) -> None:
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.n_classes = n_classes
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_steps = max_steps
+        self.weight_decay = weight_decay
+        self.predict_batch_size = predict_batch_size
+        self.warm_start = warm_start
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ set-up
+    def _validate_params(self) -> None:
+        sizes = tuple(self.hidden_layer_sizes)
+        if any(int(h) < 1 for h in sizes):
+            raise FedLabelsError(f"hidden_layer_sizes must be positive ints, got {sizes}.")
+        for name in ("learning_rate",):
+            if not getattr(self, name) > 0:
+                raise FedLabelsError(f"{name} must be > 0, got {getattr(self, name)}.")
+        for name in ("batch_size", "max_steps", "predict_batch_size"):
+            if int(getattr(self, name)) < 1:
+                raise FedLabelsError(f"{name} must be an int >= 1, got {getattr(self, name)}.")
+
+    def _initialise(self, n_features: int, n_classes: int) -> None:
+        self._validate_params()
+        seed = 0 if self.random_state is None else int(self.random_state)
+        torch_gen = torch.Generator().manual_seed(seed)
+        layers: list[nn.Module] = []
+        width = n_features
+        for h in self.hidden_layer_sizes:
+            layers += [nn.Linear(width, int(h)), nn.ReLU()]
+            width = int(h)
+        layers.append(nn.Linear(width, n_classes))
+        self.model_ = nn.Sequential(*layers)
+        with torch.no_grad():  # seeded init, independent of the global torch RNG
+            for p in self.model_.parameters():
+                if p.dim() > 1:
+                    bound = 1.0 / np.sqrt(p.shape[1])
+                    p.uniform_(-bound, bound, generator=torch_gen)
+                else:
+                    p.uniform_(-1.0 / np.sqrt(len(p)), 1.0 / np.sqrt(len(p)),
+                               generator=torch_gen)
+        self.optimizer_ = torch.optim.Adam(self.model_.parameters(), lr=self.learning_rate,
+                                           weight_decay=self.weight_decay)
+        self.rng_ = np.random.default_rng(seed)
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = n_features
+        self.steps_ = 0
+        self._cursors: dict[int, _BatchCursor] = {}
+
+    def _ensure_initialised(self, X: np.ndarray, y: np.ndarray) -> None:
+        if hasattr(self, "model_"):
+            if X.shape[1] != self.n_features_in_:
+                raise FedLabelsError(f"X has {X.shape[1]} features, the model was built for "
+                                     f"{self.n_features_in_}.")
+            return
+        n_classes = self.n_classes if self.n_classes is not None else int(y.max()) + 1
+        self._initialise(X.shape[1], int(n_classes))
+
+    def _cursor(self, key: int, n: int) -> _BatchCursor:
+        cursor = self._cursors.get(key)
+        if cursor is None or cursor.n != n:  # the pseudo-labelled set may change size
+            cursor = _BatchCursor(n, int(self.batch_size), self.rng_)
+            self._cursors[key] = cursor
+        return cursor
+
+    # ------------------------------------------------------------------ training
+    def train_steps(self, X: np.ndarray, y: np.ndarray, n_steps: int,
+                    X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None
+                    ) -> TorchMLPClassifier:
+        """Take ``n_steps`` Adam steps, warm-starting from the current weights.
+
+        Each step uses one minibatch of ``(X, y)`` and, if given, one minibatch of
+        ``(X_aux, y_aux)`` (FedCT's pseudo-labelled public data), concatenated.
+        """
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        y = np.asarray(y, dtype=np.int64)
+        self._ensure_initialised(X, y)
+        Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+        use_aux = X_aux is not None and y_aux is not None and len(y_aux) > 0
+        if use_aux:
+            Xa = torch.from_numpy(np.ascontiguousarray(X_aux, dtype=np.float32))
+            ya = torch.from_numpy(np.asarray(y_aux, dtype=np.int64))
+        main, aux = self._cursor(0, len(y)), self._cursor(1, len(y_aux) if use_aux else 0)
+        model, opt = self.model_, self.optimizer_
+        loss_fn = nn.CrossEntropyLoss()
+        model.train()
+        for _ in range(int(n_steps)):
+            idx = torch.from_numpy(main.next())
+            xb, yb = Xt[idx], yt[idx]
+            if use_aux:
+                aidx = torch.from_numpy(aux.next())
+                xb, yb = torch.cat([xb, Xa[aidx]]), torch.cat([yb, ya[aidx]])
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+        self.steps_ += int(n_steps)
+        return self
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> TorchMLPClassifier:
+        """Train for ``max_steps`` steps (from scratch unless ``warm_start``)."""
+        if not self.warm_start and hasattr(self, "model_"):
+            del self.model_
+        return self.train_steps(X, y, int(self.max_steps))
+
+    # ------------------------------------------------------------------ inference
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Class probabilities, computed in batches under ``eval()`` / ``no_grad``."""
+        if not hasattr(self, "model_"):
+            raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        self.model_.eval()
+        out = np.empty((len(X), len(self.classes_)), dtype=np.float32)
+        step = int(self.predict_batch_size)
+        with torch.no_grad():
+            for start in range(0, len(X), step):
+                logits = self.model_(torch.from_numpy(X[start : start + step]))
+                out[start : start + step] = torch.softmax(logits, dim=1).numpy()
+        return out
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.predict_proba(X).argmax(axis=1)
+
+    # ------------------------------------------------------------------ parameters
+    def get_weights(self) -> np.ndarray:
+        """All parameters as one flat float32 vector (what FedAvg sends)."""
+        return torch.cat([p.detach().reshape(-1) for p in self.model_.parameters()]).numpy()
+
+    def set_weights(self, flat: np.ndarray) -> None:
+        """Load a flat vector produced by :meth:`get_weights` of an identical network."""
+        flat_t = torch.from_numpy(np.array(flat, dtype=np.float32))  # copy: may be read-only
+        if flat_t.numel() != self.n_parameters:
+            raise FedLabelsError(f"weight vector has {flat_t.numel()} entries, the model "
+                                 f"has {self.n_parameters}.")
+        offset = 0
+        with torch.no_grad():
+            for p in self.model_.parameters():
+                p.copy_(flat_t[offset : offset + p.numel()].view_as(p))
+                offset += p.numel()
+
+    def initialise(self, n_features: int, n_classes: int) -> TorchMLPClassifier:
+        """Build the network without training (used for FedAvg's common initialisation)."""
+        self._initialise(n_features, n_classes)
+        return self
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.model_.parameters())

@@ -1,0 +1,159 @@
+"""FedCT: federated co-training (Abourayya et al., AAAI 2025, Algorithm 1).
+
+Clients share only hard labels on the public unlabeled set U:
+
+* line 3 — client i updates its model on D_i ∪ P (``FedCTClient.train``);
+* lines 4-6 — every b local steps it sends L_t^i = h_t^i(U), bit-packed at ceil(log2 C) bits
+  per label;
+* lines 10-12 — the server forms the consensus L_t (majority vote, or a qualified majority
+  with quorum tau that abstains below the quorum) and sends it back;
+* line 7 — the client sets P <- (U, L_t), leaving out abstained examples.
+
+The consensus of round t travels with the next round's training message, so each round is
+one exchange. Torch learners take b steps of (private minibatch + pseudo-labelled minibatch)
+per round; scikit-learn learners are refit from scratch on D_i ∪ P once per round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
+from fedlabels.consensus import ABSTAIN, majority_vote, qualified_majority
+from fedlabels.data import ClientData
+from fedlabels.errors import FedLabelsError
+from fedlabels.protocols.base import (
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
+
+Consensus = Callable[[np.ndarray], np.ndarray]
+
+
+def consensus_function(settings: Settings) -> Consensus:
+    """Majority vote, or qualified majority when a quorum is set."""
+    if settings.quorum is None:
+        return lambda votes: majority_vote(votes, settings.n_classes)
+    quorum = settings.quorum
+    return lambda votes: qualified_majority(votes, settings.n_classes, quorum)
+
+
+def encode_consensus(labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray]:
+    """Bit-pack a consensus; abstentions travel as a 1-bit-per-example mask."""
+    abstain = labels == ABSTAIN
+    arrays = {"consensus": pack_labels(np.where(abstain, 0, labels), n_classes)}
+    if abstain.any():
+        arrays["keep"] = pack_mask(~abstain)
+    return arrays
+
+
+def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> np.ndarray:
+    labels = unpack_labels(arrays["consensus"], n, n_classes)
+    if "keep" in arrays:
+        labels[~unpack_mask(arrays["keep"], n)] = ABSTAIN
+    return labels
+
+
+class FedCTClient(ClientRole):
+    """Client i of Algorithm 1: trains on D_i ∪ P and shares its hard labels on U."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pseudo_X: np.ndarray | None = None
+        self.pseudo_y: np.ndarray | None = None
+        self.handlers["fedct.train"] = self.train
+
+    def set_pseudo_labels(self, labels: np.ndarray) -> None:
+        """P <- (U, L_t), without the examples the consensus abstained on."""
+        keep = labels != ABSTAIN
+        self.pseudo_X = self.X_public[keep]
+        self.pseudo_y = labels[keep]
+
+    def local_labels(self) -> np.ndarray:
+        """L_t^i = h_t^i(U), the client's hard labels on the public set."""
+        return self.predict(self.X_public)
+
+    def train(self, message: Message) -> Message:
+        n_classes = self.settings.n_classes
+        if "consensus" in message.arrays:
+            self.set_pseudo_labels(decode_consensus(message.arrays, len(self.X_public),
+                                                    n_classes))
+        self.train_on(self.data.X, self.data.y, int(message.config["steps"]),
+                      self.pseudo_X, self.pseudo_y)
+        return Message("fedct.labels",
+                       arrays={"labels": pack_labels(self.local_labels(), n_classes)})
+
+
+class FedCTServer(ServerRole):
+    """The server of Algorithm 1: collects hard labels, forms and broadcasts the consensus."""
+
+    def __init__(self, settings: Settings, n_public: int,
+                 truth_public: np.ndarray | None = None) -> None:
+        self.settings = settings
+        self.n_public = n_public
+        self.consensus = consensus_function(settings)
+        self.labels: np.ndarray | None = None
+        self.truth_public = truth_public
+
+    def train_message(self, rnd: int) -> Message:
+        arrays = {} if self.labels is None else encode_consensus(self.labels,
+                                                                 self.settings.n_classes)
+        return Message("fedct.train", arrays=arrays,
+                       config={"round": rnd, "steps": self.settings.period})
+
+    def collect_votes(self, replies: dict[int, Message]) -> np.ndarray:
+        """The (m, |U|) matrix of the clients' unpacked hard labels."""
+        return np.stack([unpack_labels(replies[cid].arrays["labels"], self.n_public,
+                                       self.settings.n_classes) for cid in sorted(replies)])
+
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
+        message = self.train_message(rnd)
+        replies = grid.exchange({cid: message for cid in grid.client_ids}, rnd)
+        new = self.consensus(self.collect_votes(replies))
+        metrics = self.consensus_metrics(new)
+        self.labels = new
+        return metrics
+
+    def consensus_metrics(self, new: np.ndarray) -> dict[str, float]:
+        """Fraction of consensus labels that changed, coverage, and (diagnostic) accuracy."""
+        metrics = {
+            "consensus_changed": 1.0 if self.labels is None
+            else float(np.mean(self.labels != new)),
+            "consensus_coverage": float(np.mean(new != ABSTAIN)),
+        }
+        if self.truth_public is not None:
+            kept = new != ABSTAIN
+            metrics["consensus_accuracy"] = (float(np.mean(new[kept] == self.truth_public[kept]))
+                                             if kept.any() else float("nan"))
+        return metrics
+
+
+class FedCT(Method):
+    """Federated co-training: share hard labels on U, train on the consensus."""
+
+    name = "fedct"
+    description = "FedCT: clients share bit-packed hard labels on U; majority / qualified vote"
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        if settings.quorum is None and n_clients < 3:
+            raise FedLabelsError(
+                f"FedCT with a majority vote needs at least 3 clients, got {n_clients}: with "
+                "2 clients every disagreement is a tie that the class index decides, and "
+                "with 1 there is nothing to vote on (the convergence result, Prop. 1, assumes "
+                "m >= 3). Use more clients, or a qualified majority (--quorum 1.0 = unanimity).")
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        return FedCTServer(ctx.settings, n_public, ctx.truth_public)
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        return FedCTClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
