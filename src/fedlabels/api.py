@@ -67,23 +67,26 @@ def run(method: str, federation: Federation | str, *, model: Any = "decision_tre
         rounds: int = 20, period: int = 50, quorum: float | None = None, seed: int = 0,
         eval_every: int = 1, progress: bool | None = None,
         on_round: Callable[[RoundRecord], None] | None = None,
-        config: dict[str, Any] | None = None) -> RunResult:
+        config: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None) -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
     estimators (one per client), or a single scikit-learn-compatible estimator.
+    ``options`` are method-specific settings (e.g. ``{"epsilon": 1.0}``).
     """
     if isinstance(federation, str):
         federation = load_federation(federation, seed=seed)
     cfg = RunConfig(method=method, dataset=federation.name, clients=federation.n_clients,
                     rounds=rounds, period=period, quorum=quorum, seed=seed,
-                    eval_every=eval_every)
+                    eval_every=eval_every, options=dict(options or {}))
     impl = get_method(cfg.method)
     record = {**cfg.to_dict(), **(config or {})}
     record["model"] = model if isinstance(model, str) else repr(model)
     return simulate(impl, federation, _as_models(model), rounds=cfg.rounds, period=cfg.period,
                     quorum=cfg.quorum, seed=cfg.seed, eval_every=cfg.eval_every,
-                    progress=progress, config=record, on_round=on_round)
+                    progress=progress, config=record, options=cfg.options,
+                    on_round=on_round)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None) -> RunResult:
@@ -96,4 +99,4 @@ def run_config(cfg: RunConfig, progress: bool | None = None) -> RunResult:
                                  partition=cfg.partition, seed=cfg.seed)
     return simulate(impl, federation, models, rounds=cfg.rounds, period=cfg.period,
                     quorum=cfg.quorum, seed=cfg.seed, eval_every=cfg.eval_every,
-                    progress=progress, config=cfg.to_dict())
+                    progress=progress, config=cfg.to_dict(), options=cfg.options)

@@ -31,6 +31,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
     p.add_argument("--output", help="JSON result path (a CSV of rounds goes beside it)")
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="method-specific option (repeatable), e.g. --opt epsilon=1.0")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -43,6 +45,16 @@ def _config_from_args(args: argparse.Namespace) -> Any:
     from fedlabels.config import RunConfig, load_config
 
     given = {k: getattr(args, k) for k in _RUN_KEYS if getattr(args, k) is not None}
+    options = dict(getattr(args, "options", None) or {})
+    for item in getattr(args, "opt", []) or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise FedLabelsError(f"--opt {item!r}: use KEY=VALUE.")
+        from fedlabels.learners.specs import _parse_value
+
+        options[key.strip().replace("-", "_")] = _parse_value(value)
+    if options:
+        given["options"] = options
     if args.config:
         return load_config(args.config, **given)
     try:

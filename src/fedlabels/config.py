@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,9 @@ class RunConfig:
         Evaluate client test accuracy every this many rounds (and always at the end).
     output : str or None
         Path of the JSON result.
+    options : dict
+        Method-specific settings (e.g. ``epsilon`` for DP methods); CLI ``--opt KEY=VALUE``
+        and the method's own flags fill it, TOML takes an ``[options]`` table.
     """
 
     method: str = "fedct"
@@ -59,6 +62,7 @@ class RunConfig:
     seed: int = 0
     eval_every: int = 1
     output: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -121,9 +125,11 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise FedLabelsError(f"config file {path} is not valid TOML: {exc}") from None
     if "run" in data and isinstance(data["run"], dict):
-        data = data["run"]
+        data = {**data["run"], **({"options": data["options"]} if "options" in data else {})}
     merged = {**_normalise_keys(data),
               **{k: v for k, v in _normalise_keys(overrides).items() if v is not None}}
+    if "options" in overrides and "options" in data:
+        merged["options"] = {**data["options"], **overrides["options"]}
     try:
         return RunConfig(**merged)
     except TypeError as exc:

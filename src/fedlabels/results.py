@@ -56,6 +56,8 @@ class RunResult:
     communication: dict[str, Any]
     wall_seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    # the clients' final models (in-process runs only; not written to JSON)
+    client_models: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def final_record(self) -> RoundRecord:

@@ -87,12 +87,15 @@ def simulate(
     eval_every: int = 1,
     progress: bool | None = None,
     config: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
     ``models`` holds one spec or estimator per client (or one for all). ``eval_every`` sets
     how often clients report test accuracy; the last round is always evaluated.
+    ``options`` are method-specific settings (e.g. ``epsilon``), passed to the roles in
+    ``Settings.extra``.
     ``progress=None`` shows a bar only on an interactive terminal.
     """
     started = time.perf_counter()
@@ -101,7 +104,7 @@ def simulate(
     specs = expand_per_client(list(models), federation.n_clients)[:n_roles]
     client_seeds, server_seed = derive_seeds(seed, n_roles)
     settings = Settings(n_classes=federation.n_classes, period=period, quorum=quorum,
-                        extra={"n_features": federation.n_features})
+                        extra={**(options or {}), "n_features": federation.n_features})
     learners = make_learners(specs, client_seeds, federation.n_classes)
     method.validate(n_roles, settings, learners)
     ctx = MethodContext(settings, client_seeds, server_seed, truth_public=federation.y_public)
@@ -149,7 +152,7 @@ def simulate(
         "control_bytes_total": meter.total("up", "control") + meter.total("down", "control"),
         "wire_format": "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays",
     }
-    return RunResult(
+    result = RunResult(
         method=method.name,
         dataset=federation.name,
         seed=seed,
@@ -159,4 +162,7 @@ def simulate(
         rounds=records,
         communication=communication,
         wall_seconds=time.perf_counter() - started,
+        extra=server.result_extra(),
     )
+    result.client_models = [clients[c].learner for c in cids]
+    return result

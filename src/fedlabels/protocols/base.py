@@ -120,6 +120,10 @@ class ServerRole:
         """The message asking client ``cid`` to report its test accuracy."""
         return Message("evaluate", category="evaluation")
 
+    def result_extra(self) -> dict[str, Any]:
+        """Method-specific top-level entries of the result JSON (e.g. ``privacy``)."""
+        return {}
+
 
 @dataclass
 class MethodContext:
