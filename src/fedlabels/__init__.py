@@ -10,6 +10,7 @@ from fedlabels.api import load_federation, run, run_config
 from fedlabels.config import RunConfig, load_config
 from fedlabels.data import ClientData, Federation, make_federation
 from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.interpret import inspect_models
 from fedlabels.results import RunResult
 
 __version__ = "0.1.0"
@@ -21,6 +22,7 @@ __all__ = [
     "Federation",
     "RunConfig",
     "RunResult",
+    "inspect_models",
     "load_config",
     "load_federation",
     "make_federation",

@@ -34,6 +34,38 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific option (repeatable), e.g. --opt epsilon=1.0")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    # XCLP options (issue 8); mapped into the method options
+    p.add_argument("--lsh-bits", type=int, help="XCLP: LSH length L (default 1024)")
+    p.add_argument("--knn", type=int, help="XCLP: neighbours k per point (default 10)")
+    p.add_argument("--alpha", type=float, help="XCLP: propagation alpha in (0, 1) "
+                                               "(default 0.99)")
+    p.add_argument("--secure", choices=["none", "ot", "paillier"],
+                   help="XCLP: SecureHamming variant, or none for plaintext (default none)")
+    p.add_argument("--labeled-fraction", type=float,
+                   help="XCLP: fraction of each client's private data that keeps its labels "
+                        "(default 0.1)")
+    # privacy and teacher-student options (issues 4/5); mapped into the method options
+    p.add_argument("--epsilon", type=float,
+                   help="DP budget epsilon > 0 (dp-pate, dp-fedavg: total target; fredy: "
+                        "per query; dp-fedct: pure epsilon per round)")
+    p.add_argument("--delta", type=float, help="DP delta in (0, 1) (default 1e-5)")
+    p.add_argument("--noise-sigma", type=float,
+                   help="dp-pate: std of the GNMax Gaussian noise on each vote count")
+    p.add_argument("--queries", type=int,
+                   help="pate/dp-pate/fredy: number of queries from U labelled by the teachers")
+    p.add_argument("--teachers", type=int,
+                   help="pate/dp-pate/fredy: number of teachers (= clients)")
+    # DP-FedCT / DP-FedAvg options (issue 5); mapped into the method options
+    p.add_argument("--sensitivity",
+                   help="dp-fedct: Hamming sensitivity s* in bits: worst (2|U|, default), "
+                        "empirical, prop2 (needs --opt stability_rate=R) or a number")
+    p.add_argument("--clip", type=float, help="dp-fedavg: L2 clipping norm S of each client "
+                                              "update (default 1.0)")
+    p.add_argument("--noise-multiplier", type=float,
+                   help="dp-fedavg: noise multiplier sigma (noise std = sigma * S); or give "
+                        "--epsilon to calibrate it")
+    p.add_argument("--sample-rate", type=float,
+                   help="dp-fedavg: Poisson client-sampling rate q in (0, 1] (default 1)")
 
 
 _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
@@ -53,6 +85,17 @@ def _config_from_args(args: argparse.Namespace) -> Any:
         from fedlabels.learners.specs import _parse_value
 
         options[key.strip().replace("-", "_")] = _parse_value(value)
+    for flag, key in (("lsh_bits", "lsh_bits"), ("knn", "knn"), ("alpha", "alpha"),
+                      ("secure", "secure"), ("labeled_fraction", "labeled_fraction"),
+                      ("epsilon", "epsilon"), ("delta", "delta"),
+                      ("noise_sigma", "noise_sigma"), ("queries", "queries"),
+                      ("teachers", "teachers"), ("sensitivity", "sensitivity"),
+                      ("clip", "clip"), ("noise_multiplier", "noise_multiplier"),
+                      ("sample_rate", "sample_rate")):
+        if getattr(args, flag, None) is not None:
+            options[key] = getattr(args, flag)
+    if getattr(args, "teachers", None) is not None:  # the teachers are the clients
+        given.setdefault("clients", args.teachers)
     if options:
         given["options"] = options
     if args.config:
@@ -72,13 +115,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
     from fedlabels.results import format_table
 
+    if getattr(args, "audit", False):  # issue 6: run + membership-inference audit
+        from fedlabels.audit.cli import cmd_audit
+
+        return cmd_audit(args)
     cfg = _config_from_args(args)
     out = Path(cfg.output) if cfg.output else _default_output(cfg)
     result = run_config(cfg, progress=not args.no_progress)
     result.save_json(out)
     result.save_csv(out.with_suffix(".csv"))
+    if result.client_models:  # final models beside the result, for `fedlabels inspect`
+        from fedlabels.interpret import save_models
+
+        save_models(result, out)
     print(format_table([result.summary_row()]))
     print(f"\nresult: {out}  (rounds: {out.with_suffix('.csv')})")
+    if result.extra.get("interrupted"):
+        print(f"fedlabels: interrupted after round {result.rounds[-1].round}; the rounds "
+              "completed so far were saved", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -106,12 +161,33 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from fedlabels.interpret import format_inspection, inspect_models
+
+    descriptions = inspect_models(args.result, top=args.top, client=args.client)
+    if args.json:
+        print(json.dumps(descriptions, indent=2, default=str))
+    else:
+        print(format_inspection(descriptions, max_lines=args.max_lines))
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from fedlabels.learners import MODELS
 
     for name, entry in sorted(MODELS.items()):
         aliases = f" ({', '.join(entry.aliases)})" if entry.aliases else ""
         print(f"{name + aliases:<36} {entry.description}")
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from fedlabels.protocols import METHODS
+
+    for name, method in sorted(METHODS.items()):
+        print(f"{name:<14} {method.description}")
     return 0
 
 
@@ -135,22 +211,46 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedlabels",
         description="Federated learning that shares labels, not models.")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's choice; 1 is best on a "
+                             "busy machine)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run one method on one dataset")
     _add_run_options(p)
     p.set_defaults(func=cmd_run)
+    from fedlabels.audit.cli import add_audit_options, cmd_audit  # issue 6 (imports no torch)
+
+    add_audit_options(p, flag=True)
+    p = sub.add_parser("audit", help="run a method and attack what its server receives "
+                                     "(membership inference: VUL, TPR at low FPR, ROC)")
+    _add_run_options(p)
+    add_audit_options(p)
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("datasets", help="list datasets and whether they are fetched")
     p.set_defaults(func=cmd_datasets)
 
     p = sub.add_parser("fetch", help="fetch a dataset into the local cache")
-    p.add_argument("names", nargs="+", help="dataset names, e.g. fashion_mnist")
+    p.add_argument("names", nargs="+", help="dataset names, e.g. fashion_mnist, or mlbench "
+                                          "(all mlbench tables)")
     p.add_argument("--from-deb", help="use an already downloaded .deb instead of apt-get")
     p.set_defaults(func=cmd_fetch)
 
+    p = sub.add_parser("inspect", help="show the clients' final models of a run: tree text, "
+                                       "rules, feature importances")
+    p.add_argument("result", help="result JSON of `fedlabels run` (or its .models.pkl)")
+    p.add_argument("--client", type=int, help="only this client (0-based)")
+    p.add_argument("--top", type=int, default=10, help="feature importances to show")
+    p.add_argument("--max-lines", type=int, default=40, help="lines of tree/rule text per model")
+    p.add_argument("--json", action="store_true", help="structured output as JSON")
+    p.set_defaults(func=cmd_inspect)
+
     p = sub.add_parser("models", help="list model names usable in --model")
     p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("methods", help="list the federated methods usable in --method")
+    p.set_defaults(func=cmd_methods)
 
     p = sub.add_parser("plot", help="plot accuracy per round of one or more results")
     p.add_argument("results", nargs="+", help="result JSON files")
@@ -162,6 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
+
+    from fedlabels.privacy.cli import add_bound_parser  # issue 5 (imports no dp-accounting)
+
+    add_bound_parser(sub)
+
+    from fedlabels.engines.flower.commands import add_deploy_parser  # imports no flwr
+
+    add_deploy_parser(sub, _add_run_options, _config_from_args, _default_output)
     return parser
 
 
@@ -169,6 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.threads is not None:
+            if args.threads < 1:
+                raise FedLabelsError(f"--threads must be >= 1, got {args.threads}.")
+            import torch
+
+            torch.set_num_threads(args.threads)
         code = args.func(args)
     except FedLabelsError as exc:
         print(f"fedlabels: error: {exc}", file=sys.stderr)

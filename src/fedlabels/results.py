@@ -58,6 +58,8 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     # the clients' final models (in-process runs only; not written to JSON)
     client_models: list[Any] = field(default_factory=list, repr=False, compare=False)
+    # the federation's feature names, for inspecting those models (not written to JSON)
+    feature_names: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def final_record(self) -> RoundRecord:

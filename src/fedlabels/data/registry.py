@@ -56,7 +56,8 @@ def _sklearn(loader: str) -> Callable[[], LoadedDataset]:
     def load() -> LoadedDataset:
         import sklearn.datasets
 
-        X, y = getattr(sklearn.datasets, loader)(return_X_y=True)
+        # as_frame: the federation keeps the real feature names (for `fedlabels inspect`)
+        X, y = getattr(sklearn.datasets, loader)(return_X_y=True, as_frame=True)
         return LoadedDataset(X, y)
 
     return load
@@ -114,6 +115,35 @@ register(DatasetInfo(
     fetched_marker=lambda: dataset_dir("fashion_mnist") / FASHION_MNIST.marker))
 
 
+# UCI tables of Debian's r-cran-mlbench (issue 3): one fetch gives all of them
+def _mlbench_loader(name: str) -> Callable[[], LoadedDataset]:
+    def load() -> LoadedDataset:
+        from fedlabels.data.mlbench import load_table
+
+        X, y = load_table(name)
+        return LoadedDataset(X, y)
+
+    return load
+
+
+def _register_mlbench() -> None:
+    from fedlabels.data import mlbench
+
+    for table in mlbench.TABLES.values():
+        register(DatasetInfo(
+            table.name, table.description,
+            f"Debian package {mlbench.MLBENCH.package} {mlbench.MLBENCH.version} "
+            f"({table.rda})",
+            _mlbench_loader(table.name), defaults=dict(table.defaults),
+            fetch=mlbench.fetch_mlbench, fetched_marker=mlbench.fetched_marker))
+    FETCH_GROUPS["mlbench"] = mlbench.fetch_mlbench
+
+
+# names that `fedlabels fetch` accepts besides datasets: a package holding several datasets
+FETCH_GROUPS: dict[str, Callable[..., Path]] = {}
+_register_mlbench()
+
+
 def _csv_info(spec: str) -> DatasetInfo:
     body = spec[len("csv:"):]
     path_str, sep, target = body.rpartition(":")
@@ -148,6 +178,8 @@ def get_dataset(name: str) -> DatasetInfo:
 def fetch_dataset(name: str, from_deb: str | None = None,
                   log: Callable[[str], None] = print) -> Path | None:
     """Run a dataset's fetch step; datasets that ship with a package need none."""
+    if name in FETCH_GROUPS:
+        return FETCH_GROUPS[name](from_deb=from_deb, log=log)
     info = get_dataset(name)
     if info.fetch is None:
         log(f"{name}: ships with an installed package ({info.source}); nothing to fetch")

@@ -68,6 +68,21 @@ class InProcessGrid:
         return replies
 
 
+WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays"
+
+
+def communication_summary(meter: CommMeter, wire_format: str = WIRE_FORMAT) -> dict[str, Any]:
+    """Run totals of a meter: protocol bytes per direction, evaluation and control apart."""
+    return {
+        "bytes_up_total": meter.total("up"),
+        "bytes_down_total": meter.total("down"),
+        "evaluation_bytes_total": meter.total("up", "evaluation")
+        + meter.total("down", "evaluation"),
+        "control_bytes_total": meter.total("up", "control") + meter.total("down", "control"),
+        "wire_format": wire_format,
+    }
+
+
 def derive_seeds(seed: int, n: int) -> tuple[list[int], int]:
     """Independent per-client seeds and a server seed from one run seed."""
     children = np.random.SeedSequence([seed, 0x5EED]).spawn(n + 1)
@@ -104,7 +119,8 @@ def simulate(
     specs = expand_per_client(list(models), federation.n_clients)[:n_roles]
     client_seeds, server_seed = derive_seeds(seed, n_roles)
     settings = Settings(n_classes=federation.n_classes, period=period, quorum=quorum,
-                        extra={**(options or {}), "n_features": federation.n_features})
+                        extra={"total_rounds": rounds, **(options or {}),
+                               "n_features": federation.n_features})
     learners = make_learners(specs, client_seeds, federation.n_classes)
     method.validate(n_roles, settings, learners)
     ctx = MethodContext(settings, client_seeds, server_seed, truth_public=federation.y_public)
@@ -122,36 +138,19 @@ def simulate(
     records: list[RoundRecord] = []
     bar = tqdm(range(rounds), desc=f"{method.name} on {federation.name}", unit="round",
                disable=(not progress) if progress is not None else None, leave=False)
-    for rnd in bar:
-        t0 = time.perf_counter()
-        server_metrics = server.run_round(rnd, grid)
-        accuracies: list[float] | None = None
-        if (rnd + 1) % max(1, eval_every) == 0 or rnd == rounds - 1:
-            replies = grid.exchange({c: server.evaluation_message(c) for c in cids}, rnd)
-            accuracies = [float(replies[c].config["accuracy"]) for c in cids]
-        record = RoundRecord(
-            round=rnd + 1,
-            local_steps=(rnd + 1) * period if iterative else None,
-            accuracies=accuracies,
-            server=server_metrics,
-            bytes_up=meter.per_client(rnd, cids, "up"),
-            bytes_down=meter.per_client(rnd, cids, "down"),
-            seconds=time.perf_counter() - t0,
-        )
-        records.append(record)
-        if on_round is not None:
-            on_round(record)
-        if accuracies is not None:
-            bar.set_postfix(acc=f"{np.mean(accuracies):.3f}")
-
-    communication = {
-        "bytes_up_total": meter.total("up"),
-        "bytes_down_total": meter.total("down"),
-        "evaluation_bytes_total": meter.total("up", "evaluation")
-        + meter.total("down", "evaluation"),
-        "control_bytes_total": meter.total("up", "control") + meter.total("down", "control"),
-        "wire_format": "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays",
-    }
+    interrupted = False
+    try:
+        for rnd in bar:
+            _run_one_round(rnd, rounds, server, grid, meter, cids, eval_every, period, iterative,
+                           records, on_round, bar)
+    except KeyboardInterrupt:
+        # keep what was measured so far; the caller writes it (marked as interrupted)
+        if not any(r.accuracies is not None for r in records):
+            raise
+        interrupted = True
+    finally:
+        bar.close()
+    communication = communication_summary(meter)
     result = RunResult(
         method=method.name,
         dataset=federation.name,
@@ -162,7 +161,35 @@ def simulate(
         rounds=records,
         communication=communication,
         wall_seconds=time.perf_counter() - started,
-        extra=server.result_extra(),
+        extra={**server.result_extra(), **({"interrupted": True} if interrupted else {})},
     )
     result.client_models = [clients[c].learner for c in cids]
+    result.feature_names = list(federation.feature_names)
     return result
+
+
+def _run_one_round(rnd: int, rounds: int, server: Any, grid: InProcessGrid, meter: CommMeter,
+                   cids: list[int], eval_every: int, period: int, iterative: bool,
+                   records: list[RoundRecord], on_round: Callable[[RoundRecord], None] | None,
+                   bar: Any) -> None:
+    """One communication round, then (if due) an evaluation of every client."""
+    t0 = time.perf_counter()
+    server_metrics = server.run_round(rnd, grid)
+    accuracies: list[float] | None = None
+    if (rnd + 1) % max(1, eval_every) == 0 or rnd == rounds - 1:
+        replies = grid.exchange({c: server.evaluation_message(c) for c in cids}, rnd)
+        accuracies = [float(replies[c].config["accuracy"]) for c in cids]
+    record = RoundRecord(
+        round=rnd + 1,
+        local_steps=(rnd + 1) * period if iterative else None,
+        accuracies=accuracies,
+        server=server_metrics,
+        bytes_up=meter.per_client(rnd, cids, "up"),
+        bytes_down=meter.per_client(rnd, cids, "down"),
+        seconds=time.perf_counter() - t0,
+    )
+    records.append(record)
+    if on_round is not None:
+        on_round(record)
+    if accuracies is not None:
+        bar.set_postfix(acc=f"{np.mean(accuracies):.3f}")

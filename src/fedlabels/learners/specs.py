@@ -218,3 +218,26 @@ register_model("mlp", _torch_mlp,
 def clone_fresh(estimator: Any) -> Any:
     """An unfitted copy with the same parameters (scikit-learn ``clone``)."""
     return clone(estimator)
+
+
+# ------------------------------------------------------------------ tabular models (issue 3)
+def _xgboost(n_classes: int, random_state: int, **params: Any) -> Any:
+    from fedlabels.learners.tabular import make_xgboost
+
+    return make_xgboost(n_classes, random_state, **params)
+
+
+def _rulefit(n_classes: int, random_state: int, **params: Any) -> Any:
+    from fedlabels.learners.tabular import make_rulefit
+
+    return make_rulefit(n_classes, random_state, **params)
+
+
+register_model("xgboost", _xgboost,
+               "XGBoost, 100 trees of depth 6, binary or multi-class objective from the classes "
+               "present; xgboost(n_estimators=100,max_depth=6,learning_rate=0.3)",
+               aliases=("xgb",))
+register_model("rulefit", _rulefit,
+               "RuleFit (imodels): rules of boosted trees of size 4, at most 200 rules, "
+               "one-vs-rest for C > 2; rulefit(tree_size=4,max_rules=200,linear=false)",
+               aliases=("rule_fit",))

@@ -136,12 +136,14 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ training
     def train_steps(self, X: np.ndarray, y: np.ndarray, n_steps: int,
-                    X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None
-                    ) -> TorchMLPClassifier:
+                    X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None,
+                    w_aux: np.ndarray | None = None) -> TorchMLPClassifier:
         """Take ``n_steps`` Adam steps, warm-starting from the current weights.
 
         Each step uses one minibatch of ``(X, y)`` and, if given, one minibatch of
         ``(X_aux, y_aux)`` (FedCT's pseudo-labelled public data), concatenated.
+        ``w_aux`` optionally weights the auxiliary examples' losses (private examples weigh
+        1; FedAvg+XCLP's confidence-weighted pseudo-labels); the batch loss is the mean.
         """
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=np.int64)
@@ -151,18 +153,68 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         if use_aux:
             Xa = torch.from_numpy(np.ascontiguousarray(X_aux, dtype=np.float32))
             ya = torch.from_numpy(np.asarray(y_aux, dtype=np.int64))
+            wa = None if w_aux is None else torch.from_numpy(
+                np.asarray(w_aux, dtype=np.float32))
         main, aux = self._cursor(0, len(y)), self._cursor(1, len(y_aux) if use_aux else 0)
         model, opt = self.model_, self.optimizer_
         loss_fn = nn.CrossEntropyLoss()
+        per_sample = nn.CrossEntropyLoss(reduction="none")
         model.train()
         for _ in range(int(n_steps)):
             idx = torch.from_numpy(main.next())
             xb, yb = Xt[idx], yt[idx]
+            wb = None
             if use_aux:
                 aidx = torch.from_numpy(aux.next())
+                if wa is not None:
+                    wb = torch.cat([torch.ones(len(idx)), wa[aidx]])
                 xb, yb = torch.cat([xb, Xa[aidx]]), torch.cat([yb, ya[aidx]])
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
+            logits = model(xb)
+            loss = loss_fn(logits, yb) if wb is None else (per_sample(logits, yb) * wb).mean()
+            loss.backward()
+            opt.step()
+        self.steps_ += int(n_steps)
+        return self
+
+    def distill_steps(self, X_soft: np.ndarray, P_soft: np.ndarray, n_steps: int,
+                      X: np.ndarray | None = None, y: np.ndarray | None = None,
+                      weight: float = 1.0) -> TorchMLPClassifier:
+        """Take ``n_steps`` Adam steps towards soft targets (knowledge distillation).
+
+        Each step's loss is ``weight · mean_j H(P_soft[j], softmax(model(X_soft[j])))`` (soft
+        cross-entropy, i.e. KL to the targets up to their constant entropy) over one minibatch
+        of ``(X_soft, P_soft)``, plus, if ``(X, y)`` is given, the cross-entropy of one
+        minibatch of it (DD: private loss + distillation term; FedMD's digest: soft only).
+        """
+        Xs = np.ascontiguousarray(X_soft, dtype=np.float32)
+        Ps = np.asarray(P_soft, dtype=np.float32)
+        if Ps.ndim != 2 or len(Ps) != len(Xs):
+            raise FedLabelsError(f"soft targets must have shape ({len(Xs)}, C), got "
+                                 f"{Ps.shape}.")
+        if not hasattr(self, "model_"):
+            n_classes = self.n_classes if self.n_classes is not None else Ps.shape[1]
+            self._initialise(Xs.shape[1], int(n_classes))
+        if Ps.shape[1] != len(self.classes_):
+            raise FedLabelsError(f"soft targets have {Ps.shape[1]} classes, the model "
+                                 f"{len(self.classes_)}.")
+        Xst, Pst = torch.from_numpy(Xs), torch.from_numpy(Ps)
+        use_private = X is not None and y is not None and len(y) > 0
+        if use_private:
+            Xt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+            yt = torch.from_numpy(np.asarray(y, dtype=np.int64))
+            main = self._cursor(0, len(yt))
+        soft = self._cursor(2, len(Xs))
+        model, opt = self.model_, self.optimizer_
+        model.train()
+        for _ in range(int(n_steps)):
+            sidx = torch.from_numpy(soft.next())
+            opt.zero_grad(set_to_none=True)
+            logp = torch.log_softmax(model(Xst[sidx]), dim=1)
+            loss = float(weight) * -(Pst[sidx] * logp).sum(dim=1).mean()
+            if use_private:
+                idx = torch.from_numpy(main.next())
+                loss = loss + nn.functional.cross_entropy(model(Xt[idx]), yt[idx])
             loss.backward()
             opt.step()
         self.steps_ += int(n_steps)
@@ -188,6 +240,20 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 logits = self.model_(torch.from_numpy(X[start : start + step]))
                 out[start : start + step] = torch.softmax(logits, dim=1).numpy()
         return out
+
+    def hidden_features(self, X: np.ndarray, batch: int | None = None) -> np.ndarray:
+        """Activations of the last hidden layer (features for XCLP), batched, eval/no_grad."""
+        if not hasattr(self, "model_"):
+            raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
+        body = self.model_[:-1]
+        body.eval()
+        step = int(batch or self.predict_batch_size)
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(X), step):
+                out.append(body(torch.from_numpy(X[start : start + step])).numpy())
+        return np.concatenate(out) if out else np.zeros((0, 1), dtype=np.float32)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return self.predict_proba(X).argmax(axis=1)

@@ -80,15 +80,18 @@ class FedCTClient(ClientRole):
         """L_t^i = h_t^i(U), the client's hard labels on the public set."""
         return self.predict(self.X_public)
 
-    def train(self, message: Message) -> Message:
-        n_classes = self.settings.n_classes
+    def receive_and_train(self, message: Message) -> None:
+        """Lines 7 and 3: take the consensus that arrived (if any), then update on D_i ∪ P."""
         if "consensus" in message.arrays:
             self.set_pseudo_labels(decode_consensus(message.arrays, len(self.X_public),
-                                                    n_classes))
+                                                    self.settings.n_classes))
         self.train_on(self.data.X, self.data.y, int(message.config["steps"]),
                       self.pseudo_X, self.pseudo_y)
-        return Message("fedct.labels",
-                       arrays={"labels": pack_labels(self.local_labels(), n_classes)})
+
+    def train(self, message: Message) -> Message:
+        self.receive_and_train(message)
+        return Message("fedct.labels", arrays={
+            "labels": pack_labels(self.local_labels(), self.settings.n_classes)})
 
 
 class FedCTServer(ServerRole):

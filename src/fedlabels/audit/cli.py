@@ -1,0 +1,93 @@
+"""``fedlabels audit`` and ``fedlabels run --audit``: options and the command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fedlabels.errors import FedLabelsError
+
+
+def add_audit_options(p: argparse.ArgumentParser, flag: bool = False) -> None:
+    """Audit options; with ``flag`` also ``--audit`` (for ``fedlabels run``)."""
+    g = p.add_argument_group("privacy audit (membership inference)")
+    if flag:
+        g.add_argument("--audit", action="store_true",
+                       help="also audit the run: membership-inference attacks on what the "
+                            "server receives (see `fedlabels audit -h`)")
+    g.add_argument("--attacks", default=None,
+                   help="comma-separated: rmia,lira,loss,shadow,label-only (default all)")
+    g.add_argument("--audit-members", type=int, default=200,
+                   help="members per audited client (as many non-members; default 200)")
+    g.add_argument("--audit-refs", type=int, default=4,
+                   help="attacker reference/shadow models (default 4)")
+    g.add_argument("--audit-views", type=int, default=3,
+                   help="rounds recorded and attacked: round 1, the last, evenly spaced; "
+                        "0 = all (default 3)")
+    g.add_argument("--audit-population", type=int, default=200,
+                   help="RMIA population points z (default 200)")
+    g.add_argument("--audit-aug", type=int, default=4,
+                   help="perturbed copies per candidate for the augmentation attack "
+                        "(default 4)")
+    g.add_argument("--audit-clients", default=None,
+                   help="comma-separated client indices to attack (default all)")
+
+
+def _clients(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        raise FedLabelsError(f"--audit-clients {text!r}: give comma-separated client indices, "
+                             "e.g. 0,1,2.") from None
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Run a method under its threat model, attack it, write the JSON and a ROC plot."""
+    from fedlabels.api import _as_models, load_federation
+    from fedlabels.audit.core import audit_federation, parse_attacks
+    from fedlabels.audit.report import format_audit, plot_roc
+    from fedlabels.audit.threats import threat_for
+    from fedlabels.cli import _config_from_args, _default_output
+    from fedlabels.protocols import get_method
+    from fedlabels.results import format_table
+
+    cfg = _config_from_args(args)
+    get_method(cfg.method)
+    threat_for(cfg.method)  # fail before loading data
+    attacks = parse_attacks(args.attacks)
+    models = _as_models(cfg.model)
+    federation = load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
+                                 n_private=cfg.private,
+                                 private_per_client=cfg.private_per_client, n_test=cfg.test,
+                                 partition=cfg.partition, seed=cfg.seed)
+    audit_cfg = {"attacks": attacks, "members": args.audit_members, "refs": args.audit_refs,
+                 "views": args.audit_views, "population": args.audit_population,
+                 "aug": args.audit_aug, "clients": args.audit_clients}
+    result, _ = audit_federation(
+        cfg.method, federation, models, rounds=cfg.rounds, period=cfg.period,
+        quorum=cfg.quorum, seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,
+        config={**cfg.to_dict(), "audit": audit_cfg}, progress=not args.no_progress,
+        attacks=attacks, n_members=args.audit_members, n_refs=args.audit_refs,
+        n_population=args.audit_population, aug_k=args.audit_aug, views=args.audit_views,
+        clients=_clients(args.audit_clients))
+    if cfg.output:
+        out = Path(cfg.output)
+    else:
+        default = _default_output(cfg)
+        out = default.with_name(default.stem + ("" if getattr(args, "audit", False)
+                                                else "_audit") + ".json")
+    result.save_json(out)
+    result.save_csv(out.with_suffix(".csv"))
+    roc = plot_roc(result.extra["privacy"], out.with_suffix(".roc.png"),
+                   title=f"{cfg.method} on {cfg.dataset}: membership inference")
+    print(format_table([result.summary_row()]))
+    print()
+    print(format_audit(result.extra["privacy"]))
+    print(f"\nresult: {out}  (ROC: {roc})")
+    if result.extra.get("interrupted"):
+        print("fedlabels: interrupted; the audit covers the rounds completed", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,150 @@
+"""Members, non-members, attacker data and the attacker's query set for one audit.
+
+* **members** of client c: ``n_members`` records drawn from c's private set;
+* **non-members**: the same number of held-out records from the same distribution (drawn
+  from the federation's test split, which no party trains on), shared by all clients, so
+  every per-client attack is balanced;
+* **attacker data**: a further disjoint part of the test split, on which the attacker trains
+  its reference / shadow models (``n_attacker``) and draws RMIA's population points z
+  (``n_population``); the rest of the test split stays the evaluation set for ACC;
+* the **query set** Q: all candidates, the population points and ``aug_k`` Gaussian-perturbed
+  copies of every candidate (label-only augmentation attack; the noise has standard deviation
+  ``aug_sigma`` times each feature's standard deviation in the attacker data).
+  Query-based threat models insert Q into the public set U; white-box ones evaluate the
+  reconstructed model on Q.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from fedlabels.data import Federation
+from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.attacks import gaussian_copies
+
+MIN_MEMBERS = 10
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """Index maps of one audit; every ``*_index`` points into ``X_query``."""
+
+    X_query: np.ndarray
+    y_query: np.ndarray
+    cand_index: dict[int, np.ndarray]  # client -> (2n,) candidates (members first)
+    membership: dict[int, np.ndarray]  # client -> (2n,) 1 = member
+    aug_index: dict[int, np.ndarray]  # client -> (k, 2n) perturbed copies of the candidates
+    pop_index: np.ndarray  # (n_z,) population points z
+    X_attacker: np.ndarray
+    y_attacker: np.ndarray
+    X_attacker_aug: np.ndarray  # (k, n_a, d) perturbed copies of the attacker data
+    evaluation: Federation  # the federation with the test split reduced to the evaluation part
+    settings: dict[str, float | int] = field(default_factory=dict)
+
+    @property
+    def clients(self) -> list[int]:
+        return sorted(self.cand_index)
+
+    def candidate_labels(self, cid: int) -> np.ndarray:
+        return self.y_query[self.cand_index[cid]]
+
+    def with_queries_in_public(self) -> tuple[Federation, int]:
+        """The federation with Q appended to U, and the offset of Q inside U."""
+        fed = self.evaluation
+        y_pub = fed.y_public if fed.y_public is not None else np.full(len(fed.X_public), -1)
+        return replace(fed, X_public=np.concatenate([fed.X_public, self.X_query]),
+                       y_public=np.concatenate([y_pub, self.y_query])), len(fed.X_public)
+
+
+def make_plan(federation: Federation, *, n_members: int = 200, n_attacker: int | None = None,
+              n_population: int = 200, aug_k: int = 4, aug_sigma: float = 0.5,
+              clients: list[int] | None = None, seed: int = 0,
+              min_evaluation: int = 20) -> AuditPlan:
+    """Draw members, non-members, attacker data and population points (seeded).
+
+    ``n_members`` is capped at the smallest attacked client's private set; ``n_attacker``
+    defaults to twice the mean client size (so each reference model trains on half of it, as
+    large as a client's set). Raises :class:`FedLabelsError` when the test split cannot
+    supply non-members, attacker data and an evaluation set.
+    """
+    m = federation.n_clients
+    clients = list(range(m)) if clients is None else sorted(set(clients))
+    bad = [c for c in clients if not 0 <= c < m]
+    if bad:
+        raise FedLabelsError(f"audited clients {bad} do not exist; the federation has "
+                             f"clients 0..{m - 1}.")
+    if not clients:
+        raise FedLabelsError("no client to audit; give at least one client index.")
+    smallest = min(len(federation.clients[c]) for c in clients)
+    n_mem = min(int(n_members), smallest)
+    if n_mem < MIN_MEMBERS:
+        raise FedLabelsError(
+            f"too few candidates: {n_mem} members per client (asked {n_members}, smallest "
+            f"audited client holds {smallest} records); an attack needs at least "
+            f"{MIN_MEMBERS} members and as many non-members. Use more private data per client "
+            "or a larger --audit-members.")
+    if aug_k < 1 or aug_sigma < 0:
+        raise FedLabelsError(f"augmentation needs k >= 1 copies and sigma >= 0; got k={aug_k}, "
+                             f"sigma={aug_sigma}.")
+    if n_population < 1:
+        raise FedLabelsError(f"n_population must be >= 1, got {n_population}.")
+    mean_size = int(np.mean([len(c) for c in federation.clients]))
+    n_att = 2 * mean_size if n_attacker is None else int(n_attacker)
+    n_test = len(federation.y_test)
+    need = n_mem + n_att + n_population + min_evaluation
+    if n_att < 2 or need > n_test:
+        raise FedLabelsError(
+            f"the held-out split has {n_test} records but the audit needs {n_mem} non-members "
+            f"+ {n_att} attacker records + {n_population} population points + at least "
+            f"{min_evaluation} for evaluation = {need}. Use a larger --test, fewer "
+            "--audit-members, or fewer private records per client.")
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA0D17]))
+    order = rng.permutation(n_test)
+    non_idx = order[:n_mem]
+    att_idx = order[n_mem : n_mem + n_att]
+    pop_idx = order[n_mem + n_att : n_mem + n_att + n_population]
+    eval_idx = np.sort(order[n_mem + n_att + n_population :])
+    Xt, yt = federation.X_test, federation.y_test
+
+    parts_X = []
+    parts_y = []
+    mem_pos: dict[int, np.ndarray] = {}
+    offset = 0
+    for c in clients:
+        data = federation.clients[c]
+        pick = np.sort(rng.choice(len(data), size=n_mem, replace=False))
+        parts_X.append(data.X[pick])
+        parts_y.append(data.y[pick])
+        mem_pos[c] = np.arange(offset, offset + n_mem)
+        offset += n_mem
+    non_pos = np.arange(offset, offset + n_mem)
+    pop_pos = np.arange(offset + n_mem, offset + n_mem + n_population)
+    parts_X += [Xt[non_idx], Xt[pop_idx]]
+    parts_y += [yt[non_idx], yt[pop_idx]]
+    n_base = offset + n_mem  # members of all clients + non-members: the perturbed rows
+    X_base = np.concatenate(parts_X).astype(np.float32)
+    y_base = np.concatenate(parts_y)
+    noise = aug_sigma * Xt[att_idx].std(axis=0)  # per feature, from the attacker's data
+    aug = gaussian_copies(X_base[:n_base], aug_k, noise, rng)  # (k, n_base, d)
+    X_query = np.concatenate([X_base, aug.reshape(-1, X_base.shape[1])])
+    y_query = np.concatenate([y_base, np.tile(y_base[:n_base], aug_k)])
+    aug_start = len(X_base)
+    cand_index, membership, aug_index = {}, {}, {}
+    for c in clients:
+        cand = np.concatenate([mem_pos[c], non_pos])
+        cand_index[c] = cand
+        membership[c] = np.r_[np.ones(n_mem, dtype=np.int8), np.zeros(n_mem, dtype=np.int8)]
+        aug_index[c] = aug_start + np.arange(aug_k)[:, None] * n_base + cand[None, :]
+    X_att, y_att = Xt[att_idx].astype(np.float32), yt[att_idx]
+    evaluation = replace(federation, X_test=Xt[eval_idx], y_test=yt[eval_idx])
+    return AuditPlan(
+        X_query=X_query, y_query=y_query, cand_index=cand_index, membership=membership,
+        aug_index=aug_index, pop_index=pop_pos, X_attacker=X_att, y_attacker=y_att,
+        X_attacker_aug=gaussian_copies(X_att, aug_k, noise, rng), evaluation=evaluation,
+        settings={"n_members_per_client": n_mem, "n_nonmembers": n_mem,
+                  "n_attacker": n_att, "n_population": n_population, "aug_k": aug_k,
+                  "aug_sigma": aug_sigma, "n_query": len(X_query),
+                  "n_evaluation": len(eval_idx), "seed": seed})

@@ -1,0 +1,30 @@
+"""Flower engine: run any fedlabels method over real SuperLink / SuperNode processes.
+
+The same server and client roles as the in-process simulator run here, unchanged:
+
+* :mod:`.server_app` — a Flower ``ServerApp`` whose main loop calls ``server.run_round``
+  through :class:`~.server_app.FlowerGrid`, our ``Grid`` protocol on Flower's ``Grid``;
+* :mod:`.client_app` — a Flower ``ClientApp`` that answers every message with the method's
+  client role, loading the site's private data from its node config and keeping the role's
+  state in ``context.state`` between messages;
+* :mod:`.convert` — our :class:`~fedlabels.comm.Message` to and from Flower's
+  ``RecordDict``;
+* :mod:`.local` — ``fedlabels deploy local``: a SuperLink and M SuperNodes on 127.0.0.1;
+* :mod:`.loopback` — a process-free Flower ``Grid`` for fast tests of the adapters.
+
+Flower is the optional extra ``fedlabels[flower]``; nothing outside this package imports it.
+"""
+
+from __future__ import annotations
+
+from fedlabels.errors import FedLabelsError
+
+
+def require_flwr() -> None:
+    """Fail with an install hint when Flower is missing."""
+    try:
+        import flwr  # noqa: F401
+    except ImportError:
+        raise FedLabelsError(
+            "the Flower engine needs the optional dependency flwr; install it with "
+            "`pip install 'fedlabels[flower]'` (flwr==1.41.0).") from None

@@ -1,0 +1,130 @@
+"""``fedlabels deploy prepare`` and ``fedlabels deploy local`` (argparse wiring).
+
+Importing this module does not import Flower; the commands do, when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _add_deploy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reply-timeout", type=float, default=120.0,
+                   help="seconds to wait for a client's reply before declaring it lost "
+                        "(default 120)")
+    p.add_argument("--node-timeout", type=float, default=60.0,
+                   help="seconds to wait for all SuperNodes to connect (default 60)")
+
+
+def add_deploy_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None],
+                      config_from_args: Callable[[argparse.Namespace], Any],
+                      default_output: Callable[[Any], Path]) -> None:
+    """Register ``deploy prepare`` and ``deploy local`` under the top-level subparsers."""
+    deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
+                                           "docs/deployment.md)")
+    dsub = deploy.add_subparsers(dest="deploy_command", required=True)
+
+    p = dsub.add_parser("local", help="a real Flower deployment on 127.0.0.1: one SuperLink, "
+                                      "one SuperNode per client; same options as `run`")
+    add_run_options(p)
+    _add_deploy_options(p)
+    p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
+                                     "a temporary directory, removed after a successful run)")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="give up after this many seconds (default 3600)")
+    p.add_argument("--tls", action="store_true",
+                   help="TLS (fresh CA) and SuperNode authentication instead of --insecure")
+    p.set_defaults(func=lambda a: cmd_deploy_local(a, config_from_args, default_output))
+
+    p = dsub.add_parser("certs", help="make a CA, a SuperLink TLS certificate and SuperNode "
+                                      "authentication keys")
+    p.add_argument("--out-dir", required=True, help="directory to write the files to")
+    p.add_argument("--host", action="append", required=True,
+                   help="SuperLink host name or IP address the certificate is valid for "
+                        "(repeatable)")
+    p.add_argument("--nodes", type=int, default=0,
+                   help="number of SuperNode key pairs to make (default 0)")
+    p.add_argument("--days", type=int, default=365, help="certificate validity (default 365)")
+    p.set_defaults(func=cmd_deploy_certs)
+
+    p = dsub.add_parser("prepare", help="write per-site data files, the shared public file "
+                                        "and the Flower app for a multi-machine run")
+    add_run_options(p)
+    _add_deploy_options(p)
+    p.add_argument("--out-dir", required=True, help="directory to write the files to")
+    p.add_argument("--no-truth", action="store_true",
+                   help="do not let the ServerApp read the true labels of U (diagnostic)")
+    p.set_defaults(func=lambda a: cmd_deploy_prepare(a, config_from_args))
+
+
+def cmd_deploy_local(args: argparse.Namespace, config_from_args: Callable[..., Any],
+                     default_output: Callable[[Any], Path]) -> int:
+    from fedlabels.engines.flower.local import deploy_local
+    from fedlabels.results import format_table
+
+    cfg = config_from_args(args)
+    out = Path(cfg.output) if cfg.output else default_output(cfg)
+    temporary = args.workdir is None
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fedlabels-deploy-"))
+    try:
+        result = deploy_local(cfg, workdir=workdir, output=out,
+                              reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
+                              timeout=args.timeout, secure=args.tls,
+                              progress=not args.no_progress)
+    except BaseException:
+        if temporary and not (workdir / "logs").exists():  # nothing was started
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"fedlabels: deployment files and logs kept in {workdir}")
+        raise
+    result.save_csv(out.with_suffix(".csv"))
+    if temporary:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(format_table([result.summary_row()]))
+    per_round = [r.seconds for r in result.rounds]
+    print(f"\nresult: {out}  (rounds: {out.with_suffix('.csv')}); mean wall time per round "
+          f"{sum(per_round) / len(per_round):.1f} s over Flower")
+    return 0
+
+
+def cmd_deploy_prepare(args: argparse.Namespace, config_from_args: Callable[..., Any]) -> int:
+    from fedlabels.engines.flower.prepare import prepare_run
+
+    cfg = config_from_args(args)
+    prepared = prepare_run(cfg, args.out_dir, output=cfg.output,
+                           reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
+                           with_truth=not args.no_truth)
+    print(f"wrote {len(prepared.client_paths)} site files, {prepared.shared_path.name} and the "
+          f"Flower app to {prepared.root}")
+    for cid in range(len(prepared.client_paths)):
+        print(f"  site {cid}: flower-supernode ... --node-config '{prepared.node_config(cid)}'")
+    print(f"then: flwr run {prepared.app_dir} <connection> --stream")
+    return 0
+
+
+def cmd_deploy_certs(args: argparse.Namespace) -> int:
+    from fedlabels.errors import FedLabelsError
+
+    try:
+        from fedlabels.engines.flower.security import make_node_keys, make_tls_files
+    except ImportError:
+        raise FedLabelsError("deploy certs needs the cryptography package; install "
+                             "`pip install 'fedlabels[flower]'`.") from None
+
+    if args.nodes < 0 or args.days < 1:
+        raise FedLabelsError(f"--nodes must be >= 0 and --days >= 1; got {args.nodes} and "
+                             f"{args.days}.")
+    tls = make_tls_files(args.out_dir, args.host, days=args.days)
+    keys = make_node_keys(args.out_dir, args.nodes)
+    print(f"SuperLink: --ssl-certfile {tls.server_cert} --ssl-keyfile {tls.server_key} "
+          f"--ssl-ca-certfile {tls.ca_cert} --enable-supernode-auth")
+    print(f"every SuperNode and the flwr CLI: {tls.ca_cert} (keep {tls.ca_key} offline)")
+    for i, (private, public) in enumerate(keys):
+        print(f"  site {i}: --auth-supernode-private-key {private}; register "
+              f"`flwr supernode register {public} <connection>`")
+    return 0

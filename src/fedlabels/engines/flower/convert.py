@@ -1,0 +1,71 @@
+"""Our :class:`~fedlabels.comm.Message` to and from a Flower ``RecordDict``.
+
+A message becomes three records:
+
+* ``"arrays"`` — an ``ArrayRecord`` with one numpy ``Array`` per payload array (bit-packed
+  labels stay uint8 arrays, so they travel packed);
+* ``"config"`` — a ``ConfigRecord`` with the message's scalar config;
+* ``"fedlabels"`` — a ``ConfigRecord`` with the kind, the category and routing data (the
+  client id and the round).
+
+The Flower ``message_type`` is ``"<category>.<action>"`` as Flower's ``ClientApp`` routing
+demands: protocol messages are ``train.*``, evaluation messages ``evaluate.*`` and control
+messages ``query.*``; the action is the kind made a Python identifier (``fedct.train`` ->
+``train.fedct_train``). The exact kind travels in the ``"fedlabels"`` record.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+from fedlabels.comm import Message
+from fedlabels.errors import FedLabelsError
+
+ARRAYS = "arrays"
+CONFIG = "config"
+META = "fedlabels"
+
+_FLOWER_CATEGORY = {"protocol": "train", "evaluation": "evaluate", "control": "query"}
+
+
+def flower_message_type(message: Message) -> str:
+    """The Flower ``message_type`` for ``message`` (``"<category>.<action>"``)."""
+    action = re.sub(r"\W", "_", message.kind)
+    if not action or action[0].isdigit():
+        action = f"m_{action}"
+    return f"{_FLOWER_CATEGORY[message.category]}.{action}"
+
+
+def to_record_dict(message: Message, **meta: int | float | str | bool) -> RecordDict:
+    """Pack ``message`` (plus routing ``meta`` such as the client id) into a ``RecordDict``."""
+    arrays = ArrayRecord({name: Array(np.array(value, order="C", copy=None))
+                          for name, value in message.arrays.items()})
+    header = ConfigRecord({"kind": message.kind, "category": message.category, **meta})
+    return RecordDict({ARRAYS: arrays, CONFIG: ConfigRecord(dict(message.config)),
+                       META: header})
+
+
+def from_record_dict(content: RecordDict) -> tuple[Message, dict[str, Any]]:
+    """Unpack a ``RecordDict`` made by :func:`to_record_dict`: the message and its meta."""
+    if META not in content.config_records:
+        raise FedLabelsError("the Flower message carries no fedlabels header; it was not sent "
+                             "by a fedlabels ServerApp/ClientApp of a matching version.")
+    header = dict(content.config_records[META])
+    arrays = {name: array.numpy() for name, array in content.array_records[ARRAYS].items()}
+    config = dict(content.config_records[CONFIG])
+    message = Message(kind=str(header.pop("kind")), arrays=arrays, config=config,
+                      category=header.pop("category"))
+    return message, header
+
+
+def bytes_to_array(payload: bytes) -> Array:
+    """Arbitrary bytes as a uint8 ``Array`` (Flower's pattern for model bytes)."""
+    return Array(np.frombuffer(payload, dtype=np.uint8))
+
+
+def array_to_bytes(array: Array) -> bytes:
+    return array.numpy().tobytes()

@@ -1,0 +1,159 @@
+"""``fedlabels deploy prepare``: per-site data files and the Flower app of a deployed run.
+
+For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly as
+``fedlabels run`` does for the same options and seed, and writes
+
+* ``client_<i>.npz`` — site i's private ``X``, ``y`` (give each site only its own file);
+* ``shared.npz`` — the public U, the test set, class and feature names, and the
+  standardisation of U (every site gets this one);
+* ``truth.npz`` — the true labels of U, a simulator-style diagnostic that stays with the
+  coordinator (a real deployment has no such file);
+* ``app/pyproject.toml`` — the Flower app (``flwr run app <connection>``) whose run config
+  carries the run settings to the ServerApp and every ClientApp.
+
+This module does not import Flower.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.config import RunConfig
+from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec, site_datasets
+from fedlabels.errors import FedLabelsError
+from fedlabels.protocols import get_method
+from fedlabels.results import write_atomic
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """Paths written by :func:`prepare_run`."""
+
+    root: Path
+    client_paths: list[Path]
+    shared_path: Path
+    truth_path: Path
+    app_dir: Path
+    federation: dict[str, Any]
+
+    def node_config(self, cid: int) -> str:
+        """The ``--node-config`` string of client ``cid``'s SuperNode."""
+        return (f'partition-id={cid} data-path="{self.client_paths[cid]}" '
+                f'shared-path="{self.shared_path}"')
+
+
+def _save_npz(path: Path, **arrays: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """Mean and std that standardised U (for sites that bring raw CSV rows).
+
+    The split is redone unscaled with the same seed and sizes, which selects the same rows.
+    """
+    from fedlabels.data import get_dataset, make_federation
+
+    info = get_dataset(cfg.dataset)
+    if info.scale != "public":
+        return None
+    raw = info.load()
+    unscaled = make_federation(raw.X, raw.y, n_clients=cfg.clients,
+                               n_unlabeled=len(ref.X_public),
+                               n_private=int(ref.info["n_private"]),
+                               n_test=None if raw.X_test is not None else len(ref.y_test),
+                               X_test=raw.X_test, y_test=raw.y_test, partition=cfg.partition,
+                               scale="none", seed=cfg.seed, name=cfg.dataset)
+    mean = unscaled.X_public.astype(np.float64).mean(axis=0)
+    std = unscaled.X_public.astype(np.float64).std(axis=0)
+    std[std == 0] = 1.0
+    return mean, std
+
+
+def _validate(cfg: RunConfig, fed: Any) -> None:
+    """Reject a configuration the method cannot run now, not after the processes started."""
+    from fedlabels.engines.flower.spec import role_setup
+    from fedlabels.protocols.base import make_learners
+
+    setup = role_setup(cfg, fed.n_classes, fed.n_features)
+    learners = make_learners(setup.specs, setup.client_seeds, fed.n_classes)
+    setup.method.validate(cfg.clients, setup.settings, learners)
+
+
+def app_pyproject(spec: DeploySpec) -> str:
+    """The Flower app's ``pyproject.toml``; the spec travels as one run-config string."""
+    return f"""# Written by fedlabels. Start: flwr run <this directory> <connection> --stream
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "fedlabels-deploy"
+version = "1.0.0"
+description = "fedlabels {spec.config.method} on {spec.config.dataset}"
+license = "Apache-2.0"
+dependencies = ["fedlabels[flower]"]
+
+[tool.flwr.app]
+publisher = "fedlabels"
+
+[tool.flwr.app.components]
+serverapp = "fedlabels.engines.flower.server_app:app"
+clientapp = "fedlabels.engines.flower.client_app:app"
+
+[tool.flwr.app.config]
+{RUN_CONFIG_KEY} = {json.dumps(spec.to_json())}
+"""
+
+
+def write_app(app_dir: Path, spec: DeploySpec) -> Path:
+    app_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(app_dir / "pyproject.toml", app_pyproject(spec))
+    return app_dir
+
+
+def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None = None,
+                reply_timeout: float = 300.0, node_timeout: float = 120.0,
+                poll_interval: float = 0.2, with_truth: bool = True) -> PreparedRun:
+    """Split the data as ``fedlabels run`` would and write the site files and the app."""
+    from fedlabels.api import load_federation
+
+    method = get_method(cfg.method)
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    fed = load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
+                          n_private=cfg.private, private_per_client=cfg.private_per_client,
+                          n_test=cfg.test, partition=cfg.partition, seed=cfg.seed)
+    if fed.n_clients != cfg.clients:  # pragma: no cover - make_federation guarantees it
+        raise FedLabelsError(f"expected {cfg.clients} partitions, got {fed.n_clients}.")
+    client_paths = []
+    for cid, data in enumerate(site_datasets(method, fed.clients)):
+        path = root / f"client_{cid}.npz"
+        _save_npz(path, X=data.X, y=data.y)
+        client_paths.append(path)
+    shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
+              "class_names": np.array(fed.class_names, dtype=str),
+              "feature_names": np.array(fed.feature_names, dtype=str)}
+    scaling = _public_scaling(cfg, fed)
+    if scaling is not None:
+        shared["scale_mean"], shared["scale_std"] = scaling
+    shared_path = root / "shared.npz"
+    _save_npz(shared_path, **shared)
+    truth_path = root / "truth.npz"
+    _save_npz(truth_path, y_public=fed.y_public)
+    _validate(cfg, fed)
+    out = Path(output).resolve() if output else root / "result.json"
+    spec = DeploySpec(run=cfg.to_dict(), output=str(out),
+                      status=str(out.with_name(out.stem + ".status.json")),
+                      truth=str(truth_path) if with_truth else "",
+                      reply_timeout=reply_timeout, node_timeout=node_timeout,
+                      poll_interval=poll_interval, extra={"federation": fed.summary()})
+    app_dir = write_app(root / "app", spec)
+    return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, fed.summary())

@@ -1,0 +1,155 @@
+"""A site's data: its private partition and the shared public files, from its node config.
+
+Node config keys (``flower-supernode --node-config '...'``):
+
+``partition-id``
+    This site's client index 0..m-1 (fixes its model seed, as in the simulator).
+``data-path``
+    Its private labelled data: an ``.npz`` with ``X`` (n, d) and ``y`` (n,) class indices
+    (``fedlabels deploy prepare`` writes these), or a ``.csv`` whose columns are the shared
+    feature names plus the label column named by ``target``.
+``target``
+    Label column of a CSV ``data-path`` (labels as in ``class_names`` of the shared file).
+``shared-path``
+    The shared public ``.npz``: ``X_public`` (U), ``X_test``, ``y_test``, ``class_names``,
+    ``feature_names`` and, if the features were standardised, ``scale_mean`` / ``scale_std``
+    (applied to CSV rows so they match U). Every site holds the same file.
+
+This module does not import Flower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.data import ClientData
+from fedlabels.errors import FedLabelsError
+
+
+@dataclass(frozen=True)
+class SiteData:
+    """Everything one SuperNode holds."""
+
+    partition_id: int
+    private: ClientData
+    X_public: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    class_names: list[str]
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X_public.shape[1])
+
+    def public_digest(self) -> str:
+        """A fingerprint of U; all sites must hold the same public set."""
+        return hashlib.sha256(np.ascontiguousarray(self.X_public).tobytes()).hexdigest()[:16]
+
+
+def node_label(node_config: dict[str, Any], node_id: int | None) -> str:
+    pid = node_config.get("partition-id", "?")
+    return f"SuperNode partition-id={pid}" + (f" (node {node_id})" if node_id else "")
+
+
+def _path(node_config: dict[str, Any], key: str, who: str) -> Path:
+    value = node_config.get(key)
+    if not value:
+        raise FedLabelsError(
+            f"{who}: node config has no {key!r}; start the SuperNode with "
+            f"--node-config \"partition-id=I data-path=/path/to/client_I.npz "
+            f"shared-path=/path/to/shared.npz\".")
+    path = Path(str(value)).expanduser()
+    if not path.is_file():
+        raise FedLabelsError(f"{who}: {key} {str(path)!r} does not exist or is not a file; "
+                             "give the path of this site's file on this machine.")
+    return path
+
+
+def _load_npz(path: Path, who: str, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [k for k in keys if k not in data.files]
+            if missing:
+                raise FedLabelsError(f"{who}: {path} lacks the array(s) {missing}; it has "
+                                     f"{data.files}.")
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise FedLabelsError(f"{who}: cannot read {path} as an .npz file ({exc}).") from None
+
+
+def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
+                      who: str) -> tuple[np.ndarray, np.ndarray]:
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    if target not in frame.columns:
+        raise FedLabelsError(f"{who}: CSV {path} has no label column {target!r}; columns: "
+                             f"{list(frame.columns)[:10]}.")
+    features = [str(f) for f in shared["feature_names"]]
+    missing = [f for f in features if f not in frame.columns]
+    if missing:
+        raise FedLabelsError(f"{who}: CSV {path} lacks feature column(s) {missing[:5]} of the "
+                             f"shared public set U ({len(features)} features).")
+    X = frame[features].to_numpy(dtype=np.float64)
+    if "scale_mean" in shared:
+        X = (X - shared["scale_mean"]) / shared["scale_std"]
+    lookup = {str(c): i for i, c in enumerate(shared["class_names"])}
+    labels = frame[target].astype(str).to_numpy()
+    unknown = sorted(set(labels) - set(lookup))
+    if unknown:
+        raise FedLabelsError(f"{who}: CSV {path} has label(s) {unknown[:5]} that are not among "
+                             f"the federation's classes {list(lookup)}.")
+    return X.astype(np.float32), np.array([lookup[v] for v in labels], dtype=np.int64)
+
+
+def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteData:
+    """Load and check this SuperNode's data; errors name the node and the file."""
+    who = node_label(node_config, node_id)
+    pid = node_config.get("partition-id")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
+        raise FedLabelsError(f"{who}: node config needs partition-id=I with I in 0..m-1 (this "
+                             f"site's client index); got {pid!r}.")
+    shared = _load_npz(_path(node_config, "shared-path", who), who,
+                       ("X_public", "X_test", "y_test", "class_names", "feature_names"))
+    data_path = _path(node_config, "data-path", who)
+    if data_path.suffix.lower() == ".csv":
+        target = node_config.get("target")
+        if not target:
+            raise FedLabelsError(f"{who}: data-path {data_path} is a CSV; add target=COLUMN "
+                                 "(the label column) to the node config.")
+        X, y = _private_from_csv(data_path, str(target), shared, who)
+    else:
+        private = _load_npz(data_path, who, ("X", "y"))
+        X, y = private["X"], private["y"]
+    X_public = shared["X_public"]
+    n_classes = len(shared["class_names"])
+    if X.ndim != 2 or X.shape[1] != X_public.shape[1]:
+        raise FedLabelsError(
+            f"{who}: private data {data_path} has features of shape {X.shape[1:]} but the "
+            f"shared public set U has {X_public.shape[1]} features; the site's data must use "
+            "the same features (same columns, same order, same preprocessing) as U.")
+    if len(X) != len(y) or len(y) == 0:
+        raise FedLabelsError(f"{who}: private data {data_path} has {len(X)} rows and {len(y)} "
+                             "labels; it needs at least one labelled example.")
+    if not np.all(np.isfinite(X)):
+        raise FedLabelsError(f"{who}: private data {data_path} contains NaN or inf; impute or "
+                             "drop those rows.")
+    y = np.asarray(y)
+    if y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= n_classes:
+        raise FedLabelsError(f"{who}: labels in {data_path} must be class indices in "
+                             f"[0, {n_classes}); got dtype {y.dtype}, range "
+                             f"[{y.min()}, {y.max()}].")
+    return SiteData(partition_id=pid, private=ClientData(X.astype(np.float32),
+                                                         y.astype(np.int64)),
+                    X_public=X_public, X_test=shared["X_test"],
+                    y_test=shared["y_test"].astype(np.int64),
+                    class_names=[str(c) for c in shared["class_names"]])

@@ -1,0 +1,270 @@
+"""Tabular learners that cannot be averaged: XGBoost and RuleFit, in the global label space.
+
+Every client predicts labels in ``0..C-1`` (C = the federation's number of classes), even
+when its private data lacks some classes (a non-iid partition):
+
+* :class:`GlobalLabelClassifier` wraps an estimator that needs contiguous labels
+  ``0..k-1`` (XGBoost): it re-encodes the classes present, fits, and maps predictions back.
+  With a single class present it predicts that class (as scikit-learn's trees do).
+* :class:`RuleFitClassifier` is RuleFit (Friedman & Popescu 2008) from imodels: rules from a
+  boosted ensemble of small trees, then an L1-regularised logistic regression keeping at most
+  ``max_rules`` terms. imodels' classifier is binary only; here C > 2 classes are handled
+  one-vs-rest (one rule ensemble per class present, the largest score wins).
+
+Both are scikit-learn estimators (``clone``-able, ``fit``/``predict``/``predict_proba``).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+
+from fedlabels.errors import FedLabelsError
+
+_OPS = {"<=": operator.le, ">": operator.gt, "<": operator.lt, ">=": operator.ge,
+        "==": operator.eq, "!=": operator.ne}
+_TERM = re.compile(r"^\s*X_(\d+)\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
+
+
+def _require(module: str, package: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise FedLabelsError(f"this model needs the '{package}' package, which is not "
+                             "installed; install the tabular extra: pip install "
+                             "'fedlabels[tabular]'.") from None
+
+
+class GlobalLabelClassifier(ClassifierMixin, BaseEstimator):
+    """Fit ``estimator`` on the classes present, predict in the global label space.
+
+    Parameters
+    ----------
+    estimator : classifier
+        Needs labels ``0..k-1`` with every class present (e.g. ``xgboost.XGBClassifier``).
+    n_classes : int
+        The number of global classes C; ``predict_proba`` has C columns.
+    """
+
+    def __init__(self, estimator: Any = None, n_classes: int = 2) -> None:
+        self.estimator = estimator
+        self.n_classes = n_classes
+
+    def fit(self, X: Any, y: Any) -> GlobalLabelClassifier:
+        y = np.asarray(y).astype(np.int64)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if len(self.classes_) and (self.classes_.min() < 0
+                                   or self.classes_.max() >= self.n_classes):
+            raise FedLabelsError(f"labels must lie in 0..{self.n_classes - 1}; got "
+                                 f"{self.classes_.tolist()[:10]}.")
+        self.n_features_in_ = np.asarray(X).shape[1]
+        if len(self.classes_) == 1:  # nothing to separate: predict the one class seen
+            self.estimator_ = None
+        else:
+            self.estimator_ = clone(self.estimator).fit(X, codes)
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        if self.estimator_ is None:
+            return np.full(len(X), self.classes_[0], dtype=np.int64)
+        return self.classes_[np.asarray(self.estimator_.predict(X)).astype(np.int64)]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        out = np.zeros((len(X), self.n_classes))
+        if self.estimator_ is None:
+            out[:, self.classes_[0]] = 1.0
+        else:
+            out[:, self.classes_] = self.estimator_.predict_proba(X)
+        return out
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        if self.estimator_ is None:
+            return np.zeros(self.n_features_in_)
+        return self.estimator_.feature_importances_
+
+
+def rule_matrix(X: np.ndarray, rules: list[str]) -> np.ndarray:
+    """Binary (n, R) matrix: does each example satisfy each rule ``X_i <= t and ...``?
+
+    A vectorised replacement of imodels' per-rule ``DataFrame.query`` (same rule strings,
+    same thresholds), one numpy comparison per rule term.
+    """
+    X = np.asarray(X, dtype=float)
+    out = np.ones((X.shape[0], len(rules)), dtype=bool)
+    for j, rule in enumerate(rules):
+        for term in str(rule).split(" and "):
+            match = _TERM.match(term)
+            if match is None:
+                raise ValueError(f"cannot evaluate rule term {term!r}")
+            col, op, rhs = int(match.group(1)), match.group(2), match.group(3)
+            # imodels writes a root-only tree as the always-true rule "X_0 == X_0"
+            other = re.fullmatch(r"X_(\d+)", rhs)
+            value = X[:, int(other.group(1))] if other else float(rhs)
+            out[:, j] &= _OPS[op](X[:, col], value)
+    return out.astype(float)
+
+
+def _binary_rulefit_class() -> type:
+    """imodels' RuleFitClassifier with a vectorised rule transform and a bisection search."""
+    _require("imodels", "imodels")
+    from fedlabels.learners._rulefit_binary import BinaryRuleFit
+
+    return BinaryRuleFit
+
+
+class RuleFitClassifier(ClassifierMixin, BaseEstimator):
+    """RuleFit (imodels) for any number of classes, predicting the classes it was fitted on.
+
+    Parameters
+    ----------
+    tree_size : int, default=4
+        Mean number of leaves of the boosted trees that generate the candidate rules.
+    max_rules : int, default=200
+        At most this many non-zero terms per binary rule model (per class for C > 2).
+    n_estimators : int, default=100
+        Trees grown to generate candidate rules.
+    include_linear : bool, default=False
+        Add the (winsorised, standardised) raw features as linear terms. Off by default, as in
+        the FedCT paper's code (rules only).
+    memory_par : float, default=0.01
+        Shrinkage of the boosted tree generator.
+    random_state : int or None
+        Seeds the tree generator and the solver.
+
+    Notes
+    -----
+    The class of a binary model is decided by the sign of the fitted logit (imodels'
+    own ``predict`` thresholds the logit at 0.5). For C > 2 one binary model per class present
+    is fitted on "this class vs the rest" and the largest logit wins.
+    """
+
+    def __init__(self, tree_size: int = 4, max_rules: int = 200, n_estimators: int = 100,
+                 include_linear: bool = False, memory_par: float = 0.01,
+                 random_state: int | None = None) -> None:
+        self.tree_size = tree_size
+        self.max_rules = max_rules
+        self.n_estimators = n_estimators
+        self.include_linear = include_linear
+        self.memory_par = memory_par
+        self.random_state = random_state
+
+    def _binary(self) -> Any:
+        return _binary_rulefit_class()(
+            tree_size=self.tree_size, max_rules=self.max_rules,
+            n_estimators=self.n_estimators, include_linear=self.include_linear,
+            memory_par=self.memory_par, cv=False, random_state=self.random_state)
+
+    def fit(self, X: Any, y: Any) -> RuleFitClassifier:
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y)
+        self.classes_ = np.unique(y)
+        self.n_features_in_ = X.shape[1]
+        targets = [] if len(self.classes_) == 1 else (
+            [self.classes_[1]] if len(self.classes_) == 2 else list(self.classes_))
+        with warnings.catch_warnings():  # liblinear along the regularisation path
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self.estimators_ = [self._binary().fit(X, (y == c).astype(int)) for c in targets]
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Logit of class 1 (binary), or one logit per class (one-vs-rest)."""
+        X = np.asarray(X, dtype=float)
+        if not self.estimators_:
+            return np.zeros(len(X))
+        scores = np.stack([est.decision_function(X) for est in self.estimators_], axis=1)
+        return scores[:, 0] if len(self.estimators_) == 1 else scores
+
+    def predict(self, X: Any) -> np.ndarray:
+        if not self.estimators_:
+            return np.full(len(X), self.classes_[0])
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Logistic probabilities (binary) or normalised one-vs-rest probabilities."""
+        if not self.estimators_:
+            return np.ones((len(X), 1))
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            p = 1.0 / (1.0 + np.exp(-scores))
+            return np.stack([1 - p, p], axis=1)
+        p = 1.0 / (1.0 + np.exp(-scores))
+        return p / p.sum(axis=1, keepdims=True)
+
+    def rules(self, feature_names: list[str] | None = None) -> list[dict[str, Any]]:
+        """The fitted rules: ``{"class", "rule", "coef", "support", "importance"}``.
+
+        Sorted by importance |coef| * sqrt(s (1 - s)) (Friedman & Popescu), largest first.
+        """
+        out = []
+        names = feature_names
+        if not self.estimators_:
+            return out
+        targets = [self.classes_[1]] if len(self.estimators_) == 1 else list(self.classes_)
+        for target, est in zip(targets, self.estimators_, strict=True):
+            n_lin = est.n_features_ if est.include_linear else 0
+            coefs = np.asarray(est.coef, dtype=float)[n_lin:]
+            for rule, coef in zip(est.rules_without_feature_names_, coefs, strict=True):
+                text = str(rule)
+                if names is not None:
+                    text = re.sub(r"X_(\d+)", lambda m: names[int(m.group(1))], text)
+                support = float(getattr(rule, "support", np.nan))
+                spread = np.sqrt(support * (1 - support)) if np.isfinite(support) else 0.5
+                out.append({"class": target.item() if hasattr(target, "item") else target,
+                            "rule": text, "coef": float(coef), "support": support,
+                            "importance": float(abs(coef) * spread)})
+        out.sort(key=lambda r: -r["importance"])
+        return out
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Sum of |coef| * sqrt(s(1-s)) of the rules using each feature (Friedman-Popescu)."""
+        imp = np.zeros(self.n_features_in_)
+        for rule in self.rules():
+            cols = {int(c) for c in re.findall(r"X_(\d+)", rule["rule"])}
+            for c in cols:
+                imp[c] += rule["importance"] / len(cols)
+        total = imp.sum()
+        return imp / total if total > 0 else imp
+
+
+# ------------------------------------------------------------------ factories
+
+def make_xgboost(n_classes: int, random_state: int, n_estimators: int = 100,
+                 max_depth: int = 6, learning_rate: float = 0.3, n_jobs: int = 1,
+                 **params: Any) -> GlobalLabelClassifier:
+    """XGBoost (binary or multi-class objective, chosen by the classes present)."""
+    xgboost = _require("xgboost", "xgboost")
+    try:
+        inner = xgboost.XGBClassifier(n_estimators=n_estimators, max_depth=max_depth,
+                                      learning_rate=learning_rate, n_jobs=n_jobs,
+                                      random_state=random_state, tree_method="hist",
+                                      **params)
+    except TypeError as exc:
+        raise FedLabelsError(f"invalid parameters for XGBClassifier: {exc}") from None
+    return GlobalLabelClassifier(inner, n_classes=n_classes)
+
+
+def make_rulefit(n_classes: int, random_state: int, tree_size: int = 4, max_rules: int = 200,
+                 n_estimators: int = 100, linear: bool = False,
+                 memory_par: float = 0.01) -> RuleFitClassifier:
+    """RuleFit from imodels, tree size 4, at most 200 rules (the FedCT paper's settings)."""
+    _require("imodels", "imodels")
+    for name, value in (("tree_size", tree_size), ("max_rules", max_rules),
+                        ("n_estimators", n_estimators)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FedLabelsError(f"rulefit: {name} must be an int >= 1, got {value!r}.")
+    return RuleFitClassifier(tree_size=tree_size, max_rules=max_rules,
+                             n_estimators=n_estimators, include_linear=bool(linear),
+                             memory_par=memory_par, random_state=random_state)

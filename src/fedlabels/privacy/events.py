@@ -1,0 +1,125 @@
+"""What each privacy mechanism did, as frozen records (in the spirit of dp-accounting's DpEvents).
+
+Algorithms never compute ε inline: a protocol records one event per release (e.g. one
+:class:`XorEvent` per communication round and client) and hands the list to
+:mod:`fedlabels.privacy.accounting`, which turns it into (ε, δ) with a named accountant.
+
+Every event names its **neighbouring relation** (what one "individual" is) and, where it has
+one, its **sensitivity and where that number came from** (:class:`Sensitivity`), so a result
+can always say under which assumption its guarantee holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: one private training record of one client is removed, or replaced by another record
+RECORD_LEVEL = "record-level: one private record of one client removed or replaced"
+#: all data of one client is added or removed (McMahan et al. 2018, DP-FedAvg)
+CLIENT_LEVEL = "client-level: one client (all its records) added or removed"
+
+SENSITIVITY_SOURCES = ("empirical", "prop2", "worst", "given")
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """Hamming sensitivity s* of a client's one-hot label matrix on U, in **bits**.
+
+    One changed hard label changes two bits of its one-hot row (the old class goes 1 -> 0,
+    the new one 0 -> 1), so ``bits = 2 * labels``; the worst case is ``2 |U|``.
+
+    Parameters
+    ----------
+    bits : int
+        s* in bits of the one-hot matrix (what the XOR mechanism is calibrated to).
+    source : {"empirical", "prop2", "worst", "given"}
+        ``empirical``: maximum over sampled neighbouring datasets (an estimate, not a bound);
+        ``prop2``: Prop. 2 of Abourayya et al. from a stability rate (holds with probability
+        ``1 - confidence_delta`` over the data); ``worst``: ``2 |U|`` (always valid);
+        ``given``: a number supplied by the user.
+    n_unlabeled : int
+        |U|.
+    formal : bool
+        True only when the number is a proven worst-case bound (``worst``).
+    details : dict
+        How it was obtained (neighbours, relation, stability rate, per-client values, ...).
+    """
+
+    bits: int
+    source: str
+    n_unlabeled: int
+    formal: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> int:
+        """The number of hard labels that may change (``ceil(bits / 2)``)."""
+        return math.ceil(self.bits / 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["labels"] = self.labels
+        out["unit"] = "bits of the |U| x C one-hot matrix (1 changed label = 2 bits)"
+        return out
+
+
+@dataclass(frozen=True)
+class XorEvent:
+    """One release of a one-hot label matrix through bitwise randomized response (XOR).
+
+    Each bit is flipped independently with probability ``flip_probability`` =
+    1 / (1 + exp(ε / s*)); for neighbours whose matrices differ in at most s* bits the
+    likelihood ratio is at most ((1 - f) / f)^{s*} = exp(ε): pure ε-DP, tight.
+    """
+
+    epsilon: float
+    sensitivity_bits: int
+    flip_probability: float
+    n_bits: int
+    neighbouring: str = RECORD_LEVEL
+
+    @property
+    def per_bit_epsilon(self) -> float:
+        f = self.flip_probability
+        return math.log((1.0 - f) / f)
+
+
+@dataclass(frozen=True)
+class KaryRREvent:
+    """One release of |U| hard labels through k-ary randomized response.
+
+    Each label is kept with probability e^{ε₁} / (e^{ε₁} + C - 1), otherwise replaced by one
+    of the other C - 1 classes uniformly; ε = ``sensitivity_labels`` · ε₁.
+    """
+
+    epsilon: float
+    sensitivity_labels: int
+    epsilon_per_label: float
+    n_classes: int
+    n_labels: int
+    neighbouring: str = RECORD_LEVEL
+
+    @property
+    def keep_probability(self) -> float:
+        e = math.exp(self.epsilon_per_label)
+        return e / (e + self.n_classes - 1)
+
+
+@dataclass(frozen=True)
+class SampledGaussianEvent:
+    """One DP-FedAvg round: Poisson client sampling with rate q, clipped updates (norm S)
+    summed, Gaussian noise of standard deviation ``noise_multiplier * S`` added to the sum.
+
+    Under add/remove-one-client the sum has L2 sensitivity S, so this is the
+    Poisson-subsampled Gaussian mechanism with noise multiplier σ.
+    """
+
+    noise_multiplier: float
+    sampling_rate: float
+    clip_norm: float
+    neighbouring: str = CLIENT_LEVEL
+
+
+Event = XorEvent | KaryRREvent | SampledGaussianEvent

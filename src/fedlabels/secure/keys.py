@@ -1,0 +1,92 @@
+"""Key agreement, authenticated channels and a stream-cipher PRG (all from ``cryptography``).
+
+* Every client holds one X25519 key pair per run and publishes the public key through the
+  server (Algorithm 1, line 1).
+* A pair of clients derives pairwise secrets with X25519 + HKDF-SHA256; the HKDF ``info``
+  binds the purpose and both client ids, so the channel key, the mask key and anything else
+  are independent.
+* Client-to-client messages travel through the server sealed with ChaCha20-Poly1305 under
+  the pair's channel key: the server relays bytes it can neither read nor alter undetected.
+* :func:`prg_uint64` expands a 32-byte key into a uint64 stream with ChaCha20 (the PRG of the
+  pairwise masks in SecureRowSums).
+
+Security assumptions: the server is honest-but-curious and relays messages faithfully (the
+paper's non-hostile server); clients do not collude with it. Public keys are not
+authenticated (no PKI), so an actively malicious server could run a man-in-the-middle
+attack; Bonawitz et al. (2017) add signatures for that setting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+
+import numpy as np
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from fedlabels.errors import FedLabelsError
+
+
+class SecureProtocolError(FedLabelsError):
+    """A cryptographic check failed (bad commitment, forged message, cancelled masks ...)."""
+
+
+class KeyPair:
+    """A client's X25519 key pair; ``rng_bytes`` defaults to the OS CSPRNG."""
+
+    def __init__(self) -> None:
+        self._sk = X25519PrivateKey.generate()
+        self.public = self._sk.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+    def shared_key(self, my_id: int, peer_id: int, peer_public: bytes, purpose: str) -> bytes:
+        """A 32-byte key shared with ``peer_id`` for ``purpose`` (same at both ends)."""
+        raw = self._sk.exchange(X25519PublicKey.from_public_bytes(bytes(peer_public)))
+        lo, hi = sorted((int(my_id), int(peer_id)))
+        info = b"fedlabels-xclp|" + purpose.encode() + struct.pack("<II", lo, hi)
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(raw)
+
+
+def seal(key: bytes, payload: bytes, context: bytes) -> bytes:
+    """Encrypt-and-authenticate ``payload`` (random 12-byte nonce prepended)."""
+    nonce = os.urandom(12)
+    return nonce + ChaCha20Poly1305(key).encrypt(nonce, payload, context)
+
+
+def open_sealed(key: bytes, blob: bytes, context: bytes) -> bytes:
+    """Inverse of :func:`seal`; raises :class:`SecureProtocolError` if tampered with."""
+    from cryptography.exceptions import InvalidTag
+
+    try:
+        return ChaCha20Poly1305(key).decrypt(blob[:12], blob[12:], context)
+    except InvalidTag:
+        raise SecureProtocolError("a relayed client message failed authentication "
+                                  "(corrupted or forged in transit).") from None
+
+
+def prg_bytes(key: bytes, n_bytes: int, stream: int = 0) -> bytes:
+    """``n_bytes`` of ChaCha20 keystream for ``key``; ``stream`` selects an independent one."""
+    nonce = struct.pack("<QQ", 0, int(stream))  # 64-bit block counter 0, 64-bit stream id
+    enc = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
+    return enc.update(b"\0" * int(n_bytes))
+
+
+def prg_uint64(key: bytes, count: int, stream: int = 0) -> np.ndarray:
+    """``count`` pseudorandom uint64 values (little-endian) from :func:`prg_bytes`."""
+    return np.frombuffer(prg_bytes(key, 8 * int(count), stream), dtype="<u8").copy()
+
+
+def commit(value: bytes, owner: int, label: bytes = b"seed") -> bytes:
+    """A hiding, binding commitment to a high-entropy 32-byte ``value`` (SHA-256)."""
+    return hashlib.sha256(b"fedlabels-commit|" + label + struct.pack("<I", owner)
+                          + value).digest()
+
+
+def to_u8(blob: bytes) -> np.ndarray:
+    """Bytes as a uint8 array (what :class:`~fedlabels.comm.Message` carries)."""
+    return np.frombuffer(blob, dtype=np.uint8).copy()

@@ -1,0 +1,220 @@
+"""PHE-based SecureHamming (Section 3.2) with packed, transposed plaintexts.
+
+For a pair of clients (j, k), j is the *key holder* and k the *evaluator*:
+
+1. j packs its points' bits **transposed**: for bit position l and a group of g points,
+   ``P_l = Σ_i b_{i,l} · 2^{s·i}`` with slot width ``s = ⌈log2(L+1)⌉``; one Paillier
+   ciphertext per bit position then serves g = ⌊(|N|−1)/s⌋ points (186 for L = 1024 and a
+   2048-bit key). j sends ``Enc(P_l)`` for all l (once; every evaluator reuses them).
+2. For each of its points x, k computes homomorphically
+   ``Σ_{l: x_l=0} P_l + Σ_{l: x_l=1} (1 − P_l) + R``, i.e. every slot i holds
+   ``h(b_i, x)`` (no carries: h ≤ L < 2^s), plus a mask R uniform in Z_N, and re-randomises
+   the ciphertext. ``Enc(1 − P_l)`` is ``Enc(ONES) · Enc(P_l)^{-1}``. Subset products are
+   computed with 8-bit lookup tables (every chunk of 8 bit positions has its 256 partial
+   products), so a point costs L/8 multiplications instead of L.
+3. j decrypts: ``T = packed(h) + R mod N`` is uniform in Z_N, so j learns nothing; it sends T
+   to the server, k sends R; the server unpacks ``T − R mod N`` into the n_j Hamming
+   distances. The server learns H and nothing else; k sees only ciphertexts under j's key.
+
+Keys and decryption come from ``phe`` (python-paillier, with gmpy2). Encryption and
+re-randomisation use the Damgård–Jurik–Nielsen (DJN 2010) variant with a fixed base
+``h_s = (−x²)^N mod N²`` published with the key and a short random exponent
+(|N|/2 + 128 bits), evaluated with a precomputed fixed-base table; ciphertexts are ordinary
+Paillier ciphertexts (g = N + 1) that ``phe`` decrypts. Semantic security rests on the
+decisional composite residuosity assumption as in DJN (the same variant ABY uses).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+
+import gmpy2
+import numpy as np
+from phe import paillier
+
+from fedlabels.errors import FedLabelsError
+
+_WINDOW = 8
+
+
+def slot_bits(n_bits: int) -> int:
+    """Bits per packed slot: enough for a Hamming distance in [0, L]."""
+    return max(1, math.ceil(math.log2(n_bits + 1)))
+
+
+def slots_per_ciphertext(key_bits: int, n_bits: int) -> int:
+    """How many points one ciphertext packs (the packed value must stay below N)."""
+    return max(1, (key_bits - 1) // slot_bits(n_bits))
+
+
+def int_to_u8(values: list, n_bytes: int) -> np.ndarray:
+    """Big non-negative ints to a (count, n_bytes) uint8 array (little-endian)."""
+    out = np.zeros((len(values), n_bytes), dtype=np.uint8)
+    for i, v in enumerate(values):
+        out[i] = np.frombuffer(int(v).to_bytes(n_bytes, "little"), dtype=np.uint8)
+    return out
+
+
+def u8_to_int(arr: np.ndarray) -> list:
+    """Inverse of :func:`int_to_u8` (as gmpy2 mpz)."""
+    return [gmpy2.mpz(int.from_bytes(row.tobytes(), "little")) for row in np.atleast_2d(arr)]
+
+
+class FixedBase:
+    """Fast ``h_s^α mod N²`` for random short α through a windowed fixed-base table."""
+
+    def __init__(self, n: int, hs: int) -> None:
+        self.n = gmpy2.mpz(n)
+        self.n2 = self.n * self.n
+        self.exp_bits = self.n.bit_length() // 2 + 128
+        n_windows = -(-self.exp_bits // _WINDOW)
+        self.table: list[list] = []
+        base = gmpy2.mpz(hs)
+        for _ in range(n_windows):
+            row = [gmpy2.mpz(1), base]
+            for _ in range(2 ** _WINDOW - 2):
+                row.append(row[-1] * base % self.n2)
+            self.table.append(row)
+            base = row[-1] * base % self.n2  # base^(2^w)
+
+    def random_factor(self) -> gmpy2.mpz:
+        alpha = secrets.randbits(self.exp_bits)
+        acc = gmpy2.mpz(1)
+        mask = 2 ** _WINDOW - 1
+        for row in self.table:
+            digit = alpha & mask
+            if digit:
+                acc = acc * row[digit] % self.n2
+            alpha >>= _WINDOW
+        return acc
+
+    def encrypt(self, m: int) -> gmpy2.mpz:
+        """Paillier encryption of ``m`` (g = N + 1) with DJN randomness."""
+        return (1 + gmpy2.mpz(m) * self.n) % self.n2 * self.random_factor() % self.n2
+
+    def rerandomize(self, c: gmpy2.mpz) -> gmpy2.mpz:
+        return c * self.random_factor() % self.n2
+
+
+class KeyHolder:
+    """One client's Paillier key (phe) plus the DJN base it publishes."""
+
+    def __init__(self, key_bits: int = 2048) -> None:
+        if key_bits < 256:
+            raise FedLabelsError(f"Paillier keys must have at least 256 bits, got {key_bits}.")
+        self.public, self._private = paillier.generate_paillier_keypair(n_length=key_bits)
+        n = gmpy2.mpz(self.public.n)
+        x = gmpy2.mpz(secrets.randbelow(int(n) - 2) + 2)
+        h = (-(x * x)) % n
+        self.hs = gmpy2.powmod(h, n, n * n)
+        self.fixed = FixedBase(int(n), int(self.hs))
+        self.key_bits = key_bits
+
+    @property
+    def n(self) -> int:
+        return int(self.public.n)
+
+    def decrypt(self, c: gmpy2.mpz) -> int:
+        return int(self._private.raw_decrypt(int(c)))
+
+
+def pack_groups(bits: np.ndarray, group: int, n_bits: int) -> list[list[int]]:
+    """Transposed packing: for each group of points, one integer per bit position."""
+    s = slot_bits(n_bits)
+    out = []
+    for start in range(0, len(bits), group):
+        block = bits[start:start + group]  # (g, L) 0/1
+        spread = np.zeros((n_bits, len(block) * s), dtype=np.uint8)
+        spread[:, ::s] = block.T
+        packed = np.packbits(spread, axis=1, bitorder="little")
+        out.append([int.from_bytes(row.tobytes(), "little") for row in packed])
+    return out
+
+
+def unpack_slots(value: int, count: int, n_bits: int) -> np.ndarray:
+    """The ``count`` s-bit slots of a packed integer."""
+    s = slot_bits(n_bits)
+    n_bytes = -(-count * s // 8)
+    raw = np.frombuffer(int(value).to_bytes(n_bytes, "little"), dtype=np.uint8)
+    slots = np.unpackbits(raw, bitorder="little")[: count * s].reshape(count, s)
+    return slots.astype(np.int64) @ (1 << np.arange(s, dtype=np.int64))
+
+
+def holder_encrypt(holder: KeyHolder, bits: np.ndarray, n_bits: int) -> np.ndarray:
+    """Step 1 (key holder): ``Enc(P_l)`` for every group and bit position, as bytes."""
+    group = slots_per_ciphertext(holder.key_bits, n_bits)
+    cts = [holder.fixed.encrypt(p) for packed in pack_groups(bits, group, n_bits)
+           for p in packed]
+    return int_to_u8(cts, 2 * holder.key_bits // 8)
+
+
+def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_points: int,
+             my_bits: np.ndarray, n_bits: int, fixed: FixedBase | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Step 2 (evaluator): masked, re-randomised packed distances and the masks.
+
+    Returns ``(ciphertexts (n_mine · groups, 2·|N|/8) uint8, masks (n_mine · groups, |N|/8)
+    uint8)``, ordered point-major.
+    """
+    fixed = fixed or FixedBase(n, hs)
+    N, N2 = fixed.n, fixed.n2
+    group = slots_per_ciphertext(key_bits, n_bits)
+    n_groups = -(-n_holder_points // group)
+    cts = u8_to_int(enc_bits)
+    if len(cts) != n_groups * n_bits:
+        raise FedLabelsError(f"SecureHamming: expected {n_groups * n_bits} ciphertexts, got "
+                             f"{len(cts)}.")
+    xpack = np.packbits(my_bits, axis=1)  # MSB-first bytes: bit t of chunk c is l = 8c + t
+    n_chunks = xpack.shape[1]
+    results, masks = [[None] * n_groups for _ in range(len(my_bits))], []
+    for g in range(n_groups):
+        size = min(group, n_holder_points - g * group)
+        ones = sum(1 << (slot_bits(n_bits) * i) for i in range(size))
+        enc_ones = (1 + gmpy2.mpz(ones) * N) % N2
+        C = cts[g * n_bits:(g + 1) * n_bits]
+        tables = []
+        for c in range(n_chunks):
+            table = [gmpy2.mpz(1)]
+            for t in range(8):
+                pos = 8 * c + t
+                if pos < n_bits:
+                    zero = C[pos]                                   # x_l = 0: add b_l
+                    one = enc_ones * gmpy2.invert(C[pos], N2) % N2  # x_l = 1: add 1 − b_l
+                    table = [v * f % N2 for v in table for f in (zero, one)]
+                else:
+                    table = [v for v in table for _ in (0, 1)]
+            tables.append(table)
+        for q, row in enumerate(xpack.tolist()):
+            acc = tables[0][row[0]]
+            for c in range(1, n_chunks):
+                acc = acc * tables[c][row[c]] % N2
+            r = secrets.randbelow(int(N))
+            acc = acc * ((1 + r * N) % N2) % N2
+            results[q][g] = fixed.rerandomize(acc)
+            masks.append((q, g, r))
+    flat = [results[q][g] for q in range(len(my_bits)) for g in range(n_groups)]
+    mask_vals = [0] * len(flat)
+    for q, g, r in masks:
+        mask_vals[q * n_groups + g] = r
+    return int_to_u8(flat, 2 * key_bits // 8), int_to_u8(mask_vals, key_bits // 8)
+
+
+def holder_decrypt(holder: KeyHolder, results: np.ndarray) -> np.ndarray:
+    """Step 3 (key holder): decrypt the evaluator's ciphertexts; T is uniform in Z_N."""
+    return int_to_u8([holder.decrypt(c) for c in u8_to_int(results)], holder.key_bits // 8)
+
+
+def server_combine(n: int, key_bits: int, T: np.ndarray, R: np.ndarray,
+                   n_holder_points: int, n_eval_points: int, n_bits: int) -> np.ndarray:
+    """Server: ``H[holder points, evaluator points] = unpack(T − R mod N)``."""
+    group = slots_per_ciphertext(key_bits, n_bits)
+    n_groups = -(-n_holder_points // group)
+    Ts, Rs = u8_to_int(T), u8_to_int(R)
+    H = np.empty((n_holder_points, n_eval_points), dtype=np.int32)
+    for q in range(n_eval_points):
+        for g in range(n_groups):
+            size = min(group, n_holder_points - g * group)
+            packed = (Ts[q * n_groups + g] - Rs[q * n_groups + g]) % n
+            H[g * group:g * group + size, q] = unpack_slots(packed, size, n_bits)
+    return H

@@ -1,0 +1,84 @@
+"""SecureRowSums (Section 3.2): pairwise-masked sums where each client learns only its rows.
+
+Each participating client j holds ``Z̄⁽ʲ⁾ ∈ R^{n×C}`` (its labels' influence on every point).
+Values are encoded in fixed point (``2^32`` scale, two's complement in Z_{2^64}). The masks
+``M⁽ʲ⁾ = Σ_{k>j} PRG(s_jk) − Σ_{k<j} PRG(s_jk)`` (``s_jk`` from X25519 + HKDF, PRG =
+ChaCha20) sum to zero over the participants. Client j sends ``Ẑ⁽ʲ⁾ = (Q(Z̄⁽ʲ⁾) + M⁽ʲ⁾)``
+without its own rows ``R_j``; the server adds all of them and returns ``Ẑ[R_j]`` to j, who adds
+its own masked rows ``Z̃⁽ʲ⁾[R_j]`` and obtains ``Z[R_j]`` (the masks cancel). The server sees
+only uniformly distributed values; each client sees only the sum over its own rows.
+
+A new mask stream is used for every ``attempt``, so a restart after a dropout never reuses
+masks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedlabels.errors import FedLabelsError
+from fedlabels.secure.keys import prg_uint64
+
+SCALE_BITS = 32
+_SCALE = float(2 ** SCALE_BITS)
+_LIMIT = float(2 ** 62)
+
+
+def encode_fixed(Z: np.ndarray) -> np.ndarray:
+    """Fixed-point encoding of real values into Z_{2^64} (uint64, two's complement)."""
+    scaled = np.rint(np.asarray(Z, dtype=np.float64) * _SCALE)
+    if np.any(np.abs(scaled) >= _LIMIT):
+        raise FedLabelsError(f"SecureRowSums: a value of magnitude {np.abs(Z).max():.3g} "
+                             "does not fit the fixed-point range (|z| < 2^30).")
+    return scaled.astype(np.int64).view(np.uint64)
+
+
+def decode_fixed(U: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`encode_fixed`."""
+    return np.asarray(U, dtype=np.uint64).view(np.int64).astype(np.float64) / _SCALE
+
+
+def pairwise_mask(my_id: int, keys: dict[int, bytes], n_values: int,
+                  attempt: int) -> np.ndarray:
+    """``M⁽ʲ⁾``: + PRG for each higher-id peer, − PRG for each lower one (mod 2^64)."""
+    mask = np.zeros(n_values, dtype=np.uint64)
+    for peer in sorted(keys):
+        if peer == my_id:
+            continue
+        stream = prg_uint64(keys[peer], n_values, stream=attempt)
+        if my_id < peer:
+            mask += stream
+        else:
+            mask -= stream
+    return mask
+
+
+def mask_rows(Zbar: np.ndarray, own_rows: np.ndarray, my_id: int, keys: dict[int, bytes],
+              attempt: int) -> tuple[np.ndarray, np.ndarray]:
+    """Client step: (rows for the server, kept own masked rows ``Z̃⁽ʲ⁾[R_j]``).
+
+    ``keys`` maps every other participant to the pairwise mask key; the returned server part
+    holds all rows except ``own_rows`` (the server knows the row partition).
+    """
+    n, c = Zbar.shape
+    masked = (encode_fixed(Zbar).ravel() + pairwise_mask(my_id, keys, n * c, attempt))
+    masked = masked.reshape(n, c)
+    keep = np.zeros(n, dtype=bool)
+    keep[own_rows] = True
+    return masked[~keep], masked[keep]
+
+
+def server_sum(parts: dict[int, np.ndarray], rows: dict[int, np.ndarray], n: int,
+               n_classes: int) -> np.ndarray:
+    """Server step: ``Ẑ = Σ_j Ẑ⁽ʲ⁾`` mod 2^64, where part j omits the rows ``rows[j]``."""
+    total = np.zeros((n, n_classes), dtype=np.uint64)
+    for cid, part in parts.items():
+        keep = np.ones(n, dtype=bool)
+        keep[rows[cid]] = False
+        total[keep] += np.asarray(part, dtype=np.uint64)
+    return total
+
+
+def unmask_rows(returned: np.ndarray, own_masked: np.ndarray) -> np.ndarray:
+    """Client step: ``Z[R_j] = Ẑ[R_j] + Z̃⁽ʲ⁾[R_j]`` decoded to floats."""
+    return decode_fixed(np.asarray(returned, dtype=np.uint64) + own_masked)

@@ -1,0 +1,210 @@
+"""DD, FedMD, PATE, DP-PATE and FREDY end to end on small bundled data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fedlabels as fl
+from fedlabels.consensus import vote_counts
+from fedlabels.errors import FedLabelsError
+from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+MLP = "mlp(hidden=16)"
+
+
+def run(method, fed, rounds=2, period=10, **options):
+    return fl.run(method, fed, model=MLP, rounds=rounds, period=period, seed=0,
+                  options=options)
+
+
+@pytest.fixture(scope="module")
+def digits_fed():
+    return fl.load_federation("digits", n_clients=4, n_unlabeled=400, n_private=400,
+                              n_test=300, seed=0)
+
+
+# ------------------------------------------------------------------ the torch hook
+
+
+def test_distill_steps_follow_the_soft_targets():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5)).astype(np.float32)
+    targets = np.tile(np.array([[0.1, 0.8, 0.1]], dtype=np.float32), (200, 1))
+    model = TorchMLPClassifier(hidden_layer_sizes=(8,), n_classes=3, learning_rate=1e-2,
+                               random_state=0)
+    model.distill_steps(X, targets, 300)
+    probs = model.predict_proba(X)
+    assert np.allclose(probs.mean(axis=0), targets[0], atol=0.03)
+
+
+def test_dd_trains_on_the_averaged_soft_labels(digits_fed):
+    with_soft = run("dd", digits_fed, rounds=3, period=40, distill_weight=1.0)
+    without = run("dd", digits_fed, rounds=3, period=40, distill_weight=0.0)
+    w1 = np.concatenate([m.get_weights() for m in with_soft.client_models])
+    w0 = np.concatenate([m.get_weights() for m in without.client_models])
+    assert not np.allclose(w1, w0)  # the distillation term changes the models
+    # clients pulled towards one average agree more on U than without the term
+    X_u = digits_fed.X_public
+
+    def disagreement(models):
+        preds = np.stack([m.predict(X_u) for m in models])
+        return float(np.mean(preds != preds[0]))
+
+    assert disagreement(with_soft.client_models) < disagreement(without.client_models)
+    # payload: |U| x C float16 probabilities per client per round, plus a small header
+    payload = len(X_u) * digits_fed.n_classes * 2
+    up = np.asarray(with_soft.rounds[0].bytes_up)
+    assert np.all(up >= payload) and np.all(up < payload + 200)
+    assert with_soft.extra["soft_labels"]["dtype"] == "float16"
+    assert with_soft.final["mean_accuracy"] > 0.5
+
+
+def test_dd_rejects_models_without_soft_training(breast_cancer_fed):
+    with pytest.raises(FedLabelsError, match="soft"):
+        fl.run("dd", breast_cancer_fed, model="dt", rounds=1)
+    with pytest.raises(FedLabelsError, match="distill_weight"):
+        run("dd", breast_cancer_fed, distill_weight=-1)
+
+
+def test_fedmd_uses_the_labelled_public_slice(digits_fed):
+    result = run("fedmd", digits_fed, rounds=3, public_labeled=100, public_subset=200,
+                 transfer_steps=30, digest_steps=10)
+    # round 1 also carries the 100 bit-packed public labels (4 bits each for 10 classes)
+    down = np.asarray([r.bytes_down for r in result.rounds])
+    assert np.all(down[0] >= 50) and np.all(down[1] > down[0])  # later: the consensus
+    up = np.asarray(result.rounds[1].bytes_up)
+    assert np.all(up >= 200 * digits_fed.n_classes * 2)
+    assert result.final["mean_accuracy"] > 0.5
+    assert result.extra["fedmd"]["public_labeled"] == 100
+    with pytest.raises(FedLabelsError, match="exceeds"):
+        run("fedmd", digits_fed, public_labeled=10_000)
+
+
+# ------------------------------------------------------------------ PATE / DP-PATE
+
+
+def test_pate_student_is_what_every_client_reports(breast_cancer_fed, tmp_path):
+    result = run("pate", breast_cancer_fed, rounds=3, period=50, queries=200, teacher_steps=50)
+    accs = result.final["client_accuracies"]
+    assert len(set(accs)) == 1  # one released student, reported by every client
+    server = result.rounds[0].server
+    assert server["answered_fraction"] == 1.0 and server["labels_equal_plain_argmax"] == 1.0
+    assert result.final["mean_accuracy"] > 0.8
+    path = result.save_json(tmp_path / "pate.json")
+    privacy = json.loads(path.read_text())["privacy"]
+    assert privacy["epsilon"] is None and privacy["accountant"] == "none"
+
+
+def test_dp_pate_noise_changes_labels_and_is_accounted(breast_cancer_fed, tmp_path):
+    result = run("dp-pate", breast_cancer_fed, queries=100, teacher_steps=30,
+                 noise_sigma=3.0, delta=1e-5)
+    privacy = result.extra["privacy"]
+    assert privacy["mechanism"] == "GNMax" and privacy["noise_sigma"] == 3.0
+    # data-independent: 100 queries of RDP λ/σ², converted by compute_epsilon
+    from fedlabels.privacy.pate import epsilon_from_rdp, gnmax_rdp_data_independent
+
+    expected, _ = epsilon_from_rdp(100 * gnmax_rdp_data_independent(3.0), 1e-5)
+    assert privacy["epsilon"] == pytest.approx(expected)
+    assert privacy["epsilon_data_dependent"] <= privacy["epsilon"]
+    assert privacy["delta"] == 1e-5 and "disjoint" in privacy["assumptions"]
+    assert result.rounds[0].server["labels_equal_plain_argmax"] < 1.0  # σ = 3 vs 5 votes
+    saved = json.loads(result.save_json(tmp_path / "r.json").read_text())["privacy"]
+    assert {"epsilon", "delta", "accountant", "assumptions"} <= set(saved)
+
+
+def test_dp_pate_calibrates_sigma_from_epsilon(breast_cancer_fed):
+    result = run("dp-pate", breast_cancer_fed, queries=50, teacher_steps=20, epsilon=50.0)
+    assert result.extra["privacy"]["epsilon"] == pytest.approx(50.0, rel=1e-3)
+
+
+def test_confident_gnmax_abstains(breast_cancer_fed):
+    result = run("dp-pate", breast_cancer_fed, queries=200, teacher_steps=30,
+                 noise_sigma=1.0, threshold=4.5, threshold_sigma=1.0)
+    assert 0 < result.rounds[0].server["answered_fraction"] < 1
+    assert result.extra["privacy"]["mechanism"] == "confident GNMax"
+    with pytest.raises(FedLabelsError, match="labelled none"):
+        run("dp-pate", breast_cancer_fed, queries=50, teacher_steps=5, noise_sigma=1.0,
+            threshold=1e6, threshold_sigma=1.0)
+
+
+# ------------------------------------------------------------------ FREDY
+
+
+def test_fredy_teachers_keep_local_models_and_state_the_caveat(digits_fed):
+    result = run("fredy", digits_fed, rounds=2, queries=300, teacher_rounds=3, epsilon=0.5)
+    weights = [m.get_weights() for m in result.client_models]
+    assert not np.allclose(weights[0], weights[1])  # last local models, not the average
+    privacy = result.extra["privacy"]
+    n = digits_fed.n_clients
+    assert privacy["l1_sensitivity"] == 2 * n
+    assert privacy["epsilon_per_query"] == pytest.approx(0.5 * n)  # formal, non-disjoint
+    assert privacy["if_disjoint_teachers"]["epsilon_per_query"] == pytest.approx(0.5)
+    assert privacy["epsilon"] > privacy["if_disjoint_teachers"]["epsilon"]
+    assert privacy["epsilon_by_accountant"]["basic"] == pytest.approx(300 * 0.5 * n)
+    assert "FedAvg" in privacy["assumptions"] and "disjoint" in privacy["assumptions"]
+    assert len(set(result.final["client_accuracies"])) == 1
+    # the released labels are a noisy version of the teachers' plain vote
+    votes = np.stack([m.predict(digits_fed.X_public) for m in result.client_models])
+    assert vote_counts(votes, 10).shape == (len(digits_fed.X_public), 10)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("method,options,match", [
+    ("pate", {"queries": 10_000}, "exceeds the public set"),
+    ("pate", {"teachers": 3}, "must equal the number of clients"),
+    ("dp-pate", {}, "noise-sigma"),
+    ("dp-pate", {"noise_sigma": -1.0}, "sigma"),
+    ("dp-pate", {"epsilon": 0.0}, "epsilon"),
+    ("dp-pate", {"noise_sigma": 1.0, "delta": 1.5}, "delta"),
+    ("dp-pate", {"noise_sigma": 1.0, "threshold": 3.0}, "threshold_sigma"),
+    ("fredy", {}, "epsilon"),
+    ("fredy", {"epsilon": -0.1}, "epsilon"),
+    ("fredy", {"epsilon": 1.0, "delta": 0.0}, "delta"),
+    ("pate", {"student_model": "no_such_model"}, "unknown model"),
+])
+def test_bad_inputs_are_clear_errors(breast_cancer_fed, method, options, match):
+    with pytest.raises(FedLabelsError, match=match):
+        run(method, breast_cancer_fed, rounds=1, period=2, teacher_steps=2, **options)
+
+
+def test_fewer_than_two_teachers():
+    fed = fl.load_federation("breast_cancer", n_clients=1, seed=0)
+    with pytest.raises(FedLabelsError, match="at least 2 teachers"):
+        run("pate", fed, rounds=1)
+
+
+def test_student_that_cannot_train_on_the_labelled_queries(breast_cancer_fed):
+    # one labelled query holds one class: logistic regression cannot be fitted on it
+    with pytest.raises(FedLabelsError, match="cannot be trained on the 1 labelled queries"):
+        run("pate", breast_cancer_fed, rounds=1, queries=1, teacher_steps=2,
+            student_model="logreg")
+
+
+def test_cli_flags_reach_the_method(tmp_path):
+    import argparse
+
+    from fedlabels.api import run_config
+    from fedlabels.cli import _add_run_options, _config_from_args
+
+    parser = argparse.ArgumentParser()
+    _add_run_options(parser)
+
+    def config(*argv):
+        return _config_from_args(parser.parse_args(["--model", MLP, "--rounds", "1",
+                                                    "--period", "5", *argv]))
+
+    cfg = config("--method", "fredy", "--teachers", "3", "--epsilon", "0.5", "--delta", "1e-6",
+                 "--queries", "100", "--opt", "teacher_rounds=2")
+    assert cfg.clients == 3
+    assert cfg.options == {"teacher_rounds": 2, "epsilon": 0.5, "delta": 1e-6,
+                           "queries": 100, "teachers": 3}
+    privacy = run_config(cfg).extra["privacy"]
+    assert privacy["epsilon_per_query_nominal"] == 0.5 and privacy["queries"] == 100
+    assert config("--method", "dp-pate", "--noise-sigma", "2").options == {"noise_sigma": 2.0}
+    with pytest.raises(FedLabelsError, match="sigma"):
+        run_config(config("--method", "dp-pate", "--noise-sigma", "-1"))

@@ -1,0 +1,43 @@
+import numpy as np
+import pytest
+
+from fedlabels.consensus import ABSTAIN, majority_vote, qualified_majority, vote_counts
+
+
+def test_majority_vote_picks_the_plurality():
+    votes = np.array([[0, 1, 2, 2], [0, 1, 1, 2], [1, 1, 2, 0]])
+    assert majority_vote(votes, 3).tolist() == [0, 1, 2, 2]
+
+
+def test_ties_go_to_the_smallest_class_index():
+    votes = np.array([[2, 1], [1, 2], [0, 0], [0, 1]])  # col 0: 2,1,0,0 -> 0; col 1: 1,2,0,1 -> 1
+    assert majority_vote(votes, 3).tolist() == [0, 1]
+    tie = np.array([[3], [1]])
+    assert majority_vote(tie, 4).tolist() == [1]
+
+
+def test_vote_counts_match_a_direct_count():
+    rng = np.random.default_rng(0)
+    votes = rng.integers(0, 5, (7, 200))
+    counts = vote_counts(votes, 5)
+    for j in range(200):
+        assert counts[j].tolist() == np.bincount(votes[:, j], minlength=5).tolist()
+
+
+def test_qualified_majority_abstains_below_quorum():
+    votes = np.array([[0, 0, 1], [0, 0, 2], [0, 1, 1], [0, 1, 1], [0, 1, 0]])
+    # col 0: 5/5 for 0; col 1: 3/5 for 1; col 2: 3/5 for 1
+    assert qualified_majority(votes, 3, 1.0).tolist() == [0, ABSTAIN, ABSTAIN]
+    assert qualified_majority(votes, 3, 0.6).tolist() == [0, 1, 1]
+    assert qualified_majority(votes, 3, 0.61).tolist() == [0, ABSTAIN, ABSTAIN]
+
+
+def test_quorum_boundary_is_inclusive():
+    votes = np.array([[1]] * 9 + [[0]])
+    assert qualified_majority(votes, 2, 0.9).tolist() == [1]
+
+
+@pytest.mark.parametrize("quorum", [0.0, -0.1, 1.01])
+def test_quorum_outside_unit_interval(quorum):
+    with pytest.raises(ValueError, match="quorum"):
+        qualified_majority(np.zeros((3, 2), dtype=int), 2, quorum)

@@ -1,0 +1,245 @@
+"""Flower adapters without processes: message conversion, and the real ServerApp loop and
+ClientApp over an in-process Flower Grid (state through ``context.state`` only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Context, RecordDict
+from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+
+from fedlabels.api import load_federation, run_config
+from fedlabels.comm import Message, pack_labels
+from fedlabels.config import RunConfig
+from fedlabels.consensus import majority_vote
+from fedlabels.engines.flower.client_app import STATE_KEY
+from fedlabels.engines.flower.client_app import app as client_app
+from fedlabels.engines.flower.convert import (
+    flower_message_type,
+    from_record_dict,
+    to_record_dict,
+)
+from fedlabels.engines.flower.loopback import LoopbackGrid, server_context
+from fedlabels.engines.flower.prepare import prepare_run
+from fedlabels.engines.flower.server_app import ClientsLost, run_server, server_state_path
+from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
+from fedlabels.errors import FedLabelsError
+from fedlabels.results import load_result
+
+
+def _wire(content: RecordDict) -> RecordDict:
+    return recorddict_from_proto(recorddict_to_proto(content))
+
+
+def test_message_round_trip_through_flower_records() -> None:
+    labels = np.array([0, 2, 1, 2, 0], dtype=np.int64)
+    msg = Message("fedct.labels", arrays={
+        "labels": pack_labels(labels, 3),
+        "weights": np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::2],  # non-contiguous
+        "scalar": np.array(7, dtype=np.int16),
+        "mask": np.array([True, False, True]),
+    }, config={"round": 3, "steps": 50, "eps": 0.5, "tag": "x", "flag": True},
+        category="evaluation")
+    content = _wire(to_record_dict(msg, cid=2, round=3))
+    back, meta = from_record_dict(content)
+    assert meta == {"cid": 2, "round": 3}
+    assert (back.kind, back.category, back.config) == (msg.kind, msg.category, msg.config)
+    assert {k: type(v) for k, v in back.config.items()} == \
+        {k: type(v) for k, v in msg.config.items()}
+    assert set(back.arrays) == set(msg.arrays)
+    for name, value in msg.arrays.items():
+        assert back.arrays[name].dtype == value.dtype
+        np.testing.assert_array_equal(back.arrays[name], value)
+    assert flower_message_type(msg) == "evaluate.fedct_labels"
+    assert flower_message_type(Message("fedct.train")) == "train.fedct_train"
+    assert flower_message_type(Message("fedlabels.hello", category="control")) == \
+        "query.fedlabels_hello"
+
+
+def test_foreign_flower_message_is_rejected() -> None:
+    with pytest.raises(FedLabelsError, match="no fedlabels header"):
+        from_record_dict(RecordDict())
+
+
+def _deploy(tmp_path: Path, cfg: RunConfig, **grid_kw: object) -> tuple[DeploySpec, object,
+                                                                          LoopbackGrid]:
+    prepared = prepare_run(cfg, tmp_path / "sites", reply_timeout=grid_kw.pop(
+        "reply_timeout", 5.0), node_timeout=2.0)
+    spec = DeploySpec.from_run_config({RUN_CONFIG_KEY: _app_spec(prepared.app_dir)})
+    spec.poll_interval = 0.0
+    node_configs = [dict(partition_id_config(prepared, c)) for c in range(cfg.clients)]
+    grid = LoopbackGrid(client_app, node_configs, {RUN_CONFIG_KEY: spec.to_json()}, **grid_kw)
+    return spec, prepared, grid
+
+
+def _app_spec(app_dir: Path) -> str:
+    import tomllib
+
+    return tomllib.loads((app_dir / "pyproject.toml").read_text())["tool"]["flwr"]["app"][
+        "config"][RUN_CONFIG_KEY]
+
+
+def partition_id_config(prepared: object, cid: int) -> dict[str, object]:
+    return {"partition-id": cid, "data-path": str(prepared.client_paths[cid]),
+            "shared-path": str(prepared.shared_path)}
+
+
+def _same_rounds(deployed: object, simulated: object) -> None:
+    assert len(deployed.rounds) == len(simulated.rounds)
+    for d, s in zip(deployed.rounds, simulated.rounds, strict=True):
+        assert d.accuracies == s.accuracies
+        assert {k: v for k, v in d.server.items() if k != "clients_alive"} == s.server
+        assert (d.bytes_up, d.bytes_down) == (s.bytes_up, s.bytes_down)
+
+
+def test_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=3,
+                    seed=4)
+    spec, _, grid = _deploy(tmp_path, cfg)
+    deployed = run_server(grid, server_context(spec))
+    simulated = run_config(cfg)
+    _same_rounds(deployed, simulated)
+    assert deployed.final == simulated.final
+    fed = load_federation("breast_cancer", n_clients=3, seed=4)
+    votes = np.stack([m.predict(fed.X_public) for m in simulated.client_models])
+    with np.load(server_state_path(spec.output)) as state:
+        np.testing.assert_array_equal(state["labels"], majority_vote(votes, fed.n_classes))
+    # the client learner lives only in context.state (a pickle in a uint8 Array)
+    for ctx in grid.contexts.values():
+        assert STATE_KEY in ctx.state
+    written = load_result(spec.output)
+    assert written.final == simulated.final
+    assert json.loads(Path(spec.status).read_text())["status"] == "completed"
+    assert written.extra["deployment"]["lost"] == {}
+
+
+def test_fedavg_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedavg", dataset="breast_cancer", clients=3,
+                    model="mlp(hidden=16)", rounds=2, period=5, seed=1)
+    spec, _, grid = _deploy(tmp_path, cfg)
+    deployed = run_server(grid, server_context(spec))
+    simulated = run_config(cfg)
+    _same_rounds(deployed, simulated)
+    with np.load(server_state_path(spec.output)) as state:
+        assert state["weights"].dtype == np.float32
+
+
+def test_lost_client_is_reported_and_run_continues(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=4, model="dt", rounds=3,
+                    seed=0)
+    # node 3 answers hello, round-1 train and round-1 evaluation, then vanishes
+    spec, _, grid = _deploy(tmp_path, cfg, die_after={3: 3})
+    result = run_server(grid, server_context(spec))
+    dep = result.extra["deployment"]
+    assert dep["status"] == "completed"
+    assert dep["lost"]["3"]["round"] == 2
+    assert "no longer connected" in dep["lost"]["3"]["reason"]
+    assert dep["alive_per_round"] == [[0, 1, 2, 3], [0, 1, 2], [0, 1, 2]]
+    assert [len(r.accuracies) for r in result.rounds] == [4, 3, 3]
+    assert result.rounds[1].bytes_up[3] == 0 and result.rounds[0].bytes_up[3] > 0
+
+
+def test_too_few_clients_left_stops_and_keeps_partial_results(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=4,
+                    seed=0)
+    # node 1 stays "connected" but stops answering in round 2: only the timeout catches it
+    spec, _, grid = _deploy(tmp_path, cfg, hang_after={1: 3}, reply_timeout=0.3)
+    with pytest.raises(ClientsLost, match=r"client 1 .*no reply within 0.3 s.*at least 3"):
+        run_server(grid, server_context(spec))
+    status = json.loads(Path(spec.status).read_text())
+    assert status["status"] == "stopped" and status["rounds_done"] == 1
+    partial = load_result(spec.output)
+    assert len(partial.rounds) == 1
+    assert partial.extra["deployment"]["status"] == "stopped"
+    assert "too few" in partial.extra["deployment"]["error"]
+
+
+def test_site_without_data_file_is_named(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1)
+    spec, _, grid = _deploy(tmp_path, cfg)
+    grid.contexts[1002].node_config["data-path"] = str(tmp_path / "missing.npz")
+    with pytest.raises(FedLabelsError, match=r"partition-id=1 .*missing.npz.* does not exist"):
+        run_server(grid, server_context(spec))
+    assert json.loads(Path(spec.status).read_text())["status"] == "failed"
+
+
+def test_site_with_features_not_matching_u_is_named(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1)
+    spec, prepared, grid = _deploy(tmp_path, cfg)
+    bad = tmp_path / "bad.npz"
+    with np.load(prepared.client_paths[2]) as data:
+        np.savez(bad, X=data["X"][:, :5], y=data["y"])
+    grid.contexts[1003].node_config["data-path"] = str(bad)
+    with pytest.raises(FedLabelsError, match=r"partition-id=2 .*\(5,\).* U has 30 features"):
+        run_server(grid, server_context(spec))
+
+
+def test_duplicate_partition_ids_are_rejected(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1)
+    spec, _, grid = _deploy(tmp_path, cfg)
+    grid.contexts[1003].node_config["partition-id"] = 0
+    with pytest.raises(FedLabelsError, match="both have partition-id=0"):
+        run_server(grid, server_context(spec))
+
+
+def test_csv_site_matches_npz_site(tmp_path: Path) -> None:
+    """A site that brings raw CSV rows gets the same standardised data as its .npz file."""
+    import pandas as pd
+    from sklearn.datasets import load_breast_cancer
+
+    from fedlabels.engines.flower.site import load_site
+
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1)
+    prepared = prepare_run(cfg, tmp_path / "sites")
+    with np.load(prepared.shared_path) as shared:
+        mean, std, names = shared["scale_mean"], shared["scale_std"], shared["feature_names"]
+        classes = shared["class_names"]
+    npz_site = load_site(partition_id_config(prepared, 0))
+    raw = npz_site.private.X.astype(np.float64) * std + mean
+    frame = pd.DataFrame(raw, columns=[str(n) for n in names])
+    frame["label"] = classes[npz_site.private.y]
+    frame.to_csv(tmp_path / "site0.csv", index=False)
+    csv_site = load_site({"partition-id": 0, "data-path": str(tmp_path / "site0.csv"),
+                          "target": "label", "shared-path": str(prepared.shared_path)})
+    np.testing.assert_array_equal(csv_site.private.y, npz_site.private.y)
+    np.testing.assert_allclose(csv_site.private.X, npz_site.private.X, atol=1e-5)
+    assert load_breast_cancer().data.shape[1] == len(names)
+
+
+def test_centralized_cannot_be_deployed(tmp_path: Path) -> None:
+    cfg = RunConfig(method="centralized", dataset="breast_cancer", clients=3, rounds=1)
+    with pytest.raises(FedLabelsError, match="into 1 client role"):
+        prepare_run(cfg, tmp_path)
+
+
+def test_missing_run_config_is_explained() -> None:
+    ctx = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    with pytest.raises(FedLabelsError, match="no 'fedlabels' entry"):
+        DeploySpec.from_run_config(dict(ctx.run_config))
+
+
+def test_dp_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
+    """DP-FedCT (a FedCT subclass with a noisy label step) runs through the same adapter."""
+    cfg = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
+                    rounds=2, seed=2, options={"epsilon": 1.0})
+    spec, _, grid = _deploy(tmp_path, cfg)
+    deployed = run_server(grid, server_context(spec))
+    simulated = run_config(cfg)
+    _same_rounds(deployed, simulated)
+    assert deployed.extra["privacy"] == json.loads(json.dumps(simulated.extra["privacy"]))
+
+
+def test_core_simulator_and_cli_never_import_flwr() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, fedlabels, fedlabels.cli\n"
+            "fedlabels.cli.build_parser()\n"
+            "fedlabels.run('fedct', 'breast_cancer', rounds=1, progress=False)\n"
+            "assert 'flwr' not in sys.modules, 'flwr was imported'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

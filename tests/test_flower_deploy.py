@@ -1,0 +1,114 @@
+"""Real Flower deployment on loopback: a SuperLink and SuperNode processes.
+
+Slow by nature (Flower polls every 3 s and starts a process per message), so the runs are
+small; each has a hard timeout (generous: on a shared, overloaded 2-core machine one test took
+2.5 min) and every process is checked to be gone afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlabels.api import load_federation, run_config
+from fedlabels.config import RunConfig
+from fedlabels.consensus import majority_vote
+from fedlabels.engines.flower.local import LocalDeployment, deploy_local, read_outcome
+from fedlabels.engines.flower.prepare import prepare_run
+from fedlabels.engines.flower.server_app import server_state_path
+
+pytestmark = pytest.mark.slow
+
+
+def _processes_in(workdir: Path) -> list[int]:
+    """Live processes whose working directory is inside ``workdir`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and cwd.startswith(str(workdir)):
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_gone(workdir: Path, timeout: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := _processes_in(workdir)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def test_deployed_fedct_gives_the_simulator_result(tmp_path: Path) -> None:
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=2,
+                    eval_every=2, seed=3)
+    out = tmp_path / "deployed.json"
+    deployed = deploy_local(cfg, workdir=tmp_path / "work", output=out, reply_timeout=120,
+                            node_timeout=60, timeout=400)
+    simulated = run_config(cfg)
+
+    assert deployed.final == simulated.final
+    for d, s in zip(deployed.rounds, simulated.rounds, strict=True):
+        assert d.accuracies == s.accuracies
+        assert {k: v for k, v in d.server.items() if k != "clients_alive"} == s.server
+        assert (d.bytes_up, d.bytes_down) == (s.bytes_up, s.bytes_down)
+    fed = load_federation("breast_cancer", n_clients=3, seed=3)
+    votes = np.stack([m.predict(fed.X_public) for m in simulated.client_models])
+    with np.load(server_state_path(out)) as state:
+        np.testing.assert_array_equal(state["labels"], majority_vote(votes, fed.n_classes))
+    written = json.loads(out.read_text())
+    assert written["deployment"]["status"] == "completed"
+    assert written["config"] == json.loads(json.dumps(simulated.config))
+    assert len(written["deployment"]["client_node_ids"]) == 3
+    assert _wait_gone(tmp_path / "work") == []
+
+
+def test_killed_supernode_is_reported_and_the_rest_continue(tmp_path: Path) -> None:
+    # a qualified majority (unanimity) accepts 2 clients, so losing 1 of 3 is survivable;
+    # the majority-vote case that must stop is tested in test_flower_adapters (no processes)
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=2,
+                    eval_every=2, quorum=1.0, seed=0)
+    prepared = prepare_run(cfg, tmp_path / "sites", output=tmp_path / "result.json",
+                           reply_timeout=120, node_timeout=60)
+    outcome: dict[str, int] = {}
+    with LocalDeployment(prepared, tmp_path) as dep:
+        dep.start()
+        runner = threading.Thread(target=lambda: outcome.update(code=dep.run_app(400)),
+                                  daemon=True)
+        runner.start()
+        status_path = dep.status_path
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if json.loads(status_path.read_text()).get("rounds_done", 0) >= 1:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        else:
+            pytest.fail("round 1 did not finish in time")
+        # the site of client 2 shuts down mid-run (SIGTERM: the SuperNode leaves the link)
+        dep.kill_supernode(2, signal.SIGTERM)
+        runner.join(timeout=400)
+        assert not runner.is_alive(), "the deployed run hung after a SuperNode died"
+        result = read_outcome(prepared, outcome["code"], dep.logs)
+    lost = result.extra["deployment"]["lost"]
+    assert list(lost) == ["2"] and lost["2"]["round"] == 2
+    assert "SuperNode" in lost["2"]["reason"]  # left the link, or reported unavailable
+    assert result.extra["deployment"]["alive_per_round"] == [[0, 1, 2], [0, 1]]
+    assert result.extra["deployment"]["status"] == "completed"
+    assert len(result.final["client_accuracies"]) == 2
+    assert result.rounds[-1].server["clients_alive"] == 2.0
+    assert result.rounds[-1].bytes_up[2] == 0
+    assert _wait_gone(tmp_path) == []

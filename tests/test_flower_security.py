@@ -1,0 +1,54 @@
+"""TLS files and SuperNode keys in the formats Flower's SuperLink and SuperNode load."""
+
+from __future__ import annotations
+
+import ipaddress
+import stat
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import (
+    load_pem_private_key,
+    load_ssh_private_key,
+    load_ssh_public_key,
+)
+
+from fedlabels.cli import main
+from fedlabels.engines.flower.security import make_node_keys, make_tls_files
+
+
+def test_server_certificate_is_signed_by_the_ca_for_the_hosts(tmp_path: Path) -> None:
+    tls = make_tls_files(tmp_path, ["superlink.example.org", "10.0.0.5"])
+    ca = x509.load_pem_x509_certificate(tls.ca_cert.read_bytes())
+    cert = x509.load_pem_x509_certificate(tls.server_cert.read_bytes())
+    cert.verify_directly_issued_by(ca)
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["superlink.example.org"]
+    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.5")]
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    key = load_pem_private_key(tls.server_key.read_bytes(), None)
+    assert key.public_key() == cert.public_key()
+    for private in (tls.server_key, tls.ca_key):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600
+
+
+def test_node_keys_load_as_flower_does(tmp_path: Path) -> None:
+    pairs = make_node_keys(tmp_path, 2)
+    assert [p.name for p, _ in pairs] == ["node_0", "node_1"]
+    for private, public in pairs:
+        # flower-supernode: load_ssh_private_key + EllipticCurvePrivateKey check
+        key = load_ssh_private_key(private.read_bytes(), None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        assert isinstance(key.curve, ec.SECP384R1)
+        assert load_ssh_public_key(public.read_bytes()) == key.public_key()
+    assert pairs[0][1].read_bytes() != pairs[1][1].read_bytes()
+
+
+def test_deploy_certs_command(tmp_path: Path, capsys: object) -> None:
+    code = main(["deploy", "certs", "--out-dir", str(tmp_path), "--host", "localhost",
+                 "--nodes", "1"])
+    assert code == 0
+    assert {p.name for p in tmp_path.iterdir()} == {"ca.crt", "ca.key", "server.crt",
+                                                   "server.key", "node_0", "node_0.pub"}
+    assert "--enable-supernode-auth" in capsys.readouterr().out

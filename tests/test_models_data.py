@@ -1,0 +1,120 @@
+"""Issue 3: mlbench tables (fetched Debian package, read with rdata), encoded explicitly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.data import mlbench
+from fedlabels.data.cache import dataset_dir
+
+
+def _mixed_frame() -> pd.DataFrame:
+    return pd.DataFrame({
+        "num": [1.0, 2.0, np.nan, 4.0, 5.0, 6.0],
+        "flag": pd.Categorical(["no", "yes", "yes", "no", None, "yes"],
+                               categories=["no", "yes"]),
+        "colour": pd.Categorical(["r", "g", "b", "r", "g", "g"], categories=["r", "g", "b"]),
+        "size": pd.Categorical(["S", "L", "M", "S", "M", "L"], categories=["S", "M", "L"],
+                               ordered=True),
+        "Class": ["a", "b", "a", None, "b", "a"],
+    })
+
+
+def test_encode_table_drop_policy():
+    X, y = mlbench.encode_table(_mixed_frame(), "Class")
+    # rows 2 (num NaN), 3 (no target) and 4 (flag missing) are gone
+    assert list(y) == ["a", "b", "a"]
+    assert list(X.columns) == ["num", "flag", "colour=r", "colour=g", "colour=b", "size"]
+    np.testing.assert_array_equal(X["num"], [1, 2, 6])
+    np.testing.assert_array_equal(X["flag"], [0, 1, 1])  # two levels -> one 0/1 column
+    np.testing.assert_array_equal(X[["colour=r", "colour=g", "colour=b"]],
+                                  [[1, 0, 0], [0, 1, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(X["size"], [0, 2, 2])  # ordered -> level code
+    assert X.dtypes.eq(float).all()
+
+
+def test_encode_table_indicator_policy():
+    X, y = mlbench.encode_table(_mixed_frame(), "Class", missing="indicator")
+    assert len(y) == 5  # only the row without a target is dropped
+    np.testing.assert_array_equal(X["num"], [1, 2, 3.5, 5, 6])  # median of 1, 2, 5, 6
+    np.testing.assert_array_equal(X["num_missing"], [0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(X["flag_missing"], [0, 0, 0, 1, 0])
+    assert not X.isna().any().any()
+
+
+def test_encode_table_bad_input():
+    with pytest.raises(fl.FedLabelsError, match="no target column 'target'"):
+        mlbench.encode_table(_mixed_frame(), "target")
+    with pytest.raises(fl.FedLabelsError, match="missing must be 'drop' or 'indicator'"):
+        mlbench.encode_table(_mixed_frame(), "Class", missing="mean")
+
+
+def test_mlbench_tables_are_registered_and_need_a_fetch(capsys):
+    for name in ("letter", "shuttle", "dna", "vehicle"):
+        with pytest.raises(fl.DatasetNotFetchedError,
+                           match=rf"'{name}' has not been fetched yet; run `fedlabels fetch "
+                                 rf"{name}` \(or `fedlabels fetch mlbench`\)"):
+            fl.load_federation(name)
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "letter" in out and "r-cran-mlbench" in out and "NOT FETCHED" in out
+
+
+def _fake_cache(frames: dict[str, pd.DataFrame]) -> None:
+    rdata = pytest.importorskip("rdata")
+    root = dataset_dir(mlbench.CACHE_NAME)
+    root.mkdir(parents=True)
+    for rda, frame in frames.items():
+        rdata.write_rda(root / f"{rda}.rda", {rda: frame})
+    (root / mlbench.MLBENCH.marker).write_text(json.dumps({"package": "synthetic"}))
+
+
+def test_rda_table_read_encoded_and_federated():
+    rng = np.random.default_rng(0)
+    n = 300
+    levels = ["bus", "opel", "saab", "van"]
+    frame = pd.DataFrame({f"F{i}": rng.normal(size=n) for i in range(5)})
+    frame["Class"] = pd.Categorical(rng.choice(levels, size=n), categories=levels)
+    frame["F0"] += 3 * frame["Class"].cat.codes.to_numpy()  # learnable signal
+    _fake_cache({"Vehicle": frame})
+    X, y = mlbench.load_table("vehicle")
+    assert X.shape == (n, 5) and sorted(set(y)) == levels
+    fed = fl.load_federation("vehicle", n_clients=3, n_unlabeled=100, n_private=120,
+                             n_test=80, seed=0)
+    assert fed.class_names == levels and fed.feature_names == [f"F{i}" for i in range(5)]
+    result = fl.run("fedct", fed, model="dt", rounds=2, seed=0, progress=False)
+    assert result.final["mean_accuracy"] > 0.7  # 4 classes, chance 0.25
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
+def test_fetch_from_a_local_deb_is_cached_and_shared(tmp_path, capsys):
+    rdata = pytest.importorskip("rdata")
+    pkg = tmp_path / "pkg"
+    data = pkg / "usr/lib/R/site-library/mlbench/data"
+    data.mkdir(parents=True)
+    for table in mlbench.TABLES.values():
+        frame = pd.DataFrame({"a": [1.0, 2.0], table.target: pd.Categorical(["x", "y"])})
+        rdata.write_rda(data / f"{table.rda}.rda", {table.rda: frame})
+    (pkg / "DEBIAN").mkdir()
+    (pkg / "DEBIAN/control").write_text(
+        "Package: r-cran-mlbench\nVersion: 0.0-test\nArchitecture: all\n"
+        "Maintainer: test <t@example.org>\nDescription: synthetic\n")
+    deb = tmp_path / "r-cran-mlbench_0.0-test_all.deb"
+    subprocess.run(["dpkg-deb", "--build", str(pkg), str(deb)], check=True,
+                   capture_output=True)
+    assert main(["fetch", "mlbench", "--from-deb", str(deb)]) == 0
+    assert main(["fetch", "dna"]) == 0  # same package: nothing more to fetch
+    out = capsys.readouterr().out
+    assert "fetched into" in out and "already fetched" in out
+    meta = json.loads((dataset_dir("mlbench") / "source.json").read_text())
+    assert set(meta["files"]) == {f"{t.rda}.rda" for t in mlbench.TABLES.values()}
+    X, y = mlbench.load_table("letter")
+    assert list(y) == ["x", "y"] and list(X.columns) == ["a"]

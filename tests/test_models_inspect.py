@@ -1,0 +1,103 @@
+"""Issue 3: the clients' final models can be saved and inspected (API and CLI)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.interpret import load_models, models_path
+
+TEAM = "dt,rf(n_estimators=5),rulefit(n_estimators=20),xgboost(n_estimators=5),logreg"
+
+
+@pytest.fixture(scope="module")
+def mixed_result():
+    fed = fl.load_federation("breast_cancer", n_clients=5, seed=0)
+    return fl.run("fedct", fed, model=TEAM, rounds=1, seed=0, progress=False)
+
+
+def test_inspect_models_describes_every_client(mixed_result):
+    desc = fl.inspect_models(mixed_result, top=5)
+    assert [d["kind"] for d in desc] == ["decision_tree", "random_forest", "rulefit",
+                                         "xgboost", "linear"]
+    names = set(mixed_result.feature_names)
+    assert "mean radius" in names
+    tree = desc[0]
+    assert tree["depth"] >= 1 and "|--- " in tree["text"]
+    assert any(n in tree["text"] for n in names)  # real feature names, not x0..x29
+    assert "class: 1" in tree["text"] or "class: 0" in tree["text"]
+    for d in desc:
+        assert d["classes_seen"] == ["0", "1"]
+        assert 0 < len(d["feature_importances"]) <= 5
+        assert all(n in names for n, _ in d["feature_importances"])
+    rules = desc[2]["rules"]
+    assert rules and {"class", "rule", "coef", "support"} <= set(rules[0])
+    assert any(n in rules[0]["rule"] for n in names)
+    assert desc[2]["n_rules"] <= 200
+    assert desc[3]["n_trees"] == 5
+    assert any(n in desc[3]["text"] for n in names)  # the first tree, with feature names
+    assert set(desc[4]["coefficients"]) == {"1"}
+    json.dumps(desc)  # JSON-friendly
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_mlp_models_are_described():
+    fed = fl.load_federation("wine", n_clients=3, seed=0)
+    result = fl.run("fedct", fed, model="mlp(hidden=8),sk_mlp(hidden=8,max_iter=30),dt", rounds=1,
+                    period=5, seed=0, progress=False)
+    desc = fl.inspect_models(result, client=0)
+    assert len(desc) == 1 and desc[0]["kind"] == "opaque"
+    assert desc[0]["n_parameters"] == 13 * 8 + 8 + 8 * 3 + 3
+    assert fl.inspect_models(result)[1]["n_parameters"] == 13 * 8 + 8 + 8 * 3 + 3
+    with pytest.raises(fl.FedLabelsError, match="client 7 does not exist"):
+        fl.inspect_models(result, client=7)
+
+
+def test_run_saves_models_and_inspect_prints_them(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "--model", "dt,rulefit(n_estimators=10),dt,xgb(n_estimators=3),dt",
+                 "--rounds", "1", "--no-progress", "--output", str(out)]) == 0
+    saved = models_path(out)
+    assert saved.name == "r.models.pkl" and saved.is_file()
+    assert not list(tmp_path.glob(".*tmp"))  # atomic write left no temporary file
+    payload = load_models(out)
+    assert len(payload["models"]) == 5 and "mean radius" in payload["feature_names"]
+    capsys.readouterr()
+    assert main(["inspect", str(out), "--max-lines", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "== client 0: decision_tree" in text and "|--- " in text
+    assert "== client 1: rulefit(n_estimators=10)" in text and "if " in text
+    assert "feature importances:" in text and "more lines" in text
+    assert main(["inspect", str(saved), "--client", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["kind"] for d in data] == ["xgboost"]
+
+
+def test_inspect_errors(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "missing.json")]) == 2
+    assert "no saved models at" in capsys.readouterr().err
+    bogus = tmp_path / "x.models.pkl"
+    import joblib
+
+    joblib.dump({"not": "ours"}, bogus)
+    assert main(["inspect", str(bogus)]) == 2
+    assert "is not a fedlabels models file" in capsys.readouterr().err
+    loaded = fl.RunResult(method="fedct", dataset="d", seed=0, config={}, federation={},
+                          models=[], rounds=[], communication={}, wall_seconds=0.0)
+    with pytest.raises(fl.FedLabelsError, match="holds no client models"):
+        fl.inspect_models(loaded)
+
+
+def test_a_single_class_client_model_is_described_as_constant():
+    import numpy as np
+
+    from fedlabels.interpret import describe_model
+    from fedlabels.learners import build_learner, parse_model_spec
+
+    model = build_learner(parse_model_spec("xgb(n_estimators=3)")[0], n_classes=3,
+                          random_state=0).fit(np.zeros((4, 2)), np.full(4, 2))
+    desc = describe_model(model, ["a", "b"], ["x", "y", "z"])
+    assert desc["kind"] == "constant" and "'z'" in desc["text"]

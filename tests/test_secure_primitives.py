@@ -1,0 +1,143 @@
+"""Secure building blocks: SecureHamming (Paillier, OT) exactness, SecureRowSums, seed agreement.
+
+Paillier tests here are FUNCTIONAL tests with short (512-bit) keys for speed; real runs use
+2048-bit keys (the default ``key_bits``; see docs/xclp.md and benchmarks/xclp_scale.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from fedlabels.propagation.core import hamming_matrix
+from fedlabels.secure import ot_hamming as ot
+from fedlabels.secure import paillier_hamming as ph
+from fedlabels.secure.keys import KeyPair, SecureProtocolError, open_sealed, seal
+from fedlabels.secure.rowsums import (
+    decode_fixed,
+    encode_fixed,
+    mask_rows,
+    server_sum,
+    unmask_rows,
+)
+from fedlabels.secure.seed import SeedAgreement
+
+
+def _bits(rng, n, L):
+    return rng.integers(0, 2, (n, L)).astype(np.uint8)
+
+
+def _plain(a, b, L):
+    return hamming_matrix(np.packbits(a, axis=1), np.packbits(b, axis=1), L)
+
+
+def _uniform_bytes(arrays) -> float:
+    data = np.concatenate([np.ascontiguousarray(a).view(np.uint8).ravel() for a in arrays])
+    return chisquare(np.bincount(data, minlength=256)).pvalue
+
+
+@pytest.mark.parametrize(("L", "n_j", "n_k"), [(1, 3, 2), (45, 40, 7), (64, 9, 11)])
+def test_paillier_hamming_is_exact(L, n_j, n_k):
+    rng = np.random.default_rng(L)
+    bj, bk = _bits(rng, n_j, L), _bits(rng, n_k, L)
+    holder = ph.KeyHolder(512)  # functional test: short key
+    enc = ph.holder_encrypt(holder, bj, L)
+    res, masks = ph.evaluate(holder.n, int(holder.hs), 512, enc, n_j, bk, L)
+    T = ph.holder_decrypt(holder, res)
+    H = ph.server_combine(holder.n, 512, T, masks, n_j, n_k, L)
+    assert np.array_equal(H, _plain(bj, bk, L))
+
+
+def test_paillier_packing_serves_many_points_per_ciphertext():
+    assert ph.slots_per_ciphertext(2048, 1024) == 186
+    rng = np.random.default_rng(0)
+    packed = ph.pack_groups(_bits(rng, 5, 16), 3, 16)
+    assert [len(g) for g in packed] == [16, 16]  # one integer per bit position and group
+
+
+def test_paillier_decrypted_values_look_uniform():
+    rng = np.random.default_rng(3)
+    L, n_j, n_k = 16, 20, 60
+    holder = ph.KeyHolder(512)
+    enc = ph.holder_encrypt(holder, _bits(rng, n_j, L), L)
+    res, masks = ph.evaluate(holder.n, int(holder.hs), 512, enc, n_j, _bits(rng, n_k, L), L)
+    T = ph.holder_decrypt(holder, res)
+    # what j decrypts (T) and each value the server receives (T, R) is uniform in Z_N; the
+    # pair differs by the packed distances only (T - R = packed h), so test them one by one
+    assert _uniform_bytes([T[:, :60]]) > 1e-3
+    assert _uniform_bytes([masks[:, :60]]) > 1e-3
+
+
+@pytest.mark.parametrize(("L", "n_j", "n_k"), [(1, 2, 3), (45, 6, 5), (17, 30, 25)])
+def test_ot_shade_hamming_is_exact(L, n_j, n_k):
+    rng = np.random.default_rng(L + 1)
+    bj, bk = _bits(rng, n_j, L), _bits(rng, n_k, L)
+    rcv, snd = ot.ShadeReceiver(bk, n_j, L), ot.ShadeSender(bj, n_k, L)
+    U = rcv.step2(snd.step1(rcv.step1()))
+    e, R = snd.step2(U)
+    T = rcv.step3(e)
+    assert np.array_equal(ot.server_combine(T, R, L), _plain(bj, bk, L))
+    if R.size >= 200:  # R = sum of random pads: uniform in Z_M
+        M = 1 << ot.modulus_bits(L)
+        assert chisquare(np.bincount(R.ravel(), minlength=M)).pvalue > 1e-4
+
+
+def test_base_ot_delivers_only_the_chosen_key():
+    choices = np.random.default_rng(0).integers(0, 2, ot.KAPPA).astype(np.uint8)
+    sender, receiver = ot.BaseOTSender(), ot.BaseOTReceiver(choices)
+    B, got = receiver.reply(sender.first())
+    pairs = sender.keys(B)
+    for c, k, (k0, k1) in zip(choices, got, pairs, strict=True):
+        assert k == (k1 if c else k0) and k != (k0 if c else k1)
+
+
+def test_rowsums_equal_plain_sum_and_each_client_gets_its_rows():
+    rng = np.random.default_rng(4)
+    n, C, ids = 30, 4, [0, 2, 5]
+    keys = {i: KeyPair() for i in ids}
+    rows = {0: np.arange(0, 10), 2: np.arange(10, 18), 5: np.arange(18, 30)}
+    Zbar = {i: rng.normal(scale=10, size=(n, C)) for i in ids}
+    parts, own = {}, {}
+    for i in ids:
+        pk = {j: keys[i].shared_key(i, j, keys[j].public, "rowsums") for j in ids if j != i}
+        parts[i], own[i] = mask_rows(Zbar[i], rows[i], i, pk, attempt=0)
+        assert parts[i].shape == (n - len(rows[i]), C)
+    total = server_sum(parts, rows, n, C)
+    plain = sum(Zbar.values())
+    for i in ids:
+        np.testing.assert_allclose(unmask_rows(total[rows[i]], own[i]), plain[rows[i]],
+                                   atol=1e-8)
+    # what the server sees passes a chi-square uniformity test on byte values
+    assert _uniform_bytes([*parts.values(), total]) > 1e-3
+    # and a restart with another attempt uses fresh masks
+    pk = {j: keys[0].shared_key(0, j, keys[j].public, "rowsums") for j in (2, 5)}
+    again, _ = mask_rows(Zbar[0], rows[0], 0, pk, attempt=1)
+    assert not np.array_equal(again, parts[0])
+
+
+def test_fixed_point_round_trip():
+    Z = np.array([[0.0, -1.5, 1e-6, 123456.789]])
+    np.testing.assert_allclose(decode_fixed(encode_fixed(Z)), Z, atol=2 ** -31)
+
+
+def test_seed_agreement_and_commitment_check():
+    parties = {i: SeedAgreement(i) for i in (0, 1, 3)}
+    commits = {i: p.commitment for i, p in parties.items()}
+    seeds = {i: p.derive({j: q.contribution for j, q in parties.items() if j != i}, commits)
+             for i, p in parties.items()}
+    assert len(set(seeds.values())) == 1 and len(seeds[0]) == 32
+    forged = {1: b"\0" * 32, 3: parties[3].contribution}
+    with pytest.raises(SecureProtocolError, match="commitment"):
+        parties[0].derive(forged, commits)
+
+
+def test_sealed_channel_rejects_tampering():
+    a, b = KeyPair(), KeyPair()
+    kab, kba = a.shared_key(0, 1, b.public, "channel"), b.shared_key(1, 0, a.public, "channel")
+    assert kab == kba
+    blob = bytearray(seal(kab, b"hello", b"ctx"))
+    assert open_sealed(kba, bytes(blob), b"ctx") == b"hello"
+    blob[-1] ^= 1
+    with pytest.raises(SecureProtocolError):
+        open_sealed(kba, bytes(blob), b"ctx")

@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+import torch
+
+from fedlabels.errors import FedLabelsError
+from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+
+def _data(n=300, d=10, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 2] > 1).astype(int)
+    return X, y
+
+
+def test_paper_fashion_architecture_has_669706_parameters():
+    m = TorchMLPClassifier(hidden_layer_sizes=(512, 512)).initialise(784, 10)
+    assert m.n_parameters == 669_706
+
+
+def test_learns_and_warm_starts():
+    X, y = _data()
+    m = TorchMLPClassifier(hidden_layer_sizes=(32,), n_classes=3, random_state=0)
+    m.train_steps(X, y, 5)
+    acc_early = np.mean(m.predict(X) == y)
+    w = m.get_weights().copy()
+    m.train_steps(X, y, 300)
+    assert m.steps_ == 305  # continued, not restarted
+    assert np.mean(m.predict(X) == y) > max(acc_early, 0.85)
+    assert not np.allclose(w, m.get_weights())
+
+
+def test_same_seed_same_model_and_predictions():
+    X, y = _data()
+    a = TorchMLPClassifier(hidden_layer_sizes=(16,), n_classes=3, random_state=3)
+    b = TorchMLPClassifier(hidden_layer_sizes=(16,), n_classes=3, random_state=3)
+    a.train_steps(X, y, 20, X[:50], y[:50])
+    b.train_steps(X, y, 20, X[:50], y[:50])
+    assert np.array_equal(a.get_weights(), b.get_weights())
+
+
+def test_prediction_is_batched_and_in_eval_mode(monkeypatch):
+    X, y = _data(1000)
+    m = TorchMLPClassifier(hidden_layer_sizes=(8,), n_classes=3, predict_batch_size=128,
+                           random_state=0).fit(X, y)
+    calls = []
+    original = m.model_.forward
+
+    def spy(x):
+        calls.append((x.shape[0], m.model_.training, torch.is_grad_enabled()))
+        return original(x)
+
+    monkeypatch.setattr(m.model_, "forward", spy)
+    proba = m.predict_proba(X)
+    assert proba.shape == (1000, 3) and np.allclose(proba.sum(axis=1), 1, atol=1e-5)
+    assert [c[0] for c in calls] == [128] * 7 + [104]
+    assert all(not training and not grad for _, training, grad in calls)
+
+
+def test_weights_round_trip_between_models():
+    X, y = _data()
+    a = TorchMLPClassifier(hidden_layer_sizes=(16,), n_classes=3, random_state=0).fit(X, y)
+    b = TorchMLPClassifier(hidden_layer_sizes=(16,), n_classes=3, random_state=1).fit(X, y)
+    b.set_weights(a.get_weights())
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+    with pytest.raises(FedLabelsError, match="entries"):
+        b.set_weights(np.zeros(3, dtype=np.float32))
+
+
+def test_bad_parameters_and_unfitted_use():
+    with pytest.raises(FedLabelsError, match="learning_rate"):
+        TorchMLPClassifier(learning_rate=0).fit(*_data())
+    with pytest.raises(FedLabelsError, match="not fitted"):
+        TorchMLPClassifier().predict(np.zeros((2, 3), dtype=np.float32))
