@@ -38,6 +38,7 @@ from scipy import stats
 
 from fedlabels.errors import FedLabelsError
 from fedlabels.privacy.events import Event, KaryRREvent, SampledGaussianEvent, XorEvent
+from fedlabels.privacy.search import bisect_monotone
 from fedlabels.privacy.validation import (
     check_delta,
     check_epsilon,
@@ -94,14 +95,8 @@ def rr_epsilon_exact(n_bits: int, flip_prob: float, delta: float) -> float:
     lo, hi = 0.0, n_bits * a
     if rr_delta_for_epsilon(lo, n_bits, flip_prob) <= delta:
         return 0.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if rr_delta_for_epsilon(mid, n_bits, flip_prob) <= delta:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-10 * max(1.0, hi):
-            break
+    _, hi = bisect_monotone(lambda e: rr_delta_for_epsilon(e, n_bits, flip_prob) > delta,
+                            lo, hi, rel_tol=1e-10, max_iter=200, tol_floor=1.0)
     return hi
 
 
@@ -208,14 +203,8 @@ def calibrate_xor_round_epsilon(total_epsilon: float, delta: float, rounds: int,
         lo, hi = hi, 2.0 * hi
     else:
         return hi
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if total(mid) <= total_epsilon:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-6 * hi:
-            break
+    lo, _ = bisect_monotone(lambda e: total(e) <= total_epsilon, lo, hi, rel_tol=1e-6,
+                            max_iter=60)
     return lo
 
 

@@ -32,6 +32,7 @@ from scipy import special, stats
 
 from fedlabels.consensus import ABSTAIN
 from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.search import bisect_monotone
 from fedlabels.privacy.validation import check_delta
 
 #: RDP orders used for PATE accounting (dense where the optimum usually lies)
@@ -277,14 +278,8 @@ def gaussian_exact_epsilon(mu: float, delta: float) -> float:
     lo, hi = 0.0, 1.0
     while log_delta(hi) > target:
         lo, hi = hi, 2.0 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if log_delta(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-10 * hi:
-            break
+    _, hi = bisect_monotone(lambda e: log_delta(e) > target, lo, hi, rel_tol=1e-10,
+                            max_iter=200)
     return hi
 
 
@@ -350,12 +345,6 @@ def calibrate_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
         hi *= 2.0
         if hi > 1e9:
             raise FedLabelsError(f"cannot reach epsilon {target_epsilon} with GNMax.")
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if eps(mid) > target_epsilon:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-9 * hi:
-            break
+    _, hi = bisect_monotone(lambda s: eps(s) > target_epsilon, lo, hi, rel_tol=1e-9,
+                            max_iter=100)
     return hi
