@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine: `make demo` and `make test`.
+# Two entry points for a fresh machine: `make demo` and `make test` (ruff, mypy, pytest).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -23,10 +23,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/mypy
 
 fix: $(STAMP)
 	$(BIN)/ruff check --fix $(LINT_PATHS)

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 import fedlabels as fl
-from fedlabels.audit import METHOD_THREATS, audit_federation
+from fedlabels.audit import audit_federation, auditable_methods
 from fedlabels.audit.report import plot_roc
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import parse_model_spec
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    names = ([m for m in METHODS if m in METHOD_THREATS] if args.methods == "all"
+    names = ([m for m in METHODS if m in auditable_methods()] if args.methods == "all"
              else [m.strip() for m in args.methods.split(",")])
     out = Path(args.out)
     rows = []

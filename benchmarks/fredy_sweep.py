@@ -29,7 +29,9 @@ import torch
 import fedlabels as fl
 from fedlabels.consensus import vote_counts
 from fedlabels.learners import build_learner, parse_model_spec
-from fedlabels.privacy.noisy_max import account_laplace, laplace_noisy_max, laplace_scale
+from fedlabels.privacy.events import DISJOINT_TEACHERS, LaplaceNoisyMaxEvent
+from fedlabels.privacy.noisy_max import laplace_noisy_max, laplace_scale
+from fedlabels.privacy.vote_accounting import account_laplace
 from fedlabels.results import write_atomic
 
 EPSILONS = (0.01, 0.1, 0.2, 0.5, 1.0)
@@ -91,8 +93,10 @@ def main() -> None:
                    "noise_seeds": len(accs)}
             if math.isfinite(eps):
                 b = laplace_scale(eps)
-                formal = account_laplace(b, args.queries, args.delta, 2.0 * n)
-                disjoint = account_laplace(b, args.queries, args.delta)
+                formal = account_laplace([LaplaceNoisyMaxEvent(b, 2.0 * n, args.queries)],
+                                         args.delta)
+                disjoint = account_laplace([LaplaceNoisyMaxEvent(
+                    b, 2.0, args.queries, DISJOINT_TEACHERS)], args.delta)
                 row.update(eps_formal=formal.epsilon, eps_formal_accountant=formal.accountant,
                            eps_if_disjoint=disjoint.epsilon,
                            eps_if_disjoint_accountant=disjoint.accountant)

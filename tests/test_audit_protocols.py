@@ -137,7 +137,7 @@ def test_cli_audit_writes_json_and_roc_plot(tmp_path, capsys):
     (["--audit-members", "5"], "too few candidates"),
     (["--test", "120"], "held-out split"),
     (["--audit-clients", "0,7"], "do not exist"),
-    (["--method", "xclp"], "no audit threat model"),
+    (["--method", "xclp"], "the audit has no attacks for method 'xclp'"),
 ])
 def test_cli_bad_inputs(argv, message, capsys):
     base = ["audit", "--method", "fedct", "--dataset", "breast_cancer", "--clients", "3",

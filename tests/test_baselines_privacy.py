@@ -10,22 +10,23 @@ from scipy import special
 from scipy.stats import norm
 
 from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.noisy_max import (
-    account_laplace,
-    laplace_epsilon,
-    laplace_noisy_max,
-    laplace_scale,
+from fedlabels.privacy.events import GNMaxEvent, LaplaceNoisyMaxEvent
+from fedlabels.privacy.gnmax import (
+    gnmax_aggregate,
+    gnmax_event,
+    gnmax_log_q,
+    gnmax_rdp_data_dependent,
+    gnmax_rdp_data_independent,
 )
-from fedlabels.privacy.pate import (
+from fedlabels.privacy.noisy_max import laplace_noisy_max, laplace_scale
+from fedlabels.privacy.vote_accounting import (
     account_gnmax,
+    account_laplace,
     calibrate_gnmax_sigma,
     epsilon_from_rdp,
     gaussian_exact_epsilon,
-    gnmax_aggregate,
-    gnmax_log_q,
     gnmax_pld_epsilon,
-    gnmax_rdp_data_dependent,
-    gnmax_rdp_data_independent,
+    laplace_epsilon,
 )
 
 # ------------------------------------------------------------------ noise scales
@@ -138,7 +139,7 @@ def test_gnmax_account_reports_both_bounds():
     top = rng.integers(0, 10, 1000)
     counts[np.arange(1000), top] = 240  # 250 teachers, strong consensus
     counts[np.arange(1000), (top + 1) % 10] = 10
-    acc = account_gnmax(counts, np.ones(1000, bool), 40.0, 1e-5)
+    acc = account_gnmax([gnmax_event(counts, np.ones(1000, bool), 40.0)], 1e-5)
     assert acc.epsilon == pytest.approx(5.378, abs=2e-3)
     assert acc.epsilon_data_dependent < 1.0 < acc.epsilon
     assert acc.epsilon_pld == pytest.approx(4.983, abs=2e-3)  # privacy.md §2.4 (PLD)
@@ -196,7 +197,7 @@ def test_laplace_accounting_against_closed_forms():
     closed, _ = rdpa.compute_epsilon(orders, q * _laplace_rdp(orders, b / 2.0), delta)
     assert laplace_epsilon(b, q, delta, "rdp") == pytest.approx(closed, rel=1e-6)
     assert laplace_epsilon(b, q, delta, "rdp") == pytest.approx(18.58, abs=0.01)  # §2.5
-    account = account_laplace(b, q, delta)
+    account = account_laplace([LaplaceNoisyMaxEvent(b, 2.0, q)], delta)
     assert account.accountant == "pld" and account.epsilon == pytest.approx(17.42, abs=0.02)
     # non-disjoint teachers: L1 sensitivity 2n scales the per-query guarantee by n
     basic_25 = laplace_epsilon(b, q, delta, "basic", l1_sensitivity=2.0 * 25)
@@ -215,7 +216,7 @@ def test_bad_epsilon(bad):
 @pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -1e-5])
 def test_bad_delta(bad):
     with pytest.raises(FedLabelsError, match="delta"):
-        account_laplace(2.0, 10, bad)
+        account_laplace([LaplaceNoisyMaxEvent(2.0, 2.0, 10)], bad)
     with pytest.raises(FedLabelsError, match="delta"):
         epsilon_from_rdp(np.ones(3), bad, [2.0, 3.0, 4.0])
 
@@ -224,4 +225,6 @@ def test_bad_sigma():
     with pytest.raises(FedLabelsError, match="sigma"):
         gnmax_aggregate(np.zeros((2, 3)), -1.0, np.random.default_rng(0))
     with pytest.raises(FedLabelsError, match="sigma > 0"):
-        account_gnmax(np.zeros((2, 3)), np.ones(2, bool), 0.0, 1e-5)
+        gnmax_event(np.zeros((2, 3)), np.ones(2, bool), 0.0)
+    with pytest.raises(FedLabelsError, match="sigma > 0"):
+        account_gnmax([GNMaxEvent(0.0, 2, 2)], 1e-5)

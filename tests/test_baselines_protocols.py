@@ -104,7 +104,8 @@ def test_dp_pate_noise_changes_labels_and_is_accounted(breast_cancer_fed, tmp_pa
     privacy = result.extra["privacy"]
     assert privacy["mechanism"] == "GNMax" and privacy["noise_sigma"] == 3.0
     # data-independent: 100 queries of RDP λ/σ², converted by compute_epsilon
-    from fedlabels.privacy.pate import epsilon_from_rdp, gnmax_rdp_data_independent
+    from fedlabels.privacy.gnmax import gnmax_rdp_data_independent
+    from fedlabels.privacy.vote_accounting import epsilon_from_rdp
 
     expected, _ = epsilon_from_rdp(100 * gnmax_rdp_data_independent(3.0), 1e-5)
     assert privacy["epsilon"] == pytest.approx(expected)
@@ -157,19 +158,28 @@ def test_fredy_teachers_keep_local_models_and_state_the_caveat(digits_fed):
 @pytest.mark.parametrize("method,options,match", [
     ("pate", {"queries": 10_000}, "exceeds the public set"),
     ("pate", {"teachers": 3}, "must equal the number of clients"),
-    ("dp-pate", {}, "noise-sigma"),
-    ("dp-pate", {"noise_sigma": -1.0}, "sigma"),
-    ("dp-pate", {"epsilon": 0.0}, "epsilon"),
-    ("dp-pate", {"noise_sigma": 1.0, "delta": 1.5}, "delta"),
-    ("dp-pate", {"noise_sigma": 1.0, "threshold": 3.0}, "threshold_sigma"),
-    ("fredy", {}, "epsilon"),
-    ("fredy", {"epsilon": -0.1}, "epsilon"),
-    ("fredy", {"epsilon": 1.0, "delta": 0.0}, "delta"),
+    ("dp-pate", {}, "needs --noise-sigma"),
+    ("dp-pate", {"noise_sigma": -1.0}, "noise_sigma must lie in"),
+    ("dp-pate", {"epsilon": 0.0}, "epsilon must lie in"),
+    ("dp-pate", {"noise_sigma": 1.0, "delta": 1.5}, "delta must lie in"),
+    ("dp-pate", {"noise_sigma": 1.0, "threshold": 3.0}, "needs --opt threshold_sigma"),
+    ("dp-pate", {"noise_sigma": 1.0, "epsilon": 1.0}, "not both"),
+    ("dp-pate", {"noise_sigma": 1.0, "threshold_sigma": 1.0}, "applies only to confident"),
+    ("dp-pate", {"epsilon": 1.0, "threshold": 3.0, "threshold_sigma": 1.0},
+     "covers plain GNMax only"),
+    ("fredy", {}, "FREDY needs --epsilon"),
+    ("fredy", {"epsilon": -0.1}, "epsilon must lie in"),
+    ("fredy", {"epsilon": 1.0, "delta": 0.0}, "delta must lie in"),
+    ("fredy", {"epsilon": 1.0, "teacher_steps": 2}, "has no option 'teacher_steps'"),
+    ("pate", {"delta": 1e-5}, "has no option 'delta'"),
     ("pate", {"student_model": "no_such_model"}, "unknown model"),
+    ("pate", {"student_model": "dt,rf"}, "one model spec"),
 ])
 def test_bad_inputs_are_clear_errors(breast_cancer_fed, method, options, match):
+    if method != "fredy":  # FREDY's teachers take b steps per FedAvg round, no teacher_steps
+        options = {"teacher_steps": 2, **options}
     with pytest.raises(FedLabelsError, match=match):
-        run(method, breast_cancer_fed, rounds=1, period=2, teacher_steps=2, **options)
+        run(method, breast_cancer_fed, rounds=1, period=2, **options)
 
 
 def test_fewer_than_two_teachers():
@@ -189,13 +199,13 @@ def test_cli_flags_reach_the_method(tmp_path):
     import argparse
 
     from fedlabels.api import run_config
-    from fedlabels.cli import _add_run_options, _config_from_args
+    from fedlabels.cli.run_options import add_run_options, config_from_args
 
     parser = argparse.ArgumentParser()
-    _add_run_options(parser)
+    add_run_options(parser)
 
     def config(*argv):
-        return _config_from_args(parser.parse_args(["--model", MLP, "--rounds", "1",
+        return config_from_args(parser.parse_args(["--model", MLP, "--rounds", "1",
                                                     "--period", "5", *argv]))
 
     cfg = config("--method", "fredy", "--teachers", "3", "--epsilon", "0.5", "--delta", "1e-6",

@@ -28,12 +28,12 @@ def test_run_writes_the_documented_json(tmp_path, capsys):
 def test_toml_config_with_cli_override(tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text('method = "fedct"\ndataset = "wine"\nclients = 3\nmodel = "dt"\n'
-                   'rounds = 4\nquorum = 0.9\nseed = 3\n')
+                   'rounds = 4\nseed = 3\n\n[options]\nquorum = 0.9\n')
     out = tmp_path / "r.json"
     assert main(["run", "--config", str(cfg), "--rounds", "2", "--output", str(out),
                  "--no-progress"]) == 0
     data = json.loads(out.read_text())
-    assert data["config"]["rounds"] == 2 and data["config"]["quorum"] == 0.9
+    assert data["config"]["rounds"] == 2 and data["config"]["options"] == {"quorum": 0.9}
     assert data["dataset"] == "wine" and data["seed"] == 3 and len(data["rounds"]) == 2
 
 
@@ -60,6 +60,10 @@ def test_bad_config_key(tmp_path, capsys):
     cfg.write_text("clients = 5\nrounnds = 3\n")
     assert main(["run", "--config", str(cfg)]) == 2
     assert "unknown config key 'rounnds'" in capsys.readouterr().err
+    cfg.write_text("clients = 5\nquorum = 0.9\n")  # a method option belongs in [options]
+    assert main(["run", "--config", str(cfg)]) == 2
+    assert "'quorum' is a method option: put it in the [options] table" in \
+        capsys.readouterr().err
 
 
 def test_datasets_and_models_listings(capsys):
@@ -104,3 +108,118 @@ def test_importing_the_package_does_not_load_torch():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"  # torch loads only when a torch model is used
+
+
+# --- method options: generated flags, --opt, and errors before any data is loaded ---------
+
+def _exit_code(argv):
+    """``main``'s exit status, also for argparse usage errors (which raise SystemExit)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+@pytest.fixture
+def no_data(monkeypatch):
+    """Fail the test if a command loads data (option errors must come first)."""
+    import fedlabels.api
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("data was loaded before the options were checked")
+
+    monkeypatch.setattr(fedlabels.api, "load_federation", refuse)
+
+
+def _one_line_error(capsys):
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fedlabels: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--method", "fedct", "--epsilon", "1"], "--epsilon"),
+    (["--opt", "qorum=0.5"], "did you mean 'quorum'"),
+    (["--method", "pate", "--opt", "querries=10"], "querries"),
+    (["--clip", "1", "--method", "fedct"], "--clip"),
+    (["--opt", "quorum"], "use KEY=VALUE"),
+])
+def test_option_errors_exit_2_in_one_line(no_data, capsys, args, names):
+    assert _exit_code(["run", "--no-progress", *args]) == 2
+    assert names in _one_line_error(capsys)
+
+
+def _flags():
+    from fedlabels.cli.method_flags import method_flags
+
+    return method_flags()
+
+
+@pytest.mark.parametrize("name", sorted(_flags()))
+def test_a_flag_of_another_method_is_rejected_by_name(no_data, capsys, name):
+    from fedlabels.protocols import METHODS
+
+    users = [method for method, _ in _flags()[name].users]
+    other = next(m for m in sorted(METHODS) if m not in users)
+    flag = "--" + name.replace("_", "-")
+    info = _flags()[name].users[0][1]
+    value = "none" if info.default is None else str(info.default).lower()
+    assert _exit_code(["run", "--method", other, flag, value]) == 2
+    line = _one_line_error(capsys)
+    assert f"{flag} does not apply to method {other!r}" in line
+    assert all(u in line for u in users)
+
+
+def test_generated_flags_match_the_declarations():
+    import argparse
+
+    from fedlabels.cli.method_flags import method_options
+    from fedlabels.cli.run_options import add_run_options
+    from fedlabels.protocols import METHODS
+
+    parser = argparse.ArgumentParser()
+    add_run_options(parser)
+    declared = {info.name for m in METHODS.values() for info in m.options_class.declared()
+                if info.flag}
+    assert set(_flags()) == declared
+    for name in declared:
+        flag = "--" + name.replace("_", "-")
+        assert flag in parser._option_string_actions  # one argument per option name
+        info = _flags()[name].users[0][1]
+        text = "none" if info.default is None else str(info.default).lower()
+        _, flagged = method_options(parser.parse_args([flag, text]))
+        assert flagged == {name: info.default}
+
+
+def test_a_generated_flag_reaches_the_method(tmp_path):
+    out = tmp_path / "r.json"
+    assert main([*BASE, "--method", "fedct", "--model", "dt", "--quorum", "0.9",
+                 "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["config"]["options"] == {"quorum": 0.9}
+
+
+def test_methods_lists_every_method_and_option(capsys):
+    from fedlabels.protocols import METHODS
+
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    for name, method in METHODS.items():
+        assert f"\n{name} " in f"\n{out}"
+        for info in method.options_class.declared():
+            assert f"    {info.name}" in out
+    assert main(["methods", "fedct"]) == 0
+    one = capsys.readouterr().out
+    assert one.startswith("fedct ") and "quorum (--quorum)" in one and "fedavg" not in one
+    assert main(["methods", "fedsgd"]) == 2
+    assert "unknown method 'fedsgd'" in capsys.readouterr().err
+
+
+def test_run_help_mentions_every_method(capsys):
+    from fedlabels.protocols import METHODS
+
+    assert _exit_code(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {name} " in out for name in METHODS)
+    assert "fedlabels methods NAME" in out

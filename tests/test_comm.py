@@ -62,3 +62,15 @@ def test_codec_rejects_garbage_and_truncation():
     data = encode_message(Message("k", arrays={"a": np.arange(10)}))
     with pytest.raises(ValueError):
         decode_message(data[:-3])
+
+
+def test_zero_dimensional_arrays_keep_their_shape():
+    import numpy as np
+
+    from fedlabels.comm import Message, decode_message, encode_message
+
+    msg = Message("x", arrays={"step": np.array(3.5, dtype=np.float32),
+                               "empty": np.zeros((0, 4), dtype=np.int64)})
+    out = decode_message(encode_message(msg))
+    assert out.arrays["step"].shape == () and out.arrays["step"] == np.float32(3.5)
+    assert out.arrays["empty"].shape == (0, 4)

@@ -10,7 +10,13 @@ from fedlabels.consensus import ABSTAIN
 from fedlabels.engines.inprocess import CommMeter, InProcessGrid
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols.base import LearnerFitError, Settings
-from fedlabels.protocols.fedct import FedCTClient, FedCTServer, decode_consensus, encode_consensus
+from fedlabels.protocols.fedct import (
+    FedCTClient,
+    FedCTOptions,
+    FedCTServer,
+    decode_consensus,
+    encode_consensus,
+)
 
 
 def _strip_timing(d):
@@ -92,7 +98,8 @@ def test_seed_determines_the_whole_pipeline():
 
 def test_fedct_torch_clients_train_on_the_consensus():
     fed = fl.load_federation("breast_cancer", n_clients=3, seed=0)
-    settings = Settings(n_classes=2, period=4)
+    settings = Settings(n_classes=2, n_features=fed.n_features, n_clients=3, period=4,
+                        options=FedCTOptions())
     from fedlabels.learners import build_learner, parse_model_spec
 
     spec = parse_model_spec("mlp(hidden=8)")[0]

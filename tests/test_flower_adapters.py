@@ -9,21 +9,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flwr.app import Context, RecordDict
-from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+from flwr.common.serde import (
+    context_from_proto,
+    context_to_proto,
+    recorddict_from_proto,
+    recorddict_to_proto,
+)
 
 from fedlabels.api import load_federation, run_config
 from fedlabels.comm import Message, pack_labels
 from fedlabels.config import RunConfig
 from fedlabels.consensus import majority_vote
-from fedlabels.engines.flower.client_app import STATE_KEY
-from fedlabels.engines.flower.client_app import app as client_app
+from fedlabels.engines.flower.client_app import STATE_RECORDS, state_from_records, state_to_records
 from fedlabels.engines.flower.convert import (
     flower_message_type,
     from_record_dict,
     to_record_dict,
 )
-from fedlabels.engines.flower.loopback import LoopbackGrid, server_context
-from fedlabels.engines.flower.prepare import prepare_run
+from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
+from fedlabels.engines.flower.prepare import PreparedRun, prepare_run
 from fedlabels.engines.flower.server_app import ClientsLost, run_server, server_state_path
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
 from fedlabels.errors import FedLabelsError
@@ -64,27 +68,52 @@ def test_foreign_flower_message_is_rejected() -> None:
         from_record_dict(RecordDict())
 
 
-def _deploy(tmp_path: Path, cfg: RunConfig, **grid_kw: object) -> tuple[DeploySpec, object,
+def test_client_state_travels_as_plain_records() -> None:
+    """Arrays in an ArrayRecord, scalars in a ConfigRecord, None keys named apart; the
+    SuperNode's own (protobuf) storage of the context gives back the same values and types."""
+    state = {
+        "w": np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2],  # non-contiguous
+        "key": np.frombuffer(b"\x00\xffsecret", dtype=np.uint8),
+        "mask": np.array([True, False]),
+        "count": np.array(7, dtype=np.int64),
+        "names": np.array(["a", "bc"]),
+        "fitted": True, "round": 3, "rate": 0.25, "nan": float("nan"), "rng": '{"s": 1}',
+        "pseudo_index": None, "learner.step": 40,
+    }
+    records = state_to_records(state)
+    assert set(records) == set(STATE_RECORDS)
+    ctx = Context(run_id=1, node_id=2, node_config={}, state=RecordDict(records),
+                  run_config={})
+    back = state_from_records(context_from_proto(context_to_proto(ctx)).state)
+    assert set(back) == set(state)
+    for key, value in state.items():
+        if isinstance(value, np.ndarray):
+            assert back[key].dtype == value.dtype
+            np.testing.assert_array_equal(back[key], value)
+        elif isinstance(value, float) and np.isnan(value):
+            assert np.isnan(back[key])
+        else:
+            assert back[key] == value and type(back[key]) is type(value)
+    assert state_from_records(RecordDict()) is None
+    with pytest.raises(FedLabelsError, match="incomplete"):
+        state_from_records(RecordDict({STATE_RECORDS[0]: records[STATE_RECORDS[0]]}))
+    with pytest.raises(FedLabelsError, match="'bad' is a dict"):
+        state_to_records({"bad": {}})
+
+
+def test_spec_with_unknown_keys_is_rejected() -> None:
+    spec = DeploySpec(run={**RunConfig().to_dict(), "quorum": 1.0})
+    with pytest.raises(FedLabelsError, match=r"unknown key\(s\) \['quorum'\]; valid keys"):
+        _ = spec.config
+    with pytest.raises(FedLabelsError, match=r"unknown key\(s\) \['nodes'\]"):
+        DeploySpec.from_run_config({RUN_CONFIG_KEY: json.dumps({"run": {}, "nodes": 3})})
+
+
+def _deploy(tmp_path: Path, cfg: RunConfig, **grid_kw: object) -> tuple[DeploySpec,
+                                                                          PreparedRun,
                                                                           LoopbackGrid]:
-    prepared = prepare_run(cfg, tmp_path / "sites", reply_timeout=grid_kw.pop(
-        "reply_timeout", 5.0), node_timeout=2.0)
-    spec = DeploySpec.from_run_config({RUN_CONFIG_KEY: _app_spec(prepared.app_dir)})
-    spec.poll_interval = 0.0
-    node_configs = [dict(partition_id_config(prepared, c)) for c in range(cfg.clients)]
-    grid = LoopbackGrid(client_app, node_configs, {RUN_CONFIG_KEY: spec.to_json()}, **grid_kw)
-    return spec, prepared, grid
-
-
-def _app_spec(app_dir: Path) -> str:
-    import tomllib
-
-    return tomllib.loads((app_dir / "pyproject.toml").read_text())["tool"]["flwr"]["app"][
-        "config"][RUN_CONFIG_KEY]
-
-
-def partition_id_config(prepared: object, cid: int) -> dict[str, object]:
-    return {"partition-id": cid, "data-path": str(prepared.client_paths[cid]),
-            "shared-path": str(prepared.shared_path)}
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites", **grid_kw)
+    return prepared.spec, prepared, grid
 
 
 def _same_rounds(deployed: object, simulated: object) -> None:
@@ -107,9 +136,9 @@ def test_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
     votes = np.stack([m.predict(fed.X_public) for m in simulated.client_models])
     with np.load(server_state_path(spec.output)) as state:
         np.testing.assert_array_equal(state["labels"], majority_vote(votes, fed.n_classes))
-    # the client learner lives only in context.state (a pickle in a uint8 Array)
+    # the client state lives only in context.state, as plain arrays and scalars
     for ctx in grid.contexts.values():
-        assert STATE_KEY in ctx.state
+        assert all(name in ctx.state for name in STATE_RECORDS)
     written = load_result(spec.output)
     assert written.final == simulated.final
     assert json.loads(Path(spec.status).read_text())["status"] == "completed"
@@ -197,7 +226,7 @@ def test_csv_site_matches_npz_site(tmp_path: Path) -> None:
     with np.load(prepared.shared_path) as shared:
         mean, std, names = shared["scale_mean"], shared["scale_std"], shared["feature_names"]
         classes = shared["class_names"]
-    npz_site = load_site(partition_id_config(prepared, 0))
+    npz_site = load_site(prepared.node_settings(0))
     raw = npz_site.private.X.astype(np.float64) * std + mean
     frame = pd.DataFrame(raw, columns=[str(n) for n in names])
     frame["label"] = classes[npz_site.private.y]

@@ -78,7 +78,7 @@ def test_killed_supernode_is_reported_and_the_rest_continue(tmp_path: Path) -> N
     # a qualified majority (unanimity) accepts 2 clients, so losing 1 of 3 is survivable;
     # the majority-vote case that must stop is tested in test_flower_adapters (no processes)
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=2,
-                    eval_every=2, quorum=1.0, seed=0)
+                    eval_every=2, seed=0, options={"quorum": 1.0})
     prepared = prepare_run(cfg, tmp_path / "sites", output=tmp_path / "result.json",
                            reply_timeout=120, node_timeout=60)
     outcome: dict[str, int] = {}

@@ -95,12 +95,23 @@ def test_dp_fedct_empirical_prop2_kary_and_total(fed: fl.Federation) -> None:
     ({"epsilon": 1.0, "delta": 0.0}, "delta"),
     ({"epsilon": 1.0, "sensitivity": 0}, "sensitivity"),
     ({"epsilon": 1.0, "sensitivity": 10_000}, "exceeds the worst case"),
-    ({"epsilon": 1.0, "sensitivity": "prop2", "stability_rate": 1.2}, "stability rate"),
-    ({"epsilon": 1.0, "sensitivity": "prop2", "stability_rate": 0.0}, "stability rate"),
+    ({"epsilon": 1.0, "sensitivity": "prop2", "stability_rate": 1.2}, "stability_rate"),
+    ({"epsilon": 1.0, "sensitivity": "prop2", "stability_rate": 0.0}, "stability_rate"),
+    ({"epsilon": 1.0, "sensitivity": "prop2"}, "needs the learner's stability rate"),
+    ({"epsilon": 1.0, "sensitivity": "best"}, "worst, empirical, prop2 or a number"),
+    ({"epsilon": 1.0, "stability_rate": 0.1}, "apply only with sensitivity prop2"),
+    ({"epsilon": 1.0, "sensitivity_neighbours": 3}, "apply only with sensitivity empirical"),
+    ({"epsilon": 1.0, "sensitivity_note": "x"}, "apply only with sensitivity a number"),
+    ({"epsilon": 1.0, "sensitivity": "empirical", "sensitivity_model": "dt,rf"},
+     "one model spec"),
+    ({"epsilon": 1.0, "sensitivity": "empirical", "sensitivity_relation": "swap"},
+     "sensitivity_relation"),
     ({}, "exactly one of epsilon"),
     ({"epsilon": 1.0, "epsilon_total": 2.0}, "exactly one of epsilon"),
+    ({"epsilon_total": 2.0, "mechanism": "kary"}, "mechanism=xor only"),
     ({"epsilon": 1.0, "mechanism": "laplace"}, "mechanism"),
-    ({"epsilon": 1.0, "epsilom": 2.0}, "unknown dp-fedct option"),
+    ({"epsilon": 1.0, "epsilom": 2.0}, "no option 'epsilom' \\(did you mean 'epsilon'\\?\\)"),
+    ({"epsilon": 1.0, "total_rounds": 3}, "no option 'total_rounds'"),  # an engine value
 ])
 def test_dp_fedct_bad_input(fed: fl.Federation, options: dict, match: str) -> None:
     with pytest.raises(FedLabelsError, match=match):
@@ -150,13 +161,19 @@ def test_dp_fedavg_calibrates_sigma_and_tiny_noise_approaches_fedavg(
 
 
 @pytest.mark.parametrize("options, match", [
-    ({"noise_multiplier": 1.0, "clip": 0.0}, "clipping norm"),
-    ({"noise_multiplier": 1.0, "clip": -2.0}, "clipping norm"),
-    ({"noise_multiplier": 0.0}, "noise multiplier"),
+    ({"noise_multiplier": 1.0, "clip": 0.0}, "option clip"),
+    ({"noise_multiplier": 1.0, "clip": -2.0}, "option clip"),
+    ({"noise_multiplier": 1.0, "clip": float("inf")}, "option clip must be finite"),
+    ({"noise_multiplier": 0.0}, "option noise_multiplier"),
     ({"epsilon": -1.0}, "epsilon"),
     ({"epsilon": 1.0, "delta": 1.5}, "delta"),
-    ({"noise_multiplier": 1.0, "sample_rate": 0.0}, "sampling rate"),
+    ({"noise_multiplier": 1.0, "sample_rate": 0.0}, "option sample_rate"),
+    ({"noise_multiplier": 1.0, "server_lr": 0.0}, "option server_lr"),
+    ({"noise_multiplier": 1.0, "accountant": "moments"}, "accountant"),
+    ({"epsilon": 4.0, "sample_rate": 0.5, "accountant": "analytic"}, "needs sample_rate 1"),
     ({}, "exactly one of noise_multiplier"),
+    ({"noise_multiplier": 1.0, "epsilon": 4.0}, "exactly one of noise_multiplier"),
+    ({"noise_multiplier": 1.0, "n_features": 30}, "no option 'n_features'"),  # engine value
 ])
 def test_dp_fedavg_bad_input(fed: fl.Federation, options: dict, match: str) -> None:
     with pytest.raises(FedLabelsError, match=match):

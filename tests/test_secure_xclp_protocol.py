@@ -1,6 +1,8 @@
 """End-to-end XCLP protocol: secure == plaintext, what the server receives, dropouts.
 
 Paillier runs here are FUNCTIONAL tests with short (512-bit) keys; real runs use 2048 bits.
+Dropouts are simulated by the grid (:mod:`dropping_grid`): a dropped client's replies go
+missing, as a deployment's grid reports a lost node.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from dropping_grid import DroppingGrid, xclp_drop
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.engines.inprocess import CommMeter, InProcessGrid
@@ -41,7 +44,7 @@ class RecordingGrid(InProcessGrid):
         return replies
 
 
-def _setup(secure: str, drop: str = "", n_clients: int = 3, seed: int = 0):
+def _setup(secure: str, drops=(), n_clients: int = 3, seed: int = 0):
     rng = np.random.default_rng(seed)
     centers = rng.normal(scale=3.0, size=(C, 6))
     sizes = [24, 18, 21, 15][:n_clients]
@@ -51,22 +54,25 @@ def _setup(secure: str, drop: str = "", n_clients: int = 3, seed: int = 0):
         data.append(ClientData(centers[y] + rng.normal(size=(n, 6)), y))
     y_test = rng.integers(0, C, 12)
     X_test = centers[y_test] + rng.normal(size=(12, 6))
-    opts = {"secure": secure, "lsh_bits": L, "knn": K, "key_bits": 512,
-            "labeled_fraction": 0.3, "drop": drop, "alpha": 0.9}
-    settings = Settings(n_classes=C, extra={**opts, "n_features": 6})
+    opts = XCLPOptions.from_mapping({"secure": secure, "lsh_bits": L, "knn": K,
+                                     "key_bits": 512, "labeled_fraction": 0.3, "alpha": 0.9},
+                                    "xclp")
+    settings = Settings(n_classes=C, n_features=6, n_clients=n_clients, options=opts)
     ctx = MethodContext(settings, seeds=[11 + i for i in range(n_clients)], server_seed=1)
     method = XCLP()
     clients = {c: method.make_client(c, data[c], None, ctx, None, X_test, y_test)
                for c in range(n_clients)}
     grid = RecordingGrid(clients, CommMeter())
-    core = XCLPServerCore(XCLPOptions.from_extra(settings.extra), C)
+    if drops:
+        grid = DroppingGrid(grid, list(drops))
+    core = XCLPServerCore(opts, C)
     core.keep_H = True
     return clients, grid, core
 
 
 def _plaintext(clients, members, label_members, seed):
     """Centralised reference: the same graph and labels computed in the clear."""
-    V = np.concatenate([clients[c].xclp_features(Message("x")) for c in members])
+    V = np.concatenate([clients[c].xclp_features() for c in members])
     y = np.concatenate([clients[c].xclp_partial_labels() if c in label_members
                         else np.full(len(clients[c].xclp_partial_labels()), -1)
                         for c in members])
@@ -87,7 +93,7 @@ def test_secure_equals_plaintext_and_leaks_nothing(secure):
     H, labels, Z = _plaintext(clients, [0, 1, 2], [0, 1, 2], seeds.pop())
     if secure != "none":
         assert np.array_equal(out.H, H)  # bit-identical Hamming matrix
-    offsets = np.cumsum([0] + [len(c.V) for c in clients.values()])
+    offsets = np.cumsum([0] + [c.n_points for c in clients.values()])
     for c, client in clients.items():
         np.testing.assert_allclose(client.xclp_scores, Z[offsets[c]:offsets[c + 1]],
                                    atol=1e-7)
@@ -119,18 +125,32 @@ def test_secure_equals_plaintext_and_leaks_nothing(secure):
     ("within-rowsums", [0, 1, 2], [0, 2]),
 ])
 @pytest.mark.parametrize("secure", ["paillier", "ot"])
-def test_dropouts(secure, phase, graph, labels):
-    clients, grid, core = _setup(secure, drop=f"1:{phase}")
+@pytest.mark.parametrize("deliver", [False, True], ids=["unsent", "reply-lost"])
+def test_dropouts(secure, phase, graph, labels, deliver):
+    """A client lost at ``phase`` (its message never arrives, or its reply is lost)."""
+    clients, grid, core = _setup(secure, drops=[xclp_drop(1, phase, deliver)])
     out = core.run(grid, 0, [0, 1, 2], session=0)
     assert out.dropped == {1: phase}
     assert out.graph_members == graph and out.rowsum_members == labels
     assert out.rowsum_attempts == (2 if phase == "within-rowsums" else 1)
+    assert grid.client_ids == [0, 2]
     seed = bytes(clients[0].lsh_seed_used)
     H, pred, _ = _plaintext(clients, graph, labels, seed)
     assert np.array_equal(out.H, H)
-    offsets = dict(zip(graph, np.cumsum([0] + [len(clients[c].V) for c in graph]),
+    offsets = dict(zip(graph, np.cumsum([0] + [clients[c].n_points for c in graph]),
                        strict=False))
     for c in labels:
         assert np.array_equal(clients[c].xclp_labels,
-                              pred[offsets[c]:offsets[c] + len(clients[c].V)])
+                              pred[offsets[c]:offsets[c] + clients[c].n_points])
     assert clients[1].xclp_labels is None  # the dropped client receives nothing
+    reply = clients[1].handle(Message("evaluate", category="evaluation"))
+    assert reply.config["fallback"] is True  # it evaluates per-client LP instead
+
+
+def test_everyone_dropping_before_rowsums_is_an_error():
+    from fedlabels.errors import FedLabelsError
+
+    drops = [xclp_drop(c, "before-rowsums") for c in range(3)]
+    _, grid, core = _setup("none", drops=drops)
+    with pytest.raises(FedLabelsError, match="every client dropped out"):
+        core.run(grid, 0, [0, 1, 2], session=0)

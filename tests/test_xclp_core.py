@@ -123,14 +123,42 @@ def test_no_labelled_point_and_no_data():
 def test_methods_reject_bad_input(breast_cancer_fed):
     with pytest.raises(FedLabelsError, match="alpha"):
         fl.run("xclp", breast_cancer_fed, rounds=1, options={"alpha": 1.5})
-    with pytest.raises(FedLabelsError, match="LSH length"):
+    with pytest.raises(FedLabelsError, match="lsh_bits"):
         fl.run("xclp", breast_cancer_fed, rounds=1, options={"lsh_bits": 0})
     with pytest.raises(FedLabelsError, match="smaller than the number of points"):
         fl.run("perclient-lp", breast_cancer_fed, rounds=1, options={"knn": 500})
     with pytest.raises(FedLabelsError, match="no labelled point"):
         fl.run("xclp", breast_cancer_fed, rounds=1, options={"labeled_fraction": 0.0})
-    with pytest.raises(FedLabelsError, match="--secure"):
+    with pytest.raises(FedLabelsError, match="secure must be one of none, ot, paillier"):
         fl.run("xclp", breast_cancer_fed, rounds=1, options={"secure": "magic"})
+
+
+@pytest.mark.parametrize(("method", "options", "match"), [
+    ("xclp", {"drop": "1:before-hamming"}, "has no option 'drop'"),
+    ("xclp", {"key_bits": 300}, "multiple of 8"),
+    ("xclp", {"key_bits": 128}, "key_bits"),
+    ("xclp", {"test_points": -1}, "test_points"),
+    ("xclp", {"power": 0}, "power"),
+    ("perclient-lp", {"secure": "ot"}, "has no option 'secure'"),
+    ("fedavg-xclp", {"test_points": 5}, "has no option 'test_points'"),
+    ("fedavg-xclp", {"client_fraction": 0}, "client_fraction"),
+])
+def test_options_are_declared_and_checked(method, options, match):
+    """Options are validated (and unknown ones rejected) before any data is loaded."""
+    with pytest.raises(FedLabelsError, match=match):
+        fl.run(method, "no-such-dataset", rounds=1, options=options)
+
+
+def test_option_classes():
+    from fedlabels.protocols.xclp import FedAvgXCLPOptions, PerClientLPOptions, XCLPOptions
+
+    opts = XCLPOptions.from_mapping({"lsh_bits": 64, "knn": 5, "secure": "OT"}, "xclp")
+    assert (opts.graph.n_bits, opts.graph.k, opts.secure) == (64, 5, "ot")
+    flags = {info.name for info in XCLPOptions.declared() if info.flag}
+    assert flags == {"lsh_bits", "knn", "alpha", "secure", "labeled_fraction"}
+    assert "secure" not in PerClientLPOptions.names()
+    assert {"client_fraction", "warmup_rounds", "propagation"} <= set(
+        FedAvgXCLPOptions.names())
 
 
 def test_client_with_no_data_is_rejected(breast_cancer_fed):

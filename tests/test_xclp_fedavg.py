@@ -59,11 +59,31 @@ def test_fedavg_xclp_options():
     import pytest
 
     from fedlabels.errors import FedLabelsError
-    from fedlabels.protocols.fedavg_xclp import FedAvgXCLP
+    from fedlabels.protocols.xclp import FedAvgXCLPOptions
 
-    assert FedAvgXCLP._extra({"propagation": None})[2] == "none"  # CLI parses "none" to None
-    assert FedAvgXCLP._extra({})[:2] == (1.0, 2)
+    def parse(data):
+        return FedAvgXCLPOptions.from_mapping(data, "fedavg-xclp")
+
+    assert parse({"propagation": None}).propagation == "none"  # --opt parses "none" to None
+    assert (parse({}).client_fraction, parse({}).warmup_rounds) == (1.0, 2)
     with pytest.raises(FedLabelsError, match="client_fraction"):
-        FedAvgXCLP._extra({"client_fraction": 0})
+        parse({"client_fraction": 0})
     with pytest.raises(FedLabelsError, match="propagation"):
-        FedAvgXCLP._extra({"propagation": "global"})
+        parse({"propagation": "global"})
+
+
+def test_fedavg_xclp_goes_on_without_a_client_lost_in_xclp(breast_cancer_fed):
+    from dropping_grid import DroppingGrid, run_on_grid, xclp_drop
+    from fedlabels.engines.inprocess import InProcessGrid
+
+    def grid(build, learners, meter):
+        inner = InProcessGrid({c: build(c, ln) for c, ln in enumerate(learners)}, meter)
+        return DroppingGrid(inner, [xclp_drop(2, "within-rowsums", deliver=True)])
+
+    records, server, g = run_on_grid(
+        "fedavg-xclp", breast_cancer_fed, grid, rounds=3, model="mlp(hidden=16)",
+        options={"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "warmup_rounds": 1})
+    assert g.client_ids == [0, 1, 3, 4]
+    assert [h["members"] for h in server.history] == [[0, 1, 3, 4]] * 2
+    assert [len(r.accuracies) for r in records] == [5, 4, 4]
+    assert np.all(np.isfinite(server.weights))

@@ -6,9 +6,9 @@ The layers: :mod:`fedlabels.data` (federations, partitioners, datasets),
 :mod:`fedlabels.engines` (in-process simulator) and :mod:`fedlabels.cli`.
 """
 
-from fedlabels.api import load_federation, run, run_config
+from fedlabels.api import run, run_config
 from fedlabels.config import RunConfig, load_config
-from fedlabels.data import ClientData, Federation, make_federation
+from fedlabels.data import ClientData, Federation, load_federation, make_federation
 from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
 from fedlabels.interpret import inspect_models
 from fedlabels.results import RunResult

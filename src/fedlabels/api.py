@@ -14,53 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from fedlabels.config import RunConfig
-from fedlabels.data import Federation, get_dataset, make_federation
+from fedlabels.data import Federation, load_federation
 from fedlabels.engines import simulate
-from fedlabels.errors import FedLabelsError
-from fedlabels.learners import ModelSpec, check_estimator, parse_model_spec
+from fedlabels.learners import as_models
 from fedlabels.protocols import get_method
 from fedlabels.results import RoundRecord, RunResult
-
-
-def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None = None,
-                    n_private: int | None = None, private_per_client: int | None = None,
-                    n_test: int | None = None, partition: str = "iid",
-                    seed: int = 0) -> Federation:
-    """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
-
-    Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them).
-    """
-    info = get_dataset(dataset)
-    raw = info.load()
-    defaults = info.defaults
-    if private_per_client is not None:
-        if n_private is not None:
-            raise FedLabelsError("give n_private or private_per_client, not both.")
-        n_private = private_per_client * n_clients
-    n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
-    n_private = n_private if n_private is not None else defaults.get("n_private")
-    n_test = n_test if n_test is not None else defaults.get("n_test")
-    if n_unlabeled is None:  # a user table: half of what is left after the test split
-        n_rows = len(raw.y)
-        n_test_eff = n_test if n_test is not None else max(1, round(0.2 * n_rows))
-        n_unlabeled = max(1, (n_rows - n_test_eff) // 2)
-    return make_federation(raw.X, raw.y, n_clients=n_clients, n_unlabeled=n_unlabeled,
-                           n_private=n_private, n_test=n_test, X_test=raw.X_test,
-                           y_test=raw.y_test, partition=partition, scale=info.scale,
-                           seed=seed, name=dataset)
-
-
-def _as_models(model: Any) -> list[Any]:
-    if isinstance(model, str):
-        return parse_model_spec(model)
-    if isinstance(model, ModelSpec):
-        return [model]
-    if isinstance(model, list | tuple):
-        out: list[Any] = []
-        for m in model:
-            out.extend(_as_models(m))
-        return out
-    return [check_estimator(model)]
 
 
 def run(method: str, federation: Federation | str, *, model: Any = "decision_tree",
@@ -73,30 +31,36 @@ def run(method: str, federation: Federation | str, *, model: Any = "decision_tre
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
     estimators (one per client), or a single scikit-learn-compatible estimator.
-    ``options`` are method-specific settings (e.g. ``{"epsilon": 1.0}``).
+    ``options`` are the method's options (e.g. ``{"epsilon": 1.0}``; ``fedlabels methods``
+    lists them); ``quorum`` is shorthand for ``options={"quorum": ...}`` (FedCT).
+    Options are validated before the federation is loaded.
     """
+    options = dict(options or {})
+    if quorum is not None:
+        options["quorum"] = quorum
+    cfg = RunConfig(method=method, dataset=federation if isinstance(federation, str)
+                    else federation.name, rounds=rounds, period=period, seed=seed,
+                    eval_every=eval_every, options=options)
+    impl = get_method(cfg.method)
+    parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
         federation = load_federation(federation, seed=seed)
-    cfg = RunConfig(method=method, dataset=federation.name, clients=federation.n_clients,
-                    rounds=rounds, period=period, quorum=quorum, seed=seed,
-                    eval_every=eval_every, options=dict(options or {}))
-    impl = get_method(cfg.method)
-    record = {**cfg.to_dict(), **(config or {})}
+    record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
     record["model"] = model if isinstance(model, str) else repr(model)
-    return simulate(impl, federation, _as_models(model), rounds=cfg.rounds, period=cfg.period,
-                    quorum=cfg.quorum, seed=cfg.seed, eval_every=cfg.eval_every,
-                    progress=progress, config=record, options=cfg.options,
-                    on_round=on_round)
+    return simulate(impl, federation, as_models(model), rounds=cfg.rounds, period=cfg.period,
+                    seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
+                    config=record, options=parsed, on_round=on_round)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None) -> RunResult:
     """Run a :class:`RunConfig` (what ``fedlabels run`` does)."""
-    impl = get_method(cfg.method)  # fail on an unknown method before loading data
-    models = _as_models(cfg.model)
+    impl = get_method(cfg.method)  # fail on an unknown method or option before loading data
+    options = impl.parse_options(cfg.options)
+    models = as_models(cfg.model)
     federation = load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
                                  n_private=cfg.private,
                                  private_per_client=cfg.private_per_client, n_test=cfg.test,
                                  partition=cfg.partition, seed=cfg.seed)
     return simulate(impl, federation, models, rounds=cfg.rounds, period=cfg.period,
-                    quorum=cfg.quorum, seed=cfg.seed, eval_every=cfg.eval_every,
-                    progress=progress, config=cfg.to_dict(), options=cfg.options)
+                    seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
+                    config=cfg.to_dict(), options=options)

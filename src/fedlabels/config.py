@@ -17,7 +17,7 @@ class RunConfig:
     Parameters
     ----------
     method : str, default="fedct"
-        ``fedct``, ``fedavg``, ``local`` or ``centralized`` (more as methods are added).
+        A registered method (``fedlabels methods`` lists them with their options).
     dataset : str, default="breast_cancer"
         A registered dataset (``fedlabels datasets``) or ``csv:PATH:TARGET``.
     clients : int, default=5
@@ -34,8 +34,6 @@ class RunConfig:
         ``None`` uses the dataset's defaults.
     partition : str, default="iid"
         ``iid``, ``dirichlet:A1,A2`` or ``shards:K``.
-    quorum : float or None, default=None
-        Qualified-majority quorum tau in (0, 1]; ``None`` is a plain majority vote.
     seed : int, default=0
         Seeds data split, partition, model initialisation and minibatch order.
     eval_every : int, default=1
@@ -43,8 +41,10 @@ class RunConfig:
     output : str or None
         Path of the JSON result.
     options : dict
-        Method-specific settings (e.g. ``epsilon`` for DP methods); CLI ``--opt KEY=VALUE``
-        and the method's own flags fill it, TOML takes an ``[options]`` table.
+        The method's options (e.g. ``quorum`` for FedCT, ``epsilon`` for DP methods),
+        validated against the method's declaration; CLI ``--opt KEY=VALUE`` and the
+        generated flags (``--quorum``, ``--epsilon``, ...) fill it, TOML takes an
+        ``[options]`` table.
     """
 
     method: str = "fedct"
@@ -58,7 +58,6 @@ class RunConfig:
     private_per_client: int | None = None
     test: int | None = None
     partition: str = "iid"
-    quorum: float | None = None
     seed: int = 0
     eval_every: int = 1
     output: str | None = None
@@ -87,12 +86,9 @@ class RunConfig:
             _int(name, 1, allow_none=True)
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
-        if self.quorum is not None:
-            if isinstance(self.quorum, bool) or not isinstance(self.quorum, int | float) \
-                    or not 0.0 < float(self.quorum) <= 1.0:
-                raise FedLabelsError(f"quorum must lie in (0, 1] (a fraction of the m votes), "
-                                     f"got {self.quorum!r}.")
-            self.quorum = float(self.quorum)
+        if not isinstance(self.options, dict):
+            raise FedLabelsError(f"options must be a table of KEY = VALUE, got "
+                                 f"{self.options!r}.")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,8 +105,12 @@ def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
     for key, value in data.items():
         name = key.replace("-", "_")
         if name not in known:
+            from fedlabels.protocols.options import OPTION_USERS
+
+            hint = (f" {key!r} is a method option: put it in the [options] table."
+                    if name in OPTION_USERS else "")
             raise FedLabelsError(f"unknown config key {key!r}; known keys: "
-                                 f"{', '.join(sorted(known))}.")
+                                 f"{', '.join(sorted(known))}.{hint}")
         out[name] = value
     return out
 

@@ -16,18 +16,19 @@ from fedlabels.audit.core import (
 )
 from fedlabels.audit.plan import AuditPlan, make_plan
 from fedlabels.audit.recorder import Recorder, RecordingMethod
-from fedlabels.audit.threats import METHOD_THREATS, ThreatModel, threat_for
+from fedlabels.audit.threats import VIEWS, AuditView, auditable_methods, threat_for
 
 __all__ = [
-    "METHOD_THREATS",
+    "VIEWS",
     "AuditPlan",
     "AuditReport",
+    "AuditView",
     "Recorder",
     "RecordingMethod",
-    "ThreatModel",
     "attack_view",
     "audit_federation",
     "audit_rounds",
+    "auditable_methods",
     "make_plan",
     "merge_privacy",
     "parse_attacks",

@@ -17,9 +17,9 @@ from fedlabels.audit.plan import AuditPlan, make_plan
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import ReferenceModels, ReferenceOutputs, predict_proba_full
 from fedlabels.audit.threats import (
+    AuditView,
     Observation,
     ObservationContext,
-    ThreatModel,
     extract_observations,
     threat_for,
 )
@@ -168,7 +168,7 @@ class AuditReport:
     """Per-attack, per-view, per-client results and the summary written to the JSON."""
 
     method: str
-    threat: ThreatModel
+    threat: AuditView
     settings: dict[str, Any]
     results: dict[str, dict[str, dict[int, AttackResult]]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -176,7 +176,7 @@ class AuditReport:
 
     def attack_summary(self, attack: str) -> dict[str, Any]:
         views = self.results[attack]
-        per_view = {}
+        per_view: dict[str, dict[str, Any]] = {}
         for view, per_client in views.items():
             aucs = np.array([r.auc for r in per_client.values()])
             per_view[view] = {
@@ -271,9 +271,12 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
     report = AuditReport(method, threat, settings)
     t_run = time.perf_counter()
     recording = RecordingMethod(impl, recorder)
-    result = simulate(recording, run_fed, specs, rounds=rounds,
-                      period=period, quorum=quorum, seed=seed, eval_every=eval_every,
-                      progress=progress, config=config, options=options)
+    options = dict(options or {})
+    if quorum is not None:
+        options["quorum"] = quorum
+    result = simulate(recording, run_fed, specs, rounds=rounds, period=period, seed=seed,
+                      eval_every=eval_every, progress=progress, config=config,
+                      options=impl.parse_options(options))
     report.seconds["run"] = time.perf_counter() - t_run
     if threat.fixed_vul is not None:
         sent = sum(1 for e in recorder.exchanges if e.up.arrays)
@@ -291,7 +294,8 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
                              X_query=plan.X_query, specs=specs)
     refs_by_spec: dict[str, ReferenceModels] = {}
     cache: dict[Any, Any] = {}
-    per_client_obs = {c: extract_observations(recorder.exchanges, c, ctx) for c in plan.clients}
+    per_client_obs = {c: extract_observations(recorder.exchanges, c, ctx, impl.threat_model)
+                      for c in plan.clients}
     if threat.student:  # the released student (identical at every client): white-box
         student = getattr(recording.clients.get(plan.clients[0]), "student", None)
         if student is not None:

@@ -8,11 +8,17 @@ message the server sent and the round it belongs to.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.data import ClientData
+from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.protocols.options import MethodOptions
 
 
 @dataclass(frozen=True)
@@ -56,55 +62,81 @@ class Recorder:
         return [e for e in self.exchanges if e.cid == cid and e.round == rnd]
 
 
-class _RecordingClient:
-    """A client role whose protocol replies are recorded; everything else is delegated."""
+def _recorded(cid: int, handler: Callable[[Message], Message],
+              recorder: Recorder) -> Callable[[Message], Message]:
+    """``handler`` of client ``cid``, with each of its replies passed to ``recorder``."""
 
-    def __init__(self, inner: Any, recorder: Recorder) -> None:
-        self._inner = inner
-        self._recorder = recorder
-
-    def handle(self, message: Message) -> Message:
-        reply = self._inner.handle(message)
-        self._recorder.add(self._inner.cid, message, reply)
+    def handle(message: Message) -> Message:
+        reply = handler(message)
+        recorder.add(cid, message, reply)
         return reply
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    return handle
 
 
-class _RoundTrackingServer:
-    """A server role that tells the recorder which round is running."""
+class _RoundTrackingServer(ServerRole):
+    """A server role that tells the recorder which round is running; the rest is delegated."""
 
-    def __init__(self, inner: Any, recorder: Recorder) -> None:
+    def __init__(self, inner: ServerRole, recorder: Recorder) -> None:
         self._inner = inner
         self._recorder = recorder
 
-    def run_round(self, rnd: int, grid: Any) -> dict[str, float]:
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         self._recorder.round = rnd
         return self._inner.run_round(rnd, grid)
 
-    def __getattr__(self, name: str) -> Any:
+    def evaluation_message(self, cid: int) -> Message:
+        return self._inner.evaluation_message(cid)
+
+    def result_extra(self) -> dict[str, Any]:
+        return self._inner.result_extra()
+
+    def final_arrays(self) -> dict[str, np.ndarray]:
+        return self._inner.final_arrays()
+
+    def __getattr__(self, name: str) -> Any:  # method-specific server attributes
         return getattr(self._inner, name)
 
 
-class RecordingMethod:
-    """A method whose server-bound messages are recorded in ``self.recorder``."""
+class RecordingMethod(Method):
+    """``inner``, with what its server receives recorded in ``self.recorder``.
 
-    def __init__(self, inner: Any, recorder: Recorder) -> None:
+    Every declaration (name, options, threat model, ...) and role is ``inner``'s: the client
+    roles are ``inner``'s own, with each registered message handler wrapped to record its
+    reply (roles register their handlers when built), and the server tells the recorder
+    which round runs.
+    """
+
+    def __init__(self, inner: Method, recorder: Recorder) -> None:
         self.inner = inner
         self.recorder = recorder
-        self.name = inner.name
-        self.description = inner.description
-        self.requires_weights = inner.requires_weights
-        self.clients: dict[int, Any] = {}  # the real client roles (e.g. a PATE student)
+        self.clients: dict[int, ClientRole] = {}  # the real client roles (e.g. a PATE student)
+        # Method's declarations are class variables, set per method class: take inner's
+        for name in inspect.get_annotations(Method):
+            setattr(self, name, getattr(inner, name))
 
-    def make_client(self, *args: Any, **kwargs: Any) -> Any:
-        role = self.inner.make_client(*args, **kwargs)
+    def parse_options(self, raw: Mapping[str, Any] | MethodOptions | None) -> MethodOptions:
+        return self.inner.parse_options(raw)
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        self.inner.validate(n_clients, settings, learners)
+
+    def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
+        return self.inner.client_datasets(clients)
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        server = self.inner.make_server(ctx, n_public, learners, client_sizes)
+        return _RoundTrackingServer(server, self.recorder)
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        role = self.inner.make_client(cid, data, learner, ctx, X_public, X_test, y_test)
         self.clients[role.cid] = role
-        return _RecordingClient(role, self.recorder)
+        for kind, handler in list(role.handlers.items()):
+            role.handlers[kind] = _recorded(role.cid, handler, self.recorder)
+        return role
 
-    def make_server(self, *args: Any, **kwargs: Any) -> Any:
-        return _RoundTrackingServer(self.inner.make_server(*args, **kwargs), self.recorder)
-
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # method-specific attributes
         return getattr(self.inner, name)

@@ -19,11 +19,16 @@ from fedlabels.audit.recorder import Exchange
 from fedlabels.comm import unpack_labels
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner
+from fedlabels.protocols.threat import ThreatModel
 
 
 @dataclass(frozen=True)
-class ThreatModel:
-    """A stated threat model (written into the result JSON and docs/audit.md)."""
+class AuditView:
+    """How the audit attacks one view (``ThreatModel.view``) a method declares.
+
+    The method's own :class:`~fedlabels.protocols.threat.ThreatModel` says what each payload
+    is; this says which attacks apply to it and whether the query set goes into U.
+    """
 
     key: str
     sees: str  # what the server receives from a client
@@ -45,73 +50,78 @@ class ThreatModel:
         return out
 
 
-PARAMETERS = ThreatModel(
+PARAMETERS = AuditView(
     "parameters", "each client's model parameters after its local training, every round "
     "(white-box: the attacker rebuilds the model from the weights it received)",
     "confidence-based on the rebuilt model (LOSS, LiRA, RMIA, Shokri) and label-only")
-HARD_LABELS = ThreatModel(
+HARD_LABELS = AuditView(
     "hard-labels-on-queries", "the client's hard labels on U every round; the attacker "
     "inserted its query set (candidates, population points, perturbed copies) into U",
     "label-only (gap, augmentation, Shokri on label features) and LOSS/LiRA/RMIA on the "
     "smoothed frequency of correct labels over rounds", queries_in_public=True)
-SOFT_LABELS = ThreatModel(
+SOFT_LABELS = AuditView(
     "soft-labels-on-queries", "the client's class probabilities on U (or on the subsets of U "
     "it is asked about); the query set was inserted into U",
     "confidence-based on the returned probabilities (LOSS, LiRA, RMIA, Shokri) and "
     "label-only on their argmax", queries_in_public=True)
-TEACHER_VOTES = ThreatModel(
+TEACHER_VOTES = AuditView(
     "teacher-votes-on-queries", "each teacher's hard-label votes on the queried part of U "
     "(the server sees the votes, more than the released labels), and the released student "
     "(white-box; view 'student'); the query set was inserted into U", HARD_LABELS.attacks,
     queries_in_public=True, student=True)
-FREDY_VIEW = ThreatModel(
+FREDY_VIEW = AuditView(
     "parameters-and-votes", "the teachers' FedAvg weights during the teacher phase and their "
     "hard-label votes on the queried part of U, and the released student (view 'student'); "
     "query set inserted into U",
     "white-box attacks on the weights and the student, label-only attacks on the votes",
     queries_in_public=True, student=True)
-DP_LABELS = ThreatModel(
+DP_LABELS = AuditView(
     "noisy-labels-on-queries", "the client's randomized hard labels (k-ary randomized "
     "response) or noisy one-hot rows (XOR mechanism) on U every round; the query set was "
     "inserted into U", HARD_LABELS.attacks + "; noisy one-hot rows are scored as 0/1 "
     "class scores", queries_in_public=True)
-DP_UPDATES = ThreatModel(
+DP_UPDATES = AuditView(
     "clipped-updates", "each client's clipped model update every round, which with the start "
     "weights the server sent rebuilds the clipped local model (white-box). The Gaussian noise "
     "of DP-FedAvg is added by the server after it receives the updates, so it does not "
     "protect against this attacker; it protects the released global model",
     PARAMETERS.attacks)
-NOTHING = ThreatModel(
+NOTHING = AuditView(
     "nothing-sent", "nothing derived from private data (only step-count control messages)",
     "none", fixed_vul=0.5,
     fixed_reason="no message depends on private data, so any membership score the server "
                  "can compute is independent of membership: AUC = 0.5 by construction "
                  "(TPR = FPR at every threshold). The recorder checks that no protocol "
                  "message was sent.")
-RAW_DATA = ThreatModel(
+RAW_DATA = AuditView(
     "raw-data", "all private records (pooled at one party)", "none needed", fixed_vul=1.0,
     fixed_reason="centralized training gives the central party the records themselves: "
                  "membership is known exactly (VUL = 1 by construction).")
 
-METHOD_THREATS: dict[str, ThreatModel] = {
-    "fedct": HARD_LABELS, "dp-fedct": DP_LABELS,
-    "fedavg": PARAMETERS, "dp-fedavg": DP_UPDATES, "fedavg-xclp": PARAMETERS,
-    "dd": SOFT_LABELS, "fedmd": SOFT_LABELS,
-    "pate": TEACHER_VOTES, "dp-pate": TEACHER_VOTES, "fredy": FREDY_VIEW,
-    "local": NOTHING, "perclient-lp": NOTHING, "centralized": RAW_DATA,
-}
+#: audit views by the ``view`` name methods declare in their threat model
+VIEWS: dict[str, AuditView] = {v.key: v for v in (
+    PARAMETERS, HARD_LABELS, SOFT_LABELS, TEACHER_VOTES, FREDY_VIEW, DP_LABELS, DP_UPDATES,
+    NOTHING, RAW_DATA)}
 
 
-def threat_for(method: str) -> ThreatModel:
-    """The threat model of a registered method, or a clear error if it has none yet."""
+def auditable_methods() -> list[str]:
+    """Registered methods whose declared view the audit can attack."""
+    from fedlabels.protocols import METHODS
+
+    return sorted(name for name, m in METHODS.items() if m.threat_model.view in VIEWS)
+
+
+def threat_for(method: str) -> AuditView:
+    """The audit view of a registered method's declared threat model, or a clear error."""
+    from fedlabels.protocols import get_method
+
+    declared = get_method(method).threat_model
     try:
-        return METHOD_THREATS[method]
+        return VIEWS[declared.view]
     except KeyError:
         raise FedLabelsError(
-            f"no audit threat model for method {method!r} yet; auditable: "
-            f"{', '.join(sorted(METHOD_THREATS))}. Add one to "
-            "fedlabels.audit.threats.METHOD_THREATS (what the server receives, and whether "
-            "the attacker's queries go into U).") from None
+            f"the audit has no attacks for method {method!r} (its threat model's view is "
+            f"{declared.view!r}); auditable: {', '.join(auditable_methods())}.") from None
 
 
 # --------------------------------------------------------------------------- observations
@@ -158,11 +168,11 @@ def _rebuild(spec: Any, weights: np.ndarray, ctx: ObservationContext) -> Any:
     return learner
 
 
-def _public_indices(ex: Exchange, n: int, ctx: ObservationContext) -> np.ndarray:
-    """Indices of U that a reply with n rows is about."""
-    if "queries" in ex.down.arrays:
+def _public_indices(ex: Exchange, rows: str, n: int, ctx: ObservationContext) -> np.ndarray:
+    """Indices of U that a reply with ``n`` rows is about, from the payload's ``rows``."""
+    if rows == "queries":
         idx = np.asarray(ex.down.arrays["queries"], dtype=np.int64)
-    elif "subset_seed" in ex.down.config and "subset_size" in ex.down.config:
+    elif rows == "subset":
         from fedlabels.protocols.fedmd import subset_indices
 
         idx = np.asarray(subset_indices(int(ex.down.config["subset_seed"]), ctx.n_public,
@@ -188,42 +198,52 @@ def _scatter(idx: np.ndarray, rows: np.ndarray, ctx: ObservationContext, fill: f
     return out
 
 
-def observe(ex: Exchange, ordinal: int, view: str, ctx: ObservationContext
-            ) -> Observation | None:
-    """What one recorded reply reveals about Q (None if it carries nothing attackable)."""
+#: payload contents the attacks consume, in order of preference within one reply
+ATTACKABLE = ("weights", "update", "hard-labels", "votes", "noisy-one-hot", "soft-labels")
+
+
+def observe(ex: Exchange, ordinal: int, view: str, ctx: ObservationContext,
+            threat: ThreatModel) -> Observation | None:
+    """What one recorded reply reveals about Q, read from the method's declared payloads."""
     arrays = ex.up.arrays
-    if "weights" in arrays or "update" in arrays:  # parameters, or a (clipped) update
-        weights = (np.asarray(arrays["weights"]) if "weights" in arrays
-                   else np.asarray(ex.down.arrays["weights"]) + np.asarray(arrays["update"]))
+    declared = {}
+    for key in arrays:
+        payload = threat.payload(ex.up.kind, key)
+        if payload is None:
+            raise FedLabelsError(f"client {ex.cid} sent {ex.up.kind!r} array {key!r}, which "
+                                 "the method's threat model does not declare.")
+        declared[payload.content] = payload
+    content = next((c for c in ATTACKABLE if c in declared), None)
+    if content is None:
+        return None
+    payload = declared[content]
+    values = np.asarray(arrays[payload.key])
+    if content in ("weights", "update"):  # parameters, or a (clipped) update
+        weights = (values if content == "weights"
+                   else np.asarray(ex.down.arrays["weights"]) + values)
         model = _rebuild(ctx.specs[ex.cid], weights, ctx)
         probs = np.asarray(model.predict_proba(ctx.X_query), dtype=np.float64)
         return Observation(view, "probs", probs, ordinal)
-    if "labels" in arrays:
-        n = len(ex.down.arrays["queries"]) if "queries" in ex.down.arrays else ctx.n_public
-        labels = unpack_labels(arrays["labels"], n, ctx.n_classes).astype(np.int64)
-        idx = _public_indices(ex, n, ctx)
+    if content in ("hard-labels", "votes"):
+        n = (len(ex.down.arrays["queries"]) if payload.rows == "queries" else ctx.n_public)
+        labels = unpack_labels(values, n, ctx.n_classes).astype(np.int64)
+        idx = _public_indices(ex, payload.rows, n, ctx)
         return Observation(view, "labels", _scatter(idx, labels, ctx, -1), ordinal)
-    n_bits = ctx.n_public * ctx.n_classes
-    if ("bits" in arrays and not ex.up.kind.startswith("xclp")
-            and arrays["bits"].size == (n_bits + 7) // 8):
-        # noisy one-hot rows (DP-FedCT's XOR mechanism), scored as 0/1 class scores
+    if content == "noisy-one-hot":  # DP-FedCT's XOR mechanism, scored as 0/1 class scores
         from fedlabels.privacy.mechanisms import unpack_rows
 
-        rows = unpack_rows(arrays["bits"], ctx.n_public, ctx.n_classes).astype(np.float64)
+        rows = unpack_rows(values, ctx.n_public, ctx.n_classes).astype(np.float64)
         rows += 1e-3
         probs = rows / rows.sum(axis=1, keepdims=True)
         return Observation(view, "probs", _scatter(np.arange(ctx.n_public), probs, ctx, np.nan),
                            ordinal)
-    for key in ("soft", "scores", "probs"):
-        if key in arrays:
-            probs = np.asarray(arrays[key], dtype=np.float64)
-            idx = _public_indices(ex, len(probs), ctx)
-            return Observation(view, "probs", _scatter(idx, probs, ctx, np.nan), ordinal)
-    return None
+    probs = values.astype(np.float64)
+    idx = _public_indices(ex, payload.rows, len(probs), ctx)
+    return Observation(view, "probs", _scatter(idx, probs, ctx, np.nan), ordinal)
 
 
-def extract_observations(exchanges: list[Exchange], cid: int, ctx: ObservationContext
-                         ) -> list[Observation]:
+def extract_observations(exchanges: list[Exchange], cid: int, ctx: ObservationContext,
+                         threat: ThreatModel) -> list[Observation]:
     """All observations of client ``cid``, in order, one per attackable reply."""
     mine = [e for e in exchanges if e.cid == cid]
     out = []
@@ -233,7 +253,7 @@ def extract_observations(exchanges: list[Exchange], cid: int, ctx: ObservationCo
         per_round[e.round] = j + 1
         n_in_round = sum(1 for x in mine if x.round == e.round)
         view = f"round {e.round + 1}" + (f".{j + 1}" if n_in_round > 1 else "")
-        obs = observe(e, e.ordinal, view, ctx)
+        obs = observe(e, e.ordinal, view, ctx, threat)
         if obs is not None:
             out.append(obs)
     return out

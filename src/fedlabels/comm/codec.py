@@ -23,13 +23,14 @@ def encode_message(message: Message) -> bytes:
     specs = []
     blobs = []
     for name, array in message.arrays.items():
-        arr = np.ascontiguousarray(array)
+        original = np.asarray(array)
+        arr = np.ascontiguousarray(original).reshape(original.shape)  # keeps 0-d arrays 0-d
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"array {name!r} has unsupported dtype {arr.dtype}")
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
         specs.append([name, arr.dtype.str, list(arr.shape)])
         blobs.append(arr.tobytes())
-    header = {"k": message.kind, "a": specs}
+    header: dict[str, object] = {"k": message.kind, "a": specs}
     if message.config:
         header["c"] = message.config
     if message.category != "protocol":
@@ -50,7 +51,8 @@ def decode_message(data: bytes) -> Message:
         dtype = np.dtype(dtype_str)
         count = int(np.prod(shape)) if shape else 1
         nbytes = count * dtype.itemsize
-        arrays[name] = np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape)
+        flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
+        arrays[name] = flat.reshape(tuple(shape))  # () for a 0-d array, not (1,)
         offset += nbytes
     if offset != len(data):
         raise ValueError("message length does not match its header")

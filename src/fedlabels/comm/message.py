@@ -14,6 +14,15 @@ import numpy as np
 
 Scalar = int | float | str | bool
 Category = Literal["protocol", "evaluation", "control"]
+CATEGORIES: tuple[Category, ...] = ("protocol", "evaluation", "control")
+
+
+def as_category(value: object) -> Category:
+    """``value`` as a message category, or a ``ValueError`` naming the valid ones."""
+    for category in CATEGORIES:
+        if value == category:
+            return category
+    raise ValueError(f"message category {value!r} is not one of {', '.join(CATEGORIES)}")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,19 +77,84 @@ class Federation:
 
 # --------------------------------------------------------------------------- validation
 
-def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray, list[str]]:
-    """Convert an array or DataFrame to a finite float matrix; one-hot encodes categoricals."""
+# float dtypes a feature matrix keeps as given: float32 data (e.g. images) is not widened to
+# float64, which would double the memory of the whole dataset before it is split
+_KEPT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_CHUNK_ELEMENTS = 1 << 18  # values per block when checking / scaling large matrices
+
+
+def _block_rows(arr: np.ndarray | LazyRows) -> int:
+    return max(1, _CHUNK_ELEMENTS // max(1, int(np.prod(arr.shape[1:], dtype=np.int64))))
+
+
+def _all_finite(arr: np.ndarray | LazyRows) -> bool:
+    """``np.isfinite(arr).all()`` without a boolean temporary of the whole matrix."""
+    step = _block_rows(arr)
+    return all(bool(np.isfinite(arr[i : i + step]).all()) for i in range(0, len(arr), step))
+
+
+class LazyRows:
+    """A feature matrix stored compactly (e.g. uint8 pixels) whose rows convert when read.
+
+    ``X[key]`` returns ``convert(source[key])``, a new array; ``np.asarray(X)`` converts all
+    of it. :func:`make_federation` reads only the rows it puts into the federation, so a
+    dataset whose runs use a third of it (Fashion-MNIST: 60,000 training images, of which
+    U and the clients take 20,000 by default) is never held as one float matrix.
+    ``convert`` must work element by element, so that any row gives the same values
+    whichever block it is read in.
+    """
+
+    ndim = 2
+
+    def __init__(self, source: np.ndarray, convert: Callable[[np.ndarray], np.ndarray],
+                 dtype: Any = np.float32) -> None:
+        if source.ndim != 2:
+            raise FedLabelsError(f"LazyRows needs a 2-D source, got shape {source.shape}.")
+        self.source = source
+        self.convert = convert
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.source.shape)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return np.asarray(self.convert(self.source[key]), dtype=self.dtype)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, list[str]]:
+    """Convert an array or DataFrame to a finite float matrix; one-hot encodes categoricals.
+
+    float32 and float64 input keeps its dtype (float32 data is not widened); anything else
+    becomes float64. Array input that already has such a dtype is returned without a copy,
+    and :class:`LazyRows` as it is (its rows are checked block by block).
+    """
     names: list[str]
+    if isinstance(X, LazyRows):
+        if not _all_finite(X):
+            raise FedLabelsError(f"{what} contains non-finite values; impute or drop them "
+                                 "before federating.")
+        return X, [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
         categorical = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])
                        or isinstance(X[c].dtype, pd.CategoricalDtype)]
         if categorical:
             X = pd.get_dummies(X, columns=categorical, dummy_na=False, dtype=float)
         names = [str(c) for c in X.columns]
-        arr = X.to_numpy(dtype=float, na_value=np.nan)
+        all_f32 = len(X.columns) > 0 and all(dt == np.float32 for dt in X.dtypes)
+        arr = X.to_numpy(dtype=np.float32 if all_f32 else float, na_value=np.nan)
     else:
         try:
-            arr = np.asarray(X, dtype=float)
+            arr = np.asarray(X)
+            if arr.dtype not in _KEPT_FLOATS:
+                arr = np.asarray(X, dtype=float)
         except (TypeError, ValueError) as exc:
             raise FedLabelsError(f"{what} must be numeric; could not convert it to floats "
                                  f"({exc}). Encode categorical features first, or pass a "
@@ -99,8 +165,8 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray, list[str]]:
         if arr.ndim > 2:
             arr = arr.reshape(len(arr), -1)
         names = [f"x{i}" for i in range(arr.shape[1])]
-    bad = ~np.isfinite(arr)
-    if bad.any():
+    if not _all_finite(arr):
+        bad = ~np.isfinite(arr)
         cols = np.flatnonzero(bad.any(axis=0))
         shown = ", ".join(names[c] for c in cols[:5]) + (" ..." if len(cols) > 5 else "")
         kinds = []
@@ -201,7 +267,7 @@ def make_federation(
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
-    Xa, feature_names = as_feature_matrix(X, "X")
+    Xa, feature_names = as_feature_matrix(X, "X")  # an ndarray, or LazyRows read by rows
     ya, class_names = encode_labels(y, "y")
     if len(Xa) != len(ya):
         raise FedLabelsError(f"X has {len(Xa)} rows but y has {len(ya)} labels.")
@@ -214,6 +280,8 @@ def make_federation(
         if X_test is None or y_test is None:
             raise FedLabelsError("pass both X_test and y_test, or neither.")
         Xt, _ = as_feature_matrix(X_test, "X_test")
+        if isinstance(Xt, LazyRows):
+            Xt = Xt[:]
         if Xt.shape[1] != Xa.shape[1]:
             raise FedLabelsError(f"feature dimensions do not match: X has {Xa.shape[1]} "
                                  f"features, X_test has {Xt.shape[1]}.")
@@ -241,25 +309,27 @@ def make_federation(
     parts = partition_pool(ya[private_idx], n_clients, spec, part_rng)
 
     X_public = Xa[public_idx]
+    mean = std = None
     if scale == "public":
-        mean = X_public.mean(axis=0)
-        std = X_public.std(axis=0)
+        # statistics in float64 whatever the input dtype (float32 data included)
+        mean = X_public.mean(axis=0, dtype=np.float64)
+        std = X_public.std(axis=0, dtype=np.float64)
         std[std == 0] = 1.0
 
-        def _scale(a: np.ndarray) -> np.ndarray:
-            return ((a - mean) / std).astype(np.float32)
-    else:
-        def _scale(a: np.ndarray) -> np.ndarray:
-            return a.astype(np.float32)
+    def _scale(a: np.ndarray, owned: bool) -> np.ndarray:
+        """``a`` z-scored (if scaling) as float32; ``owned``: ``a`` is a fresh array."""
+        return _to_float32(a, mean, std, reuse=owned)
 
-    Xp, yp = Xa[private_idx], ya[private_idx]
-    clients = [ClientData(_scale(Xp[p]), yp[p]) for p in parts]
+    yp = ya[private_idx]
+    # each client's rows straight from the pool (one copy, not a copy of all private rows first)
+    clients = [ClientData(_scale(Xa[private_idx[p]], owned=True), yp[p]) for p in parts]
     return Federation(
         name=name,
         clients=clients,
-        X_public=_scale(X_public),
+        X_public=_scale(X_public, owned=True),
         y_public=ya[public_idx],
-        X_test=_scale(Xt),
+        # an explicit test set may be the caller's own array: copy it rather than share it
+        X_test=_scale(Xt, owned=X_test is None or isinstance(X_test, LazyRows)),
         y_test=yt,
         n_classes=len(class_names),
         class_names=class_names,
@@ -267,6 +337,26 @@ def make_federation(
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private)},
     )
+
+
+def _to_float32(a: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,
+                reuse: bool = False) -> np.ndarray:
+    """``((a - mean) / std)`` as float32 (or ``a`` as float32 when ``mean`` is None).
+
+    The arithmetic is float64, as if ``a`` had been widened first, but it runs over blocks of
+    rows into a float32 result, so no float64 copy of the whole of ``a`` is ever made. With
+    ``reuse`` a float32 ``a`` that needs no scaling is returned as it is (no copy).
+    """
+    if mean is None and reuse and a.dtype == np.float32 and a.flags.c_contiguous:
+        return a
+    out = np.empty(a.shape, dtype=np.float32)
+    step = _block_rows(a)
+    for i in range(0, len(a), step):
+        block = a[i : i + step]
+        if mean is not None:
+            block = (block - mean) / std  # float64, one block at a time
+        out[i : i + step] = block  # rounds to float32 exactly like .astype(np.float32)
+    return out
 
 
 def _encode_like(y: Any, class_names: list[str]) -> np.ndarray:

@@ -3,6 +3,7 @@
 from fedlabels.learners.specs import (
     MODELS,
     ModelSpec,
+    as_models,
     build_learner,
     check_estimator,
     clone_fresh,
@@ -31,6 +32,7 @@ def clone_fresh_learner(learner: object) -> object:
 __all__ = [
     "MODELS",
     "ModelSpec",
+    "as_models",
     "build_learner",
     "check_estimator",
     "clone_fresh_learner",

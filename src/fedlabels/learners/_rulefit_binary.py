@@ -13,7 +13,7 @@ import numpy as np
 from imodels.util.rule import Rule
 from sklearn.linear_model import LogisticRegression
 
-from fedlabels.learners.tabular import rule_matrix
+from fedlabels.learners.rules import rule_matrix
 
 
 class BinaryRuleFit(imodels.RuleFitClassifier):

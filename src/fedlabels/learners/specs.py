@@ -78,7 +78,9 @@ def _parse_value(text: str) -> Any:
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -241,3 +243,17 @@ register_model("rulefit", _rulefit,
                "RuleFit (imodels): rules of boosted trees of size 4, at most 200 rules, "
                "one-vs-rest for C > 2; rulefit(tree_size=4,max_rules=200,linear=false)",
                aliases=("rule_fit",))
+
+
+def as_models(model: Any) -> list[Any]:
+    """Model specs from a spec string, a :class:`ModelSpec`, an estimator, or a list of them."""
+    if isinstance(model, str):
+        return parse_model_spec(model)
+    if isinstance(model, ModelSpec):
+        return [model]
+    if isinstance(model, list | tuple):
+        out: list[Any] = []
+        for m in model:
+            out.extend(as_models(m))
+        return out
+    return [check_estimator(model)]

@@ -16,7 +16,6 @@ Both are scikit-learn estimators (``clone``-able, ``fit``/``predict``/``predict_
 
 from __future__ import annotations
 
-import operator
 import re
 import warnings
 from typing import Any
@@ -26,10 +25,6 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 from fedlabels.errors import FedLabelsError
-
-_OPS = {"<=": operator.le, ">": operator.gt, "<": operator.lt, ">=": operator.ge,
-        "==": operator.eq, "!=": operator.ne}
-_TERM = re.compile(r"^\s*X_(\d+)\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
 
 
 def _require(module: str, package: str) -> Any:
@@ -90,27 +85,6 @@ class GlobalLabelClassifier(ClassifierMixin, BaseEstimator):
         if self.estimator_ is None:
             return np.zeros(self.n_features_in_)
         return self.estimator_.feature_importances_
-
-
-def rule_matrix(X: np.ndarray, rules: list[str]) -> np.ndarray:
-    """Binary (n, R) matrix: does each example satisfy each rule ``X_i <= t and ...``?
-
-    A vectorised replacement of imodels' per-rule ``DataFrame.query`` (same rule strings,
-    same thresholds), one numpy comparison per rule term.
-    """
-    X = np.asarray(X, dtype=float)
-    out = np.ones((X.shape[0], len(rules)), dtype=bool)
-    for j, rule in enumerate(rules):
-        for term in str(rule).split(" and "):
-            match = _TERM.match(term)
-            if match is None:
-                raise ValueError(f"cannot evaluate rule term {term!r}")
-            col, op, rhs = int(match.group(1)), match.group(2), match.group(3)
-            # imodels writes a root-only tree as the always-true rule "X_0 == X_0"
-            other = re.fullmatch(r"X_(\d+)", rhs)
-            value = X[:, int(other.group(1))] if other else float(rhs)
-            out[:, j] &= _OPS[op](X[:, col], value)
-    return out.astype(float)
 
 
 def _binary_rulefit_class() -> type:
@@ -207,7 +181,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
 
         Sorted by importance |coef| * sqrt(s (1 - s)) (Friedman & Popescu), largest first.
         """
-        out = []
+        out: list[dict[str, Any]] = []
         names = feature_names
         if not self.estimators_:
             return out

@@ -4,11 +4,16 @@
 (plus, optionally, one minibatch of pseudo-labelled public data, as in FedCT), and training
 continues from the current weights. Prediction runs in batches under ``eval()`` and
 ``torch.no_grad()``.
+
+:meth:`TorchMLPClassifier.state_dict` / :meth:`~TorchMLPClassifier.load_state_dict` capture
+the whole mutable state (weights, Adam moments, minibatch RNG and cursors, counters) as plain
+numpy arrays and scalars, so a learner can be persisted between messages without pickle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,25 +21,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from fedlabels.errors import FedLabelsError
-
-
-class _BatchCursor:
-    """Cyclic minibatches over a seeded permutation, reshuffled every epoch."""
-
-    def __init__(self, n: int, batch_size: int, rng: np.random.Generator) -> None:
-        self.n, self.batch_size, self.rng = n, batch_size, rng
-        self.order = rng.permutation(n)
-        self.pos = 0
-
-    def next(self) -> np.ndarray:
-        if self.n <= self.batch_size:
-            return self.order
-        if self.pos + self.batch_size > self.n:
-            self.order = self.rng.permutation(self.n)
-            self.pos = 0
-        idx = self.order[self.pos : self.pos + self.batch_size]
-        self.pos += self.batch_size
-        return idx
+from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
@@ -63,6 +50,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     random_state : int or None, default=None
         Seeds weight initialisation and minibatch order.
     """
+
+    #: ``train_steps`` takes ``aux_index`` (auxiliary rows gathered from a shared array)
+    supports_aux_index = True
 
     def __init__(self, hidden_layer_sizes: Sequence[int] = (512, 512),
                  n_classes: int | None = None, learning_rate: float = 1e-3,
@@ -116,7 +106,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(n_classes)
         self.n_features_in_ = n_features
         self.steps_ = 0
-        self._cursors: dict[int, _BatchCursor] = {}
+        self._cursors: dict[int, BatchCursor] = {}
 
     def _ensure_initialised(self, X: np.ndarray, y: np.ndarray) -> None:
         if hasattr(self, "model_"):
@@ -127,35 +117,48 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         n_classes = self.n_classes if self.n_classes is not None else int(y.max()) + 1
         self._initialise(X.shape[1], int(n_classes))
 
-    def _cursor(self, key: int, n: int) -> _BatchCursor:
+    def _cursor(self, key: int, n: int) -> BatchCursor:
         cursor = self._cursors.get(key)
         if cursor is None or cursor.n != n:  # the pseudo-labelled set may change size
-            cursor = _BatchCursor(n, int(self.batch_size), self.rng_)
+            cursor = BatchCursor(n, int(self.batch_size), self.rng_)
             self._cursors[key] = cursor
         return cursor
 
     # ------------------------------------------------------------------ training
     def train_steps(self, X: np.ndarray, y: np.ndarray, n_steps: int,
                     X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None,
-                    w_aux: np.ndarray | None = None) -> TorchMLPClassifier:
+                    w_aux: np.ndarray | None = None,
+                    aux_index: np.ndarray | None = None) -> TorchMLPClassifier:
         """Take ``n_steps`` Adam steps, warm-starting from the current weights.
 
         Each step uses one minibatch of ``(X, y)`` and, if given, one minibatch of
         ``(X_aux, y_aux)`` (FedCT's pseudo-labelled public data), concatenated.
         ``w_aux`` optionally weights the auxiliary examples' losses (private examples weigh
         1; FedAvg+XCLP's confidence-weighted pseudo-labels); the batch loss is the mean.
+        ``aux_index`` (optional integer rows of ``X_aux``) makes the auxiliary set
+        ``X_aux[aux_index]`` without copying it: each minibatch is gathered from ``X_aux``
+        directly, and ``y_aux`` / ``w_aux`` are aligned with ``aux_index``. FedCT passes the
+        shared public set U with the indices its consensus did not abstain on.
         """
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=np.int64)
         self._ensure_initialised(X, y)
         Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
-        use_aux = X_aux is not None and y_aux is not None and len(y_aux) > 0
+        n_aux = len(y_aux) if X_aux is not None and y_aux is not None else 0
+        use_aux = n_aux > 0
         if use_aux:
+            # a float32 C-contiguous X_aux (e.g. the federation's U) is used in place, no copy
             Xa = torch.from_numpy(np.ascontiguousarray(X_aux, dtype=np.float32))
             ya = torch.from_numpy(np.asarray(y_aux, dtype=np.int64))
+            rows = None
+            if aux_index is not None:
+                rows = torch.from_numpy(np.asarray(aux_index, dtype=np.int64))
+                if rows.shape != ya.shape:
+                    raise FedLabelsError(f"aux_index has {rows.numel()} entries, y_aux "
+                                         f"{len(ya)}; they must be aligned.")
             wa = None if w_aux is None else torch.from_numpy(
                 np.asarray(w_aux, dtype=np.float32))
-        main, aux = self._cursor(0, len(y)), self._cursor(1, len(y_aux) if use_aux else 0)
+        main, aux = self._cursor(0, len(y)), self._cursor(1, n_aux)
         model, opt = self.model_, self.optimizer_
         loss_fn = nn.CrossEntropyLoss()
         per_sample = nn.CrossEntropyLoss(reduction="none")
@@ -168,7 +171,8 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 aidx = torch.from_numpy(aux.next())
                 if wa is not None:
                     wb = torch.cat([torch.ones(len(idx)), wa[aidx]])
-                xb, yb = torch.cat([xb, Xa[aidx]]), torch.cat([yb, ya[aidx]])
+                xa = Xa[aidx] if rows is None else Xa[rows[aidx]]
+                xb, yb = torch.cat([xb, xa]), torch.cat([yb, ya[aidx]])
             opt.zero_grad(set_to_none=True)
             logits = model(xb)
             loss = loss_fn(logits, yb) if wb is None else (per_sample(logits, yb) * wb).mean()
@@ -283,3 +287,15 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     @property
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.model_.parameters())
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The whole mutable state as flat keys -> ndarrays / scalars (no pickle).
+
+        See :func:`fedlabels.learners.torch_state.mlp_state_dict` for the keys.
+        """
+        return mlp_state_dict(self)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` of a learner built with the same parameters."""
+        load_mlp_state_dict(self, state)

@@ -30,14 +30,15 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 from scipy import stats
 
 from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.events import Event, KaryRREvent, SampledGaussianEvent, XorEvent
+from fedlabels.privacy.events import KaryRREvent, SampledGaussianEvent, XorEvent
 from fedlabels.privacy.search import bisect_monotone
 from fedlabels.privacy.validation import (
     check_delta,
@@ -51,6 +52,9 @@ from fedlabels.privacy.validation import (
 PLD_MAX_COMPOSITIONS = 2000
 
 XOR_ACCOUNTANTS = ("basic", "exact", "rdp", "pld")
+
+#: the releases :func:`account_labels` composes: randomized response on labels
+LabelEvent: TypeAlias = XorEvent | KaryRREvent
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def rr_epsilon_exact(n_bits: int, flip_prob: float, delta: float) -> float:
 
 # ------------------------------------------------------------------ label mechanisms
 
-def _rr_groups(events: list[Event]) -> dict[tuple[float, int], int]:
+def _rr_groups(events: Sequence[LabelEvent]) -> dict[tuple[float, int], int]:
     """(noise_parameter p, buckets) -> number of composed dp-accounting RR mechanisms."""
     groups: dict[tuple[float, int], int] = defaultdict(int)
     for ev in events:
@@ -117,7 +121,7 @@ def _rr_groups(events: list[Event]) -> dict[tuple[float, int], int]:
     return groups
 
 
-def _label_epsilon(events: list[Event], delta: float, accountant: str) -> float:
+def _label_epsilon(events: Sequence[LabelEvent], delta: float, accountant: str) -> float:
     if accountant == "basic":
         return float(sum(ev.epsilon for ev in events))
     groups = _rr_groups(events)
@@ -151,12 +155,14 @@ def _label_epsilon(events: list[Event], delta: float, accountant: str) -> float:
             one = pld.from_randomized_response(noise_parameter=p, num_buckets=k)
             part = one.self_compose(n)  # not PLDAccountant: it drops the count (privacy.md)
             composed = part if composed is None else composed.compose(part)
+        if composed is None:
+            raise FedLabelsError("PLD accounting needs at least one label release.")
         return float(composed.get_epsilon_for_delta(delta))
     raise FedLabelsError(f"unknown accountant {accountant!r}; use one of "
                          f"{', '.join(XOR_ACCOUNTANTS)}.")
 
 
-def account_labels(events: list[Event], delta: float,
+def account_labels(events: Sequence[LabelEvent], delta: float,
                    accountants: tuple[str, ...] = XOR_ACCOUNTANTS) -> PrivacySpent:
     """(ε, δ) of a run of XOR / k-ary RR releases: the tightest of the applicable accountants.
 
@@ -174,7 +180,7 @@ def account_labels(events: list[Event], delta: float,
             continue  # not applicable to these events (e.g. exact for k-ary RR)
         except ImportError:
             continue  # dp-accounting missing: basic and exact still apply
-    best = min(results, key=results.get)
+    best = min(results, key=results.__getitem__)
     return PrivacySpent(results[best], 0.0 if best == "basic" else delta, best, results)
 
 
@@ -292,7 +298,7 @@ def account_gaussian(events: list[SampledGaussianEvent], delta: float,
     ((sigma, q),) = settings
     names = accountants or default_gaussian_accountants(q)
     results = {name: gaussian_epsilon(sigma, q, len(events), delta, name) for name in names}
-    best = min(results, key=results.get)
+    best = min(results, key=results.__getitem__)
     return PrivacySpent(results[best], delta, best, results)
 
 

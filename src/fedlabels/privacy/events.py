@@ -19,6 +19,9 @@ from typing import Any
 RECORD_LEVEL = "record-level: one private record of one client removed or replaced"
 #: all data of one client is added or removed (McMahan et al. 2018, DP-FedAvg)
 CLIENT_LEVEL = "client-level: one client (all its records) added or removed"
+#: the relation assumed by the GNMax / LNMax vote sensitivities (PATE)
+DISJOINT_TEACHERS = ("record-level: one private record of one teacher changes; each record "
+                     "trains exactly one teacher (disjoint teacher data), so one vote moves")
 
 SENSITIVITY_SOURCES = ("empirical", "prop2", "worst", "given")
 
@@ -122,4 +125,51 @@ class SampledGaussianEvent:
     neighbouring: str = CLIENT_LEVEL
 
 
-Event = XorEvent | KaryRREvent | SampledGaussianEvent
+@dataclass(frozen=True)
+class GNMaxEvent:
+    """A batch of ``n_queries`` (confident) GNMax queries on teacher vote counts.
+
+    Each query releases ``argmax_i (n_i + N(0, σ²))`` (L2 sensitivity √2: one vote moves);
+    with confident GNMax (``threshold`` not None) it is answered only if
+    ``max_i n_i + N(0, σ₁²) >= threshold`` (L2 sensitivity 1), a check every query pays for.
+    The data-independent accounting (the guarantee) needs only σ, σ₁ and ``n_queries``: every
+    asked query is charged λ/σ², answered or not, since which queries are answered is private.
+
+    ``data_dependent_log_q`` holds log q̃ (Papernot et al. 2018, Prop. 7) of each *answered*
+    query. It is computed from the private vote counts, so the data-dependent bound derived
+    from it is **not itself differentially private** (no smooth-sensitivity release); it is
+    reported beside the guarantee, never as it. ``None`` skips that bound.
+    """
+
+    sigma: float
+    n_queries: int
+    n_answered: int
+    threshold: float | None = None
+    threshold_sigma: float | None = None
+    data_dependent_log_q: tuple[float, ...] | None = None
+    neighbouring: str = DISJOINT_TEACHERS
+
+    @property
+    def confident(self) -> bool:
+        return self.threshold is not None
+
+
+@dataclass(frozen=True)
+class LaplaceNoisyMaxEvent:
+    """``n_queries`` Laplace noisy-max (LNMax) releases: ``argmax(counts + Laplace(b))``.
+
+    With L1 sensitivity Δ₁ of the count vector (2 when one vote moves; 2·n when one record can
+    move all n teachers' votes) each query is (Δ₁/b)-DP.
+    """
+
+    scale: float
+    l1_sensitivity: float
+    n_queries: int
+    neighbouring: str = RECORD_LEVEL
+
+    @property
+    def epsilon_per_query(self) -> float:
+        return self.l1_sensitivity / self.scale
+
+
+Event = XorEvent | KaryRREvent | SampledGaussianEvent | GNMaxEvent | LaplaceNoisyMaxEvent

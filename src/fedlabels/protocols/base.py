@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,11 @@ from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative
+from fedlabels.protocols.options import MethodOptions, NoOptions
+from fedlabels.protocols.state import StateValue, check_state_value, prefixed, unprefixed
+from fedlabels.protocols.threat import ThreatModel
+
+OptionsT = TypeVar("OptionsT", bound=MethodOptions)
 
 
 class Grid(Protocol):
@@ -35,12 +40,37 @@ class Grid(Protocol):
 
 @dataclass(frozen=True)
 class Settings:
-    """Method settings shared by server and client roles (JSON-friendly scalars only)."""
+    """What every role of a run knows: sizes the engine sets and the method's options.
+
+    ``n_classes``, ``n_features``, ``n_clients`` and ``rounds`` come from the federation and
+    the run, never from user options; ``options`` is the method's validated
+    :class:`~fedlabels.protocols.options.MethodOptions`.
+    """
 
     n_classes: int
+    n_features: int = 0
+    n_clients: int = 1
+    rounds: int = 1
     period: int = 50
-    quorum: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    options: MethodOptions = field(default_factory=NoOptions)
+
+    def options_as(self, cls: type[OptionsT]) -> OptionsT:
+        """``options``, typed as the method's options class (checked)."""
+        if not isinstance(self.options, cls):
+            raise FedLabelsError(f"expected {cls.__name__} options, got "
+                                 f"{type(self.options).__name__}.")
+        return self.options
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """Private data plus an optional auxiliary set (rows ``aux_index`` of ``X_aux``)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    X_aux: np.ndarray | None = None
+    y_aux: np.ndarray | None = None
+    aux_index: np.ndarray | None = None
 
 
 class LearnerFitError(FedLabelsError):
@@ -50,8 +80,13 @@ class LearnerFitError(FedLabelsError):
 class ClientRole:
     """Base client: private data, a learner, the test set for evaluation, and dispatch.
 
-    Subclasses register handlers for their message kinds in ``handlers``.
+    Subclasses register handlers for their message kinds in ``handlers`` and name the
+    attributes that make up their state in ``state_attrs`` (plain arrays and scalars;
+    the names of all classes in the MRO are collected). Roles with other state (key
+    material, nested structures) extend :meth:`state_dict` and :meth:`load_state_dict`.
     """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("fitted",)
 
     def __init__(self, cid: int, data: ClientData, learner: Any, settings: Settings,
                  X_public: np.ndarray | None, X_test: np.ndarray, y_test: np.ndarray) -> None:
@@ -63,7 +98,21 @@ class ClientRole:
         self.X_test = X_test
         self.y_test = y_test
         self.fitted = False
+        self._stale = False  # a refit learner whose fit must be replayed from the state
         self.handlers: dict[str, Callable[[Message], Message]] = {"evaluate": self.evaluate}
+
+    @property
+    def public(self) -> np.ndarray:
+        """The public set U (the federation's array, shared by all roles, never copied)."""
+        if self.X_public is None:
+            raise FedLabelsError(f"client {self.cid}: this method's clients hold no public "
+                                 "set U (Method.uses_public is False).")
+        return self.X_public
+
+    @property
+    def options(self) -> Any:
+        """The method's validated options (``settings.options``)."""
+        return self.settings.options
 
     def handle(self, message: Message) -> Message:
         try:
@@ -73,20 +122,68 @@ class ClientRole:
                                  f"{message.kind!r}") from None
         return handler(message)
 
+    # ---------------------------------------------------------------- state
+    @classmethod
+    def declared_state(cls) -> tuple[str, ...]:
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for name in vars(klass).get("state_attrs", ()):
+                if name not in names:
+                    names.append(name)
+        return tuple(names)
+
+    def state_dict(self) -> dict[str, StateValue]:
+        """Everything that changes between messages, as plain arrays and scalars.
+
+        An iterative learner contributes its own ``state_dict`` under ``learner.``; a refit
+        (scikit-learn) learner contributes nothing: it is a function of its training data
+        and seed, so a restored role replays its last fit (:meth:`training_data`) when the
+        model is next needed.
+        """
+        out = {name: check_state_value(name, getattr(self, name))
+               for name in self.declared_state()}
+        if is_iterative(self.learner):
+            out.update(prefixed("learner", self.learner.state_dict()))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        """Restore what :meth:`state_dict` returned (on a role built with the same setup)."""
+        for name in self.declared_state():
+            if name not in state:
+                raise FedLabelsError(f"client {self.cid}: state has no entry {name!r}.")
+            setattr(self, name, state[name])
+        if is_iterative(self.learner):
+            self.learner.load_state_dict(unprefixed("learner", state))
+        else:
+            self._stale = bool(self.fitted)
+
     # ---------------------------------------------------------------- training helpers
+    def training_data(self) -> TrainingData:
+        """What this role's last fit used; a restored refit learner replays it."""
+        return TrainingData(self.data.X, self.data.y)
+
     def train_on(self, X: np.ndarray, y: np.ndarray, steps: int,
-                 X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None) -> None:
+                 X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None,
+                 aux_index: np.ndarray | None = None) -> None:
         """Update the learner: warm-started steps if iterative, else a refit from scratch.
 
-        For refit learners the auxiliary (pseudo-labelled) data is appended to the private data;
-        for iterative learners each step mixes one minibatch of each.
+        The auxiliary (pseudo-labelled) set is ``X_aux`` or, with ``aux_index``, its rows
+        ``X_aux[aux_index]`` (``y_aux`` aligned with them). Refit learners get it appended to
+        the private data (a copy that lives only for the fit); iterative learners mix one
+        minibatch of each per step, and gather rows from the shared ``X_aux`` by index when
+        they support it (``supports_aux_index``), so no client keeps a copy of U.
         """
         try:
             if is_iterative(self.learner):
-                self.learner.train_steps(X, y, steps, X_aux, y_aux)
+                if aux_index is not None and getattr(self.learner, "supports_aux_index", False):
+                    self.learner.train_steps(X, y, steps, X_aux, y_aux, aux_index=aux_index)
+                else:
+                    rows = X_aux if aux_index is None or X_aux is None else X_aux[aux_index]
+                    self.learner.train_steps(X, y, steps, rows, y_aux)
             else:
-                if X_aux is not None and len(X_aux):
-                    X, y = np.concatenate([X, X_aux]), np.concatenate([y, y_aux])
+                if X_aux is not None and y_aux is not None and len(y_aux):
+                    rows = X_aux if aux_index is None else X_aux[aux_index]
+                    X, y = np.concatenate([X, rows]), np.concatenate([y, y_aux])
                 self.learner = clone_fresh_learner(self.learner)
                 self.learner.fit(X, y)
         except FedLabelsError:
@@ -98,9 +195,17 @@ class ClientRole:
                 f"{len(y)} examples with classes {present[:10]}: {type(exc).__name__}: {exc}"
             ) from exc
         self.fitted = True
+        self._stale = False
+
+    def model(self) -> Any:
+        """The learner, refitted first if it was restored from a state."""
+        if self._stale:
+            d = self.training_data()
+            self.train_on(d.X, d.y, 0, d.X_aux, d.y_aux, d.aux_index)
+        return self.learner
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(self.learner.predict(X)).astype(np.int64)
+        return np.asarray(self.model().predict(X)).astype(np.int64)
 
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, message: Message) -> Message:
@@ -124,6 +229,10 @@ class ServerRole:
         """Method-specific top-level entries of the result JSON (e.g. ``privacy``)."""
         return {}
 
+    def final_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays a deployment saves beside the result (e.g. FedCT's consensus labels)."""
+        return {}
+
 
 @dataclass
 class MethodContext:
@@ -136,21 +245,37 @@ class MethodContext:
 
 
 class Method:
-    """A federated method: a name and how to build its server and client roles."""
+    """A federated method: a name, declared options and threat model, and its two roles.
 
-    name: str = ""
-    description: str = ""
-    requires_weights: bool = False
+    Subclasses set ``name``, ``description``, ``options_class`` (a
+    :class:`~fedlabels.protocols.options.MethodOptions` dataclass), ``threat_model`` and
+    implement :meth:`make_server` and :meth:`make_client`.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    options_class: ClassVar[type[MethodOptions]] = NoOptions
+    threat_model: ClassVar[ThreatModel]
+    requires_weights: ClassVar[bool] = False
+    uses_public: ClassVar[bool] = True  # whether client roles hold the public set U
+    #: whether the run may go on when clients are lost (``validate`` decides how many)
+    tolerates_lost_clients: ClassVar[bool] = True
+
+    def parse_options(self, raw: Mapping[str, Any] | MethodOptions | None) -> MethodOptions:
+        """Validated options from user input (already-parsed options pass through)."""
+        if isinstance(raw, MethodOptions):
+            if not isinstance(raw, self.options_class):
+                raise FedLabelsError(f"{self.name} takes {self.options_class.__name__}, got "
+                                     f"{type(raw).__name__}.")
+            return raw
+        return self.options_class.from_mapping(raw, self.name)
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        """Reject configurations the method cannot run, with a clear message."""
+        """Reject what the options alone cannot decide (clients, learners), clearly."""
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         """The private data each client role holds (centralized pools it into one)."""
         return clients
-
-    def uses_public(self) -> bool:
-        return True
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

@@ -20,7 +20,9 @@ would be FedCT with a different vote, not distillation).
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -35,21 +37,36 @@ from fedlabels.protocols.base import (
     ServerRole,
     Settings,
 )
+from fedlabels.protocols.blocks import broadcast
+from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.threat import (
+    EVALUATION_PAYLOADS,
+    SERVER_CHOOSING_U,
+    Payload,
+    ThreatModel,
+)
 
 SOFT_DTYPES = {"float16": np.float16, "float32": np.float32}
 
 
-def soft_dtype(settings: Settings) -> Any:
-    """The float type soft labels travel in (``soft_dtype`` option, default float16)."""
-    name = str(settings.extra.get("soft_dtype", "float16"))
-    if name not in SOFT_DTYPES:
-        raise FedLabelsError(f"soft_dtype must be one of {', '.join(SOFT_DTYPES)}, got "
-                             f"{name!r}.")
-    return SOFT_DTYPES[name]
+def soft_dtype_option() -> Any:
+    """The ``soft_dtype`` option field (DD and FedMD send probabilities in it)."""
+    return option("float16", "float type of the class probabilities sent (float16: 2 bytes "
+                  "per class per example)", kind=str, choices=tuple(SOFT_DTYPES))
 
 
-def check_soft_learners(method: str, learners: list[Any]) -> None:
-    """Soft-label methods need ``distill_steps`` and ``predict_proba`` (the torch MLP)."""
+@dataclass(frozen=True)
+class DDOptions(MethodOptions):
+    distill_weight: float = option(
+        1.0, "weight λ of the distillation term towards the averaged soft labels; 0 switches "
+        "it off (local training)", kind=float, interval=Interval(0.0, math.inf, "left"))
+    soft_dtype: str = soft_dtype_option()
+
+
+def check_soft_learners(method: str, n_clients: int, learners: list[Any]) -> None:
+    """Soft-label methods need 2 clients, ``distill_steps`` and ``predict_proba`` (an mlp)."""
+    if n_clients < 2:
+        raise FedLabelsError(f"{method} needs at least 2 clients, got {n_clients}.")
     bad = sorted({type(ln).__name__ for ln in learners
                   if not (callable(getattr(ln, "distill_steps", None))
                           and callable(getattr(ln, "predict_proba", None)))})
@@ -69,22 +86,17 @@ def average_soft(replies: dict[int, Message], key: str = "soft") -> np.ndarray:
     return avg / np.clip(avg.sum(axis=1, keepdims=True), 1e-12, None)
 
 
-def distill_weight(settings: Settings) -> float:
-    w = settings.extra.get("distill_weight", 1.0)
-    if isinstance(w, bool) or not isinstance(w, int | float) or not np.isfinite(w) or w < 0:
-        raise FedLabelsError(f"distill_weight (λ) must be a finite number >= 0, got {w!r}; "
-                             "0 switches the distillation term off (local training).")
-    return float(w)
-
-
 class DDClient(ClientRole):
     """Trains on D_i plus a distillation term towards the averaged soft labels on U."""
 
+    state_attrs: ClassVar[tuple[str, ...]] = ("targets",)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.targets: np.ndarray | None = None
-        self.weight = distill_weight(self.settings)
-        self.dtype = soft_dtype(self.settings)
+        opts = self.settings.options_as(DDOptions)
+        self.targets: np.ndarray | None = None  # the last averaged soft labels received
+        self.weight = opts.distill_weight
+        self.dtype = SOFT_DTYPES[opts.soft_dtype]
         self.handlers["dd.train"] = self.train
 
     def train(self, message: Message) -> Message:
@@ -97,7 +109,7 @@ class DDClient(ClientRole):
             self.learner.distill_steps(self.X_public, self.targets, steps, X=self.data.X,
                                        y=self.data.y, weight=self.weight)
             self.fitted = True
-        probs = self.learner.predict_proba(self.X_public).astype(self.dtype)
+        probs = self.model().predict_proba(self.X_public).astype(self.dtype)
         return Message("dd.soft", arrays={"soft": probs})
 
 
@@ -106,7 +118,8 @@ class DDServer(ServerRole):
 
     def __init__(self, settings: Settings, truth_public: np.ndarray | None = None) -> None:
         self.settings = settings
-        self.dtype = soft_dtype(settings)
+        self.options = settings.options_as(DDOptions)
+        self.dtype = SOFT_DTYPES[self.options.soft_dtype]
         self.average: np.ndarray | None = None
         self.truth_public = truth_public
 
@@ -114,8 +127,7 @@ class DDServer(ServerRole):
         arrays = {} if self.average is None else {"soft": self.average.astype(self.dtype)}
         message = Message("dd.train", arrays=arrays,
                           config={"round": rnd, "steps": self.settings.period})
-        replies = grid.exchange({cid: message for cid in grid.client_ids}, rnd)
-        self.average = average_soft(replies)
+        self.average = average_soft(broadcast(grid, message, rnd))
         p = np.clip(self.average, 1e-12, 1.0)
         metrics = {"soft_mean_entropy": float(-(p * np.log(p)).sum(axis=1).mean())}
         if self.truth_public is not None:  # diagnostic only: U's labels are never used
@@ -127,7 +139,7 @@ class DDServer(ServerRole):
         return {"soft_labels": {"dtype": np.dtype(self.dtype).name,
                                 "bytes_per_example": np.dtype(self.dtype).itemsize
                                 * self.settings.n_classes,
-                                "distill_weight": distill_weight(self.settings),
+                                "distill_weight": self.options.distill_weight,
                                 "loss": "soft cross-entropy to the averaged probabilities"}}
 
 
@@ -135,13 +147,17 @@ class DistributedDistillation(Method):
     name = "dd"
     description = ("DD: clients share soft labels (float16 probabilities) on U and distil "
                    "towards their average")
+    options_class = DDOptions
+    threat_model = ThreatModel(
+        view="soft-labels-on-queries",
+        adversary=SERVER_CHOOSING_U,
+        sees="the client's class probabilities on all of U every round",
+        guarantee="none",
+        payloads=(Payload("dd.soft", "soft", "soft-labels", rows="public"),
+                  *EVALUATION_PAYLOADS))
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        if n_clients < 2:
-            raise FedLabelsError(f"DD needs at least 2 clients, got {n_clients}.")
-        check_soft_learners("DD", learners)
-        distill_weight(settings)
-        soft_dtype(settings)
+        check_soft_learners("DD", n_clients, learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

@@ -12,13 +12,8 @@ realised one, which would depend on who took part):
 Adding or removing one client changes the sum by at most S, so each round is the
 Poisson-subsampled Gaussian mechanism with noise multiplier σ, accounted with dp-accounting
 under ADD_OR_REMOVE_ONE (``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)),
-T)``; exact analytic Gaussian composition when q = 1).
-
-Options: ``clip`` (S, default 1.0), ``noise_multiplier`` (σ) **or** ``epsilon`` (target ε over
-the run, σ calibrated; needs the number of rounds), ``delta`` (1e-5), ``sample_rate`` (q,
-default 1.0), ``server_lr`` (1.0), ``accountant`` (calibration and report; default:
-analytic for q = 1; for q < 1 σ is calibrated with RDP and ε reported as the tighter of PLD
-and RDP).
+T)``; exact analytic Gaussian composition when q = 1). The options are
+:class:`DPFedAvgOptions`; σ calibrated from a target ε uses the run's number of rounds.
 
 Threat model: the server is trusted to add the noise (central DP): the guarantee protects
 every client's whole dataset against anyone who sees the global models (other clients, users
@@ -27,6 +22,8 @@ of the final model), not against the server, which sees the clipped updates in t
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,13 +31,56 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.base import ClientRole, Grid, MethodContext, ServerRole, Settings
-from fedlabels.protocols.fedavg import FedAvg, FedAvgClient, FedAvgServer
+from fedlabels.privacy.events import CLIENT_LEVEL
+from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.protocols.blocks import (
+    GlobalModelServer,
+    WeightsClient,
+    broadcast,
+    check_weight_learners,
+    initial_weights,
+)
+from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.threat import (
+    EVALUATION_PAYLOADS,
+    HONEST_BUT_CURIOUS_SERVER,
+    Payload,
+    ThreatModel,
+)
 
-DEFAULT_DELTA = 1e-5
-_KNOWN_OPTIONS = {"clip", "noise_multiplier", "epsilon", "delta", "sample_rate", "server_lr",
-                  "accountant", "n_features", "total_rounds"}
-_INTERNAL = {"n_features", "total_rounds"}  # set by the simulator
+POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
+ACCOUNTANTS = ("analytic", "rdp", "pld")
+
+
+@dataclass(frozen=True)
+class DPFedAvgOptions(MethodOptions):
+    clip: float = option(1.0, "L2 clipping norm S of each client update", kind=float,
+                         interval=POSITIVE, flag=True)
+    noise_multiplier: float | None = option(
+        None, "noise multiplier σ (noise std σ·S on the sum of clipped updates); give this "
+        "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
+    epsilon: float | None = option(
+        None, "target ε over the whole run; σ is calibrated to it over the run's rounds; give "
+        "this or noise_multiplier", kind=float, interval=POSITIVE, nullable=True, flag=True)
+    delta: float = option(1e-5, "δ of the client-level (ε, δ) guarantee", kind=float,
+                          interval=Interval(0.0, 1.0, "neither"), flag=True)
+    sample_rate: float = option(1.0, "Poisson client-sampling rate q", kind=float,
+                                interval=Interval(0.0, 1.0, "right"), flag=True)
+    server_lr: float = option(1.0, "server learning rate η applied to the noisy mean update",
+                              kind=float, interval=POSITIVE)
+    accountant: str | None = option(
+        None, "accountant for calibrating σ and reporting ε (analytic needs sample_rate 1); "
+        "none: analytic at q = 1, else RDP calibration and the tighter of PLD and RDP",
+        kind=str, choices=ACCOUNTANTS, nullable=True)
+
+    def check(self) -> None:
+        if (self.noise_multiplier is None) == (self.epsilon is None):
+            raise FedLabelsError("dp-fedavg needs exactly one of noise_multiplier (σ, e.g. "
+                                 "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
+                                 "e.g. --epsilon 8, σ is then calibrated).")
+        if self.accountant == "analytic" and self.sample_rate < 1.0:
+            raise FedLabelsError(f"dp-fedavg accountant analytic needs sample_rate 1, got "
+                                 f"{self.sample_rate}; use rdp or pld with client sampling.")
 
 
 def clip_update(update: np.ndarray, clip: float) -> tuple[np.ndarray, float]:
@@ -50,35 +90,7 @@ def clip_update(update: np.ndarray, clip: float) -> tuple[np.ndarray, float]:
     return (update * scale).astype(np.float32), norm
 
 
-def check_dp_fedavg_options(settings: Settings) -> None:
-    from fedlabels.privacy.validation import (
-        check_clip_norm,
-        check_delta,
-        check_epsilon,
-        check_noise_multiplier,
-        check_sampling_rate,
-    )
-
-    opts = dict(settings.extra)
-    unknown = sorted(set(opts) - _KNOWN_OPTIONS)
-    if unknown:
-        raise FedLabelsError(f"unknown dp-fedavg option(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(sorted(_KNOWN_OPTIONS - _INTERNAL))}.")
-    check_clip_norm(opts.get("clip", 1.0))
-    check_delta(opts.get("delta", DEFAULT_DELTA))
-    check_sampling_rate(opts.get("sample_rate", 1.0))
-    has_sigma, has_eps = "noise_multiplier" in opts, "epsilon" in opts
-    if has_sigma == has_eps:
-        raise FedLabelsError("dp-fedavg needs exactly one of noise_multiplier (σ, e.g. "
-                             "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
-                             "e.g. --epsilon 8, σ is then calibrated).")
-    if has_sigma:
-        check_noise_multiplier(opts["noise_multiplier"])
-    else:
-        check_epsilon(opts["epsilon"])
-
-
-class DPFedAvgClient(FedAvgClient):
+class DPFedAvgClient(WeightsClient):
     """Returns its clipped update instead of its weights."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -86,45 +98,37 @@ class DPFedAvgClient(FedAvgClient):
         self.handlers["dpfedavg.train"] = self.train_update
 
     def train_update(self, message: Message) -> Message:
-        self.ensure_built()
         start = np.array(message.arrays["weights"], dtype=np.float32)
-        self.learner.set_weights(start)
-        self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
+        self.local_steps_from(message)
         clipped, norm = clip_update(self.learner.get_weights() - start,
                                     float(message.config["clip"]))
         return Message("dpfedavg.update", arrays={"update": clipped},
                        config={"norm": norm})
 
 
-class DPFedAvgServer(FedAvgServer):
+class DPFedAvgServer(GlobalModelServer):
     """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²), accounts for ε."""
 
-    def __init__(self, initial_weights: np.ndarray, settings: Settings, seed: int) -> None:
+    def __init__(self, initial: np.ndarray, settings: Settings, seed: int) -> None:
         from fedlabels.privacy.accounting import (
             calibrate_noise_multiplier,
             default_gaussian_accountants,
         )
 
-        super().__init__(initial_weights, settings.period)
-        opts = dict(settings.extra)
-        self.clip = float(opts.get("clip", 1.0))
-        self.delta = float(opts.get("delta", DEFAULT_DELTA))
-        self.q = float(opts.get("sample_rate", 1.0))
-        self.server_lr = float(opts.get("server_lr", 1.0))
-        self.accountants = ((str(opts["accountant"]),) if "accountant" in opts
+        super().__init__(initial, settings.period)
+        opts = settings.options_as(DPFedAvgOptions)
+        self.clip, self.delta = opts.clip, opts.delta
+        self.q, self.server_lr = opts.sample_rate, opts.server_lr
+        self.accountants = ((opts.accountant,) if opts.accountant is not None
                             else default_gaussian_accountants(self.q))
-        self.target_epsilon = opts.get("epsilon")
-        if self.target_epsilon is not None:
-            rounds = opts.get("total_rounds")
-            if not rounds:
-                raise FedLabelsError("calibrating σ from epsilon needs the number of rounds "
-                                     "(the simulator passes it; elsewhere --opt "
-                                     "total_rounds=R).")
-            self.sigma = calibrate_noise_multiplier(
-                float(self.target_epsilon), self.delta, self.q, int(rounds),
-                str(opts["accountant"]) if "accountant" in opts else None)
-        else:
-            self.sigma = float(opts["noise_multiplier"])
+        self.target_epsilon = opts.epsilon
+        sigma = opts.noise_multiplier
+        if opts.epsilon is not None:
+            sigma = calibrate_noise_multiplier(opts.epsilon, self.delta, self.q,
+                                               settings.rounds, opts.accountant)
+        if sigma is None:
+            raise FedLabelsError("dp-fedavg needs noise_multiplier or epsilon.")
+        self.sigma = sigma
         self.rng = np.random.default_rng([seed, 0xFEDA])
         self.events: list[Any] = []
         self.sampled: list[int] = []
@@ -138,14 +142,14 @@ class DPFedAvgServer(FedAvgServer):
         chosen = [cid for cid, p in zip(cids, picked, strict=True) if p]
         message = Message("dpfedavg.train", arrays={"weights": self.weights},
                           config={"round": rnd, "steps": self.period, "clip": self.clip})
-        replies = grid.exchange({cid: message for cid in chosen}, rnd) if chosen else {}
+        replies = broadcast(grid, message, rnd, chosen) if chosen else {}
         total = np.zeros(self.weights.shape, dtype=np.float64)
         norms = []
         for cid in sorted(replies):
             total += replies[cid].arrays["update"]
             norms.append(float(replies[cid].config["norm"]))
         noise = self.rng.normal(0.0, self.sigma * self.clip, size=total.shape)
-        expected = self.q * len(cids)
+        expected = self.q * len(cids)  # fixed q·M, never the realised number of participants
         self.weights = (self.weights + self.server_lr * (total + noise) / expected
                         ).astype(np.float32)
         self.events.append(SampledGaussianEvent(self.sigma, self.q, self.clip))
@@ -157,7 +161,6 @@ class DPFedAvgServer(FedAvgServer):
 
     def result_extra(self) -> dict[str, Any]:
         from fedlabels.privacy.accounting import account_gaussian
-        from fedlabels.privacy.events import CLIENT_LEVEL
 
         spent = account_gaussian(self.events, self.delta, self.accountants)
         return {"privacy": {
@@ -178,32 +181,51 @@ class DPFedAvgServer(FedAvgServer):
                                       "one client changes the sum by at most S)"},
             "neighbouring": CLIENT_LEVEL,
             "unit": "per client (its whole dataset), over the whole run",
-            "assumptions": [
-                "the server samples clients, clips nothing itself and adds the noise "
-                "honestly (central DP); it sees the clipped updates in the clear",
-                "the guarantee covers the sequence of global models released each round",
-                "clients' local models after their last local training are not covered",
-            ],
+            "assumptions": list(DPFedAvg.threat_model.assumptions),
             "threat_model": "anyone observing the global models (other clients, users of the "
                             "model); not the server",
         }}
 
 
-class DPFedAvg(FedAvg):
+class DPFedAvg(Method):
     """FedAvg with clipped client updates, Gaussian noise and Poisson client sampling."""
 
     name = "dp-fedavg"
     description = ("DP-FedAvg: clipped client updates, Gaussian noise σS on the sum, Poisson "
                    "client sampling; client-level (ε, δ) via dp-accounting")
+    options_class = DPFedAvgOptions
+    requires_weights = True
+    uses_public = False
+    threat_model = ThreatModel(
+        view="clipped-updates",
+        adversary=HONEST_BUT_CURIOUS_SERVER + "; the server is trusted to add the noise "
+        "(central DP), so the guarantee is not stated against it",
+        sees="each sampled client's clipped model update every round, in the clear (the "
+             "Gaussian noise is added by the server afterwards)",
+        guarantee="formal",
+        against="anyone observing the global models (other clients, users of the final "
+                "model); not the server",
+        neighbouring=CLIENT_LEVEL,
+        assumptions=(
+            "the server samples clients, clips nothing itself and adds the noise "
+            "honestly (central DP); it sees the clipped updates in the clear",
+            "the guarantee covers the sequence of global models released each round",
+            "clients' local models after their last local training are not covered",
+        ),
+        payloads=(
+            Payload("dpfedavg.update", "update", "update", note="central DP: the server sees "
+                    "each sampled client's clipped update in the clear; the guarantee is "
+                    "against observers of the global model, which carries the noise"),
+            Payload("dpfedavg.update", "norm", "metric", source="config", note="the L2 norm "
+                    "of the update before clipping, sent to the server in the clear"),
+            *EVALUATION_PAYLOADS))
 
-    def validate(self, n_clients: int, settings: Any, learners: list[Any]) -> None:
-        super().validate(n_clients, settings, learners)
-        check_dp_fedavg_options(settings)
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        check_weight_learners("DP-FedAvg", learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
-        base = super().make_server(ctx, n_public, learners, client_sizes)
-        return DPFedAvgServer(base.weights, ctx.settings, ctx.server_seed)
+        return DPFedAvgServer(initial_weights(learners, ctx), ctx.settings, ctx.server_seed)
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,

@@ -11,20 +11,9 @@ through a label mechanism of :mod:`fedlabels.privacy.mechanisms`:
   payload stays ceil(log2 C) bits per label and the consensus is the plurality of the noisy
   votes.
 
-Options (``Settings.extra``; CLI ``--epsilon``, ``--delta``, ``--sensitivity`` ... or
-``--opt KEY=VALUE``):
-
-``epsilon``            pure ε of one round's release (per client); or
-``epsilon_total``      target (ε, δ) over the whole run: the per-round ε is calibrated with
-                       the exact accountant (XOR only; needs the number of rounds);
-``delta``              δ for the (ε, δ) of the composition (default 1e-5);
-``sensitivity``        ``worst`` (default, 2|U|), ``empirical``, ``prop2`` or a number of bits;
-``stability_rate``, ``sensitivity_delta``   for ``prop2``;
-``sensitivity_neighbours`` (10), ``sensitivity_relation`` (remove | replace),
-``sensitivity_model`` (a model spec; default each client's own learner),
-``sensitivity_steps`` (torch learners; default ``period``)   for ``empirical``;
-``sensitivity_note``   where a numeric s* came from (kept in the result);
-``mechanism``          ``xor`` or ``kary``.
+The options (:class:`DPFedCTOptions`: ε per round or a total (ε, δ), the sensitivity s* —
+worst case 2|U|, an empirical estimate, Prop. 2 or a given number of bits — and the
+mechanism) are FedCT's plus the privacy ones; ``fedlabels methods dp-fedct`` lists them.
 
 Threat model: honest clients, a semi-honest server, no collusion (the paper's). Each client's
 releases are ε-DP with respect to one record of that client's private data (given the
@@ -34,56 +23,130 @@ clients' own final models are not protected (they never leave the client).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fedlabels.comm import Message, pack_labels, unpack_labels
-from fedlabels.consensus import majority_vote, qualified_majority
+from fedlabels.comm import Message, pack_labels
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
 from fedlabels.protocols.base import ClientRole, Grid, MethodContext, ServerRole, Settings
-from fedlabels.protocols.fedct import FedCT, FedCTClient, FedCTServer
+from fedlabels.protocols.blocks import broadcast
+from fedlabels.protocols.fedct import FedCT, FedCTClient, FedCTOptions, FedCTServer
+from fedlabels.protocols.options import Interval, option
+from fedlabels.protocols.state import StateValue, generator_from_state, generator_state
+from fedlabels.protocols.threat import (
+    EVALUATION_PAYLOADS,
+    SERVER_CHOOSING_U,
+    Payload,
+    ThreatModel,
+)
 
-DEFAULT_DELTA = 1e-5
 MECHANISMS = ("xor", "kary")
-_KNOWN_OPTIONS = {
-    "epsilon", "epsilon_total", "delta", "sensitivity", "stability_rate", "sensitivity_delta",
-    "sensitivity_neighbours", "sensitivity_relation", "sensitivity_model",
-    "sensitivity_steps", "sensitivity_note", "mechanism", "n_features", "total_rounds"}
-_INTERNAL = {"n_features", "total_rounds"}  # set by the simulator
+SENSITIVITY_SOURCES = ("worst", "empirical", "prop2")  # or a number of bits
+POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
+PROBABILITY = Interval(0.0, 1.0, "neither")
+#: the options that only one way of getting s* reads
+_ONLY_WITH = {"prop2": ("stability_rate", "sensitivity_delta"),
+              "empirical": ("sensitivity_neighbours", "sensitivity_relation",
+                            "sensitivity_model", "sensitivity_steps"),
+              "a number of bits": ("sensitivity_note",)}
 
 
-def _options(settings: Settings) -> dict[str, Any]:
-    return dict(settings.extra)
+def _sensitivity_spec(value: Any) -> Any:
+    """A keyword in lower case, or a number of bits (numeric text becomes a float)."""
+    if not isinstance(value, str):
+        return value
+    key = value.strip().lower()
+    try:
+        return float(key)
+    except ValueError:
+        return key
 
 
-def check_dp_fedct_options(settings: Settings) -> None:
-    """Reject bad privacy options before any training."""
-    from fedlabels.privacy.validation import check_delta, check_epsilon, check_stability_rate
+@dataclass(frozen=True)
+class DPFedCTOptions(FedCTOptions):
+    epsilon: float | None = option(
+        None, "pure ε of one round's label release (per client); give this or epsilon_total",
+        kind=float, interval=POSITIVE, nullable=True, flag=True)
+    epsilon_total: float | None = option(
+        None, "target (ε, δ) over the whole run: the per-round ε is calibrated with the exact "
+        "accountant over the run's rounds (mechanism xor only)", kind=float,
+        interval=POSITIVE, nullable=True)
+    delta: float = option(1e-5, "δ of the (ε, δ) of the composition over rounds", kind=float,
+                          interval=PROBABILITY, flag=True)
+    mechanism: str = option("xor", "xor: bitwise randomized response on the one-hot rows; "
+                            "kary: k-ary randomized response per label", kind=str,
+                            choices=MECHANISMS)
+    sensitivity: str | float = option(
+        "worst", "Hamming sensitivity s* in bits: worst (2|U|), empirical (estimated before "
+        "round 1), prop2 (needs stability_rate) or a number of bits in (0, 2|U|]",
+        kind=(str, float), interval=POSITIVE, flag=True, convert=_sensitivity_spec)
+    stability_rate: float | None = option(
+        None, "prop2: the learner's on-average-replace-one stability rate ε(n)", kind=float,
+        interval=PROBABILITY, nullable=True)
+    sensitivity_delta: float | None = option(
+        None, "prop2: probability that the bound fails over the data draw; none: delta",
+        kind=float, interval=PROBABILITY, nullable=True)
+    sensitivity_neighbours: int = option(
+        10, "empirical: neighbouring datasets per client (at most its number of records)",
+        kind=int, interval=Interval(1, None))
+    sensitivity_relation: str = option(
+        "remove", "empirical: a neighbour removes one record, or replaces its label",
+        kind=str, choices=("remove", "replace"))
+    sensitivity_model: str = option(
+        "", "empirical: the model spec to estimate with; empty: each client's own learner",
+        kind=str)
+    sensitivity_steps: int | None = option(
+        None, "empirical: training steps of a torch learner; none: period", kind=int,
+        interval=Interval(1, None), nullable=True)
+    sensitivity_note: str = option(
+        "", "where a given number of bits came from (kept in the result)", kind=str)
 
-    opts = _options(settings)
-    unknown = sorted(set(opts) - _KNOWN_OPTIONS)
-    if unknown:
-        raise FedLabelsError(f"unknown dp-fedct option(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(sorted(_KNOWN_OPTIONS - _INTERNAL))}.")
-    has_round, has_total = "epsilon" in opts, "epsilon_total" in opts
-    if has_round == has_total:
-        raise FedLabelsError("dp-fedct needs exactly one of epsilon (pure ε per round, e.g. "
-                             "--epsilon 1.0) and epsilon_total (--opt epsilon_total=8).")
-    check_epsilon(opts["epsilon"] if has_round else opts["epsilon_total"],
-                  "epsilon" if has_round else "epsilon_total")
-    check_delta(opts.get("delta", DEFAULT_DELTA))
-    mechanism = opts.get("mechanism", "xor")
-    if mechanism not in MECHANISMS:
-        raise FedLabelsError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}.")
-    if has_total and mechanism != "xor":
-        raise FedLabelsError("epsilon_total calibration supports mechanism=xor only; give "
-                             "epsilon (per round) for k-ary randomized response.")
-    if str(opts.get("sensitivity", "worst")).lower() == "prop2":
-        check_stability_rate(opts.get("stability_rate"))
-        check_delta(opts.get("sensitivity_delta", opts.get("delta", DEFAULT_DELTA)),
-                    "sensitivity_delta")
+    def check(self) -> None:
+        super().check()
+        if (self.epsilon is None) == (self.epsilon_total is None):
+            raise FedLabelsError("dp-fedct needs exactly one of epsilon (pure ε per round, e.g. "
+                                 "--epsilon 1.0) and epsilon_total (--opt epsilon_total=8).")
+        if self.epsilon_total is not None and self.mechanism != "xor":
+            raise FedLabelsError("epsilon_total calibration supports mechanism=xor only; give "
+                                 "epsilon (per round) for k-ary randomized response.")
+        source = self.sensitivity
+        if isinstance(source, str) and source not in SENSITIVITY_SOURCES:
+            raise FedLabelsError(f"dp-fedct option sensitivity must be worst, empirical, prop2 "
+                                 f"or a number of bits, got {source!r}.")
+        if source == "prop2" and self.stability_rate is None:
+            raise FedLabelsError("sensitivity prop2 needs the learner's stability rate: "
+                                 "--opt stability_rate=0.01 (and --opt sensitivity_delta=1e-3; "
+                                 "default: delta).")
+        used = source if isinstance(source, str) else "a number of bits"
+        given = self.given()
+        for needs, names in _ONLY_WITH.items():
+            unused = [n for n in names if n in given and needs != used]
+            if unused:
+                raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} apply only with "
+                                     f"sensitivity {needs}; got sensitivity {source!r}.")
+        if self.sensitivity_model:
+            from fedlabels.learners import parse_model_spec
+
+            if len(parse_model_spec(self.sensitivity_model)) != 1:
+                raise FedLabelsError(f"dp-fedct option sensitivity_model must be one model "
+                                     f"spec, got {self.sensitivity_model!r}.")
+
+
+#: what every DP-FedCT guarantee assumes, besides the sensitivity (stated per run)
+_ASSUMPTIONS = (
+    "honest clients, semi-honest (honest-but-curious) server, no collusion",
+    "each client's label releases are protected w.r.t. one record of its private "
+    "data; the consensus, the vote and training on pseudo-labels are post-processing",
+    "the clients' final models never leave the clients and are not protected",
+)
+_SENSITIVITY_NOTE = ("the empirical sensitivity estimate is computed from the client's private "
+                     "data and released to the server without noise")
 
 
 class DPFedCTClient(FedCTClient):
@@ -94,6 +157,13 @@ class DPFedCTClient(FedCTClient):
         self.seed = seed
         self.noise_rng = np.random.default_rng([seed, 0xD9F])
         self.handlers["dpfedct.sensitivity"] = self.estimate_sensitivity
+
+    def state_dict(self) -> dict[str, StateValue]:
+        return {**super().state_dict(), "noise_rng": generator_state(self.noise_rng)}
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        super().load_state_dict(state)
+        self.noise_rng = generator_from_state(state.get("noise_rng"))
 
     def train(self, message: Message) -> Message:
         from fedlabels.privacy.mechanisms import kary_release, one_hot, pack_rows, xor_release
@@ -115,12 +185,14 @@ class DPFedCTClient(FedCTClient):
         from fedlabels.learners import build_learner, parse_model_spec
         from fedlabels.privacy.sensitivity import empirical_sensitivity
 
-        cfg = message.config
+        cfg, U = message.config, self.X_public
+        if U is None:
+            raise FedLabelsError(f"client {self.cid}: DP-FedCT needs the public set U.")
         spec = str(cfg.get("model", ""))
         learner = (build_learner(parse_model_spec(spec)[0], n_classes=self.settings.n_classes,
                                  random_state=self.seed) if spec else self.learner)
         est = empirical_sensitivity(
-            learner, self.data.X, self.data.y, self.X_public, self.settings.n_classes,
+            learner, self.data.X, self.data.y, U, self.settings.n_classes,
             n_neighbours=min(int(cfg["neighbours"]), len(self.data.y)),
             relation=str(cfg["relation"]), seed=self.seed, steps=int(cfg["steps"]))
         d = est.details
@@ -135,36 +207,33 @@ class DPFedCTServer(FedCTServer):
     def __init__(self, settings: Settings, n_public: int, truth_public: np.ndarray | None,
                  seed: int) -> None:
         from fedlabels.privacy.sensitivity import resolve_sensitivity
-        from fedlabels.privacy.validation import check_delta
 
         super().__init__(settings, n_public, truth_public)
-        opts = _options(settings)
-        self.mechanism = opts.get("mechanism", "xor")
-        self.delta = check_delta(opts.get("delta", DEFAULT_DELTA))
+        self.options = settings.options_as(DPFedCTOptions)
+        self.mechanism = self.options.mechanism
+        self.delta = self.options.delta
         self.rng = np.random.default_rng([seed, 0xC0175])
-        spec = opts.get("sensitivity", "worst")
+        sens_delta = self.options.sensitivity_delta
         self.sensitivity = resolve_sensitivity(
-            spec, n_public, stability_rate=opts.get("stability_rate"),
-            delta=opts.get("sensitivity_delta", self.delta),
-            note=str(opts.get("sensitivity_note", "")))
+            self.options.sensitivity, n_public, stability_rate=self.options.stability_rate,
+            delta=self.delta if sens_delta is None else sens_delta,
+            note=self.options.sensitivity_note)
         self.events: list[Any] = []
         self.epsilon_round: float | None = None
-        self.sensitivity_round: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ set-up
-    def _estimate_sensitivity(self, grid: Grid) -> None:
-        from fedlabels.privacy.events import Sensitivity
-
-        opts = _options(self.settings)
-        config = {"neighbours": int(opts.get("sensitivity_neighbours", 10)),
-                  "relation": str(opts.get("sensitivity_relation", "remove")),
-                  "steps": int(opts.get("sensitivity_steps", self.settings.period)),
-                  "model": str(opts.get("sensitivity_model", ""))}
+    def _estimate_sensitivity(self, grid: Grid) -> Sensitivity:
+        opts = self.options
+        config: dict[str, Any] = {
+            "neighbours": opts.sensitivity_neighbours, "relation": opts.sensitivity_relation,
+            "steps": (self.settings.period if opts.sensitivity_steps is None
+                      else opts.sensitivity_steps),
+            "model": opts.sensitivity_model}
         message = Message("dpfedct.sensitivity", config=config, category="control")
-        replies = grid.exchange({cid: message for cid in grid.client_ids}, 0)
+        replies = broadcast(grid, message, 0)
         per_client = {cid: int(r.config["bits"]) for cid, r in sorted(replies.items())}
         bits = min(max(per_client.values()), 2 * self.n_public)
-        self.sensitivity = Sensitivity(bits, "empirical", self.n_public, formal=False, details={
+        return Sensitivity(bits, "empirical", self.n_public, formal=False, details={
             **config, "per_client_bits": per_client,
             "per_client_mean_changed_labels": {
                 cid: float(r.config["mean_changed_labels"]) for cid, r in replies.items()},
@@ -173,75 +242,67 @@ class DPFedCTServer(FedCTServer):
                     "not a bound; the estimate itself is computed from private data and "
                     "released without noise"})
 
-    def _calibrate(self) -> None:
+    def _calibrated(self, grid: Grid) -> tuple[float, Sensitivity]:
+        """(ε per round, s*): estimated (if empirical) and calibrated before round 1."""
         from fedlabels.privacy.accounting import calibrate_xor_round_epsilon
         from fedlabels.privacy.validation import check_sensitivity_bits
 
-        check_sensitivity_bits(self.sensitivity.bits, self.n_public)
-        opts = _options(self.settings)
-        if "epsilon" in opts:
-            self.epsilon_round = float(opts["epsilon"])
-            return
-        rounds = opts.get("total_rounds")
-        if not rounds:
-            raise FedLabelsError("epsilon_total needs the number of rounds (the simulator "
-                                 "passes it; elsewhere set --opt total_rounds=R).")
-        self.epsilon_round = calibrate_xor_round_epsilon(
-            float(opts["epsilon_total"]), self.delta, int(rounds), self.sensitivity.bits)
+        if self.sensitivity is None:
+            self.sensitivity = self._estimate_sensitivity(grid)
+        if self.epsilon_round is None:
+            check_sensitivity_bits(self.sensitivity.bits, self.n_public)
+            if self.options.epsilon is not None:
+                self.epsilon_round = self.options.epsilon
+            elif self.options.epsilon_total is not None:
+                self.epsilon_round = calibrate_xor_round_epsilon(
+                    self.options.epsilon_total, self.delta, self.settings.rounds,
+                    self.sensitivity.bits)
+            else:
+                raise FedLabelsError("dp-fedct needs epsilon or epsilon_total.")
+        return self.epsilon_round, self.sensitivity
 
-    def mechanism_config(self) -> dict[str, Any]:
+    def mechanism_config(self, epsilon: float, sensitivity: Sensitivity) -> dict[str, Any]:
         from fedlabels.privacy.mechanisms import flip_probability
 
         if self.mechanism == "xor":
             return {"mechanism": "xor",
-                    "flip_probability": flip_probability(self.epsilon_round,
-                                                         self.sensitivity.bits)}
-        return {"mechanism": "kary",
-                "epsilon_per_label": self.epsilon_round / self.sensitivity.labels}
+                    "flip_probability": flip_probability(epsilon, sensitivity.bits)}
+        return {"mechanism": "kary", "epsilon_per_label": epsilon / sensitivity.labels}
 
     # ------------------------------------------------------------------ rounds
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         from fedlabels.privacy.events import KaryRREvent, XorEvent
         from fedlabels.privacy.mechanisms import bit_count_consensus, unpack_rows
 
-        if self.epsilon_round is None:
-            if self.sensitivity is None:
-                self._estimate_sensitivity(grid)
-            self._calibrate()
-        mech = self.mechanism_config()
+        epsilon, sens = self._calibrated(grid)
+        mech = self.mechanism_config(epsilon, sens)
         base = self.train_message(rnd)
         message = Message(base.kind, arrays=base.arrays, config={**base.config, **mech})
-        replies = grid.exchange({cid: message for cid in grid.client_ids}, rnd)
+        replies = broadcast(grid, message, rnd)
         n, c = self.n_public, self.settings.n_classes
         if self.mechanism == "xor":
             f = mech["flip_probability"]
             noisy = np.stack([unpack_rows(replies[cid].arrays["bits"], n, c)
                               for cid in sorted(replies)])
-            new = bit_count_consensus(noisy, f, self.rng, self.settings.quorum)
-            self.events.append(XorEvent(self.epsilon_round, self.sensitivity.bits, f, n * c))
-        else:
-            votes = np.stack([unpack_labels(replies[cid].arrays["labels"], n, c)
-                              for cid in sorted(replies)])
-            new = (majority_vote(votes, c) if self.settings.quorum is None
-                   else qualified_majority(votes, c, self.settings.quorum))
-            self.events.append(KaryRREvent(self.epsilon_round, self.sensitivity.labels,
-                                           mech["epsilon_per_label"], c, n))
+            new = bit_count_consensus(noisy, f, self.rng, self.options.quorum)
+            self.events.append(XorEvent(epsilon, sens.bits, f, n * c))
+        else:  # the plurality (or qualified majority) of the noisy votes, as in FedCT
+            new = self.consensus(self.collect_votes(replies))
+            self.events.append(KaryRREvent(epsilon, sens.labels, mech["epsilon_per_label"],
+                                           c, n))
         metrics = self.consensus_metrics(new)
         self.labels = new
         return metrics
 
     def result_extra(self) -> dict[str, Any]:
         from fedlabels.privacy.accounting import account_labels
-        from fedlabels.privacy.events import RECORD_LEVEL
 
         spent = account_labels(self.events, self.delta)
-        mech = self.mechanism_config() if self.epsilon_round is not None else {}
+        mech = (self.mechanism_config(self.epsilon_round, self.sensitivity)
+                if self.epsilon_round is not None and self.sensitivity is not None else {})
         sens = self.sensitivity.to_dict() if self.sensitivity is not None else None
         assumptions = [
-            "honest clients, semi-honest (honest-but-curious) server, no collusion",
-            "each client's label releases are protected w.r.t. one record of its private "
-            "data; the consensus, the vote and training on pseudo-labels are post-processing",
-            "the clients' final models never leave the clients and are not protected",
+            *_ASSUMPTIONS,
             "the guarantee holds only if every client's true Hamming sensitivity is at most "
             f"s* = {sens['bits'] if sens else '?'} bits (source: "
             f"{sens['source'] if sens else '?'}; 1 changed label = 2 bits)",
@@ -275,10 +336,30 @@ class DPFedCT(FedCT):
     name = "dp-fedct"
     description = ("DP-FedCT: FedCT with the XOR mechanism (bitwise randomized response) or "
                    "k-ary RR on the labels; (ε, δ) accounted over rounds")
-
-    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        super().validate(n_clients, settings, learners)
-        check_dp_fedct_options(settings)
+    options_class = DPFedCTOptions
+    threat_model = ThreatModel(
+        view="noisy-labels-on-queries",
+        adversary=SERVER_CHOOSING_U,
+        sees="the client's randomized labels on U every round (noisy one-hot rows for xor, "
+             "k-ary randomized-response labels for kary) and, with sensitivity empirical, "
+             "its sensitivity estimate once before round 1",
+        guarantee="conditional",
+        against="the honest-but-curious server (and anyone who sees what it sees)",
+        neighbouring=RECORD_LEVEL,
+        assumptions=(
+            *_ASSUMPTIONS,
+            "every client's true Hamming sensitivity is at most the s* the noise is "
+            "calibrated to: proven for sensitivity worst (2|U|), an assumption for empirical, "
+            "prop2 (holds with probability 1 - sensitivity_delta) and a given number",
+        ),
+        payloads=(
+            Payload("dpfedct.bits", "bits", "noisy-one-hot", rows="public", covered=True),
+            Payload("dpfedct.labels", "labels", "hard-labels", rows="public", covered=True,
+                    note="k-ary randomized response of the client's hard labels"),
+            *(Payload("dpfedct.sensitivity.reply", key, "metric", source="config",
+                      note=_SENSITIVITY_NOTE)
+              for key in ("bits", "max_changed_labels", "mean_changed_labels")),
+            *EVALUATION_PAYLOADS))
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

@@ -17,6 +17,7 @@ per round; scikit-learn learners are refit from scratch on D_i ∪ P once per ro
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,16 +33,32 @@ from fedlabels.protocols.base import (
     MethodContext,
     ServerRole,
     Settings,
+    TrainingData,
+)
+from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.threat import (
+    EVALUATION_PAYLOADS,
+    SERVER_CHOOSING_U,
+    Payload,
+    ThreatModel,
 )
 
 Consensus = Callable[[np.ndarray], np.ndarray]
 
 
+@dataclass(frozen=True)
+class FedCTOptions(MethodOptions):
+    quorum: float | None = option(
+        None, "qualified-majority quorum tau (a fraction of the m votes); a label below "
+        "the quorum is abstained on. None: plain majority vote",
+        kind=float, interval=Interval(0.0, 1.0, "right"), nullable=True, flag=True)
+
+
 def consensus_function(settings: Settings) -> Consensus:
     """Majority vote, or qualified majority when a quorum is set."""
-    if settings.quorum is None:
+    quorum = settings.options_as(FedCTOptions).quorum
+    if quorum is None:
         return lambda votes: majority_vote(votes, settings.n_classes)
-    quorum = settings.quorum
     return lambda votes: qualified_majority(votes, settings.n_classes, quorum)
 
 
@@ -64,29 +81,54 @@ def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> n
 class FedCTClient(ClientRole):
     """Client i of Algorithm 1: trains on D_i ∪ P and shares its hard labels on U."""
 
+    state_attrs = ("pseudo_y", "pseudo_index")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.pseudo_X: np.ndarray | None = None
+        # P = (U[pseudo_index], pseudo_y). A client keeps only the consensus labels and, when
+        # the consensus abstained somewhere, the indices it kept: U itself is the federation's
+        # array that all roles share, never copied per client (|U| x d floats each).
         self.pseudo_y: np.ndarray | None = None
+        self.pseudo_index: np.ndarray | None = None  # None: all of U (nothing abstained)
         self.handlers["fedct.train"] = self.train
+
+    @property
+    def pseudo_X(self) -> np.ndarray | None:
+        """The public examples of P: the shared U itself when nothing was abstained (no copy),
+        else ``U[pseudo_index]``, made afresh on each access and not kept."""
+        if self.pseudo_y is None:
+            return None
+        if self.pseudo_index is None:
+            return self.X_public
+        return self.public[self.pseudo_index]
 
     def set_pseudo_labels(self, labels: np.ndarray) -> None:
         """P <- (U, L_t), without the examples the consensus abstained on."""
         keep = labels != ABSTAIN
-        self.pseudo_X = self.X_public[keep]
-        self.pseudo_y = labels[keep]
+        if keep.all():  # a plain majority vote never abstains: P covers all of U
+            self.pseudo_index, self.pseudo_y = None, np.array(labels)
+        else:
+            self.pseudo_index = np.flatnonzero(keep)
+            self.pseudo_y = labels[self.pseudo_index]
 
     def local_labels(self) -> np.ndarray:
         """L_t^i = h_t^i(U), the client's hard labels on the public set."""
-        return self.predict(self.X_public)
+        return self.predict(self.public)
+
+    def training_data(self) -> TrainingData:
+        """D_i plus P = (U[pseudo_index], pseudo_y), with U shared, not copied."""
+        if self.pseudo_y is None:
+            return TrainingData(self.data.X, self.data.y)
+        return TrainingData(self.data.X, self.data.y, self.X_public, self.pseudo_y,
+                            self.pseudo_index)
 
     def receive_and_train(self, message: Message) -> None:
         """Lines 7 and 3: take the consensus that arrived (if any), then update on D_i ∪ P."""
         if "consensus" in message.arrays:
-            self.set_pseudo_labels(decode_consensus(message.arrays, len(self.X_public),
+            self.set_pseudo_labels(decode_consensus(message.arrays, len(self.public),
                                                     self.settings.n_classes))
-        self.train_on(self.data.X, self.data.y, int(message.config["steps"]),
-                      self.pseudo_X, self.pseudo_y)
+        d = self.training_data()
+        self.train_on(d.X, d.y, int(message.config["steps"]), d.X_aux, d.y_aux, d.aux_index)
 
     def train(self, message: Message) -> Message:
         self.receive_and_train(message)
@@ -124,6 +166,10 @@ class FedCTServer(ServerRole):
         self.labels = new
         return metrics
 
+    def final_arrays(self) -> dict[str, np.ndarray]:
+        """The last consensus on U (what a deployment saves beside the result)."""
+        return {} if self.labels is None else {"labels": self.labels}
+
     def consensus_metrics(self, new: np.ndarray) -> dict[str, float]:
         """Fraction of consensus labels that changed, coverage, and (diagnostic) accuracy."""
         metrics = {
@@ -143,9 +189,17 @@ class FedCT(Method):
 
     name = "fedct"
     description = "FedCT: clients share bit-packed hard labels on U; majority / qualified vote"
+    options_class = FedCTOptions
+    threat_model = ThreatModel(
+        view="hard-labels-on-queries",
+        adversary=SERVER_CHOOSING_U,
+        sees="the client's hard labels on U every round",
+        guarantee="none",
+        payloads=(Payload("fedct.labels", "labels", "hard-labels", rows="public"),
+                  *EVALUATION_PAYLOADS))
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        if settings.quorum is None and n_clients < 3:
+        if settings.options_as(FedCTOptions).quorum is None and n_clients < 3:
             raise FedLabelsError(
                 f"FedCT with a majority vote needs at least 3 clients, got {n_clients}: with "
                 "2 clients every disagreement is a tie that the class index decides, and "

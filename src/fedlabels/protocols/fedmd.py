@@ -23,7 +23,8 @@ the soft cross-entropy (the same distillation loss as DD). Needs the torch ``mlp
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,7 +39,40 @@ from fedlabels.protocols.base import (
     ServerRole,
     Settings,
 )
-from fedlabels.protocols.dd import average_soft, check_soft_learners, soft_dtype
+from fedlabels.protocols.blocks import broadcast
+from fedlabels.protocols.dd import (
+    SOFT_DTYPES,
+    average_soft,
+    check_soft_learners,
+    soft_dtype_option,
+)
+from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.threat import (
+    EVALUATION_PAYLOADS,
+    SERVER_CHOOSING_U,
+    Payload,
+    ThreatModel,
+)
+
+
+def _count_option(default: str, help: str) -> Any:
+    return option(None, f"{help}; none: {default}", kind=int, interval=Interval(1, None),
+                  nullable=True)
+
+
+@dataclass(frozen=True)
+class FedMDOptions(MethodOptions):
+    public_labeled: int | None = _count_option(
+        "min(1000, max(1, |U| // 5))", "|D₀|: the first public_labeled examples of U, with "
+        "their labels, are FedMD's labelled public set (at most |U|)")
+    public_subset: int | None = _count_option(
+        "min(5000, |U|)", "size of the public subset d_t the clients score each round (at "
+        "most |U|)")
+    transfer_steps: int | None = _count_option(
+        "5 x period", "transfer-learning steps on D₀, then as many on the private data "
+        "(round 1)")
+    digest_steps: int | None = _count_option("period", "steps towards the consensus on d_{t-1}")
+    soft_dtype: str = soft_dtype_option()
 
 
 def subset_indices(seed: int, n_public: int, size: int) -> np.ndarray:
@@ -46,17 +80,11 @@ def subset_indices(seed: int, n_public: int, size: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_public, size=size, replace=False))
 
 
-def _int_option(settings: Settings, key: str, default: int, low: int = 1) -> int:
-    value = settings.extra.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise FedLabelsError(f"option {key} must be an int >= {low}, got {value!r}.")
-    return int(value)
-
-
-def fedmd_sizes(settings: Settings, n_public: int) -> tuple[int, int]:
-    """(|D₀|, |d_t|) from the options, checked against |U|."""
-    n_lab = _int_option(settings, "public_labeled", min(1000, max(1, n_public // 5)))
-    n_sub = _int_option(settings, "public_subset", min(5000, n_public))
+def fedmd_sizes(options: FedMDOptions, n_public: int) -> tuple[int, int]:
+    """(|D₀|, |d_t|) from the options (or their defaults), checked against |U|."""
+    n_lab = (options.public_labeled if options.public_labeled is not None
+             else min(1000, max(1, n_public // 5)))
+    n_sub = options.public_subset if options.public_subset is not None else min(5000, n_public)
     if n_lab > n_public:
         raise FedLabelsError(f"public_labeled = {n_lab} exceeds |U| = {n_public}: the labelled "
                              "public set is a slice of U. Use a smaller --opt public_labeled.")
@@ -69,50 +97,56 @@ def fedmd_sizes(settings: Settings, n_public: int) -> tuple[int, int]:
 class FedMDClient(ClientRole):
     """Transfer learning, then digest / revisit / communicate every round."""
 
+    state_attrs: ClassVar[tuple[str, ...]] = ("subset",)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.subset: np.ndarray | None = None
-        self.dtype = soft_dtype(self.settings)
+        self.subset: np.ndarray | None = None  # d_t: the rows of U last scored
+        self.dtype = SOFT_DTYPES[self.settings.options_as(FedMDOptions).soft_dtype]
         self.handlers["fedmd.train"] = self.train
 
     def train(self, message: Message) -> Message:
-        cfg = message.config
-        n_public = len(self.X_public)
+        cfg, U = message.config, self.X_public
+        if U is None:
+            raise FedLabelsError(f"client {self.cid}: FedMD needs the public set U.")
+        n_public = len(U)
         if "public_labels" in message.arrays:  # transfer learning on D₀, then private data
             n_lab = int(cfg["n_labeled"])
             y0 = unpack_labels(message.arrays["public_labels"], n_lab, self.settings.n_classes)
-            self.train_on(self.X_public[:n_lab], y0, int(cfg["transfer_steps"]))
+            self.train_on(U[:n_lab], y0, int(cfg["transfer_steps"]))
             self.train_on(self.data.X, self.data.y, int(cfg["transfer_steps"]))
         if "consensus" in message.arrays:  # digest, then revisit
             if self.subset is None:
                 raise FedLabelsError(f"client {self.cid}: consensus before any subset.")
             target = np.asarray(message.arrays["consensus"], dtype=np.float32)
-            self.learner.distill_steps(self.X_public[self.subset], target,
+            self.learner.distill_steps(U[self.subset], target,
                                        int(cfg["digest_steps"]))
             self.train_on(self.data.X, self.data.y, int(cfg["steps"]))
         self.subset = subset_indices(int(cfg["subset_seed"]), n_public, int(cfg["subset_size"]))
-        probs = self.learner.predict_proba(self.X_public[self.subset]).astype(self.dtype)
+        probs = self.model().predict_proba(U[self.subset]).astype(self.dtype)
         return Message("fedmd.scores", arrays={"scores": probs})
 
 
 class FedMDServer(ServerRole):
     def __init__(self, settings: Settings, n_public: int, truth_public: np.ndarray,
                  seed: int) -> None:
+        opts = settings.options_as(FedMDOptions)
         self.settings = settings
-        self.n_labeled, self.subset_size = fedmd_sizes(settings, n_public)
-        self.transfer_steps = _int_option(settings, "transfer_steps", 5 * settings.period)
-        self.digest_steps = _int_option(settings, "digest_steps", settings.period)
+        self.n_labeled, self.subset_size = fedmd_sizes(opts, n_public)
+        self.transfer_steps = (opts.transfer_steps if opts.transfer_steps is not None
+                               else 5 * settings.period)
+        self.digest_steps = (opts.digest_steps if opts.digest_steps is not None
+                             else settings.period)
         self.truth_public = truth_public
         self.n_public = n_public
-        self.dtype = soft_dtype(settings)
+        self.dtype = SOFT_DTYPES[opts.soft_dtype]
         self.rng = np.random.default_rng(seed)
         self.consensus: np.ndarray | None = None
-        self.subset_seed: int | None = None
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         next_seed = int(self.rng.integers(0, 2**31 - 1))
-        config = {"round": rnd, "steps": self.settings.period, "subset_seed": next_seed,
-                  "subset_size": self.subset_size}
+        config: dict[str, Any] = {"round": rnd, "steps": self.settings.period,
+                                  "subset_seed": next_seed, "subset_size": self.subset_size}
         arrays: dict[str, np.ndarray] = {}
         if rnd == 0:
             arrays["public_labels"] = pack_labels(self.truth_public[: self.n_labeled],
@@ -122,8 +156,7 @@ class FedMDServer(ServerRole):
             arrays["consensus"] = self.consensus.astype(self.dtype)
             config["digest_steps"] = self.digest_steps
         message = Message("fedmd.train", arrays=arrays, config=config)
-        replies = grid.exchange({cid: message for cid in grid.client_ids}, rnd)
-        self.consensus = average_soft(replies, "scores")
+        self.consensus = average_soft(broadcast(grid, message, rnd), "scores")
         idx = subset_indices(next_seed, self.n_public, self.subset_size)
         return {"consensus_accuracy": float(np.mean(self.consensus.argmax(axis=1)
                                                     == self.truth_public[idx]))}
@@ -141,14 +174,17 @@ class FedMD(Method):
     name = "fedmd"
     description = ("FedMD: transfer learning on a labelled public slice of U, then "
                    "communicate / aggregate / digest / revisit with soft scores")
+    options_class = FedMDOptions
+    threat_model = ThreatModel(
+        view="soft-labels-on-queries",
+        adversary=SERVER_CHOOSING_U,
+        sees="the client's class probabilities on a seeded subset d_t of U every round",
+        guarantee="none",
+        payloads=(Payload("fedmd.scores", "scores", "soft-labels", rows="subset"),
+                  *EVALUATION_PAYLOADS))
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        if n_clients < 2:
-            raise FedLabelsError(f"FedMD needs at least 2 clients, got {n_clients}.")
-        check_soft_learners("FedMD", learners)
-        soft_dtype(settings)
-        _int_option(settings, "transfer_steps", 1)
-        _int_option(settings, "digest_steps", 1)
+        check_soft_learners("FedMD", n_clients, learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

@@ -12,7 +12,9 @@ Round 1 of the run holds the whole teacher phase and the release:
    query, :mod:`fedlabels.privacy.noisy_max`) and releases the argmax labels.
 
 Then, as in PATE, every client trains the same student on the labelled queries, b steps per
-round; ``final.mean_accuracy`` is the student's accuracy.
+round; ``final.mean_accuracy`` is the student's accuracy (the shared teacher-student roles are
+in :mod:`fedlabels.protocols.teacher_student`; the FedAvg pieces in
+:mod:`fedlabels.protocols.blocks`).
 
 **Privacy and the non-disjoint-teacher caveat** (docs/privacy.md §2.6). ε per query = 2/b holds
 if each private record influences one teacher's vote (L1 sensitivity 2). FREDY's teachers all
@@ -30,27 +32,40 @@ corresponds to the paper's ε = x/2.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.noisy_max import (
-    VOTE_L1_SENSITIVITY,
-    account_laplace,
-    laplace_noisy_max,
-    laplace_scale,
+from fedlabels.privacy.events import DISJOINT_TEACHERS, RECORD_LEVEL, LaplaceNoisyMaxEvent
+from fedlabels.privacy.noisy_max import VOTE_L1_SENSITIVITY, laplace_noisy_max
+from fedlabels.privacy.vote_accounting import account_laplace
+from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.protocols.blocks import (
+    WeightsClient,
+    broadcast,
+    check_weight_learners,
+    initial_weights,
+    size_weighted_average,
 )
-from fedlabels.privacy.validation import check_epsilon
-from fedlabels.protocols.base import ClientRole, Grid, MethodContext, ServerRole, Settings
-from fedlabels.protocols.fedavg import FedAvg
-from fedlabels.protocols.pate import (
-    PATE,
+from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.teacher_student import (
+    POSITIVE,
+    VOTE_PAYLOADS,
     TeacherStudentClient,
+    TeacherStudentOptions,
     TeacherStudentServer,
-    check_int_option,
+    check_teachers,
+    delta_option,
+)
+from fedlabels.protocols.threat import (
+    EVALUATION_PAYLOADS,
+    HONEST_BUT_CURIOUS_SERVER,
+    Payload,
+    ThreatModel,
 )
 
 NON_DISJOINT_CAVEAT = (
@@ -61,60 +76,71 @@ NON_DISJOINT_CAVEAT = (
     "each record influenced a single teacher, which FedAvg does not guarantee.")
 
 
-class FredyClient(TeacherStudentClient):
+@dataclass(frozen=True)
+class FREDYOptions(TeacherStudentOptions):
+    """FREDY's options: no ``teacher_steps`` (each FedAvg round takes b = period steps)."""
+
+    epsilon: float | None = option(
+        None, "required: ε per query of the Laplace noisy-max (noise scale 2/ε; the formal "
+        "per-query ε is n·ε, see privacy.epsilon_per_query)", kind=float, interval=POSITIVE,
+        flag=True)
+    delta: float = delta_option()
+    teacher_rounds: int = option(
+        10, "FedAvg rounds R_T of the teacher phase, the last one ending in the vote (each "
+        "teacher keeps its last local model)", kind=int, interval=Interval(1, None))
+
+    def check(self) -> None:
+        super().check()
+        if self.epsilon is None:
+            raise FedLabelsError("FREDY needs --epsilon, the ε per query of its Laplace "
+                                 "noisy-max aggregation (e.g. --epsilon 0.2).")
+
+
+class FredyClient(TeacherStudentClient, WeightsClient):
     """A FedAvg participant that keeps its last local model as its teacher."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.handlers["fredy.fedavg"] = self.fedavg
 
-    def ensure_built(self) -> None:
-        if not hasattr(self.learner, "model_"):
-            self.learner.initialise(self.data.X.shape[1], self.settings.n_classes)
-
     def fedavg(self, message: Message) -> Message:
-        self.ensure_built()
-        self.learner.set_weights(message.arrays["weights"])
-        self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
-        return Message("fredy.weights", arrays={"weights": self.learner.get_weights()},
-                       config={"n": len(self.data)})
+        self.local_steps_from(message)
+        return self.weights_reply("fredy.weights")
 
     def train_teacher(self, message: Message) -> None:
         # the last FedAvg round: local steps from the global model, kept (not uploaded)
-        self.ensure_built()
-        self.learner.set_weights(message.arrays["weights"])
-        self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
+        self.local_steps_from(message)
 
 
 class FredyServer(TeacherStudentServer):
-    mechanism = "laplace"
+    """R_T - 1 FedAvg rounds, the vote from the last global model, Laplace noisy-max."""
 
     def __init__(self, settings: Settings, n_public: int, seed: int,
-                 truth_public: np.ndarray | None, initial_weights: np.ndarray,
+                 truth_public: np.ndarray | None, initial: np.ndarray,
                  n_teachers: int) -> None:
-        super().__init__(settings, n_public, seed, truth_public)
-        self.teacher_steps = settings.period  # each FedAvg round: b local steps
-        self.teacher_rounds = check_int_option(settings, "teacher_rounds", 10)
-        self.epsilon_query = check_epsilon(settings.extra.get("epsilon"), "epsilon per query")
-        self.weights = initial_weights.astype(np.float32)
+        opts = settings.options_as(FREDYOptions)
+        super().__init__(settings, opts, n_public, seed, truth_public, settings.period)
+        assert opts.epsilon is not None  # FREDYOptions.check
+        self.teacher_rounds = opts.teacher_rounds
+        self.epsilon_query = opts.epsilon
+        self.delta = opts.delta
+        self.weights = np.asarray(initial, dtype=np.float32)
         self.n_teachers = n_teachers
 
-    def train_teachers(self, rnd: int, grid: Grid) -> dict[str, Any]:
+    def train_teachers(self, rnd: int, grid: Grid) -> dict[str, np.ndarray]:
         for _ in range(self.teacher_rounds - 1):
             msg = Message("fredy.fedavg", arrays={"weights": self.weights},
                           config={"round": rnd, "steps": self.settings.period})
-            replies = grid.exchange({cid: msg for cid in grid.client_ids}, rnd)
-            sizes = np.array([replies[c].config["n"] for c in sorted(replies)], dtype=float)
-            stacked = np.stack([replies[c].arrays["weights"] for c in sorted(replies)])
-            self.weights = (sizes @ stacked / sizes.sum()).astype(np.float32)
+            self.weights = size_weighted_average(broadcast(grid, msg, rnd))
         return {"weights": self.weights}
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
         release = laplace_noisy_max(counts, self.epsilon_query, self.rng)
         scale = release.scale
-        formal = account_laplace(scale, len(counts), self.delta,
-                                 l1_sensitivity=VOTE_L1_SENSITIVITY * self.n_teachers)
-        disjoint = account_laplace(scale, len(counts), self.delta)
+        formal = account_laplace([LaplaceNoisyMaxEvent(
+            scale, VOTE_L1_SENSITIVITY * self.n_teachers, len(counts))], self.delta)
+        disjoint = account_laplace([LaplaceNoisyMaxEvent(
+            scale, VOTE_L1_SENSITIVITY, len(counts), DISJOINT_TEACHERS)], self.delta)
         self.privacy = {**formal.to_dict(),
                         "mechanism": "Laplace noisy-max (LNMax), scale 2/epsilon_per_query",
                         "epsilon_per_query_nominal": self.epsilon_query,
@@ -124,37 +150,50 @@ class FredyServer(TeacherStudentServer):
                         "teacher_rounds": self.teacher_rounds}
         return release.labels
 
-    def result_extra(self) -> dict[str, Any]:
-        out = super().result_extra()
-        out["fredy"] = {"teacher_rounds": self.teacher_rounds,
-                        "local_steps_per_round": self.settings.period,
-                        "teachers": self.n_teachers}
-        del out["pate"]
-        return out
+    def summary(self) -> dict[str, Any]:
+        return {"fredy": {"teacher_rounds": self.teacher_rounds,
+                          "local_steps_per_round": self.settings.period,
+                          "teachers": self.n_teachers}}
 
 
-class FREDY(PATE):
+class FREDY(Method):
     name = "fredy"
     description = ("FREDY: FedAvg-trained teachers keep their last local models; Laplace "
                    "noisy-max labels for a student")
+    options_class: ClassVar[type[MethodOptions]] = FREDYOptions
     requires_weights = True
+    threat_model = ThreatModel(
+        view="parameters-and-votes",
+        adversary=HONEST_BUT_CURIOUS_SERVER + "; it chooses the queries from U and adds the "
+        "Laplace noise (PATE's trusted aggregator)",
+        sees="each teacher's model parameters after its local steps in the R_T - 1 FedAvg "
+             "rounds, its hard-label votes on the Q queries and its teacher's test accuracy",
+        guarantee="formal",
+        against="anyone who sees the released labels or the student trained on them (other "
+                "clients, users of the student); not the server, which receives the weights "
+                "and the votes in the clear",
+        neighbouring=RECORD_LEVEL,
+        assumptions=(
+            "the server adds the Laplace noise honestly and keeps the weights and votes to "
+            "itself; they are outside the guarantee",
+            "the formal ε (privacy.epsilon) uses L1 sensitivity 2·n: every teacher starts "
+            "from the FedAvg model, so one record may move all n votes",
+            "the paper's reading (privacy.if_disjoint_teachers, L1 sensitivity 2) holds only "
+            "if each record influenced a single teacher, which FedAvg does not guarantee",
+        ),
+        payloads=(Payload("fredy.weights", "weights", "weights",
+                          note="FedAvg weights of the teacher phase, sent in the clear"),
+                  Payload("fredy.weights", "n", "size", source="config"),
+                  *VOTE_PAYLOADS, *EVALUATION_PAYLOADS))
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        super().validate(n_clients, settings, learners)
-        FedAvg().validate(n_clients, settings, learners)
-        check_int_option(settings, "teacher_rounds", 10)
-        eps = settings.extra.get("epsilon")
-        if eps is None:
-            raise FedLabelsError("FREDY needs --epsilon, the ε per query of its Laplace "
-                                 "noisy-max aggregation (e.g. --epsilon 0.2).")
-        check_epsilon(eps, "epsilon per query")
-        laplace_scale(eps)
+        check_teachers("FREDY", n_clients, settings)
+        check_weight_learners("FREDY", learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
-        init = FedAvg().make_server(ctx, n_public, learners, client_sizes).weights
-        return FredyServer(ctx.settings, n_public, ctx.server_seed, ctx.truth_public, init,
-                           len(client_sizes))
+        return FredyServer(ctx.settings, n_public, ctx.server_seed, ctx.truth_public,
+                           initial_weights(learners, ctx), len(client_sizes))
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
@@ -162,4 +201,4 @@ class FREDY(PATE):
         return FredyClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
 
 
-__all__ = ["FREDY", "NON_DISJOINT_CAVEAT", "FredyClient", "FredyServer"]
+__all__ = ["FREDY", "NON_DISJOINT_CAVEAT", "FREDYOptions", "FredyClient", "FredyServer"]

@@ -15,6 +15,8 @@ from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.learners import is_iterative
 from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole
+from fedlabels.protocols.blocks import broadcast
+from fedlabels.protocols.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 
 
 class LocalClient(ClientRole):
@@ -34,17 +36,19 @@ class LocalServer(ServerRole):
         self.period = period
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
-        message = Message("local.train", config={"steps": self.period}, category="control")
-        grid.exchange({cid: message for cid in grid.client_ids}, rnd)
+        broadcast(grid, Message("local.train", config={"steps": self.period},
+                                category="control"), rnd)
         return {}
 
 
 class LocalOnly(Method):
     name = "local"
     description = "local-only: each client trains on its own data, no communication"
-
-    def uses_public(self) -> bool:
-        return False
+    uses_public = False
+    threat_model = ThreatModel(
+        view="nothing-sent", adversary=HONEST_BUT_CURIOUS_SERVER,
+        sees="nothing derived from private data (only step-count control messages)",
+        guarantee="none", payloads=EVALUATION_PAYLOADS)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
@@ -59,6 +63,11 @@ class LocalOnly(Method):
 class Centralized(LocalOnly):
     name = "centralized"
     description = "centralized: one model on all private data pooled (an upper reference)"
+    tolerates_lost_clients = False
+    threat_model = ThreatModel(
+        view="raw-data", adversary="the central party that holds the pooled data",
+        sees="all private records (pooled at one party)", guarantee="none",
+        payloads=EVALUATION_PAYLOADS)
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         return [ClientData(np.concatenate([c.X for c in clients]),

@@ -14,13 +14,19 @@ Security assumptions: the server is honest-but-curious and relays messages faith
 paper's non-hostile server); clients do not collude with it. Public keys are not
 authenticated (no PKI), so an actively malicious server could run a man-in-the-middle
 attack; Bonawitz et al. (2017) add signatures for that setting.
+
+Stateful parties (:class:`KeyPair`, :class:`~fedlabels.secure.seed.SeedAgreement`, the
+SecureHamming parties) have ``to_state()`` / ``from_state()``: flat dicts of numpy arrays
+(key material as raw uint8 bytes) and scalars, so a client can be persisted between messages
+without pickle. These states hold secrets: keep them on the client.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from cryptography.hazmat.primitives import hashes
@@ -28,9 +34,15 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
 
 from fedlabels.errors import FedLabelsError
+from fedlabels.randomness import token_bytes
 
 
 class SecureProtocolError(FedLabelsError):
@@ -38,11 +50,27 @@ class SecureProtocolError(FedLabelsError):
 
 
 class KeyPair:
-    """A client's X25519 key pair; ``rng_bytes`` defaults to the OS CSPRNG."""
+    """A client's X25519 key pair, its private key drawn from :mod:`fedlabels.randomness`."""
 
     def __init__(self) -> None:
-        self._sk = X25519PrivateKey.generate()
-        self.public = self._sk.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self._set(X25519PrivateKey.from_private_bytes(token_bytes(32)))
+
+    def _set(self, sk: X25519PrivateKey) -> None:
+        self._sk = sk
+        self.public = sk.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+    def to_state(self) -> dict[str, np.ndarray | str]:
+        """``{"type": "KeyPair", "sk": the 32 raw private-key bytes as uint8}`` (secret)."""
+        raw = self._sk.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        return {"type": "KeyPair", "sk": to_u8(raw)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> KeyPair:
+        """The key pair of :meth:`to_state` (same public key, same shared keys)."""
+        check_state(state, "KeyPair", "sk")
+        obj = cls.__new__(cls)
+        obj._set(X25519PrivateKey.from_private_bytes(state_bytes(state, "sk", 32)))
+        return obj
 
     def shared_key(self, my_id: int, peer_id: int, peer_public: bytes, purpose: str) -> bytes:
         """A 32-byte key shared with ``peer_id`` for ``purpose`` (same at both ends)."""
@@ -54,7 +82,7 @@ class KeyPair:
 
 def seal(key: bytes, payload: bytes, context: bytes) -> bytes:
     """Encrypt-and-authenticate ``payload`` (random 12-byte nonce prepended)."""
-    nonce = os.urandom(12)
+    nonce = token_bytes(12)
     return nonce + ChaCha20Poly1305(key).encrypt(nonce, payload, context)
 
 
@@ -90,3 +118,27 @@ def commit(value: bytes, owner: int, label: bytes = b"seed") -> bytes:
 def to_u8(blob: bytes) -> np.ndarray:
     """Bytes as a uint8 array (what :class:`~fedlabels.comm.Message` carries)."""
     return np.frombuffer(blob, dtype=np.uint8).copy()
+
+
+def check_state(state: Mapping[str, Any], type_name: str, *keys: str) -> None:
+    """Raise :class:`FedLabelsError` unless ``state`` is a ``type_name`` state with ``keys``."""
+    got = state.get("type")
+    if got != type_name:
+        raise FedLabelsError(f"expected a {type_name} state, got type {got!r}.")
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise FedLabelsError(f"{type_name} state lacks the entries {missing}.")
+
+
+def state_bytes(state: Mapping[str, Any], key: str, n_bytes: int | None = None) -> bytes:
+    """The raw bytes of the uint8 array ``state[key]`` (optionally of an exact length)."""
+    arr = np.asarray(state[key])
+    if arr.dtype != np.uint8 or (n_bytes is not None and arr.size != n_bytes):
+        raise FedLabelsError(f"state entry {key!r} must be {n_bytes or 'some'} uint8 bytes, "
+                             f"got {arr.dtype} of shape {arr.shape}.")
+    return arr.tobytes()
+
+
+def sub_state(state: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The entries of ``state`` under ``prefix`` (a nested party's state), prefix removed."""
+    return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}

@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-import secrets
+from collections.abc import Mapping
+from typing import Any
 
 import gmpy2
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from fedlabels.secure.keys import prg_bytes
+from fedlabels.errors import FedLabelsError
+from fedlabels.randomness import randbits, token_bytes
+from fedlabels.secure.keys import check_state, prg_bytes, state_bytes, sub_state
 
 KAPPA = 128
 _CHUNK = 1 << 16  # OTs per vectorised chunk
@@ -63,6 +66,22 @@ def _elem(x: gmpy2.mpz) -> bytes:
     return int(x).to_bytes(_ELEM_BYTES, "big")
 
 
+def _exp_to_u8(values: list) -> np.ndarray:
+    """Secret exponents (< 2^_EXP_BITS) as a (count, _EXP_BITS/8) little-endian uint8 array."""
+    width = _EXP_BITS // 8
+    return np.array([np.frombuffer(int(v).to_bytes(width, "little"), dtype=np.uint8)
+                     for v in values], dtype=np.uint8).reshape(len(values), width)
+
+
+def _u8_to_exp(arr: Any, count: int) -> list:
+    rows = np.asarray(arr, dtype=np.uint8)
+    if rows.size != count * (_EXP_BITS // 8):
+        raise FedLabelsError(f"base-OT state: expected {count} exponents of "
+                             f"{_EXP_BITS // 8} bytes, got an array of shape {rows.shape}.")
+    return [gmpy2.mpz(int.from_bytes(r.tobytes(), "little"))
+            for r in rows.reshape(count, _EXP_BITS // 8)]
+
+
 def _kdf(*parts: bytes) -> bytes:
     h = hashlib.sha256(b"fedlabels-base-ot")
     for p in parts:
@@ -77,8 +96,22 @@ class BaseOTSender:
     """Chou–Orlandi sender of KAPPA random OTs (here: the IKNP receiver)."""
 
     def __init__(self) -> None:
-        self._a = gmpy2.mpz(secrets.randbits(_EXP_BITS))
+        self._set(gmpy2.mpz(randbits(_EXP_BITS)))
+
+    def _set(self, a: gmpy2.mpz) -> None:
+        self._a = a
         self.A = gmpy2.powmod(_G, self._a, _P)
+
+    def to_state(self) -> dict[str, np.ndarray | str]:
+        """``type`` and the secret exponent ``a`` (little-endian uint8)."""
+        return {"type": "BaseOTSender", "a": _exp_to_u8([self._a])[0]}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> BaseOTSender:
+        check_state(state, "BaseOTSender", "a")
+        obj = cls.__new__(cls)
+        obj._set(_u8_to_exp(state["a"], 1)[0])
+        return obj
 
     def first(self) -> np.ndarray:
         return np.frombuffer(_elem(self.A), dtype=np.uint8).copy()
@@ -102,7 +135,23 @@ class BaseOTReceiver:
 
     def __init__(self, choices: np.ndarray) -> None:
         self.choices = np.asarray(choices, dtype=np.uint8)
-        self._b = [gmpy2.mpz(secrets.randbits(_EXP_BITS)) for _ in range(KAPPA)]
+        self._b = [gmpy2.mpz(randbits(_EXP_BITS)) for _ in range(KAPPA)]
+
+    def to_state(self) -> dict[str, np.ndarray | str]:
+        """``type``, the ``choices`` (KAPPA,) and the secret exponents ``b`` (KAPPA, 40)."""
+        return {"type": "BaseOTReceiver", "choices": self.choices.copy(),
+                "b": _exp_to_u8(self._b)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> BaseOTReceiver:
+        check_state(state, "BaseOTReceiver", "choices", "b")
+        obj = cls.__new__(cls)
+        obj.choices = np.array(state["choices"], dtype=np.uint8).reshape(-1)
+        if obj.choices.size != KAPPA:
+            raise FedLabelsError(f"BaseOTReceiver state: expected {KAPPA} choice bits, got "
+                                 f"{obj.choices.size}.")
+        obj._b = _u8_to_exp(state["b"], KAPPA)
+        return obj
 
     def reply(self, A_bytes: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
         A = gmpy2.mpz(int.from_bytes(np.asarray(A_bytes).tobytes(), "big"))
@@ -173,6 +222,49 @@ class ShadeReceiver:
         self.m = n_a * len(self.bits_k) * n_bits
         self.base = BaseOTSender()
 
+    def to_state(self) -> dict[str, np.ndarray | int | str]:
+        """Plain state: ``type``, ``bits_k``, ``n_a``, ``n_bits``, ``base.*`` (the base-OT
+        sender) and, after :meth:`step2`, the secret base-OT ``keys`` (KAPPA, 2, 32) uint8.
+
+        The rows kept for :meth:`step3` are not stored: :meth:`from_state` re-expands them
+        from the keys.
+        """
+        state: dict[str, np.ndarray | int | str] = {
+            "type": "ShadeReceiver", "bits_k": self.bits_k.copy(), "n_a": int(self.n_a),
+            "n_bits": int(self.n_bits)}
+        state.update({f"base.{k}": v for k, v in self.base.to_state().items()})
+        if hasattr(self, "keys"):
+            state["keys"] = np.frombuffer(b"".join(k0 + k1 for k0, k1 in self.keys),
+                                          dtype=np.uint8).reshape(KAPPA, 2, 32).copy()
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ShadeReceiver:
+        """The receiver of :meth:`to_state`, ready for the step that was due next."""
+        check_state(state, "ShadeReceiver", "bits_k", "n_a", "n_bits")
+        obj = cls.__new__(cls)
+        obj.bits_k = np.array(state["bits_k"], dtype=np.uint8)
+        obj.n_a, obj.n_bits = int(state["n_a"]), int(state["n_bits"])
+        obj.bits_k = obj.bits_k.reshape(-1, obj.n_bits)
+        obj.m = obj.n_a * len(obj.bits_k) * obj.n_bits
+        obj.base = BaseOTSender.from_state(sub_state(state, "base."))
+        if "keys" in state:
+            raw = state_bytes(state, "keys", KAPPA * 64)
+            obj.keys = [(raw[64 * i:64 * i + 32], raw[64 * i + 32:64 * (i + 1)])
+                        for i in range(KAPPA)]
+            obj._t_rows = [_transpose(obj._t_cols(ci, _padded(n)), n)
+                           for ci, _, n in obj._chunks()]
+        return obj
+
+    def _chunks(self) -> list[tuple[int, int, int]]:
+        """(chunk index, first OT, number of OTs) of every chunk."""
+        return [(ci, start, min(_CHUNK, self.m - start))
+                for ci, start in enumerate(range(0, self.m, _CHUNK))]
+
+    def _t_cols(self, ci: int, nb: int) -> np.ndarray:
+        """The IKNP matrix T of chunk ``ci``: (KAPPA, nb/8) bit columns from the k0 keys."""
+        return np.stack([_expand(k0, nb, ci) for k0, _ in self.keys])
+
     def step1(self) -> np.ndarray:
         """Base-OT first message A."""
         return self.base.first()
@@ -183,12 +275,11 @@ class ShadeReceiver:
         x = _choice_bits(self.bits_k, self.n_a)
         U = []
         self._t_rows = []
-        for ci, start in enumerate(range(0, self.m, _CHUNK)):
-            n = min(_CHUNK, self.m - start)
+        for ci, start, n in self._chunks():
             nb = _padded(n)
             xc = np.packbits(x[start:start + n], bitorder="big")
             xc = np.pad(xc, (0, nb // 8 - len(xc)))
-            T = np.stack([_expand(k0, nb, ci) for k0, _ in self.keys])
+            T = self._t_cols(ci, nb)
             G1 = np.stack([_expand(k1, nb, ci) for _, k1 in self.keys])
             U.append(T ^ G1 ^ xc)
             self._t_rows.append(_transpose(T, n))
@@ -212,8 +303,38 @@ class ShadeSender:
         self.bits_j = np.asarray(bits_j, dtype=np.uint8)
         self.n_b, self.n_bits = n_b, n_bits
         self.m = len(self.bits_j) * n_b * n_bits
-        self.s = np.frombuffer(secrets.token_bytes(KAPPA // 8), dtype=np.uint8)
+        self.s = np.frombuffer(token_bytes(KAPPA // 8), dtype=np.uint8)
         self.base = BaseOTReceiver(np.unpackbits(self.s))
+
+    def to_state(self) -> dict[str, np.ndarray | int | str]:
+        """Plain state: ``type``, ``bits_j``, ``n_b``, ``n_bits``, the secret ``s`` (16
+        uint8), ``base.*`` (the base-OT receiver) and, after :meth:`step1`, the secret
+        base-OT ``keys`` (KAPPA, 32) uint8."""
+        state: dict[str, np.ndarray | int | str] = {
+            "type": "ShadeSender", "bits_j": self.bits_j.copy(), "n_b": int(self.n_b),
+            "n_bits": int(self.n_bits), "s": np.array(self.s, dtype=np.uint8)}
+        state.update({f"base.{k}": v for k, v in self.base.to_state().items()})
+        if hasattr(self, "keys"):
+            state["keys"] = np.frombuffer(b"".join(self.keys), dtype=np.uint8).reshape(
+                KAPPA, 32).copy()
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ShadeSender:
+        """The sender of :meth:`to_state`, ready for the step that was due next."""
+        check_state(state, "ShadeSender", "bits_j", "n_b", "n_bits", "s")
+        obj = cls.__new__(cls)
+        obj.n_b, obj.n_bits = int(state["n_b"]), int(state["n_bits"])
+        obj.bits_j = np.array(state["bits_j"], dtype=np.uint8).reshape(-1, obj.n_bits)
+        obj.m = len(obj.bits_j) * obj.n_b * obj.n_bits
+        obj.s = np.frombuffer(state_bytes(state, "s", KAPPA // 8), dtype=np.uint8)
+        obj.base = BaseOTReceiver.from_state(sub_state(state, "base."))
+        if not np.array_equal(obj.base.choices, np.unpackbits(obj.s)):
+            raise FedLabelsError("ShadeSender state: base-OT choice bits do not match s.")
+        if "keys" in state:
+            raw = state_bytes(state, "keys", KAPPA * 32)
+            obj.keys = [raw[32 * i:32 * (i + 1)] for i in range(KAPPA)]
+        return obj
 
     def step1(self, A: np.ndarray) -> np.ndarray:
         """Base-OT replies B (choice bits = s)."""

@@ -27,13 +27,16 @@ decisional composite residuosity assumption as in DJN (the same variant ABY uses
 from __future__ import annotations
 
 import math
-import secrets
+from collections.abc import Mapping
+from typing import Any
 
 import gmpy2
 import numpy as np
 from phe import paillier
 
 from fedlabels.errors import FedLabelsError
+from fedlabels.randomness import randbelow, randbits
+from fedlabels.secure.keys import check_state
 
 _WINDOW = 8
 
@@ -79,7 +82,7 @@ class FixedBase:
             base = row[-1] * base % self.n2  # base^(2^w)
 
     def random_factor(self) -> gmpy2.mpz:
-        alpha = secrets.randbits(self.exp_bits)
+        alpha = randbits(self.exp_bits)
         acc = gmpy2.mpz(1)
         mask = 2 ** _WINDOW - 1
         for row in self.table:
@@ -97,19 +100,67 @@ class FixedBase:
         return c * self.random_factor() % self.n2
 
 
+def _random_prime(bits: int) -> gmpy2.mpz:
+    """A prime of exactly ``bits`` bits, the two top bits set, from secret randomness."""
+    while True:
+        start = randbits(bits) | (3 << (bits - 2)) | 1
+        prime = gmpy2.next_prime(start)
+        if prime.bit_length() == bits:
+            return prime
+
+
+def generate_keypair(key_bits: int) -> tuple[Any, Any]:
+    """A phe Paillier key pair with |N| = ``key_bits`` from :mod:`fedlabels.randomness`."""
+    half = key_bits // 2
+    while True:
+        p, q = _random_prime(half), _random_prime(key_bits - half)
+        n = p * q
+        if p != q and n.bit_length() == key_bits:
+            public = paillier.PaillierPublicKey(int(n))
+            return public, paillier.PaillierPrivateKey(public, int(p), int(q))
+
+
 class KeyHolder:
     """One client's Paillier key (phe) plus the DJN base it publishes."""
 
     def __init__(self, key_bits: int = 2048) -> None:
         if key_bits < 256:
             raise FedLabelsError(f"Paillier keys must have at least 256 bits, got {key_bits}.")
-        self.public, self._private = paillier.generate_paillier_keypair(n_length=key_bits)
+        self.public, self._private = generate_keypair(key_bits)
         n = gmpy2.mpz(self.public.n)
-        x = gmpy2.mpz(secrets.randbelow(int(n) - 2) + 2)
+        x = gmpy2.mpz(randbelow(int(n) - 2) + 2)
         h = (-(x * x)) % n
         self.hs = gmpy2.powmod(h, n, n * n)
         self.fixed = FixedBase(int(n), int(self.hs))
         self.key_bits = key_bits
+
+    def to_state(self) -> dict[str, np.ndarray | int | str]:
+        """``type``, ``key_bits``, the secret primes ``p``, ``q`` and the DJN base ``hs``.
+
+        Big ints are little-endian uint8 arrays (|N|/8 bytes per prime, 2·|N|/8 for ``hs``).
+        """
+        nb = self.key_bits // 8
+        return {"type": "KeyHolder", "key_bits": int(self.key_bits),
+                "p": int_to_u8([self._private.p], nb)[0],
+                "q": int_to_u8([self._private.q], nb)[0],
+                "hs": int_to_u8([int(self.hs)], 2 * nb)[0]}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> KeyHolder:
+        """The key holder of :meth:`to_state`: same key, same ``hs``, same decryptions."""
+        check_state(state, "KeyHolder", "key_bits", "p", "q", "hs")
+        p, q, hs = (int(u8_to_int(np.asarray(state[k], dtype=np.uint8))[0])
+                    for k in ("p", "q", "hs"))
+        obj = cls.__new__(cls)
+        obj.key_bits = int(state["key_bits"])
+        obj.public = paillier.PaillierPublicKey(p * q)
+        try:
+            obj._private = paillier.PaillierPrivateKey(obj.public, p, q)
+        except ValueError as exc:
+            raise FedLabelsError(f"KeyHolder state: invalid Paillier key ({exc}).") from None
+        obj.hs = gmpy2.mpz(hs)
+        obj.fixed = FixedBase(p * q, hs)
+        return obj
 
     @property
     def n(self) -> int:
@@ -189,7 +240,7 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
             acc = tables[0][row[0]]
             for c in range(1, n_chunks):
                 acc = acc * tables[c][row[c]] % N2
-            r = secrets.randbelow(int(N))
+            r = randbelow(int(N))
             acc = acc * ((1 + r * N) % N2) % N2
             results[q][g] = fixed.rerandomize(acc)
             masks.append((q, g, r))

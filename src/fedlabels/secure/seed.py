@@ -18,10 +18,14 @@ if it saw them. The seed is uniform as long as one participant is honest.
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
+from collections.abc import Mapping
+from typing import Any
 
-from fedlabels.secure.keys import SecureProtocolError, commit
+import numpy as np
+
+from fedlabels.randomness import token_bytes
+from fedlabels.secure.keys import SecureProtocolError, check_state, commit, state_bytes, to_u8
 
 
 class SeedAgreement:
@@ -29,8 +33,23 @@ class SeedAgreement:
 
     def __init__(self, cid: int) -> None:
         self.cid = cid
-        self.contribution = os.urandom(32)
+        self.contribution = token_bytes(32)
         self.commitment = commit(self.contribution, cid)
+
+    def to_state(self) -> dict[str, np.ndarray | int | str]:
+        """``type``, ``cid`` and the secret 32-byte ``contribution`` (uint8)."""
+        return {"type": "SeedAgreement", "cid": int(self.cid),
+                "contribution": to_u8(self.contribution)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> SeedAgreement:
+        """The party of :meth:`to_state` (same contribution, hence same commitment)."""
+        check_state(state, "SeedAgreement", "cid", "contribution")
+        obj = cls.__new__(cls)
+        obj.cid = int(state["cid"])
+        obj.contribution = state_bytes(state, "contribution", 32)
+        obj.commitment = commit(obj.contribution, obj.cid)
+        return obj
 
     def derive(self, reveals: dict[int, bytes], commitments: dict[int, bytes]) -> bytes:
         """Check every peer's reveal against its commitment and derive the joint seed."""

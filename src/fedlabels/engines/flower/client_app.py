@@ -4,44 +4,52 @@ In deployment a SuperNode starts a new ``flwr-clientapp`` process for every mess
 nothing survives in memory between rounds. Each call therefore
 
 1. loads the site's data from the node config (:func:`~.site.load_site`);
-2. builds the client role exactly as the simulator does (same model spec and seed for
-   this ``partition-id``);
-3. restores the role's mutable state (the learner, pseudo-labels, ...) from
-   ``context.state``;
-4. handles the message and writes the new state back to ``context.state``.
+2. builds the client role from the same :class:`~fedlabels.engines.runner.RunPlan` as the
+   simulator (``plan.learner(cid)``, ``plan.context()``);
+3. restores the role's state (``role.load_state_dict``) from ``context.state``;
+4. handles the message and writes ``role.state_dict()`` back to ``context.state``.
 
-The state is a pickle of the role's attributes minus the data it reloads (private data, U,
-test set, settings), stored as a uint8 ``Array`` (Flower's own pattern for model bytes).
-Keeping it in ``context.state`` rather than in a per-node file means the SuperNode owns it:
-it is scoped to the run, needs no writable directory or clean-up at the site, and survives
-the per-message processes. The pickle never leaves the SuperNode (``context.state`` is not
-sent to the SuperLink), and it is only ever read back by the process that wrote it.
+The state is plain values only, in three records of ``context.state``:
+
+* ``fedlabels.state.arrays`` — an ``ArrayRecord`` with the array entries (Flower writes and
+  reads them with ``np.save``/``np.load`` without pickle);
+* ``fedlabels.state.scalars`` — a ``ConfigRecord`` with the int/float/str/bool entries;
+* ``fedlabels.state.none`` — a ``ConfigRecord`` naming the entries that are ``None``
+  (``key: True``; a ``ConfigRecord`` holds no ``None``).
+
+Nothing is pickled. ``context.state`` is owned by the SuperNode: it is scoped to the run,
+needs no writable directory at the site, survives the per-message processes and is not sent
+to the SuperLink.
 """
 
 from __future__ import annotations
 
-import pickle
-from typing import Any
+from collections.abc import Mapping
 
-from flwr.app import ArrayRecord, Context, Message
+import numpy as np
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    ConfigRecordValues,
+    Context,
+    Message,
+    RecordDict,
+)
 from flwr.clientapp import ClientApp
 
 from fedlabels.comm import Message as FLMessage
-from fedlabels.engines.flower.convert import (
-    array_to_bytes,
-    bytes_to_array,
-    from_record_dict,
-    to_record_dict,
-)
+from fedlabels.engines.flower.convert import from_record_dict, to_record_dict
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
-from fedlabels.engines.flower.spec import HELLO, DeploySpec, role_setup
+from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.errors import FedLabelsError
-from fedlabels.learners import build_learner
-from fedlabels.protocols import ClientRole, MethodContext
+from fedlabels.protocols import ClientRole
+from fedlabels.protocols.state import State, StateValue, check_state_value
 
-STATE_KEY = "fedlabels.state"
-# attributes a role rebuilds on every call; everything else is state
-_REBUILT = frozenset({"cid", "data", "settings", "X_public", "X_test", "y_test", "handlers"})
+STATE_ARRAYS = "fedlabels.state.arrays"
+STATE_SCALARS = "fedlabels.state.scalars"
+STATE_NONE = "fedlabels.state.none"
+STATE_RECORDS = (STATE_ARRAYS, STATE_SCALARS, STATE_NONE)
 
 
 def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
@@ -63,24 +71,60 @@ def build_role(spec: DeploySpec, site: SiteData) -> ClientRole:
     if cid >= cfg.clients:
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
-    setup = role_setup(cfg, site.n_classes, site.n_features)
-    learner = build_learner(setup.specs[cid], n_classes=site.n_classes,
-                            random_state=setup.client_seeds[cid])
-    ctx = MethodContext(setup.settings, setup.client_seeds, setup.server_seed)
-    X_public = site.X_public if setup.method.uses_public() else None
-    return setup.method.make_client(cid, site.private, learner, ctx, X_public, site.X_test,
-                                    site.y_test)
+    plan = deploy_plan(cfg, site.n_classes, site.n_features)
+    X_public = site.X_public if plan.method.uses_public else None
+    return plan.method.make_client(cid, site.private, plan.learner(cid), plan.context(),
+                                   X_public, site.X_test, site.y_test)
 
 
-def save_state(role: ClientRole, state: Any) -> None:
-    payload = {k: v for k, v in vars(role).items() if k not in _REBUILT}
-    state[STATE_KEY] = ArrayRecord({"pickle": bytes_to_array(
-        pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))})
+def state_to_records(state: Mapping[str, StateValue]) -> dict[str, ArrayRecord | ConfigRecord]:
+    """A role's ``state_dict()`` as Flower records (see the module docstring)."""
+    arrays: dict[str, Array] = {}
+    scalars: dict[str, ConfigRecordValues] = {}
+    nones: dict[str, ConfigRecordValues] = {}
+    for key, raw in state.items():
+        value = check_state_value(key, raw)
+        if value is None:
+            nones[key] = True
+        elif isinstance(value, np.ndarray):
+            arrays[key] = Array(np.array(value, order="C", copy=None))
+        else:
+            scalars[key] = value
+    return {STATE_ARRAYS: ArrayRecord(arrays), STATE_SCALARS: ConfigRecord(scalars),
+            STATE_NONE: ConfigRecord(nones)}
 
 
-def restore_state(role: ClientRole, state: Any) -> None:
-    if STATE_KEY in state:
-        vars(role).update(pickle.loads(array_to_bytes(state[STATE_KEY]["pickle"])))
+def state_from_records(records: RecordDict) -> State | None:
+    """The state :func:`state_to_records` stored, or None before the first message."""
+    present = [name for name in STATE_RECORDS if name in records]
+    if not present:
+        return None
+    if len(present) != len(STATE_RECORDS):
+        raise FedLabelsError(f"the client state in context.state is incomplete (has "
+                             f"{present}, needs {list(STATE_RECORDS)}).")
+    arrays, scalars = records[STATE_ARRAYS], records[STATE_SCALARS]
+    if not isinstance(arrays, ArrayRecord) or not isinstance(scalars, ConfigRecord):
+        raise FedLabelsError("the client state in context.state has records of the wrong "
+                             "kind.")
+    state: State = {key: array.numpy() for key, array in arrays.items()}
+    for key, value in scalars.items():
+        if not isinstance(value, int | float | str | bool):
+            raise FedLabelsError(f"client state entry {key!r} is a {type(value).__name__}; "
+                                 "state scalars are int/float/str/bool.")
+        state[key] = value
+    state.update(dict.fromkeys(records[STATE_NONE], None))
+    return state
+
+
+def save_state(role: ClientRole, records: RecordDict) -> None:
+    for name, record in state_to_records(role.state_dict()).items():
+        records[name] = record
+
+
+def restore_state(role: ClientRole, records: RecordDict) -> None:
+    state = state_from_records(records)
+    if state is not None:
+        role.load_state_dict(state)
 
 
 def handle(message: Message, context: Context) -> Message:

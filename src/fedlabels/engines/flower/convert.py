@@ -23,6 +23,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedlabels.comm import Message
+from fedlabels.comm.message import as_category
 from fedlabels.errors import FedLabelsError
 
 ARRAYS = "arrays"
@@ -56,16 +57,16 @@ def from_record_dict(content: RecordDict) -> tuple[Message, dict[str, Any]]:
                              "by a fedlabels ServerApp/ClientApp of a matching version.")
     header = dict(content.config_records[META])
     arrays = {name: array.numpy() for name, array in content.array_records[ARRAYS].items()}
-    config = dict(content.config_records[CONFIG])
+    config: dict[str, int | float | str | bool] = {}
+    for key, value in content.config_records[CONFIG].items():
+        if not isinstance(value, int | float | str | bool):
+            raise FedLabelsError(f"message config entry {key!r} is a {type(value).__name__}; "
+                                 "fedlabels messages carry int/float/str/bool config only.")
+        config[key] = value
+    try:
+        category = as_category(header.pop("category"))
+    except ValueError as exc:
+        raise FedLabelsError(f"{exc}.") from None
     message = Message(kind=str(header.pop("kind")), arrays=arrays, config=config,
-                      category=header.pop("category"))
+                      category=category)
     return message, header
-
-
-def bytes_to_array(payload: bytes) -> Array:
-    """Arbitrary bytes as a uint8 ``Array`` (Flower's pattern for model bytes)."""
-    return Array(np.frombuffer(payload, dtype=np.uint8))
-
-
-def array_to_bytes(array: Array) -> bytes:
-    return array.numpy().tobytes()

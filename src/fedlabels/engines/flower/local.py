@@ -204,8 +204,7 @@ class LocalDeployment:
 
     @property
     def status_path(self) -> Path:
-        spec_out = Path(json.loads(_app_spec(self.prepared.app_dir))["status"])
-        return spec_out
+        return Path(self.prepared.spec.status)
 
     def kill_supernode(self, cid: int, sig: int = signal.SIGKILL) -> None:
         """Kill client ``cid``'s SuperNode and everything it spawned (a crashed site)."""
@@ -304,13 +303,6 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _app_spec(app_dir: Path) -> str:
-    import tomllib
-
-    data = tomllib.loads((app_dir / "pyproject.toml").read_text())
-    return str(data["tool"]["flwr"]["app"]["config"]["fedlabels"])
-
-
 def _finished(status_path: Path) -> bool:
     try:
         return json.loads(status_path.read_text()).get("status") in ("completed", "stopped",
@@ -338,8 +330,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 def read_outcome(prepared: PreparedRun, returncode: int, logs: Path) -> RunResult:
     """The result the ServerApp wrote, or a clear error from its status file."""
-    spec = json.loads(_app_spec(prepared.app_dir))
-    status_path, output = Path(spec["status"]), Path(spec["output"])
+    status_path, output = Path(prepared.spec.status), Path(prepared.spec.output)
     try:
         status = json.loads(status_path.read_text())
     except (OSError, ValueError):

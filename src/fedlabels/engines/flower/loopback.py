@@ -13,13 +13,18 @@ same semi-private API Flower's own in-memory grid uses; hence the narrow ``flwr`
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
 from flwr.serverapp import Grid
+from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
+from fedlabels.config import RunConfig
+from fedlabels.engines.flower.client_app import app as deployed_client_app
+from fedlabels.engines.flower.prepare import PreparedRun, prepare_run
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
 
 SERVER_NODE_ID = 1
@@ -68,8 +73,8 @@ class LoopbackGrid(Grid):
         self.counter = 0
 
     # the abstract Grid API -------------------------------------------------------
-    def set_run(self, run_id: int) -> None:  # pragma: no cover - not used in loopback
-        self.run_id = run_id
+    def set_run(self, run: Run) -> None:  # pragma: no cover - not used in loopback
+        self.run_id = run.run_id
 
     @property
     def run(self) -> Any:  # pragma: no cover
@@ -125,3 +130,20 @@ def server_context(spec: DeploySpec, run_id: int = 42) -> Context:
     """A ServerApp ``Context`` carrying ``spec`` in its run config."""
     return Context(run_id=run_id, node_id=SERVER_NODE_ID, node_config={},
                    state=RecordDict(), run_config={RUN_CONFIG_KEY: spec.to_json()})
+
+
+def loopback_deployment(cfg: RunConfig, root: str | Path, *, reply_timeout: float = 5.0,
+                        die_after: dict[int, int] | None = None,
+                        hang_after: dict[int, int] | None = None,
+                        ) -> tuple[PreparedRun, LoopbackGrid]:
+    """Prepare ``cfg``'s sites under ``root``, and a grid of the real ClientApp over them.
+
+    ``run_server(grid, server_context(prepared.spec))`` then runs the deployed run in this
+    process (replies are pulled without waiting: ``poll_interval`` is 0).
+    """
+    prepared = prepare_run(cfg, root, reply_timeout=reply_timeout, node_timeout=2.0,
+                           poll_interval=0.0)
+    nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
+    grid = LoopbackGrid(deployed_client_app, nodes, {RUN_CONFIG_KEY: prepared.spec.to_json()},
+                        die_after=die_after, hang_after=hang_after)
+    return prepared, grid

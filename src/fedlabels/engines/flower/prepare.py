@@ -25,7 +25,12 @@ from typing import Any
 import numpy as np
 
 from fedlabels.config import RunConfig
-from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec, site_datasets
+from fedlabels.engines.flower.spec import (
+    RUN_CONFIG_KEY,
+    DeploySpec,
+    deploy_plan,
+    site_datasets,
+)
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols import get_method
 from fedlabels.results import write_atomic
@@ -33,7 +38,7 @@ from fedlabels.results import write_atomic
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """Paths written by :func:`prepare_run`."""
+    """Paths written by :func:`prepare_run`, and the spec its app carries."""
 
     root: Path
     client_paths: list[Path]
@@ -41,11 +46,17 @@ class PreparedRun:
     truth_path: Path
     app_dir: Path
     federation: dict[str, Any]
+    spec: DeploySpec
+
+    def node_settings(self, cid: int) -> dict[str, int | str]:
+        """Client ``cid``'s SuperNode node config, as Flower's ``context.node_config``."""
+        return {"partition-id": cid, "data-path": str(self.client_paths[cid]),
+                "shared-path": str(self.shared_path)}
 
     def node_config(self, cid: int) -> str:
         """The ``--node-config`` string of client ``cid``'s SuperNode."""
-        return (f'partition-id={cid} data-path="{self.client_paths[cid]}" '
-                f'shared-path="{self.shared_path}"')
+        return " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
+                        for k, v in self.node_settings(cid).items())
 
 
 def _save_npz(path: Path, **arrays: Any) -> None:
@@ -79,12 +90,8 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
 
 def _validate(cfg: RunConfig, fed: Any) -> None:
     """Reject a configuration the method cannot run now, not after the processes started."""
-    from fedlabels.engines.flower.spec import role_setup
-    from fedlabels.protocols.base import make_learners
-
-    setup = role_setup(cfg, fed.n_classes, fed.n_features)
-    learners = make_learners(setup.specs, setup.client_seeds, fed.n_classes)
-    setup.method.validate(cfg.clients, setup.settings, learners)
+    plan = deploy_plan(cfg, fed.n_classes, fed.n_features)
+    plan.method.validate(cfg.clients, plan.settings, plan.learners())
 
 
 def app_pyproject(spec: DeploySpec) -> str:
@@ -123,9 +130,10 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                 reply_timeout: float = 300.0, node_timeout: float = 120.0,
                 poll_interval: float = 0.2, with_truth: bool = True) -> PreparedRun:
     """Split the data as ``fedlabels run`` would and write the site files and the app."""
-    from fedlabels.api import load_federation
+    from fedlabels.data import load_federation
 
     method = get_method(cfg.method)
+    method.parse_options(cfg.options)  # unknown or invalid options fail before any data loads
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     fed = load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
@@ -156,4 +164,5 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                       reply_timeout=reply_timeout, node_timeout=node_timeout,
                       poll_interval=poll_interval, extra={"federation": fed.summary()})
     app_dir = write_app(root / "app", spec)
-    return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, fed.summary())
+    return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, fed.summary(),
+                       spec)

@@ -1,20 +1,22 @@
 """The Flower ``ServerApp``: the method's server role, driving real SuperNodes.
 
-:func:`run_server` is the simulator's round loop (``fedlabels.engines.inprocess.simulate``)
-on a :class:`FlowerGrid` instead of the in-process grid:
+:func:`run_server` runs the one run loop (:mod:`fedlabels.engines.runner`, as the simulator
+does) on a :class:`FlowerGrid` instead of the in-process grid:
 
 1. wait until the run's ``clients`` SuperNodes are connected, then ask each who it is
    (partition id, data shape, a fingerprint of U) and stop with a clear error naming the
    node if a site has no usable data or data that does not match U;
-2. build the server role with the same seeds as the simulator and call
-   ``server.run_round(rnd, grid)`` each round, then the evaluation exchange;
-3. after every round, write the result JSON (and its status file) atomically, so a run that
-   stops keeps everything up to its last complete round.
+2. ``plan_run`` (the same method, options, settings, model specs and seeds as the
+   simulator), the server role, then ``run_rounds``;
+3. after every round (the ``on_round`` hook), write the result JSON, the server's
+   ``final_arrays()`` and the status file atomically, so a run that stops keeps everything
+   up to its last complete round.
 
 A client that dies (its SuperNode leaves, stops sending heartbeats, its ClientApp fails or it
 does not answer within ``reply_timeout``) is reported and dropped; the run goes on with the
-rest if the method still accepts that many clients (``Method.validate``; FedCT's majority
-vote needs 3), otherwise it stops with a message saying which clients were lost and why.
+rest if the method still accepts that many clients (``Method.tolerates_lost_clients`` and
+``Method.validate``; FedCT's majority vote needs 3), otherwise it stops with a message saying
+which clients were lost and why.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +37,21 @@ from flwr.serverapp import ServerApp
 
 from fedlabels.comm import Message, encode_message
 from fedlabels.engines.flower.convert import flower_message_type, from_record_dict, to_record_dict
-from fedlabels.engines.flower.spec import HELLO, DeploySpec, role_setup
-from fedlabels.engines.inprocess import WIRE_FORMAT, CommMeter, communication_summary
+from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
+from fedlabels.engines.runner import (
+    WIRE_FORMAT,
+    CommMeter,
+    RunPlan,
+    build_result,
+    run_rounds,
+    uses_iterative,
+)
 from fedlabels.errors import FedLabelsError
-from fedlabels.learners import is_iterative
-from fedlabels.protocols import MethodContext
-from fedlabels.protocols.base import make_learners
+from fedlabels.protocols import ServerRole
 from fedlabels.results import RoundRecord, RunResult, write_atomic
+
+FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
+                      "travel as an ArrayRecord in protobuf)")
 
 
 class ClientsLost(FedLabelsError):
@@ -111,7 +122,7 @@ class FlowerGrid:
                 if cid is None:
                     continue
                 if reply.has_error():
-                    failed[cid] = error_reason(reply.error.code, reply.error.reason)
+                    failed[cid] = error_reason(reply.error.code, reply.error.reason or "")
                     continue
                 ours, _ = from_record_dict(reply.content)
                 self.meter.add(rnd, cid, "up", ours.category, len(encode_message(ours)))
@@ -240,43 +251,24 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
                              "--clients.")
     node_of, hello = greet(grid, nodes, cfg.clients, spec.reply_timeout)
     first = hello[0]
-    setup = role_setup(cfg, int(first["n_classes"]), int(first["n_features"]))
-    learners = make_learners(setup.specs, setup.client_seeds, setup.settings.n_classes)
-    setup.method.validate(cfg.clients, setup.settings, learners)
+    plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]))
+    learners = plan.learners()
+    plan.method.validate(cfg.clients, plan.settings, learners)
     truth = None
     if spec.truth:
-        with np.load(spec.truth) as data:
+        with np.load(spec.truth, allow_pickle=False) as data:
             truth = data["y_public"]
-    ctx = MethodContext(setup.settings, setup.client_seeds, setup.server_seed,
-                        truth_public=truth)
     sizes = [int(hello[c]["n_examples"]) for c in range(cfg.clients)]
-    server = setup.method.make_server(ctx, int(first["n_public"]), learners, sizes)
-
-    def on_lost(failed: dict[int, str], rnd: int) -> None:
-        status.update(lost=dict(fgrid.lost))
-        alive = fgrid.client_ids
-        detail = "; ".join(f"client {c} (SuperNode {node_of[c]}): {why}"
-                           for c, why in failed.items())
-        if not alive:
-            raise ClientsLost(f"round {rnd + 1}: every client was lost ({detail}).")
-        try:
-            setup.method.validate(len(alive), setup.settings, [learners[c] for c in alive])
-        except FedLabelsError as exc:
-            raise ClientsLost(f"round {rnd + 1}: lost {detail}. Only {len(alive)} client(s) "
-                              f"remain ({alive}), too few to go on: {exc}") from None
-        print(f"fedlabels: round {rnd + 1}: lost {detail}; continuing with clients {alive}.",
-              flush=True)
-
+    server = plan.method.make_server(plan.context(truth_public=truth), int(first["n_public"]),
+                                     learners, sizes)
     meter = CommMeter()
     fgrid = FlowerGrid(grid, node_of, meter, reply_timeout=spec.reply_timeout,
-                       poll_interval=spec.poll_interval, on_lost=on_lost)
-    all_cids = sorted(node_of)
-    iterative = any(is_iterative(ln) for ln in learners)
+                       poll_interval=spec.poll_interval)
+    fgrid.on_lost = partial(check_survivors, plan, learners, fgrid, status=status)
     records: list[RoundRecord] = []
-    deployment = {"engine": "flower", "client_node_ids": {str(c): n for c, n in node_of.items()},
-                  "setup_seconds": 0.0, "alive_per_round": []}
-    deployment["setup_seconds"] = time.perf_counter() - started
-    status.update(status="running")
+    deployment: dict[str, Any] = {
+        "engine": "flower", "client_node_ids": {str(c): n for c, n in node_of.items()},
+        "setup_seconds": time.perf_counter() - started, "alive_per_round": []}
 
     def snapshot(state: str, error: str | None = None) -> RunResult | None:
         deployment.update(status=state, lost={str(c): v for c, v in fgrid.lost.items()})
@@ -284,37 +276,30 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
             deployment["error"] = error
         if not any(r.accuracies is not None for r in records):
             return None
-        result = _result(spec, server, records, meter, started, deployment)
+        result = build_result(plan, server, records, meter, dataset=cfg.dataset,
+                              seed=cfg.seed, config=cfg.to_dict(),
+                              federation=dict(spec.extra.get("federation", {})),
+                              started=started, wire_format=FLOWER_WIRE_FORMAT,
+                              extra={"deployment": dict(deployment)})
         if spec.output:
             result.save_json(spec.output)
-            _save_server_state(server, spec.output)
+            save_final_arrays(server, spec.output)
         return result
 
-    result = None
+    def on_round(record: RoundRecord) -> None:
+        record.server["clients_alive"] = float(len(fgrid.client_ids))
+        deployment["alive_per_round"].append(fgrid.client_ids)
+        snapshot("running")
+        status.update(rounds_done=record.round)
+        print(f"fedlabels: round {record.round}/{cfg.rounds} done in {record.seconds:.1f} s"
+              + (f", mean accuracy {np.mean(record.accuracies):.4f}"
+                 if record.accuracies else ""), flush=True)
+
+    status.update(status="running")
     try:
-        for rnd in range(cfg.rounds):
-            t0 = time.perf_counter()
-            server_metrics = server.run_round(rnd, fgrid)
-            accuracies: list[float] | None = None
-            if (rnd + 1) % max(1, cfg.eval_every) == 0 or rnd == cfg.rounds - 1:
-                replies = fgrid.exchange({c: server.evaluation_message(c)
-                                          for c in fgrid.client_ids}, rnd)
-                accuracies = [float(replies[c].config["accuracy"]) for c in sorted(replies)]
-            records.append(RoundRecord(
-                round=rnd + 1,
-                local_steps=(rnd + 1) * cfg.period if iterative else None,
-                accuracies=accuracies,
-                server={**server_metrics, "clients_alive": float(len(fgrid.client_ids))},
-                bytes_up=meter.per_client(rnd, all_cids, "up"),
-                bytes_down=meter.per_client(rnd, all_cids, "down"),
-                seconds=time.perf_counter() - t0,
-            ))
-            deployment["alive_per_round"].append(fgrid.client_ids)
-            result = snapshot("running")
-            status.update(rounds_done=rnd + 1)
-            print(f"fedlabels: round {rnd + 1}/{cfg.rounds} done in {records[-1].seconds:.1f} s"
-                  + (f", mean accuracy {np.mean(accuracies):.4f}" if accuracies else ""),
-                  flush=True)
+        run_rounds(server, fgrid, meter, rounds=cfg.rounds, period=cfg.period,
+                   eval_every=cfg.eval_every, iterative=uses_iterative(learners),
+                   all_cids=sorted(node_of), on_round=on_round, records=records)
     except ClientsLost as exc:
         snapshot("stopped", str(exc))
         status.update(status="stopped", error=str(exc))
@@ -324,24 +309,26 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
     return result
 
 
-def _result(spec: DeploySpec, server: Any, records: list[RoundRecord], meter: CommMeter,
-            started: float, deployment: dict[str, Any]) -> RunResult:
-    cfg = spec.config
-    communication = communication_summary(
-        meter, WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
-                             "travel as an ArrayRecord in protobuf)")
-    from fedlabels.api import _as_models
-    from fedlabels.learners import expand_per_client
-
-    specs = expand_per_client(_as_models(cfg.model), cfg.clients)[:cfg.clients]
-    federation = dict(spec.extra.get("federation", {}))
-    return RunResult(
-        method=cfg.method, dataset=cfg.dataset, seed=cfg.seed, config=cfg.to_dict(),
-        federation=federation,
-        models=[str(s) for s in specs], rounds=list(records), communication=communication,
-        wall_seconds=time.perf_counter() - started,
-        extra={**server.result_extra(), "deployment": dict(deployment)},
-    )
+def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
+                    failed: dict[int, str], rnd: int, status: StatusFile) -> None:
+    """After clients were lost: go on if the method accepts the rest, else stop."""
+    status.update(lost=dict(fgrid.lost))
+    alive = fgrid.client_ids
+    detail = "; ".join(f"client {c} (SuperNode {fgrid.node_of[c]}): {why}"
+                       for c, why in failed.items())
+    if not alive:
+        raise ClientsLost(f"round {rnd + 1}: every client was lost ({detail}).")
+    method = plan.method
+    if not method.tolerates_lost_clients:
+        raise ClientsLost(f"round {rnd + 1}: lost {detail}; method {method.name!r} cannot go "
+                          "on without all its clients.")
+    try:
+        method.validate(len(alive), plan.settings, [learners[c] for c in alive])
+    except FedLabelsError as exc:
+        raise ClientsLost(f"round {rnd + 1}: lost {detail}. Only {len(alive)} client(s) "
+                          f"remain ({alive}), too few to go on: {exc}") from None
+    print(f"fedlabels: round {rnd + 1}: lost {detail}; continuing with clients {alive}.",
+          flush=True)
 
 
 def server_state_path(output: str | Path) -> Path:
@@ -350,14 +337,14 @@ def server_state_path(output: str | Path) -> Path:
     return output.with_name(output.stem + ".server.npz")
 
 
-def _save_server_state(server: Any, output: str) -> None:
-    arrays = {k: v for k, v in vars(server).items()
-              if isinstance(v, np.ndarray) and k != "truth_public"}
+def save_final_arrays(server: ServerRole, output: str | Path) -> None:
+    """``server.final_arrays()`` beside the result, atomically (nothing if it has none)."""
+    arrays = server.final_arrays()
     if not arrays:
         return
     path = server_state_path(output)
     tmp = path.with_name(f".{path.name}.tmp.npz")
-    np.savez(tmp, **arrays)
+    np.savez(tmp, allow_pickle=False, **arrays)
     tmp.replace(path)
 
 

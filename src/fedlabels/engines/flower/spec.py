@@ -9,16 +9,15 @@ SuperNode. This module does not import Flower.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from fedlabels.api import _as_models
 from fedlabels.config import RunConfig
 from fedlabels.data import ClientData
-from fedlabels.engines.inprocess import derive_seeds
+from fedlabels.engines.runner import RunPlan, plan_run
 from fedlabels.errors import FedLabelsError
-from fedlabels.learners import expand_per_client
-from fedlabels.protocols import Method, Settings, get_method
+from fedlabels.learners import as_models
+from fedlabels.protocols import Method
 
 RUN_CONFIG_KEY = "fedlabels"
 HELLO = "fedlabels.hello"
@@ -60,6 +59,12 @@ class DeploySpec:
 
     @property
     def config(self) -> RunConfig:
+        unknown = sorted(set(self.run) - {f.name for f in fields(RunConfig)})
+        if unknown:
+            raise FedLabelsError(
+                f"the deployed run config has unknown key(s) {unknown}; valid keys: "
+                f"{', '.join(f.name for f in fields(RunConfig))}. Re-write the app with "
+                "this version's `fedlabels deploy`.")
         return RunConfig(**self.run)
 
     def to_json(self) -> str:
@@ -73,30 +78,20 @@ class DeploySpec:
             raise FedLabelsError(
                 f"the Flower run config has no {RUN_CONFIG_KEY!r} entry; start the run with "
                 "an app written by `fedlabels deploy app` / `fedlabels deploy local`.")
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise FedLabelsError(f"the {RUN_CONFIG_KEY!r} run config has unknown key(s) "
+                                 f"{unknown}; valid keys: "
+                                 f"{', '.join(f.name for f in fields(cls))}.")
+        return cls(**data)
 
 
-@dataclass
-class RoleSetup:
-    """What both sides derive identically from the run config (mirrors ``simulate``)."""
-
-    method: Method
-    specs: list[Any]
-    client_seeds: list[int]
-    server_seed: int
-    settings: Settings
-
-
-def role_setup(cfg: RunConfig, n_classes: int, n_features: int) -> RoleSetup:
-    """Method, per-client model specs, seeds and settings, exactly as the simulator makes them."""
-    method = get_method(cfg.method)
-    specs = expand_per_client(_as_models(cfg.model), cfg.clients)[:cfg.clients]
-    client_seeds, server_seed = derive_seeds(cfg.seed, cfg.clients)
-    # keep in step with fedlabels.engines.inprocess.simulate
-    settings = Settings(n_classes=n_classes, period=cfg.period, quorum=cfg.quorum,
-                        extra={"total_rounds": cfg.rounds, **cfg.options,
-                               "n_features": n_features})
-    return RoleSetup(method, specs, client_seeds, server_seed, settings)
+def deploy_plan(cfg: RunConfig, n_classes: int, n_features: int) -> RunPlan:
+    """The run plan every party derives from ``cfg``, as ``simulate`` derives it."""
+    return plan_run(cfg.method, n_roles=cfg.clients, n_classes=n_classes,
+                    n_features=n_features, rounds=cfg.rounds, period=cfg.period,
+                    seed=cfg.seed, models=as_models(cfg.model), options=cfg.options)
 
 
 def site_datasets(method: Method, clients: list[ClientData]) -> list[ClientData]:

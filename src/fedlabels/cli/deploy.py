@@ -1,4 +1,4 @@
-"""``fedlabels deploy prepare`` and ``fedlabels deploy local`` (argparse wiring).
+"""``fedlabels deploy local | certs | prepare``: Flower deployments.
 
 Importing this module does not import Flower; the commands do, when they run.
 """
@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from fedlabels.cli.run_options import config_from_args, default_output, run_parser
+from fedlabels.errors import FedLabelsError
 
 
 def _add_deploy_options(p: argparse.ArgumentParser) -> None:
@@ -21,49 +23,7 @@ def _add_deploy_options(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for all SuperNodes to connect (default 60)")
 
 
-def add_deploy_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None],
-                      config_from_args: Callable[[argparse.Namespace], Any],
-                      default_output: Callable[[Any], Path]) -> None:
-    """Register ``deploy prepare`` and ``deploy local`` under the top-level subparsers."""
-    deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
-                                           "docs/deployment.md)")
-    dsub = deploy.add_subparsers(dest="deploy_command", required=True)
-
-    p = dsub.add_parser("local", help="a real Flower deployment on 127.0.0.1: one SuperLink, "
-                                      "one SuperNode per client; same options as `run`")
-    add_run_options(p)
-    _add_deploy_options(p)
-    p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
-                                     "a temporary directory, removed after a successful run)")
-    p.add_argument("--timeout", type=float, default=3600.0,
-                   help="give up after this many seconds (default 3600)")
-    p.add_argument("--tls", action="store_true",
-                   help="TLS (fresh CA) and SuperNode authentication instead of --insecure")
-    p.set_defaults(func=lambda a: cmd_deploy_local(a, config_from_args, default_output))
-
-    p = dsub.add_parser("certs", help="make a CA, a SuperLink TLS certificate and SuperNode "
-                                      "authentication keys")
-    p.add_argument("--out-dir", required=True, help="directory to write the files to")
-    p.add_argument("--host", action="append", required=True,
-                   help="SuperLink host name or IP address the certificate is valid for "
-                        "(repeatable)")
-    p.add_argument("--nodes", type=int, default=0,
-                   help="number of SuperNode key pairs to make (default 0)")
-    p.add_argument("--days", type=int, default=365, help="certificate validity (default 365)")
-    p.set_defaults(func=cmd_deploy_certs)
-
-    p = dsub.add_parser("prepare", help="write per-site data files, the shared public file "
-                                        "and the Flower app for a multi-machine run")
-    add_run_options(p)
-    _add_deploy_options(p)
-    p.add_argument("--out-dir", required=True, help="directory to write the files to")
-    p.add_argument("--no-truth", action="store_true",
-                   help="do not let the ServerApp read the true labels of U (diagnostic)")
-    p.set_defaults(func=lambda a: cmd_deploy_prepare(a, config_from_args))
-
-
-def cmd_deploy_local(args: argparse.Namespace, config_from_args: Callable[..., Any],
-                     default_output: Callable[[Any], Path]) -> int:
+def cmd_deploy_local(args: argparse.Namespace) -> int:
     from fedlabels.engines.flower.local import deploy_local
     from fedlabels.results import format_table
 
@@ -92,7 +52,7 @@ def cmd_deploy_local(args: argparse.Namespace, config_from_args: Callable[..., A
     return 0
 
 
-def cmd_deploy_prepare(args: argparse.Namespace, config_from_args: Callable[..., Any]) -> int:
+def cmd_deploy_prepare(args: argparse.Namespace) -> int:
     from fedlabels.engines.flower.prepare import prepare_run
 
     cfg = config_from_args(args)
@@ -108,8 +68,6 @@ def cmd_deploy_prepare(args: argparse.Namespace, config_from_args: Callable[...,
 
 
 def cmd_deploy_certs(args: argparse.Namespace) -> int:
-    from fedlabels.errors import FedLabelsError
-
     try:
         from fedlabels.engines.flower.security import make_node_keys, make_tls_files
     except ImportError:
@@ -128,3 +86,40 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
         print(f"  site {i}: --auth-supernode-private-key {private}; register "
               f"`flwr supernode register {public} <connection>`")
     return 0
+
+
+def add_deploy_parser(sub: Any) -> None:
+    """Register ``deploy local``, ``deploy certs`` and ``deploy prepare``."""
+    deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
+                                           "docs/deployment.md)")
+    dsub = deploy.add_subparsers(dest="deploy_command", required=True)
+
+    p = run_parser(dsub, "local", help="a real Flower deployment on 127.0.0.1: one SuperLink, "
+                                       "one SuperNode per client; same options as `run`")
+    _add_deploy_options(p)
+    p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
+                                     "a temporary directory, removed after a successful run)")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="give up after this many seconds (default 3600)")
+    p.add_argument("--tls", action="store_true",
+                   help="TLS (fresh CA) and SuperNode authentication instead of --insecure")
+    p.set_defaults(func=cmd_deploy_local)
+
+    p = dsub.add_parser("certs", help="make a CA, a SuperLink TLS certificate and SuperNode "
+                                      "authentication keys")
+    p.add_argument("--out-dir", required=True, help="directory to write the files to")
+    p.add_argument("--host", action="append", required=True,
+                   help="SuperLink host name or IP address the certificate is valid for "
+                        "(repeatable)")
+    p.add_argument("--nodes", type=int, default=0,
+                   help="number of SuperNode key pairs to make (default 0)")
+    p.add_argument("--days", type=int, default=365, help="certificate validity (default 365)")
+    p.set_defaults(func=cmd_deploy_certs)
+
+    p = run_parser(dsub, "prepare", help="write per-site data files, the shared public file "
+                                         "and the Flower app for a multi-machine run")
+    _add_deploy_options(p)
+    p.add_argument("--out-dir", required=True, help="directory to write the files to")
+    p.add_argument("--no-truth", action="store_true",
+                   help="do not let the ServerApp read the true labels of U (diagnostic)")
+    p.set_defaults(func=cmd_deploy_prepare)

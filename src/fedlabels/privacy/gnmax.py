@@ -17,14 +17,16 @@ another: **L2 sensitivity √2**. That holds only when every record trains exact
   the threshold check is a Gaussian mechanism on the maximum count (L2 sensitivity 1), RDP
   λ / (2σ₁²) per query, charged for every query.
 
-Composition over queries adds RDP per order; :func:`epsilon_from_rdp` converts with
-dp-accounting's ``compute_epsilon``. Only the per-query formulas are ours.
+This module holds the mechanism (:func:`gnmax_aggregate`) and the per-query formulas only.
+Callers record a :class:`~fedlabels.privacy.events.GNMaxEvent` (:func:`gnmax_event`) and
+:func:`fedlabels.privacy.vote_accounting.account_gnmax` composes the events (RDP adds per order,
+converted with dp-accounting's ``compute_epsilon``) into (ε, δ).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,16 +34,11 @@ from scipy import special, stats
 
 from fedlabels.consensus import ABSTAIN
 from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.search import bisect_monotone
-from fedlabels.privacy.validation import check_delta
+from fedlabels.privacy.events import GNMaxEvent
 
 #: RDP orders used for PATE accounting (dense where the optimum usually lies)
 DEFAULT_ORDERS = np.concatenate([np.linspace(1.01, 1.99, 50), np.arange(2.0, 100.0, 0.5),
                                  np.arange(100.0, 1001.0, 10.0)])
-
-#: the neighbouring relation assumed by the GNMax / LNMax sensitivities
-DISJOINT_TEACHERS = ("record-level: one private record of one teacher changes; each record "
-                     "trains exactly one teacher (disjoint teacher data), so one vote moves")
 
 
 def check_sigma(sigma: Any, name: str = "noise sigma") -> float:
@@ -88,9 +85,9 @@ def gnmax_aggregate(counts: np.ndarray, sigma: float, rng: np.random.Generator,
         raise FedLabelsError(f"vote counts must have shape (queries, classes), got "
                              f"{counts.shape}.")
     sigma = check_sigma(sigma)
-    q = counts.shape[0]
+    q: int = counts.shape[0]
     answered = np.ones(q, dtype=bool)
-    t_noise = None
+    t_noise: np.ndarray | None = None
     if threshold is not None:
         s1 = check_sigma(threshold_sigma if threshold_sigma is not None else 0.0,
                          "threshold sigma")
@@ -105,7 +102,8 @@ def gnmax_aggregate(counts: np.ndarray, sigma: float, rng: np.random.Generator,
 
 # ------------------------------------------------------------------ RDP, data-independent
 
-def _orders(orders: Any) -> np.ndarray:
+def check_orders(orders: Any = None) -> np.ndarray:
+    """The RDP orders as a float array (default :data:`DEFAULT_ORDERS`); all must be > 1."""
     out = np.atleast_1d(np.asarray(DEFAULT_ORDERS if orders is None else orders, dtype=float))
     if np.any(out <= 1):
         raise FedLabelsError("RDP orders must all be > 1.")
@@ -116,29 +114,16 @@ def gnmax_rdp_data_independent(sigma: float, orders: Any = None) -> np.ndarray:
     """RDP(λ) = λ/σ² of one GNMax query (Prop. 8; L2 sensitivity √2)."""
     sigma = check_sigma(sigma)
     if sigma == 0:
-        return np.full(_orders(orders).shape, np.inf)
-    return _orders(orders) / sigma**2
+        return np.full(check_orders(orders).shape, np.inf)
+    return check_orders(orders) / sigma**2
 
 
 def threshold_rdp(threshold_sigma: float, orders: Any = None) -> np.ndarray:
     """RDP(λ) = λ/(2σ₁²) of confident GNMax's threshold check (max count: sensitivity 1)."""
     s1 = check_sigma(threshold_sigma, "threshold sigma")
     if s1 == 0:
-        return np.full(_orders(orders).shape, np.inf)
-    return _orders(orders) / (2.0 * s1**2)
-
-
-def epsilon_from_rdp(rdp: np.ndarray, delta: float, orders: Any = None) -> tuple[float, float]:
-    """(ε, optimal order) from composed RDP, via dp-accounting's ``compute_epsilon``."""
-    from dp_accounting.rdp import rdp_privacy_accountant as rdpa
-
-    check_delta(delta)
-    orders = _orders(orders)
-    rdp = np.asarray(rdp, dtype=float)
-    if not np.isfinite(rdp).any():
-        return math.inf, math.nan
-    eps, order = rdpa.compute_epsilon(orders, rdp, delta)
-    return float(eps), float(order)
+        return np.full(check_orders(orders).shape, np.inf)
+    return check_orders(orders) / (2.0 * s1**2)
 
 
 # ------------------------------------------------------------------ RDP, data-dependent
@@ -170,7 +155,7 @@ def gnmax_rdp_data_dependent(log_q: float, sigma: float, orders: Any = None) -> 
     Takes the minimum of the data-dependent bound and λ/σ²; where Thm. 6's conditions fail
     the data-independent value is returned.
     """
-    orders = _orders(orders)
+    orders = check_orders(orders)
     sigma = check_sigma(sigma)
     if sigma == 0:
         return np.full(orders.shape, np.inf)
@@ -199,14 +184,13 @@ def gnmax_rdp_data_dependent(log_q: float, sigma: float, orders: Any = None) -> 
     return ret
 
 
-def gnmax_rdp_data_dependent_total(counts: np.ndarray, sigma: float,
-                                   orders: Any = None) -> np.ndarray:
-    """Σ over queries of :func:`gnmax_rdp_data_dependent` (answered queries only)."""
-    orders = _orders(orders)
+def gnmax_rdp_data_dependent_sum(log_q: Any, sigma: float, orders: Any = None) -> np.ndarray:
+    """Σ of :func:`gnmax_rdp_data_dependent` over queries given their log q̃ values."""
+    orders = check_orders(orders)
     total = np.zeros_like(orders)
-    if len(counts) == 0:
+    log_q = np.asarray(log_q, dtype=float)
+    if log_q.size == 0:
         return total
-    log_q = gnmax_log_q(counts, sigma)
     # queries with the same log q̃ share one evaluation (votes are integer counts)
     uniq, mult = np.unique(np.round(log_q, 12), return_counts=True)
     for lq, k in zip(uniq, mult, strict=True):
@@ -214,137 +198,34 @@ def gnmax_rdp_data_dependent_total(counts: np.ndarray, sigma: float,
     return total
 
 
-# ------------------------------------------------------------------ a whole run
-
-@dataclass(frozen=True)
-class GNMaxAccount:
-    """(ε, δ) of Q (confident) GNMax queries, data-independent and data-dependent."""
-
-    epsilon: float                      # data-independent RDP bound: the guarantee
-    delta: float
-    order: float
-    epsilon_pld: float | None           # exact (PLD-tight) ε of the same Gaussian mechanisms
-    epsilon_data_dependent: float | None
-    order_data_dependent: float | None
-    n_queries: int
-    n_answered: int
-    sigma: float
-    threshold: float | None = None
-    threshold_sigma: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "epsilon": self.epsilon, "delta": self.delta,
-            "accountant": "rdp (GNMax data-independent bound, Papernot et al. 2018 Prop. 8; "
-                          "dp-accounting compute_epsilon)",
-            "rdp_order": self.order,
-            "epsilon_by_accountant": {"rdp_data_independent": self.epsilon,
-                                      "exact_gaussian_data_independent": self.epsilon_pld},
-            "epsilon_data_dependent": self.epsilon_data_dependent,
-            "epsilon_data_dependent_note": (
-                "data-dependent RDP bound (Thm. 6 / Prop. 10): computed from the private vote "
-                "counts, so it is NOT itself differentially private (no smooth-sensitivity "
-                "release); the guarantee is 'epsilon'"),
-            "mechanism": "confident GNMax" if self.threshold is not None else "GNMax",
-            "noise_sigma": self.sigma, "threshold": self.threshold,
-            "threshold_sigma": self.threshold_sigma,
-            "queries": self.n_queries, "answered": self.n_answered,
-            "sensitivity": "L2 sqrt(2) on the vote counts (one vote moves); threshold check "
-                           "L2 1 on the maximum count",
-            **self.details,
-        }
+def gnmax_rdp_data_dependent_total(counts: np.ndarray, sigma: float,
+                                   orders: Any = None) -> np.ndarray:
+    """Σ over queries of :func:`gnmax_rdp_data_dependent` (answered queries only)."""
+    if len(counts) == 0:
+        return np.zeros_like(check_orders(orders))
+    return gnmax_rdp_data_dependent_sum(gnmax_log_q(counts, sigma), sigma, orders)
 
 
-def gaussian_exact_epsilon(mu: float, delta: float) -> float:
-    """Exact ε(δ) of a Gaussian mechanism with sensitivity/σ ratio ``mu`` (Balle & Wang 2018).
+# ------------------------------------------------------------------ the event
 
-    δ(ε) = Φ(μ/2 - ε/μ) - e^ε Φ(-μ/2 - ε/μ), inverted by bisection in log space. Q composed
-    Gaussian mechanisms with ratios μ_i are exactly one with μ = sqrt(Σ μ_i²), so this is the
-    tight (PLD) accounting of the data-independent GNMax analysis, without a PLD grid.
+def gnmax_event(counts: np.ndarray, answered: np.ndarray, sigma: float,
+                threshold: float | None = None, threshold_sigma: float | None = None,
+                data_dependent: bool = True) -> GNMaxEvent:
+    """The :class:`~fedlabels.privacy.events.GNMaxEvent` of one :func:`gnmax_aggregate` call.
+
+    ``data_dependent`` also stores log q̃ of the answered queries (from the private counts;
+    feeds only the data-dependent bound, which is not itself DP). Requires σ > 0.
     """
-    check_delta(delta)
-    if mu <= 0:
-        return 0.0
-
-    def log_delta(eps: float) -> float:
-        a = special.log_ndtr(mu / 2.0 - eps / mu)
-        b = eps + special.log_ndtr(-mu / 2.0 - eps / mu)
-        return a + float(np.log(-np.expm1(b - a))) if b < a else -np.inf
-
-    target = math.log(delta)
-    if log_delta(0.0) <= target:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while log_delta(hi) > target:
-        lo, hi = hi, 2.0 * hi
-    _, hi = bisect_monotone(lambda e: log_delta(e) > target, lo, hi, rel_tol=1e-10,
-                            max_iter=200)
-    return hi
-
-
-def gnmax_pld_epsilon(sigma: float, n_queries: int, delta: float,
-                      threshold_sigma: float | None = None) -> float:
-    """Tight data-independent ε of Q GNMax queries (and threshold checks), exact Gaussian.
-
-    Each query is a Gaussian mechanism with ratio √2/σ (and √1/σ₁ for the check).
-    """
-    mu2 = n_queries * 2.0 / sigma**2
-    if threshold_sigma is not None:
-        mu2 += n_queries / threshold_sigma**2
-    return gaussian_exact_epsilon(math.sqrt(mu2), delta)
-
-
-def account_gnmax(counts: np.ndarray, answered: np.ndarray, sigma: float, delta: float,
-                  threshold: float | None = None, threshold_sigma: float | None = None,
-                  orders: Any = None, with_pld: bool = True) -> GNMaxAccount:
-    """Account for one (confident) GNMax run over ``len(counts)`` queries.
-
-    Data-independent: every query pays λ/σ² (answered or not — the set of answered queries
-    is itself private) plus, with a threshold, λ/(2σ₁²). Data-dependent: the threshold check
-    on every query plus Thm. 6 on the answered ones (Papernot et al. 2018, §4.3).
-    """
-    check_delta(delta)
-    orders = _orders(orders)
-    n_q = len(counts)
     sigma = check_sigma(sigma)
     if sigma == 0:
         raise FedLabelsError("GNMax accounting needs noise sigma > 0 (sigma = 0 is plain "
                              "PATE, which is not differentially private).")
-    per_query = gnmax_rdp_data_independent(sigma, orders)
-    rdp_thr = np.zeros_like(orders)
-    if threshold is not None:
-        if threshold_sigma is None or threshold_sigma <= 0:
-            raise FedLabelsError(f"confident GNMax needs threshold_sigma > 0, got "
-                                 f"{threshold_sigma!r}.")
-        rdp_thr = n_q * threshold_rdp(threshold_sigma, orders)
-    eps, order = epsilon_from_rdp(n_q * per_query + rdp_thr, delta, orders)
+    counts = np.asarray(counts, dtype=np.float64)
     answered = np.asarray(answered, dtype=bool)
-    dd = gnmax_rdp_data_dependent_total(np.asarray(counts)[answered], sigma, orders) + rdp_thr
-    eps_dd, order_dd = epsilon_from_rdp(dd, delta, orders)
-    eps_pld = None
-    if with_pld and n_q > 0:
-        eps_pld = gnmax_pld_epsilon(sigma, n_q, delta,
-                                    threshold_sigma if threshold is not None else None)
-    return GNMaxAccount(eps, delta, order, eps_pld, min(eps_dd, eps), order_dd, n_q,
-                        int(answered.sum()), sigma, threshold,
-                        threshold_sigma if threshold is not None else None)
-
-
-def calibrate_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
-                          orders: Any = None) -> float:
-    """The smallest σ whose Q-query data-independent GNMax bound is at most ``target_epsilon``."""
-    check_delta(delta)
-    orders = _orders(orders)
-
-    def eps(sigma: float) -> float:
-        return epsilon_from_rdp(n_queries * orders / sigma**2, delta, orders)[0]
-
-    lo, hi = 1e-3, 1.0
-    while eps(hi) > target_epsilon:
-        hi *= 2.0
-        if hi > 1e9:
-            raise FedLabelsError(f"cannot reach epsilon {target_epsilon} with GNMax.")
-    _, hi = bisect_monotone(lambda s: eps(s) > target_epsilon, lo, hi, rel_tol=1e-9,
-                            max_iter=100)
-    return hi
+    log_q = None
+    if data_dependent:
+        answered_counts = counts[answered]
+        log_q = tuple(float(v) for v in gnmax_log_q(answered_counts, sigma)) \
+            if len(answered_counts) else ()
+    return GNMaxEvent(sigma, len(counts), int(answered.sum()), threshold,
+                      threshold_sigma if threshold is not None else None, log_q)

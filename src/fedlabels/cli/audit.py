@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from fedlabels.errors import FedLabelsError
 
@@ -46,19 +47,18 @@ def _clients(text: str | None) -> list[int] | None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run a method under its threat model, attack it, write the JSON and a ROC plot."""
-    from fedlabels.api import _as_models, load_federation
     from fedlabels.audit.core import audit_federation, parse_attacks
     from fedlabels.audit.report import format_audit, plot_roc
     from fedlabels.audit.threats import threat_for
-    from fedlabels.cli import _config_from_args, _default_output
-    from fedlabels.protocols import get_method
+    from fedlabels.cli.run_options import config_from_args, default_output
+    from fedlabels.data import load_federation
+    from fedlabels.learners import as_models
     from fedlabels.results import format_table
 
-    cfg = _config_from_args(args)
-    get_method(cfg.method)
+    cfg = config_from_args(args)
     threat_for(cfg.method)  # fail before loading data
     attacks = parse_attacks(args.attacks)
-    models = _as_models(cfg.model)
+    models = as_models(cfg.model)
     federation = load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
                                  n_private=cfg.private,
                                  private_per_client=cfg.private_per_client, n_test=cfg.test,
@@ -68,7 +68,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                  "aug": args.audit_aug, "clients": args.audit_clients}
     result, _ = audit_federation(
         cfg.method, federation, models, rounds=cfg.rounds, period=cfg.period,
-        quorum=cfg.quorum, seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,
+        seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,
         config={**cfg.to_dict(), "audit": audit_cfg}, progress=not args.no_progress,
         attacks=attacks, n_members=args.audit_members, n_refs=args.audit_refs,
         n_population=args.audit_population, aug_k=args.audit_aug, views=args.audit_views,
@@ -76,7 +76,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if cfg.output:
         out = Path(cfg.output)
     else:
-        default = _default_output(cfg)
+        default = default_output(cfg)
         out = default.with_name(default.stem + ("" if getattr(args, "audit", False)
                                                 else "_audit") + ".json")
     result.save_json(out)
@@ -91,3 +91,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print("fedlabels: interrupted; the audit covers the rounds completed", file=sys.stderr)
         return 130
     return 0
+
+
+def add_audit_parser(sub: Any) -> None:
+    from fedlabels.cli.run_options import run_parser
+
+    p = run_parser(sub, "audit", help="run a method and attack what its server receives "
+                                      "(membership inference: VUL, TPR at low FPR, ROC)")
+    add_audit_options(p)
+    p.set_defaults(func=cmd_audit)

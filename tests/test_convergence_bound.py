@@ -11,9 +11,9 @@ from scipy import stats
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
+from fedlabels.analysis.convergence import convergence_bound, paper_figure_value
 from fedlabels.cli import main
 from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.bounds import convergence_bound, paper_figure_value
 from fedlabels.privacy.sensitivity import (
     empirical_sensitivity,
     given_sensitivity,

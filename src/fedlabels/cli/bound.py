@@ -11,7 +11,7 @@ from typing import Any
 
 
 def cmd_bound_convergence(args: argparse.Namespace) -> int:
-    from fedlabels.privacy.bounds import convergence_bound, paper_figure_value
+    from fedlabels.analysis.convergence import convergence_bound, paper_figure_value
 
     b = convergence_bound(args.clients, args.unlabeled, args.c, args.t0)
     print(f"Prop. 1: delta <= |U| (4c)^(m/2) zeta(m/2, t0+1) with m={b.clients}, "

@@ -1,0 +1,72 @@
+"""``fedlabels fetch``, ``inspect``, ``plot`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from fedlabels.data import fetch_dataset
+
+    for name in args.names:
+        fetch_dataset(name, from_deb=args.from_deb)
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from fedlabels.interpret import format_inspection, inspect_models
+
+    descriptions = inspect_models(args.result, top=args.top, client=args.client)
+    if args.json:
+        print(json.dumps(descriptions, indent=2, default=str))
+    else:
+        print(format_inspection(descriptions, max_lines=args.max_lines))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from fedlabels.plots import plot_accuracy
+    from fedlabels.results import load_result
+
+    results = [load_result(p) for p in args.results]
+    print(plot_accuracy(results, args.output))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from fedlabels.demo import run_demo
+
+    run_demo(Path(args.output_dir), seed=args.seed, progress=not args.no_progress)
+    return 0
+
+
+def add_misc_parsers(sub: Any) -> None:
+    p = sub.add_parser("fetch", help="fetch a dataset into the local cache")
+    p.add_argument("names", nargs="+", help="dataset names, e.g. fashion_mnist, or mlbench "
+                                          "(all mlbench tables)")
+    p.add_argument("--from-deb", help="use an already downloaded .deb instead of apt-get")
+    p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("inspect", help="show the clients' final models of a run: tree text, "
+                                       "rules, feature importances")
+    p.add_argument("result", help="result JSON of `fedlabels run` (or its .models.pkl)")
+    p.add_argument("--client", type=int, help="only this client (0-based)")
+    p.add_argument("--top", type=int, default=10, help="feature importances to show")
+    p.add_argument("--max-lines", type=int, default=40, help="lines of tree/rule text per model")
+    p.add_argument("--json", action="store_true", help="structured output as JSON")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("plot", help="plot accuracy per round of one or more results")
+    p.add_argument("results", nargs="+", help="result JSON files")
+    p.add_argument("-o", "--output", default="results/accuracy.png")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("demo", help="FedCT vs FedAvg vs local vs centralized on breast_cancer")
+    p.add_argument("--output-dir", default="results/demo")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_demo)

@@ -1,0 +1,186 @@
+"""The one run loop: set-up, rounds, evaluation and the result, for every engine.
+
+An engine supplies a :class:`~fedlabels.protocols.Grid` (in-process clients, Flower
+SuperNodes) and calls, in order:
+
+1. :func:`plan_run` — the method, validated options, settings, per-client model specs and
+   seeds, derived identically on every party from the run configuration;
+2. :meth:`RunPlan.learners` and ``method.validate`` — fresh learners, then what the options
+   alone could not check;
+3. :func:`run_rounds` — ``server.run_round`` per round, the evaluation exchange when due,
+   one :class:`~fedlabels.results.RoundRecord` per round;
+4. :func:`build_result` — the :class:`~fedlabels.results.RunResult`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedlabels.learners import expand_per_client, is_iterative
+from fedlabels.protocols import Grid, Method, MethodContext, ServerRole, Settings, get_method
+from fedlabels.protocols.base import make_learners
+from fedlabels.protocols.options import MethodOptions
+from fedlabels.results import RoundRecord, RunResult
+
+WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays"
+
+
+class CommMeter:
+    """Bytes of serialized payloads, by (round, client, direction, category)."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[tuple[int, int, str, str], int] = defaultdict(int)
+
+    def add(self, rnd: int, cid: int, direction: str, category: str, n: int) -> None:
+        self.bytes[(rnd, cid, direction, category)] += n
+
+    def per_client(self, rnd: int, cids: list[int], direction: str,
+                   category: str = "protocol") -> list[int]:
+        return [self.bytes.get((rnd, c, direction, category), 0) for c in cids]
+
+    def total(self, direction: str, category: str = "protocol") -> int:
+        return sum(v for (_, _, d, g), v in self.bytes.items() if d == direction and g == category)
+
+    def summary(self, wire_format: str = WIRE_FORMAT) -> dict[str, Any]:
+        """Run totals: protocol bytes per direction, evaluation and control apart."""
+        return {
+            "bytes_up_total": self.total("up"),
+            "bytes_down_total": self.total("down"),
+            "evaluation_bytes_total": self.total("up", "evaluation")
+            + self.total("down", "evaluation"),
+            "control_bytes_total": self.total("up", "control") + self.total("down", "control"),
+            "wire_format": wire_format,
+        }
+
+
+def derive_seeds(seed: int, n: int) -> tuple[list[int], int]:
+    """Independent per-client seeds and a server seed from one run seed."""
+    children = np.random.SeedSequence([seed, 0x5EED]).spawn(n + 1)
+    ints = [int(c.generate_state(1)[0] & 0x7FFFFFFF) for c in children]
+    return ints[:n], ints[n]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What every party derives identically from the run configuration."""
+
+    method: Method
+    settings: Settings
+    specs: list[Any]  # one model spec (or estimator) per client role
+    client_seeds: list[int]
+    server_seed: int
+
+    def learners(self) -> list[Any]:
+        """A fresh learner per client role, seeded with its client seed."""
+        return make_learners(self.specs, self.client_seeds, self.settings.n_classes)
+
+    def learner(self, cid: int) -> Any:
+        return make_learners([self.specs[cid]], [self.client_seeds[cid]],
+                             self.settings.n_classes)[0]
+
+    def context(self, truth_public: np.ndarray | None = None) -> MethodContext:
+        return MethodContext(self.settings, list(self.client_seeds), self.server_seed,
+                             truth_public=truth_public)
+
+
+def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: int,
+             rounds: int, period: int, seed: int, models: list[Any],
+             options: Mapping[str, Any] | MethodOptions | None = None) -> RunPlan:
+    """Seeds, validated options and settings of a run with ``n_roles`` client roles.
+
+    ``models`` holds one spec or estimator for all clients, or one per client (a method
+    with fewer roles than clients, like ``centralized``, uses the first ones).
+    """
+    impl = get_method(method) if isinstance(method, str) else method
+    parsed = impl.parse_options(options)
+    models = list(models)
+    specs = (models if len(models) >= n_roles else expand_per_client(models, n_roles))[:n_roles]
+    client_seeds, server_seed = derive_seeds(seed, n_roles)
+    settings = Settings(n_classes=n_classes, n_features=n_features, n_clients=n_roles,
+                        rounds=rounds, period=period, options=parsed)
+    return RunPlan(impl, settings, specs, client_seeds, server_seed)
+
+
+RoundHook = Callable[[RoundRecord], None]
+
+
+def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
+               period: int, eval_every: int, iterative: bool, all_cids: list[int],
+               on_round: RoundHook | None = None, bar: Any = None,
+               records: list[RoundRecord] | None = None,
+               catch_interrupt: bool = False) -> tuple[list[RoundRecord], bool]:
+    """Rounds ``len(records)`` .. ``rounds - 1``; returns (records, interrupted).
+
+    Each round: ``server.run_round``, then, every ``eval_every`` rounds and at the last, an
+    evaluation exchange with the clients the grid still has. ``bytes_up``/``bytes_down`` are
+    per client of ``all_cids`` (0 for clients that took no part). With ``catch_interrupt``
+    a Ctrl-C after at least one evaluation ends the loop and returns ``interrupted=True``.
+    """
+    records = [] if records is None else records
+    interrupted = False
+    try:
+        for rnd in range(len(records), rounds):
+            t0 = time.perf_counter()
+            server_metrics = server.run_round(rnd, grid)
+            accuracies: list[float] | None = None
+            if (rnd + 1) % max(1, eval_every) == 0 or rnd == rounds - 1:
+                replies = grid.exchange({c: server.evaluation_message(c)
+                                         for c in grid.client_ids}, rnd)
+                accuracies = [float(replies[c].config["accuracy"]) for c in sorted(replies)]
+            record = RoundRecord(
+                round=rnd + 1,
+                local_steps=(rnd + 1) * period if iterative else None,
+                accuracies=accuracies,
+                server=dict(server_metrics),
+                bytes_up=meter.per_client(rnd, all_cids, "up"),
+                bytes_down=meter.per_client(rnd, all_cids, "down"),
+                seconds=time.perf_counter() - t0,
+            )
+            records.append(record)
+            if on_round is not None:
+                on_round(record)
+            if bar is not None:
+                bar.update(1)
+                if accuracies:
+                    bar.set_postfix(acc=f"{np.mean(accuracies):.3f}")
+    except KeyboardInterrupt:
+        if not catch_interrupt or not any(r.accuracies is not None for r in records):
+            raise
+        interrupted = True
+    return records, interrupted
+
+
+def model_names(specs: list[Any]) -> list[str]:
+    return [type(s).__name__ if hasattr(s, "get_params") else str(s) for s in specs]
+
+
+def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
+                 meter: CommMeter, *, dataset: str, seed: int, config: dict[str, Any],
+                 federation: dict[str, Any], started: float,
+                 wire_format: str = WIRE_FORMAT,
+                 extra: dict[str, Any] | None = None) -> RunResult:
+    """The result of a run: records, communication, the method's extras and its options."""
+    method = plan.method
+    return RunResult(
+        method=method.name,
+        dataset=dataset,
+        seed=seed,
+        config={**config, "options": plan.settings.options.to_dict()},
+        federation=federation,
+        models=model_names(plan.specs),
+        rounds=list(records),
+        communication=meter.summary(wire_format),
+        wall_seconds=time.perf_counter() - started,
+        extra={"threat_model": method.threat_model.to_dict(), **server.result_extra(),
+               **(extra or {})},
+    )
+
+
+def uses_iterative(learners: list[Any]) -> bool:
+    return any(is_iterative(ln) for ln in learners)

@@ -1,0 +1,215 @@
+"""State of a :class:`~fedlabels.learners.torch_mlp.TorchMLPClassifier` as plain values.
+
+:func:`mlp_state_dict` captures the whole mutable state of a built (or unbuilt) MLP — weights,
+Adam moments, the minibatch RNG and cursors, counters — as numpy arrays and scalars, and
+:func:`load_mlp_state_dict` restores it into a learner built with the same parameters, which
+then behaves bit-identically. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedlabels.errors import FedLabelsError
+
+_STATE_FORMAT = "fedlabels.torch_mlp/1"
+
+
+class BatchCursor:
+    """Cyclic minibatches over a seeded permutation, reshuffled every epoch."""
+
+    def __init__(self, n: int, batch_size: int, rng: np.random.Generator) -> None:
+        self.n, self.batch_size, self.rng = n, batch_size, rng
+        self.order = rng.permutation(n)
+        self.pos = 0
+
+    def next(self) -> np.ndarray:
+        if self.n <= self.batch_size:
+            return self.order
+        if self.pos + self.batch_size > self.n:
+            self.order = self.rng.permutation(self.n)
+            self.pos = 0
+        idx = self.order[self.pos : self.pos + self.batch_size]
+        self.pos += self.batch_size
+        return idx
+
+
+def mlp_state_dict(mlp: Any) -> dict[str, Any]:
+    """The learner's whole mutable state as flat keys → ndarrays / scalars (no pickle).
+
+    A learner built with the same constructor parameters that then calls
+    :meth:`load_state_dict` with it behaves bit-identically in all later calls. Keys:
+    ``format``, ``built``, ``arch.hidden_layer_sizes`` always; when built also
+    ``n_features_in``, ``n_classes``, ``steps``, ``model.training``, ``model.<name>``
+    (parameters), ``opt.group.<hyper-parameter>[.<i>]``, ``opt.<param index>.<slot>``
+    (Adam's ``step``, ``exp_avg``, ``exp_avg_sq``), ``rng.<path>`` (the numpy bit
+    generator's state, 128-bit ints as decimal strings) and ``cursor.<id>.<field>``.
+    """
+    state: dict[str, Any] = {
+        "format": _STATE_FORMAT,
+        "built": hasattr(mlp, "model_"),
+        "arch.hidden_layer_sizes": np.asarray([int(h) for h in mlp.hidden_layer_sizes],
+                                              dtype=np.int64),
+    }
+    if not state["built"]:
+        return state
+    state.update({"n_features_in": int(mlp.n_features_in_),
+                  "n_classes": len(mlp.classes_), "steps": int(mlp.steps_),
+                  "model.training": bool(mlp.model_.training)})
+    for name, tensor in mlp.model_.state_dict().items():
+        state[f"model.{name}"] = tensor.detach().numpy().copy()
+    opt_state = mlp.optimizer_.state_dict()
+    (group,) = opt_state["param_groups"]
+    for key, value in group.items():
+        if key == "params" or value is None:  # None (torch's "auto") is the default
+            continue
+        if isinstance(value, tuple):
+            state.update({f"opt.group.{key}.{i}": _plain_scalar(v)
+                          for i, v in enumerate(value)})
+        else:
+            state[f"opt.group.{key}"] = _plain_scalar(value)
+    for index, slots in opt_state["state"].items():
+        for slot, value in slots.items():
+            state[f"opt.{int(index)}.{slot}"] = (
+                value.detach().numpy().copy() if torch.is_tensor(value)
+                else _plain_scalar(value))
+    _flatten_rng(mlp.rng_.bit_generator.state, "rng.", state)
+    for key, cursor in sorted(mlp._cursors.items()):
+        state.update({f"cursor.{key}.n": int(cursor.n), f"cursor.{key}.pos": int(cursor.pos),
+                      f"cursor.{key}.batch_size": int(cursor.batch_size),
+                      f"cursor.{key}.order": np.asarray(cursor.order, dtype=np.int64)})
+    return state
+
+
+def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
+    """Restore a state from :meth:`state_dict` of a learner with the same parameters.
+
+    Raises :class:`~fedlabels.errors.FedLabelsError` if the state is malformed or was
+    taken from a different architecture.
+    """
+    state = dict(state)
+    if state.get("format") != _STATE_FORMAT:
+        raise FedLabelsError(f"not a TorchMLPClassifier state (format "
+                             f"{state.get('format')!r}, expected {_STATE_FORMAT!r}).")
+    mine = tuple(int(h) for h in mlp.hidden_layer_sizes)
+    theirs = tuple(int(h) for h in np.asarray(_need(state, "arch.hidden_layer_sizes")))
+    if theirs != mine:
+        raise FedLabelsError(f"TorchMLPClassifier state is for hidden_layer_sizes={theirs}, "
+                             f"this learner has {mine}.")
+    if not bool(_need(state, "built")):
+        for attr in ("model_", "optimizer_", "rng_", "classes_", "n_features_in_",
+                     "steps_", "_cursors"):
+            mlp.__dict__.pop(attr, None)
+        return
+    n_classes = int(_need(state, "n_classes"))
+    if mlp.n_classes is not None and int(mlp.n_classes) != n_classes:
+        raise FedLabelsError(f"TorchMLPClassifier state has {n_classes} classes, this "
+                             f"learner was configured with n_classes={mlp.n_classes}.")
+    mlp._initialise(int(_need(state, "n_features_in")), n_classes)
+    params = {}
+    for name, tensor in mlp.model_.state_dict().items():
+        array = np.asarray(_need(state, f"model.{name}"))
+        if array.shape != tuple(tensor.shape):
+            raise FedLabelsError(f"TorchMLPClassifier state: model.{name} has shape "
+                                 f"{array.shape}, the network expects {tuple(tensor.shape)}.")
+        params[name] = torch.from_numpy(np.array(array, dtype=np.float32))
+    mlp.model_.load_state_dict(params)
+    mlp.model_.train(bool(_need(state, "model.training")))
+    opt_state = mlp.optimizer_.state_dict()
+    (group,) = opt_state["param_groups"]
+    for key, value in list(group.items()):
+        if key == "params":
+            continue
+        if isinstance(value, tuple):
+            group[key] = tuple(_need(state, f"opt.group.{key}.{i}")
+                               for i in range(len(value)))
+        elif f"opt.group.{key}" in state:
+            group[key] = state[f"opt.group.{key}"]
+    shapes = [tuple(p.shape) for p in mlp.model_.parameters()]
+    slots: dict[int, dict[str, Any]] = {}
+    for key, value in state.items():
+        if key.startswith("opt.") and not key.startswith("opt.group."):
+            _, index, slot = key.split(".", 2)
+            if not 0 <= int(index) < len(shapes):
+                raise FedLabelsError(f"TorchMLPClassifier state: {key} names no parameter.")
+            if isinstance(value, np.ndarray):  # "step" is 0-d, moments match the param
+                shape = () if slot == "step" else shapes[int(index)]
+                if value.size != int(np.prod(shape)):
+                    raise FedLabelsError(f"TorchMLPClassifier state: {key} has shape "
+                                         f"{value.shape}, expected {shape}.")
+                value = torch.from_numpy(np.array(value).reshape(shape))
+            slots.setdefault(int(index), {})[slot] = value
+    opt_state["state"] = slots
+    try:
+        mlp.optimizer_.load_state_dict(opt_state)
+    except (ValueError, KeyError) as exc:
+        raise FedLabelsError(f"TorchMLPClassifier state: bad optimizer state ({exc}).") \
+            from None
+    mlp.rng_ = _restore_rng(state, "rng.")
+    mlp.steps_ = int(_need(state, "steps"))
+    ids = sorted({int(k.split(".")[1]) for k in state if k.startswith("cursor.")})
+    for key in ids:
+        cursor = BatchCursor.__new__(BatchCursor)
+        cursor.n = int(_need(state, f"cursor.{key}.n"))
+        cursor.batch_size = int(_need(state, f"cursor.{key}.batch_size"))
+        cursor.pos = int(_need(state, f"cursor.{key}.pos"))
+        cursor.order = np.array(_need(state, f"cursor.{key}.order"), dtype=np.int64)
+        cursor.rng = mlp.rng_  # all cursors share the learner's generator
+        mlp._cursors[key] = cursor
+
+
+_STATE_FORMAT = "fedlabels.torch_mlp/1"
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+
+def _need(state: Mapping[str, Any], key: str) -> Any:
+    if key not in state:
+        raise FedLabelsError(f"TorchMLPClassifier state lacks the entry {key!r}.")
+    return state[key]
+
+
+def _plain_scalar(value: Any) -> int | float | str | bool | None:
+    """A Python scalar (0-d tensors and numpy scalars unwrapped)."""
+    if torch.is_tensor(value) or isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise FedLabelsError(f"cannot store a value of type {type(value).__name__} in a state.")
+
+
+def _flatten_rng(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    """Flatten a numpy ``bit_generator.state``; ints become decimal strings (128-bit)."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _flatten_rng(sub, f"{prefix}{key}.", out)
+        return
+    key = prefix[:-1]
+    if isinstance(value, np.ndarray):
+        out[key] = value.copy()
+    elif isinstance(value, str):
+        out[key] = value
+    else:
+        out[key] = str(int(value))
+
+
+def _restore_rng(state: Mapping[str, Any], prefix: str) -> np.random.Generator:
+    """Inverse of :func:`_flatten_rng`: a Generator in exactly the stored state."""
+    name = _need(state, f"{prefix}bit_generator")
+    if name not in _BIT_GENERATORS:
+        raise FedLabelsError(f"TorchMLPClassifier state: unknown bit generator {name!r}.")
+    nested: dict[str, Any] = {}
+    for key, value in state.items():
+        if not key.startswith(prefix) or key == f"{prefix}bit_generator":
+            continue
+        *path, leaf = key[len(prefix):].split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = np.array(value) if isinstance(value, np.ndarray) else int(value)
+    bit_generator = getattr(np.random, name)()
+    bit_generator.state = {"bit_generator": name, **nested}
+    return np.random.Generator(bit_generator)

@@ -1,0 +1,39 @@
+"""Sealed client-to-client messages that the server relays (XCLP's peer channels).
+
+Each pair of clients shares a ChaCha20-Poly1305 key (X25519 + HKDF, purpose ``channel``);
+the associated data binds the session, the purpose, the sender and the recipient, so the
+server can neither read a relayed message nor move it to another pair, step or session.
+A sealed message to peer ``p`` travels as the array ``to_p``; the server forwards it as
+``from_<sender>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from fedlabels.secure.keys import KeyPair, open_sealed, seal, to_u8
+
+
+class PeerChannels:
+    """Client ``cid``'s channels to its peers in one XCLP session (derived, no own state)."""
+
+    def __init__(self, keypair: KeyPair, cid: int, session: int,
+                 peer_pubs: Mapping[int, bytes]) -> None:
+        self.cid = cid
+        self.session = session
+        self.keys = {c: keypair.shared_key(cid, c, pub, "channel")
+                     for c, pub in peer_pubs.items()}
+
+    def _context(self, purpose: str, src: int, dst: int) -> bytes:
+        return f"xclp|{self.session}|{purpose}|{src}->{dst}".encode()
+
+    def seal(self, peer: int, purpose: str, payload: bytes) -> np.ndarray:
+        """``payload`` for ``peer``, sealed (what goes into ``to_<peer>``)."""
+        return to_u8(seal(self.keys[peer], payload, self._context(purpose, self.cid, peer)))
+
+    def open(self, arrays: Mapping[str, np.ndarray], peer: int, purpose: str) -> bytes:
+        """The payload ``peer`` sealed for this client (relayed as ``from_<peer>``)."""
+        return open_sealed(self.keys[peer], arrays[f"from_{peer}"].tobytes(),
+                           self._context(purpose, peer, self.cid))

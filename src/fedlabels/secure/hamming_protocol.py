@@ -1,0 +1,245 @@
+"""SecureHamming as a message sequence: each client's steps and the server's relaying.
+
+The pairwise primitives live in :mod:`~fedlabels.secure.paillier_hamming` and
+:mod:`~fedlabels.secure.ot_hamming`; this module runs them for all pairs of a set of
+clients through the server, as Algorithm 1 (line 5) of XCLP needs:
+
+* :class:`HammingParty` — one client's side. Step 1 sends the client's own block
+  ``H_self`` (its points against themselves, computed locally) and opens every pairwise
+  protocol; each later step answers what the server relayed. Client-to-client messages are
+  sealed with :class:`~fedlabels.secure.channels.PeerChannels` (``to_<peer>`` out,
+  ``from_<sender>`` in).
+* :func:`server_hamming` — the server's side: from the step-1 replies it relays steps 2-3
+  (Paillier) or 2-5 (OT) through a ``send`` callback and combines the masked shares ``T``
+  and ``R`` into the Hamming matrix H. Clients that do not answer a step are left out from
+  then on; H covers the clients that completed every step.
+
+For a pair j < k, j is the Paillier key holder / SHADE sender and k the evaluator / SHADE
+receiver. Message keys: Paillier ``enc``, ``pk_n``, ``pk_hs`` (step 1, holders),
+``res_<j>`` + ``mask_<j>`` (step 2, evaluators), ``T_<k>`` (step 3, holders); OT ``to_<peer>``
+(steps 1-4), ``R_<k>`` (step 4, senders), ``T_<j>`` (step 5, receivers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from fedlabels.errors import FedLabelsError
+from fedlabels.propagation.core import hamming_matrix, unpack_bits
+from fedlabels.secure import ot_hamming as ot
+from fedlabels.secure import paillier_hamming as ph
+from fedlabels.secure.channels import PeerChannels
+from fedlabels.secure.keys import check_state, sub_state
+
+Arrays = dict[str, np.ndarray]
+#: ``send(step, {cid: arrays})`` -> the arrays of the clients that answered
+Send = Callable[[int, dict[int, Arrays]], Mapping[int, Mapping[str, np.ndarray]]]
+MODES = ("paillier", "ot")
+
+
+class HammingParty:
+    """Client ``cid``'s part of SecureHamming over its packed LSH bits ``packed``."""
+
+    def __init__(self, mode: str, cid: int, packed: np.ndarray, n_bits: int,
+                 key_bits: int) -> None:
+        if mode not in MODES:
+            raise FedLabelsError(f"SecureHamming mode must be one of {MODES}, got {mode!r}.")
+        self.mode, self.cid, self.n_bits, self.key_bits = mode, int(cid), n_bits, key_bits
+        self.packed = np.asarray(packed, dtype=np.uint8)
+        self.holder: ph.KeyHolder | None = None
+        self.receivers: dict[int, ot.ShadeReceiver] = {}  # SHADE with each lower peer
+        self.senders: dict[int, ot.ShadeSender] = {}  # SHADE with each higher peer
+
+    @property
+    def bits(self) -> np.ndarray:
+        """The (n, L) 0/1 bits."""
+        return unpack_bits(self.packed, self.n_bits)
+
+    def step(self, step: int, peers: list[int], n_points: Mapping[int, int],
+             arrays: Mapping[str, np.ndarray], channels: PeerChannels | None) -> Arrays:
+        """This client's reply to step ``step`` (peers: the clients still taking part)."""
+        lower = [c for c in peers if c < self.cid]
+        higher = [c for c in peers if c > self.cid]
+        if step == 1:
+            out: Arrays = {"H_self": hamming_matrix(self.packed, self.packed, self.n_bits)}
+            if self.mode == "paillier":
+                out.update(self._paillier_first(higher))
+            else:
+                out.update(self._ot_first(lower, n_points, _need(channels)))
+            return out
+        if self.mode == "paillier":
+            return self._paillier_step(step, lower, higher, n_points, arrays)
+        return self._ot_step(step, lower, higher, n_points, arrays, _need(channels))
+
+    # ---------------------------------------------------------------- Paillier
+    def _paillier_first(self, higher: list[int]) -> Arrays:
+        if not higher:  # a key holder only for higher peers
+            return {}
+        self.holder = ph.KeyHolder(self.key_bits)
+        nb = self.key_bits // 8
+        return {"enc": ph.holder_encrypt(self.holder, self.bits, self.n_bits),
+                "pk_n": ph.int_to_u8([self.holder.n], nb)[0],
+                "pk_hs": ph.int_to_u8([int(self.holder.hs)], 2 * nb)[0]}
+
+    def _paillier_step(self, step: int, lower: list[int], higher: list[int],
+                       n_points: Mapping[int, int], arrays: Mapping[str, np.ndarray]) -> Arrays:
+        out: Arrays = {}
+        if step == 2:  # evaluator for every holder j < me
+            bits = self.bits
+            for j in lower:
+                n = int.from_bytes(arrays[f"pk_n_{j}"].tobytes(), "little")
+                hs = int.from_bytes(arrays[f"pk_hs_{j}"].tobytes(), "little")
+                res, masks = ph.evaluate(n, hs, self.key_bits, arrays[f"enc_{j}"],
+                                         n_points[j], bits, self.n_bits)
+                out[f"res_{j}"] = res  # ciphertexts under j's key, relayed to j
+                out[f"mask_{j}"] = masks  # uniform masks R, for the server
+        elif step == 3:  # key holder: decrypt what each evaluator k > me returned
+            for k in higher:
+                out[f"T_{k}"] = ph.holder_decrypt(_need(self.holder), arrays[f"res_{k}"])
+        return out
+
+    # ---------------------------------------------------------------- OT (SHADE)
+    def _ot_first(self, lower: list[int], n_points: Mapping[int, int],
+                  channels: PeerChannels) -> Arrays:
+        out: Arrays = {}
+        bits = self.bits
+        for j in lower:  # SHADE receiver for every j < me: base-OT first message
+            self.receivers[j] = ot.ShadeReceiver(bits, n_points[j], self.n_bits)
+            out[f"to_{j}"] = channels.seal(j, "ot1", self.receivers[j].step1().tobytes())
+        return out
+
+    def _ot_step(self, step: int, lower: list[int], higher: list[int],
+                 n_points: Mapping[int, int], arrays: Mapping[str, np.ndarray],
+                 channels: PeerChannels) -> Arrays:
+        out: Arrays = {}
+        if step == 2:  # SHADE sender for k > me: base-OT replies
+            bits = self.bits
+            for k in higher:
+                A = np.frombuffer(channels.open(arrays, k, "ot1"), dtype=np.uint8)
+                self.senders[k] = ot.ShadeSender(bits, n_points[k], self.n_bits)
+                out[f"to_{k}"] = channels.seal(k, "ot2", self.senders[k].step1(A).tobytes())
+        elif step == 3:  # receiver: the IKNP matrix U
+            for j in lower:
+                B = np.frombuffer(channels.open(arrays, j, "ot2"), dtype=np.uint8)
+                U = self.receivers[j].step2(B)
+                out[f"to_{j}"] = channels.seal(j, "ot3",
+                                               np.int64(U.shape[1]).tobytes() + U.tobytes())
+        elif step == 4:  # sender: corrections to k, R to the server
+            for k in higher:
+                raw = channels.open(arrays, k, "ot3")
+                cols = int(np.frombuffer(raw[:8], dtype=np.int64)[0])
+                U = np.frombuffer(raw[8:], dtype=np.uint8).reshape(-1, cols)
+                e, R = self.senders[k].step2(U)
+                out[f"to_{k}"] = channels.seal(k, "ot4", e.tobytes())
+                out[f"R_{k}"] = R
+        elif step == 5:  # receiver: T to the server
+            for j in lower:
+                e = np.frombuffer(channels.open(arrays, j, "ot4"), dtype=np.uint16)
+                out[f"T_{j}"] = self.receivers[j].step3(e)
+        return out
+
+    # ---------------------------------------------------------------- state
+    def to_state(self) -> dict[str, Any]:
+        """Plain state (secret: key material and bits): the party's settings and bits, the
+        Paillier key under ``holder.``, SHADE parties under ``recv.<j>.`` / ``send.<k>.``."""
+        state: dict[str, Any] = {"type": "HammingParty", "mode": self.mode, "cid": self.cid,
+                                 "n_bits": int(self.n_bits), "key_bits": int(self.key_bits),
+                                 "packed": self.packed.copy()}
+        parts: list[tuple[str, Any]] = [("holder.", self.holder)] if self.holder else []
+        parts += [(f"recv.{j}.", r) for j, r in self.receivers.items()]
+        parts += [(f"send.{k}.", s) for k, s in self.senders.items()]
+        for prefix, party in parts:
+            state.update({prefix + key: value for key, value in party.to_state().items()})
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> HammingParty:
+        """The party of :meth:`to_state`, ready for the step that was due next."""
+        check_state(state, "HammingParty", "mode", "cid", "n_bits", "key_bits", "packed")
+        obj = cls(str(state["mode"]), int(state["cid"]), np.array(state["packed"]),
+                  int(state["n_bits"]), int(state["key_bits"]))
+        if any(key.startswith("holder.") for key in state):
+            obj.holder = ph.KeyHolder.from_state(sub_state(state, "holder."))
+        obj.receivers = {j: ot.ShadeReceiver.from_state(sub_state(state, f"recv.{j}."))
+                         for j in _ids(state, "recv.")}
+        obj.senders = {k: ot.ShadeSender.from_state(sub_state(state, f"send.{k}."))
+                       for k in _ids(state, "send.")}
+        return obj
+
+
+def _ids(state: Mapping[str, Any], prefix: str) -> list[int]:
+    return sorted({int(key[len(prefix):].split(".", 1)[0]) for key in state
+                   if key.startswith(prefix)})
+
+
+def _need(value: Any) -> Any:
+    if value is None:
+        raise FedLabelsError("SecureHamming: a step arrived before the state it needs "
+                             "(peer channels or the Paillier key).")
+    return value
+
+
+# ----------------------------------------------------------------------------- server
+
+
+def server_hamming(mode: str, first: Mapping[int, Mapping[str, np.ndarray]], send: Send,
+                   key_bits: int, n_bits: int) -> tuple[list[int], np.ndarray]:
+    """Relay the steps after step 1 and combine: (clients that completed, their H).
+
+    ``first`` holds the step-1 replies; H's blocks follow the sorted client ids.
+    """
+    if mode not in MODES:
+        raise FedLabelsError(f"SecureHamming mode must be one of {MODES}, got {mode!r}.")
+    members = sorted(first)
+    blocks = {(c, c): np.asarray(first[c]["H_self"]) for c in members}
+    relay = _paillier_rounds if mode == "paillier" else _ot_rounds
+    members = relay(members, first, send, blocks, key_bits, n_bits)
+    H = np.block([[blocks[(a, b)] if (a, b) in blocks else blocks[(b, a)].T
+                   for b in members] for a in members])
+    return members, H
+
+
+def _paillier_rounds(P: list[int], first: Mapping[int, Mapping[str, np.ndarray]], send: Send,
+                     blocks: dict[tuple[int, int], np.ndarray], key_bits: int,
+                     n_bits: int) -> list[int]:
+    pk = {c: (first[c]["pk_n"], first[c]["pk_hs"], first[c]["enc"])
+          for c in P if "enc" in first[c]}
+    n_pts = {c: int(first[c]["H_self"].shape[0]) for c in P}
+    msgs = {}
+    for k in P:  # every holder's key and ciphertexts to each higher evaluator
+        arrays: Arrays = {}
+        for j in (c for c in P if c < k):
+            arrays.update({f"pk_n_{j}": pk[j][0], f"pk_hs_{j}": pk[j][1], f"enc_{j}": pk[j][2]})
+        msgs[k] = arrays
+    rep2 = send(2, msgs)
+    P = sorted(rep2)
+    rep3 = send(3, {j: {f"res_{k}": rep2[k][f"res_{j}"] for k in P if k > j} for j in P})
+    P = sorted(rep3)
+    for j in P:
+        n = int.from_bytes(pk[j][0].tobytes(), "little") if j in pk else 0
+        for k in (c for c in P if c > j):
+            blocks[(j, k)] = ph.server_combine(n, key_bits, rep3[j][f"T_{k}"],
+                                               rep2[k][f"mask_{j}"], n_pts[j], n_pts[k],
+                                               n_bits)
+    return P
+
+
+def _ot_rounds(P: list[int], first: Mapping[int, Mapping[str, np.ndarray]], send: Send,
+               blocks: dict[tuple[int, int], np.ndarray], key_bits: int,
+               n_bits: int) -> list[int]:
+    prev = {c: first[c] for c in P}
+    history = []
+    for step in (2, 3, 4, 5):  # relay every sealed to_<c> as from_<sender>
+        rep = send(step, {c: {f"from_{p}": prev[p][f"to_{c}"] for p in P
+                              if p != c and f"to_{c}" in prev[p]} for c in P})
+        P = sorted(rep)
+        prev = {c: rep[c] for c in P}
+        history.append(prev)
+    R_from, T_from = history[2], history[3]
+    for j in P:
+        for k in (c for c in P if c > j):
+            blocks[(j, k)] = ot.server_combine(T_from[k][f"T_{j}"], R_from[j][f"R_{k}"], n_bits)
+    return P
