@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/fedlabels demo
+	$(BIN)/fedlabels demo --overwrite
 
 test: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)

@@ -35,10 +35,10 @@ from fedlabels.results import write_atomic
 
 # privacy budgets of the DP methods (each needs one); the table states them
 METHOD_OPTIONS: dict[str, dict[str, float]] = {
-    "dp-fedct": {"epsilon": 1.0},  # pure ε per round (k-ary randomized response)
-    "dp-fedavg": {"epsilon": 8.0},  # target ε over the run, δ = 1e-5
-    "dp-pate": {"epsilon": 8.0},  # total ε target of GNMax
-    "fredy": {"epsilon": 0.2},  # ε per query of the Laplace noisy max
+    "dp-fedct": {"epsilon_per_round": 1.0},  # pure ε per round (k-ary randomized response)
+    "dp-fedavg": {"epsilon": 8.0},  # total ε budget of the run, δ = 1e-5
+    "dp-pate": {"epsilon": 8.0},  # total ε budget of GNMax over all queries
+    "fredy": {"epsilon_per_query": 0.2},  # nominal ε per query of the Laplace noisy max
 }
 
 

@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--model", default="mlp(hidden=512-512)")
     parser.add_argument("--sigma", type=float, default=2.0, help="DP-PATE GNMax sigma")
     parser.add_argument("--fredy-epsilon", type=float, default=1.0,
-                        help="FREDY epsilon per query")
+                        help="FREDY nominal epsilon per query (option epsilon_per_query)")
     parser.add_argument("--methods", default="fedct,dd,fedmd,pate,dp-pate,fredy",
                         help="comma-separated; 'local' (no communication) is also available")
     parser.add_argument("--out", default="results/baselines")
@@ -57,7 +57,7 @@ def main() -> None:
                   "transfer_steps": 5 * args.period, "digest_steps": args.period},
         "pate": {"teacher_steps": steps},
         "dp-pate": {"teacher_steps": steps, "noise_sigma": args.sigma, "delta": 1e-5},
-        "fredy": {"teacher_rounds": args.rounds, "epsilon": args.fredy_epsilon,
+        "fredy": {"teacher_rounds": args.rounds, "epsilon_per_query": args.fredy_epsilon,
                   "delta": 1e-5},
     }
     fed = fl.load_federation("fashion_mnist", n_clients=args.clients,

@@ -63,7 +63,8 @@ def main() -> None:
         # teachers: R_T FedAvg rounds; rounds=1 keeps the built-in student short (unused)
         result = fl.run("fredy", fed, model=args.model, rounds=1, period=args.period,
                         seed=args.seed, progress=False,
-                        options={"teacher_rounds": args.teacher_rounds, "epsilon": 1.0,
+                        options={"teacher_rounds": args.teacher_rounds,
+                                 "epsilon_per_query": 1.0,
                                  "queries": args.queries})
         teachers = result.client_models
         teacher_acc = float(np.mean([np.mean(t.predict(fed.X_test) == fed.y_test)
@@ -79,6 +80,8 @@ def main() -> None:
             accs, label_accs = [], []
             for s in range(args.noise_seeds if math.isfinite(eps) else 1):
                 if math.isfinite(eps):
+                    # seeded noise on purpose: a reproducible utility measurement of the
+                    # mechanism, not a private release (a run draws it from OS entropy)
                     labels = laplace_noisy_max(counts, eps,
                                                np.random.default_rng([args.seed, n, s])).labels
                 else:

@@ -5,7 +5,8 @@ examples per client, |U| = 2,000, R rounds of b local steps, evaluation after th
 Every ε is the **total** over the run at δ (per client):
 
 * DP-FedCT (XOR mechanism): the per-round pure ε is calibrated with the exact accountant so
-  that R releases give (ε, δ) (``epsilon_total``), for two sensitivities: the empirical s*
+  that R releases give (ε, δ) (option ``epsilon``, the total), for two sensitivities: the
+  empirical s*
   (measured once, below) and the worst case 2|U|;
 * DP-FedAvg: σ calibrated from (ε, δ) over R rounds (q = 1: exact analytic Gaussian
   composition), client-level DP, clipping norm S.
@@ -140,7 +141,7 @@ def main() -> None:
     run("fedavg", "FedAvg", None, {})
     run("local", "local only", None, {})
     for eps in epsilons:
-        base = {"epsilon_total": eps, "delta": args.delta}
+        base = {"epsilon": eps, "delta": args.delta}  # the run's total (ε, δ) budget
         run("dp-fedct", "DP-FedCT (empirical s*)", eps,
             base | {"sensitivity": s_emp,
                     "sensitivity_note": f"empirical: max over 5 clients x {args.neighbours} "

@@ -135,7 +135,8 @@ def test_confident_gnmax_abstains(breast_cancer_fed):
 
 
 def test_fredy_teachers_keep_local_models_and_state_the_caveat(digits_fed):
-    result = run("fredy", digits_fed, rounds=2, queries=300, teacher_rounds=3, epsilon=0.5)
+    result = run("fredy", digits_fed, rounds=2, queries=300, teacher_rounds=3,
+                 epsilon_per_query=0.5)
     weights = [m.get_weights() for m in result.client_models]
     assert not np.allclose(weights[0], weights[1])  # last local models, not the average
     privacy = result.extra["privacy"]
@@ -167,7 +168,8 @@ def test_fredy_teachers_keep_local_models_and_state_the_caveat(digits_fed):
     ("dp-pate", {"noise_sigma": 1.0, "threshold_sigma": 1.0}, "applies only to confident"),
     ("dp-pate", {"epsilon": 1.0, "threshold": 3.0, "threshold_sigma": 1.0},
      "covers plain GNMax only"),
-    ("fredy", {}, "FREDY needs --epsilon"),
+    ("fredy", {}, "FREDY needs exactly one of --epsilon"),
+    ("fredy", {"epsilon": 1.0, "epsilon_per_query": 0.1}, "FREDY needs exactly one"),
     ("fredy", {"epsilon": -0.1}, "epsilon must lie in"),
     ("fredy", {"epsilon": 1.0, "delta": 0.0}, "delta must lie in"),
     ("fredy", {"epsilon": 1.0, "teacher_steps": 2}, "has no option 'teacher_steps'"),
@@ -208,10 +210,10 @@ def test_cli_flags_reach_the_method(tmp_path):
         return config_from_args(parser.parse_args(["--model", MLP, "--rounds", "1",
                                                     "--period", "5", *argv]))
 
-    cfg = config("--method", "fredy", "--teachers", "3", "--epsilon", "0.5", "--delta", "1e-6",
-                 "--queries", "100", "--opt", "teacher_rounds=2")
+    cfg = config("--method", "fredy", "--teachers", "3", "--epsilon-per-query", "0.5",
+                 "--delta", "1e-6", "--queries", "100", "--opt", "teacher_rounds=2")
     assert cfg.clients == 3
-    assert cfg.options == {"teacher_rounds": 2, "epsilon": 0.5, "delta": 1e-6,
+    assert cfg.options == {"teacher_rounds": 2, "epsilon_per_query": 0.5, "delta": 1e-6,
                            "queries": 100, "teachers": 3}
     privacy = run_config(cfg).extra["privacy"]
     assert privacy["epsilon_per_query_nominal"] == 0.5 and privacy["queries"] == 100

@@ -21,7 +21,7 @@ def test_run_writes_the_documented_json(tmp_path, capsys):
     assert len(comm["bytes_up_per_round"]) == 5 and len(comm["bytes_up_per_round"][0]) == 2
     assert comm["bytes_up_total"] == sum(map(sum, comm["bytes_up_per_round"]))
     assert comm["bytes_down_total"] > 0
-    assert (tmp_path / "r.csv").exists()
+    assert (tmp_path / "r.rounds.csv").exists() and not (tmp_path / "r.csv").exists()
     assert "fedct" in capsys.readouterr().out
 
 

@@ -121,8 +121,7 @@ def test_non_finite_features(bad):
 
 @pytest.mark.parametrize("labels,match", [
     (np.array([0.5, 1.0] * 50), "non-integral"),
-    (np.array([-1, 0, 1, 2] * 25), "0..C-1"),
-    (np.array([1, 2, 3] * 33 + [1]), "missing \\[0\\]"),
+    (np.array([1] * 100), "single class"),
     (np.array([0, 1, None] * 33 + [0], dtype=object), "missing labels"),
 ])
 def test_bad_labels(labels, match):

@@ -42,7 +42,8 @@ DATASET, CLIENTS, ROUNDS, PERIOD, SEED = "breast_cancer", 3, 3, 5, 1
 MLP = "mlp(hidden=8)"
 #: methods that exchange soft labels (class probabilities): they need a torch model
 SOFT_LABELS = {"dd", "fedmd"}
-XCLP_SMALL = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "key_bits": 512}
+XCLP_SMALL = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "key_bits": 512,
+              "insecure_small_keys": True}  # functional test: short Paillier keys
 #: the options each method needs to run (a list: one case per entry); others run with none
 OPTIONS: dict[str, list[dict[str, Any]]] = {
     "dp-fedct": [{"epsilon": 1.0}],

@@ -33,12 +33,13 @@ def fed() -> fl.Federation:
 
 def test_dp_fedct_result_records_privacy(fed: fl.Federation) -> None:
     res = fl.run("dp-fedct", fed, model="dt", rounds=3, seed=0,
-                 options={"epsilon": 2.0, "sensitivity": "worst"})
+                 options={"epsilon_per_round": 2.0, "sensitivity": "worst"})
     p = res.extra["privacy"]
     n_u = len(fed.X_public)
     assert p["sensitivity"]["bits"] == 2 * n_u and p["sensitivity"]["source"] == "worst"
     assert p["flip_probability"] == pytest.approx(flip_probability(2.0, 2 * n_u))
     assert p["epsilon_per_round"] == 2.0 and p["rounds_accounted"] == 3
+    assert p["target"] is None  # a per-round ε sets no run target
     assert p["epsilon_by_accountant"]["basic"] == pytest.approx(6.0)
     assert 0 < p["epsilon"] <= 6.0 and p["delta"] in (0.0, 1e-5)
     assert p["accountant"] in ("basic", "exact", "rdp", "pld")
@@ -54,21 +55,19 @@ def test_dp_fedct_result_records_privacy(fed: fl.Federation) -> None:
 def test_dp_fedct_utility_tracks_epsilon(fed: fl.Federation) -> None:
     plain = fl.run("fedct", fed, model="dt", rounds=3, seed=0)
     weak = fl.run("dp-fedct", fed, model="dt", rounds=3, seed=0,
-                  options={"epsilon": 200.0, "sensitivity": 10})  # f ~ 2e-9: no noise
+                  options={"epsilon_per_round": 200.0, "sensitivity": 10})  # f ~ 2e-9
     strong = fl.run("dp-fedct", fed, model="dt", rounds=3, seed=0,
-                    options={"epsilon": 0.5, "sensitivity": "worst"})  # f ~ 1/2
+                    options={"epsilon_per_round": 0.5, "sensitivity": "worst"})  # f ~ 1/2
     assert weak.final["mean_accuracy"] == pytest.approx(plain.final["mean_accuracy"],
                                                         abs=0.03)
     assert weak.rounds[-1].server["consensus_accuracy"] > 0.85
     assert abs(strong.rounds[-1].server["consensus_accuracy"] - 0.5) < 0.12  # random labels
-    again = fl.run("dp-fedct", fed, model="dt", rounds=3, seed=0,
-                   options={"epsilon": 0.5, "sensitivity": "worst"})
-    assert again.final == strong.final  # seeded and deterministic
+    # (the noise is secret, so runs differ: tests/test_privacy_noise_source.py)
 
 
 def test_dp_fedct_empirical_prop2_kary_and_total(fed: fl.Federation) -> None:
     emp = fl.run("dp-fedct", fed, model="dt", rounds=2, seed=0,
-                 options={"epsilon": 5.0, "sensitivity": "empirical",
+                 options={"epsilon_per_round": 5.0, "sensitivity": "empirical",
                           "sensitivity_neighbours": 4})
     s = emp.extra["privacy"]["sensitivity"]
     assert s["source"] == "empirical" and len(s["details"]["per_client_bits"]) == 5
@@ -76,16 +75,23 @@ def test_dp_fedct_empirical_prop2_kary_and_total(fed: fl.Federation) -> None:
                             2 * len(fed.X_public))
     assert emp.communication["control_bytes_total"] > 0  # the estimate is a control phase
     p2 = fl.run("dp-fedct", fed, model="dt", rounds=2, seed=0,
-                options={"epsilon": 5.0, "sensitivity": "prop2", "stability_rate": 0.01,
+                options={"epsilon_per_round": 5.0, "sensitivity": "prop2",
+                         "stability_rate": 0.01,
                          "sensitivity_delta": 1e-3, "mechanism": "kary"})
     pp = p2.extra["privacy"]
     assert pp["sensitivity"]["source"] == "prop2" and "k-ary" in pp["mechanism"]
     assert pp["epsilon_per_label"] == pytest.approx(5.0 / pp["sensitivity"]["labels"])
     tot = fl.run("dp-fedct", fed, model="dt", rounds=4, seed=0,
-                 options={"epsilon_total": 8.0, "sensitivity": 40})
+                 options={"epsilon": 8.0, "sensitivity": 40})  # the run's total budget
     pt = tot.extra["privacy"]
     assert pt["epsilon"] == pytest.approx(8.0, rel=1e-3) and pt["epsilon"] <= 8.0 + 1e-6
     assert pt["epsilon_per_round"] >= 2.0  # never below basic composition's 8 / 4
+    assert pt["target"]["epsilon"] == 8.0 and pt["target"]["delta"] == 1e-5
+    assert pt["target"]["planned"] == pt["target"]["released"] == 4
+    kary = fl.run("dp-fedct", fed, model="dt", rounds=2, seed=0,
+                  options={"epsilon": 4.0, "sensitivity": 40, "mechanism": "kary"})
+    pk = kary.extra["privacy"]  # k-ary: basic composition, 4 / 2 per round
+    assert pk["epsilon_per_round"] == pytest.approx(2.0) and pk["epsilon"] <= 4.0 + 1e-9
 
 
 @pytest.mark.parametrize("options, match", [
@@ -107,8 +113,8 @@ def test_dp_fedct_empirical_prop2_kary_and_total(fed: fl.Federation) -> None:
     ({"epsilon": 1.0, "sensitivity": "empirical", "sensitivity_relation": "swap"},
      "sensitivity_relation"),
     ({}, "exactly one of epsilon"),
-    ({"epsilon": 1.0, "epsilon_total": 2.0}, "exactly one of epsilon"),
-    ({"epsilon_total": 2.0, "mechanism": "kary"}, "mechanism=xor only"),
+    ({"epsilon": 1.0, "epsilon_per_round": 2.0}, "exactly one of epsilon"),
+    ({"epsilon_total": 2.0}, "no option 'epsilon_total'"),  # --epsilon is the total now
     ({"epsilon": 1.0, "mechanism": "laplace"}, "mechanism"),
     ({"epsilon": 1.0, "epsilom": 2.0}, "no option 'epsilom' \\(did you mean 'epsilon'\\?\\)"),
     ({"epsilon": 1.0, "total_rounds": 3}, "no option 'total_rounds'"),  # an engine value
@@ -183,7 +189,7 @@ def test_dp_fedavg_bad_input(fed: fl.Federation, options: dict, match: str) -> N
 def test_cli_flags_reach_the_method(tmp_path: Path) -> None:
     out = tmp_path / "dp.json"
     code = main(["--threads", "1", "run", "--method", "dp-fedct", "--rounds", "2",
-                 "--epsilon", "3", "--delta", "1e-6", "--sensitivity", "worst",
+                 "--epsilon-per-round", "3", "--delta", "1e-6", "--sensitivity", "worst",
                  "--no-progress", "--output", str(out)])
     assert code == 0
     p = json.loads(out.read_text())["privacy"]

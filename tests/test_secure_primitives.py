@@ -41,7 +41,7 @@ def _uniform_bytes(arrays) -> float:
 def test_paillier_hamming_is_exact(L, n_j, n_k):
     rng = np.random.default_rng(L)
     bj, bk = _bits(rng, n_j, L), _bits(rng, n_k, L)
-    holder = ph.KeyHolder(512)  # functional test: short key
+    holder = ph.KeyHolder(512, insecure_small_keys=True)  # functional test: short key
     enc = ph.holder_encrypt(holder, bj, L)
     res, masks = ph.evaluate(holder.n, int(holder.hs), 512, enc, n_j, bk, L)
     T = ph.holder_decrypt(holder, res)
@@ -59,7 +59,7 @@ def test_paillier_packing_serves_many_points_per_ciphertext():
 def test_paillier_decrypted_values_look_uniform():
     rng = np.random.default_rng(3)
     L, n_j, n_k = 16, 20, 60
-    holder = ph.KeyHolder(512)
+    holder = ph.KeyHolder(512, insecure_small_keys=True)
     enc = ph.holder_encrypt(holder, _bits(rng, n_j, L), L)
     res, masks = ph.evaluate(holder.n, int(holder.hs), 512, enc, n_j, _bits(rng, n_k, L), L)
     T = ph.holder_decrypt(holder, res)

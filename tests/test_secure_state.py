@@ -110,7 +110,7 @@ def test_seed_agreement_with_restores_matches_uninterrupted_and_plain():
 def test_paillier_hamming_with_restored_key_holder(L, n_j, n_k):
     rng = np.random.default_rng(L)
     bj, bk = _bits(rng, n_j, L), _bits(rng, n_k, L)
-    holder = ph.KeyHolder(512)
+    holder = ph.KeyHolder(512, insecure_small_keys=True)
     # uninterrupted run
     enc0 = ph.holder_encrypt(holder, bj, L)
     res0, masks0 = ph.evaluate(holder.n, int(holder.hs), 512, enc0, n_j, bk, L)
@@ -132,7 +132,7 @@ def test_paillier_hamming_with_restored_key_holder(L, n_j, n_k):
 
 
 def test_paillier_state_is_bytes_and_checked():
-    holder = ph.KeyHolder(512)
+    holder = ph.KeyHolder(512, insecure_small_keys=True)
     state = holder.to_state()
     assert {k: v.shape for k, v in state.items() if isinstance(v, np.ndarray)} == {
         "p": (64,), "q": (64,), "hs": (128,)}

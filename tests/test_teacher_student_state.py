@@ -18,6 +18,7 @@ import fedlabels as fl
 from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.engines.runner import CommMeter, plan_run, run_rounds, uses_iterative
 from fedlabels.learners import as_models
+from fedlabels.randomness import reproducible
 from test_xclp_state import RebuildGrid, _unwire_state
 
 ROUNDS, PERIOD = 3, 5
@@ -39,6 +40,11 @@ def _plain(state: dict) -> dict:
 
 
 def _run(method: str, model: str, options: dict, fed, rebuild: bool):
+    with reproducible(0):  # the DP noise is secret: compare two runs on one (insecure) stream
+        return _run_seeded(method, model, options, fed, rebuild)
+
+
+def _run_seeded(method: str, model: str, options: dict, fed, rebuild: bool):
     plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
                     n_features=fed.n_features, rounds=ROUNDS, period=PERIOD, seed=0,
                     models=as_models(model), options=options)
@@ -73,7 +79,8 @@ def fed():
     ("dp-pate", "dt", {"queries": 40, "noise_sigma": 2.0}, False),
     ("dp-pate", "mlp(hidden=8)", {"queries": 40, "epsilon": 20.0, "student_model": "dt"},
      False),
-    ("fredy", "mlp(hidden=8)", {"queries": 40, "epsilon": 0.5, "teacher_rounds": 2}, True),
+    ("fredy", "mlp(hidden=8)", {"queries": 40, "epsilon_per_query": 0.5,
+                                 "teacher_rounds": 2}, True),
 ], ids=["pate-dt", "pate-mlp", "dp-pate-dt", "dp-pate-mlp-dt-student", "fredy-mlp"])
 def test_restored_roles_give_the_same_run(fed, method, model, options, student_state):
     rec_a, server_a, grid_a = _run(method, model, options, fed, rebuild=False)

@@ -50,7 +50,8 @@ def test_fedavg_xclp_secure_matches_protocol(breast_cancer_fed):
     res = fl.run("fedavg-xclp", breast_cancer_fed, model="mlp(hidden=16)", rounds=2,
                  period=5, seed=0,
                  options={"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3,
-                          "warmup_rounds": 1, "secure": "paillier", "key_bits": 512})
+                          "warmup_rounds": 1, "secure": "paillier", "key_bits": 512,
+                          "insecure_small_keys": True})
     assert res.extra["xclp"]["rounds"][0]["members"] == [0, 1, 2, 3, 4]
     assert res.communication["bytes_up_total"] > 0
 

@@ -101,7 +101,7 @@ def fed3():
 @pytest.mark.parametrize("secure", ["ot", "paillier"])
 def test_secure_xclp_with_restored_clients_is_bit_identical(monkeypatch, fed3, secure):
     options = {"secure": secure, "lsh_bits": 16, "knn": 3, "labeled_fraction": 0.3,
-               "key_bits": 512, "test_points": 4}
+               "key_bits": 512, "insecure_small_keys": True, "test_points": 4}
     (_, server_a, grid_a), (_, server_b, grid_b) = _both(monkeypatch, "xclp", fed3, rounds=1,
                                                         options=options)
     assert server_a.outcome.graph_members == server_b.outcome.graph_members == [0, 1, 2]
@@ -114,7 +114,8 @@ def test_secure_xclp_with_restored_clients_is_bit_identical(monkeypatch, fed3, s
 
 
 def test_fedavg_xclp_with_restored_clients_is_bit_identical(monkeypatch, fed3):
-    options = {"secure": "paillier", "key_bits": 512, "lsh_bits": 16, "knn": 3,
+    options = {"secure": "paillier", "key_bits": 512, "insecure_small_keys": True,
+               "lsh_bits": 16, "knn": 3,
                "labeled_fraction": 0.3, "warmup_rounds": 1}
     (_, server_a, _), (_, server_b, _) = _both(monkeypatch, "fedavg-xclp", fed3, rounds=2,
                                                model="mlp(hidden=16)", options=options)

@@ -4,16 +4,60 @@ The layers: :mod:`fedlabels.data` (federations, partitioners, datasets),
 :mod:`fedlabels.learners`, :mod:`fedlabels.protocols` (one module per method),
 :mod:`fedlabels.consensus`, :mod:`fedlabels.comm` (messages, wire format),
 :mod:`fedlabels.engines` (in-process simulator) and :mod:`fedlabels.cli`.
+
+The public names below are imported on first use, so ``import fedlabels`` (and
+``fedlabels --help``) stays fast: scikit-learn, scipy, pandas and torch load only when a run,
+a dataset or a model needs them.
 """
 
-from fedlabels.api import run, run_config
-from fedlabels.config import RunConfig, load_config
-from fedlabels.data import ClientData, Federation, load_federation, make_federation
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
-from fedlabels.interpret import inspect_models
-from fedlabels.results import RunResult
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "ClientData": "fedlabels.data",
+    "DatasetNotFetchedError": "fedlabels.errors",
+    "FedLabelsError": "fedlabels.errors",
+    "Federation": "fedlabels.data",
+    "RunConfig": "fedlabels.config",
+    "RunResult": "fedlabels.results",
+    "inspect_models": "fedlabels.interpret",
+    "load_config": "fedlabels.config",
+    "load_federation": "fedlabels.data",
+    "make_federation": "fedlabels.data",
+    "run": "fedlabels.api",
+    "run_config": "fedlabels.api",
+}
+
+if TYPE_CHECKING:
+    from fedlabels.api import run, run_config
+    from fedlabels.config import RunConfig, load_config
+    from fedlabels.data import ClientData, Federation, load_federation, make_federation
+    from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+    from fedlabels.interpret import inspect_models
+    from fedlabels.results import RunResult
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name, or a subpackage (``fedlabels.data``), on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'fedlabels' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ClientData",

@@ -22,8 +22,11 @@ class RunConfig:
         A registered dataset (``fedlabels datasets``) or ``csv:PATH:TARGET``.
     clients : int, default=5
         Number of clients m.
-    model : str, default="decision_tree"
-        Model spec, one for all clients or one per client (``dt,rf,mlp``).
+    model : str or None
+        Model spec, one for all clients or one per client (``dt,rf,mlp``); ``None`` (the
+        default) takes the method's default model: the torch ``mlp`` for methods that
+        average parameters or distil soft labels (fedavg, dp-fedavg, fedavg-xclp, fredy, dd,
+        fedmd), ``decision_tree`` for the others.
     rounds : int, default=20
         Communication rounds R.
     period : int, default=50
@@ -40,6 +43,17 @@ class RunConfig:
         Evaluate client test accuracy every this many rounds (and always at the end).
     output : str or None
         Path of the JSON result.
+    sep : str or None
+        Field separator of a ``csv:`` table (default ``,``; e.g. ``;`` or a tab).
+    features, drop : str, list of str, or None
+        Feature columns of a table to keep (in that order) or to remove, comma-separated
+        or a list; ``None`` keeps every column but the target (and a pandas index column
+        ``Unnamed: 0``, dropped with a warning).
+    insecure_reproducible_noise : bool, default=False
+        INSECURE, for tests and debugging: draw every party's secret randomness (DP noise,
+        masks, keys) from a stream derived from ``seed``, so a run repeats bit for bit. Anyone
+        who knows the seed can then remove the noise: the result says
+        ``privacy.guarantee = "none"``. The in-process simulator only.
     options : dict
         The method's options (e.g. ``quorum`` for FedCT, ``epsilon`` for DP methods),
         validated against the method's declaration; CLI ``--opt KEY=VALUE`` and the
@@ -50,7 +64,7 @@ class RunConfig:
     method: str = "fedct"
     dataset: str = "breast_cancer"
     clients: int = 5
-    model: str = "decision_tree"
+    model: str | None = None  # None: the method's default (resolved in __post_init__)
     rounds: int = 20
     period: int = 50
     unlabeled: int | None = None
@@ -61,10 +75,18 @@ class RunConfig:
     seed: int = 0
     eval_every: int = 1
     output: str | None = None
+    sep: str | None = None
+    features: str | list[str] | None = None
+    drop: str | list[str] | None = None
+    insecure_reproducible_noise: bool = False
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
+        if self.model is None:
+            from fedlabels.protocols import get_method
+
+            self.model = get_method(self.method).model_default()
 
     def validate(self) -> None:
         def _int(name: str, low: int, allow_none: bool = False) -> None:
@@ -86,6 +108,21 @@ class RunConfig:
             _int(name, 1, allow_none=True)
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
+        if not isinstance(self.insecure_reproducible_noise, bool):
+            raise FedLabelsError(f"insecure_reproducible_noise must be true or false, got "
+                                 f"{self.insecure_reproducible_noise!r}.")
+        if self.sep is not None:
+            if not isinstance(self.sep, str):
+                raise FedLabelsError(f"sep must be a string, got {self.sep!r}.")
+            from fedlabels.data.csv_table import normalise_sep
+
+            self.sep = normalise_sep(self.sep)
+        for name in ("features", "drop"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) or (
+                    isinstance(value, list) and all(isinstance(v, str) for v in value))):
+                raise FedLabelsError(f"{name} must be column names (a comma-separated string "
+                                     f"or a list of strings), got {value!r}.")
         if not isinstance(self.options, dict):
             raise FedLabelsError(f"options must be a table of KEY = VALUE, got "
                                  f"{self.options!r}.")
@@ -115,17 +152,50 @@ def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_LAYOUTS = ("valid layouts: the run keys at the top level plus an optional [options] table, "
+            "or a [run] table plus an optional [options] table")
+
+
+def _run_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The run keys (and ``options``) of a TOML file in one of the two valid layouts."""
+    if "run" in data:
+        run = data["run"]
+        if not isinstance(run, dict):
+            raise FedLabelsError(f"config file {path}: 'run' must be a table ([run]); "
+                                 f"{_LAYOUTS}.")
+        beside = sorted(k for k in data if k not in ("run", "options"))
+        if beside:
+            raise FedLabelsError(f"config file {path}: with a [run] table nothing but "
+                                 f"[options] may stand beside it, found "
+                                 f"{', '.join(map(repr, beside))}; {_LAYOUTS}.")
+        if "options" in run and "options" in data:
+            raise FedLabelsError(f"config file {path}: options given twice, in [run.options] "
+                                 "and [options]; keep one.")
+        data = {**run, **({"options": data["options"]} if "options" in data else {})}
+    tables = sorted(k for k, v in data.items() if isinstance(v, dict) and k != "options")
+    if tables:
+        raise FedLabelsError(f"config file {path}: unknown table"
+                             f"{'s' if len(tables) > 1 else ''} "
+                             f"{', '.join(f'[{t}]' for t in tables)}; {_LAYOUTS}.")
+    return data
+
+
 def load_config(path: str | Path, **overrides: Any) -> RunConfig:
-    """Read a TOML file (top level, or a ``[run]`` table) and apply ``overrides``."""
+    """Read a TOML file and apply ``overrides``.
+
+    Two layouts, nothing else: the run keys at the top level plus an optional ``[options]``
+    table, or a ``[run]`` table holding them plus an optional ``[options]`` table. Any other
+    table, or keys beside a ``[run]`` table, is an error (they would be ignored).
+    """
     path = Path(path)
     if not path.is_file():
         raise FedLabelsError(f"config file {path} does not exist.")
     try:
-        data = tomllib.loads(path.read_text())
+        data = _run_table(tomllib.loads(path.read_text(encoding="utf-8")), path)
     except tomllib.TOMLDecodeError as exc:
         raise FedLabelsError(f"config file {path} is not valid TOML: {exc}") from None
-    if "run" in data and isinstance(data["run"], dict):
-        data = {**data["run"], **({"options": data["options"]} if "options" in data else {})}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FedLabelsError(f"cannot read config file {path}: {exc}.") from None
     merged = {**_normalise_keys(data),
               **{k: v for k, v in _normalise_keys(overrides).items() if v is not None}}
     if "options" in overrides and "options" in data:

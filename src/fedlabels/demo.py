@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fedlabels.api import load_federation, run
+from fedlabels.outputs import check_outputs, rounds_path, writing
+from fedlabels.progress import info
 from fedlabels.results import RunResult, format_table, write_atomic
 
 DEMO_RUNS = [
@@ -23,31 +25,53 @@ DEMO_RUNS = [
 ]
 
 
-def run_demo(output_dir: Path, seed: int = 0, progress: bool = True) -> list[RunResult]:
-    """Run the demo, print the table, write JSON/CSV/PNG results under ``output_dir``."""
+def demo_outputs(output_dir: Path) -> dict[str, Path]:
+    """Every file the demo writes: per run ``TAG.json`` and ``TAG.rounds.csv``, then
+    ``summary.txt``, ``summary.csv`` and ``accuracy.png``."""
+    files: dict[str, Path] = {}
+    for method, model, _, _ in DEMO_RUNS:
+        tag = f"{method}_{model.split('(')[0]}"
+        files[f"{tag} result"] = output_dir / f"{tag}.json"
+        files[f"{tag} rounds table"] = rounds_path(output_dir / f"{tag}.json")
+    for name in ("summary.txt", "summary.csv", "accuracy.png"):
+        files[name] = output_dir / name
+    return files
+
+
+def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
+             overwrite: bool = False) -> list[RunResult]:
+    """Run the demo, print the table, write JSON/CSV/PNG results under ``output_dir``.
+
+    Existing files there are replaced only with ``overwrite``; every path is checked before
+    the first run starts.
+    """
     from fedlabels.plots import plot_accuracy
 
+    files = demo_outputs(output_dir)
+    check_outputs(files, overwrite=overwrite)
     federation = load_federation("breast_cancer", n_clients=5, seed=seed)
-    print(f"breast_cancer: m = 5 clients x {federation.summary()['client_sizes']} private, "
-          f"|U| = {len(federation.X_public)}, test = {len(federation.y_test)}, seed {seed}")
+    info(f"breast_cancer: m = 5 clients x {federation.summary()['client_sizes']} private, "
+         f"|U| = {len(federation.X_public)}, test = {len(federation.y_test)}, seed {seed}")
     results = []
     for method, model, rounds, period in DEMO_RUNS:
         res = run(method, federation, model=model, rounds=rounds, period=period, seed=seed,
                   progress=progress)
         tag = f"{method}_{model.split('(')[0]}"
-        res.save_json(output_dir / f"{tag}.json")
-        res.save_csv(output_dir / f"{tag}.csv")
+        with writing(str(files[f"{tag} result"])):
+            res.save_json(files[f"{tag} result"])
+            res.save_csv(files[f"{tag} rounds table"])
         results.append(res)
     rows = [{**r.summary_row(), "method": f"{r.method}/{r.models[0].split('(')[0]}"}
             for r in results]
     table = format_table(rows)
     print(table)
-    write_atomic(output_dir / "summary.txt", table + "\n")
     import pandas as pd
 
-    write_atomic(output_dir / "summary.csv", pd.DataFrame(rows).to_csv(index=False))
-    plot_accuracy([results[0], results[3]], output_dir / "accuracy.png",
-                  title="breast_cancer, m = 5: FedCT (trees) vs FedAvg (MLP)")
-    print(f"\nresults written to {output_dir}/ (JSON and CSV per run, summary.csv, "
-          "accuracy.png)")
+    with writing(str(output_dir)):
+        write_atomic(files["summary.txt"], table + "\n")
+        write_atomic(files["summary.csv"], pd.DataFrame(rows).to_csv(index=False))
+        plot_accuracy([results[0], results[3]], files["accuracy.png"],
+                      title="breast_cancer, m = 5: FedCT (trees) vs FedAvg (MLP)")
+    info(f"\nresults written to {output_dir}/ (per run TAG.json and TAG.rounds.csv, "
+         "summary.csv, accuracy.png)")
     return results

@@ -13,3 +13,27 @@ class FedLabelsError(ValueError):
 
 class DatasetNotFetchedError(FedLabelsError):
     """A registered dataset exists but its files are not in the local cache yet."""
+
+
+class FedLabelsWarning(UserWarning):
+    """Something was changed or ignored on the user's behalf (e.g. a dropped index column)."""
+
+
+def show_warnings_in_one_line() -> None:
+    """Print :class:`FedLabelsWarning` as ``fedlabels: warning: ...`` (the CLI's format)."""
+    import sys
+    import warnings
+
+    default = warnings.showwarning
+    if getattr(default, "fedlabels", False):  # installed already
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        if issubclass(category, FedLabelsWarning):
+            print(f"fedlabels: warning: {message}", file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+
+    show.fedlabels = True  # type: ignore[attr-defined]
+    warnings.showwarning = show

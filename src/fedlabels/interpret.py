@@ -15,9 +15,7 @@ Only load ``.models.pkl`` files you wrote yourself: unpickling can run arbitrary
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +38,8 @@ def save_models(result: Any, result_path: str | Path) -> Path:
     """Write the run's final client models (and names to read them by), atomically."""
     import joblib
 
+    from fedlabels.results import atomic_path
+
     path = models_path(result_path)
     payload = {
         "format": FORMAT,
@@ -50,16 +50,12 @@ def save_models(result: Any, result_path: str | Path) -> Path:
         "feature_names": list(getattr(result, "feature_names", []) or []),
         "class_names": list(result.federation.get("class_names", [])),
         "models": list(result.client_models),
+        # to apply the models to raw data (fedlabels.reuse): plain lists, no objects
+        "preprocessing": (result.preprocessing.to_dict()
+                          if getattr(result, "preprocessing", None) is not None else None),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         joblib.dump(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
@@ -72,10 +68,27 @@ def load_models(path: str | Path) -> dict[str, Any]:
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
                              "the result JSON (runs from older versions or other engines may "
                              "have none).")
-    payload = joblib.load(path)
+    _check_own_file(path)
+    try:
+        payload = joblib.load(path)
+    except Exception as exc:  # a truncated or foreign file: any unpickling error
+        raise FedLabelsError(f"{path} cannot be read as a fedlabels models file "
+                             f"({type(exc).__name__}).") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}).")
     return payload
+
+
+def _check_own_file(path: Path) -> None:
+    """Unpickling runs code: refuse a models file another user owns or others may write."""
+    import os
+
+    st = path.stat()
+    getuid = getattr(os, "getuid", None)  # POSIX only
+    if getuid is not None and (st.st_uid != getuid() or st.st_mode & 0o022):
+        raise FedLabelsError(f"refusing to load {path}: models files are pickles (loading "
+                             "one can run code), and this one is owned by another user or "
+                             "writable by others; load only models files your own runs wrote.")
 
 
 # ------------------------------------------------------------------ descriptions

@@ -10,11 +10,15 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fedlabels.errors import FedLabelsError
 
 
 @dataclass
@@ -60,18 +64,32 @@ class RunResult:
     client_models: list[Any] = field(default_factory=list, repr=False, compare=False)
     # the federation's feature names, for inspecting those models (not written to JSON)
     feature_names: list[str] = field(default_factory=list, repr=False, compare=False)
+    # raw features -> model inputs (a fedlabels.reuse.Preprocessing; not written to JSON)
+    preprocessing: Any = field(default=None, repr=False, compare=False)
 
     @property
-    def final_record(self) -> RoundRecord:
-        return next(r for r in reversed(self.rounds) if r.accuracies is not None)
+    def final_record(self) -> RoundRecord | None:
+        """The last evaluated round (``None`` if a run was stopped before its first one)."""
+        return next((r for r in reversed(self.rounds) if r.accuracies is not None), None)
 
     @property
-    def final(self) -> dict[str, Any]:
+    def final(self) -> dict[str, Any] | None:
+        """Accuracies of the last evaluated round; ``None`` when nothing was evaluated."""
         rec = self.final_record
+        if rec is None:
+            return None
         stats = rec.accuracy_stats() or {}
         return {"round": rec.round, "mean_accuracy": stats["mean"],
                 "std_accuracy": stats["std"], "min_accuracy": stats["min"],
                 "max_accuracy": stats["max"], "client_accuracies": list(rec.accuracies or [])}
+
+    def predict(self, X_raw: Any, client: int | None = None) -> np.ndarray:
+        """Labels the clients' final models give raw rows laid out like the training data
+        (the majority vote of all clients, or ``client``'s model); see :mod:`fedlabels.reuse`.
+        """
+        from fedlabels.reuse import predict
+
+        return predict(self.client_models, self.preprocessing, X_raw, client)
 
     def bytes_up_per_round(self) -> list[list[int]]:
         """Protocol bytes uploaded: one list over rounds per client."""
@@ -80,14 +98,22 @@ class RunResult:
     def bytes_down_per_round(self) -> list[list[int]]:
         return [list(col) for col in zip(*(r.bytes_down for r in self.rounds), strict=True)]
 
+    def communication_rounds(self) -> int:
+        """Rounds in which any protocol bytes moved (up or down); rounds that exchanged
+        nothing (a one-shot method's student steps, re-evaluations) are not counted."""
+        return sum(1 for r in self.rounds if any(r.bytes_up) or any(r.bytes_down))
+
     def mean_bytes_up_per_client_round(self) -> float:
-        ups = np.asarray([r.bytes_up for r in self.rounds], dtype=float)
+        """Mean protocol bytes a client uploaded per communication round (0 if none)."""
+        ups = np.asarray([r.bytes_up for r in self.rounds
+                          if any(r.bytes_up) or any(r.bytes_down)], dtype=float)
         return float(ups.mean()) if ups.size else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         comm = dict(self.communication)
         comm["bytes_up_per_round"] = self.bytes_up_per_round()
         comm["bytes_down_per_round"] = self.bytes_down_per_round()
+        comm["communication_rounds"] = self.communication_rounds()
         comm["mean_bytes_up_per_client_per_round"] = self.mean_bytes_up_per_client_round()
         return _clean({
             "method": self.method,
@@ -104,10 +130,10 @@ class RunResult:
         })
 
     def summary_row(self) -> dict[str, Any]:
-        f = self.final
+        f = self.final or {}  # no evaluation yet: accuracies None
         return {"method": self.method, "dataset": self.dataset, "seed": self.seed,
-                "mean_acc": f["mean_accuracy"], "min_acc": f["min_accuracy"],
-                "max_acc": f["max_accuracy"],
+                "mean_acc": f.get("mean_accuracy"), "min_acc": f.get("min_accuracy"),
+                "max_acc": f.get("max_accuracy"),
                 "bytes_up_per_client_round": self.mean_bytes_up_per_client_round(),
                 "wall_s": self.wall_seconds}
 
@@ -145,20 +171,43 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically, creating parent directories."""
+def _default_mode() -> int:
+    """0666 less the process umask: the mode a plainly created file gets."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (same suffix) that replaces ``path`` on success.
+
+    Write the file to the yielded path; if that raises (a full disk, Ctrl-C), the temporary
+    file is removed and an existing ``path`` is left as it was. Parent directories are
+    created.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield tmp
+        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; give what open() would give
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     return path
 
 
@@ -168,24 +217,50 @@ def format_table(rows: list[dict[str, Any]]) -> str:
              f"{'up B/client/round':>18} {'wall s':>7}"
     lines = [header, "-" * len(header)]
     for r in rows:
-        lines.append(f"{r['method'][:26]:<26} {r['dataset'][:14]:<14} {r['mean_acc']:>8.4f} "
-                     f"{r['min_acc']:>6.3f} {r['max_acc']:>6.3f} "
+        if r["mean_acc"] is None:  # stopped before the first evaluation
+            acc = f"{'no evaluation yet':>22}"
+        else:
+            acc = f"{r['mean_acc']:>8.4f} {r['min_acc']:>6.3f} {r['max_acc']:>6.3f}"
+        lines.append(f"{r['method'][:26]:<26} {r['dataset'][:14]:<14} {acc} "
                      f"{r['bytes_up_per_client_round']:>18,.0f} {r['wall_s']:>7.1f}")
     return "\n".join(lines)
 
 
 def load_result(path: str | Path) -> RunResult:
-    """Read a result JSON written by :meth:`RunResult.save_json`."""
-    data = json.loads(Path(path).read_text())
+    """Read a result JSON written by :meth:`RunResult.save_json`.
+
+    A missing or unreadable file, or one that is not a fedlabels result, raises
+    :class:`~fedlabels.errors.FedLabelsError`.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise FedLabelsError(f"cannot read result {path}: {exc.strerror or exc}.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise FedLabelsError(f"{path} is not a fedlabels result (not JSON).") from None
+    missing = [k for k in _RESULT_KEYS if k not in data] if isinstance(data, dict) else ["keys"]
+    if missing:
+        raise FedLabelsError(f"{path} is not a fedlabels result (no {', '.join(missing)}).")
+    try:
+        return _result_from_dict(data)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise FedLabelsError(f"{path} is not a valid fedlabels result ({exc!r}).") from None
+
+
+_RESULT_KEYS = ("method", "dataset", "seed", "config", "federation", "models", "rounds",
+                "communication", "wall_seconds")
+
+
+def _result_from_dict(data: dict[str, Any]) -> RunResult:
     rounds = [RoundRecord(round=r["round"], local_steps=r["local_steps"],
                           accuracies=r["accuracies"], server=r["server"],
                           bytes_up=r["bytes_up"], bytes_down=r["bytes_down"],
                           seconds=r["seconds"]) for r in data["rounds"]]
     comm = {k: v for k, v in data["communication"].items()
             if k not in ("bytes_up_per_round", "bytes_down_per_round",
-                         "mean_bytes_up_per_client_per_round")}
-    known = {"method", "dataset", "seed", "config", "federation", "models", "rounds",
-             "communication", "wall_seconds", "final"}
+                         "mean_bytes_up_per_client_per_round", "communication_rounds")}
+    known = {*_RESULT_KEYS, "final"}
     return RunResult(method=data["method"], dataset=data["dataset"], seed=data["seed"],
                      config=data["config"], federation=data["federation"],
                      models=data["models"], rounds=rounds, communication=comm,

@@ -13,10 +13,9 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
 
     ``privacy`` is the ``privacy`` entry of an audited result (``AuditReport.privacy()``).
     """
-    import os
-    import tempfile
-
     import matplotlib
+
+    from fedlabels.results import atomic_path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -42,15 +41,11 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
     return path
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from contextlib import nullcontext
 from typing import Any
 
 from fedlabels.errors import FedLabelsError
@@ -50,43 +50,40 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.audit.core import audit_federation, parse_attacks
     from fedlabels.audit.report import format_audit, plot_roc
     from fedlabels.audit.threats import threat_for
-    from fedlabels.cli.run_options import config_from_args, default_output
-    from fedlabels.data import load_federation
+    from fedlabels.cli.run_options import checked_outputs, config_from_args, save_result
+    from fedlabels.data.loading import federation_for
     from fedlabels.learners import as_models
+    from fedlabels.outputs import writing
+    from fedlabels.randomness import reproducible
     from fedlabels.results import format_table
 
     cfg = config_from_args(args)
     threat_for(cfg.method)  # fail before loading data
     attacks = parse_attacks(args.attacks)
+    files = checked_outputs(cfg, args, models=False, roc=".roc.png",
+                            tag="" if getattr(args, "audit", False) else "_audit")
     models = as_models(cfg.model)
-    federation = load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
-                                 n_private=cfg.private,
-                                 private_per_client=cfg.private_per_client, n_test=cfg.test,
-                                 partition=cfg.partition, seed=cfg.seed)
+    federation = federation_for(cfg)
     audit_cfg = {"attacks": attacks, "members": args.audit_members, "refs": args.audit_refs,
                  "views": args.audit_views, "population": args.audit_population,
                  "aug": args.audit_aug, "clients": args.audit_clients}
-    result, _ = audit_federation(
-        cfg.method, federation, models, rounds=cfg.rounds, period=cfg.period,
-        seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,
-        config={**cfg.to_dict(), "audit": audit_cfg}, progress=not args.no_progress,
-        attacks=attacks, n_members=args.audit_members, n_refs=args.audit_refs,
-        n_population=args.audit_population, aug_k=args.audit_aug, views=args.audit_views,
-        clients=_clients(args.audit_clients))
-    if cfg.output:
-        out = Path(cfg.output)
-    else:
-        default = default_output(cfg)
-        out = default.with_name(default.stem + ("" if getattr(args, "audit", False)
-                                                else "_audit") + ".json")
-    result.save_json(out)
-    result.save_csv(out.with_suffix(".csv"))
-    roc = plot_roc(result.extra["privacy"], out.with_suffix(".roc.png"),
-                   title=f"{cfg.method} on {cfg.dataset}: membership inference")
+    # --insecure-reproducible-noise: the audited run's noise repeats from the seed (stamped)
+    with reproducible(cfg.seed) if cfg.insecure_reproducible_noise else nullcontext():
+        result, _ = audit_federation(
+            cfg.method, federation, models, rounds=cfg.rounds, period=cfg.period,
+            seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,
+            config={**cfg.to_dict(), "audit": audit_cfg}, progress=not args.no_progress,
+            attacks=attacks, n_members=args.audit_members, n_refs=args.audit_refs,
+            n_population=args.audit_population, aug_k=args.audit_aug,
+            views=args.audit_views, clients=_clients(args.audit_clients))
+    save_result(result, files)
+    with writing(str(files["roc"])):
+        roc = plot_roc(result.extra["privacy"], files["roc"],
+                       title=f"{cfg.method} on {cfg.dataset}: membership inference")
     print(format_table([result.summary_row()]))
     print()
     print(format_audit(result.extra["privacy"]))
-    print(f"\nresult: {out}  (ROC: {roc})")
+    print(f"\nresult: {files['result']}  (ROC: {roc})")
     if result.extra.get("interrupted"):
         print("fedlabels: interrupted; the audit covers the rounds completed", file=sys.stderr)
         return 130

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fedlabels.cli.run_options import config_from_args, default_output, run_parser
+from fedlabels.cli.run_options import checked_outputs, config_from_args, run_parser
 from fedlabels.errors import FedLabelsError
 
 
@@ -25,10 +25,12 @@ def _add_deploy_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_deploy_local(args: argparse.Namespace) -> int:
     from fedlabels.engines.flower.local import deploy_local
+    from fedlabels.outputs import writing
     from fedlabels.results import format_table
 
     cfg = config_from_args(args)
-    out = Path(cfg.output) if cfg.output else default_output(cfg)
+    files = checked_outputs(cfg, args, models=False)  # before anything is started
+    out = files["result"]
     temporary = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fedlabels-deploy-"))
     try:
@@ -42,20 +44,25 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
         else:
             print(f"fedlabels: deployment files and logs kept in {workdir}")
         raise
-    result.save_csv(out.with_suffix(".csv"))
+    with writing(str(files["rounds table"])):
+        result.save_csv(files["rounds table"])
     if temporary:
         shutil.rmtree(workdir, ignore_errors=True)
     print(format_table([result.summary_row()]))
     per_round = [r.seconds for r in result.rounds]
-    print(f"\nresult: {out}  (rounds: {out.with_suffix('.csv')}); mean wall time per round "
+    print(f"\nresult: {out}  (rounds: {files['rounds table']}); mean wall time per round "
           f"{sum(per_round) / len(per_round):.1f} s over Flower")
     return 0
 
 
 def cmd_deploy_prepare(args: argparse.Namespace) -> int:
     from fedlabels.engines.flower.prepare import prepare_run
+    from fedlabels.outputs import check_output_dir, result_path
 
     cfg = config_from_args(args)
+    if cfg.output:
+        result_path(cfg.output)
+    check_output_dir(Path(args.out_dir), "deployment files", overwrite=args.overwrite)
     prepared = prepare_run(cfg, args.out_dir, output=cfg.output,
                            reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
                            with_truth=not args.no_truth)

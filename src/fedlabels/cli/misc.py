@@ -29,18 +29,25 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from fedlabels.plots import plot_accuracy
+    from fedlabels.outputs import check_outputs, writing
+    from fedlabels.plots import figure_format, plot_accuracy
     from fedlabels.results import load_result
 
+    out = Path(args.output)
+    figure_format(out)
+    check_outputs({"plot": out}, {f"result {p}": Path(p) for p in args.results},
+                  overwrite=args.overwrite)
     results = [load_result(p) for p in args.results]
-    print(plot_accuracy(results, args.output))
+    with writing(str(out)):
+        print(plot_accuracy(results, out))
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from fedlabels.demo import run_demo
 
-    run_demo(Path(args.output_dir), seed=args.seed, progress=not args.no_progress)
+    run_demo(Path(args.output_dir), seed=args.seed, progress=not args.no_progress,
+             overwrite=args.overwrite)
     return 0
 
 
@@ -62,11 +69,17 @@ def add_misc_parsers(sub: Any) -> None:
 
     p = sub.add_parser("plot", help="plot accuracy per round of one or more results")
     p.add_argument("results", nargs="+", help="result JSON files")
-    p.add_argument("-o", "--output", default="results/accuracy.png")
+    p.add_argument("-o", "--output", default="results/accuracy.png",
+                   help="image file; the format follows the suffix: .png, .pdf, .svg, ... "
+                        "(default results/accuracy.png)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the output file if it exists (default: refuse)")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("demo", help="FedCT vs FedAvg vs local vs centralized on breast_cancer")
     p.add_argument("--output-dir", default="results/demo")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an earlier demo (default: refuse)")
     p.set_defaults(func=cmd_demo)

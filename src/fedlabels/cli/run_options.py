@@ -11,7 +11,7 @@ from fedlabels.errors import FedLabelsError
 
 _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
              "private", "private_per_client", "test", "partition", "seed", "eval_every",
-             "output")
+             "output", "insecure_reproducible_noise", "sep", "features", "drop")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -22,8 +22,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", help="registered dataset or csv:PATH:TARGET "
                                      "(default breast_cancer)")
     p.add_argument("--clients", type=int, help="number of clients m (default 5)")
+    p.add_argument("--sep", help="field separator of a csv: table (default ','; e.g. ';' "
+                                 "or '\\t')")
+    p.add_argument("--features", help="comma-separated feature columns of a table to use "
+                                      "(default: all but the target)")
+    p.add_argument("--drop", help="comma-separated columns of a table to leave out (e.g. an "
+                                  "ID or date column)")
     p.add_argument("--model", help="model spec, one or one per client, e.g. dt or "
-                                   "'mlp(hidden=512-512)' or dt,rf,logreg,dt,rf")
+                                   "'mlp(hidden=512-512)' or dt,rf,logreg,dt,rf (default: the "
+                                   "method's: mlp for methods that average parameters or "
+                                   "distil soft labels, else decision_tree)")
     p.add_argument("--rounds", type=int, help="communication rounds R (default 20)")
     p.add_argument("--period", type=int,
                    help="local steps b per round for torch models (default 50)")
@@ -34,8 +42,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", help="iid | dirichlet:A1,A2 | shards:K (default iid)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
-    p.add_argument("--output", help="JSON result path (a CSV of rounds goes beside it)")
+    p.add_argument("--output", help="JSON result path, X.json; X.rounds.csv and X.models.pkl "
+                                    "go beside it (default: a name unique to the "
+                                    "configuration under results/)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace output files that exist (default: refuse)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--insecure-reproducible-noise", action="store_true", default=None,
+                   help="INSECURE, tests/debugging only: derive all DP noise and other "
+                        "secret randomness from --seed so runs repeat exactly; the result "
+                        "then says privacy.guarantee = none (simulator only)")
     add_method_flags(p)
 
 
@@ -65,9 +81,77 @@ def config_from_args(args: argparse.Namespace) -> Any:
     return cfg
 
 
-def default_output(cfg: Any) -> Path:
-    safe = cfg.dataset.replace("/", "_").replace(":", "_")
-    return Path("results") / f"{cfg.method}_{safe}_seed{cfg.seed}.json"
+def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
+                    tag: str = "", **extra: str) -> dict[str, Path]:
+    """The output files of a run, checked before any data is loaded (see
+    :mod:`fedlabels.outputs`): the result JSON, its rounds table, the models file (with
+    ``models``) and ``extra`` files named by the result's suffix (``roc=".roc.png"``)."""
+    from fedlabels.outputs import check_outputs, result_path, run_inputs, run_outputs
+
+    out = result_path(cfg.output) if cfg.output else default_output(cfg, tag)
+    files = run_outputs(out)
+    if not models:
+        del files["models file"]
+    files.update({name: out.with_suffix(suffix) for name, suffix in extra.items()})
+    check_outputs(files, run_inputs(cfg.dataset, args.config),
+                  overwrite=getattr(args, "overwrite", False))
+    return files
+
+
+def save_result(result: Any, files: dict[str, Path]) -> None:
+    """Write the result JSON, its rounds table and (if planned and present) the models;
+    a failed write is a one-line error."""
+    from fedlabels.outputs import writing
+
+    with writing(str(files["result"])):
+        result.save_json(files["result"])
+    with writing(str(files["rounds table"])):
+        result.save_csv(files["rounds table"])
+    if "models file" in files and result.client_models:  # for `fedlabels inspect`
+        from fedlabels.interpret import save_models
+
+        with writing(str(files["models file"])):
+            save_models(result, files["result"])
+
+
+def interrupted_message(result: Any) -> str:
+    """What an interrupted run kept, in one line."""
+    if not result.rounds:
+        return "fedlabels: interrupted before the first round completed; nothing to keep " \
+               "but the configuration, which was saved"
+    last = result.rounds[-1].round
+    evaluated = "" if result.final is not None else " (none evaluated yet)"
+    return f"fedlabels: interrupted after round {last}; the rounds completed so far " \
+           f"were saved{evaluated}"
+
+
+def default_output(cfg: Any, tag: str = "") -> Path:
+    """``results/METHOD_DATASET_MODEL_mCLIENTS_PARTITION_seedSEED[TAG]_HASH.json``.
+
+    ``HASH`` is the first 6 hex digits of the SHA-256 of the whole configuration (every key
+    but ``output``, method options included), so runs that differ in anything — rounds, an
+    option — get different names, and the same configuration always gets the same one.
+    """
+    import hashlib
+    import json
+
+    dataset = cfg.dataset
+    if dataset.startswith("csv:"):  # csv:dir/patients.csv:target -> csv-patients-target
+        table, _, target = dataset[len("csv:"):].rpartition(":")
+        dataset = f"csv-{Path(table).stem}-{target}"
+    settings = {k: v for k, v in cfg.to_dict().items() if k != "output"}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
+             f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",
+             digest.hexdigest()[:6]]
+    return Path("results") / ("_".join(parts) + ".json")
+
+
+def _slug(text: str, limit: int = 32) -> str:
+    """Only letters, digits, ``.``, ``_`` and ``-``: 'mlp(hidden=64-64)' -> 'mlp-hidden-64-64'."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.")[:limit] or "x"
 
 
 def run_parser(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:

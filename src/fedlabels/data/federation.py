@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fedlabels.data.partition import PartitionSpec, parse_partition
 from fedlabels.data.partition import partition as partition_pool
@@ -44,6 +43,8 @@ class Federation:
     class_names: list[str] = field(default_factory=list)
     feature_names: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    # raw features -> model inputs (a fedlabels.reuse.Preprocessing), to reuse the models
+    preprocessing: Any = field(default=None, repr=False, compare=False)
 
     @property
     def n_clients(self) -> int:
@@ -136,6 +137,8 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
     becomes float64. Array input that already has such a dtype is returned without a copy,
     and :class:`LazyRows` as it is (its rows are checked block by block).
     """
+    import pandas as pd  # lazily: importing fedlabels must not load pandas
+
     names: list[str]
     if isinstance(X, LazyRows):
         if not _all_finite(X):
@@ -143,8 +146,11 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
                                  "before federating.")
         return X, [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
-        categorical = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])
-                       or isinstance(X[c].dtype, pd.CategoricalDtype)]
+        from fedlabels.data.columns import check_feature_columns
+        from fedlabels.reuse import categorical_columns
+
+        check_feature_columns(X)  # no ID, date or stray-token column is one-hot encoded
+        categorical = categorical_columns(X)
         if categorical:
             X = pd.get_dummies(X, columns=categorical, dummy_na=False, dtype=float)
         names = [str(c) for c in X.columns]
@@ -180,11 +186,14 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
 
 
 def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
-    """Map labels to ``0..C-1``.
+    """Map labels to ``0..C-1`` in sorted order, as scikit-learn's ``LabelEncoder`` does.
 
-    Integer labels must already be ``0..C-1`` (every class present); strings, booleans and
-    categoricals are mapped in sorted order. Anything else is an error.
+    Integer labels in any set (``{1, 2}``, ``{-1, 1}``) map in numeric order, strings,
+    booleans and categoricals in sorted order; ``class_names[k]`` is the label of class
+    ``k``. Non-integral floats and missing labels are errors.
     """
+    import pandas as pd  # lazily: importing fedlabels must not load pandas
+
     series = pd.Series(np.asarray(y).ravel() if not isinstance(y, pd.Series) else y)
     if series.isna().any():
         raise FedLabelsError(f"{what} has {int(series.isna().sum())} missing labels; drop "
@@ -192,26 +201,18 @@ def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
     values = series.to_numpy()
     if values.dtype.kind == "f":
         if not np.all(np.mod(values, 1) == 0):
-            raise FedLabelsError(f"{what} must be integer class indices 0..C-1 or strings; got "
+            raise FedLabelsError(f"{what} must be integer or string class labels; got "
                                  "non-integral floats (is this a regression target?).")
         values = values.astype(np.int64)
     if values.dtype.kind in "iu":
-        classes = np.unique(values)
-        expected = np.arange(classes.max() + 1) if len(classes) else classes
-        if classes.min() < 0 or len(classes) != len(expected):
-            missing = sorted(set(expected.tolist()) - set(classes.tolist()))[:10]
-            raise FedLabelsError(
-                f"{what} must be integers 0..C-1 with every class present; got values "
-                f"{classes[:10].tolist()}{'...' if len(classes) > 10 else ''}"
-                + (f" (missing {missing})" if missing and classes.min() >= 0 else "")
-                + ". Pass labels as strings to have them mapped automatically.")
-        return values.astype(np.int64), [str(c) for c in classes]
+        classes, codes = np.unique(values, return_inverse=True)
+        return codes.astype(np.int64), [str(c) for c in classes]
     if values.dtype.kind in "bOUS" or isinstance(series.dtype, pd.CategoricalDtype):
         as_str = series.astype(str).to_numpy()
         classes, codes = np.unique(as_str, return_inverse=True)
         return codes.astype(np.int64), [str(c) for c in classes]
-    raise FedLabelsError(f"{what} has unsupported dtype {values.dtype}; use integers 0..C-1 "
-                         "or strings.")
+    raise FedLabelsError(f"{what} has unsupported dtype {values.dtype}; use integer or string "
+                         "class labels.")
 
 
 def _check_size(name: str, value: int | None, available: int, flag: str) -> None:
@@ -267,10 +268,22 @@ def make_federation(
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
+    from fedlabels.reuse import Preprocessing
+
     Xa, feature_names = as_feature_matrix(X, "X")  # an ndarray, or LazyRows read by rows
     ya, class_names = encode_labels(y, "y")
     if len(Xa) != len(ya):
         raise FedLabelsError(f"X has {len(Xa)} rows but y has {len(ya)} labels.")
+    if len(class_names) < 2:
+        raise FedLabelsError(f"y has {len(ya)} labels but "
+                             + (f"a single class ({class_names[0]!r})" if class_names
+                                else "no class")
+                             + "; classification needs at least two classes.")
+    needed = n_clients + (1 if X_test is not None else 2)
+    if len(ya) < needed:
+        raise FedLabelsError(f"only {len(ya)} labelled examples: a federation of {n_clients} "
+                             f"clients needs at least {needed} (one per client, one in U"
+                             + (")." if X_test is not None else ", one to test)."))
 
     seq = np.random.SeedSequence(seed)
     split_rng, part_rng = (np.random.default_rng(s) for s in seq.spawn(2))
@@ -306,6 +319,11 @@ def make_federation(
                              "clients at least one; use more private data or fewer clients.")
     public_idx = pool[:n_unlabeled]
     private_idx = pool[n_unlabeled : n_unlabeled + n_private]
+    if len(np.unique(ya[private_idx])) < 2:
+        raise FedLabelsError(f"the {n_private} private training examples hold a single class "
+                             f"({class_names[int(ya[private_idx][0])]!r}), so no client can "
+                             "learn to tell classes apart; use more private data (--private) "
+                             "or check the labels.")
     parts = partition_pool(ya[private_idx], n_clients, spec, part_rng)
 
     X_public = Xa[public_idx]
@@ -334,6 +352,7 @@ def make_federation(
         n_classes=len(class_names),
         class_names=class_names,
         feature_names=feature_names,
+        preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std),
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private)},
     )
@@ -362,6 +381,8 @@ def _to_float32(a: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,
 def _encode_like(y: Any, class_names: list[str]) -> np.ndarray:
     """Encode test labels with the classes found in the training labels."""
     values = np.asarray(y).ravel()
+    if values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0):
+        values = values.astype(np.int64)  # 1.0 is the class "1"
     if values.dtype.kind in "iu" and class_names == [str(i) for i in range(len(class_names))]:
         if values.min() < 0 or values.max() >= len(class_names):
             raise FedLabelsError("y_test has classes that do not occur in y.")

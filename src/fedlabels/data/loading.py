@@ -2,21 +2,60 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 from fedlabels.data.federation import Federation, make_federation
-from fedlabels.data.registry import get_dataset
+from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
 from fedlabels.errors import FedLabelsError
+
+if TYPE_CHECKING:
+    from fedlabels.config import RunConfig
+
+
+def load_table(dataset: str, *, sep: str | None = None,
+               features: str | Sequence[str] | None = None,
+               drop: str | Sequence[str] | None = None) -> tuple[DatasetInfo, LoadedDataset]:
+    """A dataset's entry and its raw data, with the feature columns chosen.
+
+    ``sep`` is a CSV table's field separator (default ``,``); ``features`` keeps only the
+    named columns and ``drop`` removes some (comma-separated names or a list). A pandas
+    index column of a CSV table (``Unnamed: 0``) is dropped with a warning unless named.
+    """
+    info = get_dataset(dataset, sep=sep)
+    raw = info.load()
+    if features is None and drop is None and info.target is None:
+        return info, raw
+    from fedlabels.data.columns import drop_index_columns, parse_columns, select_columns
+
+    keep, remove = parse_columns(features, "--features"), parse_columns(drop, "--drop")
+    X = raw.X
+    if info.target is not None:  # a user table
+        X = drop_index_columns(X, keep=[*(keep or ()), *(remove or ())])
+    return info, replace(raw, X=select_columns(X, keep, remove, info.target))
+
+
+def federation_for(cfg: RunConfig) -> Federation:
+    """The federation a :class:`~fedlabels.config.RunConfig` describes."""
+    return load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
+                           n_private=cfg.private, private_per_client=cfg.private_per_client,
+                           n_test=cfg.test, partition=cfg.partition, seed=cfg.seed,
+                           sep=cfg.sep, features=cfg.features, drop=cfg.drop)
 
 
 def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None = None,
                     n_private: int | None = None, private_per_client: int | None = None,
                     n_test: int | None = None, partition: str = "iid",
-                    seed: int = 0) -> Federation:
+                    seed: int = 0, sep: str | None = None,
+                    features: str | Sequence[str] | None = None,
+                    drop: str | Sequence[str] | None = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
-    Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them).
+    Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
+    ``sep``, ``features`` and ``drop`` are those of :func:`load_table`.
     """
-    info = get_dataset(dataset)
-    raw = info.load()
+    info, raw = load_table(dataset, sep=sep, features=features, drop=drop)
     defaults = info.defaults
     if private_per_client is not None:
         if n_private is not None:

@@ -21,14 +21,16 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from fedlabels.data.cache import dataset_dir
 from fedlabels.data.fetch import DebSource
 from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CACHE_NAME = "mlbench"
 _DATA = "usr/lib/R/site-library/mlbench/data"
@@ -100,6 +102,8 @@ def encode_table(frame: pd.DataFrame, target: str, missing: str = "drop",
     -------
     X : DataFrame of float64, y : Series of class names (str)
     """
+    import pandas as pd  # lazily: importing fedlabels must not load pandas
+
     if target not in frame.columns:
         raise FedLabelsError(f"table has no target column {target!r}; columns are "
                              f"{list(frame.columns)[:20]}.")

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fedlabels.data.cache import dataset_dir
 from fedlabels.data.federation import LazyRows
@@ -44,6 +43,7 @@ class DatasetInfo:
     scale: str = "public"
     fetch: Callable[..., Path] | None = None
     fetched_marker: Callable[[], Path] | None = None
+    target: str | None = None  # the label column of a table (a CSV's TARGET)
 
     @property
     def needs_fetch(self) -> bool:
@@ -154,30 +154,33 @@ FETCH_GROUPS: dict[str, Callable[..., Path]] = {}
 _register_mlbench()
 
 
-def _csv_info(spec: str) -> DatasetInfo:
+def _csv_info(spec: str, sep: str | None) -> DatasetInfo:
     body = spec[len("csv:"):]
-    path_str, sep, target = body.rpartition(":")
-    if not sep or not path_str or not target:
+    path_str, colon, target = body.rpartition(":")
+    if not colon or not path_str or not target:
         raise FedLabelsError(f"invalid CSV dataset {spec!r}; use csv:PATH:TARGET_COLUMN.")
     path = Path(path_str).expanduser()
 
     def load() -> LoadedDataset:
-        if not path.is_file():
-            raise FedLabelsError(f"CSV file {path} does not exist.")
-        frame = pd.read_csv(path)
-        if target not in frame.columns:
-            raise FedLabelsError(f"CSV {path} has no column {target!r}; columns are "
-                                 f"{list(frame.columns)[:20]}.")
-        return LoadedDataset(frame.drop(columns=[target]), frame[target])
+        from fedlabels.data.csv_table import read_csv_table
+
+        return LoadedDataset(*read_csv_table(path, target, sep))
 
     return DatasetInfo(spec, f"user table {path}, target {target!r}", "local CSV", load,
-                       defaults={"n_unlabeled": None, "n_private": None, "n_test": None})
+                       defaults={"n_unlabeled": None, "n_private": None, "n_test": None},
+                       target=target)
 
 
-def get_dataset(name: str) -> DatasetInfo:
-    """Look a dataset up by name, or build the entry for ``csv:PATH:TARGET``."""
+def get_dataset(name: str, *, sep: str | None = None) -> DatasetInfo:
+    """Look a dataset up by name, or build the entry for ``csv:PATH:TARGET``.
+
+    ``sep`` is the field separator of a CSV table (default ``,``).
+    """
     if name.startswith("csv:"):
-        return _csv_info(name)
+        return _csv_info(name, sep)
+    if sep is not None:
+        raise FedLabelsError(f"--sep applies to csv:PATH:TARGET tables only, not to the "
+                             f"registered dataset {name!r}.")
     try:
         return REGISTRY[name]
     except KeyError:

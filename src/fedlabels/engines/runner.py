@@ -14,19 +14,27 @@ SuperNodes) and calls, in order:
 
 from __future__ import annotations
 
+import signal
 import time
+import warnings
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from fedlabels.errors import FedLabelsWarning
 from fedlabels.learners import expand_per_client, is_iterative
+from fedlabels.progress import RoundProgress
 from fedlabels.protocols import Grid, Method, MethodContext, ServerRole, Settings, get_method
 from fedlabels.protocols.base import make_learners
 from fedlabels.protocols.options import MethodOptions
+from fedlabels.protocols.threat import merge_privacy, recorded_outside
+from fedlabels.provenance import provenance
 from fedlabels.results import RoundRecord, RunResult
+from fedlabels.threads import set_threads
 
 WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays"
 
@@ -78,11 +86,15 @@ class RunPlan:
 
     def learners(self) -> list[Any]:
         """A fresh learner per client role, seeded with its client seed."""
-        return make_learners(self.specs, self.client_seeds, self.settings.n_classes)
+        learners = make_learners(self.specs, self.client_seeds, self.settings.n_classes)
+        set_threads(None)  # torch, if a learner loaded it, gets this process's thread count
+        return learners
 
     def learner(self, cid: int) -> Any:
-        return make_learners([self.specs[cid]], [self.client_seeds[cid]],
-                             self.settings.n_classes)[0]
+        learner = make_learners([self.specs[cid]], [self.client_seeds[cid]],
+                                self.settings.n_classes)[0]
+        set_threads(None)
+        return learner
 
     def context(self, truth_public: np.ndarray | None = None) -> MethodContext:
         return MethodContext(self.settings, list(self.client_seeds), self.server_seed,
@@ -107,12 +119,29 @@ def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: 
     return RunPlan(impl, settings, specs, client_seeds, server_seed)
 
 
+def rounds_to_run(plan: RunPlan, learners: list[Any]) -> tuple[int, dict[str, Any] | None]:
+    """The rounds a run takes, and the result's ``rounds_run`` note when that is fewer than
+    requested: a one-shot method stops once further rounds would change nothing, so the
+    per-round figures are not spread over rounds that did nothing."""
+    requested = plan.settings.rounds
+    used = plan.method.rounds_used(plan.settings, learners)
+    if used is None or used >= requested:
+        return requested, None
+    name = plan.method.name
+    note = {"requested": requested, "run": used,
+            "reason": f"{name} exchanges all its messages in round {used} and later rounds "
+                      "would change nothing, so the run stopped after it"}
+    warnings.warn(f"{name} uses {used} round(s); ran {used} of the {requested} requested",
+                  FedLabelsWarning, stacklevel=2)
+    return used, note
+
+
 RoundHook = Callable[[RoundRecord], None]
 
 
 def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
                period: int, eval_every: int, iterative: bool, all_cids: list[int],
-               on_round: RoundHook | None = None, bar: Any = None,
+               on_round: RoundHook | None = None, progress: RoundProgress | None = None,
                records: list[RoundRecord] | None = None,
                catch_interrupt: bool = False) -> tuple[list[RoundRecord], bool]:
     """Rounds ``len(records)`` .. ``rounds - 1``; returns (records, interrupted).
@@ -120,7 +149,8 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
     Each round: ``server.run_round``, then, every ``eval_every`` rounds and at the last, an
     evaluation exchange with the clients the grid still has. ``bytes_up``/``bytes_down`` are
     per client of ``all_cids`` (0 for clients that took no part). With ``catch_interrupt``
-    a Ctrl-C after at least one evaluation ends the loop and returns ``interrupted=True``.
+    a Ctrl-C (or SIGTERM under :func:`terminate_as_interrupt`) ends the loop and returns the
+    rounds completed so far (possibly none, or none evaluated) with ``interrupted=True``.
     """
     records = [] if records is None else records
     interrupted = False
@@ -145,15 +175,32 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
             records.append(record)
             if on_round is not None:
                 on_round(record)
-            if bar is not None:
-                bar.update(1)
-                if accuracies:
-                    bar.set_postfix(acc=f"{np.mean(accuracies):.3f}")
+            if progress is not None:
+                progress.update(record)
     except KeyboardInterrupt:
-        if not catch_interrupt or not any(r.accuracies is not None for r in records):
+        if not catch_interrupt:
             raise
         interrupted = True
     return records, interrupted
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while the block runs, so a terminated run takes
+    the Ctrl-C path (completed rounds kept, processes stopped); the old handler is restored.
+    Outside the main thread signals cannot be handled and nothing changes."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: the caller handles signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def model_names(specs: list[Any]) -> list[str]:
@@ -165,8 +212,19 @@ def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
                  federation: dict[str, Any], started: float,
                  wire_format: str = WIRE_FORMAT,
                  extra: dict[str, Any] | None = None) -> RunResult:
-    """The result of a run: records, communication, the method's extras and its options."""
+    """The result of a run: records, communication, the method's extras and its options.
+
+    ``extra["privacy"]`` always holds the guarantee (``formal`` / ``conditional`` / ``none``),
+    the party it is stated against and the neighbouring relation: declared by the method's
+    threat model, refined by the server's ``result_extra()`` (then by ``extra``).
+    ``extra["provenance"]`` versions, command line, start and end (:mod:`fedlabels.provenance`).
+    """
     method = plan.method
+    server_extra = server.result_extra()
+    declared = method.threat_model.privacy()
+    if declared["guarantee"] != "none":  # the result also keeps raw-data statistics
+        declared = merge_privacy(declared, {"outside_guarantee": recorded_outside(federation)})
+    privacy = merge_privacy(declared, server_extra.get("privacy"), (extra or {}).get("privacy"))
     return RunResult(
         method=method.name,
         dataset=dataset,
@@ -177,8 +235,9 @@ def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
         rounds=list(records),
         communication=meter.summary(wire_format),
         wall_seconds=time.perf_counter() - started,
-        extra={"threat_model": method.threat_model.to_dict(), **server.result_extra(),
-               **(extra or {})},
+        extra={"threat_model": method.threat_model.to_dict(), **server_extra,
+               **(extra or {}), "privacy": privacy,
+               "provenance": provenance(started)},
     )
 
 

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sklearn.base import clone
-
 from fedlabels.errors import FedLabelsError
 
 Factory = Callable[..., Any]
@@ -40,6 +38,8 @@ class ModelEntry:
     factory: Factory
     description: str
     aliases: tuple[str, ...] = ()
+    #: checks a spec's parameters when the spec is parsed (raises FedLabelsError)
+    check: Callable[[dict[str, Any]], None] | None = None
 
 
 MODELS: dict[str, ModelEntry] = {}
@@ -47,9 +47,11 @@ _ALIASES: dict[str, str] = {}
 
 
 def register_model(name: str, factory: Factory, description: str,
-                   aliases: tuple[str, ...] = ()) -> None:
-    """Make a model available by name (and aliases) in specs."""
-    MODELS[name] = ModelEntry(factory, description, aliases)
+                   aliases: tuple[str, ...] = (),
+                   check: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Make a model available by name (and aliases) in specs; ``check`` validates a spec's
+    parameters when it is parsed, so a bad value fails before any data is loaded."""
+    MODELS[name] = ModelEntry(factory, description, aliases, check)
     for alias in (name, *aliases):
         _ALIASES[alias] = name
 
@@ -118,7 +120,14 @@ def parse_model_spec(text: str) -> list[ModelSpec]:
                     raise FedLabelsError(f"model parameter {item!r} in {part!r} must be "
                                          "key=value.")
                 params[key.strip()] = _parse_value(value)
-        specs.append(ModelSpec(resolve_model_name(name), params))
+        canonical = resolve_model_name(name)
+        check = MODELS[canonical].check
+        if check is not None:
+            try:
+                check(params)
+            except FedLabelsError as exc:
+                raise FedLabelsError(f"model spec {part!r}: {exc}") from None
+        specs.append(ModelSpec(canonical, params))
     return specs
 
 
@@ -145,9 +154,12 @@ def check_estimator(estimator: Any, where: str = "model") -> Any:
 def build_learner(spec: ModelSpec | Any, *, n_classes: int, random_state: int) -> Any:
     """Instantiate a fresh learner from a spec, or clone an estimator object."""
     if not isinstance(spec, ModelSpec):
-        estimator = clone(check_estimator(spec))
-        if "random_state" in estimator.get_params():
-            estimator.set_params(random_state=random_state)
+        estimator = clone_fresh(check_estimator(spec))
+        if callable(getattr(estimator, "get_params", None)):
+            if "random_state" in estimator.get_params():
+                estimator.set_params(random_state=random_state)
+        elif hasattr(estimator, "random_state"):  # a plain object: set the attribute
+            estimator.random_state = random_state
         return estimator
     entry = MODELS[spec.name]
     try:
@@ -190,6 +202,37 @@ def _sk(cls_path: str, rename: dict[str, str] | None = None, **defaults: Any) ->
     return factory
 
 
+_MLP_INTS = ("batch_size", "max_steps", "predict_batch_size")
+_MLP_PARAMS = ("hidden", "lr", "weight_decay", "warm_start", *_MLP_INTS)
+
+
+def _check_mlp(params: dict[str, Any]) -> None:
+    """The torch MLP's parameters, checked without importing torch."""
+    unknown = sorted(set(params) - set(_MLP_PARAMS))
+    if unknown:
+        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; mlp takes "
+                             f"{', '.join(_MLP_PARAMS)}.")
+    hidden = params.get("hidden", (512, 512))
+    sizes = (hidden,) if isinstance(hidden, int) and not isinstance(hidden, bool) else hidden
+    if not isinstance(sizes, tuple) or not sizes or any(
+            isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in sizes):
+        raise FedLabelsError(f"hidden must be layer widths like 512 or 512-256 (positive "
+                             f"integers joined by '-'), got {_fmt(hidden)!r}.")
+    for name in ("lr", "weight_decay"):
+        value = params.get(name, 1e-3 if name == "lr" else 0.0)
+        low_ok = value > 0 if name == "lr" else value >= 0
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low_ok:
+            raise FedLabelsError(f"{name} must be a number {'>' if name == 'lr' else '>='} 0, "
+                                 f"got {_fmt(value)!r}.")
+    for name in _MLP_INTS:
+        value = params.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FedLabelsError(f"{name} must be an integer >= 1, got {_fmt(value)!r}.")
+    if not isinstance(params.get("warm_start", True), bool):
+        raise FedLabelsError(f"warm_start must be true or false, got "
+                             f"{_fmt(params['warm_start'])!r}.")
+
+
 def _torch_mlp(n_classes: int, random_state: int, hidden: Any = (512, 512),
                lr: float = 1e-3, **params: Any) -> Any:
     from fedlabels.learners.torch_mlp import TorchMLPClassifier
@@ -214,11 +257,22 @@ register_model("sk_mlp", _sk("sklearn.neural_network.MLPClassifier",
                "scikit-learn MLPClassifier (refit from scratch)")
 register_model("mlp", _torch_mlp,
                "torch MLP, warm-started iterative training; mlp(hidden=512-512,lr=0.001,"
-               "batch_size=64)", aliases=("torch_mlp",))
+               "batch_size=64)", aliases=("torch_mlp",), check=_check_mlp)
 
 
 def clone_fresh(estimator: Any) -> Any:
-    """An unfitted copy with the same parameters (scikit-learn ``clone``)."""
+    """An unfitted copy with the same parameters.
+
+    scikit-learn ``clone`` for objects with ``get_params``; any other object with
+    ``fit``/``predict`` is deep-copied, so pass it unfitted (its ``fit`` must train from
+    scratch each time it is called, as scikit-learn's does).
+    """
+    if not callable(getattr(estimator, "get_params", None)):
+        import copy
+
+        return copy.deepcopy(estimator)
+    from sklearn.base import clone  # lazily: importing fedlabels must not load scikit-learn
+
     return clone(estimator)
 
 

@@ -19,6 +19,10 @@ from typing import Any
 RECORD_LEVEL = "record-level: one private record of one client removed or replaced"
 #: all data of one client is added or removed (McMahan et al. 2018, DP-FedAvg)
 CLIENT_LEVEL = "client-level: one client (all its records) added or removed"
+#: what s* = 2|U| (every label may change) protects: any two datasets of one client
+WHOLE_DATASET = ("client-level under replacement: one client's whole private dataset "
+                 "replaced by any other (s* = 2|U| bounds the distance between the label "
+                 "releases of any two datasets), so every record of it, not just one")
 #: the relation assumed by the GNMax / LNMax vote sensitivities (PATE)
 DISJOINT_TEACHERS = ("record-level: one private record of one teacher changes; each record "
                      "trains exactly one teacher (disjoint teacher data), so one vote moves")
@@ -39,8 +43,8 @@ class Sensitivity:
         s* in bits of the one-hot matrix (what the XOR mechanism is calibrated to).
     source : {"empirical", "prop2", "worst", "given"}
         ``empirical``: maximum over sampled neighbouring datasets (an estimate, not a bound);
-        ``prop2``: Prop. 2 of Abourayya et al. from a stability rate (holds with probability
-        ``1 - confidence_delta`` over the data); ``worst``: ``2 |U|`` (always valid);
+        ``prop2``: a heuristic after Prop. 2 of Abourayya et al. from a stability rate (not a
+        bound); ``worst``: ``2 |U|`` (always valid, for any two datasets of a client);
         ``given``: a number supplied by the user.
     n_unlabeled : int
         |U|.

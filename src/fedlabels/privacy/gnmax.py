@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
 from fedlabels.consensus import ABSTAIN
 from fedlabels.errors import FedLabelsError
@@ -133,6 +132,8 @@ def gnmax_log_q(counts: np.ndarray, sigma: float) -> np.ndarray:
 
     q̃ = Σ_{i≠i*} ½ erfc((n_{i*} - n_i) / (2σ)), capped at 1 - 1/C; computed in log space.
     """
+    from scipy import special, stats  # lazily: importing fedlabels must not load scipy
+
     counts = np.asarray(counts, dtype=np.float64)
     n_classes = counts.shape[1]
     top = counts.argmax(axis=1)

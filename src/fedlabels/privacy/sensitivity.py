@@ -4,13 +4,17 @@ s* is measured in **bits of the |U| x C one-hot matrix**, the unit the XOR mecha
 calibrated in (the paper's s_f = ||f(D) ⊕ f(D')||_F^2). One changed hard label flips two bits
 of its row, so ``bits = 2 * changed labels`` and the worst case is ``2|U|``.
 
-* :func:`worst_case_sensitivity` — 2|U|: one record may change every label. Always valid.
-* :func:`prop2_sensitivity` — Prop. 2 of Abourayya et al.: from an on-average-replace-one
-  stability rate ε(n), a bound on the number of changed *labels* that holds with probability
-  1 - δ over the data (Short's binomial quantile bound); doubled to bits here.
-* :func:`empirical_sensitivity` — as in the paper's experiments: retrain on n neighbouring
-  datasets and take the maximum distance. A sample maximum, hence an *estimate* (a lower
-  bound on the true sensitivity of this learner on this data), not a guarantee.
+* :func:`worst_case_sensitivity` — 2|U|: every label may change. Always valid, and for any
+  two datasets of a client, so it protects the client's whole dataset (client-level under
+  replacement), not just one record.
+* :func:`prop2_sensitivity` — a **heuristic** after Prop. 2 of Abourayya et al.: from an
+  on-average-replace-one stability rate ε(n), the 1 - δ quantile of Binomial(|U|, ε(n))
+  (Short's bound), doubled to bits. Prop. 2 bounds an *expected* loss change, not the number
+  of prediction changes on U, and gives no supremum over neighbours: this is not a bound.
+* :func:`empirical_sensitivity` — as in the paper's experiments: retrain on neighbouring
+  datasets (a record removed, and a record's label replaced) and take the maximum distance,
+  at least 2 bits. A sample maximum, hence an *estimate* (a lower bound on the true
+  sensitivity of this learner on this data), not a guarantee.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.events import Sensitivity
+from fedlabels.privacy.events import RECORD_LEVEL, WHOLE_DATASET, Sensitivity
 from fedlabels.privacy.validation import check_delta, check_sensitivity_bits, check_stability_rate
 
-RELATIONS = ("remove", "replace")
+RELATIONS = ("remove", "replace", "both")
+#: an empirical estimate is never below one changed label (2 bits)
+FLOOR_BITS = 2
 
 
 def worst_case_sensitivity(n_unlabeled: int) -> Sensitivity:
@@ -45,10 +50,14 @@ def given_sensitivity(bits: float, n_unlabeled: int, note: str = "") -> Sensitiv
 
 
 def prop2_label_bound(n_unlabeled: int, stability_rate: float, delta: float) -> int:
-    """Prop. 2: ⌈nε + P·sqrt(nε(1 - ε)) + P²/3⌉ changed labels, P = Φ⁻¹(1 - δ), n = |U|.
+    """Prop. 2 heuristic: ⌈nε + P·sqrt(nε(1 - ε)) + P²/3⌉ labels, P = Φ⁻¹(1 - δ), n = |U|.
 
-    Short's (2023) upper bound on the 1 - δ quantile of Binomial(n, ε(n)), capped at n.
+    Short's (2023) upper bound on the 1 - δ quantile of Binomial(n, ε(n)), capped at n: the
+    number of changed labels *if* each label changed independently with probability ε(n),
+    which Prop. 2's proof does not establish (a heuristic, not a sensitivity bound).
     """
+    from scipy import stats  # lazily: importing fedlabels must not load scipy
+
     check_stability_rate(stability_rate)
     check_delta(delta)
     n, p = int(n_unlabeled), float(stability_rate)
@@ -58,18 +67,20 @@ def prop2_label_bound(n_unlabeled: int, stability_rate: float, delta: float) -> 
 
 
 def prop2_sensitivity(n_unlabeled: int, stability_rate: float, delta: float) -> Sensitivity:
-    """s* from Prop. 2, in bits (2 x the label bound), capped at 2|U|.
+    """The Prop. 2 heuristic s*, in bits (2 x its label count), capped at 2|U|.
 
-    Caveats (stated in the result): Prop. 2 turns an *on-average* stability rate into a
-    high-probability bound, so it holds with probability 1 - δ over the draw of the data
-    (a "random DP" guarantee, Rubinstein & Aldà 2017), not for every pair of neighbours; and
-    the rate ε(n) of the learner must be known (for neural networks it is not, in practice).
+    A heuristic, not a bound (stated in the result): Prop. 2 bounds an *expected* loss
+    change under an on-average-replace-one stability rate, not prediction changes on U, and
+    its proof gives no supremum over neighbouring datasets; at best the number could hold
+    with probability 1 - δ over the data (a "random DP" reading, Rubinstein & Aldà 2017).
+    The rate ε(n) of the learner must also be known (for neural networks it is not).
     """
     labels = prop2_label_bound(n_unlabeled, stability_rate, delta)
     return Sensitivity(2 * labels, "prop2", n_unlabeled, formal=False, details={
         "stability_rate": stability_rate, "confidence_delta": delta,
-        "label_bound": labels,
-        "holds": f"with probability {1 - delta:g} over the data (not for all neighbours)"})
+        "label_count": labels,
+        "holds": "heuristic: Prop. 2 bounds an expected loss change, not prediction changes "
+                 "on U, and gives no supremum over neighbours; not a bound"})
 
 
 def _neighbour(X: np.ndarray, y: np.ndarray, i: int, relation: str, n_classes: int,
@@ -85,9 +96,10 @@ def _neighbour(X: np.ndarray, y: np.ndarray, i: int, relation: str, n_classes: i
 
 def _fit_predict(learner: Any, X: np.ndarray, y: np.ndarray, X_public: np.ndarray,
                  steps: int | None) -> np.ndarray:
-    from sklearn.base import clone
+    from fedlabels.learners import clone_fresh_learner
 
-    model = clone(learner)  # same hyper-parameters and random_state: only the data differs
+    # same hyper-parameters and random_state: only the data differs
+    model: Any = clone_fresh_learner(learner)
     if callable(getattr(model, "train_steps", None)) and steps is not None:
         model.train_steps(X, y, int(steps))
     else:
@@ -96,18 +108,21 @@ def _fit_predict(learner: Any, X: np.ndarray, y: np.ndarray, X_public: np.ndarra
 
 
 def empirical_sensitivity(learner: Any, X: np.ndarray, y: np.ndarray, X_public: np.ndarray,
-                          n_classes: int, *, n_neighbours: int = 10,
-                          relation: str = "remove", seed: int = 0,
+                          n_classes: int, *, n_neighbours: int = 50,
+                          relation: str = "both", seed: int = 0,
                           steps: int | None = None) -> Sensitivity:
-    """Estimate s* by retraining on ``n_neighbours`` neighbouring datasets.
+    """Estimate s* by retraining on neighbouring datasets of ``n_neighbours`` records.
 
     The learner is cloned (same hyper-parameters and ``random_state``) and trained on D and on
-    each D'_i (record i removed, or its label replaced by another class), for ``steps`` steps
-    if it is a torch learner and ``steps`` is given, else with ``fit``. The distance is the
-    Hamming distance of the one-hot predictions on U: 2 bits per changed label.
+    each D'_i for ``n_neighbours`` sampled records i: record i removed (``remove``), its label
+    replaced by another class (``replace``), or both (``both``, the default: two neighbours
+    per record), for ``steps`` steps if it is a torch learner and ``steps`` is given, else
+    with ``fit``. The distance is the Hamming distance of the one-hot predictions on U:
+    2 bits per changed label.
 
-    Returns the maximum in bits; ``details`` keeps every distance. A sample maximum
-    underestimates the supremum the definition asks for: the result is not a guarantee.
+    Returns the maximum in bits, at least :data:`FLOOR_BITS`; ``details`` keeps every
+    distance. A sample maximum underestimates the supremum the definition asks for: the
+    result is not a guarantee.
     """
     if relation not in RELATIONS:
         raise FedLabelsError(f"neighbour relation must be one of {RELATIONS}, got "
@@ -118,19 +133,41 @@ def empirical_sensitivity(learner: Any, X: np.ndarray, y: np.ndarray, X_public: 
     rng = np.random.default_rng(seed)
     base = _fit_predict(learner, X, y, X_public, steps)
     chosen = rng.choice(len(y), size=n_neighbours, replace=False)
-    changed = []
+    relations = ("remove", "replace") if relation == "both" else (relation,)
+    changed: dict[str, list[int]] = {r: [] for r in relations}
     for i in chosen:  # one retraining per neighbour: the cost is the training, not this loop
-        X2, y2 = _neighbour(X, y, int(i), relation, n_classes, rng)
-        changed.append(int(np.count_nonzero(_fit_predict(learner, X2, y2, X_public, steps)
-                                            != base)))
-    labels = max(changed)
-    n_public = len(X_public)
-    return Sensitivity(max(2 * labels, 1), "empirical", n_public, formal=False, details={
-        "n_neighbours": n_neighbours, "relation": relation, "seed": seed,
-        "learner": type(learner).__name__, "steps": steps,
-        "changed_labels": changed, "max_changed_labels": labels,
-        "mean_changed_labels": float(np.mean(changed)),
-        "note": "sample maximum over neighbours: an estimate, not a bound"})
+        for rel in relations:
+            X2, y2 = _neighbour(X, y, int(i), rel, n_classes, rng)
+            changed[rel].append(int(np.count_nonzero(
+                _fit_predict(learner, X2, y2, X_public, steps) != base)))
+    every = [c for rel in relations for c in changed[rel]]
+    labels = max(every)
+    per_relation = ({f"changed_labels_{rel}": changed[rel] for rel in relations}
+                    if relation == "both" else {})
+    details = {
+        "n_neighbours": n_neighbours, "relation": relation, "retrainings": len(every),
+        "seed": seed, "learner": type(learner).__name__, "steps": steps,
+        "changed_labels": every, **per_relation, "max_changed_labels": labels,
+        "mean_changed_labels": float(np.mean(every)), "floor_bits": FLOOR_BITS,
+        "note": "sample maximum over neighbours (at least 2 bits): an estimate, not a bound"}
+    return Sensitivity(max(2 * labels, FLOOR_BITS), "empirical", len(X_public), formal=False,
+                       details=details)
+
+
+def sensitivity_guarantee(s: Sensitivity) -> dict[str, Any]:
+    """What a release calibrated to ``s`` guarantees: ``guarantee``, ``neighbouring`` and,
+    unless s* is the worst case, the assumption it is ``conditional_on``."""
+    if s.source == "worst":
+        return {"guarantee": "formal", "neighbouring": WHOLE_DATASET}
+    d = s.details
+    records = d.get("n_neighbours", d.get("neighbours"))
+    how = {"empirical": f"empirical estimate (sample maximum, {d.get('relation')} neighbours "
+                        f"of {records} records per client), not a bound",
+           "prop2": f"Prop. 2 heuristic (stability rate {d.get('stability_rate')}), not a "
+                    "bound",
+           "given": f"given by the user ({d.get('note')})"}.get(s.source, s.source)
+    return {"guarantee": "conditional", "neighbouring": RECORD_LEVEL,
+            "conditional_on": f"s* = {s.bits} bits, {how}"}
 
 
 def resolve_sensitivity(spec: Any, n_unlabeled: int, *, stability_rate: float | None = None,

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from fedlabels.errors import FedLabelsError
 from fedlabels.privacy.events import GNMaxEvent, LaplaceNoisyMaxEvent
@@ -70,6 +69,8 @@ def gaussian_exact_epsilon(mu: float, delta: float) -> float:
     Gaussian mechanisms with ratios μ_i are exactly one with μ = sqrt(Σ μ_i²), so this is the
     tight (PLD) accounting of the data-independent GNMax analysis, without a PLD grid.
     """
+    from scipy import special  # lazily: importing fedlabels must not load scipy
+
     check_delta(delta)
     if mu <= 0:
         return 0.0
@@ -196,6 +197,12 @@ def account_gnmax(events: Sequence[GNMaxEvent], delta: float, orders: Any = None
                         threshold, threshold_sigma)
 
 
+def gnmax_epsilon(sigma: float, n_queries: int, delta: float, orders: Any = None) -> float:
+    """ε at δ of Q plain GNMax queries: the data-independent RDP bound (the guarantee)."""
+    orders = check_orders(orders)
+    return epsilon_from_rdp(n_queries * orders / sigma**2, delta, orders)[0]
+
+
 def calibrate_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
                           orders: Any = None) -> float:
     """The smallest σ whose Q-query data-independent GNMax bound is at most ``target_epsilon``."""
@@ -203,7 +210,7 @@ def calibrate_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
     orders = check_orders(orders)
 
     def eps(sigma: float) -> float:
-        return epsilon_from_rdp(n_queries * orders / sigma**2, delta, orders)[0]
+        return gnmax_epsilon(sigma, n_queries, delta, orders)
 
     lo, hi = 1e-3, 1.0
     while eps(hi) > target_epsilon:
@@ -247,6 +254,42 @@ def laplace_epsilon(scale: float, n_queries: int, delta: float, accountant: str,
     acc = _laplace_accountant(accountant)
     acc.compose(dpa.LaplaceDpEvent(noise_multiplier=scale / l1_sensitivity), n_queries)
     return float(acc.get_epsilon(delta))
+
+
+#: the accountants a Laplace scale is calibrated with (PLD is tighter but too slow to bisect)
+LAPLACE_CALIBRATION_ACCOUNTANTS = ("basic", "rdp")
+
+
+def laplace_total_epsilon(scale: float, n_queries: int, delta: float,
+                          l1_sensitivity: float = VOTE_L1_SENSITIVITY,
+                          accountants: tuple[str, ...] = LAPLACE_CALIBRATION_ACCOUNTANTS
+                          ) -> float:
+    """The smallest ε over ``accountants`` of Q noisy-max queries of scale b (a valid bound)."""
+    return min(laplace_epsilon(scale, n_queries, delta, name, l1_sensitivity)
+               for name in accountants)
+
+
+def calibrate_laplace_scale(target_epsilon: float, n_queries: int, delta: float,
+                            l1_sensitivity: float = VOTE_L1_SENSITIVITY) -> float:
+    """The smallest Laplace scale b whose Q-query composition (basic or RDP, whichever is
+    tighter) is at most ``target_epsilon`` at δ; bisection on b (ε falls as b grows)."""
+    check_delta(delta)
+    if not (target_epsilon > 0 and math.isfinite(target_epsilon)):
+        raise FedLabelsError(f"target epsilon must be a finite number > 0, got "
+                             f"{target_epsilon!r}.")
+    if n_queries < 1:
+        raise FedLabelsError(f"number of queries must be >= 1, got {n_queries}.")
+
+    def eps(scale: float) -> float:
+        return laplace_total_epsilon(scale, n_queries, delta, l1_sensitivity)
+
+    hi = n_queries * l1_sensitivity / target_epsilon  # basic composition: exactly the target
+    lo = hi
+    while eps(lo) <= target_epsilon and lo > 1e-12 * hi:
+        lo *= 0.5
+    _, hi = bisect_monotone(lambda b: eps(b) > target_epsilon, lo, hi, rel_tol=1e-9,
+                            max_iter=100)
+    return hi
 
 
 @dataclass(frozen=True)

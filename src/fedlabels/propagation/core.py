@@ -20,11 +20,14 @@ the same :func:`knn_graph_from_hamming`, so plaintext and secure graphs are iden
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from fedlabels.errors import FedLabelsError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 # ----------------------------------------------------------------------------- validation
 
@@ -124,6 +127,8 @@ class GraphSpec:
 
 def _assemble(rows: np.ndarray, cols: np.ndarray, h: np.ndarray, n: int,
               spec: GraphSpec) -> sp.csr_matrix:
+    import scipy.sparse as sp  # lazily: importing fedlabels must not load scipy
+
     sim = np.cos(np.pi * h.astype(np.float64) / spec.n_bits)
     sim = np.clip(sim, 0.0, None) ** spec.power  # negative similarities are not edges
     B = sp.csr_matrix((sim, (rows, cols)), shape=(n, n))

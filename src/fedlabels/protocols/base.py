@@ -260,6 +260,23 @@ class Method:
     uses_public: ClassVar[bool] = True  # whether client roles hold the public set U
     #: whether the run may go on when clients are lost (``validate`` decides how many)
     tolerates_lost_clients: ClassVar[bool] = True
+    #: the model spec used when the user names none; None: the torch ``mlp`` for methods
+    #: that average parameters (``requires_weights``), else ``decision_tree``
+    default_model: ClassVar[str | None] = None
+    #: rounds in which the method exchanges messages (None: every round); the rounds after
+    #: them send nothing (a one-shot method: 1)
+    communication_rounds: ClassVar[int | None] = None
+
+    def model_default(self) -> str:
+        """The model spec a run uses when the user gives none."""
+        if self.default_model is not None:
+            return self.default_model
+        return "mlp" if self.requires_weights else "decision_tree"
+
+    def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
+        """Rounds after which further rounds would change nothing (None: every round
+        counts); the engine stops the run there. By default the communication rounds."""
+        return self.communication_rounds
 
     def parse_options(self, raw: Mapping[str, Any] | MethodOptions | None) -> MethodOptions:
         """Validated options from user input (already-parsed options pass through)."""

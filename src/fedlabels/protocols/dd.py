@@ -145,6 +145,7 @@ class DDServer(ServerRole):
 
 class DistributedDistillation(Method):
     name = "dd"
+    default_model = "mlp"  # distillation on soft labels needs gradient steps
     description = ("DD: clients share soft labels (float16 probabilities) on U and distil "
                    "towards their average")
     options_class = DDOptions

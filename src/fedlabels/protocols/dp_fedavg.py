@@ -13,7 +13,10 @@ Adding or removing one client changes the sum by at most S, so each round is the
 Poisson-subsampled Gaussian mechanism with noise multiplier σ, accounted with dp-accounting
 under ADD_OR_REMOVE_ONE (``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)),
 T)``; exact analytic Gaussian composition when q = 1). The options are
-:class:`DPFedAvgOptions`; σ calibrated from a target ε uses the run's number of rounds.
+:class:`DPFedAvgOptions`; σ calibrated from the run's total ε (``epsilon``) uses the run's
+number of rounds, and the server checks the budget before every round. The Poisson sample and
+the noise come from OS entropy at the server (:func:`fedlabels.randomness.numpy_generator`):
+amplification by subsampling needs the sample to be secret, so neither derives from the seed.
 
 Threat model: the server is trusted to add the noise (central DP): the guarantee protects
 every client's whole dataset against anyone who sees the global models (other clients, users
@@ -31,6 +34,7 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import CLIENT_LEVEL
 from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
 from fedlabels.protocols.blocks import (
@@ -47,6 +51,7 @@ from fedlabels.protocols.threat import (
     Payload,
     ThreatModel,
 )
+from fedlabels.randomness import numpy_generator
 
 POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
 ACCOUNTANTS = ("analytic", "rdp", "pld")
@@ -60,8 +65,9 @@ class DPFedAvgOptions(MethodOptions):
         None, "noise multiplier σ (noise std σ·S on the sum of clipped updates); give this "
         "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
     epsilon: float | None = option(
-        None, "target ε over the whole run; σ is calibrated to it over the run's rounds; give "
-        "this or noise_multiplier", kind=float, interval=POSITIVE, nullable=True, flag=True)
+        None, "total (ε, δ) budget of the whole run (client-level); σ is calibrated to it over "
+        "the run's rounds and every round is checked against it; give this or "
+        "noise_multiplier", kind=float, interval=POSITIVE, nullable=True, flag=True)
     delta: float = option(1e-5, "δ of the client-level (ε, δ) guarantee", kind=float,
                           interval=Interval(0.0, 1.0, "neither"), flag=True)
     sample_rate: float = option(1.0, "Poisson client-sampling rate q", kind=float,
@@ -109,10 +115,12 @@ class DPFedAvgClient(WeightsClient):
 class DPFedAvgServer(GlobalModelServer):
     """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²), accounts for ε."""
 
-    def __init__(self, initial: np.ndarray, settings: Settings, seed: int) -> None:
+    def __init__(self, initial: np.ndarray, settings: Settings) -> None:
         from fedlabels.privacy.accounting import (
             calibrate_noise_multiplier,
+            default_calibration_accountant,
             default_gaussian_accountants,
+            gaussian_epsilon,
         )
 
         super().__init__(initial, settings.period)
@@ -129,7 +137,14 @@ class DPFedAvgServer(GlobalModelServer):
         if sigma is None:
             raise FedLabelsError("dp-fedavg needs noise_multiplier or epsilon.")
         self.sigma = sigma
-        self.rng = np.random.default_rng([seed, 0xFEDA])
+        self.budget: Budget | None = None
+        if opts.epsilon is not None:  # refuse to start if the plan already exceeds it
+            name = opts.accountant or default_calibration_accountant(self.q)
+            self.budget = Budget(opts.epsilon, self.delta, "round", settings.rounds,
+                                 lambda k: gaussian_epsilon(self.sigma, self.q, k, self.delta, name)
+                                 if k else 0.0, name)
+            self.budget.check_plan()
+        self.rng: np.random.Generator | None = None  # made where the mechanism first runs
         self.events: list[Any] = []
         self.sampled: list[int] = []
         self.clipped_fraction: list[float] = []
@@ -137,6 +152,10 @@ class DPFedAvgServer(GlobalModelServer):
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         from fedlabels.privacy.events import SampledGaussianEvent
 
+        if self.budget is not None:
+            self.budget.charge(1)  # stops before a release that would exceed the target
+        if self.rng is None:  # the Poisson sample and the noise: secret, from OS entropy
+            self.rng = numpy_generator()
         cids = grid.client_ids
         picked = self.rng.random(len(cids)) < self.q
         chosen = [cid for cid, p in zip(cids, picked, strict=True) if p]
@@ -174,6 +193,7 @@ class DPFedAvgServer(GlobalModelServer):
             "clip_norm": self.clip,
             "sample_rate": self.q,
             "rounds_accounted": len(self.events),
+            "target": self.budget.to_dict() if self.budget is not None else None,
             "sampled_clients_per_round": self.sampled,
             "clipped_fraction_per_round": self.clipped_fraction,
             "sensitivity": {"value": self.clip, "norm": "L2",
@@ -218,14 +238,24 @@ class DPFedAvg(Method):
                     "against observers of the global model, which carries the noise"),
             Payload("dpfedavg.update", "norm", "metric", source="config", note="the L2 norm "
                     "of the update before clipping, sent to the server in the clear"),
-            *EVALUATION_PAYLOADS))
+            *EVALUATION_PAYLOADS),
+        outside=(
+            ("rounds[].server.mean_update_norm", "mean of the clients' pre-clipping update "
+             "norms, published without noise"),
+            ("rounds[].server.clipped_fraction", "fraction of sampled clients whose update "
+             "was clipped, from the pre-clipping norms, published without noise"),
+            ("privacy.clipped_fraction_per_round", "the same fractions, every round"),
+            ("rounds[].server.sampled_clients", "not computed from private data, but the "
+             "subsampling analysis assumes the Poisson sample is hidden; its size is published"),
+            ("privacy.sampled_clients_per_round", "the same sample sizes, every round"),
+        ))
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         check_weight_learners("DP-FedAvg", learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
-        return DPFedAvgServer(initial_weights(learners, ctx), ctx.settings, ctx.server_seed)
+        return DPFedAvgServer(initial_weights(learners, ctx), ctx.settings)
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,

@@ -11,33 +11,37 @@ through a label mechanism of :mod:`fedlabels.privacy.mechanisms`:
   payload stays ceil(log2 C) bits per label and the consensus is the plurality of the noisy
   votes.
 
-The options (:class:`DPFedCTOptions`: ε per round or a total (ε, δ), the sensitivity s* —
+The options (:class:`DPFedCTOptions`: the run's total (ε, δ) budget ``epsilon``, from which
+the per-round ε is calibrated and against which every release is checked, or a pure
+``epsilon_per_round``; the sensitivity s* —
 worst case 2|U|, an empirical estimate, Prop. 2 or a given number of bits — and the
 mechanism) are FedCT's plus the privacy ones; ``fedlabels methods dp-fedct`` lists them.
 
 Threat model: honest clients, a semi-honest server, no collusion (the paper's). Each client's
 releases are ε-DP with respect to one record of that client's private data (given the
 sensitivity assumption); the consensus and everything downstream is post-processing. The
-clients' own final models are not protected (they never leave the client).
+clients' own final models are not protected (they never leave the client). Each client draws
+its noise from OS entropy (:func:`fedlabels.randomness.numpy_generator`), never from the run
+seed, which the server knows.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.budget import Budget, label_round_budget
 from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
+from fedlabels.privacy.sensitivity import sensitivity_guarantee
 from fedlabels.protocols.base import ClientRole, Grid, MethodContext, ServerRole, Settings
 from fedlabels.protocols.blocks import broadcast
-from fedlabels.protocols.fedct import FedCT, FedCTClient, FedCTOptions, FedCTServer
-from fedlabels.protocols.options import Interval, option
+from fedlabels.protocols.dp_fedct_options import DPFedCTOptions
+from fedlabels.protocols.fedct import FedCT, FedCTClient, FedCTServer
 from fedlabels.protocols.state import StateValue, generator_from_state, generator_state
 from fedlabels.protocols.threat import (
     EVALUATION_PAYLOADS,
@@ -45,130 +49,64 @@ from fedlabels.protocols.threat import (
     Payload,
     ThreatModel,
 )
+from fedlabels.randomness import numpy_generator
 
-MECHANISMS = ("xor", "kary")
-SENSITIVITY_SOURCES = ("worst", "empirical", "prop2")  # or a number of bits
-POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
-PROBABILITY = Interval(0.0, 1.0, "neither")
-#: the options that only one way of getting s* reads
-_ONLY_WITH = {"prop2": ("stability_rate", "sensitivity_delta"),
-              "empirical": ("sensitivity_neighbours", "sensitivity_relation",
-                            "sensitivity_model", "sensitivity_steps"),
-              "a number of bits": ("sensitivity_note",)}
-
-
-def _sensitivity_spec(value: Any) -> Any:
-    """A keyword in lower case, or a number of bits (numeric text becomes a float)."""
-    if not isinstance(value, str):
-        return value
-    key = value.strip().lower()
-    try:
-        return float(key)
-    except ValueError:
-        return key
-
-
-@dataclass(frozen=True)
-class DPFedCTOptions(FedCTOptions):
-    epsilon: float | None = option(
-        None, "pure ε of one round's label release (per client); give this or epsilon_total",
-        kind=float, interval=POSITIVE, nullable=True, flag=True)
-    epsilon_total: float | None = option(
-        None, "target (ε, δ) over the whole run: the per-round ε is calibrated with the exact "
-        "accountant over the run's rounds (mechanism xor only)", kind=float,
-        interval=POSITIVE, nullable=True)
-    delta: float = option(1e-5, "δ of the (ε, δ) of the composition over rounds", kind=float,
-                          interval=PROBABILITY, flag=True)
-    mechanism: str = option("xor", "xor: bitwise randomized response on the one-hot rows; "
-                            "kary: k-ary randomized response per label", kind=str,
-                            choices=MECHANISMS)
-    sensitivity: str | float = option(
-        "worst", "Hamming sensitivity s* in bits: worst (2|U|), empirical (estimated before "
-        "round 1), prop2 (needs stability_rate) or a number of bits in (0, 2|U|]",
-        kind=(str, float), interval=POSITIVE, flag=True, convert=_sensitivity_spec)
-    stability_rate: float | None = option(
-        None, "prop2: the learner's on-average-replace-one stability rate ε(n)", kind=float,
-        interval=PROBABILITY, nullable=True)
-    sensitivity_delta: float | None = option(
-        None, "prop2: probability that the bound fails over the data draw; none: delta",
-        kind=float, interval=PROBABILITY, nullable=True)
-    sensitivity_neighbours: int = option(
-        10, "empirical: neighbouring datasets per client (at most its number of records)",
-        kind=int, interval=Interval(1, None))
-    sensitivity_relation: str = option(
-        "remove", "empirical: a neighbour removes one record, or replaces its label",
-        kind=str, choices=("remove", "replace"))
-    sensitivity_model: str = option(
-        "", "empirical: the model spec to estimate with; empty: each client's own learner",
-        kind=str)
-    sensitivity_steps: int | None = option(
-        None, "empirical: training steps of a torch learner; none: period", kind=int,
-        interval=Interval(1, None), nullable=True)
-    sensitivity_note: str = option(
-        "", "where a given number of bits came from (kept in the result)", kind=str)
-
-    def check(self) -> None:
-        super().check()
-        if (self.epsilon is None) == (self.epsilon_total is None):
-            raise FedLabelsError("dp-fedct needs exactly one of epsilon (pure ε per round, e.g. "
-                                 "--epsilon 1.0) and epsilon_total (--opt epsilon_total=8).")
-        if self.epsilon_total is not None and self.mechanism != "xor":
-            raise FedLabelsError("epsilon_total calibration supports mechanism=xor only; give "
-                                 "epsilon (per round) for k-ary randomized response.")
-        source = self.sensitivity
-        if isinstance(source, str) and source not in SENSITIVITY_SOURCES:
-            raise FedLabelsError(f"dp-fedct option sensitivity must be worst, empirical, prop2 "
-                                 f"or a number of bits, got {source!r}.")
-        if source == "prop2" and self.stability_rate is None:
-            raise FedLabelsError("sensitivity prop2 needs the learner's stability rate: "
-                                 "--opt stability_rate=0.01 (and --opt sensitivity_delta=1e-3; "
-                                 "default: delta).")
-        used = source if isinstance(source, str) else "a number of bits"
-        given = self.given()
-        for needs, names in _ONLY_WITH.items():
-            unused = [n for n in names if n in given and needs != used]
-            if unused:
-                raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} apply only with "
-                                     f"sensitivity {needs}; got sensitivity {source!r}.")
-        if self.sensitivity_model:
-            from fedlabels.learners import parse_model_spec
-
-            if len(parse_model_spec(self.sensitivity_model)) != 1:
-                raise FedLabelsError(f"dp-fedct option sensitivity_model must be one model "
-                                     f"spec, got {self.sensitivity_model!r}.")
-
-
-#: what every DP-FedCT guarantee assumes, besides the sensitivity (stated per run)
 _ASSUMPTIONS = (
     "honest clients, semi-honest (honest-but-curious) server, no collusion",
     "each client's label releases are protected w.r.t. one record of its private "
     "data; the consensus, the vote and training on pseudo-labels are post-processing",
     "the clients' final models never leave the clients and are not protected",
 )
-_SENSITIVITY_NOTE = ("the empirical sensitivity estimate is computed from the client's private "
-                     "data and released to the server without noise")
+_SENSITIVITY_NOTE = ("sent only with sensitivity empirical: the sensitivity estimate is "
+                     "computed from the client's private data and released without noise")
 
 
 class DPFedCTClient(FedCTClient):
-    """A FedCT client that randomizes its labels on U before sending them."""
+    """A FedCT client that randomizes its labels on U before sending them.
+
+    With a total budget (``epsilon``) it also counts its own releases and refuses one beyond
+    the rounds the per-round ε was calibrated for, whatever the server asks."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("releases",)
 
     def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.seed = seed
-        self.noise_rng = np.random.default_rng([seed, 0xD9F])
+        self.seed = seed  # the sensitivity estimate's learner; never the noise
+        self.releases = 0
+        self._noise_rng: np.random.Generator | None = None
         self.handlers["dpfedct.sensitivity"] = self.estimate_sensitivity
 
+    @property
+    def noise_rng(self) -> np.random.Generator:
+        """The privacy noise is this client's secret: seeded from OS entropy where it is first
+        needed (never from the run seed, which the server knows), then kept as state."""
+        if self._noise_rng is None:
+            self._noise_rng = numpy_generator()
+        return self._noise_rng
+
     def state_dict(self) -> dict[str, StateValue]:
-        return {**super().state_dict(), "noise_rng": generator_state(self.noise_rng)}
+        rng = self._noise_rng
+        return {**super().state_dict(),
+                "noise_rng": None if rng is None else generator_state(rng)}
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
         super().load_state_dict(state)
-        self.noise_rng = generator_from_state(state.get("noise_rng"))
+        if "noise_rng" not in state:
+            raise FedLabelsError("the DP-FedCT client state has no noise generator state "
+                                 "(noise_rng).")
+        value = state["noise_rng"]
+        self._noise_rng = None if value is None else generator_from_state(value)
 
     def train(self, message: Message) -> Message:
         from fedlabels.privacy.mechanisms import kary_release, one_hot, pack_rows, xor_release
 
         n_classes = self.settings.n_classes
+        if self.options.epsilon is not None and self.releases >= self.settings.rounds:
+            raise FedLabelsError(
+                f"client {self.cid}: privacy budget exceeded: the total ε = "
+                f"{self.options.epsilon} was calibrated for {self.settings.rounds} releases, "
+                f"all spent; refusing release {self.releases + 1}.")
+        self.releases += 1
         self.receive_and_train(message)
         labels = self.local_labels()
         if message.config["mechanism"] == "xor":
@@ -204,15 +142,15 @@ class DPFedCTClient(FedCTClient):
 class DPFedCTServer(FedCTServer):
     """Collects noisy label releases, forms the consensus, and accounts for ε."""
 
-    def __init__(self, settings: Settings, n_public: int, truth_public: np.ndarray | None,
-                 seed: int) -> None:
+    def __init__(self, settings: Settings, n_public: int,
+                 truth_public: np.ndarray | None) -> None:
         from fedlabels.privacy.sensitivity import resolve_sensitivity
 
         super().__init__(settings, n_public, truth_public)
         self.options = settings.options_as(DPFedCTOptions)
         self.mechanism = self.options.mechanism
         self.delta = self.options.delta
-        self.rng = np.random.default_rng([seed, 0xC0175])
+        self._rng: np.random.Generator | None = None  # consensus tie-breaks, made on use
         sens_delta = self.options.sensitivity_delta
         self.sensitivity = resolve_sensitivity(
             self.options.sensitivity, n_public, stability_rate=self.options.stability_rate,
@@ -220,6 +158,7 @@ class DPFedCTServer(FedCTServer):
             note=self.options.sensitivity_note)
         self.events: list[Any] = []
         self.epsilon_round: float | None = None
+        self.budget: Budget | None = None
 
     # ------------------------------------------------------------------ set-up
     def _estimate_sensitivity(self, grid: Grid) -> Sensitivity:
@@ -243,22 +182,22 @@ class DPFedCTServer(FedCTServer):
                     "released without noise"})
 
     def _calibrated(self, grid: Grid) -> tuple[float, Sensitivity]:
-        """(ε per round, s*): estimated (if empirical) and calibrated before round 1."""
-        from fedlabels.privacy.accounting import calibrate_xor_round_epsilon
+        """(ε per round, s*): estimated (if empirical) and calibrated before round 1; with a
+        total budget the run refuses to start if its planned rounds would exceed it."""
         from fedlabels.privacy.validation import check_sensitivity_bits
 
         if self.sensitivity is None:
             self.sensitivity = self._estimate_sensitivity(grid)
         if self.epsilon_round is None:
             check_sensitivity_bits(self.sensitivity.bits, self.n_public)
-            if self.options.epsilon is not None:
-                self.epsilon_round = self.options.epsilon
-            elif self.options.epsilon_total is not None:
-                self.epsilon_round = calibrate_xor_round_epsilon(
-                    self.options.epsilon_total, self.delta, self.settings.rounds,
-                    self.sensitivity.bits)
+            if self.options.epsilon_per_round is not None:
+                self.epsilon_round = self.options.epsilon_per_round
             else:
-                raise FedLabelsError("dp-fedct needs epsilon or epsilon_total.")
+                assert self.options.epsilon is not None  # DPFedCTOptions.check: one of two
+                self.epsilon_round, self.budget = label_round_budget(
+                    self.options.epsilon, self.delta, self.settings.rounds, self.mechanism,
+                    self.sensitivity)
+                self.budget.check_plan()
         return self.epsilon_round, self.sensitivity
 
     def mechanism_config(self, epsilon: float, sensitivity: Sensitivity) -> dict[str, Any]:
@@ -275,6 +214,8 @@ class DPFedCTServer(FedCTServer):
         from fedlabels.privacy.mechanisms import bit_count_consensus, unpack_rows
 
         epsilon, sens = self._calibrated(grid)
+        if self.budget is not None:
+            self.budget.charge(1)  # stops before a release that would exceed the target
         mech = self.mechanism_config(epsilon, sens)
         base = self.train_message(rnd)
         message = Message(base.kind, arrays=base.arrays, config={**base.config, **mech})
@@ -284,7 +225,9 @@ class DPFedCTServer(FedCTServer):
             f = mech["flip_probability"]
             noisy = np.stack([unpack_rows(replies[cid].arrays["bits"], n, c)
                               for cid in sorted(replies)])
-            new = bit_count_consensus(noisy, f, self.rng, self.options.quorum)
+            if self._rng is None:
+                self._rng = numpy_generator()
+            new = bit_count_consensus(noisy, f, self._rng, self.options.quorum)
             self.events.append(XorEvent(epsilon, sens.bits, f, n * c))
         else:  # the plurality (or qualified majority) of the noisy votes, as in FedCT
             new = self.consensus(self.collect_votes(replies))
@@ -308,22 +251,29 @@ class DPFedCTServer(FedCTServer):
             f"{sens['source'] if sens else '?'}; 1 changed label = 2 bits)",
         ]
         if sens and sens["source"] == "prop2":
-            assumptions.append("Prop. 2 holds with probability 1 - sensitivity_delta over "
-                               "the data draw (random DP), for a learner with the given "
-                               "on-average-replace-one stability rate")
-        if sens and sens["source"] in ("empirical", "given"):
+            assumptions.append("s* is the Prop. 2 heuristic: Prop. 2 bounds an expected loss "
+                               "change, not prediction changes on U, and gives no supremum "
+                               "over neighbours")
+        if sens and sens["source"] != "worst":
             assumptions.append("s* is not a proven bound; the (ε, δ) below is conditional "
                                "on it")
+        else:
+            assumptions.append("s* = 2|U| holds for any two datasets of a client: the whole "
+                               "dataset of each client is protected, not just one record")
+        guarantee = (sensitivity_guarantee(self.sensitivity) if self.sensitivity is not None
+                     else {})
         return {"privacy": {
             "method": "dp-fedct",
             "mechanism": ("xor: bitwise randomized response on one-hot rows"
                           if self.mechanism == "xor" else "k-ary randomized response"),
             **spent.to_dict(),
             "epsilon_per_round": self.epsilon_round,
+            "target": self.budget.to_dict() if self.budget is not None else None,
             "rounds_accounted": len(self.events),
             **{k: v for k, v in mech.items() if k != "mechanism"},
             "sensitivity": sens,
             "neighbouring": RECORD_LEVEL,
+            **guarantee,
             "unit": "per client, over the whole run",
             "assumptions": assumptions,
             "threat_model": "semi-honest server observing every client's noisy labels",
@@ -349,9 +299,12 @@ class DPFedCT(FedCT):
         assumptions=(
             *_ASSUMPTIONS,
             "every client's true Hamming sensitivity is at most the s* the noise is "
-            "calibrated to: proven for sensitivity worst (2|U|), an assumption for empirical, "
-            "prop2 (holds with probability 1 - sensitivity_delta) and a given number",
+            "calibrated to: proven for sensitivity worst (2|U|, which protects a client's "
+            "whole dataset: formal), an assumption for empirical, prop2 (a heuristic) and a "
+            "given number (conditional)",
         ),
+        outside=(("privacy.sensitivity.details", "sensitivity empirical: the per-client "
+                  "estimates, computed from private data without noise"),),
         payloads=(
             Payload("dpfedct.bits", "bits", "noisy-one-hot", rows="public", covered=True),
             Payload("dpfedct.labels", "labels", "hard-labels", rows="public", covered=True,
@@ -363,7 +316,7 @@ class DPFedCT(FedCT):
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
-        return DPFedCTServer(ctx.settings, n_public, ctx.truth_public, ctx.server_seed)
+        return DPFedCTServer(ctx.settings, n_public, ctx.truth_public)
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> n
 class FedCTClient(ClientRole):
     """Client i of Algorithm 1: trains on D_i ∪ P and shares its hard labels on U."""
 
-    state_attrs = ("pseudo_y", "pseudo_index")
+    state_attrs: ClassVar[tuple[str, ...]] = ("pseudo_y", "pseudo_index")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -172,6 +172,7 @@ class FedMDServer(ServerRole):
 
 class FedMD(Method):
     name = "fedmd"
+    default_model = "mlp"  # distillation on soft labels needs gradient steps
     description = ("FedMD: transfer learning on a labelled public slice of U, then "
                    "communicate / aggregate / digest / revisit with soft scores")
     options_class = FedMDOptions

@@ -8,8 +8,11 @@ Round 1 of the run holds the whole teacher phase and the release:
 2. the vote: the server sends the last global model with the query indices; each teacher
    takes its last b local steps from it, **keeps that local model** (no upload) and returns
    its hard labels on the queries;
-3. the server adds Laplace noise of scale b = 2/ε to each vote count (``epsilon`` = ε per
-   query, :mod:`fedlabels.privacy.noisy_max`) and releases the argmax labels.
+3. the server adds Laplace noise of scale b to each vote count (drawn from OS entropy, never
+   the run seed; :mod:`fedlabels.privacy.noisy_max`) and releases the argmax labels. With
+   ``epsilon`` (the run's total budget over the Q queries) b is calibrated so that the formal
+   composition (L1 sensitivity 2·n, basic or RDP) meets it; with ``epsilon_per_query`` (the
+   paper's reading) b = 2/ε_query.
 
 Then, as in PATE, every client trains the same student on the labelled queries, b steps per
 round; ``final.mean_accuracy`` is the student's accuracy (the shared teacher-student roles are
@@ -40,10 +43,15 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import DISJOINT_TEACHERS, RECORD_LEVEL, LaplaceNoisyMaxEvent
-from fedlabels.privacy.noisy_max import VOTE_L1_SENSITIVITY, laplace_noisy_max
-from fedlabels.privacy.vote_accounting import account_laplace
-from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.privacy.noisy_max import VOTE_L1_SENSITIVITY, laplace_noisy_max, laplace_scale
+from fedlabels.privacy.vote_accounting import (
+    account_laplace,
+    calibrate_laplace_scale,
+    laplace_total_epsilon,
+)
+from fedlabels.protocols.base import ClientRole, Grid, MethodContext, ServerRole, Settings
 from fedlabels.protocols.blocks import (
     WeightsClient,
     broadcast,
@@ -54,8 +62,10 @@ from fedlabels.protocols.blocks import (
 from fedlabels.protocols.options import Interval, MethodOptions, option
 from fedlabels.protocols.teacher_student import (
     POSITIVE,
+    RELEASE_OUTSIDE,
     VOTE_PAYLOADS,
     TeacherStudentClient,
+    TeacherStudentMethod,
     TeacherStudentOptions,
     TeacherStudentServer,
     check_teachers,
@@ -67,6 +77,7 @@ from fedlabels.protocols.threat import (
     Payload,
     ThreatModel,
 )
+from fedlabels.randomness import numpy_generator
 
 NON_DISJOINT_CAVEAT = (
     "FREDY's teachers are trained with FedAvg: every teacher starts each round from a global "
@@ -81,9 +92,15 @@ class FREDYOptions(TeacherStudentOptions):
     """FREDY's options: no ``teacher_steps`` (each FedAvg round takes b = period steps)."""
 
     epsilon: float | None = option(
-        None, "required: ε per query of the Laplace noisy-max (noise scale 2/ε; the formal "
-        "per-query ε is n·ε, see privacy.epsilon_per_query)", kind=float, interval=POSITIVE,
+        None, "total (ε, δ) budget of the run over all queries, with the formal L1 "
+        "sensitivity 2·n (one record may move every teacher's vote); the Laplace scale is "
+        "calibrated from it (basic or RDP composition) and the release is checked against it; "
+        "give this or epsilon_per_query", kind=float, interval=POSITIVE, nullable=True,
         flag=True)
+    epsilon_per_query: float | None = option(
+        None, "nominal ε per query of the paper's reading (Laplace scale 2/ε, valid only for "
+        "disjoint teachers; the formal per-query ε is n times it); no run target; give this "
+        "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
     delta: float = delta_option()
     teacher_rounds: int = option(
         10, "FedAvg rounds R_T of the teacher phase, the last one ending in the vote (each "
@@ -91,9 +108,11 @@ class FREDYOptions(TeacherStudentOptions):
 
     def check(self) -> None:
         super().check()
-        if self.epsilon is None:
-            raise FedLabelsError("FREDY needs --epsilon, the ε per query of its Laplace "
-                                 "noisy-max aggregation (e.g. --epsilon 0.2).")
+        if (self.epsilon is None) == (self.epsilon_per_query is None):
+            raise FedLabelsError("FREDY needs exactly one of --epsilon (the total (ε, δ) "
+                                 "budget of the run over all queries, e.g. --epsilon 8) and "
+                                 "--epsilon-per-query (the nominal per-query ε of the "
+                                 "paper's Laplace noisy-max, e.g. --epsilon-per-query 0.2).")
 
 
 class FredyClient(TeacherStudentClient, WeightsClient):
@@ -120,12 +139,23 @@ class FredyServer(TeacherStudentServer):
                  n_teachers: int) -> None:
         opts = settings.options_as(FREDYOptions)
         super().__init__(settings, opts, n_public, seed, truth_public, settings.period)
-        assert opts.epsilon is not None  # FREDYOptions.check
         self.teacher_rounds = opts.teacher_rounds
-        self.epsilon_query = opts.epsilon
         self.delta = opts.delta
         self.weights = np.asarray(initial, dtype=np.float32)
         self.n_teachers = n_teachers
+        self.budget: Budget | None = None
+        if opts.epsilon_per_query is not None:
+            self.scale = laplace_scale(opts.epsilon_per_query)
+        else:
+            assert opts.epsilon is not None  # FREDYOptions.check: one of the two
+            formal = VOTE_L1_SENSITIVITY * n_teachers
+            scale = self.scale = calibrate_laplace_scale(opts.epsilon, self.n_queries,
+                                                         self.delta, formal)
+            self.budget = Budget(opts.epsilon, self.delta, "query", self.n_queries,
+                                 lambda k: laplace_total_epsilon(scale, k, self.delta, formal)
+                                 if k else 0.0, "basic or rdp (L1 sensitivity 2n)")
+            self.budget.check_plan()  # refuse to start if the planned queries exceed it
+        self.epsilon_query = VOTE_L1_SENSITIVITY / self.scale  # nominal (disjoint reading)
 
     def train_teachers(self, rnd: int, grid: Grid) -> dict[str, np.ndarray]:
         for _ in range(self.teacher_rounds - 1):
@@ -135,7 +165,10 @@ class FredyServer(TeacherStudentServer):
         return {"weights": self.weights}
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
-        release = laplace_noisy_max(counts, self.epsilon_query, self.rng)
+        if self.budget is not None:  # stop before a release that would exceed the target
+            self.budget.charge(len(counts))
+        # the aggregator's noise is its secret: OS entropy, never the run seed
+        release = laplace_noisy_max(counts, self.epsilon_query, numpy_generator())
         scale = release.scale
         formal = account_laplace([LaplaceNoisyMaxEvent(
             scale, VOTE_L1_SENSITIVITY * self.n_teachers, len(counts))], self.delta)
@@ -144,6 +177,7 @@ class FredyServer(TeacherStudentServer):
         self.privacy = {**formal.to_dict(),
                         "mechanism": "Laplace noisy-max (LNMax), scale 2/epsilon_per_query",
                         "epsilon_per_query_nominal": self.epsilon_query,
+                        "target": self.budget.to_dict() if self.budget is not None else None,
                         "if_disjoint_teachers": disjoint.to_dict(),
                         "assumptions": NON_DISJOINT_CAVEAT,
                         "teachers": self.n_teachers,
@@ -156,7 +190,7 @@ class FredyServer(TeacherStudentServer):
                           "teachers": self.n_teachers}}
 
 
-class FREDY(Method):
+class FREDY(TeacherStudentMethod):
     name = "fredy"
     description = ("FREDY: FedAvg-trained teachers keep their last local models; Laplace "
                    "noisy-max labels for a student")
@@ -182,9 +216,12 @@ class FREDY(Method):
             "if each record influenced a single teacher, which FedAvg does not guarantee",
         ),
         payloads=(Payload("fredy.weights", "weights", "weights",
-                          note="FedAvg weights of the teacher phase, sent in the clear"),
-                  Payload("fredy.weights", "n", "size", source="config"),
-                  *VOTE_PAYLOADS, *EVALUATION_PAYLOADS))
+                          note="FedAvg weights of the teacher phase, sent to the server "
+                               "in the clear: outside the guarantee"),
+                  Payload("fredy.weights", "n", "size", source="config",
+                          note="the client's number of records, sent in the clear"),
+                  *VOTE_PAYLOADS, *EVALUATION_PAYLOADS),
+        outside=RELEASE_OUTSIDE)
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         check_teachers("FREDY", n_clients, settings)

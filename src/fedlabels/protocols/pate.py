@@ -17,7 +17,10 @@ The clients are the **teachers**, each trained on its own (disjoint) private dat
   would train it; the simulator repeats that training m times.) The shared roles are in
   :mod:`fedlabels.protocols.teacher_student`.
 
-Privacy (``privacy`` in the result JSON): ε from the data-independent GNMax RDP bound
+Privacy (``privacy`` in the result JSON): ``--epsilon`` is the run's total budget over all
+queries (σ calibrated from it, the release checked against it); the GNMax noise is drawn by
+the aggregator from OS entropy, never from the run seed (which also picks the queries).
+ε from the data-independent GNMax RDP bound
 (:mod:`fedlabels.privacy.gnmax`), the data-dependent bound reported separately and marked as
 not itself DP. Plain PATE has no noise and no guarantee. The GNMax sensitivity assumes each
 private record trains one teacher — true here (clients hold disjoint data).
@@ -35,21 +38,29 @@ import numpy as np
 
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import DISJOINT_TEACHERS
 from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_event
-from fedlabels.privacy.vote_accounting import account_gnmax, calibrate_gnmax_sigma
-from fedlabels.protocols.base import ClientRole, Method, MethodContext, ServerRole, Settings
+from fedlabels.privacy.vote_accounting import (
+    account_gnmax,
+    calibrate_gnmax_sigma,
+    gnmax_epsilon,
+)
+from fedlabels.protocols.base import ClientRole, MethodContext, ServerRole, Settings
 from fedlabels.protocols.options import Interval, MethodOptions, option
 from fedlabels.protocols.teacher_student import (
     POSITIVE,
+    RELEASE_OUTSIDE,
     VOTE_PAYLOADS,
     TeacherStudentClient,
+    TeacherStudentMethod,
     TeacherStudentOptions,
     TeacherStudentServer,
     check_teachers,
     delta_option,
 )
 from fedlabels.protocols.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
+from fedlabels.randomness import numpy_generator
 
 # ------------------------------------------------------------------ options
 
@@ -67,9 +78,10 @@ class DPPATEOptions(PATEOptions):
         None, "GNMax noise σ on each vote count (σ = 0 is plain PATE: --method pate); give "
         "this or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
     epsilon: float | None = option(
-        None, "target ε over all queries at delta, from which σ is calibrated (plain GNMax "
-        "only); give this or noise_sigma", kind=float, interval=POSITIVE, nullable=True,
-        flag=True)
+        None, "total (ε, δ) budget of the run over all queries (data-independent GNMax "
+        "bound); σ is calibrated from it (plain GNMax only) and the release is checked "
+        "against it; give this or noise_sigma", kind=float, interval=POSITIVE,
+        nullable=True, flag=True)
     delta: float = delta_option()
     threshold: float | None = option(
         None, "confident GNMax: answer a query only if its largest vote count plus "
@@ -139,20 +151,30 @@ class DPPATEServer(PATEServer):
         self.delta = opts.delta
         self.threshold, self.threshold_sigma = opts.threshold, opts.threshold_sigma
         self.calibrated_from = opts.epsilon
+        self.budget: Budget | None = None
         if opts.noise_sigma is not None:
             self.sigma = opts.noise_sigma
         else:
             assert opts.epsilon is not None  # DPPATEOptions.check: one of the two
-            self.sigma = calibrate_gnmax_sigma(opts.epsilon, self.n_queries, self.delta)
+            sigma = self.sigma = calibrate_gnmax_sigma(opts.epsilon, self.n_queries,
+                                                       self.delta)
+            self.budget = Budget(opts.epsilon, self.delta, "query", self.n_queries,
+                                 lambda k: gnmax_epsilon(sigma, k, self.delta) if k else 0.0,
+                                 "rdp (data-independent)")
+            self.budget.check_plan()  # refuse to start if the planned queries exceed it
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
-        release = gnmax_aggregate(counts, self.sigma, self.rng, self.threshold,
+        if self.budget is not None:  # stop before a release that would exceed the target
+            self.budget.charge(len(counts))
+        # the aggregator's noise is its secret: OS entropy, never the run seed
+        release = gnmax_aggregate(counts, self.sigma, numpy_generator(), self.threshold,
                                   self.threshold_sigma)
         event = gnmax_event(counts, release.answered, self.sigma, self.threshold,
                             self.threshold_sigma)
         account = account_gnmax([event], self.delta)
         self.privacy = {**account.to_dict(),
                         "calibrated_from_epsilon": self.calibrated_from,
+                        "target": self.budget.to_dict() if self.budget is not None else None,
                         "assumptions": DISJOINT_TEACHERS + "; the server that sees the vote "
                                        "counts is trusted (PATE's setting)"}
         return release.labels
@@ -164,7 +186,7 @@ _SEES = ("each teacher's hard-label votes on the Q queries of U (once, in round 
          "teacher's test accuracy")
 
 
-class PATE(Method):
+class PATE(TeacherStudentMethod):
     name = "pate"
     description = "PATE: teachers (clients) vote once on queries from U; a student learns them"
     options_class: ClassVar[type[MethodOptions]] = PATEOptions
@@ -210,7 +232,10 @@ class DPPATE(PATE):
             "the data-dependent ε is reported beside the guarantee and is not itself DP",
             "the teachers' test accuracies are released without noise, outside the guarantee",
         ),
-        payloads=(*VOTE_PAYLOADS, *EVALUATION_PAYLOADS))
+        payloads=(*VOTE_PAYLOADS, *EVALUATION_PAYLOADS),
+        outside=(*RELEASE_OUTSIDE,
+                 ("privacy.epsilon_data_dependent", "data-dependent bound computed from the "
+                  "raw vote counts; not itself differentially private")))
     server_class = DPPATEServer
 
 

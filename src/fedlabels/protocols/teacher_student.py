@@ -28,7 +28,14 @@ from fedlabels.comm import Message, pack_labels, unpack_labels
 from fedlabels.consensus import ABSTAIN, vote_counts
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative, parse_model_spec
-from fedlabels.protocols.base import ClientRole, Grid, LearnerFitError, ServerRole, Settings
+from fedlabels.protocols.base import (
+    ClientRole,
+    Grid,
+    LearnerFitError,
+    Method,
+    ServerRole,
+    Settings,
+)
 from fedlabels.protocols.blocks import broadcast
 from fedlabels.protocols.fedct import decode_consensus, encode_consensus
 from fedlabels.protocols.options import Interval, MethodOptions, option
@@ -67,6 +74,22 @@ def delta_option() -> Any:
                   interval=Interval(0.0, 1.0, "neither"), flag=True)
 
 
+class TeacherStudentMethod(Method):
+    """A teacher-student method: every message is exchanged in round 1 (the vote and the
+    release); later rounds only train the student, so with a refit (scikit-learn) student,
+    fitted once, they would change nothing and the run stops after round 1."""
+
+    communication_rounds = 1
+
+    def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
+        spec = settings.options_as(TeacherStudentOptions).student_model
+        if spec is not None:
+            student = build_learner(parse_model_spec(spec)[0], n_classes=settings.n_classes,
+                                    random_state=0)
+            return None if is_iterative(student) else 1
+        return None if any(is_iterative(ln) for ln in learners) else 1
+
+
 def check_teachers(method: str, n_clients: int, settings: Settings) -> None:
     """Teachers are the clients: at least 2, and ``teachers`` (if given) must equal m."""
     given = settings.options_as(TeacherStudentOptions).teachers
@@ -97,6 +120,14 @@ VOTE_PAYLOADS = (
     Payload("pate.votes", "teacher_accuracy", "metric", source="config",
             note="the teacher's test accuracy, a statistic of the teacher model released "
                  "without noise"),
+)
+
+#: what the server computes from the raw votes and publishes beside the noisy release
+RELEASE_OUTSIDE = (
+    ("rounds[].server.teacher_mean_accuracy", "mean of the teachers' test accuracies, "
+     "received and published without noise"),
+    ("rounds[].server.labels_equal_plain_argmax", "agreement of the released labels with the "
+     "noiseless vote argmax, computed from the raw vote counts"),
 )
 
 # ------------------------------------------------------------------ client

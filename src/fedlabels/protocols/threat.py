@@ -11,6 +11,7 @@ the contract test checks that every value a client actually sends is declared.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,10 @@ class ThreatModel:
     ``view`` names the attacker's view for the audit (e.g. ``hard-labels-on-queries``);
     ``guarantee`` is ``formal``, ``conditional`` (on ``assumptions``) or ``none``;
     ``against`` is the party the guarantee is stated against; ``neighbouring`` the
-    neighbouring relation (None without a guarantee).
+    neighbouring relation (None without a guarantee). ``outside`` names values the server
+    computes from unprotected data and publishes (round metrics, result entries), each with
+    a one-line reason; with the payloads that are not ``covered`` they form the result's
+    ``privacy.outside_guarantee``.
     """
 
     view: str
@@ -83,6 +87,7 @@ class ThreatModel:
     neighbouring: str | None = None
     assumptions: tuple[str, ...] = ()
     payloads: tuple[Payload, ...] = field(default=())
+    outside: tuple[tuple[str, str], ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:
@@ -104,6 +109,66 @@ class ThreatModel:
                 "guarantee": self.guarantee, "against": self.against,
                 "neighbouring": self.neighbouring, "assumptions": list(self.assumptions),
                 "payloads": [p.to_dict() for p in self.payloads]}
+
+    def outside_guarantee(self) -> list[dict[str, str]]:
+        """Values a party outside the mechanism sees unprotected: name and reason each."""
+        sent = [{"name": f"{p.message}:{p.key}",
+                 "reason": p.note or f"{CONTENTS[p.content]}, sent without the mechanism"}
+                for p in self.payloads if not p.covered]
+        return [*sent, *({"name": name, "reason": why} for name, why in self.outside)]
+
+    def privacy(self) -> dict[str, Any]:
+        """The declared part of a result's ``privacy`` entry (a server refines it per run).
+
+        ``guarantee`` is ``formal``, ``conditional`` (on ``conditional_on``) or ``none``
+        (with a ``reason``); ``guarantee_against`` the party, ``neighbouring`` the relation.
+        """
+        if self.guarantee == "none":
+            return {"guarantee": "none", "reason": NO_MECHANISM, "guarantee_against": None,
+                    "neighbouring": self.neighbouring}
+        out: dict[str, Any] = {"guarantee": self.guarantee, "guarantee_against": self.against,
+                               "neighbouring": self.neighbouring}
+        if self.guarantee == "conditional":
+            out["conditional_on"] = "; ".join(self.assumptions)
+        out["outside_guarantee"] = self.outside_guarantee()
+        return out
+
+
+NO_MECHANISM = "no differential-privacy mechanism"
+
+#: what a result records from the clients' raw data beside the run (the federation summary)
+RECORDED_OUTSIDE = {
+    "client_sizes": "each client's number of records, from its raw data, kept in the result",
+    "client_class_counts": "each client's label counts, from its raw data, kept in the result",
+}
+
+
+def recorded_outside(federation: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The ``outside_guarantee`` entries of the raw-data statistics ``federation`` holds."""
+    return [{"name": f"federation.{key}", "reason": why}
+            for key, why in RECORDED_OUTSIDE.items() if key in federation]
+
+
+def merge_privacy(declared: dict[str, Any],
+                  *refinements: dict[str, Any] | None) -> dict[str, Any]:
+    """``declared`` (:meth:`ThreatModel.privacy`) refined by a run's own entries.
+
+    Later entries replace earlier ones, except ``outside_guarantee``, whose lists are joined
+    (one entry per name); ``conditional_on`` is dropped unless the guarantee is conditional.
+    """
+    out = dict(declared)
+    for refinement in refinements:
+        if not refinement:
+            continue
+        outside = list(out.get("outside_guarantee") or [])
+        out.update(refinement)
+        names = {o["name"] for o in outside}
+        outside += [o for o in refinement.get("outside_guarantee") or [] if o["name"] not in names]
+        if outside:
+            out["outside_guarantee"] = outside
+    if out.get("guarantee") != "conditional":
+        out.pop("conditional_on", None)
+    return out
 
 
 def _key_matches(declared: str, key: str) -> bool:

@@ -41,13 +41,19 @@ MODES = ("paillier", "ot")
 
 
 class HammingParty:
-    """Client ``cid``'s part of SecureHamming over its packed LSH bits ``packed``."""
+    """Client ``cid``'s part of SecureHamming over its packed LSH bits ``packed``.
+
+    Paillier keys under 2048 bits need ``insecure_small_keys`` (tests only).
+    """
 
     def __init__(self, mode: str, cid: int, packed: np.ndarray, n_bits: int,
-                 key_bits: int) -> None:
+                 key_bits: int, insecure_small_keys: bool = False) -> None:
         if mode not in MODES:
             raise FedLabelsError(f"SecureHamming mode must be one of {MODES}, got {mode!r}.")
+        if mode == "paillier":
+            ph.check_key_bits(key_bits, insecure_small_keys)
         self.mode, self.cid, self.n_bits, self.key_bits = mode, int(cid), n_bits, key_bits
+        self.insecure_small_keys = bool(insecure_small_keys)
         self.packed = np.asarray(packed, dtype=np.uint8)
         self.holder: ph.KeyHolder | None = None
         self.receivers: dict[int, ot.ShadeReceiver] = {}  # SHADE with each lower peer
@@ -78,7 +84,8 @@ class HammingParty:
     def _paillier_first(self, higher: list[int]) -> Arrays:
         if not higher:  # a key holder only for higher peers
             return {}
-        self.holder = ph.KeyHolder(self.key_bits)
+        self.holder = ph.KeyHolder(self.key_bits,
+                                   insecure_small_keys=self.insecure_small_keys)
         nb = self.key_bits // 8
         return {"enc": ph.holder_encrypt(self.holder, self.bits, self.n_bits),
                 "pk_n": ph.int_to_u8([self.holder.n], nb)[0],
@@ -137,7 +144,8 @@ class HammingParty:
                 out[f"R_{k}"] = R
         elif step == 5:  # receiver: T to the server
             for j in lower:
-                e = np.frombuffer(channels.open(arrays, j, "ot4"), dtype=np.uint16)
+                e = np.frombuffer(channels.open(arrays, j, "ot4"),
+                                  dtype=ot.wire_dtype(self.n_bits))
                 out[f"T_{j}"] = self.receivers[j].step3(e)
         return out
 
@@ -147,6 +155,7 @@ class HammingParty:
         Paillier key under ``holder.``, SHADE parties under ``recv.<j>.`` / ``send.<k>.``."""
         state: dict[str, Any] = {"type": "HammingParty", "mode": self.mode, "cid": self.cid,
                                  "n_bits": int(self.n_bits), "key_bits": int(self.key_bits),
+                                 "insecure_small_keys": self.insecure_small_keys,
                                  "packed": self.packed.copy()}
         parts: list[tuple[str, Any]] = [("holder.", self.holder)] if self.holder else []
         parts += [(f"recv.{j}.", r) for j, r in self.receivers.items()]
@@ -160,7 +169,8 @@ class HammingParty:
         """The party of :meth:`to_state`, ready for the step that was due next."""
         check_state(state, "HammingParty", "mode", "cid", "n_bits", "key_bits", "packed")
         obj = cls(str(state["mode"]), int(state["cid"]), np.array(state["packed"]),
-                  int(state["n_bits"]), int(state["key_bits"]))
+                  int(state["n_bits"]), int(state["key_bits"]),
+                  bool(state.get("insecure_small_keys", False)))
         if any(key.startswith("holder.") for key in state):
             obj.holder = ph.KeyHolder.from_state(sub_state(state, "holder."))
         obj.receivers = {j: ot.ShadeReceiver.from_state(sub_state(state, f"recv.{j}."))

@@ -62,6 +62,14 @@ def modulus_bits(n_bits: int) -> int:
     return max(1, math.ceil(math.log2(n_bits + 1)))
 
 
+def wire_dtype(n_bits: int) -> type[np.unsignedinteger]:
+    """The dtype of Z_M values on the wire: uint16 for L < 65,536, uint32 above."""
+    bits = modulus_bits(n_bits)
+    if bits > 32:
+        raise FedLabelsError(f"SHADE supports L < 2^32 bit positions, got L = {n_bits}.")
+    return np.uint16 if bits <= 16 else np.uint32
+
+
 def _elem(x: gmpy2.mpz) -> bytes:
     return int(x).to_bytes(_ELEM_BYTES, "big")
 
@@ -188,13 +196,13 @@ def _aes(blocks: np.ndarray) -> np.ndarray:
 
 
 def _hash(rows: np.ndarray, first_index: int, mod_bits: int) -> np.ndarray:
-    """TCCR hash of each 16-byte row with its OT index as tweak, reduced to Z_M."""
+    """TCCR hash of each 16-byte row with its OT index as tweak, reduced to Z_M (uint32)."""
     tweak = np.zeros((len(rows), 16), dtype=np.uint8)
     idx = np.arange(first_index, first_index + len(rows), dtype="<u8")
     tweak[:, :8] = idx.view(np.uint8).reshape(-1, 8)
     p = _aes(rows)
     out = _aes(p ^ tweak) ^ p
-    return out[:, :2].copy().view("<u2").ravel() & np.uint16((1 << mod_bits) - 1)
+    return out[:, :4].copy().view("<u4").ravel() & np.uint32((1 << mod_bits) - 1)
 
 
 def _choice_bits(bits_k: np.ndarray, n_a: int) -> np.ndarray:
@@ -286,14 +294,15 @@ class ShadeReceiver:
         return np.concatenate(U, axis=1)
 
     def step3(self, e: np.ndarray) -> np.ndarray:
-        """Given the corrections, the sums T_ab (n_a, n_k) uint16 for the server."""
+        """Given the corrections, the sums T_ab (n_a, n_k) for the server (:func:`wire_dtype`)."""
         mb = modulus_bits(self.n_bits)
         x = _choice_bits(self.bits_k, self.n_a)
         t = np.concatenate([_hash(rows, i * _CHUNK, mb) for i, rows in
-                            enumerate(self._t_rows)]).astype(np.uint32)
+                            enumerate(self._t_rows)])
+        # uint32 wrap-around is harmless: M = 2^mb divides 2^32
         t = np.where(x == 1, t + np.asarray(e, dtype=np.uint32), t)
         sums = t.reshape(self.n_a, len(self.bits_k), self.n_bits).sum(axis=2)
-        return (sums & ((1 << mb) - 1)).astype(np.uint16)
+        return (sums & ((1 << mb) - 1)).astype(wire_dtype(self.n_bits))
 
 
 class ShadeSender:
@@ -342,7 +351,8 @@ class ShadeSender:
         return B
 
     def step2(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Given U: corrections e (m,) uint16 for k, and sums R_ab (n_j, n_b) for the server."""
+        """Given U: corrections e (m,) for k, and sums R_ab (n_j, n_b) for the server (both
+        :func:`wire_dtype`)."""
         mb = modulus_bits(self.n_bits)
         mask = (1 << mb) - 1
         s_bits = np.unpackbits(self.s)[:, None]
@@ -363,8 +373,8 @@ class ShadeSender:
             r_all.append((y0 - yc) & mask)
             e_all.append((y0 + 1 - 2 * yc - y1) & mask)
         r = np.concatenate(r_all).reshape(len(self.bits_j), self.n_b, self.n_bits)
-        R = (r.sum(axis=2) & mask).astype(np.uint16)
-        return np.concatenate(e_all).astype(np.uint16), R
+        wire = wire_dtype(self.n_bits)
+        return np.concatenate(e_all).astype(wire), (r.sum(axis=2) & mask).astype(wire)
 
 
 def server_combine(T: np.ndarray, R: np.ndarray, n_bits: int) -> np.ndarray:

@@ -18,10 +18,23 @@ For a pair of clients (j, k), j is the *key holder* and k the *evaluator*:
 
 Keys and decryption come from ``phe`` (python-paillier, with gmpy2). Encryption and
 re-randomisation use the Damgård–Jurik–Nielsen (DJN 2010) variant with a fixed base
-``h_s = (−x²)^N mod N²`` published with the key and a short random exponent
-(|N|/2 + 128 bits), evaluated with a precomputed fixed-base table; ciphertexts are ordinary
-Paillier ciphertexts (g = N + 1) that ``phe`` decrypts. Semantic security rests on the
-decisional composite residuosity assumption as in DJN (the same variant ABY uses).
+``h_s = (−x²)^N mod N²`` published with the key, evaluated with a precomputed fixed-base
+window table; ciphertexts are ordinary Paillier ciphertexts (g = N + 1) that ``phe`` decrypts.
+
+* **Encryption** (the key holder hides its bits from the evaluator, who does not know the
+  primes) uses DJN's short exponent of |N|/2 + 128 bits: semantic security under decisional
+  composite residuosity plus DJN's small-exponent assumption (as in ABY).
+* **Re-randomisation** (the evaluator hides its bits from the key holder, who *does* know the
+  primes) uses exponents of |N| + 128 bits (:func:`rerandomisation_bits`): α mod ord(h_s) is
+  then within statistical distance 2^-128 of uniform, so the re-randomised ciphertext is
+  ``(1 + T·N)·U`` with U statistically close to uniform in ⟨h_s⟩ — independent of the
+  evaluator's bits given the uniform T, with no computational assumption (the ciphertexts it
+  combines are the holder's own, whose randomness lies in ⟨h_s⟩: semi-honest holder). A
+  short exponent would leave the evaluator's secrets to discrete logarithms modulo the
+  holder's primes. Cost: (|N| + 128)/w instead of (|N|/2 + 128)/w multiplications per
+  re-randomisation (w: the window), see docs/xclp.md.
+
+Keys under :data:`MIN_KEY_BITS` are refused unless ``insecure_small_keys`` is given (tests).
 """
 
 from __future__ import annotations
@@ -38,7 +51,9 @@ from fedlabels.errors import FedLabelsError
 from fedlabels.randomness import randbelow, randbits
 from fedlabels.secure.keys import check_state
 
-_WINDOW = 8
+#: the smallest Paillier modulus accepted without ``insecure_small_keys`` (tests only)
+MIN_KEY_BITS = 2048
+_MAX_WINDOW = 8
 
 
 def slot_bits(n_bits: int) -> int:
@@ -64,32 +79,66 @@ def u8_to_int(arr: np.ndarray) -> list:
     return [gmpy2.mpz(int.from_bytes(row.tobytes(), "little")) for row in np.atleast_2d(arr)]
 
 
-class FixedBase:
-    """Fast ``h_s^α mod N²`` for random short α through a windowed fixed-base table."""
+def encryption_bits(n_bits: int) -> int:
+    """DJN short exponent for encryption under one's own key: |N|/2 + 128 bits."""
+    return n_bits // 2 + 128
 
-    def __init__(self, n: int, hs: int) -> None:
+
+def rerandomisation_bits(n_bits: int) -> int:
+    """Re-randomisation exponent: |N| + 128 bits, statistically hiding (module docstring)."""
+    return n_bits + 128
+
+
+def check_key_bits(key_bits: int, insecure_small_keys: bool = False) -> None:
+    """Refuse a Paillier modulus under :data:`MIN_KEY_BITS` unless explicitly allowed."""
+    if key_bits < 256:
+        raise FedLabelsError(f"Paillier keys must have at least 256 bits, got {key_bits}.")
+    if key_bits < MIN_KEY_BITS and not insecure_small_keys:
+        raise FedLabelsError(
+            f"Paillier keys under {MIN_KEY_BITS} bits are insecure (got key_bits={key_bits}): "
+            f"use key_bits >= {MIN_KEY_BITS} (the default), or, for tests only, the option "
+            "insecure_small_keys=true (--opt insecure_small_keys=true; recorded in the "
+            "result's options).")
+
+
+def _window(exp_bits: int, uses: int | None) -> int:
+    """The window w minimising table building plus ``uses`` evaluations (8 if unknown)."""
+    if uses is None:
+        return _MAX_WINDOW
+    return min(range(1, _MAX_WINDOW + 1),
+               key=lambda w: -(-exp_bits // w) * (2 ** w - 2 + uses))
+
+
+class FixedBase:
+    """Fast ``h_s^α mod N²`` for random α of ``exp_bits`` bits (windowed fixed-base table).
+
+    ``uses``, the expected number of evaluations, picks the window (8 bits when not given).
+    """
+
+    def __init__(self, n: int, hs: int, exp_bits: int, uses: int | None = None) -> None:
         self.n = gmpy2.mpz(n)
         self.n2 = self.n * self.n
-        self.exp_bits = self.n.bit_length() // 2 + 128
-        n_windows = -(-self.exp_bits // _WINDOW)
+        self.exp_bits = exp_bits
+        self.window = _window(exp_bits, uses)
         self.table: list[list] = []
         base = gmpy2.mpz(hs)
-        for _ in range(n_windows):
+        for _ in range(-(-exp_bits // self.window)):
             row = [gmpy2.mpz(1), base]
-            for _ in range(2 ** _WINDOW - 2):
+            for _ in range(2 ** self.window - 2):
                 row.append(row[-1] * base % self.n2)
             self.table.append(row)
             base = row[-1] * base % self.n2  # base^(2^w)
 
     def random_factor(self) -> gmpy2.mpz:
+        """``h_s^α`` with α uniform of ``exp_bits`` bits."""
         alpha = randbits(self.exp_bits)
         acc = gmpy2.mpz(1)
-        mask = 2 ** _WINDOW - 1
+        mask = 2 ** self.window - 1
         for row in self.table:
             digit = alpha & mask
             if digit:
                 acc = acc * row[digit] % self.n2
-            alpha >>= _WINDOW
+            alpha >>= self.window
         return acc
 
     def encrypt(self, m: int) -> gmpy2.mpz:
@@ -123,15 +172,15 @@ def generate_keypair(key_bits: int) -> tuple[Any, Any]:
 class KeyHolder:
     """One client's Paillier key (phe) plus the DJN base it publishes."""
 
-    def __init__(self, key_bits: int = 2048) -> None:
-        if key_bits < 256:
-            raise FedLabelsError(f"Paillier keys must have at least 256 bits, got {key_bits}.")
+    def __init__(self, key_bits: int = MIN_KEY_BITS, *, insecure_small_keys: bool = False
+                 ) -> None:
+        check_key_bits(key_bits, insecure_small_keys)
         self.public, self._private = generate_keypair(key_bits)
         n = gmpy2.mpz(self.public.n)
         x = gmpy2.mpz(randbelow(int(n) - 2) + 2)
         h = (-(x * x)) % n
         self.hs = gmpy2.powmod(h, n, n * n)
-        self.fixed = FixedBase(int(n), int(self.hs))
+        self.fixed = FixedBase(int(n), int(self.hs), encryption_bits(key_bits))
         self.key_bits = key_bits
 
     def to_state(self) -> dict[str, np.ndarray | int | str]:
@@ -159,7 +208,7 @@ class KeyHolder:
         except ValueError as exc:
             raise FedLabelsError(f"KeyHolder state: invalid Paillier key ({exc}).") from None
         obj.hs = gmpy2.mpz(hs)
-        obj.fixed = FixedBase(p * q, hs)
+        obj.fixed = FixedBase(p * q, hs, encryption_bits(obj.key_bits))
         return obj
 
     @property
@@ -201,17 +250,21 @@ def holder_encrypt(holder: KeyHolder, bits: np.ndarray, n_bits: int) -> np.ndarr
 
 
 def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_points: int,
-             my_bits: np.ndarray, n_bits: int, fixed: FixedBase | None = None
-             ) -> tuple[np.ndarray, np.ndarray]:
+             my_bits: np.ndarray, n_bits: int) -> tuple[np.ndarray, np.ndarray]:
     """Step 2 (evaluator): masked, re-randomised packed distances and the masks.
 
-    Returns ``(ciphertexts (n_mine · groups, 2·|N|/8) uint8, masks (n_mine · groups, |N|/8)
-    uint8)``, ordered point-major.
+    The holder's modulus must have the agreed ``key_bits``; re-randomisation exponents have
+    |N| + 128 bits. Returns ``(ciphertexts (n_mine · groups, 2·|N|/8) uint8, masks
+    (n_mine · groups, |N|/8) uint8)``, ordered point-major.
     """
-    fixed = fixed or FixedBase(n, hs)
-    N, N2 = fixed.n, fixed.n2
+    if int(n).bit_length() != key_bits:
+        raise FedLabelsError(f"SecureHamming: the key holder's Paillier modulus has "
+                             f"{int(n).bit_length()} bits, the run agreed on "
+                             f"key_bits={key_bits}.")
     group = slots_per_ciphertext(key_bits, n_bits)
     n_groups = -(-n_holder_points // group)
+    fixed = FixedBase(n, hs, rerandomisation_bits(key_bits), uses=len(my_bits) * n_groups)
+    N, N2 = fixed.n, fixed.n2
     cts = u8_to_int(enc_bits)
     if len(cts) != n_groups * n_bits:
         raise FedLabelsError(f"SecureHamming: expected {n_groups * n_bits} ciphertexts, got "

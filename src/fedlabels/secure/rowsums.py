@@ -8,8 +8,12 @@ without its own rows ``R_j``; the server adds all of them and returns ``Ẑ[R_j]
 its own masked rows ``Z̃⁽ʲ⁾[R_j]`` and obtains ``Z[R_j]`` (the masks cancel). The server sees
 only uniformly distributed values; each client sees only the sum over its own rows.
 
-A new mask stream is used for every ``attempt``, so a restart after a dropout never reuses
-masks.
+Every sum is restricted to the rows of the current participants: client j sends only the
+rows of the *other participants* (``send_rows``), never those of a client that dropped out.
+A row is summed only if one participant withholds it, so no sum the server forms has
+cancelling masks (over a departed client's rows the survivors' masks would cancel and the
+server, which knows S_L, could solve for their labels). A new mask stream is used for every
+``attempt``, so a restart after a dropout never reuses masks.
 """
 
 from __future__ import annotations
@@ -53,29 +57,48 @@ def pairwise_mask(my_id: int, keys: dict[int, bytes], n_values: int,
     return mask
 
 
-def mask_rows(Zbar: np.ndarray, own_rows: np.ndarray, my_id: int, keys: dict[int, bytes],
-              attempt: int) -> tuple[np.ndarray, np.ndarray]:
-    """Client step: (rows for the server, kept own masked rows ``Z̃⁽ʲ⁾[R_j]``).
+def participant_rows(rows: dict[int, np.ndarray], my_id: int) -> np.ndarray:
+    """The rows client ``my_id`` sends: those of every other participant, in order."""
+    others = [np.asarray(r, dtype=np.int64) for c, r in sorted(rows.items()) if c != my_id]
+    return np.sort(np.concatenate(others)) if others else np.zeros(0, dtype=np.int64)
 
-    ``keys`` maps every other participant to the pairwise mask key; the returned server part
-    holds all rows except ``own_rows`` (the server knows the row partition).
+
+def mask_rows(Zbar: np.ndarray, own_rows: np.ndarray, my_id: int, keys: dict[int, bytes],
+              attempt: int, send_rows: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Client step: (rows ``send_rows`` for the server, kept own masked rows ``Z̃⁽ʲ⁾[R_j]``).
+
+    ``keys`` maps every other participant to the pairwise mask key; ``send_rows`` are the
+    other participants' rows (:func:`participant_rows`), never a departed client's. Left out,
+    every row but ``own_rows`` is sent: right only when every row belongs to a participant.
     """
     n, c = Zbar.shape
     masked = (encode_fixed(Zbar).ravel() + pairwise_mask(my_id, keys, n * c, attempt))
     masked = masked.reshape(n, c)
-    keep = np.zeros(n, dtype=bool)
-    keep[own_rows] = True
-    return masked[~keep], masked[keep]
+    if send_rows is None:
+        send_rows = np.setdiff1d(np.arange(n), own_rows)
+    return masked[send_rows], masked[own_rows]
 
 
 def server_sum(parts: dict[int, np.ndarray], rows: dict[int, np.ndarray], n: int,
                n_classes: int) -> np.ndarray:
-    """Server step: ``Ẑ = Σ_j Ẑ⁽ʲ⁾`` mod 2^64, where part j omits the rows ``rows[j]``."""
+    """Server step: ``Ẑ = Σ_j Ẑ⁽ʲ⁾`` mod 2^64 over the participants' rows only.
+
+    ``parts`` and ``rows`` have the same keys (the participants); part j holds the rows of
+    the others (:func:`participant_rows`). A row no participant owns is never summed and
+    stays zero; every summed row lacks its owner's part, so it stays masked.
+    """
+    if sorted(parts) != sorted(rows):
+        raise FedLabelsError(f"SecureRowSums: parts from {sorted(parts)} but rows of "
+                             f"{sorted(rows)}; every sum is over the participants' rows only.")
     total = np.zeros((n, n_classes), dtype=np.uint64)
     for cid, part in parts.items():
-        keep = np.ones(n, dtype=bool)
-        keep[rows[cid]] = False
-        total[keep] += np.asarray(part, dtype=np.uint64)
+        send = participant_rows(rows, cid)
+        part = np.asarray(part, dtype=np.uint64)
+        if part.shape != (len(send), n_classes):
+            raise FedLabelsError(f"SecureRowSums: client {cid} sent {part.shape[0]} rows, "
+                                 f"expected the other participants' {len(send)}.")
+        total[send] += part
     return total
 
 

@@ -18,13 +18,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
 
 from fedlabels.config import RunConfig
 from fedlabels.engines.flower.prepare import PreparedRun, prepare_run
+from fedlabels.engines.runner import terminate_as_interrupt
 from fedlabels.errors import FedLabelsError
 from fedlabels.results import RunResult, load_result
 
@@ -311,23 +311,6 @@ def _finished(status_path: Path) -> bool:
         return False
 
 
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt so ``finally`` blocks stop the processes."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: the caller handles signals
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def read_outcome(prepared: PreparedRun, returncode: int, logs: Path) -> RunResult:
     """The result the ServerApp wrote, or a clear error from its status file."""
     status_path, output = Path(prepared.spec.status), Path(prepared.spec.output)
@@ -362,7 +345,7 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
     workdir = Path(workdir).resolve()
     prepared = prepare_run(cfg, workdir / "sites", output=output, reply_timeout=reply_timeout,
                            node_timeout=node_timeout)
-    with _terminate_as_interrupt(), LocalDeployment(prepared, workdir, secure=secure,
+    with terminate_as_interrupt(), LocalDeployment(prepared, workdir, secure=secure,
                                                       echo=progress) as dep:
         dep.start()
         code = dep.run_app(timeout)

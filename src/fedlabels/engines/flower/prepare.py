@@ -29,6 +29,7 @@ from fedlabels.engines.flower.spec import (
     RUN_CONFIG_KEY,
     DeploySpec,
     deploy_plan,
+    reject_reproducible_noise,
     site_datasets,
 )
 from fedlabels.errors import FedLabelsError
@@ -71,11 +72,11 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
     The split is redone unscaled with the same seed and sizes, which selects the same rows.
     """
     from fedlabels.data import get_dataset, make_federation
+    from fedlabels.data.loading import load_table
 
-    info = get_dataset(cfg.dataset)
-    if info.scale != "public":
+    if get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
         return None
-    raw = info.load()
+    _, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
     unscaled = make_federation(raw.X, raw.y, n_clients=cfg.clients,
                                n_unlabeled=len(ref.X_public),
                                n_private=int(ref.info["n_private"]),
@@ -130,15 +131,14 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                 reply_timeout: float = 300.0, node_timeout: float = 120.0,
                 poll_interval: float = 0.2, with_truth: bool = True) -> PreparedRun:
     """Split the data as ``fedlabels run`` would and write the site files and the app."""
-    from fedlabels.data import load_federation
+    from fedlabels.data.loading import federation_for
 
+    reject_reproducible_noise(cfg)
     method = get_method(cfg.method)
     method.parse_options(cfg.options)  # unknown or invalid options fail before any data loads
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    fed = load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
-                          n_private=cfg.private, private_per_client=cfg.private_per_client,
-                          n_test=cfg.test, partition=cfg.partition, seed=cfg.seed)
+    fed = federation_for(cfg)
     if fed.n_clients != cfg.clients:  # pragma: no cover - make_federation guarantees it
         raise FedLabelsError(f"expected {cfg.clients} partitions, got {fed.n_clients}.")
     client_paths = []

@@ -38,16 +38,19 @@ from flwr.serverapp import ServerApp
 from fedlabels.comm import Message, encode_message
 from fedlabels.engines.flower.convert import flower_message_type, from_record_dict, to_record_dict
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
+from fedlabels.engines.inprocess import reproducible_noise_privacy
 from fedlabels.engines.runner import (
     WIRE_FORMAT,
     CommMeter,
     RunPlan,
     build_result,
+    rounds_to_run,
     run_rounds,
     uses_iterative,
 )
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols import ServerRole
+from fedlabels.randomness import is_reproducible
 from fedlabels.results import RoundRecord, RunResult, write_atomic
 
 FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
@@ -270,6 +273,8 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
         "engine": "flower", "client_node_ids": {str(c): n for c, n in node_of.items()},
         "setup_seconds": time.perf_counter() - started, "alive_per_round": []}
 
+    n_rounds, rounds_note = rounds_to_run(plan, learners)  # a one-shot method stops early
+
     def snapshot(state: str, error: str | None = None) -> RunResult | None:
         deployment.update(status=state, lost={str(c): v for c, v in fgrid.lost.items()})
         if error:
@@ -280,7 +285,10 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
                               seed=cfg.seed, config=cfg.to_dict(),
                               federation=dict(spec.extra.get("federation", {})),
                               started=started, wire_format=FLOWER_WIRE_FORMAT,
-                              extra={"deployment": dict(deployment)})
+                              extra={"deployment": dict(deployment),
+                                     **({"rounds_run": rounds_note} if rounds_note else {}),
+                                     **({"privacy": reproducible_noise_privacy(False)}
+                                        if is_reproducible() else {})})
         if spec.output:
             result.save_json(spec.output)
             save_final_arrays(server, spec.output)
@@ -291,13 +299,13 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
         deployment["alive_per_round"].append(fgrid.client_ids)
         snapshot("running")
         status.update(rounds_done=record.round)
-        print(f"fedlabels: round {record.round}/{cfg.rounds} done in {record.seconds:.1f} s"
+        print(f"fedlabels: round {record.round}/{n_rounds} done in {record.seconds:.1f} s"
               + (f", mean accuracy {np.mean(record.accuracies):.4f}"
                  if record.accuracies else ""), flush=True)
 
     status.update(status="running")
     try:
-        run_rounds(server, fgrid, meter, rounds=cfg.rounds, period=cfg.period,
+        run_rounds(server, fgrid, meter, rounds=n_rounds, period=cfg.period,
                    eval_every=cfg.eval_every, iterative=uses_iterative(learners),
                    all_cids=sorted(node_of), on_round=on_round, records=records)
     except ClientsLost as exc:

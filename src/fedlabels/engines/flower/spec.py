@@ -87,8 +87,17 @@ class DeploySpec:
         return cls(**data)
 
 
+def reject_reproducible_noise(cfg: RunConfig) -> None:
+    """A deployment never runs with reproducible (seed-derived) noise."""
+    if cfg.insecure_reproducible_noise:
+        raise FedLabelsError("insecure_reproducible_noise is for the in-process simulator "
+                             "only (fedlabels run / fl.run); a Flower deployment always draws "
+                             "its secret randomness from each party's OS entropy.")
+
+
 def deploy_plan(cfg: RunConfig, n_classes: int, n_features: int) -> RunPlan:
     """The run plan every party derives from ``cfg``, as ``simulate`` derives it."""
+    reject_reproducible_noise(cfg)
     return plan_run(cfg.method, n_roles=cfg.clients, n_classes=n_classes,
                     n_features=n_features, rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, models=as_models(cfg.model), options=cfg.options)

@@ -45,6 +45,15 @@ def ids(text: Any) -> list[int]:
     return [int(t) for t in str(text).split(",") if t != ""]
 
 
+def row_ranges(text: Any, participants: list[int]) -> dict[int, np.ndarray]:
+    """``"0:24,42:63"`` with participants [0, 2] -> {0: rows 0..23, 2: rows 42..62}."""
+    spans = [t.split(":") for t in str(text).split(",") if t != ""]
+    if len(spans) != len(participants) or any(len(s) != 2 for s in spans):
+        raise FedLabelsError(f"xclp.rowsums: row ranges {text!r} do not match the "
+                             f"participants {participants}.")
+    return {c: np.arange(int(a), int(b)) for c, (a, b) in zip(participants, spans, strict=True)}
+
+
 class XCLPClientCore(ClientRole):
     """Client side of Algorithm 1; subclasses supply the features and the partial labels.
 
@@ -171,7 +180,7 @@ class XCLPClientCore(ClientRole):
             arrays["bits"] = self.packed
         else:
             self.hamming = HammingParty(self.mode, self.cid, self.packed, opts.lsh_bits,
-                                        opts.key_bits)
+                                        opts.key_bits, opts.insecure_small_keys)
             arrays.update(self.hamming.step(1, peers, n_points, message.arrays, channels))
         return Message("xclp.hamming.reply", arrays=arrays)
 
@@ -182,23 +191,27 @@ class XCLPClientCore(ClientRole):
         return Message("xclp.influence.reply", config={"ok": True})
 
     def on_rowsums(self, message: Message) -> Message:
-        """Z̄ = S_L Y_L without this client's own rows, masked (SecureRowSums)."""
-        from fedlabels.secure.rowsums import encode_fixed, mask_rows
+        """Z̄ = S_L Y_L on the other participants' rows only, masked (SecureRowSums)."""
+        from fedlabels.secure.rowsums import encode_fixed, mask_rows, participant_rows
 
         S_L = _need(self.S_L, self.cid, "influence")
         y = self.xclp_partial_labels()
         Zbar = S_L @ one_hot(y[np.flatnonzero(y >= 0)], self.settings.n_classes)
-        own = np.zeros(len(Zbar), dtype=bool)
-        own[self.own_rows()] = True
+        participants = ids(message.config["participants"])
+        rows = row_ranges(message.config["row_ranges"], participants)
+        if self.cid not in rows or not np.array_equal(rows[self.cid], self.own_rows()):
+            raise FedLabelsError(f"client {self.cid}: xclp.rowsums names rows that are not "
+                                 "this client's own as its rows (or leaves it out).")
+        send = participant_rows(rows, self.cid)  # never a departed client's rows
         if self.mode == "none":
             enc = encode_fixed(Zbar)
-            self.own_masked = enc[own]
-            return Message("xclp.rowsums.reply", arrays={"part": enc[~own]})
+            self.own_masked = enc[self.own_rows()]
+            return Message("xclp.rowsums.reply", arrays={"part": enc[send]})
         keypair = _need(self.keypair, self.cid, "setup")
         keys = {c: keypair.shared_key(self.cid, c, self.peer_pubs[c], "rowsums")
-                for c in ids(message.config["participants"]) if c != self.cid}
+                for c in participants if c != self.cid}
         part, self.own_masked = mask_rows(Zbar, self.own_rows(), self.cid, keys,
-                                          attempt=int(message.config["attempt"]))
+                                          int(message.config["attempt"]), send)
         return Message("xclp.rowsums.reply", arrays={"part": part})
 
     def on_result(self, message: Message) -> Message:

@@ -180,6 +180,7 @@ class XCLP(_LabelPropagationMethod):
     options_class = XCLPOptions
     threat_model = XCLP_THREAT
     client_class = XCLPClient
+    communication_rounds = 1  # one shot: later rounds would only re-evaluate
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
@@ -220,6 +221,7 @@ class PerClientLP(_LabelPropagationMethod):
     options_class = PerClientLPOptions
     threat_model = PERCLIENT_LP_THREAT
     client_class = PerClientLPClient
+    communication_rounds = 1  # one shot: later rounds would only re-evaluate
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

@@ -4,8 +4,8 @@ Each class holds exactly what its methods read:
 
 * :class:`LPOptions` — label propagation itself (graph, α, labelled fraction, LSH seed);
 * :class:`PerClientLPOptions` — ``perclient-lp``: LP plus the test points per client;
-* :class:`XCLPProtocolOptions` — what the XCLP protocol core reads: LP plus ``secure`` and
-  ``key_bits``;
+* :class:`XCLPProtocolOptions` — what the XCLP protocol core reads: LP plus ``secure``,
+  ``key_bits`` and ``insecure_small_keys``;
 * :class:`XCLPOptions` — ``xclp``: the protocol plus the test points per client;
 * :class:`FedAvgXCLPOptions` — ``fedavg-xclp``: the protocol plus client sampling, warm-up and
   the propagation variant.
@@ -72,12 +72,21 @@ class XCLPProtocolOptions(LPOptions):
     secure: str = option("none", "SecureHamming variant: ot, paillier, or none (plaintext "
                          "LSH bits go to the server: a baseline, not private)", kind=str,
                          choices=SECURE_MODES, convert=_lower, flag=True)
-    key_bits: int = option(2048, "Paillier modulus size in bits (secure=paillier; 2048 for "
-                           "real runs, tests use 512)", kind=int, interval=Interval(256, None))
+    # 2048 = secure.paillier_hamming.MIN_KEY_BITS (not imported: the secure extra is optional)
+    key_bits: int = option(2048, "Paillier modulus size in bits (secure=paillier); under "
+                           "2048 only with insecure_small_keys", kind=int,
+                           interval=Interval(256, None))
+    insecure_small_keys: bool = option(
+        False, "INSECURE, tests only: allow Paillier keys under 2048 bits (key_bits >= 256); "
+        "recorded in the result's options", kind=bool)
 
     def check(self) -> None:
         if self.key_bits % 8:
             raise FedLabelsError(f"key_bits must be a multiple of 8, got {self.key_bits}.")
+        if self.secure == "paillier":
+            from fedlabels.secure.paillier_hamming import check_key_bits
+
+            check_key_bits(self.key_bits, self.insecure_small_keys)
 
 
 @dataclass(frozen=True)

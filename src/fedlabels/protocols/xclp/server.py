@@ -12,7 +12,8 @@ One run is a sequence of exchanges, one method per phase: :meth:`XCLPServerCore.
 A client that does not answer a message (absent from the replies ``grid.exchange`` returns,
 as a deployment's grid does for a lost client) has dropped out at that phase: it is left
 out of the graph if the Hamming matrix is not complete yet, else its labels do not
-propagate; SecureRowSums restarts with a fresh mask stream without it.
+propagate and its rows are left out of every sum; SecureRowSums restarts with a fresh mask
+stream without it.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ class _Run:
     total: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.uint64))
 
 
-def _csv(cids: list[int]) -> str:
-    return ",".join(map(str, cids))
+def _csv(items: list[int] | list[str]) -> str:
+    return ",".join(map(str, items))
 
 
 class XCLPServerCore:
@@ -217,7 +218,9 @@ class XCLPServerCore:
         run.members = sorted(self._exchange(run, msgs, "before-rowsums"))
 
     def rowsums(self, run: _Run) -> None:
-        """SecureRowSums, restarted without the clients that drop within it."""
+        """SecureRowSums over the rows of the current members only, restarted without the
+        clients that drop within it (a departed client's rows are never summed: there the
+        survivors' masks would cancel)."""
         from fedlabels.secure.rowsums import server_sum
 
         while True:
@@ -225,8 +228,10 @@ class XCLPServerCore:
                 raise FedLabelsError("every client dropped out before SecureRowSums "
                                      "completed; no labels can be propagated.")
             members = run.members
+            spans = _csv([f"{run.rows[c][0]}:{run.rows[c][-1] + 1}" for c in members])
             msg = Message("xclp.rowsums", config={**run.config, "attempt": run.attempts,
-                                                  "participants": _csv(members)})
+                                                  "participants": _csv(members),
+                                                  "row_ranges": spans})
             replies = self._broadcast(run, msg, "within-rowsums")
             run.attempts += 1
             if run.members == members:

@@ -52,9 +52,10 @@ XCLP_PAYLOADS = (
             note="OT messages (base OT, IKNP matrix, corrections) sealed for one peer"),
     Payload("xclp.influence.reply", "ok", "control", source="config"),
     Payload("xclp.rowsums.reply", "part", "crypto",
-            note="fixed-point S_L Y_L of the client's labels on the other clients' rows, "
-                 "plus pairwise masks: uniform words in secure modes. secure=none sends it "
-                 "unmasked, and the server, which knows S_L, can solve for the labels"),
+            note="fixed-point S_L Y_L of the client's labels on the other current "
+                 "participants' rows (never a dropped-out client's: there the masks would "
+                 "cancel), plus pairwise masks: uniform words in secure modes. secure=none "
+                 "sends it unmasked, and the server, which knows S_L, can solve for the labels"),
 )
 
 #: the one-shot methods also report the accuracy of the labels on the unlabelled points
@@ -78,8 +79,10 @@ XCLP_ASSUMPTIONS = (
     "cosine similarity of every pair of points across clients), each client's number of "
     "points and which of them are labelled; H_self, the within-client block, is sent in "
     "the clear",
-    "cryptography: X25519 + HKDF-SHA256 + ChaCha20-Poly1305 channels; Paillier with DJN "
-    "short-exponent randomness (DCR, secure=paillier); Chou-Orlandi base OTs (CDH in the "
+    "cryptography: X25519 + HKDF-SHA256 + ChaCha20-Poly1305 channels; Paillier with keys of "
+    ">= 2048 bits (smaller only with insecure_small_keys, tests), DJN short-exponent "
+    "encryption (DCR) and statistically hiding re-randomisation (|N| + 128-bit exponents) "
+    "(secure=paillier); Chou-Orlandi base OTs (CDH in the "
     "RFC 3526 group, random oracle) and IKNP extension with a fixed-key-AES "
     "correlation-robust hash (secure=ot); semi-honest security only",
     "public keys are not authenticated (no PKI): an active server could run a "

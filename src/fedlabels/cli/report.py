@@ -1,0 +1,57 @@
+"""``fedlabels report`` (compare runs) and ``fedlabels predict`` (reuse a run's models)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from fedlabels.report import write_report
+
+    outputs = write_report(args.results, args.output, overwrite=args.overwrite)
+    print(f"wrote {outputs['report']} and {outputs['summary table']}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fedlabels.interpret import models_path
+    from fedlabels.outputs import check_outputs, writing
+    from fedlabels.results import write_atomic
+    from fedlabels.reuse import predict_file
+
+    out = Path(args.output).expanduser()
+    check_outputs({"predictions": out},
+                  {"result": Path(args.result), "data file": Path(args.data),
+                   "models file": models_path(args.result)}, overwrite=args.overwrite)
+    frame = predict_file(args.result, args.data, client=args.client)
+    with writing("the predictions"):
+        write_atomic(out, frame.to_csv(index=False))
+    who = f"client {args.client}" if args.client is not None else "majority vote of the clients"
+    print(f"wrote {len(frame)} predictions ({who}) to {out}")
+    return 0
+
+
+def add_report_parsers(sub: Any) -> None:
+    p = sub.add_parser("report", help="compare results: a self-contained HTML page with plots "
+                                      "and summary.csv (mean ± std over seeds)")
+    p.add_argument("results", nargs="+", help="result JSON files")
+    p.add_argument("-o", "--output", required=True,
+                   help="directory for report.html and summary.csv")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing report.html / summary.csv")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("predict", help="label new raw data with a finished run's client models "
+                                       "(majority vote, or one client's)")
+    p.add_argument("result", help="result JSON of `fedlabels run` (its .models.pkl beside it; "
+                                  "load only models files you wrote: they are pickles)")
+    p.add_argument("data", help="CSV with the training table's feature columns")
+    p.add_argument("-o", "--output", required=True,
+                   help="CSV to write: the rows with a `prediction` column")
+    p.add_argument("--client", type=int, help="use this client's model (0-based) instead of "
+                                              "the majority vote")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.set_defaults(func=cmd_predict)

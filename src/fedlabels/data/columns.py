@@ -1,0 +1,130 @@
+"""Feature columns of a table: choose them (``--features``/``--drop``) and check them.
+
+One-hot encoding turns every distinct value of a non-numeric column into a feature, so a
+column that is not really categorical explodes the feature matrix (an ID column: one
+feature per row) or hides a data error (a numeric column with one stray ``"?"``: every
+number becomes a category). :func:`check_feature_columns` rejects such columns, naming
+them, before anything is encoded; a pandas index column (``Unnamed: 0``, written by
+``DataFrame.to_csv``) is dropped with a warning, since it is row order, not a feature (in
+a file sorted by label it *is* the label).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from fedlabels.errors import FedLabelsError, FedLabelsWarning
+
+#: a non-numeric column with more distinct values than this fraction of the rows (and at
+#: least ``_MIN_DISTINCT``) looks like an identifier, not a category
+_ID_FRACTION = 0.5
+_MIN_DISTINCT = 10
+_MAX_CATEGORIES = 1000  # more distinct values than this is never a usable category
+_INDEX_COLUMN = re.compile(r"Unnamed: \d+")
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?.*)?"
+                   r"|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}( \d{1,2}:\d{2}(:\d{2})?)?")
+
+
+def _show(names: Sequence[Any], limit: int = 20) -> str:
+    shown = ", ".join(repr(str(n)) for n in list(names)[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def parse_columns(value: str | Sequence[str] | None, flag: str) -> list[str] | None:
+    """A column list from ``"a,b,c"`` or a sequence of names; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    names = [c.strip() for c in value.split(",")] if isinstance(value, str) \
+        else [str(c).strip() for c in value]
+    if not names or any(not n for n in names):
+        raise FedLabelsError(f"{flag} needs comma-separated column names, got {value!r}.")
+    return names
+
+
+def select_columns(X: Any, features: Sequence[str] | None, drop: Sequence[str] | None,
+                   target: str | None = None) -> Any:
+    """``X`` restricted to ``features`` (in that order) and without ``drop``."""
+    if features is None and drop is None:
+        return X
+    if not isinstance(X, pd.DataFrame):
+        raise FedLabelsError("--features/--drop need a table with named columns; this "
+                             "dataset's features are an unnamed matrix.")
+    columns = [str(c) for c in X.columns]
+    for flag, names in (("--features", features), ("--drop", drop)):
+        if names is None:
+            continue
+        if target is not None and target in names:
+            raise FedLabelsError(f"{flag} names the target column {target!r}; the target is "
+                                 "never a feature.")
+        unknown = [n for n in names if n not in columns]
+        if unknown:
+            raise FedLabelsError(f"{flag}: no column {_show(unknown)}; the feature columns "
+                                 f"are {_show(columns)}.")
+    keep = list(features) if features is not None else columns
+    if drop is not None:
+        keep = [c for c in keep if c not in set(drop)]
+    if not keep:
+        raise FedLabelsError("no feature column is left after --features/--drop.")
+    return X.loc[:, [X.columns[columns.index(c)] for c in keep]]
+
+
+def drop_index_columns(X: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
+    """Drop pandas index columns (``Unnamed: 0``) with a warning, unless listed in ``keep``."""
+    index_cols = [c for c in X.columns
+                  if _INDEX_COLUMN.fullmatch(str(c)) and str(c) not in set(keep)]
+    if index_cols:
+        warnings.warn(f"dropped column(s) {_show(index_cols)}: a pandas index written by "
+                      "to_csv is row order, not a feature (name it in --features to keep it)",
+                      FedLabelsWarning, stacklevel=2)
+        X = X.drop(columns=index_cols)
+    return X
+
+
+def _problem(column: pd.Series) -> str | None:
+    """Why one-hot encoding this non-numeric column would go wrong, or None."""
+    if pd.api.types.is_datetime64_any_dtype(column) or isinstance(column.dtype,
+                                                                  pd.PeriodDtype):
+        return "holds dates/times, which one-hot encoding would treat as categories"
+    values = column.dropna()
+    if values.empty or isinstance(column.dtype, pd.CategoricalDtype):
+        return None
+    text = values.astype(str).str.strip()
+    numeric = pd.to_numeric(text, errors="coerce")
+    n_bad = int(numeric.isna().sum())
+    if 0 < n_bad <= max(1, len(text) // 2) and n_bad < len(text):
+        stray = text[numeric.isna()].unique()[:3].tolist()
+        return (f"is numeric except for {n_bad} value(s) such as {_show(stray, 3)}, which "
+                "would make every number a category; clean or impute those values")
+    if text.map(lambda s: bool(_DATE.fullmatch(s))).mean() > 0.9:
+        return "holds dates/times, which one-hot encoding would treat as categories"
+    distinct = int(values.nunique())
+    if distinct > _MAX_CATEGORIES or (distinct >= _MIN_DISTINCT
+                                      and distinct > _ID_FRACTION * len(values)):
+        return (f"has {distinct} distinct values in {len(values)} rows (an identifier?), "
+                f"which one-hot encoding would turn into {distinct} features")
+    return None
+
+
+def check_feature_columns(X: pd.DataFrame) -> None:
+    """Reject non-numeric columns that one-hot encoding would explode, naming them."""
+    problems = {}
+    for name in X.columns:
+        col = X[name]
+        if pd.api.types.is_bool_dtype(col) or (pd.api.types.is_numeric_dtype(col)
+                                               and not isinstance(col.dtype,
+                                                                  pd.CategoricalDtype)):
+            continue
+        why = _problem(col)
+        if why is not None:
+            problems[str(name)] = why
+    if problems:
+        first, why = next(iter(problems.items()))
+        others = f" (also {_show(list(problems)[1:])})" if len(problems) > 1 else ""
+        raise FedLabelsError(
+            f"column {first!r} {why}{others}; drop it with --drop {','.join(problems)} "
+            "(Python: X.drop(columns=[...])) or choose columns with --features.")

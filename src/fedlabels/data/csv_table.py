@@ -1,0 +1,83 @@
+"""Reading a user's CSV table (``csv:PATH:TARGET``), with one-line errors for bad files."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from fedlabels.errors import FedLabelsError
+
+#: separators a one-column table is checked for (to suggest ``--sep``)
+_OTHER_SEPARATORS = (";", "\t", "|", ",")
+
+
+def normalise_sep(sep: str | None) -> str | None:
+    """``--sep`` as typed: ``\\t`` (a backslash and t, as a shell passes it) or ``tab`` is
+    the tab character; anything else must be one character."""
+    if sep is None:
+        return None
+    sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)
+    if len(sep) != 1:
+        raise FedLabelsError(f"sep must be one character (e.g. ';', or '\\t' for a tab), "
+                             f"got {sep!r}.")
+    return sep
+
+
+def _sep_name(sep: str) -> str:
+    return {"\t": "'\\t' (tab)"}.get(sep, repr(sep))
+
+
+def _separator_hint(path: Path, header: str, sep: str) -> str:
+    """`` it looks ';'-separated: give --sep ';'`` when the header splits on another one."""
+    try:
+        found = csv.Sniffer().sniff(header, delimiters="".join(_OTHER_SEPARATORS)).delimiter
+    except csv.Error:
+        found = next((s for s in _OTHER_SEPARATORS if s in header), "")
+    if not found or found == sep:
+        return ""
+    flag = "--sep '\\t'" if found == "\t" else f"--sep '{found}'"
+    return (f" It looks {_sep_name(found)}-separated, not {_sep_name(sep)}-separated: give "
+            f"{flag} (TOML: sep = {found!r}).")
+
+
+def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any, Any]:
+    """Features (a DataFrame) and the target column of ``path``; every problem one line."""
+    import pandas as pd  # lazily: importing fedlabels must not load pandas
+
+    sep = normalise_sep(sep) or ","
+    if not path.is_file():
+        raise FedLabelsError(f"CSV file {path} does not exist"
+                             + (" (it is a directory)." if path.is_dir() else "."))
+    try:
+        frame = pd.read_csv(path, sep=sep)
+    except pd.errors.EmptyDataError:
+        raise FedLabelsError(f"CSV file {path} is empty: it needs a header line naming the "
+                             f"columns (one of them {target!r}) and at least one row.") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise FedLabelsError(f"CSV file {path} is not UTF-8 text (byte 0x{byte:02x} at offset "
+                             f"{exc.start}); re-save it as UTF-8.") from None
+    except pd.errors.ParserError as exc:
+        reason = " ".join(str(exc).split())
+        raise FedLabelsError(f"CSV file {path} cannot be parsed: {reason}."
+                             + _separator_hint(path, _first_line(path), sep)) from None
+    except OSError as exc:
+        raise FedLabelsError(f"cannot read CSV file {path}: {exc.strerror or exc}.") from None
+    columns = [str(c) for c in frame.columns]
+    if target not in columns:
+        hint = _separator_hint(path, _first_line(path), sep) if len(columns) == 1 else ""
+        shown = ", ".join(repr(c) for c in columns[:20]) + (" ..." if len(columns) > 20 else "")
+        raise FedLabelsError(f"CSV file {path} has no column {target!r}; its columns are "
+                             f"{shown}.{hint}")
+    if frame.empty:
+        raise FedLabelsError(f"CSV file {path} has a header but no rows of data.")
+    if len(columns) == 1:
+        raise FedLabelsError(f"CSV file {path} has only the target column {target!r}, no "
+                             "features." + _separator_hint(path, _first_line(path), sep))
+    return frame.drop(columns=[target]), frame[target]
+
+
+def _first_line(path: Path) -> str:
+    with path.open("rb") as fh:
+        return fh.readline(65536).decode("utf-8", errors="replace").strip()

@@ -1,0 +1,98 @@
+"""What a run shows while it runs, decided in one place.
+
+Progress goes to stderr (stdout keeps the tables and paths): a bar when stderr is a terminal,
+plain lines (``fedct on breast_cancer: round 5/20: mean accuracy 0.907``) when it is
+redirected, so a log file never fills with bar redraws.
+
+The ``progress`` argument of :func:`fedlabels.run`, ``simulate`` and the demo: ``True`` shows
+progress (a bar on a terminal, a line per evaluation otherwise), ``False`` nothing, ``None``
+(the API default) a bar on a terminal and nothing otherwise. The verbosity is a process
+setting (the CLI's global ``-q`` / ``-v``): quiet shows no progress and no informational
+lines (only errors and the final table), verbose a line per round even on a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from fedlabels.results import RoundRecord
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+_state = {"verbosity": NORMAL}
+
+
+def set_verbosity(level: int) -> None:
+    """``QUIET``, ``NORMAL`` or ``VERBOSE`` for this process."""
+    if level not in (QUIET, NORMAL, VERBOSE):
+        raise ValueError(f"verbosity must be QUIET, NORMAL or VERBOSE, got {level!r}")
+    _state["verbosity"] = level
+
+
+def verbosity() -> int:
+    return _state["verbosity"]
+
+
+def info(message: str) -> None:
+    """An informational line on stdout (not shown with ``-q``)."""
+    if verbosity() > QUIET:
+        print(message, flush=True)
+
+
+def progress_mode(progress: bool | None, stream: TextIO | None = None) -> str:
+    """``"off"``, ``"bar"``, ``"evaluations"`` (a line per evaluation) or ``"rounds"``."""
+    if progress is False or verbosity() == QUIET:
+        return "off"
+    if verbosity() == VERBOSE:
+        return "rounds"
+    isatty = getattr(stream or sys.stderr, "isatty", None)
+    if callable(isatty) and isatty():
+        return "bar"
+    return "evaluations" if progress else "off"
+
+
+class RoundProgress:
+    """Shows each finished round (:meth:`update`) as a bar, a line, or not at all."""
+
+    def __init__(self, total: int, desc: str, progress: bool | None,
+                 stream: TextIO | None = None) -> None:
+        self.total, self.desc = total, desc
+        self.stream = stream
+        self.mode = progress_mode(progress, stream)
+        self._bar: Any = None
+        if self.mode == "bar":
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit="round", leave=False,
+                             file=stream or sys.stderr)
+
+    def update(self, record: RoundRecord) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+            if record.accuracies:
+                self._bar.set_postfix(acc=f"{np.mean(record.accuracies):.3f}")
+        elif self.mode == "rounds" or (self.mode == "evaluations" and record.accuracies):
+            print(self.line(record), file=self.stream or sys.stderr, flush=True)
+
+    def line(self, record: RoundRecord) -> str:
+        text = f"{self.desc}: round {record.round}/{self.total}"
+        if record.accuracies:
+            text += f": mean accuracy {np.mean(record.accuracies):.3f}"
+        if self.mode == "rounds":
+            up = np.mean(record.bytes_up) if record.bytes_up else 0.0
+            text += f" ({record.seconds:.2f} s, {up:,.0f} B up per client)"
+        return text
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> RoundProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

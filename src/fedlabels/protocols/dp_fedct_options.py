@@ -1,0 +1,112 @@
+"""DP-FedCT's declared options: the run's (ε, δ) budget, the mechanism and the sensitivity s*.
+
+A module of its own so that ``dp_fedct.py`` holds only the roles and the method.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from fedlabels.errors import FedLabelsError
+from fedlabels.protocols.fedct import FedCTOptions
+from fedlabels.protocols.options import Interval, option
+
+MECHANISMS = ("xor", "kary")
+SENSITIVITY_SOURCES = ("worst", "empirical", "prop2")  # or a number of bits
+POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
+PROBABILITY = Interval(0.0, 1.0, "neither")
+#: the options that only one way of getting s* reads
+_ONLY_WITH = {"prop2": ("stability_rate", "sensitivity_delta"),
+              "empirical": ("sensitivity_neighbours", "sensitivity_relation",
+                            "sensitivity_model", "sensitivity_steps"),
+              "a number of bits": ("sensitivity_note",)}
+
+
+def _sensitivity_spec(value: Any) -> Any:
+    """A keyword in lower case, or a number of bits (numeric text becomes a float)."""
+    if not isinstance(value, str):
+        return value
+    key = value.strip().lower()
+    try:
+        return float(key)
+    except ValueError:
+        return key
+
+
+@dataclass(frozen=True)
+class DPFedCTOptions(FedCTOptions):
+    epsilon: float | None = option(
+        None, "total (ε, δ) budget of the whole run per client; the per-round ε is "
+        "calibrated from it over the run's rounds (xor: exact accountant; kary: basic "
+        "composition, ε/rounds) and every release is checked against it; give this or "
+        "epsilon_per_round", kind=float, interval=POSITIVE, nullable=True, flag=True)
+    epsilon_per_round: float | None = option(
+        None, "pure ε of one round's label release per client (no run target: the total is "
+        "whatever the rounds compose to); give this or epsilon", kind=float,
+        interval=POSITIVE, nullable=True, flag=True)
+    delta: float = option(1e-5, "δ of the (ε, δ) of the composition over rounds", kind=float,
+                          interval=PROBABILITY, flag=True)
+    mechanism: str = option("xor", "xor: bitwise randomized response on the one-hot rows; "
+                            "kary: k-ary randomized response per label", kind=str,
+                            choices=MECHANISMS)
+    sensitivity: str | float = option(
+        "worst", "Hamming sensitivity s* in bits: worst (2|U|: formal, protects a client's "
+        "whole dataset), empirical (estimated before round 1), prop2 (a heuristic from "
+        "stability_rate) or a number of bits in (0, 2|U|]; all but worst make the guarantee "
+        "conditional on s*",
+        kind=(str, float), interval=POSITIVE, flag=True, convert=_sensitivity_spec)
+    stability_rate: float | None = option(
+        None, "prop2 (heuristic): the learner's on-average-replace-one stability rate ε(n)",
+        kind=float,
+        interval=PROBABILITY, nullable=True)
+    sensitivity_delta: float | None = option(
+        None, "prop2 (heuristic): the binomial quantile's failure probability; none: delta",
+        kind=float, interval=PROBABILITY, nullable=True)
+    sensitivity_neighbours: int = option(
+        50, "empirical: records per client whose neighbouring datasets are retrained (at "
+        "most its number of records)", kind=int, interval=Interval(1, None))
+    sensitivity_relation: str = option(
+        "both", "empirical: a neighbour removes one record (remove), replaces its label "
+        "(replace), or both neighbours of each record are measured (both)",
+        kind=str, choices=("remove", "replace", "both"))
+    sensitivity_model: str = option(
+        "", "empirical: the model spec to estimate with; empty: each client's own learner",
+        kind=str)
+    sensitivity_steps: int | None = option(
+        None, "empirical: training steps of a torch learner; none: period", kind=int,
+        interval=Interval(1, None), nullable=True)
+    sensitivity_note: str = option(
+        "", "where a given number of bits came from (kept in the result)", kind=str)
+
+    def check(self) -> None:
+        super().check()
+        if (self.epsilon is None) == (self.epsilon_per_round is None):
+            raise FedLabelsError("dp-fedct needs exactly one of epsilon (the total (ε, δ) "
+                                 "budget of the run, e.g. --epsilon 8) and epsilon_per_round "
+                                 "(pure ε of each round's release, e.g. --epsilon-per-round 1).")
+        source = self.sensitivity
+        if isinstance(source, str) and source not in SENSITIVITY_SOURCES:
+            raise FedLabelsError(f"dp-fedct option sensitivity must be worst, empirical, prop2 "
+                                 f"or a number of bits, got {source!r}.")
+        if source == "prop2" and self.stability_rate is None:
+            raise FedLabelsError("sensitivity prop2 needs the learner's stability rate: "
+                                 "--opt stability_rate=0.01 (and --opt sensitivity_delta=1e-3; "
+                                 "default: delta).")
+        used = source if isinstance(source, str) else "a number of bits"
+        given = self.given()
+        for needs, names in _ONLY_WITH.items():
+            unused = [n for n in names if n in given and needs != used]
+            if unused:
+                raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} apply only with "
+                                     f"sensitivity {needs}; got sensitivity {source!r}.")
+        if self.sensitivity_model:
+            from fedlabels.learners import parse_model_spec
+
+            if len(parse_model_spec(self.sensitivity_model)) != 1:
+                raise FedLabelsError(f"dp-fedct option sensitivity_model must be one model "
+                                     f"spec, got {self.sensitivity_model!r}.")
+
+
+#: what every DP-FedCT guarantee assumes, besides the sensitivity (stated per run)

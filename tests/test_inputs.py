@@ -1,0 +1,320 @@
+"""Bad inputs end in one line (exit 2, no traceback); tables, labels, model specs, one-shot
+rounds and per-method defaults behave as documented (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.config import RunConfig, load_config
+from fedlabels.data.federation import encode_labels
+from fedlabels.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.learners import parse_model_spec
+from fedlabels.protocols import METHODS
+
+RUN = ["run", "--rounds", "1", "--clients", "3", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    """A small labelled table: 5 numeric features and a string target."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 5))
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])
+    frame["target"] = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, "yes", "no")
+    return frame
+
+
+def _csv(tmp_path, name: str, frame: pd.DataFrame, **kwargs) -> str:
+    path = tmp_path / name
+    frame.to_csv(path, index=kwargs.pop("index", False), **kwargs)
+    return str(path)
+
+
+def _fails_in_one_line(capsys, argv: list[str], *needles: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("fedlabels: error: ") and "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------ bad CSV files
+
+
+def _bad_csvs(tmp_path, table: pd.DataFrame) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """name -> (csv path, words the one-line error must contain)."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    header = tmp_path / "header.csv"
+    header.write_text(",".join(table.columns) + "\n")
+    latin = table.copy()
+    latin["target"] = np.where(latin["target"] == "yes", "ja", "nöö")
+    with_id = table.assign(id=[f"P{i:04d}" for i in range(len(table))])
+    stray = table.assign(bad=table["f1"].round(3).astype(str))
+    stray.loc[5, "bad"] = "?"
+    dates = table.assign(when=pd.date_range("2020-01-01", periods=len(table)).astype(str))
+    return {
+        "empty": (str(empty), ("empty",)),
+        "header only": (str(header), ("no rows",)),
+        "not UTF-8": (_csv(tmp_path, "latin.csv", latin, encoding="latin-1"), ("UTF-8",)),
+        "semicolons": (_csv(tmp_path, "semi.csv", table, sep=";"), ("--sep ';'",)),
+        "ID column": (_csv(tmp_path, "id.csv", with_id), ("'id'", "--drop id")),
+        "stray '?'": (_csv(tmp_path, "stray.csv", stray), ("'bad'", "'?'", "--drop bad")),
+        "dates": (_csv(tmp_path, "dates.csv", dates), ("'when'", "dates")),
+        "one class": (_csv(tmp_path, "one.csv", table.assign(target="x")), ("single class",)),
+        "missing file": (str(tmp_path / "nope.csv"), ("does not exist",)),
+        "three rows": (_csv(tmp_path, "tiny.csv", pd.concat(
+            [table[table.target == "yes"].head(2), table[table.target == "no"].head(1)])),
+            ("only 3 labelled examples",)),
+    }
+
+
+def test_every_bad_csv_fails_in_one_line(tmp_path, table, capsys):
+    for name, (path, needles) in _bad_csvs(tmp_path, table).items():
+        out = tmp_path / f"{name}.json"
+        line = _fails_in_one_line(
+            capsys, [*RUN, "--dataset", f"csv:{path}:target", "--output", str(out)], *needles)
+        assert not out.exists(), (name, line)
+
+
+def test_bad_inputs_through_the_real_command_line(tmp_path, table):
+    """The installed entry point, as a user runs it: exit 2, one line, no traceback."""
+    bad = _bad_csvs(tmp_path, table)
+    cases = [["--dataset", f"csv:{bad[name][0]}:target"]
+             for name in ("empty", "header only", "not UTF-8", "semicolons")]
+    cases += [["--model", "mlp(hidden=abc)"], ["--dataset", "digits", "--sep", ";"]]
+    for extra in cases:
+        proc = subprocess.run([sys.executable, "-m", "fedlabels", *RUN, *extra, "--output",
+                               str(tmp_path / "r.json")], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 2, (extra, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (extra, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
+def test_sep_reads_a_semicolon_table(tmp_path, table):
+    path = _csv(tmp_path, "semi.csv", table, sep=";")
+    out = tmp_path / "r.json"
+    assert main([*RUN, "--dataset", f"csv:{path}:target", "--sep", ";", "--output",
+                 str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["federation"]["n_features"] == 5 and data["config"]["sep"] == ";"
+    tab = _csv(tmp_path, "tab.tsv", table, sep="\t")
+    fed = fl.load_federation(f"csv:{tab}:target", n_clients=3, sep="\\t")
+    assert fed.n_features == 5
+
+
+# ------------------------------------------------------------------ columns
+
+
+def test_index_column_is_dropped_with_a_warning(tmp_path, table):
+    # sorted by label, the pandas index *is* the label: it must not become a feature
+    path = _csv(tmp_path, "indexed.csv", table.sort_values("target").reset_index(drop=True),
+                index=True)
+    with pytest.warns(FedLabelsWarning, match="Unnamed: 0"):
+        fed = fl.load_federation(f"csv:{path}:target", n_clients=3)
+    assert fed.feature_names == [f"f{i}" for i in range(5)]
+
+
+def test_index_column_warning_is_one_line_in_the_cli(tmp_path, table, capsys):
+    path = _csv(tmp_path, "indexed.csv", table, index=True)
+    assert main([*RUN, "--dataset", f"csv:{path}:target", "--output",
+                 str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [line for line in err if line.startswith("fedlabels: warning: dropped")]
+    assert len(err) == 1
+
+
+def test_features_and_drop(tmp_path, table, capsys):
+    path = _csv(tmp_path, "id.csv", table.assign(id=[f"P{i}" for i in range(len(table))]))
+    spec = f"csv:{path}:target"
+    fed = fl.load_federation(spec, n_clients=3, drop="id")
+    assert fed.feature_names == [f"f{i}" for i in range(5)]
+    fed = fl.load_federation(spec, n_clients=3, features=["f3", "f1"])
+    assert fed.feature_names == ["f3", "f1"]
+    out = tmp_path / "r.json"
+    assert main([*RUN, "--dataset", spec, "--features", "f0,f1", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["federation"]["n_features"] == 2
+    _fails_in_one_line(capsys, [*RUN, "--dataset", spec, "--drop", "nope"], "'nope'", "f0")
+    _fails_in_one_line(capsys, [*RUN, "--dataset", spec, "--features", "f0,target"],
+                       "target")
+    _fails_in_one_line(capsys, [*RUN, "--dataset", spec, "--drop", "f0,f1,f2,f3,f4,id"],
+                       "no feature column")
+
+
+def test_columns_in_a_toml_config(tmp_path, table):
+    path = _csv(tmp_path, "semi.csv", table.assign(id=range(len(table))).astype(
+        {"id": str}).assign(id=lambda f: "P" + f["id"]), sep=";")
+    toml = tmp_path / "run.toml"
+    toml.write_text(f'dataset = "csv:{path}:target"\nsep = ";"\ndrop = ["id"]\n'
+                    'clients = 3\nrounds = 1\n')
+    cfg = load_config(toml)
+    assert cfg.sep == ";" and cfg.drop == ["id"]
+    out = tmp_path / "r.json"
+    assert main(["run", "--config", str(toml), "--no-progress", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["federation"]["n_features"] == 5
+
+
+def test_exploding_columns_rejected_in_the_python_api(table):
+    X = table.drop(columns="target").assign(id=[f"row{i}" for i in range(len(table))])
+    with pytest.raises(FedLabelsError, match=r"'id'.*identifier"):
+        fl.make_federation(X, table["target"], n_clients=3, n_unlabeled=40)
+    X = table.drop(columns="target").assign(colour=["red", "blue", "green"] * 40)
+    fed = fl.make_federation(X, table["target"], n_clients=3, n_unlabeled=40)
+    assert fed.n_features == 5 + 3  # a real category is one-hot encoded
+
+
+# ------------------------------------------------------------------ labels
+
+
+@pytest.mark.parametrize("labels,names", [([1, 2], ["1", "2"]), ([-1, 1], ["-1", "1"]),
+                                          ([3, 7, 5], ["3", "5", "7"])])
+def test_integer_labels_in_any_set_map_in_sorted_order(labels, names):
+    y = np.array(labels * 20)
+    codes, classes = encode_labels(y)
+    assert classes == names
+    assert np.array_equal(codes, np.searchsorted(sorted(labels), y))
+
+
+def test_integer_labels_through_a_federation(table):
+    X = table.drop(columns="target").to_numpy()
+    y = np.where(table["target"] == "yes", 1, -1)
+    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=40, seed=1)
+    assert fed.class_names == ["-1", "1"] and fed.n_classes == 2
+    fed = fl.make_federation(X[:100], y[:100], n_clients=3, n_unlabeled=40, X_test=X[100:],
+                             y_test=y[100:].astype(float))
+    assert np.array_equal(fed.y_test, (y[100:] == 1).astype(int))
+
+
+def test_one_class_training_set_is_rejected_up_front(table):
+    X = table.drop(columns="target").to_numpy()
+    with pytest.raises(FedLabelsError, match="single class"):
+        fl.make_federation(X, np.zeros(len(X), dtype=int), n_clients=3, n_unlabeled=40)
+    y = np.r_[np.zeros(110, dtype=int), np.ones(10, dtype=int)]
+    # test set and U take every 1: the private training pool would hold class 0 alone
+    order = np.random.default_rng(0).permutation(len(y))
+    with pytest.raises(FedLabelsError, match="private training examples hold a single"):
+        fl.make_federation(X[order][:100], y[order][:100], n_clients=3, n_unlabeled=40,
+                           n_private=3, X_test=X[order][100:], y_test=y[order][100:],
+                           seed=_seed_with_private_single_class(y[order][:100]))
+
+
+def _seed_with_private_single_class(y: np.ndarray) -> int:
+    """A seed whose split puts only one class among the 3 private examples."""
+    for seed in range(100):
+        order = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0]).permutation(
+            len(y))
+        if len(set(y[order[40:43]].tolist())) == 1:
+            return seed
+    raise AssertionError("no such seed")
+
+
+# ------------------------------------------------------------------ model specs
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("mlp(hidden=abc)", "hidden"), ("mlp(hidden=0)", "hidden"), ("mlp(lr=-1)", "lr"),
+    ("mlp(batch_size=0)", "batch_size"), ("mlp(colour=red)", "unknown parameter"),
+])
+def test_bad_mlp_spec_fails_when_parsed(spec, match):
+    with pytest.raises(FedLabelsError, match=match):
+        parse_model_spec(spec)
+
+
+def test_bad_mlp_spec_fails_before_data_loads(tmp_path, capsys):
+    _fails_in_one_line(capsys, [*RUN, "--model", "mlp(hidden=abc)", "--dataset",
+                                f"csv:{tmp_path / 'missing.csv'}:y"], "hidden", "'abc'")
+
+
+# ------------------------------------------------------------------ one-shot methods
+
+
+def _round_one_bytes(result) -> float:
+    return float(np.mean(result.rounds[0].bytes_up))
+
+
+@pytest.mark.parametrize("method,options", [
+    ("xclp", {}), ("pate", {}), ("dp-pate", {"noise_sigma": 1.0}),
+    ("fredy", {"epsilon": 1.0, "student_model": "dt"}),
+])
+def test_one_shot_method_stops_after_the_round_it_uses(breast_cancer_fed, method, options):
+    model = "mlp(hidden=8)" if method == "fredy" else "dt"
+    with pytest.warns(FedLabelsWarning, match="ran 1 of the 4"):
+        result = fl.run(method, breast_cancer_fed, model=model, rounds=4, period=5,
+                        options=options)
+    assert len(result.rounds) == 1
+    assert result.extra["rounds_run"]["requested"] == 4 and result.extra["rounds_run"]["run"] == 1
+    data = result.to_dict()
+    assert data["communication"]["communication_rounds"] == 1
+    # per-round bytes are what was sent, not the upload spread over unused rounds
+    assert data["communication"]["mean_bytes_up_per_client_per_round"] == pytest.approx(
+        _round_one_bytes(result))
+    assert _round_one_bytes(result) > 0
+
+
+def test_perclient_lp_sends_nothing_and_runs_one_round(breast_cancer_fed):
+    with pytest.warns(FedLabelsWarning):
+        result = fl.run("perclient-lp", breast_cancer_fed, rounds=3)
+    assert len(result.rounds) == 1 and result.mean_bytes_up_per_client_round() == 0
+    assert result.to_dict()["communication"]["communication_rounds"] == 0
+
+
+def test_iterative_student_trains_every_round_but_counts_one_communication_round(
+        breast_cancer_fed):
+    result = fl.run("pate", breast_cancer_fed, model="mlp(hidden=8)", rounds=3, period=5)
+    assert len(result.rounds) == 3 and "rounds_run" not in result.extra
+    assert [r.local_steps for r in result.rounds] == [5, 10, 15]
+    assert [sum(r.bytes_up) > 0 for r in result.rounds] == [True, False, False]
+    comm = result.to_dict()["communication"]
+    assert comm["communication_rounds"] == 1
+    assert comm["mean_bytes_up_per_client_per_round"] == pytest.approx(
+        _round_one_bytes(result))
+
+
+def test_multi_round_methods_are_not_capped(breast_cancer_fed):
+    result = fl.run("fedct", breast_cancer_fed, model="dt", rounds=3)
+    assert len(result.rounds) == 3 and result.to_dict()["communication"][
+        "communication_rounds"] == 3
+
+
+# ------------------------------------------------------------------ defaults per method
+
+
+def test_method_default_models():
+    assert RunConfig(method="fedct").model == "decision_tree"
+    for method in ("fedavg", "dp-fedavg", "fedavg-xclp", "fredy", "dd", "fedmd"):
+        assert RunConfig(method=method).model == "mlp", method
+    assert RunConfig(method="fedavg", model="mlp(hidden=8)").model == "mlp(hidden=8)"
+
+
+#: DP methods that need a privacy budget from the user
+NEEDS_BUDGET = {"dp-pate", "fredy", "dp-fedct", "dp-fedavg"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_runs_on_digits_with_no_other_flag(method, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    argv = ["run", "--method", method, "--dataset", "digits", "--rounds", "2",
+            "--period", "2", "--no-progress", "--output", str(out)]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if method in NEEDS_BUDGET and code == 2:  # the one-line budget message
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("fedlabels: error: ") and "--" in lines[0]
+        return
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["method"] == method and data["final"]["mean_accuracy"] > 0.1

@@ -1,0 +1,434 @@
+"""Data safety: no command destroys a user's file, checks its outputs before any work, and
+keeps what a stopped run completed (issue 15)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from fedlabels.cli import main
+from fedlabels.config import load_config
+from fedlabels.errors import FedLabelsError
+
+BASE = ["run", "--method", "fedct", "--model", "dt", "--rounds", "1", "--no-progress"]
+
+
+def _one_line_error(capsys, *needles: str) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fedlabels: error: "), err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def _fails(capsys, argv: list[str], *needles: str) -> str:
+    assert main(argv) == 2
+    return _one_line_error(capsys, *needles)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fail the test if a command loads data or trains (output checks must come first)."""
+    import fedlabels.api
+    import fedlabels.data
+    import fedlabels.demo
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("data was loaded / a model trained before the outputs were "
+                             "checked")
+
+    monkeypatch.setattr(fedlabels.api, "run_config", refuse)
+    monkeypatch.setattr(fedlabels.api, "load_federation", refuse)
+    monkeypatch.setattr(fedlabels.data, "load_federation", refuse)
+    monkeypatch.setattr(fedlabels.demo, "load_federation", refuse)
+
+
+@pytest.fixture
+def patients(tmp_path) -> Path:
+    """A user's table: breast_cancer as CSV with a ``target`` column."""
+    from sklearn.datasets import load_breast_cancer
+
+    frame = load_breast_cancer(as_frame=True).frame
+    path = tmp_path / "patients.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+# ---------------------------------------------------------------- inputs are never written
+
+
+def test_the_input_table_survives_every_output_name(tmp_path, patients, capsys, monkeypatch):
+    before = _sha(patients)
+    dataset = f"csv:{patients}:target"
+    # the issue's report: --output patients.json used to replace patients.csv
+    out = tmp_path / "patients.json"
+    assert main([*BASE, "--dataset", dataset, "--output", str(out)]) == 0
+    assert _sha(patients) == before
+    assert (tmp_path / "patients.rounds.csv").is_file() and json.loads(out.read_text())
+    capsys.readouterr()
+    # a .csv result name is refused, whatever it is
+    _fails(capsys, [*BASE, "--dataset", dataset, "--output", str(patients)], ".json")
+    _fails(capsys, [*BASE, "--dataset", dataset, "--output", str(tmp_path / "res.csv")],
+           "--output", ".json")
+    assert _sha(patients) == before
+    # a table whose name is one of the run's outputs: refused, even with --overwrite
+    table = tmp_path / "data.rounds.csv"
+    table.write_bytes(patients.read_bytes())
+    _fails(capsys, [*BASE, "--dataset", f"csv:{table}:target", "--overwrite",
+                    "--output", str(tmp_path / "data.json")], "dataset file")
+    assert _sha(table) == before
+    # the same through a symbolic link to the table
+    link = tmp_path / "linked.rounds.csv"
+    link.symlink_to(patients)
+    _fails(capsys, [*BASE, "--dataset", f"csv:{patients}:target", "--overwrite",
+                    "--output", str(tmp_path / "linked.json")], "dataset file")
+    assert _sha(patients) == before
+
+
+def test_the_config_file_is_never_an_output(tmp_path, capsys, no_training):
+    cfg = tmp_path / "run.json"  # TOML, whatever its name
+    cfg.write_text('method = "local"\nrounds = 1\n')
+    before = _sha(cfg)
+    _fails(capsys, ["run", "--config", str(cfg), "--output", str(cfg), "--overwrite"],
+           "config file")
+    assert _sha(cfg) == before
+
+
+def test_outputs_of_one_run_may_not_collide(tmp_path):
+    from fedlabels.outputs import check_outputs
+
+    with pytest.raises(FedLabelsError, match="the result and the plot would both"):
+        check_outputs({"result": tmp_path / "a.json", "plot": tmp_path / "a.json"})
+
+
+# ----------------------------------------------------------- existing files and --overwrite
+
+
+def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    out.write_text("my notes\n")
+    _fails(capsys, [*BASE, "--output", str(out)], "exists", "--overwrite")
+    assert out.read_text() == "my notes\n"
+    assert not (tmp_path / "r.rounds.csv").exists()
+    # an existing rounds table (or models file) alone is also protected
+    out.unlink()
+    (tmp_path / "r.rounds.csv").write_text("keep\n")
+    _fails(capsys, [*BASE, "--output", str(out)], "r.rounds.csv", "exists")
+    assert (tmp_path / "r.rounds.csv").read_text() == "keep\n"
+    assert main([*BASE, "--output", str(out), "--overwrite"]) == 0
+    assert json.loads(out.read_text())["method"] == "fedct"
+    assert (tmp_path / "r.rounds.csv").read_text().startswith("round,")
+
+
+def test_default_names_differ_per_configuration(tmp_path, monkeypatch, capsys):
+    from fedlabels.cli.run_options import default_output
+    from fedlabels.config import RunConfig
+
+    a = default_output(RunConfig(model="dt"))
+    assert a == default_output(RunConfig(model="dt"))  # stable
+    assert a.parent == Path("results") and a.name.startswith(
+        "fedct_breast_cancer_dt_m5_iid_seed0_")
+    others = {default_output(RunConfig(**change)) for change in (
+        {"model": "rf"}, {"model": "dt", "clients": 4}, {"model": "dt", "partition": "shards:2"},
+        {"model": "dt", "seed": 1}, {"model": "dt", "rounds": 3},
+        {"model": "dt", "options": {"quorum": 0.9}})}
+    assert len(others) == 6 and a not in others
+    csv = default_output(RunConfig(dataset="csv:/data/patients.csv:target",
+                                   model="mlp(hidden=64-64)"))
+    assert csv.name.startswith("fedct_csv-patients-target_mlp-hidden-64-64_m5_")
+    # the README's first and third commands (different models) no longer collide
+    monkeypatch.chdir(tmp_path)
+    assert main([*BASE, "--model", "dt"]) == 0
+    assert main([*BASE, "--model", "rf"]) == 0
+    assert len(list((tmp_path / "results").glob("*.json"))) == 2
+    capsys.readouterr()
+    _fails(capsys, [*BASE, "--model", "dt"], "exists", "--overwrite")  # never silently
+
+
+# ------------------------------------------------------------ unwritable paths, before work
+
+
+def _unwritable(monkeypatch, directory: Path) -> None:
+    """Make ``directory`` refuse new files (chmod, or for root a refusing probe)."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        return
+    real = tempfile.NamedTemporaryFile
+
+    def refuse(*args, **kwargs):
+        if Path(kwargs.get("dir", "")).resolve() == directory.resolve():
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", refuse)
+
+
+def test_bad_output_paths_fail_before_training(tmp_path, capsys, no_training, monkeypatch):
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    _fails(capsys, [*BASE, "--output", str(folder)], "is a directory")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    _fails(capsys, [*BASE, "--output", str(a_file / "r.json")], "is a file")
+    _fails(capsys, [*BASE, "--output", str(a_file / "deeper" / "r.json")], "is a file")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    _unwritable(monkeypatch, locked)
+    try:
+        _fails(capsys, [*BASE, "--output", str(locked / "r.json")], "not writable")
+        # a missing parent that cannot be created
+        _fails(capsys, [*BASE, "--output", str(locked / "new" / "r.json")], "not writable")
+        _fails(capsys, ["audit", "--method", "fedct", "--output", str(locked / "a.json"),
+                        "--no-progress"], "not writable")
+    finally:
+        locked.chmod(0o755)
+    assert not (locked / "new").exists()
+
+
+def test_a_full_disk_keeps_the_old_file(tmp_path, capsys, monkeypatch):
+    from fedlabels import results
+
+    old = tmp_path / "r.json"
+    old.write_text('{"old": true}\n')
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(results.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        results.write_atomic(old, "new text")
+    assert old.read_text() == '{"old": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no temporary left
+    # through the CLI: one line, exit 2, the old result intact
+    _fails(capsys, [*BASE, "--output", str(old), "--overwrite"], "could not write",
+           "No space left on device")
+    assert old.read_text() == '{"old": true}\n'
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+# ------------------------------------------------------------------- interrupted runs
+
+
+_CHILD = """
+import sys, time
+import fedlabels.engines.inprocess as ip
+from fedlabels.cli import main
+
+real = ip.run_rounds
+
+def slow(*args, on_round=None, **kwargs):
+    def hook(record):
+        if on_round is not None:
+            on_round(record)
+        print(f"ROUND {record.round}", file=sys.stderr, flush=True)
+        time.sleep(0.3)
+    return real(*args, on_round=hook, **kwargs)
+
+ip.run_rounds = slow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_saves_the_completed_rounds(tmp_path):
+    out = tmp_path / "term.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, "run", "--method", "fedct", "--model", "dt",
+         "--rounds", "100", "--no-progress", "--output", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("ROUND 1"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    _, rest = proc.communicate(timeout=120)
+    err = "".join(seen) + rest
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted after round" in err
+    data = json.loads(out.read_text())
+    assert data["interrupted"] is True and 1 <= len(data["rounds"]) < 100
+    assert data["final"]["round"] == data["rounds"][-1]["round"]
+    assert (tmp_path / "term.rounds.csv").is_file()
+
+
+def _interrupt(monkeypatch, *, in_exchange: bool) -> None:
+    """Ctrl-C after round 1 (``in_exchange=False``) or inside round 1's first exchange."""
+    import fedlabels.engines.inprocess as ip
+
+    real = ip.run_rounds
+
+    def stop(*args, **kwargs):
+        grid = args[1]
+        if in_exchange:
+            def exchange(*a, **k):
+                raise KeyboardInterrupt
+            grid.exchange = exchange
+            grid.broadcast = exchange
+        else:
+            def hook(record):
+                raise KeyboardInterrupt
+            kwargs["on_round"] = hook
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ip, "run_rounds", stop)
+
+
+@pytest.mark.parametrize("in_exchange", [False, True])
+def test_an_interrupt_before_the_first_evaluation_still_writes(tmp_path, capsys, monkeypatch,
+                                                               in_exchange):
+    _interrupt(monkeypatch, in_exchange=in_exchange)
+    out = tmp_path / "early.json"
+    assert main(["run", "--method", "fedct", "--model", "dt", "--rounds", "10",
+                 "--eval-every", "5", "--no-progress", "--output", str(out)]) == 130
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "no evaluation yet" in captured.out
+    data = json.loads(out.read_text())
+    assert data["interrupted"] is True and data["final"] is None
+    assert len(data["rounds"]) == (0 if in_exchange else 1)
+    if in_exchange:
+        assert "before the first round completed" in captured.err
+    else:
+        assert data["rounds"][0]["accuracies"] is None and "none evaluated" in captured.err
+    # such a result still loads and plots
+    pdf = tmp_path / "early.pdf"
+    assert main(["plot", str(out), "-o", str(pdf)]) == 0
+    assert pdf.read_bytes()[:4] == b"%PDF"
+
+
+# ------------------------------------------------------------------------------- TOML
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('method = "local"\n[run]\nrounds = 2\n', "'method'"),
+    ('[run]\nrounds = 2\n[optoins]\nquorum = 0.9\n', "'optoins'"),
+    ('rounds = 2\n[optoins]\nquorum = 0.9\n', "[optoins]"),
+    ('[run]\nrounds = 2\n[run.extra]\nx = 1\n', "[extra]"),
+    ('run = 3\n', "'run' must be a table"),
+    ('[run]\nrounds = 2\n[run.options]\nquorum = 0.9\n[options]\nquorum = 0.8\n',
+     "options given twice"),
+])
+def test_toml_layouts_are_checked(tmp_path, capsys, no_training, text, needle):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    with pytest.raises(FedLabelsError, match=r"valid layouts|options given twice") as exc:
+        load_config(cfg)
+    assert needle in str(exc.value)
+    _fails(capsys, ["run", "--config", str(cfg), "--output", str(tmp_path / "x.json")], needle)
+
+
+@pytest.mark.parametrize("text", [
+    'method = "local"\nrounds = 2\n[options]\n',
+    '[run]\nmethod = "fedct"\nrounds = 2\n[options]\nquorum = 0.9\n',
+    'method = "fedct"\n[options]\nquorum = 0.9\n',
+])
+def test_valid_toml_layouts(tmp_path, text):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    loaded = load_config(cfg)
+    assert loaded.method in ("local", "fedct")
+
+
+def test_a_non_utf8_config_is_one_line(tmp_path, capsys, no_training):
+    cfg = tmp_path / "c.toml"
+    cfg.write_bytes(b'method = "\xff"\n')
+    _fails(capsys, ["run", "--config", str(cfg)], "config file")
+
+
+# ------------------------------------------------------------------------------- plot
+
+
+@pytest.fixture(scope="module")
+def two_datasets(tmp_path_factory):
+    """Results on two datasets, same method and model."""
+    d = tmp_path_factory.mktemp("plots")
+    paths = []
+    for dataset in ("breast_cancer", "wine"):
+        out = d / f"{dataset}.json"
+        assert main(["run", "--method", "local", "--model", "dt", "--clients", "3",
+                     "--rounds", "2", "--dataset", dataset, "--no-progress",
+                     "--output", str(out)]) == 0
+        paths.append(out)
+    return paths
+
+
+def test_plot_errors_are_one_line(tmp_path, capsys, two_datasets):
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json")
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    out = str(tmp_path / "p.png")
+    _fails(capsys, ["plot", str(tmp_path / "missing.json"), "-o", out], "missing.json")
+    _fails(capsys, ["plot", str(bad_json), "-o", out], "not a fedlabels result")
+    _fails(capsys, ["plot", str(binary), "-o", out], "not a fedlabels result")
+    _fails(capsys, ["plot", str(other), "-o", out], "not a fedlabels result")
+    _fails(capsys, ["plot", str(two_datasets[0]), "-o", str(tmp_path / "p.docx")],
+           "plot format", ".pdf")
+    _fails(capsys, ["plot", str(two_datasets[0]), "-o", str(tmp_path / "noext")],
+           "plot format")
+    # the plot may not replace its input, nor an existing file without --overwrite
+    before = _sha(two_datasets[0])
+    _fails(capsys, ["plot", str(two_datasets[0]), "-o", str(two_datasets[0]), "--overwrite"],
+           "plot format")
+    disguised = tmp_path / "result.pdf"  # a result JSON under an image name
+    disguised.write_bytes(two_datasets[0].read_bytes())
+    _fails(capsys, ["plot", str(disguised), "-o", str(disguised), "--overwrite"],
+           "refusing to write the plot")
+    assert disguised.read_bytes() == two_datasets[0].read_bytes()
+    svg = tmp_path / "p.svg"
+    svg.write_text("mine")
+    _fails(capsys, ["plot", str(two_datasets[0]), "-o", str(svg)], "exists")
+    assert svg.read_text() == "mine" and _sha(two_datasets[0]) == before
+    assert main(["plot", str(two_datasets[0]), "-o", str(svg), "--overwrite"]) == 0
+    assert "<svg" in svg.read_text()
+
+
+def test_plot_writes_a_real_pdf_with_distinct_labels(tmp_path, two_datasets):
+    from fedlabels.plots import legend_labels
+    from fedlabels.results import load_result
+
+    pdf = tmp_path / "x.pdf"
+    assert main(["plot", *map(str, two_datasets), "-o", str(pdf)]) == 0
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    results = [load_result(p) for p in two_datasets]
+    labels, title = legend_labels(results)
+    assert len(set(labels)) == 2 and "breast_cancer" in labels[0] and "wine" in labels[1]
+    assert "breast_cancer" not in title and "wine" not in title
+    labels, title = legend_labels([results[0], results[0]])  # identical runs: numbered
+    assert labels[0] != labels[1] and title == "breast_cancer, m = 3"
+
+
+# ------------------------------------------------------------------------ demo, deploy
+
+
+def test_demo_refuses_to_replace_an_earlier_demo(tmp_path, capsys, no_training):
+    (tmp_path / "summary.csv").write_text("earlier\n")
+    _fails(capsys, ["demo", "--output-dir", str(tmp_path), "--no-progress"], "summary.csv",
+           "--overwrite")
+    assert (tmp_path / "summary.csv").read_text() == "earlier\n"
+
+
+def test_deploy_prepare_refuses_a_non_empty_directory(tmp_path, capsys, no_training):
+    pytest.importorskip("flwr")
+    (tmp_path / "keep.txt").write_text("x")
+    _fails(capsys, ["deploy", "prepare", "--out-dir", str(tmp_path), "--method", "fedct"],
+           "not empty", "--overwrite")
+    _fails(capsys, ["deploy", "prepare", "--out-dir", str(tmp_path / "keep.txt"),
+                    "--method", "fedct"], "is a file")

@@ -1,0 +1,176 @@
+"""Every result states its guarantee (issue 12, defects 5, 7 and 8).
+
+* ``privacy.guarantee`` is ``formal``, ``conditional`` (with ``conditional_on``) or ``none``
+  in the result of every registered method, with the party and the neighbouring relation;
+* DP-FedCT's guarantee follows its sensitivity: ``worst`` is formal and protects a client's
+  whole dataset, ``empirical`` / ``prop2`` / a number make it conditional on that s*;
+* every value sent to or published by the server outside the mechanism is named in
+  ``privacy.outside_guarantee``;
+* the empirical sensitivity measures remove and replace neighbours, with a floor of 2 bits;
+* ``fedlabels run`` prints (ε, δ, guarantee) at the end of a DP run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.dummy import DummyClassifier
+
+from fedlabels.api import load_federation
+from fedlabels.cli import main
+from fedlabels.data import Federation
+from fedlabels.engines.inprocess import simulate
+from fedlabels.learners import as_models
+from fedlabels.privacy.events import CLIENT_LEVEL, DISJOINT_TEACHERS, RECORD_LEVEL
+from fedlabels.privacy.sensitivity import FLOOR_BITS, empirical_sensitivity
+from fedlabels.protocols import METHODS
+from fedlabels.protocols.dp_fedct import DPFedCTOptions
+from fedlabels.protocols.threat import GUARANTEES
+
+ROUNDS, PERIOD, SEED = 2, 3, 1
+SMALL_XCLP = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "secure": "none"}
+#: the options each method needs for a small run; the others run with none
+OPTIONS: dict[str, dict[str, Any]] = {
+    "dp-fedct": {"epsilon": 4.0},
+    "dp-fedavg": {"epsilon": 8.0},
+    "dp-pate": {"epsilon": 4.0},
+    "fredy": {"epsilon": 20.0, "teacher_rounds": 2},
+    "xclp": {**SMALL_XCLP, "test_points": 20},
+    "fedavg-xclp": {**SMALL_XCLP, "warmup_rounds": 1},
+}
+#: round metrics a DP server may publish as post-processing of what the mechanism released
+#: (or from the true labels of U, a simulation diagnostic no party holds in a deployment)
+POST_PROCESSING = {"consensus_changed", "consensus_coverage", "consensus_accuracy",
+                   "answered_fraction", "label_accuracy"}
+
+
+@pytest.fixture(scope="module")
+def fed() -> Federation:
+    return load_federation("breast_cancer", n_clients=3, seed=SEED)
+
+
+def small_run(fed: Federation, method: str, options: dict[str, Any]) -> dict[str, Any]:
+    impl = METHODS[method]
+    model = "mlp(hidden=8)" if impl.requires_weights or method in ("dd", "fedmd") else "dt"
+    result = simulate(impl, fed, as_models(model), rounds=ROUNDS, period=PERIOD, seed=SEED,
+                      progress=False, options=options)
+    return result.to_dict()
+
+
+@pytest.fixture(scope="module")
+def results(fed: Federation) -> dict[str, dict[str, Any]]:
+    return {name: small_run(fed, name, OPTIONS.get(name, {})) for name in sorted(METHODS)}
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_result_states_its_guarantee(results: dict[str, Any], method: str) -> None:
+    data = results[method]
+    privacy, declared = data["privacy"], METHODS[method].threat_model
+    assert privacy["guarantee"] in GUARANTEES
+    assert {"guarantee_against", "neighbouring"} <= set(privacy)
+    assert data["threat_model"]["view"] == declared.view
+    if privacy["guarantee"] == "none":
+        assert privacy["reason"]
+        return
+    assert privacy["guarantee_against"] and privacy["neighbouring"]
+    assert (privacy["guarantee"] == "conditional") == ("conditional_on" in privacy)
+    # every payload the guarantee does not cover is named, with a reason
+    outside = {o["name"]: o["reason"] for o in privacy["outside_guarantee"]}
+    assert all(outside.values())
+    for p in declared.payloads:
+        assert p.covered or f"{p.message}:{p.key}" in outside
+    # every round metric the server publishes is post-processing or named as outside
+    for record in data["rounds"]:
+        for key in record["server"]:
+            assert key in POST_PROCESSING or f"rounds[].server.{key}" in outside, key
+
+
+def test_non_dp_methods_say_none(results: dict[str, Any]) -> None:
+    for name in ("fedct", "fedavg", "local", "pate", "dd", "xclp"):
+        p = results[name]["privacy"]
+        assert p["guarantee"] == "none"
+        assert p["reason"] == "no differential-privacy mechanism"
+
+
+def test_dp_methods_name_party_relation_and_what_is_outside(results: dict[str, Any]) -> None:
+    pate, fredy, avg = (results[m]["privacy"] for m in ("dp-pate", "fredy", "dp-fedavg"))
+    names = {m: {o["name"] for o in results[m]["privacy"]["outside_guarantee"]}
+             for m in ("dp-pate", "fredy", "dp-fedavg")}
+    assert pate["guarantee"] == "formal" and pate["neighbouring"] == DISJOINT_TEACHERS
+    assert {"rounds[].server.labels_equal_plain_argmax",
+            "rounds[].server.teacher_mean_accuracy", "pate.votes:labels",
+            "privacy.epsilon_data_dependent"} <= names["dp-pate"]
+    assert fredy["guarantee"] == "formal" and fredy["neighbouring"] == RECORD_LEVEL
+    assert {"fredy.weights:weights", "fredy.weights:n"} <= names["fredy"]
+    assert avg["guarantee"] == "formal" and avg["neighbouring"] == CLIENT_LEVEL
+    assert "not the server" in avg["guarantee_against"]
+    assert {"dpfedavg.update:norm", "rounds[].server.mean_update_norm",
+            "rounds[].server.clipped_fraction", "evaluate.reply:accuracy"} <= names["dp-fedavg"]
+    for name in names.values():  # the raw-data statistics the result keeps
+        assert {"federation.client_sizes", "federation.client_class_counts"} <= name
+
+
+def test_dp_fedct_worst_case_is_formal_and_protects_the_whole_dataset(
+        results: dict[str, Any]) -> None:
+    p = results["dp-fedct"]["privacy"]
+    assert p["sensitivity"]["source"] == "worst"
+    assert p["guarantee"] == "formal" and "conditional_on" not in p
+    assert "whole private dataset" in p["neighbouring"]
+    assert p["neighbouring"].startswith("client-level under replacement")
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"sensitivity": "empirical", "sensitivity_neighbours": 4}, "empirical estimate"),
+    ({"sensitivity": "prop2", "stability_rate": 0.01}, "heuristic"),
+    ({"sensitivity": 40, "sensitivity_note": "from a pilot run"}, "given by the user"),
+])
+def test_dp_fedct_with_an_assumed_sensitivity_is_conditional(
+        fed: Federation, options: dict[str, Any], words: str) -> None:
+    p = small_run(fed, "dp-fedct", {"epsilon": 4.0, **options})["privacy"]
+    assert p["guarantee"] == "conditional" and p["neighbouring"] == RECORD_LEVEL
+    bits = p["sensitivity"]["bits"]
+    assert p["conditional_on"].startswith(f"s* = {bits} bits") and words in p["conditional_on"]
+    assert "bound" not in p["conditional_on"].replace("not a bound", "")
+
+
+def test_prop2_is_called_a_heuristic() -> None:
+    helps = {i.name: i.help for i in DPFedCTOptions.declared()}
+    assert "heuristic" in helps["stability_rate"] and "heuristic" in helps["sensitivity"]
+    assert "bound" not in helps["stability_rate"] + helps["sensitivity_delta"]
+
+
+def test_empirical_sensitivity_measures_replace_neighbours_and_has_a_floor() -> None:
+    """A majority-class learner: removing a record never changes a label (3 vs 2 stays a
+    majority or ties to class 0), replacing a 0 label by 1 flips the majority, so every
+    label on U changes. Remove-only neighbours miss it; the floor keeps s* >= 2 bits."""
+    X, y = np.zeros((5, 1)), np.array([0, 0, 0, 1, 1])
+    U = np.zeros((7, 1))
+    model = DummyClassifier(strategy="most_frequent")
+    removed = empirical_sensitivity(model, X, y, U, 2, n_neighbours=5, relation="remove")
+    assert removed.details["max_changed_labels"] == 0 and removed.bits == FLOOR_BITS == 2
+    both = empirical_sensitivity(model, X, y, U, 2, n_neighbours=5)
+    assert both.details["relation"] == "both" and both.details["retrainings"] == 10
+    assert max(both.details["changed_labels_replace"]) == len(U)
+    assert both.bits == 2 * len(U)
+
+
+def test_empirical_defaults_use_more_neighbours_of_both_kinds() -> None:
+    opts = DPFedCTOptions.from_mapping({"epsilon": 1.0, "sensitivity": "empirical"},
+                                       "dp-fedct")
+    assert opts.sensitivity_relation == "both" and opts.sensitivity_neighbours >= 50
+
+
+def test_cli_prints_the_privacy_line_of_a_dp_run(tmp_path: Any, capsys: Any) -> None:
+    out = tmp_path / "r.json"
+    assert main(["run", "--dataset", "breast_cancer", "--clients", "3", "--rounds", "2",
+                 "--no-progress", "--method", "dp-fedct", "--model", "dt", "--epsilon", "4",
+                 "--output", str(out)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("privacy:")]
+    assert len(lines) == 1 and "ε = " in lines[0] and "δ = 1e-05" in lines[0]
+    assert "formal" in lines[0] and "client-level under replacement" in lines[0]
+    assert main(["run", "--dataset", "breast_cancer", "--clients", "3", "--rounds", "2",
+                 "--no-progress", "--method", "fedct", "--model", "dt",
+                 "--output", str(tmp_path / "f.json")]) == 0
+    assert "privacy:" not in capsys.readouterr().out

@@ -1,0 +1,260 @@
+"""``fedlabels report``: grouping over seeds, summary.csv, refusals, and the page in a browser."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from fedlabels.cli import main
+from fedlabels.report import MISSING, group_runs, summary_rows
+from fedlabels.results import RoundRecord, RunResult
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+NO_BROWSER = "FEDLABELS_NO_BROWSER"  # set to 1 to skip the browser test on purpose
+
+
+def _result(method: str, seed: int, accs: list[float], *, clients: int = 2,
+            privacy: dict | None = None, rounds_config: int = 2) -> RunResult:
+    records = [RoundRecord(round=i + 1, local_steps=None, accuracies=[a] * clients, server={},
+                           bytes_up=[100] * clients, bytes_down=[50] * clients, seconds=0.1)
+               for i, a in enumerate(accs)]
+    extra = {"privacy": privacy} if privacy is not None else {}
+    return RunResult(method=method, dataset="toy", seed=seed,
+                     config={"method": method, "rounds": rounds_config, "seed": seed},
+                     federation={"n_clients": clients}, models=["dt"] * clients,
+                     rounds=records, communication={"bytes_up_total": 100 * clients * len(accs),
+                                                    "bytes_down_total": 50 * clients * len(accs)},
+                     wall_seconds=1.0, extra=extra)
+
+
+def test_runs_differing_only_in_seed_form_one_row():
+    dp = {"guarantee": "formal", "epsilon": 2.0, "delta": 1e-5}
+    results = [_result("fedct", 0, [0.6, 0.8]), _result("fedct", 1, [0.7, 0.9]),
+               _result("fedct", 0, [0.5, 0.6], rounds_config=3),
+               _result("dp-fedct", 0, [0.5, 0.7], privacy=dp),
+               _result("dp-fedct", 1, [0.5, 0.8], privacy={**dp, "epsilon": 4.0})]
+    configs = group_runs(results)
+    assert [len(c.runs) for c in configs] == [2, 1, 2]
+    assert [c.label.rsplit("(", 1)[-1] for c in configs[:2]] == ["rounds=2)", "rounds=3)"]
+    rows = summary_rows(configs)
+    assert rows[0]["n_seeds"] == 2 and rows[0]["accuracy_mean"] == pytest.approx(0.85)
+    assert rows[0]["accuracy_std"] == pytest.approx(0.0707, abs=1e-3)
+    assert rows[1]["accuracy_std"] is None  # one seed: no spread
+    assert rows[0]["bytes_up_per_client_round"] == 100
+    assert rows[0]["bytes_per_client_total"] == 300
+    assert rows[0]["epsilon_mean"] is None
+    assert rows[2]["epsilon_mean"] == 3.0 and rows[2]["delta"] == 1e-5
+    assert rows[2]["guarantee"] == "formal"
+
+
+def test_audited_runs_report_vul_with_its_interval(tmp_path):
+    audited = {"guarantee": "none", "vul": 0.62, "vul_ci": [0.55, 0.69]}
+    row = summary_rows(group_runs([_result("fedct", 0, [0.8], privacy=audited)]))[0]
+    assert (row["vul_mean"], row["vul_low"], row["vul_high"]) == (0.62, 0.55, 0.69)
+    paths = []
+    for seed, vul in ((0, 0.6), (1, 0.7)):
+        paths.append(tmp_path / f"a{seed}.json")
+        _result("fedct", seed, [0.8], privacy={"vul": vul}).save_json(paths[-1])
+    assert main(["report", *map(str, paths), "-o", str(tmp_path / "rep")]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "VUL (audited runs)" in html and "ε (DP runs)" not in html  # only plots with data
+    assert MISSING in html
+    with open(tmp_path / "rep" / "summary.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["vul_mean"]) == pytest.approx(0.65) and row["epsilon_mean"] == ""
+
+
+def test_report_refuses_to_overwrite_and_fails_in_one_line(tmp_path, capsys):
+    res = tmp_path / "r.json"
+    _result("local", 0, [0.7]).save_json(res)
+    out = tmp_path / "rep"
+    assert main(["report", str(res), "-o", str(out)]) == 0
+    before = (out / "summary.csv").read_text()
+    capsys.readouterr()
+    assert main(["report", str(res), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and err.count("\n") == 1
+    assert (out / "summary.csv").read_text() == before
+    assert main(["report", str(res), "-o", str(out), "--overwrite"]) == 0
+    for bad in (tmp_path / "missing.json", tmp_path / "r.rounds.csv"):
+        bad.parent.mkdir(exist_ok=True)
+        if bad.suffix == ".csv":
+            bad.write_text("round,acc\n1,0.5\n")
+        assert main(["report", str(bad), "-o", str(tmp_path / "other")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fedlabels: error:") and err.count("\n") == 1
+        assert "Traceback" not in err
+    assert not (tmp_path / "other").exists()
+
+
+def _browser() -> str | None:
+    found = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if found is None and os.environ.get(NO_BROWSER) == "1":
+        pytest.skip(f"no headless browser and {NO_BROWSER}=1")
+    assert found, (f"no headless browser ({', '.join(BROWSERS)}): `apt-get install chromium` "
+                   f"(.ci/run does), or set {NO_BROWSER}=1 to skip this test knowingly")
+    return found
+
+
+_PROBE = ("<script>window.addEventListener('load', () => document.body.setAttribute("
+          "'data-images', JSON.stringify([...document.images].map(i => "
+          "[i.complete, i.naturalWidth, i.naturalHeight]))));</script>")
+
+
+@pytest.mark.slow
+def test_report_of_the_demo_renders_in_a_headless_browser(tmp_path):
+    from PIL import Image
+
+    browser = _browser()
+    demo = tmp_path / "demo"
+    assert main(["demo", "--output-dir", str(demo), "--no-progress"]) == 0
+    results = sorted(str(p) for p in demo.glob("*.json"))
+    assert len(results) >= 6
+    assert main(["report", *results, "-o", str(tmp_path / "rep")]) == 0
+    page = tmp_path / "rep" / "report.html"
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text  # self-contained
+    with open(tmp_path / "rep" / "summary.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == len(results)  # one seed: one row each
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    # the page's images as the browser decoded them (a copy with a probe script)
+    probe = tmp_path / "rep" / "probe.html"
+    probe.write_text(text.replace("</body>", _PROBE + "</body>"))
+    dom = subprocess.run([*flags, "--virtual-time-budget=10000", "--dump-dom",
+                          probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    marker = 'data-images="'
+    assert marker in dom, dom[-500:]
+    images = json.loads(dom.split(marker, 1)[1].split('"', 1)[0].replace("&quot;", '"'))
+    assert len(images) >= 2  # accuracy per round, accuracy against bytes
+    assert all(done and w > 100 and h > 100 for done, w, h in images), images
+    shot = tmp_path / "shot.png"
+    subprocess.run([*flags, "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    with Image.open(shot) as img:
+        assert img.size == (1200, 2400)
+        colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colours is None or len(colours) > 50  # plots drawn, not a blank page
+
+
+# ------------------------------------------------------------------ provenance, --version
+
+def test_results_record_their_provenance(tmp_path, capsys, breast_cancer_fed):
+    import fedlabels as fl
+
+    api = fl.run("local", breast_cancer_fed, model="dt", rounds=1, progress=False)
+    prov = api.extra["provenance"]
+    assert prov["command_line"] is None  # started from Python
+    assert prov["fedlabels"] == fl.__version__
+    assert {"numpy", "scipy", "scikit-learn"} <= set(prov["libraries"])
+    assert prov["started_utc"] <= prov["ended_utc"] and prov["ended_utc"].endswith("+00:00")
+    out = tmp_path / "r.json"
+    argv = ["run", "--method", "local", "--dataset", "breast_cancer", "--clients", "3",
+            "--model", "dt", "--rounds", "1", "--no-progress", "--output", str(out)]
+    assert main(argv) == 0
+    saved = json.loads(out.read_text())["provenance"]
+    assert saved["command_line"] == ["fedlabels", *argv]
+    assert isinstance(saved["torch_threads"], int)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"fedlabels {fl.__version__}"
+
+
+# ------------------------------------------------------------------ reuse: predict
+
+def _table():
+    import numpy as np
+    from sklearn.datasets import load_wine
+
+    frame = load_wine(as_frame=True).frame
+    frame["colour"] = np.where(frame["alcohol"] > 13, "red", "white")  # one-hot encoded
+    frame["target"] = frame["target"].map({0: "a", 1: "b", 2: "c"})
+    return frame
+
+
+def test_result_predicts_raw_rows_like_the_federation_saw_them():
+    import fedlabels as fl
+
+    frame = _table()
+    X, y = frame.drop(columns="target"), frame["target"]
+    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=60, seed=0)
+    res = fl.run("fedct", fed, model="dt", rounds=2, progress=False)
+    assert "colour_red" in res.preprocessing.feature_names
+    vote = res.predict(X)
+    assert set(vote) <= {"a", "b", "c"} and (vote == y.to_numpy()).mean() > 0.8
+    # the same inputs the clients were evaluated on: client 0 agrees with its own model
+    one = res.predict(X.iloc[:40], client=0)
+    codes = res.client_models[0].predict(res.preprocessing.transform(X.iloc[:40]))
+    assert list(one) == [fed.class_names[c] for c in codes]
+    assert list(res.predict(X.iloc[:5].assign(colour="green"))) != []  # unseen category
+    with pytest.raises(fl.FedLabelsError, match="lacks column"):
+        res.predict(X.drop(columns="colour"))
+    with pytest.raises(fl.FedLabelsError, match="client 7"):
+        res.predict(X, client=7)
+
+
+def test_predict_command_labels_a_csv(tmp_path, capsys):
+    frame = _table()
+    table = tmp_path / "wine.csv"
+    frame.to_csv(table, index=False)
+    new = tmp_path / "new.csv"
+    frame.drop(columns="target").head(25).to_csv(new, index=False)
+    res = tmp_path / "res.json"
+    assert main(["run", "--method", "fedct", "--model", "dt", "--dataset",
+                 f"csv:{table}:target", "--clients", "3", "--rounds", "2", "--no-progress",
+                 "--output", str(res)]) == 0
+    out = tmp_path / "pred.csv"
+    assert main(["predict", str(res), str(new), "-o", str(out), "--client", "1"]) == 0
+    with open(out) as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 25 and {r["prediction"] for r in rows} <= {"a", "b", "c"}
+    capsys.readouterr()
+    before = new.read_text()
+    for argv in (["predict", str(res), str(new), "-o", str(out)],  # exists
+                 ["predict", str(res), str(new), "-o", str(new), "--overwrite"],  # its input
+                 ["predict", str(tmp_path / "none.json"), str(new), "-o", str(tmp_path / "x")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fedlabels: error:") and err.count("\n") == 1
+    assert new.read_text() == before
+    models = tmp_path / "res.models.pkl"
+    models.chmod(0o666)  # writable by anyone: not unpickled
+    assert main(["predict", str(res), str(new), "-o", str(tmp_path / "p2.csv")]) == 2
+    assert "writable by others" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ any fit/predict object
+
+class _Majority:
+    """Not a scikit-learn estimator: no get_params, no BaseEstimator."""
+
+    def __init__(self) -> None:
+        self.random_state = None
+
+    def fit(self, X, y):
+        import numpy as np
+
+        self.label_ = int(np.bincount(y).argmax())
+        return self
+
+    def predict(self, X):
+        import numpy as np
+
+        return np.full(len(X), self.label_)
+
+
+def test_any_object_with_fit_and_predict_is_a_learner(breast_cancer_fed):
+    import fedlabels as fl
+
+    model = _Majority()
+    res = fl.run("fedct", breast_cancer_fed, model=model, rounds=2, progress=False)
+    assert res.final["mean_accuracy"] > 0.3
+    seeds = {m.random_state for m in res.client_models}
+    assert len(seeds) == 5 and model.random_state is None  # copies, seeded per client
+    assert not hasattr(model, "label_")  # the object passed in is never fitted

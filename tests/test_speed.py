@@ -1,0 +1,204 @@
+"""Issue 15, speed for everyone: lazy imports, torch threads, progress only on a terminal."""
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.errors import FedLabelsError
+from fedlabels.progress import (
+    NORMAL,
+    QUIET,
+    VERBOSE,
+    RoundProgress,
+    progress_mode,
+    set_verbosity,
+)
+from fedlabels.results import RoundRecord
+from fedlabels.threads import ENV_VAR, torch_threads
+
+HEAVY = ("sklearn", "scipy", "pandas", "torch", "tqdm", "matplotlib")
+BAR_MARKS = ("\r", "█", "round/s", "s/round", "%|")
+
+
+# --- lazy imports -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("code", [
+    "import fedlabels; fedlabels.__version__",
+    "from fedlabels.cli import build_parser; build_parser()",
+    "from fedlabels.cli import main\ntry:\n    main(['run', '--help'])\n"
+    "except SystemExit:\n    pass",
+])
+def test_package_and_cli_parser_do_not_import_heavy_libraries(code):
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_public_names_load_on_first_use():
+    assert sorted(fl.__all__) == sorted(fl._LAZY)
+    for name in fl.__all__:
+        assert getattr(fl, name) is not None
+        assert name in dir(fl)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        fl.nope  # noqa: B018
+    code = "import fedlabels; print(fedlabels.engines.simulate.__name__)"  # subpackages too
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.strip() == "simulate", proc.stderr
+
+
+# --- progress -----------------------------------------------------------------------------
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.fixture
+def verbosity():
+    yield set_verbosity
+    set_verbosity(NORMAL)
+
+
+@pytest.mark.parametrize("level,progress,tty,mode", [
+    (NORMAL, None, True, "bar"), (NORMAL, None, False, "off"),
+    (NORMAL, True, True, "bar"), (NORMAL, True, False, "evaluations"),
+    (NORMAL, False, True, "off"), (QUIET, True, True, "off"), (QUIET, True, False, "off"),
+    (VERBOSE, True, True, "rounds"), (VERBOSE, None, False, "rounds"),
+    (VERBOSE, False, True, "off"),
+])
+def test_progress_mode(verbosity, level, progress, tty, mode):
+    verbosity(level)
+    assert progress_mode(progress, _Stream(tty)) == mode
+
+
+def _record(rnd, acc):
+    return RoundRecord(round=rnd, local_steps=None, accuracies=acc, server={},
+                       bytes_up=[100, 300], bytes_down=[10, 10], seconds=0.5)
+
+
+def test_lines_when_redirected_one_per_evaluation(verbosity):
+    stream = _Stream(tty=False)
+    with RoundProgress(3, "fedct on wine", True, stream) as shown:
+        for rnd, acc in ((1, None), (2, [0.9, 0.8]), (3, [1.0, 1.0])):
+            shown.update(_record(rnd, acc))
+    assert stream.getvalue().splitlines() == ["fedct on wine: round 2/3: mean accuracy 0.850",
+                                              "fedct on wine: round 3/3: mean accuracy 1.000"]
+    verbosity(VERBOSE)  # a line per round, also on a terminal
+    stream = _Stream(tty=True)
+    with RoundProgress(3, "fedct on wine", True, stream) as shown:
+        shown.update(_record(1, None))
+    assert stream.getvalue() == "fedct on wine: round 1/3 (0.50 s, 200 B up per client)\n"
+
+
+def test_bar_only_on_a_terminal():
+    stream = _Stream(tty=True)
+    with RoundProgress(2, "fedct on wine", None, stream) as shown:
+        shown.update(_record(1, [0.5]))
+    assert "1/2" in stream.getvalue()  # tqdm drew a bar
+
+
+def test_cli_run_without_terminal_logs_lines_no_bar(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "fedlabels", "run", "--dataset", "wine",
+                           "--clients", "3", "--model", "dt", "--rounds", "3",
+                           "--output", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "round" in ln]
+    assert len(lines) == 3 and lines[-1].startswith("fedct on wine: round 3/3: mean accuracy")
+    assert not any(mark in proc.stderr + proc.stdout for mark in BAR_MARKS)
+
+
+def test_quiet_prints_only_the_table(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["-q", "run", "--dataset", "wine", "--clients", "3", "--model", "dt",
+                 "--rounds", "2", "--output", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    lines = captured.out.strip().splitlines()
+    assert lines[0].startswith("method") and lines[1].startswith("---") and len(lines) == 3
+    assert out.exists()
+
+
+def test_quiet_demo_prints_only_the_table(tmp_path, capsys, monkeypatch):
+    import fedlabels.demo
+
+    monkeypatch.setattr(fedlabels.demo, "DEMO_RUNS", [
+        ("fedct", "dt", 2, 1), ("local", "dt", 1, 1), ("centralized", "dt", 1, 1),
+        ("fedavg", "mlp(hidden=8)", 2, 2), ("local", "mlp(hidden=8)", 2, 2),
+        ("centralized", "mlp(hidden=8)", 2, 2)])
+    assert main(["-q", "demo", "--output-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    lines = captured.out.strip().splitlines()
+    assert lines[0].startswith("method") and len(lines) == 2 + 6
+    assert (tmp_path / "summary.csv").exists()
+
+
+def test_verbose_prints_every_round(tmp_path, capsys):
+    assert main(["-v", "run", "--dataset", "wine", "--clients", "3", "--model", "dt",
+                 "--rounds", "3", "--eval-every", "2", "--output", str(tmp_path / "r.json")]) == 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("fedct on")]
+    assert [ln.split(": ")[1].split(" (")[0] for ln in lines] == [
+        "round 1/3", "round 2/3", "round 3/3"]
+    assert "mean accuracy" not in lines[0] and "mean accuracy" in lines[1]
+
+
+def test_quiet_and_verbose_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["-q", "-v", "methods"])
+    assert exc.value.code == 2
+
+
+# --- threads ------------------------------------------------------------------------------
+
+@pytest.fixture
+def threads_restored(monkeypatch):
+    monkeypatch.setenv(ENV_VAR, "1")  # restored (to unset) after the test
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_one_torch_thread_by_default(threads_restored, monkeypatch):
+    monkeypatch.delenv(ENV_VAR)
+    assert torch_threads() == 1
+    torch.set_num_threads(2)
+    res = fl.run("fedavg", "wine", model="mlp(hidden=8)", rounds=1, period=2)
+    assert torch.get_num_threads() == 1 and res.extra["provenance"]["torch_threads"] == 1
+    assert "threads" not in res.config  # a process setting, not the run's identity
+
+
+def test_run_threads_argument(threads_restored):
+    res = fl.run("fedavg", "wine", model="mlp(hidden=8)", rounds=1, period=2, threads=2)
+    assert torch.get_num_threads() == 2 and res.extra["provenance"]["torch_threads"] == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_bad_thread_count_fails_before_loading_data(threads_restored, bad):
+    with pytest.raises(FedLabelsError, match="threads must be a whole number >= 1"):
+        fl.run("fedct", "no_such_dataset", threads=bad)
+
+
+def test_cli_threads_flag_and_environment(tmp_path, threads_restored, monkeypatch, capsys):
+    out = tmp_path / "r.json"
+    assert main(["--threads", "2", "-q", "run", "--method", "fedavg", "--dataset", "wine",
+                 "--clients", "3", "--model", "mlp(hidden=8)", "--rounds", "1", "--period", "2",
+                 "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["provenance"]["torch_threads"] == 2
+    monkeypatch.setenv(ENV_VAR, "many")
+    assert main(["-q", "run", "--dataset", "wine", "--output", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "FEDLABELS_THREADS must be a whole number" in err
