@@ -155,3 +155,16 @@ def test_parse_attacks_and_round_selection():
         parse_attacks("")
     assert audit_rounds(10, 3) == {0, 4, 9} or audit_rounds(10, 3) == {0, 5, 9}
     assert audit_rounds(4, 0) == {0, 1, 2, 3}
+
+
+def test_cli_audit_of_a_dp_run_prints_its_guarantee(tmp_path, capsys):
+    out = tmp_path / "dp.json"
+    code = main(["audit", "--method", "dp-fedct", "--epsilon", "8", "--dataset",
+                 "breast_cancer", "--clients", "3", "--model", "dt", "--rounds", "2",
+                 "--unlabeled", "80", "--private-per-client", "40", "--test", "300",
+                 "--attacks", "loss", "--audit-members", "20", "--audit-refs", "2",
+                 "--audit-population", "30", "--output", str(out), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "privacy: ε = 8, δ = 1e-05 (formal" in printed
+    assert json.loads(out.read_text())["privacy"]["guarantee"] == "formal"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -266,3 +267,21 @@ def _result_from_dict(data: dict[str, Any]) -> RunResult:
                      models=data["models"], rounds=rounds, communication=comm,
                      wall_seconds=data["wall_seconds"],
                      extra={k: v for k, v in data.items() if k not in known})
+
+
+def privacy_line(privacy: dict[str, Any]) -> str | None:
+    """``privacy: ε = 3.21, δ = 1e-05 (conditional on ...)`` for a run with a finite ε."""
+    eps = privacy.get("epsilon")
+    if not isinstance(eps, int | float) or not math.isfinite(eps):
+        return None  # no DP mechanism (or nothing released yet)
+    guarantee = privacy.get("guarantee", "none")
+    if guarantee == "conditional":
+        qualifier = f"conditional on {privacy.get('conditional_on')}"
+    elif guarantee == "formal":
+        relation = str(privacy.get("neighbouring") or "").split(":")[0]
+        against = re.split(r" \(|;", str(privacy.get("guarantee_against") or ""))[0]
+        qualifier = ", ".join(x for x in ("formal", relation, against and f"against {against}")
+                              if x)
+    else:
+        qualifier = f"guarantee: none - {privacy.get('reason', 'not stated')}"
+    return f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} ({qualifier})"

@@ -55,7 +55,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.learners import as_models
     from fedlabels.outputs import writing
     from fedlabels.randomness import reproducible
-    from fedlabels.results import format_table
+    from fedlabels.results import format_table, privacy_line
 
     cfg = config_from_args(args)
     threat_for(cfg.method)  # fail before loading data
@@ -84,6 +84,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print()
     print(format_audit(result.extra["privacy"]))
     print(f"\nresult: {files['result']}  (ROC: {roc})")
+    line = privacy_line(result.extra.get("privacy") or {})
+    if line:
+        print(line)
     if result.extra.get("interrupted"):
         print("fedlabels: interrupted; the audit covers the rounds completed", file=sys.stderr)
         return 130

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import sys
 from typing import Any
 
@@ -22,7 +20,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
     from fedlabels.engines.runner import terminate_as_interrupt
     from fedlabels.progress import info
-    from fedlabels.results import format_table
+    from fedlabels.results import format_table, privacy_line
 
     if args.audit:  # run + membership-inference audit
         return cmd_audit(args)
@@ -40,24 +38,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(interrupted_message(result), file=sys.stderr)
         return 130
     return 0
-
-
-def privacy_line(privacy: dict[str, Any]) -> str | None:
-    """``privacy: ε = 3.21, δ = 1e-05 (conditional on ...)`` for a run with a finite ε."""
-    eps = privacy.get("epsilon")
-    if not isinstance(eps, int | float) or not math.isfinite(eps):
-        return None  # no DP mechanism (or nothing released yet)
-    guarantee = privacy.get("guarantee", "none")
-    if guarantee == "conditional":
-        qualifier = f"conditional on {privacy.get('conditional_on')}"
-    elif guarantee == "formal":
-        relation = str(privacy.get("neighbouring") or "").split(":")[0]
-        against = re.split(r" \(|;", str(privacy.get("guarantee_against") or ""))[0]
-        qualifier = ", ".join(x for x in ("formal", relation, against and f"against {against}")
-                              if x)
-    else:
-        qualifier = f"guarantee: none - {privacy.get('reason', 'not stated')}"
-    return f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} ({qualifier})"
 
 
 def add_run_parser(sub: Any) -> None:
