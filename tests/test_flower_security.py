@@ -52,3 +52,14 @@ def test_deploy_certs_command(tmp_path: Path, capsys: object) -> None:
     assert {p.name for p in tmp_path.iterdir()} == {"ca.crt", "ca.key", "server.crt",
                                                    "server.key", "node_0", "node_0.pub"}
     assert "--enable-supernode-auth" in capsys.readouterr().out
+
+
+def test_deploy_certs_never_replaces_a_ca_silently(tmp_path: Path, capsys: object) -> None:
+    argv = ["deploy", "certs", "--out-dir", str(tmp_path), "--host", "localhost"]
+    assert main(argv) == 0
+    ca_key = (tmp_path / "ca.key").read_bytes()
+    assert main(argv) == 2  # the sites trust this CA: a second run must not replace it
+    assert (tmp_path / "ca.key").read_bytes() == ca_key
+    assert "--overwrite" in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 0
+    assert (tmp_path / "ca.key").read_bytes() != ca_key

@@ -52,6 +52,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.audit.threats import threat_for
     from fedlabels.cli.run_options import checked_outputs, config_from_args, save_result
     from fedlabels.data.loading import federation_for
+    from fedlabels.engines.runner import terminate_as_interrupt
     from fedlabels.learners import as_models
     from fedlabels.outputs import writing
     from fedlabels.randomness import reproducible
@@ -68,7 +69,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                  "views": args.audit_views, "population": args.audit_population,
                  "aug": args.audit_aug, "clients": args.audit_clients}
     # --insecure-reproducible-noise: the audited run's noise repeats from the seed (stamped)
-    with reproducible(cfg.seed) if cfg.insecure_reproducible_noise else nullcontext():
+    with (reproducible(cfg.seed) if cfg.insecure_reproducible_noise else nullcontext(),
+          terminate_as_interrupt()):  # SIGTERM takes the Ctrl-C path, as in `run`
         result, _ = audit_federation(
             cfg.method, federation, models, rounds=cfg.rounds, period=cfg.period,
             seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,

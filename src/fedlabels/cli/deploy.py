@@ -84,6 +84,10 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
     if args.nodes < 0 or args.days < 1:
         raise FedLabelsError(f"--nodes must be >= 0 and --days >= 1; got {args.nodes} and "
                              f"{args.days}.")
+    from fedlabels.outputs import check_output_dir
+
+    # a new CA replacing the one every site trusts would cut the federation off: ask first
+    check_output_dir(Path(args.out_dir), "certificates and keys", overwrite=args.overwrite)
     tls = make_tls_files(args.out_dir, args.host, days=args.days)
     keys = make_node_keys(args.out_dir, args.nodes)
     print(f"SuperLink: --ssl-certfile {tls.server_cert} --ssl-keyfile {tls.server_key} "
@@ -121,6 +125,8 @@ def add_deploy_parser(sub: Any) -> None:
     p.add_argument("--nodes", type=int, default=0,
                    help="number of SuperNode key pairs to make (default 0)")
     p.add_argument("--days", type=int, default=365, help="certificate validity (default 365)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a non-empty --out-dir (replaces the CA and keys there)")
     p.set_defaults(func=cmd_deploy_certs)
 
     p = run_parser(dsub, "prepare", help="write per-site data files, the shared public file "
