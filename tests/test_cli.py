@@ -223,3 +223,10 @@ def test_run_help_mentions_every_method(capsys):
     out = capsys.readouterr().out
     assert all(f"  {name} " in out for name in METHODS)
     assert "fedlabels methods NAME" in out
+
+
+def test_methods_listing_shows_default_model_and_threat_model(capsys):
+    assert main(["methods", "fedavg", "fedct"]) == 0
+    out = capsys.readouterr().out
+    assert "default model: mlp; threat model: parameters (guarantee none)" in out
+    assert "default model: decision_tree; threat model: hard-labels-on-queries" in out

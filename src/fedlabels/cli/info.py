@@ -42,6 +42,8 @@ def _wrap(text: str, first: str, indent: int) -> list[str]:
 def format_method(method: Any) -> str:
     """A method's description and its declared options (name, flag, type, default, help)."""
     lines = _wrap(method.description or "-", f"{method.name:<14} ", 15)
+    lines.append(f"    default model: {method.model_default()}; threat model: "
+                 f"{method.threat_model.view} (guarantee {method.threat_model.guarantee})")
     declared = method.options_class.declared()
     if not declared:
         lines.append("    no options")
