@@ -28,7 +28,7 @@ from fedlabels.learners import expand_per_client
 from fedlabels.progress import RoundProgress
 from fedlabels.protocols.base import ClientRole, Method
 from fedlabels.protocols.options import MethodOptions
-from fedlabels.randomness import is_reproducible, reproducible
+from fedlabels.randomness import reproducible
 from fedlabels.results import RoundRecord, RunResult
 
 
@@ -53,17 +53,6 @@ class InProcessGrid:
             self.meter.add(rnd, cid, "up", reply.category, len(up))
             replies[cid] = decode_message(up)
         return replies
-
-
-def reproducible_noise_privacy(from_flag: bool) -> dict[str, str]:
-    """The result's ``privacy`` stamp of a run whose secret randomness was reproducible."""
-    why = ("the DP noise (and every other secret draw) was reproducible from the run seed "
-           "(--insecure-reproducible-noise): anyone who knows the seed, which is in the "
-           "result, can remove it" if from_flag else
-           "the DP noise (and every other secret draw) came from a reproducible source "
-           "(fedlabels.randomness.reproducible), not from OS entropy: anyone who knows its "
-           "seed can remove it")
-    return {"guarantee": "none", "reason": why}
 
 
 def simulate(
@@ -122,11 +111,10 @@ def simulate(
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
-        if is_reproducible():
-            extra["privacy"] = reproducible_noise_privacy(insecure_reproducible_noise)
         result = build_result(plan, server, records, meter, dataset=federation.name, seed=seed,
                               config=dict(config or {}), federation=federation.summary(),
-                              started=started, extra=extra or None)
+                              started=started, extra=extra or None,
+                              noise_from_flag=insecure_reproducible_noise)
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
         result.feature_names = list(federation.feature_names)

@@ -33,6 +33,7 @@ from fedlabels.protocols.base import make_learners
 from fedlabels.protocols.options import MethodOptions
 from fedlabels.protocols.threat import merge_privacy, recorded_outside
 from fedlabels.provenance import provenance
+from fedlabels.randomness import is_reproducible
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.threads import set_threads
 
@@ -207,24 +208,40 @@ def model_names(specs: list[Any]) -> list[str]:
     return [type(s).__name__ if hasattr(s, "get_params") else str(s) for s in specs]
 
 
+def reproducible_noise_privacy(from_flag: bool) -> dict[str, str]:
+    """The result's ``privacy`` stamp of a run whose secret randomness was reproducible."""
+    why = ("the DP noise (and every other secret draw) was reproducible from the run seed "
+           "(--insecure-reproducible-noise): anyone who knows the seed, which is in the "
+           "result, can remove it" if from_flag else
+           "the DP noise (and every other secret draw) came from a reproducible source "
+           "(fedlabels.randomness.reproducible), not from OS entropy: anyone who knows its "
+           "seed can remove it")
+    return {"guarantee": "none", "reason": why}
+
+
 def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
                  meter: CommMeter, *, dataset: str, seed: int, config: dict[str, Any],
                  federation: dict[str, Any], started: float,
                  wire_format: str = WIRE_FORMAT,
-                 extra: dict[str, Any] | None = None) -> RunResult:
+                 extra: dict[str, Any] | None = None,
+                 noise_from_flag: bool = False) -> RunResult:
     """The result of a run: records, communication, the method's extras and its options.
 
     ``extra["privacy"]`` always holds the guarantee (``formal`` / ``conditional`` / ``none``),
     the party it is stated against and the neighbouring relation: declared by the method's
     threat model, refined by the server's ``result_extra()`` (then by ``extra``).
     ``extra["provenance"]`` versions, command line, start and end (:mod:`fedlabels.provenance`).
+    A run made while secret randomness was reproducible is stamped ``guarantee: none``
+    (``noise_from_flag``: because of ``--insecure-reproducible-noise``).
     """
     method = plan.method
     server_extra = server.result_extra()
     declared = method.threat_model.privacy()
     if declared["guarantee"] != "none":  # the result also keeps raw-data statistics
         declared = merge_privacy(declared, {"outside_guarantee": recorded_outside(federation)})
-    privacy = merge_privacy(declared, server_extra.get("privacy"), (extra or {}).get("privacy"))
+    privacy = merge_privacy(declared, server_extra.get("privacy"), (extra or {}).get("privacy"),
+                            reproducible_noise_privacy(noise_from_flag) if is_reproducible()
+                            else None)
     return RunResult(
         method=method.name,
         dataset=dataset,

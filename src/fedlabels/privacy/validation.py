@@ -42,14 +42,6 @@ def check_sensitivity_bits(bits: Any, n_unlabeled: int) -> int:
     return math.ceil(bits)
 
 
-def check_clip_norm(clip: Any) -> float:
-    """The clipping norm S must be a finite number > 0."""
-    if not _is_number(clip) or not math.isfinite(clip) or clip <= 0:
-        raise FedLabelsError(f"clipping norm S must be a finite number > 0, got {clip!r}; "
-                             "e.g. --clip 1.0 (the L2 norm each client update is clipped to).")
-    return float(clip)
-
-
 def check_stability_rate(rate: Any) -> float:
     """The on-average-replace-one stability rate ε(n) must lie in (0, 1)."""
     if not _is_number(rate) or not 0.0 < rate < 1.0:

@@ -13,7 +13,7 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.errors import FedLabelsError
-from fedlabels.learners import build_learner, has_weights
+from fedlabels.learners import has_weights
 from fedlabels.protocols.base import ClientRole, Grid, MethodContext, ServerRole
 
 
@@ -104,12 +104,3 @@ class GlobalModelServer(ServerRole):
 
     def final_arrays(self) -> dict[str, np.ndarray]:
         return {"weights": self.weights}
-
-
-def rebuild_from_weights(spec: Any, weights: np.ndarray, n_features: int,
-                         n_classes: int) -> Any:
-    """A model of ``spec`` with the given weights (e.g. to evaluate a received model)."""
-    learner = build_learner(spec, n_classes=n_classes, random_state=0)
-    learner.initialise(n_features, n_classes)
-    learner.set_weights(weights)
-    return learner

@@ -25,7 +25,6 @@ of the final model), not against the server, which sees the clipped updates in t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +43,7 @@ from fedlabels.protocols.blocks import (
     check_weight_learners,
     initial_weights,
 )
-from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.protocols.threat import (
     EVALUATION_PAYLOADS,
     HONEST_BUT_CURIOUS_SERVER,
@@ -53,7 +52,6 @@ from fedlabels.protocols.threat import (
 )
 from fedlabels.randomness import numpy_generator
 
-POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
 ACCOUNTANTS = ("analytic", "rdp", "pld")
 
 
@@ -68,8 +66,7 @@ class DPFedAvgOptions(MethodOptions):
         None, "total (ε, δ) budget of the whole run (client-level); σ is calibrated to it over "
         "the run's rounds and every round is checked against it; give this or "
         "noise_multiplier", kind=float, interval=POSITIVE, nullable=True, flag=True)
-    delta: float = option(1e-5, "δ of the client-level (ε, δ) guarantee", kind=float,
-                          interval=Interval(0.0, 1.0, "neither"), flag=True)
+    delta: float = delta_option("δ of the client-level (ε, δ) guarantee")
     sample_rate: float = option(1.0, "Poisson client-sampling rate q", kind=float,
                                 interval=Interval(0.0, 1.0, "right"), flag=True)
     server_lr: float = option(1.0, "server learning rate η applied to the noisy mean update",

@@ -5,18 +5,15 @@ A module of its own so that ``dp_fedct.py`` holds only the roles and the method.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols.fedct import FedCTOptions
-from fedlabels.protocols.options import Interval, option
+from fedlabels.protocols.options import POSITIVE, PROBABILITY, Interval, delta_option, option
 
 MECHANISMS = ("xor", "kary")
 SENSITIVITY_SOURCES = ("worst", "empirical", "prop2")  # or a number of bits
-POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
-PROBABILITY = Interval(0.0, 1.0, "neither")
 #: the options that only one way of getting s* reads
 _ONLY_WITH = {"prop2": ("stability_rate", "sensitivity_delta"),
               "empirical": ("sensitivity_neighbours", "sensitivity_relation",
@@ -46,8 +43,7 @@ class DPFedCTOptions(FedCTOptions):
         None, "pure ε of one round's label release per client (no run target: the total is "
         "whatever the rounds compose to); give this or epsilon", kind=float,
         interval=POSITIVE, nullable=True, flag=True)
-    delta: float = option(1e-5, "δ of the (ε, δ) of the composition over rounds", kind=float,
-                          interval=PROBABILITY, flag=True)
+    delta: float = delta_option("δ of the (ε, δ) of the composition over rounds")
     mechanism: str = option("xor", "xor: bitwise randomized response on the one-hot rows; "
                             "kary: k-ary randomized response per label", kind=str,
                             choices=MECHANISMS)

@@ -59,9 +59,8 @@ from fedlabels.protocols.blocks import (
     initial_weights,
     size_weighted_average,
 )
-from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.protocols.teacher_student import (
-    POSITIVE,
     RELEASE_OUTSIDE,
     VOTE_PAYLOADS,
     TeacherStudentClient,
@@ -69,7 +68,6 @@ from fedlabels.protocols.teacher_student import (
     TeacherStudentOptions,
     TeacherStudentServer,
     check_teachers,
-    delta_option,
 )
 from fedlabels.protocols.threat import (
     EVALUATION_PAYLOADS,

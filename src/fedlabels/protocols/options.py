@@ -52,6 +52,11 @@ class Interval:
         return f"{left}{low}, {high}{right}"
 
 
+#: shared ranges: a finite number > 0, and a probability strictly inside (0, 1)
+POSITIVE = Interval(0.0, math.inf, "neither")
+PROBABILITY = Interval(0.0, 1.0, "neither")
+
+
 @dataclass(frozen=True)
 class OptionInfo:
     """The declaration of one option (what :func:`option` stores in the field metadata)."""
@@ -134,6 +139,11 @@ def option(default: Any, help: str, *, kind: type | tuple[type, ...],
         choices=tuple(choices) if choices is not None else None, nullable=nullable,
         flag=flag, convert=convert)}
     return dataclasses.field(default=default, metadata=meta)
+
+
+def delta_option(help: str = "δ of the reported (ε, δ) guarantee") -> Any:
+    """The δ of a DP method's (ε, δ): a probability, default 1e-5, with a ``--delta`` flag."""
+    return option(1e-5, help, kind=float, interval=PROBABILITY, flag=True)
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,8 @@ from fedlabels.privacy.vote_accounting import (
     gnmax_epsilon,
 )
 from fedlabels.protocols.base import ClientRole, MethodContext, ServerRole, Settings
-from fedlabels.protocols.options import Interval, MethodOptions, option
+from fedlabels.protocols.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.protocols.teacher_student import (
-    POSITIVE,
     RELEASE_OUTSIDE,
     VOTE_PAYLOADS,
     TeacherStudentClient,
@@ -57,7 +56,6 @@ from fedlabels.protocols.teacher_student import (
     TeacherStudentOptions,
     TeacherStudentServer,
     check_teachers,
-    delta_option,
 )
 from fedlabels.protocols.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 from fedlabels.randomness import numpy_generator

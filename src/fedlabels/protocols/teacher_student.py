@@ -17,7 +17,6 @@ it is next needed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +41,6 @@ from fedlabels.protocols.options import Interval, MethodOptions, option
 from fedlabels.protocols.state import StateValue, prefixed, unprefixed
 from fedlabels.protocols.threat import Payload
 
-POSITIVE = Interval(0.0, math.inf, "neither")  # finite and > 0
-
 # ------------------------------------------------------------------ options
 
 
@@ -66,12 +63,6 @@ class TeacherStudentOptions(MethodOptions):
         if self.student_model is not None and len(parse_model_spec(self.student_model)) != 1:
             raise FedLabelsError(f"student_model must be one model spec, got "
                                  f"{self.student_model!r}.")
-
-
-def delta_option() -> Any:
-    """The δ option of the (ε, δ) a DP teacher-student method reports."""
-    return option(1e-5, "δ of the reported (ε, δ) guarantee", kind=float,
-                  interval=Interval(0.0, 1.0, "neither"), flag=True)
 
 
 class TeacherStudentMethod(Method):

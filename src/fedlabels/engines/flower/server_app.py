@@ -38,7 +38,6 @@ from flwr.serverapp import ServerApp
 from fedlabels.comm import Message, encode_message
 from fedlabels.engines.flower.convert import flower_message_type, from_record_dict, to_record_dict
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
-from fedlabels.engines.inprocess import reproducible_noise_privacy
 from fedlabels.engines.runner import (
     WIRE_FORMAT,
     CommMeter,
@@ -50,7 +49,6 @@ from fedlabels.engines.runner import (
 )
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols import ServerRole
-from fedlabels.randomness import is_reproducible
 from fedlabels.results import RoundRecord, RunResult, write_atomic
 
 FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
@@ -286,9 +284,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
                               federation=dict(spec.extra.get("federation", {})),
                               started=started, wire_format=FLOWER_WIRE_FORMAT,
                               extra={"deployment": dict(deployment),
-                                     **({"rounds_run": rounds_note} if rounds_note else {}),
-                                     **({"privacy": reproducible_noise_privacy(False)}
-                                        if is_reproducible() else {})})
+                                     **({"rounds_run": rounds_note} if rounds_note else {})})
         if spec.output:
             result.save_json(spec.output)
             save_final_arrays(server, spec.output)
