@@ -1,19 +1,23 @@
 """Our Table 1: accuracy (ACC) and membership-inference vulnerability (VUL) on Fashion-MNIST.
 
 m = 5 iid clients, a reduced configuration that fits a shared 2-core machine (see
-docs/audit.md): 500 private images per client, |U| = 20,000 (+ the attacker's query set for
-query-based threat models), the official test split divided into non-members, attacker data,
+docs/audit.md): 500 private images per client, |U| = 20,000 (+ the attacker's query set under
+forged-u), the official test split divided into non-members, ghost members, attacker data,
 population points and the evaluation set, the torch MLP 784-256-256-10, 20 rounds of b = 50
-local steps. Every method is audited under its own threat model
-(:mod:`fedlabels.audit.threats`) with every attack; VUL is the strongest attack's mean AUC
-over the 5 clients at the worst recorded round.
+local steps. Every method is audited under each threat model asked for (``--threats``,
+default forged-u and fixed-u) with every attack; VUL is the strongest attack's mean AUC over
+the 5 clients at the worst recorded round, with its 95 % bootstrap interval, next to the null
+VUL of ghost members (records no client trained on, same attacks and views).
 
 Usage::
 
-    nice -n 10 python benchmarks/audit_table1.py --out results/audit_table1 --seed 0
-    python benchmarks/audit_table1.py --methods fedct,fedavg,local --seed 1
+    nice -n 5 python benchmarks/audit_table1.py --out results/audit_table1 --seed 0
+    python benchmarks/audit_table1.py --methods fedct,local --rounds 5 --out /tmp/t1
+    nice -n 5 python benchmarks/audit_table1.py --lower-bound ...   # + DP canary ε_lb
 
-Writes one JSON (with ``privacy``) and one ROC plot per method, and ``table1.md``.
+One row per (method, threat model): ``<method>_<threat>_seed<s>.json`` (the full result) and
+its ROC plot. A row whose JSON exists is read back, not re-run (resumable; ``--overwrite``
+re-runs). ``table1_seed<s>.md`` is rewritten after every row.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 import fedlabels as fl
 from fedlabels.audit import audit_federation, auditable_methods
+from fedlabels.audit.adversaries import THREATS, audit_view
 from fedlabels.audit.report import plot_roc
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import parse_model_spec
@@ -42,22 +48,61 @@ METHOD_OPTIONS: dict[str, dict[str, float]] = {
 }
 
 
+def uses_u(method: str) -> bool:
+    """Whether the method's audit view involves U (else fixed-u and forged-u coincide)."""
+    return audit_view(method, "forged-u").queries_in_public
+
+
+def _ci(v: Any) -> str:
+    return f" [{v[0]:.3f}, {v[1]:.3f}]" if v else ""
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def row_of(name: str, threat: str, data: dict[str, Any], seconds: float | None) -> dict:
+    """The table row of one result JSON."""
+    p = data["extra"]["privacy"] if "extra" in data else data["privacy"]
+    final = data.get("final") or {}
+    return {"method": name + "".join(f" ({k}={v})" for k, v in METHOD_OPTIONS.get(name,
+                                                                                  {}).items()),
+            "threat": threat, "view": p["threat_model"].get("key"),
+            "acc": final.get("mean_accuracy"), "vul": p["vul"], "vul_ci": p.get("vul_ci"),
+            "attack": p.get("strongest_attack"), "worst_view": p.get("worst_view"),
+            "null": p.get("null_vul"), "null_ci": p.get("null_vul_ci"),
+            "tpr1": p.get("tpr_at_1pct_fpr"),
+            "tpr1_ci": (p.get("tpr_ci") or {}).get("tpr_at_1pct_fpr"),
+            "epsilon": p.get("epsilon"), "eps_lower": p.get("epsilon_lower_bound"),
+            "seconds": seconds if seconds is not None else p["audit"]["seconds"].get("total")}
+
+
 def table(rows: list[dict]) -> str:
-    head = ("| method | threat model | ACC | VUL (strongest attack) | TPR @ 1 % FPR | "
-            "worst view | audit time (s) |")
-    lines = [head, "|---|---|---|---|---|---|---|"]
+    head = ("| method | threat model | view | ACC | VUL [95 % CI] (attack, view) | "
+            "null VUL [95 % CI] | TPR @ 1 % FPR [95 % CI] | claimed ε | ε lower bound | "
+            "audit time (s) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['threat']} | {r['acc']:.3f} | {r['vul']:.3f}"
-                     f"{' (' + r['attack'] + ')' if r['attack'] else ' (by construction)'} | "
-                     f"{r['tpr1']:.3f} | {r['view'] or '-'} | {r['seconds']:.0f} |")
+        how = (f" ({r['attack']}, {r['worst_view']})" if r["attack"]
+               else " (by construction)")
+        eps_low = r["eps_lower"]
+        if isinstance(eps_low, dict):
+            eps_low = eps_low.get("value", eps_low.get("epsilon"))
+        lines.append(
+            f"| {r['method']} | {r['threat']} | {r['view']} | {_num(r['acc'])} | "
+            f"{r['vul']:.3f}{_ci(r['vul_ci'])}{how} | {_num(r['null'])}{_ci(r['null_ci'])} | "
+            f"{_num(r['tpr1'])}{_ci(r['tpr1_ci'])} | {_num(r['epsilon'])} | "
+            f"{_num(eps_low) if not isinstance(eps_low, str) else eps_low} | "
+            f"{'-' if r['seconds'] is None else format(r['seconds'], '.0f')} |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--methods", default="all",
-                        help="comma-separated, or 'all' = every registered method with a "
-                             "threat model")
+                        help="comma-separated, or 'all' = every auditable registered method")
+    parser.add_argument("--threats", default="forged-u,fixed-u",
+                        help=f"comma-separated, from {', '.join(THREATS)}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--period", type=int, default=50)
@@ -68,41 +113,67 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=500)
     parser.add_argument("--refs", type=int, default=4)
     parser.add_argument("--views", type=int, default=3)
+    parser.add_argument("--attacks", default=None, help="comma-separated (default all)")
     parser.add_argument("--out", default="results/audit_table1")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--overwrite", action="store_true", help="re-run rows that exist")
+    parser.add_argument("--lower-bound", action="store_true",
+                        help="also run the canary audit of each DP method (forged-u rows) "
+                             "for privacy.epsilon_lower_bound (audit.canaries, one more run)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     names = ([m for m in METHODS if m in auditable_methods()] if args.methods == "all"
              else [m.strip() for m in args.methods.split(",")])
+    threats = [t.strip() for t in args.threats.split(",")]
+    bad = [t for t in threats if t not in THREATS]
+    if bad:
+        raise SystemExit(f"unknown threat model(s) {bad}; choose from {', '.join(THREATS)}")
     out = Path(args.out)
     rows = []
     for name in names:
-        fed = fl.load_federation("fashion_mnist", n_clients=5, n_unlabeled=args.unlabeled,
-                                 private_per_client=args.per_client, seed=args.seed)
-        t0 = time.perf_counter()
-        options = METHOD_OPTIONS.get(name, {})
-        try:
-            result, _ = audit_federation(
-                name, fed, parse_model_spec(args.model), rounds=args.rounds,
-                period=args.period, seed=args.seed, eval_every=args.rounds,
-                n_members=args.members, n_population=args.population, n_refs=args.refs,
-                views=args.views, options=options,
-                config={"benchmark": "audit_table1", **vars(args)}, progress=False)
-        except FedLabelsError as exc:  # a method that cannot run this setup: say so, go on
-            print(json.dumps({"method": name, "error": str(exc)}), flush=True)
-            continue
-        seconds = time.perf_counter() - t0
-        path = out / f"{name}_seed{args.seed}.json"
-        result.save_json(path)
-        p = result.extra["privacy"]
-        plot_roc(p, path.with_suffix(".roc.png"), title=f"{name} on fashion_mnist")
-        label = name + "".join(f" ({k}={v})" for k, v in options.items())
-        rows.append({"method": label, "threat": p["threat_model"]["key"],
-                     "acc": result.final["mean_accuracy"], "vul": p["vul"],
-                     "attack": p.get("strongest_attack"), "tpr1": p["tpr_at_1pct_fpr"],
-                     "view": p.get("worst_view"), "seconds": seconds})
-        print(json.dumps(rows[-1]), flush=True)
-        write_atomic(out / f"table1_seed{args.seed}.md", table(rows))
+        for threat in threats:
+            path = out / f"{name}_{threat}_seed{args.seed}.json"
+            same = out / f"{name}_forged-u_seed{args.seed}.json"
+            if threat == "fixed-u" and not uses_u(name) and same.exists():
+                path = same  # U plays no role in this view: the forged-u run is the row
+            if path.exists() and not args.overwrite:  # resume: this row is done
+                label = threat if path != same or threat == "forged-u" else \
+                    "fixed-u (= forged-u: U plays no role)"
+                rows.append(row_of(name, label, json.loads(path.read_text()), None))
+                write_atomic(out / f"table1_seed{args.seed}.md", table(rows))
+                continue
+            fed = fl.load_federation("fashion_mnist", n_clients=5, n_unlabeled=args.unlabeled,
+                                     private_per_client=args.per_client, seed=args.seed)
+            t0 = time.perf_counter()
+            try:
+                result, _ = audit_federation(
+                    name, fed, parse_model_spec(args.model), rounds=args.rounds,
+                    period=args.period, seed=args.seed, eval_every=args.rounds,
+                    n_members=args.members, n_population=args.population, n_refs=args.refs,
+                    views=args.views, options=METHOD_OPTIONS.get(name, {}), threat=threat,
+                    attacks=args.attacks, progress=False,
+                    config={"benchmark": "audit_table1", **vars(args), "threat": threat})
+            except FedLabelsError as exc:  # a method that cannot run this setup: say so
+                print(json.dumps({"method": name, "threat": threat, "error": str(exc)}),
+                      flush=True)
+                continue
+            if args.lower_bound and name in METHOD_OPTIONS and threat == "forged-u":
+                from fedlabels.audit.canaries import (
+                    add_epsilon_lower_bound,
+                    epsilon_lower_bound_audit,
+                )
+
+                add_epsilon_lower_bound(result, epsilon_lower_bound_audit(
+                    name, fed, parse_model_spec(args.model), rounds=args.rounds,
+                    period=args.period, seed=args.seed, eval_every=args.rounds,
+                    options=METHOD_OPTIONS[name]))
+            seconds = time.perf_counter() - t0
+            result.save_json(path)
+            plot_roc(result.extra["privacy"], path.with_suffix(".roc.png"),
+                     title=f"{name} on fashion_mnist ({threat})")
+            rows.append(row_of(name, threat, json.loads(path.read_text()), seconds))
+            print(json.dumps(rows[-1]), flush=True)
+            write_atomic(out / f"table1_seed{args.seed}.md", table(rows))
 
 
 if __name__ == "__main__":

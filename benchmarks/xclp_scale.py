@@ -1,8 +1,9 @@
-"""XCLP scale benchmark (not a test): plaintext propagation at 60,000 points, secure XCLP.
+"""XCLP scale benchmark (not a test): central propagation at 60,000 points, secure XCLP.
 
-Part A — plaintext label propagation over the 60,000 Fashion-MNIST training images
-(10 % labelled): LSH, blockwise exact kNN graph, CG solve, labels; wall and CPU seconds per
-stage, and accuracy on the unlabelled points.
+Part A — central label propagation (NOT the protocol) over the 60,000 Fashion-MNIST training
+images (10 % labelled): LSH, blockwise exact kNN graph, one CG solve with C right-hand sides,
+labels; wall and CPU seconds per stage, and accuracy on the unlabelled points. The protocol
+solves one column per labelled point (S_L) instead: ``benchmarks/xclp_protocol.py`` times it.
 Part B — secure XCLP end to end through the in-process simulator: 5 clients × 1,000 points
 (800 private, 10 % labelled, + 200 test points each), L = 1024, 2048-bit Paillier keys;
 phase timings and the bytes that travelled.

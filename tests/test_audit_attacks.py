@@ -10,10 +10,12 @@ from fedlabels.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 from fedlabels.privacy.attacks import (
     augmentation_attack,
+    correct_label_counts,
     evaluate_attack,
     gap_attack,
     gaussian_copies,
     label_frequency,
+    lira_labels_offline,
     lira_offline,
     loss_attack,
     rmia_offline,
@@ -46,7 +48,10 @@ def _all_scores(target, refs, Xc, yc, Xz, yz, Xsh, ysh, msh, rng):
     members = [m for _, m in refs]
     shadow = shokri_attack(np.concatenate(feats), np.concatenate(members),
                            shadow_features(px, target.predict_proba(Xc)))
-    return {"loss": loss_attack(px), "lira": lira_offline(px, pxr),
+    pred = target.predict(Xc)
+    hits = np.stack([r.predict(Xc) == yc for r, _ in refs])
+    lira_labels = lira_labels_offline(correct_label_counts(pred[None], yc), 1, pxr, hits)
+    return {"loss": loss_attack(px), "lira": lira_offline(px, pxr), "lira-labels": lira_labels,
             "rmia": rmia_offline(px, pxr, pz, pzr), "shadow": shadow,
             "gap": gap_attack(target.predict(Xc), yc), "aug": augmentation_attack(aug_labels, yc)}
 
@@ -70,7 +75,8 @@ def test_roc_matches_sklearn_and_tpr_at_fpr_on_a_known_curve():
     assert membership.sum() == 100 and len(membership) == 200
     res = evaluate_attack("known", scores, membership)
     assert res.tpr_at_1pct_fpr == pytest.approx(0.30)
-    assert res.tpr_at_01pct_fpr == 0.0  # at FPR 0 no member is above the top non-member
+    assert res.tpr_at_01pct_fpr is None  # 0.1 % FPR is not resolved by 100 non-members
+    assert tpr_at_fpr(res.fpr, res.tpr, 0.001) == 0.0  # no member above the top non-member
     assert res.auc == pytest.approx(roc_auc_score(membership, scores))
     fpr, tpr, _ = roc_curve(membership, scores, drop_intermediate=False)
     ours_f, ours_t = roc_curve_points(scores, membership)
@@ -147,6 +153,7 @@ def test_memorised_random_labels_are_detected():
     aucs = {k: evaluate_attack(k, s, membership).auc for k, s in scores.items()}
     assert aucs["loss"] >= 0.8 and aucs["rmia"] >= 0.8 and aucs["lira"] >= 0.8, aucs
     assert aucs["shadow"] >= 0.7 and aucs["gap"] >= 0.7 and aucs["aug"] >= 0.7, aucs
+    assert aucs["lira-labels"] >= 0.7, aucs
     res = evaluate_attack("rmia", scores["rmia"], membership)
     assert res.tpr_at_1pct_fpr > 0.01  # better than chance at low FPR
 

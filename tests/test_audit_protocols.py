@@ -135,7 +135,7 @@ def test_cli_audit_writes_json_and_roc_plot(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--attacks", "loss,boundary"], "unknown attack"),
     (["--audit-members", "5"], "too few candidates"),
-    (["--test", "120"], "held-out split"),
+    (["--test", "40"], "held-out split"),
     (["--audit-clients", "0,7"], "do not exist"),
     (["--method", "xclp"], "the audit has no attacks for method 'xclp'"),
 ])

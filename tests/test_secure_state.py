@@ -148,7 +148,8 @@ def test_paillier_state_is_bytes_and_checked():
 
 @pytest.mark.parametrize(("L", "n_j", "n_k"), [(1, 2, 3), (45, 6, 5), (200, 20, 20)])
 def test_ot_shade_with_restore_at_every_step(L, n_j, n_k):
-    # (200, 20, 20) runs 80,000 OTs, i.e. two IKNP chunks
+    # (200, 20, 20): 4,000 batched OTs in one IKNP chunk (tests/test_secure_ot_batch.py
+    # restores parties across two chunks)
     rng = np.random.default_rng(L + 1)
     bj, bk = _bits(rng, n_j, L), _bits(rng, n_k, L)
     rcv0, snd0 = ot.ShadeReceiver(bk, n_j, L), ot.ShadeSender(bj, n_k, L)

@@ -56,7 +56,10 @@ def _setup(secure: str, drops=(), n_clients: int = 3, seed: int = 0):
     X_test = centers[y_test] + rng.normal(size=(12, 6))
     opts = XCLPOptions.from_mapping({"secure": secure, "lsh_bits": L, "knn": K,
                                      "key_bits": 512, "insecure_small_keys": True,
-                                     "labeled_fraction": 0.3, "alpha": 0.9},
+                                     "labeled_fraction": 0.3, "alpha": 0.9,
+                                     # Algorithm 1's one-hot Y: the plaintext reference;
+                                     # balance=class: test_xclp_balance.py
+                                     "balance": "none"},
                                     "xclp")
     settings = Settings(n_classes=C, n_features=6, n_clients=n_clients, options=opts)
     ctx = MethodContext(settings, seeds=[11 + i for i in range(n_clients)], server_seed=1)

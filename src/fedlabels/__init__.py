@@ -29,12 +29,13 @@ _LAZY = {
     "load_config": "fedlabels.config",
     "load_federation": "fedlabels.data",
     "make_federation": "fedlabels.data",
+    "resume": "fedlabels.api",
     "run": "fedlabels.api",
     "run_config": "fedlabels.api",
 }
 
 if TYPE_CHECKING:
-    from fedlabels.api import run, run_config
+    from fedlabels.api import resume, run, run_config
     from fedlabels.config import RunConfig, load_config
     from fedlabels.data import ClientData, Federation, load_federation, make_federation
     from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
@@ -70,6 +71,7 @@ __all__ = [
     "load_config",
     "load_federation",
     "make_federation",
+    "resume",
     "run",
     "run_config",
 ]

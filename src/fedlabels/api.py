@@ -11,6 +11,7 @@ Example (works in a notebook with numpy arrays or pandas objects)::
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fedlabels.config import RunConfig
@@ -29,7 +30,10 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         on_round: Callable[[RoundRecord], None] | None = None,
         config: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
-        insecure_reproducible_noise: bool = False, threads: int | None = None) -> RunResult:
+        insecure_reproducible_noise: bool = False, threads: int | None = None,
+        malicious: int = 0, attack: str | None = None,
+        participation: float | int | None = None, dropout: float | None = None,
+        deadline: float | None = None) -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
@@ -42,6 +46,11 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``insecure_reproducible_noise=True`` derives all noise from ``seed`` (tests and debugging
     only; the result then says ``privacy.guarantee = "none"``).
     ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.progress`).
+    ``malicious`` clients (K, below half) send what ``attack`` (``flip``, ``random``,
+    ``constant``, ``targeted``) makes of their messages; see :mod:`fedlabels.protocols.adversary`.
+    ``participation`` (a probability per client and round, e.g. ``0.5``, or an int: exactly
+    that many clients per round), ``dropout`` and ``deadline``: partial participation,
+    dropouts and stragglers (see :mod:`fedlabels.engines.participation`).
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
     see :mod:`fedlabels.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
@@ -53,7 +62,9 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     else federation.name, model=model if isinstance(model, str) else None,
                     rounds=rounds, period=period, seed=seed,
                     eval_every=eval_every, options=options,
-                    insecure_reproducible_noise=insecure_reproducible_noise)
+                    insecure_reproducible_noise=insecure_reproducible_noise,
+                    malicious=malicious, attack=attack, participation=participation,
+                    dropout=dropout, deadline=deadline)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
@@ -65,13 +76,18 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     return simulate(impl, federation, as_models(model), rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
                     config=record, options=parsed, on_round=on_round,
-                    insecure_reproducible_noise=cfg.insecure_reproducible_noise)
+                    insecure_reproducible_noise=cfg.insecure_reproducible_noise,
+                    malicious=cfg.malicious, attack=cfg.attack,
+                    participation=cfg.participation, dropout=cfg.dropout,
+                    deadline=cfg.deadline)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
-               threads: int | None = None) -> RunResult:
+               threads: int | None = None, checkpoint: str | Path | None = None,
+               resume: str | Path | None = None) -> RunResult:
     """Run a :class:`RunConfig` (what ``fedlabels run`` does); ``progress`` and ``threads``
-    as in :func:`run`."""
+    as in :func:`run`; ``checkpoint`` and ``resume`` as in
+    :func:`~fedlabels.engines.inprocess.simulate` (see :func:`resume`)."""
     set_threads(threads)
     impl = get_method(cfg.method)  # fail on an unknown method or option before loading data
     options = impl.parse_options(cfg.options)
@@ -80,4 +96,30 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
     return simulate(impl, federation, models, rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
                     config=cfg.to_dict(), options=options,
-                    insecure_reproducible_noise=cfg.insecure_reproducible_noise)
+                    insecure_reproducible_noise=cfg.insecure_reproducible_noise,
+                    malicious=cfg.malicious, attack=cfg.attack,
+                    participation=cfg.participation, dropout=cfg.dropout,
+                    deadline=cfg.deadline, checkpoint=checkpoint, resume=resume)
+
+
+def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,
+           threads: int | None = None) -> RunResult:
+    """Continue an interrupted run of :func:`run_config` (or ``fedlabels run``) from the
+    checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
+    ``rounds`` extends a finished run to that many rounds. The result equals the
+    uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
+    round; the checkpoint keeps being updated. See :mod:`fedlabels.engines.checkpoint`."""
+    from fedlabels.engines.checkpoint import checkpoint_path, load_checkpoint
+    from fedlabels.errors import FedLabelsError
+
+    file = checkpoint_path(path)
+    saved = load_checkpoint(file)
+    try:
+        cfg = RunConfig(**saved.config)
+    except (TypeError, FedLabelsError) as exc:
+        raise FedLabelsError(f"checkpoint {file} was not made from a run configuration "
+                             f"({exc}); resume it with simulate(..., resume=PATH) and the "
+                             "same federation and models.") from None
+    if rounds is not None:
+        cfg = cfg.replace(rounds=rounds)
+    return run_config(cfg, progress, threads, resume=file)

@@ -49,11 +49,35 @@ class RunConfig:
         Feature columns of a table to keep (in that order) or to remove, comma-separated
         or a list; ``None`` keeps every column but the target (and a pandas index column
         ``Unnamed: 0``, dropped with a warning).
+    task : str or None
+        ``classification`` or ``regression``; ``None`` (the default) takes the dataset's
+        own. Only a ``csv:`` table can be given another task (a numeric target column).
+    target_range : str or None
+        ``LO,HI``: the public range of a regression target (every target is learnt as
+        ``(y - LO) / (HI - LO)`` and FedCT quantises predictions over it); ``None`` takes
+        the range of the whole table.
     insecure_reproducible_noise : bool, default=False
         INSECURE, for tests and debugging: draw every party's secret randomness (DP noise,
         masks, keys) from a stream derived from ``seed``, so a run repeats bit for bit. Anyone
         who knows the seed can then remove the noise: the result says
         ``privacy.guarantee = "none"``. The in-process simulator only.
+    malicious : int, default=0
+        Number K of malicious clients (below half of ``clients``), drawn from ``seed``; they
+        send what ``attack`` makes of their messages (simulator only; see
+        :mod:`fedlabels.protocols.adversary`).
+    attack : str or None
+        ``flip``, ``random``, ``constant[:K]`` or ``targeted[:S:T]`` (default ``flip`` when
+        ``malicious`` > 0; an error without malicious clients).
+    participation : float, int or None
+        Simulator only: each client takes part in a round with this probability (a float in
+        (0, 1], e.g. ``0.5``; ``1.0`` = every client), or exactly this many clients per round
+        (an int >= 1, e.g. ``3``); ``None``: every client, every round.
+    dropout : float or None
+        Simulator only: probability in [0, 1) that a selected client fails to reply.
+    deadline : float or None
+        Simulator only: replies whose simulated time exceeds this are dropped (stragglers;
+        1 = a client of mean size and median speed; see
+        :mod:`fedlabels.engines.participation` for the speed model).
     options : dict
         The method's options (e.g. ``quorum`` for FedCT, ``epsilon`` for DP methods),
         validated against the method's declaration; CLI ``--opt KEY=VALUE`` and the
@@ -78,7 +102,14 @@ class RunConfig:
     sep: str | None = None
     features: str | list[str] | None = None
     drop: str | list[str] | None = None
+    task: str | None = None
+    target_range: str | None = None
     insecure_reproducible_noise: bool = False
+    malicious: int = 0
+    attack: str | None = None
+    participation: float | int | None = None
+    dropout: float | None = None
+    deadline: float | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -123,6 +154,25 @@ class RunConfig:
                     isinstance(value, list) and all(isinstance(v, str) for v in value))):
                 raise FedLabelsError(f"{name} must be column names (a comma-separated string "
                                      f"or a list of strings), got {value!r}.")
+        _int("malicious", 0)
+        if self.malicious or self.attack is not None:
+            from fedlabels.protocols.adversary import plan_attack
+
+            plan_attack(self.method, self.clients, None, self.malicious, self.attack,
+                        self.seed)
+        if self.participation is not None or self.dropout or self.deadline is not None:
+            from fedlabels.engines.participation import Participation
+
+            policy = Participation.parse(self.participation, self.dropout, self.deadline)
+            if policy is not None and isinstance(self.clients, int):
+                policy.check_clients(self.clients)
+        if self.task is not None or self.target_range is not None:
+            from fedlabels.data.targets import check_task, parse_target_range
+
+            check_task(self.task or "regression")
+            if self.target_range is not None and self.task == "classification":
+                raise FedLabelsError("target_range applies to a regression task only.")
+            parse_target_range(self.target_range)
         if not isinstance(self.options, dict):
             raise FedLabelsError(f"options must be a table of KEY = VALUE, got "
                                  f"{self.options!r}.")

@@ -11,14 +11,17 @@ import numpy as np
 ABSTAIN = -1
 
 
-def vote_counts(votes: np.ndarray, n_classes: int) -> np.ndarray:
-    """Per-example class vote counts, shape (|U|, C)."""
+def vote_counts(votes: np.ndarray, n_classes: int,
+                weights: np.ndarray | None = None) -> np.ndarray:
+    """Per-example class vote counts, shape (|U|, C); with ``weights`` (one per client, shape
+    (m,)) each vote counts its client's weight (float sums)."""
     votes = np.asarray(votes)
     if votes.ndim != 2:
         raise ValueError(f"votes must have shape (m, n), got {votes.shape}")
     n = votes.shape[1]
     flat = (np.arange(n)[None, :] * n_classes + votes).ravel()
-    return np.bincount(flat, minlength=n * n_classes).reshape(n, n_classes)
+    per_vote = None if weights is None else np.repeat(np.asarray(weights, np.float64), n)
+    return np.bincount(flat, weights=per_vote, minlength=n * n_classes).reshape(n, n_classes)
 
 
 def majority_vote(votes: np.ndarray, n_classes: int) -> np.ndarray:
@@ -39,3 +42,75 @@ def qualified_majority(votes: np.ndarray, n_classes: int, quorum: float) -> np.n
     share = counts[np.arange(counts.shape[0]), top] / votes.shape[0]
     # a tiny tolerance so that e.g. 9/10 >= 0.9 holds despite floating point
     return np.where(share >= quorum - 1e-12, top, ABSTAIN)
+
+
+def weighted_vote(votes: np.ndarray, n_classes: int, weights: np.ndarray,
+                  quorum: float | None = None) -> np.ndarray:
+    """Plurality of votes weighted per client (ties: smallest class); with ``quorum``,
+    :data:`ABSTAIN` where the top class holds less than that share of the total weight."""
+    counts = vote_counts(votes, n_classes, weights)
+    top = counts.argmax(axis=1)
+    if quorum is None:
+        return top
+    share = counts[np.arange(counts.shape[0]), top] / float(np.sum(weights))
+    return np.where(share >= quorum - 1e-12, top, ABSTAIN)
+
+
+def trimmed_vote(votes: np.ndarray, n_classes: int, n_drop: int,
+                 quorum: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The vote without the ``n_drop`` clients that disagree most with the provisional
+    plurality (ties: the lower client index is dropped first); returns (labels, the rows
+    dropped). With ``quorum`` the remaining votes form a qualified majority."""
+    votes = np.asarray(votes)
+    provisional = majority_vote(votes, n_classes)
+    disagreement = (votes != provisional[None, :]).mean(axis=1)
+    dropped = np.sort(np.argsort(-disagreement, kind="stable")[:n_drop])
+    kept = np.delete(votes, dropped, axis=0)
+    labels = (majority_vote(kept, n_classes) if quorum is None
+              else qualified_majority(kept, n_classes, quorum))
+    return labels, dropped
+
+
+def kappa_rows(a: np.ndarray, b: np.ndarray, n_classes: int) -> np.ndarray:
+    """Cohen's κ of each row of ``a`` with the same row of ``b`` (both (m, n) labels), shape
+    (m,): 1 for full agreement, about 0 for random or constant labels, negative below chance.
+    Where chance agreement is 1 (both constant and equal) κ is 0: agreeing on a constant
+    shows no skill."""
+    a, b = np.asarray(a), np.broadcast_to(np.asarray(b), np.shape(a))
+    m, n = a.shape
+    if n == 0:
+        return np.zeros(m)
+    observed = (a == b).mean(axis=1)
+    rows = np.arange(m)[:, None] * n_classes
+    def marginals(x: np.ndarray) -> np.ndarray:
+        return np.bincount((rows + x).ravel(), minlength=m * n_classes).reshape(m, -1) / n
+    chance = (marginals(a) * marginals(b)).sum(axis=1)
+    safe = np.where(chance < 1.0, 1.0 - chance, 1.0)
+    return np.where(chance < 1.0, (observed - chance) / safe, 0.0)
+
+
+def agreement_kappa(votes: np.ndarray, consensus: np.ndarray, n_classes: int) -> np.ndarray:
+    """Cohen's κ of each client's votes with the consensus, over the examples it did not
+    abstain on (:func:`kappa_rows`), shape (m,)."""
+    keep = np.asarray(consensus) != ABSTAIN
+    return kappa_rows(np.asarray(votes)[:, keep], np.asarray(consensus)[keep], n_classes)
+
+
+def peer_kappa(votes: np.ndarray, n_classes: int) -> np.ndarray:
+    """Each client's mean positive part of Cohen's κ with every other client, shape (m,)."""
+    votes = np.asarray(votes)
+    m = votes.shape[0]
+    pairs = np.stack([np.maximum(kappa_rows(votes, votes[j], n_classes), 0.0)
+                      for j in range(m)])
+    return (pairs.sum(axis=0) - np.diag(pairs)) / max(m - 1, 1)
+
+
+def leave_one_out_kappa(votes: np.ndarray, n_classes: int, weights: np.ndarray) -> np.ndarray:
+    """Cohen's κ of each client with the weighted plurality of the *other* clients, shape
+    (m,): no client can agree with a vote it dominates itself."""
+    votes = np.asarray(votes)
+    m, n = votes.shape
+    counts = vote_counts(votes, n_classes, weights)
+    others = np.repeat(counts[None], m, axis=0)  # (m, n, C)
+    others[np.arange(m)[:, None], np.arange(n)[None, :], votes] -= np.asarray(weights)[:, None]
+    return kappa_rows(votes, others.argmax(axis=2), n_classes)

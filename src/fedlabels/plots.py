@@ -75,7 +75,9 @@ def plot_accuracy(results: Sequence[RunResult], path: str | Path,
     for res, label in zip(results, labels, strict=True):
         _plot_run(ax, res, label)
     ax.set_xlabel("communication round")
-    ax.set_ylabel("client test accuracy (mean, min-max band)")
+    regression = all(r.federation.get("task") == "regression" for r in results)
+    ax.set_ylabel("client test RMSE (mean)" if regression
+                  else "client test accuracy (mean, min-max band)")
     ax.set_title(title or shared)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -91,6 +93,10 @@ def plot_accuracy(results: Sequence[RunResult], path: str | Path,
 
 def _plot_run(ax: Any, res: RunResult, label: str) -> None:
     frame = res.to_frame()
+    if "rmse_mean" in frame:  # regression: the mean client RMSE per round
+        frame = frame.dropna(subset=["rmse_mean"])
+        ax.plot(frame["round"], frame["rmse_mean"], marker="o", ms=3, label=label)
+        return
     if "acc_mean" not in frame:  # stopped before its first evaluation: an empty entry
         ax.plot([], [], marker="o", ms=3, label=f"{label} (not evaluated)")
         return

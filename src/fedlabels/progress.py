@@ -74,13 +74,18 @@ class RoundProgress:
             self._bar.update(1)
             if record.accuracies:
                 self._bar.set_postfix(acc=f"{np.mean(record.accuracies):.3f}")
-        elif self.mode == "rounds" or (self.mode == "evaluations" and record.accuracies):
+            elif record.rmse:  # regression
+                self._bar.set_postfix(rmse=f"{np.mean(record.rmse):.4g}")
+        elif self.mode == "rounds" or (self.mode == "evaluations"
+                                       and (record.accuracies or record.rmse)):
             print(self.line(record), file=self.stream or sys.stderr, flush=True)
 
     def line(self, record: RoundRecord) -> str:
         text = f"{self.desc}: round {record.round}/{self.total}"
         if record.accuracies:
             text += f": mean accuracy {np.mean(record.accuracies):.3f}"
+        elif record.rmse:  # regression
+            text += f": mean RMSE {np.mean(record.rmse):.4g}, R² {np.mean(record.r2 or []):.3f}"
         if self.mode == "rounds":
             up = np.mean(record.bytes_up) if record.bytes_up else 0.0
             text += f" ({record.seconds:.2f} s, {up:,.0f} B up per client)"

@@ -42,12 +42,22 @@ class Configuration:
         return [r.seed for r in self.runs]
 
     def final_accuracies(self) -> list[float]:
-        return [f["mean_accuracy"] for r in self.runs if (f := r.final) is not None]
+        return self.final_values("mean_accuracy")
+
+    def final_values(self, key: str) -> list[float]:
+        """``final[key]`` of the runs that have it (``mean_rmse``, ``mean_r2`` for
+        regression)."""
+        return [f[key] for r in self.runs if (f := r.final) is not None and key in f]
+
+    @property
+    def regression(self) -> bool:
+        return self.runs[0].federation.get("task") == "regression"
 
     def curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rounds, mean and std over seeds of the mean client accuracy (common rounds)."""
-        per_run = [{rec.round: float(np.mean(rec.accuracies)) for rec in r.rounds
-                    if rec.accuracies} for r in self.runs]
+        per_run = [{rec.round: float(np.mean(rec.rmse or rec.accuracies or []))
+                    for rec in r.rounds
+                    if rec.rmse or rec.accuracies} for r in self.runs]  # regression: RMSE
         rounds = sorted(set.intersection(*(set(p) for p in per_run))) if per_run else []
         acc = np.array([[p[k] for k in rounds] for p in per_run]).reshape(len(per_run), -1)
         std = acc.std(axis=0, ddof=1) if len(per_run) > 1 else np.zeros(len(rounds))
@@ -137,6 +147,8 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
     for conf in configs:
         first = conf.runs[0]
         acc, acc_std = _mean_std(conf.final_accuracies())
+        rmse, rmse_std = _mean_std(conf.final_values("mean_rmse"))
+        r2, r2_std = _mean_std(conf.final_values("mean_r2"))
         per_round, per_round_std = _mean_std([r.mean_bytes_up_per_client_round()
                                               for r in conf.runs])
         totals = [(r.communication.get("bytes_up_total", 0)
@@ -154,6 +166,7 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
             "clients": first.federation.get("n_clients"), "n_seeds": len(conf.runs),
             "seeds": " ".join(str(s) for s in conf.seeds),
             "accuracy_mean": acc, "accuracy_std": acc_std,
+            "rmse_mean": rmse, "rmse_std": rmse_std, "r2_mean": r2, "r2_std": r2_std,
             "bytes_up_per_client_round": per_round,
             "bytes_up_per_client_round_std": per_round_std,
             "bytes_per_client_total": _mean_std(totals)[0],
@@ -200,7 +213,8 @@ def plot_curves(configs: Sequence[Configuration]) -> str | None:
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("communication round")
-    ax.set_ylabel("mean client test accuracy (± std over seeds)")
+    what = "RMSE" if all(c.regression for c, *_ in curves) else "accuracy"
+    ax.set_ylabel(f"mean client test {what} (± std over seeds)")
     ax.legend(fontsize=7)
     return _png(fig)
 
@@ -255,7 +269,8 @@ def _fmt(value: Any, std: float | None = None, digits: int = 4) -> str:
     return num(value) if std is None else f"{num(value)} ± {num(std)}"
 
 
-TABLE_COLUMNS = ("configuration", "clients", "n seeds", "accuracy", "up B/client/round",
+TABLE_COLUMNS = ("configuration", "clients", "n seeds", "accuracy", "RMSE", "R²",
+                 "up B/client/round",
                  "B/client total", "guarantee", "ε", "δ", "VUL", "VUL interval")
 
 
@@ -263,7 +278,8 @@ def _table_cells(r: dict[str, Any]) -> list[str]:
     interval = (MISSING if r["vul_low"] is None
                 else f"[{r['vul_low']:.3f}, {r['vul_high']:.3f}]")
     return [r["configuration"], _fmt(r["clients"]), _fmt(r["n_seeds"]),
-            _fmt(r["accuracy_mean"], r["accuracy_std"]),
+            _fmt(r["accuracy_mean"], r["accuracy_std"]), _fmt(r["rmse_mean"], r["rmse_std"]),
+            _fmt(r["r2_mean"], r["r2_std"], digits=3),
             _fmt(r["bytes_up_per_client_round"], r["bytes_up_per_client_round_std"]),
             _fmt(r["bytes_per_client_total"]), _fmt(r["guarantee"]),
             _fmt(r["epsilon_mean"], r["epsilon_std"]), _fmt(r["delta"], digits=3),

@@ -33,6 +33,18 @@ class RoundRecord:
     bytes_up: list[int]
     bytes_down: list[int]
     seconds: float
+    # partial participation (engines/participation.py): the clients selected this round and
+    # those whose reply reached the server; None: every client took part
+    participants: list[int] | None = None
+    replied: list[int] | None = None
+    # regression (issue 16): per-client test RMSE (original units) and R²; accuracies None
+    rmse: list[float] | None = None
+    r2: list[float] | None = None
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether the clients were evaluated this round (either task)."""
+        return self.accuracies is not None or self.rmse is not None
 
     def accuracy_stats(self) -> dict[str, float] | None:
         if self.accuracies is None:
@@ -71,7 +83,7 @@ class RunResult:
     @property
     def final_record(self) -> RoundRecord | None:
         """The last evaluated round (``None`` if a run was stopped before its first one)."""
-        return next((r for r in reversed(self.rounds) if r.accuracies is not None), None)
+        return next((r for r in reversed(self.rounds) if r.evaluated), None)
 
     @property
     def final(self) -> dict[str, Any] | None:
@@ -79,10 +91,21 @@ class RunResult:
         rec = self.final_record
         if rec is None:
             return None
+        if rec.rmse is not None:  # regression: RMSE (original units) and R²
+            rmse, r2 = np.asarray(rec.rmse), np.asarray(rec.r2)
+            return {"round": rec.round, "mean_rmse": float(rmse.mean()),
+                    "std_rmse": float(rmse.std()), "mean_r2": float(r2.mean()),
+                    "std_r2": float(r2.std()), "client_rmse": list(rec.rmse),
+                    "client_r2": list(rec.r2 or [])}
         stats = rec.accuracy_stats() or {}
-        return {"round": rec.round, "mean_accuracy": stats["mean"],
-                "std_accuracy": stats["std"], "min_accuracy": stats["min"],
-                "max_accuracy": stats["max"], "client_accuracies": list(rec.accuracies or [])}
+        out = {"round": rec.round, "mean_accuracy": stats["mean"],
+               "std_accuracy": stats["std"], "min_accuracy": stats["min"],
+               "max_accuracy": stats["max"], "client_accuracies": list(rec.accuracies or [])}
+        bad = set((self.extra.get("malicious") or {}).get("clients") or [])
+        if bad:  # --malicious: the honest clients' accuracy (clients are in id order)
+            honest = [a for c, a in enumerate(rec.accuracies or []) if c not in bad]
+            out["honest_mean_accuracy"] = float(np.mean(honest)) if honest else None
+        return out
 
     def predict(self, X_raw: Any, client: int | None = None) -> np.ndarray:
         """Labels the clients' final models give raw rows laid out like the training data
@@ -134,7 +157,8 @@ class RunResult:
         f = self.final or {}  # no evaluation yet: accuracies None
         return {"method": self.method, "dataset": self.dataset, "seed": self.seed,
                 "mean_acc": f.get("mean_accuracy"), "min_acc": f.get("min_accuracy"),
-                "max_acc": f.get("max_accuracy"),
+                "max_acc": f.get("max_accuracy"), "mean_rmse": f.get("mean_rmse"),
+                "mean_r2": f.get("mean_r2"),
                 "bytes_up_per_client_round": self.mean_bytes_up_per_client_round(),
                 "wall_s": self.wall_seconds}
 
@@ -146,7 +170,9 @@ class RunResult:
         for r in self.rounds:
             stats = r.accuracy_stats() or {}
             rows.append({"round": r.round, "local_steps": r.local_steps,
-                         **{f"acc_{k}": v for k, v in stats.items()}, **r.server,
+                         **{f"acc_{k}": v for k, v in stats.items()},
+                         **({"rmse_mean": float(np.mean(r.rmse)), "r2_mean": float(np.mean(
+                             r.r2 or []))} if r.rmse is not None else {}), **r.server,
                          "bytes_up_mean": float(np.mean(r.bytes_up)),
                          "bytes_down_mean": float(np.mean(r.bytes_down)),
                          "seconds": r.seconds})
@@ -218,7 +244,9 @@ def format_table(rows: list[dict[str, Any]]) -> str:
              f"{'up B/client/round':>18} {'wall s':>7}"
     lines = [header, "-" * len(header)]
     for r in rows:
-        if r["mean_acc"] is None:  # stopped before the first evaluation
+        if r.get("mean_rmse") is not None:  # regression: RMSE and R² in these columns
+            acc = f"RMSE{r['mean_rmse']:>8.4g} R²{r['mean_r2']:>7.3f}"
+        elif r["mean_acc"] is None:  # stopped before the first evaluation
             acc = f"{'no evaluation yet':>22}"
         else:
             acc = f"{r['mean_acc']:>8.4f} {r['min_acc']:>6.3f} {r['max_acc']:>6.3f}"
@@ -257,7 +285,9 @@ def _result_from_dict(data: dict[str, Any]) -> RunResult:
     rounds = [RoundRecord(round=r["round"], local_steps=r["local_steps"],
                           accuracies=r["accuracies"], server=r["server"],
                           bytes_up=r["bytes_up"], bytes_down=r["bytes_down"],
-                          seconds=r["seconds"]) for r in data["rounds"]]
+                          seconds=r["seconds"], participants=r.get("participants"),
+                          replied=r.get("replied"), rmse=r.get("rmse"), r2=r.get("r2"))
+              for r in data["rounds"]]
     comm = {k: v for k, v in data["communication"].items()
             if k not in ("bytes_up_per_round", "bytes_down_per_round",
                          "mean_bytes_up_per_client_per_round", "communication_rounds")}

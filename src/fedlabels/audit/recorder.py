@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,30 +30,44 @@ class Exchange:
     ordinal: int  # 1-based count of this client's protocol replies so far
     down: Message  # the request; large arrays dropped (query indices, update bases kept)
     up: Message
+    prev_config: dict[str, Any] = field(default_factory=dict)  # this client's previous request
 
 
 class Recorder:
-    """The protocol exchanges of a run (rounds selected by ``keep``)."""
+    """The protocol exchanges of a run (rounds selected by ``keep``).
 
-    def __init__(self, keep: Callable[[int], bool] | None = None) -> None:
+    By default only exchanges with a ``protocol`` reply are kept, with the request's query
+    indices (and an update's start weights); with ``down=True`` (the curious-client threat
+    model) every ``protocol`` request is kept whole, as the client decodes it.
+    """
+
+    def __init__(self, keep: Callable[[int], bool] | None = None, down: bool = False) -> None:
         self.keep = keep or (lambda rnd: True)
+        self.down = down
         self.round = -1
         self.exchanges: list[Exchange] = []
         self.protocol_replies: dict[int, int] = {}
+        self.last_config: dict[int, dict[str, Any]] = {}
 
     def add(self, cid: int, down: Message, up: Message) -> None:
-        if up.category != "protocol":
+        replied = up.category == "protocol"
+        prev = self.last_config.get(cid, {})
+        if down.category == "protocol":
+            self.last_config[cid] = dict(down.config)
+        if not replied and not (self.down and down.category == "protocol"):
             return
-        ordinal = self.protocol_replies.get(cid, 0) + 1
+        ordinal = self.protocol_replies.get(cid, 0) + int(replied)
         self.protocol_replies[cid] = ordinal
         if self.keep(self.round):
-            # keep the query indices, and the start weights an update is relative to
-            wanted = {"queries"} | ({"weights"} if "update" in up.arrays else set())
-            small = Message(down.kind, arrays={k: v for k, v in down.arrays.items()
-                                               if k in wanted},
-                            config=dict(down.config), category=down.category)
-            self.exchanges.append(Exchange(self.round, cid, ordinal, small,
-                                           decode_message(encode_message(up))))
+            if self.down:
+                kept = decode_message(encode_message(down))
+            else:  # keep the query indices, and the start weights an update is relative to
+                wanted = {"queries"} | ({"weights"} if "update" in up.arrays else set())
+                kept = Message(down.kind, arrays={k: v for k, v in down.arrays.items()
+                                                  if k in wanted},
+                               config=dict(down.config), category=down.category)
+            self.exchanges.append(Exchange(self.round, cid, max(ordinal, 1), kept,
+                                           decode_message(encode_message(up)), prev))
 
     def rounds(self) -> list[int]:
         return sorted({e.round for e in self.exchanges})

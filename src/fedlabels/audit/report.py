@@ -15,7 +15,7 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     """
     import matplotlib
 
-    from fedlabels.results import atomic_path
+    from fedlabels.audit.curves import save_png
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -40,29 +40,44 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     ax.set_title(title or f"membership inference ({threat})", fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
-    path = Path(path)
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
-    finally:
-        plt.close(fig)
-    return path
+    return save_png(fig, path)
+
+
+def _ci(interval: list[float] | None) -> str:
+    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+
+
+def _tpr(value: float | None, n_nonmembers: int) -> str:
+    """A TPR, or where 1 / N cannot resolve its FPR, ``n/a (resolution 1/N)``."""
+    return f"{value:.3f}" if value is not None else f"n/a (resolution 1/{n_nonmembers})"
 
 
 def format_audit(privacy: dict[str, Any]) -> str:
-    """A short text table: VUL, TPR at 1 % / 0.1 % FPR and the worst view of each attack."""
+    """A short text table: each attack's VUL with its 95 % interval, TPR at 1 % / 0.1 % FPR
+    (``n/a`` where the non-members cannot resolve it), the constant-target baseline of the
+    calibrated attacks, and the worst view."""
     if "vul" not in privacy:
         raise FedLabelsError("this result has no audit (privacy.vul); run `fedlabels audit`.")
     threat = privacy.get("threat_model", {})
-    lines = [f"threat model: {threat.get('key')} - the server sees {threat.get('sees')}"]
+    name = threat.get("name") or threat.get("key")
+    lines = [f"threat model: {name} ({threat.get('key')}) - {threat.get('adversary')}; "
+             f"observes {threat.get('observes', threat.get('sees'))}"]
     attacks = (privacy.get("audit") or {}).get("attacks") or {}
     if not attacks:
         lines.append(f"VUL = {privacy['vul']} by construction: {threat.get('reason', '')}")
         return "\n".join(lines)
-    lines.append(f"{'attack':<16} {'VUL (AUC)':>9} {'TPR@1%':>7} {'TPR@0.1%':>8}  worst view")
+    rows = [["attack", "VUL (AUC)", "95 % interval", "TPR@1%", "TPR@0.1%", "const.",
+             "worst view"]]
     for name, s in sorted(attacks.items(), key=lambda kv: -kv[1]["vul"]):
-        lines.append(f"{name:<16} {s['vul']:>9.4f} {s['tpr_at_1pct_fpr']:>7.3f} "
-                     f"{s['tpr_at_01pct_fpr']:>8.3f}  {s['worst_view']}")
-    lines.append(f"VUL = {privacy['vul']:.4f} (strongest: {privacy['strongest_attack']}, "
-                 f"{privacy['worst_view']})")
+        n, const = s["n_nonmembers"], s.get("constant_target_auc")
+        rows.append([name, f"{s['vul']:.4f}", _ci(s.get("auc_ci")),
+                     _tpr(s["tpr_at_1pct_fpr"], n), _tpr(s["tpr_at_01pct_fpr"], n),
+                     "-" if const is None else f"{const:.3f}", s["worst_view"]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += [" ".join([r[0].ljust(widths[0]), *(v.rjust(w) for v, w in
+                                                 zip(r[1:-1], widths[1:-1], strict=True)),
+                        " " + r[-1]]) for r in rows]
+    lines.append(f"VUL = {privacy['vul']:.4f} {_ci(privacy.get('vul_ci'))} (strongest: "
+                 f"{privacy['strongest_attack']}, {privacy['worst_view']}); const. = the "
+                 "calibrated attack on a constant target (should be 0.5)")
     return "\n".join(lines)

@@ -6,10 +6,13 @@ messages that client sends it. It may choose the public set U (query-based threa
 it slips the audit's query set into U) and it trains reference / shadow models on its own
 data from the clients' distribution. :func:`extract_observations` turns recorded messages into
 what the attacks consume: probabilities or hard labels of the client on the query set Q.
+These are the views of the default threat model, ``forged-u``; :mod:`.adversaries` derives
+the views of the others (fixed-u, released-model, curious-client) from them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +40,20 @@ class AuditView:
     student: bool = False  # also attack the released student model (PATE family)
     fixed_vul: float | None = None  # set when there is nothing to attack (or everything)
     fixed_reason: str = ""
+    threat: str = "forged-u"  # the --threat this view belongs to (audit.adversaries)
+    description: str = ""
+    adversary: str = "the server: honest but curious, no collusion"
+    copy: bool = False  # outputs on U are attacked through a copy model trained on them
+    curious: bool = False  # the messages the server sends back are observed
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"key": self.key, "attacker": "honest-but-curious server, no collusion; "
-               "reference/shadow models on attacker data disjoint from the target's",
+        out = {"name": self.threat, "description": self.description,
+               "adversary": self.adversary, "observes": self.sees, "key": self.key,
+               "attacker": self.adversary + "; reference/shadow models on attacker data "
+               "disjoint from the target's",
                "sees": self.sees, "attacks": self.attacks,
                "queries_in_public": self.queries_in_public,
+               "attacked_through_copy_model": self.copy,
                "released_student_attacked": self.student}
         if self.fixed_vul is not None:
             out["fixed_vul"] = self.fixed_vul
@@ -157,9 +168,11 @@ class ObservationContext:
     q_offset: int | None  # start of Q inside U, or None (Q not in U)
     X_query: np.ndarray
     specs: list[Any]
+    #: fixed-u / curious-client: (cid, rows of U, outputs, ordinal) -> copy's probs on Q
+    copy_model: Callable[[int, np.ndarray, np.ndarray, int], np.ndarray] | None = None
 
 
-def _rebuild(spec: Any, weights: np.ndarray, ctx: ObservationContext) -> Any:
+def rebuild_model(spec: Any, weights: np.ndarray, ctx: ObservationContext) -> Any:
     learner = build_learner(spec, n_classes=ctx.n_classes, random_state=0)
     if not callable(getattr(learner, "initialise", None)):
         raise FedLabelsError(f"cannot rebuild model {spec!r} from weights (no initialise()).")
@@ -198,6 +211,17 @@ def _scatter(idx: np.ndarray, rows: np.ndarray, ctx: ObservationContext, fill: f
     return out
 
 
+def _on_queries(cid: int, view: str, idx: np.ndarray, rows: np.ndarray, ordinal: int,
+                ctx: ObservationContext) -> Observation:
+    """Outputs on rows ``idx`` of U as an observation on Q: read off where Q was inserted
+    into U, or (``ctx.copy_model``: Q not in U) through a copy model trained on them."""
+    if ctx.copy_model is not None:
+        return Observation(view, "probs", ctx.copy_model(cid, idx, rows, ordinal), ordinal)
+    if rows.ndim == 1:
+        return Observation(view, "labels", _scatter(idx, rows, ctx, -1), ordinal)
+    return Observation(view, "probs", _scatter(idx, rows, ctx, np.nan), ordinal)
+
+
 #: payload contents the attacks consume, in order of preference within one reply
 ATTACKABLE = ("weights", "update", "hard-labels", "votes", "noisy-one-hot", "soft-labels")
 
@@ -221,25 +245,24 @@ def observe(ex: Exchange, ordinal: int, view: str, ctx: ObservationContext,
     if content in ("weights", "update"):  # parameters, or a (clipped) update
         weights = (values if content == "weights"
                    else np.asarray(ex.down.arrays["weights"]) + values)
-        model = _rebuild(ctx.specs[ex.cid], weights, ctx)
+        model = rebuild_model(ctx.specs[ex.cid], weights, ctx)
         probs = np.asarray(model.predict_proba(ctx.X_query), dtype=np.float64)
         return Observation(view, "probs", probs, ordinal)
     if content in ("hard-labels", "votes"):
         n = (len(ex.down.arrays["queries"]) if payload.rows == "queries" else ctx.n_public)
         labels = unpack_labels(values, n, ctx.n_classes).astype(np.int64)
         idx = _public_indices(ex, payload.rows, n, ctx)
-        return Observation(view, "labels", _scatter(idx, labels, ctx, -1), ordinal)
+        return _on_queries(ex.cid, view, idx, labels, ordinal, ctx)
     if content == "noisy-one-hot":  # DP-FedCT's XOR mechanism, scored as 0/1 class scores
         from fedlabels.privacy.mechanisms import unpack_rows
 
         rows = unpack_rows(values, ctx.n_public, ctx.n_classes).astype(np.float64)
         rows += 1e-3
         probs = rows / rows.sum(axis=1, keepdims=True)
-        return Observation(view, "probs", _scatter(np.arange(ctx.n_public), probs, ctx, np.nan),
-                           ordinal)
+        return _on_queries(ex.cid, view, np.arange(ctx.n_public), probs, ordinal, ctx)
     probs = values.astype(np.float64)
     idx = _public_indices(ex, payload.rows, len(probs), ctx)
-    return Observation(view, "probs", _scatter(idx, probs, ctx, np.nan), ordinal)
+    return _on_queries(ex.cid, view, idx, probs, ordinal, ctx)
 
 
 def extract_observations(exchanges: list[Exchange], cid: int, ctx: ObservationContext,

@@ -17,15 +17,22 @@ def add_audit_options(p: argparse.ArgumentParser, flag: bool = False) -> None:
         g.add_argument("--audit", action="store_true",
                        help="also audit the run: membership-inference attacks on what the "
                             "server receives (see `fedlabels audit -h`)")
+    g.add_argument("--threat", default="forged-u",
+                   choices=["forged-u", "fixed-u", "released-model", "curious-client"],
+                   help="who attacks: forged-u (a server that slips the candidates into U; "
+                        "default), fixed-u (a server with the ordinary U), released-model "
+                        "(the final models are published), curious-client (a client seeing "
+                        "what the server sends back); see docs/audit.md")
     g.add_argument("--attacks", default=None,
                    help="comma-separated: rmia,lira,loss,shadow,label-only (default all)")
     g.add_argument("--audit-members", type=int, default=200,
-                   help="members per audited client (as many non-members; default 200)")
+                   help="members per audited client (as many non-members and ghost "
+                        "members; default 200, reduced to what the split offers)")
     g.add_argument("--audit-refs", type=int, default=4,
                    help="attacker reference/shadow models (default 4)")
     g.add_argument("--audit-views", type=int, default=3,
                    help="rounds recorded and attacked: round 1, the last, evenly spaced; "
-                        "0 = all (default 3)")
+                        "0 = all, for per-round VUL curves (default 3)")
     g.add_argument("--audit-population", type=int, default=200,
                    help="RMIA population points z (default 200)")
     g.add_argument("--audit-aug", type=int, default=4,
@@ -33,6 +40,10 @@ def add_audit_options(p: argparse.ArgumentParser, flag: bool = False) -> None:
                         "(default 4)")
     g.add_argument("--audit-clients", default=None,
                    help="comma-separated client indices to attack (default all)")
+    g.add_argument("--canaries", type=int, default=None,
+                   help="DP audit: canaries in client 0's data for an empirical lower bound "
+                        "on ε (one-run; a second run); default 100 or what the test split "
+                        "spares for dp-fedct, dp-fedavg, dp-pate and fredy, 0 (off) otherwise")
 
 
 def _clients(text: str | None) -> list[int] | None:
@@ -47,9 +58,16 @@ def _clients(text: str | None) -> list[int] | None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run a method under its threat model, attack it, write the JSON and a ROC plot."""
+    from fedlabels.audit.adversaries import audit_view
+    from fedlabels.audit.canaries import (
+        add_epsilon_lower_bound,
+        canaries_for,
+        epsilon_lower_bound_audit,
+        format_lower_bound,
+    )
     from fedlabels.audit.core import audit_federation, parse_attacks
+    from fedlabels.audit.curves import plot_vul_curves
     from fedlabels.audit.report import format_audit, plot_roc
-    from fedlabels.audit.threats import threat_for
     from fedlabels.cli.run_options import checked_outputs, config_from_args, save_result
     from fedlabels.data.loading import federation_for
     from fedlabels.engines.runner import terminate_as_interrupt
@@ -59,15 +77,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.results import format_table, privacy_line
 
     cfg = config_from_args(args)
-    threat_for(cfg.method)  # fail before loading data
+    audit_view(cfg.method, args.threat)  # fail before loading data
     attacks = parse_attacks(args.attacks)
-    files = checked_outputs(cfg, args, models=False, roc=".roc.png",
+    files = checked_outputs(cfg, args, models=False, roc=".roc.png", curves=".vul_rounds.png",
                             tag="" if getattr(args, "audit", False) else "_audit")
     models = as_models(cfg.model)
     federation = federation_for(cfg)
+    n_canaries = canaries_for(cfg.method, args.canaries, federation)
     audit_cfg = {"attacks": attacks, "members": args.audit_members, "refs": args.audit_refs,
                  "views": args.audit_views, "population": args.audit_population,
-                 "aug": args.audit_aug, "clients": args.audit_clients}
+                 "aug": args.audit_aug, "clients": args.audit_clients, "threat": args.threat}
     # --insecure-reproducible-noise: the audited run's noise repeats from the seed (stamped)
     with (reproducible(cfg.seed) if cfg.insecure_reproducible_noise else nullcontext(),
           terminate_as_interrupt()):  # SIGTERM takes the Ctrl-C path, as in `run`
@@ -77,22 +96,50 @@ def cmd_audit(args: argparse.Namespace) -> int:
             config={**cfg.to_dict(), "audit": audit_cfg}, progress=not args.no_progress,
             attacks=attacks, n_members=args.audit_members, n_refs=args.audit_refs,
             n_population=args.audit_population, aug_k=args.audit_aug,
-            views=args.audit_views, clients=_clients(args.audit_clients))
+            views=args.audit_views, clients=_clients(args.audit_clients),
+            threat=args.threat)
+        if n_canaries and not result.extra.get("interrupted"):  # DP audit: canaries
+            add_epsilon_lower_bound(result, epsilon_lower_bound_audit(
+                cfg.method, federation, models, rounds=cfg.rounds, period=cfg.period,
+                seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,
+                n_canaries=n_canaries))
     save_result(result, files)
     with writing(str(files["roc"])):
         roc = plot_roc(result.extra["privacy"], files["roc"],
                        title=f"{cfg.method} on {cfg.dataset}: membership inference")
+    privacy = result.extra["privacy"]
+    with writing(str(files["curves"])):
+        curves = plot_vul_curves(privacy, files["curves"],
+                                 title=f"{cfg.method} on {cfg.dataset}: VUL per round")
     print(format_table([result.summary_row()]))
     print()
-    print(format_audit(result.extra["privacy"]))
-    print(f"\nresult: {files['result']}  (ROC: {roc})")
+    print(audit_header(privacy))
+    print(format_audit(privacy))
+    print(f"\nresult: {files['result']}  (ROC: {roc}; VUL per round: {curves})")
     line = privacy_line(result.extra.get("privacy") or {})
     if line:
         print(line)
+    if "epsilon_lower_bound_audit" in result.extra.get("privacy", {}):
+        print(format_lower_bound(result.extra["privacy"]["epsilon_lower_bound_audit"]))
     if result.extra.get("interrupted"):
         print("fedlabels: interrupted; the audit covers the rounds completed", file=sys.stderr)
         return 130
     return 0
+
+
+def audit_header(privacy: dict[str, Any]) -> str:
+    """Threat model, the sizes the audit chose, and the null baseline, in three lines."""
+    t = privacy["threat_model"]
+    s = privacy["audit"]["settings"]
+    ci = privacy.get("null_vul_ci")
+    ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return (f"threat model {t['name']}: {t['description']}\n"
+            f"audit sizes: {s['n_members_per_client']} members per client, as many "
+            f"non-members and ghost members, {s['n_attacker']} attacker records, "
+            f"{s['n_population']} population points, {s['n_evaluation']} for ACC "
+            f"({s['sizing']})\n"
+            f"null VUL (ghost members, same attacks and views) = {privacy['null_vul']:.4f}"
+            f"{ci_text}")
 
 
 def add_audit_parser(sub: Any) -> None:

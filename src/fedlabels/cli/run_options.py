@@ -11,7 +11,13 @@ from fedlabels.errors import FedLabelsError
 
 _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
              "private", "private_per_client", "test", "partition", "seed", "eval_every",
-             "output", "insecure_reproducible_noise", "sep", "features", "drop")
+             "output", "insecure_reproducible_noise", "sep", "features", "drop",
+             "task", "target_range",
+             "malicious", "attack")
+
+
+#: simulator-only keys that only ``fedlabels run`` takes (flags added in cli/run.py)
+_PARTICIPATION_KEYS = ("participation", "dropout", "deadline")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -28,6 +34,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                                       "(default: all but the target)")
     p.add_argument("--drop", help="comma-separated columns of a table to leave out (e.g. an "
                                   "ID or date column)")
+    p.add_argument("--task", choices=("classification", "regression"),
+                   help="the task of a csv: table (default: the dataset's; classification "
+                        "for csv:)")
+    p.add_argument("--target-range", metavar="LO,HI",
+                   help="public range of a regression target (default: the table's range)")
     p.add_argument("--model", help="model spec, one or one per client, e.g. dt or "
                                    "'mlp(hidden=512-512)' or dt,rf,logreg,dt,rf (default: the "
                                    "method's: mlp for methods that average parameters or "
@@ -52,6 +63,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="INSECURE, tests/debugging only: derive all DP noise and other "
                         "secret randomness from --seed so runs repeat exactly; the result "
                         "then says privacy.guarantee = none (simulator only)")
+    p.add_argument("--malicious", type=int, metavar="K",
+                   help="K malicious clients (below half), drawn from --seed (simulator only; "
+                        "default 0)")
+    p.add_argument("--attack", metavar="ATTACK",
+                   help="what the malicious clients send: flip | random | constant[:K] | "
+                        "targeted[:S:T] (weight methods: flip = sign-flipped update, constant "
+                        "= scaled update, random = Gaussian update; default flip)")
     add_method_flags(p)
 
 
@@ -68,6 +86,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         given.setdefault("clients", flagged["teachers"])
     if opts or flagged:
         given["options"] = {**opts, **flagged}
+    given.update({k: getattr(args, k) for k in _PARTICIPATION_KEYS
+                  if getattr(args, k, None) is not None})
     if args.config:
         cfg = load_config(args.config, **given)
     else:
@@ -75,6 +95,14 @@ def config_from_args(args: argparse.Namespace) -> Any:
             cfg = RunConfig(**given)
         except TypeError as exc:
             raise FedLabelsError(str(exc)) from None
+    if (not hasattr(args, "participation") or getattr(args, "audit", False)) and any(
+            getattr(cfg, k) is not None for k in _PARTICIPATION_KEYS):
+        raise FedLabelsError("participation, dropout and deadline are simulator settings that "
+                             "only `fedlabels run` (without --audit) takes; remove them.")
+    if (not hasattr(args, "participation") or getattr(args, "audit", False)) and (
+            cfg.malicious or cfg.attack is not None):
+        raise FedLabelsError("malicious and attack are simulator settings that only "
+                             "`fedlabels run` (without --audit) takes; remove them.")
     method = get_method(cfg.method)
     check_flags(method, flagged)
     method.parse_options(cfg.options)  # unknown keys and bad values: an error, no data loaded

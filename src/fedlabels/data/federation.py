@@ -41,6 +41,10 @@ class Federation:
     n_classes: int
     y_public: np.ndarray | None = None
     class_names: list[str] = field(default_factory=list)
+    # "regression": y holds targets mapped to [0, 1] by the public ``target_range``
+    # (fedlabels.data.targets) and n_classes is 0
+    task: str = "classification"
+    target_range: tuple[float, float] | None = None
     feature_names: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     # raw features -> model inputs (a fedlabels.reuse.Preprocessing), to reuse the models
@@ -53,6 +57,13 @@ class Federation:
     @property
     def n_features(self) -> int:
         return int(self.X_public.shape[1])
+
+    @property
+    def public_scaling(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """U's public (mean, std) that z-scored every set; None: features as loaded."""
+        pre = self.preprocessing
+        mean, std = getattr(pre, "mean", None), getattr(pre, "std", None)
+        return None if mean is None or std is None else (mean, std)
 
     def pooled(self) -> ClientData:
         """All private data in one set (what a centralized learner would see)."""
@@ -69,8 +80,8 @@ class Federation:
             "n_public": len(self.X_public),
             "n_test": len(self.y_test),
             "client_sizes": [len(c) for c in self.clients],
-            "client_class_counts": [np.bincount(c.y, minlength=self.n_classes).tolist()
-                                    for c in self.clients],
+            "client_class_counts": [] if self.task == "regression" else
+            [np.bincount(c.y, minlength=self.n_classes).tolist() for c in self.clients],
             "class_names": list(self.class_names),
             **self.info,
         }
@@ -238,6 +249,8 @@ def make_federation(
     scale: str = "public",
     seed: int = 0,
     name: str = "custom",
+    task: str = "classification",
+    target_range: Any = None,
 ) -> Federation:
     """Split labelled data into a test set, a public unlabeled set U and m client sets.
 
@@ -262,19 +275,32 @@ def make_federation(
         leaks nothing private and gives all clients the same preprocessing.
     seed : int
         Seeds the split and the partition.
+    task : {"classification", "regression"}
+        With ``"regression"`` y is a numeric target, mapped to ``[0, 1]`` by
+        ``target_range`` (``(lo, hi)`` or ``"LO,HI"``; default the range of all of y and
+        y_test), and only label-free partitions are allowed (:mod:`fedlabels.data.targets`).
     """
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
         raise FedLabelsError(f"n_clients must be an integer >= 1, got {n_clients!r}.")
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
+    from fedlabels.data.targets import check_partition_for_task, check_task, unit_targets
     from fedlabels.reuse import Preprocessing
 
+    check_partition_for_task(spec.kind, check_task(task))
+    regression = task == "regression"
     Xa, feature_names = as_feature_matrix(X, "X")  # an ndarray, or LazyRows read by rows
-    ya, class_names = encode_labels(y, "y")
+    if regression:
+        ya, yt_unit, target_range, range_source = unit_targets(y, y_test, target_range)
+        class_names: list[str] = []
+    elif target_range is not None:
+        raise FedLabelsError("a target range applies to a regression task only.")
+    else:
+        ya, class_names = encode_labels(y, "y")
     if len(Xa) != len(ya):
         raise FedLabelsError(f"X has {len(Xa)} rows but y has {len(ya)} labels.")
-    if len(class_names) < 2:
+    if len(class_names) < 2 and not regression:
         raise FedLabelsError(f"y has {len(ya)} labels but "
                              + (f"a single class ({class_names[0]!r})" if class_names
                                 else "no class")
@@ -298,7 +324,7 @@ def make_federation(
         if Xt.shape[1] != Xa.shape[1]:
             raise FedLabelsError(f"feature dimensions do not match: X has {Xa.shape[1]} "
                                  f"features, X_test has {Xt.shape[1]}.")
-        yt = _encode_like(y_test, class_names)
+        yt = np.asarray(yt_unit) if regression else _encode_like(y_test, class_names)
         pool = order
     else:
         if n_test is None:
@@ -319,7 +345,7 @@ def make_federation(
                              "clients at least one; use more private data or fewer clients.")
     public_idx = pool[:n_unlabeled]
     private_idx = pool[n_unlabeled : n_unlabeled + n_private]
-    if len(np.unique(ya[private_idx])) < 2:
+    if len(np.unique(ya[private_idx])) < 2 and not regression:
         raise FedLabelsError(f"the {n_private} private training examples hold a single class "
                              f"({class_names[int(ya[private_idx][0])]!r}), so no client can "
                              "learn to tell classes apart; use more private data (--private) "
@@ -354,7 +380,11 @@ def make_federation(
         feature_names=feature_names,
         preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std),
         info={"partition": str(spec), "seed": seed, "scale": scale,
-              "n_private": int(n_private)},
+              "n_private": int(n_private),
+              **({"task": task, "target_range": list(target_range),
+                  "target_range_source": range_source} if regression else {})},
+        task=task,
+        target_range=target_range if regression else None,
     )
 
 

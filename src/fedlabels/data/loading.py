@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fedlabels.data.federation import Federation, make_federation
 from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
@@ -41,7 +41,8 @@ def federation_for(cfg: RunConfig) -> Federation:
     return load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
                            n_private=cfg.private, private_per_client=cfg.private_per_client,
                            n_test=cfg.test, partition=cfg.partition, seed=cfg.seed,
-                           sep=cfg.sep, features=cfg.features, drop=cfg.drop)
+                           sep=cfg.sep, features=cfg.features, drop=cfg.drop,
+                           task=cfg.task, target_range=cfg.target_range)
 
 
 def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None = None,
@@ -49,12 +50,19 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
                     n_test: int | None = None, partition: str = "iid",
                     seed: int = 0, sep: str | None = None,
                     features: str | Sequence[str] | None = None,
-                    drop: str | Sequence[str] | None = None) -> Federation:
+                    drop: str | Sequence[str] | None = None, task: str | None = None,
+                    target_range: Any = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
-    ``sep``, ``features`` and ``drop`` are those of :func:`load_table`.
+    ``sep``, ``features`` and ``drop`` are those of :func:`load_table`. ``task`` (``None``:
+    the dataset's own) and ``target_range`` are those of :func:`make_federation`; ``task``
+    may differ from the dataset's only for a ``csv:`` table.
     """
+    from fedlabels.data.targets import resolve_task
+
+    info = get_dataset(dataset, sep=sep)
+    task = resolve_task(dataset, info.task, task)
     info, raw = load_table(dataset, sep=sep, features=features, drop=drop)
     defaults = info.defaults
     if private_per_client is not None:
@@ -71,4 +79,4 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
     return make_federation(raw.X, raw.y, n_clients=n_clients, n_unlabeled=n_unlabeled,
                            n_private=n_private, n_test=n_test, X_test=raw.X_test,
                            y_test=raw.y_test, partition=partition, scale=info.scale,
-                           seed=seed, name=dataset)
+                           seed=seed, name=dataset, task=task, target_range=target_range)

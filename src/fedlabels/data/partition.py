@@ -14,7 +14,7 @@ from fedlabels.errors import FedLabelsError
 
 @dataclass(frozen=True)
 class PartitionSpec:
-    """A parsed partition spec: ``iid``, ``dirichlet:A1,A2`` or ``shards:K``."""
+    """A parsed partition spec: ``iid``, ``dirichlet:A1,A2``, ``shards:K`` or ``quantity:A``."""
 
     kind: str
     alpha1: float = 0.0
@@ -26,15 +26,19 @@ class PartitionSpec:
             return f"dirichlet:{self.alpha1:g},{self.alpha2:g}"
         if self.kind == "shards":
             return f"shards:{self.classes_per_client}"
+        if self.kind == "quantity":
+            return f"quantity:{self.alpha1:g}"
         return self.kind
 
 
 def parse_partition(spec: str | PartitionSpec) -> PartitionSpec:
-    """Parse ``iid``, ``dirichlet:A1,A2`` (or ``dirichlet:A``) or ``shards:K``."""
+    """Parse ``iid``, ``dirichlet:A1,A2`` (or ``dirichlet:A``), ``shards:K`` or
+    ``quantity:A``."""
     if isinstance(spec, PartitionSpec):
         return spec
     text = str(spec).strip().lower()
-    usage = "expected 'iid', 'dirichlet:A1,A2' (e.g. dirichlet:100,0.01) or 'shards:K'"
+    usage = ("expected 'iid', 'dirichlet:A1,A2' (e.g. dirichlet:100,0.01), 'shards:K' or "
+             "'quantity:A'")
     if text == "iid":
         return PartitionSpec("iid")
     kind, _, arg = text.partition(":")
@@ -46,6 +50,11 @@ def parse_partition(spec: str | PartitionSpec) -> PartitionSpec:
             if len(parts) != 2 or min(parts) <= 0:
                 raise ValueError
             return PartitionSpec("dirichlet", alpha1=parts[0], alpha2=parts[1])
+        if kind == "quantity":  # label-free: only the client sizes are skewed
+            alpha = float(arg)
+            if not alpha > 0:
+                raise ValueError
+            return PartitionSpec("quantity", alpha1=alpha)
         if kind == "shards":
             k = int(arg)
             if k < 1:
@@ -60,6 +69,16 @@ def parse_partition(spec: str | PartitionSpec) -> PartitionSpec:
 def partition_iid(n: int, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Shuffle and split into m near-equal parts."""
     return [np.sort(p) for p in np.array_split(rng.permutation(n), n_clients)]
+
+
+def partition_quantity(n: int, n_clients: int, alpha: float,
+                       rng: np.random.Generator) -> list[np.ndarray]:
+    """Quantity skew, blind to the labels: client sizes 1 + Multinomial(n - m,
+    Dirichlet(alpha)) (small alpha: very unequal sizes), rows shuffled."""
+    if n < n_clients:
+        return partition_iid(n, n_clients, rng)  # some client stays empty: reported below
+    sizes = 1 + rng.multinomial(n - n_clients, rng.dirichlet(np.full(n_clients, alpha)))
+    return [np.sort(p) for p in np.split(rng.permutation(n), np.cumsum(sizes)[:-1])]
 
 
 def _dirichlet_split(idx: np.ndarray, y: np.ndarray, n_clients: int, alpha: float,
@@ -121,6 +140,8 @@ def partition(y: np.ndarray, n_clients: int, spec: str | PartitionSpec,
     parsed = parse_partition(spec)
     if parsed.kind == "iid":
         parts = partition_iid(len(y), n_clients, rng)
+    elif parsed.kind == "quantity":
+        parts = partition_quantity(len(y), n_clients, parsed.alpha1, rng)
     elif parsed.kind == "dirichlet":
         parts = partition_dirichlet(y, n_clients, parsed.alpha1, parsed.alpha2, rng)
     else:

@@ -44,6 +44,7 @@ class DatasetInfo:
     fetch: Callable[..., Path] | None = None
     fetched_marker: Callable[[], Path] | None = None
     target: str | None = None  # the label column of a table (a CSV's TARGET)
+    task: str = "classification"  # or "regression" (a numeric target; issue 16)
 
     @property
     def needs_fetch(self) -> bool:
@@ -115,6 +116,10 @@ register(DatasetInfo(
     "digits", "Handwritten digits 8x8, 1,797 x 64, 10 classes", "scikit-learn (bundled)",
     _sklearn("load_digits"), defaults={"n_unlabeled": 1000, "n_private": None, "n_test": 360}))
 register(DatasetInfo(
+    "diabetes", "Diabetes progression, 442 x 10, regression (disease progression after "
+    "one year)", "scikit-learn (bundled)", _sklearn("load_diabetes"),
+    defaults={"n_unlabeled": 150, "n_private": None, "n_test": 88}, task="regression"))
+register(DatasetInfo(
     "fashion_mnist", "Fashion-MNIST, 60,000 + 10,000 test, 28x28 grey, 10 classes",
     f"Debian package {FASHION_MNIST.package} {FASHION_MNIST.version}",
     _load_fashion_mnist,
@@ -145,7 +150,8 @@ def _register_mlbench() -> None:
             f"Debian package {mlbench.MLBENCH.package} {mlbench.MLBENCH.version} "
             f"({table.rda})",
             _mlbench_loader(table.name), defaults=dict(table.defaults),
-            fetch=mlbench.fetch_mlbench, fetched_marker=mlbench.fetched_marker))
+            fetch=mlbench.fetch_mlbench, fetched_marker=mlbench.fetched_marker,
+            task=table.task))
     FETCH_GROUPS["mlbench"] = mlbench.fetch_mlbench
 
 

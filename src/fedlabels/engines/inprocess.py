@@ -12,10 +12,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.data import Federation
+from fedlabels.engines.checkpoint import (
+    Keeper,
+    check_extension,
+    checkpoint_path,
+    load_checkpoint,
+    run_identity,
+)
+from fedlabels.engines.participation import Participation, ParticipationGrid, check_method
 from fedlabels.engines.runner import (
     CommMeter,
     build_result,
@@ -26,7 +35,8 @@ from fedlabels.engines.runner import (
 )
 from fedlabels.learners import expand_per_client
 from fedlabels.progress import RoundProgress
-from fedlabels.protocols.base import ClientRole, Method
+from fedlabels.protocols.adversary import attack_record, make_malicious, plan_attack
+from fedlabels.protocols.base import ClientRole, Grid, Method
 from fedlabels.protocols.options import MethodOptions
 from fedlabels.randomness import reproducible
 from fedlabels.results import RoundRecord, RunResult
@@ -69,6 +79,13 @@ def simulate(
     options: Mapping[str, Any] | MethodOptions | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     insecure_reproducible_noise: bool = False,
+    malicious: int = 0,
+    attack: str | None = None,
+    participation: float | int | None = None,
+    dropout: float | None = None,
+    deadline: float | None = None,
+    checkpoint: str | Path | None = None,
+    resume: str | Path | None = None,
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
@@ -81,40 +98,80 @@ def simulate(
     (``seed``): every party's noise, masks and keys repeat from the seed, so the result
     protects nothing and says ``privacy.guarantee = "none"`` (so does any run made while a
     reproducible source is installed). Tests and debugging only.
+    ``malicious`` clients (below half, drawn from ``seed``) send what ``attack`` makes of
+    their replies (:mod:`fedlabels.protocols.adversary`); the result's ``malicious`` entry
+    names them.
+    ``participation`` (a probability q in (0, 1] per client and round, or an int: exactly that
+    many clients per round), ``dropout`` and ``deadline``: see
+    :mod:`fedlabels.engines.participation`; the result's ``participation`` entry records them.
+    ``checkpoint`` is written after every round (:mod:`fedlabels.engines.checkpoint`);
+    ``resume`` continues the run of that checkpoint (the same federation, models and
+    settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
+    writing it.
     """
     started = time.perf_counter()
+    saved = None if resume is None else load_checkpoint(resume)
+    if resume is not None and checkpoint is None:
+        checkpoint = checkpoint_path(resume)
     with reproducible(seed) if insecure_reproducible_noise else nullcontext():
         options = method.parse_options(options)  # before any model is built
         datasets = method.client_datasets(federation.clients)
         plan = plan_run(method, n_roles=len(datasets), n_classes=federation.n_classes,
                         n_features=federation.n_features, rounds=rounds, period=period, seed=seed,
                         models=expand_per_client(list(models), federation.n_clients),
-                        options=options)
+                        options=options, task=federation.task,
+                        target_range=federation.target_range)
+        policy = Participation.parse(participation, dropout, deadline)
+        if policy is not None:  # before any training: refuse methods that cannot take it
+            check_method(method, plan.settings, policy)
+            policy.check_clients(len(datasets))
         learners = plan.learners()
         method.validate(len(datasets), plan.settings, learners)
+        if saved is not None:
+            check_extension(plan, learners, saved)
         rounds, rounds_note = rounds_to_run(plan, learners)  # a one-shot method stops early
         ctx = plan.context(truth_public=federation.y_public)
+        ctx.scaling = federation.public_scaling
         X_public = federation.X_public if method.uses_public else None
         clients = {cid: method.make_client(cid, datasets[cid], learners[cid], ctx, X_public,
                                            federation.X_test, federation.y_test)
                    for cid in range(len(datasets))}
+        bad, attack_used = plan_attack(method.name, len(datasets), federation.n_classes,
+                                       malicious, attack, seed, federation.task)
+        if attack_used is not None:
+            for cid in bad:
+                make_malicious(clients[cid], attack_used, seed)
         server = method.make_server(ctx, len(federation.X_public), learners,
                                     [len(d) for d in datasets])
         meter = CommMeter()
-        grid = InProcessGrid(clients, meter)
+        grid: Grid = InProcessGrid(clients, meter)
+        if policy is not None:
+            grid = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
         cids = grid.client_ids
+        keeper = Keeper(None if checkpoint is None else Path(checkpoint), run_identity(
+            plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
+            insecure_reproducible_noise=insecure_reproducible_noise, malicious=malicious,
+            attack=attack, participation=participation, dropout=dropout, deadline=deadline),
+            dict(config or {}), plan.settings.rounds, server, clients, meter, started)
+        done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
         with RoundProgress(rounds, f"{method.name} on {federation.name}", progress) as shown:
             records, interrupted = run_rounds(
                 server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
-                iterative=uses_iterative(learners), all_cids=cids, on_round=on_round,
-                progress=shown, catch_interrupt=True)
+                iterative=uses_iterative(learners), all_cids=cids,
+                on_round=keeper.hook(on_round), progress=shown, records=done,
+                catch_interrupt=True)
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
+        if policy is not None:
+            extra["participation"] = policy.to_dict()
+        if attack_used is not None:
+            extra["malicious"] = attack_record(method.name, bad, attack_used)
         result = build_result(plan, server, records, meter, dataset=federation.name, seed=seed,
                               config=dict(config or {}), federation=federation.summary(),
                               started=started, extra=extra or None,
                               noise_from_flag=insecure_reproducible_noise)
+        keeper.stamp(result)
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
         result.feature_names = list(federation.feature_names)

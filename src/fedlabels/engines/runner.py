@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsWarning
+from fedlabels.engines.participation import ParticipationGrid
+from fedlabels.errors import FedLabelsError, FedLabelsWarning
 from fedlabels.learners import expand_per_client, is_iterative
+from fedlabels.metrics import evaluation_scores
 from fedlabels.progress import RoundProgress
 from fedlabels.protocols import Grid, Method, MethodContext, ServerRole, Settings, get_method
 from fedlabels.protocols.base import make_learners
@@ -87,13 +89,14 @@ class RunPlan:
 
     def learners(self) -> list[Any]:
         """A fresh learner per client role, seeded with its client seed."""
-        learners = make_learners(self.specs, self.client_seeds, self.settings.n_classes)
+        learners = make_learners(self.specs, self.client_seeds, self.settings.n_classes,
+                                 self.settings.task)
         set_threads(None)  # torch, if a learner loaded it, gets this process's thread count
         return learners
 
     def learner(self, cid: int) -> Any:
         learner = make_learners([self.specs[cid]], [self.client_seeds[cid]],
-                                self.settings.n_classes)[0]
+                                self.settings.n_classes, self.settings.task)[0]
         set_threads(None)
         return learner
 
@@ -104,19 +107,30 @@ class RunPlan:
 
 def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: int,
              rounds: int, period: int, seed: int, models: list[Any],
-             options: Mapping[str, Any] | MethodOptions | None = None) -> RunPlan:
+             options: Mapping[str, Any] | MethodOptions | None = None,
+             task: str = "classification",
+             target_range: tuple[float, float] | None = None) -> RunPlan:
     """Seeds, validated options and settings of a run with ``n_roles`` client roles.
 
     ``models`` holds one spec or estimator for all clients, or one per client (a method
-    with fewer roles than clients, like ``centralized``, uses the first ones).
+    with fewer roles than clients, like ``centralized``, uses the first ones). A
+    regression ``task`` (with the federation's ``target_range``) needs a method that
+    supports it.
     """
     impl = get_method(method) if isinstance(method, str) else method
+    if task == "regression" and not impl.supports_regression:
+        from fedlabels.protocols import METHODS
+
+        able = ", ".join(sorted(n for n, m in METHODS.items() if m.supports_regression))
+        raise FedLabelsError(f"method {impl.name!r} does not support a regression task; use "
+                             f"one of {able} (docs/robustness.md, Regression, says why).")
     parsed = impl.parse_options(options)
     models = list(models)
     specs = (models if len(models) >= n_roles else expand_per_client(models, n_roles))[:n_roles]
     client_seeds, server_seed = derive_seeds(seed, n_roles)
     settings = Settings(n_classes=n_classes, n_features=n_features, n_clients=n_roles,
-                        rounds=rounds, period=period, options=parsed)
+                        rounds=rounds, period=period, options=parsed, task=task,
+                        target_range=target_range)
     return RunPlan(impl, settings, specs, client_seeds, server_seed)
 
 
@@ -152,26 +166,39 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
     per client of ``all_cids`` (0 for clients that took no part). With ``catch_interrupt``
     a Ctrl-C (or SIGTERM under :func:`terminate_as_interrupt`) ends the loop and returns the
     rounds completed so far (possibly none, or none evaluated) with ``interrupted=True``.
+    On a :class:`~fedlabels.engines.participation.ParticipationGrid` each record names the
+    round's participants, and a round in which no reply can arrive is skipped.
     """
     records = [] if records is None else records
     interrupted = False
+    part = grid if isinstance(grid, ParticipationGrid) else None
     try:
         for rnd in range(len(records), rounds):
             t0 = time.perf_counter()
-            server_metrics = server.run_round(rnd, grid)
+            drawn = part.draw(rnd) if part is not None else None
+            if drawn is not None and not drawn.replying:
+                server_metrics: Mapping[str, float] = {"skipped": 1.0}  # nothing can arrive
+            else:
+                server_metrics = server.run_round(rnd, grid)
             accuracies: list[float] | None = None
+            scores: dict[str, list[float]] = {}
             if (rnd + 1) % max(1, eval_every) == 0 or rnd == rounds - 1:
                 replies = grid.exchange({c: server.evaluation_message(c)
                                          for c in grid.client_ids}, rnd)
-                accuracies = [float(replies[c].config["accuracy"]) for c in sorted(replies)]
+                scores = evaluation_scores(replies)  # accuracy, or RMSE and R²
+                accuracies = scores.pop("accuracy", None if scores else [])
             record = RoundRecord(
                 round=rnd + 1,
                 local_steps=(rnd + 1) * period if iterative else None,
                 accuracies=accuracies,
+                rmse=scores.get("rmse"),
+                r2=scores.get("r2"),
                 server=dict(server_metrics),
                 bytes_up=meter.per_client(rnd, all_cids, "up"),
                 bytes_down=meter.per_client(rnd, all_cids, "down"),
                 seconds=time.perf_counter() - t0,
+                participants=None if drawn is None else list(drawn.selected),
+                replied=None if drawn is None else drawn.replying,
             )
             records.append(record)
             if on_round is not None:

@@ -151,8 +151,10 @@ def check_estimator(estimator: Any, where: str = "model") -> Any:
     return estimator
 
 
-def build_learner(spec: ModelSpec | Any, *, n_classes: int, random_state: int) -> Any:
-    """Instantiate a fresh learner from a spec, or clone an estimator object."""
+def build_learner(spec: ModelSpec | Any, *, n_classes: int, random_state: int,
+                  task: str = "classification") -> Any:
+    """Instantiate a fresh learner from a spec, or clone an estimator object; on a
+    regression ``task`` a spec gives its regressor (:mod:`fedlabels.learners.regression`)."""
     if not isinstance(spec, ModelSpec):
         estimator = clone_fresh(check_estimator(spec))
         if callable(getattr(estimator, "get_params", None)):
@@ -161,9 +163,13 @@ def build_learner(spec: ModelSpec | Any, *, n_classes: int, random_state: int) -
         elif hasattr(estimator, "random_state"):  # a plain object: set the attribute
             estimator.random_state = random_state
         return estimator
-    entry = MODELS[spec.name]
+    factory = MODELS[spec.name].factory
+    if task == "regression":
+        from fedlabels.learners.regression import regressor_factory
+
+        factory = regressor_factory(spec.name)
     try:
-        return entry.factory(n_classes=n_classes, random_state=random_state, **spec.params)
+        return factory(n_classes=n_classes, random_state=random_state, **spec.params)
     except TypeError as exc:
         raise FedLabelsError(f"invalid parameters for model {spec.name!r}: {exc}.") from None
 

@@ -53,6 +53,12 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
 
     #: ``train_steps`` takes ``aux_index`` (auxiliary rows gathered from a shared array)
     supports_aux_index = True
+    #: dtype of the training targets (the regressor subclass trains on float targets)
+    _target_dtype: Any = np.int64
+
+    def _losses(self) -> tuple[Any, Any]:
+        """The mean and the per-sample training loss (cross-entropy)."""
+        return nn.CrossEntropyLoss(), nn.CrossEntropyLoss(reduction="none")
 
     def __init__(self, hidden_layer_sizes: Sequence[int] = (512, 512),
                  n_classes: int | None = None, learning_rate: float = 1e-3,
@@ -141,7 +147,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         shared public set U with the indices its consensus did not abstain on.
         """
         X = np.ascontiguousarray(X, dtype=np.float32)
-        y = np.asarray(y, dtype=np.int64)
+        y = np.asarray(y, dtype=self._target_dtype)
         self._ensure_initialised(X, y)
         Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
         n_aux = len(y_aux) if X_aux is not None and y_aux is not None else 0
@@ -149,7 +155,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         if use_aux:
             # a float32 C-contiguous X_aux (e.g. the federation's U) is used in place, no copy
             Xa = torch.from_numpy(np.ascontiguousarray(X_aux, dtype=np.float32))
-            ya = torch.from_numpy(np.asarray(y_aux, dtype=np.int64))
+            ya = torch.from_numpy(np.asarray(y_aux, dtype=self._target_dtype))
             rows = None
             if aux_index is not None:
                 rows = torch.from_numpy(np.asarray(aux_index, dtype=np.int64))
@@ -160,8 +166,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 np.asarray(w_aux, dtype=np.float32))
         main, aux = self._cursor(0, len(y)), self._cursor(1, n_aux)
         model, opt = self.model_, self.optimizer_
-        loss_fn = nn.CrossEntropyLoss()
-        per_sample = nn.CrossEntropyLoss(reduction="none")
+        loss_fn, per_sample = self._losses()
         model.train()
         for _ in range(int(n_steps)):
             idx = torch.from_numpy(main.next())

@@ -19,12 +19,14 @@ the same :func:`knn_graph_from_hamming`, so plaintext and secure graphs are iden
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.propagation.knn import knn_from_bits, knn_from_hamming
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -102,20 +104,6 @@ def hamming_matrix(a: np.ndarray, b: np.ndarray, n_bits: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- graph
 
 
-def _topk_block(h_block: np.ndarray, row_offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and distances of the k nearest (smallest h, ties by index) per row, no self."""
-    n_rows, n_cols = h_block.shape
-    key = h_block.astype(np.int64) * n_cols + np.arange(n_cols, dtype=np.int64)
-    rows = np.arange(n_rows)
-    self_cols = rows + row_offset
-    inside = self_cols < n_cols
-    key[rows[inside], self_cols[inside]] = np.iinfo(np.int64).max
-    part = np.argpartition(key, k - 1, axis=1)[:, :k]
-    order = np.argsort(np.take_along_axis(key, part, axis=1), axis=1)
-    idx = np.take_along_axis(part, order, axis=1)
-    return idx, np.take_along_axis(h_block, idx, axis=1)
-
-
 @dataclass(frozen=True)
 class GraphSpec:
     """Graph settings: k neighbours, LSH length L, similarity exponent."""
@@ -145,51 +133,20 @@ def knn_graph_from_hamming(H: np.ndarray, spec: GraphSpec) -> sp.csr_matrix:
     """Normalised kNN graph from a full (n, n) Hamming matrix (what the server holds)."""
     n = H.shape[0]
     check_params(n, spec.k, 0.5, spec.n_bits)
-    idx, h = _topk_block(H, 0, spec.k)
+    idx, h = knn_from_hamming(H, spec.k)
     return _assemble(np.repeat(np.arange(n), spec.k), idx.ravel(), h.ravel(), n, spec)
 
 
 def knn_graph(packed: np.ndarray, spec: GraphSpec, block: int = 2048) -> sp.csr_matrix:
-    """Normalised kNN graph from packed LSH bits, blockwise (memory O(block² + n·k·n/block)).
+    """Normalised kNN graph from packed LSH bits, blockwise with a running top-k
+    (:func:`~fedlabels.propagation.knn.knn_from_bits`; memory O(n·k + block·(block + L))).
 
-    Only blocks on and above the diagonal are multiplied (``H`` is symmetric); every block
-    offers its k best candidates to its rows and, transposed, to its columns, and the
-    candidates are merged exactly (keys ``h·n + j`` are unique, so ties break by index).
     Gives exactly :func:`knn_graph_from_hamming` of ``hamming_matrix(packed, packed)``.
     """
-    import torch
-
     n = packed.shape[0]
     check_params(n, spec.k, 0.5, spec.n_bits)
-    k = spec.k
-    signs = torch.from_numpy(_signs(packed, spec.n_bits))
-    starts = list(range(0, n, block))
-    cands: list[list[torch.Tensor]] = [[] for _ in starts]
-    big = torch.iinfo(torch.int64).max
-    for bi, si in enumerate(starts):
-        rows_i = signs[si:si + block]
-        for bj in range(bi, len(starts)):
-            sj = starts[bj]
-            dots = rows_i @ signs[sj:sj + block].T
-            h = torch.round((spec.n_bits - dots) * 0.5).to(torch.int64)
-            ri, cj = h.shape
-            key_r = h * n + torch.arange(sj, sj + cj)  # candidates for rows of block i
-            if bj == bi:
-                key_r.fill_diagonal_(big)
-            kk = min(k, cj)
-            cands[bi].append(torch.topk(key_r, kk, dim=1, largest=False).values)
-            if bj != bi:  # the transposed block offers candidates to rows of block j
-                key_c = h.T * n + torch.arange(si, si + ri)
-                cands[bj].append(torch.topk(key_c, min(k, ri), dim=1,
-                                            largest=False).values)
-    rows, cols, hs = [], [], []
-    for bi, si in enumerate(starts):
-        best = torch.topk(torch.cat(cands[bi], dim=1), k, dim=1, largest=False,
-                          sorted=True).values.numpy()
-        rows.append(np.repeat(np.arange(si, si + len(best)), k))
-        cols.append((best % n).ravel())
-        hs.append((best // n).ravel())
-    return _assemble(np.concatenate(rows), np.concatenate(cols), np.concatenate(hs), n, spec)
+    idx, h = knn_from_bits(packed, spec.k, spec.n_bits, block)
+    return _assemble(np.repeat(np.arange(n), spec.k), idx.ravel(), h.ravel(), n, spec)
 
 
 # ----------------------------------------------------------------------------- solve
@@ -202,6 +159,8 @@ def solve_cg(W: sp.spmatrix, B: np.ndarray, alpha: float, rtol: float = 1e-10,
     ``I − αW`` is symmetric positive definite when ``W`` is the symmetric normalised
     adjacency (eigenvalues in [−1, 1]) and α ∈ (0, 1). Each column has its own step sizes;
     converged columns stop changing. Cost per iteration: one sparse × dense product.
+    Warns (:class:`~fedlabels.errors.FedLabelsWarning`) if columns have not converged after
+    ``max_iter`` iterations.
     """
     B = np.asarray(B, dtype=np.float64)
     squeeze = B.ndim == 1
@@ -224,6 +183,13 @@ def solve_cg(W: sp.spmatrix, B: np.ndarray, alpha: float, rtol: float = 1e-10,
         beta = np.where(active, rs_new / np.where(rs > 0, rs, 1.0), 0.0)
         P = R + P * beta
         rs = rs_new
+    unconverged = int(np.count_nonzero(rs > target))
+    if unconverged:
+        worst = float(np.sqrt(np.max(rs / np.maximum(target, 1e-300)))) * rtol
+        warnings.warn(f"conjugate gradient stopped at its iteration limit ({max_iter}) with "
+                      f"{unconverged} of {len(rs)} columns unconverged (relative residual up "
+                      f"to {worst:.2g} > {rtol:g}); lower alpha or check the graph.",
+                      FedLabelsWarning, stacklevel=2)
     return X[:, 0] if squeeze else X
 
 
@@ -235,16 +201,53 @@ def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
     return Y
 
 
-def propagate(W: sp.spmatrix, y: np.ndarray, n_classes: int, alpha: float) -> np.ndarray:
-    """Class scores ``Z = (I − αW)^{-1} Y`` (n, C); ``y`` holds -1 for unlabelled points."""
+BALANCE = ("none", "class")
+
+
+def class_counts(y: np.ndarray, n_classes: int) -> np.ndarray:
+    """Labelled points per class (``y`` = -1 for unlabelled points), int64."""
+    y = np.asarray(y)
+    return np.bincount(y[y >= 0], minlength=n_classes).astype(np.int64)
+
+
+def balance_scores(Z: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Class-balanced scores: column c of ``Z`` divided by the labelled count of class c.
+
+    ``(I − αW)^{-1} Y`` is linear in ``Y``, so this equals propagating the class-balanced
+    label matrix ``Y[i, c] = 1/|L_c|`` (the XCLP code's recipe); a class with no labelled
+    point keeps a zero column.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    scale = np.divide(1.0, counts, out=np.zeros_like(counts), where=counts > 0)
+    return np.asarray(Z, dtype=np.float64) * scale
+
+
+def class_loss_weights(counts: np.ndarray) -> np.ndarray:
+    """Per-class loss weights ``(Σ counts / C) / counts_c`` (0 for an absent class)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    mean = counts.sum() / max(len(counts), 1)
+    return np.divide(mean, counts, out=np.zeros_like(counts), where=counts > 0)
+
+
+def propagate(W: sp.spmatrix, y: np.ndarray, n_classes: int, alpha: float,
+              balance: str = "none") -> np.ndarray:
+    """Class scores ``Z = (I − αW)^{-1} Y`` (n, C); ``y`` holds -1 for unlabelled points.
+
+    ``balance="class"`` divides each class column of ``Y`` by its labelled count.
+    """
     check_label_matrix(y, n_classes)
     if not 0.0 < float(alpha) < 1.0:
         raise FedLabelsError(f"alpha must lie strictly between 0 and 1, got {alpha!r}.")
-    return solve_cg(W, one_hot(y, n_classes), alpha)
+    Z = solve_cg(W, one_hot(y, n_classes), alpha)
+    return balance_scores(Z, class_counts(y, n_classes)) if balance == "class" else Z
 
 
-def labels_and_confidence(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Argmax labels and confidences ``1 − H(z/Σz)/log C`` (0 for rows with no score)."""
+def labels_and_confidence(Z: np.ndarray, normalise: bool = False
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Argmax labels and confidences ``1 − H(z/Σz)/log C`` (0 for rows with no score).
+
+    ``normalise``: divide the confidences by their maximum (the XCLP code's recipe).
+    """
     Zc = np.clip(np.asarray(Z, dtype=np.float64), 0.0, None)
     n_classes = Zc.shape[1]
     total = Zc.sum(axis=1, keepdims=True)
@@ -252,8 +255,11 @@ def labels_and_confidence(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     P = np.divide(Zc, total, out=np.zeros_like(Zc), where=total > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ent = -np.sum(np.where(P > 0, P * np.log(P), 0.0), axis=1)
-    conf = np.where(has, 1.0 - ent / np.log(max(n_classes, 2)), 0.0)
-    return Zc.argmax(axis=1).astype(np.int64), np.clip(conf, 0.0, 1.0)
+    conf = np.clip(np.where(has, 1.0 - ent / np.log(max(n_classes, 2)), 0.0), 0.0, 1.0)
+    top = float(conf.max()) if conf.size else 0.0
+    if normalise and top > 0:
+        conf = conf / top
+    return Zc.argmax(axis=1).astype(np.int64), conf
 
 
 # ----------------------------------------------------------------------------- pipelines
@@ -261,8 +267,11 @@ def labels_and_confidence(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def label_propagation(V: np.ndarray, y: np.ndarray, n_classes: int, *, k: int = 10,
                       alpha: float = 0.99, n_bits: int = 1024, seed: bytes | int = 0,
-                      power: float = 3.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      power: float = 3.0, balance: str = "none"
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Plaintext LP on one data set: (labels, confidences, scores Z).
+
+    ``balance="class"``: class-balanced label matrix and confidences divided by their maximum.
 
     Per-client LP is this function on one client's data; centralised XCLP is it on the
     concatenation of all participants' data (the secure protocols reproduce it exactly).
@@ -276,6 +285,8 @@ def label_propagation(V: np.ndarray, y: np.ndarray, n_classes: int, *, k: int = 
     spec = GraphSpec(k=k, n_bits=n_bits, power=power)
     bits = lsh_bits(V, lsh_projection(seed, n_bits, V.shape[1]))
     W = knn_graph(bits, spec)
-    Z = propagate(W, np.asarray(y), n_classes, alpha)
-    labels, conf = labels_and_confidence(Z)
+    if balance not in BALANCE:
+        raise FedLabelsError(f"balance must be one of {BALANCE}, got {balance!r}.")
+    Z = propagate(W, np.asarray(y), n_classes, alpha, balance)
+    labels, conf = labels_and_confidence(Z, normalise=balance == "class")
     return labels, conf, Z

@@ -53,6 +53,10 @@ class Settings:
     rounds: int = 1
     period: int = 50
     options: MethodOptions = field(default_factory=NoOptions)
+    #: "regression": targets are reals in [0, 1] (the federation's public ``target_range``
+    #: mapped to the unit interval), n_classes is 0
+    task: str = "classification"
+    target_range: tuple[float, float] | None = None
 
     def options_as(self, cls: type[OptionsT]) -> OptionsT:
         """``options``, typed as the method's options class (checked)."""
@@ -87,6 +91,10 @@ class ClientRole:
     """
 
     state_attrs: ClassVar[tuple[str, ...]] = ("fitted",)
+    #: entries of :meth:`state_dict` that are secret randomness (a noise Generator): a
+    #: simulator checkpoint keeps them only under a reproducible source, else stores None
+    #: and the restored role draws afresh from OS entropy (Flower keeps them on the client)
+    secret_state: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cid: int, data: ClientData, learner: Any, settings: Settings,
                  X_public: np.ndarray | None, X_test: np.ndarray, y_test: np.ndarray) -> None:
@@ -99,6 +107,7 @@ class ClientRole:
         self.y_test = y_test
         self.fitted = False
         self._stale = False  # a refit learner whose fit must be replayed from the state
+        self._stand_in: Any = None  # see model(): for a client that holds no model yet
         self.handlers: dict[str, Callable[[Message], Message]] = {"evaluate": self.evaluate}
 
     @property
@@ -125,12 +134,7 @@ class ClientRole:
     # ---------------------------------------------------------------- state
     @classmethod
     def declared_state(cls) -> tuple[str, ...]:
-        names: list[str] = []
-        for klass in reversed(cls.__mro__):
-            for name in vars(klass).get("state_attrs", ()):
-                if name not in names:
-                    names.append(name)
-        return tuple(names)
+        return collect_declared(cls, "state_attrs")
 
     def state_dict(self) -> dict[str, StateValue]:
         """Everything that changes between messages, as plain arrays and scalars.
@@ -198,24 +202,77 @@ class ClientRole:
         self._stale = False
 
     def model(self) -> Any:
-        """The learner, refitted first if it was restored from a state."""
+        """The learner, refitted first if it was restored from a state. A client that holds
+        no model yet (under partial participation: not selected so far) is represented by
+        a stand-in fitted on its private data alone, kept apart from its learner."""
         if self._stale:
             d = self.training_data()
             self.train_on(d.X, d.y, 0, d.X_aux, d.y_aux, d.aux_index)
+        if not self.fitted and not holds_model(self.learner):
+            if self._stand_in is None:
+                stand_in: Any = clone_fresh_learner(self.learner)
+                if is_iterative(stand_in):
+                    stand_in.train_steps(self.data.X, self.data.y, self.settings.period)
+                else:
+                    stand_in.fit(self.data.X, self.data.y)
+                self._stand_in = stand_in
+            return self._stand_in
         return self.learner
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model().predict(X)).astype(np.int64)
+        out = np.asarray(self.model().predict(X))
+        if self.settings.task == "regression":  # unit-scaled real targets
+            return out.astype(np.float64).reshape(len(X))
+        return out.astype(np.int64)
 
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, message: Message) -> Message:
         """Test accuracy of the model this client holds (an ``evaluation`` message)."""
+        if self.settings.task == "regression":  # RMSE (original units) and R²
+            from fedlabels.metrics import regression_scores
+
+            scores = regression_scores(self.y_test, self.predict(self.X_test),
+                                       self.settings.target_range or (0.0, 1.0))
+            return Message("evaluate.reply", config={"rmse": scores["rmse"], "r2": scores["r2"]},
+                           category="evaluation")
         accuracy = float(np.mean(self.predict(self.X_test) == self.y_test))
         return Message("evaluate.reply", config={"accuracy": accuracy}, category="evaluation")
 
 
 class ServerRole:
-    """Base server: one ``run_round`` per communication round."""
+    """Base server: one ``run_round`` per communication round.
+
+    Like :class:`ClientRole`, subclasses name what changes across rounds in ``state_attrs``
+    (arrays, scalars, Generators, budgets, lists/dicts/fedlabels dataclasses: see
+    :mod:`fedlabels.protocols.server_state`), so the simulator can checkpoint and resume a
+    run. ``secret_generators`` name Generators seeded from :mod:`fedlabels.randomness`
+    (noise, secret samples): their state is kept only while a reproducible source is
+    installed; otherwise a restored role draws them afresh from OS entropy on next use.
+    """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ()
+    secret_generators: ClassVar[tuple[str, ...]] = ()
+
+    def state_dict(self) -> dict[str, StateValue]:
+        """Everything that changes across rounds, as plain state values."""
+        from fedlabels.protocols.server_state import encode_attr
+        from fedlabels.randomness import is_reproducible
+
+        out: dict[str, StateValue] = {}
+        for name in collect_declared(type(self), "state_attrs"):
+            out.update(encode_attr(name, getattr(self, name)))
+        for name in collect_declared(type(self), "secret_generators"):
+            rng = getattr(self, name) if is_reproducible() else None
+            out.update(encode_attr(name, rng))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        """Restore what :meth:`state_dict` returned (on a role built with the same setup)."""
+        from fedlabels.protocols.server_state import decode_attr
+
+        for name in (*collect_declared(type(self), "state_attrs"),
+                     *collect_declared(type(self), "secret_generators")):
+            decode_attr(self, name, state)
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         """Run round ``rnd`` (0-based) and return server-side metrics for the record."""
@@ -242,6 +299,9 @@ class MethodContext:
     seeds: list[int]  # one per client role, derived from the run seed
     server_seed: int
     truth_public: np.ndarray | None = None  # true labels of U: simulator diagnostics only
+    # U's public (mean, std) with which the federation z-scored every feature (clients hold
+    # it: U is public); None: features as loaded. Lets a method undo the scaling.
+    scaling: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Method:
@@ -260,6 +320,11 @@ class Method:
     uses_public: ClassVar[bool] = True  # whether client roles hold the public set U
     #: whether the run may go on when clients are lost (``validate`` decides how many)
     tolerates_lost_clients: ClassVar[bool] = True
+    #: whether the method runs on a regression task (real targets; issue 16)
+    supports_regression: ClassVar[bool] = False
+    #: the option with which the method samples clients itself (then the simulator's
+    #: ``--participation`` is refused); None: it does not
+    own_client_sampling: ClassVar[str | None] = None
     #: the model spec used when the user names none; None: the torch ``mlp`` for methods
     #: that average parameters (``requires_weights``), else ``decision_tree``
     default_model: ClassVar[str | None] = None
@@ -278,6 +343,16 @@ class Method:
         counts); the engine stops the run there. By default the communication rounds."""
         return self.communication_rounds
 
+    def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
+        """Why a finished run of ``settings.rounds`` rounds cannot be extended to more
+        (``fedlabels run --resume --rounds N``), or None when rounds beyond the planned ones
+        continue it exactly. By default: a method that stops early (:meth:`rounds_used`)."""
+        used = self.rounds_used(settings, learners)
+        if used is None:
+            return None
+        return (f"{self.name} exchanges all its messages in round {used}; more rounds would "
+                "change nothing")
+
     def parse_options(self, raw: Mapping[str, Any] | MethodOptions | None) -> MethodOptions:
         """Validated options from user input (already-parsed options pass through)."""
         if isinstance(raw, MethodOptions):
@@ -289,6 +364,11 @@ class Method:
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         """Reject what the options alone cannot decide (clients, learners), clearly."""
+
+    def participation_refusal(self, settings: Settings) -> str | None:
+        """Why this run cannot take partial participation, dropouts or a deadline (None:
+        it can); see :mod:`fedlabels.engines.participation`."""
+        return None
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         """The private data each client role holds (centralized pools it into one)."""
@@ -304,7 +384,32 @@ class Method:
         raise NotImplementedError
 
 
-def make_learners(specs: list[Any], seeds: list[int], n_classes: int) -> list[Any]:
+def holds_model(learner: Any) -> bool:
+    """Whether ``learner`` can predict: built (iterative) or fitted (scikit-learn)."""
+    if is_iterative(learner):
+        return hasattr(learner, "model_")
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    try:
+        check_is_fitted(learner)
+    except NotFittedError:
+        return False
+    return True
+
+
+def collect_declared(cls: type, attr: str) -> tuple[str, ...]:
+    """The names that ``cls`` and its bases declare in class attribute ``attr``."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        for name in vars(klass).get(attr, ()):
+            if name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def make_learners(specs: list[Any], seeds: list[int], n_classes: int,
+                  task: str = "classification") -> list[Any]:
     """One fresh learner per client from its spec (or estimator) and its seed."""
-    return [build_learner(s, n_classes=n_classes, random_state=seed)
+    return [build_learner(s, n_classes=n_classes, random_state=seed, task=task)
             for s, seed in zip(specs, seeds, strict=True)]

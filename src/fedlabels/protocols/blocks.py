@@ -7,7 +7,7 @@ clients take local steps from it and combine what comes back; the pieces live he
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -35,6 +35,26 @@ def size_weighted_average(replies: Mapping[int, Message], key: str = "weights",
         raise FedLabelsError("the replying clients hold no examples: cannot average.")
     stacked = np.stack([np.asarray(replies[c].arrays[key], dtype=np.float64) for c in cids])
     return (sizes @ stacked / sizes.sum()).astype(np.float32)
+
+
+def robust_average(replies: Mapping[int, Message], aggregate: str, trim: float,
+                   key: str = "weights") -> np.ndarray:
+    """Coordinate-wise ``median`` or ``trimmed_mean`` (per coordinate the ``floor(trim·m)``
+    largest and smallest values left out, the rest averaged) of the replies, unweighted by
+    client size; ``mean`` is :func:`size_weighted_average`."""
+    if aggregate == "mean":
+        return size_weighted_average(replies, key)
+    if not replies:
+        raise FedLabelsError("no client replied: there is nothing to aggregate.")
+    stacked = np.stack([np.asarray(replies[c].arrays[key], dtype=np.float64)
+                        for c in sorted(replies)])
+    if aggregate == "median":
+        return np.median(stacked, axis=0).astype(np.float32)
+    cut = int(trim * len(stacked))
+    if aggregate != "trimmed_mean" or 2 * cut >= len(stacked):
+        raise FedLabelsError(f"cannot aggregate {len(stacked)} replies by {aggregate} with "
+                             f"trim {trim}; use mean, median or trimmed_mean with trim < 0.5.")
+    return np.sort(stacked, axis=0)[cut:len(stacked) - cut].mean(axis=0).astype(np.float32)
 
 
 def check_weight_learners(method: str, learners: list[Any]) -> None:
@@ -94,6 +114,8 @@ class WeightsClient(ClientRole):
 
 class GlobalModelServer(ServerRole):
     """A server holding global weights, which its evaluation message carries."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("weights",)
 
     def __init__(self, initial: np.ndarray, period: int) -> None:
         self.weights = np.asarray(initial, dtype=np.float32)

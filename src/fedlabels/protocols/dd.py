@@ -116,6 +116,8 @@ class DDClient(ClientRole):
 class DDServer(ServerRole):
     """Averages the clients' soft labels on U and sends the average back."""
 
+    state_attrs: ClassVar[tuple[str, ...]] = ("average",)
+
     def __init__(self, settings: Settings, truth_public: np.ndarray | None = None) -> None:
         self.settings = settings
         self.options = settings.options_as(DDOptions)

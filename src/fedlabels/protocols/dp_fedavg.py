@@ -26,7 +26,7 @@ of the final model), not against the server, which sees the clipped updates in t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -111,6 +111,9 @@ class DPFedAvgClient(WeightsClient):
 
 class DPFedAvgServer(GlobalModelServer):
     """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²), accounts for ε."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled", "clipped_fraction", "budget")
+    secret_generators: ClassVar[tuple[str, ...]] = ("rng",)  # the Poisson sample and noise
 
     def __init__(self, initial: np.ndarray, settings: Settings) -> None:
         from fedlabels.privacy.accounting import (
@@ -212,6 +215,7 @@ class DPFedAvg(Method):
                    "client sampling; client-level (ε, δ) via dp-accounting")
     options_class = DPFedAvgOptions
     requires_weights = True
+    own_client_sampling = "sample_rate"  # secret Poisson sampling, accounted for
     uses_public = False
     threat_model = ThreatModel(
         view="clipped-updates",
@@ -249,6 +253,12 @@ class DPFedAvg(Method):
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         check_weight_learners("DP-FedAvg", learners)
+
+    def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
+        if settings.options_as(DPFedAvgOptions).epsilon is not None:
+            return ("the noise multiplier is calibrated from the total ε over the planned "
+                    "rounds; rerun with the new --rounds, or give --noise-multiplier")
+        return super().extension_refusal(settings, learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

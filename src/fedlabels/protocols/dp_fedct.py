@@ -28,7 +28,7 @@ seed, which the server knows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -68,6 +68,7 @@ class DPFedCTClient(FedCTClient):
     the rounds the per-round ε was calibrated for, whatever the server asks."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("releases",)
+    secret_state: ClassVar[tuple[str, ...]] = ("noise_rng",)
 
     def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -142,6 +143,9 @@ class DPFedCTClient(FedCTClient):
 class DPFedCTServer(FedCTServer):
     """Collects noisy label releases, forms the consensus, and accounts for ε."""
 
+    state_attrs: ClassVar[tuple[str, ...]] = ("events", "sensitivity")
+    secret_generators: ClassVar[tuple[str, ...]] = ("_rng",)  # consensus tie-breaks
+
     def __init__(self, settings: Settings, n_public: int,
                  truth_public: np.ndarray | None) -> None:
         from fedlabels.privacy.sensitivity import resolve_sensitivity
@@ -159,6 +163,17 @@ class DPFedCTServer(FedCTServer):
         self.events: list[Any] = []
         self.epsilon_round: float | None = None
         self.budget: Budget | None = None
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        """Labels, events and s* as saved; the per-round ε and the budget are recalibrated
+        from s* (deterministic) and charged for the rounds already released."""
+        super().load_state_dict(state)
+        self.epsilon_round, self.budget = None, None
+        if self.events:
+            assert self.sensitivity is not None
+            self._calibrated(cast(Grid, None))  # s* is known: no estimate, no exchange
+            if self.budget is not None:
+                self.budget.released = len(self.events)
 
     # ------------------------------------------------------------------ set-up
     def _estimate_sensitivity(self, grid: Grid) -> Sensitivity:
@@ -287,6 +302,8 @@ class DPFedCT(FedCT):
     description = ("DP-FedCT: FedCT with the XOR mechanism (bitwise randomized response) or "
                    "k-ary RR on the labels; (ε, δ) accounted over rounds")
     options_class = DPFedCTOptions
+    supports_regression = False  # no sound mechanism for real predictions: docs/robustness.md
+
     threat_model = ThreatModel(
         view="noisy-labels-on-queries",
         adversary=SERVER_CHOOSING_U,
@@ -314,6 +331,12 @@ class DPFedCT(FedCT):
               for key in ("bits", "max_changed_labels", "mean_changed_labels")),
             *EVALUATION_PAYLOADS))
 
+    def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
+        if settings.options_as(DPFedCTOptions).epsilon is not None:
+            return ("the total ε is split over the planned rounds (the per-round ε depends on "
+                    "them); rerun with the new --rounds, or use --epsilon-per-round")
+        return super().extension_refusal(settings, learners)
+
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
         return DPFedCTServer(ctx.settings, n_public, ctx.truth_public)
@@ -323,3 +346,9 @@ class DPFedCT(FedCT):
                     y_test: np.ndarray) -> ClientRole:
         return DPFedCTClient(cid, data, learner, ctx.settings, X_public, X_test, y_test,
                              seed=ctx.seeds[cid])
+
+    def participation_refusal(self, settings: Settings) -> str | None:
+        if settings.options_as(DPFedCTOptions).sensitivity == "empirical":
+            return ("the empirical sensitivity is estimated once from every client before "
+                    "round 1; give --sensitivity worst (or a number) instead.")
+        return None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.fedct import FedCTOptions
+from fedlabels.protocols.fedct import VoteOptions
 from fedlabels.protocols.options import POSITIVE, PROBABILITY, Interval, delta_option, option
 
 MECHANISMS = ("xor", "kary")
@@ -33,7 +33,7 @@ def _sensitivity_spec(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class DPFedCTOptions(FedCTOptions):
+class DPFedCTOptions(VoteOptions):
     epsilon: float | None = option(
         None, "total (ε, δ) budget of the whole run per client; the per-round ε is "
         "calibrated from it over the run's rounds (xor: exact accountant; kary: basic "

@@ -8,12 +8,14 @@ evaluated on the averaged model (evaluation traffic is counted separately).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
+from fedlabels.errors import FedLabelsError
 from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole
 from fedlabels.protocols.blocks import (
     GlobalModelServer,
@@ -21,14 +23,31 @@ from fedlabels.protocols.blocks import (
     broadcast,
     check_weight_learners,
     initial_weights,
-    size_weighted_average,
+    robust_average,
 )
+from fedlabels.protocols.options import Interval, MethodOptions, option
 from fedlabels.protocols.threat import (
     EVALUATION_PAYLOADS,
     HONEST_BUT_CURIOUS_SERVER,
     Payload,
     ThreatModel,
 )
+
+
+@dataclass(frozen=True)
+class FedAvgOptions(MethodOptions):
+    aggregate: str = option(
+        "mean", "how the server combines the clients' weights: mean (weighted by client "
+        "size), or, robust to malicious clients, the coordinate-wise median or trimmed_mean "
+        "(both unweighted)", kind=str, choices=("mean", "median", "trimmed_mean"), flag=True)
+    trim: float = option(
+        0.2, "aggregate trimmed_mean: fraction of the clients' values left out at each end of "
+        "every coordinate (rounded down)", kind=float, interval=Interval(0.0, 0.5, "neither"),
+        flag=True)
+
+    def check(self) -> None:
+        if self.trim != 0.2 and self.aggregate != "trimmed_mean":
+            raise FedLabelsError("trim applies only with --aggregate trimmed_mean.")
 
 
 class FedAvgClient(WeightsClient):
@@ -42,10 +61,16 @@ class FedAvgClient(WeightsClient):
 
 
 class FedAvgServer(GlobalModelServer):
+    def __init__(self, initial: np.ndarray, period: int,
+                 options: FedAvgOptions | None = None) -> None:
+        super().__init__(initial, period)
+        options = FedAvgOptions() if options is None else options
+        self.aggregate, self.trim = options.aggregate, options.trim
+
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         message = Message("fedavg.train", arrays={"weights": self.weights},
                           config={"round": rnd, "steps": self.period})
-        self.weights = size_weighted_average(broadcast(grid, message, rnd))
+        self.weights = robust_average(broadcast(grid, message, rnd), self.aggregate, self.trim)
         return {}
 
 
@@ -54,6 +79,8 @@ class FedAvg(Method):
     description = "FedAvg: size-weighted parameter averaging from a common initialisation"
     requires_weights = True
     uses_public = False
+    supports_regression = True  # MSE / regressors on real targets (issue 16)
+    options_class = FedAvgOptions
     threat_model = ThreatModel(
         view="parameters",
         adversary=HONEST_BUT_CURIOUS_SERVER,
@@ -68,7 +95,8 @@ class FedAvg(Method):
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
-        return FedAvgServer(initial_weights(learners, ctx), ctx.settings.period)
+        return FedAvgServer(initial_weights(learners, ctx), ctx.settings.period,
+                            ctx.settings.options_as(FedAvgOptions))
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,

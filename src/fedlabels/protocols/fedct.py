@@ -23,7 +23,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
-from fedlabels.consensus import ABSTAIN, majority_vote, qualified_majority
+from fedlabels.consensus import (
+    ABSTAIN,
+    leave_one_out_kappa,
+    majority_vote,
+    peer_kappa,
+    qualified_majority,
+    trimmed_vote,
+    weighted_vote,
+)
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols.base import (
@@ -35,6 +43,11 @@ from fedlabels.protocols.base import (
     Settings,
     TrainingData,
 )
+from fedlabels.protocols.fedct_regression import (
+    FedCTRegressionClient,
+    FedCTRegressionServer,
+    check_task_options,
+)
 from fedlabels.protocols.options import Interval, MethodOptions, option
 from fedlabels.protocols.threat import (
     EVALUATION_PAYLOADS,
@@ -44,19 +57,54 @@ from fedlabels.protocols.threat import (
 )
 
 Consensus = Callable[[np.ndarray], np.ndarray]
+ROBUST_CONSENSUS = ("none", "reputation", "trimmed")
+REPUTATION_ITERATIONS = 3  # re-weightings by this round's agreement before the vote
 
 
 @dataclass(frozen=True)
-class FedCTOptions(MethodOptions):
+class VoteOptions(MethodOptions):
+    """The consensus vote's options, shared by FedCT and DP-FedCT."""
+
     quorum: float | None = option(
         None, "qualified-majority quorum tau (a fraction of the m votes); a label below "
         "the quorum is abstained on. None: plain majority vote",
         kind=float, interval=Interval(0.0, 1.0, "right"), nullable=True, flag=True)
 
 
+@dataclass(frozen=True)
+class FedCTOptions(VoteOptions):
+    """FedCT's options: the vote, a robust consensus, and the regression consensus."""
+
+    robust: str = option(
+        "none", "consensus robust to malicious clients: none; reputation (each vote weighted "
+        "by its client's mean agreement with the other clients' vote over the rounds so far, "
+        "this one included: Cohen's kappa floored at 0); trimmed (the clients that disagree most "
+        "with the provisional majority are left out of the vote)", kind=str,
+        choices=ROBUST_CONSENSUS, flag=True)
+    trim: float = option(
+        0.2, "robust trimmed: fraction of the voting clients left out each round (rounded "
+        "down, at least 1)", kind=float, interval=Interval(0.0, 0.5, "neither"), flag=True)
+    # regression (issue 16; fedlabels.protocols.fedct_regression): None = the default
+    bits: int | None = option(
+        None, "regression: bits per shared prediction on U, quantised over the public target "
+        "range (None: 8)", kind=int, interval=Interval(1, 16), nullable=True, flag=True)
+    target_consensus: str = option(
+        "median", "regression: consensus of the clients' predictions, median or trimmed-mean",
+        kind=str, choices=("median", "trimmed-mean"), flag=True)
+    target_trim: float | None = option(
+        None, "regression, target_consensus trimmed-mean: fraction of the largest and of the "
+        "smallest predictions dropped per example (None: 0.2)", kind=float,
+        interval=Interval(0.0, 0.5, "left"), nullable=True, flag=True)
+
+    def check(self) -> None:
+        super().check()
+        if self.trim != 0.2 and self.robust != "trimmed":
+            raise FedLabelsError("trim applies only with robust trimmed (--robust trimmed).")
+
+
 def consensus_function(settings: Settings) -> Consensus:
     """Majority vote, or qualified majority when a quorum is set."""
-    quorum = settings.options_as(FedCTOptions).quorum
+    quorum = settings.options_as(VoteOptions).quorum
     if quorum is None:
         return lambda votes: majority_vote(votes, settings.n_classes)
     return lambda votes: qualified_majority(votes, settings.n_classes, quorum)
@@ -139,6 +187,9 @@ class FedCTClient(ClientRole):
 class FedCTServer(ServerRole):
     """The server of Algorithm 1: collects hard labels, forms and broadcasts the consensus."""
 
+    state_attrs: ClassVar[tuple[str, ...]] = ("labels", "agreement_sum", "agreement_rounds",
+                                              "dropped_rounds")
+
     def __init__(self, settings: Settings, n_public: int,
                  truth_public: np.ndarray | None = None) -> None:
         self.settings = settings
@@ -146,6 +197,14 @@ class FedCTServer(ServerRole):
         self.consensus = consensus_function(settings)
         self.labels: np.ndarray | None = None
         self.truth_public = truth_public
+        self.quorum = settings.options_as(VoteOptions).quorum
+        opts = settings.options  # DP-FedCT's options have no robust consensus
+        self.robust, self.trim = ((opts.robust, opts.trim) if isinstance(opts, FedCTOptions)
+                                  else ("none", 0.0))
+        m = settings.n_clients  # robust consensus: per-client history (reputation, trimming)
+        self.agreement_sum = np.zeros(m)
+        self.agreement_rounds = np.zeros(m, dtype=np.int64)
+        self.dropped_rounds = np.zeros(m, dtype=np.int64)
 
     def train_message(self, rnd: int) -> Message:
         arrays = {} if self.labels is None else encode_consensus(self.labels,
@@ -161,10 +220,56 @@ class FedCTServer(ServerRole):
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         message = self.train_message(rnd)
         replies = grid.exchange({cid: message for cid in grid.client_ids}, rnd)
-        new = self.consensus(self.collect_votes(replies))
+        new = self.robust_consensus(replies)
         metrics = self.consensus_metrics(new)
         self.labels = new
         return metrics
+
+    def reputation(self, cids: np.ndarray) -> np.ndarray:
+        """Vote weights from the past rounds: each client's mean agreement (Cohen's κ with
+        the weighted vote of the other clients, floored at 0; 1 before its first round);
+        uniform if every weight is 0. :meth:`robust_consensus` adds this round's agreement
+        before it votes."""
+        seen = self.agreement_rounds[cids]
+        weights = np.where(seen > 0, self.agreement_sum[cids] / np.maximum(seen, 1), 1.0)
+        return weights if weights.sum() > 0 else np.ones(len(cids))
+
+    def robust_consensus(self, replies: dict[int, Message]) -> np.ndarray:
+        """The consensus of the replies under the ``robust`` option; updates the history."""
+        votes = self.collect_votes(replies)
+        if self.robust == "none":
+            return self.consensus(votes)
+        cids, c = np.array(sorted(replies)), self.settings.n_classes
+        if self.robust == "trimmed":
+            new, dropped = trimmed_vote(votes, c, max(1, int(self.trim * len(cids))),
+                                        self.quorum)
+            self.dropped_rounds[cids[dropped]] += 1
+            return new
+        past, seen = self.agreement_sum[cids], self.agreement_rounds[cids]
+
+        def blend(kappa: np.ndarray) -> np.ndarray:  # past rounds and this one's agreement
+            weights = (past + kappa) / (seen + 1)
+            return weights if weights.sum() > 0 else np.ones(len(cids))
+
+        # this round's agreement: first with the other clients, then with the weighted vote
+        # of the others (never with a vote a client dominates itself)
+        kappa = peer_kappa(votes, c)
+        for _ in range(REPUTATION_ITERATIONS):
+            kappa = np.maximum(leave_one_out_kappa(votes, c, blend(kappa)), 0.0)
+        self.agreement_sum[cids] += kappa
+        self.agreement_rounds[cids] += 1
+        return weighted_vote(votes, c, blend(kappa), self.quorum)
+
+    def result_extra(self) -> dict[str, Any]:
+        """With a robust consensus: each client's final vote weight and rounds left out."""
+        if self.robust == "none":
+            return {}
+        if self.robust == "trimmed":
+            return {"robust_consensus": {"robust": "trimmed", "trim": self.trim,
+                                         "dropped_rounds": self.dropped_rounds.tolist()}}
+        every = np.arange(self.settings.n_clients)
+        return {"robust_consensus": {"robust": "reputation",
+                                     "weights": self.reputation(every).tolist()}}
 
     def final_arrays(self) -> dict[str, np.ndarray]:
         """The last consensus on U (what a deployment saves beside the result)."""
@@ -189,28 +294,48 @@ class FedCT(Method):
 
     name = "fedct"
     description = "FedCT: clients share bit-packed hard labels on U; majority / qualified vote"
-    options_class = FedCTOptions
+    options_class: ClassVar[type[MethodOptions]] = FedCTOptions
     threat_model = ThreatModel(
         view="hard-labels-on-queries",
         adversary=SERVER_CHOOSING_U,
         sees="the client's hard labels on U every round",
         guarantee="none",
         payloads=(Payload("fedct.labels", "labels", "hard-labels", rows="public"),
+                  Payload("fedct.predictions", "predictions", "quantised-predictions",
+                          rows="public", note="regression: b-bit predictions on U over the "
+                          "federation's target range, public metadata (not private data)"),
                   *EVALUATION_PAYLOADS))
+    supports_regression = True
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        if settings.options_as(FedCTOptions).quorum is None and n_clients < 3:
+        opts = settings.options
+        robust = opts.robust if isinstance(opts, FedCTOptions) else "none"
+        if isinstance(opts, FedCTOptions):
+            check_task_options(opts, settings)
+        if settings.task == "regression":
+            if robust != "none":
+                raise FedLabelsError("robust applies to classification; a regression "
+                                     "consensus is robust by --target-consensus (median or "
+                                     "trimmed-mean): drop --robust.")
+            return  # a median / trimmed mean needs no tie-free majority
+        if settings.options_as(VoteOptions).quorum is None and n_clients < 3:
             raise FedLabelsError(
                 f"FedCT with a majority vote needs at least 3 clients, got {n_clients}: with "
                 "2 clients every disagreement is a tie that the class index decides, and "
                 "with 1 there is nothing to vote on (the convergence result, Prop. 1, assumes "
                 "m >= 3). Use more clients, or a qualified majority (--quorum 1.0 = unanimity).")
+        if robust != "none" and n_clients < 3:
+            raise FedLabelsError(f"a robust consensus needs at least 3 clients to tell an "
+                                 f"outlier from the rest, got {n_clients}; use more clients.")
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
+        if ctx.settings.task == "regression":
+            return FedCTRegressionServer(ctx.settings, n_public, ctx.truth_public)
         return FedCTServer(ctx.settings, n_public, ctx.truth_public)
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
-        return FedCTClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+        role = FedCTRegressionClient if ctx.settings.task == "regression" else FedCTClient
+        return role(cid, data, learner, ctx.settings, X_public, X_test, y_test)

@@ -23,7 +23,7 @@ the soft cross-entropy (the same distillation loss as DD). Needs the torch ``mlp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -128,6 +128,8 @@ class FedMDClient(ClientRole):
 
 
 class FedMDServer(ServerRole):
+    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "consensus")
+
     def __init__(self, settings: Settings, n_public: int, truth_public: np.ndarray,
                  seed: int) -> None:
         opts = settings.options_as(FedMDOptions)
@@ -186,6 +188,18 @@ class FedMD(Method):
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         check_soft_learners("FedMD", n_clients, learners)
+
+    def sized_for(self, options: MethodOptions, n_public: int) -> MethodOptions:
+        """``options`` with |D₀| and |d_t| fixed from a public set of ``n_public`` points.
+
+        The audit calls this with the ordinary |U| before it appends its query set to U, so
+        an audited run labels the same first |D₀| points of the ordinary U (never a forged
+        one) and scores subsets of the same size as a plain run.
+        """
+        if not isinstance(options, FedMDOptions):
+            raise FedLabelsError(f"expected FedMDOptions, got {type(options).__name__}.")
+        n_lab, n_sub = fedmd_sizes(options, n_public)
+        return replace(options, public_labeled=n_lab, public_subset=n_sub)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

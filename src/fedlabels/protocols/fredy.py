@@ -132,6 +132,8 @@ class FredyClient(TeacherStudentClient, WeightsClient):
 class FredyServer(TeacherStudentServer):
     """R_T - 1 FedAvg rounds, the vote from the last global model, Laplace noisy-max."""
 
+    state_attrs: ClassVar[tuple[str, ...]] = ("weights", "budget")
+
     def __init__(self, settings: Settings, n_public: int, seed: int,
                  truth_public: np.ndarray | None, initial: np.ndarray,
                  n_teachers: int) -> None:

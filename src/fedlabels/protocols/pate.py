@@ -140,6 +140,7 @@ class PATEServer(TeacherStudentServer):
 
 
 class DPPATEServer(PATEServer):
+    state_attrs: ClassVar[tuple[str, ...]] = ("budget",)
     """GNMax (optionally confident GNMax) aggregation with RDP accounting."""
 
     def __init__(self, settings: Settings, n_public: int, seed: int,

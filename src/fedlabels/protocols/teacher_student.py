@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -258,6 +258,8 @@ class TeacherStudentServer(ServerRole):
     Subclasses implement :meth:`aggregate` (and set ``privacy``) and :meth:`summary`, and
     may add a teacher phase (:meth:`train_teachers`).
     """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "queries", "labels", "counts", "privacy")
 
     def __init__(self, settings: Settings, options: TeacherStudentOptions, n_public: int,
                  seed: int, truth_public: np.ndarray | None, teacher_steps: int) -> None:

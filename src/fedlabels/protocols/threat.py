@@ -28,6 +28,8 @@ CONTENTS = {
     "indices": "indices of the client's own points (e.g. which are labelled)",
     "size": "the client's number of examples",
     "metric": "a statistic of the client's model or data (accuracy, norm, count)",
+    "quantised-predictions": "a regression model's predictions on U, b-bit quantised over the "
+                             "public target range",
     "control": "protocol bookkeeping with no data-dependent content",
 }
 
@@ -188,4 +190,8 @@ SERVER_CHOOSING_U = HONEST_BUT_CURIOUS_SERVER + "; it may choose the public set 
 EVALUATION_PAYLOADS = (
     Payload("evaluate.reply", "accuracy", "metric", source="config",
             note="test accuracy for the run record; outside any guarantee"),
+    Payload("evaluate.reply", "rmse", "metric", source="config",
+            note="regression: test RMSE for the run record; outside any guarantee"),
+    Payload("evaluate.reply", "r2", "metric", source="config",
+            note="regression: test R² for the run record; outside any guarantee"),
 )

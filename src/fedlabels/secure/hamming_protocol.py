@@ -14,14 +14,20 @@ clients through the server, as Algorithm 1 (line 5) of XCLP needs:
   and ``R`` into the Hamming matrix H. Clients that do not answer a step are left out from
   then on; H covers the clients that completed every step.
 
-For a pair j < k, j is the Paillier key holder / SHADE sender and k the evaluator / SHADE
-receiver. Message keys: Paillier ``enc``, ``pk_n``, ``pk_hs`` (step 1, holders),
-``res_<j>`` + ``mask_<j>`` (step 2, evaluators), ``T_<k>`` (step 3, holders); OT ``to_<peer>``
-(steps 1-4), ``R_<k>`` (step 4, senders), ``T_<j>`` (step 5, receivers).
+For a pair j < k, j is the SHADE sender and k the receiver. The Paillier key holder of a
+pair is chosen by :func:`paillier_holder` over the step-1 roster (the clients sent step 1,
+sorted) so that every client holds the key for about half of its pairs (exactly (m−1)/2
+for odd m; decryptions are balanced across clients instead of falling mostly on client 0).
+Message keys: Paillier ``enc``, ``pk_n``, ``pk_hs`` (step 1, holders), ``res_<j>`` +
+``mask_<j>`` (step 2, evaluators), ``T_<k>`` (step 3, holders); OT ``to_<peer>`` (steps
+1-4), ``R_<k>`` (step 4, senders), ``T_<j>`` (step 5, receivers). ``H_self`` travels
+compactly: the strict upper triangle only, in the smallest unsigned type that holds L
+(:func:`pack_self_block`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,6 +46,40 @@ Send = Callable[[int, dict[int, Arrays]], Mapping[int, Mapping[str, np.ndarray]]
 MODES = ("paillier", "ot")
 
 
+def paillier_holder(a: int, b: int, roster: list[int]) -> int:
+    """The key holder of the pair (a, b): with positions i < j in the sorted ``roster``, the
+    lower client if j − i ≤ m // 2, else the higher (a circulant orientation: each client
+    holds for ⌊(m−1)/2⌋ or ⌈(m−1)/2⌉ of its m − 1 pairs)."""
+    order = sorted(roster)
+    lo, hi = sorted((a, b))
+    gap = order.index(hi) - order.index(lo)
+    return lo if gap <= len(order) // 2 else hi
+
+
+def _self_dtype(n_bits: int) -> type[np.unsignedinteger[Any]]:
+    return np.uint8 if n_bits < 2 ** 8 else np.uint16 if n_bits < 2 ** 16 else np.uint32
+
+
+def pack_self_block(H: np.ndarray, n_bits: int) -> np.ndarray:
+    """A client's own symmetric Hamming block (zero diagonal) as its strict upper triangle,
+    in the smallest unsigned type holding L: n(n−1)/2 values instead of n² int32."""
+    rows, cols = np.triu_indices(len(H), k=1)
+    return np.asarray(H)[rows, cols].astype(_self_dtype(n_bits))
+
+
+def unpack_self_block(packed: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_self_block`: the full (n, n) int32 block."""
+    t = len(packed)
+    n = (1 + math.isqrt(1 + 8 * t)) // 2
+    if n * (n - 1) // 2 != t:
+        raise FedLabelsError(f"SecureHamming: H_self has {t} values, not n(n-1)/2 for any n.")
+    H = np.zeros((n, n), dtype=np.int32)
+    rows, cols = np.triu_indices(n, k=1)
+    H[rows, cols] = packed
+    H[cols, rows] = packed
+    return H
+
+
 class HammingParty:
     """Client ``cid``'s part of SecureHamming over its packed LSH bits ``packed``.
 
@@ -56,6 +96,7 @@ class HammingParty:
         self.insecure_small_keys = bool(insecure_small_keys)
         self.packed = np.asarray(packed, dtype=np.uint8)
         self.holder: ph.KeyHolder | None = None
+        self.roster: list[int] = []  # Paillier: the step-1 clients, which fix the key roles
         self.receivers: dict[int, ot.ShadeReceiver] = {}  # SHADE with each lower peer
         self.senders: dict[int, ot.ShadeSender] = {}  # SHADE with each higher peer
 
@@ -70,19 +111,26 @@ class HammingParty:
         lower = [c for c in peers if c < self.cid]
         higher = [c for c in peers if c > self.cid]
         if step == 1:
-            out: Arrays = {"H_self": hamming_matrix(self.packed, self.packed, self.n_bits)}
+            H_self = hamming_matrix(self.packed, self.packed, self.n_bits)
+            out: Arrays = {"H_self": pack_self_block(H_self, self.n_bits)}
             if self.mode == "paillier":
-                out.update(self._paillier_first(higher))
+                self.roster = sorted({*peers, self.cid})
+                out.update(self._paillier_first(self.holds_for(peers)))
             else:
                 out.update(self._ot_first(lower, n_points, _need(channels)))
             return out
         if self.mode == "paillier":
-            return self._paillier_step(step, lower, higher, n_points, arrays)
+            return self._paillier_step(step, peers, n_points, arrays)
         return self._ot_step(step, lower, higher, n_points, arrays, _need(channels))
 
+    def holds_for(self, peers: list[int]) -> list[int]:
+        """Paillier: the peers (of ``peers``) for which this client holds the key."""
+        return [c for c in peers if c != self.cid
+                and paillier_holder(self.cid, c, self.roster) == self.cid]
+
     # ---------------------------------------------------------------- Paillier
-    def _paillier_first(self, higher: list[int]) -> Arrays:
-        if not higher:  # a key holder only for higher peers
+    def _paillier_first(self, evaluators: list[int]) -> Arrays:
+        if not evaluators:  # a key holder only if some pair assigns it the key
             return {}
         self.holder = ph.KeyHolder(self.key_bits,
                                    insecure_small_keys=self.insecure_small_keys)
@@ -91,20 +139,21 @@ class HammingParty:
                 "pk_n": ph.int_to_u8([self.holder.n], nb)[0],
                 "pk_hs": ph.int_to_u8([int(self.holder.hs)], 2 * nb)[0]}
 
-    def _paillier_step(self, step: int, lower: list[int], higher: list[int],
-                       n_points: Mapping[int, int], arrays: Mapping[str, np.ndarray]) -> Arrays:
+    def _paillier_step(self, step: int, peers: list[int], n_points: Mapping[int, int],
+                       arrays: Mapping[str, np.ndarray]) -> Arrays:
         out: Arrays = {}
-        if step == 2:  # evaluator for every holder j < me
+        mine = self.holds_for(peers)
+        if step == 2:  # evaluator for every peer that holds the key of our pair
             bits = self.bits
-            for j in lower:
+            for j in (c for c in peers if c != self.cid and c not in mine):
                 n = int.from_bytes(arrays[f"pk_n_{j}"].tobytes(), "little")
                 hs = int.from_bytes(arrays[f"pk_hs_{j}"].tobytes(), "little")
                 res, masks = ph.evaluate(n, hs, self.key_bits, arrays[f"enc_{j}"],
                                          n_points[j], bits, self.n_bits)
                 out[f"res_{j}"] = res  # ciphertexts under j's key, relayed to j
                 out[f"mask_{j}"] = masks  # uniform masks R, for the server
-        elif step == 3:  # key holder: decrypt what each evaluator k > me returned
-            for k in higher:
+        elif step == 3:  # key holder: decrypt what each of its evaluators returned
+            for k in mine:
                 out[f"T_{k}"] = ph.holder_decrypt(_need(self.holder), arrays[f"res_{k}"])
         return out
 
@@ -156,7 +205,8 @@ class HammingParty:
         state: dict[str, Any] = {"type": "HammingParty", "mode": self.mode, "cid": self.cid,
                                  "n_bits": int(self.n_bits), "key_bits": int(self.key_bits),
                                  "insecure_small_keys": self.insecure_small_keys,
-                                 "packed": self.packed.copy()}
+                                 "packed": self.packed.copy(),
+                                 "roster": np.asarray(self.roster, dtype=np.int64)}
         parts: list[tuple[str, Any]] = [("holder.", self.holder)] if self.holder else []
         parts += [(f"recv.{j}.", r) for j, r in self.receivers.items()]
         parts += [(f"send.{k}.", s) for k, s in self.senders.items()]
@@ -171,6 +221,7 @@ class HammingParty:
         obj = cls(str(state["mode"]), int(state["cid"]), np.array(state["packed"]),
                   int(state["n_bits"]), int(state["key_bits"]),
                   bool(state.get("insecure_small_keys", False)))
+        obj.roster = [int(c) for c in np.asarray(state.get("roster", []))]
         if any(key.startswith("holder.") for key in state):
             obj.holder = ph.KeyHolder.from_state(sub_state(state, "holder."))
         obj.receivers = {j: ot.ShadeReceiver.from_state(sub_state(state, f"recv.{j}."))
@@ -196,17 +247,22 @@ def _need(value: Any) -> Any:
 
 
 def server_hamming(mode: str, first: Mapping[int, Mapping[str, np.ndarray]], send: Send,
-                   key_bits: int, n_bits: int) -> tuple[list[int], np.ndarray]:
+                   key_bits: int, n_bits: int, roster: list[int] | None = None
+                   ) -> tuple[list[int], np.ndarray]:
     """Relay the steps after step 1 and combine: (clients that completed, their H).
 
-    ``first`` holds the step-1 replies; H's blocks follow the sorted client ids.
+    ``first`` holds the step-1 replies; ``roster`` the clients step 1 was sent to (it fixes
+    the Paillier key roles; default: those that replied). H's blocks follow the sorted ids.
     """
     if mode not in MODES:
         raise FedLabelsError(f"SecureHamming mode must be one of {MODES}, got {mode!r}.")
     members = sorted(first)
-    blocks = {(c, c): np.asarray(first[c]["H_self"]) for c in members}
-    relay = _paillier_rounds if mode == "paillier" else _ot_rounds
-    members = relay(members, first, send, blocks, key_bits, n_bits)
+    blocks = {(c, c): unpack_self_block(np.asarray(first[c]["H_self"])) for c in members}
+    if mode == "paillier":
+        members = _paillier_rounds(members, first, send, blocks, key_bits, n_bits,
+                                   sorted(roster if roster is not None else members))
+    else:
+        members = _ot_rounds(members, first, send, blocks, key_bits, n_bits)
     H = np.block([[blocks[(a, b)] if (a, b) in blocks else blocks[(b, a)].T
                    for b in members] for a in members])
     return members, H
@@ -214,23 +270,27 @@ def server_hamming(mode: str, first: Mapping[int, Mapping[str, np.ndarray]], sen
 
 def _paillier_rounds(P: list[int], first: Mapping[int, Mapping[str, np.ndarray]], send: Send,
                      blocks: dict[tuple[int, int], np.ndarray], key_bits: int,
-                     n_bits: int) -> list[int]:
+                     n_bits: int, roster: list[int]) -> list[int]:
     pk = {c: (first[c]["pk_n"], first[c]["pk_hs"], first[c]["enc"])
           for c in P if "enc" in first[c]}
-    n_pts = {c: int(first[c]["H_self"].shape[0]) for c in P}
+    n_pts = {c: len(blocks[(c, c)]) for c in P}
+
+    def held_by(j: int, members: list[int]) -> list[int]:
+        return [k for k in members if k != j and paillier_holder(j, k, roster) == j]
+
     msgs = {}
-    for k in P:  # every holder's key and ciphertexts to each higher evaluator
+    for k in P:  # each holder's key and ciphertexts to its evaluators
         arrays: Arrays = {}
-        for j in (c for c in P if c < k):
+        for j in (c for c in P if k in held_by(c, P)):
             arrays.update({f"pk_n_{j}": pk[j][0], f"pk_hs_{j}": pk[j][1], f"enc_{j}": pk[j][2]})
         msgs[k] = arrays
     rep2 = send(2, msgs)
     P = sorted(rep2)
-    rep3 = send(3, {j: {f"res_{k}": rep2[k][f"res_{j}"] for k in P if k > j} for j in P})
+    rep3 = send(3, {j: {f"res_{k}": rep2[k][f"res_{j}"] for k in held_by(j, P)} for j in P})
     P = sorted(rep3)
     for j in P:
         n = int.from_bytes(pk[j][0].tobytes(), "little") if j in pk else 0
-        for k in (c for c in P if c > j):
+        for k in held_by(j, P):
             blocks[(j, k)] = ph.server_combine(n, key_bits, rep3[j][f"T_{k}"],
                                                rep2[k][f"mask_{j}"], n_pts[j], n_pts[k],
                                                n_bits)

@@ -14,9 +14,19 @@ A row is summed only if one participant withholds it, so no sum the server forms
 cancelling masks (over a departed client's rows the survivors' masks would cancel and the
 server, which knows S_L, could solve for their labels). A new mask stream is used for every
 ``attempt``, so a restart after a dropout never reuses masks.
+
+With class-balanced propagation the participants also need the total labelled count per
+class. Client j sends ``counts⁽ʲ⁾ + K_j`` (mod 2^64) with ``K_j`` a PRG stream under a key
+derived from the agreed LSH seed, which every participant knows and the server does not; the
+server adds the members' parts and returns the (still masked) sum, and each client removes
+``Σ_j K_j`` (:func:`mask_counts`, :func:`sum_counts`, :func:`unmask_counts`). The server sees
+only uniform words; each client learns the members' total class counts.
 """
 
 from __future__ import annotations
+
+import hashlib
+import struct
 
 import numpy as np
 
@@ -105,3 +115,41 @@ def server_sum(parts: dict[int, np.ndarray], rows: dict[int, np.ndarray], n: int
 def unmask_rows(returned: np.ndarray, own_masked: np.ndarray) -> np.ndarray:
     """Client step: ``Z[R_j] = Ẑ[R_j] + Z̃⁽ʲ⁾[R_j]`` decoded to floats."""
     return decode_fixed(np.asarray(returned, dtype=np.uint64) + own_masked)
+
+
+# ----------------------------------------------------------------------------- class counts
+
+
+def _count_masks(seed: bytes, cid: int, attempt: int, n_classes: int) -> np.ndarray:
+    """Client ``cid``'s mask ``K_j`` for the class counts: a PRG stream under a key derived
+    from the agreed LSH seed (known to every participant, never to the server)."""
+    key = hashlib.sha256(b"fedlabels-xclp-counts|" + bytes(seed)
+                         + struct.pack("<II", int(attempt), int(cid))).digest()
+    return prg_uint64(key, n_classes)
+
+
+def mask_counts(counts: np.ndarray, seed: bytes, cid: int, attempt: int) -> np.ndarray:
+    """Client step of the class-count sum: ``counts⁽ʲ⁾ + K_j`` mod 2^64 (uniform alone)."""
+    counts = np.asarray(counts, dtype=np.int64).view(np.uint64)
+    return counts + _count_masks(seed, cid, attempt, len(counts))
+
+
+def sum_counts(parts: list[np.ndarray]) -> np.ndarray:
+    """Server step: the sum of the masked counts mod 2^64 (still masked by ``Σ K_j``)."""
+    total = np.zeros(len(parts[0]) if parts else 0, dtype=np.uint64)
+    for part in parts:
+        total += np.asarray(part, dtype=np.uint64)
+    return total
+
+
+def unmask_counts(total: np.ndarray, seed: bytes, members: list[int],
+                  attempt: int) -> np.ndarray:
+    """Client step: the members' total class counts, ``Σ_j (counts⁽ʲ⁾ + K_j) − Σ_j K_j``."""
+    total = np.asarray(total, dtype=np.uint64).copy()
+    for cid in members:
+        total -= _count_masks(seed, cid, attempt, len(total))
+    counts = total.view(np.int64)
+    if np.any(counts < 0) or np.any(counts >= 2 ** 48):  # masked words are ~uniform
+        raise FedLabelsError("SecureRowSums: the class counts do not unmask to counts "
+                             "(the members or the attempt differ from the sum's).")
+    return counts

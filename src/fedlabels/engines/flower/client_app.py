@@ -73,7 +73,9 @@ def build_role(spec: DeploySpec, site: SiteData) -> ClientRole:
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
     plan = deploy_plan(cfg, site.n_classes, site.n_features)
     X_public = site.X_public if plan.method.uses_public else None
-    return plan.method.make_client(cid, site.private, plan.learner(cid), plan.context(),
+    ctx = plan.context()
+    ctx.scaling = site.scaling
+    return plan.method.make_client(cid, site.private, plan.learner(cid), ctx,
                                    X_public, site.X_test, site.y_test)
 
 

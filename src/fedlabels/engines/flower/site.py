@@ -41,6 +41,9 @@ class SiteData:
     X_test: np.ndarray
     y_test: np.ndarray
     class_names: list[str]
+    # U's public (mean, std) that standardised the shared sets (the shared file's
+    # scale_mean / scale_std); None: features as loaded. Becomes MethodContext.scaling.
+    scaling: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def n_classes(self) -> int:
@@ -152,4 +155,6 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
                                                          y.astype(np.int64)),
                     X_public=X_public, X_test=shared["X_test"],
                     y_test=shared["y_test"].astype(np.int64),
-                    class_names=[str(c) for c in shared["class_names"]])
+                    class_names=[str(c) for c in shared["class_names"]],
+                    scaling=(shared["scale_mean"], shared["scale_std"])
+                    if "scale_mean" in shared and "scale_std" in shared else None)

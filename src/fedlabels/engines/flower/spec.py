@@ -98,6 +98,9 @@ def reject_reproducible_noise(cfg: RunConfig) -> None:
 def deploy_plan(cfg: RunConfig, n_classes: int, n_features: int) -> RunPlan:
     """The run plan every party derives from ``cfg``, as ``simulate`` derives it."""
     reject_reproducible_noise(cfg)
+    from fedlabels.data.targets import refuse_regression_deployment
+
+    refuse_regression_deployment(cfg.dataset, cfg.task, cfg.sep)
     return plan_run(cfg.method, n_roles=cfg.clients, n_classes=n_classes,
                     n_features=n_features, rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, models=as_models(cfg.model), options=cfg.options)

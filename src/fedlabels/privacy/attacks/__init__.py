@@ -1,13 +1,24 @@
 """Membership-inference attacks (numpy / scikit-learn): LOSS, LiRA, RMIA, Shokri, label-only.
 
 The functions score candidates from what an attacker observed; :func:`evaluate_attack` turns
-scores into ROC AUC (the papers' VUL), TPR at 1 % / 0.1 % FPR and the ROC curve points.
+scores into ROC AUC (the papers' VUL), TPR at 1 % / 0.1 % FPR and the ROC curve points;
+:mod:`.bootstrap` gives their intervals.
 :mod:`fedlabels.audit` runs them against what a federated method's server receives.
 """
 
+from fedlabels.privacy.attacks.bootstrap import (
+    bootstrap_vul_ci,
+    draw_resamples,
+    percentile_interval,
+    vul_difference,
+    weighted_auc,
+    weighted_tpr_at_fpr,
+)
 from fedlabels.privacy.attacks.metrics import (
     AttackResult,
     evaluate_attack,
+    resolvable,
+    resolved_tpr,
     roc_auc,
     roc_curve_points,
     thin_curve,
@@ -15,10 +26,12 @@ from fedlabels.privacy.attacks.metrics import (
 )
 from fedlabels.privacy.attacks.scores import (
     augmentation_attack,
+    correct_label_counts,
     fit_shokri,
     gap_attack,
     gaussian_copies,
     label_frequency,
+    lira_labels_offline,
     lira_offline,
     logit_confidence,
     loss_attack,
@@ -35,15 +48,22 @@ __all__ = [
     "ATTACKS",
     "AttackResult",
     "augmentation_attack",
+    "bootstrap_vul_ci",
+    "correct_label_counts",
+    "draw_resamples",
     "evaluate_attack",
     "fit_shokri",
     "gap_attack",
     "gaussian_copies",
     "label_frequency",
+    "lira_labels_offline",
     "lira_offline",
     "logit_confidence",
     "loss_attack",
+    "percentile_interval",
     "population_threshold",
+    "resolvable",
+    "resolved_tpr",
     "rmia_offline",
     "roc_auc",
     "roc_curve_points",
@@ -52,4 +72,7 @@ __all__ = [
     "thin_curve",
     "tpr_at_fpr",
     "true_class_probability",
+    "vul_difference",
+    "weighted_auc",
+    "weighted_tpr_at_fpr",
 ]

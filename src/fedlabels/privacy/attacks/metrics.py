@@ -80,19 +80,21 @@ class AttackResult:
     """ROC summary of one attack on one target.
 
     ``auc`` is the paper's VUL; ``tpr_at_1pct_fpr`` / ``tpr_at_01pct_fpr`` are the TPR at
-    1 % and 0.1 % FPR (the latter needs >= 1,000 non-members to be resolved; see
-    ``fpr_resolution`` = 1 / #non-members).
+    1 % and 0.1 % FPR, ``None`` where 1 / #non-members (``fpr_resolution``) cannot resolve
+    that FPR. ``scores`` / ``membership`` are kept for the bootstrap (not serialised).
     """
 
     attack: str
     auc: float
-    tpr_at_1pct_fpr: float
-    tpr_at_01pct_fpr: float
+    tpr_at_1pct_fpr: float | None
+    tpr_at_01pct_fpr: float | None
     fpr: np.ndarray
     tpr: np.ndarray
     n_members: int
     n_nonmembers: int
     details: dict[str, Any] = field(default_factory=dict)
+    scores: np.ndarray | None = field(default=None, repr=False)
+    membership: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def fpr_resolution(self) -> float:
@@ -109,12 +111,25 @@ class AttackResult:
                 "roc_tpr": [round(float(v), 5) for v in tpr], **self.details}
 
 
+def resolvable(target: float, n_nonmembers: int) -> bool:
+    """Whether ``n_nonmembers`` resolve FPR ``target``: target >= 1 / N."""
+    return target * n_nonmembers >= 1 - 1e-9
+
+
+def resolved_tpr(fpr: np.ndarray, tpr: np.ndarray, target: float,
+                 n_nonmembers: int) -> float | None:
+    """TPR at FPR ``target``, or ``None`` when ``target`` < 1 / ``n_nonmembers`` (unresolved)."""
+    return tpr_at_fpr(fpr, tpr, target) if resolvable(target, n_nonmembers) else None
+
+
 def evaluate_attack(name: str, scores: np.ndarray, membership: np.ndarray,
                     **details: Any) -> AttackResult:
-    """ROC AUC, TPR at 1 % / 0.1 % FPR and the ROC points of membership ``scores``."""
+    """ROC AUC, TPR at 1 % / 0.1 % FPR (where resolved) and the ROC points of ``scores``."""
     s, m = check_membership(scores, membership)
     fpr, tpr = roc_curve_points(s, m)
+    n_out = int((~m).sum())
     return AttackResult(attack=name, auc=roc_auc(s, m),
-                        tpr_at_1pct_fpr=tpr_at_fpr(fpr, tpr, 0.01),
-                        tpr_at_01pct_fpr=tpr_at_fpr(fpr, tpr, 0.001), fpr=fpr, tpr=tpr,
-                        n_members=int(m.sum()), n_nonmembers=int((~m).sum()), details=details)
+                        tpr_at_1pct_fpr=resolved_tpr(fpr, tpr, 0.01, n_out),
+                        tpr_at_01pct_fpr=resolved_tpr(fpr, tpr, 0.001, n_out), fpr=fpr,
+                        tpr=tpr, n_members=int(m.sum()), n_nonmembers=n_out, details=details,
+                        scores=s, membership=m)

@@ -42,15 +42,20 @@ def logit_confidence(p_true: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
 
 
+def correct_label_counts(labels: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per candidate, how many of the r releases in ``labels`` (r, n) are correct."""
+    labels = np.atleast_2d(np.asarray(labels))
+    return np.asarray((labels == np.asarray(y)[None, :]).sum(axis=0))
+
+
 def label_frequency(labels: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Smoothed fraction of hard-label releases that are correct: (k + 1/2) / (r + 1).
 
     ``labels`` is (r, n): r releases (rounds, or perturbed copies) of n labels. This turns
-    label-only observations into a probability-like signal for LOSS / LiRA / RMIA.
+    label-only observations into a probability-like signal for LOSS / RMIA / Shokri.
     """
-    labels = np.atleast_2d(np.asarray(labels))
-    correct = (labels == np.asarray(y)[None, :]).sum(axis=0)
-    return (correct + 0.5) / (labels.shape[0] + 1.0)
+    r = np.atleast_2d(np.asarray(labels)).shape[0]
+    return (correct_label_counts(labels, y) + 0.5) / (r + 1.0)
 
 
 # ------------------------------------------------------------------------------ attacks
@@ -99,6 +104,56 @@ def lira_offline(p_target: np.ndarray, p_refs_out: np.ndarray,
     else:
         sigma = np.full_like(mu, (phi_r - mu).std() if refs.shape[0] > 1 else phi_r.std())
     return (phi_t - mu) / np.maximum(sigma, 1e-3)
+
+
+def lira_labels_offline(n_correct: np.ndarray, n_releases: int, p_refs_out: np.ndarray,
+                        correct_refs_out: np.ndarray, prior_strength: float | None = None
+                        ) -> np.ndarray:
+    """Offline LiRA for hard labels: score = -log P_OUT(K >= k), a one-sided p-value.
+
+    The target released r hard labels of each candidate and k of them were correct. Under OUT
+    (the target did not train on x) each release is correct with an unknown probability q(x),
+    which the attacker learns from its OUT reference models: reference j labels x correctly
+    or not (``correct_refs_out``), and the references' mean p(y|x) p̄ sets a Beta prior of
+    strength s (``prior_strength``, default: the number of references, so the soft and the
+    hard evidence weigh equally) around which those counts update. With c of n references
+    correct, q ~ Beta(c + s·p̄, n - c + s·(1 - p̄)) and K ~ BetaBinomial(r, ·) (a Bernoulli
+    for r = 1). Members are labelled correctly more often than OUT models do, so a small
+    P_OUT(K >= k) is evidence of membership. A target whose labels are all wrong (k = 0)
+    scores 0, and a constant target scores only the references' difficulty, which carries
+    no membership information when members and non-members come from one distribution.
+
+    Parameters
+    ----------
+    n_correct : (n,) k, correct releases per candidate (0..r).
+    n_releases : r >= 1.
+    p_refs_out : (m, n) reference models' p(y|x) on the candidates.
+    correct_refs_out : (m, n) whether each reference's hard label (argmax) is correct.
+    prior_strength : s > 0, pseudo-count of the prior centred on the soft mean.
+
+    The r releases are treated as exchangeable draws given q; releases of one model over
+    rounds are correlated, which changes the scale of the score but not its ranking among
+    candidates with the same k.
+    """
+    from scipy.stats import betabinom
+
+    k = np.asarray(n_correct, dtype=np.int64)
+    p_refs = np.atleast_2d(np.asarray(p_refs_out, dtype=np.float64))
+    hits = np.atleast_2d(np.asarray(correct_refs_out, dtype=bool))
+    strength = float(len(p_refs) if prior_strength is None else prior_strength)
+    if n_releases < 1 or strength <= 0:
+        raise FedLabelsError(f"label LiRA needs r >= 1 releases and a prior strength > 0; got "
+                             f"r={n_releases}, strength={strength}.")
+    if p_refs.shape != hits.shape or p_refs.shape[1] != len(k):
+        raise FedLabelsError(f"reference outputs {p_refs.shape} / {hits.shape} must be "
+                             f"(references, {len(k)} candidates).")
+    if len(k) and (k.min() < 0 or k.max() > n_releases):
+        raise FedLabelsError(f"correct-label counts must lie in [0, {n_releases}].")
+    p_bar = np.clip(p_refs.mean(axis=0), EPS, 1 - EPS)
+    c = hits.sum(axis=0)
+    alpha = c + strength * p_bar
+    beta = (len(hits) - c) + strength * (1 - p_bar)
+    return np.asarray(-betabinom.logsf(k - 1, n_releases, alpha, beta))
 
 
 def rmia_offline(px_target: np.ndarray, px_refs: np.ndarray, pz_target: np.ndarray,

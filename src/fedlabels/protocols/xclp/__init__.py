@@ -20,6 +20,7 @@ from fedlabels.protocols.xclp.methods import (
     evaluation_slice,
     hidden_features,
     propagate_alone,
+    raw_features,
     split_labels,
 )
 from fedlabels.protocols.xclp.options import (
@@ -52,5 +53,6 @@ __all__ = [
     "evaluation_slice",
     "hidden_features",
     "propagate_alone",
+    "raw_features",
     "split_labels",
 ]

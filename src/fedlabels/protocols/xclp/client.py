@@ -20,7 +20,14 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.errors import FedLabelsError
-from fedlabels.propagation.core import labels_and_confidence, lsh_bits, lsh_projection, one_hot
+from fedlabels.propagation.core import (
+    balance_scores,
+    class_counts,
+    labels_and_confidence,
+    lsh_bits,
+    lsh_projection,
+    one_hot,
+)
 from fedlabels.protocols.base import ClientRole
 from fedlabels.protocols.state import (
     State,
@@ -62,7 +69,7 @@ class XCLPClientCore(ClientRole):
 
     state_attrs: ClassVar[tuple[str, ...]] = (
         "session", "mode", "V", "n_points", "packed", "S_L", "own_offset", "own_masked",
-        "xclp_labels", "xclp_confidence", "xclp_scores")
+        "xclp_labels", "xclp_confidence", "xclp_scores", "xclp_class_counts")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -79,6 +86,7 @@ class XCLPClientCore(ClientRole):
         self.xclp_labels: np.ndarray | None = None
         self.xclp_confidence: np.ndarray | None = None
         self.xclp_scores: np.ndarray | None = None
+        self.xclp_class_counts: np.ndarray | None = None  # balance=class: members' totals
         self._reset_secure()
 
     def _reset_secure(self) -> None:
@@ -122,6 +130,7 @@ class XCLPClientCore(ClientRole):
         self.V, self.n_points = V, len(V)
         self.packed = self.S_L = self.own_masked = None
         self.xclp_labels = self.xclp_confidence = self.xclp_scores = None
+        self.xclp_class_counts = None
         self._reset_secure()
         arrays: dict[str, np.ndarray] = {}
         if self.mode != "none":
@@ -203,23 +212,49 @@ class XCLPClientCore(ClientRole):
             raise FedLabelsError(f"client {self.cid}: xclp.rowsums names rows that are not "
                                  "this client's own as its rows (or leaves it out).")
         send = participant_rows(rows, self.cid)  # never a departed client's rows
+        arrays = self._counts_part(y, int(message.config["attempt"]))
         if self.mode == "none":
             enc = encode_fixed(Zbar)
             self.own_masked = enc[self.own_rows()]
-            return Message("xclp.rowsums.reply", arrays={"part": enc[send]})
+            return Message("xclp.rowsums.reply", arrays={"part": enc[send], **arrays})
         keypair = _need(self.keypair, self.cid, "setup")
         keys = {c: keypair.shared_key(self.cid, c, self.peer_pubs[c], "rowsums")
                 for c in participants if c != self.cid}
         part, self.own_masked = mask_rows(Zbar, self.own_rows(), self.cid, keys,
                                           int(message.config["attempt"]), send)
-        return Message("xclp.rowsums.reply", arrays={"part": part})
+        return Message("xclp.rowsums.reply", arrays={"part": part, **arrays})
+
+    def _counts_part(self, y: np.ndarray, attempt: int) -> dict[str, np.ndarray]:
+        """balance=class: this client's labelled count per class, masked in secure modes."""
+        if self.options.balance != "class":
+            return {}
+        from fedlabels.secure.rowsums import mask_counts
+
+        counts = class_counts(y, self.settings.n_classes)
+        if self.mode == "none":
+            return {"counts": counts.view(np.uint64)}
+        seed = _need(self.lsh_seed_used, self.cid, "hamming")
+        return {"counts": mask_counts(counts, bytes(seed), self.cid, attempt)}
 
     def on_result(self, message: Message) -> Message:
-        """Unmask this client's rows of Z: XCLP labels and confidences."""
-        from fedlabels.secure.rowsums import unmask_rows
+        """Unmask this client's rows of Z: XCLP labels and confidences (class-balanced with
+        the members' total class counts when ``balance=class``)."""
+        from fedlabels.secure.rowsums import unmask_counts, unmask_rows
 
         Z = unmask_rows(message.arrays["rows"], _need(self.own_masked, self.cid, "rowsums"))
-        self.xclp_labels, self.xclp_confidence = labels_and_confidence(Z)
+        balanced = self.options.balance == "class"
+        if balanced:
+            total = np.asarray(message.arrays["counts"], dtype=np.uint64)
+            if self.mode == "none":
+                counts = total.view(np.int64)
+            else:
+                counts = unmask_counts(total, bytes(_need(self.lsh_seed_used, self.cid,
+                                                          "hamming")),
+                                       ids(message.config["participants"]),
+                                       int(message.config["attempt"]))
+            self.xclp_class_counts = counts.copy()
+            Z = balance_scores(Z, counts)
+        self.xclp_labels, self.xclp_confidence = labels_and_confidence(Z, normalise=balanced)
         self.xclp_scores = Z
         return Message("xclp.result.reply", category="control")
 

@@ -26,7 +26,12 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
-from fedlabels.propagation.core import check_label_matrix, label_propagation
+from fedlabels.propagation.core import (
+    check_label_matrix,
+    class_counts,
+    class_loss_weights,
+    label_propagation,
+)
 from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole
 from fedlabels.protocols.blocks import (
     GlobalModelServer,
@@ -37,6 +42,7 @@ from fedlabels.protocols.blocks import (
     size_weighted_average,
 )
 from fedlabels.protocols.xclp.client import XCLPClientCore
+from fedlabels.protocols.xclp.groups import outcomes_record, run_groups
 from fedlabels.protocols.xclp.options import (
     FedAvgXCLPOptions,
     LPOptions,
@@ -67,9 +73,17 @@ def propagate_alone(V: np.ndarray, y: np.ndarray, n_classes: int,
                     opts: LPOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Plaintext label propagation on one client's points: (labels, confidences, Z)."""
     return label_propagation(V, y, n_classes, k=opts.knn, alpha=opts.alpha,
-                             n_bits=opts.lsh_bits, seed=opts.lsh_seed, power=opts.power)
+                             n_bits=opts.lsh_bits, seed=opts.lsh_seed, power=opts.power,
+                             balance=opts.balance)
 
 
+def raw_features(X: np.ndarray, scaling: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """``X`` with the federation's z-scoring undone (``X·std + mean``, U's public statistics),
+    as float32; ``X`` itself when the federation did not scale."""
+    if scaling is None:
+        return X
+    mean, std = scaling
+    return (np.asarray(X, dtype=np.float64) * std + mean).astype(np.float32)
 
 
 def hidden_features(learner: Any, X: np.ndarray, batch: int = 4096) -> np.ndarray:
@@ -82,6 +96,8 @@ class _LabelPropagationMethod(Method):
 
     client_class: ClassVar[Callable[..., ClientRole]]
     uses_public = False
+    #: whether the clients take the federation's public scaling (option ``features``)
+    takes_scaling: ClassVar[bool] = False
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         for cid, c in enumerate(clients):
@@ -93,8 +109,9 @@ class _LabelPropagationMethod(Method):
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
+        extra = {"scaling": ctx.scaling} if self.takes_scaling else {}
         return self.client_class(cid, data, learner, ctx.settings, None, X_test, y_test,
-                                 label_seed=ctx.seeds[cid])
+                                 label_seed=ctx.seeds[cid], **extra)
 
 
 # ----------------------------------------------------------------------------- one-shot
@@ -105,9 +122,12 @@ class OneShotClient(ClientRole):
 
     state_attrs: ClassVar[tuple[str, ...]] = ("xclp_labels", "xclp_confidence")
 
-    def __init__(self, *args: Any, label_seed: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, label_seed: int,
+                 scaling: tuple[np.ndarray, np.ndarray] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opts = self.options
+        # features=raw: undo the federation's z-scoring (U's public statistics)
+        self.scaling = scaling if opts.features == "raw" else None
         self.slice = evaluation_slice(len(self.y_test), self.settings.n_clients, self.cid)
         if opts.test_points is not None:
             self.slice = self.slice[:opts.test_points]
@@ -116,7 +136,8 @@ class OneShotClient(ClientRole):
         self.xclp_confidence: np.ndarray | None = None
 
     def xclp_features(self, message: Message | None = None) -> np.ndarray:
-        return np.concatenate([self.data.X, self.X_test[self.slice]])
+        return raw_features(np.concatenate([self.data.X, self.X_test[self.slice]]),
+                            self.scaling)
 
     def xclp_partial_labels(self) -> np.ndarray:
         return np.concatenate([self.partial, np.full(len(self.slice), -1, dtype=np.int64)])
@@ -145,32 +166,38 @@ class XCLPClient(OneShotClient, XCLPClientCore):
 
 
 class XCLPServer(ServerRole):
-    def __init__(self, core: XCLPServerCore, options: XCLPOptions) -> None:
+    state_attrs: ClassVar[tuple[str, ...]] = ("outcomes", "rng")
+
+    def __init__(self, core: XCLPServerCore, options: XCLPOptions, seed: int = 0) -> None:
         self.core = core
         self.opts = options
-        self.outcome: XCLPOutcome | None = None
+        self.rng = np.random.default_rng(seed)  # the client groups
+        self.outcomes: list[XCLPOutcome] = []
+
+    @property
+    def outcome(self) -> XCLPOutcome | None:
+        """The run's outcome when there is one group (no ``group_size``)."""
+        return self.outcomes[0] if len(self.outcomes) == 1 else None
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
-        if self.outcome is not None:  # one-shot: later rounds only re-evaluate
+        if self.outcomes:  # one-shot: later rounds only re-evaluate
             return {}
-        self.outcome = self.core.run(grid, rnd, grid.client_ids, session=0)
+        self.outcomes = run_groups(self.core, grid, rnd, grid.client_ids, 0, self.rng)
         # phase timings go to result_extra: round records stay deterministic for a seed
-        return {"n_points": float(self.outcome.n_points)}
+        return {"n_points": float(sum(o.n_points for o in self.outcomes))}
 
     def result_extra(self) -> dict[str, Any]:
-        if self.outcome is None:
+        if not self.outcomes:
             return {}
-        o, opts = self.outcome, self.opts
-        return {"xclp": {**_settings_record(opts), "test_points": opts.test_points,
-                         "n_points": o.n_points, "graph_members": o.graph_members,
-                         "rowsum_members": o.rowsum_members,
-                         "dropped": {str(k): v for k, v in o.dropped.items()},
-                         "rowsum_attempts": o.rowsum_attempts, "seconds": o.seconds}}
+        return {"xclp": {**_settings_record(self.opts), "test_points": self.opts.test_points,
+                         "features": self.opts.features,
+                         **outcomes_record(self.outcomes)}}
 
 
 def _settings_record(opts: XCLPProtocolOptions) -> dict[str, Any]:
     return {"secure": opts.secure, "lsh_bits": opts.lsh_bits, "knn": opts.knn,
-            "alpha": opts.alpha, "labeled_fraction": opts.labeled_fraction}
+            "alpha": opts.alpha, "labeled_fraction": opts.labeled_fraction,
+            "balance": opts.balance, "group_size": opts.group_size}
 
 
 class XCLP(_LabelPropagationMethod):
@@ -180,12 +207,13 @@ class XCLP(_LabelPropagationMethod):
     options_class = XCLPOptions
     threat_model = XCLP_THREAT
     client_class = XCLPClient
+    takes_scaling = True
     communication_rounds = 1  # one shot: later rounds would only re-evaluate
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
         opts = ctx.settings.options_as(XCLPOptions)
-        return XCLPServer(XCLPServerCore(opts, ctx.settings.n_classes), opts)
+        return XCLPServer(XCLPServerCore(opts, ctx.settings.n_classes), opts, ctx.server_seed)
 
 
 # ----------------------------------------------------------------------------- per-client LP
@@ -205,6 +233,8 @@ class PerClientLPClient(OneShotClient):
 
 
 class PerClientLPServer(ServerRole):
+    state_attrs: ClassVar[tuple[str, ...]] = ("done",)
+
     def __init__(self) -> None:
         self.done = False
 
@@ -221,6 +251,7 @@ class PerClientLP(_LabelPropagationMethod):
     options_class = PerClientLPOptions
     threat_model = PERCLIENT_LP_THREAT
     client_class = PerClientLPClient
+    takes_scaling = True
     communication_rounds = 1  # one shot: later rounds would only re-evaluate
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
@@ -254,11 +285,16 @@ class FedAvgXCLPClient(XCLPClientCore, WeightsClient):
         propagation = str(message.config["propagation"])
         pseudo: np.ndarray | None = None
         conf: np.ndarray | None = None
+        counts = class_counts(self.partial, self.settings.n_classes)
         if propagation == "cross" and self.xclp_labels is not None:
             pseudo, conf = self.xclp_labels, self.xclp_confidence
+            if self.xclp_class_counts is not None:
+                counts = self.xclp_class_counts  # the XCLP members' total counts
         elif propagation == "local" and lab.any() and len(self.partial) > opts.knn:
             pseudo, conf, _ = propagate_alone(hidden_features(self.model(), X), self.partial,
                                               self.settings.n_classes, opts)
+        if pseudo is not None and conf is not None and opts.balance == "class":
+            conf = conf * class_loss_weights(counts)[pseudo]  # per-class loss weights
         steps = int(message.config["steps"])
         if pseudo is not None and conf is not None and unl.any() and lab.any():
             self.learner.train_steps(X[lab], self.partial[lab], steps, X[unl], pseudo[unl],
@@ -273,12 +309,15 @@ class FedAvgXCLPClient(XCLPClientCore, WeightsClient):
 
 
 class FedAvgXCLPServer(GlobalModelServer):
+    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "group_rng", "history")
+
     def __init__(self, initial: np.ndarray, period: int, core: XCLPServerCore,
                  options: FedAvgXCLPOptions, seed: int) -> None:
         super().__init__(initial, period)
         self.core = core
         self.opts = options
         self.rng = np.random.default_rng(seed)
+        self.group_rng = np.random.default_rng([seed, 1])  # the client groups
         self.history: list[dict[str, Any]] = []
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
@@ -289,10 +328,13 @@ class FedAvgXCLPServer(GlobalModelServer):
         metrics: dict[str, float] = {"sampled": float(len(P))}
         arrays = {"weights": self.weights}
         if propagation == "cross":  # θ travels in the XCLP setup message
-            outcome = self.core.run(grid, rnd, P, session=rnd + 1, setup_arrays=arrays)
+            outcomes = run_groups(self.core, grid, rnd, P, rnd + 1, self.group_rng, arrays)
             arrays = {}
-            self.history.append({"round": rnd + 1, "members": outcome.rowsum_members,
-                                 "seconds": outcome.seconds})
+            record = outcomes_record(outcomes)
+            self.history.append({"round": rnd + 1, "members": record["rowsum_members"],
+                                 "seconds": record["seconds"],
+                                 **({"groups": [o.rowsum_members for o in outcomes]}
+                                    if len(outcomes) > 1 else {})})
         alive = [c for c in P if c in grid.client_ids]  # not those lost during XCLP
         msg = Message("fxclp.train", arrays=arrays,
                       config={"steps": self.period, "propagation": propagation})
@@ -314,6 +356,7 @@ class FedAvgXCLP(_LabelPropagationMethod):
     threat_model = FEDAVG_XCLP_THREAT
     client_class = FedAvgXCLPClient
     requires_weights = True
+    own_client_sampling = "client_fraction"
 
     def validate(self, n_clients: int, settings: Any, learners: list[Any]) -> None:
         check_weight_learners("FedAvg+XCLP", learners)

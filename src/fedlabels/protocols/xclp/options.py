@@ -3,10 +3,12 @@
 Each class holds exactly what its methods read:
 
 * :class:`LPOptions` — label propagation itself (graph, α, labelled fraction, LSH seed);
-* :class:`PerClientLPOptions` — ``perclient-lp``: LP plus the test points per client;
+* :class:`PerClientLPOptions` — ``perclient-lp``: LP plus the test points per client and
+  the input features (``features``);
 * :class:`XCLPProtocolOptions` — what the XCLP protocol core reads: LP plus ``secure``,
   ``key_bits`` and ``insecure_small_keys``;
-* :class:`XCLPOptions` — ``xclp``: the protocol plus the test points per client;
+* :class:`XCLPOptions` — ``xclp``: the protocol plus the test points per client and the
+  input features;
 * :class:`FedAvgXCLPOptions` — ``fedavg-xclp``: the protocol plus client sampling, warm-up and
   the propagation variant.
 """
@@ -21,7 +23,9 @@ from fedlabels.propagation.core import GraphSpec
 from fedlabels.protocols.options import Interval, MethodOptions, option
 
 SECURE_MODES = ("none", "ot", "paillier")
+BALANCE = ("none", "class")  # = propagation.core.BALANCE
 PROPAGATION = ("cross", "local", "none")
+FEATURES = ("raw", "federation")
 
 
 def _lower(value: Any) -> Any:
@@ -32,6 +36,14 @@ def _test_points() -> Any:
     return option(None, "test points per client added to its graph and labelled (its "
                   "'new data'); None: its whole share of the test set",
                   kind=int, interval=Interval(0, None), nullable=True)
+
+
+def _features() -> Any:
+    return option("raw", "graph features: raw (the data as loaded: a federation's z-scoring "
+                  "undone with U's public mean and std) or federation (as every method gets "
+                  "them: z-scored with U's statistics where the data set scales, e.g. "
+                  "digits); raw suits features in one unit (pixels), federation tables in "
+                  "mixed units", kind=str, choices=FEATURES, convert=_lower)
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,11 @@ class LPOptions(MethodOptions):
     lsh_seed: int = option(0, "LSH seed where no seed is agreed (secure=none, local "
                            "propagation); secure modes agree on a random one", kind=int,
                            interval=Interval(0, None))
+    balance: str = option("class", "label matrix: none (one-hot Y, Algorithm 1) or class "
+                          "(each class column divided by its labelled count, confidences "
+                          "divided by their maximum, per-class loss weights: the XCLP code's "
+                          "recipe; the counts come from one more secure sum)", kind=str,
+                          choices=BALANCE, convert=_lower)
 
     @property
     def graph(self) -> GraphSpec:
@@ -63,6 +80,7 @@ class PerClientLPOptions(LPOptions):
     """``perclient-lp``: each client propagates alone on its data and test share."""
 
     test_points: int | None = _test_points()
+    features: str = _features()
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,11 @@ class XCLPProtocolOptions(LPOptions):
     insecure_small_keys: bool = option(
         False, "INSECURE, tests only: allow Paillier keys under 2048 bits (key_bits >= 256); "
         "recorded in the result's options", kind=bool)
+    group_size: int | None = option(
+        None, "client groups: the server partitions the participating clients (seeded) into "
+        "groups of at most this many (sizes as equal as possible), each running XCLP "
+        "independently; None: one joint graph over all participants", kind=int,
+        interval=Interval(2, None), nullable=True)
 
     def check(self) -> None:
         if self.key_bits % 8:
@@ -94,6 +117,7 @@ class XCLPOptions(XCLPProtocolOptions):
     """``xclp``: one-shot XCLP over the clients' data and test shares."""
 
     test_points: int | None = _test_points()
+    features: str = _features()
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,14 @@ stream without it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from fedlabels.comm import Message
+from fedlabels.comm.codec import encode_message
 from fedlabels.errors import FedLabelsError
 from fedlabels.propagation.core import check_params, knn_graph, knn_graph_from_hamming, solve_cg
 from fedlabels.protocols.base import Grid
@@ -33,7 +35,9 @@ from fedlabels.protocols.xclp.options import XCLPProtocolOptions
 #: where a client can drop out (``XCLPOutcome.dropped`` values)
 PHASES = ("setup", "seed", "before-hamming", "during-hamming", "before-rowsums",
           "within-rowsums", "result")
-MAX_OTS_PER_PAIR = 50_000_000
+#: n_j * n_k * L above which --secure ot is refused for a client pair: batched OT sends about
+#: 1.4 bytes per (point of j, point of k, bit), so this is about 0.8 GiB of traffic per pair
+MAX_OT_PAIR_WORK = 600_000_000
 
 
 @dataclass
@@ -48,6 +52,8 @@ class XCLPOutcome:
     n_points: int
     seconds: dict[str, float]
     H: np.ndarray | None = None
+    bytes_up: int = 0  # serialized XCLP protocol messages, as the engines count them
+    bytes_down: int = 0
 
 
 @dataclass
@@ -71,6 +77,14 @@ class _Run:
     rows: dict[int, np.ndarray] = field(default_factory=dict)  # each member's rows
     attempts: int = 0  # SecureRowSums attempts
     total: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.uint64))
+    counts: np.ndarray | None = None  # balance=class: masked sum of the class counts
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+def _protocol_bytes(messages: Iterable[Message]) -> int:
+    """Serialized size of the protocol messages (as the engines count communication)."""
+    return sum(len(encode_message(m)) for m in messages if m.category == "protocol")
 
 
 def _csv(items: list[int] | list[str]) -> str:
@@ -109,13 +123,16 @@ class XCLPServerCore:
         return XCLPOutcome(participants=list(participants), graph_members=graph_members,
                            rowsum_members=list(run.members), dropped=run.dropped,
                            rowsum_attempts=run.attempts, n_points=int(run.offsets[-1]),
-                           seconds=run.seconds, H=run.H if self.keep_H else None)
+                           seconds=run.seconds, H=run.H if self.keep_H else None,
+                           bytes_up=run.bytes_up, bytes_down=run.bytes_down)
 
     # ---------------------------------------------------------------- exchanges
     @staticmethod
     def _exchange(run: _Run, messages: dict[int, Message], phase: str) -> dict[int, Message]:
         """Send, and record every client that did not answer as dropped at ``phase``."""
         replies = run.grid.exchange(messages, run.rnd)
+        run.bytes_down += _protocol_bytes(messages.values())
+        run.bytes_up += _protocol_bytes(replies.values())
         for cid in messages:
             if cid not in replies:
                 run.dropped[cid] = phase
@@ -134,15 +151,17 @@ class XCLPServerCore:
                                                config=run.config), "setup")
         run.n_pts = {c: int(replies[c].config["n"]) for c in run.members}
         run.setup = {c: replies[c].arrays for c in run.members}
+        opts = self.opts  # k < n before the expensive secure phase
+        check_params(sum(run.n_pts.values()), opts.knn, opts.alpha, opts.lsh_bits)
         if self.opts.secure == "ot":
             P, n = run.members, run.n_pts
             worst = max((n[a] * n[b] * self.opts.lsh_bits for a in P for b in P if a < b),
                         default=0)
-            if worst > MAX_OTS_PER_PAIR:
+            if worst > MAX_OT_PAIR_WORK:
                 raise FedLabelsError(
-                    f"--secure ot needs n_j * n_k * L = {worst:,} oblivious transfers for one "
-                    f"client pair (about {18 * worst / 2**30:.1f} GiB of traffic); the limit is "
-                    f"{MAX_OTS_PER_PAIR:,}. Use --secure paillier (communication ~ n_j * L "
+                    f"--secure ot needs n_j * n_k * L = {worst:,} masked values for one client "
+                    f"pair (about {1.4 * worst / 2**30:.1f} GiB of traffic); the limit is "
+                    f"{MAX_OT_PAIR_WORK:,}. Use --secure paillier (communication ~ n_j * L "
                     "ciphertexts), or fewer points / a smaller --lsh-bits.")
 
     def seed(self, run: _Run) -> None:
@@ -187,7 +206,7 @@ class XCLPServerCore:
 
         run.members, run.H = server_hamming(
             secure, {c: replies[c].arrays for c in run.members}, send, self.opts.key_bits,
-            self.opts.lsh_bits)
+            self.opts.lsh_bits, roster=P)
 
     def graph_and_solve(self, run: _Run) -> None:
         """The kNN graph of the members' points and S_L = (I − αW)⁻¹ E_L."""
@@ -221,7 +240,7 @@ class XCLPServerCore:
         """SecureRowSums over the rows of the current members only, restarted without the
         clients that drop within it (a departed client's rows are never summed: there the
         survivors' masks would cancel)."""
-        from fedlabels.secure.rowsums import server_sum
+        from fedlabels.secure.rowsums import server_sum, sum_counts
 
         while True:
             if not run.members:
@@ -239,8 +258,17 @@ class XCLPServerCore:
         run.total = server_sum({c: replies[c].arrays["part"] for c in run.members},
                                 {c: run.rows[c] for c in run.members}, int(run.offsets[-1]),
                                 self.n_classes)
+        if self.opts.balance == "class":  # the members' class counts, still masked
+            run.counts = sum_counts([replies[c].arrays["counts"] for c in run.members])
 
     def result(self, run: _Run) -> None:
-        """Ẑ[R_j] to each client j that completed SecureRowSums."""
-        self._exchange(run, {c: Message("xclp.result", arrays={"rows": run.total[run.rows[c]]},
-                                        config=run.config) for c in run.members}, "result")
+        """Ẑ[R_j] to each client j that completed SecureRowSums (and the masked class counts
+        with the members and attempt that unmask them, for ``balance=class``)."""
+        extra: dict[str, np.ndarray] = {}
+        config = dict(run.config)
+        if run.counts is not None:
+            extra = {"counts": run.counts}
+            config.update(participants=_csv(run.members), attempt=run.attempts - 1)
+        self._exchange(run, {c: Message("xclp.result",
+                                        arrays={"rows": run.total[run.rows[c]], **extra},
+                                        config=config) for c in run.members}, "result")

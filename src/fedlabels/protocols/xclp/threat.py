@@ -56,6 +56,10 @@ XCLP_PAYLOADS = (
                  "participants' rows (never a dropped-out client's: there the masks would "
                  "cancel), plus pairwise masks: uniform words in secure modes. secure=none "
                  "sends it unmasked, and the server, which knows S_L, can solve for the labels"),
+    Payload("xclp.rowsums.reply", "counts", "crypto",
+            note="balance=class only: the client's labelled-point count per class plus a "
+                 "mask K_j derived from the agreed LSH seed (unknown to the server): uniform "
+                 "words, and their sum stays masked; secure=none sends the counts in the clear"),
 )
 
 #: the one-shot methods also report the accuracy of the labels on the unlabelled points
@@ -85,6 +89,11 @@ XCLP_ASSUMPTIONS = (
     "(secure=paillier); Chou-Orlandi base OTs (CDH in the "
     "RFC 3526 group, random oracle) and IKNP extension with a fixed-key-AES "
     "correlation-robust hash (secure=ot); semi-honest security only",
+    "balance=class: every participant learns the participants' total labelled count per "
+    "class (needed to balance the label matrix); the server learns nothing of it in secure "
+    "modes",
+    "client groups (group_size): each group is a separate XCLP run; the server learns which "
+    "clients it grouped, and nothing crosses groups",
     "public keys are not authenticated (no PKI): an active server could run a "
     "man-in-the-middle attack",
     "secure=none is a plaintext baseline: the server can approximately invert the LSH bits "

@@ -1,0 +1,49 @@
+"""Evaluation metrics of a client's model: accuracy for classification, RMSE and R² for
+regression (reported in the target's original units)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+#: the keys an evaluation reply carries, by task
+REPLY_KEYS = {"classification": ("accuracy",), "regression": ("rmse", "r2")}
+
+
+def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Root mean squared error."""
+    diff = np.asarray(y_pred, dtype=np.float64) - np.asarray(y_true, dtype=np.float64)
+    return float(np.sqrt(np.mean(diff * diff)))
+
+
+def r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Coefficient of determination 1 - SS_res / SS_tot (as scikit-learn's ``r2_score``;
+    a constant ``y_true`` gives 1.0 for a perfect prediction, else 0.0)."""
+    y = np.asarray(y_true, dtype=np.float64)
+    res = float(np.sum((y - np.asarray(y_pred, dtype=np.float64)) ** 2))
+    tot = float(np.sum((y - y.mean()) ** 2))
+    if tot == 0.0:
+        return 1.0 if res == 0.0 else 0.0
+    return 1.0 - res / tot
+
+
+def regression_scores(y_true: np.ndarray, y_pred: np.ndarray,
+                      target_range: tuple[float, float]) -> dict[str, float]:
+    """RMSE (original units) and R² of unit-scaled targets/predictions.
+
+    A regression federation holds targets as ``(y - lo) / (hi - lo)``; RMSE scales back by
+    ``hi - lo``, R² is invariant under the affine map.
+    """
+    lo, hi = target_range
+    return {"rmse": (hi - lo) * rmse(y_true, y_pred), "r2": r2(y_true, y_pred)}
+
+
+def evaluation_scores(replies: Mapping[int, Any]) -> dict[str, list[float]]:
+    """The metrics of evaluation replies (``Message`` objects), one list per key over the
+    clients in id order: ``accuracy``, or ``rmse`` and ``r2``; none when nothing replied."""
+    cids = sorted(replies)
+    keys = [k for keys in REPLY_KEYS.values() for k in keys
+            if cids and all(k in replies[c].config for c in cids)]
+    return {k: [float(replies[c].config[k]) for c in cids] for k in keys}

@@ -1,0 +1,293 @@
+"""DP auditing: the one-run and Clopper-Pearson lower bounds on ε, and canary audits of runs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.auditing import (
+    clopper_pearson_audit,
+    clopper_pearson_upper,
+    default_guesses,
+    one_run_audit,
+    one_run_epsilon,
+    one_run_p_value,
+)
+
+# ------------------------------------------------------------------ one run: the bound
+
+
+def _exact_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    """Brute force of the theorem's bound: Binomial sums over math.comb, term by term."""
+    q = Fraction(math.exp(eps) / (1 + math.exp(eps)))
+    pmf = [math.comb(r, k) * q**k * (1 - q) ** (r - k) for k in range(r + 1)]
+    tail = sum(pmf[v:], Fraction(0))
+    alpha = max((sum(pmf[v - i:v], Fraction(0)) / i for i in range(1, v + 1)),
+                default=Fraction(0))
+    return min(float(tail + 2 * m * Fraction(delta) * alpha), 1.0)
+
+
+@pytest.mark.parametrize(("m", "r", "v", "eps", "delta"), [
+    (100, 20, 15, 0.5, 0.0), (100, 20, 15, 0.5, 1e-3), (50, 50, 40, 1.0, 1e-5),
+    (30, 10, 10, 2.0, 1e-2), (10, 10, 0, 1.0, 0.1), (200, 60, 31, 0.0, 1e-4)])
+def test_one_run_p_value_matches_brute_force(m, r, v, eps, delta):
+    assert one_run_p_value(m, r, v, eps, delta) == pytest.approx(
+        _exact_p_value(m, r, v, eps, delta), rel=1e-9, abs=1e-15)
+
+
+def test_pure_dp_p_value_is_the_binomial_tail_with_randomized_response_accuracy():
+    for eps in (0.0, 0.3, 1.0, 3.0):
+        p = math.exp(eps) / (1 + math.exp(eps))
+        for v in (0, 5, 17, 30):
+            assert one_run_p_value(40, 30, v, eps) == pytest.approx(
+                stats.binom.sf(v - 1, 30, p), rel=1e-12)
+
+
+def test_all_correct_pure_dp_lower_bound_has_a_closed_form():
+    # p(ε) = q^r < β  <=>  q < β^(1/r)  <=>  ε < log(b / (1 - b)), b = β^(1/r)
+    for r, beta in ((20, 0.05), (100, 0.05), (60, 0.01)):
+        b = beta ** (1 / r)
+        assert one_run_epsilon(r, r, r, beta=beta) == pytest.approx(math.log(b / (1 - b)),
+                                                                    abs=1e-7)
+
+
+def test_one_run_lower_bound_is_the_root_and_behaves_monotonically():
+    m, r, v, beta = 200, 80, 64, 0.05
+    eps = one_run_epsilon(m, r, v, beta=beta)
+    assert one_run_p_value(m, r, v, eps) < beta <= one_run_p_value(m, r, v, eps + 1e-6)
+    # more correct guesses, or more guesses at the same accuracy: a larger bound
+    assert one_run_epsilon(m, r, v + 5, beta=beta) > eps
+    assert one_run_epsilon(2 * m, 2 * r, 2 * v, beta=beta) > eps
+    # δ > 0 only weakens it; a stricter β too
+    assert one_run_epsilon(m, r, v, delta=1e-3, beta=beta) < eps
+    assert one_run_epsilon(m, r, v, beta=0.001) < eps
+    # chance-level guessing gives nothing
+    assert one_run_epsilon(m, r, r // 2, beta=beta) == 0.0
+    assert one_run_epsilon(m, r, 0, beta=beta) == 0.0
+
+
+def test_one_run_audit_counts_top_and_bottom_guesses():
+    included = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1, 0], dtype=bool)
+    scores = np.arange(10.0)[::-1]  # canary 0 scores highest
+    out = one_run_audit(scores, included, guesses=[(3, 2)])
+    # top 3: canaries 0, 1, 2 -> 2 in; bottom 2: canaries 8, 9 -> 1 out
+    assert (out["guesses"], out["correct"], out["choices"]) == (5, 3, 1)
+    perfect = one_run_audit(included.astype(float), included, guesses=[(5, 5)])
+    assert perfect["correct"] == 10
+    assert perfect["epsilon_lower_bound"] == pytest.approx(one_run_epsilon(10, 10, 10))
+    with pytest.raises(FedLabelsError, match="k_plus"):
+        one_run_audit(scores, included, guesses=[(8, 3)])
+    with pytest.raises(FedLabelsError, match="one score"):
+        one_run_audit(scores[:3], included)
+    with pytest.raises(FedLabelsError, match="beta"):
+        one_run_audit(scores, included, beta=1.5)
+
+
+def test_one_run_audit_pays_for_the_choices_it_tries():
+    rng = np.random.default_rng(0)
+    included = rng.random(200) < 0.5
+    scores = included + rng.normal(0, 0.7, 200)
+    out = one_run_audit(scores, included)
+    assert out["choices"] == len(default_guesses(200))
+    # the reported bound is the one of its (k+, k-) at β / #choices
+    assert out["epsilon_lower_bound"] == pytest.approx(one_run_epsilon(
+        200, out["guesses"], out["correct"], beta=0.05 / out["choices"]))
+
+
+def _randomized_response_audit(eps: float, m: int, rng: np.random.Generator) -> float:
+    """An exactly ε-DP mechanism per canary: randomized response on its inclusion bit."""
+    included = rng.random(m) < 0.5
+    keep = rng.random(m) < math.exp(eps) / (1 + math.exp(eps))
+    return one_run_audit(np.where(keep, included, ~included).astype(float), included,
+                         guesses=[(m // 2, m - m // 2)])["epsilon_lower_bound"]
+
+
+def test_one_run_bound_is_sound_and_nearly_tight_on_randomized_response():
+    rng = np.random.default_rng(1)
+    for eps in (0.5, 2.0):
+        lbs = np.array([_randomized_response_audit(eps, 1000, rng) for _ in range(40)])
+        assert (lbs > eps).mean() <= 0.15  # at most β of the time, up to sampling error
+        assert np.median(lbs) > 0.7 * eps  # with 1000 canaries it gets close to ε
+
+
+# ------------------------------------------------------------------ Clopper-Pearson
+
+
+def test_clopper_pearson_upper_matches_beta_quantiles():
+    for k, n, a in ((0, 20, 0.025), (3, 20, 0.05), (19, 20, 0.01), (20, 20, 0.05)):
+        expected = 1.0 if k == n else stats.beta.ppf(1 - a, k + 1, n - k)
+        assert clopper_pearson_upper(k, n, a) == pytest.approx(expected)
+    # k = 0 has the closed form 1 - a^(1/n)
+    assert clopper_pearson_upper(0, 50, 0.01) == pytest.approx(1 - 0.01 ** (1 / 50))
+
+
+def test_clopper_pearson_audit_perfect_separation_closed_form():
+    n, beta, delta = 30, 0.05, 1e-5
+    out = clopper_pearson_audit(np.ones(n), np.zeros(n), delta=delta, beta=beta)
+    a = beta / (2 * out["thresholds"])
+    u = 1 - a ** (1 / n)  # CP upper bound of 0 errors in n
+    assert out["fpr"] == out["fnr"] == 0.0
+    assert out["epsilon_lower_bound"] == pytest.approx(math.log((1 - delta - u) / u))
+
+
+def test_clopper_pearson_audit_follows_the_formula_at_its_threshold():
+    rng = np.random.default_rng(2)
+    s_in, s_out = rng.normal(1.0, 1.0, 200), rng.normal(0.0, 1.0, 300)
+    out = clopper_pearson_audit(s_in, s_out, delta=1e-5, beta=0.05)
+    t = out["threshold"]
+    fp, fn = int((s_out >= t).sum()), int((s_in < t).sum())
+    a = 0.05 / (2 * out["thresholds"])
+    fpr_hi = stats.beta.ppf(1 - a, fp + 1, 300 - fp)
+    fnr_hi = stats.beta.ppf(1 - a, fn + 1, 200 - fn)
+    expected = max(math.log((1 - 1e-5 - fnr_hi) / fpr_hi),
+                   math.log((1 - 1e-5 - fpr_hi) / fnr_hi), 0.0)
+    assert out["epsilon_lower_bound"] == pytest.approx(expected)
+    assert 0 < out["epsilon_lower_bound"] < 2  # two unit-variance Gaussians a unit apart
+    # identical distributions: no evidence
+    same = clopper_pearson_audit(rng.normal(size=100), rng.normal(size=100))
+    assert same["epsilon_lower_bound"] < 0.5
+    with pytest.raises(FedLabelsError, match="with and without"):
+        clopper_pearson_audit([], [1.0])
+
+
+# ------------------------------------------------------------------ canary audits of runs
+
+import fedlabels as fl  # noqa: E402
+from fedlabels import randomness  # noqa: E402
+from fedlabels.audit.canaries import (  # noqa: E402
+    canaries_for,
+    canary_scores,
+    epsilon_lower_bound_audit,
+    inclusion_draw,
+    make_canaries,
+    with_canaries,
+)
+from fedlabels.learners import parse_model_spec  # noqa: E402
+
+DT = parse_model_spec("dt")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """Unequal client sizes: client 0 (which gets the canaries) holds the fewest records."""
+    fed = fl.load_federation("digits", n_clients=3, n_unlabeled=150, private_per_client=120,
+                             n_test=300, seed=0)
+    sizes = (60, 120, 100)
+    clients = [fl.data.ClientData(c.X[:n], c.y[:n])
+               for c, n in zip(fed.clients, sizes, strict=True)]
+    return replace(fed, clients=clients)
+
+
+def test_canaries_are_mislabelled_held_out_records_in_one_client_and_in_u(digits):
+    can = make_canaries(digits, 40, client=0, seed=3)
+    assert (can.y != can.y_true).all() and len(can.federation.y_test) == 300 - 40
+    # taken out of the evaluation split
+    rows = {r.tobytes() for r in can.federation.X_test}
+    assert not any(x.tobytes() in rows for x in can.X)
+    include = inclusion_draw(40, seed=3)
+    assert 0 < include.sum() < 40 and (include == inclusion_draw(40, seed=3)).all()
+    fed, offset = with_canaries(can, include)
+    assert len(fed.clients[0]) == 60 + include.sum()
+    assert [len(c) for c in fed.clients[1:]] == [120, 100]
+    np.testing.assert_array_equal(fed.clients[0].y[60:], can.y[include])
+    np.testing.assert_array_equal(fed.X_public[offset:], can.X)
+    with pytest.raises(FedLabelsError, match="canaries"):
+        make_canaries(digits, 290)
+
+
+def test_fedct_scores_are_the_clients_released_labels_on_the_canaries(digits):
+    can = make_canaries(digits, 30, seed=0)
+    include = inclusion_draw(30, seed=0)
+    scores, result = canary_scores("fedct", can, include, DT, rounds=2, period=5, seed=0)
+    # the last round's release is the final local model's labels; round 1 is in between
+    final = (result.client_models[0].predict(can.X) == can.y).astype(float)
+    assert np.all((scores == final / 2) | (scores == final / 2 + 0.5))
+    # a decision tree memorises: every included canary got its (wrong) label in round 1
+    assert (scores[include] >= 0.5).all() and scores[~include].mean() < 0.25
+
+
+def test_non_private_fedct_falsifies_epsilon_one(digits):
+    out = epsilon_lower_bound_audit("fedct", digits, DT, rounds=2, period=5, seed=0,
+                                    n_canaries=100)
+    assert out["estimator"] == "one-run" and out["claimed_epsilon"] is None
+    assert out["epsilon_lower_bound"] > 1.0
+    assert out["n_canaries"] == 100 and out["correct"] <= out["guesses"]
+
+
+def test_dp_fedct_at_epsilon_one_is_never_caught_above_one(digits):
+    assert not randomness.is_reproducible()  # real OS CSPRNG noise
+    for seed in range(3):
+        out = epsilon_lower_bound_audit("dp-fedct", digits, DT, rounds=2, period=5,
+                                        seed=seed, n_canaries=100, options={"epsilon": 1.0})
+        assert out["noise"] == "OS CSPRNG"
+        assert out["claimed_epsilon"] == pytest.approx(1.0, rel=1e-3)
+        assert out["epsilon_lower_bound"] <= 1.0 and not out["falsifies_claim"]
+
+
+def test_clopper_pearson_over_runs_separates_a_deterministic_method(digits):
+    out = epsilon_lower_bound_audit("fedct", digits, DT, rounds=1, period=5, seed=0,
+                                    estimator="clopper-pearson", runs=10)
+    # the same seed and no noise: with and without the canary always differ
+    assert out["fpr"] == out["fnr"] == 0.0
+    u = 1 - (0.05 / (2 * out["thresholds"])) ** (1 / 10)
+    assert out["epsilon_lower_bound"] == pytest.approx(math.log((1 - out["delta"] - u) / u))
+
+
+def test_canary_counts_and_bad_requests(digits):
+    assert canaries_for("dp-fedct", None, digits) == 100
+    assert canaries_for("fedct", None, digits) == 0
+    assert canaries_for("fedct", 12, digits) == 12
+    with pytest.raises(FedLabelsError, match="no canary audit"):
+        canaries_for("dd", 5, digits)
+    with pytest.raises(FedLabelsError, match=">= 0"):
+        canaries_for("fedct", -1, digits)
+    with pytest.raises(FedLabelsError, match="estimator"):
+        epsilon_lower_bound_audit("fedct", digits, DT, rounds=1, estimator="bayes")
+
+
+@pytest.mark.slow
+def test_dp_fedavg_is_observed_through_its_final_global_model(digits):
+    can = make_canaries(digits, 20, seed=1)
+    scores, result = canary_scores("dp-fedavg", can, inclusion_draw(20, 1),
+                                   parse_model_spec("mlp(hidden=8)"), rounds=2, period=5,
+                                   seed=1, options={"epsilon": 4.0})
+    # after the last evaluation every client holds the global weights the server released
+    probs = result.client_models[2].predict_proba(can.X)
+    np.testing.assert_allclose(scores, probs[np.arange(20), can.y], rtol=1e-5)
+    assert result.extra["privacy"]["epsilon"] == pytest.approx(4.0, rel=1e-3)
+
+
+def test_dp_pate_is_observed_through_its_released_labels(digits):
+    out = epsilon_lower_bound_audit("dp-pate", digits, DT, rounds=1, seed=2, n_canaries=50,
+                                    options={"epsilon": 1.0})
+    assert out["observed"].startswith("the aggregator's released labels")
+    assert out["epsilon_lower_bound"] <= out["claimed_epsilon"]
+
+
+@pytest.mark.slow
+def test_cli_audit_reports_the_lower_bound_next_to_the_claim(tmp_path, capsys):
+    import json
+
+    from fedlabels.cli import main
+
+    out = tmp_path / "dp.json"
+    assert main(["audit", "--method", "dp-fedct", "--epsilon", "1", "--dataset",
+                 "breast_cancer", "--clients", "3", "--model", "dt", "--rounds", "2",
+                 "--unlabeled", "80", "--private-per-client", "40", "--test", "300",
+                 "--attacks", "loss", "--audit-members", "20", "--audit-refs", "2",
+                 "--audit-population", "30", "--canaries", "40", "--output", str(out),
+                 "--no-progress"]) == 0
+    privacy = json.loads(out.read_text())["privacy"]
+    assert privacy["epsilon_lower_bound"] == privacy["epsilon_lower_bound_audit"][
+        "epsilon_lower_bound"] <= privacy["epsilon"]
+    assert privacy["epsilon_lower_bound_audit"]["n_canaries"] == 40
+    assert "canary audit (one-run" in capsys.readouterr().out
+    assert main(["audit", "--method", "dd", "--dataset", "breast_cancer", "--canaries", "5",
+                 "--output", str(tmp_path / "x.json"), "--no-progress"]) != 0
+    assert "no canary audit for method 'dd'" in capsys.readouterr().err

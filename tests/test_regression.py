@@ -1,0 +1,194 @@
+"""Regression (issue 16): numeric targets, FedCT's median / trimmed-mean consensus of
+quantised predictions, RMSE and R², and the errors for what does not apply."""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.metrics import mean_squared_error, r2_score
+
+from fedlabels.api import run
+from fedlabels.cli import main
+from fedlabels.comm import Message
+from fedlabels.consensus_regression import (
+    dequantise,
+    median,
+    pack_levels,
+    quantise,
+    trimmed_mean,
+    unpack_levels,
+)
+from fedlabels.data import load_federation, make_federation
+from fedlabels.errors import FedLabelsError
+from fedlabels.metrics import regression_scores
+from fedlabels.protocols import get_method
+from fedlabels.protocols.base import Settings
+from fedlabels.protocols.fedct import FedCTOptions
+from fedlabels.protocols.fedct_regression import FedCTRegressionServer
+from fedlabels.results import format_table, load_result
+
+
+@pytest.fixture(scope="module")
+def diabetes():
+    # unequal client sizes (quantity skew: 37, 23, 18, 22, 104 examples)
+    return load_federation("diabetes", n_clients=5, seed=0, partition="quantity:1")
+
+
+@pytest.mark.parametrize("consensus", ["median", "trimmed-mean"])
+def test_fedct_regression_beats_local_only(diabetes, consensus):
+    local = run("local", diabetes, model="dt", rounds=3, seed=0, progress=False)
+    fedct = run("fedct", diabetes, model="dt", rounds=3, seed=0, progress=False,
+                options={"target_consensus": consensus, "bits": 8})
+    assert len(set(diabetes.summary()["client_sizes"])) > 1
+    assert fedct.final["mean_rmse"] < local.final["mean_rmse"]
+    assert fedct.final["mean_r2"] > local.final["mean_r2"]
+    # 8 bits per prediction on U, bit-packed: |U| bytes per client per round
+    assert fedct.rounds[0].bytes_up[0] < len(diabetes.X_public) + 200
+
+
+@pytest.mark.parametrize("m", [4, 5, 7])
+def test_consensus_matches_numpy_and_scipy(m):
+    rng = np.random.default_rng(m)
+    values = rng.random((m, 33)) * rng.integers(1, 5, size=(m, 1))  # clients on unequal scales
+    np.testing.assert_allclose(median(values), np.median(values, axis=0))
+    for trim in (0.0, 0.1, 0.2, 0.34, 0.49):
+        np.testing.assert_allclose(trimmed_mean(values, trim),
+                                   stats.trim_mean(values, trim, axis=0))
+
+
+def test_server_consensus_of_the_replies_that_arrived():
+    """The server's broadcast is the quantised median of the (dequantised) predictions of
+    the clients that replied: 3 of 5 here."""
+    bits, n = 6, 40
+    rng = np.random.default_rng(1)
+    sent = {cid: quantise(rng.random(n), bits) for cid in (0, 2, 3)}
+
+    class Grid:
+        client_ids: ClassVar[list[int]] = [0, 2, 3]
+
+        def exchange(self, messages, rnd):
+            return {c: Message("fedct.predictions",
+                               arrays={"predictions": pack_levels(sent[c], bits)})
+                    for c in messages}
+
+    settings = Settings(n_classes=0, n_clients=5, task="regression",
+                        target_range=(10.0, 20.0),
+                        options=FedCTOptions(bits=bits, target_consensus="median"))
+    server = FedCTRegressionServer(settings, n)
+    server.run_round(0, Grid())
+    expected = quantise(np.median([dequantise(sent[c], bits) for c in sent], axis=0), bits)
+    np.testing.assert_array_equal(server.targets, expected)
+    broadcast = server.train_message(1).arrays["consensus"]
+    np.testing.assert_array_equal(unpack_levels(broadcast, n, bits), expected)
+
+
+@pytest.mark.parametrize("bits", [1, 3, 8, 16])
+def test_quantisation_round_trip_within_half_a_step(bits):
+    rng = np.random.default_rng(bits)
+    x = rng.random(1001)
+    levels = quantise(x, bits)
+    packed = pack_levels(levels, bits)
+    assert len(packed) == -(-len(x) * bits // 8)  # exactly `bits` bits per value
+    back = dequantise(unpack_levels(packed, len(x), bits), bits)
+    assert np.max(np.abs(back - x)) <= 0.5 / (2**bits - 1) + 1e-12
+    # out of the declared range: clipped to its ends
+    np.testing.assert_array_equal(dequantise(quantise(np.array([-3.0, 7.0]), bits), bits),
+                                  [0.0, 1.0])
+
+
+def test_rmse_and_r2_against_scikit_learn():
+    rng = np.random.default_rng(0)
+    y, p = rng.random(50), rng.random(50)
+    lo, hi = -4.0, 11.0
+    scores = regression_scores(y, p, (lo, hi))
+    y_orig, p_orig = lo + (hi - lo) * y, lo + (hi - lo) * p
+    assert scores["rmse"] == pytest.approx(np.sqrt(mean_squared_error(y_orig, p_orig)))
+    assert scores["r2"] == pytest.approx(r2_score(y_orig, p_orig))
+
+
+def test_csv_regression_from_the_cli(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 3))
+    y = 3.0 * X[:, 0] - 2.0 * X[:, 1] + 0.1 * rng.normal(size=240) + 50.0
+    table = tmp_path / "t.csv"
+    rows = ["a,b,c,price"] + [f"{u:.5f},{v:.5f},{w:.5f},{t:.5f}"
+                              for (u, v, w), t in zip(X, y, strict=True)]
+    table.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "fedct", "--dataset", f"csv:{table}:price", "--task",
+                 "regression", "--target-range", "35,65", "--model", "logreg", "--rounds",
+                 "2", "--clients", "4", "--output", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["federation"]["task"] == "regression"
+    assert data["federation"]["target_range"] == [35.0, 65.0]
+    assert data["final"]["mean_r2"] > 0.9 and data["final"]["mean_rmse"] < 2.0
+    # without --task regression the numeric target is not a class label
+    with pytest.raises(FedLabelsError, match="regression target"):
+        load_federation(f"csv:{table}:price", n_clients=4)
+
+
+def test_what_does_not_apply_to_regression_is_an_error(diabetes):
+    for method, options in (("dp-fedct", {"epsilon": 8.0}), ("pate", {}), ("dd", {})):
+        with pytest.raises(FedLabelsError, match="does not support a regression task"):
+            run(method, diabetes, model="dt", rounds=1, progress=False, options=options)
+    with pytest.raises(FedLabelsError, match="splits by class label"):
+        load_federation("diabetes", n_clients=5, partition="dirichlet:0.5")
+    with pytest.raises(FedLabelsError, match=r"no regression counterpart.*decision_tree"):
+        run("local", diabetes, model="rulefit", rounds=1, progress=False)
+    with pytest.raises(FedLabelsError, match="quorum applies to classification"):
+        run("fedct", diabetes, model="dt", rounds=1, progress=False, options={"quorum": 0.6})
+    with pytest.raises(FedLabelsError, match="--task applies to csv"):
+        load_federation("breast_cancer", task="regression")
+    with pytest.raises(FedLabelsError, match="regression task only"):
+        run("fedct", "breast_cancer", model="dt", rounds=1, progress=False,
+            options={"bits": 4})
+    with pytest.raises(FedLabelsError, match="target_trim applies only"):
+        get_method("fedct").validate(5, Settings(n_classes=0, task="regression", options=(
+            FedCTOptions(target_trim=0.1))), [])
+    from fedlabels.audit import audit_federation
+
+    with pytest.raises(FedLabelsError, match="regression task, which it does not cover"):
+        audit_federation("fedct", diabetes, ["dt"], rounds=1, progress=False)
+
+
+def test_fedavg_mlp_regression_and_result_round_trip(tmp_path):
+    X = np.random.default_rng(0).normal(size=(300, 4))
+    fed = make_federation(X, X @ [1.0, -2.0, 0.5, 0.0], n_clients=3, n_unlabeled=60,
+                          task="regression", seed=0)
+    res = run("fedavg", fed, model="mlp(hidden=16,lr=0.01)", rounds=4, period=25, seed=0,
+              progress=False)
+    assert res.final["mean_r2"] > 0.9
+    path = res.save_json(tmp_path / "r.json")
+    back = load_result(path)
+    assert back.final == res.final  # JSON keeps floats exactly
+    assert back.rounds[-1].rmse == res.rounds[-1].rmse and back.rounds[0].accuracies is None
+    row = back.summary_row()
+    assert row["mean_rmse"] == pytest.approx(res.final["mean_rmse"]) and row["mean_acc"] is None
+    assert "RMSE" in format_table([row])
+
+
+@pytest.mark.parametrize("method, model", [("fedct", "dt"), ("fedavg", "mlp(hidden=8)")])
+def test_every_value_a_regression_client_sends_is_declared(method, model, monkeypatch):
+    import fedlabels.engines.inprocess as inprocess
+
+    log: list[Message] = []
+
+    class Recording(inprocess.InProcessGrid):
+        def exchange(self, messages, rnd):
+            replies = super().exchange(messages, rnd)
+            log.extend(replies.values())
+            return replies
+
+    monkeypatch.setattr(inprocess, "InProcessGrid", Recording)
+    X = np.random.default_rng(0).normal(size=(80, 3))
+    fed = make_federation(X, X[:, 0], n_clients=3, n_unlabeled=20, task="regression")
+    run(method, fed, model=model, rounds=2, period=5, progress=False)
+    threat = get_method(method).threat_model
+    sent = {(r.kind, source, key) for r in log if r.category != "control"
+            for source, keys in (("arrays", r.arrays), ("config", r.config)) for key in keys}
+    assert ("evaluate.reply", "config", "rmse") in sent
+    assert all(threat.payload(kind, key, source) is not None for kind, source, key in sent)

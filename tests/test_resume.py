@@ -1,0 +1,267 @@
+"""Crash and resume: a run interrupted after round k and resumed equals the uninterrupted one.
+
+For every registered method: interrupt after round 1 (an ``on_round`` hook raising
+KeyboardInterrupt, as Ctrl-C would), resume from the checkpoint, and compare with the
+uninterrupted run of the same seed — rounds, accuracies, bytes, privacy accounting and the
+final models' predictions — wall-clock fields aside. Secret randomness comes from the same
+reproducible source in both (by design a real run draws it afresh after a resume). Also:
+extending a finished run, the refusals, the checkpoint's atomic write and its format (no
+pickle), a secure-noise resume, and the CLI after a SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedlabels.api import load_federation, resume, run_config
+from fedlabels.config import RunConfig
+from fedlabels.data import Federation
+from fedlabels.engines import checkpoint as ckpt_module
+from fedlabels.engines.checkpoint import checkpoint_path, load_checkpoint
+from fedlabels.engines.inprocess import simulate
+from fedlabels.errors import FedLabelsError
+from fedlabels.learners import as_models
+from fedlabels.protocols import METHODS
+from fedlabels.randomness import reproducible
+from fedlabels.results import RoundRecord, RunResult
+
+CLIENTS, ROUNDS, PERIOD, SEED, NOISE_SEED = 3, 3, 4, 1, 7
+MLP = "mlp(hidden=8)"
+SOFT_LABELS = {"dd", "fedmd"}
+XCLP = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "secure": "none"}
+OPTIONS: dict[str, dict[str, Any]] = {
+    "dp-fedct": {"epsilon": 1.0},
+    "dp-fedavg": {"epsilon": 8.0},
+    "dp-pate": {"epsilon": 2.0},
+    "fredy": {"epsilon": 1.0, "teacher_rounds": 2},
+    "xclp": {**XCLP, "test_points": 20},
+    "fedavg-xclp": {**XCLP, "warmup_rounds": 1},
+}
+
+
+def model_of(method: str) -> str:
+    return MLP if METHODS[method].requires_weights or method in SOFT_LABELS else "dt"
+
+
+@pytest.fixture(scope="module")
+def fed() -> Federation:
+    # unequal client sizes: a Dirichlet split
+    return load_federation("breast_cancer", n_clients=CLIENTS, seed=SEED,
+                           partition="dirichlet:1.0,1.0")
+
+
+def sim(method: str, fed: Federation, rounds: int = ROUNDS, **kw: Any) -> RunResult:
+    """A run of ``method`` with its own reproducible noise source (the same for each)."""
+    kw.setdefault("options", OPTIONS.get(method, {}))
+    with reproducible(NOISE_SEED):
+        return simulate(METHODS[method], fed, as_models(model_of(method)), rounds=rounds,
+                        period=PERIOD, seed=SEED, progress=False, **kw)
+
+
+def interrupt_after(k: int) -> Any:
+    def hook(record: RoundRecord) -> None:
+        if record.round == k:
+            raise KeyboardInterrupt
+    return hook
+
+
+def comparable(result: RunResult) -> Any:
+    """The result JSON without wall-clock fields and the run's history."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items()
+                    if k not in ("seconds", "wall_seconds", "provenance", "interrupted")}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+    return strip(result.to_dict())
+
+
+def assert_same_run(a: RunResult, b: RunResult, X: np.ndarray) -> None:
+    assert comparable(a) == comparable(b)
+    assert len(a.client_models) == len(b.client_models)
+    for m1, m2 in zip(a.client_models, b.client_models, strict=True):
+        np.testing.assert_array_equal(m1.predict(X), m2.predict(X))
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_interrupted_then_resumed_equals_uninterrupted(method: str, fed: Federation,
+                                                       tmp_path: Path) -> None:
+    full = sim(method, fed)
+    path = tmp_path / "run.checkpoint.npz"
+    part = sim(method, fed, checkpoint=path, on_round=interrupt_after(1))
+    assert part.extra.get("interrupted") or len(full.rounds) == 1  # one-shot: 1 round
+    assert [r.round for r in load_checkpoint(path).records] == [1]
+    resumed = sim(method, fed, resume=path)
+    assert_same_run(full, resumed, fed.X_test)
+    assert resumed.extra["provenance"]["resumed"][0]["from_round"] == 1
+    assert "privacy" not in full.extra or full.extra["privacy"] == resumed.extra["privacy"]
+    # the checkpoint now holds the whole run
+    assert len(load_checkpoint(path).records) == len(full.rounds)
+
+
+@pytest.mark.parametrize("method", ["fedct", "fedavg", "dp-fedct", "fredy"])
+def test_extending_a_finished_run_equals_the_longer_run(method: str, fed: Federation,
+                                                        tmp_path: Path) -> None:
+    path = tmp_path / "run.checkpoint.npz"
+    # a per-round ε (not a total split over the rounds): extending is exact
+    kw: dict[str, Any] = {"options": {"epsilon_per_round": 1.0}} if method == "dp-fedct" else {}
+    short = sim(method, fed, rounds=2, checkpoint=path, **kw)
+    longer = sim(method, fed, rounds=4, **kw)
+    extended = sim(method, fed, rounds=4, resume=path, **kw)
+    assert len(short.rounds) == 2 and not short.extra.get("interrupted")
+    assert_same_run(longer, extended, fed.X_test)
+    history = extended.extra["provenance"]["resumed"]
+    assert history[0]["from_round"] == 2 and history[0]["rounds_planned"] == 4
+
+
+@pytest.mark.parametrize(("method", "needle"), [("dp-fedavg", "noise multiplier"),
+                                                ("dp-fedct", "total ε"),
+                                                ("pate", "round 1")])
+def test_extension_refused_where_rounds_shape_the_run(method: str, needle: str,
+                                                      fed: Federation, tmp_path: Path) -> None:
+    path = tmp_path / "run.checkpoint.npz"
+    sim(method, fed, rounds=2, checkpoint=path)
+    with pytest.raises(FedLabelsError, match=f"cannot extend.*{needle}"):
+        sim(method, fed, rounds=3, resume=path)
+
+
+def test_resume_refuses_another_run_and_fewer_rounds(fed: Federation, tmp_path: Path) -> None:
+    path = tmp_path / "run.checkpoint.npz"
+    sim("fedct", fed, checkpoint=path, on_round=interrupt_after(1))
+    with pytest.raises(FedLabelsError, match=r"another run.*seed"):
+        simulate(METHODS["fedct"], fed, as_models("dt"), rounds=ROUNDS, period=PERIOD,
+                 seed=SEED + 1, progress=False, resume=path)
+    with pytest.raises(FedLabelsError, match=r"another run.*options"):
+        sim("fedct", fed, resume=path, options={"quorum": 0.9})
+    with pytest.raises(FedLabelsError, match="may only extend"):
+        sim("fedct", fed, rounds=ROUNDS - 1, resume=path)
+    with pytest.raises(FedLabelsError, match="reproducible"):  # secret vs reproducible noise
+        simulate(METHODS["fedct"], fed, as_models("dt"), rounds=ROUNDS, period=PERIOD,
+                 seed=SEED, progress=False, resume=path)
+    with reproducible(NOISE_SEED + 1), pytest.raises(FedLabelsError, match="another seed"):
+        simulate(METHODS["fedct"], fed, as_models("dt"), rounds=ROUNDS, period=PERIOD,
+                 seed=SEED, progress=False, resume=path)
+    with pytest.raises(FedLabelsError, match="no checkpoint"):
+        sim("fedct", fed, resume=tmp_path / "missing.json")
+
+
+def test_resume_with_partial_participation_and_a_malicious_client(fed: Federation,
+                                                                  tmp_path: Path) -> None:
+    # reputation-weighted votes: per-client agreement accumulates in the server's state
+    kw: dict[str, Any] = {"participation": 0.5, "malicious": 1, "attack": "random",
+                          "options": {"robust": "reputation"}}
+    full = sim("fedct", fed, **kw)
+    path = tmp_path / "run.checkpoint.npz"
+    sim("fedct", fed, checkpoint=path, on_round=interrupt_after(1), **kw)
+    assert_same_run(full, sim("fedct", fed, resume=path, **kw), fed.X_test)
+    with pytest.raises(FedLabelsError, match=r"another run.*participation"):
+        sim("fedct", fed, resume=path, **{**kw, "participation": 0.6})
+
+
+def test_secure_noise_resume_keeps_the_accounting(fed: Federation, tmp_path: Path) -> None:
+    """Without a reproducible source the noise generators are not stored (drawn afresh after
+    the resume); the budget and events survive, so ε counts every round."""
+    opts = {"noise_multiplier": 1.0, "sample_rate": 1.0}
+    common: dict[str, Any] = {"rounds": ROUNDS, "period": PERIOD, "seed": SEED,
+                              "progress": False, "options": opts}
+    model, path = as_models(MLP), tmp_path / "run.checkpoint.npz"
+    full = simulate(METHODS["dp-fedavg"], fed, model, **common)
+    simulate(METHODS["dp-fedavg"], fed, model, checkpoint=path, on_round=interrupt_after(1),
+             **common)
+    saved = load_checkpoint(path)
+    assert saved.server["rng"] is None and saved.meta["noise_source"] is None
+    resumed = simulate(METHODS["dp-fedavg"], fed, model, resume=path, **common)
+    assert resumed.extra["privacy"]["rounds_accounted"] == ROUNDS
+    assert resumed.extra["privacy"]["epsilon"] == full.extra["privacy"]["epsilon"]
+    # DP-FedCT: the clients' noise generators are left out too, and redrawn
+    path2 = tmp_path / "ct.checkpoint.npz"
+    ct = {**common, "options": {"epsilon": 2.0}}
+    simulate(METHODS["dp-fedct"], fed, as_models("dt"), checkpoint=path2,
+             on_round=interrupt_after(2), **ct)
+    assert all(s["noise_rng"] is None for s in load_checkpoint(path2).clients.values())
+    done = simulate(METHODS["dp-fedct"], fed, as_models("dt"), resume=path2, **ct)
+    assert done.extra["privacy"]["target"]["released"] == ROUNDS
+
+
+def test_checkpoint_is_atomic_and_holds_no_pickle(fed: Federation, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "run.checkpoint.npz"
+    sim("fedavg", fed, checkpoint=path, on_round=interrupt_after(1))
+    before = path.read_bytes()
+    with np.load(path, allow_pickle=False) as npz:  # raises on any object array
+        assert all(npz[k].dtype != object for k in npz.files)
+        assert json.loads(str(npz["meta"]))["format"] == ckpt_module.FORMAT
+
+    def failing_savez(fh: Any, **arrays: Any) -> None:
+        fh.write(b"PK\x03\x04 partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ckpt_module.np, "savez", failing_savez)
+    with pytest.raises(FedLabelsError, match="No space left"):
+        sim("fedavg", fed, resume=path)
+    assert path.read_bytes() == before  # the previous checkpoint, untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temporary left
+
+
+def test_python_api_resume_continues_a_run_config(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    cfg = RunConfig(method="fedct", clients=CLIENTS, model="dt", rounds=ROUNDS, seed=SEED,
+                    output=str(out))
+    full = run_config(cfg, progress=False)
+    run_config(cfg.replace(rounds=1), progress=False, checkpoint=checkpoint_path(out))
+    extended = resume(out, rounds=ROUNDS, progress=False)
+    assert comparable(extended) == comparable(full)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_cli_resumes_after_sigkill(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kill ``fedlabels run`` with SIGKILL once a checkpoint exists (no RESULT.json yet),
+    then ``fedlabels run --resume``: the result equals the uninterrupted run's."""
+    from fedlabels.cli import main
+
+    rounds = 40
+    args = ["--method", "fedct", "--clients", str(CLIENTS), "--model", "dt", "--rounds",
+            str(rounds), "--seed", str(SEED), "--no-progress"]
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "fedlabels", "run", *args, "--output",
+                             str(out)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ckpt = checkpoint_path(out)
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    completed = len(load_checkpoint(ckpt).records)
+    assert 1 <= completed < rounds and not out.exists()
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--resume", str(out), "--seed", "3", "--no-progress"]) == 2
+    assert "--seed would change it" in capsys.readouterr().err
+    assert main(["run", "--resume", str(out), "--no-progress"]) == 0
+    resumed = json.loads(out.read_text())
+    assert resumed["provenance"]["resumed"][0]["from_round"] == completed
+    cfg = RunConfig(method="fedct", clients=CLIENTS, model="dt", rounds=rounds, seed=SEED)
+    expected = run_config(cfg, progress=False).to_dict()
+    for key in ("rounds", "final", "communication"):
+        assert strip_seconds(resumed[key]) == strip_seconds(json.loads(json.dumps(expected[key])))
+
+
+def strip_seconds(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: strip_seconds(v) for k, v in node.items() if k != "seconds"}
+    if isinstance(node, list):
+        return [strip_seconds(v) for v in node]
+    return node
