@@ -96,8 +96,6 @@ class _LabelPropagationMethod(Method):
 
     client_class: ClassVar[Callable[..., ClientRole]]
     uses_public = False
-    #: whether the clients take the federation's public scaling (option ``features``)
-    takes_scaling: ClassVar[bool] = False
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         for cid, c in enumerate(clients):
@@ -109,9 +107,22 @@ class _LabelPropagationMethod(Method):
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
-        extra = {"scaling": ctx.scaling} if self.takes_scaling else {}
         return self.client_class(cid, data, learner, ctx.settings, None, X_test, y_test,
-                                 label_seed=ctx.seeds[cid], **extra)
+                                 label_seed=ctx.seeds[cid], **self.client_extra(ctx))
+
+    def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
+        """Keyword arguments for ``client_class`` beyond those every client takes."""
+        return {}
+
+
+class _OneShotMethod(_LabelPropagationMethod):
+    """``xclp`` and ``perclient-lp``: one exchange, on the input features (option
+    ``features``: the clients get the federation's public scaling to undo it)."""
+
+    communication_rounds = 1  # one shot: later rounds would only re-evaluate
+
+    def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
+        return {"scaling": ctx.scaling}
 
 
 # ----------------------------------------------------------------------------- one-shot
@@ -200,15 +211,13 @@ def _settings_record(opts: XCLPProtocolOptions) -> dict[str, Any]:
             "balance": opts.balance, "group_size": opts.group_size}
 
 
-class XCLP(_LabelPropagationMethod):
+class XCLP(_OneShotMethod):
     name = "xclp"
     description = ("XCLP: cross-client label propagation over a SimHash kNN graph "
                    "(--secure none|ot|paillier), one shot")
     options_class = XCLPOptions
     threat_model = XCLP_THREAT
     client_class = XCLPClient
-    takes_scaling = True
-    communication_rounds = 1  # one shot: later rounds would only re-evaluate
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
@@ -245,14 +254,12 @@ class PerClientLPServer(ServerRole):
         return {}
 
 
-class PerClientLP(_LabelPropagationMethod):
+class PerClientLP(_OneShotMethod):
     name = "perclient-lp"
     description = "per-client label propagation (each client alone; the XCLP baseline)"
     options_class = PerClientLPOptions
     threat_model = PERCLIENT_LP_THREAT
     client_class = PerClientLPClient
-    takes_scaling = True
-    communication_rounds = 1  # one shot: later rounds would only re-evaluate
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
