@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # every optional feature group, so the whole test suite runs (CI uses exactly this)
-EXTRAS ?= dev,tabular,dp,secure,flower
+EXTRAS ?= dev,tabular,dp,secure,flower,text
 LINT_PATHS := $(wildcard src tests benchmarks scripts)
 
 .PHONY: demo test lint fix venv clean

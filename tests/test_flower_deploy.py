@@ -80,7 +80,7 @@ def test_killed_supernode_is_reported_and_the_rest_continue(tmp_path: Path) -> N
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=2,
                     eval_every=2, seed=0, options={"quorum": 1.0})
     prepared = prepare_run(cfg, tmp_path / "sites", output=tmp_path / "result.json",
-                           reply_timeout=120, node_timeout=60)
+                           reply_timeout=120, node_timeout=15)  # wait 15 s for a lost site
     outcome: dict[str, int] = {}
     with LocalDeployment(prepared, tmp_path) as dep:
         dep.start()

@@ -6,6 +6,7 @@ import ipaddress
 import stat
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import (
@@ -16,6 +17,7 @@ from cryptography.hazmat.primitives.serialization import (
 
 from fedlabels.cli import main
 from fedlabels.engines.flower.security import make_node_keys, make_tls_files
+from fedlabels.errors import FedLabelsError
 
 
 def test_server_certificate_is_signed_by_the_ca_for_the_hosts(tmp_path: Path) -> None:
@@ -24,8 +26,10 @@ def test_server_certificate_is_signed_by_the_ca_for_the_hosts(tmp_path: Path) ->
     cert = x509.load_pem_x509_certificate(tls.server_cert.read_bytes())
     cert.verify_directly_issued_by(ca)
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == ["superlink.example.org"]
-    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.5")]
+    # plus the coordinator's own loopback listener (the Control API, the flwr CLI)
+    assert san.get_values_for_type(x509.DNSName) == ["superlink.example.org", "localhost"]
+    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.5"),
+                                                       ipaddress.ip_address("127.0.0.1")]
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     key = load_pem_private_key(tls.server_key.read_bytes(), None)
     assert key.public_key() == cert.public_key()
@@ -54,12 +58,46 @@ def test_deploy_certs_command(tmp_path: Path, capsys: object) -> None:
     assert "--enable-supernode-auth" in capsys.readouterr().out
 
 
-def test_deploy_certs_never_replaces_a_ca_silently(tmp_path: Path, capsys: object) -> None:
+def test_deploy_certs_never_replaces_a_ca_without_force(tmp_path: Path, capsys: object) -> None:
     argv = ["deploy", "certs", "--out-dir", str(tmp_path), "--host", "localhost"]
     assert main(argv) == 0
-    ca_key = (tmp_path / "ca.key").read_bytes()
-    assert main(argv) == 2  # the sites trust this CA: a second run must not replace it
-    assert (tmp_path / "ca.key").read_bytes() == ca_key
+    ca_key, ca_crt = (tmp_path / "ca.key").read_bytes(), (tmp_path / "ca.crt").read_bytes()
+    server = (tmp_path / "server.crt").read_bytes()
+    assert main(argv) == 2  # a non-empty directory needs --overwrite
     assert "--overwrite" in capsys.readouterr().err
-    assert main([*argv, "--overwrite"]) == 0
+    # --overwrite: new server certificate and node keys, signed by the CA every site trusts
+    assert main([*argv, "--overwrite", "--nodes", "1"]) == 0
+    assert "--force" in capsys.readouterr().out
+    assert (tmp_path / "ca.key").read_bytes() == ca_key
+    assert (tmp_path / "ca.crt").read_bytes() == ca_crt
+    assert (tmp_path / "server.crt").read_bytes() != server
+    ca = x509.load_pem_x509_certificate(ca_crt)
+    x509.load_pem_x509_certificate((tmp_path / "server.crt").read_bytes()) \
+        .verify_directly_issued_by(ca)
+    assert main([*argv, "--force"]) == 0  # only --force replaces the CA
     assert (tmp_path / "ca.key").read_bytes() != ca_key
+
+
+def test_private_keys_become_0600_over_existing_files(tmp_path: Path) -> None:
+    for name in ("ca.key", "server.key", "node_0", "ca.crt"):
+        (tmp_path / name).write_bytes(b"old")
+        (tmp_path / name).chmod(0o644)
+    argv = ["deploy", "certs", "--out-dir", str(tmp_path), "--host", "localhost",
+            "--nodes", "1", "--force"]
+    assert main(argv) == 0
+    for name in ("ca.key", "server.key", "node_0"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+        assert (tmp_path / name).read_bytes() != b"old"
+    assert stat.S_IMODE((tmp_path / "ca.crt").stat().st_mode) == 0o644
+    (tmp_path / "server.key").chmod(0o666)
+    assert main([*argv[:-1], "--overwrite"]) == 0  # the CA is kept, the rest rewritten
+    assert stat.S_IMODE((tmp_path / "server.key").stat().st_mode) == 0o600
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_broken_ca_is_not_reused(tmp_path: Path) -> None:
+    make_tls_files(tmp_path, ["localhost"])
+    other = make_tls_files(tmp_path / "other", ["localhost"])
+    (tmp_path / "ca.key").write_bytes(other.ca_key.read_bytes())
+    with pytest.raises(FedLabelsError, match="does not belong"):
+        make_tls_files(tmp_path, ["localhost"], new_ca=False)

@@ -293,7 +293,8 @@ def test_multi_round_methods_are_not_capped(breast_cancer_fed):
 
 def test_method_default_models():
     assert RunConfig(method="fedct").model == "decision_tree"
-    for method in ("fedavg", "dp-fedavg", "fedavg-xclp", "fredy", "dd", "fedmd"):
+    for method in ("fedavg", "dp-fedavg", "fedavg-xclp", "fredy", "dd", "fedmd", "ds-fl",
+                   "feddf"):
         assert RunConfig(method=method).model == "mlp", method
     assert RunConfig(method="fedavg", model="mlp(hidden=8)").model == "mlp(hidden=8)"
 

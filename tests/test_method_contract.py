@@ -41,13 +41,16 @@ from fedlabels.results import RunResult
 DATASET, CLIENTS, ROUNDS, PERIOD, SEED = "breast_cancer", 3, 3, 5, 1
 MLP = "mlp(hidden=8)"
 #: methods that exchange soft labels (class probabilities): they need a torch model
-SOFT_LABELS = {"dd", "fedmd"}
+SOFT_LABELS = {"dd", "fedmd", "ds-fl"}
 XCLP_SMALL = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "key_bits": 512,
               "insecure_small_keys": True}  # functional test: short Paillier keys
 #: the options each method needs to run (a list: one case per entry); others run with none
 OPTIONS: dict[str, list[dict[str, Any]]] = {
-    "dp-fedct": [{"epsilon": 1.0}],
-    "dp-fedavg": [{"epsilon": 8.0}],
+    "dp-fedct": [{"epsilon": 1.0},
+                 {"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 3,
+                  "label_queries": 40, "data_dependent": True},
+                 {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1}],
+    "dp-fedavg": [{"epsilon": 8.0}, {"epsilon": 8.0, "level": "record"}],
     "dp-pate": [{"epsilon": 2.0}],
     "fredy": [{"epsilon": 1.0}],
     "xclp": [{**XCLP_SMALL, "test_points": 20, "secure": "ot"},
@@ -55,6 +58,8 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
     # the secure protocols are the xclp cases' (the same client code); plaintext here
     "fedavg-xclp": [{**XCLP_SMALL, "warmup_rounds": 1, "secure": "none"}],
 }
+#: methods the Flower engine refuses, with (a pattern of) the reason it gives
+FLOWER_REFUSED = {"feddf": "Flower ServerApp holds no copy of U"}
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,9 @@ class Case:
 
     @property
     def model(self) -> str:
-        return MLP if self.impl.requires_weights or self.method in SOFT_LABELS else "dt"
+        dpsgd = self.options.get("mechanism") == "dpsgd"  # DP-SGD needs a torch MLP
+        return MLP if self.impl.requires_weights or self.method in SOFT_LABELS or dpsgd \
+            else "dt"
 
     def config(self) -> RunConfig:
         return RunConfig(method=self.method, dataset=DATASET, clients=CLIENTS,
@@ -85,7 +92,9 @@ def _cases() -> list[Any]:
     for name in sorted(METHODS):
         variants = OPTIONS.get(name, [{}])
         for options in variants:
-            label = name if len(variants) == 1 else f"{name}[secure={options['secure']}]"
+            which = (f"secure={options['secure']}" if "secure" in options
+                     else f"mechanism={options.get('mechanism', 'default')}")
+            label = name if len(variants) == 1 else f"{name}[{which}]"
             out.append(pytest.param(Case(name, options), id=label))
     return out
 
@@ -123,6 +132,10 @@ def test_flower_loopback_equals_simulator(case: Case, federation: Federation,
     _sites_are_roles(case, federation)
     cfg = case.config()
     prepared, grid = loopback_deployment(cfg, tmp_path / "sites", reply_timeout=60.0)
+    if case.method in FLOWER_REFUSED:  # refused with its reason, before any round
+        with pytest.raises(FedLabelsError, match=FLOWER_REFUSED[case.method]):
+            run_server(grid, server_context(prepared.spec))
+        return
     with reproducible(SEED):  # the same secret randomness (XCLP's keys, masks) in both
         deployed = run_server(grid, server_context(prepared.spec))
     with reproducible(SEED):
@@ -264,6 +277,7 @@ def _role_factory(case: Case, federation: Federation) -> Callable[[int], ClientR
                     seed=SEED, options=case.options,
                     models=expand_per_client(as_models(case.model), federation.n_clients))
     ctx = plan.context(truth_public=federation.y_public)
+    ctx.scaling = federation.public_scaling  # as simulate sets it
     X_public = federation.X_public if method.uses_public else None
     return lambda cid: method.make_client(cid, datasets[cid], plan.learner(cid), ctx,
                                           X_public, federation.X_test, federation.y_test)

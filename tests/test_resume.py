@@ -37,7 +37,7 @@ from fedlabels.results import RoundRecord, RunResult
 
 CLIENTS, ROUNDS, PERIOD, SEED, NOISE_SEED = 3, 3, 4, 1, 7
 MLP = "mlp(hidden=8)"
-SOFT_LABELS = {"dd", "fedmd"}
+SOFT_LABELS = {"dd", "fedmd", "ds-fl"}
 XCLP = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "secure": "none"}
 OPTIONS: dict[str, dict[str, Any]] = {
     "dp-fedct": {"epsilon": 1.0},

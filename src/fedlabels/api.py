@@ -33,7 +33,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         insecure_reproducible_noise: bool = False, threads: int | None = None,
         malicious: int = 0, attack: str | None = None,
         participation: float | int | None = None, dropout: float | None = None,
-        deadline: float | None = None) -> RunResult:
+        deadline: float | None = None, unlabeled_shift: float = 0.0) -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
@@ -51,6 +51,9 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``participation`` (a probability per client and round, e.g. ``0.5``, or an int: exactly
     that many clients per round), ``dropout`` and ``deadline``: partial participation,
     dropouts and stragglers (see :mod:`fedlabels.engines.participation`).
+    ``unlabeled_shift`` (S in [0, 1]) draws U with shifted class proportions
+    (:mod:`fedlabels.data.shift`) when ``federation`` is a dataset name; for a
+    :class:`Federation` pass it to ``make_federation`` / ``load_federation`` instead.
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
     see :mod:`fedlabels.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
@@ -64,11 +67,17 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     eval_every=eval_every, options=options,
                     insecure_reproducible_noise=insecure_reproducible_noise,
                     malicious=malicious, attack=attack, participation=participation,
-                    dropout=dropout, deadline=deadline)
+                    dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
-        federation = load_federation(federation, seed=seed)
+        federation = load_federation(federation, seed=seed,
+                                     unlabeled_shift=cfg.unlabeled_shift)
+    elif cfg.unlabeled_shift:
+        from fedlabels.errors import FedLabelsError
+
+        raise FedLabelsError("unlabeled_shift draws U when the federation is built: pass it to "
+                             "make_federation/load_federation, not to run() with a Federation.")
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
     if model is None:
         model = cfg.model

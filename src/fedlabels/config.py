@@ -26,7 +26,7 @@ class RunConfig:
         Model spec, one for all clients or one per client (``dt,rf,mlp``); ``None`` (the
         default) takes the method's default model: the torch ``mlp`` for methods that
         average parameters or distil soft labels (fedavg, dp-fedavg, fedavg-xclp, fredy, dd,
-        fedmd), ``decision_tree`` for the others.
+        fedmd, ds-fl, feddf), ``decision_tree`` for the others.
     rounds : int, default=20
         Communication rounds R.
     period : int, default=50
@@ -36,7 +36,12 @@ class RunConfig:
         Sizes of U, of the private pool (total, or per client) and of the test set;
         ``None`` uses the dataset's defaults.
     partition : str, default="iid"
-        ``iid``, ``dirichlet:A1,A2`` or ``shards:K``.
+        ``iid``, ``dirichlet:A1,A2``, ``shards:K``, ``quantity:A[,MIN]``,
+        ``powerlaw:A[,MIN]`` or ``column:NAME`` (a table's column: one client per value).
+    unlabeled_shift : float, default=0.0
+        S in [0, 1]: U drawn with class proportions ``(1 - S) p + S u_H`` (half of the
+        classes favoured; :mod:`fedlabels.data.shift`); 0 leaves U as it was. The measured
+        shift goes into the result's ``federation.unlabeled_shift``.
     seed : int, default=0
         Seeds data split, partition, model initialisation and minibatch order.
     eval_every : int, default=1
@@ -49,6 +54,9 @@ class RunConfig:
         Feature columns of a table to keep (in that order) or to remove, comma-separated
         or a list; ``None`` keeps every column but the target (and a pandas index column
         ``Unnamed: 0``, dropped with a warning).
+    text_column : str or None
+        The text column of a ``csv:`` table, used as the single feature (text learners
+        such as ``tfidf``); ``None``: numeric/categorical features.
     task : str or None
         ``classification`` or ``regression``; ``None`` (the default) takes the dataset's
         own. Only a ``csv:`` table can be given another task (a numeric target column).
@@ -96,12 +104,14 @@ class RunConfig:
     private_per_client: int | None = None
     test: int | None = None
     partition: str = "iid"
+    unlabeled_shift: float = 0.0
     seed: int = 0
     eval_every: int = 1
     output: str | None = None
     sep: str | None = None
     features: str | list[str] | None = None
     drop: str | list[str] | None = None
+    text_column: str | None = None
     task: str | None = None
     target_range: str | None = None
     insecure_reproducible_noise: bool = False
@@ -139,6 +149,9 @@ class RunConfig:
             _int(name, 1, allow_none=True)
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
+        from fedlabels.data.shift import check_shift
+
+        self.unlabeled_shift = check_shift(self.unlabeled_shift)
         if not isinstance(self.insecure_reproducible_noise, bool):
             raise FedLabelsError(f"insecure_reproducible_noise must be true or false, got "
                                  f"{self.insecure_reproducible_noise!r}.")
@@ -154,6 +167,10 @@ class RunConfig:
                     isinstance(value, list) and all(isinstance(v, str) for v in value))):
                 raise FedLabelsError(f"{name} must be column names (a comma-separated string "
                                      f"or a list of strings), got {value!r}.")
+        if self.text_column is not None and (not isinstance(self.text_column, str)
+                                             or not self.text_column.strip()):
+            raise FedLabelsError(f"text_column must be a column name, got "
+                                 f"{self.text_column!r}.")
         _int("malicious", 0)
         if self.malicious or self.attack is not None:
             from fedlabels.protocols.adversary import plan_attack

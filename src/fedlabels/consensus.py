@@ -114,3 +114,27 @@ def leave_one_out_kappa(votes: np.ndarray, n_classes: int, weights: np.ndarray) 
     others = np.repeat(counts[None], m, axis=0)  # (m, n, C)
     others[np.arange(m)[:, None], np.arange(n)[None, :], votes] -= np.asarray(weights)[:, None]
     return kappa_rows(votes, others.argmax(axis=2), n_classes)
+
+
+def balanced_vote(votes: np.ndarray, n_classes: int,
+                  quorum: float | None = None) -> np.ndarray:
+    """Plurality in which client i's vote for class c weighs ``1 / (C · p_ic)``, p_ic the
+    share of the examples that client i labels c (floored at one example): a client that
+    labels almost everything c (it saw little else: pathological non-iid) says little with a
+    vote for c, a rare vote says more; balanced labellings (p_ic = 1/C) weigh 1. With
+    ``quorum``, :data:`ABSTAIN` where the top class holds less than that share of the
+    example's total vote weight. Ties: the smallest class index."""
+    votes = np.asarray(votes)
+    m, n = votes.shape
+    rows = np.arange(m)[:, None] * n_classes
+    share = np.bincount((rows + votes).ravel(), minlength=m * n_classes).reshape(m, -1) / n
+    weight = 1.0 / (n_classes * np.maximum(share, 1.0 / n))  # (m, C)
+    per_vote = np.take_along_axis(weight, votes, axis=1)  # (m, n)
+    flat = (np.arange(n)[None, :] * n_classes + votes).ravel()
+    counts = np.bincount(flat, weights=per_vote.ravel(),
+                         minlength=n * n_classes).reshape(n, n_classes)
+    top = counts.argmax(axis=1)
+    if quorum is None:
+        return top
+    top_share = counts[np.arange(n), top] / per_vote.sum(axis=0)
+    return np.where(top_share >= quorum - 1e-12, top, ABSTAIN)

@@ -46,14 +46,19 @@ class Preprocessing:
     categorical: tuple[str, ...] = ()  # raw columns one-hot encoded into feature_names
     mean: np.ndarray | None = None  # z-scoring statistics of U (None: not scaled)
     std: np.ndarray | None = None
+    text: bool = False  # text input (issue 18): feature_names[0] names the text column
 
     @classmethod
     def of(cls, X: Any, feature_names: Sequence[str], class_names: Sequence[str],
-           mean: np.ndarray | None, std: np.ndarray | None) -> Preprocessing:
+           mean: np.ndarray | None, std: np.ndarray | None,
+           text: bool = False) -> Preprocessing:
         """The preprocessing of raw ``X`` (an array or a DataFrame) into ``feature_names``."""
         import pandas as pd
 
         is_frame = isinstance(X, pd.DataFrame)
+        if text:
+            return cls(feature_names=[str(f) for f in feature_names],
+                       class_names=[str(c) for c in class_names], text=True)
         return cls(feature_names=[str(f) for f in feature_names],
                    class_names=[str(c) for c in class_names],
                    columns=[str(c) for c in X.columns] if is_frame else None,
@@ -64,6 +69,11 @@ class Preprocessing:
     def transform(self, X_raw: Any) -> np.ndarray:
         """Raw rows -> the float32 model inputs (unknown categories encode as all zeros)."""
         import pandas as pd
+
+        if self.text:
+            from fedlabels.data.text import text_rows
+
+            return text_rows(X_raw, self.feature_names[0])
 
         if self.columns is not None:
             frame = X_raw if isinstance(X_raw, pd.DataFrame) else pd.DataFrame(
@@ -95,7 +105,7 @@ class Preprocessing:
         return {"feature_names": self.feature_names, "class_names": self.class_names,
                 "columns": self.columns, "categorical": list(self.categorical),
                 "mean": None if self.mean is None else self.mean.tolist(),
-                "std": None if self.std is None else self.std.tolist()}
+                "std": None if self.std is None else self.std.tolist(), "text": self.text}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
@@ -103,7 +113,8 @@ class Preprocessing:
                    class_names=list(data["class_names"]), columns=data.get("columns"),
                    categorical=tuple(data.get("categorical") or ()),
                    mean=None if data.get("mean") is None else np.asarray(data["mean"]),
-                   std=None if data.get("std") is None else np.asarray(data["std"]))
+                   std=None if data.get("std") is None else np.asarray(data["std"]),
+                   text=bool(data.get("text", False)))
 
 
 def _floats(convert: Any) -> np.ndarray:
@@ -166,7 +177,7 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
         raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
-    if prep.columns is None:  # trained on an array: every column is a feature
+    if prep.columns is None and not prep.text:  # trained on an array: every column is one
         features: Any = frame.to_numpy()
     else:
         features = frame

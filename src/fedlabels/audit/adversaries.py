@@ -160,6 +160,11 @@ def observe_down(ex: Exchange, view: str, ctx: ObservationContext) -> Observatio
             prev = ex.prev_config
             idx = subset_indices(int(prev["subset_seed"]), ctx.n_public,
                                  int(prev["subset_size"]))
+        elif "soft_seed" in ex.down.config:  # DS-FL names the subset its aggregate is about
+            from fedlabels.protocols.fedmd import subset_indices
+
+            idx = subset_indices(int(ex.down.config["soft_seed"]), ctx.n_public,
+                                 int(ex.down.config["soft_size"]))
         else:
             idx = np.arange(len(values))
         return Observation(view, "probs", ctx.copy_model(ex.cid, idx, values, ordinal),

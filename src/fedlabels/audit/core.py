@@ -27,6 +27,7 @@ from fedlabels.data import Federation
 from fedlabels.engines import simulate
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import expand_per_client
+from fedlabels.learners.text_input import refuse_text
 from fedlabels.privacy.attacks import (
     ATTACKS,
     AttackResult,
@@ -334,6 +335,8 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
             f"the membership audit attacks class labels and probabilities; {federation.name} "
             f"is a {federation.task} task, which it does not cover yet. Audit a "
             "classification dataset.")
+    refuse_text(federation.X_public, "the membership audit (its attacks perturb features)",
+                "audit a numeric dataset")
     impl = get_method(method)
     names = parse_attacks(attacks)
     view = audit_view(method, threat)

@@ -29,7 +29,12 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     from fedlabels.results import format_table
 
     cfg = config_from_args(args)
-    files = checked_outputs(cfg, args, models=False)  # before anything is started
+    if args.resume and not args.workdir:
+        raise FedLabelsError("--resume continues a run in its --workdir (its sites' saved "
+                             "state is there); give the interrupted run's --workdir.")
+    # before anything is started; a resumed run updates its own files
+    files = checked_outputs(cfg, args, models=False) if not args.resume else \
+        _resumed_outputs(cfg)
     out = files["result"]
     temporary = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fedlabels-deploy-"))
@@ -37,7 +42,8 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
         result = deploy_local(cfg, workdir=workdir, output=out,
                               reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
                               timeout=args.timeout, secure=args.tls,
-                              progress=not args.no_progress)
+                              progress=not args.no_progress, database=args.database,
+                              resume=args.resume)
     except BaseException:
         if temporary and not (workdir / "logs").exists():  # nothing was started
             shutil.rmtree(workdir, ignore_errors=True)
@@ -53,6 +59,22 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     print(f"\nresult: {out}  (rounds: {files['rounds table']}); mean wall time per round "
           f"{sum(per_round) / len(per_round):.1f} s over Flower")
     return 0
+
+
+def _resumed_outputs(cfg: Any) -> dict[str, Path]:
+    from fedlabels.engines.checkpoint import checkpoint_path
+    from fedlabels.outputs import result_path, run_outputs
+
+    if not cfg.output:
+        raise FedLabelsError("--resume needs the interrupted run's --output (its checkpoint "
+                             "is beside it).")
+    files = run_outputs(result_path(cfg.output))
+    if not checkpoint_path(files["result"]).is_file():
+        raise FedLabelsError(f"cannot resume {files['result']}: there is no checkpoint "
+                             f"{checkpoint_path(files['result'])} beside it (the ServerApp "
+                             "writes one after every completed round).")
+    del files["models file"]
+    return files
 
 
 def cmd_deploy_prepare(args: argparse.Namespace) -> int:
@@ -84,11 +106,18 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
     if args.nodes < 0 or args.days < 1:
         raise FedLabelsError(f"--nodes must be >= 0 and --days >= 1; got {args.nodes} and "
                              f"{args.days}.")
+    from fedlabels.engines.flower.security import has_ca
     from fedlabels.outputs import check_output_dir
 
-    # a new CA replacing the one every site trusts would cut the federation off: ask first
-    check_output_dir(Path(args.out_dir), "certificates and keys", overwrite=args.overwrite)
-    tls = make_tls_files(args.out_dir, args.host, days=args.days)
+    check_output_dir(Path(args.out_dir), "certificates and keys",
+                     overwrite=args.overwrite or args.force)
+    # a new CA replacing the one every site trusts would cut the federation off: an existing
+    # CA is kept (and signs the new server certificate) unless --force
+    keep_ca = has_ca(args.out_dir) and not args.force
+    tls = make_tls_files(args.out_dir, args.host, days=args.days, new_ca=not keep_ca)
+    if keep_ca:
+        print(f"kept the existing CA {tls.ca_cert} (pass --force to replace it: every site "
+              "must then get the new ca.crt)")
     keys = make_node_keys(args.out_dir, args.nodes)
     print(f"SuperLink: --ssl-certfile {tls.server_cert} --ssl-keyfile {tls.server_key} "
           f"--ssl-ca-certfile {tls.ca_cert} --enable-supernode-auth")
@@ -114,6 +143,12 @@ def add_deploy_parser(sub: Any) -> None:
                    help="give up after this many seconds (default 3600)")
     p.add_argument("--tls", action="store_true",
                    help="TLS (fresh CA) and SuperNode authentication instead of --insecure")
+    p.add_argument("--database", metavar="PATH",
+                   help="the SuperLink keeps its state in this SQLite file (default: in memory)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run whose --output and --workdir are given from its last "
+                        "completed round (after a ServerApp or SuperLink crash), with the same "
+                        "options")
     p.set_defaults(func=cmd_deploy_local)
 
     p = dsub.add_parser("certs", help="make a CA, a SuperLink TLS certificate and SuperNode "
@@ -126,7 +161,11 @@ def add_deploy_parser(sub: Any) -> None:
                    help="number of SuperNode key pairs to make (default 0)")
     p.add_argument("--days", type=int, default=365, help="certificate validity (default 365)")
     p.add_argument("--overwrite", action="store_true",
-                   help="write into a non-empty --out-dir (replaces the CA and keys there)")
+                   help="write into a non-empty --out-dir: a new server certificate and node "
+                        "keys, signed by the CA already there (kept)")
+    p.add_argument("--force", action="store_true",
+                   help="also replace an existing CA (ca.crt, ca.key); every site must then "
+                        "get the new ca.crt")
     p.set_defaults(func=cmd_deploy_certs)
 
     p = run_parser(dsub, "prepare", help="write per-site data files, the shared public file "

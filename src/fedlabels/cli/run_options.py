@@ -10,8 +10,10 @@ from fedlabels.cli.method_flags import add_method_flags, check_flags, method_opt
 from fedlabels.errors import FedLabelsError
 
 _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
-             "private", "private_per_client", "test", "partition", "seed", "eval_every",
+             "private", "private_per_client", "test", "partition", "unlabeled_shift",
+             "seed", "eval_every",
              "output", "insecure_reproducible_noise", "sep", "features", "drop",
+             "text_column",
              "task", "target_range",
              "malicious", "attack")
 
@@ -34,6 +36,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                                       "(default: all but the target)")
     p.add_argument("--drop", help="comma-separated columns of a table to leave out (e.g. an "
                                   "ID or date column)")
+    p.add_argument("--text-column", metavar="NAME",
+                   help="the text column of a csv: table, used as the only feature (text "
+                        "models such as tfidf)")
     p.add_argument("--task", choices=("classification", "regression"),
                    help="the task of a csv: table (default: the dataset's; classification "
                         "for csv:)")
@@ -50,7 +55,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--private", type=int, help="total private examples over all clients")
     p.add_argument("--private-per-client", type=int, help="private examples per client")
     p.add_argument("--test", type=int, help="test-set size (datasets without a test split)")
-    p.add_argument("--partition", help="iid | dirichlet:A1,A2 | shards:K (default iid)")
+    p.add_argument("--partition", help="iid | dirichlet:A1,A2 | shards:K | quantity:A[,MIN] "
+                                       "| powerlaw:A[,MIN] | column:NAME (default iid)")
+    p.add_argument("--unlabeled-shift", type=float, metavar="S",
+                   help="draw U with class proportions (1-S) p + S u_H, half of the classes "
+                        "favoured (0..1; default 0: U like the private data); the shift is "
+                        "measured in the result (simulator only)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
     p.add_argument("--output", help="JSON result path, X.json; X.rounds.csv and X.models.pkl "
@@ -99,6 +109,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
             getattr(cfg, k) is not None for k in _PARTICIPATION_KEYS):
         raise FedLabelsError("participation, dropout and deadline are simulator settings that "
                              "only `fedlabels run` (without --audit) takes; remove them.")
+    if not hasattr(args, "participation") and cfg.unlabeled_shift:
+        raise FedLabelsError("unlabeled_shift is a simulator setting that only `fedlabels "
+                             "run` takes; remove it.")
     if (not hasattr(args, "participation") or getattr(args, "audit", False)) and (
             cfg.malicious or cfg.attack is not None):
         raise FedLabelsError("malicious and attack are simulator settings that only "

@@ -56,7 +56,8 @@ class Federation:
 
     @property
     def n_features(self) -> int:
-        return int(self.X_public.shape[1])
+        """Feature columns; 1 for text (a 1-D array of ``str``)."""
+        return 1 if self.X_public.ndim == 1 else int(self.X_public.shape[1])
 
     @property
     def public_scaling(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -151,6 +152,10 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
     import pandas as pd  # lazily: importing fedlabels must not load pandas
 
     names: list[str]
+    from fedlabels.learners.text_input import as_text_array, is_text
+
+    if is_text(X):  # text (issue 18): one str per row, kept as a 1-D object array
+        return as_text_array(X), [str(getattr(X, "name", None) or "text")]
     if isinstance(X, LazyRows):
         if not _all_finite(X):
             raise FedLabelsError(f"{what} contains non-finite values; impute or drop them "
@@ -251,6 +256,7 @@ def make_federation(
     name: str = "custom",
     task: str = "classification",
     target_range: Any = None,
+    unlabeled_shift: float = 0.0,
 ) -> Federation:
     """Split labelled data into a test set, a public unlabeled set U and m client sets.
 
@@ -269,7 +275,10 @@ def make_federation(
     X_test, y_test : optional
         An explicit test set (e.g. a dataset's official split); then nothing of X is held out.
     partition : str
-        ``iid``, ``dirichlet:A1,A2`` or ``shards:K``.
+        ``iid``, ``dirichlet:A1,A2``, ``shards:K``, ``quantity:A[,MIN]``,
+        ``powerlaw:A[,MIN]`` or ``column:NAME`` (:mod:`fedlabels.data.partition`; with
+        ``column:NAME`` X is a DataFrame, the column is dropped from the features and each
+        of its m distinct values is one client).
     scale : {"public", "none"}
         ``"public"`` z-scores every set with the mean and std of U. U is public, so this
         leaks nothing private and gives all clients the same preprocessing.
@@ -279,17 +288,30 @@ def make_federation(
         With ``"regression"`` y is a numeric target, mapped to ``[0, 1]`` by
         ``target_range`` (``(lo, hi)`` or ``"LO,HI"``; default the range of all of y and
         y_test), and only label-free partitions are allowed (:mod:`fedlabels.data.targets`).
+    unlabeled_shift : float
+        S in [0, 1]: U drawn with class proportions ``(1 - S) p + S u_H``
+        (:mod:`fedlabels.data.shift`); 0 (the default) leaves U as it always was. The shift
+        is measured either way and recorded in ``info["unlabeled_shift"]``.
     """
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
         raise FedLabelsError(f"n_clients must be an integer >= 1, got {n_clients!r}.")
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
+    from fedlabels.data.partition import split_column
+    from fedlabels.data.shift import check_shift, measure_shift, shifted_public
     from fedlabels.data.targets import check_partition_for_task, check_task, unit_targets
     from fedlabels.reuse import Preprocessing
 
     check_partition_for_task(spec.kind, check_task(task))
     regression = task == "regression"
+    shift = check_shift(unlabeled_shift)
+    if shift and regression:
+        raise FedLabelsError("unlabeled_shift shifts U's class proportions and a regression "
+                             "task has no classes; leave it at 0.")
+    sites = site_names = None
+    if spec.kind == "column":  # the sites: one client per value, the column no feature
+        X, sites, site_names = split_column(X, spec.column, n_clients)
     Xa, feature_names = as_feature_matrix(X, "X")  # an ndarray, or LazyRows read by rows
     if regression:
         ya, yt_unit, target_range, range_source = unit_targets(y, y_test, target_range)
@@ -321,7 +343,9 @@ def make_federation(
         Xt, _ = as_feature_matrix(X_test, "X_test")
         if isinstance(Xt, LazyRows):
             Xt = Xt[:]
-        if Xt.shape[1] != Xa.shape[1]:
+        if Xt.ndim != Xa.ndim:
+            raise FedLabelsError("X and X_test must both be text or both be numeric.")
+        if Xt.ndim == 2 and Xt.shape[1] != Xa.shape[1]:
             raise FedLabelsError(f"feature dimensions do not match: X has {Xa.shape[1]} "
                                  f"features, X_test has {Xt.shape[1]}.")
         yt = np.asarray(yt_unit) if regression else _encode_like(y_test, class_names)
@@ -343,17 +367,27 @@ def make_federation(
     if n_private < n_clients:
         raise FedLabelsError(f"{n_private} private examples cannot give each of {n_clients} "
                              "clients at least one; use more private data or fewer clients.")
-    public_idx = pool[:n_unlabeled]
+    favoured = None
+    if shift:  # a third seed stream: S = 0 draws nothing more, so U stays as it was
+        public_idx, favoured = shifted_public(pool, ya, n_unlabeled, n_private, shift,
+                                              len(class_names),
+                                              np.random.default_rng(seq.spawn(1)[0]))
+    else:
+        public_idx = pool[:n_unlabeled]
     private_idx = pool[n_unlabeled : n_unlabeled + n_private]
     if len(np.unique(ya[private_idx])) < 2 and not regression:
         raise FedLabelsError(f"the {n_private} private training examples hold a single class "
                              f"({class_names[int(ya[private_idx][0])]!r}), so no client can "
                              "learn to tell classes apart; use more private data (--private) "
                              "or check the labels.")
-    parts = partition_pool(ya[private_idx], n_clients, spec, part_rng)
+    parts = partition_pool(ya[private_idx], n_clients, spec, part_rng,
+                           groups=None if sites is None else sites[private_idx])
 
     X_public = Xa[public_idx]
     mean = std = None
+    text = Xa.ndim == 1  # text features (as_feature_matrix): nothing to scale
+    if text:
+        scale = "none"
     if scale == "public":
         # statistics in float64 whatever the input dtype (float32 data included)
         mean = X_public.mean(axis=0, dtype=np.float64)
@@ -362,15 +396,21 @@ def make_federation(
 
     def _scale(a: np.ndarray, owned: bool) -> np.ndarray:
         """``a`` z-scored (if scaling) as float32; ``owned``: ``a`` is a fresh array."""
+        if text:
+            return a if owned else a.copy()
         return _to_float32(a, mean, std, reuse=owned)
 
     yp = ya[private_idx]
     # each client's rows straight from the pool (one copy, not a copy of all private rows first)
     clients = [ClientData(_scale(Xa[private_idx[p]], owned=True), yp[p]) for p in parts]
+    X_public_scaled = _scale(X_public, owned=True)
+    measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in clients]),
+                             None if regression else ya[public_idx],
+                             None if regression else yp, len(class_names), favoured)
     return Federation(
         name=name,
         clients=clients,
-        X_public=_scale(X_public, owned=True),
+        X_public=X_public_scaled,
         y_public=ya[public_idx],
         # an explicit test set may be the caller's own array: copy it rather than share it
         X_test=_scale(Xt, owned=X_test is None or isinstance(X_test, LazyRows)),
@@ -378,9 +418,10 @@ def make_federation(
         n_classes=len(class_names),
         class_names=class_names,
         feature_names=feature_names,
-        preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std),
+        preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std, text=text),
         info={"partition": str(spec), "seed": seed, "scale": scale,
-              "n_private": int(n_private),
+              "n_private": int(n_private), "unlabeled_shift": measured,
+              **({"client_sites": site_names} if site_names is not None else {}),
               **({"task": task, "target_range": list(target_range),
                   "target_range_source": range_source} if regression else {})},
         task=task,

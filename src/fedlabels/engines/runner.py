@@ -154,6 +154,11 @@ def rounds_to_run(plan: RunPlan, learners: list[Any]) -> tuple[int, dict[str, An
 RoundHook = Callable[[RoundRecord], None]
 
 
+def evaluation_due(rnd: int, rounds: int, eval_every: int) -> bool:
+    """Whether round ``rnd`` (0-based) of ``rounds`` ends with an evaluation."""
+    return (rnd + 1) % max(1, eval_every) == 0 or rnd == rounds - 1
+
+
 def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
                period: int, eval_every: int, iterative: bool, all_cids: list[int],
                on_round: RoundHook | None = None, progress: RoundProgress | None = None,
@@ -182,7 +187,7 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
                 server_metrics = server.run_round(rnd, grid)
             accuracies: list[float] | None = None
             scores: dict[str, list[float]] = {}
-            if (rnd + 1) % max(1, eval_every) == 0 or rnd == rounds - 1:
+            if evaluation_due(rnd, rounds, eval_every):
                 replies = grid.exchange({c: server.evaluation_message(c)
                                          for c in grid.client_ids}, rnd)
                 scores = evaluation_scores(replies)  # accuracy, or RMSE and R²

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedlabels.errors import FedLabelsError
+from fedlabels.learners.text_input import register_text_model as _register_text_model
 
 Factory = Callable[..., Any]
 
@@ -303,6 +304,44 @@ register_model("rulefit", _rulefit,
                "RuleFit (imodels): rules of boosted trees of size 4, at most 200 rules, "
                "one-vs-rest for C > 2; rulefit(tree_size=4,max_rules=200,linear=false)",
                aliases=("rule_fit",))
+
+
+# ------------------------------------------------------------------ text models (issue 18)
+def _tfidf(n_classes: int, random_state: int, **params: Any) -> Any:
+    from fedlabels.learners.tfidf import make_tfidf
+
+    return make_tfidf(n_classes, random_state, **params)
+
+
+def _check_tfidf(params: dict[str, Any]) -> None:
+    from fedlabels.learners.tfidf import check_tfidf
+
+    check_tfidf(params)
+
+
+register_model("tfidf", _tfidf,
+               "text: TF-IDF word n-grams + logistic regression; tfidf(max_features=20000,"
+               "ngram=1-2,C=4.0,min_df=1)", aliases=("tfidf_logreg",), check=_check_tfidf)
+_register_text_model("tfidf")
+
+
+def _minilm(n_classes: int, random_state: int, **params: Any) -> Any:
+    from fedlabels.learners.transformer import make_minilm
+
+    return make_minilm(n_classes, random_state, **params)
+
+
+def _check_minilm(params: dict[str, Any]) -> None:
+    from fedlabels.learners.transformer import check_minilm
+
+    check_minilm(params)
+
+
+register_model("minilm", _minilm,
+               "text: MiniLM encoder (`fedlabels fetch minilm`) + linear head, torch, "
+               "iterative; minilm(mode=lora|frozen|full,r=8,alpha=16,max_len=64,batch=16,"
+               "lr=...,head=linear)", aliases=("transformer",), check=_check_minilm)
+_register_text_model("minilm")
 
 
 def as_models(model: Any) -> list[Any]:

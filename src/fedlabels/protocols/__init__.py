@@ -5,8 +5,10 @@ from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, Se
 from fedlabels.protocols.dd import DistributedDistillation
 from fedlabels.protocols.dp_fedavg import DPFedAvg
 from fedlabels.protocols.dp_fedct import DPFedCT
+from fedlabels.protocols.dsfl import DSFL
 from fedlabels.protocols.fedavg import FedAvg
 from fedlabels.protocols.fedct import FedCT
+from fedlabels.protocols.feddf import FedDF
 from fedlabels.protocols.fedmd import FedMD
 from fedlabels.protocols.fredy import FREDY
 from fedlabels.protocols.local import Centralized, LocalOnly
@@ -44,6 +46,8 @@ _BUILTIN_METHODS: tuple[Method, ...] = (
     DistributedDistillation(), FedMD(), PATE(), DPPATE(), FREDY(),
     # differential privacy (issue 5): DP-FedCT (XOR mechanism / k-ary RR), DP-FedAvg
     DPFedCT(), DPFedAvg(),
+    # the label-sharing baselines the field expects (issue 19): DS-FL (ERA), FedDF
+    DSFL(), FedDF(),
 )
 for _method in _BUILTIN_METHODS:
     register_method(_method)

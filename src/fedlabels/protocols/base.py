@@ -302,6 +302,9 @@ class MethodContext:
     # U's public (mean, std) with which the federation z-scored every feature (clients hold
     # it: U is public); None: features as loaded. Lets a method undo the scaling.
     scaling: tuple[np.ndarray, np.ndarray] | None = None
+    # the public set U for a server role that holds it (FedDF distils on it); the simulator
+    # sets it, the Flower ServerApp holds no copy of U (None)
+    X_public: np.ndarray | None = None
 
 
 class Method:

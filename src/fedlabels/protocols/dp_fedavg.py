@@ -21,6 +21,10 @@ amplification by subsampling needs the sample to be secret, so neither derives f
 Threat model: the server is trusted to add the noise (central DP): the guarantee protects
 every client's whole dataset against anyone who sees the global models (other clients, users
 of the final model), not against the server, which sees the clipped updates in the clear.
+
+``level="record"`` is the record-level variant instead: DP-SGD at the clients, a formal
+record-level (ε, δ) against everyone, the server included
+(:mod:`fedlabels.protocols.dp_fedavg_record`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ from fedlabels.protocols.blocks import (
     check_weight_learners,
     initial_weights,
 )
+from fedlabels.protocols.dpsgd_client import (
+    DPSGD_OPTIONS,
+    example_clip_option,
+    example_rate_option,
+)
 from fedlabels.protocols.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.protocols.threat import (
     EVALUATION_PAYLOADS,
@@ -53,6 +62,9 @@ from fedlabels.protocols.threat import (
 from fedlabels.randomness import numpy_generator
 
 ACCOUNTANTS = ("analytic", "rdp", "pld")
+LEVELS = ("client", "record")
+#: client-level options that record-level DP-FedAvg does not read
+_CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant")
 
 
 @dataclass(frozen=True)
@@ -75,8 +87,30 @@ class DPFedAvgOptions(MethodOptions):
         None, "accountant for calibrating σ and reporting ε (analytic needs sample_rate 1); "
         "none: analytic at q = 1, else RDP calibration and the tighter of PLD and RDP",
         kind=str, choices=ACCOUNTANTS, nullable=True)
+    level: str = option(
+        "client", "client: clipped updates, server-side noise, client-level (ε, δ) against "
+        "observers of the model; record: DP-SGD at the clients, record-level (ε, δ) against "
+        "everyone, the server included (protocols/dp_fedavg_record.py)", kind=str,
+        choices=LEVELS)
+    example_clip: float = example_clip_option("level record")
+    example_rate: float = example_rate_option("level record")
 
     def check(self) -> None:
+        given = self.given()
+        if self.level == "record":
+            unused = [n for n in _CLIENT_LEVEL_ONLY if n in given]
+            if unused:
+                raise FedLabelsError(f"dp-fedavg option(s) {', '.join(unused)} apply only "
+                                     "with level client; level record clips each example "
+                                     "(example_clip) and calibrates σ from --epsilon.")
+            if self.epsilon is None:
+                raise FedLabelsError("dp-fedavg level record needs the total budget --epsilon "
+                                     "(σ of DP-SGD is calibrated to it over all local steps).")
+            return
+        unused = [n for n in DPSGD_OPTIONS if n in given]
+        if unused:
+            raise FedLabelsError(f"dp-fedavg option(s) {', '.join(unused)} apply only with "
+                                 "level record (--level record).")
         if (self.noise_multiplier is None) == (self.epsilon is None):
             raise FedLabelsError("dp-fedavg needs exactly one of noise_multiplier (σ, e.g. "
                                  "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
@@ -212,7 +246,8 @@ class DPFedAvg(Method):
 
     name = "dp-fedavg"
     description = ("DP-FedAvg: clipped client updates, Gaussian noise σS on the sum, Poisson "
-                   "client sampling; client-level (ε, δ) via dp-accounting")
+                   "client sampling; client-level (ε, δ) via dp-accounting (level record: "
+                   "DP-SGD at the clients, record-level)")
     options_class = DPFedAvgOptions
     requires_weights = True
     own_client_sampling = "sample_rate"  # secret Poisson sampling, accounted for
@@ -239,6 +274,12 @@ class DPFedAvg(Method):
                     "against observers of the global model, which carries the noise"),
             Payload("dpfedavg.update", "norm", "metric", source="config", note="the L2 norm "
                     "of the update before clipping, sent to the server in the clear"),
+            Payload("dpfedavg.dp_update", "update", "update", covered=True, note="level "
+                    "record: post-processing of the client's DP-SGD steps (formal "
+                    "record-level (ε, δ) against everyone, set per run in privacy)"),
+            Payload("dpfedavg.dp_update", "n", "metric", source="config", note="level "
+                    "record: the client's number of records (aggregation weight), in the "
+                    "clear"),
             *EVALUATION_PAYLOADS),
         outside=(
             ("rounds[].server.mean_update_norm", "mean of the clients' pre-clipping update "
@@ -253,6 +294,11 @@ class DPFedAvg(Method):
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         check_weight_learners("DP-FedAvg", learners)
+        if settings.options_as(DPFedAvgOptions).level == "record":
+            from fedlabels.learners.dpsgd import check_dpsgd_learner
+
+            for cid, learner in enumerate(learners):
+                check_dpsgd_learner(learner, f"dp-fedavg level record (client {cid})")
 
     def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
         if settings.options_as(DPFedAvgOptions).epsilon is not None:
@@ -262,9 +308,18 @@ class DPFedAvg(Method):
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
+        opts = ctx.settings.options_as(DPFedAvgOptions)
+        if opts.level == "record":
+            from fedlabels.protocols.dp_fedavg_record import DPFedAvgRecordServer
+
+            return DPFedAvgRecordServer(initial_weights(learners, ctx), ctx.settings, opts)
         return DPFedAvgServer(initial_weights(learners, ctx), ctx.settings)
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
+        if ctx.settings.options_as(DPFedAvgOptions).level == "record":
+            from fedlabels.protocols.dp_fedavg_record import DPFedAvgRecordClient
+
+            return DPFedAvgRecordClient(cid, data, learner, ctx.settings, None, X_test, y_test)
         return DPFedAvgClient(cid, data, learner, ctx.settings, None, X_test, y_test)

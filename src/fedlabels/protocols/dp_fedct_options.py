@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedlabels.errors import FedLabelsError
+from fedlabels.protocols.dpsgd_client import (
+    DPSGD_OPTIONS,
+    example_clip_option,
+    example_rate_option,
+)
 from fedlabels.protocols.fedct import VoteOptions
 from fedlabels.protocols.options import POSITIVE, PROBABILITY, Interval, delta_option, option
 
-MECHANISMS = ("xor", "kary")
+MECHANISMS = ("xor", "kary", "dpsgd", "subsample-aggregate")
 SENSITIVITY_SOURCES = ("worst", "empirical", "prop2")  # or a number of bits
 #: the options that only one way of getting s* reads
 _ONLY_WITH = {"prop2": ("stability_rate", "sensitivity_delta"),
@@ -45,8 +50,27 @@ class DPFedCTOptions(VoteOptions):
         interval=POSITIVE, nullable=True, flag=True)
     delta: float = delta_option("δ of the (ε, δ) of the composition over rounds")
     mechanism: str = option("xor", "xor: bitwise randomized response on the one-hot rows; "
-                            "kary: k-ary randomized response per label", kind=str,
+                            "kary: k-ary randomized response per label; dpsgd: clients train "
+                            "with DP-SGD and share their DP models' labels; "
+                            "subsample-aggregate: each client's k teachers on disjoint parts "
+                            "of its data vote, the noisy argmax (GNMax) is shared", kind=str,
                             choices=MECHANISMS)
+    example_clip: float = example_clip_option("dpsgd")
+    example_rate: float = example_rate_option("dpsgd")
+    teachers: int = option(
+        50, "subsample-aggregate: k teachers per client, each trained on one of k disjoint "
+        "parts of its private data", kind=int, interval=Interval(2, None))
+    teacher_steps: int | None = option(
+        None, "subsample-aggregate: training steps of each (fresh) torch teacher per round; "
+        "none: period", kind=int, interval=Interval(1, None), nullable=True)
+    label_queries: int | None = option(
+        100, "subsample-aggregate: points of U each client labels per round (a seeded "
+        "subset, at most |U|; earlier rounds' consensus kept elsewhere; σ grows with the "
+        "labels released over the run); none: all of U", kind=int,
+        interval=Interval(1, None), nullable=True)
+    data_dependent: bool = option(
+        False, "subsample-aggregate: clients also send the data-dependent RDP of their votes "
+        "(reported beside the guarantee; not itself DP, sent outside it)", kind=bool)
     sensitivity: str | float = option(
         "worst", "Hamming sensitivity s* in bits: worst (2|U|: formal, protects a client's "
         "whole dataset), empirical (estimated before round 1), prop2 (a heuristic from "
@@ -82,6 +106,7 @@ class DPFedCTOptions(VoteOptions):
             raise FedLabelsError("dp-fedct needs exactly one of epsilon (the total (ε, δ) "
                                  "budget of the run, e.g. --epsilon 8) and epsilon_per_round "
                                  "(pure ε of each round's release, e.g. --epsilon-per-round 1).")
+        self._check_trained_mechanisms()
         source = self.sensitivity
         if isinstance(source, str) and source not in SENSITIVITY_SOURCES:
             raise FedLabelsError(f"dp-fedct option sensitivity must be worst, empirical, prop2 "
@@ -104,5 +129,37 @@ class DPFedCTOptions(VoteOptions):
                 raise FedLabelsError(f"dp-fedct option sensitivity_model must be one model "
                                      f"spec, got {self.sensitivity_model!r}.")
 
+
+    def _check_trained_mechanisms(self) -> None:
+        """dpsgd and subsample-aggregate need a total ε and no s*; their options only them."""
+        given = self.given()
+        for mechanism, (own, why) in _TRAINED_MECHANISMS.items():
+            if self.mechanism != mechanism:
+                unused = [n for n in own if n in given]
+                if unused:
+                    raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} apply only "
+                                         f"with --mechanism {mechanism}; got mechanism "
+                                         f"{self.mechanism!r}.")
+                continue
+            if self.epsilon is None:
+                raise FedLabelsError(f"dp-fedct --mechanism {mechanism} needs the total budget "
+                                     "--epsilon (σ is calibrated to the whole run), not "
+                                     "--epsilon-per-round.")
+            unused = [n for n in _SENSITIVITY_OPTIONS if n in given]
+            if unused:
+                raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} do not apply to "
+                                     f"--mechanism {mechanism} ({why}); drop them.")
+
+
+_SA_ONLY = ("teachers", "teacher_steps", "label_queries", "data_dependent")
+#: mechanisms that train the shared labels' models privately: their own options, and why
+#: they have no label sensitivity s*
+_TRAINED_MECHANISMS = {
+    "dpsgd": (DPSGD_OPTIONS, "it has no label sensitivity s*: DP-SGD clips each example's "
+                             "gradient instead"),
+    "subsample-aggregate": (_SA_ONLY, "its sensitivity is one teacher vote, L2 √2, not s*"),
+}
+_SENSITIVITY_OPTIONS = ("sensitivity", *sorted({n for names in _ONLY_WITH.values()
+                                                for n in names}))
 
 #: what every DP-FedCT guarantee assumes, besides the sensitivity (stated per run)

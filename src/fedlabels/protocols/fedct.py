@@ -12,6 +12,10 @@ Clients share only hard labels on the public unlabeled set U:
 The consensus of round t travels with the next round's training message, so each round is
 one exchange. Torch learners take b steps of (private minibatch + pseudo-labelled minibatch)
 per round; scikit-learn learners are refit from scratch on D_i ∪ P once per round.
+
+Beyond the paper (issue 17): the pseudo-labels' loss weights (``pseudo_weight``,
+``pseudo_warmup``, ``vote_power``; :mod:`fedlabels.protocols.fedct_schedule`) and a
+class-balanced vote (``balanced``; :func:`fedlabels.consensus.balanced_vote`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
 from fedlabels.consensus import (
     ABSTAIN,
+    balanced_vote,
     leave_one_out_kappa,
     majority_vote,
     peer_kappa,
@@ -47,6 +52,14 @@ from fedlabels.protocols.fedct_regression import (
     FedCTRegressionClient,
     FedCTRegressionServer,
     check_task_options,
+)
+from fedlabels.protocols.fedct_schedule import (
+    check_weighting,
+    decode_votes,
+    encode_votes,
+    example_weights,
+    top_votes,
+    weighting_enabled,
 )
 from fedlabels.protocols.options import Interval, MethodOptions, option
 from fedlabels.protocols.threat import (
@@ -95,16 +108,37 @@ class FedCTOptions(VoteOptions):
         None, "regression, target_consensus trimmed-mean: fraction of the largest and of the "
         "smallest predictions dropped per example (None: 0.2)", kind=float,
         interval=Interval(0.0, 0.5, "left"), nullable=True, flag=True)
+    # pseudo-label weighting (issue 17; fedlabels.protocols.fedct_schedule)
+    pseudo_weight: float = option(
+        1.0, "loss weight of each pseudo-labelled example of P (a private example weighs 1)",
+        kind=float, interval=Interval(0.0, 100.0, "right"), flag=True)
+    pseudo_warmup: int = option(
+        0, "rounds over which the pseudo-label weight ramps linearly from 0 to "
+        "pseudo_weight (0: no ramp)", kind=int, interval=Interval(0, None), flag=True)
+    vote_power: float = option(
+        0.0, "weight each pseudo-labelled example also by share^p, the share of the votes "
+        "its consensus label got (0: off; the server then also sends the top-vote counts, "
+        "ceil(log2(m+1)) bits per example)", kind=float, interval=Interval(0.0, 100.0),
+        flag=True)
+    balanced: bool = option(
+        False, "class-balanced vote: client i's vote for class c weighs 1/(C p_ic), p_ic the "
+        "share of U it labels c this round (votes for a client's default class count little; "
+        "pathological non-iid)", kind=bool, flag=True)
 
     def check(self) -> None:
         super().check()
         if self.trim != 0.2 and self.robust != "trimmed":
             raise FedLabelsError("trim applies only with robust trimmed (--robust trimmed).")
+        if self.balanced and self.robust != "none":
+            raise FedLabelsError("balanced is a vote of its own; use it without --robust.")
 
 
 def consensus_function(settings: Settings) -> Consensus:
-    """Majority vote, or qualified majority when a quorum is set."""
+    """Majority vote, or qualified majority when a quorum is set (class-balanced with
+    ``balanced``)."""
     quorum = settings.options_as(VoteOptions).quorum
+    if getattr(settings.options, "balanced", False):
+        return lambda votes: balanced_vote(votes, settings.n_classes, quorum)
     if quorum is None:
         return lambda votes: majority_vote(votes, settings.n_classes)
     return lambda votes: qualified_majority(votes, settings.n_classes, quorum)
@@ -129,7 +163,7 @@ def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> n
 class FedCTClient(ClientRole):
     """Client i of Algorithm 1: trains on D_i ∪ P and shares its hard labels on U."""
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("pseudo_y", "pseudo_index")
+    state_attrs: ClassVar[tuple[str, ...]] = ("pseudo_y", "pseudo_index", "pseudo_share")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -138,6 +172,7 @@ class FedCTClient(ClientRole):
         # array that all roles share, never copied per client (|U| x d floats each).
         self.pseudo_y: np.ndarray | None = None
         self.pseudo_index: np.ndarray | None = None  # None: all of U (nothing abstained)
+        self.pseudo_share: np.ndarray | None = None  # vote share of P's labels (vote_power)
         self.handlers["fedct.train"] = self.train
 
     @property
@@ -175,8 +210,20 @@ class FedCTClient(ClientRole):
         if "consensus" in message.arrays:
             self.set_pseudo_labels(decode_consensus(message.arrays, len(self.public),
                                                     self.settings.n_classes))
-        d = self.training_data()
-        self.train_on(d.X, d.y, int(message.config["steps"]), d.X_aux, d.y_aux, d.aux_index)
+        if "top_votes" in message.arrays:
+            voters = int(message.config["voters"])
+            share = decode_votes(message.arrays, len(self.public), voters) / voters
+            self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
+        d, steps = self.training_data(), int(message.config["steps"])
+        opts = self.settings.options
+        if d.y_aux is not None and weighting_enabled(opts):  # issue 17: weighted P
+            weights = example_weights(opts, int(message.config["round"]), self.pseudo_share,
+                                      len(d.y_aux))
+            self.learner.train_steps(d.X, d.y, steps, d.X_aux, d.y_aux, w_aux=weights,
+                                     aux_index=d.aux_index)
+            self.fitted, self._stale = True, False
+            return
+        self.train_on(d.X, d.y, steps, d.X_aux, d.y_aux, d.aux_index)
 
     def train(self, message: Message) -> Message:
         self.receive_and_train(message)
@@ -188,7 +235,7 @@ class FedCTServer(ServerRole):
     """The server of Algorithm 1: collects hard labels, forms and broadcasts the consensus."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("labels", "agreement_sum", "agreement_rounds",
-                                              "dropped_rounds")
+                                              "dropped_rounds", "top", "voters")
 
     def __init__(self, settings: Settings, n_public: int,
                  truth_public: np.ndarray | None = None) -> None:
@@ -205,12 +252,19 @@ class FedCTServer(ServerRole):
         self.agreement_sum = np.zeros(m)
         self.agreement_rounds = np.zeros(m, dtype=np.int64)
         self.dropped_rounds = np.zeros(m, dtype=np.int64)
+        # vote_power > 0: the top-vote count per example, sent beside the consensus
+        self.vote_power = float(getattr(opts, "vote_power", 0.0))
+        self.top: np.ndarray | None = None
+        self.voters = 0
 
     def train_message(self, rnd: int) -> Message:
         arrays = {} if self.labels is None else encode_consensus(self.labels,
                                                                  self.settings.n_classes)
-        return Message("fedct.train", arrays=arrays,
-                       config={"round": rnd, "steps": self.settings.period})
+        config: dict[str, Any] = {"round": rnd, "steps": self.settings.period}
+        if self.top is not None:
+            arrays.update(encode_votes(self.top, self.voters))
+            config["voters"] = self.voters
+        return Message("fedct.train", arrays=arrays, config=config)
 
     def collect_votes(self, replies: dict[int, Message]) -> np.ndarray:
         """The (m, |U|) matrix of the clients' unpacked hard labels."""
@@ -223,6 +277,8 @@ class FedCTServer(ServerRole):
         new = self.robust_consensus(replies)
         metrics = self.consensus_metrics(new)
         self.labels = new
+        if self.vote_power > 0:
+            self.top, self.voters = top_votes(self.collect_votes(replies), new), len(replies)
         return metrics
 
     def reputation(self, cids: np.ndarray) -> np.ndarray:
@@ -312,7 +368,12 @@ class FedCT(Method):
         robust = opts.robust if isinstance(opts, FedCTOptions) else "none"
         if isinstance(opts, FedCTOptions):
             check_task_options(opts, settings)
+        if weighting_enabled(opts):
+            check_weighting(settings, learners)
         if settings.task == "regression":
+            if getattr(opts, "balanced", False):
+                raise FedLabelsError("balanced applies to classification (a vote of labels); "
+                                     "drop it on a regression task.")
             if robust != "none":
                 raise FedLabelsError("robust applies to classification; a regression "
                                      "consensus is robust by --target-consensus (median or "
@@ -339,3 +400,4 @@ class FedCT(Method):
                     y_test: np.ndarray) -> ClientRole:
         role = FedCTRegressionClient if ctx.settings.task == "regression" else FedCTClient
         return role(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+

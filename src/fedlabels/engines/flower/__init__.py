@@ -3,7 +3,7 @@
 The same server and client roles as the in-process simulator run here, unchanged:
 
 * :mod:`.server_app` — a Flower ``ServerApp`` whose main loop calls ``server.run_round``
-  through :class:`~.server_app.FlowerGrid`, our ``Grid`` protocol on Flower's ``Grid``;
+  through :class:`~.grid.FlowerGrid`, our ``Grid`` protocol on Flower's ``Grid``;
 * :mod:`.client_app` — a Flower ``ClientApp`` that answers every message with the method's
   client role, loading the site's private data from its node config and keeping the role's
   state in ``context.state`` between messages;
@@ -11,6 +11,11 @@ The same server and client roles as the in-process simulator run here, unchanged
   ``RecordDict``;
 * :mod:`.local` — ``fedlabels deploy local``: a SuperLink and M SuperNodes on 127.0.0.1;
 * :mod:`.loopback` — a process-free Flower ``Grid`` for fast tests of the adapters.
+
+Security (docs/deployment.md, "Security"): :mod:`.fleet_proxy` exposes only the Fleet API
+to the sites, :mod:`.site_exec` runs fedlabels' ClientApp and never a submitted app's code
+on a site, :mod:`.site_state` seals the stored client state with the site's key, and
+:mod:`.security` makes the certificates and SuperNode keys.
 
 Flower is the optional extra ``fedlabels[flower]``; nothing outside this package imports it.
 """

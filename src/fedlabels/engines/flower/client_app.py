@@ -9,47 +9,30 @@ nothing survives in memory between rounds. Each call therefore
 3. restores the role's state (``role.load_state_dict``) from ``context.state``;
 4. handles the message and writes ``role.state_dict()`` back to ``context.state``.
 
-The state is plain values only, in three records of ``context.state``:
-
-* ``fedlabels.state.arrays`` — an ``ArrayRecord`` with the array entries (Flower writes and
-  reads them with ``np.save``/``np.load`` without pickle);
-* ``fedlabels.state.scalars`` — a ``ConfigRecord`` with the int/float/str/bool entries;
-* ``fedlabels.state.none`` — a ``ConfigRecord`` naming the entries that are ``None``
-  (``key: True``; a ``ConfigRecord`` holds no ``None``).
-
-Nothing is pickled. ``context.state`` is owned by the SuperNode: it is scoped to the run,
-needs no writable directory at the site, survives the per-message processes and is not sent
-to the SuperLink.
+The state is plain values only (no pickles), sealed with an HMAC under a key only the site
+holds, and holds no private rows and no copy of U: see :mod:`.site_state`. ``context.state``
+is owned by the SuperNode: it survives the per-message processes and is not sent to the
+SuperLink.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-import numpy as np
-from flwr.app import (
-    Array,
-    ArrayRecord,
-    ConfigRecord,
-    ConfigRecordValues,
-    Context,
-    Message,
-    RecordDict,
-)
+from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedlabels.comm import Message as FLMessage
-from fedlabels.engines.flower.convert import from_record_dict, to_record_dict
+from fedlabels.engines.flower import site_state, snapshots
+from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols import ClientRole
-from fedlabels.protocols.state import State, StateValue, check_state_value
+from fedlabels.threads import set_threads
 
-STATE_ARRAYS = "fedlabels.state.arrays"
-STATE_SCALARS = "fedlabels.state.scalars"
-STATE_NONE = "fedlabels.state.none"
-STATE_RECORDS = (STATE_ARRAYS, STATE_SCALARS, STATE_NONE)
+SEQ = "fedlabels.seq"  # context.state: the number of the last message handled
 
 
 def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
@@ -79,73 +62,74 @@ def build_role(spec: DeploySpec, site: SiteData) -> ClientRole:
                                    X_public, site.X_test, site.y_test)
 
 
-def state_to_records(state: Mapping[str, StateValue]) -> dict[str, ArrayRecord | ConfigRecord]:
-    """A role's ``state_dict()`` as Flower records (see the module docstring)."""
-    arrays: dict[str, Array] = {}
-    scalars: dict[str, ConfigRecordValues] = {}
-    nones: dict[str, ConfigRecordValues] = {}
-    for key, raw in state.items():
-        value = check_state_value(key, raw)
-        if value is None:
-            nones[key] = True
-        elif isinstance(value, np.ndarray):
-            arrays[key] = Array(np.array(value, order="C", copy=None))
-        else:
-            scalars[key] = value
-    return {STATE_ARRAYS: ArrayRecord(arrays), STATE_SCALARS: ConfigRecord(scalars),
-            STATE_NONE: ConfigRecord(nones)}
+def save_state(role: ClientRole, records: RecordDict, site: SiteData, key: bytes) -> None:
+    site_state.save_state(role.state_dict(), records, site.partition_id, key)
 
 
-def state_from_records(records: RecordDict) -> State | None:
-    """The state :func:`state_to_records` stored, or None before the first message."""
-    present = [name for name in STATE_RECORDS if name in records]
-    if not present:
-        return None
-    if len(present) != len(STATE_RECORDS):
-        raise FedLabelsError(f"the client state in context.state is incomplete (has "
-                             f"{present}, needs {list(STATE_RECORDS)}).")
-    arrays, scalars = records[STATE_ARRAYS], records[STATE_SCALARS]
-    if not isinstance(arrays, ArrayRecord) or not isinstance(scalars, ConfigRecord):
-        raise FedLabelsError("the client state in context.state has records of the wrong "
-                             "kind.")
-    state: State = {key: array.numpy() for key, array in arrays.items()}
-    for key, value in scalars.items():
-        if not isinstance(value, int | float | str | bool):
-            raise FedLabelsError(f"client state entry {key!r} is a {type(value).__name__}; "
-                                 "state scalars are int/float/str/bool.")
-        state[key] = value
-    state.update(dict.fromkeys(records[STATE_NONE], None))
-    return state
-
-
-def save_state(role: ClientRole, records: RecordDict) -> None:
-    for name, record in state_to_records(role.state_dict()).items():
-        records[name] = record
-
-
-def restore_state(role: ClientRole, records: RecordDict) -> None:
-    state = state_from_records(records)
+def restore_state(role: ClientRole, records: RecordDict, site: SiteData, key: bytes) -> None:
+    state = site_state.load_state(records, site.partition_id, key)
     if state is not None:
         role.load_state_dict(state)
 
 
+def evaluate_after(role: ClientRole, request: FLMessage) -> FLMessage | None:
+    """The answer to an evaluation ``request`` attached to a training message, given right
+    after it; None (the server then asks in a separate exchange) when answering would change
+    the role's state (the simulator evaluates only after the round's last message) or
+    fails."""
+    before = site_state.canonical_bytes(role.state_dict(), 0)
+    try:
+        reply = role.handle(request)
+    except Exception:  # the separate evaluation exchange reports it
+        return None
+    return reply if site_state.canonical_bytes(role.state_dict(), 0) == before else None
+
+
 def handle(message: Message, context: Context) -> Message:
-    """Answer one Flower message with the method's client role."""
-    site = load_site(dict(context.node_config), context.node_id)
+    """Answer one Flower message with the method's client role (and an attached evaluation
+    request, see :func:`evaluate_after`)."""
+    node_config = dict(context.node_config)
+    site = load_site(node_config, context.node_id)
     spec = DeploySpec.from_run_config(dict(context.run_config))
+    set_threads(site_threads(node_config, spec))
     ours, meta = from_record_dict(message.content)
     expected = meta.get("cid")
     if ours.kind != HELLO and expected is not None and int(expected) != site.partition_id:
-        raise FedLabelsError(f"{node_label(dict(context.node_config), context.node_id)} got a "
+        raise FedLabelsError(f"{node_label(node_config, context.node_id)} got a "
                              f"message for client {expected}.")
+    after = None
     if ours.kind == HELLO:
         reply = hello_reply(site, spec)
     else:
         role = build_role(spec, site)
-        restore_state(role, context.state)
+        key = site_state.site_key(site_state.key_path(node_config))
+        seq, folder = int(meta.get("seq", 0)), snapshots.run_dir(node_config, spec)
+        stored = context.state.get(SEQ)
+        if seq == 0 or (isinstance(stored, ConfigRecord) and stored.get("seq") == seq - 1):
+            restore_state(role, context.state, site, key)
+        elif seq > 1:  # a restarted SuperNode, or a resumed run: the site's own snapshot
+            role.load_state_dict(snapshots.load_snapshot(folder, seq - 1, site.partition_id,
+                                                         key))
         reply = role.handle(ours)
-        save_state(role, context.state)
-    return Message(to_record_dict(reply), reply_to=message)
+        request = attached_message(message.content)
+        if request is not None:
+            after = evaluate_after(role, request)
+        save_state(role, context.state, site, key)
+        context.state[SEQ] = ConfigRecord({"seq": seq})
+        if folder is not None and seq:
+            snapshots.save_snapshot(folder, seq, int(meta.get("round", 0)), role.state_dict(),
+                                    site.partition_id, key)
+    return Message(to_record_dict(reply, after), reply_to=message)
+
+
+def site_threads(node_config: Mapping[str, Any], spec: DeploySpec) -> int:
+    """Torch threads of this site's ClientApps: the node config's ``threads`` (the site's
+    choice), else the run's (``spec.threads``, from ``--threads``; default 1)."""
+    raw = node_config.get("threads", spec.threads)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise FedLabelsError(f"{node_label(dict(node_config), None)}: threads must be a "
+                             f"whole number >= 1, got {raw!r}.")
+    return raw
 
 
 class FedLabelsClientApp(ClientApp):

@@ -35,6 +35,7 @@ from fedlabels.engines.flower.spec import (
 from fedlabels.errors import FedLabelsError
 from fedlabels.protocols import get_method
 from fedlabels.results import write_atomic
+from fedlabels.threads import torch_threads
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,11 @@ class PreparedRun:
     def node_settings(self, cid: int) -> dict[str, int | str]:
         """Client ``cid``'s SuperNode node config, as Flower's ``context.node_config``."""
         return {"partition-id": cid, "data-path": str(self.client_paths[cid]),
-                "shared-path": str(self.shared_path)}
+                "shared-path": str(self.shared_path),
+                # the site makes this key (0600) on first use; it seals the client state
+                "state-key": str(self.root / f"client_{cid}.state.key"),
+                # snapshots of the client state, to rejoin after a restart or a resume
+                "state-dir": str(self.root / f"client_{cid}.state")}
 
     def node_config(self, cid: int) -> str:
         """The ``--node-config`` string of client ``cid``'s SuperNode."""
@@ -139,6 +144,10 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     fed = federation_for(cfg)
+    from fedlabels.learners.text_input import refuse_text
+
+    refuse_text(fed.X_public, "fedlabels deploy (sites exchange numeric .npz files)",
+                "run text datasets with `fedlabels run` (the simulator)")
     if fed.n_clients != cfg.clients:  # pragma: no cover - make_federation guarantees it
         raise FedLabelsError(f"expected {cfg.clients} partitions, got {fed.n_clients}.")
     client_paths = []
@@ -162,7 +171,8 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                       status=str(out.with_name(out.stem + ".status.json")),
                       truth=str(truth_path) if with_truth else "",
                       reply_timeout=reply_timeout, node_timeout=node_timeout,
-                      poll_interval=poll_interval, extra={"federation": fed.summary()})
+                      poll_interval=poll_interval, threads=torch_threads(),
+                      extra={"federation": fed.summary()})
     app_dir = write_app(root / "app", spec)
     return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, fed.summary(),
                        spec)

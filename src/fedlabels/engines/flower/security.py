@@ -11,7 +11,9 @@
 
 A self-made CA is fine for a consortium that distributes ``ca.crt`` itself; an
 organisation with its own PKI should issue the server certificate there instead. Private
-keys are written with mode 0600. This module does not import Flower.
+keys are written with mode 0600 (atomically: also where a file of that name existed with a
+looser mode); an existing CA is kept unless a new one is asked for. This module does not
+import Flower.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fedlabels.errors import FedLabelsError
+
 
 @dataclass(frozen=True)
 class TlsFiles:
@@ -37,11 +41,21 @@ class TlsFiles:
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> Path:
+    """Write ``data`` atomically (temporary file, then rename): a private key gets mode 0600
+    even where a file of that name existed with a looser mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    fd = os.open(path, flags, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o644)
+    try:
+        os.fchmod(fd, 0o600 if private else 0o644)  # whatever the umask
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -61,10 +75,42 @@ def _san(hosts: list[str]) -> x509.SubjectAlternativeName:
     return x509.SubjectAlternativeName(names)
 
 
-def make_tls_files(out_dir: str | Path, hosts: list[str], days: int = 365) -> TlsFiles:
-    """A CA and a SuperLink certificate valid for ``hosts`` (names or IP addresses)."""
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
+
+
+def _load_ca(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    try:
+        cert = x509.load_pem_x509_certificate((out / "ca.crt").read_bytes())
+        key = serialization.load_pem_private_key((out / "ca.key").read_bytes(), None)
+    except (OSError, ValueError) as exc:
+        raise FedLabelsError(f"cannot reuse the CA in {out} ({exc}); restore ca.crt and "
+                             "ca.key, or pass --force to make a new CA.") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or \
+            key.public_key() != cert.public_key():
+        raise FedLabelsError(f"{out}/ca.key does not belong to {out}/ca.crt; restore the "
+                             "pair, or pass --force to make a new CA.")
+    return cert, key
+
+
+def has_ca(out_dir: str | Path) -> bool:
     out = Path(out_dir)
+    return (out / "ca.crt").exists() or (out / "ca.key").exists()
+
+
+def make_tls_files(out_dir: str | Path, hosts: list[str], days: int = 365,
+                   new_ca: bool = True) -> TlsFiles:
+    """A CA and a SuperLink certificate valid for ``hosts`` (names or IP addresses) and for
+    ``localhost``/``127.0.0.1`` (the coordinator's own loopback listener).
+
+    ``new_ca=False`` keeps the CA already in ``out_dir`` (every site trusts it) and signs
+    the new server certificate with it.
+    """
+    out = Path(out_dir)
+    hosts = [*hosts, *(h for h in LOOPBACK_HOSTS if h not in hosts)]
     now = dt.datetime.now(dt.UTC)
+    if not new_ca:
+        ca_cert, ca_key = _load_ca(out)
+        return _server_files(out, hosts, days, ca_cert, ca_key, now)
     ca_key = ec.generate_private_key(ec.SECP384R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedlabels federation CA")])
     ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
@@ -78,10 +124,19 @@ def make_tls_files(out_dir: str | Path, hosts: list[str], days: int = 365) -> Tl
                                             key_agreement=False, encipher_only=False,
                                             decipher_only=False), critical=True)
                .sign(ca_key, hashes.SHA384()))
+    pem = serialization.Encoding.PEM
+    _write(out / "ca.key", _pem_key(ca_key), private=True)
+    _write(out / "ca.crt", ca_cert.public_bytes(pem))
+    return _server_files(out, hosts, days, ca_cert, ca_key, now)
+
+
+def _server_files(out: Path, hosts: list[str], days: int, ca_cert: x509.Certificate,
+                  ca_key: ec.EllipticCurvePrivateKey, now: dt.datetime) -> TlsFiles:
+    """A SuperLink key and certificate for ``hosts``, signed by the CA."""
     key = ec.generate_private_key(ec.SECP384R1())
     cert = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-            .issuer_name(ca_name).public_key(key.public_key())
+            .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=days))
@@ -91,10 +146,9 @@ def make_tls_files(out_dir: str | Path, hosts: list[str], days: int = 365) -> Tl
                            critical=False)
             .sign(ca_key, hashes.SHA384()))
     pem = serialization.Encoding.PEM
-    return TlsFiles(ca_cert=_write(out / "ca.crt", ca_cert.public_bytes(pem)),
-                    ca_key=_write(out / "ca.key", _pem_key(ca_key), private=True),
-                    server_cert=_write(out / "server.crt", cert.public_bytes(pem)),
-                    server_key=_write(out / "server.key", _pem_key(key), private=True))
+    return TlsFiles(ca_cert=out / "ca.crt", ca_key=out / "ca.key",
+                    server_key=_write(out / "server.key", _pem_key(key), private=True),
+                    server_cert=_write(out / "server.crt", cert.public_bytes(pem)))
 
 
 def make_node_keys(out_dir: str | Path, n: int) -> list[tuple[Path, Path]]:

@@ -8,9 +8,17 @@ does) on a :class:`FlowerGrid` instead of the in-process grid:
    node if a site has no usable data or data that does not match U;
 2. ``plan_run`` (the same method, options, settings, model specs and seeds as the
    simulator), the server role, then ``run_rounds``;
-3. after every round (the ``on_round`` hook), write the result JSON, the server's
-   ``final_arrays()`` and the status file atomically, so a run that stops keeps everything
-   up to its last complete round.
+3. after every round (the ``on_round`` hook), write a checkpoint beside the result (the
+   engine's format, :mod:`fedlabels.engines.checkpoint`: the server role's state, the
+   records, the meter, lost clients and message counts; the client states stay at the
+   sites), then the result JSON, the server's ``final_arrays()`` and the status file, all
+   atomically. A run whose spec says ``resume`` continues from that checkpoint, in a new
+   Flower run (after a ServerApp or SuperLink crash), with the sites restoring their own
+   saved state (:mod:`.snapshots`).
+
+The status file says ``running``, ``completed``, ``stopped`` (too few clients left),
+``failed`` (an error) or ``interrupted`` (SIGTERM, e.g. ``flwr stop``, or Ctrl-C); a
+ServerApp killed outright cannot write it, which ``deploy local`` does for it.
 
 A client that dies (its SuperNode leaves, stops sending heartbeats, its ClientApp fails or it
 does not answer within ``reply_timeout``) is reported and dropped; the run goes on with the
@@ -22,29 +30,35 @@ which clients were lost and why.
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from flwr.app import Context
-from flwr.app import Message as FlowerMessage
 from flwr.serverapp import Grid as FlowerGridABC
 from flwr.serverapp import ServerApp
 
-from fedlabels.comm import Message, encode_message
-from fedlabels.engines.flower.convert import flower_message_type, from_record_dict, to_record_dict
+from fedlabels.comm import Message
+from fedlabels.engines.checkpoint import (
+    Keeper,
+    check_extension,
+    checkpoint_path,
+    load_checkpoint,
+    run_identity,
+)
+from fedlabels.engines.flower.grid import FlowerGrid
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.engines.runner import (
     WIRE_FORMAT,
     CommMeter,
     RunPlan,
     build_result,
+    evaluation_due,
     rounds_to_run,
     run_rounds,
+    terminate_as_interrupt,
     uses_iterative,
 )
 from fedlabels.errors import FedLabelsError
@@ -57,115 +71,6 @@ FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower th
 
 class ClientsLost(FedLabelsError):
     """Too few clients remain for the method to continue."""
-
-
-class FlowerGrid:
-    """Our :class:`~fedlabels.protocols.Grid` on a Flower ``Grid``.
-
-    ``exchange`` converts each message to a Flower ``Message`` for its client's SuperNode,
-    pushes them all, then pulls replies every ``poll_interval`` seconds (Flower's own
-    ``send_and_receive`` sleeps a fixed 3 s between pulls). Clients whose reply is an error,
-    whose SuperNode is no longer connected, or who do not answer within ``reply_timeout`` are
-    moved to :attr:`lost` and left out of :attr:`client_ids` and of the returned replies;
-    ``on_lost`` is called with the newly lost clients before ``exchange`` returns.
-
-    Bytes are counted as the simulator counts them (our wire format, per round, client,
-    direction and category), so both engines report the same communication.
-    """
-
-    def __init__(self, grid: FlowerGridABC, node_of: Mapping[int, int], meter: CommMeter, *,
-                 reply_timeout: float = 300.0, poll_interval: float = 0.2,
-                 on_lost: Callable[[dict[int, str], int], None] | None = None,
-                 liveness_interval: float = 1.0) -> None:
-        self.grid = grid
-        self.node_of = dict(node_of)
-        self.meter = meter
-        self.reply_timeout = reply_timeout
-        self.poll_interval = poll_interval
-        self.liveness_interval = liveness_interval
-        self.on_lost = on_lost
-        self.lost: dict[int, dict[str, Any]] = {}
-
-    @property
-    def client_ids(self) -> list[int]:
-        return sorted(c for c in self.node_of if c not in self.lost)
-
-    def _push(self, messages: Mapping[int, Message], rnd: int) -> tuple[dict[str, int],
-                                                                         dict[int, str]]:
-        out: list[FlowerMessage] = []
-        cids = sorted(messages)
-        for cid in cids:
-            msg = messages[cid]
-            self.meter.add(rnd, cid, "down", msg.category, len(encode_message(msg)))
-            out.append(FlowerMessage(to_record_dict(msg, cid=cid, round=rnd),
-                                     dst_node_id=self.node_of[cid],
-                                     message_type=flower_message_type(msg),
-                                     group_id=str(rnd)))
-        ids = list(self.grid.push_messages(out))
-        pending = {mid: cid for mid, cid in zip(ids, cids, strict=True) if mid}
-        failed = {cid: "the SuperLink refused the message" for mid, cid
-                  in zip(ids, cids, strict=True) if not mid}
-        return pending, failed
-
-    def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
-        """Send one message per client and return the replies of the clients that answered."""
-        unknown = sorted(set(messages) - set(self.client_ids))
-        if unknown:
-            raise FedLabelsError(f"round {rnd + 1}: messages for unknown or lost clients "
-                                 f"{unknown}.")
-        pending, failed = self._push(messages, rnd)
-        replies: dict[int, Message] = {}
-        deadline = time.monotonic() + self.reply_timeout
-        next_liveness = time.monotonic() + self.liveness_interval
-        while pending:
-            for reply in self.grid.pull_messages(list(pending)):
-                cid = pending.pop(reply.metadata.reply_to_message_id, None)
-                if cid is None:
-                    continue
-                if reply.has_error():
-                    failed[cid] = error_reason(reply.error.code, reply.error.reason or "")
-                    continue
-                ours, _ = from_record_dict(reply.content)
-                self.meter.add(rnd, cid, "up", ours.category, len(encode_message(ours)))
-                replies[cid] = ours
-            if not pending:
-                break
-            now = time.monotonic()
-            if now >= deadline:
-                for cid in pending.values():
-                    failed[cid] = f"no reply within {self.reply_timeout:g} s"
-                break
-            if now >= next_liveness:
-                online = set(self.grid.get_node_ids())
-                for mid, cid in list(pending.items()):
-                    if self.node_of[cid] not in online:
-                        failed[cid] = "its SuperNode is no longer connected to the SuperLink"
-                        del pending[mid]
-                next_liveness = now + self.liveness_interval
-            time.sleep(self.poll_interval)
-        if failed:
-            for cid, reason in failed.items():
-                self.lost[cid] = {"round": rnd + 1, "node_id": self.node_of[cid],
-                                  "reason": reason}
-            if self.on_lost is not None:
-                self.on_lost(failed, rnd)
-        return replies
-
-
-_ERROR_NAMES = {1: "the ClientApp could not be loaded", 2: "the ClientApp raised",
-                3: "message unavailable", 4: "reply unavailable",
-                5: "its SuperNode is unavailable", 8: "the ClientApp crashed"}
-
-
-def error_reason(code: int, reason: str) -> str:
-    """A Flower error reply as one readable line (the exception text, without its class)."""
-    match = re.fullmatch(r"<class '([\w.]+)'>:<'(.*)'>", reason, flags=re.DOTALL)
-    if match:
-        kind = match.group(1).rsplit(".", 1)[-1]
-        text = match.group(2) if kind == "FedLabelsError" else f"{kind}: {match.group(2)}"
-    else:
-        text = reason
-    return f"{_ERROR_NAMES.get(code, f'Flower error {code}')}: {text}"
 
 
 def wait_for_nodes(grid: FlowerGridABC, n: int, timeout: float) -> list[int]:
@@ -233,9 +138,14 @@ def run_server(grid: FlowerGridABC, context: Context) -> RunResult | None:
     spec = DeploySpec.from_run_config(dict(context.run_config))
     status = StatusFile(spec.status)
     try:
-        return _run(grid, spec, status)
+        with terminate_as_interrupt():  # SIGTERM (e.g. `flwr stop`) as Ctrl-C
+            return _run(grid, spec, status)
     except ClientsLost:
         raise  # _run recorded it as "stopped"
+    except KeyboardInterrupt:
+        status.update(status="interrupted", error="stopped by SIGTERM or Ctrl-C; resume it "
+                                                  "from the last completed round")
+        raise
     except Exception as exc:
         status.update(status="failed", error=str(exc))
         raise
@@ -266,15 +176,23 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
     fgrid = FlowerGrid(grid, node_of, meter, reply_timeout=spec.reply_timeout,
                        poll_interval=spec.poll_interval)
     fgrid.on_lost = partial(check_survivors, plan, learners, fgrid, status=status)
-    records: list[RoundRecord] = []
+    fgrid.rejoin_timeout, fgrid.public_digest = spec.node_timeout, str(first["public_digest"])
     deployment: dict[str, Any] = {
         "engine": "flower", "client_node_ids": {str(c): n for c, n in node_of.items()},
         "setup_seconds": time.perf_counter() - started, "alive_per_round": []}
+    keeper, records = checkpointed(spec, plan, learners, server, meter, fgrid, started)
+    deployment["alive_per_round"] = keeper.engine.get("alive_per_round", [])
 
     n_rounds, rounds_note = rounds_to_run(plan, learners)  # a one-shot method stops early
+    if type(server).evaluation_message is ServerRole.evaluation_message:  # a fixed request
+        fgrid.evaluation = server.evaluation_message
+        fgrid.eval_due = partial(evaluation_due, rounds=n_rounds, eval_every=cfg.eval_every)
 
     def snapshot(state: str, error: str | None = None) -> RunResult | None:
-        deployment.update(status=state, lost={str(c): v for c, v in fgrid.lost.items()})
+        deployment.update(status=state, lost={str(c): v for c, v in fgrid.lost.items()},
+                          client_node_ids={str(c): n for c, n in fgrid.node_of.items()},
+                          rejoined=list(fgrid.rejoined),
+                          flower_bytes=flower_bytes_report(fgrid.flower_bytes, records))
         if error:
             deployment["error"] = error
         if not any(r.accuracies is not None for r in records):
@@ -285,14 +203,21 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
                               started=started, wire_format=FLOWER_WIRE_FORMAT,
                               extra={"deployment": dict(deployment),
                                      **({"rounds_run": rounds_note} if rounds_note else {})})
+        keeper.stamp(result)
         if spec.output:
             result.save_json(spec.output)
             save_final_arrays(server, spec.output)
         return result
 
+    checkpoint = keeper.hook(None)
+
     def on_round(record: RoundRecord) -> None:
         record.server["clients_alive"] = float(len(fgrid.client_ids))
         deployment["alive_per_round"].append(fgrid.client_ids)
+        keeper.engine = {"lost": {str(c): v for c, v in fgrid.lost.items()},
+                         "seq": {str(c): n for c, n in fgrid.seq.items()},
+                         "alive_per_round": deployment["alive_per_round"]}
+        checkpoint(record)  # then the result: a resume redoes at most this round
         snapshot("running")
         status.update(rounds_done=record.round)
         print(f"fedlabels: round {record.round}/{n_rounds} done in {record.seconds:.1f} s"
@@ -311,6 +236,50 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
     result = snapshot("completed")
     status.update(status="completed", error=None)
     return result
+
+
+def checkpointed(spec: DeploySpec, plan: RunPlan, learners: list[Any], server: ServerRole,
+                 meter: CommMeter, fgrid: FlowerGrid,
+                 started: float) -> tuple[Keeper, list[RoundRecord]]:
+    """The run's checkpoint keeper (beside ``spec.output``) and the rounds already done: none
+    for a new run; for ``spec.resume``, those of the checkpoint, restored into the server
+    role, the meter and the grid (lost clients, message counts)."""
+    cfg = spec.config
+    path = checkpoint_path(spec.output) if spec.output else None
+    keeper = Keeper(path, run_identity(plan, seed=cfg.seed, eval_every=cfg.eval_every,
+                                       federation=dict(spec.extra.get("federation", {})),
+                                       engine="flower"),
+                    cfg.to_dict(), plan.settings.rounds, server, {}, meter, started)
+    if not spec.resume:
+        return keeper, keeper.fresh()
+    if path is None:
+        raise FedLabelsError("resume needs the run's output path (its checkpoint is beside "
+                             "it); this app has none.")
+    saved = load_checkpoint(path)
+    check_extension(plan, learners, saved)
+    records = keeper.restore(saved, plan.settings.rounds)
+    fgrid.lost = {int(c): v for c, v in keeper.engine.get("lost", {}).items()}
+    fgrid.seq.update({int(c): int(n) for c, n in keeper.engine.get("seq", {}).items()})
+    print(f"fedlabels: resuming after round {len(records)} from {path}", flush=True)
+    return keeper, records
+
+
+def flower_bytes_report(flower: dict[int, list[int]],
+                        records: list[RoundRecord]) -> dict[str, Any]:
+    """Flower's own message bytes (``convert.flower_bytes``) next to fedlabels' encoding
+    (the result's ``bytes_up``/``bytes_down``), in total and per round, for the rounds this
+    ServerApp process ran (after a resume: since it started)."""
+    ours = {r.round: (sum(r.bytes_down), sum(r.bytes_up)) for r in records}
+    rounds = [{"round": rnd + 1, "flower_down": down, "flower_up": up,
+               "fedlabels_down": ours.get(rnd + 1, (0, 0))[0],
+               "fedlabels_up": ours.get(rnd + 1, (0, 0))[1]}
+              for rnd, (down, up) in sorted(flower.items()) if rnd >= 0]
+    return {"what": "flower_* = the Flower Message object trees as sent (protobuf and object "
+                    "headers, deflated); fedlabels_* = fedlabels' own encoding of the same "
+                    "messages",
+            **{key: sum(r[key] for r in rounds) for key in
+               ("flower_down", "flower_up", "fedlabels_down", "fedlabels_up")},
+            "per_round": rounds}
 
 
 def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,

@@ -46,6 +46,12 @@ class DeploySpec:
         Seconds to wait at start-up until all ``clients`` SuperNodes are connected.
     poll_interval : float
         Seconds between pulls of replies from the SuperLink.
+    threads : int
+        Torch threads per ClientApp (``--threads``; a site's node config ``threads``
+        overrides it). One by default: a SuperNode may run several ClientApps at once.
+    resume : bool
+        Continue the run of the checkpoint beside ``output`` (after a ServerApp or SuperLink
+        crash) instead of starting afresh.
     """
 
     run: dict[str, Any]
@@ -55,6 +61,8 @@ class DeploySpec:
     reply_timeout: float = 300.0
     node_timeout: float = 120.0
     poll_interval: float = 0.2
+    threads: int = 1
+    resume: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

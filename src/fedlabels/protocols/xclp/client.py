@@ -68,7 +68,7 @@ class XCLPClientCore(ClientRole):
     """
 
     state_attrs: ClassVar[tuple[str, ...]] = (
-        "session", "mode", "V", "n_points", "packed", "S_L", "own_offset", "own_masked",
+        "session", "mode", "n_points", "packed", "S_L", "own_offset", "own_masked",
         "xclp_labels", "xclp_confidence", "xclp_scores", "xclp_class_counts")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -77,7 +77,9 @@ class XCLPClientCore(ClientRole):
             self.handlers[f"xclp.{kind}"] = getattr(self, f"on_{kind}")
         self.session = -1
         self.mode = "none"
-        self.V: np.ndarray | None = None  # features, from setup until the LSH is computed
+        # features, from setup until the LSH is computed; not state (they are the private
+        # rows): a restored role recomputes them from its data (features_again)
+        self.V: np.ndarray | None = None
         self.n_points = 0
         self.packed: np.ndarray | None = None  # packed LSH bits
         self.S_L: np.ndarray | None = None
@@ -98,12 +100,25 @@ class XCLPClientCore(ClientRole):
         self.lsh_seed_used: bytes | int | None = None  # stays on the client
 
     # hooks ---------------------------------------------------------------------------
-    def xclp_features(self, message: Message) -> np.ndarray:
+    def xclp_features(self, message: Message | None) -> np.ndarray:
+        """This client's XCLP points (``message``: the setup, or None for a restored role
+        whose setup already loaded what the features need)."""
         raise NotImplementedError
 
     def xclp_partial_labels(self) -> np.ndarray:
         """This client's labels for its XCLP points, -1 where unlabelled."""
         raise NotImplementedError
+
+    def features_again(self) -> np.ndarray:
+        """The setup's features, recomputed by a restored role (its state holds none)."""
+        if self.n_points == 0:
+            raise FedLabelsError(f"client {self.cid}: xclp.hamming arrived before "
+                                 "xclp.setup.")
+        V = np.asarray(self.xclp_features(None), dtype=np.float32)
+        if len(V) != self.n_points:
+            raise FedLabelsError(f"client {self.cid}: its data changed since xclp.setup "
+                                 f"({len(V)} points, {self.n_points} at setup).")
+        return V
 
     # helpers -------------------------------------------------------------------------
     def channels(self) -> PeerChannels:
@@ -170,7 +185,7 @@ class XCLPClientCore(ClientRole):
                        n_points: dict[int, int]) -> Message:
         from fedlabels.secure.hamming_protocol import HammingParty
 
-        V = _need(self.V, self.cid, "setup")
+        V = self.V if self.V is not None else self.features_again()
         opts = self.options
         labeled = np.flatnonzero(self.xclp_partial_labels() >= 0).astype(np.int32)
         channels = None

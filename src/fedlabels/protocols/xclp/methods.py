@@ -96,6 +96,7 @@ class _LabelPropagationMethod(Method):
 
     client_class: ClassVar[Callable[..., ClientRole]]
     uses_public = False
+    numeric_features: ClassVar[bool] = True  # kNN graphs on features: text is refused
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         for cid, c in enumerate(clients):
@@ -277,8 +278,9 @@ class FedAvgXCLPClient(XCLPClientCore, WeightsClient):
         self.partial = split_labels(self.data.y, self.options.labeled_fraction, label_seed)
         self.handlers["fxclp.train"] = self.train
 
-    def xclp_features(self, message: Message) -> np.ndarray:
-        self.load_weights(message)
+    def xclp_features(self, message: Message | None) -> np.ndarray:
+        if message is not None:  # None: restored, the learner's state holds the weights
+            self.load_weights(message)
         return hidden_features(self.model(), self.data.X)
 
     def xclp_partial_labels(self) -> np.ndarray:

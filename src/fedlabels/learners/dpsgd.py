@@ -1,0 +1,144 @@
+"""DP-SGD for the torch MLPs: Poisson sampling, per-example clipping, Gaussian noise.
+
+One step of :func:`dpsgd_steps` (Abadi et al. 2016, with Poisson sampling as the RDP/PLD
+analysis of the subsampled Gaussian assumes):
+
+1. every private record joins the batch independently with probability q (the **sample is
+   secret**: it is drawn from the caller's CSPRNG-seeded generator, never the run seed —
+   amplification by subsampling needs it hidden);
+2. each example's gradient is scaled to L2 norm at most C over all parameters (computed
+   exactly per example from the layers' inputs and output gradients, see
+   :func:`clipped_gradient_sum`);
+3. the clipped gradients are summed and N(0, σ²C² I) is added (noise from the same secret
+   generator); adding or removing one record moves the sum by at most C, so the step is the
+   Poisson-subsampled Gaussian mechanism with noise multiplier σ;
+4. if given, the per-example-clipped gradients of a minibatch of public auxiliary examples
+   are added (FedCT's pseudo-labelled U: public data and post-processing of earlier DP
+   releases, so they need no noise; clipped to the same C so that neither source dominates
+   the step); the sum is divided by the *expected* number of examples (q·n, fixed, not the
+   realised batch, plus the auxiliary batch) and the learner's Adam optimizer steps
+   (post-processing).
+
+The caller accounts for every step taken (:mod:`fedlabels.privacy.dpsgd_accounting`). Opacus
+1.6.0 is not used for training: our MLP is a plain ``nn.Sequential`` of linear layers whose
+per-example gradient norms come in closed form, and this keeps the sample and the noise under
+our secret generator (Opacus draws its own unless ``secure_mode``, which needs torchcsprng).
+Opacus's RDP accountant serves as an independent check of ours in the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedlabels.errors import FedLabelsError
+from fedlabels.privacy.validation import check_noise_multiplier, check_sampling_rate
+
+
+@dataclass(frozen=True)
+class DPSGDConfig:
+    """σ (noise multiplier), q (Poisson sampling rate per step) and C (per-example clip)."""
+
+    noise_multiplier: float
+    sample_rate: float
+    clip: float
+
+    def __post_init__(self) -> None:
+        check_noise_multiplier(self.noise_multiplier)
+        check_sampling_rate(self.sample_rate)
+        if not self.clip > 0:
+            raise FedLabelsError(f"the per-example clipping norm must be > 0, got {self.clip}.")
+
+
+def check_dpsgd_learner(learner: Any, who: str) -> None:
+    """DP-SGD trains only the torch MLP classifier (it needs per-example gradients)."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    if not isinstance(learner, TorchMLPClassifier) or learner._target_dtype is not np.int64:
+        raise FedLabelsError(
+            f"{who} trains with DP-SGD, which needs a torch MLP classifier (e.g. --model "
+            f"'mlp(hidden=128)'), got {type(learner).__name__}; DP tree learners are not "
+            "supported (no maintained DP tree fits this protocol yet).")
+
+
+def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip: float
+                         ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Σ_i clip_C(∇ℓ(x_i, y_i)) per parameter, and the per-example norms before clipping.
+
+    For a stack of ``Linear`` and elementwise layers, example i's gradient of a linear
+    layer is ``b_i a_iᵀ`` (weight) and ``b_i`` (bias), with a_i the layer's input and b_i the
+    gradient of the summed loss at its output; so ``||g_i||² = Σ_layers ||b_i||²(||a_i||² +
+    1)`` and the clipped sum is ``(s ⊙ B)ᵀ A`` — exact per-example clipping without
+    materialising per-example gradients (one forward, one backward pass).
+    """
+    params = list(model.parameters())
+    if len(yb) == 0:
+        return [torch.zeros_like(p) for p in params], torch.zeros(0)
+    inputs, outputs = [], []
+    h = xb
+    for layer in model.children():
+        if isinstance(layer, nn.Linear):
+            inputs.append(h.detach())
+            h = layer(h)
+            outputs.append(h)
+        else:
+            h = layer(h)
+    loss = nn.functional.cross_entropy(h, yb, reduction="sum")
+    back = torch.autograd.grad(loss, outputs)
+    sq = sum((b.pow(2).sum(dim=1) * (a.pow(2).sum(dim=1) + 1.0))
+             for a, b in zip(inputs, back, strict=True))
+    norms = torch.sqrt(torch.as_tensor(sq))
+    scale = torch.clamp(clip / (norms + 1e-12), max=1.0)
+    summed: list[torch.Tensor] = []
+    for a, b in zip(inputs, back, strict=True):
+        sb = b * scale[:, None]
+        summed += [sb.T @ a, sb.sum(dim=0)]
+    return summed, norms
+
+
+def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DPSGDConfig,
+                rng: np.random.Generator, X_aux: np.ndarray | None = None,
+                y_aux: np.ndarray | None = None, aux_index: np.ndarray | None = None) -> int:
+    """Take ``n_steps`` DP-SGD steps on the private ``(X, y)``; returns the steps taken.
+
+    ``rng`` must be a secret generator (:func:`fedlabels.randomness.numpy_generator`): it
+    draws the Poisson sample and the noise. The auxiliary set ``X_aux[aux_index]`` (public)
+    contributes one plain minibatch per step, as in :meth:`TorchMLPClassifier.train_steps`.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    y = np.asarray(y, dtype=np.int64)
+    mlp._ensure_initialised(X, y)
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    n, q, clip = len(y), config.sample_rate, config.clip
+    expected = q * n
+    n_aux = 0 if X_aux is None or y_aux is None else len(y_aux)
+    if n_aux:
+        Xa = torch.from_numpy(np.ascontiguousarray(X_aux, dtype=np.float32))
+        ya = torch.from_numpy(np.asarray(y_aux, dtype=np.int64))
+        rows = None if aux_index is None else torch.from_numpy(
+            np.asarray(aux_index, dtype=np.int64))
+        aux = mlp._cursor(1, n_aux)  # public rows: the seeded minibatch order is fine
+    model, opt = mlp.model_, mlp.optimizer_
+    params = list(model.parameters())
+    model.train()
+    for _ in range(int(n_steps)):
+        idx = torch.from_numpy(np.flatnonzero(rng.random(n) < q))
+        summed, _ = clipped_gradient_sum(model, Xt[idx], yt[idx], clip)
+        noisy = [s + torch.from_numpy(rng.standard_normal(s.shape, dtype=np.float32))
+                 * (config.noise_multiplier * clip) for s in summed]
+        weight = expected
+        if n_aux:  # public: clipped like the private examples (no source dominates), no noise
+            aidx = torch.from_numpy(aux.next())
+            xa = Xa[aidx] if rows is None else Xa[rows[aidx]]
+            public, _ = clipped_gradient_sum(model, xa, ya[aidx], clip)
+            noisy = [g + a for g, a in zip(noisy, public, strict=True)]
+            weight += len(aidx)
+        for p, g in zip(params, noisy, strict=True):
+            p.grad = g / weight
+        opt.step()
+    mlp.steps_ += int(n_steps)
+    return int(n_steps)

