@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -38,3 +39,26 @@ def test_threads_reach_the_client_apps() -> None:
     assert site_threads({"partition-id": 0, "threads": 2}, spec) == 2
     with pytest.raises(FedLabelsError, match="threads must be a whole number"):
         site_threads({"partition-id": 0, "threads": "many"}, spec)
+
+
+def _report_preloaded(queue: Any) -> None:
+    """Runs in a task process: which of the executor's preloads it found already imported."""
+    from fedlabels.engines.flower.site_exec import PRELOAD
+
+    queue.put(sorted(name for name in PRELOAD if name in sys.modules))
+
+
+def test_site_executor_forks_tasks_from_a_preloaded_server() -> None:
+    # the pinned executor does not start an interpreter per message: its task processes are
+    # forks of a server that imported the ClientApp path (flwr, fedlabels, scikit-learn) once
+    from fedlabels.engines.flower import site_exec
+
+    context = site_exec._task_context()
+    queue = context.Queue()
+    task = context.Process(target=_report_preloaded, args=(queue,))
+    task.start()
+    try:
+        found = queue.get(timeout=180)
+    finally:
+        task.join(timeout=30)
+    assert found == sorted(site_exec.PRELOAD)

@@ -235,17 +235,16 @@ class LocalDeployment:
             self.node_ports.append(port)
             security = ["--insecure"] if not self.tls else [
                 "--root-certificates", str(self.tls.ca_cert),
-                "--auth-supernode-private-key", str(node_keys[cid][0]),
-                "--isolation", "process"]  # the site's pinned executor runs its ClientApps
+                "--auth-supernode-private-key", str(node_keys[cid][0])]
             self._spawn(f"supernode_{cid}", [
                 _executable("flower-supernode"), *security,
+                "--isolation", "process",  # the site's pinned executor runs its ClientApps
                 "--superlink", f"127.0.0.1:{self.port}",
                 "--host", "127.0.0.1", "--port", str(port),
                 "--node-config", self.prepared.node_config(cid)], f"supernode_{cid}")
-            if self.tls:
-                self._spawn(f"site_exec_{cid}", [
-                    sys.executable, "-m", "fedlabels.engines.flower.site_exec",
-                    "--runtime-api-address", f"127.0.0.1:{port}"], f"supernode_{cid}")
+            self._spawn(f"site_exec_{cid}", [
+                sys.executable, "-m", "fedlabels.engines.flower.site_exec",
+                "--runtime-api-address", f"127.0.0.1:{port}"], f"supernode_{cid}")
 
     def _start_fleet_proxy(self) -> None:
         """The sites' address: the Fleet API only (:mod:`.fleet_proxy`), TLS."""

@@ -11,7 +11,8 @@ SuperNode then starts no executor of its own) and runs this executor beside it, 
 SuperNode's Runtime API (loopback):
 
 * :func:`serve` asks the SuperNode for ClientApp tasks (``AcquireTask``, as
-  ``flower-superexec`` does) and starts one task process per message;
+  ``flower-superexec`` does) and starts one task process per message, forked from a fork
+  server that has imported the ClientApp path once (:data:`PRELOAD`);
 * a task process (:func:`run_task`) runs Flower's own ``run_clientapp`` loop with two steps
   replaced: the FAB is **never installed or imported** — it is only read to check that it
   names fedlabels' ClientApp (:data:`PINNED_CLIENTAPP`), else the task fails with an error
@@ -23,8 +24,9 @@ A foreign app's ClientApp code therefore never runs on the site, whoever submitt
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.context
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +35,9 @@ from typing import Any
 from fedlabels.errors import FedLabelsError
 
 PINNED_CLIENTAPP = "fedlabels.engines.flower.client_app:app"
+#: imported once by the fork server that every task process is forked from
+PRELOAD = ("fedlabels.engines.flower.site_exec", "fedlabels.engines.flower.client_app",
+           "flwr.supernode.runtime.run_clientapp", "sklearn.tree")
 
 
 def check_fab(fab_content: bytes) -> None:
@@ -83,7 +88,8 @@ def serve(runtime_api_address: str, poll_interval: float = 0.1,
         server_address=runtime_api_address, insecure=True, root_certificates=None,
         interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
         retry_invoker=make_simple_http_retry_invoker())
-    children: list[subprocess.Popen[bytes]] = []
+    tasks = _task_context()
+    children: list[multiprocessing.context.ForkServerProcess] = []
     try:
         while not stop():
             try:
@@ -95,15 +101,11 @@ def serve(runtime_api_address: str, poll_interval: float = 0.1,
                 time.sleep(max(poll_interval, 1.0))
                 continue
             if res.HasField("task") and res.token:
-                child = subprocess.Popen(
-                    [sys.executable, "-m", "fedlabels.engines.flower.site_exec", "--task",
-                     "--runtime-api-address", runtime_api_address,
-                     "--parent-pid", str(os.getpid())], stdin=subprocess.PIPE)
-                assert child.stdin is not None
-                child.stdin.write(res.token.encode() + b"\n")  # not on the command line
-                child.stdin.close()
+                child = tasks.Process(target=run_task, daemon=True,
+                                      args=(runtime_api_address, res.token, os.getpid()))
+                child.start()  # forked from the preloaded fork server: no imports to pay
                 children.append(child)
-            children = [c for c in children if c.poll() is None]
+            children = [c for c in children if c.is_alive()]
             time.sleep(poll_interval)
     finally:
         client.close()
@@ -111,19 +113,27 @@ def serve(runtime_api_address: str, poll_interval: float = 0.1,
             child.terminate()
 
 
+def _task_context() -> multiprocessing.context.ForkServerContext:
+    """A fork server that has imported the ClientApp path once: each task is a fork of it.
+
+    A SuperNode would start a fresh interpreter per message, which pays the imports (flwr,
+    fedlabels, the learner's library: about 3 CPU-s with scikit-learn) every time. The fork
+    server is a clean process (none of this executor's threads or connections) started on
+    the first task; its children inherit the imported modules.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m fedlabels.engines.flower.site_exec [--task] --runtime-api-address A``."""
+    """``python -m fedlabels.engines.flower.site_exec --runtime-api-address A``."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtime-api-address", default="127.0.0.1:9094")
-    parser.add_argument("--task", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.task:
-        run_task(args.runtime_api_address, sys.stdin.readline().strip(), args.parent_pid)
-    else:
-        serve(args.runtime_api_address)
+    serve(args.runtime_api_address)
 
 
 if __name__ == "__main__":
