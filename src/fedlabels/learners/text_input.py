@@ -88,11 +88,11 @@ def as_text_array(values: Any) -> np.ndarray:
 
 
 def check_run_input(X: Any, models: list[Any], method: Any = None) -> None:
-    """Refuse a run whose models (specs or estimators, one per client) or method cannot take
-    the federation's features ``X``; methods that compute on features (label propagation)
-    declare ``numeric_features = True``."""
-    if method is not None and getattr(method, "numeric_features", False):
-        refuse_text(X, f"method {getattr(method, 'name', method)!r} (it computes on the "
+    """Refuse a run whose models (specs or estimators, one per client) or method (a
+    ``Method``, whose ``numeric_features`` says it computes on the features) cannot take
+    the federation's features ``X``."""
+    if method is not None and method.numeric_features:
+        refuse_text(X, f"method {method.name!r} (it computes on the "
                     "features themselves)", "use fedct, dd, fedmd, pate or local")
     for cid, model in enumerate(models):
         check_learner_input(model, X, f"client {cid}'s model")

@@ -325,6 +325,9 @@ class Method:
     tolerates_lost_clients: ClassVar[bool] = True
     #: whether the method runs on a regression task (real targets; issue 16)
     supports_regression: ClassVar[bool] = False
+    #: whether the method computes on the features themselves (label propagation's kNN
+    #: graph), so a text dataset is refused; learners' own inputs are checked separately
+    numeric_features: ClassVar[bool] = False
     #: the option with which the method samples clients itself (then the simulator's
     #: ``--participation`` is refused); None: it does not
     own_client_sampling: ClassVar[str | None] = None

@@ -1,11 +1,12 @@
 """``fedlabels deploy local``: a real Flower deployment on 127.0.0.1.
 
-Starts one ``flower-superlink`` and M ``flower-supernode`` processes (insecure mode,
-distinct free ports, each in its own process group with its own ``FLWR_HOME``), submits the
-app with ``flwr run ... --stream``, and reads back the result the ServerApp wrote. Every
+Starts one ``flower-superlink`` and M ``flower-supernode`` processes, each beside its
+site's pinned executor (insecure mode unless ``secure``; distinct free ports, each in its own
+process group with its own ``FLWR_HOME``), submits the app with ``flwr run ... --stream``,
+and reads back the result the ServerApp wrote. Every
 process it started is stopped on success, failure, timeout, Ctrl-C or SIGTERM (SIGTERM to
 each process group, SIGKILL after a grace period), including the ``flower-superexec``,
-``flwr-serverapp`` and ``flwr-clientapp`` children those processes spawn:
+``flwr-serverapp`` and task children those processes spawn:
 
 * on Linux the launcher is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so a
   process orphaned by a crashed parent (a ``flwr-serverapp`` whose SuperLink was SIGKILLed)
@@ -198,12 +199,13 @@ class LocalDeployment:
     def start(self) -> None:
         """Start the SuperLink, then the SuperNodes, each with its site's node config.
 
-        With ``secure=True`` the SuperLink serves TLS with a fresh CA and requires SuperNode
-        authentication; every SuperNode's key is registered before it starts. The sites then
-        reach only the Fleet API, through :mod:`.fleet_proxy` (the SuperLink's own port,
-        with the Control API, is for the coordinator), and each SuperNode runs in
-        ``--isolation process`` beside a pinned executor (:mod:`.site_exec`) that runs
-        fedlabels' ClientApp and no code from the submitted app.
+        Every SuperNode runs in ``--isolation process`` beside a pinned executor
+        (:mod:`.site_exec`) that runs fedlabels' ClientApp and no code from the submitted app,
+        each message in a fork of a preloaded process. With ``secure=True`` the SuperLink
+        also serves TLS with a fresh CA and requires SuperNode authentication; every
+        SuperNode's key is registered before it starts, and the sites reach only the Fleet
+        API, through :mod:`.fleet_proxy` (the SuperLink's own port, with the Control API, is
+        for the coordinator).
         """
         self.port = self.control_port = free_port()
         link_args = ["--insecure"]

@@ -96,7 +96,7 @@ class _LabelPropagationMethod(Method):
 
     client_class: ClassVar[Callable[..., ClientRole]]
     uses_public = False
-    numeric_features: ClassVar[bool] = True  # kNN graphs on features: text is refused
+    numeric_features = True  # kNN graphs on features: text is refused
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         for cid, c in enumerate(clients):
