@@ -39,9 +39,30 @@ import fedlabels as fl
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import parse_model_spec
 from fedlabels.protocols.dp_fedct_options import MECHANISMS
+from fedlabels.protocols.options import parse_flag_value
 from fedlabels.results import atomic_path
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+def mechanism_specs(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``xor,dpsgd[site_model=private;quorum=0.8]`` -> [(mechanism, extra options), ...]."""
+    out = []
+    for item in (m.strip() for m in text.split(",") if m.strip()):
+        name, _, rest = item.partition("[")
+        extra: dict[str, Any] = {}
+        for pair in (p for p in rest.rstrip("]").split(";") if p):
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise SystemExit(f"bad mechanism option {pair!r} in {item!r}: expected k=v")
+            extra[key.strip()] = parse_flag_value(value.strip())  # typed as --opt types it
+        if name not in MECHANISMS:
+            raise SystemExit(f"unknown mechanism {name!r}; registered: {MECHANISMS}")
+        out.append((name, extra))
+    return out
+
+
+FINETUNED = "DP-FedAvg (record) + local fine-tune"
 
 
 def row_specs(args: argparse.Namespace) -> list[tuple[str, str, float | None, dict[str, Any]]]:
@@ -52,16 +73,29 @@ def row_specs(args: argparse.Namespace) -> list[tuple[str, str, float | None, di
         (names.get(m, m), m, None, {}) for m in args.references.split(",") if m]
     for eps in (float(e) for e in args.epsilons.split(",") if e):
         base = {"epsilon": eps, "delta": args.delta}
-        for mech in (m.strip() for m in args.mechanisms.split(",") if m.strip()):
-            if mech not in MECHANISMS:
-                raise SystemExit(f"unknown mechanism {mech!r}; registered: {MECHANISMS}")
-            extra = dpsgd if mech == "dpsgd" else {}
-            rows.append((f"DP-FedCT {mech}", "dp-fedct", eps,
-                         {**base, "mechanism": mech, **extra}))
+        for mech, extra in mechanism_specs(args.mechanisms):
+            label = f"DP-FedCT {mech}" + (
+                f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else "")
+            rows.append((label, "dp-fedct", eps, {
+                **base, "mechanism": mech, **(dpsgd if mech == "dpsgd" else {}), **extra}))
         if not args.no_fedavg:
             rows.append(("DP-FedAvg (record)", "dp-fedavg", eps,
                          {**base, "level": "record", **dpsgd}))
     return rows
+
+
+def finetuned_accuracy(result: Any, fed: Any, steps: int) -> float:
+    """Mean test accuracy after each client trains a copy of the final global model on its
+    own private data for ``steps`` plain (non-private) steps: the model a DP-FedAvg site
+    would keep for itself (never sent), the fair peer of DP-FedCT's ``site_model=private``."""
+    import copy
+
+    accs = []
+    for model, client in zip(result.client_models, fed.clients, strict=True):
+        mine = copy.deepcopy(model)
+        mine.train_steps(client.X, client.y, steps)
+        accs.append(float(np.mean(np.asarray(mine.predict(fed.X_test)) == fed.y_test)))
+    return float(np.mean(accs))
 
 
 def run_row(fed: Any, label: str, method: str, eps: float | None, options: dict[str, Any],
@@ -76,6 +110,8 @@ def run_row(fed: Any, label: str, method: str, eps: float | None, options: dict[
     except FedLabelsError as exc:  # e.g. dpsgd with a tree learner: say so in the table
         return {**row, "error": str(exc)}
     p = res.extra.get("privacy", {})
+    if method == "dp-fedavg" and args.finetune_steps:
+        row["accuracy_finetuned"] = finetuned_accuracy(res, fed, args.finetune_steps)
     row.update({"accuracy": res.final["mean_accuracy"], "accuracy_std": res.final["std_accuracy"],
                 "epsilon_accounted": p.get("epsilon"), "accountant": p.get("accountant"),
                 "noise_multiplier": p.get("noise_multiplier"),
@@ -105,6 +141,12 @@ def main() -> None:
                         help="0: the dataset's default split")
     parser.add_argument("--unlabeled", type=int, default=2000, help="0: the dataset's default")
     parser.add_argument("--model", default="mlp(hidden=128)")
+    parser.add_argument("--partition", default="iid")
+    parser.add_argument("--public-pca", type=int, default=0,
+                        help="project features on U's top-K principal components (0: none)")
+    parser.add_argument("--finetune-steps", type=int, default=0,
+                        help="also report DP-FedAvg's global model fine-tuned on each "
+                        "client's private data for this many plain steps (0: not)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--period", type=int, default=50)
     parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
@@ -135,17 +177,22 @@ def main() -> None:
     run_keys = ("dataset", "clients", "private_per_client", "unlabeled", "model", "rounds",
                 "period", "delta")
     base_config = {k: getattr(args, k) for k in run_keys}
+    if args.partition != "iid" or args.public_pca:  # rows of earlier runs have neither key
+        base_config.update(partition=args.partition, public_pca=args.public_pca)
     for seed in (int(s) for s in args.seeds.split(",") if s):
         fed = fl.load_federation(args.dataset, n_clients=args.clients, seed=seed,
                                  n_unlabeled=args.unlabeled or None,
-                                 private_per_client=args.private_per_client or None)
+                                 private_per_client=args.private_per_client or None,
+                                 partition=args.partition, public_pca=args.public_pca or None)
         for label, method, eps, options in row_specs(args):
             key = {"label": label, "epsilon": eps, "seed": seed}
             audit = eps in audit_eps
             # what the row's result depends on (a row of another configuration is kept apart)
             config = {**base_config, **{k: v for k, v in options.items()
                                         if k in ("example_rate", "example_clip")},
-                      **({"canaries": args.canaries} if audit else {})}
+                      **({"canaries": args.canaries} if audit else {}),
+                      **({"finetune_steps": args.finetune_steps}
+                         if method == "dp-fedavg" and args.finetune_steps else {})}
             done = [r for r in record["rows"] if all(r.get(k) == v for k, v in key.items())
                     and r.get("config") == config]
             if done and not args.overwrite:
@@ -174,8 +221,18 @@ def _mean_ci(values: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(half)
 
 
+def with_finetuned(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` plus one row per DP-FedAvg row that has a fine-tuned accuracy (no audit: the
+    fine-tuned models never leave their sites)."""
+    extra = [{**{k: v for k, v in r.items() if k not in ("epsilon_lower_bound",)},
+              "label": FINETUNED, "accuracy": r["accuracy_finetuned"]}
+             for r in rows if "accuracy_finetuned" in r]
+    return rows + extra
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown: accuracy (± 95% CI over seeds) per method and ε; claimed ε / audit bound."""
+    rows = with_finetuned(rows)
     labels = list(dict.fromkeys(r["label"] for r in rows))
     eps = sorted({r["epsilon"] for r in rows if r["epsilon"] is not None})
     lines = ["| method | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",
@@ -216,6 +273,7 @@ def plot(rows: list[dict[str, Any]], path: Path, args: argparse.Namespace) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = with_finetuned(rows)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, label in enumerate(dict.fromkeys(r["label"] for r in rows)):
         mine = [r for r in rows if r["label"] == label and "accuracy" in r]
@@ -233,8 +291,9 @@ def plot(rows: list[dict[str, Any]], path: Path, args: argparse.Namespace) -> No
     ax.set_xlabel(f"record-level ε (total over the run, δ = {args.delta:g})")
     ax.set_ylabel("mean client test accuracy")
     seeds = sorted({r["seed"] for r in rows})
-    ax.set_title(f"{args.dataset}, m = {args.clients}, {args.model}, R = {args.rounds}, "
-                 f"b = {args.period}, seeds {seeds}", fontsize=9)
+    pca = f", PCA-{args.public_pca} of U" if args.public_pca else ""
+    ax.set_title(f"{args.dataset} ({args.partition}{pca}), m = {args.clients}, {args.model}, "
+                 f"R = {args.rounds}, b = {args.period}, seeds {seeds}", fontsize=8)
     ax.legend(fontsize=8)
     fig.tight_layout()
     with atomic_path(path) as tmp:

@@ -126,12 +126,12 @@ def test_dd_server_average_is_the_row_renormalised_mean() -> None:
 # ------------------------------------------------------------------ DP-FedCT client state
 
 
-def _dp_fedct_client(seed: int) -> DPFedCTClient:
+def _dp_fedct_client(seed: int, mechanism: str = "xor") -> DPFedCTClient:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 4))
     y = (X[:, 0] > 0).astype(np.int64)
     settings = Settings(n_classes=2, n_features=4, n_clients=3, rounds=3, period=1,
-                        options=DPFedCTOptions(epsilon=1.0))
+                        options=DPFedCTOptions(epsilon=1.0, mechanism=mechanism))
     learner = build_learner(parse_model_spec("dt")[0], n_classes=2, random_state=seed)
     return DPFedCTClient(0, ClientData(X, y), learner, settings, rng.normal(size=(50, 4)),
                          X[:10], y[:10], seed=seed)
@@ -141,11 +141,12 @@ def _dp_fedct_client(seed: int) -> DPFedCTClient:
                                     {"mechanism": "kary", "epsilon_per_label": 0.2}])
 def test_dp_fedct_client_restored_from_state_continues_its_noise(config: dict) -> None:
     message = Message("fedct.train", config={"round": 0, "steps": 1, **config})
-    live = _dp_fedct_client(seed=11)
+    mechanism = config["mechanism"]
+    live = _dp_fedct_client(seed=11, mechanism=mechanism)
     live.handle(message)
     state = live.state_dict()
     assert isinstance(state["noise_rng"], str)
-    restored, fresh = _dp_fedct_client(seed=11), _dp_fedct_client(seed=11)
+    restored, fresh = (_dp_fedct_client(seed=11, mechanism=mechanism) for _ in range(2))
     restored.load_state_dict(state)
     expected = live.handle(message)
     key = "bits" if config["mechanism"] == "xor" else "labels"

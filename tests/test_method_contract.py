@@ -49,7 +49,9 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
     "dp-fedct": [{"epsilon": 1.0},
                  {"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 3,
                   "label_queries": 40, "data_dependent": True},
-                 {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1}],
+                 {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1},
+                 {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1,
+                  "site_model": "private"}],
     "dp-fedavg": [{"epsilon": 8.0}, {"epsilon": 8.0, "level": "record"}],
     "dp-pate": [{"epsilon": 2.0}],
     "fredy": [{"epsilon": 1.0}],
@@ -93,7 +95,9 @@ def _cases() -> list[Any]:
         variants = OPTIONS.get(name, [{}])
         for options in variants:
             which = (f"secure={options['secure']}" if "secure" in options
-                     else f"mechanism={options.get('mechanism', 'default')}")
+                     else f"mechanism={options.get('mechanism', 'default')}"
+                     + (f",site_model={options['site_model']}" if "site_model" in options
+                        else ""))
             label = name if len(variants) == 1 else f"{name}[{which}]"
             out.append(pytest.param(Case(name, options), id=label))
     return out

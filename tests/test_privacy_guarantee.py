@@ -23,6 +23,7 @@ from fedlabels.cli import main
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import simulate
 from fedlabels.learners import as_models
+from fedlabels.privacy.dpsgd_accounting import RECORD_ADD_REMOVE
 from fedlabels.privacy.events import CLIENT_LEVEL, DISJOINT_TEACHERS, RECORD_LEVEL
 from fedlabels.privacy.sensitivity import FLOOR_BITS, empirical_sensitivity
 from fedlabels.protocols import METHODS
@@ -66,7 +67,23 @@ def results(fed: Federation) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_result_states_its_guarantee(results: dict[str, Any], method: str) -> None:
-    data = results[method]
+    check_guarantee(results[method], method)
+
+
+@pytest.mark.parametrize("site_model", ["dp", "private"])
+def test_dp_fedct_dpsgd_states_its_guarantee(fed: Federation, site_model: str) -> None:
+    data = simulate(METHODS["dp-fedct"], fed, as_models("mlp(hidden=8)"), rounds=ROUNDS,
+                    period=PERIOD, seed=SEED, progress=False,
+                    options={"mechanism": "dpsgd", "epsilon": 4.0,
+                             "site_model": site_model}).to_dict()
+    check_guarantee(data, "dp-fedct")
+    privacy = data["privacy"]
+    assert privacy["guarantee"] == "formal" and privacy["neighbouring"] == RECORD_ADD_REMOVE
+    assert privacy["site_model"].startswith(f"{site_model}:")
+
+
+def check_guarantee(data: dict[str, Any], method: str) -> None:
+    """The result names its guarantee, and everything it does not cover."""
     privacy, declared = data["privacy"], METHODS[method].threat_model
     assert privacy["guarantee"] in GUARANTEES
     assert {"guarantee_against", "neighbouring"} <= set(privacy)

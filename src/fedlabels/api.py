@@ -33,7 +33,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         insecure_reproducible_noise: bool = False, threads: int | None = None,
         malicious: int = 0, attack: str | None = None,
         participation: float | int | None = None, dropout: float | None = None,
-        deadline: float | None = None, unlabeled_shift: float = 0.0) -> RunResult:
+        deadline: float | None = None, unlabeled_shift: float = 0.0,
+        public_pca: int | None = None) -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
@@ -54,6 +55,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``unlabeled_shift`` (S in [0, 1]) draws U with shifted class proportions
     (:mod:`fedlabels.data.shift`) when ``federation`` is a dataset name; for a
     :class:`Federation` pass it to ``make_federation`` / ``load_federation`` instead.
+    ``public_pca`` (K) projects every feature vector onto U's top-K whitened principal
+    components (:mod:`fedlabels.data.public_pca`); it too applies to a dataset name only.
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
     see :mod:`fedlabels.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
@@ -67,16 +70,19 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     eval_every=eval_every, options=options,
                     insecure_reproducible_noise=insecure_reproducible_noise,
                     malicious=malicious, attack=attack, participation=participation,
-                    dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift)
+                    dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift,
+                    public_pca=public_pca)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
         federation = load_federation(federation, seed=seed,
-                                     unlabeled_shift=cfg.unlabeled_shift)
-    elif cfg.unlabeled_shift:
+                                     unlabeled_shift=cfg.unlabeled_shift,
+                                     public_pca=cfg.public_pca)
+    elif cfg.unlabeled_shift or cfg.public_pca is not None:
         from fedlabels.errors import FedLabelsError
 
-        raise FedLabelsError("unlabeled_shift draws U when the federation is built: pass it to "
+        key = "unlabeled_shift" if cfg.unlabeled_shift else "public_pca"
+        raise FedLabelsError(f"{key} applies when the federation is built: pass it to "
                              "make_federation/load_federation, not to run() with a Federation.")
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
     if model is None:

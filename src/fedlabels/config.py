@@ -42,6 +42,10 @@ class RunConfig:
         S in [0, 1]: U drawn with class proportions ``(1 - S) p + S u_H`` (half of the
         classes favoured; :mod:`fedlabels.data.shift`); 0 leaves U as it was. The measured
         shift goes into the result's ``federation.unlabeled_shift``.
+    public_pca : int or None
+        K: project every feature vector onto the top-K principal components of U, whitened,
+        after the z-scoring (:mod:`fedlabels.data.public_pca`). Fitted on U's features
+        only, so it costs no privacy; ``None`` (the default): features as they are.
     seed : int, default=0
         Seeds data split, partition, model initialisation and minibatch order.
     eval_every : int, default=1
@@ -105,6 +109,7 @@ class RunConfig:
     test: int | None = None
     partition: str = "iid"
     unlabeled_shift: float = 0.0
+    public_pca: int | None = None
     seed: int = 0
     eval_every: int = 1
     output: str | None = None
@@ -145,7 +150,7 @@ class RunConfig:
         _int("period", 1)
         _int("eval_every", 1)
         _int("seed", 0)
-        for name in ("unlabeled", "private", "private_per_client", "test"):
+        for name in ("unlabeled", "private", "private_per_client", "test", "public_pca"):
             _int(name, 1, allow_none=True)
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")

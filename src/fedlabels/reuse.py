@@ -2,7 +2,8 @@
 
 A federation records how it turned raw features into the models' inputs
 (:class:`Preprocessing`: the input columns, which were one-hot encoded, the resulting feature
-names, the z-scoring statistics of the public set U, the class names). ``fedlabels run``
+names, the z-scoring statistics of the public set U, U's principal components when the run
+projected onto them (``public_pca``), the class names). ``fedlabels run``
 saves it with the clients' models beside the result (``X.models.pkl``), so that::
 
     result = fl.run("fedct", "csv:patients.csv:outcome", model="dt")
@@ -21,11 +22,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedlabels.errors import FedLabelsError
+
+if TYPE_CHECKING:
+    from fedlabels.data.public_pca import PublicPCA
 
 
 def categorical_columns(frame: Any) -> list[str]:
@@ -47,11 +51,14 @@ class Preprocessing:
     mean: np.ndarray | None = None  # z-scoring statistics of U (None: not scaled)
     std: np.ndarray | None = None
     text: bool = False  # text input (issue 18): feature_names[0] names the text column
+    # U's whitened top-K principal components, applied after the z-scoring (public_pca;
+    # the models' inputs are then pc1..pcK, feature_names stay the d columns before it)
+    pca: PublicPCA | None = None
 
     @classmethod
     def of(cls, X: Any, feature_names: Sequence[str], class_names: Sequence[str],
            mean: np.ndarray | None, std: np.ndarray | None,
-           text: bool = False) -> Preprocessing:
+           text: bool = False, pca: PublicPCA | None = None) -> Preprocessing:
         """The preprocessing of raw ``X`` (an array or a DataFrame) into ``feature_names``."""
         import pandas as pd
 
@@ -64,7 +71,7 @@ class Preprocessing:
                    columns=[str(c) for c in X.columns] if is_frame else None,
                    categorical=tuple(str(c) for c in categorical_columns(X)) if is_frame else (),
                    mean=None if mean is None else np.asarray(mean, dtype=np.float64),
-                   std=None if std is None else np.asarray(std, dtype=np.float64))
+                   std=None if std is None else np.asarray(std, dtype=np.float64), pca=pca)
 
     def transform(self, X_raw: Any) -> np.ndarray:
         """Raw rows -> the float32 model inputs (unknown categories encode as all zeros)."""
@@ -99,22 +106,28 @@ class Preprocessing:
                                  "drop them first.")
         if self.mean is not None and self.std is not None:
             X = (X - self.mean) / self.std
+        if self.pca is not None:
+            X = self.pca.project(X)
         return X.astype(np.float32)
 
     def to_dict(self) -> dict[str, Any]:
         return {"feature_names": self.feature_names, "class_names": self.class_names,
                 "columns": self.columns, "categorical": list(self.categorical),
                 "mean": None if self.mean is None else self.mean.tolist(),
-                "std": None if self.std is None else self.std.tolist(), "text": self.text}
+                "std": None if self.std is None else self.std.tolist(), "text": self.text,
+                **({"pca": self.pca.to_dict()} if self.pca is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
+        from fedlabels.data.public_pca import PublicPCA
+
         return cls(feature_names=list(data["feature_names"]),
                    class_names=list(data["class_names"]), columns=data.get("columns"),
                    categorical=tuple(data.get("categorical") or ()),
                    mean=None if data.get("mean") is None else np.asarray(data["mean"]),
                    std=None if data.get("std") is None else np.asarray(data["std"]),
-                   text=bool(data.get("text", False)))
+                   text=bool(data.get("text", False)),
+                   pca=None if data.get("pca") is None else PublicPCA.from_dict(data["pca"]))
 
 
 def _floats(convert: Any) -> np.ndarray:

@@ -11,7 +11,7 @@ from fedlabels.errors import FedLabelsError
 
 _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
              "private", "private_per_client", "test", "partition", "unlabeled_shift",
-             "seed", "eval_every",
+             "public_pca", "seed", "eval_every",
              "output", "insecure_reproducible_noise", "sep", "features", "drop",
              "text_column",
              "task", "target_range",
@@ -61,6 +61,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="draw U with class proportions (1-S) p + S u_H, half of the classes "
                         "favoured (0..1; default 0: U like the private data); the shift is "
                         "measured in the result (simulator only)")
+    p.add_argument("--public-pca", type=int, metavar="K",
+                   help="project every feature vector onto the top K principal components "
+                        "of U, whitened (fitted on U's features only: no privacy cost; "
+                        "default: none)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
     p.add_argument("--output", help="JSON result path, X.json; X.rounds.csv and X.models.pkl "

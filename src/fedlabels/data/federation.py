@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedlabels.data.partition import PartitionSpec, parse_partition
 from fedlabels.data.partition import partition as partition_pool
 from fedlabels.errors import FedLabelsError
+
+if TYPE_CHECKING:
+    from fedlabels.data.public_pca import PublicPCA
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,13 @@ class Federation:
 
     @property
     def public_scaling(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """U's public (mean, std) that z-scored every set; None: features as loaded."""
+        """U's public (mean, std) that z-scored every set; None: features as loaded, or
+        projected onto U's principal components (``public_pca``: no z-scoring to undo)."""
         pre = self.preprocessing
         mean, std = getattr(pre, "mean", None), getattr(pre, "std", None)
-        return None if mean is None or std is None else (mean, std)
+        if mean is None or std is None or getattr(pre, "pca", None) is not None:
+            return None
+        return mean, std
 
     def pooled(self) -> ClientData:
         """All private data in one set (what a centralized learner would see)."""
@@ -257,6 +263,7 @@ def make_federation(
     task: str = "classification",
     target_range: Any = None,
     unlabeled_shift: float = 0.0,
+    public_pca: int | None = None,
 ) -> Federation:
     """Split labelled data into a test set, a public unlabeled set U and m client sets.
 
@@ -292,6 +299,11 @@ def make_federation(
         S in [0, 1]: U drawn with class proportions ``(1 - S) p + S u_H``
         (:mod:`fedlabels.data.shift`); 0 (the default) leaves U as it always was. The shift
         is measured either way and recorded in ``info["unlabeled_shift"]``.
+    public_pca : int, optional
+        K: after the z-scoring, project every set onto U's top-K principal components,
+        whitened (:mod:`fedlabels.data.public_pca`; fitted on U's features only, so it costs
+        no privacy). The features become ``pc1..pcK`` and ``info["public_pca"]`` records K
+        and the fraction of U's variance kept. None (the default): features as they were.
     """
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
         raise FedLabelsError(f"n_clients must be an integer >= 1, got {n_clients!r}.")
@@ -386,6 +398,10 @@ def make_federation(
     X_public = Xa[public_idx]
     mean = std = None
     text = Xa.ndim == 1  # text features (as_feature_matrix): nothing to scale
+    if public_pca is not None:
+        from fedlabels.data.public_pca import check_public_pca
+
+        check_public_pca(public_pca, len(public_idx), 1 if text else Xa.shape[1], text)
     if text:
         scale = "none"
     if scale == "public":
@@ -393,12 +409,19 @@ def make_federation(
         mean = X_public.mean(axis=0, dtype=np.float64)
         std = X_public.std(axis=0, dtype=np.float64)
         std[std == 0] = 1.0
+    pca = None
+    if public_pca is not None:  # U's features only (never its labels): no privacy cost
+        from fedlabels.data.public_pca import fit_public_pca
+
+        Z_public = np.asarray(X_public, dtype=np.float64)
+        pca = fit_public_pca(Z_public if mean is None else (Z_public - mean) / std, public_pca)
+        del Z_public
 
     def _scale(a: np.ndarray, owned: bool) -> np.ndarray:
         """``a`` z-scored (if scaling) as float32; ``owned``: ``a`` is a fresh array."""
         if text:
             return a if owned else a.copy()
-        return _to_float32(a, mean, std, reuse=owned)
+        return _to_float32(a, mean, std, reuse=owned, pca=pca)
 
     yp = ya[private_idx]
     # each client's rows straight from the pool (one copy, not a copy of all private rows first)
@@ -417,10 +440,12 @@ def make_federation(
         y_test=yt,
         n_classes=len(class_names),
         class_names=class_names,
-        feature_names=feature_names,
-        preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std, text=text),
+        feature_names=feature_names if pca is None else pca.feature_names(),
+        preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std, text=text,
+                                       pca=pca),
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private), "unlabeled_shift": measured,
+              **({"public_pca": pca.record()} if pca is not None else {}),
               **({"client_sites": site_names} if site_names is not None else {}),
               **({"task": task, "target_range": list(target_range),
                   "target_range_source": range_source} if regression else {})},
@@ -430,21 +455,25 @@ def make_federation(
 
 
 def _to_float32(a: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,
-                reuse: bool = False) -> np.ndarray:
-    """``((a - mean) / std)`` as float32 (or ``a`` as float32 when ``mean`` is None).
+                reuse: bool = False, pca: PublicPCA | None = None) -> np.ndarray:
+    """``((a - mean) / std)`` as float32 (or ``a`` as float32 when ``mean`` is None), then
+    projected by ``pca`` (n, K) if given.
 
     The arithmetic is float64, as if ``a`` had been widened first, but it runs over blocks of
     rows into a float32 result, so no float64 copy of the whole of ``a`` is ever made. With
     ``reuse`` a float32 ``a`` that needs no scaling is returned as it is (no copy).
     """
-    if mean is None and reuse and a.dtype == np.float32 and a.flags.c_contiguous:
+    if mean is None and pca is None and reuse and a.dtype == np.float32 \
+            and a.flags.c_contiguous:
         return a
-    out = np.empty(a.shape, dtype=np.float32)
+    out = np.empty(a.shape if pca is None else (len(a), pca.n_components), dtype=np.float32)
     step = _block_rows(a)
     for i in range(0, len(a), step):
         block = a[i : i + step]
         if mean is not None:
             block = (block - mean) / std  # float64, one block at a time
+        if pca is not None:
+            block = pca.project(block)
         out[i : i + step] = block  # rounds to float32 exactly like .astype(np.float32)
     return out
 

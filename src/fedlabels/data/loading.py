@@ -49,7 +49,8 @@ def federation_for(cfg: RunConfig) -> Federation:
                            n_test=cfg.test, partition=cfg.partition, seed=cfg.seed,
                            sep=cfg.sep, features=cfg.features, drop=cfg.drop,
                            text_column=cfg.text_column, task=cfg.task,
-                           target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift)
+                           target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift,
+                           public_pca=cfg.public_pca)
 
 
 def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None = None,
@@ -59,14 +60,15 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
                     features: str | Sequence[str] | None = None,
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
-                    unlabeled_shift: float = 0.0) -> Federation:
+                    unlabeled_shift: float = 0.0,
+                    public_pca: int | None = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
     ``sep``, ``features``, ``drop`` and ``text_column`` are those of :func:`load_table`.
     ``task`` (``None``: the dataset's own) and ``target_range`` are those of
     :func:`make_federation`; ``task`` may differ from the dataset's only for a ``csv:``
-    table; ``unlabeled_shift`` is that of :func:`make_federation`. With
+    table; ``unlabeled_shift`` and ``public_pca`` are those of :func:`make_federation`. With
     ``partition="column:NAME"`` the column NAME is read even when ``features`` leaves it
     out (it becomes the clients, never a feature).
     """
@@ -93,7 +95,7 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
                            n_private=n_private, n_test=n_test, X_test=raw.X_test,
                            y_test=raw.y_test, partition=partition, scale=info.scale,
                            seed=seed, name=dataset, task=task, target_range=target_range,
-                           unlabeled_shift=unlabeled_shift)
+                           unlabeled_shift=unlabeled_shift, public_pca=public_pca)
 
 
 def _with_partition_column(features: str | Sequence[str] | None,

@@ -49,7 +49,7 @@ from fedlabels.protocols.dp_fedct_mechanisms.randomized_response import RR_ASSUM
 from fedlabels.protocols.dp_fedct_options import DPFedCTOptions
 from fedlabels.protocols.dpsgd_client import DPSGDClient
 from fedlabels.protocols.fedct import FedCT, FedCTClient, FedCTServer
-from fedlabels.protocols.state import StateValue
+from fedlabels.protocols.state import StateValue, prefixed, unprefixed
 from fedlabels.protocols.threat import (
     EVALUATION_PAYLOADS,
     SERVER_CHOOSING_U,
@@ -82,8 +82,37 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
                 f"client {self.cid}: privacy budget exceeded: the total ε = "
                 f"{self.options.epsilon} was calibrated for {self.settings.rounds} releases, "
                 f"all spent; refusing release {self.releases + 1}.")
+        mine = self.options.mechanism
+        asked = str(message.config.get("mechanism", mine))
+        if asked != mine:  # the client's own options decide how its data is protected
+            raise FedLabelsError(f"client {self.cid}: the server asked for mechanism {asked!r} "
+                                 f"but this client's options say {mine!r}; refusing.")
         self.releases += 1
-        return mechanism_for(str(message.config["mechanism"])).release(self, message)
+        return mechanism_for(mine).release(self, message)
+
+    _release: Any = None
+
+    def release_learner(self) -> Any:
+        """``dpsgd`` with ``site_model=private``: the DP-SGD model whose labels the client
+        shares, apart from its own (evaluated) model; a fresh copy of its learner at first."""
+        if self._release is None:
+            from fedlabels.learners import clone_fresh_learner
+
+            self._release = clone_fresh_learner(self.learner)
+        return self._release
+
+    def state_dict(self) -> dict[str, StateValue]:
+        out = super().state_dict()
+        if self._release is not None and hasattr(self._release, "model_"):
+            out.update(prefixed("release", self._release.state_dict()))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        super().load_state_dict(state)
+        release = unprefixed("release", state)
+        self._release = None
+        if release:
+            self.release_learner().load_state_dict(release)
 
     def estimate_sensitivity(self, message: Message) -> Message:
         """Empirical s* of this client's learner on its own data (bits)."""

@@ -57,6 +57,12 @@ class DPFedCTOptions(VoteOptions):
                             choices=MECHANISMS)
     example_clip: float = example_clip_option("dpsgd")
     example_rate: float = example_rate_option("dpsgd")
+    site_model: str = option(
+        "dp", "dpsgd: which model a client keeps for its own predictions (what is "
+        "evaluated). dp: its DP-SGD model, whose labels it shares (releasable). private: a "
+        "second model trained as FedCT trains (all its private data and the consensus on U, "
+        "without DP); never sent and not protected, while the shared labels come from a "
+        "DP-SGD model trained on the private data alone", kind=str, choices=("dp", "private"))
     teachers: int = option(
         50, "subsample-aggregate: k teachers per client, each trained on one of k disjoint "
         "parts of its private data", kind=int, interval=Interval(2, None))
@@ -155,8 +161,8 @@ _SA_ONLY = ("teachers", "teacher_steps", "label_queries", "data_dependent")
 #: mechanisms that train the shared labels' models privately: their own options, and why
 #: they have no label sensitivity s*
 _TRAINED_MECHANISMS = {
-    "dpsgd": (DPSGD_OPTIONS, "it has no label sensitivity s*: DP-SGD clips each example's "
-                             "gradient instead"),
+    "dpsgd": ((*DPSGD_OPTIONS, "site_model"), "it has no label sensitivity s*: DP-SGD clips "
+                                              "each example's gradient instead"),
     "subsample-aggregate": (_SA_ONLY, "its sensitivity is one teacher vote, L2 √2, not s*"),
 }
 _SENSITIVITY_OPTIONS = ("sensitivity", *sorted({n for names in _ONLY_WITH.values()

@@ -78,28 +78,36 @@ class DPSGDClient(SecretNoiseClient):
             return None
         return self.settings.rounds * self.settings.period
 
-    def dpsgd_train(self, message: Message, X_aux: np.ndarray | None = None,
-                    y_aux: np.ndarray | None = None,
-                    aux_index: np.ndarray | None = None) -> int:
-        """``steps`` DP-SGD steps with the message's (σ, q, C); returns the steps taken."""
-        from fedlabels.learners.dpsgd import DPSGDConfig, check_dpsgd_learner, dpsgd_steps
-
-        check_dpsgd_learner(self.learner, f"client {self.cid}")
-        cfg = message.config
-        steps = int(cfg["steps"])
+    def check_dp_budget(self, steps: int) -> None:
+        """Refuse ``steps`` more DP-SGD steps beyond the plan the noise was calibrated for."""
         planned = self.planned_dp_steps()
         if planned is not None and self.dp_steps + steps > planned:
             raise FedLabelsError(
                 f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
                 f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
+
+    def dpsgd_train(self, message: Message, X_aux: np.ndarray | None = None,
+                    y_aux: np.ndarray | None = None,
+                    aux_index: np.ndarray | None = None, learner: Any = None) -> int:
+        """``steps`` DP-SGD steps with the message's (σ, q, C) on ``learner`` (default: the
+        client's own); returns the steps taken."""
+        from fedlabels.learners.dpsgd import DPSGDConfig, check_dpsgd_learner, dpsgd_steps
+
+        own = learner is None
+        learner = self.learner if own else learner
+        check_dpsgd_learner(learner, f"client {self.cid}")
+        cfg = message.config
+        steps = int(cfg["steps"])
+        self.check_dp_budget(steps)
         config = DPSGDConfig(float(cfg["noise_multiplier"]), float(cfg["example_rate"]),
                              float(cfg["example_clip"]))
-        if not hasattr(self.learner, "model_"):
-            self.learner.initialise(self.data.X.shape[1], self.settings.n_classes)
-        taken = dpsgd_steps(self.learner, self.data.X, self.data.y, steps, config,
+        if not hasattr(learner, "model_"):
+            learner.initialise(self.data.X.shape[1], self.settings.n_classes)
+        taken = dpsgd_steps(learner, self.data.X, self.data.y, steps, config,
                             self.noise_rng, X_aux, y_aux, aux_index)
         self.dp_steps += taken
-        self.fitted = True
+        if own:
+            self.fitted = True
         return taken
 
 

@@ -71,6 +71,17 @@ def _save_npz(path: Path, **arrays: Any) -> None:
     os.replace(tmp, path)
 
 
+def _public_pca_arrays(pre: Any) -> dict[str, np.ndarray]:
+    """What a site needs to turn its raw CSV rows into U's principal components: the raw
+    feature names, U's z-scoring (if any) and the projection (all public: from U alone)."""
+    out = {"raw_feature_names": np.array(pre.feature_names, dtype=str),
+           "pca_mean": pre.pca.mean, "pca_components": pre.pca.components,
+           "pca_scale": pre.pca.scale}
+    if pre.mean is not None:
+        out["scale_mean"], out["scale_std"] = pre.mean, pre.std
+    return out
+
+
 def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """Mean and std that standardised U (for sites that bring raw CSV rows).
 
@@ -158,9 +169,12 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
               "class_names": np.array(fed.class_names, dtype=str),
               "feature_names": np.array(fed.feature_names, dtype=str)}
-    scaling = _public_scaling(cfg, fed)
-    if scaling is not None:
-        shared["scale_mean"], shared["scale_std"] = scaling
+    if cfg.public_pca is None:
+        scaling = _public_scaling(cfg, fed)
+        if scaling is not None:
+            shared["scale_mean"], shared["scale_std"] = scaling
+    else:  # a site's raw CSV rows are z-scored by U, then projected onto U's components
+        shared.update(_public_pca_arrays(fed.preprocessing))
     shared_path = root / "shared.npz"
     _save_npz(shared_path, **shared)
     truth_path = root / "truth.npz"

@@ -97,7 +97,8 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
     if target not in frame.columns:
         raise FedLabelsError(f"{who}: CSV {path} has no label column {target!r}; columns: "
                              f"{list(frame.columns)[:10]}.")
-    features = [str(f) for f in shared["feature_names"]]
+    raw = shared.get("raw_feature_names", shared["feature_names"])  # public_pca: raw columns
+    features = [str(f) for f in raw]
     missing = [f for f in features if f not in frame.columns]
     if missing:
         raise FedLabelsError(f"{who}: CSV {path} lacks feature column(s) {missing[:5]} of the "
@@ -105,6 +106,8 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
     X = frame[features].to_numpy(dtype=np.float64)
     if "scale_mean" in shared:
         X = (X - shared["scale_mean"]) / shared["scale_std"]
+    if "pca_components" in shared:  # U's principal components, as the federation's rows
+        X = (X - shared["pca_mean"]) @ shared["pca_components"] / shared["pca_scale"]
     lookup = {str(c): i for i, c in enumerate(shared["class_names"])}
     labels = frame[target].astype(str).to_numpy()
     unknown = sorted(set(labels) - set(lookup))

@@ -15,6 +15,14 @@ without further noise. What is covered, for one record of one client (added or r
 
 Not covered: the evaluation replies (test accuracy) and, under partial participation, the
 stand-in model of a client not yet selected (trained without DP, used only to evaluate).
+
+``site_model`` says which model a site keeps for its own predictions. ``dp`` (default): the
+DP-SGD model itself, so the site's model is covered and may be released. ``private``: the
+site also trains its own model as FedCT does (all its private data and the consensus on U,
+no noise), which is evaluated and never sent (not protected, like the models of the other
+DP-FedCT mechanisms); the labels it shares come from a separate DP-SGD model trained on
+the private data alone (not on the consensus, so the vote is one of independent DP models
+and cannot reinforce its own mistakes), and the guarantee of the transcript is unchanged.
 """
 
 from __future__ import annotations
@@ -42,10 +50,22 @@ DPSGD_AGAINST = ("the server and the other clients (everything a client sends), 
                  "who sees the consensus or the clients' labels")
 DPSGD_ASSUMPTIONS = (
     "the client runs DP-SGD honestly with noise and Poisson sample from its own OS entropy",
-    "every local step on private data is a DP-SGD step and is accounted; the labels on U, "
-    "the consensus and training on the pseudo-labelled U are post-processing",
+    "every local step that can influence what the client sends is a DP-SGD step on its "
+    "private data and is accounted; the labels on U, the consensus and training on the "
+    "pseudo-labelled U are post-processing (site_model=private: the site's own model, "
+    "trained without DP, never influences what is sent)",
     "evaluation replies (test accuracy) are outside the guarantee",
 )
+
+#: what each value of the ``site_model`` option means for the result (``privacy.site_model``)
+SITE_MODELS = {
+    "dp": "dp: each site's model is its DP-SGD model (the one whose labels it shares), so it "
+          "is covered by the guarantee and may be released",
+    "private": "private: each site also trains its own model on all its private data and the "
+               "consensus on U without DP (what is evaluated); it never leaves the site and "
+               "is not protected; the shared labels come from a separate DP-SGD model trained "
+               "on the private data alone",
+}
 
 
 def dpsgd_budget(target: float, delta: float, rounds: int, period: int, sigma: float,
@@ -71,13 +91,50 @@ class DPSGDMechanism(LabelMechanism):
     def release(self, client: DPFedCTClient, message: Message) -> Message:
         from fedlabels.protocols.fedct import decode_consensus
 
+        n_classes = client.settings.n_classes
+        private = self.check_message(client, message)
+        if private:
+            client.receive_and_train(message)  # the site's own model: never sent, not DP
+            # the DP-SGD model learns from the private data alone, never from the consensus:
+            # the vote stays one of independent DP models and cannot feed its own mistakes
+            # back (measured: it collapses at small ε otherwise, docs/privacy.md §7c)
+            dp_model = client.release_learner()
+            client.dpsgd_train(message, learner=dp_model)
+            labels = np.asarray(dp_model.predict(client.public)).astype(np.int64)
+            return Message("dpfedct.dpsgd_labels",
+                           arrays={"labels": pack_labels(labels, n_classes)})
         if "consensus" in message.arrays:
             client.set_pseudo_labels(decode_consensus(message.arrays, len(client.public),
-                                                      client.settings.n_classes))
+                                                      n_classes))
         d = client.training_data()
         client.dpsgd_train(message, d.X_aux, d.y_aux, d.aux_index)
         return Message("dpfedct.dpsgd_labels", arrays={
-            "labels": pack_labels(client.local_labels(), client.settings.n_classes)})
+            "labels": pack_labels(client.local_labels(), n_classes)})
+
+    @staticmethod
+    def check_message(client: DPFedCTClient, message: Message) -> bool:
+        """The client's own options, not the server's message, decide what it protects: a
+        message whose site model, q or C differ from them, or whose σ is below the one they
+        calibrate, is refused. Returns whether the site keeps a private model."""
+        from fedlabels.errors import FedLabelsError
+
+        opts, settings, cfg = client.options, client.settings, message.config
+        asked = {"site_model": cfg.get("site_model", "dp"),
+                 "example_rate": float(cfg["example_rate"]),
+                 "example_clip": float(cfg["example_clip"])}
+        for key, value in asked.items():
+            if value != getattr(opts, key):
+                raise FedLabelsError(f"client {client.cid}: the server asked for {key} = "
+                                     f"{value!r} but this client's options say "
+                                     f"{getattr(opts, key)!r}; refusing to train.")
+        sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate,
+                                settings.rounds * settings.period)
+        if float(cfg["noise_multiplier"]) < sigma * (1 - 1e-9):
+            raise FedLabelsError(f"client {client.cid}: the server asked for DP-SGD noise "
+                                 f"σ = {float(cfg['noise_multiplier']):.6g}, below the σ = "
+                                 f"{sigma:.6g} this client's ε = {opts.epsilon} needs; refusing.")
+        client.check_dp_budget(int(cfg["steps"]))  # before anything trains
+        return opts.site_model == "private"
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
         if self.sigma is not None:
@@ -92,7 +149,8 @@ class DPSGDMechanism(LabelMechanism):
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
         assert self.sigma is not None
-        return {"mechanism": self.name, **dpsgd_round_config(self.sigma, server.options)}
+        return {"mechanism": self.name, "site_model": server.options.site_model,
+                **dpsgd_round_config(self.sigma, server.options)}
 
     def collect(self, server: DPFedCTServer, replies: dict[int, Message],
                 config: dict[str, Any]) -> np.ndarray:
@@ -110,6 +168,7 @@ class DPSGDMechanism(LabelMechanism):
             "noise_multiplier": self.sigma,
             "example_rate": server.options.example_rate,
             "example_clip": server.options.example_clip,
+            "site_model": SITE_MODELS[server.options.site_model],
             "target": server.budget.to_dict() if server.budget is not None else None,
             "rounds_accounted": len(server.events),
             "guarantee": "formal",
