@@ -3,7 +3,6 @@ mechanism and record-level DP-FedAvg (issue 19)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 import torch
 
 import fedlabels as fl
+from conftest import digits_with_sizes
 from fedlabels import randomness
 from fedlabels.audit.canaries import epsilon_lower_bound_audit
 from fedlabels.errors import FedLabelsError
@@ -26,11 +26,7 @@ MLP = "mlp(hidden=8)"
 @pytest.fixture(scope="module")
 def fed() -> fl.Federation:
     """Unequal client sizes (40, 90, 60) on a small digits federation."""
-    base = fl.load_federation("digits", n_clients=3, n_unlabeled=60, private_per_client=90,
-                              n_test=150, seed=0)
-    sizes = (40, 90, 60)
-    return replace(base, clients=[fl.data.ClientData(c.X[:n], c.y[:n])
-                                  for c, n in zip(base.clients, sizes, strict=True)])
+    return digits_with_sizes((40, 90, 60), n_unlabeled=60, n_test=150)
 
 
 # ------------------------------------------------------------------ accountant

@@ -3,13 +3,13 @@ while each site keeps (and is evaluated with) its own model trained without DP (
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 import fedlabels as fl
+from conftest import digits_with_sizes
 from fedlabels.comm import unpack_labels
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import dpsgd as dpsgd_module
@@ -22,11 +22,7 @@ MLP = "mlp(hidden=16)"
 @pytest.fixture(scope="module")
 def fed() -> fl.Federation:
     """Unequal client sizes (60, 150, 100) on digits."""
-    base = fl.load_federation("digits", n_clients=3, n_unlabeled=120, private_per_client=150,
-                              n_test=300, seed=0)
-    sizes = (60, 150, 100)
-    return replace(base, clients=[fl.data.ClientData(c.X[:n], c.y[:n])
-                                  for c, n in zip(base.clients, sizes, strict=True)])
+    return digits_with_sizes((60, 150, 100), n_unlabeled=120, n_test=300)
 
 
 def _options(epsilon: float, site_model: str) -> dict[str, Any]:
