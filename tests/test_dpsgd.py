@@ -205,3 +205,24 @@ def test_canary_audit_never_exceeds_the_claim(fed: fl.Federation, method: str,
     assert out["claimed_epsilon"] <= 1.0 * (1 + 1e-6)
     assert out["epsilon_lower_bound"] <= out["claimed_epsilon"]
     assert not out["falsifies_claim"]
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"example_rate": 0.9}, "example_rate"),
+    ({"example_clip": 50.0}, "example_clip"),
+    ({"noise_multiplier": 0.01}, "below the σ"),
+])
+def test_record_level_dp_fedavg_clients_refuse_a_server_that_lowers_their_protection(
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any],
+        match: str) -> None:
+    """The DP-SGD parameters a client uses are checked against its own options (the same
+    check as DP-FedCT's dpsgd clients: ``DPSGDClient.check_dpsgd_round``)."""
+    from fedlabels.protocols import dp_fedavg_record
+
+    original = dp_fedavg_record.dpsgd_round_config
+    monkeypatch.setattr(dp_fedavg_record, "dpsgd_round_config",
+                        lambda sigma, options: {**original(sigma, options), **change})
+    with pytest.raises(FedLabelsError, match=match):
+        fl.run("dp-fedavg", fed, model=MLP, rounds=2, period=2, seed=0,
+               options={"level": "record", "epsilon": 4.0, "example_rate": 0.2,
+                        "sample_rate": 1.0})

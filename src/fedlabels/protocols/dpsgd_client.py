@@ -78,10 +78,29 @@ class DPSGDClient(SecretNoiseClient):
             return None
         return self.settings.rounds * self.settings.period
 
-    def check_dp_budget(self, steps: int) -> None:
-        """Refuse ``steps`` more DP-SGD steps beyond the plan the noise was calibrated for."""
+    def check_dpsgd_round(self, config: Mapping[str, Any]) -> None:
+        """The client's own options, not the server's message, decide its protection: a
+        round whose q or C differ from them, whose σ is below the σ they calibrate, or whose
+        steps go beyond the planned number is refused before anything trains."""
+        from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd
+
+        opts = self.options
+        for key in DPSGD_OPTIONS:
+            if float(config[key]) != getattr(opts, key):
+                raise FedLabelsError(f"client {self.cid}: the server asked for {key} = "
+                                     f"{config[key]!r} but this client's options say "
+                                     f"{getattr(opts, key)!r}; refusing to train.")
         planned = self.planned_dp_steps()
-        if planned is not None and self.dp_steps + steps > planned:
+        if planned is None:
+            return
+        sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
+        if float(config["noise_multiplier"]) < sigma * (1 - 1e-9):
+            raise FedLabelsError(f"client {self.cid}: the server asked for DP-SGD noise σ = "
+                                 f"{float(config['noise_multiplier']):.6g}, below the σ = "
+                                 f"{sigma:.6g} this client's ε = {opts.epsilon} needs; "
+                                 "refusing.")
+        steps = int(config["steps"])
+        if self.dp_steps + steps > planned:
             raise FedLabelsError(
                 f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
                 f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
@@ -98,7 +117,7 @@ class DPSGDClient(SecretNoiseClient):
         check_dpsgd_learner(learner, f"client {self.cid}")
         cfg = message.config
         steps = int(cfg["steps"])
-        self.check_dp_budget(steps)
+        self.check_dpsgd_round(cfg)
         config = DPSGDConfig(float(cfg["noise_multiplier"]), float(cfg["example_rate"]),
                              float(cfg["example_clip"]))
         if not hasattr(learner, "model_"):

@@ -107,7 +107,10 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
     if "scale_mean" in shared:
         X = (X - shared["scale_mean"]) / shared["scale_std"]
     if "pca_components" in shared:  # U's principal components, as the federation's rows
-        X = (X - shared["pca_mean"]) @ shared["pca_components"] / shared["pca_scale"]
+        from fedlabels.data.public_pca import PublicPCA
+
+        X = PublicPCA(shared["pca_mean"], shared["pca_components"], shared["pca_scale"],
+                      explained_variance=float("nan")).project(X)
     lookup = {str(c): i for i, c in enumerate(shared["class_names"])}
     labels = frame[target].astype(str).to_numpy()
     unknown = sorted(set(labels) - set(lookup))

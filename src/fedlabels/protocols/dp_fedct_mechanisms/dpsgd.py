@@ -92,14 +92,14 @@ class DPSGDMechanism(LabelMechanism):
         from fedlabels.protocols.fedct import decode_consensus
 
         n_classes = client.settings.n_classes
-        private = self.check_message(client, message)
-        if private:
-            client.receive_and_train(message)  # the site's own model: never sent, not DP
+        if self.site_model(client, message) == "private":
             # the DP-SGD model learns from the private data alone, never from the consensus:
             # the vote stays one of independent DP models and cannot feed its own mistakes
-            # back (measured: it collapses at small ε otherwise, docs/privacy.md §7c)
+            # back (measured: it collapses at small ε otherwise, docs/privacy.md §7d). It
+            # trains first, so that a refused round (dpsgd_train's checks) trains nothing.
             dp_model = client.release_learner()
             client.dpsgd_train(message, learner=dp_model)
+            client.receive_and_train(message)  # the site's own model: never sent, not DP
             labels = np.asarray(dp_model.predict(client.public)).astype(np.int64)
             return Message("dpfedct.dpsgd_labels",
                            arrays={"labels": pack_labels(labels, n_classes)})
@@ -112,29 +112,18 @@ class DPSGDMechanism(LabelMechanism):
             "labels": pack_labels(client.local_labels(), n_classes)})
 
     @staticmethod
-    def check_message(client: DPFedCTClient, message: Message) -> bool:
-        """The client's own options, not the server's message, decide what it protects: a
-        message whose site model, q or C differ from them, or whose σ is below the one they
-        calibrate, is refused. Returns whether the site keeps a private model."""
+    def site_model(client: DPFedCTClient, message: Message) -> str:
+        """The client's own ``site_model``; a message that says otherwise is refused (the
+        DP-SGD parameters are checked by :meth:`DPSGDClient.check_dpsgd_round`)."""
         from fedlabels.errors import FedLabelsError
 
-        opts, settings, cfg = client.options, client.settings, message.config
-        asked = {"site_model": cfg.get("site_model", "dp"),
-                 "example_rate": float(cfg["example_rate"]),
-                 "example_clip": float(cfg["example_clip"])}
-        for key, value in asked.items():
-            if value != getattr(opts, key):
-                raise FedLabelsError(f"client {client.cid}: the server asked for {key} = "
-                                     f"{value!r} but this client's options say "
-                                     f"{getattr(opts, key)!r}; refusing to train.")
-        sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate,
-                                settings.rounds * settings.period)
-        if float(cfg["noise_multiplier"]) < sigma * (1 - 1e-9):
-            raise FedLabelsError(f"client {client.cid}: the server asked for DP-SGD noise "
-                                 f"σ = {float(cfg['noise_multiplier']):.6g}, below the σ = "
-                                 f"{sigma:.6g} this client's ε = {opts.epsilon} needs; refusing.")
-        client.check_dp_budget(int(cfg["steps"]))  # before anything trains
-        return opts.site_model == "private"
+        mine = client.options.site_model
+        asked = message.config.get("site_model", "dp")
+        if asked != mine:
+            raise FedLabelsError(f"client {client.cid}: the server asked for site_model = "
+                                 f"{asked!r} but this client's options say {mine!r}; refusing "
+                                 "to train.")
+        return str(mine)
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
         if self.sigma is not None:
