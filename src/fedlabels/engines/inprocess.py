@@ -15,6 +15,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.data import Federation
 from fedlabels.engines.checkpoint import (
@@ -177,6 +179,23 @@ def simulate(
         keeper.stamp(result)
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
+            if federation.task != "regression":
+                result.extra["clinical"] = final_clinical(clients, cids, federation)
         result.feature_names = list(federation.feature_names)
         result.preprocessing = federation.preprocessing
         return result
+
+
+def final_clinical(clients: dict[int, Any], cids: list[int],
+                   federation: Federation) -> dict[str, Any]:
+    """Clinical metrics of each client's final model on the test set (see
+    :mod:`fedlabels.clinical`)."""
+    from fedlabels.clinical import class_probabilities, clinical_summary
+
+    outputs = [(clients[c].predict(clients[c].X_test),
+                class_probabilities(clients[c].model(), clients[c].X_test,
+                                    federation.n_classes)) for c in cids]
+    counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)
+                     for c in federation.clients], axis=0)
+    return clinical_summary(outputs, federation.y_test, federation.n_classes, counts.tolist(),
+                            [str(n) for n in federation.class_names])
