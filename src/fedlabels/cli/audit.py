@@ -68,13 +68,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.audit.core import audit_federation, parse_attacks
     from fedlabels.audit.curves import plot_vul_curves
     from fedlabels.audit.report import format_audit, plot_roc
-    from fedlabels.cli.run_options import checked_outputs, config_from_args, save_result
+    from fedlabels.cli.run_options import (
+        checked_outputs,
+        config_from_args,
+        save_result,
+        show_table,
+    )
     from fedlabels.data.loading import federation_for
     from fedlabels.engines.runner import terminate_as_interrupt
     from fedlabels.learners import as_models
     from fedlabels.outputs import writing
     from fedlabels.randomness import reproducible
-    from fedlabels.results import format_table, privacy_line
+    from fedlabels.results import privacy_line
 
     cfg = config_from_args(args)
     audit_view(cfg.method, args.threat)  # fail before loading data
@@ -111,7 +116,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     with writing(str(files["curves"])):
         curves = plot_vul_curves(privacy, files["curves"],
                                  title=f"{cfg.method} on {cfg.dataset}: VUL per round")
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     print()
     print(audit_header(privacy))
     print(format_audit(privacy))

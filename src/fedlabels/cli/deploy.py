@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fedlabels.cli.run_options import checked_outputs, config_from_args, run_parser
+from fedlabels.cli.run_options import checked_outputs, config_from_args, run_parser, show_table
 from fedlabels.errors import FedLabelsError
 
 
@@ -26,7 +26,6 @@ def _add_deploy_options(p: argparse.ArgumentParser) -> None:
 def cmd_deploy_local(args: argparse.Namespace) -> int:
     from fedlabels.engines.flower.local import deploy_local
     from fedlabels.outputs import writing
-    from fedlabels.results import format_table
 
     cfg = config_from_args(args)
     if args.resume and not args.workdir:
@@ -54,7 +53,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
         result.save_csv(files["rounds table"])
     if temporary:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     per_round = [r.seconds for r in result.rounds]
     print(f"\nresult: {out}  (rounds: {files['rounds table']}); mean wall time per round "
           f"{sum(per_round) / len(per_round):.1f} s over Flower")

@@ -13,6 +13,7 @@ from fedlabels.cli.run_options import (
     interrupted_message,
     run_parser,
     save_result,
+    show_table,
 )
 
 
@@ -20,7 +21,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
     from fedlabels.engines.runner import terminate_as_interrupt
     from fedlabels.progress import info
-    from fedlabels.results import format_table, privacy_line
+    from fedlabels.results import privacy_line
 
     if args.resume is not None:  # continue (or extend) a checkpointed run
         from fedlabels.cli.resume import resumed_run
@@ -37,7 +38,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = run_config(cfg, progress=not args.no_progress,
                                 checkpoint=files["checkpoint"])
     save_result(result, files)
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     info(f"\nresult: {files['result']}  (rounds: {files['rounds table']})")
     line = privacy_line(result.extra.get("privacy") or {})
     if line:

@@ -73,6 +73,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace output files that exist (default: refuse)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    from fedlabels.clinical import SCALAR_METRICS
+
+    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
+                   help="the headline column of the printed table (all are in the result's "
+                        "`clinical` entry; default accuracy)")
     p.add_argument("--insecure-reproducible-noise", action="store_true", default=None,
                    help="INSECURE, tests/debugging only: derive all DP noise and other "
                         "secret randomness from --seed so runs repeat exactly; the result "
@@ -157,6 +162,21 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
 
         with writing(str(files["models file"])):
             save_models(result, files["result"])
+
+
+def show_table(result: Any, metric: str = "accuracy") -> None:
+    """Print a run's table row (headline ``metric``) and, on stderr, its caveats."""
+    import sys
+
+    from fedlabels.results import format_table, table_warnings
+
+    row = result.summary_row()
+    print(format_table([row], metric=metric))
+    if metric != "accuracy" and row.get("mean_rmse") is not None:
+        print(f"warning: --metric {metric} applies to classification; a regression run "
+              "reports RMSE and R²", file=sys.stderr)
+    for line in table_warnings([row]):
+        print(line, file=sys.stderr)
 
 
 def interrupted_message(result: Any) -> str:
