@@ -157,7 +157,9 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     colours: dict[str, str] = {}  # a reference takes the colour of a curve with its model
     for i, (res, label) in enumerate(curves):
         colours.setdefault(model_text(res), f"C{i % 10}")
-        _plot_run(ax, res, label, f"C{i % 10}")
+        final = _final_value(res, regression)
+        _plot_run(ax, res, label if final is None else f"{label}: {final:.3f} at the end",
+                  f"C{i % 10}")
     if not curves:  # references only: a round axis from their own records
         ax.set_xlim(0.5, max(max((rec.round for rec in r.rounds), default=1)
                              for r, _ in refs) + 0.5)

@@ -51,7 +51,8 @@ def curves_figure(configs: Sequence[Configuration],
         return None
     fig, ax = new_figure()
     for i, (conf, rounds, mean, std) in enumerate(curves):
-        (line,) = ax.plot(rounds, mean, marker="o", ms=3, label=_label(conf), color=f"C{i}")
+        (line,) = ax.plot(rounds, mean, marker="o", ms=3, color=f"C{i % 10}",
+                          label=f"{_label(conf)}: {mean[-1]:.3f} at the end")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for j, (conf, value) in enumerate(refs):
         ax.axhline(value, ls="--" if conf.runs[0].method == "local" else ":", lw=1.6,
