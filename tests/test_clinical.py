@@ -108,3 +108,19 @@ def test_summary_says_n_a_without_scores():
     assert out["auroc_scores"].startswith("n/a")
     assert out["positive_class"]["name"] == "no"  # the rarer training class
     assert out["metrics"]["accuracy"]["min"] == 0.0 and out["metrics"]["accuracy"]["max"] == 1.0
+
+
+def test_no_clinical_entry_contradicts_the_recorded_accuracy(breast_cancer_fed):
+    import warnings
+
+    import fedlabels as fl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pate = fl.run("pate", breast_cancer_fed, rounds=2, seed=0, progress=False)
+        part = fl.run("fedct", breast_cancer_fed, model="dt", rounds=3, seed=0,
+                      progress=False, participation=0.5, dropout=0.2)
+    # PATE's evaluation scores the student, not the clients' models: said, not contradicted
+    assert "unavailable" in pate.extra["clinical"]
+    assert part.extra["clinical"]["metrics"]["accuracy"]["clients"] == pytest.approx(
+        part.final["client_accuracies"])

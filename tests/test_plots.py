@@ -149,3 +149,16 @@ def test_demo_plot_shows_references_and_fits(tmp_path, capsys):
     with Image.open(tmp_path / "accuracy.png") as img:
         assert img.size[0] <= 1000 and img.size[1] <= 700
     assert "warning" not in capsys.readouterr().err  # the demo's runs all learn
+
+
+def test_an_extended_run_is_flagged(runs):
+    from copy import deepcopy
+
+    from fedlabels.caveats import rounds_status
+
+    res = deepcopy(runs["local"])
+    assert rounds_status(res) is None
+    res.extra["provenance"] = {"resumed": [{"from_round": 1, "rounds_planned_before": 1,
+                                            "rounds_planned": 3}]}
+    assert rounds_status(res) == "extended from 1 to 3 rounds"
+    assert legend_labels([res])[0][0].endswith("[extended from 1 to 3 rounds]")

@@ -180,16 +180,18 @@ def simulate(
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
             if federation.task != "regression":
-                result.extra["clinical"] = final_clinical(clients, cids, federation)
+                result.extra["clinical"] = final_clinical(clients, cids, federation,
+                                                          records[-1].accuracies)
         result.feature_names = list(federation.feature_names)
         result.preprocessing = federation.preprocessing
         return result
 
 
-def final_clinical(clients: dict[int, Any], cids: list[int],
-                   federation: Federation) -> dict[str, Any]:
+def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federation,
+                   last_accuracies: list[float] | None) -> dict[str, Any]:
     """Clinical metrics of each client's final model on the test set (see
-    :mod:`fedlabels.clinical`)."""
+    :mod:`fedlabels.clinical`). Where the last round's evaluation scored something else
+    (a student, transductive labels), the entry says so instead of contradicting it."""
     from fedlabels.clinical import class_probabilities, clinical_summary
 
     outputs = [(clients[c].predict(clients[c].X_test),
@@ -197,5 +199,10 @@ def final_clinical(clients: dict[int, Any], cids: list[int],
                                     federation.n_classes)) for c in cids]
     counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)
                      for c in federation.clients], axis=0)
-    return clinical_summary(outputs, federation.y_test, federation.n_classes, counts.tolist(),
-                            [str(n) for n in federation.class_names])
+    summary = clinical_summary(outputs, federation.y_test, federation.n_classes,
+                               counts.tolist(), [str(n) for n in federation.class_names])
+    accuracies = summary["metrics"]["accuracy"]["clients"]
+    if last_accuracies is not None and not np.allclose(accuracies, last_accuracies):
+        return {"unavailable": "this method's evaluation scores something other than each "
+                               "client's model on the test set"}
+    return summary
