@@ -148,9 +148,10 @@ def audit_header(privacy: dict[str, Any]) -> str:
 
 
 def add_audit_parser(sub: Any) -> None:
-    from fedlabels.cli.run_options import run_parser
+    from fedlabels.cli.run_options import add_metric_flag, run_parser
 
     p = run_parser(sub, "audit", help="run a method and attack what its server receives "
                                       "(membership inference: VUL, TPR at low FPR, ROC)")
+    add_metric_flag(p)
     add_audit_options(p)
     p.set_defaults(func=cmd_audit)

@@ -11,7 +11,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fedlabels.cli.run_options import checked_outputs, config_from_args, run_parser, show_table
+from fedlabels.cli.run_options import (
+    add_metric_flag,
+    checked_outputs,
+    config_from_args,
+    run_parser,
+    show_table,
+)
 from fedlabels.errors import FedLabelsError
 
 
@@ -136,6 +142,7 @@ def add_deploy_parser(sub: Any) -> None:
     p = run_parser(dsub, "local", help="a real Flower deployment on 127.0.0.1: one SuperLink, "
                                        "one SuperNode per client; same options as `run`")
     _add_deploy_options(p)
+    add_metric_flag(p)
     p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
                                      "a temporary directory, removed after a successful run)")
     p.add_argument("--timeout", type=float, default=3600.0,

@@ -8,6 +8,7 @@ from typing import Any
 
 from fedlabels.cli.audit import add_audit_options, cmd_audit
 from fedlabels.cli.run_options import (
+    add_metric_flag,
     checked_outputs,
     config_from_args,
     interrupted_message,
@@ -61,6 +62,7 @@ def participation_arg(text: str) -> float | int:
 
 def add_run_parser(sub: Any) -> None:
     p = run_parser(sub, "run", help="run one method on one dataset")
+    add_metric_flag(p)
     p.add_argument("--participation", type=participation_arg, metavar="Q|K",
                    help="partial participation: each client takes part in a round with "
                         "probability Q (0 < Q <= 1, with a decimal point: 0.5, 1.0), or "

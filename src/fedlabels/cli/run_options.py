@@ -73,11 +73,6 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace output files that exist (default: refuse)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    from fedlabels.clinical import SCALAR_METRICS
-
-    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
-                   help="the headline column of the printed table (all are in the result's "
-                        "`clinical` entry; default accuracy)")
     p.add_argument("--insecure-reproducible-noise", action="store_true", default=None,
                    help="INSECURE, tests/debugging only: derive all DP noise and other "
                         "secret randomness from --seed so runs repeat exactly; the result "
@@ -162,6 +157,16 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
 
         with writing(str(files["models file"])):
             save_models(result, files["result"])
+
+
+def add_metric_flag(p: argparse.ArgumentParser) -> None:
+    """``--metric``: the headline column of the printed table (commands that print one)."""
+    from fedlabels.clinical import SCALAR_METRICS
+
+    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
+                   help="the headline column of the printed table: its mean, min and max "
+                        "over clients (all are in the result's `clinical` entry; default "
+                        "accuracy)")
 
 
 def show_table(result: Any, metric: str = "accuracy") -> None:
