@@ -107,6 +107,13 @@ def test_report_to_an_html_name_writes_that_file(tmp_path, capsys):
     assert ".html" in err and err.count("\n") == 1 and not (tmp_path / "cmp.pdf").exists()
 
 
+def test_metric_picks_the_report_headline():
+    from fedlabels.report_page import columns
+
+    heads = [h for h, _, _ in columns("auroc")]
+    assert heads[3] == "AUROC" and heads.index("accuracy") > 3
+
+
 def test_one_precision_rule():
     from fedlabels.report_page import fmt
 
