@@ -106,9 +106,10 @@ def test_table_names_whole_datasets_and_regression_headers():
            "mean_r2": None, "bytes_up_per_client_round": 10.0, "wall_s": 1.0}
     assert "csv:data/a_very_long_table_name.csv" in format_table([row])
     reg = {**row, "mean_acc": None, "min_acc": None, "max_acc": None, "mean_rmse": 52.1,
-           "mean_r2": 0.41}
-    header = format_table([reg]).splitlines()[0]
+           "mean_r2": 0.41, "min_rmse": 40.5, "max_rmse": 61.25}
+    header, _, line = format_table([reg]).splitlines()
     assert "RMSE" in header and "R²" in header and "acc" not in header
+    assert line.split()[2:6] == ["52.1", "40.5", "61.25", "0.410"]
 
 
 def test_metric_picks_the_headline_and_chance_runs_are_warned(tmp_path, capsys):

@@ -182,7 +182,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
                              f"{base['accuracy']:.3f}")
     ax.set_xlabel("communication round")
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylabel("mean client test RMSE" if regression
+    ax.set_ylabel("mean client test RMSE\n(the target's units; lower is better)" if regression
                   else "mean client test accuracy\n(band: min–max over clients)")
     what = "test RMSE per round" if regression else "test accuracy per round"
     ax.set_title(title or (f"{shared}: {what}" if shared else what.capitalize()),

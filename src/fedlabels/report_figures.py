@@ -67,7 +67,8 @@ def curves_figure(configs: Sequence[Configuration],
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("communication round")
     what = "RMSE" if regression else "accuracy"
-    ax.set_ylabel(f"mean client test {what}\n(band: ± std over seeds)")
+    better = "; the target's units, lower is better" if regression else ""
+    ax.set_ylabel(f"mean client test {what}\n(band: ± std over seeds{better})")
     ax.set_title(f"Test {what} per round: does collaboration beat the references?",
                  fontsize=11)
     place_legend(fig, ax)

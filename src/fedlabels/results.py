@@ -163,6 +163,8 @@ class RunResult:
                "mean_acc": f.get("mean_accuracy"), "min_acc": f.get("min_accuracy"),
                "max_acc": f.get("max_accuracy"), "mean_rmse": f.get("mean_rmse"),
                "mean_r2": f.get("mean_r2"),
+               "min_rmse": min(f["client_rmse"]) if f.get("client_rmse") else None,
+               "max_rmse": max(f["client_rmse"]) if f.get("client_rmse") else None,
                "bytes_up_per_client_round": self.mean_bytes_up_per_client_round(),
                "wall_s": self.wall_seconds}
         metrics = (self.extra.get("clinical") or {}).get("metrics") or {}
@@ -268,7 +270,9 @@ def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> str:
     lines = [header, "-" * len(header)]
     for r in rows:
         if r.get("mean_rmse") is not None and regression:
-            cells = f"{r['mean_rmse']:>{wv}.4g} {'':>6} {'':>6} {r['mean_r2']:>6.3f}"
+            lo, hi = r.get("min_rmse"), r.get("max_rmse")
+            cells = (f"{r['mean_rmse']:>{wv}.4g} {'' if lo is None else format(lo, '.4g'):>6} "
+                     f"{'' if hi is None else format(hi, '.4g'):>6} {r['mean_r2']:>6.3f}")
         elif r.get("mean_rmse") is not None:  # a regression row among classification rows
             cells = f"{'RMSE ' + format(r['mean_rmse'], '.4g'):>{wv}} R² {r['mean_r2']:>8.3f}"
         elif r.get(f"mean_{key}") is None:
