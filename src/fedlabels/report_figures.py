@@ -67,7 +67,7 @@ def curves_figure(configs: Sequence[Configuration],
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("communication round")
     what = "RMSE" if regression else "accuracy"
-    better = "; the target's units, lower is better" if regression else ""
+    better = "; lower is better" if regression else ""
     ax.set_ylabel(f"mean client test {what}\n(band: ± std over seeds{better})")
     ax.set_title(f"Test {what} per round: does collaboration beat the references?",
                  fontsize=11)
@@ -150,8 +150,9 @@ def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
             ) -> list[tuple[str, str]]:
     """(heading, base64 PNG) of every figure that has data."""
     eps = [r for r in rows if r["epsilon_mean"] is not None]
+    what = "RMSE" if configs and all(c.regression for c in configs) else "Accuracy"
     made = [
-        ("Accuracy per round", curves_figure(configs, rows)),
+        (f"{what} per round", curves_figure(configs, rows)),
         ("Accuracy against communication", communication_figure(rows)),
         ("Privacy against utility: ε (DP runs)", privacy_figure(
             rows, "epsilon_mean", "epsilon_std", "ε, total privacy budget (lower is more "

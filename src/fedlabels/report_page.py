@@ -168,6 +168,8 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
     pos_note = (f" Sensitivity and specificity take <b>{esc(str(positive['name']))}</b> as "
                 f"the positive class ({esc(positive['rule'])})." if positive else "")
     files = "".join(f"<li>{esc(s)}</li>" for s in sources)
+    regression = bool(configs) and all(c.regression for c in configs)
+    headline = "RMSE and R² (regression)" if regression else _HEADINGS.get(metric, metric)
     bases = {r.get("majority_baseline") for r in rows}
     base = next(iter(bases)) if len(bases) == 1 else None
     base_note = "" if base is None else (
@@ -179,7 +181,7 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
             f"<p>{len(sources)} results, {len(rows)} configurations. Metrics of the "
             "clients' final models on the test set: the mean over clients, then mean ± "
             "standard deviation over seeds (— where a run has no such value). "
-            f"Headline: <b>{esc(_HEADINGS.get(metric, metric))}</b>.{pos_note}{base_note}</p>\n"
+            f"Headline: <b>{esc(headline)}</b>.{pos_note}{base_note}</p>\n"
             f"{_table(rows, columns(metric), metric, flagged)}\n"
             "<h2>Communication and privacy</h2>\n"
             f"{_table(rows, cost_columns(), metric, flagged)}\n{figs}\n{cms}\n"
