@@ -163,3 +163,13 @@ def test_an_extended_run_is_flagged(runs):
                                             "rounds_planned": 3}]}
     assert rounds_status(res) == "extended from 1 to 3 rounds"
     assert legend_labels([res])[0][0].endswith("[extended from 1 to 3 rounds]")
+
+
+def test_a_metric_that_does_not_apply_says_why(tmp_path, capsys):
+    assert main(["run", "--method", "local", "--dataset", "wine", "--model", "dt",
+                 "--rounds", "1", "--no-progress", "--output", str(tmp_path / "w.json"),
+                 "--metric", "sensitivity"]) == 0
+    captured = capsys.readouterr()
+    assert "n/a" in captured.out.splitlines()[2]
+    assert "--metric sensitivity is n/a for this run: it applies to binary tasks only" in \
+        captured.err
