@@ -48,7 +48,7 @@ IGNORED = {"provenance", "wall_seconds", "seconds", "wall_s", "output", "started
 
 
 def _runs() -> list[tuple[str, str, dict[str, Any]]]:
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     out = []
     for dataset in DATASETS:
@@ -65,7 +65,7 @@ def _tag(dataset: str, method: str, options: dict[str, Any], engine: str = "sim"
 
 
 def _config(dataset: str, method: str, options: dict[str, Any]) -> Any:
-    from fedlabels.config import RunConfig
+    from fedlabels.runs.config import RunConfig
 
     model = MODELS.get((method, str(options.get("mechanism"))))
     return RunConfig(method=method, dataset=dataset, clients=CLIENTS, model=model,
@@ -75,7 +75,7 @@ def _config(dataset: str, method: str, options: dict[str, Any]) -> Any:
 
 def record(directory: Path) -> None:
     from fedlabels.api import run_config
-    from fedlabels.randomness import reproducible
+    from fedlabels.core.randomness import reproducible
 
     directory.mkdir(parents=True, exist_ok=True)
     for dataset, method, options in _runs():
@@ -90,9 +90,9 @@ def record(directory: Path) -> None:
 def _record_flower(directory: Path) -> None:
     import tempfile
 
+    from fedlabels.core.randomness import reproducible
     from fedlabels.engines.flower.loopback import loopback_deployment, server_context
     from fedlabels.engines.flower.server_app import run_server
-    from fedlabels.randomness import reproducible
 
     for method in FLOWER_METHODS:
         options = OPTIONS.get(method, [{}])[0]

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedlabels.data.cache import dataset_dir
-from fedlabels.data.fetch import DebSource
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.downloads.cache import dataset_dir
+from fedlabels.downloads.fetch import DebSource
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,7 +94,7 @@ def fetched_marker() -> Path:
 
 def fetch_mlbench(from_deb: str | Path | None = None, log: Any = print) -> Path:
     """Fetch ``r-cran-mlbench`` once into the cache (all tables at once)."""
-    from fedlabels.data.fetch import fetch_deb_dataset
+    from fedlabels.downloads.fetch import fetch_deb_dataset
 
     return fetch_deb_dataset(CACHE_NAME, MLBENCH, from_deb=from_deb, log=log)
 

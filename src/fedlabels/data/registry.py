@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.data.cache import dataset_dir
-from fedlabels.data.federation import LazyRows
-from fedlabels.data.fetch import FASHION_MNIST, fetch_deb_dataset
-from fedlabels.data.minilm import fetch_minilm
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.data.lazy_rows import LazyRows
+from fedlabels.downloads.cache import dataset_dir
+from fedlabels.downloads.fetch import FASHION_MNIST, fetch_deb_dataset
+from fedlabels.downloads.minilm import fetch_minilm
 
 
 @dataclass(frozen=True)

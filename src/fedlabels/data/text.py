@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.data.cache import dataset_dir
-from fedlabels.data.fetch import commit_staged, pip_download
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.downloads.cache import dataset_dir
+from fedlabels.downloads.fetch import commit_staged, pip_download
 from fedlabels.learners.text_input import as_text_array
 
 CACHE_NAME = "vader"

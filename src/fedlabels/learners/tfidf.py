@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.text_input import as_text_array, is_text
 
 #: parameters of the ``tfidf`` spec and their checks (name -> (kind, lowest value))

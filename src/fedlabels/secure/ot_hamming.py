@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.randomness import token_bytes
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import token_bytes
 from fedlabels.secure.base_ot import KAPPA, BaseOTReceiver, BaseOTSender
 from fedlabels.secure.keys import check_state, prg_bytes, state_bytes, sub_state
 
