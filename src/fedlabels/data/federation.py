@@ -124,7 +124,7 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
     names: list[str]
     from fedlabels.learners.text_input import as_text_array, is_text
 
-    if is_text(X):  # text (issue 18): one str per row, kept as a 1-D object array
+    if is_text(X):  # text: one str per row, kept as a 1-D object array
         return as_text_array(X), [str(getattr(X, "name", None) or "text")]
     if isinstance(X, LazyRows):
         if not _all_finite(X):

@@ -36,7 +36,7 @@ class Preprocessing:
     categorical: tuple[str, ...] = ()  # raw columns one-hot encoded into feature_names
     mean: np.ndarray | None = None  # z-scoring statistics of U (None: not scaled)
     std: np.ndarray | None = None
-    text: bool = False  # text input (issue 18): feature_names[0] names the text column
+    text: bool = False  # text input: feature_names[0] names the text column
     # U's whitened top-K principal components, applied after the z-scoring (public_pca;
     # the models' inputs are then pc1..pcK, feature_names stay the d columns before it)
     pca: PublicPCA | None = None

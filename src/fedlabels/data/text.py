@@ -1,4 +1,4 @@
-"""Sentiment text with human ratings, from the vaderSentiment 3.3.2 sdist (issue 18).
+"""Sentiment text with human ratings, from the vaderSentiment 3.3.2 sdist.
 
 ``fedlabels fetch tweets`` (or ``movie_reviews``, ``amazon_reviews``, ``vader``: all three)
 runs ``pip download --no-deps --no-binary :all: vaderSentiment==3.3.2``, checks the sdist's

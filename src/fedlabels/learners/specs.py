@@ -231,7 +231,7 @@ def clone_fresh(estimator: Any) -> Any:
     return clone(estimator)
 
 
-# ------------------------------------------------------------------ tabular models (issue 3)
+# ------------------------------------------------------------------ tabular models
 def _xgboost(n_classes: int, random_state: int, **params: Any) -> Any:
     from fedlabels.learners.tabular import make_xgboost
 
@@ -254,7 +254,7 @@ register_model("rulefit", _rulefit,
                aliases=("rule_fit",))
 
 
-# ------------------------------------------------------------------ text models (issue 18)
+# ------------------------------------------------------------------ text models
 def _register_lazy_text_model(name: str, module: str, description: str,
                               aliases: tuple[str, ...]) -> None:
     """A text model whose module (scikit-learn, transformers) is imported only when used:

@@ -1,4 +1,4 @@
-"""The text-input contract: which data are text, which learners take text (issue 18).
+"""The text-input contract: which data are text, which learners take text.
 
 A text dataset's ``X`` is a 1-D numpy array of dtype ``object`` holding one Python ``str``
 per row. A learner that takes text declares it with a class attribute

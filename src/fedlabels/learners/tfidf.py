@@ -1,4 +1,4 @@
-"""``tfidf``: TF-IDF features + L2 logistic regression, a classic text learner (issue 18).
+"""``tfidf``: TF-IDF features + L2 logistic regression, a classic text learner.
 
 A refit learner (scikit-learn): every ``fit`` learns the vocabulary and the IDF weights from
 the texts it is given and then the classifier, so in FedCT a client's vocabulary grows with

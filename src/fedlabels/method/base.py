@@ -323,7 +323,7 @@ class Method:
     uses_public: ClassVar[bool] = True  # whether client roles hold the public set U
     #: whether the run may go on when clients are lost (``validate`` decides how many)
     tolerates_lost_clients: ClassVar[bool] = True
-    #: whether the method runs on a regression task (real targets; issue 16)
+    #: whether the method runs on a regression task (real targets)
     supports_regression: ClassVar[bool] = False
     #: whether the method computes on the features themselves (label propagation's kNN
     #: graph), so a text dataset is refused; learners' own inputs are checked separately

@@ -45,7 +45,7 @@ class LocalOnly(Method):
     name = "local"
     description = "local-only: each client trains on its own data, no communication"
     uses_public = False
-    supports_regression = True  # MSE / regressors on real targets (issue 16)
+    supports_regression = True  # MSE / regressors on real targets
     threat_model = ThreatModel(
         view="nothing-sent", adversary=HONEST_BUT_CURIOUS_SERVER,
         sees="nothing derived from private data (only step-count control messages)",

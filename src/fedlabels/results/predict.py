@@ -53,7 +53,7 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
         raise FedLabelsError("this run has no stored preprocessing (a run loaded from JSON "
                              "alone, or from an older version): predict from the result path "
                              "so the saved models and preprocessing are read.")
-    if not preprocessing.class_names:  # a regression run (issue 16): no classes to vote on
+    if not preprocessing.class_names:  # a regression run: no classes to vote on
         raise FedLabelsError("predicting with the models of a regression run is not "
                              "supported yet; only classification runs can be reused.")
     X = preprocessing.transform(X_raw)

@@ -34,7 +34,7 @@ class RoundRecord:
     # those whose reply reached the server; None: every client took part
     participants: list[int] | None = None
     replied: list[int] | None = None
-    # regression (issue 16): per-client test RMSE (original units) and R²; accuracies None
+    # regression: per-client test RMSE (original units) and R²; accuracies None
     rmse: list[float] | None = None
     r2: list[float] | None = None
 

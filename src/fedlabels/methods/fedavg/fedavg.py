@@ -79,7 +79,7 @@ class FedAvg(Method):
     description = "FedAvg: size-weighted parameter averaging from a common initialisation"
     requires_weights = True
     uses_public = False
-    supports_regression = True  # MSE / regressors on real targets (issue 16)
+    supports_regression = True  # MSE / regressors on real targets
     options_class = FedAvgOptions
     threat_model = ThreatModel(
         view="parameters",

@@ -13,7 +13,7 @@ The consensus of round t travels with the next round's training message, so each
 one exchange. Torch learners take b steps of (private minibatch + pseudo-labelled minibatch)
 per round; scikit-learn learners are refit from scratch on D_i ∪ P once per round.
 
-Beyond the paper (issue 17): the pseudo-labels' loss weights (``pseudo_weight``,
+Beyond the paper: the pseudo-labels' loss weights (``pseudo_weight``,
 ``pseudo_warmup``, ``vote_power``; :mod:`fedlabels.methods.fedct.schedule`) and a
 class-balanced vote (``balanced``; :func:`fedlabels.consensus.balanced_vote`).
 """
@@ -97,7 +97,7 @@ class FedCTOptions(VoteOptions):
     trim: float = option(
         0.2, "robust trimmed: fraction of the voting clients left out each round (rounded "
         "down, at least 1)", kind=float, interval=Interval(0.0, 0.5, "neither"), flag=True)
-    # regression (issue 16; fedlabels.methods.fedct.regression): None = the default
+    # regression (fedlabels.methods.fedct.regression): None = the default
     bits: int | None = option(
         None, "regression: bits per shared prediction on U, quantised over the public target "
         "range (None: 8)", kind=int, interval=Interval(1, 16), nullable=True, flag=True)
@@ -108,7 +108,7 @@ class FedCTOptions(VoteOptions):
         None, "regression, target_consensus trimmed-mean: fraction of the largest and of the "
         "smallest predictions dropped per example (None: 0.2)", kind=float,
         interval=Interval(0.0, 0.5, "left"), nullable=True, flag=True)
-    # pseudo-label weighting (issue 17; fedlabels.methods.fedct.schedule)
+    # pseudo-label weighting (fedlabels.methods.fedct.schedule)
     pseudo_weight: float = option(
         1.0, "loss weight of each pseudo-labelled example of P (a private example weighs 1)",
         kind=float, interval=Interval(0.0, 100.0, "right"), flag=True)
@@ -216,7 +216,7 @@ class FedCTClient(ClientRole):
             self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
         d, steps = self.training_data(), int(message.config["steps"])
         opts = self.settings.options
-        if d.y_aux is not None and weighting_enabled(opts):  # issue 17: weighted P
+        if d.y_aux is not None and weighting_enabled(opts):  # weighted P
             weights = example_weights(opts, int(message.config["round"]), self.pseudo_share,
                                       len(d.y_aux))
             self.learner.train_steps(d.X, d.y, steps, d.X_aux, d.y_aux, w_aux=weights,

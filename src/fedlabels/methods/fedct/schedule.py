@@ -1,4 +1,4 @@
-"""FedCT's pseudo-label weighting (issue 17): a ramp-up, a constant weight and vote confidence.
+"""FedCT's pseudo-label weighting: a ramp-up, a constant weight and vote confidence.
 
 Three options of ``fedct`` (declared in :class:`~fedlabels.methods.fedct.fedct.FedCTOptions`)
 set the loss weight of each pseudo-labelled example of P in a client's local steps; a
