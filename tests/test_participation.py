@@ -1,4 +1,4 @@
-"""Partial participation, dropouts and stragglers (engines/participation.py)."""
+"""Partial participation, dropouts and stragglers (runs/participation.py)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ class RoundRecord:
     bytes_up: list[int]
     bytes_down: list[int]
     seconds: float
-    # partial participation (engines/participation.py): the clients selected this round and
+    # partial participation (runs/participation.py): the clients selected this round and
     # those whose reply reached the server; None: every client took part
     participants: list[int] | None = None
     replied: list[int] | None = None

@@ -90,7 +90,7 @@ class DPFedAvgOptions(MethodOptions):
     level: str = option(
         "client", "client: clipped updates, server-side noise, client-level (ε, δ) against "
         "observers of the model; record: DP-SGD at the clients, record-level (ε, δ) against "
-        "everyone, the server included (protocols/dp_fedavg_record.py)", kind=str,
+        "everyone, the server included (methods/fedavg/dp_fedavg_record.py)", kind=str,
         choices=LEVELS)
     example_clip: float = example_clip_option("level record")
     example_rate: float = example_rate_option("level record")
