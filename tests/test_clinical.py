@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from fedlabels.clinical import (
+from fedlabels.core.clinical import (
     class_probabilities,
     classification_metrics,
     clinical_summary,

@@ -9,7 +9,7 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.plots import MAX_LABEL, accuracy_figure, legend_labels
+from fedlabels.reporting.plots import MAX_LABEL, accuracy_figure, legend_labels
 
 matplotlib.use("Agg")
 
@@ -155,7 +155,7 @@ def test_demo_plot_shows_references_and_fits(tmp_path, capsys):
 def test_an_extended_run_is_flagged(runs):
     from copy import deepcopy
 
-    from fedlabels.caveats import rounds_status
+    from fedlabels.results.caveats import rounds_status
 
     res = deepcopy(runs["local"])
     assert rounds_status(res) is None

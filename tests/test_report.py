@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from fedlabels.cli import main
-from fedlabels.report import MISSING, group_runs, summary_rows
+from fedlabels.reporting.report import group_runs, summary_rows
+from fedlabels.reporting.report_page import MISSING
 from fedlabels.results import RoundRecord, RunResult
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -108,14 +109,14 @@ def test_report_to_an_html_name_writes_that_file(tmp_path, capsys):
 
 
 def test_metric_picks_the_report_headline():
-    from fedlabels.report_page import columns
+    from fedlabels.reporting.report_page import columns
 
     heads = [h for h, _, _ in columns("auroc")]
     assert heads[3] == "AUROC" and heads.index("accuracy") > 3
 
 
 def test_one_precision_rule():
-    from fedlabels.report_page import fmt
+    from fedlabels.reporting.report_page import fmt
 
     assert fmt(0.9246, 0.01559) == "0.925 ± 0.016"
     assert fmt(0.85, 0.0707) == "0.850 ± 0.071"
@@ -124,8 +125,8 @@ def test_one_precision_rule():
 
 
 def test_empty_columns_are_left_out_and_caveats_shown(tmp_path):
-    from fedlabels.report import configuration_warnings
-    from fedlabels.report_page import columns, shown_columns
+    from fedlabels.reporting.report import configuration_warnings
+    from fedlabels.reporting.report_page import columns, shown_columns
 
     fed = {"n_clients": 2, "n_test": 100, "client_class_counts": [[30, 10], [30, 10]],
            "class_names": ["healthy", "ill"]}
@@ -161,7 +162,7 @@ def test_empty_columns_are_left_out_and_caveats_shown(tmp_path):
 def test_zero_byte_runs_sit_at_a_marked_position_and_one_epsilon_has_context():
     import matplotlib.pyplot as plt
 
-    from fedlabels.report_figures import communication_figure, privacy_figure
+    from fedlabels.reporting.report_figures import communication_figure, privacy_figure
 
     dp = {"guarantee": "formal", "epsilon": 8.0, "delta": 1e-5}
     runs = [_result("fedct", 0, [0.8]), _result("local", 0, [0.7]),

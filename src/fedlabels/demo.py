@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.api import load_federation, run
-from fedlabels.outputs import check_outputs, rounds_path, writing
-from fedlabels.progress import info
-from fedlabels.results import RunResult, format_table, table_warnings, write_atomic
+from fedlabels.core.files import check_outputs, rounds_path, write_atomic, writing
+from fedlabels.results import RunResult, format_table, table_warnings
+from fedlabels.runs.progress import info
 
 DEMO_RUNS = [
     # (method, model, rounds, period)
@@ -47,7 +47,7 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
     Existing files there are replaced only with ``overwrite``; every path is checked before
     the first run starts.
     """
-    from fedlabels.plots import plot_accuracy
+    from fedlabels.reporting.plots import plot_accuracy
 
     files = demo_outputs(output_dir)
     check_outputs(files, overwrite=overwrite)
@@ -86,7 +86,7 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
 
 def demo_warnings(rows: list[dict[str, Any]]) -> list[str]:
     """Each run's caveats, and a federated run below its model's local-only reference."""
-    from fedlabels.caveats import below_reference
+    from fedlabels.results.caveats import below_reference
 
     out = table_warnings(rows)
     local = {r["method"].split("/", 1)[1]: r["mean_acc"] for r in rows

@@ -9,7 +9,7 @@ from typing import Any
 def cmd_report(args: argparse.Namespace) -> int:
     import sys
 
-    from fedlabels.report import write_report
+    from fedlabels.reporting.report import write_report
 
     outputs, warned = write_report(args.results, args.output, overwrite=args.overwrite,
                                    metric=args.metric)
@@ -22,10 +22,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fedlabels.interpret import models_path
-    from fedlabels.outputs import check_outputs, writing
-    from fedlabels.results import write_atomic
-    from fedlabels.reuse import predict_file
+    from fedlabels.core.files import check_outputs, models_path, write_atomic, writing
+    from fedlabels.results.predict import predict_file
 
     out = Path(args.output).expanduser()
     check_outputs({"predictions": out},
@@ -48,7 +46,7 @@ def add_report_parsers(sub: Any) -> None:
                         "(report.html and summary.csv in it)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing page / summary table")
-    from fedlabels.clinical import SCALAR_METRICS
+    from fedlabels.core.clinical import SCALAR_METRICS
 
     p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
                    help="the headline column of the table (default accuracy)")
