@@ -106,6 +106,8 @@ def test_report_to_an_html_name_writes_that_file(tmp_path, capsys):
     assert main(["report", str(res), "-o", str(tmp_path / "cmp.pdf")]) == 2
     err = capsys.readouterr().err
     assert ".html" in err and err.count("\n") == 1 and not (tmp_path / "cmp.pdf").exists()
+    assert main(["report", str(res), "-o", ""]) == 2
+    assert "-o is empty" in capsys.readouterr().err
 
 
 def test_metric_picks_the_report_headline():

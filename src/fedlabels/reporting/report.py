@@ -237,6 +237,8 @@ def _reference_key(res: RunResult) -> str:
 def report_outputs(output: str | Path) -> dict[str, Path]:
     """``X.html`` -> ``X.html`` and ``X.summary.csv``; any other path is a directory for
     ``report.html`` and ``summary.csv``."""
+    if not str(output).strip():
+        raise FedLabelsError("-o is empty: give a page name ending in .html or a directory.")
     out = Path(output).expanduser()
     if out.suffix.lower() in (".html", ".htm"):
         return {"report": out, "summary table": out.with_name(out.stem + ".summary.csv")}
