@@ -34,7 +34,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         malicious: int = 0, attack: str | None = None,
         participation: float | int | None = None, dropout: float | None = None,
         deadline: float | None = None, unlabeled_shift: float = 0.0,
-        public_pca: int | None = None) -> RunResult:
+        public_pca: int | None = None, workers: int | None = None) -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
@@ -57,6 +57,9 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     :class:`Federation` pass it to ``make_federation`` / ``load_federation`` instead.
     ``public_pca`` (K) projects every feature vector onto U's top-K whitened principal
     components (:mod:`fedlabels.data.public_pca`); it too applies to a dataset name only.
+    ``workers``: the client roles run in this many processes (1: all in this one; ``None``:
+    one per core, at most one per client); the result is the same
+    (:mod:`fedlabels.engines.workers`).
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
     see :mod:`fedlabels.core.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
@@ -71,7 +74,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=insecure_reproducible_noise,
                     malicious=malicious, attack=attack, participation=participation,
                     dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift,
-                    public_pca=public_pca)
+                    public_pca=public_pca, workers=workers)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
@@ -94,7 +97,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline)
+                    deadline=cfg.deadline, workers=cfg.workers)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
@@ -114,14 +117,16 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline, checkpoint=checkpoint, resume=resume)
+                    deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
+                    workers=cfg.workers)
 
 
 def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,
-           threads: int | None = None) -> RunResult:
+           threads: int | None = None, workers: int | None = None) -> RunResult:
     """Continue an interrupted run of :func:`run_config` (or ``fedlabels run``) from the
     checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
-    ``rounds`` extends a finished run to that many rounds. The result equals the
+    ``rounds`` extends a finished run to that many rounds; ``workers`` replaces the run's
+    (the result does not depend on it). The result equals the
     uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
     round; the checkpoint keeps being updated. See :mod:`fedlabels.runs.checkpoint`."""
     from fedlabels.core.errors import FedLabelsError
@@ -137,4 +142,6 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
                              "same federation and models.") from None
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)
+    if workers is not None:
+        cfg = cfg.replace(workers=workers)
     return run_config(cfg, progress, threads, resume=file)

@@ -17,7 +17,7 @@ from typing import Any
 from fedlabels.core.errors import FedLabelsError
 
 #: what may be given with --resume (argparse dests); everything else would change the run
-ALLOWED = ("resume", "rounds", "no_progress", "overwrite")
+ALLOWED = ("resume", "rounds", "no_progress", "overwrite", "workers")
 
 
 def check_resume_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -50,5 +50,5 @@ def resumed_run(args: argparse.Namespace,
                              "round; a run that completed no round has none).")
     with terminate_as_interrupt():  # SIGTERM keeps the completed rounds, like Ctrl-C
         result = resume(files["checkpoint"], rounds=args.rounds,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, workers=args.workers)
     return result, files

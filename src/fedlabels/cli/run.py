@@ -72,6 +72,9 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--deadline", type=float, metavar="S",
                    help="drop replies whose simulated time exceeds S (1 = a client of mean "
                         "size and median speed; stragglers, see docs/robustness.md)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run the clients in N processes (1: all in this one; default: one "
+                        "per core, at most one per client); the result is the same")
     p.add_argument("--resume", metavar="RESULT.json",
                    help="continue the interrupted run of this result from the checkpoint "
                         "beside it (RESULT.checkpoint.npz), or with --rounds N extend a "

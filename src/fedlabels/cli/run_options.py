@@ -100,7 +100,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         given.setdefault("clients", flagged["teachers"])
     if opts or flagged:
         given["options"] = {**opts, **flagged}
-    given.update({k: getattr(args, k) for k in _PARTICIPATION_KEYS
+    given.update({k: getattr(args, k) for k in (*_PARTICIPATION_KEYS, "workers")
                   if getattr(args, k, None) is not None})
     if args.config:
         cfg = load_config(args.config, **given)
@@ -113,6 +113,10 @@ def config_from_args(args: argparse.Namespace) -> Any:
             getattr(cfg, k) is not None for k in _PARTICIPATION_KEYS):
         raise FedLabelsError("participation, dropout and deadline are simulator settings that "
                              "only `fedlabels run` (without --audit) takes; remove them.")
+    if (not hasattr(args, "participation") or getattr(args, "audit", False)) and \
+            cfg.workers is not None:
+        raise FedLabelsError("workers is a simulator setting that only `fedlabels run` "
+                             "(without --audit) takes; remove it.")
     if not hasattr(args, "participation") and cfg.unlabeled_shift:
         raise FedLabelsError("unlabeled_shift is a simulator setting that only `fedlabels "
                              "run` takes; remove it.")
@@ -209,7 +213,7 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     """``results/METHOD_DATASET_MODEL_mCLIENTS_PARTITION_seedSEED[TAG]_HASH.json``.
 
     ``HASH`` is the first 6 hex digits of the SHA-256 of the whole configuration (every key
-    but ``output``, method options included), so runs that differ in anything — rounds, an
+    but ``output`` and ``workers``, method options included), so runs that differ in anything — rounds, an
     option — get different names, and the same configuration always gets the same one.
     """
     import hashlib
@@ -219,7 +223,8 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     if dataset.startswith("csv:"):  # csv:dir/patients.csv:target -> csv-patients-target
         table, _, target = dataset[len("csv:"):].rpartition(":")
         dataset = f"csv-{Path(table).stem}-{target}"
-    settings = {k: v for k, v in cfg.to_dict().items() if k != "output"}
+    settings = {k: v for k, v in cfg.to_dict().items()
+                if k not in ("output", "workers")}  # workers do not change the result
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
              f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",

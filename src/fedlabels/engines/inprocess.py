@@ -20,6 +20,7 @@ import numpy as np
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
+from fedlabels.engines.workers import WorkerGrid, resolve_workers
 from fedlabels.learners import expand_per_client
 from fedlabels.learners.text_input import check_run_input
 from fedlabels.method.adversary import attack_record, make_malicious, plan_attack
@@ -89,6 +90,7 @@ def simulate(
     deadline: float | None = None,
     checkpoint: str | Path | None = None,
     resume: str | Path | None = None,
+    workers: int | None = 1,
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
@@ -111,6 +113,9 @@ def simulate(
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
+    ``workers`` > 1 runs the client roles in that many processes
+    (:mod:`fedlabels.engines.workers`; at most one per client), ``None`` one per core; the
+    result is the same as with 1.
     """
     started = time.perf_counter()
     saved = None if resume is None else load_checkpoint(resume)
@@ -149,7 +154,10 @@ def simulate(
         server = method.make_server(ctx, len(federation.X_public), learners,
                                     [len(d) for d in datasets])
         meter = CommMeter()
-        grid: Grid = InProcessGrid(clients, meter)
+        n_workers = resolve_workers(workers, len(clients))
+        pool = None if n_workers == 1 else WorkerGrid(
+            clients, meter, n_workers, {cid: len(d) for cid, d in enumerate(datasets)})
+        grid: Grid = InProcessGrid(clients, meter) if pool is None else pool
         if policy is not None:
             grid = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
         cids = grid.client_ids
@@ -157,14 +165,22 @@ def simulate(
             plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
             insecure_reproducible_noise=insecure_reproducible_noise, malicious=malicious,
             attack=attack, participation=participation, dropout=dropout, deadline=deadline),
-            dict(config or {}), plan.settings.rounds, server, clients, meter, started)
+            dict(config or {}), plan.settings.rounds, server, clients, meter, started,
+            before_save=None if pool is None else pool.sync)
         done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
-        with RoundProgress(rounds, f"{method.name} on {federation.name}", progress) as shown:
-            records, interrupted = run_rounds(
-                server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
-                iterative=uses_iterative(learners), all_cids=cids,
-                on_round=keeper.hook(on_round), progress=shown, records=done,
-                catch_interrupt=True)
+        try:
+            with RoundProgress(rounds, f"{method.name} on {federation.name}",
+                               progress) as shown:
+                records, interrupted = run_rounds(
+                    server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
+                    iterative=uses_iterative(learners), all_cids=cids,
+                    on_round=keeper.hook(on_round), progress=shown, records=done,
+                    catch_interrupt=True)
+            if pool is not None:
+                pool.finish()  # the clients' final states and models, back in this process
+        finally:
+            if pool is not None:
+                pool.close()
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
@@ -177,6 +193,7 @@ def simulate(
                               started=started, extra=extra or None,
                               noise_from_flag=insecure_reproducible_noise)
         keeper.stamp(result)
+        result.extra.setdefault("provenance", {})["workers"] = n_workers
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
             if federation.task != "regression":

@@ -162,6 +162,8 @@ class Keeper:
     #: an engine's own bookkeeping (JSON), saved and restored with the rest (Flower: lost
     #: clients, message counts); its ``clients`` may be empty (the states stay at the sites)
     engine: dict[str, Any] = field(default_factory=dict)
+    #: brings the clients' states into ``clients`` before a save (roles held by workers)
+    before_save: Callable[[], None] | None = None
 
     def fresh(self) -> list[RoundRecord]:
         """A new run (no records yet): a checkpoint left at the path by an earlier run is
@@ -228,6 +230,8 @@ class Keeper:
 
     def save(self) -> None:
         assert self.path is not None
+        if self.before_save is not None:
+            self.before_save()
         secret = not is_reproducible()
         clients = {}
         for cid, role in self.clients.items():

@@ -90,6 +90,10 @@ class RunConfig:
         Simulator only: replies whose simulated time exceeds this are dropped (stragglers;
         1 = a client of mean size and median speed; see
         :mod:`fedlabels.runs.participation` for the speed model).
+    workers : int or None
+        Simulator only: run the client roles in this many processes (1: all in this process);
+        ``None`` (the default): one per core, at most one per client. The result is the same
+        for every value (:mod:`fedlabels.engines.workers`).
     options : dict
         The method's options (e.g. ``quorum`` for FedCT, ``epsilon`` for DP methods),
         validated against the method's declaration; CLI ``--opt KEY=VALUE`` and the
@@ -125,6 +129,7 @@ class RunConfig:
     participation: float | int | None = None
     dropout: float | None = None
     deadline: float | None = None
+    workers: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -150,7 +155,8 @@ class RunConfig:
         _int("period", 1)
         _int("eval_every", 1)
         _int("seed", 0)
-        for name in ("unlabeled", "private", "private_per_client", "test", "public_pca"):
+        for name in ("unlabeled", "private", "private_per_client", "test", "public_pca",
+                     "workers"):
             _int(name, 1, allow_none=True)
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")

@@ -1,0 +1,286 @@
+"""Client roles in a pool of worker processes: the simulator on every core.
+
+Each worker is forked from the simulator once its client roles are built (and restored
+from a checkpoint), so it inherits its share of them and the federation's arrays without
+any copying or pickling; its clients stay resident until the run ends. Per exchange only
+messages cross, as the wire codec's bytes: the parent encodes, counts and sends them, the
+worker decodes, handles and encodes the reply. A worker handles its clients in ascending
+order, the workers run side by side, and the replies are collected in client order, so a
+run gives the same result as with one process.
+
+Secret randomness under a reproducible source (``--insecure-reproducible-noise``, tests
+only) is one stream consumed in client order; there the clients take turns, the stream's
+position travelling with each message, so the run still repeats the sequential one bit
+for bit (at sequential speed). Under the OS CSPRNG each worker draws its own.
+
+The fork happens before any client has trained, with one torch thread per process by
+default (:mod:`fedlabels.core.threads`); each worker gets ``threads`` torch threads, cut so
+that workers × threads never exceeds the cores.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn
+
+from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import current_source, is_reproducible
+from fedlabels.core.threads import ENV_VAR, apply_torch_threads, torch_threads
+from fedlabels.method.base import ClientRole
+from fedlabels.runs.loop import CommMeter
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def resolve_workers(workers: int | None, n_clients: int) -> int:
+    """``workers`` checked, or one per core capped by the number of clients (``None``)."""
+    if workers is None:
+        return max(1, min(available_cores(), n_clients))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise FedLabelsError(f"workers must be a whole number >= 1 (1: every client in this "
+                             f"process), got {workers!r}.")
+    return min(workers, max(1, n_clients))
+
+
+def threads_per_worker(workers: int) -> int:
+    """Torch threads each worker uses: the setting, cut to the worker's share of cores."""
+    return max(1, min(torch_threads(), available_cores() // workers))
+
+
+def assign(sizes: Mapping[int, int], workers: int) -> list[list[int]]:
+    """Clients per worker: largest first onto the least loaded worker (by data size)."""
+    load = [0] * workers
+    shares: list[list[int]] = [[] for _ in range(workers)]
+    for cid in sorted(sizes, key=lambda c: (-sizes[c], c)):
+        w = min(range(workers), key=lambda i: (load[i], i))
+        shares[w].append(cid)
+        load[w] += max(1, sizes[cid])
+    return [sorted(s) for s in shares]
+
+
+def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> None:
+    """A worker's loop: handle batches of encoded messages, report states, until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the simulator's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.environ[ENV_VAR] = str(threads)
+    import sys
+
+    if "torch" in sys.modules:
+        apply_torch_threads()
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:  # the simulator is gone
+            return
+        command = request[0]
+        if command == "stop":
+            return
+        if command == "handle":
+            _, batch, position = request
+            for cid, down in batch:
+                try:
+                    if position is not None:
+                        current_source().setstate(position)  # type: ignore[union-attr]
+                    up = encode_message(clients[cid].handle(decode_message(down)))
+                    after = None if position is None else \
+                        current_source().getstate()  # type: ignore[union-attr]
+                    conn.send(("reply", cid, up, after))
+                except BaseException as exc:  # noqa: BLE001 - raised again by the simulator
+                    conn.send(("error", cid, _portable(exc), None))
+                    break
+            conn.send(("end",))
+        elif command == "states":
+            conn.send(("states", {cid: clients[cid].state_dict() for cid in request[1]}))
+        elif command == "final":
+            out = {}
+            for cid in request[1]:
+                role = clients[cid]
+                role.model()  # a refit learner restored from a state fits here, not there
+                out[cid] = (role.state_dict(), role.learner, role._stand_in)
+            conn.send(("final", out))
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a RuntimeError that says what it was."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any exception type may fail to pickle
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+class WorkerGrid:
+    """A :class:`~fedlabels.method.base.Grid` whose clients live in worker processes.
+
+    The pool starts at the first exchange (after the roles were built and restored);
+    :meth:`sync` copies the workers' client states into the simulator's roles (for a
+    checkpoint), :meth:`finish` copies states and fitted models and stops the pool.
+    """
+
+    def __init__(self, clients: Mapping[int, ClientRole], meter: CommMeter, workers: int,
+                 sizes: Mapping[int, int]) -> None:
+        self.clients = dict(clients)
+        self.meter = meter
+        self.workers = workers
+        self.shares = [s for s in assign(sizes, workers) if s]
+        self.home = {cid: w for w, share in enumerate(self.shares) for cid in share}
+        self.procs: list[Any] = []
+        self.conns: list[Connection] = []
+
+    @property
+    def client_ids(self) -> list[int]:
+        return sorted(self.clients)
+
+    @property
+    def pids(self) -> list[int]:
+        """The workers' process ids (empty before the first exchange)."""
+        return [p.pid for p in self.procs]
+
+    def start(self) -> None:
+        if self.procs:
+            return
+        if "fork" not in mp.get_all_start_methods():
+            raise FedLabelsError("workers > 1 needs the fork start method (Linux); run with "
+                                 "--workers 1 on this platform.")
+        ctx = mp.get_context("fork")
+        threads = threads_per_worker(len(self.shares))
+        for share in self.shares:
+            parent, child = ctx.Pipe()
+            mine = {cid: self.clients[cid] for cid in share}
+            proc = ctx.Process(target=_serve, args=(child, mine, threads), daemon=True,
+                               name=f"fedlabels-worker-{share[0]}")
+            proc.start()
+            child.close()
+            self.procs.append(proc)
+            self.conns.append(parent)
+
+    def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
+        self.start()
+        encoded = {}
+        for cid in sorted(messages):
+            encoded[cid] = encode_message(messages[cid])
+            self.meter.add(rnd, cid, "down", messages[cid].category, len(encoded[cid]))
+        if is_reproducible():  # one stream, drawn in client order: clients take turns
+            ups: dict[int, bytes] = {}
+            for cid in sorted(encoded):
+                ups.update(self._run({self.home[cid]: [(cid, encoded[cid])]}, rnd))
+        else:
+            batches: dict[int, list[tuple[int, bytes]]] = {}
+            for cid in sorted(encoded):
+                batches.setdefault(self.home[cid], []).append((cid, encoded[cid]))
+            ups = self._run(batches, rnd)
+        replies = {}
+        for cid in sorted(ups):
+            reply = decode_message(ups[cid])
+            self.meter.add(rnd, cid, "up", reply.category, len(ups[cid]))
+            replies[cid] = reply
+        return replies
+
+    def _run(self, batches: dict[int, list[tuple[int, bytes]]], rnd: int) -> dict[int, bytes]:
+        position = current_source().getstate() if is_reproducible() else None  # type: ignore[union-attr]
+        for w, batch in batches.items():
+            self._send(w, ("handle", batch, position), batch[0][0], rnd)
+        ups: dict[int, bytes] = {}
+        errors: dict[int, BaseException] = {}
+        for w, batch in batches.items():
+            while True:
+                answer = self._recv(w, [c for c, _ in batch if c not in ups and c not in errors],
+                                    rnd)
+                if answer[0] == "end":
+                    break
+                _, cid, payload, after = answer
+                if answer[0] == "error":
+                    errors[cid] = payload
+                else:
+                    ups[cid] = payload
+                    if after is not None:
+                        current_source().setstate(after)  # type: ignore[union-attr]
+        if errors:  # as in one process: the first failing client's error
+            raise errors[min(errors)]
+        return ups
+
+    def _send(self, w: int, request: tuple[Any, ...], cid: int, rnd: int) -> None:
+        try:
+            self.conns[w].send(request)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            self._died(w, cid, rnd)
+
+    def _recv(self, w: int, pending: list[int], rnd: int) -> Any:
+        try:
+            return self.conns[w].recv()
+        except (EOFError, ConnectionResetError):
+            self._died(w, pending[0] if pending else self.shares[w][0], rnd)
+
+    def _died(self, w: int, cid: int, rnd: int) -> NoReturn:
+        proc = self.procs[w]
+        proc.join(timeout=5)
+        code = proc.exitcode
+        how = (f"killed by signal {-code}" if code is not None and code < 0
+               else f"exit code {code}")
+        self.close()
+        where = f"in round {rnd + 1}" if rnd >= 0 else "between rounds"
+        raise FedLabelsError(
+            f"client {cid}'s worker process (pid {proc.pid}, clients "
+            f"{', '.join(map(str, self.shares[w]))}) died {where} ({how}); the run stopped. "
+            "Continue it from its checkpoint with `fedlabels resume RESULT.json` (runs of "
+            "`fedlabels run` keep one), or rerun it with --workers 1.")
+
+    def _ask(self, command: str) -> dict[int, Any]:
+        out: dict[int, Any] = {}
+        for w, share in enumerate(self.shares):
+            self._send(w, (command, share), share[0], -1)
+        for w, share in enumerate(self.shares):
+            while (answer := self._recv(w, share, -1))[0] != command:
+                pass  # what an interrupted exchange left in the pipe
+            out.update(answer[1])
+        return out
+
+    def sync(self) -> None:
+        """Load every worker's current client states into the simulator's roles."""
+        if not self.procs:
+            return
+        for cid, state in self._ask("states").items():
+            self.clients[cid].load_state_dict(state)
+
+    def finish(self) -> None:
+        """Bring the clients' final states and models home, then stop the workers."""
+        if not self.procs:
+            return
+        try:
+            for cid, (state, learner, stand_in) in self._ask("final").items():
+                role = self.clients[cid]
+                role.load_state_dict(state)
+                role.learner = learner
+                role._stale = False  # the model came fitted from the worker
+                role._stand_in = stand_in
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        for conn in self.conns:
+            try:
+                conn.send(("stop",))
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self.conns:
+            conn.close()
+        self.procs, self.conns = [], []
