@@ -20,6 +20,7 @@ that workers × threads never exceeds the cores.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -96,7 +97,7 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> No
                     after = None if position is None else \
                         current_source().getstate()  # type: ignore[union-attr]
                     conn.send(("reply", cid, up, after))
-                except BaseException as exc:  # noqa: BLE001 - raised again by the simulator
+                except BaseException as exc:  # raised again by the simulator
                     conn.send(("error", cid, _portable(exc), None))
                     break
             conn.send(("end",))
@@ -118,7 +119,7 @@ def _portable(exc: BaseException) -> BaseException:
     try:
         pickle.loads(pickle.dumps(exc))
         return exc
-    except Exception:  # noqa: BLE001 - any exception type may fail to pickle
+    except Exception:  # any exception type may fail to pickle
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
@@ -161,7 +162,7 @@ class WorkerGrid:
             parent, child = ctx.Pipe()
             mine = {cid: self.clients[cid] for cid in share}
             proc = ctx.Process(target=_serve, args=(child, mine, threads), daemon=True,
-                               name=f"fedlabels-worker-{share[0]}")
+                               name="fedlabels-worker-" + "-".join(map(str, share)))
             proc.start()
             child.close()
             self.procs.append(proc)
@@ -272,10 +273,8 @@ class WorkerGrid:
     def close(self) -> None:
         """Stop the workers (idempotent)."""
         for conn in self.conns:
-            try:
+            with contextlib.suppress(OSError):  # a worker already gone
                 conn.send(("stop",))
-            except (BrokenPipeError, ConnectionResetError, OSError):
-                pass
         for proc in self.procs:
             proc.join(timeout=5)
             if proc.is_alive():

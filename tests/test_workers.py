@@ -1,0 +1,186 @@
+"""Client roles in worker processes (``--workers``) give the one-process result.
+
+* every registered method (the method contract's small cases): the result JSON with two
+  workers equals the one with one, apart from timing and provenance, under the same
+  reproducible secret source (the clients take turns on it); methods that draw no secret
+  randomness also with the OS source, where the workers run side by side;
+* unequal clients and partial participation, one worker per client;
+* a worker killed mid-run is a one-line error naming its client, and the run resumes from
+  its checkpoint, with workers, to the uninterrupted run's result;
+* the setting is checked and reaches the simulator from the CLI, TOML and ``fl.run``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fedlabels as fl
+from fedlabels.api import load_federation
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import reproducible
+from fedlabels.data import Federation
+from fedlabels.engines.inprocess import simulate
+from fedlabels.engines.workers import assign, resolve_workers
+from fedlabels.learners import as_models
+from fedlabels.methods import get_method
+from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.config import RunConfig, load_config
+from test_method_contract import CASES, SEED, Case, _records
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*uses 1 round")
+
+#: entries that say when, where and how fast a run ran, not what it computed
+TIMING = {"wall_seconds", "seconds", "provenance", "wall_s"}
+
+
+def _comparable(result: RunResult) -> Any:
+    """The result's JSON without timing and provenance (and the workers setting itself)."""
+    def strip(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if k not in TIMING}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    data = strip(json.loads(json.dumps(result.to_dict(), default=str)))
+    data["config"].pop("workers", None)
+    return data
+
+
+@pytest.fixture(scope="module")
+def federation() -> Federation:
+    return load_federation("breast_cancer", n_clients=3, seed=SEED)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_two_workers_give_the_one_process_result(case: Case, federation: Federation) -> None:
+    with reproducible(SEED) as source:
+        alone = case.simulate(federation, workers=1)
+        drew_secrets = source.getstate() > 0
+    with reproducible(SEED):
+        pooled = case.simulate(federation, workers=2)
+    roles = len(case.impl.client_datasets(federation.clients))  # centralized: one
+    assert pooled.extra["provenance"]["workers"] == min(2, roles)
+    assert _comparable(pooled) == _comparable(alone)
+    assert [m.__class__ for m in pooled.client_models] == \
+        [m.__class__ for m in alone.client_models]
+    if not drew_secrets:  # side by side, not taking turns: the same records
+        assert _records(case.simulate(federation, workers=2)) == _records(alone)
+
+
+@pytest.mark.parametrize("method,model", [("fedct", "dt"), ("fedavg", "mlp(hidden=8)")])
+def test_unequal_clients_and_partial_participation(method: str, model: str) -> None:
+    fed = load_federation("breast_cancer", n_clients=4, partition="quantity:0.5,20",
+                          seed=SEED)
+    sizes = [len(c) for c in fed.clients]
+    assert len(set(sizes)) > 1  # the case this test is about
+    kw: dict[str, Any] = dict(model=model, rounds=4, period=5, seed=SEED, progress=False,
+                              participation=2, dropout=0.2)
+    alone = fl.run(method, fed, workers=1, **kw)
+    pooled = fl.run(method, fed, workers=4, **kw)
+    assert _comparable(pooled) == _comparable(alone)
+    assert [r.participants for r in pooled.rounds] == [r.participants for r in alone.rounds]
+
+
+def _workers() -> dict[tuple[int, ...], mp.Process]:
+    """The live worker processes by the clients they hold (their names list them)."""
+    return {tuple(int(c) for c in p.name.split("-")[2:]): p for p in mp.active_children()
+            if p.name.startswith("fedlabels-worker-")}
+
+
+def test_a_killed_worker_is_a_one_line_error_and_the_run_resumes(
+        federation: Federation, tmp_path: Path) -> None:
+    method, models = get_method("fedct"), as_models("mlp(hidden=8)")
+    kw: dict[str, Any] = dict(rounds=4, period=5, seed=SEED, progress=False)
+    whole = simulate(method, federation, models, workers=1, **kw)
+    ckpt = tmp_path / "run.checkpoint.npz"
+    victims: list[tuple[tuple[int, ...], int]] = []
+
+    def kill_after_round_2(record: RoundRecord) -> None:
+        if record.round == 2:
+            pool = _workers()
+            assert sorted(c for share in pool for c in share) == [0, 1, 2]
+            share, victim = max(pool.items())  # the worker of the highest client
+            victims.append((share, victim.pid or 0))
+            os.kill(victim.pid or 0, signal.SIGKILL)
+
+    with pytest.raises(FedLabelsError) as err:
+        simulate(method, federation, models, workers=2, checkpoint=ckpt,
+                 on_round=kill_after_round_2, **kw)
+    message = str(err.value)
+    (share, pid), = victims
+    assert "\n" not in message
+    assert message.startswith(f"client {share[0]}'s worker process (pid {pid}, clients "
+                              f"{', '.join(map(str, share))}) died in round 3 (killed by "
+                              "signal 9)")
+    assert "fedlabels resume" in message
+    assert not mp.active_children()  # the other worker was stopped too
+    resumed = simulate(method, federation, models, workers=2, resume=ckpt, **kw)
+    assert resumed.extra["provenance"]["resumed"][0]["from_round"] == 2
+    assert _records(resumed) == _records(whole)
+    assert _comparable(resumed)["final"] == _comparable(whole)["final"]
+
+
+def test_a_failing_client_raises_its_own_error_from_a_worker(
+        federation: Federation) -> None:
+    bad = [as_models("dt")[0], as_models("dt")[0], _Failing()]
+    for workers in (1, 2):
+        with pytest.raises(FedLabelsError, match=r"^client 2: model _Failing failed to fit"):
+            simulate(get_method("fedct"), federation, bad, rounds=2, seed=SEED,
+                     progress=False, workers=workers)
+    assert not mp.active_children()
+
+
+class _Failing:
+    """A scikit-learn-style estimator whose fit always fails."""
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {}
+
+    def set_params(self, **params: Any) -> _Failing:
+        return self
+
+    def fit(self, X: Any, y: Any) -> _Failing:
+        raise ValueError("no fit today")
+
+    def predict(self, X: Any) -> Any:
+        raise ValueError("not fitted")
+
+
+def test_workers_setting_is_checked_and_defaults_to_the_cores() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert resolve_workers(None, 100) == cores
+    assert resolve_workers(None, 1) == 1
+    assert resolve_workers(8, 3) == 3  # never more workers than clients
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(FedLabelsError, match="workers must be a whole number >= 1"):
+            resolve_workers(bad, 3)  # type: ignore[arg-type]
+    with pytest.raises(FedLabelsError, match="workers must be an int >= 1, got 0"):
+        RunConfig(workers=0)
+    # the larger clients are spread first; every client lands on exactly one worker
+    shares = assign({0: 10, 1: 300, 2: 40, 3: 250, 4: 5}, 2)
+    assert sorted(c for s in shares for c in s) == [0, 1, 2, 3, 4]
+    assert {1, 3} not in [set(s) & {1, 3} for s in shares if len(set(s) & {1, 3}) == 2]
+
+
+def test_workers_from_toml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toml = tmp_path / "run.toml"
+    toml.write_text("method = 'fedct'\nworkers = 2\nrounds = 2\nclients = 3\n")
+    assert load_config(toml).workers == 2
+    out = tmp_path / "r.json"
+    assert main(["run", "--config", str(toml), "--workers", "3", "--no-progress",
+                 "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["provenance"]["workers"] == 3
+    assert main(["run", "--workers", "0", "--output", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "workers must be an int >= 1, got 0" in err and "Traceback" not in err
+    assert main(["audit", "--config", str(toml), "--output", str(tmp_path / "a.json")]) == 2
+    assert "workers is a simulator setting" in capsys.readouterr().err
