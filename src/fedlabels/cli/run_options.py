@@ -214,7 +214,8 @@ def default_output(cfg: Any, tag: str = "") -> Path:
 
     ``HASH`` is the first 6 hex digits of the SHA-256 of the whole configuration (every key
     but ``output`` and ``workers``, method options included), so runs that differ in
-    anything — rounds, an option — get different names, and the same configuration always gets the same one.
+    anything — rounds, an option — get different names, and the same configuration always
+    gets the same one.
     """
     import hashlib
     import json
