@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -10,6 +12,9 @@ import fedlabels as fl
 # Tiny test models gain nothing from intra-op threads, and spinning OpenMP threads slow
 # everything down badly when the (2-core) machine is busy; one thread keeps tests fast.
 torch.set_num_threads(1)
+# Runs keep their clients in this process unless a test asks for workers (tests spy on
+# client roles with monkeypatch, which a forked worker would not report back).
+os.environ.setdefault("FEDLABELS_WORKERS", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -155,8 +155,15 @@ class _Failing:
         raise ValueError("not fitted")
 
 
-def test_workers_setting_is_checked_and_defaults_to_the_cores() -> None:
+def test_workers_setting_is_checked_and_defaults_to_the_cores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     cores = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("FEDLABELS_WORKERS", "2")  # conftest's 1 would hide the default
+    assert resolve_workers(None, 100) == 2
+    monkeypatch.setenv("FEDLABELS_WORKERS", "two")
+    with pytest.raises(FedLabelsError, match="FEDLABELS_WORKERS must be a whole number"):
+        resolve_workers(None, 3)
+    monkeypatch.delenv("FEDLABELS_WORKERS")
     assert resolve_workers(None, 100) == cores
     assert resolve_workers(None, 1) == 1
     assert resolve_workers(8, 3) == 3  # never more workers than clients

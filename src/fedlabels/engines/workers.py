@@ -13,6 +13,10 @@ only) is one stream consumed in client order; there the clients take turns, the 
 position travelling with each message, so the run still repeats the sequential one bit
 for bit (at sequential speed). Under the OS CSPRNG each worker draws its own.
 
+``workers=None`` (the default of ``fedlabels run`` and ``fl.run``) takes
+``FEDLABELS_WORKERS`` from the environment, else one worker per core; never more workers
+than clients.
+
 The fork happens before any client has trained, with one torch thread per process by
 default (:mod:`fedlabels.core.threads`); each worker gets ``threads`` torch threads, cut so
 that workers × threads never exceeds the cores.
@@ -35,6 +39,9 @@ from fedlabels.core.threads import ENV_VAR, apply_torch_threads, torch_threads
 from fedlabels.method.base import ClientRole
 from fedlabels.runs.loop import CommMeter
 
+#: the default number of workers where a run does not set it (unset: one per core)
+ENV_WORKERS = "FEDLABELS_WORKERS"
+
 
 def available_cores() -> int:
     """The cores this process may run on."""
@@ -45,11 +52,17 @@ def available_cores() -> int:
 
 
 def resolve_workers(workers: int | None, n_clients: int) -> int:
-    """``workers`` checked, or one per core capped by the number of clients (``None``)."""
+    """``workers`` checked and capped by the number of clients; ``None``: the environment's
+    ``FEDLABELS_WORKERS``, else one per core."""
+    where = "workers"
     if workers is None:
-        return max(1, min(available_cores(), n_clients))
+        raw = os.environ.get(ENV_WORKERS)
+        if raw is None:
+            return max(1, min(available_cores(), n_clients))
+        where = ENV_WORKERS
+        workers = int(raw) if raw.strip().isdigit() else raw  # type: ignore[assignment]
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise FedLabelsError(f"workers must be a whole number >= 1 (1: every client in this "
+        raise FedLabelsError(f"{where} must be a whole number >= 1 (1: every client in this "
                              f"process), got {workers!r}.")
     return min(workers, max(1, n_clients))
 
