@@ -19,7 +19,7 @@ than clients.
 
 The fork happens before any client has trained, with one torch thread per process by
 default (:mod:`fedlabels.core.threads`); each worker gets ``threads`` torch threads, cut so
-that workers × threads never exceeds the cores.
+that workers × threads never exceeds the cores, and as many BLAS/OpenMP threads.
 """
 
 from __future__ import annotations
@@ -90,6 +90,9 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> No
     os.environ[ENV_VAR] = str(threads)
     import sys
 
+    from threadpoolctl import threadpool_limits  # scikit-learn's: BLAS and OpenMP pools
+
+    threadpool_limits(threads)  # the worker's share of the cores, for numpy's BLAS too
     if "torch" in sys.modules:
         apply_torch_threads()
     while True:

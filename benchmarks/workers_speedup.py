@@ -1,0 +1,103 @@
+"""Simulator speed with 1 and N worker processes, side by side (not a test).
+
+Each case runs with ``--workers 1`` and ``--workers N`` alternately, ``--repeats`` times,
+in this one process (fresh workers every run); the records of the two must be equal. It
+prints and writes wall seconds per run, the ratio of medians, and the load average before
+and after each run (on a shared machine the ratio is pessimistic: other processes take
+the cores the workers would use).
+
+Usage::
+
+    nice -n 10 .venv/bin/python benchmarks/workers_speedup.py --workers 2 \
+        --cases fedct-rf,fedavg-mlp,xclp-paillier --output results/workers_speedup.json
+
+Cases (Fashion-MNIST, ``fedlabels fetch fashion_mnist`` first; seed 0):
+
+* ``fedct-rf``: FedCT, random forests, m = 10, 300 private images each, |U| = 2,000,
+  5 rounds;
+* ``fedavg-mlp``: FedAvg, ``mlp(hidden=256-128)``, m = 10, 300 images each, 5 rounds × 50
+  steps;
+* ``xclp-paillier``: secure XCLP with Paillier (2048-bit keys), 5 clients × 300 images
+  (10 % labelled) + 100 test points each, L = 1024, k = 10 (``--xclp-size`` sets 300).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import fedlabels as fl
+from fedlabels.core.threads import torch_threads
+
+
+def _cases(xclp_size: int) -> dict[str, dict[str, Any]]:
+    return {
+        "fedct-rf": dict(method="fedct", model="rf", clients=10, private_per_client=300,
+                         unlabeled=2000, rounds=5),
+        "fedavg-mlp": dict(method="fedavg", model="mlp(hidden=256-128)", clients=10,
+                           private_per_client=300, unlabeled=100, rounds=5, period=50),
+        "xclp-paillier": dict(method="xclp", clients=5, private_per_client=xclp_size,
+                              unlabeled=100, rounds=1,
+                              options={"secure": "paillier", "lsh_bits": 1024, "knn": 10,
+                                       "labeled_fraction": 0.1, "test_points": 100}),
+    }
+
+
+def _records(result: fl.RunResult) -> list[Any]:
+    return [(r.accuracies, r.bytes_up, r.bytes_down) for r in result.rounds]
+
+
+def measure(name: str, settings: dict[str, Any], workers: int, repeats: int) -> dict[str, Any]:
+    from fedlabels.api import run_config
+    from fedlabels.runs.config import RunConfig
+
+    runs: dict[int, list[dict[str, Any]]] = {1: [], workers: []}
+    records: dict[int, Any] = {}
+    for _ in range(repeats):
+        for n in (1, workers):
+            cfg = RunConfig(dataset="fashion_mnist", seed=0, workers=n, **settings)
+            load_before = os.getloadavg()[0]
+            t = time.perf_counter()
+            result = run_config(cfg, progress=False)
+            wall = time.perf_counter() - t
+            runs[n].append({"wall_s": round(wall, 2), "load_before": load_before,
+                            "load_after": os.getloadavg()[0]})
+            records.setdefault(n, _records(result))
+            print(f"{name} workers={n}: {wall:.1f} s (load {load_before:.1f} -> "
+                  f"{os.getloadavg()[0]:.1f})", flush=True)
+    if settings["method"] != "xclp":  # xclp draws secret keys and masks: not comparable
+        assert records[1] == records[workers], f"{name}: workers changed the records"
+    one = statistics.median(r["wall_s"] for r in runs[1])
+    many = statistics.median(r["wall_s"] for r in runs[workers])
+    return {"settings": settings, "runs": {str(k): v for k, v in runs.items()},
+            "median_wall_s": {"1": one, str(workers): many},
+            "speedup": round(one / many, 2)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--cases", default="fedct-rf,fedavg-mlp,xclp-paillier")
+    p.add_argument("--xclp-size", type=int, default=300)
+    p.add_argument("--output", default="results/workers_speedup.json")
+    args = p.parse_args()
+    cases = _cases(args.xclp_size)
+    out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)),
+                           "torch_threads": torch_threads(), "workers": args.workers,
+                           "cases": {}}
+    for name in args.cases.split(","):
+        out["cases"][name] = measure(name, cases[name], args.workers, args.repeats)
+        print(f"{name}: {out['cases'][name]['speedup']}x with {args.workers} workers",
+              flush=True)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
