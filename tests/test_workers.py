@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import fedlabels as fl
-from fedlabels.api import load_federation
+from fedlabels.api import load_federation, run_config
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import reproducible
@@ -186,6 +186,15 @@ def test_workers_from_toml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["run", "--config", str(toml), "--workers", "3", "--no-progress",
                  "--output", str(out)]) == 0
     assert json.loads(out.read_text())["provenance"]["workers"] == 3
+    # --resume takes --workers (it does not change the run): extend it to 3 rounds
+    assert main(["run", "--resume", str(out), "--rounds", "3", "--workers", "2",
+                 "--no-progress"]) == 0
+    extended = json.loads(out.read_text())
+    whole = run_config(RunConfig(method="fedct", rounds=3, clients=3, workers=1),
+                       progress=False)
+    assert extended["provenance"]["workers"] == 2
+    assert [r["accuracies"] for r in extended["rounds"]] == \
+        [r.accuracies for r in whole.rounds]
     assert main(["run", "--workers", "0", "--output", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
     assert "workers must be an int >= 1, got 0" in err and "Traceback" not in err
