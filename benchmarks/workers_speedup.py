@@ -1,10 +1,12 @@
 """Simulator speed with 1 and N worker processes, side by side (not a test).
 
-Each case runs with ``--workers 1`` and ``--workers N`` alternately, ``--repeats`` times,
-in this one process (fresh workers every run); the records of the two must be equal. It
-prints and writes wall seconds per run, the ratio of medians, and the load average before
-and after each run (on a shared machine the ratio is pessimistic: other processes take
-the cores the workers would use).
+After one warm-up round (the data set's caches), each case runs with ``--workers 1`` and
+``--workers N`` alternately (1, N, N, 1, ...), ``--repeats`` times each, in this one
+process (fresh workers every run); the records of the two must be equal. It prints and
+writes the simulator's wall seconds per run (``RunResult.wall_seconds``: without loading the
+data set), the ratio of medians, and the load average before and after each run (on a
+shared machine the ratio is pessimistic: other processes take the cores the workers would
+use).
 
 Usage::
 
@@ -13,9 +15,9 @@ Usage::
 
 Cases (Fashion-MNIST, ``fedlabels fetch fashion_mnist`` first; seed 0):
 
-* ``fedct-rf``: FedCT, random forests, m = 10, 300 private images each, |U| = 2,000,
-  5 rounds;
-* ``fedavg-mlp``: FedAvg, ``mlp(hidden=256-128)``, m = 10, 300 images each, 5 rounds × 50
+* ``fedct-rf``: FedCT, random forests, m = 10, 200 private images each, |U| = 1,000,
+  3 rounds;
+* ``fedavg-mlp``: FedAvg, ``mlp(hidden=256-128)``, m = 10, 500 images each, 5 rounds × 200
   steps;
 * ``xclp-paillier``: secure XCLP with Paillier (2048-bit keys), 5 clients × 300 images
   (10 % labelled) + 100 test points each, L = 1024, k = 10 (``--xclp-size`` sets 300).
@@ -37,10 +39,10 @@ from fedlabels.core.threads import torch_threads
 
 def _cases(xclp_size: int) -> dict[str, dict[str, Any]]:
     return {
-        "fedct-rf": dict(method="fedct", model="rf", clients=10, private_per_client=300,
-                         unlabeled=2000, rounds=5),
+        "fedct-rf": dict(method="fedct", model="rf", clients=10, private_per_client=200,
+                         unlabeled=1000, rounds=3),
         "fedavg-mlp": dict(method="fedavg", model="mlp(hidden=256-128)", clients=10,
-                           private_per_client=300, unlabeled=100, rounds=5, period=50),
+                           private_per_client=500, unlabeled=100, rounds=5, period=200),
         "xclp-paillier": dict(method="xclp", clients=5, private_per_client=xclp_size,
                               unlabeled=100, rounds=1,
                               options={"secure": "paillier", "lsh_bits": 1024, "knn": 10,
@@ -58,17 +60,21 @@ def measure(name: str, settings: dict[str, Any], workers: int, repeats: int) -> 
 
     runs: dict[int, list[dict[str, Any]]] = {1: [], workers: []}
     records: dict[int, Any] = {}
-    for _ in range(repeats):
-        for n in (1, workers):
+    run_config(RunConfig(dataset="fashion_mnist", seed=0, workers=1,
+                         **{**settings, "rounds": 1}), progress=False)  # warm caches
+    for i in range(repeats):
+        for n in (1, workers) if i % 2 == 0 else (workers, 1):  # drift cancels out
             cfg = RunConfig(dataset="fashion_mnist", seed=0, workers=n, **settings)
             load_before = os.getloadavg()[0]
             t = time.perf_counter()
             result = run_config(cfg, progress=False)
-            wall = time.perf_counter() - t
-            runs[n].append({"wall_s": round(wall, 2), "load_before": load_before,
+            total = time.perf_counter() - t
+            runs[n].append({"wall_s": round(result.wall_seconds, 2),
+                            "with_loading_s": round(total, 2), "load_before": load_before,
                             "load_after": os.getloadavg()[0]})
             records.setdefault(n, _records(result))
-            print(f"{name} workers={n}: {wall:.1f} s (load {load_before:.1f} -> "
+            print(f"{name} workers={n}: {result.wall_seconds:.1f} s simulated, "
+                  f"{total:.1f} s with loading (load {load_before:.1f} -> "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
     if settings["method"] != "xclp":  # xclp draws secret keys and masks: not comparable
         assert records[1] == records[workers], f"{name}: workers changed the records"
