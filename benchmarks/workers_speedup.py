@@ -1,12 +1,15 @@
 """Simulator speed with 1 and N worker processes, side by side (not a test).
 
-After one warm-up round (the data set's caches), each case runs with ``--workers 1`` and
-``--workers N`` alternately (1, N, N, 1, ...), ``--repeats`` times each, in this one
-process (fresh workers every run); the records of the two must be equal. It prints and
-writes the simulator's wall seconds per run (``RunResult.wall_seconds``: without loading the
-data set), the ratio of medians, and the load average before and after each run (on a
-shared machine the ratio is pessimistic: other processes take the cores the workers would
-use).
+Each case loads its federation once, then runs with ``--workers 1`` and ``--workers N``
+alternately (1, N, N, 1, ...), ``--repeats`` times each, in this one process (fresh
+workers every run); the records of the two must be equal. It prints and writes the
+simulator's wall seconds per run (``RunResult.wall_seconds``), the CPU seconds of the
+simulator's process and of its workers, the ratio of medians, the load average before and
+after each run, and an idle-machine estimate from the CPU seconds (Amdahl: the simulator's
+own seconds are serial, the workers' split as the clients do). On a shared machine the
+measured ratio
+is pessimistic: other processes take the cores the workers would use, and under ``nice``
+the workers only get what the others leave.
 
 Usage::
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -38,15 +42,18 @@ from fedlabels.core.threads import torch_threads
 
 
 def _cases(xclp_size: int) -> dict[str, dict[str, Any]]:
+    """Per case: the federation (``load_federation`` keywords) and the run (``fl.run``)."""
     return {
-        "fedct-rf": dict(method="fedct", model="rf", clients=10, private_per_client=200,
-                         unlabeled=1000, rounds=3),
-        "fedavg-mlp": dict(method="fedavg", model="mlp(hidden=256-128)", clients=10,
-                           private_per_client=500, unlabeled=100, rounds=5, period=200),
-        "xclp-paillier": dict(method="xclp", clients=5, private_per_client=xclp_size,
-                              unlabeled=100, rounds=1,
-                              options={"secure": "paillier", "lsh_bits": 1024, "knn": 10,
-                                       "labeled_fraction": 0.1, "test_points": 100}),
+        "fedct-rf": {"data": dict(n_clients=10, private_per_client=200, n_unlabeled=1000),
+                     "run": dict(method="fedct", model="rf", rounds=3)},
+        "fedavg-mlp": {"data": dict(n_clients=10, private_per_client=500, n_unlabeled=100),
+                       "run": dict(method="fedavg", model="mlp(hidden=256-128)", rounds=5,
+                                   period=200)},
+        "xclp-paillier": {
+            "data": dict(n_clients=5, private_per_client=xclp_size, n_unlabeled=100),
+            "run": dict(method="xclp", rounds=1,
+                        options={"secure": "paillier", "lsh_bits": 1024, "knn": 10,
+                                 "labeled_fraction": 0.1, "test_points": 100})},
     }
 
 
@@ -54,35 +61,46 @@ def _records(result: fl.RunResult) -> list[Any]:
     return [(r.accuracies, r.bytes_up, r.bytes_down) for r in result.rounds]
 
 
-def measure(name: str, settings: dict[str, Any], workers: int, repeats: int) -> dict[str, Any]:
-    from fedlabels.api import run_config
-    from fedlabels.runs.config import RunConfig
+def _children_cpu() -> float:
+    """CPU seconds of the finished worker processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
+
+def measure(name: str, case: dict[str, Any], workers: int, repeats: int) -> dict[str, Any]:
+    fed = fl.load_federation("fashion_mnist", seed=0, **case["data"])
+    settings = dict(case["run"])
+    method = settings.pop("method")
     runs: dict[int, list[dict[str, Any]]] = {1: [], workers: []}
     records: dict[int, Any] = {}
-    run_config(RunConfig(dataset="fashion_mnist", seed=0, workers=1,
-                         **{**settings, "rounds": 1}), progress=False)  # warm caches
     for i in range(repeats):
         for n in (1, workers) if i % 2 == 0 else (workers, 1):  # drift cancels out
-            cfg = RunConfig(dataset="fashion_mnist", seed=0, workers=n, **settings)
             load_before = os.getloadavg()[0]
-            t = time.perf_counter()
-            result = run_config(cfg, progress=False)
-            total = time.perf_counter() - t
+            cpu, workers_cpu = time.process_time(), _children_cpu()
+            result = fl.run(method, fed, seed=0, progress=False, workers=n, **settings)
+            cpu, workers_cpu = time.process_time() - cpu, _children_cpu() - workers_cpu
             runs[n].append({"wall_s": round(result.wall_seconds, 2),
-                            "with_loading_s": round(total, 2), "load_before": load_before,
-                            "load_after": os.getloadavg()[0]})
+                            "cpu_s": {"simulator": round(cpu, 2),
+                                      "workers": round(workers_cpu, 2)},
+                            "load_before": load_before, "load_after": os.getloadavg()[0]})
             records.setdefault(n, _records(result))
-            print(f"{name} workers={n}: {result.wall_seconds:.1f} s simulated, "
-                  f"{total:.1f} s with loading (load {load_before:.1f} -> "
+            print(f"{name} workers={n}: {result.wall_seconds:.1f} s, CPU s {cpu:.1f} in the "
+                  f"simulator + {workers_cpu:.1f} in workers (load {load_before:.1f} -> "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
-    if settings["method"] != "xclp":  # xclp draws secret keys and masks: not comparable
+    if method != "xclp":  # xclp draws secret keys and masks: not comparable
         assert records[1] == records[workers], f"{name}: workers changed the records"
     one = statistics.median(r["wall_s"] for r in runs[1])
     many = statistics.median(r["wall_s"] for r in runs[workers])
-    return {"settings": settings, "runs": {str(k): v for k, v in runs.items()},
+    # Amdahl from CPU seconds: the simulator's own part is serial, the workers' part splits
+    # as the clients do (equal clients: the busiest worker holds ceil(m / N) of m)
+    m = case["data"]["n_clients"]
+    busiest = -(-m // workers) / m
+    serial = statistics.median(r["cpu_s"]["simulator"] for r in runs[workers])
+    parallel = statistics.median(r["cpu_s"]["workers"] for r in runs[workers])
+    return {"data": case["data"], "run": case["run"], "runs": {str(k): v for k, v in runs.items()},
             "median_wall_s": {"1": one, str(workers): many},
-            "speedup": round(one / many, 2)}
+            "speedup": round(one / many, 2),
+            "idle_estimate": round((serial + parallel) / (serial + parallel * busiest), 2)}
 
 
 def main() -> None:
@@ -99,8 +117,9 @@ def main() -> None:
                            "cases": {}}
     for name in args.cases.split(","):
         out["cases"][name] = measure(name, cases[name], args.workers, args.repeats)
-        print(f"{name}: {out['cases'][name]['speedup']}x with {args.workers} workers",
-              flush=True)
+        print(f"{name}: {out['cases'][name]['speedup']}x with {args.workers} workers "
+              f"(idle-machine estimate from CPU seconds: "
+              f"{out['cases'][name]['idle_estimate']}x)", flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=1))
 
