@@ -7,9 +7,8 @@ simulator's wall seconds per run (``RunResult.wall_seconds``), the CPU seconds o
 simulator's process and of its workers, the ratio of medians, the load average before and
 after each run, and an idle-machine estimate from the CPU seconds (Amdahl: the simulator's
 own seconds are serial, the workers' split as the clients do). On a shared machine the
-measured ratio
-is pessimistic: other processes take the cores the workers would use, and under ``nice``
-the workers only get what the others leave.
+measured ratio is pessimistic: other processes take the cores the workers would use, and
+under ``nice`` the workers only get what the others leave.
 
 Usage::
 
