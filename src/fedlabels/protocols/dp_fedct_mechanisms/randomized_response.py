@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -127,11 +128,14 @@ class XorMechanism(_RandomizedResponse):
     summary = "xor: bitwise randomized response on one-hot rows"
 
     def release(self, client: DPFedCTClient, message: Message) -> Message:
+        from fedlabels.privacy.events import XorEvent
         from fedlabels.privacy.mechanisms import one_hot, pack_rows, xor_release
 
         client.receive_and_train(message)
-        noisy = xor_release(one_hot(client.local_labels(), client.settings.n_classes),
-                            float(message.config["flip_probability"]), client.noise_rng)
+        f, bits = float(message.config["flip_probability"]), client.sensitivity_bits()
+        c = client.settings.n_classes
+        client.charge(XorEvent(bits * math.log((1 - f) / f), bits, f, len(client.public) * c))
+        noisy = xor_release(one_hot(client.local_labels(), c), f, client.noise_rng)
         return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
@@ -166,12 +170,15 @@ class KaryMechanism(_RandomizedResponse):
     summary = "k-ary randomized response"
 
     def release(self, client: DPFedCTClient, message: Message) -> Message:
+        from fedlabels.privacy.events import KaryRREvent
         from fedlabels.privacy.mechanisms import kary_release
 
         client.receive_and_train(message)
-        n_classes = client.settings.n_classes
-        noisy_labels = kary_release(client.local_labels(),
-                                    float(message.config["epsilon_per_label"]), n_classes,
+        n_classes, n = client.settings.n_classes, len(client.public)
+        eps_label, labels = float(message.config["epsilon_per_label"]), \
+            math.ceil(client.sensitivity_bits() / 2)
+        client.charge(KaryRREvent(labels * eps_label, labels, eps_label, n_classes, n))
+        noisy_labels = kary_release(client.local_labels(), eps_label, n_classes,
                                     client.noise_rng)
         return Message("dpfedct.labels", arrays={"labels": pack_labels(noisy_labels,
                                                                        n_classes)})
