@@ -25,7 +25,6 @@ from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site_state import site_key
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
 from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.mechanisms import unpack_rows
 from fedlabels.privacy.site_ledger import SiteLedger
 
 NODE = 1001  # site 0

@@ -20,13 +20,14 @@ from fedlabels.errors import FedLabelsError
 KEY_BYTES = 32
 
 
-def private_dir(path: str | Path) -> Path:
-    """``path`` as a directory only its owner can use (made 0700; an existing one owned by
-    this user is set to 0700)."""
+def private_dir(path: str | Path, tighten: bool = True) -> Path:
+    """``path`` as a directory only its owner can use: made 0700 where missing; an existing
+    one owned by this user is set to 0700 with ``tighten`` (a user's own results directory
+    is left as it is: ``tighten=False``)."""
     path = Path(path)
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
+        if tighten and path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
             path.chmod(0o700)
     except OSError as exc:
         raise FedLabelsError(f"cannot make the private directory {path} ({exc}); give a "
@@ -42,10 +43,11 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_private(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` with mode 0600, atomically and durably."""
+def write_private(path: str | Path, data: bytes, tighten: bool = True) -> Path:
+    """Write ``data`` to ``path`` with mode 0600, atomically and durably (``tighten``: see
+    :func:`private_dir`)."""
     path = Path(path)
-    folder = private_dir(path.parent)
+    folder = private_dir(path.parent, tighten)
     tmp = folder / f".{path.name}.{secrets.token_hex(4)}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
