@@ -24,6 +24,7 @@ from fedlabels.engines.checkpoint import (
     load_checkpoint,
     run_identity,
 )
+from fedlabels.engines.client_ledgers import reconcile_client_ledgers
 from fedlabels.engines.participation import Participation, ParticipationGrid, check_method
 from fedlabels.engines.runner import (
     CommMeter,
@@ -174,6 +175,7 @@ def simulate(
                               config=dict(config or {}), federation=federation.summary(),
                               started=started, extra=extra or None,
                               noise_from_flag=insecure_reproducible_noise)
+        reconcile_client_ledgers(result.extra["privacy"], clients)
         keeper.stamp(result)
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
