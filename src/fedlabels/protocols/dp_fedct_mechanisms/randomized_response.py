@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels
+from fedlabels.errors import FedLabelsError
 from fedlabels.privacy.budget import label_round_budget
 from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
 from fedlabels.protocols.base import Grid
@@ -133,8 +134,12 @@ class XorMechanism(_RandomizedResponse):
 
         client.receive_and_train(message)
         f, bits = float(message.config["flip_probability"]), client.sensitivity_bits()
-        c = client.settings.n_classes
-        client.charge(XorEvent(bits * math.log((1 - f) / f), bits, f, len(client.public) * c))
+        c, kept = client.settings.n_classes, min(f, 1.0 - f)  # f and 1 - f protect alike
+        if not kept > 0.0:
+            raise FedLabelsError(f"client {client.cid}: refusing a noiseless release (flip "
+                                 f"probability {f!r}).")
+        client.charge(XorEvent(bits * math.log((1 - kept) / kept), bits, kept,
+                               len(client.public) * c))
         noisy = xor_release(one_hot(client.local_labels(), c), f, client.noise_rng)
         return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
 
