@@ -160,3 +160,35 @@ def test_late_clients_dp_sgd_steps_are_accounted_when_taken(
         want = dpsgd_epsilon(p["noise_multiplier"], 0.1, k, 1e-5).epsilon
         assert p["epsilon_per_client"][cid] == pytest.approx(want, rel=1e-9)
     assert p["epsilon"] == pytest.approx(max(p["epsilon_per_client"].values()))
+
+
+@pytest.mark.parametrize("options, model", [
+    ({"epsilon": 2.0}, "dt"),
+    ({"epsilon": 2.0, "mechanism": "kary", "sensitivity": 4}, "dt"),
+    ({"epsilon": 4.0, "mechanism": "dpsgd", "example_rate": 0.2}, "mlp(hidden=8)"),
+    ({"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 4,
+      "label_queries": 20}, "dt"),
+])
+def test_each_clients_ledger_spends_what_the_server_reports(
+        monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], model: str) -> None:
+    """Honest runs: the client's own ledger (one event per release, recorded by the client)
+    and the server's accounting of what it received give the same ε, client by client."""
+    from fedlabels.protocols import METHODS
+
+    fed = digits_with_sizes((40, 90, 60), n_unlabeled=40, n_test=60)
+    method, roles = METHODS["dp-fedct"], {}
+    orig = method.make_client
+
+    def keep(cid: int, *args: Any, **kwargs: Any) -> Any:
+        roles[cid] = orig(cid, *args, **kwargs)
+        return roles[cid]
+
+    monkeypatch.setattr(method, "make_client", keep)
+    p = fl.run("dp-fedct", fed, model=model, rounds=3, period=3, seed=1,
+               options=options).extra["privacy"]
+    per_client = p.get("epsilon_per_client") or {}
+    for cid, role in roles.items():
+        assert len(role.ledger.events) == 3  # one release (or DP-SGD round) per round
+        mine = role.ledger.spent().epsilon
+        theirs = per_client.get(cid, per_client.get(str(cid), p["epsilon"]))
+        assert mine == pytest.approx(theirs, rel=1e-9), cid
