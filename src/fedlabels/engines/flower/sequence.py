@@ -2,9 +2,10 @@
 
 The server numbers the messages to each client (``seq`` 1, 2, ...), but the site does not
 take the server's word for where the run stands: it keeps, per run (the run key of
-:mod:`.snapshots`), the last number it accepted and the replies it gave, in a file sealed
-with its key (:mod:`fedlabels.private_files`: 0600 in a 0700 directory, HMAC-SHA256). A
-message
+:mod:`.snapshots`), the last number it accepted and the digests of the messages and replies
+it answered, in a file sealed with its key (:mod:`fedlabels.private_files`: 0600 in a 0700
+directory, HMAC-SHA256), and the replies themselves beside it (``<run>/reply_<seq>.bin``,
+checked against their digests). A message
 
 * numbered ``last + 1`` is new: the role handles it;
 * numbered ``<= last`` with the same content (digest) as the one answered then is a re-send
@@ -22,7 +23,6 @@ its last checkpoint re-sends).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -45,12 +45,16 @@ def message_digest(message: Message, attached: Message | None, rnd: int) -> str:
     return h.hexdigest()
 
 
-def _b64(message: Message | None) -> str | None:
-    return None if message is None else base64.b64encode(encode_message(message)).decode()
+def _pack(reply: Message, after: Message | None) -> bytes:
+    first = encode_message(reply)
+    return (len(first).to_bytes(8, "big") + first
+            + (b"" if after is None else encode_message(after)))
 
 
-def _unb64(text: str | None) -> Message | None:
-    return None if text is None else decode_message(base64.b64decode(text))
+def _unpack(data: bytes) -> tuple[Message, Message | None]:
+    n = int.from_bytes(data[:8], "big")
+    rest = data[8 + n:]
+    return decode_message(data[8:8 + n]), (decode_message(rest) if rest else None)
 
 
 @dataclass
@@ -105,9 +109,11 @@ class SequenceGuard:
             return None
         stored = self.replies.get(str(seq))
         if seq <= self.last and stored is not None and stored["digest"] == digest:
-            reply = _unb64(stored["reply"])
-            assert reply is not None
-            return reply, _unb64(stored["after"])
+            data = self._reply_path(seq).read_bytes()
+            if hashlib.sha256(data).hexdigest() != stored["reply"]:
+                raise FedLabelsError(f"the site's stored reply {self._reply_path(seq)} failed "
+                                     "its integrity check; refusing to answer.")
+            return _unpack(data)
         what = ("out of order" if seq > self.last else
                 "a rewind or a replay with other content")
         raise FedLabelsError(f"message refused: number {seq} is {what} (this site last "
@@ -116,8 +122,16 @@ class SequenceGuard:
     def accept(self, seq: int, rnd: int, digest: str, reply: Message,
                after: Message | None) -> None:
         """Record the reply to message ``seq`` (of round ``rnd``) and save."""
+        data = _pack(reply, after)
+        write_private(self._reply_path(seq), data)
         self.last = seq
-        self.replies[str(seq)] = {"digest": digest, "round": rnd, "reply": _b64(reply),
-                                  "after": _b64(after)}
-        self.replies = {s: r for s, r in self.replies.items() if r["round"] >= rnd - 1}
+        self.replies[str(seq)] = {"digest": digest, "round": rnd,
+                                  "reply": hashlib.sha256(data).hexdigest()}
+        old = [s for s, r in self.replies.items() if r["round"] < rnd - 1]
+        self.replies = {s: r for s, r in self.replies.items() if s not in old}
         self.save()
+        for s in old:
+            self._reply_path(int(s)).unlink(missing_ok=True)
+
+    def _reply_path(self, seq: int) -> Path:
+        return self.path.with_suffix("") / f"reply_{seq}.bin"
