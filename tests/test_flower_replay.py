@@ -17,15 +17,15 @@ from flwr.app import Context, Message
 from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
 
 from fedlabels.comm import encode_message
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.flower.client_app import app as client_app
 from fedlabels.engines.flower.convert import META, from_record_dict
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site_state import site_key
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
-from fedlabels.errors import FedLabelsError
 from fedlabels.privacy.site_ledger import SiteLedger
+from fedlabels.runs.config import RunConfig
 
 NODE = 1001  # site 0
 

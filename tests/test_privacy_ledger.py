@@ -15,7 +15,7 @@ import pytest
 
 import fedlabels as fl
 from conftest import digits_with_sizes
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import dpsgd as dpsgd_module
 from fedlabels.privacy.accounting import account_labels, rr_epsilon_exact
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent, dpsgd_epsilon
@@ -119,7 +119,7 @@ def test_a_charge_is_on_disk_before_the_release(tmp_path: Path,
     import fedlabels.privacy.mechanisms as mechanisms
 
     monkeypatch.setattr(mechanisms, "xor_release", crash)
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     method = METHODS["dp-fedct"]
     orig = method.make_client
@@ -173,7 +173,7 @@ def test_each_clients_ledger_spends_what_the_server_reports(
         monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], model: str) -> None:
     """Honest runs: the client's own ledger (one event per release, recorded by the client)
     and the server's accounting of what it received give the same ε, client by client."""
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     fed = digits_with_sizes((40, 90, 60), n_unlabeled=40, n_test=60)
     method, roles = METHODS["dp-fedct"], {}

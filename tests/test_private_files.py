@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 
 from fedlabels.api import load_federation
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
-from fedlabels.engines.checkpoint import load_checkpoint
 from fedlabels.engines.flower.loopback import loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site_privacy import open_site_ledger
 from fedlabels.engines.flower.site_state import site_key
 from fedlabels.engines.inprocess import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import as_models
-from fedlabels.protocols import METHODS
+from fedlabels.methods import METHODS
+from fedlabels.runs.checkpoint import load_checkpoint
+from fedlabels.runs.config import RunConfig
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 A server accounts the releases it received. A client that took DP-SGD steps whose reply came
 too late (``--deadline``) or was lost spent privacy all the same: its ledger
-(:attr:`~fedlabels.protocols.dpsgd_client.SecretNoiseClient.ledger`) recorded every round
+(:attr:`~fedlabels.method.dpsgd_client.SecretNoiseClient.ledger`) recorded every round
 when it was taken. Where a client's ledger holds more DP-SGD steps than the server
 accounted, the result's per-client steps and ε, and the run's worst ε, are the ledger's.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fedlabels.method.base import ClientRole
+from fedlabels.method.dpsgd_client import SecretNoiseClient
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
-from fedlabels.protocols.base import ClientRole
-from fedlabels.protocols.dpsgd_client import SecretNoiseClient
 
 ACCOUNTED_FROM = ("the clients' own ledgers: DP-SGD steps counted when taken, whether or not "
                   "the reply arrived in time")

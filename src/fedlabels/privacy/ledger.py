@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import PrivacySpent
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import append_private, check_private, private_dir, same_tag, tag
 from fedlabels.privacy.accounting import PrivacySpent
 from fedlabels.privacy.ledger import Ledger, event_from_dict, event_to_dict
-from fedlabels.private_files import append_private, check_private, private_dir, same_tag, tag
 
 FORMAT = "fedlabels site ledger 1"
 FILE = "ledger.jsonl"

@@ -3,7 +3,7 @@
 The server numbers the messages to each client (``seq`` 1, 2, ...), but the site does not
 take the server's word for where the run stands: it keeps, per run (the run key of
 :mod:`.snapshots`), the last number it accepted and the digests of the messages and replies
-it answered, in a file sealed with its key (:mod:`fedlabels.private_files`: 0600 in a 0700
+it answered, in a file sealed with its key (:mod:`fedlabels.core.private_files`: 0600 in a 0700
 directory, HMAC-SHA256), and the replies themselves beside it (``<run>/reply_<seq>.bin``,
 checked against their digests). A message
 
@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.errors import FedLabelsError
-from fedlabels.private_files import check_private, same_tag, tag, write_private
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import check_private, same_tag, tag, write_private
 
 FORMAT = "fedlabels message sequence 1"
 
