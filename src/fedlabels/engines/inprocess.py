@@ -135,7 +135,7 @@ def simulate(
         ctx = plan.context(truth_public=federation.y_public)
         ctx.scaling = federation.public_scaling
         ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)
-        X_public = federation.X_public if method.uses_public else None
+        X_public = federation.X_public if method.capabilities.uses_public else None
         clients = {cid: method.make_client(cid, datasets[cid], learners[cid], ctx, X_public,
                                            federation.X_test, federation.y_test)
                    for cid in range(len(datasets))}

@@ -118,10 +118,10 @@ def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: 
     supports it.
     """
     impl = get_method(method) if isinstance(method, str) else method
-    if task == "regression" and not impl.supports_regression:
+    if task == "regression" and not impl.capabilities.supports_regression:
         from fedlabels.protocols import METHODS
 
-        able = ", ".join(sorted(n for n, m in METHODS.items() if m.supports_regression))
+        able = ", ".join(sorted(n for n, m in METHODS.items() if m.capabilities.supports_regression))
         raise FedLabelsError(f"method {impl.name!r} does not support a regression task; use "
                              f"one of {able} (docs/robustness.md, Regression, says why).")
     parsed = impl.parse_options(options)

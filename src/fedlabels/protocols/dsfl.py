@@ -32,7 +32,15 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.protocols.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
 from fedlabels.protocols.blocks import broadcast
 from fedlabels.protocols.dd import SOFT_DTYPES, average_soft, check_soft_learners, soft_dtype_option
 from fedlabels.protocols.fedmd import subset_indices
@@ -166,7 +174,8 @@ class DSFLServer(ServerRole):
 
 class DSFL(Method):
     name = "ds-fl"
-    default_model = "mlp"  # distillation on soft labels needs gradient steps
+    # distillation on soft labels needs gradient steps
+    capabilities = Capabilities(default_model="mlp")
     description = ("DS-FL: clients share soft labels on an open subset of U; the server "
                    "sharpens their average by entropy reduction averaging (ERA)")
     options_class = DSFLOptions

@@ -22,7 +22,7 @@ ServerApp killed outright cannot write it, which ``deploy local`` does for it.
 
 A client that dies (its SuperNode leaves, stops sending heartbeats, its ClientApp fails or it
 does not answer within ``reply_timeout``) is reported and dropped; the run goes on with the
-rest if the method still accepts that many clients (``Method.tolerates_lost_clients`` and
+rest if the method still accepts that many clients (``Capabilities.tolerates_lost_clients`` and
 ``Method.validate``; FedCT's majority vote needs 3), otherwise it stops with a message saying
 which clients were lost and why.
 """
@@ -292,7 +292,7 @@ def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
     if not alive:
         raise ClientsLost(f"round {rnd + 1}: every client was lost ({detail}).")
     method = plan.method
-    if not method.tolerates_lost_clients:
+    if not method.capabilities.tolerates_lost_clients:
         raise ClientsLost(f"round {rnd + 1}: lost {detail}; method {method.name!r} cannot go "
                           "on without all its clients.")
     try:
