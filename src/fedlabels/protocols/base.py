@@ -252,6 +252,10 @@ class ServerRole:
 
     state_attrs: ClassVar[tuple[str, ...]] = ()
     secret_generators: ClassVar[tuple[str, ...]] = ()
+    #: whether :meth:`evaluation_message` depends on what the round computed (e.g. the
+    #: global model it produced); False: the request is known before the round, so an
+    #: engine may send it with the round's last protocol message (Flower does)
+    evaluation_after_round: ClassVar[bool] = False
 
     def state_dict(self) -> dict[str, StateValue]:
         """Everything that changes across rounds, as plain state values."""

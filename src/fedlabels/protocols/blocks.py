@@ -122,6 +122,7 @@ class GlobalModelServer(ServerRole):
     """A server holding global weights, which its evaluation message carries."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("weights",)
+    evaluation_after_round = True  # the evaluation carries the round's new global weights
 
     def __init__(self, initial: np.ndarray, period: int) -> None:
         self.weights = np.asarray(initial, dtype=np.float32)

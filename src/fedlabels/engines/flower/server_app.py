@@ -184,7 +184,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
     deployment["alive_per_round"] = keeper.engine.get("alive_per_round", [])
 
     n_rounds, rounds_note = rounds_to_run(plan, learners)  # a one-shot method stops early
-    if type(server).evaluation_message is ServerRole.evaluation_message:  # a fixed request
+    if not server.evaluation_after_round:  # a request known before the round
         fgrid.evaluation = server.evaluation_message
         fgrid.eval_due = partial(evaluation_due, rounds=n_rounds, eval_every=cfg.eval_every)
 
