@@ -79,7 +79,8 @@ def test_bad_inputs_are_clear_errors():
         choose_malicious(4, 2, 0)
     with pytest.raises(FedLabelsError, match=r"flip \(sign-flipped"):
         RunConfig(method="fedavg", malicious=1, attack="targeted")
-    with pytest.raises(FedLabelsError, match="applies to fedct"):
+    with pytest.raises(FedLabelsError, match=r"sends no labels or model parameters; it "
+                                             r"applies to .*fedct"):
         RunConfig(method="xclp", malicious=1)
     with pytest.raises(FedLabelsError, match="needs --malicious"):
         RunConfig(attack="flip")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from typing import Any
 
@@ -55,11 +56,14 @@ def format_method(method: Any) -> str:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from fedlabels.protocols import METHODS, get_method
+    from fedlabels.protocols import available_methods, discover_methods, get_method
 
     methods = [get_method(n) for n in args.names] if args.names else \
-        [m for _, m in sorted(METHODS.items())]
+        list(available_methods().values())
     print("\n\n".join(format_method(m) for m in methods))
+    if not args.names:  # plug-ins that failed: one line each, the rest still listed
+        for reason in discover_methods().values():
+            print(f"fedlabels: {reason}", file=sys.stderr)
     print("\nset options with --opt KEY=VALUE, the flag shown, or [options] in a --config TOML.")
     return 0
 

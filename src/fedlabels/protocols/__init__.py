@@ -1,7 +1,19 @@
-"""One module per method; each defines a server role and a client role."""
+"""One module per method; each defines a server role and a client role.
+
+Methods of other installed packages join the registry through the ``fedlabels.methods``
+entry points (:mod:`fedlabels.protocols.discovery`) the first time a method is looked up.
+"""
 
 from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.protocols.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
 from fedlabels.protocols.dd import DistributedDistillation
 from fedlabels.protocols.dp_fedavg import DPFedAvg
 from fedlabels.protocols.dp_fedct import DPFedCT
@@ -18,6 +30,9 @@ from fedlabels.protocols.threat import Payload, ThreatModel
 from fedlabels.protocols.xclp import XCLP, FedAvgXCLP, PerClientLP
 
 METHODS: dict[str, Method] = {}
+#: plug-in methods left out: entry-point name -> the one-line reason (naming the package)
+PLUGIN_ERRORS: dict[str, str] = {}
+_LOADED: set[tuple[str, str]] = set()  # entry points already tried (name, object path)
 
 
 def register_method(method: Method) -> Method:
@@ -53,16 +68,37 @@ for _method in _BUILTIN_METHODS:
     register_method(_method)
 
 
+def discover_methods() -> dict[str, str]:
+    """Register the methods of installed packages (``fedlabels.methods`` entry points) not
+    tried yet; returns :data:`PLUGIN_ERRORS`, the plug-ins left out and why."""
+    from fedlabels.protocols.discovery import discover
+
+    PLUGIN_ERRORS.update(discover(METHODS, _LOADED, register_method))
+    return PLUGIN_ERRORS
+
+
+def available_methods() -> dict[str, Method]:
+    """Every registered method, plug-ins included, by name."""
+    discover_methods()
+    return dict(sorted(METHODS.items()))
+
+
 def get_method(name: str) -> Method:
-    try:
+    """The method registered as ``name`` (built in or from an installed plug-in)."""
+    if name not in METHODS:
+        discover_methods()
+    if name in METHODS:
         return METHODS[name]
-    except KeyError:
-        raise FedLabelsError(f"unknown method {name!r}; available: "
-                             f"{', '.join(sorted(METHODS))}.") from None
+    if name in PLUGIN_ERRORS:
+        raise FedLabelsError(PLUGIN_ERRORS[name] + ".")
+    raise FedLabelsError(f"unknown method {name!r}; available: "
+                         f"{', '.join(sorted(METHODS))}.")
 
 
 __all__ = [
     "METHODS",
+    "PLUGIN_ERRORS",
+    "Capabilities",
     "ClientRole",
     "Grid",
     "Method",
@@ -72,6 +108,8 @@ __all__ = [
     "ServerRole",
     "Settings",
     "ThreatModel",
+    "available_methods",
+    "discover_methods",
     "get_method",
     "option",
     "register_method",
