@@ -87,6 +87,7 @@ def simulate(
     deadline: float | None = None,
     checkpoint: str | Path | None = None,
     resume: str | Path | None = None,
+    wrap_grid: Callable[[InProcessGrid], Grid] | None = None,
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
@@ -109,6 +110,8 @@ def simulate(
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
+    ``wrap_grid`` gives the grid the rounds use in place of the in-process one it is passed
+    (a wrapper that observes or checks the traffic: :func:`fedlabels.testing.check_method`).
     """
     started = time.perf_counter()
     saved = None if resume is None else load_checkpoint(resume)
@@ -147,7 +150,8 @@ def simulate(
         server = method.make_server(ctx, len(federation.X_public), learners,
                                     [len(d) for d in datasets])
         meter = CommMeter()
-        grid: Grid = InProcessGrid(clients, meter)
+        in_process = InProcessGrid(clients, meter)
+        grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
         draw = None
         if policy is not None:
             grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
