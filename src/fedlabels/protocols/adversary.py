@@ -103,11 +103,14 @@ class Attack:
 
     def describe(self, method: Method) -> str:
         """What the malicious clients send instead of their honest message."""
-        if sends_weights(method.threat_model):
-            return WEIGHT_ATTACKS[self.name]
-        return {"flip": "labels y -> C-1-y", "random": "uniformly random labels",
-                "constant": f"always class {self.target}",
-                "targeted": f"class {self.source} sent as class {self.target}"}[self.name]
+        labels = {"flip": "labels y -> C-1-y", "random": "uniformly random labels",
+                  "constant": f"always class {self.target}",
+                  "targeted": f"class {self.source} sent as class {self.target}"}[self.name]
+        if not sends_weights(method.threat_model):
+            return labels
+        if sends_labels(method.threat_model):  # e.g. FREDY: weights, then teacher votes
+            return f"{WEIGHT_ATTACKS[self.name]}; {labels}"
+        return WEIGHT_ATTACKS[self.name]
 
     # ------------------------------------------------------------------ corruptions
     def labels(self, y: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndarray:
@@ -234,6 +237,12 @@ def corruptions(threat: ThreatModel) -> dict[tuple[str, str], Corrupt]:
 def sends_weights(threat: ThreatModel) -> bool:
     """Whether an attack would corrupt model parameters (weights or updates)."""
     return any(p.content in WEIGHT_CONTENTS and corruption(p) is not None
+               for p in threat.payloads)
+
+
+def sends_labels(threat: ThreatModel) -> bool:
+    """Whether an attack would corrupt labels (hard, soft, votes or noisy one-hot rows)."""
+    return any(p.content not in WEIGHT_CONTENTS and corruption(p) is not None
                for p in threat.payloads)
 
 
