@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -27,70 +28,14 @@ from fedlabels.testing import ContractViolation, check_method
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-#: one module, as a method's author writes it (docs/architecture.md, "Writing a method")
-ECHO_MODULE = '''
-from dataclasses import dataclass
-from typing import Any
-
-from fedlabels.comm import Message, pack_labels
-from fedlabels.protocols import ClientRole, Method, MethodContext, MethodOptions, ServerRole
-from fedlabels.protocols.blocks import broadcast
-from fedlabels.protocols.options import Interval, option
-from fedlabels.protocols.threat import (EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER,
-                                        Payload, ThreatModel)
+DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
 
-@dataclass(frozen=True)
-class EchoOptions(MethodOptions):
-    rounds_of_silence: int = option(0, "rounds before clients start answering",
-                                    kind=int, interval=Interval(0, None))
-
-
-class EchoClient(ClientRole):
-    state_attrs = ("answered",)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.answered = 0
-        self.handlers["echo.train"] = self.train
-
-    def train(self, message: Message) -> Message:
-        self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
-        self.answered += 1
-        labels = self.predict(self.X_public)
-        return Message("echo.labels",
-                       arrays={"labels": pack_labels(labels, self.settings.n_classes)})
-
-
-class EchoServer(ServerRole):
-    def __init__(self, settings):
-        self.settings = settings
-        self.opts = settings.options_as(EchoOptions)
-
-    def run_round(self, rnd, grid):
-        if rnd < self.opts.rounds_of_silence:
-            return {}
-        replies = broadcast(grid, Message("echo.train",
-                                          config={"steps": self.settings.period}), rnd)
-        return {"replies": float(len(replies))}
-
-
-class Echo(Method):
-    name = "echo"
-    description = "every client trains alone and tells the server its labels on U"
-    options_class = EchoOptions
-    threat_model = ThreatModel(
-        view="hard-labels-on-queries", adversary=HONEST_BUT_CURIOUS_SERVER,
-        sees="each client's hard labels on U", guarantee="none",
-        payloads=(Payload("echo.labels", "labels", "hard-labels", rows="public"),
-                  *EVALUATION_PAYLOADS))
-
-    def make_server(self, ctx: MethodContext, n_public, learners, client_sizes):
-        return EchoServer(ctx.settings)
-
-    def make_client(self, cid, data, learner, ctx, X_public, X_test, y_test):
-        return EchoClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
-'''
+def _documented_module() -> str:
+    """The one-module method of docs/architecture.md, "Writing a method", as written."""
+    block = re.search(r"## Writing a method.*?```python\n(.*?)```", DOC.read_text(), re.DOTALL)
+    assert block, "docs/architecture.md lost its method module"
+    return block.group(1)
 
 
 def _dist(root: Path, package: str, entry_points: str) -> None:
@@ -106,7 +51,7 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     ``fedlabels-broken`` (whose module fails to import); the registry is restored after."""
     root = tmp_path / "site"
     root.mkdir()
-    (root / "fedlabels_echo.py").write_text(ECHO_MODULE)
+    (root / "fedlabels_echo.py").write_text(_documented_module())
     _dist(root, "fedlabels_echo", "[fedlabels.methods]\necho = fedlabels_echo:Echo\n")
     (root / "fedlabels_broken.py").write_text("raise ImportError('needs numpy 0.1')\n")
     _dist(root, "fedlabels_broken", "[fedlabels.methods]\nbroken = fedlabels_broken:Broken\n")
