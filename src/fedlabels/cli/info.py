@@ -40,11 +40,27 @@ def _wrap(text: str, first: str, indent: int) -> list[str]:
                          break_on_hyphens=False) or [first.rstrip()]
 
 
+def capability_summary(caps: Any) -> str:
+    """The capabilities that differ from the defaults: ``name`` for a true flag, else
+    ``name=value``."""
+    from dataclasses import fields
+
+    parts = []
+    for f in fields(caps):
+        value = getattr(caps, f.name)
+        if value != f.default:
+            parts.append(f.name if value is True else f"{f.name}={value}")
+    return ", ".join(parts)
+
+
 def format_method(method: Any) -> str:
     """A method's description and its declared options (name, flag, type, default, help)."""
     lines = _wrap(method.description or "-", f"{method.name:<14} ", 15)
     lines.append(f"    default model: {method.model_default()}; threat model: "
                  f"{method.threat_model.view} (guarantee {method.threat_model.guarantee})")
+    declared_caps = capability_summary(method.capabilities)
+    if declared_caps:
+        lines += _wrap(declared_caps, "    capabilities: ", 8)
     declared = method.options_class.declared()
     if not declared:
         lines.append("    no options")
