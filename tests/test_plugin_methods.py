@@ -45,26 +45,49 @@ def _dist(root: Path, package: str, entry_points: str) -> None:
     (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
 
 
+#: a plug-in whose option, declared flag=True, is named like a `fedlabels run` option
+CLASH_MODULE = """
+from dataclasses import dataclass
+
+from fedlabels.protocols.options import option
+from fedlabels_echo import Echo, EchoOptions
+
+
+@dataclass(frozen=True)
+class ClashOptions(EchoOptions):
+    output: str = option("x", "where to write", kind=str, flag=True)
+
+
+class Clash(Echo):
+    name = "clash"
+    options_class = ClashOptions
+"""
+
+
 @pytest.fixture
 def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Two installed plug-in packages on sys.path: ``fedlabels-echo`` (the echo method) and
-    ``fedlabels-broken`` (whose module fails to import); the registry is restored after."""
+    """Installed plug-in packages on sys.path: ``fedlabels_echo`` (the documented echo
+    method), ``fedlabels_broken`` (whose module fails to import) and ``fedlabels_clash``
+    (an option named like a CLI option); the registry is restored after."""
     root = tmp_path / "site"
     root.mkdir()
     (root / "fedlabels_echo.py").write_text(_documented_module())
     _dist(root, "fedlabels_echo", "[fedlabels.methods]\necho = fedlabels_echo:Echo\n")
     (root / "fedlabels_broken.py").write_text("raise ImportError('needs numpy 0.1')\n")
+    (root / "fedlabels_clash.py").write_text(CLASH_MODULE)
+    _dist(root, "fedlabels_clash", "[fedlabels.methods]\nclash = fedlabels_clash:Clash\n")
     _dist(root, "fedlabels_broken", "[fedlabels.methods]\nbroken = fedlabels_broken:Broken\n")
     monkeypatch.syspath_prepend(str(root))
-    before = (dict(registry.METHODS), dict(registry.PLUGIN_ERRORS), set(registry._LOADED),
-              {k: list(v) for k, v in OPTION_USERS.items()})
+    before = (dict(registry.METHODS), dict(registry.PLUGINS), dict(registry.PLUGIN_ERRORS),
+              set(registry._LOADED), {k: list(v) for k, v in OPTION_USERS.items()})
     yield root
-    for saved, live in zip(before, (registry.METHODS, registry.PLUGIN_ERRORS,
+    for saved, live in zip(before, (registry.METHODS, registry.PLUGINS, registry.PLUGIN_ERRORS,
                                     registry._LOADED, OPTION_USERS), strict=True):
         live.clear()
         live.update(saved)  # type: ignore[attr-defined]
     sys.modules.pop("fedlabels_echo", None)
     sys.modules.pop("fedlabels_broken", None)
+    sys.modules.pop("fedlabels_clash", None)
 
 
 def _cli(root: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -79,6 +102,7 @@ def test_cli_lists_and_runs_the_plugin_and_names_the_broken_package(plugins: Pat
     assert listed.returncode == 0, listed.stderr
     assert "every client trains alone" in listed.stdout and "rounds_of_silence" in listed.stdout
     assert "fedct" in listed.stdout  # the built-in methods are still there
+    assert "clash " in listed.stdout  # its `output` option is no flag: the CLI still builds
     broken = [line for line in listed.stderr.splitlines() if "broken" in line]
     assert len(broken) == 1 and "fedlabels_broken" in broken[0] and "ImportError" in broken[0]
     assert "Traceback" not in listed.stderr
@@ -92,6 +116,8 @@ def test_cli_lists_and_runs_the_plugin_and_names_the_broken_package(plugins: Pat
     assert result["method"] == "echo"
     assert [r["server"] for r in result["rounds"]] == [{}, {"replies": 3.0}]
     assert result["threat_model"]["payloads"][0]["message"] == "echo.labels"
+    assert registry.available_methods()["echo"] is registry.get_method("echo")
+    assert registry.PLUGINS == {"clash": "fedlabels_clash", "echo": "fedlabels_echo"}
 
     refused = _cli(plugins, "run", "--method", "broken", "--rounds", "1", cwd=tmp_path)
     assert refused.returncode == 2

@@ -79,11 +79,14 @@ class MethodFlag:
 
 
 def method_flags() -> dict[str, MethodFlag]:
-    """Option name -> its generated flag, over all registered methods (sorted by name)."""
-    from fedlabels.protocols import available_methods
+    """Option name -> its generated flag, over fedlabels' own methods (sorted by name);
+    plug-in methods' options are given with ``--opt``."""
+    from fedlabels.protocols import METHODS, PLUGINS
 
     users: dict[str, list[tuple[str, Any]]] = {}
-    for name, method in available_methods().items():
+    for name, method in sorted(METHODS.items()):
+        if name in PLUGINS:
+            continue
         for info in method.options_class.declared():
             if info.flag:
                 users.setdefault(info.name, []).append((name, info))

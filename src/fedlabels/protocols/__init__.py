@@ -30,6 +30,8 @@ from fedlabels.protocols.threat import Payload, ThreatModel
 from fedlabels.protocols.xclp import XCLP, FedAvgXCLP, PerClientLP
 
 METHODS: dict[str, Method] = {}
+#: plug-in methods registered: method name -> the package that declares it
+PLUGINS: dict[str, str] = {}
 #: plug-in methods left out: entry-point name -> the one-line reason (naming the package)
 PLUGIN_ERRORS: dict[str, str] = {}
 _LOADED: set[tuple[str, str]] = set()  # entry points already tried (name, object path)
@@ -73,7 +75,11 @@ def discover_methods() -> dict[str, str]:
     tried yet; returns :data:`PLUGIN_ERRORS`, the plug-ins left out and why."""
     from fedlabels.protocols.discovery import discover
 
-    PLUGIN_ERRORS.update(discover(METHODS, _LOADED, register_method))
+    def register(method: Method, package: str) -> None:
+        register_method(method)
+        PLUGINS[method.name] = package
+
+    PLUGIN_ERRORS.update(discover(METHODS, _LOADED, register))
     return PLUGIN_ERRORS
 
 
@@ -97,6 +103,7 @@ def get_method(name: str) -> Method:
 
 __all__ = [
     "METHODS",
+    "PLUGINS",
     "PLUGIN_ERRORS",
     "Capabilities",
     "ClientRole",

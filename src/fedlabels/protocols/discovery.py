@@ -10,7 +10,9 @@ The entry point's name is the method's name and its object a
 listed by ``fedlabels methods`` and runs with ``fedlabels run --method echo``, ``fl.run`` and
 on Flower sites, which resolve a method by name the same way. A plug-in that fails to load,
 is not a method, or takes a name already registered is left out with a one-line reason
-naming its package; every other method stays available.
+naming its package; every other method stays available. A plug-in's options are set with
+``--opt KEY=VALUE`` or a TOML ``[options]`` table: the generated CLI flags are fedlabels'
+own methods', so no plug-in can change or break them.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def package_of(entry: EntryPoint) -> str:
 
 
 def load_entry_point(entry: EntryPoint, taken: Mapping[str, Any],
-                     register: Callable[[Any], Any]) -> str | None:
-    """Register the method ``entry`` names; None, or why it was left out (one line)."""
+                     register: Callable[[Any, str], Any]) -> str | None:
+    """Register the method ``entry`` names (``register(method, package)``); None, or why it
+    was left out (one line)."""
     from fedlabels.protocols.base import Method
 
     where = f"plug-in method {entry.name!r} (package {package_of(entry)}, {entry.value})"
@@ -47,7 +50,7 @@ def load_entry_point(entry: EntryPoint, taken: Mapping[str, Any],
         if method.name != entry.name:
             return (f"{where}: the entry point is named {entry.name!r} but the method "
                     f"{method.name!r}; give both the same name")
-        register(method)
+        register(method, package_of(entry))
     except Exception as exc:  # a third-party package may fail in any way; say which
         text = " ".join(str(exc).split()) or "(no message)"
         return (f"{where} failed to load: {type(exc).__name__}: {text}; fix or uninstall "
@@ -56,7 +59,7 @@ def load_entry_point(entry: EntryPoint, taken: Mapping[str, Any],
 
 
 def discover(taken: Mapping[str, Any], loaded: set[tuple[str, str]],
-             register: Callable[[Any], Any]) -> dict[str, str]:
+             register: Callable[[Any, str], Any]) -> dict[str, str]:
     """Load every ``fedlabels.methods`` entry point not yet in ``loaded`` (which it
     updates); returns entry-point name -> why it was left out, for those that failed."""
     broken: dict[str, str] = {}
