@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 
 from fedlabels.api import load_federation
-from fedlabels.config import RunConfig
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import METHODS, Method
-from fedlabels.randomness import reproducible
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import reproducible
+from fedlabels.method import Method
+from fedlabels.methods import METHODS
+from fedlabels.runs.config import RunConfig
 from fedlabels.testing import check_method
 
 DATASET, CLIENTS, ROUNDS, PERIOD, SEED = "breast_cancer", 3, 3, 5, 1

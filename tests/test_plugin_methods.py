@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
-import fedlabels.protocols as registry
+import fedlabels.methods.registry as registry
 from conftest import digits_with_sizes
 from fedlabels.comm import Message, unpack_labels
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.options import OPTION_USERS
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.method.options import OPTION_USERS
 from fedlabels.testing import ContractViolation, check_method
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -49,7 +49,7 @@ def _dist(root: Path, package: str, entry_points: str) -> None:
 CLASH_MODULE = """
 from dataclasses import dataclass
 
-from fedlabels.protocols.options import option
+from fedlabels.method.options import option
 from fedlabels_echo import Echo, EchoOptions
 
 

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from fedlabels.cli import main
-from fedlabels.report import MISSING, group_runs, summary_rows
+from fedlabels.reporting.report import MISSING, group_runs, summary_rows
 from fedlabels.results import RoundRecord, RunResult
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fedlabels.api import load_federation, run
-from fedlabels.outputs import check_outputs, rounds_path, writing
-from fedlabels.progress import info
-from fedlabels.results import RunResult, format_table, write_atomic
+from fedlabels.core.files import check_outputs, rounds_path, write_atomic, writing
+from fedlabels.results import RunResult, format_table
+from fedlabels.runs.progress import info
 
 DEMO_RUNS = [
     # (method, model, rounds, period)
@@ -45,7 +45,7 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
     Existing files there are replaced only with ``overwrite``; every path is checked before
     the first run starts.
     """
-    from fedlabels.plots import plot_accuracy
+    from fedlabels.reporting.plots import plot_accuracy
 
     files = demo_outputs(output_dir)
     check_outputs(files, overwrite=overwrite)

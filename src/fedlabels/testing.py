@@ -11,8 +11,8 @@ Each check runs small real runs (``breast_cancer``, 3 clients, 3 rounds of 5 loc
 default) and raises :class:`ContractViolation`, an ``AssertionError`` whose message names
 the check, at the first broken promise:
 
-* ``declarations``: a name, a description, a :class:`~fedlabels.protocols.ThreatModel`, a
-  :class:`~fedlabels.protocols.Capabilities` value and options all declared with
+* ``declarations``: a name, a description, a :class:`~fedlabels.method.ThreatModel`, a
+  :class:`~fedlabels.method.Capabilities` value and options all declared with
   ``option()``;
 * ``options``: the options survive a JSON round trip, and an unknown option is rejected
   naming every valid one;
@@ -28,7 +28,7 @@ the check, at the first broken promise:
 
 Secret randomness (noise, keys, masks) is not derived from the run seed by design; the
 checks that compare runs install the same reproducible source for each
-(:func:`fedlabels.randomness.reproducible`).
+(:func:`fedlabels.core.randomness.reproducible`).
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ from typing import Any
 import numpy as np
 
 from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import METHODS, Capabilities, ClientRole, Method, ThreatModel, get_method
-from fedlabels.protocols.options import MethodOptions
+from fedlabels.method import Capabilities, ClientRole, Method, ThreatModel
+from fedlabels.method.options import MethodOptions
+from fedlabels.methods import METHODS, get_method
 from fedlabels.results import RunResult
 
 CHECKS = ("declarations", "options", "determinism", "payloads", "state", "flower")
@@ -163,8 +164,8 @@ class _Run:
 
     def fresh_role(self) -> Callable[[int], ClientRole]:
         """Client roles built as the simulator builds them (same plan, seeds and data)."""
-        from fedlabels.engines.runner import plan_run
         from fedlabels.learners import as_models, expand_per_client
+        from fedlabels.runs.loop import plan_run
 
         method, fed = self.method, self.federation
         datasets = method.client_datasets(fed.clients)
@@ -233,7 +234,7 @@ def _records(result: RunResult) -> list[str]:
 
 
 def _check_determinism(run: _Run) -> None:
-    from fedlabels.randomness import reproducible
+    from fedlabels.core.randomness import reproducible
 
     with reproducible(run.seed):
         first = _records(run.simulate())
@@ -313,12 +314,12 @@ class _Restoring:
         return list(self.inner.client_ids)
 
     def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
-        from fedlabels.randomness import ReproducibleSource, current_source
+        from fedlabels.core.randomness import ReproducibleSource, current_source
 
         source = current_source()  # the twin draws the secret randomness the live role
         if not isinstance(source, ReproducibleSource):  # draws next: both must answer alike
             raise FedLabelsError("the state check needs a reproducible source of secret "
-                                 "randomness (fedlabels.randomness.reproducible)")
+                                 "randomness (fedlabels.core.randomness.reproducible)")
         replies: dict[int, Message] = {}
         for cid in sorted(messages):  # one client at a time: its twin, then the live role
             state = self.inner.clients[cid].state_dict()
@@ -341,7 +342,7 @@ class _Restoring:
 
 
 def _check_state(run: _Run) -> None:
-    from fedlabels.randomness import reproducible
+    from fedlabels.core.randomness import reproducible
 
     fresh, problems = run.fresh_role(), list[str]()
     with reproducible(run.seed):
@@ -359,10 +360,10 @@ def _check_flower(run: _Run) -> bool:
     if len(run.method.client_datasets(run.federation.clients)) != run.federation.n_clients:
         return False  # a method that pools the sites' data cannot be deployed
     from fedlabels.api import run_config
-    from fedlabels.config import RunConfig
+    from fedlabels.core.randomness import reproducible
     from fedlabels.engines.flower.loopback import loopback_deployment, server_context
     from fedlabels.engines.flower.server_app import run_server
-    from fedlabels.randomness import reproducible
+    from fedlabels.runs.config import RunConfig
 
     cfg = RunConfig(method=run.method.name, dataset=run.dataset, clients=run.clients,
                     model=run.model, rounds=run.rounds, period=run.period, seed=run.seed,

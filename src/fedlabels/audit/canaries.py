@@ -22,7 +22,7 @@ with canaries by default (:func:`canaries_for`):
   the canaries (queries in U); score = 1 if the canary's label was released, ½ on
   abstention, else 0 (the student trained on them is post-processing).
 
-Estimators (:mod:`fedlabels.privacy.auditing`): ``one-run`` (every canary included
+Estimators (:mod:`fedlabels.privacy.epsilon_lower_bound`): ``one-run`` (every canary included
 independently with probability ½ by a seeded draw of the auditor, one training run) and
 ``clopper-pearson`` (``runs`` runs with the first canary and ``runs`` without, same seed; only
 the privacy noise, drawn from the OS CSPRNG, differs between runs).
@@ -38,13 +38,13 @@ import numpy as np
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import predict_proba_full
 from fedlabels.audit.threats import ObservationContext, extract_observations
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import is_reproducible
 from fedlabels.data import ClientData, Federation
 from fedlabels.engines import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, expand_per_client
-from fedlabels.privacy.auditing import clopper_pearson_audit, one_run_audit
-from fedlabels.protocols.base import MethodContext, ServerRole
-from fedlabels.randomness import is_reproducible
+from fedlabels.method.base import MethodContext, ServerRole
+from fedlabels.privacy.epsilon_lower_bound import clopper_pearson_audit, one_run_audit
 from fedlabels.results import RunResult
 
 ESTIMATORS = ("one-run", "clopper-pearson")
@@ -60,7 +60,7 @@ MIN_EVALUATION = 20
 
 def canary_view(method: str) -> str | None:
     """What a canary audit of ``method`` observes (its declared ``canary_view``)."""
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
 
     return get_method(method).capabilities.canary_view
 
@@ -68,7 +68,7 @@ def canary_view(method: str) -> str | None:
 def audited_with_canaries(method: str) -> bool:
     """Whether an audit of ``method`` uses canaries by default: it states a guarantee and
     declares what a canary audit observes."""
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
 
     impl = get_method(method)
     return impl.capabilities.canary_view is not None and impl.threat_model.guarantee != "none"
@@ -76,7 +76,7 @@ def audited_with_canaries(method: str) -> bool:
 
 def canary_methods() -> list[str]:
     """The registered methods a canary audit can observe."""
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     return sorted(n for n, m in METHODS.items() if m.capabilities.canary_view is not None)
 
@@ -180,7 +180,7 @@ def canary_scores(method: str, canaries: Canaries, include: np.ndarray, models: 
                   options: dict[str, Any] | None = None, progress: bool | None = False
                   ) -> tuple[np.ndarray, RunResult]:
     """Run ``method`` with the included canaries; the attacker's score for every canary."""
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
 
     impl = get_method(method)
     view = impl.capabilities.canary_view

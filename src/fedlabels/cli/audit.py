@@ -7,7 +7,7 @@ import sys
 from contextlib import nullcontext
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 def add_audit_options(p: argparse.ArgumentParser, flag: bool = False) -> None:
@@ -69,12 +69,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.audit.curves import plot_vul_curves
     from fedlabels.audit.report import format_audit, plot_roc
     from fedlabels.cli.run_options import checked_outputs, config_from_args, save_result
-    from fedlabels.data.loading import federation_for
-    from fedlabels.engines.runner import terminate_as_interrupt
+    from fedlabels.core.files import writing
+    from fedlabels.core.randomness import reproducible
     from fedlabels.learners import as_models
-    from fedlabels.outputs import writing
-    from fedlabels.randomness import reproducible
     from fedlabels.results import format_table, privacy_line
+    from fedlabels.runs.federation import federation_for
+    from fedlabels.runs.loop import terminate_as_interrupt
 
     cfg = config_from_args(args)
     audit_view(cfg.method, args.threat)  # fail before loading data

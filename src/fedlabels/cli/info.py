@@ -72,7 +72,7 @@ def format_method(method: Any) -> str:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from fedlabels.protocols import available_methods, discover_methods, get_method
+    from fedlabels.methods import available_methods, discover_methods, get_method
 
     methods = [get_method(n) for n in args.names] if args.names else \
         list(available_methods().values())

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from fedlabels.report import write_report
+    from fedlabels.reporting.report import write_report
 
     outputs = write_report(args.results, args.output, overwrite=args.overwrite)
     print(f"wrote {outputs['report']} and {outputs['summary table']}")
@@ -17,10 +17,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fedlabels.interpret import models_path
-    from fedlabels.outputs import check_outputs, writing
-    from fedlabels.results import write_atomic
-    from fedlabels.reuse import predict_file
+    from fedlabels.core.files import check_outputs, models_path, write_atomic, writing
+    from fedlabels.results.predict import predict_file
 
     out = Path(args.output).expanduser()
     check_outputs({"predictions": out},

@@ -18,9 +18,9 @@ from fedlabels.cli.run_options import (
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
-    from fedlabels.engines.runner import terminate_as_interrupt
-    from fedlabels.progress import info
     from fedlabels.results import format_table, privacy_line
+    from fedlabels.runs.loop import terminate_as_interrupt
+    from fedlabels.runs.progress import info
 
     if args.resume is not None:  # continue (or extend) a checkpointed run
         from fedlabels.cli.resume import resumed_run
@@ -29,7 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.audit:  # run + membership-inference audit
         return cmd_audit(args)
     else:
-        from fedlabels.engines.checkpoint import SUFFIX
+        from fedlabels.runs.checkpoint import SUFFIX
 
         cfg = config_from_args(args)
         files = checked_outputs(cfg, args, checkpoint=SUFFIX)  # before any data is loaded
@@ -50,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def participation_arg(text: str) -> float | int:
     """``3`` -> 3 clients per round; ``0.5`` or ``1.0`` -> a probability (range checked in
-    :class:`~fedlabels.config.RunConfig`)."""
+    :class:`~fedlabels.runs.config.RunConfig`)."""
     try:
         return int(text) if text.strip().isdigit() else float(text)
     except ValueError:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.cli.method_flags import add_method_flags, check_flags, method_options
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
              "private", "private_per_client", "test", "partition", "unlabeled_shift",
@@ -88,10 +88,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    """The validated :class:`~fedlabels.config.RunConfig`; method options are checked here,
+    """The validated :class:`~fedlabels.runs.config.RunConfig`; method options are checked here,
     before any data is loaded."""
-    from fedlabels.config import RunConfig, load_config
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
+    from fedlabels.runs.config import RunConfig, load_config
 
     given: dict[str, Any] = {k: getattr(args, k) for k in _RUN_KEYS
                              if getattr(args, k) is not None}
@@ -129,9 +129,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
 def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
                     tag: str = "", **extra: str) -> dict[str, Path]:
     """The output files of a run, checked before any data is loaded (see
-    :mod:`fedlabels.outputs`): the result JSON, its rounds table, the models file (with
+    :mod:`fedlabels.core.files`): the result JSON, its rounds table, the models file (with
     ``models``) and ``extra`` files named by the result's suffix (``roc=".roc.png"``)."""
-    from fedlabels.outputs import check_outputs, result_path, run_inputs, run_outputs
+    from fedlabels.core.files import check_outputs, result_path, run_inputs, run_outputs
 
     out = result_path(cfg.output) if cfg.output else default_output(cfg, tag)
     files = run_outputs(out)
@@ -146,14 +146,14 @@ def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
 def save_result(result: Any, files: dict[str, Path]) -> None:
     """Write the result JSON, its rounds table and (if planned and present) the models;
     a failed write is a one-line error."""
-    from fedlabels.outputs import writing
+    from fedlabels.core.files import writing
 
     with writing(str(files["result"])):
         result.save_json(files["result"])
     with writing(str(files["rounds table"])):
         result.save_csv(files["rounds table"])
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
-        from fedlabels.interpret import save_models
+        from fedlabels.results.models_file import save_models
 
         with writing(str(files["models file"])):
             save_models(result, files["result"])
