@@ -11,7 +11,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fedlabels.cli.run_options import checked_outputs, config_from_args, run_parser
+from fedlabels.cli.run_options import (
+    add_metric_flag,
+    checked_outputs,
+    config_from_args,
+    run_parser,
+    show_table,
+)
 from fedlabels.core.errors import FedLabelsError
 
 
@@ -26,7 +32,6 @@ def _add_deploy_options(p: argparse.ArgumentParser) -> None:
 def cmd_deploy_local(args: argparse.Namespace) -> int:
     from fedlabels.core.files import writing
     from fedlabels.deploy.launcher import deploy_local
-    from fedlabels.results import format_table
 
     cfg = config_from_args(args)
     if args.resume and not args.workdir:
@@ -54,7 +59,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
         result.save_csv(files["rounds table"])
     if temporary:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     per_round = [r.seconds for r in result.rounds]
     print(f"\nresult: {out}  (rounds: {files['rounds table']}); mean wall time per round "
           f"{sum(per_round) / len(per_round):.1f} s over Flower")
@@ -137,6 +142,7 @@ def add_deploy_parser(sub: Any) -> None:
     p = run_parser(dsub, "local", help="a real Flower deployment on 127.0.0.1: one SuperLink, "
                                        "one SuperNode per client; same options as `run`")
     _add_deploy_options(p)
+    add_metric_flag(p)
     p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
                                      "a temporary directory, removed after a successful run)")
     p.add_argument("--timeout", type=float, default=3600.0,

@@ -8,17 +8,19 @@ from typing import Any
 
 from fedlabels.cli.audit import add_audit_options, cmd_audit
 from fedlabels.cli.run_options import (
+    add_metric_flag,
     checked_outputs,
     config_from_args,
     interrupted_message,
     run_parser,
     save_result,
+    show_table,
 )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
-    from fedlabels.results import format_table, privacy_line
+    from fedlabels.results import privacy_line
     from fedlabels.runs.loop import terminate_as_interrupt
     from fedlabels.runs.progress import info
 
@@ -37,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = run_config(cfg, progress=not args.no_progress,
                                 checkpoint=files["checkpoint"])
     save_result(result, files)
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     info(f"\nresult: {files['result']}  (rounds: {files['rounds table']})")
     line = privacy_line(result.extra.get("privacy") or {})
     if line:
@@ -60,6 +62,7 @@ def participation_arg(text: str) -> float | int:
 
 def add_run_parser(sub: Any) -> None:
     p = run_parser(sub, "run", help="run one method on one dataset")
+    add_metric_flag(p)
     p.add_argument("--participation", type=participation_arg, metavar="Q|K",
                    help="partial participation: each client takes part in a round with "
                         "probability Q (0 < Q <= 1, with a decimal point: 0.5, 1.0), or "

@@ -159,6 +159,41 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
             save_models(result, files["result"])
 
 
+def add_metric_flag(p: argparse.ArgumentParser) -> None:
+    """``--metric``: the headline column of the printed table (commands that print one)."""
+    from fedlabels.core.clinical import SCALAR_METRICS
+
+    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
+                   help="the headline column of the printed table: its mean, min and max "
+                        "over clients (all are in the result's `clinical` entry; default "
+                        "accuracy)")
+
+
+def show_table(result: Any, metric: str = "accuracy") -> None:
+    """Print a run's table row (headline ``metric``) and, on stderr, its caveats."""
+    import sys
+
+    from fedlabels.results import format_table, table_warnings
+
+    row = result.summary_row()
+    print(format_table([row], metric=metric))
+    clinical = result.extra.get("clinical") or {}
+    if metric != "accuracy" and row.get("mean_rmse") is not None:
+        print(f"warning: --metric {metric} applies to classification; a regression run "
+              "reports RMSE and R²", file=sys.stderr)
+    elif metric != "accuracy" and row.get(f"mean_{metric}") is None:
+        if clinical.get("unavailable") or not clinical:
+            why = clinical.get("unavailable") or "a Flower deployment keeps the models at " \
+                "the sites"
+        elif metric == "auroc":
+            why = str(clinical.get("auroc_scores")).removeprefix("n/a: ")
+        else:
+            why = "it applies to binary tasks only"
+        print(f"warning: --metric {metric} is n/a for this run: {why}", file=sys.stderr)
+    for line in table_warnings([row]):
+        print(line, file=sys.stderr)
+
+
 def interrupted_message(result: Any) -> str:
     """What an interrupted run kept, in one line."""
     if not result.rounds:

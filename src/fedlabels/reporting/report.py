@@ -1,18 +1,19 @@
 """``fedlabels report``: compare runs in one self-contained HTML page and a summary table.
 
-Results that differ only in their seed form one *configuration*; each row of
-``summary.csv`` (and of the page's table) is one configuration with the mean ± standard
-deviation over its seeds. The page embeds its plots as base64 PNG and loads nothing else,
-so it can be mailed or archived as one file::
+Results that differ only in their seed form one *configuration*; each row of the summary
+table (and of the page's table) is one configuration with the mean ± standard deviation
+over its seeds. The page embeds its plots as base64 PNG and loads nothing else, so it can
+be mailed or archived as one file::
 
-    fedlabels report results/*.json -o results/report
+    fedlabels report results/*.json -o results/report       # report.html + summary.csv
+    fedlabels report results/*.json -o cmp.html             # cmp.html + cmp.summary.csv
+
+The page is drawn by :mod:`fedlabels.reporting.report_page`, its figures by
+:mod:`fedlabels.reporting.report_figures`.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 import math
 from collections.abc import Sequence
@@ -26,7 +27,6 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
 from fedlabels.results import RunResult, load_result
 
-MISSING = "—"
 # config entries that do not change what is run
 _NOT_CONFIG = ("seed", "output", "overwrite")
 
@@ -64,6 +64,18 @@ class Configuration:
         std = acc.std(axis=0, ddof=1) if len(per_run) > 1 else np.zeros(len(rounds))
         return np.array(rounds), acc.mean(axis=0), std
 
+    def clinical_values(self, metric: str) -> list[float]:
+        """Each run's mean over clients of a clinical metric (runs that have it)."""
+        return [float(v) for r in self.runs if (v := ((r.extra.get("clinical") or {})
+                .get("metrics", {}).get(metric) or {}).get("mean")) is not None]
+
+    def statuses(self) -> list[str]:
+        """``interrupted after round 1 of 12`` / ``extended ...`` of the runs it applies to."""
+        from fedlabels.results.caveats import rounds_status
+
+        return [f"seed {r.seed}: {s}" if len(self.runs) > 1 else s
+                for r in self.runs if (s := rounds_status(r)) is not None]
+
     def privacy_values(self, key: str) -> list[float]:
         return [float(v) for r in self.runs
                 if isinstance(v := (r.extra.get("privacy") or {}).get(key), int | float)
@@ -79,16 +91,20 @@ def _config_key(res: RunResult) -> str:
                       default=str)
 
 
-def _label(res: RunResult) -> str:
-    return f"{res.method} · {res.dataset} · {', '.join(sorted(set(res.models)))}"
+def _label(res: RunResult, datasets: int) -> str:
+    from fedlabels.reporting.plots import run_name
+
+    return run_name(res) + (f" · {res.dataset}" if datasets > 1 else "")
 
 
 def group_runs(results: Sequence[RunResult]) -> list[Configuration]:
     """Configurations in first-seen order. Where two would read alike, their labels name the
     settings that tell them apart (``rounds=5``)."""
     groups: dict[str, Configuration] = {}
+    datasets = len({r.dataset for r in results})
     for res in results:
-        groups.setdefault(_config_key(res), Configuration(_label(res), [])).runs.append(res)
+        groups.setdefault(_config_key(res),
+                          Configuration(_label(res, datasets), [])).runs.append(res)
     out = list(groups.values())
     by_label: dict[str, list[Configuration]] = {}
     for conf in out:
@@ -175,165 +191,86 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
             "epsilon_mean": eps, "epsilon_std": eps_std,
             "delta": max(deltas) if deltas else None,
             "vul_mean": vul, "vul_std": vul_std, "vul_low": low, "vul_high": high,
+            **_clinical_cells(conf), "status": "; ".join(conf.statuses()) or None,
         })
     return rows
 
 
-# ------------------------------------------------------------------ plots
+def _clinical_cells(conf: Configuration) -> dict[str, Any]:
+    from fedlabels.core.clinical import SCALAR_METRICS
+    from fedlabels.results.caveats import majority_baseline
 
-def _png(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _figure() -> tuple[Any, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    ax.grid(alpha=0.3)
-    return fig, ax
+    out: dict[str, Any] = {}
+    for name in SCALAR_METRICS[1:]:
+        out[f"{name}_mean"], out[f"{name}_std"] = _mean_std(conf.clinical_values(name))
+    bases = [b["accuracy"] for r in conf.runs if (b := majority_baseline(r)) is not None]
+    out["majority_baseline"] = float(np.mean(bases)) if bases and not conf.regression else None
+    return out
 
 
-def plot_curves(configs: Sequence[Configuration]) -> str | None:
-    """Accuracy per round: mean over seeds with a ± std band."""
-    curves = [(c, *c.curve()) for c in configs]
-    curves = [t for t in curves if len(t[1])]
-    if not curves:
-        return None
-    fig, ax = _figure()
-    for conf, rounds, mean, std in curves:
-        (line,) = ax.plot(rounds, mean, marker="o", ms=3, label=conf.label)
-        ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_xlabel("communication round")
-    what = "RMSE" if all(c.regression for c, *_ in curves) else "accuracy"
-    ax.set_ylabel(f"mean client test {what} (± std over seeds)")
-    ax.legend(fontsize=7)
-    return _png(fig)
+def configuration_warnings(configs: Sequence[Configuration],
+                           rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(configuration, sentence) for every caveat: interrupted or extended runs, accuracy
+    near chance, and federated runs below the local-only reference of the same dataset,
+    models and number of clients."""
+    from fedlabels.results.caveats import below_reference, run_warnings
+
+    out = [(c.label, (f"seed {r.seed}: " if len(c.runs) > 1 else "") + w)
+           for c in configs for r in c.runs for w in run_warnings(r)]
+    local = {_reference_key(c.runs[0]): (c.label, row["accuracy_mean"])
+             for c, row in zip(configs, rows, strict=True) if c.runs[0].method == "local"}
+    for conf, row in zip(configs, rows, strict=True):
+        ref = local.get(_reference_key(conf.runs[0]))
+        if conf.runs[0].method in ("local", "centralized") or ref is None:
+            continue
+        line = below_reference(row["accuracy_mean"], ref[1], ref[0])
+        if line:
+            out.append((conf.label, line))
+    return out
 
 
-def _scatter(rows: Sequence[dict[str, Any]], x: str, xerr: str | None, xlabel: str,
-             log: bool = False) -> str | None:
-    points = [r for r in rows if r[x] is not None and r["accuracy_mean"] is not None
-              and (not log or r[x] > 0)]
-    if not points:
-        return None
-    fig, ax = _figure()
-    for r in points:
-        ax.errorbar(r[x], r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
-                    xerr=(r[xerr] or 0) if xerr else None, fmt="o", capsize=3,
-                    label=r["configuration"])
-    if log:
-        ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("final mean client accuracy")
-    ax.legend(fontsize=7)
-    return _png(fig)
+def _reference_key(res: RunResult) -> str:
+    return json.dumps([res.dataset, sorted(set(res.models)), res.federation.get("n_clients"),
+                       (res.config or {}).get("partition")], default=str)
 
 
-def plots(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
-          ) -> list[tuple[str, str]]:
-    """(title, base64 PNG) of every plot that has data."""
-    made = [
-        ("Accuracy per round", plot_curves(configs)),
-        ("Accuracy against communication", _scatter(
-            rows, "bytes_up_per_client_round", "bytes_up_per_client_round_std",
-            "bytes uploaded per client per round (log)", log=True)),
-        ("Privacy against utility: ε (DP runs)",
-         _scatter(rows, "epsilon_mean", "epsilon_std", "ε (lower is more private)")),
-        ("Privacy against utility: VUL (audited runs)",
-         _scatter(rows, "vul_mean", "vul_std", "VUL: attack ROC AUC (0.5 = no leak)")),
-    ]
-    return [(title, png) for title, png in made if png is not None]
-
-
-# ------------------------------------------------------------------ the page
-
-def _fmt(value: Any, std: float | None = None, digits: int = 4) -> str:
-    """A table cell: '—' when missing, ``mean ± std`` when a std is known."""
-    if value is None:
-        return MISSING
-    if not isinstance(value, float):
-        return str(value)
-
-    def num(v: float) -> str:
-        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
-
-    return num(value) if std is None else f"{num(value)} ± {num(std)}"
-
-
-TABLE_COLUMNS = ("configuration", "clients", "n seeds", "accuracy", "RMSE", "R²",
-                 "up B/client/round",
-                 "B/client total", "guarantee", "ε", "δ", "VUL", "VUL interval")
-
-
-def _table_cells(r: dict[str, Any]) -> list[str]:
-    interval = (MISSING if r["vul_low"] is None
-                else f"[{r['vul_low']:.3f}, {r['vul_high']:.3f}]")
-    return [r["configuration"], _fmt(r["clients"]), _fmt(r["n_seeds"]),
-            _fmt(r["accuracy_mean"], r["accuracy_std"]), _fmt(r["rmse_mean"], r["rmse_std"]),
-            _fmt(r["r2_mean"], r["r2_std"], digits=3),
-            _fmt(r["bytes_up_per_client_round"], r["bytes_up_per_client_round_std"]),
-            _fmt(r["bytes_per_client_total"]), _fmt(r["guarantee"]),
-            _fmt(r["epsilon_mean"], r["epsilon_std"]), _fmt(r["delta"], digits=3),
-            _fmt(r["vul_mean"], r["vul_std"], digits=3), interval]
-
-
-_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px}"
-          "table{border-collapse:collapse;font-size:13px}"
-          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-          "td:first-child,th:first-child{text-align:left}"
-          "img{max-width:100%;display:block;margin-bottom:1.5em}")
-
-
-def render_html(rows: Sequence[dict[str, Any]], figures: Sequence[tuple[str, str]],
-                sources: Sequence[str]) -> str:
-    """The page: the summary table, the plots (embedded) and the result files used."""
-    esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in TABLE_COLUMNS)
-    body = "\n".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _table_cells(r))
-                     + "</tr>" for r in rows)
-    figs = "\n".join(f'<h2>{esc(t)}</h2>\n<img alt="{esc(t)}" '
-                     f'src="data:image/png;base64,{png}">' for t, png in figures)
-    files = "".join(f"<li>{esc(s)}</li>" for s in sources)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>fedlabels report</title><style>{_STYLE}</style></head><body>\n"
-            f"<h1>fedlabels report</h1>\n<p>{len(sources)} results, {len(rows)} "
-            "configurations; mean ± std over seeds (— where a run has no such value).</p>\n"
-            f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>\n"
-            f"{figs}\n<h2>Results</h2><ul>{files}</ul>\n</body></html>\n")
-
-
-def report_outputs(out_dir: str | Path) -> dict[str, Path]:
-    out = Path(out_dir).expanduser()
+def report_outputs(output: str | Path) -> dict[str, Path]:
+    """``X.html`` -> ``X.html`` and ``X.summary.csv``; any other path is a directory for
+    ``report.html`` and ``summary.csv``."""
+    if not str(output).strip():
+        raise FedLabelsError("-o is empty: give a page name ending in .html or a directory.")
+    out = Path(output).expanduser()
+    if out.suffix.lower() in (".html", ".htm"):
+        return {"report": out, "summary table": out.with_name(out.stem + ".summary.csv")}
+    if out.suffix and not out.is_dir():
+        raise FedLabelsError(f"-o {output}: give a page name ending in .html (its summary "
+                             "goes beside it as NAME.summary.csv) or a directory for "
+                             "report.html and summary.csv.")
     return {"report": out / "report.html", "summary table": out / "summary.csv"}
 
 
-def write_report(paths: Sequence[str | Path], out_dir: str | Path,
-                 overwrite: bool = False) -> dict[str, Path]:
-    """Read the results, write ``report.html`` and ``summary.csv`` under ``out_dir``."""
+def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: bool = False,
+                 metric: str = "accuracy") -> tuple[dict[str, Path], list[tuple[str, str]]]:
+    """Read the results, write the page and the summary table (see :func:`report_outputs`);
+    ``metric`` is the headline column. Returns the paths written and the page's warnings
+    as (configuration, sentence)."""
     from fedlabels.core.files import check_outputs, writing
+    from fedlabels.reporting.report_figures import figures
+    from fedlabels.reporting.report_page import render_html
 
     if not paths:
         raise FedLabelsError("no results given; pass one or more result JSON files.")
-    outputs = report_outputs(out_dir)
+    outputs = report_outputs(output)
     check_outputs(outputs, {f"result {p}": Path(p) for p in paths}, overwrite=overwrite)
     results = [load_result(p) for p in paths]
     configs = group_runs(results)
     rows = summary_rows(configs)
-    page = render_html(rows, plots(configs, rows), [str(p) for p in paths])
+    warned = configuration_warnings(configs, rows)
+    page = render_html(rows, configs, figures(configs, rows), [str(p) for p in paths],
+                       warned, metric)
     import pandas as pd
 
     with writing("the report"):
-        write_atomic(outputs["summary table"],
-                     pd.DataFrame(rows).to_csv(index=False))
+        write_atomic(outputs["summary table"], pd.DataFrame(rows).to_csv(index=False))
         write_atomic(outputs["report"], page)
-    return outputs
+    return outputs, warned

@@ -6,6 +6,8 @@ from fedlabels.results.run_result import (
     format_table,
     load_result,
     privacy_line,
+    table_warnings,
 )
 
-__all__ = ["RoundRecord", "RunResult", "format_table", "load_result", "privacy_line"]
+__all__ = ["RoundRecord", "RunResult", "format_table", "load_result", "privacy_line",
+           "table_warnings"]

@@ -152,13 +152,26 @@ class RunResult:
         })
 
     def summary_row(self) -> dict[str, Any]:
+        """One line of a table: accuracies (or RMSE and R²), the clinical metrics' means and
+        ranges over clients when recorded, bytes, wall time, and the run's caveats."""
+        from fedlabels.results.caveats import rounds_status, run_warnings
+
         f = self.final or {}  # no evaluation yet: accuracies None
-        return {"method": self.method, "dataset": self.dataset, "seed": self.seed,
-                "mean_acc": f.get("mean_accuracy"), "min_acc": f.get("min_accuracy"),
-                "max_acc": f.get("max_accuracy"), "mean_rmse": f.get("mean_rmse"),
-                "mean_r2": f.get("mean_r2"),
-                "bytes_up_per_client_round": self.mean_bytes_up_per_client_round(),
-                "wall_s": self.wall_seconds}
+        row = {"method": self.method, "dataset": self.dataset, "seed": self.seed,
+               "mean_acc": f.get("mean_accuracy"), "min_acc": f.get("min_accuracy"),
+               "max_acc": f.get("max_accuracy"), "mean_rmse": f.get("mean_rmse"),
+               "mean_r2": f.get("mean_r2"),
+               "min_rmse": min(f["client_rmse"]) if f.get("client_rmse") else None,
+               "max_rmse": max(f["client_rmse"]) if f.get("client_rmse") else None,
+               "bytes_up_per_client_round": self.mean_bytes_up_per_client_round(),
+               "wall_s": self.wall_seconds}
+        metrics = (self.extra.get("clinical") or {}).get("metrics") or {}
+        for name, stats in metrics.items():
+            if name != "accuracy":
+                row.update({f"{stat}_{name}": stats.get(stat) for stat in ("mean", "min", "max")})
+        row["status"] = rounds_status(self)
+        row["warnings"] = run_warnings(self)
+        return row
 
     def to_frame(self) -> Any:
         """Per-round records as a pandas DataFrame (one row per round)."""
@@ -196,21 +209,46 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """A plain-text table of summary rows (method, accuracies, bytes, wall time)."""
-    header = f"{'method':<26} {'dataset':<14} {'mean acc':>8} {'min':>6} {'max':>6} " \
-             f"{'up B/client/round':>18} {'wall s':>7}"
+def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> str:
+    """A plain-text table of summary rows: method, dataset, the headline ``metric`` (mean,
+    min and max over clients; RMSE and R² for regression), bytes, wall time, and a note
+    column when a run was interrupted or extended."""
+    from fedlabels.core.clinical import METRIC_HEADINGS
+
+    regression = bool(rows) and all(r.get("mean_rmse") is not None for r in rows)
+    key = "acc" if metric == "accuracy" else metric
+    head = "RMSE" if regression else METRIC_HEADINGS.get(metric, metric)
+    wm = max([len("method"), *(len(str(r["method"])) for r in rows)])
+    wd = max([len("dataset"), *(len(str(r["dataset"])) for r in rows)])
+    wv = max(8, len(f"mean {head}"))
+    notes = any(r.get("status") for r in rows)
+    header = (f"{'method':<{wm}} {'dataset':<{wd}} {'mean ' + head:>{wv}} {'min':>6} {'max':>6} "
+              + (f"{'R²':>6} " if regression else "")
+              + f"{'up B/client/round':>18} {'wall s':>7}" + ("  note" if notes else ""))
     lines = [header, "-" * len(header)]
     for r in rows:
-        if r.get("mean_rmse") is not None:  # regression: RMSE and R² in these columns
-            acc = f"RMSE{r['mean_rmse']:>8.4g} R²{r['mean_r2']:>7.3f}"
-        elif r["mean_acc"] is None:  # stopped before the first evaluation
-            acc = f"{'no evaluation yet':>22}"
+        if r.get("mean_rmse") is not None and regression:
+            lo, hi = r.get("min_rmse"), r.get("max_rmse")
+            cells = (f"{r['mean_rmse']:>{wv}.4g} {'' if lo is None else format(lo, '.4g'):>6} "
+                     f"{'' if hi is None else format(hi, '.4g'):>6} {r['mean_r2']:>6.3f}")
+        elif r.get("mean_rmse") is not None:  # a regression row among classification rows
+            cells = f"{'RMSE ' + format(r['mean_rmse'], '.4g'):>{wv}} R² {r['mean_r2']:>8.3f}"
+        elif r.get(f"mean_{key}") is None:
+            why = "no evaluation yet" if r.get("mean_acc") is None else "n/a"
+            cells = f"{why:>{wv + 14}}"
         else:
-            acc = f"{r['mean_acc']:>8.4f} {r['min_acc']:>6.3f} {r['max_acc']:>6.3f}"
-        lines.append(f"{r['method'][:26]:<26} {r['dataset'][:14]:<14} {acc} "
-                     f"{r['bytes_up_per_client_round']:>18,.0f} {r['wall_s']:>7.1f}")
+            cells = (f"{r[f'mean_{key}']:>{wv}.4f} {r[f'min_{key}']:>6.3f} "
+                     f"{r[f'max_{key}']:>6.3f}")
+        note = f"  {r['status']}" if r.get("status") else ""
+        lines.append(f"{r['method']:<{wm}} {r['dataset']:<{wd}} {cells} "
+                     f"{r['bytes_up_per_client_round']:>18,.0f} {r['wall_s']:>7.1f}{note}")
     return "\n".join(lines)
+
+
+def table_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """``warning: METHOD on DATASET: ...`` lines for the rows' caveats."""
+    return [f"warning: {r['method']} on {r['dataset']}: {w}" for r in rows
+            for w in r.get("warnings") or []]
 
 
 def load_result(path: str | Path) -> RunResult:
