@@ -61,6 +61,13 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     see :mod:`fedlabels.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
     set_threads(threads)  # a bad count fails before any data is loaded
+    if not isinstance(federation, str | Federation):
+        from fedlabels.errors import FedLabelsError
+
+        raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
+                             f"{type(federation).__name__}; for your own X and y build one "
+                             "first: fl.run(method, fl.make_federation(X, y, n_clients=5, "
+                             "n_unlabeled=...)).")
     options = dict(options or {})
     if quorum is not None:
         options["quorum"] = quorum
@@ -85,8 +92,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         raise FedLabelsError(f"{key} applies when the federation is built: pass it to "
                              "make_federation/load_federation, not to run() with a Federation.")
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
-    if model is None:
-        model = cfg.model
+    if model is None or isinstance(model, str):
+        model = cfg.model  # aliases resolved: one name per model
     record["model"] = model if isinstance(model, str) else repr(model)
     return simulate(impl, federation, as_models(model), rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,

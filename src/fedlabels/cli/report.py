@@ -17,15 +17,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fedlabels.interpret import models_path
-    from fedlabels.outputs import check_outputs, writing
+    from fedlabels.errors import FedLabelsError
+    from fedlabels.outputs import check_outputs, run_files, writing
     from fedlabels.results import write_atomic
     from fedlabels.reuse import predict_file
 
     out = Path(args.output).expanduser()
+    if out.suffix.lower() != ".csv":
+        raise FedLabelsError(f"--output {args.output}: the predictions are CSV, give a path "
+                             "ending in .csv.")
     check_outputs({"predictions": out},
-                  {"result": Path(args.result), "data file": Path(args.data),
-                   "models file": models_path(args.result)}, overwrite=args.overwrite)
+                  {**run_files(args.result), "data file": Path(args.data)},
+                  overwrite=args.overwrite)
     frame = predict_file(args.result, args.data, client=args.client)
     with writing("the predictions"):
         write_atomic(out, frame.to_csv(index=False))

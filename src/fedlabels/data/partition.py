@@ -210,7 +210,13 @@ def partition_shards(y: np.ndarray, n_clients: int, classes_per_client: int,
     among the clients that hold it.
     """
     classes = np.unique(y)
-    k = min(classes_per_client, len(classes))
+    if classes_per_client > len(classes):
+        raise FedLabelsError(f"partition shards:{classes_per_client} asks for "
+                             f"{classes_per_client} classes per client, but the private data "
+                             f"has {len(classes)}; use shards:K with K from 1 to "
+                             f"{len(classes)} (K = {len(classes)}: every client holds every "
+                             "class).")
+    k = classes_per_client
     order = rng.permutation(classes)
     holders: dict[int, list[int]] = {int(c): [] for c in classes}
     for i in range(n_clients):

@@ -14,7 +14,7 @@ from fedlabels.data.cache import dataset_dir
 from fedlabels.data.federation import LazyRows
 from fedlabels.data.fetch import FASHION_MNIST, fetch_deb_dataset
 from fedlabels.data.minilm import fetch_minilm
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.errors import DatasetNotFetchedError, FedLabelsError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def get_dataset(name: str, *, sep: str | None = None) -> DatasetInfo:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise FedLabelsError(f"unknown dataset {name!r}; available: "
+        raise FedLabelsError(f"unknown dataset {name!r}{did_you_mean(name, REGISTRY)}; available: "
                              f"{', '.join(sorted(REGISTRY))}, or csv:PATH:TARGET.") from None
 
 

@@ -1,6 +1,6 @@
 """One module per method; each defines a server role and a client role."""
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import FedLabelsError, did_you_mean
 from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
 from fedlabels.protocols.dd import DistributedDistillation
 from fedlabels.protocols.dp_fedavg import DPFedAvg
@@ -57,8 +57,8 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise FedLabelsError(f"unknown method {name!r}; available: "
-                             f"{', '.join(sorted(METHODS))}.") from None
+        raise FedLabelsError(f"unknown method {name!r}{did_you_mean(str(name), METHODS)}; "
+                             f"available: {', '.join(sorted(METHODS))}.") from None
 
 
 __all__ = [

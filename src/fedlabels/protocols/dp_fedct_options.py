@@ -54,7 +54,7 @@ class DPFedCTOptions(VoteOptions):
                             "with DP-SGD and share their DP models' labels; "
                             "subsample-aggregate: each client's k teachers on disjoint parts "
                             "of its data vote, the noisy argmax (GNMax) is shared", kind=str,
-                            choices=MECHANISMS)
+                            choices=MECHANISMS, flag=True)
     example_clip: float = example_clip_option("dpsgd")
     example_rate: float = example_rate_option("dpsgd")
     site_model: str = option(
