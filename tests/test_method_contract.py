@@ -54,7 +54,7 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
                   "site_model": "private"}],
     "dp-fedavg": [{"epsilon": 8.0}, {"epsilon": 8.0, "level": "record"}],
     "dp-pate": [{"epsilon": 2.0}],
-    "fredy": [{"epsilon": 1.0}],
+    "fredy": [{"epsilon": 1.0, "queries": 40}],
     "xclp": [{**XCLP_SMALL, "test_points": 20, "secure": "ot"},
              {**XCLP_SMALL, "test_points": 20, "secure": "paillier"}],
     # the secure protocols are the xclp cases' (the same client code); plaintext here

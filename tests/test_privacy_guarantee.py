@@ -37,7 +37,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "dp-fedct": {"epsilon": 4.0, "mechanism": "xor"},
     "dp-fedavg": {"epsilon": 8.0},
     "dp-pate": {"epsilon": 4.0},
-    "fredy": {"epsilon": 20.0, "teacher_rounds": 2},
+    "fredy": {"epsilon": 20.0, "queries": 40, "teacher_rounds": 2},
     "xclp": {**SMALL_XCLP, "test_points": 20},
     "fedavg-xclp": {**SMALL_XCLP, "warmup_rounds": 1},
 }

@@ -43,7 +43,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "dp-fedct": {"epsilon": 1.0},
     "dp-fedavg": {"epsilon": 8.0},
     "dp-pate": {"epsilon": 2.0},
-    "fredy": {"epsilon": 1.0, "teacher_rounds": 2},
+    "fredy": {"epsilon": 1.0, "queries": 40, "teacher_rounds": 2},
     "xclp": {**XCLP, "test_points": 20},
     "fedavg-xclp": {**XCLP, "warmup_rounds": 1},
 }

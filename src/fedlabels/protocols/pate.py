@@ -72,11 +72,11 @@ class PATEOptions(TeacherStudentOptions):
 
 @dataclass(frozen=True)
 class DPPATEOptions(PATEOptions):
-    budget_queries: ClassVar[int | None] = 20
+    budget_queries: ClassVar[int | None] = 10
     budget_student: ClassVar[str | None] = "logreg"
 
     queries: int | None = option(
-        None, "number of queries Q drawn from U for the teachers to label; none: 20 with "
+        None, "number of queries Q drawn from U for the teachers to label; none: 10 with "
         "--epsilon (each query spends budget; measured best in docs/privacy.md, Defaults), "
         "else all of U", kind=int, interval=Interval(1, None), nullable=True, flag=True)
     student_model: str | None = option(
