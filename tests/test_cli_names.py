@@ -101,3 +101,17 @@ def test_no_suggestion_for_a_name_unlike_any():
     with pytest.raises(FedLabelsError) as err:
         RunConfig(method="zzzzzz")
     assert "did you mean" not in str(err.value) and "available:" in str(err.value)
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["run", "--epsilom", "8"], "did you mean '--epsilon'?"),
+    (["run", "--modle", "dt"], "did you mean '--model'?"),
+    (["rnu"], "did you mean 'run'?"),
+    (["run", "--rounds", "1", "-q"], "go before the subcommand"),
+])
+def test_flags_and_subcommands_get_a_hint(argv, hint, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and hint in err

@@ -119,7 +119,7 @@ def test_tree_thresholds_are_in_the_data_own_units():
     result = fl.run("fedct", fed, model="dt", rounds=1, seed=1, progress=False)
     desc = fl.inspect_models(result, client=0)[0]
     assert "data's own units" in desc["units"]
-    feature, op, value = re.match(r"\|--- (x\d+) (<=|>)\s+(\S+)", desc["text"]).groups()
+    feature, _, value = re.match(r"\|--- (x\d+) (<=|>)\s+(\S+)", desc["text"]).groups()
     j, threshold = int(feature[1:]), float(value)
     assert X[:, j].min() <= threshold <= X[:, j].max()  # a raw value, not a z-score
     tree = result.client_models[0]

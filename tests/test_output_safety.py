@@ -142,7 +142,7 @@ def test_default_names_differ_per_configuration(tmp_path, monkeypatch, capsys):
     a = default_output(RunConfig(model="dt"))
     assert a == default_output(RunConfig(model="dt"))  # stable
     assert a.parent == Path("results") and a.name.startswith(
-        "fedct_breast_cancer_dt_m5_iid_seed0_")
+        "fedct_breast_cancer_decision_tree_m5_iid_seed0_")
     others = {default_output(RunConfig(**change)) for change in (
         {"model": "rf"}, {"model": "dt", "clients": 4}, {"model": "dt", "partition": "shards:2"},
         {"model": "dt", "seed": 1}, {"model": "dt", "rounds": 3},
