@@ -82,9 +82,14 @@ def test_toml_model_alias_is_canonical(tmp_path):
     (["run", "--model", "decison_tree"], "did you mean 'decision_tree'?"),
     (["run", "--model", "xgbost"], "did you mean 'xgboost'?"),
     (["run", "--opt", "quorom=0.5"], "did you mean 'quorum'?"),
+    (["run", "--opt", "robust=reputaton"], "did you mean 'reputation'?"),
+    (["run", "--partition", "dirichelt:0.5"], "did you mean 'dirichlet'?"),
+    (["run", "--malicious", "1", "--attack", "flp"], "did you mean 'flip'?"),
+    (["methods", "dsfl"], "did you mean 'ds-fl'?"),
 ])
 def test_names_get_a_suggestion(argv, suggestion, capsys):
-    assert main([*argv, "--rounds", "1", "--no-progress"]) == 2
+    run = ["--rounds", "1", "--no-progress"] if argv[0] == "run" else []
+    assert main([*argv, *run]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert suggestion in err

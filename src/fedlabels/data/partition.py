@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import FedLabelsError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ def parse_partition(spec: str | PartitionSpec) -> PartitionSpec:
     except ValueError:
         raise FedLabelsError(f"invalid partition {spec!r}: {usage}; alphas must be > 0 "
                              "(powerlaw: >= 0), K >= 1 and MIN >= 1") from None
-    raise FedLabelsError(f"unknown partition {spec!r}: {usage}")
+    close = did_you_mean(kind, ("iid", "dirichlet", "shards", "quantity", "powerlaw", "column"))
+    raise FedLabelsError(f"unknown partition {spec!r}{close}: {usage}")
 
 
 def partition_iid(n: int, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
