@@ -464,7 +464,7 @@ def test_predict_never_writes_over_the_runs_own_files(finished_run, tmp_path, ca
 def test_resuming_a_finished_run_leaves_its_files_alone(finished_run, capsys):
     files = sorted(finished_run.parent.iterdir())
     before = {p.name: _sha(p) for p in files}
-    _fails(capsys, ["run", "--resume", str(finished_run)], "finished (2 of 2 rounds",
+    _fails(capsys, ["run", "--resume", str(finished_run)], "is a finished run (2 round(s)",
            "--rounds N")
     assert {p.name: _sha(p) for p in sorted(finished_run.parent.iterdir())} == before
 

@@ -136,6 +136,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)
+    _refuse_finished(file, saved, rounds)
     try:
         cfg = RunConfig(**saved.config)
     except (TypeError, FedLabelsError) as exc:
@@ -145,3 +146,26 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)
     return run_config(cfg, progress, threads, resume=file)
+
+
+def _refuse_finished(checkpoint: Path, saved: Any, rounds: int | None) -> None:
+    """A finished run (its result written, not interrupted, every checkpointed round in it)
+    is not resumed unless ``rounds`` extends it: its files, wall_seconds included, stay."""
+    import json
+
+    from fedlabels.engines.checkpoint import SUFFIX
+    from fedlabels.errors import FedLabelsError
+
+    result = checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
+    try:
+        data = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return  # no complete result yet: resuming writes it
+    done = len(saved.records)
+    if not isinstance(data, dict) or data.get("interrupted") \
+            or len(data.get("rounds") or []) != done:
+        return
+    if rounds is None or rounds <= int(saved.config.get("rounds", done)):
+        raise FedLabelsError(f"{result} is a finished run ({done} round(s) run); nothing to "
+                             "resume, its files are unchanged. To extend it, give more "
+                             "rounds (--rounds N; Python: rounds=N).")

@@ -33,7 +33,6 @@ from fedlabels.engines.runner import (
     run_rounds,
     uses_iterative,
 )
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import expand_per_client
 from fedlabels.learners.text_input import check_run_input
 from fedlabels.progress import RoundProgress
@@ -158,10 +157,6 @@ def simulate(
             attack=attack, participation=participation, dropout=dropout, deadline=deadline),
             dict(config or {}), plan.settings.rounds, server, clients, meter, started)
         done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
-        if saved is not None and len(done) >= rounds:  # nothing left: leave its files alone
-            raise FedLabelsError(f"the run is finished ({len(done)} of {rounds} rounds run); "
-                                 "nothing to resume, its files are unchanged. To extend it, "
-                                 "give more rounds (--rounds N, Python: rounds=N).")
         with RoundProgress(rounds, f"{method.name} on {federation.name}", progress) as shown:
             records, interrupted = run_rounds(
                 server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
