@@ -14,7 +14,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.tree import DecisionTreeClassifier
 
 import fedlabels as fl
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_save_json_refuses_to_overwrite_a_wrong_suffix_and_a_directory(result, t
 
 
 def test_save_writes_what_predict_and_inspect_read(data, result, tmp_path):
-    from fedlabels.reuse import predict_file
+    from fedlabels.results.predict import predict_file
 
     X, _ = data
     path = result.save(tmp_path / "run.json")

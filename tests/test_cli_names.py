@@ -10,9 +10,9 @@ import re
 import pytest
 
 from fedlabels.cli import build_parser, main
-from fedlabels.config import RunConfig, load_config
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import METHODS
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods import METHODS
+from fedlabels.runs.config import RunConfig, load_config
 
 
 def _run_flags() -> set[str]:

@@ -12,8 +12,8 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import get_method
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods import get_method
 
 DP_RUN = ["run", "--dataset", "breast_cancer", "--clients", "5", "--rounds", "20",
           "--no-progress", "--epsilon", "8"]

@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 #: separators a one-column table is checked for (to suggest ``--sep``)
 _OTHER_SEPARATORS = (";", "\t", "|", ",")
@@ -47,7 +47,7 @@ def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any
 
     sep = normalise_sep(sep) or ","
     if not path.is_file():
-        from fedlabels.outputs import not_a_file
+        from fedlabels.core.files import not_a_file
 
         raise FedLabelsError(f"CSV file {path} {not_a_file(path)}.")
     try:

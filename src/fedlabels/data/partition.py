@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError, did_you_mean
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 
 
 @dataclass(frozen=True)
