@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 
 
 @dataclass
@@ -133,6 +133,10 @@ class RunConfig:
             from fedlabels.methods import get_method
 
             self.model = get_method(self.method).model_default()
+        if isinstance(self.model, str):  # aliases -> one name: file names, hashes, reports
+            from fedlabels.learners import canonical_model_spec
+
+            self.model = canonical_model_spec(self.model)
 
     def validate(self) -> None:
         def _int(name: str, low: int, allow_none: bool = False) -> None:
@@ -219,8 +223,8 @@ def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
 
             hint = (f" {key!r} is a method option: put it in the [options] table."
                     if option_users(name) else "")
-            raise FedLabelsError(f"unknown config key {key!r}; known keys: "
-                                 f"{', '.join(sorted(known))}.{hint}")
+            raise FedLabelsError(f"unknown config key {key!r}{did_you_mean(key, known)}; "
+                                 f"known keys: {', '.join(sorted(known))}.{hint}")
         out[name] = value
     return out
 
@@ -262,7 +266,9 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     """
     path = Path(path)
     if not path.is_file():
-        raise FedLabelsError(f"config file {path} does not exist.")
+        from fedlabels.core.files import not_a_file
+
+        raise FedLabelsError(f"config file {path} {not_a_file(path)}.")
     try:
         data = _run_table(tomllib.loads(path.read_text(encoding="utf-8")), path)
     except tomllib.TOMLDecodeError as exc:
