@@ -77,6 +77,37 @@ def make_minilm(n_classes: int, random_state: int, batch: int = 16, lr: float | 
                                  predict_batch_size=predict_batch, **params)
 
 
+_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+            "pytorch_model.bin.index.json")
+
+
+def check_hf(params: Mapping[str, Any]) -> None:
+    """``hf(model_dir=PATH, ...)``: a local model directory with its config, tokenizer and
+    weights (checked when the spec is parsed), and the parameters of ``minilm``."""
+    check_minilm(params)
+    if not params.get("model_dir"):
+        raise FedLabelsError("hf needs model_dir=PATH, a local Hugging Face model directory "
+                             "(config.json, tokenizer.json and the weights).")
+    root = Path(str(params["model_dir"]))
+    if not root.is_dir():
+        raise FedLabelsError(f"hf model_dir {root} is not a directory.")
+    for name in ("config.json", "tokenizer.json"):
+        if not (root / name).is_file():
+            raise FedLabelsError(f"hf model_dir {root} has no {name}; save the model and its "
+                                 "fast tokenizer there (save_pretrained).")
+    if not any((root / name).is_file() for name in _WEIGHTS):
+        raise FedLabelsError(f"hf model_dir {root} has no weights ({' or '.join(_WEIGHTS[:2])}"
+                             "); save the model with save_pretrained, or copy its weights.")
+
+
+def make_hf(n_classes: int, random_state: int, **params: Any) -> TransformerClassifier:
+    """A Hugging Face model directory's encoder (a sequence-classification checkpoint's own
+    head is replaced by ours) + mean pooling + head; ``mode`` defaults to ``full``."""
+    check_hf(params)
+    params.setdefault("mode", "full")
+    return make_minilm(n_classes, random_state, **params)
+
+
 class _Head(nn.Module):
     def __init__(self, kind: str, width: int, n_classes: int) -> None:
         super().__init__()
