@@ -25,6 +25,7 @@ _LAZY = {
     "Federation": "fedlabels.data",
     "RunConfig": "fedlabels.config",
     "RunResult": "fedlabels.results",
+    "TorchModel": "fedlabels.learners.torch_net",
     "inspect_models": "fedlabels.interpret",
     "load_config": "fedlabels.config",
     "load_federation": "fedlabels.data",
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from fedlabels.data import ClientData, Federation, load_federation, make_federation
     from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
     from fedlabels.interpret import inspect_models
+    from fedlabels.learners.torch_net import TorchModel
     from fedlabels.results import RunResult
 
 

@@ -87,6 +87,8 @@ def simulate(
     deadline: float | None = None,
     checkpoint: str | Path | None = None,
     resume: str | Path | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
@@ -109,6 +111,9 @@ def simulate(
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
+    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
+    ``bf16``) place the torch learners (:mod:`fedlabels.learners.devices`); the result's
+    ``device`` entry records where they ran.
     """
     started = time.perf_counter()
     saved = None if resume is None else load_checkpoint(resume)
@@ -121,7 +126,8 @@ def simulate(
                         n_features=federation.n_features, rounds=rounds, period=period, seed=seed,
                         models=expand_per_client(list(models), federation.n_clients),
                         options=options, task=federation.task,
-                        target_range=federation.target_range)
+                        target_range=federation.target_range, device=device,
+                        precision=precision, input_shape=federation.info.get("image_shape"))
         policy = Participation.parse(participation, dropout, deadline)
         if policy is not None:  # before any training: refuse methods that cannot take it
             check_method(method, plan.settings, policy)

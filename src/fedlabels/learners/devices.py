@@ -67,8 +67,9 @@ def client_devices(device: str, n_clients: int) -> list[str]:
     return [device] * n_clients
 
 
-def summary(devices: list[str], precision: str) -> dict[str, Any]:
-    """What a result records: the devices used, their names, and the precision."""
+def summary(devices: list[str], precision: str, asked: str = "cpu") -> dict[str, Any]:
+    """What a result records: the device asked for, the devices used (one per client),
+    the GPUs' names, and the precision."""
     used = sorted(set(devices))
     names = {}
     if any(d.startswith("cuda") for d in used):
@@ -76,8 +77,8 @@ def summary(devices: list[str], precision: str) -> dict[str, Any]:
 
         names = {d: torch.cuda.get_device_name(torch.device(d)) for d in used
                  if d.startswith("cuda")}
-    return {"devices": used, "device_names": names, "precision": precision,
-            "client_devices": list(devices)}
+    return {"asked": asked, "devices": used, "device_names": names,
+            "precision": precision, "client_devices": list(devices)}
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,13 @@ def factory_name(factory: Any) -> str:
     """``module:qualname`` of a factory (what a result and a state record)."""
     return f"{getattr(factory, '__module__', '?')}:" \
            f"{getattr(factory, '__qualname__', type(factory).__name__)}"
+
+
+def _parameters(factory: Any) -> Mapping[str, inspect.Parameter]:
+    try:
+        return inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
 
 
 class TorchNetClassifier(TorchMLPClassifier):
@@ -100,6 +107,14 @@ class TorchNetClassifier(TorchMLPClassifier):
     def supports_aux_weights(self) -> bool:
         return self.loss is None
 
+    def use_dataset_shape(self, shape: Sequence[int]) -> None:
+        """Take the dataset's image shape unless one was given: a built-in architecture
+        always, a factory only if it names ``input_shape`` (else it gets flat rows)."""
+        if self.input_shape is not None:
+            return
+        if isinstance(self.network, str) or "input_shape" in _parameters(self.network):
+            self.input_shape = tuple(int(s) for s in shape)
+
     def _validate_params(self) -> None:
         if isinstance(self.network, str) and self.network not in ARCHITECTURES:
             raise FedLabelsError(f"unknown network {self.network!r}; the built-in ones are "
@@ -147,10 +162,7 @@ class TorchNetClassifier(TorchMLPClassifier):
         assert callable(factory)
         values = {"n_features": n_features, "n_classes": n_classes,
                   "input_shape": self.shape_}
-        try:
-            params = inspect.signature(factory).parameters
-        except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
+        params = _parameters(factory)
         takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
         kwargs = {k: v for k, v in values.items() if takes_all or k in params}
         model = factory(**kwargs)
