@@ -5,7 +5,8 @@
 arrays) with another network. Rows stay flat in the federation; for images the learner
 reshapes each batch to (N, C, H, W) with ``input_shape`` (given, or the dataset's, or
 guessed from a square number of features) and, with ``augment``, draws a random crop (zero
-padding ``H // 8``) and a horizontal flip per training example from its seeded generator.
+padding ``H // 8``) and a horizontal flip per training example from its seeded generator,
+which also seeds the dropout masks of each step (a run repeats; so does a restored state).
 
 ``network`` is an architecture of :mod:`fedlabels.learners.cnn` or a factory: any callable
 returning an ``nn.Module`` whose output is (batch, n_classes); it is called with those of
@@ -53,6 +54,10 @@ def _parameters(factory: Any) -> Mapping[str, inspect.Parameter]:
         return inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return {}
+
+
+def _has_dropout(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
 
 
 class TorchNetClassifier(TorchMLPClassifier):
@@ -222,6 +227,17 @@ class TorchNetClassifier(TorchMLPClassifier):
         if train and self.augment:
             images = self._augment(images)
         return images
+
+    def _forward(self, xb: torch.Tensor, train: bool = True) -> torch.Tensor:
+        """As the MLP's; a network with dropout draws its masks from a torch RNG seeded from
+        the learner's generator each step (so a run, and a restored state, repeat)."""
+        if not (train and self.model_.training and _has_dropout(self.model_)):
+            return super()._forward(xb, train)
+        seed = int(self.rng_.integers(2**63 - 1))
+        devices = [torch.device(self.device)] if self.device.startswith("cuda") else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            return super()._forward(xb, train)
 
     def _augment(self, images: torch.Tensor) -> torch.Tensor:
         """Random crop with zero padding H // 8 and horizontal flip, from ``rng_``."""
