@@ -140,8 +140,8 @@ class TorchNetClassifier(TorchMLPClassifier):
                 raise FedLabelsError(f"input_shape {shape} does not fit rows of {n_features} "
                                      "features; give (C, H, W) with C*H*W = the feature count.")
             return shape  # type: ignore[return-value]
-        if not isinstance(self.network, str):
-            return None
+        if not isinstance(self.network, str) and "input_shape" not in _parameters(self.network):
+            return None  # a factory that does not name input_shape gets flat rows
         shape = guess_shape(n_features)
         if shape is None:
             raise FedLabelsError(f"network {self.network!r} needs images, but rows of "
