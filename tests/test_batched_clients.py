@@ -113,3 +113,30 @@ def test_batched_and_sequential_accuracies_are_indistinguishable_over_seeds():
     # paired over the same 16 (seed, client) cells: no detectable difference
     assert stats.wilcoxon(seq, bat, zero_method="zsplit").pvalue > 0.05
     assert np.abs(seq - bat).max() < 0.02
+
+
+@pytest.mark.parametrize("method", ["fedct", "fedavg"])
+def test_a_run_with_clients_together_equals_the_sequential_run(method):
+    import fedlabels as fl
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((40, 90, 150, 60), n_unlabeled=300, n_test=300)
+    runs = {mode: fl.run(method, fed, model="mlp(hidden=32)", rounds=3, period=8, seed=0,
+                         progress=False, participation=3, batch_clients=mode)
+            for mode in ("off", "on")}
+    off, on = runs["off"], runs["on"]
+    assert on.extra["device"]["batched_clients"] and not off.extra["device"]["batched_clients"]
+    assert [r.participants for r in on.rounds] == [r.participants for r in off.rounds]
+    assert [r.bytes_up for r in on.rounds] == [r.bytes_up for r in off.rounds]
+    for a, b in zip(off.client_models, on.client_models, strict=True):
+        np.testing.assert_allclose(a.get_weights(), b.get_weights(), atol=2e-3)
+    assert abs(on.final["mean_accuracy"] - off.final["mean_accuracy"]) < 0.03
+
+
+def test_batch_clients_on_is_refused_for_learners_that_cannot(capsys):
+    from fedlabels.cli import main
+
+    code = main(["run", "--method", "fedct", "--dataset", "digits", "--clients", "3",
+                 "--model", "cnn(arch=cifar10)", "--rounds", "1", "--batch-clients", "on",
+                 "--no-progress"])
+    assert code == 2 and "batch_clients=on needs" in capsys.readouterr().err

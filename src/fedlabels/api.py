@@ -35,7 +35,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         participation: float | int | None = None, dropout: float | None = None,
         deadline: float | None = None, unlabeled_shift: float = 0.0,
         public_pca: int | None = None, device: str = "cpu",
-        precision: str = "fp32") -> RunResult:
+        precision: str = "fp32", batch_clients: str = "auto") -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
@@ -61,6 +61,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
     ``bf16``) place torch learners (:mod:`fedlabels.learners.devices`); ``model`` may also be
     your own network, ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
+    ``batch_clients`` (``auto``, ``on``, ``off``) trains the clients' torch learners together
+    (:mod:`fedlabels.engines.together`); ``auto``: on CUDA only.
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
     see :mod:`fedlabels.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
@@ -75,7 +77,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=insecure_reproducible_noise,
                     malicious=malicious, attack=attack, participation=participation,
                     dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift,
-                    public_pca=public_pca, device=device, precision=precision)
+                    public_pca=public_pca, device=device, precision=precision,
+                    batch_clients=batch_clients)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
@@ -98,7 +101,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline, device=cfg.device, precision=cfg.precision)
+                    deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
+                    batch_clients=cfg.batch_clients)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
@@ -119,7 +123,8 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
                     deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
-                    device=cfg.device, precision=cfg.precision)
+                    device=cfg.device, precision=cfg.precision,
+                    batch_clients=cfg.batch_clients)
 
 
 def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,

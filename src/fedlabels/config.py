@@ -96,6 +96,10 @@ class RunConfig:
         (:mod:`fedlabels.learners.devices`). scikit-learn learners always run on the CPU.
     precision : str, default="fp32"
         ``fp32``, or ``bf16`` autocast for torch learners' forward passes.
+    batch_clients : str, default="auto"
+        Simulator only: train the clients' torch learners together, one vectorised step for
+        all (:mod:`fedlabels.engines.together`): ``on``, ``off``, or ``auto`` (on when
+        every learner can and they run on CUDA; CPU runs stay as they were).
     image_size : str or None
         ``HxW`` (or ``S`` for S×S): resize the images of an ``imagefolder:`` dataset or of a
         ``csv:`` table's ``image_column`` to this size; ``None``: they must all have one size.
@@ -139,6 +143,7 @@ class RunConfig:
     deadline: float | None = None
     device: str = "cpu"
     precision: str = "fp32"
+    batch_clients: str = "auto"
     image_size: str | None = None
     image_column: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
@@ -215,6 +220,9 @@ class RunConfig:
 
         check_device(self.device)
         check_precision(self.precision)
+        if self.batch_clients not in ("auto", "on", "off"):
+            raise FedLabelsError(f"batch_clients must be one of auto, on, off, got "
+                                 f"{self.batch_clients!r}.")
         if self.image_size is not None or self.image_column is not None:
             from fedlabels.data.images import check_image_settings
 

@@ -19,7 +19,7 @@ _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlab
 
 
 #: simulator-only keys that only ``fedlabels run`` takes (flags added in cli/run.py)
-_PARTICIPATION_KEYS = ("participation", "dropout", "deadline")
+_PARTICIPATION_KEYS = ("participation", "dropout", "deadline", "batch_clients")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -205,6 +205,7 @@ def default_output(cfg: Any, tag: str = "") -> Path:
 
 #: settings added later: at their defaults they leave a run's default name as it was
 _NAMELESS_DEFAULTS: dict[str, Any] = {"device": "cpu", "precision": "fp32",
+                                      "batch_clients": "auto",
                                       "image_size": None, "image_column": None}
 
 

@@ -89,6 +89,7 @@ def simulate(
     resume: str | Path | None = None,
     device: str = "cpu",
     precision: str = "fp32",
+    batch_clients: str = "auto",
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
@@ -113,7 +114,9 @@ def simulate(
     writing it.
     ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
     ``bf16``) place the torch learners (:mod:`fedlabels.learners.devices`); the result's
-    ``device`` entry records where they ran.
+    ``device`` entry records where they ran. ``batch_clients`` (``on``, ``off``, ``auto``:
+    on CUDA) trains the clients' torch learners together
+    (:mod:`fedlabels.engines.together`); the ``device`` entry says whether it did.
     """
     started = time.perf_counter()
     saved = None if resume is None else load_checkpoint(resume)
@@ -154,6 +157,11 @@ def simulate(
                                     [len(d) for d in datasets])
         meter = CommMeter()
         grid: Grid = InProcessGrid(clients, meter)
+        together = use_together(batch_clients, plan, learners)
+        if together:
+            from fedlabels.engines.together import TogetherGrid
+
+            grid = TogetherGrid(grid)
         if policy is not None:
             grid = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
         cids = grid.client_ids
@@ -170,6 +178,7 @@ def simulate(
                 on_round=keeper.hook(on_round), progress=shown, records=done,
                 catch_interrupt=True)
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
+        extra["device"] = {**plan.device_record(), "batched_clients": together}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
         if policy is not None:
@@ -186,3 +195,24 @@ def simulate(
         result.feature_names = list(federation.feature_names)
         result.preprocessing = federation.preprocessing
         return result
+
+
+def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:
+    """Whether the clients train together: ``on`` (refused if a learner cannot), ``off``,
+    or ``auto`` (every learner can, all on CUDA, and no reproducible randomness)."""
+    from fedlabels.errors import FedLabelsError
+    from fedlabels.learners.batched import batchable
+    from fedlabels.randomness import is_reproducible
+
+    if batch_clients == "off" or len(learners) < 2:
+        return False
+    able = all(batchable(ln) for ln in learners) and not is_reproducible()
+    if batch_clients == "on":
+        if not able:
+            raise FedLabelsError(
+                "batch_clients=on needs every client's learner to be a torch classifier "
+                "that trains batched (Adam, the default loss, no batch normalisation or "
+                "dropout: mlp, cnn(arch=small), your own module) and no reproducible "
+                "noise; use batch_clients=auto or off.")
+        return True
+    return able and all(d.startswith("cuda") for d in plan.devices())

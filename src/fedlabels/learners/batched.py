@@ -56,6 +56,21 @@ def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:
     return steps.pop(), hyper
 
 
+def batchable(learner: Any) -> bool:
+    """Whether this learner can train batched, judged before it is built: a torch
+    classifier with Adam and the default loss, no batch normalisation, no dropout."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    if not isinstance(learner, TorchMLPClassifier) or learner._target_dtype is not np.int64:
+        return False
+    if getattr(learner, "loss", None) is not None or getattr(learner, "optimizer", None):
+        return False
+    if hasattr(learner, "model_"):
+        return batch_key(learner) is not None
+    network = getattr(learner, "network", None)  # None: the MLP; a factory: seen when built
+    return network is None or network == "small" or not isinstance(network, str)
+
+
 def batch_key(learner: Any) -> tuple[Any, ...] | None:
     """What learners must share to train together; ``None``: this one cannot."""
     from fedlabels.learners.torch_mlp import TorchMLPClassifier

@@ -65,6 +65,8 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     #: model parameters: the same model gives the same result on the CPU in float32
     device: str = "cpu"
     precision: str = "fp32"
+    #: set by the simulator's TogetherGrid: train_steps hands its call to this rendezvous
+    _rendezvous: Any = None
 
     def place(self, device: str, precision: str = "fp32") -> None:
         """Train and predict on ``device`` (``cpu``, ``cuda:N``) with ``precision``
@@ -186,6 +188,16 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         directly, and ``y_aux`` / ``w_aux`` are aligned with ``aux_index``. FedCT passes the
         shared public set U with the indices its consensus did not abstain on.
         """
+        if self._rendezvous is not None:  # trained together with the other clients
+            from fedlabels.learners.batched import TrainJob
+
+            rendezvous, self._rendezvous = self._rendezvous, None
+            try:
+                rendezvous.submit(TrainJob(self, X, y, int(n_steps), X_aux, y_aux, w_aux,
+                                           aux_index))
+            finally:
+                self._rendezvous = rendezvous
+            return self
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=self._target_dtype)
         self._ensure_initialised(X, y)
