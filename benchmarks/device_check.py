@@ -9,12 +9,12 @@ prints, side by side, CPU (one thread) and GPU wall-clock times and their ratio 
    together (stacked weights, ``vmap``) on the GPU (``fedlabels.learners.batched``);
 3. one LoRA MiniLM FedCT round: m = 10, r = 8, |U| = 150, b = 5 (the paper's IMDB setting).
 
-Data it needs (copy them along, 43 MiB in all; without them it measures synthetic data of
+Data it needs (copy them along, about 34 MiB in all; without them it measures synthetic data of
 the same shapes and says so, which times the same work):
 
 * Fashion-MNIST: ``$FEDLABELS_CACHE/fashion_mnist/{train,t10k}-{images-idx3,labels-idx1}-
-  ubyte.gz`` (30 MiB, ``fedlabels fetch fashion_mnist``);
-* tweets (``fedlabels fetch tweets``) for the MiniLM round's texts: a few hundred KiB;
+  ubyte.gz`` (about 31 MB, ``fedlabels fetch fashion_mnist``);
+* tweets (``fedlabels fetch tweets``: the vaderSentiment sdist, about 2.5 MB);
 * MiniLM's weights are 87 MiB in float32, over the 64 MiB a run may carry: the script
   builds a randomly initialised encoder of MiniLM's shape (6 layers, 384 wide, 12 heads),
   whose timing is the same; ``--minilm DIR`` uses a real directory instead.

@@ -137,3 +137,25 @@ def test_image_settings_apply_only_to_image_data(tmp_path, capsys):
         code = main(["run", "--dataset", "digits", *args, "--output",
                      str(tmp_path / "x.json"), "--no-progress"])
         assert code == 2 and message in capsys.readouterr().err
+
+
+def test_a_flower_site_brings_its_own_image_folder(tmp_path):
+    from fedlabels.engines.flower.site import load_site
+
+    pixels = make_folder(tmp_path / "site", sizes=(4, 6, 3), rgb=False)
+    (tmp_path / "site" / "cat").rename(tmp_path / "site" / "dog2")  # an unknown class
+    shared = {"X_public": np.zeros((5, 120), np.float32), "X_test": np.zeros((2, 120), np.float32),
+              "y_test": np.zeros(2, np.int64), "class_names": np.array(["owl", "dog", "cat"]),
+              "feature_names": np.array([f"x{i}" for i in range(120)]),
+              "image_shape": np.array([1, 12, 10])}
+    np.savez(tmp_path / "shared.npz", **shared)
+    config = {"partition-id": 0, "data-path": str(tmp_path / "site"),
+              "shared-path": str(tmp_path / "shared.npz")}
+    with pytest.raises(FedLabelsError, match=r"class folder\(s\) \['dog2'\]"):
+        load_site(config)
+    (tmp_path / "site" / "dog2").rename(tmp_path / "site" / "cat")
+    site = load_site(config)
+    assert np.bincount(site.private.y, minlength=3).tolist() == [3, 6, 4]  # owl, dog, cat
+    first_dog = pixels[tmp_path / "site" / "dog" / "000.png"]
+    row = int(np.flatnonzero(site.private.y == 1)[0])
+    np.testing.assert_allclose(site.private.X[row], first_dog.reshape(-1) / 255.0, rtol=1e-6)

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
-from conftest import digits_with_sizes
 from torch import nn
 
 import fedlabels as fl
+from conftest import digits_with_sizes
 from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, parse_model_spec
 from fedlabels.learners.cnn import BUILDERS
@@ -76,7 +78,7 @@ def _oracle_mlp_weights(X, y, hidden, n_classes, seed, steps, batch):
     gen = torch.Generator().manual_seed(seed)
     sizes = [X.shape[1], *hidden, n_classes]
     layers = []
-    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+    for a, b in itertools.pairwise(sizes):
         layers += [nn.Linear(a, b), nn.ReLU()]
     model = nn.Sequential(*layers[:-1])
     with torch.no_grad():
@@ -184,7 +186,7 @@ def test_hidden_features_of_a_cnn_and_refusal_for_a_non_sequential_module():
     cnn = TorchNetClassifier("small", n_classes=3, random_state=0).train_steps(X, y, 1)
     assert cnn.hidden_features(X).shape == (10, 512)
     own = fl.TorchModel(Residual, n_classes=3, random_state=0).train_steps(X, y, 1)
-    with pytest.raises(FedLabelsError, match="not an nn.Sequential"):
+    with pytest.raises(FedLabelsError, match=r"not an nn\.Sequential"):
         own.hidden_features(X)
 
 

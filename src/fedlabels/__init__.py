@@ -69,6 +69,7 @@ __all__ = [
     "Federation",
     "RunConfig",
     "RunResult",
+    "TorchModel",
     "inspect_models",
     "load_config",
     "load_federation",

@@ -13,6 +13,7 @@ every load (a cache that fails it is rebuilt).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -56,16 +57,18 @@ def check_image_settings(dataset: str, image_size: str | None, image_column: str
                              "with image_column; remove it.")
 
 
-def image_folder_files(root: Path) -> tuple[list[Path], np.ndarray, list[str]]:
-    """The image files under ``root/CLASS/``, their class indices and the class names."""
+def image_folder_files(root: Path, min_classes: int = 2
+                       ) -> tuple[list[Path], np.ndarray, list[str]]:
+    """The image files under ``root/CLASS/``, their class indices and the class names (a
+    dataset needs two classes at least; a federated site's own folder may hold one)."""
     if not root.is_dir():
         raise FedLabelsError(f"image folder {root} does not exist or is not a directory.")
     classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    if len(classes) < 2:
+    if len(classes) < min_classes:
         raise FedLabelsError(f"image folder {root} has {len(classes)} class folder"
                              f"{'s' if len(classes) != 1 else ''}"
                              f"{' (' + classes[0] + ')' if classes else ''}; it needs one "
-                             "sub-folder per class, at least two.")
+                             f"sub-folder per class, at least {min_classes}.")
     files: list[Path] = []
     labels: list[int] = []
     for k, name in enumerate(classes):
@@ -91,7 +94,8 @@ def read_images(files: list[Path], size: tuple[int, int] | None
             raise FedLabelsError(f"cannot read image {path}: {exc}; replace or remove the "
                                  "file.") from None
 
-    modes, sizes = [], {}
+    modes: list[str] = []
+    sizes: dict[tuple[int, int], Path] = {}
     for path in files:  # headers only: modes and sizes
         with opened(path) as img:
             modes.append(img.mode)
@@ -150,22 +154,20 @@ def _write_cache(path: Path, pixels: np.ndarray, shape: tuple[int, int, int]) ->
     os.replace(tmp, path)
 
 
-def load_image_folder(root: str | Path, size: tuple[int, int] | None
+def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2
                       ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, int, int]]:
     """Pixels (uint8 rows), labels, class names and (C, H, W) of an image folder, cached."""
     from fedlabels.data.cache import dataset_dir
 
     root = Path(root).expanduser()
-    files, labels, classes = image_folder_files(root)
+    files, labels, classes = image_folder_files(root, min_classes)
     cache = dataset_dir("imagefolder") / f"{_cache_key(root, files, size)}.npz"
     cached = _read_cache(cache) if cache.is_file() else None
     if cached is not None and len(cached[0]) == len(files):
         return cached[0], labels, classes, cached[1]
     pixels, shape = read_images(files, size)
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache: the images are read next time
         _write_cache(cache, pixels, shape)
-    except OSError:
-        pass  # a read-only cache: the images are read again next time
     return pixels, labels, classes, shape
 
 

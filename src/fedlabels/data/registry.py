@@ -117,7 +117,8 @@ register(DatasetInfo(
     _sklearn("load_wine"), defaults={"n_unlabeled": 100, "n_private": None, "n_test": 36}))
 register(DatasetInfo(
     "digits", "Handwritten digits 8x8, 1,797 x 64, 10 classes", "scikit-learn (bundled)",
-    _sklearn("load_digits", (1, 8, 8)), defaults={"n_unlabeled": 1000, "n_private": None, "n_test": 360}))
+    _sklearn("load_digits", (1, 8, 8)),
+    defaults={"n_unlabeled": 1000, "n_private": None, "n_test": 360}))
 register(DatasetInfo(
     "diabetes", "Diabetes progression, 442 x 10, regression (disease progression after "
     "one year)", "scikit-learn (bundled)", _sklearn("load_diabetes"),

@@ -56,7 +56,7 @@ class Rendezvous:
         error: BaseException | None = None
         try:
             train_together([job for job, _ in batch])
-        except BaseException as exc:  # noqa: BLE001 - handed to every waiting client
+        except BaseException as exc:
             error = exc
         for _, slot in batch:
             if error is not None:
@@ -90,7 +90,7 @@ class TogetherGrid:
             learner._rendezvous = rendezvous
             try:
                 results[cid] = self.inner.clients[cid].handle(decoded[cid])
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            except BaseException as exc:
                 results[cid] = exc
             finally:
                 learner.__dict__.pop("_rendezvous", None)

@@ -174,7 +174,7 @@ def _train_group(jobs: list[TrainJob]) -> None:
     first = learners[0]
     device = torch.device(first.device)
     models = [ln.model_ for ln in learners]
-    params, buffers = stack_module_state(models)  # type: ignore[arg-type]
+    params, buffers = stack_module_state(models)
     names = list(params)
     base = copy.deepcopy(models[0]).to("meta")
     group = first.optimizer_.param_groups[0]

@@ -18,7 +18,7 @@ becomes its input (:meth:`TorchMLPClassifier._inputs`: reshaping to images, augm
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -309,7 +309,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         """Activations of the last hidden layer (features for XCLP), batched, eval/no_grad."""
         if not hasattr(self, "model_"):
             raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
-        body = self.model_[:-1]
+        body = cast(nn.Sequential, self.model_)[:-1]
         body.eval()
         step = int(batch or self.predict_batch_size)
         X = np.ascontiguousarray(X, dtype=np.float32)

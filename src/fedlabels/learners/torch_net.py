@@ -135,11 +135,11 @@ class TorchNetClassifier(TorchMLPClassifier):
 
     def _shape(self, n_features: int) -> tuple[int, int, int] | None:
         if self.input_shape is not None:
-            shape = tuple(int(s) for s in self.input_shape)
-            if len(shape) != 3 or min(shape) < 1 or math.prod(shape) != n_features:
-                raise FedLabelsError(f"input_shape {shape} does not fit rows of {n_features} "
+            given = tuple(int(s) for s in self.input_shape)
+            if len(given) != 3 or min(given) < 1 or math.prod(given) != n_features:
+                raise FedLabelsError(f"input_shape {given} does not fit rows of {n_features} "
                                      "features; give (C, H, W) with C*H*W = the feature count.")
-            return shape  # type: ignore[return-value]
+            return given[0], given[1], given[2]
         if not isinstance(self.network, str) and "input_shape" not in _parameters(self.network):
             return None  # a factory that does not name input_shape gets flat rows
         shape = guess_shape(n_features)
@@ -156,7 +156,7 @@ class TorchNetClassifier(TorchMLPClassifier):
             if isinstance(self.network, str):
                 kwargs = {"width": int(self.width)} if self.network == "resnet18" else {}
                 assert self.shape_ is not None
-                model = BUILDERS[self.network](self.shape_, n_classes, **kwargs)
+                model: nn.Module = BUILDERS[self.network](self.shape_, n_classes, **kwargs)
             else:
                 model = self._call_factory(n_features, n_classes)
         self._check_output(model, n_features, n_classes)
@@ -186,7 +186,7 @@ class TorchNetClassifier(TorchMLPClassifier):
         try:
             with torch.no_grad():
                 out = model(x)
-        except Exception as exc:  # noqa: BLE001 - any failure of a user network, one line
+        except Exception as exc:
             raise FedLabelsError(f"network {self._name()} fails on a batch of input shape "
                                  f"{tuple(x.shape)}: {str(exc).splitlines()[0]}") from None
         finally:
@@ -267,7 +267,7 @@ class TorchNetClassifier(TorchMLPClassifier):
                 "input_shape": np.asarray([int(s) for s in shape], dtype=np.int64)}
 
 
-def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClassifier:  # noqa: N802
+def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClassifier:
     """Your own network as a learner: ``fl.run("fedct", fed, model=fl.TorchModel(make_net,
     lr=1e-3))``. ``factory`` returns an ``nn.Module`` mapping a batch to (batch, n_classes)
     logits; ``lr`` is ``learning_rate``; the other parameters are those of

@@ -91,12 +91,12 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
     if state.get("format") != _STATE_FORMAT:
         raise FedLabelsError(f"not a TorchMLPClassifier state (format "
                              f"{state.get('format')!r}, expected {_STATE_FORMAT!r}).")
-    for key, mine in architecture(mlp).items():
-        theirs = _need(state, key)
+    for arch_key, mine in architecture(mlp).items():
+        theirs = _need(state, arch_key)
         same = (np.array_equal(np.asarray(theirs), mine) if isinstance(mine, np.ndarray)
                 else str(theirs) == str(mine))
         if not same:
-            raise FedLabelsError(f"torch learner state is for {key[len('arch.'):]}="
+            raise FedLabelsError(f"torch learner state is for {arch_key[len('arch.'):]}="
                                  f"{_shown(theirs)}, this learner has {_shown(mine)}.")
     if not bool(_need(state, "built")):
         for attr in ("model_", "optimizer_", "rng_", "classes_", "n_features_in_",
