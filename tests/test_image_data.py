@@ -7,13 +7,13 @@ import json
 
 import numpy as np
 import pytest
+from fedlabels.data.cache import dataset_dir
 from PIL import Image
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.data.cache import dataset_dir
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data.images import load_image_folder, parse_size
-from fedlabels.errors import FedLabelsError
 
 CLASSES = ("cat", "dog", "owl")
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fedlabels.cli import main
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import devices
 
 BASE = ["run", "--method", "fedct", "--dataset", "digits", "--clients", "3", "--rounds", "1",

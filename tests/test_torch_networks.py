@@ -12,7 +12,7 @@ from torch import nn
 
 import fedlabels as fl
 from conftest import digits_with_sizes
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import build_learner, parse_model_spec
 from fedlabels.learners.cnn import BUILDERS
 from fedlabels.learners.torch_mlp import TorchMLPClassifier

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 SUFFIXES = (".png", ".jpg", ".jpeg")
 _GREY = ("1", "L", "LA", "I", "I;16", "F")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 PRECISIONS = ("fp32", "bf16")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 ARCHITECTURES = ("cifar10", "pneumonia", "mri", "svhn", "small")
 _INTS = ("batch_size", "max_steps", "predict_batch_size", "width")

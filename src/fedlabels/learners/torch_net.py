@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
