@@ -157,7 +157,7 @@ def _write_cache(path: Path, pixels: np.ndarray, shape: tuple[int, int, int]) ->
 def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2
                       ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, int, int]]:
     """Pixels (uint8 rows), labels, class names and (C, H, W) of an image folder, cached."""
-    from fedlabels.data.cache import dataset_dir
+    from fedlabels.downloads.cache import dataset_dir
 
     root = Path(root).expanduser()
     files, labels, classes = image_folder_files(root, min_classes)
@@ -178,13 +178,10 @@ def unit_float32(pixels: np.ndarray) -> np.ndarray:
     return out
 
 
-def image_column_pixels(info: Any, raw: Any, column: str, image_size: str | None) -> Any:
-    """``raw`` with its features replaced by the images a table's ``column`` names (paths
-    relative to the table's folder), as uint8 rows converted to [0, 1] when read."""
-    from dataclasses import replace
-
-    from fedlabels.data.federation import LazyRows
-
+def image_column_pixels(info: Any, raw: Any, column: str, image_size: str | None
+                        ) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """The images a table's ``column`` names (paths relative to the table's folder): uint8
+    rows and (C, H, W)."""
     if info.target is None or not info.name.startswith("csv:"):
         raise FedLabelsError("image_column applies to a csv:PATH:TARGET table only.")
     frame = raw.X
@@ -201,5 +198,4 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: str | None
             raise FedLabelsError(f"image {path} named in column {column!r} of {table} does not "
                                  "exist; paths are relative to the table's folder.")
         files.append(path)
-    pixels, shape = read_images(files, parse_size(image_size))
-    return replace(raw, X=LazyRows(pixels, unit_float32), image_shape=shape)
+    return read_images(files, parse_size(image_size))

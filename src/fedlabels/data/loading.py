@@ -28,9 +28,11 @@ def load_table(dataset: str, *, sep: str | None = None,
     info = get_dataset(dataset, sep=sep, image_size=image_size)
     raw = info.load()
     if image_column is not None:
-        from fedlabels.data.images import image_column_pixels
+        from fedlabels.data.federation import LazyRows
+        from fedlabels.data.images import image_column_pixels, unit_float32
 
-        return info, image_column_pixels(info, raw, image_column, image_size)
+        pixels, shape = image_column_pixels(info, raw, image_column, image_size)
+        return info, replace(raw, X=LazyRows(pixels, unit_float32), image_shape=shape)
     if text_column is not None:
         from fedlabels.data.text import text_feature
 

@@ -32,8 +32,10 @@ class Rendezvous:
         self.pending: list[tuple[TrainJob, dict[str, Any]]] = []
         self.cond = threading.Condition()
 
-    def submit(self, job: TrainJob) -> None:
-        """Wait until this job has been trained with the others (or raise their error)."""
+    def submit(self, learner: Any, *call: Any) -> None:
+        """Wait until ``learner.train_steps(*call)`` has run with the others' calls (or
+        raise their error)."""
+        job = TrainJob(learner, *call)
         slot: dict[str, Any] = {}
         with self.cond:
             self.pending.append((job, slot))

@@ -189,12 +189,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         shared public set U with the indices its consensus did not abstain on.
         """
         if self._rendezvous is not None:  # trained together with the other clients
-            from fedlabels.learners.batched import TrainJob
-
             rendezvous, self._rendezvous = self._rendezvous, None
             try:
-                rendezvous.submit(TrainJob(self, X, y, int(n_steps), X_aux, y_aux, w_aux,
-                                           aux_index))
+                rendezvous.submit(self, X, y, int(n_steps), X_aux, y_aux, w_aux, aux_index)
             finally:
                 self._rendezvous = rendezvous
             return self
