@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from fedlabels.data.cache import dataset_dir
+from fedlabels.downloads.cache import dataset_dir
 from PIL import Image
 
 import fedlabels as fl
