@@ -19,7 +19,7 @@ _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlab
 
 
 #: simulator-only keys that only ``fedlabels run`` takes (flags added in cli/run.py)
-_PARTICIPATION_KEYS = ("participation", "dropout", "deadline", "batch_clients")
+_PARTICIPATION_KEYS = ("participation", "dropout", "deadline")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -110,7 +110,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         given.setdefault("clients", flagged["teachers"])
     if opts or flagged:
         given["options"] = {**opts, **flagged}
-    given.update({k: getattr(args, k) for k in _PARTICIPATION_KEYS
+    given.update({k: getattr(args, k) for k in (*_PARTICIPATION_KEYS, "batch_clients")
                   if getattr(args, k, None) is not None})
     if args.config:
         cfg = load_config(args.config, **given)
@@ -123,6 +123,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
             getattr(cfg, k) is not None for k in _PARTICIPATION_KEYS):
         raise FedLabelsError("participation, dropout and deadline are simulator settings that "
                              "only `fedlabels run` (without --audit) takes; remove them.")
+    if not hasattr(args, "participation") and cfg.batch_clients != "auto":
+        raise FedLabelsError("batch_clients is a simulator setting that only `fedlabels run` "
+                             "takes; remove it.")
     if not hasattr(args, "participation") and cfg.unlabeled_shift:
         raise FedLabelsError("unlabeled_shift is a simulator setting that only `fedlabels "
                              "run` takes; remove it.")
