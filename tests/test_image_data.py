@@ -159,3 +159,14 @@ def test_a_flower_site_brings_its_own_image_folder(tmp_path):
     first_dog = pixels[tmp_path / "site" / "dog" / "000.png"]
     row = int(np.flatnonzero(site.private.y == 1)[0])
     np.testing.assert_allclose(site.private.X[row], first_dog.reshape(-1) / 255.0, rtol=1e-6)
+
+
+def test_registered_image_datasets_record_their_shape_and_keep_their_scaling():
+    fed = fl.load_federation("digits", n_clients=3, seed=0)
+    assert fed.info["image_shape"] == [1, 8, 8]
+    # digits stays z-scored by U as before image shapes existed (same results as then)
+    assert fed.summary()["scale"] == "public"
+    spread = fed.X_public.std(axis=0)
+    assert np.allclose(fed.X_public.mean(axis=0)[spread > 0], 0, atol=1e-5)
+    pca = fl.load_federation("digits", n_clients=3, seed=0, public_pca=8)
+    assert "image_shape" not in pca.info  # the rows are no longer pixels

@@ -93,7 +93,7 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
     fed = make_federation(raw.X, raw.y, n_clients=n_clients, n_unlabeled=n_unlabeled,
                           n_private=n_private, n_test=n_test, X_test=raw.X_test,
                           y_test=raw.y_test, partition=partition,
-                          scale="none" if raw.image_shape else info.scale,
+                          scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,
                           unlabeled_shift=unlabeled_shift, public_pca=public_pca)
     if raw.image_shape is not None and public_pca is None:
