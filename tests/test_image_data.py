@@ -7,13 +7,13 @@ import json
 
 import numpy as np
 import pytest
-from fedlabels.downloads.cache import dataset_dir
 from PIL import Image
 
 import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data.images import load_image_folder, parse_size
+from fedlabels.downloads.cache import dataset_dir
 
 CLASSES = ("cat", "dog", "owl")
 

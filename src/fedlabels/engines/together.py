@@ -77,6 +77,14 @@ class TogetherGrid:
     def client_ids(self) -> list[int]:
         return list(self.inner.client_ids)
 
+    @property
+    def clients(self) -> dict[int, Any]:
+        return dict(self.inner.clients)
+
+    @property
+    def meter(self) -> Any:
+        return self.inner.meter
+
     def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
         cids = sorted(messages)
         decoded = {}
