@@ -34,7 +34,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         malicious: int = 0, attack: str | None = None,
         participation: float | int | None = None, dropout: float | None = None,
         deadline: float | None = None, unlabeled_shift: float = 0.0,
-        public_pca: int | None = None) -> RunResult:
+        public_pca: int | None = None, device: str = "cpu",
+        precision: str = "fp32", batch_clients: str = "auto") -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
@@ -57,6 +58,11 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     :class:`Federation` pass it to ``make_federation`` / ``load_federation`` instead.
     ``public_pca`` (K) projects every feature vector onto U's top-K whitened principal
     components (:mod:`fedlabels.data.public_pca`); it too applies to a dataset name only.
+    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
+    ``bf16``) place torch learners (:mod:`fedlabels.learners.devices`); ``model`` may also be
+    your own network, ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
+    ``batch_clients`` (``auto``, ``on``, ``off``) trains the clients' torch learners together
+    (:mod:`fedlabels.engines.together`); ``auto``: on CUDA only.
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
     see :mod:`fedlabels.core.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
@@ -78,7 +84,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=insecure_reproducible_noise,
                     malicious=malicious, attack=attack, participation=participation,
                     dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift,
-                    public_pca=public_pca)
+                    public_pca=public_pca, device=device, precision=precision,
+                    batch_clients=batch_clients)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
@@ -101,7 +108,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline)
+                    deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
+                    batch_clients=cfg.batch_clients)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
@@ -121,7 +129,9 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline, checkpoint=checkpoint, resume=resume)
+                    deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
+                    device=cfg.device, precision=cfg.precision,
+                    batch_clients=cfg.batch_clients)
 
 
 def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,

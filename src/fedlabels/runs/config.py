@@ -90,6 +90,22 @@ class RunConfig:
         Simulator only: replies whose simulated time exceeds this are dropped (stragglers;
         1 = a client of mean size and median speed; see
         :mod:`fedlabels.runs.participation` for the speed model).
+    device : str, default="cpu"
+        Where torch learners train: ``auto`` (CUDA when torch sees a GPU, else the CPU),
+        ``cpu``, ``cuda`` (clients round-robin over the visible GPUs) or ``cuda:N``
+        (:mod:`fedlabels.learners.devices`). scikit-learn learners always run on the CPU.
+    precision : str, default="fp32"
+        ``fp32``, or ``bf16`` autocast for torch learners' forward passes.
+    batch_clients : str, default="auto"
+        Simulator only: train the clients' torch learners together, one vectorised step for
+        all (:mod:`fedlabels.engines.together`): ``on``, ``off``, or ``auto`` (on when
+        every learner can and they run on CUDA; CPU runs stay as they were).
+    image_size : str or None
+        ``HxW`` (or ``S`` for S×S): resize the images of an ``imagefolder:`` dataset or of a
+        ``csv:`` table's ``image_column`` to this size; ``None``: they must all have one size.
+    image_column : str or None
+        A ``csv:`` table's column of image file paths (relative to the table's folder), read
+        as the only feature (pixels; :mod:`fedlabels.data.images`).
     options : dict
         The method's options (e.g. ``quorum`` for FedCT, ``epsilon`` for DP methods),
         validated against the method's declaration; CLI ``--opt KEY=VALUE`` and the
@@ -125,6 +141,11 @@ class RunConfig:
     participation: float | int | None = None
     dropout: float | None = None
     deadline: float | None = None
+    device: str = "cpu"
+    precision: str = "fp32"
+    batch_clients: str = "auto"
+    image_size: str | None = None
+    image_column: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -200,6 +221,18 @@ class RunConfig:
             if self.target_range is not None and self.task == "classification":
                 raise FedLabelsError("target_range applies to a regression task only.")
             parse_target_range(self.target_range)
+        from fedlabels.learners.devices import check_device, check_precision
+
+        check_device(self.device)
+        check_precision(self.precision)
+        if self.batch_clients not in ("auto", "on", "off"):
+            raise FedLabelsError(f"batch_clients must be one of auto, on, off, got "
+                                 f"{self.batch_clients!r}.")
+        if self.image_size is not None or self.image_column is not None:
+            from fedlabels.data.images import check_image_settings
+
+            check_image_settings(self.dataset, self.image_size, self.image_column,
+                                 self.text_column)
         if not isinstance(self.options, dict):
             raise FedLabelsError(f"options must be a table of KEY = VALUE, got "
                                  f"{self.options!r}.")
