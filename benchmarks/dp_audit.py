@@ -2,7 +2,7 @@
 
 For each method and claimed ε, ``--canaries`` held-out digits with wrong labels are each put
 into client 0's private data with probability ½ (one-run audit, Steinke et al. 2023); the
-attacker observes what the method's DP claim covers (``fedlabels.audit.canaries.OBSERVED``)
+attacker observes what the method's DP claim covers (its ``Capabilities.canary_view``)
 and guesses. Non-private runs (fedct, fedavg, pate) show what the same audit finds without
 noise. Scale (shared 2-core CPU): digits, 3 iid clients with 150 private records each,
 |U| = 200 (+ the canaries), 600 held-out records (canaries taken from them, the rest
@@ -32,8 +32,9 @@ MODELS = {"fedct": "dt", "dp-fedct": "dt", "pate": "dt", "dp-pate": "dt",
           "fredy": "mlp(hidden=64)"}
 #: variants: (registered method, extra options); dp-fedct-s2 claims s* = 2 bits (one label
 #: changes per neighbour: a conditional guarantee the audit can test)
-VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {"dp-fedct-s2": ("dp-fedct",
-                                                                   {"sensitivity": 2.0})}
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dp-fedct": ("dp-fedct", {"mechanism": "xor"}),  # chosen: the default refuses noise
+    "dp-fedct-s2": ("dp-fedct", {"mechanism": "xor", "sensitivity": 2.0})}
 MODELS["dp-fedct-s2"] = "dt"
 PRIVATE = ("dp-fedct", "dp-fedct-s2", "dp-fedavg", "dp-pate", "fredy")
 

@@ -72,6 +72,9 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--deadline", type=float, metavar="S",
                    help="drop replies whose simulated time exceeds S (1 = a client of mean "
                         "size and median speed; stragglers, see docs/robustness.md)")
+    p.add_argument("--batch-clients", choices=("auto", "on", "off"),
+                   help="train the clients' torch models together, one vectorised step for "
+                        "all: on | off | auto (default: on when they run on CUDA)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="run the clients in N processes (1: all in this one; default: one "
                         "per core, at most one per client); the result is the same")

@@ -20,7 +20,8 @@ import numpy as np
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
-from fedlabels.engines.workers import WorkerGrid, resolve_workers
+from fedlabels.engines.client_ledgers import reconcile_client_ledgers
+from fedlabels.engines.workers import WorkerGrid, in_process_only, resolve_workers
 from fedlabels.learners import expand_per_client
 from fedlabels.learners.text_input import check_run_input
 from fedlabels.method.adversary import attack_record, make_malicious, plan_attack
@@ -90,6 +91,10 @@ def simulate(
     deadline: float | None = None,
     checkpoint: str | Path | None = None,
     resume: str | Path | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    batch_clients: str = "auto",
+    wrap_grid: Callable[[Any], Grid] | None = None,
     workers: int | None = 1,
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
@@ -113,9 +118,18 @@ def simulate(
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
+    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
+    ``bf16``) place the torch learners (:mod:`fedlabels.learners.devices`); the result's
+    ``device`` entry records where they ran. ``batch_clients`` (``on``, ``off``, ``auto``:
+    on CUDA) trains the clients' torch learners together
+    (:mod:`fedlabels.engines.together`); the ``device`` entry says whether it did.
+    ``wrap_grid`` gives the grid the rounds use in place of the in-process one it is passed
+    (a wrapper that observes or checks the traffic: :func:`fedlabels.testing.check_method`;
+    it is passed a ``TogetherGrid`` when the clients train together).
     ``workers`` > 1 runs the client roles in that many processes
-    (:mod:`fedlabels.engines.workers`; at most one per client), ``None`` one per core; the
-    result is the same as with 1.
+    (:mod:`fedlabels.engines.workers`; at most one per client), ``None`` one per core (the
+    CPU only: one process where torch learners run on a GPU, train together or a wrapped
+    grid watches them); the result is the same as with 1.
     """
     started = time.perf_counter()
     saved = None if resume is None else load_checkpoint(resume)
@@ -128,7 +142,8 @@ def simulate(
                         n_features=federation.n_features, rounds=rounds, period=period, seed=seed,
                         models=expand_per_client(list(models), federation.n_clients),
                         options=options, task=federation.task,
-                        target_range=federation.target_range)
+                        target_range=federation.target_range, device=device,
+                        precision=precision, input_shape=federation.info.get("image_shape"))
         policy = Participation.parse(participation, dropout, deadline)
         if policy is not None:  # before any training: refuse methods that cannot take it
             check_method(method, plan.settings, policy)
@@ -142,24 +157,33 @@ def simulate(
         ctx = plan.context(truth_public=federation.y_public)
         ctx.scaling = federation.public_scaling
         ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)
-        X_public = federation.X_public if method.uses_public else None
+        X_public = federation.X_public if method.capabilities.uses_public else None
         clients = {cid: method.make_client(cid, datasets[cid], learners[cid], ctx, X_public,
                                            federation.X_test, federation.y_test)
                    for cid in range(len(datasets))}
-        bad, attack_used = plan_attack(method.name, len(datasets), federation.n_classes,
+        bad, attack_used = plan_attack(method, len(datasets), federation.n_classes,
                                        malicious, attack, seed, federation.task)
         if attack_used is not None:
             for cid in bad:
-                make_malicious(clients[cid], attack_used, seed)
+                make_malicious(clients[cid], attack_used, seed, method.threat_model)
         server = method.make_server(ctx, len(federation.X_public), learners,
                                     [len(d) for d in datasets])
         meter = CommMeter()
-        n_workers = resolve_workers(workers, len(clients))
+        together = use_together(batch_clients, plan, learners)
+        n_workers = resolve_workers(workers, len(clients), in_process_only(
+            plan.devices(), together, wrap_grid is not None))
         pool = None if n_workers == 1 else WorkerGrid(
             clients, meter, n_workers, {cid: len(d) for cid, d in enumerate(datasets)})
-        grid: Grid = InProcessGrid(clients, meter) if pool is None else pool
+        in_process: Any = InProcessGrid(clients, meter) if pool is None else pool
+        if together:
+            from fedlabels.engines.together import TogetherGrid
+
+            in_process = TogetherGrid(in_process)
+        grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
+        draw = None
         if policy is not None:
-            grid = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
+            grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
+            draw = selecting.draw
         cids = grid.client_ids
         keeper = Keeper(None if checkpoint is None else Path(checkpoint), run_identity(
             plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
@@ -175,23 +199,25 @@ def simulate(
                     server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
                     iterative=uses_iterative(learners), all_cids=cids,
                     on_round=keeper.hook(on_round), progress=shown, records=done,
-                    catch_interrupt=True)
+                    catch_interrupt=True, draw=draw)
             if pool is not None:
                 pool.finish()  # the clients' final states and models, back in this process
         finally:
             if pool is not None:
                 pool.close()
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
+        extra["device"] = {**plan.device_record(), "batched_clients": together}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
         if policy is not None:
             extra["participation"] = policy.to_dict()
         if attack_used is not None:
-            extra["malicious"] = attack_record(method.name, bad, attack_used)
+            extra["malicious"] = attack_record(method, bad, attack_used)
         result = build_result(plan, server, records, meter, dataset=federation.name, seed=seed,
                               config=dict(config or {}), federation=federation.summary(),
                               started=started, extra=extra or None,
                               noise_from_flag=insecure_reproducible_noise)
+        reconcile_client_ledgers(result.extra["privacy"], clients)
         keeper.stamp(result)
         result.extra.setdefault("provenance", {})["workers"] = n_workers
         if records:  # stopped before the first round completed: no trained models to keep
@@ -223,3 +249,24 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
         return {"unavailable": "this method's evaluation scores something other than each "
                                "client's model on the test set"}
     return summary
+
+
+def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:
+    """Whether the clients train together: ``on`` (refused if a learner cannot), ``off``,
+    or ``auto`` (every learner can, all on CUDA, and no reproducible randomness)."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.core.randomness import is_reproducible
+    from fedlabels.learners.batched import batchable
+
+    if batch_clients == "off" or len(learners) < 2:
+        return False
+    able = all(batchable(ln) for ln in learners) and not is_reproducible()
+    if batch_clients == "on":
+        if not able:
+            raise FedLabelsError(
+                "batch_clients=on needs every client's learner to be a torch classifier "
+                "that trains batched (Adam, the default loss, no batch normalisation or "
+                "dropout: mlp, cnn(arch=small), your own module) and no reproducible "
+                "noise; use batch_clients=auto or off.")
+        return True
+    return able and all(d.startswith("cuda") for d in plan.devices())

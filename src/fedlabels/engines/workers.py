@@ -51,10 +51,28 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def resolve_workers(workers: int | None, n_clients: int) -> int:
+def in_process_only(devices: list[str], together: bool, wrapped: bool) -> str | None:
+    """Why a run's clients must stay in one process, or ``None``: a forked worker cannot use
+    CUDA, clients that train together are one batch, and a grid wrapper watches the roles."""
+    if any(d != "cpu" for d in devices):
+        return "its torch learners run on a GPU (a forked process cannot use CUDA)"
+    if together:
+        return "its clients train together (batch_clients)"
+    if wrapped:
+        return "a grid wrapper watches its client roles"
+    return None
+
+
+def resolve_workers(workers: int | None, n_clients: int, one_process: str | None = None) -> int:
     """``workers`` checked and capped by the number of clients; ``None``: the environment's
-    ``FEDLABELS_WORKERS``, else one per core."""
+    ``FEDLABELS_WORKERS``, else one per core. Where ``one_process`` gives a reason, 1, and
+    an explicit count above 1 is an error saying why."""
     where = "workers"
+    if one_process is not None:
+        if workers is not None and workers != 1:
+            raise FedLabelsError(f"workers={workers!r}: this run keeps its clients in one "
+                                 f"process because {one_process}; use workers=1.")
+        return 1
     if workers is None:
         raw = os.environ.get(ENV_WORKERS)
         if raw is None:

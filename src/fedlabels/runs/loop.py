@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,8 +37,10 @@ from fedlabels.method.options import MethodOptions
 from fedlabels.method.threat import merge_privacy, recorded_outside
 from fedlabels.methods import get_method
 from fedlabels.results import RoundRecord, RunResult
-from fedlabels.runs.participation import ParticipationGrid
 from fedlabels.runs.progress import RoundProgress
+
+if TYPE_CHECKING:
+    from fedlabels.runs.participation import RoundDraw
 
 WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays"
 
@@ -87,19 +89,50 @@ class RunPlan:
     specs: list[Any]  # one model spec (or estimator) per client role
     client_seeds: list[int]
     server_seed: int
+    device: str = "cpu"  # auto | cpu | cuda | cuda:N, resolved where the learners train
+    precision: str = "fp32"
+    input_shape: tuple[int, ...] | None = None  # (C, H, W) of image rows, if known
 
     def learners(self) -> list[Any]:
-        """A fresh learner per client role, seeded with its client seed."""
+        """A fresh learner per client role, seeded with its client seed, on its device."""
         learners = make_learners(self.specs, self.client_seeds, self.settings.n_classes,
                                  self.settings.task)
         set_threads(None)  # torch, if a learner loaded it, gets this process's thread count
+        self._configure(learners, list(range(len(learners))))
         return learners
 
     def learner(self, cid: int) -> Any:
         learner = make_learners([self.specs[cid]], [self.client_seeds[cid]],
                                 self.settings.n_classes, self.settings.task)[0]
         set_threads(None)
+        self._configure([learner], [cid])
         return learner
+
+    def devices(self) -> list[str]:
+        """Each client role's device (:func:`fedlabels.learners.devices.client_devices`)."""
+        if self.device == "cpu":  # no torch import for scikit-learn runs
+            return ["cpu"] * len(self.specs)
+        from fedlabels.learners.devices import client_devices
+
+        return client_devices(self.device, len(self.specs))
+
+    def _configure(self, learners: list[Any], cids: list[int]) -> None:
+        """The image shape for networks that take images, then each learner's device."""
+        for learner in learners:
+            take = getattr(learner, "use_dataset_shape", None)
+            if callable(take) and self.input_shape is not None:
+                take(self.input_shape)
+        if any(callable(getattr(ln, "place", None)) for ln in learners):
+            from fedlabels.learners.devices import place_learners
+
+            devices = self.devices()
+            place_learners(learners, [devices[c] for c in cids], self.precision)
+
+    def device_record(self) -> dict[str, Any]:
+        """The result's ``device`` entry: devices used, their names, precision."""
+        from fedlabels.learners.devices import summary
+
+        return summary(self.devices(), self.precision, self.device)
 
     def context(self, truth_public: np.ndarray | None = None) -> MethodContext:
         return MethodContext(self.settings, list(self.client_seeds), self.server_seed,
@@ -110,19 +143,23 @@ def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: 
              rounds: int, period: int, seed: int, models: list[Any],
              options: Mapping[str, Any] | MethodOptions | None = None,
              task: str = "classification",
-             target_range: tuple[float, float] | None = None) -> RunPlan:
+             target_range: tuple[float, float] | None = None, device: str = "cpu",
+             precision: str = "fp32",
+             input_shape: tuple[int, ...] | None = None) -> RunPlan:
     """Seeds, validated options and settings of a run with ``n_roles`` client roles.
 
     ``models`` holds one spec or estimator for all clients, or one per client (a method
     with fewer roles than clients, like ``centralized``, uses the first ones). A
     regression ``task`` (with the federation's ``target_range``) needs a method that
-    supports it.
+    supports it. ``device``, ``precision`` and the rows' image ``input_shape`` go to the torch
+    learners (:meth:`RunPlan.learners`).
     """
     impl = get_method(method) if isinstance(method, str) else method
-    if task == "regression" and not impl.supports_regression:
+    if task == "regression" and not impl.capabilities.supports_regression:
         from fedlabels.methods import METHODS
 
-        able = ", ".join(sorted(n for n, m in METHODS.items() if m.supports_regression))
+        able = ", ".join(sorted(n for n, m in METHODS.items()
+                                if m.capabilities.supports_regression))
         raise FedLabelsError(f"method {impl.name!r} does not support a regression task; use "
                              f"one of {able} (docs/robustness.md, Regression, says why).")
     parsed = impl.parse_options(options)
@@ -132,7 +169,8 @@ def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: 
     settings = Settings(n_classes=n_classes, n_features=n_features, n_clients=n_roles,
                         rounds=rounds, period=period, options=parsed, task=task,
                         target_range=target_range)
-    return RunPlan(impl, settings, specs, client_seeds, server_seed)
+    return RunPlan(impl, settings, specs, client_seeds, server_seed, device, precision,
+                   None if input_shape is None else tuple(int(s) for s in input_shape))
 
 
 def rounds_to_run(plan: RunPlan, learners: list[Any]) -> tuple[int, dict[str, Any] | None]:
@@ -164,7 +202,9 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
                period: int, eval_every: int, iterative: bool, all_cids: list[int],
                on_round: RoundHook | None = None, progress: RoundProgress | None = None,
                records: list[RoundRecord] | None = None,
-               catch_interrupt: bool = False) -> tuple[list[RoundRecord], bool]:
+               catch_interrupt: bool = False,
+               draw: Callable[[int], RoundDraw] | None = None
+               ) -> tuple[list[RoundRecord], bool]:
     """Rounds ``len(records)`` .. ``rounds - 1``; returns (records, interrupted).
 
     Each round: ``server.run_round``, then, every ``eval_every`` rounds and at the last, an
@@ -172,16 +212,16 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
     per client of ``all_cids`` (0 for clients that took no part). With ``catch_interrupt``
     a Ctrl-C (or SIGTERM under :func:`terminate_as_interrupt`) ends the loop and returns the
     rounds completed so far (possibly none, or none evaluated) with ``interrupted=True``.
-    On a :class:`~fedlabels.runs.participation.ParticipationGrid` each record names the
-    round's participants, and a round in which no reply can arrive is skipped.
+    With ``draw`` (who takes part in a round: a
+    :class:`~fedlabels.runs.participation.ParticipationGrid`'s ``draw``) each record names
+    the round's participants, and a round in which no reply can arrive is skipped.
     """
     records = [] if records is None else records
     interrupted = False
-    part = grid if isinstance(grid, ParticipationGrid) else None
     try:
         for rnd in range(len(records), rounds):
             t0 = time.perf_counter()
-            drawn = part.draw(rnd) if part is not None else None
+            drawn = draw(rnd) if draw is not None else None
             if drawn is not None and not drawn.replying:
                 server_metrics: Mapping[str, float] = {"skipped": 1.0}  # nothing can arrive
             else:
@@ -286,7 +326,8 @@ def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
         rounds=list(records),
         communication=meter.summary(wire_format),
         wall_seconds=time.perf_counter() - started,
-        extra={"threat_model": method.threat_model.to_dict(), **server_extra,
+        extra={"threat_model": method.threat_model.to_dict(), "device": plan.device_record(),
+               **server_extra,
                **(extra or {}), "privacy": privacy,
                "provenance": provenance(started)},
     )
