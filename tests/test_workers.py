@@ -212,3 +212,16 @@ def test_workers_from_toml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "workers must be an int >= 1, got 0" in err and "Traceback" not in err
     assert main(["audit", "--config", str(toml), "--output", str(tmp_path / "a.json")]) == 2
     assert "workers is a simulator setting" in capsys.readouterr().err
+
+
+def test_runs_that_need_one_process_say_why(federation: Federation,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    method, models = get_method("fedavg"), as_models("mlp(hidden=8)")
+    kw: dict[str, Any] = dict(rounds=1, period=2, seed=SEED, progress=False)
+    with pytest.raises(FedLabelsError, match=r"^workers=2: this run keeps its clients in one "
+                                             r"process because its clients train together"):
+        simulate(method, federation, models, batch_clients="on", workers=2, **kw)
+    monkeypatch.setenv("FEDLABELS_WORKERS", "2")  # a default, not a request: one process
+    result = simulate(method, federation, models, batch_clients="on", workers=None, **kw)
+    assert result.extra["provenance"]["workers"] == 1
+    assert result.extra["device"]["batched_clients"] is True
