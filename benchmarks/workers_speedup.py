@@ -6,9 +6,10 @@ workers every run); the records of the two must be equal. It prints and writes t
 simulator's wall seconds per run (``RunResult.wall_seconds``), the CPU seconds of the
 simulator's process and of its workers, the ratio of medians, the load average before and
 after each run, and an idle-machine estimate from the CPU seconds (Amdahl: the simulator's
-own seconds are serial, the workers' split as the clients do). On a shared machine the
-measured ratio is pessimistic: other processes take the cores the workers would use, and
-under ``nice`` the workers only get what the others leave.
+own seconds are serial, the workers' split as the clients do, against the one-process
+run's CPU seconds). On a shared machine the measured ratio is pessimistic: other
+processes take the cores the workers would use, and under ``nice`` the workers only get
+what the others leave.
 
 Usage::
 
@@ -92,14 +93,16 @@ def measure(name: str, case: dict[str, Any], workers: int, repeats: int) -> dict
     many = statistics.median(r["wall_s"] for r in runs[workers])
     # Amdahl from CPU seconds: the simulator's own part is serial, the workers' part splits
     # as the clients do (equal clients: the busiest worker holds ceil(m / N) of m)
+    # against the one-process run's CPU seconds (its wall time on an idle machine)
     m = case["data"]["n_clients"]
     busiest = -(-m // workers) / m
+    alone = statistics.median(r["cpu_s"]["simulator"] for r in runs[1])
     serial = statistics.median(r["cpu_s"]["simulator"] for r in runs[workers])
     parallel = statistics.median(r["cpu_s"]["workers"] for r in runs[workers])
     return {"data": case["data"], "run": case["run"], "runs": {str(k): v for k, v in runs.items()},
             "median_wall_s": {"1": one, str(workers): many},
             "speedup": round(one / many, 2),
-            "idle_estimate": round((serial + parallel) / (serial + parallel * busiest), 2)}
+            "idle_estimate": round(alone / (serial + parallel * busiest), 2)}
 
 
 def main() -> None:
