@@ -133,7 +133,7 @@ def test_a_killed_worker_is_a_one_line_error_and_the_run_resumes(
     assert message.startswith(f"client {share[0]}'s worker process (pid {pid}, clients "
                               f"{', '.join(map(str, share))}) died in round 3 (killed by "
                               "signal 9)")
-    assert "fedlabels resume" in message
+    assert "fedlabels run --resume RESULT.json" in message
     assert not mp.active_children()  # the other worker was stopped too
     resumed = simulate(method, federation, models, workers=2, resume=ckpt, **kw)
     assert resumed.extra["provenance"]["resumed"][0]["from_round"] == 2
