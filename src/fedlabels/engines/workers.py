@@ -36,6 +36,7 @@ from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import current_source, is_reproducible
 from fedlabels.core.threads import ENV_VAR, apply_torch_threads, torch_threads
+from fedlabels.learners import is_iterative
 from fedlabels.method.base import ClientRole
 from fedlabels.runs.loop import CommMeter
 
@@ -135,15 +136,25 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> No
                     conn.send(("error", cid, _portable(exc), None))
                     break
             conn.send(("end",))
-        elif command == "states":
-            conn.send(("states", {cid: clients[cid].state_dict() for cid in request[1]}))
-        elif command == "final":
-            out = {}
-            for cid in request[1]:
-                role = clients[cid]
-                role.model()  # a refit learner restored from a state fits here, not there
-                out[cid] = (role.state_dict(), role.learner, role._stand_in)
-            conn.send(("final", out))
+        else:
+            try:
+                conn.send((command, _report(command, clients, request[1])))
+            except BaseException as exc:  # raised again by the simulator
+                conn.send(("failed", _portable(exc)))
+
+
+def _report(command: str, clients: dict[int, ClientRole], cids: list[int]) -> dict[int, Any]:
+    """``states``: each client's state; ``final``: its state, its fitted model where the
+    state does not hold it (a refit learner), and its stand-in model."""
+    if command == "states":
+        return {cid: clients[cid].state_dict() for cid in cids}
+    out = {}
+    for cid in cids:
+        role = clients[cid]
+        role.model()  # a refit learner restored from a state fits here, not there
+        learner = None if is_iterative(role.learner) else role.learner
+        out[cid] = (role.state_dict(), learner, role._stand_in)
+    return out
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -278,8 +289,11 @@ class WorkerGrid:
         for w, share in enumerate(self.shares):
             self._send(w, (command, share), share[0], -1)
         for w, share in enumerate(self.shares):
-            while (answer := self._recv(w, share, -1))[0] != command:
+            while (answer := self._recv(w, share, -1))[0] not in (command, "failed"):
                 pass  # what an interrupted exchange left in the pipe
+            if answer[0] == "failed":
+                self.close()
+                raise answer[1]
             out.update(answer[1])
         return out
 
@@ -298,8 +312,9 @@ class WorkerGrid:
             for cid, (state, learner, stand_in) in self._ask("final").items():
                 role = self.clients[cid]
                 role.load_state_dict(state)
-                role.learner = learner
-                role._stale = False  # the model came fitted from the worker
+                if learner is not None:  # a refit learner, fitted in the worker
+                    role.learner = learner
+                    role._stale = False
                 role._stand_in = stand_in
         finally:
             self.close()
