@@ -225,3 +225,19 @@ def test_runs_that_need_one_process_say_why(federation: Federation,
     result = simulate(method, federation, models, batch_clients="on", workers=None, **kw)
     assert result.extra["provenance"]["workers"] == 1
     assert result.extra["device"]["batched_clients"] is True
+
+
+def test_an_interrupted_run_keeps_its_rounds_and_models(federation: Federation) -> None:
+    def stop_after_round_2(record: RoundRecord) -> None:
+        if record.round == 2:
+            raise KeyboardInterrupt
+
+    runs = [simulate(get_method("fedct"), federation, as_models("rf"), rounds=4, seed=SEED,
+                     progress=False, workers=n, on_round=stop_after_round_2) for n in (1, 2)]
+    for result in runs:
+        assert result.extra["interrupted"] is True and len(result.rounds) == 2
+    assert _comparable(runs[1]) == _comparable(runs[0])
+    X = federation.X_test[:50]
+    for alone, pooled in zip(runs[0].client_models, runs[1].client_models, strict=True):
+        assert (alone.predict(X) == pooled.predict(X)).all()
+    assert not mp.active_children()
