@@ -223,21 +223,26 @@ def simulate(
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
             if federation.task != "regression":
-                result.extra["clinical"] = final_clinical(clients, cids, federation,
-                                                          records[-1].accuracies)
+                result.extra["clinical"] = final_clinical(
+                    clients, cids, federation, records[-1].accuracies,
+                    None if pool is None else pool.test_outputs)
         result.feature_names = list(federation.feature_names)
         result.preprocessing = federation.preprocessing
         return result
 
 
 def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federation,
-                   last_accuracies: list[float] | None) -> dict[str, Any]:
+                   last_accuracies: list[float] | None,
+                   test_outputs: Mapping[int, Any] | None = None) -> dict[str, Any]:
     """Clinical metrics of each client's final model on the test set (see
     :mod:`fedlabels.core.clinical`). Where the last round's evaluation scored something else
-    (a student, transductive labels), the entry says so instead of contradicting it."""
+    (a student, transductive labels), the entry says so instead of contradicting it.
+    ``test_outputs``: each client's test predictions and class probabilities where they
+    were computed already (by the worker that held the client)."""
     from fedlabels.core.clinical import class_probabilities, clinical_summary
 
-    outputs = [(clients[c].predict(clients[c].X_test),
+    outputs = [test_outputs[c] if test_outputs is not None and c in test_outputs else
+               (clients[c].predict(clients[c].X_test),
                 class_probabilities(clients[c].model(), clients[c].X_test,
                                     federation.n_classes)) for c in cids]
     counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)

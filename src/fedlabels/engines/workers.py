@@ -145,15 +145,21 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> No
 
 def _report(command: str, clients: dict[int, ClientRole], cids: list[int]) -> dict[int, Any]:
     """``states``: each client's state; ``final``: its state, its fitted model where the
-    state does not hold it (a refit learner), and its stand-in model."""
+    state does not hold it (a refit learner), its stand-in model, and its predictions and
+    class probabilities on the test set (classification)."""
     if command == "states":
         return {cid: clients[cid].state_dict() for cid in cids}
+    from fedlabels.core.clinical import class_probabilities
+
     out = {}
     for cid in cids:
         role = clients[cid]
-        role.model()  # a refit learner restored from a state fits here, not there
+        model = role.model()  # a refit learner restored from a state fits here, not there
         learner = None if is_iterative(role.learner) else role.learner
-        out[cid] = (role.state_dict(), learner, role._stand_in)
+        tested = None if role.settings.task == "regression" else (  # the clinical metrics'
+            role.predict(role.X_test),
+            class_probabilities(model, role.X_test, role.settings.n_classes))
+        out[cid] = (role.state_dict(), learner, role._stand_in, tested)
     return out
 
 
@@ -185,6 +191,8 @@ class WorkerGrid:
         self.home = {cid: w for w, share in enumerate(self.shares) for cid in share}
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
+        #: each client's final test predictions and class probabilities (from finish)
+        self.test_outputs: dict[int, Any] = {}
 
     @property
     def client_ids(self) -> list[int]:
@@ -309,13 +317,15 @@ class WorkerGrid:
         if not self.procs:
             return
         try:
-            for cid, (state, learner, stand_in) in self._ask("final").items():
+            for cid, (state, learner, stand_in, tested) in self._ask("final").items():
                 role = self.clients[cid]
                 role.load_state_dict(state)
                 if learner is not None:  # a refit learner, fitted in the worker
                     role.learner = learner
                     role._stale = False
                 role._stand_in = stand_in
+                if tested is not None:
+                    self.test_outputs[cid] = tested
         finally:
             self.close()
 
