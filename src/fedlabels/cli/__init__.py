@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from fedlabels.errors import FedLabelsError, show_warnings_in_one_line
 
@@ -38,14 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fedlabels",
         description="Federated learning that shares labels, not models.")
     parser.add_argument("--version", action="version", version=f"fedlabels {version()}")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads per training process (default: $FEDLABELS_THREADS, "
-                             "else 1, the fastest for these small models on a busy machine)")
-    loud = parser.add_mutually_exclusive_group()
-    loud.add_argument("-q", "--quiet", action="store_true",
-                      help="print only errors and the final table (no progress)")
-    loud.add_argument("-v", "--verbose", action="store_true",
-                      help="a progress line per round, even on a terminal")
+    add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_parser(sub)
     add_audit_parser(sub)
@@ -54,7 +47,35 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parsers(sub)
     add_bound_parser(sub)
     add_deploy_parser(sub)
+    for command in _leaf_parsers(parser):  # `fedlabels run -q` as well as `fedlabels -q run`
+        add_global_flags(command, top=False)
     return parser
+
+
+def add_global_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """``--threads``, ``-q``, ``-v``: on the top parser with their defaults, on each
+    subcommand without (``SUPPRESS``), so a flag after the subcommand overrides one before
+    it and an absent one leaves it alone."""
+    kw: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    g = p.add_argument_group("global options") if not top else p
+    g.add_argument("--threads", type=int, **({"default": None} if top else kw),
+                   help="torch threads per training process (default: $FEDLABELS_THREADS, "
+                        "else 1, the fastest for these small models on a busy machine)")
+    g.add_argument("-q", "--quiet", action="store_true", **kw,
+                   help="print only errors and the final table (no progress)")
+    g.add_argument("-v", "--verbose", action="store_true", **kw,
+                   help="a progress line per round, even on a terminal")
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand's parser (``deploy local`` included), not the groups above them."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser]
+    out: list[argparse.ArgumentParser] = []
+    for child in dict.fromkeys(subs[0].choices.values()):  # aliases share a parser
+        out += _leaf_parsers(child)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet and args.verbose:
+        parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
     show_warnings_in_one_line()
     from fedlabels.progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
     from fedlabels.threads import set_threads
