@@ -53,7 +53,7 @@ def no_training(monkeypatch):
                              "checked")
 
     monkeypatch.setattr(fedlabels.api, "run_config", refuse)
-    monkeypatch.setattr(fedlabels.api, "load_federation", refuse)
+    monkeypatch.setattr(fedlabels.data.loading, "load_federation", refuse)
     monkeypatch.setattr(fedlabels.data, "load_federation", refuse)
     monkeypatch.setattr(fedlabels.demo, "load_federation", refuse)
 

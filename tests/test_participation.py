@@ -11,9 +11,8 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.cli.run import participation_arg
 from fedlabels.comm import unpack_labels
-from fedlabels.config import RunConfig
+from fedlabels.config import RunConfig, participation_arg
 from fedlabels.consensus import ABSTAIN
 from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.engines.participation import (

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.config import RunConfig
-from fedlabels.data import Federation
+from fedlabels.data import Federation, load_federation
 from fedlabels.data.loading import federation_for
 from fedlabels.engines import simulate
 from fedlabels.learners import as_models
@@ -122,3 +122,6 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)
     return run_config(cfg, progress, threads, resume=file)
+
+
+__all__ = ["load_federation", "resume", "run", "run_config"]

@@ -13,7 +13,7 @@ from fedlabels.errors import FedLabelsError
 from fedlabels.run_spec import check_keys, declared, param
 
 
-def _participation(text: str) -> float | int:
+def participation_arg(text: str) -> float | int:
     """``3`` -> 3 clients per round; ``0.5`` or ``1.0`` -> a probability."""
     try:
         return int(text) if text.strip().isdigit() else float(text)
@@ -109,7 +109,7 @@ class RunConfig:
         None, "Q: each client takes part in a round with probability Q in (0, 1] (with a "
         "decimal point: 0.5, 1.0), or K: exactly K clients per round (a whole number: 3)",
         kind=(float, int), group="simulator", simulator_only=True, metavar="Q|K",
-        cli_type=_participation, default_text="every client")
+        cli_type=participation_arg, default_text="every client")
     dropout: float | None = param(
         None, "probability in [0, 1) that a selected client fails to reply", kind=float,
         group="simulator", simulator_only=True, metavar="P")

@@ -215,7 +215,7 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
         return f"{raw!r} is not a keyword of run(): save the result with " \
                "result.save_json(PATH)."
     if key in OPTION_USERS:
-        return f"{raw!r} is a method option, not a {what}: put it in {where(key)}."
+        return f"unknown {what} {raw!r}: {raw!r} is a method option: put it in {where(key)}."
     text = unknown_key_message(raw, valid, what)
     if "did you mean" not in text:
         close = difflib.get_close_matches(key, list(OPTION_USERS), n=1)
