@@ -104,7 +104,8 @@ class RunConfig:
         None, "what the malicious clients send: flip, random, constant[:K] or "
         "targeted[:S:T] (weight methods: sign-flipped, scaled or Gaussian updates)",
         kind=str, group="simulator", simulator_only=True, default_text="flip with "
-        "malicious clients", renamed_from=("attack",))
+        "malicious clients", renamed_from=("attack",),
+        hashed_as="attack")
     participation: float | int | None = param(
         None, "Q: each client takes part in a round with probability Q in (0, 1] (with a "
         "decimal point: 0.5, 1.0), or K: exactly K clients per round (a whole number: 3)",

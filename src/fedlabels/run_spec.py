@@ -57,6 +57,7 @@ class ParamInfo:
     python: bool = True  # a keyword of fl.run
     cli_type: Callable[[str], Any] | None = None
     renamed_from: tuple[str, ...] = ()  # former names, still read from TOML and Python
+    hashed_as: str | None = None  # the name a run's file-name hash uses, if not ``name``
 
     @property
     def flag(self) -> str:
@@ -127,14 +128,14 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
           default_text: str | None = None, federation: bool = False,
           simulator_only: bool = False, cli: bool = True, python: bool = True,
           cli_type: Callable[[str], Any] | None = None,
-          renamed_from: tuple[str, ...] = ()) -> Any:
+          renamed_from: tuple[str, ...] = (), hashed_as: str | None = None) -> Any:
     """Declare one run parameter: a field of :class:`~fedlabels.config.RunConfig`.
 
     ``kind`` is the accepted type(s) (an int is accepted for a float); ``minimum`` and
     ``maximum`` bound numbers (inclusive); ``federation=True`` marks a parameter that builds
     the federation; ``renamed_from`` lists former names still read from TOML files, saved
-    checkpoints and Python keywords (and hashed under the first, so a configuration keeps
-    its file name).
+    checkpoints and Python keywords; ``hashed_as`` is the former name a renamed parameter is
+    hashed under, so a configuration keeps its file name.
     """
     if group not in GROUPS:
         raise TypeError(f"unknown run parameter group {group!r}; one of {', '.join(GROUPS)}")
@@ -143,7 +144,8 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
         help=help, group=group, minimum=minimum, maximum=maximum,
         choices=tuple(choices) if choices is not None else None, metavar=metavar,
         default_text=default_text, federation=federation, simulator_only=simulator_only,
-        cli=cli, python=python, cli_type=cli_type, renamed_from=renamed_from)
+        cli=cli, python=python, cli_type=cli_type, renamed_from=renamed_from,
+        hashed_as=hashed_as)
     if isinstance(default, dict):
         return dataclasses.field(default_factory=dict, metadata={_META: info})
     return dataclasses.field(default=default, metadata={_META: info})
@@ -226,10 +228,10 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
 
 
 def hashed_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` keyed by each parameter's first name, what a run's file-name hash is
-    computed over (a renamed parameter does not rename existing results)."""
-    first = {info.name: (info.renamed_from or (info.name,))[0] for info in declared()}
-    return {first.get(k, k): v for k, v in settings.items()}
+    """``settings`` keyed as a run's file-name hash is computed (a renamed parameter under
+    its ``hashed_as`` name, so existing results keep their names)."""
+    keys = {info.name: info.hashed_as for info in declared() if info.hashed_as}
+    return {keys.get(k, k): v for k, v in settings.items()}
 
 
 def _cli_type(info: ParamInfo) -> Callable[[str], Any]:
@@ -280,3 +282,7 @@ def docs_table() -> str:
 
 __all__ = ["GROUPS", "ParamInfo", "add_run_flags", "by_name", "check_keys", "declared",
            "docs_table", "former_names", "hashed_settings", "param", "unknown_key_message"]
+
+
+if __name__ == "__main__":  # `python -m fedlabels.run_spec`: the table for docs/usage.md
+    print(docs_table())
