@@ -24,7 +24,7 @@ from fedlabels.engines.flower.local import LocalDeployment, deploy_local, read_o
 from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.engines.flower.server_app import server_state_path
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realprocess]
 
 
 def _processes_in(workdir: Path) -> list[int]:
