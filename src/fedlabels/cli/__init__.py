@@ -1,11 +1,13 @@
 """The ``fedlabels`` command line.
 
-One module per group of subcommands: :mod:`.run` (``run`` and the run options shared with
-``audit`` and ``deploy``), :mod:`.audit`, :mod:`.deploy`, :mod:`.info` (``datasets``,
-``models``, ``methods``), :mod:`.bound`, :mod:`.misc` (``fetch``, ``inspect``, ``plot``,
-``demo``), :mod:`.report` (``report``, ``predict``); :mod:`.method_flags` generates the
-method-option flags from the methods' declarations. Building the parser imports neither
-torch, Flower nor dp-accounting.
+One module per group of subcommands: :mod:`.run` (``run`` and ``resume``),
+:mod:`.run_options` (the run parameters' flags, generated from
+:class:`~fedlabels.config.RunConfig` and shared with ``audit`` and ``deploy``),
+:mod:`.audit`, :mod:`.deploy`, :mod:`.info` (``datasets``, ``models``, ``methods``),
+:mod:`.bound`, :mod:`.misc` (``fetch``, ``inspect``, ``plot``, ``demo``), :mod:`.report`
+(``report``, ``predict``); :mod:`.method_flags` generates the method-option flags from the
+methods' declarations. The global flags (``-q``, ``-v``, ``--threads``) go before or after
+the subcommand. Building the parser imports neither torch, Flower nor dp-accounting.
 """
 
 from __future__ import annotations
