@@ -52,6 +52,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
 
     set_threads(threads)  # a bad count fails before any data is loaded
     given = check_keys(params, "run parameter", python=True)
+    if "options" in given and given["options"] is None:  # options=None: no options given
+        del given["options"]
     if quorum is not None:
         given["options"] = {**(given.get("options") or {}), "quorum": quorum}
     by_dataset = isinstance(federation, str)

@@ -25,6 +25,31 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"fedlabels: error: {message} (see `{self.prog} -h`)\n")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse does, but a misspelt flag gets the closest one of its subcommand."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}"
+                       f"{_suggestion(self, extras, getattr(parsed, 'command', None))}"
+                       f"{getattr(parsed, 'unknown_hint', '')}")
+        return parsed
+
+
+def _suggestion(parser: argparse.ArgumentParser, extras: list[str], command: str | None) -> str:
+    """`` (did you mean --clients?)`` for the first unknown flag close to a known one."""
+    import difflib
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    chosen = subs[0].choices.get(command) if subs and command else None
+    known = [s for p in _leaf_parsers(chosen or parser) for a in p._actions
+             for s in a.option_strings if s.startswith("--") and a.help != argparse.SUPPRESS]
+    for token in extras:
+        if token.startswith("--"):
+            close = difflib.get_close_matches(token.split("=")[0], known, n=1)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
+
 
 def build_parser() -> argparse.ArgumentParser:
     from fedlabels.cli.audit import add_audit_parser
