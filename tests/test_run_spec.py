@@ -63,7 +63,8 @@ def test_cli_flag_toml_key_and_python_keyword_agree_for_every_parameter():
             assert info.name in run_params or any(
                 p.kind is p.VAR_KEYWORD for p in run_params.values())
         else:  # method and dataset are run()'s positional arguments; output is CLI/TOML
-            assert info.name in ("method", "dataset", "output")
+            assert info.name in ("method", "dataset", "output") and info.python_note
+    assert list(run_params)[:2] == ["method", "federation"]
     # the run's flags are generated, not written beside the declarations a second time
     declared_flags = {info.flag for info in declared()}
     hand_written = {s for a in _subparser("run")._actions for s in a.option_strings

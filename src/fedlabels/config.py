@@ -32,9 +32,10 @@ class RunConfig:
     """
 
     method: str = param("fedct", "a registered method (`fedlabels methods` lists them)",
-                        kind=str, python=False)
+                        kind=str, python=False, python_note="`fl.run`'s first argument")
     dataset: str = param("breast_cancer", "a registered dataset (`fedlabels datasets`) or "
-                         "csv:PATH:TARGET", kind=str, python=False)
+                         "csv:PATH:TARGET", kind=str, python=False,
+                         python_note="`fl.run`'s second argument, or a Federation")
     clients: int = param(5, "number of clients m", kind=int, minimum=1, group="data",
                          federation=True, renamed_from=("n_clients",))
     model: str | None = param(
@@ -74,8 +75,8 @@ class RunConfig:
                             "the end)", kind=int, minimum=1, metavar="K")
     output: str | None = param(
         None, "JSON result path X.json; X.rounds.csv and X.models.pkl go beside it",
-        kind=str, python=False, default_text="a name unique to the configuration under "
-        "results/")
+        kind=str, python=False, python_note="not in `fl.run`: `result.save_json`",
+        default_text="a name unique to the configuration under results/")
     sep: str | None = param(None, "field separator of a csv: table (e.g. ';' or '\\t')",
                             kind=str, group="table", federation=True, default_text="','")
     features: str | list[str] | None = param(

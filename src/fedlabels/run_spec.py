@@ -55,6 +55,7 @@ class ParamInfo:
     simulator_only: bool = False  # taken by `run` (and fl.run), refused by audit and deploy
     cli: bool = True  # has a generated flag (``options`` comes from --opt and method flags)
     python: bool = True  # a keyword of fl.run
+    python_note: str = ""  # where a parameter that is not a keyword of fl.run goes instead
     cli_type: Callable[[str], Any] | None = None
     renamed_from: tuple[str, ...] = ()  # former names, still read from TOML and Python
     hashed_as: str | None = None  # the name a run's file-name hash uses, if not ``name``
@@ -127,15 +128,16 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
           choices: Iterable[str] | None = None, metavar: str | None = None,
           default_text: str | None = None, federation: bool = False,
           simulator_only: bool = False, cli: bool = True, python: bool = True,
-          cli_type: Callable[[str], Any] | None = None,
+          python_note: str = "", cli_type: Callable[[str], Any] | None = None,
           renamed_from: tuple[str, ...] = (), hashed_as: str | None = None) -> Any:
     """Declare one run parameter: a field of :class:`~fedlabels.config.RunConfig`.
 
     ``kind`` is the accepted type(s) (an int is accepted for a float); ``minimum`` and
     ``maximum`` bound numbers (inclusive); ``federation=True`` marks a parameter that builds
-    the federation; ``renamed_from`` lists former names still read from TOML files, saved
-    checkpoints and Python keywords; ``hashed_as`` is the former name a renamed parameter is
-    hashed under, so a configuration keeps its file name.
+    the federation; ``python=False`` (with ``python_note`` saying where it goes instead)
+    keeps it out of ``fl.run``'s keywords; ``renamed_from`` lists former names still read
+    from TOML files, saved checkpoints and Python keywords; ``hashed_as`` is the former name
+    a renamed parameter is hashed under, so a configuration keeps its file name.
     """
     if group not in GROUPS:
         raise TypeError(f"unknown run parameter group {group!r}; one of {', '.join(GROUPS)}")
@@ -144,7 +146,8 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
         help=help, group=group, minimum=minimum, maximum=maximum,
         choices=tuple(choices) if choices is not None else None, metavar=metavar,
         default_text=default_text, federation=federation, simulator_only=simulator_only,
-        cli=cli, python=python, cli_type=cli_type, renamed_from=renamed_from,
+        cli=cli, python=python, python_note=python_note, cli_type=cli_type,
+        renamed_from=renamed_from,
         hashed_as=hashed_as)
     if isinstance(default, dict):
         return dataclasses.field(default_factory=dict, metadata={_META: info})
@@ -266,15 +269,15 @@ def docs_table() -> str:
              "|---|---|---|---|---|"]
     for info in declared():
         flag = f"`{info.flag}`" if info.cli else "`--opt`, method flags"
-        keyword = f"`{info.name}`" + ("" if info.python else " (TOML only)")
+        keyword = f"`{info.name}`" + ("" if info.python else f" ({info.python_note})")
         kind = info.type_name + (f", {info.constraint()}" if info.constraint() else "")
         notes = [info.help.replace("|", "\\|")]
         if info.federation:
             notes.append("builds the federation (`load_federation`)")
         if info.simulator_only:
-            notes.append("`fedlabels run` and `fl.run` only")
+            notes.append("simulator only (not `audit`, `deploy`)")
         if info.renamed_from:
-            notes.append(f"formerly `{'`, `'.join(info.renamed_from)}`")
+            notes.append(f"former name `{'`, `'.join(info.renamed_from)}` still read")
         lines.append(f"| {flag} | {keyword} | {kind.replace('|', 'or')} | "
                      f"{info.default_str().replace('|', 'or')} | {'; '.join(notes)} |")
     return "\n".join(lines)
