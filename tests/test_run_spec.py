@@ -153,6 +153,28 @@ def test_a_renamed_parameter_keeps_the_file_name_and_is_read_under_its_former_na
     assert default_output(new).name.endswith("_seed0_" + _digest_as_before(new) + ".json")
 
 
+def test_a_parameter_added_later_leaves_the_hash_alone_at_its_default():
+    from fedlabels.run_spec import hashed_settings, param
+
+    @dataclasses.dataclass
+    class Config:
+        rounds: int = param(20, "rounds", kind=int)
+        device: str = param("cpu", "where", kind=str, hashed_at_default=False)
+        poison: str | None = param(None, "what", kind=str, hashed_as="attack")
+
+    assert hashed_settings({"rounds": 3, "device": "cpu", "poison": "flip"}, Config) == \
+        {"rounds": 3, "attack": "flip"}
+    assert hashed_settings({"rounds": 3, "device": "cuda", "poison": None}, Config) == \
+        {"rounds": 3, "device": "cuda", "attack": None}
+
+
+@pytest.mark.parametrize("changes", [{}, {"options": {"quorum": 0.8}, "rounds": 3},
+                                     {"malicious": 1, "poison": "random"}])
+def test_file_names_are_those_of_the_configuration_before_the_run_spec(changes):
+    cfg = RunConfig(**changes)
+    assert default_output(cfg).stem.endswith("_" + _digest_as_before(cfg))
+
+
 def _digest_as_before(cfg: RunConfig) -> str:
     import hashlib
 

@@ -59,6 +59,7 @@ class ParamInfo:
     cli_type: Callable[[str], Any] | None = None
     renamed_from: tuple[str, ...] = ()  # former names, still read from TOML and Python
     hashed_as: str | None = None  # the name a run's file-name hash uses, if not ``name``
+    hashed_at_default: bool = True  # False: left out of the hash at its default (added later)
 
     @property
     def flag(self) -> str:
@@ -129,7 +130,8 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
           default_text: str | None = None, federation: bool = False,
           simulator_only: bool = False, cli: bool = True, python: bool = True,
           python_note: str = "", cli_type: Callable[[str], Any] | None = None,
-          renamed_from: tuple[str, ...] = (), hashed_as: str | None = None) -> Any:
+          renamed_from: tuple[str, ...] = (), hashed_as: str | None = None,
+          hashed_at_default: bool = True) -> Any:
     """Declare one run parameter: a field of :class:`~fedlabels.config.RunConfig`.
 
     ``kind`` is the accepted type(s) (an int is accepted for a float); ``minimum`` and
@@ -137,7 +139,9 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
     the federation; ``python=False`` (with ``python_note`` saying where it goes instead)
     keeps it out of ``fl.run``'s keywords; ``renamed_from`` lists former names still read
     from TOML files, saved checkpoints and Python keywords; ``hashed_as`` is the former name
-    a renamed parameter is hashed under, so a configuration keeps its file name.
+    a renamed parameter is hashed under, so a configuration keeps its file name;
+    ``hashed_at_default=False`` (for a parameter added later) leaves it out of the hash
+    while it has its default, so the runs made before it keep their file names.
     """
     if group not in GROUPS:
         raise TypeError(f"unknown run parameter group {group!r}; one of {', '.join(GROUPS)}")
@@ -147,8 +151,7 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
         choices=tuple(choices) if choices is not None else None, metavar=metavar,
         default_text=default_text, federation=federation, simulator_only=simulator_only,
         cli=cli, python=python, python_note=python_note, cli_type=cli_type,
-        renamed_from=renamed_from,
-        hashed_as=hashed_as)
+        renamed_from=renamed_from, hashed_as=hashed_as, hashed_at_default=hashed_at_default)
     if isinstance(default, dict):
         return dataclasses.field(default_factory=dict, metadata={_META: info})
     return dataclasses.field(default=default, metadata={_META: info})
@@ -230,11 +233,14 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
     return text
 
 
-def hashed_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` keyed as a run's file-name hash is computed (a renamed parameter under
-    its ``hashed_as`` name, so existing results keep their names)."""
-    keys = {info.name: info.hashed_as for info in declared() if info.hashed_as}
-    return {keys.get(k, k): v for k, v in settings.items()}
+def hashed_settings(settings: Mapping[str, Any], cls: type | None = None) -> dict[str, Any]:
+    """``settings`` as a run's file-name hash is computed: a renamed parameter under its
+    ``hashed_as`` name, one added later left out at its default (so existing results keep
+    their names)."""
+    params = {info.name: info for info in declared(cls)}
+    return {(params[k].hashed_as or k) if k in params else k: v
+            for k, v in settings.items()
+            if k not in params or params[k].hashed_at_default or v != params[k].default}
 
 
 def _cli_type(info: ParamInfo) -> Callable[[str], Any]:
