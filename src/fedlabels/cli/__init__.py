@@ -85,7 +85,7 @@ def add_global_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     it and an absent one leaves it alone."""
     kw: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
     g = p.add_argument_group("global options") if not top else p
-    g.add_argument("--threads", type=int, **({"default": None} if top else kw),
+    g.add_argument("--threads", type=int, metavar="N", **({"default": None} if top else kw),
                    help="torch threads per training process (default: $FEDLABELS_THREADS, "
                         "else 1, the fastest for these small models on a busy machine)")
     g.add_argument("-q", "--quiet", action="store_true", **kw,

@@ -64,7 +64,7 @@ def add_run_parser(sub: Any) -> None:
                                    "beside it (RESULT.checkpoint.npz), which holds its "
                                    "configuration; its files are updated in place.")
     r.add_argument("result", metavar="RESULT.json", help="the result of `fedlabels run`")
-    r.add_argument("--rounds", type=int, help="extend the run to this many rounds")
+    r.add_argument("--rounds", type=int, metavar="N", help="extend the run to N rounds")
     r.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     r.set_defaults(func=cmd_resume, unknown_hint="; resume takes RESULT.json, --rounds and "
                    "--no-progress only: the checkpoint holds the run's configuration")
