@@ -224,7 +224,8 @@ def test_fl_run_sets_the_number_of_clients_and_refuses_it_for_a_built_federation
     result = fl.run("fedct", "wine", clients=3, rounds=1, model="dt", progress=False)
     assert result.config["clients"] == 3 and len(result.final["client_accuracies"]) == 3
     fed = load_federation("wine", clients=3)
-    with pytest.raises(FedLabelsError, match="clients, partition build the federation"):
+    with pytest.raises(FedLabelsError,
+                       match="clients, partition apply when the federation is built"):
         fl.run("fedct", fed, clients=4, partition="iid")
 
 

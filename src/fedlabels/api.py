@@ -60,9 +60,12 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     if not by_dataset:
         building = [k for k in given if by_name()[k].federation and k != "seed"]
         if building:
-            raise FedLabelsError(f"{', '.join(building)} build the federation: pass a dataset "
-                                 "name to run(), or give them to load_federation/"
-                                 "make_federation, not to run() with a Federation.")
+            verb = "applies" if len(building) == 1 else "apply"
+            raise FedLabelsError(f"{', '.join(building)} {verb} when the federation is built: "
+                                 "pass a dataset name to run(), or give "
+                                 f"{'it' if len(building) == 1 else 'them'} to "
+                                 "load_federation/make_federation, not to run() with a "
+                                 "Federation.")
     name = federation if isinstance(federation, str) else federation.name
     cfg = RunConfig(method=method, dataset=name,
                     model=model if isinstance(model, str) else None, **given)
