@@ -123,12 +123,12 @@ def _exit_code(argv):
 @pytest.fixture
 def no_data(monkeypatch):
     """Fail the test if a command loads data (option errors must come first)."""
-    import fedlabels.data.loading
+    import fedlabels.runs.federation
 
     def refuse(*args, **kwargs):
         raise AssertionError("data was loaded before the options were checked")
 
-    monkeypatch.setattr(fedlabels.data.loading, "load_federation", refuse)
+    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
 
 
 def _one_line_error(capsys):
@@ -159,7 +159,7 @@ def _flags():
 
 @pytest.mark.parametrize("name", sorted(_flags()))
 def test_a_flag_of_another_method_is_rejected_by_name(no_data, capsys, name):
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     users = [method for method, _ in _flags()[name].users]
     other = next(m for m in sorted(METHODS) if m not in users)
@@ -177,7 +177,7 @@ def test_generated_flags_match_the_declarations():
 
     from fedlabels.cli.method_flags import method_options
     from fedlabels.cli.run_options import add_run_options
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     parser = argparse.ArgumentParser()
     add_run_options(parser)
@@ -201,7 +201,7 @@ def test_a_generated_flag_reaches_the_method(tmp_path):
 
 
 def test_methods_lists_every_method_and_option(capsys):
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     assert main(["methods"]) == 0
     out = capsys.readouterr().out
@@ -217,7 +217,7 @@ def test_methods_lists_every_method_and_option(capsys):
 
 
 def test_run_help_mentions_every_method(capsys):
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     assert _exit_code(["run", "--help"]) == 0
     out = capsys.readouterr().out
@@ -230,3 +230,5 @@ def test_methods_listing_shows_default_model_and_threat_model(capsys):
     out = capsys.readouterr().out
     assert "default model: mlp; threat model: parameters (guarantee none)" in out
     assert "default model: decision_tree; threat model: hard-labels-on-queries" in out
+    assert "capabilities: requires_weights, uses_public=False, supports_regression, " \
+           "canary_view=final-model" in out  # fedavg's declared Capabilities

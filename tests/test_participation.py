@@ -1,4 +1,4 @@
-"""Partial participation, dropouts and stragglers (engines/participation.py)."""
+"""Partial participation, dropouts and stragglers (runs/participation.py)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ import pytest
 import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.comm import unpack_labels
-from fedlabels.config import RunConfig, participation_arg
 from fedlabels.consensus import ABSTAIN
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.inprocess import InProcessGrid
-from fedlabels.engines.participation import (
+from fedlabels.learners import as_models
+from fedlabels.results import load_result
+from fedlabels.runs.config import RunConfig, participation_arg
+from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
+from fedlabels.runs.participation import (
     ROUND_TAG,
     SPEED_TAG,
     Participation,
     ParticipationGrid,
     draw_round,
 )
-from fedlabels.engines.runner import CommMeter, plan_run, run_rounds, uses_iterative
-from fedlabels.errors import FedLabelsError
-from fedlabels.learners import as_models
-from fedlabels.results import load_result
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def build(method, fed, policy, *, model="decision_tree", options=None, seed=0, p
                     n_features=fed.n_features, rounds=1, period=period, seed=seed,
                     models=as_models(model), options=options)
     impl, learners, ctx = plan.method, plan.learners(), plan.context()
-    public = fed.X_public if impl.uses_public else None
+    public = fed.X_public if impl.capabilities.uses_public else None
     clients = {c: impl.make_client(c, fed.clients[c], learners[c], ctx, public, fed.X_test,
                                    fed.y_test) for c in range(fed.n_clients)}
     sizes = [len(d.y) for d in fed.clients]
@@ -71,7 +71,8 @@ def loop(run, rounds, on_round):
     """The engine's round loop over ``run`` (from :func:`build`), ``on_round`` after each."""
     records, _ = run_rounds(run.server, run.grid, run.inner.meter, rounds=rounds,
                             period=run.period, eval_every=1, iterative=run.iterative,
-                            all_cids=run.grid.client_ids, on_round=on_round)
+                            all_cids=run.grid.client_ids, on_round=on_round,
+                            draw=run.grid.draw)
     return records
 
 

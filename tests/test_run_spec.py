@@ -16,10 +16,10 @@ import pytest
 import fedlabels as fl
 from fedlabels.cli import build_parser, main
 from fedlabels.cli.run_options import config_from_args, default_output
-from fedlabels.config import RunConfig, load_config
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data.loading import load_federation
-from fedlabels.errors import FedLabelsError
-from fedlabels.run_spec import by_name, check_keys, declared, docs_table
+from fedlabels.runs.config import RunConfig, load_config
+from fedlabels.runs.spec import by_name, check_keys, declared, docs_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,7 @@ def test_load_federation_takes_exactly_the_parameters_that_build_a_federation():
 def test_docs_table_is_the_generated_one():
     text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     assert docs_table() in text, ("docs/usage.md's run-parameter table is stale; regenerate "
-                                  "it: python -m fedlabels.run_spec")
+                                  "it: python -m fedlabels.runs.spec")
 
 
 # one configuration with unequal clients (Dirichlet) and partial participation
@@ -154,7 +154,7 @@ def test_a_renamed_parameter_keeps_the_file_name_and_is_read_under_its_former_na
 
 
 def test_a_parameter_added_later_leaves_the_hash_alone_at_its_default():
-    from fedlabels.run_spec import hashed_settings, param
+    from fedlabels.runs.spec import hashed_settings, param
 
     @dataclasses.dataclass
     class Config:
@@ -210,12 +210,12 @@ def test_unknown_or_bad_keys_are_one_line_errors(data, message):
 ])
 def test_fl_run_refuses_what_the_cli_refuses_before_loading_data(params, message,
                                                                  monkeypatch):
-    import fedlabels.data.loading
+    import fedlabels.runs.federation
 
     def refuse(*args, **kwargs):
         raise AssertionError("data was loaded before the parameters were checked")
 
-    monkeypatch.setattr(fedlabels.data.loading, "load_federation", refuse)
+    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
     with pytest.raises(FedLabelsError, match=message):
         fl.run("fedct", "breast_cancer", **params)
 

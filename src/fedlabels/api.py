@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fedlabels.config import RunConfig
+from fedlabels.core.threads import set_threads
 from fedlabels.data import Federation, load_federation
-from fedlabels.data.loading import federation_for
 from fedlabels.engines import simulate
 from fedlabels.learners import as_models
-from fedlabels.protocols import get_method
+from fedlabels.methods import get_method
 from fedlabels.results import RoundRecord, RunResult
-from fedlabels.threads import set_threads
+from fedlabels.runs.config import RunConfig
+from fedlabels.runs.federation import federation_for
 
 
 def run(method: str, federation: Federation | str, *, model: Any = None,
@@ -41,14 +41,14 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``model`` is also a list of specs or estimators (one per client) or a single
     scikit-learn-compatible estimator; ``quorum`` is shorthand for
     ``options={"quorum": ...}`` (FedCT). Options are validated before any data is loaded.
-    ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.progress`);
+    ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.runs.progress`);
     ``on_round`` is called with each round's record; ``config`` adds entries to the
     recorded configuration. ``threads`` sets this process's torch threads (default:
-    ``FEDLABELS_THREADS``, else 1; see :mod:`fedlabels.threads`); it stays set after the
+    ``FEDLABELS_THREADS``, else 1; see :mod:`fedlabels.core.threads`); it stays set after the
     run, like ``torch.set_num_threads``.
     """
-    from fedlabels.errors import FedLabelsError
-    from fedlabels.run_spec import by_name, check_keys
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.runs.spec import by_name, check_keys
 
     set_threads(threads)  # a bad count fails before any data is loaded
     given = check_keys(params, "run parameter", python=True)
@@ -112,9 +112,9 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
     ``rounds`` extends a finished run to that many rounds. The result equals the
     uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
-    round; the checkpoint keeps being updated. See :mod:`fedlabels.engines.checkpoint`."""
-    from fedlabels.engines.checkpoint import checkpoint_path, load_checkpoint
-    from fedlabels.errors import FedLabelsError
+    round; the checkpoint keeps being updated. See :mod:`fedlabels.runs.checkpoint`."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)

@@ -23,9 +23,9 @@ from fedlabels.audit.plan import AuditPlan, make_plan
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import ReferenceModels, ReferenceOutputs
 from fedlabels.audit.threats import AuditView, Observation
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
 from fedlabels.engines import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import expand_per_client
 from fedlabels.learners.text_input import refuse_text
 from fedlabels.privacy.attacks import (
@@ -328,7 +328,7 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
     members in place of the members (``privacy.null_vul``, ``privacy.null_vul_ci``).
     Returns the run's result (with ``privacy`` merged in) and the full :class:`AuditReport`.
     """
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
 
     if federation.task != "classification":
         raise FedLabelsError(
@@ -355,9 +355,8 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
     recording = RecordingMethod(impl, recorder)
     parsed = impl.parse_options({**(options or {}),
                                  **({"quorum": quorum} if quorum is not None else {})})
-    sized_for = getattr(impl, "sized_for", None)  # sizes from the ordinary U, not U + Q
-    if sized_for is not None and plan.evaluation.X_public is not None:
-        parsed = sized_for(parsed, len(plan.evaluation.X_public))
+    if plan.evaluation.X_public is not None:  # sizes from the ordinary U, not U + Q
+        parsed = impl.sized_for(parsed, len(plan.evaluation.X_public))
     result = simulate(recording, run_fed, specs, rounds=rounds, period=period, seed=seed,
                       eval_every=eval_every, progress=progress, config=config, options=parsed)
     report.seconds["run"] = time.perf_counter() - t_run

@@ -2,7 +2,7 @@
 
 One module per group of subcommands: :mod:`.run` (``run`` and ``resume``),
 :mod:`.run_options` (the run parameters' flags, generated from
-:class:`~fedlabels.config.RunConfig` and shared with ``audit`` and ``deploy``),
+:class:`~fedlabels.runs.config.RunConfig` and shared with ``audit`` and ``deploy``),
 :mod:`.audit`, :mod:`.deploy`, :mod:`.info` (``datasets``, ``models``, ``methods``),
 :mod:`.bound`, :mod:`.misc` (``fetch``, ``inspect``, ``plot``, ``demo``), :mod:`.report`
 (``report``, ``predict``); :mod:`.method_flags` generates the method-option flags from the
@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
-from fedlabels.errors import FedLabelsError, show_warnings_in_one_line
+from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fedlabels.cli.misc import add_misc_parsers
     from fedlabels.cli.report import add_report_parsers
     from fedlabels.cli.run import add_run_parser
-    from fedlabels.provenance import version
+    from fedlabels.core.provenance import version
 
     parser = _Parser(
         prog="fedlabels",
@@ -106,15 +106,15 @@ def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPars
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fedlabels.provenance import command_line
+    from fedlabels.core.provenance import command_line
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.quiet and args.verbose:
         parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
     show_warnings_in_one_line()
-    from fedlabels.progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
-    from fedlabels.threads import set_threads
+    from fedlabels.core.threads import set_threads
+    from fedlabels.runs.progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
 
     before = verbosity()
     set_verbosity(QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 WIDTH = 100
 _DEST = "method_option:"  # namespace prefix of the generated flags (never clashes)
@@ -34,7 +34,7 @@ class MethodFlag:
     def parse_type(self) -> Callable[[str], Any]:
         """``int``, ``float`` or ``str`` when every declaration agrees (auto-typed otherwise);
         ``none`` gives None where a declaration takes None, as with ``--opt``."""
-        from fedlabels.protocols.options import parse_flag_value
+        from fedlabels.method.options import parse_flag_value
 
         infos = [info for _, info in self.users]
         kinds = [set(info.kind) for info in infos]
@@ -79,11 +79,14 @@ class MethodFlag:
 
 
 def method_flags() -> dict[str, MethodFlag]:
-    """Option name -> its generated flag, over all registered methods (sorted by name)."""
-    from fedlabels.protocols import METHODS
+    """Option name -> its generated flag, over fedlabels' own methods (sorted by name);
+    plug-in methods' options are given with ``--opt``."""
+    from fedlabels.methods import METHODS, PLUGINS
 
     users: dict[str, list[tuple[str, Any]]] = {}
     for name, method in sorted(METHODS.items()):
+        if name in PLUGINS:
+            continue
         for info in method.options_class.declared():
             if info.flag:
                 users.setdefault(info.name, []).append((name, info))
@@ -109,10 +112,10 @@ def add_method_flags(p: argparse.ArgumentParser) -> None:
 
 def methods_epilog() -> str:
     """The registered methods with their descriptions (pre-wrapped for the epilog)."""
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import available_methods
 
     lines = ["methods (--method; `fedlabels methods NAME` lists a method's options):"]
-    for name, method in sorted(METHODS.items()):
+    for name, method in available_methods().items():
         lines += textwrap.wrap(method.description or "-", WIDTH - 2,
                                initial_indent=f"  {name:<14} ", subsequent_indent=" " * 17,
                                break_on_hyphens=False)
@@ -121,7 +124,7 @@ def methods_epilog() -> str:
 
 def method_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """The options given as ``--opt KEY=VALUE`` and those given by generated flags."""
-    from fedlabels.protocols.options import parse_flag_value
+    from fedlabels.method.options import parse_flag_value
 
     opts: dict[str, Any] = {}
     for item in getattr(args, "opt", None) or []:
@@ -135,7 +138,7 @@ def method_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
 
 def check_flags(method: Any, flagged: dict[str, Any]) -> None:
     """Reject generated flags that ``method`` does not declare, naming the flag."""
-    from fedlabels.protocols.options import unknown_option_message
+    from fedlabels.method.options import unknown_option_message
 
     declared = method.options_class.names()
     for key in flagged:

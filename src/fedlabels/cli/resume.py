@@ -1,9 +1,9 @@
 """``fedlabels resume RESULT.json [--rounds N]``: continue or extend a run.
 
 The run is rebuilt from the checkpoint beside its result (``RESULT.checkpoint.npz``, see
-:mod:`fedlabels.engines.checkpoint`), which holds its configuration, so the command takes
-nothing that would change it: only ``--rounds`` (extend a finished run) and
-``--no-progress``. The run's own files (result, rounds table, models, checkpoint) are
+:mod:`fedlabels.runs.checkpoint`), which holds its configuration, so the command takes
+nothing that would change it: only ``--rounds`` (extend a finished run), ``--no-progress``
+and ``--metric``. The run's own files (result, rounds table, models, checkpoint) are
 updated in place, without ``--overwrite``: it is the same run. A ``RESULT.json`` that a
 SIGKILL never let be written is fine: the checkpoint is enough.
 """
@@ -14,15 +14,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 def resumed_run(args: argparse.Namespace) -> tuple[Any, dict[str, Path]]:
     """The resumed run's result and its files (written by the caller)."""
     from fedlabels.api import resume
-    from fedlabels.engines.checkpoint import checkpoint_path
-    from fedlabels.engines.runner import terminate_as_interrupt
-    from fedlabels.outputs import result_path, run_outputs
+    from fedlabels.core.files import result_path, run_outputs
+    from fedlabels.runs.checkpoint import checkpoint_path
+    from fedlabels.runs.loop import terminate_as_interrupt
 
     out = result_path(args.result, "resume")
     files = {**run_outputs(out), "checkpoint": checkpoint_path(out)}

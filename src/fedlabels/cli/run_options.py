@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.cli.method_flags import add_method_flags, check_flags, method_options
-from fedlabels.errors import FedLabelsError
-from fedlabels.run_spec import add_run_flags, declared
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.runs.spec import add_run_flags, declared
 
 
 def add_run_options(p: argparse.ArgumentParser, *, simulator: bool = False) -> None:
-    """The run parameters' flags (generated from :class:`~fedlabels.config.RunConfig`; with
-    ``simulator`` the simulator-only ones too), ``--config`` and the method flags."""
+    """The run parameters' flags (generated from
+    :class:`~fedlabels.runs.config.RunConfig`; with ``simulator`` the simulator-only ones
+    too), ``--config`` and the method flags."""
     p.add_argument("--config", help="TOML file with the same keys as these options "
                                     "(method options in an [options] table)")
     p.add_argument("--overwrite", action="store_true",
@@ -57,11 +58,11 @@ def add_renamed_flags(p: argparse.ArgumentParser,
 
 
 def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> Any:
-    """The validated :class:`~fedlabels.config.RunConfig`; method options are checked here,
-    before any data is loaded. Without ``simulator`` (``audit``, ``deploy``) the
+    """The validated :class:`~fedlabels.runs.config.RunConfig`; method options are checked
+    here, before any data is loaded. Without ``simulator`` (``audit``, ``deploy``) the
     simulator-only parameters (from a TOML file) are an error."""
-    from fedlabels.config import RunConfig, load_config
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
+    from fedlabels.runs.config import RunConfig, load_config
 
     given: dict[str, Any] = {info.name: getattr(args, info.name) for info in declared()
                              if getattr(args, info.name, None) is not None}
@@ -72,7 +73,7 @@ def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> An
         given["options"] = {**opts, **flagged}
     cfg = load_config(args.config, **given) if args.config else RunConfig(**given)
     if not simulator:
-        from fedlabels.run_spec import by_name
+        from fedlabels.runs.spec import by_name
 
         defaults = RunConfig.__dataclass_fields__
         extra = [name for name, info in by_name().items() if info.simulator_only
@@ -89,9 +90,9 @@ def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> An
 def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
                     tag: str = "", **extra: str) -> dict[str, Path]:
     """The output files of a run, checked before any data is loaded (see
-    :mod:`fedlabels.outputs`): the result JSON, its rounds table, the models file (with
+    :mod:`fedlabels.core.files`): the result JSON, its rounds table, the models file (with
     ``models``) and ``extra`` files named by the result's suffix (``roc=".roc.png"``)."""
-    from fedlabels.outputs import check_outputs, result_path, run_inputs, run_outputs
+    from fedlabels.core.files import check_outputs, result_path, run_inputs, run_outputs
 
     out = result_path(cfg.output) if cfg.output else default_output(cfg, tag)
     files = run_outputs(out)
@@ -106,17 +107,52 @@ def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
 def save_result(result: Any, files: dict[str, Path]) -> None:
     """Write the result JSON, its rounds table and (if planned and present) the models;
     a failed write is a one-line error."""
-    from fedlabels.outputs import writing
+    from fedlabels.core.files import writing
 
     with writing(str(files["result"])):
         result.save_json(files["result"])
     with writing(str(files["rounds table"])):
         result.save_csv(files["rounds table"])
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
-        from fedlabels.interpret import save_models
+        from fedlabels.results.models_file import save_models
 
         with writing(str(files["models file"])):
             save_models(result, files["result"])
+
+
+def add_metric_flag(p: argparse.ArgumentParser) -> None:
+    """``--metric``: the headline column of the printed table (commands that print one)."""
+    from fedlabels.core.clinical import SCALAR_METRICS
+
+    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
+                   help="the headline column of the printed table: its mean, min and max "
+                        "over clients (all are in the result's `clinical` entry; default "
+                        "accuracy)")
+
+
+def show_table(result: Any, metric: str = "accuracy") -> None:
+    """Print a run's table row (headline ``metric``) and, on stderr, its caveats."""
+    import sys
+
+    from fedlabels.results import format_table, table_warnings
+
+    row = result.summary_row()
+    print(format_table([row], metric=metric))
+    clinical = result.extra.get("clinical") or {}
+    if metric != "accuracy" and row.get("mean_rmse") is not None:
+        print(f"warning: --metric {metric} applies to classification; a regression run "
+              "reports RMSE and R²", file=sys.stderr)
+    elif metric != "accuracy" and row.get(f"mean_{metric}") is None:
+        if clinical.get("unavailable") or not clinical:
+            why = clinical.get("unavailable") or "a Flower deployment keeps the models at " \
+                "the sites"
+        elif metric == "auroc":
+            why = str(clinical.get("auroc_scores")).removeprefix("n/a: ")
+        else:
+            why = "it applies to binary tasks only"
+        print(f"warning: --metric {metric} is n/a for this run: {why}", file=sys.stderr)
+    for line in table_warnings([row]):
+        print(line, file=sys.stderr)
 
 
 def interrupted_message(result: Any) -> str:
@@ -144,7 +180,7 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     if dataset.startswith("csv:"):  # csv:dir/patients.csv:target -> csv-patients-target
         table, _, target = dataset[len("csv:"):].rpartition(":")
         dataset = f"csv-{Path(table).stem}-{target}"
-    from fedlabels.run_spec import hashed_settings
+    from fedlabels.runs.spec import hashed_settings
 
     settings = hashed_settings({k: v for k, v in cfg.to_dict().items() if k != "output"})
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())

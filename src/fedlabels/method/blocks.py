@@ -1,0 +1,222 @@
+"""Federated building blocks shared by methods: broadcast, averaging, the weights client,
+the vote server.
+
+FedAvg, DP-FedAvg, FREDY's teacher phase and FedAvg+XCLP all send a global model, let
+clients take local steps from it and combine what comes back; FedCT and DP-FedCT collect
+hard labels on U and send back their consensus (:class:`VoteServer`). The pieces live here
+once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
+from fedlabels.consensus import ABSTAIN, balanced_vote, majority_vote, qualified_majority
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners import has_weights
+from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole, Settings
+
+Consensus = Callable[[np.ndarray], np.ndarray]
+
+
+def broadcast(grid: Grid, message: Message, rnd: int,
+              cids: list[int] | None = None) -> dict[int, Message]:
+    """Send the same ``message`` to ``cids`` (default: every client the grid has)."""
+    targets = grid.client_ids if cids is None else cids
+    return grid.exchange({cid: message for cid in targets}, rnd)
+
+
+def size_weighted_average(replies: Mapping[int, Message], key: str = "weights",
+                          size_key: str = "n") -> np.ndarray:
+    """Σ_i n_i w_i / Σ_i n_i over the replies (float64 sums, float32 result)."""
+    if not replies:
+        raise FedLabelsError("no client replied: there is nothing to average.")
+    cids = sorted(replies)
+    sizes = np.array([float(replies[c].config[size_key]) for c in cids], dtype=np.float64)
+    if sizes.sum() <= 0:
+        raise FedLabelsError("the replying clients hold no examples: cannot average.")
+    stacked = np.stack([np.asarray(replies[c].arrays[key], dtype=np.float64) for c in cids])
+    return (sizes @ stacked / sizes.sum()).astype(np.float32)
+
+
+def robust_average(replies: Mapping[int, Message], aggregate: str, trim: float,
+                   key: str = "weights") -> np.ndarray:
+    """Coordinate-wise ``median`` or ``trimmed_mean`` (per coordinate the ``floor(trim·m)``
+    largest and smallest values left out, the rest averaged) of the replies, unweighted by
+    client size; ``mean`` is :func:`size_weighted_average`."""
+    if aggregate == "mean":
+        return size_weighted_average(replies, key)
+    if not replies:
+        raise FedLabelsError("no client replied: there is nothing to aggregate.")
+    stacked = np.stack([np.asarray(replies[c].arrays[key], dtype=np.float64)
+                        for c in sorted(replies)])
+    if aggregate == "median":
+        return np.median(stacked, axis=0).astype(np.float32)
+    cut = int(trim * len(stacked))
+    if aggregate != "trimmed_mean" or 2 * cut >= len(stacked):
+        raise FedLabelsError(f"cannot aggregate {len(stacked)} replies by {aggregate} with "
+                             f"trim {trim}; use mean, median or trimmed_mean with trim < 0.5.")
+    return np.sort(stacked, axis=0)[cut:len(stacked) - cut].mean(axis=0).astype(np.float32)
+
+
+def check_weight_learners(method: str, learners: list[Any]) -> None:
+    """Averaging needs models that expose their parameters, the same architecture at all."""
+    bad = sorted({type(ln).__name__ for ln in learners if not has_weights(ln)})
+    if bad:
+        raise FedLabelsError(f"{method} averages model parameters and needs a model that "
+                             f"exposes them (the torch 'mlp'); got {', '.join(bad)}. "
+                             "Use --method fedct to train models that cannot be averaged.")
+    shapes = {repr({k: v for k, v in ln.get_params().items() if k != "random_state"})
+              for ln in learners}
+    if len(shapes) > 1:
+        raise FedLabelsError(f"{method} needs the same architecture at every client; got "
+                             "different model specs.")
+
+
+def initial_weights(learners: list[Any], ctx: MethodContext) -> np.ndarray:
+    """The common initialisation: a fresh copy of client 0's model, seeded by the server."""
+    from sklearn.base import clone
+
+    init = clone(learners[0]).set_params(random_state=ctx.server_seed)
+    init.initialise(ctx.settings.n_features, ctx.settings.n_classes)
+    return np.asarray(init.get_weights(), dtype=np.float32)
+
+
+class WeightsClient(ClientRole):
+    """A client that loads the global weights it is sent and trains from them."""
+
+    def ensure_built(self) -> None:
+        if not hasattr(self.learner, "model_"):
+            self.learner.initialise(self.settings.n_features or self.data.X.shape[1],
+                                    self.settings.n_classes)
+
+    def load_weights(self, message: Message) -> bool:
+        """Set the learner to the message's ``weights``, if it carries any."""
+        if "weights" not in message.arrays:
+            return False
+        self.ensure_built()
+        self.learner.set_weights(message.arrays["weights"])
+        return True
+
+    def local_steps_from(self, message: Message) -> None:
+        """Load the global weights, then take ``steps`` local steps on the private data."""
+        self.load_weights(message)
+        self.ensure_built()
+        self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
+
+    def weights_reply(self, kind: str) -> Message:
+        """The local weights and the data size they are weighted by."""
+        return Message(kind, arrays={"weights": self.learner.get_weights()},
+                       config={"n": len(self.data)})
+
+    def evaluate(self, message: Message) -> Message:
+        self.load_weights(message)
+        return super().evaluate(message)
+
+
+class GlobalModelServer(ServerRole):
+    """A server holding global weights, which its evaluation message carries."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("weights",)
+    evaluation_after_round = True  # the evaluation carries the round's new global weights
+
+    def __init__(self, initial: np.ndarray, period: int) -> None:
+        self.weights = np.asarray(initial, dtype=np.float32)
+        self.period = period
+
+    def evaluation_message(self, cid: int) -> Message:
+        return Message("evaluate", arrays={"weights": self.weights}, category="evaluation")
+
+    def final_arrays(self) -> dict[str, np.ndarray]:
+        return {"weights": self.weights}
+
+
+# -------------------------------------------------------------------- the vote server
+def vote_consensus(n_classes: int, quorum: float | None, balanced: bool = False) -> Consensus:
+    """Majority vote, or qualified majority when a ``quorum`` is set (class-balanced with
+    ``balanced``): a function of the (m, n) matrix of hard labels."""
+    if balanced:
+        return lambda votes: balanced_vote(votes, n_classes, quorum)
+    if quorum is None:
+        return lambda votes: majority_vote(votes, n_classes)
+    return lambda votes: qualified_majority(votes, n_classes, quorum)
+
+
+def check_voters(method: str, n_clients: int, quorum: float | None) -> None:
+    """A plain majority vote needs at least 3 voters (with 2 every disagreement is a tie)."""
+    if quorum is None and n_clients < 3:
+        raise FedLabelsError(
+            f"{method} with a majority vote needs at least 3 clients, got {n_clients}: with "
+            "2 clients every disagreement is a tie that the class index decides, and "
+            "with 1 there is nothing to vote on (the convergence result, Prop. 1, assumes "
+            "m >= 3). Use more clients, or a qualified majority (--quorum 1.0 = unanimity).")
+
+
+def encode_consensus(labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray]:
+    """Bit-pack a consensus; abstentions travel as a 1-bit-per-example mask."""
+    abstain = labels == ABSTAIN
+    arrays = {"consensus": pack_labels(np.where(abstain, 0, labels), n_classes)}
+    if abstain.any():
+        arrays["keep"] = pack_mask(~abstain)
+    return arrays
+
+
+def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> np.ndarray:
+    labels = unpack_labels(arrays["consensus"], n, n_classes)
+    if "keep" in arrays:
+        labels[~unpack_mask(arrays["keep"], n)] = ABSTAIN
+    return labels
+
+
+class VoteServer(ServerRole):
+    """Collects the clients' hard labels on U, forms their consensus and sends it back with
+    the next training message (so each round is one exchange).
+
+    Methods differ in how they turn the replies into a consensus (FedCT: a plain, robust or
+    qualified vote; DP-FedCT: its mechanism's debiased vote) and build on this block by
+    subclassing it; ``consensus`` is the vote of an (m, |U|) label matrix.
+    """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("labels",)
+
+    def __init__(self, settings: Settings, n_public: int, consensus: Consensus,
+                 truth_public: np.ndarray | None = None, kind: str = "fedct.train") -> None:
+        self.settings = settings
+        self.n_public = n_public
+        self.consensus = consensus
+        self.truth_public = truth_public
+        self.kind = kind
+        self.labels: np.ndarray | None = None
+
+    def train_message(self, rnd: int) -> Message:
+        """The round's training message, with the last consensus when there is one."""
+        arrays = {} if self.labels is None else encode_consensus(self.labels,
+                                                                 self.settings.n_classes)
+        return Message(self.kind, arrays=arrays,
+                       config={"round": rnd, "steps": self.settings.period})
+
+    def collect_votes(self, replies: Mapping[int, Message]) -> np.ndarray:
+        """The (m, |U|) matrix of the clients' unpacked hard labels."""
+        return np.stack([unpack_labels(replies[cid].arrays["labels"], self.n_public,
+                                       self.settings.n_classes) for cid in sorted(replies)])
+
+    def consensus_metrics(self, new: np.ndarray) -> dict[str, float]:
+        """Fraction of consensus labels that changed, coverage, and (diagnostic) accuracy."""
+        metrics = {
+            "consensus_changed": 1.0 if self.labels is None
+            else float(np.mean(self.labels != new)),
+            "consensus_coverage": float(np.mean(new != ABSTAIN)),
+        }
+        if self.truth_public is not None:
+            kept = new != ABSTAIN
+            metrics["consensus_accuracy"] = (float(np.mean(new[kept] == self.truth_public[kept]))
+                                             if kept.any() else float("nan"))
+        return metrics
+
+    def final_arrays(self) -> dict[str, np.ndarray]:
+        """The last consensus on U (what a deployment saves beside the result)."""
+        return {} if self.labels is None else {"labels": self.labels}

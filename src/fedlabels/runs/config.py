@@ -1,0 +1,238 @@
+"""Run configuration: one validated object, from keyword arguments, a TOML file or the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.runs.spec import check_keys, declared, param
+
+
+def participation_arg(text: str) -> float | int:
+    """``3`` -> 3 clients per round; ``0.5`` or ``1.0`` -> a probability."""
+    try:
+        return int(text) if text.strip().isdigit() else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability such as 0.5 or a whole "
+                                         f"number of clients such as 3, got {text!r}") from None
+
+
+@dataclass
+class RunConfig:
+    """Every parameter of one run, each declared once with :func:`param`.
+
+    The TOML keys and the Python keywords of :func:`fedlabels.run` are the field names, the
+    CLI flags the same names with dashes; ``docs/usage.md`` has the generated table
+    (:func:`fedlabels.runs.spec.docs_table`).
+    """
+
+    method: str = param("fedct", "a registered method (`fedlabels methods` lists them)",
+                        kind=str, python=False, python_note="`fl.run`'s first argument")
+    dataset: str = param("breast_cancer", "a registered dataset (`fedlabels datasets`) or "
+                         "csv:PATH:TARGET", kind=str, python=False,
+                         python_note="`fl.run`'s second argument, or a Federation")
+    clients: int = param(5, "number of clients m", kind=int, minimum=1, group="data",
+                         federation=True, renamed_from=("n_clients",))
+    model: str | None = param(
+        None, "model spec, one for all clients or one per client: dt, 'mlp(hidden=512-512)', "
+        "dt,rf,logreg,dt,rf", kind=str, default_text="the method's: mlp for methods that "
+        "average parameters or distil soft labels, else decision_tree")
+    rounds: int = param(20, "communication rounds R", kind=int, minimum=1)
+    period: int = param(50, "local steps b per round for torch models (refit models ignore "
+                        "it)", kind=int, minimum=1)
+    unlabeled: int | None = param(None, "size of the public unlabeled set U", kind=int,
+                                  minimum=1, group="data", federation=True,
+                                  default_text="the dataset's",
+                                  renamed_from=("n_unlabeled",))
+    private: int | None = param(None, "private examples over all clients", kind=int,
+                                minimum=1, group="data", federation=True,
+                                default_text="the dataset's", renamed_from=("n_private",))
+    private_per_client: int | None = param(
+        None, "private examples per client (instead of private)", kind=int, minimum=1,
+        group="data", federation=True)
+    test: int | None = param(None, "test-set size (datasets without a test split)", kind=int,
+                             minimum=1, group="data", federation=True,
+                             default_text="the dataset's", renamed_from=("n_test",))
+    partition: str = param("iid", "iid, dirichlet:A1,A2, shards:K, quantity:A[,MIN], "
+                           "powerlaw:A[,MIN] or column:NAME (one client per value)", kind=str,
+                           group="data", federation=True)
+    unlabeled_shift: float = param(
+        0.0, "S: draw U with class proportions (1-S) p + S u_H, half of the classes "
+        "favoured; measured in the result", kind=float, minimum=0, maximum=1, group="data",
+        federation=True, simulator_only=True, metavar="S")
+    public_pca: int | None = param(
+        None, "project every feature vector onto the top K whitened principal components of "
+        "U (fitted on U only: no privacy cost)", kind=int, minimum=1, group="data",
+        federation=True, metavar="K")
+    seed: int = param(0, "seeds the split, partition, model initialisation and minibatch "
+                      "order", kind=int, minimum=0, federation=True)
+    eval_every: int = param(1, "evaluate the clients' test accuracy every k rounds (and at "
+                            "the end)", kind=int, minimum=1, metavar="K")
+    output: str | None = param(
+        None, "JSON result path X.json; X.rounds.csv and X.models.pkl go beside it",
+        kind=str, python=False, python_note="not in `fl.run`: `result.save_json`",
+        default_text="a name unique to the configuration under results/")
+    sep: str | None = param(None, "field separator of a csv: table (e.g. ';' or '\\t')",
+                            kind=str, group="table", federation=True, default_text="','")
+    features: str | list[str] | None = param(
+        None, "feature columns of a table to keep, comma-separated", kind=(str, list),
+        group="table", federation=True, default_text="all but the target")
+    drop: str | list[str] | None = param(
+        None, "columns of a table to leave out, comma-separated (an ID or date column)",
+        kind=(str, list), group="table", federation=True)
+    text_column: str | None = param(
+        None, "the text column of a csv: table, the only feature (text models such as "
+        "tfidf)", kind=str, group="table", federation=True, metavar="NAME")
+    task: str | None = param(None, "the task of a csv: table", kind=str, group="table",
+                             choices=("classification", "regression"), federation=True,
+                             default_text="the dataset's")
+    target_range: str | None = param(
+        None, "LO,HI: public range of a regression target", kind=str, group="table",
+        federation=True, metavar="LO,HI", default_text="the table's range")
+    insecure_reproducible_noise: bool = param(
+        False, "INSECURE, tests and debugging only: derive all DP noise and other secret "
+        "randomness from the seed so runs repeat exactly; the result then says "
+        "privacy.guarantee = none", kind=bool)
+    malicious: int = param(0, "K malicious clients (below half), drawn from the seed",
+                           kind=int, minimum=0, group="simulator", simulator_only=True,
+                           metavar="K")
+    poison: str | None = param(
+        None, "what the malicious clients send: flip, random, constant[:K] or "
+        "targeted[:S:T] (weight methods: sign-flipped, scaled or Gaussian updates)",
+        kind=str, group="simulator", simulator_only=True, default_text="flip with "
+        "malicious clients", renamed_from=("attack",),
+        hashed_as="attack")
+    participation: float | int | None = param(
+        None, "Q: each client takes part in a round with probability Q in (0, 1] (with a "
+        "decimal point: 0.5, 1.0), or K: exactly K clients per round (a whole number: 3)",
+        kind=(float, int), group="simulator", simulator_only=True, metavar="Q|K",
+        cli_type=participation_arg, default_text="every client")
+    dropout: float | None = param(
+        None, "probability in [0, 1) that a selected client fails to reply", kind=float,
+        group="simulator", simulator_only=True, metavar="P")
+    deadline: float | None = param(
+        None, "drop replies whose simulated time exceeds S (1 = a client of mean size and "
+        "median speed; stragglers)", kind=float, group="simulator", simulator_only=True,
+        metavar="S")
+    options: dict[str, Any] = param(
+        {}, "the method's options (`fedlabels methods NAME`): CLI --opt KEY=VALUE and the "
+        "generated flags, TOML an [options] table, Python options={...}", kind=dict,
+        cli=False)
+
+    def __post_init__(self) -> None:
+        self.validate()
+        if self.model is None:
+            from fedlabels.methods import get_method
+
+            self.model = get_method(self.method).model_default()
+
+    def validate(self) -> None:
+        """Each value against its declaration, then the combinations (one-line errors)."""
+        for info in declared(type(self)):
+            info.validate(getattr(self, info.name))
+        if self.private is not None and self.private_per_client is not None:
+            raise FedLabelsError("set private or private_per_client, not both.")
+        from fedlabels.data.shift import check_shift
+
+        self.unlabeled_shift = check_shift(self.unlabeled_shift)
+        if self.sep is not None:
+            from fedlabels.data.csv_table import normalise_sep
+
+            self.sep = normalise_sep(self.sep)
+        if self.text_column is not None and (not isinstance(self.text_column, str)
+                                             or not self.text_column.strip()):
+            raise FedLabelsError(f"text_column must be a column name, got "
+                                 f"{self.text_column!r}.")
+        if self.malicious or self.poison is not None:
+            from fedlabels.method.adversary import plan_attack
+            from fedlabels.methods import get_method
+
+            plan_attack(get_method(self.method), self.clients, None, self.malicious,
+                        self.poison, self.seed)
+        if self.participation is not None or self.dropout or self.deadline is not None:
+            from fedlabels.runs.participation import Participation
+
+            policy = Participation.parse(self.participation, self.dropout, self.deadline)
+            if policy is not None and isinstance(self.clients, int):
+                policy.check_clients(self.clients)
+        if self.task is not None or self.target_range is not None:
+            from fedlabels.data.targets import check_task, parse_target_range
+
+            check_task(self.task or "regression")
+            if self.target_range is not None and self.task == "classification":
+                raise FedLabelsError("target_range applies to a regression task only.")
+            parse_target_range(self.target_range)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        data = self.to_dict()
+        data.update(changes)
+        return RunConfig.from_mapping(data)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], what: str = "config key") -> RunConfig:
+        """A validated config from TOML keys, a saved config or keywords; an unknown key is
+        a one-line error with a suggestion, former names are read as the current ones."""
+        return cls(**check_keys(data, what, dashes=True))
+
+
+def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
+    return check_keys(data, "config key", dashes=True)
+
+
+_LAYOUTS = ("valid layouts: the run keys at the top level plus an optional [options] table, "
+            "or a [run] table plus an optional [options] table")
+
+
+def _run_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The run keys (and ``options``) of a TOML file in one of the two valid layouts."""
+    if "run" in data:
+        run = data["run"]
+        if not isinstance(run, dict):
+            raise FedLabelsError(f"config file {path}: 'run' must be a table ([run]); "
+                                 f"{_LAYOUTS}.")
+        beside = sorted(k for k in data if k not in ("run", "options"))
+        if beside:
+            raise FedLabelsError(f"config file {path}: with a [run] table nothing but "
+                                 f"[options] may stand beside it, found "
+                                 f"{', '.join(map(repr, beside))}; {_LAYOUTS}.")
+        if "options" in run and "options" in data:
+            raise FedLabelsError(f"config file {path}: options given twice, in [run.options] "
+                                 "and [options]; keep one.")
+        data = {**run, **({"options": data["options"]} if "options" in data else {})}
+    tables = sorted(k for k, v in data.items() if isinstance(v, dict) and k != "options")
+    if tables:
+        raise FedLabelsError(f"config file {path}: unknown table"
+                             f"{'s' if len(tables) > 1 else ''} "
+                             f"{', '.join(f'[{t}]' for t in tables)}; {_LAYOUTS}.")
+    return data
+
+
+def load_config(path: str | Path, **overrides: Any) -> RunConfig:
+    """Read a TOML file and apply ``overrides``.
+
+    Two layouts, nothing else: the run keys at the top level plus an optional ``[options]``
+    table, or a ``[run]`` table holding them plus an optional ``[options]`` table. Any other
+    table, or keys beside a ``[run]`` table, is an error (they would be ignored).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FedLabelsError(f"config file {path} does not exist.")
+    try:
+        data = _run_table(tomllib.loads(path.read_text(encoding="utf-8")), path)
+    except tomllib.TOMLDecodeError as exc:
+        raise FedLabelsError(f"config file {path} is not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FedLabelsError(f"cannot read config file {path}: {exc}.") from None
+    merged = {**_normalise_keys(data),
+              **{k: v for k, v in _normalise_keys(overrides).items() if v is not None}}
+    if "options" in overrides and "options" in data:
+        merged["options"] = {**data["options"], **overrides["options"]}
+    return RunConfig(**merged)
