@@ -35,7 +35,7 @@ def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 
 def test_every_run_parameter_is_declared_once_and_is_a_config_field():
-    infos = declared()
+    infos = declared(RunConfig)
     names = [info.name for info in infos]
     assert names == [f.name for f in dataclasses.fields(RunConfig)]
     assert len(names) == len(set(names))
@@ -52,30 +52,31 @@ def test_cli_flag_toml_key_and_python_keyword_agree_for_every_parameter():
     run = _flags(_subparser("run"))
     audit = _flags(_subparser("audit"))
     run_params = inspect.signature(fl.run).parameters
-    for info in declared():
+    for info in declared(RunConfig):
         assert info.flag[2:].replace("-", "_") == info.toml_key == info.keyword == info.name
         if info.cli:  # one flag, whose value lands under the parameter's own name
             assert run[info.flag].dest == info.name
             assert (info.flag in audit) == (not info.simulator_only)
-        assert info.name in check_keys({info.name: None}, "config key")  # a TOML key
+        assert info.name in check_keys(RunConfig, {info.name: None}, "config key")  # a TOML key
         if info.python:
-            assert info.name in check_keys({info.name: None}, "run parameter", python=True)
+            assert info.name in check_keys(RunConfig, {info.name: None}, "run parameter",
+                                           python=True)
             assert info.name in run_params or any(
                 p.kind is p.VAR_KEYWORD for p in run_params.values())
         else:  # method and dataset are run()'s positional arguments; output is CLI/TOML
             assert info.name in ("method", "dataset", "output") and info.python_note
     assert list(run_params)[:2] == ["method", "federation"]
     # the run's flags are generated, not written beside the declarations a second time
-    declared_flags = {info.flag for info in declared()}
+    declared_flags = {info.flag for info in declared(RunConfig)}
     hand_written = {s for a in _subparser("run")._actions for s in a.option_strings
-                    if a.dest in by_name() and s not in declared_flags}
+                    if a.dest in by_name(RunConfig) and s not in declared_flags}
     assert not hand_written
 
 
 def test_load_federation_takes_exactly_the_parameters_that_build_a_federation():
     sig = inspect.signature(load_federation).parameters
     keywords = {n: p for n, p in sig.items() if p.kind is p.KEYWORD_ONLY}
-    building = {info.name: info for info in declared() if info.federation}
+    building = {info.name: info for info in declared(RunConfig) if info.federation}
     assert set(keywords) == set(building)
     for name, info in building.items():
         assert keywords[name].default == info.default, name
@@ -90,8 +91,8 @@ def test_load_federation_takes_exactly_the_parameters_that_build_a_federation():
 
 def test_docs_table_is_the_generated_one():
     text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
-    assert docs_table() in text, ("docs/usage.md's run-parameter table is stale; regenerate "
-                                  "it: python -m fedlabels.runs.spec")
+    assert docs_table(RunConfig) in text, ("docs/usage.md's run-parameter table is stale; "
+                                           "regenerate it: python -m fedlabels.runs.config")
 
 
 # one configuration with unequal clients (Dirichlet) and partial participation
@@ -162,9 +163,9 @@ def test_a_parameter_added_later_leaves_the_hash_alone_at_its_default():
         device: str = param("cpu", "where", kind=str, hashed_at_default=False)
         poison: str | None = param(None, "what", kind=str, hashed_as="attack")
 
-    assert hashed_settings({"rounds": 3, "device": "cpu", "poison": "flip"}, Config) == \
+    assert hashed_settings(Config, {"rounds": 3, "device": "cpu", "poison": "flip"}) == \
         {"rounds": 3, "attack": "flip"}
-    assert hashed_settings({"rounds": 3, "device": "cuda", "poison": None}, Config) == \
+    assert hashed_settings(Config, {"rounds": 3, "device": "cuda", "poison": None}) == \
         {"rounds": 3, "device": "cuda", "attack": None}
 
 
@@ -237,7 +238,7 @@ def test_fl_run_sets_the_number_of_clients_and_refuses_it_for_a_built_federation
     (["audit", "--poison", "flip"], "unrecognized arguments: --poison"),
     (["-q", "run", "-v"], "-q/--quiet and -v/--verbose contradict"),
     (["run", "--clinets", "3"], "unrecognized arguments: --clinets 3 (did you mean --clients?)"),
-    (["resume", "r.json", "--seed", "3"], "--no-progress only: the checkpoint holds the run's "
+    (["resume", "r.json", "--seed", "3"], "--metric only: the checkpoint holds the run's "
                                           "configuration"),
 ])
 def test_former_modes_and_flags_name_their_replacement(argv, message, capsys):
@@ -291,7 +292,7 @@ def test_global_flags_after_the_subcommand(tmp_path, capsys, monkeypatch):
 
 def test_help_of_run_lists_each_parameter_with_its_default():
     text = _subparser("run").format_help()
-    for info in declared():
+    for info in declared(RunConfig):
         if info.cli:
             assert info.flag in text
     assert re.search(r"--rounds N\s+communication rounds R \(default: 20\)", text)

@@ -51,14 +51,14 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     from fedlabels.runs.spec import by_name, check_keys
 
     set_threads(threads)  # a bad count fails before any data is loaded
-    given = check_keys(params, "run parameter", python=True)
+    given = check_keys(RunConfig, params, "run parameter", python=True)
     if "options" in given and given["options"] is None:  # options=None: no options given
         del given["options"]
     if quorum is not None:
         given["options"] = {**(given.get("options") or {}), "quorum": quorum}
     by_dataset = isinstance(federation, str)
     if not by_dataset:
-        building = [k for k in given if by_name()[k].federation and k != "seed"]
+        building = [k for k in given if by_name(RunConfig)[k].federation and k != "seed"]
         if building:
             verb = "applies" if len(building) == 1 else "apply"
             raise FedLabelsError(f"{', '.join(building)} {verb} when the federation is built: "

@@ -20,7 +20,9 @@ def add_run_options(p: argparse.ArgumentParser, *, simulator: bool = False) -> N
     p.add_argument("--overwrite", action="store_true",
                    help="replace output files that exist (default: refuse)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    add_run_flags(p, simulator=simulator)
+    from fedlabels.runs.config import RunConfig
+
+    add_run_flags(p, RunConfig, simulator=simulator)
     add_method_flags(p)
 
 
@@ -64,7 +66,7 @@ def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> An
     from fedlabels.methods import get_method
     from fedlabels.runs.config import RunConfig, load_config
 
-    given: dict[str, Any] = {info.name: getattr(args, info.name) for info in declared()
+    given: dict[str, Any] = {info.name: getattr(args, info.name) for info in declared(RunConfig)
                              if getattr(args, info.name, None) is not None}
     opts, flagged = method_options(args)
     if flagged.get("teachers") is not None:  # PATE-style methods: the teachers are the clients
@@ -76,7 +78,7 @@ def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> An
         from fedlabels.runs.spec import by_name
 
         defaults = RunConfig.__dataclass_fields__
-        extra = [name for name, info in by_name().items() if info.simulator_only
+        extra = [name for name, info in by_name(RunConfig).items() if info.simulator_only
                  and getattr(cfg, name) != defaults[name].default]
         if extra:
             raise FedLabelsError(f"{', '.join(extra)}: simulator settings that only "
@@ -180,9 +182,10 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     if dataset.startswith("csv:"):  # csv:dir/patients.csv:target -> csv-patients-target
         table, _, target = dataset[len("csv:"):].rpartition(":")
         dataset = f"csv-{Path(table).stem}-{target}"
+    from fedlabels.runs.config import RunConfig
     from fedlabels.runs.spec import hashed_settings
 
-    settings = hashed_settings({k: v for k, v in cfg.to_dict().items() if k != "output"})
+    settings = hashed_settings(RunConfig, {k: v for k, v in cfg.to_dict().items() if k != "output"})
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
              f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.runs.spec import check_keys, declared, param
+from fedlabels.runs.spec import check_keys, declared, docs_table, param
 
 
 def participation_arg(text: str) -> float | int:
@@ -180,11 +180,11 @@ class RunConfig:
     def from_mapping(cls, data: Mapping[str, Any], what: str = "config key") -> RunConfig:
         """A validated config from TOML keys, a saved config or keywords; an unknown key is
         a one-line error with a suggestion, former names are read as the current ones."""
-        return cls(**check_keys(data, what, dashes=True))
+        return cls(**check_keys(cls, data, what, dashes=True))
 
 
 def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
-    return check_keys(data, "config key", dashes=True)
+    return check_keys(RunConfig, data, "config key", dashes=True)
 
 
 _LAYOUTS = ("valid layouts: the run keys at the top level plus an optional [options] table, "
@@ -236,3 +236,7 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     if "options" in overrides and "options" in data:
         merged["options"] = {**data["options"], **overrides["options"]}
     return RunConfig(**merged)
+
+
+if __name__ == "__main__":  # `python -m fedlabels.runs.config`: the table for docs/usage.md
+    print(docs_table(RunConfig))

@@ -157,12 +157,8 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
     return dataclasses.field(default=default, metadata={_META: info})
 
 
-def declared(cls: type | None = None) -> tuple[ParamInfo, ...]:
-    """Every run parameter, in declaration order (``cls``: the config class)."""
-    if cls is None:
-        from fedlabels.runs.config import RunConfig
-
-        cls = RunConfig
+def declared(cls: type) -> tuple[ParamInfo, ...]:
+    """Every run parameter of the config class ``cls``, in declaration order."""
     out = []
     for f in dataclasses.fields(cls):
         info = f.metadata.get(_META)
@@ -172,13 +168,13 @@ def declared(cls: type | None = None) -> tuple[ParamInfo, ...]:
     return tuple(out)
 
 
-def by_name() -> dict[str, ParamInfo]:
-    return {info.name: info for info in declared()}
+def by_name(cls: type) -> dict[str, ParamInfo]:
+    return {info.name: info for info in declared(cls)}
 
 
-def former_names() -> dict[str, str]:
+def former_names(cls: type) -> dict[str, str]:
     """Former name -> current name."""
-    return {old: info.name for info in declared() for old in info.renamed_from}
+    return {old: info.name for info in declared(cls) for old in info.renamed_from}
 
 
 def unknown_key_message(key: str, valid: Iterable[str], what: str) -> str:
@@ -191,14 +187,14 @@ def unknown_key_message(key: str, valid: Iterable[str], what: str) -> str:
     return text + f"; valid: {', '.join(valid)}."
 
 
-def check_keys(data: Mapping[str, Any], what: str, *, python: bool = False,
+def check_keys(cls: type, data: Mapping[str, Any], what: str, *, python: bool = False,
                dashes: bool = False) -> dict[str, Any]:
     """``data`` with former names replaced by current ones; an unknown key is a one-line
     error with a suggestion (``python``: only fl.run's keywords; ``dashes``: TOML keys may
     be written ``eval-every``)."""
-    params = by_name()
+    params = by_name(cls)
     valid = [n for n, info in params.items() if info.python or not python]
-    renamed = former_names()
+    renamed = former_names(cls)
     out: dict[str, Any] = {}
     for raw, value in data.items():
         key = raw.replace("-", "_") if dashes else raw
@@ -235,7 +231,7 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
     return text
 
 
-def hashed_settings(settings: Mapping[str, Any], cls: type | None = None) -> dict[str, Any]:
+def hashed_settings(cls: type, settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` as a run's file-name hash is computed: a renamed parameter under its
     ``hashed_as`` name, one added later left out at its default (so existing results keep
     their names)."""
@@ -252,11 +248,11 @@ def _cli_type(info: ParamInfo) -> Callable[[str], Any]:
     return int if kinds == {int} else float if kinds <= {int, float} else str
 
 
-def add_run_flags(p: argparse.ArgumentParser, *, simulator: bool) -> None:
+def add_run_flags(p: argparse.ArgumentParser, cls: type, *, simulator: bool) -> None:
     """One flag per declared parameter (``simulator``: with the simulator-only ones)."""
     groups = {key: p.add_argument_group(title) for key, title in GROUPS.items()
               if simulator or key != "simulator"}
-    for info in declared():
+    for info in declared(cls):
         if not info.cli or (info.simulator_only and not simulator):
             continue
         text = f"{info.help} (default: {info.default_str()})".replace("%", "%%")
@@ -271,11 +267,11 @@ def add_run_flags(p: argparse.ArgumentParser, *, simulator: bool) -> None:
                            choices=info.choices, metavar=metavar, help=text)
 
 
-def docs_table() -> str:
+def docs_table(cls: type) -> str:
     """The Markdown table of every run parameter (``docs/usage.md`` holds a copy)."""
     lines = ["| CLI flag | TOML key / Python keyword | type | default | what |",
              "|---|---|---|---|---|"]
-    for info in declared():
+    for info in declared(cls):
         flag = f"`{info.flag}`" if info.cli else "`--opt`, method flags"
         keyword = f"`{info.name}`" + ("" if info.python else f" ({info.python_note})")
         kind = info.type_name + (f", {info.constraint()}" if info.constraint() else "")
@@ -293,7 +289,3 @@ def docs_table() -> str:
 
 __all__ = ["GROUPS", "ParamInfo", "add_run_flags", "by_name", "check_keys", "declared",
            "docs_table", "former_names", "hashed_settings", "param", "unknown_key_message"]
-
-
-if __name__ == "__main__":  # `python -m fedlabels.runs.spec`: the table for docs/usage.md
-    print(docs_table())
