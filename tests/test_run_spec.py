@@ -237,7 +237,7 @@ def test_fl_run_sets_the_number_of_clients_and_refuses_it_for_a_built_federation
     (["audit", "--attacks", "loss"], "--mia-attacks"),
     (["audit", "--poison", "flip"], "unrecognized arguments: --poison"),
     (["-q", "run", "-v"], "-q/--quiet and -v/--verbose contradict"),
-    (["run", "--clinets", "3"], "unrecognized arguments: --clinets 3 (did you mean --clients?)"),
+    (["run", "--clinets", "3"], "unrecognized arguments: --clinets 3 (did you mean '--clients'?)"),
     (["resume", "r.json", "--seed", "3"], "--metric only: the checkpoint holds the run's "
                                           "configuration"),
 ])

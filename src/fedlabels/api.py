@@ -51,6 +51,11 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     from fedlabels.runs.spec import by_name, check_keys
 
     set_threads(threads)  # a bad count fails before any data is loaded
+    if not isinstance(federation, str | Federation):
+        raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
+                             f"{type(federation).__name__}; for your own X and y build one "
+                             "first: fl.run(method, fl.make_federation(X, y, n_clients=5, "
+                             "n_unlabeled=...)).")
     given = check_keys(RunConfig, params, "run parameter", python=True)
     if "options" in given and given["options"] is None:  # options=None: no options given
         del given["options"]
@@ -74,8 +79,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     if isinstance(federation, str):
         federation = federation_for(cfg)
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
-    if model is None:
-        model = cfg.model
+    if model is None or isinstance(model, str):
+        model = cfg.model  # aliases resolved: one name per model
     record["model"] = model if isinstance(model, str) else repr(model)
     return simulate(impl, federation, as_models(model), rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
@@ -118,6 +123,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)
+    _refuse_finished(file, saved, rounds)
     try:
         cfg = RunConfig.from_mapping(saved.config)
     except (TypeError, FedLabelsError) as exc:
@@ -127,6 +133,29 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)
     return run_config(cfg, progress, threads, resume=file)
+
+
+def _refuse_finished(checkpoint: Path, saved: Any, rounds: int | None) -> None:
+    """A finished run (its result written, not interrupted, every checkpointed round in it)
+    is not resumed unless ``rounds`` extends it: its files, wall_seconds included, stay."""
+    import json
+
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.runs.checkpoint import SUFFIX
+
+    result = checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
+    try:
+        data = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return  # no complete result yet: resuming writes it
+    done = len(saved.records)
+    if not isinstance(data, dict) or data.get("interrupted") \
+            or len(data.get("rounds") or []) != done:
+        return
+    if rounds is None or rounds <= int(saved.config.get("rounds", done)):
+        raise FedLabelsError(f"{result} is a finished run ({done} round(s) run); nothing to "
+                             "resume, its files are unchanged. To extend it, give more "
+                             "rounds (--rounds N; Python: rounds=N).")
 
 
 __all__ = ["load_federation", "resume", "run", "run_config"]

@@ -23,7 +23,20 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors in one line, like every other ``fedlabels`` error (exit status 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"fedlabels: error: {message} (see `{self.prog} -h`)\n")
+        self.exit(2, f"fedlabels: error: {message}{self._hint(message)} "
+                     f"(see `{self.prog} -h`)\n")
+
+    def _hint(self, message: str) -> str:
+        """A "did you mean" for an invalid choice; "" when there is nothing close (unknown
+        flags get theirs in :meth:`parse_args`)."""
+        import re
+
+        from fedlabels.core.errors import did_you_mean
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        return ""
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """As argparse does, but a misspelt flag gets the closest one of its subcommand."""
@@ -36,19 +49,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _suggestion(parser: argparse.ArgumentParser, extras: list[str], command: str | None) -> str:
-    """`` (did you mean --clients?)`` for the first unknown flag close to a known one."""
-    import difflib
+    """`` (did you mean '--clients'?)`` for the first unknown flag close to one of the
+    subcommand's flags."""
+    from fedlabels.core.errors import did_you_mean
 
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     chosen = subs[0].choices.get(command) if subs and command else None
     known = [s for p in _leaf_parsers(chosen or parser) for a in p._actions
              for s in a.option_strings if s.startswith("--") and a.help != argparse.SUPPRESS]
-    for token in extras:
-        if token.startswith("--"):
-            close = difflib.get_close_matches(token.split("=")[0], known, n=1)
-            if close:
-                return f" (did you mean {close[0]}?)"
-    return ""
+    hints = (did_you_mean(t.split("=")[0], known) for t in extras if t.startswith("-"))
+    return next((h for h in hints if h), "")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -112,9 +112,9 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
     from fedlabels.core.files import writing
 
     with writing(str(files["result"])):
-        result.save_json(files["result"])
+        result.save_json(files["result"], overwrite=True)
     with writing(str(files["rounds table"])):
-        result.save_csv(files["rounds table"])
+        result.save_csv(files["rounds table"], overwrite=True)
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
         from fedlabels.results.models_file import save_models
 

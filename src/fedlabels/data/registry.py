@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError, did_you_mean
 from fedlabels.data.lazy_rows import LazyRows
 from fedlabels.downloads.cache import dataset_dir
 from fedlabels.downloads.fetch import FASHION_MNIST, fetch_deb_dataset
@@ -211,7 +211,7 @@ def get_dataset(name: str, *, sep: str | None = None) -> DatasetInfo:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise FedLabelsError(f"unknown dataset {name!r}; available: "
+        raise FedLabelsError(f"unknown dataset {name!r}{did_you_mean(name, REGISTRY)}; available: "
                              f"{', '.join(sorted(REGISTRY))}, or csv:PATH:TARGET.") from None
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.learners.builders import Factory, _sk, _torch_mlp
 from fedlabels.learners.model_spec import ModelSpec, _fmt
 from fedlabels.learners.text_input import register_text_model as _register_text_model
@@ -112,6 +112,12 @@ def parse_model_spec(text: str) -> list[ModelSpec]:
     return specs
 
 
+def canonical_model_spec(text: str) -> str:
+    """A spec string with every alias replaced by its model's name (``dt`` ->
+    ``decision_tree``), so one configuration has one spelling."""
+    return ",".join(str(spec) for spec in parse_model_spec(text))
+
+
 def resolve_model_name(name: str) -> str:
     """Canonical model name for a name or alias."""
     try:
@@ -119,11 +125,15 @@ def resolve_model_name(name: str) -> str:
     except KeyError:
         known = ", ".join(f"{n} ({'/'.join(e.aliases)})" if e.aliases else n
                           for n, e in sorted(MODELS.items()))
-        raise FedLabelsError(f"unknown model {name!r}; available: {known}.") from None
+        raise FedLabelsError(f"unknown model {name!r}{did_you_mean(name, _ALIASES)}; "
+                             f"available: {known}.") from None
 
 
 def check_estimator(estimator: Any, where: str = "model") -> Any:
     """Fail early if an object lacks the scikit-learn classifier interface."""
+    if isinstance(estimator, type):
+        raise FedLabelsError(f"{where} {estimator.__name__} is a class; pass an instance, "
+                             f"e.g. {estimator.__name__}().")
     missing = [m for m in ("fit", "predict") if not callable(getattr(estimator, m, None))]
     if missing:
         raise FedLabelsError(f"{where} {type(estimator).__name__} has no "

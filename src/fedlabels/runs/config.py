@@ -130,6 +130,10 @@ class RunConfig:
             from fedlabels.methods import get_method
 
             self.model = get_method(self.method).model_default()
+        if isinstance(self.model, str):  # aliases -> one name: file names, hashes, reports
+            from fedlabels.learners import canonical_model_spec
+
+            self.model = canonical_model_spec(self.model)
 
     def validate(self) -> None:
         """Each value against its declaration, then the combinations (one-line errors)."""
@@ -224,7 +228,9 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     """
     path = Path(path)
     if not path.is_file():
-        raise FedLabelsError(f"config file {path} does not exist.")
+        from fedlabels.core.files import not_a_file
+
+        raise FedLabelsError(f"config file {path} {not_a_file(path)}.")
     try:
         data = _run_table(tomllib.loads(path.read_text(encoding="utf-8")), path)
     except tomllib.TOMLDecodeError as exc:

@@ -57,7 +57,9 @@ class PreparedRun:
                 # the site makes this key (0600) on first use; it seals the client state
                 "state-key": str(self.root / f"client_{cid}.state.key"),
                 # snapshots of the client state, to rejoin after a restart or a resume
-                "state-dir": str(self.root / f"client_{cid}.state")}
+                "state-dir": str(self.root / f"client_{cid}.state"),
+                # the site's lifetime privacy ledger and message record (kept across runs)
+                "ledger-dir": str(self.root / f"client_{cid}.ledger")}
 
     def node_config(self, cid: int) -> str:
         """The ``--node-config`` string of client ``cid``'s SuperNode."""

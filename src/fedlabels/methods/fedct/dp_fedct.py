@@ -100,6 +100,18 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
 
     _release: Any = None
 
+    def sensitivity_bits(self) -> int:
+        """The s* (bits) this client's ledger accounts its label releases with: from its own
+        options; an empirical estimate is the server's, so the ledger takes 2|U| for it."""
+        from fedlabels.privacy.sensitivity import resolve_sensitivity
+
+        opts, n = self.options, len(self.public)
+        sens_delta = opts.sensitivity_delta
+        found = resolve_sensitivity(opts.sensitivity, n, stability_rate=opts.stability_rate,
+                                    delta=opts.delta if sens_delta is None else sens_delta,
+                                    note=opts.sensitivity_note)
+        return 2 * n if found is None else min(found.bits, 2 * n)
+
     def release_learner(self) -> Any:
         """``dpsgd`` with ``site_model=private``: the DP-SGD model whose labels the client
         shares, apart from its own (evaluated) model; a fresh copy of its learner at first."""

@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid
 from fedlabels.method.blocks import broadcast
@@ -120,18 +122,50 @@ RR_ASSUMPTIONS = (
 )
 
 
+#: a flip probability from which on the default mechanism refuses to run: each bit is then
+#: within 5 points of a coin toss, and the clients would train on noise
+NOISE_FLIP_PROBABILITY = 0.45
+
+
 class XorMechanism(_RandomizedResponse):
     """Bitwise randomized response on the one-hot rows."""
 
     name = "xor"
     summary = "xor: bitwise randomized response on one-hot rows"
 
+    def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
+        """As for every randomized response; then, if xor is only the default (no
+        ``mechanism`` given), refuse a total budget at which its labels would be noise (a
+        per-round ε is an expert's explicit choice)."""
+        from fedlabels.privacy.mechanisms import flip_probability
+
+        super().calibrate(server, grid)
+        assert server.epsilon_round is not None and server.sensitivity is not None
+        f = flip_probability(server.epsilon_round, server.sensitivity.bits)
+        if f >= NOISE_FLIP_PROBABILITY and server.options.epsilon is not None \
+                and not getattr(server.options, "mechanism_chosen", True):
+            raise FedLabelsError(
+                f"dp-fedct's default mechanism xor would flip each label bit with "
+                f"probability {f:.4f} (ε {server.epsilon_round:.3g} per round over s* = "
+                f"{server.sensitivity.bits:g} bits): the shared labels would be noise and "
+                "only hurt the clients' models. Choose the mechanism: recommended "
+                "--mechanism dpsgd --opt site_model=private --quorum 0.8 --model "
+                "'mlp(hidden=128)' (docs/privacy.md, Defaults); or --mechanism xor to run it "
+                "anyway, with a larger --epsilon, fewer --rounds or a smaller --unlabeled.")
+
     def release(self, client: DPFedCTClient, message: Message) -> Message:
+        from fedlabels.privacy.events import XorEvent
         from fedlabels.privacy.mechanisms import one_hot, pack_rows, xor_release
 
         client.receive_and_train(message)
-        noisy = xor_release(one_hot(client.local_labels(), client.settings.n_classes),
-                            float(message.config["flip_probability"]), client.noise_rng)
+        f, bits = float(message.config["flip_probability"]), client.sensitivity_bits()
+        c, kept = client.settings.n_classes, min(f, 1.0 - f)  # f and 1 - f protect alike
+        if not kept > 0.0:
+            raise FedLabelsError(f"client {client.cid}: refusing a noiseless release (flip "
+                                 f"probability {f!r}).")
+        client.charge(XorEvent(bits * math.log((1 - kept) / kept), bits, kept,
+                               len(client.public) * c))
+        noisy = xor_release(one_hot(client.local_labels(), c), f, client.noise_rng)
         return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
@@ -166,12 +200,15 @@ class KaryMechanism(_RandomizedResponse):
     summary = "k-ary randomized response"
 
     def release(self, client: DPFedCTClient, message: Message) -> Message:
+        from fedlabels.privacy.events import KaryRREvent
         from fedlabels.privacy.mechanisms import kary_release
 
         client.receive_and_train(message)
-        n_classes = client.settings.n_classes
-        noisy_labels = kary_release(client.local_labels(),
-                                    float(message.config["epsilon_per_label"]), n_classes,
+        n_classes, n = client.settings.n_classes, len(client.public)
+        eps_label, labels = float(message.config["epsilon_per_label"]), \
+            math.ceil(client.sensitivity_bits() / 2)
+        client.charge(KaryRREvent(labels * eps_label, labels, eps_label, n_classes, n))
+        noisy_labels = kary_release(client.local_labels(), eps_label, n_classes,
                                     client.noise_rng)
         return Message("dpfedct.labels", arrays={"labels": pack_labels(noisy_labels,
                                                                        n_classes)})

@@ -126,6 +126,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
 
     # ------------------------------------------------------------------ client side
     def release(self, client: DPFedCTClient, message: Message) -> Message:
+        from fedlabels.privacy.events import GNMaxEvent
         from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_rdp_data_dependent_total
 
         cfg, n_classes = message.config, client.settings.n_classes
@@ -135,6 +136,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
         counts = vote_counts(teacher_votes(client, rows, int(cfg["teachers"]),
                                            int(cfg["teacher_steps"])), n_classes)
         sigma = float(cfg["vote_sigma"])
+        client.charge(GNMaxEvent(sigma, len(rows), len(rows)))
         labels = gnmax_aggregate(counts, sigma, client.noise_rng).labels
         arrays = {"labels": pack_labels(labels, n_classes)}
         if cfg.get("data_dependent"):
