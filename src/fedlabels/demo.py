@@ -97,5 +97,5 @@ def demo_warnings(rows: list[dict[str, Any]]) -> list[str]:
         line = None if method in ("local", "centralized") else below_reference(
             r["mean_acc"], local.get(model), f"local/{model}")
         if line:
-            out.append(f"warning: {r['method']} on {r['dataset']}: {line}")
+            out.append(f"fedlabels: warning: {r['method']} on {r['dataset']}: {line}")
     return out

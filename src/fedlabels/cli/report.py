@@ -15,7 +15,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                                    metric=args.metric)
     print(f"wrote {outputs['report']} and {outputs['summary table']}")
     for conf, line in warned:
-        print(f"warning: {conf}: {line}", file=sys.stderr)
+        print(f"fedlabels: warning: {conf}: {line}", file=sys.stderr)
     return 0
 
 

@@ -142,7 +142,7 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
     print(format_table([row], metric=metric))
     clinical = result.extra.get("clinical") or {}
     if metric != "accuracy" and row.get("mean_rmse") is not None:
-        print(f"warning: --metric {metric} applies to classification; a regression run "
+        print(f"fedlabels: warning: --metric {metric} applies to classification; a regression run "
               "reports RMSE and R²", file=sys.stderr)
     elif metric != "accuracy" and row.get(f"mean_{metric}") is None:
         if clinical.get("unavailable") or not clinical:
@@ -152,7 +152,7 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
             why = str(clinical.get("auroc_scores")).removeprefix("n/a: ")
         else:
             why = "it applies to binary tasks only"
-        print(f"warning: --metric {metric} is n/a for this run: {why}", file=sys.stderr)
+        print(f"fedlabels: warning: --metric {metric} is n/a for this run: {why}", file=sys.stderr)
     for line in table_warnings([row]):
         print(line, file=sys.stderr)
 

@@ -305,7 +305,7 @@ def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> str:
 
 def table_warnings(rows: list[dict[str, Any]]) -> list[str]:
     """``warning: METHOD on DATASET: ...`` lines for the rows' caveats."""
-    return [f"warning: {r['method']} on {r['dataset']}: {w}" for r in rows
+    return [f"fedlabels: warning: {r['method']} on {r['dataset']}: {w}" for r in rows
             for w in r.get("warnings") or []]
 
 
