@@ -191,7 +191,7 @@ def _digest_as_before(cfg: RunConfig) -> str:
     ({"quorum": 0.5}, r"'quorum' is a method option: put it in the \[options\] table"),
     ({"rounds": 0}, r"rounds must be an int >= 1, got 0\."),
     ({"unlabeled_shift": 2}, r"unlabeled_shift must be a float in \[0, 1\]"),
-    ({"task": "ranking"}, r"task must be a str one of classification, regression"),
+    ({"task": "ranking"}, r"task must be one of classification, regression, got 'ranking'"),
     ({"insecure_reproducible_noise": "yes"}, r"must be true or false"),
     ({"features": ["a", 1]}, r"features must be a str \| list of str"),
 ])

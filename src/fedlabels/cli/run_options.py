@@ -185,7 +185,8 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     from fedlabels.runs.config import RunConfig
     from fedlabels.runs.spec import hashed_settings
 
-    settings = hashed_settings(RunConfig, {k: v for k, v in cfg.to_dict().items() if k != "output"})
+    settings = hashed_settings(RunConfig, {k: v for k, v in cfg.to_dict().items()
+                                           if k != "output"})
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
              f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",

@@ -119,6 +119,23 @@ class RunConfig:
         None, "drop replies whose simulated time exceeds S (1 = a client of mean size and "
         "median speed; stragglers)", kind=float, group="simulator", simulator_only=True,
         metavar="S")
+    device: str = param(
+        "cpu", "where torch models train: auto (CUDA when present), cpu, cuda (clients "
+        "round-robin over the GPUs) or cuda:N (docs/neural.md)", kind=str,
+        hashed_at_default=False)
+    precision: str = param("fp32", "fp32, or bf16 autocast of torch models' forward passes",
+                           kind=str, choices=("fp32", "bf16"), hashed_at_default=False)
+    batch_clients: str = param(
+        "auto", "train the clients' torch models together, one vectorised step for all "
+        "(auto: on CUDA)", kind=str, choices=("auto", "on", "off"), group="simulator",
+        simulator_only=True, hashed_at_default=False)
+    image_size: str | None = param(
+        None, "HxW (or S): resize the images of an imagefolder: dataset or of a csv: image "
+        "column", kind=str, group="table", federation=True, metavar="HxW",
+        default_text="images of one size", hashed_at_default=False)
+    image_column: str | None = param(
+        None, "a csv: table's column of image paths, read as the only feature", kind=str,
+        group="table", federation=True, metavar="NAME", hashed_at_default=False)
     options: dict[str, Any] = param(
         {}, "the method's options (`fedlabels methods NAME`): CLI --opt KEY=VALUE and the "
         "generated flags, TOML an [options] table, Python options={...}", kind=dict,
@@ -171,6 +188,15 @@ class RunConfig:
             if self.target_range is not None and self.task == "classification":
                 raise FedLabelsError("target_range applies to a regression task only.")
             parse_target_range(self.target_range)
+        from fedlabels.learners.devices import check_device, check_precision
+
+        check_device(self.device)
+        check_precision(self.precision)
+        if self.image_size is not None or self.image_column is not None:
+            from fedlabels.data.images import check_image_settings
+
+            check_image_settings(self.dataset, self.image_size, self.image_column,
+                                 self.text_column)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -117,10 +117,10 @@ class ParamInfo:
         if not wrong and self.choices is not None:
             wrong = value not in self.choices
         if wrong:
-            kind = "true or false" if self.kind == (bool,) else \
+            kind = "true or false" if self.kind == (bool,) else "" if self.choices else \
                 f"{'an' if self.base_type[0] == 'i' else 'a'} {self.base_type}"
-            raise FedLabelsError(f"{self.name} must be {kind}"
-                                 f"{' ' + limit if limit else ''}, got {value!r}.")
+            raise FedLabelsError(f"{self.name} must be {' '.join(filter(None, (kind, limit)))}"
+                                 f", got {value!r}.")
         return value
 
 
