@@ -177,10 +177,14 @@ def test_file_names_are_those_of_the_configuration_before_the_run_spec(changes):
 
 
 def _digest_as_before(cfg: RunConfig) -> str:
+    """The former formula: every key but output (poisoning under its former name
+    ``attack``; the parameters added later left out at their defaults)."""
     import hashlib
 
+    later = {"device": "cpu", "precision": "fp32", "batch_clients": "auto",
+             "image_size": None, "image_column": None}
     settings = {("attack" if k == "poison" else k): v for k, v in cfg.to_dict().items()
-                if k != "output"}
+                if k != "output" and not (k in later and v == later[k])}
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str)
                           .encode()).hexdigest()[:6]
 

@@ -261,10 +261,11 @@ def add_run_flags(p: argparse.ArgumentParser, cls: type, *, simulator: bool) -> 
             g.add_argument(info.flag, dest=info.name, action="store_true", default=None,
                            help=text)
         else:
-            metavar = info.metavar or (None if info.choices else
+            # choices are checked by the declaration, as from TOML and Python (one line)
+            metavar = info.metavar or ("|".join(info.choices) if info.choices else
                                        "N" if info.kind == (int,) else None)
-            g.add_argument(info.flag, dest=info.name, type=_cli_type(info),
-                           choices=info.choices, metavar=metavar, help=text)
+            g.add_argument(info.flag, dest=info.name, type=_cli_type(info), metavar=metavar,
+                           help=text)
 
 
 def docs_table(cls: type) -> str:
