@@ -133,7 +133,7 @@ def test_a_killed_worker_is_a_one_line_error_and_the_run_resumes(
     assert message.startswith(f"client {share[0]}'s worker process (pid {pid}, clients "
                               f"{', '.join(map(str, share))}) died in round 3 (killed by "
                               "signal 9)")
-    assert "fedlabels run --resume RESULT.json" in message
+    assert "fedlabels resume RESULT.json" in message
     assert not mp.active_children()  # the other worker was stopped too
     resumed = simulate(method, federation, models, workers=2, resume=ckpt, **kw)
     assert resumed.extra["provenance"]["resumed"][0]["from_round"] == 2
@@ -198,8 +198,8 @@ def test_workers_from_toml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["run", "--config", str(toml), "--workers", "3", "--no-progress",
                  "--output", str(out)]) == 0
     assert json.loads(out.read_text())["provenance"]["workers"] == 3
-    # --resume takes --workers (it does not change the run): extend it to 3 rounds
-    assert main(["run", "--resume", str(out), "--rounds", "3", "--workers", "2",
+    # resume takes --workers (it does not change the run): extend it to 3 rounds
+    assert main(["resume", str(out), "--rounds", "3", "--workers", "2",
                  "--no-progress"]) == 0
     extended = json.loads(out.read_text())
     whole = run_config(RunConfig(method="fedct", rounds=3, clients=3, workers=1),
@@ -211,7 +211,8 @@ def test_workers_from_toml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture
     err = capsys.readouterr().err
     assert "workers must be an int >= 1, got 0" in err and "Traceback" not in err
     assert main(["audit", "--config", str(toml), "--output", str(tmp_path / "a.json")]) == 2
-    assert "workers is a simulator setting" in capsys.readouterr().err
+    assert "workers: simulator settings that only `fedlabels run` takes" in \
+        capsys.readouterr().err
 
 
 def test_runs_that_need_one_process_say_why(federation: Federation,

@@ -289,8 +289,8 @@ class WorkerGrid:
         raise FedLabelsError(
             f"client {cid}'s worker process (pid {proc.pid}, clients "
             f"{', '.join(map(str, self.shares[w]))}) died {where} ({how}); the run stopped. "
-            "Continue it from its checkpoint with `fedlabels run --resume RESULT.json` (runs "
-            "of `fedlabels run` keep one), or rerun it with --workers 1.")
+            "Continue it from its checkpoint with `fedlabels resume RESULT.json` (runs of "
+            "`fedlabels run` keep one), or rerun it with --workers 1.")
 
     def _ask(self, command: str) -> dict[int, Any]:
         out: dict[int, Any] = {}
