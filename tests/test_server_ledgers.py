@@ -20,7 +20,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.learners import as_models
 from fedlabels.privacy.dpsgd_accounting import dpsgd_epsilon
-from fedlabels.privacy.ledger import Ledger, _client_ids, _client_part, account_events
+from fedlabels.privacy.ledger import Ledger, account_events, client_part, named_clients
 from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
 
 SEED, ROUNDS, PERIOD = 4, 2, 3
@@ -102,7 +102,7 @@ def _run(fed: fl.Federation, method: str, options: dict, model: str,
 
 def _releases_of(ledger: Ledger, cid: int) -> int:
     """How many of the ledger's events client ``cid`` released in."""
-    return sum(_client_part(ev, cid) is not None for ev in ledger.events)
+    return sum(client_part(ev, cid) is not None for ev in ledger.events)
 
 
 @pytest.mark.parametrize("method, options, model, kinds", CASES, ids=IDS)
@@ -117,14 +117,14 @@ def test_reported_epsilon_is_the_ledgers_and_each_release_is_recorded_once(
     assert p["target"]["epsilon"] == options["epsilon"] == ledger.target
     if kinds:  # the clients release: one recorded release per round
         assert p["rounds_accounted"] == len(ledger.events) == ROUNDS
-        named = any(_client_ids(ev) for ev in ledger.events)
+        named = any(named_clients(ev) for ev in ledger.events)
         for cid in grid.client_ids:
             heard = sum(1 for _, c, kind in grid.received if c == cid and kind in kinds)
             # events that name clients hold the replies received; the others count every
             # client in every round, whether or not its reply arrived
             assert _releases_of(ledger, cid) == (heard if named else ROUNDS), cid
-        assert named == (method == "dp-fedct" and options.get("mechanism") in (
-            "dpsgd", "subsample-aggregate") or options.get("level") == "record")
+        assert named == (options.get("mechanism") in ("dpsgd", "subsample-aggregate")
+                         or options.get("level") == "record")
     else:  # the server releases the noisy labels of the queries once
         assert sum(ev.n_queries for ev in ledger.events) == options["queries"]
         assert p["target"]["released"] == options["queries"]

@@ -135,7 +135,7 @@ def account_events(events: Sequence[Any], delta: float,
     return _basic(parts)
 
 
-def _client_part(event: Any, cid: int) -> Any:
+def client_part(event: Any, cid: int) -> Any:
     """What client ``cid`` released of ``event`` (None: nothing). A DP-SGD round names its
     clients' steps; an event of a method that names its clients says so with
     ``client_part(cid)``; any other event is a release every client made alike."""
@@ -146,7 +146,7 @@ def _client_part(event: Any, cid: int) -> Any:
     return event if part is None else part(cid)
 
 
-def _client_ids(event: Any) -> tuple[int, ...]:
+def named_clients(event: Any) -> tuple[int, ...]:
     if isinstance(event, DPSGDRoundEvent):
         return tuple(int(c) for c, _ in event.steps)
     return tuple(int(c) for c in getattr(event, "clients", ()))
@@ -159,12 +159,12 @@ def account_per_client(events: Sequence[Any], delta: float,
 
     A release that names no clients counts for every client; without any client named the
     ledger is accounted as one party's."""
-    cids = sorted({c for ev in events for c in _client_ids(ev)})
+    cids = sorted({c for ev in events for c in named_clients(ev)})
     if not cids:
         return account_events(events, delta, gaussian_accountants, fast), {}
     per_client = {}
     for cid in cids:
-        parts = [p for ev in events if (p := _client_part(ev, cid)) is not None]
+        parts = [p for ev in events if (p := client_part(ev, cid)) is not None]
         per_client[cid] = account_events(parts, delta, gaussian_accountants, fast)
     return max(per_client.values(), key=lambda s: s.epsilon), per_client
 

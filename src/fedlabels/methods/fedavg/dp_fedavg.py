@@ -14,7 +14,8 @@ Poisson-subsampled Gaussian mechanism with noise multiplier σ, accounted with d
 under ADD_OR_REMOVE_ONE (``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)),
 T)``; exact analytic Gaussian composition when q = 1). The options are
 :class:`DPFedAvgOptions`; σ calibrated from the run's total ε (``epsilon``) uses the run's
-number of rounds, and the server checks the budget before every round. The Poisson sample and
+number of rounds, and the server records every round in its privacy ledger before it,
+refusing one beyond the target. The Poisson sample and
 the noise come from OS entropy at the server (:func:`fedlabels.core.randomness.numpy_generator`):
 amplification by subsampling needs the sample to be secret, so neither derives from the seed.
 
