@@ -198,10 +198,10 @@ class Ledger:
 
     def _bound(self, events: Sequence[Any], tight: bool) -> PrivacySpent:
         """The tight ε of ``events``; with ``tight`` False a fast bound when it is within
-        the target (the tight one only decides when the fast one does not fit)."""
-        if not tight and self.target is not None:
+        the target or there is none (the tight one decides when the fast one does not fit)."""
+        if not tight:
             fast = self.account(events, fast=True)
-            if fast.epsilon <= self.target * (1.0 + REL_TOL):
+            if self.target is None or fast.epsilon <= self.target * (1.0 + REL_TOL):
                 return fast
         return self.account(events)
 
@@ -246,5 +246,5 @@ class Ledger:
             return None
         return {"epsilon": self.target, "delta": self.delta, "unit": unit, "planned": planned,
                 "released": released, "accountant": self.spent().accountant,
-                "enforced": "the server accounts its ledger's events with the next release's "
-                            "before every release and stops the run beyond the target"}
+                "enforced": "the server checks spent + next release <= target before every "
+                            "release and stops the run otherwise"}
