@@ -44,6 +44,12 @@ def load_models(path: str | Path) -> dict[str, Any]:
     """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.pkl``)."""
     import joblib
 
+    given = Path(path)
+    if given.suffix == ".json" and not given.is_file():
+        from fedlabels.core.files import not_a_file
+
+        raise FedLabelsError(f"result {given} {not_a_file(given)}; give the JSON a run "
+                             "wrote (its models file lies beside it).")
     path = models_path(path)
     if not path.is_file():
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
