@@ -27,7 +27,8 @@ SEED, ROUNDS, PERIOD = 4, 2, 3
 
 #: (method, options, model, the kinds of the replies that are the clients' releases)
 CASES = [
-    ("dp-fedct", {"epsilon": 2.0, "sensitivity": 6}, "dt", {"dpfedct.bits"}),
+    ("dp-fedct", {"epsilon": 2.0, "sensitivity": 6, "mechanism": "xor"}, "dt",
+     {"dpfedct.bits"}),
     ("dp-fedct", {"epsilon": 2.0, "sensitivity": 6, "mechanism": "kary"}, "dt",
      {"dpfedct.labels"}),
     ("dp-fedct", {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.2},

@@ -6,6 +6,10 @@ What the party spent is :func:`account_events` of them, and its budget is a view
 list: :meth:`Ledger.record` accounts the events *with* the new ones and refuses, before the
 release happens, when that would exceed the target. Nothing else counts releases.
 
+Clients and DP servers each keep one. A server's ledger holds its clients' releases and
+accounts them per client (:func:`account_per_client`: an event that names clients counts for
+those, one that names none for every client; ε is the worst client's).
+
 Events of different kinds (a site that took part in an XOR run and a DP-SGD run on the same
 data) compose by basic composition of the per-kind (ε, δ): sound for any order, tight when
 one kind is used, which is every single run.
