@@ -252,3 +252,18 @@ class Ledger:
                 "released": released, "accountant": self.spent().accountant,
                 "enforced": "the server checks spent + next release <= target before every "
                             "release and stops the run otherwise"}
+
+
+class LedgerEvents:
+    """A role whose privacy state is its ``ledger``: ``events`` (the attribute its state
+    names) are the ledger's own list, so a checkpoint stores and restores them."""
+
+    ledger: Ledger
+
+    @property
+    def events(self) -> list[Any]:
+        return self.ledger.events
+
+    @events.setter
+    def events(self, events: list[Any]) -> None:
+        self.ledger.events = list(events)

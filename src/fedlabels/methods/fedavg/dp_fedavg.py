@@ -68,7 +68,7 @@ from fedlabels.method.threat import (
     ThreatModel,
 )
 from fedlabels.privacy.events import CLIENT_LEVEL
-from fedlabels.privacy.ledger import Ledger
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 ACCOUNTANTS = ("analytic", "rdp", "pld")
 LEVELS = ("client", "record")
@@ -152,7 +152,7 @@ class DPFedAvgClient(WeightsClient):
                        config={"norm": norm})
 
 
-class DPFedAvgServer(GlobalModelServer):
+class DPFedAvgServer(LedgerEvents, GlobalModelServer):
     """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²), accounts for ε."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled", "clipped_fraction")
@@ -188,15 +188,6 @@ class DPFedAvgServer(GlobalModelServer):
         self.rng: np.random.Generator | None = None  # made where the mechanism first runs
         self.sampled: list[int] = []
         self.clipped_fraction: list[float] = []
-
-    @property
-    def events(self) -> list[Any]:
-        """The ledger's events (the server's state)."""
-        return self.ledger.events
-
-    @events.setter
-    def events(self, events: list[Any]) -> None:
-        self.ledger.events = list(events)
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         from fedlabels.privacy.events import SampledGaussianEvent

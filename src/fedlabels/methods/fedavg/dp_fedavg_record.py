@@ -31,7 +31,7 @@ from fedlabels.privacy.dpsgd_accounting import (
     account_dpsgd,
     calibrate_dpsgd,
 )
-from fedlabels.privacy.ledger import Ledger
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 RECORD_AGAINST = ("the server, the other clients and anyone observing the global models "
                   "(every update is post-processing of the client's DP-SGD steps)")
@@ -60,7 +60,7 @@ class DPFedAvgRecordClient(DPSGDClient, WeightsClient):
                        config={"n": len(self.data)})
 
 
-class DPFedAvgRecordServer(GlobalModelServer):
+class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
     """Samples clients, averages their DP-SGD updates, accounts every client's steps."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled")
@@ -80,15 +80,6 @@ class DPFedAvgRecordServer(GlobalModelServer):
                                f"{settings.rounds} round(s)")
         self.rng: np.random.Generator | None = None
         self.sampled: list[int] = []
-
-    @property
-    def events(self) -> list[Any]:
-        """The ledger's events (the server's state)."""
-        return self.ledger.events
-
-    @events.setter
-    def events(self, events: list[Any]) -> None:
-        self.ledger.events = list(events)
 
     def _round(self, cids: list[int]) -> DPSGDRoundEvent:
         return DPSGDRoundEvent(self.sigma, self.options.example_rate, self.options.example_clip,

@@ -63,7 +63,7 @@ from fedlabels.methods.fedct.fedct import FedCTClient
 from fedlabels.methods.fedct.mechanisms import mechanism_for
 from fedlabels.methods.fedct.mechanisms.randomized_response import RR_ASSUMPTIONS
 from fedlabels.privacy.events import RECORD_LEVEL
-from fedlabels.privacy.ledger import Ledger
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 _SENSITIVITY_NOTE = ("sent only with sensitivity empirical: the sensitivity estimate is "
                      "computed from the client's private data and released without noise")
@@ -155,7 +155,7 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
             "mean_changed_labels": d["mean_changed_labels"]})
 
 
-class DPFedCTServer(VoteServer):
+class DPFedCTServer(LedgerEvents, VoteServer):
     """Collects noisy label releases, forms the consensus (the mechanism's vote), and
     accounts for ε."""
 
@@ -185,15 +185,6 @@ class DPFedCTServer(VoteServer):
                              per_client=True)
         self.seed = 0  # the run's server seed (make_server): public choices, e.g. queries
         self.epsilon_round: float | None = None
-
-    @property
-    def events(self) -> list[Any]:
-        """The ledger's events (the server's state)."""
-        return self.ledger.events
-
-    @events.setter
-    def events(self, events: list[Any]) -> None:
-        self.ledger.events = list(events)
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
         """Labels, events and s* as saved; the per-round ε is recalibrated from s*

@@ -69,7 +69,7 @@ from fedlabels.methods.teacher_student.roles import (
     check_teachers,
 )
 from fedlabels.privacy.events import DISJOINT_TEACHERS, RECORD_LEVEL, LaplaceNoisyMaxEvent
-from fedlabels.privacy.ledger import Ledger
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 from fedlabels.privacy.noisy_max import VOTE_L1_SENSITIVITY, laplace_noisy_max, laplace_scale
 from fedlabels.privacy.vote_accounting import (
     account_laplace,
@@ -140,7 +140,7 @@ class FredyClient(TeacherStudentClient, WeightsClient):
         self.local_steps_from(message)
 
 
-class FredyServer(TeacherStudentServer):
+class FredyServer(LedgerEvents, TeacherStudentServer):
     """R_T - 1 FedAvg rounds, the vote from the last global model, Laplace noisy-max."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("weights", "events")
@@ -166,15 +166,6 @@ class FredyServer(TeacherStudentServer):
         self.ledger = Ledger(self.delta, opts.epsilon, what="each client")
         self.ledger.check_plan([self._formal(self.scale, self.n_queries)],
                                f"{self.n_queries} query(s)")
-
-    @property
-    def events(self) -> list[Any]:
-        """The ledger's events (the server's state)."""
-        return self.ledger.events
-
-    @events.setter
-    def events(self, events: list[Any]) -> None:
-        self.ledger.events = list(events)
 
     def _formal(self, scale: float, n_queries: int) -> LaplaceNoisyMaxEvent:
         """``n_queries`` releases at ``scale`` with the formal L1 sensitivity 2n."""

@@ -53,7 +53,7 @@ from fedlabels.methods.teacher_student.roles import (
 )
 from fedlabels.privacy.events import DISJOINT_TEACHERS, GNMaxEvent
 from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_event
-from fedlabels.privacy.ledger import Ledger
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 from fedlabels.privacy.vote_accounting import account_gnmax, calibrate_gnmax_sigma
 
 # ------------------------------------------------------------------ options
@@ -148,7 +148,7 @@ class PATEServer(TeacherStudentServer):
                                     "accuracies are the student's"}}
 
 
-class DPPATEServer(PATEServer):
+class DPPATEServer(LedgerEvents, PATEServer):
     """GNMax (optionally confident GNMax) aggregation with RDP accounting."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events",)
@@ -168,15 +168,6 @@ class DPPATEServer(PATEServer):
         # the released labels, each batch recorded once; ε and the budget are views of it
         self.ledger = Ledger(self.delta, opts.epsilon, what="each teacher")
         self.ledger.check_plan(self._asked(self.n_queries), f"{self.n_queries} query(s)")
-
-    @property
-    def events(self) -> list[Any]:
-        """The ledger's events (the server's state)."""
-        return self.ledger.events
-
-    @events.setter
-    def events(self, events: list[Any]) -> None:
-        self.ledger.events = list(events)
 
     def _asked(self, n_queries: int) -> list[GNMaxEvent]:
         """``n_queries`` queries as the data-independent accounting charges them."""
