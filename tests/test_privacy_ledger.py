@@ -132,7 +132,7 @@ def test_a_charge_is_on_disk_before_the_release(tmp_path: Path,
 
     monkeypatch.setattr(method, "make_client", with_site_ledger)
     result = fl.run("dp-fedct", fed, model="dt", rounds=2, seed=0,
-                    options={"epsilon": 1.0})
+                    options={"epsilon": 1.0, "mechanism": "xor"})
     assert crashed == [1]  # charged, then the release crashed
     assert result.extra.get("interrupted") and len(site.events()) == 1
 
@@ -163,7 +163,7 @@ def test_late_clients_dp_sgd_steps_are_accounted_when_taken(
 
 
 @pytest.mark.parametrize("options, model", [
-    ({"epsilon": 2.0}, "dt"),
+    ({"epsilon": 2.0, "mechanism": "xor"}, "dt"),
     ({"epsilon": 2.0, "mechanism": "kary", "sensitivity": 4}, "dt"),
     ({"epsilon": 4.0, "mechanism": "dpsgd", "example_rate": 0.2}, "mlp(hidden=8)"),
     ({"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 4,

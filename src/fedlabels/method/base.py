@@ -243,7 +243,7 @@ class ServerRole:
     """Base server: one ``run_round`` per communication round.
 
     Like :class:`ClientRole`, subclasses name what changes across rounds in ``state_attrs``
-    (arrays, scalars, Generators, budgets, lists/dicts/fedlabels dataclasses: see
+    (arrays, scalars, Generators, lists/dicts/fedlabels dataclasses: see
     :mod:`fedlabels.method.server_state`), so the simulator can checkpoint and resume a
     run. ``secret_generators`` name Generators seeded from :mod:`fedlabels.core.randomness`
     (noise, secret samples): their state is kept only while a reproducible source is

@@ -1,13 +1,11 @@
 """A server role's state as plain values (the server side of :mod:`fedlabels.method.state`).
 
-Server roles hold richer attributes than clients: numpy Generators, privacy budgets, event
+Server roles hold richer attributes than clients: numpy Generators, privacy ledgers' event
 lists, dataclasses of results. :func:`encode_attr` turns one attribute into flat state
 entries whose key suffix says how it was encoded, and :func:`decode_attr` turns them back:
 
 * arrays, scalars and ``None`` are kept as they are (``name``);
 * a numpy Generator becomes its exact state as JSON (``name#generator``);
-* a :class:`~fedlabels.privacy.budget.Budget` keeps only what changes, the releases charged
-  (``name#released``), restored into the budget the role rebuilt from its options;
 * anything else (lists, dicts, tuples, fedlabels dataclasses such as privacy events) is a
   tagged JSON tree (``name#json``); arrays inside it keep dtype and shape.
 
@@ -38,14 +36,10 @@ _PLAIN = (int, float, str, bool, np.ndarray, np.generic)
 
 def encode_attr(name: str, value: Any) -> State:
     """The state entries of attribute ``name`` holding ``value``."""
-    from fedlabels.privacy.budget import Budget
-
     if value is None or isinstance(value, _PLAIN):
         return {name: check_state_value(name, value)}
     if isinstance(value, np.random.Generator):
         return {f"{name}#generator": generator_state(value)}
-    if isinstance(value, Budget):
-        return {f"{name}#released": int(value.released)}
     return {f"{name}#json": json.dumps(_tree(value), sort_keys=True)}
 
 
@@ -55,12 +49,6 @@ def decode_attr(owner: Any, name: str, state: Mapping[str, StateValue]) -> None:
         setattr(owner, name, state[name])
     elif f"{name}#generator" in state:
         setattr(owner, name, generator_from_state(state[f"{name}#generator"]))
-    elif f"{name}#released" in state:
-        budget = getattr(owner, name)
-        if budget is None:
-            raise FedLabelsError(f"{type(owner).__name__}: state holds a privacy budget "
-                                 f"{name!r} but the restored role has none.")
-        budget.released = int(state[f"{name}#released"])  # type: ignore[arg-type]
     elif f"{name}#json" in state:
         text = state[f"{name}#json"]
         if not isinstance(text, str):

@@ -6,6 +6,10 @@ What the party spent is :func:`account_events` of them, and its budget is a view
 list: :meth:`Ledger.record` accounts the events *with* the new ones and refuses, before the
 release happens, when that would exceed the target. Nothing else counts releases.
 
+Clients and DP servers each keep one. A server's ledger holds its clients' releases and
+accounts them per client (:func:`account_per_client`: an event that names clients counts for
+those, one that names none for every client; ε is the worst client's).
+
 Events of different kinds (a site that took part in an XOR run and a DP-SGD run on the same
 data) compose by basic composition of the per-kind (ε, δ): sound for any order, tight when
 one kind is used, which is every single run.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
@@ -68,14 +72,21 @@ def events_from_json(text: str) -> list[Any]:
     return [event_from_dict(d) for d in json.loads(text)]
 
 
-def _dpsgd_spent(events: Sequence[DPSGDRoundEvent], delta: float) -> PrivacySpent:
-    from fedlabels.privacy.dpsgd_accounting import dpsgd_epsilon
+#: the accountants of Gaussian and DP-SGD events when any valid bound will do (a check
+#: within the target): RDP, fast; PLD is tighter but takes seconds per call
+FAST_ACCOUNTANTS = ("rdp",)
+
+
+def _dpsgd_spent(events: Sequence[DPSGDRoundEvent], delta: float,
+                 accountants: tuple[str, ...] | None = None) -> PrivacySpent:
+    from fedlabels.privacy.dpsgd_accounting import DPSGD_ACCOUNTANTS, dpsgd_epsilon
 
     steps: dict[tuple[float, float], int] = {}
     for ev in events:
         key = (ev.noise_multiplier, ev.sample_rate)
         steps[key] = steps.get(key, 0) + sum(int(k) for _, k in ev.steps)
-    parts = [dpsgd_epsilon(s, q, n, delta) for (s, q), n in sorted(steps.items())]
+    parts = [dpsgd_epsilon(s, q, n, delta, accountants or DPSGD_ACCOUNTANTS)
+             for (s, q), n in sorted(steps.items())]
     return _basic(parts)
 
 
@@ -90,8 +101,17 @@ def _basic(parts: Sequence[PrivacySpent]) -> PrivacySpent:
                         "basic composition of " + ", ".join(p.accountant for p in used))
 
 
-def account_events(events: Sequence[Any], delta: float) -> PrivacySpent:
-    """(ε, δ) of one party's events: each kind with its own accountant, kinds composed."""
+def account_events(events: Sequence[Any], delta: float,
+                   gaussian_accountants: tuple[str, ...] | None = None,
+                   fast: bool = False) -> PrivacySpent:
+    """(ε, δ) of one party's events: each kind with its own accountant, kinds composed.
+
+    ``gaussian_accountants``: the accountants of sampled-Gaussian events (None: the
+    defaults of :func:`~fedlabels.privacy.accounting.account_gaussian`); ``fast``: Gaussian
+    and DP-SGD events by :data:`FAST_ACCOUNTANTS` only (a valid bound, maybe not the
+    tightest)."""
+    if fast:
+        gaussian_accountants = FAST_ACCOUNTANTS
     from fedlabels.privacy.accounting import account_gaussian, account_labels
     from fedlabels.privacy.vote_accounting import account_gnmax, account_laplace
 
@@ -104,10 +124,11 @@ def account_events(events: Sequence[Any], delta: float) -> PrivacySpent:
     if labels:
         parts.append(account_labels(labels, delta))
     if dpsgd:
-        parts.append(_dpsgd_spent(dpsgd, delta))
+        parts.append(_dpsgd_spent(dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
     for key in sorted({(ev.noise_multiplier, ev.sampling_rate) for ev in gauss}):
         parts.append(account_gaussian(
-            [ev for ev in gauss if (ev.noise_multiplier, ev.sampling_rate) == key], delta))
+            [ev for ev in gauss if (ev.noise_multiplier, ev.sampling_rate) == key], delta,
+            gaussian_accountants))
     for sigma in sorted({ev.sigma for ev in gnmax}):
         acc = account_gnmax([ev for ev in gnmax if ev.sigma == sigma], delta, with_pld=False)
         parts.append(PrivacySpent(acc.epsilon, delta, "rdp"))
@@ -118,24 +139,92 @@ def account_events(events: Sequence[Any], delta: float) -> PrivacySpent:
     return _basic(parts)
 
 
+def client_part(event: Any, cid: int) -> Any:
+    """What client ``cid`` released of ``event`` (None: nothing). A DP-SGD round names its
+    clients' steps; an event of a method that names its clients says so with
+    ``client_part(cid)``; any other event is a release every client made alike."""
+    if isinstance(event, DPSGDRoundEvent):
+        steps = tuple((c, k) for c, k in event.steps if c == cid)
+        return replace(event, steps=steps) if steps else None
+    part = getattr(event, "client_part", None)
+    return event if part is None else part(cid)
+
+
+def named_clients(event: Any) -> tuple[int, ...]:
+    if isinstance(event, DPSGDRoundEvent):
+        return tuple(int(c) for c, _ in event.steps)
+    return tuple(int(c) for c in getattr(event, "clients", ()))
+
+
+def account_per_client(events: Sequence[Any], delta: float,
+                       gaussian_accountants: tuple[str, ...] | None = None, fast: bool = False
+                       ) -> tuple[PrivacySpent, dict[int, PrivacySpent]]:
+    """A server's ledger: every client's (ε, δ) over what it released, and the worst one.
+
+    A release that names no clients counts for every client; without any client named the
+    ledger is accounted as one party's."""
+    cids = sorted({c for ev in events for c in named_clients(ev)})
+    if not cids:
+        return account_events(events, delta, gaussian_accountants, fast), {}
+    per_client = {}
+    for cid in cids:
+        parts = [p for ev in events if (p := client_part(ev, cid)) is not None]
+        per_client[cid] = account_events(parts, delta, gaussian_accountants, fast)
+    return max(per_client.values(), key=lambda s: s.epsilon), per_client
+
+
 @dataclass
 class Ledger:
     """One party's releases and what they spent; the budget is a view of the same events.
 
     ``target``: the ε the party will not exceed (None: recorded, not limited); ``delta``:
-    the δ every ε of this ledger is stated at."""
+    the δ every ε of this ledger is stated at. ``per_client``: a server's ledger of its
+    clients' releases, whose ε is the worst client's (:func:`account_per_client`);
+    ``gaussian_accountants``: see :func:`account_events`."""
 
     delta: float
     target: float | None = None
     events: list[Any] = field(default_factory=list)
     what: str = "this party"
+    per_client: bool = False
+    gaussian_accountants: tuple[str, ...] | None = None
+
+    def account(self, events: Sequence[Any], fast: bool = False) -> PrivacySpent:
+        """What ``events`` spend under this ledger's accountant (``fast``: a valid bound by
+        the fast accountants, see :func:`account_events`)."""
+        if self.per_client:
+            return account_per_client(events, self.delta, self.gaussian_accountants,
+                                      fast)[0]
+        return account_events(events, self.delta, self.gaussian_accountants, fast)
 
     def spent(self) -> PrivacySpent:
-        return account_events(self.events, self.delta)
+        return self.account(self.events)
 
-    def check(self, new: Sequence[Any]) -> PrivacySpent:
-        """What the ledger would spend with ``new`` added; refuse it beyond the target."""
-        after = account_events([*self.events, *new], self.delta)
+    def _bound(self, events: Sequence[Any], tight: bool) -> PrivacySpent:
+        """The tight ε of ``events``; with ``tight`` False a fast bound when it is within
+        the target or there is none (the tight one decides when the fast one does not fit)."""
+        if not tight:
+            fast = self.account(events, fast=True)
+            if self.target is None or fast.epsilon <= self.target * (1.0 + REL_TOL):
+                return fast
+        return self.account(events)
+
+    def check_plan(self, planned: Sequence[Any], what: str) -> None:
+        """Refuse to start when the ``planned`` events (``what``: e.g. "5 round(s)") would
+        already exceed the target."""
+        if self.target is None:
+            return
+        after = self._bound(planned, tight=False)
+        if after.epsilon > self.target * (1.0 + REL_TOL):
+            raise FedLabelsError(
+                f"privacy budget exceeded: the plan of {what} would spend ε = "
+                f"{after.epsilon:.6g} (δ = {self.delta:g}) > {self.what}'s budget ε = "
+                f"{self.target:.6g}. Refusing to start; plan fewer releases or more noise.")
+
+    def check(self, new: Sequence[Any], tight: bool = True) -> PrivacySpent:
+        """What the ledger would spend with ``new`` added; refuse it beyond the target.
+        ``tight`` False: a server's check, which needs only a bound within the target."""
+        after = self._bound([*self.events, *new], tight)
         if self.target is not None and after.epsilon > self.target * (1.0 + REL_TOL):
             before = self.spent().epsilon
             raise FedLabelsError(
@@ -145,11 +234,36 @@ class Ledger:
                 f"{self.target:.6g}. Refusing the release.")
         return after
 
-    def record(self, *new: Any) -> PrivacySpent:
+    def record(self, *new: Any, tight: bool = True) -> PrivacySpent:
         """Record ``new`` events before they are released (refused beyond the target)."""
-        after = self.check(new)
+        after = self.check(new, tight)
         self.events.extend(new)
         return after
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.spent().to_dict(), "target": self.target, "releases": len(self.events)}
+
+    def target_view(self, unit: str, planned: int, released: int) -> dict[str, Any] | None:
+        """A result's ``privacy.target``: the budget as a view of this ledger (None: no
+        target), ``released`` of ``planned`` units (``unit``: round, query) so far."""
+        if self.target is None:
+            return None
+        return {"epsilon": self.target, "delta": self.delta, "unit": unit, "planned": planned,
+                "released": released, "accountant": self.spent().accountant,
+                "enforced": "the server checks spent + next release <= target before every "
+                            "release and stops the run otherwise"}
+
+
+class LedgerEvents:
+    """A role whose privacy state is its ``ledger``: ``events`` (the attribute its state
+    names) are the ledger's own list, so a checkpoint stores and restores them."""
+
+    ledger: Ledger
+
+    @property
+    def events(self) -> list[Any]:
+        return self.ledger.events
+
+    @events.setter
+    def events(self, events: list[Any]) -> None:
+        self.ledger.events = list(events)

@@ -14,7 +14,8 @@ Poisson-subsampled Gaussian mechanism with noise multiplier σ, accounted with d
 under ADD_OR_REMOVE_ONE (``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)),
 T)``; exact analytic Gaussian composition when q = 1). The options are
 :class:`DPFedAvgOptions`; σ calibrated from the run's total ε (``epsilon``) uses the run's
-number of rounds, and the server checks the budget before every round. The Poisson sample and
+number of rounds, and the server records every round in its privacy ledger before it,
+refusing one beyond the target. The Poisson sample and
 the noise come from OS entropy at the server (:func:`fedlabels.core.randomness.numpy_generator`):
 amplification by subsampling needs the sample to be secret, so neither derives from the seed.
 
@@ -66,8 +67,8 @@ from fedlabels.method.threat import (
     Payload,
     ThreatModel,
 )
-from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import CLIENT_LEVEL
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 ACCOUNTANTS = ("analytic", "rdp", "pld")
 LEVELS = ("client", "record")
@@ -151,19 +152,18 @@ class DPFedAvgClient(WeightsClient):
                        config={"norm": norm})
 
 
-class DPFedAvgServer(GlobalModelServer):
+class DPFedAvgServer(LedgerEvents, GlobalModelServer):
     """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²), accounts for ε."""
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled", "clipped_fraction", "budget")
+    state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled", "clipped_fraction")
     secret_generators: ClassVar[tuple[str, ...]] = ("rng",)  # the Poisson sample and noise
 
     def __init__(self, initial: np.ndarray, settings: Settings) -> None:
         from fedlabels.privacy.accounting import (
             calibrate_noise_multiplier,
-            default_calibration_accountant,
             default_gaussian_accountants,
-            gaussian_epsilon,
         )
+        from fedlabels.privacy.events import SampledGaussianEvent
 
         super().__init__(initial, settings.period)
         opts = settings.options_as(DPFedAvgOptions)
@@ -179,23 +179,21 @@ class DPFedAvgServer(GlobalModelServer):
         if sigma is None:
             raise FedLabelsError("dp-fedavg needs noise_multiplier or epsilon.")
         self.sigma = sigma
-        self.budget: Budget | None = None
-        if opts.epsilon is not None:  # refuse to start if the plan already exceeds it
-            name = opts.accountant or default_calibration_accountant(self.q)
-            self.budget = Budget(opts.epsilon, self.delta, "round", settings.rounds,
-                                 lambda k: gaussian_epsilon(self.sigma, self.q, k, self.delta, name)
-                                 if k else 0.0, name)
-            self.budget.check_plan()
+        self.rounds = settings.rounds
+        # one release per round; ε and the run's budget (the total epsilon) are views of it
+        self.ledger = Ledger(self.delta, opts.epsilon, what="each client",
+                             gaussian_accountants=self.accountants)
+        self.ledger.check_plan([SampledGaussianEvent(self.sigma, self.q, self.clip)]
+                               * settings.rounds, f"{settings.rounds} round(s)")
         self.rng: np.random.Generator | None = None  # made where the mechanism first runs
-        self.events: list[Any] = []
         self.sampled: list[int] = []
         self.clipped_fraction: list[float] = []
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         from fedlabels.privacy.events import SampledGaussianEvent
 
-        if self.budget is not None:
-            self.budget.charge(1)  # stops before a release that would exceed the target
+        # recorded before the round: a release beyond the target is refused before it is made
+        self.ledger.record(SampledGaussianEvent(self.sigma, self.q, self.clip), tight=False)
         if self.rng is None:  # the Poisson sample and the noise: secret, from OS entropy
             self.rng = numpy_generator()
         cids = grid.client_ids
@@ -213,7 +211,6 @@ class DPFedAvgServer(GlobalModelServer):
         expected = self.q * len(cids)  # fixed q·M, never the realised number of participants
         self.weights = (self.weights + self.server_lr * (total + noise) / expected
                         ).astype(np.float32)
-        self.events.append(SampledGaussianEvent(self.sigma, self.q, self.clip))
         self.sampled.append(len(chosen))
         clipped = float(np.mean(np.asarray(norms) > self.clip)) if norms else 0.0
         self.clipped_fraction.append(clipped)
@@ -221,9 +218,7 @@ class DPFedAvgServer(GlobalModelServer):
                 "mean_update_norm": float(np.mean(norms)) if norms else 0.0}
 
     def result_extra(self) -> dict[str, Any]:
-        from fedlabels.privacy.accounting import account_gaussian
-
-        spent = account_gaussian(self.events, self.delta, self.accountants)
+        spent = self.ledger.spent()
         return {"privacy": {
             "method": "dp-fedavg",
             "mechanism": "Poisson-subsampled Gaussian on the sum of clipped client updates",
@@ -235,7 +230,7 @@ class DPFedAvgServer(GlobalModelServer):
             "clip_norm": self.clip,
             "sample_rate": self.q,
             "rounds_accounted": len(self.events),
-            "target": self.budget.to_dict() if self.budget is not None else None,
+            "target": self.ledger.target_view("round", self.rounds, len(self.events)),
             "sampled_clients_per_round": self.sampled,
             "clipped_fraction_per_round": self.clipped_fraction,
             "sensitivity": {"value": self.clip, "norm": "L2",

@@ -15,7 +15,6 @@ DP-FedCT's ``dpsgd`` mechanism.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,15 +24,14 @@ from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.blocks import GlobalModelServer, WeightsClient, broadcast
 from fedlabels.method.dpsgd_client import DPSGDClient, dpsgd_round_config
-from fedlabels.method.state import StateValue
-from fedlabels.methods.fedct.mechanisms.dpsgd import dpsgd_budget
-from fedlabels.privacy.budget import Budget
+from fedlabels.methods.fedct.mechanisms.dpsgd import planned_dpsgd_rounds
 from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
     DPSGDRoundEvent,
     account_dpsgd,
     calibrate_dpsgd,
 )
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 RECORD_AGAINST = ("the server, the other clients and anyone observing the global models "
                   "(every update is post-processing of the client's DP-SGD steps)")
@@ -62,7 +60,7 @@ class DPFedAvgRecordClient(DPSGDClient, WeightsClient):
                        config={"n": len(self.data)})
 
 
-class DPFedAvgRecordServer(GlobalModelServer):
+class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
     """Samples clients, averages their DP-SGD updates, accounts every client's steps."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled")
@@ -74,25 +72,27 @@ class DPFedAvgRecordServer(GlobalModelServer):
         self.q, self.server_lr = options.sample_rate, options.server_lr
         self.sigma = calibrate_dpsgd(options.epsilon, self.delta, options.example_rate,
                                      settings.rounds * settings.period)
-        self.budget: Budget = dpsgd_budget(options.epsilon, self.delta, settings.rounds,
-                                           settings.period, self.sigma, options.example_rate)
-        self.budget.check_plan()
+        self.rounds = settings.rounds
+        # every client's DP-SGD rounds; ε and the run's budget are views of it
+        self.ledger = Ledger(self.delta, options.epsilon, what="each client", per_client=True)
+        self.ledger.check_plan(planned_dpsgd_rounds(settings.rounds, settings.period,
+                                                    self.sigma, options),
+                               f"{settings.rounds} round(s)")
         self.rng: np.random.Generator | None = None
-        self.events: list[Any] = []
         self.sampled: list[int] = []
 
-    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
-        """Events as saved; σ and the budget are recalibrated (deterministic) and charged."""
-        super().load_state_dict(state)
-        self.budget.released = len(self.events)
+    def _round(self, cids: list[int]) -> DPSGDRoundEvent:
+        return DPSGDRoundEvent(self.sigma, self.options.example_rate, self.options.example_clip,
+                               tuple((c, self.period) for c in sorted(cids)))
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
-        self.budget.charge(1)  # stops before a round that would exceed the target
         if self.rng is None:
             self.rng = numpy_generator()
         cids = grid.client_ids
         chosen = [c for c, p in zip(cids, self.rng.random(len(cids)) < self.q, strict=True)
                   if p]
+        # stops before a round that would take any client beyond the target
+        self.ledger.check([self._round(chosen)], tight=False)
         config = {"round": rnd, "steps": self.period,
                   **dpsgd_round_config(self.sigma, self.options)}
         message = Message("dpfedavg.train", arrays={"weights": self.weights}, config=config)
@@ -102,9 +102,7 @@ class DPFedAvgRecordServer(GlobalModelServer):
             updates = np.stack([replies[c].arrays["update"] for c in sorted(replies)])
             mean = (sizes[:, None] * updates).sum(axis=0) / sizes.sum()
             self.weights = (self.weights + self.server_lr * mean).astype(np.float32)
-        self.events.append(DPSGDRoundEvent(self.sigma, self.options.example_rate,
-                                           self.options.example_clip,
-                                           tuple((c, self.period) for c in sorted(replies))))
+        self.ledger.record(self._round(list(replies)), tight=False)
         self.sampled.append(len(chosen))
         return {"sampled_clients": float(len(chosen))}
 
@@ -114,13 +112,14 @@ class DPFedAvgRecordServer(GlobalModelServer):
             "level": "record",
             "mechanism": "DP-SGD at every client (Poisson sampling, per-example clipping, "
                          "Gaussian noise); the server averages the updates",
-            **account_dpsgd(self.events, self.delta),
+            **account_dpsgd(self.events, self.delta),  # per client; ε: the ledger's
+            **self.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
             "example_rate": self.options.example_rate,
             "example_clip": self.options.example_clip,
             "sample_rate": self.q,
             "rounds_accounted": len(self.events),
-            "target": self.budget.to_dict(),
+            "target": self.ledger.target_view("round", self.rounds, len(self.events)),
             "sampled_clients_per_round": self.sampled,
             "guarantee": "formal",
             "guarantee_against": RECORD_AGAINST,

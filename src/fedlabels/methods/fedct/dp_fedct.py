@@ -62,8 +62,8 @@ from fedlabels.methods.fedct.dp_fedct_options import DPFedCTOptions
 from fedlabels.methods.fedct.fedct import FedCTClient
 from fedlabels.methods.fedct.mechanisms import mechanism_for
 from fedlabels.methods.fedct.mechanisms.randomized_response import RR_ASSUMPTIONS
-from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import RECORD_LEVEL
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 _SENSITIVITY_NOTE = ("sent only with sensitivity empirical: the sensitivity estimate is "
                      "computed from the client's private data and released without noise")
@@ -155,7 +155,7 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
             "mean_changed_labels": d["mean_changed_labels"]})
 
 
-class DPFedCTServer(VoteServer):
+class DPFedCTServer(LedgerEvents, VoteServer):
     """Collects noisy label releases, forms the consensus (the mechanism's vote), and
     accounts for ε."""
 
@@ -179,31 +179,34 @@ class DPFedCTServer(VoteServer):
             self.options.sensitivity, n_public, stability_rate=self.options.stability_rate,
             delta=self.delta if sens_delta is None else sens_delta,
             note=self.options.sensitivity_note) if self.strategy.uses_sensitivity else None
-        self.events: list[Any] = []
+        # the clients' releases, each recorded once; ε and the run's budget (the total
+        # epsilon, per client) are views of it
+        self.ledger = Ledger(self.delta, self.options.epsilon, what="each client",
+                             per_client=True)
         self.seed = 0  # the run's server seed (make_server): public choices, e.g. queries
         self.epsilon_round: float | None = None
-        self.budget: Budget | None = None
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
-        """Labels, events and s* as saved; the per-round ε and the budget are recalibrated
-        from s* (deterministic) and charged for the rounds already released."""
+        """Labels, events and s* as saved; the per-round ε is recalibrated from s*
+        (deterministic)."""
         super().load_state_dict(state)
-        self.epsilon_round, self.budget = None, None
+        self.epsilon_round = None
         if self.events:  # s* (if used) is known: no estimate, no exchange
             self.strategy.calibrate(self, None)
-            if self.budget is not None:
-                self.budget.released = len(self.events)
 
     # ------------------------------------------------------------------ rounds
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         self.strategy.calibrate(self, grid)
-        if self.budget is not None:
-            self.budget.charge(1)  # stops before a release that would exceed the target
         mech = self.strategy.round_config(self)
+        # stops before a release that would take any client beyond the target
+        self.ledger.check(self.strategy.round_events(self, mech, grid.client_ids, None),
+                          tight=False)
         base = self.train_message(rnd)
         message = Message(base.kind, arrays=base.arrays, config={**base.config, **mech})
         replies = broadcast(grid, message, rnd)
         new = self.strategy.collect(self, replies, mech)
+        self.ledger.record(*self.strategy.round_events(self, mech, list(replies), replies),
+                           tight=False)
         metrics = self.consensus_metrics(new)
         self.labels = new
         return metrics

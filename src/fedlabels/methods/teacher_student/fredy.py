@@ -68,13 +68,12 @@ from fedlabels.methods.teacher_student.roles import (
     TeacherStudentServer,
     check_teachers,
 )
-from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import DISJOINT_TEACHERS, RECORD_LEVEL, LaplaceNoisyMaxEvent
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
 from fedlabels.privacy.noisy_max import VOTE_L1_SENSITIVITY, laplace_noisy_max, laplace_scale
 from fedlabels.privacy.vote_accounting import (
     account_laplace,
     calibrate_laplace_scale,
-    laplace_total_epsilon,
 )
 
 NON_DISJOINT_CAVEAT = (
@@ -141,10 +140,10 @@ class FredyClient(TeacherStudentClient, WeightsClient):
         self.local_steps_from(message)
 
 
-class FredyServer(TeacherStudentServer):
+class FredyServer(LedgerEvents, TeacherStudentServer):
     """R_T - 1 FedAvg rounds, the vote from the last global model, Laplace noisy-max."""
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("weights", "budget")
+    state_attrs: ClassVar[tuple[str, ...]] = ("weights", "events")
 
     def __init__(self, settings: Settings, n_public: int, seed: int,
                  truth_public: np.ndarray | None, initial: np.ndarray,
@@ -155,19 +154,22 @@ class FredyServer(TeacherStudentServer):
         self.delta = opts.delta
         self.weights = np.asarray(initial, dtype=np.float32)
         self.n_teachers = n_teachers
-        self.budget: Budget | None = None
         if opts.epsilon_per_query is not None:
             self.scale = laplace_scale(opts.epsilon_per_query)
         else:
             assert opts.epsilon is not None  # FREDYOptions.check: one of the two
-            formal = VOTE_L1_SENSITIVITY * n_teachers
-            scale = self.scale = calibrate_laplace_scale(opts.epsilon, self.n_queries,
-                                                         self.delta, formal)
-            self.budget = Budget(opts.epsilon, self.delta, "query", self.n_queries,
-                                 lambda k: laplace_total_epsilon(scale, k, self.delta, formal)
-                                 if k else 0.0, "basic or rdp (L1 sensitivity 2n)")
-            self.budget.check_plan()  # refuse to start if the planned queries exceed it
+            self.scale = calibrate_laplace_scale(opts.epsilon, self.n_queries, self.delta,
+                                                 VOTE_L1_SENSITIVITY * n_teachers)
         self.epsilon_query = VOTE_L1_SENSITIVITY / self.scale  # nominal (disjoint reading)
+        # the released labels (formal L1 sensitivity 2n), each batch recorded once; ε and
+        # the budget are views of it
+        self.ledger = Ledger(self.delta, opts.epsilon, what="each client")
+        self.ledger.check_plan([self._formal(self.scale, self.n_queries)],
+                               f"{self.n_queries} query(s)")
+
+    def _formal(self, scale: float, n_queries: int) -> LaplaceNoisyMaxEvent:
+        """``n_queries`` releases at ``scale`` with the formal L1 sensitivity 2n."""
+        return LaplaceNoisyMaxEvent(scale, VOTE_L1_SENSITIVITY * self.n_teachers, n_queries)
 
     def train_teachers(self, rnd: int, grid: Grid) -> dict[str, np.ndarray]:
         for _ in range(self.teacher_rounds - 1):
@@ -177,19 +179,20 @@ class FredyServer(TeacherStudentServer):
         return {"weights": self.weights}
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
-        if self.budget is not None:  # stop before a release that would exceed the target
-            self.budget.charge(len(counts))
+        # stops before a release that would exceed the target
+        self.ledger.check([self._formal(self.scale, len(counts))], tight=False)
         # the aggregator's noise is its secret: OS entropy, never the run seed
         release = laplace_noisy_max(counts, self.epsilon_query, numpy_generator())
         scale = release.scale
-        formal = account_laplace([LaplaceNoisyMaxEvent(
-            scale, VOTE_L1_SENSITIVITY * self.n_teachers, len(counts))], self.delta)
+        self.ledger.record(self._formal(scale, len(counts)), tight=False)
+        formal = account_laplace(self.events, self.delta)  # the ledger's ε, with its details
         disjoint = account_laplace([LaplaceNoisyMaxEvent(
             scale, VOTE_L1_SENSITIVITY, len(counts), DISJOINT_TEACHERS)], self.delta)
-        self.privacy = {**formal.to_dict(),
+        self.privacy = {**formal.to_dict(), "epsilon": self.ledger.spent().epsilon,
                         "mechanism": "Laplace noisy-max (LNMax), scale 2/epsilon_per_query",
                         "epsilon_per_query_nominal": self.epsilon_query,
-                        "target": self.budget.to_dict() if self.budget is not None else None,
+                        "target": self.ledger.target_view(
+                            "query", self.n_queries, sum(ev.n_queries for ev in self.events)),
                         "if_disjoint_teachers": disjoint.to_dict(),
                         "assumptions": NON_DISJOINT_CAVEAT,
                         "teachers": self.n_teachers,

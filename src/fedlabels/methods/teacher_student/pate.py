@@ -51,14 +51,10 @@ from fedlabels.methods.teacher_student.roles import (
     TeacherStudentServer,
     check_teachers,
 )
-from fedlabels.privacy.budget import Budget
-from fedlabels.privacy.events import DISJOINT_TEACHERS
+from fedlabels.privacy.events import DISJOINT_TEACHERS, GNMaxEvent
 from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_event
-from fedlabels.privacy.vote_accounting import (
-    account_gnmax,
-    calibrate_gnmax_sigma,
-    gnmax_epsilon,
-)
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
+from fedlabels.privacy.vote_accounting import account_gnmax, calibrate_gnmax_sigma
 
 # ------------------------------------------------------------------ options
 
@@ -152,9 +148,10 @@ class PATEServer(TeacherStudentServer):
                                     "accuracies are the student's"}}
 
 
-class DPPATEServer(PATEServer):
-    state_attrs: ClassVar[tuple[str, ...]] = ("budget",)
+class DPPATEServer(LedgerEvents, PATEServer):
     """GNMax (optionally confident GNMax) aggregation with RDP accounting."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("events",)
 
     def __init__(self, settings: Settings, n_public: int, seed: int,
                  truth_public: np.ndarray | None = None) -> None:
@@ -163,30 +160,33 @@ class DPPATEServer(PATEServer):
         self.delta = opts.delta
         self.threshold, self.threshold_sigma = opts.threshold, opts.threshold_sigma
         self.calibrated_from = opts.epsilon
-        self.budget: Budget | None = None
         if opts.noise_sigma is not None:
             self.sigma = opts.noise_sigma
         else:
             assert opts.epsilon is not None  # DPPATEOptions.check: one of the two
-            sigma = self.sigma = calibrate_gnmax_sigma(opts.epsilon, self.n_queries,
-                                                       self.delta)
-            self.budget = Budget(opts.epsilon, self.delta, "query", self.n_queries,
-                                 lambda k: gnmax_epsilon(sigma, k, self.delta) if k else 0.0,
-                                 "rdp (data-independent)")
-            self.budget.check_plan()  # refuse to start if the planned queries exceed it
+            self.sigma = calibrate_gnmax_sigma(opts.epsilon, self.n_queries, self.delta)
+        # the released labels, each batch recorded once; ε and the budget are views of it
+        self.ledger = Ledger(self.delta, opts.epsilon, what="each teacher")
+        self.ledger.check_plan(self._asked(self.n_queries), f"{self.n_queries} query(s)")
+
+    def _asked(self, n_queries: int) -> list[GNMaxEvent]:
+        """``n_queries`` queries as the data-independent accounting charges them."""
+        return [GNMaxEvent(self.sigma, n_queries, n_queries, self.threshold,
+                           self.threshold_sigma if self.threshold is not None else None)]
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
-        if self.budget is not None:  # stop before a release that would exceed the target
-            self.budget.charge(len(counts))
+        # stops before a release that would exceed the target
+        self.ledger.check(self._asked(len(counts)), tight=False)
         # the aggregator's noise is its secret: OS entropy, never the run seed
         release = gnmax_aggregate(counts, self.sigma, numpy_generator(), self.threshold,
                                   self.threshold_sigma)
-        event = gnmax_event(counts, release.answered, self.sigma, self.threshold,
-                            self.threshold_sigma)
-        account = account_gnmax([event], self.delta)
-        self.privacy = {**account.to_dict(),
+        self.ledger.record(gnmax_event(counts, release.answered, self.sigma, self.threshold,
+                                       self.threshold_sigma), tight=False)
+        account = account_gnmax(self.events, self.delta)  # beside ε: the other bounds
+        self.privacy = {**account.to_dict(), "epsilon": self.ledger.spent().epsilon,
                         "calibrated_from_epsilon": self.calibrated_from,
-                        "target": self.budget.to_dict() if self.budget is not None else None,
+                        "target": self.ledger.target_view(
+                            "query", self.n_queries, sum(ev.n_queries for ev in self.events)),
                         "assumptions": DISJOINT_TEACHERS + "; the server that sees the vote "
                                        "counts is trusted (PATE's setting)"}
         return release.labels

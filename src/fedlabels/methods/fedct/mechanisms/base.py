@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 class LabelMechanism:
     """How a DP-FedCT client makes its release private and how the server accounts for it.
 
-    The server keeps the events and the budget, the client its secret noise generator; a
+    The server keeps the ledger (the events; its budget is a view of them), the client its
+    secret noise generator; a
     strategy holds at most what it derives deterministically from the options (e.g. a
     calibrated σ), so a restored server recomputes it in :meth:`calibrate`."""
 
@@ -33,8 +35,9 @@ class LabelMechanism:
 
     # ------------------------------------------------------------------ server side
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
-        """Before round 1 (and after a restore, with ``grid`` None): set the noise and the
-        budget on ``server`` (``epsilon_round``, ``budget``, ...)."""
+        """Before round 1 (and after a restore, with ``grid`` None): set the noise on
+        ``server`` (``epsilon_round``, ...) and, with a total ε, check the planned rounds'
+        events against its ledger (:meth:`~fedlabels.privacy.ledger.Ledger.check_plan`)."""
         raise NotImplementedError
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
@@ -43,7 +46,14 @@ class LabelMechanism:
 
     def collect(self, server: DPFedCTServer, replies: dict[int, Message],
                 config: dict[str, Any]) -> np.ndarray:
-        """The consensus of this round's releases; appends the privacy events."""
+        """The consensus of this round's releases."""
+        raise NotImplementedError
+
+    def round_events(self, server: DPFedCTServer, config: dict[str, Any],
+                     cids: Sequence[int], replies: dict[int, Message] | None) -> list[Any]:
+        """The privacy events of one round in which clients ``cids`` release as ``config``
+        says: checked against the server's ledger before the round's request goes out
+        (``replies`` None: every client asked), recorded once from the ``replies``."""
         raise NotImplementedError
 
     def privacy(self, server: DPFedCTServer) -> dict[str, Any]:

@@ -27,6 +27,7 @@ and cannot reinforce its own mistakes), and the guarantee of the transcript is u
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +36,6 @@ from fedlabels.comm import Message, pack_labels
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.dpsgd_client import dpsgd_round_config
 from fedlabels.methods.fedct.mechanisms.base import LabelMechanism
-from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
     DPSGDRoundEvent,
@@ -68,13 +68,11 @@ SITE_MODELS = {
 }
 
 
-def dpsgd_budget(target: float, delta: float, rounds: int, period: int, sigma: float,
-                 q: float) -> Budget:
-    """The run's budget in rounds of ``period`` DP-SGD steps each (RDP, as calibrated)."""
-    from fedlabels.privacy.accounting import gaussian_epsilon
-
-    return Budget(target, delta, "round", rounds, lambda k: (
-        gaussian_epsilon(sigma, q, k * period, delta, "rdp") if k else 0.0), "rdp")
+def planned_dpsgd_rounds(rounds: int, period: int, sigma: float, options: Any) -> list[Any]:
+    """The events of ``rounds`` rounds of ``period`` DP-SGD steps of one client: what a
+    server's ledger checks a run's plan with before round 1."""
+    return [DPSGDRoundEvent(sigma, options.example_rate, options.example_clip,
+                            ((0, period),))] * rounds
 
 
 class DPSGDMechanism(LabelMechanism):
@@ -132,9 +130,9 @@ class DPSGDMechanism(LabelMechanism):
         assert opts.epsilon is not None  # DPFedCTOptions.check: dpsgd needs a total ε
         self.sigma = calibrate_dpsgd(opts.epsilon, server.delta, opts.example_rate,
                                      settings.rounds * settings.period)
-        server.budget = dpsgd_budget(opts.epsilon, server.delta, settings.rounds,
-                                     settings.period, self.sigma, opts.example_rate)
-        server.budget.check_plan()
+        server.ledger.check_plan(planned_dpsgd_rounds(settings.rounds, settings.period,
+                                                      self.sigma, opts),
+                                 f"{settings.rounds} round(s)")
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
         assert self.sigma is not None
@@ -143,22 +141,26 @@ class DPSGDMechanism(LabelMechanism):
 
     def collect(self, server: DPFedCTServer, replies: dict[int, Message],
                 config: dict[str, Any]) -> np.ndarray:
-        new = server.consensus(server.collect_votes(replies))
+        return server.consensus(server.collect_votes(replies))
+
+    def round_events(self, server: DPFedCTServer, config: dict[str, Any],
+                     cids: Sequence[int], replies: dict[int, Message] | None) -> list[Any]:
         period = server.settings.period
-        server.events.append(DPSGDRoundEvent(
-            float(config["noise_multiplier"]), float(config["example_rate"]),
-            float(config["example_clip"]), tuple((cid, period) for cid in sorted(replies))))
-        return new
+        return [DPSGDRoundEvent(float(config["noise_multiplier"]), float(config["example_rate"]),
+                                float(config["example_clip"]),
+                                tuple((cid, period) for cid in sorted(cids)))]
 
     def privacy(self, server: DPFedCTServer) -> dict[str, Any]:
         return {
             "mechanism": self.summary,
-            **account_dpsgd(server.events, server.delta),
+            **account_dpsgd(server.events, server.delta),  # per client; ε: the ledger's
+            **server.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
             "example_rate": server.options.example_rate,
             "example_clip": server.options.example_clip,
             "site_model": SITE_MODELS[server.options.site_model],
-            "target": server.budget.to_dict() if server.budget is not None else None,
+            "target": server.ledger.target_view("round", server.settings.rounds,
+                                                len(server.events)),
             "rounds_accounted": len(server.events),
             "guarantee": "formal",
             "guarantee_against": DPSGD_AGAINST,

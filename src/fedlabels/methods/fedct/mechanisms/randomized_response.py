@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +21,6 @@ from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid
 from fedlabels.method.blocks import broadcast
 from fedlabels.methods.fedct.mechanisms.base import LabelMechanism
-from fedlabels.privacy.budget import label_round_budget
 from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
 
 if TYPE_CHECKING:
@@ -48,8 +48,21 @@ def _estimate_sensitivity(server: DPFedCTServer, grid: Grid) -> Sensitivity:
                 "released without noise"})
 
 
+def label_round_epsilon(target: float, delta: float, rounds: int, mechanism: str,
+                        sensitivity: Sensitivity) -> float:
+    """DP-FedCT's per-round ε calibrated from a total (ε, δ) over ``rounds``.
+
+    xor: the largest pure per-round ε whose exact composition stays within the target;
+    kary: basic composition, ε / rounds per round (pure, δ = 0)."""
+    from fedlabels.privacy.accounting import calibrate_xor_round_epsilon
+
+    if mechanism == "xor":
+        return calibrate_xor_round_epsilon(target, delta, rounds, sensitivity.bits)
+    return target / rounds
+
+
 class _RandomizedResponse(LabelMechanism):
-    """What xor and kary share: s*, the per-round ε and its budget, the guarantee."""
+    """What xor and kary share: s*, the per-round ε, the guarantee."""
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
         """(ε per round, s*): estimated (if empirical) and calibrated before round 1; with a
@@ -65,16 +78,17 @@ class _RandomizedResponse(LabelMechanism):
                 server.epsilon_round = server.options.epsilon_per_round
             else:
                 assert server.options.epsilon is not None  # DPFedCTOptions.check: one of two
-                server.epsilon_round, server.budget = label_round_budget(
-                    server.options.epsilon, server.delta, server.settings.rounds, self.name,
+                rounds = server.settings.rounds
+                server.epsilon_round = label_round_epsilon(
+                    server.options.epsilon, server.delta, rounds, self.name,
                     server.sensitivity)
-                server.budget.check_plan()
+                planned = self.round_events(server, self.round_config(server), [], None)
+                server.ledger.check_plan(planned * rounds, f"{rounds} round(s)")
 
     def privacy(self, server: DPFedCTServer) -> dict[str, Any]:
-        from fedlabels.privacy.accounting import account_labels
         from fedlabels.privacy.sensitivity import sensitivity_guarantee
 
-        spent = account_labels(server.events, server.delta)
+        spent = server.ledger.spent()
         mech = ({k: v for k, v in self.round_config(server).items() if k != "mechanism"}
                 if server.epsilon_round is not None and server.sensitivity is not None
                 else {})
@@ -101,7 +115,8 @@ class _RandomizedResponse(LabelMechanism):
             "mechanism": self.summary,
             **spent.to_dict(),
             "epsilon_per_round": server.epsilon_round,
-            "target": server.budget.to_dict() if server.budget is not None else None,
+            "target": server.ledger.target_view("round", server.settings.rounds,
+                                                len(server.events)),
             "rounds_accounted": len(server.events),
             **mech,
             "sensitivity": sens,
@@ -178,7 +193,6 @@ class XorMechanism(_RandomizedResponse):
 
     def collect(self, server: DPFedCTServer, replies: dict[int, Message],
                 config: dict[str, Any]) -> np.ndarray:
-        from fedlabels.privacy.events import XorEvent
         from fedlabels.privacy.mechanisms import bit_count_consensus, unpack_rows
 
         assert server.epsilon_round is not None and server.sensitivity is not None
@@ -188,9 +202,15 @@ class XorMechanism(_RandomizedResponse):
                           for cid in sorted(replies)])
         if server._rng is None:
             server._rng = numpy_generator()
-        new = bit_count_consensus(noisy, f, server._rng, server.options.quorum)
-        server.events.append(XorEvent(server.epsilon_round, server.sensitivity.bits, f, n * c))
-        return new
+        return bit_count_consensus(noisy, f, server._rng, server.options.quorum)
+
+    def round_events(self, server: DPFedCTServer, config: dict[str, Any],
+                     cids: Sequence[int], replies: dict[int, Message] | None) -> list[Any]:
+        from fedlabels.privacy.events import XorEvent
+
+        assert server.epsilon_round is not None and server.sensitivity is not None
+        return [XorEvent(server.epsilon_round, server.sensitivity.bits,
+                         config["flip_probability"], server.n_public * server.settings.n_classes)]
 
 
 class KaryMechanism(_RandomizedResponse):
@@ -220,12 +240,14 @@ class KaryMechanism(_RandomizedResponse):
 
     def collect(self, server: DPFedCTServer, replies: dict[int, Message],
                 config: dict[str, Any]) -> np.ndarray:
+        # the plurality (or qualified majority) of the noisy votes, as in FedCT
+        return server.consensus(server.collect_votes(replies))
+
+    def round_events(self, server: DPFedCTServer, config: dict[str, Any],
+                     cids: Sequence[int], replies: dict[int, Message] | None) -> list[Any]:
         from fedlabels.privacy.events import KaryRREvent
 
         assert server.epsilon_round is not None and server.sensitivity is not None
-        # the plurality (or qualified majority) of the noisy votes, as in FedCT
-        new = server.consensus(server.collect_votes(replies))
-        server.events.append(KaryRREvent(server.epsilon_round, server.sensitivity.labels,
-                                         config["epsilon_per_label"],
-                                         server.settings.n_classes, server.n_public))
-        return new
+        return [KaryRREvent(server.epsilon_round, server.sensitivity.labels,
+                            config["epsilon_per_label"], server.settings.n_classes,
+                            server.n_public)]

@@ -29,6 +29,7 @@ vote counts (Thm. 6): reported beside the guarantee, computed from private votes
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,6 @@ from fedlabels.learners import is_iterative
 from fedlabels.method.base import Grid
 from fedlabels.methods.distillation.fedmd import subset_indices
 from fedlabels.methods.fedct.mechanisms.base import LabelMechanism
-from fedlabels.privacy.budget import Budget
 
 if TYPE_CHECKING:
     from fedlabels.methods.fedct.dp_fedct import DPFedCTClient, DPFedCTServer
@@ -71,6 +71,14 @@ class SubsampleAggregateEvent:
     n_queries: int
     clients: tuple[int, ...]
     dd_rdp: tuple[tuple[float, ...], ...] | None = None
+
+    def client_part(self, cid: int) -> Any:
+        """What client ``cid`` released this round: its GNMax labels (None: it released
+        none), as a server's :class:`~fedlabels.privacy.ledger.Ledger` accounts them."""
+        from fedlabels.privacy.events import GNMaxEvent
+
+        return (GNMaxEvent(self.sigma, self.n_queries, self.n_queries)
+                if cid in self.clients else None)
 
 
 def record_parts(X: np.ndarray, y: np.ndarray, k: int, key: int) -> np.ndarray:
@@ -149,17 +157,15 @@ class SubsampleAggregateMechanism(LabelMechanism):
         return server.n_public if q is None else min(int(q), server.n_public)
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
-        from fedlabels.privacy.vote_accounting import calibrate_gnmax_sigma, gnmax_epsilon
+        from fedlabels.privacy.vote_accounting import calibrate_gnmax_sigma
 
         if self.sigma is not None:
             return
         opts, rounds, q = server.options, server.settings.rounds, self.queries(server)
         assert opts.epsilon is not None  # DPFedCTOptions.check: a total ε
-        sigma = calibrate_gnmax_sigma(opts.epsilon, rounds * q, server.delta)
-        self.sigma = sigma
-        server.budget = Budget(opts.epsilon, server.delta, "round", rounds, lambda r: (
-            gnmax_epsilon(sigma, r * q, server.delta) if r else 0.0), "rdp")
-        server.budget.check_plan()
+        self.sigma = calibrate_gnmax_sigma(opts.epsilon, rounds * q, server.delta)
+        server.ledger.check_plan([SubsampleAggregateEvent(self.sigma, q, (0,))] * rounds,
+                                 f"{rounds} round(s)")
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
         assert self.sigma is not None
@@ -181,18 +187,25 @@ class SubsampleAggregateMechanism(LabelMechanism):
         new = (np.full(n, ABSTAIN, dtype=np.int64) if server.labels is None
                else np.array(server.labels, dtype=np.int64))
         new[rows] = server.consensus(votes)  # labels of earlier rounds kept elsewhere
-        dd = (tuple(tuple(float(v) for v in replies[i].arrays["dd_rdp"]) for i in cids)
-              if config.get("data_dependent") else None)
-        server.events.append(SubsampleAggregateEvent(float(config["vote_sigma"]), q,
-                                                     tuple(cids), dd))
         return new
 
+    def round_events(self, server: DPFedCTServer, config: dict[str, Any],
+                     cids: Sequence[int], replies: dict[int, Message] | None) -> list[Any]:
+        ordered = sorted(cids)
+        dd = (tuple(tuple(float(v) for v in replies[i].arrays["dd_rdp"]) for i in ordered)
+              if replies is not None and config.get("data_dependent") else None)
+        return [SubsampleAggregateEvent(float(config["vote_sigma"]), int(config["subset_size"]),
+                                        tuple(ordered), dd)]
+
     def privacy(self, server: DPFedCTServer) -> dict[str, Any]:
+        spent = server.ledger.spent()  # the worst client's ε, beside every client's
         return {**account_subsample_aggregate(server.events, server.delta),
+            "epsilon": spent.epsilon, "delta": spent.delta,
             "mechanism": self.summary, "vote_aggregator": "GNMax per client (no threshold)",
             "teachers": server.options.teachers, "label_queries_per_round": (
                 self.queries(server) if self.sigma is not None else None),
-            "target": server.budget.to_dict() if server.budget is not None else None,
+            "target": server.ledger.target_view("round", server.settings.rounds,
+                                                len(server.events)),
             "rounds_accounted": len(server.events), "guarantee": "formal",
             "guarantee_against": "the server and the other clients (every label a client "
                                  "sends), and anyone who sees the consensus",
