@@ -20,7 +20,7 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import FedLabelsError, RefusedError
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative
 from fedlabels.protocols.options import MethodOptions, NoOptions
 from fedlabels.protocols.state import StateValue, check_state_value, prefixed, unprefixed
@@ -127,8 +127,8 @@ class ClientRole:
         try:
             handler = self.handlers[message.kind]
         except KeyError:
-            raise FedLabelsError(f"client {self.cid}: unknown message kind "
-                                 f"{message.kind!r}") from None
+            raise RefusedError(f"client {self.cid}: message kind {message.kind!r} is not "
+                               "one this client's method and options answer") from None
         return handler(message)
 
     # ---------------------------------------------------------------- state

@@ -39,14 +39,14 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
 from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import RECORD_LEVEL
 from fedlabels.protocols.base import ClientRole, Grid, MethodContext, ServerRole, Settings
 from fedlabels.protocols.blocks import broadcast
 from fedlabels.protocols.dp_fedct_mechanisms import mechanism_for
 from fedlabels.protocols.dp_fedct_mechanisms.randomized_response import RR_ASSUMPTIONS
-from fedlabels.protocols.dp_fedct_options import DPFedCTOptions
+from fedlabels.protocols.dp_fedct_options import DPFedCTOptions, planned_sensitivity
 from fedlabels.protocols.dpsgd_client import DPSGDClient
 from fedlabels.protocols.fedct import FedCT, FedCTClient, FedCTServer
 from fedlabels.protocols.state import StateValue, prefixed, unprefixed
@@ -65,30 +65,60 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
     """A FedCT client that makes its release on U private through the round's mechanism
     (:mod:`fedlabels.protocols.dp_fedct_mechanisms`), with its secret noise generator.
 
-    With a total budget (``epsilon``) it also counts its own releases and refuses one beyond
-    the rounds the per-round ε was calibrated for, whatever the server asks."""
+    Its own options, never the server's message, decide its protection: it refuses a message
+    that asks for another mechanism, less noise than its options calibrate
+    (:meth:`~.base.LabelMechanism.client_noise`) or a release beyond the planned rounds,
+    and answers the (noiseless) sensitivity estimate only where its options choose
+    ``sensitivity=empirical``, once."""
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("releases",)
+    state_attrs: ClassVar[tuple[str, ...]] = ("releases", "sensitivity_answers",
+                                              "own_sensitivity_bits")
 
     def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seed = seed  # the sensitivity estimate's learner; never the noise
         self.releases = 0
-        self.handlers["dpfedct.sensitivity"] = self.estimate_sensitivity
+        self.sensitivity_answers = 0
+        self.own_sensitivity_bits: int | None = None  # empirical: this client's estimate
+        self.strategy = mechanism_for(self.options.mechanism)
+        self._own_noise: dict[str, Any] | None = None  # calibrated from the options once
+        if self.strategy.uses_sensitivity and self.options.sensitivity == "empirical":
+            self.handlers["dpfedct.sensitivity"] = self.estimate_sensitivity
 
     def train(self, message: Message) -> Message:
-        if self.options.epsilon is not None and self.releases >= self.settings.rounds:
-            raise FedLabelsError(
-                f"client {self.cid}: privacy budget exceeded: the total ε = "
-                f"{self.options.epsilon} was calibrated for {self.settings.rounds} releases, "
-                f"all spent; refusing release {self.releases + 1}.")
+        if self.releases >= self.settings.rounds:
+            raise BudgetRefusal(
+                f"client {self.cid}: privacy budget exceeded: this client's options plan "
+                f"{self.settings.rounds} releases, all made; refusing release "
+                f"{self.releases + 1}.")
         mine = self.options.mechanism
         asked = str(message.config.get("mechanism", mine))
         if asked != mine:  # the client's own options decide how its data is protected
-            raise FedLabelsError(f"client {self.cid}: the server asked for mechanism {asked!r} "
-                                 f"but this client's options say {mine!r}; refusing.")
+            raise ParameterRefusal(f"client {self.cid}: the server asked for mechanism "
+                                   f"{asked!r} but this client's options say {mine!r}; "
+                                   "refusing.")
+        noise = self.strategy.client_noise(self, message.config)  # refuses less noise
         self.releases += 1
-        return mechanism_for(mine).release(self, message)
+        return self.strategy.release(self, message, noise)
+
+    def own_noise(self) -> dict[str, Any]:
+        """The noise parameters this client's options calibrate (cached; deterministic)."""
+        if self._own_noise is None:
+            self._own_noise = self.strategy.own_noise(self)
+        return self._own_noise
+
+    def own_sensitivity(self) -> Any:
+        """s* from this client's options; for ``empirical`` its own estimate (made now if the
+        server never asked for it)."""
+        from fedlabels.privacy.events import Sensitivity
+
+        n = len(self.public)
+        planned = planned_sensitivity(self.options, n)
+        if planned is not None:
+            return planned
+        if self.own_sensitivity_bits is None:
+            self.own_sensitivity_bits = min(int(self._estimate().bits), 2 * n)
+        return Sensitivity(int(self.own_sensitivity_bits), "empirical", n, formal=False)
 
     _release: Any = None
 
@@ -114,21 +144,34 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         if release:
             self.release_learner().load_state_dict(release)
 
-    def estimate_sensitivity(self, message: Message) -> Message:
-        """Empirical s* of this client's learner on its own data (bits)."""
+    def _estimate(self) -> Any:
+        """Empirical s* of this client's learner on its own data, as its options say."""
         from fedlabels.learners import build_learner, parse_model_spec
         from fedlabels.privacy.sensitivity import empirical_sensitivity
 
-        cfg, U = message.config, self.X_public
+        opts, U = self.options, self.X_public
         if U is None:
             raise FedLabelsError(f"client {self.cid}: DP-FedCT needs the public set U.")
-        spec = str(cfg.get("model", ""))
+        spec = opts.sensitivity_model
         learner = (build_learner(parse_model_spec(spec)[0], n_classes=self.settings.n_classes,
                                  random_state=self.seed) if spec else self.learner)
-        est = empirical_sensitivity(
+        steps = (self.settings.period if opts.sensitivity_steps is None
+                 else opts.sensitivity_steps)
+        return empirical_sensitivity(
             learner, self.data.X, self.data.y, U, self.settings.n_classes,
-            n_neighbours=min(int(cfg["neighbours"]), len(self.data.y)),
-            relation=str(cfg["relation"]), seed=self.seed, steps=int(cfg["steps"]))
+            n_neighbours=min(opts.sensitivity_neighbours, len(self.data.y)),
+            relation=opts.sensitivity_relation, seed=self.seed, steps=steps)
+
+    def estimate_sensitivity(self, message: Message) -> Message:
+        """This client's empirical s* (bits), from its own options, answered once: the
+        answer is computed from private data without noise (outside the formal
+        guarantee), so a second request is refused."""
+        if self.sensitivity_answers:
+            raise BudgetRefusal(f"client {self.cid}: the sensitivity estimate is answered "
+                                "once per run; refusing another.")
+        est = self._estimate()
+        self.sensitivity_answers += 1
+        self.own_sensitivity_bits = min(int(est.bits), 2 * len(self.public))
         d = est.details
         return Message("dpfedct.sensitivity.reply", category="control", config={
             "bits": est.bits, "max_changed_labels": d["max_changed_labels"],
@@ -143,19 +186,14 @@ class DPFedCTServer(FedCTServer):
 
     def __init__(self, settings: Settings, n_public: int,
                  truth_public: np.ndarray | None) -> None:
-        from fedlabels.privacy.sensitivity import resolve_sensitivity
-
         super().__init__(settings, n_public, truth_public)
         self.options = settings.options_as(DPFedCTOptions)
         self.mechanism = self.options.mechanism
         self.strategy = mechanism_for(self.mechanism)
         self.delta = self.options.delta
         self._rng: np.random.Generator | None = None  # consensus tie-breaks, made on use
-        sens_delta = self.options.sensitivity_delta
-        self.sensitivity = resolve_sensitivity(
-            self.options.sensitivity, n_public, stability_rate=self.options.stability_rate,
-            delta=self.delta if sens_delta is None else sens_delta,
-            note=self.options.sensitivity_note) if self.strategy.uses_sensitivity else None
+        self.sensitivity = (planned_sensitivity(self.options, n_public)
+                            if self.strategy.uses_sensitivity else None)
         self.events: list[Any] = []
         self.seed = 0  # the run's server seed (make_server): public choices, e.g. queries
         self.epsilon_round: float | None = None

@@ -17,6 +17,7 @@ SuperLink.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import FedLabelsError, error_category
 from fedlabels.protocols import ClientRole
 from fedlabels.threads import set_threads
 
@@ -87,7 +88,24 @@ def evaluate_after(role: ClientRole, request: FLMessage) -> FLMessage | None:
 
 def handle(message: Message, context: Context) -> Message:
     """Answer one Flower message with the method's client role (and an attached evaluation
-    request, see :func:`evaluate_after`)."""
+    request, see :func:`evaluate_after`).
+
+    An error reaches the server as its category only (``refused: budget``, ``refused:
+    parameters``, ``error: data``, ...: :func:`~fedlabels.errors.error_category`); its
+    text, which may describe the site's data, goes to the site's log."""
+    try:
+        return _handle(message, context)
+    except Exception as exc:
+        category = error_category(exc)
+        _SITE_LOG.error("%s: %s: %s", node_label(dict(context.node_config), context.node_id),
+                        category, exc)
+        raise FedLabelsError(f"{category} (the site's log has the details)") from None
+
+
+_SITE_LOG = logging.getLogger("fedlabels.site")
+
+
+def _handle(message: Message, context: Context) -> Message:
     node_config = dict(context.node_config)
     site = load_site(node_config, context.node_id)
     spec = DeploySpec.from_run_config(dict(context.run_config))

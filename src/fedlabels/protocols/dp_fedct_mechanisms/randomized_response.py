@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from fedlabels.privacy.budget import label_round_budget
 from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
 from fedlabels.protocols.base import Grid
 from fedlabels.protocols.blocks import broadcast
-from fedlabels.protocols.dp_fedct_mechanisms.base import LabelMechanism
+from fedlabels.protocols.dp_fedct_mechanisms.base import LabelMechanism, refuse_less_noise
 from fedlabels.randomness import numpy_generator
 
 if TYPE_CHECKING:
@@ -48,6 +49,17 @@ def _estimate_sensitivity(server: DPFedCTServer, grid: Grid) -> Sensitivity:
 
 class _RandomizedResponse(LabelMechanism):
     """What xor and kary share: s*, the per-round ε and its budget, the guarantee."""
+
+    def own_epsilon_round(self, client: DPFedCTClient) -> tuple[float, Sensitivity]:
+        """(ε per round, s*) from the client's own options and plan (its own s* estimate
+        with ``empirical``): what the server computes, never read from a message."""
+        opts = client.options
+        sens = client.own_sensitivity()
+        if opts.epsilon_per_round is not None:
+            return float(opts.epsilon_per_round), sens
+        eps, _ = label_round_budget(opts.epsilon, opts.delta, client.settings.rounds,
+                                    self.name, sens)
+        return eps, sens
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
         """(ε per round, s*): estimated (if empirical) and calibrated before round 1; with a
@@ -126,12 +138,25 @@ class XorMechanism(_RandomizedResponse):
     name = "xor"
     summary = "xor: bitwise randomized response on one-hot rows"
 
-    def release(self, client: DPFedCTClient, message: Message) -> Message:
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        from fedlabels.privacy.mechanisms import flip_probability
+
+        eps, sens = self.own_epsilon_round(client)
+        return {"flip_probability": flip_probability(eps, sens.bits)}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        f = float(config["flip_probability"])  # f and 1 - f protect alike
+        refuse_less_noise(client, "flip_probability", min(f, 1.0 - f),
+                          client.own_noise()["flip_probability"], noisier_above=True)
+        return {"flip_probability": f}
+
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
         from fedlabels.privacy.mechanisms import one_hot, pack_rows, xor_release
 
         client.receive_and_train(message)
         noisy = xor_release(one_hot(client.local_labels(), client.settings.n_classes),
-                            float(message.config["flip_probability"]), client.noise_rng)
+                            noise["flip_probability"], client.noise_rng)
         return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
@@ -165,14 +190,23 @@ class KaryMechanism(_RandomizedResponse):
     name = "kary"
     summary = "k-ary randomized response"
 
-    def release(self, client: DPFedCTClient, message: Message) -> Message:
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        eps, sens = self.own_epsilon_round(client)
+        return {"epsilon_per_label": eps / sens.labels}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"epsilon_per_label": refuse_less_noise(
+            client, "epsilon_per_label", float(config["epsilon_per_label"]),
+            client.own_noise()["epsilon_per_label"], noisier_above=False)}
+
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
         from fedlabels.privacy.mechanisms import kary_release
 
         client.receive_and_train(message)
         n_classes = client.settings.n_classes
-        noisy_labels = kary_release(client.local_labels(),
-                                    float(message.config["epsilon_per_label"]), n_classes,
-                                    client.noise_rng)
+        noisy_labels = kary_release(client.local_labels(), noise["epsilon_per_label"],
+                                    n_classes, client.noise_rng)
         return Message("dpfedct.labels", arrays={"labels": pack_labels(noisy_labels,
                                                                        n_classes)})
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import FedLabelsError, RefusedError
 from fedlabels.propagation.core import (
     balance_scores,
     class_counts,
@@ -58,7 +58,11 @@ def row_ranges(text: Any, participants: list[int]) -> dict[int, np.ndarray]:
     if len(spans) != len(participants) or any(len(s) != 2 for s in spans):
         raise FedLabelsError(f"xclp.rowsums: row ranges {text!r} do not match the "
                              f"participants {participants}.")
-    return {c: np.arange(int(a), int(b)) for c, (a, b) in zip(participants, spans, strict=True)}
+    rows = {c: np.arange(int(a), int(b)) for c, (a, b) in zip(participants, spans, strict=True)}
+    every = np.concatenate(list(rows.values())) if rows else np.zeros(0, dtype=np.int64)
+    if len(np.unique(every)) != len(every):
+        raise RefusedError(f"xclp.rowsums: row ranges {text!r} overlap; refusing.")
+    return rows
 
 
 class XCLPClientCore(ClientRole):
@@ -216,7 +220,13 @@ class XCLPClientCore(ClientRole):
 
     def on_rowsums(self, message: Message) -> Message:
         """Z̄ = S_L Y_L on the other participants' rows only, masked (SecureRowSums)."""
-        from fedlabels.secure.rowsums import encode_fixed, mask_rows, participant_rows
+        from fedlabels.secure.rowsums import (
+            bind_keys,
+            encode_fixed,
+            mask_rows,
+            participant_rows,
+            view_digest,
+        )
 
         S_L = _need(self.S_L, self.cid, "influence")
         y = self.xclp_partial_labels()
@@ -233,10 +243,11 @@ class XCLPClientCore(ClientRole):
             self.own_masked = enc[self.own_rows()]
             return Message("xclp.rowsums.reply", arrays={"part": enc[send], **arrays})
         keypair = _need(self.keypair, self.cid, "setup")
-        keys = {c: keypair.shared_key(self.cid, c, self.peer_pubs[c], "rowsums")
-                for c in participants if c != self.cid}
-        part, self.own_masked = mask_rows(Zbar, self.own_rows(), self.cid, keys,
-                                          int(message.config["attempt"]), send)
+        attempt = int(message.config["attempt"])
+        keys = bind_keys({c: keypair.shared_key(self.cid, c, self.peer_pubs[c], "rowsums")
+                          for c in participants if c != self.cid}, view_digest(rows, attempt))
+        part, self.own_masked = mask_rows(Zbar, self.own_rows(), self.cid, keys, attempt,
+                                          send)
         return Message("xclp.rowsums.reply", arrays={"part": part, **arrays})
 
     def _counts_part(self, y: np.ndarray, attempt: int) -> dict[str, np.ndarray]:
