@@ -28,6 +28,7 @@ from fedlabels.comm import Message as FLMessage
 from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
+from fedlabels.engines.flower.site_plan import site_config
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.errors import FedLabelsError, error_category
 from fedlabels.protocols import ClientRole
@@ -48,9 +49,12 @@ def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
     }, category="control")
 
 
-def build_role(spec: DeploySpec, site: SiteData) -> ClientRole:
-    """The client role of this site, as ``simulate`` builds it for the same client index."""
-    cfg = spec.config
+def build_role(spec: DeploySpec, site: SiteData,
+               node_config: Mapping[str, Any] | None = None) -> ClientRole:
+    """The client role of this site, as ``simulate`` builds it for the same client index;
+    with a ``privacy-plan`` in the node config, under the site's own plan
+    (:func:`~.site_plan.site_config`)."""
+    cfg = site_config(spec.config, dict(node_config or {}))
     cid = site.partition_id
     if cid >= cfg.clients:
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
@@ -119,7 +123,7 @@ def _handle(message: Message, context: Context) -> Message:
     if ours.kind == HELLO:
         reply = hello_reply(site, spec)
     else:
-        role = build_role(spec, site)
+        role = build_role(spec, site, node_config)
         key = site_state.site_key(site_state.key_path(node_config))
         seq, folder = int(meta.get("seq", 0)), snapshots.run_dir(node_config, spec)
         stored = context.state.get(SEQ)
