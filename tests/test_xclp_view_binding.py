@@ -71,3 +71,24 @@ def test_view_digest_differs_between_views_and_overlaps_are_refused():
     with pytest.raises(RefusedError, match="overlap"):
         row_ranges("0:100,60:210", [0, 2])
     assert np.array_equal(a[2], np.arange(60, 210))
+
+
+def test_a_client_keeps_its_own_secure_mode():
+    """A server that asks an ``ot`` client for ``secure=none`` (plaintext LSH bits and
+    unmasked row sums) is refused: the client's options decide."""
+    from fedlabels.data import ClientData
+    from fedlabels.errors import ParameterRefusal
+    from fedlabels.protocols.base import MethodContext, Settings
+    from fedlabels.protocols.xclp import XCLP, XCLPOptions
+
+    X, y = load_digits(return_X_y=True)
+    opts = XCLPOptions.from_mapping({"secure": "ot", "lsh_bits": 64, "knn": 8}, "xclp")
+    settings = Settings(n_classes=10, n_features=X.shape[1], n_clients=2, options=opts)
+    ctx = MethodContext(settings, seeds=[1, 2], server_seed=0)
+    client = XCLP().make_client(0, ClientData(X[:50] / 16.0, y[:50]), None, ctx, None,
+                                X[50:60] / 16.0, y[50:60])
+    with pytest.raises(ParameterRefusal, match="secure"):
+        client.handle(Message("xclp.setup", config={"session": 0, "secure": "none"}))
+    reply = client.handle(Message("xclp.setup", config={"session": 0, "secure": "ot"}))
+    assert "pub" in reply.arrays  # the honest request is answered, with a key pair
+    assert "xclp.seed" in client.handlers

@@ -72,14 +72,15 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
     ``sensitivity=empirical``, once."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("releases", "sensitivity_answers",
-                                              "own_sensitivity_bits")
+                                              "own_sensitivity")
 
     def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seed = seed  # the sensitivity estimate's learner; never the noise
         self.releases = 0
         self.sensitivity_answers = 0
-        self.own_sensitivity_bits: int | None = None  # empirical: this client's estimate
+        # empirical: this client's estimate (bits, max and mean changed labels), made once
+        self.own_sensitivity: np.ndarray | None = None
         self.strategy = mechanism_for(self.options.mechanism)
         self._own_noise: dict[str, Any] | None = None  # calibrated from the options once
         if self.strategy.uses_sensitivity and self.options.sensitivity == "empirical":
@@ -107,7 +108,7 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
             self._own_noise = self.strategy.own_noise(self)
         return self._own_noise
 
-    def own_sensitivity(self) -> Any:
+    def sensitivity_of_options(self) -> Any:
         """s* from this client's options; for ``empirical`` its own estimate (made now if the
         server never asked for it)."""
         from fedlabels.privacy.events import Sensitivity
@@ -116,9 +117,8 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         planned = planned_sensitivity(self.options, n)
         if planned is not None:
             return planned
-        if self.own_sensitivity_bits is None:
-            self.own_sensitivity_bits = min(int(self._estimate().bits), 2 * n)
-        return Sensitivity(int(self.own_sensitivity_bits), "empirical", n, formal=False)
+        bits = min(int(self._estimate()[0]), 2 * n)
+        return Sensitivity(bits, "empirical", n, formal=False)
 
     _release: Any = None
 
@@ -144,11 +144,14 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         if release:
             self.release_learner().load_state_dict(release)
 
-    def _estimate(self) -> Any:
-        """Empirical s* of this client's learner on its own data, as its options say."""
+    def _estimate(self) -> np.ndarray:
+        """Empirical s* of this client's learner on its own data, as its options say:
+        (bits, max and mean changed labels), computed once and kept."""
         from fedlabels.learners import build_learner, parse_model_spec
         from fedlabels.privacy.sensitivity import empirical_sensitivity
 
+        if self.own_sensitivity is not None:
+            return self.own_sensitivity
         opts, U = self.options, self.X_public
         if U is None:
             raise FedLabelsError(f"client {self.cid}: DP-FedCT needs the public set U.")
@@ -157,10 +160,14 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
                                  random_state=self.seed) if spec else self.learner)
         steps = (self.settings.period if opts.sensitivity_steps is None
                  else opts.sensitivity_steps)
-        return empirical_sensitivity(
+        est = empirical_sensitivity(
             learner, self.data.X, self.data.y, U, self.settings.n_classes,
             n_neighbours=min(opts.sensitivity_neighbours, len(self.data.y)),
             relation=opts.sensitivity_relation, seed=self.seed, steps=steps)
+        d = est.details
+        self.own_sensitivity = np.array([est.bits, d["max_changed_labels"],
+                                         d["mean_changed_labels"]], dtype=np.float64)
+        return self.own_sensitivity
 
     def estimate_sensitivity(self, message: Message) -> Message:
         """This client's empirical s* (bits), from its own options, answered once: the
@@ -169,13 +176,11 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         if self.sensitivity_answers:
             raise BudgetRefusal(f"client {self.cid}: the sensitivity estimate is answered "
                                 "once per run; refusing another.")
-        est = self._estimate()
+        bits, max_changed, mean_changed = self._estimate()
         self.sensitivity_answers += 1
-        self.own_sensitivity_bits = min(int(est.bits), 2 * len(self.public))
-        d = est.details
         return Message("dpfedct.sensitivity.reply", category="control", config={
-            "bits": est.bits, "max_changed_labels": d["max_changed_labels"],
-            "mean_changed_labels": d["mean_changed_labels"]})
+            "bits": int(bits), "max_changed_labels": int(max_changed),
+            "mean_changed_labels": float(mean_changed)})
 
 
 class DPFedCTServer(FedCTServer):

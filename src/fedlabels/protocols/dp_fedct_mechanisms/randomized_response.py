@@ -54,7 +54,7 @@ class _RandomizedResponse(LabelMechanism):
         """(ε per round, s*) from the client's own options and plan (its own s* estimate
         with ``empirical``): what the server computes, never read from a message."""
         opts = client.options
-        sens = client.own_sensitivity()
+        sens = client.sensitivity_of_options()
         if opts.epsilon_per_round is not None:
             return float(opts.epsilon_per_round), sens
         eps, _ = label_round_budget(opts.epsilon, opts.delta, client.settings.rounds,

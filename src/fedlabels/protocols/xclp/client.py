@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.errors import FedLabelsError, RefusedError
+from fedlabels.errors import FedLabelsError, ParameterRefusal, RefusedError
 from fedlabels.propagation.core import (
     balance_scores,
     class_counts,
@@ -77,8 +77,9 @@ class XCLPClientCore(ClientRole):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for kind in PHASE_KINDS:
-            self.handlers[f"xclp.{kind}"] = getattr(self, f"on_{kind}")
+        for kind in PHASE_KINDS:  # the seed agreement only where its options are secure
+            if kind != "seed" or self.options.secure != "none":
+                self.handlers[f"xclp.{kind}"] = getattr(self, f"on_{kind}")
         self.session = -1
         self.mode = "none"
         # features, from setup until the LSH is computed; not state (they are the private
@@ -141,7 +142,12 @@ class XCLPClientCore(ClientRole):
     def on_setup(self, message: Message) -> Message:
         """Features for this session; a key pair and a seed commitment (secure modes)."""
         self.session = int(message.config.get("session", 0))
-        self.mode = str(message.config["secure"])
+        mine, asked = self.options.secure, str(message.config["secure"])
+        if asked != mine:  # the client's own options decide how its rows are protected
+            raise ParameterRefusal(f"client {self.cid}: the server asked for secure = "
+                                   f"{asked!r} but this client's options say {mine!r}; "
+                                   "refusing.")
+        self.mode = mine
         V = np.asarray(self.xclp_features(message), dtype=np.float32)
         if len(V) == 0:
             raise FedLabelsError(f"client {self.cid} has no data; every XCLP participant "
