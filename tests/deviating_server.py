@@ -139,34 +139,42 @@ def _copy(message: Message) -> Message:
     return decode_message(encode_message(message))
 
 
-def lowered_noise(trace: Trace) -> Trace:
-    """Every noise parameter a message carries set to its least-noise value."""
-    return [Message(m.kind, arrays=dict(m.arrays), category=m.category,
-                    config={k: LEAST_NOISE.get(k, v) if k in LEAST_NOISE else v
-                            for k, v in m.config.items()}) for m in trace]
+def _lowered(message: Message, keys: set[str]) -> Message:
+    return Message(message.kind, arrays=dict(message.arrays), category=message.category,
+                   config={k: LEAST_NOISE[k] if k in keys else v
+                           for k, v in message.config.items()})
 
 
-def replayed(trace: Trace) -> Trace:
+def lowered_noise(trace: Trace) -> list[Trace]:
+    """The trace with one noise parameter at its least-noise value in every message that
+    carries it (one scenario per parameter), and with all of them at once."""
+    keys = sorted({k for m in trace for k in m.config if k in LEAST_NOISE})
+    return [[_lowered(m, chosen) for m in trace]
+            for chosen in ([{k} for k in keys] + [set(keys)] if keys else [set()])]
+
+
+def replayed(trace: Trace) -> list[Trace]:
     """Every message sent twice in a row."""
-    return [_copy(m) for m in trace for _ in range(2)]
+    return [[_copy(m) for m in trace for _ in range(2)]]
 
 
-def extra_rounds(trace: Trace) -> Trace:
+def extra_rounds(trace: Trace) -> list[Trace]:
     """The whole run sent again: twice the planned rounds."""
-    return [_copy(m) for m in trace + trace]
+    return [[_copy(m) for m in trace + trace]]
 
 
-def reordered(trace: Trace) -> Trace:
+def reordered(trace: Trace) -> list[Trace]:
     """The messages in reverse order, then in order."""
-    return [_copy(m) for m in trace[::-1] + trace]
+    return [[_copy(m) for m in trace[::-1] + trace]]
 
 
-def unplanned_kinds(trace: Trace) -> Trace:
+def unplanned_kinds(trace: Trace) -> list[Trace]:
     """The noiseless sensitivity request, three times, before the trace."""
-    return [_copy(SENSITIVITY_REQUEST) for _ in range(3)] + [_copy(m) for m in trace]
+    return [[_copy(SENSITIVITY_REQUEST) for _ in range(3)] + [_copy(m) for m in trace]]
 
 
-DEVIATIONS: dict[str, Callable[[Trace], Trace]] = {
+#: each deviation turns a client's honest trace into scenarios, each sent to a fresh role
+DEVIATIONS: dict[str, Callable[[Trace], list[Trace]]] = {
     "lowered_noise": lowered_noise, "replayed": replayed, "extra_rounds": extra_rounds,
     "reordered": reordered, "unplanned_kinds": unplanned_kinds}
 

@@ -11,9 +11,10 @@ those cases are expected to fail until it exists.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -27,16 +28,19 @@ from deviating_server import (
     drive,
     spying,
 )
+from fedlabels.api import load_federation
 from fedlabels.comm import Message
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.errors import FedLabelsError, RefusedError
 from fedlabels.protocols import METHODS
-from test_method_contract import (  # the contract test's cases, federation and roles
+from test_method_contract import (  # the contract test's cases and roles
     CASES,
+    CLIENTS,
+    DATASET,
+    SEED,
     Case,
     _role_factory,
-    federation,  # noqa: F401 - a fixture
 )
 
 #: beyond the contract test's cases: the one configuration that may answer noiselessly
@@ -46,11 +50,16 @@ ALL_CASES = [*CASES, pytest.param(EMPIRICAL, id="dp-fedct[kary,sensitivity=empir
 _HONEST: dict[str, tuple[dict[int, Trace], NoiseSpy]] = {}
 
 
+@pytest.fixture(scope="module")
+def federation() -> Federation:
+    return load_federation(DATASET, n_clients=CLIENTS, seed=SEED)
+
+
 def _key(case: Case) -> str:
     return f"{case.method}:{sorted(case.options.items())}"
 
 
-def honest(case: Case, federation: Federation) -> tuple[dict[int, Trace], NoiseSpy]:
+def honest(case: Case, fed: Federation) -> tuple[dict[int, Trace], NoiseSpy]:
     """What every client was sent in an honest run, and what its mechanisms did (cached)."""
     if _key(case) not in _HONEST:
         traces: dict[int, Trace] = {}
@@ -63,7 +72,7 @@ def honest(case: Case, federation: Federation) -> tuple[dict[int, Trace], NoiseS
 
         with pytest.MonkeyPatch.context() as mp, spying(mp) as spy:
             mp.setattr(inprocess, "InProcessGrid", Recording)
-            case.simulate(federation)
+            case.simulate(fed)
         _HONEST[_key(case)] = traces, spy
     return _HONEST[_key(case)]
 
@@ -73,27 +82,28 @@ def honest(case: Case, federation: Federation) -> tuple[dict[int, Trace], NoiseS
 @pytest.mark.parametrize("deviation", sorted(DEVIATIONS))
 @pytest.mark.parametrize("case", ALL_CASES)
 def test_client_stays_within_its_own_plan(case: Case, deviation: str,
-                                          federation: Federation,  # noqa: F811
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                          federation: Federation) -> None:
     traces, plan = honest(case, federation)
     fresh = _role_factory(case, federation)
-    with spying(monkeypatch) as spy:
-        for cid, trace in sorted(traces.items()):
-            drive(fresh(cid), DEVIATIONS[deviation](trace))
-    problems = check_within_plan(plan, spy, plan.noiseless)
+    problems = []
+    for cid, trace in sorted(traces.items()):
+        for scenario in DEVIATIONS[deviation](trace):  # each to a fresh role
+            with pytest.MonkeyPatch.context() as mp, spying(mp) as spy:
+                drive(fresh(cid), scenario)
+            problems += check_within_plan(plan, spy, plan.noiseless)
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("case", ALL_CASES)
 def test_client_answers_only_its_own_message_kinds(case: Case,
-                                                   federation: Federation,  # noqa: F811
+                                                   federation: Federation,
                                                    ) -> None:
     """An unplanned kind is refused as such (its category is all the server learns); the
     noiseless sensitivity request only where the options choose ``empirical``."""
     role = _role_factory(case, federation)(0)
     traces, _ = honest(case, federation)
     planned = {m.kind for m in traces[0]} | {"evaluate"}
-    kinds = {m.kind for trace in _every_trace(federation) for m in trace}
+    kinds = {m.kind for trace in _every_trace() for m in trace}
     for kind in sorted(kinds - set(role.handlers)):
         with pytest.raises(RefusedError):
             role.handle(Message(kind))
@@ -103,7 +113,7 @@ def test_client_answers_only_its_own_message_kinds(case: Case,
     assert unplanned <= ({"dpfedct.sensitivity"} if empirical else set()), unplanned
 
 
-def _every_trace(federation: Federation) -> Iterable[Trace]:
+def _every_trace() -> Iterable[Trace]:
     for param in ALL_CASES:
         case = param.values[0]
         if _key(case) in _HONEST:
@@ -137,7 +147,7 @@ def _deviating_grid(kind: str) -> Any:
     from fedlabels.engines.flower.spec import HELLO
 
     class Deviating(LoopbackGrid):
-        sent: list[Any] = []
+        sent: ClassVar[list[Any]] = []
 
         def push_messages(self, messages: Iterable[FlowerMessage]) -> Iterable[str]:
             batch = list(messages)
@@ -148,7 +158,7 @@ def _deviating_grid(kind: str) -> Any:
                 return super().push_messages(batch)
             if kind == "lowered_noise":
                 for m in batch:
-                    _rewrite(m, lambda o: DEVIATIONS["lowered_noise"]([o])[0])
+                    _rewrite(m, lambda o: DEVIATIONS["lowered_noise"]([o])[-1][0])
             elif kind == "unplanned_kinds":
                 for m in batch:
                     _rewrite(m, lambda o: SENSITIVITY_REQUEST if o.category == "protocol"
@@ -181,7 +191,7 @@ FLOWER_DEVIATIONS = ["lowered_noise", "unplanned_kinds",
 @pytest.mark.parametrize("deviation", FLOWER_DEVIATIONS)
 @pytest.mark.parametrize("case", CASES)
 def test_site_stays_within_its_own_plan_on_flower(case: Case, deviation: str,
-                                                  federation: Federation,  # noqa: F811
+                                                  federation: Federation,
                                                   tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("flwr")
@@ -198,10 +208,8 @@ def test_site_stays_within_its_own_plan_on_flower(case: Case, deviation: str,
     nodes = [prepared.node_settings(c) for c in range(federation.n_clients)]
     grid = _deviating_grid(deviation)(client_app, nodes,
                                       {RUN_CONFIG_KEY: prepared.spec.to_json()})
-    with spying(monkeypatch) as spy:
-        try:
-            run_server(grid, server_context(prepared.spec))
-        except FedLabelsError:  # clients that refuse are lost; the run may stop
-            pass
+    # refusing clients are lost, and the run may stop
+    with spying(monkeypatch) as spy, contextlib.suppress(FedLabelsError):
+        run_server(grid, server_context(prepared.spec))
     problems = check_within_plan(plan, spy, plan.noiseless)
     assert not problems, "\n".join(problems)

@@ -1,15 +1,17 @@
 """Look inside the clients' final models: tree text, rule lists, feature importances.
 
 After ``fedlabels run`` the final models are saved beside the result JSON as
-``RESULT.models.pkl`` (joblib, written atomically). ``fedlabels inspect RESULT`` prints them;
-in Python, :func:`inspect_models` takes a :class:`~fedlabels.results.RunResult` (in-process
+``RESULT.models.npz`` (plain arrays and data, written atomically; loading builds only the
+model types fedlabels writes, :mod:`fedlabels.model_files`). ``fedlabels inspect RESULT``
+prints them; in Python, :func:`inspect_models` takes a :class:`~fedlabels.results.RunResult` (in-process
 ``client_models``) or a path and returns one structured description per client::
 
     result = fl.run("fedct", "breast_cancer", model="dt,rf,rulefit,xgboost,rf")
     for d in fl.inspect_models(result):
         print(d["client"], d["kind"], d["feature_importances"][:3])
 
-Only load ``.models.pkl`` files you wrote yourself: unpickling can run arbitrary code.
+Loading a models file never unpickles: a file from someone else cannot run code. Files
+saved by earlier versions as ``.models.pkl`` (pickles) are refused; re-run to save them.
 """
 
 from __future__ import annotations
@@ -23,26 +25,26 @@ import numpy as np
 
 from fedlabels.errors import FedLabelsError
 
-FORMAT = "fedlabels-models/1"
+SUFFIX = ".models.npz"
+_PICKLED = ".models.pkl"  # earlier versions' pickles: never loaded
 
 
 def models_path(result_path: str | Path) -> Path:
-    """Where the models of a result JSON live: ``x.json`` -> ``x.models.pkl``."""
+    """Where the models of a result JSON live: ``x.json`` -> ``x.models.npz``."""
     path = Path(result_path)
-    if path.name.endswith(".models.pkl"):
+    if path.name.endswith((SUFFIX, _PICKLED)):
         return path
-    return path.with_suffix(".models.pkl")
+    return path.with_suffix(SUFFIX)
 
 
 def save_models(result: Any, result_path: str | Path) -> Path:
-    """Write the run's final client models (and names to read them by), atomically."""
-    import joblib
-
+    """Write the run's final client models (and names to read them by), atomically, in the
+    safe format of :mod:`fedlabels.model_files`."""
+    from fedlabels.model_files import write_models_file
     from fedlabels.results import atomic_path
 
     path = models_path(result_path)
     payload = {
-        "format": FORMAT,
         "method": result.method,
         "dataset": result.dataset,
         "seed": result.seed,
@@ -55,40 +57,27 @@ def save_models(result: Any, result_path: str | Path) -> Path:
                           if getattr(result, "preprocessing", None) is not None else None),
     }
     with atomic_path(path) as tmp:
-        joblib.dump(payload, tmp)
+        write_models_file(Path(tmp), payload)
     return path
 
 
 def load_models(path: str | Path) -> dict[str, Any]:
-    """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.pkl``)."""
-    import joblib
+    """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.npz``);
+    only the model types fedlabels writes are built, nothing is unpickled."""
+    from fedlabels.model_files import read_models_file
 
     path = models_path(path)
+    if path.name.endswith(_PICKLED) or (not path.is_file()
+                                        and path.with_suffix("").with_suffix(_PICKLED)
+                                        .is_file()):
+        raise FedLabelsError(f"{path.with_suffix('').with_suffix(_PICKLED)} was saved by an "
+                             "earlier fedlabels as a pickle, which is no longer loaded (it "
+                             "could run code); re-run the run to save its models again.")
     if not path.is_file():
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
                              "the result JSON (runs from older versions or other engines may "
                              "have none).")
-    _check_own_file(path)
-    try:
-        payload = joblib.load(path)
-    except Exception as exc:  # a truncated or foreign file: any unpickling error
-        raise FedLabelsError(f"{path} cannot be read as a fedlabels models file "
-                             f"({type(exc).__name__}).") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}).")
-    return payload
-
-
-def _check_own_file(path: Path) -> None:
-    """Unpickling runs code: refuse a models file another user owns or others may write."""
-    import os
-
-    st = path.stat()
-    getuid = getattr(os, "getuid", None)  # POSIX only
-    if getuid is not None and (st.st_uid != getuid() or st.st_mode & 0o022):
-        raise FedLabelsError(f"refusing to load {path}: models files are pickles (loading "
-                             "one can run code), and this one is owned by another user or "
-                             "writable by others; load only models files your own runs wrote.")
+    return read_models_file(path)
 
 
 # ------------------------------------------------------------------ descriptions
@@ -200,7 +189,7 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
     """Describe each client's final model (see :func:`describe_model`).
 
     ``result`` is a :class:`~fedlabels.results.RunResult` from this process, or the path of
-    a result JSON / ``.models.pkl``. Feature names default to the federation's.
+    a result JSON / ``.models.npz``. Feature names default to the federation's.
     """
     if isinstance(result, str | Path):
         payload = load_models(result)

@@ -67,7 +67,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "default: none)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
-    p.add_argument("--output", help="JSON result path, X.json; X.rounds.csv and X.models.pkl "
+    p.add_argument("--output", help="JSON result path, X.json; X.rounds.csv and X.models.npz "
                                     "go beside it (default: a name unique to the "
                                     "configuration under results/)")
     p.add_argument("--overwrite", action="store_true",
@@ -153,10 +153,20 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
     with writing(str(files["rounds table"])):
         result.save_csv(files["rounds table"])
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
+        import warnings
+
+        from fedlabels.errors import FedLabelsWarning
         from fedlabels.interpret import save_models
 
-        with writing(str(files["models file"])):
-            save_models(result, files["result"])
+        try:
+            with writing(str(files["models file"])):
+                save_models(result, files["result"])
+        except FedLabelsError as exc:  # a model type the safe format does not write
+            if "cannot save" not in str(exc):
+                raise
+            warnings.warn(FedLabelsWarning(f"the models file was not written ({exc}); "
+                                           "`fedlabels predict` and `inspect` need it."),
+                          stacklevel=2)
 
 
 def interrupted_message(result: Any) -> str:

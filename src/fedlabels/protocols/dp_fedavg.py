@@ -36,7 +36,7 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
-from fedlabels.errors import FedLabelsError
+from fedlabels.errors import FedLabelsError, ParameterRefusal
 from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.events import CLIENT_LEVEL
 from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
@@ -135,10 +135,14 @@ class DPFedAvgClient(WeightsClient):
         self.handlers["dpfedavg.train"] = self.train_update
 
     def train_update(self, message: Message) -> Message:
+        clip = self.options.clip  # the client's own S: the server's noise is scaled to it
+        if float(message.config["clip"]) != clip:
+            raise ParameterRefusal(f"client {self.cid}: the server asked for clip = "
+                                   f"{message.config['clip']!r} but this client's options say "
+                                   f"{clip!r}; refusing.")
         start = np.array(message.arrays["weights"], dtype=np.float32)
         self.local_steps_from(message)
-        clipped, norm = clip_update(self.learner.get_weights() - start,
-                                    float(message.config["clip"]))
+        clipped, norm = clip_update(self.learner.get_weights() - start, clip)
         return Message("dpfedavg.update", arrays={"update": clipped},
                        config={"norm": norm})
 
