@@ -4,7 +4,8 @@ After ``fedlabels run`` the final models are saved beside the result JSON as
 ``RESULT.models.npz`` (plain arrays and data, written atomically; loading builds only the
 model types fedlabels writes, :mod:`fedlabels.model_files`). ``fedlabels inspect RESULT``
 prints them; in Python, :func:`inspect_models` takes a
-:class:`~fedlabels.results.RunResult` (in-process ``client_models``) or a path and returns one structured description per client::
+:class:`~fedlabels.results.RunResult` (in-process ``client_models``) or a path and
+returns one structured description per client::
 
     result = fl.run("fedct", "breast_cancer", model="dt,rf,rulefit,xgboost,rf")
     for d in fl.inspect_models(result):
