@@ -9,12 +9,12 @@ asked. Each message here is an honest run's message with one value changed.
 from __future__ import annotations
 
 import pytest
-from test_deviating_server import honest
-from test_method_contract import CLIENTS, DATASET, SEED, Case, _role_factory
 
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
 from fedlabels.errors import BudgetRefusal, ParameterRefusal, RefusedError
+from test_deviating_server import honest
+from test_method_contract import CLIENTS, DATASET, SEED, Case, _role_factory
 
 XOR = Case("dp-fedct", {"epsilon": 1.0, "sensitivity": 40})
 KARY = Case("dp-fedct", {"epsilon": 4.0, "sensitivity": 40, "mechanism": "kary"})
