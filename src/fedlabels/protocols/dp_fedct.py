@@ -51,8 +51,8 @@ from fedlabels.protocols.dpsgd_client import DPSGDClient
 from fedlabels.protocols.fedct import FedCT, FedCTClient, FedCTServer
 from fedlabels.protocols.state import StateValue, prefixed, unprefixed
 from fedlabels.protocols.threat import (
+    DEVIATING_SERVER,
     EVALUATION_PAYLOADS,
-    SERVER_CHOOSING_U,
     Payload,
     ThreatModel,
 )
@@ -243,12 +243,16 @@ class DPFedCT(FedCT):
 
     threat_model = ThreatModel(
         view="noisy-labels-on-queries",
-        adversary=SERVER_CHOOSING_U,
+        adversary=DEVIATING_SERVER,
         sees="the client's randomized labels on U every round (noisy one-hot rows for xor, "
              "k-ary randomized-response labels for kary) and, with sensitivity empirical, "
              "its sensitivity estimate once before round 1",
         guarantee="conditional",
-        against="the honest-but-curious server (and anyone who sees what it sees)",
+        against="the server, also one that deviates from the protocol: each client takes "
+                "its mechanism, noise and number of releases from its own options (on "
+                "Flower: the site's privacy-plan) and refuses less noise, more releases and "
+                "unplanned answers (replays and rewinds of a Flower site's message numbers "
+                "need the site ledger); and anyone who sees what the server sees",
         neighbouring=RECORD_LEVEL,
         assumptions=(
             *RR_ASSUMPTIONS,
