@@ -22,6 +22,8 @@ demo: $(STAMP)
 	$(BIN)/fedlabels demo --overwrite
 
 test: $(STAMP)
+	# the report's browser test needs chromium: found, installed (as root), or skipped saying why
+	.ci/browser
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q

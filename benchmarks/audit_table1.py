@@ -40,11 +40,11 @@ import fedlabels as fl
 from fedlabels.audit import audit_federation, auditable_methods
 from fedlabels.audit.adversaries import THREATS, audit_view
 from fedlabels.audit.report import plot_roc
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import write_atomic
 from fedlabels.learners import parse_model_spec
-from fedlabels.protocols import METHODS, get_method
-from fedlabels.protocols.options import parse_flag_value
-from fedlabels.results import write_atomic
+from fedlabels.method.options import parse_flag_value
+from fedlabels.methods import METHODS, get_method
 
 # privacy budgets of the DP methods (each needs one); the table states them
 METHOD_OPTIONS: dict[str, dict[str, float]] = {

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 import fedlabels as fl
-from fedlabels.results import write_atomic
+from fedlabels.core.files import write_atomic
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 import fedlabels as fl
-from fedlabels.results import write_atomic
+from fedlabels.core.files import write_atomic
 
 
 def main() -> None:

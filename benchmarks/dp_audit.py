@@ -24,8 +24,8 @@ import numpy as np
 
 import fedlabels as fl
 from fedlabels.audit.canaries import epsilon_lower_bound_audit
+from fedlabels.core.files import write_atomic
 from fedlabels.learners import parse_model_spec
-from fedlabels.results import write_atomic
 
 MODELS = {"fedct": "dt", "dp-fedct": "dt", "pate": "dt", "dp-pate": "dt",
           "fedavg": "mlp(hidden=64)", "dp-fedavg": "mlp(hidden=64)",

@@ -23,8 +23,8 @@ import pandas as pd
 import torch
 
 import fedlabels as fl
-from fedlabels.plots import plot_accuracy
-from fedlabels.results import write_atomic
+from fedlabels.core.files import write_atomic
+from fedlabels.reporting.plots import plot_accuracy
 
 
 def markdown_table(frame: pd.DataFrame) -> str:

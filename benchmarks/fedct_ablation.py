@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 import fedlabels as fl
-from fedlabels.errors import FedLabelsError
-from fedlabels.results import write_atomic
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import write_atomic
 
 VARIANT = re.compile(r"^(fedct|fedavg)(?:\[(.*)\])?$")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from fedlabels.api import run_config
-from fedlabels.config import RunConfig
-from fedlabels.engines.flower.local import deploy_local
+from fedlabels.deploy.launcher import deploy_local
+from fedlabels.runs.config import RunConfig
 
 
 def main() -> None:

@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from fedlabels.config import RunConfig
-from fedlabels.engines.flower.local import LocalDeployment, deploy_local
+from fedlabels.deploy.launcher import LocalDeployment, deploy_local
 from fedlabels.engines.flower.prepare import PreparedRun
 from fedlabels.engines.flower.spec import DeploySpec
+from fedlabels.runs.config import RunConfig
 
 TRIVIAL_APP = '''"""A trivial Flower app with fedlabels' message pattern (numpy only)."""
 import json

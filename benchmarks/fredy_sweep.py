@@ -28,11 +28,11 @@ import torch
 
 import fedlabels as fl
 from fedlabels.consensus import vote_counts
+from fedlabels.core.files import write_atomic
 from fedlabels.learners import build_learner, parse_model_spec
 from fedlabels.privacy.events import DISJOINT_TEACHERS, LaplaceNoisyMaxEvent
 from fedlabels.privacy.noisy_max import laplace_noisy_max, laplace_scale
 from fedlabels.privacy.vote_accounting import account_laplace
-from fedlabels.results import write_atomic
 
 EPSILONS = (0.01, 0.1, 0.2, 0.5, 1.0)
 

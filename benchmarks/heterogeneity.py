@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 import fedlabels as fl
-from fedlabels.results import write_atomic
+from fedlabels.core.files import write_atomic
 
 RESULTS = Path(__file__).parent / "results"
 TABLE2_PARTITIONS = ("dirichlet:100,2", "dirichlet:100,0.01", "dirichlet:0.01,0.01")

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 import fedlabels as fl
-from fedlabels.results import write_atomic
+from fedlabels.core.files import write_atomic
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "participation 1.0": {"participation": 1.0},

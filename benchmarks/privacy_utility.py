@@ -12,7 +12,7 @@ Every ε is the **total** over the run at δ (per client):
   composition), client-level DP, clipping norm S.
 
 The empirical s* is measured once, before the sweep, with the same code the protocol uses
-(:func:`fedlabels.privacy.sensitivity.empirical_sensitivity`): per client, a fresh learner
+(:func:`fedlabels.methods.fedct.sensitivity.empirical_sensitivity`): per client, a fresh learner
 of the same spec trained ``--sens-steps`` steps on its private data only, against
 ``--neighbours`` neighbours (one record removed); s* = max over clients. It is passed to
 DP-FedCT as a number (``sensitivity_note`` records where it came from).
@@ -40,7 +40,7 @@ import torch
 
 import fedlabels as fl
 from fedlabels.learners import build_learner, parse_model_spec
-from fedlabels.privacy.sensitivity import empirical_sensitivity
+from fedlabels.methods.fedct.sensitivity import empirical_sensitivity
 
 EPSILONS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 

@@ -36,11 +36,11 @@ import numpy as np
 import torch
 
 import fedlabels as fl
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import atomic_path
 from fedlabels.learners import parse_model_spec
-from fedlabels.protocols.dp_fedct_options import MECHANISMS
-from fedlabels.protocols.options import parse_flag_value
-from fedlabels.results import atomic_path
+from fedlabels.method.options import parse_flag_value
+from fedlabels.methods.fedct.dp_fedct_options import MECHANISMS
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0, 16.0)
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 import fedlabels as fl
-from fedlabels.results import write_atomic
+from fedlabels.core.files import write_atomic
 
 
 def one_run(method: str, fed: Any, args: argparse.Namespace, seed: int,

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 import fedlabels as fl
-from fedlabels.results import write_atomic
-from fedlabels.threads import set_threads
+from fedlabels.core.files import write_atomic
+from fedlabels.core.threads import set_threads
 
 OUT = "benchmarks/results/text_fedct.json"
 

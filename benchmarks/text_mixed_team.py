@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 import fedlabels as fl
+from fedlabels.core.files import write_atomic
 from fedlabels.learners import parse_model_spec
-from fedlabels.results import write_atomic
 
 RESULTS = Path(__file__).parent / "results"
 RUNS = ("local", "fedct", "fedct-classic", "centralized")

@@ -29,6 +29,7 @@ import torch
 
 import fedlabels as fl
 from fedlabels.data import get_dataset
+from fedlabels.methods.xclp import split_labels
 from fedlabels.propagation.core import (
     GraphSpec,
     knn_graph,
@@ -37,7 +38,6 @@ from fedlabels.propagation.core import (
     lsh_projection,
     propagate,
 )
-from fedlabels.protocols.xclp import split_labels
 
 
 def _clock() -> tuple[float, float]:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.protocols.base import ClientRole
+from fedlabels.method.base import ClientRole
 
 #: noise parameters that a server might lower, with the least-noise value it could ask for
 LEAST_NOISE: dict[str, Any] = {
@@ -82,7 +82,7 @@ def spying(monkeypatch: Any) -> Iterator[NoiseSpy]:
     import fedlabels.learners.dpsgd as dpsgd
     import fedlabels.privacy.gnmax as gnmax
     import fedlabels.privacy.mechanisms as mech
-    import fedlabels.privacy.sensitivity as sens
+    import fedlabels.methods.fedct.sensitivity as sens
 
     spy = NoiseSpy()
     real = {"xor": mech.xor_release, "kary": mech.kary_release, "gnmax": gnmax.gnmax_aggregate,

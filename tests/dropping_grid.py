@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fedlabels.comm import Message
-from fedlabels.protocols.base import Grid
+from fedlabels.method.base import Grid
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,8 @@ def run_on_grid(method: str, fed, make_grid, *, rounds: int, options: dict,
     ``build(cid, learner=None)`` makes client ``cid``'s role as a deployment does (a fresh
     learner unless one is given). Returns (records, server, grid).
     """
-    from fedlabels.engines.runner import CommMeter, plan_run, run_rounds, uses_iterative
     from fedlabels.learners import as_models
+    from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
 
     plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
                     n_features=fed.n_features, rounds=rounds, period=period, seed=seed,

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from fedlabels.comm import Message
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.blocks import size_weighted_average
-from fedlabels.protocols.fedavg import FedAvgServer
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.method.blocks import size_weighted_average
+from fedlabels.methods.fedavg.fedavg import FedAvgServer
 
 
 class ScriptedGrid:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 from fedlabels.privacy.attacks import (
     augmentation_attack,

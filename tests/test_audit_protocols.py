@@ -18,10 +18,10 @@ from fedlabels.audit import (
     threat_for,
 )
 from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import parse_model_spec
-from fedlabels.protocols import get_method
+from fedlabels.methods import get_method
 
 MLP = "mlp(hidden=16)"
 

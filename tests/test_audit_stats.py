@@ -9,7 +9,7 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from fedlabels.audit.report import format_audit
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.attacks import (
     bootstrap_vul_ci,
     draw_resamples,

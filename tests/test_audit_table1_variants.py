@@ -9,8 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import get_method
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods import get_method
 
 SPEC = "e8=dp-fedct:mechanism=dpsgd,site_model=private,epsilon=8"
 

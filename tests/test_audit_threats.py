@@ -15,10 +15,10 @@ from fedlabels.audit.adversaries import THREATS
 from fedlabels.audit.curves import vul_curves
 from fedlabels.audit.plan import size_audit
 from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import parse_model_spec
-from fedlabels.protocols import get_method
+from fedlabels.methods import get_method
 
 MLP = parse_model_spec("mlp(hidden=16)")
 #: DP methods need their privacy budget (FREDY: 2 teacher rounds, for speed); everything else

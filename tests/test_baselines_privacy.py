@@ -9,7 +9,7 @@ import pytest
 from scipy import special
 from scipy.stats import norm
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.events import GNMaxEvent, LaplaceNoisyMaxEvent
 from fedlabels.privacy.gnmax import (
     gnmax_aggregate,

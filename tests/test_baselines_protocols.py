@@ -9,7 +9,7 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.consensus import vote_counts
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 MLP = "mlp(hidden=16)"

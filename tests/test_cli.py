@@ -159,7 +159,7 @@ def _flags():
 
 @pytest.mark.parametrize("name", sorted(_flags()))
 def test_a_flag_of_another_method_is_rejected_by_name(no_data, capsys, name):
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     users = [method for method, _ in _flags()[name].users]
     other = next(m for m in sorted(METHODS) if m not in users)
@@ -177,7 +177,7 @@ def test_generated_flags_match_the_declarations():
 
     from fedlabels.cli.method_flags import method_options
     from fedlabels.cli.run_options import add_run_options
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     parser = argparse.ArgumentParser()
     add_run_options(parser)
@@ -201,7 +201,7 @@ def test_a_generated_flag_reaches_the_method(tmp_path):
 
 
 def test_methods_lists_every_method_and_option(capsys):
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     assert main(["methods"]) == 0
     out = capsys.readouterr().out
@@ -217,7 +217,7 @@ def test_methods_lists_every_method_and_option(capsys):
 
 
 def test_run_help_mentions_every_method(capsys):
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     assert _exit_code(["run", "--help"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ import pytest
 
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
-from fedlabels.errors import BudgetRefusal, ParameterRefusal, RefusedError
+from fedlabels.core.errors import BudgetRefusal, ParameterRefusal, RefusedError
 from test_deviating_server import honest
 from test_method_contract import CLIENTS, DATASET, SEED, Case, _role_factory
 

@@ -13,9 +13,9 @@ from sklearn.tree import DecisionTreeClassifier
 
 from fedlabels.analysis.convergence import convergence_bound, paper_figure_value
 from fedlabels.cli import main
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods.fedct.sensitivity import empirical_sensitivity
 from fedlabels.privacy.sensitivity import (
-    empirical_sensitivity,
     given_sensitivity,
     prop2_label_bound,
     prop2_sensitivity,

@@ -50,7 +50,7 @@ def test_coordinator_publishes_the_fleet_proxy_only() -> None:
     assert "--disable-runtime-dependency-installation" in link["command"]
     # 9092 of that namespace is the proxy's: it shares the SuperLink's network namespace
     assert proxy["network_mode"] == "service:superlink"
-    assert "fedlabels.engines.flower.fleet_proxy" in _command(proxy)
+    assert "fedlabels.deploy.fleet_proxy" in _command(proxy)
     assert "--listen=0.0.0.0:9092" in proxy["command"]
     assert "--superlink=https://127.0.0.1:9093" in proxy["command"]
     # the researcher's CLI reaches the Control API through that loopback, on demand only
@@ -67,7 +67,7 @@ def test_site_publishes_nothing_and_runs_only_fedlabels_clientapp() -> None:
     assert "--host=127.0.0.1" in node["command"]  # its Runtime API stays in the namespace
     assert any(str(p).startswith("--auth-supernode-private-key=") for p in node["command"])
     assert executor["network_mode"] == "service:supernode"
-    assert "fedlabels.engines.flower.site_exec" in _command(executor)
+    assert "fedlabels.deploy.site_exec" in _command(executor)
     assert not any(target == "/data" for _, target, _ in _mounts(node))  # data: executor only
     assert 'state-key="/state/state.key"' in _command(node)
 

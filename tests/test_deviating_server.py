@@ -30,10 +30,10 @@ from deviating_server import (
 )
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
+from fedlabels.core.errors import FedLabelsError, RefusedError
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import InProcessGrid
-from fedlabels.errors import FedLabelsError, RefusedError
-from fedlabels.protocols import METHODS
+from fedlabels.methods import METHODS
 from test_method_contract import (  # the contract test's cases and roles
     CASES,
     CLIENTS,

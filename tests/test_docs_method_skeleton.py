@@ -9,9 +9,9 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import METHODS
-from fedlabels.protocols.options import OPTION_USERS
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.method.options import OPTION_USERS
+from fedlabels.methods import METHODS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
@@ -44,8 +44,8 @@ def test_skeleton_runs_and_declares_everything(echo_method, breast_cancer_fed):
 
 def test_skeleton_state_round_trips(echo_method, breast_cancer_fed):
     from fedlabels.comm import Message
-    from fedlabels.engines.runner import plan_run
     from fedlabels.learners import as_models
+    from fedlabels.runs.loop import plan_run
 
     plan = plan_run("echo", n_roles=1, n_classes=2, n_features=breast_cancer_fed.n_features,
                     rounds=1, period=1, seed=0, models=as_models("dt"))

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.privacy.auditing import (
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.privacy.epsilon_lower_bound import (
     clopper_pearson_audit,
     clopper_pearson_upper,
     default_guesses,
@@ -159,7 +159,6 @@ def test_clopper_pearson_audit_follows_the_formula_at_its_threshold():
 # ------------------------------------------------------------------ canary audits of runs
 
 import fedlabels as fl  # noqa: E402
-from fedlabels import randomness  # noqa: E402
 from fedlabels.audit.canaries import (  # noqa: E402
     canaries_for,
     canary_scores,
@@ -168,6 +167,7 @@ from fedlabels.audit.canaries import (  # noqa: E402
     make_canaries,
     with_canaries,
 )
+from fedlabels.core import randomness  # noqa: E402
 from fedlabels.learners import parse_model_spec  # noqa: E402
 
 DT = parse_model_spec("dt")

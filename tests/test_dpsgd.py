@@ -11,9 +11,9 @@ import torch
 
 import fedlabels as fl
 from conftest import digits_with_sizes
-from fedlabels import randomness
 from fedlabels.audit.canaries import epsilon_lower_bound_audit
-from fedlabels.errors import FedLabelsError
+from fedlabels.core import randomness
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import dpsgd as dpsgd_module
 from fedlabels.learners import parse_model_spec
 from fedlabels.learners.dpsgd import DPSGDConfig, clipped_gradient_sum, dpsgd_steps
@@ -217,7 +217,7 @@ def test_record_level_dp_fedavg_clients_refuse_a_server_that_lowers_their_protec
         match: str) -> None:
     """The DP-SGD parameters a client uses are checked against its own options (the same
     check as DP-FedCT's dpsgd clients: ``DPSGDClient.check_dpsgd_round``)."""
-    from fedlabels.protocols import dp_fedavg_record
+    from fedlabels.methods.fedavg import dp_fedavg_record
 
     original = dp_fedavg_record.dpsgd_round_config
     monkeypatch.setattr(dp_fedavg_record, "dpsgd_round_config",

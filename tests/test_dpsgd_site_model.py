@@ -11,10 +11,10 @@ import pytest
 import fedlabels as fl
 from conftest import digits_with_sizes
 from fedlabels.comm import unpack_labels
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import dpsgd as dpsgd_module
+from fedlabels.methods.fedct.mechanisms.dpsgd import DPSGDMechanism
 from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd, dpsgd_epsilon
-from fedlabels.protocols.dp_fedct_mechanisms.dpsgd import DPSGDMechanism
 
 MLP = "mlp(hidden=16)"
 
@@ -133,8 +133,8 @@ def test_clients_refuse_a_round_that_contradicts_their_options(
 
 def test_a_refused_round_leaves_the_site_model_untouched(fed: fl.Federation) -> None:
     """The step budget is checked before the site model trains."""
-    from fedlabels.protocols import METHODS
-    from fedlabels.protocols.base import MethodContext, Settings
+    from fedlabels.method.base import MethodContext, Settings
+    from fedlabels.methods import METHODS
 
     method = METHODS["dp-fedct"]
     opts = method.parse_options(_options(4.0, "private"))

@@ -12,13 +12,19 @@ from scipy.special import softmax
 
 import fedlabels as fl
 from fedlabels.comm import Message
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import as_models
-from fedlabels.protocols import get_method
-from fedlabels.protocols.base import Settings, make_learners
-from fedlabels.protocols.dsfl import DSFLClient, DSFLOptions, DSFLServer, era, mean_entropy
-from fedlabels.protocols.feddf import FLOWER_REFUSAL, ensemble_target
-from fedlabels.protocols.fedmd import subset_indices
+from fedlabels.method.base import Settings, make_learners
+from fedlabels.methods import get_method
+from fedlabels.methods.distillation.dsfl import (
+    DSFLClient,
+    DSFLOptions,
+    DSFLServer,
+    era,
+    mean_entropy,
+)
+from fedlabels.methods.distillation.feddf import FLOWER_REFUSAL, ensemble_target
+from fedlabels.methods.distillation.fedmd import subset_indices
 
 MLP = "mlp(hidden=8)"
 
@@ -159,7 +165,7 @@ def test_feddf_partial_participation_unequal_sizes(fed):
 
 def test_feddf_refuses_a_server_without_u_and_non_torch_models(fed):
     method = get_method("feddf")
-    from fedlabels.engines.runner import plan_run
+    from fedlabels.runs.loop import plan_run
 
     plan = plan_run(method, n_roles=3, n_classes=2, n_features=fed.n_features, rounds=1,
                     period=2, seed=0, models=as_models(MLP))

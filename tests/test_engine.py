@@ -7,10 +7,10 @@ from sklearn.tree import DecisionTreeClassifier
 import fedlabels as fl
 from fedlabels.comm import Message, encode_message, pack_labels
 from fedlabels.consensus import ABSTAIN
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.inprocess import CommMeter, InProcessGrid
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.base import LearnerFitError, Settings
-from fedlabels.protocols.fedct import (
+from fedlabels.method.base import LearnerFitError, Settings
+from fedlabels.methods.fedct.fedct import (
     FedCTClient,
     FedCTOptions,
     FedCTServer,

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
-from fedlabels.protocols import get_method
-from fedlabels.protocols.fedct import FedCTClient, FedCTServer
-from fedlabels.protocols.fedct_schedule import ramp_weight
+from fedlabels.methods import get_method
+from fedlabels.methods.fedct.fedct import FedCTClient, FedCTServer
+from fedlabels.methods.fedct.schedule import ramp_weight
 
 MODEL = "mlp(hidden=16)"
 
@@ -154,7 +154,7 @@ def test_resume_keeps_the_vote_counts_and_the_ramp(digits_fed, tmp_path):
     part of its checkpointed state; without them round 3 would train unweighted)."""
     from fedlabels.engines.inprocess import simulate
     from fedlabels.learners import as_models
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     options = {"vote_power": 1.0, "pseudo_warmup": 2, "quorum": 0.5}
 
@@ -210,8 +210,8 @@ def test_balanced_vote_is_the_majority_for_balanced_labellings():
 
 
 def test_balanced_is_validated_and_changes_the_consensus():
-    from fedlabels.protocols.base import Settings
-    from fedlabels.protocols.fedct import consensus_function
+    from fedlabels.method.base import Settings
+    from fedlabels.methods.fedct.fedct import consensus_function
 
     method = get_method("fedct")
     with pytest.raises(FedLabelsError, match="balanced must be bool"):

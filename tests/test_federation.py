@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 import fedlabels as fl
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
 
 
 def _xy(n=200, d=4, c=3, seed=0):

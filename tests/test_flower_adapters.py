@@ -18,8 +18,9 @@ from flwr.common.serde import (
 
 from fedlabels.api import load_federation, run_config
 from fedlabels.comm import Message, pack_labels
-from fedlabels.config import RunConfig
 from fedlabels.consensus import majority_vote
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import reproducible
 from fedlabels.engines.flower.convert import (
     flower_message_type,
     from_record_dict,
@@ -30,9 +31,8 @@ from fedlabels.engines.flower.prepare import PreparedRun, prepare_run
 from fedlabels.engines.flower.server_app import ClientsLost, run_server, server_state_path
 from fedlabels.engines.flower.site_state import STATE_RECORDS, state_from_records, state_to_records
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
-from fedlabels.errors import FedLabelsError
-from fedlabels.randomness import reproducible
 from fedlabels.results import load_result
+from fedlabels.runs.config import RunConfig
 
 
 def _wire(content: RecordDict) -> RecordDict:

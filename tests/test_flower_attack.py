@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from fedlabels.config import RunConfig
-from fedlabels.engines.flower.local import FLOWER_ENV, LocalDeployment
+from fedlabels.deploy.launcher import FLOWER_ENV, LocalDeployment
+from fedlabels.deploy.tls import make_node_keys
 from fedlabels.engines.flower.prepare import prepare_run
-from fedlabels.engines.flower.security import make_node_keys
+from fedlabels.runs.config import RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -193,7 +193,7 @@ def test_fleet_proxy_lets_through_the_fleet_api_only(method: str, path: bytes,
 
     import httpx
 
-    from fedlabels.engines.flower.fleet_proxy import FleetProxy, allowed
+    from fedlabels.deploy.fleet_proxy import FleetProxy, allowed
 
     assert allowed(method, path) is ok
     seen: list[httpx.Request] = []

@@ -8,10 +8,10 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.serde import recorddict_to_proto
 
-from fedlabels.config import RunConfig
 from fedlabels.engines.flower.convert import flower_bytes
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
+from fedlabels.runs.config import RunConfig
 
 
 def _message(content: RecordDict) -> Message:

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from fedlabels.api import load_federation, run_config
-from fedlabels.config import RunConfig
 from fedlabels.consensus import majority_vote
-from fedlabels.engines.flower.local import LocalDeployment, deploy_local, read_outcome
+from fedlabels.deploy.launcher import LocalDeployment, deploy_local, read_outcome
 from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.engines.flower.server_app import server_state_path
+from fedlabels.runs.config import RunConfig
 
 pytestmark = pytest.mark.slow
 

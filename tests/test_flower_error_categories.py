@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from fedlabels.config import RunConfig
-from fedlabels.engines.flower.loopback import loopback_deployment, server_context
-from fedlabels.engines.flower.server_app import run_server
-from fedlabels.errors import (
+from fedlabels.core.errors import (
     BudgetRefusal,
     FedLabelsError,
     ParameterRefusal,
     RefusedError,
     error_category,
 )
-from fedlabels.protocols.fedct import FedCTClient
+from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+from fedlabels.engines.flower.server_app import run_server
+from fedlabels.methods.fedct.fedct import FedCTClient
+from fedlabels.runs.config import RunConfig
 
 SECRET = "classes present at this site: [0, 3] (12 and 1 records)"
 

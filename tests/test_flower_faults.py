@@ -21,16 +21,16 @@ import pytest
 from flwr.app import Message, RecordDict
 
 from fedlabels.api import run_config
-from fedlabels.config import RunConfig
-from fedlabels.engines.checkpoint import checkpoint_path
+from fedlabels.deploy.launcher import LocalDeployment, read_outcome, resumable
+from fedlabels.deploy.processes import alive, finalise_status
 from fedlabels.engines.flower.client_app import app as client_app
-from fedlabels.engines.flower.local import LocalDeployment, read_outcome, resumable
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.prepare import prepare_run
-from fedlabels.engines.flower.processes import alive, finalise_status
 from fedlabels.engines.flower.server_app import run_server, server_state_path
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
 from fedlabels.results import RunResult
+from fedlabels.runs.checkpoint import checkpoint_path
+from fedlabels.runs.config import RunConfig
 
 
 class Crash(BaseException):

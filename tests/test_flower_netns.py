@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 
 from fedlabels.api import run_config
-from fedlabels.config import RunConfig
-from fedlabels.engines.flower.local import FLOWER_ENV, read_outcome
+from fedlabels.deploy.launcher import FLOWER_ENV, read_outcome
+from fedlabels.deploy.tls import make_node_keys, make_tls_files
 from fedlabels.engines.flower.prepare import prepare_run
-from fedlabels.engines.flower.security import make_node_keys, make_tls_files
+from fedlabels.runs.config import RunConfig
 from test_flower_attack import _connection, _evil_app, _flwr, _stole
 
 pytestmark = pytest.mark.slow
@@ -189,7 +189,7 @@ def test_fedct_across_namespaces_equals_the_simulator(tag: str, tmp_path: Path) 
             "--enable-supernode-auth", "--disable-runtime-dependency-installation",
             "--host", "127.0.0.1", "--port", str(CONTROL_PORT)], homes / "link", logs)
         nets.start(link, "fleet_proxy", [
-            sys.executable, "-m", "fedlabels.engines.flower.fleet_proxy",
+            sys.executable, "-m", "fedlabels.deploy.fleet_proxy",
             "--listen", f"{LINK_IP}:{FLEET_PORT}",
             "--superlink", f"https://127.0.0.1:{CONTROL_PORT}",
             "--ssl-certfile", str(tls.server_cert), "--ssl-keyfile", str(tls.server_key),
@@ -211,7 +211,7 @@ def test_fedct_across_namespaces_equals_the_simulator(tag: str, tmp_path: Path) 
                 "--host", "127.0.0.1", "--port", str(RUNTIME_PORT),
                 "--node-config", prepared.node_config(cid)], homes / f"s{cid}", logs)
             nets.start(site, f"site_exec_{cid}", [
-                sys.executable, "-m", "fedlabels.engines.flower.site_exec",
+                sys.executable, "-m", "fedlabels.deploy.site_exec",
                 "--runtime-api-address", f"127.0.0.1:{RUNTIME_PORT}"], homes / f"s{cid}",
                 logs)
 

@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from fedlabels.cli import main
-from fedlabels.engines.flower.security import make_node_keys, make_tls_files
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.deploy.tls import make_node_keys, make_tls_files
 
 
 def test_server_certificate_is_signed_by_the_ca_for_the_hosts(tmp_path: Path) -> None:

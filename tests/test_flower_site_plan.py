@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal
 from fedlabels.engines.flower.client_app import app as client_app
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site_plan import load_site_plan, site_config
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
-from fedlabels.errors import FedLabelsError, ParameterRefusal
+from fedlabels.runs.config import RunConfig
 
 SITE = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
                  rounds=2, period=1, seed=0, options={"epsilon": 2.0, "sensitivity": 40})

@@ -16,13 +16,13 @@ import pytest
 from flwr.app import Context, Message, RecordDict
 from flwr.common.serde import context_from_proto, context_to_proto, recorddict_to_proto
 
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import reproducible
 from fedlabels.engines.flower import site_state
 from fedlabels.engines.flower.client_app import app as client_app
 from fedlabels.engines.flower.loopback import loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import METHODS
-from fedlabels.randomness import reproducible
+from fedlabels.methods import METHODS
 from test_method_contract import CASES, SEED, Case
 
 STATE = {"labels": np.array([0, 2, 1], dtype=np.int8), "rounds": 3, "rate": 0.5,
@@ -81,7 +81,7 @@ def test_site_key_is_private_and_stable(tmp_path: Path) -> None:
 
 
 def test_tampered_state_stops_the_clientapp(tmp_path: Path) -> None:
-    from fedlabels.config import RunConfig
+    from fedlabels.runs.config import RunConfig
 
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt",
                     rounds=1, seed=0)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.flower.client_app import site_threads
 from fedlabels.engines.flower.spec import DeploySpec
-from fedlabels.errors import FedLabelsError
 
 HEAVY = ("sklearn", "pandas", "matplotlib", "torch", "scipy.stats")
 
@@ -43,7 +43,7 @@ def test_threads_reach_the_client_apps() -> None:
 
 def _report_preloaded(queue: Any) -> None:
     """Runs in a task process: which of the executor's preloads it found already imported."""
-    from fedlabels.engines.flower.site_exec import PRELOAD
+    from fedlabels.deploy.site_exec import PRELOAD
 
     queue.put(sorted(name for name in PRELOAD if name in sys.modules))
 
@@ -51,7 +51,7 @@ def _report_preloaded(queue: Any) -> None:
 def test_site_executor_forks_tasks_from_a_preloaded_server() -> None:
     # the pinned executor does not start an interpreter per message: its task processes are
     # forks of a server that imported the ClientApp path (flwr, fedlabels, scikit-learn) once
-    from fedlabels.engines.flower import site_exec
+    from fedlabels.deploy import site_exec
 
     context = site_exec._task_context()
     queue = context.Queue()

@@ -13,11 +13,11 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.config import RunConfig, load_config
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
 from fedlabels.data.federation import encode_labels
-from fedlabels.errors import FedLabelsError, FedLabelsWarning
 from fedlabels.learners import parse_model_spec
-from fedlabels.protocols import METHODS
+from fedlabels.methods import METHODS
+from fedlabels.runs.config import RunConfig, load_config
 
 RUN = ["run", "--rounds", "1", "--clients", "3", "--no-progress"]
 

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 from fedlabels.comm import Message
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, parse_model_spec
+from fedlabels.method.base import Settings
+from fedlabels.methods import METHODS
+from fedlabels.methods.distillation.dd import DDOptions, DDServer
+from fedlabels.methods.distillation.fedmd import FedMDOptions
+from fedlabels.methods.fedavg.dp_fedavg import DPFedAvgOptions, DPFedAvgServer
+from fedlabels.methods.fedct.dp_fedct import DPFedCTClient, DPFedCTOptions
 from fedlabels.privacy.mechanisms import unpack_rows
-from fedlabels.protocols import METHODS
-from fedlabels.protocols.base import Settings
-from fedlabels.protocols.dd import DDOptions, DDServer
-from fedlabels.protocols.dp_fedavg import DPFedAvgOptions, DPFedAvgServer
-from fedlabels.protocols.dp_fedct import DPFedCTClient, DPFedCTOptions
-from fedlabels.protocols.fedmd import FedMDOptions
 
 
 class ScriptedGrid:

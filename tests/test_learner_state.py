@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 PARAMS = {"hidden_layer_sizes": (16, 8), "n_classes": 3, "batch_size": 32,

@@ -9,7 +9,6 @@ from sklearn.metrics import cohen_kappa_score
 
 import fedlabels as fl
 from fedlabels.comm import Message
-from fedlabels.config import RunConfig
 from fedlabels.consensus import (
     ABSTAIN,
     agreement_kappa,
@@ -18,12 +17,13 @@ from fedlabels.consensus import (
     trimmed_vote,
     weighted_vote,
 )
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import fedavg as fedavg_module
-from fedlabels.protocols import get_method
-from fedlabels.protocols.adversary import SCALE, Attack, choose_malicious
-from fedlabels.protocols.blocks import robust_average
-from fedlabels.protocols.fedct import FedCTServer
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.method.adversary import SCALE, Attack, choose_malicious
+from fedlabels.method.blocks import robust_average
+from fedlabels.methods import get_method
+from fedlabels.methods.fedavg import fedavg as fedavg_module
+from fedlabels.methods.fedct.fedct import FedCTServer
+from fedlabels.runs.config import RunConfig
 
 MLP = "mlp(hidden=8)"
 
@@ -172,9 +172,9 @@ def test_only_the_chosen_clients_send_corrupted_updates(monkeypatch, breast_canc
 
 def _initial_weights(fed):
     """The global initialisation of a fedavg run with seed 0 (what round 0 sends)."""
-    from fedlabels.engines.runner import plan_run
     from fedlabels.learners import as_models
-    from fedlabels.protocols.blocks import initial_weights
+    from fedlabels.method.blocks import initial_weights
+    from fedlabels.runs.loop import plan_run
 
     plan = plan_run("fedavg", n_roles=fed.n_clients, n_classes=fed.n_classes,
                     n_features=fed.n_features, rounds=1, period=2, seed=0,
@@ -319,7 +319,7 @@ def test_a_resumed_robust_run_equals_the_uninterrupted_one(breast_cancer_fed, tm
     """The robust consensus's history is server state: a resumed run continues it exactly."""
     from fedlabels.engines import simulate
     from fedlabels.learners import as_models
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     def sim(**kw):
         return simulate(METHODS["fedct"], breast_cancer_fed, as_models("dt"), rounds=4,

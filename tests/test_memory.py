@@ -8,12 +8,12 @@ import pytest
 import torch
 
 import fedlabels as fl
-from fedlabels.data.cache import dataset_dir
-from fedlabels.data.federation import LazyRows
-from fedlabels.data.fetch import FASHION_MNIST
+from fedlabels.data.lazy_rows import LazyRows
 from fedlabels.data.registry import get_dataset
+from fedlabels.downloads.cache import dataset_dir
+from fedlabels.downloads.fetch import FASHION_MNIST
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
-from fedlabels.protocols.fedct import FedCT
+from fedlabels.methods.fedct.fedct import FedCT
 
 
 def _arrays(obj):

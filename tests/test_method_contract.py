@@ -11,7 +11,7 @@
 
 Secret randomness (XCLP's keys, masks and seed shares) is not derived from the run seed by
 design; the tests that compare runs install the same reproducible source for each
-(:func:`fedlabels.randomness.reproducible`).
+(:func:`fedlabels.core.randomness.reproducible`).
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ import pytest
 import fedlabels.engines.inprocess as inprocess
 from fedlabels.api import load_federation, run_config
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import current_source, reproducible
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import InProcessGrid, simulate
-from fedlabels.engines.runner import CommMeter, plan_run
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import as_models, expand_per_client
-from fedlabels.protocols import METHODS, ClientRole, Method, ThreatModel
-from fedlabels.randomness import current_source, reproducible
+from fedlabels.method import ClientRole, Method, ThreatModel
+from fedlabels.methods import METHODS
 from fedlabels.results import RunResult
+from fedlabels.runs.config import RunConfig
+from fedlabels.runs.loop import CommMeter, plan_run
 
 DATASET, CLIENTS, ROUNDS, PERIOD, SEED = "breast_cancer", 3, 3, 5, 1
 MLP = "mlp(hidden=8)"

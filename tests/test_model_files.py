@@ -13,10 +13,11 @@ import pytest
 from sklearn.datasets import load_iris
 
 from fedlabels.cli import main
-from fedlabels.errors import FedLabelsError
-from fedlabels.interpret import load_models, models_path
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import models_path
 from fedlabels.learners import build_learner, parse_model_spec
-from fedlabels.model_files import read_models_file, write_models_file
+from fedlabels.results.model_format import read_models_file, write_models_file
+from fedlabels.results.models_file import load_models
 
 
 class _RunsCode:

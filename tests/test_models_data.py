@@ -13,7 +13,7 @@ import pytest
 import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.data import mlbench
-from fedlabels.data.cache import dataset_dir
+from fedlabels.downloads.cache import dataset_dir
 
 
 def _mixed_frame() -> pd.DataFrame:

@@ -8,7 +8,8 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.interpret import load_models, models_path
+from fedlabels.core.files import models_path
+from fedlabels.results.models_file import load_models
 
 TEAM = "dt,rf(n_estimators=5),rulefit(n_estimators=20),xgboost(n_estimators=5),logreg"
 
@@ -94,8 +95,8 @@ def test_inspect_errors(tmp_path, capsys):
 def test_a_single_class_client_model_is_described_as_constant():
     import numpy as np
 
-    from fedlabels.interpret import describe_model
     from fedlabels.learners import build_learner, parse_model_spec
+    from fedlabels.reporting.inspect import describe_model
 
     model = build_learner(parse_model_spec("xgb(n_estimators=3)")[0], n_classes=3,
                           random_state=0).fit(np.zeros((4, 2)), np.full(4, 2))

@@ -15,7 +15,7 @@ from fedlabels.cli import main
 from fedlabels.learners import build_learner, parse_model_spec
 from fedlabels.learners.rules import rule_matrix
 from fedlabels.learners.tabular import GlobalLabelClassifier, RuleFitClassifier
-from fedlabels.protocols.base import LearnerFitError
+from fedlabels.method.base import LearnerFitError
 
 # small but real versions of every learner type, to keep the suite fast
 SPECS = {

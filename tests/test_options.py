@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.options import (
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.method.options import (
     OPTION_USERS,
     Interval,
     MethodOptions,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from fedlabels.cli import main
-from fedlabels.config import load_config
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.runs.config import load_config
 
 BASE = ["run", "--method", "fedct", "--model", "dt", "--rounds", "1", "--no-progress"]
 
@@ -110,7 +110,7 @@ def test_the_config_file_is_never_an_output(tmp_path, capsys, no_training):
 
 
 def test_outputs_of_one_run_may_not_collide(tmp_path):
-    from fedlabels.outputs import check_outputs
+    from fedlabels.core.files import check_outputs
 
     with pytest.raises(FedLabelsError, match="the result and the plot would both"):
         check_outputs({"result": tmp_path / "a.json", "plot": tmp_path / "a.json"})
@@ -137,7 +137,7 @@ def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, capsys):
 
 def test_default_names_differ_per_configuration(tmp_path, monkeypatch, capsys):
     from fedlabels.cli.run_options import default_output
-    from fedlabels.config import RunConfig
+    from fedlabels.runs.config import RunConfig
 
     a = default_output(RunConfig(model="dt"))
     assert a == default_output(RunConfig(model="dt"))  # stable
@@ -201,7 +201,7 @@ def test_bad_output_paths_fail_before_training(tmp_path, capsys, no_training, mo
 
 
 def test_a_full_disk_keeps_the_old_file(tmp_path, capsys, monkeypatch):
-    from fedlabels import results
+    from fedlabels.core import files
 
     old = tmp_path / "r.json"
     old.write_text('{"old": true}\n')
@@ -209,9 +209,9 @@ def test_a_full_disk_keeps_the_old_file(tmp_path, capsys, monkeypatch):
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(results.os, "fsync", full)
+    monkeypatch.setattr(files.os, "fsync", full)
     with pytest.raises(OSError, match="No space left"):
-        results.write_atomic(old, "new text")
+        files.write_atomic(old, "new text")
     assert old.read_text() == '{"old": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no temporary left
     # through the CLI: one line, exit 2, the old result intact
@@ -401,7 +401,7 @@ def test_plot_errors_are_one_line(tmp_path, capsys, two_datasets):
 
 
 def test_plot_writes_a_real_pdf_with_distinct_labels(tmp_path, two_datasets):
-    from fedlabels.plots import legend_labels
+    from fedlabels.reporting.plots import legend_labels
     from fedlabels.results import load_result
 
     pdf = tmp_path / "x.pdf"

@@ -1,4 +1,4 @@
-"""Partial participation, dropouts and stragglers (engines/participation.py)."""
+"""Partial participation, dropouts and stragglers (runs/participation.py)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,20 @@ import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.cli.run import participation_arg
 from fedlabels.comm import unpack_labels
-from fedlabels.config import RunConfig
 from fedlabels.consensus import ABSTAIN
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.inprocess import InProcessGrid
-from fedlabels.engines.participation import (
+from fedlabels.learners import as_models
+from fedlabels.results import load_result
+from fedlabels.runs.config import RunConfig
+from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
+from fedlabels.runs.participation import (
     ROUND_TAG,
     SPEED_TAG,
     Participation,
     ParticipationGrid,
     draw_round,
 )
-from fedlabels.engines.runner import CommMeter, plan_run, run_rounds, uses_iterative
-from fedlabels.errors import FedLabelsError
-from fedlabels.learners import as_models
-from fedlabels.results import load_result
 
 
 @pytest.fixture(scope="module")

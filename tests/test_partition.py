@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data.partition import parse_partition, partition
-from fedlabels.errors import FedLabelsError
 
 
 def _labels(n=1000, c=10, seed=0):

@@ -8,10 +8,10 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data.partition import largest_remainder, partition
 from fedlabels.data.shift import label_tv
-from fedlabels.errors import FedLabelsError
+from fedlabels.runs.config import RunConfig
 
 
 def _labels(n=1200, c=10, seed=0):
@@ -256,7 +256,7 @@ def test_shift_through_cli_toml_and_api_is_recorded(tmp_path):
     assert [sum(c) for c in fed["client_class_counts"]] == fed["client_sizes"]
     cfg = tmp_path / "run.toml"
     cfg.write_text('dataset = "digits"\nunlabeled_shift = 0.5\nunlabeled = 600\n')
-    from fedlabels.config import load_config
+    from fedlabels.runs.config import load_config
 
     assert load_config(cfg).unlabeled_shift == 0.5
     # a dataset name with its default sizes: every labelled row left is private, so no row

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import (
     account_gaussian,
     account_labels,

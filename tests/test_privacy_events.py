@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.events import (
     DISJOINT_TEACHERS,
     RECORD_LEVEL,

@@ -23,12 +23,12 @@ from fedlabels.cli import main
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import simulate
 from fedlabels.learners import as_models
+from fedlabels.method.threat import GUARANTEES
+from fedlabels.methods import METHODS
+from fedlabels.methods.fedct.dp_fedct import DPFedCTOptions
+from fedlabels.methods.fedct.sensitivity import FLOOR_BITS, empirical_sensitivity
 from fedlabels.privacy.dpsgd_accounting import RECORD_ADD_REMOVE
 from fedlabels.privacy.events import CLIENT_LEVEL, DISJOINT_TEACHERS, RECORD_LEVEL
-from fedlabels.privacy.sensitivity import FLOOR_BITS, empirical_sensitivity
-from fedlabels.protocols import METHODS
-from fedlabels.protocols.dp_fedct import DPFedCTOptions
-from fedlabels.protocols.threat import GUARANTEES
 
 ROUNDS, PERIOD, SEED = 2, 3, 1
 SMALL_XCLP = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "secure": "none"}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedlabels.consensus import ABSTAIN
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.mechanisms import (
     bit_count_consensus,
     debiased_bit_counts,

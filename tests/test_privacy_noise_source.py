@@ -24,17 +24,17 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.comm import Message
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.inprocess import InProcessGrid
-from fedlabels.engines.runner import CommMeter, derive_seeds, plan_run, run_rounds, uses_iterative
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import as_models
+from fedlabels.method.base import Settings
+from fedlabels.methods.fedavg.dp_fedavg import DPFedAvgServer
+from fedlabels.methods.fedct.dp_fedct import DPFedCTOptions, DPFedCTServer
 from fedlabels.privacy import mechanisms
 from fedlabels.privacy.budget import Budget
 from fedlabels.privacy.mechanisms import one_hot, pack_rows
-from fedlabels.protocols.base import Settings
-from fedlabels.protocols.dp_fedavg import DPFedAvgServer
-from fedlabels.protocols.dp_fedct import DPFedCTOptions, DPFedCTServer
+from fedlabels.runs.config import RunConfig
+from fedlabels.runs.loop import CommMeter, derive_seeds, plan_run, run_rounds, uses_iterative
 
 SEED = 3
 _XOR_RELEASE = mechanisms.xor_release  # the real mechanism, wrapped by each Recorder
@@ -267,7 +267,7 @@ def test_dp_fedct_server_refuses_the_release_beyond_its_target() -> None:
 def test_dp_fedct_client_refuses_a_release_beyond_its_budget() -> None:
     from fedlabels.data import ClientData
     from fedlabels.learners import build_learner, parse_model_spec
-    from fedlabels.protocols.dp_fedct import DPFedCTClient
+    from fedlabels.methods.fedct.dp_fedct import DPFedCTClient
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))

@@ -13,9 +13,9 @@ import torch
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods.fedavg.dp_fedavg import clip_update
 from fedlabels.privacy.mechanisms import flip_probability
-from fedlabels.protocols.dp_fedavg import clip_update
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -8,11 +8,11 @@ import pytest
 from sklearn.decomposition import PCA
 
 import fedlabels as fl
-from fedlabels.config import RunConfig, load_config
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import make_federation
-from fedlabels.data.loading import federation_for
-from fedlabels.errors import FedLabelsError
-from fedlabels.reuse import Preprocessing
+from fedlabels.data.preprocessing import Preprocessing
+from fedlabels.runs.config import RunConfig, load_config
+from fedlabels.runs.federation import federation_for
 
 
 def _data(n=600, d=20, seed=0):

@@ -22,13 +22,13 @@ from fedlabels.consensus_regression import (
     trimmed_mean,
     unpack_levels,
 )
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.metrics import regression_scores
 from fedlabels.data import load_federation, make_federation
-from fedlabels.errors import FedLabelsError
-from fedlabels.metrics import regression_scores
-from fedlabels.protocols import get_method
-from fedlabels.protocols.base import Settings
-from fedlabels.protocols.fedct import FedCTOptions
-from fedlabels.protocols.fedct_regression import FedCTRegressionServer
+from fedlabels.method.base import Settings
+from fedlabels.methods import get_method
+from fedlabels.methods.fedct.fedct import FedCTOptions
+from fedlabels.methods.fedct.regression import FedCTRegressionServer
 from fedlabels.results import format_table, load_result
 
 

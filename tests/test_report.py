@@ -11,21 +11,23 @@ import subprocess
 import pytest
 
 from fedlabels.cli import main
-from fedlabels.report import MISSING, group_runs, summary_rows
+from fedlabels.reporting.report import group_runs, summary_rows
+from fedlabels.reporting.report_page import MISSING
 from fedlabels.results import RoundRecord, RunResult
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-NO_BROWSER = "FEDLABELS_NO_BROWSER"  # set to 1 to skip the browser test on purpose
+REQUIRE_BROWSER = "FEDLABELS_REQUIRE_BROWSER"  # 1: fail, not skip, without a browser (CI)
 
 
 def _result(method: str, seed: int, accs: list[float], *, clients: int = 2,
-            privacy: dict | None = None, rounds_config: int = 2) -> RunResult:
+            privacy: dict | None = None, rounds_config: int | None = None) -> RunResult:
     records = [RoundRecord(round=i + 1, local_steps=None, accuracies=[a] * clients, server={},
                            bytes_up=[100] * clients, bytes_down=[50] * clients, seconds=0.1)
                for i, a in enumerate(accs)]
     extra = {"privacy": privacy} if privacy is not None else {}
     return RunResult(method=method, dataset="toy", seed=seed,
-                     config={"method": method, "rounds": rounds_config, "seed": seed},
+                     config={"method": method, "rounds": rounds_config or len(accs),
+                             "seed": seed},
                      federation={"n_clients": clients}, models=["dt"] * clients,
                      rounds=records, communication={"bytes_up_total": 100 * clients * len(accs),
                                                     "bytes_down_total": 50 * clients * len(accs)},
@@ -92,13 +94,132 @@ def test_report_refuses_to_overwrite_and_fails_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "other").exists()
 
 
-def _browser() -> str | None:
+def test_report_to_an_html_name_writes_that_file(tmp_path, capsys):
+    res = tmp_path / "r.json"
+    _result("fedct", 0, [0.7, 0.8]).save_json(res)
+    page = tmp_path / "cmp.html"
+    assert main(["report", str(res), "-o", str(page)]) == 0
+    assert page.is_file() and (tmp_path / "cmp.summary.csv").is_file()
+    assert main(["report", str(res), "-o", str(tmp_path / "dir")]) == 0  # a directory
+    assert (tmp_path / "dir" / "report.html").is_file()
+    capsys.readouterr()
+    assert main(["report", str(res), "-o", str(tmp_path / "cmp.pdf")]) == 2
+    err = capsys.readouterr().err
+    assert ".html" in err and err.count("\n") == 1 and not (tmp_path / "cmp.pdf").exists()
+    assert main(["report", str(res), "-o", ""]) == 2
+    assert "-o is empty" in capsys.readouterr().err
+
+
+def test_metric_picks_the_report_headline():
+    from fedlabels.reporting.report_page import columns
+
+    heads = [h for h, _, _ in columns("auroc")]
+    assert heads[3] == "AUROC" and heads.index("accuracy") > 3
+
+
+def test_one_precision_rule():
+    from fedlabels.reporting.report_page import fmt
+
+    assert fmt(0.9246, 0.01559) == "0.925 ± 0.016"
+    assert fmt(0.85, 0.0707) == "0.850 ± 0.071"
+    assert fmt(0.9070175) == "0.907" and fmt(52.123) == "52.1"
+    assert fmt(25170.0, whole=True) == "25,170" and fmt(None) == MISSING
+
+
+def test_empty_columns_are_left_out_and_caveats_shown(tmp_path):
+    from fedlabels.reporting.report import configuration_warnings
+    from fedlabels.reporting.report_page import columns, shown_columns
+
+    fed = {"n_clients": 2, "n_test": 100, "client_class_counts": [[30, 10], [30, 10]],
+           "class_names": ["healthy", "ill"]}
+    runs = [_result("local", 0, [0.9]), _result("fedct", 0, [0.7, 0.8]),
+            _result("fedct", 0, [0.74], rounds_config=12)]
+    for r in runs:
+        r.federation = dict(fed)
+    runs[2].config["partition"] = "other"  # its own configuration
+    configs = group_runs(runs)
+    rows = summary_rows(configs)
+    heads = [h for h, _, _ in shown_columns(rows, columns("accuracy"))]
+    assert "accuracy" in heads and "RMSE" not in heads and "R²" not in heads
+    assert "AUROC" not in heads  # no run recorded it
+    assert rows[2]["status"] == "interrupted after round 1 of 12"
+    warned = configuration_warnings(configs, rows)
+    texts = [w for _, w in warned]
+    # majority baseline 0.75 ± 1.96 sqrt(.75 .25 / 100) = 0.75 ± 0.085: 0.8 and 0.74 are near
+    assert any("within noise of the majority-class baseline 0.750" in t
+               and "'healthy'" in t for t in texts)
+    assert any(t.startswith("interrupted after round 1 of 12") for t in texts)
+    assert any("below the local-only reference 0.900" in t for t in texts)
+    out = tmp_path / "r.html"
+    paths = []
+    for i, r in enumerate(runs):
+        paths.append(tmp_path / f"{i}.json")
+        r.save_json(paths[-1])
+    assert main(["report", *map(str, paths), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "Read with care" in html and "interrupted after round 1 of 12" in html
+    assert "<th>RMSE</th>" not in html and "<th>VUL</th>" not in html
+
+
+def test_zero_byte_runs_sit_at_a_marked_position_and_one_epsilon_has_context():
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import communication_figure, privacy_figure
+
+    dp = {"guarantee": "formal", "epsilon": 8.0, "delta": 1e-5}
+    runs = [_result("fedct", 0, [0.8]), _result("local", 0, [0.7]),
+            _result("dp-fedct", 0, [0.6], privacy=dp)]
+    runs[1].rounds[0].bytes_up = [0, 0]
+    runs[1].rounds[0].bytes_down = [0, 0]
+    rows = summary_rows(group_runs(runs))
+    fig = communication_figure(rows)
+    ax = fig.axes[0]
+    xs = {c.get_label(): c.lines[0].get_xdata()[0] for c in ax.containers}
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(xs) == 3  # the local run is drawn
+    assert labels[0] == "0\n(none)" and xs["local · dt"] == ax.get_xticks()[0]
+    assert xs["fedct · dt"] == 100
+    plt.close(fig)
+    fig = privacy_figure(rows, "epsilon_mean", "epsilon_std", "ε", "t", "no DP")
+    ax = fig.axes[0]
+    assert ax.get_xlim()[0] == 0 and ax.get_xlim()[1] >= 8.0 * 1.2
+    entries = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert sum("(no DP)" in e for e in entries) == 2  # the non-private runs as lines
+    plt.close(fig)
+
+
+def _browser() -> str:
+    """The headless browser; without one the test skips saying why, except where the
+    environment requires it (CI: ``FEDLABELS_REQUIRE_BROWSER=1``), where it fails."""
     found = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    if found is None and os.environ.get(NO_BROWSER) == "1":
-        pytest.skip(f"no headless browser and {NO_BROWSER}=1")
-    assert found, (f"no headless browser ({', '.join(BROWSERS)}): `apt-get install chromium` "
-                   f"(.ci/run does), or set {NO_BROWSER}=1 to skip this test knowingly")
-    return found
+    if found is not None:
+        return found
+    why = (f"no headless browser ({', '.join(BROWSERS)}): `make test` installs chromium when "
+           "run as root (.ci/browser); or `apt-get install chromium`")
+    if os.environ.get(REQUIRE_BROWSER) == "1":
+        pytest.fail(f"{why}; {REQUIRE_BROWSER}=1 requires it")
+    pytest.skip(why)
+
+
+def test_browser_test_skips_honestly_without_a_browser_unless_required(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv(REQUIRE_BROWSER, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="make test"):
+        _browser()
+    monkeypatch.setenv(REQUIRE_BROWSER, "1")
+    with pytest.raises(pytest.fail.Exception, match=REQUIRE_BROWSER):
+        _browser()
+
+
+def test_make_test_finds_or_installs_the_browser():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = (root / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert ".ci/browser" in recipe
+    script = (root / ".ci" / "browser").read_text()
+    assert "apt-get install" in script and "chromium" in script
+    assert REQUIRE_BROWSER in (root / ".ci" / "run").read_text()  # CI still requires it
 
 
 _PROBE = ("<script>window.addEventListener('load', () => document.body.setAttribute("

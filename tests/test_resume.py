@@ -24,16 +24,16 @@ import numpy as np
 import pytest
 
 from fedlabels.api import load_federation, resume, run_config
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
-from fedlabels.engines import checkpoint as ckpt_module
-from fedlabels.engines.checkpoint import checkpoint_path, load_checkpoint
 from fedlabels.engines.inprocess import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import as_models
-from fedlabels.protocols import METHODS
-from fedlabels.randomness import reproducible
+from fedlabels.methods import METHODS
 from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs import checkpoint as ckpt_module
+from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint
+from fedlabels.runs.config import RunConfig
 
 CLIENTS, ROUNDS, PERIOD, SEED, NOISE_SEED = 3, 3, 4, 1, 7
 MLP = "mlp(hidden=8)"

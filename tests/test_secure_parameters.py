@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods.xclp.options import FedAvgXCLPOptions, XCLPOptions
 from fedlabels.propagation.core import hamming_matrix
-from fedlabels.protocols.xclp.options import FedAvgXCLPOptions, XCLPOptions
 from fedlabels.secure import ot_hamming as ot
 from fedlabels.secure import paillier_hamming as ph
 from fedlabels.secure.channels import PeerChannels

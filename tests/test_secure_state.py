@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.secure import ot_hamming as ot
 from fedlabels.secure import paillier_hamming as ph
 from fedlabels.secure.keys import KeyPair, open_sealed, seal

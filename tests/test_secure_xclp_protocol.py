@@ -15,6 +15,8 @@ from dropping_grid import DroppingGrid, xclp_drop
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.engines.inprocess import CommMeter, InProcessGrid
+from fedlabels.method.base import MethodContext, Settings
+from fedlabels.methods.xclp import XCLP, XCLPOptions, XCLPServerCore
 from fedlabels.propagation.core import (
     GraphSpec,
     hamming_matrix,
@@ -25,8 +27,6 @@ from fedlabels.propagation.core import (
     one_hot,
     solve_cg,
 )
-from fedlabels.protocols.base import MethodContext, Settings
-from fedlabels.protocols.xclp import XCLP, XCLPOptions, XCLPServerCore
 
 L, K, C = 40, 4, 3
 
@@ -152,7 +152,7 @@ def test_dropouts(secure, phase, graph, labels, deliver):
 
 
 def test_everyone_dropping_before_rowsums_is_an_error():
-    from fedlabels.errors import FedLabelsError
+    from fedlabels.core.errors import FedLabelsError
 
     drops = [xclp_drop(c, "before-rowsums") for c in range(3)]
     _, grid, core = _setup("none", drops=drops)

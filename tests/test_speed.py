@@ -10,8 +10,10 @@ import torch
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.errors import FedLabelsError
-from fedlabels.progress import (
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.threads import ENV_VAR, torch_threads
+from fedlabels.results import RoundRecord
+from fedlabels.runs.progress import (
     NORMAL,
     QUIET,
     VERBOSE,
@@ -19,8 +21,6 @@ from fedlabels.progress import (
     progress_mode,
     set_verbosity,
 )
-from fedlabels.results import RoundRecord
-from fedlabels.threads import ENV_VAR, torch_threads
 
 HEAVY = ("sklearn", "scipy", "pandas", "torch", "tqdm", "matplotlib")
 BAR_MARKS = ("\r", "█", "round/s", "s/round", "%|")

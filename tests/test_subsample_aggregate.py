@@ -11,18 +11,18 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 import fedlabels as fl
 from fedlabels.consensus import vote_counts
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import reproducible
 from fedlabels.learners import as_models
-from fedlabels.privacy.gnmax import DEFAULT_ORDERS
-from fedlabels.protocols import get_method
-from fedlabels.protocols.base import TrainingData, make_learners
-from fedlabels.protocols.dp_fedct_mechanisms.subsample_aggregate import (
+from fedlabels.method.base import TrainingData, make_learners
+from fedlabels.methods import get_method
+from fedlabels.methods.fedct.mechanisms.subsample_aggregate import (
     SubsampleAggregateEvent,
     account_subsample_aggregate,
     record_parts,
     teacher_votes,
 )
-from fedlabels.randomness import reproducible
+from fedlabels.privacy.gnmax import DEFAULT_ORDERS
 
 DELTA = 1e-5
 SA = {"mechanism": "subsample-aggregate", "epsilon": 8.0, "teachers": 4, "label_queries": 30}

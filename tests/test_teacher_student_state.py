@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
+from fedlabels.core.randomness import reproducible
 from fedlabels.engines.inprocess import InProcessGrid
-from fedlabels.engines.runner import CommMeter, plan_run, run_rounds, uses_iterative
 from fedlabels.learners import as_models
-from fedlabels.randomness import reproducible
+from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
 from test_xclp_state import RebuildGrid, _unwire_state
 
 ROUNDS, PERIOD = 3, 5

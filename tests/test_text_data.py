@@ -11,8 +11,8 @@ import pytest
 import fedlabels as fl
 import fedlabels.data.text as text
 from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import get_dataset, load_federation, make_federation
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, parse_model_spec
 from fedlabels.learners.text_input import check_learner_input, is_text
 
@@ -223,8 +223,8 @@ def test_feature_methods_refuse_text(method):
 
 def test_audit_and_deploy_refuse_text(fetched, tmp_path):
     from fedlabels.audit.core import audit_federation
-    from fedlabels.config import RunConfig
     from fedlabels.engines.flower.prepare import prepare_run
+    from fedlabels.runs.config import RunConfig
 
     fed = _text_fed()
     with pytest.raises(FedLabelsError, match=r"membership audit.*needs numeric features"):

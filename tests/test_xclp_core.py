@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import fedlabels as fl
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.propagation.core import (
     GraphSpec,
     check_params,
@@ -150,7 +150,7 @@ def test_options_are_declared_and_checked(method, options, match):
 
 
 def test_option_classes():
-    from fedlabels.protocols.xclp import FedAvgXCLPOptions, PerClientLPOptions, XCLPOptions
+    from fedlabels.methods.xclp import FedAvgXCLPOptions, PerClientLPOptions, XCLPOptions
 
     opts = XCLPOptions.from_mapping({"lsh_bits": 64, "knn": 5, "secure": "OT"}, "xclp")
     assert (opts.graph.n_bits, opts.graph.k, opts.secure) == (64, 5, "ot")

@@ -25,9 +25,9 @@ import fedlabels.secure.rowsums as rowsums_module
 from dropping_grid import DroppingGrid, xclp_drop
 from fedlabels.data import ClientData
 from fedlabels.engines.inprocess import CommMeter, InProcessGrid
+from fedlabels.method.base import MethodContext, Settings
+from fedlabels.methods.xclp import XCLP, XCLPOptions, XCLPServerCore
 from fedlabels.propagation.core import one_hot
-from fedlabels.protocols.base import MethodContext, Settings
-from fedlabels.protocols.xclp import XCLP, XCLPOptions, XCLPServerCore
 from fedlabels.secure.rowsums import decode_fixed
 
 DEPARTED = 1

@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import make_federation
 from fedlabels.data.loading import load_table
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.base import MethodContext, Settings
-from fedlabels.protocols.xclp import (
+from fedlabels.method.base import MethodContext, Settings
+from fedlabels.methods.xclp import (
     XCLP,
     FedAvgXCLP,
     PerClientLP,
     PerClientLPOptions,
     XCLPOptions,
 )
+from fedlabels.runs.config import RunConfig
 
 N_CLIENTS, SEED = 3, 4
 SPLIT = {"n_clients": N_CLIENTS, "n_unlabeled": 150, "n_private": 600, "n_test": 120,
@@ -91,10 +91,10 @@ def test_raw_run_equals_a_run_on_unscaled_data(digits_pair):
 def test_flower_site_carries_the_public_scaling(tmp_path):
     """A deployed site's role undoes the same scaling as the simulator's."""
     pytest.importorskip("flwr")
-    from fedlabels.data.loading import federation_for
     from fedlabels.engines.flower.client_app import build_role
     from fedlabels.engines.flower.prepare import prepare_run
     from fedlabels.engines.flower.site import load_site
+    from fedlabels.runs.federation import federation_for
 
     cfg = RunConfig(method="xclp", dataset="digits", clients=N_CLIENTS, private=300,
                     unlabeled=100, test=60, seed=SEED, rounds=1,

@@ -59,8 +59,8 @@ def test_fedavg_xclp_secure_matches_protocol(breast_cancer_fed):
 def test_fedavg_xclp_options():
     import pytest
 
-    from fedlabels.errors import FedLabelsError
-    from fedlabels.protocols.xclp import FedAvgXCLPOptions
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.methods.xclp import FedAvgXCLPOptions
 
     def parse(data):
         return FedAvgXCLPOptions.from_mapping(data, "fedavg-xclp")

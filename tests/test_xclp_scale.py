@@ -10,10 +10,10 @@ import pytest
 
 from fedlabels.data import ClientData
 from fedlabels.engines.inprocess import CommMeter, InProcessGrid
+from fedlabels.method.base import MethodContext, Settings
+from fedlabels.methods.xclp import XCLP, XCLPOptions, XCLPServerCore
+from fedlabels.methods.xclp.groups import client_groups, outcomes_record, run_groups
 from fedlabels.propagation.core import hamming_matrix, lsh_bits, lsh_projection
-from fedlabels.protocols.base import MethodContext, Settings
-from fedlabels.protocols.xclp import XCLP, XCLPOptions, XCLPServerCore
-from fedlabels.protocols.xclp.groups import client_groups, outcomes_record, run_groups
 from fedlabels.secure.hamming_protocol import (
     pack_self_block,
     paillier_holder,

@@ -4,7 +4,7 @@ A deployment (Flower) handles each message in a fresh process that rebuilds the 
 and restores it from ``state_dict()`` (plain arrays and scalars). Here the state also goes
 through the wire codec between messages; the runs must equal in-process runs with
 long-lived roles bit for bit. Secret randomness (keys, masks, seed shares) comes from a reproducible
-source here (:func:`fedlabels.randomness.reproducible`) so that two runs can be compared.
+source here (:func:`fedlabels.core.randomness.reproducible`) so that two runs can be compared.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from dropping_grid import run_on_grid
 from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.core.randomness import reproducible
 from fedlabels.engines.inprocess import InProcessGrid
-from fedlabels.randomness import reproducible
 
 
 def _wire_state(state: dict) -> bytes:

@@ -15,8 +15,8 @@ import pytest
 from sklearn.datasets import load_digits
 
 from fedlabels.comm import Message
-from fedlabels.errors import RefusedError
-from fedlabels.protocols.xclp.client import row_ranges
+from fedlabels.core.errors import RefusedError
+from fedlabels.methods.xclp.client import row_ranges
 from fedlabels.secure.rowsums import view_digest
 from test_xclp_dropout_leak import SpyServer, attack_accuracy, xclp_run
 
@@ -76,10 +76,10 @@ def test_view_digest_differs_between_views_and_overlaps_are_refused():
 def test_a_client_keeps_its_own_secure_mode():
     """A server that asks an ``ot`` client for ``secure=none`` (plaintext LSH bits and
     unmasked row sums) is refused: the client's options decide."""
+    from fedlabels.core.errors import ParameterRefusal
     from fedlabels.data import ClientData
-    from fedlabels.errors import ParameterRefusal
-    from fedlabels.protocols.base import MethodContext, Settings
-    from fedlabels.protocols.xclp import XCLP, XCLPOptions
+    from fedlabels.method.base import MethodContext, Settings
+    from fedlabels.methods.xclp import XCLP, XCLPOptions
 
     X, y = load_digits(return_X_y=True)
     opts = XCLPOptions.from_mapping({"secure": "ot", "lsh_bits": 64, "knn": 8}, "xclp")

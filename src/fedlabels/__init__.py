@@ -1,9 +1,10 @@
 """fedlabels: federated learning that shares labels, not models.
 
-The layers: :mod:`fedlabels.data` (federations, partitioners, datasets),
-:mod:`fedlabels.learners`, :mod:`fedlabels.protocols` (one module per method),
-:mod:`fedlabels.consensus`, :mod:`fedlabels.comm` (messages, wire format),
-:mod:`fedlabels.engines` (in-process simulator) and :mod:`fedlabels.cli`.
+The layers, top to bottom, are drawn in ``docs/architecture.md``: the CLI and this API;
+audit, reporting and deployment; the engines; a run (:mod:`fedlabels.runs`); the methods
+(:mod:`fedlabels.methods`) and their plug-in interface (:mod:`fedlabels.method`); results;
+data, learners, privacy, secure computation and messages; downloads; small leaves
+(:mod:`fedlabels.core`).
 
 The public names below are imported on first use, so ``import fedlabels`` (and
 ``fedlabels --help``) stays fast: scikit-learn, scipy, pandas and torch load only when a run,
@@ -16,17 +17,17 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from fedlabels.core.version import __version__ as __version__
 
 _LAZY = {
     "ClientData": "fedlabels.data",
-    "DatasetNotFetchedError": "fedlabels.errors",
-    "FedLabelsError": "fedlabels.errors",
+    "DatasetNotFetchedError": "fedlabels.core.errors",
+    "FedLabelsError": "fedlabels.core.errors",
     "Federation": "fedlabels.data",
-    "RunConfig": "fedlabels.config",
+    "RunConfig": "fedlabels.runs.config",
     "RunResult": "fedlabels.results",
-    "inspect_models": "fedlabels.interpret",
-    "load_config": "fedlabels.config",
+    "inspect_models": "fedlabels.reporting.inspect",
+    "load_config": "fedlabels.runs.config",
     "load_federation": "fedlabels.data",
     "make_federation": "fedlabels.data",
     "resume": "fedlabels.api",
@@ -36,11 +37,11 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from fedlabels.api import resume, run, run_config
-    from fedlabels.config import RunConfig, load_config
+    from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
     from fedlabels.data import ClientData, Federation, load_federation, make_federation
-    from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
-    from fedlabels.interpret import inspect_models
+    from fedlabels.reporting.inspect import inspect_models
     from fedlabels.results import RunResult
+    from fedlabels.runs.config import RunConfig, load_config
 
 
 def __getattr__(name: str) -> Any:

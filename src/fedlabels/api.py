@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fedlabels.config import RunConfig
+from fedlabels.core.threads import set_threads
 from fedlabels.data import Federation, load_federation
-from fedlabels.data.loading import federation_for
 from fedlabels.engines import simulate
 from fedlabels.learners import as_models
-from fedlabels.protocols import get_method
+from fedlabels.methods import get_method
 from fedlabels.results import RoundRecord, RunResult
-from fedlabels.threads import set_threads
+from fedlabels.runs.config import RunConfig
+from fedlabels.runs.federation import federation_for
 
 
 def run(method: str, federation: Federation | str, *, model: Any = None,
@@ -46,19 +46,19 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     Options are validated before the federation is loaded.
     ``insecure_reproducible_noise=True`` derives all noise from ``seed`` (tests and debugging
     only; the result then says ``privacy.guarantee = "none"``).
-    ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.progress`).
+    ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.runs.progress`).
     ``malicious`` clients (K, below half) send what ``attack`` (``flip``, ``random``,
-    ``constant``, ``targeted``) makes of their messages; see :mod:`fedlabels.protocols.adversary`.
+    ``constant``, ``targeted``) makes of their messages; see :mod:`fedlabels.method.adversary`.
     ``participation`` (a probability per client and round, e.g. ``0.5``, or an int: exactly
     that many clients per round), ``dropout`` and ``deadline``: partial participation,
-    dropouts and stragglers (see :mod:`fedlabels.engines.participation`).
+    dropouts and stragglers (see :mod:`fedlabels.runs.participation`).
     ``unlabeled_shift`` (S in [0, 1]) draws U with shifted class proportions
     (:mod:`fedlabels.data.shift`) when ``federation`` is a dataset name; for a
     :class:`Federation` pass it to ``make_federation`` / ``load_federation`` instead.
     ``public_pca`` (K) projects every feature vector onto U's top-K whitened principal
     components (:mod:`fedlabels.data.public_pca`); it too applies to a dataset name only.
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
-    see :mod:`fedlabels.threads`); it stays set after the run, like ``torch.set_num_threads``.
+    see :mod:`fedlabels.core.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
     set_threads(threads)  # a bad count fails before any data is loaded
     options = dict(options or {})
@@ -79,7 +79,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                                      unlabeled_shift=cfg.unlabeled_shift,
                                      public_pca=cfg.public_pca)
     elif cfg.unlabeled_shift or cfg.public_pca is not None:
-        from fedlabels.errors import FedLabelsError
+        from fedlabels.core.errors import FedLabelsError
 
         key = "unlabeled_shift" if cfg.unlabeled_shift else "public_pca"
         raise FedLabelsError(f"{key} applies when the federation is built: pass it to "
@@ -123,9 +123,9 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
     ``rounds`` extends a finished run to that many rounds. The result equals the
     uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
-    round; the checkpoint keeps being updated. See :mod:`fedlabels.engines.checkpoint`."""
-    from fedlabels.engines.checkpoint import checkpoint_path, load_checkpoint
-    from fedlabels.errors import FedLabelsError
+    round; the checkpoint keeps being updated. See :mod:`fedlabels.runs.checkpoint`."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)

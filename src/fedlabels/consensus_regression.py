@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fedlabels.comm.labels import pack_labels, unpack_labels
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 MAX_BITS = 16
 AGGREGATES = ("median", "trimmed-mean")

@@ -7,12 +7,14 @@ model types, so each collaborative method has its two references beside it.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 from fedlabels.api import load_federation, run
-from fedlabels.outputs import check_outputs, rounds_path, writing
-from fedlabels.progress import info
-from fedlabels.results import RunResult, format_table, write_atomic
+from fedlabels.core.files import check_outputs, rounds_path, write_atomic, writing
+from fedlabels.results import RunResult, format_table, table_warnings
+from fedlabels.runs.progress import info
 
 DEMO_RUNS = [
     # (method, model, rounds, period)
@@ -45,7 +47,7 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
     Existing files there are replaced only with ``overwrite``; every path is checked before
     the first run starts.
     """
-    from fedlabels.plots import plot_accuracy
+    from fedlabels.reporting.plots import plot_accuracy
 
     files = demo_outputs(output_dir)
     check_outputs(files, overwrite=overwrite)
@@ -65,13 +67,34 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
             for r in results]
     table = format_table(rows)
     print(table)
+    warned = demo_warnings(rows)
+    for line in warned:
+        print(line, file=sys.stderr)
     import pandas as pd
 
     with writing(str(output_dir)):
-        write_atomic(files["summary.txt"], table + "\n")
-        write_atomic(files["summary.csv"], pd.DataFrame(rows).to_csv(index=False))
-        plot_accuracy([results[0], results[3]], files["accuracy.png"],
-                      title="breast_cancer, m = 5: FedCT (trees) vs FedAvg (MLP)")
+        write_atomic(files["summary.txt"], "\n".join([table, *warned]) + "\n")
+        write_atomic(files["summary.csv"], pd.DataFrame(
+            [{**r, "warnings": "; ".join(r["warnings"])} for r in rows]).to_csv(index=False))
+        plot_accuracy(results, files["accuracy.png"],
+                      title=f"breast_cancer, m = 5, seed {seed}: FedCT (trees) and FedAvg "
+                            "(MLP)\nagainst local-only and centralized training")
     info(f"\nresults written to {output_dir}/ (per run TAG.json and TAG.rounds.csv, "
          "summary.csv, accuracy.png)")
     return results
+
+
+def demo_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """Each run's caveats, and a federated run below its model's local-only reference."""
+    from fedlabels.results.caveats import below_reference
+
+    out = table_warnings(rows)
+    local = {r["method"].split("/", 1)[1]: r["mean_acc"] for r in rows
+             if r["method"].startswith("local/")}
+    for r in rows:
+        method, model = r["method"].split("/", 1)
+        line = None if method in ("local", "centralized") else below_reference(
+            r["mean_acc"], local.get(model), f"local/{model}")
+        if line:
+            out.append(f"warning: {r['method']} on {r['dataset']}: {line}")
+    return out

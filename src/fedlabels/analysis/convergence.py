@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from scipy.special import zeta
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 @dataclass(frozen=True)

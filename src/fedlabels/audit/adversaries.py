@@ -39,8 +39,8 @@ from fedlabels.audit.threats import (
     rebuild_model,
     threat_for,
 )
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, is_iterative
 
 
@@ -155,13 +155,13 @@ def observe_down(ex: Exchange, view: str, ctx: ObservationContext) -> Observatio
     values = np.asarray(arrays[key])
     if np.issubdtype(values.dtype, np.floating):  # averaged probabilities
         if ex.down.kind == "fedmd.train":  # about the previous round's subset d_{t-1}
-            from fedlabels.protocols.fedmd import subset_indices
+            from fedlabels.methods.distillation.fedmd import subset_indices
 
             prev = ex.prev_config
             idx = subset_indices(int(prev["subset_seed"]), ctx.n_public,
                                  int(prev["subset_size"]))
         elif "soft_seed" in ex.down.config:  # DS-FL names the subset its aggregate is about
-            from fedlabels.protocols.fedmd import subset_indices
+            from fedlabels.methods.distillation.fedmd import subset_indices
 
             idx = subset_indices(int(ex.down.config["soft_seed"]), ctx.n_public,
                                  int(ex.down.config["soft_size"]))
@@ -169,7 +169,7 @@ def observe_down(ex: Exchange, view: str, ctx: ObservationContext) -> Observatio
             idx = np.arange(len(values))
         return Observation(view, "probs", ctx.copy_model(ex.cid, idx, values, ordinal),
                            ordinal)
-    from fedlabels.protocols.fedct import decode_consensus
+    from fedlabels.methods.fedct.fedct import decode_consensus
 
     idx = (np.asarray(arrays["queries"], dtype=np.int64) if "queries" in arrays
            else np.arange(ctx.n_public))

@@ -19,7 +19,7 @@ What the attacker observes is what each method's DP claim is about (``OBSERVED``
   in U); score = 1 if the canary's label was released, ½ on abstention, else 0 (the student
   trained on them is post-processing).
 
-Estimators (:mod:`fedlabels.privacy.auditing`): ``one-run`` (every canary included
+Estimators (:mod:`fedlabels.privacy.epsilon_lower_bound`): ``one-run`` (every canary included
 independently with probability ½ by a seeded draw of the auditor, one training run) and
 ``clopper-pearson`` (``runs`` runs with the first canary and ``runs`` without, same seed; only
 the privacy noise, drawn from the OS CSPRNG, differs between runs).
@@ -35,13 +35,13 @@ import numpy as np
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import predict_proba_full
 from fedlabels.audit.threats import ObservationContext, extract_observations
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import is_reproducible
 from fedlabels.data import ClientData, Federation
 from fedlabels.engines import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import build_learner, expand_per_client
-from fedlabels.privacy.auditing import clopper_pearson_audit, one_run_audit
-from fedlabels.protocols.base import MethodContext, ServerRole
-from fedlabels.randomness import is_reproducible
+from fedlabels.method.base import MethodContext, ServerRole
+from fedlabels.privacy.epsilon_lower_bound import clopper_pearson_audit, one_run_audit
 from fedlabels.results import RunResult
 
 OBSERVED = {"fedct": "replies", "dp-fedct": "replies", "fedavg": "final-model",
@@ -158,7 +158,7 @@ def canary_scores(method: str, canaries: Canaries, include: np.ndarray, models: 
                   options: dict[str, Any] | None = None, progress: bool | None = False
                   ) -> tuple[np.ndarray, RunResult]:
     """Run ``method`` with the included canaries; the attacker's score for every canary."""
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
 
     if method not in OBSERVED:
         raise FedLabelsError(f"no canary audit for method {method!r}; choose from "

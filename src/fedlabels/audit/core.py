@@ -23,9 +23,9 @@ from fedlabels.audit.plan import AuditPlan, make_plan
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import ReferenceModels, ReferenceOutputs
 from fedlabels.audit.threats import AuditView, Observation
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
 from fedlabels.engines import simulate
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import expand_per_client
 from fedlabels.learners.text_input import refuse_text
 from fedlabels.privacy.attacks import (
@@ -328,7 +328,7 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
     members in place of the members (``privacy.null_vul``, ``privacy.null_vul_ci``).
     Returns the run's result (with ``privacy`` merged in) and the full :class:`AuditReport`.
     """
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
 
     if federation.task != "classification":
         raise FedLabelsError(

@@ -63,7 +63,7 @@ def save_png(fig: Any, path: str | Path) -> Path:
     """Write a matplotlib figure as PNG, atomically, and close it."""
     import matplotlib.pyplot as plt
 
-    from fedlabels.results import atomic_path
+    from fedlabels.core.files import atomic_path
 
     path = Path(path)
     try:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
-from fedlabels.errors import FedLabelsError
 from fedlabels.privacy.attacks import gaussian_copies
 
 MIN_MEMBERS = 10

@@ -1,6 +1,6 @@
 """Record exactly what a method's server receives, without touching protocol or engine code.
 
-:class:`RecordingMethod` wraps a :class:`~fedlabels.protocols.Method`: its client roles answer
+:class:`RecordingMethod` wraps a :class:`~fedlabels.methods.Method`: its client roles answer
 as before, and every ``protocol`` reply is stored as the server decodes it (encoded and
 decoded with the wire codec, so the record is bit-for-bit what travels), together with the
 message the server sent and the round it belongs to.
@@ -17,8 +17,8 @@ import numpy as np
 
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.data import ClientData
-from fedlabels.protocols.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
-from fedlabels.protocols.options import MethodOptions
+from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.method.options import MethodOptions
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fedlabels.audit.plan import AuditPlan
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import build_learner, is_iterative
 
 

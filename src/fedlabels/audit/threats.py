@@ -20,16 +20,16 @@ import numpy as np
 
 from fedlabels.audit.recorder import Exchange
 from fedlabels.comm import unpack_labels
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import build_learner
-from fedlabels.protocols.threat import ThreatModel
+from fedlabels.method.threat import ThreatModel
 
 
 @dataclass(frozen=True)
 class AuditView:
     """How the audit attacks one view (``ThreatModel.view``) a method declares.
 
-    The method's own :class:`~fedlabels.protocols.threat.ThreatModel` says what each payload
+    The method's own :class:`~fedlabels.method.threat.ThreatModel` says what each payload
     is; this says which attacks apply to it and whether the query set goes into U.
     """
 
@@ -117,14 +117,14 @@ VIEWS: dict[str, AuditView] = {v.key: v for v in (
 
 def auditable_methods() -> list[str]:
     """Registered methods whose declared view the audit can attack."""
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     return sorted(name for name, m in METHODS.items() if m.threat_model.view in VIEWS)
 
 
 def threat_for(method: str) -> AuditView:
     """The audit view of a registered method's declared threat model, or a clear error."""
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
 
     declared = get_method(method).threat_model
     try:
@@ -186,7 +186,7 @@ def _public_indices(ex: Exchange, rows: str, n: int, ctx: ObservationContext) ->
     if rows == "queries":
         idx = np.asarray(ex.down.arrays["queries"], dtype=np.int64)
     elif rows == "subset":
-        from fedlabels.protocols.fedmd import subset_indices
+        from fedlabels.methods.distillation.fedmd import subset_indices
 
         idx = np.asarray(subset_indices(int(ex.down.config["subset_seed"]), ctx.n_public,
                                         int(ex.down.config["subset_size"])), dtype=np.int64)

@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from fedlabels.errors import FedLabelsError, show_warnings_in_one_line
+from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fedlabels.cli.misc import add_misc_parsers
     from fedlabels.cli.report import add_report_parsers
     from fedlabels.cli.run import add_run_parser
-    from fedlabels.provenance import version
+    from fedlabels.core.provenance import version
 
     parser = _Parser(
         prog="fedlabels",
@@ -58,13 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fedlabels.provenance import command_line
+    from fedlabels.core.provenance import command_line
 
     parser = build_parser()
     args = parser.parse_args(argv)
     show_warnings_in_one_line()
-    from fedlabels.progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
-    from fedlabels.threads import set_threads
+    from fedlabels.core.threads import set_threads
+    from fedlabels.runs.progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
 
     before = verbosity()
     set_verbosity(QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)

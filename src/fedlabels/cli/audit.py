@@ -7,7 +7,7 @@ import sys
 from contextlib import nullcontext
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 def add_audit_options(p: argparse.ArgumentParser, flag: bool = False) -> None:
@@ -68,13 +68,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.audit.core import audit_federation, parse_attacks
     from fedlabels.audit.curves import plot_vul_curves
     from fedlabels.audit.report import format_audit, plot_roc
-    from fedlabels.cli.run_options import checked_outputs, config_from_args, save_result
-    from fedlabels.data.loading import federation_for
-    from fedlabels.engines.runner import terminate_as_interrupt
+    from fedlabels.cli.run_options import (
+        checked_outputs,
+        config_from_args,
+        save_result,
+        show_table,
+    )
+    from fedlabels.core.files import writing
+    from fedlabels.core.randomness import reproducible
     from fedlabels.learners import as_models
-    from fedlabels.outputs import writing
-    from fedlabels.randomness import reproducible
-    from fedlabels.results import format_table, privacy_line
+    from fedlabels.results import privacy_line
+    from fedlabels.runs.federation import federation_for
+    from fedlabels.runs.loop import terminate_as_interrupt
 
     cfg = config_from_args(args)
     audit_view(cfg.method, args.threat)  # fail before loading data
@@ -111,7 +116,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     with writing(str(files["curves"])):
         curves = plot_vul_curves(privacy, files["curves"],
                                  title=f"{cfg.method} on {cfg.dataset}: VUL per round")
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     print()
     print(audit_header(privacy))
     print(format_audit(privacy))
@@ -143,9 +148,10 @@ def audit_header(privacy: dict[str, Any]) -> str:
 
 
 def add_audit_parser(sub: Any) -> None:
-    from fedlabels.cli.run_options import run_parser
+    from fedlabels.cli.run_options import add_metric_flag, run_parser
 
     p = run_parser(sub, "audit", help="run a method and attack what its server receives "
                                       "(membership inference: VUL, TPR at low FPR, ROC)")
+    add_metric_flag(p)
     add_audit_options(p)
     p.set_defaults(func=cmd_audit)

@@ -11,8 +11,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fedlabels.cli.run_options import checked_outputs, config_from_args, run_parser
-from fedlabels.errors import FedLabelsError
+from fedlabels.cli.run_options import (
+    add_metric_flag,
+    checked_outputs,
+    config_from_args,
+    run_parser,
+    show_table,
+)
+from fedlabels.core.errors import FedLabelsError
 
 
 def _add_deploy_options(p: argparse.ArgumentParser) -> None:
@@ -24,9 +30,8 @@ def _add_deploy_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_deploy_local(args: argparse.Namespace) -> int:
-    from fedlabels.engines.flower.local import deploy_local
-    from fedlabels.outputs import writing
-    from fedlabels.results import format_table
+    from fedlabels.core.files import writing
+    from fedlabels.deploy.launcher import deploy_local
 
     cfg = config_from_args(args)
     if args.resume and not args.workdir:
@@ -54,7 +59,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
         result.save_csv(files["rounds table"])
     if temporary:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     per_round = [r.seconds for r in result.rounds]
     print(f"\nresult: {out}  (rounds: {files['rounds table']}); mean wall time per round "
           f"{sum(per_round) / len(per_round):.1f} s over Flower")
@@ -62,8 +67,8 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
 
 
 def _resumed_outputs(cfg: Any) -> dict[str, Path]:
-    from fedlabels.engines.checkpoint import checkpoint_path
-    from fedlabels.outputs import result_path, run_outputs
+    from fedlabels.core.files import result_path, run_outputs
+    from fedlabels.runs.checkpoint import checkpoint_path
 
     if not cfg.output:
         raise FedLabelsError("--resume needs the interrupted run's --output (its checkpoint "
@@ -78,8 +83,8 @@ def _resumed_outputs(cfg: Any) -> dict[str, Path]:
 
 
 def cmd_deploy_prepare(args: argparse.Namespace) -> int:
+    from fedlabels.core.files import check_output_dir, result_path
     from fedlabels.engines.flower.prepare import prepare_run
-    from fedlabels.outputs import check_output_dir, result_path
 
     cfg = config_from_args(args)
     if cfg.output:
@@ -98,7 +103,7 @@ def cmd_deploy_prepare(args: argparse.Namespace) -> int:
 
 def cmd_deploy_certs(args: argparse.Namespace) -> int:
     try:
-        from fedlabels.engines.flower.security import make_node_keys, make_tls_files
+        from fedlabels.deploy.tls import make_node_keys, make_tls_files
     except ImportError:
         raise FedLabelsError("deploy certs needs the cryptography package; install "
                              "`pip install 'fedlabels[flower]'`.") from None
@@ -106,8 +111,8 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
     if args.nodes < 0 or args.days < 1:
         raise FedLabelsError(f"--nodes must be >= 0 and --days >= 1; got {args.nodes} and "
                              f"{args.days}.")
-    from fedlabels.engines.flower.security import has_ca
-    from fedlabels.outputs import check_output_dir
+    from fedlabels.core.files import check_output_dir
+    from fedlabels.deploy.tls import has_ca
 
     check_output_dir(Path(args.out_dir), "certificates and keys",
                      overwrite=args.overwrite or args.force)
@@ -137,6 +142,7 @@ def add_deploy_parser(sub: Any) -> None:
     p = run_parser(dsub, "local", help="a real Flower deployment on 127.0.0.1: one SuperLink, "
                                        "one SuperNode per client; same options as `run`")
     _add_deploy_options(p)
+    add_metric_flag(p)
     p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
                                      "a temporary directory, removed after a successful run)")
     p.add_argument("--timeout", type=float, default=3600.0,

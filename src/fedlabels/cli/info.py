@@ -55,7 +55,7 @@ def format_method(method: Any) -> str:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from fedlabels.protocols import METHODS, get_method
+    from fedlabels.methods import METHODS, get_method
 
     methods = [get_method(n) for n in args.names] if args.names else \
         [m for _, m in sorted(METHODS.items())]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 WIDTH = 100
 _DEST = "method_option:"  # namespace prefix of the generated flags (never clashes)
@@ -34,7 +34,7 @@ class MethodFlag:
     def parse_type(self) -> Callable[[str], Any]:
         """``int``, ``float`` or ``str`` when every declaration agrees (auto-typed otherwise);
         ``none`` gives None where a declaration takes None, as with ``--opt``."""
-        from fedlabels.protocols.options import parse_flag_value
+        from fedlabels.method.options import parse_flag_value
 
         infos = [info for _, info in self.users]
         kinds = [set(info.kind) for info in infos]
@@ -80,7 +80,7 @@ class MethodFlag:
 
 def method_flags() -> dict[str, MethodFlag]:
     """Option name -> its generated flag, over all registered methods (sorted by name)."""
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     users: dict[str, list[tuple[str, Any]]] = {}
     for name, method in sorted(METHODS.items()):
@@ -109,7 +109,7 @@ def add_method_flags(p: argparse.ArgumentParser) -> None:
 
 def methods_epilog() -> str:
     """The registered methods with their descriptions (pre-wrapped for the epilog)."""
-    from fedlabels.protocols import METHODS
+    from fedlabels.methods import METHODS
 
     lines = ["methods (--method; `fedlabels methods NAME` lists a method's options):"]
     for name, method in sorted(METHODS.items()):
@@ -121,7 +121,7 @@ def methods_epilog() -> str:
 
 def method_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """The options given as ``--opt KEY=VALUE`` and those given by generated flags."""
-    from fedlabels.protocols.options import parse_flag_value
+    from fedlabels.method.options import parse_flag_value
 
     opts: dict[str, Any] = {}
     for item in getattr(args, "opt", None) or []:
@@ -135,7 +135,7 @@ def method_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
 
 def check_flags(method: Any, flagged: dict[str, Any]) -> None:
     """Reject generated flags that ``method`` does not declare, naming the flag."""
-    from fedlabels.protocols.options import unknown_option_message
+    from fedlabels.method.options import unknown_option_message
 
     declared = method.options_class.names()
     for key in flagged:

@@ -18,7 +18,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from fedlabels.interpret import format_inspection, inspect_models
+    from fedlabels.reporting.inspect import format_inspection, inspect_models
 
     descriptions = inspect_models(args.result, top=args.top, client=args.client)
     if args.json:
@@ -29,8 +29,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from fedlabels.outputs import check_outputs, writing
-    from fedlabels.plots import figure_format, plot_accuracy
+    from fedlabels.core.files import check_outputs, writing
+    from fedlabels.reporting.plots import figure_format, plot_accuracy
     from fedlabels.results import load_result
 
     out = Path(args.output)

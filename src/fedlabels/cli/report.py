@@ -7,20 +7,23 @@ from typing import Any
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from fedlabels.report import write_report
+    import sys
 
-    outputs = write_report(args.results, args.output, overwrite=args.overwrite)
+    from fedlabels.reporting.report import write_report
+
+    outputs, warned = write_report(args.results, args.output, overwrite=args.overwrite,
+                                   metric=args.metric)
     print(f"wrote {outputs['report']} and {outputs['summary table']}")
+    for conf, line in warned:
+        print(f"warning: {conf}: {line}", file=sys.stderr)
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fedlabels.interpret import models_path
-    from fedlabels.outputs import check_outputs, writing
-    from fedlabels.results import write_atomic
-    from fedlabels.reuse import predict_file
+    from fedlabels.core.files import check_outputs, models_path, write_atomic, writing
+    from fedlabels.results.predict import predict_file
 
     out = Path(args.output).expanduser()
     check_outputs({"predictions": out},
@@ -39,9 +42,14 @@ def add_report_parsers(sub: Any) -> None:
                                       "and summary.csv (mean ± std over seeds)")
     p.add_argument("results", nargs="+", help="result JSON files")
     p.add_argument("-o", "--output", required=True,
-                   help="directory for report.html and summary.csv")
+                   help="NAME.html (the page; NAME.summary.csv beside it) or a directory "
+                        "(report.html and summary.csv in it)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing report.html / summary.csv")
+                   help="replace an existing page / summary table")
+    from fedlabels.core.clinical import SCALAR_METRICS
+
+    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
+                   help="the headline column of the table (default accuracy)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("predict", help="label new raw data with a finished run's client models "

@@ -1,7 +1,7 @@
 """``fedlabels run --resume RESULT.json [--rounds N]``: continue or extend a run.
 
 The run is rebuilt from the checkpoint beside its result (``RESULT.checkpoint.npz``, see
-:mod:`fedlabels.engines.checkpoint`), which holds its configuration, so nothing else may
+:mod:`fedlabels.runs.checkpoint`), which holds its configuration, so nothing else may
 be given that would change it: only ``--rounds`` (extend a finished run) and the flags that
 change how it is shown. The run's own files (result, rounds table, models, checkpoint) are
 updated in place, without ``--overwrite``: it is the same run. A ``RESULT.json`` that a
@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 #: what may be given with --resume (argparse dests); everything else would change the run
 ALLOWED = ("resume", "rounds", "no_progress", "overwrite")
@@ -37,9 +37,9 @@ def resumed_run(args: argparse.Namespace,
                 parser: argparse.ArgumentParser) -> tuple[Any, dict[str, Path]]:
     """The resumed run's result and its files (written by the caller)."""
     from fedlabels.api import resume
-    from fedlabels.engines.checkpoint import checkpoint_path
-    from fedlabels.engines.runner import terminate_as_interrupt
-    from fedlabels.outputs import result_path, run_outputs
+    from fedlabels.core.files import result_path, run_outputs
+    from fedlabels.runs.checkpoint import checkpoint_path
+    from fedlabels.runs.loop import terminate_as_interrupt
 
     check_resume_flags(args, parser)
     out = result_path(args.resume, "--resume")

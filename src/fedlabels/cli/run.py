@@ -8,19 +8,21 @@ from typing import Any
 
 from fedlabels.cli.audit import add_audit_options, cmd_audit
 from fedlabels.cli.run_options import (
+    add_metric_flag,
     checked_outputs,
     config_from_args,
     interrupted_message,
     run_parser,
     save_result,
+    show_table,
 )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
-    from fedlabels.engines.runner import terminate_as_interrupt
-    from fedlabels.progress import info
-    from fedlabels.results import format_table, privacy_line
+    from fedlabels.results import privacy_line
+    from fedlabels.runs.loop import terminate_as_interrupt
+    from fedlabels.runs.progress import info
 
     if args.resume is not None:  # continue (or extend) a checkpointed run
         from fedlabels.cli.resume import resumed_run
@@ -29,7 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.audit:  # run + membership-inference audit
         return cmd_audit(args)
     else:
-        from fedlabels.engines.checkpoint import SUFFIX
+        from fedlabels.runs.checkpoint import SUFFIX
 
         cfg = config_from_args(args)
         files = checked_outputs(cfg, args, checkpoint=SUFFIX)  # before any data is loaded
@@ -37,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = run_config(cfg, progress=not args.no_progress,
                                 checkpoint=files["checkpoint"])
     save_result(result, files)
-    print(format_table([result.summary_row()]))
+    show_table(result, args.metric)
     info(f"\nresult: {files['result']}  (rounds: {files['rounds table']})")
     line = privacy_line(result.extra.get("privacy") or {})
     if line:
@@ -50,7 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def participation_arg(text: str) -> float | int:
     """``3`` -> 3 clients per round; ``0.5`` or ``1.0`` -> a probability (range checked in
-    :class:`~fedlabels.config.RunConfig`)."""
+    :class:`~fedlabels.runs.config.RunConfig`)."""
     try:
         return int(text) if text.strip().isdigit() else float(text)
     except ValueError:
@@ -60,6 +62,7 @@ def participation_arg(text: str) -> float | int:
 
 def add_run_parser(sub: Any) -> None:
     p = run_parser(sub, "run", help="run one method on one dataset")
+    add_metric_flag(p)
     p.add_argument("--participation", type=participation_arg, metavar="Q|K",
                    help="partial participation: each client takes part in a round with "
                         "probability Q (0 < Q <= 1, with a decimal point: 0.5, 1.0), or "

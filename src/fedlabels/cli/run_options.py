@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.cli.method_flags import add_method_flags, check_flags, method_options
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
              "private", "private_per_client", "test", "partition", "unlabeled_shift",
@@ -88,10 +88,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    """The validated :class:`~fedlabels.config.RunConfig`; method options are checked here,
+    """The validated :class:`~fedlabels.runs.config.RunConfig`; method options are checked here,
     before any data is loaded."""
-    from fedlabels.config import RunConfig, load_config
-    from fedlabels.protocols import get_method
+    from fedlabels.methods import get_method
+    from fedlabels.runs.config import RunConfig, load_config
 
     given: dict[str, Any] = {k: getattr(args, k) for k in _RUN_KEYS
                              if getattr(args, k) is not None}
@@ -129,9 +129,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
 def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
                     tag: str = "", **extra: str) -> dict[str, Path]:
     """The output files of a run, checked before any data is loaded (see
-    :mod:`fedlabels.outputs`): the result JSON, its rounds table, the models file (with
+    :mod:`fedlabels.core.files`): the result JSON, its rounds table, the models file (with
     ``models``) and ``extra`` files named by the result's suffix (``roc=".roc.png"``)."""
-    from fedlabels.outputs import check_outputs, result_path, run_inputs, run_outputs
+    from fedlabels.core.files import check_outputs, result_path, run_inputs, run_outputs
 
     out = result_path(cfg.output) if cfg.output else default_output(cfg, tag)
     files = run_outputs(out)
@@ -146,7 +146,7 @@ def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
 def save_result(result: Any, files: dict[str, Path]) -> None:
     """Write the result JSON, its rounds table and (if planned and present) the models;
     a failed write is a one-line error."""
-    from fedlabels.outputs import writing
+    from fedlabels.core.files import writing
 
     with writing(str(files["result"])):
         result.save_json(files["result"])
@@ -155,8 +155,8 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
         import warnings
 
-        from fedlabels.errors import FedLabelsWarning
-        from fedlabels.interpret import save_models
+        from fedlabels.core.errors import FedLabelsWarning
+        from fedlabels.results.models_file import save_models
 
         try:
             with writing(str(files["models file"])):
@@ -167,6 +167,41 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
             warnings.warn(FedLabelsWarning(f"the models file was not written ({exc}); "
                                            "`fedlabels predict` and `inspect` need it."),
                           stacklevel=2)
+
+
+def add_metric_flag(p: argparse.ArgumentParser) -> None:
+    """``--metric``: the headline column of the printed table (commands that print one)."""
+    from fedlabels.core.clinical import SCALAR_METRICS
+
+    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
+                   help="the headline column of the printed table: its mean, min and max "
+                        "over clients (all are in the result's `clinical` entry; default "
+                        "accuracy)")
+
+
+def show_table(result: Any, metric: str = "accuracy") -> None:
+    """Print a run's table row (headline ``metric``) and, on stderr, its caveats."""
+    import sys
+
+    from fedlabels.results import format_table, table_warnings
+
+    row = result.summary_row()
+    print(format_table([row], metric=metric))
+    clinical = result.extra.get("clinical") or {}
+    if metric != "accuracy" and row.get("mean_rmse") is not None:
+        print(f"warning: --metric {metric} applies to classification; a regression run "
+              "reports RMSE and R²", file=sys.stderr)
+    elif metric != "accuracy" and row.get(f"mean_{metric}") is None:
+        if clinical.get("unavailable") or not clinical:
+            why = clinical.get("unavailable") or "a Flower deployment keeps the models at " \
+                "the sites"
+        elif metric == "auroc":
+            why = str(clinical.get("auroc_scores")).removeprefix("n/a: ")
+        else:
+            why = "it applies to binary tasks only"
+        print(f"warning: --metric {metric} is n/a for this run: {why}", file=sys.stderr)
+    for line in table_warnings([row]):
+        print(line, file=sys.stderr)
 
 
 def interrupted_message(result: Any) -> str:

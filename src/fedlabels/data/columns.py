@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from fedlabels.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
 
 #: a non-numeric column with more distinct values than this fraction of the rows (and at
 #: least ``_MIN_DISTINCT``) looks like an identifier, not a category

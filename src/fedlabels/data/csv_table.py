@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 #: separators a one-column table is checked for (to suggest ``--sep``)
 _OTHER_SEPARATORS = (";", "\t", "|", ",")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.data.lazy_rows import LazyRows
 from fedlabels.data.partition import PartitionSpec, parse_partition
 from fedlabels.data.partition import partition as partition_pool
-from fedlabels.errors import FedLabelsError
 
 if TYPE_CHECKING:
     from fedlabels.data.public_pca import PublicPCA
@@ -50,7 +50,7 @@ class Federation:
     target_range: tuple[float, float] | None = None
     feature_names: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
-    # raw features -> model inputs (a fedlabels.reuse.Preprocessing), to reuse the models
+    # raw features -> model inputs (a fedlabels.results.predict.Preprocessing), to reuse the models
     preprocessing: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -112,42 +112,6 @@ def _all_finite(arr: np.ndarray | LazyRows) -> bool:
     return all(bool(np.isfinite(arr[i : i + step]).all()) for i in range(0, len(arr), step))
 
 
-class LazyRows:
-    """A feature matrix stored compactly (e.g. uint8 pixels) whose rows convert when read.
-
-    ``X[key]`` returns ``convert(source[key])``, a new array; ``np.asarray(X)`` converts all
-    of it. :func:`make_federation` reads only the rows it puts into the federation, so a
-    dataset whose runs use a third of it (Fashion-MNIST: 60,000 training images, of which
-    U and the clients take 20,000 by default) is never held as one float matrix.
-    ``convert`` must work element by element, so that any row gives the same values
-    whichever block it is read in.
-    """
-
-    ndim = 2
-
-    def __init__(self, source: np.ndarray, convert: Callable[[np.ndarray], np.ndarray],
-                 dtype: Any = np.float32) -> None:
-        if source.ndim != 2:
-            raise FedLabelsError(f"LazyRows needs a 2-D source, got shape {source.shape}.")
-        self.source = source
-        self.convert = convert
-        self.dtype = np.dtype(dtype)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.source.shape)
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        return np.asarray(self.convert(self.source[key]), dtype=self.dtype)
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        out = self[:]
-        return out if dtype is None else out.astype(dtype, copy=False)
-
-
 def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, list[str]]:
     """Convert an array or DataFrame to a finite float matrix; one-hot encodes categoricals.
 
@@ -160,7 +124,7 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
     names: list[str]
     from fedlabels.learners.text_input import as_text_array, is_text
 
-    if is_text(X):  # text (issue 18): one str per row, kept as a 1-D object array
+    if is_text(X):  # text: one str per row, kept as a 1-D object array
         return as_text_array(X), [str(getattr(X, "name", None) or "text")]
     if isinstance(X, LazyRows):
         if not _all_finite(X):
@@ -169,7 +133,7 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
         return X, [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
         from fedlabels.data.columns import check_feature_columns
-        from fedlabels.reuse import categorical_columns
+        from fedlabels.data.preprocessing import categorical_columns
 
         check_feature_columns(X)  # no ID, date or stray-token column is one-hot encoded
         categorical = categorical_columns(X)
@@ -311,9 +275,9 @@ def make_federation(
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
     from fedlabels.data.partition import split_column
+    from fedlabels.data.preprocessing import Preprocessing
     from fedlabels.data.shift import check_shift, measure_shift, shifted_public
     from fedlabels.data.targets import check_partition_for_task, check_task, unit_targets
-    from fedlabels.reuse import Preprocessing
 
     check_partition_for_task(spec.kind, check_task(task))
     regression = task == "regression"

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data.federation import Federation, make_federation
 from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
-from fedlabels.errors import FedLabelsError
-
-if TYPE_CHECKING:
-    from fedlabels.config import RunConfig
 
 
 def load_table(dataset: str, *, sep: str | None = None,
@@ -40,17 +37,6 @@ def load_table(dataset: str, *, sep: str | None = None,
     if info.target is not None:  # a user table
         X = drop_index_columns(X, keep=[*(keep or ()), *(remove or ())])
     return info, replace(raw, X=select_columns(X, keep, remove, info.target))
-
-
-def federation_for(cfg: RunConfig) -> Federation:
-    """The federation a :class:`~fedlabels.config.RunConfig` describes."""
-    return load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
-                           n_private=cfg.private, private_per_client=cfg.private_per_client,
-                           n_test=cfg.test, partition=cfg.partition, seed=cfg.seed,
-                           sep=cfg.sep, features=cfg.features, drop=cfg.drop,
-                           text_column=cfg.text_column, task=cfg.task,
-                           target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift,
-                           public_pca=cfg.public_pca)
 
 
 def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None = None,

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedlabels.data.cache import dataset_dir
-from fedlabels.data.fetch import DebSource
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.downloads.cache import dataset_dir
+from fedlabels.downloads.fetch import DebSource
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +47,7 @@ class MlbenchTable:
     target: str
     description: str
     defaults: dict[str, int | None]
-    task: str = "classification"  # "regression": a numeric target (issue 16)
+    task: str = "classification"  # "regression": a numeric target
     missing: str = "drop"  # the missing-value policy of encode_table
 
 
@@ -64,7 +64,7 @@ TABLES: dict[str, MlbenchTable] = {t.name: t for t in (
     MlbenchTable("vehicle", "Vehicle", "Class",
                  "UCI Statlog Vehicle silhouettes, 846 x 18, 4 classes",
                  {"n_unlabeled": 400, "n_private": 250, "n_test": 196}),
-    # regression tables (issue 16): numeric targets
+    # regression tables: numeric targets
     MlbenchTable("BostonHousing", "BostonHousing", "medv",
                  "Boston housing, 506 x 13, regression (median home value, $1000s)",
                  {"n_unlabeled": 200, "n_private": None, "n_test": 100}, task="regression"),
@@ -94,7 +94,7 @@ def fetched_marker() -> Path:
 
 def fetch_mlbench(from_deb: str | Path | None = None, log: Any = print) -> Path:
     """Fetch ``r-cran-mlbench`` once into the cache (all tables at once)."""
-    from fedlabels.data.fetch import fetch_deb_dataset
+    from fedlabels.downloads.fetch import fetch_deb_dataset
 
     return fetch_deb_dataset(CACHE_NAME, MLBENCH, from_deb=from_deb, log=log)
 

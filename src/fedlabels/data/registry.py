@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.data.cache import dataset_dir
-from fedlabels.data.federation import LazyRows
-from fedlabels.data.fetch import FASHION_MNIST, fetch_deb_dataset
-from fedlabels.data.minilm import fetch_minilm
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.data.lazy_rows import LazyRows
+from fedlabels.downloads.cache import dataset_dir
+from fedlabels.downloads.fetch import FASHION_MNIST, fetch_deb_dataset
+from fedlabels.downloads.minilm import fetch_minilm
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class DatasetInfo:
     fetch: Callable[..., Path] | None = None
     fetched_marker: Callable[[], Path] | None = None
     target: str | None = None  # the label column of a table (a CSV's TARGET)
-    task: str = "classification"  # or "regression" (a numeric target; issue 16)
+    task: str = "classification"  # or "regression" (a numeric target)
 
     @property
     def needs_fetch(self) -> bool:
@@ -131,7 +131,7 @@ register(DatasetInfo(
     fetched_marker=lambda: dataset_dir("fashion_mnist") / FASHION_MNIST.marker))
 
 
-# UCI tables of Debian's r-cran-mlbench (issue 3): one fetch gives all of them
+# UCI tables of Debian's r-cran-mlbench: one fetch gives all of them
 def _mlbench_loader(name: str) -> Callable[[], LoadedDataset]:
     def load() -> LoadedDataset:
         from fedlabels.data.mlbench import load_table
@@ -159,10 +159,10 @@ def _register_mlbench() -> None:
 # names that `fedlabels fetch` accepts besides datasets: a package holding several datasets
 FETCH_GROUPS: dict[str, Callable[..., Path]] = {}
 _register_mlbench()
-FETCH_GROUPS["minilm"] = fetch_minilm  # the text encoder (issue 18), not a dataset
+FETCH_GROUPS["minilm"] = fetch_minilm  # the text encoder, not a dataset
 
 
-# rated sentiment text of the vaderSentiment sdist (issue 18): one fetch gives all three
+# rated sentiment text of the vaderSentiment sdist: one fetch gives all three
 def _register_text() -> None:
     import fedlabels.data.text as text
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data.partition import largest_remainder
-from fedlabels.errors import FedLabelsError
 
 
 def check_shift(shift: Any) -> float:

@@ -7,7 +7,7 @@ the whole published table (all rows, test set included; the result records which
 Every target ``y`` is held as ``(y - lo) / (hi - lo)``: one public affine map, so all
 clients learn on the same standardised scale, FedCT quantises predictions over ``[0, 1]``
 and FedAvg averages models with one output scale. Metrics go back to original units
-(:func:`fedlabels.metrics.regression_scores`).
+(:func:`fedlabels.core.metrics.regression_scores`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 TASKS = ("classification", "regression")
 #: partitions that do not look at the labels (the only ones a regression task can take)

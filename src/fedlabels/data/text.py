@@ -1,4 +1,4 @@
-"""Sentiment text with human ratings, from the vaderSentiment 3.3.2 sdist (issue 18).
+"""Sentiment text with human ratings, from the vaderSentiment 3.3.2 sdist.
 
 ``fedlabels fetch tweets`` (or ``movie_reviews``, ``amazon_reviews``, ``vader``: all three)
 runs ``pip download --no-deps --no-binary :all: vaderSentiment==3.3.2``, checks the sdist's
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.data.cache import dataset_dir
-from fedlabels.data.fetch import commit_staged, pip_download
-from fedlabels.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.downloads.cache import dataset_dir
+from fedlabels.downloads.fetch import commit_staged, pip_download
 from fedlabels.learners.text_input import as_text_array
 
 CACHE_NAME = "vader"

@@ -4,7 +4,7 @@ Messages are encoded to bytes and decoded on the other side, exactly as they wou
 and :class:`CommMeter` counts ``len()`` of those bytes per round, client, direction and
 category. Splits, initialisation and minibatch order are deterministic for a given seed;
 secret randomness (DP noise, masks, keys) comes from OS entropy
-(:mod:`fedlabels.randomness`) unless ``insecure_reproducible_noise`` is set.
+(:mod:`fedlabels.core.randomness`) unless ``insecure_reproducible_noise`` is set.
 """
 
 from __future__ import annotations
@@ -15,17 +15,25 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
-from fedlabels.engines.checkpoint import (
+from fedlabels.learners import expand_per_client
+from fedlabels.learners.text_input import check_run_input
+from fedlabels.method.adversary import attack_record, make_malicious, plan_attack
+from fedlabels.method.base import ClientRole, Grid, Method
+from fedlabels.method.options import MethodOptions
+from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.checkpoint import (
     Keeper,
     check_extension,
     checkpoint_path,
     load_checkpoint,
     run_identity,
 )
-from fedlabels.engines.participation import Participation, ParticipationGrid, check_method
-from fedlabels.engines.runner import (
+from fedlabels.runs.loop import (
     CommMeter,
     build_result,
     plan_run,
@@ -33,18 +41,12 @@ from fedlabels.engines.runner import (
     run_rounds,
     uses_iterative,
 )
-from fedlabels.learners import expand_per_client
-from fedlabels.learners.text_input import check_run_input
-from fedlabels.progress import RoundProgress
-from fedlabels.protocols.adversary import attack_record, make_malicious, plan_attack
-from fedlabels.protocols.base import ClientRole, Grid, Method
-from fedlabels.protocols.options import MethodOptions
-from fedlabels.randomness import reproducible
-from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.participation import Participation, ParticipationGrid, check_method
+from fedlabels.runs.progress import RoundProgress
 
 
 class InProcessGrid:
-    """A :class:`~fedlabels.protocols.Grid` over client roles living in this process."""
+    """A :class:`~fedlabels.methods.Grid` over client roles living in this process."""
 
     def __init__(self, clients: Mapping[int, ClientRole], meter: CommMeter) -> None:
         self.clients = dict(clients)
@@ -94,18 +96,18 @@ def simulate(
     how often clients report test accuracy; the last round is always evaluated.
     ``options`` are the method's options (a mapping, validated against the method's
     declaration, or an already validated ``MethodOptions``).
-    ``progress``: see :mod:`fedlabels.progress` (``None``: a bar on a terminal, else quiet).
-    ``insecure_reproducible_noise`` runs inside :func:`fedlabels.randomness.reproducible`
+    ``progress``: see :mod:`fedlabels.runs.progress` (``None``: a bar on a terminal, else quiet).
+    ``insecure_reproducible_noise`` runs inside :func:`fedlabels.core.randomness.reproducible`
     (``seed``): every party's noise, masks and keys repeat from the seed, so the result
     protects nothing and says ``privacy.guarantee = "none"`` (so does any run made while a
     reproducible source is installed). Tests and debugging only.
     ``malicious`` clients (below half, drawn from ``seed``) send what ``attack`` makes of
-    their replies (:mod:`fedlabels.protocols.adversary`); the result's ``malicious`` entry
+    their replies (:mod:`fedlabels.method.adversary`); the result's ``malicious`` entry
     names them.
     ``participation`` (a probability q in (0, 1] per client and round, or an int: exactly that
     many clients per round), ``dropout`` and ``deadline``: see
-    :mod:`fedlabels.engines.participation`; the result's ``participation`` entry records them.
-    ``checkpoint`` is written after every round (:mod:`fedlabels.engines.checkpoint`);
+    :mod:`fedlabels.runs.participation`; the result's ``participation`` entry records them.
+    ``checkpoint`` is written after every round (:mod:`fedlabels.runs.checkpoint`);
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
@@ -177,6 +179,30 @@ def simulate(
         keeper.stamp(result)
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
+            if federation.task != "regression":
+                result.extra["clinical"] = final_clinical(clients, cids, federation,
+                                                          records[-1].accuracies)
         result.feature_names = list(federation.feature_names)
         result.preprocessing = federation.preprocessing
         return result
+
+
+def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federation,
+                   last_accuracies: list[float] | None) -> dict[str, Any]:
+    """Clinical metrics of each client's final model on the test set (see
+    :mod:`fedlabels.core.clinical`). Where the last round's evaluation scored something else
+    (a student, transductive labels), the entry says so instead of contradicting it."""
+    from fedlabels.core.clinical import class_probabilities, clinical_summary
+
+    outputs = [(clients[c].predict(clients[c].X_test),
+                class_probabilities(clients[c].model(), clients[c].X_test,
+                                    federation.n_classes)) for c in cids]
+    counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)
+                     for c in federation.clients], axis=0)
+    summary = clinical_summary(outputs, federation.y_test, federation.n_classes,
+                               counts.tolist(), [str(n) for n in federation.class_names])
+    accuracies = summary["metrics"]["accuracy"]["clients"]
+    if last_accuracies is not None and not np.allclose(accuracies, last_accuracies):
+        return {"unavailable": "this method's evaluation scores something other than each "
+                               "client's model on the test set"}
+    return summary

@@ -1,8 +1,8 @@
 """Learners: any scikit-learn classifier, plus a torch MLP adapter; model specs by name."""
 
+from fedlabels.learners.model_spec import ModelSpec
 from fedlabels.learners.specs import (
     MODELS,
-    ModelSpec,
     as_models,
     build_learner,
     check_estimator,

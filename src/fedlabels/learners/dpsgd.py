@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.validation import check_noise_multiplier, check_sampling_rate
 
 
@@ -105,7 +105,7 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
                 y_aux: np.ndarray | None = None, aux_index: np.ndarray | None = None) -> int:
     """Take ``n_steps`` DP-SGD steps on the private ``(X, y)``; returns the steps taken.
 
-    ``rng`` must be a secret generator (:func:`fedlabels.randomness.numpy_generator`): it
+    ``rng`` must be a secret generator (:func:`fedlabels.core.randomness.numpy_generator`): it
     draws the Poisson sample and the noise. The auxiliary set ``X_aux[aux_index]`` (public)
     contributes one plain minibatch per step, as in :meth:`TorchMLPClassifier.train_steps`.
     """

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.learners.specs import Factory, _sk, _torch_mlp
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.builders import Factory, _sk, _torch_mlp
 
 
 def _torch_mlp_regressor(n_classes: int, random_state: int, **params: Any) -> Any:

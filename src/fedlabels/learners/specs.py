@@ -9,27 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.builders import Factory, _sk, _torch_mlp
+from fedlabels.learners.model_spec import ModelSpec, _fmt
 from fedlabels.learners.text_input import register_text_model as _register_text_model
-
-Factory = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A model name and its keyword parameters."""
-
-    name: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        if not self.params:
-            return self.name
-        inner = ",".join(f"{k}={_fmt(v)}" for k, v in self.params.items())
-        return f"{self.name}({inner})"
 
 
 @dataclass(frozen=True)
@@ -55,12 +41,6 @@ def register_model(name: str, factory: Factory, description: str,
     MODELS[name] = ModelEntry(factory, description, aliases, check)
     for alias in (name, *aliases):
         _ALIASES[alias] = name
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, tuple):
-        return "-".join(str(v) for v in value)
-    return str(value)
 
 
 def _parse_value(text: str) -> Any:
@@ -187,28 +167,6 @@ def expand_per_client(specs: list[Any], n_clients: int) -> list[Any]:
 
 # ------------------------------------------------------------------ built-in models
 
-def _sk(cls_path: str, rename: dict[str, str] | None = None, **defaults: Any) -> Factory:
-    module_name, cls_name = cls_path.rsplit(".", 1)
-
-    def factory(n_classes: int, random_state: int, **params: Any) -> Any:
-        import importlib
-
-        cls = getattr(importlib.import_module(module_name), cls_name)
-        kwargs = {**defaults}
-        for key, value in params.items():
-            kwargs[(rename or {}).get(key, key)] = value
-        if "random_state" in cls().get_params():
-            kwargs.setdefault("random_state", random_state)
-        try:
-            estimator = cls(**kwargs)
-            estimator._validate_params()
-        except (TypeError, ValueError) as exc:
-            raise FedLabelsError(f"invalid parameters for {cls_name}: {exc}") from None
-        return estimator
-
-    return factory
-
-
 _MLP_INTS = ("batch_size", "max_steps", "predict_batch_size")
 _MLP_PARAMS = ("hidden", "lr", "weight_decay", "warm_start", *_MLP_INTS)
 
@@ -238,16 +196,6 @@ def _check_mlp(params: dict[str, Any]) -> None:
     if not isinstance(params.get("warm_start", True), bool):
         raise FedLabelsError(f"warm_start must be true or false, got "
                              f"{_fmt(params['warm_start'])!r}.")
-
-
-def _torch_mlp(n_classes: int, random_state: int, hidden: Any = (512, 512),
-               lr: float = 1e-3, **params: Any) -> Any:
-    from fedlabels.learners.torch_mlp import TorchMLPClassifier
-
-    if isinstance(hidden, int):
-        hidden = (hidden,)
-    return TorchMLPClassifier(hidden_layer_sizes=tuple(hidden), n_classes=n_classes,
-                              learning_rate=lr, random_state=random_state, **params)
 
 
 register_model("decision_tree", _sk("sklearn.tree.DecisionTreeClassifier",
@@ -283,7 +231,7 @@ def clone_fresh(estimator: Any) -> Any:
     return clone(estimator)
 
 
-# ------------------------------------------------------------------ tabular models (issue 3)
+# ------------------------------------------------------------------ tabular models
 def _xgboost(n_classes: int, random_state: int, **params: Any) -> Any:
     from fedlabels.learners.tabular import make_xgboost
 
@@ -306,7 +254,7 @@ register_model("rulefit", _rulefit,
                aliases=("rule_fit",))
 
 
-# ------------------------------------------------------------------ text models (issue 18)
+# ------------------------------------------------------------------ text models
 def _register_lazy_text_model(name: str, module: str, description: str,
                               aliases: tuple[str, ...]) -> None:
     """A text model whose module (scikit-learn, transformers) is imported only when used:

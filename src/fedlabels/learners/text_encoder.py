@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 #: the attention projections LoRA adapts (query and value, as in the LoRA paper)
 LORA_TARGETS = ("query", "value")
@@ -56,7 +56,7 @@ def load_base(path: str | Path) -> Base:
         if not (root / name).is_file():
             raise FedLabelsError(f"{root} has no {name}; point model_dir at a BERT-style "
                                  "model directory, or run `fedlabels fetch minilm`.")
-    from fedlabels.data.minilm import offline_hub
+    from fedlabels.downloads.minilm import offline_hub
 
     offline_hub()
     from tokenizers import Tokenizer

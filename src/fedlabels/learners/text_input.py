@@ -1,4 +1,4 @@
-"""The text-input contract: which data are text, which learners take text (issue 18).
+"""The text-input contract: which data are text, which learners take text.
 
 A text dataset's ``X`` is a 1-D numpy array of dtype ``object`` holding one Python ``str``
 per row. A learner that takes text declares it with a class attribute
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 #: model spec names (canonical) of learners that take text
 TEXT_MODELS: set[str] = set()
@@ -45,7 +45,7 @@ def is_text(X: Any) -> bool:
 def accepts_text(learner: Any) -> bool:
     """Whether a learner (an object, or a :class:`~fedlabels.learners.specs.ModelSpec`)
     takes text ``X``."""
-    from fedlabels.learners.specs import ModelSpec  # lazily: specs imports this module
+    from fedlabels.learners.model_spec import ModelSpec
 
     if isinstance(learner, ModelSpec):
         return learner.name in TEXT_MODELS
@@ -58,7 +58,7 @@ def _text_models() -> str:
 
 def check_learner_input(learner: Any, X: Any, where: str = "model") -> None:
     """Refuse text ``X`` for a numeric learner and numeric ``X`` for a text learner."""
-    from fedlabels.learners.specs import ModelSpec
+    from fedlabels.learners.model_spec import ModelSpec
 
     label = str(learner) if isinstance(learner, ModelSpec) else type(learner).__name__
     if is_text(X) and not accepts_text(learner):

@@ -1,4 +1,4 @@
-"""``tfidf``: TF-IDF features + L2 logistic regression, a classic text learner (issue 18).
+"""``tfidf``: TF-IDF features + L2 logistic regression, a classic text learner.
 
 A refit learner (scikit-learn): every ``fit`` learns the vocabulary and the IDF weights from
 the texts it is given and then the classifier, so in FedCT a client's vocabulary grows with
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.text_input import as_text_array, is_text
 
 #: parameters of the ``tfidf`` spec and their checks (name -> (kind, lowest value))

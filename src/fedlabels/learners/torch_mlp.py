@@ -20,7 +20,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 

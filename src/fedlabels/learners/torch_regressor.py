@@ -9,7 +9,7 @@ import torch
 from sklearn.base import RegressorMixin
 from torch import nn
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 

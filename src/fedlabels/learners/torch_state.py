@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 _STATE_FORMAT = "fedlabels.torch_mlp/1"
 
@@ -88,7 +88,7 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
 def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
     """Restore a state from :meth:`state_dict` of a learner with the same parameters.
 
-    Raises :class:`~fedlabels.errors.FedLabelsError` if the state is malformed or was
+    Raises :class:`~fedlabels.core.errors.FedLabelsError` if the state is malformed or was
     taken from a different architecture.
     """
     state = dict(state)

@@ -28,7 +28,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
 from fedlabels.learners.text_input import is_text
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
@@ -129,7 +129,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         if self.mode not in MODES or self.head not in HEADS:
             raise FedLabelsError(f"mode must be one of {MODES} and head one of {HEADS}.")
         if self.model_dir is None:
-            from fedlabels.data.minilm import require_model_dir
+            from fedlabels.downloads.minilm import require_model_dir
 
             path: str | Path = require_model_dir()
         else:

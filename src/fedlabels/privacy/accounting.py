@@ -36,7 +36,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.events import KaryRREvent, SampledGaussianEvent, XorEvent
 from fedlabels.privacy.search import bisect_monotone
 from fedlabels.privacy.validation import (

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.events import Sensitivity
 
 #: relative slack for the numerical error of a calibration (bisection / root finding)

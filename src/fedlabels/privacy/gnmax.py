@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from fedlabels.consensus import ABSTAIN
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.events import GNMaxEvent
 
 #: RDP orders used for PATE accounting (dense where the optimum usually lies)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from fedlabels.consensus import ABSTAIN
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.validation import check_epsilon
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.validation import check_epsilon
 
 #: L1 sensitivity of a vote-count vector when one teacher's vote moves

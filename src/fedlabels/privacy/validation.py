@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 def _is_number(value: Any) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.events import GNMaxEvent, LaplaceNoisyMaxEvent
 from fedlabels.privacy.gnmax import (
     check_orders,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
 from fedlabels.propagation.knn import knn_from_bits, knn_from_hamming
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def solve_cg(W: sp.spmatrix, B: np.ndarray, alpha: float, rtol: float = 1e-10,
     ``I − αW`` is symmetric positive definite when ``W`` is the symmetric normalised
     adjacency (eigenvalues in [−1, 1]) and α ∈ (0, 1). Each column has its own step sizes;
     converged columns stop changing. Cost per iteration: one sparse × dense product.
-    Warns (:class:`~fedlabels.errors.FedLabelsWarning`) if columns have not converged after
+    Warns (:class:`~fedlabels.core.errors.FedLabelsWarning`) if columns have not converged after
     ``max_iter`` iterations.
     """
     B = np.asarray(B, dtype=np.float64)

@@ -6,8 +6,8 @@ smaller index. Both entry points give exactly the same neighbours:
 * :func:`knn_from_bits` — from packed LSH bits, blockwise: only blocks on and above the
   diagonal are multiplied (``H`` is symmetric); each block offers its best k to its rows and,
   transposed, to its columns, and a **running top-k** per point keeps only the k best so far.
-  Memory is O(n·k + block·(block + L)) (before issue 20 every block's candidates were kept until the
-  end: O(n²·k/block), ~39 GB at 10⁶ points).
+  Memory is O(n·k + block·(block + L)) (keeping every block's candidates until the end
+  would take O(n²·k/block), ~39 GB at 10⁶ points).
 * :func:`knn_from_hamming` — from a full Hamming matrix (the server's H), in row blocks.
 
 **Keys from the product.** Within a block of width w the key ``h·w + column`` orders

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.propagation.core import hamming_matrix, unpack_bits
 from fedlabels.secure import ot_hamming as ot
 from fedlabels.secure import paillier_hamming as ph

@@ -41,8 +41,8 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.randomness import token_bytes
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import token_bytes
 
 
 class SecureProtocolError(FedLabelsError):
@@ -50,7 +50,7 @@ class SecureProtocolError(FedLabelsError):
 
 
 class KeyPair:
-    """A client's X25519 key pair, its private key drawn from :mod:`fedlabels.randomness`."""
+    """A client's X25519 key pair, its private key drawn from :mod:`fedlabels.core.randomness`."""
 
     def __init__(self) -> None:
         self._set(X25519PrivateKey.from_private_bytes(token_bytes(32)))

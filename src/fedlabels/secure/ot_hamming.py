@@ -2,8 +2,9 @@
 
 **Construction.** For a pair of clients, j is the SHADE *sender* and k the *receiver*. For
 every pair (point b of k, bit position l) one 1-out-of-2 OT runs with k's choice bit
-``x = b_l``, carrying a *vector* over all n_j points a of j (issue 20; before, one OT ran per
-triple (a, b, l)): j's two messages are ``(r_a + y_a)_a`` and ``(r_a + 1 − y_a)_a`` in Z_M
+``x = b_l``, carrying a *vector* over all n_j points a of j (one OT per triple (a, b, l)
+would cost n_j times as many): j's two messages are ``(r_a + y_a)_a`` and
+``(r_a + 1 − y_a)_a`` in Z_M
 (``y_a`` = bit l of point a, M = 2^⌈log2(L+1)⌉ ≥ L + 1), so k receives
 ``t_a = r_a + (y_a ⊕ x)`` for every a. j sends ``R_ab = Σ_l r_a`` and k sends
 ``T_ab = Σ_l t_a`` to the server, which gets ``h_ab = T_ab − R_ab mod M``.
@@ -48,8 +49,8 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.randomness import token_bytes
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import token_bytes
 from fedlabels.secure.base_ot import KAPPA, BaseOTReceiver, BaseOTSender
 from fedlabels.secure.keys import check_state, prg_bytes, state_bytes, sub_state
 

@@ -47,8 +47,8 @@ import gmpy2
 import numpy as np
 from phe import paillier
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.randomness import randbelow, randbits
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import randbelow, randbits
 from fedlabels.secure.keys import check_state
 
 #: the smallest Paillier modulus accepted without ``insecure_small_keys`` (tests only)
@@ -159,7 +159,7 @@ def _random_prime(bits: int) -> gmpy2.mpz:
 
 
 def generate_keypair(key_bits: int) -> tuple[Any, Any]:
-    """A phe Paillier key pair with |N| = ``key_bits`` from :mod:`fedlabels.randomness`."""
+    """A phe Paillier key pair with |N| = ``key_bits`` from :mod:`fedlabels.core.randomness`."""
     half = key_bits // 2
     while True:
         p, q = _random_prime(half), _random_prime(key_bits - half)

@@ -35,7 +35,7 @@ import struct
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.secure.keys import prg_uint64
 
 SCALE_BITS = 32

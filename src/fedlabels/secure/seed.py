@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.randomness import token_bytes
+from fedlabels.core.randomness import token_bytes
 from fedlabels.secure.keys import SecureProtocolError, check_state, commit, state_bytes, to_u8
 
 

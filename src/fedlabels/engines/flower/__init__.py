@@ -9,20 +9,18 @@ The same server and client roles as the in-process simulator run here, unchanged
   state in ``context.state`` between messages;
 * :mod:`.convert` — our :class:`~fedlabels.comm.Message` to and from Flower's
   ``RecordDict``;
-* :mod:`.local` — ``fedlabels deploy local``: a SuperLink and M SuperNodes on 127.0.0.1;
-* :mod:`.loopback` — a process-free Flower ``Grid`` for fast tests of the adapters.
+* :mod:`.loopback` — a process-free Flower ``Grid`` for fast tests of the adapters;
+* :mod:`.site_state` seals the stored client state with the site's key.
 
-Security (docs/deployment.md, "Security"): :mod:`.fleet_proxy` exposes only the Fleet API
-to the sites, :mod:`.site_exec` runs fedlabels' ClientApp and never a submitted app's code
-on a site, :mod:`.site_state` seals the stored client state with the site's key, and
-:mod:`.security` makes the certificates and SuperNode keys.
+Operating a deployment (``fedlabels deploy local``, certificates, the Fleet proxy, the
+site's pinned executor) is :mod:`fedlabels.deploy`, above this package.
 
 Flower is the optional extra ``fedlabels[flower]``; nothing outside this package imports it.
 """
 
 from __future__ import annotations
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 def require_flwr() -> None:

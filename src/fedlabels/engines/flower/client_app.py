@@ -4,7 +4,7 @@ In deployment a SuperNode starts a new ``flwr-clientapp`` process for every mess
 nothing survives in memory between rounds. Each call therefore
 
 1. loads the site's data from the node config (:func:`~.site.load_site`);
-2. builds the client role from the same :class:`~fedlabels.engines.runner.RunPlan` as the
+2. builds the client role from the same :class:`~fedlabels.runs.loop.RunPlan` as the
    simulator (``plan.learner(cid)``, ``plan.context()``);
 3. restores the role's state (``role.load_state_dict``) from ``context.state``;
 4. handles the message and writes ``role.state_dict()`` back to ``context.state``.
@@ -25,14 +25,14 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedlabels.comm import Message as FLMessage
+from fedlabels.core.errors import FedLabelsError, error_category
+from fedlabels.core.threads import set_threads
 from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
 from fedlabels.engines.flower.site_plan import site_config
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
-from fedlabels.errors import FedLabelsError, error_category
-from fedlabels.protocols import ClientRole
-from fedlabels.threads import set_threads
+from fedlabels.method import ClientRole
 
 SEQ = "fedlabels.seq"  # context.state: the number of the last message handled
 

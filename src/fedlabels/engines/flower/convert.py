@@ -28,7 +28,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedlabels.comm import Message
 from fedlabels.comm.message import as_category
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 ARRAYS = "arrays"
 CONFIG = "config"

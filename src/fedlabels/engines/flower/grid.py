@@ -1,4 +1,4 @@
-"""Our :class:`~fedlabels.protocols.Grid` on a Flower ``Grid``: the ServerApp's exchanges.
+"""Our :class:`~fedlabels.methods.Grid` on a Flower ``Grid``: the ServerApp's exchanges.
 
 :class:`FlowerGrid` sends one message per client to its SuperNode, pulls the replies, and
 handles what can go wrong on the way: error replies, SuperNodes that leave (and may come
@@ -17,6 +17,7 @@ from flwr.app import Message as FlowerMessage
 from flwr.serverapp import Grid as FlowerGridABC
 
 from fedlabels.comm import Message, encode_message
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.flower.convert import (
     attached_message,
     flower_bytes,
@@ -25,12 +26,11 @@ from fedlabels.engines.flower.convert import (
     to_record_dict,
 )
 from fedlabels.engines.flower.spec import HELLO
-from fedlabels.engines.runner import CommMeter
-from fedlabels.errors import FedLabelsError
+from fedlabels.runs.loop import CommMeter
 
 
 class FlowerGrid:
-    """Our :class:`~fedlabels.protocols.Grid` on a Flower ``Grid``.
+    """Our :class:`~fedlabels.methods.Grid` on a Flower ``Grid``.
 
     ``exchange`` converts each message to a Flower ``Message`` for its client's SuperNode,
     pushes them all, then pulls replies every ``poll_interval`` seconds (Flower's own

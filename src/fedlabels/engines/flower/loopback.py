@@ -22,10 +22,10 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
-from fedlabels.config import RunConfig
 from fedlabels.engines.flower.client_app import app as deployed_client_app
 from fedlabels.engines.flower.prepare import PreparedRun, prepare_run
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
+from fedlabels.runs.config import RunConfig
 
 SERVER_NODE_ID = 1
 _CLIENT_APP_RAISED_EXCEPTION = 2  # flwr.common.constant.ErrorCode

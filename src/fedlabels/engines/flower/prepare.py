@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import write_atomic
+from fedlabels.core.threads import torch_threads
 from fedlabels.engines.flower.site_plan import plan_of
 from fedlabels.engines.flower.spec import (
     RUN_CONFIG_KEY,
@@ -35,10 +37,8 @@ from fedlabels.engines.flower.spec import (
     reject_reproducible_noise,
     site_datasets,
 )
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import get_method
-from fedlabels.results import write_atomic
-from fedlabels.threads import torch_threads
+from fedlabels.methods import get_method
+from fedlabels.runs.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                 reply_timeout: float = 300.0, node_timeout: float = 120.0,
                 poll_interval: float = 0.2, with_truth: bool = True) -> PreparedRun:
     """Split the data as ``fedlabels run`` would and write the site files and the app."""
-    from fedlabels.data.loading import federation_for
+    from fedlabels.runs.federation import federation_for
 
     reject_reproducible_noise(cfg)
     method = get_method(cfg.method)

@@ -1,6 +1,6 @@
 """The Flower ``ServerApp``: the method's server role, driving real SuperNodes.
 
-:func:`run_server` runs the one run loop (:mod:`fedlabels.engines.runner`, as the simulator
+:func:`run_server` runs the one run loop (:mod:`fedlabels.runs.loop`, as the simulator
 does) on a :class:`FlowerGrid` instead of the in-process grid:
 
 1. wait until the run's ``clients`` SuperNodes are connected, then ask each who it is
@@ -9,7 +9,7 @@ does) on a :class:`FlowerGrid` instead of the in-process grid:
 2. ``plan_run`` (the same method, options, settings, model specs and seeds as the
    simulator), the server role, then ``run_rounds``;
 3. after every round (the ``on_round`` hook), write a checkpoint beside the result (the
-   engine's format, :mod:`fedlabels.engines.checkpoint`: the server role's state, the
+   engine's format, :mod:`fedlabels.runs.checkpoint`: the server role's state, the
    records, the meter, lost clients and message counts; the client states stay at the
    sites), then the result JSON, the server's ``final_arrays()`` and the status file, all
    atomically. A run whose spec says ``resume`` continues from that checkpoint, in a new
@@ -41,16 +41,20 @@ from flwr.serverapp import Grid as FlowerGridABC
 from flwr.serverapp import ServerApp
 
 from fedlabels.comm import Message
-from fedlabels.engines.checkpoint import (
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import write_atomic
+from fedlabels.engines.flower.grid import FlowerGrid
+from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
+from fedlabels.method import ServerRole
+from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.checkpoint import (
     Keeper,
     check_extension,
     checkpoint_path,
     load_checkpoint,
     run_identity,
 )
-from fedlabels.engines.flower.grid import FlowerGrid
-from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
-from fedlabels.engines.runner import (
+from fedlabels.runs.loop import (
     WIRE_FORMAT,
     CommMeter,
     RunPlan,
@@ -61,9 +65,6 @@ from fedlabels.engines.runner import (
     terminate_as_interrupt,
     uses_iterative,
 )
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols import ServerRole
-from fedlabels.results import RoundRecord, RunResult, write_atomic
 
 FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
                       "travel as an ArrayRecord in protobuf)")

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
-from fedlabels.errors import FedLabelsError
 
 
 @dataclass(frozen=True)

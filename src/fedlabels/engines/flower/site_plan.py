@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fedlabels.config import RunConfig
-from fedlabels.errors import FedLabelsError, ParameterRefusal
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal
+from fedlabels.runs.config import RunConfig
 
 PLAN_KEYS = ("method", "rounds", "period", "options")
 

@@ -1,7 +1,7 @@
 """A site's client state in Flower's ``context.state``: plain records, sealed with an HMAC.
 
 A SuperNode starts a fresh ClientApp process per message, so the role's ``state_dict()``
-(:mod:`fedlabels.protocols.state`: arrays and int/float/str/bool/None, never pickles) is
+(:mod:`fedlabels.method.state`: arrays and int/float/str/bool/None, never pickles) is
 stored between messages in ``context.state`` as four records:
 
 * ``fedlabels.state.arrays`` — an ``ArrayRecord`` with the array entries (Flower writes and
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, ConfigRecordValues, RecordDict
 
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.state import State, StateValue, check_state_value
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.method.state import State, StateValue, check_state_value
 
 STATE_ARRAYS = "fedlabels.state.arrays"
 STATE_SCALARS = "fedlabels.state.scalars"

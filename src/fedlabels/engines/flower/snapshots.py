@@ -10,7 +10,7 @@ it when ``context.state`` has none:
   ServerApp's checkpoint), and a message with ``seq = s`` needs the state after message
   ``s - 1``;
 * a snapshot is ``<state-dir>/<run key>/seq_<s>_r<round>.checkpoint.npz`` in the engine's
-  checkpoint format (:mod:`fedlabels.engines.checkpoint`: an ``.npz`` read without pickle),
+  checkpoint format (:mod:`fedlabels.runs.checkpoint`: an ``.npz`` read without pickle),
   sealed with the site's HMAC key (:mod:`.site_state`), written atomically;
 * the run key is a fingerprint of the run's settings, so another run never reads it;
 * kept: every snapshot of the current round, and the newest of earlier rounds (what a resume
@@ -30,11 +30,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from fedlabels.engines.checkpoint import load_checkpoint, write_checkpoint
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.flower.site_state import state_mac
 from fedlabels.engines.flower.spec import DeploySpec
-from fedlabels.errors import FedLabelsError
-from fedlabels.protocols.state import State, StateValue
+from fedlabels.method.state import State, StateValue
+from fedlabels.runs.checkpoint import load_checkpoint, write_checkpoint
 
 _NAME = re.compile(r"seq_(\d+)_r(\d+)\.checkpoint\.npz")
 

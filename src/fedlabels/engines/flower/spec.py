@@ -12,12 +12,12 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from fedlabels.config import RunConfig
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
-from fedlabels.engines.runner import RunPlan, plan_run
-from fedlabels.errors import FedLabelsError
 from fedlabels.learners import as_models
-from fedlabels.protocols import Method
+from fedlabels.method import Method
+from fedlabels.runs.config import RunConfig
+from fedlabels.runs.loop import RunPlan, plan_run
 
 RUN_CONFIG_KEY = "fedlabels"
 HELLO = "fedlabels.hello"
@@ -30,7 +30,7 @@ class DeploySpec:
     Parameters
     ----------
     run : dict
-        :class:`~fedlabels.config.RunConfig` as a dict (method, model, rounds, seed, ...).
+        :class:`~fedlabels.runs.config.RunConfig` as a dict (method, model, rounds, seed, ...).
     output : str
         Where the ServerApp writes the result JSON (a path on the SuperLink's machine);
         rewritten atomically after every round. Empty: no result file.

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.attacks.metrics import resolvable
 
 #: a client's (member scores, non-member scores); non-member rows must be the same records,

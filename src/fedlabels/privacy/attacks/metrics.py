@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError
 
 
 def check_membership(scores: np.ndarray, membership: np.ndarray,

@@ -1,0 +1,1 @@
+"""Small leaves every layer may use: errors, randomness, threads, files, provenance, metrics."""

@@ -1,0 +1,181 @@
+"""Where commands write, and the checks made before any work starts.
+
+Every command that writes files checks all of its output paths first — before data is loaded
+or a model trained — and refuses, in one line:
+
+- to write over one of its inputs (the table of ``csv:PATH:TARGET``, the ``--config`` file,
+  the results a plot is made from);
+- to write two of its outputs to one path;
+- to replace an existing file, unless ``--overwrite`` is given;
+- a path that is a directory, lies under a file, or in a directory that cannot be written.
+
+The files themselves are written atomically (:func:`atomic_path`), so a
+failed write leaves the file there before intact; :func:`writing` turns the ``OSError`` of a
+failed write (a full disk, a lost mount) into a one-line :class:`FedLabelsError`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from fedlabels.core.errors import FedLabelsError
+
+RESULT_SUFFIX = ".json"
+
+
+#: the models files of earlier versions (pickles): recognised only to be refused
+PICKLED_MODELS = ".models.pkl"
+
+
+def models_path(result_path: str | Path) -> Path:
+    """Where the models of a result JSON live: ``x.json`` -> ``x.models.npz``."""
+    path = Path(result_path)
+    if path.name.endswith((".models.npz", PICKLED_MODELS)):
+        return path
+    return path.with_suffix(".models.npz")
+
+
+def rounds_path(result: str | Path) -> Path:
+    """The per-round table beside a result: ``x.json`` -> ``x.rounds.csv``."""
+    path = Path(result)
+    return path.with_name(f"{path.stem}.rounds.csv")
+
+
+def result_path(output: str | Path, option: str = "--output") -> Path:
+    """``output`` as a result path; it must end in ``.json`` (the rounds table and the models
+    go beside it, so a ``.csv`` name would collide with them)."""
+    path = Path(output).expanduser()
+    if path.suffix.lower() != RESULT_SUFFIX:
+        raise FedLabelsError(f"{option} {output}: the result is JSON, give a path ending in "
+                             f".json (the rounds table goes beside it as "
+                             f"{rounds_path(path.with_suffix(RESULT_SUFFIX)).name}).")
+    return path
+
+
+def run_outputs(result: Path) -> dict[str, Path]:
+    """The files a run writes: the result JSON, its rounds table and the clients' models."""
+    return {"result": result, "rounds table": rounds_path(result),
+            "models file": models_path(result)}
+
+
+def run_inputs(dataset: str, config_file: str | Path | None = None) -> dict[str, Path]:
+    """The user files a run reads: the table of ``csv:PATH:TARGET`` and the config file."""
+    inputs: dict[str, Path] = {}
+    if dataset.startswith("csv:"):
+        table, sep, _ = dataset[len("csv:"):].rpartition(":")
+        if sep and table:
+            inputs["dataset file"] = Path(table).expanduser()
+    if config_file is not None:
+        inputs["config file"] = Path(config_file).expanduser()
+    return inputs
+
+
+def check_outputs(outputs: Mapping[str, Path], inputs: Mapping[str, Path] | None = None,
+                  overwrite: bool = False) -> None:
+    """Refuse (one-line :class:`FedLabelsError`) outputs that would destroy or collide with
+    a file, or that cannot be written; see the module docstring."""
+    read = {_real(p): what for what, p in (inputs or {}).items()}
+    written: dict[Path, str] = {}
+    for what, path in outputs.items():
+        real = _real(path)
+        if real in read:
+            raise FedLabelsError(f"refusing to write the {what} to {path}: that is the "
+                                 f"{read[real]} of this run; choose another output name.")
+        if real in written:
+            raise FedLabelsError(f"the {written[real]} and the {what} would both be written "
+                                 f"to {path}; choose another output name.")
+        written[real] = what
+        if path.is_dir():
+            raise FedLabelsError(f"cannot write the {what} to {path}: it is a directory; "
+                                 "give a file name.")
+        if (path.exists() or path.is_symlink()) and not overwrite:
+            raise FedLabelsError(f"{path} exists; pass --overwrite to replace it, or choose "
+                                 "another output name.")
+        _check_directory(path, what)
+
+
+def check_output_dir(path: Path, what: str, overwrite: bool = False) -> None:
+    """A directory a command fills with many files: refused if it is a file, cannot be
+    created or written, or already holds files (unless ``overwrite``)."""
+    if path.exists() and not path.is_dir():
+        raise FedLabelsError(f"cannot write the {what} to {path}: it is a file, not a "
+                             "directory.")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise FedLabelsError(f"{path} is not empty; pass --overwrite to write into it (files "
+                             "of the same name are replaced), or choose another directory.")
+    _check_directory(path / "probe", what)
+
+
+def _real(path: Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _check_directory(path: Path, what: str) -> None:
+    """The nearest existing ancestor must be a directory we can create files in."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise FedLabelsError(f"cannot write the {what} to {path}: {parent} is a file, not a "
+                             "directory.")
+    try:  # a real probe: permissions, read-only file systems, ACLs
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".fedlabels-probe-"):
+            pass
+    except OSError as exc:
+        raise FedLabelsError(f"cannot write the {what} to {path}: directory {parent} is not "
+                             f"writable ({exc.strerror or exc}).") from None
+
+
+@contextmanager
+def writing(what: str = "the output") -> Iterator[None]:
+    """Turn an ``OSError`` while writing into a one-line :class:`FedLabelsError`."""
+    try:
+        yield
+    except OSError as exc:
+        target = exc.filename or what
+        raise FedLabelsError(f"could not write {target}: {exc.strerror or exc}; the file "
+                             "there before, if any, is unchanged.") from None
+
+
+def _default_mode() -> int:
+    """0666 less the process umask: the mode a plainly created file gets."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (same suffix) that replaces ``path`` on success.
+
+    Write the file to the yielded path; if that raises (a full disk, Ctrl-C), the temporary
+    file is removed and an existing ``path`` is left as it was. Parent directories are
+    created.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; give what open() would give
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path

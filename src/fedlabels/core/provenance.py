@@ -1,0 +1,69 @@
+"""Where a result came from: versions, threads, the command line, start and end time.
+
+:func:`provenance` is stored as ``provenance`` in every result. The command line is the one
+``fedlabels`` was started with (``None`` for runs started from Python); library versions are
+read from the installed distributions, for torch and Flower only when the run imported them.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
+from typing import Any
+
+from fedlabels.core.version import __version__
+
+# distribution name -> module whose import means the run used it (None: always reported)
+LIBRARIES = {"numpy": None, "scipy": None, "scikit-learn": None, "torch": "torch",
+             "flwr": "flwr", "xgboost": "xgboost", "dp-accounting": "dp_accounting"}
+_command_line: list[str] | None = None
+
+
+def version() -> str:
+    """The installed fedlabels version."""
+    try:
+        return metadata.version("fedlabels")
+    except metadata.PackageNotFoundError:  # a source tree that is not installed
+        return __version__
+
+
+@contextmanager
+def command_line(argv: Sequence[str]) -> Iterator[None]:
+    """Record ``argv`` as the command line of the results made inside the block."""
+    global _command_line
+    previous, _command_line = _command_line, list(argv)
+    try:
+        yield
+    finally:
+        _command_line = previous
+
+
+def library_versions() -> dict[str, str]:
+    out = {}
+    for dist, module in LIBRARIES.items():
+        if module is not None and module not in sys.modules:
+            continue
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def provenance(started: float) -> dict[str, Any]:
+    """The ``provenance`` entry of a result; ``started`` is the run's ``time.perf_counter()``
+    at its start (the start time is derived from it and the end, now)."""
+    from fedlabels.core.threads import torch_threads
+
+    end = datetime.now(UTC)
+    start = end - timedelta(seconds=time.perf_counter() - started)
+    return {"fedlabels": version(), "python": platform.python_version(),
+            "platform": platform.platform(), "libraries": library_versions(),
+            "torch_threads": torch_threads(), "command_line": _command_line,
+            "started_utc": start.isoformat(timespec="seconds"),
+            "ended_utc": end.isoformat(timespec="seconds")}

@@ -1,0 +1,46 @@
+"""A feature matrix whose rows convert when read (:class:`LazyRows`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+
+
+class LazyRows:
+    """A feature matrix stored compactly (e.g. uint8 pixels) whose rows convert when read.
+
+    ``X[key]`` returns ``convert(source[key])``, a new array; ``np.asarray(X)`` converts all
+    of it. :func:`make_federation` reads only the rows it puts into the federation, so a
+    dataset whose runs use a third of it (Fashion-MNIST: 60,000 training images, of which
+    U and the clients take 20,000 by default) is never held as one float matrix.
+    ``convert`` must work element by element, so that any row gives the same values
+    whichever block it is read in.
+    """
+
+    ndim = 2
+
+    def __init__(self, source: np.ndarray, convert: Callable[[np.ndarray], np.ndarray],
+                 dtype: Any = np.float32) -> None:
+        if source.ndim != 2:
+            raise FedLabelsError(f"LazyRows needs a 2-D source, got shape {source.shape}.")
+        self.source = source
+        self.convert = convert
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.source.shape)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return np.asarray(self.convert(self.source[key]), dtype=self.dtype)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)

@@ -1,0 +1,124 @@
+"""How a federation turned raw features into the models' inputs (:class:`Preprocessing`).
+
+Recorded with a run's models so that new raw rows can be prepared the same way
+(:mod:`fedlabels.results.predict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+
+if TYPE_CHECKING:
+    from fedlabels.data.public_pca import PublicPCA
+
+
+def categorical_columns(frame: Any) -> list[str]:
+    """Columns of a DataFrame that are one-hot encoded: non-numeric or categorical dtype."""
+    import pandas as pd
+
+    return [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])
+            or isinstance(frame[c].dtype, pd.CategoricalDtype)]
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """Raw features -> model inputs, as the federation did it."""
+
+    feature_names: list[str]
+    class_names: list[str]
+    columns: list[str] | None = None  # the raw input columns (None: array input)
+    categorical: tuple[str, ...] = ()  # raw columns one-hot encoded into feature_names
+    mean: np.ndarray | None = None  # z-scoring statistics of U (None: not scaled)
+    std: np.ndarray | None = None
+    text: bool = False  # text input: feature_names[0] names the text column
+    # U's whitened top-K principal components, applied after the z-scoring (public_pca;
+    # the models' inputs are then pc1..pcK, feature_names stay the d columns before it)
+    pca: PublicPCA | None = None
+
+    @classmethod
+    def of(cls, X: Any, feature_names: Sequence[str], class_names: Sequence[str],
+           mean: np.ndarray | None, std: np.ndarray | None,
+           text: bool = False, pca: PublicPCA | None = None) -> Preprocessing:
+        """The preprocessing of raw ``X`` (an array or a DataFrame) into ``feature_names``."""
+        import pandas as pd
+
+        is_frame = isinstance(X, pd.DataFrame)
+        if text:
+            return cls(feature_names=[str(f) for f in feature_names],
+                       class_names=[str(c) for c in class_names], text=True)
+        return cls(feature_names=[str(f) for f in feature_names],
+                   class_names=[str(c) for c in class_names],
+                   columns=[str(c) for c in X.columns] if is_frame else None,
+                   categorical=tuple(str(c) for c in categorical_columns(X)) if is_frame else (),
+                   mean=None if mean is None else np.asarray(mean, dtype=np.float64),
+                   std=None if std is None else np.asarray(std, dtype=np.float64), pca=pca)
+
+    def transform(self, X_raw: Any) -> np.ndarray:
+        """Raw rows -> the float32 model inputs (unknown categories encode as all zeros)."""
+        import pandas as pd
+
+        if self.text:
+            from fedlabels.data.text import text_rows
+
+            return text_rows(X_raw, self.feature_names[0])
+
+        if self.columns is not None:
+            frame = X_raw if isinstance(X_raw, pd.DataFrame) else pd.DataFrame(
+                np.asarray(X_raw), columns=self.columns)
+            missing = [c for c in self.columns if c not in frame.columns]
+            if missing:
+                raise FedLabelsError(f"the data lacks column(s) {', '.join(missing[:5])} the "
+                                     f"models were trained on ({len(self.columns)} columns).")
+            frame = frame[self.columns]
+            cats = list(self.categorical)
+            if cats:
+                frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
+                                       dtype=float)
+            frame = frame.reindex(columns=self.feature_names, fill_value=0.0)
+            X = _floats(lambda: frame.to_numpy(dtype=np.float64, na_value=np.nan))
+        else:
+            X = _floats(lambda: np.asarray(X_raw, dtype=np.float64))
+            if X.ndim != 2 or X.shape[1] != len(self.feature_names):
+                raise FedLabelsError(f"the data must have {len(self.feature_names)} feature "
+                                     f"columns; got shape {X.shape}.")
+        if not np.isfinite(X).all():
+            raise FedLabelsError("the data contains missing or non-finite values; impute or "
+                                 "drop them first.")
+        if self.mean is not None and self.std is not None:
+            X = (X - self.mean) / self.std
+        if self.pca is not None:
+            X = self.pca.project(X)
+        return X.astype(np.float32)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"feature_names": self.feature_names, "class_names": self.class_names,
+                "columns": self.columns, "categorical": list(self.categorical),
+                "mean": None if self.mean is None else self.mean.tolist(),
+                "std": None if self.std is None else self.std.tolist(), "text": self.text,
+                **({"pca": self.pca.to_dict()} if self.pca is not None else {})}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
+        from fedlabels.data.public_pca import PublicPCA
+
+        return cls(feature_names=list(data["feature_names"]),
+                   class_names=list(data["class_names"]), columns=data.get("columns"),
+                   categorical=tuple(data.get("categorical") or ()),
+                   mean=None if data.get("mean") is None else np.asarray(data["mean"]),
+                   std=None if data.get("std") is None else np.asarray(data["std"]),
+                   text=bool(data.get("text", False)),
+                   pca=None if data.get("pca") is None else PublicPCA.from_dict(data["pca"]))
+
+
+def _floats(convert: Any) -> np.ndarray:
+    try:
+        return np.asarray(convert())
+    except (TypeError, ValueError) as exc:
+        raise FedLabelsError(f"the data has non-numeric values where the models expect "
+                             f"numbers ({exc}).") from None

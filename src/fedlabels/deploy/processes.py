@@ -1,0 +1,144 @@
+"""Supervising the processes of a local deployment, and its status file (Linux and macOS;
+the subreaper and parent-death signal are Linux only).
+
+* :func:`become_subreaper` — ``prctl(PR_SET_CHILD_SUBREAPER)``: orphaned descendants are
+  re-parented to this process instead of init, so none escapes the clean-up;
+* :func:`die_with_parent` — ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in a child before exec;
+* :func:`descendants`, :func:`alive`, :func:`start_time`, :func:`cmdline`, :func:`send`;
+* :func:`finalise_status` — a final status for a run whose ServerApp could not write one.
+
+This module does not import Flower.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from fedlabels.core.files import write_atomic
+
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def prctl(option: int, value: int) -> bool:
+    """``prctl(option, value)`` on Linux; False where it is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):  # pragma: no cover
+        return False
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt its orphaned descendants (Linux); whether it worked."""
+    return prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def start_time(pid: int) -> str | None:
+    """A process's start time (``/proc/PID/stat`` field 22), to tell a reused pid apart."""
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError):
+        return None
+
+
+def parent(pid: int) -> int | None:
+    """The parent pid of a live process (``/proc/PID/stat`` field 4)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """Pids of all live descendants of ``roots`` (from ``ps``; works on Linux and macOS)."""
+    try:
+        table = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True,
+                               text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):  # pragma: no cover
+        return []
+    children: dict[int, list[int]] = {}
+    for line in table.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            children.setdefault(int(parts[1]), []).append(int(parts[0]))
+    found: list[int] = []
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.append(child)
+                stack.append(child)
+    return found
+
+
+def send(pid: int, sig: int) -> None:
+    with suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    # a zombie child of ours counts as gone
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+FINAL = ("completed", "stopped", "failed", "interrupted")
+
+
+def read_status(status_path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(status_path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def finished(status_path: Path, since: float = 0.0) -> bool:
+    """Whether the status file, written at or after ``since`` (epoch seconds; an earlier run's
+    final status does not count), says the run is over."""
+    try:
+        if status_path.stat().st_mtime < since:
+            return False
+    except OSError:
+        return False
+    return read_status(status_path).get("status") in FINAL
+
+
+def finalise_status(status_path: Path, status: str, error: str) -> None:
+    """Give a run that has no final status one (the ServerApp could not write it: it was
+    killed, it crashed, or the launcher stopped it); a final status is left as it is."""
+    data = read_status(status_path)
+    if data.get("status") in FINAL:
+        return
+    data.update(status=status, error=error)
+    write_atomic(status_path, json.dumps(data, indent=2, default=str) + "\n")

@@ -1,0 +1,140 @@
+"""The site's pinned executor: its SuperNode runs fedlabels' ClientApp and no other code.
+
+In open-source Flower a SuperNode runs whatever ClientApp the submitted app (FAB) contains:
+its SuperExec installs the FAB and imports the ``clientapp`` component named there. Flower
+1.41's only app pinning, ``flower-supernode --trusted-entities``, accepts FABs signed through
+Flower's hub platform only (``valid_license`` in the FAB's verifications, which a FAB
+submitted with ``flwr run <dir>`` never has), so it cannot pin a locally built app.
+
+So the site pins it itself. It starts its SuperNode with ``--isolation process`` (the
+SuperNode then starts no executor of its own) and runs this executor beside it, on the
+SuperNode's Runtime API (loopback):
+
+* :func:`serve` asks the SuperNode for ClientApp tasks (``AcquireTask``, as
+  ``flower-superexec`` does) and starts one task process per message, forked from a fork
+  server that has imported the ClientApp path once (:data:`PRELOAD`);
+* a task process (:func:`run_task`) runs Flower's own ``run_clientapp`` loop with two steps
+  replaced: the FAB is **never installed or imported** — it is only read to check that it
+  names fedlabels' ClientApp (:data:`PINNED_CLIENTAPP`), else the task fails with an error
+  reply — and the ClientApp that runs is always the installed
+  :data:`fedlabels.engines.flower.client_app.app`.
+
+A foreign app's ClientApp code therefore never runs on the site, whoever submitted it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.context
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+
+PINNED_CLIENTAPP = "fedlabels.engines.flower.client_app:app"
+#: imported once by the fork server that every task process is forked from
+PRELOAD = ("fedlabels.deploy.site_exec", "fedlabels.engines.flower.client_app",
+           "flwr.supernode.runtime.run_clientapp", "sklearn.tree")
+
+
+def check_fab(fab_content: bytes) -> None:
+    """Refuse a FAB whose ClientApp is not fedlabels' (its code is never used either way)."""
+    from flwr.common.config import get_fab_config
+
+    try:
+        config = get_fab_config(fab_content)
+        component = config["tool"]["flwr"]["app"]["components"]["clientapp"]
+    except Exception as exc:  # any malformed FAB
+        raise FedLabelsError(f"this site runs fedlabels' ClientApp only; the submitted app "
+                             f"is not a fedlabels app ({type(exc).__name__}).") from None
+    if component != PINNED_CLIENTAPP:
+        raise FedLabelsError(f"this site runs fedlabels' ClientApp only "
+                             f"({PINNED_CLIENTAPP}); the submitted app names "
+                             f"{str(component)[:80]!r}. Refused; its code was not loaded.")
+
+
+def _pinned_loader(**_: Any) -> Callable[..., Any]:
+    """Stands in for Flower's ``get_load_client_app_fn``: always fedlabels' ClientApp."""
+    from fedlabels.engines.flower.client_app import app
+
+    return lambda *_args: app
+
+
+def run_task(runtime_api_address: str, token: str, parent_pid: int | None) -> None:
+    """One ClientApp task: Flower's ``run_clientapp`` with the FAB checked, never loaded."""
+    import flwr.supernode.runtime.run_clientapp as flower_task
+
+    # the two steps that would install and import the FAB's code (flwr pinned to 1.41.0)
+    vars(flower_task).update(install_from_fab=lambda content, **_: check_fab(content),
+                             get_load_client_app_fn=_pinned_loader)
+    flower_task.run_clientapp(runtime_api_address=runtime_api_address, token=token,
+                              insecure=True, certificates=None, parent_pid=parent_pid,
+                              runtime_dependency_install=False)
+
+
+def serve(runtime_api_address: str, poll_interval: float = 0.1,
+          stop: Callable[[], bool] = lambda: False) -> None:
+    """Acquire ClientApp tasks from the SuperNode and run each in a pinned task process."""
+    from flwr.proto.runtime_pb2 import AcquireTaskRequest
+    from flwr.supercore.constant import TaskType
+    from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
+    from flwr.supercore.retry import make_simple_http_retry_invoker
+    from flwr.supercore.runtime import RuntimeHttpClient
+
+    client = RuntimeHttpClient.from_server_address(
+        server_address=runtime_api_address, insecure=True, root_certificates=None,
+        interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
+        retry_invoker=make_simple_http_retry_invoker())
+    tasks = _task_context()
+    children: list[multiprocessing.context.ForkServerProcess] = []
+    try:
+        while not stop():
+            try:
+                res = client.AcquireTask(AcquireTaskRequest(
+                    supported_task_types=[TaskType.CLIENT_APP], agentapp_fab_hashes=[]))
+            except Exception as exc:  # the SuperNode restarts: wait for it, keep serving
+                print(f"fedlabels site executor: SuperNode at {runtime_api_address} not "
+                      f"answering ({type(exc).__name__}); retrying", file=sys.stderr)
+                time.sleep(max(poll_interval, 1.0))
+                continue
+            if res.HasField("task") and res.token:
+                child = tasks.Process(target=run_task, daemon=True,
+                                      args=(runtime_api_address, res.token, os.getpid()))
+                child.start()  # forked from the preloaded fork server: no imports to pay
+                children.append(child)
+            children = [c for c in children if c.is_alive()]
+            time.sleep(poll_interval)
+    finally:
+        client.close()
+        for child in children:
+            child.terminate()
+
+
+def _task_context() -> multiprocessing.context.ForkServerContext:
+    """A fork server that has imported the ClientApp path once: each task is a fork of it.
+
+    A SuperNode would start a fresh interpreter per message, which pays the imports (flwr,
+    fedlabels, the learner's library: about 3 CPU-s with scikit-learn) every time. The fork
+    server is a clean process (none of this executor's threads or connections) started on
+    the first task; its children inherit the imported modules.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m fedlabels.deploy.site_exec --runtime-api-address A``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runtime-api-address", default="127.0.0.1:9094")
+    args = parser.parse_args(argv)
+    serve(args.runtime_api_address)
+
+
+if __name__ == "__main__":
+    main()

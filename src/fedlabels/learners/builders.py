@@ -1,0 +1,42 @@
+"""Factories that build a learner from a model spec's parameters (scikit-learn, torch MLP)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+
+Factory = Callable[..., Any]
+
+
+def _sk(cls_path: str, rename: dict[str, str] | None = None, **defaults: Any) -> Factory:
+    module_name, cls_name = cls_path.rsplit(".", 1)
+
+    def factory(n_classes: int, random_state: int, **params: Any) -> Any:
+        import importlib
+
+        cls = getattr(importlib.import_module(module_name), cls_name)
+        kwargs = {**defaults}
+        for key, value in params.items():
+            kwargs[(rename or {}).get(key, key)] = value
+        if "random_state" in cls().get_params():
+            kwargs.setdefault("random_state", random_state)
+        try:
+            estimator = cls(**kwargs)
+            estimator._validate_params()
+        except (TypeError, ValueError) as exc:
+            raise FedLabelsError(f"invalid parameters for {cls_name}: {exc}") from None
+        return estimator
+
+    return factory
+
+
+def _torch_mlp(n_classes: int, random_state: int, hidden: Any = (512, 512),
+               lr: float = 1e-3, **params: Any) -> Any:
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    if isinstance(hidden, int):
+        hidden = (hidden,)
+    return TorchMLPClassifier(hidden_layer_sizes=tuple(hidden), n_classes=n_classes,
+                              learning_rate=lr, random_state=random_state, **params)

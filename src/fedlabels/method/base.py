@@ -1,0 +1,421 @@
+"""Server and client roles, and the :class:`Grid` they talk through.
+
+A method is a pair of roles that only exchange :class:`~fedlabels.comm.Message` objects:
+
+* the **server role** drives a round with ``run_round(rnd, grid)``, sending messages to
+  clients through ``grid.exchange`` (like a Flower ``ServerApp`` main loop on its ``Grid``);
+* a **client role** answers each message with ``handle(msg)`` (like a Flower ``ClientApp``).
+
+The engine that supplies the grid (in-process simulator, later Flower) is not visible to the
+roles, so adding a method touches no engine and adding an engine touches no method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.core.errors import FedLabelsError, RefusedError
+from fedlabels.data import ClientData
+from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative
+from fedlabels.method.options import MethodOptions, NoOptions
+from fedlabels.method.state import StateValue, check_state_value, prefixed, unprefixed
+from fedlabels.method.threat import ThreatModel
+
+OptionsT = TypeVar("OptionsT", bound=MethodOptions)
+
+
+class Grid(Protocol):
+    """What a server role can do: send one message to each of some clients, get replies."""
+
+    @property
+    def client_ids(self) -> list[int]: ...
+
+    def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]: ...
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every role of a run knows: sizes the engine sets and the method's options.
+
+    ``n_classes``, ``n_features``, ``n_clients`` and ``rounds`` come from the federation and
+    the run, never from user options; ``options`` is the method's validated
+    :class:`~fedlabels.method.options.MethodOptions`.
+    """
+
+    n_classes: int
+    n_features: int = 0
+    n_clients: int = 1
+    rounds: int = 1
+    period: int = 50
+    options: MethodOptions = field(default_factory=NoOptions)
+    #: "regression": targets are reals in [0, 1] (the federation's public ``target_range``
+    #: mapped to the unit interval), n_classes is 0
+    task: str = "classification"
+    target_range: tuple[float, float] | None = None
+
+    def options_as(self, cls: type[OptionsT]) -> OptionsT:
+        """``options``, typed as the method's options class (checked)."""
+        if not isinstance(self.options, cls):
+            raise FedLabelsError(f"expected {cls.__name__} options, got "
+                                 f"{type(self.options).__name__}.")
+        return self.options
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """Private data plus an optional auxiliary set (rows ``aux_index`` of ``X_aux``)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    X_aux: np.ndarray | None = None
+    y_aux: np.ndarray | None = None
+    aux_index: np.ndarray | None = None
+
+
+class LearnerFitError(FedLabelsError):
+    """A client's model failed to fit; the message names the client and the reason."""
+
+
+class ClientRole:
+    """Base client: private data, a learner, the test set for evaluation, and dispatch.
+
+    Subclasses register handlers for their message kinds in ``handlers`` and name the
+    attributes that make up their state in ``state_attrs`` (plain arrays and scalars;
+    the names of all classes in the MRO are collected). Roles with other state (key
+    material, nested structures) extend :meth:`state_dict` and :meth:`load_state_dict`.
+    """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("fitted",)
+    #: entries of :meth:`state_dict` that are secret randomness (a noise Generator): a
+    #: simulator checkpoint keeps them only under a reproducible source, else stores None
+    #: and the restored role draws afresh from OS entropy (Flower keeps them on the client)
+    secret_state: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cid: int, data: ClientData, learner: Any, settings: Settings,
+                 X_public: np.ndarray | None, X_test: np.ndarray, y_test: np.ndarray) -> None:
+        self.cid = cid
+        self.data = data
+        self.learner = learner
+        self.settings = settings
+        self.X_public = X_public
+        self.X_test = X_test
+        self.y_test = y_test
+        self.fitted = False
+        self._stale = False  # a refit learner whose fit must be replayed from the state
+        self._stand_in: Any = None  # see model(): for a client that holds no model yet
+        self.handlers: dict[str, Callable[[Message], Message]] = {"evaluate": self.evaluate}
+
+    @property
+    def public(self) -> np.ndarray:
+        """The public set U (the federation's array, shared by all roles, never copied)."""
+        if self.X_public is None:
+            raise FedLabelsError(f"client {self.cid}: this method's clients hold no public "
+                                 "set U (Method.uses_public is False).")
+        return self.X_public
+
+    @property
+    def options(self) -> Any:
+        """The method's validated options (``settings.options``)."""
+        return self.settings.options
+
+    def handle(self, message: Message) -> Message:
+        try:
+            handler = self.handlers[message.kind]
+        except KeyError:
+            raise RefusedError(f"client {self.cid}: message kind {message.kind!r} is not "
+                               "one this client's method and options answer") from None
+        return handler(message)
+
+    # ---------------------------------------------------------------- state
+    @classmethod
+    def declared_state(cls) -> tuple[str, ...]:
+        return collect_declared(cls, "state_attrs")
+
+    def state_dict(self) -> dict[str, StateValue]:
+        """Everything that changes between messages, as plain arrays and scalars.
+
+        An iterative learner contributes its own ``state_dict`` under ``learner.``; a refit
+        (scikit-learn) learner contributes nothing: it is a function of its training data
+        and seed, so a restored role replays its last fit (:meth:`training_data`) when the
+        model is next needed.
+        """
+        out = {name: check_state_value(name, getattr(self, name))
+               for name in self.declared_state()}
+        if is_iterative(self.learner):
+            out.update(prefixed("learner", self.learner.state_dict()))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        """Restore what :meth:`state_dict` returned (on a role built with the same setup)."""
+        for name in self.declared_state():
+            if name not in state:
+                raise FedLabelsError(f"client {self.cid}: state has no entry {name!r}.")
+            setattr(self, name, state[name])
+        if is_iterative(self.learner):
+            self.learner.load_state_dict(unprefixed("learner", state))
+        else:
+            self._stale = bool(self.fitted)
+
+    # ---------------------------------------------------------------- training helpers
+    def training_data(self) -> TrainingData:
+        """What this role's last fit used; a restored refit learner replays it."""
+        return TrainingData(self.data.X, self.data.y)
+
+    def train_on(self, X: np.ndarray, y: np.ndarray, steps: int,
+                 X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None,
+                 aux_index: np.ndarray | None = None) -> None:
+        """Update the learner: warm-started steps if iterative, else a refit from scratch.
+
+        The auxiliary (pseudo-labelled) set is ``X_aux`` or, with ``aux_index``, its rows
+        ``X_aux[aux_index]`` (``y_aux`` aligned with them). Refit learners get it appended to
+        the private data (a copy that lives only for the fit); iterative learners mix one
+        minibatch of each per step, and gather rows from the shared ``X_aux`` by index when
+        they support it (``supports_aux_index``), so no client keeps a copy of U.
+        """
+        try:
+            if is_iterative(self.learner):
+                if aux_index is not None and getattr(self.learner, "supports_aux_index", False):
+                    self.learner.train_steps(X, y, steps, X_aux, y_aux, aux_index=aux_index)
+                else:
+                    rows = X_aux if aux_index is None or X_aux is None else X_aux[aux_index]
+                    self.learner.train_steps(X, y, steps, rows, y_aux)
+            else:
+                if X_aux is not None and y_aux is not None and len(y_aux):
+                    rows = X_aux if aux_index is None else X_aux[aux_index]
+                    X, y = np.concatenate([X, rows]), np.concatenate([y, y_aux])
+                self.learner = clone_fresh_learner(self.learner)
+                self.learner.fit(X, y)
+        except FedLabelsError:
+            raise
+        except Exception as exc:  # a user's model may fail in any way; say which client
+            present = np.unique(y).tolist()
+            raise LearnerFitError(
+                f"client {self.cid}: model {type(self.learner).__name__} failed to fit on "
+                f"{len(y)} examples with classes {present[:10]}: {type(exc).__name__}: {exc}"
+            ) from exc
+        self.fitted = True
+        self._stale = False
+
+    def model(self) -> Any:
+        """The learner, refitted first if it was restored from a state. A client that holds
+        no model yet (under partial participation: not selected so far) is represented by
+        a stand-in fitted on its private data alone, kept apart from its learner."""
+        if self._stale:
+            d = self.training_data()
+            self.train_on(d.X, d.y, 0, d.X_aux, d.y_aux, d.aux_index)
+        if not self.fitted and not holds_model(self.learner):
+            if self._stand_in is None:
+                stand_in: Any = clone_fresh_learner(self.learner)
+                if is_iterative(stand_in):
+                    stand_in.train_steps(self.data.X, self.data.y, self.settings.period)
+                else:
+                    stand_in.fit(self.data.X, self.data.y)
+                self._stand_in = stand_in
+            return self._stand_in
+        return self.learner
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        out = np.asarray(self.model().predict(X))
+        if self.settings.task == "regression":  # unit-scaled real targets
+            return out.astype(np.float64).reshape(len(X))
+        return out.astype(np.int64)
+
+    # ---------------------------------------------------------------- evaluation
+    def evaluate(self, message: Message) -> Message:
+        """Test accuracy of the model this client holds (an ``evaluation`` message)."""
+        if self.settings.task == "regression":  # RMSE (original units) and R²
+            from fedlabels.core.metrics import regression_scores
+
+            scores = regression_scores(self.y_test, self.predict(self.X_test),
+                                       self.settings.target_range or (0.0, 1.0))
+            return Message("evaluate.reply", config={"rmse": scores["rmse"], "r2": scores["r2"]},
+                           category="evaluation")
+        accuracy = float(np.mean(self.predict(self.X_test) == self.y_test))
+        return Message("evaluate.reply", config={"accuracy": accuracy}, category="evaluation")
+
+
+class ServerRole:
+    """Base server: one ``run_round`` per communication round.
+
+    Like :class:`ClientRole`, subclasses name what changes across rounds in ``state_attrs``
+    (arrays, scalars, Generators, budgets, lists/dicts/fedlabels dataclasses: see
+    :mod:`fedlabels.method.server_state`), so the simulator can checkpoint and resume a
+    run. ``secret_generators`` name Generators seeded from :mod:`fedlabels.core.randomness`
+    (noise, secret samples): their state is kept only while a reproducible source is
+    installed; otherwise a restored role draws them afresh from OS entropy on next use.
+    """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ()
+    secret_generators: ClassVar[tuple[str, ...]] = ()
+
+    def state_dict(self) -> dict[str, StateValue]:
+        """Everything that changes across rounds, as plain state values."""
+        from fedlabels.core.randomness import is_reproducible
+        from fedlabels.method.server_state import encode_attr
+
+        out: dict[str, StateValue] = {}
+        for name in collect_declared(type(self), "state_attrs"):
+            out.update(encode_attr(name, getattr(self, name)))
+        for name in collect_declared(type(self), "secret_generators"):
+            rng = getattr(self, name) if is_reproducible() else None
+            out.update(encode_attr(name, rng))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        """Restore what :meth:`state_dict` returned (on a role built with the same setup)."""
+        from fedlabels.method.server_state import decode_attr
+
+        for name in (*collect_declared(type(self), "state_attrs"),
+                     *collect_declared(type(self), "secret_generators")):
+            decode_attr(self, name, state)
+
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
+        """Run round ``rnd`` (0-based) and return server-side metrics for the record."""
+        raise NotImplementedError
+
+    def evaluation_message(self, cid: int) -> Message:
+        """The message asking client ``cid`` to report its test accuracy."""
+        return Message("evaluate", category="evaluation")
+
+    def result_extra(self) -> dict[str, Any]:
+        """Method-specific top-level entries of the result JSON (e.g. ``privacy``)."""
+        return {}
+
+    def final_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays a deployment saves beside the result (e.g. FedCT's consensus labels)."""
+        return {}
+
+
+@dataclass
+class MethodContext:
+    """What a method needs to build its roles for a run."""
+
+    settings: Settings
+    seeds: list[int]  # one per client role, derived from the run seed
+    server_seed: int
+    truth_public: np.ndarray | None = None  # true labels of U: simulator diagnostics only
+    # U's public (mean, std) with which the federation z-scored every feature (clients hold
+    # it: U is public); None: features as loaded. Lets a method undo the scaling.
+    scaling: tuple[np.ndarray, np.ndarray] | None = None
+    # the public set U for a server role that holds it (FedDF distils on it); the simulator
+    # sets it, the Flower ServerApp holds no copy of U (None)
+    X_public: np.ndarray | None = None
+
+
+class Method:
+    """A federated method: a name, declared options and threat model, and its two roles.
+
+    Subclasses set ``name``, ``description``, ``options_class`` (a
+    :class:`~fedlabels.method.options.MethodOptions` dataclass), ``threat_model`` and
+    implement :meth:`make_server` and :meth:`make_client`.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    options_class: ClassVar[type[MethodOptions]] = NoOptions
+    threat_model: ClassVar[ThreatModel]
+    requires_weights: ClassVar[bool] = False
+    uses_public: ClassVar[bool] = True  # whether client roles hold the public set U
+    #: whether the run may go on when clients are lost (``validate`` decides how many)
+    tolerates_lost_clients: ClassVar[bool] = True
+    #: whether the method runs on a regression task (real targets)
+    supports_regression: ClassVar[bool] = False
+    #: whether the method computes on the features themselves (label propagation's kNN
+    #: graph), so a text dataset is refused; learners' own inputs are checked separately
+    numeric_features: ClassVar[bool] = False
+    #: the option with which the method samples clients itself (then the simulator's
+    #: ``--participation`` is refused); None: it does not
+    own_client_sampling: ClassVar[str | None] = None
+    #: the model spec used when the user names none; None: the torch ``mlp`` for methods
+    #: that average parameters (``requires_weights``), else ``decision_tree``
+    default_model: ClassVar[str | None] = None
+    #: rounds in which the method exchanges messages (None: every round); the rounds after
+    #: them send nothing (a one-shot method: 1)
+    communication_rounds: ClassVar[int | None] = None
+
+    def model_default(self) -> str:
+        """The model spec a run uses when the user gives none."""
+        if self.default_model is not None:
+            return self.default_model
+        return "mlp" if self.requires_weights else "decision_tree"
+
+    def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
+        """Rounds after which further rounds would change nothing (None: every round
+        counts); the engine stops the run there. By default the communication rounds."""
+        return self.communication_rounds
+
+    def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
+        """Why a finished run of ``settings.rounds`` rounds cannot be extended to more
+        (``fedlabels run --resume --rounds N``), or None when rounds beyond the planned ones
+        continue it exactly. By default: a method that stops early (:meth:`rounds_used`)."""
+        used = self.rounds_used(settings, learners)
+        if used is None:
+            return None
+        return (f"{self.name} exchanges all its messages in round {used}; more rounds would "
+                "change nothing")
+
+    def parse_options(self, raw: Mapping[str, Any] | MethodOptions | None) -> MethodOptions:
+        """Validated options from user input (already-parsed options pass through)."""
+        if isinstance(raw, MethodOptions):
+            if not isinstance(raw, self.options_class):
+                raise FedLabelsError(f"{self.name} takes {self.options_class.__name__}, got "
+                                     f"{type(raw).__name__}.")
+            return raw
+        return self.options_class.from_mapping(raw, self.name)
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        """Reject what the options alone cannot decide (clients, learners), clearly."""
+
+    def participation_refusal(self, settings: Settings) -> str | None:
+        """Why this run cannot take partial participation, dropouts or a deadline (None:
+        it can); see :mod:`fedlabels.runs.participation`."""
+        return None
+
+    def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
+        """The private data each client role holds (centralized pools it into one)."""
+        return clients
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        raise NotImplementedError
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        raise NotImplementedError
+
+
+def holds_model(learner: Any) -> bool:
+    """Whether ``learner`` can predict: built (iterative) or fitted (scikit-learn)."""
+    if is_iterative(learner):
+        return hasattr(learner, "model_")
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    try:
+        check_is_fitted(learner)
+    except NotFittedError:
+        return False
+    return True
+
+
+def collect_declared(cls: type, attr: str) -> tuple[str, ...]:
+    """The names that ``cls`` and its bases declare in class attribute ``attr``."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        for name in vars(klass).get(attr, ()):
+            if name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def make_learners(specs: list[Any], seeds: list[int], n_classes: int,
+                  task: str = "classification") -> list[Any]:
+    """One fresh learner per client from its spec (or estimator) and its seed."""
+    return [build_learner(s, n_classes=n_classes, random_state=seed, task=task)
+            for s, seed in zip(specs, seeds, strict=True)]

@@ -1,0 +1,136 @@
+"""Client-side pieces of the DP methods: a secret noise generator, and local DP-SGD training.
+
+:class:`SecretNoiseClient` keeps a client's privacy noise generator, seeded from OS entropy
+(:func:`fedlabels.core.randomness.numpy_generator`) where it is first needed — never from the run
+seed, which the server knows — and saved with the client's state. :class:`DPSGDClient` adds
+local DP-SGD (:mod:`fedlabels.learners.dpsgd`) with that generator, counts the steps it
+takes (``dp_steps``) and refuses steps beyond the plan its noise was calibrated for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
+from fedlabels.core.randomness import numpy_generator
+from fedlabels.method.base import ClientRole
+from fedlabels.method.options import POSITIVE, PROBABILITY, option
+from fedlabels.method.state import StateValue, generator_from_state, generator_state
+
+#: the options only DP-SGD reads (declared once here, by every method that trains with it)
+DPSGD_OPTIONS = ("example_clip", "example_rate")
+
+
+def example_clip_option(context: str) -> Any:
+    """C: the per-example L2 gradient clipping norm of DP-SGD."""
+    return option(1.0, f"{context}: per-example L2 gradient clipping norm C of DP-SGD",
+                  kind=float, interval=POSITIVE)
+
+
+def example_rate_option(context: str) -> Any:
+    """q: DP-SGD's Poisson sampling rate of private records per step."""
+    return option(0.25, f"{context}: Poisson sampling rate q of the private records per "
+                  "DP-SGD step (expected batch q·n; large batches keep the signal above the "
+                  "noise, docs/privacy.md §7c)", kind=float, interval=PROBABILITY)
+
+
+class SecretNoiseClient(ClientRole):
+    """A client role with a secret noise generator kept in its state (``noise_rng``)."""
+
+    secret_state: ClassVar[tuple[str, ...]] = ("noise_rng",)
+    _noise_rng: np.random.Generator | None = None
+
+    @property
+    def noise_rng(self) -> np.random.Generator:
+        """The privacy noise is this client's secret: seeded from OS entropy where it is first
+        needed (never from the run seed, which the server knows), then kept as state."""
+        if self._noise_rng is None:
+            self._noise_rng = numpy_generator()
+        return self._noise_rng
+
+    def state_dict(self) -> dict[str, StateValue]:
+        rng = self._noise_rng
+        return {**super().state_dict(),
+                "noise_rng": None if rng is None else generator_state(rng)}
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        super().load_state_dict(state)
+        if "noise_rng" not in state:
+            raise FedLabelsError(f"client {self.cid}: the state has no noise generator state "
+                                 "(noise_rng).")
+        value = state["noise_rng"]
+        self._noise_rng = None if value is None else generator_from_state(value)
+
+
+class DPSGDClient(SecretNoiseClient):
+    """Trains its torch learner with DP-SGD on its private data, counting every step."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("dp_steps",)
+    dp_steps: int = 0
+
+    def planned_dp_steps(self) -> int | None:
+        """The steps the noise was calibrated for (None: no total budget to enforce)."""
+        if getattr(self.settings.options, "epsilon", None) is None:
+            return None
+        return self.settings.rounds * self.settings.period
+
+    def check_dpsgd_round(self, config: Mapping[str, Any]) -> None:
+        """The client's own options, not the server's message, decide its protection: a
+        round whose q or C differ from them, whose σ is below the σ they calibrate, or whose
+        steps go beyond the planned number is refused before anything trains."""
+        from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd
+
+        opts = self.options
+        for key in DPSGD_OPTIONS:
+            if float(config[key]) != getattr(opts, key):
+                raise ParameterRefusal(f"client {self.cid}: the server asked for {key} = "
+                                     f"{config[key]!r} but this client's options say "
+                                     f"{getattr(opts, key)!r}; refusing to train.")
+        planned = self.planned_dp_steps()
+        if planned is None:
+            return
+        sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
+        if float(config["noise_multiplier"]) < sigma * (1 - 1e-9):
+            raise ParameterRefusal(f"client {self.cid}: the server asked for DP-SGD noise σ = "
+                                 f"{float(config['noise_multiplier']):.6g}, below the σ = "
+                                 f"{sigma:.6g} this client's ε = {opts.epsilon} needs; "
+                                 "refusing.")
+        steps = int(config["steps"])
+        if self.dp_steps + steps > planned:
+            raise BudgetRefusal(
+                f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
+                f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
+
+    def dpsgd_train(self, message: Message, X_aux: np.ndarray | None = None,
+                    y_aux: np.ndarray | None = None,
+                    aux_index: np.ndarray | None = None, learner: Any = None) -> int:
+        """``steps`` DP-SGD steps with the message's (σ, q, C) on ``learner`` (default: the
+        client's own); returns the steps taken."""
+        from fedlabels.learners.dpsgd import DPSGDConfig, check_dpsgd_learner, dpsgd_steps
+
+        own = learner is None
+        learner = self.learner if own else learner
+        check_dpsgd_learner(learner, f"client {self.cid}")
+        cfg = message.config
+        steps = int(cfg["steps"])
+        self.check_dpsgd_round(cfg)
+        config = DPSGDConfig(float(cfg["noise_multiplier"]), float(cfg["example_rate"]),
+                             float(cfg["example_clip"]))
+        if not hasattr(learner, "model_"):
+            learner.initialise(self.data.X.shape[1], self.settings.n_classes)
+        taken = dpsgd_steps(learner, self.data.X, self.data.y, steps, config,
+                            self.noise_rng, X_aux, y_aux, aux_index)
+        self.dp_steps += taken
+        if own:
+            self.fitted = True
+        return taken
+
+
+def dpsgd_round_config(noise_multiplier: float, options: Any) -> dict[str, Any]:
+    """The DP-SGD parameters a server puts into its train message."""
+    return {"noise_multiplier": noise_multiplier, "example_rate": options.example_rate,
+            "example_clip": options.example_clip}

@@ -1,0 +1,204 @@
+"""A method's declared threat model: who is trusted, what leaves a client, what is covered.
+
+Every :class:`~fedlabels.method.base.Method` carries a :class:`ThreatModel` as a class
+attribute (subclasses inherit and may replace it). It lists each value a client sends in a
+protocol message (:class:`Payload`: the message kind, the array or config key, what the
+value *is*, which public points its rows are about, and whether the method's stated
+guarantee covers it). The audit reads these declarations to know what an attacker holds;
+the contract test checks that every value a client actually sends is declared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: what a payload can be; the audit attacks the first five
+CONTENTS = {
+    "hard-labels": "bit-packed hard labels (ceil(log2 C) bits each)",
+    "noisy-one-hot": "bit-packed one-hot rows after bitwise randomized response",
+    "soft-labels": "class probabilities (float16 or float32)",
+    "weights": "the client's model parameters after local training",
+    "update": "the client's clipped model update (local weights minus start weights)",
+    "votes": "hard-label teacher votes (bit-packed), as 'hard-labels' but on queries",
+    "crypto": "ciphertexts, masked shares, public keys or sealed peer messages",
+    "lsh-bits": "plaintext SimHash bits of the client's points",
+    "indices": "indices of the client's own points (e.g. which are labelled)",
+    "size": "the client's number of examples",
+    "metric": "a statistic of the client's model or data (accuracy, norm, count)",
+    "quantised-predictions": "a regression model's predictions on U, b-bit quantised over the "
+                             "public target range",
+    "control": "protocol bookkeeping with no data-dependent content",
+}
+
+#: which public points the rows of a payload are about
+ROWS = ("public", "queries", "subset", "own", "none")
+
+GUARANTEES = ("formal", "conditional", "none")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One value a client sends: ``message`` kind, ``key`` of an array or config entry."""
+
+    message: str
+    key: str
+    content: str
+    rows: str = "none"
+    covered: bool = False
+    source: str = "arrays"  # "arrays" or "config"
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.content not in CONTENTS:
+            raise ValueError(f"payload content {self.content!r} not in {sorted(CONTENTS)}")
+        if self.rows not in ROWS:
+            raise ValueError(f"payload rows {self.rows!r} not in {ROWS}")
+        if self.source not in ("arrays", "config"):
+            raise ValueError(f"payload source {self.source!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"message": self.message, "key": self.key, "source": self.source,
+               "content": self.content, "rows": self.rows,
+               "covered_by_guarantee": self.covered}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class ThreatModel:
+    """What a method assumes and protects.
+
+    ``view`` names the attacker's view for the audit (e.g. ``hard-labels-on-queries``);
+    ``guarantee`` is ``formal``, ``conditional`` (on ``assumptions``) or ``none``;
+    ``against`` is the party the guarantee is stated against; ``neighbouring`` the
+    neighbouring relation (None without a guarantee). ``outside`` names values the server
+    computes from unprotected data and publishes (round metrics, result entries), each with
+    a one-line reason; with the payloads that are not ``covered`` they form the result's
+    ``privacy.outside_guarantee``.
+    """
+
+    view: str
+    adversary: str
+    sees: str
+    guarantee: str = "none"
+    against: str = ""
+    neighbouring: str | None = None
+    assumptions: tuple[str, ...] = ()
+    payloads: tuple[Payload, ...] = field(default=())
+    outside: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.guarantee not in GUARANTEES:
+            raise ValueError(f"guarantee {self.guarantee!r} not in {GUARANTEES}")
+
+    def payload(self, message: str, key: str, source: str = "arrays") -> Payload | None:
+        """The declaration of ``key`` in a client message of kind ``message``.
+
+        A declared key may contain ``{peer}``, which matches a client id (e.g. ``to_{peer}``
+        declares ``to_0``, ``to_1``, ...: a value addressed to, or about, another client).
+        """
+        for p in self.payloads:
+            if p.message == message and p.source == source and _key_matches(p.key, key):
+                return p
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"view": self.view, "adversary": self.adversary, "sees": self.sees,
+                "guarantee": self.guarantee, "against": self.against,
+                "neighbouring": self.neighbouring, "assumptions": list(self.assumptions),
+                "payloads": [p.to_dict() for p in self.payloads]}
+
+    def outside_guarantee(self) -> list[dict[str, str]]:
+        """Values a party outside the mechanism sees unprotected: name and reason each."""
+        sent = [{"name": f"{p.message}:{p.key}",
+                 "reason": p.note or f"{CONTENTS[p.content]}, sent without the mechanism"}
+                for p in self.payloads if not p.covered]
+        return [*sent, *({"name": name, "reason": why} for name, why in self.outside)]
+
+    def privacy(self) -> dict[str, Any]:
+        """The declared part of a result's ``privacy`` entry (a server refines it per run).
+
+        ``guarantee`` is ``formal``, ``conditional`` (on ``conditional_on``) or ``none``
+        (with a ``reason``); ``guarantee_against`` the party, ``neighbouring`` the relation.
+        """
+        if self.guarantee == "none":
+            return {"guarantee": "none", "reason": NO_MECHANISM, "guarantee_against": None,
+                    "neighbouring": self.neighbouring}
+        out: dict[str, Any] = {"guarantee": self.guarantee, "guarantee_against": self.against,
+                               "neighbouring": self.neighbouring}
+        if self.guarantee == "conditional":
+            out["conditional_on"] = "; ".join(self.assumptions)
+        out["outside_guarantee"] = self.outside_guarantee()
+        return out
+
+
+NO_MECHANISM = "no differential-privacy mechanism"
+
+#: what a result records from the clients' raw data beside the run (the federation summary)
+RECORDED_OUTSIDE = {
+    "client_sizes": "each client's number of records, from its raw data, kept in the result",
+    "client_class_counts": "each client's label counts, from its raw data, kept in the result",
+}
+
+
+def recorded_outside(federation: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The ``outside_guarantee`` entries of the raw-data statistics ``federation`` holds."""
+    return [{"name": f"federation.{key}", "reason": why}
+            for key, why in RECORDED_OUTSIDE.items() if key in federation]
+
+
+def merge_privacy(declared: dict[str, Any],
+                  *refinements: dict[str, Any] | None) -> dict[str, Any]:
+    """``declared`` (:meth:`ThreatModel.privacy`) refined by a run's own entries.
+
+    Later entries replace earlier ones, except ``outside_guarantee``, whose lists are joined
+    (one entry per name); ``conditional_on`` is dropped unless the guarantee is conditional.
+    """
+    out = dict(declared)
+    for refinement in refinements:
+        if not refinement:
+            continue
+        outside = list(out.get("outside_guarantee") or [])
+        out.update(refinement)
+        names = {o["name"] for o in outside}
+        outside += [o for o in refinement.get("outside_guarantee") or [] if o["name"] not in names]
+        if outside:
+            out["outside_guarantee"] = outside
+    if out.get("guarantee") != "conditional":
+        out.pop("conditional_on", None)
+    return out
+
+
+def _key_matches(declared: str, key: str) -> bool:
+    if "{peer}" not in declared:
+        return declared == key
+    pattern = re.escape(declared).replace(re.escape("{peer}"), r"\d+")
+    return re.fullmatch(pattern, key) is not None
+
+
+HONEST_BUT_CURIOUS_SERVER = ("honest-but-curious server that follows the protocol and does "
+                             "not collude with clients")
+
+#: a server that may also choose the public set U (query-based attacks insert points into U)
+SERVER_CHOOSING_U = HONEST_BUT_CURIOUS_SERVER + "; it may choose the public set U"
+
+#: a server that does not follow the protocol; a method names it only where the
+#: deviating-server harness (tests/test_deviating_server.py) shows its clients hold
+DEVIATING_SERVER = ("a server that may deviate from the protocol: it may choose the public "
+                    "set U, ask for less noise or more releases than a client's own options "
+                    "plan, send unplanned or repeated messages in any order, and give "
+                    "clients inconsistent views; it does not collude with clients")
+
+#: the evaluation reply every client role sends (simulator/deployment bookkeeping)
+EVALUATION_PAYLOADS = (
+    Payload("evaluate.reply", "accuracy", "metric", source="config",
+            note="test accuracy for the run record; outside any guarantee"),
+    Payload("evaluate.reply", "rmse", "metric", source="config",
+            note="regression: test RMSE for the run record; outside any guarantee"),
+    Payload("evaluate.reply", "r2", "metric", source="config",
+            note="regression: test R² for the run record; outside any guarantee"),
+)

@@ -1,0 +1,1 @@
+"""Distillation on the public set: DD, FedMD, DS-FL and FedDF."""

@@ -1,0 +1,215 @@
+"""FedMD (Li & Wang, 2019): heterogeneous federated learning via model distillation.
+
+FedMD assumes a **public labelled** dataset D₀. Our federations have an unlabelled public set
+U whose true labels only the simulator knows; FedMD here takes the first ``public_labeled``
+examples of U (U is a random sample) *with their labels* as D₀. This gives FedMD strictly
+more information than FedCT / DD / PATE (a labelled public set) — the reason the FedCT paper
+treats it as a differently-set-up baseline. The server sends D₀'s labels once (bit-packed,
+counted as protocol traffic); all roles already hold U's features.
+
+Round 1 (transfer learning, then the first communication):
+  each client trains ``transfer_steps`` steps on D₀, then ``transfer_steps`` on its private
+  data, and sends its class probabilities on a public subset d₁ ⊂ U.
+Round t > 1 (one exchange):
+  **aggregate** — the server averages the probabilities on d_{t-1} (the consensus) and sends
+  it with the seed of the next subset; **digest** — each client takes ``digest_steps`` steps
+  towards the consensus on d_{t-1} (soft cross-entropy); **revisit** — b (``period``) steps on
+  its private data; **communicate** — its probabilities on d_t.
+
+Subsets of ``public_subset`` examples are drawn from U by a seed the server sends, so only
+the seed travels. FedMD's code uses logits with an L1 loss; we average probabilities and use
+the soft cross-entropy (the same distillation loss as DD). Needs the torch ``mlp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message, pack_labels, unpack_labels
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.data import ClientData
+from fedlabels.method.base import (
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
+from fedlabels.method.blocks import broadcast
+from fedlabels.method.options import Interval, MethodOptions, option
+from fedlabels.method.threat import (
+    EVALUATION_PAYLOADS,
+    SERVER_CHOOSING_U,
+    Payload,
+    ThreatModel,
+)
+from fedlabels.methods.distillation.dd import (
+    SOFT_DTYPES,
+    average_soft,
+    check_soft_learners,
+    soft_dtype_option,
+)
+
+
+def _count_option(default: str, help: str) -> Any:
+    return option(None, f"{help}; none: {default}", kind=int, interval=Interval(1, None),
+                  nullable=True)
+
+
+@dataclass(frozen=True)
+class FedMDOptions(MethodOptions):
+    public_labeled: int | None = _count_option(
+        "min(1000, max(1, |U| // 5))", "|D₀|: the first public_labeled examples of U, with "
+        "their labels, are FedMD's labelled public set (at most |U|)")
+    public_subset: int | None = _count_option(
+        "min(5000, |U|)", "size of the public subset d_t the clients score each round (at "
+        "most |U|)")
+    transfer_steps: int | None = _count_option(
+        "5 x period", "transfer-learning steps on D₀, then as many on the private data "
+        "(round 1)")
+    digest_steps: int | None = _count_option("period", "steps towards the consensus on d_{t-1}")
+    soft_dtype: str = soft_dtype_option()
+
+
+def subset_indices(seed: int, n_public: int, size: int) -> np.ndarray:
+    """The public subset d_t drawn (sorted, without replacement) from a shared seed."""
+    return np.sort(np.random.default_rng(seed).choice(n_public, size=size, replace=False))
+
+
+def fedmd_sizes(options: FedMDOptions, n_public: int) -> tuple[int, int]:
+    """(|D₀|, |d_t|) from the options (or their defaults), checked against |U|."""
+    n_lab = (options.public_labeled if options.public_labeled is not None
+             else min(1000, max(1, n_public // 5)))
+    n_sub = options.public_subset if options.public_subset is not None else min(5000, n_public)
+    if n_lab > n_public:
+        raise FedLabelsError(f"public_labeled = {n_lab} exceeds |U| = {n_public}: the labelled "
+                             "public set is a slice of U. Use a smaller --opt public_labeled.")
+    if n_sub > n_public:
+        raise FedLabelsError(f"public_subset = {n_sub} exceeds |U| = {n_public}. Use a smaller "
+                             "--opt public_subset.")
+    return n_lab, n_sub
+
+
+class FedMDClient(ClientRole):
+    """Transfer learning, then digest / revisit / communicate every round."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("subset",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subset: np.ndarray | None = None  # d_t: the rows of U last scored
+        self.dtype = SOFT_DTYPES[self.settings.options_as(FedMDOptions).soft_dtype]
+        self.handlers["fedmd.train"] = self.train
+
+    def train(self, message: Message) -> Message:
+        cfg, U = message.config, self.X_public
+        if U is None:
+            raise FedLabelsError(f"client {self.cid}: FedMD needs the public set U.")
+        n_public = len(U)
+        if "public_labels" in message.arrays:  # transfer learning on D₀, then private data
+            n_lab = int(cfg["n_labeled"])
+            y0 = unpack_labels(message.arrays["public_labels"], n_lab, self.settings.n_classes)
+            self.train_on(U[:n_lab], y0, int(cfg["transfer_steps"]))
+            self.train_on(self.data.X, self.data.y, int(cfg["transfer_steps"]))
+        if "consensus" in message.arrays:  # digest, then revisit
+            if self.subset is None:
+                raise FedLabelsError(f"client {self.cid}: consensus before any subset.")
+            target = np.asarray(message.arrays["consensus"], dtype=np.float32)
+            self.learner.distill_steps(U[self.subset], target,
+                                       int(cfg["digest_steps"]))
+            self.train_on(self.data.X, self.data.y, int(cfg["steps"]))
+        self.subset = subset_indices(int(cfg["subset_seed"]), n_public, int(cfg["subset_size"]))
+        probs = self.model().predict_proba(U[self.subset]).astype(self.dtype)
+        return Message("fedmd.scores", arrays={"scores": probs})
+
+
+class FedMDServer(ServerRole):
+    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "consensus")
+
+    def __init__(self, settings: Settings, n_public: int, truth_public: np.ndarray,
+                 seed: int) -> None:
+        opts = settings.options_as(FedMDOptions)
+        self.settings = settings
+        self.n_labeled, self.subset_size = fedmd_sizes(opts, n_public)
+        self.transfer_steps = (opts.transfer_steps if opts.transfer_steps is not None
+                               else 5 * settings.period)
+        self.digest_steps = (opts.digest_steps if opts.digest_steps is not None
+                             else settings.period)
+        self.truth_public = truth_public
+        self.n_public = n_public
+        self.dtype = SOFT_DTYPES[opts.soft_dtype]
+        self.rng = np.random.default_rng(seed)
+        self.consensus: np.ndarray | None = None
+
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
+        next_seed = int(self.rng.integers(0, 2**31 - 1))
+        config: dict[str, Any] = {"round": rnd, "steps": self.settings.period,
+                                  "subset_seed": next_seed, "subset_size": self.subset_size}
+        arrays: dict[str, np.ndarray] = {}
+        if rnd == 0:
+            arrays["public_labels"] = pack_labels(self.truth_public[: self.n_labeled],
+                                                  self.settings.n_classes)
+            config.update(n_labeled=self.n_labeled, transfer_steps=self.transfer_steps)
+        if self.consensus is not None:
+            arrays["consensus"] = self.consensus.astype(self.dtype)
+            config["digest_steps"] = self.digest_steps
+        message = Message("fedmd.train", arrays=arrays, config=config)
+        self.consensus = average_soft(broadcast(grid, message, rnd), "scores")
+        idx = subset_indices(next_seed, self.n_public, self.subset_size)
+        return {"consensus_accuracy": float(np.mean(self.consensus.argmax(axis=1)
+                                                    == self.truth_public[idx]))}
+
+    def result_extra(self) -> dict[str, Any]:
+        return {"fedmd": {"public_labeled": self.n_labeled, "public_subset": self.subset_size,
+                          "transfer_steps": self.transfer_steps,
+                          "digest_steps": self.digest_steps,
+                          "scores_dtype": np.dtype(self.dtype).name,
+                          "labelled_public_set": "the first public_labeled examples of U with "
+                                                 "their true labels (FedMD's D0)"}}
+
+
+class FedMD(Method):
+    name = "fedmd"
+    default_model = "mlp"  # distillation on soft labels needs gradient steps
+    description = ("FedMD: transfer learning on a labelled public slice of U, then "
+                   "communicate / aggregate / digest / revisit with soft scores")
+    options_class = FedMDOptions
+    threat_model = ThreatModel(
+        view="soft-labels-on-queries",
+        adversary=SERVER_CHOOSING_U,
+        sees="the client's class probabilities on a seeded subset d_t of U every round",
+        guarantee="none",
+        payloads=(Payload("fedmd.scores", "scores", "soft-labels", rows="subset"),
+                  *EVALUATION_PAYLOADS))
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        check_soft_learners("FedMD", n_clients, learners)
+
+    def sized_for(self, options: MethodOptions, n_public: int) -> MethodOptions:
+        """``options`` with |D₀| and |d_t| fixed from a public set of ``n_public`` points.
+
+        The audit calls this with the ordinary |U| before it appends its query set to U, so
+        an audited run labels the same first |D₀| points of the ordinary U (never a forged
+        one) and scores subsets of the same size as a plain run.
+        """
+        if not isinstance(options, FedMDOptions):
+            raise FedLabelsError(f"expected FedMDOptions, got {type(options).__name__}.")
+        n_lab, n_sub = fedmd_sizes(options, n_public)
+        return replace(options, public_labeled=n_lab, public_subset=n_sub)
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        if ctx.truth_public is None:
+            raise FedLabelsError("FedMD needs a labelled public set; this federation has no "
+                                 "labels for U.")
+        return FedMDServer(ctx.settings, n_public, np.asarray(ctx.truth_public),
+                           ctx.server_seed)
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        return FedMDClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)

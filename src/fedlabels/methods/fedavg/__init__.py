@@ -1,0 +1,1 @@
+"""The FedAvg family: FedAvg and DP-FedAvg (client-level and record-level)."""

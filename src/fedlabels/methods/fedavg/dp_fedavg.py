@@ -1,0 +1,329 @@
+"""DP-FedAvg (McMahan et al. 2018): client-level DP for FedAvg.
+
+Each round the server samples every client independently with probability q (Poisson
+sampling); a sampled client takes b local steps from the global weights w and returns its
+**update** Δ = w_local - w clipped to L2 norm S (``Δ · min(1, S / ||Δ||)`` — the update, not
+the parameters). The server adds Gaussian noise of standard deviation σ·S to the *sum* of the
+clipped updates and divides by the fixed expected number of participants q·M (not the
+realised one, which would depend on who took part):
+
+    w <- w + server_lr · (Σ_i clip(Δ_i) + N(0, σ² S² I)) / (q M).
+
+Adding or removing one client changes the sum by at most S, so each round is the
+Poisson-subsampled Gaussian mechanism with noise multiplier σ, accounted with dp-accounting
+under ADD_OR_REMOVE_ONE (``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)),
+T)``; exact analytic Gaussian composition when q = 1). The options are
+:class:`DPFedAvgOptions`; σ calibrated from the run's total ε (``epsilon``) uses the run's
+number of rounds, and the server checks the budget before every round. The Poisson sample and
+the noise come from OS entropy at the server (:func:`fedlabels.core.randomness.numpy_generator`):
+amplification by subsampling needs the sample to be secret, so neither derives from the seed.
+
+Threat model: the server is trusted to add the noise (central DP): the guarantee protects
+every client's whole dataset against anyone who sees the global models (other clients, users
+of the final model), not against the server, which sees the clipped updates in the clear.
+
+``level="record"`` is the record-level variant instead: DP-SGD at the clients, a formal
+record-level (ε, δ) against everyone, the server included
+(:mod:`fedlabels.methods.fedavg.dp_fedavg_record`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal
+from fedlabels.core.randomness import numpy_generator
+from fedlabels.data import ClientData
+from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.method.blocks import (
+    GlobalModelServer,
+    WeightsClient,
+    broadcast,
+    check_weight_learners,
+    initial_weights,
+)
+from fedlabels.method.dpsgd_client import (
+    DPSGD_OPTIONS,
+    example_clip_option,
+    example_rate_option,
+)
+from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
+from fedlabels.method.threat import (
+    EVALUATION_PAYLOADS,
+    HONEST_BUT_CURIOUS_SERVER,
+    Payload,
+    ThreatModel,
+)
+from fedlabels.privacy.budget import Budget
+from fedlabels.privacy.events import CLIENT_LEVEL
+
+ACCOUNTANTS = ("analytic", "rdp", "pld")
+LEVELS = ("client", "record")
+#: client-level options that record-level DP-FedAvg does not read
+_CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant")
+
+
+@dataclass(frozen=True)
+class DPFedAvgOptions(MethodOptions):
+    clip: float = option(1.0, "L2 clipping norm S of each client update", kind=float,
+                         interval=POSITIVE, flag=True)
+    noise_multiplier: float | None = option(
+        None, "noise multiplier σ (noise std σ·S on the sum of clipped updates); give this "
+        "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
+    epsilon: float | None = option(
+        None, "total (ε, δ) budget of the whole run (client-level); σ is calibrated to it over "
+        "the run's rounds and every round is checked against it; give this or "
+        "noise_multiplier", kind=float, interval=POSITIVE, nullable=True, flag=True)
+    delta: float = delta_option("δ of the client-level (ε, δ) guarantee")
+    sample_rate: float = option(1.0, "Poisson client-sampling rate q", kind=float,
+                                interval=Interval(0.0, 1.0, "right"), flag=True)
+    server_lr: float = option(1.0, "server learning rate η applied to the noisy mean update",
+                              kind=float, interval=POSITIVE)
+    accountant: str | None = option(
+        None, "accountant for calibrating σ and reporting ε (analytic needs sample_rate 1); "
+        "none: analytic at q = 1, else RDP calibration and the tighter of PLD and RDP",
+        kind=str, choices=ACCOUNTANTS, nullable=True)
+    level: str = option(
+        "client", "client: clipped updates, server-side noise, client-level (ε, δ) against "
+        "observers of the model; record: DP-SGD at the clients, record-level (ε, δ) against "
+        "everyone, the server included (methods/fedavg/dp_fedavg_record.py)", kind=str,
+        choices=LEVELS)
+    example_clip: float = example_clip_option("level record")
+    example_rate: float = example_rate_option("level record")
+
+    def check(self) -> None:
+        given = self.given()
+        if self.level == "record":
+            unused = [n for n in _CLIENT_LEVEL_ONLY if n in given]
+            if unused:
+                raise FedLabelsError(f"dp-fedavg option(s) {', '.join(unused)} apply only "
+                                     "with level client; level record clips each example "
+                                     "(example_clip) and calibrates σ from --epsilon.")
+            if self.epsilon is None:
+                raise FedLabelsError("dp-fedavg level record needs the total budget --epsilon "
+                                     "(σ of DP-SGD is calibrated to it over all local steps).")
+            return
+        unused = [n for n in DPSGD_OPTIONS if n in given]
+        if unused:
+            raise FedLabelsError(f"dp-fedavg option(s) {', '.join(unused)} apply only with "
+                                 "level record (--level record).")
+        if (self.noise_multiplier is None) == (self.epsilon is None):
+            raise FedLabelsError("dp-fedavg needs exactly one of noise_multiplier (σ, e.g. "
+                                 "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
+                                 "e.g. --epsilon 8, σ is then calibrated).")
+        if self.accountant == "analytic" and self.sample_rate < 1.0:
+            raise FedLabelsError(f"dp-fedavg accountant analytic needs sample_rate 1, got "
+                                 f"{self.sample_rate}; use rdp or pld with client sampling.")
+
+
+def clip_update(update: np.ndarray, clip: float) -> tuple[np.ndarray, float]:
+    """Scale ``update`` to L2 norm at most ``clip``; returns (clipped, original norm)."""
+    norm = float(np.linalg.norm(update.astype(np.float64)))
+    scale = min(1.0, clip / norm) if norm > 0 else 1.0
+    return (update * scale).astype(np.float32), norm
+
+
+class DPFedAvgClient(WeightsClient):
+    """Returns its clipped update instead of its weights."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handlers["dpfedavg.train"] = self.train_update
+
+    def train_update(self, message: Message) -> Message:
+        clip = self.options.clip  # the client's own S: the server's noise is scaled to it
+        if float(message.config["clip"]) != clip:
+            raise ParameterRefusal(f"client {self.cid}: the server asked for clip = "
+                                   f"{message.config['clip']!r} but this client's options say "
+                                   f"{clip!r}; refusing.")
+        start = np.array(message.arrays["weights"], dtype=np.float32)
+        self.local_steps_from(message)
+        clipped, norm = clip_update(self.learner.get_weights() - start, clip)
+        return Message("dpfedavg.update", arrays={"update": clipped},
+                       config={"norm": norm})
+
+
+class DPFedAvgServer(GlobalModelServer):
+    """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²), accounts for ε."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled", "clipped_fraction", "budget")
+    secret_generators: ClassVar[tuple[str, ...]] = ("rng",)  # the Poisson sample and noise
+
+    def __init__(self, initial: np.ndarray, settings: Settings) -> None:
+        from fedlabels.privacy.accounting import (
+            calibrate_noise_multiplier,
+            default_calibration_accountant,
+            default_gaussian_accountants,
+            gaussian_epsilon,
+        )
+
+        super().__init__(initial, settings.period)
+        opts = settings.options_as(DPFedAvgOptions)
+        self.clip, self.delta = opts.clip, opts.delta
+        self.q, self.server_lr = opts.sample_rate, opts.server_lr
+        self.accountants = ((opts.accountant,) if opts.accountant is not None
+                            else default_gaussian_accountants(self.q))
+        self.target_epsilon = opts.epsilon
+        sigma = opts.noise_multiplier
+        if opts.epsilon is not None:
+            sigma = calibrate_noise_multiplier(opts.epsilon, self.delta, self.q,
+                                               settings.rounds, opts.accountant)
+        if sigma is None:
+            raise FedLabelsError("dp-fedavg needs noise_multiplier or epsilon.")
+        self.sigma = sigma
+        self.budget: Budget | None = None
+        if opts.epsilon is not None:  # refuse to start if the plan already exceeds it
+            name = opts.accountant or default_calibration_accountant(self.q)
+            self.budget = Budget(opts.epsilon, self.delta, "round", settings.rounds,
+                                 lambda k: gaussian_epsilon(self.sigma, self.q, k, self.delta, name)
+                                 if k else 0.0, name)
+            self.budget.check_plan()
+        self.rng: np.random.Generator | None = None  # made where the mechanism first runs
+        self.events: list[Any] = []
+        self.sampled: list[int] = []
+        self.clipped_fraction: list[float] = []
+
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
+        from fedlabels.privacy.events import SampledGaussianEvent
+
+        if self.budget is not None:
+            self.budget.charge(1)  # stops before a release that would exceed the target
+        if self.rng is None:  # the Poisson sample and the noise: secret, from OS entropy
+            self.rng = numpy_generator()
+        cids = grid.client_ids
+        picked = self.rng.random(len(cids)) < self.q
+        chosen = [cid for cid, p in zip(cids, picked, strict=True) if p]
+        message = Message("dpfedavg.train", arrays={"weights": self.weights},
+                          config={"round": rnd, "steps": self.period, "clip": self.clip})
+        replies = broadcast(grid, message, rnd, chosen) if chosen else {}
+        total = np.zeros(self.weights.shape, dtype=np.float64)
+        norms = []
+        for cid in sorted(replies):
+            total += replies[cid].arrays["update"]
+            norms.append(float(replies[cid].config["norm"]))
+        noise = self.rng.normal(0.0, self.sigma * self.clip, size=total.shape)
+        expected = self.q * len(cids)  # fixed q·M, never the realised number of participants
+        self.weights = (self.weights + self.server_lr * (total + noise) / expected
+                        ).astype(np.float32)
+        self.events.append(SampledGaussianEvent(self.sigma, self.q, self.clip))
+        self.sampled.append(len(chosen))
+        clipped = float(np.mean(np.asarray(norms) > self.clip)) if norms else 0.0
+        self.clipped_fraction.append(clipped)
+        return {"sampled_clients": float(len(chosen)), "clipped_fraction": clipped,
+                "mean_update_norm": float(np.mean(norms)) if norms else 0.0}
+
+    def result_extra(self) -> dict[str, Any]:
+        from fedlabels.privacy.accounting import account_gaussian
+
+        spent = account_gaussian(self.events, self.delta, self.accountants)
+        return {"privacy": {
+            "method": "dp-fedavg",
+            "mechanism": "Poisson-subsampled Gaussian on the sum of clipped client updates",
+            **spent.to_dict(),
+            "noise_multiplier": self.sigma,
+            "noise_multiplier_source": ("calibrated from target epsilon "
+                                        f"{self.target_epsilon}" if self.target_epsilon
+                                        is not None else "given"),
+            "clip_norm": self.clip,
+            "sample_rate": self.q,
+            "rounds_accounted": len(self.events),
+            "target": self.budget.to_dict() if self.budget is not None else None,
+            "sampled_clients_per_round": self.sampled,
+            "clipped_fraction_per_round": self.clipped_fraction,
+            "sensitivity": {"value": self.clip, "norm": "L2",
+                            "source": "clipping of each client update to norm S (add/remove "
+                                      "one client changes the sum by at most S)"},
+            "neighbouring": CLIENT_LEVEL,
+            "unit": "per client (its whole dataset), over the whole run",
+            "assumptions": list(DPFedAvg.threat_model.assumptions),
+            "threat_model": "anyone observing the global models (other clients, users of the "
+                            "model); not the server",
+        }}
+
+
+class DPFedAvg(Method):
+    """FedAvg with clipped client updates, Gaussian noise and Poisson client sampling."""
+
+    name = "dp-fedavg"
+    description = ("DP-FedAvg: clipped client updates, Gaussian noise σS on the sum, Poisson "
+                   "client sampling; client-level (ε, δ) via dp-accounting (level record: "
+                   "DP-SGD at the clients, record-level)")
+    options_class = DPFedAvgOptions
+    requires_weights = True
+    own_client_sampling = "sample_rate"  # secret Poisson sampling, accounted for
+    uses_public = False
+    threat_model = ThreatModel(
+        view="clipped-updates",
+        adversary=HONEST_BUT_CURIOUS_SERVER + "; the server is trusted to add the noise "
+        "(central DP), so the guarantee is not stated against it",
+        sees="each sampled client's clipped model update every round, in the clear (the "
+             "Gaussian noise is added by the server afterwards)",
+        guarantee="formal",
+        against="anyone observing the global models (other clients, users of the final "
+                "model); not the server",
+        neighbouring=CLIENT_LEVEL,
+        assumptions=(
+            "the server samples clients, clips nothing itself and adds the noise "
+            "honestly (central DP); it sees the clipped updates in the clear",
+            "the guarantee covers the sequence of global models released each round",
+            "clients' local models after their last local training are not covered",
+        ),
+        payloads=(
+            Payload("dpfedavg.update", "update", "update", note="central DP: the server sees "
+                    "each sampled client's clipped update in the clear; the guarantee is "
+                    "against observers of the global model, which carries the noise"),
+            Payload("dpfedavg.update", "norm", "metric", source="config", note="the L2 norm "
+                    "of the update before clipping, sent to the server in the clear"),
+            Payload("dpfedavg.dp_update", "update", "update", covered=True, note="level "
+                    "record: post-processing of the client's DP-SGD steps (formal "
+                    "record-level (ε, δ) against everyone, set per run in privacy)"),
+            Payload("dpfedavg.dp_update", "n", "metric", source="config", note="level "
+                    "record: the client's number of records (aggregation weight), in the "
+                    "clear"),
+            *EVALUATION_PAYLOADS),
+        outside=(
+            ("rounds[].server.mean_update_norm", "mean of the clients' pre-clipping update "
+             "norms, published without noise"),
+            ("rounds[].server.clipped_fraction", "fraction of sampled clients whose update "
+             "was clipped, from the pre-clipping norms, published without noise"),
+            ("privacy.clipped_fraction_per_round", "the same fractions, every round"),
+            ("rounds[].server.sampled_clients", "not computed from private data, but the "
+             "subsampling analysis assumes the Poisson sample is hidden; its size is published"),
+            ("privacy.sampled_clients_per_round", "the same sample sizes, every round"),
+        ))
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        check_weight_learners("DP-FedAvg", learners)
+        if settings.options_as(DPFedAvgOptions).level == "record":
+            from fedlabels.learners.dpsgd import check_dpsgd_learner
+
+            for cid, learner in enumerate(learners):
+                check_dpsgd_learner(learner, f"dp-fedavg level record (client {cid})")
+
+    def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
+        if settings.options_as(DPFedAvgOptions).epsilon is not None:
+            return ("the noise multiplier is calibrated from the total ε over the planned "
+                    "rounds; rerun with the new --rounds, or give --noise-multiplier")
+        return super().extension_refusal(settings, learners)
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        opts = ctx.settings.options_as(DPFedAvgOptions)
+        if opts.level == "record":
+            from fedlabels.methods.fedavg.dp_fedavg_record import DPFedAvgRecordServer
+
+            return DPFedAvgRecordServer(initial_weights(learners, ctx), ctx.settings, opts)
+        return DPFedAvgServer(initial_weights(learners, ctx), ctx.settings)
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        if ctx.settings.options_as(DPFedAvgOptions).level == "record":
+            from fedlabels.methods.fedavg.dp_fedavg_record import DPFedAvgRecordClient
+
+            return DPFedAvgRecordClient(cid, data, learner, ctx.settings, None, X_test, y_test)
+        return DPFedAvgClient(cid, data, learner, ctx.settings, None, X_test, y_test)

@@ -1,0 +1,1 @@
+"""FedCT (federated co-training) and DP-FedCT with its label mechanisms."""

@@ -1,0 +1,313 @@
+"""DP-FedCT: FedCT whose clients randomize their hard labels before sending them.
+
+Each round a client trains as in FedCT, predicts its hard labels on U, and releases them
+through a label mechanism of :mod:`fedlabels.privacy.mechanisms`:
+
+* ``mechanism="xor"`` (default) — the XOR mechanism with independent bits (bitwise
+  randomized response) on the |U| x C one-hot matrix, flip probability
+  f = 1 / (1 + e^{ε/s*}); the payload is C bits per row, bit-packed. The server forms the
+  consensus from per-class bit counts (debiased, random tie-break), never "first 1 in a row".
+* ``mechanism="kary"`` — k-ary randomized response per label with ε₁ = ε / s*_labels; the
+  payload stays ceil(log2 C) bits per label and the consensus is the plurality of the noisy
+  votes.
+* ``mechanism="dpsgd"`` — clients train with DP-SGD and share their DP models' plain hard
+  labels: a formal record-level (ε, δ) against the server and the other clients, accounted
+  over every local step (:mod:`fedlabels.methods.fedct.mechanisms.dpsgd`).
+
+Each mechanism is a strategy of :mod:`fedlabels.methods.fedct.mechanisms`.
+
+The options (:class:`DPFedCTOptions`: the run's total (ε, δ) budget ``epsilon``, from which
+the per-round ε is calibrated and against which every release is checked, or a pure
+``epsilon_per_round``; the sensitivity s* —
+worst case 2|U|, an empirical estimate, Prop. 2 or a given number of bits — and the
+mechanism) are FedCT's plus the privacy ones; ``fedlabels methods dp-fedct`` lists them.
+
+Threat model: honest clients, a semi-honest server, no collusion (the paper's). Each client's
+releases are ε-DP with respect to one record of that client's private data (given the
+sensitivity assumption); the consensus and everything downstream is post-processing. The
+clients' own final models are not protected (they never leave the client). Each client draws
+its noise from OS entropy (:func:`fedlabels.core.randomness.numpy_generator`), never from the run
+seed, which the server knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
+from fedlabels.data import ClientData
+from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole, Settings
+from fedlabels.method.blocks import broadcast
+from fedlabels.method.dpsgd_client import DPSGDClient
+from fedlabels.method.state import StateValue, prefixed, unprefixed
+from fedlabels.method.threat import (
+    DEVIATING_SERVER,
+    EVALUATION_PAYLOADS,
+    Payload,
+    ThreatModel,
+)
+from fedlabels.methods.fedct.dp_fedct_options import DPFedCTOptions, planned_sensitivity
+from fedlabels.methods.fedct.fedct import FedCT, FedCTClient, FedCTServer
+from fedlabels.methods.fedct.mechanisms import mechanism_for
+from fedlabels.methods.fedct.mechanisms.randomized_response import RR_ASSUMPTIONS
+from fedlabels.privacy.budget import Budget
+from fedlabels.privacy.events import RECORD_LEVEL
+
+_SENSITIVITY_NOTE = ("sent only with sensitivity empirical: the sensitivity estimate is "
+                     "computed from the client's private data and released without noise")
+
+
+class DPFedCTClient(DPSGDClient, FedCTClient):
+    """A FedCT client that makes its release on U private through the round's mechanism
+    (:mod:`fedlabels.methods.fedct.mechanisms`), with its secret noise generator.
+
+    Its own options, never the server's message, decide its protection: it refuses a message
+    that asks for another mechanism, less noise than its options calibrate
+    (:meth:`~.base.LabelMechanism.client_noise`) or a release beyond the planned rounds,
+    and answers the (noiseless) sensitivity estimate only where its options choose
+    ``sensitivity=empirical``, once."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("releases", "sensitivity_answers",
+                                              "own_sensitivity")
+
+    def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seed = seed  # the sensitivity estimate's learner; never the noise
+        self.releases = 0
+        self.sensitivity_answers = 0
+        # empirical: this client's estimate (bits, max and mean changed labels), made once
+        self.own_sensitivity: np.ndarray | None = None
+        self.strategy = mechanism_for(self.options.mechanism)
+        self._own_noise: dict[str, Any] | None = None  # calibrated from the options once
+        if self.strategy.uses_sensitivity and self.options.sensitivity == "empirical":
+            self.handlers["dpfedct.sensitivity"] = self.estimate_sensitivity
+
+    def train(self, message: Message) -> Message:
+        if self.releases >= self.settings.rounds:
+            raise BudgetRefusal(
+                f"client {self.cid}: privacy budget exceeded: this client's options plan "
+                f"{self.settings.rounds} releases, all made; refusing release "
+                f"{self.releases + 1}.")
+        mine = self.options.mechanism
+        asked = str(message.config.get("mechanism", mine))
+        if asked != mine:  # the client's own options decide how its data is protected
+            raise ParameterRefusal(f"client {self.cid}: the server asked for mechanism "
+                                   f"{asked!r} but this client's options say {mine!r}; "
+                                   "refusing.")
+        noise = self.strategy.client_noise(self, message.config)  # refuses less noise
+        self.releases += 1
+        return self.strategy.release(self, message, noise)
+
+    def own_noise(self) -> dict[str, Any]:
+        """The noise parameters this client's options calibrate (cached; deterministic)."""
+        if self._own_noise is None:
+            self._own_noise = self.strategy.own_noise(self)
+        return self._own_noise
+
+    def sensitivity_of_options(self) -> Any:
+        """s* from this client's options; for ``empirical`` its own estimate (made now if the
+        server never asked for it)."""
+        from fedlabels.privacy.events import Sensitivity
+
+        n = len(self.public)
+        planned = planned_sensitivity(self.options, n)
+        if planned is not None:
+            return planned
+        bits = min(int(self._estimate()[0]), 2 * n)
+        return Sensitivity(bits, "empirical", n, formal=False)
+
+    _release: Any = None
+
+    def release_learner(self) -> Any:
+        """``dpsgd`` with ``site_model=private``: the DP-SGD model whose labels the client
+        shares, apart from its own (evaluated) model; a fresh copy of its learner at first."""
+        if self._release is None:
+            from fedlabels.learners import clone_fresh_learner
+
+            self._release = clone_fresh_learner(self.learner)
+        return self._release
+
+    def state_dict(self) -> dict[str, StateValue]:
+        out = super().state_dict()
+        if self._release is not None and hasattr(self._release, "model_"):
+            out.update(prefixed("release", self._release.state_dict()))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        super().load_state_dict(state)
+        release = unprefixed("release", state)
+        self._release = None
+        if release:
+            self.release_learner().load_state_dict(release)
+
+    def _estimate(self) -> np.ndarray:
+        """Empirical s* of this client's learner on its own data, as its options say:
+        (bits, max and mean changed labels), computed once and kept."""
+        from fedlabels.learners import build_learner, parse_model_spec
+        from fedlabels.methods.fedct.sensitivity import empirical_sensitivity
+
+        if self.own_sensitivity is not None:
+            return self.own_sensitivity
+        opts, U = self.options, self.X_public
+        if U is None:
+            raise FedLabelsError(f"client {self.cid}: DP-FedCT needs the public set U.")
+        spec = opts.sensitivity_model
+        learner = (build_learner(parse_model_spec(spec)[0], n_classes=self.settings.n_classes,
+                                 random_state=self.seed) if spec else self.learner)
+        steps = (self.settings.period if opts.sensitivity_steps is None
+                 else opts.sensitivity_steps)
+        est = empirical_sensitivity(
+            learner, self.data.X, self.data.y, U, self.settings.n_classes,
+            n_neighbours=min(opts.sensitivity_neighbours, len(self.data.y)),
+            relation=opts.sensitivity_relation, seed=self.seed, steps=steps)
+        d = est.details
+        self.own_sensitivity = np.array([est.bits, d["max_changed_labels"],
+                                         d["mean_changed_labels"]], dtype=np.float64)
+        return self.own_sensitivity
+
+    def estimate_sensitivity(self, message: Message) -> Message:
+        """This client's empirical s* (bits), from its own options, answered once: the
+        answer is computed from private data without noise (outside the formal
+        guarantee), so a second request is refused."""
+        if self.sensitivity_answers:
+            raise BudgetRefusal(f"client {self.cid}: the sensitivity estimate is answered "
+                                "once per run; refusing another.")
+        bits, max_changed, mean_changed = self._estimate()
+        self.sensitivity_answers += 1
+        return Message("dpfedct.sensitivity.reply", category="control", config={
+            "bits": int(bits), "max_changed_labels": int(max_changed),
+            "mean_changed_labels": float(mean_changed)})
+
+
+class DPFedCTServer(FedCTServer):
+    """Collects noisy label releases, forms the consensus, and accounts for ε."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("events", "sensitivity")
+    secret_generators: ClassVar[tuple[str, ...]] = ("_rng",)  # consensus tie-breaks
+
+    def __init__(self, settings: Settings, n_public: int,
+                 truth_public: np.ndarray | None) -> None:
+        super().__init__(settings, n_public, truth_public)
+        self.options = settings.options_as(DPFedCTOptions)
+        self.mechanism = self.options.mechanism
+        self.strategy = mechanism_for(self.mechanism)
+        self.delta = self.options.delta
+        self._rng: np.random.Generator | None = None  # consensus tie-breaks, made on use
+        self.sensitivity = (planned_sensitivity(self.options, n_public)
+                            if self.strategy.uses_sensitivity else None)
+        self.events: list[Any] = []
+        self.seed = 0  # the run's server seed (make_server): public choices, e.g. queries
+        self.epsilon_round: float | None = None
+        self.budget: Budget | None = None
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        """Labels, events and s* as saved; the per-round ε and the budget are recalibrated
+        from s* (deterministic) and charged for the rounds already released."""
+        super().load_state_dict(state)
+        self.epsilon_round, self.budget = None, None
+        if self.events:  # s* (if used) is known: no estimate, no exchange
+            self.strategy.calibrate(self, None)
+            if self.budget is not None:
+                self.budget.released = len(self.events)
+
+    # ------------------------------------------------------------------ rounds
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
+        self.strategy.calibrate(self, grid)
+        if self.budget is not None:
+            self.budget.charge(1)  # stops before a release that would exceed the target
+        mech = self.strategy.round_config(self)
+        base = self.train_message(rnd)
+        message = Message(base.kind, arrays=base.arrays, config={**base.config, **mech})
+        replies = broadcast(grid, message, rnd)
+        new = self.strategy.collect(self, replies, mech)
+        metrics = self.consensus_metrics(new)
+        self.labels = new
+        return metrics
+
+    def result_extra(self) -> dict[str, Any]:
+        return {"privacy": {"method": "dp-fedct", **self.strategy.privacy(self)}}
+
+
+class DPFedCT(FedCT):
+    """FedCT with the XOR mechanism (or k-ary randomized response) on the shared labels."""
+
+    name = "dp-fedct"
+    description = ("DP-FedCT: FedCT with private label releases (--mechanism: xor, kary, "
+                   "dpsgd, subsample-aggregate); (ε, δ) accounted over the run")
+    options_class = DPFedCTOptions
+    supports_regression = False  # no sound mechanism for real predictions: docs/robustness.md
+
+    threat_model = ThreatModel(
+        view="noisy-labels-on-queries",
+        adversary=DEVIATING_SERVER,
+        sees="the client's randomized labels on U every round (noisy one-hot rows for xor, "
+             "k-ary randomized-response labels for kary) and, with sensitivity empirical, "
+             "its sensitivity estimate once before round 1",
+        guarantee="conditional",
+        against="the server, also one that deviates from the protocol: each client takes "
+                "its mechanism, noise and number of releases from its own options (on "
+                "Flower: the site's privacy-plan) and refuses less noise, more releases and "
+                "unplanned answers (replays and rewinds of a Flower site's message numbers "
+                "need the site ledger); and anyone who sees what the server sees",
+        neighbouring=RECORD_LEVEL,
+        assumptions=(
+            *RR_ASSUMPTIONS,
+            "every client's true Hamming sensitivity is at most the s* the noise is "
+            "calibrated to: proven for sensitivity worst (2|U|, which protects a client's "
+            "whole dataset: formal), an assumption for empirical, prop2 (a heuristic) and a "
+            "given number (conditional)",
+        ),
+        outside=(("privacy.sensitivity.details", "sensitivity empirical: the per-client "
+                  "estimates, computed from private data without noise"),),
+        payloads=(
+            Payload("dpfedct.bits", "bits", "noisy-one-hot", rows="public", covered=True),
+            Payload("dpfedct.labels", "labels", "hard-labels", rows="public", covered=True,
+                    note="k-ary randomized response of the client's hard labels"),
+            Payload("dpfedct.dpsgd_labels", "labels", "hard-labels", rows="public",
+                    covered=True, note="dpsgd: hard labels of the client's DP-SGD model "
+                    "(formal record-level (ε, δ), set per run in privacy)"),
+            Payload("dpfedct.sa_labels", "labels", "hard-labels", rows="subset", covered=True,
+                    note="subsample-aggregate: GNMax of the client's k teachers' votes on the "
+                    "round's queries of U (formal record-level (ε, δ))"),
+            Payload("dpfedct.sa_labels", "dd_rdp", "metric",
+                    note="subsample-aggregate with data_dependent: the data-dependent RDP of "
+                    "the client's vote counts, from private data without noise"),
+            *(Payload("dpfedct.sensitivity.reply", key, "metric", source="config",
+                      note=_SENSITIVITY_NOTE)
+              for key in ("bits", "max_changed_labels", "mean_changed_labels")),
+            *EVALUATION_PAYLOADS))
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        super().validate(n_clients, settings, learners)
+        refusal = mechanism_for(settings.options_as(DPFedCTOptions).mechanism).refusal(
+            settings, learners)
+        if refusal:
+            raise FedLabelsError(refusal)
+
+    def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
+        if settings.options_as(DPFedCTOptions).epsilon is not None:
+            return ("the total ε is split over the planned rounds (the per-round ε depends on "
+                    "them); rerun with the new --rounds, or use --epsilon-per-round")
+        return super().extension_refusal(settings, learners)
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        server = DPFedCTServer(ctx.settings, n_public, ctx.truth_public)
+        server.seed = ctx.server_seed  # subsample-aggregate's query subsets (public choice)
+        return server
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        return DPFedCTClient(cid, data, learner, ctx.settings, X_public, X_test, y_test,
+                             seed=ctx.seeds[cid])
+
+    def participation_refusal(self, settings: Settings) -> str | None:
+        if settings.options_as(DPFedCTOptions).sensitivity == "empirical":
+            return ("the empirical sensitivity is estimated once from every client before "
+                    "round 1; give --sensitivity worst (or a number) instead.")
+        return None

@@ -1,0 +1,228 @@
+"""xor and kary: randomized response on the client's hard labels, calibrated to s*.
+
+* ``xor`` — the XOR mechanism with independent bits (bitwise randomized response) on the
+  |U| x C one-hot matrix, flip probability f = 1 / (1 + e^{ε/s*}); C bits per row, bit-packed.
+  The server forms the consensus from per-class bit counts (debiased, random tie-break).
+* ``kary`` — k-ary randomized response per label with ε₁ = ε / s*_labels; ceil(log2 C) bits
+  per label, the consensus is the plurality of the noisy votes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fedlabels.comm import Message, pack_labels
+from fedlabels.core.randomness import numpy_generator
+from fedlabels.method.base import Grid
+from fedlabels.method.blocks import broadcast
+from fedlabels.methods.fedct.mechanisms.base import LabelMechanism, refuse_less_noise
+from fedlabels.privacy.budget import label_round_budget
+from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
+
+if TYPE_CHECKING:
+    from fedlabels.methods.fedct.dp_fedct import DPFedCTClient, DPFedCTServer
+
+
+def _estimate_sensitivity(server: DPFedCTServer, grid: Grid) -> Sensitivity:
+    opts = server.options
+    config: dict[str, Any] = {
+        "neighbours": opts.sensitivity_neighbours, "relation": opts.sensitivity_relation,
+        "steps": (server.settings.period if opts.sensitivity_steps is None
+                  else opts.sensitivity_steps),
+        "model": opts.sensitivity_model}
+    message = Message("dpfedct.sensitivity", config=config, category="control")
+    replies = broadcast(grid, message, 0)
+    per_client = {cid: int(r.config["bits"]) for cid, r in sorted(replies.items())}
+    bits = min(max(per_client.values()), 2 * server.n_public)
+    return Sensitivity(bits, "empirical", server.n_public, formal=False, details={
+        **config, "per_client_bits": per_client,
+        "per_client_mean_changed_labels": {
+            cid: float(r.config["mean_changed_labels"]) for cid, r in replies.items()},
+        "estimated_at": "before round 1, fresh learners trained on private data only",
+        "note": "s* = max over clients of a sample maximum over neighbours: an estimate, "
+                "not a bound; the estimate itself is computed from private data and "
+                "released without noise"})
+
+
+class _RandomizedResponse(LabelMechanism):
+    """What xor and kary share: s*, the per-round ε and its budget, the guarantee."""
+
+    def own_epsilon_round(self, client: DPFedCTClient) -> tuple[float, Sensitivity]:
+        """(ε per round, s*) from the client's own options and plan (its own s* estimate
+        with ``empirical``): what the server computes, never read from a message."""
+        opts = client.options
+        sens = client.sensitivity_of_options()
+        if opts.epsilon_per_round is not None:
+            return float(opts.epsilon_per_round), sens
+        eps, _ = label_round_budget(opts.epsilon, opts.delta, client.settings.rounds,
+                                    self.name, sens)
+        return eps, sens
+
+    def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
+        """(ε per round, s*): estimated (if empirical) and calibrated before round 1; with a
+        total budget the run refuses to start if its planned rounds would exceed it."""
+        from fedlabels.privacy.validation import check_sensitivity_bits
+
+        if server.sensitivity is None:
+            assert grid is not None  # a restored server has its s*
+            server.sensitivity = _estimate_sensitivity(server, grid)
+        if server.epsilon_round is None:
+            check_sensitivity_bits(server.sensitivity.bits, server.n_public)
+            if server.options.epsilon_per_round is not None:
+                server.epsilon_round = server.options.epsilon_per_round
+            else:
+                assert server.options.epsilon is not None  # DPFedCTOptions.check: one of two
+                server.epsilon_round, server.budget = label_round_budget(
+                    server.options.epsilon, server.delta, server.settings.rounds, self.name,
+                    server.sensitivity)
+                server.budget.check_plan()
+
+    def privacy(self, server: DPFedCTServer) -> dict[str, Any]:
+        from fedlabels.privacy.accounting import account_labels
+        from fedlabels.privacy.sensitivity import sensitivity_guarantee
+
+        spent = account_labels(server.events, server.delta)
+        mech = ({k: v for k, v in self.round_config(server).items() if k != "mechanism"}
+                if server.epsilon_round is not None and server.sensitivity is not None
+                else {})
+        sens = server.sensitivity.to_dict() if server.sensitivity is not None else None
+        assumptions = [
+            *RR_ASSUMPTIONS,
+            "the guarantee holds only if every client's true Hamming sensitivity is at most "
+            f"s* = {sens['bits'] if sens else '?'} bits (source: "
+            f"{sens['source'] if sens else '?'}; 1 changed label = 2 bits)",
+        ]
+        if sens and sens["source"] == "prop2":
+            assumptions.append("s* is the Prop. 2 heuristic: Prop. 2 bounds an expected loss "
+                               "change, not prediction changes on U, and gives no supremum "
+                               "over neighbours")
+        if sens and sens["source"] != "worst":
+            assumptions.append("s* is not a proven bound; the (ε, δ) below is conditional "
+                               "on it")
+        else:
+            assumptions.append("s* = 2|U| holds for any two datasets of a client: the whole "
+                               "dataset of each client is protected, not just one record")
+        guarantee = (sensitivity_guarantee(server.sensitivity)
+                     if server.sensitivity is not None else {})
+        return {
+            "mechanism": self.summary,
+            **spent.to_dict(),
+            "epsilon_per_round": server.epsilon_round,
+            "target": server.budget.to_dict() if server.budget is not None else None,
+            "rounds_accounted": len(server.events),
+            **mech,
+            "sensitivity": sens,
+            "neighbouring": RECORD_LEVEL,
+            **guarantee,
+            "unit": "per client, over the whole run",
+            "assumptions": assumptions,
+            "threat_model": "semi-honest server observing every client's noisy labels",
+        }
+
+
+#: what every randomized-response guarantee assumes, besides the sensitivity (stated per run)
+RR_ASSUMPTIONS = (
+    "honest clients, semi-honest (honest-but-curious) server, no collusion",
+    "each client's label releases are protected w.r.t. one record of its private "
+    "data; the consensus, the vote and training on pseudo-labels are post-processing",
+    "the clients' final models never leave the clients and are not protected",
+)
+
+
+class XorMechanism(_RandomizedResponse):
+    """Bitwise randomized response on the one-hot rows."""
+
+    name = "xor"
+    summary = "xor: bitwise randomized response on one-hot rows"
+
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        from fedlabels.privacy.mechanisms import flip_probability
+
+        eps, sens = self.own_epsilon_round(client)
+        return {"flip_probability": flip_probability(eps, sens.bits)}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        f = float(config["flip_probability"])  # f and 1 - f protect alike
+        refuse_less_noise(client, "flip_probability", min(f, 1.0 - f),
+                          client.own_noise()["flip_probability"], noisier_above=True)
+        return {"flip_probability": f}
+
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
+        from fedlabels.privacy.mechanisms import one_hot, pack_rows, xor_release
+
+        client.receive_and_train(message)
+        noisy = xor_release(one_hot(client.local_labels(), client.settings.n_classes),
+                            noise["flip_probability"], client.noise_rng)
+        return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
+
+    def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
+        from fedlabels.privacy.mechanisms import flip_probability
+
+        assert server.epsilon_round is not None and server.sensitivity is not None
+        return {"mechanism": "xor",
+                "flip_probability": flip_probability(server.epsilon_round,
+                                                     server.sensitivity.bits)}
+
+    def collect(self, server: DPFedCTServer, replies: dict[int, Message],
+                config: dict[str, Any]) -> np.ndarray:
+        from fedlabels.privacy.events import XorEvent
+        from fedlabels.privacy.mechanisms import bit_count_consensus, unpack_rows
+
+        assert server.epsilon_round is not None and server.sensitivity is not None
+        n, c = server.n_public, server.settings.n_classes
+        f = config["flip_probability"]
+        noisy = np.stack([unpack_rows(replies[cid].arrays["bits"], n, c)
+                          for cid in sorted(replies)])
+        if server._rng is None:
+            server._rng = numpy_generator()
+        new = bit_count_consensus(noisy, f, server._rng, server.options.quorum)
+        server.events.append(XorEvent(server.epsilon_round, server.sensitivity.bits, f, n * c))
+        return new
+
+
+class KaryMechanism(_RandomizedResponse):
+    """k-ary randomized response per label."""
+
+    name = "kary"
+    summary = "k-ary randomized response"
+
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        eps, sens = self.own_epsilon_round(client)
+        return {"epsilon_per_label": eps / sens.labels}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"epsilon_per_label": refuse_less_noise(
+            client, "epsilon_per_label", float(config["epsilon_per_label"]),
+            client.own_noise()["epsilon_per_label"], noisier_above=False)}
+
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
+        from fedlabels.privacy.mechanisms import kary_release
+
+        client.receive_and_train(message)
+        n_classes = client.settings.n_classes
+        noisy_labels = kary_release(client.local_labels(), noise["epsilon_per_label"],
+                                    n_classes, client.noise_rng)
+        return Message("dpfedct.labels", arrays={"labels": pack_labels(noisy_labels,
+                                                                       n_classes)})
+
+    def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
+        assert server.epsilon_round is not None and server.sensitivity is not None
+        return {"mechanism": "kary",
+                "epsilon_per_label": server.epsilon_round / server.sensitivity.labels}
+
+    def collect(self, server: DPFedCTServer, replies: dict[int, Message],
+                config: dict[str, Any]) -> np.ndarray:
+        from fedlabels.privacy.events import KaryRREvent
+
+        assert server.epsilon_round is not None and server.sensitivity is not None
+        # the plurality (or qualified majority) of the noisy votes, as in FedCT
+        new = server.consensus(server.collect_votes(replies))
+        server.events.append(KaryRREvent(server.epsilon_round, server.sensitivity.labels,
+                                         config["epsilon_per_label"],
+                                         server.settings.n_classes, server.n_public))
+        return new

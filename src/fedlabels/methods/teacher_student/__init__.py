@@ -1,0 +1,1 @@
+"""Teacher-student methods: PATE, DP-PATE and FREDY."""

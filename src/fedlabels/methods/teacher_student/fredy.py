@@ -1,0 +1,241 @@
+"""FREDY (Anastasakis et al., 2024): FedAvg-trained teachers, Laplace noisy-max, a student.
+
+Round 1 of the run holds the whole teacher phase and the release:
+
+1. ``teacher_rounds`` (R_T, default 10 as in the paper) FedAvg rounds over the teachers (the
+   clients): R_T - 1 exchanges of weights, each client taking b (``period``) local steps from
+   the global model, the server averaging by data size;
+2. the vote: the server sends the last global model with the query indices; each teacher
+   takes its last b local steps from it, **keeps that local model** (no upload) and returns
+   its hard labels on the queries;
+3. the server adds Laplace noise of scale b to each vote count (drawn from OS entropy, never
+   the run seed; :mod:`fedlabels.privacy.noisy_max`) and releases the argmax labels. With
+   ``epsilon`` (the run's total budget over the Q queries) b is calibrated so that the formal
+   composition (L1 sensitivity 2·n, basic or RDP) meets it; with ``epsilon_per_query`` (the
+   paper's reading) b = 2/ε_query.
+
+Then, as in PATE, every client trains the same student on the labelled queries, b steps per
+round; ``final.mean_accuracy`` is the student's accuracy (the shared teacher-student roles are
+in :mod:`fedlabels.methods.teacher_student.roles`; the FedAvg pieces in
+:mod:`fedlabels.method.blocks`).
+
+**Privacy and the non-disjoint-teacher caveat** (docs/privacy.md §2.6). ε per query = 2/b holds
+if each private record influences one teacher's vote (L1 sensitivity 2). FREDY's teachers all
+start every round from the FedAvg model trained on *all* clients' data, so one record can move
+every teacher's vote: the L1 sensitivity is 2·n and the same noise gives n·ε per query. The
+result's ``privacy.epsilon`` is this formal bound (``privacy.l1_sensitivity`` = 2n);
+``privacy.if_disjoint_teachers`` gives the per-query-ε reading of the paper, valid only under
+an assumption FedAvg violates. Both are composed over the Q queries by basic composition,
+RDP and PLD (dp-accounting); the smallest is reported.
+
+The paper's noise is Lap(1/ε) (PATE 2017's γ = ε), which is (2ε)-DP per query under the same
+disjoint-teacher assumption; our ε per query is the actual per-query guarantee, so our ε = x
+corresponds to the paper's ε = x/2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import numpy_generator
+from fedlabels.data import ClientData
+from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole, Settings
+from fedlabels.method.blocks import (
+    WeightsClient,
+    broadcast,
+    check_weight_learners,
+    initial_weights,
+    size_weighted_average,
+)
+from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
+from fedlabels.method.threat import (
+    EVALUATION_PAYLOADS,
+    HONEST_BUT_CURIOUS_SERVER,
+    Payload,
+    ThreatModel,
+)
+from fedlabels.methods.teacher_student.roles import (
+    RELEASE_OUTSIDE,
+    VOTE_PAYLOADS,
+    TeacherStudentClient,
+    TeacherStudentMethod,
+    TeacherStudentOptions,
+    TeacherStudentServer,
+    check_teachers,
+)
+from fedlabels.privacy.budget import Budget
+from fedlabels.privacy.events import DISJOINT_TEACHERS, RECORD_LEVEL, LaplaceNoisyMaxEvent
+from fedlabels.privacy.noisy_max import VOTE_L1_SENSITIVITY, laplace_noisy_max, laplace_scale
+from fedlabels.privacy.vote_accounting import (
+    account_laplace,
+    calibrate_laplace_scale,
+    laplace_total_epsilon,
+)
+
+NON_DISJOINT_CAVEAT = (
+    "FREDY's teachers are trained with FedAvg: every teacher starts each round from a global "
+    "model that depends on all clients' data, so one private record can change every "
+    "teacher's vote (L1 sensitivity 2 x teachers, not 2). 'epsilon' uses that sensitivity; "
+    "'if_disjoint_teachers' is the per-query epsilon of the paper's reading, valid only if "
+    "each record influenced a single teacher, which FedAvg does not guarantee.")
+
+
+@dataclass(frozen=True)
+class FREDYOptions(TeacherStudentOptions):
+    """FREDY's options: no ``teacher_steps`` (each FedAvg round takes b = period steps)."""
+
+    epsilon: float | None = option(
+        None, "total (ε, δ) budget of the run over all queries, with the formal L1 "
+        "sensitivity 2·n (one record may move every teacher's vote); the Laplace scale is "
+        "calibrated from it (basic or RDP composition) and the release is checked against it; "
+        "give this or epsilon_per_query", kind=float, interval=POSITIVE, nullable=True,
+        flag=True)
+    epsilon_per_query: float | None = option(
+        None, "nominal ε per query of the paper's reading (Laplace scale 2/ε, valid only for "
+        "disjoint teachers; the formal per-query ε is n times it); no run target; give this "
+        "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
+    delta: float = delta_option()
+    teacher_rounds: int = option(
+        10, "FedAvg rounds R_T of the teacher phase, the last one ending in the vote (each "
+        "teacher keeps its last local model)", kind=int, interval=Interval(1, None))
+
+    def check(self) -> None:
+        super().check()
+        if (self.epsilon is None) == (self.epsilon_per_query is None):
+            raise FedLabelsError("FREDY needs exactly one of --epsilon (the total (ε, δ) "
+                                 "budget of the run over all queries, e.g. --epsilon 8) and "
+                                 "--epsilon-per-query (the nominal per-query ε of the "
+                                 "paper's Laplace noisy-max, e.g. --epsilon-per-query 0.2).")
+
+
+class FredyClient(TeacherStudentClient, WeightsClient):
+    """A FedAvg participant that keeps its last local model as its teacher."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handlers["fredy.fedavg"] = self.fedavg
+
+    def fedavg(self, message: Message) -> Message:
+        self.local_steps_from(message)
+        return self.weights_reply("fredy.weights")
+
+    def train_teacher(self, message: Message) -> None:
+        # the last FedAvg round: local steps from the global model, kept (not uploaded)
+        self.local_steps_from(message)
+
+
+class FredyServer(TeacherStudentServer):
+    """R_T - 1 FedAvg rounds, the vote from the last global model, Laplace noisy-max."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("weights", "budget")
+
+    def __init__(self, settings: Settings, n_public: int, seed: int,
+                 truth_public: np.ndarray | None, initial: np.ndarray,
+                 n_teachers: int) -> None:
+        opts = settings.options_as(FREDYOptions)
+        super().__init__(settings, opts, n_public, seed, truth_public, settings.period)
+        self.teacher_rounds = opts.teacher_rounds
+        self.delta = opts.delta
+        self.weights = np.asarray(initial, dtype=np.float32)
+        self.n_teachers = n_teachers
+        self.budget: Budget | None = None
+        if opts.epsilon_per_query is not None:
+            self.scale = laplace_scale(opts.epsilon_per_query)
+        else:
+            assert opts.epsilon is not None  # FREDYOptions.check: one of the two
+            formal = VOTE_L1_SENSITIVITY * n_teachers
+            scale = self.scale = calibrate_laplace_scale(opts.epsilon, self.n_queries,
+                                                         self.delta, formal)
+            self.budget = Budget(opts.epsilon, self.delta, "query", self.n_queries,
+                                 lambda k: laplace_total_epsilon(scale, k, self.delta, formal)
+                                 if k else 0.0, "basic or rdp (L1 sensitivity 2n)")
+            self.budget.check_plan()  # refuse to start if the planned queries exceed it
+        self.epsilon_query = VOTE_L1_SENSITIVITY / self.scale  # nominal (disjoint reading)
+
+    def train_teachers(self, rnd: int, grid: Grid) -> dict[str, np.ndarray]:
+        for _ in range(self.teacher_rounds - 1):
+            msg = Message("fredy.fedavg", arrays={"weights": self.weights},
+                          config={"round": rnd, "steps": self.settings.period})
+            self.weights = size_weighted_average(broadcast(grid, msg, rnd))
+        return {"weights": self.weights}
+
+    def aggregate(self, counts: np.ndarray) -> np.ndarray:
+        if self.budget is not None:  # stop before a release that would exceed the target
+            self.budget.charge(len(counts))
+        # the aggregator's noise is its secret: OS entropy, never the run seed
+        release = laplace_noisy_max(counts, self.epsilon_query, numpy_generator())
+        scale = release.scale
+        formal = account_laplace([LaplaceNoisyMaxEvent(
+            scale, VOTE_L1_SENSITIVITY * self.n_teachers, len(counts))], self.delta)
+        disjoint = account_laplace([LaplaceNoisyMaxEvent(
+            scale, VOTE_L1_SENSITIVITY, len(counts), DISJOINT_TEACHERS)], self.delta)
+        self.privacy = {**formal.to_dict(),
+                        "mechanism": "Laplace noisy-max (LNMax), scale 2/epsilon_per_query",
+                        "epsilon_per_query_nominal": self.epsilon_query,
+                        "target": self.budget.to_dict() if self.budget is not None else None,
+                        "if_disjoint_teachers": disjoint.to_dict(),
+                        "assumptions": NON_DISJOINT_CAVEAT,
+                        "teachers": self.n_teachers,
+                        "teacher_rounds": self.teacher_rounds}
+        return release.labels
+
+    def summary(self) -> dict[str, Any]:
+        return {"fredy": {"teacher_rounds": self.teacher_rounds,
+                          "local_steps_per_round": self.settings.period,
+                          "teachers": self.n_teachers}}
+
+
+class FREDY(TeacherStudentMethod):
+    name = "fredy"
+    description = ("FREDY: FedAvg-trained teachers keep their last local models; Laplace "
+                   "noisy-max labels for a student")
+    options_class: ClassVar[type[MethodOptions]] = FREDYOptions
+    requires_weights = True
+    threat_model = ThreatModel(
+        view="parameters-and-votes",
+        adversary=HONEST_BUT_CURIOUS_SERVER + "; it chooses the queries from U and adds the "
+        "Laplace noise (PATE's trusted aggregator)",
+        sees="each teacher's model parameters after its local steps in the R_T - 1 FedAvg "
+             "rounds, its hard-label votes on the Q queries and its teacher's test accuracy",
+        guarantee="formal",
+        against="anyone who sees the released labels or the student trained on them (other "
+                "clients, users of the student); not the server, which receives the weights "
+                "and the votes in the clear",
+        neighbouring=RECORD_LEVEL,
+        assumptions=(
+            "the server adds the Laplace noise honestly and keeps the weights and votes to "
+            "itself; they are outside the guarantee",
+            "the formal ε (privacy.epsilon) uses L1 sensitivity 2·n: every teacher starts "
+            "from the FedAvg model, so one record may move all n votes",
+            "the paper's reading (privacy.if_disjoint_teachers, L1 sensitivity 2) holds only "
+            "if each record influenced a single teacher, which FedAvg does not guarantee",
+        ),
+        payloads=(Payload("fredy.weights", "weights", "weights",
+                          note="FedAvg weights of the teacher phase, sent to the server "
+                               "in the clear: outside the guarantee"),
+                  Payload("fredy.weights", "n", "size", source="config",
+                          note="the client's number of records, sent in the clear"),
+                  *VOTE_PAYLOADS, *EVALUATION_PAYLOADS),
+        outside=RELEASE_OUTSIDE)
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        check_teachers("FREDY", n_clients, settings)
+        check_weight_learners("FREDY", learners)
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        return FredyServer(ctx.settings, n_public, ctx.server_seed, ctx.truth_public,
+                           initial_weights(learners, ctx), len(client_sizes))
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        return FredyClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+
+
+__all__ = ["FREDY", "NON_DISJOINT_CAVEAT", "FREDYOptions", "FredyClient", "FredyServer"]

@@ -1,0 +1,241 @@
+"""PATE and DP-PATE (Papernot et al., ICLR 2017 / 2018): teachers vote, a student learns.
+
+The clients are the **teachers**, each trained on its own (disjoint) private data. Then:
+
+* **round 1** — the server sends each teacher the ``queries`` indices of U it wants labelled
+  (a seeded random subset); each teacher first trains to convergence (``teacher_steps`` steps
+  for torch models, one fit for scikit-learn models), then replies with its hard labels on
+  the queries (bit-packed). The server counts votes and labels each query by the plain argmax
+  (``pate``) or by GNMax, optionally confident GNMax (``dp-pate``), and **releases** the
+  labelled queries (indices + bit-packed labels + an abstention mask);
+* **every round** — the released labels are public, so the holders of U train the
+  **student** on the labelled queries only: each client builds the same student (the same
+  model spec and the same seed, sent by the server) and trains it b (``period``) steps per
+  round (one fit for scikit-learn students). Every client therefore holds an identical
+  student and reports its test accuracy: ``final.mean_accuracy`` *is* the student's accuracy,
+  and the per-round records are the student's learning curve. (In a deployment one party
+  would train it; the simulator repeats that training m times.) The shared roles are in
+  :mod:`fedlabels.methods.teacher_student.roles`.
+
+Privacy (``privacy`` in the result JSON): ``--epsilon`` is the run's total budget over all
+queries (σ calibrated from it, the release checked against it); the GNMax noise is drawn by
+the aggregator from OS entropy, never from the run seed (which also picks the queries).
+ε from the data-independent GNMax RDP bound
+(:mod:`fedlabels.privacy.gnmax`), the data-dependent bound reported separately and marked as
+not itself DP. Plain PATE has no noise and no guarantee. The GNMax sensitivity assumes each
+private record trains one teacher — true here (clients hold disjoint data).
+
+Options: :class:`PATEOptions` and :class:`DPPATEOptions`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.randomness import numpy_generator
+from fedlabels.data import ClientData
+from fedlabels.method.base import ClientRole, MethodContext, ServerRole, Settings
+from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
+from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
+from fedlabels.methods.teacher_student.roles import (
+    RELEASE_OUTSIDE,
+    VOTE_PAYLOADS,
+    TeacherStudentClient,
+    TeacherStudentMethod,
+    TeacherStudentOptions,
+    TeacherStudentServer,
+    check_teachers,
+)
+from fedlabels.privacy.budget import Budget
+from fedlabels.privacy.events import DISJOINT_TEACHERS
+from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_event
+from fedlabels.privacy.vote_accounting import (
+    account_gnmax,
+    calibrate_gnmax_sigma,
+    gnmax_epsilon,
+)
+
+# ------------------------------------------------------------------ options
+
+
+@dataclass(frozen=True)
+class PATEOptions(TeacherStudentOptions):
+    teacher_steps: int | None = option(
+        None, "local steps each torch teacher trains before it votes (scikit-learn teachers "
+        "fit once); none: 20 x period", kind=int, interval=Interval(1, None), nullable=True)
+
+
+@dataclass(frozen=True)
+class DPPATEOptions(PATEOptions):
+    noise_sigma: float | None = option(
+        None, "GNMax noise σ on each vote count (σ = 0 is plain PATE: --method pate); give "
+        "this or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
+    epsilon: float | None = option(
+        None, "total (ε, δ) budget of the run over all queries (data-independent GNMax "
+        "bound); σ is calibrated from it (plain GNMax only) and the release is checked "
+        "against it; give this or noise_sigma", kind=float, interval=POSITIVE,
+        nullable=True, flag=True)
+    delta: float = delta_option()
+    threshold: float | None = option(
+        None, "confident GNMax: answer a query only if its largest vote count plus "
+        "N(0, threshold_sigma²) reaches this threshold T; none: answer every query",
+        kind=float, interval=Interval(0.0, math.inf, "left"), nullable=True)
+    threshold_sigma: float | None = option(
+        None, "confident GNMax: noise σ₁ of the threshold check (needs threshold)",
+        kind=float, interval=POSITIVE, nullable=True)
+
+    def check(self) -> None:
+        super().check()
+        if self.noise_sigma is None and self.epsilon is None:
+            raise FedLabelsError("DP-PATE needs --noise-sigma σ (GNMax noise on each vote "
+                                 "count) or --epsilon (a total ε target at --delta, from "
+                                 "which σ is calibrated).")
+        if self.noise_sigma is not None and self.epsilon is not None:
+            raise FedLabelsError("DP-PATE takes --noise-sigma or --epsilon, not both: σ is "
+                                 "either given or calibrated from the ε target.")
+        if self.threshold is None:
+            if self.threshold_sigma is not None:
+                raise FedLabelsError("--opt threshold_sigma applies only to confident GNMax; "
+                                     "give --opt threshold=T too, or leave it out.")
+            return
+        if self.threshold_sigma is None:
+            raise FedLabelsError("confident GNMax (--opt threshold=T) needs --opt "
+                                 "threshold_sigma > 0.")
+        if self.epsilon is not None:
+            raise FedLabelsError("with confident GNMax (--opt threshold) give --noise-sigma "
+                                 "and --opt threshold_sigma; calibrating σ from --epsilon "
+                                 "covers plain GNMax only.")
+
+
+# ------------------------------------------------------------------ servers
+
+
+class PATEServer(TeacherStudentServer):
+    """Plain PATE: teachers train ``teacher_steps`` steps, the argmax labels are released."""
+
+    def __init__(self, settings: Settings, n_public: int, seed: int,
+                 truth_public: np.ndarray | None = None) -> None:
+        opts = settings.options_as(PATEOptions)
+        steps = 20 * settings.period if opts.teacher_steps is None else opts.teacher_steps
+        super().__init__(settings, opts, n_public, seed, truth_public, steps)
+
+    def aggregate(self, counts: np.ndarray) -> np.ndarray:
+        """Label each query from its vote counts (plain argmax; ties -> smallest class)."""
+        self.privacy = {"epsilon": math.inf, "delta": 0.0, "accountant": "none",
+                        "mechanism": "argmax (no noise)",
+                        "assumptions": "no noise is added: PATE without GNMax gives no "
+                                       "differential-privacy guarantee"}
+        return counts.argmax(axis=1).astype(np.int64)
+
+    def summary(self) -> dict[str, Any]:
+        return {"pate": {"queries": self.n_queries, "teacher_steps": self.teacher_steps,
+                         "student": "every client trains the same student (same spec and "
+                                    "seed) on the released labelled queries; the reported "
+                                    "accuracies are the student's"}}
+
+
+class DPPATEServer(PATEServer):
+    state_attrs: ClassVar[tuple[str, ...]] = ("budget",)
+    """GNMax (optionally confident GNMax) aggregation with RDP accounting."""
+
+    def __init__(self, settings: Settings, n_public: int, seed: int,
+                 truth_public: np.ndarray | None = None) -> None:
+        super().__init__(settings, n_public, seed, truth_public)
+        opts = settings.options_as(DPPATEOptions)
+        self.delta = opts.delta
+        self.threshold, self.threshold_sigma = opts.threshold, opts.threshold_sigma
+        self.calibrated_from = opts.epsilon
+        self.budget: Budget | None = None
+        if opts.noise_sigma is not None:
+            self.sigma = opts.noise_sigma
+        else:
+            assert opts.epsilon is not None  # DPPATEOptions.check: one of the two
+            sigma = self.sigma = calibrate_gnmax_sigma(opts.epsilon, self.n_queries,
+                                                       self.delta)
+            self.budget = Budget(opts.epsilon, self.delta, "query", self.n_queries,
+                                 lambda k: gnmax_epsilon(sigma, k, self.delta) if k else 0.0,
+                                 "rdp (data-independent)")
+            self.budget.check_plan()  # refuse to start if the planned queries exceed it
+
+    def aggregate(self, counts: np.ndarray) -> np.ndarray:
+        if self.budget is not None:  # stop before a release that would exceed the target
+            self.budget.charge(len(counts))
+        # the aggregator's noise is its secret: OS entropy, never the run seed
+        release = gnmax_aggregate(counts, self.sigma, numpy_generator(), self.threshold,
+                                  self.threshold_sigma)
+        event = gnmax_event(counts, release.answered, self.sigma, self.threshold,
+                            self.threshold_sigma)
+        account = account_gnmax([event], self.delta)
+        self.privacy = {**account.to_dict(),
+                        "calibrated_from_epsilon": self.calibrated_from,
+                        "target": self.budget.to_dict() if self.budget is not None else None,
+                        "assumptions": DISJOINT_TEACHERS + "; the server that sees the vote "
+                                       "counts is trusted (PATE's setting)"}
+        return release.labels
+
+
+# ------------------------------------------------------------------ methods
+
+_SEES = ("each teacher's hard-label votes on the Q queries of U (once, in round 1) and its "
+         "teacher's test accuracy")
+
+
+class PATE(TeacherStudentMethod):
+    name = "pate"
+    description = "PATE: teachers (clients) vote once on queries from U; a student learns them"
+    options_class: ClassVar[type[MethodOptions]] = PATEOptions
+    threat_model = ThreatModel(
+        view="teacher-votes-on-queries",
+        adversary=HONEST_BUT_CURIOUS_SERVER + "; it chooses the queries from U",
+        sees=_SEES, guarantee="none",
+        payloads=(*VOTE_PAYLOADS, *EVALUATION_PAYLOADS))
+    server_class: ClassVar[type[PATEServer]] = PATEServer
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        check_teachers(self.name.upper(), n_clients, settings)
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        return self.server_class(ctx.settings, n_public, ctx.server_seed, ctx.truth_public)
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        return TeacherStudentClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+
+
+class DPPATE(PATE):
+    name = "dp-pate"
+    description = ("DP-PATE: PATE with GNMax (optionally confident GNMax) vote aggregation, "
+                   "RDP accounting")
+    options_class = DPPATEOptions
+    threat_model = ThreatModel(
+        view="teacher-votes-on-queries",
+        adversary=HONEST_BUT_CURIOUS_SERVER + "; it chooses the queries from U and is PATE's "
+        "trusted aggregator, which adds the GNMax noise",
+        sees=_SEES, guarantee="formal",
+        against="anyone who sees the released labels or the student trained on them (other "
+                "clients, users of the student); not the aggregator, which sees the votes in "
+                "the clear",
+        neighbouring=DISJOINT_TEACHERS,
+        assumptions=(
+            "each private record trains exactly one teacher (disjoint teacher data): true "
+            "here, the teachers are the clients and hold disjoint data",
+            "the aggregator adds the noise honestly and keeps the votes to itself (PATE's "
+            "trusted aggregator); the votes are outside the guarantee",
+            "the data-dependent ε is reported beside the guarantee and is not itself DP",
+            "the teachers' test accuracies are released without noise, outside the guarantee",
+        ),
+        payloads=(*VOTE_PAYLOADS, *EVALUATION_PAYLOADS),
+        outside=(*RELEASE_OUTSIDE,
+                 ("privacy.epsilon_data_dependent", "data-dependent bound computed from the "
+                  "raw vote counts; not itself differentially private")))
+    server_class = DPPATEServer
+
+
+__all__ = ["DPPATE", "PATE", "DPPATEOptions", "DPPATEServer", "PATEOptions", "PATEServer"]

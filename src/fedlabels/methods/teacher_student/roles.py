@@ -1,0 +1,331 @@
+"""The teacher-student roles shared by PATE, DP-PATE and FREDY.
+
+The clients are the **teachers**. In round 1 the server (optionally after a teacher phase,
+FREDY's FedAvg rounds) sends each teacher the query indices of U; each teacher replies with
+its hard labels on them (``pate.votes``); the server aggregates the vote counts (a method's
+:meth:`TeacherStudentServer.aggregate`) and **releases** the labelled queries with a student
+seed. From then on every client trains the same student (same spec, same seed) on the
+released labels, b steps per round (one fit for scikit-learn students), and reports the
+student's test accuracy.
+
+A client's state is its teacher (the base :class:`~fedlabels.method.base.ClientRole`
+rules) and its student: the released query indices and labels, the student seed, whether it
+was fitted and, for an iterative student, the student's own ``state_dict`` under
+``student.``. A refit student is rebuilt from the seed and refitted on the stored data when
+it is next needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message, pack_labels, unpack_labels
+from fedlabels.consensus import ABSTAIN, vote_counts
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative, parse_model_spec
+from fedlabels.method.base import (
+    ClientRole,
+    Grid,
+    LearnerFitError,
+    Method,
+    ServerRole,
+    Settings,
+)
+from fedlabels.method.blocks import broadcast
+from fedlabels.method.options import Interval, MethodOptions, option
+from fedlabels.method.state import StateValue, prefixed, unprefixed
+from fedlabels.method.threat import Payload
+from fedlabels.methods.fedct.fedct import decode_consensus, encode_consensus
+
+# ------------------------------------------------------------------ options
+
+
+@dataclass(frozen=True)
+class TeacherStudentOptions(MethodOptions):
+    """Options every teacher-student method takes."""
+
+    queries: int | None = option(
+        None, "number of queries Q drawn from U for the teachers to label; none: all of U",
+        kind=int, interval=Interval(1, None), nullable=True, flag=True)
+    teachers: int | None = option(
+        None, "number of teachers; the teachers are the clients, so it must equal the number "
+        "of clients (--teachers N alone sets --clients N); none: the clients",
+        kind=int, interval=Interval(2, None), nullable=True, flag=True)
+    student_model: str | None = option(
+        None, "model spec of the student (e.g. dt, mlp(hidden=32)); none: the client's own "
+        "model", kind=str, nullable=True)
+
+    def check(self) -> None:
+        if self.student_model is not None and len(parse_model_spec(self.student_model)) != 1:
+            raise FedLabelsError(f"student_model must be one model spec, got "
+                                 f"{self.student_model!r}.")
+
+
+class TeacherStudentMethod(Method):
+    """A teacher-student method: every message is exchanged in round 1 (the vote and the
+    release); later rounds only train the student, so with a refit (scikit-learn) student,
+    fitted once, they would change nothing and the run stops after round 1."""
+
+    communication_rounds = 1
+
+    def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
+        spec = settings.options_as(TeacherStudentOptions).student_model
+        if spec is not None:
+            student = build_learner(parse_model_spec(spec)[0], n_classes=settings.n_classes,
+                                    random_state=0)
+            return None if is_iterative(student) else 1
+        return None if any(is_iterative(ln) for ln in learners) else 1
+
+
+def check_teachers(method: str, n_clients: int, settings: Settings) -> None:
+    """Teachers are the clients: at least 2, and ``teachers`` (if given) must equal m."""
+    given = settings.options_as(TeacherStudentOptions).teachers
+    if given is not None and given != n_clients:
+        raise FedLabelsError(f"{method}: the teachers are the clients, so --teachers {given} "
+                             f"must equal the number of clients ({n_clients}); give "
+                             f"--clients {given} (or only --teachers {given}).")
+    if n_clients < 2:
+        raise FedLabelsError(f"{method} needs at least 2 teachers to vote, got {n_clients}. "
+                             "Use --teachers N (or --clients N) with N >= 2.")
+
+
+def n_queries(options: TeacherStudentOptions, n_public: int) -> int:
+    """Number of queries Q (default all of U); more than |U| is an error."""
+    if options.queries is None:
+        return n_public
+    if options.queries > n_public:
+        raise FedLabelsError(f"--queries {options.queries} exceeds the public set U ({n_public} "
+                             f"examples); use at most {n_public} or a larger --unlabeled.")
+    return options.queries
+
+
+#: what a teacher sends when it votes (PATE, DP-PATE and FREDY)
+VOTE_PAYLOADS = (
+    Payload("pate.votes", "labels", "votes", rows="queries",
+            note="each teacher's votes reach the server in the clear; only the aggregated "
+                 "labels are released"),
+    Payload("pate.votes", "teacher_accuracy", "metric", source="config",
+            note="the teacher's test accuracy, a statistic of the teacher model released "
+                 "without noise"),
+)
+
+#: what the server computes from the raw votes and publishes beside the noisy release
+RELEASE_OUTSIDE = (
+    ("rounds[].server.teacher_mean_accuracy", "mean of the teachers' test accuracies, "
+     "received and published without noise"),
+    ("rounds[].server.labels_equal_plain_argmax", "agreement of the released labels with the "
+     "noiseless vote argmax, computed from the raw vote counts"),
+)
+
+# ------------------------------------------------------------------ client
+
+
+class TeacherStudentClient(ClientRole):
+    """A teacher that votes on queries, then trains the (shared-seed) student."""
+
+    state_attrs = ("student_index", "student_y", "student_seed", "student_fitted")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.student_index: np.ndarray | None = None  # rows of U the released labels label
+        self.student_y: np.ndarray | None = None  # the released labels (abstentions left out)
+        self.student_seed: int | None = None
+        self.student_fitted = False
+        self._student: Any = None  # rebuilt from the seed when restored
+        self.handlers["pate.vote"] = self.vote
+        self.handlers["pate.student"] = self.train_student
+
+    # ---------------------------------------------------------------- teacher
+    def train_teacher(self, message: Message) -> None:
+        """Train the teacher before it votes (a refit teacher fits once)."""
+        if is_iterative(self.learner) or not self.fitted:
+            self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
+
+    def vote(self, message: Message) -> Message:
+        self.train_teacher(message)
+        queries = np.asarray(message.arrays["queries"], dtype=np.int64)
+        labels = self.predict(self.public[queries])
+        teacher_acc = float(np.mean(self.predict(self.X_test) == self.y_test))
+        return Message("pate.votes",
+                       arrays={"labels": pack_labels(labels, self.settings.n_classes)},
+                       config={"teacher_accuracy": teacher_acc})
+
+    # ---------------------------------------------------------------- student
+    @property
+    def student_X(self) -> np.ndarray:
+        """The labelled queries (rows of the shared U, not kept per client)."""
+        return self.public[self.student_index]
+
+    @property
+    def student(self) -> Any:
+        """The student learner (None before the release); a restored refit student is
+        rebuilt from its seed and refitted on the stored labelled queries."""
+        if self._student is None and self.student_seed is not None:
+            self._student = self._build_student(int(self.student_seed))
+            if self.student_fitted:
+                self._fit_student(0)
+        return self._student
+
+    def _build_student(self, seed: int) -> Any:
+        spec = self.settings.options_as(TeacherStudentOptions).student_model
+        if spec is not None:
+            return build_learner(parse_model_spec(spec)[0],
+                                 n_classes=self.settings.n_classes, random_state=seed)
+        student: Any = clone_fresh_learner(self.learner)
+        if "random_state" in student.get_params():
+            student.set_params(random_state=seed)
+        return student
+
+    def _fit_student(self, steps: int) -> None:
+        student, X, y = self.student, self.student_X, self.student_y
+        assert y is not None  # set with the release
+        try:
+            if is_iterative(student):
+                student.train_steps(X, y, steps)
+            else:
+                student.fit(X, y)
+        except FedLabelsError:
+            raise
+        except Exception as exc:
+            present = np.unique(y).tolist()
+            raise LearnerFitError(
+                f"the student model {type(student).__name__} cannot be trained on the "
+                f"{len(y)} labelled queries (classes present: {present[:10]}): "
+                f"{type(exc).__name__}: {exc}. Use more --queries, a smaller noise, or "
+                "another --opt student_model.") from exc
+        self.student_fitted = True
+
+    def receive_release(self, message: Message) -> None:
+        """Keep the released labelled queries and build the student from the sent seed."""
+        queries = np.asarray(message.arrays["queries"], dtype=np.int64)
+        labels = decode_consensus(message.arrays, len(queries), self.settings.n_classes)
+        keep = labels != ABSTAIN
+        self.student_index, self.student_y = queries[keep], labels[keep]
+        self.student_seed = int(message.config["student_seed"])
+        self.student_fitted = False
+        self._student = self._build_student(self.student_seed)
+        if len(self.student_y) == 0:
+            raise FedLabelsError("the aggregator labelled none of the queries (confident "
+                                 "GNMax declined them all), so there is nothing to train "
+                                 "the student on; lower --opt threshold or raise --queries.")
+
+    def train_student(self, message: Message) -> Message:
+        if "queries" in message.arrays:
+            self.receive_release(message)
+        if self.student_seed is None:
+            raise FedLabelsError(f"client {self.cid}: student training before the release.")
+        # an iterative student takes its steps every round; a refit one is fitted once
+        if not self.student_fitted or is_iterative(self._student):
+            self._fit_student(int(message.config["steps"]))
+        return Message("pate.student.done", category="control")
+
+    def evaluate(self, message: Message) -> Message:
+        student = self.student
+        if student is None:
+            return super().evaluate(message)
+        acc = float(np.mean(np.asarray(student.predict(self.X_test)) == self.y_test))
+        return Message("evaluate.reply", config={"accuracy": acc}, category="evaluation")
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, StateValue]:
+        out = super().state_dict()
+        if self._student is not None and is_iterative(self._student):
+            out.update(prefixed("student", self._student.state_dict()))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        super().load_state_dict(state)
+        if self.student_y is not None:  # a writable copy (torch warns on read-only arrays)
+            self.student_y = np.array(self.student_y)
+        self._student = None
+        if self.student_seed is not None:
+            student = self._build_student(int(self.student_seed))
+            if is_iterative(student):
+                student.load_state_dict(unprefixed("student", state))
+                self._student = student
+
+
+# ------------------------------------------------------------------ server
+
+
+class TeacherStudentServer(ServerRole):
+    """Round 1: teacher phase, vote, release; every round: the student's steps.
+
+    Subclasses implement :meth:`aggregate` (and set ``privacy``) and :meth:`summary`, and
+    may add a teacher phase (:meth:`train_teachers`).
+    """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "queries", "labels", "counts", "privacy")
+
+    def __init__(self, settings: Settings, options: TeacherStudentOptions, n_public: int,
+                 seed: int, truth_public: np.ndarray | None, teacher_steps: int) -> None:
+        self.settings = settings
+        self.n_public = n_public
+        self.n_queries = n_queries(options, n_public)
+        self.teacher_steps = teacher_steps
+        self.rng = np.random.default_rng(seed)
+        self.truth_public = truth_public
+        self.queries: np.ndarray | None = None
+        self.labels: np.ndarray | None = None
+        self.counts: np.ndarray | None = None
+        self.privacy: dict[str, Any] = {}
+
+    def train_teachers(self, rnd: int, grid: Grid) -> dict[str, np.ndarray]:
+        """Anything before the vote (FREDY: FedAvg rounds); returns arrays for the vote."""
+        return {}
+
+    def aggregate(self, counts: np.ndarray) -> np.ndarray:
+        """Label each query from its (Q, C) vote counts; sets ``privacy``."""
+        raise NotImplementedError
+
+    def summary(self) -> dict[str, Any]:
+        """The method's own top-level entry of the result (``{"pate": {...}}``)."""
+        raise NotImplementedError
+
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        config: dict[str, Any] = {"round": rnd, "steps": self.settings.period}
+        if rnd == 0:
+            extra = self.train_teachers(rnd, grid)
+            self.queries = np.sort(self.rng.choice(self.n_public, self.n_queries,
+                                                   replace=False)).astype(np.uint32)
+            vote = Message("pate.vote", arrays={"queries": self.queries, **extra},
+                           config={"round": rnd, "steps": self.teacher_steps})
+            replies = broadcast(grid, vote, rnd)
+            votes = np.stack([unpack_labels(replies[c].arrays["labels"], self.n_queries,
+                                            self.settings.n_classes) for c in sorted(replies)])
+            self.counts = vote_counts(votes, self.settings.n_classes)
+            self.labels = self.aggregate(self.counts)
+            metrics = self.release_metrics(replies)
+            config["student_seed"] = int(self.rng.integers(0, 2**31 - 1))
+            release = Message("pate.student",
+                              arrays={"queries": self.queries,
+                                      **encode_consensus(self.labels, self.settings.n_classes)},
+                              config=config)
+            broadcast(grid, release, rnd)
+        else:
+            broadcast(grid, Message("pate.student", config=config, category="control"), rnd)
+        return metrics
+
+    def release_metrics(self, replies: dict[int, Message]) -> dict[str, float]:
+        assert self.labels is not None and self.counts is not None and self.queries is not None
+        answered = self.labels != ABSTAIN
+        plain = self.counts.argmax(axis=1)
+        out = {"teacher_mean_accuracy": float(np.mean([replies[c].config["teacher_accuracy"]
+                                                       for c in sorted(replies)])),
+               "answered_fraction": float(answered.mean()),
+               "labels_equal_plain_argmax": float(np.mean(self.labels[answered]
+                                                          == plain[answered]))
+               if answered.any() else float("nan")}
+        if self.truth_public is not None:  # diagnostic only
+            truth = np.asarray(self.truth_public)[self.queries.astype(np.int64)]
+            out["label_accuracy"] = float(np.mean(self.labels[answered] == truth[answered])) \
+                if answered.any() else float("nan")
+        return out
+
+    def result_extra(self) -> dict[str, Any]:
+        return {"privacy": dict(self.privacy), **self.summary()}

@@ -1,0 +1,1 @@
+"""Reading results: the HTML report, plots and model inspection."""

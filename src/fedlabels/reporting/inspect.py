@@ -1,0 +1,182 @@
+"""Look inside the clients' final models: tree text, rule lists, feature importances.
+
+After ``fedlabels run`` the final models are saved beside the result JSON as
+``RESULT.models.npz`` (plain arrays and data, written atomically; loading builds only the
+model types fedlabels writes, :mod:`fedlabels.results.model_format`).
+``fedlabels inspect RESULT`` prints them; in Python, :func:`inspect_models` takes a
+:class:`~fedlabels.results.RunResult` (in-process ``client_models``) or a path and
+returns one structured description per client::
+
+    result = fl.run("fedct", "breast_cancer", model="dt,rf,rulefit,xgboost,rf")
+    for d in fl.inspect_models(result):
+        print(d["client"], d["kind"], d["feature_importances"][:3])
+
+Loading a models file never unpickles: a file from someone else cannot run code. Files
+saved by earlier versions as ``.models.pkl`` (pickles) are refused; re-run to save them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.results.models_file import load_models
+
+# ------------------------------------------------------------------ descriptions
+
+def _names(feature_names: list[str] | None, n: int) -> list[str]:
+    if feature_names and len(feature_names) == n:
+        return [str(f) for f in feature_names]
+    return [f"x{i}" for i in range(n)]
+
+
+def _top(values: np.ndarray, names: list[str], top: int) -> list[tuple[str, float]]:
+    values = np.asarray(values, dtype=float).ravel()
+    order = np.argsort(-np.abs(values), kind="stable")[:top]
+    return [(names[i], float(values[i])) for i in order if values[i] != 0]
+
+
+def _class_label(c: Any, class_names: list[str] | None) -> str:
+    c = int(c)
+    return class_names[c] if class_names and 0 <= c < len(class_names) else str(c)
+
+
+def describe_model(model: Any, feature_names: list[str] | None = None,
+                   class_names: list[str] | None = None, top: int = 10) -> dict[str, Any]:
+    """A structured, JSON-friendly description of one fitted model.
+
+    Keys: ``kind``, ``estimator`` (class name), ``classes_seen``, ``feature_importances``
+    (``[(feature, value)]``, largest first), ``text`` (tree text, rule list or summary) and
+    kind-specific entries (``rules``, ``depth``, ``n_trees``, ``coefficients``, ...).
+    """
+    from fedlabels.learners.tabular import GlobalLabelClassifier, RuleFitClassifier
+
+    seen = getattr(model, "classes_", None)
+    inner, code_to_global = model, None
+    if isinstance(model, GlobalLabelClassifier):
+        inner, code_to_global = model.estimator_, model.classes_
+    n_features = getattr(model, "n_features_in_", None) or len(feature_names or [])
+    names = _names(feature_names, int(n_features or 0))
+    out: dict[str, Any] = {
+        "estimator": type(inner if inner is not None else model).__name__,
+        "classes_seen": [_class_label(c, class_names) for c in seen] if seen is not None
+        else None,
+        "feature_importances": [],
+    }
+    kind = type(inner).__name__
+    if inner is None:
+        out.update(kind="constant", text=f"predicts {out['classes_seen'][0]!r} (the only class "
+                   "in its training data)")
+        return out
+    if hasattr(inner, "feature_importances_") and n_features:
+        with contextlib.suppress(ValueError, AttributeError):  # e.g. a linear booster
+            out["feature_importances"] = _top(inner.feature_importances_, names, top)
+    if kind == "DecisionTreeClassifier":
+        from sklearn.tree import export_text
+
+        cls = [_class_label(c, class_names) for c in inner.classes_]
+        out.update(kind="decision_tree", depth=int(inner.get_depth()),
+                   n_leaves=int(inner.get_n_leaves()),
+                   text=export_text(inner, feature_names=names, class_names=cls,
+                                    decimals=3))
+    elif kind in ("RandomForestClassifier", "ExtraTreesClassifier"):
+        depths = [e.get_depth() for e in inner.estimators_]
+        out.update(kind="random_forest", n_trees=len(inner.estimators_),
+                   mean_depth=float(np.mean(depths)),
+                   text=f"{len(depths)} trees, depth {min(depths)}..{max(depths)} "
+                        f"(mean {np.mean(depths):.1f}); see feature_importances")
+    elif kind == "XGBClassifier":
+        booster = inner.get_booster()
+        dump = booster.get_dump()
+        first = re.sub(r"\[f(\d+)([<>=])", lambda m: f"[{names[int(m.group(1))]}{m.group(2)}",
+                       dump[0]) if dump else ""
+        out.update(kind="xgboost", n_trees=len(dump),
+                   boosting_rounds=int(booster.num_boosted_rounds()),
+                   objective=str(inner.get_params().get("objective") or
+                                 inner.get_xgb_params().get("objective")),
+                   text=f"{len(dump)} trees; the first one:\n{first}".rstrip())
+    elif isinstance(inner, RuleFitClassifier):
+        rules = inner.rules(names)
+        for r in rules:
+            r["class"] = _class_label(r["class"], class_names)
+        out.update(kind="rulefit", n_rules=len(rules), rules=rules[:max(top, 0) * 5],
+                   text="\n".join(f"[{r['class']}] {r['coef']:+.3f}  if {r['rule']}  "
+                                  f"(support {r['support']:.3f})" for r in rules))
+    elif hasattr(inner, "coef_"):
+        coef = np.atleast_2d(inner.coef_)
+        cls = list(inner.classes_) if coef.shape[0] > 1 else [inner.classes_[-1]]
+        coefficients = {_class_label(code_to_global[c] if code_to_global is not None else c,
+                                     class_names): _top(row, names, top)
+                        for c, row in zip(cls, coef, strict=True)}
+        out.update(kind="linear", coefficients=coefficients,
+                   text="\n".join(f"class {k}: " + ", ".join(f"{n} {v:+.3f}" for n, v in vs)
+                                  for k, vs in coefficients.items()))
+        if not out["feature_importances"]:
+            out["feature_importances"] = _top(np.abs(coef).sum(axis=0), names, top)
+    else:
+        n_params = None
+        if callable(getattr(inner, "get_weights", None)):
+            n_params = int(sum(np.asarray(w).size for w in inner.get_weights()))
+        elif hasattr(inner, "coefs_"):
+            n_params = int(sum(w.size for w in inner.coefs_) +
+                           sum(b.size for b in inner.intercepts_))
+        out.update(kind="opaque", n_parameters=n_params,
+                   text=f"{kind}: no built-in interpretation"
+                        + (f" ({n_params:,} parameters)" if n_params else ""))
+    return out
+
+
+def inspect_models(result: Any, feature_names: list[str] | None = None, top: int = 10,
+                   client: int | None = None) -> list[dict[str, Any]]:
+    """Describe each client's final model (see :func:`describe_model`).
+
+    ``result`` is a :class:`~fedlabels.results.RunResult` from this process, or the path of
+    a result JSON / ``.models.npz``. Feature names default to the federation's.
+    """
+    if isinstance(result, str | Path):
+        payload = load_models(result)
+        models, specs = payload["models"], payload["model_specs"]
+        names = feature_names or payload["feature_names"]
+        classes = payload["class_names"]
+    else:
+        models, specs = list(result.client_models), list(result.models)
+        names = feature_names or list(getattr(result, "feature_names", []) or [])
+        classes = list(result.federation.get("class_names", []))
+    if not models:
+        raise FedLabelsError("this result holds no client models (runs loaded from JSON do "
+                             "not; pass the result JSON path so the saved models are read).")
+    if client is not None and not 0 <= client < len(models):
+        raise FedLabelsError(f"client {client} does not exist; this run has clients "
+                             f"0..{len(models) - 1}.")
+    out = []
+    for cid, model in enumerate(models):
+        if client is not None and cid != client:
+            continue
+        desc = describe_model(model, names, classes, top=top)
+        spec = specs[cid] if cid < len(specs) else (specs[0] if specs else "")
+        out.append({"client": cid, "spec": spec, **desc})
+    return out
+
+
+def format_inspection(descriptions: list[dict[str, Any]], max_lines: int = 40) -> str:
+    """Plain text of :func:`inspect_models` output, ``max_lines`` lines of text per model."""
+    blocks = []
+    for d in descriptions:
+        head = f"== client {d['client']}: {d['spec']} ({d['estimator']}, {d['kind']})"
+        lines = [head]
+        if d.get("classes_seen") is not None:
+            lines.append(f"classes seen in training: {', '.join(d['classes_seen'])}")
+        if d["feature_importances"]:
+            lines.append("feature importances: " + ", ".join(
+                f"{n} {v:.3f}" for n, v in d["feature_importances"]))
+        text = str(d.get("text", "")).splitlines()
+        lines += text[:max_lines]
+        if len(text) > max_lines:
+            lines.append(f"... ({len(text) - max_lines} more lines; --max-lines to see more)")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -1,0 +1,218 @@
+"""Plots of run results (matplotlib, headless).
+
+Legends name a run by ``method · model`` and only the options it changed from their
+defaults; local-only and centralized runs are references (horizontal lines), the
+majority-class baseline is drawn where all runs share a dataset, and interrupted or
+extended runs say so in their legend entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import atomic_path
+from fedlabels.results import RunResult
+
+#: methods drawn as references rather than as curves
+REFERENCE_METHODS = ("local", "centralized")
+#: longest legend entry; longer ones end in "…"
+MAX_LABEL = 56
+
+
+def figure_format(path: str | Path) -> str:
+    """The matplotlib format named by ``path``'s suffix (``x.pdf`` -> ``pdf``); an unknown
+    or missing suffix is a :class:`FedLabelsError` listing the supported ones."""
+    from matplotlib.figure import Figure
+
+    supported = Figure().canvas.get_supported_filetypes()
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in supported:
+        raise FedLabelsError(f"cannot tell the plot format of {path}: give a file name ending "
+                             f"in one of {', '.join('.' + f for f in sorted(supported))}.")
+    return fmt
+
+
+def changed_options(res: RunResult) -> dict[str, Any]:
+    """The method options a run set to other than their declared defaults (all recorded
+    options when the method is not registered here)."""
+    options = dict((res.config or {}).get("options") or {})
+    try:
+        from fedlabels.methods import get_method
+
+        defaults = {i.name: i.default for i in get_method(res.method).options_class.declared()}
+    except FedLabelsError:
+        return options
+    return {k: v for k, v in options.items() if k not in defaults or defaults[k] != v}
+
+
+def model_text(res: RunResult) -> str:
+    """``decision_tree``, ``mlp`` or ``dt, rf`` (each distinct model once, arguments
+    dropped)."""
+    names = dict.fromkeys(m.split("(")[0] for m in res.models)
+    return ", ".join(names) if len(names) <= 3 else f"{len(names)} models"
+
+
+def run_name(res: RunResult) -> str:
+    """``fedct · decision_tree (quorum=0.9)``: method, model and the changed options."""
+    opts = ", ".join(f"{k}={v}" for k, v in sorted(changed_options(res).items()))
+    return shorten(f"{res.method} · {model_text(res)}" + (f" ({opts})" if opts else ""))
+
+
+def shorten(text: str, limit: int = MAX_LABEL) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _describe(res: RunResult) -> dict[str, str]:
+    """What else can tell runs apart in a legend."""
+    config = res.config or {}
+    return {"dataset": res.dataset,
+            "clients": f"m = {res.federation.get('n_clients', config.get('clients', '?'))}",
+            "partition": str(config.get("partition", "")),
+            "seed": f"seed {res.seed}",
+            "rounds": f"R = {config.get('rounds', len(res.rounds))}"}
+
+
+def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
+    """One distinct label per run and a title naming what all runs share.
+
+    Labels are :func:`run_name` plus every other attribute (dataset, clients, partition,
+    seed, rounds) that differs between the runs, and the run's status when it was
+    interrupted or extended; runs alike in all of these are numbered.
+    """
+    from fedlabels.results.caveats import rounds_status
+
+    described = [_describe(r) for r in results]
+    varying = [k for k in described[0] if len({d[k] for d in described}) > 1]
+    names = [run_name(r) for r in results]
+    labels = []
+    for name, d in zip(names, described, strict=True):  # only what tells alike names apart
+        alike = [e for n, e in zip(names, described, strict=True) if n == name]
+        labels.append(name + "".join(f", {d[k]}" for k in varying
+                                     if k == "dataset" or len({e[k] for e in alike}) > 1))
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+    labels = [shorten(label) + (f" [{s}]" if (s := rounds_status(r)) else "")
+              for label, r in zip(labels, results, strict=True)]
+    shared = [described[0][k] for k in ("dataset", "clients") if k not in varying]
+    return labels, ", ".join(shared)
+
+
+def plot_accuracy(results: Sequence[RunResult], path: str | Path,
+                  title: str | None = None) -> Path:
+    """Mean client test accuracy per round (min-max band), one line per federated run,
+    local-only and centralized runs as dashed reference lines, and the majority-class
+    baseline when all runs share a dataset.
+
+    The format follows the suffix of ``path`` (``.png``, ``.pdf``, ``.svg``, ...); the file
+    is written atomically.
+    """
+    if not results:
+        raise FedLabelsError("nothing to plot: give at least one result.")
+    fmt = figure_format(path)
+    fig = accuracy_figure(results, title)
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120, format=fmt)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def new_figure(width: float = 7.5, height: float = 4.6) -> tuple[Any, Any]:
+    """A figure with one axes, laid out by matplotlib's constrained layout."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    ax.grid(alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig, ax
+
+
+def place_legend(fig: Any, ax: Any) -> None:
+    """The legend below the axes (outside them, so it never covers data), in two columns
+    when long."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, fontsize=8, ncol=1 if len(labels) <= 3 else 2,
+                   frameon=False, loc="outside lower center")
+
+
+def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> Any:
+    """The figure :func:`plot_accuracy` writes (kept open for the caller)."""
+    labels, shared = legend_labels(results)
+    regression = all(r.federation.get("task") == "regression" for r in results)
+    fig, ax = new_figure()
+    curves = [(r, lb) for r, lb in zip(results, labels, strict=True)
+              if r.method not in REFERENCE_METHODS]
+    refs = [(r, lb) for r, lb in zip(results, labels, strict=True)
+            if r.method in REFERENCE_METHODS]
+    colours: dict[str, str] = {}  # a reference takes the colour of a curve with its model
+    for i, (res, label) in enumerate(curves):
+        colours.setdefault(model_text(res), f"C{i % 10}")
+        final = _final_value(res, regression)
+        _plot_run(ax, res, label if final is None else f"{label}: {final:.3f} at the end",
+                  f"C{i % 10}")
+    if not curves:  # references only: a round axis from their own records
+        ax.set_xlim(0.5, max(max((rec.round for rec in r.rounds), default=1)
+                             for r, _ in refs) + 0.5)
+    for i, (res, label) in enumerate(refs):
+        value = _final_value(res, regression)
+        style = "--" if res.method == "local" else ":"
+        if value is None:
+            ax.plot([], [], ls=style, label=f"{label} (not evaluated)")
+            continue
+        colour = colours.setdefault(model_text(res), f"C{(len(curves) + i) % 10}")
+        ax.axhline(value, ls=style, lw=1.6, color=colour,
+                   label=f"{label}: {value:.3f} (reference)")
+    if not regression and len({r.dataset for r in results}) == 1:
+        from fedlabels.results.caveats import majority_baseline
+
+        base = majority_baseline(results[0])
+        if base is not None:
+            ax.axhline(base["accuracy"], color="0.45", lw=1.2, ls="-.",
+                       label=f"majority class (always '{base.get('name')}'): "
+                             f"{base['accuracy']:.3f}")
+    ax.set_xlabel("communication round")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylabel("mean client test RMSE\n(the target's units; lower is better)" if regression
+                  else "mean client test accuracy\n(band: min–max over clients)")
+    what = "test RMSE per round" if regression else "test accuracy per round"
+    ax.set_title(title or (f"{shared}: {what}" if shared else what.capitalize()),
+                 fontsize=11)
+    place_legend(fig, ax)
+    return fig
+
+
+def _final_value(res: RunResult, regression: bool) -> float | None:
+    final = res.final or {}
+    value = final.get("mean_rmse" if regression else "mean_accuracy")
+    return None if value is None else float(value)
+
+
+def _plot_run(ax: Any, res: RunResult, label: str, colour: str) -> None:
+    frame = res.to_frame()
+    if "rmse_mean" in frame:  # regression: the mean client RMSE per round
+        frame = frame.dropna(subset=["rmse_mean"])
+        ax.plot(frame["round"], frame["rmse_mean"], marker="o", ms=3, label=label,
+                color=colour)
+        return
+    if "acc_mean" not in frame:  # stopped before its first evaluation: an empty entry
+        ax.plot([], [], marker="o", ms=3, label=f"{label} (not evaluated)")
+        return
+    frame = frame.dropna(subset=["acc_mean"])
+    (line,) = ax.plot(frame["round"], frame["acc_mean"], marker="o", ms=3, label=label,
+                      color=colour)
+    ax.fill_between(frame["round"], frame["acc_min"], frame["acc_max"], alpha=0.15,
+                    color=line.get_color())
+    if frame.shape[0] and (res.extra.get("interrupted") or "interrupted" in label):
+        ax.plot(frame["round"].iloc[-1:], frame["acc_mean"].iloc[-1:], marker="X", ms=9,
+                color=line.get_color(), ls="none")

@@ -1,0 +1,276 @@
+"""``fedlabels report``: compare runs in one self-contained HTML page and a summary table.
+
+Results that differ only in their seed form one *configuration*; each row of the summary
+table (and of the page's table) is one configuration with the mean ± standard deviation
+over its seeds. The page embeds its plots as base64 PNG and loads nothing else, so it can
+be mailed or archived as one file::
+
+    fedlabels report results/*.json -o results/report       # report.html + summary.csv
+    fedlabels report results/*.json -o cmp.html             # cmp.html + cmp.summary.csv
+
+The page is drawn by :mod:`fedlabels.reporting.report_page`, its figures by
+:mod:`fedlabels.reporting.report_figures`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import write_atomic
+from fedlabels.results import RunResult, load_result
+
+# config entries that do not change what is run
+_NOT_CONFIG = ("seed", "output", "overwrite")
+
+
+@dataclass
+class Configuration:
+    """Runs of one configuration (the same everything but the seed)."""
+
+    label: str
+    runs: list[RunResult]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.runs]
+
+    def final_accuracies(self) -> list[float]:
+        return self.final_values("mean_accuracy")
+
+    def final_values(self, key: str) -> list[float]:
+        """``final[key]`` of the runs that have it (``mean_rmse``, ``mean_r2`` for
+        regression)."""
+        return [f[key] for r in self.runs if (f := r.final) is not None and key in f]
+
+    @property
+    def regression(self) -> bool:
+        return self.runs[0].federation.get("task") == "regression"
+
+    def curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rounds, mean and std over seeds of the mean client accuracy (common rounds)."""
+        per_run = [{rec.round: float(np.mean(rec.rmse or rec.accuracies or []))
+                    for rec in r.rounds
+                    if rec.rmse or rec.accuracies} for r in self.runs]  # regression: RMSE
+        rounds = sorted(set.intersection(*(set(p) for p in per_run))) if per_run else []
+        acc = np.array([[p[k] for k in rounds] for p in per_run]).reshape(len(per_run), -1)
+        std = acc.std(axis=0, ddof=1) if len(per_run) > 1 else np.zeros(len(rounds))
+        return np.array(rounds), acc.mean(axis=0), std
+
+    def clinical_values(self, metric: str) -> list[float]:
+        """Each run's mean over clients of a clinical metric (runs that have it)."""
+        return [float(v) for r in self.runs if (v := ((r.extra.get("clinical") or {})
+                .get("metrics", {}).get(metric) or {}).get("mean")) is not None]
+
+    def statuses(self) -> list[str]:
+        """``interrupted after round 1 of 12`` / ``extended ...`` of the runs it applies to."""
+        from fedlabels.results.caveats import rounds_status
+
+        return [f"seed {r.seed}: {s}" if len(self.runs) > 1 else s
+                for r in self.runs if (s := rounds_status(r)) is not None]
+
+    def privacy_values(self, key: str) -> list[float]:
+        return [float(v) for r in self.runs
+                if isinstance(v := (r.extra.get("privacy") or {}).get(key), int | float)
+                and math.isfinite(v)]
+
+
+def _config(res: RunResult) -> dict[str, Any]:
+    return {k: v for k, v in res.config.items() if k not in _NOT_CONFIG}
+
+
+def _config_key(res: RunResult) -> str:
+    return json.dumps([res.method, res.dataset, res.models, _config(res)], sort_keys=True,
+                      default=str)
+
+
+def _label(res: RunResult, datasets: int) -> str:
+    from fedlabels.reporting.plots import run_name
+
+    return run_name(res) + (f" · {res.dataset}" if datasets > 1 else "")
+
+
+def group_runs(results: Sequence[RunResult]) -> list[Configuration]:
+    """Configurations in first-seen order. Where two would read alike, their labels name the
+    settings that tell them apart (``rounds=5``)."""
+    groups: dict[str, Configuration] = {}
+    datasets = len({r.dataset for r in results})
+    for res in results:
+        groups.setdefault(_config_key(res),
+                          Configuration(_label(res, datasets), [])).runs.append(res)
+    out = list(groups.values())
+    by_label: dict[str, list[Configuration]] = {}
+    for conf in out:
+        by_label.setdefault(conf.label, []).append(conf)
+    for alike in (confs for confs in by_label.values() if len(confs) > 1):
+        configs = [_config(c.runs[0]) for c in alike]
+        keys = sorted({k for cfg in configs for k in cfg})
+        differ = [k for k in keys if len({json.dumps(cfg.get(k), sort_keys=True, default=str)
+                                          for cfg in configs}) > 1]
+        for conf, cfg in zip(alike, configs, strict=True):
+            conf.label += f" ({_settings(cfg, differ)})"
+    return out
+
+
+def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
+    """``rounds=5, audit``: scalar settings with their value, nested ones by name."""
+    shown = []
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, dict | list):
+            shown.append(key if value else f"no {key}")
+        elif value is not None:
+            shown.append(f"{key}={value}")
+    return ", ".join(shown) or "other settings"
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (``None`` for fewer than two values)."""
+    if not values:
+        return None, None
+    a = np.asarray(values, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else None
+
+
+def _vul_interval(conf: Configuration) -> tuple[float | None, float | None]:
+    """The audit's own interval when one seed; otherwise mean ± std over seeds."""
+    lows, highs = [], []
+    for r in conf.runs:
+        priv = r.extra.get("privacy") or {}
+        ci = priv.get("vul_ci") or priv.get("vul_interval")
+        if isinstance(ci, dict):
+            ci = [ci.get("low"), ci.get("high")]
+        if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
+            lows.append(float(ci[0]))
+            highs.append(float(ci[1]))
+    if len(conf.runs) == 1 and lows:
+        return lows[0], highs[0]
+    mean, std = _mean_std(conf.privacy_values("vul"))
+    if mean is None or std is None:
+        return None, None
+    return mean - std, mean + std
+
+
+def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
+    """One row per configuration; ``None`` where a run has no such value."""
+    rows = []
+    for conf in configs:
+        first = conf.runs[0]
+        acc, acc_std = _mean_std(conf.final_accuracies())
+        rmse, rmse_std = _mean_std(conf.final_values("mean_rmse"))
+        r2, r2_std = _mean_std(conf.final_values("mean_r2"))
+        per_round, per_round_std = _mean_std([r.mean_bytes_up_per_client_round()
+                                              for r in conf.runs])
+        totals = [(r.communication.get("bytes_up_total", 0)
+                   + r.communication.get("bytes_down_total", 0))
+                  / max(1, int(r.federation.get("n_clients") or 1)) for r in conf.runs]
+        guarantees = {(r.extra.get("privacy") or {}).get("guarantee")
+                      or r.extra.get("threat_model", {}).get("guarantee") for r in conf.runs}
+        eps, eps_std = _mean_std(conf.privacy_values("epsilon"))
+        vul, vul_std = _mean_std(conf.privacy_values("vul"))
+        low, high = _vul_interval(conf)
+        deltas = conf.privacy_values("delta")
+        rows.append({
+            "configuration": conf.label, "method": first.method, "dataset": first.dataset,
+            "models": ";".join(sorted(set(first.models))),
+            "clients": first.federation.get("n_clients"), "n_seeds": len(conf.runs),
+            "seeds": " ".join(str(s) for s in conf.seeds),
+            "accuracy_mean": acc, "accuracy_std": acc_std,
+            "rmse_mean": rmse, "rmse_std": rmse_std, "r2_mean": r2, "r2_std": r2_std,
+            "bytes_up_per_client_round": per_round,
+            "bytes_up_per_client_round_std": per_round_std,
+            "bytes_per_client_total": _mean_std(totals)[0],
+            "guarantee": "/".join(sorted(str(g) for g in guarantees if g)) or None,
+            "epsilon_mean": eps, "epsilon_std": eps_std,
+            "delta": max(deltas) if deltas else None,
+            "vul_mean": vul, "vul_std": vul_std, "vul_low": low, "vul_high": high,
+            **_clinical_cells(conf), "status": "; ".join(conf.statuses()) or None,
+        })
+    return rows
+
+
+def _clinical_cells(conf: Configuration) -> dict[str, Any]:
+    from fedlabels.core.clinical import SCALAR_METRICS
+    from fedlabels.results.caveats import majority_baseline
+
+    out: dict[str, Any] = {}
+    for name in SCALAR_METRICS[1:]:
+        out[f"{name}_mean"], out[f"{name}_std"] = _mean_std(conf.clinical_values(name))
+    bases = [b["accuracy"] for r in conf.runs if (b := majority_baseline(r)) is not None]
+    out["majority_baseline"] = float(np.mean(bases)) if bases and not conf.regression else None
+    return out
+
+
+def configuration_warnings(configs: Sequence[Configuration],
+                           rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(configuration, sentence) for every caveat: interrupted or extended runs, accuracy
+    near chance, and federated runs below the local-only reference of the same dataset,
+    models and number of clients."""
+    from fedlabels.results.caveats import below_reference, run_warnings
+
+    out = [(c.label, (f"seed {r.seed}: " if len(c.runs) > 1 else "") + w)
+           for c in configs for r in c.runs for w in run_warnings(r)]
+    local = {_reference_key(c.runs[0]): (c.label, row["accuracy_mean"])
+             for c, row in zip(configs, rows, strict=True) if c.runs[0].method == "local"}
+    for conf, row in zip(configs, rows, strict=True):
+        ref = local.get(_reference_key(conf.runs[0]))
+        if conf.runs[0].method in ("local", "centralized") or ref is None:
+            continue
+        line = below_reference(row["accuracy_mean"], ref[1], ref[0])
+        if line:
+            out.append((conf.label, line))
+    return out
+
+
+def _reference_key(res: RunResult) -> str:
+    return json.dumps([res.dataset, sorted(set(res.models)), res.federation.get("n_clients"),
+                       (res.config or {}).get("partition")], default=str)
+
+
+def report_outputs(output: str | Path) -> dict[str, Path]:
+    """``X.html`` -> ``X.html`` and ``X.summary.csv``; any other path is a directory for
+    ``report.html`` and ``summary.csv``."""
+    if not str(output).strip():
+        raise FedLabelsError("-o is empty: give a page name ending in .html or a directory.")
+    out = Path(output).expanduser()
+    if out.suffix.lower() in (".html", ".htm"):
+        return {"report": out, "summary table": out.with_name(out.stem + ".summary.csv")}
+    if out.suffix and not out.is_dir():
+        raise FedLabelsError(f"-o {output}: give a page name ending in .html (its summary "
+                             "goes beside it as NAME.summary.csv) or a directory for "
+                             "report.html and summary.csv.")
+    return {"report": out / "report.html", "summary table": out / "summary.csv"}
+
+
+def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: bool = False,
+                 metric: str = "accuracy") -> tuple[dict[str, Path], list[tuple[str, str]]]:
+    """Read the results, write the page and the summary table (see :func:`report_outputs`);
+    ``metric`` is the headline column. Returns the paths written and the page's warnings
+    as (configuration, sentence)."""
+    from fedlabels.core.files import check_outputs, writing
+    from fedlabels.reporting.report_figures import figures
+    from fedlabels.reporting.report_page import render_html
+
+    if not paths:
+        raise FedLabelsError("no results given; pass one or more result JSON files.")
+    outputs = report_outputs(output)
+    check_outputs(outputs, {f"result {p}": Path(p) for p in paths}, overwrite=overwrite)
+    results = [load_result(p) for p in paths]
+    configs = group_runs(results)
+    rows = summary_rows(configs)
+    warned = configuration_warnings(configs, rows)
+    page = render_html(rows, configs, figures(configs, rows), [str(p) for p in paths],
+                       warned, metric)
+    import pandas as pd
+
+    with writing("the report"):
+        write_atomic(outputs["summary table"], pd.DataFrame(rows).to_csv(index=False))
+        write_atomic(outputs["report"], page)
+    return outputs, warned

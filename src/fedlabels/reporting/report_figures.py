@@ -1,0 +1,169 @@
+"""The figures of ``fedlabels report``, as base64 PNG: accuracy per round, accuracy against
+communication, and accuracy against privacy (ε, VUL).
+
+Local-only and centralized configurations are references: horizontal lines in the round
+and privacy plots, and points at a marked "no communication" position left of the log
+communication axis.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fedlabels.reporting.plots import REFERENCE_METHODS, new_figure, place_legend
+
+if TYPE_CHECKING:
+    from fedlabels.reporting.report import Configuration
+
+
+def png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _is_reference(conf: Configuration) -> bool:
+    return conf.runs[0].method in REFERENCE_METHODS
+
+
+def _label(conf: Configuration) -> str:
+    status = conf.statuses()
+    return conf.label + (f" [{status[0]}]" if status else "")
+
+
+def curves_figure(configs: Sequence[Configuration],
+                  rows: Sequence[dict[str, Any]]) -> Any | None:
+    """Mean over seeds of the mean client accuracy (RMSE) per round, ± std band; references
+    as horizontal lines at their final value."""
+    regression = all(c.regression for c in configs)
+    curves = [(c, *c.curve()) for c in configs if not _is_reference(c)]
+    curves = [t for t in curves if len(t[1])]
+    key = "rmse_mean" if regression else "accuracy_mean"
+    refs = [(c, r[key]) for c, r in zip(configs, rows, strict=True)
+            if _is_reference(c) and r[key] is not None]
+    if not curves and not refs:
+        return None
+    fig, ax = new_figure()
+    for i, (conf, rounds, mean, std) in enumerate(curves):
+        (line,) = ax.plot(rounds, mean, marker="o", ms=3, color=f"C{i % 10}",
+                          label=f"{_label(conf)}: {mean[-1]:.3f} at the end")
+        ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
+    for j, (conf, value) in enumerate(refs):
+        ax.axhline(value, ls="--" if conf.runs[0].method == "local" else ":", lw=1.6,
+                   color=f"C{(len(curves) + j) % 10}",
+                   label=f"{_label(conf)}: {value:.3f} (reference)")
+    if not curves:
+        ax.set_xlim(0.5, 1.5)
+    base = {r["majority_baseline"] for r in rows}
+    if not regression and len(base) == 1 and None not in base:
+        ax.axhline(base.pop(), color="0.45", lw=1.2, ls="-.",
+                   label=f"majority class: {rows[0]['majority_baseline']:.3f}")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("communication round")
+    what = "RMSE" if regression else "accuracy"
+    better = "; lower is better" if regression else ""
+    ax.set_ylabel(f"mean client test {what}\n(band: ± std over seeds{better})")
+    ax.set_title(f"Test {what} per round: does collaboration beat the references?",
+                 fontsize=11)
+    place_legend(fig, ax)
+    return fig
+
+
+def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
+    """Final accuracy against bytes uploaded per client per round (log); runs that send
+    nothing sit at a marked "0" position left of the smallest positive value."""
+    points = [r for r in rows if r["bytes_up_per_client_round"] is not None
+              and r["accuracy_mean"] is not None]
+    if not points:
+        return None
+    positive = [r["bytes_up_per_client_round"] for r in points
+                if r["bytes_up_per_client_round"] > 0]
+    lo = min(positive) if positive else 100.0
+    zero_at = 10 ** (np.floor(np.log10(lo)) - 1)  # a decade left of the first tick
+    fig, ax = new_figure()
+    for i, r in enumerate(points):
+        x = r["bytes_up_per_client_round"] or zero_at
+        ax.errorbar(x, r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
+                    xerr=(r["bytes_up_per_client_round_std"] or 0) if x != zero_at else None,
+                    fmt="s" if x == zero_at else "o", ms=7, capsize=3, color=f"C{i % 10}",
+                    label=r["configuration"])
+    ax.set_xscale("log")
+    ax.axvline(zero_at * 3, color="0.6", lw=0.8, ls="--")
+    ticks = [t for t in ax.get_xticks() if t > zero_at * 3]
+    ax.set_xticks([zero_at, *ticks], ["0\n(none)", *(_bytes(t) for t in ticks)])
+    ax.set_xlim(zero_at / 2, max([lo, *positive]) * 3)
+    ax.set_xlabel("bytes uploaded per client per round (log scale; 0 = no communication)")
+    ax.set_ylabel("final mean client test accuracy")
+    ax.set_title("Accuracy against communication: higher and further left is better",
+                 fontsize=11)
+    place_legend(fig, ax)
+    return fig
+
+
+def _bytes(value: float) -> str:
+    for unit, size in (("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:g} {unit}"
+    return f"{value:g} B"
+
+
+def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str, xlabel: str,
+                   title: str, missing: str) -> Any | None:
+    """Accuracy against a privacy measure; configurations without one (non-private runs,
+    references) are horizontal lines, so a single private point still has context."""
+    points = [r for r in rows if r[x] is not None and r["accuracy_mean"] is not None]
+    if not points:
+        return None
+    fig, ax = new_figure()
+    for i, r in enumerate(points):
+        ax.errorbar(r[x], r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
+                    xerr=r[xerr] or 0, fmt="o", ms=7, capsize=3, color=f"C{i % 10}",
+                    label=r["configuration"])
+        if len(points) == 1:
+            ax.annotate(f"{r[x]:.3g}", (r[x], r["accuracy_mean"]), textcoords="offset points",
+                        xytext=(8, 6), fontsize=9)
+    others = [r for r in rows if r[x] is None and r["accuracy_mean"] is not None]
+    for j, r in enumerate(others):
+        ax.axhline(r["accuracy_mean"], lw=1.2, ls=("--", ":", "-.")[j % 3],
+                   color=f"C{(len(points) + j) % 10}",
+                   label=f"{r['configuration']}: {r['accuracy_mean']:.3f} ({missing})")
+    hi = max(r[x] + (r[xerr] or 0) for r in points)
+    lo = min(r[x] - (r[xerr] or 0) for r in points)
+    if x.startswith("epsilon"):
+        ax.set_xlim(0, hi * 1.25 if hi > 0 else 1)  # ε from 0: one point is not centred alone
+    else:
+        ax.set_xlim(min(0.45, lo - 0.02), max(1.0, hi + 0.02))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("final mean client test accuracy")
+    ax.set_title(title, fontsize=11)
+    place_legend(fig, ax)
+    return fig
+
+
+def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
+            ) -> list[tuple[str, str]]:
+    """(heading, base64 PNG) of every figure that has data."""
+    eps = [r for r in rows if r["epsilon_mean"] is not None]
+    what = "RMSE" if configs and all(c.regression for c in configs) else "Accuracy"
+    made = [
+        (f"{what} per round", curves_figure(configs, rows)),
+        ("Accuracy against communication", communication_figure(rows)),
+        ("Privacy against utility: ε (DP runs)", privacy_figure(
+            rows, "epsilon_mean", "epsilon_std", "ε, total privacy budget (lower is more "
+            "private)", "One privacy level: its cost against the non-private runs (lines)"
+            if len({r["epsilon_mean"] for r in eps}) == 1
+            else "Accuracy against ε: the price of privacy", "no DP")),
+        ("Privacy against utility: VUL (audited runs)", privacy_figure(
+            rows, "vul_mean", "vul_std", "VUL: membership attack ROC AUC (0.5 = no leak)",
+            "Accuracy against measured leakage: further left is more private",
+            "not audited")),
+    ]
+    return [(title, png(fig)) for title, fig in made if fig is not None]

@@ -1,0 +1,192 @@
+"""The HTML page of ``fedlabels report``: warnings first, the summary table (only columns
+that have values; one precision rule), the figures, the confusion matrices, the files.
+
+Precision: a value with a spread shows the spread to two significant digits and the mean
+to the same decimals (``0.925 ± 0.016``); a single value shows three significant digits;
+bytes and counts are whole numbers.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fedlabels.core.clinical import SCALAR_METRICS
+
+if TYPE_CHECKING:
+    from fedlabels.reporting.report import Configuration
+
+MISSING = "—"
+
+
+def decimals(value: float, spread: float | None = None) -> int:
+    """Decimals of a cell: two significant digits of the spread, else three of the value."""
+    ref, digits = (spread, 2) if spread else (abs(value), 3)
+    if not ref or not math.isfinite(ref):
+        return 3
+    return int(min(6, max(0, digits - 1 - math.floor(math.log10(ref)))))
+
+
+def fmt(value: Any, spread: float | None = None, whole: bool = False) -> str:
+    """A table cell: '—' when missing, else the value (± spread) by the precision rule."""
+    if value is None:
+        return MISSING
+    if not isinstance(value, float | int) or isinstance(value, bool):
+        return str(value)
+    if whole:
+        text = f"{value:,.0f}"
+        return text if not spread else f"{text} ± {spread:,.0f}"
+    d = decimals(float(value), spread)
+    text = f"{value:,.{d}f}"
+    return text if not spread else f"{text} ± {spread:,.{d}f}"
+
+
+Cell = Callable[[dict[str, Any]], str]
+
+_HEADINGS = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
+             "macro_f1": "macro-F1", "auroc": "AUROC", "sensitivity": "sensitivity",
+             "specificity": "specificity"}
+
+
+def _metric_column(name: str) -> tuple[str, str, Cell]:
+    key = "accuracy" if name == "accuracy" else name
+    return (_HEADINGS[name], f"{key}_mean",
+            lambda r: fmt(r[f"{key}_mean"], r[f"{key}_std"]))
+
+
+def columns(metric: str) -> list[tuple[str, str, Cell]]:
+    """(heading, the row key that must have a value, cell) in display order: what the
+    models achieve (the headline ``metric`` first), then what it cost."""
+    order = [metric, *(m for m in SCALAR_METRICS if m != metric)]
+    return [
+        *_FIRST,
+        *(_metric_column(m) for m in order),
+        ("majority-class baseline", "majority_baseline", lambda r: fmt(r["majority_baseline"])),
+        ("RMSE", "rmse_mean", lambda r: fmt(r["rmse_mean"], r["rmse_std"])),
+        ("R²", "r2_mean", lambda r: fmt(r["r2_mean"], r["r2_std"])),
+        ("status", "status", lambda r: fmt(r["status"])),
+    ]
+
+
+_FIRST: list[tuple[str, str, Cell]] = [
+    ("configuration", "configuration", lambda r: str(r["configuration"])),
+    ("clients", "clients", lambda r: fmt(r["clients"], whole=True)),
+    ("seeds", "n_seeds", lambda r: fmt(r["n_seeds"], whole=True)),
+]
+
+
+def cost_columns() -> list[tuple[str, str, Cell]]:
+    """The second table: communication and privacy."""
+    return [
+        _FIRST[0],
+        ("up B/client/round", "bytes_up_per_client_round",
+         lambda r: fmt(r["bytes_up_per_client_round"], r["bytes_up_per_client_round_std"],
+                       whole=True)),
+        ("B/client total", "bytes_per_client_total",
+         lambda r: fmt(r["bytes_per_client_total"], whole=True)),
+        ("guarantee", "guarantee", lambda r: fmt(r["guarantee"])),
+        ("ε", "epsilon_mean", lambda r: fmt(r["epsilon_mean"], r["epsilon_std"])),
+        ("δ", "delta", lambda r: MISSING if r["delta"] is None else f"{r['delta']:.0e}"),
+        ("VUL", "vul_mean", lambda r: fmt(r["vul_mean"], r["vul_std"])),
+        ("VUL interval", "vul_low", lambda r: MISSING if r["vul_low"] is None
+         else f"[{fmt(r['vul_low'])}, {fmt(r['vul_high'])}]"),
+    ]
+
+
+def shown_columns(rows: Sequence[dict[str, Any]], cols: Sequence[tuple[str, str, Cell]]
+                  ) -> list[tuple[str, str, Cell]]:
+    """The columns at least one row has a value for."""
+    return [c for c in cols if any(r.get(c[1]) is not None for r in rows)]
+
+
+_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
+          "table{border-collapse:collapse;font-size:13px;margin-bottom:1em}"
+          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+          "td:first-child,th:first-child{text-align:left}"
+          "th.head,td.head{background:#eef4fb;font-weight:bold}"
+          "tr.flagged td{background:#fff4e0}"
+          ".warn{background:#fff4e0;border-left:4px solid #e69500;padding:.5em 1em}"
+          ".cm{display:inline-block;vertical-align:top;margin:0 1.5em 1em 0}"
+          "img{max-width:100%;display:block;margin-bottom:1.5em}")
+
+
+def _table(rows: Sequence[dict[str, Any]], all_cols: Sequence[tuple[str, str, Cell]],
+           metric: str, flagged: set[str]) -> str:
+    esc = html.escape
+    cols = shown_columns(rows, all_cols)
+    if len({r.get("majority_baseline") for r in rows}) == 1:  # said once, above the table
+        cols = [c for c in cols if c[1] != "majority_baseline"]
+    head_key = f"{metric}_mean"
+    th = "".join(f'<th{" class=head" if key == head_key else ""}>{esc(h)}</th>'
+                 for h, key, _ in cols)
+    body = []
+    for r in rows:
+        tds = "".join(f'<td{" class=head" if key == head_key else ""}>{esc(cell(r))}</td>'
+                      for _, key, cell in cols)
+        cls = ' class="flagged"' if r["configuration"] in flagged else ""
+        body.append(f"<tr{cls}>{tds}</tr>")
+    return f"<table><thead><tr>{th}</tr></thead><tbody>\n" + "\n".join(body) + \
+        "\n</tbody></table>"
+
+
+def _confusion(conf: Configuration) -> str | None:
+    """The confusion matrix of the first seed, summed over clients (rows: truth)."""
+    clinical = conf.runs[0].extra.get("clinical") or {}
+    matrices = clinical.get("confusion_matrices")
+    if not matrices:
+        return None
+    cm = np.sum(np.asarray(matrices), axis=0)
+    names = clinical.get("class_names") or [str(k) for k in range(len(cm))]
+    esc = html.escape
+    head = "".join(f"<th>{esc(str(n))}</th>" for n in names)
+    body = "".join(f"<tr><th>{esc(str(n))}</th>" + "".join(f"<td>{v:,}</td>" for v in row)
+                   + "</tr>" for n, row in zip(names, cm.tolist(), strict=True))
+    seed = f", seed {conf.runs[0].seed}" if len(conf.runs) > 1 else ""
+    return (f'<div class="cm"><b>{esc(conf.label)}</b> ({len(matrices)} client(s) summed'
+            f"{seed})<table><thead><tr><th>true \\ predicted</th>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration],
+                figures: Sequence[tuple[str, str]], sources: Sequence[str],
+                warnings: Sequence[tuple[str, str]], metric: str = "accuracy") -> str:
+    """The page: warnings, the summary table, the figures (embedded), the confusion
+    matrices and the result files used."""
+    esc = html.escape
+    warn = ""
+    if warnings:
+        items = "".join(f"<li><b>{esc(c)}</b>: {esc(w)}</li>" for c, w in warnings)
+        warn = f'<div class="warn"><b>Read with care</b><ul>{items}</ul></div>\n'
+    flagged = {c for c, _ in warnings}
+    figs = "\n".join(f'<h2>{esc(t)}</h2>\n<img alt="{esc(t)}" '
+                     f'src="data:image/png;base64,{png}">' for t, png in figures)
+    matrices = [m for c in configs if (m := _confusion(c)) is not None]
+    cms = ("<h2>Confusion matrices</h2>\n<p>Rows: true class; columns: predicted class; "
+           "the final models on the test set.</p>\n" + "\n".join(matrices)) if matrices else ""
+    positive = next((p for c in configs if (p := (c.runs[0].extra.get("clinical") or {})
+                     .get("positive_class"))), None)
+    pos_note = (f" Sensitivity and specificity take <b>{esc(str(positive['name']))}</b> as "
+                f"the positive class ({esc(positive['rule'])})." if positive else "")
+    files = "".join(f"<li>{esc(s)}</li>" for s in sources)
+    regression = bool(configs) and all(c.regression for c in configs)
+    headline = "RMSE and R² (regression)" if regression else _HEADINGS.get(metric, metric)
+    bases = {r.get("majority_baseline") for r in rows}
+    base = next(iter(bases)) if len(bases) == 1 else None
+    base_note = "" if base is None else (
+        f" The majority-class baseline (always the commonest training class) scores "
+        f"<b>{fmt(base)}</b>: a model must beat it clearly to have learnt anything.")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>fedlabels report</title><style>{_STYLE}</style></head><body>\n"
+            f"<h1>fedlabels report</h1>\n{warn}"
+            f"<p>{len(sources)} results, {len(rows)} configurations. Metrics of the "
+            "clients' final models on the test set: the mean over clients, then mean ± "
+            "standard deviation over seeds (— where a run has no such value). "
+            f"Headline: <b>{esc(headline)}</b>.{pos_note}{base_note}</p>\n"
+            f"{_table(rows, columns(metric), metric, flagged)}\n"
+            "<h2>Communication and privacy</h2>\n"
+            f"{_table(rows, cost_columns(), metric, flagged)}\n{figs}\n{cms}\n"
+            f"<h2>Results</h2><ul>{files}</ul>\n</body></html>\n")

@@ -1,0 +1,13 @@
+"""A run's result (records, JSON and CSV), its saved models and prediction with them."""
+
+from fedlabels.results.run_result import (
+    RoundRecord,
+    RunResult,
+    format_table,
+    load_result,
+    privacy_line,
+    table_warnings,
+)
+
+__all__ = ["RoundRecord", "RunResult", "format_table", "load_result", "privacy_line",
+           "table_warnings"]

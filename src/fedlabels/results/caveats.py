@@ -1,0 +1,92 @@
+"""What a reader must know before trusting a run's figure: an interrupted or extended run,
+accuracy within noise of the majority-class baseline, or below the local-only reference.
+
+Each function returns plain sentences; the CLI prints them as warnings and the report
+shows them beside the table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fedlabels.results.run_result import RunResult
+
+
+def rounds_status(res: RunResult) -> str | None:
+    """``interrupted after round 1 of 12`` / ``extended from 10 to 20 rounds`` / ``None``
+    for a run that ran the rounds it planned."""
+    planned = res.config.get("rounds")
+    done = res.rounds[-1].round if res.rounds else 0
+    stopped_early = "rounds_run" in res.extra  # a one-shot method: said why in the result
+    if res.extra.get("interrupted") or (isinstance(planned, int) and done < planned
+                                        and not stopped_early):
+        return f"interrupted after round {done} of {planned}"
+    resumed = (res.extra.get("provenance") or {}).get("resumed") or []
+    extended = [r for r in resumed if r.get("rounds_planned", 0)
+                > r.get("rounds_planned_before", 0)]
+    if extended:
+        return (f"extended from {extended[0]['rounds_planned_before']} to "
+                f"{extended[-1]['rounds_planned']} rounds")
+    return None
+
+
+def majority_baseline(res: RunResult) -> dict[str, Any] | None:
+    """The majority-class baseline's test accuracy and its 95 % half-width: from the run's
+    ``clinical`` entry, else estimated from the training class counts and the test size."""
+    clinical = res.extra.get("clinical") or {}
+    if clinical.get("baseline"):
+        return dict(clinical["baseline"])
+    counts = [sum(col) for col in zip(*(res.federation.get("client_class_counts") or []),
+                                      strict=True)]
+    n_test = res.federation.get("n_test")
+    if not counts or not sum(counts) or not n_test:
+        return None
+    k = max(range(len(counts)), key=counts.__getitem__)
+    p = counts[k] / sum(counts)
+    names = res.federation.get("class_names") or []
+    return {"class": k, "name": names[k] if k < len(names) else str(k), "accuracy": p,
+            "half_width_95": 1.96 * math.sqrt(max(p * (1 - p), 1e-12) / n_test),
+            "estimated": True}
+
+
+def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None) -> str | None:
+    """A sentence when ``accuracy`` is not clearly above the majority-class baseline."""
+    if accuracy is None or baseline is None:
+        return None
+    base, half = float(baseline["accuracy"]), float(baseline["half_width_95"])
+    if accuracy > base + half:
+        return None
+    how = "below" if accuracy < base - half else "within noise of"
+    source = " (estimated from the training classes)" if baseline.get("estimated") else ""
+    return (f"mean accuracy {accuracy:.3f} is {how} the majority-class baseline {base:.3f} "
+            f"± {half:.3f}{source}, which always answers {baseline.get('name')!r}: "
+            "the models learnt next to nothing")
+
+
+def run_warnings(res: RunResult) -> list[str]:
+    """Every caveat of one run, as sentences."""
+    out = []
+    status = rounds_status(res)
+    if status is not None:
+        out.append(f"{status}: the figures are those of the last evaluated round"
+                   if status.startswith("interrupted") else status)
+    final = res.final or {}
+    if res.federation.get("task") == "regression":
+        r2 = final.get("mean_r2")
+        if r2 is not None and r2 <= 0:
+            out.append(f"mean R² {r2:.3f} ≤ 0: no better than predicting the test mean")
+    else:
+        line = chance_warning(final.get("mean_accuracy"), majority_baseline(res))
+        if line:
+            out.append(line)
+    return out
+
+
+def below_reference(accuracy: float | None, reference: float | None, what: str) -> str | None:
+    """A sentence when a collaborative run is below its local-only reference."""
+    if accuracy is None or reference is None or accuracy >= reference:
+        return None
+    return (f"mean accuracy {accuracy:.3f} is below the local-only reference {reference:.3f} "
+            f"({what}): collaborating made the clients worse")

@@ -1,0 +1,57 @@
+"""The clients' final models, saved beside a result as ``RESULT.models.npz``.
+
+Written atomically with the run's preprocessing (plain lists), so a result's models can be
+applied to raw rows later (:mod:`fedlabels.results.predict`) and inspected
+(:mod:`fedlabels.reporting.inspect`). The file holds no pickle: loading builds only the model
+types fedlabels writes (:mod:`fedlabels.results.model_format`), so a models file received
+from someone else cannot run code. Earlier versions' ``.models.pkl`` files are refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import PICKLED_MODELS, atomic_path, models_path
+
+
+def save_models(result: Any, result_path: str | Path) -> Path:
+    """Write the run's final client models (and names to read them by), atomically."""
+    from fedlabels.results.model_format import write_models_file
+
+    path = models_path(result_path)
+    payload = {
+        "method": result.method,
+        "dataset": result.dataset,
+        "seed": result.seed,
+        "model_specs": list(result.models),
+        "feature_names": list(getattr(result, "feature_names", []) or []),
+        "class_names": list(result.federation.get("class_names", [])),
+        "models": list(result.client_models),
+        # to apply the models to raw data (fedlabels.results.predict): plain lists, no objects
+        "preprocessing": (result.preprocessing.to_dict()
+                          if getattr(result, "preprocessing", None) is not None else None),
+    }
+    with atomic_path(path) as tmp:
+        write_models_file(Path(tmp), payload)
+    return path
+
+
+def load_models(path: str | Path) -> dict[str, Any]:
+    """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.npz``);
+    only the model types fedlabels writes are built, nothing is unpickled."""
+    from fedlabels.results.model_format import read_models_file
+
+    path = models_path(path)
+    pickled = path if path.name.endswith(PICKLED_MODELS) else \
+        path.with_name(path.name.removesuffix(".models.npz") + PICKLED_MODELS)
+    if path == pickled or (not path.is_file() and pickled.is_file()):
+        raise FedLabelsError(f"{pickled} was saved by an earlier fedlabels as a pickle, which "
+                             "is no longer loaded (it could run code); re-run the run to save "
+                             "its models again.")
+    if not path.is_file():
+        raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
+                             "the result JSON (runs from older versions or other engines may "
+                             "have none).")
+    return read_models_file(path)

@@ -1,0 +1,88 @@
+"""Apply a finished run's client models to new raw data.
+
+A federation records how it turned raw features into the models' inputs
+(:class:`Preprocessing`: the input columns, which were one-hot encoded, the resulting feature
+names, the z-scoring statistics of the public set U, U's principal components when the run
+projected onto them (``public_pca``), the class names). ``fedlabels run``
+saves it with the clients' models beside the result (``X.models.npz``), so that::
+
+    result = fl.run("fedct", "csv:patients.csv:outcome", model="dt")
+    labels = result.predict(new_rows)                 # majority vote of the clients
+    labels = result.predict(new_rows, client=2)       # one client's model
+
+or ``fedlabels predict result.json new.csv -o predictions.csv`` gives labels in the
+original label names for rows of raw data laid out like the training table.
+
+The models file is plain arrays and data (:mod:`fedlabels.results.model_format`): loading it
+builds only the model types fedlabels writes and never runs code from the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.data.preprocessing import Preprocessing
+
+
+def predict_codes(models: Sequence[Any], X: np.ndarray, n_classes: int,
+                  client: int | None = None) -> np.ndarray:
+    """Class codes from one client's model, or the majority vote of all (ties: lowest)."""
+    if not models:
+        raise FedLabelsError("this run has no client models to predict with.")
+    if client is not None:
+        if not 0 <= client < len(models):
+            raise FedLabelsError(f"client {client} does not exist; this run has clients "
+                                 f"0..{len(models) - 1}.")
+        return np.asarray(models[client].predict(X), dtype=np.int64)
+    votes = np.zeros((len(X), n_classes), dtype=np.int64)
+    for model in models:
+        codes = np.asarray(model.predict(X), dtype=np.int64)
+        votes[np.arange(len(X)), codes] += 1
+    return votes.argmax(axis=1)
+
+
+def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: Any,
+            client: int | None = None) -> np.ndarray:
+    """Labels (the original class names) that ``models`` give the raw rows ``X_raw``."""
+    if preprocessing is None:
+        raise FedLabelsError("this run has no stored preprocessing (a run loaded from JSON "
+                             "alone, or from an older version): predict from the result path "
+                             "so the saved models and preprocessing are read.")
+    if not preprocessing.class_names:  # a regression run: no classes to vote on
+        raise FedLabelsError("predicting with the models of a regression run is not "
+                             "supported yet; only classification runs can be reused.")
+    X = preprocessing.transform(X_raw)
+    codes = predict_codes(models, X, len(preprocessing.class_names), client)
+    return np.asarray(preprocessing.class_names, dtype=object)[codes]
+
+
+def predict_file(result_path: str | Path, data_path: str | Path,
+                 client: int | None = None) -> Any:
+    """``fedlabels predict``: the rows of a CSV file with a ``prediction`` column added.
+
+    The CSV has the training table's columns (more are kept but not used, e.g. the label).
+    """
+    import pandas as pd
+
+    from fedlabels.results.models_file import load_models
+
+    payload = load_models(result_path)
+    if payload.get("preprocessing") is None:
+        raise FedLabelsError(f"{result_path}: its models file stores no preprocessing (written "
+                             "by an older version); rerun to predict with it.")
+    prep = Preprocessing.from_dict(payload["preprocessing"])
+    try:
+        frame = pd.read_csv(data_path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
+        raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
+    if prep.columns is None and not prep.text:  # trained on an array: every column is one
+        features: Any = frame.to_numpy()
+    else:
+        features = frame
+    return frame.assign(prediction=predict(payload["models"], prep, features, client))

@@ -1,0 +1,313 @@
+"""Run results: per-round records, the JSON/CSV they are written to, and summary rows.
+
+Files are written atomically (temporary file in the same directory, then ``os.replace``), so an
+interrupted write never leaves a truncated result behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import write_atomic
+
+
+@dataclass
+class RoundRecord:
+    """What happened in one communication round."""
+
+    round: int
+    local_steps: int | None
+    accuracies: list[float] | None
+    server: dict[str, float]
+    bytes_up: list[int]
+    bytes_down: list[int]
+    seconds: float
+    # partial participation (runs/participation.py): the clients selected this round and
+    # those whose reply reached the server; None: every client took part
+    participants: list[int] | None = None
+    replied: list[int] | None = None
+    # regression: per-client test RMSE (original units) and R²; accuracies None
+    rmse: list[float] | None = None
+    r2: list[float] | None = None
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether the clients were evaluated this round (either task)."""
+        return self.accuracies is not None or self.rmse is not None
+
+    def accuracy_stats(self) -> dict[str, float] | None:
+        if self.accuracies is None:
+            return None
+        a = np.asarray(self.accuracies)
+        return {"mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()),
+                "max": float(a.max())}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["accuracy"] = self.accuracy_stats()
+        return out
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run of one method."""
+
+    method: str
+    dataset: str
+    seed: int
+    config: dict[str, Any]
+    federation: dict[str, Any]
+    models: list[str]
+    rounds: list[RoundRecord]
+    communication: dict[str, Any]
+    wall_seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+    # the clients' final models (in-process runs only; not written to JSON)
+    client_models: list[Any] = field(default_factory=list, repr=False, compare=False)
+    # the federation's feature names, for inspecting those models (not written to JSON)
+    feature_names: list[str] = field(default_factory=list, repr=False, compare=False)
+    # raw features -> model inputs (a fedlabels.results.predict.Preprocessing; not written to JSON)
+    preprocessing: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def final_record(self) -> RoundRecord | None:
+        """The last evaluated round (``None`` if a run was stopped before its first one)."""
+        return next((r for r in reversed(self.rounds) if r.evaluated), None)
+
+    @property
+    def final(self) -> dict[str, Any] | None:
+        """Accuracies of the last evaluated round; ``None`` when nothing was evaluated."""
+        rec = self.final_record
+        if rec is None:
+            return None
+        if rec.rmse is not None:  # regression: RMSE (original units) and R²
+            rmse, r2 = np.asarray(rec.rmse), np.asarray(rec.r2)
+            return {"round": rec.round, "mean_rmse": float(rmse.mean()),
+                    "std_rmse": float(rmse.std()), "mean_r2": float(r2.mean()),
+                    "std_r2": float(r2.std()), "client_rmse": list(rec.rmse),
+                    "client_r2": list(rec.r2 or [])}
+        stats = rec.accuracy_stats() or {}
+        out = {"round": rec.round, "mean_accuracy": stats["mean"],
+               "std_accuracy": stats["std"], "min_accuracy": stats["min"],
+               "max_accuracy": stats["max"], "client_accuracies": list(rec.accuracies or [])}
+        bad = set((self.extra.get("malicious") or {}).get("clients") or [])
+        if bad:  # --malicious: the honest clients' accuracy (clients are in id order)
+            honest = [a for c, a in enumerate(rec.accuracies or []) if c not in bad]
+            out["honest_mean_accuracy"] = float(np.mean(honest)) if honest else None
+        return out
+
+    def predict(self, X_raw: Any, client: int | None = None) -> np.ndarray:
+        """Labels the clients' final models give raw rows laid out like the training data
+        (the majority vote of all clients, or ``client``'s model); see
+        :mod:`fedlabels.results.predict`.
+        """
+        from fedlabels.results.predict import predict
+
+        return predict(self.client_models, self.preprocessing, X_raw, client)
+
+    def bytes_up_per_round(self) -> list[list[int]]:
+        """Protocol bytes uploaded: one list over rounds per client."""
+        return [list(col) for col in zip(*(r.bytes_up for r in self.rounds), strict=True)]
+
+    def bytes_down_per_round(self) -> list[list[int]]:
+        return [list(col) for col in zip(*(r.bytes_down for r in self.rounds), strict=True)]
+
+    def communication_rounds(self) -> int:
+        """Rounds in which any protocol bytes moved (up or down); rounds that exchanged
+        nothing (a one-shot method's student steps, re-evaluations) are not counted."""
+        return sum(1 for r in self.rounds if any(r.bytes_up) or any(r.bytes_down))
+
+    def mean_bytes_up_per_client_round(self) -> float:
+        """Mean protocol bytes a client uploaded per communication round (0 if none)."""
+        ups = np.asarray([r.bytes_up for r in self.rounds
+                          if any(r.bytes_up) or any(r.bytes_down)], dtype=float)
+        return float(ups.mean()) if ups.size else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        comm = dict(self.communication)
+        comm["bytes_up_per_round"] = self.bytes_up_per_round()
+        comm["bytes_down_per_round"] = self.bytes_down_per_round()
+        comm["communication_rounds"] = self.communication_rounds()
+        comm["mean_bytes_up_per_client_per_round"] = self.mean_bytes_up_per_client_round()
+        return _clean({
+            "method": self.method,
+            "dataset": self.dataset,
+            "seed": self.seed,
+            "config": self.config,
+            "models": self.models,
+            "federation": self.federation,
+            "wall_seconds": self.wall_seconds,
+            "final": self.final,
+            "communication": comm,
+            "rounds": [r.to_dict() for r in self.rounds],
+            **self.extra,
+        })
+
+    def summary_row(self) -> dict[str, Any]:
+        """One line of a table: accuracies (or RMSE and R²), the clinical metrics' means and
+        ranges over clients when recorded, bytes, wall time, and the run's caveats."""
+        from fedlabels.results.caveats import rounds_status, run_warnings
+
+        f = self.final or {}  # no evaluation yet: accuracies None
+        row = {"method": self.method, "dataset": self.dataset, "seed": self.seed,
+               "mean_acc": f.get("mean_accuracy"), "min_acc": f.get("min_accuracy"),
+               "max_acc": f.get("max_accuracy"), "mean_rmse": f.get("mean_rmse"),
+               "mean_r2": f.get("mean_r2"),
+               "min_rmse": min(f["client_rmse"]) if f.get("client_rmse") else None,
+               "max_rmse": max(f["client_rmse"]) if f.get("client_rmse") else None,
+               "bytes_up_per_client_round": self.mean_bytes_up_per_client_round(),
+               "wall_s": self.wall_seconds}
+        metrics = (self.extra.get("clinical") or {}).get("metrics") or {}
+        for name, stats in metrics.items():
+            if name != "accuracy":
+                row.update({f"{stat}_{name}": stats.get(stat) for stat in ("mean", "min", "max")})
+        row["status"] = rounds_status(self)
+        row["warnings"] = run_warnings(self)
+        return row
+
+    def to_frame(self) -> Any:
+        """Per-round records as a pandas DataFrame (one row per round)."""
+        import pandas as pd
+
+        rows = []
+        for r in self.rounds:
+            stats = r.accuracy_stats() or {}
+            rows.append({"round": r.round, "local_steps": r.local_steps,
+                         **{f"acc_{k}": v for k, v in stats.items()},
+                         **({"rmse_mean": float(np.mean(r.rmse)), "r2_mean": float(np.mean(
+                             r.r2 or []))} if r.rmse is not None else {}), **r.server,
+                         "bytes_up_mean": float(np.mean(r.bytes_up)),
+                         "bytes_down_mean": float(np.mean(r.bytes_down)),
+                         "seconds": r.seconds})
+        return pd.DataFrame(rows)
+
+    def save_json(self, path: str | Path) -> Path:
+        return write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+    def save_csv(self, path: str | Path) -> Path:
+        return write_atomic(path, self.to_frame().to_csv(index=False))
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, NaN/inf to None."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> str:
+    """A plain-text table of summary rows: method, dataset, the headline ``metric`` (mean,
+    min and max over clients; RMSE and R² for regression), bytes, wall time, and a note
+    column when a run was interrupted or extended."""
+    from fedlabels.core.clinical import METRIC_HEADINGS
+
+    regression = bool(rows) and all(r.get("mean_rmse") is not None for r in rows)
+    key = "acc" if metric == "accuracy" else metric
+    head = "RMSE" if regression else METRIC_HEADINGS.get(metric, metric)
+    wm = max([len("method"), *(len(str(r["method"])) for r in rows)])
+    wd = max([len("dataset"), *(len(str(r["dataset"])) for r in rows)])
+    wv = max(8, len(f"mean {head}"))
+    notes = any(r.get("status") for r in rows)
+    header = (f"{'method':<{wm}} {'dataset':<{wd}} {'mean ' + head:>{wv}} {'min':>6} {'max':>6} "
+              + (f"{'R²':>6} " if regression else "")
+              + f"{'up B/client/round':>18} {'wall s':>7}" + ("  note" if notes else ""))
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        if r.get("mean_rmse") is not None and regression:
+            lo, hi = r.get("min_rmse"), r.get("max_rmse")
+            cells = (f"{r['mean_rmse']:>{wv}.4g} {'' if lo is None else format(lo, '.4g'):>6} "
+                     f"{'' if hi is None else format(hi, '.4g'):>6} {r['mean_r2']:>6.3f}")
+        elif r.get("mean_rmse") is not None:  # a regression row among classification rows
+            cells = f"{'RMSE ' + format(r['mean_rmse'], '.4g'):>{wv}} R² {r['mean_r2']:>8.3f}"
+        elif r.get(f"mean_{key}") is None:
+            why = "no evaluation yet" if r.get("mean_acc") is None else "n/a"
+            cells = f"{why:>{wv + 14}}"
+        else:
+            cells = (f"{r[f'mean_{key}']:>{wv}.4f} {r[f'min_{key}']:>6.3f} "
+                     f"{r[f'max_{key}']:>6.3f}")
+        note = f"  {r['status']}" if r.get("status") else ""
+        lines.append(f"{r['method']:<{wm}} {r['dataset']:<{wd}} {cells} "
+                     f"{r['bytes_up_per_client_round']:>18,.0f} {r['wall_s']:>7.1f}{note}")
+    return "\n".join(lines)
+
+
+def table_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """``warning: METHOD on DATASET: ...`` lines for the rows' caveats."""
+    return [f"warning: {r['method']} on {r['dataset']}: {w}" for r in rows
+            for w in r.get("warnings") or []]
+
+
+def load_result(path: str | Path) -> RunResult:
+    """Read a result JSON written by :meth:`RunResult.save_json`.
+
+    A missing or unreadable file, or one that is not a fedlabels result, raises
+    :class:`~fedlabels.core.errors.FedLabelsError`.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise FedLabelsError(f"cannot read result {path}: {exc.strerror or exc}.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise FedLabelsError(f"{path} is not a fedlabels result (not JSON).") from None
+    missing = [k for k in _RESULT_KEYS if k not in data] if isinstance(data, dict) else ["keys"]
+    if missing:
+        raise FedLabelsError(f"{path} is not a fedlabels result (no {', '.join(missing)}).")
+    try:
+        return _result_from_dict(data)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise FedLabelsError(f"{path} is not a valid fedlabels result ({exc!r}).") from None
+
+
+_RESULT_KEYS = ("method", "dataset", "seed", "config", "federation", "models", "rounds",
+                "communication", "wall_seconds")
+
+
+def _result_from_dict(data: dict[str, Any]) -> RunResult:
+    rounds = [RoundRecord(round=r["round"], local_steps=r["local_steps"],
+                          accuracies=r["accuracies"], server=r["server"],
+                          bytes_up=r["bytes_up"], bytes_down=r["bytes_down"],
+                          seconds=r["seconds"], participants=r.get("participants"),
+                          replied=r.get("replied"), rmse=r.get("rmse"), r2=r.get("r2"))
+              for r in data["rounds"]]
+    comm = {k: v for k, v in data["communication"].items()
+            if k not in ("bytes_up_per_round", "bytes_down_per_round",
+                         "mean_bytes_up_per_client_per_round", "communication_rounds")}
+    known = {*_RESULT_KEYS, "final"}
+    return RunResult(method=data["method"], dataset=data["dataset"], seed=data["seed"],
+                     config=data["config"], federation=data["federation"],
+                     models=data["models"], rounds=rounds, communication=comm,
+                     wall_seconds=data["wall_seconds"],
+                     extra={k: v for k, v in data.items() if k not in known})
+
+
+def privacy_line(privacy: dict[str, Any]) -> str | None:
+    """``privacy: ε = 3.21, δ = 1e-05 (conditional on ...)`` for a run with a finite ε."""
+    eps = privacy.get("epsilon")
+    if not isinstance(eps, int | float) or not math.isfinite(eps):
+        return None  # no DP mechanism (or nothing released yet)
+    guarantee = privacy.get("guarantee", "none")
+    if guarantee == "conditional":
+        qualifier = f"conditional on {privacy.get('conditional_on')}"
+    elif guarantee == "formal":
+        relation = str(privacy.get("neighbouring") or "").split(":")[0]
+        against = re.split(r" \(|;", str(privacy.get("guarantee_against") or ""))[0]
+        qualifier = ", ".join(x for x in ("formal", relation, against and f"against {against}")
+                              if x)
+    else:
+        qualifier = f"guarantee: none - {privacy.get('reason', 'not stated')}"
+    return f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} ({qualifier})"

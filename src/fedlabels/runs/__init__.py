@@ -1,0 +1,1 @@
+"""A run: its configuration, plan, round loop, participation, checkpoint and progress."""

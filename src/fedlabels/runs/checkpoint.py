@@ -1,0 +1,276 @@
+"""Crash and resume for the simulator: a checkpoint after every round, written atomically.
+
+A run whose result is ``X.json`` keeps ``X.checkpoint.npz`` beside it, replaced after every
+round (a temporary file, then ``os.replace``: a crash mid-write leaves the previous one). It
+is one ``.npz`` (read with ``allow_pickle=False``, never a pickle) holding
+
+* ``meta``: a JSON string — format, the run's identity (method, seed, options, models,
+  federation summary, ...) and configuration, the round records, the communication meter,
+  the planned rounds, the position of a reproducible noise source, the resume history, and
+  the scalar entries of every role's state;
+* ``a0``, ``a1``, ...: the array entries of the roles' states, indexed from ``meta``.
+
+The roles' states are :meth:`ClientRole.state_dict` (an iterative learner's under
+``learner.``) and :meth:`ServerRole.state_dict`. Secret randomness (noise Generators) is
+stored only while a reproducible source is installed; otherwise a resumed run draws it
+afresh from OS entropy, by design. Everything else is seeded, so a resumed run gives the
+uninterrupted run's records bit for bit (and, with a reproducible source, its noise too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import atomic_path, writing
+from fedlabels.core.provenance import version
+from fedlabels.core.randomness import current_source, is_reproducible
+from fedlabels.method.base import ClientRole, ServerRole
+from fedlabels.method.state import State
+from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.loop import CommMeter, RoundHook, RunPlan, model_names
+
+FORMAT = "fedlabels checkpoint 1"
+SUFFIX = ".checkpoint.npz"
+
+
+def checkpoint_path(result: str | Path) -> Path:
+    """The checkpoint beside a result: ``x.json`` -> ``x.checkpoint.npz`` (a checkpoint
+    path itself is returned as it is)."""
+    path = Path(result)
+    if path.name.endswith(SUFFIX):
+        return path
+    return path.with_name(f"{path.stem}{SUFFIX}")
+
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint holds (see the module docstring)."""
+
+    meta: dict[str, Any]
+    server: State
+    clients: dict[int, State]
+
+    @property
+    def records(self) -> list[RoundRecord]:
+        return [RoundRecord(**r) for r in self.meta["records"]]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.meta["config"])
+
+    @property
+    def rounds_planned(self) -> int:
+        return int(self.meta["rounds_planned"])
+
+
+def run_identity(plan: RunPlan, *, seed: int, eval_every: int, federation: dict[str, Any],
+                 **settings: Any) -> dict[str, Any]:
+    """What a resumed run must share with the checkpointed one (JSON-normalised):
+    ``settings`` are the engine's other settings (reproducible noise, participation, ...)."""
+    identity = {"fedlabels": version(), "method": plan.method.name, "seed": seed,
+                "period": plan.settings.period, "eval_every": eval_every,
+                "options": plan.settings.options.to_dict(),
+                "models": model_names(plan.specs), "client_seeds": plan.client_seeds,
+                "federation": federation, **settings}
+    return dict(json.loads(json.dumps(identity, sort_keys=True, default=str)))
+
+
+# --------------------------------------------------------------------------- file format
+def _split(states: Mapping[str, State], arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Scalars stay in the JSON; arrays go to ``arrays`` and are referenced by name."""
+    out: dict[str, Any] = {}
+    for role, state in states.items():
+        entries: dict[str, Any] = {}
+        for key, value in state.items():
+            if isinstance(value, np.ndarray):
+                name = f"a{len(arrays)}"
+                arrays[name] = value
+                entries[key] = {"array": name}
+            else:
+                entries[key] = {"value": value}
+        out[role] = entries
+    return out
+
+
+def _join(entries: Mapping[str, Any], npz: Any) -> State:
+    return {key: (np.array(npz[e["array"]]) if "array" in e else e["value"])
+            for key, e in entries.items()}
+
+
+def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
+                     clients: Mapping[int, State]) -> Path:
+    """Write a checkpoint atomically: on any failure the previous file stays as it was."""
+    path = Path(path)
+    arrays: dict[str, np.ndarray] = {}
+    states = _split({"server": server, **{f"client.{c}": s for c, s in clients.items()}},
+                    arrays)
+    text = json.dumps({**meta, "format": FORMAT, "states": states}, sort_keys=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        entries: dict[str, Any] = {"meta": np.array(text), **arrays}
+        np.savez(fh, **entries)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Read a checkpoint (``X.checkpoint.npz``, or the result ``X.json`` it belongs to)."""
+    path = checkpoint_path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+            if meta.get("format") != FORMAT:
+                raise FedLabelsError(f"{path} is not a {FORMAT} (format "
+                                     f"{meta.get('format')!r}).")
+            states = meta.pop("states")
+            server = _join(states.pop("server"), npz)
+            clients = {int(k.split(".", 1)[1]): _join(v, npz) for k, v in states.items()}
+    except FileNotFoundError:
+        raise FedLabelsError(f"no checkpoint {path}: a run writes one beside its result after "
+                             "every round; nothing to resume.") from None
+    except (OSError, ValueError, KeyError) as exc:
+        raise FedLabelsError(f"cannot read checkpoint {path}: {exc}.") from None
+    return Checkpoint(meta, server, clients)
+
+
+# --------------------------------------------------------------------------- a run's keeper
+@dataclass
+class Keeper:
+    """Checkpoints a simulator run after every round, and restores one into fresh roles."""
+
+    path: Path | None
+    identity: dict[str, Any]
+    config: dict[str, Any]
+    rounds_planned: int
+    server: ServerRole
+    clients: Mapping[int, ClientRole]
+    meter: CommMeter
+    started: float = field(default_factory=time.perf_counter)
+    previous_seconds: float = 0.0
+    resumed: list[dict[str, Any]] = field(default_factory=list)
+    records: list[RoundRecord] = field(default_factory=list)
+    #: an engine's own bookkeeping (JSON), saved and restored with the rest (Flower: lost
+    #: clients, message counts); its ``clients`` may be empty (the states stay at the sites)
+    engine: dict[str, Any] = field(default_factory=dict)
+
+    def fresh(self) -> list[RoundRecord]:
+        """A new run (no records yet): a checkpoint left at the path by an earlier run is
+        removed now, so a crash before round 1 cannot leave it to be resumed as this run's."""
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+        return []
+
+    def restore(self, ckpt: Checkpoint, rounds: int) -> list[RoundRecord]:
+        """Load ``ckpt`` into the roles and meter; the completed records, to continue."""
+        self.check(ckpt, rounds)
+        self.server.load_state_dict(ckpt.server)
+        for cid, role in self.clients.items():
+            role.load_state_dict(ckpt.clients[cid])
+        for rnd, cid, direction, category, n in ckpt.meta["meter"]:
+            self.meter.add(rnd, cid, direction, category, n)
+        if ckpt.meta["noise_source"] is not None:
+            position = int(ckpt.meta["noise_source"]["position"])
+            current_source().setstate(position)  # type: ignore[union-attr]
+        self.previous_seconds = float(ckpt.meta["wall_seconds"])
+        self.engine = dict(ckpt.meta.get("engine", {}))
+        self.records = ckpt.records
+        self.resumed = [*ckpt.meta["resumed"],
+                        {"from_round": len(self.records),
+                         "rounds_planned_before": ckpt.rounds_planned,
+                         "rounds_planned": rounds,
+                         "at_utc": datetime.now(UTC).isoformat(timespec="seconds")}]
+        return list(self.records)
+
+    def check(self, ckpt: Checkpoint, rounds: int) -> None:
+        """Refuse a checkpoint of another run, or a change the run cannot take."""
+        saved = ckpt.meta["identity"]
+        differ = sorted(k for k in {*saved, *self.identity} if saved.get(k)
+                        != self.identity.get(k))
+        if differ:
+            raise FedLabelsError(f"the checkpoint is of another run: it differs in "
+                                 f"{', '.join(differ)}; resume with the checkpointed run's "
+                                 "settings (only the number of rounds may grow).")
+        was = "reproducible" if ckpt.meta["noise_source"] is not None else "secret"
+        if (was == "reproducible") != is_reproducible():
+            raise FedLabelsError(f"the checkpointed run drew its noise from a {was} source "
+                                 "and this one would not; resume it the same way "
+                                 "(--insecure-reproducible-noise, or neither).")
+        if was == "reproducible" and ckpt.meta["noise_source"]["key"] != _source_key():
+            raise FedLabelsError("the checkpointed run's reproducible noise came from another "
+                                 "seed; resume it under the same reproducible seed.")
+        if sorted(ckpt.clients) != sorted(self.clients):
+            raise FedLabelsError(f"the checkpoint holds clients {sorted(ckpt.clients)}, this "
+                                 f"run has {sorted(self.clients)}.")
+        if rounds < ckpt.rounds_planned:
+            raise FedLabelsError(f"the checkpointed run planned {ckpt.rounds_planned} rounds "
+                                 f"({len(ckpt.meta['records'])} completed); --rounds may only "
+                                 f"extend it (give at least {ckpt.rounds_planned}).")
+
+    def hook(self, on_round: RoundHook | None) -> Callable[[RoundRecord], None]:
+        """``on_round`` after writing the checkpoint of the round just recorded."""
+        def after_round(record: RoundRecord) -> None:
+            self.records.append(record)
+            if self.path is not None:
+                self.save()
+            if on_round is not None:
+                on_round(record)
+        return after_round
+
+    def save(self) -> None:
+        assert self.path is not None
+        secret = not is_reproducible()
+        clients = {}
+        for cid, role in self.clients.items():
+            state = role.state_dict()
+            if secret:  # noise Generators: drawn afresh after a resume
+                state.update(dict.fromkeys(type(role).secret_state))
+            clients[cid] = state
+        source = current_source()
+        meta = {"identity": self.identity, "config": self.config,
+                "rounds_planned": self.rounds_planned,
+                "records": [asdict(r) for r in self.records],
+                "meter": [[*k, n] for k, n in sorted(self.meter.bytes.items())],
+                "noise_source": None if secret else {
+                    "position": source.getstate(),  # type: ignore[union-attr]
+                    "key": _source_key()},
+                "wall_seconds": self.previous_seconds + time.perf_counter() - self.started,
+                "resumed": self.resumed, "engine": self.engine}
+        with writing(str(self.path)):  # a full disk: a one-line error, the last one kept
+            write_checkpoint(self.path, meta, self.server.state_dict(), clients)
+
+    def stamp(self, result: RunResult) -> RunResult:
+        """Record the resume history in ``provenance`` and count every session's time."""
+        result.wall_seconds += self.previous_seconds
+        if self.resumed:
+            result.extra["provenance"] = {**result.extra.get("provenance", {}),
+                                          "resumed": list(self.resumed)}
+        return result
+
+
+def _source_key() -> str:
+    """A fingerprint of the installed reproducible source's key (not the key itself)."""
+    import hashlib
+
+    key = getattr(current_source(), "key", b"")
+    return hashlib.sha256(b"fedlabels checkpoint " + key).hexdigest()[:16]
+
+
+def check_extension(plan: RunPlan, learners: list[Any], ckpt: Checkpoint) -> None:
+    """A run extended beyond its planned rounds must be one the method can extend."""
+    if plan.settings.rounds <= ckpt.rounds_planned:
+        return
+    reason = plan.method.extension_refusal(plan.settings, learners)
+    if reason is not None:
+        raise FedLabelsError(f"cannot extend this {plan.method.name} run from "
+                             f"{ckpt.rounds_planned} to {plan.settings.rounds} rounds: "
+                             f"{reason}.")

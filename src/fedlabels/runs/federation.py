@@ -1,0 +1,17 @@
+"""The federation a run configuration describes."""
+
+from __future__ import annotations
+
+from fedlabels.data import Federation, load_federation
+from fedlabels.runs.config import RunConfig
+
+
+def federation_for(cfg: RunConfig) -> Federation:
+    """The federation a :class:`RunConfig` describes."""
+    return load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
+                           n_private=cfg.private, private_per_client=cfg.private_per_client,
+                           n_test=cfg.test, partition=cfg.partition, seed=cfg.seed,
+                           sep=cfg.sep, features=cfg.features, drop=cfg.drop,
+                           text_column=cfg.text_column, task=cfg.task,
+                           target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift,
+                           public_pca=cfg.public_pca)

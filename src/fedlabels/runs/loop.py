@@ -1,0 +1,296 @@
+"""The one run loop: set-up, rounds, evaluation and the result, for every engine.
+
+An engine supplies a :class:`~fedlabels.methods.Grid` (in-process clients, Flower
+SuperNodes) and calls, in order:
+
+1. :func:`plan_run` — the method, validated options, settings, per-client model specs and
+   seeds, derived identically on every party from the run configuration;
+2. :meth:`RunPlan.learners` and ``method.validate`` — fresh learners, then what the options
+   alone could not check;
+3. :func:`run_rounds` — ``server.run_round`` per round, the evaluation exchange when due,
+   one :class:`~fedlabels.results.RoundRecord` per round;
+4. :func:`build_result` — the :class:`~fedlabels.results.RunResult`.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.core.metrics import evaluation_scores
+from fedlabels.core.provenance import provenance
+from fedlabels.core.randomness import is_reproducible
+from fedlabels.core.threads import set_threads
+from fedlabels.learners import expand_per_client, is_iterative
+from fedlabels.method import Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.method.base import make_learners
+from fedlabels.method.options import MethodOptions
+from fedlabels.method.threat import merge_privacy, recorded_outside
+from fedlabels.methods import get_method
+from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.participation import ParticipationGrid
+from fedlabels.runs.progress import RoundProgress
+
+WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays"
+
+
+class CommMeter:
+    """Bytes of serialized payloads, by (round, client, direction, category)."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[tuple[int, int, str, str], int] = defaultdict(int)
+
+    def add(self, rnd: int, cid: int, direction: str, category: str, n: int) -> None:
+        self.bytes[(rnd, cid, direction, category)] += n
+
+    def per_client(self, rnd: int, cids: list[int], direction: str,
+                   category: str = "protocol") -> list[int]:
+        return [self.bytes.get((rnd, c, direction, category), 0) for c in cids]
+
+    def total(self, direction: str, category: str = "protocol") -> int:
+        return sum(v for (_, _, d, g), v in self.bytes.items() if d == direction and g == category)
+
+    def summary(self, wire_format: str = WIRE_FORMAT) -> dict[str, Any]:
+        """Run totals: protocol bytes per direction, evaluation and control apart."""
+        return {
+            "bytes_up_total": self.total("up"),
+            "bytes_down_total": self.total("down"),
+            "evaluation_bytes_total": self.total("up", "evaluation")
+            + self.total("down", "evaluation"),
+            "control_bytes_total": self.total("up", "control") + self.total("down", "control"),
+            "wire_format": wire_format,
+        }
+
+
+def derive_seeds(seed: int, n: int) -> tuple[list[int], int]:
+    """Independent per-client seeds and a server seed from one run seed."""
+    children = np.random.SeedSequence([seed, 0x5EED]).spawn(n + 1)
+    ints = [int(c.generate_state(1)[0] & 0x7FFFFFFF) for c in children]
+    return ints[:n], ints[n]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What every party derives identically from the run configuration."""
+
+    method: Method
+    settings: Settings
+    specs: list[Any]  # one model spec (or estimator) per client role
+    client_seeds: list[int]
+    server_seed: int
+
+    def learners(self) -> list[Any]:
+        """A fresh learner per client role, seeded with its client seed."""
+        learners = make_learners(self.specs, self.client_seeds, self.settings.n_classes,
+                                 self.settings.task)
+        set_threads(None)  # torch, if a learner loaded it, gets this process's thread count
+        return learners
+
+    def learner(self, cid: int) -> Any:
+        learner = make_learners([self.specs[cid]], [self.client_seeds[cid]],
+                                self.settings.n_classes, self.settings.task)[0]
+        set_threads(None)
+        return learner
+
+    def context(self, truth_public: np.ndarray | None = None) -> MethodContext:
+        return MethodContext(self.settings, list(self.client_seeds), self.server_seed,
+                             truth_public=truth_public)
+
+
+def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: int,
+             rounds: int, period: int, seed: int, models: list[Any],
+             options: Mapping[str, Any] | MethodOptions | None = None,
+             task: str = "classification",
+             target_range: tuple[float, float] | None = None) -> RunPlan:
+    """Seeds, validated options and settings of a run with ``n_roles`` client roles.
+
+    ``models`` holds one spec or estimator for all clients, or one per client (a method
+    with fewer roles than clients, like ``centralized``, uses the first ones). A
+    regression ``task`` (with the federation's ``target_range``) needs a method that
+    supports it.
+    """
+    impl = get_method(method) if isinstance(method, str) else method
+    if task == "regression" and not impl.supports_regression:
+        from fedlabels.methods import METHODS
+
+        able = ", ".join(sorted(n for n, m in METHODS.items() if m.supports_regression))
+        raise FedLabelsError(f"method {impl.name!r} does not support a regression task; use "
+                             f"one of {able} (docs/robustness.md, Regression, says why).")
+    parsed = impl.parse_options(options)
+    models = list(models)
+    specs = (models if len(models) >= n_roles else expand_per_client(models, n_roles))[:n_roles]
+    client_seeds, server_seed = derive_seeds(seed, n_roles)
+    settings = Settings(n_classes=n_classes, n_features=n_features, n_clients=n_roles,
+                        rounds=rounds, period=period, options=parsed, task=task,
+                        target_range=target_range)
+    return RunPlan(impl, settings, specs, client_seeds, server_seed)
+
+
+def rounds_to_run(plan: RunPlan, learners: list[Any]) -> tuple[int, dict[str, Any] | None]:
+    """The rounds a run takes, and the result's ``rounds_run`` note when that is fewer than
+    requested: a one-shot method stops once further rounds would change nothing, so the
+    per-round figures are not spread over rounds that did nothing."""
+    requested = plan.settings.rounds
+    used = plan.method.rounds_used(plan.settings, learners)
+    if used is None or used >= requested:
+        return requested, None
+    name = plan.method.name
+    note = {"requested": requested, "run": used,
+            "reason": f"{name} exchanges all its messages in round {used} and later rounds "
+                      "would change nothing, so the run stopped after it"}
+    warnings.warn(f"{name} uses {used} round(s); ran {used} of the {requested} requested",
+                  FedLabelsWarning, stacklevel=2)
+    return used, note
+
+
+RoundHook = Callable[[RoundRecord], None]
+
+
+def evaluation_due(rnd: int, rounds: int, eval_every: int) -> bool:
+    """Whether round ``rnd`` (0-based) of ``rounds`` ends with an evaluation."""
+    return (rnd + 1) % max(1, eval_every) == 0 or rnd == rounds - 1
+
+
+def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
+               period: int, eval_every: int, iterative: bool, all_cids: list[int],
+               on_round: RoundHook | None = None, progress: RoundProgress | None = None,
+               records: list[RoundRecord] | None = None,
+               catch_interrupt: bool = False) -> tuple[list[RoundRecord], bool]:
+    """Rounds ``len(records)`` .. ``rounds - 1``; returns (records, interrupted).
+
+    Each round: ``server.run_round``, then, every ``eval_every`` rounds and at the last, an
+    evaluation exchange with the clients the grid still has. ``bytes_up``/``bytes_down`` are
+    per client of ``all_cids`` (0 for clients that took no part). With ``catch_interrupt``
+    a Ctrl-C (or SIGTERM under :func:`terminate_as_interrupt`) ends the loop and returns the
+    rounds completed so far (possibly none, or none evaluated) with ``interrupted=True``.
+    On a :class:`~fedlabels.runs.participation.ParticipationGrid` each record names the
+    round's participants, and a round in which no reply can arrive is skipped.
+    """
+    records = [] if records is None else records
+    interrupted = False
+    part = grid if isinstance(grid, ParticipationGrid) else None
+    try:
+        for rnd in range(len(records), rounds):
+            t0 = time.perf_counter()
+            drawn = part.draw(rnd) if part is not None else None
+            if drawn is not None and not drawn.replying:
+                server_metrics: Mapping[str, float] = {"skipped": 1.0}  # nothing can arrive
+            else:
+                server_metrics = server.run_round(rnd, grid)
+            accuracies: list[float] | None = None
+            scores: dict[str, list[float]] = {}
+            if evaluation_due(rnd, rounds, eval_every):
+                replies = grid.exchange({c: server.evaluation_message(c)
+                                         for c in grid.client_ids}, rnd)
+                scores = evaluation_scores(replies)  # accuracy, or RMSE and R²
+                accuracies = scores.pop("accuracy", None if scores else [])
+            record = RoundRecord(
+                round=rnd + 1,
+                local_steps=(rnd + 1) * period if iterative else None,
+                accuracies=accuracies,
+                rmse=scores.get("rmse"),
+                r2=scores.get("r2"),
+                server=dict(server_metrics),
+                bytes_up=meter.per_client(rnd, all_cids, "up"),
+                bytes_down=meter.per_client(rnd, all_cids, "down"),
+                seconds=time.perf_counter() - t0,
+                participants=None if drawn is None else list(drawn.selected),
+                replied=None if drawn is None else drawn.replying,
+            )
+            records.append(record)
+            if on_round is not None:
+                on_round(record)
+            if progress is not None:
+                progress.update(record)
+    except KeyboardInterrupt:
+        if not catch_interrupt:
+            raise
+        interrupted = True
+    return records, interrupted
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while the block runs, so a terminated run takes
+    the Ctrl-C path (completed rounds kept, processes stopped); the old handler is restored.
+    Outside the main thread signals cannot be handled and nothing changes."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: the caller handles signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def model_names(specs: list[Any]) -> list[str]:
+    return [type(s).__name__ if hasattr(s, "get_params") else str(s) for s in specs]
+
+
+def reproducible_noise_privacy(from_flag: bool) -> dict[str, str]:
+    """The result's ``privacy`` stamp of a run whose secret randomness was reproducible."""
+    why = ("the DP noise (and every other secret draw) was reproducible from the run seed "
+           "(--insecure-reproducible-noise): anyone who knows the seed, which is in the "
+           "result, can remove it" if from_flag else
+           "the DP noise (and every other secret draw) came from a reproducible source "
+           "(fedlabels.core.randomness.reproducible), not from OS entropy: anyone who knows its "
+           "seed can remove it")
+    return {"guarantee": "none", "reason": why}
+
+
+def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
+                 meter: CommMeter, *, dataset: str, seed: int, config: dict[str, Any],
+                 federation: dict[str, Any], started: float,
+                 wire_format: str = WIRE_FORMAT,
+                 extra: dict[str, Any] | None = None,
+                 noise_from_flag: bool = False) -> RunResult:
+    """The result of a run: records, communication, the method's extras and its options.
+
+    ``extra["privacy"]`` always holds the guarantee (``formal`` / ``conditional`` / ``none``),
+    the party it is stated against and the neighbouring relation: declared by the method's
+    threat model, refined by the server's ``result_extra()`` (then by ``extra``).
+    ``extra["provenance"]`` versions, command line, start and end
+    (:mod:`fedlabels.core.provenance`).
+    A run made while secret randomness was reproducible is stamped ``guarantee: none``
+    (``noise_from_flag``: because of ``--insecure-reproducible-noise``).
+    """
+    method = plan.method
+    server_extra = server.result_extra()
+    declared = method.threat_model.privacy()
+    if declared["guarantee"] != "none":  # the result also keeps raw-data statistics
+        declared = merge_privacy(declared, {"outside_guarantee": recorded_outside(federation)})
+    privacy = merge_privacy(declared, server_extra.get("privacy"), (extra or {}).get("privacy"),
+                            reproducible_noise_privacy(noise_from_flag) if is_reproducible()
+                            else None)
+    return RunResult(
+        method=method.name,
+        dataset=dataset,
+        seed=seed,
+        config={**config, "options": plan.settings.options.to_dict()},
+        federation=federation,
+        models=model_names(plan.specs),
+        rounds=list(records),
+        communication=meter.summary(wire_format),
+        wall_seconds=time.perf_counter() - started,
+        extra={"threat_model": method.threat_model.to_dict(), **server_extra,
+               **(extra or {}), "privacy": privacy,
+               "provenance": provenance(started)},
+    )
+
+
+def uses_iterative(learners: list[Any]) -> bool:
+    return any(is_iterative(ln) for ln in learners)

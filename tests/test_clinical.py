@@ -1,0 +1,126 @@
+"""Clinical metrics: each checked against scikit-learn's metric functions, and the run's
+``clinical`` entry against the clients' own models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn import metrics as skm
+
+from fedlabels.core.clinical import (
+    class_probabilities,
+    classification_metrics,
+    clinical_summary,
+    majority_baseline,
+)
+
+
+def _case(rng: np.random.Generator, n: int, k: int, skill: float):
+    y = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) + skill * np.eye(k)[y]
+    logits = np.round(logits, 1)  # ties in the scores, as trees give
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return y, proba.argmax(axis=1), proba
+
+
+@pytest.mark.parametrize("k,n,skill,seed", [(2, 57, 1.0, 0), (2, 200, 0.2, 1), (3, 90, 1.5, 2),
+                                            (10, 300, 2.0, 3)])
+def test_metrics_equal_scikit_learn(k, n, skill, seed):
+    y, pred, proba = _case(np.random.default_rng(seed), n, k, skill)
+    got = classification_metrics(y, pred, k, proba, positive=1)
+    assert got["accuracy"] == pytest.approx(skm.accuracy_score(y, pred))
+    assert got["balanced_accuracy"] == pytest.approx(skm.balanced_accuracy_score(y, pred))
+    assert got["macro_f1"] == pytest.approx(skm.f1_score(y, pred, average="macro"))
+    assert np.array_equal(got["confusion_matrix"],
+                          skm.confusion_matrix(y, pred, labels=range(k)))
+    if k == 2:
+        assert got["auroc"] == pytest.approx(skm.roc_auc_score(y, proba[:, 1]))
+        assert got["sensitivity"] == pytest.approx(skm.recall_score(y, pred, pos_label=1))
+        assert got["specificity"] == pytest.approx(skm.recall_score(y, pred, pos_label=0))
+    else:
+        assert got["auroc"] == pytest.approx(
+            skm.roc_auc_score(y, proba, multi_class="ovr", average="macro"))
+        assert got["sensitivity"] is None and got["specificity"] is None
+
+
+def test_positive_class_zero_swaps_sensitivity_and_specificity():
+    y, pred, proba = _case(np.random.default_rng(5), 80, 2, 1.0)
+    got = classification_metrics(y, pred, 2, proba, positive=0)
+    assert got["sensitivity"] == pytest.approx(skm.recall_score(y, pred, pos_label=0))
+    assert got["specificity"] == pytest.approx(skm.recall_score(y, pred, pos_label=1))
+    assert got["auroc"] == pytest.approx(skm.roc_auc_score(y == 0, proba[:, 0]))
+
+
+def test_a_class_missing_from_the_predictions_and_no_scores():
+    y = np.array([0, 0, 1, 1, 2, 2, 2])
+    pred = np.array([0, 0, 0, 0, 2, 2, 0])  # class 1 never predicted
+    got = classification_metrics(y, pred, 4, None)  # class 3 in neither
+    assert got["auroc"] is None
+    assert got["macro_f1"] == pytest.approx(skm.f1_score(y, pred, average="macro",
+                                                         zero_division=0))
+    assert got["balanced_accuracy"] == pytest.approx(skm.balanced_accuracy_score(y, pred))
+
+
+def test_majority_baseline_is_the_commonest_training_class():
+    y_test = np.array([0] * 30 + [1] * 70)
+    base = majority_baseline([12, 40], y_test)
+    assert base["class"] == 1
+    assert base["accuracy"] == pytest.approx(skm.accuracy_score(y_test, np.ones(100)))
+    assert base["half_width_95"] == pytest.approx(1.96 * np.sqrt(0.7 * 0.3 / 100))
+
+
+def test_probabilities_of_a_model_trained_on_some_classes_only():
+    from sklearn.tree import DecisionTreeClassifier
+
+    X = np.arange(20, dtype=float).reshape(-1, 1)
+    model = DecisionTreeClassifier(random_state=0).fit(X, np.where(X[:, 0] < 10, 0, 2))
+    proba = class_probabilities(model, X, 3)
+    assert proba is not None and proba.shape == (20, 3) and not proba[:, 1].any()
+    assert class_probabilities(object(), X, 3) is None
+
+
+def test_run_records_clinical_metrics_of_its_clients_models(breast_cancer_fed):
+    import fedlabels as fl
+
+    fed = breast_cancer_fed
+    res = fl.run("fedct", fed, model="logreg", rounds=2, seed=0, progress=False)
+    clin = res.extra["clinical"]
+    counts = np.sum([np.bincount(c.y, minlength=2) for c in fed.clients], axis=0)
+    assert clin["positive_class"]["class"] == int(np.argmin(counts))
+    pos = clin["positive_class"]["class"]
+    aurocs, sens = [], []
+    for model in res.client_models:
+        aurocs.append(skm.roc_auc_score(fed.y_test == pos, model.predict_proba(fed.X_test)[:, pos]))
+        sens.append(skm.recall_score(fed.y_test, model.predict(fed.X_test), pos_label=pos))
+    assert clin["metrics"]["auroc"]["clients"] == pytest.approx(aurocs)
+    assert clin["metrics"]["sensitivity"]["mean"] == pytest.approx(np.mean(sens))
+    assert clin["metrics"]["accuracy"]["clients"] == pytest.approx(
+        res.final["client_accuracies"])
+    assert clin["baseline"]["accuracy"] == pytest.approx(
+        np.mean(fed.y_test == np.argmax(counts)))
+    assert len(clin["confusion_matrices"]) == len(res.client_models)
+
+
+def test_summary_says_n_a_without_scores():
+    y = np.array([0, 1, 1, 0, 1])
+    out = clinical_summary([(y, None), (1 - y, None)], y, 2, [3, 5], ["no", "yes"])
+    assert out["metrics"]["auroc"]["mean"] is None
+    assert out["auroc_scores"].startswith("n/a")
+    assert out["positive_class"]["name"] == "no"  # the rarer training class
+    assert out["metrics"]["accuracy"]["min"] == 0.0 and out["metrics"]["accuracy"]["max"] == 1.0
+
+
+def test_no_clinical_entry_contradicts_the_recorded_accuracy(breast_cancer_fed):
+    import warnings
+
+    import fedlabels as fl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pate = fl.run("pate", breast_cancer_fed, rounds=2, seed=0, progress=False)
+        part = fl.run("fedct", breast_cancer_fed, model="dt", rounds=3, seed=0,
+                      progress=False, participation=0.5, dropout=0.2)
+    # PATE's evaluation scores the student, not the clients' models: said, not contradicted
+    assert "unavailable" in pate.extra["clinical"]
+    assert part.extra["clinical"]["metrics"]["accuracy"]["clients"] == pytest.approx(
+        part.final["client_accuracies"])

@@ -1,0 +1,175 @@
+"""Plots a person can read: short legends, a large plot area, references always drawn,
+interrupted runs flagged; the CLI table with the headline metric and honest warnings."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pytest
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.reporting.plots import MAX_LABEL, accuracy_figure, legend_labels
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """FedCT and FedAvg (DP-FedCT with a changed option) beside local-only and centralized
+    training, on unequal clients with partial participation for FedCT."""
+    fed = fl.load_federation("breast_cancer", n_clients=5, seed=0, partition="quantity:1")
+    assert len({len(c) for c in fed.clients}) > 1  # unequal client sizes
+    return {
+        "fedct": fl.run("fedct", fed, model="dt", rounds=4, seed=0, progress=False,
+                        participation=0.6, quorum=0.8),
+        "fedavg": fl.run("fedavg", fed, model="mlp(hidden=16)", rounds=3, period=5, seed=0,
+                         progress=False),
+        "local": fl.run("local", fed, model="dt", rounds=1, seed=0, progress=False),
+        "centralized": fl.run("centralized", fed, model="dt", rounds=1, seed=0,
+                              progress=False),
+    }
+
+
+def _interrupted(fed_name: str = "breast_cancer"):
+    def stop(record):
+        raise KeyboardInterrupt
+
+    return fl.run("fedct", fed_name, model="dt", rounds=12, seed=0, progress=False,
+                  on_round=stop)
+
+
+def _legend_texts(fig):
+    return [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+
+
+def _plot_fraction(fig):
+    fig.canvas.draw()
+    box = fig.axes[0].get_position()
+    return box.width * box.height
+
+
+def test_legends_are_short_and_the_plot_area_large(runs):
+    results = list(runs.values())
+    labels, _ = legend_labels(results)
+    assert all(len(label) <= MAX_LABEL for label in labels), labels
+    assert labels[0] == "fedct · decision_tree (quorum=0.8)"  # changed options only
+    assert labels[1] == "fedavg · mlp"
+    fig = accuracy_figure(results)
+    try:
+        texts = _legend_texts(fig)
+        assert max(len(t) for t in texts) <= MAX_LABEL + 30  # + the reference's value
+        assert _plot_fraction(fig) >= 0.35
+        assert fig.axes[0].get_xlabel() == "communication round"
+        assert "accuracy" in fig.axes[0].get_ylabel() and fig.axes[0].get_title()
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_local_and_centralized_are_drawn_as_labelled_references(runs):
+    fig = accuracy_figure(list(runs.values()))
+    try:
+        texts = _legend_texts(fig)
+        for method in ("local", "centralized"):
+            value = runs[method].final["mean_accuracy"]
+            (entry,) = [t for t in texts if t.startswith(f"{method} ·")]
+            assert entry.endswith(f"{value:.3f} (reference)")
+            lines = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == entry]
+            assert lines and np.allclose(lines[0].get_ydata(), value)  # a horizontal line
+        assert any(t.startswith("majority class") for t in texts)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_an_interrupted_run_is_flagged_in_the_legend_and_the_table(runs, capsys):
+    res = _interrupted()
+    assert res.extra.get("interrupted") and len(res.rounds) == 1
+    labels, _ = legend_labels([runs["fedct"], res])
+    assert labels[1].endswith("[interrupted after round 1 of 12]")
+    assert "interrupted" not in labels[0]
+    from fedlabels.results import format_table
+
+    table = format_table([runs["fedct"].summary_row(), res.summary_row()])
+    assert table.splitlines()[0].endswith("note")
+    assert table.splitlines()[-1].endswith("interrupted after round 1 of 12")
+
+
+def test_table_names_whole_datasets_and_regression_headers():
+    from fedlabels.results import format_table
+
+    row = {"method": "fedct", "dataset": "csv:data/a_very_long_table_name.csv", "seed": 0,
+           "mean_acc": 0.9, "min_acc": 0.8, "max_acc": 0.95, "mean_rmse": None,
+           "mean_r2": None, "bytes_up_per_client_round": 10.0, "wall_s": 1.0}
+    assert "csv:data/a_very_long_table_name.csv" in format_table([row])
+    reg = {**row, "mean_acc": None, "min_acc": None, "max_acc": None, "mean_rmse": 52.1,
+           "mean_r2": 0.41, "min_rmse": 40.5, "max_rmse": 61.25}
+    header, _, line = format_table([reg]).splitlines()
+    assert "RMSE" in header and "R²" in header and "acc" not in header
+    assert line.split()[2:6] == ["52.1", "40.5", "61.25", "0.410"]
+
+
+def test_metric_picks_the_headline_and_chance_runs_are_warned(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "fedct", "--dataset", "breast_cancer", "--model", "logreg",
+                 "--rounds", "2", "--no-progress", "--output", str(out),
+                 "--metric", "auroc"]) == 0
+    captured = capsys.readouterr()
+    header, _, line = captured.out.splitlines()[:3]
+    assert "mean AUROC" in header
+    from fedlabels.results import load_result
+
+    res = load_result(out)
+    auroc = res.extra["clinical"]["metrics"]["auroc"]
+    assert f"{auroc['mean']:.4f}" in line and f"{auroc['min']:.3f}" in line
+    assert "warning" not in captured.err  # logistic regression learns this task
+    # a run that learns nothing: a constant model at every client
+    from sklearn.dummy import DummyClassifier
+
+    res = fl.run("local", "breast_cancer", model=DummyClassifier(strategy="most_frequent"),
+                 rounds=1, seed=0, progress=False)
+    (warning,) = res.summary_row()["warnings"]
+    assert "majority-class baseline" in warning and "within noise" in warning
+    assert res.extra["clinical"]["metrics"]["auroc"]["mean"] == pytest.approx(0.5)
+
+
+def test_demo_plot_shows_references_and_fits(tmp_path, capsys):
+    from PIL import Image
+
+    from fedlabels.demo import demo_warnings
+
+    rows = [{"method": "fedct/decision_tree", "dataset": "d", "mean_acc": 0.80,
+             "warnings": []},
+            {"method": "local/decision_tree", "dataset": "d", "mean_acc": 0.84, "warnings": []}]
+    (line,) = demo_warnings(rows)
+    assert "fedct/decision_tree" in line and "below the local-only reference 0.840" in line
+    assert main(["demo", "--output-dir", str(tmp_path), "--no-progress"]) == 0
+    with Image.open(tmp_path / "accuracy.png") as img:
+        assert img.size[0] <= 1000 and img.size[1] <= 700
+    assert "warning" not in capsys.readouterr().err  # the demo's runs all learn
+
+
+def test_an_extended_run_is_flagged(runs):
+    from copy import deepcopy
+
+    from fedlabels.results.caveats import rounds_status
+
+    res = deepcopy(runs["local"])
+    assert rounds_status(res) is None
+    res.extra["provenance"] = {"resumed": [{"from_round": 1, "rounds_planned_before": 1,
+                                            "rounds_planned": 3}]}
+    assert rounds_status(res) == "extended from 1 to 3 rounds"
+    assert legend_labels([res])[0][0].endswith("[extended from 1 to 3 rounds]")
+
+
+def test_a_metric_that_does_not_apply_says_why(tmp_path, capsys):
+    assert main(["run", "--method", "local", "--dataset", "wine", "--model", "dt",
+                 "--rounds", "1", "--no-progress", "--output", str(tmp_path / "w.json"),
+                 "--metric", "sensitivity"]) == 0
+    captured = capsys.readouterr()
+    assert "n/a" in captured.out.splitlines()[2]
+    assert "--metric sensitivity is n/a for this run: it applies to binary tasks only" in \
+        captured.err
