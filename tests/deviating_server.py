@@ -80,9 +80,9 @@ class NoiseSpy:
 def spying(monkeypatch: Any) -> Iterator[NoiseSpy]:
     """Install a :class:`NoiseSpy` on the mechanisms clients draw noise with."""
     import fedlabels.learners.dpsgd as dpsgd
+    import fedlabels.methods.fedct.sensitivity as sens
     import fedlabels.privacy.gnmax as gnmax
     import fedlabels.privacy.mechanisms as mech
-    import fedlabels.methods.fedct.sensitivity as sens
 
     spy = NoiseSpy()
     real = {"xor": mech.xor_release, "kary": mech.kary_release, "gnmax": gnmax.gnmax_aggregate,
