@@ -2,7 +2,7 @@
 
 For each method and claimed ε, ``--canaries`` held-out digits with wrong labels are each put
 into client 0's private data with probability ½ (one-run audit, Steinke et al. 2023); the
-attacker observes what the method's DP claim covers (``fedlabels.audit.canaries.OBSERVED``)
+attacker observes what the method's DP claim covers (its ``Capabilities.canary_view``)
 and guesses. Non-private runs (fedct, fedavg, pate) show what the same audit finds without
 noise. Scale (shared 2-core CPU): digits, 3 iid clients with 150 private records each,
 |U| = 200 (+ the canaries), 600 held-out records (canaries taken from them, the rest

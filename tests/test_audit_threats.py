@@ -140,7 +140,7 @@ def test_fedmd_protocol_sizes_are_identical_with_and_without_the_audit(digits):
 
 @pytest.mark.parametrize("method", auditable_methods())
 def test_default_audit_sizes_work_on_digits_for_every_method(digits, method):
-    model = parse_model_spec(get_method(method).default_model or "mlp(hidden=16)")
+    model = parse_model_spec(get_method(method).capabilities.default_model or "mlp(hidden=16)")
     result, _ = audit_federation(method, digits, model, rounds=1, period=2, seed=0,
                                  attacks="loss", n_refs=1, views=1, options=BUDGET.get(method),
                                  progress=False)

@@ -230,3 +230,5 @@ def test_methods_listing_shows_default_model_and_threat_model(capsys):
     out = capsys.readouterr().out
     assert "default model: mlp; threat model: parameters (guarantee none)" in out
     assert "default model: decision_tree; threat model: hard-labels-on-queries" in out
+    assert "capabilities: requires_weights, uses_public=False, supports_regression, " \
+           "canary_view=final-model" in out  # fedavg's declared Capabilities

@@ -152,7 +152,7 @@ def test_stored_state_holds_no_private_rows_and_no_u(case: Case, tmp_path: Path)
     for cid, path in enumerate(prepared.client_paths):
         with np.load(path) as data:
             secrets[f"private row of client {cid}"] = _row_bytes(data["X"], shared)
-    if impl.uses_public:
+    if impl.capabilities.uses_public:
         secrets["row of U"] = _row_bytes(shared["X_public"], shared)
     leaks: list[str] = []
     for kind, blob in recorder.blobs:

@@ -21,7 +21,7 @@ PACKAGE = "fedlabels"
 #: own layer and those below it. A prefix names a module and everything under it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("fedlabels", "fedlabels.__main__", "fedlabels.cli", "fedlabels.demo")),
-    ("Python API", ("fedlabels.api",)),
+    ("Python API", ("fedlabels.api", "fedlabels.testing")),
     ("tools on runs", ("fedlabels.audit", "fedlabels.reporting", "fedlabels.deploy")),
     ("engines", ("fedlabels.engines",)),
     ("run", ("fedlabels.runs",)),
@@ -188,12 +188,28 @@ def test_imports_point_down(module: str) -> None:
     assert upward == [], f"{module} ({LAYERS[own][0]}) imports a layer above it"
 
 
-def test_the_plug_in_interface_loads_no_method() -> None:
+def _loaded_methods(code: str) -> list[str]:
+    import json
+    import os
     import subprocess
     import sys
 
-    code = ("import sys, fedlabels.method, fedlabels.methods; "
-            "print(sorted(m for m in sys.modules if m.startswith('fedlabels.methods.')))")
+    code += ("; import sys, json; print(json.dumps(sorted(m for m in sys.modules "
+             "if m.startswith('fedlabels.methods.'))))")
+    path = os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out == "['fedlabels.methods.registry']"
+                         check=True, env={**os.environ, "PYTHONPATH": path}).stdout
+    return list(json.loads(out))
+
+
+def test_the_plug_in_interface_loads_no_method() -> None:
+    assert _loaded_methods("import fedlabels.method, fedlabels.methods") == [
+        "fedlabels.methods.registry"]
+
+
+def test_looking_up_a_method_loads_its_family_only() -> None:
+    loaded = _loaded_methods("from fedlabels.methods import get_method; get_method('fedct')")
+    assert "fedlabels.methods.fedct.fedct" in loaded
+    assert not [m for m in loaded if m.startswith(("fedlabels.methods.xclp",
+                                                   "fedlabels.methods.teacher_student",
+                                                   "fedlabels.methods.fedct.dp_fedct"))]

@@ -79,7 +79,8 @@ def test_bad_inputs_are_clear_errors():
         choose_malicious(4, 2, 0)
     with pytest.raises(FedLabelsError, match=r"flip \(sign-flipped"):
         RunConfig(method="fedavg", malicious=1, attack="targeted")
-    with pytest.raises(FedLabelsError, match="applies to fedct"):
+    with pytest.raises(FedLabelsError, match=r"sends no labels or model parameters "
+                                             r"\(its threat model declares none\)"):
         RunConfig(method="xclp", malicious=1)
     with pytest.raises(FedLabelsError, match="needs --malicious"):
         RunConfig(attack="flip")
@@ -337,3 +338,63 @@ def test_a_resumed_robust_run_equals_the_uninterrupted_one(breast_cancer_fed, tm
     assert resumed.final["client_accuracies"] == full.final["client_accuracies"]
     assert resumed.extra["robust_consensus"] == full.extra["robust_consensus"]
     assert [r.server for r in resumed.rounds] == [r.server for r in full.rounds]
+
+
+# ----------------------------------------------------------- what an attack corrupts, declared
+def test_what_an_attack_corrupts_comes_from_the_threat_models():
+    """Attackable methods and corrupted values are read from each method's payloads: every
+    method that sends labels or parameters is attackable, the others are refused."""
+    from fedlabels.method.adversary import corruptions
+    from fedlabels.method.threat import Payload, ThreatModel
+    from fedlabels.methods import METHODS
+
+    able = {name for name, method in METHODS.items() if corruptions(method.threat_model)}
+    assert {"fedct", "dp-fedct", "pate", "dp-pate", "dd", "fedmd", "fedavg", "dp-fedavg",
+            "fedavg-xclp", "ds-fl", "feddf", "fredy"} == able
+    assert not able & {"local", "centralized", "xclp", "perclient-lp"}
+    for name, method in METHODS.items():  # nothing but a declared payload is a target
+        for kind, key in corruptions(method.threat_model):
+            assert method.threat_model.payload(kind, key) is not None, (name, kind, key)
+    dp = corruptions(METHODS["dp-fedct"].threat_model)
+    assert ("dpfedct.dpsgd_labels", "labels") in dp and ("dpfedct.bits", "bits") in dp
+    assert ("dpfedct.sa_labels", "dd_rdp") not in dp  # a metric: sent as it is
+    # hard labels whose number the payload does not say (a subset of U) are left alone
+    assert not corruptions(ThreatModel(
+        view="v", adversary="a", sees="s",
+        payloads=(Payload("x", "labels", "hard-labels", rows="subset"),)))
+
+
+def test_dpsgd_labels_of_a_malicious_dp_fedct_client_are_corrupted(breast_cancer_fed):
+    """DP-FedCT's dpsgd release is a declared hard-label payload, so it is attacked too
+    (a fixed list of message kinds used to leave it honest)."""
+    from fedlabels.comm import unpack_labels
+    from fedlabels.engines.inprocess import simulate
+    from fedlabels.learners import as_models
+
+    def first_round(**kw):
+        sent: dict[int, np.ndarray] = {}
+
+        class Observing:
+            def __init__(self, inner):
+                self.inner, self.client_ids = inner, inner.client_ids
+
+            def exchange(self, messages, rnd):
+                replies = self.inner.exchange(messages, rnd)
+                for cid, reply in replies.items():
+                    if rnd == 0 and reply.kind == "dpfedct.dpsgd_labels":
+                        sent[cid] = unpack_labels(reply.arrays["labels"],
+                                                  len(breast_cancer_fed.X_public), 2)
+                return replies
+
+        result = simulate(get_method("dp-fedct"), breast_cancer_fed, as_models(MLP),
+                          rounds=1, period=5, seed=0, progress=False, wrap_grid=Observing,
+                          insecure_reproducible_noise=True, **kw,
+                          options={"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1})
+        return sent, result
+
+    honest, _ = first_round()
+    attacked, result = first_round(malicious=2, attack="flip")
+    bad = result.extra["malicious"]["clients"]
+    for cid in range(5):
+        expected = 1 - honest[cid] if cid in bad else honest[cid]
+        assert attacked[cid].tolist() == expected.tolist(), cid

@@ -57,7 +57,7 @@ def build(method, fed, policy, *, model="decision_tree", options=None, seed=0, p
                     n_features=fed.n_features, rounds=1, period=period, seed=seed,
                     models=as_models(model), options=options)
     impl, learners, ctx = plan.method, plan.learners(), plan.context()
-    public = fed.X_public if impl.uses_public else None
+    public = fed.X_public if impl.capabilities.uses_public else None
     clients = {c: impl.make_client(c, fed.clients[c], learners[c], ctx, public, fed.X_test,
                                    fed.y_test) for c in range(fed.n_clients)}
     sizes = [len(d.y) for d in fed.clients]
@@ -72,7 +72,8 @@ def loop(run, rounds, on_round):
     """The engine's round loop over ``run`` (from :func:`build`), ``on_round`` after each."""
     records, _ = run_rounds(run.server, run.grid, run.inner.meter, rounds=rounds,
                             period=run.period, eval_every=1, iterative=run.iterative,
-                            all_cids=run.grid.client_ids, on_round=on_round)
+                            all_cids=run.grid.client_ids, on_round=on_round,
+                            draw=run.grid.draw)
     return records
 
 

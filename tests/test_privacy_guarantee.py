@@ -54,7 +54,8 @@ def fed() -> Federation:
 
 def small_run(fed: Federation, method: str, options: dict[str, Any]) -> dict[str, Any]:
     impl = METHODS[method]
-    model = "mlp(hidden=8)" if impl.requires_weights or method in ("dd", "fedmd", "ds-fl") else "dt"
+    soft = method in ("dd", "fedmd", "ds-fl")
+    model = "mlp(hidden=8)" if impl.capabilities.requires_weights or soft else "dt"
     result = simulate(impl, fed, as_models(model), rounds=ROUNDS, period=PERIOD, seed=SEED,
                       progress=False, options=options)
     return result.to_dict()

@@ -50,7 +50,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
 
 
 def model_of(method: str) -> str:
-    return MLP if METHODS[method].requires_weights or method in SOFT_LABELS else "dt"
+    return MLP if METHODS[method].capabilities.requires_weights or method in SOFT_LABELS else "dt"
 
 
 @pytest.fixture(scope="module")

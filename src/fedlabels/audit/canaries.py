@@ -7,17 +7,20 @@ which is the membership a DP-free method reveals. Canaries go into the private d
 client (``client``); all of them, in or out, are also slipped into U by the server (the
 ``forged-u`` threat model), so query-based methods answer on them.
 
-What the attacker observes is what each method's DP claim is about (``OBSERVED``):
+What the attacker observes is what each method's DP claim is about, as the method declares
+it (``Capabilities.canary_view``); a method with a guarantee and a canary view is audited
+with canaries by default (:func:`canaries_for`):
 
-* ``fedct``, ``dp-fedct``: the audited client's label releases on U (hard labels, k-ary RR
-  labels or XOR bit rows) every round, as the server decodes them; score = how often the
-  canary's label was released (for XOR rows, the mean bit of the canary's class);
-* ``fedavg``, ``dp-fedavg``: the final global model (white-box); score = its probability of
-  the canary's label (DP-FedAvg's noise is added by the server: the claim covers the global
-  models, not the clipped updates the server sees);
-* ``pate``, ``dp-pate``, ``fredy``: the aggregator's released labels on the canaries (queries
-  in U); score = 1 if the canary's label was released, ½ on abstention, else 0 (the student
-  trained on them is post-processing).
+* ``replies`` (``fedct``, ``dp-fedct``): the audited client's label releases on U (hard
+  labels, k-ary RR labels or XOR bit rows) every round, as the server decodes them; score =
+  how often the canary's label was released (for XOR rows, the mean bit of the canary's
+  class);
+* ``final-model`` (``fedavg``, ``dp-fedavg``): the final global model (white-box); score =
+  its probability of the canary's label (DP-FedAvg's noise is added by the server: the claim
+  covers the global models, not the clipped updates the server sees);
+* ``released-labels`` (``pate``, ``dp-pate``, ``fredy``): the aggregator's released labels on
+  the canaries (queries in U); score = 1 if the canary's label was released, ½ on
+  abstention, else 0 (the student trained on them is post-processing).
 
 Estimators (:mod:`fedlabels.privacy.epsilon_lower_bound`): ``one-run`` (every canary included
 independently with probability ½ by a seeded draw of the auditor, one training run) and
@@ -44,10 +47,6 @@ from fedlabels.method.base import MethodContext, ServerRole
 from fedlabels.privacy.epsilon_lower_bound import clopper_pearson_audit, one_run_audit
 from fedlabels.results import RunResult
 
-OBSERVED = {"fedct": "replies", "dp-fedct": "replies", "fedavg": "final-model",
-            "dp-fedavg": "final-model", "pate": "released-labels",
-            "dp-pate": "released-labels", "fredy": "released-labels"}
-DP_METHODS = ("dp-fedct", "dp-fedavg", "dp-pate", "fredy")
 ESTIMATORS = ("one-run", "clopper-pearson")
 _SEES = {
     "replies": "the audited client's label releases on the canaries (slipped into U by the "
@@ -57,6 +56,29 @@ _SEES = {
                        "slipped into U)",
 }
 MIN_EVALUATION = 20
+
+
+def canary_view(method: str) -> str | None:
+    """What a canary audit of ``method`` observes (its declared ``canary_view``)."""
+    from fedlabels.methods import get_method
+
+    return get_method(method).capabilities.canary_view
+
+
+def audited_with_canaries(method: str) -> bool:
+    """Whether an audit of ``method`` uses canaries by default: it states a guarantee and
+    declares what a canary audit observes."""
+    from fedlabels.methods import get_method
+
+    impl = get_method(method)
+    return impl.capabilities.canary_view is not None and impl.threat_model.guarantee != "none"
+
+
+def canary_methods() -> list[str]:
+    """The registered methods a canary audit can observe."""
+    from fedlabels.methods import METHODS
+
+    return sorted(n for n, m in METHODS.items() if m.capabilities.canary_view is not None)
 
 
 @dataclass(frozen=True)
@@ -160,17 +182,18 @@ def canary_scores(method: str, canaries: Canaries, include: np.ndarray, models: 
     """Run ``method`` with the included canaries; the attacker's score for every canary."""
     from fedlabels.methods import get_method
 
-    if method not in OBSERVED:
-        raise FedLabelsError(f"no canary audit for method {method!r}; choose from "
-                             f"{', '.join(OBSERVED)}.")
     impl = get_method(method)
+    view = impl.capabilities.canary_view
+    if view is None:
+        raise FedLabelsError(f"no canary audit for method {method!r}; choose from "
+                             f"{', '.join(canary_methods())}.")
     fed, offset = with_canaries(canaries, np.asarray(include, dtype=bool))
     specs = expand_per_client(list(models), fed.n_clients)
     recording = _KeepServer(impl, Recorder())
     result = simulate(recording, fed, specs, rounds=rounds, period=period, seed=seed,
                       eval_every=eval_every, progress=progress,
                       options=impl.parse_options(dict(options or {})))
-    return _scores(OBSERVED[method], recording, canaries, offset, fed, specs), result
+    return _scores(view, recording, canaries, offset, fed, specs), result
 
 
 def default_canaries(federation: Federation) -> int:
@@ -221,7 +244,7 @@ def epsilon_lower_bound_audit(method: str, federation: Federation, models: list[
     return {**found, "claimed_epsilon": claimed, "method": method, "client": client,
             "canaries": "held-out records with a wrong label (true class + a seeded non-zero "
                         "shift), in the client's private data; all slipped into U",
-            "observed": _SEES[OBSERVED[method]], "seed": seed,
+            "observed": _SEES[str(canary_view(method))], "seed": seed,
             "accuracy": (result.final or {}).get("mean_accuracy"),
             "noise": "reproducible from the seed (INSECURE: not a test of the claim)"
                      if is_reproducible() else "OS CSPRNG",
@@ -255,10 +278,10 @@ def canaries_for(method: str, requested: int | None, federation: Federation) -> 
     """How many canaries an audit of ``method`` uses: ``requested`` (0 = no canary audit),
     or by default :func:`default_canaries` for a DP method and 0 otherwise."""
     if requested is None:
-        return default_canaries(federation) if method in DP_METHODS else 0
+        return default_canaries(federation) if audited_with_canaries(method) else 0
     if requested < 0:
         raise FedLabelsError(f"--canaries must be >= 0 (0: no canary audit), got {requested}.")
-    if requested and method not in OBSERVED:
+    if requested and canary_view(method) is None:
         raise FedLabelsError(f"--canaries: no canary audit for method {method!r}; use it with "
-                             f"{', '.join(OBSERVED)}, or --canaries 0.")
+                             f"{', '.join(canary_methods())}, or --canaries 0.")
     return requested

@@ -355,9 +355,8 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
     recording = RecordingMethod(impl, recorder)
     parsed = impl.parse_options({**(options or {}),
                                  **({"quorum": quorum} if quorum is not None else {})})
-    sized_for = getattr(impl, "sized_for", None)  # sizes from the ordinary U, not U + Q
-    if sized_for is not None and plan.evaluation.X_public is not None:
-        parsed = sized_for(parsed, len(plan.evaluation.X_public))
+    if plan.evaluation.X_public is not None:  # sizes from the ordinary U, not U + Q
+        parsed = impl.sized_for(parsed, len(plan.evaluation.X_public))
     result = simulate(recording, run_fed, specs, rounds=rounds, period=period, seed=seed,
                       eval_every=eval_every, progress=progress, config=config, options=parsed)
     report.seconds["run"] = time.perf_counter() - t_run

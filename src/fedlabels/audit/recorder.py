@@ -102,6 +102,10 @@ class _RoundTrackingServer(ServerRole):
     def evaluation_message(self, cid: int) -> Message:
         return self._inner.evaluation_message(cid)
 
+    @property
+    def evaluation_after_round(self) -> bool:  # type: ignore[override]
+        return self._inner.evaluation_after_round
+
     def result_extra(self) -> dict[str, Any]:
         return self._inner.result_extra()
 

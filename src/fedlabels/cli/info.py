@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from typing import Any
 
@@ -39,11 +40,27 @@ def _wrap(text: str, first: str, indent: int) -> list[str]:
                          break_on_hyphens=False) or [first.rstrip()]
 
 
+def capability_summary(caps: Any) -> str:
+    """The capabilities that differ from the defaults: ``name`` for a true flag, else
+    ``name=value``."""
+    from dataclasses import fields
+
+    parts = []
+    for f in fields(caps):
+        value = getattr(caps, f.name)
+        if value != f.default:
+            parts.append(f.name if value is True else f"{f.name}={value}")
+    return ", ".join(parts)
+
+
 def format_method(method: Any) -> str:
     """A method's description and its declared options (name, flag, type, default, help)."""
     lines = _wrap(method.description or "-", f"{method.name:<14} ", 15)
     lines.append(f"    default model: {method.model_default()}; threat model: "
                  f"{method.threat_model.view} (guarantee {method.threat_model.guarantee})")
+    declared_caps = capability_summary(method.capabilities)
+    if declared_caps:
+        lines += _wrap(declared_caps, "    capabilities: ", 8)
     declared = method.options_class.declared()
     if not declared:
         lines.append("    no options")
@@ -55,11 +72,14 @@ def format_method(method: Any) -> str:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from fedlabels.methods import METHODS, get_method
+    from fedlabels.methods import available_methods, discover_methods, get_method
 
     methods = [get_method(n) for n in args.names] if args.names else \
-        [m for _, m in sorted(METHODS.items())]
+        list(available_methods().values())
     print("\n\n".join(format_method(m) for m in methods))
+    if not args.names:  # plug-ins that failed: one line each, the rest still listed
+        for reason in discover_methods().values():
+            print(f"fedlabels: {reason}", file=sys.stderr)
     print("\nset options with --opt KEY=VALUE, the flag shown, or [options] in a --config TOML.")
     return 0
 

@@ -79,11 +79,14 @@ class MethodFlag:
 
 
 def method_flags() -> dict[str, MethodFlag]:
-    """Option name -> its generated flag, over all registered methods (sorted by name)."""
-    from fedlabels.methods import METHODS
+    """Option name -> its generated flag, over fedlabels' own methods (sorted by name);
+    plug-in methods' options are given with ``--opt``."""
+    from fedlabels.methods import METHODS, PLUGINS
 
     users: dict[str, list[tuple[str, Any]]] = {}
     for name, method in sorted(METHODS.items()):
+        if name in PLUGINS:
+            continue
         for info in method.options_class.declared():
             if info.flag:
                 users.setdefault(info.name, []).append((name, info))
@@ -109,10 +112,10 @@ def add_method_flags(p: argparse.ArgumentParser) -> None:
 
 def methods_epilog() -> str:
     """The registered methods with their descriptions (pre-wrapped for the epilog)."""
-    from fedlabels.methods import METHODS
+    from fedlabels.methods import available_methods
 
     lines = ["methods (--method; `fedlabels methods NAME` lists a method's options):"]
-    for name, method in sorted(METHODS.items()):
+    for name, method in available_methods().items():
         lines += textwrap.wrap(method.description or "-", WIDTH - 2,
                                initial_indent=f"  {name:<14} ", subsequent_indent=" " * 17,
                                break_on_hyphens=False)

@@ -89,6 +89,7 @@ def simulate(
     deadline: float | None = None,
     checkpoint: str | Path | None = None,
     resume: str | Path | None = None,
+    wrap_grid: Callable[[InProcessGrid], Grid] | None = None,
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
@@ -111,6 +112,8 @@ def simulate(
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
+    ``wrap_grid`` gives the grid the rounds use in place of the in-process one it is passed
+    (a wrapper that observes or checks the traffic: :func:`fedlabels.testing.check_method`).
     """
     started = time.perf_counter()
     saved = None if resume is None else load_checkpoint(resume)
@@ -137,21 +140,24 @@ def simulate(
         ctx = plan.context(truth_public=federation.y_public)
         ctx.scaling = federation.public_scaling
         ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)
-        X_public = federation.X_public if method.uses_public else None
+        X_public = federation.X_public if method.capabilities.uses_public else None
         clients = {cid: method.make_client(cid, datasets[cid], learners[cid], ctx, X_public,
                                            federation.X_test, federation.y_test)
                    for cid in range(len(datasets))}
-        bad, attack_used = plan_attack(method.name, len(datasets), federation.n_classes,
+        bad, attack_used = plan_attack(method, len(datasets), federation.n_classes,
                                        malicious, attack, seed, federation.task)
         if attack_used is not None:
             for cid in bad:
-                make_malicious(clients[cid], attack_used, seed)
+                make_malicious(clients[cid], attack_used, seed, method.threat_model)
         server = method.make_server(ctx, len(federation.X_public), learners,
                                     [len(d) for d in datasets])
         meter = CommMeter()
-        grid: Grid = InProcessGrid(clients, meter)
+        in_process = InProcessGrid(clients, meter)
+        grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
+        draw = None
         if policy is not None:
-            grid = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
+            grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
+            draw = selecting.draw
         cids = grid.client_ids
         keeper = Keeper(None if checkpoint is None else Path(checkpoint), run_identity(
             plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
@@ -164,14 +170,14 @@ def simulate(
                 server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
                 iterative=uses_iterative(learners), all_cids=cids,
                 on_round=keeper.hook(on_round), progress=shown, records=done,
-                catch_interrupt=True)
+                catch_interrupt=True, draw=draw)
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
         if policy is not None:
             extra["participation"] = policy.to_dict()
         if attack_used is not None:
-            extra["malicious"] = attack_record(method.name, bad, attack_used)
+            extra["malicious"] = attack_record(method, bad, attack_used)
         result = build_result(plan, server, records, meter, dataset=federation.name, seed=seed,
                               config=dict(config or {}), federation=federation.summary(),
                               started=started, extra=extra or None,

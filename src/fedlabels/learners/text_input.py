@@ -89,9 +89,9 @@ def as_text_array(values: Any) -> np.ndarray:
 
 def check_run_input(X: Any, models: list[Any], method: Any = None) -> None:
     """Refuse a run whose models (specs or estimators, one per client) or method (a
-    ``Method``, whose ``numeric_features`` says it computes on the features) cannot take
-    the federation's features ``X``."""
-    if method is not None and method.numeric_features:
+    ``Method``, whose ``capabilities.numeric_features`` says it computes on the features)
+    cannot take the federation's features ``X``."""
+    if method is not None and method.capabilities.numeric_features:
         refuse_text(X, f"method {method.name!r} (it computes on the "
                     "features themselves)", "use fedct, dd, fedmd, pate or local")
     for cid, model in enumerate(models):

@@ -5,11 +5,20 @@ A method (:class:`Method`) declares its options (:mod:`.options`) and threat mod
 methods live in :mod:`fedlabels.methods`.
 """
 
-from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
 from fedlabels.method.options import MethodOptions, option
 from fedlabels.method.threat import Payload, ThreatModel
 
 __all__ = [
+    "Capabilities",
     "ClientRole",
     "Grid",
     "Method",

@@ -3,15 +3,17 @@
 ``--malicious K --attack NAME`` turns K clients, drawn from the run seed, into adversaries.
 The honest role still trains and is evaluated as before; only its replies change, on the
 way out (:class:`MaliciousRole`, mixed into the role's own class), so no method knows about
-attacks. What is corrupted depends on what a method sends:
+attacks. What is corrupted is read from the method's threat model: each declared
+:class:`~fedlabels.method.threat.Payload` whose content an attack can change
+(:func:`corruption`), so a method is attackable exactly when it declares such a payload:
 
-* **labels** (fedct, dp-fedct, pate, dp-pate: hard labels; dd, fedmd: soft labels;
-  dp-fedct's xor mechanism: noisy one-hot rows): ``flip`` maps class y to C-1-y (a fixed
+* **labels** (hard labels or votes on U or on the request's queries, soft labels on any
+  rows, noisy one-hot rows on U): ``flip`` maps class y to C-1-y (a fixed
   permutation), ``random`` sends uniformly random labels, ``constant`` always the same class
   (``constant:K``, default 0), ``targeted`` relabels one source class as a target class and
   leaves the rest (``targeted:S:T``, default 0 -> 1). Soft labels and one-hot rows get the
   same map on their class columns (random and constant become one-hot rows).
-* **weights** (fedavg, fedavg-xclp: full weights; dp-fedavg: clipped updates), with u the
+* **weights** (full weights; clipped updates), with u the
   honest update (the trained weights minus the global weights received): ``flip`` sends the
   sign-flipped update -u, ``constant`` the update scaled by the constant
   :data:`SCALE` (a boosted, model-replacement-style update), ``random`` a Gaussian update
@@ -32,13 +34,14 @@ import numpy as np
 
 from fedlabels.comm import Message, pack_labels, unpack_labels
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.method.base import ClientRole
+from fedlabels.method.base import ClientRole, Method
+from fedlabels.method.threat import Payload, ThreatModel
 
 ATTACKS = ("flip", "random", "constant", "targeted")
 #: the factor of the ``constant`` (scaled-update) attack on weight methods
 SCALE = 10.0
-LABEL_METHODS = ("fedct", "dp-fedct", "pate", "dp-pate", "dd", "fedmd")
-WEIGHT_METHODS = ("fedavg", "dp-fedavg", "fedavg-xclp")
+#: payload contents that are model parameters (the rest an attack can change are labels)
+WEIGHT_CONTENTS = ("weights", "update")
 WEIGHT_ATTACKS = {"flip": "sign-flipped update -u",
                   "constant": f"scaled update {SCALE:g}·u",
                   "random": "Gaussian update with the norm of u"}
@@ -83,27 +86,33 @@ class Attack:
             return f"targeted:{self.source}:{self.target}"
         return self.name
 
-    def check(self, method: str, n_classes: int | None = None) -> None:
+    def check(self, method: Method, n_classes: int | None = None) -> None:
         """Reject a method the attack cannot corrupt, or classes it does not have."""
-        if method in WEIGHT_METHODS:
+        if sends_weights(method.threat_model):
             if self.name not in WEIGHT_ATTACKS:
                 listed = "; ".join(f"{k} ({v})" for k, v in WEIGHT_ATTACKS.items())
-                raise FedLabelsError(f"attack {self.name!r} does not apply to {method} (it "
-                                     f"sends model parameters); its attacks: {listed}.")
-        elif method not in LABEL_METHODS:
-            raise FedLabelsError(f"--malicious does not apply to method {method!r}; it applies "
-                                 f"to {', '.join(LABEL_METHODS + WEIGHT_METHODS)}.")
+                raise FedLabelsError(f"attack {self.name!r} does not apply to {method.name} "
+                                     f"(it sends model parameters); its attacks: {listed}.")
+        elif not corruptions(method.threat_model):
+            raise FedLabelsError(
+                f"--malicious does not apply to method {method.name!r}: it sends no labels or "
+                "model parameters (its threat model declares none); use a method that "
+                "shares them, e.g. fedct or fedavg (`fedlabels methods` shows each method's "
+                "threat model).")
         if n_classes is not None and max(self.source, self.target) >= n_classes:
             raise FedLabelsError(f"attack {self}: class {max(self.source, self.target)} does "
                                  f"not exist (the dataset has {n_classes} classes).")
 
-    def describe(self, method: str) -> str:
+    def describe(self, method: Method) -> str:
         """What the malicious clients send instead of their honest message."""
-        if method in WEIGHT_METHODS:
-            return WEIGHT_ATTACKS[self.name]
-        return {"flip": "labels y -> C-1-y", "random": "uniformly random labels",
-                "constant": f"always class {self.target}",
-                "targeted": f"class {self.source} sent as class {self.target}"}[self.name]
+        labels = {"flip": "labels y -> C-1-y", "random": "uniformly random labels",
+                  "constant": f"always class {self.target}",
+                  "targeted": f"class {self.source} sent as class {self.target}"}[self.name]
+        if not sends_weights(method.threat_model):
+            return labels
+        if sends_labels(method.threat_model):  # e.g. FREDY: weights, then teacher votes
+            return f"{WEIGHT_ATTACKS[self.name]}; {labels}"
+        return WEIGHT_ATTACKS[self.name]
 
     # ------------------------------------------------------------------ corruptions
     def labels(self, y: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndarray:
@@ -156,73 +165,97 @@ def choose_malicious(n_clients: int, k: int, seed: int) -> list[int]:
 
 
 # -------------------------------------------------------------------- what each reply holds
-Corrupt = Callable[["MaliciousRole", Message, Message, np.random.Generator], Message]
+Corrupt = Callable[["MaliciousRole", Message, np.ndarray, np.random.Generator], np.ndarray]
+Rows = Callable[[ClientRole, Message], int]
 
-
-def _replace(reply: Message, key: str, value: np.ndarray) -> Message:
-    return Message(reply.kind, arrays={**reply.arrays, key: value}, config=reply.config,
-                   category=reply.category)
-
-
-def _packed_labels(rows: Callable[[ClientRole, Message], int]) -> Corrupt:
-    def corrupt(role: MaliciousRole, request: Message, reply: Message,
-                rng: np.random.Generator) -> Message:
-        c = role.settings.n_classes
-        y = unpack_labels(reply.arrays["labels"], rows(role, request), c)
-        return _replace(reply, "labels", pack_labels(role.attack.labels(y, c, rng), c))
-    return corrupt
-
-
-def _soft(key: str) -> Corrupt:
-    def corrupt(role: MaliciousRole, request: Message, reply: Message,
-                rng: np.random.Generator) -> Message:
-        return _replace(reply, key, role.attack.scores(reply.arrays[key], rng))
-    return corrupt
-
-
-def _one_hot_bits(role: MaliciousRole, request: Message, reply: Message,
-                  rng: np.random.Generator) -> Message:
-    from fedlabels.privacy.mechanisms import pack_rows, unpack_rows
-
-    rows = unpack_rows(reply.arrays["bits"], len(role.public), role.settings.n_classes)
-    return _replace(reply, "bits", pack_rows(role.attack.scores(rows, rng)))
-
-
-def _weights(role: MaliciousRole, request: Message, reply: Message,
-             rng: np.random.Generator) -> Message:
-    if role.attack_start is None:
-        raise FedLabelsError(f"client {role.cid}: a weights reply before any global weights "
-                             "arrived; the attack has no update to corrupt.")
-    w = np.asarray(reply.arrays["weights"], dtype=np.float64)
-    sent = role.attack_start + role.attack.update(w - role.attack_start, rng)
-    return _replace(reply, "weights", sent.astype(reply.arrays["weights"].dtype))
-
-
-def _update(role: MaliciousRole, request: Message, reply: Message,
-            rng: np.random.Generator) -> Message:
-    u = reply.arrays["update"]
-    return _replace(reply, "update", role.attack.update(u, rng).astype(u.dtype))
-
-
-CORRUPTIONS: dict[str, Corrupt] = {
-    "fedct.labels": _packed_labels(lambda role, _: len(role.public)),
-    "dpfedct.labels": _packed_labels(lambda role, _: len(role.public)),
-    "dpfedct.bits": _one_hot_bits,
-    "pate.votes": _packed_labels(lambda _, request: len(request.arrays["queries"])),
-    "dd.soft": _soft("soft"),
-    "fedmd.scores": _soft("scores"),
-    "fedavg.weights": _weights,
-    "fxclp.weights": _weights,
-    "dpfedavg.update": _update,
+#: how many labels a hard-label payload holds, by its declared rows
+_LABEL_ROWS: dict[str, Rows] = {
+    "public": lambda role, request: len(role.public),
+    "queries": lambda role, request: len(request.arrays["queries"]),
 }
 
 
+def _packed_labels(rows: Rows) -> Corrupt:
+    def corrupt(role: MaliciousRole, request: Message, value: np.ndarray,
+                rng: np.random.Generator) -> np.ndarray:
+        c = role.settings.n_classes
+        y = unpack_labels(value, rows(role, request), c)
+        return pack_labels(role.attack.labels(y, c, rng), c)
+    return corrupt
+
+
+def _soft(role: MaliciousRole, request: Message, value: np.ndarray,
+          rng: np.random.Generator) -> np.ndarray:
+    return role.attack.scores(value, rng)
+
+
+def _one_hot_bits(role: MaliciousRole, request: Message, value: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    from fedlabels.privacy.mechanisms import pack_rows, unpack_rows
+
+    rows = unpack_rows(value, len(role.public), role.settings.n_classes)
+    return pack_rows(role.attack.scores(rows, rng))
+
+
+def _weights(role: MaliciousRole, request: Message, value: np.ndarray,
+             rng: np.random.Generator) -> np.ndarray:
+    if role.attack_start is None:
+        raise FedLabelsError(f"client {role.cid}: a weights reply before any global weights "
+                             "arrived; the attack has no update to corrupt.")
+    w = np.asarray(value, dtype=np.float64)
+    sent = role.attack_start + role.attack.update(w - role.attack_start, rng)
+    return sent.astype(value.dtype)
+
+
+def _update(role: MaliciousRole, request: Message, value: np.ndarray,
+            rng: np.random.Generator) -> np.ndarray:
+    return role.attack.update(value, rng).astype(value.dtype)
+
+
+def corruption(payload: Payload) -> Corrupt | None:
+    """How an attack changes a declared payload, or None when it cannot (a metric, a size,
+    ciphertexts, or hard labels whose number the payload does not say)."""
+    if payload.source != "arrays":
+        return None
+    if payload.content in ("hard-labels", "votes"):
+        rows = _LABEL_ROWS.get(payload.rows)
+        return None if rows is None else _packed_labels(rows)
+    if payload.content == "noisy-one-hot" and payload.rows == "public":
+        return _one_hot_bits
+    return {"soft-labels": _soft, "weights": _weights, "update": _update}.get(payload.content)
+
+
+def corruptions(threat: ThreatModel) -> dict[tuple[str, str], Corrupt]:
+    """What a malicious client of a method with ``threat`` corrupts: (message kind, array
+    key) -> how."""
+    out: dict[tuple[str, str], Corrupt] = {}
+    for payload in threat.payloads:
+        corrupt = corruption(payload)
+        if corrupt is not None:
+            out[(payload.message, payload.key)] = corrupt
+    return out
+
+
+def sends_weights(threat: ThreatModel) -> bool:
+    """Whether an attack would corrupt model parameters (weights or updates)."""
+    return any(p.content in WEIGHT_CONTENTS and corruption(p) is not None
+               for p in threat.payloads)
+
+
+def sends_labels(threat: ThreatModel) -> bool:
+    """Whether an attack would corrupt labels (hard, soft, votes or noisy one-hot rows)."""
+    return any(p.content not in WEIGHT_CONTENTS and corruption(p) is not None
+               for p in threat.payloads)
+
+
 class MaliciousRole(ClientRole):
-    """Mixed in before a client role's class: replies listed in :data:`CORRUPTIONS` are
-    corrupted by ``attack``; everything else (training, evaluation, state) is the role's."""
+    """Mixed in before a client role's class: the values in ``attack_targets`` (from the
+    method's threat model, :func:`corruptions`) are corrupted by ``attack``; everything else
+    (training, evaluation, state) is the role's."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("attack_sent",)
     attack: Attack
+    attack_targets: dict[tuple[str, str], Corrupt]
     attack_seed: int
     attack_sent: int
     attack_start: np.ndarray | None  # the global weights last received (weight methods)
@@ -231,32 +264,41 @@ class MaliciousRole(ClientRole):
         if "weights" in message.arrays:
             self.attack_start = np.asarray(message.arrays["weights"], dtype=np.float64)
         reply = super().handle(message)
-        corrupt = CORRUPTIONS.get(reply.kind)
-        if corrupt is None:
+        targets = [(key, self.attack_targets[(reply.kind, key)]) for key in reply.arrays
+                   if (reply.kind, key) in self.attack_targets]
+        if not targets:
             return reply
         rng = np.random.default_rng(np.random.SeedSequence(
             [self.attack_seed, _SEED_TAG, self.cid, self.attack_sent]))
         self.attack_sent += 1
-        return corrupt(self, message, reply, rng)
+        arrays = dict(reply.arrays)
+        for key, corrupt in targets:
+            arrays[key] = corrupt(self, message, arrays[key], rng)
+        return Message(reply.kind, arrays=arrays, config=reply.config, category=reply.category)
 
 
 _CLASSES: dict[type, type] = {}
 
 
-def make_malicious(role: ClientRole, attack: Attack, seed: int) -> ClientRole:
-    """``role``, turned into an adversary in place (its class gains :class:`MaliciousRole`)."""
+def make_malicious(role: ClientRole, attack: Attack, seed: int, threat: ThreatModel
+                   ) -> ClientRole:
+    """``role``, turned into an adversary in place (its class gains :class:`MaliciousRole`)
+    that corrupts the payloads ``threat`` declares (:func:`corruptions`)."""
     cls = type(role)
     if cls not in _CLASSES:
         _CLASSES[cls] = type(f"Malicious{cls.__name__}", (MaliciousRole, cls), {})
     role.__class__ = _CLASSES[cls]
     bad: Any = role
     bad.attack, bad.attack_seed, bad.attack_sent, bad.attack_start = attack, seed, 0, None
+    bad.attack_targets = corruptions(threat)
     return role
 
 
-def plan_attack(method: str, n_clients: int, n_classes: int | None, k: int, attack: str | None,
-                seed: int, task: str = "classification") -> tuple[list[int], Attack | None]:
-    """The malicious clients and the parsed attack (none when K = 0), checked."""
+def plan_attack(method: Method, n_clients: int, n_classes: int | None, k: int,
+                attack: str | None, seed: int, task: str = "classification"
+                ) -> tuple[list[int], Attack | None]:
+    """The malicious clients and the parsed attack (none when K = 0), checked against what
+    ``method`` declares it sends."""
     if k and task != "classification":
         raise FedLabelsError(f"--malicious applies to classification; this is a {task} task.")
     if not k:
@@ -269,8 +311,9 @@ def plan_attack(method: str, n_clients: int, n_classes: int | None, k: int, atta
     return choose_malicious(n_clients, k, seed), parsed
 
 
-def attack_record(method: str, clients: list[int], attack: Attack) -> dict[str, Any]:
+def attack_record(method: Method, clients: list[int], attack: Attack) -> dict[str, Any]:
     """The result's ``malicious`` entry."""
-    name = attack.name if method in WEIGHT_METHODS else str(attack)  # classes: labels only
+    # classes: labels only
+    name = attack.name if sends_weights(method.threat_model) else str(attack)
     return {"clients": clients, "k": len(clients), "attack": name,
             "sends": attack.describe(method)}

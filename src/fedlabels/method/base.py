@@ -13,7 +13,7 @@ roles, so adding a method touches no engine and adding an engine touches no meth
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
@@ -115,7 +115,7 @@ class ClientRole:
         """The public set U (the federation's array, shared by all roles, never copied)."""
         if self.X_public is None:
             raise FedLabelsError(f"client {self.cid}: this method's clients hold no public "
-                                 "set U (Method.uses_public is False).")
+                                 "set U (Capabilities.uses_public is False).")
         return self.X_public
 
     @property
@@ -252,6 +252,10 @@ class ServerRole:
 
     state_attrs: ClassVar[tuple[str, ...]] = ()
     secret_generators: ClassVar[tuple[str, ...]] = ()
+    #: whether :meth:`evaluation_message` depends on what the round computed (e.g. the
+    #: global model it produced); False: the request is known before the round, so an
+    #: engine may send it with the round's last protocol message (Flower does)
+    evaluation_after_round: ClassVar[bool] = False
 
     def state_dict(self) -> dict[str, StateValue]:
         """Everything that changes across rounds, as plain state values."""
@@ -307,11 +311,57 @@ class MethodContext:
     X_public: np.ndarray | None = None
 
 
+#: how a canary audit observes a method (``fedlabels.audit.canaries``): the audited client's
+#: label releases on U, the final global model, or the aggregator's released labels
+CANARY_VIEWS = ("replies", "final-model", "released-labels")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a method can do and needs, declared once per method (like scikit-learn's
+    ``Tags``); engines, the CLI and the audit read it instead of asking concrete classes.
+
+    ``requires_weights``: clients exchange model parameters (a torch model is needed);
+    ``uses_public``: client roles hold the public set U; ``tolerates_lost_clients``: the run
+    may go on when clients are lost (``validate`` decides how many);
+    ``supports_regression``: it runs on a regression task (real targets);
+    ``numeric_features``: it computes on the features themselves (label propagation's kNN
+    graph), so text is refused; ``own_client_sampling``: the option with which it samples
+    clients itself (then ``--participation`` is refused); ``default_model``: the model spec
+    a run uses when the user names none (None: ``mlp`` with ``requires_weights``, else
+    ``decision_tree``); ``communication_rounds``: the rounds in which it exchanges messages
+    (None: every round; a one-shot method: 1); ``canary_view``: what a canary audit of its
+    DP claim observes (one of :data:`CANARY_VIEWS`; None: no canary audit).
+    """
+
+    requires_weights: bool = False
+    uses_public: bool = True
+    tolerates_lost_clients: bool = True
+    supports_regression: bool = False
+    numeric_features: bool = False
+    own_client_sampling: str | None = None
+    default_model: str | None = None
+    communication_rounds: int | None = None
+    canary_view: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.canary_view is not None and self.canary_view not in CANARY_VIEWS:
+            raise ValueError(f"canary_view {self.canary_view!r} not in {CANARY_VIEWS}")
+        if self.communication_rounds is not None and self.communication_rounds < 1:
+            raise ValueError(f"communication_rounds must be >= 1 or None, got "
+                             f"{self.communication_rounds}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 class Method:
-    """A federated method: a name, declared options and threat model, and its two roles.
+    """A federated method: a name, declared options, threat model and capabilities, and
+    its two roles.
 
     Subclasses set ``name``, ``description``, ``options_class`` (a
-    :class:`~fedlabels.method.options.MethodOptions` dataclass), ``threat_model`` and
+    :class:`~fedlabels.method.options.MethodOptions` dataclass), ``threat_model``,
+    ``capabilities`` (a :class:`Capabilities`, default: none of the optional ones) and
     implement :meth:`make_server` and :meth:`make_client`.
     """
 
@@ -319,35 +369,19 @@ class Method:
     description: ClassVar[str] = ""
     options_class: ClassVar[type[MethodOptions]] = NoOptions
     threat_model: ClassVar[ThreatModel]
-    requires_weights: ClassVar[bool] = False
-    uses_public: ClassVar[bool] = True  # whether client roles hold the public set U
-    #: whether the run may go on when clients are lost (``validate`` decides how many)
-    tolerates_lost_clients: ClassVar[bool] = True
-    #: whether the method runs on a regression task (real targets)
-    supports_regression: ClassVar[bool] = False
-    #: whether the method computes on the features themselves (label propagation's kNN
-    #: graph), so a text dataset is refused; learners' own inputs are checked separately
-    numeric_features: ClassVar[bool] = False
-    #: the option with which the method samples clients itself (then the simulator's
-    #: ``--participation`` is refused); None: it does not
-    own_client_sampling: ClassVar[str | None] = None
-    #: the model spec used when the user names none; None: the torch ``mlp`` for methods
-    #: that average parameters (``requires_weights``), else ``decision_tree``
-    default_model: ClassVar[str | None] = None
-    #: rounds in which the method exchanges messages (None: every round); the rounds after
-    #: them send nothing (a one-shot method: 1)
-    communication_rounds: ClassVar[int | None] = None
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def model_default(self) -> str:
         """The model spec a run uses when the user gives none."""
-        if self.default_model is not None:
-            return self.default_model
-        return "mlp" if self.requires_weights else "decision_tree"
+        caps = self.capabilities
+        if caps.default_model is not None:
+            return caps.default_model
+        return "mlp" if caps.requires_weights else "decision_tree"
 
     def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
         """Rounds after which further rounds would change nothing (None: every round
         counts); the engine stops the run there. By default the communication rounds."""
-        return self.communication_rounds
+        return self.capabilities.communication_rounds
 
     def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
         """Why a finished run of ``settings.rounds`` rounds cannot be extended to more
@@ -370,6 +404,13 @@ class Method:
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         """Reject what the options alone cannot decide (clients, learners), clearly."""
+
+    def sized_for(self, options: MethodOptions, n_public: int) -> MethodOptions:
+        """``options`` with every size that depends on |U| fixed for a public set of
+        ``n_public`` points. The audit calls it with the ordinary |U| before it appends its
+        query points to U, so an audited run sizes itself as a plain run. By default the
+        options unchanged."""
+        return options
 
     def participation_refusal(self, settings: Settings) -> str | None:
         """Why this run cannot take partial participation, dropouts or a deadline (None:

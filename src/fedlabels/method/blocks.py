@@ -1,20 +1,26 @@
-"""Federated building blocks shared by methods: broadcast, averaging, the weights client.
+"""Federated building blocks shared by methods: broadcast, averaging, the weights client,
+the vote server.
 
 FedAvg, DP-FedAvg, FREDY's teacher phase and FedAvg+XCLP all send a global model, let
-clients take local steps from it and combine what comes back; the pieces live here once.
+clients take local steps from it and combine what comes back; FedCT and DP-FedCT collect
+hard labels on U and send back their consensus (:class:`VoteServer`). The pieces live here
+once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
-from fedlabels.comm import Message
+from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
+from fedlabels.consensus import ABSTAIN, balanced_vote, majority_vote, qualified_majority
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import has_weights
-from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole
+from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole, Settings
+
+Consensus = Callable[[np.ndarray], np.ndarray]
 
 
 def broadcast(grid: Grid, message: Message, rnd: int,
@@ -116,6 +122,7 @@ class GlobalModelServer(ServerRole):
     """A server holding global weights, which its evaluation message carries."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("weights",)
+    evaluation_after_round = True  # the evaluation carries the round's new global weights
 
     def __init__(self, initial: np.ndarray, period: int) -> None:
         self.weights = np.asarray(initial, dtype=np.float32)
@@ -126,3 +133,90 @@ class GlobalModelServer(ServerRole):
 
     def final_arrays(self) -> dict[str, np.ndarray]:
         return {"weights": self.weights}
+
+
+# -------------------------------------------------------------------- the vote server
+def vote_consensus(n_classes: int, quorum: float | None, balanced: bool = False) -> Consensus:
+    """Majority vote, or qualified majority when a ``quorum`` is set (class-balanced with
+    ``balanced``): a function of the (m, n) matrix of hard labels."""
+    if balanced:
+        return lambda votes: balanced_vote(votes, n_classes, quorum)
+    if quorum is None:
+        return lambda votes: majority_vote(votes, n_classes)
+    return lambda votes: qualified_majority(votes, n_classes, quorum)
+
+
+def check_voters(method: str, n_clients: int, quorum: float | None) -> None:
+    """A plain majority vote needs at least 3 voters (with 2 every disagreement is a tie)."""
+    if quorum is None and n_clients < 3:
+        raise FedLabelsError(
+            f"{method} with a majority vote needs at least 3 clients, got {n_clients}: with "
+            "2 clients every disagreement is a tie that the class index decides, and "
+            "with 1 there is nothing to vote on (the convergence result, Prop. 1, assumes "
+            "m >= 3). Use more clients, or a qualified majority (--quorum 1.0 = unanimity).")
+
+
+def encode_consensus(labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray]:
+    """Bit-pack a consensus; abstentions travel as a 1-bit-per-example mask."""
+    abstain = labels == ABSTAIN
+    arrays = {"consensus": pack_labels(np.where(abstain, 0, labels), n_classes)}
+    if abstain.any():
+        arrays["keep"] = pack_mask(~abstain)
+    return arrays
+
+
+def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> np.ndarray:
+    labels = unpack_labels(arrays["consensus"], n, n_classes)
+    if "keep" in arrays:
+        labels[~unpack_mask(arrays["keep"], n)] = ABSTAIN
+    return labels
+
+
+class VoteServer(ServerRole):
+    """Collects the clients' hard labels on U, forms their consensus and sends it back with
+    the next training message (so each round is one exchange).
+
+    Methods differ in how they turn the replies into a consensus (FedCT: a plain, robust or
+    qualified vote; DP-FedCT: its mechanism's debiased vote) and build on this block by
+    subclassing it; ``consensus`` is the vote of an (m, |U|) label matrix.
+    """
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("labels",)
+
+    def __init__(self, settings: Settings, n_public: int, consensus: Consensus,
+                 truth_public: np.ndarray | None = None, kind: str = "fedct.train") -> None:
+        self.settings = settings
+        self.n_public = n_public
+        self.consensus = consensus
+        self.truth_public = truth_public
+        self.kind = kind
+        self.labels: np.ndarray | None = None
+
+    def train_message(self, rnd: int) -> Message:
+        """The round's training message, with the last consensus when there is one."""
+        arrays = {} if self.labels is None else encode_consensus(self.labels,
+                                                                 self.settings.n_classes)
+        return Message(self.kind, arrays=arrays,
+                       config={"round": rnd, "steps": self.settings.period})
+
+    def collect_votes(self, replies: Mapping[int, Message]) -> np.ndarray:
+        """The (m, |U|) matrix of the clients' unpacked hard labels."""
+        return np.stack([unpack_labels(replies[cid].arrays["labels"], self.n_public,
+                                       self.settings.n_classes) for cid in sorted(replies)])
+
+    def consensus_metrics(self, new: np.ndarray) -> dict[str, float]:
+        """Fraction of consensus labels that changed, coverage, and (diagnostic) accuracy."""
+        metrics = {
+            "consensus_changed": 1.0 if self.labels is None
+            else float(np.mean(self.labels != new)),
+            "consensus_coverage": float(np.mean(new != ABSTAIN)),
+        }
+        if self.truth_public is not None:
+            kept = new != ABSTAIN
+            metrics["consensus_accuracy"] = (float(np.mean(new[kept] == self.truth_public[kept]))
+                                             if kept.any() else float("nan"))
+        return metrics
+
+    def final_arrays(self) -> dict[str, np.ndarray]:
+        """The last consensus on U (what a deployment saves beside the result)."""
+        return {} if self.labels is None else {"labels": self.labels}

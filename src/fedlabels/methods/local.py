@@ -7,6 +7,7 @@ communication; a real deployment would not need them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,14 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.data import ClientData
 from fedlabels.learners import is_iterative
-from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+)
 from fedlabels.method.blocks import broadcast
 from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 
@@ -44,8 +52,8 @@ class LocalServer(ServerRole):
 class LocalOnly(Method):
     name = "local"
     description = "local-only: each client trains on its own data, no communication"
-    uses_public = False
-    supports_regression = True  # MSE / regressors on real targets
+    # MSE / regressors on real targets
+    capabilities = Capabilities(uses_public=False, supports_regression=True)
     threat_model = ThreatModel(
         view="nothing-sent", adversary=HONEST_BUT_CURIOUS_SERVER,
         sees="nothing derived from private data (only step-count control messages)",
@@ -64,7 +72,7 @@ class LocalOnly(Method):
 class Centralized(LocalOnly):
     name = "centralized"
     description = "centralized: one model on all private data pooled (an upper reference)"
-    tolerates_lost_clients = False
+    capabilities = replace(LocalOnly.capabilities, tolerates_lost_clients=False)
     threat_model = ThreatModel(
         view="raw-data", adversary="the central party that holds the pooled data",
         sees="all private records (pooled at one party)", guarantee="none",

@@ -2,7 +2,10 @@
 
 Importing this module (or :mod:`fedlabels.method`) loads no method: :data:`METHODS` lists
 every built-in name at once and imports a method's module when it is looked up, so a run of
-``fedct`` does not import the XCLP cryptography or the teacher-student accountants.
+``fedct`` does not import the XCLP cryptography or the teacher-student accountants. Methods
+of other installed packages join through the ``fedlabels.methods`` entry points
+(:mod:`fedlabels.methods.discovery`) the first time an unknown name is looked up or the
+methods are listed (:func:`available_methods`).
 """
 
 from __future__ import annotations
@@ -100,12 +103,42 @@ def register_method(method: Method) -> Method:
     return method
 
 
+#: plug-in methods registered: method name -> the package that declares it
+PLUGINS: dict[str, str] = {}
+#: plug-in methods left out: entry-point name -> the one-line reason (naming the package)
+PLUGIN_ERRORS: dict[str, str] = {}
+_LOADED: set[tuple[str, str]] = set()  # entry points already tried (name, object path)
+
+
+def discover_methods() -> dict[str, str]:
+    """Register the methods of installed packages (``fedlabels.methods`` entry points) not
+    tried yet; returns :data:`PLUGIN_ERRORS`, the plug-ins left out and why."""
+    from fedlabels.methods.discovery import discover
+
+    def register(method: Method, package: str) -> None:
+        register_method(method)
+        PLUGINS[method.name] = package
+
+    PLUGIN_ERRORS.update(discover(METHODS, _LOADED, register))
+    return PLUGIN_ERRORS
+
+
+def available_methods() -> dict[str, Method]:
+    """Every registered method, plug-ins included, by name."""
+    discover_methods()
+    return {name: METHODS[name] for name in sorted(METHODS)}
+
+
 def get_method(name: str) -> Method:
-    try:
+    """The method registered as ``name`` (built in or from an installed plug-in)."""
+    if name not in METHODS:
+        discover_methods()
+    if name in METHODS:
         return METHODS[name]
-    except KeyError:
-        raise FedLabelsError(f"unknown method {name!r}; available: "
-                             f"{', '.join(sorted(METHODS))}.") from None
+    if name in PLUGIN_ERRORS:
+        raise FedLabelsError(PLUGIN_ERRORS[name] + ".")
+    raise FedLabelsError(f"unknown method {name!r}; available: "
+                         f"{', '.join(sorted(METHODS))}.")
 
 
 _options.load_option_users = METHODS.load_all

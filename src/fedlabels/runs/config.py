@@ -179,8 +179,9 @@ class RunConfig:
         _int("malicious", 0)
         if self.malicious or self.attack is not None:
             from fedlabels.method.adversary import plan_attack
+            from fedlabels.methods import get_method
 
-            plan_attack(self.method, self.clients, None, self.malicious, self.attack,
+            plan_attack(get_method(self.method), self.clients, None, self.malicious, self.attack,
                         self.seed)
         if self.participation is not None or self.dropout or self.deadline is not None:
             from fedlabels.runs.participation import Participation

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,8 +37,10 @@ from fedlabels.method.options import MethodOptions
 from fedlabels.method.threat import merge_privacy, recorded_outside
 from fedlabels.methods import get_method
 from fedlabels.results import RoundRecord, RunResult
-from fedlabels.runs.participation import ParticipationGrid
 from fedlabels.runs.progress import RoundProgress
+
+if TYPE_CHECKING:
+    from fedlabels.runs.participation import RoundDraw
 
 WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays"
 
@@ -119,10 +121,11 @@ def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: 
     supports it.
     """
     impl = get_method(method) if isinstance(method, str) else method
-    if task == "regression" and not impl.supports_regression:
+    if task == "regression" and not impl.capabilities.supports_regression:
         from fedlabels.methods import METHODS
 
-        able = ", ".join(sorted(n for n, m in METHODS.items() if m.supports_regression))
+        able = ", ".join(sorted(n for n, m in METHODS.items()
+                                if m.capabilities.supports_regression))
         raise FedLabelsError(f"method {impl.name!r} does not support a regression task; use "
                              f"one of {able} (docs/robustness.md, Regression, says why).")
     parsed = impl.parse_options(options)
@@ -164,7 +167,9 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
                period: int, eval_every: int, iterative: bool, all_cids: list[int],
                on_round: RoundHook | None = None, progress: RoundProgress | None = None,
                records: list[RoundRecord] | None = None,
-               catch_interrupt: bool = False) -> tuple[list[RoundRecord], bool]:
+               catch_interrupt: bool = False,
+               draw: Callable[[int], RoundDraw] | None = None
+               ) -> tuple[list[RoundRecord], bool]:
     """Rounds ``len(records)`` .. ``rounds - 1``; returns (records, interrupted).
 
     Each round: ``server.run_round``, then, every ``eval_every`` rounds and at the last, an
@@ -172,16 +177,16 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
     per client of ``all_cids`` (0 for clients that took no part). With ``catch_interrupt``
     a Ctrl-C (or SIGTERM under :func:`terminate_as_interrupt`) ends the loop and returns the
     rounds completed so far (possibly none, or none evaluated) with ``interrupted=True``.
-    On a :class:`~fedlabels.runs.participation.ParticipationGrid` each record names the
-    round's participants, and a round in which no reply can arrive is skipped.
+    With ``draw`` (who takes part in a round: a
+    :class:`~fedlabels.runs.participation.ParticipationGrid`'s ``draw``) each record names
+    the round's participants, and a round in which no reply can arrive is skipped.
     """
     records = [] if records is None else records
     interrupted = False
-    part = grid if isinstance(grid, ParticipationGrid) else None
     try:
         for rnd in range(len(records), rounds):
             t0 = time.perf_counter()
-            drawn = part.draw(rnd) if part is not None else None
+            drawn = draw(rnd) if draw is not None else None
             if drawn is not None and not drawn.replying:
                 server_metrics: Mapping[str, float] = {"skipped": 1.0}  # nothing can arrive
             else:

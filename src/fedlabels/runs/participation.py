@@ -172,16 +172,16 @@ def draw_round(policy: Participation, seed: int, rnd: int, sizes: list[int]) -> 
 def check_method(method: Method, settings: Settings, policy: Participation) -> None:
     """A one-line error, before training, if ``method`` cannot take missing clients."""
     name = method.name
-    if not method.tolerates_lost_clients:
+    if not method.capabilities.tolerates_lost_clients:
         raise FedLabelsError(f"{name} cannot run with {FLAGS}: it needs every client in "
-                             "every round (Method.tolerates_lost_clients is False).")
-    n = method.communication_rounds
+                             "every round (Capabilities.tolerates_lost_clients is False).")
+    n = method.capabilities.communication_rounds
     if n is not None:
         when = "round 1" if n == 1 else f"its first {n} rounds"
         raise FedLabelsError(f"{name} cannot run with {FLAGS}: it is one shot, exchanging all "
                              f"its messages in {when}, so a client missing then would never "
                              "take part; run it with every client.")
-    own = method.own_client_sampling
+    own = method.capabilities.own_client_sampling
     if own is not None and (policy.fraction is not None or policy.count is not None):
         raise FedLabelsError(f"{name} samples its clients itself (option {own}); use that "
                              f"instead of --participation (--dropout and --deadline apply).")

@@ -60,7 +60,7 @@ def build_role(spec: DeploySpec, site: SiteData,
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
     plan = deploy_plan(cfg, site.n_classes, site.n_features)
-    X_public = site.X_public if plan.method.uses_public else None
+    X_public = site.X_public if plan.method.capabilities.uses_public else None
     ctx = plan.context()
     ctx.scaling = site.scaling
     return plan.method.make_client(cid, site.private, plan.learner(cid), ctx,

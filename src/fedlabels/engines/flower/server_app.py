@@ -22,7 +22,7 @@ ServerApp killed outright cannot write it, which ``deploy local`` does for it.
 
 A client that dies (its SuperNode leaves, stops sending heartbeats, its ClientApp fails or it
 does not answer within ``reply_timeout``) is reported and dropped; the run goes on with the
-rest if the method still accepts that many clients (``Method.tolerates_lost_clients`` and
+rest if the method still accepts that many clients (``Capabilities.tolerates_lost_clients`` and
 ``Method.validate``; FedCT's majority vote needs 3), otherwise it stops with a message saying
 which clients were lost and why.
 """
@@ -185,7 +185,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
     deployment["alive_per_round"] = keeper.engine.get("alive_per_round", [])
 
     n_rounds, rounds_note = rounds_to_run(plan, learners)  # a one-shot method stops early
-    if type(server).evaluation_message is ServerRole.evaluation_message:  # a fixed request
+    if not server.evaluation_after_round:  # a request known before the round
         fgrid.evaluation = server.evaluation_message
         fgrid.eval_due = partial(evaluation_due, rounds=n_rounds, eval_every=cfg.eval_every)
 
@@ -293,7 +293,7 @@ def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
     if not alive:
         raise ClientsLost(f"round {rnd + 1}: every client was lost ({detail}).")
     method = plan.method
-    if not method.tolerates_lost_clients:
+    if not method.capabilities.tolerates_lost_clients:
         raise ClientsLost(f"round {rnd + 1}: lost {detail}; method {method.name!r} cannot go "
                           "on without all its clients.")
     try:

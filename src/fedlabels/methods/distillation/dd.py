@@ -30,6 +30,7 @@ from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
+    Capabilities,
     ClientRole,
     Grid,
     Method,
@@ -147,7 +148,8 @@ class DDServer(ServerRole):
 
 class DistributedDistillation(Method):
     name = "dd"
-    default_model = "mlp"  # distillation on soft labels needs gradient steps
+    # distillation on soft labels needs gradient steps
+    capabilities = Capabilities(default_model="mlp")
     description = ("DD: clients share soft labels (float16 probabilities) on U and distil "
                    "towards their average")
     options_class = DDOptions

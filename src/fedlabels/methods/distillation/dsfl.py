@@ -32,7 +32,15 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
 from fedlabels.method.blocks import broadcast
 from fedlabels.method.options import POSITIVE, Interval, MethodOptions, option
 from fedlabels.method.threat import (
@@ -171,7 +179,8 @@ class DSFLServer(ServerRole):
 
 class DSFL(Method):
     name = "ds-fl"
-    default_model = "mlp"  # distillation on soft labels needs gradient steps
+    # distillation on soft labels needs gradient steps
+    capabilities = Capabilities(default_model="mlp")
     description = ("DS-FL: clients share soft labels on an open subset of U; the server "
                    "sharpens their average by entropy reduction averaging (ERA)")
     options_class = DSFLOptions

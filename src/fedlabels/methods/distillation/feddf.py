@@ -28,7 +28,14 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+)
 from fedlabels.method.blocks import (
     GlobalModelServer,
     broadcast,
@@ -122,8 +129,8 @@ class FedDF(Method):
     name = "feddf"
     description = ("FedDF: FedAvg, then the server distils the ensemble of the clients' "
                    "models (averaged logits on U) into the averaged model")
-    requires_weights = True
-    uses_public = False  # clients never use U; the server distils on it
+    # clients never use U; the server distils on it
+    capabilities = Capabilities(requires_weights=True, uses_public=False)
     options_class = FedDFOptions
     threat_model = ThreatModel(
         view="parameters",

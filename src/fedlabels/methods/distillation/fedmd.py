@@ -32,6 +32,7 @@ from fedlabels.comm import Message, pack_labels, unpack_labels
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
+    Capabilities,
     ClientRole,
     Grid,
     Method,
@@ -174,7 +175,8 @@ class FedMDServer(ServerRole):
 
 class FedMD(Method):
     name = "fedmd"
-    default_model = "mlp"  # distillation on soft labels needs gradient steps
+    # distillation on soft labels needs gradient steps
+    capabilities = Capabilities(default_model="mlp")
     description = ("FedMD: transfer learning on a labelled public slice of U, then "
                    "communicate / aggregate / digest / revisit with soft scores")
     options_class = FedMDOptions

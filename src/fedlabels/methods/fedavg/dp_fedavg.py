@@ -38,7 +38,15 @@ from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError, ParameterRefusal
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole, Settings
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
 from fedlabels.method.blocks import (
     GlobalModelServer,
     WeightsClient,
@@ -253,9 +261,10 @@ class DPFedAvg(Method):
                    "client sampling; client-level (ε, δ) via dp-accounting (level record: "
                    "DP-SGD at the clients, record-level)")
     options_class = DPFedAvgOptions
-    requires_weights = True
-    own_client_sampling = "sample_rate"  # secret Poisson sampling, accounted for
-    uses_public = False
+    # secret Poisson sampling of clients, accounted for; the DP claim covers the global
+    # models, so a canary audit observes the final one
+    capabilities = Capabilities(requires_weights=True, uses_public=False,
+                                own_client_sampling="sample_rate", canary_view="final-model")
     threat_model = ThreatModel(
         view="clipped-updates",
         adversary=HONEST_BUT_CURIOUS_SERVER + "; the server is trusted to add the noise "

@@ -16,7 +16,14 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+)
 from fedlabels.method.blocks import (
     GlobalModelServer,
     WeightsClient,
@@ -77,9 +84,9 @@ class FedAvgServer(GlobalModelServer):
 class FedAvg(Method):
     name = "fedavg"
     description = "FedAvg: size-weighted parameter averaging from a common initialisation"
-    requires_weights = True
-    uses_public = False
-    supports_regression = True  # MSE / regressors on real targets
+    # MSE / regressors on real targets; a canary audit observes the final global model
+    capabilities = Capabilities(requires_weights=True, uses_public=False,
+                                supports_regression=True, canary_view="final-model")
     options_class = FedAvgOptions
     threat_model = ThreatModel(
         view="parameters",

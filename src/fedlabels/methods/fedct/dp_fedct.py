@@ -40,8 +40,16 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole, Settings
-from fedlabels.method.blocks import broadcast
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
+from fedlabels.method.blocks import VoteServer, broadcast, check_voters, vote_consensus
 from fedlabels.method.dpsgd_client import DPSGDClient
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import (
@@ -51,7 +59,7 @@ from fedlabels.method.threat import (
     ThreatModel,
 )
 from fedlabels.methods.fedct.dp_fedct_options import DPFedCTOptions, planned_sensitivity
-from fedlabels.methods.fedct.fedct import FedCT, FedCTClient, FedCTServer
+from fedlabels.methods.fedct.fedct import FedCTClient
 from fedlabels.methods.fedct.mechanisms import mechanism_for
 from fedlabels.methods.fedct.mechanisms.randomized_response import RR_ASSUMPTIONS
 from fedlabels.privacy.budget import Budget
@@ -183,16 +191,19 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
             "mean_changed_labels": float(mean_changed)})
 
 
-class DPFedCTServer(FedCTServer):
-    """Collects noisy label releases, forms the consensus, and accounts for ε."""
+class DPFedCTServer(VoteServer):
+    """Collects noisy label releases, forms the consensus (the mechanism's vote), and
+    accounts for ε."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events", "sensitivity")
     secret_generators: ClassVar[tuple[str, ...]] = ("_rng",)  # consensus tie-breaks
 
     def __init__(self, settings: Settings, n_public: int,
                  truth_public: np.ndarray | None) -> None:
-        super().__init__(settings, n_public, truth_public)
-        self.options = settings.options_as(DPFedCTOptions)
+        options = settings.options_as(DPFedCTOptions)
+        super().__init__(settings, n_public, vote_consensus(settings.n_classes, options.quorum),
+                         truth_public)
+        self.options = options
         self.mechanism = self.options.mechanism
         self.strategy = mechanism_for(self.mechanism)
         self.delta = self.options.delta
@@ -232,14 +243,16 @@ class DPFedCTServer(FedCTServer):
         return {"privacy": {"method": "dp-fedct", **self.strategy.privacy(self)}}
 
 
-class DPFedCT(FedCT):
+class DPFedCT(Method):
     """FedCT with the XOR mechanism (or k-ary randomized response) on the shared labels."""
 
     name = "dp-fedct"
     description = ("DP-FedCT: FedCT with private label releases (--mechanism: xor, kary, "
                    "dpsgd, subsample-aggregate); (ε, δ) accounted over the run")
     options_class = DPFedCTOptions
-    supports_regression = False  # no sound mechanism for real predictions: docs/robustness.md
+    # no regression: no sound mechanism for real predictions (docs/robustness.md); a canary
+    # audit observes the audited client's label releases on U
+    capabilities = Capabilities(canary_view="replies")
 
     threat_model = ThreatModel(
         view="noisy-labels-on-queries",
@@ -282,9 +295,9 @@ class DPFedCT(FedCT):
             *EVALUATION_PAYLOADS))
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        super().validate(n_clients, settings, learners)
-        refusal = mechanism_for(settings.options_as(DPFedCTOptions).mechanism).refusal(
-            settings, learners)
+        options = settings.options_as(DPFedCTOptions)
+        check_voters("DP-FedCT", n_clients, options.quorum)
+        refusal = mechanism_for(options.mechanism).refusal(settings, learners)
         if refusal:
             raise FedLabelsError(refusal)
 

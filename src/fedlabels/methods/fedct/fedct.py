@@ -20,26 +20,23 @@ class-balanced vote (``balanced``; :func:`fedlabels.consensus.balanced_vote`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
+from fedlabels.comm import Message, pack_labels
 from fedlabels.consensus import (
     ABSTAIN,
-    balanced_vote,
     leave_one_out_kappa,
-    majority_vote,
     peer_kappa,
-    qualified_majority,
     trimmed_vote,
     weighted_vote,
 )
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
+    Capabilities,
     ClientRole,
     Grid,
     Method,
@@ -47,6 +44,14 @@ from fedlabels.method.base import (
     ServerRole,
     Settings,
     TrainingData,
+)
+from fedlabels.method.blocks import (
+    Consensus,
+    VoteServer,
+    check_voters,
+    decode_consensus,
+    encode_consensus,
+    vote_consensus,
 )
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.threat import (
@@ -69,9 +74,11 @@ from fedlabels.methods.fedct.schedule import (
     weighting_enabled,
 )
 
-Consensus = Callable[[np.ndarray], np.ndarray]
 ROBUST_CONSENSUS = ("none", "reputation", "trimmed")
 REPUTATION_ITERATIONS = 3  # re-weightings by this round's agreement before the vote
+#: encode_consensus and decode_consensus live in blocks (shared with DP-FedCT, PATE)
+__all__ = ["FedCT", "FedCTClient", "FedCTOptions", "FedCTServer", "VoteOptions",
+           "consensus_function", "decode_consensus", "encode_consensus"]
 
 
 @dataclass(frozen=True)
@@ -134,30 +141,11 @@ class FedCTOptions(VoteOptions):
 
 
 def consensus_function(settings: Settings) -> Consensus:
-    """Majority vote, or qualified majority when a quorum is set (class-balanced with
-    ``balanced``)."""
-    quorum = settings.options_as(VoteOptions).quorum
-    if getattr(settings.options, "balanced", False):
-        return lambda votes: balanced_vote(votes, settings.n_classes, quorum)
-    if quorum is None:
-        return lambda votes: majority_vote(votes, settings.n_classes)
-    return lambda votes: qualified_majority(votes, settings.n_classes, quorum)
+    """FedCT's vote: majority, or qualified majority when a quorum is set (class-balanced
+    with ``balanced``)."""
+    opts = settings.options_as(FedCTOptions)
+    return vote_consensus(settings.n_classes, opts.quorum, opts.balanced)
 
-
-def encode_consensus(labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray]:
-    """Bit-pack a consensus; abstentions travel as a 1-bit-per-example mask."""
-    abstain = labels == ABSTAIN
-    arrays = {"consensus": pack_labels(np.where(abstain, 0, labels), n_classes)}
-    if abstain.any():
-        arrays["keep"] = pack_mask(~abstain)
-    return arrays
-
-
-def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> np.ndarray:
-    labels = unpack_labels(arrays["consensus"], n, n_classes)
-    if "keep" in arrays:
-        labels[~unpack_mask(arrays["keep"], n)] = ABSTAIN
-    return labels
 
 
 class FedCTClient(ClientRole):
@@ -231,45 +219,35 @@ class FedCTClient(ClientRole):
             "labels": pack_labels(self.local_labels(), self.settings.n_classes)})
 
 
-class FedCTServer(ServerRole):
-    """The server of Algorithm 1: collects hard labels, forms and broadcasts the consensus."""
+class FedCTServer(VoteServer):
+    """The server of Algorithm 1: collects hard labels, forms and broadcasts the consensus
+    (plain, qualified, class-balanced or robust to malicious clients)."""
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("labels", "agreement_sum", "agreement_rounds",
+    state_attrs: ClassVar[tuple[str, ...]] = ("agreement_sum", "agreement_rounds",
                                               "dropped_rounds", "top", "voters")
 
     def __init__(self, settings: Settings, n_public: int,
                  truth_public: np.ndarray | None = None) -> None:
-        self.settings = settings
-        self.n_public = n_public
-        self.consensus = consensus_function(settings)
-        self.labels: np.ndarray | None = None
-        self.truth_public = truth_public
-        self.quorum = settings.options_as(VoteOptions).quorum
-        opts = settings.options  # DP-FedCT's options have no robust consensus
-        self.robust, self.trim = ((opts.robust, opts.trim) if isinstance(opts, FedCTOptions)
-                                  else ("none", 0.0))
+        super().__init__(settings, n_public, consensus_function(settings), truth_public)
+        opts = settings.options_as(FedCTOptions)
+        self.quorum = opts.quorum
+        self.robust, self.trim = opts.robust, opts.trim
         m = settings.n_clients  # robust consensus: per-client history (reputation, trimming)
         self.agreement_sum = np.zeros(m)
         self.agreement_rounds = np.zeros(m, dtype=np.int64)
         self.dropped_rounds = np.zeros(m, dtype=np.int64)
         # vote_power > 0: the top-vote count per example, sent beside the consensus
-        self.vote_power = float(getattr(opts, "vote_power", 0.0))
+        self.vote_power = opts.vote_power
         self.top: np.ndarray | None = None
         self.voters = 0
 
     def train_message(self, rnd: int) -> Message:
-        arrays = {} if self.labels is None else encode_consensus(self.labels,
-                                                                 self.settings.n_classes)
-        config: dict[str, Any] = {"round": rnd, "steps": self.settings.period}
-        if self.top is not None:
-            arrays.update(encode_votes(self.top, self.voters))
-            config["voters"] = self.voters
-        return Message("fedct.train", arrays=arrays, config=config)
-
-    def collect_votes(self, replies: dict[int, Message]) -> np.ndarray:
-        """The (m, |U|) matrix of the clients' unpacked hard labels."""
-        return np.stack([unpack_labels(replies[cid].arrays["labels"], self.n_public,
-                                       self.settings.n_classes) for cid in sorted(replies)])
+        message = super().train_message(rnd)
+        if self.top is None:
+            return message
+        return Message(message.kind, arrays={**message.arrays,
+                                             **encode_votes(self.top, self.voters)},
+                       config={**message.config, "voters": self.voters})
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         message = self.train_message(rnd)
@@ -327,23 +305,6 @@ class FedCTServer(ServerRole):
         return {"robust_consensus": {"robust": "reputation",
                                      "weights": self.reputation(every).tolist()}}
 
-    def final_arrays(self) -> dict[str, np.ndarray]:
-        """The last consensus on U (what a deployment saves beside the result)."""
-        return {} if self.labels is None else {"labels": self.labels}
-
-    def consensus_metrics(self, new: np.ndarray) -> dict[str, float]:
-        """Fraction of consensus labels that changed, coverage, and (diagnostic) accuracy."""
-        metrics = {
-            "consensus_changed": 1.0 if self.labels is None
-            else float(np.mean(self.labels != new)),
-            "consensus_coverage": float(np.mean(new != ABSTAIN)),
-        }
-        if self.truth_public is not None:
-            kept = new != ABSTAIN
-            metrics["consensus_accuracy"] = (float(np.mean(new[kept] == self.truth_public[kept]))
-                                             if kept.any() else float("nan"))
-        return metrics
-
 
 class FedCT(Method):
     """Federated co-training: share hard labels on U, train on the consensus."""
@@ -361,17 +322,17 @@ class FedCT(Method):
                           rows="public", note="regression: b-bit predictions on U over the "
                           "federation's target range, public metadata (not private data)"),
                   *EVALUATION_PAYLOADS))
-    supports_regression = True
+    # a canary audit observes the audited client's label releases on U
+    capabilities = Capabilities(supports_regression=True, canary_view="replies")
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        opts = settings.options
-        robust = opts.robust if isinstance(opts, FedCTOptions) else "none"
-        if isinstance(opts, FedCTOptions):
-            check_task_options(opts, settings)
+        opts = settings.options_as(FedCTOptions)
+        robust = opts.robust
+        check_task_options(opts, settings)
         if weighting_enabled(opts):
             check_weighting(settings, learners)
         if settings.task == "regression":
-            if getattr(opts, "balanced", False):
+            if opts.balanced:
                 raise FedLabelsError("balanced applies to classification (a vote of labels); "
                                      "drop it on a regression task.")
             if robust != "none":
@@ -379,12 +340,7 @@ class FedCT(Method):
                                      "consensus is robust by --target-consensus (median or "
                                      "trimmed-mean): drop --robust.")
             return  # a median / trimmed mean needs no tie-free majority
-        if settings.options_as(VoteOptions).quorum is None and n_clients < 3:
-            raise FedLabelsError(
-                f"FedCT with a majority vote needs at least 3 clients, got {n_clients}: with "
-                "2 clients every disagreement is a tie that the class index decides, and "
-                "with 1 there is nothing to vote on (the convergence result, Prop. 1, assumes "
-                "m >= 3). Use more clients, or a qualified majority (--quorum 1.0 = unanimity).")
+        check_voters("FedCT", n_clients, opts.quorum)
         if robust != "none" and n_clients < 3:
             raise FedLabelsError(f"a robust consensus needs at least 3 clients to tell an "
                                  f"outlier from the rest, got {n_clients}; use more clients.")

@@ -35,7 +35,7 @@ corresponds to the paper's ε = x/2.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -195,7 +195,7 @@ class FREDY(TeacherStudentMethod):
     description = ("FREDY: FedAvg-trained teachers keep their last local models; Laplace "
                    "noisy-max labels for a student")
     options_class: ClassVar[type[MethodOptions]] = FREDYOptions
-    requires_weights = True
+    capabilities = replace(TeacherStudentMethod.capabilities, requires_weights=True)
     threat_model = ThreatModel(
         view="parameters-and-votes",
         adversary=HONEST_BUT_CURIOUS_SERVER + "; it chooses the queries from U and adds the "

@@ -28,6 +28,7 @@ from fedlabels.consensus import ABSTAIN, vote_counts
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative, parse_model_spec
 from fedlabels.method.base import (
+    Capabilities,
     ClientRole,
     Grid,
     LearnerFitError,
@@ -35,11 +36,10 @@ from fedlabels.method.base import (
     ServerRole,
     Settings,
 )
-from fedlabels.method.blocks import broadcast
+from fedlabels.method.blocks import broadcast, decode_consensus, encode_consensus
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import Payload
-from fedlabels.methods.fedct.fedct import decode_consensus, encode_consensus
 
 # ------------------------------------------------------------------ options
 
@@ -70,7 +70,8 @@ class TeacherStudentMethod(Method):
     release); later rounds only train the student, so with a refit (scikit-learn) student,
     fitted once, they would change nothing and the run stops after round 1."""
 
-    communication_rounds = 1
+    # one exchange of votes; a canary audit observes the released labels on the queries
+    capabilities = Capabilities(communication_rounds=1, canary_view="released-labels")
 
     def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
         spec = settings.options_as(TeacherStudentOptions).student_model

@@ -19,6 +19,7 @@ FedAvg+perclientLP and ``none`` FedAvg on labelled data only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,7 +27,14 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, Grid, Method, MethodContext, ServerRole
+from fedlabels.method.base import (
+    Capabilities,
+    ClientRole,
+    Grid,
+    Method,
+    MethodContext,
+    ServerRole,
+)
 from fedlabels.method.blocks import (
     GlobalModelServer,
     WeightsClient,
@@ -95,8 +103,8 @@ class _LabelPropagationMethod(Method):
     """What the three methods share: clients with data, partial labels seeded per client."""
 
     client_class: ClassVar[Callable[..., ClientRole]]
-    uses_public = False
-    numeric_features = True  # kNN graphs on features: text is refused
+    # clients hold their own points, not U; kNN graphs on features: text is refused
+    capabilities = Capabilities(uses_public=False, numeric_features=True)
 
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         for cid, c in enumerate(clients):
@@ -120,7 +128,8 @@ class _OneShotMethod(_LabelPropagationMethod):
     """``xclp`` and ``perclient-lp``: one exchange, on the input features (option
     ``features``: the clients get the federation's public scaling to undo it)."""
 
-    communication_rounds = 1  # one shot: later rounds would only re-evaluate
+    # one shot: later rounds would only re-evaluate
+    capabilities = replace(_LabelPropagationMethod.capabilities, communication_rounds=1)
 
     def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
         return {"scaling": ctx.scaling}
@@ -364,8 +373,8 @@ class FedAvgXCLP(_LabelPropagationMethod):
     options_class = FedAvgXCLPOptions
     threat_model = FEDAVG_XCLP_THREAT
     client_class = FedAvgXCLPClient
-    requires_weights = True
-    own_client_sampling = "client_fraction"
+    capabilities = replace(_LabelPropagationMethod.capabilities, requires_weights=True,
+                           own_client_sampling="client_fraction")
 
     def validate(self, n_clients: int, settings: Any, learners: list[Any]) -> None:
         check_weight_learners("FedAvg+XCLP", learners)
