@@ -13,8 +13,8 @@ import pytest
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
 from fedlabels.core.errors import BudgetRefusal, ParameterRefusal, RefusedError
-from test_deviating_server import honest
-from test_method_contract import CLIENTS, DATASET, SEED, Case, _role_factory
+from test_deviating_server import _role_factory, honest
+from test_method_contract import CLIENTS, DATASET, SEED, Case
 
 XOR = Case("dp-fedct", {"epsilon": 1.0, "sensitivity": 40})
 KARY = Case("dp-fedct", {"epsilon": 4.0, "sensitivity": 40, "mechanism": "kary"})

@@ -12,13 +12,12 @@ those cases are expected to fail until it exists.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-import fedlabels.engines.inprocess as inprocess
 from deviating_server import (
     DEVIATIONS,
     SENSITIVITY_REQUEST,
@@ -32,15 +31,17 @@ from fedlabels.api import load_federation
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError, RefusedError
 from fedlabels.data import Federation
-from fedlabels.engines.inprocess import InProcessGrid
+from fedlabels.method.base import ClientRole
 from fedlabels.methods import METHODS
+from fedlabels.testing import _Run  # the contract check's small runs
 from test_method_contract import (  # the contract test's cases and roles
     CASES,
     CLIENTS,
     DATASET,
+    PERIOD,
+    ROUNDS,
     SEED,
     Case,
-    _role_factory,
 )
 
 #: beyond the contract test's cases: the one configuration that may answer noiselessly
@@ -59,20 +60,42 @@ def _key(case: Case) -> str:
     return f"{case.method}:{sorted(case.options.items())}"
 
 
+def small_run(case: Case, fed: Federation) -> _Run:
+    """The contract check's small run of ``case`` on ``fed``."""
+    run = _Run(case.impl, dict(case.options), case.model, DATASET, CLIENTS, ROUNDS, PERIOD,
+               SEED)
+    run._federation = fed
+    return run
+
+
+def _role_factory(case: Case, fed: Federation) -> Callable[[int], ClientRole]:
+    """Client roles built as the simulator builds them (same plan, seeds and data)."""
+    return small_run(case, fed).fresh_role()
+
+
+class _Recording:
+    """A grid that passes every exchange on and keeps what each client was sent."""
+
+    def __init__(self, inner: Any, traces: dict[int, Trace]) -> None:
+        self.inner, self.traces = inner, traces
+
+    @property
+    def client_ids(self) -> list[int]:
+        return list(self.inner.client_ids)
+
+    def exchange(self, messages: Any, rnd: int) -> dict[int, Message]:
+        for cid, message in messages.items():
+            self.traces.setdefault(cid, []).append(message)
+        replies: dict[int, Message] = self.inner.exchange(messages, rnd)
+        return replies
+
+
 def honest(case: Case, fed: Federation) -> tuple[dict[int, Trace], NoiseSpy]:
     """What every client was sent in an honest run, and what its mechanisms did (cached)."""
     if _key(case) not in _HONEST:
         traces: dict[int, Trace] = {}
-
-        class Recording(InProcessGrid):
-            def exchange(self, messages: Any, rnd: int) -> dict[int, Message]:
-                for cid, message in messages.items():
-                    traces.setdefault(cid, []).append(message)
-                return super().exchange(messages, rnd)
-
         with pytest.MonkeyPatch.context() as mp, spying(mp) as spy:
-            mp.setattr(inprocess, "InProcessGrid", Recording)
-            case.simulate(fed)
+            small_run(case, fed).simulate(wrap_grid=lambda grid: _Recording(grid, traces))
         _HONEST[_key(case)] = traces, spy
     return _HONEST[_key(case)]
 
