@@ -8,6 +8,7 @@ float64).
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
@@ -94,7 +95,10 @@ def test_tampered_state_stops_the_clientapp(tmp_path: Path,
     from fedlabels.comm import Message as FLMessage
     from fedlabels.engines.flower.convert import to_record_dict
 
-    msg = Message(to_record_dict(FLMessage("evaluate", category="evaluation"), cid=0, round=1),
+    record = next(Path(ctx.node_config["ledger-dir"]).glob("*/runs/*.json"))
+    last = json.loads(record.read_text())["body"]["last"]  # the site's own count
+    msg = Message(to_record_dict(FLMessage("evaluate", category="evaluation"), cid=0, round=1,
+                                 seq=last + 1),
                   dst_node_id=1001, message_type="evaluate.evaluate")
     msg.metadata.__dict__["_message_id"] = "tampered"
     with caplog.at_level("ERROR", logger="fedlabels.site"), \

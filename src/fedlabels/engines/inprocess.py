@@ -20,6 +20,7 @@ import numpy as np
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
+from fedlabels.engines.client_ledgers import reconcile_client_ledgers
 from fedlabels.learners import expand_per_client
 from fedlabels.learners.text_input import check_run_input
 from fedlabels.method.adversary import attack_record, make_malicious, plan_attack
@@ -182,6 +183,7 @@ def simulate(
                               config=dict(config or {}), federation=federation.summary(),
                               started=started, extra=extra or None,
                               noise_from_flag=insecure_reproducible_noise)
+        reconcile_client_ledgers(result.extra["privacy"], clients)
         keeper.stamp(result)
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]

@@ -2,7 +2,11 @@
 
 :class:`SecretNoiseClient` keeps a client's privacy noise generator, seeded from OS entropy
 (:func:`fedlabels.core.randomness.numpy_generator`) where it is first needed — never from the run
-seed, which the server knows — and saved with the client's state. :class:`DPSGDClient` adds
+seed, which the server knows — and saved with the client's state, and its privacy ledger
+(:class:`~fedlabels.privacy.ledger.Ledger`): :meth:`SecretNoiseClient.charge` records each
+release's event before the release is made, in the role's own ledger and, on a Flower site,
+first in the site's persistent ledger (:mod:`fedlabels.privacy.site_ledger`), which refuses
+a release beyond the site's lifetime budget. :class:`DPSGDClient` adds
 local DP-SGD (:mod:`fedlabels.learners.dpsgd`) with that generator, counts the steps it
 takes (``dp_steps``) and refuses steps beyond the plan its noise was calibrated for.
 """
@@ -20,6 +24,8 @@ from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import ClientRole
 from fedlabels.method.options import POSITIVE, PROBABILITY, option
 from fedlabels.method.state import StateValue, generator_from_state, generator_state
+from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
+from fedlabels.privacy.ledger import Ledger, events_from_json, events_to_json
 
 #: the options only DP-SGD reads (declared once here, by every method that trains with it)
 DPSGD_OPTIONS = ("example_clip", "example_rate")
@@ -39,10 +45,31 @@ def example_rate_option(context: str) -> Any:
 
 
 class SecretNoiseClient(ClientRole):
-    """A client role with a secret noise generator kept in its state (``noise_rng``)."""
+    """A client role with a secret noise generator kept in its state (``noise_rng``) and
+    the ledger of what it released (``ledger``, state ``ledger_events``)."""
 
     secret_state: ClassVar[tuple[str, ...]] = ("noise_rng",)
     _noise_rng: np.random.Generator | None = None
+    _ledger: Ledger | None = None
+    #: the site's persistent ledger (a Flower site sets it; charged first)
+    site_ledger: Any = None
+    #: what the site ledger stores with each charge (the run, the message number)
+    charge_context: Mapping[str, Any] = {}
+
+    @property
+    def ledger(self) -> Ledger:
+        """This client's releases in this run, at its own δ."""
+        if self._ledger is None:
+            self._ledger = Ledger(float(getattr(self.options, "delta", None) or 1e-5),
+                                  what=f"client {self.cid}")
+        return self._ledger
+
+    def charge(self, *events: Any) -> None:
+        """Record ``events`` before the release they describe (the site ledger first, which
+        refuses beyond the site's lifetime budget and is on disk before this returns)."""
+        if self.site_ledger is not None:
+            self.site_ledger.charge(events, **self.charge_context)
+        self.ledger.record(*events)
 
     @property
     def noise_rng(self) -> np.random.Generator:
@@ -55,7 +82,8 @@ class SecretNoiseClient(ClientRole):
     def state_dict(self) -> dict[str, StateValue]:
         rng = self._noise_rng
         return {**super().state_dict(),
-                "noise_rng": None if rng is None else generator_state(rng)}
+                "noise_rng": None if rng is None else generator_state(rng),
+                "ledger_events": events_to_json(self.ledger.events)}
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
         super().load_state_dict(state)
@@ -64,6 +92,8 @@ class SecretNoiseClient(ClientRole):
                                  "(noise_rng).")
         value = state["noise_rng"]
         self._noise_rng = None if value is None else generator_from_state(value)
+        self._ledger = None
+        self.ledger.events[:] = events_from_json(str(state.get("ledger_events") or "[]"))
 
 
 class DPSGDClient(SecretNoiseClient):
@@ -122,6 +152,8 @@ class DPSGDClient(SecretNoiseClient):
                              float(cfg["example_clip"]))
         if not hasattr(learner, "model_"):
             learner.initialise(self.data.X.shape[1], self.settings.n_classes)
+        self.charge(DPSGDRoundEvent(config.noise_multiplier, config.sample_rate,
+                                    config.clip, ((self.cid, steps),)))
         taken = dpsgd_steps(learner, self.data.X, self.data.y, steps, config,
                             self.noise_rng, X_aux, y_aux, aux_index)
         self.dp_steps += taken

@@ -10,6 +10,14 @@ is one ``.npz`` (read with ``allow_pickle=False``, never a pickle) holding
   the scalar entries of every role's state;
 * ``a0``, ``a1``, ...: the array entries of the roles' states, indexed from ``meta``.
 
+The file is written with mode 0600 (a directory it creates is 0700) and authenticated:
+``mac`` is HMAC-SHA256 of ``meta`` and every array under the user's checkpoint key
+(:func:`checkpoint_key`: 32 bytes, made once, 0600, in ``$FEDLABELS_KEY_DIR`` or
+``~/.config/fedlabels/``), and ``key_id`` names that key. ``resume`` refuses in one line a
+checkpoint changed since it was written (say ``rounds_planned`` edited to get around a
+budget) or one written under another key (another user's or machine's). A Flower site's
+snapshots (:mod:`fedlabels.engines.flower.snapshots`) use the site's own key instead.
+
 The roles' states are :meth:`ClientRole.state_dict` (an iterative learner's under
 ``learner.``) and :meth:`ServerRole.state_dict`. Secret randomness (noise Generators) is
 stored only while a reproducible source is installed; otherwise a resumed run draws it
@@ -19,6 +27,8 @@ uninterrupted run's records bit for bit (and, with a reproducible source, its no
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import time
@@ -31,7 +41,8 @@ from typing import Any
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.files import atomic_path, writing
+from fedlabels.core.files import writing
+from fedlabels.core.private_files import private_key, same_tag, tag, write_private
 from fedlabels.core.provenance import version
 from fedlabels.core.randomness import current_source, is_reproducible
 from fedlabels.method.base import ClientRole, ServerRole
@@ -39,7 +50,7 @@ from fedlabels.method.state import State
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.loop import CommMeter, RoundHook, RunPlan, model_names
 
-FORMAT = "fedlabels checkpoint 1"
+FORMAT = "fedlabels checkpoint 2"  # 2: authenticated (mac, key_id)
 SUFFIX = ".checkpoint.npz"
 
 
@@ -107,31 +118,65 @@ def _join(entries: Mapping[str, Any], npz: Any) -> State:
             for key, e in entries.items()}
 
 
+def checkpoint_key() -> bytes:
+    """This user's checkpoint key (made on first use; see the module docstring)."""
+    given = os.environ.get("FEDLABELS_KEY_DIR")
+    base = Path(given) if given else Path(os.environ.get("XDG_CONFIG_HOME") or
+                                           Path.home() / ".config") / "fedlabels"
+    return private_key(base.expanduser() / "checkpoint.key", "checkpoint key")
+
+
+def _key_id(key: bytes) -> str:
+    return hashlib.sha256(b"fedlabels key id" + key).hexdigest()[:16]
+
+
+def _mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray]) -> str:
+    parts = [FORMAT.encode(), text.encode()]
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        parts += [name.encode(), array.dtype.str.encode(), repr(array.shape).encode(),
+                  array.tobytes()]
+    return tag(key, *parts)
+
+
 def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
-                     clients: Mapping[int, State]) -> Path:
-    """Write a checkpoint atomically: on any failure the previous file stays as it was."""
+                     clients: Mapping[int, State], key: bytes | None = None) -> Path:
+    """Write a checkpoint atomically (on any failure the previous file stays as it was),
+    0600, authenticated under ``key`` (default: :func:`checkpoint_key`)."""
     path = Path(path)
+    key = checkpoint_key() if key is None else key
     arrays: dict[str, np.ndarray] = {}
     states = _split({"server": server, **{f"client.{c}": s for c, s in clients.items()}},
                     arrays)
     text = json.dumps({**meta, "format": FORMAT, "states": states}, sort_keys=True)
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        entries: dict[str, Any] = {"meta": np.array(text), **arrays}
-        np.savez(fh, **entries)
-        fh.flush()
-        os.fsync(fh.fileno())
+    buffer = io.BytesIO()
+    entries: dict[str, Any] = {"meta": np.array(text), "mac": np.array(_mac(key, text, arrays)),
+                               "key_id": np.array(_key_id(key)), **arrays}
+    np.savez(buffer, **entries)
+    write_private(path, buffer.getvalue(), tighten=False)
     return path
 
 
-def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Read a checkpoint (``X.checkpoint.npz``, or the result ``X.json`` it belongs to)."""
+def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
+    """Read a checkpoint (``X.checkpoint.npz``, or the result ``X.json`` it belongs to),
+    after checking it was written under ``key`` (default: :func:`checkpoint_key`) and not
+    changed since."""
     path = checkpoint_path(path)
+    key = checkpoint_key() if key is None else key
     try:
         with np.load(path, allow_pickle=False) as npz:
-            meta = json.loads(str(npz["meta"]))
+            text = str(npz["meta"])
+            meta = json.loads(text)
             if meta.get("format") != FORMAT:
                 raise FedLabelsError(f"{path} is not a {FORMAT} (format "
-                                     f"{meta.get('format')!r}).")
+                                     f"{meta.get('format')!r}); start the run afresh.")
+            arrays = {n: npz[n] for n in npz.files if n not in ("meta", "mac", "key_id")}
+            if str(npz["key_id"]) != _key_id(key):
+                raise FedLabelsError(f"refusing checkpoint {path}: it was written under "
+                                     "another key (another user's or machine's run).")
+            if not same_tag(str(npz["mac"]), _mac(key, text, arrays)):
+                raise FedLabelsError(f"refusing checkpoint {path}: it was changed after it "
+                                     "was written (its HMAC does not match).")
             states = meta.pop("states")
             server = _join(states.pop("server"), npz)
             clients = {int(k.split(".", 1)[1]): _join(v, npz) for k, v in states.items()}

@@ -9,6 +9,12 @@ nothing survives in memory between rounds. Each call therefore
 3. restores the role's state (``role.load_state_dict``) from ``context.state``;
 4. handles the message and writes ``role.state_dict()`` back to ``context.state``.
 
+Before any of that the site checks the message's number against its own record
+(:mod:`.sequence`: a rewound, replayed, out-of-order or negative number is refused; a
+re-send of a message already answered gets the stored reply), and a DP client role charges
+each release to the site's lifetime ledger on disk before making it
+(:mod:`.site_privacy`, :mod:`fedlabels.privacy.site_ledger`).
+
 The state is plain values only (no pickles), sealed with an HMAC under a key only the site
 holds, and holds no private rows and no copy of U: see :mod:`.site_state`. ``context.state``
 is owned by the SuperNode: it survives the per-message processes and is not sent to the
@@ -29,10 +35,13 @@ from fedlabels.core.errors import FedLabelsError, error_category
 from fedlabels.core.threads import set_threads
 from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
+from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
 from fedlabels.engines.flower.site_plan import site_config
+from fedlabels.engines.flower.site_privacy import open_site_ledger
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ClientRole
+from fedlabels.method.dpsgd_client import SecretNoiseClient
 
 SEQ = "fedlabels.seq"  # context.state: the number of the last message handled
 
@@ -95,7 +104,7 @@ def handle(message: Message, context: Context) -> Message:
     request, see :func:`evaluate_after`).
 
     An error reaches the server as its category only (``refused: budget``, ``refused:
-    parameters``, ``error: data``, ...: :func:`~fedlabels.errors.error_category`); its
+    parameters``, ``error: data``, ...: :func:`~fedlabels.core.errors.error_category`); its
     text, which may describe the site's data, goes to the site's log."""
     try:
         return _handle(message, context)
@@ -123,24 +132,38 @@ def _handle(message: Message, context: Context) -> Message:
     if ours.kind == HELLO:
         reply = hello_reply(site, spec)
     else:
-        role = build_role(spec, site, node_config)
         key = site_state.site_key(site_state.key_path(node_config))
-        seq, folder = int(meta.get("seq", 0)), snapshots.run_dir(node_config, spec)
+        ledger = open_site_ledger(node_config, key, site.private.X, site.private.y)
+        seq, rnd, folder = meta.get("seq"), meta.get("round"), snapshots.run_dir(node_config,
+                                                                                 spec)
+        request = attached_message(message.content)
+        digest = message_digest(ours, request, rnd if isinstance(rnd, int) else -1)
+        guard = SequenceGuard.load(ledger.path.parent / "runs" /
+                                   f"{snapshots.run_key(spec)}.json", key)
+        again = guard.admit(context.run_id, spec.resume, seq, rnd, digest)
+        if again is not None:  # a re-send: the reply given then, never a new release
+            return Message(to_record_dict(*again), reply_to=message)
+        assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
+        role = build_role(spec, site, node_config)
         stored = context.state.get(SEQ)
-        if seq == 0 or (isinstance(stored, ConfigRecord) and stored.get("seq") == seq - 1):
+        if isinstance(stored, ConfigRecord) and stored.get("seq") == seq - 1:
             restore_state(role, context.state, site, key)
         elif seq > 1:  # a restarted SuperNode, or a resumed run: the site's own snapshot
             role.load_state_dict(snapshots.load_snapshot(folder, seq - 1, site.partition_id,
                                                          key))
+        if isinstance(role, SecretNoiseClient):  # charged on disk before any release
+            role.site_ledger = ledger
+            role.charge_context = {"run": snapshots.run_key(spec), "flower_run":
+                                   context.run_id, "seq": seq, "round": rnd}
         reply = role.handle(ours)
-        request = attached_message(message.content)
         if request is not None:
             after = evaluate_after(role, request)
         save_state(role, context.state, site, key)
         context.state[SEQ] = ConfigRecord({"seq": seq})
-        if folder is not None and seq:
-            snapshots.save_snapshot(folder, seq, int(meta.get("round", 0)), role.state_dict(),
-                                    site.partition_id, key)
+        if folder is not None:
+            snapshots.save_snapshot(folder, seq, rnd, role.state_dict(), site.partition_id,
+                                    key)
+        guard.accept(seq, rnd, digest, reply, after)
     return Message(to_record_dict(reply, after), reply_to=message)
 
 

@@ -12,6 +12,7 @@ same semi-private API Flower's own in-memory grid uses; hence the narrow ``flwr`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
 from fedlabels.runs.config import RunConfig
 
 SERVER_NODE_ID = 1
+_RUN_IDS = itertools.count(42)
 _CLIENT_APP_RAISED_EXCEPTION = 2  # flwr.common.constant.ErrorCode
 
 
@@ -56,7 +58,8 @@ class LoopbackGrid(Grid):
 
     def __init__(self, client_app: Any, node_configs: list[dict[str, Any]],
                  run_config: dict[str, Any], *, die_after: dict[int, int] | None = None,
-                 hang_after: dict[int, int] | None = None, run_id: int = 42) -> None:
+                 hang_after: dict[int, int] | None = None, run_id: int | None = None) -> None:
+        run_id = next(_RUN_IDS) if run_id is None else run_id  # a new Flower run, as deployed
         TaskIdentity.run_id = run_id
         TaskIdentity.task_id = 1
         TaskIdentity.node_id = SERVER_NODE_ID

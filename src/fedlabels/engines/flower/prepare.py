@@ -61,6 +61,8 @@ class PreparedRun:
                 "state-key": str(self.root / f"client_{cid}.state.key"),
                 # snapshots of the client state, to rejoin after a restart or a resume
                 "state-dir": str(self.root / f"client_{cid}.state"),
+                # the site's lifetime privacy ledger and message record (kept across runs)
+                "ledger-dir": str(self.root / f"client_{cid}.ledger"),
                 # the site's own privacy plan (site_plan.py): its client obeys this file
                 "privacy-plan": str(self.root / f"client_{cid}.plan.json")}
 

@@ -11,7 +11,8 @@ it when ``context.state`` has none:
   ``s - 1``;
 * a snapshot is ``<state-dir>/<run key>/seq_<s>_r<round>.checkpoint.npz`` in the engine's
   checkpoint format (:mod:`fedlabels.runs.checkpoint`: an ``.npz`` read without pickle),
-  sealed with the site's HMAC key (:mod:`.site_state`), written atomically;
+  sealed with the site's HMAC key (:mod:`.site_state`), written atomically, 0600 in 0700
+  directories;
 * the run key is a fingerprint of the run's settings, so another run never reads it;
 * kept: every snapshot of the current round, and the newest of earlier rounds (what a resume
   from the last checkpointed round needs); older ones are deleted.
@@ -69,7 +70,7 @@ def save_snapshot(folder: Path, seq: int, rnd: int, state: Mapping[str, StateVal
     plain = dict(state)
     meta = {"seq": seq, "round": rnd, "partition_id": partition_id,
             "hmac": state_mac(plain, partition_id, key)}
-    write_checkpoint(folder / f"seq_{seq}_r{rnd}.checkpoint.npz", meta, plain, {})
+    write_checkpoint(folder / f"seq_{seq}_r{rnd}.checkpoint.npz", meta, plain, {}, key)
     older = sorted((s, path) for s, (r, path) in _saved(folder).items() if r < rnd and s < seq)
     for _, path in older[:-1]:  # the newest of earlier rounds stays
         path.unlink(missing_ok=True)
@@ -87,7 +88,7 @@ def load_snapshot(folder: Path | None, seq: int, partition_id: int, key: bytes) 
         raise FedLabelsError(f"partition-id {partition_id} has no saved state after message "
                              f"{seq} of this run in {folder}; it cannot rejoin this run.")
     path = saved_as[1]
-    saved = load_checkpoint(path)
+    saved = load_checkpoint(path, key)
     state = saved.server
     if int(saved.meta.get("partition_id", -1)) != partition_id or not hmac.compare_digest(
             str(saved.meta.get("hmac", "")), state_mac(state, partition_id, key)):

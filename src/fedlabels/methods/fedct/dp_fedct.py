@@ -130,6 +130,13 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
 
     _release: Any = None
 
+    def sensitivity_bits(self) -> int:
+        """The s* (bits) this client's ledger accounts its label releases with: from its own
+        options; an empirical estimate is the server's, so the ledger takes 2|U| for it."""
+        n = len(self.public)
+        found = planned_sensitivity(self.options, n)
+        return 2 * n if found is None else min(found.bits, 2 * n)
+
     def release_learner(self) -> Any:
         """``dpsgd`` with ``site_model=private``: the DP-SGD model whose labels the client
         shares, apart from its own (evaluated) model; a fresh copy of its learner at first."""

@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid
 from fedlabels.method.blocks import broadcast
@@ -152,11 +154,18 @@ class XorMechanism(_RandomizedResponse):
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
+        from fedlabels.privacy.events import XorEvent
         from fedlabels.privacy.mechanisms import one_hot, pack_rows, xor_release
 
         client.receive_and_train(message)
-        noisy = xor_release(one_hot(client.local_labels(), client.settings.n_classes),
-                            noise["flip_probability"], client.noise_rng)
+        f, bits = noise["flip_probability"], client.sensitivity_bits()
+        c, kept = client.settings.n_classes, min(f, 1.0 - f)  # f and 1 - f protect alike
+        if not kept > 0.0:
+            raise FedLabelsError(f"client {client.cid}: refusing a noiseless release (flip "
+                                 f"probability {f!r}).")
+        client.charge(XorEvent(bits * math.log((1 - kept) / kept), bits, kept,
+                               len(client.public) * c))
+        noisy = xor_release(one_hot(client.local_labels(), c), f, client.noise_rng)
         return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
@@ -201,12 +210,15 @@ class KaryMechanism(_RandomizedResponse):
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
+        from fedlabels.privacy.events import KaryRREvent
         from fedlabels.privacy.mechanisms import kary_release
 
         client.receive_and_train(message)
-        n_classes = client.settings.n_classes
-        noisy_labels = kary_release(client.local_labels(), noise["epsilon_per_label"],
-                                    n_classes, client.noise_rng)
+        n_classes, n = client.settings.n_classes, len(client.public)
+        eps_label, labels = noise["epsilon_per_label"], math.ceil(client.sensitivity_bits() / 2)
+        client.charge(KaryRREvent(labels * eps_label, labels, eps_label, n_classes, n))
+        noisy_labels = kary_release(client.local_labels(), eps_label, n_classes,
+                                    client.noise_rng)
         return Message("dpfedct.labels", arrays={"labels": pack_labels(noisy_labels,
                                                                        n_classes)})
 

@@ -159,6 +159,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
+        from fedlabels.privacy.events import GNMaxEvent
         from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_rdp_data_dependent_total
 
         n_classes = client.settings.n_classes
@@ -167,6 +168,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
         counts = vote_counts(teacher_votes(client, rows, noise["teachers"],
                                            noise["teacher_steps"]), n_classes)
         sigma = noise["vote_sigma"]
+        client.charge(GNMaxEvent(sigma, len(rows), len(rows)))
         labels = gnmax_aggregate(counts, sigma, client.noise_rng).labels
         arrays = {"labels": pack_labels(labels, n_classes)}
         if noise["data_dependent"]:  # outside the guarantee: only if the client chose it

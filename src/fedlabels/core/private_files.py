@@ -1,0 +1,121 @@
+"""Files only their owner can read: 0600 files in 0700 directories, keys, and HMAC tags.
+
+Checkpoints, privacy ledgers and a site's state hold secrets (noise generator states, keys,
+what a site released) and decide privacy (what was spent). They are written through these
+functions: a directory made here is 0700, a file 0600 (whatever the umask), written to a
+temporary file, fsynced and renamed, so a crash leaves the previous version. A key is 32
+bytes from the OS CSPRNG, made once and refused if others can read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from fedlabels.core.errors import FedLabelsError
+
+KEY_BYTES = 32
+
+
+def private_dir(path: str | Path, tighten: bool = True) -> Path:
+    """``path`` as a directory only its owner can use: made 0700 where missing; an existing
+    one owned by this user is set to 0700 with ``tighten`` (a user's own results directory
+    is left as it is: ``tighten=False``)."""
+    path = Path(path)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if tighten and path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError as exc:
+        raise FedLabelsError(f"cannot make the private directory {path} ({exc}); give a "
+                             "writable path.") from None
+    return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_private(path: str | Path, data: bytes, tighten: bool = True) -> Path:
+    """Write ``data`` to ``path`` with mode 0600, atomically and durably (``tighten``: see
+    :func:`private_dir`)."""
+    path = Path(path)
+    folder = private_dir(path.parent, tighten)
+    tmp = folder / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(folder)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def append_private(path: str | Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (made 0600) and fsync it before returning."""
+    path = Path(path)
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_private(path: Path, what: str) -> None:
+    """Refuse a file that others can read or write."""
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise FedLabelsError(f"{what} {path} is accessible by others (mode {mode:o}); run "
+                             f"`chmod 600 {path}`.")
+
+
+def private_key(path: str | Path, what: str = "key") -> bytes:
+    """The 32-byte key in ``path``, made (0600, OS CSPRNG) if it does not exist yet."""
+    path = Path(path)
+    private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise FedLabelsError(f"cannot create the {what} {path} ({exc}).") from None
+    else:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(KEY_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+    check_private(path, f"the {what}")
+    key = path.read_bytes()
+    if len(key) != KEY_BYTES:
+        raise FedLabelsError(f"the {what} {path} has {len(key)} bytes, not {KEY_BYTES}; it is "
+                             "not one this program made.")
+    return key
+
+
+def tag(key: bytes, *parts: bytes) -> str:
+    """HMAC-SHA256 of the length-prefixed ``parts`` under ``key`` (hex)."""
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in parts:
+        mac.update(len(part).to_bytes(8, "big"))
+        mac.update(part)
+    return mac.hexdigest()
+
+
+def same_tag(given: object, expected: str) -> bool:
+    return isinstance(given, str) and hmac.compare_digest(given, expected)

@@ -1,0 +1,137 @@
+"""A site's own record of the messages it answered: no rewinds, no replays with fresh noise.
+
+The server numbers the messages to each client (``seq`` 1, 2, ...), but the site does not
+take the server's word for where the run stands: it keeps, per run (the run key of
+:mod:`.snapshots`), the last number it accepted and the digests of the messages and replies
+it answered, in a file sealed with its key (:mod:`fedlabels.core.private_files`: 0600 in a 0700
+directory, HMAC-SHA256), and the replies themselves beside it (``<run>/reply_<seq>.bin``,
+checked against their digests). A message
+
+* numbered ``last + 1`` is new: the role handles it;
+* numbered ``<= last`` with the same content (digest) as the one answered then is a re-send
+  after a lost reply, or a resumed ServerApp re-sending a round: it gets the stored reply,
+  never a new release (no fresh noise);
+* numbered ``<= last`` with other content, or ``> last + 1``, or not a whole number >= 1,
+  is refused before anything is computed or stored (no snapshot either).
+
+A new Flower run of the same deployment that is not a resume (``resume`` false) starts a new
+sequence: the site then starts from a fresh role, and what it releases is still charged to
+its lifetime ledger (:mod:`fedlabels.privacy.site_ledger`), which a new run cannot reset.
+Replies are kept for the round in progress and the one before (what a ServerApp resumed from
+its last checkpoint re-sends).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import check_private, same_tag, tag, write_private
+
+FORMAT = "fedlabels message sequence 1"
+
+
+def message_digest(message: Message, attached: Message | None, rnd: int) -> str:
+    """What identifies a message's content (the message, its attached request, the round)."""
+    h = hashlib.sha256(str(rnd).encode())
+    for part in (message, attached):
+        data = b"" if part is None else encode_message(part)
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()
+
+
+def _pack(reply: Message, after: Message | None) -> bytes:
+    first = encode_message(reply)
+    return (len(first).to_bytes(8, "big") + first
+            + (b"" if after is None else encode_message(after)))
+
+
+def _unpack(data: bytes) -> tuple[Message, Message | None]:
+    n = int.from_bytes(data[:8], "big")
+    rest = data[8 + n:]
+    return decode_message(data[8:8 + n]), (decode_message(rest) if rest else None)
+
+
+@dataclass
+class SequenceGuard:
+    """The site's record of one run's message sequence (see the module docstring)."""
+
+    path: Path
+    key: bytes
+    flower_run: int | None = None
+    last: int = 0
+    replies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path, key: bytes) -> SequenceGuard:
+        guard = cls(path, key)
+        if not path.exists():
+            return guard
+        check_private(path, "the site's message record")
+        try:
+            saved = json.loads(path.read_bytes())
+            body = saved["body"]
+            ok = same_tag(saved["mac"], guard._mac(body)) and body["format"] == FORMAT
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            raise FedLabelsError(f"the site's message record {path} failed its integrity "
+                                 "check (HMAC under the site's key); refusing to answer.")
+        guard.flower_run, guard.last = body["flower_run"], int(body["last"])
+        guard.replies = dict(body["replies"])
+        return guard
+
+    def _mac(self, body: dict[str, Any]) -> str:
+        return tag(self.key, FORMAT.encode(), json.dumps(body, sort_keys=True).encode())
+
+    def save(self) -> None:
+        body = {"format": FORMAT, "flower_run": self.flower_run, "last": self.last,
+                "replies": self.replies}
+        write_private(self.path, json.dumps({"body": body, "mac": self._mac(body)}).encode())
+
+    def admit(self, flower_run: int, resume: bool, seq: Any, rnd: Any,
+              digest: str) -> tuple[Message, Message | None] | None:
+        """None: a new message to handle; a stored (reply, attached answer) to give again;
+        or a refusal (:class:`FedLabelsError`)."""
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 \
+                or isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0:
+            raise FedLabelsError("message refused: its sequence or round number is not a "
+                                 "whole number >= 1 (>= 0 for rounds).")
+        if flower_run != self.flower_run and not resume:  # a new run from scratch
+            self.flower_run, self.last, self.replies = flower_run, 0, {}
+        self.flower_run = flower_run
+        if seq == self.last + 1:
+            return None
+        stored = self.replies.get(str(seq))
+        if seq <= self.last and stored is not None and stored["digest"] == digest:
+            data = self._reply_path(seq).read_bytes()
+            if hashlib.sha256(data).hexdigest() != stored["reply"]:
+                raise FedLabelsError(f"the site's stored reply {self._reply_path(seq)} failed "
+                                     "its integrity check; refusing to answer.")
+            return _unpack(data)
+        what = ("out of order" if seq > self.last else
+                "a rewind or a replay with other content")
+        raise FedLabelsError(f"message refused: number {seq} is {what} (this site last "
+                             f"answered number {self.last} of this run).")
+
+    def accept(self, seq: int, rnd: int, digest: str, reply: Message,
+               after: Message | None) -> None:
+        """Record the reply to message ``seq`` (of round ``rnd``) and save."""
+        data = _pack(reply, after)
+        write_private(self._reply_path(seq), data)
+        self.last = seq
+        self.replies[str(seq)] = {"digest": digest, "round": rnd,
+                                  "reply": hashlib.sha256(data).hexdigest()}
+        old = [s for s, r in self.replies.items() if r["round"] < rnd - 1]
+        self.replies = {s: r for s, r in self.replies.items() if s not in old}
+        self.save()
+        for s in old:
+            self._reply_path(int(s)).unlink(missing_ok=True)
+
+    def _reply_path(self, seq: int) -> Path:
+        return self.path.with_suffix("") / f"reply_{seq}.bin"

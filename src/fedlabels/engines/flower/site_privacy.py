@@ -1,0 +1,61 @@
+"""A site's privacy settings from its node config, and its lifetime ledger.
+
+Node config keys (``flower-supernode --node-config '...'``), set by the site operator:
+
+``ledger-dir``
+    Where the site keeps its privacy ledgers and message records (a 0700 directory; default
+    ``$FLWR_HOME/fedlabels-ledger``, or ``~/.flwr/fedlabels-ledger``). Keep it across runs:
+    it is the site's memory of what it released.
+``ledger-epsilon``
+    The lifetime ε budget of each dataset of this site over all runs (a positive number).
+    Without it releases are recorded but not limited.
+``ledger-delta``
+    The δ at which the ledger states ε (default 1e-5).
+
+This module does not import Flower.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.privacy.site_ledger import SiteLedger
+
+DEFAULT_DELTA = 1e-5
+
+
+def ledger_dir(node_config: Mapping[str, Any]) -> Path:
+    given = node_config.get("ledger-dir")
+    if given:
+        return Path(str(given)).expanduser()
+    home = os.environ.get("FLWR_HOME") or str(Path.home() / ".flwr")
+    return Path(home) / "fedlabels-ledger"
+
+
+def _number(node_config: Mapping[str, Any], key: str, default: float | None,
+            upper: float) -> float | None:
+    raw = node_config.get(key, default)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(raw, bool) or not (0 < value < upper):
+        raise FedLabelsError(f"node config {key} must be a number in (0, {upper:g}), got "
+                             f"{raw!r}.")
+    return value
+
+
+def open_site_ledger(node_config: Mapping[str, Any], key: bytes, X: Any,
+                     y: Any) -> SiteLedger:
+    """This site's ledger of the dataset (X, y), with the operator's budget and δ."""
+    return SiteLedger.open(ledger_dir(node_config), key, X, y,
+                           epsilon=_number(node_config, "ledger-epsilon", None, math.inf),
+                           delta=_number(node_config, "ledger-delta", DEFAULT_DELTA, 1.0)
+                           or DEFAULT_DELTA)

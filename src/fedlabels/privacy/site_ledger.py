@@ -1,0 +1,147 @@
+"""A site's lifetime privacy ledger on its own disk: append-only, chained, authenticated.
+
+One file per dataset the site holds, ``<ledger dir>/<dataset id>/ledger.jsonl`` (the dataset
+id is an HMAC of the private rows under the site's key: the same data gives the same ledger
+in every run, and the name reveals nothing about the data). Each line is one entry::
+
+    {"n": i, "entry": {...}, "mac": HMAC(key, n, mac of line i-1, canonical entry)}
+
+so an entry cannot be changed, removed from the middle, reordered or forged without the
+key (removing the *last* lines, or the whole file, needs write access to the site's 0700
+directory: that is the site operator, who can also change the budget). Entry 0 names the
+format and the dataset id; every later entry is one release event
+(:mod:`fedlabels.privacy.ledger`), the run and the message it answered.
+
+:meth:`SiteLedger.charge` accounts every recorded event plus the new ones with
+:func:`~fedlabels.privacy.ledger.account_events` at the site's δ, refuses beyond the site's
+lifetime ε, and appends and fsyncs the entries **before** the release is made: a crash after
+the charge loses no charge (at worst a charge for a release never sent).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import append_private, check_private, private_dir, same_tag, tag
+from fedlabels.privacy.accounting import PrivacySpent
+from fedlabels.privacy.ledger import Ledger, event_from_dict, event_to_dict
+
+FORMAT = "fedlabels site ledger 1"
+FILE = "ledger.jsonl"
+
+
+def dataset_id(key: bytes, X: np.ndarray, y: np.ndarray) -> str:
+    """The site's name for a dataset: an HMAC of its rows and labels under the site's key."""
+    X, y = np.ascontiguousarray(X), np.ascontiguousarray(y)
+    return tag(key, b"fedlabels dataset", X.dtype.str.encode(), repr(X.shape).encode(),
+               X.tobytes(), y.dtype.str.encode(), y.tobytes())[:32]
+
+
+def _canonical(entry: dict[str, Any]) -> bytes:
+    return json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass
+class SiteLedger:
+    """The ledger of one dataset of one site (see the module docstring).
+
+    ``epsilon``: the lifetime budget the site operator set (None: recorded, not limited);
+    ``delta``: the δ the ledger states every ε at."""
+
+    path: Path
+    key: bytes
+    dataset: str
+    epsilon: float | None
+    delta: float
+
+    @classmethod
+    def open(cls, folder: str | Path, key: bytes, X: np.ndarray, y: np.ndarray, *,
+             epsilon: float | None, delta: float) -> SiteLedger:
+        ds = dataset_id(key, X, y)
+        ledger = cls(private_dir(Path(folder) / ds) / FILE, key, ds, epsilon, delta)
+        if not ledger.path.exists():
+            ledger._append([{"format": FORMAT, "dataset": ds}], "")
+        return ledger
+
+    def _lines(self) -> list[dict[str, Any]]:
+        """The entries after checking every tag and the chain; a one-line error otherwise."""
+        check_private(self.path, "the site's privacy ledger")
+        entries, prev = [], ""
+        for i, line in enumerate(self.path.read_bytes().splitlines()):
+            try:
+                row = json.loads(line)
+                entry, n, mac = row["entry"], row["n"], row["mac"]
+            except (ValueError, KeyError, TypeError):
+                raise self._broken(i) from None
+            if n != i or not same_tag(mac, tag(self.key, str(n).encode(), prev.encode(),
+                                               _canonical(entry))):
+                raise self._broken(i)
+            entries.append(entry)
+            prev = mac
+        if not entries or entries[0] != {"format": FORMAT, "dataset": self.dataset}:
+            raise self._broken(0)
+        self._last = prev
+        return entries
+
+    def _broken(self, line: int) -> FedLabelsError:
+        return FedLabelsError(
+            f"the site's privacy ledger {self.path} failed its integrity check at entry "
+            f"{line} (HMAC chain under the site's key): it was changed outside this site, or "
+            "the key changed. Refusing every release until the operator restores it.")
+
+    def _append(self, entries: Sequence[dict[str, Any]], prev: str) -> None:
+        start = 0 if not self.path.exists() else len(self.path.read_bytes().splitlines())
+        out = []
+        for i, entry in enumerate(entries, start):
+            mac = tag(self.key, str(i).encode(), prev.encode(), _canonical(entry))
+            out.append(json.dumps({"n": i, "entry": entry, "mac": mac}, sort_keys=True))
+            prev = mac
+        append_private(self.path, ("\n".join(out) + "\n").encode())
+
+    def events(self) -> list[Any]:
+        return [event_from_dict(e["event"]) for e in self._lines()[1:]]
+
+    def spent(self) -> PrivacySpent:
+        return self._ledger(self.events()).spent()
+
+    def _ledger(self, events: list[Any]) -> Ledger:
+        return Ledger(self.delta, self.epsilon, events, what="this site's dataset")
+
+    def charge(self, events: Sequence[Any], **about: Any) -> PrivacySpent:
+        """Record ``events`` before their release; refuse beyond the lifetime budget.
+
+        ``about`` (the run, the message number) is stored with each entry."""
+        with self._locked():
+            entries = self._lines()
+            past = [event_from_dict(e["event"]) for e in entries[1:]]
+            after = self._ledger(past).check(events)
+            at = datetime.now(UTC).isoformat(timespec="seconds")
+            self._append([{"event": event_to_dict(ev), "at": at, **about} for ev in events],
+                         self._last)
+        return after
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One writer at a time (two ClientApps of one site may run at once)."""
+        with open(self.path, "rb") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def summary(self) -> dict[str, Any]:
+        entries = self._lines()
+        spent = self._ledger([event_from_dict(e["event"]) for e in entries[1:]]).spent()
+        return {"dataset": self.dataset, "releases": len(entries) - 1,
+                "lifetime_epsilon": self.epsilon, **spent.to_dict()}

@@ -1,0 +1,167 @@
+"""A deviating server against a Flower site: rewinds, replays, negative numbers, reruns.
+
+Each test runs an honest DP-FedCT deployment over the loopback grid (the real ClientApp and
+Flower's serialisation), records what the site received, and then sends the site crafted
+copies of those messages, as a server that does not follow the protocol would. The site's
+own record of message numbers and its lifetime ledger must hold whatever it is sent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flwr.app import Context, Message
+from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+
+from fedlabels.comm import encode_message
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.engines.flower.client_app import app as client_app
+from fedlabels.engines.flower.convert import META, from_record_dict
+from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
+from fedlabels.engines.flower.server_app import run_server
+from fedlabels.engines.flower.site_state import site_key
+from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
+from fedlabels.privacy.site_ledger import SiteLedger
+from fedlabels.runs.config import RunConfig
+
+NODE = 1001  # site 0
+
+
+class Recorder:
+    """The ClientApp, keeping a copy of every message a site received and its reply."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, Message, Message]] = []
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        kept = _copy(message)
+        reply = client_app(message, context)
+        self.seen.append((context.node_id, kept, reply))
+        return reply
+
+    def protocol(self, node: int) -> list[tuple[Message, Message]]:
+        """(message, reply) of the protocol messages ``node`` answered, in order."""
+        return [(m, r) for n, m, r in self.seen if n == node
+                and from_record_dict(m.content)[0].category == "protocol"]
+
+
+def _copy(message: Message, **meta: Any) -> Message:
+    content = recorddict_from_proto(recorddict_to_proto(message.content))
+    for key, value in meta.items():
+        content.config_records[META][key] = value
+    out = Message(content, dst_node_id=message.metadata.dst_node_id,
+                  message_type=message.metadata.message_type, group_id="attack")
+    out.metadata.__dict__["_message_id"] = f"attack-{id(out)}"
+    return out
+
+
+def _seq(message: Message) -> int:
+    return int(message.content.config_records[META]["seq"])
+
+
+def _ours(reply: Message) -> bytes:
+    return encode_message(from_record_dict(reply.content)[0])
+
+
+def _config(**options: Any) -> RunConfig:
+    return RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
+                     rounds=2, seed=0, options={"epsilon": 1.0, "sensitivity": 2, **options})
+
+
+def _deployed(tmp_path: Path, cfg: RunConfig) -> tuple[Any, LoopbackGrid, Recorder]:
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
+    recorder = Recorder()
+    grid.client_app = recorder
+    assert run_server(grid, server_context(prepared.spec)) is not None
+    return prepared, grid, recorder
+
+
+def _ledger(context: Context, prepared: Any) -> SiteLedger:
+    cfg = context.node_config
+    key = site_key(Path(cfg["state-key"]))
+    with np.load(prepared.client_paths[0]) as data:
+        return SiteLedger.open(cfg["ledger-dir"], key, data["X"], data["y"],
+                               epsilon=None, delta=1e-5)
+
+
+def test_rewound_numbers_are_refused_and_resends_get_the_stored_reply(tmp_path: Path) -> None:
+    prepared, grid, recorder = _deployed(tmp_path, _config())
+    ctx = grid.contexts[NODE]
+    (first, first_reply), (second, _) = recorder.protocol(NODE)[:2]
+    released = len(_ledger(ctx, prepared).events())
+    assert released == 2  # the two planned releases, charged once each
+
+    # rewinding: round 2's message under round 1's number (a fresh role on today's main)
+    with pytest.raises(FedLabelsError, match="message refused"):
+        client_app(_copy(second, seq=_seq(first)), ctx)
+    # a re-send of round 1's message after a "lost reply": the same reply, no new noise
+    again = client_app(_copy(first), ctx)
+    assert _ours(again) == _ours(first_reply)
+    for _ in range(5):
+        client_app(_copy(first), ctx)
+    assert len(_ledger(ctx, prepared).events()) == released  # nothing new was released
+
+
+def test_a_replay_with_another_consensus_is_refused_not_answered_with_the_same_noise(
+        tmp_path: Path) -> None:
+    prepared, grid, recorder = _deployed(tmp_path, _config(sensitivity="worst"))
+    ctx = grid.contexts[NODE]
+    message, reply = recorder.protocol(NODE)[1]  # round 2: carries the consensus
+    content = message.content.array_records
+    name = next(k for k in content if "consensus" in content[k])
+    forged = _copy(message)
+    consensus = forged.content.array_records[name]["consensus"].numpy()
+    from flwr.app import Array
+
+    forged.content.array_records[name]["consensus"] = Array(np.ascontiguousarray(
+        consensus[::-1]))
+    with pytest.raises(FedLabelsError, match="message refused"):
+        client_app(forged, ctx)
+    assert _ours(client_app(_copy(message), ctx)) == _ours(reply)  # the stored release
+    assert len(_ledger(ctx, prepared).events()) == 2
+
+
+def test_negative_zero_and_skipped_numbers_are_refused_and_leave_no_snapshot(
+        tmp_path: Path) -> None:
+    prepared, grid, recorder = _deployed(tmp_path, _config())
+    ctx = grid.contexts[NODE]
+    state_dir = Path(ctx.node_config["state-dir"])
+    before = sorted(p.name for p in state_dir.rglob("*") if p.is_file())
+    message, _ = recorder.protocol(NODE)[-1]
+    last = max(_seq(m) for n, m, _ in recorder.seen if n == NODE)
+    for seq in [*range(-1, -51, -1), 0, last + 2, last + 100]:
+        with pytest.raises(FedLabelsError, match="message refused"):
+            client_app(_copy(message, seq=seq), ctx)
+    with pytest.raises(FedLabelsError, match="message refused"):
+        client_app(_copy(message, seq=last + 1, round=-3), ctx)
+    assert sorted(p.name for p in state_dir.rglob("*") if p.is_file()) == before
+    assert len(_ledger(ctx, prepared).events()) == 2
+
+
+def test_a_rerun_from_scratch_spends_from_the_same_lifetime_budget(tmp_path: Path) -> None:
+    cfg = _config(sensitivity="worst")
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [{**c.node_config, "ledger-epsilon": 1.05, "ledger-delta": 1e-5}
+               for c in first.contexts.values()]
+    spec_json = prepared.spec.to_json()
+    run1 = LoopbackGrid(client_app, configs, {RUN_CONFIG_KEY: spec_json})
+    result = run_server(run1, server_context(prepared.spec))
+    assert result is not None and result.extra["privacy"]["epsilon"] <= 1.0 + 1e-6
+    spent = _ledger(run1.contexts[NODE], prepared).spent()
+    assert spent.epsilon == pytest.approx(result.extra["privacy"]["epsilon"], rel=1e-6)
+
+    # the same deployment from scratch: a new Flower run on the same sites and data
+    run2 = LoopbackGrid(client_app, configs, {RUN_CONFIG_KEY: spec_json})
+    try:
+        again = run_server(run2, server_context(prepared.spec))
+    except FedLabelsError:
+        again = None
+    if again is not None:  # the server carried on without the sites that refused
+        assert not again.rounds or len(again.extra["deployment"]["lost"]) == cfg.clients
+    for node, ctx in run2.contexts.items():
+        folder = Path(ctx.node_config["ledger-dir"])
+        lines = next(folder.glob("*/ledger.jsonl")).read_text().splitlines()
+        assert len(lines) == 1 + 2, node  # the header and run 1's two releases, nothing more

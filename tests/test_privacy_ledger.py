@@ -1,0 +1,194 @@
+"""One privacy ledger per party: events recorded once, the budget a view, refused before the
+release; the site's persistent ledger (chained HMAC, fsynced before the release, per
+dataset, a lifetime budget); and the ε a result reports for a client that spent more than
+the server received (``--deadline``)."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fedlabels as fl
+from conftest import digits_with_sizes
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners import dpsgd as dpsgd_module
+from fedlabels.privacy.accounting import account_labels, rr_epsilon_exact
+from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent, dpsgd_epsilon
+from fedlabels.privacy.events import KaryRREvent, XorEvent
+from fedlabels.privacy.ledger import Ledger, account_events, events_from_json, events_to_json
+from fedlabels.privacy.mechanisms import flip_probability
+from fedlabels.privacy.site_ledger import SiteLedger
+
+DELTA = 1e-5
+
+
+def _xor(eps: float = 0.5, bits: int = 8, n_bits: int = 40) -> XorEvent:
+    return XorEvent(eps, bits, flip_probability(eps, bits), n_bits)
+
+
+def test_the_budget_is_a_view_of_the_events_and_refuses_before_recording() -> None:
+    ev = _xor()
+    one = rr_epsilon_exact(ev.sensitivity_bits, ev.flip_probability, DELTA)
+    three = rr_epsilon_exact(3 * ev.sensitivity_bits, ev.flip_probability, DELTA)
+    ledger = Ledger(DELTA, target=(three + rr_epsilon_exact(
+        4 * ev.sensitivity_bits, ev.flip_probability, DELTA)) / 2)
+    assert ledger.record(ev).epsilon == pytest.approx(min(one, 0.5))
+    ledger.record(ev)
+    assert ledger.record(ev).epsilon == pytest.approx(
+        account_labels([ev] * 3, DELTA).epsilon)
+    with pytest.raises(FedLabelsError, match=r"budget exceeded.*Refusing"):
+        ledger.record(ev)
+    assert len(ledger.events) == 3  # the refused release was never recorded
+
+
+def test_kinds_compose_and_events_round_trip_as_json() -> None:
+    xor, kary = _xor(), KaryRREvent(0.6, 2, 0.3, 3, 10)
+    sgd = DPSGDRoundEvent(1.1, 0.2, 1.0, ((0, 5),))
+    events = [xor, kary, sgd, DPSGDRoundEvent(1.1, 0.2, 1.0, ((0, 7),))]
+    spent = account_events(events, DELTA)
+    labels = account_labels([xor, kary], DELTA).epsilon
+    assert spent.epsilon == pytest.approx(labels + dpsgd_epsilon(1.1, 0.2, 12, DELTA).epsilon)
+    assert events_from_json(events_to_json(events)) == events
+    assert account_events([], DELTA).epsilon == 0.0
+
+
+def _site(tmp_path: Path, key: bytes = b"k" * 32, epsilon: float | None = None,
+          X: np.ndarray | None = None) -> SiteLedger:
+    X = np.arange(12, dtype=np.float32).reshape(4, 3) if X is None else X
+    return SiteLedger.open(tmp_path / "ledger", key, X, np.array([0, 1, 0, 1]),
+                           epsilon=epsilon, delta=DELTA)
+
+
+def test_site_ledger_persists_per_dataset_and_holds_a_lifetime_budget(tmp_path: Path) -> None:
+    ev = _xor()
+    budget = account_labels([ev] * 2, DELTA).epsilon
+    site = _site(tmp_path, epsilon=budget)
+    site.charge([ev], run="a", seq=1)
+    assert stat.S_IMODE(site.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(site.path.parent.stat().st_mode) == 0o700
+    again = _site(tmp_path, epsilon=budget)  # another run, the same data: the same ledger
+    assert again.path == site.path and again.events() == [ev]
+    again.charge([ev], run="b", seq=1)
+    with pytest.raises(FedLabelsError, match="budget exceeded"):
+        _site(tmp_path, epsilon=budget).charge([ev], run="c", seq=1)
+    assert len(_site(tmp_path).events()) == 2
+    other = _site(tmp_path, X=np.ones((4, 3), dtype=np.float32))  # other data: its own
+    assert other.path != site.path and other.events() == []
+    assert _site(tmp_path).summary()["releases"] == 2
+
+
+@pytest.mark.parametrize("forge", ["edit", "drop_middle", "reorder", "other_key", "mode"])
+def test_site_ledger_refuses_what_it_did_not_write(tmp_path: Path, forge: str) -> None:
+    site = _site(tmp_path)
+    for seq in (1, 2, 3):
+        site.charge([_xor(0.5 * seq)], seq=seq)
+    lines = site.path.read_text().splitlines()
+    if forge == "edit":
+        row = json.loads(lines[2])
+        row["entry"]["event"]["flip_probability"] = 0.49
+        lines[2] = json.dumps(row)
+    elif forge == "drop_middle":
+        del lines[2]
+    elif forge == "reorder":
+        lines[2], lines[3] = lines[3], lines[2]
+    if forge == "mode":
+        site.path.chmod(0o644)
+    else:
+        site.path.write_text("\n".join(lines) + "\n")
+    key = b"x" * 32 if forge == "other_key" else b"k" * 32
+    with pytest.raises(FedLabelsError, match=r"integrity check|chmod 600"):
+        SiteLedger(site.path, key, site.dataset, None, DELTA).events()
+
+
+def test_a_charge_is_on_disk_before_the_release(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release that follows a charge crashes: the charge is already in the file."""
+    fed = digits_with_sizes((40, 90, 60), n_unlabeled=30, n_test=60)
+    site = _site(tmp_path)
+    crashed = []
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        crashed.append(len(site.events()))
+        raise KeyboardInterrupt
+
+    import fedlabels.privacy.mechanisms as mechanisms
+
+    monkeypatch.setattr(mechanisms, "xor_release", crash)
+    from fedlabels.methods import METHODS
+
+    method = METHODS["dp-fedct"]
+    orig = method.make_client
+
+    def with_site_ledger(cid: int, *args: Any, **kwargs: Any) -> Any:
+        role = orig(cid, *args, **kwargs)
+        if cid == 0:
+            role.site_ledger = site
+        return role
+
+    monkeypatch.setattr(method, "make_client", with_site_ledger)
+    result = fl.run("dp-fedct", fed, model="dt", rounds=2, seed=0,
+                    options={"epsilon": 1.0})
+    assert crashed == [1]  # charged, then the release crashed
+    assert result.extra.get("interrupted") and len(site.events()) == 1
+
+
+def test_late_clients_dp_sgd_steps_are_accounted_when_taken(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fed = digits_with_sizes((40, 90, 60), n_unlabeled=60, n_test=150)
+    taken: dict[int, int] = {}
+    original = dpsgd_module.dpsgd_steps
+
+    def spy(mlp: Any, *args: Any, **kwargs: Any) -> int:  # the oracle: steps really taken
+        k = original(mlp, *args, **kwargs)
+        taken[id(mlp)] = taken.get(id(mlp), 0) + k
+        return k
+
+    monkeypatch.setattr(dpsgd_module, "dpsgd_steps", spy)
+    result = fl.run("dp-fedct", fed, model="mlp(hidden=8)", rounds=4, period=3, seed=2,
+                    deadline=1.0, options={"mechanism": "dpsgd", "epsilon": 4.0,
+                                           "example_rate": 0.1})
+    p = result.extra["privacy"]
+    assert p["clients_with_unreceived_steps"]  # the deadline made someone late
+    assert sorted(p["steps_per_client"].values()) == sorted(taken.values())
+    assert sum(taken.values()) == 4 * 3 * 3  # every client trained every round
+    for cid, k in p["steps_per_client"].items():
+        want = dpsgd_epsilon(p["noise_multiplier"], 0.1, k, 1e-5).epsilon
+        assert p["epsilon_per_client"][cid] == pytest.approx(want, rel=1e-9)
+    assert p["epsilon"] == pytest.approx(max(p["epsilon_per_client"].values()))
+
+
+@pytest.mark.parametrize("options, model", [
+    ({"epsilon": 2.0}, "dt"),
+    ({"epsilon": 2.0, "mechanism": "kary", "sensitivity": 4}, "dt"),
+    ({"epsilon": 4.0, "mechanism": "dpsgd", "example_rate": 0.2}, "mlp(hidden=8)"),
+    ({"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 4,
+      "label_queries": 20}, "dt"),
+])
+def test_each_clients_ledger_spends_what_the_server_reports(
+        monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], model: str) -> None:
+    """Honest runs: the client's own ledger (one event per release, recorded by the client)
+    and the server's accounting of what it received give the same ε, client by client."""
+    from fedlabels.methods import METHODS
+
+    fed = digits_with_sizes((40, 90, 60), n_unlabeled=40, n_test=60)
+    method, roles = METHODS["dp-fedct"], {}
+    orig = method.make_client
+
+    def keep(cid: int, *args: Any, **kwargs: Any) -> Any:
+        roles[cid] = orig(cid, *args, **kwargs)
+        return roles[cid]
+
+    monkeypatch.setattr(method, "make_client", keep)
+    p = fl.run("dp-fedct", fed, model=model, rounds=3, period=3, seed=1,
+               options=options).extra["privacy"]
+    per_client = p.get("epsilon_per_client") or {}
+    for cid, role in roles.items():
+        assert len(role.ledger.events) == 3  # one release (or DP-SGD round) per round
+        mine = role.ledger.spent().epsilon
+        theirs = per_client.get(cid, per_client.get(str(cid), p["epsilon"]))
+        assert mine == pytest.approx(theirs, rel=1e-9), cid
