@@ -71,7 +71,8 @@ def test_the_honest_message_asks_for_exactly_the_clients_own_noise(fed, case):
 
 def test_more_noise_than_asked_for_is_accepted(fed):
     message, client = _train(XOR, fed)
-    reply = client.handle(_with(message, flip_probability=0.5))
+    noisier = (client.own_noise()["flip_probability"] + 0.5) / 2  # closer to 1/2
+    reply = client.handle(_with(message, flip_probability=noisier))
     assert reply.kind == "dpfedct.bits" and client.releases == 1
 
 

@@ -5,8 +5,8 @@ does not follow the protocol would, and checks one thing for every method and de
 client never releases more than its own plan (the honest run) and never with less noise
 than its own options (the honest run's noise, calibrated from the same options).
 
-Rewinds and replays of a Flower site's message sequence numbers need the site's ledger;
-those cases are expected to fail until it exists.
+On Flower the deviations also rewind and replay a site's message sequence numbers, which
+the site's sequence guard and ledger refuse or answer with the stored reply.
 """
 
 from __future__ import annotations
@@ -205,10 +205,8 @@ def _deviating_grid(kind: str) -> Any:
     return Deviating
 
 
-SITE_LEDGER = pytest.mark.xfail(strict=False, reason="needs site ledger (branch site)")
-FLOWER_DEVIATIONS = ["lowered_noise", "unplanned_kinds",
-                     pytest.param("replayed", marks=SITE_LEDGER),
-                     pytest.param("rewound", marks=SITE_LEDGER)]
+#: rewinds and replays of a site's message numbers: refused by its sequence guard and ledger
+FLOWER_DEVIATIONS = ["lowered_noise", "unplanned_kinds", "replayed", "rewound"]
 
 
 @pytest.mark.parametrize("deviation", FLOWER_DEVIATIONS)

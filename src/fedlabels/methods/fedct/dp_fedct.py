@@ -270,9 +270,9 @@ class DPFedCT(Method):
         guarantee="conditional",
         against="the server, also one that deviates from the protocol: each client takes "
                 "its mechanism, noise and number of releases from its own options (on "
-                "Flower: the site's privacy-plan) and refuses less noise, more releases and "
-                "unplanned answers (replays and rewinds of a Flower site's message numbers "
-                "need the site ledger); and anyone who sees what the server sees",
+                "Flower: the site's privacy-plan) and refuses less noise, more releases, "
+                "unplanned answers and rewound or replayed messages; and anyone who sees "
+                "what the server sees",
         neighbouring=RECORD_LEVEL,
         assumptions=(
             *RR_ASSUMPTIONS,
