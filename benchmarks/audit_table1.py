@@ -258,7 +258,7 @@ def main() -> None:
                     period=args.period, seed=args.seed, eval_every=args.rounds,
                     options=row.options))
             seconds = time.perf_counter() - t0
-            result.save_json(path)
+            result.save_json(path, overwrite=True)
             plot_roc(result.extra["privacy"], path.with_suffix(".roc.png"),
                      title=f"{row.label} on fashion_mnist ({threat})")
             rows.append(row_of(row.label, threat, json.loads(path.read_text()), seconds))

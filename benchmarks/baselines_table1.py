@@ -70,7 +70,7 @@ def main() -> None:
         result = fl.run(method, fed, model=args.model, rounds=args.rounds, period=args.period,
                         seed=args.seed, eval_every=args.eval_every, options=options[method],
                         progress=False)
-        result.save_json(out / f"{method}.json")
+        result.save_json(out / f"{method}.json", overwrite=True)
         privacy = result.extra.get("privacy", {})
         eps = privacy.get("epsilon")
         rows.append({"method": method, "acc": result.final["mean_accuracy"],

@@ -69,8 +69,8 @@ def main() -> None:
         t0 = time.perf_counter()
         res = fl.run(method, fed, model=args.model, rounds=args.rounds, period=args.period,
                      seed=args.seed, eval_every=args.eval_every, progress=True)
-        res.save_json(out / f"{method}.json")
-        res.save_csv(out / f"{method}.csv")
+        res.save_json(out / f"{method}.json", overwrite=True)
+        res.save_csv(out / f"{method}.csv", overwrite=True)
         results.append(res)
         row = res.summary_row()
         row["bytes_up_total"] = res.communication["bytes_up_total"]

@@ -57,7 +57,8 @@ def run_one(args: argparse.Namespace, fed: Any, dataset: str, mode: str, method:
     start = time.perf_counter()
     name, options = method_options(method)
     result = fl.run(name, fed, model=model, rounds=args.rounds, period=args.period,
-                    seed=seed, eval_every=args.eval_every, progress=False, options=options)
+                    seed=seed, eval_every=args.eval_every, progress=False, options=options,
+                    device=args.device, precision=args.precision)
     final = result.final or {}
     # FedCT: how often the consensus label of a public text is right (first and last round)
     cons = [r.server["consensus_accuracy"] for r in result.rounds
@@ -134,6 +135,8 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=None, help="default: the mode's")
     p.add_argument("--speed", action="store_true", help="also measure examples per second")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--precision", default="fp32", help="fp32 | bf16")
     p.add_argument("--out", default=OUT)
     p.add_argument("--append", action="store_true", help="keep the records already in --out")
     args = p.parse_args()

@@ -32,3 +32,13 @@ def digits_with_sizes(sizes: tuple[int, ...], n_unlabeled: int, n_test: int) -> 
                               private_per_client=max(sizes), n_test=n_test, seed=0)
     return replace(base, clients=[fl.data.ClientData(c.X[:n], c.y[:n])
                                   for c, n in zip(base.clients, sizes, strict=True)])
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` run only where torch sees a CUDA GPU (benchmarks/device_check.py)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)

@@ -159,7 +159,8 @@ def test_parse_attacks_and_round_selection():
 
 def test_cli_audit_of_a_dp_run_prints_its_guarantee(tmp_path, capsys):
     out = tmp_path / "dp.json"
-    code = main(["audit", "--method", "dp-fedct", "--epsilon", "8", "--dataset",
+    code = main(["audit", "--method", "dp-fedct", "--mechanism", "xor", "--epsilon", "8",
+                 "--dataset",
                  "breast_cancer", "--clients", "3", "--model", "dt", "--rounds", "2",
                  "--unlabeled", "80", "--private-per-client", "40", "--test", "300",
                  "--attacks", "loss", "--audit-members", "20", "--audit-refs", "2",

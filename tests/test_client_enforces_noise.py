@@ -16,7 +16,7 @@ from fedlabels.core.errors import BudgetRefusal, ParameterRefusal, RefusedError
 from test_deviating_server import _role_factory, honest
 from test_method_contract import CLIENTS, DATASET, SEED, Case
 
-XOR = Case("dp-fedct", {"epsilon": 1.0, "sensitivity": 40})
+XOR = Case("dp-fedct", {"epsilon": 1.0, "sensitivity": 40, "mechanism": "xor"})
 KARY = Case("dp-fedct", {"epsilon": 4.0, "sensitivity": 40, "mechanism": "kary"})
 SA = Case("dp-fedct", {"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 3,
                        "label_queries": 40})

@@ -224,7 +224,8 @@ def test_dp_fedct_at_epsilon_one_is_never_caught_above_one(digits):
     assert not randomness.is_reproducible()  # real OS CSPRNG noise
     for seed in range(3):
         out = epsilon_lower_bound_audit("dp-fedct", digits, DT, rounds=2, period=5,
-                                        seed=seed, n_canaries=100, options={"epsilon": 1.0})
+                                        seed=seed, n_canaries=100,
+                                        options={"epsilon": 1.0, "mechanism": "xor"})
         assert out["noise"] == "OS CSPRNG"
         assert out["claimed_epsilon"] == pytest.approx(1.0, rel=1e-3)
         assert out["epsilon_lower_bound"] <= 1.0 and not out["falsifies_claim"]
@@ -277,7 +278,8 @@ def test_cli_audit_reports_the_lower_bound_next_to_the_claim(tmp_path, capsys):
     from fedlabels.cli import main
 
     out = tmp_path / "dp.json"
-    assert main(["audit", "--method", "dp-fedct", "--epsilon", "1", "--dataset",
+    assert main(["audit", "--method", "dp-fedct", "--mechanism", "xor", "--epsilon", "1",
+                 "--dataset",
                  "breast_cancer", "--clients", "3", "--model", "dt", "--rounds", "2",
                  "--unlabeled", "80", "--private-per-client", "40", "--test", "300",
                  "--attacks", "loss", "--audit-members", "20", "--audit-refs", "2",

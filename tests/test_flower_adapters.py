@@ -263,7 +263,7 @@ def test_missing_run_config_is_explained() -> None:
 def test_dp_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
     """DP-FedCT (a FedCT subclass with a noisy label step) runs through the same adapter."""
     cfg = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
-                    rounds=2, seed=2, options={"epsilon": 1.0})
+                    rounds=2, seed=2, options={"epsilon": 1.0, "mechanism": "xor"})
     spec, _, grid = _deploy(tmp_path, cfg)
     with reproducible(2):  # the DP noise is secret (OS entropy): compare on one test stream
         deployed = run_server(grid, server_context(spec))

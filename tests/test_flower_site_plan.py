@@ -20,7 +20,7 @@ from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
 from fedlabels.runs.config import RunConfig
 
 SITE = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
-                 rounds=2, period=1, seed=0, options={"epsilon": 2.0, "sensitivity": 40})
+                 rounds=2, period=1, seed=0, options={"epsilon": 2.0, "sensitivity": 40, "mechanism": "xor"})
 
 
 def _deviating_run(tmp_path: Path, run: RunConfig) -> tuple[LoopbackGrid, object]:
@@ -34,7 +34,7 @@ def _deviating_run(tmp_path: Path, run: RunConfig) -> tuple[LoopbackGrid, object
 
 def test_sites_refuse_a_run_that_lowers_their_noise(tmp_path: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
-    lowered = replace(SITE, options={"epsilon": 2000.0, "sensitivity": 40})
+    lowered = replace(SITE, options={"epsilon": 2000.0, "sensitivity": 40, "mechanism": "xor"})
     grid, spec = _deviating_run(tmp_path, lowered)
     with caplog.at_level(logging.ERROR, logger="fedlabels.site"), \
             pytest.raises(FedLabelsError):  # every client lost: the server stops

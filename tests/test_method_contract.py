@@ -38,7 +38,7 @@ XCLP_SMALL = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "key_bits": 512
               "insecure_small_keys": True}  # functional test: short Paillier keys
 #: the options each method needs to run (a list: one case per entry); others run with none
 OPTIONS: dict[str, list[dict[str, Any]]] = {
-    "dp-fedct": [{"epsilon": 1.0},
+    "dp-fedct": [{"epsilon": 1.0, "mechanism": "xor"},
                  {"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 3,
                   "label_queries": 40, "data_dependent": True},
                  {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1},
@@ -46,7 +46,7 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
                   "site_model": "private"}],
     "dp-fedavg": [{"epsilon": 8.0}, {"epsilon": 8.0, "level": "record"}],
     "dp-pate": [{"epsilon": 2.0}],
-    "fredy": [{"epsilon": 1.0}],
+    "fredy": [{"epsilon": 1.0, "queries": 40}],
     "xclp": [{**XCLP_SMALL, "test_points": 20, "secure": "ot"},
              {**XCLP_SMALL, "test_points": 20, "secure": "paillier"}],
     # the secure protocols are the xclp cases' (the same client code); plaintext here

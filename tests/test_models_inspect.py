@@ -79,6 +79,9 @@ def test_run_saves_models_and_inspect_prints_them(tmp_path, capsys):
 
 def test_inspect_errors(tmp_path, capsys):
     assert main(["inspect", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json does not exist" in capsys.readouterr().err  # not "no models"
+    (tmp_path / "bare.json").write_text("{}")
+    assert main(["inspect", str(tmp_path / "bare.json")]) == 2
     assert "no saved models at" in capsys.readouterr().err
     bogus = tmp_path / "x.models.npz"
     import numpy as np
@@ -102,3 +105,34 @@ def test_a_single_class_client_model_is_described_as_constant():
                           random_state=0).fit(np.zeros((4, 2)), np.full(4, 2))
     desc = describe_model(model, ["a", "b"], ["x", "y", "z"])
     assert desc["kind"] == "constant" and "'z'" in desc["text"]
+
+
+def test_tree_thresholds_are_in_the_data_own_units():
+    """The printed threshold splits raw rows exactly as the model splits the scaled ones."""
+    import re
+
+    import numpy as np
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=60, partition="powerlaw:1.5",
+                             seed=1)
+    result = fl.run("fedct", fed, model="dt", rounds=1, seed=1, progress=False)
+    desc = fl.inspect_models(result, client=0)[0]
+    assert "data's own units" in desc["units"]
+    feature, _, value = re.match(r"\|--- (x\d+) (<=|>)\s+(\S+)", desc["text"]).groups()
+    j, threshold = int(feature[1:]), float(value)
+    assert X[:, j].min() <= threshold <= X[:, j].max()  # a raw value, not a z-score
+    tree = result.client_models[0]
+    tree = getattr(tree, "estimator_", tree)
+    Z = result.preprocessing.transform(X)
+    goes_left = tree.decision_path(Z).toarray()[:, tree.tree_.children_left[0]] == 1
+    near = np.isclose(X[:, j], threshold, rtol=1e-3)
+    np.testing.assert_array_equal(goes_left[~near], X[~near, j] <= threshold)
+
+
+def test_inspect_says_when_inputs_are_principal_components(capsys):
+    result = fl.run("fedct", "breast_cancer", model="dt", rounds=1, public_pca=4,
+                    progress=False)
+    desc = fl.inspect_models(result, client=1)[0]
+    assert "principal components" in desc["units"] and "pc" in desc["text"]

@@ -142,7 +142,7 @@ def test_default_names_differ_per_configuration(tmp_path, monkeypatch, capsys):
     a = default_output(RunConfig(model="dt"))
     assert a == default_output(RunConfig(model="dt"))  # stable
     assert a.parent == Path("results") and a.name.startswith(
-        "fedct_breast_cancer_dt_m5_iid_seed0_")
+        "fedct_breast_cancer_decision_tree_m5_iid_seed0_")
     others = {default_output(RunConfig(**change)) for change in (
         {"model": "rf"}, {"model": "dt", "clients": 4}, {"model": "dt", "partition": "shards:2"},
         {"model": "dt", "seed": 1}, {"model": "dt", "rounds": 3},
@@ -432,3 +432,73 @@ def test_deploy_prepare_refuses_a_non_empty_directory(tmp_path, capsys, no_train
            "not empty", "--overwrite")
     _fails(capsys, ["deploy", "prepare", "--out-dir", str(tmp_path / "keep.txt"),
                     "--method", "fedct"], "is a file")
+
+
+# ------------------------------------------------------------------ a run's own files
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "r.json"
+    assert main([*BASE, "--rounds", "2", "--output", str(out)]) == 0
+    assert (out.parent / "r.checkpoint.npz").is_file()
+    return out
+
+
+@pytest.mark.parametrize("name", ["r.checkpoint.npz", "r.rounds.csv", "r.json",
+                                  "r.models.pkl"])
+def test_predict_never_writes_over_the_runs_own_files(finished_run, tmp_path, capsys, name):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("a\n1\n")
+    target = finished_run.parent / name
+    before = _sha(target)
+    if name.endswith(".csv"):
+        _fails(capsys, ["predict", str(finished_run), str(rows), "-o", str(target),
+                        "--overwrite"], "refusing to write the predictions", "of this run")
+    else:
+        _fails(capsys, ["predict", str(finished_run), str(rows), "-o", str(target),
+                        "--overwrite"], "the predictions are CSV")
+    assert _sha(target) == before
+
+
+def test_resuming_a_finished_run_leaves_its_files_alone(finished_run, capsys):
+    files = sorted(finished_run.parent.iterdir())
+    before = {p.name: _sha(p) for p in files}
+    _fails(capsys, ["run", "--resume", str(finished_run)], "is a finished run (2 round(s)",
+           "--rounds N")
+    assert {p.name: _sha(p) for p in sorted(finished_run.parent.iterdir())} == before
+
+
+def test_resume_of_a_finished_run_in_python_is_refused(finished_run):
+    import fedlabels as fl
+
+    wall = json.loads(finished_run.read_text())["wall_seconds"]
+    with pytest.raises(FedLabelsError, match="finished"):
+        fl.resume(finished_run)
+    assert json.loads(finished_run.read_text())["wall_seconds"] == wall
+
+
+@pytest.fixture
+def loop(tmp_path) -> Path:
+    a, b = tmp_path / "loop.json", tmp_path / "other.json"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    return a
+
+
+@pytest.mark.parametrize("argv", [
+    lambda loop: [*BASE, "--output", str(loop)],
+    lambda loop: [*BASE, "--dataset", f"csv:{loop}:y", "--output",
+                  str(loop.parent / "x.json")],
+    lambda loop: ["run", "--config", str(loop)],
+    lambda loop: ["predict", str(loop), str(loop), "-o", str(loop.parent / "p.csv")],
+    lambda loop: ["plot", str(loop), "-o", str(loop.parent / "p.png")],
+])
+def test_a_symbolic_link_loop_is_one_line(loop, capsys, argv):
+    _fails(capsys, argv(loop), "loop of symbolic links")
+
+
+def test_a_device_is_not_called_missing(capsys, tmp_path):
+    _fails(capsys, [*BASE, "--dataset", "csv:/dev/null:y", "--output",
+                    str(tmp_path / "x.json")], "/dev/null is not a regular file")
+    _fails(capsys, ["inspect", str(tmp_path / "nope.json")], "nope.json does not exist")

@@ -34,10 +34,10 @@ ROUNDS, PERIOD, SEED = 2, 3, 1
 SMALL_XCLP = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "secure": "none"}
 #: the options each method needs for a small run; the others run with none
 OPTIONS: dict[str, dict[str, Any]] = {
-    "dp-fedct": {"epsilon": 4.0},
+    "dp-fedct": {"epsilon": 4.0, "mechanism": "xor"},
     "dp-fedavg": {"epsilon": 8.0},
     "dp-pate": {"epsilon": 4.0},
-    "fredy": {"epsilon": 20.0, "teacher_rounds": 2},
+    "fredy": {"epsilon": 20.0, "queries": 40, "teacher_rounds": 2},
     "xclp": {**SMALL_XCLP, "test_points": 20},
     "fedavg-xclp": {**SMALL_XCLP, "warmup_rounds": 1},
 }
@@ -146,7 +146,7 @@ def test_dp_fedct_worst_case_is_formal_and_protects_the_whole_dataset(
 ])
 def test_dp_fedct_with_an_assumed_sensitivity_is_conditional(
         fed: Federation, options: dict[str, Any], words: str) -> None:
-    p = small_run(fed, "dp-fedct", {"epsilon": 4.0, **options})["privacy"]
+    p = small_run(fed, "dp-fedct", {"epsilon": 4.0, "mechanism": "xor", **options})["privacy"]
     assert p["guarantee"] == "conditional" and p["neighbouring"] == RECORD_LEVEL
     bits = p["sensitivity"]["bits"]
     assert p["conditional_on"].startswith(f"s* = {bits} bits") and words in p["conditional_on"]
@@ -183,7 +183,8 @@ def test_empirical_defaults_use_more_neighbours_of_both_kinds() -> None:
 def test_cli_prints_the_privacy_line_of_a_dp_run(tmp_path: Any, capsys: Any) -> None:
     out = tmp_path / "r.json"
     assert main(["run", "--dataset", "breast_cancer", "--clients", "3", "--rounds", "2",
-                 "--no-progress", "--method", "dp-fedct", "--model", "dt", "--epsilon", "4",
+                 "--no-progress", "--method", "dp-fedct", "--mechanism", "xor", "--model",
+                 "dt", "--epsilon", "4",
                  "--output", str(out)]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("privacy:")]
     assert len(lines) == 1 and "ε = " in lines[0] and "δ = 1e-05" in lines[0]

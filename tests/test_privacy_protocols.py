@@ -82,7 +82,8 @@ def test_dp_fedct_empirical_prop2_kary_and_total(fed: fl.Federation) -> None:
     assert pp["sensitivity"]["source"] == "prop2" and "k-ary" in pp["mechanism"]
     assert pp["epsilon_per_label"] == pytest.approx(5.0 / pp["sensitivity"]["labels"])
     tot = fl.run("dp-fedct", fed, model="dt", rounds=4, seed=0,
-                 options={"epsilon": 8.0, "sensitivity": 40})  # the run's total budget
+                 options={"epsilon": 8.0, "sensitivity": 40,  # the run's total budget
+                          "mechanism": "xor"})
     pt = tot.extra["privacy"]
     assert pt["epsilon"] == pytest.approx(8.0, rel=1e-3) and pt["epsilon"] <= 8.0 + 1e-6
     assert pt["epsilon_per_round"] >= 2.0  # never below basic composition's 8 / 4

@@ -40,10 +40,10 @@ MLP = "mlp(hidden=8)"
 SOFT_LABELS = {"dd", "fedmd", "ds-fl"}
 XCLP = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "secure": "none"}
 OPTIONS: dict[str, dict[str, Any]] = {
-    "dp-fedct": {"epsilon": 1.0},
+    "dp-fedct": {"epsilon": 1.0, "mechanism": "xor"},
     "dp-fedavg": {"epsilon": 8.0},
     "dp-pate": {"epsilon": 2.0},
-    "fredy": {"epsilon": 1.0, "teacher_rounds": 2},
+    "fredy": {"epsilon": 1.0, "queries": 40, "teacher_rounds": 2},
     "xclp": {**XCLP, "test_points": 20},
     "fedavg-xclp": {**XCLP, "warmup_rounds": 1},
 }
@@ -186,7 +186,7 @@ def test_secure_noise_resume_keeps_the_accounting(fed: Federation, tmp_path: Pat
     assert resumed.extra["privacy"]["epsilon"] == full.extra["privacy"]["epsilon"]
     # DP-FedCT: the clients' noise generators are left out too, and redrawn
     path2 = tmp_path / "ct.checkpoint.npz"
-    ct = {**common, "options": {"epsilon": 2.0}}
+    ct = {**common, "options": {"epsilon": 2.0, "mechanism": "xor"}}
     simulate(METHODS["dp-fedct"], fed, as_models("dt"), checkpoint=path2,
              on_round=interrupt_after(2), **ct)
     assert all(s["noise_rng"] is None for s in load_checkpoint(path2).clients.values())

@@ -26,6 +26,7 @@ _LAZY = {
     "Federation": "fedlabels.data",
     "RunConfig": "fedlabels.runs.config",
     "RunResult": "fedlabels.results",
+    "TorchModel": "fedlabels.learners.torch_net",
     "inspect_models": "fedlabels.reporting.inspect",
     "load_config": "fedlabels.runs.config",
     "load_federation": "fedlabels.data",
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from fedlabels.api import resume, run, run_config
     from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
     from fedlabels.data import ClientData, Federation, load_federation, make_federation
+    from fedlabels.learners.torch_net import TorchModel
     from fedlabels.reporting.inspect import inspect_models
     from fedlabels.results import RunResult
     from fedlabels.runs.config import RunConfig, load_config
@@ -68,6 +70,7 @@ __all__ = [
     "Federation",
     "RunConfig",
     "RunResult",
+    "TorchModel",
     "inspect_models",
     "load_config",
     "load_federation",

@@ -34,7 +34,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         malicious: int = 0, attack: str | None = None,
         participation: float | int | None = None, dropout: float | None = None,
         deadline: float | None = None, unlabeled_shift: float = 0.0,
-        public_pca: int | None = None) -> RunResult:
+        public_pca: int | None = None, device: str = "cpu",
+        precision: str = "fp32", batch_clients: str = "auto") -> RunResult:
     """Run one method in the in-process simulator.
 
     ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
@@ -57,10 +58,22 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     :class:`Federation` pass it to ``make_federation`` / ``load_federation`` instead.
     ``public_pca`` (K) projects every feature vector onto U's top-K whitened principal
     components (:mod:`fedlabels.data.public_pca`); it too applies to a dataset name only.
+    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
+    ``bf16``) place torch learners (:mod:`fedlabels.learners.devices`); ``model`` may also be
+    your own network, ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
+    ``batch_clients`` (``auto``, ``on``, ``off``) trains the clients' torch learners together
+    (:mod:`fedlabels.engines.together`); ``auto``: on CUDA only.
     ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
     see :mod:`fedlabels.core.threads`); it stays set after the run, like ``torch.set_num_threads``.
     """
     set_threads(threads)  # a bad count fails before any data is loaded
+    if not isinstance(federation, str | Federation):
+        from fedlabels.core.errors import FedLabelsError
+
+        raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
+                             f"{type(federation).__name__}; for your own X and y build one "
+                             "first: fl.run(method, fl.make_federation(X, y, n_clients=5, "
+                             "n_unlabeled=...)).")
     options = dict(options or {})
     if quorum is not None:
         options["quorum"] = quorum
@@ -71,7 +84,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=insecure_reproducible_noise,
                     malicious=malicious, attack=attack, participation=participation,
                     dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift,
-                    public_pca=public_pca)
+                    public_pca=public_pca, device=device, precision=precision,
+                    batch_clients=batch_clients)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
@@ -85,8 +99,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         raise FedLabelsError(f"{key} applies when the federation is built: pass it to "
                              "make_federation/load_federation, not to run() with a Federation.")
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
-    if model is None:
-        model = cfg.model
+    if model is None or isinstance(model, str):
+        model = cfg.model  # aliases resolved: one name per model
     record["model"] = model if isinstance(model, str) else repr(model)
     return simulate(impl, federation, as_models(model), rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
@@ -94,7 +108,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline)
+                    deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
+                    batch_clients=cfg.batch_clients)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
@@ -114,7 +129,9 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
                     malicious=cfg.malicious, attack=cfg.attack,
                     participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline, checkpoint=checkpoint, resume=resume)
+                    deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
+                    device=cfg.device, precision=cfg.precision,
+                    batch_clients=cfg.batch_clients)
 
 
 def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,
@@ -129,6 +146,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)
+    _refuse_finished(file, saved, rounds)
     try:
         cfg = RunConfig(**saved.config)
     except (TypeError, FedLabelsError) as exc:
@@ -138,3 +156,26 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)
     return run_config(cfg, progress, threads, resume=file)
+
+
+def _refuse_finished(checkpoint: Path, saved: Any, rounds: int | None) -> None:
+    """A finished run (its result written, not interrupted, every checkpointed round in it)
+    is not resumed unless ``rounds`` extends it: its files, wall_seconds included, stay."""
+    import json
+
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.runs.checkpoint import SUFFIX
+
+    result = checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
+    try:
+        data = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return  # no complete result yet: resuming writes it
+    done = len(saved.records)
+    if not isinstance(data, dict) or data.get("interrupted") \
+            or len(data.get("rounds") or []) != done:
+        return
+    if rounds is None or rounds <= int(saved.config.get("rounds", done)):
+        raise FedLabelsError(f"{result} is a finished run ({done} round(s) run); nothing to "
+                             "resume, its files are unchanged. To extend it, give more "
+                             "rounds (--rounds N; Python: rounds=N).")

@@ -60,8 +60,8 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
                   progress=progress)
         tag = f"{method}_{model.split('(')[0]}"
         with writing(str(files[f"{tag} result"])):
-            res.save_json(files[f"{tag} result"])
-            res.save_csv(files[f"{tag} rounds table"])
+            res.save_json(files[f"{tag} result"], overwrite=True)
+            res.save_csv(files[f"{tag} rounds table"], overwrite=True)
         results.append(res)
     rows = [{**r.summary_row(), "method": f"{r.method}/{r.models[0].split('(')[0]}"}
             for r in results]
@@ -96,5 +96,5 @@ def demo_warnings(rows: list[dict[str, Any]]) -> list[str]:
         line = None if method in ("local", "centralized") else below_reference(
             r["mean_acc"], local.get(model), f"local/{model}")
         if line:
-            out.append(f"warning: {r['method']} on {r['dataset']}: {line}")
+            out.append(f"fedlabels: warning: {r['method']} on {r['dataset']}: {line}")
     return out

@@ -21,7 +21,31 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors in one line, like every other ``fedlabels`` error (exit status 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"fedlabels: error: {message} (see `{self.prog} -h`)\n")
+        self.exit(2, f"fedlabels: error: {message}{self._hint(message)} "
+                     f"(see `{self.prog} -h`)\n")
+
+    def _hint(self, message: str) -> str:
+        """A "did you mean" for an unknown flag or an invalid choice, or where a global flag
+        goes; "" when there is nothing close."""
+        import re
+
+        from fedlabels.core.errors import did_you_mean
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        unknown = [t.split("=")[0] for t in message.split(":", 1)[1].split()
+                   if t.startswith("-")]
+        globals_ = {s for a in self._actions for s in a.option_strings}
+        if any(t in globals_ for t in unknown):
+            return (" (-q, -v and --threads go before the subcommand, e.g. "
+                    "`fedlabels -q run ...`)")
+        known = {s for a in self._actions if isinstance(a, argparse._SubParsersAction)
+                 for p in a.choices.values() for b in p._actions for s in b.option_strings
+                 if s.startswith("--")}
+        return next((did_you_mean(t, known) for t in unknown if did_you_mean(t, known)), "")
 
 
 def build_parser() -> argparse.ArgumentParser:

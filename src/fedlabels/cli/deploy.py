@@ -56,7 +56,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
             print(f"fedlabels: deployment files and logs kept in {workdir}")
         raise
     with writing(str(files["rounds table"])):
-        result.save_csv(files["rounds table"])
+        result.save_csv(files["rounds table"], overwrite=True)
     if temporary:
         shutil.rmtree(workdir, ignore_errors=True)
     show_table(result, args.metric)

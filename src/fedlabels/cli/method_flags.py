@@ -46,7 +46,7 @@ class MethodFlag:
         elif all(k == {str} for k in kinds):
             base = str
         takes_none = any(info.nullable or info.default is None for info in infos)
-        if base is parse_flag_value or not takes_none or self.choices():
+        if base is parse_flag_value or not takes_none:
             return base
 
         def parse(text: str) -> Any:
@@ -66,7 +66,8 @@ class MethodFlag:
         infos = [info for _, info in self.users]
         if any(info.choices is None or info.convert is not None for info in infos):
             return None
-        return list(dict.fromkeys(c for info in infos for c in info.choices))
+        nullable = [None] if any(info.nullable for info in infos) else []
+        return list(dict.fromkeys([*(c for info in infos for c in info.choices), *nullable]))
 
     def help(self) -> str:
         """The declarations' help, grouped by the methods that share it."""

@@ -15,20 +15,24 @@ def cmd_report(args: argparse.Namespace) -> int:
                                    metric=args.metric)
     print(f"wrote {outputs['report']} and {outputs['summary table']}")
     for conf, line in warned:
-        print(f"warning: {conf}: {line}", file=sys.stderr)
+        print(f"fedlabels: warning: {conf}: {line}", file=sys.stderr)
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fedlabels.core.files import check_outputs, models_path, write_atomic, writing
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.core.files import check_outputs, run_files, write_atomic, writing
     from fedlabels.results.predict import predict_file
 
     out = Path(args.output).expanduser()
+    if out.suffix.lower() != ".csv":
+        raise FedLabelsError(f"--output {args.output}: the predictions are CSV, give a path "
+                             "ending in .csv.")
     check_outputs({"predictions": out},
-                  {"result": Path(args.result), "data file": Path(args.data),
-                   "models file": models_path(args.result)}, overwrite=args.overwrite)
+                  {**run_files(args.result), "data file": Path(args.data)},
+                  overwrite=args.overwrite)
     frame = predict_file(args.result, args.data, client=args.client)
     with writing("the predictions"):
         write_atomic(out, frame.to_csv(index=False))

@@ -72,6 +72,9 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--deadline", type=float, metavar="S",
                    help="drop replies whose simulated time exceeds S (1 = a client of mean "
                         "size and median speed; stragglers, see docs/robustness.md)")
+    p.add_argument("--batch-clients", choices=("auto", "on", "off"),
+                   help="train the clients' torch models together, one vectorised step for "
+                        "all: on | off | auto (default: on when they run on CUDA)")
     p.add_argument("--resume", metavar="RESULT.json",
                    help="continue the interrupted run of this result from the checkpoint "
                         "beside it (RESULT.checkpoint.npz), or with --rounds N extend a "

@@ -15,7 +15,7 @@ _RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlab
              "output", "insecure_reproducible_noise", "sep", "features", "drop",
              "text_column",
              "task", "target_range",
-             "malicious", "attack")
+             "malicious", "attack", "device", "precision", "image_size", "image_column")
 
 
 #: simulator-only keys that only ``fedlabels run`` takes (flags added in cli/run.py)
@@ -84,6 +84,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="what the malicious clients send: flip | random | constant[:K] | "
                         "targeted[:S:T] (weight methods: flip = sign-flipped update, constant "
                         "= scaled update, random = Gaussian update; default flip)")
+    p.add_argument("--device", metavar="DEVICE",
+                   help="where torch models train: auto (CUDA when present) | cpu | cuda "
+                        "(clients round-robin over the GPUs) | cuda:N (default cpu)")
+    p.add_argument("--precision", metavar="P",
+                   help="fp32 | bf16 (autocast of torch models' forward passes; default fp32)")
+    p.add_argument("--image-size", metavar="HxW",
+                   help="resize the images of an imagefolder: dataset or a csv: image "
+                        "column to HxW (default: they must all have one size)")
+    p.add_argument("--image-column", metavar="NAME",
+                   help="the image-path column of a csv: table, read as the only feature")
     add_method_flags(p)
 
 
@@ -100,7 +110,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         given.setdefault("clients", flagged["teachers"])
     if opts or flagged:
         given["options"] = {**opts, **flagged}
-    given.update({k: getattr(args, k) for k in _PARTICIPATION_KEYS
+    given.update({k: getattr(args, k) for k in (*_PARTICIPATION_KEYS, "batch_clients")
                   if getattr(args, k, None) is not None})
     if args.config:
         cfg = load_config(args.config, **given)
@@ -113,6 +123,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
             getattr(cfg, k) is not None for k in _PARTICIPATION_KEYS):
         raise FedLabelsError("participation, dropout and deadline are simulator settings that "
                              "only `fedlabels run` (without --audit) takes; remove them.")
+    if not hasattr(args, "participation") and cfg.batch_clients != "auto":
+        raise FedLabelsError("batch_clients is a simulator setting that only `fedlabels run` "
+                             "takes; remove it.")
     if not hasattr(args, "participation") and cfg.unlabeled_shift:
         raise FedLabelsError("unlabeled_shift is a simulator setting that only `fedlabels "
                              "run` takes; remove it.")
@@ -149,9 +162,9 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
     from fedlabels.core.files import writing
 
     with writing(str(files["result"])):
-        result.save_json(files["result"])
+        result.save_json(files["result"], overwrite=True)
     with writing(str(files["rounds table"])):
-        result.save_csv(files["rounds table"])
+        result.save_csv(files["rounds table"], overwrite=True)
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
         import warnings
 
@@ -189,7 +202,7 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
     print(format_table([row], metric=metric))
     clinical = result.extra.get("clinical") or {}
     if metric != "accuracy" and row.get("mean_rmse") is not None:
-        print(f"warning: --metric {metric} applies to classification; a regression run "
+        print(f"fedlabels: warning: --metric {metric} applies to classification; a regression run "
               "reports RMSE and R²", file=sys.stderr)
     elif metric != "accuracy" and row.get(f"mean_{metric}") is None:
         if clinical.get("unavailable") or not clinical:
@@ -199,7 +212,7 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
             why = str(clinical.get("auroc_scores")).removeprefix("n/a: ")
         else:
             why = "it applies to binary tasks only"
-        print(f"warning: --metric {metric} is n/a for this run: {why}", file=sys.stderr)
+        print(f"fedlabels: warning: --metric {metric} is n/a for this run: {why}", file=sys.stderr)
     for line in table_warnings([row]):
         print(line, file=sys.stderr)
 
@@ -229,12 +242,19 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     if dataset.startswith("csv:"):  # csv:dir/patients.csv:target -> csv-patients-target
         table, _, target = dataset[len("csv:"):].rpartition(":")
         dataset = f"csv-{Path(table).stem}-{target}"
-    settings = {k: v for k, v in cfg.to_dict().items() if k != "output"}
+    settings = {k: v for k, v in cfg.to_dict().items() if k != "output"
+                and not (k in _NAMELESS_DEFAULTS and v == _NAMELESS_DEFAULTS[k])}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
              f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",
              digest.hexdigest()[:6]]
     return Path("results") / ("_".join(parts) + ".json")
+
+
+#: settings added later: at their defaults they leave a run's default name as it was
+_NAMELESS_DEFAULTS: dict[str, Any] = {"device": "cpu", "precision": "fp32",
+                                      "batch_clients": "auto",
+                                      "image_size": None, "image_column": None}
 
 
 def _slug(text: str, limit: int = 32) -> str:

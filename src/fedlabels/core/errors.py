@@ -6,6 +6,8 @@ says what is wrong and how to fix it; the CLI prints it without a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class FedLabelsError(ValueError):
     """Invalid input or configuration, with a message meant for the user."""
@@ -68,3 +70,16 @@ def show_warnings_in_one_line() -> None:
 
     show.fedlabels = True  # type: ignore[attr-defined]
     warnings.showwarning = show
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to ``name`` (ignoring case, ``-`` and
+    ``_``), or ``""`` when none is close."""
+    import difflib
+
+    def key(text: str) -> str:
+        return "".join(ch for ch in str(text).lower() if ch not in "-_ ")
+
+    options = {key(c): str(c) for c in choices}
+    close = difflib.get_close_matches(key(name), list(options), n=1, cutoff=0.6)
+    return f" (did you mean {options[close[0]]!r}?)" if close else ""

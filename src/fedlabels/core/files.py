@@ -62,6 +62,18 @@ def run_outputs(result: Path) -> dict[str, Path]:
             "models file": models_path(result)}
 
 
+def run_files(result: str | Path) -> dict[str, Path]:
+    """A finished run's own files, to keep a command that reads the run from writing over
+    them: the result, its rounds table, models file and every other file named ``STEM.*``
+    beside it (its checkpoint among them)."""
+    path = Path(result).expanduser()
+    stem = path.name[:-len(RESULT_SUFFIX)] if path.name.endswith(RESULT_SUFFIX) else path.stem
+    files = run_outputs(path)
+    if path.parent.is_dir():
+        files.update({f"run file {p.name}": p for p in path.parent.glob(f"{stem}.*")})
+    return files
+
+
 def run_inputs(dataset: str, config_file: str | Path | None = None) -> dict[str, Path]:
     """The user files a run reads: the table of ``csv:PATH:TARGET`` and the config file."""
     inputs: dict[str, Path] = {}
@@ -75,9 +87,10 @@ def run_inputs(dataset: str, config_file: str | Path | None = None) -> dict[str,
 
 
 def check_outputs(outputs: Mapping[str, Path], inputs: Mapping[str, Path] | None = None,
-                  overwrite: bool = False) -> None:
+                  overwrite: bool = False, overwrite_hint: str = "--overwrite") -> None:
     """Refuse (one-line :class:`FedLabelsError`) outputs that would destroy or collide with
-    a file, or that cannot be written; see the module docstring."""
+    a file, or that cannot be written; see the module docstring. ``overwrite_hint`` is how
+    the caller asks to replace files (a flag, or ``overwrite=True`` in Python)."""
     read = {_real(p): what for what, p in (inputs or {}).items()}
     written: dict[Path, str] = {}
     for what, path in outputs.items():
@@ -93,8 +106,8 @@ def check_outputs(outputs: Mapping[str, Path], inputs: Mapping[str, Path] | None
             raise FedLabelsError(f"cannot write the {what} to {path}: it is a directory; "
                                  "give a file name.")
         if (path.exists() or path.is_symlink()) and not overwrite:
-            raise FedLabelsError(f"{path} exists; pass --overwrite to replace it, or choose "
-                                 "another output name.")
+            raise FedLabelsError(f"{path} exists; pass {overwrite_hint} to replace it, or "
+                                 "choose another output name.")
         _check_directory(path, what)
 
 
@@ -110,8 +123,30 @@ def check_output_dir(path: Path, what: str, overwrite: bool = False) -> None:
     _check_directory(path / "probe", what)
 
 
+def not_a_file(path: str | Path) -> str:
+    """Why ``path`` cannot be read as a file, e.g. ``"does not exist"``, ``"is a
+    directory"``, ``"is a loop of symbolic links"``, ``"is not a regular file ..."``."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        try:
+            path.resolve(strict=True)
+        except (RuntimeError, OSError) as exc:
+            if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == 40:
+                return "is a loop of symbolic links (it points back to itself)"
+        return "is a symbolic link to a file that does not exist"
+    if path.is_dir():
+        return "is a directory"
+    if path.exists():
+        return "is not a regular file (a device, pipe or socket); give a file"
+    return "does not exist"
+
+
 def _real(path: Path) -> Path:
-    return Path(path).expanduser().resolve()
+    try:
+        return Path(path).expanduser().resolve()
+    except (RuntimeError, OSError):  # RuntimeError: a symbolic link loop (Python < 3.13)
+        raise FedLabelsError(f"{path} is a loop of symbolic links (it points back to "
+                             "itself); remove the link or give another path.") from None
 
 
 def _check_directory(path: Path, what: str) -> None:

@@ -111,7 +111,13 @@ def _problem(column: pd.Series) -> str | None:
 
 
 def check_feature_columns(X: pd.DataFrame) -> None:
-    """Reject non-numeric columns that one-hot encoding would explode, naming them."""
+    """Reject duplicated column names, and non-numeric columns that one-hot encoding would
+    explode, naming them."""
+    duplicated = sorted({str(c) for c in X.columns[X.columns.duplicated()]})
+    if duplicated:
+        raise FedLabelsError(f"the data has duplicated column name(s) {_show(duplicated)}; "
+                             "give every column its own name (Python: X.columns = [...]) or "
+                             "drop the copies (X.loc[:, ~X.columns.duplicated()]).")
     problems = {}
     for name in X.columns:
         col = X[name]

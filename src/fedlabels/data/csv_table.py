@@ -47,8 +47,9 @@ def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any
 
     sep = normalise_sep(sep) or ","
     if not path.is_file():
-        raise FedLabelsError(f"CSV file {path} does not exist"
-                             + (" (it is a directory)." if path.is_dir() else "."))
+        from fedlabels.core.files import not_a_file
+
+        raise FedLabelsError(f"CSV file {path} {not_a_file(path)}.")
     try:
         frame = pd.read_csv(path, sep=sep)
     except pd.errors.EmptyDataError:

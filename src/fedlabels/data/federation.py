@@ -57,6 +57,14 @@ class Federation:
     def n_clients(self) -> int:
         return len(self.clients)
 
+    def __repr__(self) -> str:
+        """Sizes only: no arrays (and never U's hidden labels)."""
+        sizes = [len(c) for c in self.clients]
+        what = "regression" if self.task == "regression" else f"{self.n_classes} classes"
+        return (f"Federation({self.name!r}, {self.n_clients} clients of {sizes}, "
+                f"|U| = {len(self.X_public)}, test {len(self.y_test)}, {self.n_features} "
+                f"features, {what}, partition {self.info.get('partition', 'iid')!r})")
+
     @property
     def n_features(self) -> int:
         """Feature columns; 1 for text (a 1-D array of ``str``)."""
@@ -180,6 +188,10 @@ def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
     """
     import pandas as pd  # lazily: importing fedlabels must not load pandas
 
+    shape = np.shape(y)
+    if len(shape) > 2 or (len(shape) == 2 and shape[1] != 1):
+        raise FedLabelsError(f"{what} must hold one label per row (1-D); got shape {shape}. "
+                             "Pass a single column, e.g. y[:, 0] or df['label'].")
     series = pd.Series(np.asarray(y).ravel() if not isinstance(y, pd.Series) else y)
     if series.isna().any():
         raise FedLabelsError(f"{what} has {int(series.isna().sum())} missing labels; drop "
@@ -275,7 +287,7 @@ def make_federation(
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
     from fedlabels.data.partition import split_column
-    from fedlabels.data.preprocessing import Preprocessing
+    from fedlabels.data.preprocessing import Preprocessing, label_dtype
     from fedlabels.data.shift import check_shift, measure_shift, shifted_public
     from fedlabels.data.targets import check_partition_for_task, check_task, unit_targets
 
@@ -370,9 +382,12 @@ def make_federation(
         scale = "none"
     if scale == "public":
         # statistics in float64 whatever the input dtype (float32 data included)
-        mean = X_public.mean(axis=0, dtype=np.float64)
-        std = X_public.std(axis=0, dtype=np.float64)
+        with np.errstate(all="ignore"):  # overflow is reported by _check_range
+            mean = X_public.mean(axis=0, dtype=np.float64)
+            std = X_public.std(axis=0, dtype=np.float64)
         std[std == 0] = 1.0
+    if not text and isinstance(Xa, np.ndarray):
+        _check_range(Xa, mean, std, feature_names)
     pca = None
     if public_pca is not None:  # U's features only (never its labels): no privacy cost
         from fedlabels.data.public_pca import fit_public_pca
@@ -406,7 +421,8 @@ def make_federation(
         class_names=class_names,
         feature_names=feature_names if pca is None else pca.feature_names(),
         preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std, text=text,
-                                       pca=pca),
+                                       pca=pca,
+                                       label_dtype=None if regression else label_dtype(y)),
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private), "unlabeled_shift": measured,
               **({"public_pca": pca.record()} if pca is not None else {}),
@@ -416,6 +432,29 @@ def make_federation(
         task=task,
         target_range=target_range if regression else None,
     )
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_range(X: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,
+                 names: list[str]) -> None:
+    """A one-line error naming the columns whose values overflow when scaled (float64
+    statistics) or stored as float32 model inputs."""
+    with np.errstate(all="ignore"):
+        largest = np.abs(X).max(axis=0).astype(np.float64) if len(X) else np.zeros(0)
+        if mean is not None and std is not None:
+            scaled = (largest + np.abs(mean)) / std
+            bad = ~(np.isfinite(mean) & np.isfinite(std) & (scaled <= _FLOAT32_MAX))
+        else:
+            bad = largest > _FLOAT32_MAX
+    cols = np.flatnonzero(bad)
+    if cols.size:
+        shown = ", ".join(names[c] for c in cols[:5]) + (" ..." if cols.size > 5 else "")
+        raise FedLabelsError(f"X column(s) {shown} hold values too large to scale (up to "
+                             f"{largest[cols[0]]:.3g}; the model inputs are float32, at most "
+                             f"{_FLOAT32_MAX:.3g} after z-scoring); rescale them (other "
+                             "units, a log) or drop them.")
 
 
 def _to_float32(a: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,

@@ -14,16 +14,25 @@ from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
 def load_table(dataset: str, *, sep: str | None = None,
                features: str | Sequence[str] | None = None,
                drop: str | Sequence[str] | None = None,
-               text_column: str | None = None) -> tuple[DatasetInfo, LoadedDataset]:
+               text_column: str | None = None, image_size: str | None = None,
+               image_column: str | None = None) -> tuple[DatasetInfo, LoadedDataset]:
     """A dataset's entry and its raw data, with the feature columns chosen.
 
     ``sep`` is a CSV table's field separator (default ``,``); ``features`` keeps only the
     named columns and ``drop`` removes some (comma-separated names or a list). A pandas
     index column of a CSV table (``Unnamed: 0``) is dropped with a warning unless named.
-    ``text_column`` makes a CSV table's text column the single (text) feature.
+    ``text_column`` makes a CSV table's text column the single (text) feature;
+    ``image_column`` makes the images a CSV table's column names its features (resized to
+    ``image_size``, which also applies to an ``imagefolder:``; :mod:`fedlabels.data.images`).
     """
-    info = get_dataset(dataset, sep=sep)
+    info = get_dataset(dataset, sep=sep, image_size=image_size)
     raw = info.load()
+    if image_column is not None:
+        from fedlabels.data.federation import LazyRows
+        from fedlabels.data.images import image_column_pixels, unit_float32
+
+        pixels, shape = image_column_pixels(info, raw, image_column, image_size)
+        return info, replace(raw, X=LazyRows(pixels, unit_float32), image_shape=shape)
     if text_column is not None:
         from fedlabels.data.text import text_feature
 
@@ -47,7 +56,8 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
                     unlabeled_shift: float = 0.0,
-                    public_pca: int | None = None) -> Federation:
+                    public_pca: int | None = None, image_size: str | None = None,
+                    image_column: str | None = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
@@ -56,15 +66,18 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
     :func:`make_federation`; ``task`` may differ from the dataset's only for a ``csv:``
     table; ``unlabeled_shift`` and ``public_pca`` are those of :func:`make_federation`. With
     ``partition="column:NAME"`` the column NAME is read even when ``features`` leaves it
-    out (it becomes the clients, never a feature).
+    out (it becomes the clients, never a feature). ``image_size`` and ``image_column``:
+    see :func:`load_table`; an image dataset records its (C, H, W) in the federation's
+    ``image_shape`` (unless ``public_pca`` replaces the pixels).
     """
     from fedlabels.data.targets import resolve_task
 
-    info = get_dataset(dataset, sep=sep)
+    info = get_dataset(dataset, sep=sep, image_size=image_size)
     task = resolve_task(dataset, info.task, task)
     features = _with_partition_column(features, partition)
     info, raw = load_table(dataset, sep=sep, features=features, drop=drop,
-                           text_column=text_column)
+                           text_column=text_column, image_size=image_size,
+                           image_column=image_column)
     defaults = info.defaults
     if private_per_client is not None:
         if n_private is not None:
@@ -77,11 +90,15 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
         n_rows = len(raw.y)
         n_test_eff = n_test if n_test is not None else max(1, round(0.2 * n_rows))
         n_unlabeled = max(1, (n_rows - n_test_eff) // 2)
-    return make_federation(raw.X, raw.y, n_clients=n_clients, n_unlabeled=n_unlabeled,
-                           n_private=n_private, n_test=n_test, X_test=raw.X_test,
-                           y_test=raw.y_test, partition=partition, scale=info.scale,
-                           seed=seed, name=dataset, task=task, target_range=target_range,
-                           unlabeled_shift=unlabeled_shift, public_pca=public_pca)
+    fed = make_federation(raw.X, raw.y, n_clients=n_clients, n_unlabeled=n_unlabeled,
+                          n_private=n_private, n_test=n_test, X_test=raw.X_test,
+                          y_test=raw.y_test, partition=partition,
+                          scale="none" if image_column is not None else info.scale,
+                          seed=seed, name=dataset, task=task, target_range=target_range,
+                          unlabeled_shift=unlabeled_shift, public_pca=public_pca)
+    if raw.image_shape is not None and public_pca is None:
+        fed.info["image_shape"] = [int(s) for s in raw.image_shape]
+    return fed
 
 
 def _with_partition_column(features: str | Sequence[str] | None,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ def parse_partition(spec: str | PartitionSpec) -> PartitionSpec:
     except ValueError:
         raise FedLabelsError(f"invalid partition {spec!r}: {usage}; alphas must be > 0 "
                              "(powerlaw: >= 0), K >= 1 and MIN >= 1") from None
-    raise FedLabelsError(f"unknown partition {spec!r}: {usage}")
+    close = did_you_mean(kind, ("iid", "dirichlet", "shards", "quantity", "powerlaw", "column"))
+    raise FedLabelsError(f"unknown partition {spec!r}{close}: {usage}")
 
 
 def partition_iid(n: int, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -210,7 +211,13 @@ def partition_shards(y: np.ndarray, n_clients: int, classes_per_client: int,
     among the clients that hold it.
     """
     classes = np.unique(y)
-    k = min(classes_per_client, len(classes))
+    if classes_per_client > len(classes):
+        raise FedLabelsError(f"partition shards:{classes_per_client} asks for "
+                             f"{classes_per_client} classes per client, but the private data "
+                             f"has {len(classes)}; use shards:K with K from 1 to "
+                             f"{len(classes)} (K = {len(classes)}: every client holds every "
+                             "class).")
+    k = classes_per_client
     order = rng.permutation(classes)
     holders: dict[int, list[int]] = {int(c): [] for c in classes}
     for i in range(n_clients):

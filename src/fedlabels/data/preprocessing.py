@@ -40,24 +40,34 @@ class Preprocessing:
     # U's whitened top-K principal components, applied after the z-scoring (public_pca;
     # the models' inputs are then pc1..pcK, feature_names stay the d columns before it)
     pca: PublicPCA | None = None
+    # numpy dtype of the original labels (``np.dtype.str``), so predictions come back as
+    # the same type as ``y`` (ints for ints, strings for strings); None: strings
+    label_dtype: str | None = None
 
     @classmethod
     def of(cls, X: Any, feature_names: Sequence[str], class_names: Sequence[str],
            mean: np.ndarray | None, std: np.ndarray | None,
-           text: bool = False, pca: PublicPCA | None = None) -> Preprocessing:
+           text: bool = False, pca: PublicPCA | None = None,
+           label_dtype: str | None = None) -> Preprocessing:
         """The preprocessing of raw ``X`` (an array or a DataFrame) into ``feature_names``."""
         import pandas as pd
 
         is_frame = isinstance(X, pd.DataFrame)
         if text:
             return cls(feature_names=[str(f) for f in feature_names],
-                       class_names=[str(c) for c in class_names], text=True)
+                       class_names=[str(c) for c in class_names], text=True,
+                       label_dtype=label_dtype)
         return cls(feature_names=[str(f) for f in feature_names],
                    class_names=[str(c) for c in class_names],
                    columns=[str(c) for c in X.columns] if is_frame else None,
                    categorical=tuple(str(c) for c in categorical_columns(X)) if is_frame else (),
                    mean=None if mean is None else np.asarray(mean, dtype=np.float64),
-                   std=None if std is None else np.asarray(std, dtype=np.float64), pca=pca)
+                   std=None if std is None else np.asarray(std, dtype=np.float64), pca=pca,
+                   label_dtype=label_dtype)
+
+    def class_values(self) -> np.ndarray:
+        """The class labels as the type of the original ``y`` (``class_names`` are text)."""
+        return class_values(self.class_names, self.label_dtype)
 
     def transform(self, X_raw: Any) -> np.ndarray:
         """Raw rows -> the float32 model inputs (unknown categories encode as all zeros)."""
@@ -69,8 +79,11 @@ class Preprocessing:
             return text_rows(X_raw, self.feature_names[0])
 
         if self.columns is not None:
-            frame = X_raw if isinstance(X_raw, pd.DataFrame) else pd.DataFrame(
-                np.asarray(X_raw), columns=self.columns)
+            if isinstance(X_raw, pd.DataFrame):
+                frame = X_raw
+            else:
+                frame = pd.DataFrame(self._rows(X_raw, len(self.columns)),
+                                     columns=self.columns)
             missing = [c for c in self.columns if c not in frame.columns]
             if missing:
                 raise FedLabelsError(f"the data lacks column(s) {', '.join(missing[:5])} the "
@@ -83,10 +96,10 @@ class Preprocessing:
             frame = frame.reindex(columns=self.feature_names, fill_value=0.0)
             X = _floats(lambda: frame.to_numpy(dtype=np.float64, na_value=np.nan))
         else:
-            X = _floats(lambda: np.asarray(X_raw, dtype=np.float64))
-            if X.ndim != 2 or X.shape[1] != len(self.feature_names):
-                raise FedLabelsError(f"the data must have {len(self.feature_names)} feature "
-                                     f"columns; got shape {X.shape}.")
+            rows = self._rows(X_raw, len(self.feature_names))
+            X = _floats(lambda: rows.astype(np.float64))
+        if len(X) == 0:
+            raise FedLabelsError("the data has no rows; give at least one row to predict.")
         if not np.isfinite(X).all():
             raise FedLabelsError("the data contains missing or non-finite values; impute or "
                                  "drop them first.")
@@ -96,8 +109,21 @@ class Preprocessing:
             X = self.pca.project(X)
         return X.astype(np.float32)
 
+    @staticmethod
+    def _rows(X_raw: Any, n_columns: int) -> np.ndarray:
+        """Raw array rows as a 2-D array of ``n_columns`` columns, or a one-line error."""
+        X = np.asarray(X_raw)
+        if X.ndim == 1 and len(X) == n_columns and n_columns > 1:
+            raise FedLabelsError(f"the data is one row as a 1-D array of {n_columns} values; "
+                                 "pass a 2-D array, e.g. X.reshape(1, -1).")
+        if X.ndim != 2 or X.shape[1] != n_columns:
+            raise FedLabelsError(f"the data must be 2-D with {n_columns} feature columns "
+                                 f"(the training data's); got shape {X.shape}.")
+        return X
+
     def to_dict(self) -> dict[str, Any]:
         return {"feature_names": self.feature_names, "class_names": self.class_names,
+                "label_dtype": self.label_dtype,
                 "columns": self.columns, "categorical": list(self.categorical),
                 "mean": None if self.mean is None else self.mean.tolist(),
                 "std": None if self.std is None else self.std.tolist(), "text": self.text,
@@ -112,8 +138,35 @@ class Preprocessing:
                    categorical=tuple(data.get("categorical") or ()),
                    mean=None if data.get("mean") is None else np.asarray(data["mean"]),
                    std=None if data.get("std") is None else np.asarray(data["std"]),
-                   text=bool(data.get("text", False)),
+                   text=bool(data.get("text", False)), label_dtype=data.get("label_dtype"),
                    pca=None if data.get("pca") is None else PublicPCA.from_dict(data["pca"]))
+
+
+def label_dtype(y: Any) -> str:
+    """The numpy dtype of labels ``y`` as text (``int64``, ``<U3``, ``|O``, ...); a
+    categorical's labels are text (object)."""
+    import pandas as pd
+
+    if isinstance(getattr(y, "dtype", None), pd.CategoricalDtype):
+        return np.dtype(object).str
+    values = y.to_numpy() if isinstance(y, pd.Series) else np.asarray(y)
+    return values.dtype.str
+
+
+def class_values(class_names: Sequence[str], dtype: str | None) -> np.ndarray:
+    """``class_names`` (text) converted back to the labels' own type ``dtype``."""
+    if dtype is None:
+        return np.asarray(class_names, dtype=object)
+    kind = np.dtype(dtype).kind
+    if kind in "iu":
+        return np.asarray([int(c) for c in class_names], dtype=dtype)
+    if kind == "f":
+        return np.asarray([float(c) for c in class_names], dtype=dtype)
+    if kind == "b":
+        return np.asarray([c == "True" for c in class_names], dtype=bool)
+    if kind in "US":
+        return np.asarray(class_names, dtype=str)
+    return np.asarray(class_names, dtype=object)
 
 
 def _floats(convert: Any) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError, did_you_mean
 from fedlabels.data.lazy_rows import LazyRows
 from fedlabels.downloads.cache import dataset_dir
 from fedlabels.downloads.fetch import FASHION_MNIST, fetch_deb_dataset
@@ -25,6 +25,7 @@ class LoadedDataset:
     y: Any
     X_test: Any = None
     y_test: Any = None
+    image_shape: tuple[int, int, int] | None = None  # (C, H, W) of image rows
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,14 @@ class DatasetInfo:
         return self.fetched_marker is None or self.fetched_marker().exists()
 
 
-def _sklearn(loader: str) -> Callable[[], LoadedDataset]:
+def _sklearn(loader: str, image_shape: tuple[int, int, int] | None = None
+             ) -> Callable[[], LoadedDataset]:
     def load() -> LoadedDataset:
         import sklearn.datasets
 
         # as_frame: the federation keeps the real feature names (for `fedlabels inspect`)
         X, y = getattr(sklearn.datasets, loader)(return_X_y=True, as_frame=True)
-        return LoadedDataset(X, y)
+        return LoadedDataset(X, y, image_shape=image_shape)
 
     return load
 
@@ -86,7 +88,7 @@ def _load_fashion_mnist() -> LoadedDataset:
     # the rows a federation takes are converted: the 60,000 x 784 training set as float32
     # would be 188 MB, of which a default split uses a third
     return LoadedDataset(LazyRows(X, _unit_float32), y.astype(np.int64),
-                         LazyRows(Xt, _unit_float32), yt.astype(np.int64))
+                         LazyRows(Xt, _unit_float32), yt.astype(np.int64), (1, 28, 28))
 
 
 def _unit_float32(pixels: np.ndarray) -> np.ndarray:
@@ -115,7 +117,8 @@ register(DatasetInfo(
     _sklearn("load_wine"), defaults={"n_unlabeled": 100, "n_private": None, "n_test": 36}))
 register(DatasetInfo(
     "digits", "Handwritten digits 8x8, 1,797 x 64, 10 classes", "scikit-learn (bundled)",
-    _sklearn("load_digits"), defaults={"n_unlabeled": 1000, "n_private": None, "n_test": 360}))
+    _sklearn("load_digits", (1, 8, 8)),
+    defaults={"n_unlabeled": 1000, "n_private": None, "n_test": 360}))
 register(DatasetInfo(
     "diabetes", "Diabetes progression, 442 x 10, regression (disease progression after "
     "one year)", "scikit-learn (bundled)", _sklearn("load_diabetes"),
@@ -198,11 +201,37 @@ def _csv_info(spec: str, sep: str | None) -> DatasetInfo:
                        target=target)
 
 
-def get_dataset(name: str, *, sep: str | None = None) -> DatasetInfo:
-    """Look a dataset up by name, or build the entry for ``csv:PATH:TARGET``.
+def _image_folder_info(spec: str, image_size: str | None) -> DatasetInfo:
+    from fedlabels.data.images import parse_size
 
-    ``sep`` is the field separator of a CSV table (default ``,``).
+    root = Path(spec[len("imagefolder:"):]).expanduser()
+    if not str(root) or spec == "imagefolder:":
+        raise FedLabelsError("invalid dataset 'imagefolder:'; use imagefolder:PATH (one "
+                             "sub-folder of PNG/JPEG images per class).")
+    size = parse_size(image_size)
+
+    def load() -> LoadedDataset:
+        from fedlabels.data.images import load_image_folder, unit_float32
+
+        pixels, y, classes, shape = load_image_folder(root, size)
+        return LoadedDataset(LazyRows(pixels, unit_float32),
+                             np.asarray(classes, dtype=object)[y], image_shape=shape)
+
+    return DatasetInfo(spec, f"image folder {root}", "local images", load,
+                       defaults={"n_unlabeled": None, "n_private": None, "n_test": None},
+                       scale="none")
+
+
+def get_dataset(name: str, *, sep: str | None = None,
+                image_size: str | None = None) -> DatasetInfo:
+    """Look a dataset up by name, or build the entry for ``csv:PATH:TARGET`` or
+    ``imagefolder:PATH``.
+
+    ``sep`` is the field separator of a CSV table (default ``,``); ``image_size`` (``HxW``)
+    resizes an image folder's images.
     """
+    if name.startswith("imagefolder:"):
+        return _image_folder_info(name, image_size)
     if name.startswith("csv:"):
         return _csv_info(name, sep)
     if sep is not None:
@@ -211,8 +240,9 @@ def get_dataset(name: str, *, sep: str | None = None) -> DatasetInfo:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise FedLabelsError(f"unknown dataset {name!r}; available: "
-                             f"{', '.join(sorted(REGISTRY))}, or csv:PATH:TARGET.") from None
+        raise FedLabelsError(f"unknown dataset {name!r}{did_you_mean(name, REGISTRY)}; available: "
+                             f"{', '.join(sorted(REGISTRY))}, csv:PATH:TARGET or "
+                             "imagefolder:PATH.") from None
 
 
 def fetch_dataset(name: str, from_deb: str | None = None,

@@ -90,7 +90,10 @@ def simulate(
     deadline: float | None = None,
     checkpoint: str | Path | None = None,
     resume: str | Path | None = None,
-    wrap_grid: Callable[[InProcessGrid], Grid] | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    batch_clients: str = "auto",
+    wrap_grid: Callable[[Any], Grid] | None = None,
 ) -> RunResult:
     """Run ``method`` on ``federation`` for ``rounds`` communication rounds.
 
@@ -113,8 +116,14 @@ def simulate(
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
+    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
+    ``bf16``) place the torch learners (:mod:`fedlabels.learners.devices`); the result's
+    ``device`` entry records where they ran. ``batch_clients`` (``on``, ``off``, ``auto``:
+    on CUDA) trains the clients' torch learners together
+    (:mod:`fedlabels.engines.together`); the ``device`` entry says whether it did.
     ``wrap_grid`` gives the grid the rounds use in place of the in-process one it is passed
-    (a wrapper that observes or checks the traffic: :func:`fedlabels.testing.check_method`).
+    (a wrapper that observes or checks the traffic: :func:`fedlabels.testing.check_method`;
+    it is passed a ``TogetherGrid`` when the clients train together).
     """
     started = time.perf_counter()
     saved = None if resume is None else load_checkpoint(resume)
@@ -127,7 +136,8 @@ def simulate(
                         n_features=federation.n_features, rounds=rounds, period=period, seed=seed,
                         models=expand_per_client(list(models), federation.n_clients),
                         options=options, task=federation.task,
-                        target_range=federation.target_range)
+                        target_range=federation.target_range, device=device,
+                        precision=precision, input_shape=federation.info.get("image_shape"))
         policy = Participation.parse(participation, dropout, deadline)
         if policy is not None:  # before any training: refuse methods that cannot take it
             check_method(method, plan.settings, policy)
@@ -153,7 +163,12 @@ def simulate(
         server = method.make_server(ctx, len(federation.X_public), learners,
                                     [len(d) for d in datasets])
         meter = CommMeter()
-        in_process = InProcessGrid(clients, meter)
+        in_process: Any = InProcessGrid(clients, meter)
+        together = use_together(batch_clients, plan, learners)
+        if together:
+            from fedlabels.engines.together import TogetherGrid
+
+            in_process = TogetherGrid(in_process)
         grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
         draw = None
         if policy is not None:
@@ -173,6 +188,7 @@ def simulate(
                 on_round=keeper.hook(on_round), progress=shown, records=done,
                 catch_interrupt=True, draw=draw)
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
+        extra["device"] = {**plan.device_record(), "batched_clients": together}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
         if policy is not None:
@@ -214,3 +230,24 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
         return {"unavailable": "this method's evaluation scores something other than each "
                                "client's model on the test set"}
     return summary
+
+
+def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:
+    """Whether the clients train together: ``on`` (refused if a learner cannot), ``off``,
+    or ``auto`` (every learner can, all on CUDA, and no reproducible randomness)."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.core.randomness import is_reproducible
+    from fedlabels.learners.batched import batchable
+
+    if batch_clients == "off" or len(learners) < 2:
+        return False
+    able = all(batchable(ln) for ln in learners) and not is_reproducible()
+    if batch_clients == "on":
+        if not able:
+            raise FedLabelsError(
+                "batch_clients=on needs every client's learner to be a torch classifier "
+                "that trains batched (Adam, the default loss, no batch normalisation or "
+                "dropout: mlp, cnn(arch=small), your own module) and no reproducible "
+                "noise; use batch_clients=auto or off.")
+        return True
+    return able and all(d.startswith("cuda") for d in plan.devices())

@@ -23,7 +23,9 @@ The caller accounts for every step taken (:mod:`fedlabels.privacy.dpsgd_accounti
 1.6.0 is not used for training: our MLP is a plain ``nn.Sequential`` of linear layers whose
 per-example gradient norms come in closed form, and this keeps the sample and the noise under
 our secret generator (Opacus draws its own unless ``secure_mode``, which needs torchcsprng).
-Opacus's RDP accountant serves as an independent check of ours in the tests.
+Opacus's RDP accountant serves as an independent check of ours in the tests. Other torch
+networks (your own module, a CNN without batch normalisation) get their per-example
+gradients from ``torch.func`` (``vmap`` of ``grad``), the same clipping and the same noise.
 """
 
 from __future__ import annotations
@@ -55,14 +57,58 @@ class DPSGDConfig:
 
 
 def check_dpsgd_learner(learner: Any, who: str) -> None:
-    """DP-SGD trains only the torch MLP classifier (it needs per-example gradients)."""
+    """DP-SGD trains torch classifiers (it needs per-example gradients) without batch
+    normalisation (which mixes the examples of a batch) and with the default loss."""
     from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
+    if isinstance(learner, TorchMLPClassifier) and learner._target_dtype is np.int64 and (
+            getattr(learner, "loss", None) is not None or _has_batch_norm(learner)):
+        raise FedLabelsError(
+            f"{who} trains with DP-SGD, which needs per-example gradients of cross-entropy: "
+            f"a network with batch normalisation or its own loss cannot be used; pick one "
+            "without (e.g. cnn(arch=small), or your module with the default loss).")
     if not isinstance(learner, TorchMLPClassifier) or learner._target_dtype is not np.int64:
         raise FedLabelsError(
             f"{who} trains with DP-SGD, which needs a torch MLP classifier (e.g. --model "
             f"'mlp(hidden=128)'), got {type(learner).__name__}; DP tree learners are not "
             "supported (no maintained DP tree fits this protocol yet).")
+
+
+def _has_batch_norm(learner: Any) -> bool:
+    """Whether the learner's network (built, or as its spec would build it) normalises
+    over the batch."""
+    network = getattr(learner, "network", None)
+    if network is None:
+        return False
+    model = getattr(learner, "model_", None)
+    if model is not None:
+        return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    return network in ("cifar10", "pneumonia", "mri", "svhn", "resnet18")
+
+
+def _is_linear_stack(model: nn.Module) -> bool:
+    return isinstance(model, nn.Sequential) and all(
+        isinstance(m, nn.Linear) or not any(True for _ in m.parameters())
+        for m in model.children())
+
+
+def _clipped_sum_func(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip: float
+                      ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """:func:`clipped_gradient_sum` for any network, per-example gradients by torch.func."""
+    from torch.func import functional_call, grad, vmap
+
+    names = [n for n, _ in model.named_parameters()]
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    buffers = dict(model.named_buffers())
+
+    def loss(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
+        return nn.functional.cross_entropy(out.float(), y.unsqueeze(0))
+
+    per = vmap(grad(loss), in_dims=(None, 0, 0))(params, xb, yb)
+    norms = torch.sqrt(sum(per[n].flatten(1).pow(2).sum(1) for n in names))
+    scale = torch.clamp(clip / (norms + 1e-12), max=1.0)
+    return [(per[n] * scale.view(-1, *[1] * (per[n].dim() - 1))).sum(0) for n in names], norms
 
 
 def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip: float
@@ -78,6 +124,8 @@ def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c
     params = list(model.parameters())
     if len(yb) == 0:
         return [torch.zeros_like(p) for p in params], torch.zeros(0)
+    if not _is_linear_stack(model):
+        return _clipped_sum_func(model, xb, yb, clip)
     inputs, outputs = [], []
     h = xb
     for layer in model.children():
@@ -127,14 +175,17 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
     model.train()
     for _ in range(int(n_steps)):
         idx = torch.from_numpy(np.flatnonzero(rng.random(n) < q))
-        summed, _ = clipped_gradient_sum(model, Xt[idx], yt[idx], clip)
-        noisy = [s + torch.from_numpy(rng.standard_normal(s.shape, dtype=np.float32))
-                 * (config.noise_multiplier * clip) for s in summed]
+        dev = mlp.device
+        summed, _ = clipped_gradient_sum(model, mlp._inputs(Xt[idx].to(dev), False),
+                                         yt[idx].to(dev), clip)
+        noisy = [s + torch.from_numpy(rng.standard_normal(tuple(s.shape), dtype=np.float32))
+                 .to(dev) * (config.noise_multiplier * clip) for s in summed]
         weight = expected
         if n_aux:  # public: clipped like the private examples (no source dominates), no noise
             aidx = torch.from_numpy(aux.next())
             xa = Xa[aidx] if rows is None else Xa[rows[aidx]]
-            public, _ = clipped_gradient_sum(model, xa, ya[aidx], clip)
+            public, _ = clipped_gradient_sum(model, mlp._inputs(xa.to(dev), False),
+                                             ya[aidx].to(dev), clip)
             noisy = [g + a for g, a in zip(noisy, public, strict=True)]
             weight += len(aidx)
         for p, g in zip(params, noisy, strict=True):

@@ -1,4 +1,5 @@
-"""Model specs by name: ``decision_tree``, ``rf(n_estimators=50)``, ``mlp(hidden=512-512)``.
+"""Model specs by name: ``decision_tree``, ``rf(n_estimators=50)``, ``mlp(hidden=512-512)``,
+``cnn(arch=svhn)``, or your own torch network as ``module:pkg.mod:factory(lr=0.01)``.
 
 A spec string lists one spec per client, comma-separated (``dt,rf,mlp``); one spec alone
 means every client. Parameters go in parentheses: ``name(key=value,key=value)``. Values are
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.learners.builders import Factory, _sk, _torch_mlp
 from fedlabels.learners.model_spec import ModelSpec, _fmt
 from fedlabels.learners.text_input import register_text_model as _register_text_model
@@ -88,12 +89,21 @@ def parse_model_spec(text: str) -> list[ModelSpec]:
     for part in _split_top_level(str(text)):
         if not part:
             raise FedLabelsError(f"empty model spec in {text!r}.")
+        factory = re.fullmatch(r"module:([\w.]+:[\w.]+)\s*(?:\((.*)\))?", part, flags=re.S)
         match = re.fullmatch(r"([A-Za-z_][\w\-]*)\s*(?:\((.*)\))?", part, flags=re.S)
+        if factory:  # your own torch network: module:pkg.mod:factory(params)
+            match = re.fullmatch(r"(module)\s*(?:\((.*)\))?",
+                                 f"module({factory.group(2) or ''})", flags=re.S)
+        elif part.startswith("module:"):
+            raise FedLabelsError(f"cannot parse model spec {part!r}; use "
+                                 "module:PACKAGE.MODULE:FACTORY or module:P.M:F(key=value,...).")
         if not match:
             raise FedLabelsError(f"cannot parse model spec {part!r}; use name or "
                                  "name(key=value,...).")
         name, body = match.group(1), match.group(2)
         params: dict[str, Any] = {}
+        if factory:
+            params["factory"] = factory.group(1)
         if body and body.strip():
             for item in _split_top_level(body):
                 key, eq, value = item.partition("=")
@@ -112,6 +122,12 @@ def parse_model_spec(text: str) -> list[ModelSpec]:
     return specs
 
 
+def canonical_model_spec(text: str) -> str:
+    """A spec string with every alias replaced by its model's name (``dt`` ->
+    ``decision_tree``), so one configuration has one spelling."""
+    return ",".join(str(spec) for spec in parse_model_spec(text))
+
+
 def resolve_model_name(name: str) -> str:
     """Canonical model name for a name or alias."""
     try:
@@ -119,11 +135,15 @@ def resolve_model_name(name: str) -> str:
     except KeyError:
         known = ", ".join(f"{n} ({'/'.join(e.aliases)})" if e.aliases else n
                           for n, e in sorted(MODELS.items()))
-        raise FedLabelsError(f"unknown model {name!r}; available: {known}.") from None
+        raise FedLabelsError(f"unknown model {name!r}{did_you_mean(name, _ALIASES)}; "
+                             f"available: {known}.") from None
 
 
 def check_estimator(estimator: Any, where: str = "model") -> Any:
     """Fail early if an object lacks the scikit-learn classifier interface."""
+    if isinstance(estimator, type):
+        raise FedLabelsError(f"{where} {estimator.__name__} is a class; pass an instance, "
+                             f"e.g. {estimator.__name__}().")
     missing = [m for m in ("fit", "predict") if not callable(getattr(estimator, m, None))]
     if missing:
         raise FedLabelsError(f"{where} {type(estimator).__name__} has no "
@@ -282,6 +302,37 @@ _register_lazy_text_model(
     "text: MiniLM encoder (`fedlabels fetch minilm`) + linear head, torch, "
     "iterative; minilm(mode=lora|frozen|full,r=8,alpha=16,max_len=64,batch=16,"
     "lr=...,head=linear)", aliases=("transformer",))
+
+
+# ------------------------------------------------------------------ torch networks
+def _register_net(name: str, description: str) -> None:
+    def factory(n_classes: int, random_state: int, **params: Any) -> Any:
+        from fedlabels.learners.net_specs import make_net
+
+        return make_net(name, n_classes, random_state, **params)
+
+    def check(params: dict[str, Any]) -> None:
+        from fedlabels.learners.net_specs import check_net, import_factory
+
+        check_net(name, params)
+        if name == "module":
+            import_factory(params.get("factory", ""))
+
+    register_model(name, factory, description, check=check)
+
+
+_register_net("cnn", "torch CNN for images: the FedCT paper's cifar10 (Table 10), "
+              "pneumonia/mri (Tables 12-13), svhn (Table 14), or small (28x28 grey); "
+              "cnn(arch=small,lr=0.001,batch_size=64,augment=false,shape=C-H-W)")
+_register_net("resnet18", "torch ResNet-18 for small images (CIFAR stem); "
+              "resnet18(width=64,lr=0.001,augment=false,shape=C-H-W)")
+_register_net("module", "your own torch network: module:PACKAGE.MODULE:FACTORY(lr=0.001,"
+              "batch_size=64,shape=C-H-W), FACTORY(n_features, n_classes, input_shape) -> "
+              "nn.Module")
+_register_lazy_text_model(
+    "hf", "fedlabels.learners.transformer",
+    "text: a local Hugging Face BERT-style model directory (offline) + linear head; "
+    "hf(model_dir=PATH,mode=full|lora|frozen,...), the parameters of minilm", aliases=())
 
 
 def as_models(model: Any) -> list[Any]:

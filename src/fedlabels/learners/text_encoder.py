@@ -172,12 +172,13 @@ class TokenTable:
         todo = np.unique(rows[~self.embedded[rows]])
         if len(todo):
             todo = todo[np.argsort(self.lengths[todo], kind="stable")]  # little padding
+            device = next(self.base.model.parameters()).device
             with torch.inference_mode():
                 for start in range(0, len(todo), batch):
                     part = todo[start : start + batch]
-                    ids, mask = self.batch(part)
+                    ids, mask = (t.to(device) for t in self.batch(part))
                     hidden = self.base.model(input_ids=ids, attention_mask=mask)[0]
-                    self.embeddings[part] = mean_pool(hidden, mask).numpy()
+                    self.embeddings[part] = mean_pool(hidden, mask).float().cpu().numpy()
             self.embedded[todo] = True
         return self.embeddings[rows]
 

@@ -8,12 +8,17 @@ continues from the current weights. Prediction runs in batches under ``eval()`` 
 :meth:`TorchMLPClassifier.state_dict` / :meth:`~TorchMLPClassifier.load_state_dict` capture
 the whole mutable state (weights, Adam moments, minibatch RNG and cursors, counters) as plain
 numpy arrays and scalars, so a learner can be persisted between messages without pickle.
+
+Subclasses change the network (:meth:`TorchMLPClassifier._build_network`) and how a batch
+becomes its input (:meth:`TorchMLPClassifier._inputs`: reshaping to images, augmentation);
+:meth:`TorchMLPClassifier.place` puts a learner on a device, optionally with bf16 autocast
+(:mod:`fedlabels.learners.devices`). On the CPU in float32 nothing changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -21,6 +26,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.devices import autocast
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 
@@ -55,6 +61,23 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     supports_aux_index = True
     #: dtype of the training targets (the regressor subclass trains on float targets)
     _target_dtype: Any = np.int64
+    #: where the network lives and its autocast precision; run settings (``place``), not
+    #: model parameters: the same model gives the same result on the CPU in float32
+    device: str = "cpu"
+    precision: str = "fp32"
+    #: set by the simulator's TogetherGrid: train_steps hands its call to this rendezvous
+    _rendezvous: Any = None
+
+    def place(self, device: str, precision: str = "fp32") -> None:
+        """Train and predict on ``device`` (``cpu``, ``cuda:N``) with ``precision``
+        (``fp32``, or ``bf16`` autocast); call before the network is built or moves it."""
+        self.device, self.precision = str(device), str(precision)
+        if hasattr(self, "model_"):
+            self.model_.to(self.device)
+            for slots in self.optimizer_.state.values():
+                for key, value in slots.items():
+                    if torch.is_tensor(value) and key != "step":
+                        slots[key] = value.to(self.device)
 
     def _losses(self) -> tuple[Any, Any]:
         """The mean and the per-sample training loss (cross-entropy)."""
@@ -90,6 +113,16 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     def _initialise(self, n_features: int, n_classes: int) -> None:
         self._validate_params()
         seed = 0 if self.random_state is None else int(self.random_state)
+        self.model_ = self._build_network(n_features, n_classes, seed).to(self.device)
+        self.optimizer_ = self._make_optimizer(self.model_)
+        self.rng_ = np.random.default_rng(seed)
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = n_features
+        self.steps_ = 0
+        self._cursors: dict[int, BatchCursor] = {}
+
+    def _build_network(self, n_features: int, n_classes: int, seed: int) -> nn.Module:
+        """The network, initialised from ``seed`` alone (never the global torch RNG)."""
         torch_gen = torch.Generator().manual_seed(seed)
         layers: list[nn.Module] = []
         width = n_features
@@ -97,22 +130,31 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             layers += [nn.Linear(width, int(h)), nn.ReLU()]
             width = int(h)
         layers.append(nn.Linear(width, n_classes))
-        self.model_ = nn.Sequential(*layers)
+        model = nn.Sequential(*layers)
         with torch.no_grad():  # seeded init, independent of the global torch RNG
-            for p in self.model_.parameters():
+            for p in model.parameters():
                 if p.dim() > 1:
                     bound = 1.0 / np.sqrt(p.shape[1])
                     p.uniform_(-bound, bound, generator=torch_gen)
                 else:
                     p.uniform_(-1.0 / np.sqrt(len(p)), 1.0 / np.sqrt(len(p)),
                                generator=torch_gen)
-        self.optimizer_ = torch.optim.Adam(self.model_.parameters(), lr=self.learning_rate,
-                                           weight_decay=self.weight_decay)
-        self.rng_ = np.random.default_rng(seed)
-        self.classes_ = np.arange(n_classes)
-        self.n_features_in_ = n_features
-        self.steps_ = 0
-        self._cursors: dict[int, BatchCursor] = {}
+        return model
+
+    def _make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=self.learning_rate,
+                                weight_decay=self.weight_decay)
+
+    def _inputs(self, xb: torch.Tensor, train: bool) -> torch.Tensor:
+        """A batch of rows as the network's input (images: reshaped, augmented in training)."""
+        return xb
+
+    def _forward(self, xb: torch.Tensor, train: bool = True) -> torch.Tensor:
+        """Logits of a batch (moved to the device), under autocast when ``precision=bf16``;
+        float32 logits, so the loss and the probabilities are computed in float32."""
+        with autocast(self.device, self.precision):
+            out = self.model_(self._inputs(xb.to(self.device, non_blocking=True), train))
+        return out.float()
 
     def _ensure_initialised(self, X: np.ndarray, y: np.ndarray) -> None:
         if hasattr(self, "model_"):
@@ -146,6 +188,13 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         directly, and ``y_aux`` / ``w_aux`` are aligned with ``aux_index``. FedCT passes the
         shared public set U with the indices its consensus did not abstain on.
         """
+        if self._rendezvous is not None:  # trained together with the other clients
+            rendezvous, self._rendezvous = self._rendezvous, None
+            try:
+                rendezvous.submit(self, X, y, int(n_steps), X_aux, y_aux, w_aux, aux_index)
+            finally:
+                self._rendezvous = rendezvous
+            return self
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=self._target_dtype)
         self._ensure_initialised(X, y)
@@ -165,9 +214,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             wa = None if w_aux is None else torch.from_numpy(
                 np.asarray(w_aux, dtype=np.float32))
         main, aux = self._cursor(0, len(y)), self._cursor(1, n_aux)
-        model, opt = self.model_, self.optimizer_
+        opt = self.optimizer_
         loss_fn, per_sample = self._losses()
-        model.train()
+        self.model_.train()
         for _ in range(int(n_steps)):
             idx = torch.from_numpy(main.next())
             xb, yb = Xt[idx], yt[idx]
@@ -179,7 +228,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 xa = Xa[aidx] if rows is None else Xa[rows[aidx]]
                 xb, yb = torch.cat([xb, xa]), torch.cat([yb, ya[aidx]])
             opt.zero_grad(set_to_none=True)
-            logits = model(xb)
+            logits = self._forward(xb)
+            yb = yb.to(logits.device)
+            wb = None if wb is None else wb.to(logits.device)
             loss = loss_fn(logits, yb) if wb is None else (per_sample(logits, yb) * wb).mean()
             loss.backward()
             opt.step()
@@ -214,16 +265,17 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             yt = torch.from_numpy(np.asarray(y, dtype=np.int64))
             main = self._cursor(0, len(yt))
         soft = self._cursor(2, len(Xs))
-        model, opt = self.model_, self.optimizer_
-        model.train()
+        opt = self.optimizer_
+        self.model_.train()
         for _ in range(int(n_steps)):
             sidx = torch.from_numpy(soft.next())
             opt.zero_grad(set_to_none=True)
-            logp = torch.log_softmax(model(Xst[sidx]), dim=1)
-            loss = float(weight) * -(Pst[sidx] * logp).sum(dim=1).mean()
+            logp = torch.log_softmax(self._forward(Xst[sidx]), dim=1)
+            loss = float(weight) * -(Pst[sidx].to(logp.device) * logp).sum(dim=1).mean()
             if use_private:
                 idx = torch.from_numpy(main.next())
-                loss = loss + nn.functional.cross_entropy(model(Xt[idx]), yt[idx])
+                logits = self._forward(Xt[idx])
+                loss = loss + nn.functional.cross_entropy(logits, yt[idx].to(logits.device))
             loss.backward()
             opt.step()
         self.steps_ += int(n_steps)
@@ -246,22 +298,24 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         step = int(self.predict_batch_size)
         with torch.no_grad():
             for start in range(0, len(X), step):
-                logits = self.model_(torch.from_numpy(X[start : start + step]))
-                out[start : start + step] = torch.softmax(logits, dim=1).numpy()
+                logits = self._forward(torch.from_numpy(X[start : start + step]), train=False)
+                out[start : start + step] = torch.softmax(logits, dim=1).cpu().numpy()
         return out
 
     def hidden_features(self, X: np.ndarray, batch: int | None = None) -> np.ndarray:
         """Activations of the last hidden layer (features for XCLP), batched, eval/no_grad."""
         if not hasattr(self, "model_"):
             raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
-        body = self.model_[:-1]
+        body = cast(nn.Sequential, self.model_)[:-1]
         body.eval()
         step = int(batch or self.predict_batch_size)
         X = np.ascontiguousarray(X, dtype=np.float32)
         out = []
         with torch.no_grad():
             for start in range(0, len(X), step):
-                out.append(body(torch.from_numpy(X[start : start + step])).numpy())
+                xb = self._inputs(torch.from_numpy(X[start : start + step]).to(self.device),
+                                  False)
+                out.append(body(xb).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, 1), dtype=np.float32)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -270,7 +324,8 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ parameters
     def get_weights(self) -> np.ndarray:
         """All parameters as one flat float32 vector (what FedAvg sends)."""
-        return torch.cat([p.detach().reshape(-1) for p in self.model_.parameters()]).numpy()
+        return torch.cat([p.detach().reshape(-1) for p in self.model_.parameters()]).cpu() \
+            .numpy()
 
     def set_weights(self, flat: np.ndarray) -> None:
         """Load a flat vector produced by :meth:`get_weights` of an identical network."""
@@ -281,7 +336,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         offset = 0
         with torch.no_grad():
             for p in self.model_.parameters():
-                p.copy_(flat_t[offset : offset + p.numel()].view_as(p))
+                p.copy_(flat_t[offset : offset + p.numel()].view_as(p).to(p.device))
                 offset += p.numel()
 
     def initialise(self, n_features: int, n_classes: int) -> TorchMLPClassifier:

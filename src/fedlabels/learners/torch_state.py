@@ -49,19 +49,15 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
     (Adam's ``step``, ``exp_avg``, ``exp_avg_sq``), ``rng.<path>`` (the numpy bit
     generator's state, 128-bit ints as decimal strings) and ``cursor.<id>.<field>``.
     """
-    state: dict[str, Any] = {
-        "format": _STATE_FORMAT,
-        "built": hasattr(mlp, "model_"),
-        "arch.hidden_layer_sizes": np.asarray([int(h) for h in mlp.hidden_layer_sizes],
-                                              dtype=np.int64),
-    }
+    state: dict[str, Any] = {"format": _STATE_FORMAT, "built": hasattr(mlp, "model_"),
+                             **architecture(mlp)}
     if not state["built"]:
         return state
     state.update({"n_features_in": int(mlp.n_features_in_),
                   "n_classes": len(mlp.classes_), "steps": int(mlp.steps_),
                   "model.training": bool(mlp.model_.training)})
     for name, tensor in mlp.model_.state_dict().items():
-        state[f"model.{name}"] = tensor.detach().numpy().copy()
+        state[f"model.{name}"] = tensor.detach().cpu().numpy().copy()
     opt_state = mlp.optimizer_.state_dict()
     (group,) = opt_state["param_groups"]
     for key, value in group.items():
@@ -75,7 +71,7 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
     for index, slots in opt_state["state"].items():
         for slot, value in slots.items():
             state[f"opt.{int(index)}.{slot}"] = (
-                value.detach().numpy().copy() if torch.is_tensor(value)
+                value.detach().cpu().numpy().copy() if torch.is_tensor(value)
                 else _plain_scalar(value))
     _flatten_rng(mlp.rng_.bit_generator.state, "rng.", state)
     for key, cursor in sorted(mlp._cursors.items()):
@@ -95,11 +91,13 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
     if state.get("format") != _STATE_FORMAT:
         raise FedLabelsError(f"not a TorchMLPClassifier state (format "
                              f"{state.get('format')!r}, expected {_STATE_FORMAT!r}).")
-    mine = tuple(int(h) for h in mlp.hidden_layer_sizes)
-    theirs = tuple(int(h) for h in np.asarray(_need(state, "arch.hidden_layer_sizes")))
-    if theirs != mine:
-        raise FedLabelsError(f"TorchMLPClassifier state is for hidden_layer_sizes={theirs}, "
-                             f"this learner has {mine}.")
+    for arch_key, mine in architecture(mlp).items():
+        theirs = _need(state, arch_key)
+        same = (np.array_equal(np.asarray(theirs), mine) if isinstance(mine, np.ndarray)
+                else str(theirs) == str(mine))
+        if not same:
+            raise FedLabelsError(f"torch learner state is for {arch_key[len('arch.'):]}="
+                                 f"{_shown(theirs)}, this learner has {_shown(mine)}.")
     if not bool(_need(state, "built")):
         for attr in ("model_", "optimizer_", "rng_", "classes_", "n_features_in_",
                      "steps_", "_cursors"):
@@ -116,7 +114,7 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
         if array.shape != tuple(tensor.shape):
             raise FedLabelsError(f"TorchMLPClassifier state: model.{name} has shape "
                                  f"{array.shape}, the network expects {tuple(tensor.shape)}.")
-        params[name] = torch.from_numpy(np.array(array, dtype=np.float32))
+        params[name] = torch.from_numpy(np.array(array)).to(tensor.dtype)
     mlp.model_.load_state_dict(params)
     mlp.model_.train(bool(_need(state, "model.training")))
     opt_state = mlp.optimizer_.state_dict()
@@ -162,7 +160,22 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
         mlp._cursors[key] = cursor
 
 
-_STATE_FORMAT = "fedlabels.torch_mlp/1"
+def architecture(mlp: Any) -> dict[str, Any]:
+    """The ``arch.*`` entries that a state must match: the MLP's hidden layer sizes, or
+    what a subclass's ``architecture_state()`` names (a CNN's architecture and shape)."""
+    own = getattr(mlp, "architecture_state", None)
+    if callable(own):
+        return {f"arch.{k}": v for k, v in own().items()}
+    return {"arch.hidden_layer_sizes": np.asarray([int(h) for h in mlp.hidden_layer_sizes],
+                                                  dtype=np.int64)}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return str(tuple(int(v) for v in value.reshape(-1)))
+    return str(value)
+
+
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 
 

@@ -14,7 +14,9 @@ Training is warm-started Adam steps on minibatches (``train_steps``: FedCT's pri
 pseudo-labelled batch, ``distill_steps``: soft targets); prediction is batched under
 ``torch.inference_mode`` with texts sorted by length (little padding). Texts are tokenised
 once per process (:class:`~fedlabels.learners.text_encoder.TokenTable`). Dropout is off, so a
-run depends only on its seed.
+run depends only on its seed. :meth:`TransformerClassifier.place` puts a learner on a device
+(with optional bf16 autocast); the learners of one process share the encoder's frozen
+weights, which live on the device of the last learner placed, so give them one device.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.devices import autocast
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
 from fedlabels.learners.text_input import is_text
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
@@ -77,6 +80,37 @@ def make_minilm(n_classes: int, random_state: int, batch: int = 16, lr: float | 
                                  predict_batch_size=predict_batch, **params)
 
 
+_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+            "pytorch_model.bin.index.json")
+
+
+def check_hf(params: Mapping[str, Any]) -> None:
+    """``hf(model_dir=PATH, ...)``: a local model directory with its config, tokenizer and
+    weights (checked when the spec is parsed), and the parameters of ``minilm``."""
+    check_minilm(params)
+    if not params.get("model_dir"):
+        raise FedLabelsError("hf needs model_dir=PATH, a local Hugging Face model directory "
+                             "(config.json, tokenizer.json and the weights).")
+    root = Path(str(params["model_dir"]))
+    if not root.is_dir():
+        raise FedLabelsError(f"hf model_dir {root} is not a directory.")
+    for name in ("config.json", "tokenizer.json"):
+        if not (root / name).is_file():
+            raise FedLabelsError(f"hf model_dir {root} has no {name}; save the model and its "
+                                 "fast tokenizer there (save_pretrained).")
+    if not any((root / name).is_file() for name in _WEIGHTS):
+        raise FedLabelsError(f"hf model_dir {root} has no weights ({' or '.join(_WEIGHTS[:2])}"
+                             "); save the model with save_pretrained, or copy its weights.")
+
+
+def make_hf(n_classes: int, random_state: int, **params: Any) -> TransformerClassifier:
+    """A Hugging Face model directory's encoder (a sequence-classification checkpoint's own
+    head is replaced by ours) + mean pooling + head; ``mode`` defaults to ``full``."""
+    check_hf(params)
+    params.setdefault("mode", "full")
+    return make_minilm(n_classes, random_state, **params)
+
+
 class _Head(nn.Module):
     def __init__(self, kind: str, width: int, n_classes: int) -> None:
         super().__init__()
@@ -110,6 +144,24 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
 
     accepts_text: ClassVar[bool] = True
     supports_aux_index: ClassVar[bool] = True
+    #: run settings (see :meth:`place`), not model parameters
+    device: str = "cpu"
+    precision: str = "fp32"
+
+    def place(self, device: str, precision: str = "fp32") -> None:
+        """Train and predict on ``device`` with ``precision`` (``fp32`` or ``bf16``)."""
+        self.device, self.precision = str(device), str(precision)
+        if hasattr(self, "model_"):
+            self._move()
+
+    def _move(self) -> None:
+        self.base_.model.to(self.device)  # shared frozen weights (LoRA's too)
+        self.encoder_.to(self.device)
+        self.head_.to(self.device)
+        for slots in self.optimizer_.state.values():
+            for key, value in slots.items():
+                if torch.is_tensor(value) and key != "step":
+                    slots[key] = value.to(self.device)
 
     def __init__(self, mode: str = "lora", r: int = 8, alpha: int = 16, max_len: int = 64,
                  batch_size: int = 16, learning_rate: float | None = None,
@@ -144,6 +196,10 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
             for p in self.head_.parameters():
                 bound = 1.0 / np.sqrt(p.shape[-1] if p.dim() > 1 else len(p))
                 p.uniform_(-bound, bound, generator=gen)
+        if self.device != "cpu":  # before the optimizer: it holds these parameters
+            self.base_.model.to(self.device)
+            self.encoder_.to(self.device)
+            self.head_.to(self.device)
         self.trainable_ = [(f"head.{n}", p) for n, p in self.head_.named_parameters()]
         if self.mode != "frozen":
             self.trainable_ = [(f"encoder.{n}", p) for n, p in
@@ -183,9 +239,18 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
     def _pooled(self, rows: np.ndarray) -> torch.Tensor:
         """The pooled encoder output of token-table ``rows`` (gradients flow unless frozen)."""
         if self.mode == "frozen":
-            return torch.from_numpy(self.table_.embed(rows, int(self.predict_batch_size)))
-        ids, mask = self.table_.batch(rows)
-        return mean_pool(self.encoder_(input_ids=ids, attention_mask=mask)[0], mask)
+            return torch.from_numpy(self.table_.embed(rows, int(self.predict_batch_size))
+                                    ).to(self.device)
+        ids, mask = (t.to(self.device) for t in self.table_.batch(rows))
+        with autocast(self.device, self.precision):
+            hidden = self.encoder_(input_ids=ids, attention_mask=mask)[0]
+        return mean_pool(hidden.float(), mask)
+
+    def _logits(self, rows: np.ndarray) -> torch.Tensor:
+        """Class logits of token-table ``rows`` (float32, on the device)."""
+        pooled = self._pooled(rows)
+        with autocast(self.device, self.precision):
+            return self.head_(pooled).float()
 
     def _train_mode(self, on: bool) -> None:
         self.head_.train(on)
@@ -226,9 +291,11 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
                 if wa is not None:
                     wb = torch.cat([torch.ones(len(idx)), wa[aidx]])
             self.optimizer_.zero_grad(set_to_none=True)
-            logits = self.head_(self._pooled(batch_rows))
-            losses = nn.functional.cross_entropy(logits, yb, reduction="none")
-            (losses.mean() if wb is None else (losses * wb).mean()).backward()
+            logits = self._logits(batch_rows)
+            losses = nn.functional.cross_entropy(logits, yb.to(logits.device),
+                                                 reduction="none")
+            (losses.mean() if wb is None else (losses * wb.to(logits.device)).mean()
+             ).backward()
             self.optimizer_.step()
         self.steps_ += int(n_steps)
         return self
@@ -255,12 +322,12 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         for _ in range(int(n_steps)):
             sidx = soft.next()
             self.optimizer_.zero_grad(set_to_none=True)
-            logp = torch.log_softmax(self.head_(self._pooled(srows[sidx])), dim=1)
-            loss = float(weight) * -(P[sidx] * logp).sum(dim=1).mean()
+            logp = torch.log_softmax(self._logits(srows[sidx]), dim=1)
+            loss = float(weight) * -(P[sidx].to(logp.device) * logp).sum(dim=1).mean()
             if use_private:
                 idx = main.next()
-                loss = loss + nn.functional.cross_entropy(
-                    self.head_(self._pooled(rows[idx])), yt[idx])
+                logits = self._logits(rows[idx])
+                loss = loss + nn.functional.cross_entropy(logits, yt[idx].to(logits.device))
             loss.backward()
             self.optimizer_.step()
         self.steps_ += int(n_steps)
@@ -287,14 +354,14 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         with torch.inference_mode():
             for start in range(0, len(order), step):
                 part = order[start : start + step]
-                out[part] = self._pooled(rows[part]).numpy()
+                out[part] = self._pooled(rows[part]).float().cpu().numpy()
         return out
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        feats = torch.from_numpy(self.hidden_features(X))
+        feats = torch.from_numpy(self.hidden_features(X)).to(self.device)
         self.head_.eval()
-        with torch.inference_mode():
-            return torch.softmax(self.head_(feats), dim=1).numpy()
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            return torch.softmax(self.head_(feats).float(), dim=1).cpu().numpy()
 
     def predict(self, X: Any) -> np.ndarray:
         return self.predict_proba(X).argmax(axis=1)
@@ -303,7 +370,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
     def get_weights(self) -> np.ndarray:
         """The trainable parameters as one float32 vector (what FedAvg averages): the head
         (frozen), the LoRA adapters and the head (lora), or everything (full)."""
-        return torch.cat([p.detach().reshape(-1) for _, p in self.trainable_]).numpy()
+        return torch.cat([p.detach().reshape(-1) for _, p in self.trainable_]).cpu().numpy()
 
     def set_weights(self, flat: np.ndarray) -> None:
         flat_t = torch.from_numpy(np.array(flat, dtype=np.float32))
@@ -313,7 +380,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         offset = 0
         with torch.no_grad():
             for _, p in self.trainable_:
-                p.copy_(flat_t[offset : offset + p.numel()].view_as(p))
+                p.copy_(flat_t[offset : offset + p.numel()].view_as(p).to(p.device))
                 offset += p.numel()
 
     @property

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels, unpack_labels
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.method.base import ClientRole, Method
 from fedlabels.method.threat import Payload, ThreatModel
 
@@ -64,7 +64,8 @@ class Attack:
         usage = ("use flip, random, constant[:K] (always class K, default 0) or "
                  "targeted[:S:T] (class S sent as T, default 0:1)")
         if name not in ATTACKS:
-            raise FedLabelsError(f"unknown attack {text!r}; {usage}.")
+            raise FedLabelsError(f"unknown attack {text!r}{did_you_mean(name, ATTACKS)}; "
+                                 f"{usage}.")
         want = {"constant": (0, 1), "targeted": (0, 2)}.get(name, (0, 0))
         if len(args) not in want or not all(a.isdigit() for a in args):
             raise FedLabelsError(f"attack {text!r}: {usage}.")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 
 T = TypeVar("T", bound="MethodOptions")
 
@@ -111,8 +111,9 @@ class OptionInfo:
             raise FedLabelsError(f"{where} must be {self.type_name}, got {value!r} "
                                  f"({type(value).__name__}).")
         if self.choices is not None and value not in self.choices:
+            close = did_you_mean(str(value), map(str, self.choices))
             raise FedLabelsError(f"{where} must be one of "
-                                 f"{', '.join(map(str, self.choices))}; got {value!r}.")
+                                 f"{', '.join(map(str, self.choices))}; got {value!r}{close}.")
         if self.interval is not None and isinstance(value, int | float) \
                 and not isinstance(value, bool):
             if not math.isfinite(value) and self.interval.high is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, MutableMapping
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.method import options as _options
 from fedlabels.method.base import Method
 from fedlabels.method.options import OPTION_USERS
@@ -137,8 +137,8 @@ def get_method(name: str) -> Method:
         return METHODS[name]
     if name in PLUGIN_ERRORS:
         raise FedLabelsError(PLUGIN_ERRORS[name] + ".")
-    raise FedLabelsError(f"unknown method {name!r}; available: "
-                         f"{', '.join(sorted(METHODS))}.")
+    raise FedLabelsError(f"unknown method {name!r}{did_you_mean(str(name), METHODS)}; "
+                         f"available: {', '.join(sorted(METHODS))}.")
 
 
 _options.load_option_users = METHODS.load_all

@@ -46,13 +46,57 @@ def _class_label(c: Any, class_names: list[str] | None) -> str:
     return class_names[c] if class_names and 0 <= c < len(class_names) else str(c)
 
 
+def _unscaled_tree_text(text: str, names: list[str], mean: np.ndarray,
+                       std: np.ndarray) -> str:
+    """``export_text`` with each threshold ``z`` of feature ``j`` turned back into the data's
+    own units, ``z * std[j] + mean[j]``."""
+    index = {n: i for i, n in enumerate(names)}
+
+    def undo(m: re.Match[str]) -> str:
+        j = index.get(m.group(2))
+        if j is None or j >= len(mean):
+            return m.group(0)
+        value = float(m.group(4)) * float(std[j]) + float(mean[j])
+        return f"{m.group(1)}{m.group(2)} {m.group(3)} {value:.4g}"
+
+    return re.sub(r"^(.*?\|--- )(.+) (<=|>)\s+(-?[\d.]+(?:e[-+]?\d+)?)$", undo, text,
+                  flags=re.M)
+
+
+def units_note(preprocessing: Any) -> str:
+    """In which units a model's thresholds and coefficients are (one line)."""
+    if preprocessing is None:
+        return "thresholds in the model's input units (no preprocessing stored)"
+    get = preprocessing.get if isinstance(preprocessing, dict) else \
+        lambda key: getattr(preprocessing, key, None)
+    if get("pca") is not None:
+        return "inputs are U's whitened principal components (pc1..pcK), not raw features"
+    if get("mean") is not None:
+        return ("tree thresholds in the data's own units; rule thresholds and coefficients "
+                "in z-scores of U's mean and std")
+    return "thresholds in the data's own units (features were not scaled)"
+
+
+def _scaling(preprocessing: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """U's (mean, std) that z-scored the inputs, or None (not scaled, or PCA inputs)."""
+    if preprocessing is None:
+        return None
+    get = preprocessing.get if isinstance(preprocessing, dict) else \
+        lambda key: getattr(preprocessing, key, None)
+    if get("pca") is not None or get("mean") is None or get("std") is None:
+        return None
+    return np.asarray(get("mean"), dtype=float), np.asarray(get("std"), dtype=float)
+
+
 def describe_model(model: Any, feature_names: list[str] | None = None,
-                   class_names: list[str] | None = None, top: int = 10) -> dict[str, Any]:
+                   class_names: list[str] | None = None, top: int = 10,
+                   scaling: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """A structured, JSON-friendly description of one fitted model.
 
     Keys: ``kind``, ``estimator`` (class name), ``classes_seen``, ``feature_importances``
     (``[(feature, value)]``, largest first), ``text`` (tree text, rule list or summary) and
     kind-specific entries (``rules``, ``depth``, ``n_trees``, ``coefficients``, ...).
+    ``scaling`` (U's mean and std) turns tree thresholds back into the data's own units.
     """
     from fedlabels.learners.tabular import GlobalLabelClassifier, RuleFitClassifier
 
@@ -80,10 +124,12 @@ def describe_model(model: Any, feature_names: list[str] | None = None,
         from sklearn.tree import export_text
 
         cls = [_class_label(c, class_names) for c in inner.classes_]
+        text = export_text(inner, feature_names=names, class_names=cls,
+                           decimals=3 if scaling is None else 6)
+        if scaling is not None:
+            text = _unscaled_tree_text(text, names, *scaling)
         out.update(kind="decision_tree", depth=int(inner.get_depth()),
-                   n_leaves=int(inner.get_n_leaves()),
-                   text=export_text(inner, feature_names=names, class_names=cls,
-                                    decimals=3))
+                   n_leaves=int(inner.get_n_leaves()), text=text)
     elif kind in ("RandomForestClassifier", "ExtraTreesClassifier"):
         depths = [e.get_depth() for e in inner.estimators_]
         out.update(kind="random_forest", n_trees=len(inner.estimators_),
@@ -143,10 +189,13 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
         models, specs = payload["models"], payload["model_specs"]
         names = feature_names or payload["feature_names"]
         classes = payload["class_names"]
+        preprocessing = payload.get("preprocessing")
     else:
         models, specs = list(result.client_models), list(result.models)
         names = feature_names or list(getattr(result, "feature_names", []) or [])
         classes = list(result.federation.get("class_names", []))
+        preprocessing = getattr(result, "preprocessing", None)
+    scaling = _scaling(preprocessing)
     if not models:
         raise FedLabelsError("this result holds no client models (runs loaded from JSON do "
                              "not; pass the result JSON path so the saved models are read).")
@@ -157,9 +206,9 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
     for cid, model in enumerate(models):
         if client is not None and cid != client:
             continue
-        desc = describe_model(model, names, classes, top=top)
+        desc = describe_model(model, names, classes, top=top, scaling=scaling)
         spec = specs[cid] if cid < len(specs) else (specs[0] if specs else "")
-        out.append({"client": cid, "spec": spec, **desc})
+        out.append({"client": cid, "spec": spec, **desc, "units": units_note(preprocessing)})
     return out
 
 
@@ -169,6 +218,8 @@ def format_inspection(descriptions: list[dict[str, Any]], max_lines: int = 40) -
     for d in descriptions:
         head = f"== client {d['client']}: {d['spec']} ({d['estimator']}, {d['kind']})"
         lines = [head]
+        if d.get("units"):
+            lines.append(f"units: {d['units']}")
         if d.get("classes_seen") is not None:
             lines.append(f"classes seen in training: {', '.join(d['classes_seen'])}")
         if d["feature_importances"]:

@@ -43,6 +43,12 @@ def load_models(path: str | Path) -> dict[str, Any]:
     only the model types fedlabels writes are built, nothing is unpickled."""
     from fedlabels.results.model_format import read_models_file
 
+    given = Path(path)
+    if given.suffix == ".json" and not given.is_file():
+        from fedlabels.core.files import not_a_file
+
+        raise FedLabelsError(f"result {given} {not_a_file(given)}; give the JSON a run "
+                             "wrote (its models file lies beside it).")
     path = models_path(path)
     pickled = path if path.name.endswith(PICKLED_MODELS) else \
         path.with_name(path.name.removesuffix(".models.npz") + PICKLED_MODELS)

@@ -48,7 +48,8 @@ def predict_codes(models: Sequence[Any], X: np.ndarray, n_classes: int,
 
 def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: Any,
             client: int | None = None) -> np.ndarray:
-    """Labels (the original class names) that ``models`` give the raw rows ``X_raw``."""
+    """Labels that ``models`` give the raw rows ``X_raw``, as the type of the training
+    labels (ints for ints, strings for strings)."""
     if preprocessing is None:
         raise FedLabelsError("this run has no stored preprocessing (a run loaded from JSON "
                              "alone, or from an older version): predict from the result path "
@@ -58,7 +59,7 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
                              "supported yet; only classification runs can be reused.")
     X = preprocessing.transform(X_raw)
     codes = predict_codes(models, X, len(preprocessing.class_names), client)
-    return np.asarray(preprocessing.class_names, dtype=object)[codes]
+    return preprocessing.class_values()[codes]
 
 
 def predict_file(result_path: str | Path, data_path: str | Path,

@@ -77,6 +77,18 @@ class RunResult:
     # raw features -> model inputs (a fedlabels.results.predict.Preprocessing; not written to JSON)
     preprocessing: Any = field(default=None, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        """One line: what ran and how it ended (no arrays, no per-round records)."""
+        f = self.final or {}
+        if "mean_accuracy" in f:
+            outcome = f"mean accuracy {f['mean_accuracy']:.4f}"
+        elif "mean_rmse" in f:
+            outcome = f"mean RMSE {f['mean_rmse']:.4g}, R² {f['mean_r2']:.3f}"
+        else:
+            outcome = "not evaluated"
+        return (f"RunResult({self.method!r} on {self.dataset!r}, seed {self.seed}, "
+                f"{len(self.rounds)} rounds, {outcome})")
+
     @property
     def final_record(self) -> RoundRecord | None:
         """The last evaluated round (``None`` if a run was stopped before its first one)."""
@@ -189,11 +201,57 @@ class RunResult:
                          "seconds": r.seconds})
         return pd.DataFrame(rows)
 
-    def save_json(self, path: str | Path) -> Path:
-        return write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
+    def save_json(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write the result JSON (atomically) to ``path``, which must end in ``.json``; an
+        existing file is replaced only with ``overwrite=True``."""
+        path = _save_target(path, ".json", overwrite)
+        return _write(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
-    def save_csv(self, path: str | Path) -> Path:
-        return write_atomic(path, self.to_frame().to_csv(index=False))
+    def save_csv(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write the per-round table (:meth:`to_frame`) as CSV; rules as :meth:`save_json`."""
+        path = _save_target(path, ".csv", overwrite)
+        return _write(path, self.to_frame().to_csv(index=False))
+
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """What ``fedlabels run`` writes: the result JSON at ``path`` (``X.json``), the
+        rounds table ``X.rounds.csv`` and the clients' models beside it, so that
+        ``fedlabels predict`` and ``fedlabels inspect`` work on it. Every file is checked
+        before any is written; existing ones are replaced only with ``overwrite=True``."""
+        from fedlabels.core.files import check_outputs, result_path, run_outputs
+        from fedlabels.results.models_file import save_models
+
+        files = run_outputs(result_path(path, option="path"))
+        if not self.client_models:
+            del files["models file"]
+        check_outputs(files, overwrite=overwrite, overwrite_hint="overwrite=True")
+        self.save_json(files["result"], overwrite=True)
+        self.save_csv(files["rounds table"], overwrite=True)
+        if self.client_models:
+            save_models(self, files["result"])
+        return files["result"]
+
+
+def _save_target(path: str | Path, suffix: str, overwrite: bool) -> Path:
+    """``path`` checked for :meth:`RunResult.save_json` / ``save_csv`` (one-line errors)."""
+    path = Path(path).expanduser()
+    if path.suffix.lower() != suffix:
+        raise FedLabelsError(f"{path}: give a file name ending in {suffix} (this writes "
+                             f"{suffix[1:].upper()}).")
+    if path.is_dir():
+        raise FedLabelsError(f"cannot write to {path}: it is a directory; give a file name "
+                             f"ending in {suffix}.")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise FedLabelsError(f"{path} exists; pass overwrite=True to replace it, or choose "
+                             "another name.")
+    return path
+
+
+def _write(path: Path, text: str) -> Path:
+    """:func:`write_atomic` with an ``OSError`` as a one-line error naming ``path``."""
+    try:
+        return write_atomic(path, text)
+    except OSError as exc:
+        raise FedLabelsError(f"could not write {path}: {exc.strerror or exc}.") from None
 
 
 def _clean(obj: Any) -> Any:
@@ -247,7 +305,7 @@ def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> str:
 
 def table_warnings(rows: list[dict[str, Any]]) -> list[str]:
     """``warning: METHOD on DATASET: ...`` lines for the rows' caveats."""
-    return [f"warning: {r['method']} on {r['dataset']}: {w}" for r in rows
+    return [f"fedlabels: warning: {r['method']} on {r['dataset']}: {w}" for r in rows
             for w in r.get("warnings") or []]
 
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 
 
 @dataclass
@@ -90,6 +90,22 @@ class RunConfig:
         Simulator only: replies whose simulated time exceeds this are dropped (stragglers;
         1 = a client of mean size and median speed; see
         :mod:`fedlabels.runs.participation` for the speed model).
+    device : str, default="cpu"
+        Where torch learners train: ``auto`` (CUDA when torch sees a GPU, else the CPU),
+        ``cpu``, ``cuda`` (clients round-robin over the visible GPUs) or ``cuda:N``
+        (:mod:`fedlabels.learners.devices`). scikit-learn learners always run on the CPU.
+    precision : str, default="fp32"
+        ``fp32``, or ``bf16`` autocast for torch learners' forward passes.
+    batch_clients : str, default="auto"
+        Simulator only: train the clients' torch learners together, one vectorised step for
+        all (:mod:`fedlabels.engines.together`): ``on``, ``off``, or ``auto`` (on when
+        every learner can and they run on CUDA; CPU runs stay as they were).
+    image_size : str or None
+        ``HxW`` (or ``S`` for S×S): resize the images of an ``imagefolder:`` dataset or of a
+        ``csv:`` table's ``image_column`` to this size; ``None``: they must all have one size.
+    image_column : str or None
+        A ``csv:`` table's column of image file paths (relative to the table's folder), read
+        as the only feature (pixels; :mod:`fedlabels.data.images`).
     options : dict
         The method's options (e.g. ``quorum`` for FedCT, ``epsilon`` for DP methods),
         validated against the method's declaration; CLI ``--opt KEY=VALUE`` and the
@@ -125,6 +141,11 @@ class RunConfig:
     participation: float | int | None = None
     dropout: float | None = None
     deadline: float | None = None
+    device: str = "cpu"
+    precision: str = "fp32"
+    batch_clients: str = "auto"
+    image_size: str | None = None
+    image_column: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -133,6 +154,10 @@ class RunConfig:
             from fedlabels.methods import get_method
 
             self.model = get_method(self.method).model_default()
+        if isinstance(self.model, str):  # aliases -> one name: file names, hashes, reports
+            from fedlabels.learners import canonical_model_spec
+
+            self.model = canonical_model_spec(self.model)
 
     def validate(self) -> None:
         def _int(name: str, low: int, allow_none: bool = False) -> None:
@@ -196,6 +221,18 @@ class RunConfig:
             if self.target_range is not None and self.task == "classification":
                 raise FedLabelsError("target_range applies to a regression task only.")
             parse_target_range(self.target_range)
+        from fedlabels.learners.devices import check_device, check_precision
+
+        check_device(self.device)
+        check_precision(self.precision)
+        if self.batch_clients not in ("auto", "on", "off"):
+            raise FedLabelsError(f"batch_clients must be one of auto, on, off, got "
+                                 f"{self.batch_clients!r}.")
+        if self.image_size is not None or self.image_column is not None:
+            from fedlabels.data.images import check_image_settings
+
+            check_image_settings(self.dataset, self.image_size, self.image_column,
+                                 self.text_column)
         if not isinstance(self.options, dict):
             raise FedLabelsError(f"options must be a table of KEY = VALUE, got "
                                  f"{self.options!r}.")
@@ -219,8 +256,8 @@ def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
 
             hint = (f" {key!r} is a method option: put it in the [options] table."
                     if option_users(name) else "")
-            raise FedLabelsError(f"unknown config key {key!r}; known keys: "
-                                 f"{', '.join(sorted(known))}.{hint}")
+            raise FedLabelsError(f"unknown config key {key!r}{did_you_mean(key, known)}; "
+                                 f"known keys: {', '.join(sorted(known))}.{hint}")
         out[name] = value
     return out
 
@@ -262,7 +299,9 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     """
     path = Path(path)
     if not path.is_file():
-        raise FedLabelsError(f"config file {path} does not exist.")
+        from fedlabels.core.files import not_a_file
+
+        raise FedLabelsError(f"config file {path} {not_a_file(path)}.")
     try:
         data = _run_table(tomllib.loads(path.read_text(encoding="utf-8")), path)
     except tomllib.TOMLDecodeError as exc:

@@ -14,4 +14,5 @@ def federation_for(cfg: RunConfig) -> Federation:
                            sep=cfg.sep, features=cfg.features, drop=cfg.drop,
                            text_column=cfg.text_column, task=cfg.task,
                            target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift,
-                           public_pca=cfg.public_pca)
+                           public_pca=cfg.public_pca, image_size=cfg.image_size,
+                           image_column=cfg.image_column)

@@ -89,19 +89,50 @@ class RunPlan:
     specs: list[Any]  # one model spec (or estimator) per client role
     client_seeds: list[int]
     server_seed: int
+    device: str = "cpu"  # auto | cpu | cuda | cuda:N, resolved where the learners train
+    precision: str = "fp32"
+    input_shape: tuple[int, ...] | None = None  # (C, H, W) of image rows, if known
 
     def learners(self) -> list[Any]:
-        """A fresh learner per client role, seeded with its client seed."""
+        """A fresh learner per client role, seeded with its client seed, on its device."""
         learners = make_learners(self.specs, self.client_seeds, self.settings.n_classes,
                                  self.settings.task)
         set_threads(None)  # torch, if a learner loaded it, gets this process's thread count
+        self._configure(learners, list(range(len(learners))))
         return learners
 
     def learner(self, cid: int) -> Any:
         learner = make_learners([self.specs[cid]], [self.client_seeds[cid]],
                                 self.settings.n_classes, self.settings.task)[0]
         set_threads(None)
+        self._configure([learner], [cid])
         return learner
+
+    def devices(self) -> list[str]:
+        """Each client role's device (:func:`fedlabels.learners.devices.client_devices`)."""
+        if self.device == "cpu":  # no torch import for scikit-learn runs
+            return ["cpu"] * len(self.specs)
+        from fedlabels.learners.devices import client_devices
+
+        return client_devices(self.device, len(self.specs))
+
+    def _configure(self, learners: list[Any], cids: list[int]) -> None:
+        """The image shape for networks that take images, then each learner's device."""
+        for learner in learners:
+            take = getattr(learner, "use_dataset_shape", None)
+            if callable(take) and self.input_shape is not None:
+                take(self.input_shape)
+        if any(callable(getattr(ln, "place", None)) for ln in learners):
+            from fedlabels.learners.devices import place_learners
+
+            devices = self.devices()
+            place_learners(learners, [devices[c] for c in cids], self.precision)
+
+    def device_record(self) -> dict[str, Any]:
+        """The result's ``device`` entry: devices used, their names, precision."""
+        from fedlabels.learners.devices import summary
+
+        return summary(self.devices(), self.precision, self.device)
 
     def context(self, truth_public: np.ndarray | None = None) -> MethodContext:
         return MethodContext(self.settings, list(self.client_seeds), self.server_seed,
@@ -112,13 +143,16 @@ def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: 
              rounds: int, period: int, seed: int, models: list[Any],
              options: Mapping[str, Any] | MethodOptions | None = None,
              task: str = "classification",
-             target_range: tuple[float, float] | None = None) -> RunPlan:
+             target_range: tuple[float, float] | None = None, device: str = "cpu",
+             precision: str = "fp32",
+             input_shape: tuple[int, ...] | None = None) -> RunPlan:
     """Seeds, validated options and settings of a run with ``n_roles`` client roles.
 
     ``models`` holds one spec or estimator for all clients, or one per client (a method
     with fewer roles than clients, like ``centralized``, uses the first ones). A
     regression ``task`` (with the federation's ``target_range``) needs a method that
-    supports it.
+    supports it. ``device``, ``precision`` and the rows' image ``input_shape`` go to the torch
+    learners (:meth:`RunPlan.learners`).
     """
     impl = get_method(method) if isinstance(method, str) else method
     if task == "regression" and not impl.capabilities.supports_regression:
@@ -135,7 +169,8 @@ def plan_run(method: Method | str, *, n_roles: int, n_classes: int, n_features: 
     settings = Settings(n_classes=n_classes, n_features=n_features, n_clients=n_roles,
                         rounds=rounds, period=period, options=parsed, task=task,
                         target_range=target_range)
-    return RunPlan(impl, settings, specs, client_seeds, server_seed)
+    return RunPlan(impl, settings, specs, client_seeds, server_seed, device, precision,
+                   None if input_shape is None else tuple(int(s) for s in input_shape))
 
 
 def rounds_to_run(plan: RunPlan, learners: list[Any]) -> tuple[int, dict[str, Any] | None]:
@@ -291,7 +326,8 @@ def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
         rounds=list(records),
         communication=meter.summary(wire_format),
         wall_seconds=time.perf_counter() - started,
-        extra={"threat_model": method.threat_model.to_dict(), **server_extra,
+        extra={"threat_model": method.threat_model.to_dict(), "device": plan.device_record(),
+               **server_extra,
                **(extra or {}), "privacy": privacy,
                "provenance": provenance(started)},
     )

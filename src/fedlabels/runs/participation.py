@@ -174,7 +174,7 @@ def check_method(method: Method, settings: Settings, policy: Participation) -> N
     name = method.name
     if not method.capabilities.tolerates_lost_clients:
         raise FedLabelsError(f"{name} cannot run with {FLAGS}: it needs every client in "
-                             "every round (Capabilities.tolerates_lost_clients is False).")
+                             "every round; run it without these options.")
     n = method.capabilities.communication_rounds
     if n is not None:
         when = "round 1" if n == 1 else f"its first {n} rounds"

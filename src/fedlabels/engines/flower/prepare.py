@@ -183,6 +183,8 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
             shared["scale_mean"], shared["scale_std"] = scaling
     else:  # a site's raw CSV rows are z-scored by U, then projected onto U's components
         shared.update(_public_pca_arrays(fed.preprocessing))
+    if "image_shape" in fed.info:  # a site may bring its own image folder
+        shared["image_shape"] = np.asarray(fed.info["image_shape"], dtype=np.int64)
     shared_path = root / "shared.npz"
     _save_npz(shared_path, **shared)
     truth_path = root / "truth.npz"

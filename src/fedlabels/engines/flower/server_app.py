@@ -206,7 +206,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
                                      **({"rounds_run": rounds_note} if rounds_note else {})})
         keeper.stamp(result)
         if spec.output:
-            result.save_json(spec.output)
+            result.save_json(spec.output, overwrite=True)
             save_final_arrays(server, spec.output)
         return result
 

@@ -63,7 +63,7 @@ def node_label(node_config: dict[str, Any], node_id: int | None) -> str:
     return f"SuperNode partition-id={pid}" + (f" (node {node_id})" if node_id else "")
 
 
-def _path(node_config: dict[str, Any], key: str, who: str) -> Path:
+def _path(node_config: dict[str, Any], key: str, who: str, folder: bool = False) -> Path:
     value = node_config.get(key)
     if not value:
         raise FedLabelsError(
@@ -71,6 +71,8 @@ def _path(node_config: dict[str, Any], key: str, who: str) -> Path:
             f"--node-config \"partition-id=I data-path=/path/to/client_I.npz "
             f"shared-path=/path/to/shared.npz\".")
     path = Path(str(value)).expanduser()
+    if folder and path.is_dir():
+        return path
     if not path.is_file():
         raise FedLabelsError(f"{who}: {key} {str(path)!r} does not exist or is not a file; "
                              "give the path of this site's file on this machine.")
@@ -120,6 +122,31 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
     return X.astype(np.float32), np.array([lookup[v] for v in labels], dtype=np.int64)
 
 
+def _private_from_images(path: Path, shared: dict[str, np.ndarray],
+                         who: str) -> tuple[np.ndarray, np.ndarray]:
+    """A site's own image folder (one sub-folder per class, named as in ``class_names``),
+    resized to the federation's image shape, pixels in [0, 1] as U's."""
+    from fedlabels.data.images import load_image_folder, unit_float32
+
+    if "image_shape" not in shared:
+        raise FedLabelsError(f"{who}: data-path {path} is a folder of images, but the shared "
+                             "public set U is not images (shared.npz has no image_shape).")
+    c, h, w = (int(s) for s in shared["image_shape"])
+    try:
+        pixels, y, classes, shape = load_image_folder(path, (h, w), min_classes=1)
+    except FedLabelsError as exc:
+        raise FedLabelsError(f"{who}: {exc}") from None
+    if shape[0] != c:
+        raise FedLabelsError(f"{who}: images in {path} have {shape[0]} channel(s), U's "
+                             f"{c}; convert them (grey or RGB) like the federation's.")
+    lookup = {str(name): i for i, name in enumerate(shared["class_names"])}
+    unknown = sorted(set(classes) - set(lookup))
+    if unknown:
+        raise FedLabelsError(f"{who}: class folder(s) {unknown[:5]} in {path} are not among "
+                             f"the federation's classes {list(lookup)}.")
+    return unit_float32(pixels), np.array([lookup[classes[k]] for k in y], dtype=np.int64)
+
+
 def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteData:
     """Load and check this SuperNode's data; errors name the node and the file."""
     who = node_label(node_config, node_id)
@@ -129,8 +156,10 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
                              f"site's client index); got {pid!r}.")
     shared = _load_npz(_path(node_config, "shared-path", who), who,
                        ("X_public", "X_test", "y_test", "class_names", "feature_names"))
-    data_path = _path(node_config, "data-path", who)
-    if data_path.suffix.lower() == ".csv":
+    data_path = _path(node_config, "data-path", who, folder=True)
+    if data_path.is_dir():
+        X, y = _private_from_images(data_path, shared, who)
+    elif data_path.suffix.lower() == ".csv":
         target = node_config.get("target")
         if not target:
             raise FedLabelsError(f"{who}: data-path {data_path} is a CSV; add target=COLUMN "

@@ -111,7 +111,8 @@ def deploy_plan(cfg: RunConfig, n_classes: int, n_features: int) -> RunPlan:
     refuse_regression_deployment(cfg.dataset, cfg.task, cfg.sep)
     return plan_run(cfg.method, n_roles=cfg.clients, n_classes=n_classes,
                     n_features=n_features, rounds=cfg.rounds, period=cfg.period,
-                    seed=cfg.seed, models=as_models(cfg.model), options=cfg.options)
+                    seed=cfg.seed, models=as_models(cfg.model), options=cfg.options,
+                    device=cfg.device, precision=cfg.precision)
 
 
 def site_datasets(method: Method, clients: list[ClientData]) -> list[ClientData]:

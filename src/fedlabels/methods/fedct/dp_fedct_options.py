@@ -49,12 +49,14 @@ class DPFedCTOptions(VoteOptions):
         "whatever the rounds compose to); give this or epsilon", kind=float,
         interval=POSITIVE, nullable=True, flag=True)
     delta: float = delta_option("δ of the (ε, δ) of the composition over rounds")
-    mechanism: str = option("xor", "xor: bitwise randomized response on the one-hot rows; "
-                            "kary: k-ary randomized response per label; dpsgd: clients train "
-                            "with DP-SGD and share their DP models' labels; "
-                            "subsample-aggregate: each client's k teachers on disjoint parts "
-                            "of its data vote, the noisy argmax (GNMax) is shared", kind=str,
-                            choices=MECHANISMS)
+    mechanism: str = option(  # None becomes "xor" (__post_init__)
+        None, "xor: bitwise randomized response on the one-hot rows; kary: k-ary randomized "
+        "response per label; dpsgd: clients train with DP-SGD and share their DP models' "
+        "labels; subsample-aggregate: each client's k teachers on disjoint parts of its data "
+        "vote, the noisy argmax (GNMax) is shared; none: xor, unless at the run's total "
+        "--epsilon its labels would be noise (flip probability >= 0.45): then the run asks "
+        "for a choice "
+        "(docs/privacy.md, Defaults)", kind=str, choices=MECHANISMS, nullable=True, flag=True)
     example_clip: float = example_clip_option("dpsgd")
     example_rate: float = example_rate_option("dpsgd")
     site_model: str = option(
@@ -105,6 +107,19 @@ class DPFedCTOptions(VoteOptions):
         interval=Interval(1, None), nullable=True)
     sensitivity_note: str = option(
         "", "where a given number of bits came from (kept in the result)", kind=str)
+
+    def __post_init__(self) -> None:
+        # whether the mechanism was chosen or is the default xor (which refuses a budget at
+        # which its labels would be noise; methods/fedct/mechanisms/randomized_response.py)
+        object.__setattr__(self, "mechanism_chosen", self.mechanism is not None)
+        if self.mechanism is None:
+            object.__setattr__(self, "mechanism", "xor")
+
+    def given(self) -> dict[str, Any]:
+        given = super().given()
+        if not getattr(self, "mechanism_chosen", True):
+            given.pop("mechanism", None)
+        return given
 
     def check(self) -> None:
         super().check()

@@ -89,6 +89,10 @@ NON_DISJOINT_CAVEAT = (
 class FREDYOptions(TeacherStudentOptions):
     """FREDY's options: no ``teacher_steps`` (each FedAvg round takes b = period steps)."""
 
+    queries: int | None = option(
+        None, "number of queries Q drawn from U for the teachers to label; none: all of U "
+        "(required with --epsilon: each query spends the budget)", kind=int,
+        interval=Interval(1, None), nullable=True, flag=True)
     epsilon: float | None = option(
         None, "total (ε, δ) budget of the run over all queries, with the formal L1 "
         "sensitivity 2·n (one record may move every teacher's vote); the Laplace scale is "
@@ -111,6 +115,14 @@ class FREDYOptions(TeacherStudentOptions):
                                  "budget of the run over all queries, e.g. --epsilon 8) and "
                                  "--epsilon-per-query (the nominal per-query ε of the "
                                  "paper's Laplace noisy-max, e.g. --epsilon-per-query 0.2).")
+        if self.epsilon is not None and self.queries is None:
+            raise FedLabelsError(
+                "fredy with a total --epsilon needs --queries Q: every query spends the "
+                "budget and the formal L1 sensitivity is 2·n, so at ε = 8 with 5 clients we "
+                "measured chance accuracy on digits both for all of U and for Q = 5 "
+                "(docs/privacy.md, Defaults). Give --queries to run it anyway; for DP labels "
+                "that keep their accuracy use dp-fedct --mechanism dpsgd --opt "
+                "site_model=private --quorum 0.8 --model 'mlp(hidden=128)'.")
 
 
 class FredyClient(TeacherStudentClient, WeightsClient):

@@ -72,6 +72,17 @@ class PATEOptions(TeacherStudentOptions):
 
 @dataclass(frozen=True)
 class DPPATEOptions(PATEOptions):
+    budget_queries: ClassVar[int | None] = 10
+    budget_student: ClassVar[str | None] = "logreg"
+
+    queries: int | None = option(
+        None, "number of queries Q drawn from U for the teachers to label; none: 10 with "
+        "--epsilon (each query spends budget; measured best in docs/privacy.md, Defaults), "
+        "else all of U", kind=int, interval=Interval(1, None), nullable=True, flag=True)
+    student_model: str | None = option(
+        None, "model spec of the student (e.g. dt, mlp(hidden=32)); none: logreg with "
+        "--epsilon (few labelled queries; measured best), else the client's own model",
+        kind=str, nullable=True)
     noise_sigma: float | None = option(
         None, "GNMax noise σ on each vote count (σ = 0 is plain PATE: --method pate); give "
         "this or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
@@ -133,7 +144,9 @@ class PATEServer(TeacherStudentServer):
         return counts.argmax(axis=1).astype(np.int64)
 
     def summary(self) -> dict[str, Any]:
+        student = self.settings.options_as(TeacherStudentOptions).student_spec()
         return {"pate": {"queries": self.n_queries, "teacher_steps": self.teacher_steps,
+                         "student_model": student or "the client's own model",
                          "student": "every client trains the same student (same spec and "
                                     "seed) on the released labelled queries; the reported "
                                     "accuracies are the student's"}}

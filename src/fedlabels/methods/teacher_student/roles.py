@@ -59,6 +59,25 @@ class TeacherStudentOptions(MethodOptions):
         None, "model spec of the student (e.g. dt, mlp(hidden=32)); none: the client's own "
         "model", kind=str, nullable=True)
 
+    #: with a total ``epsilon`` and no ``queries`` / ``student_model`` given: the query
+    #: budget and student a DP method uses (measured best; a total budget buys few queries)
+    budget_queries: ClassVar[int | None] = None
+    budget_student: ClassVar[str | None] = None
+
+    def query_count(self, n_public: int) -> int | None:
+        """Q as given, else the budget default under a total ε (at most |U|), else None."""
+        if self.queries is None and self.budget_queries is not None \
+                and getattr(self, "epsilon", None) is not None:
+            return min(self.budget_queries, n_public)
+        return self.queries
+
+    def student_spec(self) -> str | None:
+        """The student's spec as given, else the budget default under a total ε, else None
+        (the client's own model)."""
+        if self.student_model is None and getattr(self, "epsilon", None) is not None:
+            return self.budget_student
+        return self.student_model
+
     def check(self) -> None:
         if self.student_model is not None and len(parse_model_spec(self.student_model)) != 1:
             raise FedLabelsError(f"student_model must be one model spec, got "
@@ -74,7 +93,7 @@ class TeacherStudentMethod(Method):
     capabilities = Capabilities(communication_rounds=1, canary_view="released-labels")
 
     def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
-        spec = settings.options_as(TeacherStudentOptions).student_model
+        spec = settings.options_as(TeacherStudentOptions).student_spec()
         if spec is not None:
             student = build_learner(parse_model_spec(spec)[0], n_classes=settings.n_classes,
                                     random_state=0)
@@ -95,13 +114,15 @@ def check_teachers(method: str, n_clients: int, settings: Settings) -> None:
 
 
 def n_queries(options: TeacherStudentOptions, n_public: int) -> int:
-    """Number of queries Q (default all of U); more than |U| is an error."""
-    if options.queries is None:
+    """Number of queries Q (default all of U, or a DP method's budget default under a total
+    ε); more than |U| is an error."""
+    queries = options.query_count(n_public)
+    if queries is None:
         return n_public
-    if options.queries > n_public:
-        raise FedLabelsError(f"--queries {options.queries} exceeds the public set U ({n_public} "
+    if queries > n_public:
+        raise FedLabelsError(f"--queries {queries} exceeds the public set U ({n_public} "
                              f"examples); use at most {n_public} or a larger --unlabeled.")
-    return options.queries
+    return queries
 
 
 #: what a teacher sends when it votes (PATE, DP-PATE and FREDY)
@@ -172,7 +193,7 @@ class TeacherStudentClient(ClientRole):
         return self._student
 
     def _build_student(self, seed: int) -> Any:
-        spec = self.settings.options_as(TeacherStudentOptions).student_model
+        spec = self.settings.options_as(TeacherStudentOptions).student_spec()
         if spec is not None:
             return build_learner(parse_model_spec(spec)[0],
                                  n_classes=self.settings.n_classes, random_state=seed)

@@ -134,6 +134,11 @@ RR_ASSUMPTIONS = (
 )
 
 
+#: a flip probability from which on the default mechanism refuses to run: each bit is then
+#: within 5 points of a coin toss, and the clients would train on noise
+NOISE_FLIP_PROBABILITY = 0.45
+
+
 class XorMechanism(_RandomizedResponse):
     """Bitwise randomized response on the one-hot rows."""
 
@@ -151,6 +156,26 @@ class XorMechanism(_RandomizedResponse):
         refuse_less_noise(client, "flip_probability", min(f, 1.0 - f),
                           client.own_noise()["flip_probability"], noisier_above=True)
         return {"flip_probability": f}
+
+    def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
+        """As for every randomized response; then, if xor is only the default (no
+        ``mechanism`` given), refuse a total budget at which its labels would be noise (a
+        per-round ε is an expert's explicit choice)."""
+        from fedlabels.privacy.mechanisms import flip_probability
+
+        super().calibrate(server, grid)
+        assert server.epsilon_round is not None and server.sensitivity is not None
+        f = flip_probability(server.epsilon_round, server.sensitivity.bits)
+        if f >= NOISE_FLIP_PROBABILITY and server.options.epsilon is not None \
+                and not getattr(server.options, "mechanism_chosen", True):
+            raise FedLabelsError(
+                f"dp-fedct's default mechanism xor would flip each label bit with "
+                f"probability {f:.4f} (ε {server.epsilon_round:.3g} per round over s* = "
+                f"{server.sensitivity.bits:g} bits): the shared labels would be noise and "
+                "only hurt the clients' models. Choose the mechanism: recommended "
+                "--mechanism dpsgd --opt site_model=private --quorum 0.8 --model "
+                "'mlp(hidden=128)' (docs/privacy.md, Defaults); or --mechanism xor to run it "
+                "anyway, with a larger --epsilon, fewer --rounds or a smaller --unlabeled.")
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:

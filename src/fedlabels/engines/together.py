@@ -1,0 +1,122 @@
+"""The simulator's clients training together on one accelerator (``batch_clients``).
+
+:class:`TogetherGrid` delivers a round's messages to every client at once, each handler in
+its own thread. A torch learner's ``train_steps`` then does not train: it hands its call to
+a :class:`Rendezvous` and waits. When every client of the exchange is either waiting there
+or done, the collected calls run as one vectorised step per group of compatible learners
+(:func:`fedlabels.learners.batched.train_together`) and the handlers continue (predicting,
+replying). Messages are encoded, decoded and counted in the main thread in client order, so
+the bytes and the replies are those of the sequential grid; the trained weights equal the
+sequential ones up to floating-point rounding.
+
+Used where it is safe: every client's learner is a torch classifier that can train batched
+(:func:`fedlabels.learners.batched.batchable`) and no reproducible secret randomness is
+installed (its one stream would be drawn from in thread order).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.learners.batched import TrainJob, train_together
+
+
+class Rendezvous:
+    """Collects the ``train_steps`` calls of ``n`` client threads and runs them together."""
+
+    def __init__(self, n: int) -> None:
+        self.active = n
+        self.pending: list[tuple[TrainJob, dict[str, Any]]] = []
+        self.cond = threading.Condition()
+
+    def submit(self, learner: Any, *call: Any) -> None:
+        """Wait until ``learner.train_steps(*call)`` has run with the others' calls (or
+        raise their error)."""
+        job = TrainJob(learner, *call)
+        slot: dict[str, Any] = {}
+        with self.cond:
+            self.pending.append((job, slot))
+            self._maybe_run()
+            while "done" not in slot:
+                self.cond.wait()
+        if "error" in slot:
+            raise slot["error"]
+
+    def finished(self) -> None:
+        """A client thread's handler returned (or failed): it will submit nothing more."""
+        with self.cond:
+            self.active -= 1
+            self._maybe_run()
+
+    def _maybe_run(self) -> None:
+        if not self.pending or len(self.pending) < self.active:
+            return
+        batch, self.pending = self.pending, []
+        error: BaseException | None = None
+        try:
+            train_together([job for job, _ in batch])
+        except BaseException as exc:
+            error = exc
+        for _, slot in batch:
+            if error is not None:
+                slot["error"] = error
+            slot["done"] = True
+        self.cond.notify_all()
+
+
+class TogetherGrid:
+    """An in-process grid whose clients' torch learners train together (module docstring)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner  # an InProcessGrid: its clients and meter
+
+    @property
+    def client_ids(self) -> list[int]:
+        return list(self.inner.client_ids)
+
+    @property
+    def clients(self) -> dict[int, Any]:
+        return dict(self.inner.clients)
+
+    @property
+    def meter(self) -> Any:
+        return self.inner.meter
+
+    def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
+        cids = sorted(messages)
+        decoded = {}
+        for cid in cids:
+            down = encode_message(messages[cid])
+            self.inner.meter.add(rnd, cid, "down", messages[cid].category, len(down))
+            decoded[cid] = decode_message(down)
+        rendezvous = Rendezvous(len(cids))
+        results: dict[int, Any] = {}
+
+        def work(cid: int) -> None:
+            learner = self.inner.clients[cid].learner
+            learner._rendezvous = rendezvous
+            try:
+                results[cid] = self.inner.clients[cid].handle(decoded[cid])
+            except BaseException as exc:
+                results[cid] = exc
+            finally:
+                learner.__dict__.pop("_rendezvous", None)
+                rendezvous.finished()
+
+        threads = [threading.Thread(target=work, args=(cid,), daemon=True) for cid in cids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        replies = {}
+        for cid in cids:  # the first failure in client order, as the sequential grid raises
+            reply = results[cid]
+            if isinstance(reply, BaseException):
+                raise reply
+            up = encode_message(reply)
+            self.inner.meter.add(rnd, cid, "up", reply.category, len(up))
+            replies[cid] = decode_message(up)
+        return replies

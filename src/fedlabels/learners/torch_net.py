@@ -1,0 +1,284 @@
+"""Any torch network as a learner: the papers' CNNs by name, or your own ``nn.Module``.
+
+:class:`TorchNetClassifier` is the torch MLP's learner (warm-started ``train_steps``,
+``distill_steps``, batched prediction, flat weights for FedAvg, its whole state as plain
+arrays) with another network. Rows stay flat in the federation; for images the learner
+reshapes each batch to (N, C, H, W) with ``input_shape`` (given, or the dataset's, or
+guessed from a square number of features) and, with ``augment``, draws a random crop (zero
+padding ``H // 8``) and a horizontal flip per training example from its seeded generator,
+which also seeds the dropout masks of each step (a run repeats; so does a restored state).
+
+``network`` is an architecture of :mod:`fedlabels.learners.cnn` or a factory: any callable
+returning an ``nn.Module`` whose output is (batch, n_classes); it is called with those of
+``n_features``, ``n_classes`` and ``input_shape`` that it names, under a torch RNG seeded
+from the learner's seed (the global RNG is left as it was). ``optimizer`` (``params ->
+torch.optim.Optimizer``, default Adam) and ``loss`` (``(logits, y) -> scalar``, default
+cross-entropy) are optional callables too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
+from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+_FACTORY_ARGS = ("n_features", "n_classes", "input_shape")
+
+
+def guess_shape(n_features: int) -> tuple[int, int, int] | None:
+    """(1, s, s) for s² features, (3, s, s) for 3s², else None."""
+    for channels in (1, 3):
+        side = math.isqrt(n_features // channels)
+        if n_features % channels == 0 and channels * side * side == n_features and side > 1:
+            return (channels, side, side)
+    return None
+
+
+def factory_name(factory: Any) -> str:
+    """``module:qualname`` of a factory (what a result and a state record)."""
+    return f"{getattr(factory, '__module__', '?')}:" \
+           f"{getattr(factory, '__qualname__', type(factory).__name__)}"
+
+
+def _parameters(factory: Any) -> Mapping[str, inspect.Parameter]:
+    try:
+        return inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _has_dropout(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
+
+
+class TorchNetClassifier(TorchMLPClassifier):
+    """A torch network trained like the MLP (Adam, cross-entropy, warm-started steps).
+
+    Parameters
+    ----------
+    network : str or callable, default="small"
+        An architecture of :mod:`fedlabels.learners.cnn` (``cifar10``, ``pneumonia``,
+        ``mri``, ``svhn``, ``small``, ``resnet18``) or a factory returning an ``nn.Module``.
+    input_shape : tuple of int or None, default=None
+        (C, H, W) of the images; ``None``: the dataset's recorded shape (set by the run), or
+        a guess from the number of features (784 -> (1, 28, 28)); a factory without it gets
+        flat rows.
+    augment : bool, default=False
+        Random crop (zero padding H // 8) and horizontal flip of training images.
+    width : int, default=64
+        Channels of ResNet-18's first stage.
+    optimizer, loss : callable or None
+        ``params -> Optimizer`` and ``(logits, y) -> loss``; ``None``: Adam with
+        ``learning_rate`` and ``weight_decay``, and cross-entropy.
+    n_classes, learning_rate, batch_size, max_steps, weight_decay, predict_batch_size,
+    warm_start, random_state :
+        As for :class:`~fedlabels.learners.torch_mlp.TorchMLPClassifier`.
+    """
+
+    def __init__(self, network: str | Callable[..., nn.Module] = "small",
+                 input_shape: Sequence[int] | None = None, n_classes: int | None = None,
+                 learning_rate: float = 1e-3, batch_size: int = 64, max_steps: int = 500,
+                 weight_decay: float = 0.0, predict_batch_size: int = 1024,
+                 warm_start: bool = True, augment: bool = False, width: int = 64,
+                 optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+                 loss: Callable[..., torch.Tensor] | None = None,
+                 random_state: int | None = None) -> None:
+        self.network = network
+        self.input_shape = input_shape
+        self.n_classes = n_classes
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_steps = max_steps
+        self.weight_decay = weight_decay
+        self.predict_batch_size = predict_batch_size
+        self.warm_start = warm_start
+        self.augment = augment
+        self.width = width
+        self.optimizer = optimizer
+        self.loss = loss
+        self.random_state = random_state
+
+    # a weighted auxiliary loss needs per-example losses, which a user's loss may not give
+    @property
+    def supports_aux_weights(self) -> bool:
+        return self.loss is None
+
+    def use_dataset_shape(self, shape: Sequence[int]) -> None:
+        """Take the dataset's image shape unless one was given: a built-in architecture
+        always, a factory only if it names ``input_shape`` (else it gets flat rows)."""
+        if self.input_shape is not None:
+            return
+        if isinstance(self.network, str) or "input_shape" in _parameters(self.network):
+            self.input_shape = tuple(int(s) for s in shape)
+
+    def _validate_params(self) -> None:
+        if isinstance(self.network, str) and self.network not in ARCHITECTURES:
+            raise FedLabelsError(f"unknown network {self.network!r}; the built-in ones are "
+                                 f"{', '.join(ARCHITECTURES)}, or pass a factory.")
+        if not isinstance(self.network, str) and not callable(self.network):
+            raise FedLabelsError(f"network must be an architecture name or a callable "
+                                 f"returning a torch.nn.Module, got {self.network!r}.")
+        if not self.learning_rate > 0:
+            raise FedLabelsError(f"learning_rate must be > 0, got {self.learning_rate}.")
+        for name in ("batch_size", "max_steps", "predict_batch_size", "width"):
+            if int(getattr(self, name)) < 1:
+                raise FedLabelsError(f"{name} must be an int >= 1, got {getattr(self, name)}.")
+
+    def _shape(self, n_features: int) -> tuple[int, int, int] | None:
+        if self.input_shape is not None:
+            given = tuple(int(s) for s in self.input_shape)
+            if len(given) != 3 or min(given) < 1 or math.prod(given) != n_features:
+                raise FedLabelsError(f"input_shape {given} does not fit rows of {n_features} "
+                                     "features; give (C, H, W) with C*H*W = the feature count.")
+            return given[0], given[1], given[2]
+        if not isinstance(self.network, str) and "input_shape" not in _parameters(self.network):
+            return None  # a factory that does not name input_shape gets flat rows
+        shape = guess_shape(n_features)
+        if shape is None:
+            raise FedLabelsError(f"network {self.network!r} needs images, but rows of "
+                                 f"{n_features} features have no recorded image shape; set "
+                                 "shape=C-H-W in the model spec (input_shape in Python).")
+        return shape
+
+    def _build_network(self, n_features: int, n_classes: int, seed: int) -> nn.Module:
+        self.shape_ = self._shape(n_features)
+        with torch.random.fork_rng(devices=[]):  # seeded init, global RNG left as it was
+            torch.manual_seed(seed)
+            if isinstance(self.network, str):
+                kwargs = {"width": int(self.width)} if self.network == "resnet18" else {}
+                assert self.shape_ is not None
+                model: nn.Module = BUILDERS[self.network](self.shape_, n_classes, **kwargs)
+            else:
+                model = self._call_factory(n_features, n_classes)
+        self._check_output(model, n_features, n_classes)
+        return model
+
+    def _call_factory(self, n_features: int, n_classes: int) -> nn.Module:
+        factory = self.network
+        assert callable(factory)
+        values = {"n_features": n_features, "n_classes": n_classes,
+                  "input_shape": self.shape_}
+        params = _parameters(factory)
+        takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        kwargs = {k: v for k, v in values.items() if takes_all or k in params}
+        model = factory(**kwargs)
+        if not isinstance(model, nn.Module):
+            raise FedLabelsError(f"model factory {factory_name(factory)} returned "
+                                 f"{type(model).__name__}, not a torch.nn.Module; it must "
+                                 "return the network (given n_features, n_classes, "
+                                 "input_shape).")
+        return model
+
+    def _check_output(self, model: nn.Module, n_features: int, n_classes: int) -> None:
+        """One forward pass of two zero rows: the output must be (2, n_classes)."""
+        x = self._inputs(torch.zeros(2, n_features), False)
+        was = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                out = model(x)
+        except Exception as exc:
+            raise FedLabelsError(f"network {self._name()} fails on a batch of input shape "
+                                 f"{tuple(x.shape)}: {str(exc).splitlines()[0]}") from None
+        finally:
+            model.train(was)
+        if not torch.is_tensor(out) or tuple(out.shape) != (2, n_classes):
+            shape = tuple(out.shape) if torch.is_tensor(out) else type(out).__name__
+            raise FedLabelsError(f"network {self._name()} outputs {shape} for a batch of 2; "
+                                 f"it must output (batch, n_classes) = (2, {n_classes}) "
+                                 "logits.")
+
+    def _name(self) -> str:
+        return self.network if isinstance(self.network, str) else factory_name(self.network)
+
+    def _make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            return super()._make_optimizer(model)
+        opt = self.optimizer(model.parameters())
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise FedLabelsError(f"optimizer factory returned {type(opt).__name__}, not a "
+                                 "torch.optim.Optimizer.")
+        return opt
+
+    def _losses(self) -> tuple[Any, Any]:
+        if self.loss is None:
+            return super()._losses()
+
+        def refuse(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            raise FedLabelsError("weighted pseudo-labels need per-example losses; use the "
+                                 "default loss (cross-entropy) with this method.")
+
+        return self.loss, refuse
+
+    def _inputs(self, xb: torch.Tensor, train: bool) -> torch.Tensor:
+        shape = getattr(self, "shape_", None)
+        if shape is None:
+            return xb
+        images = xb.reshape(len(xb), *shape)
+        if train and self.augment:
+            images = self._augment(images)
+        return images
+
+    def _forward(self, xb: torch.Tensor, train: bool = True) -> torch.Tensor:
+        """As the MLP's; a network with dropout draws its masks from a torch RNG seeded from
+        the learner's generator each step (so a run, and a restored state, repeat)."""
+        if not (train and self.model_.training and _has_dropout(self.model_)):
+            return super()._forward(xb, train)
+        seed = int(self.rng_.integers(2**63 - 1))
+        devices = [torch.device(self.device)] if self.device.startswith("cuda") else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            return super()._forward(xb, train)
+
+    def _augment(self, images: torch.Tensor) -> torch.Tensor:
+        """Random crop with zero padding H // 8 and horizontal flip, from ``rng_``."""
+        n, _, h, w = images.shape
+        pad = max(1, h // 8)
+        offsets = torch.from_numpy(self.rng_.integers(0, 2 * pad + 1, size=(n, 2)))
+        flips = torch.from_numpy(self.rng_.random(n) < 0.5)
+        padded = nn.functional.pad(images, (pad, pad, pad, pad))
+        dev = images.device
+        rows = (offsets[:, :1] + torch.arange(h)).to(dev)
+        cols = (offsets[:, 1:] + torch.arange(w)).to(dev)
+        cols = torch.where(flips[:, None].to(dev), cols.flip(1), cols)
+        batch = torch.arange(n, device=dev)[:, None, None]
+        crops = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
+        return crops.permute(0, 3, 1, 2).contiguous()
+
+    def hidden_features(self, X: np.ndarray, batch: int | None = None) -> np.ndarray:
+        if not isinstance(getattr(self, "model_", None), nn.Sequential):
+            raise FedLabelsError(f"network {self._name()} is not an nn.Sequential, so it has "
+                                 "no penultimate layer to take features from.")
+        return super().hidden_features(X, batch)
+
+    def architecture_state(self) -> dict[str, Any]:
+        """What a stored state must match (see :mod:`fedlabels.learners.torch_state`)."""
+        shape = self.input_shape or ()
+        return {"network": self._name(),
+                "input_shape": np.asarray([int(s) for s in shape], dtype=np.int64)}
+
+
+def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClassifier:
+    """Your own network as a learner: ``fl.run("fedct", fed, model=fl.TorchModel(make_net,
+    lr=1e-3))``. ``factory`` returns an ``nn.Module`` mapping a batch to (batch, n_classes)
+    logits; ``lr`` is ``learning_rate``; the other parameters are those of
+    :class:`TorchNetClassifier` (``optimizer``, ``loss``, ``input_shape``, ``batch_size``,
+    ...)."""
+    if not callable(factory):
+        raise FedLabelsError(f"TorchModel needs a callable returning a torch.nn.Module, got "
+                             f"{factory!r}.")
+    if "lr" in params:
+        params["learning_rate"] = params.pop("lr")
+    try:
+        return TorchNetClassifier(network=factory, **params)
+    except TypeError as exc:
+        raise FedLabelsError(f"TorchModel: {exc}.") from None

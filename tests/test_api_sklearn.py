@@ -1,0 +1,170 @@
+"""The Python API behaves like scikit-learn: labels come back as the type of ``y``, wrong
+shapes and types are one-line ``FedLabelsError``s, results are not silently overwritten, and
+``repr`` is short and never shows U's hidden labels."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.metrics import accuracy_score
+from sklearn.tree import DecisionTreeClassifier
+
+import fedlabels as fl
+from fedlabels.core.errors import FedLabelsError
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = load_breast_cancer(return_X_y=True)
+    return X, y
+
+
+def _federation(X, y, **kw):
+    # unequal clients: a power-law split of the private data
+    return fl.make_federation(X, y, n_clients=4, n_unlabeled=200, partition="powerlaw:1.5",
+                              seed=0, **kw)
+
+
+def _vote(result, X):
+    """Independent oracle: the majority of the clients' models on the scaled rows."""
+    prep = result.preprocessing
+    Z = ((X - prep.mean) / prep.std).astype(np.float32)
+    votes = np.stack([np.asarray(m.predict(Z), dtype=int) for m in result.client_models])
+    n = len(prep.class_names)
+    return np.array([np.bincount(col, minlength=n).argmax() for col in votes.T])
+
+
+@pytest.mark.parametrize("labels", [np.array([3, 7]), np.array(["benign", "malignant"]),
+                                    np.array([-1.0, 1.0]), np.array([False, True])])
+def test_predict_returns_labels_of_the_type_of_y(data, labels):
+    X, y01 = data
+    y = labels[y01]
+    fed = _federation(X, y)
+    assert [len(c) for c in fed.clients] != [len(fed.clients[0])] * 4  # unequal clients
+    r = fl.run("fedct", fed, model="dt", rounds=2, progress=False)
+    pred = r.predict(X)
+    assert pred.dtype.kind == y.dtype.kind
+    assert set(np.unique(pred)) <= set(labels.tolist())
+    np.testing.assert_array_equal(pred, labels[_vote(r, X)])
+    # scikit-learn's metrics take them as they are, and agree with a plain comparison
+    assert accuracy_score(y, pred) == pytest.approx((pred == y).mean())
+    assert (pred == y).mean() > 0.8
+
+
+def test_predict_of_a_pandas_series_target_keeps_ints(data):
+    X, y = data
+    frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
+    r = fl.run("fedct", _federation(frame, pd.Series(y + 1)), model="dt", rounds=1,
+               progress=False)
+    pred = r.predict(frame.iloc[:20])
+    assert pred.dtype.kind == "i" and set(pred) <= {1, 2}
+
+
+@pytest.fixture(scope="module")
+def result(data):
+    X, y = data
+    return fl.run("fedct", _federation(X, y), model="dt", rounds=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def frame_result(data):
+    X, y = data
+    frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
+    return fl.run("fedct", _federation(frame, y), model="dt", rounds=1, progress=False)
+
+
+@pytest.mark.parametrize("rows, needle", [
+    (lambda X: X[:, :5], "30 feature columns"),
+    (lambda X: X[0], "X.reshape(1, -1)"),
+    (lambda X: X[:0], "no rows"),
+    (lambda X: X[:3, :, None], "2-D"),
+])
+@pytest.mark.parametrize("which", ["result", "frame_result"])
+def test_bad_predict_input_is_one_line(data, request, which, rows, needle):
+    r = request.getfixturevalue(which)
+    with pytest.raises(FedLabelsError) as err:
+        r.predict(rows(data[0]))
+    assert type(err.value) is FedLabelsError and needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_run_without_a_federation_says_how_to_build_one(data):
+    X, _ = data
+    with pytest.raises(FedLabelsError, match="make_federation"):
+        fl.run("fedct", X)
+
+
+def test_duplicated_columns_are_named(data):
+    X, y = data
+    frame = pd.DataFrame(X[:, :3], columns=["radius", "radius", "texture"])
+    with pytest.raises(FedLabelsError, match=r"duplicated column name.*'radius'"):
+        fl.make_federation(frame, y, n_clients=3, n_unlabeled=100)
+
+
+def test_a_model_class_is_refused_with_the_instance_to_pass(breast_cancer_fed):
+    with pytest.raises(FedLabelsError, match=r"is a class; pass an instance.*"
+                                             r"DecisionTreeClassifier\(\)"):
+        fl.run("fedct", breast_cancer_fed, model=DecisionTreeClassifier, rounds=1)
+
+
+def test_a_two_column_y_says_so(data):
+    X, y = data
+    with pytest.raises(FedLabelsError, match=r"one label per row.*\(569, 2\)"):
+        fl.make_federation(X, np.c_[y, y], n_clients=3, n_unlabeled=100)
+
+
+def test_save_json_refuses_to_overwrite_a_wrong_suffix_and_a_directory(result, tmp_path):
+    path = tmp_path / "run.json"
+    assert result.save_json(path) == path
+    before = path.read_bytes()
+    with pytest.raises(FedLabelsError, match="exists; pass overwrite=True"):
+        result.save_json(path)
+    assert path.read_bytes() == before
+    assert json.loads(result.save_json(path, overwrite=True).read_text())["method"] == "fedct"
+    with pytest.raises(FedLabelsError, match=r"ending in \.json"):
+        result.save_json(tmp_path / "run.csv")
+    assert not (tmp_path / "run.csv").exists()
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(FedLabelsError, match="is a directory") as err:
+        result.save_json(tmp_path / "dir.json")
+    assert ".tmp" not in str(err.value)  # no temporary file's name
+    result.save_csv(tmp_path / "run.csv")
+    with pytest.raises(FedLabelsError, match="exists"):
+        result.save_csv(tmp_path / "run.csv")
+    with pytest.raises(FedLabelsError, match=r"ending in \.csv"):
+        result.save_csv(tmp_path / "rounds.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.json", "run.csv", "run.json"]
+
+
+def test_save_writes_what_predict_and_inspect_read(data, result, tmp_path):
+    from fedlabels.results.predict import predict_file
+
+    X, _ = data
+    path = result.save(tmp_path / "run.json")
+    assert {p.name for p in tmp_path.iterdir()} == {"run.json", "run.rounds.csv",
+                                                    "run.models.pkl"}
+    described = fl.inspect_models(path)
+    assert [d["client"] for d in described] == [0, 1, 2, 3]
+    table = tmp_path / "new.csv"
+    pd.DataFrame(X[:30]).to_csv(table, index=False)
+    out = predict_file(path, table)
+    np.testing.assert_array_equal(out["prediction"].to_numpy(), result.predict(X[:30]))
+    with pytest.raises(FedLabelsError, match="overwrite=True"):
+        result.save(tmp_path / "run.json")
+    with pytest.raises(FedLabelsError, match=r"ending in \.json"):
+        result.save(tmp_path / "run.csv")
+
+
+def test_repr_is_short_and_hides_the_labels_of_u(data, result):
+    X, y = data
+    fed = _federation(X, y)
+    text = repr(fed)
+    assert len(text) < 200 and "array" not in text and "y_public" not in text
+    assert "4 clients" in text and "|U| = 200" in text
+    text = repr(result)
+    assert len(text) < 200 and "array" not in text and "fedct" in text
+    assert f"{result.final['mean_accuracy']:.4f}" in text

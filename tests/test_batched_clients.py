@@ -1,0 +1,142 @@
+"""Clients trained together (stacked weights, ``vmap``) equal clients trained one after
+another: same initialisation and minibatches give the same weights to rounding, and the
+accuracies over seeds are indistinguishable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedlabels.learners import build_learner, parse_model_spec
+from fedlabels.learners.batched import TrainJob, batch_groups, train_together
+
+
+def digits_clients(sizes, seed=0):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(y))
+    out, start = [], 0
+    for n in sizes:
+        idx = order[start : start + n]
+        out.append((X[idx], y[idx]))
+        start += n
+    test = order[start : start + 400]
+    return out, (X, y), (X[test], y[test])
+
+
+def learners(spec, n, seed=0):
+    (s,) = parse_model_spec(spec)
+    return [build_learner(s, n_classes=10, random_state=seed + i) for i in range(n)]
+
+
+def jobs_for(models, clients, steps, public=None, rng=None):
+    jobs = []
+    for m, (X, y) in zip(models, clients, strict=True):
+        if public is None:
+            jobs.append(TrainJob(m, X, y, steps))
+        else:  # FedCT's pseudo-labelled U, gathered by index, one set per client
+            Xu, yu = public
+            index = np.sort(rng.choice(len(yu), size=rng.integers(50, 300), replace=False))
+            jobs.append(TrainJob(m, X, y, steps, Xu, yu[index], aux_index=index))
+    return jobs
+
+
+@pytest.mark.parametrize("spec", ["mlp(hidden=32-16)", "cnn(arch=small)",
+                                  "module:user_nets:tiny_cnn"])
+def test_same_init_and_batches_give_the_same_weights(spec):
+    clients, public, _ = digits_clients((40, 75, 130, 61))  # unequal, one below the batch
+    seq, bat = learners(spec, 4), learners(spec, 4)
+    for round_ in range(2):  # warm-started: the second call continues Adam's moments
+        rng_a, rng_b = np.random.default_rng(round_), np.random.default_rng(round_)
+        for job in jobs_for(seq, clients, 6, public, rng_a):
+            job.learner.train_steps(job.X, job.y, job.n_steps, job.X_aux, job.y_aux,
+                                    aux_index=job.aux_index)
+        jobs = jobs_for(bat, clients, 6, public, rng_b)
+        assert [len(g) for g in batch_groups(jobs)] == [4]  # one group: really batched
+        train_together(jobs)
+    for a, b in zip(seq, bat, strict=True):
+        wa, wb = a.get_weights(), b.get_weights()
+        # batched convolutions sum in another order; Adam divides by sqrt(v), so a weight
+        # whose gradient is ~0 may move by up to one step (lr = 1e-3) apart: rare, bounded
+        close = np.isclose(wa, wb, rtol=1e-4, atol=1e-5)
+        assert close.mean() > 0.99 and np.abs(wa - wb).max() < 1e-3
+        assert a.steps_ == b.steps_ == 12
+        sa, sb = a.state_dict(), b.state_dict()
+        assert sa["cursor.0.pos"] == sb["cursor.0.pos"]  # the same minibatches were drawn
+        np.testing.assert_array_equal(sa["cursor.1.order"], sb["cursor.1.order"])
+
+
+@pytest.mark.parametrize("spec", ["mlp(hidden=32-16)", "cnn(arch=small)",
+                                  "module:user_nets:tiny_cnn"])
+def test_one_step_computes_each_clients_own_gradient(spec):
+    clients, public, _ = digits_clients((40, 75, 130, 61))
+    seq, bat = learners(spec, 4), learners(spec, 4)
+    for job in jobs_for(seq, clients, 1, public, np.random.default_rng(0)):
+        job.learner.train_steps(job.X, job.y, 1, job.X_aux, job.y_aux, aux_index=job.aux_index)
+    train_together(jobs_for(bat, clients, 1, public, np.random.default_rng(0)))
+    for a, b in zip(seq, bat, strict=True):
+        sa, sb = a.state_dict(), b.state_dict()
+        moments = [k for k in sa if k.endswith("exp_avg")]  # (1 - beta1) * gradient
+        assert moments
+        for key in moments:
+            scale = np.abs(sa[key]).max()
+            assert np.abs(sa[key] - sb[key]).max() <= 1e-4 * scale + 1e-9, key
+
+
+def test_learners_that_cannot_be_batched_train_alone():
+    clients, _, _ = digits_clients((40, 50, 60))
+    models = learners("cnn(arch=cifar10)", 2) + learners("mlp(hidden=8)", 1)
+    jobs = jobs_for(models, clients, 2)
+    train_together(jobs)
+    assert sorted(len(g) for g in batch_groups(jobs)) == [1, 1, 1]  # batch norm, 1 mlp
+    assert all(m.steps_ == 2 for m in models)
+
+
+def test_batched_and_sequential_accuracies_are_indistinguishable_over_seeds():
+    accs = {"seq": [], "bat": []}
+    for seed in range(4):
+        clients, _, (Xt, yt) = digits_clients((60, 90, 120, 150), seed=seed)
+        for kind in accs:
+            models = learners("mlp(hidden=32,lr=0.01)", 4, seed=100 * seed)
+            if kind == "seq":
+                for m, (X, y) in zip(models, clients, strict=True):
+                    m.train_steps(X, y, 60)
+            else:
+                train_together(jobs_for(models, clients, 60))
+            accs[kind] += [float((m.predict(Xt) == yt).mean()) for m in models]
+    seq, bat = np.asarray(accs["seq"]), np.asarray(accs["bat"])
+    assert seq.mean() > 0.7
+    # paired over the same 16 (seed, client) cells: no detectable difference
+    assert stats.wilcoxon(seq, bat, zero_method="zsplit").pvalue > 0.05
+    assert np.abs(seq - bat).max() < 0.02
+
+
+@pytest.mark.parametrize("method", ["fedct", "fedavg"])
+def test_a_run_with_clients_together_equals_the_sequential_run(method):
+    import fedlabels as fl
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((40, 90, 150, 60), n_unlabeled=300, n_test=300)
+    runs = {mode: fl.run(method, fed, model="mlp(hidden=32)", rounds=3, period=8, seed=0,
+                         progress=False, participation=3, batch_clients=mode)
+            for mode in ("off", "on")}
+    off, on = runs["off"], runs["on"]
+    assert on.extra["device"]["batched_clients"] and not off.extra["device"]["batched_clients"]
+    assert [r.participants for r in on.rounds] == [r.participants for r in off.rounds]
+    assert [r.bytes_up for r in on.rounds] == [r.bytes_up for r in off.rounds]
+    for a, b in zip(off.client_models, on.client_models, strict=True):
+        np.testing.assert_allclose(a.get_weights(), b.get_weights(), atol=2e-3)
+    assert abs(on.final["mean_accuracy"] - off.final["mean_accuracy"]) < 0.03
+
+
+def test_batch_clients_on_is_refused_for_learners_that_cannot(capsys):
+    from fedlabels.cli import main
+
+    code = main(["run", "--method", "fedct", "--dataset", "digits", "--clients", "3",
+                 "--model", "cnn(arch=cifar10)", "--rounds", "1", "--batch-clients", "on",
+                 "--no-progress"])
+    assert code == 2 and "batch_clients=on needs" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+"""One name per thing: model aliases resolve to one canonical spec (file names, config
+hashes, report rows), `fedlabels methods` advertises only flags that exist, and every name a
+user types gets a "did you mean" suggestion."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from fedlabels.cli import build_parser, main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods import METHODS
+from fedlabels.runs.config import RunConfig, load_config
+
+
+def _run_flags() -> set[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return {s for a in sub.choices["run"]._actions for s in a.option_strings}
+
+
+def test_methods_advertise_only_flags_that_exist(capsys):
+    flags = _run_flags()
+    assert main(["methods"]) == 0
+    listed = capsys.readouterr().out
+    texts = [listed] + [m.description for m in METHODS.values()] + [
+        info.help for m in METHODS.values() for info in m.options_class.declared()]
+    advertised = {f for t in texts for f in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", t)}
+    assert "--mechanism" in advertised
+    assert advertised - flags == set()
+
+
+def test_the_mechanism_flag_sets_the_option(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "dp-fedct", "--mechanism", "kary", "--epsilon", "8",
+                 "--rounds", "1", "--no-progress", "--output", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["config"]["options"]["mechanism"] == "kary"
+    assert data["privacy"]["mechanism"] == "k-ary randomized response"
+
+
+@pytest.mark.parametrize("alias, canonical", [
+    ("dt", "decision_tree"), ("tree", "decision_tree"), ("rf(n_estimators=5)",
+                                                         "random_forest(n_estimators=5)"),
+    ("lr", "logreg"), ("dt,rf,DT", "decision_tree,random_forest,decision_tree"),
+    ("torch_mlp(hidden=8)", "mlp(hidden=8)"),
+])
+def test_model_aliases_resolve_to_one_spec(alias, canonical):
+    assert RunConfig(model=alias).model == canonical
+    assert RunConfig(model=alias) == RunConfig(model=canonical)
+
+
+def test_aliases_give_one_file_name_and_hash(tmp_path, monkeypatch, capsys):
+    from fedlabels.cli.run_options import default_output
+
+    monkeypatch.chdir(tmp_path)
+    short, long = (default_output(RunConfig(model=m)) for m in ("dt", "decision_tree"))
+    assert short == long and "decision_tree" in short.name
+    for model in ("dt", "decision_tree"):
+        assert main(["run", "--model", model, "--rounds", "1", "--no-progress"]) in (0, 2)
+    written = sorted(tmp_path.glob("results/*.json"))
+    assert len(written) == 1  # the second run is refused: the same configuration
+    assert "exists" in capsys.readouterr().err
+    data = json.loads(written[0].read_text())
+    assert data["config"]["model"] == "decision_tree"
+
+
+def test_toml_model_alias_is_canonical(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('model = "rf"\n')
+    assert load_config(cfg).model == "random_forest"
+
+
+@pytest.mark.parametrize("argv, suggestion", [
+    (["run", "--method", "dsfl"], "did you mean 'ds-fl'?"),
+    (["run", "--method", "FedCT"], "did you mean 'fedct'?"),
+    (["run", "--method", "dp_fedct"], "did you mean 'dp-fedct'?"),
+    (["run", "--dataset", "breast-cancer"], "did you mean 'breast_cancer'?"),
+    (["run", "--dataset", "digit"], "did you mean 'digits'?"),
+    (["run", "--model", "decison_tree"], "did you mean 'decision_tree'?"),
+    (["run", "--model", "xgbost"], "did you mean 'xgboost'?"),
+    (["run", "--opt", "quorom=0.5"], "did you mean 'quorum'?"),
+    (["run", "--opt", "robust=reputaton"], "did you mean 'reputation'?"),
+    (["run", "--partition", "dirichelt:0.5"], "did you mean 'dirichlet'?"),
+    (["run", "--malicious", "1", "--attack", "flp"], "did you mean 'flip'?"),
+    (["methods", "dsfl"], "did you mean 'ds-fl'?"),
+])
+def test_names_get_a_suggestion(argv, suggestion, capsys):
+    run = ["--rounds", "1", "--no-progress"] if argv[0] == "run" else []
+    assert main([*argv, *run]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert suggestion in err
+
+
+def test_toml_keys_get_a_suggestion(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('method = "fedct"\nrouns = 3\n')
+    with pytest.raises(FedLabelsError, match="did you mean 'rounds'"):
+        load_config(cfg)
+
+
+def test_no_suggestion_for_a_name_unlike_any():
+    with pytest.raises(FedLabelsError) as err:
+        RunConfig(method="zzzzzz")
+    assert "did you mean" not in str(err.value) and "available:" in str(err.value)
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["run", "--epsilom", "8"], "did you mean '--epsilon'?"),
+    (["run", "--modle", "dt"], "did you mean '--model'?"),
+    (["rnu"], "did you mean 'run'?"),
+    (["run", "--rounds", "1", "-q"], "go before the subcommand"),
+])
+def test_flags_and_subcommands_get_a_hint(argv, hint, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and hint in err

@@ -1,0 +1,79 @@
+"""On a CUDA GPU (skipped elsewhere; benchmarks/device_check.py runs them): the GPU run
+matches the CPU run to rounding, repeats exactly with deterministic settings, and clients
+trained together on the GPU match clients trained one by one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import fedlabels as fl
+
+pytestmark = pytest.mark.cuda
+
+
+def weights(result):
+    return np.concatenate([m.get_weights() for m in result.client_models])
+
+
+@pytest.fixture(scope="module")
+def fed():
+    return fl.load_federation("digits", n_clients=3, seed=0)
+
+
+@pytest.mark.parametrize("model", ["mlp(hidden=64)", "cnn(arch=small)", "cnn(arch=cifar10)"])
+def test_gpu_run_matches_the_cpu_run(fed, model):
+    cpu = fl.run("fedct", fed, model=model, rounds=2, period=5, seed=0, progress=False)
+    gpu = fl.run("fedct", fed, model=model, rounds=2, period=5, seed=0, progress=False,
+                 device="cuda", batch_clients="off")
+    assert gpu.extra["device"]["devices"] == ["cuda:0"]
+    assert gpu.extra["device"]["device_names"]["cuda:0"] == torch.cuda.get_device_name(0)
+    assert np.abs(weights(cpu) - weights(gpu)).max() < 5e-3  # ten Adam steps of lr 1e-3
+    assert abs(cpu.final["mean_accuracy"] - gpu.final["mean_accuracy"]) < 0.1
+
+
+def test_deterministic_settings_repeat_a_gpu_run_exactly(fed, monkeypatch):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [fl.run("fedct", fed, model="cnn(arch=small)", rounds=2, period=5, seed=0,
+                       progress=False, device="cuda", batch_clients="off") for _ in range(2)]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    np.testing.assert_array_equal(weights(runs[0]), weights(runs[1]))
+
+
+def test_clients_together_on_the_gpu_match_one_by_one(fed):
+    runs = {mode: fl.run("fedct", fed, model="mlp(hidden=64)", rounds=2, period=5, seed=0,
+                         progress=False, device="cuda", batch_clients=mode)
+            for mode in ("off", "on")}
+    assert runs["on"].extra["device"]["batched_clients"]
+    assert np.abs(weights(runs["on"]) - weights(runs["off"])).max() < 5e-3
+
+
+def test_auto_batches_on_cuda_and_bf16_runs(fed):
+    result = fl.run("fedavg", fed, model="mlp(hidden=64)", rounds=2, period=5, seed=0,
+                    progress=False, device="auto", precision="bf16")
+    assert result.extra["device"]["batched_clients"]
+    assert result.extra["device"]["precision"] == "bf16"
+    assert result.final["mean_accuracy"] > 0.2
+
+
+def test_transformer_learner_on_the_gpu(tmp_path):
+    pytest.importorskip("transformers")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from device_check import minilm_shaped_dir, text_federation
+
+    model_dir = minilm_shaped_dir(tmp_path, tiny=True)
+    from device_check import TINY
+
+    tfed = text_federation(TINY, [])
+    spec = f"minilm(mode=lora,r=2,model_dir={model_dir})"
+    cpu = fl.run("fedct", tfed, model=spec, rounds=1, period=2, seed=0, progress=False)
+    gpu = fl.run("fedct", tfed, model=spec, rounds=1, period=2, seed=0, progress=False,
+                 device="cuda")
+    assert np.abs(weights(cpu) - weights(gpu)).max() < 5e-3

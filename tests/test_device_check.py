@@ -1,0 +1,52 @@
+"""benchmarks/device_check.py runs on the CPU in --dry-run mode, and the long runs it
+lists are valid ``fedlabels run`` command lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "device_check.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("device_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["device_check"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dry_run_measures_every_row_on_the_cpu(capsys):
+    pytest.importorskip("transformers")
+    script = load_script()
+    assert script.main(["--dry-run", "--skip-tests"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.endswith("n/a")]
+    assert len(rows) == 4 and "FedCT Fashion-MNIST round" in rows[0]
+    for row in rows:
+        cpu_seconds = float(row.split()[-3])
+        assert 0 < cpu_seconds < 60
+    assert "DRY RUN" in out
+
+
+def test_the_long_runs_are_valid_command_lines(capsys):
+    from fedlabels.cli import build_parser
+    from fedlabels.cli.run_options import config_from_args
+
+    script = load_script()
+    assert script.main(["--long-runs"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed == script.LONG_RUNS and len(printed) == 20
+    parser = build_parser()
+    for line in printed:
+        argv = shlex.split(line)
+        if argv[0] == "fedlabels":  # parsed and validated as the CLI would, nothing run
+            cfg = config_from_args(parser.parse_args(argv[1:]))
+            assert cfg.device == "cuda" and cfg.rounds * cfg.period == 20_000
+        else:
+            assert argv[:2] == ["python", "benchmarks/text_fedct.py"] and "--device" in argv

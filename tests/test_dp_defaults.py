@@ -1,0 +1,89 @@
+"""DP defaults that work, or that ask: at a total --epsilon a DP method either uses a
+default measured to carry signal (dp-pate: 10 queries, a logreg student) or stops before
+round 1 and names the recommended configuration (dp-fedct's xor at a budget where its labels
+are noise; fredy without --queries). Figures: docs/privacy.md, Defaults."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.methods import get_method
+
+DP_RUN = ["run", "--dataset", "breast_cancer", "--clients", "5", "--rounds", "20",
+          "--no-progress", "--epsilon", "8"]
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+def test_dp_fedct_default_mechanism_refuses_noise_and_names_the_recommendation(
+        tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main([*DP_RUN, "--method", "dp-fedct", "--output", str(out)]) == 2
+    line = _one_line(capsys)
+    assert "flip each label bit with probability 0.4" in line
+    assert "--mechanism dpsgd --opt site_model=private --quorum 0.8" in line
+    assert not out.exists()  # stopped before round 1: nothing written
+
+
+def test_an_explicit_xor_runs_as_asked(tmp_path):
+    out = tmp_path / "r.json"
+    assert main([*DP_RUN, "--rounds", "2", "--method", "dp-fedct", "--mechanism", "xor",
+                 "--output", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["config"]["options"]["mechanism"] == "xor"
+    assert data["privacy"]["flip_probability"] > 0.45
+
+
+def test_xor_is_still_the_default_where_its_labels_carry_signal(breast_cancer_fed):
+    opts = get_method("dp-fedct").parse_options({"epsilon": 8.0})
+    assert opts.mechanism == "xor" and "mechanism" not in opts.given()
+    assert get_method("dp-fedct").parse_options(
+        {"epsilon": 8.0, "mechanism": "xor"}).given()["mechanism"] == "xor"
+    # a budget at which a bit flips with probability < 0.45 runs with the default
+    r = fl.run("dp-fedct", breast_cancer_fed, model="dt", rounds=1, progress=False,
+               options={"epsilon": 8000.0})
+    assert r.extra["privacy"]["flip_probability"] < 0.45
+
+
+def _dp_pate(dataset: str, seeds: range, **options) -> list[float]:
+    return [fl.run("dp-pate", dataset, seed=s, insecure_reproducible_noise=True,
+                   progress=False, options={"epsilon": 8.0, **options}
+                   ).final["mean_accuracy"] for s in seeds]
+
+
+@pytest.mark.parametrize("dataset, n_public, floor", [("breast_cancer", 370, 0.75),
+                                                       ("digits", 1000, 0.17)])
+def test_dp_pate_default_budget_beats_labelling_all_of_u(dataset, n_public, floor):
+    default = _dp_pate(dataset, range(5))
+    everything = _dp_pate(dataset, range(5), queries=n_public, student_model="dt")
+    assert np.mean(default) > floor > np.mean(everything)
+
+
+def test_dp_pate_records_its_budget_defaults_and_keeps_sigma_runs_as_they_were():
+    r = fl.run("dp-pate", "breast_cancer", seed=0, progress=False, options={"epsilon": 8.0})
+    assert r.extra["privacy"]["queries"] == 10
+    assert r.extra["pate"]["student_model"] == "logreg"
+    r = fl.run("dp-pate", "breast_cancer", seed=0, progress=False,
+               options={"noise_sigma": 1.0})
+    assert r.extra["privacy"]["queries"] == 370  # all of U, the client's own model
+    assert r.extra["pate"]["student_model"] == "the client's own model"
+
+
+def test_fredy_with_a_total_budget_asks_for_queries(capsys):
+    with pytest.raises(FedLabelsError, match=r"needs --queries Q.*dp-fedct --mechanism dpsgd"):
+        get_method("fredy").parse_options({"epsilon": 8.0})
+    assert get_method("fredy").parse_options({"epsilon": 8.0, "queries": 20}).queries == 20
+    assert get_method("fredy").parse_options({"epsilon_per_query": 0.2}).queries is None
+    assert main([*DP_RUN, "--method", "fredy"]) == 2
+    assert "needs --queries" in _one_line(capsys)

@@ -1,0 +1,65 @@
+"""``hf(model_dir=...)``: a local Hugging Face sequence-classification directory (a tiny
+random BERT saved here, offline) as the encoder of the transformer learner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+import torch
+
+import fedlabels as fl
+from fedlabels.data.federation import make_federation
+from fedlabels.learners import build_learner, parse_model_spec
+from fedlabels.learners.transformer import TransformerClassifier
+
+WORDS = ["good", "great", "happy", "bad", "awful", "sad", "the", "film", "was"]
+
+
+@pytest.fixture(scope="module")
+def seq_cls_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import BertConfig, BertForSequenceClassification
+
+    root = tmp_path_factory.mktemp("tiny_seq_cls")
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tok.save(str(root / "tokenizer.json"))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=16, num_labels=2)
+    BertForSequenceClassification(config).save_pretrained(str(root))
+    return str(root)
+
+
+def test_the_encoder_of_a_sequence_classification_directory_is_loaded(seq_cls_dir):
+    from transformers import BertForSequenceClassification
+
+    (spec,) = parse_model_spec(f"hf(model_dir={seq_cls_dir})")
+    learner = build_learner(spec, n_classes=2, random_state=0)
+    assert isinstance(learner, TransformerClassifier) and learner.mode == "full"
+    learner.initialise(1, 2)
+    saved = BertForSequenceClassification.from_pretrained(seq_cls_dir).bert
+    ours = dict(learner.encoder_.named_parameters())
+    theirs = dict(saved.named_parameters())
+    assert set(theirs) == set(ours)
+    for name, p in theirs.items():  # the directory's weights, not a fresh init
+        torch.testing.assert_close(ours[name], p)
+
+
+def test_hf_model_runs_fedct_offline(seq_cls_dir):
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 120)
+    X = np.empty(120, dtype=object)
+    X[:] = [" ".join(["the", "film", "was", *rng.choice(WORDS[:3] if t else WORDS[3:6], 3)])
+            for t in y]
+    fed = make_federation(X, y, n_clients=3, n_unlabeled=30, n_test=30, scale="none", seed=0)
+    result = fl.run("fedct", fed, model=f"hf(model_dir={seq_cls_dir},mode=lora,r=2)",
+                    rounds=2, period=3, seed=0, progress=False)
+    assert len(result.final["client_accuracies"]) == 3

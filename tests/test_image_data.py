@@ -1,0 +1,172 @@
+"""Images from files: ``imagefolder:PATH`` and a ``csv:`` table's image column, generated
+PNG/JPEG files as the oracle (their pixels are known), the uint8 cache and its checksum."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.data.images import load_image_folder, parse_size
+from fedlabels.downloads.cache import dataset_dir
+
+CLASSES = ("cat", "dog", "owl")
+
+
+def make_folder(root, sizes=(9, 14, 20), shape=(12, 10), rgb=True, suffix=".png"):
+    """Class k's images are noise around the grey level 60 k + 40 (unequal class sizes)."""
+    rng = np.random.default_rng(0)
+    pixels = {}
+    for k, (name, count) in enumerate(zip(CLASSES, sizes, strict=True)):
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            dims = (*shape, 3) if rgb else shape
+            arr = np.clip(rng.normal(60 * k + 40, 10, size=dims), 0, 255).astype(np.uint8)
+            path = root / name / f"{i:03d}{suffix}"
+            Image.fromarray(arr).save(path)
+            pixels[path] = arr
+    return pixels
+
+
+def test_folder_pixels_labels_and_shape_match_the_files(tmp_path):
+    pixels = make_folder(tmp_path / "imgs")
+    X, y, classes, shape = load_image_folder(tmp_path / "imgs", None)
+    assert classes == list(CLASSES) and shape == (3, 12, 10) and X.dtype == np.uint8
+    assert np.bincount(y).tolist() == [9, 14, 20]
+    first = pixels[tmp_path / "imgs" / "dog" / "000.png"]  # row 9: the first dog
+    np.testing.assert_array_equal(X[9].reshape(3, 12, 10), first.transpose(2, 0, 1))
+
+
+def test_grey_images_give_one_channel_and_resizing_a_declared_size(tmp_path):
+    make_folder(tmp_path / "g", rgb=False, suffix=".jpg")
+    X, _, _, shape = load_image_folder(tmp_path / "g", parse_size("8x6"))
+    assert shape == (1, 8, 6) and X.shape[1] == 48
+    assert parse_size("16") == (16, 16)
+    with pytest.raises(FedLabelsError, match="image_size must be HxW"):
+        parse_size("16 by 16")
+
+
+def test_the_cache_is_used_checked_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    import fedlabels.data.images as images
+
+    make_folder(tmp_path / "imgs")
+    first = load_image_folder(tmp_path / "imgs", None)[0]
+    (cache,) = dataset_dir("imagefolder").glob("*.npz")  # the test's own cache
+    assert oct(cache.stat().st_mode & 0o777) == "0o600"
+    calls = []
+    real = images.read_images
+    monkeypatch.setattr(images, "read_images", lambda *a: calls.append(1) or real(*a))
+    np.testing.assert_array_equal(load_image_folder(tmp_path / "imgs", None)[0], first)
+    assert calls == []  # served from the cache
+    with np.load(cache) as data:
+        parts = {k: data[k] for k in data.files}
+    parts["pixels"] = parts["pixels"].copy()
+    parts["pixels"][0, 0] ^= 0xFF
+    np.savez(cache, **parts)  # damaged: the checksum no longer matches
+    np.testing.assert_array_equal(load_image_folder(tmp_path / "imgs", None)[0], first)
+    assert calls == [1]
+
+
+def test_a_cnn_runs_fedct_on_an_image_folder_from_the_command_line(tmp_path):
+    make_folder(tmp_path / "imgs", sizes=(30, 36, 42))
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "fedct", "--dataset", f"imagefolder:{tmp_path / 'imgs'}",
+                 "--model", "cnn(arch=small)", "--clients", "3", "--rounds", "3",
+                 "--period", "30", "--image-size", "8x8", "--output", str(out),
+                 "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["federation"]["image_shape"] == [3, 8, 8]
+    assert data["federation"]["class_names"] == list(CLASSES)
+    assert data["final"]["mean_accuracy"] > 0.6  # three well separated grey levels
+
+
+def test_a_csv_table_with_an_image_path_column(tmp_path):
+    pixels = make_folder(tmp_path / "imgs", sizes=(20, 20, 20), rgb=False)
+    rows = ["file,label"] + [f"imgs/{p.parent.name}/{p.name},{p.parent.name}"
+                             for p in pixels]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    fed = fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", n_clients=3,
+                             image_column="file", seed=0)
+    assert fed.info["image_shape"] == [1, 12, 10] and fed.n_features == 120
+    assert float(fed.X_public.max()) <= 1.0  # pixels in [0, 1], not z-scored
+    result = fl.run("fedct", fed, model="cnn(arch=small)", rounds=2, period=5, seed=0,
+                    progress=False)
+    assert result.client_models[0].input_shape == (1, 12, 10)
+
+
+@pytest.mark.parametrize("case,message", [
+    ("sizes", "images differ in size"),
+    ("corrupt", "bad.png"),
+    ("truncated", "is corrupt or truncated"),
+    ("empty", "has no images"),
+    ("one_class", "has 1 class folder (cat)"),
+])
+def test_bad_image_folders_are_one_line_exit_2(tmp_path, capsys, case, message):
+    root = tmp_path / "imgs"
+    make_folder(root, rgb=False)
+    if case == "sizes":
+        Image.fromarray(np.zeros((5, 5), np.uint8)).save(root / "cat" / "small.png")
+    elif case == "corrupt":
+        (root / "dog" / "bad.png").write_bytes(b"not an image at all")
+    elif case == "truncated":
+        data = (root / "owl" / "000.png").read_bytes()
+        (root / "owl" / "000.png").write_bytes(data[: len(data) // 2])
+    elif case == "empty":
+        (root / "emu").mkdir()
+    elif case == "one_class":
+        for name in ("dog", "owl"):
+            for f in (root / name).iterdir():
+                f.unlink()
+            (root / name).rmdir()
+    code = main(["run", "--dataset", f"imagefolder:{root}", "--model", "cnn",
+                 "--clients", "3", "--rounds", "1", "--output", str(tmp_path / "x.json"),
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_image_settings_apply_only_to_image_data(tmp_path, capsys):
+    for args, message in [(["--image-size", "8x8"], "image_size applies to an imagefolder"),
+                          (["--image-column", "f"], "image_column applies to a csv:")]:
+        code = main(["run", "--dataset", "digits", *args, "--output",
+                     str(tmp_path / "x.json"), "--no-progress"])
+        assert code == 2 and message in capsys.readouterr().err
+
+
+def test_a_flower_site_brings_its_own_image_folder(tmp_path):
+    from fedlabels.engines.flower.site import load_site
+
+    pixels = make_folder(tmp_path / "site", sizes=(4, 6, 3), rgb=False)
+    (tmp_path / "site" / "cat").rename(tmp_path / "site" / "dog2")  # an unknown class
+    shared = {"X_public": np.zeros((5, 120), np.float32), "X_test": np.zeros((2, 120), np.float32),
+              "y_test": np.zeros(2, np.int64), "class_names": np.array(["owl", "dog", "cat"]),
+              "feature_names": np.array([f"x{i}" for i in range(120)]),
+              "image_shape": np.array([1, 12, 10])}
+    np.savez(tmp_path / "shared.npz", **shared)
+    config = {"partition-id": 0, "data-path": str(tmp_path / "site"),
+              "shared-path": str(tmp_path / "shared.npz")}
+    with pytest.raises(FedLabelsError, match=r"class folder\(s\) \['dog2'\]"):
+        load_site(config)
+    (tmp_path / "site" / "dog2").rename(tmp_path / "site" / "cat")
+    site = load_site(config)
+    assert np.bincount(site.private.y, minlength=3).tolist() == [3, 6, 4]  # owl, dog, cat
+    first_dog = pixels[tmp_path / "site" / "dog" / "000.png"]
+    row = int(np.flatnonzero(site.private.y == 1)[0])
+    np.testing.assert_allclose(site.private.X[row], first_dog.reshape(-1) / 255.0, rtol=1e-6)
+
+
+def test_registered_image_datasets_record_their_shape_and_keep_their_scaling():
+    fed = fl.load_federation("digits", n_clients=3, seed=0)
+    assert fed.info["image_shape"] == [1, 8, 8]
+    # digits stays z-scored by U as before image shapes existed (same results as then)
+    assert fed.summary()["scale"] == "public"
+    spread = fed.X_public.std(axis=0)
+    assert np.allclose(fed.X_public.mean(axis=0)[spread > 0], 0, atol=1e-5)
+    pca = fl.load_federation("digits", n_clients=3, seed=0, public_pca=8)
+    assert "image_shape" not in pca.info  # the rows are no longer pixels

@@ -1,0 +1,94 @@
+"""Devices, own modules and Hugging Face directories: bad input is one line, exit 2.
+(Bad image folders: tests/test_image_data.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners import devices
+
+BASE = ["run", "--method", "fedct", "--dataset", "digits", "--clients", "3", "--rounds", "1",
+        "--period", "2", "--no-progress"]
+
+
+def one_line_exit_2(capsys, args, message):
+    code = main([*BASE, *args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+
+
+@no_cuda
+@pytest.mark.parametrize("device", ["cuda", "cuda:7"])
+def test_cuda_without_cuda(tmp_path, capsys, device):
+    one_line_exit_2(capsys, ["--model", "mlp(hidden=8)", "--device", device,
+                             "--output", str(tmp_path / "x.json")],
+                    f"device {device} asked for, but torch sees no CUDA GPU")
+
+
+@pytest.mark.cuda
+def test_a_gpu_index_beyond_the_visible_gpus(tmp_path, capsys):
+    count = torch.cuda.device_count()
+    one_line_exit_2(capsys, ["--model", "mlp(hidden=8)", "--device", f"cuda:{count}",
+                             "--output", str(tmp_path / "x.json")],
+                    f"torch sees {count} GPU")
+
+
+def test_the_gpu_index_message_names_the_valid_ones(monkeypatch):
+    # no second GPU here: the count torch would report is replaced, the logic is real
+    monkeypatch.setattr(devices, "cuda_count", lambda: 1)
+    with pytest.raises(FedLabelsError, match=r"torch sees 1 GPU \(cuda:0 to cuda:0\)"):
+        devices.client_devices("cuda:7", 3)
+    assert devices.client_devices("cuda", 3) == ["cuda:0"] * 3
+    monkeypatch.setattr(devices, "cuda_count", lambda: 2)
+    assert devices.client_devices("cuda", 5) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1",
+                                                  "cuda:0"]  # round-robin
+    assert devices.client_devices("cuda:1", 2) == ["cuda:1", "cuda:1"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--device", "gpu"], "device must be one of auto, cpu, cuda, cuda:N"),
+    (["--device", "cuda:x"], "device must be one of"),
+    (["--precision", "fp8"], "precision must be one of fp32, bf16"),
+    (["--model", "module:user_nets:wrong_width"],
+     "outputs (2, 11) for a batch of 2; it must output (batch, n_classes) = (2, 10)"),
+    (["--model", "module:user_nets:not_a_module"],
+     "returned dict, not a torch.nn.Module"),
+    (["--model", "module:user_nets:tiny_mlp(depth=3)"], "unknown parameter(s) depth"),
+    (["--model", "cnn(arch=small,shape=3-8-8)"], "input_shape (3, 8, 8) does not fit rows "
+                                                  "of 64 features"),
+])
+def test_bad_devices_and_modules(tmp_path, capsys, args, message):
+    one_line_exit_2(capsys, [*args, "--output", str(tmp_path / "x.json")], message)
+
+
+def test_toml_takes_device_and_precision(tmp_path):
+    import json
+
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('method = "fedct"\ndataset = "digits"\nclients = 3\nmodel = "cnn"\n'
+                   'rounds = 1\nperiod = 2\ndevice = "cpu"\nprecision = "bf16"\n')
+    out = tmp_path / "r.json"
+    assert main(["run", "--config", str(cfg), "--output", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["config"]["device"] == "cpu" and data["device"]["precision"] == "bf16"
+    cfg.write_text(cfg.read_text().replace('"cpu"', '"tpu"'))
+    assert main(["run", "--config", str(cfg), "--output", str(out), "--overwrite",
+                 "--no-progress"]) == 2
+
+
+def test_a_hugging_face_directory_without_weights(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    one_line_exit_2(capsys, ["--model", f"hf(model_dir={tmp_path})",
+                             "--output", str(tmp_path / "x.json")],
+                    f"hf model_dir {tmp_path} has no weights")
+    one_line_exit_2(capsys, ["--model", "hf(mode=full)", "--output", str(tmp_path / "x.json")],
+                    "hf needs model_dir=PATH")

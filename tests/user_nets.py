@@ -1,0 +1,44 @@
+"""User-defined torch networks for the tests of ``module:`` model specs and TorchModel."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def tiny_mlp(n_features: int, n_classes: int) -> nn.Module:
+    """A user's own network on flat rows."""
+    return nn.Sequential(nn.Linear(n_features, 24), nn.Tanh(), nn.Linear(24, n_classes))
+
+
+def tiny_cnn(n_classes: int, input_shape: tuple[int, int, int]) -> nn.Module:
+    """A user's own network on images: it names input_shape, so it gets (N, C, H, W)."""
+    c, h, w = input_shape
+    return nn.Sequential(nn.Conv2d(c, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * h * w, n_classes))
+
+
+class Residual(nn.Module):
+    """Not an nn.Sequential: no penultimate layer for hidden_features."""
+
+    def __init__(self, n_features: int, n_classes: int) -> None:
+        super().__init__()
+        self.a = nn.Linear(n_features, n_features)
+        self.out = nn.Linear(n_features, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x + torch.relu(self.a(x)))
+
+
+def wrong_width(n_features: int, n_classes: int) -> nn.Module:
+    """Outputs n_classes + 1 columns: refused."""
+    return nn.Linear(n_features, n_classes + 1)
+
+
+def not_a_module(n_features: int, n_classes: int) -> object:
+    """Returns something that is not a torch module: refused."""
+    return {"weights": [1, 2, 3]}
+
+
+def sgd(params):  # a user's optimiser factory
+    return torch.optim.SGD(params, lr=0.05)
