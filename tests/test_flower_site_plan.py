@@ -20,7 +20,8 @@ from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
 from fedlabels.runs.config import RunConfig
 
 SITE = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
-                 rounds=2, period=1, seed=0, options={"epsilon": 2.0, "sensitivity": 40, "mechanism": "xor"})
+                 rounds=2, period=1, seed=0,
+                 options={"epsilon": 2.0, "sensitivity": 40, "mechanism": "xor"})
 
 
 def _deviating_run(tmp_path: Path, run: RunConfig) -> tuple[LoopbackGrid, object]:
