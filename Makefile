@@ -1,4 +1,5 @@
-# Two entry points for a fresh machine: `make demo` and `make test` (ruff, mypy, pytest).
+# Two entry points for a fresh machine: `make demo` and `make test` (ruff, mypy, pytest);
+# `make check` is the fast loop: the same without the real-process tests.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,8 +7,12 @@ STAMP := $(VENV)/.installed
 # every optional feature group, so the whole test suite runs (CI uses exactly this)
 EXTRAS ?= dev,tabular,dp,secure,flower,text
 LINT_PATHS := $(wildcard src tests benchmarks scripts)
+# pytest-xdist workers; the real-process tests (Flower deployments, network namespaces,
+# containers: mostly waiting) run in a second pytest beside the rest in `make test`
+WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS)
 
-.PHONY: demo test lint fix venv clean
+.PHONY: demo test check lint fix venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +31,17 @@ test: $(STAMP)
 	.ci/browser
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	@$(PYTEST) --dist loadgroup -p no:cacheprovider -m realprocess \
+		> .pytest-realprocess.log 2>&1 & real=$$!; \
+	$(PYTEST) -m "not realprocess"; rest=$$?; \
+	wait $$real; status=$$?; \
+	echo "--- real-process tests (-m realprocess):"; cat .pytest-realprocess.log; \
+	rm -f .pytest-realprocess.log; test $$rest -eq 0 && test $$status -eq 0
+
+check: $(STAMP)
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/mypy
+	$(PYTEST) -m "not realprocess"
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)

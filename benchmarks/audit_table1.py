@@ -197,7 +197,8 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=500)
     parser.add_argument("--refs", type=int, default=4)
     parser.add_argument("--views", type=int, default=3)
-    parser.add_argument("--attacks", default=None, help="comma-separated (default all)")
+    parser.add_argument("--mia-attacks", default=None,
+                        help="membership-inference attacks, comma-separated (default all)")
     parser.add_argument("--out", default="results/audit_table1")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--overwrite", action="store_true", help="re-run rows that exist")
@@ -240,7 +241,7 @@ def main() -> None:
                     period=args.period, seed=args.seed, eval_every=args.rounds,
                     n_members=args.members, n_population=args.population, n_refs=args.refs,
                     views=args.views, options=row.options, threat=threat,
-                    attacks=args.attacks, progress=False,
+                    attacks=args.mia_attacks, progress=False,
                     config={"benchmark": "audit_table1", **vars(args), "threat": threat})
             except FedLabelsError as exc:  # a method that cannot run this setup: say so
                 print(json.dumps({"method": row.label, "threat": threat, "error": str(exc)}),

@@ -42,7 +42,7 @@ def key(row: dict[str, Any]) -> str:
 def one_run(fed: Any, method: str, options: dict[str, Any], model: str, k: int,
             attack: str | None, args: argparse.Namespace, seed: int) -> dict[str, Any]:
     result = fl.run(method, fed, model=model, rounds=args.rounds, period=args.period,
-                    seed=seed, options=options, malicious=k, attack=attack, progress=False,
+                    seed=seed, options=options, malicious=k, poison=attack, progress=False,
                     eval_every=args.rounds)  # only the final accuracy is reported
     final = result.final or {}
     return {"method": method, "options": options, "model": model, "seed": seed, "k": k,

@@ -116,7 +116,7 @@ def test_cli_audit_writes_json_and_roc_plot(tmp_path, capsys):
     out = tmp_path / "a.json"
     code = main(["audit", "--method", "fedct", "--dataset", "breast_cancer", "--clients", "3",
                  "--model", "dt", "--rounds", "2", "--unlabeled", "80",
-                 "--private-per-client", "40", "--test", "300", "--attacks", "loss,label-only",
+                 "--private-per-client", "40", "--test", "300", "--mia-attacks", "loss,label-only",
                  "--audit-members", "20", "--audit-refs", "2", "--audit-population", "30",
                  "--audit-aug", "2", "--output", str(out), "--no-progress"])
     assert code == 0
@@ -125,7 +125,7 @@ def test_cli_audit_writes_json_and_roc_plot(tmp_path, capsys):
     assert out.with_suffix(".roc.png").stat().st_size > 1000
     assert "VUL" in capsys.readouterr().out
     out2 = tmp_path / "b.json"
-    assert main(["run", "--audit", "--method", "local", "--dataset", "breast_cancer",
+    assert main(["audit", "--method", "local", "--dataset", "breast_cancer",
                  "--clients", "3", "--model", "dt", "--rounds", "1", "--unlabeled", "80",
                  "--test", "300", "--audit-members", "20", "--output", str(out2),
                  "--no-progress"]) == 0
@@ -133,7 +133,7 @@ def test_cli_audit_writes_json_and_roc_plot(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--attacks", "loss,boundary"], "unknown attack"),
+    (["--mia-attacks", "loss,boundary"], "unknown attack"),
     (["--audit-members", "5"], "too few candidates"),
     (["--test", "40"], "held-out split"),
     (["--audit-clients", "0,7"], "do not exist"),
@@ -163,7 +163,7 @@ def test_cli_audit_of_a_dp_run_prints_its_guarantee(tmp_path, capsys):
                  "--dataset",
                  "breast_cancer", "--clients", "3", "--model", "dt", "--rounds", "2",
                  "--unlabeled", "80", "--private-per-client", "40", "--test", "300",
-                 "--attacks", "loss", "--audit-members", "20", "--audit-refs", "2",
+                 "--mia-attacks", "loss", "--audit-members", "20", "--audit-refs", "2",
                  "--audit-population", "30", "--output", str(out), "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out

@@ -194,7 +194,7 @@ def test_cli_threat_flag_and_per_round_plot(tmp_path, capsys):
     out = tmp_path / "a.json"
     assert main(["audit", "--method", "fedct", "--dataset", "digits", "--model", "dt",
                  "--rounds", "2", "--threat", "fixed-u", "--audit-views", "0",
-                 "--attacks", "loss", "--audit-refs", "1", "--output", str(out),
+                 "--mia-attacks", "loss", "--audit-refs", "1", "--output", str(out),
                  "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "threat model fixed-u" in text and "audit sizes:" in text and "null VUL" in text

@@ -41,7 +41,7 @@ def test_toml_config_with_cli_override(tmp_path):
     (["--method", "fedsgd"], "unknown method 'fedsgd'"),
     (["--model", "nonsense"], "unknown model 'nonsense'"),
     (["--dataset", "mnist_hd"], "unknown dataset 'mnist_hd'"),
-    (["--clients", "0"], "at least 1"),
+    (["--clients", "0"], "clients must be an int >= 1"),
     (["--clients", "2"], "at least 3 clients"),
     (["--quorum", "1.2"], "quorum must lie in"),
     (["--unlabeled", "100000"], "n_unlabeled"),
@@ -123,12 +123,12 @@ def _exit_code(argv):
 @pytest.fixture
 def no_data(monkeypatch):
     """Fail the test if a command loads data (option errors must come first)."""
-    import fedlabels.api
+    import fedlabels.runs.federation
 
     def refuse(*args, **kwargs):
         raise AssertionError("data was loaded before the options were checked")
 
-    monkeypatch.setattr(fedlabels.api, "load_federation", refuse)
+    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
 
 
 def _one_line_error(capsys):

@@ -84,7 +84,7 @@ def test_toml_model_alias_is_canonical(tmp_path):
     (["run", "--opt", "quorom=0.5"], "did you mean 'quorum'?"),
     (["run", "--opt", "robust=reputaton"], "did you mean 'reputation'?"),
     (["run", "--partition", "dirichelt:0.5"], "did you mean 'dirichlet'?"),
-    (["run", "--malicious", "1", "--attack", "flp"], "did you mean 'flip'?"),
+    (["run", "--malicious", "1", "--poison", "flp"], "did you mean 'flip'?"),
     (["methods", "dsfl"], "did you mean 'ds-fl'?"),
 ])
 def test_names_get_a_suggestion(argv, suggestion, capsys):
@@ -112,7 +112,7 @@ def test_no_suggestion_for_a_name_unlike_any():
     (["run", "--epsilom", "8"], "did you mean '--epsilon'?"),
     (["run", "--modle", "dt"], "did you mean '--model'?"),
     (["rnu"], "did you mean 'run'?"),
-    (["run", "--rounds", "1", "-q"], "go before the subcommand"),
+    (["run", "--rounds", "1", "--quite"], "did you mean '--quiet'?"),  # global flags too
 ])
 def test_flags_and_subcommands_get_a_hint(argv, hint, capsys):
     with pytest.raises(SystemExit) as stop:

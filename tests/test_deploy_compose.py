@@ -83,6 +83,7 @@ def test_keys_certificates_and_data_are_mounted_read_only(name: str) -> None:
                 assert target in ("/state", "/run1"), f"{name}:{service_name}: {target} rw"
 
 
+@pytest.mark.realprocess
 @pytest.mark.skipif(shutil.which("docker") is None, reason="docker is not installed")
 @pytest.mark.parametrize("name", ["coordinator.yml", "site.yml"])
 def test_docker_compose_config_accepts_the_files(name: str) -> None:

@@ -282,7 +282,7 @@ def test_cli_audit_reports_the_lower_bound_next_to_the_claim(tmp_path, capsys):
                  "--dataset",
                  "breast_cancer", "--clients", "3", "--model", "dt", "--rounds", "2",
                  "--unlabeled", "80", "--private-per-client", "40", "--test", "300",
-                 "--attacks", "loss", "--audit-members", "20", "--audit-refs", "2",
+                 "--mia-attacks", "loss", "--audit-members", "20", "--audit-refs", "2",
                  "--audit-population", "30", "--canaries", "40", "--output", str(out),
                  "--no-progress"]) == 0
     privacy = json.loads(out.read_text())["privacy"]

@@ -134,6 +134,7 @@ def _stole(loot: Path, marker: Path, secret: bytes) -> list[str]:
     return found
 
 
+@pytest.mark.realprocess
 def test_outsider_with_only_the_ca_certificate_reads_nothing(tmp_path: Path) -> None:
     cfg = RunConfig(method="local", dataset="breast_cancer", clients=1, model="dt", rounds=1,
                     seed=0)

@@ -24,7 +24,7 @@ from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.engines.flower.server_app import server_state_path
 from fedlabels.runs.config import RunConfig
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realprocess]
 
 
 def _processes_in(workdir: Path) -> list[int]:

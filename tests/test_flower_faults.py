@@ -198,6 +198,7 @@ SMALL = RunConfig(method="fedct", dataset="breast_cancer", clients=2, model="dt"
 
 
 @pytest.mark.slow
+@pytest.mark.realprocess
 @pytest.mark.parametrize("crash", ["serverapp", "superlink"])
 def test_crash_then_resume_over_processes_equals_simulator(tmp_path: Path, crash: str) -> None:
     """SIGKILL the ServerApp (or the SuperLink, whose ServerApp child is then orphaned) after
@@ -244,6 +245,7 @@ def test_crash_then_resume_over_processes_equals_simulator(tmp_path: Path, crash
 
 
 @pytest.mark.slow
+@pytest.mark.realprocess
 def test_restarted_supernode_process_rejoins_and_nothing_survives(tmp_path: Path) -> None:
     """A SuperNode restarted after round 1 (insecure mode: a new node id) says who it is, takes
     its client's place and restores its state from its state-dir; the result is the

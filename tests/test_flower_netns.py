@@ -34,7 +34,8 @@ from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.runs.config import RunConfig
 from test_flower_attack import _connection, _evil_app, _flwr, _stole
 
-pytestmark = pytest.mark.slow
+# one subnet for both tests: never two at once (xdist --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.realprocess, pytest.mark.xdist_group("netns")]
 
 SUBNET = "10.77.0"
 LINK_IP, FLEET_PORT, CONTROL_PORT, RUNTIME_PORT = f"{SUBNET}.1", 9092, 9093, 9094

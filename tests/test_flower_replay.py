@@ -68,8 +68,8 @@ def _ours(reply: Message) -> bytes:
 
 def _config(**options: Any) -> RunConfig:
     return RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
-                     rounds=2, seed=0, options={"epsilon": 1.0, "sensitivity": 2,
-                                                "mechanism": "xor", **options})
+                     rounds=2, seed=0,
+                     options={"epsilon": 1.0, "mechanism": "xor", "sensitivity": 2, **options})
 
 
 def _deployed(tmp_path: Path, cfg: RunConfig) -> tuple[Any, LoopbackGrid, Recorder]:

@@ -78,14 +78,14 @@ def test_bad_inputs_are_clear_errors():
     with pytest.raises(FedLabelsError, match="not below half"):
         choose_malicious(4, 2, 0)
     with pytest.raises(FedLabelsError, match=r"flip \(sign-flipped"):
-        RunConfig(method="fedavg", malicious=1, attack="targeted")
+        RunConfig(method="fedavg", malicious=1, poison="targeted")
     with pytest.raises(FedLabelsError, match=r"sends no labels or model parameters "
                                              r"\(its threat model declares none\)"):
         RunConfig(method="xclp", malicious=1)
     with pytest.raises(FedLabelsError, match="needs --malicious"):
-        RunConfig(attack="flip")
+        RunConfig(poison="flip")
     with pytest.raises(FedLabelsError, match="unknown attack"):
-        RunConfig(malicious=1, attack="poison")
+        RunConfig(malicious=1, poison="poison")
     with pytest.raises(FedLabelsError, match=r"has no option .robust.*applies to fedct"):
         get_method("dp-fedct").parse_options({"robust": "trimmed", "epsilon": 8.0})
     with pytest.raises(FedLabelsError, match="trim applies"):

@@ -47,13 +47,14 @@ def no_training(monkeypatch):
     import fedlabels.api
     import fedlabels.data
     import fedlabels.demo
+    import fedlabels.runs.federation
 
     def refuse(*args, **kwargs):
         raise AssertionError("data was loaded / a model trained before the outputs were "
                              "checked")
 
     monkeypatch.setattr(fedlabels.api, "run_config", refuse)
-    monkeypatch.setattr(fedlabels.api, "load_federation", refuse)
+    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
     monkeypatch.setattr(fedlabels.data, "load_federation", refuse)
     monkeypatch.setattr(fedlabels.demo, "load_federation", refuse)
 
@@ -464,7 +465,7 @@ def test_predict_never_writes_over_the_runs_own_files(finished_run, tmp_path, ca
 def test_resuming_a_finished_run_leaves_its_files_alone(finished_run, capsys):
     files = sorted(finished_run.parent.iterdir())
     before = {p.name: _sha(p) for p in files}
-    _fails(capsys, ["run", "--resume", str(finished_run)], "is a finished run (2 round(s)",
+    _fails(capsys, ["resume", str(finished_run)], "is a finished run (2 round(s)",
            "--rounds N")
     assert {p.name: _sha(p) for p in sorted(finished_run.parent.iterdir())} == before
 

@@ -11,14 +11,13 @@ import pytest
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.cli.run import participation_arg
 from fedlabels.comm import unpack_labels
 from fedlabels.consensus import ABSTAIN
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.learners import as_models
 from fedlabels.results import load_result
-from fedlabels.runs.config import RunConfig
+from fedlabels.runs.config import RunConfig, participation_arg
 from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
 from fedlabels.runs.participation import (
     ROUND_TAG,

@@ -47,7 +47,7 @@ def _mode(path: Path) -> int:
 
 def _dp_fedct(fed: Federation, rounds: int, **kw: Any) -> Any:
     return simulate(METHODS["dp-fedct"], fed, as_models("dt"), rounds=rounds, period=4,
-                    seed=1, progress=False, options={"epsilon": 1.0}, **kw)
+                    seed=1, progress=False, options={"epsilon": 1.0, "mechanism": "xor"}, **kw)
 
 
 def _rewrite_meta(path: Path, change: Any) -> None:
@@ -105,7 +105,7 @@ def test_a_key_others_can_read_is_refused(fed: Federation, tmp_path: Path,
 def test_a_sites_files_are_its_owners_only_and_its_ledger_cannot_be_forged(
         tmp_path: Path) -> None:
     cfg = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
-                    rounds=2, seed=0, options={"epsilon": 1.0})
+                    rounds=2, seed=0, options={"epsilon": 1.0, "mechanism": "xor"})
     prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
     assert run_server(grid, server_context(prepared.spec)) is not None
     node = grid.contexts[1001].node_config

@@ -228,7 +228,7 @@ def test_python_api_resume_continues_a_run_config(tmp_path: Path) -> None:
 def test_cli_resumes_after_sigkill(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Kill ``fedlabels run`` with SIGKILL once a checkpoint exists (no RESULT.json yet),
-    then ``fedlabels run --resume``: the result equals the uninterrupted run's."""
+    then ``fedlabels resume``: the result equals the uninterrupted run's."""
     from fedlabels.cli import main
 
     rounds = 40
@@ -248,9 +248,11 @@ def test_cli_resumes_after_sigkill(tmp_path: Path, capsys: pytest.CaptureFixture
     completed = len(load_checkpoint(ckpt).records)
     assert 1 <= completed < rounds and not out.exists()
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--resume", str(out), "--seed", "3", "--no-progress"]) == 2
-    assert "--seed would change it" in capsys.readouterr().err
-    assert main(["run", "--resume", str(out), "--no-progress"]) == 0
+    with pytest.raises(SystemExit) as refused:  # resume takes nothing that changes the run
+        main(["resume", str(out), "--seed", "3", "--no-progress"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --seed 3" in capsys.readouterr().err
+    assert main(["resume", str(out), "--no-progress"]) == 0
     resumed = json.loads(out.read_text())
     assert resumed["provenance"]["resumed"][0]["from_round"] == completed
     cfg = RunConfig(method="fedct", clients=CLIENTS, model="dt", rounds=rounds, seed=SEED)

@@ -141,7 +141,9 @@ def test_quiet_demo_prints_only_the_table(tmp_path, capsys, monkeypatch):
         ("centralized", "mlp(hidden=8)", 2, 2)])
     assert main(["-q", "demo", "--output-dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
-    assert captured.err == ""
+    # no progress on stderr; only the honest warnings (these tiny runs are near chance)
+    assert all(line.startswith("fedlabels: warning: ")
+               for line in captured.err.strip().splitlines())
     lines = captured.out.strip().splitlines()
     assert lines[0].startswith("method") and len(lines) == 2 + 6
     assert (tmp_path / "summary.csv").exists()
@@ -198,6 +200,7 @@ def test_cli_threads_flag_and_environment(tmp_path, threads_restored, monkeypatc
                  "--clients", "3", "--model", "mlp(hidden=8)", "--rounds", "1", "--period", "2",
                  "--output", str(out)]) == 0
     assert json.loads(out.read_text())["provenance"]["torch_threads"] == 2
+    capsys.readouterr()  # one round of a tiny MLP may warn that it is near chance
     monkeypatch.setenv(ENV_VAR, "many")
     assert main(["-q", "run", "--dataset", "wine", "--output", str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err

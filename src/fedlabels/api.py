@@ -3,7 +3,7 @@
 Example (works in a notebook with numpy arrays or pandas objects)::
 
     import fedlabels as fl
-    fed = fl.load_federation("breast_cancer", n_clients=5, seed=0)
+    fed = fl.load_federation("breast_cancer", clients=5, seed=0)
     result = fl.run("fedct", fed, model="decision_tree", rounds=20, seed=0)
     result.final["mean_accuracy"], result.to_frame()
 """
@@ -25,79 +25,62 @@ from fedlabels.runs.federation import federation_for
 
 
 def run(method: str, federation: Federation | str, *, model: Any = None,
-        rounds: int = 20, period: int = 50, quorum: float | None = None, seed: int = 0,
-        eval_every: int = 1, progress: bool | None = None,
+        quorum: float | None = None, progress: bool | None = None,
         on_round: Callable[[RoundRecord], None] | None = None,
-        config: dict[str, Any] | None = None,
-        options: dict[str, Any] | None = None,
-        insecure_reproducible_noise: bool = False, threads: int | None = None,
-        malicious: int = 0, attack: str | None = None,
-        participation: float | int | None = None, dropout: float | None = None,
-        deadline: float | None = None, unlabeled_shift: float = 0.0,
-        public_pca: int | None = None, device: str = "cpu",
-        precision: str = "fp32", batch_clients: str = "auto") -> RunResult:
+        config: dict[str, Any] | None = None, threads: int | None = None,
+        **params: Any) -> RunResult:
     """Run one method in the in-process simulator.
 
-    ``model`` is a spec string (``"dt"``, ``"dt,rf,mlp,..."``), a list of specs or
-    estimators (one per client), or a single scikit-learn-compatible estimator; ``None``
-    takes the method's default (the torch ``mlp`` for methods that average parameters or
-    distil soft labels, else ``decision_tree``).
-    ``options`` are the method's options (e.g. ``{"epsilon": 1.0}``; ``fedlabels methods``
-    lists them); ``quorum`` is shorthand for ``options={"quorum": ...}`` (FedCT).
-    Options are validated before the federation is loaded.
-    ``insecure_reproducible_noise=True`` derives all noise from ``seed`` (tests and debugging
-    only; the result then says ``privacy.guarantee = "none"``).
-    ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.runs.progress`).
-    ``malicious`` clients (K, below half) send what ``attack`` (``flip``, ``random``,
-    ``constant``, ``targeted``) makes of their messages; see :mod:`fedlabels.method.adversary`.
-    ``participation`` (a probability per client and round, e.g. ``0.5``, or an int: exactly
-    that many clients per round), ``dropout`` and ``deadline``: partial participation,
-    dropouts and stragglers (see :mod:`fedlabels.runs.participation`).
-    ``unlabeled_shift`` (S in [0, 1]) draws U with shifted class proportions
-    (:mod:`fedlabels.data.shift`) when ``federation`` is a dataset name; for a
-    :class:`Federation` pass it to ``make_federation`` / ``load_federation`` instead.
-    ``public_pca`` (K) projects every feature vector onto U's top-K whitened principal
-    components (:mod:`fedlabels.data.public_pca`); it too applies to a dataset name only.
-    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) and ``precision`` (``fp32``,
-    ``bf16``) place torch learners (:mod:`fedlabels.learners.devices`); ``model`` may also be
-    your own network, ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
-    ``batch_clients`` (``auto``, ``on``, ``off``) trains the clients' torch learners together
-    (:mod:`fedlabels.engines.together`); ``auto``: on CUDA only.
-    ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
-    see :mod:`fedlabels.core.threads`); it stays set after the run, like ``torch.set_num_threads``.
+    ``federation`` is a :class:`Federation` or a dataset name (what ``--dataset`` takes).
+    ``params`` are the run parameters of ``fedlabels run`` under the same names
+    (``clients=3``, ``rounds=10``, ``partition="dirichlet:0.5"``, ``options={...}``; the
+    table in ``docs/usage.md``), with the same checks: an unknown name is a one-line error
+    with a suggestion. The parameters that build the federation (``clients``,
+    ``partition``, ...) apply to a dataset name only; build a :class:`Federation` with
+    :func:`~fedlabels.data.loading.load_federation` or ``make_federation`` instead.
+    ``model`` is also a list of specs or estimators (one per client) or a single
+    scikit-learn-compatible estimator; ``quorum`` is shorthand for
+    ``options={"quorum": ...}`` (FedCT). Options are validated before any data is loaded.
+    ``device``, ``precision`` and ``batch_clients`` place and batch torch learners
+    (:mod:`fedlabels.learners.devices`); ``model`` may also be your own network,
+    ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
+    ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.runs.progress`);
+    ``on_round`` is called with each round's record; ``config`` adds entries to the
+    recorded configuration. ``threads`` sets this process's torch threads (default:
+    ``FEDLABELS_THREADS``, else 1; see :mod:`fedlabels.core.threads`); it stays set after the
+    run, like ``torch.set_num_threads``.
     """
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.runs.spec import by_name, check_keys
+
     set_threads(threads)  # a bad count fails before any data is loaded
     if not isinstance(federation, str | Federation):
-        from fedlabels.core.errors import FedLabelsError
-
         raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
                              f"{type(federation).__name__}; for your own X and y build one "
                              "first: fl.run(method, fl.make_federation(X, y, n_clients=5, "
                              "n_unlabeled=...)).")
-    options = dict(options or {})
+    given = check_keys(RunConfig, params, "run parameter", python=True)
+    if "options" in given and given["options"] is None:  # options=None: no options given
+        del given["options"]
     if quorum is not None:
-        options["quorum"] = quorum
-    cfg = RunConfig(method=method, dataset=federation if isinstance(federation, str)
-                    else federation.name, model=model if isinstance(model, str) else None,
-                    rounds=rounds, period=period, seed=seed,
-                    eval_every=eval_every, options=options,
-                    insecure_reproducible_noise=insecure_reproducible_noise,
-                    malicious=malicious, attack=attack, participation=participation,
-                    dropout=dropout, deadline=deadline, unlabeled_shift=unlabeled_shift,
-                    public_pca=public_pca, device=device, precision=precision,
-                    batch_clients=batch_clients)
+        given["options"] = {**(given.get("options") or {}), "quorum": quorum}
+    by_dataset = isinstance(federation, str)
+    if not by_dataset:
+        building = [k for k in given if by_name(RunConfig)[k].federation and k != "seed"]
+        if building:
+            verb = "applies" if len(building) == 1 else "apply"
+            raise FedLabelsError(f"{', '.join(building)} {verb} when the federation is built: "
+                                 "pass a dataset name to run(), or give "
+                                 f"{'it' if len(building) == 1 else 'them'} to "
+                                 "load_federation/make_federation, not to run() with a "
+                                 "Federation.")
+    name = federation if isinstance(federation, str) else federation.name
+    cfg = RunConfig(method=method, dataset=name,
+                    model=model if isinstance(model, str) else None, **given)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
     if isinstance(federation, str):
-        federation = load_federation(federation, seed=seed,
-                                     unlabeled_shift=cfg.unlabeled_shift,
-                                     public_pca=cfg.public_pca)
-    elif cfg.unlabeled_shift or cfg.public_pca is not None:
-        from fedlabels.core.errors import FedLabelsError
-
-        key = "unlabeled_shift" if cfg.unlabeled_shift else "public_pca"
-        raise FedLabelsError(f"{key} applies when the federation is built: pass it to "
-                             "make_federation/load_federation, not to run() with a Federation.")
+        federation = federation_for(cfg)
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
     if model is None or isinstance(model, str):
         model = cfg.model  # aliases resolved: one name per model
@@ -106,7 +89,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
                     config=record, options=parsed, on_round=on_round,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
-                    malicious=cfg.malicious, attack=cfg.attack,
+                    malicious=cfg.malicious, attack=cfg.poison,
                     participation=cfg.participation, dropout=cfg.dropout,
                     deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
                     batch_clients=cfg.batch_clients)
@@ -127,7 +110,7 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
                     config=cfg.to_dict(), options=options,
                     insecure_reproducible_noise=cfg.insecure_reproducible_noise,
-                    malicious=cfg.malicious, attack=cfg.attack,
+                    malicious=cfg.malicious, attack=cfg.poison,
                     participation=cfg.participation, dropout=cfg.dropout,
                     deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
                     device=cfg.device, precision=cfg.precision,
@@ -148,7 +131,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     saved = load_checkpoint(file)
     _refuse_finished(file, saved, rounds)
     try:
-        cfg = RunConfig(**saved.config)
+        cfg = RunConfig.from_mapping(saved.config)
     except (TypeError, FedLabelsError) as exc:
         raise FedLabelsError(f"checkpoint {file} was not made from a run configuration "
                              f"({exc}); resume it with simulate(..., resume=PATH) and the "
@@ -179,3 +162,6 @@ def _refuse_finished(checkpoint: Path, saved: Any, rounds: int | None) -> None:
         raise FedLabelsError(f"{result} is a finished run ({done} round(s) run); nothing to "
                              "resume, its files are unchanged. To extend it, give more "
                              "rounds (--rounds N; Python: rounds=N).")
+
+
+__all__ = ["load_federation", "resume", "run", "run_config"]

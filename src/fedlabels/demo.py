@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedlabels.api import load_federation, run
+from fedlabels.api import run
 from fedlabels.core.files import check_outputs, rounds_path, write_atomic, writing
+from fedlabels.data import load_federation
 from fedlabels.results import RunResult, format_table, table_warnings
 from fedlabels.runs.progress import info
 
@@ -51,7 +52,7 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
 
     files = demo_outputs(output_dir)
     check_outputs(files, overwrite=overwrite)
-    federation = load_federation("breast_cancer", n_clients=5, seed=seed)
+    federation = load_federation("breast_cancer", clients=5, seed=seed)
     info(f"breast_cancer: m = 5 clients x {federation.summary()['client_sizes']} private, "
          f"|U| = {len(federation.X_public)}, test = {len(federation.y_test)}, seed {seed}")
     results = []

@@ -1,18 +1,20 @@
 """The ``fedlabels`` command line.
 
-One module per group of subcommands: :mod:`.run` (``run`` and the run options shared with
-``audit`` and ``deploy``), :mod:`.audit`, :mod:`.deploy`, :mod:`.info` (``datasets``,
-``models``, ``methods``), :mod:`.bound`, :mod:`.misc` (``fetch``, ``inspect``, ``plot``,
-``demo``), :mod:`.report` (``report``, ``predict``); :mod:`.method_flags` generates the
-method-option flags from the methods' declarations. Building the parser imports neither
-torch, Flower nor dp-accounting.
+One module per group of subcommands: :mod:`.run` (``run`` and ``resume``),
+:mod:`.run_options` (the run parameters' flags, generated from
+:class:`~fedlabels.runs.config.RunConfig` and shared with ``audit`` and ``deploy``),
+:mod:`.audit`, :mod:`.deploy`, :mod:`.info` (``datasets``, ``models``, ``methods``),
+:mod:`.bound`, :mod:`.misc` (``fetch``, ``inspect``, ``plot``, ``demo``), :mod:`.report`
+(``report``, ``predict``); :mod:`.method_flags` generates the method-option flags from the
+methods' declarations. The global flags (``-q``, ``-v``, ``--threads``) go before or after
+the subcommand. Building the parser imports neither torch, Flower nor dp-accounting.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
 
@@ -25,8 +27,8 @@ class _Parser(argparse.ArgumentParser):
                      f"(see `{self.prog} -h`)\n")
 
     def _hint(self, message: str) -> str:
-        """A "did you mean" for an unknown flag or an invalid choice, or where a global flag
-        goes; "" when there is nothing close."""
+        """A "did you mean" for an invalid choice; "" when there is nothing close (unknown
+        flags get theirs in :meth:`parse_args`)."""
         import re
 
         from fedlabels.core.errors import did_you_mean
@@ -34,18 +36,29 @@ class _Parser(argparse.ArgumentParser):
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if choice:
             return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
-        if not message.startswith("unrecognized arguments:"):
-            return ""
-        unknown = [t.split("=")[0] for t in message.split(":", 1)[1].split()
-                   if t.startswith("-")]
-        globals_ = {s for a in self._actions for s in a.option_strings}
-        if any(t in globals_ for t in unknown):
-            return (" (-q, -v and --threads go before the subcommand, e.g. "
-                    "`fedlabels -q run ...`)")
-        known = {s for a in self._actions if isinstance(a, argparse._SubParsersAction)
-                 for p in a.choices.values() for b in p._actions for s in b.option_strings
-                 if s.startswith("--")}
-        return next((did_you_mean(t, known) for t in unknown if did_you_mean(t, known)), "")
+        return ""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse does, but a misspelt flag gets the closest one of its subcommand."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}"
+                       f"{_suggestion(self, extras, getattr(parsed, 'command', None))}"
+                       f"{getattr(parsed, 'unknown_hint', '')}")
+        return parsed
+
+
+def _suggestion(parser: argparse.ArgumentParser, extras: list[str], command: str | None) -> str:
+    """`` (did you mean '--clients'?)`` for the first unknown flag close to one of the
+    subcommand's flags."""
+    from fedlabels.core.errors import did_you_mean
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    chosen = subs[0].choices.get(command) if subs and command else None
+    known = [s for p in _leaf_parsers(chosen or parser) for a in p._actions
+             for s in a.option_strings if s.startswith("--") and a.help != argparse.SUPPRESS]
+    hints = (did_you_mean(t.split("=")[0], known) for t in extras if t.startswith("-"))
+    return next((h for h in hints if h), "")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,14 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fedlabels",
         description="Federated learning that shares labels, not models.")
     parser.add_argument("--version", action="version", version=f"fedlabels {version()}")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads per training process (default: $FEDLABELS_THREADS, "
-                             "else 1, the fastest for these small models on a busy machine)")
-    loud = parser.add_mutually_exclusive_group()
-    loud.add_argument("-q", "--quiet", action="store_true",
-                      help="print only errors and the final table (no progress)")
-    loud.add_argument("-v", "--verbose", action="store_true",
-                      help="a progress line per round, even on a terminal")
+    add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_parser(sub)
     add_audit_parser(sub)
@@ -78,7 +84,35 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parsers(sub)
     add_bound_parser(sub)
     add_deploy_parser(sub)
+    for command in _leaf_parsers(parser):  # `fedlabels run -q` as well as `fedlabels -q run`
+        add_global_flags(command, top=False)
     return parser
+
+
+def add_global_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """``--threads``, ``-q``, ``-v``: on the top parser with their defaults, on each
+    subcommand without (``SUPPRESS``), so a flag after the subcommand overrides one before
+    it and an absent one leaves it alone."""
+    kw: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    g = p.add_argument_group("global options") if not top else p
+    g.add_argument("--threads", type=int, metavar="N", **({"default": None} if top else kw),
+                   help="torch threads per training process (default: $FEDLABELS_THREADS, "
+                        "else 1, the fastest for these small models on a busy machine)")
+    g.add_argument("-q", "--quiet", action="store_true", **kw,
+                   help="print only errors and the final table (no progress)")
+    g.add_argument("-v", "--verbose", action="store_true", **kw,
+                   help="a progress line per round, even on a terminal")
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand's parser (``deploy local`` included), not the groups above them."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser]
+    out: list[argparse.ArgumentParser] = []
+    for child in dict.fromkeys(subs[0].choices.values()):  # aliases share a parser
+        out += _leaf_parsers(child)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet and args.verbose:
+        parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
     show_warnings_in_one_line()
     from fedlabels.core.threads import set_threads
     from fedlabels.runs.progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity

@@ -1,4 +1,4 @@
-"""``fedlabels audit`` and ``fedlabels run --audit``: options and the command."""
+"""``fedlabels audit``: a run attacked by membership inference; its options and the command."""
 
 from __future__ import annotations
 
@@ -10,21 +10,18 @@ from typing import Any
 from fedlabels.core.errors import FedLabelsError
 
 
-def add_audit_options(p: argparse.ArgumentParser, flag: bool = False) -> None:
-    """Audit options; with ``flag`` also ``--audit`` (for ``fedlabels run``)."""
+def add_audit_options(p: argparse.ArgumentParser) -> None:
+    """The audit's own options (membership inference)."""
     g = p.add_argument_group("privacy audit (membership inference)")
-    if flag:
-        g.add_argument("--audit", action="store_true",
-                       help="also audit the run: membership-inference attacks on what the "
-                            "server receives (see `fedlabels audit -h`)")
     g.add_argument("--threat", default="forged-u",
                    choices=["forged-u", "fixed-u", "released-model", "curious-client"],
                    help="who attacks: forged-u (a server that slips the candidates into U; "
                         "default), fixed-u (a server with the ordinary U), released-model "
                         "(the final models are published), curious-client (a client seeing "
                         "what the server sends back); see docs/audit.md")
-    g.add_argument("--attacks", default=None,
-                   help="comma-separated: rmia,lira,loss,shadow,label-only (default all)")
+    g.add_argument("--mia-attacks", default=None, metavar="ATTACKS",
+                   help="membership-inference attacks, comma-separated: rmia,lira,loss,shadow,"
+                        "label-only (default all)")
     g.add_argument("--audit-members", type=int, default=200,
                    help="members per audited client (as many non-members and ghost "
                         "members; default 200, reduced to what the split offers)")
@@ -83,9 +80,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     audit_view(cfg.method, args.threat)  # fail before loading data
-    attacks = parse_attacks(args.attacks)
+    attacks = parse_attacks(args.mia_attacks)
     files = checked_outputs(cfg, args, models=False, roc=".roc.png", curves=".vul_rounds.png",
-                            tag="" if getattr(args, "audit", False) else "_audit")
+                            tag="_audit")
     models = as_models(cfg.model)
     federation = federation_for(cfg)
     n_canaries = canaries_for(cfg.method, args.canaries, federation)
@@ -148,10 +145,11 @@ def audit_header(privacy: dict[str, Any]) -> str:
 
 
 def add_audit_parser(sub: Any) -> None:
-    from fedlabels.cli.run_options import add_metric_flag, run_parser
+    from fedlabels.cli.run_options import add_metric_flag, add_renamed_flags, run_parser
 
     p = run_parser(sub, "audit", help="run a method and attack what its server receives "
                                       "(membership inference: VUL, TPR at low FPR, ROC)")
     add_metric_flag(p)
     add_audit_options(p)
+    add_renamed_flags(p, only=("--attacks",))
     p.set_defaults(func=cmd_audit)

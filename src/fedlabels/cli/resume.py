@@ -1,9 +1,9 @@
-"""``fedlabels run --resume RESULT.json [--rounds N]``: continue or extend a run.
+"""``fedlabels resume RESULT.json [--rounds N]``: continue or extend a run.
 
 The run is rebuilt from the checkpoint beside its result (``RESULT.checkpoint.npz``, see
-:mod:`fedlabels.runs.checkpoint`), which holds its configuration, so nothing else may
-be given that would change it: only ``--rounds`` (extend a finished run) and the flags that
-change how it is shown. The run's own files (result, rounds table, models, checkpoint) are
+:mod:`fedlabels.runs.checkpoint`), which holds its configuration, so the command takes
+nothing that would change it: only ``--rounds`` (extend a finished run), ``--no-progress``
+and ``--metric``. The run's own files (result, rounds table, models, checkpoint) are
 updated in place, without ``--overwrite``: it is the same run. A ``RESULT.json`` that a
 SIGKILL never let be written is fine: the checkpoint is enough.
 """
@@ -16,33 +16,15 @@ from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
 
-#: what may be given with --resume (argparse dests); everything else would change the run
-ALLOWED = ("resume", "rounds", "no_progress", "overwrite")
 
-
-def check_resume_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """Refuse flags that would change a resumed run, naming those that may be given."""
-    given = sorted(action.option_strings[-1] for action in parser._actions
-                   if action.option_strings and action.dest not in ALLOWED
-                   and action.default is not argparse.SUPPRESS
-                   and getattr(args, action.dest, action.default) != action.default)
-    if given:
-        allowed = ", ".join(f"--{d.replace('_', '-')}" for d in ALLOWED if d != "resume")
-        raise FedLabelsError(f"--resume continues the run its checkpoint describes; "
-                             f"{', '.join(given)} would change it. With --resume give only "
-                             f"{allowed}.")
-
-
-def resumed_run(args: argparse.Namespace,
-                parser: argparse.ArgumentParser) -> tuple[Any, dict[str, Path]]:
+def resumed_run(args: argparse.Namespace) -> tuple[Any, dict[str, Path]]:
     """The resumed run's result and its files (written by the caller)."""
     from fedlabels.api import resume
     from fedlabels.core.files import result_path, run_outputs
     from fedlabels.runs.checkpoint import checkpoint_path
     from fedlabels.runs.loop import terminate_as_interrupt
 
-    check_resume_flags(args, parser)
-    out = result_path(args.resume, "--resume")
+    out = result_path(args.result, "resume")
     files = {**run_outputs(out), "checkpoint": checkpoint_path(out)}
     if not files["checkpoint"].is_file():
         raise FedLabelsError(f"cannot resume {out}: there is no checkpoint "

@@ -8,131 +8,81 @@ from typing import Any
 
 from fedlabels.cli.method_flags import add_method_flags, check_flags, method_options
 from fedlabels.core.errors import FedLabelsError
-
-_RUN_KEYS = ("method", "dataset", "clients", "model", "rounds", "period", "unlabeled",
-             "private", "private_per_client", "test", "partition", "unlabeled_shift",
-             "public_pca", "seed", "eval_every",
-             "output", "insecure_reproducible_noise", "sep", "features", "drop",
-             "text_column",
-             "task", "target_range",
-             "malicious", "attack", "device", "precision", "image_size", "image_column")
+from fedlabels.runs.spec import add_run_flags, declared
 
 
-#: simulator-only keys that only ``fedlabels run`` takes (flags added in cli/run.py)
-_PARTICIPATION_KEYS = ("participation", "dropout", "deadline")
-
-
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The options of ``run`` (also ``audit``, ``deploy local``, ``deploy prepare``)."""
+def add_run_options(p: argparse.ArgumentParser, *, simulator: bool = False) -> None:
+    """The run parameters' flags (generated from
+    :class:`~fedlabels.runs.config.RunConfig`; with ``simulator`` the simulator-only ones
+    too), ``--config`` and the method flags."""
     p.add_argument("--config", help="TOML file with the same keys as these options "
                                     "(method options in an [options] table)")
-    p.add_argument("--method", help="a registered method (listed below; default fedct)")
-    p.add_argument("--dataset", help="registered dataset or csv:PATH:TARGET "
-                                     "(default breast_cancer)")
-    p.add_argument("--clients", type=int, help="number of clients m (default 5)")
-    p.add_argument("--sep", help="field separator of a csv: table (default ','; e.g. ';' "
-                                 "or '\\t')")
-    p.add_argument("--features", help="comma-separated feature columns of a table to use "
-                                      "(default: all but the target)")
-    p.add_argument("--drop", help="comma-separated columns of a table to leave out (e.g. an "
-                                  "ID or date column)")
-    p.add_argument("--text-column", metavar="NAME",
-                   help="the text column of a csv: table, used as the only feature (text "
-                        "models such as tfidf)")
-    p.add_argument("--task", choices=("classification", "regression"),
-                   help="the task of a csv: table (default: the dataset's; classification "
-                        "for csv:)")
-    p.add_argument("--target-range", metavar="LO,HI",
-                   help="public range of a regression target (default: the table's range)")
-    p.add_argument("--model", help="model spec, one or one per client, e.g. dt or "
-                                   "'mlp(hidden=512-512)' or dt,rf,logreg,dt,rf (default: the "
-                                   "method's: mlp for methods that average parameters or "
-                                   "distil soft labels, else decision_tree)")
-    p.add_argument("--rounds", type=int, help="communication rounds R (default 20)")
-    p.add_argument("--period", type=int,
-                   help="local steps b per round for torch models (default 50)")
-    p.add_argument("--unlabeled", type=int, help="size of the public unlabeled set U")
-    p.add_argument("--private", type=int, help="total private examples over all clients")
-    p.add_argument("--private-per-client", type=int, help="private examples per client")
-    p.add_argument("--test", type=int, help="test-set size (datasets without a test split)")
-    p.add_argument("--partition", help="iid | dirichlet:A1,A2 | shards:K | quantity:A[,MIN] "
-                                       "| powerlaw:A[,MIN] | column:NAME (default iid)")
-    p.add_argument("--unlabeled-shift", type=float, metavar="S",
-                   help="draw U with class proportions (1-S) p + S u_H, half of the classes "
-                        "favoured (0..1; default 0: U like the private data); the shift is "
-                        "measured in the result (simulator only)")
-    p.add_argument("--public-pca", type=int, metavar="K",
-                   help="project every feature vector onto the top K principal components "
-                        "of U, whitened (fitted on U's features only: no privacy cost; "
-                        "default: none)")
-    p.add_argument("--seed", type=int, help="random seed (default 0)")
-    p.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
-    p.add_argument("--output", help="JSON result path, X.json; X.rounds.csv and X.models.npz "
-                                    "go beside it (default: a name unique to the "
-                                    "configuration under results/)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace output files that exist (default: refuse)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--insecure-reproducible-noise", action="store_true", default=None,
-                   help="INSECURE, tests/debugging only: derive all DP noise and other "
-                        "secret randomness from --seed so runs repeat exactly; the result "
-                        "then says privacy.guarantee = none (simulator only)")
-    p.add_argument("--malicious", type=int, metavar="K",
-                   help="K malicious clients (below half), drawn from --seed (simulator only; "
-                        "default 0)")
-    p.add_argument("--attack", metavar="ATTACK",
-                   help="what the malicious clients send: flip | random | constant[:K] | "
-                        "targeted[:S:T] (weight methods: flip = sign-flipped update, constant "
-                        "= scaled update, random = Gaussian update; default flip)")
-    p.add_argument("--device", metavar="DEVICE",
-                   help="where torch models train: auto (CUDA when present) | cpu | cuda "
-                        "(clients round-robin over the GPUs) | cuda:N (default cpu)")
-    p.add_argument("--precision", metavar="P",
-                   help="fp32 | bf16 (autocast of torch models' forward passes; default fp32)")
-    p.add_argument("--image-size", metavar="HxW",
-                   help="resize the images of an imagefolder: dataset or a csv: image "
-                        "column to HxW (default: they must all have one size)")
-    p.add_argument("--image-column", metavar="NAME",
-                   help="the image-path column of a csv: table, read as the only feature")
+    from fedlabels.runs.config import RunConfig
+
+    add_run_flags(p, RunConfig, simulator=simulator)
     add_method_flags(p)
 
 
-def config_from_args(args: argparse.Namespace) -> Any:
-    """The validated :class:`~fedlabels.runs.config.RunConfig`; method options are checked here,
-    before any data is loaded."""
+class _Renamed(argparse.Action):
+    """A former flag: a one-line error that names what replaced it."""
+
+    def __init__(self, option_strings: list[str], dest: str, instead: str = "",
+                 **kwargs: Any) -> None:
+        self.instead = instead
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS,
+                         default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.error(f"{option_string} was replaced: {self.instead}")
+
+
+#: former flags of ``fedlabels run`` and what replaced them
+RENAMED = {
+    "--resume": (1, "continue a run with `fedlabels resume RESULT.json [--rounds N]`"),
+    "--audit": (0, "audit a run with `fedlabels audit` (same run flags)"),
+    "--attack": (1, "say how malicious clients poison with --poison (and how many with "
+                    "--malicious)"),
+    "--attacks": (1, "choose membership-inference attacks with `fedlabels audit "
+                     "--mia-attacks`"),
+}
+
+
+def add_renamed_flags(p: argparse.ArgumentParser,
+                      only: tuple[str, ...] = tuple(RENAMED)) -> None:
+    """Former flags (``only`` these), each an error naming its replacement."""
+    for flag in only:
+        nargs, instead = RENAMED[flag]
+        p.add_argument(flag, action=_Renamed, nargs=nargs, instead=instead)
+
+
+def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> Any:
+    """The validated :class:`~fedlabels.runs.config.RunConfig`; method options are checked
+    here, before any data is loaded. Without ``simulator`` (``audit``, ``deploy``) the
+    simulator-only parameters (from a TOML file) are an error."""
     from fedlabels.methods import get_method
     from fedlabels.runs.config import RunConfig, load_config
 
-    given: dict[str, Any] = {k: getattr(args, k) for k in _RUN_KEYS
-                             if getattr(args, k) is not None}
+    given: dict[str, Any] = {info.name: getattr(args, info.name) for info in declared(RunConfig)
+                             if getattr(args, info.name, None) is not None}
     opts, flagged = method_options(args)
     if flagged.get("teachers") is not None:  # PATE-style methods: the teachers are the clients
         given.setdefault("clients", flagged["teachers"])
     if opts or flagged:
         given["options"] = {**opts, **flagged}
-    given.update({k: getattr(args, k) for k in (*_PARTICIPATION_KEYS, "batch_clients")
-                  if getattr(args, k, None) is not None})
-    if args.config:
-        cfg = load_config(args.config, **given)
-    else:
-        try:
-            cfg = RunConfig(**given)
-        except TypeError as exc:
-            raise FedLabelsError(str(exc)) from None
-    if (not hasattr(args, "participation") or getattr(args, "audit", False)) and any(
-            getattr(cfg, k) is not None for k in _PARTICIPATION_KEYS):
-        raise FedLabelsError("participation, dropout and deadline are simulator settings that "
-                             "only `fedlabels run` (without --audit) takes; remove them.")
-    if not hasattr(args, "participation") and cfg.batch_clients != "auto":
-        raise FedLabelsError("batch_clients is a simulator setting that only `fedlabels run` "
-                             "takes; remove it.")
-    if not hasattr(args, "participation") and cfg.unlabeled_shift:
-        raise FedLabelsError("unlabeled_shift is a simulator setting that only `fedlabels "
-                             "run` takes; remove it.")
-    if (not hasattr(args, "participation") or getattr(args, "audit", False)) and (
-            cfg.malicious or cfg.attack is not None):
-        raise FedLabelsError("malicious and attack are simulator settings that only "
-                             "`fedlabels run` (without --audit) takes; remove them.")
+    cfg = load_config(args.config, **given) if args.config else RunConfig(**given)
+    if not simulator:
+        from fedlabels.runs.spec import by_name
+
+        defaults = RunConfig.__dataclass_fields__
+        extra = [name for name, info in by_name(RunConfig).items() if info.simulator_only
+                 and getattr(cfg, name) != defaults[name].default]
+        if extra:
+            raise FedLabelsError(f"{', '.join(extra)}: simulator settings that only "
+                                 "`fedlabels run` takes; remove them.")
     method = get_method(cfg.method)
     check_flags(method, flagged)
     method.parse_options(cfg.options)  # unknown keys and bad values: an error, no data loaded
@@ -242,19 +192,16 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     if dataset.startswith("csv:"):  # csv:dir/patients.csv:target -> csv-patients-target
         table, _, target = dataset[len("csv:"):].rpartition(":")
         dataset = f"csv-{Path(table).stem}-{target}"
-    settings = {k: v for k, v in cfg.to_dict().items() if k != "output"
-                and not (k in _NAMELESS_DEFAULTS and v == _NAMELESS_DEFAULTS[k])}
+    from fedlabels.runs.config import RunConfig
+    from fedlabels.runs.spec import hashed_settings
+
+    settings = hashed_settings(RunConfig, {k: v for k, v in cfg.to_dict().items()
+                                           if k != "output"})
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
              f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",
              digest.hexdigest()[:6]]
     return Path("results") / ("_".join(parts) + ".json")
-
-
-#: settings added later: at their defaults they leave a run's default name as it was
-_NAMELESS_DEFAULTS: dict[str, Any] = {"device": "cpu", "precision": "fp32",
-                                      "batch_clients": "auto",
-                                      "image_size": None, "image_column": None}
 
 
 def _slug(text: str, limit: int = 32) -> str:
@@ -264,11 +211,12 @@ def _slug(text: str, limit: int = 32) -> str:
     return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.")[:limit] or "x"
 
 
-def run_parser(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+def run_parser(sub: Any, name: str, *, simulator: bool = False,
+               **kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand with the run options and the list of methods in its epilog."""
     from fedlabels.cli.method_flags import methods_epilog
 
     p = sub.add_parser(name, epilog=methods_epilog(),
                        formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
-    add_run_options(p)
+    add_run_options(p, simulator=simulator)
     return p

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 #: scalar metrics, in the order tables show them (``--metric`` picks one as the headline)
 SCALAR_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "auroc", "sensitivity",
@@ -53,6 +52,8 @@ def binary_auroc(is_positive: np.ndarray, score: np.ndarray) -> float | None:
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
     if n_pos == 0 or n_neg == 0:
         return None
+    from scipy.stats import rankdata  # scipy.stats is slow to import: only when scoring
+
     ranks = rankdata(np.asarray(score, dtype=np.float64))
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 

@@ -48,18 +48,21 @@ def load_table(dataset: str, *, sep: str | None = None,
     return info, replace(raw, X=select_columns(X, keep, remove, info.target))
 
 
-def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None = None,
-                    n_private: int | None = None, private_per_client: int | None = None,
-                    n_test: int | None = None, partition: str = "iid",
+def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = None,
+                    private: int | None = None, private_per_client: int | None = None,
+                    test: int | None = None, partition: str = "iid",
                     seed: int = 0, sep: str | None = None,
                     features: str | Sequence[str] | None = None,
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
-                    unlabeled_shift: float = 0.0,
-                    public_pca: int | None = None, image_size: str | None = None,
-                    image_column: str | None = None) -> Federation:
+                    unlabeled_shift: float = 0.0, public_pca: int | None = None,
+                    image_size: str | None = None, image_column: str | None = None,
+                    **former: int | None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
+    The keywords are the run parameters that build a federation, named as in ``fedlabels
+    run`` (``clients`` ↔ ``--clients``; docs/usage.md); the former names ``n_clients``,
+    ``n_unlabeled``, ``n_private`` and ``n_test`` are still read.
     Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
     ``sep``, ``features``, ``drop`` and ``text_column`` are those of :func:`load_table`.
     ``task`` (``None``: the dataset's own) and ``target_range`` are those of
@@ -72,6 +75,10 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
     """
     from fedlabels.data.targets import resolve_task
 
+    if former:
+        clients, unlabeled, private, test = _former_sizes(
+            former, clients=clients, unlabeled=unlabeled, private=private, test=test)
+    n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     info = get_dataset(dataset, sep=sep, image_size=image_size)
     task = resolve_task(dataset, info.task, task)
     features = _with_partition_column(features, partition)
@@ -81,7 +88,7 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
     defaults = info.defaults
     if private_per_client is not None:
         if n_private is not None:
-            raise FedLabelsError("give n_private or private_per_client, not both.")
+            raise FedLabelsError("give private or private_per_client, not both.")
         n_private = private_per_client * n_clients
     n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
     n_private = n_private if n_private is not None else defaults.get("n_private")
@@ -99,6 +106,31 @@ def load_federation(dataset: str, *, n_clients: int = 5, n_unlabeled: int | None
     if raw.image_shape is not None and public_pca is None:
         fed.info["image_shape"] = [int(s) for s in raw.image_shape]
     return fed
+
+
+_FORMER = {"n_clients": "clients", "n_unlabeled": "unlabeled", "n_private": "private",
+           "n_test": "test"}
+
+
+def _former_sizes(former: dict[str, int | None], **sizes: int | None) -> tuple[Any, ...]:
+    """``clients, unlabeled, private, test`` with the former keywords (``n_clients``, ...)
+    read; an unknown keyword is a one-line error with a suggestion."""
+    import difflib
+    import inspect
+
+    valid = [k for k in inspect.signature(load_federation).parameters
+             if k not in ("dataset", "former")]
+    for key, value in former.items():
+        if key not in _FORMER:
+            close = difflib.get_close_matches(_FORMER.get(key, key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise FedLabelsError(f"load_federation() has no keyword {key!r}{hint}; valid: "
+                                 f"{', '.join(valid)}.")
+        new = _FORMER[key]
+        if new in former or (sizes[new] is not None and new != "clients"):
+            raise FedLabelsError(f"give {new} or its former name {key}, not both.")
+        sizes[new] = value
+    return sizes["clients"], sizes["unlabeled"], sizes["private"], sizes["test"]
 
 
 def _with_partition_column(features: str | Sequence[str] | None,

@@ -14,10 +14,14 @@ class ModelSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        if not self.params:
-            return self.name
-        inner = ",".join(f"{k}={_fmt(v)}" for k, v in self.params.items())
-        return f"{self.name}({inner})"
+        params = dict(self.params)
+        # a user's torch network is written module:pkg.mod:factory(...), as it is typed
+        name = f"module:{params.pop('factory')}" if self.name == "module" and \
+            "factory" in params else self.name
+        if not params:
+            return name
+        inner = ",".join(f"{k}={_fmt(v)}" for k, v in params.items())
+        return f"{name}({inner})"
 
 
 def _fmt(value: Any) -> str:

@@ -1,6 +1,6 @@
 """Malicious clients: a wrapper of a client role that corrupts what it sends.
 
-``--malicious K --attack NAME`` turns K clients, drawn from the run seed, into adversaries.
+``--malicious K --poison NAME`` turns K clients, drawn from the run seed, into adversaries.
 The honest role still trains and is evaluated as before; only its replies change, on the
 way out (:class:`MaliciousRole`, mixed into the role's own class), so no method knows about
 attacks. What is corrupted is read from the method's threat model: each declared
@@ -304,7 +304,7 @@ def plan_attack(method: Method, n_clients: int, n_classes: int | None, k: int,
         raise FedLabelsError(f"--malicious applies to classification; this is a {task} task.")
     if not k:
         if attack is not None:
-            raise FedLabelsError("--attack needs --malicious K (the number of malicious "
+            raise FedLabelsError("--poison needs --malicious K (the number of malicious "
                                  "clients, K >= 1).")
         return [], None
     parsed = Attack.parse(attack if attack is not None else "flip")

@@ -385,8 +385,8 @@ class Method:
 
     def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
         """Why a finished run of ``settings.rounds`` rounds cannot be extended to more
-        (``fedlabels run --resume --rounds N``), or None when rounds beyond the planned ones
-        continue it exactly. By default: a method that stops early (:meth:`rounds_used`)."""
+        (``fedlabels resume RESULT.json --rounds N``), or None when rounds beyond the planned
+        ones continue it exactly. By default: a method that stops early (:meth:`rounds_used`)."""
         used = self.rounds_used(settings, learners)
         if used is None:
             return None

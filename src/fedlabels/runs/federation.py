@@ -8,9 +8,9 @@ from fedlabels.runs.config import RunConfig
 
 def federation_for(cfg: RunConfig) -> Federation:
     """The federation a :class:`RunConfig` describes."""
-    return load_federation(cfg.dataset, n_clients=cfg.clients, n_unlabeled=cfg.unlabeled,
-                           n_private=cfg.private, private_per_client=cfg.private_per_client,
-                           n_test=cfg.test, partition=cfg.partition, seed=cfg.seed,
+    return load_federation(cfg.dataset, clients=cfg.clients, unlabeled=cfg.unlabeled,
+                           private=cfg.private, private_per_client=cfg.private_per_client,
+                           test=cfg.test, partition=cfg.partition, seed=cfg.seed,
                            sep=cfg.sep, features=cfg.features, drop=cfg.drop,
                            text_column=cfg.text_column, task=cfg.task,
                            target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift,
