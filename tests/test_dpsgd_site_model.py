@@ -41,8 +41,8 @@ def test_shared_labels_are_the_dp_models_not_the_sites(fed: fl.Federation,
     original_release = DPSGDMechanism.release
     original_steps = dpsgd_module.dpsgd_steps
 
-    def spy_release(self: DPSGDMechanism, client: Any, message: Any) -> Any:
-        reply = original_release(self, client, message)
+    def spy_release(self: DPSGDMechanism, client: Any, message: Any, noise: Any) -> Any:
+        reply = original_release(self, client, message, noise)
         n, c = len(client.public), client.settings.n_classes
         sent = unpack_labels(reply.arrays["labels"], n, c)
         assert client.release_learner() is not client.learner

@@ -4,6 +4,7 @@ ClientApp over an in-process Flower Grid (state through ``context.state`` only).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -187,24 +188,32 @@ def test_too_few_clients_left_stops_and_keeps_partial_results(tmp_path: Path) ->
     assert "too few" in partial.extra["deployment"]["error"]
 
 
-def test_site_without_data_file_is_named(tmp_path: Path) -> None:
+def test_site_without_data_file_is_named(tmp_path: Path,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The server names the site and the error's category; the site's log has the text."""
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1)
     spec, _, grid = _deploy(tmp_path, cfg)
     grid.contexts[1002].node_config["data-path"] = str(tmp_path / "missing.npz")
-    with pytest.raises(FedLabelsError, match=r"partition-id=1 .*missing.npz.* does not exist"):
+    with caplog.at_level("ERROR", logger="fedlabels.site"), \
+            pytest.raises(FedLabelsError, match=r"node 1002: .*error: data") as err:
         run_server(grid, server_context(spec))
+    assert "missing.npz" not in str(err.value)
+    assert re.search(r"partition-id=1 .*missing.npz.* does not exist", caplog.text)
     assert json.loads(Path(spec.status).read_text())["status"] == "failed"
 
 
-def test_site_with_features_not_matching_u_is_named(tmp_path: Path) -> None:
+def test_site_with_features_not_matching_u_is_named(tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1)
     spec, prepared, grid = _deploy(tmp_path, cfg)
     bad = tmp_path / "bad.npz"
     with np.load(prepared.client_paths[2]) as data:
         np.savez(bad, X=data["X"][:, :5], y=data["y"])
     grid.contexts[1003].node_config["data-path"] = str(bad)
-    with pytest.raises(FedLabelsError, match=r"partition-id=2 .*\(5,\).* U has 30 features"):
+    with caplog.at_level("ERROR", logger="fedlabels.site"), \
+            pytest.raises(FedLabelsError, match=r"node 1003: .*error: data"):
         run_server(grid, server_context(spec))
+    assert re.search(r"partition-id=2 .*\(5,\).* U has 30 features", caplog.text)
 
 
 def test_duplicate_partition_ids_are_rejected(tmp_path: Path) -> None:

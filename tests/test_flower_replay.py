@@ -96,7 +96,7 @@ def test_rewound_numbers_are_refused_and_resends_get_the_stored_reply(tmp_path: 
     assert released == 2  # the two planned releases, charged once each
 
     # rewinding: round 2's message under round 1's number (a fresh role on today's main)
-    with pytest.raises(FedLabelsError, match="message refused"):
+    with pytest.raises(FedLabelsError, match="refused: message"):
         client_app(_copy(second, seq=_seq(first)), ctx)
     # a re-send of round 1's message after a "lost reply": the same reply, no new noise
     again = client_app(_copy(first), ctx)
@@ -119,7 +119,7 @@ def test_a_replay_with_another_consensus_is_refused_not_answered_with_the_same_n
 
     forged.content.array_records[name]["consensus"] = Array(np.ascontiguousarray(
         consensus[::-1]))
-    with pytest.raises(FedLabelsError, match="message refused"):
+    with pytest.raises(FedLabelsError, match="refused: message"):
         client_app(forged, ctx)
     assert _ours(client_app(_copy(message), ctx)) == _ours(reply)  # the stored release
     assert len(_ledger(ctx, prepared).events()) == 2
@@ -134,9 +134,9 @@ def test_negative_zero_and_skipped_numbers_are_refused_and_leave_no_snapshot(
     message, _ = recorder.protocol(NODE)[-1]
     last = max(_seq(m) for n, m, _ in recorder.seen if n == NODE)
     for seq in [*range(-1, -51, -1), 0, last + 2, last + 100]:
-        with pytest.raises(FedLabelsError, match="message refused"):
+        with pytest.raises(FedLabelsError, match="refused: message"):
             client_app(_copy(message, seq=seq), ctx)
-    with pytest.raises(FedLabelsError, match="message refused"):
+    with pytest.raises(FedLabelsError, match="refused: message"):
         client_app(_copy(message, seq=last + 1, round=-3), ctx)
     assert sorted(p.name for p in state_dir.rglob("*") if p.is_file()) == before
     assert len(_ledger(ctx, prepared).events()) == 2

@@ -81,7 +81,8 @@ def test_site_key_is_private_and_stable(tmp_path: Path) -> None:
     assert site_state.key_path({"state-key": str(path)}) == path
 
 
-def test_tampered_state_stops_the_clientapp(tmp_path: Path) -> None:
+def test_tampered_state_stops_the_clientapp(tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
     from fedlabels.runs.config import RunConfig
 
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt",
@@ -100,8 +101,10 @@ def test_tampered_state_stops_the_clientapp(tmp_path: Path) -> None:
                                  seq=last + 1),
                   dst_node_id=1001, message_type="evaluate.evaluate")
     msg.metadata.__dict__["_message_id"] = "tampered"
-    with pytest.raises(FedLabelsError, match="integrity check"):
+    with caplog.at_level("ERROR", logger="fedlabels.site"), \
+            pytest.raises(FedLabelsError, match="error: data"):  # the server's view
         client_app(msg, ctx)
+    assert "integrity check" in caplog.text  # the site's log
 
 
 class _RecordingApp:

@@ -62,7 +62,7 @@ def test_run_saves_models_and_inspect_prints_them(tmp_path, capsys):
     assert main(["run", "--model", "dt,rulefit(n_estimators=10),dt,xgb(n_estimators=3),dt",
                  "--rounds", "1", "--no-progress", "--output", str(out)]) == 0
     saved = models_path(out)
-    assert saved.name == "r.models.pkl" and saved.is_file()
+    assert saved.name == "r.models.npz" and saved.is_file()
     assert not list(tmp_path.glob(".*tmp"))  # atomic write left no temporary file
     payload = load_models(out)
     assert len(payload["models"]) == 5 and "mean radius" in payload["feature_names"]
@@ -83,10 +83,10 @@ def test_inspect_errors(tmp_path, capsys):
     (tmp_path / "bare.json").write_text("{}")
     assert main(["inspect", str(tmp_path / "bare.json")]) == 2
     assert "no saved models at" in capsys.readouterr().err
-    bogus = tmp_path / "x.models.pkl"
-    import joblib
+    bogus = tmp_path / "x.models.npz"
+    import numpy as np
 
-    joblib.dump({"not": "ours"}, bogus)
+    np.savez(bogus, manifest=np.array('{"not": "ours"}'))
     assert main(["inspect", str(bogus)]) == 2
     assert "is not a fedlabels models file" in capsys.readouterr().err
     loaded = fl.RunResult(method="fedct", dataset="d", seed=0, config={}, federation={},

@@ -280,13 +280,13 @@ def test_dp_fedct_client_refuses_a_release_beyond_its_budget() -> None:
                              seed=0)
 
     message = Message("fedct.train", config={"round": 0, "steps": 1, "mechanism": "xor",
-                                             "flip_probability": 0.3})
+                                             "flip_probability": 0.45})  # >= its own f
     live = client()
     live.handle(message)
     restored = client()
     restored.load_state_dict(live.state_dict())  # the count is state: it survives a restore
     restored.handle(message)
-    with pytest.raises(FedLabelsError, match="calibrated for 2 releases"):
+    with pytest.raises(FedLabelsError, match="plan 2 releases"):
         restored.handle(message)  # a server asking for a third release is refused
 
 

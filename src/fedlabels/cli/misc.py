@@ -60,7 +60,7 @@ def add_misc_parsers(sub: Any) -> None:
 
     p = sub.add_parser("inspect", help="show the clients' final models of a run: tree text, "
                                        "rules, feature importances")
-    p.add_argument("result", help="result JSON of `fedlabels run` (or its .models.pkl)")
+    p.add_argument("result", help="result JSON of `fedlabels run` (or its .models.npz)")
     p.add_argument("--client", type=int, help="only this client (0-based)")
     p.add_argument("--top", type=int, default=10, help="feature importances to show")
     p.add_argument("--max-lines", type=int, default=40, help="lines of tree/rule text per model")

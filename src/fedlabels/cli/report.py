@@ -58,8 +58,8 @@ def add_report_parsers(sub: Any) -> None:
 
     p = sub.add_parser("predict", help="label new raw data with a finished run's client models "
                                        "(majority vote, or one client's)")
-    p.add_argument("result", help="result JSON of `fedlabels run` (its .models.pkl beside it; "
-                                  "load only models files you wrote: they are pickles)")
+    p.add_argument("result", help="result JSON of `fedlabels run` (its .models.npz beside it; "
+                                  "loading it never runs code)")
     p.add_argument("data", help="CSV with the training table's feature columns")
     p.add_argument("-o", "--output", required=True,
                    help="CSV to write: the rows with a `prediction` column")

@@ -116,10 +116,20 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
     with writing(str(files["rounds table"])):
         result.save_csv(files["rounds table"], overwrite=True)
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
+        import warnings
+
+        from fedlabels.core.errors import FedLabelsWarning
         from fedlabels.results.models_file import save_models
 
-        with writing(str(files["models file"])):
-            save_models(result, files["result"])
+        try:
+            with writing(str(files["models file"])):
+                save_models(result, files["result"])
+        except FedLabelsError as exc:  # a model type the safe format does not write
+            if "cannot save" not in str(exc):
+                raise
+            warnings.warn(FedLabelsWarning(f"the models file was not written ({exc}); "
+                                           "`fedlabels predict` and `inspect` need it."),
+                          stacklevel=2)
 
 
 def add_metric_flag(p: argparse.ArgumentParser) -> None:

@@ -13,6 +13,37 @@ class FedLabelsError(ValueError):
     """Invalid input or configuration, with a message meant for the user."""
 
 
+class RefusedError(FedLabelsError):
+    """A client refused a message that would break its own privacy plan.
+
+    ``category`` is all the server learns (:func:`error_category`); the text stays at the
+    site."""
+
+    category = "refused: message"
+
+
+class BudgetRefusal(RefusedError):
+    """More releases, queries or steps than the client's own plan."""
+
+    category = "refused: budget"
+
+
+class ParameterRefusal(RefusedError):
+    """Less noise (or another mechanism) than the client's own options."""
+
+    category = "refused: parameters"
+
+
+def error_category(exc: BaseException) -> str:
+    """What a site tells the server about an error: a category, never the text (which may
+    describe its private data, e.g. the classes present)."""
+    if isinstance(exc, RefusedError):
+        return exc.category
+    if isinstance(exc, FedLabelsError):
+        return getattr(exc, "category", "error: data")
+    return "error: internal"
+
+
 class DatasetNotFetchedError(FedLabelsError):
     """A registered dataset exists but its files are not in the local cache yet."""
 

@@ -27,12 +27,16 @@ from fedlabels.core.errors import FedLabelsError
 RESULT_SUFFIX = ".json"
 
 
+#: the models files of earlier versions (pickles): recognised only to be refused
+PICKLED_MODELS = ".models.pkl"
+
+
 def models_path(result_path: str | Path) -> Path:
-    """Where the models of a result JSON live: ``x.json`` -> ``x.models.pkl``."""
+    """Where the models of a result JSON live: ``x.json`` -> ``x.models.npz``."""
     path = Path(result_path)
-    if path.name.endswith(".models.pkl"):
+    if path.name.endswith((".models.npz", PICKLED_MODELS)):
         return path
-    return path.with_suffix(".models.pkl")
+    return path.with_suffix(".models.npz")
 
 
 def rounds_path(result: str | Path) -> Path:

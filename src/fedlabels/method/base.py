@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, RefusedError
 from fedlabels.data import ClientData
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative
 from fedlabels.method.options import MethodOptions, NoOptions
@@ -127,8 +127,8 @@ class ClientRole:
         try:
             handler = self.handlers[message.kind]
         except KeyError:
-            raise FedLabelsError(f"client {self.cid}: unknown message kind "
-                                 f"{message.kind!r}") from None
+            raise RefusedError(f"client {self.cid}: message kind {message.kind!r} is not "
+                               "one this client's method and options answer") from None
         return handler(message)
 
     # ---------------------------------------------------------------- state

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import ClientRole
 from fedlabels.method.options import POSITIVE, PROBABILITY, option
@@ -117,7 +117,7 @@ class DPSGDClient(SecretNoiseClient):
         opts = self.options
         for key in DPSGD_OPTIONS:
             if float(config[key]) != getattr(opts, key):
-                raise FedLabelsError(f"client {self.cid}: the server asked for {key} = "
+                raise ParameterRefusal(f"client {self.cid}: the server asked for {key} = "
                                      f"{config[key]!r} but this client's options say "
                                      f"{getattr(opts, key)!r}; refusing to train.")
         planned = self.planned_dp_steps()
@@ -125,13 +125,13 @@ class DPSGDClient(SecretNoiseClient):
             return
         sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
         if float(config["noise_multiplier"]) < sigma * (1 - 1e-9):
-            raise FedLabelsError(f"client {self.cid}: the server asked for DP-SGD noise σ = "
+            raise ParameterRefusal(f"client {self.cid}: the server asked for DP-SGD noise σ = "
                                  f"{float(config['noise_multiplier']):.6g}, below the σ = "
                                  f"{sigma:.6g} this client's ε = {opts.epsilon} needs; "
                                  "refusing.")
         steps = int(config["steps"])
         if self.dp_steps + steps > planned:
-            raise FedLabelsError(
+            raise BudgetRefusal(
                 f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
                 f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
 

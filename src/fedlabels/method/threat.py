@@ -186,6 +186,13 @@ HONEST_BUT_CURIOUS_SERVER = ("honest-but-curious server that follows the protoco
 #: a server that may also choose the public set U (query-based attacks insert points into U)
 SERVER_CHOOSING_U = HONEST_BUT_CURIOUS_SERVER + "; it may choose the public set U"
 
+#: a server that does not follow the protocol; a method names it only where the
+#: deviating-server harness (tests/test_deviating_server.py) shows its clients hold
+DEVIATING_SERVER = ("a server that may deviate from the protocol: it may choose the public "
+                    "set U, ask for less noise or more releases than a client's own options "
+                    "plan, send unplanned or repeated messages in any order, and give "
+                    "clients inconsistent views; it does not collude with clients")
+
 #: the evaluation reply every client role sends (simulator/deployment bookkeeping)
 EVALUATION_PAYLOADS = (
     Payload("evaluate.reply", "accuracy", "metric", source="config",

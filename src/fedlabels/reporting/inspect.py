@@ -1,15 +1,18 @@
 """Look inside the clients' final models: tree text, rule lists, feature importances.
 
 After ``fedlabels run`` the final models are saved beside the result JSON as
-``RESULT.models.pkl`` (joblib, written atomically). ``fedlabels inspect RESULT`` prints them;
-in Python, :func:`inspect_models` takes a :class:`~fedlabels.results.RunResult` (in-process
-``client_models``) or a path and returns one structured description per client::
+``RESULT.models.npz`` (plain arrays and data, written atomically; loading builds only the
+model types fedlabels writes, :mod:`fedlabels.results.model_format`).
+``fedlabels inspect RESULT`` prints them; in Python, :func:`inspect_models` takes a
+:class:`~fedlabels.results.RunResult` (in-process ``client_models``) or a path and
+returns one structured description per client::
 
     result = fl.run("fedct", "breast_cancer", model="dt,rf,rulefit,xgboost,rf")
     for d in fl.inspect_models(result):
         print(d["client"], d["kind"], d["feature_importances"][:3])
 
-Only load ``.models.pkl`` files you wrote yourself: unpickling can run arbitrary code.
+Loading a models file never unpickles: a file from someone else cannot run code. Files
+saved by earlier versions as ``.models.pkl`` (pickles) are refused; re-run to save them.
 """
 
 from __future__ import annotations
@@ -179,7 +182,7 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
     """Describe each client's final model (see :func:`describe_model`).
 
     ``result`` is a :class:`~fedlabels.results.RunResult` from this process, or the path of
-    a result JSON / ``.models.pkl``. Feature names default to the federation's.
+    a result JSON / ``.models.npz``. Feature names default to the federation's.
     """
     if isinstance(result, str | Path):
         payload = load_models(result)

@@ -1,9 +1,10 @@
-"""The clients' final models, saved beside a result as ``RESULT.models.pkl``.
+"""The clients' final models, saved beside a result as ``RESULT.models.npz``.
 
-A joblib pickle written atomically with the run's preprocessing (plain lists), so a result's
-models can be applied to raw rows later (:mod:`fedlabels.results.predict`) and inspected
-(:mod:`fedlabels.reporting.inspect`). Unpickling runs code: :func:`load_models` loads only
-files the current user owns and nobody else may write.
+Written atomically with the run's preprocessing (plain lists), so a result's models can be
+applied to raw rows later (:mod:`fedlabels.results.predict`) and inspected
+(:mod:`fedlabels.reporting.inspect`). The file holds no pickle: loading builds only the model
+types fedlabels writes (:mod:`fedlabels.results.model_format`), so a models file received
+from someone else cannot run code. Earlier versions' ``.models.pkl`` files are refused.
 """
 
 from __future__ import annotations
@@ -12,18 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.files import atomic_path, models_path
-
-FORMAT = "fedlabels-models/1"
+from fedlabels.core.files import PICKLED_MODELS, atomic_path, models_path
 
 
 def save_models(result: Any, result_path: str | Path) -> Path:
     """Write the run's final client models (and names to read them by), atomically."""
-    import joblib
+    from fedlabels.results.model_format import write_models_file
 
     path = models_path(result_path)
     payload = {
-        "format": FORMAT,
         "method": result.method,
         "dataset": result.dataset,
         "seed": result.seed,
@@ -36,13 +34,14 @@ def save_models(result: Any, result_path: str | Path) -> Path:
                           if getattr(result, "preprocessing", None) is not None else None),
     }
     with atomic_path(path) as tmp:
-        joblib.dump(payload, tmp)
+        write_models_file(Path(tmp), payload)
     return path
 
 
 def load_models(path: str | Path) -> dict[str, Any]:
-    """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.pkl``)."""
-    import joblib
+    """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.npz``);
+    only the model types fedlabels writes are built, nothing is unpickled."""
+    from fedlabels.results.model_format import read_models_file
 
     given = Path(path)
     if given.suffix == ".json" and not given.is_file():
@@ -51,28 +50,14 @@ def load_models(path: str | Path) -> dict[str, Any]:
         raise FedLabelsError(f"result {given} {not_a_file(given)}; give the JSON a run "
                              "wrote (its models file lies beside it).")
     path = models_path(path)
+    pickled = path if path.name.endswith(PICKLED_MODELS) else \
+        path.with_name(path.name.removesuffix(".models.npz") + PICKLED_MODELS)
+    if path == pickled or (not path.is_file() and pickled.is_file()):
+        raise FedLabelsError(f"{pickled} was saved by an earlier fedlabels as a pickle, which "
+                             "is no longer loaded (it could run code); re-run the run to save "
+                             "its models again.")
     if not path.is_file():
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
                              "the result JSON (runs from older versions or other engines may "
                              "have none).")
-    _check_own_file(path)
-    try:
-        payload = joblib.load(path)
-    except Exception as exc:  # a truncated or foreign file: any unpickling error
-        raise FedLabelsError(f"{path} cannot be read as a fedlabels models file "
-                             f"({type(exc).__name__}).") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}).")
-    return payload
-
-
-def _check_own_file(path: Path) -> None:
-    """Unpickling runs code: refuse a models file another user owns or others may write."""
-    import os
-
-    st = path.stat()
-    getuid = getattr(os, "getuid", None)  # POSIX only
-    if getuid is not None and (st.st_uid != getuid() or st.st_mode & 0o022):
-        raise FedLabelsError(f"refusing to load {path}: models files are pickles (loading "
-                             "one can run code), and this one is owned by another user or "
-                             "writable by others; load only models files your own runs wrote.")
+    return read_models_file(path)

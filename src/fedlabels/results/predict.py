@@ -4,7 +4,7 @@ A federation records how it turned raw features into the models' inputs
 (:class:`Preprocessing`: the input columns, which were one-hot encoded, the resulting feature
 names, the z-scoring statistics of the public set U, U's principal components when the run
 projected onto them (``public_pca``), the class names). ``fedlabels run``
-saves it with the clients' models beside the result (``X.models.pkl``), so that::
+saves it with the clients' models beside the result (``X.models.npz``), so that::
 
     result = fl.run("fedct", "csv:patients.csv:outcome", model="dt")
     labels = result.predict(new_rows)                 # majority vote of the clients
@@ -13,8 +13,8 @@ saves it with the clients' models beside the result (``X.models.pkl``), so that:
 or ``fedlabels predict result.json new.csv -o predictions.csv`` gives labels in the
 original label names for rows of raw data laid out like the training table.
 
-The models file is a joblib pickle: unpickling runs code, so only load models files you (or
-a run of yours) wrote; never one that came from elsewhere.
+The models file is plain arrays and data (:mod:`fedlabels.results.model_format`): loading it
+builds only the model types fedlabels writes and never runs code from the file.
 """
 
 from __future__ import annotations

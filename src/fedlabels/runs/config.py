@@ -74,7 +74,7 @@ class RunConfig:
     eval_every: int = param(1, "evaluate the clients' test accuracy every k rounds (and at "
                             "the end)", kind=int, minimum=1, metavar="K")
     output: str | None = param(
-        None, "JSON result path X.json; X.rounds.csv and X.models.pkl go beside it",
+        None, "JSON result path X.json; X.rounds.csv and X.models.npz go beside it",
         kind=str, python=False, python_note="not in `fl.run`: `result.save_json`",
         default_text="a name unique to the configuration under results/")
     sep: str | None = param(None, "field separator of a csv: table (e.g. ';' or '\\t')",

@@ -15,6 +15,11 @@ cancelling masks (over a departed client's rows the survivors' masks would cance
 server, which knows S_L, could solve for their labels). A new mask stream is used for every
 ``attempt``, so a restart after a dropout never reuses masks.
 
+The masks are bound to the view: each pairwise key is combined with a digest of the
+participants, their row ranges and the attempt as the client was told them
+(:func:`view_digest`, :func:`bind_keys`). A server that tells two participants different
+row ranges (so that both send a third client's rows) gets masks that do not cancel.
+
 With class-balanced propagation the participants also need the total labelled count per
 class. Client j sends ``counts⁽ʲ⁾ + K_j`` (mod 2^64) with ``K_j`` a PRG stream under a key
 derived from the agreed LSH seed, which every participant knows and the server does not; the
@@ -65,6 +70,20 @@ def pairwise_mask(my_id: int, keys: dict[int, bytes], n_values: int,
         else:
             mask -= stream
     return mask
+
+
+def view_digest(rows: dict[int, np.ndarray], attempt: int) -> bytes:
+    """A digest of the view a client was given: participants, each one's contiguous row
+    range, and the attempt. Participants told different views derive different masks."""
+    text = ";".join(f"{c}:{int(r[0]) if len(r) else 0}:{int(r[-1]) + 1 if len(r) else 0}"
+                    for c, r in sorted(rows.items()))
+    return hashlib.sha256(f"fedlabels-xclp-view|{int(attempt)}|{text}".encode()).digest()
+
+
+def bind_keys(keys: dict[int, bytes], view: bytes) -> dict[int, bytes]:
+    """The pairwise mask keys bound to ``view`` (:func:`view_digest`)."""
+    return {c: hashlib.sha256(b"fedlabels-xclp-mask|" + bytes(k) + view).digest()
+            for c, k in keys.items()}
 
 
 def participant_rows(rows: dict[int, np.ndarray], my_id: int) -> np.ndarray:

@@ -23,6 +23,7 @@ SuperLink.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,12 +31,13 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedlabels.comm import Message as FLMessage
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, error_category
 from fedlabels.core.threads import set_threads
 from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
+from fedlabels.engines.flower.site_plan import site_config
 from fedlabels.engines.flower.site_privacy import open_site_ledger
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ClientRole
@@ -56,9 +58,12 @@ def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
     }, category="control")
 
 
-def build_role(spec: DeploySpec, site: SiteData) -> ClientRole:
-    """The client role of this site, as ``simulate`` builds it for the same client index."""
-    cfg = spec.config
+def build_role(spec: DeploySpec, site: SiteData,
+               node_config: Mapping[str, Any] | None = None) -> ClientRole:
+    """The client role of this site, as ``simulate`` builds it for the same client index;
+    with a ``privacy-plan`` in the node config, under the site's own plan
+    (:func:`~.site_plan.site_config`)."""
+    cfg = site_config(spec.config, dict(node_config or {}))
     cid = site.partition_id
     if cid >= cfg.clients:
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
@@ -96,7 +101,24 @@ def evaluate_after(role: ClientRole, request: FLMessage) -> FLMessage | None:
 
 def handle(message: Message, context: Context) -> Message:
     """Answer one Flower message with the method's client role (and an attached evaluation
-    request, see :func:`evaluate_after`)."""
+    request, see :func:`evaluate_after`).
+
+    An error reaches the server as its category only (``refused: budget``, ``refused:
+    parameters``, ``error: data``, ...: :func:`~fedlabels.core.errors.error_category`); its
+    text, which may describe the site's data, goes to the site's log."""
+    try:
+        return _handle(message, context)
+    except Exception as exc:
+        category = error_category(exc)
+        _SITE_LOG.error("%s: %s: %s", node_label(dict(context.node_config), context.node_id),
+                        category, exc)
+        raise FedLabelsError(f"{category} (the site's log has the details)") from None
+
+
+_SITE_LOG = logging.getLogger("fedlabels.site")
+
+
+def _handle(message: Message, context: Context) -> Message:
     node_config = dict(context.node_config)
     site = load_site(node_config, context.node_id)
     spec = DeploySpec.from_run_config(dict(context.run_config))
@@ -122,7 +144,7 @@ def handle(message: Message, context: Context) -> Message:
         if again is not None:  # a re-send: the reply given then, never a new release
             return Message(to_record_dict(*again), reply_to=message)
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
-        role = build_role(spec, site)
+        role = build_role(spec, site, node_config)
         stored = context.state.get(SEQ)
         if isinstance(stored, ConfigRecord) and stored.get("seq") == seq - 1:
             restore_state(role, context.state, site, key)

@@ -6,6 +6,8 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
 * ``client_<i>.npz`` — site i's private ``X``, ``y`` (give each site only its own file);
 * ``shared.npz`` — the public U, the test set, class and feature names, and the
   standardisation of U (every site gets this one);
+* ``client_<i>.plan.json`` — site i's own privacy plan (method, rounds, period, options:
+  :mod:`.site_plan`); its client obeys this file, not the coordinator's run config;
 * ``truth.npz`` — the true labels of U, a simulator-style diagnostic that stays with the
   coordinator (a real deployment has no such file);
 * ``app/pyproject.toml`` — the Flower app (``flwr run app <connection>``) whose run config
@@ -27,6 +29,7 @@ import numpy as np
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
 from fedlabels.core.threads import torch_threads
+from fedlabels.engines.flower.site_plan import plan_of
 from fedlabels.engines.flower.spec import (
     RUN_CONFIG_KEY,
     DeploySpec,
@@ -59,7 +62,9 @@ class PreparedRun:
                 # snapshots of the client state, to rejoin after a restart or a resume
                 "state-dir": str(self.root / f"client_{cid}.state"),
                 # the site's lifetime privacy ledger and message record (kept across runs)
-                "ledger-dir": str(self.root / f"client_{cid}.ledger")}
+                "ledger-dir": str(self.root / f"client_{cid}.ledger"),
+                # the site's own privacy plan (site_plan.py): its client obeys this file
+                "privacy-plan": str(self.root / f"client_{cid}.plan.json")}
 
     def node_config(self, cid: int) -> str:
         """The ``--node-config`` string of client ``cid``'s SuperNode."""
@@ -167,6 +172,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     for cid, data in enumerate(site_datasets(method, fed.clients)):
         path = root / f"client_{cid}.npz"
         _save_npz(path, X=data.X, y=data.y)
+        write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
         client_paths.append(path)
     shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
               "class_names": np.array(fed.class_names, dtype=str),

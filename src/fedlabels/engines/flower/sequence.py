@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, RefusedError
 from fedlabels.core.private_files import check_private, same_tag, tag, write_private
 
 FORMAT = "fedlabels message sequence 1"
@@ -100,7 +100,7 @@ class SequenceGuard:
         or a refusal (:class:`FedLabelsError`)."""
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 \
                 or isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0:
-            raise FedLabelsError("message refused: its sequence or round number is not a "
+            raise RefusedError("message refused: its sequence or round number is not a "
                                  "whole number >= 1 (>= 0 for rounds).")
         if flower_run != self.flower_run and not resume:  # a new run from scratch
             self.flower_run, self.last, self.replies = flower_run, 0, {}
@@ -116,7 +116,7 @@ class SequenceGuard:
             return _unpack(data)
         what = ("out of order" if seq > self.last else
                 "a rewind or a replay with other content")
-        raise FedLabelsError(f"message refused: number {seq} is {what} (this site last "
+        raise RefusedError(f"message refused: number {seq} is {what} (this site last "
                              f"answered number {self.last} of this run).")
 
     def accept(self, seq: int, rnd: int, digest: str, reply: Message,

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
@@ -144,10 +144,14 @@ class DPFedAvgClient(WeightsClient):
         self.handlers["dpfedavg.train"] = self.train_update
 
     def train_update(self, message: Message) -> Message:
+        clip = self.options.clip  # the client's own S: the server's noise is scaled to it
+        if float(message.config["clip"]) != clip:
+            raise ParameterRefusal(f"client {self.cid}: the server asked for clip = "
+                                   f"{message.config['clip']!r} but this client's options say "
+                                   f"{clip!r}; refusing.")
         start = np.array(message.arrays["weights"], dtype=np.float32)
         self.local_steps_from(message)
-        clipped, norm = clip_update(self.learner.get_weights() - start,
-                                    float(message.config["clip"]))
+        clipped, norm = clip_update(self.learner.get_weights() - start, clip)
         return Message("dpfedavg.update", arrays={"update": clipped},
                        config={"norm": norm})
 

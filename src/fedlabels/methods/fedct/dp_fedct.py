@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
     Capabilities,
@@ -53,12 +53,12 @@ from fedlabels.method.blocks import VoteServer, broadcast, check_voters, vote_co
 from fedlabels.method.dpsgd_client import DPSGDClient
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import (
+    DEVIATING_SERVER,
     EVALUATION_PAYLOADS,
-    SERVER_CHOOSING_U,
     Payload,
     ThreatModel,
 )
-from fedlabels.methods.fedct.dp_fedct_options import DPFedCTOptions
+from fedlabels.methods.fedct.dp_fedct_options import DPFedCTOptions, planned_sensitivity
 from fedlabels.methods.fedct.fedct import FedCTClient
 from fedlabels.methods.fedct.mechanisms import mechanism_for
 from fedlabels.methods.fedct.mechanisms.randomized_response import RR_ASSUMPTIONS
@@ -73,43 +73,68 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
     """A FedCT client that makes its release on U private through the round's mechanism
     (:mod:`fedlabels.methods.fedct.mechanisms`), with its secret noise generator.
 
-    With a total budget (``epsilon``) it also counts its own releases and refuses one beyond
-    the rounds the per-round ε was calibrated for, whatever the server asks."""
+    Its own options, never the server's message, decide its protection: it refuses a message
+    that asks for another mechanism, less noise than its options calibrate
+    (:meth:`~.base.LabelMechanism.client_noise`) or a release beyond the planned rounds,
+    and answers the (noiseless) sensitivity estimate only where its options choose
+    ``sensitivity=empirical``, once."""
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("releases",)
+    state_attrs: ClassVar[tuple[str, ...]] = ("releases", "sensitivity_answers",
+                                              "own_sensitivity")
 
     def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seed = seed  # the sensitivity estimate's learner; never the noise
         self.releases = 0
-        self.handlers["dpfedct.sensitivity"] = self.estimate_sensitivity
+        self.sensitivity_answers = 0
+        # empirical: this client's estimate (bits, max and mean changed labels), made once
+        self.own_sensitivity: np.ndarray | None = None
+        self.strategy = mechanism_for(self.options.mechanism)
+        self._own_noise: dict[str, Any] | None = None  # calibrated from the options once
+        if self.strategy.uses_sensitivity and self.options.sensitivity == "empirical":
+            self.handlers["dpfedct.sensitivity"] = self.estimate_sensitivity
 
     def train(self, message: Message) -> Message:
-        if self.options.epsilon is not None and self.releases >= self.settings.rounds:
-            raise FedLabelsError(
-                f"client {self.cid}: privacy budget exceeded: the total ε = "
-                f"{self.options.epsilon} was calibrated for {self.settings.rounds} releases, "
-                f"all spent; refusing release {self.releases + 1}.")
+        if self.releases >= self.settings.rounds:
+            raise BudgetRefusal(
+                f"client {self.cid}: privacy budget exceeded: this client's options plan "
+                f"{self.settings.rounds} releases, all made; refusing release "
+                f"{self.releases + 1}.")
         mine = self.options.mechanism
         asked = str(message.config.get("mechanism", mine))
         if asked != mine:  # the client's own options decide how its data is protected
-            raise FedLabelsError(f"client {self.cid}: the server asked for mechanism {asked!r} "
-                                 f"but this client's options say {mine!r}; refusing.")
+            raise ParameterRefusal(f"client {self.cid}: the server asked for mechanism "
+                                   f"{asked!r} but this client's options say {mine!r}; "
+                                   "refusing.")
+        noise = self.strategy.client_noise(self, message.config)  # refuses less noise
         self.releases += 1
-        return mechanism_for(mine).release(self, message)
+        return self.strategy.release(self, message, noise)
+
+    def own_noise(self) -> dict[str, Any]:
+        """The noise parameters this client's options calibrate (cached; deterministic)."""
+        if self._own_noise is None:
+            self._own_noise = self.strategy.own_noise(self)
+        return self._own_noise
+
+    def sensitivity_of_options(self) -> Any:
+        """s* from this client's options; for ``empirical`` its own estimate (made now if the
+        server never asked for it)."""
+        from fedlabels.privacy.events import Sensitivity
+
+        n = len(self.public)
+        planned = planned_sensitivity(self.options, n)
+        if planned is not None:
+            return planned
+        bits = min(int(self._estimate()[0]), 2 * n)
+        return Sensitivity(bits, "empirical", n, formal=False)
 
     _release: Any = None
 
     def sensitivity_bits(self) -> int:
         """The s* (bits) this client's ledger accounts its label releases with: from its own
         options; an empirical estimate is the server's, so the ledger takes 2|U| for it."""
-        from fedlabels.privacy.sensitivity import resolve_sensitivity
-
-        opts, n = self.options, len(self.public)
-        sens_delta = opts.sensitivity_delta
-        found = resolve_sensitivity(opts.sensitivity, n, stability_rate=opts.stability_rate,
-                                    delta=opts.delta if sens_delta is None else sens_delta,
-                                    note=opts.sensitivity_note)
+        n = len(self.public)
+        found = planned_sensitivity(self.options, n)
         return 2 * n if found is None else min(found.bits, 2 * n)
 
     def release_learner(self) -> Any:
@@ -134,25 +159,43 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         if release:
             self.release_learner().load_state_dict(release)
 
-    def estimate_sensitivity(self, message: Message) -> Message:
-        """Empirical s* of this client's learner on its own data (bits)."""
+    def _estimate(self) -> np.ndarray:
+        """Empirical s* of this client's learner on its own data, as its options say:
+        (bits, max and mean changed labels), computed once and kept."""
         from fedlabels.learners import build_learner, parse_model_spec
         from fedlabels.methods.fedct.sensitivity import empirical_sensitivity
 
-        cfg, U = message.config, self.X_public
+        if self.own_sensitivity is not None:
+            return self.own_sensitivity
+        opts, U = self.options, self.X_public
         if U is None:
             raise FedLabelsError(f"client {self.cid}: DP-FedCT needs the public set U.")
-        spec = str(cfg.get("model", ""))
+        spec = opts.sensitivity_model
         learner = (build_learner(parse_model_spec(spec)[0], n_classes=self.settings.n_classes,
                                  random_state=self.seed) if spec else self.learner)
+        steps = (self.settings.period if opts.sensitivity_steps is None
+                 else opts.sensitivity_steps)
         est = empirical_sensitivity(
             learner, self.data.X, self.data.y, U, self.settings.n_classes,
-            n_neighbours=min(int(cfg["neighbours"]), len(self.data.y)),
-            relation=str(cfg["relation"]), seed=self.seed, steps=int(cfg["steps"]))
+            n_neighbours=min(opts.sensitivity_neighbours, len(self.data.y)),
+            relation=opts.sensitivity_relation, seed=self.seed, steps=steps)
         d = est.details
+        self.own_sensitivity = np.array([est.bits, d["max_changed_labels"],
+                                         d["mean_changed_labels"]], dtype=np.float64)
+        return self.own_sensitivity
+
+    def estimate_sensitivity(self, message: Message) -> Message:
+        """This client's empirical s* (bits), from its own options, answered once: the
+        answer is computed from private data without noise (outside the formal
+        guarantee), so a second request is refused."""
+        if self.sensitivity_answers:
+            raise BudgetRefusal(f"client {self.cid}: the sensitivity estimate is answered "
+                                "once per run; refusing another.")
+        bits, max_changed, mean_changed = self._estimate()
+        self.sensitivity_answers += 1
         return Message("dpfedct.sensitivity.reply", category="control", config={
-            "bits": est.bits, "max_changed_labels": d["max_changed_labels"],
-            "mean_changed_labels": d["mean_changed_labels"]})
+            "bits": int(bits), "max_changed_labels": int(max_changed),
+            "mean_changed_labels": float(mean_changed)})
 
 
 class DPFedCTServer(LedgerEvents, VoteServer):
@@ -164,8 +207,6 @@ class DPFedCTServer(LedgerEvents, VoteServer):
 
     def __init__(self, settings: Settings, n_public: int,
                  truth_public: np.ndarray | None) -> None:
-        from fedlabels.privacy.sensitivity import resolve_sensitivity
-
         options = settings.options_as(DPFedCTOptions)
         super().__init__(settings, n_public, vote_consensus(settings.n_classes, options.quorum),
                          truth_public)
@@ -174,11 +215,8 @@ class DPFedCTServer(LedgerEvents, VoteServer):
         self.strategy = mechanism_for(self.mechanism)
         self.delta = self.options.delta
         self._rng: np.random.Generator | None = None  # consensus tie-breaks, made on use
-        sens_delta = self.options.sensitivity_delta
-        self.sensitivity = resolve_sensitivity(
-            self.options.sensitivity, n_public, stability_rate=self.options.stability_rate,
-            delta=self.delta if sens_delta is None else sens_delta,
-            note=self.options.sensitivity_note) if self.strategy.uses_sensitivity else None
+        self.sensitivity = (planned_sensitivity(self.options, n_public)
+                            if self.strategy.uses_sensitivity else None)
         # the clients' releases, each recorded once; ε and the run's budget (the total
         # epsilon, per client) are views of it
         self.ledger = Ledger(self.delta, self.options.epsilon, what="each client",
@@ -228,12 +266,16 @@ class DPFedCT(Method):
 
     threat_model = ThreatModel(
         view="noisy-labels-on-queries",
-        adversary=SERVER_CHOOSING_U,
+        adversary=DEVIATING_SERVER,
         sees="the client's randomized labels on U every round (noisy one-hot rows for xor, "
              "k-ary randomized-response labels for kary) and, with sensitivity empirical, "
              "its sensitivity estimate once before round 1",
         guarantee="conditional",
-        against="the honest-but-curious server (and anyone who sees what it sees)",
+        against="the server, also one that deviates from the protocol: each client takes "
+                "its mechanism, noise and number of releases from its own options (on "
+                "Flower: the site's privacy-plan) and refuses less noise, more releases, "
+                "unplanned answers and rewound or replayed messages; and anyone who sees "
+                "what the server sees",
         neighbouring=RECORD_LEVEL,
         assumptions=(
             *RR_ASSUMPTIONS,

@@ -184,3 +184,13 @@ _SENSITIVITY_OPTIONS = ("sensitivity", *sorted({n for names in _ONLY_WITH.values
                                                 for n in names}))
 
 #: what every DP-FedCT guarantee assumes, besides the sensitivity (stated per run)
+
+
+def planned_sensitivity(opts: DPFedCTOptions, n_public: int) -> Any:
+    """s* as these options fix it (``worst``, ``prop2`` or a number of bits); None for
+    ``empirical``, which needs the clients' data. Server and clients compute it alike."""
+    from fedlabels.privacy.sensitivity import resolve_sensitivity
+
+    delta = opts.delta if opts.sensitivity_delta is None else opts.sensitivity_delta
+    return resolve_sensitivity(opts.sensitivity, n_public, stability_rate=opts.stability_rate,
+                               delta=delta, note=opts.sensitivity_note)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError
 from fedlabels.method.base import ClientRole
 from fedlabels.method.state import (
     State,
@@ -58,7 +58,11 @@ def row_ranges(text: Any, participants: list[int]) -> dict[int, np.ndarray]:
     if len(spans) != len(participants) or any(len(s) != 2 for s in spans):
         raise FedLabelsError(f"xclp.rowsums: row ranges {text!r} do not match the "
                              f"participants {participants}.")
-    return {c: np.arange(int(a), int(b)) for c, (a, b) in zip(participants, spans, strict=True)}
+    rows = {c: np.arange(int(a), int(b)) for c, (a, b) in zip(participants, spans, strict=True)}
+    every = np.concatenate(list(rows.values())) if rows else np.zeros(0, dtype=np.int64)
+    if len(np.unique(every)) != len(every):
+        raise RefusedError(f"xclp.rowsums: row ranges {text!r} overlap; refusing.")
+    return rows
 
 
 class XCLPClientCore(ClientRole):
@@ -73,8 +77,9 @@ class XCLPClientCore(ClientRole):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for kind in PHASE_KINDS:
-            self.handlers[f"xclp.{kind}"] = getattr(self, f"on_{kind}")
+        for kind in PHASE_KINDS:  # the seed agreement only where its options are secure
+            if kind != "seed" or self.options.secure != "none":
+                self.handlers[f"xclp.{kind}"] = getattr(self, f"on_{kind}")
         self.session = -1
         self.mode = "none"
         # features, from setup until the LSH is computed; not state (they are the private
@@ -137,7 +142,12 @@ class XCLPClientCore(ClientRole):
     def on_setup(self, message: Message) -> Message:
         """Features for this session; a key pair and a seed commitment (secure modes)."""
         self.session = int(message.config.get("session", 0))
-        self.mode = str(message.config["secure"])
+        mine, asked = self.options.secure, str(message.config["secure"])
+        if asked != mine:  # the client's own options decide how its rows are protected
+            raise ParameterRefusal(f"client {self.cid}: the server asked for secure = "
+                                   f"{asked!r} but this client's options say {mine!r}; "
+                                   "refusing.")
+        self.mode = mine
         V = np.asarray(self.xclp_features(message), dtype=np.float32)
         if len(V) == 0:
             raise FedLabelsError(f"client {self.cid} has no data; every XCLP participant "
@@ -216,7 +226,13 @@ class XCLPClientCore(ClientRole):
 
     def on_rowsums(self, message: Message) -> Message:
         """Z̄ = S_L Y_L on the other participants' rows only, masked (SecureRowSums)."""
-        from fedlabels.secure.rowsums import encode_fixed, mask_rows, participant_rows
+        from fedlabels.secure.rowsums import (
+            bind_keys,
+            encode_fixed,
+            mask_rows,
+            participant_rows,
+            view_digest,
+        )
 
         S_L = _need(self.S_L, self.cid, "influence")
         y = self.xclp_partial_labels()
@@ -233,10 +249,11 @@ class XCLPClientCore(ClientRole):
             self.own_masked = enc[self.own_rows()]
             return Message("xclp.rowsums.reply", arrays={"part": enc[send], **arrays})
         keypair = _need(self.keypair, self.cid, "setup")
-        keys = {c: keypair.shared_key(self.cid, c, self.peer_pubs[c], "rowsums")
-                for c in participants if c != self.cid}
-        part, self.own_masked = mask_rows(Zbar, self.own_rows(), self.cid, keys,
-                                          int(message.config["attempt"]), send)
+        attempt = int(message.config["attempt"])
+        keys = bind_keys({c: keypair.shared_key(self.cid, c, self.peer_pubs[c], "rowsums")
+                          for c in participants if c != self.cid}, view_digest(rows, attempt))
+        part, self.own_masked = mask_rows(Zbar, self.own_rows(), self.cid, keys, attempt,
+                                          send)
         return Message("xclp.rowsums.reply", arrays={"part": part, **arrays})
 
     def _counts_part(self, y: np.ndarray, attempt: int) -> dict[str, np.ndarray]:

@@ -3,8 +3,10 @@
 How to add a mechanism
 ----------------------
 1. Write a module here with a subclass of :class:`~.base.LabelMechanism` that sets ``name``
-   and ``summary`` and implements the client side (:meth:`~.base.LabelMechanism.release`:
-   train, then return the reply message) and the server side (``calibrate`` before round 1,
+   and ``summary`` and implements the client side (``own_noise``: the noise the client's
+   own options calibrate; ``client_noise``: the message's parameters checked against it,
+   refusing less noise; :meth:`~.base.LabelMechanism.release`: train, then return the
+   reply made with that noise) and the server side (``calibrate`` before round 1,
    ``round_config`` per round, ``collect``: the consensus from the replies, appending one
    privacy event per release to ``server.events``; ``privacy``: the result's guarantee).
 2. Add its name to ``MECHANISMS`` in :mod:`fedlabels.methods.fedct.dp_fedct_options` (and its

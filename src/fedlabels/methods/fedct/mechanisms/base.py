@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -29,8 +29,21 @@ class LabelMechanism:
     uses_sensitivity: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ client side
-    def release(self, client: DPFedCTClient, message: Message) -> Message:
-        """Train as the message says and return the client's private release."""
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        """The noise parameters the client's own options calibrate (nothing from a message);
+        mechanisms that check their message elsewhere (dpsgd) return none."""
+        return {}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters the client releases with: the message's where they give at least
+        the noise of :meth:`own_noise`; raises :class:`~fedlabels.errors.ParameterRefusal`
+        where they give less."""
+        return {}
+
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
+        """Train as the message says and return the client's private release, made with
+        ``noise`` (:meth:`client_noise`)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ server side
@@ -63,3 +76,17 @@ class LabelMechanism:
     def refusal(self, settings: Settings, learners: list[Any]) -> str | None:
         """Why this mechanism cannot run these learners, or None."""
         return None
+
+
+def refuse_less_noise(client: DPFedCTClient, key: str, asked: float, own: float,
+                      noisier_above: bool) -> float:
+    """``asked`` if it is at least as noisy as ``own`` (larger when ``noisier_above``),
+    else a :class:`~fedlabels.errors.ParameterRefusal`."""
+    from fedlabels.core.errors import ParameterRefusal
+
+    ok = (asked >= own * (1 - 1e-9)) if noisier_above else (0.0 <= asked <= own * (1 + 1e-9))
+    if not ok:
+        raise ParameterRefusal(f"client {client.cid}: the server asked for {key} = {asked:.6g}, "
+                               f"less noise than the {own:.6g} this client's options "
+                               "calibrate; refusing.")
+    return asked

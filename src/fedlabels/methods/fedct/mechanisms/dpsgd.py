@@ -86,7 +86,8 @@ class DPSGDMechanism(LabelMechanism):
     def __init__(self) -> None:
         self.sigma: float | None = None  # calibrated from the options (deterministic)
 
-    def release(self, client: DPFedCTClient, message: Message) -> Message:
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
         from fedlabels.methods.fedct.fedct import decode_consensus
 
         n_classes = client.settings.n_classes
@@ -113,12 +114,12 @@ class DPSGDMechanism(LabelMechanism):
     def site_model(client: DPFedCTClient, message: Message) -> str:
         """The client's own ``site_model``; a message that says otherwise is refused (the
         DP-SGD parameters are checked by :meth:`DPSGDClient.check_dpsgd_round`)."""
-        from fedlabels.core.errors import FedLabelsError
+        from fedlabels.core.errors import ParameterRefusal
 
         mine = client.options.site_model
         asked = message.config.get("site_model", "dp")
         if asked != mine:
-            raise FedLabelsError(f"client {client.cid}: the server asked for site_model = "
+            raise ParameterRefusal(f"client {client.cid}: the server asked for site_model = "
                                  f"{asked!r} but this client's options say {mine!r}; refusing "
                                  "to train.")
         return str(mine)

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid
 from fedlabels.method.blocks import broadcast
-from fedlabels.methods.fedct.mechanisms.base import LabelMechanism
+from fedlabels.methods.fedct.mechanisms.base import LabelMechanism, refuse_less_noise
 from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
 
 if TYPE_CHECKING:
@@ -63,6 +63,17 @@ def label_round_epsilon(target: float, delta: float, rounds: int, mechanism: str
 
 class _RandomizedResponse(LabelMechanism):
     """What xor and kary share: s*, the per-round ε, the guarantee."""
+
+    def own_epsilon_round(self, client: DPFedCTClient) -> tuple[float, Sensitivity]:
+        """(ε per round, s*) from the client's own options and plan (its own s* estimate
+        with ``empirical``): what the server computes, never read from a message."""
+        opts = client.options
+        sens = client.sensitivity_of_options()
+        if opts.epsilon_per_round is not None:
+            return float(opts.epsilon_per_round), sens
+        eps = label_round_epsilon(opts.epsilon, opts.delta, client.settings.rounds,
+                                  self.name, sens)
+        return eps, sens
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
         """(ε per round, s*): estimated (if empirical) and calibrated before round 1; with a
@@ -148,6 +159,18 @@ class XorMechanism(_RandomizedResponse):
     name = "xor"
     summary = "xor: bitwise randomized response on one-hot rows"
 
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        from fedlabels.privacy.mechanisms import flip_probability
+
+        eps, sens = self.own_epsilon_round(client)
+        return {"flip_probability": flip_probability(eps, sens.bits)}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        f = float(config["flip_probability"])  # f and 1 - f protect alike
+        refuse_less_noise(client, "flip_probability", min(f, 1.0 - f),
+                          client.own_noise()["flip_probability"], noisier_above=True)
+        return {"flip_probability": f}
+
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
         """As for every randomized response; then, if xor is only the default (no
         ``mechanism`` given), refuse a total budget at which its labels would be noise (a
@@ -168,12 +191,13 @@ class XorMechanism(_RandomizedResponse):
                 "'mlp(hidden=128)' (docs/privacy.md, Defaults); or --mechanism xor to run it "
                 "anyway, with a larger --epsilon, fewer --rounds or a smaller --unlabeled.")
 
-    def release(self, client: DPFedCTClient, message: Message) -> Message:
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
         from fedlabels.privacy.events import XorEvent
         from fedlabels.privacy.mechanisms import one_hot, pack_rows, xor_release
 
         client.receive_and_train(message)
-        f, bits = float(message.config["flip_probability"]), client.sensitivity_bits()
+        f, bits = noise["flip_probability"], client.sensitivity_bits()
         c, kept = client.settings.n_classes, min(f, 1.0 - f)  # f and 1 - f protect alike
         if not kept > 0.0:
             raise FedLabelsError(f"client {client.cid}: refusing a noiseless release (flip "
@@ -219,14 +243,23 @@ class KaryMechanism(_RandomizedResponse):
     name = "kary"
     summary = "k-ary randomized response"
 
-    def release(self, client: DPFedCTClient, message: Message) -> Message:
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        eps, sens = self.own_epsilon_round(client)
+        return {"epsilon_per_label": eps / sens.labels}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"epsilon_per_label": refuse_less_noise(
+            client, "epsilon_per_label", float(config["epsilon_per_label"]),
+            client.own_noise()["epsilon_per_label"], noisier_above=False)}
+
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
         from fedlabels.privacy.events import KaryRREvent
         from fedlabels.privacy.mechanisms import kary_release
 
         client.receive_and_train(message)
         n_classes, n = client.settings.n_classes, len(client.public)
-        eps_label, labels = float(message.config["epsilon_per_label"]), \
-            math.ceil(client.sensitivity_bits() / 2)
+        eps_label, labels = noise["epsilon_per_label"], math.ceil(client.sensitivity_bits() / 2)
         client.charge(KaryRREvent(labels * eps_label, labels, eps_label, n_classes, n))
         noisy_labels = kary_release(client.local_labels(), eps_label, n_classes,
                                     client.noise_rng)

@@ -29,7 +29,7 @@ vote counts (Thm. 6): reported beside the guarantee, computed from private votes
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ from fedlabels.consensus import ABSTAIN, vote_counts
 from fedlabels.learners import is_iterative
 from fedlabels.method.base import Grid
 from fedlabels.methods.distillation.fedmd import subset_indices
-from fedlabels.methods.fedct.mechanisms.base import LabelMechanism
+from fedlabels.methods.fedct.mechanisms.base import LabelMechanism, refuse_less_noise
 
 if TYPE_CHECKING:
     from fedlabels.methods.fedct.dp_fedct import DPFedCTClient, DPFedCTServer
@@ -133,21 +133,52 @@ class SubsampleAggregateMechanism(LabelMechanism):
         self.sigma: float | None = None
 
     # ------------------------------------------------------------------ client side
-    def release(self, client: DPFedCTClient, message: Message) -> Message:
+    def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
+        """σ, k, the queries per round and the teachers' steps from the client's options."""
+        from fedlabels.privacy.vote_accounting import calibrate_gnmax_sigma
+
+        opts, rounds = client.options, client.settings.rounds
+        n = len(client.public)
+        q = n if opts.label_queries is None else min(int(opts.label_queries), n)
+        return {"vote_sigma": calibrate_gnmax_sigma(opts.epsilon, rounds * q, opts.delta),
+                "subset_size": q, "teachers": opts.teachers,
+                "teacher_steps": (client.settings.period if opts.teacher_steps is None
+                                  else opts.teacher_steps),
+                "data_dependent": bool(opts.data_dependent)}
+
+    def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
+        from fedlabels.core.errors import BudgetRefusal, ParameterRefusal
+
+        own = client.own_noise()
+        sigma = refuse_less_noise(client, "vote_sigma", float(config["vote_sigma"]),
+                                  own["vote_sigma"], noisier_above=True)
+        size = int(config["subset_size"])
+        if not 0 < size <= own["subset_size"]:
+            raise BudgetRefusal(f"client {client.cid}: the server asked for {size} labels, "
+                                f"this client's options plan {own['subset_size']} per round; "
+                                "refusing.")
+        if int(config["teachers"]) != own["teachers"]:
+            raise ParameterRefusal(f"client {client.cid}: the server asked for "
+                                   f"{config['teachers']} teachers, this client's options "
+                                   f"say {own['teachers']}; refusing.")
+        return {**own, "vote_sigma": sigma, "subset_size": size,
+                "subset_seed": int(config["subset_seed"])}
+
+    def release(self, client: DPFedCTClient, message: Message,
+                noise: dict[str, Any]) -> Message:
         from fedlabels.privacy.events import GNMaxEvent
         from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_rdp_data_dependent_total
 
-        cfg, n_classes = message.config, client.settings.n_classes
+        n_classes = client.settings.n_classes
         client.receive_and_train(message)  # the client's own (evaluated) model
-        rows = subset_indices(int(cfg["subset_seed"]), len(client.public),
-                              int(cfg["subset_size"]))
-        counts = vote_counts(teacher_votes(client, rows, int(cfg["teachers"]),
-                                           int(cfg["teacher_steps"])), n_classes)
-        sigma = float(cfg["vote_sigma"])
+        rows = subset_indices(noise["subset_seed"], len(client.public), noise["subset_size"])
+        counts = vote_counts(teacher_votes(client, rows, noise["teachers"],
+                                           noise["teacher_steps"]), n_classes)
+        sigma = noise["vote_sigma"]
         client.charge(GNMaxEvent(sigma, len(rows), len(rows)))
         labels = gnmax_aggregate(counts, sigma, client.noise_rng).labels
         arrays = {"labels": pack_labels(labels, n_classes)}
-        if cfg.get("data_dependent"):
+        if noise["data_dependent"]:  # outside the guarantee: only if the client chose it
             arrays["dd_rdp"] = gnmax_rdp_data_dependent_total(counts, sigma)
         return Message("dpfedct.sa_labels", arrays=arrays)
 

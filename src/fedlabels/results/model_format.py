@@ -1,0 +1,218 @@
+"""Fitted models as plain data: a file whose loading builds only allow-listed types.
+
+A models file is one ``.npz`` read with ``allow_pickle=False``: a JSON manifest and the
+numeric arrays it refers to. An object is written as what it reduces to (its class or
+reconstructor, arguments and state, as ``pickle`` would), but loading rebuilds it only if
+every class and reconstructor it names is in :data:`ALLOWED` — exactly the types fedlabels
+writes: scikit-learn trees, forests, linear models and MLPs, XGBoost (its booster as its
+own raw bytes), RuleFit, TF-IDF, and fedlabels' wrappers. A torch learner (the MLPs,
+MiniLM) is saved as its constructor parameters and its ``state_dict()`` (plain arrays),
+never its tensors' pickles. Nothing else is imported or called, so a forged file cannot
+run code.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import importlib
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+
+#: classes and reconstructors a models file may name ("module:qualname")
+ALLOWED = frozenset({
+    "copyreg:__newobj__",  # cls.__new__(cls) for the classes below
+    "sklearn.tree._classes:DecisionTreeClassifier",
+    "sklearn.tree._classes:DecisionTreeRegressor",
+    "sklearn.tree._tree:Tree",
+    "sklearn.ensemble._forest:RandomForestClassifier",
+    "sklearn.ensemble._forest:RandomForestRegressor",
+    "sklearn.linear_model._logistic:LogisticRegression",
+    "sklearn.linear_model._ridge:Ridge",
+    "sklearn.neural_network._multilayer_perceptron:MLPClassifier",
+    "sklearn.neural_network._multilayer_perceptron:MLPRegressor",
+    "sklearn.neural_network._stochastic_optimizers:AdamOptimizer",
+    "sklearn.preprocessing._label:LabelBinarizer",
+    "numpy.random._pickle:__randomstate_ctor",
+    "numpy.random._pickle:__bit_generator_ctor",
+    "numpy.random._mt19937:MT19937",
+    "xgboost.sklearn:XGBClassifier", "xgboost.sklearn:XGBRegressor", "xgboost.core:Booster",
+    "fedlabels.learners.tabular:GlobalLabelClassifier",
+    "fedlabels.learners.tabular:RuleFitClassifier",
+    "fedlabels.learners._rulefit_binary:BinaryRuleFit",
+    "imodels.util.rule:Rule", "imodels.util.transforms:Winsorizer",
+    "imodels.util.transforms:FriedScale",
+    "fedlabels.learners.torch_mlp:TorchMLPClassifier",
+    "fedlabels.learners.torch_regressor:TorchMLPRegressor",
+    "fedlabels.learners.tfidf:TfidfClassifier", "numpy:float32",
+    "sklearn.feature_extraction.text:TfidfVectorizer",
+    "sklearn.feature_extraction.text:TfidfTransformer",
+    "fedlabels.learners.transformer:TransformerClassifier",  # params + state_dict
+})
+FORMAT = "fedlabels-models/2"
+
+
+def _name(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', '?')}"
+
+
+def _allowed(name: str) -> Any:
+    if name not in ALLOWED:
+        raise FedLabelsError(f"refusing to load a models file that names {name!r}, which "
+                             "fedlabels never writes; load only models files fedlabels wrote.")
+    module, _, qualname = name.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def array(self, value: np.ndarray) -> int:
+        index = len(self.arrays)
+        self.arrays[f"a{index}"] = np.array(value, order="C")  # 0-d stays 0-d
+        return index
+
+    def encode(self, value: Any) -> Any:
+        if value is None or isinstance(value, bool | str):
+            return value
+        if isinstance(value, int) and not isinstance(value, np.integer):
+            return value
+        if isinstance(value, float) and not isinstance(value, np.floating):
+            return value if math.isfinite(value) else {"$t": "float", "v": repr(value)}
+        if isinstance(value, np.generic):
+            return {"$t": "scalar", "i": self.array(np.asarray(value))}
+        if isinstance(value, np.ndarray):
+            if value.dtype.hasobject:
+                return {"$t": "objects", "shape": list(value.shape),
+                        "v": [self.encode(v) for v in value.ravel().tolist()]}
+            return {"$t": "nd", "i": self.array(value)}
+        if isinstance(value, bytes | bytearray):
+            return {"$t": type(value).__name__,
+                    "i": self.array(np.frombuffer(bytes(value), dtype=np.uint8))}
+        if isinstance(value, list):
+            return [self.encode(v) for v in value]
+        if isinstance(value, tuple):
+            return {"$t": "tuple", "v": [self.encode(v) for v in value]}
+        if isinstance(value, dict):
+            return {"$t": "dict", "k": [self.encode(k) for k in value],
+                    "v": [self.encode(v) for v in value.values()]}
+        if isinstance(value, np.dtype):
+            return {"$t": "dtype", "v": self.encode(np.lib.format.dtype_to_descr(value))}
+        if isinstance(value, type):
+            return {"$t": "type", "v": self.class_name(value)}
+        if callable(getattr(value, "train_steps", None)):  # a torch learner: params + state
+            return {"$t": "learner", "cls": self.class_name(type(value)),
+                    "params": self.encode(value.get_params(deep=False)),
+                    "state": self.encode(dict(value.state_dict()))}
+        return self.reduced(value)
+
+    def class_name(self, cls: Any) -> str:
+        name = _name(cls)
+        if name not in ALLOWED:
+            raise FedLabelsError(f"cannot save a model holding a {name!r}: the safe models "
+                                 "format writes only the types fedlabels loads back.")
+        return name
+
+    def reduced(self, value: Any) -> Any:
+        reduced = value.__reduce_ex__(4)
+        if isinstance(reduced, str) or len(reduced) < 2:
+            raise FedLabelsError(f"cannot save {type(value).__name__} as plain data.")
+        func, args, state = reduced[0], reduced[1], reduced[2] if len(reduced) > 2 else None
+        if any(len(reduced) > i and reduced[i] is not None for i in (3, 4)):
+            raise FedLabelsError(f"cannot save {type(value).__name__} as plain data "
+                                 "(it reduces to list or dict items).")
+        return {"$t": "obj", "f": self.class_name(func), "args": self.encode(tuple(args)),
+                "state": self.encode(state)}
+
+
+class _Reader:
+    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        self.arrays = arrays
+
+    def decode(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        kind = value["$t"]
+        if kind == "float":
+            return float(value["v"])
+        if kind == "scalar":
+            return self.arrays[f"a{value['i']}"][()]
+        if kind == "nd":
+            return np.array(self.arrays[f"a{value['i']}"])
+        if kind == "objects":
+            out = np.empty(len(value["v"]), dtype=object)
+            out[:] = [self.decode(v) for v in value["v"]]
+            return out.reshape(value["shape"])
+        if kind in ("bytes", "bytearray"):
+            raw = self.arrays[f"a{value['i']}"].tobytes()
+            return raw if kind == "bytes" else bytearray(raw)
+        if kind == "tuple":
+            return tuple(self.decode(v) for v in value["v"])
+        if kind == "dict":
+            return dict(zip((self.decode(k) for k in value["k"]),
+                            (self.decode(v) for v in value["v"]), strict=True))
+        if kind == "dtype":
+            return np.lib.format.descr_to_dtype(self.decode(value["v"]))
+        if kind == "type":
+            return _allowed(value["v"])
+        if kind == "learner":
+            learner = _allowed(value["cls"])(**self.decode(value["params"]))
+            learner.load_state_dict(self.decode(value["state"]))
+            return learner
+        if kind == "obj":
+            return self.rebuild(value)
+        raise FedLabelsError(f"a models file entry of unknown kind {kind!r}.")
+
+    def rebuild(self, value: Mapping[str, Any]) -> Any:
+        func, args = _allowed(value["f"]), self.decode(value["args"])
+        if func is copyreg.__newobj__ and not (  # type: ignore[attr-defined]
+                args and isinstance(args[0], type)):
+            raise FedLabelsError("a models file entry names no class to build.")
+        obj = func(*args)  # __newobj__'s class was decoded through the allow-list
+        state = self.decode(value["state"])
+        if state is not None:
+            setstate = getattr(obj, "__setstate__", None)
+            if setstate is not None:
+                setstate(state)
+            else:
+                obj.__dict__.update(state)
+        return obj
+
+
+def write_models_file(path: Path, payload: Mapping[str, Any]) -> None:
+    """Write ``payload`` (plain values and fitted models) to ``path`` as a safe ``.npz``."""
+    writer = _Writer()
+    manifest = json.dumps({"format": FORMAT, "payload": writer.encode(dict(payload))})
+    with open(path, "wb") as fh:
+        np.savez(fh, allow_pickle=False, manifest=np.array(manifest), **writer.arrays)
+
+
+def read_models_file(path: Path) -> dict[str, Any]:
+    """Read a file of :func:`write_models_file`; only allow-listed types are built."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        manifest = json.loads(str(arrays.pop("manifest")[()]))
+    except Exception as exc:  # not an npz of ours, truncated, or an object array
+        raise FedLabelsError(f"{path} cannot be read as a fedlabels models file "
+                             f"({type(exc).__name__}); re-run the run to write it "
+                             "again.") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}); re-run "
+                             "the run to write it again.")
+    payload = _Reader(arrays).decode(manifest["payload"])
+    if not isinstance(payload, dict):
+        raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}).")
+    return payload

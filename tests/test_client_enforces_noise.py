@@ -1,0 +1,100 @@
+"""A DP-FedCT client takes its noise from its own options, never from the server's message.
+
+Replays of the attacks on today's main: a server that sends ``flip_probability = 0``,
+``epsilon_per_label = 1000`` or ``vote_sigma = 0`` got the exact labels; a ``dpsgd`` or
+``subsample-aggregate`` client answered the noiseless sensitivity estimate as often as
+asked. Each message here is an honest run's message with one value changed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fedlabels.api import load_federation
+from fedlabels.comm import Message
+from fedlabels.core.errors import BudgetRefusal, ParameterRefusal, RefusedError
+from test_deviating_server import _role_factory, honest
+from test_method_contract import CLIENTS, DATASET, SEED, Case
+
+XOR = Case("dp-fedct", {"epsilon": 1.0, "sensitivity": 40, "mechanism": "xor"})
+KARY = Case("dp-fedct", {"epsilon": 4.0, "sensitivity": 40, "mechanism": "kary"})
+SA = Case("dp-fedct", {"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 3,
+                       "label_queries": 40})
+DPSGD = Case("dp-fedct", {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1})
+EMPIRICAL = Case("dp-fedct", {"epsilon_per_round": 2.0, "sensitivity": "empirical",
+                              "sensitivity_neighbours": 3})
+
+
+@pytest.fixture(scope="module")
+def fed():
+    return load_federation(DATASET, n_clients=CLIENTS, seed=SEED)
+
+
+def _train(case: Case, fed) -> tuple[Message, object]:
+    """Client 1's first honest train message and a fresh client 1."""
+    traces, _ = honest(case, fed)
+    message = next(m for m in traces[1] if m.category == "protocol"
+                   and m.kind != "dpfedct.sensitivity")
+    return message, _role_factory(case, fed)(1)
+
+
+def _with(message: Message, **config) -> Message:
+    return Message(message.kind, arrays=dict(message.arrays),
+                   config={**message.config, **config})
+
+
+@pytest.mark.parametrize(("case", "key", "value"), [
+    (XOR, "flip_probability", 0.0), (XOR, "flip_probability", 1.0),
+    (KARY, "epsilon_per_label", 1000.0), (SA, "vote_sigma", 0.0),
+    (SA, "teachers", 1), (SA, "mechanism", "xor")])
+def test_less_noise_than_the_clients_options_is_refused(fed, case, key, value):
+    message, client = _train(case, fed)
+    with pytest.raises(ParameterRefusal):
+        client.handle(_with(message, **{key: value}))
+    assert client.releases == 0
+
+
+def test_more_labels_than_planned_are_refused(fed):
+    message, client = _train(SA, fed)
+    with pytest.raises(BudgetRefusal, match="labels"):
+        client.handle(_with(message, subset_size=200))
+
+
+@pytest.mark.parametrize("case", [XOR, KARY, SA])
+def test_the_honest_message_asks_for_exactly_the_clients_own_noise(fed, case):
+    message, client = _train(case, fed)
+    own = client.own_noise()
+    used = client.strategy.client_noise(client, message.config)
+    for key in set(own) & {"flip_probability", "epsilon_per_label", "vote_sigma"}:
+        assert used[key] == message.config[key] == pytest.approx(own[key], rel=1e-12)
+
+
+def test_more_noise_than_asked_for_is_accepted(fed):
+    message, client = _train(XOR, fed)
+    noisier = (client.own_noise()["flip_probability"] + 0.5) / 2  # closer to 1/2
+    reply = client.handle(_with(message, flip_probability=noisier))
+    assert reply.kind == "dpfedct.bits" and client.releases == 1
+
+
+@pytest.mark.parametrize("case", [DPSGD, SA, XOR])
+def test_only_empirical_clients_answer_the_noiseless_estimate(fed, case):
+    client = _role_factory(case, fed)(0)
+    with pytest.raises(RefusedError):
+        client.handle(Message("dpfedct.sensitivity", category="control", config={
+            "neighbours": 3, "relation": "remove", "steps": 1, "model": ""}))
+
+
+def test_the_estimate_is_answered_once_from_the_clients_own_options(fed):
+    client = _role_factory(EMPIRICAL, fed)(0)
+    asked = Message("dpfedct.sensitivity", category="control",
+                    config={"neighbours": 50, "relation": "both", "steps": 1, "model": "rf"})
+    reply = client.handle(asked)
+    assert reply.config["bits"] >= 0 and client.sensitivity_answers == 1
+    with pytest.raises(BudgetRefusal, match="once"):
+        client.handle(asked)
+    # the server's neighbours, relation and model are ignored: another request gives the
+    # same estimate, the one of the client's own options
+    other = _role_factory(EMPIRICAL, fed)(0).handle(Message(
+        "dpfedct.sensitivity", category="control",
+        config={"neighbours": 3, "relation": "remove", "steps": 1, "model": ""}))
+    assert other.config == reply.config

@@ -1,0 +1,73 @@
+"""On Flower a site follows its own privacy plan (``privacy-plan`` in its node config), not
+the coordinator's run config: a run that asks for less noise is refused, the server learns
+only the refusal's category, and the site's log has the reason."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal
+from fedlabels.engines.flower.client_app import app as client_app
+from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
+from fedlabels.engines.flower.server_app import run_server
+from fedlabels.engines.flower.site_plan import load_site_plan, site_config
+from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
+from fedlabels.runs.config import RunConfig
+
+SITE = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
+                 rounds=2, period=1, seed=0,
+                 options={"epsilon": 2.0, "sensitivity": 40, "mechanism": "xor"})
+
+
+def _deviating_run(tmp_path: Path, run: RunConfig) -> tuple[LoopbackGrid, object]:
+    """Sites prepared with plan ``SITE``; the coordinator's run config says ``run``."""
+    prepared, _ = loopback_deployment(SITE, tmp_path / "sites")
+    spec = replace(prepared.spec, run=run.to_dict())
+    nodes = [prepared.node_settings(c) for c in range(SITE.clients)]
+    grid = LoopbackGrid(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()})
+    return grid, spec
+
+
+def test_sites_refuse_a_run_that_lowers_their_noise(tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    lowered = replace(SITE, options={"epsilon": 2000.0, "sensitivity": 40, "mechanism": "xor"})
+    grid, spec = _deviating_run(tmp_path, lowered)
+    with caplog.at_level(logging.ERROR, logger="fedlabels.site"), \
+            pytest.raises(FedLabelsError):  # every client lost: the server stops
+        run_server(grid, server_context(spec))
+    status = json.loads(Path(spec.status).read_text())
+    text = json.dumps(status)
+    assert "refused: parameters" in text, text
+    assert "flip_probability" not in text  # the reason stays at the site
+    assert "flip_probability" in caplog.text and "refused: parameters" in caplog.text
+
+
+def test_sites_refuse_more_rounds_than_their_plan(tmp_path: Path) -> None:
+    grid, spec = _deviating_run(tmp_path, replace(SITE, rounds=4))
+    with pytest.raises(FedLabelsError):
+        run_server(grid, server_context(spec))
+    text = Path(spec.status).read_text()
+    assert "refused: budget" in text, text
+
+
+def test_honest_run_with_site_plans_equals_the_plain_deployment(tmp_path: Path) -> None:
+    prepared, grid = loopback_deployment(SITE, tmp_path / "sites")
+    result = run_server(grid, server_context(prepared.spec))
+    assert result is not None and len(result.rounds) == SITE.rounds
+    assert result.extra["privacy"]["rounds_accounted"] == SITE.rounds
+
+
+def test_site_plan_file_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"method": "dp-fedct", "rounds": 2}))
+    with pytest.raises(FedLabelsError, match="exactly the keys"):
+        load_site_plan(path)
+    path.write_text(json.dumps({"method": "fedct", "rounds": 2, "period": 1, "options": {}}))
+    with pytest.raises(ParameterRefusal, match="privacy-plan says 'fedct'"):
+        site_config(SITE, {"privacy-plan": str(path)})
+    assert site_config(SITE, {}) is SITE

@@ -1,0 +1,104 @@
+"""Models files load without running code: a forged or received file cannot execute
+anything, and pickles from earlier versions are refused with a one-line message."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import models_path
+from fedlabels.learners import build_learner, parse_model_spec
+from fedlabels.results.model_format import read_models_file, write_models_file
+from fedlabels.results.models_file import load_models
+
+
+class _RunsCode:
+    """What a malicious pickle does: call a function of its choice while loading."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (str(self.marker),))
+
+
+@pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=3)", "logreg", "sk_mlp",
+                                  "xgboost(n_estimators=3)", "rulefit(n_estimators=10)",
+                                  "mlp(hidden=8)"])
+def test_every_model_type_we_write_comes_back_predicting_the_same(tmp_path, spec):
+    X, y = load_iris(return_X_y=True)
+    X = X.astype(np.float32)
+    model = build_learner(parse_model_spec(spec)[0], n_classes=3, random_state=0)
+    if hasattr(model, "train_steps"):
+        model.train_steps(X, y, 5)
+    else:
+        model.fit(X, y)
+    write_models_file(tmp_path / "m.models.npz", {"models": [model], "seed": 3})
+    back = read_models_file(tmp_path / "m.models.npz")
+    assert back["seed"] == 3 and type(back["models"][0]) is type(model)
+    np.testing.assert_array_equal(back["models"][0].predict(X), model.predict(X))
+
+
+def _forge(path: Path, payload: object) -> None:
+    manifest = json.dumps({"format": "fedlabels-models/2", "payload": payload})
+    np.savez(path, manifest=np.array(manifest))
+
+
+@pytest.mark.parametrize("entry", [
+    {"$t": "obj", "f": "os:mkdir", "args": {"$t": "tuple", "v": ["MARK"]}, "state": None},
+    {"$t": "obj", "f": "builtins:eval", "args": {"$t": "tuple", "v": ["1"]}, "state": None},
+    {"$t": "type", "v": "subprocess:Popen"},
+    {"$t": "obj", "f": "copyreg:__newobj__",
+     "args": {"$t": "tuple", "v": [{"$t": "type", "v": "os:_wrap_close"}]}, "state": None},
+    {"$t": "learner", "cls": "posix:system", "params": {"$t": "dict", "k": [], "v": []},
+     "state": None},
+])
+def test_a_forged_file_naming_other_callables_is_refused(tmp_path, entry):
+    marker = tmp_path / "MARK"
+    text = json.dumps(entry).replace("MARK", str(marker))
+    _forge(tmp_path / "x.models.npz", {"$t": "dict", "k": ["models"],
+                                       "v": [[json.loads(text)]]})
+    with pytest.raises(FedLabelsError, match=r"fedlabels never writes|names no class"):
+        read_models_file(tmp_path / "x.models.npz")
+    assert not marker.exists()
+
+
+def test_an_object_array_is_not_unpickled(tmp_path):
+    marker = tmp_path / "made"
+    payload = np.empty(1, dtype=object)
+    payload[0] = _RunsCode(marker)
+    np.savez(tmp_path / "x.models.npz", manifest=np.array("{}"), a0=payload)
+    with pytest.raises(FedLabelsError, match="cannot be read"):
+        read_models_file(tmp_path / "x.models.npz")
+    assert not marker.exists()
+
+
+def test_predict_never_loads_a_received_pickle(tmp_path, capsys):
+    """Today's main unpickled ``RESULT.models.pkl`` owned by the user: the file ran code."""
+    res = tmp_path / "res.json"
+    assert main(["run", "--model", "dt", "--rounds", "1", "--no-progress", "--output",
+                 str(res)]) == 0
+    models_path(res).unlink()
+    marker = tmp_path / "made"
+    with open(tmp_path / "res.models.pkl", "wb") as fh:  # a received file, owned by us
+        pickle.dump({"format": "fedlabels-models/1", "x": _RunsCode(marker)}, fh)
+    (tmp_path / "res.models.pkl").chmod(0o600)
+    new = tmp_path / "new.csv"
+    new.write_text("a\n1\n")
+    capsys.readouterr()
+    for argv in (["predict", str(res), str(new), "-o", str(tmp_path / "p.csv")],
+                 ["inspect", str(res)]):
+        code = main(argv)
+        assert not marker.exists(), "loading the models file ran the file's code"
+        err = capsys.readouterr().err
+        assert code == 2 and "re-run" in err and err.count("\n") == 1, err
+    with pytest.raises(FedLabelsError, match="earlier fedlabels as a pickle"):
+        load_models(tmp_path / "res.models.pkl")
