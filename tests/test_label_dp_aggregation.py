@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -126,23 +128,25 @@ def test_dd_server_average_is_the_row_renormalised_mean() -> None:
 # ------------------------------------------------------------------ DP-FedCT client state
 
 
-def _dp_fedct_client(seed: int, mechanism: str = "xor") -> DPFedCTClient:
+def _dp_fedct_client(seed: int, mechanism: str = "xor", **options: Any) -> DPFedCTClient:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 4))
     y = (X[:, 0] > 0).astype(np.int64)
     settings = Settings(n_classes=2, n_features=4, n_clients=3, rounds=3, period=1,
-                        options=DPFedCTOptions(epsilon=1.0, mechanism=mechanism))
+                        options=DPFedCTOptions(mechanism=mechanism,
+                                               **(options or {"epsilon": 1.0})))
     learner = build_learner(parse_model_spec("dt")[0], n_classes=2, random_state=seed)
     return DPFedCTClient(0, ClientData(X, y), learner, settings, rng.normal(size=(50, 4)),
                          X[:10], y[:10], seed=seed)
 
 
-@pytest.mark.parametrize("config", [{"mechanism": "xor", "flip_probability": 0.4},
-                                    {"mechanism": "kary", "epsilon_per_label": 0.2}])
+@pytest.mark.parametrize("config", [{"mechanism": "xor"}, {"mechanism": "kary"}])
 def test_dp_fedct_client_restored_from_state_continues_its_noise(config: dict) -> None:
-    message = Message("fedct.train", config={"round": 0, "steps": 1, **config})
     mechanism = config["mechanism"]
     live = _dp_fedct_client(seed=11, mechanism=mechanism)
+    # the noise the client's own options calibrate (a server asking for less is refused)
+    noise = live.own_noise()
+    message = Message("fedct.train", config={"round": 0, "steps": 1, **config, **noise})
     live.handle(message)
     state = live.state_dict()
     assert isinstance(state["noise_rng"], str)
@@ -163,8 +167,9 @@ def test_dp_fedct_client_state_without_noise_generator_is_an_error() -> None:
 
 
 def test_noise_rows_unpack_to_one_hot_width() -> None:
-    reply = _dp_fedct_client(seed=2).handle(Message("fedct.train", config={
-        "round": 0, "steps": 1, "mechanism": "xor", "flip_probability": 1e-15}))
+    client = _dp_fedct_client(seed=2, epsilon_per_round=1000.0)  # f ~ 0 by its own options
+    reply = client.handle(Message("fedct.train", config={
+        "round": 0, "steps": 1, "mechanism": "xor", **client.own_noise()}))
     rows = unpack_rows(reply.arrays["bits"], 50, 2)
     assert np.all(rows.sum(axis=1) == 1)  # f ~ 0: the one-hot rows themselves
 
