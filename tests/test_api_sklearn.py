@@ -146,7 +146,7 @@ def test_save_writes_what_predict_and_inspect_read(data, result, tmp_path):
     X, _ = data
     path = result.save(tmp_path / "run.json")
     assert {p.name for p in tmp_path.iterdir()} == {"run.json", "run.rounds.csv",
-                                                    "run.models.pkl"}
+                                                    "run.models.npz"}
     described = fl.inspect_models(path)
     assert [d["client"] for d in described] == [0, 1, 2, 3]
     table = tmp_path / "new.csv"

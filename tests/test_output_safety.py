@@ -447,7 +447,7 @@ def finished_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["r.checkpoint.npz", "r.rounds.csv", "r.json",
-                                  "r.models.pkl"])
+                                  "r.models.npz"])
 def test_predict_never_writes_over_the_runs_own_files(finished_run, tmp_path, capsys, name):
     rows = tmp_path / "rows.csv"
     rows.write_text("a\n1\n")

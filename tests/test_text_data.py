@@ -245,6 +245,6 @@ def test_fedct_with_tfidf_on_text_collaborates():
                     participation=3, seed=2)
     assert result.final["mean_accuracy"] > 0.7
     texts = np.array(["a great and happy day", "awful and sad movie"], dtype=object)
-    np.testing.assert_array_equal(result.predict(texts), ["1", "0"])
+    np.testing.assert_array_equal(result.predict(texts), [1, 0])  # labels in y's own type
     local = fl.run("local", fed, model="tfidf(max_features=300)", rounds=1, progress=False)
     assert len(local.final["client_accuracies"]) == 4

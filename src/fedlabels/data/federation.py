@@ -442,7 +442,9 @@ def _check_range(X: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,
     """A one-line error naming the columns whose values overflow when scaled (float64
     statistics) or stored as float32 model inputs."""
     with np.errstate(all="ignore"):
-        largest = np.abs(X).max(axis=0).astype(np.float64) if len(X) else np.zeros(0)
+        # column extremes without an |X| temporary of the whole matrix
+        largest = (np.maximum(np.abs(X.max(axis=0)), np.abs(X.min(axis=0))).astype(np.float64)
+                   if len(X) else np.zeros(0))
         if mean is not None and std is not None:
             scaled = (largest + np.abs(mean)) / std
             bad = ~(np.isfinite(mean) & np.isfinite(std) & (scaled <= _FLOAT32_MAX))
