@@ -29,13 +29,13 @@ XCLP_SMALL = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "key_bits": 512
               "insecure_small_keys": True}
 #: options a method needs to run at this size (one run per entry); others run with none
 OPTIONS: dict[str, list[dict[str, Any]]] = {
-    "dp-fedct": [{"epsilon": 1.0},
+    "dp-fedct": [{"epsilon": 1.0, "mechanism": "xor"},
                  {"epsilon": 8.0, "mechanism": "subsample-aggregate", "teachers": 3,
                   "label_queries": 40, "data_dependent": True},
                  {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1}],
     "dp-fedavg": [{"epsilon": 8.0}],
     "dp-pate": [{"epsilon": 2.0}],
-    "fredy": [{"epsilon": 1.0}],
+    "fredy": [{"epsilon": 1.0, "queries": 40}],
     "xclp": [{**XCLP_SMALL, "test_points": 20, "secure": "ot"}],
     "fedavg-xclp": [{**XCLP_SMALL, "warmup_rounds": 1, "secure": "none"}],
 }
