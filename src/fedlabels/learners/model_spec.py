@@ -28,3 +28,25 @@ def _fmt(value: Any) -> str:
     if isinstance(value, tuple):
         return "-".join(str(v) for v in value)
     return str(value)
+
+
+def check_training_params(params: dict[str, Any], ints: tuple[str, ...],
+                          flags: tuple[str, ...], show: Any = _fmt) -> None:
+    """The training parameters torch learner specs share: ``lr`` > 0, ``weight_decay``
+    >= 0, each of ``ints`` an integer >= 1 and each of ``flags`` true or false (absent
+    ones take their defaults); ``show`` formats a bad value for the message."""
+    from fedlabels.core.errors import FedLabelsError
+
+    for name in ("lr", "weight_decay"):
+        value = params.get(name, 1e-3 if name == "lr" else 0.0)
+        ok = value > 0 if name == "lr" else value >= 0
+        if isinstance(value, bool) or not isinstance(value, int | float) or not ok:
+            raise FedLabelsError(f"{name} must be a number {'>' if name == 'lr' else '>='} 0, "
+                                 f"got {show(value)!r}.")
+    for name in ints:
+        value = params.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FedLabelsError(f"{name} must be an integer >= 1, got {show(value)!r}.")
+    for name in flags:
+        if not isinstance(params.get(name, True), bool):
+            raise FedLabelsError(f"{name} must be true or false, got {show(params[name])!r}.")

@@ -9,6 +9,7 @@ import importlib
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.model_spec import check_training_params
 
 ARCHITECTURES = ("cifar10", "pneumonia", "mri", "svhn", "small")
 _INTS = ("batch_size", "max_steps", "predict_batch_size", "width")
@@ -27,19 +28,7 @@ def check_net(kind: str, params: dict[str, Any]) -> None:
     if kind == "cnn" and params.get("arch", "small") not in ARCHITECTURES:
         raise FedLabelsError(f"arch must be one of {', '.join(ARCHITECTURES)}, got "
                              f"{params['arch']!r}.")
-    for name in ("lr", "weight_decay"):
-        value = params.get(name, 1e-3 if name == "lr" else 0.0)
-        ok = value > 0 if name == "lr" else value >= 0
-        if isinstance(value, bool) or not isinstance(value, int | float) or not ok:
-            raise FedLabelsError(f"{name} must be a number {'>' if name == 'lr' else '>='} 0, "
-                                 f"got {value!r}.")
-    for name in _INTS:
-        value = params.get(name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise FedLabelsError(f"{name} must be an integer >= 1, got {value!r}.")
-    for name in ("warm_start", "augment"):
-        if not isinstance(params.get(name, True), bool):
-            raise FedLabelsError(f"{name} must be true or false, got {params[name]!r}.")
+    check_training_params(params, _INTS, ("warm_start", "augment"), show=lambda v: v)
     shape = params.get("shape")
     if shape is not None and not (isinstance(shape, tuple) and len(shape) == 3):
         raise FedLabelsError(f"shape must be C-H-W (three positive integers joined by '-'), "

@@ -15,7 +15,7 @@ from typing import Any
 
 from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.learners.builders import Factory, _sk, _torch_mlp
-from fedlabels.learners.model_spec import ModelSpec, _fmt
+from fedlabels.learners.model_spec import ModelSpec, _fmt, check_training_params
 from fedlabels.learners.text_input import register_text_model as _register_text_model
 
 
@@ -203,19 +203,7 @@ def _check_mlp(params: dict[str, Any]) -> None:
             isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in sizes):
         raise FedLabelsError(f"hidden must be layer widths like 512 or 512-256 (positive "
                              f"integers joined by '-'), got {_fmt(hidden)!r}.")
-    for name in ("lr", "weight_decay"):
-        value = params.get(name, 1e-3 if name == "lr" else 0.0)
-        low_ok = value > 0 if name == "lr" else value >= 0
-        if isinstance(value, bool) or not isinstance(value, int | float) or not low_ok:
-            raise FedLabelsError(f"{name} must be a number {'>' if name == 'lr' else '>='} 0, "
-                                 f"got {_fmt(value)!r}.")
-    for name in _MLP_INTS:
-        value = params.get(name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise FedLabelsError(f"{name} must be an integer >= 1, got {_fmt(value)!r}.")
-    if not isinstance(params.get("warm_start", True), bool):
-        raise FedLabelsError(f"warm_start must be true or false, got "
-                             f"{_fmt(params['warm_start'])!r}.")
+    check_training_params(params, _MLP_INTS, ("warm_start",))
 
 
 register_model("decision_tree", _sk("sklearn.tree.DecisionTreeClassifier",
