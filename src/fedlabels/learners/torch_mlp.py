@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.consistency import Consistency, consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
@@ -176,7 +177,8 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     def train_steps(self, X: np.ndarray, y: np.ndarray, n_steps: int,
                     X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None,
                     w_aux: np.ndarray | None = None,
-                    aux_index: np.ndarray | None = None) -> TorchMLPClassifier:
+                    aux_index: np.ndarray | None = None,
+                    consistency: Consistency | None = None) -> TorchMLPClassifier:
         """Take ``n_steps`` Adam steps, warm-starting from the current weights.
 
         Each step uses one minibatch of ``(X, y)`` and, if given, one minibatch of
@@ -187,7 +189,12 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         ``X_aux[aux_index]`` without copying it: each minibatch is gathered from ``X_aux``
         directly, and ``y_aux`` / ``w_aux`` are aligned with ``aux_index``. FedCT passes the
         shared public set U with the indices its consensus did not abstain on.
+        ``consistency`` adds a consistency loss on its unlabeled rows each step
+        (:mod:`fedlabels.learners.consistency`).
         """
+        if self._rendezvous is not None and consistency is not None:
+            raise FedLabelsError("a consistency loss on U is not trained together with other "
+                                 "clients; drop --batch-clients or the consistency option.")
         if self._rendezvous is not None:  # trained together with the other clients
             rendezvous, self._rendezvous = self._rendezvous, None
             try:
@@ -214,6 +221,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             wa = None if w_aux is None else torch.from_numpy(
                 np.asarray(w_aux, dtype=np.float32))
         main, aux = self._cursor(0, len(y)), self._cursor(1, n_aux)
+        if consistency is not None:
+            Xu = torch.from_numpy(np.ascontiguousarray(consistency.X, dtype=np.float32))
+            unl = self._cursor(3, len(Xu))
         opt = self.optimizer_
         loss_fn, per_sample = self._losses()
         self.model_.train()
@@ -232,6 +242,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             yb = yb.to(logits.device)
             wb = None if wb is None else wb.to(logits.device)
             loss = loss_fn(logits, yb) if wb is None else (per_sample(logits, yb) * wb).mean()
+            if consistency is not None:
+                loss = loss + consistency_loss(consistency, Xu[torch.from_numpy(unl.next())],
+                                               self._forward, self.rng_)
             loss.backward()
             opt.step()
         self.steps_ += int(n_steps)

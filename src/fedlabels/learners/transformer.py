@@ -31,6 +31,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.consistency import Consistency, consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
 from fedlabels.learners.text_input import is_text
@@ -248,7 +249,10 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
 
     def _logits(self, rows: np.ndarray) -> torch.Tensor:
         """Class logits of token-table ``rows`` (float32, on the device)."""
-        pooled = self._pooled(rows)
+        return self._head_logits(self._pooled(rows))
+
+    def _head_logits(self, pooled: torch.Tensor) -> torch.Tensor:
+        """Class logits of pooled embeddings (float32)."""
         with autocast(self.device, self.precision):
             return self.head_(pooled).float()
 
@@ -260,10 +264,12 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ training
     def train_steps(self, X: Any, y: np.ndarray, n_steps: int, X_aux: Any = None,
                     y_aux: np.ndarray | None = None, w_aux: np.ndarray | None = None,
-                    aux_index: np.ndarray | None = None) -> TransformerClassifier:
+                    aux_index: np.ndarray | None = None,
+                    consistency: Consistency | None = None) -> TransformerClassifier:
         """``n_steps`` Adam steps from the current weights; each on one minibatch of
         ``(X, y)`` plus, if given, one of ``(X_aux, y_aux)`` (optionally weighted by
-        ``w_aux``; ``aux_index`` selects rows of ``X_aux``), as the torch MLP's."""
+        ``w_aux``; ``aux_index`` selects rows of ``X_aux``), as the torch MLP's;
+        ``consistency`` adds its loss on the pooled embeddings of its texts."""
         y = np.asarray(y, dtype=np.int64)
         self._ensure_built(int(y.max()) + 1 if len(y) else 2)
         rows, yt = self._rows(X), torch.from_numpy(y)
@@ -276,10 +282,14 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
                                      "aux_index and y_aux must be aligned.")
             ya = torch.from_numpy(np.asarray(y_aux, dtype=np.int64))
             wa = None if w_aux is None else torch.from_numpy(np.asarray(w_aux, np.float32))
+        urows = None if consistency is None else self._rows(consistency.X)
         if self.mode == "frozen":  # embed every new text now, in length-sorted batches
             self.table_.embed(np.concatenate([rows, arows]) if n_aux else rows,
                               int(self.predict_batch_size))
+            if urows is not None:
+                self.table_.embed(urows, int(self.predict_batch_size))
         main, aux = self._cursor(0, len(rows)), self._cursor(1, n_aux)
+        unl = None if urows is None else self._cursor(3, len(urows))
         self._train_mode(True)
         for _ in range(int(n_steps)):
             idx = main.next()
@@ -294,8 +304,11 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
             logits = self._logits(batch_rows)
             losses = nn.functional.cross_entropy(logits, yb.to(logits.device),
                                                  reduction="none")
-            (losses.mean() if wb is None else (losses * wb.to(logits.device)).mean()
-             ).backward()
+            loss = losses.mean() if wb is None else (losses * wb.to(logits.device)).mean()
+            if consistency is not None and urows is not None and unl is not None:
+                loss = loss + consistency_loss(consistency, self._pooled(urows[unl.next()]),
+                                               self._head_logits, self.rng_)
+            loss.backward()
             self.optimizer_.step()
         self.steps_ += int(n_steps)
         return self

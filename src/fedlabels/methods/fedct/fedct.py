@@ -14,8 +14,10 @@ one exchange. Torch learners take b steps of (private minibatch + pseudo-labelle
 per round; scikit-learn learners are refit from scratch on D_i ∪ P once per round.
 
 Beyond the paper: the pseudo-labels' loss weights (``pseudo_weight``,
-``pseudo_warmup``, ``vote_power``; :mod:`fedlabels.methods.fedct.schedule`) and a
-class-balanced vote (``balanced``; :func:`fedlabels.consensus.balanced_vote`).
+``pseudo_warmup``, ``vote_power``; :mod:`fedlabels.methods.fedct.schedule`), a
+class-balanced vote (``balanced``; :func:`fedlabels.consensus.balanced_vote`), a consistency
+loss on U and a local warm-up and fine-tune (``consistency_weight``, ``warmup_steps``,
+``finetune_steps``; :mod:`fedlabels.methods.fedct.unlabeled`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,14 @@ from fedlabels.methods.fedct.schedule import (
     top_votes,
     weighting_enabled,
 )
+from fedlabels.methods.fedct.unlabeled import (
+    UnlabeledOptions,
+    check_unlabeled,
+    consistency_spec,
+    is_first_training,
+    private_steps,
+    unlabeled_enabled,
+)
 
 ROBUST_CONSENSUS = ("none", "reputation", "trimmed")
 REPUTATION_ITERATIONS = 3  # re-weightings by this round's agreement before the vote
@@ -92,8 +102,10 @@ class VoteOptions(MethodOptions):
 
 
 @dataclass(frozen=True)
-class FedCTOptions(VoteOptions):
-    """FedCT's options: the vote, a robust consensus, and the regression consensus."""
+class FedCTOptions(VoteOptions, UnlabeledOptions):
+    """FedCT's options: the vote, a robust consensus, the regression consensus, the
+    pseudo-label weights, and the use of U beyond the consensus
+    (:class:`~fedlabels.methods.fedct.unlabeled.UnlabeledOptions`)."""
 
     robust: str = option(
         "none", "consensus robust to malicious clients: none; reputation (each vote weighted "
@@ -203,15 +215,34 @@ class FedCTClient(ClientRole):
             share = decode_votes(message.arrays, len(self.public), voters) / voters
             self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
         d, steps = self.training_data(), int(message.config["steps"])
-        opts = self.settings.options
+        opts, rnd = self.settings.options, int(message.config["round"])
+        if unlabeled_enabled(opts):
+            self.train_with_u(d, steps, rnd)
+            return
         if d.y_aux is not None and weighting_enabled(opts):  # weighted P
-            weights = example_weights(opts, int(message.config["round"]), self.pseudo_share,
-                                      len(d.y_aux))
+            weights = example_weights(opts, rnd, self.pseudo_share, len(d.y_aux))
             self.learner.train_steps(d.X, d.y, steps, d.X_aux, d.y_aux, w_aux=weights,
                                      aux_index=d.aux_index)
             self.fitted, self._stale = True, False
             return
         self.train_on(d.X, d.y, steps, d.X_aux, d.y_aux, d.aux_index)
+
+    def train_with_u(self, d: TrainingData, steps: int, rnd: int) -> None:
+        """The round's steps with the options of :mod:`~fedlabels.methods.fedct.unlabeled`:
+        a warm-up on D_i before the first vote, the consistency loss on U, and a fine-tune
+        on D_i in the last round."""
+        opts = self.settings.options_as(UnlabeledOptions)
+        if is_first_training(self.learner):
+            private_steps(self.learner, d.X, d.y, opts.warmup_steps)
+        weights = None
+        if d.y_aux is not None and weighting_enabled(opts):
+            weights = example_weights(opts, rnd, self.pseudo_share, len(d.y_aux))
+        self.learner.train_steps(d.X, d.y, steps, d.X_aux, d.y_aux, w_aux=weights,
+                                 aux_index=d.aux_index,
+                                 consistency=consistency_spec(opts, rnd, self.public))
+        if rnd == self.settings.rounds - 1:
+            private_steps(self.learner, d.X, d.y, opts.finetune_steps)
+        self.fitted, self._stale = True, False
 
     def train(self, message: Message) -> Message:
         self.receive_and_train(message)
@@ -331,6 +362,8 @@ class FedCT(Method):
         check_task_options(opts, settings)
         if weighting_enabled(opts):
             check_weighting(settings, learners)
+        if unlabeled_enabled(opts):
+            check_unlabeled(settings, learners)
         if settings.task == "regression":
             if opts.balanced:
                 raise FedLabelsError("balanced applies to classification (a vote of labels); "

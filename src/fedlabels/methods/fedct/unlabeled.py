@@ -1,0 +1,125 @@
+"""FedCT's use of U beyond the consensus labels, and its local schedule.
+
+Options of ``fedct`` (:class:`UnlabeledOptions`, mixed into
+:class:`~fedlabels.methods.fedct.fedct.FedCTOptions`), all local to a client, so nothing
+more leaves it or reaches it:
+
+* ``consistency_weight`` λ, ``consistency_threshold`` τ, ``consistency_augment``,
+  ``consistency_strength``: a FixMatch-style loss on all of U each local step
+  (:mod:`fedlabels.learners.consistency`): the client's own confident prediction on a U
+  example is the target for an augmented view of it. The weight ramps with
+  ``pseudo_warmup`` as the pseudo-label weight does.
+* ``warmup_steps`` S: a client's first training takes S steps on its private data before
+  the round's steps, so its first vote comes from a trained model (an untrained head votes
+  the majority class and that first consensus locks in).
+* ``finetune_steps`` F: in the run's last round a client takes F more steps on its private
+  data alone after the round's steps (its last vote and its final model are the tuned
+  model's; that last consensus trains nobody).
+
+With the defaults (λ = 0, S = 0, F = 0) a client trains exactly as before, bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.consistency import AUGMENTATIONS, Consistency, image_shape
+from fedlabels.method.base import Settings
+from fedlabels.method.options import Interval, MethodOptions, option
+
+#: the options of this module (what ``check_unlabeled`` reports as in use)
+UNLABELED_OPTIONS = ("consistency_weight", "warmup_steps", "finetune_steps")
+
+
+@dataclass(frozen=True)
+class UnlabeledOptions(MethodOptions):
+    """The consistency loss on U and the local warm-up and fine-tune."""
+
+    consistency_weight: float = option(
+        0.0, "weight λ of the consistency loss on U: each local step, the client's own "
+        "prediction on a U example, where its top probability reaches "
+        "consistency_threshold, is the target for an augmented view (0: off)",
+        kind=float, interval=Interval(0.0, 100.0), flag=True)
+    consistency_threshold: float = option(
+        0.95, "consistency loss: the top class probability at which a prediction on U "
+        "becomes a target", kind=float, interval=Interval(0.0, 1.0), flag=True)
+    consistency_augment: str = option(
+        "noise", "consistency loss: the augmented view; noise (Gaussian, std = strength x the "
+        "row's RMS), dropout (features zeroed with probability strength), shift (images: "
+        "shifted up to strength pixels, flipped); text learners augment the embedding",
+        kind=str, choices=AUGMENTATIONS, flag=True)
+    consistency_strength: float = option(
+        0.1, "consistency loss: the augmentation's strength (noise: relative std; dropout: "
+        "probability, below 1; shift: pixels)", kind=float,
+        interval=Interval(0.0, 100.0, "right"), flag=True)
+    warmup_steps: int = option(
+        0, "local steps on private data alone before a client's first vote (0: none)",
+        kind=int, interval=Interval(0, None), flag=True)
+    finetune_steps: int = option(
+        0, "local steps on private data alone at the end of the last round (0: none)",
+        kind=int, interval=Interval(0, None), flag=True)
+
+    def check(self) -> None:
+        super().check()
+        defaults = {"consistency_threshold": 0.95, "consistency_augment": "noise",
+                    "consistency_strength": 0.1}
+        changed = [k for k, v in defaults.items() if getattr(self, k) != v]
+        if changed and self.consistency_weight == 0:
+            raise FedLabelsError(f"{', '.join(changed)} apply only with a consistency loss; "
+                                 "set consistency_weight > 0 or drop them.")
+        if self.consistency_augment == "dropout" and self.consistency_strength >= 1:
+            raise FedLabelsError(f"consistency_strength is the dropout probability with "
+                                 f"augment dropout; give one below 1, got "
+                                 f"{self.consistency_strength}.")
+
+
+def unlabeled_enabled(opts: Any) -> bool:
+    """Whether any option of this module differs from its default."""
+    return any(getattr(opts, name, 0) for name in UNLABELED_OPTIONS)
+
+
+def consistency_spec(opts: Any, rnd: int, X_public: Any) -> Consistency | None:
+    """The learner's consistency loss on U in round ``rnd`` (None when off)."""
+    weight = float(getattr(opts, "consistency_weight", 0.0))
+    if weight == 0 or X_public is None:
+        return None
+    warmup = int(getattr(opts, "pseudo_warmup", 0))
+    ramp = min(1.0, max(rnd, 0) / warmup) if warmup > 0 else 1.0
+    return Consistency(X=X_public, weight=weight * ramp,
+                       threshold=float(opts.consistency_threshold),
+                       augment=str(opts.consistency_augment),
+                       strength=float(opts.consistency_strength))
+
+
+def check_unlabeled(settings: Settings, learners: list[Any]) -> None:
+    """The options need classification, torch learners and, for shift, image rows."""
+    opts = settings.options_as(UnlabeledOptions)
+    if settings.task == "regression":
+        raise FedLabelsError("consistency_weight, warmup_steps and finetune_steps apply to "
+                             "classification; drop them on a regression task.")
+    for learner in learners:
+        if not getattr(learner, "supports_aux_index", False):
+            raise FedLabelsError(
+                f"consistency_weight, warmup_steps and finetune_steps need a torch learner "
+                f"(e.g. --model mlp or minilm), got {type(learner).__name__}; drop them or "
+                "change the model.")
+        text = getattr(learner, "accepts_text", False)
+        if opts.consistency_weight and opts.consistency_augment == "shift" and (
+                text or image_shape(settings.n_features) is None):
+            raise FedLabelsError("consistency_augment shift needs image rows (C x H x H "
+                                 "features); use noise or dropout.")
+
+
+def is_first_training(learner: Any) -> bool:
+    """Whether the learner has taken no step yet (its first vote is still to come)."""
+    return int(getattr(learner, "steps_", 0)) == 0
+
+
+def private_steps(learner: Any, X: np.ndarray, y: np.ndarray, steps: int) -> None:
+    """``steps`` local steps on private data alone (warm-up, fine-tune)."""
+    if steps > 0:
+        learner.train_steps(X, y, steps)
