@@ -112,6 +112,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--rounds", type=int, default=None, help="default: the setting's")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes per run (the result is the same for every N)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -132,7 +134,8 @@ def main() -> None:
             t0 = time.process_time()
             res = fl.run(method, fed, model=setting["model"], rounds=setting["rounds"],
                          period=setting["period"], seed=seed, eval_every=setting["rounds"],
-                         options=options, threads=args.threads, device=args.device,
+                         options=options, threads=args.threads, workers=args.workers,
+                         device=args.device,
                          progress=False)
             frame = res.to_frame()
             cons = (float(frame["consensus_accuracy"].iloc[-1])

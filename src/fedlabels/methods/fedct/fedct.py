@@ -37,6 +37,7 @@ from fedlabels.consensus import (
 )
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
+from fedlabels.learners.consistency import AUGMENTATIONS
 from fedlabels.method.base import (
     Capabilities,
     ClientRole,
@@ -76,8 +77,8 @@ from fedlabels.methods.fedct.schedule import (
     weighting_enabled,
 )
 from fedlabels.methods.fedct.unlabeled import (
-    UnlabeledOptions,
     check_unlabeled,
+    check_unlabeled_options,
     consistency_spec,
     is_first_training,
     private_steps,
@@ -102,10 +103,10 @@ class VoteOptions(MethodOptions):
 
 
 @dataclass(frozen=True)
-class FedCTOptions(VoteOptions, UnlabeledOptions):
+class FedCTOptions(VoteOptions):
     """FedCT's options: the vote, a robust consensus, the regression consensus, the
     pseudo-label weights, and the use of U beyond the consensus
-    (:class:`~fedlabels.methods.fedct.unlabeled.UnlabeledOptions`)."""
+    (:mod:`fedlabels.methods.fedct.unlabeled`)."""
 
     robust: str = option(
         "none", "consensus robust to malicious clients: none; reputation (each vote weighted "
@@ -143,9 +144,34 @@ class FedCTOptions(VoteOptions, UnlabeledOptions):
         False, "class-balanced vote: client i's vote for class c weighs 1/(C p_ic), p_ic the "
         "share of U it labels c this round (votes for a client's default class count little; "
         "pathological non-iid)", kind=bool, flag=True)
+    # the use of U beyond the consensus (fedlabels.methods.fedct.unlabeled)
+    consistency_weight: float = option(
+        0.0, "weight λ of the consistency loss on U: each local step, the client's own "
+        "prediction on a U example, where its top probability reaches "
+        "consistency_threshold, is the target for an augmented view (0: off)",
+        kind=float, interval=Interval(0.0, 100.0), flag=True)
+    consistency_threshold: float = option(
+        0.95, "consistency loss: the top class probability at which a prediction on U "
+        "becomes a target", kind=float, interval=Interval(0.0, 1.0), flag=True)
+    consistency_augment: str = option(
+        "noise", "consistency loss: the augmented view; noise (Gaussian, std = strength x the "
+        "row's RMS), dropout (features zeroed with probability strength), shift (images: "
+        "shifted up to strength pixels, flipped); text learners augment the embedding",
+        kind=str, choices=AUGMENTATIONS, flag=True)
+    consistency_strength: float = option(
+        0.1, "consistency loss: the augmentation's strength (noise: relative std; dropout: "
+        "probability, below 1; shift: pixels)", kind=float,
+        interval=Interval(0.0, 100.0, "right"), flag=True)
+    warmup_steps: int = option(
+        0, "local steps on private data alone before a client's first vote (0: none)",
+        kind=int, interval=Interval(0, None), flag=True)
+    finetune_steps: int = option(
+        0, "local steps on private data alone at the end of the last round (0: none)",
+        kind=int, interval=Interval(0, None), flag=True)
 
     def check(self) -> None:
         super().check()
+        check_unlabeled_options(self)
         if self.trim != 0.2 and self.robust != "trimmed":
             raise FedLabelsError("trim applies only with robust trimmed (--robust trimmed).")
         if self.balanced and self.robust != "none":
@@ -231,7 +257,7 @@ class FedCTClient(ClientRole):
         """The round's steps with the options of :mod:`~fedlabels.methods.fedct.unlabeled`:
         a warm-up on D_i before the first vote, the consistency loss on U, and a fine-tune
         on D_i in the last round."""
-        opts = self.settings.options_as(UnlabeledOptions)
+        opts = self.settings.options_as(FedCTOptions)
         if is_first_training(self.learner):
             private_steps(self.learner, d.X, d.y, opts.warmup_steps)
         weights = None

@@ -1,8 +1,7 @@
 """FedCT's use of U beyond the consensus labels, and its local schedule.
 
-Options of ``fedct`` (:class:`UnlabeledOptions`, mixed into
-:class:`~fedlabels.methods.fedct.fedct.FedCTOptions`), all local to a client, so nothing
-more leaves it or reaches it:
+Options of ``fedct`` (declared in :class:`~fedlabels.methods.fedct.fedct.FedCTOptions`),
+all local to a client, so nothing more leaves it or reaches it:
 
 * ``consistency_weight`` λ, ``consistency_threshold`` τ, ``consistency_augment``,
   ``consistency_strength``: a FixMatch-style loss on all of U each local step
@@ -21,60 +20,30 @@ With the defaults (λ = 0, S = 0, F = 0) a client trains exactly as before, bit 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.consistency import AUGMENTATIONS, Consistency, image_shape
+from fedlabels.learners.consistency import Consistency, image_shape
 from fedlabels.method.base import Settings
-from fedlabels.method.options import Interval, MethodOptions, option
 
-#: the options of this module (what ``check_unlabeled`` reports as in use)
+#: the options that switch this module on
 UNLABELED_OPTIONS = ("consistency_weight", "warmup_steps", "finetune_steps")
 
 
-@dataclass(frozen=True)
-class UnlabeledOptions(MethodOptions):
-    """The consistency loss on U and the local warm-up and fine-tune."""
-
-    consistency_weight: float = option(
-        0.0, "weight λ of the consistency loss on U: each local step, the client's own "
-        "prediction on a U example, where its top probability reaches "
-        "consistency_threshold, is the target for an augmented view (0: off)",
-        kind=float, interval=Interval(0.0, 100.0), flag=True)
-    consistency_threshold: float = option(
-        0.95, "consistency loss: the top class probability at which a prediction on U "
-        "becomes a target", kind=float, interval=Interval(0.0, 1.0), flag=True)
-    consistency_augment: str = option(
-        "noise", "consistency loss: the augmented view; noise (Gaussian, std = strength x the "
-        "row's RMS), dropout (features zeroed with probability strength), shift (images: "
-        "shifted up to strength pixels, flipped); text learners augment the embedding",
-        kind=str, choices=AUGMENTATIONS, flag=True)
-    consistency_strength: float = option(
-        0.1, "consistency loss: the augmentation's strength (noise: relative std; dropout: "
-        "probability, below 1; shift: pixels)", kind=float,
-        interval=Interval(0.0, 100.0, "right"), flag=True)
-    warmup_steps: int = option(
-        0, "local steps on private data alone before a client's first vote (0: none)",
-        kind=int, interval=Interval(0, None), flag=True)
-    finetune_steps: int = option(
-        0, "local steps on private data alone at the end of the last round (0: none)",
-        kind=int, interval=Interval(0, None), flag=True)
-
-    def check(self) -> None:
-        super().check()
-        defaults = {"consistency_threshold": 0.95, "consistency_augment": "noise",
-                    "consistency_strength": 0.1}
-        changed = [k for k, v in defaults.items() if getattr(self, k) != v]
-        if changed and self.consistency_weight == 0:
-            raise FedLabelsError(f"{', '.join(changed)} apply only with a consistency loss; "
-                                 "set consistency_weight > 0 or drop them.")
-        if self.consistency_augment == "dropout" and self.consistency_strength >= 1:
-            raise FedLabelsError(f"consistency_strength is the dropout probability with "
-                                 f"augment dropout; give one below 1, got "
-                                 f"{self.consistency_strength}.")
+def check_unlabeled_options(opts: Any) -> None:
+    """One-line errors for values that cannot be used together."""
+    defaults = {"consistency_threshold": 0.95, "consistency_augment": "noise",
+                "consistency_strength": 0.1}
+    changed = [k for k, v in defaults.items() if getattr(opts, k) != v]
+    if changed and opts.consistency_weight == 0:
+        raise FedLabelsError(f"{', '.join(changed)} apply only with a consistency loss; "
+                             "set consistency_weight > 0 or drop them.")
+    if opts.consistency_augment == "dropout" and opts.consistency_strength >= 1:
+        raise FedLabelsError(f"consistency_strength is the dropout probability with "
+                             f"augment dropout; give one below 1, got "
+                             f"{opts.consistency_strength}.")
 
 
 def unlabeled_enabled(opts: Any) -> bool:
@@ -97,7 +66,7 @@ def consistency_spec(opts: Any, rnd: int, X_public: Any) -> Consistency | None:
 
 def check_unlabeled(settings: Settings, learners: list[Any]) -> None:
     """The options need classification, torch learners and, for shift, image rows."""
-    opts = settings.options_as(UnlabeledOptions)
+    opts: Any = settings.options
     if settings.task == "regression":
         raise FedLabelsError("consistency_weight, warmup_steps and finetune_steps apply to "
                              "classification; drop them on a regression task.")
