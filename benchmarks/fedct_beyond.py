@@ -111,6 +111,9 @@ def main() -> None:
     parser.add_argument("--variants", default="fedct,fedavg,local")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--rounds", type=int, default=None, help="default: the setting's")
+    parser.add_argument("--private", type=int, default=None,
+                        help="text: private texts in all (default 2,000; e.g. 3,500 for the "
+                        "ceiling of |U| = 150 labelled correctly)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes per run (the result is the same for every N)")
@@ -121,6 +124,9 @@ def main() -> None:
     if args.rounds:
         setting["rounds"] = args.rounds
     name = f"{args.setting} T={setting['rounds'] * setting['period']}"
+    if args.private and "private" in setting:
+        setting["private"] = args.private
+        name += f" private={args.private}"
     out = Path(args.out or f"benchmarks/results/fedct_beyond_{args.setting}.jsonl")
     variants = [v for v in re.split(r",(?![^\[]*\])", args.variants) if v]
     parsed = [(v, *parse_variant(v)) for v in variants]  # fail before any run

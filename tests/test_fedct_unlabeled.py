@@ -162,21 +162,22 @@ def test_dropout_zeroes_about_its_share_and_keeps_the_mean():
     assert set(np.unique(out)) == {0.0, np.float32(1 / 0.75)}
 
 
-def test_learner_trains_differently_only_with_a_weight(digits_fed):
-    """On the learner: weight 0 changes nothing but the minibatch draws; a weight moves the
+def test_learner_ignores_u_rows_below_the_threshold(digits_fed):
+    """On the MLP: a threshold no prediction reaches trains exactly as a zero weight (same
+    random draws, no gradient from U); a threshold every prediction reaches moves the
     weights; the same seed repeats."""
     c = digits_fed.clients[0]
     U = digits_fed.X_public
 
-    def trained(spec: Consistency | None) -> np.ndarray:
+    def trained(weight: float, threshold: float) -> np.ndarray:
         mlp = TorchMLPClassifier(hidden_layer_sizes=(16,), n_classes=10, random_state=0)
-        mlp.train_steps(c.X, c.y, 20, consistency=spec)
+        mlp.train_steps(c.X, c.y, 20, consistency=Consistency(U, weight, threshold))
         return mlp.get_weights()
 
-    spec = Consistency(X=U, weight=2.0, threshold=0.0)
-    base = trained(None)
-    assert not np.array_equal(trained(spec), base)
-    np.testing.assert_array_equal(trained(spec), trained(spec))
+    none = trained(1.0, 1.0 + 1e-6)
+    np.testing.assert_array_equal(none, trained(0.0, 0.0))
+    assert not np.array_equal(trained(1.0, 0.0), none)
+    np.testing.assert_array_equal(trained(1.0, 0.0), trained(1.0, 0.0))
 
 
 # ---------------------------------------------------------------- schedules

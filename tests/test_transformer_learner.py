@@ -178,6 +178,24 @@ def test_distill_steps_and_set_weights(tiny_dir: str) -> None:
     assert np.allclose(other.predict_proba(X), m.predict_proba(X), atol=1e-6)
 
 
+def test_consistency_loss_on_the_pooled_embedding(tiny_dir: str) -> None:
+    """FedCT's consistency loss on U: rows below the threshold add nothing (the same head as
+    a zero weight, same draws); rows above it move the head."""
+    from fedlabels.learners.consistency import Consistency
+
+    X, y = texts(30, 0)
+    U, _ = texts(20, 1)
+
+    def head(weight: float, threshold: float) -> np.ndarray:
+        m = learner(tiny_dir, mode="frozen")
+        m.train_steps(X, y, 6, consistency=Consistency(U, weight, threshold, "noise", 0.5))
+        return m.get_weights()
+
+    none = head(1.0, 1.0 + 1e-6)
+    np.testing.assert_array_equal(none, head(0.0, 0.0))
+    assert not np.array_equal(head(1.0, 0.0), none)
+
+
 def test_spec_checks() -> None:
     spec = parse_model_spec("minilm(mode=lora,r=4,alpha=8,max_len=32,batch=8,lr=0.001)")[0]
     assert spec.name == "minilm" and spec.params["r"] == 4
