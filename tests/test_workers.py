@@ -26,11 +26,11 @@ import pytest
 import fedlabels as fl
 from fedlabels.api import load_federation, run_config
 from fedlabels.cli import main
+from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import simulate
-from fedlabels.comm import Message
 from fedlabels.engines.workers import WorkerGrid, assign, resolve_workers
 from fedlabels.learners import as_models
 from fedlabels.method.base import ClientRole
