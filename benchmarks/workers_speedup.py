@@ -11,7 +11,7 @@ run's CPU seconds). On a shared machine the measured ratio is pessimistic: other
 processes take the cores the workers would use, and under ``nice`` the workers only get
 what the others leave.
 
-For each multi-worker run it also records the workers' timeline (``WorkerGrid.timeline``:
+For each multi-worker run it records the workers' timeline (``WorkerGrid.timeline``:
 wall-clock start and end of every message a worker handled, and when the simulator
 dispatched and collected each exchange) and summarises it under ``timeline``: the seconds
 in which at least one worker was busy, the seconds in which two or more were busy
@@ -78,6 +78,7 @@ class _RecordedGrid(workers_engine.WorkerGrid):
     """The simulator's worker grid, kept for its timeline after the run."""
 
     made: ClassVar[list[workers_engine.WorkerGrid]] = []
+    record_timeline = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

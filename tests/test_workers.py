@@ -275,6 +275,7 @@ def test_workers_run_side_by_side_when_replies_fill_the_pipe(tmp_path: Path) -> 
     clients = {cid: _Waiting(cid, tmp_path) for cid in range(4)}
     grid = WorkerGrid(clients, CommMeter(), 2, {cid: 1 for cid in clients})  # type: ignore[arg-type]
     assert grid.shares == [[0, 2], [1, 3]]
+    grid.record_timeline = True
     try:
         replies = grid.exchange({cid: Message("work") for cid in clients}, 0)
     finally:

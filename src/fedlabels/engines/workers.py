@@ -184,6 +184,9 @@ class WorkerGrid:
     checkpoint), :meth:`finish` copies states and fitted models and stops the pool.
     """
 
+    #: keep :attr:`timeline` (benchmarks; off by default: it grows with every exchange)
+    record_timeline = False
+
     def __init__(self, clients: Mapping[int, ClientRole], meter: CommMeter, workers: int,
                  sizes: Mapping[int, int]) -> None:
         self.clients = dict(clients)
@@ -195,8 +198,9 @@ class WorkerGrid:
         self.conns: list[Connection] = []
         #: each client's final test predictions and class probabilities (from finish)
         self.test_outputs: dict[int, Any] = {}
-        #: wall-clock times (``time.time()``) of each exchange: ``dispatch`` and
-        #: ``collected`` in the simulator, ``handle`` (start, end, received) per message
+        #: with :attr:`record_timeline`, the wall-clock times (``time.time()``) of each
+        #: exchange: ``dispatch`` and ``collected`` in the simulator, ``handle`` (start,
+        #: end, received) per message
         self.timeline: list[dict[str, Any]] = []
 
     @property
@@ -256,7 +260,7 @@ class WorkerGrid:
         until the simulator reads it, so that worker could not start its next client.
         """
         position = current_source().getstate() if is_reproducible() else None  # type: ignore[union-attr]
-        self.timeline.append({"event": "dispatch", "round": rnd, "time": time.time()})
+        self._mark({"event": "dispatch", "round": rnd, "time": time.time()})
         for w, batch in batches.items():
             self._send(w, ("handle", batch, position), batch[0][0], rnd)
         ups: dict[int, bytes] = {}
@@ -271,19 +275,22 @@ class WorkerGrid:
                     del open_[conn]  # type: ignore[arg-type]
                     continue
                 _, cid, payload, after, (start, end) = answer
-                self.timeline.append({"event": "handle", "round": rnd, "worker": w,
-                                      "client": cid, "start": start, "end": end,
-                                      "received": time.time()})
+                self._mark({"event": "handle", "round": rnd, "worker": w, "client": cid,
+                            "start": start, "end": end, "received": time.time()})
                 if answer[0] == "error":
                     errors[cid] = payload
                 else:
                     ups[cid] = payload
                     if after is not None:
                         current_source().setstate(after)  # type: ignore[union-attr]
-        self.timeline.append({"event": "collected", "round": rnd, "time": time.time()})
+        self._mark({"event": "collected", "round": rnd, "time": time.time()})
         if errors:  # as in one process: the first failing client's error
             raise errors[min(errors)]
         return ups
+
+    def _mark(self, event: dict[str, Any]) -> None:
+        if self.record_timeline:
+            self.timeline.append(event)
 
     def _send(self, w: int, request: tuple[Any, ...], cid: int, rnd: int) -> None:
         try:
