@@ -186,3 +186,16 @@ def test_paillier_hamming_is_exact_over_several_groups():
     assert np.array_equal(H, _plain(bj, bk, L))
     assert H[0, 0] == L and H[65, 1] == 0
 
+
+
+
+def test_unpack_ignores_what_lies_above_the_slots():
+    """A value at or above B^count (not a packed distance) unpacks to its lowest ``count``
+    digits, without error (oracle: repeated divmod)."""
+    L, count = 1024, 5
+    value = 2 ** 500 + 12345678901234567
+    expected, rest = [], value
+    for _ in range(count):
+        rest, digit = divmod(rest, L + 1)
+        expected.append(digit)
+    assert ph.unpack_slots([value], count, L).tolist() == [expected]

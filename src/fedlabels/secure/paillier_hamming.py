@@ -267,8 +267,9 @@ def unpack_slots(values: list, count: int, n_bits: int) -> np.ndarray:
     out = np.empty((len(values), count), dtype=np.int64)
 
     def split(parts: list, first: int, digits: int) -> None:
-        if digits <= leaf:
-            rest = np.array([int(v) for v in parts], dtype=np.int64)
+        if digits <= leaf:  # (digits above ``count`` are dropped, as bits above slots were)
+            top = base ** digits
+            rest = np.array([int(v % top) for v in parts], dtype=np.int64)
             for d in range(first, first + digits):
                 rest, out[:, d] = np.divmod(rest, base)
             return
