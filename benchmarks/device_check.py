@@ -57,12 +57,11 @@ LONG_RUNS = [
     # FedCT's options that use U better (docs/beyond_paper.md): Fashion-MNIST at the issue's
     # T = 5,000 and the text grid, three seeds (results in benchmarks/results/)
     "python benchmarks/fedct_beyond.py --setting fashion --rounds 100 --seeds 0,1,2 "
-    "--device cuda --variants 'fedct,fedavg,local,fedct[warmup_steps=200;finetune_steps=200],"
-    "fedct[consistency_weight=1;consistency_augment=shift;consistency_strength=2;"
-    "consistency_threshold=0.9]'",
+    "--device cuda --variants 'fedct,fedavg,local,fedct[warmup_steps=200],"
+    "fedct[warmup_steps=500],fedct[warmup_steps=200;vote_power=2]'",
     *(f"python benchmarks/fedct_beyond.py --setting {d} --seeds 0,1,2 --device cuda "
       f"--variants 'fedct,fedavg,local,fedct[warmup_steps=300],"
-      f"fedct[warmup_steps=300;pseudo_weight=0.5],fedct[warmup_steps=300;quorum=0.8]'"
+      f"fedct[warmup_steps=500;pseudo_weight=0.5],fedct[warmup_steps=300;quorum=0.8]'"
       for d in ("tweets", "movie_reviews")),
 ]
 
