@@ -49,6 +49,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "filtered+self0.95": ("dp-fedct", {**FILTERED, "own_confidence": 0.95}),
     "filtered+self0.9": ("dp-fedct", {**FILTERED, "own_confidence": 0.9}),
     "filtered+self0.99": ("dp-fedct", {**FILTERED, "own_confidence": 0.99}),
+    "filtered+self0.8": ("dp-fedct", {**FILTERED, "own_confidence": 0.8}),
     "filtered+self0.95+quorum0.6": ("dp-fedct", {**FILTERED, "own_confidence": 0.95,
                                                  "quorum": 0.6}),
     "filtered+quorum0.6": ("dp-fedct", {**FILTERED, "quorum": 0.6}),
