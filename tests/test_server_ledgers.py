@@ -21,7 +21,8 @@ from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.learners import as_models
 from fedlabels.privacy.dpsgd_accounting import dpsgd_epsilon
 from fedlabels.privacy.ledger import Ledger, account_events, client_part, named_clients
-from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
+from fedlabels.runs.loop import CommMeter, run_rounds, uses_iterative
+from fedlabels.runs.session import build_session
 
 SEED, ROUNDS, PERIOD = 4, 2, 3
 
@@ -77,17 +78,9 @@ class Traffic:
 
 
 def _roles(fed: fl.Federation, method: str, options: dict, model: str) -> tuple[Any, Any]:
-    plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
-                    n_features=fed.n_features, rounds=ROUNDS, period=PERIOD, seed=SEED,
-                    models=as_models(model), options=options)
-    learners = plan.learners()
-    ctx = plan.context(truth_public=fed.y_public)
-    datasets = plan.method.client_datasets(fed.clients)
-    clients = {cid: plan.method.make_client(cid, datasets[cid], learners[cid], ctx,
-                                            fed.X_public, fed.X_test, fed.y_test)
-               for cid in range(len(datasets))}
-    server = plan.method.make_server(ctx, len(fed.X_public), learners,
-                                     [len(d) for d in datasets])
+    session = build_session(method, fed, as_models(model), rounds=ROUNDS, period=PERIOD,
+                            seed=SEED, options=options)
+    server, clients, learners = session.server, session.clients, session.learners
     return server, (clients, learners)
 
 
