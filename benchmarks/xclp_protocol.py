@@ -54,8 +54,8 @@ def run(clients: int, private_per_client: int, unlabeled: int, options: dict[str
     import fedlabels as fl
     from fedlabels.data import load_federation
 
-    fed = load_federation("fashion_mnist", n_clients=clients, seed=seed, n_unlabeled=unlabeled,
-                          n_private=clients * private_per_client)
+    fed = load_federation("fashion_mnist", clients=clients, seed=seed, unlabeled=unlabeled,
+                          private=clients * private_per_client)
     t0, c0 = time.perf_counter(), cpu_seconds()
     result = fl.run("xclp", fed, rounds=1, seed=seed, options=options, progress=False,
                     threads=threads)

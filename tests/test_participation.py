@@ -32,7 +32,7 @@ from fedlabels.runs.session import build_session
 @pytest.fixture(scope="module")
 def unequal_fed():
     """breast_cancer over 5 clients of unequal sizes (a Dirichlet split)."""
-    fed = fl.load_federation("breast_cancer", n_clients=5, partition="dirichlet:1,1", seed=3)
+    fed = fl.load_federation("breast_cancer", clients=5, partition="dirichlet:1,1", seed=3)
     assert len({len(c.y) for c in fed.clients}) > 1
     return fed
 

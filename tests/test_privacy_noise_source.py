@@ -42,7 +42,7 @@ _XOR_RELEASE = mechanisms.xor_release  # the real mechanism, wrapped by each Rec
 
 @pytest.fixture(scope="module")
 def fed() -> fl.Federation:
-    return fl.load_federation("breast_cancer", n_clients=3, seed=SEED)
+    return fl.load_federation("breast_cancer", clients=3, seed=SEED)
 
 
 class Recorder:

@@ -51,7 +51,7 @@ IDS = [f"{m}-{o.get('mechanism', o.get('level', ''))}" for m, o, _, _ in CASES]
 @pytest.fixture(scope="module")
 def fed() -> fl.Federation:
     # Dirichlet label skew: three clients of unequal sizes
-    fed = fl.load_federation("breast_cancer", n_clients=3, partition="dirichlet:100,0.5",
+    fed = fl.load_federation("breast_cancer", clients=3, partition="dirichlet:100,0.5",
                              seed=SEED)
     assert len({len(c.y) for c in fed.clients}) == 3
     return fed
@@ -127,7 +127,7 @@ def test_reported_epsilon_is_the_ledgers_and_each_release_is_recorded_once(
 def test_a_dpsgd_servers_epsilon_is_its_worst_clients_steps() -> None:
     """The oracle for per-client ledgers: ε of the most DP-SGD steps any client took, from
     the traffic, by the DP-SGD accountant itself."""
-    fed = fl.load_federation("breast_cancer", n_clients=3, partition="dirichlet:100,0.5",
+    fed = fl.load_federation("breast_cancer", clients=3, partition="dirichlet:100,0.5",
                              seed=SEED)
     options = {"epsilon": 8.0, "level": "record", "example_rate": 0.2, "sample_rate": 0.6}
     server, grid = _run(fed, "dp-fedavg", options, "mlp(hidden=8)", lose=None)

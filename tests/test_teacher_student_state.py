@@ -59,7 +59,7 @@ def _run_seeded(method: str, model: str, options: dict, fed, rebuild: bool):
 
 @pytest.fixture(scope="module")
 def fed():
-    return fl.load_federation("breast_cancer", n_clients=3, seed=0)
+    return fl.load_federation("breast_cancer", clients=3, seed=0)
 
 
 @pytest.mark.parametrize("method,model,options,student_state", [

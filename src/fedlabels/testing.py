@@ -150,7 +150,7 @@ class _Run:
         if self._federation is None:
             from fedlabels.api import load_federation
 
-            self._federation = load_federation(self.dataset, n_clients=self.clients,
+            self._federation = load_federation(self.dataset, clients=self.clients,
                                                seed=self.seed)
         return self._federation
 
