@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -30,11 +30,9 @@ from fedlabels.method.adversary import Attack, make_malicious, plan_attack
 from fedlabels.method.base import ClientRole, Method, MethodContext, ServerRole
 from fedlabels.method.options import MethodOptions
 from fedlabels.methods import get_method
+from fedlabels.runs.checkpoint import Checkpoint, check_extension
 from fedlabels.runs.loop import RunPlan, plan_run, rounds_to_run, uses_iterative
 from fedlabels.runs.participation import Participation, check_method
-
-if TYPE_CHECKING:
-    from fedlabels.runs.checkpoint import Checkpoint
 
 
 def client_role(plan: RunPlan, ctx: MethodContext, cid: int, data: ClientData, learner: Any,
@@ -124,7 +122,7 @@ def role_factory(method: Method | str, federation: Federation, models: list[Any]
                  device: str = "cpu", precision: str = "fp32",
                  participation: Participation | None = None) -> RoleFactory:
     """The plan of ``method`` on ``federation`` and the context its roles share, checked
-    before any learner exists: the options, the participation ``policy`` (a method that
+    before any learner exists: the options, the ``participation`` policy (a method that
     cannot take missing clients is refused), the models against the features.
 
     ``method`` is a method or its registered name; ``models`` holds one spec or estimator
@@ -170,8 +168,6 @@ def build_session(method: Method | str, federation: Federation, models: list[Any
     learners = plan.learners()
     method.validate(len(roles.datasets), plan.settings, learners)
     if resuming is not None:
-        from fedlabels.runs.checkpoint import check_extension
-
         check_extension(plan, learners, resuming)
     n_rounds, note = rounds_to_run(plan, learners)  # a one-shot method stops early
     clients = {cid: roles.client(cid, learners[cid]) for cid in range(len(roles.datasets))}
