@@ -1,5 +1,8 @@
 """The in-process simulator: all roles in one process, every message really serialized.
 
+The roles come from the session builder (:func:`fedlabels.runs.session.build_session`), as
+every engine's do; this module adds the grid, the workers, checkpoints and the result.
+
 Messages are encoded to bytes and decoded on the other side, exactly as they would travel,
 and :class:`CommMeter` counts ``len()`` of those bytes per round, client, direction and
 category. Splits, initialisation and minibatch order are deterministic for a given seed;
