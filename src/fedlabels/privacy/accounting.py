@@ -27,6 +27,7 @@ client updates when one client is added or removed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import defaultdict
@@ -134,33 +135,43 @@ def _label_epsilon(events: Sequence[LabelEvent], delta: float, accountant: str) 
                                  "releases; use pld/rdp.")
         ((p, _), n), = groups.items()
         return rr_epsilon_exact(n, p / 2.0, delta)
+    if accountant in ("rdp", "pld"):
+        return _rr_epsilon(accountant, tuple(groups.items()), delta)
+    raise FedLabelsError(f"unknown accountant {accountant!r}; use one of "
+                         f"{', '.join(XOR_ACCOUNTANTS)}.")
+
+
+@functools.lru_cache(maxsize=256)
+def _rr_epsilon(accountant: str, groups: tuple[tuple[tuple[float, int], int], ...],
+                delta: float) -> float:
+    """ε at δ of the composed randomized responses ``groups`` ((p, buckets), count) by the
+    ``rdp`` or ``pld`` accountant. A pure function of its arguments, memoised: a ledger
+    accounts the same releases again at every check, and PLD self-composition of a few
+    hundred near-deterministic responses takes seconds."""
     if accountant == "rdp":
         import dp_accounting as dpa
         from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
         _quiet_absl()
         acc = rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
-        for (p, k), n in groups.items():
+        for (p, k), n in groups:
             acc.compose(dpa.RandomizedResponseDpEvent(noise_parameter=p, num_buckets=k), n)
         return float(acc.get_epsilon(delta))
-    if accountant == "pld":
-        from dp_accounting.pld import privacy_loss_distribution as pld
+    from dp_accounting.pld import privacy_loss_distribution as pld
 
-        total = sum(groups.values())
-        if total > PLD_MAX_COMPOSITIONS:
-            raise FedLabelsError(f"PLD over {total} composed randomized responses would be "
-                                 f"slow (> {PLD_MAX_COMPOSITIONS}); use the exact or rdp "
-                                 "accountant.")
-        composed = None
-        for (p, k), n in groups.items():
-            one = pld.from_randomized_response(noise_parameter=p, num_buckets=k)
-            part = one.self_compose(n)  # not PLDAccountant: it drops the count (privacy.md)
-            composed = part if composed is None else composed.compose(part)
-        if composed is None:
-            raise FedLabelsError("PLD accounting needs at least one label release.")
-        return float(composed.get_epsilon_for_delta(delta))
-    raise FedLabelsError(f"unknown accountant {accountant!r}; use one of "
-                         f"{', '.join(XOR_ACCOUNTANTS)}.")
+    total = sum(n for _, n in groups)
+    if total > PLD_MAX_COMPOSITIONS:
+        raise FedLabelsError(f"PLD over {total} composed randomized responses would be "
+                             f"slow (> {PLD_MAX_COMPOSITIONS}); use the exact or rdp "
+                             "accountant.")
+    composed = None
+    for (p, k), n in groups:
+        one = pld.from_randomized_response(noise_parameter=p, num_buckets=k)
+        part = one.self_compose(n)  # not PLDAccountant: it drops the count (privacy.md)
+        composed = part if composed is None else composed.compose(part)
+    if composed is None:
+        raise FedLabelsError("PLD accounting needs at least one label release.")
+    return float(composed.get_epsilon_for_delta(delta))
 
 
 def account_labels(events: Sequence[LabelEvent], delta: float,
