@@ -272,6 +272,7 @@ def default_calibration_accountant(sampling_rate: float) -> str:
     return "analytic" if sampling_rate >= 1.0 else "rdp"
 
 
+@functools.lru_cache(maxsize=256)  # pure in its arguments; a ledger asks again at every check
 def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
                      delta: float, accountant: str = "rdp") -> float:
     """ε of ``rounds`` Poisson-subsampled Gaussian mechanisms (add/remove one client).
@@ -314,6 +315,7 @@ def account_gaussian(events: list[SampledGaussianEvent], delta: float,
     return PrivacySpent(results[best], delta, best, results)
 
 
+@functools.lru_cache(maxsize=64)  # pure in its arguments
 def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rate: float,
                                rounds: int, accountant: str | None = None) -> float:
     """The smallest σ whose ``rounds``-fold (subsampled) Gaussian is (target ε, δ)-DP.
