@@ -294,9 +294,24 @@ def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
         import dp_accounting as dpa
 
         return float(dpa.get_epsilon_gaussian(noise_multiplier / math.sqrt(rounds), delta))
+    if accountant == "rdp":  # RDP composes by multiplication: one step's curve, times T
+        from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+        orders, one_step = _rdp_of_one_step(noise_multiplier, sampling_rate)
+        return float(compute_epsilon(orders, rounds * one_step, delta)[0])
     acc = _gaussian_accountant(accountant)
     acc.compose(_gaussian_event(noise_multiplier, sampling_rate, rounds))
     return float(acc.get_epsilon(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _rdp_of_one_step(noise_multiplier: float, sampling_rate: float) -> tuple[Any, Any]:
+    """The RDP orders and curve of one (subsampled) Gaussian step, memoised: the curve
+    costs seconds at fractional orders, and T steps are T times it, exactly as
+    ``RdpAccountant`` composes them (``rdp += T * curve``) for any T."""
+    acc = _gaussian_accountant("rdp")
+    acc.compose(_gaussian_event(noise_multiplier, sampling_rate, 1))
+    return acc.orders, acc.rdp
 
 
 def account_gaussian(events: list[SampledGaussianEvent], delta: float,
