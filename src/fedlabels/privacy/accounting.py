@@ -98,6 +98,7 @@ def rr_delta_for_epsilon(epsilon: float, n_bits: int, flip_prob: float) -> float
     return float(np.sum(pmf * -np.expm1(epsilon - loss[mask])))
 
 
+@functools.lru_cache(maxsize=1024)  # pure; a ledger accounts the same releases at each check
 def rr_epsilon_exact(n_bits: int, flip_prob: float, delta: float) -> float:
     """The smallest ε with δ(ε) <= δ for ``n_bits``-fold bitwise randomized response."""
     a = math.log((1.0 - flip_prob) / flip_prob)
@@ -199,6 +200,7 @@ def account_labels(events: Sequence[LabelEvent], delta: float,
     return PrivacySpent(results[best], 0.0 if best == "basic" else delta, best, results)
 
 
+@functools.lru_cache(maxsize=64)  # pure; the server and every client calibrate alike
 def calibrate_xor_round_epsilon(total_epsilon: float, delta: float, rounds: int,
                                 sensitivity_bits: int) -> float:
     """The largest per-round ε whose R-fold composition stays within ``total_epsilon`` at δ.
