@@ -10,13 +10,16 @@ parameters.
 from __future__ import annotations
 
 import pickle
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+# looked up, not imported: importing peft (and transformers) costs every pytest-xdist
+# worker seconds at collection; the tests that use them import them
+if find_spec("transformers") is None or find_spec("peft") is None:
+    pytest.skip("needs transformers and peft", allow_module_level=True)
 import torch
 
 from fedlabels.core.errors import FedLabelsError
