@@ -7,6 +7,7 @@ xdist group); they skip, saying why, when Ray is not installed."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -139,16 +140,12 @@ def _ray_start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
 def _stop(nodes: list[subprocess.Popen[bytes]]) -> None:
     for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
         for node in nodes:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(node.pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + wait
         for node in nodes:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 node.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
 
 
 def _address(log: Path, node: subprocess.Popen[bytes], timeout: float = 120.0) -> str:

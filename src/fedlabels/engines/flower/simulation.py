@@ -21,15 +21,17 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from flwr.app import Context, Error, Message
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.serverapp import Grid as FlowerGridABC
 from flwr.serverapp import ServerApp
+from flwr.supercore.run import Run
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.flower import snapshots
@@ -42,7 +44,7 @@ from fedlabels.engines.flower.site_state import key_path, site_key
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.config import RunConfig
-from fedlabels.runs.progress import RoundProgress, VERBOSE, verbosity
+from fedlabels.runs.progress import VERBOSE, RoundProgress, verbosity
 
 ENGINE = "flower-simulation"
 #: Ray's own variable: the address of a running cluster (``ray start --head`` prints it)
@@ -96,6 +98,39 @@ class _SiteErrors(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+class StoppableGrid(FlowerGridABC):
+    """Flower's grid, whose SuperNodes all leave once ``stopped`` is set: the ServerApp's
+    thread then stops (its clients lost, after the spec's ``node_timeout``) instead of
+    waiting for replies from a simulation runtime that is gone."""
+
+    def __init__(self, grid: FlowerGridABC, stopped: threading.Event) -> None:
+        self.grid, self.stopped = grid, stopped
+
+    def set_run(self, run: Run) -> None:
+        self.grid.set_run(run)
+
+    @property
+    def run(self) -> Run:
+        return self.grid.run
+
+    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int,
+                       group_id: str, ttl: float | None = None) -> Message:
+        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return [] if self.stopped.is_set() else self.grid.get_node_ids()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self.grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self.grid.pull_messages(message_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], *,
+                         timeout: float | None = None) -> Iterable[Message]:
+        return self.grid.send_and_receive(messages, timeout=timeout)
+
+
 def backend_config(clients: int, workers: int | None,
                    address: str | None) -> dict[str, Any]:
     """Flower's Ray backend settings: one CPU per ClientApp; a local Ray gets ``workers``
@@ -132,11 +167,8 @@ def _flower_logs_quiet() -> Iterator[None]:
 
 
 def run_on_ray(cfg: RunConfig, *, progress: bool | None = None,
-               on_round: Callable[[RoundRecord], None] | None = None,
-               workdir: str | Path | None = None) -> RunResult:
+               on_round: Callable[[RoundRecord], None] | None = None) -> RunResult:
     """Run ``cfg`` on Flower's simulation engine (see the module docstring)."""
-    if workdir is not None:
-        return _run(cfg, Path(workdir), progress, on_round)
     with tempfile.TemporaryDirectory(prefix="fedlabels-ray-") as root:
         return _run(cfg, Path(root), progress, on_round)
 
@@ -147,7 +179,9 @@ def _run(cfg: RunConfig, root: Path, progress: bool | None,
 
     address = os.environ.get(ADDRESS_VARIABLE) or None
     backend = backend_config(cfg.clients, cfg.workers, address)
-    prepared = prepare_run(cfg, root / "sites", reply_timeout=600.0, node_timeout=60.0,
+    # node_timeout: the virtual SuperNodes register at once; it is also how long a lost
+    # client may take to come back, so a stopped run ends that soon
+    prepared = prepare_run(cfg, root / "sites", reply_timeout=600.0, node_timeout=10.0,
                            poll_interval=0.01)
     nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
     spec = prepared.spec
@@ -162,14 +196,21 @@ def _run(cfg: RunConfig, root: Path, progress: bool | None,
             if on_round is not None:
                 on_round(record)
 
+        stopped = threading.Event()
+
         @server.main()
         def main(grid: FlowerGridABC, context: Context) -> None:
-            done["result"] = run_server(grid, server_context(spec), on_round=record_round)
+            done["result"] = run_server(StoppableGrid(grid, stopped), server_context(spec),
+                                        on_round=record_round)
 
-        with _flower_logs_quiet():
-            run_simulation(server_app=server,
-                           client_app=SiteClientApp(nodes, {RUN_CONFIG_KEY: spec.to_json()}),
-                           num_supernodes=cfg.clients, backend_config=backend)
+        try:
+            with _flower_logs_quiet():
+                run_simulation(server_app=server,
+                               client_app=SiteClientApp(nodes,
+                                                        {RUN_CONFIG_KEY: spec.to_json()}),
+                               num_supernodes=cfg.clients, backend_config=backend)
+        finally:
+            stopped.set()  # Ctrl-C or a crashed runtime: the ServerApp's thread ends too
     result = done.get("result")
     if result is None:
         raise FedLabelsError("the Flower simulation ended before its first evaluated round; "
