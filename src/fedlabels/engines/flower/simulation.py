@@ -239,15 +239,17 @@ def attach_final_models(result: RunResult, cfg: RunConfig, spec: DeploySpec,
     from fedlabels.engines.inprocess import final_clinical
     from fedlabels.runs.federation import federation_for
 
+    lost = {int(c) for c in result.extra.get("deployment", {}).get("lost", {})}
     clients = {}
     for cid, node in enumerate(nodes):
+        if cid in lost:  # as the simulator keeps the models of the clients still there
+            continue
         folder = snapshots.run_dir(node, spec)
-        saved = sorted(int(p.name.split("_")[1]) for p in folder.glob("seq_*.checkpoint.npz")) \
-            if folder is not None and folder.is_dir() else []
-        if not saved:
+        seq = snapshots.last_seq(folder)
+        if seq is None:
             return  # a client never answered: its model is at no site
         role = build_role(spec, load_site(node), node)
-        role.load_state_dict(snapshots.load_snapshot(folder, saved[-1], cid,
+        role.load_state_dict(snapshots.load_snapshot(folder, seq, cid,
                                                      site_key(key_path(node))))
         clients[cid] = role
     cids = sorted(clients)
