@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # every optional feature group, so the whole test suite runs (CI uses exactly this)
-EXTRAS ?= dev,tabular,dp,secure,flower,text,images
+EXTRAS ?= dev,tabular,dp,secure,flower,simulation,text,images
 LINT_PATHS := $(wildcard src tests benchmarks scripts)
 # pytest-xdist workers; the real-process tests (Flower deployments, network namespaces,
 # containers: mostly waiting) run in a second pytest beside the rest in `make test`

@@ -280,7 +280,8 @@ def test_core_simulator_and_cli_never_import_flwr() -> None:
     code = ("import sys, fedlabels, fedlabels.cli\n"
             "fedlabels.cli.build_parser()\n"
             "fedlabels.run('fedct', 'breast_cancer', rounds=1, progress=False)\n"
-            "assert 'flwr' not in sys.modules, 'flwr was imported'\n")
+            "assert 'flwr' not in sys.modules, 'flwr was imported'\n"
+            "assert 'ray' not in sys.modules, 'ray was imported'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

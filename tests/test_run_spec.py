@@ -253,7 +253,8 @@ def _digest_as_before(cfg: RunConfig) -> str:
     import hashlib
 
     later = {"device": "cpu", "precision": "fp32", "batch_clients": "auto",
-             "image_size": None, "image_column": None, "workers": None}
+             "image_size": None, "image_column": None, "workers": None,
+             "engine": "simulator"}
     settings = {("attack" if k == "poison" else k): v for k, v in cfg.to_dict().items()
                 if k != "output" and not (k in later and v == later[k])}
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -136,13 +137,15 @@ class StatusFile:
             write_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
 
 
-def run_server(grid: FlowerGridABC, context: Context) -> RunResult | None:
-    """The ServerApp main loop (see the module docstring)."""
+def run_server(grid: FlowerGridABC, context: Context, *,
+               on_round: Callable[[RoundRecord], None] | None = None) -> RunResult | None:
+    """The ServerApp main loop (see the module docstring); ``on_round`` is called with each
+    finished round's record in place of the per-round line."""
     spec = DeploySpec.from_run_config(dict(context.run_config))
     status = StatusFile(spec.status)
     try:
         with terminate_as_interrupt():  # SIGTERM (e.g. `flwr stop`) as Ctrl-C
-            return _run(grid, spec, status)
+            return _run(grid, spec, status, on_round)
     except ClientsLost:
         raise  # _run recorded it as "stopped"
     except KeyboardInterrupt:
@@ -154,7 +157,8 @@ def run_server(grid: FlowerGridABC, context: Context) -> RunResult | None:
         raise
 
 
-def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult | None:
+def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
+         announce: Callable[[RoundRecord], None] | None = None) -> RunResult | None:
     started = time.perf_counter()
     cfg = spec.config
     status.update(status="waiting for SuperNodes")
@@ -221,6 +225,9 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
         checkpoint(record)  # then the result: a resume redoes at most this round
         snapshot("running")
         status.update(rounds_done=record.round)
+        if announce is not None:
+            announce(record)
+            return
         print(f"fedlabels: round {record.round}/{n_rounds} done in {record.seconds:.1f} s"
               + (f", mean accuracy {np.mean(record.accuracies):.4f}"
                  if record.accuracies else ""), flush=True)
