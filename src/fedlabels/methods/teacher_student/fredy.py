@@ -250,7 +250,8 @@ class FREDY(TeacherStudentMethod):
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
-        return FredyClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+        return FredyClient(cid, data, learner, ctx.settings, X_public, X_test, y_test,
+                           scaling=ctx.scaling)
 
 
 __all__ = ["FREDY", "NON_DISJOINT_CAVEAT", "FREDYOptions", "FredyClient", "FredyServer"]

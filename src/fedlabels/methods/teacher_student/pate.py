@@ -36,10 +36,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, MethodContext, ServerRole, Settings
+from fedlabels.learners import clone_fresh_learner, is_iterative
+from fedlabels.method.base import (
+    ClientRole,
+    LearnerFitError,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
 from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 from fedlabels.methods.teacher_student.roles import (
@@ -64,6 +72,21 @@ class PATEOptions(TeacherStudentOptions):
     teacher_steps: int | None = option(
         None, "local steps each torch teacher trains before it votes (scikit-learn teachers "
         "fit once); none: 20 x period", kind=int, interval=Interval(1, None), nullable=True)
+    teachers_per_client: int | None = option(
+        None, "teachers each client trains on disjoint parts of its private data (its "
+        "model, one part each; subsample-and-aggregate), each casting one vote per query; "
+        "none: 1", kind=int, interval=Interval(1, None), nullable=True)
+
+    #: with a total ε and no ``teachers_per_client`` given (see ``budget_queries``)
+    budget_teachers_per_client: ClassVar[int | None] = None
+
+    def teachers_per_client_count(self) -> int:
+        """Teachers per client as given, else the budget default under a total ε, else 1."""
+        if self.teachers_per_client is not None:
+            return self.teachers_per_client
+        if self.under_budget() and self.budget_teachers_per_client is not None:
+            return self.budget_teachers_per_client
+        return 1
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,59 @@ class DPPATEOptions(PATEOptions):
             raise FedLabelsError("with confident GNMax (--opt threshold) give --noise-sigma "
                                  "and --opt threshold_sigma; calibrating σ from --epsilon "
                                  "covers plain GNMax only.")
+
+
+# ------------------------------------------------------------------ client
+
+
+class PATEClient(TeacherStudentClient):
+    """A client that votes with one teacher, or with ``teachers_per_client`` teachers trained
+    on disjoint parts of its private data.
+
+    The parts are a fixed seeded permutation of the record positions, cut into near-equal
+    slices: which part a record falls in depends on its position and the number of records,
+    never on any record's values, so replacing one record changes one teacher and moves at
+    most one vote per query (the GNMax sensitivity of disjoint teachers). The extra teachers
+    only vote; they are not kept (the client's model after the vote is the student).
+    """
+
+    def teachers(self, message: Message) -> list[Any]:
+        k = min(self.settings.options_as(PATEOptions).teachers_per_client_count(),
+                len(self.data.y))
+        if k == 1:
+            return super().teachers(message)
+        order = np.random.default_rng([0x7EAC, self.cid]).permutation(len(self.data.y))
+        return [self._part_teacher(part, int(message.config["steps"]))
+                for part in np.array_split(order, k)]
+
+    def _part_teacher(self, part: np.ndarray, steps: int) -> Any:
+        X, y = self.data.X[part], self.data.y[part]
+        if len(np.unique(y)) == 1:  # one class seen: that teacher votes it everywhere
+            return ConstantTeacher(int(y[0]))
+        teacher: Any = clone_fresh_learner(self.learner)
+        try:
+            if is_iterative(teacher):
+                teacher.train_steps(X, y, steps)
+            else:
+                teacher.fit(X, y)
+        except FedLabelsError:
+            raise
+        except Exception as exc:
+            raise LearnerFitError(
+                f"client {self.cid}: a teacher ({type(teacher).__name__}) failed to fit on "
+                f"its part of {len(y)} records: {type(exc).__name__}: {exc}. Use fewer "
+                "--opt teachers_per_client.") from exc
+        return teacher
+
+
+@dataclass(frozen=True)
+class ConstantTeacher:
+    """A teacher whose part of the data held one class: it predicts that class."""
+
+    label: int
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.full(len(X), self.label, dtype=np.int64)
 
 
 # ------------------------------------------------------------------ servers
@@ -219,7 +295,8 @@ class PATE(TeacherStudentMethod):
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
-        return TeacherStudentClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+        return PATEClient(cid, data, learner, ctx.settings, X_public, X_test, y_test,
+                          scaling=ctx.scaling)
 
 
 class DPPATE(PATE):
@@ -251,4 +328,5 @@ class DPPATE(PATE):
     server_class = DPPATEServer
 
 
-__all__ = ["DPPATE", "PATE", "DPPATEOptions", "DPPATEServer", "PATEOptions", "PATEServer"]
+__all__ = ["DPPATE", "PATE", "DPPATEOptions", "DPPATEServer", "PATEClient", "PATEOptions",
+           "PATEServer"]
