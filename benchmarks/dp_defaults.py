@@ -39,8 +39,7 @@ CASES: dict[str, list[tuple[str, str, str | None, dict[str, Any]]]] = {
                                  "query_selection": "clusters", "teachers_per_client": k,
                                  **({"cluster_space": "unscaled"} if u else {})})
                  for m in (None, "logreg") for q, k, u in ((10, 1, False), (10, 5, False),
-                                                           (20, 5, False), (20, 10, False),
-                                                           (20, 10, True))],
+                                                           (20, 10, False), (20, 10, True))],
     "fedct": [("dp-fedct xor", "dp-fedct", "dt", {**EPS, "mechanism": "xor"}),
               ("dp-fedct xor quorum 0.8", "dp-fedct", "dt",
                {**EPS, "mechanism": "xor", "quorum": 0.8}),

@@ -28,6 +28,9 @@ from fedlabels.core.errors import FedLabelsError
 #: federation's z-scoring undone (features measured in one unit, such as pixels)
 CLUSTER_SPACES = ("features", "unscaled")
 
+#: Lloyd iterations of k-means (enough to converge on U's sizes here; scipy's default is 10)
+KMEANS_ITERATIONS = 50
+
 
 def public_clusters(X_public: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
     """Cluster index in ``[0, n_clusters)`` of each row of U (k-means++, Lloyd), from U and
@@ -40,7 +43,8 @@ def public_clusters(X_public: np.ndarray, n_clusters: int, seed: int) -> np.ndar
                              f"use --queries between 1 and {len(X)}.")
     with warnings.catch_warnings():  # an empty cluster is allowed: nobody gets its label
         warnings.simplefilter("ignore")
-        _, assignment = kmeans2(X, n_clusters, minit="++", seed=int(seed))
+        _, assignment = kmeans2(X, n_clusters, iter=KMEANS_ITERATIONS, minit="++",
+                                seed=int(seed))
     return np.asarray(assignment, dtype=np.int64)
 
 
