@@ -34,12 +34,20 @@ CASES: dict[str, list[tuple[str, str, str | None, dict[str, Any]]]] = {
              for q in ("U", 10, 20, 50) for s in ("logreg", "dt")],
     "fredy": [(f"fredy Q={q} {s}", "fredy", None, {**EPS, "queries": q, "student_model": s})
               for q, s in (("U", "mlp"), (5, "logreg"))],
-    "clusters": [(f"dp-pate clusters Q={q} k={k} {m or 'dt'} teachers{' unscaled' if u else ''}",
-                  "dp-pate", m, {**EPS, "queries": q, "student_model": "logreg",
-                                 "query_selection": "clusters", "teachers_per_client": k,
-                                 **({"cluster_space": "unscaled"} if u else {})})
-                 for m in (None, "logreg") for q, k, u in ((10, 1, False), (10, 5, False),
-                                                           (20, 10, False), (20, 10, True))],
+    # dp-pate's defaults with --epsilon (clusters, Q = 20, one teacher per 8 records, at
+    # most 10 per client, logreg student) with the default (dt) and logreg teachers; then
+    # explicit ablations: clusters alone, teachers per client alone, both
+    "clusters": [("dp-pate default, dt teachers", "dp-pate", None, EPS),
+                 ("dp-pate default, logreg teachers", "dp-pate", "logreg", EPS),
+                 ("dp-pate default + unscaled, logreg teachers", "dp-pate", "logreg",
+                  {**EPS, "cluster_space": "unscaled"}),
+                 *[(f"dp-pate {sel} Q=20 k={k}, logreg teachers", "dp-pate", "logreg",
+                    {**EPS, "queries": 20, "student_model": "logreg", "query_selection": sel,
+                     "teachers_per_client": k})
+                   for sel, k in (("clusters", 1), ("random", 10), ("clusters", 10))]],
+    "fredy-clusters": [(f"fredy clusters Q={q}", "fredy", None,
+                        {**EPS, "queries": q, "query_selection": "clusters",
+                         "student_model": "logreg"}) for q in (2, 10)],
     "fedct": [("dp-fedct xor", "dp-fedct", "dt", {**EPS, "mechanism": "xor"}),
               ("dp-fedct xor quorum 0.8", "dp-fedct", "dt",
                {**EPS, "mechanism": "xor", "quorum": 0.8}),

@@ -116,7 +116,7 @@ def test_teachers_per_client_vote_on_disjoint_parts_chosen_without_the_values(fe
     role._part_teacher = lambda part, steps: seen.append(part) or Spy(part)  # type: ignore
     role.teachers(type("M", (), {"config": {"steps": 1}})())
     parts = [p.tolist() for p in seen]
-    assert len(parts) == 4 and sorted(sum(parts, [])) == list(range(sizes[1]))
+    assert len(parts) == 4 and sorted(np.concatenate(seen).tolist()) == list(range(sizes[1]))
     assert max(map(len, parts)) - min(map(len, parts)) <= 1
     role.data = type(role.data)(role.data.X[::-1].copy(), role.data.y[::-1].copy())
     seen.clear()

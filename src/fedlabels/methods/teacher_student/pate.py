@@ -51,8 +51,10 @@ from fedlabels.method.base import (
 from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 from fedlabels.methods.teacher_student.roles import (
+    QUERY_SELECTIONS,
     RELEASE_OUTSIDE,
     VOTE_PAYLOADS,
+    ConstantModel,
     TeacherStudentClient,
     TeacherStudentMethod,
     TeacherStudentOptions,
@@ -75,32 +77,46 @@ class PATEOptions(TeacherStudentOptions):
     teachers_per_client: int | None = option(
         None, "teachers each client trains on disjoint parts of its private data (its "
         "model, one part each; subsample-and-aggregate), each casting one vote per query; "
-        "none: 1", kind=int, interval=Interval(1, None), nullable=True)
+        "none: 1 (dp-pate with --epsilon: one per 8 private records, at most 10; measured "
+        "best in docs/privacy.md, Defaults)", kind=int, interval=Interval(1, None),
+        nullable=True)
 
-    #: with a total ε and no ``teachers_per_client`` given (see ``budget_queries``)
+    #: with a total ε and no ``teachers_per_client`` given: at most this many teachers per
+    #: client, one per ``budget_records_per_teacher`` private records (see budget_queries)
     budget_teachers_per_client: ClassVar[int | None] = None
+    budget_records_per_teacher: ClassVar[int] = 8
 
-    def teachers_per_client_count(self) -> int:
-        """Teachers per client as given, else the budget default under a total ε, else 1."""
-        if self.teachers_per_client is not None:
-            return self.teachers_per_client
-        if self.under_budget() and self.budget_teachers_per_client is not None:
-            return self.budget_teachers_per_client
-        return 1
+    def teachers_per_client_count(self, n_records: int) -> int:
+        """Teachers of a client with ``n_records`` records: as given, else the budget
+        default under a total ε, else 1; never more than its records."""
+        k = 1 if self.teachers_per_client is None else self.teachers_per_client
+        if self.teachers_per_client is None and self.under_budget() \
+                and self.budget_teachers_per_client is not None:
+            k = min(self.budget_teachers_per_client,
+                    n_records // self.budget_records_per_teacher)
+        return max(1, min(k, n_records))
 
 
 @dataclass(frozen=True)
 class DPPATEOptions(PATEOptions):
-    budget_queries: ClassVar[int | None] = 10
+    budget_queries: ClassVar[int | None] = 20
     budget_student: ClassVar[str | None] = "logreg"
+    budget_selection: ClassVar[str | None] = "clusters"
+    budget_teachers_per_client: ClassVar[int | None] = 10
 
     queries: int | None = option(
-        None, "number of queries Q drawn from U for the teachers to label; none: 10 with "
-        "--epsilon (each query spends budget; measured best in docs/privacy.md, Defaults), "
-        "else all of U", kind=int, interval=Interval(1, None), nullable=True, flag=True)
+        None, "number of queries Q for the teachers to label (rows of U, or clusters of U "
+        "with query_selection=clusters); none: 20 clusters with --epsilon (each query "
+        "spends budget; measured best in docs/privacy.md, Defaults), else all of U",
+        kind=int, interval=Interval(1, None), nullable=True, flag=True)
+    query_selection: str | None = option(
+        None, "what a query is: random (Q random rows of U) or clusters (Q k-means clusters "
+        "of U, each teacher votes one class per cluster and the released label labels every "
+        "member); none: clusters with --epsilon (measured best), else random", kind=str,
+        choices=QUERY_SELECTIONS, nullable=True)
     student_model: str | None = option(
         None, "model spec of the student (e.g. dt, mlp(hidden=32)); none: logreg with "
-        "--epsilon (few labelled queries; measured best), else the client's own model",
+        "--epsilon (measured best), else the client's own model",
         kind=str, nullable=True)
     noise_sigma: float | None = option(
         None, "GNMax noise σ on each vote count (σ = 0 is plain PATE: --method pate); give "
@@ -157,8 +173,7 @@ class PATEClient(TeacherStudentClient):
     """
 
     def teachers(self, message: Message) -> list[Any]:
-        k = min(self.settings.options_as(PATEOptions).teachers_per_client_count(),
-                len(self.data.y))
+        k = self.settings.options_as(PATEOptions).teachers_per_client_count(len(self.data.y))
         if k == 1:
             return super().teachers(message)
         order = np.random.default_rng([0x7EAC, self.cid]).permutation(len(self.data.y))
@@ -168,7 +183,7 @@ class PATEClient(TeacherStudentClient):
     def _part_teacher(self, part: np.ndarray, steps: int) -> Any:
         X, y = self.data.X[part], self.data.y[part]
         if len(np.unique(y)) == 1:  # one class seen: that teacher votes it everywhere
-            return ConstantTeacher(int(y[0]))
+            return ConstantModel(int(y[0]))
         teacher: Any = clone_fresh_learner(self.learner)
         try:
             if is_iterative(teacher):
@@ -183,16 +198,6 @@ class PATEClient(TeacherStudentClient):
                 f"its part of {len(y)} records: {type(exc).__name__}: {exc}. Use fewer "
                 "--opt teachers_per_client.") from exc
         return teacher
-
-
-@dataclass(frozen=True)
-class ConstantTeacher:
-    """A teacher whose part of the data held one class: it predicts that class."""
-
-    label: int
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.full(len(X), self.label, dtype=np.int64)
 
 
 # ------------------------------------------------------------------ servers
@@ -217,7 +222,10 @@ class PATEServer(TeacherStudentServer):
 
     def summary(self) -> dict[str, Any]:
         student = self.settings.options_as(TeacherStudentOptions).student_spec()
+        teachers = int(self.counts.sum(axis=1).max()) if self.counts is not None \
+            and len(self.counts) else None
         return {"pate": {"queries": self.n_queries, "teacher_steps": self.teacher_steps,
+                         "query_selection": self.selection, "teachers": teachers,
                          "student_model": student or "the client's own model",
                          "student": "every client trains the same student (same spec and "
                                     "seed) on the released labelled queries; the reported "

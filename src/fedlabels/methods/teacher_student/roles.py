@@ -181,6 +181,17 @@ RELEASE_OUTSIDE = (
 # ------------------------------------------------------------------ client
 
 
+@dataclass(frozen=True)
+class ConstantModel:
+    """A model that predicts one class: a teacher whose data held one class, or a student
+    whose released labels did."""
+
+    label: int
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.full(len(X), self.label, dtype=np.int64)
+
+
 class TeacherStudentClient(ClientRole):
     """A teacher that votes on queries, then trains the (shared-seed) student."""
 
@@ -271,6 +282,12 @@ class TeacherStudentClient(ClientRole):
     def _fit_student(self, steps: int) -> None:
         student, X, y = self.student, self.student_X, self.student_y
         assert y is not None  # set with the release
+        if not is_iterative(student) and len(np.unique(y)) == 1:
+            # every released label is one class (noise or unanimous teachers): the student
+            # predicts it, as a refit model would if it could be fitted on one class
+            self._student = ConstantModel(int(y[0]))
+            self.student_fitted = True
+            return
         try:
             if is_iterative(student):
                 student.train_steps(X, y, steps)
