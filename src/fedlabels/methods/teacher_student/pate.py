@@ -3,13 +3,16 @@
 The clients are the **teachers**, each trained on its own (disjoint) private data. Then:
 
 * **round 1** — the server sends each teacher the ``queries`` indices of U it wants labelled
-  (a seeded random subset); each teacher first trains to convergence (``teacher_steps`` steps
-  for torch models, one fit for scikit-learn models), then replies with its hard labels on
-  the queries (bit-packed). The server counts votes and labels each query by the plain argmax
+  (a seeded random subset), or with ``query_selection=clusters`` the seed of Q k-means
+  clusters of U (:mod:`fedlabels.methods.teacher_student.clusters`); each teacher first
+  trains to convergence (``teacher_steps`` steps for torch models, one fit for scikit-learn
+  models), then replies with its hard labels on the queries (bit-packed; on a cluster, the
+  class it predicts for most members). With ``teachers_per_client`` k a client trains k
+  teachers on disjoint parts of its data (:class:`PATEClient`) and sends k rows of votes. The server counts votes and labels each query by the plain argmax
   (``pate``) or by GNMax, optionally confident GNMax (``dp-pate``), and **releases** the
   labelled queries (indices + bit-packed labels + an abstention mask);
 * **every round** — the released labels are public, so the holders of U train the
-  **student** on the labelled queries only: each client builds the same student (the same
+  **student** on the labelled queries (with clusters: every member of a labelled cluster): each client builds the same student (the same
   model spec and the same seed, sent by the server) and trains it b (``period``) steps per
   round (one fit for scikit-learn students). Every client therefore holds an identical
   student and reports its test accuracy: ``final.mean_accuracy`` *is* the student's accuracy,
@@ -23,7 +26,13 @@ the aggregator from OS entropy, never from the run seed (which also picks the qu
 ε from the data-independent GNMax RDP bound
 (:mod:`fedlabels.privacy.gnmax`), the data-dependent bound reported separately and marked as
 not itself DP. Plain PATE has no noise and no guarantee. The GNMax sensitivity assumes each
-private record trains one teacher — true here (clients hold disjoint data).
+private record trains one teacher — true here (clients hold disjoint data, and a client's
+teachers disjoint parts of it); a teacher casts one vote per query whether the query is a
+row or a cluster, so one record still moves at most one vote per query.
+
+With ``--epsilon`` and nothing else chosen, DP-PATE asks 20 cluster queries, each client
+votes with one teacher per 8 private records (at most 10), and the student is ``logreg``
+(measured best on digits and breast_cancer; docs/privacy.md, Defaults).
 
 Options: :class:`PATEOptions` and :class:`DPPATEOptions`.
 """

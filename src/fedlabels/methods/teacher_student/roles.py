@@ -1,10 +1,12 @@
 """The teacher-student roles shared by PATE, DP-PATE and FREDY.
 
 The clients are the **teachers**. In round 1 the server (optionally after a teacher phase,
-FREDY's FedAvg rounds) sends each teacher the query indices of U; each teacher replies with
-its hard labels on them (``pate.votes``); the server aggregates the vote counts (a method's
-:meth:`TeacherStudentServer.aggregate`) and **releases** the labelled queries with a student
-seed. From then on every client trains the same student (same spec, same seed) on the
+FREDY's FedAvg rounds) sends each teacher the query indices of U, or the seed of Q clusters
+of U (``query_selection=clusters``, :mod:`~fedlabels.methods.teacher_student.clusters`);
+each teacher replies with its hard labels on them (``pate.votes``: one label per query, on a
+cluster the class it predicts for most members); the server aggregates the vote counts (a
+method's :meth:`TeacherStudentServer.aggregate`) and **releases** the labelled queries with a
+student seed (a cluster's label labels all its members). From then on every client trains the same student (same spec, same seed) on the
 released labels, b steps per round (one fit for scikit-learn students), and reports the
 student's test accuracy.
 
