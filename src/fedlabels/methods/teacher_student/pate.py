@@ -8,15 +8,17 @@ The clients are the **teachers**, each trained on its own (disjoint) private dat
   trains to convergence (``teacher_steps`` steps for torch models, one fit for scikit-learn
   models), then replies with its hard labels on the queries (bit-packed; on a cluster, the
   class it predicts for most members). With ``teachers_per_client`` k a client trains k
-  teachers on disjoint parts of its data (:class:`PATEClient`) and sends k rows of votes. The server counts votes and labels each query by the plain argmax
-  (``pate``) or by GNMax, optionally confident GNMax (``dp-pate``), and **releases** the
-  labelled queries (indices + bit-packed labels + an abstention mask);
+  teachers on disjoint parts of its data (:class:`PATEClient`) and sends k rows of votes.
+  The server counts votes and labels each query by the plain argmax (``pate``) or by GNMax,
+  optionally confident GNMax (``dp-pate``), and **releases** the labelled queries (indices
+  or the cluster seed + bit-packed labels + an abstention mask);
 * **every round** — the released labels are public, so the holders of U train the
-  **student** on the labelled queries (with clusters: every member of a labelled cluster): each client builds the same student (the same
-  model spec and the same seed, sent by the server) and trains it b (``period``) steps per
-  round (one fit for scikit-learn students). Every client therefore holds an identical
-  student and reports its test accuracy: ``final.mean_accuracy`` *is* the student's accuracy,
-  and the per-round records are the student's learning curve. (In a deployment one party
+  **student** on the labelled queries (with clusters: every member of a labelled
+  cluster): each client builds the same student (the same model spec and the same seed,
+  sent by the server) and trains it b (``period``) steps per round (one fit for
+  scikit-learn students). Every client therefore holds an identical student and reports
+  its test accuracy: ``final.mean_accuracy`` *is* the student's accuracy, and the per-round
+  records are the student's learning curve. (In a deployment one party
   would train it; the simulator repeats that training m times.) The shared roles are in
   :mod:`fedlabels.methods.teacher_student.roles`.
 

@@ -6,9 +6,9 @@ of U (``query_selection=clusters``, :mod:`~fedlabels.methods.teacher_student.clu
 each teacher replies with its hard labels on them (``pate.votes``: one label per query, on a
 cluster the class it predicts for most members); the server aggregates the vote counts (a
 method's :meth:`TeacherStudentServer.aggregate`) and **releases** the labelled queries with a
-student seed (a cluster's label labels all its members). From then on every client trains the same student (same spec, same seed) on the
-released labels, b steps per round (one fit for scikit-learn students), and reports the
-student's test accuracy.
+student seed (a cluster's label labels all its members). From then on every client trains
+the same student (same spec, same seed) on the released labels, b steps per round (one fit
+for scikit-learn students), and reports the student's test accuracy.
 
 A client's state is its teacher (the base :class:`~fedlabels.method.base.ClientRole`
 rules) and its student: the released query indices and labels, the student seed, whether it
