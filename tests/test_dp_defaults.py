@@ -98,7 +98,8 @@ def test_dp_pate_records_its_budget_defaults_and_keeps_sigma_runs_as_they_were()
 
 
 def test_fredy_with_a_total_budget_asks_for_queries(capsys):
-    with pytest.raises(FedLabelsError, match=r"needs --queries Q.*dp-fedct --mechanism dpsgd"):
+    with pytest.raises(FedLabelsError, match=r"needs --queries Q.*cluster queries.*dp-pate "
+                                             r"--model logreg.*dp-fedct --mechanism dpsgd"):
         get_method("fredy").parse_options({"epsilon": 8.0})
     assert get_method("fredy").parse_options({"epsilon": 8.0, "queries": 20}).queries == 20
     assert get_method("fredy").parse_options({"epsilon_per_query": 0.2}).queries is None
