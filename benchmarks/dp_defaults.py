@@ -87,7 +87,7 @@ def main() -> None:
         for label, method, model, options in _cases(args.cases, args.only):
             accs = []
             for seed in map(int, args.seeds.split(",")):
-                fed = fl.load_federation(dataset, n_clients=args.clients, seed=seed)
+                fed = fl.load_federation(dataset, clients=args.clients, seed=seed)
                 for _ in range(args.repeats if method != "local" else 1):
                     t = time.perf_counter()
                     res = fl.run(method, fed, model=model, rounds=20, seed=seed,

@@ -11,6 +11,16 @@ run's CPU seconds). On a shared machine the measured ratio is pessimistic: other
 processes take the cores the workers would use, and under ``nice`` the workers only get
 what the others leave.
 
+For each multi-worker run it records the workers' timeline (``WorkerGrid.timeline``:
+wall-clock start and end of every message a worker handled, and when the simulator
+dispatched and collected each exchange) and summarises it under ``timeline``: the seconds
+in which at least one worker was busy, the seconds in which two or more were busy
+(``overlap``: their fraction), ``parallelism`` (the workers' busy seconds over the seconds
+any was busy: 1.0 one after the other, N side by side), each worker's busy seconds, and
+the simulator's own seconds between exchanges (``between_exchanges_s``). These do not
+depend on the machine's load the way the wall-clock ratio does: a worker waiting for the
+simulator shows up as no overlap even on an idle machine.
+
 Usage::
 
     nice -n 10 .venv/bin/python benchmarks/workers_speedup.py --workers 2 \
@@ -29,28 +39,31 @@ Cases (Fashion-MNIST, ``fedlabels fetch fashion_mnist`` first; seed 0):
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import fedlabels as fl
 from fedlabels.core.threads import torch_threads
+from fedlabels.engines import inprocess
+from fedlabels.engines import workers as workers_engine
 
 
 def _cases(xclp_size: int) -> dict[str, dict[str, Any]]:
     """Per case: the federation (``load_federation`` keywords) and the run (``fl.run``)."""
     return {
-        "fedct-rf": {"data": dict(n_clients=10, private_per_client=200, n_unlabeled=1000),
+        "fedct-rf": {"data": dict(clients=10, private_per_client=200, unlabeled=1000),
                      "run": dict(method="fedct", model="rf", rounds=3)},
-        "fedavg-mlp": {"data": dict(n_clients=10, private_per_client=500, n_unlabeled=100),
+        "fedavg-mlp": {"data": dict(clients=10, private_per_client=500, unlabeled=100),
                        "run": dict(method="fedavg", model="mlp(hidden=256-128)", rounds=5,
                                    period=200)},
         "xclp-paillier": {
-            "data": dict(n_clients=5, private_per_client=xclp_size, n_unlabeled=100),
+            "data": dict(clients=5, private_per_client=xclp_size, unlabeled=100),
             "run": dict(method="xclp", rounds=1,
                         options={"secure": "paillier", "lsh_bits": 1024, "knn": 10,
                                  "labeled_fraction": 0.1, "test_points": 100})},
@@ -59,6 +72,45 @@ def _cases(xclp_size: int) -> dict[str, dict[str, Any]]:
 
 def _records(result: fl.RunResult) -> list[Any]:
     return [(r.accuracies, r.bytes_up, r.bytes_down) for r in result.rounds]
+
+
+class _RecordedGrid(workers_engine.WorkerGrid):
+    """The simulator's worker grid, kept for its timeline after the run."""
+
+    made: ClassVar[list[workers_engine.WorkerGrid]] = []
+    record_timeline = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _RecordedGrid.made.append(self)
+
+
+def summarise_timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Busy seconds, overlap and parallelism of the workers from a grid's timeline."""
+    spans = [(e["start"], e["end"], e["worker"]) for e in events if e["event"] == "handle"]
+    if not spans:
+        return {}
+    edges = sorted([(a, 1) for a, _, _ in spans] + [(b, -1) for _, b, _ in spans])
+    any_busy = two_busy = 0.0
+    busy, last = 0, edges[0][0]
+    for when, step in edges:
+        if busy >= 1:
+            any_busy += when - last
+        if busy >= 2:
+            two_busy += when - last
+        busy, last = busy + step, when
+    per_worker: dict[int, float] = {}
+    for a, b, w in spans:
+        per_worker[w] = per_worker.get(w, 0.0) + b - a
+    exchanges = [e for e in events if e["event"] in ("dispatch", "collected")]
+    between = sum(b["time"] - a["time"] for a, b in itertools.pairwise(exchanges)
+                  if a["event"] == "collected" and b["event"] == "dispatch")
+    return {"any_busy_s": round(any_busy, 2), "two_or_more_busy_s": round(two_busy, 2),
+            "overlap": round(two_busy / any_busy, 3) if any_busy else None,
+            "parallelism": round(sum(per_worker.values()) / any_busy, 3) if any_busy else None,
+            "busy_s_per_worker": {str(w): round(v, 2) for w, v in sorted(per_worker.items())},
+            "exchanges": sum(e["event"] == "dispatch" for e in events),
+            "between_exchanges_s": round(between, 2)}
 
 
 def _children_cpu() -> float:
@@ -77,16 +129,23 @@ def measure(name: str, case: dict[str, Any], workers: int, repeats: int) -> dict
         for n in (1, workers) if i % 2 == 0 else (workers, 1):  # drift cancels out
             load_before = os.getloadavg()[0]
             cpu, workers_cpu = time.process_time(), _children_cpu()
+            _RecordedGrid.made.clear()
             result = fl.run(method, fed, seed=0, progress=False, workers=n, **settings)
             cpu, workers_cpu = time.process_time() - cpu, _children_cpu() - workers_cpu
+            timeline = summarise_timeline(getattr(_RecordedGrid.made[0], "timeline", [])) \
+                if _RecordedGrid.made else {}
             runs[n].append({"wall_s": round(result.wall_seconds, 2),
                             "cpu_s": {"simulator": round(cpu, 2),
                                       "workers": round(workers_cpu, 2)},
-                            "load_before": load_before, "load_after": os.getloadavg()[0]})
+                            "load_before": load_before, "load_after": os.getloadavg()[0],
+                            **({"timeline": timeline} if timeline else {})})
             records.setdefault(n, _records(result))
             print(f"{name} workers={n}: {result.wall_seconds:.1f} s, CPU s {cpu:.1f} in the "
                   f"simulator + {workers_cpu:.1f} in workers (load {load_before:.1f} -> "
-                  f"{os.getloadavg()[0]:.1f})", flush=True)
+                  f"{os.getloadavg()[0]:.1f})" + (
+                      f"; workers busy {timeline['any_busy_s']} s, overlap "
+                      f"{timeline['overlap']}, parallelism {timeline['parallelism']}"
+                      if timeline else ""), flush=True)
     if method != "xclp":  # xclp draws secret keys and masks: not comparable
         assert records[1] == records[workers], f"{name}: workers changed the records"
     one = statistics.median(r["wall_s"] for r in runs[1])
@@ -94,7 +153,7 @@ def measure(name: str, case: dict[str, Any], workers: int, repeats: int) -> dict
     # Amdahl from CPU seconds: the simulator's own part is serial, the workers' part splits
     # as the clients do (equal clients: the busiest worker holds ceil(m / N) of m)
     # against the one-process run's CPU seconds (its wall time on an idle machine)
-    m = case["data"]["n_clients"]
+    m = case["data"]["clients"]
     busiest = -(-m // workers) / m
     alone = statistics.median(r["cpu_s"]["simulator"] for r in runs[1])
     serial = statistics.median(r["cpu_s"]["simulator"] for r in runs[workers])
@@ -113,6 +172,7 @@ def main() -> None:
     p.add_argument("--xclp-size", type=int, default=300)
     p.add_argument("--output", default="results/workers_speedup.json")
     args = p.parse_args()
+    inprocess.WorkerGrid = _RecordedGrid  # type: ignore[misc]  # keep each run's timeline
     cases = _cases(args.xclp_size)
     out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)),
                            "torch_threads": torch_threads(), "workers": args.workers,

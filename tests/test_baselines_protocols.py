@@ -22,8 +22,8 @@ def run(method, fed, rounds=2, period=10, **options):
 
 @pytest.fixture(scope="module")
 def digits_fed():
-    return fl.load_federation("digits", n_clients=4, n_unlabeled=400, n_private=400,
-                              n_test=300, seed=0)
+    return fl.load_federation("digits", clients=4, unlabeled=400, private=400,
+                              test=300, seed=0)
 
 
 # ------------------------------------------------------------------ the torch hook
@@ -185,7 +185,7 @@ def test_bad_inputs_are_clear_errors(breast_cancer_fed, method, options, match):
 
 
 def test_fewer_than_two_teachers():
-    fed = fl.load_federation("breast_cancer", n_clients=1, seed=0)
+    fed = fl.load_federation("breast_cancer", clients=1, seed=0)
     with pytest.raises(FedLabelsError, match="at least 2 teachers"):
         run("pate", fed, rounds=1)
 

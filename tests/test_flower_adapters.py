@@ -134,7 +134,7 @@ def test_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
     simulated = run_config(cfg)
     _same_rounds(deployed, simulated)
     assert deployed.final == simulated.final
-    fed = load_federation("breast_cancer", n_clients=3, seed=4)
+    fed = load_federation("breast_cancer", clients=3, seed=4)
     votes = np.stack([m.predict(fed.X_public) for m in simulated.client_models])
     with np.load(server_state_path(spec.output)) as state:
         np.testing.assert_array_equal(state["labels"], majority_vote(votes, fed.n_classes))

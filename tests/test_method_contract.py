@@ -118,7 +118,7 @@ def test_method_keeps_the_contract_in_the_simulator(case: Case, check: str) -> N
 @pytest.mark.parametrize("case", CASES)
 def test_flower_loopback_equals_simulator(case: Case, tmp_path: Path) -> None:
     pytest.importorskip("flwr")
-    federation = load_federation(DATASET, n_clients=CLIENTS, seed=SEED)
+    federation = load_federation(DATASET, clients=CLIENTS, seed=SEED)
     roles = len(case.impl.client_datasets(federation.clients))
     if roles != federation.n_clients:
         pytest.skip(f"{case.method}'s client roles are not the sites ({federation.n_clients} "

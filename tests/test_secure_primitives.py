@@ -50,7 +50,8 @@ def test_paillier_hamming_is_exact(L, n_j, n_k):
 
 
 def test_paillier_packing_serves_many_points_per_ciphertext():
-    assert ph.slots_per_ciphertext(2048, 1024) == 186
+    assert ph.slots_per_ciphertext(2048, 1024) == 204  # base L + 1; 11-bit slots: 186
+    assert 1025 ** 204 <= 2 ** 2047 < 1025 ** 205
     rng = np.random.default_rng(0)
     packed = ph.pack_groups(_bits(rng, 5, 16), 3, 16)
     assert [len(g) for g in packed] == [16, 16]  # one integer per bit position and group
@@ -141,3 +142,60 @@ def test_sealed_channel_rejects_tampering():
     blob[-1] ^= 1
     with pytest.raises(SecureProtocolError):
         open_sealed(kba, bytes(blob), b"ctx")
+
+
+def test_paillier_batch_decryption_equals_phe():
+    """decrypt_many (batched gmpy2 CRT) against phe's own encryption and decryption."""
+    holder = ph.KeyHolder(512, insecure_small_keys=True)
+    rng = np.random.default_rng(5)
+    values = [0, 1, holder.n - 1, *(int(v) for v in rng.integers(0, 2 ** 62, 20))]
+    cts = [holder.public.raw_encrypt(v) for v in values]  # phe's encryption, its randomness
+    assert holder.decrypt_many(cts) == values
+    assert holder.decrypt_many(cts) == [holder.decrypt(c) for c in cts]
+    assert holder.decrypt_many([]) == []
+
+
+@pytest.mark.parametrize("L", [1, 3, 45, 63, 1024])
+def test_slots_unpack_to_the_base_digits(L):
+    """unpack_slots gives the base-(L + 1) digits of every value (oracle: repeated divmod)."""
+    base, count = L + 1, ph.slots_per_ciphertext(512, L)
+    rng = np.random.default_rng(L)
+    digits = rng.integers(0, base, (7, count))
+    digits[0], digits[1] = 0, L  # the smallest and the largest packed values
+    values = [sum(int(d) * base ** i for i, d in enumerate(row)) for row in digits]
+    assert max(values) < 2 ** 511  # below any 512-bit modulus
+    assert np.array_equal(ph.unpack_slots(values, count, L), digits)
+    for size in (1, count // 2 + 1):  # a partial last group
+        assert np.array_equal(ph.unpack_slots([v % base ** size for v in values], size, L),
+                              digits[:, :size])
+
+
+def test_paillier_hamming_is_exact_over_several_groups():
+    """Three groups of 66 points (L = 200, 512-bit key), the last one partial."""
+    rng = np.random.default_rng(7)
+    L, n_j, n_k = 200, 140, 4
+    assert ph.slots_per_ciphertext(512, L) == 66
+    bj, bk = _bits(rng, n_j, L), _bits(rng, n_k, L)
+    bk[0] = 1 - bj[0]  # the largest distance, L, at the edge of a slot
+    bk[1] = bj[65]
+    holder = ph.KeyHolder(512, insecure_small_keys=True)
+    enc = ph.holder_encrypt(holder, bj, L)
+    assert len(enc) == 3 * L
+    res, masks = ph.evaluate(holder.n, int(holder.hs), 512, enc, n_j, bk, L)
+    H = ph.server_combine(holder.n, 512, ph.holder_decrypt(holder, res), masks, n_j, n_k, L)
+    assert np.array_equal(H, _plain(bj, bk, L))
+    assert H[0, 0] == L and H[65, 1] == 0
+
+
+
+
+def test_unpack_ignores_what_lies_above_the_slots():
+    """A value at or above B^count (not a packed distance) unpacks to its lowest ``count``
+    digits, without error (oracle: repeated divmod)."""
+    L, count = 1024, 5
+    value = 2 ** 500 + 12345678901234567
+    expected, rest = [], value
+    for _ in range(count):
+        rest, digit = divmod(rest, L + 1)
+        expected.append(digit)
+    assert ph.unpack_slots([value], count, L).tolist() == [expected]

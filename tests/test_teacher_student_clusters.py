@@ -28,7 +28,7 @@ from test_teacher_student_state import _run
 
 @pytest.fixture(scope="module")
 def fed():
-    return fl.load_federation("breast_cancer", n_clients=3, seed=0)
+    return fl.load_federation("breast_cancer", clients=3, seed=0)
 
 
 def test_clusters_come_from_u_and_the_seed_only(fed):

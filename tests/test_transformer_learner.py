@@ -195,7 +195,7 @@ def test_runs_with_torch_methods(tiny_dir: str, method: str) -> None:
     from fedlabels.data.federation import make_federation
 
     X, y = texts(260, 8)
-    fed = make_federation(X, y, n_clients=3, n_unlabeled=40, n_test=40, scale="none",
+    fed = make_federation(X, y, clients=3, unlabeled=40, test=40, scale="none",
                           partition="quantity:1.0", seed=0)
     assert len({len(c) for c in fed.clients}) > 1
     # dp-fedavg samples its clients itself (sample_rate), the others take participation=2

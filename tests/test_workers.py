@@ -16,23 +16,28 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import fedlabels as fl
 from fedlabels.api import load_federation, run_config
 from fedlabels.cli import main
+from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import simulate
-from fedlabels.engines.workers import assign, resolve_workers
+from fedlabels.engines.workers import WorkerGrid, assign, resolve_workers
 from fedlabels.learners import as_models
+from fedlabels.method.base import ClientRole
 from fedlabels.methods import get_method
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.config import RunConfig, load_config
+from fedlabels.runs.loop import CommMeter
 from test_method_contract import CASES, PERIOD, ROUNDS, SEED, Case
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*uses 1 round")
@@ -69,7 +74,7 @@ def _simulate(case: Case, federation: Federation, workers: int) -> RunResult:
 
 @pytest.fixture(scope="module")
 def federation() -> Federation:
-    return load_federation("breast_cancer", n_clients=3, seed=SEED)
+    return load_federation("breast_cancer", clients=3, seed=SEED)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -90,7 +95,7 @@ def test_two_workers_give_the_one_process_result(case: Case, federation: Federat
 
 @pytest.mark.parametrize("method,model", [("fedct", "dt"), ("fedavg", "mlp(hidden=8)")])
 def test_unequal_clients_and_partial_participation(method: str, model: str) -> None:
-    fed = load_federation("breast_cancer", n_clients=4, partition="quantity:0.5,20",
+    fed = load_federation("breast_cancer", clients=4, partition="quantity:0.5,20",
                           seed=SEED)
     sizes = [len(c) for c in fed.clients]
     assert len(set(sizes)) > 1  # the case this test is about
@@ -242,3 +247,43 @@ def test_an_interrupted_run_keeps_its_rounds_and_models(federation: Federation) 
     for alone, pooled in zip(runs[0].client_models, runs[1].client_models, strict=True):
         assert (alone.predict(X) == pooled.predict(X)).all()
     assert not mp.active_children()
+
+
+class _Waiting(ClientRole):
+    """A client whose reply is 1 MB (more than a pipe holds); client 0 waits until client
+    3, its worker's neighbour's second client, has started (or 20 s)."""
+
+    def __init__(self, cid: int, marks: Path) -> None:
+        self.cid, self.marks = cid, marks
+        self.handlers = {"work": self.work}
+
+    def work(self, message: Message) -> Message:
+        (self.marks / str(self.cid)).touch()
+        if self.cid == 0:
+            waited = 0.0
+            while not (self.marks / "3").exists() and waited < 20:
+                time.sleep(0.05)
+                waited += 0.05
+        started = np.array([(self.marks / "3").exists()])
+        return Message("work", {"payload": np.zeros(1 << 20, np.uint8), "saw_3": started})
+
+
+def test_workers_run_side_by_side_when_replies_fill_the_pipe(tmp_path: Path) -> None:
+    """A worker keeps handling its clients while the simulator still reads another worker:
+    client 3 (second of worker 1) starts while client 0 (worker 0) is still running, even
+    though client 1's reply, sent before, is larger than a pipe buffer."""
+    clients = {cid: _Waiting(cid, tmp_path) for cid in range(4)}
+    grid = WorkerGrid(clients, CommMeter(), 2, {cid: 1 for cid in clients})  # type: ignore[arg-type]
+    assert grid.shares == [[0, 2], [1, 3]]
+    grid.record_timeline = True
+    try:
+        replies = grid.exchange({cid: Message("work") for cid in clients}, 0)
+    finally:
+        grid.close()
+    assert bool(replies[0].arrays["saw_3"][0])  # client 3 ran while client 0 waited
+    assert sorted(replies) == [0, 1, 2, 3]
+    assert all(len(r.arrays["payload"]) == 1 << 20 for r in replies.values())
+    # the timeline: one entry per handled message, each with its worker and times
+    spans = {e["client"]: e for e in grid.timeline if e["event"] == "handle"}
+    assert {c: spans[c]["worker"] for c in spans} == {0: 0, 2: 0, 1: 1, 3: 1}
+    assert spans[3]["start"] < spans[0]["end"]

@@ -57,8 +57,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     if not isinstance(federation, str | Federation):
         raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
                              f"{type(federation).__name__}; for your own X and y build one "
-                             "first: fl.run(method, fl.make_federation(X, y, n_clients=5, "
-                             "n_unlabeled=...)).")
+                             "first: fl.run(method, fl.make_federation(X, y, clients=5, "
+                             "unlabeled=...)).")
     given = check_keys(RunConfig, params, "run parameter", python=True)
     if "options" in given and given["options"] is None:  # options=None: no options given
         del given["options"]

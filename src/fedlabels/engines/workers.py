@@ -28,8 +28,9 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import time
 from collections.abc import Mapping
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any, NoReturn
 
 from fedlabels.comm import Message, decode_message, encode_message
@@ -125,15 +126,16 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> No
         if command == "handle":
             _, batch, position = request
             for cid, down in batch:
+                start = time.time()
                 try:
                     if position is not None:
                         current_source().setstate(position)  # type: ignore[union-attr]
                     up = encode_message(clients[cid].handle(decode_message(down)))
                     after = None if position is None else \
                         current_source().getstate()  # type: ignore[union-attr]
-                    conn.send(("reply", cid, up, after))
+                    conn.send(("reply", cid, up, after, (start, time.time())))
                 except BaseException as exc:  # raised again by the simulator
-                    conn.send(("error", cid, _portable(exc), None))
+                    conn.send(("error", cid, _portable(exc), None, (start, time.time())))
                     break
             conn.send(("end",))
         else:
@@ -182,6 +184,9 @@ class WorkerGrid:
     checkpoint), :meth:`finish` copies states and fitted models and stops the pool.
     """
 
+    #: keep :attr:`timeline` (benchmarks; off by default: it grows with every exchange)
+    record_timeline = False
+
     def __init__(self, clients: Mapping[int, ClientRole], meter: CommMeter, workers: int,
                  sizes: Mapping[int, int]) -> None:
         self.clients = dict(clients)
@@ -193,6 +198,10 @@ class WorkerGrid:
         self.conns: list[Connection] = []
         #: each client's final test predictions and class probabilities (from finish)
         self.test_outputs: dict[int, Any] = {}
+        #: with :attr:`record_timeline`, the wall-clock times (``time.time()``) of each
+        #: exchange: ``dispatch`` and ``collected`` in the simulator, ``handle`` (start,
+        #: end, received) per message
+        self.timeline: list[dict[str, Any]] = []
 
     @property
     def client_ids(self) -> list[int]:
@@ -244,27 +253,44 @@ class WorkerGrid:
         return replies
 
     def _run(self, batches: dict[int, list[tuple[int, bytes]]], rnd: int) -> dict[int, bytes]:
+        """Send each worker its batch, then read the replies of all workers as they come.
+
+        Reading one worker to its end before the next would stall the others: a reply
+        larger than a pipe holds (model weights, ciphertexts) blocks its worker in ``send``
+        until the simulator reads it, so that worker could not start its next client.
+        """
         position = current_source().getstate() if is_reproducible() else None  # type: ignore[union-attr]
+        self._mark({"event": "dispatch", "round": rnd, "time": time.time()})
         for w, batch in batches.items():
             self._send(w, ("handle", batch, position), batch[0][0], rnd)
         ups: dict[int, bytes] = {}
         errors: dict[int, BaseException] = {}
-        for w, batch in batches.items():
-            while True:
-                answer = self._recv(w, [c for c, _ in batch if c not in ups and c not in errors],
-                                    rnd)
+        open_ = {self.conns[w]: w for w in batches}
+        while open_:
+            for conn in wait(list(open_)):
+                w = open_[conn]  # type: ignore[index]
+                answer = self._recv(w, [c for c, _ in batches[w]
+                                        if c not in ups and c not in errors], rnd)
                 if answer[0] == "end":
-                    break
-                _, cid, payload, after = answer
+                    del open_[conn]  # type: ignore[arg-type]
+                    continue
+                _, cid, payload, after, (start, end) = answer
+                self._mark({"event": "handle", "round": rnd, "worker": w, "client": cid,
+                            "start": start, "end": end, "received": time.time()})
                 if answer[0] == "error":
                     errors[cid] = payload
                 else:
                     ups[cid] = payload
                     if after is not None:
                         current_source().setstate(after)  # type: ignore[union-attr]
+        self._mark({"event": "collected", "round": rnd, "time": time.time()})
         if errors:  # as in one process: the first failing client's error
             raise errors[min(errors)]
         return ups
+
+    def _mark(self, event: dict[str, Any]) -> None:
+        if self.record_timeline:
+            self.timeline.append(event)
 
     def _send(self, w: int, request: tuple[Any, ...], cid: int, rnd: int) -> None:
         try:

@@ -3,12 +3,13 @@
 For a pair of clients (j, k), j is the *key holder* and k the *evaluator*:
 
 1. j packs its points' bits **transposed**: for bit position l and a group of g points,
-   ``P_l = Σ_i b_{i,l} · 2^{s·i}`` with slot width ``s = ⌈log2(L+1)⌉``; one Paillier
-   ciphertext per bit position then serves g = ⌊(|N|−1)/s⌋ points (186 for L = 1024 and a
-   2048-bit key). j sends ``Enc(P_l)`` for all l (once; every evaluator reuses them).
+   ``P_l = Σ_i b_{i,l} · B^i`` in base ``B = L + 1`` (a slot holds a distance in [0, L]);
+   one Paillier ciphertext per bit position then serves the g points with ``B^g ≤ 2^(|N|−1)``
+   (204 for L = 1024 and a 2048-bit key; 2^11-wide slots would give 186). j sends
+   ``Enc(P_l)`` for all l (once; every evaluator reuses them).
 2. For each of its points x, k computes homomorphically
    ``Σ_{l: x_l=0} P_l + Σ_{l: x_l=1} (1 − P_l) + R``, i.e. every slot i holds
-   ``h(b_i, x)`` (no carries: h ≤ L < 2^s), plus a mask R uniform in Z_N, and re-randomises
+   ``h(b_i, x)`` (no carries: h ≤ L < B), plus a mask R uniform in Z_N, and re-randomises
    the ciphertext. ``Enc(1 − P_l)`` is ``Enc(ONES) · Enc(P_l)^{-1}``. Subset products are
    computed with 8-bit lookup tables (every chunk of 8 bit positions has its 256 partial
    products), so a point costs L/8 multiplications instead of L.
@@ -16,7 +17,8 @@ For a pair of clients (j, k), j is the *key holder* and k the *evaluator*:
    to the server, k sends R; the server unpacks ``T − R mod N`` into the n_j Hamming
    distances. The server learns H and nothing else; k sees only ciphertexts under j's key.
 
-Keys and decryption come from ``phe`` (python-paillier, with gmpy2). Encryption and
+Keys come from ``phe`` (python-paillier, with gmpy2); decryption is phe's CRT formula run
+on whole batches with gmpy2 (:meth:`KeyHolder.decrypt_many`). Encryption and
 re-randomisation use the Damgård–Jurik–Nielsen (DJN 2010) variant with a fixed base
 ``h_s = (−x²)^N mod N²`` published with the key, evaluated with a precomputed fixed-base
 window table; ciphertexts are ordinary Paillier ciphertexts (g = N + 1) that ``phe`` decrypts.
@@ -53,17 +55,25 @@ from fedlabels.secure.keys import check_state
 
 #: the smallest Paillier modulus accepted without ``insecure_small_keys`` (tests only)
 MIN_KEY_BITS = 2048
-_MAX_WINDOW = 8
+#: the widest fixed-base window: 2^10 table entries per exponent digit (a re-randomisation
+#: table for 2048-bit keys then holds 218 · 1024 ciphertext-sized numbers, about 120 MB)
+_MAX_WINDOW = 10
+#: the window where the number of evaluations is not known
+_DEFAULT_WINDOW = 8
 
 
-def slot_bits(n_bits: int) -> int:
-    """Bits per packed slot: enough for a Hamming distance in [0, L]."""
-    return max(1, math.ceil(math.log2(n_bits + 1)))
+def slot_base(n_bits: int) -> int:
+    """The packing base B = L + 1: a slot holds one Hamming distance in [0, L]."""
+    return n_bits + 1
 
 
 def slots_per_ciphertext(key_bits: int, n_bits: int) -> int:
-    """How many points one ciphertext packs (the packed value must stay below N)."""
-    return max(1, (key_bits - 1) // slot_bits(n_bits))
+    """How many points one ciphertext packs: the largest g with ``B^g ≤ 2^(key_bits−1)``,
+    so the packed value (at most ``B^g − 1``) stays below N."""
+    base, g = slot_base(n_bits), 1
+    while base ** (g + 1) <= 1 << (key_bits - 1):
+        g += 1
+    return g
 
 
 def int_to_u8(values: list, n_bytes: int) -> np.ndarray:
@@ -104,7 +114,7 @@ def check_key_bits(key_bits: int, insecure_small_keys: bool = False) -> None:
 def _window(exp_bits: int, uses: int | None) -> int:
     """The window w minimising table building plus ``uses`` evaluations (8 if unknown)."""
     if uses is None:
-        return _MAX_WINDOW
+        return _DEFAULT_WINDOW
     return min(range(1, _MAX_WINDOW + 1),
                key=lambda w: -(-exp_bits // w) * (2 ** w - 2 + uses))
 
@@ -112,7 +122,8 @@ def _window(exp_bits: int, uses: int | None) -> int:
 class FixedBase:
     """Fast ``h_s^α mod N²`` for random α of ``exp_bits`` bits (windowed fixed-base table).
 
-    ``uses``, the expected number of evaluations, picks the window (8 bits when not given).
+    ``uses``, the expected number of evaluations, picks the window (8 bits when not given,
+    at most 10).
     """
 
     def __init__(self, n: int, hs: int, exp_bits: int, uses: int | None = None) -> None:
@@ -218,27 +229,58 @@ class KeyHolder:
     def decrypt(self, c: gmpy2.mpz) -> int:
         return int(self._private.raw_decrypt(int(c)))
 
+    def decrypt_many(self, cs: list) -> list:
+        """Decryptions of ``cs`` (as :meth:`decrypt`, phe's CRT formula): two batched gmpy2
+        powers per ciphertext, modulo p² and q², without phe's per-call conversions."""
+        key = self._private
+        p, q = gmpy2.mpz(key.p), gmpy2.mpz(key.q)
+        hp, hq, p_inv = gmpy2.mpz(key.hp), gmpy2.mpz(key.hq), gmpy2.mpz(key.p_inverse)
+        p2, q2 = p * p, q * q
+        mp = gmpy2.powmod_base_list([c % p2 for c in cs], p - 1, p2)
+        mq = gmpy2.powmod_base_list([c % q2 for c in cs], q - 1, q2)
+        out = []
+        for a, b in zip(mp, mq, strict=True):
+            xp = (a - 1) // p * hp % p
+            xq = (b - 1) // q * hq % q
+            out.append(xp + (xq - xp) * p_inv % q * p)
+        return out
+
 
 def pack_groups(bits: np.ndarray, group: int, n_bits: int) -> list[list[int]]:
-    """Transposed packing: for each group of points, one integer per bit position."""
-    s = slot_bits(n_bits)
-    out = []
-    for start in range(0, len(bits), group):
-        block = bits[start:start + group]  # (g, L) 0/1
-        spread = np.zeros((n_bits, len(block) * s), dtype=np.uint8)
-        spread[:, ::s] = block.T
-        packed = np.packbits(spread, axis=1, bitorder="little")
-        out.append([int.from_bytes(row.tobytes(), "little") for row in packed])
+    """Transposed packing: for each group of points, one integer per bit position,
+    ``P_l = Σ_i b_{i,l} · B^i`` (B = L + 1)."""
+    base = slot_base(n_bits)
+    powers = np.array([base ** i for i in range(group)], dtype=object)
+    return [[int(v) for v in np.asarray(bits[start:start + group]).T.astype(object)
+             @ powers[:min(group, len(bits) - start)]]
+            for start in range(0, len(bits), group)]
+
+
+def unpack_slots(values: list, count: int, n_bits: int) -> np.ndarray:
+    """The ``count`` base-B digits (slots) of each packed integer: ``(len(values), count)``.
+
+    The numbers are split in halves by ``divmod`` until a part has at most as many digits
+    as fit an int64, whose digits numpy then takes for all values at once.
+    """
+    base = slot_base(n_bits)
+    leaf = max(1, int(62 / math.log2(base)))  # digits per int64 part
+    out = np.empty((len(values), count), dtype=np.int64)
+
+    def split(parts: list, first: int, digits: int) -> None:
+        if digits <= leaf:  # (digits above ``count`` are dropped, as bits above slots were)
+            top = base ** digits
+            rest = np.array([int(v % top) for v in parts], dtype=np.int64)
+            for d in range(first, first + digits):
+                rest, out[:, d] = np.divmod(rest, base)
+            return
+        low = leaf * -(-(digits // leaf) // 2) if digits >= 2 * leaf else digits // 2
+        cut = gmpy2.mpz(base) ** low
+        halves = [gmpy2.f_divmod(v, cut) for v in parts]
+        split([r for _, r in halves], first, low)
+        split([h for h, _ in halves], first + low, digits - low)
+
+    split([gmpy2.mpz(v) for v in values], 0, count)
     return out
-
-
-def unpack_slots(value: int, count: int, n_bits: int) -> np.ndarray:
-    """The ``count`` s-bit slots of a packed integer."""
-    s = slot_bits(n_bits)
-    n_bytes = -(-count * s // 8)
-    raw = np.frombuffer(int(value).to_bytes(n_bytes, "little"), dtype=np.uint8)
-    slots = np.unpackbits(raw, bitorder="little")[: count * s].reshape(count, s)
-    return slots.astype(np.int64) @ (1 << np.arange(s, dtype=np.int64))
 
 
 def holder_encrypt(holder: KeyHolder, bits: np.ndarray, n_bits: int) -> np.ndarray:
@@ -274,7 +316,7 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
     results, masks = [[None] * n_groups for _ in range(len(my_bits))], []
     for g in range(n_groups):
         size = min(group, n_holder_points - g * group)
-        ones = sum(1 << (slot_bits(n_bits) * i) for i in range(size))
+        ones = sum(slot_base(n_bits) ** i for i in range(size))
         enc_ones = (1 + gmpy2.mpz(ones) * N) % N2
         C = cts[g * n_bits:(g + 1) * n_bits]
         tables = []
@@ -306,7 +348,7 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
 
 def holder_decrypt(holder: KeyHolder, results: np.ndarray) -> np.ndarray:
     """Step 3 (key holder): decrypt the evaluator's ciphertexts; T is uniform in Z_N."""
-    return int_to_u8([holder.decrypt(c) for c in u8_to_int(results)], holder.key_bits // 8)
+    return int_to_u8(holder.decrypt_many(u8_to_int(results)), holder.key_bits // 8)
 
 
 def server_combine(n: int, key_bits: int, T: np.ndarray, R: np.ndarray,
@@ -316,9 +358,8 @@ def server_combine(n: int, key_bits: int, T: np.ndarray, R: np.ndarray,
     n_groups = -(-n_holder_points // group)
     Ts, Rs = u8_to_int(T), u8_to_int(R)
     H = np.empty((n_holder_points, n_eval_points), dtype=np.int32)
-    for q in range(n_eval_points):
-        for g in range(n_groups):
-            size = min(group, n_holder_points - g * group)
-            packed = (Ts[q * n_groups + g] - Rs[q * n_groups + g]) % n
-            H[g * group:g * group + size, q] = unpack_slots(packed, size, n_bits)
+    for g in range(n_groups):  # ciphertext q · n_groups + g: evaluator point q, group g
+        size = min(group, n_holder_points - g * group)
+        packed = [(Ts[i] - Rs[i]) % n for i in range(g, len(Ts), n_groups)]
+        H[g * group:g * group + size, :] = unpack_slots(packed, size, n_bits).T
     return H

@@ -7,7 +7,8 @@ does) on a :class:`FlowerGrid` instead of the in-process grid:
    (partition id, data shape, a fingerprint of U) and stop with a clear error naming the
    node if a site has no usable data or data that does not match U;
 2. ``plan_run`` (the same method, options, settings, model specs and seeds as the
-   simulator), the server role, then ``run_rounds``;
+   simulator), the server role (:func:`~fedlabels.runs.session.build_server`), then
+   ``run_rounds``;
 3. after every round (the ``on_round`` hook), write a checkpoint beside the result (the
    engine's format, :mod:`fedlabels.runs.checkpoint`: the server role's state, the
    records, the meter, lost clients and message counts; the client states stay at the
@@ -65,6 +66,7 @@ from fedlabels.runs.loop import (
     terminate_as_interrupt,
     uses_iterative,
 )
+from fedlabels.runs.session import build_server
 
 FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
                       "travel as an ArrayRecord in protobuf)")
@@ -164,15 +166,13 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
     node_of, hello = greet(grid, nodes, cfg.clients, spec.reply_timeout)
     first = hello[0]
     plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]))
-    learners = plan.learners()
-    plan.method.validate(cfg.clients, plan.settings, learners)
     truth = None
     if spec.truth:
         with np.load(spec.truth, allow_pickle=False) as data:
             truth = data["y_public"]
-    sizes = [int(hello[c]["n_examples"]) for c in range(cfg.clients)]
-    server = plan.method.make_server(plan.context(truth_public=truth), int(first["n_public"]),
-                                     learners, sizes)
+    learners, server = build_server(
+        plan, n_public=int(first["n_public"]), truth_public=truth,
+        client_sizes=[int(hello[c]["n_examples"]) for c in range(cfg.clients)])
     meter = CommMeter()
     fgrid = FlowerGrid(grid, node_of, meter, reply_timeout=spec.reply_timeout,
                        poll_interval=spec.poll_interval)
