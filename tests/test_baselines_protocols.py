@@ -190,11 +190,14 @@ def test_fewer_than_two_teachers():
         run("pate", fed, rounds=1)
 
 
-def test_student_that_cannot_train_on_the_labelled_queries(breast_cancer_fed):
-    # one labelled query holds one class: logistic regression cannot be fitted on it
-    with pytest.raises(FedLabelsError, match="cannot be trained on the 1 labelled queries"):
-        run("pate", breast_cancer_fed, rounds=1, queries=1, teacher_steps=2,
-            student_model="logreg")
+def test_student_on_labelled_queries_of_one_class_predicts_that_class(breast_cancer_fed):
+    # one labelled query holds one class: logistic regression cannot be fitted on it, so
+    # the student predicts the one released class (a noisy release may hold one class)
+    result = run("pate", breast_cancer_fed, rounds=1, queries=1, teacher_steps=2,
+                 student_model="logreg")
+    y = breast_cancer_fed.y_test
+    assert result.final["mean_accuracy"] in (np.mean(y == 0), np.mean(y == 1))
+
 
 
 def test_cli_flags_reach_the_method(tmp_path):

@@ -70,7 +70,12 @@ def fed():
      False),
     ("fredy", "mlp(hidden=8)", {"queries": 40, "epsilon_per_query": 0.5,
                                  "teacher_rounds": 2}, True),
-], ids=["pate-dt", "pate-mlp", "dp-pate-dt", "dp-pate-mlp-dt-student", "fredy-mlp"])
+    ("dp-pate", "logreg", {"queries": 6, "noise_sigma": 2.0, "query_selection": "clusters",
+                           "teachers_per_client": 3}, False),
+    ("fredy", "mlp(hidden=8)", {"queries": 6, "epsilon_per_query": 0.5, "teacher_rounds": 2,
+                                 "query_selection": "clusters"}, True),
+], ids=["pate-dt", "pate-mlp", "dp-pate-dt", "dp-pate-mlp-dt-student", "fredy-mlp",
+        "dp-pate-clusters", "fredy-clusters"])
 def test_restored_roles_give_the_same_run(fed, method, model, options, student_state):
     rec_a, server_a, grid_a = _run(method, model, options, fed, rebuild=False)
     rec_b, server_b, grid_b = _run(method, model, options, fed, rebuild=True)
