@@ -5,12 +5,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # every optional feature group, so the whole test suite runs (CI uses exactly this)
-EXTRAS ?= dev,tabular,dp,secure,flower,text,images
+EXTRAS ?= dev,tabular,dp,secure,flower,simulation,text,images
 LINT_PATHS := $(wildcard src tests benchmarks scripts)
 # pytest-xdist workers; the real-process tests (Flower deployments, network namespaces,
 # containers: mostly waiting) run in a second pytest beside the rest in `make test`
 WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS)
+# the rest: each worker starts on a contiguous half (a file's module fixtures and cached
+# runs are built once, not on both workers) and an idle worker steals from the other's tail
+REST := --dist worksteal -m "not realprocess"
 
 .PHONY: demo test check lint fix venv clean
 
@@ -33,7 +36,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	@$(PYTEST) --dist loadgroup -p no:cacheprovider -m realprocess \
 		> .pytest-realprocess.log 2>&1 & real=$$!; \
-	$(PYTEST) -m "not realprocess"; rest=$$?; \
+	$(PYTEST) $(REST); rest=$$?; \
 	wait $$real; status=$$?; \
 	echo "--- real-process tests (-m realprocess):"; cat .pytest-realprocess.log; \
 	rm -f .pytest-realprocess.log; test $$rest -eq 0 && test $$status -eq 0
@@ -41,7 +44,7 @@ test: $(STAMP)
 check: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
-	$(PYTEST) -m "not realprocess"
+	$(PYTEST) $(REST)
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)

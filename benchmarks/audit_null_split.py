@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500, help="candidates per side")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    fed = fl.load_federation("fashion_mnist", n_clients=5, n_unlabeled=20_000,
+    fed = fl.load_federation("fashion_mnist", clients=5, unlabeled=20_000,
                              private_per_client=args.n, seed=args.seed)
     rng = np.random.default_rng(args.seed)
     spec = parse_model_spec(args.model)[0]

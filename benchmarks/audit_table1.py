@@ -231,7 +231,7 @@ def main() -> None:
                 rows.append(row_of(row.label, label, json.loads(path.read_text()), None))
                 write_atomic(out / f"table1_seed{args.seed}.md", table(rows))
                 continue
-            fed = fl.load_federation("fashion_mnist", n_clients=5, n_unlabeled=args.unlabeled,
+            fed = fl.load_federation("fashion_mnist", clients=5, unlabeled=args.unlabeled,
                                      private_per_client=args.per_client, seed=args.seed,
                                      public_pca=args.public_pca or None)
             t0 = time.perf_counter()

@@ -60,8 +60,8 @@ def main() -> None:
         "fredy": {"teacher_rounds": args.rounds, "epsilon_per_query": args.fredy_epsilon,
                   "delta": 1e-5},
     }
-    fed = fl.load_federation("fashion_mnist", n_clients=args.clients,
-                             private_per_client=args.per_client, n_unlabeled=args.unlabeled,
+    fed = fl.load_federation("fashion_mnist", clients=args.clients,
+                             private_per_client=args.per_client, unlabeled=args.unlabeled,
                              seed=args.seed)
     out = Path(args.out)
     rows = []

@@ -31,7 +31,7 @@ def main() -> None:
 
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        fed = fl.load_federation("breast_cancer", n_clients=5, seed=seed)
+        fed = fl.load_federation("breast_cancer", clients=5, seed=seed)
         for method, rounds in (("fedct", args.rounds), ("local", 1), ("centralized", 1)):
             res = fl.run(method, fed, model=args.model, rounds=rounds, seed=seed)
             rows.append({"seed": seed, "method": method, **{

@@ -98,7 +98,7 @@ def timed(fn: Callable[[], object], device: str) -> float:
 def fashion_federation(scale: Scale, notes: list[str]) -> fl.Federation:
     """The paper's Fashion-MNIST split, or synthetic images of its shape."""
     try:
-        return fl.load_federation("fashion_mnist", n_clients=5, n_unlabeled=scale.n_unlabeled,
+        return fl.load_federation("fashion_mnist", clients=5, unlabeled=scale.n_unlabeled,
                                   private_per_client=scale.per_client, seed=0)
     except fl.DatasetNotFetchedError:
         notes.append("Fashion-MNIST not fetched: synthetic 28x28 images of the same shapes")
@@ -106,8 +106,8 @@ def fashion_federation(scale: Scale, notes: list[str]) -> fl.Federation:
     n = scale.n_unlabeled + 5 * scale.per_client + 1000
     y = rng.integers(0, 10, n)
     X = (rng.random((n, 784), dtype=np.float32) * 0.5 + y[:, None] / 20).astype(np.float32)
-    return fl.make_federation(X, y, n_clients=5, n_unlabeled=scale.n_unlabeled,
-                              n_private=5 * scale.per_client, n_test=1000, scale="none",
+    return fl.make_federation(X, y, clients=5, unlabeled=scale.n_unlabeled,
+                              private=5 * scale.per_client, test=1000, scale="none",
                               seed=0, name="fashion-shaped")
 
 
@@ -150,8 +150,8 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
 
 def text_federation(scale: Scale, notes: list[str]) -> fl.Federation:
     try:
-        return fl.load_federation("tweets", n_clients=scale.text_clients,
-                                  n_unlabeled=scale.text_unlabeled, seed=0)
+        return fl.load_federation("tweets", clients=scale.text_clients,
+                                  unlabeled=scale.text_unlabeled, seed=0)
     except fl.DatasetNotFetchedError:
         notes.append("tweets not fetched: synthetic sentences of tweet length")
     rng = np.random.default_rng(0)
@@ -161,8 +161,8 @@ def text_federation(scale: Scale, notes: list[str]) -> fl.Federation:
     y = rng.integers(0, 2, n)
     X = np.empty(n, dtype=object)
     X[:] = [" ".join(rng.choice(words, rng.integers(8, 30))) for _ in range(n)]
-    return fl.make_federation(X, y, n_clients=scale.text_clients,
-                              n_unlabeled=scale.text_unlabeled, n_test=200, scale="none",
+    return fl.make_federation(X, y, clients=scale.text_clients,
+                              unlabeled=scale.text_unlabeled, test=200, scale="none",
                               seed=0, name="tweet-shaped")
 
 

@@ -78,10 +78,10 @@ def main() -> None:
                                                        args.epsilons.split(",")]):
         found = []
         for seed in seeds:
-            fed = fl.load_federation(args.dataset, n_clients=args.clients,
-                                     n_unlabeled=args.unlabeled,
+            fed = fl.load_federation(args.dataset, clients=args.clients,
+                                     unlabeled=args.unlabeled,
                                      private_per_client=args.per_client,
-                                     n_test=args.test or None, seed=seed)
+                                     test=args.test or None, seed=seed)
             t0 = time.perf_counter()
             name, extra = VARIANTS.get(method, (method, {}))
             r = epsilon_lower_bound_audit(

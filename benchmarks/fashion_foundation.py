@@ -58,8 +58,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     out = Path(args.out)
-    fed = fl.load_federation("fashion_mnist", n_clients=args.clients,
-                             n_unlabeled=args.unlabeled, private_per_client=args.per_client,
+    fed = fl.load_federation("fashion_mnist", clients=args.clients,
+                             unlabeled=args.unlabeled, private_per_client=args.per_client,
                              seed=args.seed)
     print(f"fashion_mnist: {fed.summary()['client_sizes']} private, |U| = "
           f"{len(fed.X_public)}, test = {len(fed.y_test)}; torch threads = "

@@ -96,8 +96,8 @@ def main() -> None:
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     done = {(r["config"], r["variant"], r["seed"]) for r in rows}
     for seed in (int(s) for s in args.seeds.split(",")):
-        fed = fl.load_federation("fashion_mnist", n_clients=args.clients,
-                                 n_unlabeled=args.unlabeled, private_per_client=args.per_client,
+        fed = fl.load_federation("fashion_mnist", clients=args.clients,
+                                 unlabeled=args.unlabeled, private_per_client=args.per_client,
                                  partition=args.partition, seed=seed)
         for variant, method, options in parsed:
             if (config, variant, seed) in done:

@@ -58,8 +58,8 @@ def main() -> None:
     rows = []
     for n in (int(t) for t in args.teachers.split(",")):
         t0 = time.perf_counter()
-        fed = fl.load_federation("fashion_mnist", n_clients=n, n_private=args.private,
-                                 n_unlabeled=args.unlabeled, seed=args.seed)
+        fed = fl.load_federation("fashion_mnist", clients=n, private=args.private,
+                                 unlabeled=args.unlabeled, seed=args.seed)
         # teachers: R_T FedAvg rounds; rounds=1 keeps the built-in student short (unused)
         result = fl.run("fredy", fed, model=args.model, rounds=1, period=args.period,
                         seed=args.seed, progress=False,

@@ -89,8 +89,8 @@ def run_key(run: dict[str, Any], args: argparse.Namespace) -> str:
 
 def execute(run: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     method, options = METHODS[run["label"]]
-    fed = fl.load_federation("fashion_mnist", n_clients=run["clients"],
-                             n_unlabeled=run["unlabeled"], n_private=run["private"],
+    fed = fl.load_federation("fashion_mnist", clients=run["clients"],
+                             unlabeled=run["unlabeled"], private=run["private"],
                              partition=run["partition"], seed=run["seed"],
                              unlabeled_shift=run["shift"])
     wall, cpu = time.perf_counter(), time.process_time()

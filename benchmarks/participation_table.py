@@ -40,7 +40,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 DATASETS: dict[str, dict[str, Any]] = {
     "breast_cancer": {"federation": {}, "rounds": 20, "period": 20,
                       "models": {"fedct": "decision_tree", "fedavg": "mlp(hidden=64)"}},
-    "fashion_mnist": {"federation": {"private_per_client": 500, "n_unlabeled": 1000},
+    "fashion_mnist": {"federation": {"private_per_client": 500, "unlabeled": 1000},
                       "rounds": 20, "period": 50,
                       "models": {"fedct": "mlp(hidden=128)", "fedavg": "mlp(hidden=128)"}},
 }
@@ -63,7 +63,7 @@ def main() -> None:
     for name in args.datasets.split(","):
         spec = DATASETS[name]
         for seed in (int(s) for s in args.seeds.split(",")):
-            fed = fl.load_federation(name, n_clients=5, seed=seed, **spec["federation"])
+            fed = fl.load_federation(name, clients=5, seed=seed, **spec["federation"])
             for method in args.methods.split(","):
                 for label, kwargs in SETTINGS.items():
                     result = fl.run(method, fed, model=spec["models"][method],

@@ -102,7 +102,7 @@ def main() -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     epsilons = [float(e) for e in args.epsilons.split(",") if e]
-    fed = fl.load_federation("fashion_mnist", n_clients=5, n_unlabeled=args.unlabeled,
+    fed = fl.load_federation("fashion_mnist", clients=5, unlabeled=args.unlabeled,
                              private_per_client=args.private_per_client, seed=args.seed)
     common = {"model": args.model, "rounds": args.rounds, "period": args.period,
               "seed": args.seed, "eval_every": args.rounds, "progress": False}

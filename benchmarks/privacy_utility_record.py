@@ -180,8 +180,8 @@ def main() -> None:
     if args.partition != "iid" or args.public_pca:  # rows of earlier runs have neither key
         base_config.update(partition=args.partition, public_pca=args.public_pca)
     for seed in (int(s) for s in args.seeds.split(",") if s):
-        fed = fl.load_federation(args.dataset, n_clients=args.clients, seed=seed,
-                                 n_unlabeled=args.unlabeled or None,
+        fed = fl.load_federation(args.dataset, clients=args.clients, seed=seed,
+                                 unlabeled=args.unlabeled or None,
                                  private_per_client=args.private_per_client or None,
                                  partition=args.partition, public_pca=args.public_pca or None)
         for label, method, eps, options in row_specs(args):

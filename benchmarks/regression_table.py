@@ -64,7 +64,7 @@ def main() -> None:
     records = []
     for dataset in args.datasets:
         for seed in args.seeds:
-            fed = fl.load_federation(dataset, n_clients=5, seed=seed)
+            fed = fl.load_federation(dataset, clients=5, seed=seed)
             for label, method, model, options in configurations(args):
                 rounds = args.mlp_rounds if model == args.mlp else args.tree_rounds
                 res = run(method, fed, model=model, rounds=rounds, period=args.period,

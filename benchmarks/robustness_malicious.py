@@ -96,9 +96,9 @@ def main() -> None:
     done = {key(r) for r in rows}
     out.parent.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
-        fed = fl.load_federation(args.dataset, n_clients=args.clients, seed=seed,
-                                 n_unlabeled=args.unlabeled, n_private=args.private,
-                                 n_test=args.test)
+        fed = fl.load_federation(args.dataset, clients=args.clients, seed=seed,
+                                 unlabeled=args.unlabeled, private=args.private,
+                                 test=args.test)
         for methods, attacks, model in ((fedct, LABEL_ATTACKS, args.fedct_model),
                                         (fedavg, WEIGHT_ATTACKS, args.fedavg_model)):
             grid = [(0, None)] + [(k, a) for k in args.ks if k for a in attacks]

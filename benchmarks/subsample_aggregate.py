@@ -92,8 +92,8 @@ def main() -> None:
     if args.quorum is not None:
         sa["quorum"] = args.quorum
     for seed in (int(s) for s in args.seeds.split(",")):
-        fed = fl.load_federation(args.dataset, n_clients=args.clients,
-                                 n_unlabeled=args.unlabeled,
+        fed = fl.load_federation(args.dataset, clients=args.clients,
+                                 unlabeled=args.unlabeled,
                                  private_per_client=args.private_per_client, seed=seed)
         plan = [(m, {}) for m in args.baselines.split(",") if m] + [
             ("dp-fedct", {**sa, "epsilon": float(e)}) for e in args.epsilons.split(",")]

@@ -61,7 +61,7 @@ def _load(path: Path) -> dict[tuple, dict[str, Any]]:
 
 def run_one(table: str, dataset: str, model: str, method: str, seed: int,
             rounds: int) -> dict[str, Any]:
-    fed = fl.load_federation(dataset, n_clients=5, seed=seed)
+    fed = fl.load_federation(dataset, clients=5, seed=seed)
     t0 = time.perf_counter()
     result = fl.run(method, fed, model=model, rounds=rounds if method == "fedct" else 1,
                     seed=seed, progress=False)

@@ -149,9 +149,9 @@ def main() -> None:
         if v not in (None, False) and k not in ("out", "append")).replace(" True", "")
     for dataset in _csv(args.datasets):
         for seed in (int(s) for s in _csv(args.seeds)):
-            fed = fl.load_federation(dataset, n_clients=args.clients,
-                                     n_unlabeled=args.unlabeled, n_private=args.private,
-                                     n_test=args.test, seed=seed)
+            fed = fl.load_federation(dataset, clients=args.clients,
+                                     unlabeled=args.unlabeled, private=args.private,
+                                     test=args.test, seed=seed)
             for mode in _csv(args.modes):
                 first = seed == int(_csv(args.seeds)[0])
                 todo: list[str | None] = [None] if args.speed and first else []  # None: speed

@@ -69,8 +69,8 @@ def run_key(cfg: dict[str, Any]) -> str:
 
 
 def one_run(args: argparse.Namespace, label: str, u: int, seed: int) -> dict[str, Any]:
-    fed = fl.load_federation(args.dataset, n_clients=args.clients, n_unlabeled=u,
-                             private_per_client=args.private_per_client, n_test=args.test,
+    fed = fl.load_federation(args.dataset, clients=args.clients, unlabeled=u,
+                             private_per_client=args.private_per_client, test=args.test,
                              seed=seed)
     method = {"fedct-classic": "fedct"}.get(label, label)
     started = time.perf_counter()

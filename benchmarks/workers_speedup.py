@@ -57,13 +57,13 @@ from fedlabels.engines import workers as workers_engine
 def _cases(xclp_size: int) -> dict[str, dict[str, Any]]:
     """Per case: the federation (``load_federation`` keywords) and the run (``fl.run``)."""
     return {
-        "fedct-rf": {"data": dict(n_clients=10, private_per_client=200, n_unlabeled=1000),
+        "fedct-rf": {"data": dict(clients=10, private_per_client=200, unlabeled=1000),
                      "run": dict(method="fedct", model="rf", rounds=3)},
-        "fedavg-mlp": {"data": dict(n_clients=10, private_per_client=500, n_unlabeled=100),
+        "fedavg-mlp": {"data": dict(clients=10, private_per_client=500, unlabeled=100),
                        "run": dict(method="fedavg", model="mlp(hidden=256-128)", rounds=5,
                                    period=200)},
         "xclp-paillier": {
-            "data": dict(n_clients=5, private_per_client=xclp_size, n_unlabeled=100),
+            "data": dict(clients=5, private_per_client=xclp_size, unlabeled=100),
             "run": dict(method="xclp", rounds=1,
                         options={"secure": "paillier", "lsh_bits": 1024, "knn": 10,
                                  "labeled_fraction": 0.1, "test_points": 100})},
@@ -153,7 +153,7 @@ def measure(name: str, case: dict[str, Any], workers: int, repeats: int) -> dict
     # Amdahl from CPU seconds: the simulator's own part is serial, the workers' part splits
     # as the clients do (equal clients: the busiest worker holds ceil(m / N) of m)
     # against the one-process run's CPU seconds (its wall time on an idle machine)
-    m = case["data"]["n_clients"]
+    m = case["data"]["clients"]
     busiest = -(-m // workers) / m
     alone = statistics.median(r["cpu_s"]["simulator"] for r in runs[1])
     serial = statistics.median(r["cpu_s"]["simulator"] for r in runs[workers])

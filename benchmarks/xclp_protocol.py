@@ -61,8 +61,8 @@ def run(clients: int, private_per_client: int, unlabeled: int, options: dict[str
     from workers_speedup import _RecordedGrid, summarise_timeline
 
     inprocess.WorkerGrid = _RecordedGrid  # type: ignore[misc]  # keep the run's timeline
-    fed = load_federation("fashion_mnist", n_clients=clients, seed=seed, n_unlabeled=unlabeled,
-                          n_private=clients * private_per_client)
+    fed = load_federation("fashion_mnist", clients=clients, seed=seed, unlabeled=unlabeled,
+                          private=clients * private_per_client)
     t0, c0 = time.perf_counter(), cpu_seconds()
     w0 = cpu_seconds(resource.RUSAGE_CHILDREN)
     result = fl.run("xclp", fed, rounds=1, seed=seed, options=options, progress=False,

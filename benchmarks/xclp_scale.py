@@ -75,7 +75,7 @@ def part_a(n_bits: int, k: int, alpha: float, seed: int) -> dict:
 
 def part_b(secure: str, n_bits: int, key_bits: int, clients: int, per_client: int,
            test_per_client: int, seed: int) -> dict:
-    fed = fl.load_federation("fashion_mnist", n_clients=clients, n_unlabeled=100,
+    fed = fl.load_federation("fashion_mnist", clients=clients, unlabeled=100,
                              private_per_client=per_client, seed=seed)
     t = _clock()
     res = fl.run("xclp", fed, rounds=1, seed=seed,

@@ -26,15 +26,15 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def breast_cancer_fed():
     """The FedCT paper's breast-cancer split: m = 5, |U| = 370, 85 private, 114 test."""
-    return fl.load_federation("breast_cancer", n_clients=5, seed=0)
+    return fl.load_federation("breast_cancer", clients=5, seed=0)
 
 
 def digits_with_sizes(sizes: tuple[int, ...], n_unlabeled: int, n_test: int) -> fl.Federation:
     """A digits federation whose clients hold ``sizes`` records (unequal clients)."""
     from dataclasses import replace
 
-    base = fl.load_federation("digits", n_clients=len(sizes), n_unlabeled=n_unlabeled,
-                              private_per_client=max(sizes), n_test=n_test, seed=0)
+    base = fl.load_federation("digits", clients=len(sizes), unlabeled=n_unlabeled,
+                              private_per_client=max(sizes), test=n_test, seed=0)
     return replace(base, clients=[fl.data.ClientData(c.X[:n], c.y[:n])
                                   for c, n in zip(base.clients, sizes, strict=True)])
 

@@ -84,25 +84,14 @@ def run_on_grid(method: str, fed, make_grid, *, rounds: int, options: dict,
     learner unless one is given). Returns (records, server, grid).
     """
     from fedlabels.learners import as_models
-    from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
+    from fedlabels.runs.loop import CommMeter, run_rounds
+    from fedlabels.runs.session import build_session
 
-    plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
-                    n_features=fed.n_features, rounds=rounds, period=period, seed=seed,
-                    models=as_models(model), options=options)
-    impl = plan.method
-    datasets = impl.client_datasets(fed.clients)
-    learners = plan.learners()
-    impl.validate(len(datasets), plan.settings, learners)
-    ctx = plan.context()
-
-    def build(cid, learner=None):
-        return impl.make_client(cid, datasets[cid],
-                                plan.learner(cid) if learner is None else learner, ctx,
-                                None, fed.X_test, fed.y_test)
-
-    server = impl.make_server(ctx, len(fed.X_public), learners, [len(d) for d in datasets])
+    session = build_session(method, fed, as_models(model), rounds=rounds,
+                            period=period, seed=seed, options=options)
     meter = CommMeter()
-    grid = make_grid(build, learners, meter)
+    grid = make_grid(session.fresh_client, session.learners, meter)
+    server = session.server
     records, _ = run_rounds(server, grid, meter, rounds=rounds, period=period, eval_every=1,
-                            iterative=uses_iterative(learners), all_cids=grid.client_ids)
+                            iterative=session.iterative, all_cids=grid.client_ids)
     return records, server, grid

@@ -25,7 +25,7 @@ def data():
 
 def _federation(X, y, **kw):
     # unequal clients: a power-law split of the private data
-    return fl.make_federation(X, y, n_clients=4, n_unlabeled=200, partition="powerlaw:1.5",
+    return fl.make_federation(X, y, clients=4, unlabeled=200, partition="powerlaw:1.5",
                               seed=0, **kw)
 
 
@@ -102,7 +102,7 @@ def test_duplicated_columns_are_named(data):
     X, y = data
     frame = pd.DataFrame(X[:, :3], columns=["radius", "radius", "texture"])
     with pytest.raises(FedLabelsError, match=r"duplicated column name.*'radius'"):
-        fl.make_federation(frame, y, n_clients=3, n_unlabeled=100)
+        fl.make_federation(frame, y, clients=3, unlabeled=100)
 
 
 def test_a_model_class_is_refused_with_the_instance_to_pass(breast_cancer_fed):
@@ -114,7 +114,7 @@ def test_a_model_class_is_refused_with_the_instance_to_pass(breast_cancer_fed):
 def test_a_two_column_y_says_so(data):
     X, y = data
     with pytest.raises(FedLabelsError, match=r"one label per row.*\(569, 2\)"):
-        fl.make_federation(X, np.c_[y, y], n_clients=3, n_unlabeled=100)
+        fl.make_federation(X, np.c_[y, y], clients=3, unlabeled=100)
 
 
 def test_save_json_refuses_to_overwrite_a_wrong_suffix_and_a_directory(result, tmp_path):

@@ -29,8 +29,8 @@ MLP = "mlp(hidden=16)"
 @pytest.fixture(scope="module")
 def fed():
     """breast_cancer with a held-out split large enough for non-members and attacker data."""
-    return fl.load_federation("breast_cancer", n_clients=3, n_unlabeled=80,
-                              private_per_client=40, n_test=300, seed=0)
+    return fl.load_federation("breast_cancer", clients=3, unlabeled=80,
+                              private_per_client=40, test=300, seed=0)
 
 
 def _audit(fed, method, **kw):

@@ -199,7 +199,7 @@ def gaussian_fed():
     rng = np.random.default_rng(0)
     y = rng.integers(0, 4, 3400)
     X = rng.standard_normal((4, 10))[y] + rng.standard_normal((3400, 10))
-    return make_federation(X, y, n_clients=3, n_unlabeled=60, n_private=1200, n_test=2000,
+    return make_federation(X, y, clients=3, unlabeled=60, private=1200, test=2000,
                            seed=0)
 
 

@@ -30,7 +30,7 @@ BUDGET = {"dp-fedct": {"epsilon_per_round": 1.0}, "dp-fedavg": {"epsilon": 8.0},
 
 @pytest.fixture(scope="module")
 def digits():
-    return fl.load_federation("digits", n_clients=5, seed=0)
+    return fl.load_federation("digits", clients=5, seed=0)
 
 
 def _rows(X: np.ndarray) -> set[bytes]:
@@ -155,11 +155,11 @@ def test_default_audit_sizes_work_on_digits_for_every_method(digits, method):
 
 
 def test_sizing_errors_name_a_test_size_that_works():
-    small = fl.load_federation("digits", n_clients=5, n_test=40, seed=0)
+    small = fl.load_federation("digits", clients=5, test=40, seed=0)
     with pytest.raises(FedLabelsError, match="--test") as err:
         size_audit(small, list(range(5)), n_members=200, n_attacker=None, n_population=200)
     n_test = int(str(err.value).split("--test ")[1].split()[0])
-    works = fl.load_federation("digits", n_clients=5, n_test=n_test, seed=0)
+    works = fl.load_federation("digits", clients=5, test=n_test, seed=0)
     sizes = size_audit(works, list(range(5)), n_members=200, n_attacker=None,
                        n_population=200)
     assert sizes.members >= 10 and sizes.evaluation >= 20

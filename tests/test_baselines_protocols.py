@@ -22,8 +22,8 @@ def run(method, fed, rounds=2, period=10, **options):
 
 @pytest.fixture(scope="module")
 def digits_fed():
-    return fl.load_federation("digits", n_clients=4, n_unlabeled=400, n_private=400,
-                              n_test=300, seed=0)
+    return fl.load_federation("digits", clients=4, unlabeled=400, private=400,
+                              test=300, seed=0)
 
 
 # ------------------------------------------------------------------ the torch hook
@@ -185,16 +185,19 @@ def test_bad_inputs_are_clear_errors(breast_cancer_fed, method, options, match):
 
 
 def test_fewer_than_two_teachers():
-    fed = fl.load_federation("breast_cancer", n_clients=1, seed=0)
+    fed = fl.load_federation("breast_cancer", clients=1, seed=0)
     with pytest.raises(FedLabelsError, match="at least 2 teachers"):
         run("pate", fed, rounds=1)
 
 
-def test_student_that_cannot_train_on_the_labelled_queries(breast_cancer_fed):
-    # one labelled query holds one class: logistic regression cannot be fitted on it
-    with pytest.raises(FedLabelsError, match="cannot be trained on the 1 labelled queries"):
-        run("pate", breast_cancer_fed, rounds=1, queries=1, teacher_steps=2,
-            student_model="logreg")
+def test_student_on_labelled_queries_of_one_class_predicts_that_class(breast_cancer_fed):
+    # one labelled query holds one class: logistic regression cannot be fitted on it, so
+    # the student predicts the one released class (a noisy release may hold one class)
+    result = run("pate", breast_cancer_fed, rounds=1, queries=1, teacher_steps=2,
+                 student_model="logreg")
+    y = breast_cancer_fed.y_test
+    assert result.final["mean_accuracy"] in (np.mean(y == 0), np.mean(y == 1))
+
 
 
 def test_cli_flags_reach_the_method(tmp_path):

@@ -27,7 +27,7 @@ EMPIRICAL = Case("dp-fedct", {"epsilon_per_round": 2.0, "sensitivity": "empirica
 
 @pytest.fixture(scope="module")
 def fed():
-    return load_federation(DATASET, n_clients=CLIENTS, seed=SEED)
+    return load_federation(DATASET, clients=CLIENTS, seed=SEED)
 
 
 def _train(case: Case, fed) -> tuple[Message, object]:

@@ -19,7 +19,7 @@ def weights(result):
 
 @pytest.fixture(scope="module")
 def fed():
-    return fl.load_federation("digits", n_clients=3, seed=0)
+    return fl.load_federation("digits", clients=3, seed=0)
 
 
 @pytest.mark.parametrize("model", ["mlp(hidden=64)", "cnn(arch=small)", "cnn(arch=cifar10)"])

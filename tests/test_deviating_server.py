@@ -53,7 +53,7 @@ _HONEST: dict[str, tuple[dict[int, Trace], NoiseSpy]] = {}
 
 @pytest.fixture(scope="module")
 def federation() -> Federation:
-    return load_federation(DATASET, n_clients=CLIENTS, seed=SEED)
+    return load_federation(DATASET, clients=CLIENTS, seed=SEED)
 
 
 def _key(case: Case) -> str:

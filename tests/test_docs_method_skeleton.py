@@ -46,16 +46,13 @@ def test_skeleton_runs_and_declares_everything(echo_method, breast_cancer_fed):
 def test_skeleton_state_round_trips(echo_method, breast_cancer_fed):
     from fedlabels.comm import Message
     from fedlabels.learners import as_models
-    from fedlabels.runs.loop import plan_run
+    from fedlabels.runs.session import role_factory
 
-    plan = plan_run("echo", n_roles=1, n_classes=2, n_features=breast_cancer_fed.n_features,
-                    rounds=1, period=1, seed=0, models=as_models("dt"))
-    ctx = plan.context()
-    args = (breast_cancer_fed.clients[0], plan.learner(0), ctx, breast_cancer_fed.X_public,
-            breast_cancer_fed.X_test, breast_cancer_fed.y_test)
-    first = echo_method.make_client(0, *args)
+    roles = role_factory("echo", breast_cancer_fed, as_models("dt"), rounds=1, period=1,
+                         seed=0)
+    first = roles.client(0)
     reply = first.handle(Message("echo.train", config={"steps": 1}))
-    second = echo_method.make_client(0, *args)
+    second = roles.client(0)  # a fresh learner: the state must be enough
     second.load_state_dict(first.state_dict())
     assert second.state_dict() == {"fitted": True, "answered": 1}
     again = second.handle(Message("evaluate", category="evaluation"))

@@ -176,8 +176,8 @@ DT = parse_model_spec("dt")
 @pytest.fixture(scope="module")
 def digits():
     """Unequal client sizes: client 0 (which gets the canaries) holds the fewest records."""
-    fed = fl.load_federation("digits", n_clients=3, n_unlabeled=150, private_per_client=120,
-                             n_test=300, seed=0)
+    fed = fl.load_federation("digits", clients=3, unlabeled=150, private_per_client=120,
+                             test=300, seed=0)
     sizes = (60, 120, 100)
     clients = [fl.data.ClientData(c.X[:n], c.y[:n])
                for c, n in zip(fed.clients, sizes, strict=True)]

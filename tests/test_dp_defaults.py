@@ -1,5 +1,6 @@
 """DP defaults that work, or that ask: at a total --epsilon a DP method either uses a
-default measured to carry signal (dp-pate: 10 queries, a logreg student) or stops before
+default measured to carry signal (dp-pate: 20 cluster queries, one teacher per 8 private
+records, at most 10 per client, a logreg student) or stops before
 round 1 and names the recommended configuration (dp-fedct's xor at a budget where its labels
 are noise; fredy without --queries). Figures: docs/privacy.md, Defaults."""
 
@@ -62,26 +63,43 @@ def _dp_pate(dataset: str, seeds: range, **options) -> list[float]:
                    ).final["mean_accuracy"] for s in seeds]
 
 
-@pytest.mark.parametrize("dataset, n_public, floor", [("breast_cancer", 370, 0.75),
-                                                       ("digits", 1000, 0.17)])
+@pytest.mark.parametrize("dataset, n_public, floor", [("breast_cancer", 370, 0.8),
+                                                       ("digits", 1000, 0.3)])
 def test_dp_pate_default_budget_beats_labelling_all_of_u(dataset, n_public, floor):
-    default = _dp_pate(dataset, range(5))
-    everything = _dp_pate(dataset, range(5), queries=n_public, student_model="dt")
+    default = _dp_pate(dataset, range(3))
+    everything = _dp_pate(dataset, range(3), queries=n_public, student_model="dt")
     assert np.mean(default) > floor > np.mean(everything)
+
+
+def test_dp_pate_at_epsilon_8_on_digits_learns_from_clusters():
+    """The old default (10 random queries, one teacher per client) gave 0.22 ± 0.11 here;
+    the default's clusters and teachers per client with logreg teachers (the recommended
+    model) give 0.76 ± 0.05 (docs/privacy.md, Defaults)."""
+    r = fl.run("dp-pate", "digits", model="logreg", seed=0, progress=False,
+               insecure_reproducible_noise=True, options={"epsilon": 8.0})
+    assert r.final["mean_accuracy"] >= 0.6
 
 
 def test_dp_pate_records_its_budget_defaults_and_keeps_sigma_runs_as_they_were():
     r = fl.run("dp-pate", "breast_cancer", seed=0, progress=False, options={"epsilon": 8.0})
-    assert r.extra["privacy"]["queries"] == 10
+    assert r.extra["privacy"]["queries"] == 20
     assert r.extra["pate"]["student_model"] == "logreg"
+    assert r.extra["pate"]["query_selection"] == "clusters"
+    # 17 private records per client: 2 teachers each (one per 8 records)
+    assert r.extra["pate"]["teachers"] == 10
+    r = fl.run("dp-pate", "digits", seed=0, progress=False, options={"epsilon": 8.0})
+    assert r.extra["pate"]["teachers"] == 50  # 87-88 records: 10 each (the cap)
     r = fl.run("dp-pate", "breast_cancer", seed=0, progress=False,
                options={"noise_sigma": 1.0})
     assert r.extra["privacy"]["queries"] == 370  # all of U, the client's own model
     assert r.extra["pate"]["student_model"] == "the client's own model"
+    assert r.extra["pate"]["query_selection"] == "random"
+    assert r.extra["pate"]["teachers"] == 5
 
 
 def test_fredy_with_a_total_budget_asks_for_queries(capsys):
-    with pytest.raises(FedLabelsError, match=r"needs --queries Q.*dp-fedct --mechanism dpsgd"):
+    with pytest.raises(FedLabelsError, match=r"needs --queries Q.*cluster queries.*dp-pate "
+                                             r"--model logreg.*dp-fedct --mechanism dpsgd"):
         get_method("fredy").parse_options({"epsilon": 8.0})
     assert get_method("fredy").parse_options({"epsilon": 8.0, "queries": 20}).queries == 20
     assert get_method("fredy").parse_options({"epsilon_per_query": 0.2}).queries is None

@@ -32,7 +32,7 @@ MLP = "mlp(hidden=8)"
 @pytest.fixture(scope="module")
 def fed():
     # unequal client sizes: a Dirichlet split of breast_cancer (m = 3)
-    return fl.load_federation("breast_cancer", n_clients=3, seed=1,
+    return fl.load_federation("breast_cancer", clients=3, seed=1,
                               partition="dirichlet:1.0,1.0")
 
 
@@ -166,11 +166,12 @@ def test_feddf_partial_participation_unequal_sizes(fed):
 def test_feddf_refuses_a_server_without_u_and_non_torch_models(fed):
     method = get_method("feddf")
     from fedlabels.runs.loop import plan_run
+    from fedlabels.runs.session import build_server
 
     plan = plan_run(method, n_roles=3, n_classes=2, n_features=fed.n_features, rounds=1,
                     period=2, seed=0, models=as_models(MLP))
     with pytest.raises(FedLabelsError, match="Flower ServerApp holds no copy of U"):
-        method.make_server(plan.context(), len(fed.X_public), plan.learners(), [1, 1, 1])
+        build_server(plan, n_public=len(fed.X_public), client_sizes=[1, 1, 1])
     assert "simulator" in FLOWER_REFUSAL
     with pytest.raises(FedLabelsError, match="mlp"):
         fl.run("feddf", fed, model="dt", rounds=1, progress=False)

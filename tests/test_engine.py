@@ -91,15 +91,15 @@ def test_different_seeds_give_different_models(breast_cancer_fed):
 
 
 def test_seed_determines_the_whole_pipeline():
-    fed1 = fl.load_federation("wine", n_clients=3, seed=1)
-    fed2 = fl.load_federation("wine", n_clients=3, seed=1)
+    fed1 = fl.load_federation("wine", clients=3, seed=1)
+    fed2 = fl.load_federation("wine", clients=3, seed=1)
     r1 = fl.run("fedct", fed1, model="rf(n_estimators=10)", rounds=3, seed=1)
     r2 = fl.run("fedct", fed2, model="rf(n_estimators=10)", rounds=3, seed=1)
     assert r1.final == r2.final
 
 
 def test_fedct_torch_clients_train_on_the_consensus():
-    fed = fl.load_federation("breast_cancer", n_clients=3, seed=0)
+    fed = fl.load_federation("breast_cancer", clients=3, seed=0)
     settings = Settings(n_classes=2, n_features=fed.n_features, n_clients=3, period=4,
                         options=FedCTOptions())
     from fedlabels.learners import build_learner, parse_model_spec
@@ -154,7 +154,7 @@ def test_estimator_objects_and_per_client_specs(breast_cancer_fed):
 # ------------------------------------------------------------------ bad input
 
 def test_majority_vote_needs_three_clients():
-    fed = fl.load_federation("breast_cancer", n_clients=2, seed=0)
+    fed = fl.load_federation("breast_cancer", clients=2, seed=0)
     with pytest.raises(FedLabelsError, match=r"at least 3 clients.*tie"):
         fl.run("fedct", fed, model="dt", rounds=1)
     # a qualified majority (unanimity) is meaningful with two clients
@@ -189,7 +189,7 @@ def test_object_without_predict_is_rejected(breast_cancer_fed):
 
 
 def test_fit_failure_names_the_client():
-    fed = fl.load_federation("breast_cancer", n_clients=2, partition="shards:1", seed=0)
+    fed = fl.load_federation("breast_cancer", clients=2, partition="shards:1", seed=0)
     with pytest.raises(LearnerFitError, match=r"client \d: model LogisticRegression failed.*"
                                               r"classes \[\d\]"):
         fl.run("local", fed, model="logreg", rounds=1)

@@ -21,8 +21,8 @@ MODEL = "mlp(hidden=16)"
 @pytest.fixture(scope="module")
 def digits_fed():
     """Digits, 4 clients of unequal sizes (quantity skew), |U| = 300."""
-    return fl.load_federation("digits", n_clients=4, n_unlabeled=300, n_private=600,
-                              n_test=200, partition="quantity:1", seed=0)
+    return fl.load_federation("digits", clients=4, unlabeled=300, private=600,
+                              test=200, partition="quantity:1", seed=0)
 
 
 def run(fed: Any, rounds: int = 4, **kwargs: Any) -> fl.RunResult:
@@ -118,8 +118,8 @@ def test_warmup_and_weight_scale_the_pseudo_loss_as_declared(digits_fed, monkeyp
 def test_vote_share_matches_a_brute_force_count(monkeypatch):
     """Partial participation (3 of 5 clients a round), unequal sizes, a quorum that abstains:
     each client's per-example weights are share^p of the previous round's votes."""
-    fed = fl.load_federation("digits", n_clients=5, n_unlabeled=200, n_private=500,
-                             n_test=100, partition="quantity:1", seed=1)
+    fed = fl.load_federation("digits", clients=5, unlabeled=200, private=500,
+                             test=100, partition="quantity:1", seed=1)
     spy = Spy(monkeypatch)
     res = run(fed, rounds=4, participation=3, options={"vote_power": 2.0, "quorum": 0.6})
     assert spy.votes and all(v.shape[0] == 3 for v, _ in spy.votes)

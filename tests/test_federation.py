@@ -20,7 +20,7 @@ def test_paper_breast_cancer_split(breast_cancer_fed):
 def test_sets_are_disjoint():
     X = np.arange(300, dtype=float).reshape(-1, 1) * np.ones((1, 2))
     y = np.arange(300) % 3
-    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=100, n_test=50, scale="none")
+    fed = fl.make_federation(X, y, clients=3, unlabeled=100, test=50, scale="none")
     rows = [fed.X_test[:, 0], fed.X_public[:, 0], *(c.X[:, 0] for c in fed.clients)]
     allrows = np.concatenate(rows)
     assert len(allrows) == 300 and len(np.unique(allrows)) == 300
@@ -28,9 +28,9 @@ def test_sets_are_disjoint():
 
 def test_same_seed_same_split_and_different_seed_differs():
     X, y = _xy()
-    a = fl.make_federation(X, y, n_clients=3, n_unlabeled=50, seed=1)
-    b = fl.make_federation(X, y, n_clients=3, n_unlabeled=50, seed=1)
-    c = fl.make_federation(X, y, n_clients=3, n_unlabeled=50, seed=2)
+    a = fl.make_federation(X, y, clients=3, unlabeled=50, seed=1)
+    b = fl.make_federation(X, y, clients=3, unlabeled=50, seed=1)
+    c = fl.make_federation(X, y, clients=3, unlabeled=50, seed=2)
     assert np.array_equal(a.X_public, b.X_public) and np.array_equal(a.clients[2].y,
                                                                        b.clients[2].y)
     assert not np.array_equal(a.X_public, c.X_public)
@@ -39,7 +39,7 @@ def test_same_seed_same_split_and_different_seed_differs():
 def test_public_scaling_uses_only_u_statistics():
     X, y = _xy()
     X = X * 100 + 7
-    fed = fl.make_federation(X, y, n_clients=2, n_unlabeled=80, scale="public")
+    fed = fl.make_federation(X, y, clients=2, unlabeled=80, scale="public")
     assert np.allclose(fed.X_public.mean(axis=0), 0, atol=1e-5)
     assert np.allclose(fed.X_public.std(axis=0), 1, atol=1e-4)
 
@@ -49,7 +49,7 @@ def test_dataframe_input_and_string_labels_are_mapped():
     frame = pd.DataFrame(X, columns=list("abcd"))
     frame["colour"] = np.array(["red", "green", "blue"])[np.arange(120) % 3]
     y = pd.Series(np.array(["yes", "no"])[np.arange(120) % 2])
-    fed = fl.make_federation(frame, y, n_clients=2, n_unlabeled=40)
+    fed = fl.make_federation(frame, y, clients=2, unlabeled=40)
     assert fed.class_names == ["no", "yes"]
     assert "colour_red" in fed.feature_names and fed.n_features == 4 + 3
     assert set(np.concatenate([c.y for c in fed.clients]).tolist()) <= {0, 1}
@@ -61,12 +61,12 @@ def test_csv_dataset(tmp_path):
     frame["label"] = np.array(["a", "b", "c"])[y]
     path = tmp_path / "t.csv"
     frame.to_csv(path, index=False)
-    fed = fl.load_federation(f"csv:{path}:label", n_clients=3, seed=0)
+    fed = fl.load_federation(f"csv:{path}:label", clients=3, seed=0)
     assert fed.class_names == ["a", "b", "c"] and fed.n_features == 4
     with pytest.raises(FedLabelsError, match="no column 'nope'"):
-        fl.load_federation(f"csv:{path}:nope", n_clients=3)
+        fl.load_federation(f"csv:{path}:nope", clients=3)
     with pytest.raises(FedLabelsError, match="does not exist"):
-        fl.load_federation(f"csv:{tmp_path}/missing.csv:label", n_clients=3)
+        fl.load_federation(f"csv:{tmp_path}/missing.csv:label", clients=3)
 
 
 # ------------------------------------------------------------------ bad input
@@ -84,31 +84,31 @@ def test_unfetched_dataset_says_how_to_fetch():
 @pytest.mark.parametrize("m", [0, -2])
 def test_too_few_clients(m):
     X, y = _xy()
-    with pytest.raises(FedLabelsError, match="n_clients"):
-        fl.make_federation(X, y, n_clients=m, n_unlabeled=50)
+    with pytest.raises(FedLabelsError, match="clients must be an integer >= 1"):
+        fl.make_federation(X, y, clients=m, unlabeled=50)
 
 
 def test_sizes_larger_than_the_data():
     X, y = _xy(100)
-    with pytest.raises(FedLabelsError, match="n_unlabeled"):
-        fl.make_federation(X, y, n_clients=2, n_unlabeled=500)
-    with pytest.raises(FedLabelsError, match="n_private"):
-        fl.make_federation(X, y, n_clients=2, n_unlabeled=50, n_private=900)
-    with pytest.raises(FedLabelsError, match="n_test"):
-        fl.make_federation(X, y, n_clients=2, n_unlabeled=10, n_test=1000)
+    with pytest.raises(FedLabelsError, match=r"unlabeled \(\|U\|\) = 500 .*--unlabeled"):
+        fl.make_federation(X, y, clients=2, unlabeled=500)
+    with pytest.raises(FedLabelsError, match=r"private = 900 .*--private"):
+        fl.make_federation(X, y, clients=2, unlabeled=50, private=900)
+    with pytest.raises(FedLabelsError, match=r"test = 1000 .*--test"):
+        fl.make_federation(X, y, clients=2, unlabeled=10, test=1000)
 
 
 def test_partition_leaving_a_client_empty():
     X, y = _xy(100)
     with pytest.raises(FedLabelsError, match=r"client\(s\) \[.*\] with no data"):
-        fl.make_federation(X, y, n_clients=5, n_unlabeled=50, n_private=6,
+        fl.make_federation(X, y, clients=5, unlabeled=50, private=6,
                            partition="dirichlet:0.001,0.001")
 
 
 def test_more_clients_than_private_examples():
     X, y = _xy(100)
     with pytest.raises(FedLabelsError, match="at least one"):
-        fl.make_federation(X, y, n_clients=10, n_unlabeled=50, n_private=5)
+        fl.make_federation(X, y, clients=10, unlabeled=50, private=5)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
@@ -116,7 +116,7 @@ def test_non_finite_features(bad):
     X, y = _xy()
     X[3, 2] = bad
     with pytest.raises(FedLabelsError, match=r"non-finite.*x2"):
-        fl.make_federation(X, y, n_clients=2, n_unlabeled=50)
+        fl.make_federation(X, y, clients=2, unlabeled=50)
 
 
 @pytest.mark.parametrize("labels,match", [
@@ -127,18 +127,18 @@ def test_non_finite_features(bad):
 def test_bad_labels(labels, match):
     X, _ = _xy(len(labels))
     with pytest.raises(FedLabelsError, match=match):
-        fl.make_federation(X, labels, n_clients=2, n_unlabeled=40)
+        fl.make_federation(X, labels, clients=2, unlabeled=40)
 
 
 def test_mismatched_dimensions():
     X, y = _xy()
     with pytest.raises(FedLabelsError, match="rows"):
-        fl.make_federation(X, y[:-5], n_clients=2, n_unlabeled=40)
+        fl.make_federation(X, y[:-5], clients=2, unlabeled=40)
     with pytest.raises(FedLabelsError, match="feature dimensions"):
-        fl.make_federation(X, y, n_clients=2, n_unlabeled=40, X_test=X[:10, :3],
+        fl.make_federation(X, y, clients=2, unlabeled=40, X_test=X[:10, :3],
                            y_test=y[:10])
 
 
 def test_one_dimensional_features_get_a_hint():
     with pytest.raises(FedLabelsError, match="reshape"):
-        fl.make_federation(np.arange(100.0), np.arange(100) % 2, n_clients=2, n_unlabeled=40)
+        fl.make_federation(np.arange(100.0), np.arange(100) % 2, clients=2, unlabeled=40)

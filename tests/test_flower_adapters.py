@@ -134,7 +134,7 @@ def test_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
     simulated = run_config(cfg)
     _same_rounds(deployed, simulated)
     assert deployed.final == simulated.final
-    fed = load_federation("breast_cancer", n_clients=3, seed=4)
+    fed = load_federation("breast_cancer", clients=3, seed=4)
     votes = np.stack([m.predict(fed.X_public) for m in simulated.client_models])
     with np.load(server_state_path(spec.output)) as state:
         np.testing.assert_array_equal(state["labels"], majority_vote(votes, fed.n_classes))
@@ -280,7 +280,8 @@ def test_core_simulator_and_cli_never_import_flwr() -> None:
     code = ("import sys, fedlabels, fedlabels.cli\n"
             "fedlabels.cli.build_parser()\n"
             "fedlabels.run('fedct', 'breast_cancer', rounds=1, progress=False)\n"
-            "assert 'flwr' not in sys.modules, 'flwr was imported'\n")
+            "assert 'flwr' not in sys.modules, 'flwr was imported'\n"
+            "assert 'ray' not in sys.modules, 'ray was imported'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

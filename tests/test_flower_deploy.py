@@ -63,7 +63,7 @@ def test_deployed_fedct_gives_the_simulator_result(tmp_path: Path) -> None:
         assert d.accuracies == s.accuracies
         assert {k: v for k, v in d.server.items() if k != "clients_alive"} == s.server
         assert (d.bytes_up, d.bytes_down) == (s.bytes_up, s.bytes_down)
-    fed = load_federation("breast_cancer", n_clients=3, seed=3)
+    fed = load_federation("breast_cancer", clients=3, seed=3)
     votes = np.stack([m.predict(fed.X_public) for m in simulated.client_models])
     with np.load(server_state_path(out)) as state:
         np.testing.assert_array_equal(state["labels"], majority_vote(votes, fed.n_classes))

@@ -3,11 +3,15 @@ random BERT saved here, offline) as the encoder of the transformer learner."""
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import numpy as np
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+# looked up, not imported: importing peft (and transformers) costs every pytest-xdist
+# worker seconds at collection; the tests that use them import them
+if find_spec("transformers") is None or find_spec("peft") is None:
+    pytest.skip("needs transformers and peft", allow_module_level=True)
 import torch
 
 import fedlabels as fl
@@ -59,7 +63,7 @@ def test_hf_model_runs_fedct_offline(seq_cls_dir):
     X = np.empty(120, dtype=object)
     X[:] = [" ".join(["the", "film", "was", *rng.choice(WORDS[:3] if t else WORDS[3:6], 3)])
             for t in y]
-    fed = make_federation(X, y, n_clients=3, n_unlabeled=30, n_test=30, scale="none", seed=0)
+    fed = make_federation(X, y, clients=3, unlabeled=30, test=30, scale="none", seed=0)
     result = fl.run("fedct", fed, model=f"hf(model_dir={seq_cls_dir},mode=lora,r=2)",
                     rounds=2, period=3, seed=0, progress=False)
     assert len(result.final["client_accuracies"]) == 3

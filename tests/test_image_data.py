@@ -90,7 +90,7 @@ def test_a_csv_table_with_an_image_path_column(tmp_path):
     rows = ["file,label"] + [f"imgs/{p.parent.name}/{p.name},{p.parent.name}"
                              for p in pixels]
     (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
-    fed = fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", n_clients=3,
+    fed = fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", clients=3,
                              image_column="file", seed=0)
     assert fed.info["image_shape"] == [1, 12, 10] and fed.n_features == 120
     assert float(fed.X_public.max()) <= 1.0  # pixels in [0, 1], not z-scored
@@ -162,11 +162,11 @@ def test_a_flower_site_brings_its_own_image_folder(tmp_path):
 
 
 def test_registered_image_datasets_record_their_shape_and_keep_their_scaling():
-    fed = fl.load_federation("digits", n_clients=3, seed=0)
+    fed = fl.load_federation("digits", clients=3, seed=0)
     assert fed.info["image_shape"] == [1, 8, 8]
     # digits stays z-scored by U as before image shapes existed (same results as then)
     assert fed.summary()["scale"] == "public"
     spread = fed.X_public.std(axis=0)
     assert np.allclose(fed.X_public.mean(axis=0)[spread > 0], 0, atol=1e-5)
-    pca = fl.load_federation("digits", n_clients=3, seed=0, public_pca=8)
+    pca = fl.load_federation("digits", clients=3, seed=0, public_pca=8)
     assert "image_shape" not in pca.info  # the rows are no longer pixels

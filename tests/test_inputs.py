@@ -111,7 +111,7 @@ def test_sep_reads_a_semicolon_table(tmp_path, table):
     data = json.loads(out.read_text())
     assert data["federation"]["n_features"] == 5 and data["config"]["sep"] == ";"
     tab = _csv(tmp_path, "tab.tsv", table, sep="\t")
-    fed = fl.load_federation(f"csv:{tab}:target", n_clients=3, sep="\\t")
+    fed = fl.load_federation(f"csv:{tab}:target", clients=3, sep="\\t")
     assert fed.n_features == 5
 
 
@@ -123,7 +123,7 @@ def test_index_column_is_dropped_with_a_warning(tmp_path, table):
     path = _csv(tmp_path, "indexed.csv", table.sort_values("target").reset_index(drop=True),
                 index=True)
     with pytest.warns(FedLabelsWarning, match="Unnamed: 0"):
-        fed = fl.load_federation(f"csv:{path}:target", n_clients=3)
+        fed = fl.load_federation(f"csv:{path}:target", clients=3)
     assert fed.feature_names == [f"f{i}" for i in range(5)]
 
 
@@ -141,9 +141,9 @@ def test_index_column_warning_is_one_line_in_the_cli(tmp_path, table, capsys):
 def test_features_and_drop(tmp_path, table, capsys):
     path = _csv(tmp_path, "id.csv", table.assign(id=[f"P{i}" for i in range(len(table))]))
     spec = f"csv:{path}:target"
-    fed = fl.load_federation(spec, n_clients=3, drop="id")
+    fed = fl.load_federation(spec, clients=3, drop="id")
     assert fed.feature_names == [f"f{i}" for i in range(5)]
-    fed = fl.load_federation(spec, n_clients=3, features=["f3", "f1"])
+    fed = fl.load_federation(spec, clients=3, features=["f3", "f1"])
     assert fed.feature_names == ["f3", "f1"]
     out = tmp_path / "r.json"
     assert main([*RUN, "--dataset", spec, "--features", "f0,f1", "--output", str(out)]) == 0
@@ -171,9 +171,9 @@ def test_columns_in_a_toml_config(tmp_path, table):
 def test_exploding_columns_rejected_in_the_python_api(table):
     X = table.drop(columns="target").assign(id=[f"row{i}" for i in range(len(table))])
     with pytest.raises(FedLabelsError, match=r"'id'.*identifier"):
-        fl.make_federation(X, table["target"], n_clients=3, n_unlabeled=40)
+        fl.make_federation(X, table["target"], clients=3, unlabeled=40)
     X = table.drop(columns="target").assign(colour=["red", "blue", "green"] * 40)
-    fed = fl.make_federation(X, table["target"], n_clients=3, n_unlabeled=40)
+    fed = fl.make_federation(X, table["target"], clients=3, unlabeled=40)
     assert fed.n_features == 5 + 3  # a real category is one-hot encoded
 
 
@@ -192,9 +192,9 @@ def test_integer_labels_in_any_set_map_in_sorted_order(labels, names):
 def test_integer_labels_through_a_federation(table):
     X = table.drop(columns="target").to_numpy()
     y = np.where(table["target"] == "yes", 1, -1)
-    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=40, seed=1)
+    fed = fl.make_federation(X, y, clients=3, unlabeled=40, seed=1)
     assert fed.class_names == ["-1", "1"] and fed.n_classes == 2
-    fed = fl.make_federation(X[:100], y[:100], n_clients=3, n_unlabeled=40, X_test=X[100:],
+    fed = fl.make_federation(X[:100], y[:100], clients=3, unlabeled=40, X_test=X[100:],
                              y_test=y[100:].astype(float))
     assert np.array_equal(fed.y_test, (y[100:] == 1).astype(int))
 
@@ -202,13 +202,13 @@ def test_integer_labels_through_a_federation(table):
 def test_one_class_training_set_is_rejected_up_front(table):
     X = table.drop(columns="target").to_numpy()
     with pytest.raises(FedLabelsError, match="single class"):
-        fl.make_federation(X, np.zeros(len(X), dtype=int), n_clients=3, n_unlabeled=40)
+        fl.make_federation(X, np.zeros(len(X), dtype=int), clients=3, unlabeled=40)
     y = np.r_[np.zeros(110, dtype=int), np.ones(10, dtype=int)]
     # test set and U take every 1: the private training pool would hold class 0 alone
     order = np.random.default_rng(0).permutation(len(y))
     with pytest.raises(FedLabelsError, match="private training examples hold a single"):
-        fl.make_federation(X[order][:100], y[order][:100], n_clients=3, n_unlabeled=40,
-                           n_private=3, X_test=X[order][100:], y_test=y[order][100:],
+        fl.make_federation(X[order][:100], y[order][:100], clients=3, unlabeled=40,
+                           private=3, X_test=X[order][100:], y_test=y[order][100:],
                            seed=_seed_with_private_single_class(y[order][:100]))
 
 
@@ -340,13 +340,13 @@ def test_a_value_too_large_to_scale_names_its_column(tmp_path, table, capsys):
     with pytest.raises(FedLabelsError, match=r"column\(s\) f3 hold values too large"), \
             warnings.catch_warnings():
         warnings.simplefilter("error")
-        fl.make_federation(big.drop(columns="target"), big["target"], n_clients=3,
-                           n_unlabeled=30)
+        fl.make_federation(big.drop(columns="target"), big["target"], clients=3,
+                           unlabeled=30)
     # a large value that scales fine is no error
     fine = table.copy()
     fine["f3"] *= 1e30
-    fed = fl.make_federation(fine.drop(columns="target"), fine["target"], n_clients=3,
-                             n_unlabeled=30)
+    fed = fl.make_federation(fine.drop(columns="target"), fine["target"], clients=3,
+                             unlabeled=30)
     assert np.isfinite(fed.X_public).all()
 
 
@@ -354,7 +354,7 @@ def test_shards_above_the_number_of_classes_is_an_error(table):
     X, y = table.drop(columns="target"), table["target"]
     with pytest.raises(FedLabelsError, match=r"shards:100.*has 2; use shards:K with K from "
                                              r"1 to 2"):
-        fl.make_federation(X, y, n_clients=3, n_unlabeled=30, partition="shards:100")
-    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=30, partition="shards:1")
+        fl.make_federation(X, y, clients=3, unlabeled=30, partition="shards:100")
+    fed = fl.make_federation(X, y, clients=3, unlabeled=30, partition="shards:1")
     assert all(np.count_nonzero(np.bincount(c.y, minlength=2)) == 1 for c in fed.clients)
     assert fed.info["partition"] == "shards:1"

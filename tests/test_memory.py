@@ -64,7 +64,7 @@ def fedct_roles(monkeypatch):
 
 @pytest.mark.parametrize("model", ["mlp(hidden=8)", "dt"])
 def test_fedct_clients_keep_labels_not_a_copy_of_U(model, fedct_roles):
-    fed = fl.load_federation("digits", n_clients=5, seed=0)
+    fed = fl.load_federation("digits", clients=5, seed=0)
     fl.run("fedct", fed, model=model, rounds=3, period=3, seed=0)
     assert len(fedct_roles) == 5
     for c in fedct_roles:
@@ -76,7 +76,7 @@ def test_fedct_clients_keep_labels_not_a_copy_of_U(model, fedct_roles):
 
 @pytest.mark.parametrize("model", ["mlp(hidden=8)", "dt"])
 def test_fedct_abstentions_keep_indices_only(model, fedct_roles):
-    fed = fl.load_federation("digits", n_clients=5, seed=0)
+    fed = fl.load_federation("digits", clients=5, seed=0)
     res = fl.run("fedct", fed, model=model, rounds=3, period=20, seed=0, quorum=0.6)
     # the clients last trained on the consensus of round 2 (it travels with round 3)
     coverage = res.rounds[1].server["consensus_coverage"]
@@ -106,7 +106,7 @@ def test_aux_index_trains_exactly_like_the_subset():
 
 @pytest.mark.parametrize("dataset", ["breast_cancer", "digits", "wine"])
 def test_federations_are_float32(dataset):
-    fed = fl.load_federation(dataset, n_clients=3, seed=0)
+    fed = fl.load_federation(dataset, clients=3, seed=0)
     for arr in (fed.X_public, fed.X_test, *(c.X for c in fed.clients)):
         assert arr.dtype == np.float32
 
@@ -118,8 +118,8 @@ def test_make_federation_makes_no_float64_copy_of_the_data(scale):
     y = rng.integers(0, 3, len(X))
     tracemalloc.start()
     try:
-        fed = fl.make_federation(X, y, n_clients=4, n_unlabeled=10_000, n_private=10_000,
-                                 n_test=5_000, scale=scale, seed=0)
+        fed = fl.make_federation(X, y, clients=4, unlabeled=10_000, private=10_000,
+                                 test=5_000, scale=scale, seed=0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -129,8 +129,8 @@ def test_make_federation_makes_no_float64_copy_of_the_data(scale):
         assert arr.dtype == np.float32 and not np.shares_memory(arr, X)
     # the same numbers as z-scoring a float64 copy (statistics and arithmetic in float64)
     Xd = X.astype(np.float64)
-    full = fl.make_federation(Xd, y, n_clients=4, n_unlabeled=10_000, n_private=10_000,
-                              n_test=5_000, scale=scale, seed=0)
+    full = fl.make_federation(Xd, y, clients=4, unlabeled=10_000, private=10_000,
+                              test=5_000, scale=scale, seed=0)
     assert np.array_equal(full.X_public, fed.X_public)
     assert np.array_equal(full.X_test, fed.X_test)
     assert all(np.array_equal(a.X, b.X) for a, b in zip(full.clients, fed.clients, strict=True))
@@ -140,7 +140,7 @@ def test_explicit_test_set_is_copied_not_shared():
     rng = np.random.default_rng(0)
     X, Xt = rng.random((300, 4), dtype=np.float32), rng.random((50, 4), dtype=np.float32)
     fed = fl.make_federation(X, rng.integers(0, 2, 300), X_test=Xt,
-                             y_test=rng.integers(0, 2, 50), n_clients=3, n_unlabeled=100,
+                             y_test=rng.integers(0, 2, 50), clients=3, unlabeled=100,
                              scale="none")
     assert np.array_equal(fed.X_test, Xt) and not np.shares_memory(fed.X_test, Xt)
 
@@ -168,9 +168,9 @@ def test_fashion_images_stay_uint8_until_split():
     raw = get_dataset("fashion_mnist").load()
     assert isinstance(raw.X, LazyRows) and raw.X.source.dtype == np.uint8
     assert np.array_equal(np.asarray(raw.X), images.astype(np.float32) / 255.0)
-    fed = fl.load_federation("fashion_mnist", n_clients=3, n_unlabeled=100, n_private=60)
-    eager = fl.make_federation(images.astype(np.float32) / 255.0, labels, n_clients=3,
-                               n_unlabeled=100, n_private=60,
+    fed = fl.load_federation("fashion_mnist", clients=3, unlabeled=100, private=60)
+    eager = fl.make_federation(images.astype(np.float32) / 255.0, labels, clients=3,
+                               unlabeled=100, private=60,
                                X_test=test_images.astype(np.float32) / 255.0,
                                y_test=test_labels, scale="none", name="fashion_mnist")
     for a, b in [(fed.X_public, eager.X_public), (fed.X_test, eager.X_test),

@@ -43,7 +43,10 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
                   "label_queries": 40, "data_dependent": True},
                  {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1},
                  {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1,
-                  "site_model": "private"}],
+                  "site_model": "private"},
+                 {"epsilon": 8.0, "mechanism": "dpsgd", "example_rate": 0.1,
+                  "site_model": "private", "pseudo_filter": "agree", "own_confidence": 0.3,
+                  "pseudo_warmup": 1, "finetune_steps": 3}],
     "dp-fedavg": [{"epsilon": 8.0}, {"epsilon": 8.0, "level": "record"}],
     "dp-pate": [{"epsilon": 2.0}],
     "fredy": [{"epsilon": 1.0, "queries": 40}],
@@ -92,7 +95,8 @@ def _cases() -> list[Any]:
             which = (f"secure={options['secure']}" if "secure" in options
                      else f"mechanism={options.get('mechanism', 'default')}"
                      + (f",site_model={options['site_model']}" if "site_model" in options
-                        else ""))
+                        else "")
+                     + (",pseudo_filter" if "pseudo_filter" in options else ""))
             label = name if len(variants) == 1 else f"{name}[{which}]"
             out.append(pytest.param(Case(name, options), id=label))
     return out
@@ -118,7 +122,7 @@ def test_method_keeps_the_contract_in_the_simulator(case: Case, check: str) -> N
 @pytest.mark.parametrize("case", CASES)
 def test_flower_loopback_equals_simulator(case: Case, tmp_path: Path) -> None:
     pytest.importorskip("flwr")
-    federation = load_federation(DATASET, n_clients=CLIENTS, seed=SEED)
+    federation = load_federation(DATASET, clients=CLIENTS, seed=SEED)
     roles = len(case.impl.client_datasets(federation.clients))
     if roles != federation.n_clients:
         pytest.skip(f"{case.method}'s client roles are not the sites ({federation.n_clients} "

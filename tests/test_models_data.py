@@ -87,8 +87,8 @@ def test_rda_table_read_encoded_and_federated():
     _fake_cache({"Vehicle": frame})
     X, y = mlbench.load_table("vehicle")
     assert X.shape == (n, 5) and sorted(set(y)) == levels
-    fed = fl.load_federation("vehicle", n_clients=3, n_unlabeled=100, n_private=120,
-                             n_test=80, seed=0)
+    fed = fl.load_federation("vehicle", clients=3, unlabeled=100, private=120,
+                             test=80, seed=0)
     assert fed.class_names == levels and fed.feature_names == [f"F{i}" for i in range(5)]
     result = fl.run("fedct", fed, model="dt", rounds=2, seed=0, progress=False)
     assert result.final["mean_accuracy"] > 0.7  # 4 classes, chance 0.25

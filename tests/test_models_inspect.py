@@ -16,7 +16,7 @@ TEAM = "dt,rf(n_estimators=5),rulefit(n_estimators=20),xgboost(n_estimators=5),l
 
 @pytest.fixture(scope="module")
 def mixed_result():
-    fed = fl.load_federation("breast_cancer", n_clients=5, seed=0)
+    fed = fl.load_federation("breast_cancer", clients=5, seed=0)
     return fl.run("fedct", fed, model=TEAM, rounds=1, seed=0, progress=False)
 
 
@@ -46,7 +46,7 @@ def test_inspect_models_describes_every_client(mixed_result):
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_mlp_models_are_described():
-    fed = fl.load_federation("wine", n_clients=3, seed=0)
+    fed = fl.load_federation("wine", clients=3, seed=0)
     result = fl.run("fedct", fed, model="mlp(hidden=8),sk_mlp(hidden=8,max_iter=30),dt", rounds=1,
                     period=5, seed=0, progress=False)
     desc = fl.inspect_models(result, client=0)
@@ -115,7 +115,7 @@ def test_tree_thresholds_are_in_the_data_own_units():
     from sklearn.datasets import load_wine
 
     X, y = load_wine(return_X_y=True)
-    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=60, partition="powerlaw:1.5",
+    fed = fl.make_federation(X, y, clients=3, unlabeled=60, partition="powerlaw:1.5",
                              seed=1)
     result = fl.run("fedct", fed, model="dt", rounds=1, seed=1, progress=False)
     desc = fl.inspect_models(result, client=0)[0]

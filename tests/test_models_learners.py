@@ -68,7 +68,7 @@ def test_estimators_through_the_api_and_lists_of_specs(breast_cancer_fed):
 
 
 def test_multiclass_xgboost_on_wine():
-    fed = fl.load_federation("wine", n_clients=5, seed=0)  # about 8 private examples each
+    fed = fl.load_federation("wine", clients=5, seed=0)  # about 8 private examples each
     runs = {method: fl.run(method, fed, model="xgboost(n_estimators=20)", rounds=2, seed=0,
                            progress=False) for method in ("fedct", "local", "centralized")}
     acc = {m: r.final["mean_accuracy"] for m, r in runs.items()}
@@ -82,7 +82,7 @@ def test_multiclass_xgboost_on_wine():
 
 
 def test_multiclass_rulefit_one_vs_rest():
-    fed = fl.load_federation("wine", n_clients=5, seed=0)
+    fed = fl.load_federation("wine", clients=5, seed=0)
     model = build_learner(parse_model_spec("rulefit(n_estimators=20)")[0], n_classes=3,
                           random_state=0)
     pooled = fed.pooled()
@@ -135,7 +135,7 @@ def test_missing_classes_predict_in_the_global_label_space():
 
 def test_client_missing_a_class_under_a_non_iid_partition():
     X, y = load_wine(return_X_y=True)
-    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=60, n_test=30,
+    fed = fl.make_federation(X, y, clients=3, unlabeled=60, test=30,
                              partition="shards:2", seed=0)
     counts = fed.summary()["client_class_counts"]
     assert any(0 in c for c in counts), counts  # some client lacks a class
@@ -165,7 +165,7 @@ def test_wrong_number_of_per_client_specs(breast_cancer_fed, capsys):
 def test_fit_failure_names_the_client_and_the_reason():
     X, y = load_breast_cancer(return_X_y=True)
     order = np.argsort(y, kind="stable")  # sorted labels: the first client sees only class 0
-    fed = fl.make_federation(X[order], y[order], n_clients=3, n_unlabeled=100, n_test=50,
+    fed = fl.make_federation(X[order], y[order], clients=3, unlabeled=100, test=50,
                              partition="shards:1", seed=0)
     single = [i for i, c in enumerate(fed.summary()["client_class_counts"])
               if sum(v > 0 for v in c) == 1]

@@ -18,7 +18,7 @@ from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.learners import as_models
 from fedlabels.results import load_result
 from fedlabels.runs.config import RunConfig, participation_arg
-from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
+from fedlabels.runs.loop import CommMeter, run_rounds
 from fedlabels.runs.participation import (
     ROUND_TAG,
     SPEED_TAG,
@@ -26,12 +26,13 @@ from fedlabels.runs.participation import (
     ParticipationGrid,
     draw_round,
 )
+from fedlabels.runs.session import build_session
 
 
 @pytest.fixture(scope="module")
 def unequal_fed():
     """breast_cancer over 5 clients of unequal sizes (a Dirichlet split)."""
-    fed = fl.load_federation("breast_cancer", n_clients=5, partition="dirichlet:1,1", seed=3)
+    fed = fl.load_federation("breast_cancer", clients=5, partition="dirichlet:1,1", seed=3)
     assert len({len(c.y) for c in fed.clients}) > 1
     return fed
 
@@ -52,19 +53,14 @@ class RecordingGrid(InProcessGrid):
 
 def build(method, fed, policy, *, model="decision_tree", options=None, seed=0, period=5):
     """A server and clients of ``method`` on a ParticipationGrid over a RecordingGrid."""
-    plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
-                    n_features=fed.n_features, rounds=1, period=period, seed=seed,
-                    models=as_models(model), options=options)
-    impl, learners, ctx = plan.method, plan.learners(), plan.context()
-    public = fed.X_public if impl.capabilities.uses_public else None
-    clients = {c: impl.make_client(c, fed.clients[c], learners[c], ctx, public, fed.X_test,
-                                   fed.y_test) for c in range(fed.n_clients)}
-    sizes = [len(d.y) for d in fed.clients]
-    inner = RecordingGrid(clients, CommMeter())
+    session = build_session(method, fed, as_models(model), rounds=1, period=period, seed=seed,
+                            options=options)
+    inner = RecordingGrid(session.clients, CommMeter())
+    sizes = session.client_sizes
     return SimpleNamespace(
-        server=impl.make_server(ctx, len(fed.X_public), learners, sizes), clients=clients,
-        inner=inner, grid=ParticipationGrid(inner, policy, seed, sizes), sizes=sizes,
-        period=period, iterative=uses_iterative(learners))
+        server=session.server, clients=session.clients, inner=inner,
+        grid=ParticipationGrid(inner, policy, seed, sizes), sizes=sizes, period=period,
+        iterative=session.iterative)
 
 
 def loop(run, rounds, on_round):

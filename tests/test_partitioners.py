@@ -108,7 +108,7 @@ def _site_table(seed=0):
 
 def test_column_partition_gives_each_site_to_one_client():
     X, y = _site_table()
-    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=100, n_test=50, scale="none",
+    fed = fl.make_federation(X, y, clients=3, unlabeled=100, test=50, scale="none",
                              partition="column:Site", seed=1)
     assert fed.feature_names == ["row", "x"]  # the site column is no feature
     names = sorted(X["Site"].unique())
@@ -126,7 +126,7 @@ def test_column_partition_gives_each_site_to_one_client():
     for i, client in enumerate(fed.clients):
         want = {r for r in private if X["Site"].iloc[r] == names[i]}
         assert set(client.X[:, 0].astype(int)) == want
-    again = fl.make_federation(X, y, n_clients=3, n_unlabeled=100, n_test=50, scale="none",
+    again = fl.make_federation(X, y, clients=3, unlabeled=100, test=50, scale="none",
                                partition="column:Site", seed=1)
     assert all(np.array_equal(a.X, b.X) for a, b in zip(fed.clients, again.clients,
                                                          strict=True))
@@ -135,21 +135,21 @@ def test_column_partition_gives_each_site_to_one_client():
 def test_column_partition_errors():
     X, y = _site_table()
     with pytest.raises(FedLabelsError, match="--clients 3"):
-        fl.make_federation(X, y, n_clients=4, n_unlabeled=100, partition="column:Site")
+        fl.make_federation(X, y, clients=4, unlabeled=100, partition="column:Site")
     with pytest.raises(FedLabelsError, match="no column 'site'"):
-        fl.make_federation(X, y, n_clients=3, n_unlabeled=100, partition="column:site")
+        fl.make_federation(X, y, clients=3, unlabeled=100, partition="column:site")
     with pytest.raises(FedLabelsError, match="named columns"):
-        fl.make_federation(X[["row", "x"]].to_numpy(), y, n_clients=3, n_unlabeled=100,
+        fl.make_federation(X[["row", "x"]].to_numpy(), y, clients=3, unlabeled=100,
                            partition="column:Site")
     with pytest.raises(FedLabelsError, match="no column 'Site'"):  # a dataset without it
-        fl.load_federation("digits", n_clients=3, partition="column:Site")
+        fl.load_federation("digits", clients=3, partition="column:Site")
 
 
 def test_column_partition_from_a_csv_reads_the_column_even_when_not_a_feature(tmp_path):
     X, y = _site_table()
     path = tmp_path / "sites.csv"
     X.assign(label=y).to_csv(path, index=False)
-    fed = fl.load_federation(f"csv:{path}:label", n_clients=3, n_unlabeled=100,
+    fed = fl.load_federation(f"csv:{path}:label", clients=3, unlabeled=100,
                              partition="column:Site", features="x")
     assert fed.feature_names == ["x"]
     assert [len(c) for c in fed.clients] == fed.summary()["client_sizes"]
@@ -159,22 +159,22 @@ def test_column_partition_from_a_csv_reads_the_column_even_when_not_a_feature(tm
 # --------------------------------------------------------------------------- shifted U
 
 def _fed(shift=0.0, seed=0, n_unlabeled=400):
-    return fl.load_federation("digits", n_clients=4, seed=seed, n_unlabeled=n_unlabeled,
-                              n_private=300, unlabeled_shift=shift)
+    return fl.load_federation("digits", clients=4, seed=seed, unlabeled=n_unlabeled,
+                              private=300, unlabeled_shift=shift)
 
 
 def test_zero_shift_is_exactly_the_unshifted_u():
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
-    fed = fl.make_federation(X, y, n_clients=4, n_unlabeled=600, n_test=360, scale="none",
+    fed = fl.make_federation(X, y, clients=4, unlabeled=600, test=360, scale="none",
                              seed=5, unlabeled_shift=0)
     # oracle: the documented construction (a permutation from the first seed stream; the
     # test rows first, then U)
     order = np.random.default_rng(np.random.SeedSequence(5).spawn(2)[0]).permutation(len(y))
     np.testing.assert_array_equal(fed.X_public, X[order[360:960]].astype(np.float32))
     np.testing.assert_array_equal(fed.y_public, y[order[360:960]])
-    plain = fl.make_federation(X, y, n_clients=4, n_unlabeled=600, n_test=360, scale="none",
+    plain = fl.make_federation(X, y, clients=4, unlabeled=600, test=360, scale="none",
                                seed=5)
     assert all(np.array_equal(a.X, b.X) for a, b in zip(fed.clients, plain.clients,
                                                          strict=True))
@@ -218,8 +218,8 @@ def test_shifted_u_is_seeded_and_disjoint():
     X = np.column_stack([np.arange(len(y)), X])  # column 0: the row id
 
     def fed(seed):
-        return fl.make_federation(X, y, n_clients=4, n_unlabeled=600, n_test=360,
-                                  n_private=400, scale="none", seed=seed,
+        return fl.make_federation(X, y, clients=4, unlabeled=600, test=360,
+                                  private=400, scale="none", seed=seed,
                                   unlabeled_shift=0.5, partition="quantity:1")
 
     a, b, c = fed(2), fed(2), fed(3)

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 def runs():
     """FedCT and FedAvg (DP-FedCT with a changed option) beside local-only and centralized
     training, on unequal clients with partial participation for FedCT."""
-    fed = fl.load_federation("breast_cancer", n_clients=5, seed=0, partition="quantity:1")
+    fed = fl.load_federation("breast_cancer", clients=5, seed=0, partition="quantity:1")
     assert len({len(c) for c in fed.clients}) > 1  # unequal client sizes
     return {
         "fedct": fl.run("fedct", fed, model="dt", rounds=4, seed=0, progress=False,

@@ -49,7 +49,7 @@ POST_PROCESSING = {"consensus_changed", "consensus_coverage", "consensus_accurac
 
 @pytest.fixture(scope="module")
 def fed() -> Federation:
-    return load_federation("breast_cancer", n_clients=3, seed=SEED)
+    return load_federation("breast_cancer", clients=3, seed=SEED)
 
 
 def small_run(fed: Federation, method: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from fedlabels.privacy import mechanisms
 from fedlabels.privacy.mechanisms import one_hot, pack_rows
 from fedlabels.runs.config import RunConfig
 from fedlabels.runs.loop import CommMeter, derive_seeds, plan_run, run_rounds, uses_iterative
+from fedlabels.runs.session import build_session
 
 SEED = 3
 _XOR_RELEASE = mechanisms.xor_release  # the real mechanism, wrapped by each Recorder
@@ -41,7 +42,7 @@ _XOR_RELEASE = mechanisms.xor_release  # the real mechanism, wrapped by each Rec
 
 @pytest.fixture(scope="module")
 def fed() -> fl.Federation:
-    return fl.load_federation("breast_cancer", n_clients=3, seed=SEED)
+    return fl.load_federation("breast_cancer", clients=3, seed=SEED)
 
 
 class Recorder:
@@ -156,17 +157,9 @@ def test_same_seed_gives_different_dp_fedavg_noise() -> None:
 
 def _roles_run(fed: fl.Federation, method: str, options: dict, rounds: int = 1) -> Any:
     """Run the roles in process and return the server (to read its released labels)."""
-    plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
-                    n_features=fed.n_features, rounds=rounds, period=5, seed=SEED,
-                    models=as_models("mlp(hidden=8)"), options=options)
-    learners = plan.learners()
-    ctx = plan.context(truth_public=fed.y_public)
-    datasets = plan.method.client_datasets(fed.clients)
-    clients = {cid: plan.method.make_client(cid, datasets[cid], learners[cid], ctx,
-                                            fed.X_public, fed.X_test, fed.y_test)
-               for cid in range(len(datasets))}
-    server = plan.method.make_server(ctx, len(fed.X_public), learners,
-                                     [len(d) for d in datasets])
+    session = build_session(method, fed, as_models("mlp(hidden=8)"), rounds=rounds, period=5,
+                            seed=SEED, options=options)
+    server, clients, learners = session.server, session.clients, session.learners
     meter = CommMeter()
     grid = InProcessGrid(clients, meter)
     run_rounds(server, grid, meter, rounds=rounds, period=5, eval_every=1,

@@ -28,7 +28,7 @@ def _one_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def fed() -> fl.Federation:
-    return fl.load_federation("breast_cancer", n_clients=5, seed=0)
+    return fl.load_federation("breast_cancer", clients=5, seed=0)
 
 
 def test_dp_fedct_result_records_privacy(fed: fl.Federation) -> None:

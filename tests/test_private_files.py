@@ -31,7 +31,7 @@ from fedlabels.runs.config import RunConfig
 
 @pytest.fixture(scope="module")
 def fed() -> Federation:
-    return load_federation("breast_cancer", n_clients=3, seed=1, partition="dirichlet:1.0,1.0")
+    return load_federation("breast_cancer", clients=3, seed=1, partition="dirichlet:1.0,1.0")
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ def _data(n=600, d=20, seed=0):
 
 
 def _fed(X, y, **kw):
-    return make_federation(X, y, n_clients=3, n_unlabeled=300, n_test=100, seed=4, **kw)
+    return make_federation(X, y, clients=3, unlabeled=300, test=100, seed=4, **kw)
 
 
 def _same_up_to_sign(a, b, atol):
@@ -90,8 +90,8 @@ def test_transform_of_raw_rows_is_the_federations_test_set():
     X, y = _data()
     cols = [f"f{i}" for i in range(X.shape[1])]
     frame, test = pd.DataFrame(X[:500], columns=cols), pd.DataFrame(X[500:], columns=cols)
-    fed = make_federation(frame, y[:500], X_test=test, y_test=y[500:], n_clients=3,
-                          n_unlabeled=200, seed=1, public_pca=5)
+    fed = make_federation(frame, y[:500], X_test=test, y_test=y[500:], clients=3,
+                          unlabeled=200, seed=1, public_pca=5)
     prep = fed.preprocessing
     assert prep.feature_names == cols  # the raw columns it reads, not pc1..pc5
     np.testing.assert_allclose(prep.transform(test), fed.X_test, atol=1e-5)
@@ -102,8 +102,8 @@ def test_transform_of_raw_rows_is_the_federations_test_set():
 def test_default_leaves_the_features_as_they_were():
     X, y = _data()
     Xt, yt = X[500:], y[500:]
-    fed = make_federation(X[:500], y[:500], X_test=Xt, y_test=yt, n_clients=3,
-                          n_unlabeled=200, seed=1)
+    fed = make_federation(X[:500], y[:500], X_test=Xt, y_test=yt, clients=3,
+                          unlabeled=200, seed=1)
     assert fed.n_features == X.shape[1] and fed.feature_names[0] == "x0"
     assert "public_pca" not in fed.summary() and fed.preprocessing.pca is None
     mean, std = fed.public_scaling
@@ -113,13 +113,13 @@ def test_default_leaves_the_features_as_they_were():
 
 def test_regression_and_unscaled_data_are_projected_too():
     X, y = _data()
-    fed = make_federation(X, y.astype(float) + X[:, 0], n_clients=3, n_unlabeled=300,
+    fed = make_federation(X, y.astype(float) + X[:, 0], clients=3, unlabeled=300,
                           seed=0, task="regression", public_pca=3)
     assert fed.X_public.shape[1] == 3 and fed.task == "regression"
-    raw = make_federation(X, y, n_clients=3, n_unlabeled=300, seed=0, scale="none",
+    raw = make_federation(X, y, clients=3, unlabeled=300, seed=0, scale="none",
                           public_pca=3)
     sk = PCA(n_components=3, whiten=True).fit(
-        make_federation(X, y, n_clients=3, n_unlabeled=300, seed=0,
+        make_federation(X, y, clients=3, unlabeled=300, seed=0,
                         scale="none").X_public.astype(np.float64))
     assert raw.public_scaling is None
     _same_up_to_sign(sk.transform(X[:5]), raw.preprocessing.transform(X[:5]), atol=1e-3)
@@ -141,7 +141,7 @@ def test_k_above_the_size_of_u_is_refused():
     X, y = _data()
     _fed(X, y, public_pca=20)  # min(|U|, d) itself is allowed
     with pytest.raises(FedLabelsError, match=r"U has 12 rows of 20 features.*between 1 and 12"):
-        make_federation(X, y, n_clients=3, n_unlabeled=12, seed=0, public_pca=13)
+        make_federation(X, y, clients=3, unlabeled=12, seed=0, public_pca=13)
     with pytest.raises(FedLabelsError, match="public_pca must be an int >= 1"):
         RunConfig(dataset="digits", public_pca=0)
 
@@ -150,11 +150,11 @@ def test_text_is_refused():
     texts = [f"word{i % 7} other{i % 3} text" for i in range(60)]
     labels = [i % 2 for i in range(60)]
     with pytest.raises(FedLabelsError, match="leave public_pca unset for text"):
-        make_federation(texts, labels, n_clients=2, n_unlabeled=20, seed=0, public_pca=2)
+        make_federation(texts, labels, clients=2, unlabeled=20, seed=0, public_pca=2)
 
 
 def test_run_with_a_built_federation_refuses_it():
-    fed = fl.load_federation("wine", n_clients=2, seed=0)
+    fed = fl.load_federation("wine", clients=2, seed=0)
     with pytest.raises(FedLabelsError, match="public_pca applies when the federation is built"):
         fl.run("fedct", fed, model="dt", rounds=1, public_pca=3)
 

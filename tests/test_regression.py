@@ -35,7 +35,7 @@ from fedlabels.results import format_table, load_result
 @pytest.fixture(scope="module")
 def diabetes():
     # unequal client sizes (quantity skew: 37, 23, 18, 22, 104 examples)
-    return load_federation("diabetes", n_clients=5, seed=0, partition="quantity:1")
+    return load_federation("diabetes", clients=5, seed=0, partition="quantity:1")
 
 
 @pytest.mark.parametrize("consensus", ["median", "trimmed-mean"])
@@ -128,7 +128,7 @@ def test_csv_regression_from_the_cli(tmp_path):
     assert data["final"]["mean_r2"] > 0.9 and data["final"]["mean_rmse"] < 2.0
     # without --task regression the numeric target is not a class label
     with pytest.raises(FedLabelsError, match="regression target"):
-        load_federation(f"csv:{table}:price", n_clients=4)
+        load_federation(f"csv:{table}:price", clients=4)
 
 
 def test_what_does_not_apply_to_regression_is_an_error(diabetes):
@@ -136,7 +136,7 @@ def test_what_does_not_apply_to_regression_is_an_error(diabetes):
         with pytest.raises(FedLabelsError, match="does not support a regression task"):
             run(method, diabetes, model="dt", rounds=1, progress=False, options=options)
     with pytest.raises(FedLabelsError, match="splits by class label"):
-        load_federation("diabetes", n_clients=5, partition="dirichlet:0.5")
+        load_federation("diabetes", clients=5, partition="dirichlet:0.5")
     with pytest.raises(FedLabelsError, match=r"no regression counterpart.*decision_tree"):
         run("local", diabetes, model="rulefit", rounds=1, progress=False)
     with pytest.raises(FedLabelsError, match="quorum applies to classification"):
@@ -157,7 +157,7 @@ def test_what_does_not_apply_to_regression_is_an_error(diabetes):
 
 def test_fedavg_mlp_regression_and_result_round_trip(tmp_path):
     X = np.random.default_rng(0).normal(size=(300, 4))
-    fed = make_federation(X, X @ [1.0, -2.0, 0.5, 0.0], n_clients=3, n_unlabeled=60,
+    fed = make_federation(X, X @ [1.0, -2.0, 0.5, 0.0], clients=3, unlabeled=60,
                           task="regression", seed=0)
     res = run("fedavg", fed, model="mlp(hidden=16,lr=0.01)", rounds=4, period=25, seed=0,
               progress=False)
@@ -185,7 +185,7 @@ def test_every_value_a_regression_client_sends_is_declared(method, model, monkey
 
     monkeypatch.setattr(inprocess, "InProcessGrid", Recording)
     X = np.random.default_rng(0).normal(size=(80, 3))
-    fed = make_federation(X, X[:, 0], n_clients=3, n_unlabeled=20, task="regression")
+    fed = make_federation(X, X[:, 0], clients=3, unlabeled=20, task="regression")
     run(method, fed, model=model, rounds=2, period=5, progress=False)
     threat = get_method(method).threat_model
     sent = {(r.kind, source, key) for r in log if r.category != "control"

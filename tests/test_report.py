@@ -304,7 +304,7 @@ def test_result_predicts_raw_rows_like_the_federation_saw_them():
 
     frame = _table()
     X, y = frame.drop(columns="target"), frame["target"]
-    fed = fl.make_federation(X, y, n_clients=3, n_unlabeled=60, seed=0)
+    fed = fl.make_federation(X, y, clients=3, unlabeled=60, seed=0)
     res = fl.run("fedct", fed, model="dt", rounds=2, progress=False)
     assert "colour_red" in res.preprocessing.feature_names
     vote = res.predict(X)

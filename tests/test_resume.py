@@ -56,7 +56,7 @@ def model_of(method: str) -> str:
 @pytest.fixture(scope="module")
 def fed() -> Federation:
     # unequal client sizes: a Dirichlet split
-    return load_federation("breast_cancer", n_clients=CLIENTS, seed=SEED,
+    return load_federation("breast_cancer", clients=CLIENTS, seed=SEED,
                            partition="dirichlet:1.0,1.0")
 
 

@@ -9,14 +9,21 @@ import dataclasses
 import inspect
 import json
 import re
+import warnings
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
+from sklearn.datasets import load_digits
 
 import fedlabels as fl
 from fedlabels.cli import build_parser, main
 from fedlabels.cli.run_options import config_from_args, default_output
+from fedlabels.core import renamed
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.renamed import RenamedKeywordWarning
+from fedlabels.data.federation import FORMER_SIZES, make_federation
 from fedlabels.data.loading import load_federation
 from fedlabels.runs.config import RunConfig, load_config
 from fedlabels.runs.spec import by_name, check_keys, declared, docs_table
@@ -80,13 +87,77 @@ def test_load_federation_takes_exactly_the_parameters_that_build_a_federation():
     assert set(keywords) == set(building)
     for name, info in building.items():
         assert keywords[name].default == info.default, name
-    # the former names are still read, a misspelt one is refused with a suggestion
-    assert load_federation("breast_cancer", n_clients=3).n_clients == 3
+    # a misspelt keyword is refused with a suggestion (a former name's: the new name)
     with pytest.raises(FedLabelsError, match=r"no keyword 'n_client' \(did you mean "
                                              r"'clients'\?\)"):
         load_federation("breast_cancer", n_client=3)
-    with pytest.raises(FedLabelsError, match="not both"):
-        load_federation("breast_cancer", n_unlabeled=50, unlabeled=60)
+    with pytest.raises(FedLabelsError, match=r"no keyword 'unlabelled' \(did you mean "
+                                             r"'unlabeled'\?\); valid: dataset, clients"):
+        load_federation("breast_cancer", unlabelled=3)
+
+
+def test_the_federation_builders_keywords_are_the_run_parameters_names():
+    building = {info.name for info in declared(RunConfig) if info.federation}
+    former = {old: info.name for info in declared(RunConfig) if info.federation
+              for old in info.renamed_from}
+    assert former == FORMER_SIZES  # the data layer's aliases are the spec's former names
+    sizes = {"clients", "unlabeled", "private", "test"}
+    for builder in (make_federation, load_federation):
+        names = set(inspect.signature(builder).parameters)
+        assert sizes <= names & building, builder.__name__
+        assert not names & set(former), builder.__name__
+        assert not [n for n in names if n.startswith("n_")], builder.__name__
+
+
+@pytest.fixture
+def warned_afresh(monkeypatch):
+    """The once-per-process memory of the renamed-keyword warnings, emptied."""
+    monkeypatch.setattr(renamed, "_WARNED", set())
+
+
+def _same_federation(a: fl.Federation, b: fl.Federation) -> None:
+    assert [len(c) for c in a.clients] == [len(c) for c in b.clients]
+    for x, y in [(a.X_public, b.X_public), (a.X_test, b.X_test), (a.y_test, b.y_test),
+                 *[(c.X, d.X) for c, d in zip(a.clients, b.clients, strict=True)],
+                 *[(c.y, d.y) for c, d in zip(a.clients, b.clients, strict=True)]]:
+        np.testing.assert_array_equal(x, y)
+
+
+def test_former_size_keywords_mean_the_new_ones_and_warn_once(warned_afresh):
+    X, y = load_digits(return_X_y=True)
+    new = dict(clients=4, unlabeled=300, private=500, test=200, partition="quantity:1",
+               seed=3)
+    old = dict(n_clients=4, n_unlabeled=300, n_private=500, n_test=200,
+               partition="quantity:1", seed=3)
+    with pytest.warns(RenamedKeywordWarning) as seen:
+        before = make_federation(X, y, **old)
+    assert sorted(str(w.message).split(" (")[0] for w in seen) == [
+        f"make_federation(): n_{n}= is now {n}=" for n in ("clients", "private", "test",
+                                                              "unlabeled")]
+    assert all(w.filename == __file__ for w in seen)  # points at the caller
+    after = make_federation(X, y, **new)
+    assert len({len(c) for c in after.clients}) > 1  # unequal clients
+    _same_federation(before, after)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _same_federation(make_federation(X, y, **old), after)  # warned once already
+    with pytest.warns(RenamedKeywordWarning, match=r"load_federation\(\): n_clients= is now "
+                                                   r"clients= .*--clients"):
+        loaded = load_federation("breast_cancer", n_clients=3, seed=1)
+    _same_federation(loaded, load_federation("breast_cancer", clients=3, seed=1))
+
+
+@pytest.mark.parametrize("builder", ["make", "load"])
+def test_a_size_given_under_both_names_is_refused(builder, warned_afresh):
+    X, y = load_digits(return_X_y=True)
+    call = (partial(make_federation, X, y) if builder == "make"
+            else partial(load_federation, "breast_cancer"))
+    with pytest.raises(FedLabelsError, match="give clients or its former name n_clients, "
+                                             "not both"):
+        call(clients=3, n_clients=3, unlabeled=50)
+    with pytest.raises(FedLabelsError, match="give unlabeled or its former name "
+                                             "n_unlabeled, not both"):
+        call(clients=3, n_unlabeled=50, unlabeled=60)
 
 
 def test_docs_table_is_the_generated_one():
@@ -182,7 +253,8 @@ def _digest_as_before(cfg: RunConfig) -> str:
     import hashlib
 
     later = {"device": "cpu", "precision": "fp32", "batch_clients": "auto",
-             "image_size": None, "image_column": None, "workers": None}
+             "image_size": None, "image_column": None, "workers": None,
+             "engine": "simulator"}
     settings = {("attack" if k == "poison" else k): v for k, v in cfg.to_dict().items()
                 if k != "output" and not (k in later and v == later[k])}
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str)

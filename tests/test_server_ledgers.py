@@ -21,7 +21,8 @@ from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.learners import as_models
 from fedlabels.privacy.dpsgd_accounting import dpsgd_epsilon
 from fedlabels.privacy.ledger import Ledger, account_events, client_part, named_clients
-from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
+from fedlabels.runs.loop import CommMeter, run_rounds, uses_iterative
+from fedlabels.runs.session import build_session
 
 SEED, ROUNDS, PERIOD = 4, 2, 3
 
@@ -50,7 +51,7 @@ IDS = [f"{m}-{o.get('mechanism', o.get('level', ''))}" for m, o, _, _ in CASES]
 @pytest.fixture(scope="module")
 def fed() -> fl.Federation:
     # Dirichlet label skew: three clients of unequal sizes
-    fed = fl.load_federation("breast_cancer", n_clients=3, partition="dirichlet:100,0.5",
+    fed = fl.load_federation("breast_cancer", clients=3, partition="dirichlet:100,0.5",
                              seed=SEED)
     assert len({len(c.y) for c in fed.clients}) == 3
     return fed
@@ -77,17 +78,9 @@ class Traffic:
 
 
 def _roles(fed: fl.Federation, method: str, options: dict, model: str) -> tuple[Any, Any]:
-    plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
-                    n_features=fed.n_features, rounds=ROUNDS, period=PERIOD, seed=SEED,
-                    models=as_models(model), options=options)
-    learners = plan.learners()
-    ctx = plan.context(truth_public=fed.y_public)
-    datasets = plan.method.client_datasets(fed.clients)
-    clients = {cid: plan.method.make_client(cid, datasets[cid], learners[cid], ctx,
-                                            fed.X_public, fed.X_test, fed.y_test)
-               for cid in range(len(datasets))}
-    server = plan.method.make_server(ctx, len(fed.X_public), learners,
-                                     [len(d) for d in datasets])
+    session = build_session(method, fed, as_models(model), rounds=ROUNDS, period=PERIOD,
+                            seed=SEED, options=options)
+    server, clients, learners = session.server, session.clients, session.learners
     return server, (clients, learners)
 
 
@@ -101,6 +94,18 @@ def _run(fed: fl.Federation, method: str, options: dict, model: str,
     return server, grid
 
 
+_FINISHED: dict[str, tuple[Any, Traffic]] = {}
+
+
+def _finished(fed: fl.Federation, method: str, options: dict, model: str) -> tuple[Any, Traffic]:
+    """``_run`` of a case with the default loss, run once per case and shared by the tests
+    that only read its server and traffic."""
+    key = f"{method}:{sorted(options.items())}:{model}"
+    if key not in _FINISHED:
+        _FINISHED[key] = _run(fed, method, options, model)
+    return _FINISHED[key]
+
+
 def _releases_of(ledger: Ledger, cid: int) -> int:
     """How many of the ledger's events client ``cid`` released in."""
     return sum(client_part(ev, cid) is not None for ev in ledger.events)
@@ -109,7 +114,7 @@ def _releases_of(ledger: Ledger, cid: int) -> int:
 @pytest.mark.parametrize("method, options, model, kinds", CASES, ids=IDS)
 def test_reported_epsilon_is_the_ledgers_and_each_release_is_recorded_once(
         fed: fl.Federation, method: str, options: dict, model: str, kinds: set) -> None:
-    server, grid = _run(fed, method, options, model)
+    server, grid = _finished(fed, method, options, model)
     ledger = server.ledger
     p = server.result_extra()["privacy"]
     spent = ledger.spent()
@@ -134,7 +139,7 @@ def test_reported_epsilon_is_the_ledgers_and_each_release_is_recorded_once(
 def test_a_dpsgd_servers_epsilon_is_its_worst_clients_steps() -> None:
     """The oracle for per-client ledgers: ε of the most DP-SGD steps any client took, from
     the traffic, by the DP-SGD accountant itself."""
-    fed = fl.load_federation("breast_cancer", n_clients=3, partition="dirichlet:100,0.5",
+    fed = fl.load_federation("breast_cancer", clients=3, partition="dirichlet:100,0.5",
                              seed=SEED)
     options = {"epsilon": 8.0, "level": "record", "example_rate": 0.2, "sample_rate": 0.6}
     server, grid = _run(fed, "dp-fedavg", options, "mlp(hidden=8)", lose=None)
@@ -153,10 +158,11 @@ def test_a_dpsgd_servers_epsilon_is_its_worst_clients_steps() -> None:
 @pytest.mark.parametrize("method, options, model, kinds", CASES, ids=IDS)
 def test_the_budget_is_checked_against_the_ledger_before_anything_is_sent(
         fed: fl.Federation, method: str, options: dict, model: str, kinds: set) -> None:
-    done, _ = _run(fed, method, options, model, lose=None)
+    done, _ = _finished(fed, method, options, model)
     server, (clients, learners) = _roles(fed, method, options, model)
     # twice what a finished run released (once may leave room: the ledger's tightest
-    # accountant can be below the one the noise was calibrated with)
+    # accountant can be below the one the noise was calibrated with; client 2's lost reply
+    # leaves the other clients' releases, the ones a per-client ledger's ε is the worst of)
     server.ledger.events = list(done.ledger.events) * 2
     meter = CommMeter()
     grid = Traffic(InProcessGrid(clients, meter))
@@ -173,7 +179,7 @@ def test_the_budget_is_checked_against_the_ledger_before_anything_is_sent(
 
 def test_server_state_round_trips_the_ledger(fed: fl.Federation) -> None:
     method, options, model, _ = CASES[3]  # subsample-aggregate: per-client events
-    done, _ = _run(fed, method, options, model)
+    done, _ = _finished(fed, method, options, model)
     restored, _ = _roles(fed, method, options, model)
     restored.load_state_dict(done.state_dict())
     assert restored.ledger.events == done.ledger.events

@@ -38,7 +38,7 @@ def gaussian_epsilon(sigma: float, n: int, delta: float = DELTA) -> float:
 @pytest.fixture(scope="module")
 def fed():
     # unequal client sizes: a Dirichlet split of breast_cancer (m = 3)
-    return fl.load_federation("breast_cancer", n_clients=3, seed=1,
+    return fl.load_federation("breast_cancer", clients=3, seed=1,
                               partition="dirichlet:1.0,1.0")
 
 

@@ -18,7 +18,8 @@ import fedlabels as fl
 from fedlabels.core.randomness import reproducible
 from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.learners import as_models
-from fedlabels.runs.loop import CommMeter, plan_run, run_rounds, uses_iterative
+from fedlabels.runs.loop import CommMeter, run_rounds
+from fedlabels.runs.session import build_session
 from test_xclp_state import RebuildGrid, _unwire_state
 
 ROUNDS, PERIOD = 3, 5
@@ -45,32 +46,20 @@ def _run(method: str, model: str, options: dict, fed, rebuild: bool):
 
 
 def _run_seeded(method: str, model: str, options: dict, fed, rebuild: bool):
-    plan = plan_run(method, n_roles=fed.n_clients, n_classes=fed.n_classes,
-                    n_features=fed.n_features, rounds=ROUNDS, period=PERIOD, seed=0,
-                    models=as_models(model), options=options)
-    impl = plan.method
-    datasets = impl.client_datasets(fed.clients)
-    learners = plan.learners()
-    impl.validate(len(datasets), plan.settings, learners)
-    ctx = plan.context(truth_public=fed.y_public)
-
-    def build(cid, learner=None):
-        return impl.make_client(cid, datasets[cid],
-                                plan.learner(cid) if learner is None else learner, ctx,
-                                fed.X_public, fed.X_test, fed.y_test)
-
-    server = impl.make_server(ctx, len(fed.X_public), learners, [len(d) for d in datasets])
+    session = build_session(method, fed, as_models(model), rounds=ROUNDS,
+                            period=PERIOD, seed=0, options=options)
+    build, learners, server = session.fresh_client, session.learners, session.server
     meter = CommMeter()
     grid = (CheckedRebuildGrid(build, range(len(learners)), meter) if rebuild
-            else InProcessGrid({c: build(c, ln) for c, ln in enumerate(learners)}, meter))
+            else InProcessGrid(session.clients, meter))
     records, _ = run_rounds(server, grid, meter, rounds=ROUNDS, period=PERIOD, eval_every=1,
-                            iterative=uses_iterative(learners), all_cids=grid.client_ids)
+                            iterative=session.iterative, all_cids=grid.client_ids)
     return records, server, grid
 
 
 @pytest.fixture(scope="module")
 def fed():
-    return fl.load_federation("breast_cancer", n_clients=3, seed=0)
+    return fl.load_federation("breast_cancer", clients=3, seed=0)
 
 
 @pytest.mark.parametrize("method,model,options,student_state", [
@@ -81,7 +70,12 @@ def fed():
      False),
     ("fredy", "mlp(hidden=8)", {"queries": 40, "epsilon_per_query": 0.5,
                                  "teacher_rounds": 2}, True),
-], ids=["pate-dt", "pate-mlp", "dp-pate-dt", "dp-pate-mlp-dt-student", "fredy-mlp"])
+    ("dp-pate", "logreg", {"queries": 6, "noise_sigma": 2.0, "query_selection": "clusters",
+                           "teachers_per_client": 3}, False),
+    ("fredy", "mlp(hidden=8)", {"queries": 6, "epsilon_per_query": 0.5, "teacher_rounds": 2,
+                                 "query_selection": "clusters"}, True),
+], ids=["pate-dt", "pate-mlp", "dp-pate-dt", "dp-pate-mlp-dt-student", "fredy-mlp",
+        "dp-pate-clusters", "fredy-clusters"])
 def test_restored_roles_give_the_same_run(fed, method, model, options, student_state):
     rec_a, server_a, grid_a = _run(method, model, options, fed, rebuild=False)
     rec_b, server_b, grid_b = _run(method, model, options, fed, rebuild=True)

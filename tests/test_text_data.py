@@ -99,7 +99,7 @@ def test_sign_rule_drops_zero_scores(fetched):
 
 
 def test_text_federation_splits_without_scaling(fetched):
-    fed = load_federation("movie_reviews", n_clients=3, n_unlabeled=20, n_test=15, seed=1)
+    fed = load_federation("movie_reviews", clients=3, unlabeled=20, test=15, seed=1)
     assert is_text(fed.X_public) and is_text(fed.X_test) and fed.n_features == 1
     assert fed.class_names == ["negative", "positive"] and fed.info["scale"] == "none"
     sizes = [len(c) for c in fed.clients]
@@ -127,7 +127,7 @@ def _csv(tmp_path, n=120):
 
 def test_csv_text_column_is_the_single_feature(tmp_path):
     path = _csv(tmp_path)
-    fed = load_federation(f"csv:{path}:stars", n_clients=3, text_column="review", seed=0)
+    fed = load_federation(f"csv:{path}:stars", clients=3, text_column="review", seed=0)
     assert is_text(fed.X_public) and fed.feature_names == ["review"]
     assert fed.class_names == ["down", "up"]
     with pytest.raises(FedLabelsError, match=r"no such column.*'id', 'review'"):
@@ -196,7 +196,7 @@ def test_tfidf_spec_errors(spec, message):
 
 def _text_fed(n=400, seed=0, clients=4, sizes=None):
     X, y = synthetic_texts(n, seed=seed)
-    return make_federation(X, y, n_clients=clients, n_unlabeled=100, n_test=80,
+    return make_federation(X, y, clients=clients, unlabeled=100, test=80,
                            partition="dirichlet:1.0" if sizes else "iid", seed=seed)
 
 

@@ -114,7 +114,7 @@ def test_mlp_on_the_cpu_trains_exactly_as_a_plain_torch_loop():
 def test_device_cpu_and_auto_give_the_run_of_no_device_on_a_cpu_machine():
     if torch.cuda.is_available():
         pytest.skip("auto means CUDA here")
-    fed = fl.load_federation("digits", n_clients=3, seed=0)
+    fed = fl.load_federation("digits", clients=3, seed=0)
     runs = [fl.run("fedct", fed, model="mlp(hidden=16)", rounds=2, period=4, seed=0,
                    progress=False, **kw) for kw in ({}, {"device": "cpu"}, {"device": "auto"})]
     weights = [np.concatenate([m.get_weights() for m in r.client_models]) for r in runs]
@@ -126,7 +126,7 @@ def test_device_cpu_and_auto_give_the_run_of_no_device_on_a_cpu_machine():
 
 
 def test_bf16_autocast_runs_on_the_cpu_and_stays_close_to_fp32():
-    fed = fl.load_federation("digits", n_clients=3, seed=0)
+    fed = fl.load_federation("digits", clients=3, seed=0)
     a = fl.run("fedct", fed, model="cnn(arch=small)", rounds=1, period=3, seed=0,
                progress=False)
     b = fl.run("fedct", fed, model="cnn(arch=small)", rounds=1, period=3, seed=0,

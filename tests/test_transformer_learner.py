@@ -10,13 +10,16 @@ parameters.
 from __future__ import annotations
 
 import pickle
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+# looked up, not imported: importing peft (and transformers) costs every pytest-xdist
+# worker seconds at collection; the tests that use them import them
+if find_spec("transformers") is None or find_spec("peft") is None:
+    pytest.skip("needs transformers and peft", allow_module_level=True)
 import torch
 
 from fedlabels.core.errors import FedLabelsError
@@ -213,7 +216,7 @@ def test_runs_with_torch_methods(tiny_dir: str, method: str) -> None:
     from fedlabels.data.federation import make_federation
 
     X, y = texts(260, 8)
-    fed = make_federation(X, y, n_clients=3, n_unlabeled=40, n_test=40, scale="none",
+    fed = make_federation(X, y, clients=3, unlabeled=40, test=40, scale="none",
                           partition="quantity:1.0", seed=0)
     assert len({len(c) for c in fed.clients}) > 1
     # dp-fedavg samples its clients itself (sample_rate), the others take participation=2

@@ -74,7 +74,7 @@ def _simulate(case: Case, federation: Federation, workers: int) -> RunResult:
 
 @pytest.fixture(scope="module")
 def federation() -> Federation:
-    return load_federation("breast_cancer", n_clients=3, seed=SEED)
+    return load_federation("breast_cancer", clients=3, seed=SEED)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -95,7 +95,7 @@ def test_two_workers_give_the_one_process_result(case: Case, federation: Federat
 
 @pytest.mark.parametrize("method,model", [("fedct", "dt"), ("fedavg", "mlp(hidden=8)")])
 def test_unequal_clients_and_partial_participation(method: str, model: str) -> None:
-    fed = load_federation("breast_cancer", n_clients=4, partition="quantity:0.5,20",
+    fed = load_federation("breast_cancer", clients=4, partition="quantity:0.5,20",
                           seed=SEED)
     sizes = [len(c) for c in fed.clients]
     assert len(set(sizes)) > 1  # the case this test is about

@@ -24,7 +24,7 @@ from fedlabels.methods.xclp import (
 from fedlabels.runs.config import RunConfig
 
 N_CLIENTS, SEED = 3, 4
-SPLIT = {"n_clients": N_CLIENTS, "n_unlabeled": 150, "n_private": 600, "n_test": 120,
+SPLIT = {"clients": N_CLIENTS, "unlabeled": 150, "private": 600, "test": 120,
          "partition": "quantity:1", "seed": SEED}  # unequal client sizes
 
 

@@ -95,7 +95,7 @@ def _both(monkeypatch, method, fed, **kwargs):
 def fed3():
     import fedlabels as fl
 
-    return fl.load_federation("breast_cancer", n_clients=3, seed=0)
+    return fl.load_federation("breast_cancer", clients=3, seed=0)
 
 
 @pytest.mark.parametrize("secure", ["ot", "paillier"])

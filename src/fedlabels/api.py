@@ -57,8 +57,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     if not isinstance(federation, str | Federation):
         raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
                              f"{type(federation).__name__}; for your own X and y build one "
-                             "first: fl.run(method, fl.make_federation(X, y, n_clients=5, "
-                             "n_unlabeled=...)).")
+                             "first: fl.run(method, fl.make_federation(X, y, clients=5, "
+                             "unlabeled=...)).")
     given = check_keys(RunConfig, params, "run parameter", python=True)
     if "options" in given and given["options"] is None:  # options=None: no options given
         del given["options"]
@@ -79,6 +79,14 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     model=model if isinstance(model, str) else None, **given)
     impl = get_method(cfg.method)
     parsed = impl.parse_options(cfg.options)
+    if cfg.engine != "simulator":
+        if not by_dataset or not (model is None or isinstance(model, str)):
+            raise FedLabelsError(f"engine {cfg.engine!r} writes its sites from a dataset name "
+                                 "and model specs: pass run() a dataset name and model as a "
+                                 "string, or use engine 'simulator'.")
+        result = _run_on_flower(cfg, progress, on_round)
+        result.config.update(config or {})
+        return result
     if isinstance(federation, str):
         federation = federation_for(cfg)
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
@@ -104,6 +112,8 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
     set_threads(threads)
     impl = get_method(cfg.method)  # fail on an unknown method or option before loading data
     options = impl.parse_options(cfg.options)
+    if cfg.engine != "simulator":
+        return _run_on_flower(cfg, progress, None, checkpoint, resume)
     models = as_models(cfg.model)
     federation = federation_for(cfg)
     return simulate(impl, federation, models, rounds=cfg.rounds, period=cfg.period,
@@ -115,6 +125,25 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
                     device=cfg.device, precision=cfg.precision,
                     batch_clients=cfg.batch_clients, workers=cfg.workers)
+
+
+def _run_on_flower(cfg: RunConfig, progress: bool | None,
+                   on_round: Callable[[RoundRecord], None] | None,
+                   checkpoint: str | Path | None = None,
+                   resume: str | Path | None = None) -> RunResult:
+    """``cfg`` on Flower's simulation engine (Ray); imported only for such runs."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.engines.flower import require_simulation
+
+    if resume is not None:
+        raise FedLabelsError(f"a run on engine {cfg.engine!r} cannot be resumed (its "
+                             "client states live at its sites); run it again, or resume with "
+                             "engine 'simulator'.")
+    require_simulation()
+    from fedlabels.engines.flower.simulation import run_on_ray
+
+    del checkpoint  # the ServerApp checkpoints into the run's work directory
+    return run_on_ray(cfg, progress=progress, on_round=on_round)
 
 
 def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,

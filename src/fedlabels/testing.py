@@ -150,7 +150,7 @@ class _Run:
         if self._federation is None:
             from fedlabels.api import load_federation
 
-            self._federation = load_federation(self.dataset, n_clients=self.clients,
+            self._federation = load_federation(self.dataset, clients=self.clients,
                                                seed=self.seed)
         return self._federation
 
@@ -164,22 +164,13 @@ class _Run:
 
     def fresh_role(self) -> Callable[[int], ClientRole]:
         """Client roles built as the simulator builds them (same plan, seeds and data)."""
-        from fedlabels.learners import as_models, expand_per_client
-        from fedlabels.runs.loop import plan_run
+        from fedlabels.learners import as_models
+        from fedlabels.runs.session import role_factory
 
-        method, fed = self.method, self.federation
-        datasets = method.client_datasets(fed.clients)
-        plan = plan_run(method, n_roles=len(datasets), n_classes=fed.n_classes,
-                        n_features=fed.n_features, rounds=self.rounds, period=self.period,
-                        seed=self.seed, options=self.options, task=fed.task,
-                        target_range=fed.target_range,
-                        models=expand_per_client(as_models(self.model), fed.n_clients))
-        ctx = plan.context(truth_public=fed.y_public)
-        ctx.scaling = fed.public_scaling
-        ctx.X_public = fed.X_public
-        X_public = fed.X_public if method.capabilities.uses_public else None
-        return lambda cid: method.make_client(cid, datasets[cid], plan.learner(cid), ctx,
-                                              X_public, fed.X_test, fed.y_test)
+        roles = role_factory(self.method, self.federation, as_models(self.model),
+                             rounds=self.rounds, period=self.period, seed=self.seed,
+                             options=self.options)
+        return roles.client
 
 
 # ------------------------------------------------------------------ the checks

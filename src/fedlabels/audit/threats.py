@@ -249,6 +249,8 @@ def observe(ex: Exchange, ordinal: int, view: str, ctx: ObservationContext,
         probs = np.asarray(model.predict_proba(ctx.X_query), dtype=np.float64)
         return Observation(view, "probs", probs, ordinal)
     if content in ("hard-labels", "votes"):
+        if payload.rows == "queries" and "queries" not in ex.down.arrays:
+            return None  # votes on clusters of U (a seed, no rows): about no row of Q alone
         n = (len(ex.down.arrays["queries"]) if payload.rows == "queries" else ctx.n_public)
         labels = unpack_labels(values, n, ctx.n_classes).astype(np.int64)
         idx = _public_indices(ex, payload.rows, n, ctx)

@@ -182,7 +182,8 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     """``results/METHOD_DATASET_MODEL_mCLIENTS_PARTITION_seedSEED[TAG]_HASH.json``.
 
     ``HASH`` is the first 6 hex digits of the SHA-256 of the whole configuration (every key
-    but ``output``, method options included), so runs that differ in anything — rounds, an
+    but ``output`` and how the run is executed, ``workers`` and ``engine``: the same result;
+    method options included), so runs that differ in anything — rounds, an
     option — get different names, and the same configuration always gets the same one.
     """
     import hashlib
@@ -196,7 +197,7 @@ def default_output(cfg: Any, tag: str = "") -> Path:
     from fedlabels.runs.spec import hashed_settings
 
     settings = hashed_settings(RunConfig, {k: v for k, v in cfg.to_dict().items()
-                                           if k not in ("output", "workers")})
+                                           if k not in ("output", "workers", "engine")})
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
              f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.renamed import renamed_keywords
 from fedlabels.data.lazy_rows import LazyRows
 from fedlabels.data.partition import PartitionSpec, parse_partition
 from fedlabels.data.partition import partition as partition_pool
@@ -221,14 +222,19 @@ def _check_size(name: str, value: int | None, available: int, flag: str) -> None
 
 # --------------------------------------------------------------------------- construction
 
+FORMER_SIZES = {"n_clients": "clients", "n_unlabeled": "unlabeled", "n_private": "private",
+                "n_test": "test"}  # the keywords' names before they were the run parameters'
+
+
+@renamed_keywords(FORMER_SIZES)
 def make_federation(
     X: Any,
     y: Any,
     *,
-    n_clients: int,
-    n_unlabeled: int,
-    n_private: int | None = None,
-    n_test: int | None = None,
+    clients: int,
+    unlabeled: int,
+    private: int | None = None,
+    test: int | None = None,
     test_fraction: float = 0.2,
     X_test: Any = None,
     y_test: Any = None,
@@ -247,13 +253,13 @@ def make_federation(
     ----------
     X, y : array-like or DataFrame / Series
         Features and labels. Labels may be integers ``0..C-1`` or strings (mapped).
-    n_clients : int
+    clients : int
         Number of clients m (>= 1).
-    n_unlabeled : int
+    unlabeled : int
         Size of the public unlabeled set U (its labels are hidden from every party).
-    n_private : int, optional
+    private : int, optional
         Total number of private labelled examples over all clients; default: all that remain.
-    n_test : int, optional
+    test : int, optional
         Test-set size, when no explicit ``X_test`` is given; default ``test_fraction * n``.
     X_test, y_test : optional
         An explicit test set (e.g. a dataset's official split); then nothing of X is held out.
@@ -280,9 +286,14 @@ def make_federation(
         whitened (:mod:`fedlabels.data.public_pca`; fitted on U's features only, so it costs
         no privacy). The features become ``pc1..pcK`` and ``info["public_pca"]`` records K
         and the fraction of U's variance kept. None (the default): features as they were.
+
+    The sizes are named as the run parameters (``fedlabels run --clients``); their former
+    names ``n_clients``, ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more
+    release, with a warning.
     """
+    n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
-        raise FedLabelsError(f"n_clients must be an integer >= 1, got {n_clients!r}.")
+        raise FedLabelsError(f"clients must be an integer >= 1, got {n_clients!r}.")
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
@@ -343,15 +354,15 @@ def make_federation(
             if not 0 < test_fraction < 1:
                 raise FedLabelsError(f"test_fraction must lie in (0, 1), got {test_fraction}.")
             n_test = max(1, round(test_fraction * len(ya)))
-        _check_size("n_test", n_test, len(ya) - 2, "--test")
+        _check_size("test", n_test, len(ya) - 2, "--test")
         Xt, yt = Xa[order[:n_test]], ya[order[:n_test]]
         pool = order[n_test:]
 
-    _check_size("n_unlabeled (|U|)", n_unlabeled, len(pool) - 1, "--unlabeled")
+    _check_size("unlabeled (|U|)", n_unlabeled, len(pool) - 1, "--unlabeled")
     remaining = len(pool) - n_unlabeled
     if n_private is None:
         n_private = remaining
-    _check_size("n_private", n_private, remaining, "--private")
+    _check_size("private", n_private, remaining, "--private")
     if n_private < n_clients:
         raise FedLabelsError(f"{n_private} private examples cannot give each of {n_clients} "
                              "clients at least one; use more private data or fewer clients.")
@@ -404,14 +415,14 @@ def make_federation(
 
     yp = ya[private_idx]
     # each client's rows straight from the pool (one copy, not a copy of all private rows first)
-    clients = [ClientData(_scale(Xa[private_idx[p]], owned=True), yp[p]) for p in parts]
+    sites_data = [ClientData(_scale(Xa[private_idx[p]], owned=True), yp[p]) for p in parts]
     X_public_scaled = _scale(X_public, owned=True)
-    measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in clients]),
+    measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in sites_data]),
                              None if regression else ya[public_idx],
                              None if regression else yp, len(class_names), favoured)
     return Federation(
         name=name,
-        clients=clients,
+        clients=sites_data,
         X_public=X_public_scaled,
         y_public=ya[public_idx],
         # an explicit test set may be the caller's own array: copy it rather than share it

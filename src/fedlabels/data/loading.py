@@ -7,7 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.data.federation import Federation, make_federation
+from fedlabels.core.renamed import renamed_keywords
+from fedlabels.data.federation import FORMER_SIZES, Federation, make_federation
 from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
 
 
@@ -48,6 +49,7 @@ def load_table(dataset: str, *, sep: str | None = None,
     return info, replace(raw, X=select_columns(X, keep, remove, info.target))
 
 
+@renamed_keywords(FORMER_SIZES)
 def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = None,
                     private: int | None = None, private_per_client: int | None = None,
                     test: int | None = None, partition: str = "iid",
@@ -56,13 +58,14 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
                     unlabeled_shift: float = 0.0, public_pca: int | None = None,
-                    image_size: str | None = None, image_column: str | None = None,
-                    **former: int | None) -> Federation:
+                    image_size: str | None = None, image_column: str | None = None
+                    ) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     The keywords are the run parameters that build a federation, named as in ``fedlabels
     run`` (``clients`` ↔ ``--clients``; docs/usage.md); the former names ``n_clients``,
-    ``n_unlabeled``, ``n_private`` and ``n_test`` are still read.
+    ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more release, with a
+    warning.
     Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
     ``sep``, ``features``, ``drop`` and ``text_column`` are those of :func:`load_table`.
     ``task`` (``None``: the dataset's own) and ``target_range`` are those of
@@ -75,9 +78,6 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     """
     from fedlabels.data.targets import resolve_task
 
-    if former:
-        clients, unlabeled, private, test = _former_sizes(
-            former, clients=clients, unlabeled=unlabeled, private=private, test=test)
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     info = get_dataset(dataset, sep=sep, image_size=image_size)
     task = resolve_task(dataset, info.task, task)
@@ -97,8 +97,8 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
         n_rows = len(raw.y)
         n_test_eff = n_test if n_test is not None else max(1, round(0.2 * n_rows))
         n_unlabeled = max(1, (n_rows - n_test_eff) // 2)
-    fed = make_federation(raw.X, raw.y, n_clients=n_clients, n_unlabeled=n_unlabeled,
-                          n_private=n_private, n_test=n_test, X_test=raw.X_test,
+    fed = make_federation(raw.X, raw.y, clients=n_clients, unlabeled=n_unlabeled,
+                          private=n_private, test=n_test, X_test=raw.X_test,
                           y_test=raw.y_test, partition=partition,
                           scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,
@@ -106,31 +106,6 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     if raw.image_shape is not None and public_pca is None:
         fed.info["image_shape"] = [int(s) for s in raw.image_shape]
     return fed
-
-
-_FORMER = {"n_clients": "clients", "n_unlabeled": "unlabeled", "n_private": "private",
-           "n_test": "test"}
-
-
-def _former_sizes(former: dict[str, int | None], **sizes: int | None) -> tuple[Any, ...]:
-    """``clients, unlabeled, private, test`` with the former keywords (``n_clients``, ...)
-    read; an unknown keyword is a one-line error with a suggestion."""
-    import difflib
-    import inspect
-
-    valid = [k for k in inspect.signature(load_federation).parameters
-             if k not in ("dataset", "former")]
-    for key, value in former.items():
-        if key not in _FORMER:
-            close = difflib.get_close_matches(_FORMER.get(key, key), valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise FedLabelsError(f"load_federation() has no keyword {key!r}{hint}; valid: "
-                                 f"{', '.join(valid)}.")
-        new = _FORMER[key]
-        if new in former or (sizes[new] is not None and new != "clients"):
-            raise FedLabelsError(f"give {new} or its former name {key}, not both.")
-        sizes[new] = value
-    return sizes["clients"], sizes["unlabeled"], sizes["private"], sizes["test"]
 
 
 def _with_partition_column(features: str | Sequence[str] | None,

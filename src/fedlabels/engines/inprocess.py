@@ -1,5 +1,8 @@
 """The in-process simulator: all roles in one process, every message really serialized.
 
+The roles come from the session builder (:func:`fedlabels.runs.session.build_session`), as
+every engine's do; this module adds the grid, the workers, checkpoints and the result.
+
 Messages are encoded to bytes and decoded on the other side, exactly as they would travel,
 and :class:`CommMeter` counts ``len()`` of those bytes per round, client, direction and
 category. Splits, initialisation and minibatch order are deterministic for a given seed;
@@ -22,15 +25,12 @@ from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
 from fedlabels.engines.client_ledgers import reconcile_client_ledgers
 from fedlabels.engines.workers import WorkerGrid, in_process_only, resolve_workers
-from fedlabels.learners import expand_per_client
-from fedlabels.learners.text_input import check_run_input
-from fedlabels.method.adversary import attack_record, make_malicious, plan_attack
+from fedlabels.method.adversary import attack_record
 from fedlabels.method.base import ClientRole, Grid, Method
 from fedlabels.method.options import MethodOptions
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.checkpoint import (
     Keeper,
-    check_extension,
     checkpoint_path,
     load_checkpoint,
     run_identity,
@@ -38,13 +38,12 @@ from fedlabels.runs.checkpoint import (
 from fedlabels.runs.loop import (
     CommMeter,
     build_result,
-    plan_run,
-    rounds_to_run,
     run_rounds,
     uses_iterative,
 )
-from fedlabels.runs.participation import Participation, ParticipationGrid, check_method
+from fedlabels.runs.participation import Participation, ParticipationGrid
 from fedlabels.runs.progress import RoundProgress
+from fedlabels.runs.session import build_session
 
 
 class InProcessGrid:
@@ -136,38 +135,15 @@ def simulate(
     if resume is not None and checkpoint is None:
         checkpoint = checkpoint_path(resume)
     with reproducible(seed) if insecure_reproducible_noise else nullcontext():
-        options = method.parse_options(options)  # before any model is built
-        datasets = method.client_datasets(federation.clients)
-        plan = plan_run(method, n_roles=len(datasets), n_classes=federation.n_classes,
-                        n_features=federation.n_features, rounds=rounds, period=period, seed=seed,
-                        models=expand_per_client(list(models), federation.n_clients),
-                        options=options, task=federation.task,
-                        target_range=federation.target_range, device=device,
-                        precision=precision, input_shape=federation.info.get("image_shape"))
         policy = Participation.parse(participation, dropout, deadline)
-        if policy is not None:  # before any training: refuse methods that cannot take it
-            check_method(method, plan.settings, policy)
-            policy.check_clients(len(datasets))
-        check_run_input(federation.X_public, plan.specs, method)  # text vs numeric models
-        learners = plan.learners()
-        method.validate(len(datasets), plan.settings, learners)
-        if saved is not None:
-            check_extension(plan, learners, saved)
-        rounds, rounds_note = rounds_to_run(plan, learners)  # a one-shot method stops early
-        ctx = plan.context(truth_public=federation.y_public)
-        ctx.scaling = federation.public_scaling
-        ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)
-        X_public = federation.X_public if method.capabilities.uses_public else None
-        clients = {cid: method.make_client(cid, datasets[cid], learners[cid], ctx, X_public,
-                                           federation.X_test, federation.y_test)
-                   for cid in range(len(datasets))}
-        bad, attack_used = plan_attack(method, len(datasets), federation.n_classes,
-                                       malicious, attack, seed, federation.task)
-        if attack_used is not None:
-            for cid in bad:
-                make_malicious(clients[cid], attack_used, seed, method.threat_model)
-        server = method.make_server(ctx, len(federation.X_public), learners,
-                                    [len(d) for d in datasets])
+        session = build_session(method, federation, models, rounds=rounds, period=period,
+                                seed=seed, options=options, device=device,
+                                precision=precision, participation=policy,
+                                malicious=malicious, attack=attack, resuming=saved)
+        plan, learners, clients, server = (session.plan, session.learners, session.clients,
+                                           session.server)
+        datasets, rounds, rounds_note = session.roles.datasets, session.rounds, session.rounds_note
+        bad, attack_used = session.malicious, session.attack
         meter = CommMeter()
         together = use_together(batch_clients, plan, learners)
         n_workers = resolve_workers(workers, len(clients), in_process_only(

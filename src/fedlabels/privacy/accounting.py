@@ -27,6 +27,7 @@ client updates when one client is added or removed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import defaultdict
@@ -51,6 +52,9 @@ from fedlabels.privacy.validation import (
 PLD_MAX_COMPOSITIONS = 2000
 
 XOR_ACCOUNTANTS = ("basic", "exact", "rdp", "pld")
+
+#: the PLD accountant's discretisation of the privacy loss (dp-accounting's default)
+PLD_DISCRETIZATION = 1e-4
 
 #: the releases :func:`account_labels` composes: randomized response on labels
 LabelEvent: TypeAlias = XorEvent | KaryRREvent
@@ -94,6 +98,7 @@ def rr_delta_for_epsilon(epsilon: float, n_bits: int, flip_prob: float) -> float
     return float(np.sum(pmf * -np.expm1(epsilon - loss[mask])))
 
 
+@functools.lru_cache(maxsize=1024)  # pure; a ledger accounts the same releases at each check
 def rr_epsilon_exact(n_bits: int, flip_prob: float, delta: float) -> float:
     """The smallest ε with δ(ε) <= δ for ``n_bits``-fold bitwise randomized response."""
     a = math.log((1.0 - flip_prob) / flip_prob)
@@ -134,33 +139,43 @@ def _label_epsilon(events: Sequence[LabelEvent], delta: float, accountant: str) 
                                  "releases; use pld/rdp.")
         ((p, _), n), = groups.items()
         return rr_epsilon_exact(n, p / 2.0, delta)
+    if accountant in ("rdp", "pld"):
+        return _rr_epsilon(accountant, tuple(groups.items()), delta)
+    raise FedLabelsError(f"unknown accountant {accountant!r}; use one of "
+                         f"{', '.join(XOR_ACCOUNTANTS)}.")
+
+
+@functools.lru_cache(maxsize=256)
+def _rr_epsilon(accountant: str, groups: tuple[tuple[tuple[float, int], int], ...],
+                delta: float) -> float:
+    """ε at δ of the composed randomized responses ``groups`` ((p, buckets), count) by the
+    ``rdp`` or ``pld`` accountant. A pure function of its arguments, memoised: a ledger
+    accounts the same releases again at every check, and PLD self-composition of a few
+    hundred near-deterministic responses takes seconds."""
     if accountant == "rdp":
         import dp_accounting as dpa
         from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
         _quiet_absl()
         acc = rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
-        for (p, k), n in groups.items():
+        for (p, k), n in groups:
             acc.compose(dpa.RandomizedResponseDpEvent(noise_parameter=p, num_buckets=k), n)
         return float(acc.get_epsilon(delta))
-    if accountant == "pld":
-        from dp_accounting.pld import privacy_loss_distribution as pld
+    from dp_accounting.pld import privacy_loss_distribution as pld
 
-        total = sum(groups.values())
-        if total > PLD_MAX_COMPOSITIONS:
-            raise FedLabelsError(f"PLD over {total} composed randomized responses would be "
-                                 f"slow (> {PLD_MAX_COMPOSITIONS}); use the exact or rdp "
-                                 "accountant.")
-        composed = None
-        for (p, k), n in groups.items():
-            one = pld.from_randomized_response(noise_parameter=p, num_buckets=k)
-            part = one.self_compose(n)  # not PLDAccountant: it drops the count (privacy.md)
-            composed = part if composed is None else composed.compose(part)
-        if composed is None:
-            raise FedLabelsError("PLD accounting needs at least one label release.")
-        return float(composed.get_epsilon_for_delta(delta))
-    raise FedLabelsError(f"unknown accountant {accountant!r}; use one of "
-                         f"{', '.join(XOR_ACCOUNTANTS)}.")
+    total = sum(n for _, n in groups)
+    if total > PLD_MAX_COMPOSITIONS:
+        raise FedLabelsError(f"PLD over {total} composed randomized responses would be "
+                             f"slow (> {PLD_MAX_COMPOSITIONS}); use the exact or rdp "
+                             "accountant.")
+    composed = None
+    for (p, k), n in groups:
+        one = pld.from_randomized_response(noise_parameter=p, num_buckets=k)
+        part = one.self_compose(n)  # not PLDAccountant: it drops the count (privacy.md)
+        composed = part if composed is None else composed.compose(part)
+    if composed is None:
+        raise FedLabelsError("PLD accounting needs at least one label release.")
+    return float(composed.get_epsilon_for_delta(delta))
 
 
 def account_labels(events: Sequence[LabelEvent], delta: float,
@@ -185,6 +200,7 @@ def account_labels(events: Sequence[LabelEvent], delta: float,
     return PrivacySpent(results[best], 0.0 if best == "basic" else delta, best, results)
 
 
+@functools.lru_cache(maxsize=64)  # pure; the server and every client calibrate alike
 def calibrate_xor_round_epsilon(total_epsilon: float, delta: float, rounds: int,
                                 sensitivity_bits: int) -> float:
     """The largest per-round ε whose R-fold composition stays within ``total_epsilon`` at δ.
@@ -245,7 +261,8 @@ def _gaussian_accountant(name: str) -> Any:
         _quiet_absl()
         return rdp_privacy_accountant.RdpAccountant(neighboring_relation=rel)
     if name == "pld":
-        return pld_privacy_accountant.PLDAccountant(neighboring_relation=rel)
+        return pld_privacy_accountant.PLDAccountant(
+            neighboring_relation=rel, value_discretization_interval=PLD_DISCRETIZATION)
     raise FedLabelsError(f"unknown accountant {name!r} for DP-FedAvg; use rdp, pld or "
                          "analytic (sampling rate 1 only).")
 
@@ -261,6 +278,7 @@ def default_calibration_accountant(sampling_rate: float) -> str:
     return "analytic" if sampling_rate >= 1.0 else "rdp"
 
 
+@functools.lru_cache(maxsize=256)  # pure in its arguments; a ledger asks again at every check
 def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
                      delta: float, accountant: str = "rdp") -> float:
     """ε of ``rounds`` Poisson-subsampled Gaussian mechanisms (add/remove one client).
@@ -282,9 +300,43 @@ def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
         import dp_accounting as dpa
 
         return float(dpa.get_epsilon_gaussian(noise_multiplier / math.sqrt(rounds), delta))
+    if accountant == "rdp":  # RDP composes by multiplication: one step's curve, times T
+        from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+        orders, one_step = _rdp_of_one_step(noise_multiplier, sampling_rate)
+        return float(compute_epsilon(orders, rounds * one_step, delta)[0])
+    if accountant == "pld" and sampling_rate < 1.0:  # as PLDAccountant composes T steps
+        from dp_accounting.pld.privacy_loss_distribution import identity
+
+        steps = _pld_of_one_step(noise_multiplier, sampling_rate).self_compose(rounds)
+        return float(identity(value_discretization_interval=PLD_DISCRETIZATION)
+                     .compose(steps).get_epsilon_for_delta(delta))
     acc = _gaussian_accountant(accountant)
     acc.compose(_gaussian_event(noise_multiplier, sampling_rate, rounds))
     return float(acc.get_epsilon(delta))
+
+
+@functools.lru_cache(maxsize=64)
+def _pld_of_one_step(noise_multiplier: float, sampling_rate: float) -> Any:
+    """The PLD of one Poisson-subsampled Gaussian step, as ``PLDAccountant`` builds it
+    (seconds to build; memoised, T steps self-compose it)."""
+    import dp_accounting as dpa
+    from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
+
+    return from_gaussian_mechanism(
+        standard_deviation=noise_multiplier, value_discretization_interval=PLD_DISCRETIZATION,
+        sampling_prob=sampling_rate,
+        neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+
+
+@functools.lru_cache(maxsize=256)
+def _rdp_of_one_step(noise_multiplier: float, sampling_rate: float) -> tuple[Any, Any]:
+    """The RDP orders and curve of one (subsampled) Gaussian step, memoised: the curve
+    costs seconds at fractional orders, and T steps are T times it, exactly as
+    ``RdpAccountant`` composes them (``rdp += T * curve``) for any T."""
+    acc = _gaussian_accountant("rdp")
+    acc.compose(_gaussian_event(noise_multiplier, sampling_rate, 1))
+    return acc.orders, acc.rdp
 
 
 def account_gaussian(events: list[SampledGaussianEvent], delta: float,
@@ -303,6 +355,7 @@ def account_gaussian(events: list[SampledGaussianEvent], delta: float,
     return PrivacySpent(results[best], delta, best, results)
 
 
+@functools.lru_cache(maxsize=64)  # pure in its arguments
 def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rate: float,
                                rounds: int, accountant: str | None = None) -> float:
     """The smallest σ whose ``rounds``-fold (subsampled) Gaussian is (target ε, δ)-DP.

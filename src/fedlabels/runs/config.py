@@ -22,6 +22,10 @@ def participation_arg(text: str) -> float | int:
                                          f"number of clients such as 3, got {text!r}") from None
 
 
+#: the values of ``engine``: the in-process simulator, Flower's simulation engine on Ray
+ENGINES = ("simulator", "flower-simulation")
+
+
 @dataclass
 class RunConfig:
     """Every parameter of one run, each declared once with :func:`param`.
@@ -134,6 +138,11 @@ class RunConfig:
         "same for every N (docs/engines.md)", kind=int, group="simulator", minimum=1,
         simulator_only=True, metavar="N", hashed_at_default=False,
         default_text="$FEDLABELS_WORKERS, else one per core, at most one per client")
+    engine: str = param(
+        "simulator", "where the clients run: simulator (this machine), or flower-simulation "
+        "(the Flower ServerApp and ClientApp on Ray: a local Ray, or the cluster at "
+        "$RAY_ADDRESS; needs fedlabels[simulation]; docs/engines.md); the same result",
+        kind=str, choices=ENGINES, simulator_only=True, hashed_at_default=False)
     image_size: str | None = param(
         None, "HxW (or S): resize the images of an imagefolder: dataset or of a csv: image "
         "column", kind=str, group="table", federation=True, metavar="HxW",
@@ -193,6 +202,8 @@ class RunConfig:
             if self.target_range is not None and self.task == "classification":
                 raise FedLabelsError("target_range applies to a regression task only.")
             parse_target_range(self.target_range)
+        if self.engine != "simulator":
+            self._check_engine()
         from fedlabels.learners.devices import check_device, check_precision
 
         check_device(self.device)
@@ -202,6 +213,19 @@ class RunConfig:
 
             check_image_settings(self.dataset, self.image_size, self.image_column,
                                  self.text_column)
+
+    def _check_engine(self) -> None:
+        """Flower's engine runs the deployed ServerApp and ClientApp: refuse what only the
+        simulator's grid does (``workers`` sets the local Ray's CPUs)."""
+        unused = [info.name for info in declared(type(self))
+                  if info.name not in ("engine", "workers")
+                  and (info.simulator_only or info.name == "insecure_reproducible_noise")
+                  and getattr(self, info.name) != info.default]
+        if unused:
+            raise FedLabelsError(f"engine {self.engine!r} runs the Flower ServerApp and "
+                                 f"ClientApp, which do not take {', '.join(unused)}; remove "
+                                 f"{'it' if len(unused) == 1 else 'them'} or use engine "
+                                 "'simulator'.")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,6 +10,8 @@ The same server and client roles as the in-process simulator run here, unchanged
 * :mod:`.convert` — our :class:`~fedlabels.comm.Message` to and from Flower's
   ``RecordDict``;
 * :mod:`.loopback` — a process-free Flower ``Grid`` for fast tests of the adapters;
+* :mod:`.simulation` — the same apps on Flower's simulation engine (Ray,
+  ``--engine flower-simulation``);
 * :mod:`.site_state` seals the stored client state with the site's key.
 
 Operating a deployment (``fedlabels deploy local``, certificates, the Fleet proxy, the
@@ -31,3 +33,15 @@ def require_flwr() -> None:
         raise FedLabelsError(
             "the Flower engine needs the optional dependency flwr; install it with "
             "`pip install 'fedlabels[flower]'` (flwr==1.41.0).") from None
+
+
+def require_simulation() -> None:
+    """Fail with an install hint when Flower's simulation engine (flwr and Ray) is missing."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("flwr", "ray") if find_spec(name) is None]
+    if missing:
+        raise FedLabelsError(
+            f"engine 'flower-simulation' needs the optional dependencies flwr[simulation] "
+            f"({' and '.join(missing)} missing); install them with "
+            "`pip install 'fedlabels[simulation]'` (flwr==1.41.0, ray==2.55.1).")

@@ -42,6 +42,7 @@ from fedlabels.engines.flower.site_privacy import open_site_ledger
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ClientRole
 from fedlabels.method.dpsgd_client import SecretNoiseClient
+from fedlabels.runs.session import build_client_role
 
 SEQ = "fedlabels.seq"  # context.state: the number of the last message handled
 
@@ -60,7 +61,8 @@ def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
 
 def build_role(spec: DeploySpec, site: SiteData,
                node_config: Mapping[str, Any] | None = None) -> ClientRole:
-    """The client role of this site, as ``simulate`` builds it for the same client index;
+    """The client role of this site, as the simulator's session builds it for the same
+    client index (:func:`~fedlabels.runs.session.build_client_role`);
     with a ``privacy-plan`` in the node config, under the site's own plan
     (:func:`~.site_plan.site_config`)."""
     cfg = site_config(spec.config, dict(node_config or {}))
@@ -69,11 +71,8 @@ def build_role(spec: DeploySpec, site: SiteData,
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
     plan = deploy_plan(cfg, site.n_classes, site.n_features)
-    X_public = site.X_public if plan.method.capabilities.uses_public else None
-    ctx = plan.context()
-    ctx.scaling = site.scaling
-    return plan.method.make_client(cid, site.private, plan.learner(cid), ctx,
-                                   X_public, site.X_test, site.y_test)
+    return build_client_role(plan, cid, site.private, X_public=site.X_public,
+                             X_test=site.X_test, y_test=site.y_test, scaling=site.scaling)
 
 
 def save_state(role: ClientRole, records: RecordDict, site: SiteData, key: bytes) -> None:

@@ -100,10 +100,10 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
     if get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
         return None
     _, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
-    unscaled = make_federation(raw.X, raw.y, n_clients=cfg.clients,
-                               n_unlabeled=len(ref.X_public),
-                               n_private=int(ref.info["n_private"]),
-                               n_test=None if raw.X_test is not None else len(ref.y_test),
+    unscaled = make_federation(raw.X, raw.y, clients=cfg.clients,
+                               unlabeled=len(ref.X_public),
+                               private=int(ref.info["n_private"]),
+                               test=None if raw.X_test is not None else len(ref.y_test),
                                X_test=raw.X_test, y_test=raw.y_test, partition=cfg.partition,
                                scale="none", seed=cfg.seed, name=cfg.dataset)
     mean = unscaled.X_public.astype(np.float64).mean(axis=0)

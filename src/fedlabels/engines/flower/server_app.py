@@ -7,7 +7,8 @@ does) on a :class:`FlowerGrid` instead of the in-process grid:
    (partition id, data shape, a fingerprint of U) and stop with a clear error naming the
    node if a site has no usable data or data that does not match U;
 2. ``plan_run`` (the same method, options, settings, model specs and seeds as the
-   simulator), the server role, then ``run_rounds``;
+   simulator), the server role (:func:`~fedlabels.runs.session.build_server`), then
+   ``run_rounds``;
 3. after every round (the ``on_round`` hook), write a checkpoint beside the result (the
    engine's format, :mod:`fedlabels.runs.checkpoint`: the server role's state, the
    records, the meter, lost clients and message counts; the client states stay at the
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,7 @@ from fedlabels.runs.loop import (
     terminate_as_interrupt,
     uses_iterative,
 )
+from fedlabels.runs.session import build_server
 
 FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
                       "travel as an ArrayRecord in protobuf)")
@@ -134,13 +137,15 @@ class StatusFile:
             write_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
 
 
-def run_server(grid: FlowerGridABC, context: Context) -> RunResult | None:
-    """The ServerApp main loop (see the module docstring)."""
+def run_server(grid: FlowerGridABC, context: Context, *,
+               on_round: Callable[[RoundRecord], None] | None = None) -> RunResult | None:
+    """The ServerApp main loop (see the module docstring); ``on_round`` is called with each
+    finished round's record in place of the per-round line."""
     spec = DeploySpec.from_run_config(dict(context.run_config))
     status = StatusFile(spec.status)
     try:
         with terminate_as_interrupt():  # SIGTERM (e.g. `flwr stop`) as Ctrl-C
-            return _run(grid, spec, status)
+            return _run(grid, spec, status, on_round)
     except ClientsLost:
         raise  # _run recorded it as "stopped"
     except KeyboardInterrupt:
@@ -152,7 +157,8 @@ def run_server(grid: FlowerGridABC, context: Context) -> RunResult | None:
         raise
 
 
-def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult | None:
+def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
+         announce: Callable[[RoundRecord], None] | None = None) -> RunResult | None:
     started = time.perf_counter()
     cfg = spec.config
     status.update(status="waiting for SuperNodes")
@@ -164,15 +170,13 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
     node_of, hello = greet(grid, nodes, cfg.clients, spec.reply_timeout)
     first = hello[0]
     plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]))
-    learners = plan.learners()
-    plan.method.validate(cfg.clients, plan.settings, learners)
     truth = None
     if spec.truth:
         with np.load(spec.truth, allow_pickle=False) as data:
             truth = data["y_public"]
-    sizes = [int(hello[c]["n_examples"]) for c in range(cfg.clients)]
-    server = plan.method.make_server(plan.context(truth_public=truth), int(first["n_public"]),
-                                     learners, sizes)
+    learners, server = build_server(
+        plan, n_public=int(first["n_public"]), truth_public=truth,
+        client_sizes=[int(hello[c]["n_examples"]) for c in range(cfg.clients)])
     meter = CommMeter()
     fgrid = FlowerGrid(grid, node_of, meter, reply_timeout=spec.reply_timeout,
                        poll_interval=spec.poll_interval)
@@ -221,6 +225,9 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile) -> RunResult
         checkpoint(record)  # then the result: a resume redoes at most this round
         snapshot("running")
         status.update(rounds_done=record.round)
+        if announce is not None:
+            announce(record)
+            return
         print(f"fedlabels: round {record.round}/{n_rounds} done in {record.seconds:.1f} s"
               + (f", mean accuracy {np.mean(record.accuracies):.4f}"
                  if record.accuracies else ""), flush=True)

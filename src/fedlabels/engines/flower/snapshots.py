@@ -62,6 +62,12 @@ def _saved(folder: Path) -> dict[int, tuple[int, Path]]:
     return found
 
 
+def last_seq(folder: Path | None) -> int | None:
+    """The number of the last message whose state ``folder`` keeps (None: none)."""
+    saved = _saved(folder) if folder is not None else {}
+    return max(saved) if saved else None
+
+
 def save_snapshot(folder: Path, seq: int, rnd: int, state: Mapping[str, StateValue],
                   partition_id: int, key: bytes) -> None:
     """Keep the state after message ``seq`` (of round ``rnd``); prune old snapshots."""

@@ -130,6 +130,24 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
 
     _release: Any = None
 
+    def set_pseudo_labels(self, labels: np.ndarray) -> None:
+        """P <- the consensus, shaped for the site's own model as its options say
+        (:mod:`fedlabels.methods.fedct.site_model`; nothing changes what is sent)."""
+        from fedlabels.methods.fedct.site_model import shapes_consensus, site_labels
+
+        if shapes_consensus(self.options):
+            model = self.model()
+            labels = site_labels(labels, np.asarray(model.predict_proba(self.public)),
+                                 np.asarray(model.classes_), self.options)
+        super().set_pseudo_labels(labels)
+
+    def finetune_site_model(self, message: Message) -> None:
+        """After the last round's training, ``finetune_steps`` plain steps of the site's own
+        model on its private data alone (never sent)."""
+        steps = int(getattr(self.options, "finetune_steps", 0))
+        if steps and int(message.config["round"]) == self.settings.rounds - 1:
+            self.train_on(self.data.X, self.data.y, steps)
+
     def sensitivity_bits(self) -> int:
         """The s* (bits) this client's ledger accounts its label releases with: from its own
         options; an empirical estimate is the server's, so the ledger takes 2|U| for it."""

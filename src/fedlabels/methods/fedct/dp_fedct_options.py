@@ -65,6 +65,27 @@ class DPFedCTOptions(VoteOptions):
         "second model trained as FedCT trains (all its private data and the consensus on U, "
         "without DP); never sent and not protected, while the shared labels come from a "
         "DP-SGD model trained on the private data alone", kind=str, choices=("dp", "private"))
+    # the site's own model (dpsgd, site_model=private; fedlabels.methods.fedct.site_model)
+    pseudo_weight: float = option(
+        1.0, "site_model=private: loss weight of each consensus-labelled example of U in the "
+        "site's own model (a private example weighs 1)", kind=float,
+        interval=Interval(0.0, 100.0, "right"))
+    pseudo_warmup: int = option(
+        0, "site_model=private: rounds over which that weight ramps linearly from 0 to "
+        "pseudo_weight (0: no ramp)", kind=int, interval=Interval(0, None))
+    pseudo_filter: str = option(
+        "none", "site_model=private: which consensus labels the site's own model trains on. "
+        "none: every label the vote kept; agree: only those its own model predicts too",
+        kind=str, choices=("none", "agree"))
+    own_confidence: float | None = option(
+        None, "site_model=private: where the consensus has no label (or pseudo_filter drops "
+        "it), the site's own model labels U itself where its top class probability is at "
+        "least this (self-training; none: never)", kind=float,
+        interval=Interval(0.0, 1.0, "right"), nullable=True)
+    finetune_steps: int = option(
+        0, "site_model=private: plain steps of the site's own model on its private data "
+        "alone after the last round's training (0: none)", kind=int,
+        interval=Interval(0, None))
     teachers: int = option(
         50, "subsample-aggregate: k teachers per client, each trained on one of k disjoint "
         "parts of its private data", kind=int, interval=Interval(2, None))
@@ -128,6 +149,11 @@ class DPFedCTOptions(VoteOptions):
                                  "budget of the run, e.g. --epsilon 8) and epsilon_per_round "
                                  "(pure ε of each round's release, e.g. --epsilon-per-round 1).")
         self._check_trained_mechanisms()
+        unused = [n for n in SITE_MODEL_OPTIONS if n in self.given()]
+        if unused and self.site_model != "private":
+            raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} shape the site's own "
+                                 "model and apply only with --opt site_model=private; got "
+                                 f"site_model {self.site_model!r}.")
         source = self.sensitivity
         if isinstance(source, str) and source not in SENSITIVITY_SOURCES:
             raise FedLabelsError(f"dp-fedct option sensitivity must be worst, empirical, prop2 "
@@ -173,10 +199,14 @@ class DPFedCTOptions(VoteOptions):
 
 
 _SA_ONLY = ("teachers", "teacher_steps", "label_queries", "data_dependent")
+#: options that shape only the site's own (private, never sent) model
+SITE_MODEL_OPTIONS = ("pseudo_weight", "pseudo_warmup", "pseudo_filter", "own_confidence",
+                      "finetune_steps")
 #: mechanisms that train the shared labels' models privately: their own options, and why
 #: they have no label sensitivity s*
 _TRAINED_MECHANISMS = {
-    "dpsgd": ((*DPSGD_OPTIONS, "site_model"), "it has no label sensitivity s*: DP-SGD clips "
+    "dpsgd": ((*DPSGD_OPTIONS, "site_model", *SITE_MODEL_OPTIONS),
+              "it has no label sensitivity s*: DP-SGD clips "
                                               "each example's gradient instead"),
     "subsample-aggregate": (_SA_ONLY, "its sensitivity is one teacher vote, L2 √2, not s*"),
 }

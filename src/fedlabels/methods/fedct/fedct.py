@@ -242,7 +242,7 @@ class FedCTClient(ClientRole):
             self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
         d, steps = self.training_data(), int(message.config["steps"])
         opts, rnd = self.settings.options, int(message.config["round"])
-        if unlabeled_enabled(opts):
+        if isinstance(opts, FedCTOptions) and unlabeled_enabled(opts):  # not DP-FedCT's
             self.train_with_u(d, steps, rnd)
             return
         if d.y_aux is not None and weighting_enabled(opts):  # weighted P

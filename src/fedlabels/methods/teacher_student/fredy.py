@@ -14,6 +14,9 @@ Round 1 of the run holds the whole teacher phase and the release:
    composition (L1 sensitivity 2·n, basic or RDP) meets it; with ``epsilon_per_query`` (the
    paper's reading) b = 2/ε_query.
 
+With ``query_selection=clusters`` the queries are k-means clusters of U, as in PATE: each
+teacher still casts one vote per query, so the formal L1 sensitivity stays 2·n.
+
 Then, as in PATE, every client trains the same student on the labelled queries, b steps per
 round; ``final.mean_accuracy`` is the student's accuracy (the shared teacher-student roles are
 in :mod:`fedlabels.methods.teacher_student.roles`; the FedAvg pieces in
@@ -118,10 +121,12 @@ class FREDYOptions(TeacherStudentOptions):
             raise FedLabelsError(
                 "fredy with a total --epsilon needs --queries Q: every query spends the "
                 "budget and the formal L1 sensitivity is 2·n, so at ε = 8 with 5 clients we "
-                "measured chance accuracy on digits both for all of U and for Q = 5 "
-                "(docs/privacy.md, Defaults). Give --queries to run it anyway; for DP labels "
-                "that keep their accuracy use dp-fedct --mechanism dpsgd --opt "
-                "site_model=private --quorum 0.8 --model 'mlp(hidden=128)'.")
+                "measured chance accuracy on digits for all of U, for Q = 5 and for 2 or 10 "
+                "cluster queries (docs/privacy.md, Defaults). Give --queries to run it "
+                "anyway (with --opt query_selection=clusters on few classes); for DP labels "
+                "that keep their accuracy use dp-pate --model logreg (cluster queries by "
+                "default) or dp-fedct --mechanism dpsgd --opt site_model=private --quorum 0.8 "
+                "--model 'mlp(hidden=128)'.")
 
 
 class FredyClient(TeacherStudentClient, WeightsClient):
@@ -250,7 +255,8 @@ class FREDY(TeacherStudentMethod):
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
-        return FredyClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+        return FredyClient(cid, data, learner, ctx.settings, X_public, X_test, y_test,
+                           scaling=ctx.scaling)
 
 
 __all__ = ["FREDY", "NON_DISJOINT_CAVEAT", "FREDYOptions", "FredyClient", "FredyServer"]

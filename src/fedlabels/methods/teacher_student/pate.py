@@ -3,17 +3,22 @@
 The clients are the **teachers**, each trained on its own (disjoint) private data. Then:
 
 * **round 1** — the server sends each teacher the ``queries`` indices of U it wants labelled
-  (a seeded random subset); each teacher first trains to convergence (``teacher_steps`` steps
-  for torch models, one fit for scikit-learn models), then replies with its hard labels on
-  the queries (bit-packed). The server counts votes and labels each query by the plain argmax
-  (``pate``) or by GNMax, optionally confident GNMax (``dp-pate``), and **releases** the
-  labelled queries (indices + bit-packed labels + an abstention mask);
+  (a seeded random subset), or with ``query_selection=clusters`` the seed of Q k-means
+  clusters of U (:mod:`fedlabels.methods.teacher_student.clusters`); each teacher first
+  trains to convergence (``teacher_steps`` steps for torch models, one fit for scikit-learn
+  models), then replies with its hard labels on the queries (bit-packed; on a cluster, the
+  class it predicts for most members). With ``teachers_per_client`` k a client trains k
+  teachers on disjoint parts of its data (:class:`PATEClient`) and sends k rows of votes.
+  The server counts votes and labels each query by the plain argmax (``pate``) or by GNMax,
+  optionally confident GNMax (``dp-pate``), and **releases** the labelled queries (indices
+  or the cluster seed + bit-packed labels + an abstention mask);
 * **every round** — the released labels are public, so the holders of U train the
-  **student** on the labelled queries only: each client builds the same student (the same
-  model spec and the same seed, sent by the server) and trains it b (``period``) steps per
-  round (one fit for scikit-learn students). Every client therefore holds an identical
-  student and reports its test accuracy: ``final.mean_accuracy`` *is* the student's accuracy,
-  and the per-round records are the student's learning curve. (In a deployment one party
+  **student** on the labelled queries (with clusters: every member of a labelled
+  cluster): each client builds the same student (the same model spec and the same seed,
+  sent by the server) and trains it b (``period``) steps per round (one fit for
+  scikit-learn students). Every client therefore holds an identical student and reports
+  its test accuracy: ``final.mean_accuracy`` *is* the student's accuracy, and the per-round
+  records are the student's learning curve. (In a deployment one party
   would train it; the simulator repeats that training m times.) The shared roles are in
   :mod:`fedlabels.methods.teacher_student.roles`.
 
@@ -23,7 +28,13 @@ the aggregator from OS entropy, never from the run seed (which also picks the qu
 ε from the data-independent GNMax RDP bound
 (:mod:`fedlabels.privacy.gnmax`), the data-dependent bound reported separately and marked as
 not itself DP. Plain PATE has no noise and no guarantee. The GNMax sensitivity assumes each
-private record trains one teacher — true here (clients hold disjoint data).
+private record trains one teacher — true here (clients hold disjoint data, and a client's
+teachers disjoint parts of it); a teacher casts one vote per query whether the query is a
+row or a cluster, so one record still moves at most one vote per query.
+
+With ``--epsilon`` and nothing else chosen, DP-PATE asks 20 cluster queries, each client
+votes with one teacher per 8 private records (at most 10), and the student is ``logreg``
+(measured best on digits and breast_cancer; docs/privacy.md, Defaults).
 
 Options: :class:`PATEOptions` and :class:`DPPATEOptions`.
 """
@@ -36,15 +47,25 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.data import ClientData
-from fedlabels.method.base import ClientRole, MethodContext, ServerRole, Settings
+from fedlabels.learners import clone_fresh_learner, is_iterative
+from fedlabels.method.base import (
+    ClientRole,
+    LearnerFitError,
+    MethodContext,
+    ServerRole,
+    Settings,
+)
 from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 from fedlabels.methods.teacher_student.roles import (
+    QUERY_SELECTIONS,
     RELEASE_OUTSIDE,
     VOTE_PAYLOADS,
+    ConstantModel,
     TeacherStudentClient,
     TeacherStudentMethod,
     TeacherStudentOptions,
@@ -64,20 +85,49 @@ class PATEOptions(TeacherStudentOptions):
     teacher_steps: int | None = option(
         None, "local steps each torch teacher trains before it votes (scikit-learn teachers "
         "fit once); none: 20 x period", kind=int, interval=Interval(1, None), nullable=True)
+    teachers_per_client: int | None = option(
+        None, "teachers each client trains on disjoint parts of its private data (its "
+        "model, one part each; subsample-and-aggregate), each casting one vote per query; "
+        "none: 1 (dp-pate with --epsilon: one per 8 private records, at most 10; measured "
+        "best in docs/privacy.md, Defaults)", kind=int, interval=Interval(1, None),
+        nullable=True)
+
+    #: with a total ε and no ``teachers_per_client`` given: at most this many teachers per
+    #: client, one per ``budget_records_per_teacher`` private records (see budget_queries)
+    budget_teachers_per_client: ClassVar[int | None] = None
+    budget_records_per_teacher: ClassVar[int] = 8
+
+    def teachers_per_client_count(self, n_records: int) -> int:
+        """Teachers of a client with ``n_records`` records: as given, else the budget
+        default under a total ε, else 1; never more than its records."""
+        k = 1 if self.teachers_per_client is None else self.teachers_per_client
+        if self.teachers_per_client is None and self.under_budget() \
+                and self.budget_teachers_per_client is not None:
+            k = min(self.budget_teachers_per_client,
+                    n_records // self.budget_records_per_teacher)
+        return max(1, min(k, n_records))
 
 
 @dataclass(frozen=True)
 class DPPATEOptions(PATEOptions):
-    budget_queries: ClassVar[int | None] = 10
+    budget_queries: ClassVar[int | None] = 20
     budget_student: ClassVar[str | None] = "logreg"
+    budget_selection: ClassVar[str | None] = "clusters"
+    budget_teachers_per_client: ClassVar[int | None] = 10
 
     queries: int | None = option(
-        None, "number of queries Q drawn from U for the teachers to label; none: 10 with "
-        "--epsilon (each query spends budget; measured best in docs/privacy.md, Defaults), "
-        "else all of U", kind=int, interval=Interval(1, None), nullable=True, flag=True)
+        None, "number of queries Q for the teachers to label (rows of U, or clusters of U "
+        "with query_selection=clusters); none: 20 clusters with --epsilon (each query "
+        "spends budget; measured best in docs/privacy.md, Defaults), else all of U",
+        kind=int, interval=Interval(1, None), nullable=True, flag=True)
+    query_selection: str | None = option(
+        None, "what a query is: random (Q random rows of U) or clusters (Q k-means clusters "
+        "of U, each teacher votes one class per cluster and the released label labels every "
+        "member); none: clusters with --epsilon (measured best), else random", kind=str,
+        choices=QUERY_SELECTIONS, nullable=True)
     student_model: str | None = option(
         None, "model spec of the student (e.g. dt, mlp(hidden=32)); none: logreg with "
-        "--epsilon (few labelled queries; measured best), else the client's own model",
+        "--epsilon (measured best), else the client's own model",
         kind=str, nullable=True)
     noise_sigma: float | None = option(
         None, "GNMax noise σ on each vote count (σ = 0 is plain PATE: --method pate); give "
@@ -119,6 +169,48 @@ class DPPATEOptions(PATEOptions):
                                  "covers plain GNMax only.")
 
 
+# ------------------------------------------------------------------ client
+
+
+class PATEClient(TeacherStudentClient):
+    """A client that votes with one teacher, or with ``teachers_per_client`` teachers trained
+    on disjoint parts of its private data.
+
+    The parts are a fixed seeded permutation of the record positions, cut into near-equal
+    slices: which part a record falls in depends on its position and the number of records,
+    never on any record's values, so replacing one record changes one teacher and moves at
+    most one vote per query (the GNMax sensitivity of disjoint teachers). The extra teachers
+    only vote; they are not kept (the client's model after the vote is the student).
+    """
+
+    def teachers(self, message: Message) -> list[Any]:
+        k = self.settings.options_as(PATEOptions).teachers_per_client_count(len(self.data.y))
+        if k == 1:
+            return super().teachers(message)
+        order = np.random.default_rng([0x7EAC, self.cid]).permutation(len(self.data.y))
+        return [self._part_teacher(part, int(message.config["steps"]))
+                for part in np.array_split(order, k)]
+
+    def _part_teacher(self, part: np.ndarray, steps: int) -> Any:
+        X, y = self.data.X[part], self.data.y[part]
+        if len(np.unique(y)) == 1:  # one class seen: that teacher votes it everywhere
+            return ConstantModel(int(y[0]))
+        teacher: Any = clone_fresh_learner(self.learner)
+        try:
+            if is_iterative(teacher):
+                teacher.train_steps(X, y, steps)
+            else:
+                teacher.fit(X, y)
+        except FedLabelsError:
+            raise
+        except Exception as exc:
+            raise LearnerFitError(
+                f"client {self.cid}: a teacher ({type(teacher).__name__}) failed to fit on "
+                f"its part of {len(y)} records: {type(exc).__name__}: {exc}. Use fewer "
+                "--opt teachers_per_client.") from exc
+        return teacher
+
+
 # ------------------------------------------------------------------ servers
 
 
@@ -141,7 +233,10 @@ class PATEServer(TeacherStudentServer):
 
     def summary(self) -> dict[str, Any]:
         student = self.settings.options_as(TeacherStudentOptions).student_spec()
+        teachers = int(self.counts.sum(axis=1).max()) if self.counts is not None \
+            and len(self.counts) else None
         return {"pate": {"queries": self.n_queries, "teacher_steps": self.teacher_steps,
+                         "query_selection": self.selection, "teachers": teachers,
                          "student_model": student or "the client's own model",
                          "student": "every client trains the same student (same spec and "
                                     "seed) on the released labelled queries; the reported "
@@ -219,7 +314,8 @@ class PATE(TeacherStudentMethod):
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
-        return TeacherStudentClient(cid, data, learner, ctx.settings, X_public, X_test, y_test)
+        return PATEClient(cid, data, learner, ctx.settings, X_public, X_test, y_test,
+                          scaling=ctx.scaling)
 
 
 class DPPATE(PATE):
@@ -251,4 +347,5 @@ class DPPATE(PATE):
     server_class = DPPATEServer
 
 
-__all__ = ["DPPATE", "PATE", "DPPATEOptions", "DPPATEServer", "PATEOptions", "PATEServer"]
+__all__ = ["DPPATE", "PATE", "DPPATEOptions", "DPPATEServer", "PATEClient", "PATEOptions",
+           "PATEServer"]

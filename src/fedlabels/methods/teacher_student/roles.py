@@ -1,12 +1,14 @@
 """The teacher-student roles shared by PATE, DP-PATE and FREDY.
 
 The clients are the **teachers**. In round 1 the server (optionally after a teacher phase,
-FREDY's FedAvg rounds) sends each teacher the query indices of U; each teacher replies with
-its hard labels on them (``pate.votes``); the server aggregates the vote counts (a method's
-:meth:`TeacherStudentServer.aggregate`) and **releases** the labelled queries with a student
-seed. From then on every client trains the same student (same spec, same seed) on the
-released labels, b steps per round (one fit for scikit-learn students), and reports the
-student's test accuracy.
+FREDY's FedAvg rounds) sends each teacher the query indices of U, or the seed of Q clusters
+of U (``query_selection=clusters``, :mod:`~fedlabels.methods.teacher_student.clusters`);
+each teacher replies with its hard labels on them (``pate.votes``: one label per query, on a
+cluster the class it predicts for most members); the server aggregates the vote counts (a
+method's :meth:`TeacherStudentServer.aggregate`) and **releases** the labelled queries with a
+student seed (a cluster's label labels all its members). From then on every client trains
+the same student (same spec, same seed) on the released labels, b steps per round (one fit
+for scikit-learn students), and reports the student's test accuracy.
 
 A client's state is its teacher (the base :class:`~fedlabels.method.base.ClientRole`
 rules) and its student: the released query indices and labels, the student seed, whether it
@@ -40,6 +42,16 @@ from fedlabels.method.blocks import broadcast, decode_consensus, encode_consensu
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import Payload
+from fedlabels.methods.teacher_student.clusters import (
+    CLUSTER_SPACES,
+    cluster_votes,
+    public_clusters,
+    spread_labels,
+    unscale,
+)
+
+#: what a query can be (``query_selection``)
+QUERY_SELECTIONS = ("random", "clusters")
 
 # ------------------------------------------------------------------ options
 
@@ -58,30 +70,55 @@ class TeacherStudentOptions(MethodOptions):
     student_model: str | None = option(
         None, "model spec of the student (e.g. dt, mlp(hidden=32)); none: the client's own "
         "model", kind=str, nullable=True)
+    query_selection: str | None = option(
+        None, "what a query is: random (Q random rows of U) or clusters (Q k-means clusters "
+        "of U, each teacher votes one class per cluster and the released label labels every "
+        "member); none: random", kind=str, choices=QUERY_SELECTIONS, nullable=True)
+    cluster_space: str | None = option(
+        None, "with query_selection=clusters: cluster U as the learners see it (features) or "
+        "with the federation's z-scoring undone (unscaled: for features in one unit, e.g. "
+        "pixels); none: features", kind=str, choices=CLUSTER_SPACES, nullable=True)
 
-    #: with a total ``epsilon`` and no ``queries`` / ``student_model`` given: the query
-    #: budget and student a DP method uses (measured best; a total budget buys few queries)
+    #: with a total ``epsilon`` and no ``queries`` / ``student_model`` / ``query_selection``
+    #: given: the query budget, student and queries a DP method uses (measured best; a total
+    #: budget buys few queries)
     budget_queries: ClassVar[int | None] = None
     budget_student: ClassVar[str | None] = None
+    budget_selection: ClassVar[str | None] = None
+
+    def under_budget(self) -> bool:
+        """A total ε was given: the budget defaults apply to what the user left out."""
+        return getattr(self, "epsilon", None) is not None
 
     def query_count(self, n_public: int) -> int | None:
         """Q as given, else the budget default under a total ε (at most |U|), else None."""
-        if self.queries is None and self.budget_queries is not None \
-                and getattr(self, "epsilon", None) is not None:
+        if self.queries is None and self.budget_queries is not None and self.under_budget():
             return min(self.budget_queries, n_public)
         return self.queries
 
     def student_spec(self) -> str | None:
         """The student's spec as given, else the budget default under a total ε, else None
         (the client's own model)."""
-        if self.student_model is None and getattr(self, "epsilon", None) is not None:
+        if self.student_model is None and self.under_budget():
             return self.budget_student
         return self.student_model
+
+    def selection(self) -> str:
+        """The query selection as given, else the budget default under a total ε, else
+        random."""
+        if self.query_selection is not None:
+            return self.query_selection
+        if self.under_budget() and self.budget_selection is not None:
+            return self.budget_selection
+        return "random"
 
     def check(self) -> None:
         if self.student_model is not None and len(parse_model_spec(self.student_model)) != 1:
             raise FedLabelsError(f"student_model must be one model spec, got "
                                  f"{self.student_model!r}.")
+        if self.cluster_space is not None and self.selection() != "clusters":
+            raise FedLabelsError("--opt cluster_space applies only to cluster queries; give "
+                                 "--opt query_selection=clusters too, or leave it out.")
 
 
 class TeacherStudentMethod(Method):
@@ -146,13 +183,27 @@ RELEASE_OUTSIDE = (
 # ------------------------------------------------------------------ client
 
 
+@dataclass(frozen=True)
+class ConstantModel:
+    """A model that predicts one class: a teacher whose data held one class, or a student
+    whose released labels did."""
+
+    label: int
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.full(len(X), self.label, dtype=np.int64)
+
+
 class TeacherStudentClient(ClientRole):
     """A teacher that votes on queries, then trains the (shared-seed) student."""
 
     state_attrs = ("student_index", "student_y", "student_seed", "student_fitted")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, scaling: tuple[np.ndarray, np.ndarray] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.scaling = scaling  # U's public z-scoring, to cluster U unscaled
+        self._clusters: tuple[int, int, np.ndarray] | None = None  # (seed, Q, assignment)
         self.student_index: np.ndarray | None = None  # rows of U the released labels label
         self.student_y: np.ndarray | None = None  # the released labels (abstentions left out)
         self.student_seed: int | None = None
@@ -167,13 +218,41 @@ class TeacherStudentClient(ClientRole):
         if is_iterative(self.learner) or not self.fitted:
             self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
 
-    def vote(self, message: Message) -> Message:
+    def teachers(self, message: Message) -> list[Any]:
+        """The models that vote: this client's teacher (trained first)."""
         self.train_teacher(message)
-        queries = np.asarray(message.arrays["queries"], dtype=np.int64)
-        labels = self.predict(self.public[queries])
-        teacher_acc = float(np.mean(self.predict(self.X_test) == self.y_test))
+        return [self.model()]
+
+    def clusters(self, seed: int, n_clusters: int) -> np.ndarray:
+        """The cluster of each row of U for the server's seed (computed once, from U only)."""
+        if self._clusters is None or self._clusters[:2] != (seed, n_clusters):
+            opts = self.settings.options_as(TeacherStudentOptions)
+            space = self.public if (opts.cluster_space or "features") == "features" \
+                else unscale(self.public, self.scaling)
+            self._clusters = (seed, n_clusters, public_clusters(space, n_clusters, seed))
+        return self._clusters[2]
+
+    def vote(self, message: Message) -> Message:
+        """Each teacher's one label per query: on a row of U, or on a cluster of U (its
+        majority prediction over the members); one packed row per teacher."""
+        C = self.settings.n_classes
+        if "cluster_seed" in message.config:
+            Q = int(message.config["clusters"])
+            assignment = self.clusters(int(message.config["cluster_seed"]), Q)
+
+            def labels_of(model: Any) -> np.ndarray:
+                return cluster_votes(np.asarray(model.predict(self.public)), assignment, Q, C)
+        else:
+            rows = self.public[np.asarray(message.arrays["queries"], dtype=np.int64)]
+
+            def labels_of(model: Any) -> np.ndarray:
+                return np.asarray(model.predict(rows)).astype(np.int64)
+        teachers = self.teachers(message)
+        packed = [pack_labels(labels_of(t), C) for t in teachers]
+        teacher_acc = float(np.mean([np.mean(np.asarray(t.predict(self.X_test)) == self.y_test)
+                                     for t in teachers]))
         return Message("pate.votes",
-                       arrays={"labels": pack_labels(labels, self.settings.n_classes)},
+                       arrays={"labels": packed[0] if len(packed) == 1 else np.stack(packed)},
                        config={"teacher_accuracy": teacher_acc})
 
     # ---------------------------------------------------------------- student
@@ -205,6 +284,12 @@ class TeacherStudentClient(ClientRole):
     def _fit_student(self, steps: int) -> None:
         student, X, y = self.student, self.student_X, self.student_y
         assert y is not None  # set with the release
+        if not is_iterative(student) and len(np.unique(y)) == 1:
+            # every released label is one class (noise or unanimous teachers): the student
+            # predicts it, as a refit model would if it could be fitted on one class
+            self._student = ConstantModel(int(y[0]))
+            self.student_fitted = True
+            return
         try:
             if is_iterative(student):
                 student.train_steps(X, y, steps)
@@ -223,8 +308,15 @@ class TeacherStudentClient(ClientRole):
 
     def receive_release(self, message: Message) -> None:
         """Keep the released labelled queries and build the student from the sent seed."""
-        queries = np.asarray(message.arrays["queries"], dtype=np.int64)
-        labels = decode_consensus(message.arrays, len(queries), self.settings.n_classes)
+        if "cluster_seed" in message.config:  # a label per cluster labels its members
+            n_clusters = int(message.config["clusters"])
+            labels = spread_labels(
+                decode_consensus(message.arrays, n_clusters, self.settings.n_classes),
+                self.clusters(int(message.config["cluster_seed"]), n_clusters))
+            queries = np.arange(len(labels), dtype=np.int64)
+        else:
+            queries = np.asarray(message.arrays["queries"], dtype=np.int64)
+            labels = decode_consensus(message.arrays, len(queries), self.settings.n_classes)
         keep = labels != ABSTAIN
         self.student_index, self.student_y = queries[keep], labels[keep]
         self.student_seed = int(message.config["student_seed"])
@@ -236,7 +328,7 @@ class TeacherStudentClient(ClientRole):
                                  "the student on; lower --opt threshold or raise --queries.")
 
     def train_student(self, message: Message) -> Message:
-        if "queries" in message.arrays:
+        if "student_seed" in message.config:
             self.receive_release(message)
         if self.student_seed is None:
             raise FedLabelsError(f"client {self.cid}: student training before the release.")
@@ -281,13 +373,16 @@ class TeacherStudentServer(ServerRole):
     may add a teacher phase (:meth:`train_teachers`).
     """
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "queries", "labels", "counts", "privacy")
+    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "queries", "labels", "counts", "privacy",
+                                              "cluster_seed")
 
     def __init__(self, settings: Settings, options: TeacherStudentOptions, n_public: int,
                  seed: int, truth_public: np.ndarray | None, teacher_steps: int) -> None:
         self.settings = settings
         self.n_public = n_public
         self.n_queries = n_queries(options, n_public)
+        self.selection = options.selection()
+        self.cluster_seed: int | None = None  # with cluster queries: the seed of k-means
         self.teacher_steps = teacher_steps
         self.rng = np.random.default_rng(seed)
         self.truth_public = truth_public
@@ -313,28 +408,37 @@ class TeacherStudentServer(ServerRole):
         config: dict[str, Any] = {"round": rnd, "steps": self.settings.period}
         if rnd == 0:
             extra = self.train_teachers(rnd, grid)
-            self.queries = np.sort(self.rng.choice(self.n_public, self.n_queries,
-                                                   replace=False)).astype(np.uint32)
-            vote = Message("pate.vote", arrays={"queries": self.queries, **extra},
-                           config={"round": rnd, "steps": self.teacher_steps})
+            vote_config: dict[str, Any] = {"round": rnd, "steps": self.teacher_steps}
+            where: dict[str, Any] = {}  # what the release must say about the queries
+            if self.selection == "clusters":  # Q clusters of U, from U and this seed only
+                self.cluster_seed = int(self.rng.integers(0, 2**31 - 1))
+                where = {"cluster_seed": self.cluster_seed, "clusters": self.n_queries}
+                vote_config.update(where)
+            else:
+                self.queries = np.sort(self.rng.choice(self.n_public, self.n_queries,
+                                                       replace=False)).astype(np.uint32)
+                extra = {"queries": self.queries, **extra}
+            vote = Message("pate.vote", arrays=extra, config=vote_config)
             replies = broadcast(grid, vote, rnd)
-            votes = np.stack([unpack_labels(replies[c].arrays["labels"], self.n_queries,
-                                            self.settings.n_classes) for c in sorted(replies)])
+            votes = np.concatenate([
+                np.stack([unpack_labels(row, self.n_queries, self.settings.n_classes)
+                          for row in np.atleast_2d(replies[c].arrays["labels"])])
+                for c in sorted(replies)])  # one row per teacher (a client may hold several)
             self.counts = vote_counts(votes, self.settings.n_classes)
             self.labels = self.aggregate(self.counts)
             metrics = self.release_metrics(replies)
             config["student_seed"] = int(self.rng.integers(0, 2**31 - 1))
-            release = Message("pate.student",
-                              arrays={"queries": self.queries,
-                                      **encode_consensus(self.labels, self.settings.n_classes)},
-                              config=config)
+            arrays = encode_consensus(self.labels, self.settings.n_classes)
+            if self.queries is not None:  # random queries: which rows were labelled
+                arrays = {"queries": self.queries, **arrays}
+            release = Message("pate.student", arrays=arrays, config={**config, **where})
             broadcast(grid, release, rnd)
         else:
             broadcast(grid, Message("pate.student", config=config, category="control"), rnd)
         return metrics
 
     def release_metrics(self, replies: dict[int, Message]) -> dict[str, float]:
-        assert self.labels is not None and self.counts is not None and self.queries is not None
+        assert self.labels is not None and self.counts is not None
         answered = self.labels != ABSTAIN
         plain = self.counts.argmax(axis=1)
         out = {"teacher_mean_accuracy": float(np.mean([replies[c].config["teacher_accuracy"]
@@ -343,7 +447,7 @@ class TeacherStudentServer(ServerRole):
                "labels_equal_plain_argmax": float(np.mean(self.labels[answered]
                                                           == plain[answered]))
                if answered.any() else float("nan")}
-        if self.truth_public is not None:  # diagnostic only
+        if self.truth_public is not None and self.queries is not None:  # diagnostic only
             truth = np.asarray(self.truth_public)[self.queries.astype(np.int64)]
             out["label_accuracy"] = float(np.mean(self.labels[answered] == truth[answered])) \
                 if answered.any() else float("nan")

@@ -99,6 +99,7 @@ class DPSGDMechanism(LabelMechanism):
             dp_model = client.release_learner()
             client.dpsgd_train(message, learner=dp_model)
             client.receive_and_train(message)  # the site's own model: never sent, not DP
+            client.finetune_site_model(message)
             labels = np.asarray(dp_model.predict(client.public)).astype(np.int64)
             return Message("dpfedct.dpsgd_labels",
                            arrays={"labels": pack_labels(labels, n_classes)})
