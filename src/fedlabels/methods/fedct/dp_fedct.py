@@ -79,6 +79,8 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
     and answers the (noiseless) sensitivity estimate only where its options choose
     ``sensitivity=empirical``, once."""
 
+    trains_with_u_options: ClassVar[bool] = False
+
     state_attrs: ClassVar[tuple[str, ...]] = ("releases", "sensitivity_answers",
                                               "own_sensitivity")
 

@@ -190,6 +190,9 @@ class FedCTClient(ClientRole):
     """Client i of Algorithm 1: trains on D_i ∪ P and shares its hard labels on U."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("pseudo_y", "pseudo_index", "pseudo_share")
+    #: whether FedCT's options for training on U (warm-up, consistency, fine-tune) apply;
+    #: DP-FedCT's client, which shares this training step, has its own options instead
+    trains_with_u_options: ClassVar[bool] = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -242,7 +245,7 @@ class FedCTClient(ClientRole):
             self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
         d, steps = self.training_data(), int(message.config["steps"])
         opts, rnd = self.settings.options, int(message.config["round"])
-        if isinstance(opts, FedCTOptions) and unlabeled_enabled(opts):  # not DP-FedCT's
+        if self.trains_with_u_options and unlabeled_enabled(opts):
             self.train_with_u(d, steps, rnd)
             return
         if d.y_aux is not None and weighting_enabled(opts):  # weighted P
