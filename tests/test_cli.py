@@ -44,7 +44,7 @@ def test_toml_config_with_cli_override(tmp_path):
     (["--clients", "0"], "clients must be an int >= 1"),
     (["--clients", "2"], "at least 3 clients"),
     (["--quorum", "1.2"], "quorum must lie in"),
-    (["--unlabeled", "100000"], "n_unlabeled"),
+    (["--unlabeled", "100000"], "set --unlabeled between"),
     (["--partition", "shards:x"], "invalid partition"),
     (["--dataset", "fashion_mnist"], "fedlabels fetch fashion_mnist"),
 ])

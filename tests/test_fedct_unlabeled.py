@@ -11,7 +11,8 @@ from torch import nn
 
 import fedlabels as fl
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.consistency import Consistency, augment, consistency_loss
+from fedlabels.learners.consistency import Consistency
+from fedlabels.learners.consistency_loss import augment, consistency_loss
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 from fedlabels.methods import get_method
 from fedlabels.methods.fedct.fedct import FedCTClient

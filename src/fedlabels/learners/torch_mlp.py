@@ -26,7 +26,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.consistency import Consistency, consistency_loss
+from fedlabels.learners.consistency import Consistency
+from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 

@@ -31,7 +31,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.consistency import Consistency, consistency_loss
+from fedlabels.learners.consistency import Consistency
+from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
 from fedlabels.learners.text_input import is_text
