@@ -134,3 +134,9 @@ def test_inapplicable_cluster_options_are_refused():
         get_method("fredy").parse_options({"epsilon_per_query": 1.0, "teachers_per_client": 2})
     assert math.isfinite(get_method("fredy").parse_options(
         {"epsilon_per_query": 1.0, "query_selection": "clusters"}).epsilon_per_query)
+
+
+def test_as_many_clusters_as_rows_puts_each_row_alone():
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    assert sorted(public_clusters(X, 40, seed=1)) == list(range(40))
+    assert len(set(public_clusters(X, 39, seed=1))) <= 39

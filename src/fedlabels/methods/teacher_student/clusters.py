@@ -41,6 +41,8 @@ def public_clusters(X_public: np.ndarray, n_clusters: int, seed: int) -> np.ndar
     if not 1 <= n_clusters <= len(X):
         raise FedLabelsError(f"cannot form {n_clusters} clusters of the {len(X)} rows of U; "
                              f"use --queries between 1 and {len(X)}.")
+    if n_clusters == len(X):  # one row per cluster: k-means' optimum, without its cost
+        return np.arange(len(X), dtype=np.int64)
     with warnings.catch_warnings():  # an empty cluster is allowed: nobody gets its label
         warnings.simplefilter("ignore")
         _, assignment = kmeans2(X, n_clusters, iter=KMEANS_ITERATIONS, minit="++",
