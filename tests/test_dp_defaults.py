@@ -74,9 +74,10 @@ def test_dp_pate_default_budget_beats_labelling_all_of_u(dataset, n_public, floo
 
 def test_dp_pate_at_epsilon_8_on_digits_learns_from_clusters():
     """The old default (10 random queries, one teacher per client) gave 0.22 ± 0.11 here;
-    the default's clusters and teachers per client with logreg teachers (the recommended
-    model) give 0.76 ± 0.05 (docs/privacy.md, Defaults)."""
-    r = fl.run("dp-pate", "digits", model="logreg", seed=0, progress=False,
+    the default's clusters and teachers per client with its default logreg teachers give
+    0.76 ± 0.05 (docs/privacy.md, Defaults)."""
+    assert get_method("dp-pate").model_default() == "logreg"
+    r = fl.run("dp-pate", "digits", seed=0, progress=False,
                insecure_reproducible_noise=True, options={"epsilon": 8.0})
     assert r.final["mean_accuracy"] >= 0.6
 

@@ -42,7 +42,7 @@ Options: :class:`PATEOptions` and :class:`DPPATEOptions`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -323,6 +323,10 @@ class DPPATE(PATE):
     description = ("DP-PATE: PATE with GNMax (optionally confident GNMax) vote aggregation, "
                    "RDP accounting")
     options_class = DPPATEOptions
+    #: logistic-regression teachers: at ε = 8 they beat decision trees on every dataset
+    #: measured (docs/privacy.md, Defaults: digits 0.762 against 0.418, breast_cancer 0.928
+    #: against 0.854); ``--model`` chooses another
+    capabilities = replace(PATE.capabilities, default_model="logreg")
     threat_model = ThreatModel(
         view="teacher-votes-on-queries",
         adversary=HONEST_BUT_CURIOUS_SERVER + "; it chooses the queries from U and is PATE's "
