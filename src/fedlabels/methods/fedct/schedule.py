@@ -71,14 +71,21 @@ def example_weights(opts: Any, rnd: int, share: np.ndarray | None, n: int) -> np
     return weights
 
 
-def check_weighting(settings: Settings, learners: list[Any]) -> None:
-    """Pseudo-label weights need classification and learners that take per-example weights."""
+def require_torch_classification(settings: Settings, learners: list[Any], options: str,
+                                 need: str) -> None:
+    """One-line errors unless the task is classification and every learner is a torch
+    learner that takes per-example auxiliary rows (``options`` names what needs it)."""
     if settings.task == "regression":
-        raise FedLabelsError("pseudo_weight, pseudo_warmup and vote_power apply to "
-                             "classification; drop them on a regression task.")
+        raise FedLabelsError(f"{options} apply to classification; drop them on a "
+                             "regression task.")
     for learner in learners:
         if not getattr(learner, "supports_aux_index", False):
-            raise FedLabelsError(
-                f"pseudo_weight, pseudo_warmup and vote_power need a torch learner that "
-                f"weights pseudo-labelled examples (e.g. --model mlp), got "
-                f"{type(learner).__name__}; drop them or change the model.")
+            raise FedLabelsError(f"{options} need {need}, got {type(learner).__name__}; "
+                                 "drop them or change the model.")
+
+
+def check_weighting(settings: Settings, learners: list[Any]) -> None:
+    """Pseudo-label weights need classification and learners that take per-example weights."""
+    require_torch_classification(
+        settings, learners, "pseudo_weight, pseudo_warmup and vote_power",
+        "a torch learner that weights pseudo-labelled examples (e.g. --model mlp)")

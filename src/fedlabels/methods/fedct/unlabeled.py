@@ -27,6 +27,7 @@ import numpy as np
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency, image_shape
 from fedlabels.method.base import Settings
+from fedlabels.methods.fedct.schedule import require_torch_classification
 
 #: the options that switch this module on
 UNLABELED_OPTIONS = ("consistency_weight", "warmup_steps", "finetune_steps")
@@ -67,15 +68,10 @@ def consistency_spec(opts: Any, rnd: int, X_public: Any) -> Consistency | None:
 def check_unlabeled(settings: Settings, learners: list[Any]) -> None:
     """The options need classification, torch learners and, for shift, image rows."""
     opts: Any = settings.options
-    if settings.task == "regression":
-        raise FedLabelsError("consistency_weight, warmup_steps and finetune_steps apply to "
-                             "classification; drop them on a regression task.")
+    require_torch_classification(
+        settings, learners, "consistency_weight, warmup_steps and finetune_steps",
+        "a torch learner (e.g. --model mlp or minilm)")
     for learner in learners:
-        if not getattr(learner, "supports_aux_index", False):
-            raise FedLabelsError(
-                f"consistency_weight, warmup_steps and finetune_steps need a torch learner "
-                f"(e.g. --model mlp or minilm), got {type(learner).__name__}; drop them or "
-                "change the model.")
         text = getattr(learner, "accepts_text", False)
         if opts.consistency_weight and opts.consistency_augment == "shift" and (
                 text or image_shape(settings.n_features) is None):
