@@ -431,6 +431,22 @@ class Method:
         raise NotImplementedError
 
 
+def fit_or_train(learner: Any, X: np.ndarray, y: np.ndarray, steps: int,
+                 failure: Callable[[Exception], str]) -> None:
+    """``steps`` warm-started steps if the learner is iterative, else one fit; any error
+    that is not already a :class:`FedLabelsError` becomes a :class:`LearnerFitError` with
+    the message ``failure(exc)`` (a user's model may fail in any way: say where)."""
+    try:
+        if is_iterative(learner):
+            learner.train_steps(X, y, steps)
+        else:
+            learner.fit(X, y)
+    except FedLabelsError:
+        raise
+    except Exception as exc:
+        raise LearnerFitError(failure(exc)) from exc
+
+
 def holds_model(learner: Any) -> bool:
     """Whether ``learner`` can predict: built (iterative) or fitted (scikit-learn)."""
     if is_iterative(learner):

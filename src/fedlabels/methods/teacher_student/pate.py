@@ -51,13 +51,13 @@ from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.data import ClientData
-from fedlabels.learners import clone_fresh_learner, is_iterative
+from fedlabels.learners import clone_fresh_learner
 from fedlabels.method.base import (
     ClientRole,
-    LearnerFitError,
     MethodContext,
     ServerRole,
     Settings,
+    fit_or_train,
 )
 from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
 from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
@@ -196,18 +196,10 @@ class PATEClient(TeacherStudentClient):
         if len(np.unique(y)) == 1:  # one class seen: that teacher votes it everywhere
             return ConstantModel(int(y[0]))
         teacher: Any = clone_fresh_learner(self.learner)
-        try:
-            if is_iterative(teacher):
-                teacher.train_steps(X, y, steps)
-            else:
-                teacher.fit(X, y)
-        except FedLabelsError:
-            raise
-        except Exception as exc:
-            raise LearnerFitError(
-                f"client {self.cid}: a teacher ({type(teacher).__name__}) failed to fit on "
-                f"its part of {len(y)} records: {type(exc).__name__}: {exc}. Use fewer "
-                "--opt teachers_per_client.") from exc
+        fit_or_train(teacher, X, y, steps, lambda exc: (
+            f"client {self.cid}: a teacher ({type(teacher).__name__}) failed to fit on "
+            f"its part of {len(y)} records: {type(exc).__name__}: {exc}. Use fewer "
+            "--opt teachers_per_client."))
         return teacher
 
 

@@ -33,10 +33,10 @@ from fedlabels.method.base import (
     Capabilities,
     ClientRole,
     Grid,
-    LearnerFitError,
     Method,
     ServerRole,
     Settings,
+    fit_or_train,
 )
 from fedlabels.method.blocks import broadcast, decode_consensus, encode_consensus
 from fedlabels.method.options import Interval, MethodOptions, option
@@ -290,20 +290,11 @@ class TeacherStudentClient(ClientRole):
             self._student = ConstantModel(int(y[0]))
             self.student_fitted = True
             return
-        try:
-            if is_iterative(student):
-                student.train_steps(X, y, steps)
-            else:
-                student.fit(X, y)
-        except FedLabelsError:
-            raise
-        except Exception as exc:
-            present = np.unique(y).tolist()
-            raise LearnerFitError(
-                f"the student model {type(student).__name__} cannot be trained on the "
-                f"{len(y)} labelled queries (classes present: {present[:10]}): "
-                f"{type(exc).__name__}: {exc}. Use more --queries, a smaller noise, or "
-                "another --opt student_model.") from exc
+        fit_or_train(student, X, y, steps, lambda exc: (
+            f"the student model {type(student).__name__} cannot be trained on the "
+            f"{len(y)} labelled queries (classes present: {np.unique(y).tolist()[:10]}): "
+            f"{type(exc).__name__}: {exc}. Use more --queries, a smaller noise, or "
+            "another --opt student_model."))
         self.student_fitted = True
 
     def receive_release(self, message: Message) -> None:
