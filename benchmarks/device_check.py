@@ -117,7 +117,7 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
     """Wall-clock seconds of the second round of a run (the first warms up)."""
     stamps: list[float] = []
     fl.run(method, fed, model=model, rounds=2, period=period, seed=0, progress=False,
-           threads=1, device=device, eval_every=2,
+           threads=1, workers=1, device=device, eval_every=2,
            on_round=lambda record: stamps.append(time.perf_counter()))
     return stamps[1] - stamps[0]
 
@@ -197,7 +197,7 @@ def text_run_seconds(fed: fl.Federation, spec: str, rounds: int, period: int,
     its end only)."""
     start = time.perf_counter()
     result = fl.run("fedct", fed, model=spec, rounds=rounds, period=period, seed=0,
-                    progress=False, threads=1, device=device, eval_every=rounds)
+                    progress=False, threads=1, workers=1, device=device, eval_every=rounds)
     return time.perf_counter() - start, float(result.final["mean_accuracy"])
 
 
