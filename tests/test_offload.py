@@ -178,3 +178,21 @@ def test_bad_offload_settings_are_one_line_errors(capsys):
                  "sometimes", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "auto" in err and "always" in err and "never" in err
+
+
+def test_the_offload_benchmark_runs_on_the_cpu(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_offload.py"
+    spec = importlib.util.spec_from_file_location("gpu_offload", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    figures = script.offload_comparison(3, "cpu", model="mlp(hidden=8)", per_client=30,
+                                        unlabeled=100, period=2)
+    assert figures["never_offloaded_clients"] == 0 and figures["always_offloaded_clients"] == 3
+    assert figures["never_seconds"] > 0 and figures["always_seconds"] > 0
+    assert figures["never_peak_gpu_bytes"] is None
+    assert script.main(["--dry-run", "--batch-clients", "on"]) == 0
+    out = capsys.readouterr().out
+    assert "always_over_never" in out and "DRY RUN" in out

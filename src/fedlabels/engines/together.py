@@ -5,9 +5,10 @@ its own thread. A torch learner's ``train_steps`` then does not train: it hands 
 a :class:`Rendezvous` and waits; so does its ``predict_proba``. When every client of the
 exchange is either waiting there or done, the collected calls run as one vectorised step per
 group of compatible learners (:func:`fedlabels.learners.batched.train_together`,
-:func:`~fedlabels.learners.batched.predict_together`) and the handlers continue. Messages are encoded, decoded and counted in the main thread in client order, so
-the bytes and the replies are those of the sequential grid; the trained weights equal the
-sequential ones up to floating-point rounding.
+:func:`~fedlabels.learners.batched.predict_together`) and the handlers continue. Messages
+are encoded, decoded and counted in the main thread in client order, so the bytes and the
+replies are those of the sequential grid; the trained weights equal the sequential ones up
+to floating-point rounding.
 
 Used where it is safe: every client's learner is a torch classifier that can train batched
 (:func:`fedlabels.learners.batched.batchable`) and no reproducible secret randomness is

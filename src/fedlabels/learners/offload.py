@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
@@ -49,19 +50,17 @@ def _tensors(learner: Any) -> list[tuple[str, Any, Callable[[Any], None]]]:
         for pname, p in module._parameters.items():
             if p is None:
                 continue
-            out.append((f"p:{mname}.{pname}", p.data, lambda t, p=p: setattr(p, "data", t)))
+            out.append((f"p:{mname}.{pname}", p.data, partial(setattr, p, "data")))
             if p.grad is not None:
-                out.append((f"g:{mname}.{pname}", p.grad,
-                            lambda t, p=p: setattr(p, "grad", t)))
+                out.append((f"g:{mname}.{pname}", p.grad, partial(setattr, p, "grad")))
         for bname, b in module._buffers.items():
             if b is not None:
                 out.append((f"b:{mname}.{bname}", b,
-                            lambda t, m=module, n=bname: m._buffers.__setitem__(n, t)))
+                            partial(module._buffers.__setitem__, bname)))
     for i, slots in enumerate(learner.optimizer_.state.values()):
         for key, value in slots.items():
             if key != "step" and hasattr(value, "device"):
-                out.append((f"o:{i}.{key}", value,
-                            lambda t, s=slots, k=key: s.__setitem__(k, t)))
+                out.append((f"o:{i}.{key}", value, partial(slots.__setitem__, key)))
     return out
 
 
