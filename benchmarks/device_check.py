@@ -271,7 +271,7 @@ def run_cuda_tests(dry_run: bool) -> int:
     root = Path(__file__).resolve().parents[1]
     files = sorted(str(f.relative_to(root)) for f in (root / "tests").glob("test_*.py")
                    if "pytest.mark.cuda" in f.read_text())
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cuda",
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-m", "cuda",
                *files]
     if dry_run:
         command.append("--collect-only")
