@@ -7,7 +7,10 @@ Each variant is ``fedavg``, ``local``, ``fedct`` (today's defaults) or
 * ``tweets`` / ``movie_reviews``: frozen MiniLM, m = 10, |U| = 150, 2,000 private texts,
   500 test texts, T = 100 rounds of b = 5 steps (``benchmarks/text_fedct.py``'s setting);
 * ``fashion``: Fashion-MNIST iid, m = 5, 2,000 private each, |U| = 10,000, the paper's MLP
-  784-512-512-10, b = 50; ``--rounds`` 20 (T = 1,000, the reduced scale) or 100 (T = 5,000).
+  784-512-512-10, b = 50; ``--rounds`` 20 (T = 1,000, the reduced scale) or 100 (T = 5,000);
+* ``fashion_cnn``: the same federation with the small CNN, ``cnn(arch=small)``, T = 1,000;
+  ``--model`` replaces a setting's model (e.g. ``'cnn(arch=small,augment=true)'``) and
+  ``--unlabeled`` its |U|; both are part of the setting's name in the results.
 
 ::
 
@@ -47,6 +50,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "fashion": {"dataset": "fashion_mnist", "clients": 5, "unlabeled": 10_000,
                 "per_client": 2000, "rounds": 20, "period": 50, "model": "mlp(hidden=512-512)"},
 }
+SETTINGS["fashion_cnn"] = {**SETTINGS["fashion"], "model": "cnn(arch=small)"}
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -105,6 +109,25 @@ def load(setting: dict[str, Any], seed: int) -> Any:
                               n_test=setting["test"], seed=seed)
 
 
+def configure(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The setting with the command line's overrides, and its name in the results (the
+    setting and T, then each override; a setting's defaults keep their old names)."""
+    setting = dict(SETTINGS[args.setting])
+    if args.rounds:
+        setting["rounds"] = args.rounds
+    name = f"{args.setting} T={setting['rounds'] * setting['period']}"
+    if args.private and "private" in setting:
+        setting["private"] = args.private
+        name += f" private={args.private}"
+    if args.unlabeled:
+        setting["unlabeled"] = args.unlabeled
+        name += f" U={args.unlabeled}"
+    if args.model:
+        setting["model"] = args.model
+        name += f" model={args.model}"
+    return setting, name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setting", choices=sorted(SETTINGS), required=True)
@@ -114,19 +137,15 @@ def main() -> None:
     parser.add_argument("--private", type=int, default=None,
                         help="text: private texts in all (default 2,000; e.g. 3,500 for the "
                         "ceiling of |U| = 150 labelled correctly)")
+    parser.add_argument("--model", default=None, help="default: the setting's")
+    parser.add_argument("--unlabeled", type=int, default=None, help="|U|; default: the setting's")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes per run (the result is the same for every N)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    setting = dict(SETTINGS[args.setting])
-    if args.rounds:
-        setting["rounds"] = args.rounds
-    name = f"{args.setting} T={setting['rounds'] * setting['period']}"
-    if args.private and "private" in setting:
-        setting["private"] = args.private
-        name += f" private={args.private}"
+    setting, name = configure(args)
     out = Path(args.out or f"benchmarks/results/fedct_beyond_{args.setting}.jsonl")
     variants = [v for v in re.split(r",(?![^\[]*\])", args.variants) if v]
     parsed = [(v, *parse_variant(v)) for v in variants]  # fail before any run

@@ -1,0 +1,54 @@
+"""benchmarks/fedct_beyond.py: the CNN setting and the --model / --unlabeled overrides
+leave the existing settings (and the names their recorded results are keyed by) as they
+were."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from fedlabels.learners.specs import parse_model_spec
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fedct_beyond.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("fedct_beyond", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fedct_beyond"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def namespace(**given):
+    args = {"setting": "fashion", "rounds": None, "private": None, "unlabeled": None,
+            "model": None}
+    return argparse.Namespace(**{**args, **given})
+
+
+def test_existing_settings_keep_their_defaults_and_names():
+    script = load_script()
+    setting, name = script.configure(namespace())
+    assert name == "fashion T=1000"
+    assert setting == {"dataset": "fashion_mnist", "clients": 5, "unlabeled": 10_000,
+                       "per_client": 2000, "rounds": 20, "period": 50,
+                       "model": "mlp(hidden=512-512)"}
+    assert script.configure(namespace(setting="tweets", private=3500))[1] == \
+        "tweets T=500 private=3500"
+
+
+def test_the_cnn_setting_and_the_overrides():
+    script = load_script()
+    setting, name = script.configure(namespace(setting="fashion_cnn"))
+    assert name == "fashion_cnn T=1000" and setting["model"] == "cnn(arch=small)"
+    assert {k: v for k, v in setting.items() if k != "model"} == \
+        {k: v for k, v in script.SETTINGS["fashion"].items() if k != "model"}
+    setting, name = script.configure(namespace(
+        setting="fashion_cnn", rounds=4, unlabeled=2000, model="cnn(arch=small,augment=true)"))
+    assert name == "fashion_cnn T=200 U=2000 model=cnn(arch=small,augment=true)"
+    assert (setting["rounds"], setting["unlabeled"]) == (4, 2000)
+    assert script.SETTINGS["fashion_cnn"]["unlabeled"] == 10_000  # not changed in place
+    (cnn,) = parse_model_spec("cnn(arch=small,augment=true)")  # a spec the library accepts
+    assert cnn.params["augment"] is True
