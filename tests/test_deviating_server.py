@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,14 +38,11 @@ from test_method_contract import (  # the contract test's cases and roles
     CASES,
     CLIENTS,
     DATASET,
+    PERIOD,
+    ROUNDS,
     SEED,
     Case,
 )
-
-#: shorter runs than the contract test's: two rounds reach every message kind of every
-#: method (a kind first sent later would fail the kinds test), rewind round 1 after round 2
-#: and replay a whole run; local steps add training to each replayed message, no protocol
-ROUNDS, PERIOD = 2, 1
 
 #: beyond the contract test's cases: the one configuration that may answer noiselessly
 EMPIRICAL = Case("dp-fedct", {"epsilon_per_round": 2.0, "mechanism": "kary",
@@ -229,8 +225,7 @@ def test_site_stays_within_its_own_plan_on_flower(case: Case, deviation: str,
             or case.method == "feddf":
         pytest.skip(f"{case.method} is not deployed on Flower")
     _, plan = honest(case, federation)
-    config = replace(case.config(), rounds=ROUNDS, period=PERIOD)
-    prepared, _ = loopback_deployment(config, tmp_path / "sites", reply_timeout=60.0)
+    prepared, _ = loopback_deployment(case.config(), tmp_path / "sites", reply_timeout=60.0)
     nodes = [prepared.node_settings(c) for c in range(federation.n_clients)]
     grid = _deviating_grid(deviation)(client_app, nodes,
                                       {RUN_CONFIG_KEY: prepared.spec.to_json()})
