@@ -92,3 +92,44 @@ def test_a_total_budget_buys_less_noise_with_disjoint_teachers(fed):
         assert p["epsilon"] <= 8.0 * (1 + 1e-9)
     assert disjoint["l1_sensitivity"] == 2 and fedavg["l1_sensitivity"] == 2 * fed.n_clients
     assert disjoint["laplace_scale"] < fedavg["laplace_scale"] / 2
+
+
+# ------------------------------------------------------------------ the label bound script
+
+
+@pytest.fixture(scope="module")
+def bound():
+    """benchmarks/fredy_label_bound.py, imported as a module (benchmarks/ is no package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fredy_label_bound.py"
+    spec = importlib.util.spec_from_file_location("fredy_label_bound_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("eps1,n_classes,n_queries,epsilon", [
+    (1.0, 3, 1, 0.5), (1.0, 4, 3, 1.2), (0.7, 10, 4, 1.0), (2.0, 2, 5, 3.0), (0.5, 5, 3, 0.0)])
+def test_randomized_response_delta_matches_brute_force(bound, eps1, n_classes, n_queries,
+                                                       epsilon):
+    # oracle: every output vector of Q k-ary randomized responses, inputs (0,..,0) vs (1,..,1)
+    import itertools
+
+    z = np.exp(eps1) + n_classes - 1
+
+    def prob(outputs, label):
+        return np.prod([(np.exp(eps1) if o == label else 1.0) / z for o in outputs])
+
+    oracle = sum(max(0.0, prob(o, 0) - np.exp(epsilon) * prob(o, 1))
+                 for o in itertools.product(range(n_classes), repeat=n_queries))
+    assert bound.rr_delta(eps1, n_classes, n_queries, epsilon) == pytest.approx(oracle,
+                                                                                 abs=1e-12)
+
+
+def test_randomized_response_budget_beats_basic_composition(bound):
+    eps1 = bound.rr_epsilon_per_label(8.0, 1e-5, 10, 10)
+    assert bound.rr_delta(eps1, 10, 10, 8.0) <= 1e-5 < bound.rr_delta(eps1 * 1.01, 10, 10, 8.0)
+    assert 0.8 < eps1 < 8.0  # more than ε/Q per label, far less than ε
