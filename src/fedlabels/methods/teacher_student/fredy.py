@@ -126,12 +126,15 @@ class FREDYOptions(TeacherStudentOptions):
         flag=True)
     epsilon_per_query: float | None = option(
         None, "nominal ε per query of the paper's reading (Laplace scale 2/ε, valid only for "
-        "disjoint teachers; the formal per-query ε is n times it); no run target; give this "
+        "disjoint teachers; the formal per-query ε is n times it, 1 time with "
+        "teacher_rounds=1); no run target; give this "
         "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
     delta: float = delta_option()
     teacher_rounds: int = option(
         10, "FedAvg rounds R_T of the teacher phase, the last one ending in the vote (each "
-        "teacher keeps its last local model)", kind=int, interval=Interval(1, None))
+        "teacher keeps its last local model); 1: no FedAvg round, each teacher trains on "
+        "its own data only (disjoint teachers, L1 sensitivity 2)", kind=int,
+        interval=Interval(1, None))
 
     def check(self) -> None:
         super().check()
