@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import gmpy2
@@ -235,7 +236,7 @@ class KeyHolder:
     def decrypt(self, c: gmpy2.mpz) -> int:
         return int(self._private.raw_decrypt(int(c)))
 
-    def decrypt_many(self, cs: list) -> list:
+    def decrypt_many(self, cs: Sequence) -> list:
         """Decryptions of ``cs`` (as :meth:`decrypt`, phe's CRT formula): two batched gmpy2
         powers per ciphertext, modulo p² and q², without phe's per-call conversions."""
         key = self._private
@@ -362,7 +363,7 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
         ones = sum(slot_base(n_bits) ** i for i in range(size))
         enc_ones = (1 + gmpy2.mpz(ones) * N) % N2
         C = cts[g * n_bits:(g + 1) * n_bits]
-        tables = map_chunks(lambda part, C=C, e=enc_ones: _subset_tables(C, e, n_bits, N2, part),
+        tables = map_chunks(partial(_subset_tables, C, enc_ones, n_bits, N2),
                             range(n_chunks), 4)
 
         def points(items: Sequence[tuple[list[int], tuple[int, int]]],
