@@ -1,5 +1,6 @@
-"""Paillier SecureHamming on threads: same ciphertexts for any thread count, work really
-spread, and the subset tables equal their definition."""
+"""Paillier SecureHamming's faster paths: threads (same ciphertexts for any thread count,
+work really spread), subset tables equal to their definition, and the key holder's CRT
+encryption powers equal to the public computation."""
 
 from __future__ import annotations
 
@@ -82,6 +83,16 @@ def test_subset_tables_equal_the_products_they_stand_for():
                 factor = enc_ones * gmpy2.invert(C[pos], n2) if bit else C[pos]
                 want = want * factor % n2
             assert table[x] == want, (c, x)
+
+
+@pytest.mark.parametrize("key_bits", [512, 1024])
+def test_holder_encryption_powers_equal_the_public_power(key_bits):
+    holder = ph.KeyHolder(key_bits, insecure_small_keys=True)
+    n2 = holder.n ** 2
+    power = holder.encryption_powers(uses=5)
+    bits = ph.encryption_bits(key_bits)
+    for alpha in (0, 1, 2 ** bits - 1, (1 << (bits - 1)) | 0xDEADBEEF, 3 ** 200):
+        assert power(alpha) == pow(int(holder.hs), alpha, n2) == holder.fixed.power(alpha)
 
 
 def test_thread_setting_must_be_a_positive_whole_number(monkeypatch):

@@ -42,8 +42,8 @@ Keys under :data:`MIN_KEY_BITS` are refused unless ``insecure_small_keys`` is gi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property, partial
 from typing import Any
 
 import gmpy2
@@ -198,7 +198,6 @@ class KeyHolder:
         x = gmpy2.mpz(randbelow(int(n) - 2) + 2)
         h = (-(x * x)) % n
         self.hs = gmpy2.powmod(h, n, n * n)
-        self.fixed = FixedBase(int(n), int(self.hs), encryption_bits(key_bits))
         self.key_bits = key_bits
 
     def to_state(self) -> dict[str, np.ndarray | int | str]:
@@ -226,8 +225,28 @@ class KeyHolder:
         except ValueError as exc:
             raise FedLabelsError(f"KeyHolder state: invalid Paillier key ({exc}).") from None
         obj.hs = gmpy2.mpz(hs)
-        obj.fixed = FixedBase(p * q, hs, encryption_bits(obj.key_bits))
         return obj
+
+    @cached_property
+    def fixed(self) -> FixedBase:
+        """Encryption under this key as anyone would compute it (no use of the primes)."""
+        return FixedBase(self.n, int(self.hs), encryption_bits(self.key_bits))
+
+    def encryption_powers(self, uses: int) -> Callable[[int], gmpy2.mpz]:
+        """``α ↦ h_s^α mod N²`` for encryption exponents, with the primes: modulo p² and q²
+        (a third of the cost per multiplication), the exponent reduced modulo p − 1 and
+        q − 1 (multiples of the order of h_s there), joined by CRT — the same number as
+        :meth:`FixedBase.power`. ``uses`` (how many) sizes the windows."""
+        p, q = gmpy2.mpz(self._private.p), gmpy2.mpz(self._private.q)
+        p2, q2 = p * p, q * q
+        fp = FixedBase(p, self.hs % p2, int(p - 1).bit_length(), uses)
+        fq = FixedBase(q, self.hs % q2, int(q - 1).bit_length(), uses)
+        join = gmpy2.invert(p2, q2)
+
+        def power(alpha: int) -> gmpy2.mpz:
+            xp, xq = fp.power(alpha % (p - 1)), fq.power(alpha % (q - 1))
+            return xp + p2 * ((xq - xp) * join % q2)
+        return power
 
     @property
     def n(self) -> int:
@@ -294,13 +313,13 @@ def holder_encrypt(holder: KeyHolder, bits: np.ndarray, n_bits: int) -> np.ndarr
     """Step 1 (key holder): ``Enc(P_l)`` for every group and bit position, as bytes."""
     group = slots_per_ciphertext(holder.key_bits, n_bits)
     plain = [p for packed in pack_groups(bits, group, n_bits) for p in packed]
-    fixed = FixedBase(holder.n, int(holder.hs), encryption_bits(holder.key_bits),
-                      uses=len(plain))  # the window suits this many encryptions
-    alphas = [randbits(fixed.exp_bits) for _ in plain]  # secret draws first, in order
-    n, n2 = fixed.n, fixed.n2
+    alphas = [randbits(encryption_bits(holder.key_bits)) for _ in plain]  # secret draws first
+    power = holder.encryption_powers(len(plain))
+    n = gmpy2.mpz(holder.n)
+    n2 = n * n
 
     def encrypt(items: Sequence[tuple[int, int]]) -> list:
-        return [(1 + gmpy2.mpz(m) * n) % n2 * fixed.power(a) % n2 for m, a in items]
+        return [(1 + gmpy2.mpz(m) * n) % n2 * power(a) % n2 for m, a in items]
 
     cts = map_chunks(encrypt, list(zip(plain, alphas, strict=True)), _CHUNK)
     return int_to_u8(cts, 2 * holder.key_bits // 8)
