@@ -231,6 +231,14 @@ def test_runs_that_need_one_process_say_why(federation: Federation,
     result = simulate(method, federation, models, batch_clients="on", workers=None, **kw)
     assert result.extra["provenance"]["workers"] == 1
     assert result.extra["device"]["batched_clients"] is True
+    # after a GPU run in this process a fork cannot train (autograd's threads): one process
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(FedLabelsError, match=r"process because this process has used CUDA"):
+        simulate(method, federation, models, workers=2, **kw)
+    assert simulate(method, federation, models, workers=None,
+                    **kw).extra["provenance"]["workers"] == 1
 
 
 def test_an_interrupted_run_keeps_its_rounds_and_models(federation: Federation) -> None:

@@ -28,6 +28,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection, wait
@@ -53,11 +54,21 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def cuda_initialised() -> bool:
+    """Whether this process has initialised CUDA (without importing torch to find out)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda.is_initialized())
+
+
 def in_process_only(devices: list[str], together: bool, wrapped: bool) -> str | None:
     """Why a run's clients must stay in one process, or ``None``: a forked worker cannot use
     CUDA, clients that train together are one batch, and a grid wrapper watches the roles."""
     if any(d != "cpu" for d in devices):
         return "its torch learners run on a GPU (a forked process cannot use CUDA)"
+    if cuda_initialised():
+        return ("this process has used CUDA (an earlier GPU run): a process forked from it "
+                "cannot train (torch's autograd threads do not survive a fork); start a new "
+                "process for parallel CPU runs")
     if together:
         return "its clients train together (batch_clients)"
     if wrapped:
