@@ -95,6 +95,16 @@ def test_holder_encryption_powers_equal_the_public_power(key_bits):
         assert power(alpha) == pow(int(holder.hs), alpha, n2) == holder.fixed.power(alpha)
 
 
+def test_digit_powers_equal_the_direct_power():
+    holder = ph.KeyHolder(512, insecure_small_keys=True)
+    n, hs, bits = holder.n, int(holder.hs), ph.rerandomisation_bits(512)
+    alphas = [0, 1, 2 ** bits - 1, (1 << (bits - 1)) | 0x1234_5678 << 200, 3 ** 300]
+    for uses in (1, 40, 10_000):  # windows of different widths, 1 to 10 bits
+        fixed = ph.FixedBase(n, hs, bits, uses=uses)
+        got = [fixed.power_of_digits(d) for d in fixed.digits(alphas)]
+        assert got == [pow(hs, a, n * n) for a in alphas], fixed.window
+
+
 def test_thread_setting_must_be_a_positive_whole_number(monkeypatch):
     monkeypatch.setenv(parallel.ENV_VAR, "0")
     with pytest.raises(FedLabelsError, match="FEDLABELS_CRYPTO_THREADS must be"):

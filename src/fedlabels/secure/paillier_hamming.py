@@ -159,6 +159,25 @@ class FixedBase:
             alpha >>= self.window
         return acc
 
+    def digits(self, alphas: Sequence[int]) -> list[list[int]]:
+        """The base-2^window digits of each exponent, least significant first (numpy, so
+        the products in :meth:`power_of_digits` are all that runs per digit)."""
+        rows, w = len(self.table), self.window
+        raw = np.frombuffer(b"".join(int(a).to_bytes(-(-rows * w // 8), "little")
+                                     for a in alphas), dtype=np.uint8)
+        bits = np.unpackbits(raw.reshape(len(alphas), -1), axis=1, bitorder="little")
+        weights = np.left_shift(1, np.arange(w, dtype=np.int64))
+        return (bits[:, :rows * w].reshape(len(alphas), rows, w).astype(np.int64)
+                @ weights).tolist()
+
+    def power_of_digits(self, digits: Sequence[int]) -> gmpy2.mpz:
+        """``h_s^α`` from α's :meth:`digits` (the same number as :meth:`power`)."""
+        acc, n2 = gmpy2.mpz(1), self.n2
+        for row, digit in zip(self.table, digits, strict=True):
+            if digit:
+                acc = acc * row[digit] % n2
+        return acc
+
     def encrypt(self, m: int) -> gmpy2.mpz:
         """Paillier encryption of ``m`` (g = N + 1) with DJN randomness."""
         return (1 + gmpy2.mpz(m) * self.n) % self.n2 * self.random_factor() % self.n2
@@ -388,12 +407,14 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
         def points(items: Sequence[tuple[list[int], tuple[int, int]]],
                    tables: list[list] = tables) -> list:
             out = []
-            for row, (r, alpha) in items:
+            digits = fixed.digits([alpha for _, (_, alpha) in items])
+            for (row, (r, _)), alpha_digits in zip(items, digits, strict=True):
                 acc = tables[0][row[0]]
                 for c in range(1, n_chunks):
                     acc = acc * tables[c][row[c]] % N2
                 acc = acc * ((1 + r * N) % N2) % N2
-                out.append(acc * fixed.power(alpha) % N2)  # one re-randomisation each
+                # one re-randomisation each
+                out.append(acc * fixed.power_of_digits(alpha_digits) % N2)
             return out
 
         results.append(map_chunks(points, list(zip(rows, draws[g], strict=True)), _CHUNK))
