@@ -22,7 +22,8 @@ on whole batches with gmpy2 (:meth:`KeyHolder.decrypt_many`). Encryption and
 re-randomisation use the Damgård–Jurik–Nielsen (DJN 2010) variant with a fixed base
 ``h_s = (−x²)^N mod N²`` published with the key, evaluated with a precomputed fixed-base
 window table; ciphertexts are ordinary Paillier ciphertexts (g = N + 1) that ``phe`` decrypts.
-The key holder computes its encryptions' h_s^α modulo p² and q² (:meth:`KeyHolder.encryption_powers`).
+The key holder computes its encryptions' h_s^α modulo p² and q²
+(:meth:`KeyHolder.encryption_powers`).
 Each step's big-integer work runs on threads (:mod:`~fedlabels.secure.parallel`); the secret
 draws come first, in a fixed order, so the thread count changes no byte.
 
