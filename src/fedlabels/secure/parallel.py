@@ -22,8 +22,9 @@ from typing import TypeVar
 import gmpy2
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.threads import CRYPTO_ENV_VAR
 
-ENV_VAR = "FEDLABELS_CRYPTO_THREADS"
+ENV_VAR = CRYPTO_ENV_VAR
 
 T = TypeVar("T")
 R = TypeVar("R")
