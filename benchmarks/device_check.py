@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,7 @@ LONG_RUNS = [
       f"'{model}' --unlabeled 50000 --private-per-client 2000 --rounds 400 --period 50 "
       f"--eval-every 20 --device cuda --seed {s}"
       for model in ("mlp(hidden=512-512)", "cnn(arch=small)")
-      for m in ("fedct", "fedavg", "local") for s in (0, 1, 2)),
+      for s in (0, 1, 2) for m in ("fedct", "fedavg", "local")),
     # the text grid: tweets and movie_reviews; FedCT, FedAvg, local, centralized; m = 10,
     # |U| = 150, b = 5, T = 100 rounds; three seeds (results in one JSON)
     *(f"python benchmarks/text_fedct.py --modes {mode} --seeds 0,1,2 --device cuda "
@@ -116,7 +117,7 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
     """Wall-clock seconds of the second round of a run (the first warms up)."""
     stamps: list[float] = []
     fl.run(method, fed, model=model, rounds=2, period=period, seed=0, progress=False,
-           threads=1, device=device, eval_every=2,
+           threads=1, workers=1, device=device, eval_every=2,
            on_round=lambda record: stamps.append(time.perf_counter()))
     return stamps[1] - stamps[0]
 
@@ -190,12 +191,100 @@ def minilm_shaped_dir(root: Path, tiny: bool) -> str:
     return str(root)
 
 
+def text_run_seconds(fed: fl.Federation, spec: str, rounds: int, period: int,
+                     device: str) -> tuple[float, float]:
+    """Wall-clock seconds and final mean accuracy of one whole FedCT run (evaluated at
+    its end only)."""
+    start = time.perf_counter()
+    result = fl.run("fedct", fed, model=spec, rounds=rounds, period=period, seed=0,
+                    progress=False, threads=1, workers=1, device=device, eval_every=rounds)
+    return time.perf_counter() - start, float(result.final["mean_accuracy"])
+
+
+def long_run_argv(line: str, out_dir: Path, index: int) -> list[str]:
+    """One line of ``LONG_RUNS`` as an argument list for this interpreter; a ``fedlabels run``
+    writes its result to ``out_dir/NN.json``."""
+    argv = shlex.split(line)
+    if argv[0] == "fedlabels":
+        return [sys.executable, "-m", "fedlabels", *argv[1:],
+                "--output", str(out_dir / f"{index:02d}.json")]
+    return [sys.executable, *argv[1:]]
+
+
+def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
+                      select: list[int] | None = None) -> list[dict[str, object]]:
+    """Run the long runs in ``LONG_RUNS`` order, ``parallel`` at a time, until ``seconds``
+    have passed; runs still going then are stopped and reported as such. Each run's output
+    goes to ``out_dir/NN.log``. Returns one record per run started."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parents[1]
+    deadline = time.monotonic() + seconds
+    queue = [(i, LONG_RUNS[i]) for i in (select if select is not None
+                                          else range(len(LONG_RUNS)))]
+    running: dict[int, tuple[subprocess.Popen[bytes], float, object]] = {}
+    records: list[dict[str, object]] = []
+
+    def finish(index: int, status: str) -> None:
+        _, started, log = running.pop(index)
+        log.close()  # type: ignore[attr-defined]
+        record: dict[str, object] = {"index": index, "command": LONG_RUNS[index],
+                                     "status": status,
+                                     "wall_s": round(time.monotonic() - started, 1)}
+        result = out_dir / f"{index:02d}.json"
+        if status == "done" and result.exists():
+            import json
+
+            data = json.loads(result.read_text())
+            record["mean_accuracy"] = data["final"]["mean_accuracy"]
+            record["run_wall_s"] = round(data["wall_seconds"], 1)
+        elif status != "done":
+            lines = (out_dir / f"{index:02d}.log").read_text(errors="replace").splitlines()
+            record["last_output"] = next((x for x in reversed(lines) if x.strip()), "")
+        records.append(record)
+        print(f"long run {index:02d} {status} after {record['wall_s']} s: "
+              f"{record.get('mean_accuracy', '')}  {LONG_RUNS[index]}", flush=True)
+
+    while (queue or running) and time.monotonic() < deadline:
+        while queue and len(running) < parallel:
+            index, line = queue.pop(0)
+            log = (out_dir / f"{index:02d}.log").open("wb")
+            proc = subprocess.Popen(long_run_argv(line, out_dir, index), cwd=root,
+                                    stdout=log, stderr=subprocess.STDOUT)
+            running[index] = (proc, time.monotonic(), log)
+        for index in list(running):
+            code = running[index][0].poll()
+            if code is not None:
+                finish(index, "done" if code == 0 else f"failed ({code})")
+        time.sleep(1.0)
+    for index in list(running):
+        running[index][0].terminate()
+        running[index][0].wait()
+        finish(index, "stopped at the deadline")
+    for index, line in queue:
+        records.append({"index": index, "command": line, "status": "not started"})
+    return records
+
+
 def run_cuda_tests(dry_run: bool) -> int:
-    command = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests"]
+    """``pytest -m cuda`` over the test files that hold such tests (collecting the others
+    would need every optional extra, which a bare CUDA machine may lack)."""
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(str(f.relative_to(root)) for f in (root / "tests").glob("test_*.py")
+                   if "pytest.mark.cuda" in f.read_text())
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-m", "cuda",
+               *files]
     if dry_run:
         command.append("--collect-only")
     print("$", " ".join(command), flush=True)
-    return subprocess.call(command, cwd=Path(__file__).resolve().parents[1])
+    return subprocess.call(command, cwd=root)
+
+
+def print_row(label: str, cpu_s: float | None, gpu_s: float | None) -> None:
+    def shown(x: float | None) -> str:
+        return f"{x:9.3f}" if x is not None else "      n/a"
+
+    ratio = f"{cpu_s / gpu_s:7.1f}x" if cpu_s and gpu_s else "     n/a"
+    print(f"{label:<62} {shown(cpu_s)} {shown(gpu_s)} {ratio}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,11 +293,34 @@ def main(argv: list[str] | None = None) -> int:
                         help="tiny sizes on the CPU only: checks that the script works")
     parser.add_argument("--long-runs", action="store_true",
                         help="print the commands of the long runs and stop")
+    parser.add_argument("--execute-long", type=float, metavar="SECONDS",
+                        help="run the long runs, --parallel at a time, for SECONDS, then stop")
+    parser.add_argument("--parallel", type=int, default=1, metavar="N",
+                        help="long runs at a time (with --execute-long; default 1)")
+    parser.add_argument("--select", metavar="I,J,..",
+                        help="which long runs (their 0-based positions in --long-runs)")
+    parser.add_argument("--out-dir", default="benchmarks/results/long_runs", metavar="DIR",
+                        help="where --execute-long writes each run's log and JSON")
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
+    parser.add_argument("--skip-text-run", action="store_true",
+                        help="do not time the whole LoRA MiniLM FedCT run on the GPU")
+    parser.add_argument("--skip-offload", action="store_true",
+                        help="do not time weights resident against moved out (GPU only)")
     parser.add_argument("--minilm", metavar="DIR", help="a real MiniLM directory to time")
     args = parser.parse_args(argv)
     if args.long_runs:
         print("\n".join(LONG_RUNS))
+        return 0
+    if args.execute_long is not None:
+        if args.parallel < 1:
+            parser.error("--parallel must be at least 1")
+        select = None if args.select is None else [int(i) for i in args.select.split(",")]
+        if select is not None and any(not 0 <= i < len(LONG_RUNS) for i in select):
+            parser.error(f"--select takes positions 0..{len(LONG_RUNS) - 1}")
+        records = execute_long_runs(args.execute_long, args.parallel, Path(args.out_dir),
+                                    select)
+        done = sum(r["status"] == "done" for r in records)
+        print(f"{done} of {len(records)} long runs finished")
         return 0
     scale = TINY if args.dry_run else PAPER
     has_gpu = torch.cuda.is_available() and not args.dry_run
@@ -217,41 +329,53 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA GPU here: only the CPU column is measured", file=sys.stderr)
     code = 0 if args.skip_tests else run_cuda_tests(args.dry_run)
     notes: list[str] = []
-    rows: list[tuple[str, float, float | None]] = []
     torch.set_num_threads(1)
+    name = torch.cuda.get_device_name(0) if has_gpu else "no GPU"
+    print(f"\nCPU: one thread of this machine ({os.cpu_count()} cores); GPU: {name}; "
+          f"torch {torch.__version__}{'; DRY RUN (tiny sizes)' if args.dry_run else ''}")
+    print(f"{'work':<62} {'CPU s':>9} {'GPU s':>9} {'ratio':>8}", flush=True)
 
     fed = fashion_federation(scale, notes)
     model = f"mlp(hidden={scale.hidden})"
-    rows.append((f"FedCT Fashion-MNIST round (m=5, |U|={scale.n_unlabeled:,}, b={scale.period})",
-                 round_seconds("fedct", fed, model, scale.period, "cpu"),
-                 None if gpu is None else round_seconds("fedct", fed, model, scale.period,
-                                                        gpu)))
+    gpu_round = None if gpu is None else round_seconds("fedct", fed, model, scale.period, gpu)
+    print_row(f"FedCT Fashion-MNIST round (m=5, |U|={scale.n_unlabeled:,}, b={scale.period})",
+              round_seconds("fedct", fed, model, scale.period, "cpu"), gpu_round)
     steps = 2 if args.dry_run else 5
-    rows.append((f"{scale.n_batched} clients, per step (CPU one by one, GPU together)",
-                 batched_step_seconds(scale, "cpu", False, steps),
-                 None if gpu is None else batched_step_seconds(scale, gpu, True, steps)))
-    rows.append((f"{scale.n_batched} clients, per step, together on both",
-                 batched_step_seconds(scale, "cpu", True, steps),
-                 None if gpu is None else batched_step_seconds(scale, gpu, True, steps)))
+    gpu_step = None if gpu is None else batched_step_seconds(scale, gpu, True, steps)
+    print_row(f"{scale.n_batched} clients, per step (CPU one by one, GPU together)",
+              batched_step_seconds(scale, "cpu", False, steps), gpu_step)
+    print_row(f"{scale.n_batched} clients, per step, together on both",
+              batched_step_seconds(scale, "cpu", True, steps), gpu_step)
+    if gpu is not None:
+        print_row(f"{scale.n_batched} clients, per step, one by one on both",
+                  batched_step_seconds(scale, "cpu", False, steps),
+                  batched_step_seconds(scale, gpu, False, steps))
+    if gpu is not None and not args.skip_offload:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gpu_offload import offload_comparison
+
+        figures = offload_comparison(scale.n_batched, gpu)
+        print(f"offload: one FedCT round of {scale.n_batched} clients on {gpu}: "
+              f"{figures}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.minilm or minilm_shaped_dir(Path(tmp), tiny=args.dry_run)
         if args.minilm is None:
             notes.append("MiniLM: a randomly initialised encoder of its shape (same timing)")
         tfed = text_federation(scale, notes)
         spec = f"minilm(mode=lora,r=8,model_dir={model_dir},batch=16)"
-        rows.append((f"LoRA MiniLM FedCT round (m={scale.text_clients}, "
-                     f"|U|={scale.text_unlabeled}, b={scale.text_period})",
-                     round_seconds("fedct", tfed, spec, scale.text_period, "cpu"),
-                     None if gpu is None else round_seconds("fedct", tfed, spec,
-                                                            scale.text_period, gpu)))
-    name = torch.cuda.get_device_name(0) if has_gpu else "no GPU"
-    print(f"\nCPU: one thread of this machine ({os.cpu_count()} cores); GPU: {name}; "
-          f"torch {torch.__version__}{'; DRY RUN (tiny sizes)' if args.dry_run else ''}")
-    print(f"{'work':<62} {'CPU s':>9} {'GPU s':>9} {'ratio':>8}")
-    for label, cpu_s, gpu_s in rows:
-        ratio = f"{cpu_s / gpu_s:7.1f}x" if gpu_s else "     n/a"
-        shown = f"{gpu_s:9.3f}" if gpu_s is not None else "      n/a"
-        print(f"{label:<62} {cpu_s:9.3f} {shown} {ratio}")
+        print_row(f"LoRA MiniLM FedCT round (m={scale.text_clients}, "
+                  f"|U|={scale.text_unlabeled}, b={scale.text_period})",
+                  round_seconds("fedct", tfed, spec, scale.text_period, "cpu"),
+                  None if gpu is None else round_seconds("fedct", tfed, spec,
+                                                         scale.text_period, gpu))
+        if not args.skip_text_run:
+            device = gpu or "cpu"
+            rounds = 2 if args.dry_run else 100
+            seconds, accuracy = text_run_seconds(tfed, spec, rounds, scale.text_period, device)
+            print(f"whole LoRA MiniLM FedCT run on {device} (m={scale.text_clients}, "
+                  f"T={rounds} rounds of b={scale.text_period}): {seconds:.1f} s, "
+                  f"final mean accuracy {accuracy:.3f} (random encoder: timing only)",
+                  flush=True)
     for note in notes:
         print(f"note: {note}")
     print("\nlong runs (not part of this check; docs/neural.md): "

@@ -9,7 +9,14 @@ import pytest
 from scipy import stats
 
 from fedlabels.learners import build_learner, parse_model_spec
-from fedlabels.learners.batched import TrainJob, batch_groups, train_together
+from fedlabels.learners.batched import (
+    PredictJob,
+    TrainJob,
+    batch_groups,
+    predict_groups,
+    predict_together,
+    train_together,
+)
 
 
 def digits_clients(sizes, seed=0):
@@ -85,6 +92,69 @@ def test_one_step_computes_each_clients_own_gradient(spec):
         for key in moments:
             scale = np.abs(sa[key]).max()
             assert np.abs(sa[key] - sb[key]).max() <= 1e-4 * scale + 1e-9, key
+
+
+@pytest.mark.parametrize("spec", ["mlp(hidden=32-16)", "cnn(arch=small)",
+                                  "module:user_nets:tiny_cnn"])
+def test_clients_predict_together_what_they_predict_one_by_one(spec):
+    clients, (X_all, _), _ = digits_clients((40, 75, 130, 61))
+    models = learners(spec, 4)
+    for i, (m, (X, y)) in enumerate(zip(models, clients, strict=True)):
+        m.train_steps(X, y, 3 + 4 * i)  # unequal training: different weights and step counts
+        m.predict_batch_size = 100  # several chunks, the last one short
+    U = X_all[:733]
+    alone_u = [m.predict_proba(U) for m in models]
+    alone_own = [m.predict_proba(X) for m, (X, _) in zip(models, clients, strict=True)]
+    shared = [PredictJob(m, U) for m in models]  # FedCT's U: one array for every client
+    own = [PredictJob(m, X) for m, (X, _) in zip(models, clients, strict=True)]  # unequal
+    assert predict_groups(shared) == predict_groups(own) == [[0, 1, 2, 3]]
+    predict_together(shared)
+    predict_together(own)
+    for jobs, alone in ((shared, alone_u), (own, alone_own)):
+        for job, ref in zip(jobs, alone, strict=True):
+            assert job.out.shape == ref.shape and job.out.dtype == np.float32
+            np.testing.assert_allclose(job.out, ref, rtol=1e-5, atol=1e-6)
+            top = np.sort(ref, axis=1)[:, -2:]
+            clear = top[:, 1] - top[:, 0] > 1e-4  # rows without a near tie
+            np.testing.assert_array_equal(job.out.argmax(1)[clear], ref.argmax(1)[clear])
+
+
+def test_different_architectures_predict_in_their_own_groups():
+    clients, (X_all, _), _ = digits_clients((40, 50, 60, 70))
+    models = learners("mlp(hidden=8)", 2) + learners("mlp(hidden=16)", 1) + \
+        learners("cnn(arch=cifar10)", 1)
+    for m, (X, y) in zip(models, clients, strict=True):
+        m.train_steps(X, y, 2)
+    jobs = [PredictJob(m, X_all[:300]) for m in models]
+    assert sorted(map(sorted, predict_groups(jobs))) == [[0, 1], [2], [3]]
+    predict_together(jobs)
+    for job, m in zip(jobs, models, strict=True):
+        np.testing.assert_allclose(job.out, m.predict_proba(X_all[:300]), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_a_round_predicts_u_and_the_test_set_in_one_batched_call(monkeypatch):
+    import fedlabels as fl
+    from conftest import digits_with_sizes
+    from fedlabels.learners import batched
+
+    calls = []
+    real = batched._predict_group
+
+    def spy(jobs):  # the real function, counted
+        calls.append((len(jobs), len(jobs[0].X)))
+        real(jobs)
+
+    monkeypatch.setattr(batched, "_predict_group", spy)
+    fed = digits_with_sizes((40, 90, 150, 60), n_unlabeled=300, n_test=250)
+    result = fl.run("fedct", fed, model="mlp(hidden=32)", rounds=3, period=4, seed=0,
+                    progress=False, participation=3, batch_clients="on", eval_every=1)
+    # every round: the 3 participants predict U together, then the clients that hold a
+    # model (3 in the first round, all 4 later) predict the test set together
+    assert [c for c in calls if c[1] == 300] == [(3, 300)] * 3, calls
+    assert [n for n, rows in calls if rows == 250] in ([3, 4, 4], [3, 3, 4]), calls
+    assert len(calls) == 6
+    assert [len(r.participants) for r in result.rounds] == [3, 3, 3]
 
 
 def test_learners_that_cannot_be_batched_train_alone():

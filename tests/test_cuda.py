@@ -22,15 +22,37 @@ def fed():
     return fl.load_federation("digits", clients=3, seed=0)
 
 
-@pytest.mark.parametrize("model", ["mlp(hidden=64)", "cnn(arch=small)", "cnn(arch=cifar10)"])
-def test_gpu_run_matches_the_cpu_run(fed, model):
-    cpu = fl.run("fedct", fed, model=model, rounds=2, period=5, seed=0, progress=False)
+@pytest.mark.parametrize("model", ["mlp(hidden=64)", "cnn(arch=small)"])
+def test_gpu_run_matches_the_cpu_run(fed, model, monkeypatch):
+    # full fp32 on the GPU (cuDNN's convolutions default to TF32, 10-bit mantissas)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    cpu = fl.run("fedct", fed, model=model, rounds=2, period=5, seed=0, progress=False,
+                 workers=1)
     gpu = fl.run("fedct", fed, model=model, rounds=2, period=5, seed=0, progress=False,
                  device="cuda", batch_clients="off")
     assert gpu.extra["device"]["devices"] == ["cuda:0"]
     assert gpu.extra["device"]["device_names"]["cuda:0"] == torch.cuda.get_device_name(0)
-    assert np.abs(weights(cpu) - weights(gpu)).max() < 5e-3  # ten Adam steps of lr 1e-3
+    diff = np.abs(weights(cpu) - weights(gpu))
+    # Adam moves a weight by at most lr = 1e-3 a step whatever the gradient, so ten steps
+    # part two runs by at most 0.02 where rounding flips a near-zero gradient's sign; the
+    # bulk of the weights must agree to rounding
+    assert diff.max() <= 0.02 + 1e-6
+    print(f"{model}: |cpu - gpu| median {np.median(diff):.2e}, 99th percentile "
+          f"{np.quantile(diff, 0.99):.2e}, max {diff.max():.2e}")
+    assert np.quantile(diff, 0.99) < 5e-3 and np.median(diff) < 1e-4
     assert abs(cpu.final["mean_accuracy"] - gpu.final["mean_accuracy"]) < 0.1
+
+
+def test_a_dropout_cnn_on_the_gpu_learns_like_on_the_cpu(fed):
+    """Dropout masks come from the CUDA generator on the GPU and the CPU generator on the
+    CPU, so the weights differ (measured on an H100: median 3.8e-3 after ten steps); the
+    runs agree in what they learn."""
+    kw = dict(model="cnn(arch=cifar10)", rounds=3, period=20, seed=0, progress=False)
+    cpu = fl.run("fedct", fed, workers=1, **kw)
+    gpu = fl.run("fedct", fed, device="cuda", batch_clients="off", **kw)
+    assert gpu.extra["device"]["devices"] == ["cuda:0"]
+    assert min(cpu.final["mean_accuracy"], gpu.final["mean_accuracy"]) > 0.3
+    assert abs(cpu.final["mean_accuracy"] - gpu.final["mean_accuracy"]) < 0.15
 
 
 def test_deterministic_settings_repeat_a_gpu_run_exactly(fed, monkeypatch):

@@ -51,3 +51,28 @@ def test_the_long_runs_are_valid_command_lines(capsys):
         else:
             assert argv[0] == "python" and argv[1] in (
                 "benchmarks/text_fedct.py", "benchmarks/fedct_beyond.py") and "--device" in argv
+
+
+def test_long_runs_execute_in_order_until_the_deadline(tmp_path, monkeypatch):
+    script = load_script()
+    monkeypatch.setattr(script, "LONG_RUNS", [
+        "python -c \"print('finished')\"",
+        "python -c \"import time; time.sleep(60)\"",
+        "python -c \"import time; time.sleep(60)\"",  # takes the finished run's place
+        "python -c \"print('never started')\"",
+    ])
+    records = script.execute_long_runs(4.0, parallel=2, out_dir=tmp_path)
+    status = {r["index"]: r["status"] for r in records}
+    assert status == {0: "done", 1: "stopped at the deadline", 2: "stopped at the deadline",
+                      3: "not started"}
+    assert (tmp_path / "00.log").read_text().strip() == "finished"
+    assert not (tmp_path / "03.log").exists()
+
+
+def test_a_long_fedlabels_run_writes_its_result_where_asked(tmp_path):
+    script = load_script()
+    argv = script.long_run_argv(script.LONG_RUNS[0], tmp_path, 0)
+    assert argv[:3] == [sys.executable, "-m", "fedlabels"]
+    assert argv[-2:] == ["--output", str(tmp_path / "00.json")]
+    assert script.long_run_argv("python benchmarks/x.py --a 1", tmp_path, 5) == [
+        sys.executable, "benchmarks/x.py", "--a", "1"]

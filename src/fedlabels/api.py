@@ -41,7 +41,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``model`` is also a list of specs or estimators (one per client) or a single
     scikit-learn-compatible estimator; ``quorum`` is shorthand for
     ``options={"quorum": ...}`` (FedCT). Options are validated before any data is loaded.
-    ``device``, ``precision`` and ``batch_clients`` place and batch torch learners
+    ``device``, ``precision``, ``batch_clients`` and ``offload`` place and batch torch learners
     (:mod:`fedlabels.learners.devices`); ``model`` may also be your own network,
     ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
     ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.runs.progress`);
@@ -100,7 +100,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     malicious=cfg.malicious, attack=cfg.poison,
                     participation=cfg.participation, dropout=cfg.dropout,
                     deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
-                    batch_clients=cfg.batch_clients, workers=cfg.workers)
+                    batch_clients=cfg.batch_clients, offload=cfg.offload,
+                    workers=cfg.workers)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
@@ -124,7 +125,8 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     participation=cfg.participation, dropout=cfg.dropout,
                     deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
                     device=cfg.device, precision=cfg.precision,
-                    batch_clients=cfg.batch_clients, workers=cfg.workers)
+                    batch_clients=cfg.batch_clients, offload=cfg.offload,
+                    workers=cfg.workers)
 
 
 def _run_on_flower(cfg: RunConfig, progress: bool | None,

@@ -47,11 +47,20 @@ from fedlabels.runs.session import build_session
 
 
 class InProcessGrid:
-    """A :class:`~fedlabels.methods.Grid` over client roles living in this process."""
+    """A :class:`~fedlabels.methods.Grid` over client roles living in this process;
+    ``placement`` (:class:`fedlabels.learners.offload.Placement`) moves a client's weights
+    off its device after its turn where they rest there."""
 
-    def __init__(self, clients: Mapping[int, ClientRole], meter: CommMeter) -> None:
+    def __init__(self, clients: Mapping[int, ClientRole], meter: CommMeter,
+                 placement: Any = None) -> None:
         self.clients = dict(clients)
         self.meter = meter
+        self.placement = placement
+
+    def after_turn(self, cid: int) -> None:
+        """Client ``cid`` is done with this exchange (see ``placement``)."""
+        if self.placement is not None:
+            self.placement.after_turn(cid, getattr(self.clients[cid], "learner", None))
 
     @property
     def client_ids(self) -> list[int]:
@@ -62,7 +71,10 @@ class InProcessGrid:
         for cid in sorted(messages):
             down = encode_message(messages[cid])
             self.meter.add(rnd, cid, "down", messages[cid].category, len(down))
-            reply = self.clients[cid].handle(decode_message(down))
+            try:
+                reply = self.clients[cid].handle(decode_message(down))
+            finally:
+                self.after_turn(cid)
             up = encode_message(reply)
             self.meter.add(rnd, cid, "up", reply.category, len(up))
             replies[cid] = decode_message(up)
@@ -93,6 +105,7 @@ def simulate(
     device: str = "cpu",
     precision: str = "fp32",
     batch_clients: str = "auto",
+    offload: str = "auto",
     wrap_grid: Callable[[Any], Grid] | None = None,
     workers: int | None = 1,
 ) -> RunResult:
@@ -122,6 +135,9 @@ def simulate(
     ``device`` entry records where they ran. ``batch_clients`` (``on``, ``off``, ``auto``:
     on CUDA) trains the clients' torch learners together
     (:mod:`fedlabels.engines.together`); the ``device`` entry says whether it did.
+    ``offload`` (``never``, ``always``, ``auto``: while they do not fit) moves clients'
+    weights off their GPU between turns (:mod:`fedlabels.learners.offload`); the ``device``
+    entry's ``offload`` says which clients rested off it.
     ``wrap_grid`` gives the grid the rounds use in place of the in-process one it is passed
     (a wrapper that observes or checks the traffic: :func:`fedlabels.testing.check_method`;
     it is passed a ``TogetherGrid`` when the clients train together).
@@ -146,11 +162,15 @@ def simulate(
         bad, attack_used = session.malicious, session.attack
         meter = CommMeter()
         together = use_together(batch_clients, plan, learners)
-        n_workers = resolve_workers(workers, len(clients), in_process_only(
-            plan.devices(), together, wrap_grid is not None))
+        placement = placement_for(offload, plan, clients)
+        one_process = in_process_only(plan.devices(), together, wrap_grid is not None)
+        if one_process is None and placement is not None:
+            one_process = "its clients' weights move off their device between turns (offload)"
+        n_workers = resolve_workers(workers, len(clients), one_process)
         pool = None if n_workers == 1 else WorkerGrid(
             clients, meter, n_workers, {cid: len(d) for cid, d in enumerate(datasets)})
-        in_process: Any = InProcessGrid(clients, meter) if pool is None else pool
+        in_process: Any = (InProcessGrid(clients, meter, placement) if pool is None
+                           else pool)
         if together:
             from fedlabels.engines.together import TogetherGrid
 
@@ -182,7 +202,9 @@ def simulate(
             if pool is not None:
                 pool.close()
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
-        extra["device"] = {**plan.device_record(), "batched_clients": together}
+        extra["device"] = {**plan.device_record(), "batched_clients": together,
+                           "offload": {"asked": offload, "offloaded_clients": []}
+                           if placement is None else placement.record()}
         if rounds_note is not None:
             extra["rounds_run"] = rounds_note
         if policy is not None:
@@ -201,7 +223,9 @@ def simulate(
             if federation.task != "regression":
                 result.extra["clinical"] = final_clinical(
                     clients, cids, federation, records[-1].accuracies,
-                    None if pool is None else pool.test_outputs)
+                    None if pool is None else pool.test_outputs,
+                    None if pool is not None or placement is None else getattr(
+                        in_process, "inner", in_process))
         result.feature_names = list(federation.feature_names)
         result.preprocessing = federation.preprocessing
         return result
@@ -209,18 +233,27 @@ def simulate(
 
 def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federation,
                    last_accuracies: list[float] | None,
-                   test_outputs: Mapping[int, Any] | None = None) -> dict[str, Any]:
+                   test_outputs: Mapping[int, Any] | None = None,
+                   grid: Any = None) -> dict[str, Any]:
     """Clinical metrics of each client's final model on the test set (see
     :mod:`fedlabels.core.clinical`). Where the last round's evaluation scored something else
     (a student, transductive labels), the entry says so instead of contradicting it.
     ``test_outputs``: each client's test predictions and class probabilities where they
-    were computed already (by the worker that held the client)."""
+    were computed already (by the worker that held the client). ``grid``'s ``after_turn``
+    (an :class:`InProcessGrid` whose clients rest off their device) follows each client's
+    predictions."""
     from fedlabels.core.clinical import class_probabilities, clinical_summary
 
-    outputs = [test_outputs[c] if test_outputs is not None and c in test_outputs else
-               (clients[c].predict(clients[c].X_test),
-                class_probabilities(clients[c].model(), clients[c].X_test,
-                                    federation.n_classes)) for c in cids]
+    outputs = []
+    for c in cids:
+        if test_outputs is not None and c in test_outputs:
+            outputs.append(test_outputs[c])
+            continue
+        outputs.append((clients[c].predict(clients[c].X_test),
+                        class_probabilities(clients[c].model(), clients[c].X_test,
+                                            federation.n_classes)))
+        if grid is not None:
+            grid.after_turn(c)
     counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)
                      for c in federation.clients], axis=0)
     summary = clinical_summary(outputs, federation.y_test, federation.n_classes,
@@ -230,6 +263,26 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
         return {"unavailable": "this method's evaluation scores something other than each "
                                "client's model on the test set"}
     return summary
+
+
+def placement_for(offload: str, plan: Any, clients: Mapping[int, Any]) -> Any:
+    """The :class:`~fedlabels.learners.offload.Placement` of a run's clients, or ``None``
+    where none moves (``never``; ``auto`` on the CPU). ``always`` needs torch learners."""
+    from fedlabels.learners.offload import check_offload
+
+    if check_offload(offload) == "never" or (
+            offload == "auto" and not any(d.startswith("cuda") for d in plan.devices())):
+        return None
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.learners.offload import Placement, offloadable
+
+    learners = {cid: getattr(role, "learner", None) for cid, role in clients.items()}
+    if offload == "always" and not all(offloadable(ln) for ln in learners.values()):
+        raise FedLabelsError("offload=always needs every client's learner to be a torch "
+                             "model whose weights can move (mlp, cnn, your own module); use "
+                             "offload=auto or never.")
+    devices = plan.devices()
+    return Placement(offload, {cid: devices[cid] for cid in clients})
 
 
 def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:

@@ -2,12 +2,13 @@
 
 :class:`TogetherGrid` delivers a round's messages to every client at once, each handler in
 its own thread. A torch learner's ``train_steps`` then does not train: it hands its call to
-a :class:`Rendezvous` and waits. When every client of the exchange is either waiting there
-or done, the collected calls run as one vectorised step per group of compatible learners
-(:func:`fedlabels.learners.batched.train_together`) and the handlers continue (predicting,
-replying). Messages are encoded, decoded and counted in the main thread in client order, so
-the bytes and the replies are those of the sequential grid; the trained weights equal the
-sequential ones up to floating-point rounding.
+a :class:`Rendezvous` and waits; so does its ``predict_proba``. When every client of the
+exchange is either waiting there or done, the collected calls run as one vectorised step per
+group of compatible learners (:func:`fedlabels.learners.batched.train_together`,
+:func:`~fedlabels.learners.batched.predict_together`) and the handlers continue. Messages
+are encoded, decoded and counted in the main thread in client order, so the bytes and the
+replies are those of the sequential grid; the trained weights equal the sequential ones up
+to floating-point rounding.
 
 Used where it is safe: every client's learner is a torch classifier that can train batched
 (:func:`fedlabels.learners.batched.batchable`) and no reproducible secret randomness is
@@ -21,21 +22,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.learners.batched import TrainJob, train_together
+from fedlabels.learners.batched import PredictJob, TrainJob, predict_together, train_together
 
 
 class Rendezvous:
-    """Collects the ``train_steps`` calls of ``n`` client threads and runs them together."""
+    """Collects the ``train_steps`` and ``predict_proba`` calls of ``n`` client threads and
+    runs them together."""
 
     def __init__(self, n: int) -> None:
         self.active = n
-        self.pending: list[tuple[TrainJob, dict[str, Any]]] = []
+        self.pending: list[tuple[TrainJob | PredictJob, dict[str, Any]]] = []
         self.cond = threading.Condition()
 
-    def submit(self, learner: Any, *call: Any) -> None:
-        """Wait until ``learner.train_steps(*call)`` has run with the others' calls (or
-        raise their error)."""
-        job = TrainJob(learner, *call)
+    def submit(self, job: TrainJob | PredictJob) -> None:
+        """Wait until ``job`` has run with the others' calls (or raise their error); a
+        :class:`PredictJob` then holds its probabilities in ``out``."""
         slot: dict[str, Any] = {}
         with self.cond:
             self.pending.append((job, slot))
@@ -57,7 +58,8 @@ class Rendezvous:
         batch, self.pending = self.pending, []
         error: BaseException | None = None
         try:
-            train_together([job for job, _ in batch])
+            train_together([job for job, _ in batch if isinstance(job, TrainJob)])
+            predict_together([job for job, _ in batch if isinstance(job, PredictJob)])
         except BaseException as exc:
             error = exc
         for _, slot in batch:
@@ -105,6 +107,9 @@ class TogetherGrid:
             finally:
                 learner.__dict__.pop("_rendezvous", None)
                 rendezvous.finished()
+                after_turn = getattr(self.inner, "after_turn", None)
+                if callable(after_turn):  # weights resting off the device move out
+                    after_turn(cid)
 
         threads = [threading.Thread(target=work, args=(cid,), daemon=True) for cid in cids]
         for t in threads:

@@ -28,6 +28,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection, wait
@@ -36,7 +37,12 @@ from typing import Any, NoReturn
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import current_source, is_reproducible
-from fedlabels.core.threads import ENV_VAR, apply_torch_threads, torch_threads
+from fedlabels.core.threads import (
+    CRYPTO_ENV_VAR,
+    ENV_VAR,
+    apply_torch_threads,
+    torch_threads,
+)
 from fedlabels.learners import is_iterative
 from fedlabels.method.base import ClientRole
 from fedlabels.runs.loop import CommMeter
@@ -53,11 +59,21 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def cuda_initialised() -> bool:
+    """Whether this process has initialised CUDA (without importing torch to find out)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda.is_initialized())
+
+
 def in_process_only(devices: list[str], together: bool, wrapped: bool) -> str | None:
     """Why a run's clients must stay in one process, or ``None``: a forked worker cannot use
     CUDA, clients that train together are one batch, and a grid wrapper watches the roles."""
     if any(d != "cpu" for d in devices):
         return "its torch learners run on a GPU (a forked process cannot use CUDA)"
+    if cuda_initialised():
+        return ("this process has used CUDA (an earlier GPU run): a process forked from it "
+                "cannot train (torch's autograd threads do not survive a fork); start a new "
+                "process for parallel CPU runs")
     if together:
         return "its clients train together (batch_clients)"
     if wrapped:
@@ -103,11 +119,21 @@ def assign(sizes: Mapping[int, int], workers: int) -> list[list[int]]:
     return [sorted(s) for s in shares]
 
 
-def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> None:
+def crypto_threads_per_worker(workers: int) -> int:
+    """Big-integer threads each worker may use (``FEDLABELS_CRYPTO_THREADS`` unset): twice
+    its share of the cores, so a worker left with more clients also takes up a core another
+    worker has finished with, and never more than twice as many threads as cores in all."""
+    cores = available_cores()
+    return max(1, min(cores, 2 * cores // workers))
+
+
+def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int,
+           crypto: int) -> None:
     """A worker's loop: handle batches of encoded messages, report states, until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the simulator's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ[ENV_VAR] = str(threads)
+    os.environ.setdefault(CRYPTO_ENV_VAR, str(crypto))
     import sys
 
     from threadpoolctl import threadpool_limits  # scikit-learn's: BLAS and OpenMP pools
@@ -220,10 +246,12 @@ class WorkerGrid:
                                  "--workers 1 on this platform.")
         ctx = mp.get_context("fork")
         threads = threads_per_worker(len(self.shares))
+        crypto = crypto_threads_per_worker(len(self.shares))
         for share in self.shares:
             parent, child = ctx.Pipe()
             mine = {cid: self.clients[cid] for cid in share}
-            proc = ctx.Process(target=_serve, args=(child, mine, threads), daemon=True,
+            proc = ctx.Process(target=_serve, args=(child, mine, threads, crypto),
+                               daemon=True,
                                name="fedlabels-worker-" + "-".join(map(str, share)))
             proc.start()
             child.close()

@@ -10,6 +10,10 @@ draws them, and padded to a common size with rows of weight 0, so clients of une
 train together; the weights, Adam moments and counters are written back into each learner.
 The result equals the sequential run up to floating-point rounding (summation order).
 
+:func:`predict_together` does the same for ``predict_proba``: the clients' stacked weights
+run one ``vmap``'d forward pass per chunk of rows (``predict_batch_size`` rows of every
+client at once), so a round's predictions of U, or of the test set, are one batched call.
+
 Learners can train together (:func:`batch_groups`) when they are torch classifiers of one
 architecture on one device with the default loss and Adam of the same hyper-parameters and
 step count, without batch normalisation or dropout (whose batch statistics and random masks
@@ -20,7 +24,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,20 +31,7 @@ import torch
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
-
-
-@dataclass
-class TrainJob:
-    """One client's ``train_steps`` call."""
-
-    learner: Any
-    X: np.ndarray
-    y: np.ndarray
-    n_steps: int
-    X_aux: np.ndarray | None = None
-    y_aux: np.ndarray | None = None
-    w_aux: np.ndarray | None = None
-    aux_index: np.ndarray | None = None
+from fedlabels.learners.batch_jobs import PredictJob, TrainJob
 
 
 def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:
@@ -126,6 +116,86 @@ def train_together(jobs: Sequence[TrainJob]) -> None:
             _train_group(chosen)
 
 
+def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
+    """Indices of ``jobs`` that can predict together: built learners that could train
+    together (one architecture, device and precision) on inputs of one width."""
+    groups: dict[Any, list[int]] = {}
+    alone: list[list[int]] = []
+    for i, job in enumerate(jobs):
+        key = batch_key(job.learner)
+        if key is None or job.X.ndim != 2 or job.X.shape[1] != job.learner.n_features_in_:
+            alone.append([i])
+        else:
+            (kind, model_type, shapes, device, precision, *_rest) = key
+            groups.setdefault((kind, model_type, shapes, device, precision,
+                               getattr(job.learner, "shape_", None)), []).append(i)
+    return list(groups.values()) + alone
+
+
+def predict_together(jobs: Sequence[PredictJob]) -> None:
+    """Fill every job's ``out`` with its learner's ``predict_proba``: groups of compatible
+    learners in one vectorised pass per chunk of rows, the rest one by one."""
+    for group in predict_groups(jobs):
+        if len(group) == 1:
+            job = jobs[group[0]]
+            job.out = job.learner._predict_proba_alone(job.X)
+        else:
+            _predict_group([jobs[i] for i in group])
+
+
+def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are views of the same memory with the same layout."""
+    return a is b or (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+                      and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+def _predict_group(jobs: list[PredictJob]) -> None:
+    from torch.func import functional_call, stack_module_state, vmap
+
+    from fedlabels.learners.devices import autocast
+
+    learners = [j.learner for j in jobs]
+    for ln in learners:
+        ln._resident()
+        ln.model_.eval()
+    first = learners[0]
+    device = torch.device(first.device)
+    params, buffers = stack_module_state([ln.model_ for ln in learners])
+    base = copy.deepcopy(first.model_).to("meta")
+    shared = all(_same_rows(j.X, jobs[0].X) for j in jobs)  # one U: not copied per client
+
+    def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
+                  x: torch.Tensor) -> torch.Tensor:
+        return functional_call(base, (p, b), (x,))
+
+    batched = vmap(logits_of, in_dims=(0, 0, None if shared else 0))
+    n_rows = max(len(j.X) for j in jobs)
+    outs = [np.empty((len(j.X), len(ln.classes_)), dtype=np.float32)
+            for j, ln in zip(jobs, learners, strict=True)]
+    step = int(first.predict_batch_size)
+    with torch.no_grad():
+        for start in range(0, n_rows, step):
+            if shared:
+                x = first._inputs(torch.from_numpy(jobs[0].X[start : start + step])
+                                  .to(device, non_blocking=True), False)
+            else:
+                width = min(step, n_rows - start)
+                rows = []
+                for job, ln in zip(jobs, learners, strict=True):
+                    xb = torch.from_numpy(job.X[start : start + width])
+                    if len(xb) < width:
+                        xb = torch.cat([xb, xb.new_zeros((width - len(xb), xb.shape[1]))])
+                    rows.append(ln._inputs(xb.to(device, non_blocking=True), False))
+                x = torch.stack(rows)
+            with autocast(first.device, first.precision):
+                logits = batched(params, buffers, x)
+            probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+            for out, p in zip(outs, probs, strict=True):
+                out[start : start + step] = p[: max(0, len(out) - start)]
+    for job, out in zip(jobs, outs, strict=True):
+        job.out = out
+
+
 class _Source:
     """One client's data as ``train_steps`` sees it: private rows and the auxiliary set."""
 
@@ -166,6 +236,8 @@ def _train_group(jobs: list[TrainJob]) -> None:
     from fedlabels.learners.devices import autocast
 
     learners = [j.learner for j in jobs]
+    for ln in learners:
+        ln._resident()
     for job in jobs:  # the checks train_steps makes
         X = np.asarray(job.X)
         if X.ndim != 2 or X.shape[1] != job.learner.n_features_in_:

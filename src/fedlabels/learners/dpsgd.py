@@ -160,6 +160,7 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
     X = np.ascontiguousarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     mlp._ensure_initialised(X, y)
+    mlp._resident()
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
     n, q, clip = len(y), config.sample_rate, config.clip
     expected = q * n

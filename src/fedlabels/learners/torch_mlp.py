@@ -67,12 +67,16 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     #: model parameters: the same model gives the same result on the CPU in float32
     device: str = "cpu"
     precision: str = "fp32"
-    #: set by the simulator's TogetherGrid: train_steps hands its call to this rendezvous
+    #: set by the simulator's TogetherGrid: train_steps and predict_proba hand their call
+    #: to this rendezvous
     _rendezvous: Any = None
+    #: where the state rests between turns (``rest``); ``None``: resident on ``device``
+    _home: str | None = None
 
     def place(self, device: str, precision: str = "fp32") -> None:
         """Train and predict on ``device`` (``cpu``, ``cuda:N``) with ``precision``
         (``fp32``, or ``bf16`` autocast); call before the network is built or moves it."""
+        self._resident()
         self.device, self.precision = str(device), str(precision)
         if hasattr(self, "model_"):
             self.model_.to(self.device)
@@ -80,6 +84,25 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 for key, value in slots.items():
                     if torch.is_tensor(value) and key != "step":
                         slots[key] = value.to(self.device)
+
+    def rest(self, home: str = "cpu") -> None:
+        """Move the built state (weights, gradients, Adam moments) to ``home`` until it is
+        used again: every method that computes brings it back to ``device`` first
+        (:mod:`fedlabels.learners.offload`; the copies are exact)."""
+        from fedlabels.learners.offload import move_state
+
+        if hasattr(self, "model_") and self._home is None:
+            self._rest_cache: dict[str, Any] = getattr(self, "_rest_cache", {})
+            move_state(self, home, self._rest_cache)
+            self._home = home
+
+    def _resident(self) -> None:
+        """Bring a resting state back to ``device`` (nothing if it is there)."""
+        if self._home is not None and hasattr(self, "model_"):
+            from fedlabels.learners.offload import move_state
+
+            move_state(self, self.device)
+        self._home = None
 
     def _losses(self) -> tuple[Any, Any]:
         """The mean and the per-sample training loss (cross-entropy)."""
@@ -114,6 +137,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
 
     def _initialise(self, n_features: int, n_classes: int) -> None:
         self._validate_params()
+        self._home = None
         seed = 0 if self.random_state is None else int(self.random_state)
         self.model_ = self._build_network(n_features, n_classes, seed).to(self.device)
         self.optimizer_ = self._make_optimizer(self.model_)
@@ -198,14 +222,18 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                                  "clients; drop --batch-clients or the consistency option.")
         if self._rendezvous is not None:  # trained together with the other clients
             rendezvous, self._rendezvous = self._rendezvous, None
+            from fedlabels.learners.batch_jobs import TrainJob
+
             try:
-                rendezvous.submit(self, X, y, int(n_steps), X_aux, y_aux, w_aux, aux_index)
+                rendezvous.submit(TrainJob(self, X, y, int(n_steps), X_aux, y_aux, w_aux,
+                                           aux_index))
             finally:
                 self._rendezvous = rendezvous
             return self
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=self._target_dtype)
         self._ensure_initialised(X, y)
+        self._resident()
         Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
         n_aux = len(y_aux) if X_aux is not None and y_aux is not None else 0
         use_aux = n_aux > 0
@@ -269,6 +297,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         if not hasattr(self, "model_"):
             n_classes = self.n_classes if self.n_classes is not None else Ps.shape[1]
             self._initialise(Xs.shape[1], int(n_classes))
+        self._resident()
         if Ps.shape[1] != len(self.classes_):
             raise FedLabelsError(f"soft targets have {Ps.shape[1]} classes, the model "
                                  f"{len(self.classes_)}.")
@@ -303,9 +332,20 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ inference
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Class probabilities, computed in batches under ``eval()`` / ``no_grad``."""
+        """Class probabilities, computed in batches under ``eval()`` / ``no_grad`` (with the
+        other clients' in one vectorised pass when they predict together)."""
         if not hasattr(self, "model_"):
             raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
+        if self._rendezvous is not None:  # predicted together with the other clients
+            from fedlabels.learners.batch_jobs import PredictJob
+
+            job = PredictJob(self, np.ascontiguousarray(X, dtype=np.float32))
+            self._rendezvous.submit(job)
+            return job.out
+        return self._predict_proba_alone(X)
+
+    def _predict_proba_alone(self, X: np.ndarray) -> np.ndarray:
+        self._resident()
         X = np.ascontiguousarray(X, dtype=np.float32)
         self.model_.eval()
         out = np.empty((len(X), len(self.classes_)), dtype=np.float32)
@@ -320,6 +360,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         """Activations of the last hidden layer (features for XCLP), batched, eval/no_grad."""
         if not hasattr(self, "model_"):
             raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
+        self._resident()
         body = cast(nn.Sequential, self.model_)[:-1]
         body.eval()
         step = int(batch or self.predict_batch_size)
@@ -347,6 +388,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         if flat_t.numel() != self.n_parameters:
             raise FedLabelsError(f"weight vector has {flat_t.numel()} entries, the model "
                                  f"has {self.n_parameters}.")
+        self._resident()
         offset = 0
         with torch.no_grad():
             for p in self.model_.parameters():

@@ -40,6 +40,7 @@ class TorchMLPRegressor(RegressorMixin, TorchMLPClassifier):
         """The network's output, in batches under ``eval()`` / ``no_grad``."""
         if not hasattr(self, "model_"):
             raise FedLabelsError("this TorchMLPRegressor is not fitted yet; call fit first.")
+        self._resident()
         X = np.ascontiguousarray(X, dtype=np.float32)
         self.model_.eval()
         out = np.empty(len(X), dtype=np.float32)

@@ -133,6 +133,11 @@ class RunConfig:
         "auto", "train the clients' torch models together, one vectorised step for all "
         "(auto: on CUDA)", kind=str, choices=("auto", "on", "off"), group="simulator",
         simulator_only=True, hashed_at_default=False)
+    offload: str = param(
+        "auto", "move clients' torch weights off their GPU between turns: auto (when they "
+        "do not fit in its free memory), always, never (docs/neural.md)", kind=str,
+        choices=("auto", "never", "always"), group="simulator", simulator_only=True,
+        hashed_at_default=False)
     workers: int | None = param(
         None, "run the clients in N worker processes (1: all in this one); the result is the "
         "same for every N (docs/engines.md)", kind=int, group="simulator", minimum=1,
