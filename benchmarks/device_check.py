@@ -304,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
     parser.add_argument("--skip-text-run", action="store_true",
                         help="do not time the whole LoRA MiniLM FedCT run on the GPU")
+    parser.add_argument("--skip-offload", action="store_true",
+                        help="do not time weights resident against moved out (GPU only)")
     parser.add_argument("--minilm", metavar="DIR", help="a real MiniLM directory to time")
     args = parser.parse_args(argv)
     if args.long_runs:
@@ -348,6 +350,13 @@ def main(argv: list[str] | None = None) -> int:
         print_row(f"{scale.n_batched} clients, per step, one by one on both",
                   batched_step_seconds(scale, "cpu", False, steps),
                   batched_step_seconds(scale, gpu, False, steps))
+    if gpu is not None and not args.skip_offload:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gpu_offload import offload_comparison
+
+        figures = offload_comparison(scale.n_batched, gpu)
+        print(f"offload: one FedCT round of {scale.n_batched} clients on {gpu}: "
+              f"{figures}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.minilm or minilm_shaped_dir(Path(tmp), tiny=args.dry_run)
         if args.minilm is None:

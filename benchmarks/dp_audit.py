@@ -34,9 +34,12 @@ MODELS = {"fedct": "dt", "dp-fedct": "dt", "pate": "dt", "dp-pate": "dt",
 #: changes per neighbour: a conditional guarantee the audit can test)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "dp-fedct": ("dp-fedct", {"mechanism": "xor"}),  # chosen: the default refuses noise
-    "dp-fedct-s2": ("dp-fedct", {"mechanism": "xor", "sensitivity": 2.0})}
+    "dp-fedct-s2": ("dp-fedct", {"mechanism": "xor", "sensitivity": 2.0}),
+    # FREDY without a FedAvg round: disjoint teachers, claimed with L1 sensitivity 2
+    "fredy-r1": ("fredy", {"teacher_rounds": 1, "queries": 200})}
 MODELS["dp-fedct-s2"] = "dt"
-PRIVATE = ("dp-fedct", "dp-fedct-s2", "dp-fedavg", "dp-pate", "fredy")
+MODELS["fredy-r1"] = MODELS["fredy"]
+PRIVATE = ("dp-fedct", "dp-fedct-s2", "dp-fedavg", "dp-pate", "fredy", "fredy-r1")
 
 
 def cases(methods: list[str], epsilons: list[float]) -> list[tuple[str, float | None]]:

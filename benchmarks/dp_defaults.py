@@ -48,6 +48,11 @@ CASES: dict[str, list[tuple[str, str, str | None, dict[str, Any]]]] = {
     "fredy-clusters": [(f"fredy clusters Q={q}", "fredy", None,
                         {**EPS, "queries": q, "query_selection": "clusters",
                          "student_model": "logreg"}) for q in (2, 10)],
+    # teacher_rounds=1: no weights exchanged, disjoint teachers, L1 sensitivity 2 (not 2n)
+    "fredy-disjoint": [(f"fredy clusters Q={q} teacher_rounds=1", "fredy", None,
+                        {**EPS, "queries": q, "query_selection": "clusters",
+                         "student_model": "logreg", "teacher_rounds": 1})
+                       for q in (10, 20)],
     "fedct": [("dp-fedct xor", "dp-fedct", "dt", {**EPS, "mechanism": "xor"}),
               ("dp-fedct xor quorum 0.8", "dp-fedct", "dt",
                {**EPS, "mechanism": "xor", "quorum": 0.8}),

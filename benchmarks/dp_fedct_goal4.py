@@ -46,6 +46,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "finetune": ("dp-fedct", {**RECOMMENDED, "finetune_steps": 100}),
     "filtered": ("dp-fedct", FILTERED),
     "self0.95": ("dp-fedct", {**RECOMMENDED, "own_confidence": 0.95}),
+    "quorum0.6": ("dp-fedct", {**RECOMMENDED, "quorum": 0.6}),
+    "quorum0.4": ("dp-fedct", {**RECOMMENDED, "quorum": 0.4}),
     "filtered+self0.95": ("dp-fedct", {**FILTERED, "own_confidence": 0.95}),
     "filtered+self0.9": ("dp-fedct", {**FILTERED, "own_confidence": 0.9}),
     "filtered+self0.99": ("dp-fedct", {**FILTERED, "own_confidence": 0.99}),

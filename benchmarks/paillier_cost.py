@@ -6,7 +6,9 @@ masks and re-randomisations, and the holders' decryptions (each in units of one
 multiplication, measured here), for the code before and after the base-(L + 1) slots,
 10-bit windows and batched decryption. The unit's seconds come from the quiet 5 × 1,000
 run of docs/xclp.md (245.8 s, re-randomisation exponents of |N|/2 + 128 bits then), so
-the estimates are for that quiet machine whatever the load now.
+the estimates are for that quiet machine whatever the load now. That unit (about 4.2 µs)
+proved 1.4-1.6x below a multiplication modulo N² timed directly (docs/xclp.md); for
+measured seconds per phase use ``benchmarks/paillier_phases.py``.
 
     .venv/bin/python benchmarks/paillier_cost.py
 """

@@ -145,6 +145,16 @@ def test_calibration_hits_the_target() -> None:
     opacus_sigma = get_noise_multiplier(target_epsilon=8.0, target_delta=1e-5,
                                         sample_rate=0.5, steps=5, accountant="rdp")
     assert sigma_rdp == pytest.approx(opacus_sigma, rel=0.01)
+    # the memoised accountant's search is dp-accounting's own on a fresh RdpAccountant
+    import dp_accounting as dpa
+    from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
+
+    fresh = dpa.calibrate_dp_mechanism(
+        RdpAccountant,
+        lambda s: dpa.SelfComposedDpEvent(
+            dpa.PoissonSampledDpEvent(0.5, dpa.GaussianDpEvent(s)), 5),
+        8.0, 1e-5, bracket_interval=dpa.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-5)
+    assert sigma_rdp == fresh  # the same σ, to the bit
     # (PLD calibration works the same way but takes ~40 s here: not in the unit tests)
     # more rounds need more noise
     assert calibrate_noise_multiplier(10.0, 1e-5, 1.0, 40) > sigma

@@ -295,3 +295,14 @@ def test_workers_run_side_by_side_when_replies_fill_the_pipe(tmp_path: Path) -> 
     spans = {e["client"]: e for e in grid.timeline if e["event"] == "handle"}
     assert {c: spans[c]["worker"] for c in spans} == {0: 0, 2: 0, 1: 1, 3: 1}
     assert spans[3]["start"] < spans[0]["end"]
+
+
+def test_big_integer_threads_per_worker_stay_within_twice_the_cores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedlabels.engines import workers as w
+
+    for cores, n_workers, expected in [(2, 1, 2), (2, 2, 2), (2, 5, 1), (16, 2, 16),
+                                       (16, 16, 2), (16, 5, 6)]:
+        monkeypatch.setattr(w, "available_cores", lambda c=cores: c)
+        threads = w.crypto_threads_per_worker(n_workers)
+        assert threads == expected and threads * n_workers <= max(2 * cores, n_workers)

@@ -18,6 +18,8 @@ import sys
 from fedlabels.core.errors import FedLabelsError
 
 ENV_VAR = "FEDLABELS_THREADS"
+#: big-integer threads of the secure protocols (fedlabels.secure.parallel)
+CRYPTO_ENV_VAR = "FEDLABELS_CRYPTO_THREADS"
 DEFAULT_THREADS = 1
 
 

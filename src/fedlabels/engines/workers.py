@@ -37,7 +37,12 @@ from typing import Any, NoReturn
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import current_source, is_reproducible
-from fedlabels.core.threads import ENV_VAR, apply_torch_threads, torch_threads
+from fedlabels.core.threads import (
+    CRYPTO_ENV_VAR,
+    ENV_VAR,
+    apply_torch_threads,
+    torch_threads,
+)
 from fedlabels.learners import is_iterative
 from fedlabels.method.base import ClientRole
 from fedlabels.runs.loop import CommMeter
@@ -114,11 +119,21 @@ def assign(sizes: Mapping[int, int], workers: int) -> list[list[int]]:
     return [sorted(s) for s in shares]
 
 
-def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int) -> None:
+def crypto_threads_per_worker(workers: int) -> int:
+    """Big-integer threads each worker may use (``FEDLABELS_CRYPTO_THREADS`` unset): twice
+    its share of the cores, so a worker left with more clients also takes up a core another
+    worker has finished with, and never more than twice as many threads as cores in all."""
+    cores = available_cores()
+    return max(1, min(cores, 2 * cores // workers))
+
+
+def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int,
+           crypto: int) -> None:
     """A worker's loop: handle batches of encoded messages, report states, until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the simulator's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ[ENV_VAR] = str(threads)
+    os.environ.setdefault(CRYPTO_ENV_VAR, str(crypto))
     import sys
 
     from threadpoolctl import threadpool_limits  # scikit-learn's: BLAS and OpenMP pools
@@ -231,10 +246,12 @@ class WorkerGrid:
                                  "--workers 1 on this platform.")
         ctx = mp.get_context("fork")
         threads = threads_per_worker(len(self.shares))
+        crypto = crypto_threads_per_worker(len(self.shares))
         for share in self.shares:
             parent, child = ctx.Pipe()
             mine = {cid: self.clients[cid] for cid in share}
-            proc = ctx.Process(target=_serve, args=(child, mine, threads), daemon=True,
+            proc = ctx.Process(target=_serve, args=(child, mine, threads, crypto),
+                               daemon=True,
                                name="fedlabels-worker-" + "-".join(map(str, share)))
             proc.start()
             child.close()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,29 +31,7 @@ import torch
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
-
-
-@dataclass
-class TrainJob:
-    """One client's ``train_steps`` call."""
-
-    learner: Any
-    X: np.ndarray
-    y: np.ndarray
-    n_steps: int
-    X_aux: np.ndarray | None = None
-    y_aux: np.ndarray | None = None
-    w_aux: np.ndarray | None = None
-    aux_index: np.ndarray | None = None
-
-
-@dataclass
-class PredictJob:
-    """One client's ``predict_proba`` call; ``out`` receives the probabilities."""
-
-    learner: Any
-    X: np.ndarray
-    out: Any = None
+from fedlabels.learners.batch_jobs import PredictJob, TrainJob
 
 
 def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:

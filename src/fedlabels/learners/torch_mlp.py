@@ -222,7 +222,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                                  "clients; drop --batch-clients or the consistency option.")
         if self._rendezvous is not None:  # trained together with the other clients
             rendezvous, self._rendezvous = self._rendezvous, None
-            from fedlabels.learners.batched import TrainJob
+            from fedlabels.learners.batch_jobs import TrainJob
 
             try:
                 rendezvous.submit(TrainJob(self, X, y, int(n_steps), X_aux, y_aux, w_aux,
@@ -337,7 +337,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         if not hasattr(self, "model_"):
             raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
         if self._rendezvous is not None:  # predicted together with the other clients
-            from fedlabels.learners.batched import PredictJob
+            from fedlabels.learners.batch_jobs import PredictJob
 
             job = PredictJob(self, np.ascontiguousarray(X, dtype=np.float32))
             self._rendezvous.submit(job)

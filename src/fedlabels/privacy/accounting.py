@@ -355,6 +355,26 @@ def account_gaussian(events: list[SampledGaussianEvent], delta: float,
     return PrivacySpent(results[best], delta, best, results)
 
 
+class _MemoisedRdp:
+    """The accountant ``calibrate_dp_mechanism`` asks for, answering with
+    :func:`gaussian_epsilon` (``RdpAccountant``'s own numbers, memoised): its bracket search
+    and Brent's method evaluate the lower end more than once, and every calibration at one
+    sampling rate shares that σ's curve (the slowest to compute)."""
+
+    def __init__(self, sampling_rate: float, rounds: int) -> None:
+        import dp_accounting as dpa
+
+        self.ledger, self.sigma = dpa.NoOpDpEvent(), 0.0
+        self.sampling_rate, self.rounds = sampling_rate, rounds
+
+    def compose(self, noise_multiplier: float) -> _MemoisedRdp:
+        self.sigma = noise_multiplier
+        return self
+
+    def get_epsilon(self, delta: float) -> float:
+        return gaussian_epsilon(self.sigma, self.sampling_rate, self.rounds, delta, "rdp")
+
+
 @functools.lru_cache(maxsize=64)  # pure in its arguments
 def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rate: float,
                                rounds: int, accountant: str | None = None) -> float:
@@ -383,8 +403,7 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rat
     if gaussian_epsilon(lower, sampling_rate, rounds, delta, "rdp") <= target_epsilon:
         return lower  # more noise than needed is still (target ε, δ)-DP
     sigma_rdp = float(dpa.calibrate_dp_mechanism(
-        lambda: _gaussian_accountant("rdp"),
-        lambda sigma: _gaussian_event(sigma, sampling_rate, rounds),
+        lambda: _MemoisedRdp(sampling_rate, rounds), lambda sigma: sigma,
         target_epsilon, delta, bracket_interval=dpa.LowerEndpointAndGuess(lower, 1.0),
         tol=1e-5))
     if accountant == "rdp":

@@ -22,6 +22,10 @@ on whole batches with gmpy2 (:meth:`KeyHolder.decrypt_many`). Encryption and
 re-randomisation use the Damgård–Jurik–Nielsen (DJN 2010) variant with a fixed base
 ``h_s = (−x²)^N mod N²`` published with the key, evaluated with a precomputed fixed-base
 window table; ciphertexts are ordinary Paillier ciphertexts (g = N + 1) that ``phe`` decrypts.
+The key holder computes its encryptions' h_s^α modulo p² and q²
+(:meth:`KeyHolder.encryption_powers`).
+Each step's big-integer work runs on threads (:mod:`~fedlabels.secure.parallel`); the secret
+draws come first, in a fixed order, so the thread count changes no byte.
 
 * **Encryption** (the key holder hides its bits from the evaluator, who does not know the
   primes) uses DJN's short exponent of |N|/2 + 128 bits: semantic security under decisional
@@ -42,7 +46,8 @@ Keys under :data:`MIN_KEY_BITS` are refused unless ``insecure_small_keys`` is gi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property, partial
 from typing import Any
 
 import gmpy2
@@ -52,6 +57,7 @@ from phe import paillier
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import randbelow, randbits
 from fedlabels.secure.keys import check_state
+from fedlabels.secure.parallel import map_chunks
 
 #: the smallest Paillier modulus accepted without ``insecure_small_keys`` (tests only)
 MIN_KEY_BITS = 2048
@@ -60,6 +66,8 @@ MIN_KEY_BITS = 2048
 _MAX_WINDOW = 10
 #: the window where the number of evaluations is not known
 _DEFAULT_WINDOW = 8
+#: ciphertexts per task of the thread pool (:func:`~fedlabels.secure.parallel.map_chunks`)
+_CHUNK = 32
 
 
 def slot_base(n_bits: int) -> int:
@@ -142,7 +150,10 @@ class FixedBase:
 
     def random_factor(self) -> gmpy2.mpz:
         """``h_s^α`` with α uniform of ``exp_bits`` bits."""
-        alpha = randbits(self.exp_bits)
+        return self.power(randbits(self.exp_bits))
+
+    def power(self, alpha: int) -> gmpy2.mpz:
+        """``h_s^α`` for a given ``0 ≤ α < 2^exp_bits``: one multiplication per nonzero digit."""
         acc = gmpy2.mpz(1)
         mask = 2 ** self.window - 1
         for row in self.table:
@@ -150,6 +161,25 @@ class FixedBase:
             if digit:
                 acc = acc * row[digit] % self.n2
             alpha >>= self.window
+        return acc
+
+    def digits(self, alphas: Sequence[int]) -> list[list[int]]:
+        """The base-2^window digits of each exponent, least significant first (numpy, so
+        the products in :meth:`power_of_digits` are all that runs per digit)."""
+        rows, w = len(self.table), self.window
+        raw = np.frombuffer(b"".join(int(a).to_bytes(-(-rows * w // 8), "little")
+                                     for a in alphas), dtype=np.uint8)
+        bits = np.unpackbits(raw.reshape(len(alphas), -1), axis=1, bitorder="little")
+        weights = np.left_shift(1, np.arange(w, dtype=np.int64))
+        return (bits[:, :rows * w].reshape(len(alphas), rows, w).astype(np.int64)
+                @ weights).tolist()
+
+    def power_of_digits(self, digits: Sequence[int]) -> gmpy2.mpz:
+        """``h_s^α`` from α's :meth:`digits` (the same number as :meth:`power`)."""
+        acc, n2 = gmpy2.mpz(1), self.n2
+        for row, digit in zip(self.table, digits, strict=True):
+            if digit:
+                acc = acc * row[digit] % n2
         return acc
 
     def encrypt(self, m: int) -> gmpy2.mpz:
@@ -191,7 +221,6 @@ class KeyHolder:
         x = gmpy2.mpz(randbelow(int(n) - 2) + 2)
         h = (-(x * x)) % n
         self.hs = gmpy2.powmod(h, n, n * n)
-        self.fixed = FixedBase(int(n), int(self.hs), encryption_bits(key_bits))
         self.key_bits = key_bits
 
     def to_state(self) -> dict[str, np.ndarray | int | str]:
@@ -219,8 +248,28 @@ class KeyHolder:
         except ValueError as exc:
             raise FedLabelsError(f"KeyHolder state: invalid Paillier key ({exc}).") from None
         obj.hs = gmpy2.mpz(hs)
-        obj.fixed = FixedBase(p * q, hs, encryption_bits(obj.key_bits))
         return obj
+
+    @cached_property
+    def fixed(self) -> FixedBase:
+        """Encryption under this key as anyone would compute it (no use of the primes)."""
+        return FixedBase(self.n, int(self.hs), encryption_bits(self.key_bits))
+
+    def encryption_powers(self, uses: int) -> Callable[[int], gmpy2.mpz]:
+        """``α ↦ h_s^α mod N²`` for encryption exponents, with the primes: modulo p² and q²
+        (a third of the cost per multiplication), the exponent reduced modulo p − 1 and
+        q − 1 (multiples of the order of h_s there), joined by CRT — the same number as
+        :meth:`FixedBase.power`. ``uses`` (how many) sizes the windows."""
+        p, q = gmpy2.mpz(self._private.p), gmpy2.mpz(self._private.q)
+        p2, q2 = p * p, q * q
+        fp = FixedBase(p, self.hs % p2, int(p - 1).bit_length(), uses)
+        fq = FixedBase(q, self.hs % q2, int(q - 1).bit_length(), uses)
+        join = gmpy2.invert(p2, q2)
+
+        def power(alpha: int) -> gmpy2.mpz:
+            xp, xq = fp.power(alpha % (p - 1)), fq.power(alpha % (q - 1))
+            return xp + p2 * ((xq - xp) * join % q2)
+        return power
 
     @property
     def n(self) -> int:
@@ -229,7 +278,7 @@ class KeyHolder:
     def decrypt(self, c: gmpy2.mpz) -> int:
         return int(self._private.raw_decrypt(int(c)))
 
-    def decrypt_many(self, cs: list) -> list:
+    def decrypt_many(self, cs: Sequence) -> list:
         """Decryptions of ``cs`` (as :meth:`decrypt`, phe's CRT formula): two batched gmpy2
         powers per ciphertext, modulo p² and q², without phe's per-call conversions."""
         key = self._private
@@ -286,9 +335,43 @@ def unpack_slots(values: list, count: int, n_bits: int) -> np.ndarray:
 def holder_encrypt(holder: KeyHolder, bits: np.ndarray, n_bits: int) -> np.ndarray:
     """Step 1 (key holder): ``Enc(P_l)`` for every group and bit position, as bytes."""
     group = slots_per_ciphertext(holder.key_bits, n_bits)
-    cts = [holder.fixed.encrypt(p) for packed in pack_groups(bits, group, n_bits)
-           for p in packed]
+    plain = [p for packed in pack_groups(bits, group, n_bits) for p in packed]
+    alphas = [randbits(encryption_bits(holder.key_bits)) for _ in plain]  # secret draws first
+    power = holder.encryption_powers(len(plain))
+    n = gmpy2.mpz(holder.n)
+    n2 = n * n
+
+    def encrypt(items: Sequence[tuple[int, int]]) -> list:
+        return [(1 + gmpy2.mpz(m) * n) % n2 * power(a) % n2 for m, a in items]
+
+    cts = map_chunks(encrypt, list(zip(plain, alphas, strict=True)), _CHUNK)
     return int_to_u8(cts, 2 * holder.key_bits // 8)
+
+
+def _subset_tables(C: list, enc_ones: gmpy2.mpz, n_bits: int, n2: gmpy2.mpz,
+                   chunks: Sequence[int]) -> list[list]:
+    """For each chunk c of 8 bit positions, the 256 products selected by a byte x (MSB
+    first: bit t is position l = 8c + t): ``Π_{x_l=0} C_l · Π_{x_l=1} Enc(ONES) / C_l``.
+
+    Entry x is entry ``x`` without its lowest set bit times that position's ratio
+    ``Enc(ONES) · C_l^{-2}``: 255 multiplications per chunk (the base, all zeros, has 7).
+    """
+    tables = []
+    for c in chunks:
+        positions = range(8 * c, min(8 * c + 8, n_bits))
+        base, ratios = gmpy2.mpz(1), []
+        for pos in positions:
+            base = base * C[pos] % n2
+            inv = gmpy2.invert(C[pos], n2)
+            ratios.append(enc_ones * inv % n2 * inv % n2)
+        table = [base]
+        for x in range(1, 256):
+            low = x & -x
+            t = 8 - low.bit_length()  # low = 2^(7 − t)
+            prev = table[x ^ low]
+            table.append(prev * ratios[t] % n2 if t < len(ratios) else prev)
+        tables.append(table)
+    return tables
 
 
 def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_points: int,
@@ -311,44 +394,43 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
     if len(cts) != n_groups * n_bits:
         raise FedLabelsError(f"SecureHamming: expected {n_groups * n_bits} ciphertexts, got "
                              f"{len(cts)}.")
-    xpack = np.packbits(my_bits, axis=1)  # MSB-first bytes: bit t of chunk c is l = 8c + t
-    n_chunks = xpack.shape[1]
-    results, masks = [[None] * n_groups for _ in range(len(my_bits))], []
+    rows = np.packbits(my_bits, axis=1).tolist()  # byte c, bit t (MSB first): l = 8c + t
+    n_chunks = len(rows[0]) if rows else 0
+    # the secret draws first, in a fixed order (per group, per point: mask, exponent)
+    draws = [[(randbelow(int(N)), randbits(fixed.exp_bits)) for _ in rows]
+             for _ in range(n_groups)]
+    results: list[list] = []
     for g in range(n_groups):
         size = min(group, n_holder_points - g * group)
         ones = sum(slot_base(n_bits) ** i for i in range(size))
         enc_ones = (1 + gmpy2.mpz(ones) * N) % N2
         C = cts[g * n_bits:(g + 1) * n_bits]
-        tables = []
-        for c in range(n_chunks):
-            table = [gmpy2.mpz(1)]
-            for t in range(8):
-                pos = 8 * c + t
-                if pos < n_bits:
-                    zero = C[pos]                                   # x_l = 0: add b_l
-                    one = enc_ones * gmpy2.invert(C[pos], N2) % N2  # x_l = 1: add 1 − b_l
-                    table = [v * f % N2 for v in table for f in (zero, one)]
-                else:
-                    table = [v for v in table for _ in (0, 1)]
-            tables.append(table)
-        for q, row in enumerate(xpack.tolist()):
-            acc = tables[0][row[0]]
-            for c in range(1, n_chunks):
-                acc = acc * tables[c][row[c]] % N2
-            r = randbelow(int(N))
-            acc = acc * ((1 + r * N) % N2) % N2
-            results[q][g] = fixed.rerandomize(acc)
-            masks.append((q, g, r))
-    flat = [results[q][g] for q in range(len(my_bits)) for g in range(n_groups)]
-    mask_vals = [0] * len(flat)
-    for q, g, r in masks:
-        mask_vals[q * n_groups + g] = r
+        tables = map_chunks(partial(_subset_tables, C, enc_ones, n_bits, N2),
+                            range(n_chunks), 4)
+
+        def points(items: Sequence[tuple[list[int], tuple[int, int]]],
+                   tables: list[list] = tables) -> list:
+            out = []
+            digits = fixed.digits([alpha for _, (_, alpha) in items])
+            for (row, (r, _)), alpha_digits in zip(items, digits, strict=True):
+                acc = tables[0][row[0]]
+                for c in range(1, n_chunks):
+                    acc = acc * tables[c][row[c]] % N2
+                acc = acc * ((1 + r * N) % N2) % N2
+                # one re-randomisation each
+                out.append(acc * fixed.power_of_digits(alpha_digits) % N2)
+            return out
+
+        results.append(map_chunks(points, list(zip(rows, draws[g], strict=True)), _CHUNK))
+    flat = [results[g][q] for q in range(len(rows)) for g in range(n_groups)]
+    mask_vals = [draws[g][q][0] for q in range(len(rows)) for g in range(n_groups)]
     return int_to_u8(flat, 2 * key_bits // 8), int_to_u8(mask_vals, key_bits // 8)
 
 
 def holder_decrypt(holder: KeyHolder, results: np.ndarray) -> np.ndarray:
     """Step 3 (key holder): decrypt the evaluator's ciphertexts; T is uniform in Z_N."""
-    return int_to_u8(holder.decrypt_many(u8_to_int(results)), holder.key_bits // 8)
+    plain = map_chunks(holder.decrypt_many, u8_to_int(results), _CHUNK)
+    return int_to_u8(plain, holder.key_bits // 8)
 
 
 def server_combine(n: int, key_bits: int, T: np.ndarray, R: np.ndarray,

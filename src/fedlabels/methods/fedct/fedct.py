@@ -14,7 +14,7 @@ one exchange. Torch learners take b steps of (private minibatch + pseudo-labelle
 per round; scikit-learn learners are refit from scratch on D_i ∪ P once per round.
 
 Beyond the paper: the pseudo-labels' loss weights (``pseudo_weight``,
-``pseudo_warmup``, ``vote_power``; :mod:`fedlabels.methods.fedct.schedule`), a
+``pseudo_warmup``, ``vote_power``, ``soft_targets``; :mod:`fedlabels.methods.fedct.schedule`), a
 class-balanced vote (``balanced``; :func:`fedlabels.consensus.balanced_vote`), a consistency
 loss on U and a local warm-up and fine-tune (``consistency_weight``, ``warmup_steps``,
 ``finetune_steps``; :mod:`fedlabels.methods.fedct.unlabeled`).
@@ -73,6 +73,8 @@ from fedlabels.methods.fedct.schedule import (
     decode_votes,
     encode_votes,
     example_weights,
+    sends_votes,
+    soft_rows,
     top_votes,
     weighting_enabled,
 )
@@ -140,6 +142,11 @@ class FedCTOptions(VoteOptions):
         "its consensus label got (0: off; the server then also sends the top-vote counts, "
         "ceil(log2(m+1)) bits per example)", kind=float, interval=Interval(0.0, 100.0),
         flag=True)
+    soft_targets: bool = option(
+        False, "train on each pseudo-labelled example towards the vote's distribution: its "
+        "consensus label with the share of the votes it got, the other classes sharing the "
+        "rest evenly (the server then also sends the top-vote counts, as with vote_power)",
+        kind=bool, flag=True)
     balanced: bool = option(
         False, "class-balanced vote: client i's vote for class c weighs 1/(C p_ic), p_ic the "
         "share of U it labels c this round (votes for a client's default class count little; "
@@ -249,12 +256,26 @@ class FedCTClient(ClientRole):
             self.train_with_u(d, steps, rnd)
             return
         if d.y_aux is not None and weighting_enabled(opts):  # weighted P
-            weights = example_weights(opts, rnd, self.pseudo_share, len(d.y_aux))
-            self.learner.train_steps(d.X, d.y, steps, d.X_aux, d.y_aux, w_aux=weights,
-                                     aux_index=d.aux_index)
+            y_aux, weights, index = self.weighted_pseudo(d, rnd)
+            self.learner.train_steps(d.X, d.y, steps, d.X_aux, y_aux, w_aux=weights,
+                                     aux_index=index)
             self.fitted, self._stale = True, False
             return
         self.train_on(d.X, d.y, steps, d.X_aux, d.y_aux, d.aux_index)
+
+    def weighted_pseudo(self, d: TrainingData,
+                        rnd: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """P's labels, loss weights and rows of U in round ``rnd``
+        (:mod:`~fedlabels.methods.fedct.schedule`); with ``soft_targets`` one weighted row
+        per example and class of its vote distribution."""
+        assert d.y_aux is not None
+        weights = example_weights(self.settings.options, rnd, self.pseudo_share, len(d.y_aux))
+        if not getattr(self.settings.options, "soft_targets", False) or (
+                self.pseudo_share is None):
+            return d.y_aux, weights, d.aux_index
+        at, labels, soft = soft_rows(d.y_aux, self.pseudo_share, self.settings.n_classes)
+        index = at if d.aux_index is None else np.asarray(d.aux_index)[at]
+        return labels, weights[at] * soft, index
 
     def train_with_u(self, d: TrainingData, steps: int, rnd: int) -> None:
         """The round's steps with the options of :mod:`~fedlabels.methods.fedct.unlabeled`:
@@ -263,11 +284,11 @@ class FedCTClient(ClientRole):
         opts = self.settings.options_as(FedCTOptions)
         if is_first_training(self.learner):
             private_steps(self.learner, d.X, d.y, opts.warmup_steps)
-        weights = None
+        y_aux, weights, index = d.y_aux, None, d.aux_index
         if d.y_aux is not None and weighting_enabled(opts):
-            weights = example_weights(opts, rnd, self.pseudo_share, len(d.y_aux))
-        self.learner.train_steps(d.X, d.y, steps, d.X_aux, d.y_aux, w_aux=weights,
-                                 aux_index=d.aux_index,
+            y_aux, weights, index = self.weighted_pseudo(d, rnd)
+        self.learner.train_steps(d.X, d.y, steps, d.X_aux, y_aux, w_aux=weights,
+                                 aux_index=index,
                                  consistency=consistency_spec(opts, rnd, self.public))
         if rnd == self.settings.rounds - 1:
             private_steps(self.learner, d.X, d.y, opts.finetune_steps)
@@ -296,8 +317,8 @@ class FedCTServer(VoteServer):
         self.agreement_sum = np.zeros(m)
         self.agreement_rounds = np.zeros(m, dtype=np.int64)
         self.dropped_rounds = np.zeros(m, dtype=np.int64)
-        # vote_power > 0: the top-vote count per example, sent beside the consensus
-        self.vote_power = opts.vote_power
+        # vote_power or soft_targets: the top-vote count per example, sent beside the consensus
+        self.sends_votes = sends_votes(opts)
         self.top: np.ndarray | None = None
         self.voters = 0
 
@@ -315,7 +336,7 @@ class FedCTServer(VoteServer):
         new = self.robust_consensus(replies)
         metrics = self.consensus_metrics(new)
         self.labels = new
-        if self.vote_power > 0:
+        if self.sends_votes:
             self.top, self.voters = top_votes(self.collect_votes(replies), new), len(replies)
         return metrics
 

@@ -33,7 +33,12 @@ from fedlabels.method.base import Settings
 def weighting_enabled(opts: Any) -> bool:
     """Whether any pseudo-label weighting option differs from its default."""
     return (getattr(opts, "pseudo_weight", 1.0) != 1.0 or getattr(opts, "pseudo_warmup", 0) > 0
-            or getattr(opts, "vote_power", 0.0) > 0)
+            or sends_votes(opts))
+
+
+def sends_votes(opts: Any) -> bool:
+    """Whether the server sends the top-vote counts (``vote_power`` or ``soft_targets``)."""
+    return getattr(opts, "vote_power", 0.0) > 0 or bool(getattr(opts, "soft_targets", False))
 
 
 def ramp_weight(opts: Any, rnd: int) -> float:
@@ -71,6 +76,23 @@ def example_weights(opts: Any, rnd: int, share: np.ndarray | None, n: int) -> np
     return weights
 
 
+def soft_rows(labels: np.ndarray, share: np.ndarray,
+              n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The soft targets of ``soft_targets`` as weighted hard-label rows: per example j of P
+    and class k with target probability q_jk > 0, one row (position j, class k, weight
+    q_jk · rows / n). A minibatch drawn uniformly from the rows then has the expected loss
+    of a uniform draw of P under the soft cross-entropy ``-sum_k q_jk log p_jk``."""
+    n = len(labels)
+    share = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
+    rest = (1.0 - share) / max(n_classes - 1, 1)
+    position = np.tile(np.arange(n), n_classes)
+    cls = np.concatenate([(labels + k) % n_classes for k in range(n_classes)])
+    prob = np.concatenate([share] + [rest] * (n_classes - 1))
+    keep = prob > 0
+    weight = prob[keep] * keep.sum() / max(n, 1)
+    return position[keep], cls[keep].astype(labels.dtype), weight.astype(np.float32)
+
+
 def require_torch_classification(settings: Settings, learners: list[Any], options: str,
                                  need: str) -> None:
     """One-line errors unless the task is classification and every learner is a torch
@@ -87,5 +109,5 @@ def require_torch_classification(settings: Settings, learners: list[Any], option
 def check_weighting(settings: Settings, learners: list[Any]) -> None:
     """Pseudo-label weights need classification and learners that take per-example weights."""
     require_torch_classification(
-        settings, learners, "pseudo_weight, pseudo_warmup and vote_power",
+        settings, learners, "pseudo_weight, pseudo_warmup, vote_power and soft_targets",
         "a torch learner that weights pseudo-labelled examples (e.g. --model mlp)")

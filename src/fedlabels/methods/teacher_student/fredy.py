@@ -25,8 +25,9 @@ in :mod:`fedlabels.methods.teacher_student.roles`; the FedAvg pieces in
 **Privacy and the non-disjoint-teacher caveat** (docs/privacy.md §2.6). ε per query = 2/b holds
 if each private record influences one teacher's vote (L1 sensitivity 2). FREDY's teachers all
 start every round from the FedAvg model trained on *all* clients' data, so one record can move
-every teacher's vote: the L1 sensitivity is 2·n and the same noise gives n·ε per query. The
-result's ``privacy.epsilon`` is this formal bound (``privacy.l1_sensitivity`` = 2n);
+every teacher's vote: the L1 sensitivity is 2·n (tight: :func:`vote_l1_sensitivity`) and the
+same noise gives n·ε per query. The result's ``privacy.epsilon`` is this formal bound
+(``privacy.l1_sensitivity`` = 2n; 2 with ``teacher_rounds=1``, where no weights are exchanged);
 ``privacy.if_disjoint_teachers`` gives the per-query-ε reading of the paper, valid only under
 an assumption FedAvg violates. Both are composed over the Q queries by basic composition,
 RDP and PLD (dp-accounting); the smallest is reported.
@@ -87,6 +88,27 @@ NON_DISJOINT_CAVEAT = (
     "each record influenced a single teacher, which FedAvg does not guarantee.")
 
 
+def vote_l1_sensitivity(n_teachers: int, teacher_rounds: int) -> float:
+    """L1 sensitivity of the vote-count vector of one query under record-level neighbours.
+
+    With ``teacher_rounds`` R_T > 1 each teacher starts its last local steps from a FedAvg
+    model that was averaged over every client's updates, so one record (unbounded, no
+    clipping) may move all n votes from one class to another: Δ₁ = 2n, the largest distance
+    between two count vectors that sum to n, so the bound is tight (docs/privacy.md,
+    "FREDY's sensitivity"). With R_T = 1 no weights are exchanged: each teacher trains from
+    the data-independent initial model on its own client's data only, so a record moves at
+    most its own teacher's vote: Δ₁ = 2.
+    """
+    return VOTE_L1_SENSITIVITY * (n_teachers if teacher_rounds > 1 else 1)
+
+
+DISJOINT_WITHOUT_FEDAVG = (
+    "teacher_rounds=1: no FedAvg round, so no weights are exchanged; each teacher trains "
+    "from the data-independent initial model on its own client's data, so one private "
+    "record moves at most its own teacher's vote (L1 sensitivity 2, as PATE's disjoint "
+    "teachers); 'epsilon' uses that sensitivity.")
+
+
 @dataclass(frozen=True)
 class FREDYOptions(TeacherStudentOptions):
     """FREDY's options: no ``teacher_steps`` (each FedAvg round takes b = period steps)."""
@@ -99,16 +121,20 @@ class FREDYOptions(TeacherStudentOptions):
         None, "total (ε, δ) budget of the run over all queries, with the formal L1 "
         "sensitivity 2·n (one record may move every teacher's vote); the Laplace scale is "
         "calibrated from it (basic or RDP composition) and the release is checked against it; "
+        "with teacher_rounds=1 (no weights exchanged) the sensitivity is 2; "
         "give this or epsilon_per_query", kind=float, interval=POSITIVE, nullable=True,
         flag=True)
     epsilon_per_query: float | None = option(
         None, "nominal ε per query of the paper's reading (Laplace scale 2/ε, valid only for "
-        "disjoint teachers; the formal per-query ε is n times it); no run target; give this "
+        "disjoint teachers; the formal per-query ε is n times it, 1 time with "
+        "teacher_rounds=1); no run target; give this "
         "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
     delta: float = delta_option()
     teacher_rounds: int = option(
         10, "FedAvg rounds R_T of the teacher phase, the last one ending in the vote (each "
-        "teacher keeps its last local model)", kind=int, interval=Interval(1, None))
+        "teacher keeps its last local model); 1: no FedAvg round, each teacher trains on "
+        "its own data only (disjoint teachers, L1 sensitivity 2)", kind=int,
+        interval=Interval(1, None))
 
     def check(self) -> None:
         super().check()
@@ -159,12 +185,13 @@ class FredyServer(LedgerEvents, TeacherStudentServer):
         self.delta = opts.delta
         self.weights = np.asarray(initial, dtype=np.float32)
         self.n_teachers = n_teachers
+        self.l1_sensitivity = vote_l1_sensitivity(n_teachers, opts.teacher_rounds)
         if opts.epsilon_per_query is not None:
             self.scale = laplace_scale(opts.epsilon_per_query)
         else:
             assert opts.epsilon is not None  # FREDYOptions.check: one of the two
             self.scale = calibrate_laplace_scale(opts.epsilon, self.n_queries, self.delta,
-                                                 VOTE_L1_SENSITIVITY * n_teachers)
+                                                 self.l1_sensitivity)
         self.epsilon_query = VOTE_L1_SENSITIVITY / self.scale  # nominal (disjoint reading)
         # the released labels (formal L1 sensitivity 2n), each batch recorded once; ε and
         # the budget are views of it
@@ -173,8 +200,8 @@ class FredyServer(LedgerEvents, TeacherStudentServer):
                                f"{self.n_queries} query(s)")
 
     def _formal(self, scale: float, n_queries: int) -> LaplaceNoisyMaxEvent:
-        """``n_queries`` releases at ``scale`` with the formal L1 sensitivity 2n."""
-        return LaplaceNoisyMaxEvent(scale, VOTE_L1_SENSITIVITY * self.n_teachers, n_queries)
+        """``n_queries`` releases at ``scale`` with the formal L1 sensitivity (2n, or 2)."""
+        return LaplaceNoisyMaxEvent(scale, self.l1_sensitivity, n_queries)
 
     def train_teachers(self, rnd: int, grid: Grid) -> dict[str, np.ndarray]:
         for _ in range(self.teacher_rounds - 1):
@@ -199,7 +226,8 @@ class FredyServer(LedgerEvents, TeacherStudentServer):
                         "target": self.ledger.target_view(
                             "query", self.n_queries, sum(ev.n_queries for ev in self.events)),
                         "if_disjoint_teachers": disjoint.to_dict(),
-                        "assumptions": NON_DISJOINT_CAVEAT,
+                        "assumptions": (NON_DISJOINT_CAVEAT if self.teacher_rounds > 1
+                                        else DISJOINT_WITHOUT_FEDAVG),
                         "teachers": self.n_teachers,
                         "teacher_rounds": self.teacher_rounds}
         return release.labels
@@ -231,7 +259,8 @@ class FREDY(TeacherStudentMethod):
             "the server adds the Laplace noise honestly and keeps the weights and votes to "
             "itself; they are outside the guarantee",
             "the formal ε (privacy.epsilon) uses L1 sensitivity 2·n: every teacher starts "
-            "from the FedAvg model, so one record may move all n votes",
+            "from the FedAvg model, so one record may move all n votes (with "
+            "teacher_rounds=1 no weights are exchanged and the sensitivity is 2)",
             "the paper's reading (privacy.if_disjoint_teachers, L1 sensitivity 2) holds only "
             "if each record influenced a single teacher, which FedAvg does not guarantee",
         ),
@@ -259,4 +288,5 @@ class FREDY(TeacherStudentMethod):
                            scaling=ctx.scaling)
 
 
-__all__ = ["FREDY", "NON_DISJOINT_CAVEAT", "FREDYOptions", "FredyClient", "FredyServer"]
+__all__ = ["DISJOINT_WITHOUT_FEDAVG", "FREDY", "NON_DISJOINT_CAVEAT", "FREDYOptions",
+           "FredyClient", "FredyServer", "vote_l1_sensitivity"]
