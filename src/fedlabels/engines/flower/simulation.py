@@ -218,7 +218,9 @@ def _run(cfg: RunConfig, root: Path, progress: bool | None,
     result.extra.setdefault("provenance", {})["engine"] = {
         "name": ENGINE, "ray": address or "local", **cluster.get("seen", {}),
         "cpus_per_client": backend["client_resources"]["num_cpus"]}
-    result.extra.setdefault("device", {}).setdefault("batched_clients", False)
+    device = result.extra.setdefault("device", {})
+    device.setdefault("batched_clients", False)  # as the simulator records its settings
+    device.setdefault("offload", {"asked": cfg.offload, "offloaded_clients": []})  # auto
     attach_final_models(result, cfg, spec, nodes)
     return result
 
