@@ -33,6 +33,21 @@ def _checked(value: object, where: str) -> int:
     return n
 
 
+def available_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def crypto_threads() -> int:
+    """Threads for big-integer work (:mod:`fedlabels.secure.parallel`):
+    ``FEDLABELS_CRYPTO_THREADS``, else the usable cores."""
+    raw = os.environ.get(CRYPTO_ENV_VAR)
+    return available_cores() if raw is None else _checked(raw, CRYPTO_ENV_VAR)
+
+
 def torch_threads() -> int:
     """The threads a training process uses: ``FEDLABELS_THREADS``, else 1."""
     raw = os.environ.get(ENV_VAR)

@@ -270,8 +270,9 @@ def placement_for(offload: str, plan: Any, clients: Mapping[int, Any]) -> Any:
     where none moves (``never``; ``auto`` on the CPU). ``always`` needs torch learners."""
     from fedlabels.learners.offload import check_offload
 
+    devices = plan.devices()
     if check_offload(offload) == "never" or (
-            offload == "auto" and not any(d.startswith("cuda") for d in plan.devices())):
+            offload == "auto" and not any(d.startswith("cuda") for d in devices)):
         return None
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.learners.offload import Placement, offloadable
@@ -281,7 +282,6 @@ def placement_for(offload: str, plan: Any, clients: Mapping[int, Any]) -> Any:
         raise FedLabelsError("offload=always needs every client's learner to be a torch "
                              "model whose weights can move (mlp, cnn, your own module); use "
                              "offload=auto or never.")
-    devices = plan.devices()
     return Placement(offload, {cid: devices[cid] for cid in clients})
 
 

@@ -41,6 +41,7 @@ from fedlabels.core.threads import (
     CRYPTO_ENV_VAR,
     ENV_VAR,
     apply_torch_threads,
+    available_cores,
     torch_threads,
 )
 from fedlabels.learners import is_iterative
@@ -49,14 +50,6 @@ from fedlabels.runs.loop import CommMeter
 
 #: the default number of workers where a run does not set it (unset: one per core)
 ENV_WORKERS = "FEDLABELS_WORKERS"
-
-
-def available_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def cuda_initialised() -> bool:
@@ -134,8 +127,6 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int,
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ[ENV_VAR] = str(threads)
     os.environ.setdefault(CRYPTO_ENV_VAR, str(crypto))
-    import sys
-
     from threadpoolctl import threadpool_limits  # scikit-learn's: BLAS and OpenMP pools
 
     threadpool_limits(threads)  # the worker's share of the cores, for numpy's BLAS too

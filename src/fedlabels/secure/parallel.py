@@ -14,33 +14,19 @@ only compute.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import gmpy2
 
-from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.threads import CRYPTO_ENV_VAR
+from fedlabels.core.threads import CRYPTO_ENV_VAR, crypto_threads
 
 ENV_VAR = CRYPTO_ENV_VAR
+__all__ = ["ENV_VAR", "crypto_threads", "map_chunks"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-def crypto_threads() -> int:
-    """Threads for big-integer work: ``FEDLABELS_CRYPTO_THREADS``, else the usable cores."""
-    raw = os.environ.get(ENV_VAR)
-    if raw is not None:
-        if not raw.strip().isdigit() or int(raw) < 1:
-            raise FedLabelsError(f"{ENV_VAR} must be a whole number >= 1, got {raw!r}.")
-        return int(raw)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def map_chunks(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T],
