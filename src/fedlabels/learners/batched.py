@@ -196,38 +196,144 @@ def _predict_group(jobs: list[PredictJob]) -> None:
         job.out = out
 
 
-class _Source:
-    """One client's data as ``train_steps`` sees it: private rows and the auxiliary set."""
+class _Batches:
+    """A group's minibatches, drawn by each learner's own cursor exactly as ``train_steps``
+    draws them, gathered on the device in one indexing op per step.
 
-    def __init__(self, job: TrainJob) -> None:
-        ln = job.learner
-        self.X = torch.from_numpy(np.ascontiguousarray(job.X, dtype=np.float32))
-        self.y = torch.from_numpy(np.asarray(job.y, dtype=np.int64))
-        self.n_aux = len(job.y_aux) if job.X_aux is not None and job.y_aux is not None else 0
-        self.main = ln._cursor(0, len(self.y))
-        self.aux = ln._cursor(1, self.n_aux)
-        if self.n_aux:
-            self.Xa = torch.from_numpy(np.ascontiguousarray(job.X_aux, dtype=np.float32))
-            self.ya = torch.from_numpy(np.asarray(job.y_aux, dtype=np.int64))
-            self.rows = None if job.aux_index is None else torch.from_numpy(
-                np.asarray(job.aux_index, dtype=np.int64))
-            if self.rows is not None and self.rows.shape != self.ya.shape:
-                raise FedLabelsError(f"aux_index has {self.rows.numel()} entries, y_aux "
-                                     f"{len(self.ya)}; they must be aligned.")
-            self.wa = None if job.w_aux is None else torch.from_numpy(
-                np.asarray(job.w_aux, dtype=np.float32))
+    The group's rows are copied to the device once (an array that several clients share,
+    such as FedCT's U, once): one float tensor of every distinct ``X`` and ``X_aux`` plus
+    a zero row for padding, and per client its labels and weights. A step is one small
+    index tensor (client, slot) into them, so each client's batch holds its private rows,
+    then its auxiliary rows, then padding of weight 0, as it did when built client by
+    client.
+    """
 
-    def batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The next minibatch, drawn exactly as ``train_steps`` draws it."""
-        idx = torch.from_numpy(self.main.next())
-        xb, yb, wb = self.X[idx], self.y[idx], None
-        if self.n_aux:
-            aidx = torch.from_numpy(self.aux.next())
-            if self.wa is not None:
-                wb = torch.cat([torch.ones(len(idx)), self.wa[aidx]])
-            xa = self.Xa[aidx] if self.rows is None else self.Xa[self.rows[aidx]]
-            xb, yb = torch.cat([xb, xa]), torch.cat([yb, self.ya[aidx]])
-        return xb, yb, wb
+    def __init__(self, jobs: Sequence[TrainJob], device: torch.device) -> None:
+        learners = [j.learner for j in jobs]
+        width = int(learners[0].n_features_in_)
+        arrays: list[np.ndarray] = []  # the distinct X / X_aux arrays, in pool order
+        starts: list[int] = []
+
+        def place(a: np.ndarray) -> int:
+            for k, seen in enumerate(arrays):
+                if _same_rows(a, seen):
+                    return starts[k]
+            starts.append(sum(len(x) for x in arrays))
+            arrays.append(a)
+            return starts[-1]
+
+        ys, ws = [], []
+        self.cursors, self.offsets, self.rows = [], [], []
+        n_labels = 0
+        for job, ln in zip(jobs, learners, strict=True):
+            X = np.asarray(job.X)
+            y = np.asarray(job.y, dtype=np.int64)
+            if len(X) < len(y):
+                raise FedLabelsError(f"X has {len(X)} rows for {len(y)} labels; pass one "
+                                     "row per label.")
+            n_aux = len(job.y_aux) if job.X_aux is not None and job.y_aux is not None else 0
+            x_at, xa_at, rows = place(X), 0, None
+            ys.append(y)
+            ws.append(np.ones(len(y), dtype=np.float32))
+            if n_aux:
+                Xa = np.asarray(job.X_aux)
+                if Xa.ndim != 2 or Xa.shape[1] != width:
+                    raise FedLabelsError(f"X_aux has shape {Xa.shape}, the model was built "
+                                         f"for {width} features.")
+                rows = _aux_rows(job.aux_index, n_aux, len(Xa))
+                if rows is None and len(Xa) < n_aux:
+                    raise FedLabelsError(f"X_aux has {len(Xa)} rows for {n_aux} labels; "
+                                         "pass one row per label, or aux_index.")
+                xa_at = place(Xa)
+                ys.append(np.asarray(job.y_aux, dtype=np.int64))
+                ws.append(np.ones(n_aux, dtype=np.float32) if job.w_aux is None
+                          else np.asarray(job.w_aux, dtype=np.float32))
+            self.cursors.append((ln._cursor(0, len(y)), ln._cursor(1, n_aux), n_aux > 0))
+            self.offsets.append((x_at, xa_at, n_labels, n_labels + len(y)))
+            self.rows.append(rows)
+            n_labels += len(y) + n_aux
+        n_rows = sum(len(a) for a in arrays)
+        self.x = torch.empty((n_rows + 1, width), dtype=torch.float32, device=device)
+        for a, at in zip(arrays, starts, strict=True):
+            self.x[at : at + len(a)].copy_(torch.from_numpy(
+                np.ascontiguousarray(a, dtype=np.float32)))
+        self.x[n_rows].zero_()
+        self.y = torch.from_numpy(np.concatenate([*ys, [0]])).to(device)
+        self.w = torch.from_numpy(np.concatenate([*ws, np.zeros(1, np.float32)])).to(device)
+        self.pad = (n_rows, n_labels)
+        self.device = device
+        self._lens: tuple[list[int], torch.Tensor] | None = None
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+        """The next step's rows (clients, slots, features), labels, weights (each client's
+        sum to its mean: 1 / its batch size per row, 0 on padding) and batch sizes."""
+        drawn = []
+        for main, aux, use_aux in self.cursors:
+            drawn.append((main.next(), aux.next() if use_aux else None))
+        lens = [len(i) + (0 if a is None else len(a)) for i, a in drawn]
+        index = np.empty((2, len(drawn), max(lens)), dtype=np.int64)
+        index[0], index[1] = self.pad
+        for c, ((idx, aidx), (x_at, xa_at, y_at, ya_at), rows) in enumerate(
+                zip(drawn, self.offsets, self.rows, strict=True)):
+            k = len(idx)
+            index[0, c, :k] = idx + x_at
+            index[1, c, :k] = idx + y_at
+            if aidx is not None:
+                index[0, c, k : k + len(aidx)] = (aidx if rows is None else rows[aidx]) + xa_at
+                index[1, c, k : k + len(aidx)] = aidx + ya_at
+        at = torch.from_numpy(index).to(self.device)
+        if self._lens is None or self._lens[0] != lens:  # the same every step of a call
+            sizes = torch.tensor([[max(n, 1)] for n in lens], dtype=torch.float32)
+            self._lens = (lens, sizes.to(self.device))
+        return self.x[at[0]], self.y[at[1]], self.w[at[1]] / self._lens[1], lens
+
+
+def _aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarray | None:
+    """``aux_index`` as rows of ``X_aux`` in [0, n_rows) (negative ones counted from the
+    end, as indexing does), checked: out of range it would read another client's rows."""
+    if aux_index is None:
+        return None
+    rows = np.asarray(aux_index, dtype=np.int64)
+    if rows.shape != (n_aux,):
+        raise FedLabelsError(f"aux_index has {rows.size} entries, y_aux {n_aux}; they must "
+                             "be aligned.")
+    if len(rows) and (rows.min() < -n_rows or rows.max() >= n_rows):
+        raise FedLabelsError(f"aux_index has rows outside X_aux's {n_rows}; use indices in "
+                             f"[0, {n_rows}).")
+    return np.where(rows < 0, rows + n_rows, rows)
+
+
+def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor, lens: Sequence[int],
+                    train: bool) -> torch.Tensor:
+    """What each learner's ``_inputs`` makes of its rows, for the stacked batch
+    (clients, slots, features) at once: nothing for the MLP, a reshape to images and the
+    learners' own random crops and flips for the CNNs (padding rows stay zero). Any other
+    ``_inputs`` runs client by client."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+    from fedlabels.learners.torch_net import TorchNetClassifier, crop_and_flip
+
+    kind, first = type(learners[0]), learners[0]
+    if kind._inputs is TorchMLPClassifier._inputs:
+        return x
+    shape = getattr(first, "shape_", None)
+    if kind._inputs is TorchNetClassifier._inputs and (
+            shape is None or kind._augment is TorchNetClassifier._augment):
+        if shape is None:
+            return x
+        g, width = x.shape[:2]
+        images = x.reshape(g * width, *shape)
+        if train and first.augment:
+            offsets = torch.zeros((g, width, 2), dtype=torch.int64)
+            flips = torch.zeros((g, width), dtype=torch.bool)
+            for c, (ln, n) in enumerate(zip(learners, lens, strict=True)):
+                offsets[c, :n], flips[c, :n] = ln._augment_draws(n)
+            images = crop_and_flip(images, offsets.reshape(-1, 2), flips.reshape(-1))
+        return images.reshape(g, width, *shape)
+    rows = []
+    for c, (ln, n) in enumerate(zip(learners, lens, strict=True)):
+        xc = ln._inputs(x[c, :n], train)
+        rows.append(torch.cat([xc, xc.new_zeros((x.shape[1] - n, *xc.shape[1:]))]))
+    return torch.stack(rows)
 
 
 def _train_group(jobs: list[TrainJob]) -> None:
@@ -267,27 +373,12 @@ def _train_group(jobs: list[TrainJob]) -> None:
         return functional_call(base, (p, b), (x,))
 
     batched = vmap(logits_of)
-    sources = [_Source(j) for j in jobs]
+    batches = _Batches(jobs, device)
     for ln in learners:
         ln.model_.train()
     for _ in range(int(jobs[0].n_steps)):
-        drawn = [s.batch() for s in sources]
-        width = max(len(yb) for _, yb, _ in drawn)
-        xs, ys, ws = [], [], []
-        for ln, (xb, yb, wb) in zip(learners, drawn, strict=True):
-            x = ln._inputs(xb.to(device), True)
-            pad = width - len(yb)
-            weight = torch.ones(len(yb)) if wb is None else wb
-            weight = weight / len(yb)  # train_steps takes the mean over its own batch
-            if pad:
-                x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
-                yb = torch.cat([yb, yb.new_zeros(pad)])
-                weight = torch.cat([weight, weight.new_zeros(pad)])
-            xs.append(x)
-            ys.append(yb)
-            ws.append(weight)
-        x_all = torch.stack(xs)
-        y_all, w_all = torch.stack(ys).to(device), torch.stack(ws).to(device)
+        x_rows, y_all, w_all, lens = batches.next()
+        x_all = _stacked_inputs(learners, x_rows, lens, True)
         opt.zero_grad(set_to_none=True)
         with autocast(first.device, first.precision):
             out = batched(params, buffers, x_all)

@@ -241,18 +241,13 @@ class TorchNetClassifier(TorchMLPClassifier):
 
     def _augment(self, images: torch.Tensor) -> torch.Tensor:
         """Random crop with zero padding H // 8 and horizontal flip, from ``rng_``."""
-        n, _, h, w = images.shape
-        pad = max(1, h // 8)
+        return crop_and_flip(images, *self._augment_draws(len(images)))
+
+    def _augment_draws(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The crop offsets (n, 2) and flips (n,) of ``n`` images, drawn from ``rng_``."""
+        pad = max(1, self.shape_[1] // 8)
         offsets = torch.from_numpy(self.rng_.integers(0, 2 * pad + 1, size=(n, 2)))
-        flips = torch.from_numpy(self.rng_.random(n) < 0.5)
-        padded = nn.functional.pad(images, (pad, pad, pad, pad))
-        dev = images.device
-        rows = (offsets[:, :1] + torch.arange(h)).to(dev)
-        cols = (offsets[:, 1:] + torch.arange(w)).to(dev)
-        cols = torch.where(flips[:, None].to(dev), cols.flip(1), cols)
-        batch = torch.arange(n, device=dev)[:, None, None]
-        crops = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
-        return crops.permute(0, 3, 1, 2).contiguous()
+        return offsets, torch.from_numpy(self.rng_.random(n) < 0.5)
 
     def hidden_features(self, X: np.ndarray, batch: int | None = None) -> np.ndarray:
         if not isinstance(getattr(self, "model_", None), nn.Sequential):
@@ -265,6 +260,22 @@ class TorchNetClassifier(TorchMLPClassifier):
         shape = self.input_shape or ()
         return {"network": self._name(),
                 "input_shape": np.asarray([int(s) for s in shape], dtype=np.int64)}
+
+
+def crop_and_flip(images: torch.Tensor, offsets: torch.Tensor,
+                  flips: torch.Tensor) -> torch.Tensor:
+    """Images (N, C, H, W) zero-padded by H // 8, cropped back to H x W at ``offsets``
+    (N, 2) and flipped horizontally where ``flips`` (N,); an all-zero image stays zero."""
+    n, _, h, w = images.shape
+    pad = max(1, h // 8)
+    padded = nn.functional.pad(images, (pad, pad, pad, pad))
+    dev = images.device
+    rows = (offsets[:, :1] + torch.arange(h)).to(dev)
+    cols = (offsets[:, 1:] + torch.arange(w)).to(dev)
+    cols = torch.where(flips[:, None].to(dev), cols.flip(1), cols)
+    batch = torch.arange(n, device=dev)[:, None, None]
+    crops = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
+    return crops.permute(0, 3, 1, 2).contiguous()
 
 
 def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClassifier:
