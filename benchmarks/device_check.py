@@ -7,7 +7,9 @@ prints, side by side, CPU (one thread) and GPU wall-clock times and their ratio 
    client, the paper's MLP 784-512-512-10, b = 50 local steps, every client predicting U;
 2. one step of 100 clients with that MLP: one after another on the CPU, and trained
    together (stacked weights, ``vmap``) on the GPU (``fedlabels.learners.batched``);
-3. one LoRA MiniLM FedCT round: m = 10, r = 8, |U| = 150, b = 5 (the paper's IMDB setting).
+3. one LoRA MiniLM FedCT round: m = 10, r = 8, |U| = 150, b = 5 (the paper's IMDB setting);
+4. on the GPU, the step of 2. with its minibatches built client by client on the host (as
+   before) against gathered on the device (``benchmarks/batched_gather.py``).
 
 Data it needs (copy them along, about 34 MiB in all; without them it measures synthetic data of
 the same shapes and says so, which times the same work):
@@ -306,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="do not time the whole LoRA MiniLM FedCT run on the GPU")
     parser.add_argument("--skip-offload", action="store_true",
                         help="do not time weights resident against moved out (GPU only)")
+    parser.add_argument("--skip-gather", action="store_true",
+                        help="do not time the batched step's minibatches built client by "
+                             "client against gathered on the device")
     parser.add_argument("--minilm", metavar="DIR", help="a real MiniLM directory to time")
     args = parser.parse_args(argv)
     if args.long_runs:
@@ -357,6 +362,14 @@ def main(argv: list[str] | None = None) -> int:
         figures = offload_comparison(scale.n_batched, gpu)
         print(f"offload: one FedCT round of {scale.n_batched} clients on {gpu}: "
               f"{figures}", flush=True)
+    if not args.skip_gather and (gpu is not None or args.dry_run):  # host against device
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from batched_gather import gather_comparison
+
+        figures = gather_comparison(scale.n_batched, gpu or "cpu", steps=steps,
+                                    repeats=1 if args.dry_run else 5)
+        print(f"minibatches: a step of {scale.n_batched} clients together on {gpu or 'cpu'}, "
+              f"built client by client against gathered on the device: {figures}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.minilm or minilm_shaped_dir(Path(tmp), tiny=args.dry_run)
         if args.minilm is None:
