@@ -326,7 +326,7 @@ def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor, lens: Sequence[int
             offsets = torch.zeros((g, width, 2), dtype=torch.int64)
             flips = torch.zeros((g, width), dtype=torch.bool)
             for c, (ln, n) in enumerate(zip(learners, lens, strict=True)):
-                offsets[c, :n], flips[c, :n] = ln._augment_draws(n)
+                offsets[c, :n], flips[c, :n] = ln._augment_draws(n, shape[1])
             images = crop_and_flip(images, offsets.reshape(-1, 2), flips.reshape(-1))
         return images.reshape(g, width, *shape)
     rows = []

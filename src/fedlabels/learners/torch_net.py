@@ -241,11 +241,12 @@ class TorchNetClassifier(TorchMLPClassifier):
 
     def _augment(self, images: torch.Tensor) -> torch.Tensor:
         """Random crop with zero padding H // 8 and horizontal flip, from ``rng_``."""
-        return crop_and_flip(images, *self._augment_draws(len(images)))
+        return crop_and_flip(images, *self._augment_draws(len(images), images.shape[2]))
 
-    def _augment_draws(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The crop offsets (n, 2) and flips (n,) of ``n`` images, drawn from ``rng_``."""
-        pad = max(1, self.shape_[1] // 8)
+    def _augment_draws(self, n: int, height: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The crop offsets (n, 2) and flips (n,) of ``n`` images ``height`` high, drawn
+        from ``rng_``."""
+        pad = max(1, height // 8)
         offsets = torch.from_numpy(self.rng_.integers(0, 2 * pad + 1, size=(n, 2)))
         return offsets, torch.from_numpy(self.rng_.random(n) < 0.5)
 
