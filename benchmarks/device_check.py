@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from batched_gather import gather_comparison
 
-        figures = gather_comparison(scale.n_batched, gpu or "cpu", steps=steps,
+        figures = gather_comparison(scale.n_batched, gpu or "cpu", model, steps=steps,
                                     repeats=1 if args.dry_run else 5)
         print(f"minibatches: a step of {scale.n_batched} clients together on {gpu or 'cpu'}, "
               f"built client by client against gathered on the device: {figures}", flush=True)
