@@ -94,14 +94,17 @@ def client_by_client(jobs):
 @pytest.mark.parametrize("aux", ["none", "own", "index", "weighted"])
 @pytest.mark.parametrize("spec", ["mlp(hidden=16)", "cnn(arch=small,augment=true)",
                                   "module:user_nets:tiny_cnn", "scaled"])
-def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, device):
     sizes = (40, 75, 130, 61, 9)  # unequal; two below the batch size of 64
     ours, theirs = built(spec, 5), built(spec, 5)
-    batches = _Batches(jobs_for(ours, sizes, aux), torch.device("cpu"))
-    oracle = client_by_client(jobs_for(theirs, sizes, aux))
+    batches = _Batches(jobs_for(ours, sizes, aux), torch.device(device))
+    oracle = client_by_client(jobs_for(theirs, sizes, aux))  # on the CPU
     for _ in range(5):  # past the end of an epoch: cursors reshuffle
         x, y, w, lens = batches.next()
-        x = _stacked_inputs(ours, x, lens, True)
+        assert x.device.type == y.device.type == w.device.type == device
+        x = _stacked_inputs(ours, x, lens, True).cpu()
+        y, w = y.cpu(), w.cpu()
         x_ref, y_ref, w_ref = next(oracle)
         assert x.shape == x_ref.shape and y.shape == y_ref.shape
         assert torch.equal(x, x_ref) and torch.equal(y, y_ref) and torch.equal(w, w_ref)
