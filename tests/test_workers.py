@@ -306,3 +306,23 @@ def test_big_integer_threads_per_worker_stay_within_twice_the_cores(
         monkeypatch.setattr(w, "available_cores", lambda c=cores: c)
         threads = w.crypto_threads_per_worker(n_workers)
         assert threads == expected and threads * n_workers <= max(2 * cores, n_workers)
+
+
+def test_paillier_xclp_one_worker_per_client_equals_one_process_with_threads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the layout the Paillier benchmark uses on 2 cores (one process per client, one
+    # big-integer thread each) against one process with two threads: unequal clients
+    fed = load_federation("breast_cancer", clients=4, partition="quantity:0.5,20",
+                          seed=SEED)
+    assert len({len(c) for c in fed.clients}) > 1
+    kw: dict[str, Any] = dict(rounds=1, seed=SEED, progress=False, options={
+        "secure": "paillier", "lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3,
+        "key_bits": 512, "insecure_small_keys": True, "test_points": 20})
+    runs = {}
+    for workers, threads in ((1, 2), (4, 1), (2, 2)):
+        monkeypatch.setenv("FEDLABELS_CRYPTO_THREADS", str(threads))
+        with reproducible(SEED):
+            runs[workers] = fl.run("xclp", fed, workers=workers, **kw)
+        assert runs[workers].extra["provenance"]["workers"] == workers
+    assert _comparable(runs[4]) == _comparable(runs[1]) == _comparable(runs[2])
+    assert runs[1].extra["xclp"]["n_points"] == sum(len(c) for c in fed.clients) + 4 * 20
