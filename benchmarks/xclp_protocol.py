@@ -163,7 +163,18 @@ def run(clients: int, private_per_client: int, unlabeled: int, options: dict[str
             "bytes_up": rec["communication"]["bytes_up_total"],
             "bytes_down": rec["communication"]["bytes_down_total"],
             "mean_test_accuracy": float(np.mean(rec["rounds"][-1]["accuracies"])),
-            "phases": STEPS, "crypto_threads": os.environ.get("FEDLABELS_CRYPTO_THREADS")}
+            "phases": STEPS, "crypto_threads": big_integer_threads(
+                rec["provenance"]["workers"])}
+
+
+def big_integer_threads(workers: int) -> int:
+    """The big-integer threads each client's process used (:mod:`fedlabels.secure.parallel`)."""
+    from fedlabels.core.threads import CRYPTO_ENV_VAR, crypto_threads
+    from fedlabels.engines.workers import crypto_threads_per_worker
+
+    if workers == 1 or CRYPTO_ENV_VAR in os.environ:
+        return crypto_threads()
+    return crypto_threads_per_worker(workers)
 
 
 class _Tee:
