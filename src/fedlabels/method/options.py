@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from fedlabels.core.declared import field_infos
 from fedlabels.core.errors import FedLabelsError, did_you_mean
 
 T = TypeVar("T", bound="MethodOptions")
@@ -156,13 +157,7 @@ class MethodOptions:
     @classmethod
     def declared(cls) -> tuple[OptionInfo, ...]:
         """The declarations of this class's options, in field order."""
-        out = []
-        for f in dataclasses.fields(cls):
-            info = f.metadata.get("fedlabels_option")
-            if info is None:
-                raise TypeError(f"{cls.__name__}.{f.name} is not declared with option()")
-            out.append(dataclasses.replace(info, name=f.name))
-        return tuple(out)
+        return field_infos(cls, "fedlabels_option", "option()")
 
     @classmethod
     def names(cls) -> list[str]:
