@@ -295,6 +295,8 @@ def test_workers_run_side_by_side_when_replies_fill_the_pipe(tmp_path: Path) -> 
     spans = {e["client"]: e for e in grid.timeline if e["event"] == "handle"}
     assert {c: spans[c]["worker"] for c in spans} == {0: 0, 2: 0, 1: 1, 3: 1}
     assert spans[3]["start"] < spans[0]["end"]
+    # each message's CPU seconds in its worker's thread: never more than its wall time
+    assert all(0 <= e["cpu"] <= e["end"] - e["start"] + 0.01 for e in spans.values())
 
 
 def test_big_integer_threads_per_worker_stay_within_twice_the_cores(
