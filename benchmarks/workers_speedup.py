@@ -37,6 +37,11 @@ metrics included); ``result_wall_s`` is the run's own ``RunResult.wall_seconds``
 one process stops before the final test-set predictions of the clinical metrics and with
 workers includes them (the workers make them in ``finish``).
 
+First (``--probe``) it runs one client's kind of work (the MLP's training, a random
+forest's fit) alone in one process and then in two processes at once, and records the CPU
+seconds of each (``contention``): if two at once take more CPU seconds each, the cores slow
+each other down and no split of the clients recovers that.
+
 Usage::
 
     nice -n 10 .venv/bin/python benchmarks/workers_speedup.py --workers 2 \
@@ -261,6 +266,64 @@ def measure(name: str, case: dict[str, Any], workers: int, repeats: int) -> dict
             "idle_estimate": round(alone / (serial + parallel * busiest), 2)}
 
 
+def _workload(kind: str) -> None:
+    """One client's kind of work on fixed synthetic data: ``torch-mlp`` (the fedavg-mlp
+    case's MLP, 200 Adam steps of 64 on 500 rows), ``sklearn-rf`` (a random forest on 1,200
+    rows, as a fedct-rf client fits each round)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if kind == "torch-mlp":
+        import torch
+
+        torch.set_num_threads(1)
+        X, y = torch.randn(500, 784), torch.randint(0, 10, (500,))
+        net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
+                                  torch.nn.Linear(256, 128), torch.nn.ReLU(),
+                                  torch.nn.Linear(128, 10))
+        opt = torch.optim.Adam(net.parameters())
+        for _ in range(200):
+            i = torch.from_numpy(rng.integers(0, 500, 64))
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(X[i]), y[i]).backward()
+            opt.step()
+    else:
+        from sklearn.ensemble import RandomForestClassifier
+
+        X, y = rng.random((1200, 784), dtype=np.float32), rng.integers(0, 10, 1200)
+        RandomForestClassifier(random_state=0).fit(X, y)
+
+
+def _timed_workload(kind: str, repeats: int, conn: Any) -> None:
+    start = time.thread_time()
+    for _ in range(repeats):
+        _workload(kind)
+    conn.send(time.thread_time() - start)
+
+
+def contention(kind: str, repeats: int = 3) -> dict[str, float]:
+    """CPU seconds of a workload run alone in one forked process, then in two at once:
+    ``slowdown`` above 1 means the cores slow each other down (shared caches, memory
+    bandwidth, a host's sibling threads), which no split of the clients can recover; the
+    workers' speed-up is at most 2 / slowdown on 2 cores."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    _workload(kind)  # imports and first use, before the fork
+    out: dict[str, float] = {}
+    for label, copies in (("alone_cpu_s", 1), ("two_at_once_cpu_s", 2)):
+        pipes = [ctx.Pipe() for _ in range(copies)]
+        procs = [ctx.Process(target=_timed_workload, args=(kind, repeats, child))
+                 for _, child in pipes]
+        for proc in procs:
+            proc.start()
+        out[label] = round(statistics.mean(parent.recv() for parent, _ in pipes), 3)
+        for proc in procs:
+            proc.join()
+    out["slowdown"] = round(out["two_at_once_cpu_s"] / out["alone_cpu_s"], 3)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workers", type=int, default=2)
@@ -268,6 +331,8 @@ def main() -> None:
     p.add_argument("--cases", default="fedct-rf,fedavg-mlp,xclp-paillier")
     p.add_argument("--xclp-size", type=int, default=300)
     p.add_argument("--output", default="results/workers_speedup.json")
+    p.add_argument("--probe", default="torch-mlp,sklearn-rf",
+                   help="workloads run alone and two at once (CPU seconds); '' for none")
     args = p.parse_args()
     inprocess.WorkerGrid = _RecordedGrid  # type: ignore[misc]  # keep each run's timeline
     inprocess.InProcessGrid = _TimedInProcessGrid  # type: ignore[misc]  # time each client
@@ -275,6 +340,10 @@ def main() -> None:
     out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)),
                            "torch_threads": torch_threads(), "workers": args.workers,
                            "cases": {}}
+    out["contention"] = {}
+    for kind in filter(None, args.probe.split(",")):
+        out["contention"][kind] = {"load_before": os.getloadavg()[0], **contention(kind)}
+        print(f"contention {kind}: {out['contention'][kind]}", flush=True)
     for name in args.cases.split(","):
         out["cases"][name] = measure(name, cases[name], args.workers, args.repeats)
         print(f"{name}: {out['cases'][name]['speedup']}x with {args.workers} workers "

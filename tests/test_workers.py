@@ -308,3 +308,25 @@ def test_big_integer_threads_per_worker_stay_within_twice_the_cores(
         monkeypatch.setattr(w, "available_cores", lambda c=cores: c)
         threads = w.crypto_threads_per_worker(n_workers)
         assert threads == expected and threads * n_workers <= max(2 * cores, n_workers)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_wall_seconds_include_the_final_test_predictions(
+        federation: Federation, workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The final clinical metrics (the clients' test-set predictions, made by the workers
+    in ``finish`` or here in one process) count as the run's wall time either way, so 1
+    and 2 workers are timed alike."""
+    from fedlabels.engines import inprocess
+
+    real = inprocess.final_clinical
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inprocess, "final_clinical", slow)
+    result = simulate(get_method("fedct"), federation, as_models("decision_tree"),
+                      rounds=1, seed=SEED, progress=False, workers=workers)
+    assert result.extra["provenance"]["workers"] == workers
+    assert "metrics" in result.extra["clinical"]
+    assert result.wall_seconds >= 0.5
