@@ -14,6 +14,11 @@ PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS)
 # the rest: each worker starts on a contiguous half (a file's module fixtures and cached
 # runs are built once, not on both workers) and an idle worker steals from the other's tail
 REST := --dist worksteal -m "not realprocess"
+# the tests write ~300 MB of small files and fsync thousands of them (checkpoints, ledgers,
+# site state): on a RAM disk where the machine has one (/dev/shm), else in the system's
+# temporary folder; a folder of its own per run, removed afterwards
+TEST_TMP_PARENT ?= $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm || echo $${TMPDIR:-/tmp})
+TEST_TMP := tmp=$$(mktemp -d "$(TEST_TMP_PARENT)/fedlabels-tests.XXXXXX") && trap 'rm -rf "$$tmp"' EXIT &&
 
 .PHONY: demo test check lint fix venv clean
 
@@ -34,9 +39,10 @@ test: $(STAMP)
 	.ci/browser
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
-	@$(PYTEST) --dist loadgroup -p no:cacheprovider -m realprocess \
+	@$(TEST_TMP) export TMPDIR="$$tmp"; \
+	$(PYTEST) --dist loadgroup -p no:cacheprovider -m realprocess --basetemp="$$tmp/real" \
 		> .pytest-realprocess.log 2>&1 & real=$$!; \
-	$(PYTEST) $(REST); rest=$$?; \
+	$(PYTEST) $(REST) --basetemp="$$tmp/rest"; rest=$$?; \
 	wait $$real; status=$$?; \
 	echo "--- real-process tests (-m realprocess):"; cat .pytest-realprocess.log; \
 	rm -f .pytest-realprocess.log; test $$rest -eq 0 && test $$status -eq 0
@@ -44,7 +50,7 @@ test: $(STAMP)
 check: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
-	$(PYTEST) $(REST)
+	@$(TEST_TMP) export TMPDIR="$$tmp"; $(PYTEST) $(REST) --basetemp="$$tmp/rest"
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)

@@ -61,7 +61,7 @@ def test_long_runs_execute_in_order_until_the_deadline(tmp_path, monkeypatch):
         "python -c \"import time; time.sleep(60)\"",  # takes the finished run's place
         "python -c \"print('never started')\"",
     ])
-    records = script.execute_long_runs(4.0, parallel=2, out_dir=tmp_path)
+    records = script.execute_long_runs(2.0, parallel=2, out_dir=tmp_path)
     status = {r["index"]: r["status"] for r in records}
     assert status == {0: "done", 1: "stopped at the deadline", 2: "stopped at the deadline",
                       3: "not started"}

@@ -232,9 +232,12 @@ def test_crash_then_resume_over_processes_equals_simulator(tmp_path: Path, crash
             ("failed" if crash == "serverapp" else "interrupted")
 
         dep.prepared = resumable(prepared)
+        assert len(dep.unfinished_runs) == 1  # the killed run, stopped before the resume
         runner = _start_run(dep, outcome)
         runner.join(timeout=400)
         assert not runner.is_alive()
+        assert "successfully stopped" in (dep.logs / "flwr_stop.log").read_text()
+        assert dep.unfinished_runs == []  # the resumed run completed
         result = read_outcome(dep.prepared, outcome["code"], dep.logs)
         pids = dep.tracked()
     simulated = run_config(SMALL)

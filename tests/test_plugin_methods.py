@@ -225,3 +225,18 @@ def test_check_method_names_the_check_a_broken_copy_fails(plugins: Path) -> None
         check_method(_broken_copy(plugins, "echo-forgetful", forgetful), model="dt")
     assert err.value.check == "state"
     assert "echo-forgetful" not in registry.METHODS  # check_method registers only meanwhile
+
+
+def test_a_package_installed_into_a_folder_already_on_the_path_is_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry points are read once and kept, but installing a package into a folder on
+    ``sys.path`` (a new ``.dist-info`` there) makes the next lookup read them again."""
+    from fedlabels.methods.discovery import group_entry_points
+
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    os.utime(root, ns=(1, 1))  # an old folder: the install below changes its time
+    assert "late" not in {e.name for e in group_entry_points()}
+    _dist(root, "fedlabels_late", "[fedlabels.methods]\nlate = fedlabels_late:Late\n")
+    assert "late" in {e.name for e in group_entry_points()}

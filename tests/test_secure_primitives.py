@@ -93,6 +93,27 @@ def test_base_ot_delivers_only_the_chosen_key():
         assert k == (k1 if c else k0) and k != (k0 if c else k1)
 
 
+@pytest.mark.parametrize("width", [1, 5, 8])
+def test_base_ot_fixed_base_powers_equal_powmod(width):
+    """The windowed fixed-base table gives gmpy2's powers for every exponent width edge."""
+    import secrets
+
+    import gmpy2
+
+    from fedlabels.secure import base_ot
+
+    base = gmpy2.mpz(secrets.randbelow(int(base_ot._P) - 2) + 2)
+    table = base_ot._FixedBase(base, width)
+    top = (1 << base_ot._EXP_BITS) - 1
+    exponents = [0, 1, 2, top, top - 1, 1 << (base_ot._EXP_BITS - 1)]
+    exponents += [secrets.randbits(base_ot._EXP_BITS) for _ in range(20)]
+    for e in map(gmpy2.mpz, exponents):
+        assert table.power(e) == gmpy2.powmod(base, e, base_ot._P)
+        assert base_ot._g_power(e) == gmpy2.powmod(base_ot._G, e, base_ot._P)
+    with pytest.raises(ValueError):
+        table.power(gmpy2.mpz(top + 1))
+
+
 def test_rowsums_equal_plain_sum_and_each_client_gets_its_rows():
     rng = np.random.default_rng(4)
     n, C, ids = 30, 4, [0, 2, 5]

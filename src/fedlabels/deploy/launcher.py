@@ -44,6 +44,7 @@ from fedlabels.deploy.processes import (
     finalise_status,
     finished,
     parent,
+    read_status,
     send,
     start_time,
 )
@@ -97,6 +98,9 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+_STARTED_RUN = "Successfully started run "  # what `flwr run` prints, then the run id
+
+
 class LocalDeployment:
     """A SuperLink and M SuperNodes on 127.0.0.1, for one prepared run.
 
@@ -124,6 +128,7 @@ class LocalDeployment:
         self._watching = threading.Event()
         self._watcher: threading.Thread | None = None
         self._argv: dict[str, tuple[list[str], str]] = {}
+        self.unfinished_runs: list[int] = []  # runs run_app submitted that did not end
 
     def _env(self, home: str) -> dict[str, str]:
         flwr_home = self.workdir / "flwr_home" / home
@@ -261,9 +266,40 @@ class LocalDeployment:
         _wait_for_port(self.port, proxy, "the fleet proxy", self.logs / "fleet_proxy.log",
                        self.startup_timeout)
 
+    def _submitted_run_id(self) -> int | None:
+        """The run id ``flwr run`` printed in its log, once it has."""
+        log = self.logs / "flwr_run.log"
+        with suppress(OSError):
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith(_STARTED_RUN):
+                    with suppress(ValueError):
+                        return int(line[len(_STARTED_RUN):].split()[0])
+        return None
+
+    def stop_unfinished_runs(self) -> None:
+        """``flwr stop`` the runs submitted before that did not end (e.g. their ServerApp
+        was killed), so that none is left ``RUNNING``.
+
+        Such a run stays ``RUNNING`` until the SuperLink misses its ServerApp's heartbeats
+        (about a minute), and a SuperNode that was handed its last message waits for that
+        message's content until then; stopped, the SuperNodes drop it at once and take the
+        next run's messages (the crash-and-resume tests wait ~50 s less per resume).
+        """
+        while self.unfinished_runs:
+            run_id = self.unfinished_runs.pop(0)
+            proc = self._spawn("flwr_stop", [_executable("flwr"), "stop", str(run_id),
+                                             "fedlabels-local"], "cli")
+            try:
+                proc.wait(timeout=self.startup_timeout)
+            except subprocess.TimeoutExpired:
+                self.stop_process("flwr_stop")
+
     def run_app(self, timeout: float) -> int:
-        """Submit the app with ``flwr run --stream`` and wait for the run to end."""
+        """Submit the app with ``flwr run --stream`` and wait for the run to end; earlier
+        runs of this deployment that did not end are stopped first
+        (:meth:`stop_unfinished_runs`)."""
         self._cli_config()
+        self.stop_unfinished_runs()
         submitted = time.time()  # a status file older than this is an earlier run's
         proc = self._spawn("flwr_run", [
             _executable("flwr"), "run", str(self.prepared.app_dir), "fedlabels-local",
@@ -271,19 +307,28 @@ class LocalDeployment:
         deadline = time.monotonic() + timeout
         status_path = self.status_path
         log, offset = self.logs / "flwr_run.log", 0
-        while proc.poll() is None:
-            if self.echo:
-                offset = _echo_progress(log, offset)
-            if time.monotonic() > deadline:
-                raise RunTimeout(f"the deployed run did not finish within {timeout:g} s; "
-                                     f"logs are in {self.logs}.")
-            if finished(status_path, since=submitted):
-                # the ServerApp is done; `flwr run --stream` may take a few seconds more
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    break
-            time.sleep(0.2)
+        try:
+            while proc.poll() is None:
+                if self.echo:
+                    offset = _echo_progress(log, offset)
+                if time.monotonic() > deadline:
+                    raise RunTimeout(f"the deployed run did not finish within {timeout:g} "
+                                     f"s; logs are in {self.logs}.")
+                if finished(status_path, since=submitted):
+                    # the ServerApp is done; `flwr run --stream` may take a few seconds more
+                    try:
+                        proc.wait(timeout=15)
+                    except subprocess.TimeoutExpired:
+                        break
+                time.sleep(0.2)
+        finally:
+            # only a completed ServerApp told the SuperLink that its run ended (a killed
+            # or interrupted one may not have reached it)
+            if read_status(status_path).get("status") != "completed" or \
+                    not finished(status_path, since=submitted):
+                run_id = self._submitted_run_id()
+                if run_id is not None:
+                    self.unfinished_runs.append(run_id)
         if self.echo:
             _echo_progress(log, offset)
         return proc.returncode if proc.returncode is not None else 0

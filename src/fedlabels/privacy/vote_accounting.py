@@ -19,6 +19,7 @@ Laplace noisy-max
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -207,7 +208,14 @@ def calibrate_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
                           orders: Any = None) -> float:
     """The smallest σ whose Q-query data-independent GNMax bound is at most ``target_epsilon``."""
     check_delta(delta)
-    orders = check_orders(orders)
+    return _calibrated_gnmax_sigma(float(target_epsilon), int(n_queries), float(delta),
+                                   tuple(check_orders(orders).tolist()))
+
+
+@functools.lru_cache(maxsize=256)  # pure; ~40 accountant calls, and every party asks alike
+def _calibrated_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
+                            orders_key: tuple[float, ...]) -> float:
+    orders = np.asarray(orders_key, dtype=float)
 
     def eps(sigma: float) -> float:
         return gnmax_epsilon(sigma, n_queries, delta, orders)
@@ -239,6 +247,9 @@ def _laplace_accountant(name: str) -> Any:
                          f"{', '.join(LAPLACE_ACCOUNTANTS)}.")
 
 
+# pure in its arguments; a PLD over many queries takes about a second, and a ledger asks at
+# every check
+@functools.lru_cache(maxsize=1024)
 def laplace_epsilon(scale: float, n_queries: int, delta: float, accountant: str,
                     l1_sensitivity: float = VOTE_L1_SENSITIVITY) -> float:
     """ε of ``n_queries`` Laplace noisy-max releases of scale ``b`` and L1 sensitivity Δ₁."""

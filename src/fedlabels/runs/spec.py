@@ -157,8 +157,18 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
     return dataclasses.field(default=default, metadata={_META: info})
 
 
+_DECLARED: dict[type, tuple[ParamInfo, ...]] = {}  # a class's fields are fixed once it exists
+
+
 def declared(cls: type) -> tuple[ParamInfo, ...]:
     """Every run parameter of the config class ``cls``, in declaration order."""
+    found = _DECLARED.get(cls)
+    if found is None:
+        found = _DECLARED[cls] = _read_declared(cls)
+    return found
+
+
+def _read_declared(cls: type) -> tuple[ParamInfo, ...]:
     out = []
     for f in dataclasses.fields(cls):
         info = f.metadata.get(_META)

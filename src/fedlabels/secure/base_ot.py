@@ -53,6 +53,47 @@ def _u8_to_exp(arr: Any, count: int) -> list:
             for r in rows.reshape(count, _EXP_BITS // 8)]
 
 
+class _FixedBase:
+    """``base^e mod _P`` for exponents below 2^_EXP_BITS from a table of
+    ``base^(d * 2^(w*i))`` (Brickell et al.'s fixed-base windowing, as in ABY): one
+    multiplication per w-bit digit instead of ~_EXP_BITS squarings. The same numbers as
+    ``gmpy2.powmod``."""
+
+    def __init__(self, base: gmpy2.mpz, width: int) -> None:
+        self.width, self.mask = width, (1 << width) - 1
+        self.rows: list[list[gmpy2.mpz]] = []
+        step = gmpy2.mpz(base)
+        for _ in range(-(-_EXP_BITS // width)):
+            row = [gmpy2.mpz(1), step]
+            for _ in range(self.mask - 1):
+                row.append(row[-1] * step % _P)
+            self.rows.append(row)
+            step = row[-1] * step % _P
+        # (building costs ~(2^w - 1) multiplications per digit: worth it for many exponents)
+
+    def power(self, exponent: gmpy2.mpz) -> gmpy2.mpz:
+        if not 0 <= exponent < (1 << _EXP_BITS):
+            raise ValueError("base OT: exponent out of range")
+        acc, e, w, mask = gmpy2.mpz(1), int(exponent), self.width, self.mask
+        for row in self.rows:
+            digit = e & mask
+            if digit:
+                acc = acc * row[digit] % _P
+            e >>= w
+        return acc
+
+
+_G_TABLE: _FixedBase | None = None
+
+
+def _g_power(exponent: gmpy2.mpz) -> gmpy2.mpz:
+    """``_G^exponent mod _P`` from a table built once per process (8-bit digits)."""
+    global _G_TABLE
+    if _G_TABLE is None:
+        _G_TABLE = _FixedBase(_G, 8)
+    return _G_TABLE.power(exponent)
+
+
 def _kdf(*parts: bytes) -> bytes:
     h = hashlib.sha256(b"fedlabels-base-ot")
     for p in parts:
@@ -71,7 +112,7 @@ class BaseOTSender:
 
     def _set(self, a: gmpy2.mpz) -> None:
         self._a = a
-        self.A = gmpy2.powmod(_G, self._a, _P)
+        self.A = _g_power(self._a)
 
     def to_state(self) -> dict[str, np.ndarray | str]:
         """``type`` and the secret exponent ``a`` (little-endian uint8)."""
@@ -89,12 +130,14 @@ class BaseOTSender:
 
     def keys(self, B_bytes: np.ndarray) -> list[tuple[bytes, bytes]]:
         A_inv_a = gmpy2.powmod(gmpy2.invert(self.A, _P), self._a, _P)  # A^{-a}
+        Bs = [gmpy2.mpz(int.from_bytes(row.tobytes(), "big"))
+              for row in np.asarray(B_bytes).reshape(KAPPA, _ELEM_BYTES)]
+        if not all(1 < B < _P for B in Bs):
+            raise ValueError("base OT: group element out of range")
         out = []
-        for i, row in enumerate(np.asarray(B_bytes).reshape(KAPPA, _ELEM_BYTES)):
-            B = gmpy2.mpz(int.from_bytes(row.tobytes(), "big"))
-            if not 1 < B < _P:
-                raise ValueError("base OT: group element out of range")
-            Ba = gmpy2.powmod(B, self._a, _P)
+        # one exponent, KAPPA bases: gmpy2 does the powers in one call, without the GIL
+        for i, (B, Ba) in enumerate(zip(Bs, gmpy2.powmod_base_list(Bs, self._a, _P),
+                                        strict=True)):
             tag = i.to_bytes(4, "little")
             out.append((_kdf(tag, _elem(self.A), _elem(B), _elem(Ba)),
                         _kdf(tag, _elem(self.A), _elem(B), _elem(Ba * A_inv_a % _P))))
@@ -129,10 +172,11 @@ class BaseOTReceiver:
         if not 1 < A < _P:
             raise ValueError("base OT: group element out of range")
         Bs, keys = [], []
+        a_table = _FixedBase(A, 5)  # KAPPA exponents of A: 5-bit digits cost least
         for i, (b, c) in enumerate(zip(self._b, self.choices.tolist(), strict=True)):
-            gb = gmpy2.powmod(_G, b, _P)
+            gb = _g_power(b)
             B = gb if c == 0 else A * gb % _P
             Bs.append(_elem(B))
             keys.append(_kdf(i.to_bytes(4, "little"), _elem(A), _elem(B),
-                             _elem(gmpy2.powmod(A, b, _P))))
+                             _elem(a_table.power(b))))
         return np.frombuffer(b"".join(Bs), dtype=np.uint8).copy(), keys
