@@ -3,7 +3,7 @@
 Each case loads its federation once, then runs with ``--workers 1`` and ``--workers N``
 alternately (1, N, N, 1, ...), ``--repeats`` times each, in this one process (fresh
 workers every run); the records of the two must be equal. It prints and writes the
-simulator's wall seconds per run (``RunResult.wall_seconds``), the CPU seconds of the
+wall seconds of each ``fl.run`` call (below), the CPU seconds of the
 simulator's process and of its workers, the ratio of medians, the load average before and
 after each run, and an idle-machine estimate from the CPU seconds (Amdahl: the simulator's
 own seconds are serial, the workers' split as the clients do, against the one-process
