@@ -290,8 +290,8 @@ def _workload(kind: str) -> None:
     else:
         from sklearn.ensemble import RandomForestClassifier
 
-        X, y = rng.random((1200, 784), dtype=np.float32), rng.integers(0, 10, 1200)
-        RandomForestClassifier(random_state=0).fit(X, y)
+        rows, labels = rng.random((1200, 784), dtype=np.float32), rng.integers(0, 10, 1200)
+        RandomForestClassifier(random_state=0).fit(rows, labels)
 
 
 def _timed_workload(kind: str, repeats: int, conn: Any) -> None:
