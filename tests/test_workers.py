@@ -295,6 +295,8 @@ def test_workers_run_side_by_side_when_replies_fill_the_pipe(tmp_path: Path) -> 
     spans = {e["client"]: e for e in grid.timeline if e["event"] == "handle"}
     assert {c: spans[c]["worker"] for c in spans} == {0: 0, 2: 0, 1: 1, 3: 1}
     assert spans[3]["start"] < spans[0]["end"]
+    # each message's CPU seconds in its worker's thread: never more than its wall time
+    assert all(0 <= e["cpu"] <= e["end"] - e["start"] + 0.01 for e in spans.values())
 
 
 def test_big_integer_threads_per_worker_stay_within_twice_the_cores(
@@ -326,3 +328,25 @@ def test_paillier_xclp_one_worker_per_client_equals_one_process_with_threads(
         assert runs[workers].extra["provenance"]["workers"] == workers
     assert _comparable(runs[4]) == _comparable(runs[1]) == _comparable(runs[2])
     assert runs[1].extra["xclp"]["n_points"] == sum(len(c) for c in fed.clients) + 4 * 20
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_wall_seconds_include_the_final_test_predictions(
+        federation: Federation, workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The final clinical metrics (the clients' test-set predictions, made by the workers
+    in ``finish`` or here in one process) count as the run's wall time either way, so 1
+    and 2 workers are timed alike."""
+    from fedlabels.engines import inprocess
+
+    real = inprocess.final_clinical
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inprocess, "final_clinical", slow)
+    result = simulate(get_method("fedct"), federation, as_models("decision_tree"),
+                      rounds=1, seed=SEED, progress=False, workers=workers)
+    assert result.extra["provenance"]["workers"] == workers
+    assert "metrics" in result.extra["clinical"]
+    assert result.wall_seconds >= 0.5
