@@ -206,8 +206,9 @@ def main() -> None:
                         help="also write the trace lines to this file and sum them per "
                              "SecureHamming step in the record (\"steps\")")
     args = parser.parse_args()
-    if args.output and Path(args.output).exists():
-        raise SystemExit(f"{args.output} exists; remove it or choose another --output.")
+    for given, flag in ((args.output, "--output"), (args.trace_file, "--trace-file")):
+        if given and Path(given).exists():
+            raise SystemExit(f"{given} exists; remove it or choose another {flag}.")
     if args.trace_file:  # the workers inherit stderr: tee it to the file, line-buffered
         tee = open(args.trace_file, "w", buffering=1)  # noqa: SIM115 (kept for the run)
         sys.stderr = _Tee(sys.stderr, tee)  # type: ignore[assignment]
