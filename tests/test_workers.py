@@ -295,6 +295,8 @@ def test_workers_run_side_by_side_when_replies_fill_the_pipe(tmp_path: Path) -> 
     spans = {e["client"]: e for e in grid.timeline if e["event"] == "handle"}
     assert {c: spans[c]["worker"] for c in spans} == {0: 0, 2: 0, 1: 1, 3: 1}
     assert spans[3]["start"] < spans[0]["end"]
+    # each message's CPU seconds in its worker's thread: never more than its wall time
+    assert all(0 <= e["cpu"] <= e["end"] - e["start"] + 0.01 for e in spans.values())
 
 
 def test_big_integer_threads_per_worker_stay_within_twice_the_cores(
@@ -306,3 +308,45 @@ def test_big_integer_threads_per_worker_stay_within_twice_the_cores(
         monkeypatch.setattr(w, "available_cores", lambda c=cores: c)
         threads = w.crypto_threads_per_worker(n_workers)
         assert threads == expected and threads * n_workers <= max(2 * cores, n_workers)
+
+
+def test_paillier_xclp_one_worker_per_client_equals_one_process_with_threads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the layout the Paillier benchmark uses on 2 cores (one process per client, one
+    # big-integer thread each) against one process with two threads: unequal clients
+    fed = load_federation("breast_cancer", clients=4, partition="quantity:0.5,20",
+                          seed=SEED)
+    assert len({len(c) for c in fed.clients}) > 1
+    kw: dict[str, Any] = dict(rounds=1, seed=SEED, progress=False, options={
+        "secure": "paillier", "lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3,
+        "key_bits": 512, "insecure_small_keys": True, "test_points": 20})
+    runs = {}
+    for workers, threads in ((1, 2), (4, 1), (2, 2)):
+        monkeypatch.setenv("FEDLABELS_CRYPTO_THREADS", str(threads))
+        with reproducible(SEED):
+            runs[workers] = fl.run("xclp", fed, workers=workers, **kw)
+        assert runs[workers].extra["provenance"]["workers"] == workers
+    assert _comparable(runs[4]) == _comparable(runs[1]) == _comparable(runs[2])
+    assert runs[1].extra["xclp"]["n_points"] == sum(len(c) for c in fed.clients) + 4 * 20
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_wall_seconds_include_the_final_test_predictions(
+        federation: Federation, workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The final clinical metrics (the clients' test-set predictions, made by the workers
+    in ``finish`` or here in one process) count as the run's wall time either way, so 1
+    and 2 workers are timed alike."""
+    from fedlabels.engines import inprocess
+
+    real = inprocess.final_clinical
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inprocess, "final_clinical", slow)
+    result = simulate(get_method("fedct"), federation, as_models("decision_tree"),
+                      rounds=1, seed=SEED, progress=False, workers=workers)
+    assert result.extra["provenance"]["workers"] == workers
+    assert "metrics" in result.extra["clinical"]
+    assert result.wall_seconds >= 0.5

@@ -218,6 +218,8 @@ def simulate(
         reconcile_client_ledgers(result.extra["privacy"], clients)
         keeper.stamp(result)
         result.extra.setdefault("provenance", {})["workers"] = n_workers
+        tail = time.perf_counter()  # the final test predictions count as the run's time,
+        # with workers (made in finish) as in one process (made here)
         if records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
             if federation.task != "regression":
@@ -226,6 +228,7 @@ def simulate(
                     None if pool is None else pool.test_outputs,
                     None if pool is not None or placement is None else getattr(
                         in_process, "inner", in_process))
+        result.wall_seconds += time.perf_counter() - tail
         result.feature_names = list(federation.feature_names)
         result.preprocessing = federation.preprocessing
         return result

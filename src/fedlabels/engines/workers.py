@@ -143,16 +143,18 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int,
         if command == "handle":
             _, batch, position = request
             for cid, down in batch:
-                start = time.time()
+                start, cpu = time.time(), time.thread_time()
                 try:
                     if position is not None:
                         current_source().setstate(position)  # type: ignore[union-attr]
                     up = encode_message(clients[cid].handle(decode_message(down)))
                     after = None if position is None else \
                         current_source().getstate()  # type: ignore[union-attr]
-                    conn.send(("reply", cid, up, after, (start, time.time())))
+                    conn.send(("reply", cid, up, after,
+                               (start, time.time(), time.thread_time() - cpu)))
                 except BaseException as exc:  # raised again by the simulator
-                    conn.send(("error", cid, _portable(exc), None, (start, time.time())))
+                    conn.send(("error", cid, _portable(exc), None,
+                               (start, time.time(), time.thread_time() - cpu)))
                     break
             conn.send(("end",))
         else:
@@ -217,7 +219,7 @@ class WorkerGrid:
         self.test_outputs: dict[int, Any] = {}
         #: with :attr:`record_timeline`, the wall-clock times (``time.time()``) of each
         #: exchange: ``dispatch`` and ``collected`` in the simulator, ``handle`` (start,
-        #: end, received) per message
+        #: end, received; ``cpu``: the worker's CPU seconds on it) per message
         self.timeline: list[dict[str, Any]] = []
 
     @property
@@ -293,9 +295,9 @@ class WorkerGrid:
                 if answer[0] == "end":
                     del open_[conn]  # type: ignore[arg-type]
                     continue
-                _, cid, payload, after, (start, end) = answer
+                _, cid, payload, after, (start, end, cpu) = answer
                 self._mark({"event": "handle", "round": rnd, "worker": w, "client": cid,
-                            "start": start, "end": end, "received": time.time()})
+                            "start": start, "end": end, "cpu": cpu, "received": time.time()})
                 if answer[0] == "error":
                     errors[cid] = payload
                 else:

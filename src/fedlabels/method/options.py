@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from fedlabels.core.declared import field_infos
 from fedlabels.core.errors import FedLabelsError, did_you_mean
 
 T = TypeVar("T", bound="MethodOptions")
@@ -147,26 +148,6 @@ def delta_option(help: str = "δ of the reported (ε, δ) guarantee") -> Any:
     return option(1e-5, help, kind=float, interval=PROBABILITY, flag=True)
 
 
-_DECLARED: dict[type, tuple[OptionInfo, ...]] = {}  # a class's fields are fixed once it exists
-
-
-def _declared_options(cls: type) -> tuple[OptionInfo, ...]:
-    found = _DECLARED.get(cls)
-    if found is None:
-        found = _DECLARED[cls] = _read_declared(cls)
-    return found
-
-
-def _read_declared(cls: type) -> tuple[OptionInfo, ...]:
-    out = []
-    for f in dataclasses.fields(cls):
-        info = f.metadata.get("fedlabels_option")
-        if info is None:
-            raise TypeError(f"{cls.__name__}.{f.name} is not declared with option()")
-        out.append(dataclasses.replace(info, name=f.name))
-    return tuple(out)
-
-
 @dataclass(frozen=True)
 class MethodOptions:
     """Base class of every method's options (a frozen dataclass of :func:`option` fields)."""
@@ -176,7 +157,7 @@ class MethodOptions:
     @classmethod
     def declared(cls) -> tuple[OptionInfo, ...]:
         """The declarations of this class's options, in field order."""
-        return _declared_options(cls)
+        return field_infos(cls, "fedlabels_option", "option()")
 
     @classmethod
     def names(cls) -> list[str]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fedlabels.core.declared import field_infos
 from fedlabels.core.errors import FedLabelsError
 
 _META = "fedlabels_run_param"
@@ -157,25 +158,9 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
     return dataclasses.field(default=default, metadata={_META: info})
 
 
-_DECLARED: dict[type, tuple[ParamInfo, ...]] = {}  # a class's fields are fixed once it exists
-
-
 def declared(cls: type) -> tuple[ParamInfo, ...]:
     """Every run parameter of the config class ``cls``, in declaration order."""
-    found = _DECLARED.get(cls)
-    if found is None:
-        found = _DECLARED[cls] = _read_declared(cls)
-    return found
-
-
-def _read_declared(cls: type) -> tuple[ParamInfo, ...]:
-    out = []
-    for f in dataclasses.fields(cls):
-        info = f.metadata.get(_META)
-        if info is None:
-            raise TypeError(f"{cls.__name__}.{f.name} is not declared with param()")
-        out.append(dataclasses.replace(info, name=f.name))
-    return tuple(out)
+    return field_infos(cls, _META, "param()")
 
 
 def by_name(cls: type) -> dict[str, ParamInfo]:

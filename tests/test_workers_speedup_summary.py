@@ -1,0 +1,50 @@
+"""benchmarks/workers_speedup.py's timeline summary, on a timeline worked out by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "workers_speedup.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("workers_speedup", PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _handle(w: int, c: int, start: float, end: float, cpu: float) -> dict[str, Any]:
+    return {"event": "handle", "round": 0, "worker": w, "client": c, "start": start,
+            "end": end, "cpu": cpu, "received": end}
+
+
+def test_busy_overlap_and_idle_at_each_exchange_end(bench: Any) -> None:
+    events = [
+        {"event": "dispatch", "round": 0, "time": 0.0},
+        _handle(0, 0, 0.0, 1.0, 0.9), _handle(1, 1, 0.0, 2.0, 1.8),
+        _handle(0, 2, 1.0, 1.5, 0.5),
+        {"event": "collected", "round": 0, "time": 2.1},
+        {"event": "dispatch", "round": 1, "time": 2.5},
+        _handle(0, 0, 2.5, 3.0, 0.4), _handle(1, 1, 2.5, 3.2, 0.7),
+        {"event": "collected", "round": 1, "time": 3.3},
+    ]
+    out = bench.summarise_timeline(events)
+    # busy: [0, 2] and [2.5, 3.2]; both: [0, 1.5] and [2.5, 3.0]
+    assert out["any_busy_s"] == pytest.approx(2.7)
+    assert out["two_or_more_busy_s"] == pytest.approx(2.0)
+    assert out["busy_s_per_worker"] == {"0": 2.0, "1": 2.7}
+    assert out["between_exchanges_s"] == pytest.approx(0.4)
+    # worker 0 finished 0.5 s before worker 1 in the first exchange, 0.2 s in the second
+    assert out["idle_at_end_s_per_worker"] == {"0": 0.7, "1": 0.0}
+    assert [x["idle_at_end_s"] for x in out["exchanges"]] == [{"0": 0.5, "1": 0.0},
+                                                              {"0": 0.2, "1": 0.0}]
+    assert [x["span_s"] for x in out["exchanges"]] == [2.1, 0.8]
+    assert out["handle_s"] == {"0": 1.5, "1": 2.7, "2": 0.5}
+    assert out["handle_cpu_s"] == {"0": 1.3, "1": 2.5, "2": 0.5}
