@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from device_check import timed  # benchmarks/ is on sys.path: run as a script or by device_check
 from fedlabels.learners import batched, build_learner, parse_model_spec
 from fedlabels.learners.batch_jobs import TrainJob
 
@@ -92,16 +92,6 @@ def _jobs(n_clients: int, model: str, device: str, steps: int) -> list[TrainJob]
     return jobs
 
 
-def _timed(fn: Any, device: str) -> float:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 @contextmanager
 def _gathering(gather: str) -> Iterator[None]:
     """``train_together`` with its minibatches gathered on the device ("device", today's
@@ -130,10 +120,10 @@ def gather_comparison(n_clients: int, device: str, model: str = "mlp", steps: in
     for r in range(repeats + 1):  # the first call builds the networks and warms up
         for g in kinds:
             with _gathering(g):
-                seconds = _timed(lambda js=jobs[g]: batched.train_together(js), device)
+                seconds = timed(lambda js=jobs[g]: batched.train_together(js), device)
                 if r:
                     whole[g].append(1e3 * seconds / steps)
-                    build[g].append(1e3 * _timed(lambda js=jobs[g]: _build(js, device, steps),
+                    build[g].append(1e3 * timed(lambda js=jobs[g]: _build(js, device, steps),
                                                  device) / steps)
     for a, b in zip(*(jobs[g] for g in kinds), strict=True):
         if not np.array_equal(a.learner.get_weights(), b.learner.get_weights()):

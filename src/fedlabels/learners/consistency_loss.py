@@ -23,13 +23,20 @@ def _shift(x: torch.Tensor, spec: Consistency, rng: np.random.Generator) -> torc
     images = nn.functional.pad(x.reshape(n, c, h, w), (pad, pad, pad, pad), mode="replicate")
     offsets = torch.from_numpy(rng.integers(0, 2 * pad + 1, size=(n, 2)))
     flips = torch.from_numpy(rng.random(n) < 0.5)
-    dev = x.device
+    return shifted_crops(images, offsets, flips, h, w).reshape(n, -1)
+
+
+def shifted_crops(padded: torch.Tensor, offsets: torch.Tensor, flips: torch.Tensor,
+                  h: int, w: int) -> torch.Tensor:
+    """The h x w crops (N, C, h, w) of padded images (N, C, H', W') at ``offsets`` (N, 2),
+    flipped horizontally where ``flips`` (N,): one gather for the whole batch."""
+    dev = padded.device
     rows = (offsets[:, :1] + torch.arange(h)).to(dev)
     cols = (offsets[:, 1:] + torch.arange(w)).to(dev)
     cols = torch.where(flips[:, None].to(dev), cols.flip(1), cols)
-    batch = torch.arange(n, device=dev)[:, None, None]
-    crops = images.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
-    return crops.permute(0, 3, 1, 2).reshape(n, -1)
+    batch = torch.arange(len(padded), device=dev)[:, None, None]
+    crops = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
+    return crops.permute(0, 3, 1, 2)
 
 
 def augment(x: torch.Tensor, spec: Consistency, rng: np.random.Generator) -> torch.Tensor:

@@ -29,6 +29,7 @@ from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
+from fedlabels.learners.consistency_loss import shifted_crops
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 _FACTORY_ARGS = ("n_features", "n_classes", "input_shape")
@@ -267,16 +268,10 @@ def crop_and_flip(images: torch.Tensor, offsets: torch.Tensor,
                   flips: torch.Tensor) -> torch.Tensor:
     """Images (N, C, H, W) zero-padded by H // 8, cropped back to H x W at ``offsets``
     (N, 2) and flipped horizontally where ``flips`` (N,); an all-zero image stays zero."""
-    n, _, h, w = images.shape
+    _, _, h, w = images.shape
     pad = max(1, h // 8)
     padded = nn.functional.pad(images, (pad, pad, pad, pad))
-    dev = images.device
-    rows = (offsets[:, :1] + torch.arange(h)).to(dev)
-    cols = (offsets[:, 1:] + torch.arange(w)).to(dev)
-    cols = torch.where(flips[:, None].to(dev), cols.flip(1), cols)
-    batch = torch.arange(n, device=dev)[:, None, None]
-    crops = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
-    return crops.permute(0, 3, 1, 2).contiguous()
+    return shifted_crops(padded, offsets, flips, h, w).contiguous()
 
 
 def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClassifier:
