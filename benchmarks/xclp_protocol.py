@@ -71,7 +71,10 @@ STEPS: list[dict[str, Any]] = []  # the simulator's own phase lines
 def _log(**fields: Any) -> dict[str, Any]:
     line = {"t": round(time.time() - _T0, 2), "pid": os.getpid(), **fields,
             "load": round(os.getloadavg()[0], 2)}
-    print(json.dumps(line), file=sys.stderr, flush=True)
+    # one write per line: the worker processes share stderr, and print's two writes (text,
+    # newline) on an unbuffered stream let another process's line fall between them
+    sys.stderr.write(json.dumps(line) + "\n")
+    sys.stderr.flush()
     return line
 
 

@@ -110,6 +110,15 @@ def test_importing_the_package_does_not_load_torch():
     assert proc.stdout.strip() == "False"  # torch loads only when a torch model is used
 
 
+def test_a_run_of_trees_does_not_load_torch():
+    code = ("import sys, fedlabels as fl; fl.run('fedct', 'wine', clients=3, model='dt', "
+            "rounds=1, progress=False); print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+
+
 # --- method options: generated flags, --opt, and errors before any data is loaded ---------
 
 def _exit_code(argv):

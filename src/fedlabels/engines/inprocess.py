@@ -12,6 +12,7 @@ secret randomness (DP noise, masks, keys) comes from OS entropy
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
@@ -293,11 +294,16 @@ def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:
     or ``auto`` (every learner can, all on CUDA, and no reproducible randomness)."""
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.core.randomness import is_reproducible
-    from fedlabels.learners.batched import batchable
 
     if batch_clients == "off" or len(learners) < 2:
         return False
-    able = all(batchable(ln) for ln in learners) and not is_reproducible()
+    # only a torch classifier trains batched, and one exists only once its module (which
+    # loads torch) is loaded: a run of trees does not load torch (~1.5 s) to find that out
+    able = "fedlabels.learners.torch_mlp" in sys.modules and not is_reproducible()
+    if able:
+        from fedlabels.learners.batched import batchable
+
+        able = all(batchable(ln) for ln in learners)
     if batch_clients == "on":
         if not able:
             raise FedLabelsError(
