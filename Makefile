@@ -8,7 +8,10 @@ STAMP := $(VENV)/.installed
 EXTRAS ?= dev,tabular,dp,secure,flower,simulation,text,images
 LINT_PATHS := $(wildcard src tests benchmarks scripts)
 # pytest-xdist workers; the real-process tests (Flower deployments, network namespaces,
-# containers: mostly waiting) run in a second pytest beside the rest in `make test`
+# containers: mostly waiting) run in a second pytest beside the rest in `make test`, a test
+# file's tests on one worker (`--dist loadfile`: one Ray cluster per file, never two of the
+# network-namespace tests at once; pytest-xdist 3.8's `xdist_group` marks have no effect
+# under pytest 9, which ignores the node id suffix they set)
 WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS)
 # the rest: each worker starts on a contiguous half (a file's module fixtures and cached
@@ -46,7 +49,7 @@ test: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
 	@$(TEST_TMP) export TMPDIR="$$tmp"; \
-	$(PYTEST) --dist loadgroup -p no:cacheprovider -m realprocess --basetemp="$$tmp/real" \
+	$(PYTEST) --dist loadfile -p no:cacheprovider -m realprocess --basetemp="$$tmp/real" \
 		> .pytest-realprocess.log 2>&1 & real=$$!; \
 	$(PYTEST) $(REST) --basetemp="$$tmp/rest"; rest=$$?; \
 	wait $$real; status=$$?; \

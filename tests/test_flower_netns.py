@@ -34,8 +34,9 @@ from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.runs.config import RunConfig
 from test_flower_attack import _connection, _evil_app, _flwr, _stole
 
-# one subnet for both tests: never two at once (xdist --dist loadgroup)
-pytestmark = [pytest.mark.slow, pytest.mark.realprocess, pytest.mark.xdist_group("netns")]
+# one subnet for both tests: never two at once (make test runs the real-process tests with
+# --dist loadfile: a file's tests on one worker, one after another)
+pytestmark = [pytest.mark.slow, pytest.mark.realprocess]
 
 SUBNET = "10.77.0"
 LINK_IP, FLEET_PORT, CONTROL_PORT, RUNTIME_PORT = f"{SUBNET}.1", 9092, 9093, 9094

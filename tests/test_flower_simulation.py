@@ -33,7 +33,9 @@ from fedlabels.runs.config import RunConfig
 HAS_RAY = find_spec("ray") is not None and find_spec("flwr") is not None
 RAY = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install "
                                              "'fedlabels[simulation]'; make test installs it)")
-REAL = [RAY, pytest.mark.realprocess, pytest.mark.xdist_group("ray")]
+# make test runs the real-process tests with --dist loadfile: this file on one worker, its
+# Ray cluster (a module fixture) started once
+REAL = [RAY, pytest.mark.realprocess]
 BIN = Path(sys.executable).parent
 ENGINE = "flower-simulation"
 
