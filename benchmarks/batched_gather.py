@@ -99,7 +99,7 @@ def _gathering(gather: str) -> Iterator[None]:
     saved = batched._Batches, batched._stacked_inputs
     if gather == "per-client":
         batched._Batches = PerClientBatches  # type: ignore[misc, assignment]
-        batched._stacked_inputs = lambda learners, x, lens, train: x
+        batched._stacked_inputs = lambda learners, x, lens: x
     try:
         yield
     finally:
@@ -145,7 +145,7 @@ def _build(jobs: list[TrainJob], device: str, steps: int) -> None:
     batches = batched._Batches(jobs, torch.device(device))
     for _ in range(steps):
         x, _y, _w, lens = batches.next()
-        batched._stacked_inputs(learners, x, lens, True)
+        batched._stacked_inputs(learners, x, lens)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -103,7 +103,7 @@ def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, devi
     for _ in range(5):  # past the end of an epoch: cursors reshuffle
         x, y, w, lens = batches.next()
         assert x.device.type == y.device.type == w.device.type == device
-        x = _stacked_inputs(ours, x, lens, True).cpu()
+        x = _stacked_inputs(ours, x, lens).cpu()
         y, w = y.cpu(), w.cpu()
         x_ref, y_ref, w_ref = next(oracle)
         assert x.shape == x_ref.shape and y.shape == y_ref.shape

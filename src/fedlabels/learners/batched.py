@@ -303,9 +303,9 @@ def _aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarr
     return np.where(rows < 0, rows + n_rows, rows)
 
 
-def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor, lens: Sequence[int],
-                    train: bool) -> torch.Tensor:
-    """What each learner's ``_inputs`` makes of its rows, for the stacked batch
+def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
+                    lens: Sequence[int]) -> torch.Tensor:
+    """What each learner's training ``_inputs`` makes of its rows, for the stacked batch
     (clients, slots, features) at once: nothing for the MLP, a reshape to images and the
     learners' own random crops and flips for the CNNs (padding rows stay zero). Any other
     ``_inputs`` runs client by client."""
@@ -322,7 +322,7 @@ def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor, lens: Sequence[int
             return x
         g, width = x.shape[:2]
         images = x.reshape(g * width, *shape)
-        if train and first.augment:
+        if first.augment:
             offsets = torch.zeros((g, width, 2), dtype=torch.int64)
             flips = torch.zeros((g, width), dtype=torch.bool)
             for c, (ln, n) in enumerate(zip(learners, lens, strict=True)):
@@ -331,7 +331,7 @@ def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor, lens: Sequence[int
         return images.reshape(g, width, *shape)
     rows = []
     for c, (ln, n) in enumerate(zip(learners, lens, strict=True)):
-        xc = ln._inputs(x[c, :n], train)
+        xc = ln._inputs(x[c, :n], True)
         rows.append(torch.cat([xc, xc.new_zeros((x.shape[1] - n, *xc.shape[1:]))]))
     return torch.stack(rows)
 
@@ -378,7 +378,7 @@ def _train_group(jobs: list[TrainJob]) -> None:
         ln.model_.train()
     for _ in range(int(jobs[0].n_steps)):
         x_rows, y_all, w_all, lens = batches.next()
-        x_all = _stacked_inputs(learners, x_rows, lens, True)
+        x_all = _stacked_inputs(learners, x_rows, lens)
         opt.zero_grad(set_to_none=True)
         with autocast(first.device, first.precision):
             out = batched(params, buffers, x_all)
