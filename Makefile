@@ -17,6 +17,9 @@ PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS)
 # the rest: each worker starts on a contiguous half (a file's module fixtures and cached
 # runs are built once, not on both workers) and an idle worker steals from the other's tail
 REST := --dist worksteal -m "not realprocess"
+# the files that mark tests realprocess (the mark is written in each: `pytest.mark.realprocess`),
+# so the real-process pytest's workers collect 6 files, not all 150 (~5 CPU-s each)
+REAL_FILES = $(shell grep -l realprocess tests/test_*.py)
 # the tests write ~300 MB of small files and fsync thousands of them (checkpoints, ledgers,
 # site state): on a RAM disk where the machine has one (/dev/shm), else in the system's
 # temporary folder; a folder of its own per run, removed afterwards
@@ -50,6 +53,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	@$(TEST_TMP) export TMPDIR="$$tmp"; \
 	$(PYTEST) --dist loadfile -p no:cacheprovider -m realprocess --basetemp="$$tmp/real" \
+		$(REAL_FILES) \
 		> .pytest-realprocess.log 2>&1 & real=$$!; \
 	$(PYTEST) $(REST) --basetemp="$$tmp/rest"; rest=$$?; \
 	wait $$real; status=$$?; \

@@ -62,3 +62,56 @@ def test_site_executor_forks_tasks_from_a_preloaded_server() -> None:
     finally:
         task.join(timeout=30)
     assert found == sorted(site_exec.PRELOAD)
+
+
+def test_site_executor_asks_less_often_while_no_task_comes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle site's executor backs off (each request costs its SuperNode CPU) and asks at
+    the shortest interval again right after a task: the sleeps between requests, recorded."""
+    from flwr.proto.runtime_pb2 import AcquireTaskResponse
+    from flwr.supercore import runtime
+
+    from fedlabels.deploy import site_exec
+
+    # the SuperNode's answers: nothing 4 times, a task, nothing 3 times, then the test stops
+    answers = [False] * 4 + [True] + [False] * 3
+    asked: list[int] = []
+
+    class SuperNode:
+        def AcquireTask(self, request: Any) -> AcquireTaskResponse:  # Flower's name
+            has_task = answers[len(asked)]
+            asked.append(1)
+            res = AcquireTaskResponse()
+            if has_task:
+                res.task.SetInParent()
+                res.token = "t"
+            return res
+
+        def close(self) -> None:
+            pass
+
+    started: list[tuple[Any, ...]] = []
+
+    class Task:
+        def __init__(self, target: Any, daemon: bool, args: tuple[Any, ...]) -> None:
+            started.append(args)
+
+        def start(self) -> None:
+            pass
+
+        def is_alive(self) -> bool:
+            return False
+
+    class Context:
+        Process = Task
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(runtime.RuntimeHttpClient, "from_server_address",
+                        staticmethod(lambda **_: SuperNode()))
+    monkeypatch.setattr(site_exec, "_task_context", lambda: Context())
+    monkeypatch.setattr(site_exec.time, "sleep", sleeps.append)
+    site_exec.serve("127.0.0.1:1", poll_intervals=(0.1, 0.5),
+                    stop=lambda: len(asked) == len(answers))
+    assert [args[1] for args in started] == ["t"]
+    assert sleeps == [0.2, 0.4, 0.5, 0.5, 0.1, 0.2, 0.4, 0.5]
+    assert site_exec.POLL_INTERVALS[0] < site_exec.POLL_INTERVALS[1] <= 1.0
