@@ -18,7 +18,8 @@ For a pair of clients (j, k), j is the *key holder* and k the *evaluator*:
    distances. The server learns H and nothing else; k sees only ciphertexts under j's key.
 
 Keys come from ``phe`` (python-paillier, with gmpy2); decryption is phe's CRT formula run
-on whole batches with gmpy2 (:meth:`KeyHolder.decrypt_many`). Encryption and
+on whole batches, its powers with the secret exponents in constant time by OpenSSL where
+available (:meth:`KeyHolder.decrypt_many`, :mod:`~fedlabels.secure.modexp`). Encryption and
 re-randomisation use the Damgård–Jurik–Nielsen (DJN 2010) variant with a fixed base
 ``h_s = (−x²)^N mod N²`` published with the key, evaluated with a precomputed fixed-base
 window table; ciphertexts are ordinary Paillier ciphertexts (g = N + 1) that ``phe`` decrypts.
@@ -57,6 +58,7 @@ from phe import paillier
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import randbelow, randbits
 from fedlabels.secure.keys import check_state
+from fedlabels.secure.modexp import power_list
 from fedlabels.secure.parallel import map_chunks
 
 #: the smallest Paillier modulus accepted without ``insecure_small_keys`` (tests only)
@@ -276,17 +278,18 @@ class KeyHolder:
         return int(self.public.n)
 
     def decrypt(self, c: gmpy2.mpz) -> int:
-        return int(self._private.raw_decrypt(int(c)))
+        return int(self.decrypt_many([gmpy2.mpz(c)])[0])
 
     def decrypt_many(self, cs: Sequence) -> list:
-        """Decryptions of ``cs`` (as :meth:`decrypt`, phe's CRT formula): two batched gmpy2
-        powers per ciphertext, modulo p² and q², without phe's per-call conversions."""
+        """Decryptions of ``cs`` (as :meth:`decrypt`, phe's CRT formula): two powers per
+        ciphertext, modulo p² and q², with the secret exponents p − 1 and q − 1 in constant
+        time (:func:`~fedlabels.secure.modexp.power_list`: OpenSSL, else gmpy2)."""
         key = self._private
         p, q = gmpy2.mpz(key.p), gmpy2.mpz(key.q)
         hp, hq, p_inv = gmpy2.mpz(key.hp), gmpy2.mpz(key.hq), gmpy2.mpz(key.p_inverse)
         p2, q2 = p * p, q * q
-        mp = gmpy2.powmod_base_list([c % p2 for c in cs], p - 1, p2)
-        mq = gmpy2.powmod_base_list([c % q2 for c in cs], q - 1, q2)
+        mp = power_list([c % p2 for c in cs], p - 1, p2)
+        mq = power_list([c % q2 for c in cs], q - 1, q2)
         out = []
         for a, b in zip(mp, mq, strict=True):
             xp = (a - 1) // p * hp % p
