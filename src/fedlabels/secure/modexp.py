@@ -2,21 +2,22 @@
 
 A Paillier key holder decrypts with the exponents p − 1 and q − 1 modulo p² and q². gmpy2's
 ``powmod`` (GMP's ``mpz_powm``) takes a time that depends on the exponent's bits;
-OpenSSL's ``BN_mod_exp_mont_consttime`` does not, and on x86-64 it is also faster for these
-sizes (a 2048-bit modulus with a 1024-bit exponent: 1.16 ms against gmpy2's 1.63 ms, and
-2.57 ms for gmpy2's own constant-time ``powmod_sec``; docs/xclp.md).
+OpenSSL's ``BN_mod_exp_mont_consttime`` does not, and on x86-64 it is also faster at these
+sizes: a decryption under a 2048-bit key (two such powers) took 2.57 ms against 3.44 ms side by
+side (``benchmarks/paillier_decryption.py``, docs/xclp.md), where gmpy2's own constant-time
+``powmod_sec`` costs 1.6× its ``powmod``.
 
 The library is the ``libcrypto`` this Python already uses (its ``ssl`` and ``hashlib``),
 called through :mod:`ctypes`, which releases the GIL during each call (threads run side by
-side). Where no shared ``libcrypto`` can be found (a Python linked to OpenSSL statically),
-:func:`power_list` falls back to gmpy2's batched ``powmod_base_list``; :func:`backend` says
-which one runs. The numbers are the same either way.
+side). Where no shared ``libcrypto`` is loaded (a Python linked to OpenSSL statically, or a
+system without ``/proc`` to find it in, such as macOS), :func:`power_list` falls back to
+gmpy2's batched ``powmod_base_list``; :func:`backend` says which one runs. The numbers are
+the same either way.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Sequence
 from functools import cache
@@ -68,15 +69,18 @@ def _loaded_libcrypto() -> str | None:
 
 @cache
 def _libcrypto() -> _LibCrypto | None:
-    """OpenSSL's libcrypto (the interpreter's own where it is shared), or ``None``."""
-    for path in (_loaded_libcrypto(), ctypes.util.find_library("crypto")):
-        if not path:
-            continue
-        try:
-            return _LibCrypto(ctypes.CDLL(path))
-        except (OSError, AttributeError):  # not loadable, or too old (no consttime power)
-            continue
-    return None
+    """The interpreter's own OpenSSL libcrypto where it is a shared library, else ``None``.
+
+    Only the library this process has already loaded: a search of the system's libraries
+    could find another build, and on macOS the system's ``libcrypto.dylib`` aborts the
+    process that loads it."""
+    path = _loaded_libcrypto()
+    if path is None:
+        return None
+    try:
+        return _LibCrypto(ctypes.CDLL(path))
+    except (OSError, AttributeError):  # not loadable, or too old (no consttime power)
+        return None
 
 
 def backend() -> str:
