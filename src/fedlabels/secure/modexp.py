@@ -54,8 +54,10 @@ class _LibCrypto:
 
 def _loaded_libcrypto() -> str | None:
     """The path of the ``libcrypto`` shared library this process has loaded (Linux)."""
-    import _hashlib  # noqa: F401  (loads the interpreter's OpenSSL, if it is shared)
-
+    try:  # loads the interpreter's OpenSSL, where it is shared
+        import _hashlib  # noqa: F401
+    except ImportError:  # a Python built without OpenSSL
+        return None
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
