@@ -136,15 +136,17 @@ def test_gaussian_accounting_matches_opacus_within_one_percent() -> None:
 
 
 def test_calibration_hits_the_target() -> None:
-    from opacus.accountants.utils import get_noise_multiplier
+    from opacus.accountants import RDPAccountant
 
     sigma = calibrate_noise_multiplier(10.0, 1e-5, 1.0, 10)  # analytic (q = 1)
     assert gaussian_epsilon(sigma, 1.0, 10, 1e-5, "analytic") == pytest.approx(10.0, rel=1e-6)
     sigma_rdp = calibrate_noise_multiplier(8.0, 1e-5, 0.5, 5, "rdp")
     assert gaussian_epsilon(sigma_rdp, 0.5, 5, 1e-5, "rdp") == pytest.approx(8.0, rel=1e-3)
-    opacus_sigma = get_noise_multiplier(target_epsilon=8.0, target_delta=1e-5,
-                                        sample_rate=0.5, steps=5, accountant="rdp")
-    assert sigma_rdp == pytest.approx(opacus_sigma, rel=0.01)
+    # Opacus' own RDP accountant finds the target at that σ (its order grid differs: 0.5 %;
+    # one evaluation, where Opacus' calibration search takes seconds)
+    opacus = RDPAccountant()
+    opacus.history = [(sigma_rdp, 0.5, 5)]
+    assert opacus.get_epsilon(1e-5) == pytest.approx(8.0, rel=5e-3)
     # the memoised accountant's search is dp-accounting's own on a fresh RdpAccountant
     import dp_accounting as dpa
     from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
