@@ -62,8 +62,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 def federation(dataset: str, seed: int, partition: str) -> Any:
     if dataset == "digits":
-        return fl.load_federation("digits", n_clients=5, seed=seed, partition=partition)
-    return fl.load_federation(dataset, n_clients=5, seed=seed, n_unlabeled=2000,
+        return fl.load_federation("digits", clients=5, seed=seed, partition=partition)
+    return fl.load_federation(dataset, clients=5, seed=seed, unlabeled=2000,
                               private_per_client=2000, partition=partition, public_pca=64)
 
 

@@ -101,12 +101,12 @@ def summarise(rows: list[dict[str, Any]]) -> str:
 
 def load(setting: dict[str, Any], seed: int) -> Any:
     if "per_client" in setting:
-        return fl.load_federation(setting["dataset"], n_clients=setting["clients"],
-                                  n_unlabeled=setting["unlabeled"],
+        return fl.load_federation(setting["dataset"], clients=setting["clients"],
+                                  unlabeled=setting["unlabeled"],
                                   private_per_client=setting["per_client"], seed=seed)
-    return fl.load_federation(setting["dataset"], n_clients=setting["clients"],
-                              n_unlabeled=setting["unlabeled"], n_private=setting["private"],
-                              n_test=setting["test"], seed=seed)
+    return fl.load_federation(setting["dataset"], clients=setting["clients"],
+                              unlabeled=setting["unlabeled"], private=setting["private"],
+                              test=setting["test"], seed=seed)
 
 
 def configure(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
