@@ -78,19 +78,21 @@ def interval(acc: np.ndarray) -> str:
 
 
 def summarise(rows: list[dict[str, Any]]) -> str:
-    """Markdown: per setting and variant, accuracy over seeds and the gap to FedAvg."""
+    """Markdown: per setting and variant, accuracy over seeds and the gap to FedAvg, paired
+    by seed (the mean over the variant's seeds that FedAvg also ran)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["setting"], row["variant"]), []).append(row)
-    fedavg = {s: np.mean([r["acc"] for r in g]) for (s, v), g in groups.items()
-              if v == "fedavg"}
+    fedavg = {(r["setting"], r["seed"]): r["acc"] for r in rows if r["variant"] == "fedavg"}
     lines = ["| setting | variant | seeds | mean acc (± 95 % CI) | consensus acc on U | "
              "FedAvg − variant (points) | up B/client/round | down B/client/round |",
              "|---|---|---|---|---|---|---|---|"]
     for (setting, variant), group in sorted(groups.items()):
         acc = np.array([r["acc"] for r in group])
         cons = [r["consensus_acc"] for r in group if r["consensus_acc"] is not None]
-        gap = f"{100 * (fedavg[setting] - acc.mean()):.2f}" if setting in fedavg else "—"
+        paired = [fedavg[(setting, r["seed"])] - r["acc"] for r in group
+                  if (setting, r["seed"]) in fedavg]  # FedAvg on the variant's seeds only
+        gap = f"{100 * np.mean(paired):.2f}" if paired else "—"
         lines.append(
             f"| {setting} | `{variant}` | {','.join(str(r['seed']) for r in group)} | "
             f"{interval(acc)} | {f'{np.mean(cons):.4f}' if cons else '—'} | {gap} | "

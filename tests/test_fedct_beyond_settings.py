@@ -52,3 +52,18 @@ def test_the_cnn_setting_and_the_overrides():
     assert script.SETTINGS["fashion_cnn"]["unlabeled"] == 10_000  # not changed in place
     (cnn,) = parse_model_spec("cnn(arch=small,augment=true)")  # a spec the library accepts
     assert cnn.params["augment"] is True
+
+
+def test_the_gap_to_fedavg_is_paired_by_seed():
+    """A variant run on seed 0 only is compared with FedAvg's seed 0, not its mean."""
+    script = load_script()
+    rows = [{"setting": "s", "variant": v, "seed": seed, "acc": acc, "consensus_acc": None,
+             "up": 1.0, "down": 1.0}
+            for v, seed, acc in [("fedavg", 0, 0.80), ("fedavg", 1, 0.90), ("fedavg", 2, 0.85),
+                                 ("fedct", 0, 0.78), ("fedct[x=1]", 1, 0.86),
+                                 ("local", 3, 0.70)]]
+    table = script.summarise(rows)
+    gap = {line.split("|")[2].strip(): line.split("|")[6].strip()
+           for line in table.splitlines()[2:]}
+    assert gap == {"`fedavg`": "0.00", "`fedct`": "2.00", "`fedct[x=1]`": "4.00",
+                   "`local`": "—"}
