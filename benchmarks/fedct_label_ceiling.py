@@ -10,8 +10,8 @@ fixed labeller, and reports its test accuracy beside the labels' accuracy on U. 
 * ``vote``: the majority vote of the m local-only models (FedCT's first consensus after a
   private warm-up as long as the run);
 * ``pooled``: one model trained on all m clients' private data together, with as many
-  steps in all as the m clients take (a labeller as accurate as FedAvg's global model; its
-  test accuracy is printed);
+  steps in all as the m clients take (a labeller about as accurate as FedAvg's global
+  model; its test accuracy is recorded beside the others);
 * ``true``: U's true labels (the ceiling of any label on U).
 
 ::
@@ -81,13 +81,12 @@ def one_seed(setting: dict[str, Any], name: str, seed: int, steps: int) -> dict[
         "setting": name, "seed": seed, "steps": steps,
         "local_acc": float(np.mean([accuracy(m, fed.X_test, fed.y_test) for m in local])),
         "pooled_test_acc": accuracy(pooled, fed.X_test, fed.y_test), "labellers": {}}
-    pooled_U = pooled.predict(U)
+    n = len(local)
+    labels_by = {"own": list(local_votes), "vote": [vote] * n,
+                 "pooled": [pooled.predict(U)] * n, "true": [y_U] * n}  # per client
     for labeller in LABELLERS:
-        per_client_labels = {"own": list(local_votes), "vote": [vote] * len(local),
-                             "pooled": [pooled_U] * len(local),
-                             "true": [y_U] * len(local)}[labeller]
         accs, label_accs = [], []
-        for client, s, labels in zip(fed.clients, seeds, per_client_labels, strict=True):
+        for client, s, labels in zip(fed.clients, seeds, labels_by[labeller], strict=True):
             student = fresh(spec, fed, s)
             student.train_steps(client.X, client.y, steps, U, labels)
             accs.append(accuracy(student, fed.X_test, fed.y_test))
