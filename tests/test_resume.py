@@ -267,3 +267,72 @@ def strip_seconds(node: Any) -> Any:
     if isinstance(node, list):
         return [strip_seconds(v) for v in node]
     return node
+
+
+def test_checkpoints_written_in_the_background_hold_their_round_and_go_first(
+        fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint is written while the next round trains: it holds its own round's state
+    (copied, though training changes the weights in place meanwhile), and no reply of the
+    next round reaches the server before the file is on disk."""
+    from fedlabels.runs.loop import CommMeter
+
+    events: list[tuple[str, int, float]] = []
+    real_write, real_add = ckpt_module.write_checkpoint, CommMeter.add
+
+    def slow_write(path: Path, meta: dict[str, Any], *args: Any, **kw: Any) -> Path:
+        time.sleep(0.3)  # the next round trains (and changes the live weights) meanwhile
+        out = real_write(path, meta, *args, **kw)
+        n = len(meta["records"])
+        (tmp_path / f"after_{n}.checkpoint.npz").write_bytes(Path(path).read_bytes())
+        events.append(("written", n, time.perf_counter()))
+        return out
+
+    def add(self: CommMeter, rnd: int, cid: int, direction: str, *rest: Any) -> None:
+        real_add(self, rnd, cid, direction, *rest)
+        if direction == "up":
+            events.append(("reply", rnd, time.perf_counter()))
+
+    monkeypatch.setattr(ckpt_module, "write_checkpoint", slow_write)
+    monkeypatch.setattr(CommMeter, "add", add)
+    path = tmp_path / "run.checkpoint.npz"
+    full = sim("fedavg", fed, checkpoint=path)
+    written = {n: t for kind, n, t in events if kind == "written"}
+    assert sorted(written) == [1, 2, 3]
+    for kind, rnd, t in events:
+        if kind == "reply" and rnd > 0:  # round rnd's replies after round rnd - 1's file
+            assert t > written[rnd]
+    # the file written after round 1, while round 2 trained, resumes to the same run
+    monkeypatch.setattr(ckpt_module, "write_checkpoint", real_write)
+    monkeypatch.setattr(CommMeter, "add", real_add)
+    resumed = sim("fedavg", fed, resume=tmp_path / "after_1.checkpoint.npz",
+                  checkpoint=tmp_path / "again.checkpoint.npz")
+    assert_same_run(full, resumed, fed.X_test)
+
+
+def test_a_background_checkpoint_copies_live_arrays(tmp_path: Path) -> None:
+    """A role may hand out its live arrays; the file holds them as they were at the round's
+    end, not as the next round changes them while the file is written."""
+    from fedlabels.runs.checkpoint import Keeper
+    from fedlabels.runs.loop import CommMeter
+
+    class Role:
+        secret_state: tuple[str, ...] = ()
+
+        def __init__(self) -> None:
+            self.live = np.zeros(1000)
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"live": self.live}  # not a copy
+
+    server, client = Role(), Role()
+    path = tmp_path / "run.checkpoint.npz"
+    keeper = Keeper(path, {}, {}, 2, server, {0: client}, CommMeter(),  # type: ignore[arg-type]
+                    background=True)
+    after_round = keeper.hook(None)
+    after_round(RoundRecord(round=1, local_steps=1, accuracies=None, server={}, bytes_up=[0],
+                            bytes_down=[0], seconds=0.0))
+    client.live += 1.0  # the next round, in place, at once
+    server.live += 1.0
+    keeper.barrier()
+    saved = load_checkpoint(path)
+    assert not saved.clients[0]["live"].any() and not saved.server["live"].any()

@@ -1,8 +1,10 @@
 """Crash and resume for the simulator: a checkpoint after every round, written atomically.
 
 A run whose result is ``X.json`` keeps ``X.checkpoint.npz`` beside it, replaced after every
-round (a temporary file, then ``os.replace``: a crash mid-write leaves the previous one). It
-is one ``.npz`` (read with ``allow_pickle=False``, never a pickle) holding
+round (a temporary file, then ``os.replace``: a crash mid-write leaves the previous one). The
+simulator writes it in a background thread while the next round trains, from a copy of the
+round's state; no reply of that next round reaches the server before the file is on disk
+(:meth:`Keeper.barrier`). It is one ``.npz`` (read with ``allow_pickle=False``, never a pickle) holding
 
 * ``meta``: a JSON string — format, the run's identity (method, seed, options, models,
   federation summary, ...) and configuration, the round records, the communication meter,
@@ -27,10 +29,12 @@ uninterrupted run's records bit for bit (and, with a reproducible source, its no
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -209,6 +213,13 @@ class Keeper:
     engine: dict[str, Any] = field(default_factory=dict)
     #: brings the clients' states into ``clients`` before a save (roles held by workers)
     before_save: Callable[[], None] | None = None
+    #: write each checkpoint in a background thread (the simulator): the round's state is
+    #: copied at its end, the next round trains while the file is written, and its clients'
+    #: replies reach the server only once the file is on disk (:meth:`barrier`, which the
+    #: meter calls before it counts a reply), so a crash loses no more than before
+    background: bool = False
+    _writer: threading.Thread | None = field(default=None, init=False, repr=False)
+    _failure: BaseException | None = field(default=None, init=False, repr=False)
 
     def fresh(self) -> list[RoundRecord]:
         """A new run (no records yet): a checkpoint left at the path by an earlier run is
@@ -264,16 +275,53 @@ class Keeper:
                                  f"extend it (give at least {ckpt.rounds_planned}).")
 
     def hook(self, on_round: RoundHook | None) -> Callable[[RoundRecord], None]:
-        """``on_round`` after writing the checkpoint of the round just recorded."""
+        """``on_round`` after writing the checkpoint of the round just recorded (with
+        ``background``: after starting to write it)."""
         def after_round(record: RoundRecord) -> None:
             self.records.append(record)
-            if self.path is not None:
+            if self.path is not None and self.background:
+                self.barrier()  # the previous round's file first: one write at a time
+                snapshot = self._snapshot(copied=True)
+                self._writer = threading.Thread(target=self._write_in_background,
+                                                args=snapshot, name="fedlabels-checkpoint")
+                self._writer.start()
+            elif self.path is not None:
                 self.save()
             if on_round is not None:
                 on_round(record)
         return after_round
 
+    def barrier(self) -> None:
+        """Wait for a checkpoint being written in the background; raise its failure (a full
+        disk, say) here, in the run's thread."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.join()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def settle(self) -> None:
+        """Wait for a checkpoint being written in the background, keeping any failure to
+        itself (the run is failing already)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.join()
+
+    def _write_in_background(self, meta: dict[str, Any], server: State,
+                             clients: dict[int, State]) -> None:
+        try:
+            self._write(meta, server, clients)
+        except BaseException as exc:  # raised by barrier() in the run's thread
+            self._failure = exc
+
     def save(self) -> None:
+        """Write the checkpoint of the rounds recorded so far, now."""
+        self._write(*self._snapshot(copied=False))
+
+    def _snapshot(self, copied: bool) -> tuple[dict[str, Any], State, dict[int, State]]:
+        """Everything a checkpoint holds, as of now; ``copied``: arrays copied, so the next
+        round may change the roles while the file is written."""
         assert self.path is not None
         if self.before_save is not None:
             self.before_save()
@@ -283,7 +331,7 @@ class Keeper:
             state = role.state_dict()
             if secret:  # noise Generators: drawn afresh after a resume
                 state.update(dict.fromkeys(type(role).secret_state))
-            clients[cid] = state
+            clients[cid] = _copied(state) if copied else state
         source = current_source()
         meta = {"identity": self.identity, "config": self.config,
                 "rounds_planned": self.rounds_planned,
@@ -294,8 +342,15 @@ class Keeper:
                     "key": _source_key()},
                 "wall_seconds": self.previous_seconds + time.perf_counter() - self.started,
                 "resumed": self.resumed, "engine": self.engine}
+        server = self.server.state_dict()
+        if copied:
+            meta, server = copy.deepcopy(meta), _copied(server)
+        return meta, server, clients
+
+    def _write(self, meta: dict[str, Any], server: State, clients: dict[int, State]) -> None:
+        assert self.path is not None
         with writing(str(self.path)):  # a full disk: a one-line error, the last one kept
-            write_checkpoint(self.path, meta, self.server.state_dict(), clients)
+            write_checkpoint(self.path, meta, server, clients)
 
     def stamp(self, result: RunResult) -> RunResult:
         """Record the resume history in ``provenance`` and count every session's time."""
@@ -304,6 +359,11 @@ class Keeper:
             result.extra["provenance"] = {**result.extra.get("provenance", {}),
                                           "resumed": list(self.resumed)}
         return result
+
+
+def _copied(state: State) -> State:
+    """``state`` with its arrays copied (a role's arrays may be its live ones)."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in state.items()}
 
 
 def _source_key() -> str:
