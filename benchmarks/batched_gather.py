@@ -41,7 +41,8 @@ MODELS = {"mlp": "mlp(hidden=512-512)", "cnn": "cnn(arch=small)"}
 class PerClientBatches:
     """The minibatches as they were built before: client by client, on the host."""
 
-    def __init__(self, jobs: Sequence[TrainJob], device: torch.device) -> None:
+    def __init__(self, jobs: Sequence[TrainJob], device: torch.device,
+                 resident: object = None) -> None:  # no rows kept: built every step
         self.jobs, self.device = list(jobs), device
         self.data = []
         for job in jobs:

@@ -115,13 +115,67 @@ def fashion_federation(scale: Scale, notes: list[str]) -> fl.Federation:
 
 
 def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
-                  device: str) -> float:
-    """Wall-clock seconds of the second round of a run (the first warms up)."""
+                  device: str, profile_dir: Path | None = None) -> tuple[float, float]:
+    """Wall-clock seconds of a run's round without evaluation and of the test set's
+    evaluation: a run of four rounds evaluated at the second and the last; the first warms
+    up, the second is one round and one evaluation, the third a round alone (the last's
+    evaluation also computes the run's final summary, not part of every evaluation).
+
+    With ``profile_dir``, the second round runs under ``torch.profiler`` (every thread's torch
+    operations, and the GPU's kernels on a GPU) and ``cProfile``; their tables are written
+    there as ``profile_<device>_ops.txt`` and ``profile_<device>_python.txt``."""
+    import cProfile
+
     stamps: list[float] = []
-    fl.run(method, fed, model=model, rounds=2, period=period, seed=0, progress=False,
-           threads=1, workers=1, device=device, eval_every=2,
-           on_round=lambda record: stamps.append(time.perf_counter()))
-    return stamps[1] - stamps[0]
+    profilers: list[object] = []
+
+    def on_round(record: object) -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        stamps.append(time.perf_counter())
+        if profile_dir is None or len(stamps) not in (2, 3):
+            return
+        if len(stamps) == 2:  # profile the third round (no evaluation)
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if device.startswith("cuda"):
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            ops = torch.profiler.profile(activities=activities)
+            python = cProfile.Profile()
+            profilers[:] = [ops, python]
+            ops.start()
+            python.enable()
+            stamps[1] = time.perf_counter()  # the profilers' start is not the round's
+        else:
+            ops, python = profilers
+            python.disable()  # type: ignore[attr-defined]
+            ops.stop()  # type: ignore[attr-defined]
+            write_profiles(ops, python, profile_dir, device, stamps[2] - stamps[1])
+
+    fl.run(method, fed, model=model, rounds=4, period=period, seed=0, progress=False,
+           threads=1, workers=1, device=device, eval_every=2, on_round=on_round)
+    train = stamps[2] - stamps[1]
+    return train, max(0.0, stamps[1] - stamps[0] - train)
+
+
+def write_profiles(ops: object, python: object, out: Path, device: str, wall: float) -> None:
+    """The profiled round's torch operations (by self CPU time, and by GPU time on a GPU)
+    and its Python functions (by own time and by cumulative time), as text tables."""
+    import io
+    import pstats
+
+    out.mkdir(parents=True, exist_ok=True)
+    tag = device.replace(":", "")
+    averages = ops.key_averages()  # type: ignore[attr-defined]
+    tables = [f"one FedCT round on {device}, {wall:.3f} s of wall clock (profiled)\n",
+              averages.table(sort_by="self_cpu_time_total", row_limit=30)]
+    if device.startswith("cuda"):
+        tables.append(averages.table(sort_by="self_device_time_total", row_limit=20))
+    (out / f"profile_{tag}_ops.txt").write_text("\n".join(tables))
+    text = io.StringIO()
+    stats = pstats.Stats(python, stream=text)  # type: ignore[arg-type]
+    stats.sort_stats("tottime").print_stats(35)
+    stats.sort_stats("cumulative").print_stats(35)
+    (out / f"profile_{tag}_python.txt").write_text(text.getvalue())
 
 
 def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int = 1) -> float:
@@ -129,6 +183,7 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
     over one ``train_steps`` call of ``steps`` steps per client (or one batched call)."""
     from fedlabels.learners import build_learner, parse_model_spec
     from fedlabels.learners.batched import TrainJob, train_together
+    from fedlabels.learners.resident_rows import ResidentRows
 
     rng = np.random.default_rng(0)
     (spec,) = parse_model_spec(f"mlp(hidden={scale.hidden})")
@@ -138,11 +193,12 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
     y = rng.integers(0, 10, 200)
     for ln in learners:
         ln.place(device)
+    rows = ResidentRows()  # as in a run: the rows stay on the device between calls
 
     def step() -> None:
         jobs = [TrainJob(ln, X, y, steps, X, y) for ln in learners]
         if together:
-            train_together(jobs)
+            train_together(jobs, rows)
         else:
             for job in jobs:
                 job.learner.train_steps(job.X, job.y, steps, job.X_aux, job.y_aux)
@@ -311,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-gather", action="store_true",
                         help="do not time the batched step's minibatches built client by "
                              "client against gathered on the device")
+    parser.add_argument("--skip-cpu-text", action="store_true",
+                        help="do not time the LoRA MiniLM round on the CPU (about three "
+                             "minutes of one thread) where a GPU is timed")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="profile one FedCT Fashion-MNIST round (on the GPU where there "
+                             "is one) and write the tables to DIR")
     parser.add_argument("--minilm", metavar="DIR", help="a real MiniLM directory to time")
     args = parser.parse_args(argv)
     if args.long_runs:
@@ -342,9 +404,17 @@ def main(argv: list[str] | None = None) -> int:
 
     fed = fashion_federation(scale, notes)
     model = f"mlp(hidden={scale.hidden})"
-    gpu_round = None if gpu is None else round_seconds("fedct", fed, model, scale.period, gpu)
+    profile = None if args.profile is None else Path(args.profile)
+    gpu_round = (None, None) if gpu is None else round_seconds(
+        "fedct", fed, model, scale.period, gpu, profile)
+    cpu_round = round_seconds("fedct", fed, model, scale.period, "cpu",
+                              profile if gpu is None else None)
     print_row(f"FedCT Fashion-MNIST round (m=5, |U|={scale.n_unlabeled:,}, b={scale.period})",
-              round_seconds("fedct", fed, model, scale.period, "cpu"), gpu_round)
+              cpu_round[0], gpu_round[0])
+    print_row("  its evaluation of the test set (every client)", cpu_round[1], gpu_round[1])
+    # the paper-scale run: 400 rounds, evaluated every 20 (LONG_RUNS), loading aside
+    whole = [None if r[0] is None else 400 * r[0] + 20 * r[1] for r in (cpu_round, gpu_round)]
+    print_row("  400 such rounds, evaluated every 20 (T = 20,000; estimate)", *whole)
     steps = 2 if args.dry_run else 5
     gpu_step = None if gpu is None else batched_step_seconds(scale, gpu, True, steps)
     print_row(f"{scale.n_batched} clients, per step (CPU one by one, GPU together)",
@@ -376,11 +446,14 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("MiniLM: a randomly initialised encoder of its shape (same timing)")
         tfed = text_federation(scale, notes)
         spec = f"minilm(mode=lora,r=8,model_dir={model_dir},batch=16)"
+        text_cpu = (None, None) if args.skip_cpu_text and gpu is not None else round_seconds(
+            "fedct", tfed, spec, scale.text_period, "cpu")
+        text_gpu = (None, None) if gpu is None else round_seconds(
+            "fedct", tfed, spec, scale.text_period, gpu)
         print_row(f"LoRA MiniLM FedCT round (m={scale.text_clients}, "
                   f"|U|={scale.text_unlabeled}, b={scale.text_period})",
-                  round_seconds("fedct", tfed, spec, scale.text_period, "cpu"),
-                  None if gpu is None else round_seconds("fedct", tfed, spec,
-                                                         scale.text_period, gpu))
+                  text_cpu[0], text_gpu[0])
+        print_row("  its evaluation of the test set (every client)", text_cpu[1], text_gpu[1])
         if not args.skip_text_run:
             device = gpu or "cpu"
             rounds = 2 if args.dry_run else 100

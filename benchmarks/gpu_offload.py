@@ -41,11 +41,18 @@ def federation(n_clients: int, per_client: int, unlabeled: int, seed: int = 0) -
 
 def round_seconds(fed: Any, device: str, offload: str, model: str, period: int,
                   batch_clients: str) -> dict[str, Any]:
-    """Seconds of the second round, the peak GPU memory and the run's final weights."""
+    """Seconds of the second round, the run's peak GPU memory (above what was allocated
+    before it: an earlier run's tensors, freed only by a collection, would count otherwise)
+    and its final weights."""
+    import gc
+
     cuda = device.startswith("cuda")
+    base = 0
     if cuda:
+        gc.collect()  # the previous run's networks, held in reference cycles
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
+        base = int(torch.cuda.memory_allocated(device))
     stamps: list[float] = []
 
     def stamp(_record: Any) -> None:
@@ -57,7 +64,8 @@ def round_seconds(fed: Any, device: str, offload: str, model: str, period: int,
                     progress=False, threads=1, workers=1, device=device, eval_every=2,
                     offload=offload, batch_clients=batch_clients, on_round=stamp)
     return {"seconds": stamps[1] - stamps[0],
-            "peak_gpu_bytes": int(torch.cuda.max_memory_allocated(device)) if cuda else None,
+            "peak_gpu_bytes": int(torch.cuda.max_memory_allocated(device)) - base if cuda
+            else None,
             "offloaded_clients": len(result.extra["device"]["offload"]["offloaded_clients"]),
             "weights": [m.get_weights() for m in result.client_models]}
 

@@ -17,6 +17,7 @@ from fedlabels.learners.batched import (
     predict_together,
     train_together,
 )
+from fedlabels.learners.resident_rows import ResidentRows
 
 
 def digits_clients(sizes, seed=0):
@@ -110,7 +111,12 @@ def test_clients_predict_together_what_they_predict_one_by_one(spec):
     assert predict_groups(shared) == predict_groups(own) == [[0, 1, 2, 3]]
     predict_together(shared)
     predict_together(own)
-    for jobs, alone in ((shared, alone_u), (own, alone_own)):
+    rows = ResidentRows()  # a run's cache: U built once, then read in chunks from the device
+    kept = [[PredictJob(m, U) for m in models] for _ in range(2)]
+    for jobs in kept:
+        predict_together(jobs, rows)
+    assert (rows.builds, rows.hits) == (1, 1)
+    for jobs, alone in ((shared, alone_u), (own, alone_own), *((j, alone_u) for j in kept)):
         for job, ref in zip(jobs, alone, strict=True):
             assert job.out.shape == ref.shape and job.out.dtype == np.float32
             np.testing.assert_allclose(job.out, ref, rtol=1e-5, atol=1e-6)
@@ -141,9 +147,9 @@ def test_a_round_predicts_u_and_the_test_set_in_one_batched_call(monkeypatch):
     calls = []
     real = batched._predict_group
 
-    def spy(jobs):  # the real function, counted
+    def spy(jobs, rows=None):  # the real function, counted
         calls.append((len(jobs), len(jobs[0].X)))
-        real(jobs)
+        real(jobs, rows)
 
     monkeypatch.setattr(batched, "_predict_group", spy)
     fed = digits_with_sizes((40, 90, 150, 60), n_unlabeled=300, n_test=250)

@@ -21,17 +21,25 @@ def load_script():
     return module
 
 
-def test_dry_run_measures_every_row_on_the_cpu(capsys):
+def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):
     pytest.importorskip("transformers")
     script = load_script()
-    assert script.main(["--dry-run", "--skip-tests"]) == 0
+    assert script.main(["--dry-run", "--skip-tests", "--profile", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.endswith("n/a")]
-    assert len(rows) == 4 and "FedCT Fashion-MNIST round" in rows[0]
-    for row in rows:
-        cpu_seconds = float(row.split()[-3])
-        assert 0 < cpu_seconds < 60
+    assert len(rows) == 7 and "FedCT Fashion-MNIST round" in rows[0]
+    assert "evaluation" in rows[1] and "400 such rounds" in rows[2]
+    assert "LoRA MiniLM FedCT round" in rows[5] and "evaluation" in rows[6]
+    seconds = [float(row.split()[-3]) for row in rows]
+    rounds, evaluations = [seconds[k] for k in (0, 3, 4, 5)], [seconds[1], seconds[6]]
+    assert all(0 < x < 60 for x in rounds)
+    assert all(0 <= x < 60 for x in evaluations)  # a difference: at tiny sizes it may be 0
+    # the whole-run estimate is 400 training rounds and 20 evaluations (to the printed digits)
+    assert seconds[2] == pytest.approx(400 * seconds[0] + 20 * seconds[1], abs=0.5)
     assert "DRY RUN" in out
+    ops = (tmp_path / "profile_cpu_ops.txt").read_text()
+    assert "one FedCT round on cpu" in ops and "aten::" in ops
+    assert "function calls" in (tmp_path / "profile_cpu_python.txt").read_text()
 
 
 def test_the_long_runs_are_valid_command_lines(capsys):

@@ -23,14 +23,20 @@ from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.learners.batched import PredictJob, TrainJob, predict_together, train_together
+from fedlabels.learners.resident_rows import ResidentRows
 
 
 class Rendezvous:
     """Collects the ``train_steps`` and ``predict_proba`` calls of ``n`` client threads and
     runs them together."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, rows: ResidentRows | None = None,
+                 order: Mapping[int, int] | None = None) -> None:
         self.active = n
+        self.rows = rows
+        # id(learner) -> its client's position: calls run in client order, not in the order
+        # the threads arrived (the same stacking every round, so the rows cache hits)
+        self.order = dict(order or {})
         self.pending: list[tuple[TrainJob | PredictJob, dict[str, Any]]] = []
         self.cond = threading.Condition()
 
@@ -56,10 +62,12 @@ class Rendezvous:
         if not self.pending or len(self.pending) < self.active:
             return
         batch, self.pending = self.pending, []
+        batch.sort(key=lambda item: self.order.get(id(item[0].learner), 0))
         error: BaseException | None = None
         try:
-            train_together([job for job, _ in batch if isinstance(job, TrainJob)])
-            predict_together([job for job, _ in batch if isinstance(job, PredictJob)])
+            train_together([job for job, _ in batch if isinstance(job, TrainJob)], self.rows)
+            predict_together([job for job, _ in batch if isinstance(job, PredictJob)],
+                             self.rows)
         except BaseException as exc:
             error = exc
         for _, slot in batch:
@@ -74,6 +82,9 @@ class TogetherGrid:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner  # an InProcessGrid: its clients and meter
+        # the run's arrays (U, private rows, the test set) stay on the device across rounds:
+        # the run never writes them (fedlabels.learners.resident_rows)
+        self.rows = ResidentRows()
 
     @property
     def client_ids(self) -> list[int]:
@@ -94,7 +105,8 @@ class TogetherGrid:
             down = encode_message(messages[cid])
             self.inner.meter.add(rnd, cid, "down", messages[cid].category, len(down))
             decoded[cid] = decode_message(down)
-        rendezvous = Rendezvous(len(cids))
+        rendezvous = Rendezvous(len(cids), self.rows, {
+            id(self.inner.clients[cid].learner): k for k, cid in enumerate(cids)})
         results: dict[int, Any] = {}
 
         def work(cid: int) -> None:

@@ -23,7 +23,7 @@ step count, without batch normalisation or dropout (whose batch statistics and r
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.batch_jobs import PredictJob, TrainJob
+from fedlabels.learners.resident_rows import ResidentRows
 
 
 def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:
@@ -103,9 +104,11 @@ def batch_groups(jobs: Sequence[TrainJob]) -> list[list[int]]:
     return list(groups.values()) + alone
 
 
-def train_together(jobs: Sequence[TrainJob]) -> None:
+def train_together(jobs: Sequence[TrainJob], rows: ResidentRows | None = None) -> None:
     """Run every job's ``train_steps``: groups of compatible learners in one vectorised
-    pass, the rest one by one. Each learner ends as if it had trained alone."""
+    pass, the rest one by one. Each learner ends as if it had trained alone. ``rows``: a
+    run's cache of its arrays on the device (:mod:`fedlabels.learners.resident_rows`);
+    without one, the group's rows are copied to the device every call."""
     for group in batch_groups(jobs):
         chosen = [jobs[i] for i in group]
         if len(chosen) == 1:
@@ -113,7 +116,7 @@ def train_together(jobs: Sequence[TrainJob]) -> None:
             job.learner.train_steps(job.X, job.y, job.n_steps, job.X_aux, job.y_aux,
                                     job.w_aux, aux_index=job.aux_index)
         else:
-            _train_group(chosen)
+            _train_group(chosen, rows)
 
 
 def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
@@ -132,15 +135,17 @@ def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
     return list(groups.values()) + alone
 
 
-def predict_together(jobs: Sequence[PredictJob]) -> None:
+def predict_together(jobs: Sequence[PredictJob], rows: ResidentRows | None = None) -> None:
     """Fill every job's ``out`` with its learner's ``predict_proba``: groups of compatible
-    learners in one vectorised pass per chunk of rows, the rest one by one."""
+    learners in one vectorised pass per chunk of rows, the rest one by one. ``rows`` as for
+    :func:`train_together` (a shared input, such as U or the test set, stays on the
+    device)."""
     for group in predict_groups(jobs):
         if len(group) == 1:
             job = jobs[group[0]]
             job.out = job.learner._predict_proba_alone(job.X)
         else:
-            _predict_group([jobs[i] for i in group])
+            _predict_group([jobs[i] for i in group], rows)
 
 
 def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
@@ -149,7 +154,40 @@ def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
                       and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
-def _predict_group(jobs: list[PredictJob]) -> None:
+def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
+                 ) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The stacked clients' forward pass as batched matrix products, for a network of
+    ``Linear`` and ``ReLU`` layers alone (the MLP); ``None`` for any other network, which
+    runs as ``vmap`` of ``functional_call``. The input is (clients, rows, features), or
+    (rows, features) that every client reads; the output (clients, rows, classes). Same
+    arithmetic as ``vmap``, without its per-call dispatch (a step's Python overhead on a
+    GPU, where the matrices take microseconds)."""
+    if type(base) is not nn.Sequential or not all(type(m) in (nn.Linear, nn.ReLU)
+                                                  for m in base):
+        return None
+    layers = [None if type(m) is nn.ReLU else (params[f"{name}.weight"].transpose(1, 2),
+                                                params.get(f"{name}.bias"))
+              for name, m in base.named_children()]
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for layer in layers:
+            if layer is None:
+                h = torch.relu(h)
+                continue
+            weight, bias = layer
+            if bias is None:
+                h = torch.matmul(h, weight)
+            elif h.dim() == 2:  # one input for every client: broadcast
+                h = torch.matmul(h, weight) + bias.unsqueeze(1)
+            else:
+                h = torch.baddbmm(bias.unsqueeze(1), h, weight)
+        return h
+
+    return forward
+
+
+def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> None:
     from torch.func import functional_call, stack_module_state, vmap
 
     from fedlabels.learners.devices import autocast
@@ -168,27 +206,35 @@ def _predict_group(jobs: list[PredictJob]) -> None:
                   x: torch.Tensor) -> torch.Tensor:
         return functional_call(base, (p, b), (x,))
 
+    stack = linear_stack(base, params)
     batched = vmap(logits_of, in_dims=(0, 0, None if shared else 0))
     n_rows = max(len(j.X) for j in jobs)
+    resident = None
+    if shared and rows is not None:  # on the CPU the tensor is the array itself: no copy
+        X0 = jobs[0].X
+        resident = rows.get((X0,), device, lambda: torch.from_numpy(
+            np.ascontiguousarray(X0, dtype=np.float32)).to(device))
     outs = [np.empty((len(j.X), len(ln.classes_)), dtype=np.float32)
             for j, ln in zip(jobs, learners, strict=True)]
     step = int(first.predict_batch_size)
     with torch.no_grad():
         for start in range(0, n_rows, step):
-            if shared:
+            if resident is not None:
+                x = first._inputs(resident[start : start + step], False)
+            elif shared:
                 x = first._inputs(torch.from_numpy(jobs[0].X[start : start + step])
                                   .to(device, non_blocking=True), False)
             else:
                 width = min(step, n_rows - start)
-                rows = []
+                chunks = []
                 for job, ln in zip(jobs, learners, strict=True):
                     xb = torch.from_numpy(job.X[start : start + width])
                     if len(xb) < width:
                         xb = torch.cat([xb, xb.new_zeros((width - len(xb), xb.shape[1]))])
-                    rows.append(ln._inputs(xb.to(device, non_blocking=True), False))
-                x = torch.stack(rows)
+                    chunks.append(ln._inputs(xb.to(device, non_blocking=True), False))
+                x = torch.stack(chunks)
             with autocast(first.device, first.precision):
-                logits = batched(params, buffers, x)
+                logits = batched(params, buffers, x) if stack is None else stack(x)
             probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
             for out, p in zip(outs, probs, strict=True):
                 out[start : start + step] = p[: max(0, len(out) - start)]
@@ -208,7 +254,8 @@ class _Batches:
     client.
     """
 
-    def __init__(self, jobs: Sequence[TrainJob], device: torch.device) -> None:
+    def __init__(self, jobs: Sequence[TrainJob], device: torch.device,
+                 resident: ResidentRows | None = None) -> None:
         learners = [j.learner for j in jobs]
         width = int(learners[0].n_features_in_)
         arrays: list[np.ndarray] = []  # the distinct X / X_aux arrays, in pool order
@@ -253,11 +300,17 @@ class _Batches:
             self.rows.append(rows)
             n_labels += len(y) + n_aux
         n_rows = sum(len(a) for a in arrays)
-        self.x = torch.empty((n_rows + 1, width), dtype=torch.float32, device=device)
-        for a, at in zip(arrays, starts, strict=True):
-            self.x[at : at + len(a)].copy_(torch.from_numpy(
-                np.ascontiguousarray(a, dtype=np.float32)))
-        self.x[n_rows].zero_()
+
+        def pool() -> torch.Tensor:
+            x = torch.empty((n_rows + 1, width), dtype=torch.float32, device=device)
+            for a, at in zip(arrays, starts, strict=True):
+                x[at : at + len(a)].copy_(torch.from_numpy(
+                    np.ascontiguousarray(a, dtype=np.float32)))
+            x[n_rows].zero_()
+            return x
+
+        # the pool is only read (gathered from), so a run's cache may keep it across calls
+        self.x = pool() if resident is None else resident.get(arrays, device, pool)
         self.y = torch.from_numpy(np.concatenate([*ys, [0]])).to(device)
         self.w = torch.from_numpy(np.concatenate([*ws, np.zeros(1, np.float32)])).to(device)
         self.pad = (n_rows, n_labels)
@@ -336,7 +389,7 @@ def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
     return torch.stack(rows)
 
 
-def _train_group(jobs: list[TrainJob]) -> None:
+def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None:
     from torch.func import functional_call, stack_module_state, vmap
 
     from fedlabels.learners.devices import autocast
@@ -372,8 +425,9 @@ def _train_group(jobs: list[TrainJob]) -> None:
                   x: torch.Tensor) -> torch.Tensor:
         return functional_call(base, (p, b), (x,))
 
+    stack = linear_stack(base, params)
     batched = vmap(logits_of)
-    batches = _Batches(jobs, device)
+    batches = _Batches(jobs, device, rows)
     for ln in learners:
         ln.model_.train()
     for _ in range(int(jobs[0].n_steps)):
@@ -381,7 +435,7 @@ def _train_group(jobs: list[TrainJob]) -> None:
         x_all = _stacked_inputs(learners, x_rows, lens)
         opt.zero_grad(set_to_none=True)
         with autocast(first.device, first.precision):
-            out = batched(params, buffers, x_all)
+            out = batched(params, buffers, x_all) if stack is None else stack(x_all)
         losses = nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]),
                                              y_all.reshape(-1), reduction="none")
         (losses.reshape(w_all.shape) * w_all).sum().backward()
