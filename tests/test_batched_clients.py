@@ -216,3 +216,23 @@ def test_batch_clients_on_is_refused_for_learners_that_cannot(capsys):
                  "--model", "cnn(arch=cifar10)", "--rounds", "1", "--batch-clients", "on",
                  "--no-progress"])
     assert code == 2 and "batch_clients=on needs" in capsys.readouterr().err
+
+
+def test_written_back_moments_are_each_learners_own_tensors():
+    """After a batched call every learner holds its weights and Adam moments in tensors of
+    its own (no view into the group's stacked ones, which would keep them alive), and the
+    second call continues them in place."""
+    clients, _, _ = digits_clients((40, 75, 61))
+    models = learners("mlp(hidden=16)", 3)
+    for _ in range(2):
+        train_together([TrainJob(m, X, y, 3) for m, (X, y) in zip(models, clients,
+                                                                     strict=True)])
+        storages = set()
+        for m in models:
+            for p in m.model_.parameters():
+                state = m.optimizer_.state[p]
+                assert int(state["step"]) == m.steps_
+                for t in (p, state["exp_avg"], state["exp_avg_sq"]):
+                    assert t._base is None and t.shape == p.shape
+                    storages.add(t.untyped_storage().data_ptr())
+        assert len(storages) == 3 * sum(1 for m in models for _ in m.model_.parameters())

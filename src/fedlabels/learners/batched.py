@@ -23,6 +23,7 @@ step count, without batch normalisation or dropout (whose batch statistics and r
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,16 +74,33 @@ def batch_key(learner: Any) -> tuple[Any, ...] | None:
     if type(learner.optimizer_) is not torch.optim.Adam:
         return None
     model = learner.model_
-    if any(isinstance(m, nn.modules.batchnorm._BatchNorm | nn.modules.dropout._DropoutNd)
-           for m in model.modules()):
+    shapes = _architecture(model)
+    if shapes is None:
         return None
     step, hyper = _adam_state(learner)
     if step < 0 or hyper[4] or hyper[5]:
         return None
-    shapes = tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
     return (type(learner), type(model), shapes, learner.device, learner.precision,
             int(learner.batch_size), step, hyper, getattr(learner, "shape_", None),
             bool(getattr(learner, "augment", False)))
+
+
+#: each network's parameter names and shapes (None: it has batch norm or dropout), found
+#: once per network: a round of 100 clients asks for it hundreds of times
+_ARCHITECTURES: weakref.WeakKeyDictionary[nn.Module, tuple[Any, ...] | None] = \
+    weakref.WeakKeyDictionary()
+
+
+def _architecture(model: nn.Module) -> tuple[Any, ...] | None:
+    """What two networks must share to be stacked: their parameters' names and shapes;
+    ``None`` for a network with batch normalisation or dropout (whose batch statistics and
+    random masks ``vmap`` would not reproduce)."""
+    if model not in _ARCHITECTURES:
+        blocked = any(isinstance(m, nn.modules.batchnorm._BatchNorm
+                                 | nn.modules.dropout._DropoutNd) for m in model.modules())
+        _ARCHITECTURES[model] = None if blocked else tuple(
+            (n, tuple(p.shape)) for n, p in model.named_parameters())
+    return _ARCHITECTURES[model]
 
 
 def batch_groups(jobs: Sequence[TrainJob]) -> list[list[int]]:
@@ -406,7 +424,6 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
     device = torch.device(first.device)
     models = [ln.model_ for ln in learners]
     params, buffers = stack_module_state(models)
-    names = list(params)
     base = copy.deepcopy(models[0]).to("meta")
     group = first.optimizer_.param_groups[0]
     opt = torch.optim.Adam(list(params.values()), lr=group["lr"], betas=group["betas"],
@@ -429,7 +446,8 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
     batched = vmap(logits_of)
     batches = _Batches(jobs, device, rows)
     for ln in learners:
-        ln.model_.train()
+        if not ln.model_.training:
+            ln.model_.train()
     for _ in range(int(jobs[0].n_steps)):
         x_rows, y_all, w_all, lens = batches.next()
         x_all = _stacked_inputs(learners, x_rows, lens)
@@ -440,13 +458,41 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
                                              y_all.reshape(-1), reduction="none")
         (losses.reshape(w_all.shape) * w_all).sum().backward()
         opt.step()
-    for i, ln in enumerate(learners):  # write weights and Adam moments back
-        with torch.no_grad():
-            for name, p in ln.model_.named_parameters():
-                p.copy_(params[name][i])
-        for k, p in enumerate(ln.model_.parameters()):
-            state = opt.state[params[names[k]]]
-            ln.optimizer_.state[p] = {"step": torch.tensor(float(state["step"])),
-                                      "exp_avg": state["exp_avg"][i].clone(),
-                                      "exp_avg_sq": state["exp_avg_sq"][i].clone()}
+    _write_back(learners, params, opt)
+    for ln in learners:
         ln.steps_ += int(jobs[0].n_steps)
+
+
+def _copy_all(targets: list[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """``target.copy_(source)`` for every pair, as few kernels as torch allows."""
+    foreach = getattr(torch, "_foreach_copy_", None)
+    if foreach is not None:
+        foreach(targets, list(sources))
+    else:  # pragma: no cover - torch without the multi-tensor copy
+        for target, source in zip(targets, sources, strict=True):
+            target.copy_(source)
+
+
+def _write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],
+                opt: torch.optim.Adam) -> None:
+    """Each learner's weights and Adam moments from the stacked ones: one multi-tensor copy
+    per parameter (and per moment) for all the learners, into their own tensors (a
+    learner's first step gets fresh ones), rather than a copy per learner and tensor."""
+    owned = [list(ln.model_.parameters()) for ln in learners]  # in ``params``' order
+    with torch.no_grad():
+        for k, stacked in enumerate(params.values()):
+            _copy_all([own[k] for own in owned], stacked.unbind(0))
+            state = opt.state[stacked]
+            step = float(state["step"])
+            moments: list[dict[str, torch.Tensor]] = []
+            for ln, own in zip(learners, owned, strict=True):
+                mine = ln.optimizer_.state.get(own[k])
+                if not mine or "exp_avg" not in mine:
+                    mine = {"exp_avg": torch.empty_like(own[k]),
+                            "exp_avg_sq": torch.empty_like(own[k])}
+                # Adam counts steps in place: every tensor its own step counter
+                mine = {**mine, "step": torch.tensor(step)}
+                ln.optimizer_.state[own[k]] = mine
+                moments.append(mine)
+            for key in ("exp_avg", "exp_avg_sq"):
+                _copy_all([m[key] for m in moments], state[key].unbind(0))

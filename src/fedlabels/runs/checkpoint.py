@@ -4,7 +4,8 @@ A run whose result is ``X.json`` keeps ``X.checkpoint.npz`` beside it, replaced 
 round (a temporary file, then ``os.replace``: a crash mid-write leaves the previous one). The
 simulator writes it in a background thread while the next round trains, from a copy of the
 round's state; no reply of that next round reaches the server before the file is on disk
-(:meth:`Keeper.barrier`). It is one ``.npz`` (read with ``allow_pickle=False``, never a pickle) holding
+(:meth:`Keeper.barrier`). It is one ``.npz`` (read with ``allow_pickle=False``, never a
+pickle) holding
 
 * ``meta``: a JSON string — format, the run's identity (method, seed, options, models,
   federation summary, ...) and configuration, the round records, the communication meter,

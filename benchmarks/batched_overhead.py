@@ -1,0 +1,94 @@
+"""Host overhead of one batched training call, this version against another, side by side.
+
+100 clients of a tiny MLP (16-8-8-10, 64 rows, one step a call): the arithmetic is
+negligible, so a call's time is the host's per-call work (stacking, the minibatch index,
+writing weights and Adam moments back), which on a GPU is launches and Python. The two
+versions alternate call by call in one process (a change of the machine's speed hits
+both), each with its own identical clients; the weights must come out equal.
+
+    git show REV:src/fedlabels/learners/batched.py > /tmp/batched_rev.py
+    python benchmarks/batched_overhead.py --baseline /tmp/batched_rev.py
+    python benchmarks/batched_overhead.py --baseline src/fedlabels/learners/batched.py \\
+        --clients 4 --calls 3                 # the current version against itself (a check)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedlabels.learners import batched, build_learner, parse_model_spec
+from fedlabels.learners.batch_jobs import TrainJob
+from fedlabels.learners.resident_rows import ResidentRows
+
+
+def load_version(path: str) -> ModuleType:
+    """Another version of ``fedlabels/learners/batched.py``, as a module of its own."""
+    spec = importlib.util.spec_from_file_location("batched_baseline", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compare(baseline: ModuleType, clients: int = 100, calls: int = 40) -> dict[str, Any]:
+    """Medians (ms per call) of both versions, interleaved, and the largest weight gap."""
+    torch.set_num_threads(1)
+    (spec,) = parse_model_spec("mlp(hidden=8-8)")
+    rng = np.random.default_rng(0)
+    X, y = rng.random((64, 16), dtype=np.float32), rng.integers(0, 10, 64)
+    versions = {"baseline": baseline, "current": batched}
+    models = {k: [build_learner(spec, n_classes=10, random_state=i) for i in range(clients)]
+              for k in versions}
+    rows = {k: ResidentRows() for k in versions}
+
+    def call(k: str) -> None:
+        versions[k].train_together([TrainJob(ln, X, y, 1, X, y) for ln in models[k]],
+                                   rows[k])
+
+    for k in versions:  # build the networks, warm up
+        call(k)
+        call(k)
+    times: dict[str, list[float]] = {k: [] for k in versions}
+    for _ in range(calls):
+        for k in versions:
+            start = time.perf_counter()
+            call(k)
+            times[k].append(time.perf_counter() - start)
+    gap = max(float(np.abs(a.get_weights() - b.get_weights()).max())
+              for a, b in zip(models["baseline"], models["current"], strict=True))
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    return {"clients": clients, "calls": calls, "baseline_ms": round(med["baseline"], 2),
+            "current_ms": round(med["current"], 2),
+            "ratio": round(med["baseline"] / med["current"], 3),
+            "paired_ratio": round(statistics.median(
+                b / c for b, c in zip(times["baseline"], times["current"], strict=True)), 3),
+            "max_weight_gap": gap}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", required=True, metavar="PATH",
+                        help="another version's fedlabels/learners/batched.py")
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--calls", type=int, default=40)
+    args = parser.parse_args(argv)
+    if not Path(args.baseline).is_file():
+        parser.error(f"--baseline {args.baseline}: no such file")
+    figures = compare(load_version(args.baseline), args.clients, args.calls)
+    print(figures)
+    return 0 if figures["max_weight_gap"] == 0.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
