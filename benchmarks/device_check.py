@@ -270,10 +270,15 @@ def long_run_argv(line: str, out_dir: Path, index: int) -> list[str]:
 
 
 def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
-                      select: list[int] | None = None) -> list[dict[str, object]]:
+                      select: list[int] | None = None,
+                      keep_checkpoints: bool = False) -> list[dict[str, object]]:
     """Run the long runs in ``LONG_RUNS`` order, ``parallel`` at a time, until ``seconds``
-    have passed; runs still going then are stopped and reported as such. Each run's output
-    goes to ``out_dir/NN.log``. Returns one record per run started."""
+    have passed; runs still going then are stopped and reported as such, with the last
+    round they evaluated. Each run's output goes to ``out_dir/NN.log`` (a ``fedlabels run``
+    also writes ``NN.json`` and ``NN.rounds.csv``); a run's checkpoint (``NN.checkpoint.npz``,
+    45-100 MB at the paper's scale) is removed when it ends unless ``keep_checkpoints``.
+    The records also go to ``out_dir/summary.json``. Returns one record per run."""
+    import json
     out_dir.mkdir(parents=True, exist_ok=True)
     root = Path(__file__).resolve().parents[1]
     deadline = time.monotonic() + seconds
@@ -290,14 +295,15 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
                                      "wall_s": round(time.monotonic() - started, 1)}
         result = out_dir / f"{index:02d}.json"
         if status == "done" and result.exists():
-            import json
-
             data = json.loads(result.read_text())
             record["mean_accuracy"] = data["final"]["mean_accuracy"]
             record["run_wall_s"] = round(data["wall_seconds"], 1)
         elif status != "done":
             lines = (out_dir / f"{index:02d}.log").read_text(errors="replace").splitlines()
             record["last_output"] = next((x for x in reversed(lines) if x.strip()), "")
+            record.update(last_evaluated(out_dir / f"{index:02d}.rounds.csv"))
+        if not keep_checkpoints:
+            (out_dir / f"{index:02d}.checkpoint.npz").unlink(missing_ok=True)
         records.append(record)
         print(f"long run {index:02d} {status} after {record['wall_s']} s: "
               f"{record.get('mean_accuracy', '')}  {LONG_RUNS[index]}", flush=True)
@@ -320,7 +326,23 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
         finish(index, "stopped at the deadline")
     for index, line in queue:
         records.append({"index": index, "command": line, "status": "not started"})
+    (out_dir / "summary.json").write_text(json.dumps(records, indent=1))
     return records
+
+
+def last_evaluated(rounds_csv: Path) -> dict[str, object]:
+    """The last round of a run's per-round table with a test accuracy, and that accuracy
+    (nothing if the run wrote no table or evaluated no round)."""
+    import csv
+
+    if not rounds_csv.is_file():
+        return {}
+    with rounds_csv.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("acc_mean")]
+    if not rows:
+        return {}
+    return {"rounds_evaluated": int(rows[-1]["round"]),
+            "mean_accuracy_at_last_evaluation": float(rows[-1]["acc_mean"])}
 
 
 def run_cuda_tests(dry_run: bool) -> int:
@@ -359,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="which long runs (their 0-based positions in --long-runs)")
     parser.add_argument("--out-dir", default="benchmarks/results/long_runs", metavar="DIR",
                         help="where --execute-long writes each run's log and JSON")
+    parser.add_argument("--keep-checkpoints", action="store_true",
+                        help="keep each long run's checkpoint (removed when it ends: 45-100 "
+                             "MB each, only needed to resume it)")
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
     parser.add_argument("--skip-text-run", action="store_true",
                         help="do not time the whole LoRA MiniLM FedCT run on the GPU")
@@ -385,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         if select is not None and any(not 0 <= i < len(LONG_RUNS) for i in select):
             parser.error(f"--select takes positions 0..{len(LONG_RUNS) - 1}")
         records = execute_long_runs(args.execute_long, args.parallel, Path(args.out_dir),
-                                    select)
+                                    select, args.keep_checkpoints)
         done = sum(r["status"] == "done" for r in records)
         print(f"{done} of {len(records)} long runs finished")
         return 0
@@ -417,14 +442,17 @@ def main(argv: list[str] | None = None) -> int:
     print_row("  400 such rounds, evaluated every 20 (T = 20,000; estimate)", *whole)
     steps = 2 if args.dry_run else 5
     gpu_step = None if gpu is None else batched_step_seconds(scale, gpu, True, steps)
+    cpu_alone = batched_step_seconds(scale, "cpu", False, steps)  # a client's steps: 1 call
     print_row(f"{scale.n_batched} clients, per step (CPU one by one, GPU together)",
-              batched_step_seconds(scale, "cpu", False, steps), gpu_step)
+              cpu_alone, gpu_step)
+    if gpu is not None:  # a FedCT round calls with b steps: the per-call work amortised
+        print_row(f"  the same, {scale.period} steps a call on the GPU (a round's b)",
+                  cpu_alone, batched_step_seconds(scale, gpu, True, scale.period))
     print_row(f"{scale.n_batched} clients, per step, together on both",
               batched_step_seconds(scale, "cpu", True, steps), gpu_step)
     if gpu is not None:
         print_row(f"{scale.n_batched} clients, per step, one by one on both",
-                  batched_step_seconds(scale, "cpu", False, steps),
-                  batched_step_seconds(scale, gpu, False, steps))
+                  cpu_alone, batched_step_seconds(scale, gpu, False, steps))
     if gpu is not None and not args.skip_offload:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from gpu_offload import offload_comparison

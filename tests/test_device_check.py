@@ -84,3 +84,47 @@ def test_a_long_fedlabels_run_writes_its_result_where_asked(tmp_path):
     assert argv[-2:] == ["--output", str(tmp_path / "00.json")]
     assert script.long_run_argv("python benchmarks/x.py --a 1", tmp_path, 5) == [
         sys.executable, "benchmarks/x.py", "--a", "1"]
+
+
+def test_a_stopped_long_run_reports_its_last_evaluation_and_drops_its_checkpoint(tmp_path,
+                                                                                monkeypatch):
+    import json
+
+    script = load_script()
+    write = (f"import pathlib, time; d = pathlib.Path({str(tmp_path)!r}); "
+             "(d / '00.rounds.csv').write_text('round,seconds,acc_mean\\n1,0.1,\\n"
+             "20,0.1,0.81\\n21,0.1,\\n'); (d / '00.checkpoint.npz').write_bytes(b'x'); "
+             "time.sleep(60)")
+    monkeypatch.setattr(script, "LONG_RUNS", [f'python -c "{write}"'])
+    (record,) = script.execute_long_runs(3.0, parallel=1, out_dir=tmp_path)
+    assert record["status"] == "stopped at the deadline"
+    assert record["rounds_evaluated"] == 20
+    assert record["mean_accuracy_at_last_evaluation"] == 0.81
+    assert not (tmp_path / "00.checkpoint.npz").exists()
+    assert json.loads((tmp_path / "summary.json").read_text())[0]["rounds_evaluated"] == 20
+
+
+def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(tmp_path):
+    """benchmarks/device_session.sh with DRY_RUN=1 on the CPU: the check's rows, the
+    paper-scale run and a long run (both refused here: they ask for CUDA), one archive
+    without checkpoints."""
+    import json
+    import os
+    import subprocess
+    import tarfile
+
+    pytest.importorskip("transformers")
+    root = SCRIPT.parents[1]
+    env = {**os.environ, "OUT": str(tmp_path), "DRY_RUN": "1", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "benchmarks/device_session.sh", "150", "9"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "check.log").read_text()
+    assert "DRY RUN" in log and "FedCT Fashion-MNIST round" in log
+    assert "long run 00" in log and "long run 09" in log and "all ended after" in log
+    with tarfile.open(tmp_path / "long.tar.gz") as archive:
+        names = archive.getnames()
+        summary = json.load(archive.extractfile("./runs/summary.json"))
+    assert "./e2e/summary.json" in names and not any("checkpoint" in n for n in names)
+    assert [r["index"] for r in summary] == [9]
+    assert (tmp_path / "profile_cpu_ops.txt").exists()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call on a lent CUDA machine, within BUDGET seconds (docs/neural.md, "The device check"):
+#   1. the device check with its profile (GPU tests, CPU-vs-GPU rows; no whole LoRA run,
+#      no CPU LoRA round), at most 40 % of the budget;
+#   2. the paper-scale FedCT Fashion-MNIST run alone on the GPU, end to end (long run 0),
+#      at most 200 s;
+#   3. the long runs SELECT (positions in `device_check.py --long-runs`), side by side,
+#      until 20 s before the budget ends.
+# What comes back (the device tool returns at most 8 files from $OUT): check.log, the two
+# profile tables, and long.tar.gz (each run's log, result, per-round table and summary.json;
+# checkpoints removed). Data: carry .devcache holding fashion_mnist/ and vader/ from
+# ~/.cache/fedlabels (about 34 MiB).
+#
+#   bash benchmarks/device_session.sh 480 9,10,12,13,15,16
+#   DRY_RUN=1 bash benchmarks/device_session.sh 60 9    # CPU only: checks the script (tests)
+set -u
+budget=${1:-480}
+select=${2:-9,10,11,12,13,14,15,16,17}
+out=${OUT:-benchmarks/results/device_session}
+mkdir -p "$out"
+export PYTHONPATH="$PWD/src" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+export FEDLABELS_CACHE="${FEDLABELS_CACHE:-$PWD/.devcache}"
+py=${PYTHON:-python3}
+start=$SECONDS
+left() { echo $((budget - (SECONDS - start))); }
+long=$(mktemp -d)
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/check.log"
+dry=()
+if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests); fi
+timeout $((budget * 2 / 5)) "$py" benchmarks/device_check.py --skip-text-run --skip-cpu-text \
+    --skip-offload --profile "$out" "${dry[@]}" 2>&1 | tee -a "$out/check.log"
+echo "check ended after $((SECONDS - start)) s" | tee -a "$out/check.log"
+
+e2e=$(( $(left) - 40 < 200 ? $(left) - 40 : 200 ))
+if [ "$e2e" -gt 30 ]; then
+    timeout $((e2e + 15)) "$py" benchmarks/device_check.py --execute-long "$e2e" --parallel 1 \
+        --select 0 --out-dir "$long/e2e" 2>&1 | tee -a "$out/check.log"
+fi
+
+rest=$(( $(left) - 20 ))
+if [ "$rest" -gt 30 ]; then
+    n=$(echo "$select" | tr ',' '\n' | wc -l)
+    timeout $((rest + 10)) "$py" benchmarks/device_check.py --execute-long "$rest" \
+        --parallel "$n" --select "$select" --out-dir "$long/runs" 2>&1 | tee -a "$out/check.log"
+fi
+tar czf "$out/long.tar.gz" --exclude='*.checkpoint.npz' -C "$long" .
+echo "all ended after $((SECONDS - start)) s" | tee -a "$out/check.log"
