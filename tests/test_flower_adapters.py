@@ -285,3 +285,20 @@ def test_core_simulator_and_cli_never_import_flwr() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedct"])
+def test_non_square_images_deploy_as_they_simulate(tmp_path: Path, method: str) -> None:
+    """Images 12 x 10 (not square): every party builds its CNN for the federation's image
+    shape, which the sites read from shared.npz and the server from their hello."""
+    from test_image_data import make_folder
+
+    make_folder(tmp_path / "imgs", sizes=(12, 15, 18))  # RGB, 12 high, 10 wide
+    cfg = RunConfig(method=method, dataset=f"imagefolder:{tmp_path / 'imgs'}", clients=3,
+                    model="cnn(arch=small)", rounds=2, period=4, seed=2)
+    spec, _, grid = _deploy(tmp_path, cfg)
+    deployed = run_server(grid, server_context(spec))
+    simulated = run_config(cfg)
+    assert simulated.federation["image_shape"] == [3, 12, 10]
+    _same_rounds(deployed, simulated)
+    assert deployed.final == simulated.final

@@ -170,3 +170,13 @@ def test_registered_image_datasets_record_their_shape_and_keep_their_scaling():
     assert np.allclose(fed.X_public.mean(axis=0)[spread > 0], 0, atol=1e-5)
     pca = fl.load_federation("digits", clients=3, seed=0, public_pca=8)
     assert "image_shape" not in pca.info  # the rows are no longer pixels
+
+
+def test_a_site_refuses_an_image_shape_that_does_not_fit_u():
+    from fedlabels.engines.flower.site import _image_shape
+
+    assert _image_shape({}, 120, "site 0") is None
+    assert _image_shape({"image_shape": np.array([3, 4, 10])}, 120, "site 0") == (3, 4, 10)
+    with pytest.raises(FedLabelsError, match=r"site 0: .*image_shape \[3, 4, 9\] does not fit "
+                                             r"U's 120 features"):
+        _image_shape({"image_shape": np.array([3, 4, 9])}, 120, "site 0")

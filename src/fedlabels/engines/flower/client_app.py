@@ -56,6 +56,8 @@ def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
         "n_public": len(site.X_public),
         "n_classes": site.n_classes,
         "public_digest": site.public_digest(),
+        # U's image shape as C-H-W ("" when U is not images): public, from the shared file
+        "image_shape": "-".join(map(str, site.image_shape)) if site.image_shape else "",
     }, category="control")
 
 
@@ -70,7 +72,7 @@ def build_role(spec: DeploySpec, site: SiteData,
     if cid >= cfg.clients:
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
-    plan = deploy_plan(cfg, site.n_classes, site.n_features)
+    plan = deploy_plan(cfg, site.n_classes, site.n_features, site.image_shape)
     return build_client_role(plan, cid, site.private, X_public=site.X_public,
                              X_test=site.X_test, y_test=site.y_test, scaling=site.scaling)
 

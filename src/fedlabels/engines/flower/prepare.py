@@ -114,7 +114,7 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
 
 def _validate(cfg: RunConfig, fed: Any) -> None:
     """Reject a configuration the method cannot run now, not after the processes started."""
-    plan = deploy_plan(cfg, fed.n_classes, fed.n_features)
+    plan = deploy_plan(cfg, fed.n_classes, fed.n_features, fed.info.get("image_shape"))
     plan.method.validate(cfg.clients, plan.settings, plan.learners())
 
 

@@ -113,7 +113,7 @@ def greet(grid: FlowerGridABC, nodes: list[int], n_clients: int,
     if set(by_pid) != expected:
         raise FedLabelsError(f"the SuperNodes have partition-ids {sorted(by_pid)}, the run "
                              f"needs exactly {sorted(expected)}.")
-    for key in ("n_features", "n_public", "n_classes", "public_digest"):
+    for key in ("n_features", "n_public", "n_classes", "public_digest", "image_shape"):
         values = {node: hello[key] for node, hello in info.items()}
         if len(set(values.values())) > 1:
             raise FedLabelsError(
@@ -169,7 +169,9 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
                              "--clients.")
     node_of, hello = greet(grid, nodes, cfg.clients, spec.reply_timeout)
     first = hello[0]
-    plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]))
+    shape = str(first.get("image_shape", ""))
+    plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]),
+                       tuple(int(s) for s in shape.split("-")) if shape else None)
     truth = None
     if spec.truth:
         with np.load(spec.truth, allow_pickle=False) as data:

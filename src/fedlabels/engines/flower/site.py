@@ -21,6 +21,7 @@ This module does not import Flower.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ class SiteData:
     # U's public (mean, std) that standardised the shared sets (the shared file's
     # scale_mean / scale_std); None: features as loaded. Becomes MethodContext.scaling.
     scaling: tuple[np.ndarray, np.ndarray] | None = None
+    # U's image shape (C, H, W) when the rows are images (shared.npz's image_shape)
+    image_shape: tuple[int, int, int] | None = None
 
     @property
     def n_classes(self) -> int:
@@ -192,4 +195,18 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
                     y_test=shared["y_test"].astype(np.int64),
                     class_names=[str(c) for c in shared["class_names"]],
                     scaling=(shared["scale_mean"], shared["scale_std"])
-                    if "scale_mean" in shared and "scale_std" in shared else None)
+                    if "scale_mean" in shared and "scale_std" in shared else None,
+                    image_shape=_image_shape(shared, X_public.shape[1], who))
+
+
+def _image_shape(shared: Mapping[str, np.ndarray], n_features: int,
+                 who: str) -> tuple[int, int, int] | None:
+    """shared.npz's ``image_shape`` (C, H, W), checked against U's width; None: no images."""
+    if "image_shape" not in shared:
+        return None
+    shape = tuple(int(s) for s in np.asarray(shared["image_shape"]).reshape(-1))
+    if len(shape) != 3 or min(shape) < 1 or shape[0] * shape[1] * shape[2] != n_features:
+        raise FedLabelsError(f"{who}: the shared file's image_shape {list(shape)} does not fit "
+                             f"U's {n_features} features; prepare the deployment again "
+                             "(fedlabels deploy prepare).")
+    return (shape[0], shape[1], shape[2])

@@ -103,8 +103,11 @@ def reject_reproducible_noise(cfg: RunConfig) -> None:
                              "its secret randomness from each party's OS entropy.")
 
 
-def deploy_plan(cfg: RunConfig, n_classes: int, n_features: int) -> RunPlan:
-    """The run plan every party derives from ``cfg``, as ``simulate`` derives it."""
+def deploy_plan(cfg: RunConfig, n_classes: int, n_features: int,
+                input_shape: tuple[int, ...] | None = None) -> RunPlan:
+    """The run plan every party derives from ``cfg``, as ``simulate`` derives it;
+    ``input_shape``: the federation's image shape (C, H, W), as the simulator gives it to
+    the learners (a site reads it from the shared file, the server from the sites' hello)."""
     reject_reproducible_noise(cfg)
     from fedlabels.data.targets import refuse_regression_deployment
 
@@ -112,7 +115,7 @@ def deploy_plan(cfg: RunConfig, n_classes: int, n_features: int) -> RunPlan:
     return plan_run(cfg.method, n_roles=cfg.clients, n_classes=n_classes,
                     n_features=n_features, rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, models=as_models(cfg.model), options=cfg.options,
-                    device=cfg.device, precision=cfg.precision)
+                    device=cfg.device, precision=cfg.precision, input_shape=input_shape)
 
 
 def site_datasets(method: Method, clients: list[ClientData]) -> list[ClientData]:
