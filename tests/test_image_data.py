@@ -99,6 +99,34 @@ def test_a_csv_table_with_an_image_path_column(tmp_path):
     assert result.client_models[0].input_shape == (1, 12, 10)
 
 
+def test_a_tables_images_are_cached_and_read_again_when_a_file_changes(tmp_path,
+                                                                       monkeypatch):
+    import os
+
+    import fedlabels.data.images as images
+
+    pixels = make_folder(tmp_path / "imgs", sizes=(6, 6, 6), rgb=False)
+    rows = ["file,label"] + [f"imgs/{p.parent.name}/{p.name},{p.parent.name}"
+                             for p in pixels]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    name = f"csv:{tmp_path / 'table.csv'}:label"
+
+    def load():
+        return fl.load_federation(name, clients=2, image_column="file", seed=0).X_public
+
+    first = load()
+    calls = []
+    real = images.read_images
+    monkeypatch.setattr(images, "read_images", lambda *a: calls.append(1) or real(*a))
+    np.testing.assert_array_equal(load(), first)
+    assert calls == []  # served from the cache
+    changed = next(iter(pixels))  # a file rewritten: its size and time change
+    Image.fromarray(np.zeros((12, 10), np.uint8)).save(changed)
+    os.utime(changed, ns=(1, 1))
+    load()
+    assert calls == [1]
+
+
 @pytest.mark.parametrize("case,message", [
     ("sizes", "images differ in size"),
     ("corrupt", "bad.png"),

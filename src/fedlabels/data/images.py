@@ -5,8 +5,9 @@ PNG and JPEG files are read through Pillow, converted to grey (``L``) when every
 grey, else to RGB, and resized to ``image_size`` (``HxW``) when one is declared; without it
 every image must already have one size. Pixels are kept as uint8 rows of C·H·W values (the
 federation converts the rows it takes to float32 in [0, 1]) and the dataset records its
-(C, H, W), so CNN learners see (N, C, H, W). A folder's pixels are cached in the fedlabels
-cache (``imagefolder/<key>.npz``, owner-readable only), keyed by the files' names, sizes and
+(C, H, W), so CNN learners see (N, C, H, W). The pixels of a folder, or of a table's image
+column, are cached in the fedlabels cache (``imagefolder/<key>.npz``, owner-readable only),
+keyed by the files' names (a table's: their resolved paths, in the table's order), sizes and
 modification times and the image size, with a SHA-256 of the pixels that is checked on
 every load (a cache that fails it is rebuilt).
 """
@@ -154,21 +155,37 @@ def _write_cache(path: Path, pixels: np.ndarray, shape: tuple[int, int, int]) ->
     os.replace(tmp, path)
 
 
-def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2
-                      ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, int, int]]:
-    """Pixels (uint8 rows), labels, class names and (C, H, W) of an image folder, cached."""
+def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str
+                   ) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """``read_images(files, size)``, from the cache entry ``key`` where it holds them."""
     from fedlabels.downloads.cache import dataset_dir
 
-    root = Path(root).expanduser()
-    files, labels, classes = image_folder_files(root, min_classes)
-    cache = dataset_dir("imagefolder") / f"{_cache_key(root, files, size)}.npz"
+    cache = dataset_dir("imagefolder") / f"{key}.npz"
     cached = _read_cache(cache) if cache.is_file() else None
     if cached is not None and len(cached[0]) == len(files):
-        return cached[0], labels, classes, cached[1]
+        return cached
     pixels, shape = read_images(files, size)
     with contextlib.suppress(OSError):  # a read-only cache: the images are read next time
         _write_cache(cache, pixels, shape)
+    return pixels, shape
+
+
+def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2
+                      ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, int, int]]:
+    """Pixels (uint8 rows), labels, class names and (C, H, W) of an image folder, cached."""
+    root = Path(root).expanduser()
+    files, labels, classes = image_folder_files(root, min_classes)
+    pixels, shape = _cached_images(files, size, _cache_key(root, files, size))
     return pixels, labels, classes, shape
+
+
+def _paths_key(files: list[Path], size: tuple[int, int] | None) -> str:
+    """A table's images: their resolved paths, sizes and modification times, in order."""
+    digest = hashlib.sha256(f"{_CACHE_FORMAT}|paths|{size}".encode())
+    for path in files:
+        stat = path.stat()
+        digest.update(f"|{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:24]
 
 
 def unit_float32(pixels: np.ndarray) -> np.ndarray:
@@ -198,4 +215,5 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: str | None
             raise FedLabelsError(f"image {path} named in column {column!r} of {table} does not "
                                  "exist; paths are relative to the table's folder.")
         files.append(path)
-    return read_images(files, parse_size(image_size))
+    size = parse_size(image_size)
+    return _cached_images(files, size, _paths_key(files, size))
