@@ -108,7 +108,7 @@ def private_key(path: str | Path, what: str = "key") -> bytes:
     return key
 
 
-def tag(key: bytes, *parts: bytes) -> str:
+def tag(key: bytes, *parts: bytes | memoryview) -> str:
     """HMAC-SHA256 of the length-prefixed ``parts`` under ``key`` (hex)."""
     mac = hmac.new(key, digestmod=hashlib.sha256)
     for part in parts:
