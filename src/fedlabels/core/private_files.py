@@ -13,7 +13,9 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from fedlabels.core.errors import FedLabelsError
 
@@ -46,6 +48,13 @@ def _fsync_dir(folder: Path) -> None:
 def write_private(path: str | Path, data: bytes, tighten: bool = True) -> Path:
     """Write ``data`` to ``path`` with mode 0600, atomically and durably (``tighten``: see
     :func:`private_dir`)."""
+    return write_private_with(path, lambda fh: fh.write(data), tighten)
+
+
+def write_private_with(path: str | Path, write: Callable[[BinaryIO], object],
+                       tighten: bool = True) -> Path:
+    """As :func:`write_private`, with the content that ``write(file)`` writes into the
+    temporary file (streamed: a large file is never held in memory whole)."""
     path = Path(path)
     folder = private_dir(path.parent, tighten)
     tmp = folder / f".{path.name}.{secrets.token_hex(4)}.tmp"
@@ -53,7 +62,7 @@ def write_private(path: str | Path, data: bytes, tighten: bool = True) -> Path:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), 0o600)
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import io
 import json
 import os
 import threading
@@ -47,7 +46,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import writing
-from fedlabels.core.private_files import private_key, same_tag, tag, write_private
+from fedlabels.core.private_files import private_key, same_tag, tag, write_private_with
 from fedlabels.core.provenance import version
 from fedlabels.core.randomness import current_source, is_reproducible
 from fedlabels.method.base import ClientRole, ServerRole
@@ -163,11 +162,10 @@ def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
     states = _split({"server": server, **{f"client.{c}": s for c, s in clients.items()}},
                     arrays)
     text = json.dumps({**meta, "format": FORMAT, "states": states}, sort_keys=True)
-    buffer = io.BytesIO()
     entries: dict[str, Any] = {"meta": np.array(text), "mac": np.array(_mac(key, text, arrays)),
                                "key_id": np.array(_key_id(key)), **arrays}
-    np.savez(buffer, **entries)
-    write_private(path, buffer.getvalue(), tighten=False)
+    # streamed into the temporary file: tens of MB are not assembled in memory first
+    write_private_with(path, lambda fh: np.savez(fh, **entries), tighten=False)
     return path
 
 
