@@ -42,7 +42,8 @@ class PerClientBatches:
     """The minibatches as they were built before: client by client, on the host."""
 
     def __init__(self, jobs: Sequence[TrainJob], device: torch.device,
-                 resident: object = None) -> None:  # no rows kept: built every step
+                 resident: object = None, steps: object = None) -> None:
+        # no rows kept, nothing planned: built client by client every step
         self.jobs, self.device = list(jobs), device
         self.data = []
         for job in jobs:

@@ -95,10 +95,15 @@ def client_by_client(jobs):
 @pytest.mark.parametrize("spec", ["mlp(hidden=16)", "cnn(arch=small,augment=true)",
                                   "module:user_nets:tiny_cnn", "scaled"])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
-def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, device):
+@pytest.mark.parametrize("planned", [False, True])
+def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, device, planned):
     sizes = (40, 75, 130, 61, 9)  # unequal; two below the batch size of 64
     ours, theirs = built(spec, 5), built(spec, 5)
-    batches = _Batches(jobs_for(ours, sizes, aux), torch.device(device))
+    # planned: the 5 steps' indices drawn at once and copied together (not for a learner
+    # that draws augmentations between steps from the same generator)
+    batches = _Batches(jobs_for(ours, sizes, aux), torch.device(device),
+                       steps=5 if planned else None)
+    assert len(batches._planned) == (5 if planned and "augment" not in spec else 0)
     oracle = client_by_client(jobs_for(theirs, sizes, aux))  # on the CPU
     for _ in range(5):  # past the end of an epoch: cursors reshuffle
         x, y, w, lens = batches.next()

@@ -270,10 +270,17 @@ class _Batches:
     index tensor (client, slot) into them, so each client's batch holds its private rows,
     then its auxiliary rows, then padding of weight 0, as it did when built client by
     client.
+
+    Given ``steps``, the indices of all the call's steps are drawn at once and copied to the
+    device in one transfer, so the host does not wait on the device at every step (a copy
+    from pageable memory waits for the kernels queued before it) and can queue the next
+    steps while the device computes. The cursors draw in the same order as step by step, so
+    the minibatches are the same; a learner that also draws augmentations from its
+    generator between steps (``augment``) keeps the step-by-step draws.
     """
 
     def __init__(self, jobs: Sequence[TrainJob], device: torch.device,
-                 resident: ResidentRows | None = None) -> None:
+                 resident: ResidentRows | None = None, steps: int | None = None) -> None:
         learners = [j.learner for j in jobs]
         width = int(learners[0].n_features_in_)
         arrays: list[np.ndarray] = []  # the distinct X / X_aux arrays, in pool order
@@ -333,11 +340,39 @@ class _Batches:
         self.w = torch.from_numpy(np.concatenate([*ws, np.zeros(1, np.float32)])).to(device)
         self.pad = (n_rows, n_labels)
         self.device = device
-        self._lens: tuple[list[int], torch.Tensor] | None = None
+        self._sizes: dict[tuple[int, ...], torch.Tensor] = {}
+        self._planned: list[tuple[torch.Tensor, list[int]]] = []
+        if steps and not any(getattr(ln, "augment", False) for ln in learners):
+            self._plan(int(steps))
+
+    def _plan(self, steps: int) -> None:
+        """Draw ``steps`` steps' indices now and copy them to the device together."""
+        draws = [self._draw() for _ in range(steps)]
+        flat = torch.from_numpy(np.concatenate([index.reshape(-1) for index, _ in draws]))
+        on_device = flat.to(self.device)
+        at = 0
+        for index, lens in draws:
+            self._planned.append((on_device[at : at + index.size].view(index.shape), lens))
+            at += index.size
+        self._planned.reverse()  # popped from the end, first step first
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
         """The next step's rows (clients, slots, features), labels, weights (each client's
         sum to its mean: 1 / its batch size per row, 0 on padding) and batch sizes."""
+        if self._planned:
+            at, lens = self._planned.pop()
+        else:
+            index, lens = self._draw()
+            at = torch.from_numpy(index).to(self.device)
+        key = tuple(lens)
+        if key not in self._sizes:  # the same for most steps of a call
+            self._sizes[key] = torch.tensor([[max(n, 1)] for n in lens],
+                                            dtype=torch.float32).to(self.device)
+        return self.x[at[0]], self.y[at[1]], self.w[at[1]] / self._sizes[key], lens
+
+    def _draw(self) -> tuple[np.ndarray, list[int]]:
+        """One step's index (2, clients, slots) into the rows and labels, from the cursors,
+        and the clients' batch sizes."""
         drawn = []
         for main, aux, use_aux in self.cursors:
             drawn.append((main.next(), aux.next() if use_aux else None))
@@ -352,11 +387,7 @@ class _Batches:
             if aidx is not None:
                 index[0, c, k : k + len(aidx)] = (aidx if rows is None else rows[aidx]) + xa_at
                 index[1, c, k : k + len(aidx)] = aidx + ya_at
-        at = torch.from_numpy(index).to(self.device)
-        if self._lens is None or self._lens[0] != lens:  # the same every step of a call
-            sizes = torch.tensor([[max(n, 1)] for n in lens], dtype=torch.float32)
-            self._lens = (lens, sizes.to(self.device))
-        return self.x[at[0]], self.y[at[1]], self.w[at[1]] / self._lens[1], lens
+        return index, lens
 
 
 def _aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarray | None:
@@ -444,7 +475,7 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
 
     stack = linear_stack(base, params)
     batched = vmap(logits_of)
-    batches = _Batches(jobs, device, rows)
+    batches = _Batches(jobs, device, rows, steps=int(jobs[0].n_steps))
     for ln in learners:
         if not ln.model_.training:
             ln.model_.train()
