@@ -124,3 +124,39 @@ def test_no_clinical_entry_contradicts_the_recorded_accuracy(breast_cancer_fed):
     assert "unavailable" in pate.extra["clinical"]
     assert part.extra["clinical"]["metrics"]["accuracy"]["clients"] == pytest.approx(
         part.final["client_accuracies"])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_torch_clients_final_metrics_predict_the_test_set_once(breast_cancer_fed,
+                                                                monkeypatch, workers):
+    """The clinical metrics of torch clients come from one prediction of the test set each
+    (their predictions are the probabilities' argmax) and equal the models' own."""
+    import fedlabels as fl
+    from fedlabels.engines import inprocess
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    fed = breast_cancer_fed
+    calls = []
+    real_clinical, real_proba = inprocess.final_clinical, TorchMLPClassifier.predict_proba
+
+    def counting_proba(self, X):
+        calls.append(len(X))
+        return real_proba(self, X)
+
+    def clinical(*args, **kw):  # count only the final metrics' predictions (one process)
+        monkeypatch.setattr(TorchMLPClassifier, "predict_proba", counting_proba)
+        return real_clinical(*args, **kw)
+
+    monkeypatch.setattr(inprocess, "final_clinical", clinical)
+    res = fl.run("fedavg", fed, model="mlp(hidden=8)", rounds=2, period=3, seed=0,
+                 progress=False, workers=workers)
+    if workers == 1:
+        assert calls == [len(fed.X_test)] * fed.n_clients
+    clin = res.extra["clinical"]
+    pos = clin["positive_class"]["class"]
+    for k, model in enumerate(res.client_models):
+        proba = model.predict_proba(fed.X_test)
+        assert clin["metrics"]["auroc"]["clients"][k] == pytest.approx(
+            skm.roc_auc_score(fed.y_test == pos, proba[:, pos]))
+        assert clin["metrics"]["accuracy"]["clients"][k] == pytest.approx(
+            np.mean(model.predict(fed.X_test) == fed.y_test))

@@ -251,16 +251,14 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
     were computed already (by the worker that held the client). ``grid``'s ``after_turn``
     (an :class:`InProcessGrid` whose clients rest off their device) follows each client's
     predictions."""
-    from fedlabels.core.clinical import class_probabilities, clinical_summary
+    from fedlabels.core.clinical import clinical_summary
 
     outputs = []
     for c in cids:
         if test_outputs is not None and c in test_outputs:
             outputs.append(test_outputs[c])
             continue
-        outputs.append((clients[c].predict(clients[c].X_test),
-                        class_probabilities(clients[c].model(), clients[c].X_test,
-                                            federation.n_classes)))
+        outputs.append(clients[c].test_outputs())
         if grid is not None:
             grid.after_turn(c)
     counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)

@@ -170,16 +170,13 @@ def _report(command: str, clients: dict[int, ClientRole], cids: list[int]) -> di
     class probabilities on the test set (classification)."""
     if command == "states":
         return {cid: clients[cid].state_dict() for cid in cids}
-    from fedlabels.core.clinical import class_probabilities
-
     out = {}
     for cid in cids:
         role = clients[cid]
-        model = role.model()  # a refit learner restored from a state fits here, not there
+        role.model()  # a refit learner restored from a state fits here, not there
         learner = None if is_iterative(role.learner) else role.learner
-        tested = None if role.settings.task == "regression" else (  # the clinical metrics'
-            role.predict(role.X_test),
-            class_probabilities(model, role.X_test, role.settings.n_classes))
+        # the clinical metrics' predictions and probabilities
+        tested = None if role.settings.task == "regression" else role.test_outputs()
         out[cid] = (role.state_dict(), learner, role._stand_in, tested)
     return out
 

@@ -225,6 +225,21 @@ class ClientRole:
             return out.astype(np.float64).reshape(len(X))
         return out.astype(np.int64)
 
+    def test_outputs(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """This client's predictions on the test set and its class probabilities there
+        (``None``: its model gives none), for the clinical metrics. Where the predictions
+        are the probabilities' argmax (a torch classifier, predicted by this base class),
+        the test set is predicted once."""
+        from fedlabels.core.clinical import class_probabilities
+
+        model = self.model()
+        n_classes = self.settings.n_classes
+        proba = class_probabilities(model, self.X_test, n_classes)
+        if proba is not None and type(self).predict is ClientRole.predict and \
+                _predicts_the_argmax(model, n_classes):
+            return proba.argmax(axis=1).astype(np.int64), proba
+        return self.predict(self.X_test), proba
+
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, message: Message) -> Message:
         """Test accuracy of the model this client holds (an ``evaluation`` message)."""
@@ -476,3 +491,17 @@ def make_learners(specs: list[Any], seeds: list[int], n_classes: int,
     """One fresh learner per client from its spec (or estimator) and its seed."""
     return [build_learner(s, n_classes=n_classes, random_state=seed, task=task)
             for s, seed in zip(specs, seeds, strict=True)]
+
+
+def _predicts_the_argmax(model: Any, n_classes: int) -> bool:
+    """Whether ``model.predict`` is the argmax of its ``predict_proba`` over the classes
+    0..n-1 (the torch classifiers; a model of a torch learner exists only once torch is
+    loaded, so a run of trees does not load it to find out)."""
+    import sys
+
+    torch_mlp = sys.modules.get("fedlabels.learners.torch_mlp")
+    if torch_mlp is None:
+        return False
+    base = torch_mlp.TorchMLPClassifier
+    return (isinstance(model, base) and type(model).predict is base.predict
+            and np.array_equal(np.asarray(getattr(model, "classes_", [])), np.arange(n_classes)))
