@@ -33,7 +33,7 @@ from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.batch_jobs import PredictJob, TrainJob
-from fedlabels.learners.resident_rows import ResidentRows
+from fedlabels.learners.resident_rows import ResidentRows, memory_key
 
 
 def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:
@@ -168,8 +168,7 @@ def predict_together(jobs: Sequence[PredictJob], rows: ResidentRows | None = Non
 
 def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two arrays are views of the same memory with the same layout."""
-    return a is b or (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
-                      and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+    return a is b or memory_key(a) == memory_key(b)
 
 
 def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
@@ -494,16 +493,6 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
         ln.steps_ += int(jobs[0].n_steps)
 
 
-def _copy_all(targets: list[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
-    """``target.copy_(source)`` for every pair, as few kernels as torch allows."""
-    foreach = getattr(torch, "_foreach_copy_", None)
-    if foreach is not None:
-        foreach(targets, list(sources))
-    else:  # pragma: no cover - torch without the multi-tensor copy
-        for target, source in zip(targets, sources, strict=True):
-            target.copy_(source)
-
-
 def _write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],
                 opt: torch.optim.Adam) -> None:
     """Each learner's weights and Adam moments from the stacked ones: one multi-tensor copy
@@ -512,7 +501,7 @@ def _write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],
     owned = [list(ln.model_.parameters()) for ln in learners]  # in ``params``' order
     with torch.no_grad():
         for k, stacked in enumerate(params.values()):
-            _copy_all([own[k] for own in owned], stacked.unbind(0))
+            torch._foreach_copy_([own[k] for own in owned], list(stacked.unbind(0)))
             state = opt.state[stacked]
             step = float(state["step"])
             moments: list[dict[str, torch.Tensor]] = []
@@ -526,4 +515,4 @@ def _write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],
                 ln.optimizer_.state[own[k]] = mine
                 moments.append(mine)
             for key in ("exp_avg", "exp_avg_sq"):
-                _copy_all([m[key] for m in moments], state[key].unbind(0))
+                torch._foreach_copy_([m[key] for m in moments], list(state[key].unbind(0)))

@@ -302,9 +302,7 @@ class Keeper:
     def barrier(self) -> None:
         """Wait for a checkpoint being written in the background; raise its failure (a full
         disk, say) here, in the run's thread."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.join()
+        self.settle()
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
