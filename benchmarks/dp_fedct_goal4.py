@@ -14,7 +14,9 @@ so ``--repeats`` gives fresh noise on the same seed::
 
 digits: the dataset's default split (m = 5, |U| = 1,000, 87-88 private records per client),
 R = 20 rounds of b = 50 steps. fashion_mnist: the issue's setting (docs/privacy.md §7d): m = 5,
-2,000 private records per client, |U| = 2,000, PCA-64 of U, R = 20, b = 50.
+2,000 private records per client, |U| = 2,000 (``--unlabeled``), PCA-64 of U, R = 20, b = 50.
+The ``dp-fedavg-lr*`` cases give DP-FedAvg's MLP the learning rate the ``lr*`` cases give
+DP-FedCT's DP-SGD labeller (``labeller_lr``), so that both DP methods are tuned alike.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ FILTERED = {**RECOMMENDED, "pseudo_filter": "agree"}
 #: case -> (method, options)
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "local": ("local", {}),
+    # the ceiling: local training on the private data plus U with its *true* labels (no
+    # label-sharing method can teach a site more about U than that)
+    "oracle-u": ("local", {}),
     "fedct": ("fedct", {}),
     "dp-fedavg": ("dp-fedavg", {**DP, "level": "record"}),
     "recommended": ("dp-fedct", RECOMMENDED),
@@ -57,21 +62,59 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "filtered+quorum0.6": ("dp-fedct", {**FILTERED, "quorum": 0.6}),
     "self0.95-only": ("dp-fedct", {**RECOMMENDED, "quorum": 1.0, "pseudo_filter": "agree",
                                    "own_confidence": 0.95}),
+    # the DP-SGD labeller's learning rate tuned for ε = 8 (docs/beyond_paper.md, DP)
+    "lr3": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.003}),
+    "filtered+self0.95+lr3": ("dp-fedct", {**FILTERED, "own_confidence": 0.95,
+                                           "labeller_lr": 0.003}),
+    "filtered+lr3": ("dp-fedct", {**FILTERED, "labeller_lr": 0.003}),
+    "quorum0.6+lr3": ("dp-fedct", {**RECOMMENDED, "quorum": 0.6, "labeller_lr": 0.003}),
+    # DP-FedAvg given the same tuning: its model's learning rate 0.003 (MLP_LR3)
+    "dp-fedavg-lr3": ("dp-fedavg", {**DP, "level": "record"}),
+    "dp-fedavg-lr10": ("dp-fedavg", {**DP, "level": "record"}),
+    "lr3+weight2": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.003, "pseudo_weight": 2.0}),
+    "lr3+quorum0.4": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.003, "quorum": 0.4}),
+    "lr10": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01}),
+    "quorum0.4+lr10": ("dp-fedct", {**RECOMMENDED, "quorum": 0.4, "labeller_lr": 0.01}),
+    "lr10+weight2": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01, "pseudo_weight": 2.0}),
+    "lr10+self0.95": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01, "own_confidence": 0.95}),
+    "lr10+warmup5": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01, "pseudo_warmup": 5}),
+    "lr30": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.03}),
+    "quorum0.6+lr10": ("dp-fedct", {**RECOMMENDED, "quorum": 0.6, "labeller_lr": 0.01}),
+    "filtered+self0.95+lr10": ("dp-fedct", {**FILTERED, "own_confidence": 0.95,
+                                            "labeller_lr": 0.01}),
+    "dp-fedavg-lr30": ("dp-fedavg", {**DP, "level": "record"}),
 }
+#: cases whose model is not MLP
+MODELS = {"dp-fedavg-lr3": "mlp(hidden=128,lr=0.003)",
+          "dp-fedavg-lr10": "mlp(hidden=128,lr=0.01)",
+          "dp-fedavg-lr30": "mlp(hidden=128,lr=0.03)"}
 
 
-def federation(dataset: str, seed: int, partition: str) -> Any:
+def federation(dataset: str, seed: int, partition: str, unlabeled: int = 2000) -> Any:
     if dataset == "digits":
         return fl.load_federation("digits", clients=5, seed=seed, partition=partition)
-    return fl.load_federation(dataset, clients=5, seed=seed, unlabeled=2000,
+    return fl.load_federation(dataset, clients=5, seed=seed, unlabeled=unlabeled,
                               private_per_client=2000, partition=partition, public_pca=64)
+
+
+def with_true_labels_on_u(fed: Any) -> Any:
+    """Every client's private data plus all of U with U's hidden labels (the ceiling)."""
+    import dataclasses
+
+    from fedlabels.data.federation import ClientData
+
+    return dataclasses.replace(fed, clients=[
+        ClientData(X=np.vstack([c.X, fed.X_public]), y=np.concatenate([c.y, fed.y_public]))
+        for c in fed.clients])
 
 
 def run_case(case: str, fed: Any, seed: int) -> dict[str, Any]:
     method, options = CASES[case]
+    if case == "oracle-u":
+        fed = with_true_labels_on_u(fed)
     t = time.perf_counter()
-    res = fl.run(method, fed, model=MLP, rounds=20, period=50, eval_every=20, seed=seed,
-                 options=options, progress=False)
+    res = fl.run(method, fed, model=MODELS.get(case, MLP), rounds=20, period=50,
+                 eval_every=20, seed=seed, options=options, progress=False)
     privacy = res.extra.get("privacy", {})
     last = res.rounds[-1].server or {}
     return {"accuracy": res.final["mean_accuracy"], "epsilon": privacy.get("epsilon"),
@@ -83,14 +126,16 @@ def run_case(case: str, fed: Any, seed: int) -> dict[str, Any]:
 def summary(rows: list[dict[str, Any]]) -> None:
     from scipy import stats
 
-    keys = sorted({(r["dataset"], r["partition"], r["case"]) for r in rows})
-    for dataset, partition, case in keys:
-        acc = np.array([r["accuracy"] for r in rows if (r["dataset"], r["partition"],
-                                                        r["case"]) == (dataset, partition, case)])
+    def group(r: dict[str, Any]) -> tuple[str, str, int, str]:
+        return r["dataset"], r["partition"], r.get("unlabeled", 2000), r["case"]
+
+    for key in sorted({group(r) for r in rows}):
+        acc = np.array([r["accuracy"] for r in rows if group(r) == key])
         half = (stats.t.ppf(0.975, len(acc) - 1) * acc.std(ddof=1) / np.sqrt(len(acc))
                 if len(acc) > 1 else float("nan"))
-        print(f"{dataset:14s} {partition:14s} {case:30s} {acc.mean():.3f} ± {half:.3f} "
-              f"(n = {len(acc)}: {', '.join(f'{a:.3f}' for a in acc)})")
+        dataset, partition, unlabeled, case = key
+        print(f"{dataset:14s} {partition:14s} |U|={unlabeled:<6d} {case:30s} {acc.mean():.3f} "
+              f"± {half:.3f} (n = {len(acc)}: {', '.join(f'{a:.3f}' for a in acc)})")
 
 
 def main() -> None:
@@ -99,6 +144,8 @@ def main() -> None:
     ap.add_argument("--partition", default="iid")
     ap.add_argument("--cases", default="local,recommended")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--unlabeled", type=int, default=2000,
+                    help="fashion_mnist: |U| (PCA-64 is fitted on it); digits keeps its split")
     ap.add_argument("--repeats", type=int, default=1, help="runs per seed (fresh DP noise)")
     ap.add_argument("--out", default=None,
                     help="JSON lines; default benchmarks/results/dp_fedct_goal4_<dataset>.jsonl")
@@ -115,14 +162,15 @@ def main() -> None:
 
     torch.set_num_threads(1)  # a shared machine: one core per benchmark
     for seed in map(int, args.seeds.split(",")):
-        fed = federation(args.dataset, seed, args.partition)
+        fed = federation(args.dataset, seed, args.partition, args.unlabeled)
         for case in args.cases.split(","):
             if case not in CASES:
                 raise SystemExit(f"unknown case {case!r}; valid: {', '.join(CASES)}")
             for repeat in range(args.repeats if CASES[case][0] not in ("local", "fedct") else 1):
                 key = {"case": case, "dataset": args.dataset, "partition": args.partition,
-                       "seed": seed, "repeat": repeat}
-                if any(all(r.get(k) == v for k, v in key.items()) for r in rows):
+                       "seed": seed, "repeat": repeat, "unlabeled": args.unlabeled}
+                if any(all(r.get(k, 2000 if k == "unlabeled" else None) == v
+                           for k, v in key.items()) for r in rows):
                     continue
                 row = {**key, **run_case(case, fed, seed)}
                 rows.append(row)

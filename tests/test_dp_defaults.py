@@ -33,8 +33,17 @@ def test_dp_fedct_default_mechanism_refuses_noise_and_names_the_recommendation(
     assert main([*DP_RUN, "--method", "dp-fedct", "--output", str(out)]) == 2
     line = _one_line(capsys)
     assert "flip each label bit with probability 0.4" in line
-    assert "--mechanism dpsgd --opt site_model=private --quorum 0.8" in line
+    assert ("--mechanism dpsgd --opt site_model=private --quorum 0.8 --opt labeller_lr=0.01 "
+            "--model 'mlp(hidden=128)'") in line
     assert not out.exists()  # stopped before round 1: nothing written
+    # the recommendation, as written, runs
+    import shlex
+
+    flags = shlex.split(line.split("recommended ")[1].split(" (docs/")[0])
+    assert main([*DP_RUN, "--rounds", "2", "--method", "dp-fedct", *flags,
+                 "--output", str(out)]) == 0
+    options = json.loads(out.read_text())["config"]["options"]
+    assert (options["mechanism"], options["labeller_lr"]) == ("dpsgd", 0.01)
 
 
 def test_an_explicit_xor_runs_as_asked(tmp_path):

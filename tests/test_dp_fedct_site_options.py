@@ -1,7 +1,9 @@
 """DP-FedCT ``dpsgd`` with ``site_model=private``: the options that shape what the site's own
 model learns from the DP consensus (pseudo_weight, pseudo_warmup, pseudo_filter,
 own_confidence, finetune_steps). They change the site's model as they say, leave what a
-client sends and its ε untouched, and at their defaults reproduce the run without them."""
+client sends and its ε untouched, and at their defaults reproduce the run without them.
+``labeller_lr`` instead sets the learning rate of the DP-SGD model whose labels are sent: it
+changes the labels, not the site model's rate, the steps or the ε."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ MLP = "mlp(hidden=16)"
 BASE = {"mechanism": "dpsgd", "epsilon": 8.0, "example_rate": 0.2, "site_model": "private",
         "quorum": 0.6}
 DEFAULTS = {"pseudo_weight": 1.0, "pseudo_warmup": 0, "pseudo_filter": "none",
-            "own_confidence": None, "finetune_steps": 0}
+            "own_confidence": None, "finetune_steps": 0, "labeller_lr": None}
 #: 3 rounds, 2 of 3 clients per round (partial participation), reproducible noise
 RUN: dict[str, Any] = {"model": MLP, "rounds": 3, "period": 25, "seed": 2, "participation": 2,
                        "insecure_reproducible_noise": True}
@@ -104,6 +106,48 @@ def test_reported_epsilon_is_the_ledgers_and_the_oracles(fed: fl.Federation,
         want = dpsgd_epsilon(p["noise_multiplier"], 0.2, p["steps_per_client"][cid], 1e-5)
         assert eps == pytest.approx(want.epsilon, rel=1e-9)
     assert p["epsilon"] == pytest.approx(max(ledgers.values()), rel=1e-9)
+
+
+def test_labeller_lr_sets_the_dp_labellers_rate_and_nothing_else(
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The labeller's Adam runs at labeller_lr, the site's own model at its spec's rate; the
+    labels sent change, the DP-SGD steps and every client's ε do not."""
+    rates: set[tuple[float, float]] = set()
+    release = DPSGDMechanism.release
+
+    def spy(self: DPSGDMechanism, client: Any, message: Any, noise: Any) -> Any:
+        reply = release(self, client, message, noise)
+        labeller = client.release_learner()
+        rates.add((labeller.optimizer_.param_groups[0]["lr"],
+                   client.learner.optimizer_.param_groups[0]["lr"]))
+        return reply
+
+    sent = _sent(monkeypatch)
+    plain = _run(fed)
+    sent_plain = list(sent)
+    sent.clear()
+    monkeypatch.setattr(DPSGDMechanism, "release", spy)
+    sent = _sent(monkeypatch)
+    tuned = _run(fed, labeller_lr=0.004)
+    assert rates == {(0.004, 0.001)}
+    assert [c for c, _ in sent] == [c for c, _ in sent_plain]
+    assert sent != sent_plain  # the labeller learnt at another rate
+    p, q = plain.extra["privacy"], tuned.extra["privacy"]
+    assert (q["epsilon"], q["epsilon_per_client"], q["steps_per_client"]) == (
+        p["epsilon"], p["epsilon_per_client"], p["steps_per_client"])
+
+
+def test_labeller_lr_is_refused_where_the_learner_ignores_it(fed: fl.Federation) -> None:
+    """A torch learner with its own optimizer factory would train at the factory's rate."""
+    import torch
+
+    from fedlabels.learners.torch_net import TorchNetClassifier
+
+    net = TorchNetClassifier(network=lambda: torch.nn.Sequential(torch.nn.Linear(64, 10)),
+                             optimizer=lambda params: torch.optim.SGD(params, lr=0.1))
+    with pytest.raises(FedLabelsError, match=r"labeller_lr.*own optimizer factory"):
+        fl.run("dp-fedct", fed, model=net, rounds=1, period=2, seed=0,
+               options={**BASE, "labeller_lr": 0.01})
 
 
 def test_site_labels_against_a_loop() -> None:
@@ -191,6 +235,8 @@ def test_finetune_and_weights_take_the_steps_they_say(
     ({"mechanism": "dpsgd", "site_model": "private", "pseudo_filter": "vote"},
      "none.*agree"),
     ({"mechanism": "dpsgd", "site_model": "private", "own_confidence": 1.5}, "own_confidence"),
+    ({"mechanism": "dpsgd", "labeller_lr": 0.01}, "only with --opt site_model=private"),
+    ({"mechanism": "dpsgd", "site_model": "private", "labeller_lr": 0.0}, "labeller_lr"),
 ])
 def test_site_options_are_refused_where_they_do_not_apply(
         fed: fl.Federation, options: dict[str, Any], match: str) -> None:

@@ -163,7 +163,19 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         if self._release is None:
             from fedlabels.learners import clone_fresh_learner
 
-            self._release = clone_fresh_learner(self.learner)
+            release: Any = clone_fresh_learner(self.learner)
+            lr = self.options.labeller_lr  # the client's own option, never a message's
+            if lr is not None:
+                params = release.get_params()
+                if "learning_rate" not in params or params.get("optimizer") is not None:
+                    has = ("its own optimizer factory (set the rate there)"
+                           if "learning_rate" in params else "no learning_rate")
+                    raise FedLabelsError(
+                        f"client {self.cid}: labeller_lr sets the learning rate of the DP-SGD "
+                        f"labeller's Adam, but {type(release).__name__} has {has}; drop "
+                        "labeller_lr.")
+                release.set_params(learning_rate=lr)
+            self._release = release
         return self._release
 
     def state_dict(self) -> dict[str, StateValue]:

@@ -86,6 +86,11 @@ class DPFedCTOptions(VoteOptions):
         0, "site_model=private: plain steps of the site's own model on its private data "
         "alone after the last round's training (0: none)", kind=int,
         interval=Interval(0, None))
+    labeller_lr: float | None = option(
+        None, "site_model=private: Adam learning rate of the DP-SGD model whose labels a "
+        "client shares (it trains apart from the site's own model; none: the model spec's "
+        "own, e.g. mlp's 0.001). Tuned for ε = 8: 0.003 (docs/beyond_paper.md, DP)",
+        kind=float, interval=Interval(0.0, 1.0, "right"), nullable=True)
     teachers: int = option(
         50, "subsample-aggregate: k teachers per client, each trained on one of k disjoint "
         "parts of its private data", kind=int, interval=Interval(2, None))
@@ -201,7 +206,7 @@ class DPFedCTOptions(VoteOptions):
 _SA_ONLY = ("teachers", "teacher_steps", "label_queries", "data_dependent")
 #: options that shape only the site's own (private, never sent) model
 SITE_MODEL_OPTIONS = ("pseudo_weight", "pseudo_warmup", "pseudo_filter", "own_confidence",
-                      "finetune_steps")
+                      "finetune_steps", "labeller_lr")
 #: mechanisms that train the shared labels' models privately: their own options, and why
 #: they have no label sensitivity s*
 _TRAINED_MECHANISMS = {

@@ -152,7 +152,7 @@ class FREDYOptions(TeacherStudentOptions):
                 "anyway (with --opt query_selection=clusters on few classes); for DP labels "
                 "that keep their accuracy use dp-pate --model logreg (cluster queries by "
                 "default) or dp-fedct --mechanism dpsgd --opt site_model=private --quorum 0.8 "
-                "--model 'mlp(hidden=128)'.")
+                "--opt labeller_lr=0.01 --model 'mlp(hidden=128)'.")
 
 
 class FredyClient(TeacherStudentClient, WeightsClient):

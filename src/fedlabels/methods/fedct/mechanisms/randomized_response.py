@@ -187,9 +187,10 @@ class XorMechanism(_RandomizedResponse):
                 f"probability {f:.4f} (ε {server.epsilon_round:.3g} per round over s* = "
                 f"{server.sensitivity.bits:g} bits): the shared labels would be noise and "
                 "only hurt the clients' models. Choose the mechanism: recommended "
-                "--mechanism dpsgd --opt site_model=private --quorum 0.8 --model "
-                "'mlp(hidden=128)' (docs/privacy.md, Defaults); or --mechanism xor to run it "
-                "anyway, with a larger --epsilon, fewer --rounds or a smaller --unlabeled.")
+                "--mechanism dpsgd --opt site_model=private --quorum 0.8 --opt "
+                "labeller_lr=0.01 --model 'mlp(hidden=128)' (docs/privacy.md, Defaults); or "
+                "--mechanism xor to run it anyway, with a larger --epsilon, fewer --rounds or a "
+                "smaller --unlabeled.")
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
