@@ -78,6 +78,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "lr10+weight2": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01, "pseudo_weight": 2.0}),
     "lr10+self0.95": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01, "own_confidence": 0.95}),
     "lr10+warmup5": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01, "pseudo_warmup": 5}),
+    # site_model=dp: the DP-SGD model learns from the consensus too and is the site's model
+    "dpmodel+quorum0.8+lr10": ("dp-fedct", {**DP, "mechanism": "dpsgd", "quorum": 0.8}),
     "lr30": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.03}),
     "quorum0.6+lr10": ("dp-fedct", {**RECOMMENDED, "quorum": 0.6, "labeller_lr": 0.01}),
     "filtered+self0.95+lr10": ("dp-fedct", {**FILTERED, "own_confidence": 0.95,
@@ -87,7 +89,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 #: cases whose model is not MLP
 MODELS = {"dp-fedavg-lr3": "mlp(hidden=128,lr=0.003)",
           "dp-fedavg-lr10": "mlp(hidden=128,lr=0.01)",
-          "dp-fedavg-lr30": "mlp(hidden=128,lr=0.03)"}
+          "dp-fedavg-lr30": "mlp(hidden=128,lr=0.03)",
+          "dpmodel+quorum0.8+lr10": "mlp(hidden=128,lr=0.01)"}
 
 
 def federation(dataset: str, seed: int, partition: str, unlabeled: int = 2000) -> Any:
