@@ -44,6 +44,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     # label-sharing method can teach a site more about U than that)
     "oracle-u": ("local", {}),
     "fedct": ("fedct", {}),
+    "fedavg": ("fedavg", {}),
     "dp-fedavg": ("dp-fedavg", {**DP, "level": "record"}),
     "recommended": ("dp-fedct", RECOMMENDED),
     "weight0.5": ("dp-fedct", {**RECOMMENDED, "pseudo_weight": 0.5}),
@@ -169,7 +170,8 @@ def main() -> None:
         for case in args.cases.split(","):
             if case not in CASES:
                 raise SystemExit(f"unknown case {case!r}; valid: {', '.join(CASES)}")
-            for repeat in range(args.repeats if CASES[case][0] not in ("local", "fedct") else 1):
+            noisy = CASES[case][0] not in ("local", "fedct", "fedavg")  # DP noise: repeats
+            for repeat in range(args.repeats if noisy else 1):
                 key = {"case": case, "dataset": args.dataset, "partition": args.partition,
                        "seed": seed, "repeat": repeat, "unlabeled": args.unlabeled}
                 if any(all(r.get(k, 2000 if k == "unlabeled" else None) == v
