@@ -10,6 +10,10 @@ prints, side by side, CPU (one thread) and GPU wall-clock times and their ratio 
 3. one LoRA MiniLM FedCT round: m = 10, r = 8, |U| = 150, b = 5 (the paper's IMDB setting);
 4. on the GPU, the step of 2. with its minibatches built client by client on the host (as
    before) against gathered on the device (``benchmarks/batched_gather.py``).
+5. what the settings cost on the GPU: a FedCT round of the paper's MLP and of
+   ``cnn(arch=small)`` in fp32, under ``--precision bf16``, and with deterministic kernels
+   (``CUBLAS_WORKSPACE_CONFIG=:4096:8``, ``torch.use_deterministic_algorithms(True)``, in a
+   process of its own: cuBLAS reads its workspace setting when it starts).
 
 Data it needs (copy them along, about 34 MiB in all; without them it measures synthetic data of
 the same shapes and says so, which times the same work):
@@ -115,7 +119,8 @@ def fashion_federation(scale: Scale, notes: list[str]) -> fl.Federation:
 
 
 def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
-                  device: str, profile_dir: Path | None = None) -> tuple[float, float]:
+                  device: str, profile_dir: Path | None = None,
+                  precision: str = "fp32") -> tuple[float, float]:
     """Wall-clock seconds of a run's round without evaluation and of the test set's
     evaluation: a run of four rounds evaluated at the second and the last; the first warms
     up, the second is one round and one evaluation, the third a round alone (the last's
@@ -152,7 +157,8 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
             write_profiles(ops, python, profile_dir, device, stamps[2] - stamps[1])
 
     fl.run(method, fed, model=model, rounds=4, period=period, seed=0, progress=False,
-           threads=1, workers=1, device=device, eval_every=2, on_round=on_round)
+           threads=1, workers=1, device=device, eval_every=2, on_round=on_round,
+           precision=precision)
     train = stamps[2] - stamps[1]
     return train, max(0.0, stamps[1] - stamps[0] - train)
 
@@ -359,6 +365,56 @@ def run_cuda_tests(dry_run: bool) -> int:
     return subprocess.call(command, cwd=root)
 
 
+def settings_models(scale: Scale) -> list[str]:
+    """The networks whose settings are timed: the paper's MLP and the small CNN."""
+    return [f"mlp(hidden={scale.hidden})", "cnn(arch=small)"]
+
+
+def settings_federation(scale: Scale) -> fl.Federation:
+    """The round's federation with 1,000 test images: the settings rows time the training,
+    and a run evaluates its test set at its end whatever it is asked. A dry run keeps 50
+    test and 50 public images (a CNN on one CPU thread predicts about 1,000 a second)."""
+    import dataclasses
+
+    fed = fashion_federation(scale, [])
+    if scale is not TINY:
+        return dataclasses.replace(fed, X_test=fed.X_test[:1000], y_test=fed.y_test[:1000])
+    return dataclasses.replace(fed, X_test=fed.X_test[:50], y_test=fed.y_test[:50],
+                               X_public=fed.X_public[:50], y_public=fed.y_public[:50])
+
+
+def deterministic_seconds(scale: Scale, device: str, dry_run: bool) -> list[float]:
+    """Seconds of a FedCT round of each :func:`settings_models` network with deterministic
+    kernels, measured in a fresh process (cuBLAS takes ``CUBLAS_WORKSPACE_CONFIG`` when it
+    starts, so this process, already running, cannot switch)."""
+    import json
+
+    env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    argv = [sys.executable, str(Path(__file__).resolve()), "--deterministic-rounds", device,
+            *(["--dry-run"] if dry_run else [])]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in reversed(out.splitlines()) if x.startswith("DETERMINISTIC "))
+    return [float(x) for x in json.loads(line.split(" ", 1)[1])]
+
+
+def run_deterministic_rounds(scale: Scale, device: str) -> None:
+    """The child of :func:`deterministic_seconds`: deterministic kernels on, then the rounds."""
+    import json
+
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    torch.set_num_threads(1)
+    fed = settings_federation(scale)
+    seconds = [round_seconds("fedct", fed, m, scale.period, device)[0]
+               for m in settings_models(scale)]
+    print("DETERMINISTIC " + json.dumps(seconds), flush=True)
+
+
+def print_setting(label: str, base_s: float, setting_s: float) -> None:
+    """A setting's round against the same round in fp32 (cost = its time over fp32's)."""
+    print(f"{label:<62} {base_s:9.4f} {setting_s:9.4f} {setting_s / base_s:7.2f}x", flush=True)
+
+
 def print_row(label: str, cpu_s: float | None, gpu_s: float | None) -> None:
     def shown(x: float | None) -> str:
         return f"{x:9.3f}" if x is not None else "      n/a"
@@ -399,7 +455,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="profile one FedCT Fashion-MNIST round (on the GPU where there "
                              "is one) and write the tables to DIR")
     parser.add_argument("--minilm", metavar="DIR", help="a real MiniLM directory to time")
+    parser.add_argument("--skip-settings", action="store_true",
+                        help="do not time bf16 and deterministic kernels against fp32")
+    parser.add_argument("--deterministic-rounds", metavar="DEVICE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.deterministic_rounds is not None:  # the child of deterministic_seconds
+        run_deterministic_rounds(TINY if args.dry_run else PAPER, args.deterministic_rounds)
+        return 0
     if args.long_runs:
         print("\n".join(LONG_RUNS))
         return 0
@@ -468,6 +530,18 @@ def main(argv: list[str] | None = None) -> int:
                                     repeats=1 if args.dry_run else 5)
         print(f"minibatches: a step of {scale.n_batched} clients together on {gpu or 'cpu'}, "
               f"built client by client against gathered on the device: {figures}", flush=True)
+    if not args.skip_settings and (gpu is not None or args.dry_run):
+        device = gpu or "cpu"
+        print(f"{'settings: a FedCT round on ' + device:<62} {'fp32 s':>9} {'other s':>9} "
+              f"{'cost':>8}", flush=True)
+        models, sfed = settings_models(scale), settings_federation(scale)
+        fp32 = [round_seconds("fedct", sfed, m, scale.period, device)[0] for m in models]
+        bf16 = [round_seconds("fedct", sfed, m, scale.period, device, precision="bf16")[0]
+                for m in models]
+        exact = deterministic_seconds(scale, device, args.dry_run)
+        for m, base, half, det in zip(models, fp32, bf16, exact, strict=True):
+            print_setting(f"  {m}, --precision bf16", base, half)
+            print_setting(f"  {m}, deterministic kernels", base, det)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.minilm or minilm_shaped_dir(Path(tmp), tiny=args.dry_run)
         if args.minilm is None:

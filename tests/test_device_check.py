@@ -37,6 +37,17 @@ def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):
     # the whole-run estimate is 400 training rounds and 20 evaluations (to the printed digits)
     assert seconds[2] == pytest.approx(400 * seconds[0] + 20 * seconds[1], abs=0.5)
     assert "DRY RUN" in out
+    # what bf16 and deterministic kernels cost (fp32, the setting, their ratio), both networks
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("settings: a FedCT round"))
+    settings = lines[start + 1:start + 5]
+    assert [row.split(",")[1].split()[0] for row in settings] == [
+        "--precision", "deterministic", "--precision", "deterministic"]
+    assert "mlp(" in settings[0] and "cnn(arch=small)" in settings[2]
+    for row in settings:
+        base, other, cost = (float(x.rstrip("x")) for x in row.split()[-3:])
+        assert base > 0 and other > 0
+        assert cost == pytest.approx(other / base, rel=0.03, abs=0.01)  # printed rounding
     ops = (tmp_path / "profile_cpu_ops.txt").read_text()
     assert "one FedCT round on cpu" in ops and "aten::" in ops
     assert "function calls" in (tmp_path / "profile_cpu_python.txt").read_text()
