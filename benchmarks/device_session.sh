@@ -27,7 +27,7 @@ long=$(mktemp -d)
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/check.log"
 dry=()
-if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests); fi
+if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests --skip-settings); fi
 timeout $((budget * 2 / 5)) "$py" benchmarks/device_check.py --skip-text-run --skip-cpu-text \
     --skip-offload --profile "$out" "${dry[@]}" 2>&1 | tee -a "$out/check.log"
 echo "check ended after $((SECONDS - start)) s" | tee -a "$out/check.log"
