@@ -89,7 +89,7 @@ class DPFedCTOptions(VoteOptions):
     labeller_lr: float | None = option(
         None, "site_model=private: Adam learning rate of the DP-SGD model whose labels a "
         "client shares (it trains apart from the site's own model; none: the model spec's "
-        "own, e.g. mlp's 0.001). Tuned for ε = 8: 0.003 (docs/beyond_paper.md, DP)",
+        "own, e.g. mlp's 0.001). For mlp at ε = 8: 0.01 (docs/beyond_paper.md, DP)",
         kind=float, interval=Interval(0.0, 1.0, "right"), nullable=True)
     teachers: int = option(
         50, "subsample-aggregate: k teachers per client, each trained on one of k disjoint "
@@ -154,11 +154,11 @@ class DPFedCTOptions(VoteOptions):
                                  "budget of the run, e.g. --epsilon 8) and epsilon_per_round "
                                  "(pure ε of each round's release, e.g. --epsilon-per-round 1).")
         self._check_trained_mechanisms()
-        unused = [n for n in SITE_MODEL_OPTIONS if n in self.given()]
+        unused = [n for n in (*SITE_MODEL_OPTIONS, *LABELLER_OPTIONS) if n in self.given()]
         if unused and self.site_model != "private":
             raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} shape the site's own "
-                                 "model and apply only with --opt site_model=private; got "
-                                 f"site_model {self.site_model!r}.")
+                                 "model or its separate DP-SGD labeller and apply only with "
+                                 f"--opt site_model=private; got site_model {self.site_model!r}.")
         source = self.sensitivity
         if isinstance(source, str) and source not in SENSITIVITY_SOURCES:
             raise FedLabelsError(f"dp-fedct option sensitivity must be worst, empirical, prop2 "
@@ -206,11 +206,13 @@ class DPFedCTOptions(VoteOptions):
 _SA_ONLY = ("teachers", "teacher_steps", "label_queries", "data_dependent")
 #: options that shape only the site's own (private, never sent) model
 SITE_MODEL_OPTIONS = ("pseudo_weight", "pseudo_warmup", "pseudo_filter", "own_confidence",
-                      "finetune_steps", "labeller_lr")
+                      "finetune_steps")
+#: options of the separate DP-SGD model whose labels a site_model=private client shares
+LABELLER_OPTIONS = ("labeller_lr",)
 #: mechanisms that train the shared labels' models privately: their own options, and why
 #: they have no label sensitivity s*
 _TRAINED_MECHANISMS = {
-    "dpsgd": ((*DPSGD_OPTIONS, "site_model", *SITE_MODEL_OPTIONS),
+    "dpsgd": ((*DPSGD_OPTIONS, "site_model", *SITE_MODEL_OPTIONS, *LABELLER_OPTIONS),
               "it has no label sensitivity s*: DP-SGD clips "
                                               "each example's gradient instead"),
     "subsample-aggregate": (_SA_ONLY, "its sensitivity is one teacher vote, L2 √2, not s*"),
