@@ -117,8 +117,8 @@ def test_a_stopped_long_run_reports_its_last_evaluation_and_drops_its_checkpoint
 
 def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(tmp_path):
     """benchmarks/device_session.sh with DRY_RUN=1 on the CPU: the check's rows, the
-    paper-scale run and a long run (both refused here: they ask for CUDA), one archive
-    without checkpoints."""
+    paper-scale run, the whole LoRA run (2 rounds) and a long run (the paper-scale and the
+    long run refused here: they ask for CUDA), one archive without checkpoints."""
     import json
     import os
     import subprocess
@@ -127,11 +127,12 @@ def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(
     pytest.importorskip("transformers")
     root = SCRIPT.parents[1]
     env = {**os.environ, "OUT": str(tmp_path), "DRY_RUN": "1", "PYTHON": sys.executable}
-    done = subprocess.run(["bash", "benchmarks/device_session.sh", "150", "9"], cwd=root,
+    done = subprocess.run(["bash", "benchmarks/device_session.sh", "300", "9"], cwd=root,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "check.log").read_text()
     assert "DRY RUN" in log and "FedCT Fashion-MNIST round" in log
+    assert "whole LoRA MiniLM FedCT run on cpu (m=3, T=2 rounds" in log  # the LoRA step
     assert "long run 00" in log and "long run 09" in log and "all ended after" in log
     with tarfile.open(tmp_path / "long.tar.gz") as archive:
         names = archive.getnames()
