@@ -62,7 +62,18 @@ def mechanism_specs(text: str) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-FINETUNED = "DP-FedAvg (record) + local fine-tune"
+FINETUNED = " + local fine-tune"  # appended to the DP-FedAvg row's label
+
+
+def fedavg_label(args: argparse.Namespace) -> str:
+    """DP-FedAvg's rows: named with their model where it is not the others' (--fedavg-model)."""
+    return ("DP-FedAvg (record)" if not args.fedavg_model
+            else f"DP-FedAvg (record, {args.fedavg_model})")
+
+
+def row_model(method: str, args: argparse.Namespace) -> str:
+    """The model spec a row trains: --fedavg-model for DP-FedAvg where given, else --model."""
+    return args.fedavg_model if method == "dp-fedavg" and args.fedavg_model else args.model
 
 
 def row_specs(args: argparse.Namespace) -> list[tuple[str, str, float | None, dict[str, Any]]]:
@@ -79,7 +90,7 @@ def row_specs(args: argparse.Namespace) -> list[tuple[str, str, float | None, di
             rows.append((label, "dp-fedct", eps, {
                 **base, "mechanism": mech, **(dpsgd if mech == "dpsgd" else {}), **extra}))
         if not args.no_fedavg:
-            rows.append(("DP-FedAvg (record)", "dp-fedavg", eps,
+            rows.append((fedavg_label(args), "dp-fedavg", eps,
                          {**base, "level": "record", **dpsgd}))
     return rows
 
@@ -105,7 +116,8 @@ def run_row(fed: Any, label: str, method: str, eps: float | None, options: dict[
     row: dict[str, Any] = {"label": label, "method": method, "epsilon": eps, "seed": seed,
                            "options": options}
     try:
-        res = fl.run(method, fed, model=args.model, eval_every=args.rounds, progress=False,
+        res = fl.run(method, fed, model=row_model(method, args), eval_every=args.rounds,
+                     progress=False,
                      options=options, **common)
     except FedLabelsError as exc:  # e.g. dpsgd with a tree learner: say so in the table
         return {**row, "error": str(exc)}
@@ -123,7 +135,7 @@ def run_row(fed: Any, label: str, method: str, eps: float | None, options: dict[
         from fedlabels.audit.canaries import epsilon_lower_bound_audit
 
         t = time.perf_counter()
-        found = epsilon_lower_bound_audit(method, fed, parse_model_spec(args.model),
+        found = epsilon_lower_bound_audit(method, fed, parse_model_spec(row_model(method, args)),
                                           n_canaries=args.canaries, options=options,
                                           eval_every=args.rounds, **common)
         row.update({"epsilon_lower_bound": found["epsilon_lower_bound"],
@@ -141,6 +153,10 @@ def main() -> None:
                         help="0: the dataset's default split")
     parser.add_argument("--unlabeled", type=int, default=2000, help="0: the dataset's default")
     parser.add_argument("--model", default="mlp(hidden=128)")
+    parser.add_argument("--fedavg-model", default=None,
+                        help="DP-FedAvg's model spec (default: --model), e.g. "
+                             "'mlp(hidden=128,lr=0.01)': DP-FedAvg tuned as DP-FedCT's "
+                             "labeller is with --mechanisms 'dpsgd[labeller_lr=0.01]'")
     parser.add_argument("--partition", default="iid")
     parser.add_argument("--public-pca", type=int, default=0,
                         help="project features on U's top-K principal components (0: none)")
@@ -192,7 +208,9 @@ def main() -> None:
                                         if k in ("example_rate", "example_clip")},
                       **({"canaries": args.canaries} if audit else {}),
                       **({"finetune_steps": args.finetune_steps}
-                         if method == "dp-fedavg" and args.finetune_steps else {})}
+                         if method == "dp-fedavg" and args.finetune_steps else {}),
+                      **({"fedavg_model": args.fedavg_model}
+                         if method == "dp-fedavg" and args.fedavg_model else {})}
             done = [r for r in record["rows"] if all(r.get(k) == v for k, v in key.items())
                     and r.get("config") == config]
             if done and not args.overwrite:
@@ -225,7 +243,7 @@ def with_finetuned(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` plus one row per DP-FedAvg row that has a fine-tuned accuracy (no audit: the
     fine-tuned models never leave their sites)."""
     extra = [{**{k: v for k, v in r.items() if k not in ("epsilon_lower_bound",)},
-              "label": FINETUNED, "accuracy": r["accuracy_finetuned"]}
+              "label": r["label"] + FINETUNED, "accuracy": r["accuracy_finetuned"]}
              for r in rows if "accuracy_finetuned" in r]
     return rows + extra
 
