@@ -243,3 +243,16 @@ def test_site_options_are_refused_where_they_do_not_apply(
     with pytest.raises(FedLabelsError, match=match):
         fl.run("dp-fedct", fed, model=MLP, rounds=1, period=1, seed=0,
                options={"epsilon": 8.0, **options})
+
+
+def test_the_contract_holds_with_the_labeller_and_site_options() -> None:
+    """Determinism (reproducible noise), only declared payloads in the real traffic, and a
+    state round trip (the labeller, with its own rate, resumes) with every option set."""
+    from fedlabels.testing import check_method
+
+    options = {"mechanism": "dpsgd", "epsilon": 8.0, "site_model": "private", "quorum": 0.6,
+               "labeller_lr": 0.01, "pseudo_filter": "agree", "own_confidence": 0.5,
+               "finetune_steps": 3}
+    assert check_method("dp-fedct", options=options, model="mlp(hidden=8)",
+                        checks=("determinism", "payloads", "state")) == [
+        "determinism", "payloads", "state"]
