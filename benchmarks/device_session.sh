@@ -6,7 +6,11 @@
 #      at most 200 s;
 #   3. the whole LoRA MiniLM FedCT run (T = 100; goal <= 3 minutes on an H100), at most
 #      240 s, where at least 260 s are left (TEXT_RUN=0 leaves it out);
-#   4. the long runs SELECT (positions in `device_check.py --long-runs`), side by side,
+#   4. with WORKERS16=N (N worker processes; the lent machines have 16 cores): the
+#      simulator's workers against one process, FedCT with forests and FedAvg with the MLP
+#      at 32 clients (issue 31's 16-core goal; WORKERS16_CASES overrides the cases), at most
+#      240 s, written to workers16.json;
+#   5. the long runs SELECT (positions in `device_check.py --long-runs`), side by side,
 #      until 20 s before the budget ends.
 # What comes back (the device tool returns at most 8 files from $OUT): check.log, the two
 # profile tables, and long.tar.gz (each run's log, result, per-round table and summary.json;
@@ -43,6 +47,12 @@ fi
 if [ "${TEXT_RUN:-1}" != 0 ] && [ "$(left)" -gt 260 ]; then
     timeout 240 "$py" benchmarks/device_check.py --text-run-only "${dry[@]}" 2>&1 \
         | tee -a "$out/check.log"
+fi
+
+if [ -n "${WORKERS16:-}" ] && [ "$(left)" -gt 260 ]; then
+    timeout 240 "$py" benchmarks/workers_speedup.py --workers "$WORKERS16" --repeats 1 \
+        --cases "${WORKERS16_CASES:-fedct-rf-32,fedavg-mlp-32}" --probe '' \
+        --output "$out/workers16.json" 2>&1 | tee -a "$out/check.log"
 fi
 
 rest=$(( $(left) - 20 ))

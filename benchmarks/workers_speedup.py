@@ -83,6 +83,13 @@ def _cases(xclp_size: int) -> dict[str, dict[str, Any]]:
         "fedavg-mlp": {"data": dict(clients=10, private_per_client=500, unlabeled=100),
                        "run": dict(method="fedavg", model="mlp(hidden=256-128)", rounds=5,
                                    period=200)},
+        # for a 16-core machine (docs/engines.md): 32 clients, so 16 workers hold 2 each
+        # (ceiling 16x), and 2 rounds to keep the one-process run near a minute
+        "fedct-rf-32": {"data": dict(clients=32, private_per_client=200, unlabeled=1000),
+                        "run": dict(method="fedct", model="rf", rounds=2)},
+        "fedavg-mlp-32": {"data": dict(clients=32, private_per_client=500, unlabeled=100),
+                          "run": dict(method="fedavg", model="mlp(hidden=256-128)", rounds=2,
+                                      period=100)},
         "xclp-paillier": {
             "data": dict(clients=5, private_per_client=xclp_size, unlabeled=100),
             "run": dict(method="xclp", rounds=1,

@@ -48,3 +48,16 @@ def test_busy_overlap_and_idle_at_each_exchange_end(bench: Any) -> None:
     assert [x["span_s"] for x in out["exchanges"]] == [2.1, 0.8]
     assert out["handle_s"] == {"0": 1.5, "1": 2.7, "2": 0.5}
     assert out["handle_cpu_s"] == {"0": 1.3, "1": 2.5, "2": 0.5}
+
+
+def test_the_16_core_cases_have_two_clients_per_worker(bench: Any) -> None:
+    """The cases for a 16-core machine: 32 clients (ceiling 32 / ceil(32 / 16) = 16x), the
+    same work per client as the 2-core cases, fewer rounds."""
+    cases = bench._cases(300)
+    for name, two_core in (("fedct-rf-32", "fedct-rf"), ("fedavg-mlp-32", "fedavg-mlp")):
+        big, small = cases[name], cases[two_core]
+        assert big["data"]["clients"] == 32
+        assert {k: v for k, v in big["data"].items() if k != "clients"} == {
+            k: v for k, v in small["data"].items() if k != "clients"}
+        assert big["run"]["method"] == small["run"]["method"]
+        assert big["run"]["model"] == small["run"]["model"]
