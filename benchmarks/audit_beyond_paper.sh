@@ -30,3 +30,7 @@ for threat in forged-u fixed-u; do
      --opt own_confidence=0.95 --opt labeller_lr=0.01 "${extra[@]}" \
      --output "$out/dpfedct_filtered_self095_lr001_$threat.json"
 done
+# the tuned peer: record-level DP-FedAvg with the same learning rate (U plays no role for it)
+fl --method dp-fedavg "${common[@]/mlp(hidden=128)/mlp(hidden=128,lr=0.01)}" --threat forged-u \
+   --epsilon 8 --opt example_rate=0.25 --opt example_clip=1.0 --opt level=record \
+   --canaries 100 --output "$out/dpfedavg_record_lr001_forged-u.json"

@@ -93,9 +93,11 @@ DP_LABELS = AuditView(
     "class scores", queries_in_public=True)
 DP_UPDATES = AuditView(
     "clipped-updates", "each client's clipped model update every round, which with the start "
-    "weights the server sent rebuilds the clipped local model (white-box). The Gaussian noise "
-    "of DP-FedAvg is added by the server after it receives the updates, so it does not "
-    "protect against this attacker; it protects the released global model",
+    "weights the server sent rebuilds the clipped local model (white-box). With level=client "
+    "(the default) DP-FedAvg's Gaussian noise is added by the server after it receives the "
+    "updates, so it does not protect against this attacker (it protects the released global "
+    "model); with level=record each client's DP-SGD steps add it before the update leaves "
+    "the client, and the record-level guarantee covers this view",
     PARAMETERS.attacks)
 NOTHING = AuditView(
     "nothing-sent", "nothing derived from private data (only step-count control messages)",
