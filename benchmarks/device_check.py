@@ -255,6 +255,11 @@ def minilm_shaped_dir(root: Path, tiny: bool) -> str:
     return str(root)
 
 
+def lora_spec(model_dir: str) -> str:
+    """The timed text model: MiniLM (or its shape) with LoRA r = 8, batches of 16."""
+    return f"minilm(mode=lora,r=8,model_dir={model_dir},batch=16)"
+
+
 def text_run_seconds(fed: fl.Federation, spec: str, rounds: int, period: int,
                      device: str) -> tuple[float, float]:
     """Wall-clock seconds and final mean accuracy of one whole FedCT run (evaluated at
@@ -283,8 +288,7 @@ def text_run_only(scale: Scale, device: str, minilm: str | None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = minilm or minilm_shaped_dir(Path(tmp), tiny=scale is TINY)
         fed = text_federation(scale, notes)
-        whole_text_run(fed, f"minilm(mode=lora,r=8,model_dir={model_dir},batch=16)", scale,
-                       device, real=minilm is not None)
+        whole_text_run(fed, lora_spec(model_dir), scale, device, real=minilm is not None)
     for note in notes:
         print(f"note: {note}")
     return 0
@@ -395,13 +399,13 @@ def settings_models(scale: Scale) -> list[str]:
     return [f"mlp(hidden={scale.hidden})", "cnn(arch=small)"]
 
 
-def settings_federation(scale: Scale) -> fl.Federation:
-    """The round's federation with 1,000 test images: the settings rows time the training,
-    and a run evaluates its test set at its end whatever it is asked. A dry run keeps 50
-    test and 50 public images (a CNN on one CPU thread predicts about 1,000 a second)."""
+def settings_federation(fed: fl.Federation, scale: Scale) -> fl.Federation:
+    """The round's federation ``fed`` with 1,000 test images: the settings rows time the
+    training, and a run evaluates its test set at its end whatever it is asked. A dry run
+    keeps 50 test and 50 public images (a CNN on one CPU thread predicts about 1,000 a
+    second)."""
     import dataclasses
 
-    fed = fashion_federation(scale, [])
     if scale is not TINY:
         return dataclasses.replace(fed, X_test=fed.X_test[:1000], y_test=fed.y_test[:1000])
     return dataclasses.replace(fed, X_test=fed.X_test[:50], y_test=fed.y_test[:50],
@@ -429,7 +433,7 @@ def run_deterministic_rounds(scale: Scale, device: str) -> None:
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
     torch.set_num_threads(1)
-    fed = settings_federation(scale)
+    fed = settings_federation(fashion_federation(scale, []), scale)
     seconds = [round_seconds("fedct", fed, m, scale.period, device)[0]
                for m in settings_models(scale)]
     print("DETERMINISTIC " + json.dumps(seconds), flush=True)
@@ -563,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         device = gpu or "cpu"
         print(f"{'settings: a FedCT round on ' + device:<62} {'fp32 s':>9} {'other s':>9} "
               f"{'cost':>8}", flush=True)
-        models, sfed = settings_models(scale), settings_federation(scale)
+        models, sfed = settings_models(scale), settings_federation(fed, scale)
         fp32 = [round_seconds("fedct", sfed, m, scale.period, device)[0] for m in models]
         bf16 = [round_seconds("fedct", sfed, m, scale.period, device, precision="bf16")[0]
                 for m in models]
@@ -576,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.minilm is None:
             notes.append("MiniLM: a randomly initialised encoder of its shape (same timing)")
         tfed = text_federation(scale, notes)
-        spec = f"minilm(mode=lora,r=8,model_dir={model_dir},batch=16)"
+        spec = lora_spec(model_dir)
         text_cpu = (None, None) if args.skip_cpu_text and gpu is not None else round_seconds(
             "fedct", tfed, spec, scale.text_period, "cpu")
         text_gpu = (None, None) if gpu is None else round_seconds(
