@@ -66,15 +66,9 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
                                    "own_confidence": 0.95}),
     # the DP-SGD labeller's learning rate tuned for ε = 8 (docs/beyond_paper.md, DP)
     "lr3": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.003}),
-    "filtered+self0.95+lr3": ("dp-fedct", {**FILTERED, "own_confidence": 0.95,
-                                           "labeller_lr": 0.003}),
-    "filtered+lr3": ("dp-fedct", {**FILTERED, "labeller_lr": 0.003}),
-    "quorum0.6+lr3": ("dp-fedct", {**RECOMMENDED, "quorum": 0.6, "labeller_lr": 0.003}),
-    # DP-FedAvg given the same tuning: its model's learning rate 0.003 (MLP_LR3)
+    # DP-FedAvg given the same tuning: its model's learning rate (MODELS)
     "dp-fedavg-lr3": ("dp-fedavg", {**DP, "level": "record"}),
     "dp-fedavg-lr10": ("dp-fedavg", {**DP, "level": "record"}),
-    "lr3+weight2": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.003, "pseudo_weight": 2.0}),
-    "lr3+quorum0.4": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.003, "quorum": 0.4}),
     "lr10": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01}),
     "quorum0.4+lr10": ("dp-fedct", {**RECOMMENDED, "quorum": 0.4, "labeller_lr": 0.01}),
     "lr10+weight2": ("dp-fedct", {**RECOMMENDED, "labeller_lr": 0.01, "pseudo_weight": 2.0}),
@@ -88,7 +82,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
                                             "labeller_lr": 0.01}),
     "dp-fedavg-lr30": ("dp-fedavg", {**DP, "level": "record"}),
 }
-#: cases whose model is not MLP
+#: cases whose model is not MLP (DP-FedAvg at a learning rate tuned for DP-SGD)
 MODELS = {"dp-fedavg-lr3": "mlp(hidden=128,lr=0.003)",
           "dp-fedavg-lr10": "mlp(hidden=128,lr=0.01)",
           "dp-fedavg-lr30": "mlp(hidden=128,lr=0.03)",
