@@ -312,10 +312,11 @@ def plot(rows: list[dict[str, Any]], path: Path, args: argparse.Namespace) -> No
     pca = f", PCA-{args.public_pca} of U" if args.public_pca else ""
     ax.set_title(f"{args.dataset} ({args.partition}{pca}), m = {args.clients}, {args.model}, "
                  f"R = {args.rounds}, b = {args.period}, seeds {seeds}", fontsize=8)
-    ax.legend(fontsize=8)
+    # below the axes: inside, "best" still covered curves where they cross
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
