@@ -98,14 +98,14 @@ def _jobs(n_clients: int, model: str, device: str, steps: int) -> list[TrainJob]
 def _gathering(gather: str) -> Iterator[None]:
     """``train_together`` with its minibatches gathered on the device ("device", today's
     code) or built client by client ("per-client")."""
-    saved = batched._Batches, batched._stacked_inputs
+    saved = batched._Batches, batched.stacked_inputs
     if gather == "per-client":
         batched._Batches = PerClientBatches  # type: ignore[misc, assignment]
-        batched._stacked_inputs = lambda learners, x, lens: x
+        batched.stacked_inputs = lambda learners, x, lens: x
     try:
         yield
     finally:
-        batched._Batches, batched._stacked_inputs = saved  # type: ignore[misc]
+        batched._Batches, batched.stacked_inputs = saved  # type: ignore[misc]
 
 
 def gather_comparison(n_clients: int, device: str, model: str = "mlp", steps: int = 5,
@@ -147,7 +147,7 @@ def _build(jobs: list[TrainJob], device: str, steps: int) -> None:
     batches = batched._Batches(jobs, torch.device(device))
     for _ in range(steps):
         x, _y, _w, lens = batches.next()
-        batched._stacked_inputs(learners, x, lens)
+        batched.stacked_inputs(learners, x, lens)
 
 
 def main(argv: list[str] | None = None) -> int:

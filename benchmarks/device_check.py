@@ -6,7 +6,9 @@ prints, side by side, CPU (one thread) and GPU wall-clock times and their ratio 
 1. one paper-scale FedCT Fashion-MNIST round: m = 5, |U| = 50,000, 2,000 private per
    client, the paper's MLP 784-512-512-10, b = 50 local steps, every client predicting U;
 2. one step of 100 clients with that MLP: one after another on the CPU, and trained
-   together (stacked weights, ``vmap``) on the GPU (``fedlabels.learners.batched``);
+   together (stacked weights, ``vmap``) on the GPU (``fedlabels.learners.batched``); the
+   same for a distillation step (DD, ``fedlabels.learners.batched_distill``) and a DP-SGD
+   step (DP-FedAvg, ``fedlabels.learners.batched_dpsgd``);
 3. one LoRA MiniLM FedCT round: m = 10, r = 8, |U| = 150, b = 5 (the paper's IMDB setting);
 4. on the GPU, the step of 2. with its minibatches built client by client on the host (as
    before) against gathered on the device (``benchmarks/batched_gather.py``).
@@ -184,11 +186,18 @@ def write_profiles(ops: object, python: object, out: Path, device: str, wall: fl
     (out / f"profile_{tag}_python.txt").write_text(text.getvalue())
 
 
-def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int = 1) -> float:
-    """Seconds per step of ``n_batched`` clients (64 private + 64 pseudo-labelled rows),
-    over one ``train_steps`` call of ``steps`` steps per client (or one batched call)."""
+def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int = 1,
+                         kind: str = "train") -> float:
+    """Seconds per step of ``n_batched`` clients over one call of ``steps`` steps per client
+    (or one batched call): ``train`` (FedCT: 64 private + 64 pseudo-labelled rows), ``distill``
+    (DD: 64 soft-labelled public + 64 private rows) or ``dpsgd`` (DP-FedAvg: a Poisson sample
+    of 64 expected of 200 private rows, σ = 1, C = 1; each client's own generator)."""
     from fedlabels.learners import build_learner, parse_model_spec
+    from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
     from fedlabels.learners.batched import TrainJob, train_together
+    from fedlabels.learners.batched_distill import distill_together
+    from fedlabels.learners.batched_dpsgd import dpsgd_together
+    from fedlabels.learners.dpsgd import DPSGDConfig, dpsgd_steps
     from fedlabels.learners.resident_rows import ResidentRows
 
     rng = np.random.default_rng(0)
@@ -197,17 +206,36 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
                 for i in range(scale.n_batched)]
     X = rng.random((200, 784), dtype=np.float32)
     y = rng.integers(0, 10, 200)
+    soft = rng.dirichlet(np.ones(10), size=200).astype(np.float32)
+    config = DPSGDConfig(1.0, 64 / 200, 1.0)
+    noise = [np.random.default_rng([1, i]) for i in range(scale.n_batched)]
     for ln in learners:
         ln.place(device)
     rows = ResidentRows()  # as in a run: the rows stay on the device between calls
 
     def step() -> None:
-        jobs = [TrainJob(ln, X, y, steps, X, y) for ln in learners]
-        if together:
-            train_together(jobs, rows)
+        if kind == "train":
+            jobs = [TrainJob(ln, X, y, steps, X, y) for ln in learners]
+            if together:
+                train_together(jobs, rows)
+            else:
+                for job in jobs:
+                    job.learner.train_steps(job.X, job.y, steps, job.X_aux, job.y_aux)
+        elif kind == "distill":
+            djobs = [DistillJob(ln, X, soft, steps, X, y) for ln in learners]
+            if together:
+                distill_together(djobs)
+            else:
+                for dj in djobs:
+                    dj.learner.distill_steps(dj.X_soft, dj.P_soft, steps, X=dj.X, y=dj.y)
         else:
-            for job in jobs:
-                job.learner.train_steps(job.X, job.y, steps, job.X_aux, job.y_aux)
+            pjobs = [DPSGDJob(ln, X, y, steps, config, g)
+                     for ln, g in zip(learners, noise, strict=True)]
+            if together:
+                dpsgd_together(pjobs, rows)
+            else:
+                for pj in pjobs:
+                    dpsgd_steps(pj.learner, pj.X, pj.y, steps, config, pj.rng)
 
     step()  # build the networks, warm up
     return min(timed(step, device) for _ in range(3)) / steps
@@ -548,6 +576,11 @@ def main(argv: list[str] | None = None) -> int:
     if gpu is not None:
         print_row(f"{scale.n_batched} clients, per step, one by one on both",
                   cpu_alone, batched_step_seconds(scale, gpu, False, steps))
+    # (together on the CPU: benchmarks/batched_kinds.py, left out here to save the time)
+    for kind, label in (("distill", "distillation (DD)"), ("dpsgd", "DP-SGD (DP-FedAvg)")):
+        print_row(f"{scale.n_batched} clients, {label} step (CPU one by one, GPU together)",
+                  batched_step_seconds(scale, "cpu", False, steps, kind),
+                  None if gpu is None else batched_step_seconds(scale, gpu, True, steps, kind))
     if gpu is not None and not args.skip_offload:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from gpu_offload import offload_comparison

@@ -11,7 +11,7 @@ import torch
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import build_learner, parse_model_spec
-from fedlabels.learners.batched import TrainJob, _Batches, _stacked_inputs, batch_groups
+from fedlabels.learners.batched import TrainJob, _Batches, batch_groups, stacked_inputs
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 
@@ -108,7 +108,7 @@ def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, devi
     for _ in range(5):  # past the end of an epoch: cursors reshuffle
         x, y, w, lens = batches.next()
         assert x.device.type == y.device.type == w.device.type == device
-        x = _stacked_inputs(ours, x, lens).cpu()
+        x = stacked_inputs(ours, x, lens).cpu()
         y, w = y.cpu(), w.cpu()
         x_ref, y_ref, w_ref = next(oracle)
         assert x.shape == x_ref.shape and y.shape == y_ref.shape

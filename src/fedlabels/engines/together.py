@@ -2,9 +2,12 @@
 
 :class:`TogetherGrid` delivers a round's messages to every client at once, each handler in
 its own thread. A torch learner's ``train_steps`` then does not train: it hands its call to
-a :class:`Rendezvous` and waits; so does its ``predict_proba``. When every client of the
-exchange is either waiting there or done, the collected calls run as one vectorised step per
-group of compatible learners (:func:`fedlabels.learners.batched.train_together`,
+a :class:`Rendezvous` and waits; so do its ``distill_steps``, its DP-SGD steps and its
+``predict_proba``. When every client of the exchange is either waiting there or done, the
+collected calls run as one vectorised step per group of compatible learners
+(:func:`fedlabels.learners.batched.train_together`,
+:func:`~fedlabels.learners.batched_distill.distill_together`,
+:func:`~fedlabels.learners.batched_dpsgd.dpsgd_together`,
 :func:`~fedlabels.learners.batched.predict_together`) and the handlers continue. Messages
 are encoded, decoded and counted in the main thread in client order, so the bytes and the
 replies are those of the sequential grid; the trained weights equal the sequential ones up
@@ -22,13 +25,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
 from fedlabels.learners.batched import PredictJob, TrainJob, predict_together, train_together
+from fedlabels.learners.batched_distill import distill_together
+from fedlabels.learners.batched_dpsgd import dpsgd_together
 from fedlabels.learners.resident_rows import ResidentRows
+
+#: a client's call handed to the rendezvous
+Job = TrainJob | DistillJob | DPSGDJob | PredictJob
 
 
 class Rendezvous:
-    """Collects the ``train_steps`` and ``predict_proba`` calls of ``n`` client threads and
-    runs them together."""
+    """Collects the ``train_steps``, ``distill_steps``, DP-SGD and ``predict_proba`` calls of
+    ``n`` client threads and runs them together."""
 
     def __init__(self, n: int, rows: ResidentRows | None = None,
                  order: Mapping[int, int] | None = None) -> None:
@@ -37,10 +46,10 @@ class Rendezvous:
         # id(learner) -> its client's position: calls run in client order, not in the order
         # the threads arrived (the same stacking every round, so the rows cache hits)
         self.order = dict(order or {})
-        self.pending: list[tuple[TrainJob | PredictJob, dict[str, Any]]] = []
+        self.pending: list[tuple[Job, dict[str, Any]]] = []
         self.cond = threading.Condition()
 
-    def submit(self, job: TrainJob | PredictJob) -> None:
+    def submit(self, job: Job) -> None:
         """Wait until ``job`` has run with the others' calls (or raise their error); a
         :class:`PredictJob` then holds its probabilities in ``out``."""
         slot: dict[str, Any] = {}
@@ -66,6 +75,8 @@ class Rendezvous:
         error: BaseException | None = None
         try:
             train_together([job for job, _ in batch if isinstance(job, TrainJob)], self.rows)
+            distill_together([job for job, _ in batch if isinstance(job, DistillJob)])
+            dpsgd_together([job for job, _ in batch if isinstance(job, DPSGDJob)], self.rows)
             predict_together([job for job, _ in batch if isinstance(job, PredictJob)],
                              self.rows)
         except BaseException as exc:

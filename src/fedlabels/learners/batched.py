@@ -259,6 +259,42 @@ def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> 
         job.out = out
 
 
+class RowPool:
+    """The distinct row arrays of a group (an array several clients share, such as FedCT's
+    U, once) as one float tensor on the device, with a zero row at ``n_rows`` for padding;
+    :meth:`place` gives an array's first row in it."""
+
+    def __init__(self, width: int) -> None:
+        self.width = int(width)
+        self.arrays: list[np.ndarray] = []
+        self.starts: list[int] = []
+        self.n_rows = 0
+
+    def place(self, a: np.ndarray) -> int:
+        """Where ``a``'s rows start in the pool (added unless the same memory is there)."""
+        for k, seen in enumerate(self.arrays):
+            if _same_rows(a, seen):
+                return self.starts[k]
+        self.starts.append(self.n_rows)
+        self.arrays.append(a)
+        self.n_rows += len(a)
+        return self.starts[-1]
+
+    def tensor(self, device: torch.device, resident: ResidentRows | None = None
+               ) -> torch.Tensor:
+        """The pool on ``device`` (from ``resident`` while the same arrays come back)."""
+        def build() -> torch.Tensor:
+            x = torch.empty((self.n_rows + 1, self.width), dtype=torch.float32,
+                            device=device)
+            for a, at in zip(self.arrays, self.starts, strict=True):
+                x[at : at + len(a)].copy_(torch.from_numpy(
+                    np.ascontiguousarray(a, dtype=np.float32)))
+            x[self.n_rows].zero_()
+            return x
+
+        return build() if resident is None else resident.get(self.arrays, device, build)
+
+
 class _Batches:
     """A group's minibatches, drawn by each learner's own cursor exactly as ``train_steps``
     draws them, gathered on the device in one indexing op per step.
@@ -282,17 +318,8 @@ class _Batches:
                  resident: ResidentRows | None = None, steps: int | None = None) -> None:
         learners = [j.learner for j in jobs]
         width = int(learners[0].n_features_in_)
-        arrays: list[np.ndarray] = []  # the distinct X / X_aux arrays, in pool order
-        starts: list[int] = []
-
-        def place(a: np.ndarray) -> int:
-            for k, seen in enumerate(arrays):
-                if _same_rows(a, seen):
-                    return starts[k]
-            starts.append(sum(len(x) for x in arrays))
-            arrays.append(a)
-            return starts[-1]
-
+        pool = RowPool(width)
+        place = pool.place
         ys, ws = [], []
         self.cursors, self.offsets, self.rows = [], [], []
         n_labels = 0
@@ -311,7 +338,7 @@ class _Batches:
                 if Xa.ndim != 2 or Xa.shape[1] != width:
                     raise FedLabelsError(f"X_aux has shape {Xa.shape}, the model was built "
                                          f"for {width} features.")
-                rows = _aux_rows(job.aux_index, n_aux, len(Xa))
+                rows = aux_rows(job.aux_index, n_aux, len(Xa))
                 if rows is None and len(Xa) < n_aux:
                     raise FedLabelsError(f"X_aux has {len(Xa)} rows for {n_aux} labels; "
                                          "pass one row per label, or aux_index.")
@@ -323,21 +350,11 @@ class _Batches:
             self.offsets.append((x_at, xa_at, n_labels, n_labels + len(y)))
             self.rows.append(rows)
             n_labels += len(y) + n_aux
-        n_rows = sum(len(a) for a in arrays)
-
-        def pool() -> torch.Tensor:
-            x = torch.empty((n_rows + 1, width), dtype=torch.float32, device=device)
-            for a, at in zip(arrays, starts, strict=True):
-                x[at : at + len(a)].copy_(torch.from_numpy(
-                    np.ascontiguousarray(a, dtype=np.float32)))
-            x[n_rows].zero_()
-            return x
-
         # the pool is only read (gathered from), so a run's cache may keep it across calls
-        self.x = pool() if resident is None else resident.get(arrays, device, pool)
+        self.x = pool.tensor(device, resident)
         self.y = torch.from_numpy(np.concatenate([*ys, [0]])).to(device)
         self.w = torch.from_numpy(np.concatenate([*ws, np.zeros(1, np.float32)])).to(device)
-        self.pad = (n_rows, n_labels)
+        self.pad = (pool.n_rows, n_labels)
         self.device = device
         self._sizes: dict[tuple[int, ...], torch.Tensor] = {}
         self._planned: list[tuple[torch.Tensor, list[int]]] = []
@@ -389,7 +406,7 @@ class _Batches:
         return index, lens
 
 
-def _aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarray | None:
+def aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarray | None:
     """``aux_index`` as rows of ``X_aux`` in [0, n_rows) (negative ones counted from the
     end, as indexing does), checked: out of range it would read another client's rows."""
     if aux_index is None:
@@ -404,7 +421,7 @@ def _aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarr
     return np.where(rows < 0, rows + n_rows, rows)
 
 
-def _stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
+def stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
                     lens: Sequence[int]) -> torch.Tensor:
     """What each learner's training ``_inputs`` makes of its rows, for the stacked batch
     (clients, slots, features) at once: nothing for the MLP, a reshape to images and the
@@ -455,18 +472,7 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
     models = [ln.model_ for ln in learners]
     params, buffers = stack_module_state(models)
     base = copy.deepcopy(models[0]).to("meta")
-    group = first.optimizer_.param_groups[0]
-    opt = torch.optim.Adam(list(params.values()), lr=group["lr"], betas=group["betas"],
-                           eps=group["eps"], weight_decay=group["weight_decay"])
-    step, _ = _adam_state(first)
-    if step > 0:  # each learner's moments, stacked
-        per = [[ln.optimizer_.state[p] for p in ln.model_.parameters()] for ln in learners]
-        for k, p in enumerate(params.values()):
-            opt.state[p] = {
-                "step": torch.tensor(float(step)),
-                "exp_avg": torch.stack([per[i][k]["exp_avg"] for i in range(len(jobs))]),
-                "exp_avg_sq": torch.stack([per[i][k]["exp_avg_sq"]
-                                           for i in range(len(jobs))])}
+    opt = stacked_adam(learners, params)
 
     def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
                   x: torch.Tensor) -> torch.Tensor:
@@ -480,7 +486,7 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
             ln.model_.train()
     for _ in range(int(jobs[0].n_steps)):
         x_rows, y_all, w_all, lens = batches.next()
-        x_all = _stacked_inputs(learners, x_rows, lens)
+        x_all = stacked_inputs(learners, x_rows, lens)
         opt.zero_grad(set_to_none=True)
         with autocast(first.device, first.precision):
             out = batched(params, buffers, x_all) if stack is None else stack(x_all)
@@ -488,13 +494,32 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
                                              y_all.reshape(-1), reduction="none")
         (losses.reshape(w_all.shape) * w_all).sum().backward()
         opt.step()
-    _write_back(learners, params, opt)
+    write_back(learners, params, opt)
     for ln in learners:
         ln.steps_ += int(jobs[0].n_steps)
 
 
-def _write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],
-                opt: torch.optim.Adam) -> None:
+def stacked_adam(learners: Sequence[Any], params: dict[str, torch.Tensor]
+                 ) -> torch.optim.Adam:
+    """One Adam over the stacked parameters with the learners' hyper-parameters, step count
+    and moments (stacked): each learner's own Adam, since Adam is elementwise."""
+    group = learners[0].optimizer_.param_groups[0]
+    opt = torch.optim.Adam(list(params.values()), lr=group["lr"], betas=group["betas"],
+                           eps=group["eps"], weight_decay=group["weight_decay"])
+    step, _ = _adam_state(learners[0])
+    if step > 0:  # each learner's moments, stacked
+        per = [[ln.optimizer_.state[p] for p in ln.model_.parameters()] for ln in learners]
+        for k, p in enumerate(params.values()):
+            opt.state[p] = {
+                "step": torch.tensor(float(step)),
+                "exp_avg": torch.stack([per[i][k]["exp_avg"] for i in range(len(learners))]),
+                "exp_avg_sq": torch.stack([per[i][k]["exp_avg_sq"]
+                                           for i in range(len(learners))])}
+    return opt
+
+
+def write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],
+               opt: torch.optim.Adam) -> None:
     """Each learner's weights and Adam moments from the stacked ones: one multi-tensor copy
     per parameter (and per moment) for all the learners, into their own tensors (a
     learner's first step gets fresh ones), rather than a copy per learner and tensor."""

@@ -150,17 +150,35 @@ def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c
 
 def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DPSGDConfig,
                 rng: np.random.Generator, X_aux: np.ndarray | None = None,
-                y_aux: np.ndarray | None = None, aux_index: np.ndarray | None = None) -> int:
+                y_aux: np.ndarray | None = None, aux_index: np.ndarray | None = None,
+                rendezvous: Any = None) -> int:
     """Take ``n_steps`` DP-SGD steps on the private ``(X, y)``; returns the steps taken.
 
     ``rng`` must be a secret generator (:func:`fedlabels.core.randomness.numpy_generator`): it
     draws the Poisson sample and the noise. The auxiliary set ``X_aux[aux_index]`` (public)
     contributes one plain minibatch per step, as in :meth:`TorchMLPClassifier.train_steps`.
+    With a rendezvous (``rendezvous``, else the learner's own when the simulator's clients
+    train together) the steps run with the other clients'
+    (:mod:`fedlabels.learners.batched_dpsgd`), drawn from the same ``rng``.
     """
     X = np.ascontiguousarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     mlp._ensure_initialised(X, y)
     mlp._resident()
+    own = rendezvous is None
+    together = mlp._rendezvous if own else rendezvous
+    if together is not None:
+        from fedlabels.learners.batch_jobs import DPSGDJob
+
+        if own:
+            mlp._rendezvous = None
+        try:
+            together.submit(DPSGDJob(mlp, X, y, int(n_steps), config, rng, X_aux, y_aux,
+                                     aux_index))
+        finally:
+            if own:
+                mlp._rendezvous = together
+        return int(n_steps)
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
     n, q, clip = len(y), config.sample_rate, config.clip
     expected = q * n

@@ -301,6 +301,15 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         if Ps.shape[1] != len(self.classes_):
             raise FedLabelsError(f"soft targets have {Ps.shape[1]} classes, the model "
                                  f"{len(self.classes_)}.")
+        if self._rendezvous is not None:  # distilled together with the other clients
+            rendezvous, self._rendezvous = self._rendezvous, None
+            from fedlabels.learners.batch_jobs import DistillJob
+
+            try:
+                rendezvous.submit(DistillJob(self, Xs, Ps, int(n_steps), X, y, float(weight)))
+            finally:
+                self._rendezvous = rendezvous
+            return self
         Xst, Pst = torch.from_numpy(Xs), torch.from_numpy(Ps)
         use_private = X is not None and y is not None and len(y) > 0
         if use_private:

@@ -154,8 +154,11 @@ class DPSGDClient(SecretNoiseClient):
             learner.initialise(self.data.X.shape[1], self.settings.n_classes)
         self.charge(DPSGDRoundEvent(config.noise_multiplier, config.sample_rate,
                                     config.clip, ((self.cid, steps),)))
+        # a separate learner (DP-FedCT's labeller) joins the clients-together rendezvous of
+        # the client's own learner, if the simulator set one
+        together = None if own else getattr(self.learner, "_rendezvous", None)
         taken = dpsgd_steps(learner, self.data.X, self.data.y, steps, config,
-                            self.noise_rng, X_aux, y_aux, aux_index)
+                            self.noise_rng, X_aux, y_aux, aux_index, rendezvous=together)
         self.dp_steps += taken
         if own:
             self.fitted = True

@@ -1,0 +1,174 @@
+"""Clients' ``distill_steps`` calls run together (DD, FedMD, DS-FL on one accelerator).
+
+A learner's distillation step is ``weight · mean_j H(P[j], softmax(f(X_soft[j])))`` over one
+minibatch of its soft targets plus, with private rows, the mean cross-entropy of one
+minibatch of them (:meth:`fedlabels.learners.torch_mlp.TorchMLPClassifier.distill_steps`).
+Here every client's step is one row of a stacked batch: its soft rows, then its private
+rows, then padding; the targets are the soft rows' probabilities and the private rows' one-hot
+labels (the soft cross-entropy of a one-hot target is the cross-entropy), weighted
+``weight / soft rows`` and ``1 / private rows`` (padding 0), so the summed loss is the sum of
+the clients' own losses and one backward pass and one stacked Adam step
+(:func:`fedlabels.learners.batched.stacked_adam`) update them all. Minibatches come from each
+learner's own cursors, created and drawn in the order ``distill_steps`` draws them; the result
+equals the one-by-one calls up to floating-point rounding. Learners that augment images (whose
+draws follow each forward pass) and learners that cannot train together distil alone.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedlabels.learners.batch_jobs import DistillJob
+from fedlabels.learners.batched import (
+    RowPool,
+    batch_key,
+    linear_stack,
+    stacked_adam,
+    stacked_inputs,
+    write_back,
+)
+
+#: at most about this many index entries are planned (copied to the device) at once
+_PLAN_ENTRIES = 1 << 21
+
+
+def distill_groups(jobs: Sequence[DistillJob]) -> list[list[int]]:
+    """Indices of ``jobs`` that can distil together, in groups (singletons distil alone)."""
+    groups: dict[Any, list[int]] = {}
+    alone: list[list[int]] = []
+    for i, job in enumerate(jobs):
+        key = batch_key(job.learner)
+        private = job.X is not None and job.y is not None and len(job.y) > 0
+        if key is None or getattr(job.learner, "augment", False):
+            alone.append([i])
+        else:
+            groups.setdefault((key, int(job.n_steps), private), []).append(i)
+    return list(groups.values()) + alone
+
+
+def distill_together(jobs: Sequence[DistillJob]) -> None:
+    """Run every job's ``distill_steps``: compatible learners in one vectorised pass per
+    step, the rest one by one; each learner ends as if it had distilled alone."""
+    for group in distill_groups(jobs):
+        if len(group) == 1:
+            job = jobs[group[0]]
+            job.learner.distill_steps(job.X_soft, job.P_soft, job.n_steps, X=job.X, y=job.y,
+                                      weight=job.weight)
+        else:
+            _distill_group([jobs[i] for i in group])
+
+
+class _Plan:
+    """A group's distillation minibatches: row and target indices per step, drawn from the
+    learners' cursors exactly as ``distill_steps`` draws them, and the fixed row weights."""
+
+    def __init__(self, jobs: Sequence[DistillJob], device: torch.device, steps: int) -> None:
+        self.remaining = int(steps)
+        learners = [j.learner for j in jobs]
+        n_classes = len(learners[0].classes_)
+        pool = RowPool(int(learners[0].n_features_in_))
+        targets: list[np.ndarray] = []
+        n_targets = 0
+        self.parts: list[tuple[Any, Any, int, int, int, int]] = []
+        sizes: list[tuple[int, int]] = []
+        for job, ln in zip(jobs, learners, strict=True):
+            Xs = np.asarray(job.X_soft)
+            y = None if job.X is None or job.y is None or not len(job.y) else \
+                np.asarray(job.y, dtype=np.int64)
+            # the cursors are created in distill_steps' order: the private one first
+            main = None if y is None else ln._cursor(0, len(y))
+            soft = ln._cursor(2, len(Xs))
+            xs_at, ts_at = pool.place(Xs), n_targets
+            targets.append(np.asarray(job.P_soft, dtype=np.float32))
+            n_targets += len(Xs)
+            x_at = t_at = 0
+            if y is not None:
+                x_at, t_at = pool.place(np.asarray(job.X)), n_targets
+                targets.append(np.eye(n_classes, dtype=np.float32)[y])
+                n_targets += len(y)
+            self.parts.append((soft, main, xs_at, ts_at, x_at, t_at))
+            sizes.append((min(len(Xs), soft.batch_size),
+                          0 if main is None else min(main.n, main.batch_size)))
+        self.lens = [a + b for a, b in sizes]
+        self.width = max(self.lens)
+        weights = np.zeros((len(jobs), self.width), dtype=np.float32)
+        for c, ((n_soft, n_private), job) in enumerate(zip(sizes, jobs, strict=True)):
+            weights[c, :n_soft] = float(job.weight) / max(n_soft, 1)
+            weights[c, n_soft : n_soft + n_private] = 1.0 / max(n_private, 1)
+        self.x = pool.tensor(device)  # not kept: soft inputs change from round to round
+        self.t = torch.from_numpy(np.concatenate(
+            [*targets, np.zeros((1, n_classes), np.float32)])).to(device)
+        self.w = torch.from_numpy(weights).to(device)
+        self.pad = (pool.n_rows, n_targets)
+        self.device = device
+        self._planned: list[torch.Tensor] = []
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next step's rows (clients, slots, features) and targets (clients, slots, C)."""
+        if not self._planned:  # the cursors draw no step beyond the call's
+            chunk = min(self.remaining,
+                        max(1, _PLAN_ENTRIES // (2 * len(self.parts) * self.width)))
+            self.remaining -= chunk
+            drawn = torch.from_numpy(np.stack([self._draw() for _ in range(chunk)]))
+            self._planned = list(drawn.to(self.device).unbind(0))[::-1]
+        index = self._planned.pop()
+        return self.x[index[0]], self.t[index[1]]
+
+    def _draw(self) -> np.ndarray:
+        index = np.empty((2, len(self.parts), self.width), dtype=np.int64)
+        index[0], index[1] = self.pad
+        for c, (soft, main, xs_at, ts_at, x_at, t_at) in enumerate(self.parts):
+            sidx = soft.next()
+            k = len(sidx)
+            index[0, c, :k], index[1, c, :k] = sidx + xs_at, sidx + ts_at
+            if main is not None:
+                idx = main.next()
+                index[0, c, k : k + len(idx)] = idx + x_at
+                index[1, c, k : k + len(idx)] = idx + t_at
+        return index
+
+
+def _distill_group(jobs: list[DistillJob]) -> None:
+    from torch.func import functional_call, stack_module_state, vmap
+
+    from fedlabels.learners.devices import autocast
+
+    learners = [j.learner for j in jobs]
+    for ln in learners:
+        ln._resident()
+    first = learners[0]
+    device = torch.device(first.device)
+    params, buffers = stack_module_state([ln.model_ for ln in learners])
+    base = copy.deepcopy(first.model_).to("meta")
+    opt = stacked_adam(learners, params)
+
+    def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
+                  x: torch.Tensor) -> torch.Tensor:
+        return functional_call(base, (p, b), (x,))
+
+    stack = linear_stack(base, params)
+    batched = vmap(logits_of)
+    steps = int(jobs[0].n_steps)
+    plan = _Plan(jobs, device, steps) if steps > 0 else None
+    for ln in learners:
+        if not ln.model_.training:
+            ln.model_.train()
+    for _ in range(steps):
+        assert plan is not None
+        x_rows, target = plan.next()
+        x_all = stacked_inputs(learners, x_rows, plan.lens)
+        opt.zero_grad(set_to_none=True)
+        with autocast(first.device, first.precision):
+            out = batched(params, buffers, x_all) if stack is None else stack(x_all)
+        logp = torch.log_softmax(out.float(), dim=-1)
+        (-(target * logp).sum(dim=-1) * plan.w).sum().backward()
+        opt.step()
+    if steps:
+        write_back(learners, params, opt)
+    for ln in learners:
+        ln.steps_ += steps

@@ -1,0 +1,221 @@
+"""Clients' DP-SGD steps run together (DP-FedAvg with record-level DP, DP-FedCT's labellers
+and DP site models, on one accelerator).
+
+Each client's step is :func:`fedlabels.learners.dpsgd.dpsgd_steps`'s: a Poisson sample of its
+private records drawn from **its own secret generator**, each example's gradient clipped to
+norm C, N(0, σ²C²) noise from the same generator added to the clipped sum, the clipped
+gradients of a minibatch of public auxiliary rows added, the sum divided by ``q·n`` plus the
+auxiliary batch, and Adam. Here the clients' samples are stacked (padded to the largest), one
+forward and one backward pass of the stacked networks give every example's output gradient,
+and the per-example norms and clipped sums come in closed form for a stack of ``Linear`` and
+``ReLU`` layers (as in :func:`~fedlabels.learners.dpsgd.clipped_gradient_sum`), with batched
+matrix products. Every client draws its sample and its noise from its own generator in the
+order it draws them alone, so with the same generators the result equals the one-by-one
+steps up to floating-point rounding; the noise is still drawn by the client's generator,
+where it is added, and each client's privacy accounting (done by its caller per step) is
+unchanged. Networks that are not such a stack (a CNN, your own module) take their DP-SGD
+steps one by one.
+
+The noise is drawn on the host (the secret generator is numpy's, seeded from the OS CSPRNG):
+per step, one normal per parameter per client, copied to the device in one transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedlabels.learners.batch_jobs import DPSGDJob
+from fedlabels.learners.batched import (
+    RowPool,
+    aux_rows,
+    batch_key,
+    stacked_adam,
+    write_back,
+)
+from fedlabels.learners.resident_rows import ResidentRows
+
+
+def _stack_layers(model: nn.Module) -> list[str | None] | None:
+    """The names of a ``Linear``/``ReLU`` stack's linear layers (``None`` for a ReLU);
+    ``None`` for any other network."""
+    if type(model) is not nn.Sequential or not all(
+            type(m) in (nn.Linear, nn.ReLU) for m in model):
+        return None
+    if any(type(m) is nn.Linear and m.bias is None for m in model):
+        return None
+    return [name if type(m) is nn.Linear else None for name, m in model.named_children()]
+
+
+def dpsgd_groups(jobs: Sequence[DPSGDJob]) -> list[list[int]]:
+    """Indices of ``jobs`` whose DP-SGD steps can run together, in groups."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    groups: dict[Any, list[int]] = {}
+    alone: list[list[int]] = []
+    for i, job in enumerate(jobs):
+        ln = job.learner
+        key = batch_key(ln)
+        layers = None if key is None else _stack_layers(ln.model_)
+        if layers is None or type(ln)._inputs is not TorchMLPClassifier._inputs:
+            alone.append([i])
+            continue
+        config = (float(job.config.noise_multiplier), float(job.config.sample_rate),
+                  float(job.config.clip))
+        aux = job.X_aux is not None and job.y_aux is not None and len(job.y_aux) > 0
+        groups.setdefault((key, int(job.n_steps), config, aux), []).append(i)
+    return list(groups.values()) + alone
+
+
+def dpsgd_together(jobs: Sequence[DPSGDJob], rows: ResidentRows | None = None) -> None:
+    """Run every job's DP-SGD steps: compatible learners in one vectorised pass per step,
+    the rest one by one; each learner ends as if it had trained alone with its generator."""
+    from fedlabels.learners.dpsgd import dpsgd_steps
+
+    for group in dpsgd_groups(jobs):
+        if len(group) == 1:
+            job = jobs[group[0]]
+            dpsgd_steps(job.learner, job.X, job.y, job.n_steps, job.config, job.rng,
+                        job.X_aux, job.y_aux, job.aux_index)
+        else:
+            _dpsgd_group([jobs[i] for i in group], rows)
+
+
+class _Sources:
+    """A group's rows on the device (private rows, the shared public rows once) and labels,
+    with each client's offsets, its auxiliary cursor and its auxiliary row map."""
+
+    def __init__(self, jobs: Sequence[DPSGDJob], device: torch.device,
+                 rows: ResidentRows | None) -> None:
+        pool = RowPool(int(jobs[0].learner.n_features_in_))
+        labels: list[np.ndarray] = []
+        n_labels = 0
+        self.clients: list[tuple[int, int, int, int, Any, np.ndarray | None]] = []
+        for job in jobs:
+            y = np.asarray(job.y, dtype=np.int64)
+            x_at, y_at = pool.place(np.asarray(job.X)), n_labels
+            labels.append(y)
+            n_labels += len(y)
+            xa_at = ya_at = 0
+            aux, rows_of_aux = None, None
+            n_aux = 0 if job.X_aux is None or job.y_aux is None else len(job.y_aux)
+            if n_aux:
+                Xa = np.asarray(job.X_aux)
+                rows_of_aux = aux_rows(job.aux_index, n_aux, len(Xa))
+                xa_at, ya_at = pool.place(Xa), n_labels
+                labels.append(np.asarray(job.y_aux, dtype=np.int64))
+                n_labels += n_aux
+                aux = job.learner._cursor(1, n_aux)  # as dpsgd_steps: public, seeded order
+            self.clients.append((x_at, y_at, xa_at, ya_at, aux, rows_of_aux))
+        self.x = pool.tensor(device, rows)
+        self.y = torch.from_numpy(np.concatenate([*labels, [0]])).to(device)
+        self.pad = (pool.n_rows, n_labels)
+
+
+def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None = None) -> None:
+    from torch.func import stack_module_state
+
+    learners = [j.learner for j in jobs]
+    for ln in learners:
+        ln._resident()
+    first = learners[0]
+    device = torch.device(first.device)
+    params, _ = stack_module_state([ln.model_ for ln in learners])
+    opt = stacked_adam(learners, params)
+    names = _stack_layers(first.model_)
+    assert names is not None
+    layers = [None if n is None else (params[f"{n}.weight"], params[f"{n}.bias"])
+              for n in names]
+    stacked = list(params.values())  # weight, bias per layer: the noise's order
+    shapes = [tuple(p.shape[1:]) for p in stacked]
+    sizes = [int(np.prod(s)) for s in shapes]
+    config = jobs[0].config
+    sigma_c, q, clip = (float(config.noise_multiplier) * float(config.clip),
+                        float(config.sample_rate), float(config.clip))
+    sources = _Sources(jobs, device, rows)
+    n_private = [len(j.y) for j in jobs]
+    noise = np.empty((len(jobs), sum(sizes)), dtype=np.float32)
+    for ln in learners:
+        if not ln.model_.training:
+            ln.model_.train()
+    for _ in range(int(jobs[0].n_steps)):
+        drawn, weights = [], []
+        for c, job in enumerate(jobs):  # each client's draws, in dpsgd_steps' order
+            idx = np.flatnonzero(job.rng.random(n_private[c]) < q)
+            job.rng.standard_normal(out=noise[c], dtype=np.float32)
+            aux = sources.clients[c][4]
+            aidx = aux.next() if aux is not None else None
+            drawn.append((idx, aidx))
+            weights.append(q * n_private[c] + (0 if aidx is None else len(aidx)))
+        index, mask = _index(drawn, sources)
+        x = sources.x[index[0].to(device)]
+        y = sources.y[index[1].to(device)]
+        summed = _clipped_sums(layers, x, y, mask.to(device), clip)
+        on_device = torch.from_numpy(noise).to(device)
+        scale = torch.tensor(weights, dtype=torch.float32, device=device)
+        at = 0
+        for p, g, shape, size in zip(stacked, summed, shapes, sizes, strict=True):
+            z = on_device[:, at : at + size].view(len(jobs), *shape)
+            at += size
+            p.grad = (g + z * sigma_c) / scale.view(-1, *[1] * len(shape))
+        opt.step()
+    write_back(learners, params, opt)
+    for ln in learners:
+        ln.steps_ += int(jobs[0].n_steps)
+
+
+def _index(drawn: Sequence[tuple[np.ndarray, np.ndarray | None]], sources: _Sources
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step's index (2, clients, slots) into the rows and labels (each client's sample,
+    then its auxiliary minibatch, then padding) and the mask of real rows."""
+    lens = [len(i) + (0 if a is None else len(a)) for i, a in drawn]
+    width = max(1, max(lens))
+    index = np.empty((2, len(drawn), width), dtype=np.int64)
+    index[0], index[1] = sources.pad
+    mask = np.zeros((len(drawn), width), dtype=np.float32)
+    for c, ((idx, aidx), (x_at, y_at, xa_at, ya_at, _, rows_of_aux)) in enumerate(
+            zip(drawn, sources.clients, strict=True)):
+        k = len(idx)
+        index[0, c, :k], index[1, c, :k] = idx + x_at, idx + y_at
+        if aidx is not None:
+            rows = aidx if rows_of_aux is None else rows_of_aux[aidx]
+            index[0, c, k : k + len(aidx)] = rows + xa_at
+            index[1, c, k : k + len(aidx)] = aidx + ya_at
+        mask[c, : lens[c]] = 1.0
+    return torch.from_numpy(index), torch.from_numpy(mask)
+
+
+def _clipped_sums(layers: Sequence[tuple[torch.Tensor, torch.Tensor] | None], x: torch.Tensor,
+                  y: torch.Tensor, mask: torch.Tensor, clip: float) -> list[torch.Tensor]:
+    """Per client, Σ_i clip_C(∇ℓ(x_i, y_i)) per parameter (weight, bias per layer), for
+    stacked inputs (clients, slots, features); padding rows (mask 0) add nothing.
+
+    Example i's gradient of a linear layer is ``b_i a_iᵀ`` and ``b_i`` (``a_i`` the layer's
+    input, ``b_i`` the summed loss's gradient at its output), so its squared norm is
+    ``Σ_layers ||b_i||² (||a_i||² + 1)`` and the clipped sums are ``(s ⊙ B)ᵀ A``.
+    """
+    inputs, outputs = [], []
+    h = x
+    for layer in layers:
+        if layer is None:
+            h = torch.relu(h)
+            continue
+        weight, bias = layer
+        inputs.append(h.detach())
+        h = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
+        outputs.append(h)
+    losses = nn.functional.cross_entropy(h.reshape(-1, h.shape[-1]), y.reshape(-1),
+                                         reduction="none")
+    back = torch.autograd.grad((losses * mask.reshape(-1)).sum(), outputs)
+    sq = sum((b.pow(2).sum(-1) * (a.pow(2).sum(-1) + 1.0))
+             for a, b in zip(inputs, back, strict=True))
+    scale = torch.clamp(clip / (torch.sqrt(torch.as_tensor(sq)) + 1e-12), max=1.0)
+    sums: list[torch.Tensor] = []
+    for a, b in zip(inputs, back, strict=True):
+        sb = b * scale.unsqueeze(-1)
+        sums += [torch.bmm(sb.transpose(1, 2), a), sb.sum(dim=1)]
+    return sums

@@ -1,0 +1,201 @@
+"""Distillation and DP-SGD steps of many clients run together equal the clients' one-by-one
+calls: the same cursors and generators give the same weights, Adam moments and cursor
+positions up to rounding; through the simulator, DD, FedMD and DS-FL equal their sequential
+runs, and DP-FedAvg and DP-FedCT train batched with each client's accounting unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
+from fedlabels.learners.batched_distill import distill_groups, distill_together
+from fedlabels.learners.batched_dpsgd import dpsgd_groups, dpsgd_together
+from fedlabels.learners.dpsgd import DPSGDConfig, dpsgd_steps
+from test_batched_clients import digits_clients, learners
+
+SIZES = (40, 75, 130, 61)  # unequal; one client below the batch size
+
+
+def assert_same_learners(seq, bat, tol=1e-6):
+    for a, b in zip(seq, bat, strict=True):
+        assert a.steps_ == b.steps_
+        sa, sb = a.state_dict(), b.state_dict()
+        assert sa.keys() == sb.keys()
+        for key, value in sa.items():
+            if key.startswith(("model.", "opt.")) and isinstance(value, np.ndarray) \
+                    and value.dtype.kind == "f":
+                scale = max(float(np.abs(value).max(initial=0.0)), 1e-3)
+                assert np.abs(value - sb[key]).max() <= tol * scale, key
+            elif key.startswith(("cursor.", "rng.")):  # the same minibatches were drawn
+                np.testing.assert_array_equal(value, sb[key], err_msg=key)
+
+
+def dp_jobs(models, clients, steps, config, seed, public=None):
+    jobs = []
+    for i, (m, (X, y)) in enumerate(zip(models, clients, strict=True)):
+        X = X.astype(np.float32)
+        m._ensure_initialised(X, y)
+        rng = np.random.default_rng([seed, i])  # stands for the client's secret generator
+        if public is None:
+            jobs.append(DPSGDJob(m, X, y, steps, config, rng))
+        else:  # FedCT's pseudo-labelled U, by index, a different subset per client
+            Xu, yu = public
+            index = np.arange(70 * i, 70 * i + 90 + 40 * i)
+            jobs.append(DPSGDJob(m, X, y, steps, config, rng, Xu, yu[index], index))
+    return jobs
+
+
+CPU_AND_CUDA = pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+
+
+def placed(spec, n, device):
+    models = learners(spec, n)
+    for m in models:
+        m.place(device)
+    return models
+
+
+@CPU_AND_CUDA
+@pytest.mark.parametrize("with_public", [False, True])
+def test_dpsgd_steps_together_equal_each_clients_own_steps(with_public, device):
+    """Batched (on the CPU, or on a GPU) against one by one on the CPU."""
+    clients, public, _ = digits_clients(SIZES)
+    config = DPSGDConfig(noise_multiplier=1.1, sample_rate=0.2, clip=0.5)
+    seq, bat = learners("mlp(hidden=32-16)", 4), placed("mlp(hidden=32-16)", 4, device)
+    for call in range(2):  # warm-started: the second call continues Adam's moments
+        for job in dp_jobs(seq, clients, 5, config, call, public if with_public else None):
+            dpsgd_steps(job.learner, job.X, job.y, job.n_steps, job.config, job.rng,
+                        job.X_aux, job.y_aux, job.aux_index)
+        jobs = dp_jobs(bat, clients, 5, config, call, public if with_public else None)
+        assert dpsgd_groups(jobs) == [[0, 1, 2, 3]]  # really batched
+        dpsgd_together(jobs)
+    assert_same_learners(seq, bat, tol=1e-6 if device == "cpu" else 1e-4)
+    assert all(m.steps_ == 10 for m in bat)
+
+
+def test_each_client_draws_its_sample_and_noise_from_its_own_generator():
+    """Another generator for client 1 changes client 1 alone: no client's noise or sample
+    comes from another's generator (or from a shared one)."""
+    clients, _, _ = digits_clients(SIZES)
+    config = DPSGDConfig(noise_multiplier=1.0, sample_rate=0.3, clip=1.0)
+    runs = []
+    for other in (False, True):
+        models = learners("mlp(hidden=16)", 4)
+        jobs = dp_jobs(models, clients, 3, config, 0)
+        if other:
+            jobs[1].rng = np.random.default_rng(12345)
+        dpsgd_together(jobs)
+        runs.append([m.get_weights() for m in models])
+    for c in (0, 2, 3):
+        np.testing.assert_array_equal(runs[0][c], runs[1][c])
+    assert np.abs(runs[0][1] - runs[1][1]).max() > 1e-4
+
+
+def test_dpsgd_groups_split_by_protection_and_network():
+    clients, _, _ = digits_clients((40, 50, 60, 70))
+    models = learners("mlp(hidden=16)", 3) + learners("cnn(arch=small)", 1)
+    a, b = DPSGDConfig(1.0, 0.2, 1.0), DPSGDConfig(2.0, 0.2, 1.0)
+    jobs = dp_jobs(models[:2], clients[:2], 2, a, 0) + dp_jobs(models[2:], clients[2:], 2, b, 0)
+    # a different sigma, and a CNN (per-example gradients by torch.func): not stacked
+    assert sorted(map(len, dpsgd_groups(jobs))) == [1, 1, 2]
+    dpsgd_together(jobs)
+    assert all(m.steps_ == 2 for m in models)
+
+
+def distill_jobs(models, clients, public, steps, private, weight):
+    Xu, _ = public
+    targets = np.random.default_rng(7).dirichlet(np.ones(10), size=len(Xu)).astype(np.float32)
+    jobs = []
+    for i, (m, (X, y)) in enumerate(zip(models, clients, strict=True)):
+        if not hasattr(m, "model_"):
+            m._initialise(X.shape[1], 10)
+        rows = slice(0, 300) if i % 2 else slice(50 * i, 50 * i + 40 + 60 * i)  # shared/own
+        jobs.append(DistillJob(m, Xu[rows], targets[rows], steps, X if private else None,
+                               y if private else None, weight))
+    return jobs
+
+
+@pytest.mark.parametrize(("spec", "device"), [
+    ("mlp(hidden=32-16)", "cpu"), ("cnn(arch=small)", "cpu"),
+    pytest.param("mlp(hidden=32-16)", "cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("private", [False, True])
+def test_distill_steps_together_equal_each_clients_own(spec, private, device):
+    clients, public, _ = digits_clients(SIZES)
+    seq, bat = learners(spec, 4), placed(spec, 4, device)
+    for _ in range(2):
+        for job in distill_jobs(seq, clients, public, 6, private, 0.7):
+            job.learner.distill_steps(job.X_soft, job.P_soft, job.n_steps, X=job.X, y=job.y,
+                                      weight=job.weight)
+        jobs = distill_jobs(bat, clients, public, 6, private, 0.7)
+        assert distill_groups(jobs) == [[0, 1, 2, 3]]
+        distill_together(jobs)
+    # batched convolutions sum in another order: a looser tolerance for the CNN
+    assert_same_learners(seq, bat, tol=1e-6 if spec.startswith("mlp") and device == "cpu"
+                         else 2e-3)
+
+
+def test_augmenting_learners_distil_alone():
+    clients, public, _ = digits_clients((40, 50))
+    models = learners("cnn(arch=small,augment=true)", 2)
+    jobs = distill_jobs(models, clients, public, 2, True, 1.0)
+    assert sorted(map(len, distill_groups(jobs))) == [1, 1]
+    distill_together(jobs)
+    assert all(m.steps_ == 2 for m in models)
+
+
+def spy(monkeypatch, module, name):
+    calls: list[int] = []
+    original = getattr(module, name)
+
+    def counted(jobs, *args):
+        calls.append(len(jobs))
+        return original(jobs, *args)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("method", ["dd", "fedmd", "ds-fl"])
+def test_a_distillation_run_with_clients_together_equals_the_sequential_run(method,
+                                                                             monkeypatch):
+    import fedlabels as fl
+    import fedlabels.learners.batched_distill as distill
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((40, 90, 150, 60), n_unlabeled=300, n_test=300)
+    calls = spy(monkeypatch, distill, "_distill_group")
+    runs = {mode: fl.run(method, fed, model="mlp(hidden=32)", rounds=3, period=8, seed=0,
+                         progress=False, batch_clients=mode)
+            for mode in ("off", "on")}
+    assert calls and set(calls) == {4}, calls  # every client's distillation, together
+    off, on = runs["off"], runs["on"]
+    assert on.extra["device"]["batched_clients"]
+    assert [r.bytes_up for r in on.rounds] == [r.bytes_up for r in off.rounds]
+    for a, b in zip(off.client_models, on.client_models, strict=True):
+        np.testing.assert_allclose(a.get_weights(), b.get_weights(), atol=1e-5)
+    assert on.final["mean_accuracy"] == pytest.approx(off.final["mean_accuracy"], abs=0.01)
+
+
+@pytest.mark.parametrize(("method", "options", "groups"), [
+    ("dp-fedavg", {"level": "record", "epsilon": 8}, 3),
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 8}, 3),
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 8, "site_model": "private"}, 3)])
+def test_dp_runs_take_their_dpsgd_steps_together_with_the_same_accounting(
+        method, options, groups, monkeypatch):
+    import fedlabels as fl
+    import fedlabels.learners.batched_dpsgd as batched_dpsgd
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((40, 90, 150, 60), n_unlabeled=300, n_test=300)
+    calls = spy(monkeypatch, batched_dpsgd, "_dpsgd_group")
+    runs = {mode: fl.run(method, fed, model="mlp(hidden=32)", rounds=3, period=8, seed=0,
+                         progress=False, batch_clients=mode, options=options)
+            for mode in ("off", "on")}
+    # one group of the four clients a round (DP-FedCT's separate labellers included)
+    assert calls == [4] * groups
+    off, on = (runs[m].extra["privacy"] for m in ("off", "on"))
+    for key in ("epsilon", "steps_per_client", "epsilon_per_client", "noise_multiplier"):
+        assert on[key] == off[key], key
+    assert runs["on"].extra["device"]["batched_clients"]
