@@ -135,3 +135,41 @@ def test_other_architecture_is_rejected():
         TorchMLPClassifier(**PARAMS).load_state_dict(bad)
     with pytest.raises(FedLabelsError, match="format"):
         TorchMLPClassifier(**PARAMS).load_state_dict({"format": "something else"})
+
+
+@pytest.mark.parametrize("wire", [False, True])
+def test_loading_into_a_trained_learner_equals_loading_into_a_fresh_one(wire):
+    """A built learner reuses its network and optimizer when it loads a state of the same
+    shapes (no network built first); nothing of its own training survives: weights, Adam
+    moments and step counts, its generator, and a cursor the state does not have."""
+    X, y = _data()
+    a = TorchMLPClassifier(**PARAMS).train_steps(X, y, 7, X[:60], y[:60])  # cursors 0, 1
+    state = a.state_dict()
+    assert not any(k.startswith("cursor.2.") for k in state)
+    fresh = TorchMLPClassifier(**PARAMS)
+    used = TorchMLPClassifier(**{**PARAMS, "random_state": 3})
+    used.train_steps(X, y, 13)
+    used.distill_steps(X[:40], np.full((40, 3), 1 / 3, dtype=np.float32), 5)  # a cursor 2
+    network = used.model_
+    for b in (fresh, used):
+        b.load_state_dict(_wire(state) if wire else state)
+    assert used.model_ is network  # reused, not rebuilt
+    _same(fresh, used, X)
+    _continue(fresh, X, y)
+    _continue(used, X, y)
+    _same(fresh, used, X)
+    sf, su = fresh.state_dict(), used.state_dict()
+    for key in sf:
+        assert np.array_equal(sf[key], su[key]) if isinstance(sf[key], np.ndarray) \
+            else sf[key] == su[key], key
+
+
+def test_a_built_learner_of_another_width_is_rebuilt_by_a_state():
+    X, y = _data(d=6)
+    state = TorchMLPClassifier(**PARAMS).train_steps(X, y, 3).state_dict()
+    wide = TorchMLPClassifier(**PARAMS).train_steps(*_data(d=9), 3)
+    wide.load_state_dict(state)
+    assert wide.n_features_in_ == 6
+    fresh = TorchMLPClassifier(**PARAMS)
+    fresh.load_state_dict(state)
+    _same(fresh.train_steps(X, y, 4), wide.train_steps(X, y, 4), X)

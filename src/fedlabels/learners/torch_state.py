@@ -107,7 +107,11 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
     if mlp.n_classes is not None and int(mlp.n_classes) != n_classes:
         raise FedLabelsError(f"TorchMLPClassifier state has {n_classes} classes, this "
                              f"learner was configured with n_classes={mlp.n_classes}.")
-    mlp._initialise(int(_need(state, "n_features_in")), n_classes)
+    n_features = int(_need(state, "n_features_in"))
+    if _reusable(mlp, state, n_features, n_classes):  # every entry below is overwritten
+        mlp._cursors = {}
+    else:
+        mlp._initialise(n_features, n_classes)
     params = {}
     for name, tensor in mlp.model_.state_dict().items():
         array = np.asarray(_need(state, f"model.{name}"))
@@ -158,6 +162,24 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
         cursor.order = np.array(_need(state, f"cursor.{key}.order"), dtype=np.int64)
         cursor.rng = mlp.rng_  # all cursors share the learner's generator
         mlp._cursors[key] = cursor
+
+
+def _reusable(mlp: Any, state: Mapping[str, Any], n_features: int, n_classes: int) -> bool:
+    """Whether the learner's built network and optimizer can take ``state`` as they are
+    (same input width, classes, entries and shapes, resident on its device), so loading it
+    need not build and initialise a network first (a few ms for the paper's MLP, per client
+    and per checkpoint of a run with workers)."""
+    model = getattr(mlp, "model_", None)
+    if model is None or getattr(mlp, "_home", None) is not None or \
+            getattr(mlp, "optimizer_", None) is None:
+        return False
+    if getattr(mlp, "n_features_in_", None) != n_features or \
+            len(getattr(mlp, "classes_", ())) != n_classes:
+        return False
+    own = model.state_dict()
+    stored = {k[len("model."):] for k in state if k.startswith("model.") and k != "model.training"}
+    return stored == set(own) and all(
+        np.shape(state[f"model.{name}"]) == tuple(t.shape) for name, t in own.items())
 
 
 def architecture(mlp: Any) -> dict[str, Any]:
