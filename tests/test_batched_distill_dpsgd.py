@@ -199,3 +199,36 @@ def test_dp_runs_take_their_dpsgd_steps_together_with_the_same_accounting(
     for key in ("epsilon", "steps_per_client", "epsilon_per_client", "noise_multiplier"):
         assert on[key] == off[key], key
     assert runs["on"].extra["device"]["batched_clients"]
+
+
+def test_calls_run_in_client_order_whatever_the_learner_and_the_arrival(monkeypatch):
+    """A client's calls take its place in the group (so the stacking, and the device rows
+    cache, are the same every round), also for a learner the simulator did not hand the
+    rendezvous (DP-FedCT's labeller), whatever order the threads arrive in."""
+    import threading
+
+    import fedlabels.engines.together as together
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(together, "dpsgd_together",
+                        lambda jobs, rows=None: seen.append([j.learner for j in jobs]))
+    rendezvous = together.Rendezvous(3)
+    turn = [threading.Event() for _ in range(3)]
+
+    def client(position: int, name: str, after: int | None) -> None:
+        rendezvous.enter(position)
+        if after is not None:
+            turn[after].wait()
+        job = DPSGDJob(name, np.zeros((1, 1)), np.zeros(1), 1, None, None)
+        threading.Timer(0.05, turn[position].set).start()  # the next may arrive now
+        rendezvous.submit(job)
+        rendezvous.finished()
+
+    # arrival: position 2 first, then 0, then 1
+    threads = [threading.Thread(target=client, args=args) for args in
+               ((2, "third", None), (0, "first", 2), (1, "second", 0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert seen == [["first", "second", "third"]]

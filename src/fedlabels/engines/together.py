@@ -39,21 +39,28 @@ class Rendezvous:
     """Collects the ``train_steps``, ``distill_steps``, DP-SGD and ``predict_proba`` calls of
     ``n`` client threads and runs them together."""
 
-    def __init__(self, n: int, rows: ResidentRows | None = None,
-                 order: Mapping[int, int] | None = None) -> None:
+    def __init__(self, n: int, rows: ResidentRows | None = None) -> None:
         self.active = n
         self.rows = rows
-        # id(learner) -> its client's position: calls run in client order, not in the order
-        # the threads arrived (the same stacking every round, so the rows cache hits)
-        self.order = dict(order or {})
+        # calls run in client order, not in the order the threads arrived (the same stacking
+        # every round, so the rows cache hits): by the position of the client thread that
+        # submits them (:meth:`enter`)
+        self.positions: dict[int, int] = {}
         self.pending: list[tuple[Job, dict[str, Any]]] = []
         self.cond = threading.Condition()
+
+    def enter(self, position: int) -> None:
+        """The calling thread is the client at ``position``: every call it submits, for any
+        of its learners (DP-FedCT's separate labeller too), runs in that place."""
+        with self.cond:
+            self.positions[threading.get_ident()] = position
 
     def submit(self, job: Job) -> None:
         """Wait until ``job`` has run with the others' calls (or raise their error); a
         :class:`PredictJob` then holds its probabilities in ``out``."""
         slot: dict[str, Any] = {}
         with self.cond:
+            slot["at"] = self.positions.get(threading.get_ident(), 0)
             self.pending.append((job, slot))
             self._maybe_run()
             while "done" not in slot:
@@ -71,7 +78,7 @@ class Rendezvous:
         if not self.pending or len(self.pending) < self.active:
             return
         batch, self.pending = self.pending, []
-        batch.sort(key=lambda item: self.order.get(id(item[0].learner), 0))
+        batch.sort(key=lambda item: item[1]["at"])
         error: BaseException | None = None
         try:
             train_together([job for job, _ in batch if isinstance(job, TrainJob)], self.rows)
@@ -116,11 +123,11 @@ class TogetherGrid:
             down = encode_message(messages[cid])
             self.inner.meter.add(rnd, cid, "down", messages[cid].category, len(down))
             decoded[cid] = decode_message(down)
-        rendezvous = Rendezvous(len(cids), self.rows, {
-            id(self.inner.clients[cid].learner): k for k, cid in enumerate(cids)})
+        rendezvous = Rendezvous(len(cids), self.rows)
         results: dict[int, Any] = {}
 
-        def work(cid: int) -> None:
+        def work(cid: int, position: int) -> None:
+            rendezvous.enter(position)
             learner = self.inner.clients[cid].learner
             learner._rendezvous = rendezvous
             try:
@@ -134,7 +141,8 @@ class TogetherGrid:
                 if callable(after_turn):  # weights resting off the device move out
                     after_turn(cid)
 
-        threads = [threading.Thread(target=work, args=(cid,), daemon=True) for cid in cids]
+        threads = [threading.Thread(target=work, args=(cid, k), daemon=True)
+                   for k, cid in enumerate(cids)]
         for t in threads:
             t.start()
         for t in threads:
