@@ -17,7 +17,10 @@ client at once), so a round's predictions of U, or of the test set, are one batc
 Learners can train together (:func:`batch_groups`) when they are torch classifiers of one
 architecture on one device with the default loss and Adam of the same hyper-parameters and
 step count, without batch normalisation or dropout (whose batch statistics and random masks
-``vmap`` would not reproduce); anything else trains on its own.
+``vmap`` would not reproduce); anything else trains on its own. The clients'
+``distill_steps`` and DP-SGD steps run together in :mod:`fedlabels.learners.batched_distill`
+and :mod:`fedlabels.learners.batched_dpsgd`, with the helpers here (:class:`RowPool`,
+:func:`stacked_adam`, :func:`write_back`).
 """
 
 from __future__ import annotations
@@ -422,7 +425,7 @@ def aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarra
 
 
 def stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
-                    lens: Sequence[int]) -> torch.Tensor:
+                   lens: Sequence[int]) -> torch.Tensor:
     """What each learner's training ``_inputs`` makes of its rows, for the stacked batch
     (clients, slots, features) at once: nothing for the MLP, a reshape to images and the
     learners' own random crops and flips for the CNNs (padding rows stay zero). Any other
