@@ -58,9 +58,11 @@ def placed(spec, n, device):
 
 
 @CPU_AND_CUDA
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("with_public", [False, True])
-def test_dpsgd_steps_together_equal_each_clients_own_steps(with_public, device):
-    """Batched (on the CPU, or on a GPU) against one by one on the CPU."""
+def test_dpsgd_steps_together_equal_each_clients_own_steps(with_public, threads, device):
+    """Batched (on the CPU, or on a GPU; the noise drawn by 1 or 3 host threads) against
+    one by one on the CPU."""
     clients, public, _ = digits_clients(SIZES)
     config = DPSGDConfig(noise_multiplier=1.1, sample_rate=0.2, clip=0.5)
     seq, bat = learners("mlp(hidden=32-16)", 4), placed("mlp(hidden=32-16)", 4, device)
@@ -70,14 +72,15 @@ def test_dpsgd_steps_together_equal_each_clients_own_steps(with_public, device):
                         job.X_aux, job.y_aux, job.aux_index)
         jobs = dp_jobs(bat, clients, 5, config, call, public if with_public else None)
         assert dpsgd_groups(jobs) == [[0, 1, 2, 3]]  # really batched
-        dpsgd_together(jobs)
+        dpsgd_together(jobs, threads=threads)
     assert_same_learners(seq, bat, tol=1e-6 if device == "cpu" else 1e-4)
     assert all(m.steps_ == 10 for m in bat)
 
 
-def test_each_client_draws_its_sample_and_noise_from_its_own_generator():
+@pytest.mark.parametrize("threads", [1, 4])
+def test_each_client_draws_its_sample_and_noise_from_its_own_generator(threads):
     """Another generator for client 1 changes client 1 alone: no client's noise or sample
-    comes from another's generator (or from a shared one)."""
+    comes from another's generator (or from a shared one), drawn in parallel or not."""
     clients, _, _ = digits_clients(SIZES)
     config = DPSGDConfig(noise_multiplier=1.0, sample_rate=0.3, clip=1.0)
     runs = []
@@ -86,11 +89,23 @@ def test_each_client_draws_its_sample_and_noise_from_its_own_generator():
         jobs = dp_jobs(models, clients, 3, config, 0)
         if other:
             jobs[1].rng = np.random.default_rng(12345)
-        dpsgd_together(jobs)
+        dpsgd_together(jobs, threads=threads)
         runs.append([m.get_weights() for m in models])
     for c in (0, 2, 3):
         np.testing.assert_array_equal(runs[0][c], runs[1][c])
     assert np.abs(runs[0][1] - runs[1][1]).max() > 1e-4
+
+
+def test_noise_threads_follow_the_device(monkeypatch):
+    from fedlabels.learners.batched_dpsgd import noise_threads
+
+    monkeypatch.setattr("fedlabels.core.threads.available_cores", lambda: 16)
+    monkeypatch.delenv("FEDLABELS_THREADS", raising=False)
+    assert noise_threads("cpu", 100) == 1  # the training threads (default 1) on the CPU
+    monkeypatch.setenv("FEDLABELS_THREADS", "2")
+    assert noise_threads("cpu", 100) == 2
+    assert noise_threads("cuda:0", 100) == 16  # on a GPU the host cores are free
+    assert noise_threads("cuda", 5) == 5  # at most one per client
 
 
 def test_dpsgd_groups_split_by_protection_and_network():

@@ -26,9 +26,10 @@ def test_every_kind_is_timed_and_recorded(tmp_path, capsys):
     script = load()
     out = tmp_path / "kinds.json"
     assert script.main(["--clients", "3", "--hidden", "8", "--steps", "1",
-                        "--output", str(out)]) == 0
+                        "--noise-threads", "2", "--output", str(out)]) == 0
     record = json.loads(out.read_text())
-    assert [r["kind"] for r in record["rows"]] == ["train", "distill", "dpsgd"]
+    assert [r["kind"] for r in record["rows"]] == ["train", "distill", "dpsgd", "noise"]
+    assert record["noise_threads"] == 2
     for row in record["rows"]:
         assert row["one_by_one_s"] > 0 and row["together_s"] > 0
         assert row["ratio"] == pytest.approx(row["one_by_one_s"] / row["together_s"])

@@ -17,12 +17,15 @@ unchanged. Networks that are not such a stack (a CNN, your own module) take thei
 steps one by one.
 
 The noise is drawn on the host (the secret generator is numpy's, seeded from the OS CSPRNG):
-per step, one normal per parameter per client, copied to the device in one transfer.
+per step, one normal per parameter per client, the clients' draws in parallel threads
+(:func:`noise_threads`; each from its own generator, so the streams are those of the
+one-by-one steps), copied to the device in one transfer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -71,9 +74,23 @@ def dpsgd_groups(jobs: Sequence[DPSGDJob]) -> list[list[int]]:
     return list(groups.values()) + alone
 
 
-def dpsgd_together(jobs: Sequence[DPSGDJob], rows: ResidentRows | None = None) -> None:
+def noise_threads(device: str | torch.device, n_clients: int) -> int:
+    """Host threads that draw a group's noise (each client's from its own generator, in
+    parallel: numpy releases the GIL while it fills an array): on a GPU, whose host cores
+    are otherwise idle while the group trains, the usable cores; on the CPU, the training
+    threads (:func:`fedlabels.core.threads.torch_threads`, default 1). At most one per
+    client."""
+    from fedlabels.core.threads import available_cores, torch_threads
+
+    cores = torch_threads() if torch.device(device).type == "cpu" else available_cores()
+    return max(1, min(int(cores), int(n_clients)))
+
+
+def dpsgd_together(jobs: Sequence[DPSGDJob], rows: ResidentRows | None = None,
+                   threads: int | None = None) -> None:
     """Run every job's DP-SGD steps: compatible learners in one vectorised pass per step,
-    the rest one by one; each learner ends as if it had trained alone with its generator."""
+    the rest one by one; each learner ends as if it had trained alone with its generator.
+    ``threads``: host threads drawing the noise (default :func:`noise_threads`)."""
     from fedlabels.learners.dpsgd import dpsgd_steps
 
     for group in dpsgd_groups(jobs):
@@ -82,7 +99,14 @@ def dpsgd_together(jobs: Sequence[DPSGDJob], rows: ResidentRows | None = None) -
             dpsgd_steps(job.learner, job.X, job.y, job.n_steps, job.config, job.rng,
                         job.X_aux, job.y_aux, job.aux_index)
         else:
-            _dpsgd_group([jobs[i] for i in group], rows)
+            chosen = [jobs[i] for i in group]
+            n = noise_threads(chosen[0].learner.device, len(chosen)) if threads is None \
+                else max(1, min(int(threads), len(chosen)))
+            if n == 1:
+                _dpsgd_group(chosen, rows, map)
+            else:
+                with ThreadPoolExecutor(n, thread_name_prefix="fedlabels-noise") as pool:
+                    _dpsgd_group(chosen, rows, pool.map)
 
 
 class _Sources:
@@ -116,7 +140,8 @@ class _Sources:
         self.pad = (pool.n_rows, n_labels)
 
 
-def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None = None) -> None:
+def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
+                 mapper: Callable[..., Iterable[np.ndarray]]) -> None:
     from torch.func import stack_module_state
 
     learners = [j.learner for j in jobs]
@@ -142,11 +167,18 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None = None) -> None
     for ln in learners:
         if not ln.model_.training:
             ln.model_.train()
+    def secret_draws(c: int) -> np.ndarray:
+        """Client c's Poisson sample and noise for one step, from its own generator, in
+        dpsgd_steps' order (clients in parallel threads: no generator is shared)."""
+        rng = jobs[c].rng
+        idx = np.flatnonzero(rng.random(n_private[c]) < q)
+        rng.standard_normal(out=noise[c], dtype=np.float32)
+        return idx
+
     for _ in range(int(jobs[0].n_steps)):
         drawn, weights = [], []
-        for c, job in enumerate(jobs):  # each client's draws, in dpsgd_steps' order
-            idx = np.flatnonzero(job.rng.random(n_private[c]) < q)
-            job.rng.standard_normal(out=noise[c], dtype=np.float32)
+        samples = list(mapper(secret_draws, range(len(jobs))))
+        for c, idx in enumerate(samples):  # the public minibatches: the learners' cursors
             aux = sources.clients[c][4]
             aidx = aux.next() if aux is not None else None
             drawn.append((idx, aidx))
