@@ -160,3 +160,17 @@ def test_a_torch_clients_final_metrics_predict_the_test_set_once(breast_cancer_f
             skm.roc_auc_score(fed.y_test == pos, proba[:, pos]))
         assert clin["metrics"]["accuracy"]["clients"][k] == pytest.approx(
             np.mean(model.predict(fed.X_test) == fed.y_test))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_binary_auroc_counts_ties_half_as_scikit_learn_does(seed):
+    from fedlabels.core.clinical import binary_auroc
+
+    rng = np.random.default_rng(seed)
+    positive = rng.random(500) < 0.3
+    score = rng.integers(0, 6, 500) + positive * rng.integers(0, 3, 500)  # many ties
+    assert binary_auroc(positive, score) == pytest.approx(
+        skm.roc_auc_score(positive, score), abs=1e-12)
+    assert binary_auroc(positive, np.zeros(500)) == 0.5  # all tied
+    assert binary_auroc(positive, np.where(positive, 1.0, 0.0)) == 1.0
+    assert np.isnan(binary_auroc(positive, np.r_[np.nan, score[1:]]))

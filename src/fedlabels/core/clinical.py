@@ -47,15 +47,24 @@ def macro_f1(cm: np.ndarray) -> float:
 
 def binary_auroc(is_positive: np.ndarray, score: np.ndarray) -> float | None:
     """Area under the ROC curve (Mann-Whitney, ties counted half); ``None`` without both
-    positives and negatives."""
+    positives and negatives, NaN if a score is NaN.
+
+    The Mann-Whitney count: for each positive, the negatives scored below it plus half
+    those scored equal, found by binary search in the sorted negative scores (one sort;
+    several times faster than ranking all scores, which a run of hundreds of clients does
+    for every class of every client)."""
     pos = np.asarray(is_positive, dtype=bool)
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
     if n_pos == 0 or n_neg == 0:
         return None
-    from scipy.stats import rankdata  # scipy.stats is slow to import: only when scoring
-
-    ranks = rankdata(np.asarray(score, dtype=np.float64))
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    values = np.asarray(score, dtype=np.float64)
+    if np.isnan(values).any():
+        return float("nan")
+    negatives = np.sort(values[~pos])
+    positives = values[pos]
+    below = np.searchsorted(negatives, positives, side="left")
+    equal = np.searchsorted(negatives, positives, side="right") - below
+    return float((below.sum() + 0.5 * equal.sum()) / (n_pos * n_neg))
 
 
 def auroc(y_true: np.ndarray, proba: np.ndarray, positive: int) -> float | None:
