@@ -131,8 +131,9 @@ class RunConfig:
                            kind=str, choices=("fp32", "bf16"), hashed_at_default=False)
     batch_clients: str = param(
         "auto", "train the clients' torch models together, one vectorised step for all "
-        "(auto: on CUDA)", kind=str, choices=("auto", "on", "off"), group="simulator",
-        simulator_only=True, hashed_at_default=False)
+        "(training, distillation, DP-SGD; auto: on CUDA)", kind=str,
+        choices=("auto", "on", "off"), group="simulator", simulator_only=True,
+        hashed_at_default=False)
     offload: str = param(
         "auto", "move clients' torch weights off their GPU between turns: auto (when they "
         "do not fit in its free memory), always, never (docs/neural.md)", kind=str,
