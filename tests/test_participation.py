@@ -296,3 +296,66 @@ def test_cli_flag_types_the_value_and_results_round_trip(tmp_path, capsys):
     cfg.write_text("participation = 0.5\n")
     assert main(["audit", "--config", str(cfg)]) == 2
     assert "only `fedlabels run`" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- every method, missing clients
+#: options a method needs to run at all (its privacy parameters)
+NEEDED_OPTIONS = {"dp-fedavg": {"epsilon": 8}, "dp-fedct": {"epsilon": 8, "mechanism": "dpsgd"},
+                  "dp-pate": {"epsilon": 8}, "fredy": {"epsilon_per_query": 2.0}}
+REFUSALS = ("cannot run with", "samples its clients itself")
+
+
+def _methods():
+    from fedlabels.methods.registry import available_methods
+
+    return sorted(available_methods())
+
+
+@pytest.mark.parametrize("kwargs", [{"participation": 2}, {"dropout": 0.5}])
+@pytest.mark.parametrize("method", _methods())
+def test_every_method_runs_with_missing_clients_or_refuses_before_training(method, kwargs):
+    """A method either refuses --participation/--dropout up front with its one-line
+    reason, or runs with clients missing from rounds (it must not fail when a client that
+    missed an earlier round takes part: fedmd did, 'consensus before any subset')."""
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((40, 90, 150, 60, 70), n_unlabeled=300, n_test=300)
+    try:
+        result = fl.run(method, fed, model="mlp(hidden=16)", rounds=4, period=3, seed=1,
+                        progress=False, options=NEEDED_OPTIONS.get(method), **kwargs)
+    except FedLabelsError as exc:
+        assert any(r in str(exc) for r in REFUSALS), str(exc)
+        return
+    assert len(result.rounds) == 4
+    # evaluated (DP methods' noise comes from the OS: their accuracy is not fixed here)
+    assert 0.0 <= result.final["mean_accuracy"] <= 1.0
+
+
+def test_fedmd_a_client_that_missed_round_one_transfers_when_it_first_takes_part():
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((40, 90, 150, 60, 70), n_unlabeled=300, n_test=300)
+    policy = Participation(count=2)
+    run = build("fedmd", fed, policy, model="mlp(hidden=16)", period=3)
+    first = draw_round(policy, 0, 0, run.sizes).selected
+    joined: dict[int, int] = {}
+    labels_to: list[tuple[int, int]] = []  # (round, client) of every message with D0's labels
+    exchange = run.inner.exchange
+
+    def recording(messages, rnd):
+        labels_to.extend((rnd, c) for c, m in messages.items() if "public_labels" in m.arrays)
+        return exchange(messages, rnd)
+
+    run.inner.exchange = recording
+
+    def check(record):
+        for c in record.participants:
+            joined.setdefault(c, record.round)
+            assert run.clients[c].transferred
+        assert sorted(run.server.transferred.tolist()) == sorted(joined)
+
+    loop(run, 8, check)
+    later = [c for c, rnd in joined.items() if rnd > 1]
+    assert later and not set(later) & set(first)  # some joined after round 1, and worked
+    # D0's labels went to each client once: in the first round it took part in
+    assert sorted(labels_to) == sorted((rnd - 1, c) for c, rnd in joined.items())

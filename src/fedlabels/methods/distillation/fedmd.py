@@ -40,7 +40,6 @@ from fedlabels.method.base import (
     ServerRole,
     Settings,
 )
-from fedlabels.method.blocks import broadcast
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
@@ -96,13 +95,14 @@ def fedmd_sizes(options: FedMDOptions, n_public: int) -> tuple[int, int]:
 
 
 class FedMDClient(ClientRole):
-    """Transfer learning, then digest / revisit / communicate every round."""
+    """Transfer learning (in the first round it takes part in), then digest / revisit /
+    communicate every round."""
 
-    state_attrs: ClassVar[tuple[str, ...]] = ("subset",)
+    state_attrs: ClassVar[tuple[str, ...]] = ("transferred",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.subset: np.ndarray | None = None  # d_t: the rows of U last scored
+        self.transferred = False  # transfer learning on D₀ done
         self.dtype = SOFT_DTYPES[self.settings.options_as(FedMDOptions).soft_dtype]
         self.handlers["fedmd.train"] = self.train
 
@@ -111,25 +111,28 @@ class FedMDClient(ClientRole):
         if U is None:
             raise FedLabelsError(f"client {self.cid}: FedMD needs the public set U.")
         n_public = len(U)
-        if "public_labels" in message.arrays:  # transfer learning on D₀, then private data
+        if "public_labels" in message.arrays and not self.transferred:
+            # transfer learning on D₀, then private data
             n_lab = int(cfg["n_labeled"])
             y0 = unpack_labels(message.arrays["public_labels"], n_lab, self.settings.n_classes)
             self.train_on(U[:n_lab], y0, int(cfg["transfer_steps"]))
             self.train_on(self.data.X, self.data.y, int(cfg["transfer_steps"]))
+            self.transferred = True
         if "consensus" in message.arrays:  # digest, then revisit
-            if self.subset is None:
-                raise FedLabelsError(f"client {self.cid}: consensus before any subset.")
             target = np.asarray(message.arrays["consensus"], dtype=np.float32)
-            self.learner.distill_steps(U[self.subset], target,
-                                       int(cfg["digest_steps"]))
+            # d_{t-1} from the seed it was drawn from: a client that missed round t-1
+            # (partial participation, a dropout) digests the consensus too
+            previous = subset_indices(int(cfg["consensus_seed"]), n_public, len(target))
+            self.learner.distill_steps(U[previous], target, int(cfg["digest_steps"]))
             self.train_on(self.data.X, self.data.y, int(cfg["steps"]))
-        self.subset = subset_indices(int(cfg["subset_seed"]), n_public, int(cfg["subset_size"]))
-        probs = self.model().predict_proba(U[self.subset]).astype(self.dtype)
+        subset = subset_indices(int(cfg["subset_seed"]), n_public, int(cfg["subset_size"]))
+        probs = self.model().predict_proba(U[subset]).astype(self.dtype)
         return Message("fedmd.scores", arrays={"scores": probs})
 
 
 class FedMDServer(ServerRole):
-    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "consensus")
+    state_attrs: ClassVar[tuple[str, ...]] = ("rng", "consensus", "consensus_seed",
+                                              "transferred")
 
     def __init__(self, settings: Settings, n_public: int, truth_public: np.ndarray,
                  seed: int) -> None:
@@ -145,21 +148,31 @@ class FedMDServer(ServerRole):
         self.dtype = SOFT_DTYPES[opts.soft_dtype]
         self.rng = np.random.default_rng(seed)
         self.consensus: np.ndarray | None = None
+        self.consensus_seed: int | None = None  # the seed of the consensus' subset d_{t-1}
+        # the clients that replied after transfer learning: D₀'s labels go to the others
+        # in the first round they take part in (all of them in round 1 with every client)
+        self.transferred = np.zeros(0, dtype=np.int64)
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         next_seed = int(self.rng.integers(0, 2**31 - 1))
         config: dict[str, Any] = {"round": rnd, "steps": self.settings.period,
                                   "subset_seed": next_seed, "subset_size": self.subset_size}
         arrays: dict[str, np.ndarray] = {}
-        if rnd == 0:
-            arrays["public_labels"] = pack_labels(self.truth_public[: self.n_labeled],
-                                                  self.settings.n_classes)
-            config.update(n_labeled=self.n_labeled, transfer_steps=self.transfer_steps)
         if self.consensus is not None:
             arrays["consensus"] = self.consensus.astype(self.dtype)
-            config["digest_steps"] = self.digest_steps
-        message = Message("fedmd.train", arrays=arrays, config=config)
-        self.consensus = average_soft(broadcast(grid, message, rnd), "scores")
+            config.update(digest_steps=self.digest_steps, consensus_seed=self.consensus_seed)
+        plain = Message("fedmd.train", arrays=arrays, config=config)
+        first = Message("fedmd.train", arrays={**arrays, "public_labels": pack_labels(
+            self.truth_public[: self.n_labeled], self.settings.n_classes)},
+            config={**config, "n_labeled": self.n_labeled,
+                    "transfer_steps": self.transfer_steps})
+        done = set(self.transferred.tolist())
+        replies = grid.exchange({cid: plain if cid in done else first
+                                 for cid in grid.client_ids}, rnd)
+        self.transferred = np.union1d(self.transferred,
+                                      np.asarray(sorted(replies), dtype=np.int64))
+        self.consensus = average_soft(replies, "scores")
+        self.consensus_seed = next_seed
         idx = subset_indices(next_seed, self.n_public, self.subset_size)
         return {"consensus_accuracy": float(np.mean(self.consensus.argmax(axis=1)
                                                     == self.truth_public[idx]))}
