@@ -188,7 +188,7 @@ def simulate(
             insecure_reproducible_noise=insecure_reproducible_noise, malicious=malicious,
             attack=attack, participation=participation, dropout=dropout, deadline=deadline),
             dict(config or {}), plan.settings.rounds, server, clients, meter, started,
-            before_save=None if pool is None else pool.sync, background=True)
+            client_states=None if pool is None else pool.states, background=True)
         done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
         meter.before_release = keeper.barrier  # no reply before the last round's file
         try:

@@ -196,8 +196,9 @@ class WorkerGrid:
     """A :class:`~fedlabels.method.base.Grid` whose clients live in worker processes.
 
     The pool starts at the first exchange (after the roles were built and restored);
-    :meth:`sync` copies the workers' client states into the simulator's roles (for a
-    checkpoint), :meth:`finish` copies states and fitted models and stops the pool.
+    :meth:`states` gathers the workers' client states (for a checkpoint), :meth:`sync` loads
+    them into the simulator's roles, :meth:`finish` copies states and fitted models and
+    stops the pool.
     """
 
     #: keep :attr:`timeline` (benchmarks; off by default: it grows with every exchange)
@@ -348,6 +349,13 @@ class WorkerGrid:
                 raise answer[1]
             out.update(answer[1])
         return out
+
+    def states(self) -> dict[int, Any]:
+        """Every client's current state: from the workers once they run, else from the
+        simulator's roles (for a checkpoint; the roles are not updated)."""
+        if not self.procs:
+            return {cid: role.state_dict() for cid, role in self.clients.items()}
+        return self._ask("states")
 
     def sync(self) -> None:
         """Load every worker's current client states into the simulator's roles."""

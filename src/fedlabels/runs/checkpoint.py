@@ -219,8 +219,10 @@ class Keeper:
     #: an engine's own bookkeeping (JSON), saved and restored with the rest (Flower: lost
     #: clients, message counts); its ``clients`` may be empty (the states stay at the sites)
     engine: dict[str, Any] = field(default_factory=dict)
-    #: brings the clients' states into ``clients`` before a save (roles held by workers)
-    before_save: Callable[[], None] | None = None
+    #: the clients' states from where they live (roles held by worker processes), used in
+    #: place of the ``clients`` roles' own: arrays of their own (received, not live), so
+    #: neither loaded into the roles nor copied for a background write
+    client_states: Callable[[], Mapping[int, State]] | None = None
     #: write each checkpoint in a background thread (the simulator): the round's state is
     #: copied at its end, the next round trains while the file is written, and its clients'
     #: replies reach the server only once the file is on disk (:meth:`barrier`, which the
@@ -329,15 +331,14 @@ class Keeper:
         """Everything a checkpoint holds, as of now; ``copied``: arrays copied, so the next
         round may change the roles while the file is written."""
         assert self.path is not None
-        if self.before_save is not None:
-            self.before_save()
+        received = None if self.client_states is None else self.client_states()
         secret = not is_reproducible()
         clients = {}
         for cid, role in self.clients.items():
-            state = role.state_dict()
+            state = role.state_dict() if received is None else dict(received[cid])
             if secret:  # noise Generators: drawn afresh after a resume
                 state.update(dict.fromkeys(type(role).secret_state))
-            clients[cid] = _copied(state) if copied else state
+            clients[cid] = _copied(state) if copied and received is None else state
         source = current_source()
         meta = {"identity": self.identity, "config": self.config,
                 "rounds_planned": self.rounds_planned,
