@@ -196,9 +196,8 @@ class WorkerGrid:
     """A :class:`~fedlabels.method.base.Grid` whose clients live in worker processes.
 
     The pool starts at the first exchange (after the roles were built and restored);
-    :meth:`states` gathers the workers' client states (for a checkpoint), :meth:`sync` loads
-    them into the simulator's roles, :meth:`finish` copies states and fitted models and
-    stops the pool.
+    :meth:`states` gathers the workers' client states (for a checkpoint), :meth:`finish`
+    copies states and fitted models into the simulator's roles and stops the pool.
     """
 
     #: keep :attr:`timeline` (benchmarks; off by default: it grows with every exchange)
@@ -356,13 +355,6 @@ class WorkerGrid:
         if not self.procs:
             return {cid: role.state_dict() for cid, role in self.clients.items()}
         return self._ask("states")
-
-    def sync(self) -> None:
-        """Load every worker's current client states into the simulator's roles."""
-        if not self.procs:
-            return
-        for cid, state in self._ask("states").items():
-            self.clients[cid].load_state_dict(state)
 
     def finish(self) -> None:
         """Bring the clients' final states and models home, then stop the workers."""
