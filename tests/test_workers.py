@@ -350,3 +350,35 @@ def test_wall_seconds_include_the_final_test_predictions(
     assert result.extra["provenance"]["workers"] == workers
     assert "metrics" in result.extra["clinical"]
     assert result.wall_seconds >= 0.5
+
+
+def test_states_travel_out_of_band_equal_and_writable() -> None:
+    """A worker's report crosses the pipe with its arrays' memory sent as it is (pickle
+    protocol 5 buffers) and arrives equal: big, empty, 0-d, non-contiguous, Fortran-ordered
+    and boolean arrays, nested in a state; the received arrays are writable and own no
+    memory of the sender's."""
+    import threading
+
+    from fedlabels.engines.workers import _recv_out_of_band, _send_out_of_band
+
+    rng = np.random.default_rng(0)
+    big = rng.random((700, 1000), dtype=np.float32)  # 2.8 MB: more than a pipe holds
+    report = {3: {"model.0.weight": big, "empty": np.zeros((0, 4)), "step": np.array(7.0),
+                  "strided": np.arange(20.0)[::3], "fortran": np.asfortranarray(big[:5]),
+                  "mask": rng.random(9) < 0.5, "name": "x", "n": 4}}
+    parent, child = mp.Pipe()
+    sender = threading.Thread(target=_send_out_of_band, args=(child, "states", report))
+    sender.start()
+    command, _, sizes = parent.recv()
+    got = _recv_out_of_band(parent, sizes)
+    sender.join()
+    assert command == "states" and sizes and max(sizes) == big.nbytes
+    assert got.keys() == report.keys() and got[3].keys() == report[3].keys()
+    for key, value in report[3].items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(got[3][key], value)
+            assert got[3][key].dtype == value.dtype and got[3][key].flags.writeable
+        else:
+            assert got[3][key] == value
+    got[3]["model.0.weight"][0, 0] = -1.0  # its own memory
+    assert big[0, 0] != -1.0
