@@ -130,7 +130,8 @@ def test_no_clinical_entry_contradicts_the_recorded_accuracy(breast_cancer_fed):
 def test_a_torch_clients_final_metrics_predict_the_test_set_once(breast_cancer_fed,
                                                                 monkeypatch, workers):
     """The clinical metrics of torch clients come from one prediction of the test set each
-    (their predictions are the probabilities' argmax) and equal the models' own."""
+    (their predictions are the probabilities' argmax), the last round's evaluation (always
+    made), so the final metrics predict nothing again, and equal the models' own."""
     import fedlabels as fl
     from fedlabels.engines import inprocess
     from fedlabels.learners.torch_mlp import TorchMLPClassifier
@@ -151,7 +152,7 @@ def test_a_torch_clients_final_metrics_predict_the_test_set_once(breast_cancer_f
     res = fl.run("fedavg", fed, model="mlp(hidden=8)", rounds=2, period=3, seed=0,
                  progress=False, workers=workers)
     if workers == 1:
-        assert calls == [len(fed.X_test)] * fed.n_clients
+        assert calls == []  # the last evaluation's probabilities, of these very models
     clin = res.extra["clinical"]
     pos = clin["positive_class"]["class"]
     for k, model in enumerate(res.client_models):
@@ -174,3 +175,32 @@ def test_binary_auroc_counts_ties_half_as_scikit_learn_does(seed):
     assert binary_auroc(positive, np.zeros(500)) == 0.5  # all tied
     assert binary_auroc(positive, np.where(positive, 1.0, 0.0)) == 1.0
     assert np.isnan(binary_auroc(positive, np.r_[np.nan, score[1:]]))
+
+
+def test_kept_test_predictions_are_used_only_for_the_model_that_made_them(breast_cancer_fed):
+    """After an evaluation the client's test outputs come from it; once the model changes
+    (FedAvg's new weights without a step, or more steps) they are computed afresh."""
+    from fedlabels.comm import Message
+    from fedlabels.learners import as_models
+    from fedlabels.runs.session import build_session
+
+    fed = breast_cancer_fed
+    session = build_session("fedavg", fed, as_models("mlp(hidden=8)"), rounds=1, period=3,
+                            seed=0)
+    role = session.clients[0]
+    role.learner.train_steps(role.data.X, role.data.y, 3)
+    role.fitted = True
+    role.evaluate(Message("evaluate", category="evaluation"))
+    kept = role._tested
+    assert kept is not None
+    same_preds, same_proba = role.test_outputs()
+    assert same_proba is kept[2] and same_preds is kept[1]  # reused, not predicted again
+    weights = role.learner.get_weights()
+    role.learner.set_weights(weights * 0.5)  # new weights, the same step count
+    preds, proba = role.test_outputs()
+    assert proba is not kept[2]
+    np.testing.assert_allclose(proba, role.learner.predict_proba(fed.X_test), rtol=1e-6)
+    np.testing.assert_array_equal(preds, role.learner.predict(fed.X_test))
+    role.learner.set_weights(weights)
+    role.learner.train_steps(role.data.X, role.data.y, 1)  # one more step
+    assert role.test_outputs()[1] is not kept[2]

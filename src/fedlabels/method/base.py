@@ -108,6 +108,9 @@ class ClientRole:
         self.fitted = False
         self._stale = False  # a refit learner whose fit must be replayed from the state
         self._stand_in: Any = None  # see model(): for a client that holds no model yet
+        # the last evaluation's test predictions and probabilities, with the fingerprint of
+        # the model that made them (test_outputs reuses them while it is unchanged)
+        self._tested: tuple[tuple[Any, ...], np.ndarray, np.ndarray] | None = None
         self.handlers: dict[str, Callable[[Message], Message]] = {"evaluate": self.evaluate}
 
     @property
@@ -234,11 +237,31 @@ class ClientRole:
 
         model = self.model()
         n_classes = self.settings.n_classes
+        argmax = type(self).predict is ClientRole.predict and \
+            _predicts_the_argmax(model, n_classes)
+        tested = self._tested
+        if argmax and tested is not None and tested[0] == _fingerprint(model):
+            return tested[1], tested[2]  # the last evaluation's, of this very model
         proba = class_probabilities(model, self.X_test, n_classes)
-        if proba is not None and type(self).predict is ClientRole.predict and \
-                _predicts_the_argmax(model, n_classes):
+        if proba is not None and argmax:
             return proba.argmax(axis=1).astype(np.int64), proba
         return self.predict(self.X_test), proba
+
+    def _test_predictions(self) -> np.ndarray:
+        """The predictions on the test set; where they are a torch classifier's argmax, its
+        probabilities are kept with the model's fingerprint, so the final clinical metrics
+        (:meth:`test_outputs`) do not predict the test set a second time."""
+        from fedlabels.core.clinical import class_probabilities
+
+        model = self.model()
+        n_classes = self.settings.n_classes
+        if type(self).predict is ClientRole.predict and _predicts_the_argmax(model, n_classes):
+            proba = class_probabilities(model, self.X_test, n_classes)
+            if proba is not None:
+                predictions = proba.argmax(axis=1).astype(np.int64)
+                self._tested = (_fingerprint(model), predictions, proba)
+                return predictions
+        return self.predict(self.X_test)
 
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, message: Message) -> Message:
@@ -250,7 +273,7 @@ class ClientRole:
                                        self.settings.target_range or (0.0, 1.0))
             return Message("evaluate.reply", config={"rmse": scores["rmse"], "r2": scores["r2"]},
                            category="evaluation")
-        accuracy = float(np.mean(self.predict(self.X_test) == self.y_test))
+        accuracy = float(np.mean(self._test_predictions() == self.y_test))
         return Message("evaluate.reply", config={"accuracy": accuracy}, category="evaluation")
 
 
@@ -491,6 +514,16 @@ def make_learners(specs: list[Any], seeds: list[int], n_classes: int,
     """One fresh learner per client from its spec (or estimator) and its seed."""
     return [build_learner(s, n_classes=n_classes, random_state=seed, task=task)
             for s, seed in zip(specs, seeds, strict=True)]
+
+
+def _fingerprint(model: Any) -> tuple[Any, ...]:
+    """What identifies a torch classifier's current function: the object, its step count
+    and a digest of its weights (FedAvg replaces weights without a step)."""
+    import hashlib
+
+    weights = np.asarray(model.get_weights())
+    return (id(model), int(getattr(model, "steps_", -1)),
+            hashlib.blake2b(weights.tobytes(), digest_size=16).digest())
 
 
 def _predicts_the_argmax(model: Any, n_classes: int) -> bool:
