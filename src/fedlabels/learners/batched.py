@@ -175,13 +175,15 @@ def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
-                 ) -> Callable[[torch.Tensor], torch.Tensor] | None:
+                 ) -> Callable[..., torch.Tensor] | None:
     """The stacked clients' forward pass as batched matrix products, for a network of
     ``Linear`` and ``ReLU`` layers alone (the MLP); ``None`` for any other network, which
     runs as ``vmap`` of ``functional_call``. The input is (clients, rows, features), or
     (rows, features) that every client reads; the output (clients, rows, classes). Same
     arithmetic as ``vmap``, without its per-call dispatch (a step's Python overhead on a
-    GPU, where the matrices take microseconds)."""
+    GPU, where the matrices take microseconds). Given a list ``taps``, the forward pass
+    appends each linear layer's (input, detached; output) to it (DP-SGD's per-example
+    gradients, :mod:`fedlabels.learners.batched_dpsgd`)."""
     if type(base) is not nn.Sequential or not all(type(m) in (nn.Linear, nn.ReLU)
                                                   for m in base):
         return None
@@ -189,19 +191,23 @@ def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
                                                 params.get(f"{name}.bias"))
               for name, m in base.named_children()]
 
-    def forward(x: torch.Tensor) -> torch.Tensor:
+    def forward(x: torch.Tensor,
+                taps: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
         h = x
         for layer in layers:
             if layer is None:
                 h = torch.relu(h)
                 continue
             weight, bias = layer
+            given = h
             if bias is None:
                 h = torch.matmul(h, weight)
             elif h.dim() == 2:  # one input for every client: broadcast
                 h = torch.matmul(h, weight) + bias.unsqueeze(1)
             else:
                 h = torch.baddbmm(bias.unsqueeze(1), h, weight)
+            if taps is not None:
+                taps.append((given.detach(), h))
         return h
 
     return forward
@@ -458,8 +464,6 @@ def stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
 
 
 def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None:
-    from torch.func import functional_call, stack_module_state, vmap
-
     from fedlabels.learners.devices import autocast
 
     learners = [j.learner for j in jobs]
@@ -472,9 +476,33 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
                                  f"the model was built for {job.learner.n_features_in_}.")
     first = learners[0]
     device = torch.device(first.device)
-    models = [ln.model_ for ln in learners]
-    params, buffers = stack_module_state(models)
-    base = copy.deepcopy(models[0]).to("meta")
+    params, opt, forward = stack_for_training(learners)
+    batches = _Batches(jobs, device, rows, steps=int(jobs[0].n_steps))
+    for _ in range(int(jobs[0].n_steps)):
+        x_rows, y_all, w_all, lens = batches.next()
+        x_all = stacked_inputs(learners, x_rows, lens)
+        opt.zero_grad(set_to_none=True)
+        with autocast(first.device, first.precision):
+            out = forward(x_all)
+        losses = nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]),
+                                             y_all.reshape(-1), reduction="none")
+        (losses.reshape(w_all.shape) * w_all).sum().backward()
+        opt.step()
+    write_back(learners, params, opt)
+    for ln in learners:
+        ln.steps_ += int(jobs[0].n_steps)
+
+
+def stack_for_training(learners: Sequence[Any]) -> tuple[
+        dict[str, torch.Tensor], torch.optim.Adam, Callable[[torch.Tensor], torch.Tensor]]:
+    """The learners' parameters stacked (``torch.func.stack_module_state``), one Adam over
+    them (:func:`stacked_adam`) and the stacked forward pass (batched matrix products for an
+    MLP, else ``vmap`` of ``functional_call``) of inputs (clients, rows, ...); the networks
+    are put in training mode."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    params, buffers = stack_module_state([ln.model_ for ln in learners])
+    base = copy.deepcopy(learners[0].model_).to("meta")
     opt = stacked_adam(learners, params)
 
     def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
@@ -483,23 +511,14 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
 
     stack = linear_stack(base, params)
     batched = vmap(logits_of)
-    batches = _Batches(jobs, device, rows, steps=int(jobs[0].n_steps))
     for ln in learners:
         if not ln.model_.training:
             ln.model_.train()
-    for _ in range(int(jobs[0].n_steps)):
-        x_rows, y_all, w_all, lens = batches.next()
-        x_all = stacked_inputs(learners, x_rows, lens)
-        opt.zero_grad(set_to_none=True)
-        with autocast(first.device, first.precision):
-            out = batched(params, buffers, x_all) if stack is None else stack(x_all)
-        losses = nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]),
-                                             y_all.reshape(-1), reduction="none")
-        (losses.reshape(w_all.shape) * w_all).sum().backward()
-        opt.step()
-    write_back(learners, params, opt)
-    for ln in learners:
-        ln.steps_ += int(jobs[0].n_steps)
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return batched(params, buffers, x) if stack is None else stack(x)
+
+    return params, opt, forward
 
 
 def stacked_adam(learners: Sequence[Any], params: dict[str, torch.Tensor]

@@ -16,7 +16,6 @@ draws follow each forward pass) and learners that cannot train together distil a
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,8 +26,7 @@ from fedlabels.learners.batch_jobs import DistillJob
 from fedlabels.learners.batched import (
     RowPool,
     batch_key,
-    linear_stack,
-    stacked_adam,
+    stack_for_training,
     stacked_inputs,
     write_back,
 )
@@ -134,37 +132,22 @@ class _Plan:
 
 
 def _distill_group(jobs: list[DistillJob]) -> None:
-    from torch.func import functional_call, stack_module_state, vmap
-
     from fedlabels.learners.devices import autocast
 
     learners = [j.learner for j in jobs]
     for ln in learners:
         ln._resident()
     first = learners[0]
-    device = torch.device(first.device)
-    params, buffers = stack_module_state([ln.model_ for ln in learners])
-    base = copy.deepcopy(first.model_).to("meta")
-    opt = stacked_adam(learners, params)
-
-    def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
-                  x: torch.Tensor) -> torch.Tensor:
-        return functional_call(base, (p, b), (x,))
-
-    stack = linear_stack(base, params)
-    batched = vmap(logits_of)
+    params, opt, forward = stack_for_training(learners)
     steps = int(jobs[0].n_steps)
-    plan = _Plan(jobs, device, steps) if steps > 0 else None
-    for ln in learners:
-        if not ln.model_.training:
-            ln.model_.train()
+    plan = _Plan(jobs, torch.device(first.device), steps) if steps > 0 else None
     for _ in range(steps):
         assert plan is not None
         x_rows, target = plan.next()
         x_all = stacked_inputs(learners, x_rows, plan.lens)
         opt.zero_grad(set_to_none=True)
         with autocast(first.device, first.precision):
-            out = batched(params, buffers, x_all) if stack is None else stack(x_all)
+            out = forward(x_all)
         logp = torch.log_softmax(out.float(), dim=-1)
         (-(target * logp).sum(dim=-1) * plan.w).sum().backward()
         opt.step()

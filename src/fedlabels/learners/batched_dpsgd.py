@@ -37,6 +37,7 @@ from fedlabels.learners.batched import (
     RowPool,
     aux_rows,
     batch_key,
+    linear_stack,
     stacked_adam,
     write_back,
 )
@@ -151,10 +152,8 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
     device = torch.device(first.device)
     params, _ = stack_module_state([ln.model_ for ln in learners])
     opt = stacked_adam(learners, params)
-    names = _stack_layers(first.model_)
-    assert names is not None
-    layers = [None if n is None else (params[f"{n}.weight"], params[f"{n}.bias"])
-              for n in names]
+    forward = linear_stack(first.model_, params)
+    assert forward is not None  # dpsgd_groups admits Linear/ReLU stacks only
     stacked = list(params.values())  # weight, bias per layer: the noise's order
     shapes = [tuple(p.shape[1:]) for p in stacked]
     sizes = [int(np.prod(s)) for s in shapes]
@@ -186,7 +185,7 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
         index, mask = _index(drawn, sources)
         x = sources.x[index[0].to(device)]
         y = sources.y[index[1].to(device)]
-        summed = _clipped_sums(layers, x, y, mask.to(device), clip)
+        summed = _clipped_sums(forward, x, y, mask.to(device), clip)
         on_device = torch.from_numpy(noise).to(device)
         scale = torch.tensor(weights, dtype=torch.float32, device=device)
         at = 0
@@ -221,8 +220,8 @@ def _index(drawn: Sequence[tuple[np.ndarray, np.ndarray | None]], sources: _Sour
     return torch.from_numpy(index), torch.from_numpy(mask)
 
 
-def _clipped_sums(layers: Sequence[tuple[torch.Tensor, torch.Tensor] | None], x: torch.Tensor,
-                  y: torch.Tensor, mask: torch.Tensor, clip: float) -> list[torch.Tensor]:
+def _clipped_sums(forward: Callable[..., torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                  mask: torch.Tensor, clip: float) -> list[torch.Tensor]:
     """Per client, Σ_i clip_C(∇ℓ(x_i, y_i)) per parameter (weight, bias per layer), for
     stacked inputs (clients, slots, features); padding rows (mask 0) add nothing.
 
@@ -230,16 +229,9 @@ def _clipped_sums(layers: Sequence[tuple[torch.Tensor, torch.Tensor] | None], x:
     input, ``b_i`` the summed loss's gradient at its output), so its squared norm is
     ``Σ_layers ||b_i||² (||a_i||² + 1)`` and the clipped sums are ``(s ⊙ B)ᵀ A``.
     """
-    inputs, outputs = [], []
-    h = x
-    for layer in layers:
-        if layer is None:
-            h = torch.relu(h)
-            continue
-        weight, bias = layer
-        inputs.append(h.detach())
-        h = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
-        outputs.append(h)
+    taps: list[tuple[torch.Tensor, torch.Tensor]] = []
+    h = forward(x, taps)  # the stacked MLP, each linear layer's input and output kept
+    inputs, outputs = [a for a, _ in taps], [b for _, b in taps]
     losses = nn.functional.cross_entropy(h.reshape(-1, h.shape[-1]), y.reshape(-1),
                                          reduction="none")
     back = torch.autograd.grad((losses * mask.reshape(-1)).sum(), outputs)
