@@ -302,3 +302,16 @@ def test_non_square_images_deploy_as_they_simulate(tmp_path: Path, method: str) 
     assert simulated.federation["image_shape"] == [3, 12, 10]
     _same_rounds(deployed, simulated)
     assert deployed.final == simulated.final
+
+
+def test_the_server_checks_the_image_shape_the_sites_hello_names() -> None:
+    from fedlabels.engines.flower.server_app import hello_image_shape
+
+    assert hello_image_shape("", 784) is None and hello_image_shape(None, 784) is None
+    assert hello_image_shape("3-12-10", 360) == (3, 12, 10)
+    for bad in ("3-12", "3-12-10-1", "3-x-10", "0-12-30", "3--10", "-3-12-10"):
+        with pytest.raises(FedLabelsError, match="expected C-H-W") as info:
+            hello_image_shape(bad, 360)
+        assert "\n" not in str(info.value)
+    with pytest.raises(FedLabelsError, match="rows of 784 features"):
+        hello_image_shape("3-12-10", 784)

@@ -157,6 +157,25 @@ def run_server(grid: FlowerGridABC, context: Context, *,
         raise
 
 
+def hello_image_shape(text: object, n_features: int) -> tuple[int, int, int] | None:
+    """The image shape (C, H, W) the sites' hello names as ``C-H-W`` (empty: U is not
+    images), checked here too: three positive whole numbers whose product is U's width."""
+    value = str(text or "")
+    if not value:
+        return None
+    parts = value.split("-")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise FedLabelsError(f"the SuperNodes' hello names the image shape {value!r}; "
+                             "expected C-H-W with three positive whole numbers (the sites' "
+                             "shared.npz image_shape).")
+    c, h, w = (int(p) for p in parts)
+    if c * h * w != n_features:
+        raise FedLabelsError(f"the SuperNodes' hello names the image shape {value} "
+                             f"({c * h * w} values) for rows of {n_features} features; the "
+                             "sites' shared.npz is inconsistent: prepare it again.")
+    return c, h, w
+
+
 def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
          announce: Callable[[RoundRecord], None] | None = None) -> RunResult | None:
     started = time.perf_counter()
@@ -169,9 +188,9 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
                              "--clients.")
     node_of, hello = greet(grid, nodes, cfg.clients, spec.reply_timeout)
     first = hello[0]
-    shape = str(first.get("image_shape", ""))
     plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]),
-                       tuple(int(s) for s in shape.split("-")) if shape else None)
+                       hello_image_shape(first.get("image_shape", ""),
+                                         int(first["n_features"])))
     truth = None
     if spec.truth:
         with np.load(spec.truth, allow_pickle=False) as data:
