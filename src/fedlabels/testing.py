@@ -49,6 +49,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
 from fedlabels.method import Capabilities, ClientRole, Method, ThreatModel
 from fedlabels.method.options import MethodOptions
+from fedlabels.method.state import copied
 from fedlabels.methods import METHODS, get_method
 from fedlabels.results import RunResult
 
@@ -315,8 +316,7 @@ class _Restoring:
         for cid in sorted(messages):  # one client at a time: its twin, then the live role
             state = self.inner.clients[cid].state_dict()
             twin = self.fresh(cid)
-            twin.load_state_dict({k: v.copy() if isinstance(v, np.ndarray) else v
-                                  for k, v in state.items()})
+            twin.load_state_dict(copied(state))
             diff = _differing(state, twin.state_dict())
             if diff:
                 self.problems.append(f"round {rnd + 1}, client {cid}: the restored state "

@@ -46,6 +46,11 @@ def state_to_bytes(value: StateValue) -> bytes:
     return value.tobytes()
 
 
+def copied(state: Mapping[str, StateValue]) -> State:
+    """``state`` with its arrays copied (a role's arrays may be its live ones)."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in state.items()}
+
+
 def prefixed(prefix: str, state: Mapping[str, StateValue]) -> State:
     """``state`` with every key under ``prefix.``."""
     return {f"{prefix}.{k}": v for k, v in state.items()}

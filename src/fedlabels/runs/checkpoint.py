@@ -51,6 +51,7 @@ from fedlabels.core.provenance import version
 from fedlabels.core.randomness import current_source, is_reproducible
 from fedlabels.method.base import ClientRole, ServerRole
 from fedlabels.method.state import State
+from fedlabels.method.state import copied as copied_state
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.loop import CommMeter, RoundHook, RunPlan, model_names
 
@@ -338,7 +339,7 @@ class Keeper:
             state = role.state_dict() if received is None else dict(received[cid])
             if secret:  # noise Generators: drawn afresh after a resume
                 state.update(dict.fromkeys(type(role).secret_state))
-            clients[cid] = _copied(state) if copied and received is None else state
+            clients[cid] = copied_state(state) if copied and received is None else state
         source = current_source()
         meta = {"identity": self.identity, "config": self.config,
                 "rounds_planned": self.rounds_planned,
@@ -351,7 +352,7 @@ class Keeper:
                 "resumed": self.resumed, "engine": self.engine}
         server = self.server.state_dict()
         if copied:
-            meta, server = copy.deepcopy(meta), _copied(server)
+            meta, server = copy.deepcopy(meta), copied_state(server)
         return meta, server, clients
 
     def _write(self, meta: dict[str, Any], server: State, clients: dict[int, State]) -> None:
@@ -366,11 +367,6 @@ class Keeper:
             result.extra["provenance"] = {**result.extra.get("provenance", {}),
                                           "resumed": list(self.resumed)}
         return result
-
-
-def _copied(state: State) -> State:
-    """``state`` with its arrays copied (a role's arrays may be its live ones)."""
-    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in state.items()}
 
 
 def _source_key() -> str:
