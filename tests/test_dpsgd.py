@@ -207,6 +207,7 @@ def test_canary_audit_never_exceeds_the_claim(fed: fl.Federation, method: str,
     assert not out["falsifies_claim"]
 
 
+@pytest.mark.parametrize("batch_clients", ["off", "on"])
 @pytest.mark.parametrize("change, match", [
     ({"example_rate": 0.9}, "example_rate"),
     ({"example_clip": 50.0}, "example_clip"),
@@ -214,15 +215,24 @@ def test_canary_audit_never_exceeds_the_claim(fed: fl.Federation, method: str,
 ])
 def test_record_level_dp_fedavg_clients_refuse_a_server_that_lowers_their_protection(
         fed: fl.Federation, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any],
-        match: str) -> None:
+        match: str, batch_clients: str) -> None:
     """The DP-SGD parameters a client uses are checked against its own options (the same
-    check as DP-FedCT's dpsgd clients: ``DPSGDClient.check_dpsgd_round``)."""
+    check as DP-FedCT's dpsgd clients: ``DPSGDClient.check_dpsgd_round``), also when the
+    clients take their DP-SGD steps together (the check runs before a step is submitted,
+    and no step with the server's parameters is taken)."""
+    from fedlabels.learners import batched_dpsgd
     from fedlabels.methods.fedavg import dp_fedavg_record
 
+    stacked: list[int] = []
+    group = batched_dpsgd._dpsgd_group
+    monkeypatch.setattr(batched_dpsgd, "_dpsgd_group",
+                        lambda jobs, *rest: (stacked.append(len(jobs)), group(jobs, *rest)))
     original = dp_fedavg_record.dpsgd_round_config
     monkeypatch.setattr(dp_fedavg_record, "dpsgd_round_config",
                         lambda sigma, options: {**original(sigma, options), **change})
     with pytest.raises(FedLabelsError, match=match):
         fl.run("dp-fedavg", fed, model=MLP, rounds=2, period=2, seed=0,
+               batch_clients=batch_clients,
                options={"level": "record", "epsilon": 4.0, "example_rate": 0.2,
                         "sample_rate": 1.0})
+    assert stacked == []  # no DP-SGD step was taken with the server's parameters
