@@ -232,36 +232,43 @@ class ClientRole:
         """This client's predictions on the test set and its class probabilities there
         (``None``: its model gives none), for the clinical metrics. Where the predictions
         are the probabilities' argmax (a torch classifier, predicted by this base class),
-        the test set is predicted once."""
+        the test set is predicted once, and not again after an evaluation of the same
+        model (:meth:`_argmax_outputs`)."""
         from fedlabels.core.clinical import class_probabilities
 
         model = self.model()
-        n_classes = self.settings.n_classes
-        argmax = type(self).predict is ClientRole.predict and \
-            _predicts_the_argmax(model, n_classes)
-        tested = self._tested
-        if argmax and tested is not None and tested[0] == _fingerprint(model):
-            return tested[1], tested[2]  # the last evaluation's, of this very model
-        proba = class_probabilities(model, self.X_test, n_classes)
-        if proba is not None and argmax:
-            return proba.argmax(axis=1).astype(np.int64), proba
-        return self.predict(self.X_test), proba
+        outputs = self._argmax_outputs(model, reuse=True)
+        if outputs is not None:
+            return outputs
+        return self.predict(self.X_test), class_probabilities(model, self.X_test,
+                                                              self.settings.n_classes)
 
     def _test_predictions(self) -> np.ndarray:
-        """The predictions on the test set; where they are a torch classifier's argmax, its
-        probabilities are kept with the model's fingerprint, so the final clinical metrics
-        (:meth:`test_outputs`) do not predict the test set a second time."""
+        """The predictions on the test set (an evaluation's)."""
+        outputs = self._argmax_outputs(self.model(), reuse=False)
+        return self.predict(self.X_test) if outputs is None else outputs[0]
+
+    def _argmax_outputs(self, model: Any, reuse: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """The test predictions and probabilities of a torch classifier whose predictions
+        are its probabilities' argmax (``None`` for any other model), kept with the model's
+        fingerprint; with ``reuse``, the kept ones while the model is unchanged: the final
+        clinical metrics take the last round's evaluation instead of predicting the test set
+        again (an evaluation always predicts)."""
         from fedlabels.core.clinical import class_probabilities
 
-        model = self.model()
         n_classes = self.settings.n_classes
-        if type(self).predict is ClientRole.predict and _predicts_the_argmax(model, n_classes):
-            proba = class_probabilities(model, self.X_test, n_classes)
-            if proba is not None:
-                predictions = proba.argmax(axis=1).astype(np.int64)
-                self._tested = (_fingerprint(model), predictions, proba)
-                return predictions
-        return self.predict(self.X_test)
+        if type(self).predict is not ClientRole.predict or \
+                not _predicts_the_argmax(model, n_classes):
+            return None
+        key = _fingerprint(model)
+        if reuse and self._tested is not None and self._tested[0] == key:
+            return self._tested[1], self._tested[2]  # of this very model
+        proba = class_probabilities(model, self.X_test, n_classes)
+        if proba is None:
+            return None
+        predictions = proba.argmax(axis=1).astype(np.int64)
+        self._tested = (key, predictions, proba)
+        return predictions, proba
 
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, message: Message) -> Message:
