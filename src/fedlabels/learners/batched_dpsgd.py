@@ -44,15 +44,12 @@ from fedlabels.learners.batched import (
 from fedlabels.learners.resident_rows import ResidentRows
 
 
-def _stack_layers(model: nn.Module) -> list[str | None] | None:
-    """The names of a ``Linear``/``ReLU`` stack's linear layers (``None`` for a ReLU);
-    ``None`` for any other network."""
-    if type(model) is not nn.Sequential or not all(
-            type(m) in (nn.Linear, nn.ReLU) for m in model):
-        return None
-    if any(type(m) is nn.Linear and m.bias is None for m in model):
-        return None
-    return [name if type(m) is nn.Linear else None for name, m in model.named_children()]
+def _biased_linear_stack(model: nn.Module) -> bool:
+    """Whether ``model`` is a stack of ``Linear`` layers with biases and ``ReLU`` (what
+    :func:`~fedlabels.learners.batched.linear_stack` runs and the clipped sums expect: a
+    weight and a bias per layer)."""
+    return type(model) is nn.Sequential and all(
+        type(m) is nn.ReLU or (type(m) is nn.Linear and m.bias is not None) for m in model)
 
 
 def dpsgd_groups(jobs: Sequence[DPSGDJob]) -> list[list[int]]:
@@ -64,8 +61,8 @@ def dpsgd_groups(jobs: Sequence[DPSGDJob]) -> list[list[int]]:
     for i, job in enumerate(jobs):
         ln = job.learner
         key = batch_key(ln)
-        layers = None if key is None else _stack_layers(ln.model_)
-        if layers is None or type(ln)._inputs is not TorchMLPClassifier._inputs:
+        if key is None or not _biased_linear_stack(ln.model_) or \
+                type(ln)._inputs is not TorchMLPClassifier._inputs:
             alone.append([i])
             continue
         config = (float(job.config.noise_multiplier), float(job.config.sample_rate),
