@@ -165,19 +165,14 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
     y = np.asarray(y, dtype=np.int64)
     mlp._ensure_initialised(X, y)
     mlp._resident()
-    own = rendezvous is None
-    together = mlp._rendezvous if own else rendezvous
-    if together is not None:
+    if rendezvous is not None or mlp._rendezvous is not None:
         from fedlabels.learners.batch_jobs import DPSGDJob
 
-        if own:
-            mlp._rendezvous = None
-        try:
-            together.submit(DPSGDJob(mlp, X, y, int(n_steps), config, rng, X_aux, y_aux,
-                                     aux_index))
-        finally:
-            if own:
-                mlp._rendezvous = together
+        job = DPSGDJob(mlp, X, y, int(n_steps), config, rng, X_aux, y_aux, aux_index)
+        if rendezvous is None:
+            mlp._hand_over(job)
+        else:  # another learner's (DP-FedCT's labeller joins its client's site model's)
+            rendezvous.submit(job)
         return int(n_steps)
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
     n, q, clip = len(y), config.sample_rate, config.clip

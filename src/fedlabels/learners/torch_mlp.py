@@ -96,6 +96,16 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             move_state(self, home, self._rest_cache)
             self._home = home
 
+    def _hand_over(self, job: Any) -> None:
+        """Hand a training call to this learner's rendezvous and wait until it has run with
+        the other clients'; the rendezvous is set aside meanwhile, so that a call the runner
+        makes one by one (a learner that cannot be batched) trains this learner itself."""
+        rendezvous, self._rendezvous = self._rendezvous, None
+        try:
+            rendezvous.submit(job)
+        finally:
+            self._rendezvous = rendezvous
+
     def _resident(self) -> None:
         """Bring a resting state back to ``device`` (nothing if it is there)."""
         if self._home is not None and hasattr(self, "model_"):
@@ -221,14 +231,10 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             raise FedLabelsError("a consistency loss on U is not trained together with other "
                                  "clients; drop --batch-clients or the consistency option.")
         if self._rendezvous is not None:  # trained together with the other clients
-            rendezvous, self._rendezvous = self._rendezvous, None
             from fedlabels.learners.batch_jobs import TrainJob
 
-            try:
-                rendezvous.submit(TrainJob(self, X, y, int(n_steps), X_aux, y_aux, w_aux,
-                                           aux_index))
-            finally:
-                self._rendezvous = rendezvous
+            self._hand_over(TrainJob(self, X, y, int(n_steps), X_aux, y_aux, w_aux,
+                                     aux_index))
             return self
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=self._target_dtype)
@@ -302,13 +308,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             raise FedLabelsError(f"soft targets have {Ps.shape[1]} classes, the model "
                                  f"{len(self.classes_)}.")
         if self._rendezvous is not None:  # distilled together with the other clients
-            rendezvous, self._rendezvous = self._rendezvous, None
             from fedlabels.learners.batch_jobs import DistillJob
 
-            try:
-                rendezvous.submit(DistillJob(self, Xs, Ps, int(n_steps), X, y, float(weight)))
-            finally:
-                self._rendezvous = rendezvous
+            self._hand_over(DistillJob(self, Xs, Ps, int(n_steps), X, y, float(weight)))
             return self
         Xst, Pst = torch.from_numpy(Xs), torch.from_numpy(Ps)
         use_private = X is not None and y is not None and len(y) > 0
