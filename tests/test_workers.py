@@ -382,3 +382,27 @@ def test_states_travel_out_of_band_equal_and_writable() -> None:
             assert got[3][key] == value
     got[3]["model.0.weight"][0, 0] = -1.0  # its own memory
     assert big[0, 0] != -1.0
+
+
+def test_checkpoint_states_come_from_the_workers_once_they_run(
+        federation: Federation) -> None:
+    """Before the pool starts the roles hold the states (``states()`` is None, so a
+    checkpoint takes the roles' own, copied); once it runs, the workers' states arrive."""
+    from fedlabels.runs.session import build_session
+
+    session = build_session("fedct", federation, as_models("mlp(hidden=8)"), rounds=1,
+                            period=2, seed=0)
+    grid = WorkerGrid(session.clients, CommMeter(), 2, dict(enumerate(session.client_sizes)))
+    assert grid.states() is None
+    try:
+        grid.start()
+        received = grid.states()
+    finally:
+        grid.close()
+    assert received is not None and sorted(received) == sorted(session.clients)
+    for cid, role in session.clients.items():
+        own = role.state_dict()
+        assert received[cid].keys() == own.keys()
+        for key, value in own.items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(received[cid][key], value)

@@ -390,12 +390,10 @@ class WorkerGrid:
                 self._died(w, share[0], -1)
         return out
 
-    def states(self) -> dict[int, Any]:
-        """Every client's current state: from the workers once they run, else from the
-        simulator's roles (for a checkpoint; the roles are not updated)."""
-        if not self.procs:
-            return {cid: role.state_dict() for cid, role in self.clients.items()}
-        return self._ask("states")
+    def states(self) -> dict[int, Any] | None:
+        """Every client's current state from the workers (for a checkpoint; the simulator's
+        roles are not updated); ``None`` before they start: the roles hold the states."""
+        return self._ask("states") if self.procs else None
 
     def finish(self) -> None:
         """Bring the clients' final states and models home, then stop the workers."""

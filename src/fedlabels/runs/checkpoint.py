@@ -222,8 +222,9 @@ class Keeper:
     engine: dict[str, Any] = field(default_factory=dict)
     #: the clients' states from where they live (roles held by worker processes), used in
     #: place of the ``clients`` roles' own: arrays of their own (received, not live), so
-    #: neither loaded into the roles nor copied for a background write
-    client_states: Callable[[], Mapping[int, State]] | None = None
+    #: neither loaded into the roles nor copied for a background write; it returns ``None``
+    #: while the roles themselves hold the states
+    client_states: Callable[[], Mapping[int, State] | None] | None = None
     #: write each checkpoint in a background thread (the simulator): the round's state is
     #: copied at its end, the next round trains while the file is written, and its clients'
     #: replies reach the server only once the file is on disk (:meth:`barrier`, which the
