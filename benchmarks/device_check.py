@@ -16,6 +16,9 @@ prints, side by side, CPU (one thread) and GPU wall-clock times and their ratio 
    ``cnn(arch=small)`` in fp32, under ``--precision bf16``, and with deterministic kernels
    (``CUBLAS_WORKSPACE_CONFIG=:4096:8``, ``torch.use_deterministic_algorithms(True)``, in a
    process of its own: cuBLAS reads its workspace setting when it starts).
+6. on the GPU, the round of 1. and the 100 clients' step of 2. (at b = 50 steps a call)
+   with their training steps replayed as CUDA graphs (``--cuda-graphs on``,
+   ``fedlabels.learners.step_graphs``).
 
 Data it needs (copy them along, about 34 MiB in all; without them it measures synthetic data of
 the same shapes and says so, which times the same work):
@@ -72,6 +75,10 @@ LONG_RUNS = [
       f"--variants 'fedct,fedavg,local,fedct[warmup_steps=300],"
       f"fedct[warmup_steps=500;pseudo_weight=0.5],fedct[warmup_steps=300;quorum=0.8]'"
       for d in ("tweets", "movie_reviews")),
+    # the paper-scale FedCT run of position 0 with its steps replayed as CUDA graphs
+    "fedlabels run --method fedct --dataset fashion_mnist --clients 5 --model "
+    "'mlp(hidden=512-512)' --unlabeled 50000 --private-per-client 2000 --rounds 400 "
+    "--period 50 --eval-every 20 --device cuda --cuda-graphs on --seed 0",
 ]
 
 
@@ -122,7 +129,7 @@ def fashion_federation(scale: Scale, notes: list[str]) -> fl.Federation:
 
 def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
                   device: str, profile_dir: Path | None = None,
-                  precision: str = "fp32") -> tuple[float, float]:
+                  precision: str = "fp32", cuda_graphs: str = "off") -> tuple[float, float]:
     """Wall-clock seconds of a run's round without evaluation and of the test set's
     evaluation: a run of four rounds evaluated at the second and the last; the first warms
     up, the second is one round and one evaluation, the third a round alone (the last's
@@ -160,7 +167,7 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
 
     fl.run(method, fed, model=model, rounds=4, period=period, seed=0, progress=False,
            threads=1, workers=1, device=device, eval_every=2, on_round=on_round,
-           precision=precision)
+           precision=precision, cuda_graphs=cuda_graphs)
     train = stamps[2] - stamps[1]
     return train, max(0.0, stamps[1] - stamps[0] - train)
 
@@ -187,11 +194,12 @@ def write_profiles(ops: object, python: object, out: Path, device: str, wall: fl
 
 
 def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int = 1,
-                         kind: str = "train") -> float:
+                         kind: str = "train", graphs: bool = False) -> float:
     """Seconds per step of ``n_batched`` clients over one call of ``steps`` steps per client
     (or one batched call): ``train`` (FedCT: 64 private + 64 pseudo-labelled rows), ``distill``
     (DD: 64 soft-labelled public + 64 private rows) or ``dpsgd`` (DP-FedAvg: a Poisson sample
-    of 64 expected of 200 private rows, σ = 1, C = 1; each client's own generator)."""
+    of 64 expected of 200 private rows, σ = 1, C = 1; each client's own generator).
+    ``graphs``: training steps replayed as a CUDA graph (``--cuda-graphs on``)."""
     from fedlabels.learners import build_learner, parse_model_spec
     from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
     from fedlabels.learners.batched import TrainJob, train_together
@@ -217,7 +225,7 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
         if kind == "train":
             jobs = [TrainJob(ln, X, y, steps, X, y) for ln in learners]
             if together:
-                train_together(jobs, rows)
+                train_together(jobs, rows, graphs)
             else:
                 for job in jobs:
                     job.learner.train_steps(job.X, job.y, steps, job.X_aux, job.y_aux)
@@ -560,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     print_row(f"FedCT Fashion-MNIST round (m=5, |U|={scale.n_unlabeled:,}, b={scale.period})",
               cpu_round[0], gpu_round[0])
     print_row("  its evaluation of the test set (every client)", cpu_round[1], gpu_round[1])
+    if gpu is not None:  # the same round with its steps replayed as CUDA graphs
+        print_row("  the same round, --cuda-graphs on", cpu_round[0], round_seconds(
+            "fedct", fed, model, scale.period, gpu, cuda_graphs="on")[0])
     # the paper-scale run: 400 rounds, evaluated every 20 (LONG_RUNS), loading aside
     whole = [None if r[0] is None else 400 * r[0] + 20 * r[1] for r in (cpu_round, gpu_round)]
     print_row("  400 such rounds, evaluated every 20 (T = 20,000; estimate)", *whole)
@@ -571,6 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     if gpu is not None:  # a FedCT round calls with b steps: the per-call work amortised
         print_row(f"  the same, {scale.period} steps a call on the GPU (a round's b)",
                   cpu_alone, batched_step_seconds(scale, gpu, True, scale.period))
+        print_row(f"  the same, {scale.period} steps a call, CUDA graphs",
+                  cpu_alone, batched_step_seconds(scale, gpu, True, scale.period,
+                                                  graphs=True))
     print_row(f"{scale.n_batched} clients, per step, together on both",
               batched_step_seconds(scale, "cpu", True, steps), gpu_step)
     if gpu is not None:

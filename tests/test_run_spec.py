@@ -253,6 +253,7 @@ def _digest_as_before(cfg: RunConfig) -> str:
     import hashlib
 
     later = {"device": "cpu", "precision": "fp32", "batch_clients": "auto", "offload": "auto",
+             "cuda_graphs": "off",
              "image_size": None, "image_column": None, "workers": None,
              "engine": "simulator"}
     settings = {("attack" if k == "poison" else k): v for k, v in cfg.to_dict().items()

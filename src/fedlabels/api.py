@@ -41,9 +41,9 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``model`` is also a list of specs or estimators (one per client) or a single
     scikit-learn-compatible estimator; ``quorum`` is shorthand for
     ``options={"quorum": ...}`` (FedCT). Options are validated before any data is loaded.
-    ``device``, ``precision``, ``batch_clients`` and ``offload`` place and batch torch learners
-    (:mod:`fedlabels.learners.devices`); ``model`` may also be your own network,
-    ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
+    ``device``, ``precision``, ``batch_clients``, ``cuda_graphs`` and ``offload`` place and
+    batch torch learners (:mod:`fedlabels.learners.devices`); ``model`` may also be your own
+    network, ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
     ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.runs.progress`);
     ``on_round`` is called with each round's record; ``config`` adds entries to the
     recorded configuration. ``threads`` sets this process's torch threads (default:
@@ -100,7 +100,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                     malicious=cfg.malicious, attack=cfg.poison,
                     participation=cfg.participation, dropout=cfg.dropout,
                     deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
-                    batch_clients=cfg.batch_clients, offload=cfg.offload,
+                    batch_clients=cfg.batch_clients, cuda_graphs=cfg.cuda_graphs,
+                    offload=cfg.offload,
                     workers=cfg.workers)
 
 
@@ -125,7 +126,8 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                     participation=cfg.participation, dropout=cfg.dropout,
                     deadline=cfg.deadline, checkpoint=checkpoint, resume=resume,
                     device=cfg.device, precision=cfg.precision,
-                    batch_clients=cfg.batch_clients, offload=cfg.offload,
+                    batch_clients=cfg.batch_clients, cuda_graphs=cfg.cuda_graphs,
+                    offload=cfg.offload,
                     workers=cfg.workers)
 
 

@@ -106,6 +106,7 @@ def simulate(
     device: str = "cpu",
     precision: str = "fp32",
     batch_clients: str = "auto",
+    cuda_graphs: str = "off",
     offload: str = "auto",
     wrap_grid: Callable[[Any], Grid] | None = None,
     workers: int | None = 1,
@@ -137,6 +138,9 @@ def simulate(
     ``device`` entry records where they ran. ``batch_clients`` (``on``, ``off``, ``auto``:
     on CUDA) trains the clients' torch learners together
     (:mod:`fedlabels.engines.together`); the ``device`` entry says whether it did.
+    ``cuda_graphs`` (``off``, ``on``: needs them trained together on CUDA) replays their
+    training step as a CUDA graph where it can (:mod:`fedlabels.learners.step_graphs`); the
+    ``device`` entry's ``cuda_graphs`` counts the group calls that did.
     ``offload`` (``never``, ``always``, ``auto``: while they do not fit) moves clients'
     weights off their GPU between turns (:mod:`fedlabels.learners.offload`); the ``device``
     entry's ``offload`` says which clients rested off it.
@@ -164,6 +168,7 @@ def simulate(
         bad, attack_used = session.malicious, session.attack
         meter = CommMeter()
         together = use_together(batch_clients, plan, learners)
+        graphs = use_graphs(cuda_graphs, together, plan.devices())
         placement = placement_for(offload, plan, clients)
         one_process = in_process_only(plan.devices(), together, wrap_grid is not None)
         if one_process is None and placement is not None:
@@ -176,7 +181,7 @@ def simulate(
         if together:
             from fedlabels.engines.together import TogetherGrid
 
-            in_process = TogetherGrid(in_process)
+            in_process = TogetherGrid(in_process, graphs=graphs)
         grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
         draw = None
         if policy is not None:
@@ -209,6 +214,8 @@ def simulate(
                 pool.close()
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
         extra["device"] = {**plan.device_record(), "batched_clients": together,
+                           "cuda_graphs": {"asked": cuda_graphs, "graphed_calls":
+                                           in_process.graphed_calls if together else 0},
                            "offload": {"asked": offload, "offloaded_clients": []}
                            if placement is None else placement.record()}
         if rounds_note is not None:
@@ -290,6 +297,24 @@ def placement_for(offload: str, plan: Any, clients: Mapping[int, Any]) -> Any:
                              "model whose weights can move (mlp, cnn, your own module); use "
                              "offload=auto or never.")
     return Placement(offload, {cid: devices[cid] for cid in clients})
+
+
+def use_graphs(cuda_graphs: str, together: bool, devices: list[str]) -> bool:
+    """Whether the clients trained together replay their step as a CUDA graph: ``on``
+    needs them trained together on CUDA (a one-line error otherwise), ``off`` never."""
+    from fedlabels.core.errors import FedLabelsError
+
+    if cuda_graphs not in ("off", "on"):
+        raise FedLabelsError(f"cuda_graphs must be on or off, got {cuda_graphs!r}.")
+    if cuda_graphs == "off":
+        return False
+    if not together or not all(d.startswith("cuda") for d in devices):
+        where = "on CUDA" if together else "together"
+        raise FedLabelsError(
+            f"cuda_graphs=on replays the step of clients trained together on CUDA, and "
+            f"this run's clients do not train {where} (batch_clients, device, models: "
+            "docs/neural.md); use cuda_graphs=off.")
+    return True
 
 
 def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:

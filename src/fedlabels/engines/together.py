@@ -39,9 +39,12 @@ class Rendezvous:
     """Collects the ``train_steps``, ``distill_steps``, DP-SGD and ``predict_proba`` calls of
     ``n`` client threads and runs them together."""
 
-    def __init__(self, n: int, rows: ResidentRows | None = None) -> None:
+    def __init__(self, n: int, rows: ResidentRows | None = None,
+                 graphs: bool = False) -> None:
         self.active = n
         self.rows = rows
+        self.graphs = graphs  # training groups replay their step as a CUDA graph
+        self.graphed_calls = 0  # how many did
         # calls run in client order, not in the order the threads arrived (the same stacking
         # every round, so the rows cache hits): by the position of the client thread that
         # submits them (:meth:`enter`)
@@ -81,7 +84,8 @@ class Rendezvous:
         batch.sort(key=lambda item: item[1]["at"])
         error: BaseException | None = None
         try:
-            train_together([job for job, _ in batch if isinstance(job, TrainJob)], self.rows)
+            self.graphed_calls += train_together(
+                [job for job, _ in batch if isinstance(job, TrainJob)], self.rows, self.graphs)
             distill_together([job for job, _ in batch if isinstance(job, DistillJob)])
             dpsgd_together([job for job, _ in batch if isinstance(job, DPSGDJob)], self.rows)
             predict_together([job for job, _ in batch if isinstance(job, PredictJob)],
@@ -98,8 +102,10 @@ class Rendezvous:
 class TogetherGrid:
     """An in-process grid whose clients' torch learners train together (module docstring)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, graphs: bool = False) -> None:
         self.inner = inner  # an InProcessGrid: its clients and meter
+        self.graphs = graphs  # cuda_graphs=on (fedlabels.learners.step_graphs)
+        self.graphed_calls = 0  # training groups whose step replayed as a CUDA graph
         # the run's arrays (U, private rows, the test set) stay on the device across rounds:
         # the run never writes them (fedlabels.learners.resident_rows)
         self.rows = ResidentRows()
@@ -123,7 +129,7 @@ class TogetherGrid:
             down = encode_message(messages[cid])
             self.inner.meter.add(rnd, cid, "down", messages[cid].category, len(down))
             decoded[cid] = decode_message(down)
-        rendezvous = Rendezvous(len(cids), self.rows)
+        rendezvous = Rendezvous(len(cids), self.rows, self.graphs)
         results: dict[int, Any] = {}
 
         def work(cid: int, position: int) -> None:
@@ -147,6 +153,7 @@ class TogetherGrid:
             t.start()
         for t in threads:
             t.join()
+        self.graphed_calls += rendezvous.graphed_calls
         replies = {}
         for cid in cids:  # the first failure in client order, as the sequential grid raises
             reply = results[cid]

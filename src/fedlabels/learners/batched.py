@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ from torch import nn
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.batch_jobs import PredictJob, TrainJob
 from fedlabels.learners.resident_rows import ResidentRows, memory_key
+from fedlabels.learners.step_graphs import MIN_STEPS, replay_steps
 
 
 def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:
@@ -125,11 +126,15 @@ def batch_groups(jobs: Sequence[TrainJob]) -> list[list[int]]:
     return list(groups.values()) + alone
 
 
-def train_together(jobs: Sequence[TrainJob], rows: ResidentRows | None = None) -> None:
+def train_together(jobs: Sequence[TrainJob], rows: ResidentRows | None = None,
+                   graphs: bool = False) -> int:
     """Run every job's ``train_steps``: groups of compatible learners in one vectorised
     pass, the rest one by one. Each learner ends as if it had trained alone. ``rows``: a
     run's cache of its arrays on the device (:mod:`fedlabels.learners.resident_rows`);
-    without one, the group's rows are copied to the device every call."""
+    without one, the group's rows are copied to the device every call. ``graphs``: replay
+    each group's step as a CUDA graph where it can (:mod:`fedlabels.learners.step_graphs`).
+    The number of groups that did."""
+    graphed = 0
     for group in batch_groups(jobs):
         chosen = [jobs[i] for i in group]
         if len(chosen) == 1:
@@ -137,7 +142,8 @@ def train_together(jobs: Sequence[TrainJob], rows: ResidentRows | None = None) -
             job.learner.train_steps(job.X, job.y, job.n_steps, job.X_aux, job.y_aux,
                                     job.w_aux, aux_index=job.aux_index)
         else:
-            _train_group(chosen, rows)
+            graphed += _train_group(chosen, rows, graphs)
+    return graphed
 
 
 def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
@@ -174,6 +180,21 @@ def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or memory_key(a) == memory_key(b)
 
 
+def linear_relu(model: nn.Module) -> TypeGuard[nn.Sequential]:
+    """Whether ``model`` is a ``Sequential`` of ``Linear`` and ``ReLU`` layers alone (what
+    :func:`linear_stack` runs as batched matrix products)."""
+    return type(model) is nn.Sequential and all(type(m) in (nn.Linear, nn.ReLU)
+                                                for m in model)
+
+
+def graphable(learner: Any, device: torch.device, n_steps: int) -> bool:
+    """Whether a group led by ``learner`` may replay its steps as a CUDA graph
+    (:mod:`fedlabels.learners.step_graphs`): on CUDA, an MLP (:func:`linear_relu`), no
+    image augmentation, at least :data:`~fedlabels.learners.step_graphs.MIN_STEPS` steps."""
+    return (device.type == "cuda" and n_steps >= MIN_STEPS
+            and not getattr(learner, "augment", False) and linear_relu(learner.model_))
+
+
 def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
                  ) -> Callable[..., torch.Tensor] | None:
     """The stacked clients' forward pass as batched matrix products, for a network of
@@ -184,8 +205,7 @@ def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
     GPU, where the matrices take microseconds). Given a list ``taps``, the forward pass
     appends each linear layer's (input, detached; output) to it (DP-SGD's per-example
     gradients, :mod:`fedlabels.learners.batched_dpsgd`)."""
-    if type(base) is not nn.Sequential or not all(type(m) in (nn.Linear, nn.ReLU)
-                                                  for m in base):
+    if not linear_relu(base):
         return None
     layers = [None if type(m) is nn.ReLU else (params[f"{name}.weight"].transpose(1, 2),
                                                 params.get(f"{name}.bias"))
@@ -384,6 +404,12 @@ class _Batches:
     def next(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
         """The next step's rows (clients, slots, features), labels, weights (each client's
         sum to its mean: 1 / its batch size per row, 0 on padding) and batch sizes."""
+        at, sizes, lens = self.next_index()
+        return (*self.gather(at, sizes), lens)
+
+    def next_index(self) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """The next step's index (2, clients, slots) into the rows and labels on the device,
+        the clients' batch sizes as a (clients, 1) float tensor there, and as a list."""
         if self._planned:
             at, lens = self._planned.pop()
         else:
@@ -393,7 +419,18 @@ class _Batches:
         if key not in self._sizes:  # the same for most steps of a call
             self._sizes[key] = torch.tensor([[max(n, 1)] for n in lens],
                                             dtype=torch.float32).to(self.device)
-        return self.x[at[0]], self.y[at[1]], self.w[at[1]] / self._sizes[key], lens
+        return at, self._sizes[key], lens
+
+    def gather(self, at: torch.Tensor, sizes: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows, labels and weights that index ``at`` selects (device work alone: what
+        a CUDA graph of the step replays)."""
+        return self.x[at[0]], self.y[at[1]], self.w[at[1]] / sizes
+
+    def one_shape(self) -> bool:
+        """Whether every step of the call is planned and all have the same batch sizes (a
+        CUDA graph replays one shape)."""
+        return bool(self._planned) and len({tuple(lens) for _, lens in self._planned}) == 1
 
     def _draw(self) -> tuple[np.ndarray, list[int]]:
         """One step's index (2, clients, slots) into the rows and labels, from the cursors,
@@ -463,9 +500,11 @@ def stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
     return torch.stack(rows)
 
 
-def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None:
+def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
+                 graphs: bool = False) -> bool:
+    """Train one group together; with ``graphs``, replay a CUDA graph of the step where
+    :func:`~fedlabels.learners.step_graphs.graphable` allows. Whether it did."""
     from fedlabels.learners.devices import autocast
-
     learners = [j.learner for j in jobs]
     for ln in learners:
         ln._resident()
@@ -476,34 +515,48 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None) -> None
                                  f"the model was built for {job.learner.n_features_in_}.")
     first = learners[0]
     device = torch.device(first.device)
-    params, opt, forward = stack_for_training(learners)
-    batches = _Batches(jobs, device, rows, steps=int(jobs[0].n_steps))
-    for _ in range(int(jobs[0].n_steps)):
-        x_rows, y_all, w_all, lens = batches.next()
+    n_steps = int(jobs[0].n_steps)
+    capture = graphs and graphable(first, device, n_steps)
+    params, opt, forward = stack_for_training(learners, capturable=capture)
+    batches = _Batches(jobs, device, rows, steps=n_steps)
+    capture = capture and batches.one_shape()
+
+    def train_on(x_rows: torch.Tensor, y_all: torch.Tensor, w_all: torch.Tensor,
+                 lens: list[int]) -> None:
+        """One step on a gathered minibatch: forward, weighted loss, backward, Adam."""
         x_all = stacked_inputs(learners, x_rows, lens)
-        opt.zero_grad(set_to_none=True)
-        with autocast(first.device, first.precision):
+        with autocast(first.device, first.precision, cache=not capture):
             out = forward(x_all)
         losses = nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]),
                                              y_all.reshape(-1), reduction="none")
         (losses.reshape(w_all.shape) * w_all).sum().backward()
         opt.step()
+
+    if capture:
+        replay_steps(lambda at, sizes, lens: train_on(*batches.gather(at, sizes), lens),
+                     batches.next_index, n_steps, opt, device)
+    else:
+        for _ in range(n_steps):
+            opt.zero_grad(set_to_none=True)
+            train_on(*batches.next())
     write_back(learners, params, opt)
     for ln in learners:
-        ln.steps_ += int(jobs[0].n_steps)
+        ln.steps_ += n_steps
+    return capture
 
 
-def stack_for_training(learners: Sequence[Any]) -> tuple[
+def stack_for_training(learners: Sequence[Any], capturable: bool = False) -> tuple[
         dict[str, torch.Tensor], torch.optim.Adam, Callable[[torch.Tensor], torch.Tensor]]:
     """The learners' parameters stacked (``torch.func.stack_module_state``), one Adam over
-    them (:func:`stacked_adam`) and the stacked forward pass (batched matrix products for an
-    MLP, else ``vmap`` of ``functional_call``) of inputs (clients, rows, ...); the networks
-    are put in training mode."""
+    them (:func:`stacked_adam`; ``capturable``: its step counts on the device, for a CUDA
+    graph) and the stacked forward pass (batched matrix products for an MLP, else ``vmap``
+    of ``functional_call``) of inputs (clients, rows, ...); the networks are put in training
+    mode."""
     from torch.func import functional_call, stack_module_state, vmap
 
     params, buffers = stack_module_state([ln.model_ for ln in learners])
     base = copy.deepcopy(learners[0].model_).to("meta")
-    opt = stacked_adam(learners, params)
+    opt = stacked_adam(learners, params, capturable)
 
     def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
                   x: torch.Tensor) -> torch.Tensor:
@@ -521,19 +574,22 @@ def stack_for_training(learners: Sequence[Any]) -> tuple[
     return params, opt, forward
 
 
-def stacked_adam(learners: Sequence[Any], params: dict[str, torch.Tensor]
-                 ) -> torch.optim.Adam:
+def stacked_adam(learners: Sequence[Any], params: dict[str, torch.Tensor],
+                 capturable: bool = False) -> torch.optim.Adam:
     """One Adam over the stacked parameters with the learners' hyper-parameters, step count
-    and moments (stacked): each learner's own Adam, since Adam is elementwise."""
+    and moments (stacked): each learner's own Adam, since Adam is elementwise.
+    ``capturable``: Adam's CUDA-graph form, its step count a tensor on the parameters'
+    device (the same update, its bias corrections computed there)."""
     group = learners[0].optimizer_.param_groups[0]
     opt = torch.optim.Adam(list(params.values()), lr=group["lr"], betas=group["betas"],
-                           eps=group["eps"], weight_decay=group["weight_decay"])
+                           eps=group["eps"], weight_decay=group["weight_decay"],
+                           capturable=capturable)
     step, _ = _adam_state(learners[0])
     if step > 0:  # each learner's moments, stacked
         per = [[ln.optimizer_.state[p] for p in ln.model_.parameters()] for ln in learners]
         for k, p in enumerate(params.values()):
             opt.state[p] = {
-                "step": torch.tensor(float(step)),
+                "step": torch.tensor(float(step), device=p.device if capturable else None),
                 "exp_avg": torch.stack([per[i][k]["exp_avg"] for i in range(len(learners))]),
                 "exp_avg_sq": torch.stack([per[i][k]["exp_avg_sq"]
                                            for i in range(len(learners))])}

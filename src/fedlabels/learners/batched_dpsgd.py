@@ -37,6 +37,7 @@ from fedlabels.learners.batched import (
     RowPool,
     aux_rows,
     batch_key,
+    linear_relu,
     linear_stack,
     stacked_adam,
     write_back,
@@ -48,8 +49,8 @@ def _biased_linear_stack(model: nn.Module) -> bool:
     """Whether ``model`` is a stack of ``Linear`` layers with biases and ``ReLU`` (what
     :func:`~fedlabels.learners.batched.linear_stack` runs and the clipped sums expect: a
     weight and a bias per layer)."""
-    return type(model) is nn.Sequential and all(
-        type(m) is nn.ReLU or (type(m) is nn.Linear and m.bias is not None) for m in model)
+    return linear_relu(model) and all(type(m) is nn.ReLU or m.bias is not None
+                                      for m in model)
 
 
 def dpsgd_groups(jobs: Sequence[DPSGDJob]) -> list[list[int]]:

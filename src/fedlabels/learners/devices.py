@@ -35,6 +35,16 @@ def check_precision(precision: Any) -> str:
     return str(precision)
 
 
+def check_cuda_graphs(device: str, batch_clients: str) -> None:
+    """``cuda_graphs=on`` replays the step of clients trained together on CUDA: refuse it
+    up front where they cannot be (the run checks the rest once its models are built)."""
+    if device == "cpu" or batch_clients == "off":
+        raise FedLabelsError(
+            f"cuda_graphs=on replays the step of clients trained together on CUDA, not "
+            f"with {'device=cpu' if device == 'cpu' else 'batch_clients=off'}; use "
+            "device=cuda (or auto) with batch_clients=auto or on, or cuda_graphs=off.")
+
+
 def cuda_count() -> int:
     """GPUs torch can use here (0 without CUDA or without a CUDA build of torch)."""
     import torch
@@ -82,14 +92,17 @@ def summary(devices: list[str], precision: str, asked: str = "cpu") -> dict[str,
 
 
 @contextmanager
-def autocast(device: str, precision: str) -> Iterator[None]:
-    """bf16 autocast on ``device`` when ``precision == "bf16"``; nothing otherwise."""
+def autocast(device: str, precision: str, cache: bool = True) -> Iterator[None]:
+    """bf16 autocast on ``device`` when ``precision == "bf16"``; nothing otherwise.
+    ``cache=False`` for a pass a CUDA graph captures (autocast's cache of cast weights
+    would outlive the capture)."""
     if precision != "bf16":
         yield
         return
     import torch
 
-    with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16):
+    with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
+                        cache_enabled=cache):
         yield
 
 

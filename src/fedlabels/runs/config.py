@@ -134,6 +134,11 @@ class RunConfig:
         "(training, distillation, DP-SGD; auto: on CUDA)", kind=str,
         choices=("auto", "on", "off"), group="simulator", simulator_only=True,
         hashed_at_default=False)
+    cuda_graphs: str = param(
+        "off", "replay the clients' batched training step as a CUDA graph (on: MLP groups "
+        "on CUDA trained together, >= 8 steps a call; docs/neural.md)", kind=str,
+        choices=("off", "on"), group="simulator", simulator_only=True,
+        hashed_at_default=False)
     offload: str = param(
         "auto", "move clients' torch weights off their GPU between turns: auto (when they "
         "do not fit in its free memory), always, never (docs/neural.md)", kind=str,
@@ -214,6 +219,10 @@ class RunConfig:
 
         check_device(self.device)
         check_precision(self.precision)
+        if self.cuda_graphs == "on":
+            from fedlabels.learners.devices import check_cuda_graphs
+
+            check_cuda_graphs(self.device, self.batch_clients)
         if self.image_size is not None or self.image_column is not None:
             from fedlabels.data.images import check_image_settings
 

@@ -220,6 +220,7 @@ def _run(cfg: RunConfig, root: Path, progress: bool | None,
         "cpus_per_client": backend["client_resources"]["num_cpus"]}
     device = result.extra.setdefault("device", {})
     device.setdefault("batched_clients", False)  # as the simulator records its settings
+    device.setdefault("cuda_graphs", {"asked": cfg.cuda_graphs, "graphed_calls": 0})  # off
     device.setdefault("offload", {"asked": cfg.offload, "offloaded_clients": []})  # auto
     attach_final_models(result, cfg, spec, nodes)
     return result

@@ -1,0 +1,242 @@
+"""CUDA graphs of the batched training step (``cuda_graphs=on``).
+
+On the CPU: the replay loop of :func:`fedlabels.learners.step_graphs.replay_steps` with a
+stand-in for CUDA whose capture records the step and whose replay runs it (what a graph
+does: the captured kernels write the gradients afresh), against the eager loop on the same
+indices; where graphs apply; the option's checks and record. On a CUDA GPU (marked): the
+replayed steps equal the eager ones, a whole run with graphs equals one without.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners import build_learner, parse_model_spec
+from fedlabels.learners.batched import TrainJob, _Batches, graphable, train_together
+from fedlabels.learners.step_graphs import MIN_STEPS, WARMUP_STEPS, replay_steps
+from fedlabels.runs.config import RunConfig
+
+
+class StandIn:
+    """CUDA's part of ``replay_steps`` on the CPU: the warm-up is a plain block and a
+    capture runs nothing; a replay runs the recorded step with its gradients unset first,
+    as a graph whose backward writes them (nothing accumulates)."""
+
+    def __init__(self, opt: torch.optim.Optimizer) -> None:
+        self.opt = opt
+        self.warmups = self.captures = self.replays = 0
+
+    @contextmanager
+    def warmup(self) -> Iterator[None]:
+        self.warmups += 1
+        yield
+
+    def capture(self, step: Callable[[], None]) -> Callable[[], None]:
+        self.captures += 1
+
+        def replay() -> None:
+            self.replays += 1
+            self.opt.zero_grad(set_to_none=True)
+            step()
+
+        return replay
+
+
+def tiny_problem(n_steps: int, seed: int = 0):
+    """A linear classifier, its data and ``n_steps`` minibatch indices (2, clients, slots)."""
+    g = torch.Generator().manual_seed(seed)
+    X, y = torch.randn(200, 6, generator=g), torch.randint(0, 3, (200,), generator=g)
+    indices = [torch.randint(0, 200, (2, 1, 16), generator=g) for _ in range(n_steps)]
+    for at in indices:
+        at[1] = at[0]  # the label of the row
+    torch.manual_seed(seed)
+    model = nn.Linear(6, 3)
+    return model, torch.optim.Adam(model.parameters(), lr=0.05), X, y, indices
+
+
+def train_step(model, opt, X, y, seen):
+    def step(at: torch.Tensor, sizes: torch.Tensor, lens: list[int]) -> None:
+        seen.append(at.clone())
+        loss = nn.functional.cross_entropy(model(X[at[0, 0]]), y[at[1, 0]]) / sizes[0, 0]
+        loss.backward()
+        opt.step()
+    return step
+
+
+@pytest.mark.parametrize("n_steps", [WARMUP_STEPS + 1, MIN_STEPS, 13])
+def test_replayed_steps_are_the_eager_steps_on_their_own_indices(n_steps):
+    eager_model, eager_opt, X, y, indices = tiny_problem(n_steps)
+    model, opt, *_ = tiny_problem(n_steps)
+    sizes = torch.ones((1, 1))
+    eager_seen: list[torch.Tensor] = []
+    step = train_step(eager_model, eager_opt, X, y, eager_seen)
+    for at in indices:
+        eager_opt.zero_grad(set_to_none=True)
+        step(at, sizes, [16])
+    seen: list[torch.Tensor] = []
+    queue = iter(indices)
+    drawn = []
+
+    def next_index():
+        drawn.append(1)
+        return next(queue), sizes, [16]
+
+    cuda = StandIn(opt)
+    replay_steps(train_step(model, opt, X, y, seen), next_index, n_steps, opt,
+                 torch.device("cpu"), backend=cuda)
+    assert len(drawn) == n_steps  # every planned index drawn once, none past the call
+    assert (cuda.warmups, cuda.captures, cuda.replays) == (1, 1, n_steps - WARMUP_STEPS)
+    assert len(seen) == len(eager_seen) == n_steps
+    for ours, theirs in zip(seen, eager_seen, strict=True):  # each step on its own index
+        assert torch.equal(ours, theirs)
+    for p, q in zip(model.parameters(), eager_model.parameters(), strict=True):
+        assert torch.equal(p, q)
+        assert opt.state[p]["step"] == n_steps
+        assert torch.equal(opt.state[p]["exp_avg_sq"], eager_opt.state[q]["exp_avg_sq"])
+
+
+def test_a_graph_needs_more_steps_than_its_warmup():
+    model, opt, X, y, indices = tiny_problem(WARMUP_STEPS)
+    with pytest.raises(ValueError, match=f"more than {WARMUP_STEPS} steps"):
+        replay_steps(train_step(model, opt, X, y, []), lambda: (indices[0], None, [16]),
+                     WARMUP_STEPS, opt, torch.device("cpu"), backend=StandIn(opt))
+
+
+def built(spec: str, n: int = 2):
+    (s,) = parse_model_spec(spec)
+    rng = np.random.default_rng(0)
+    learners = [build_learner(s, n_classes=3, random_state=i) for i in range(n)]
+    for ln in learners:
+        ln._ensure_initialised(rng.random((20, 64), dtype=np.float32), np.arange(20) % 3)
+    return learners
+
+
+def test_graphs_apply_to_mlp_groups_on_cuda_with_enough_steps():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")  # a device object needs no GPU
+    (mlp,) = built("mlp(hidden=16)", 1)
+    assert graphable(mlp, cuda, MIN_STEPS)
+    assert not graphable(mlp, cuda, MIN_STEPS - 1)  # a capture would not pay
+    assert not graphable(mlp, cpu, 50)
+    for spec in ("cnn(arch=small)", "cnn(arch=small,augment=true)",
+                 "module:user_nets:tiny_cnn"):
+        (other,) = built(spec, 1)
+        assert not graphable(other, cuda, 50), spec
+
+
+def test_every_step_planned_in_one_shape_or_no_graph():
+    rng = np.random.default_rng(0)
+    X, y = rng.random((100, 64), dtype=np.float32), np.arange(100) % 3
+    U, yu = rng.random((300, 64), dtype=np.float32), np.arange(300) % 3
+    jobs = [TrainJob(ln, X[: 40 + 30 * i], y[: 40 + 30 * i], 9, U, yu)
+            for i, ln in enumerate(built("mlp(hidden=16)"))]
+    assert _Batches(jobs, torch.device("cpu"), steps=9).one_shape()
+    assert not _Batches(jobs, torch.device("cpu")).one_shape()  # drawn step by step
+    augmenting = built("cnn(arch=small,augment=true)")
+    jobs = [TrainJob(ln, X, y, 9) for ln in augmenting]
+    assert not _Batches(jobs, torch.device("cpu"), steps=9).one_shape()
+
+
+def test_train_together_without_graphs_counts_none():
+    rng = np.random.default_rng(0)
+    X, y = rng.random((100, 64), dtype=np.float32), np.arange(100) % 3
+    jobs = [TrainJob(ln, X, y, MIN_STEPS) for ln in built("mlp(hidden=16)", 3)]
+    assert train_together(jobs, graphs=True) == 0  # on the CPU: eager
+
+
+@pytest.mark.parametrize(("settings", "needle"), [
+    ({"device": "cpu"}, "not with device=cpu"),
+    ({"device": "cuda", "batch_clients": "off"}, "not with batch_clients=off"),
+    ({"device": "auto", "engine": "flower-simulation"}, "do not take cuda_graphs"),
+])
+def test_cuda_graphs_on_is_refused_where_it_cannot_apply(settings, needle):
+    with pytest.raises(FedLabelsError, match=needle):
+        RunConfig(method="fedct", dataset="digits", cuda_graphs="on", **settings)
+    with pytest.raises(FedLabelsError, match="cuda_graphs must be one of"):
+        RunConfig(method="fedct", dataset="digits", cuda_graphs="auto")
+
+
+def test_cli_refuses_cuda_graphs_on_the_cpu_in_one_line(capsys):
+    code = main(["run", "--method", "fedct", "--dataset", "digits", "--cuda-graphs", "on",
+                 "--device", "cpu"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "cuda_graphs=on" in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto means CUDA here")
+def test_run_refuses_graphs_when_auto_finds_no_gpu():
+    fed = fl.load_federation("digits", clients=3, seed=0)
+    with pytest.raises(FedLabelsError, match="do not train together"):
+        fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=2, progress=False,
+               device="auto", cuda_graphs="on")
+    with pytest.raises(FedLabelsError, match="do not train on CUDA"):
+        fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=2, progress=False,
+               batch_clients="on", cuda_graphs="on", device="auto")
+
+
+def test_a_run_records_its_cuda_graphs_setting():
+    fed = fl.load_federation("digits", clients=3, seed=0)
+    result = fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=2, seed=0,
+                    progress=False, batch_clients="on")
+    assert result.extra["device"]["cuda_graphs"] == {"asked": "off", "graphed_calls": 0}
+
+
+# --------------------------------------------------------------------------- on a GPU
+def digits_jobs(models, steps, seed=0):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for i, m in enumerate(models):  # unequal clients, U gathered by index
+        rows = rng.choice(len(y), 60 + 40 * i, replace=False)
+        index = np.sort(rng.choice(len(y), 200, replace=False))
+        jobs.append(TrainJob(m, X[rows], y[rows], steps, X, y[index], aux_index=index))
+    return jobs
+
+
+def cuda_learners(n, precision="fp32"):
+    (spec,) = parse_model_spec("mlp(hidden=32-16)")
+    models = [build_learner(spec, n_classes=10, random_state=i) for i in range(n)]
+    for m in models:
+        m.place("cuda", precision)
+    return models
+
+
+@pytest.mark.cuda
+def test_replayed_graph_steps_equal_eager_steps_on_the_gpu():
+    eager, graphed = cuda_learners(4), cuda_learners(4)
+    for call in range(2):  # the second call warm-starts Adam (its step on the device)
+        assert train_together(digits_jobs(eager, 12, call)) == 0
+        assert train_together(digits_jobs(graphed, 12, call), graphs=True) == 1
+    for a, b in zip(eager, graphed, strict=True):
+        assert a.steps_ == b.steps_ == 24
+        np.testing.assert_allclose(a.get_weights(), b.get_weights(), rtol=1e-4, atol=1e-6)
+        sa, sb = a.state_dict(), b.state_dict()
+        for key in sa:
+            if key.endswith(("exp_avg", "exp_avg_sq")):
+                np.testing.assert_allclose(sa[key], sb[key], rtol=1e-3, atol=1e-9)
+        assert sa["cursor.0.pos"] == sb["cursor.0.pos"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_run_with_cuda_graphs_equals_one_without(precision):
+    fed = fl.load_federation("digits", clients=3, seed=0)
+    runs = {mode: fl.run("fedct", fed, model="mlp(hidden=64)", rounds=3, period=10, seed=0,
+                         progress=False, device="cuda", precision=precision,
+                         cuda_graphs=mode) for mode in ("off", "on")}
+    assert runs["on"].extra["device"]["cuda_graphs"]["graphed_calls"] >= 3
+    assert runs["off"].extra["device"]["cuda_graphs"]["graphed_calls"] == 0
+    on = [r.mean_accuracy for r in runs["on"].records]
+    off = [r.mean_accuracy for r in runs["off"].records]
+    assert np.allclose(on, off, atol=0.02)
