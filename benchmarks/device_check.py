@@ -129,7 +129,8 @@ def fashion_federation(scale: Scale, notes: list[str]) -> fl.Federation:
 
 def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
                   device: str, profile_dir: Path | None = None,
-                  precision: str = "fp32", cuda_graphs: str = "off") -> tuple[float, float]:
+                  precision: str = "fp32", cuda_graphs: str = "off",
+                  profile_name: str = "") -> tuple[float, float]:
     """Wall-clock seconds of a run's round without evaluation and of the test set's
     evaluation: a run of four rounds evaluated at the second and the last; the first warms
     up, the second is one round and one evaluation, the third a round alone (the last's
@@ -137,7 +138,7 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
 
     With ``profile_dir``, the second round runs under ``torch.profiler`` (every thread's torch
     operations, and the GPU's kernels on a GPU) and ``cProfile``; their tables are written
-    there as ``profile_<device>_ops.txt`` and ``profile_<device>_python.txt``."""
+    there as ``profile_<device><profile_name>_ops.txt`` and ``..._python.txt``."""
     import cProfile
 
     stamps: list[float] = []
@@ -163,7 +164,8 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
             ops, python = profilers
             python.disable()  # type: ignore[attr-defined]
             ops.stop()  # type: ignore[attr-defined]
-            write_profiles(ops, python, profile_dir, device, stamps[2] - stamps[1])
+            write_profiles(ops, python, profile_dir, device, stamps[2] - stamps[1],
+                           profile_name)
 
     fl.run(method, fed, model=model, rounds=4, period=period, seed=0, progress=False,
            threads=1, workers=1, device=device, eval_every=2, on_round=on_round,
@@ -172,16 +174,19 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
     return train, max(0.0, stamps[1] - stamps[0] - train)
 
 
-def write_profiles(ops: object, python: object, out: Path, device: str, wall: float) -> None:
+def write_profiles(ops: object, python: object, out: Path, device: str, wall: float,
+                   name: str = "") -> None:
     """The profiled round's torch operations (by self CPU time, and by GPU time on a GPU)
-    and its Python functions (by own time and by cumulative time), as text tables."""
+    and its Python functions (by own time and by cumulative time), as text tables in
+    ``out/profile_<device><name>_ops.txt`` and ``..._python.txt``."""
     import io
     import pstats
 
     out.mkdir(parents=True, exist_ok=True)
-    tag = device.replace(":", "")
+    tag = device.replace(":", "") + name
     averages = ops.key_averages()  # type: ignore[attr-defined]
-    tables = [f"one FedCT round on {device}, {wall:.3f} s of wall clock (profiled)\n",
+    what = "LoRA MiniLM FedCT round" if name == "_text" else "FedCT round"
+    tables = [f"one {what} on {device}, {wall:.3f} s of wall clock (profiled)\n",
               averages.table(sort_by="self_cpu_time_total", row_limit=30)]
     if device.startswith("cuda"):
         tables.append(averages.table(sort_by="self_device_time_total", row_limit=20))
@@ -517,8 +522,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="do not time the LoRA MiniLM round on the CPU (about three "
                              "minutes of one thread) where a GPU is timed")
     parser.add_argument("--profile", metavar="DIR",
-                        help="profile one FedCT Fashion-MNIST round (on the GPU where there "
-                             "is one) and write the tables to DIR")
+                        help="profile one FedCT Fashion-MNIST round and one LoRA MiniLM round "
+                             "(on the GPU where there is one) and write the tables to DIR")
     parser.add_argument("--minilm", metavar="DIR", help="a real MiniLM directory to time")
     parser.add_argument("--skip-settings", action="store_true",
                         help="do not time bf16 and deterministic kernels against fp32")
@@ -629,9 +634,10 @@ def main(argv: list[str] | None = None) -> int:
         tfed = text_federation(scale, notes)
         spec = lora_spec(model_dir)
         text_cpu = (None, None) if args.skip_cpu_text and gpu is not None else round_seconds(
-            "fedct", tfed, spec, scale.text_period, "cpu")
+            "fedct", tfed, spec, scale.text_period, "cpu", profile if gpu is None else None,
+            profile_name="_text")
         text_gpu = (None, None) if gpu is None else round_seconds(
-            "fedct", tfed, spec, scale.text_period, gpu)
+            "fedct", tfed, spec, scale.text_period, gpu, profile, profile_name="_text")
         print_row(f"LoRA MiniLM FedCT round (m={scale.text_clients}, "
                   f"|U|={scale.text_unlabeled}, b={scale.text_period})",
                   text_cpu[0], text_gpu[0])

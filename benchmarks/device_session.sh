@@ -13,9 +13,10 @@
 #      240 s, written to workers16.json;
 #   5. the long runs SELECT (positions in `device_check.py --long-runs`), side by side,
 #      until 20 s before the budget ends.
-# What comes back (the device tool returns at most 8 files from $OUT): check.log, the two
-# profile tables, and long.tar.gz (each run's log, result, per-round table and summary.json;
-# checkpoints removed). Data: carry .devcache holding fashion_mnist/ and vader/ from
+# What comes back (the device tool returns at most 8 files from $OUT): check.log, the four
+# profile tables (the Fashion-MNIST and the LoRA round's), workers16.json with WORKERS16,
+# and long.tar.gz (each run's log, result, per-round table and summary.json; checkpoints
+# removed). Data: carry .devcache holding fashion_mnist/ and vader/ from
 # ~/.cache/fedlabels (about 34 MiB).
 #
 #   bash benchmarks/device_session.sh 560 9,10,12,13,15,16

@@ -52,6 +52,9 @@ def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):
     ops = (tmp_path / "profile_cpu_ops.txt").read_text()
     assert "one FedCT round on cpu" in ops and "aten::" in ops
     assert "function calls" in (tmp_path / "profile_cpu_python.txt").read_text()
+    text_ops = (tmp_path / "profile_cpu_text_ops.txt").read_text()  # the LoRA round's
+    assert "one LoRA MiniLM FedCT round on cpu" in text_ops and "aten::" in text_ops
+    assert "function calls" in (tmp_path / "profile_cpu_text_python.txt").read_text()
 
 
 def test_the_long_runs_are_valid_command_lines(capsys):
