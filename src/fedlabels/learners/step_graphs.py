@@ -50,19 +50,27 @@ class CudaGraphs:
         """Run the body on the side stream, in order with the current stream's work."""
         current = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(current)
-        with torch.cuda.stream(self.stream):
+        with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
             yield
         current.wait_stream(self.stream)
 
     def capture(self, step: Callable[[], None]) -> Callable[[], None]:
         """``step``'s kernels recorded on the side stream, not run; each call of the result
-        runs them. Only this thread's calls are checked during the capture
-        (``thread_local``): another client's thread may move its weights off the GPU
-        meanwhile (``offload``), on its own stream, which the graph does not record."""
+        runs them on the device's current stream (with clients on several GPUs the calling
+        thread's current device may be another). Only this thread's calls are checked
+        during the capture (``thread_local``): another client's thread may move its weights
+        off the GPU meanwhile (``offload``), on its own stream, which the graph does not
+        record."""
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
+        with torch.cuda.device(self.device), torch.cuda.graph(
+                graph, stream=self.stream, capture_error_mode="thread_local"):
             step()
-        return graph.replay
+
+        def replay() -> None:
+            with torch.cuda.device(self.device):
+                graph.replay()
+
+        return replay
 
 
 def replay_steps(step: Callable[[torch.Tensor, torch.Tensor, list[int]], None],
