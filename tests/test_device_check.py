@@ -145,3 +145,16 @@ def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(
     assert "./e2e/summary.json" in names and not any("checkpoint" in n for n in names)
     assert [r["index"] for r in summary] == [9]
     assert (tmp_path / "profile_cpu_ops.txt").exists()
+
+
+def test_a_failing_row_is_reported_and_the_check_goes_on(capsys):
+    script = load_script()
+
+    def broken() -> float:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    assert script.or_failure("  the same round, --cuda-graphs on", broken) is None
+    assert capsys.readouterr().out == (
+        "  the same round, --cuda-graphs on: FAILED: RuntimeError: operation not permitted "
+        "when stream is capturing\n")
+    assert script.or_failure("a row", lambda: 2.5) == 2.5
