@@ -152,21 +152,21 @@ def test_train_together_without_graphs_counts_none():
     assert train_together(jobs, graphs=True) == 0  # on the CPU: eager
 
 
-def test_a_group_call_through_the_graph_branch_equals_the_eager_call(monkeypatch):
-    """``_train_group``'s graph branch on the CPU: graphs allowed here, Adam in its eager
-    form (the capturable one runs on a GPU only) and the stand-in for CUDA; the clients
-    (unequal, with U by index) end bit for bit as after the eager call."""
+def group_jobs(models):
+    """Three unequal clients' calls of 10 steps with U by index."""
+    rng = np.random.default_rng(1)
+    X, y = rng.random((300, 64), dtype=np.float32), np.arange(300) % 3
+    index = np.sort(rng.choice(300, 120, replace=False))
+    return [TrainJob(m, X[: 30 + 50 * i], y[: 30 + 50 * i], 10, X, y[index],
+                     aux_index=index) for i, m in enumerate(models)]
+
+
+def graphs_on_the_cpu(monkeypatch, stand_in=StandIn):
+    """``_train_group``'s graph branch made to run here: graphs allowed on the CPU, Adam in
+    its eager form (the capturable one runs on a GPU only), ``stand_in`` for CUDA; the
+    stand-ins made, in a list."""
     from fedlabels.learners import batched, step_graphs
 
-    def jobs(models):
-        rng = np.random.default_rng(1)
-        X, y = rng.random((300, 64), dtype=np.float32), np.arange(300) % 3
-        index = np.sort(rng.choice(300, 120, replace=False))
-        return [TrainJob(m, X[: 30 + 50 * i], y[: 30 + 50 * i], 10, X, y[index],
-                         aux_index=index) for i, m in enumerate(models)]
-
-    eager, graphed = built("mlp(hidden=16-8)", 3), built("mlp(hidden=16-8)", 3)
-    assert train_together(jobs(eager), graphs=True) == 0  # on the CPU: eager
     opts: list[torch.optim.Optimizer] = []
     stack = batched.stack_for_training
 
@@ -179,8 +179,17 @@ def test_a_group_call_through_the_graph_branch_equals_the_eager_call(monkeypatch
     monkeypatch.setattr(batched, "graphable", lambda *args: True)
     monkeypatch.setattr(batched, "stack_for_training", eager_adam)
     monkeypatch.setattr(step_graphs, "CudaGraphs",
-                        lambda device: stand_ins.append(StandIn(opts[-1])) or stand_ins[-1])
-    assert train_together(jobs(graphed), graphs=True) == 1
+                        lambda device: stand_ins.append(stand_in(opts[-1])) or stand_ins[-1])
+    return stand_ins
+
+
+def test_a_group_call_through_the_graph_branch_equals_the_eager_call(monkeypatch):
+    """``_train_group``'s graph branch on the CPU with the stand-in for CUDA: the clients
+    end bit for bit as after the eager call."""
+    eager, graphed = built("mlp(hidden=16-8)", 3), built("mlp(hidden=16-8)", 3)
+    assert train_together(group_jobs(eager), graphs=True) == 0  # on the CPU: eager
+    stand_ins = graphs_on_the_cpu(monkeypatch)
+    assert train_together(group_jobs(graphed), graphs=True) == 1
     (cuda,) = stand_ins
     assert (cuda.captures, cuda.replays) == (1, 10 - WARMUP_STEPS)
     for a, b in zip(eager, graphed, strict=True):
@@ -190,6 +199,22 @@ def test_a_group_call_through_the_graph_branch_equals_the_eager_call(monkeypatch
         for key in sa:
             if key.endswith(("exp_avg", "exp_avg_sq", "cursor.0.pos", "cursor.1.pos")):
                 np.testing.assert_array_equal(sa[key], sb[key])
+
+
+class FailingCapture(StandIn):
+    def capture(self, step):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\n"
+                           "CUDA kernel errors might be asynchronously reported")
+
+
+def test_a_failed_capture_is_one_line_that_names_the_way_out(monkeypatch):
+    graphs_on_the_cpu(monkeypatch, FailingCapture)
+    with pytest.raises(FedLabelsError) as info:
+        train_together(group_jobs(built("mlp(hidden=16-8)", 3)), graphs=True)
+    message = str(info.value)
+    assert "\n" not in message and "cuda_graphs=off" in message
+    assert "RuntimeError: CUDA error: operation not permitted when stream is capturing)" \
+        in message
 
 
 @pytest.mark.parametrize(("settings", "needle"), [
