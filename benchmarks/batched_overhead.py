@@ -1,8 +1,10 @@
 """Host overhead of one batched training call, this version against another, side by side.
 
-100 clients of a tiny MLP (16-8-8-10, 64 rows, one step a call): the arithmetic is
-negligible, so a call's time is the host's per-call work (stacking, the minibatch index,
-writing weights and Adam moments back), which on a GPU is launches and Python. The two
+100 clients of a tiny MLP (16-8-8-10, 64 rows, one step a call; ``--rows fedct``: each
+client's own 64 private rows plus 64 of a shared U by index, as in a FedCT round): the
+arithmetic is negligible, so a call's time is the host's per-call work (stacking, the
+minibatch index, writing weights and Adam moments back), which on a GPU is launches and
+Python. The two
 versions alternate call by call in one process (a change of the machine's speed hits
 both), each with its own identical clients; the weights must come out equal.
 
@@ -41,20 +43,31 @@ def load_version(path: str) -> ModuleType:
     return module
 
 
-def compare(baseline: ModuleType, clients: int = 100, calls: int = 40) -> dict[str, Any]:
-    """Medians (ms per call) of both versions, interleaved, and the largest weight gap."""
+def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
+            rows_kind: str = "shared") -> dict[str, Any]:
+    """Medians (ms per call) of both versions, interleaved, and the largest weight gap.
+    ``rows_kind``: every client trains on one array (``shared``), or, as in a FedCT round,
+    each on its own private rows plus 64 rows of a shared U by index (``fedct``)."""
     torch.set_num_threads(1)
     (spec,) = parse_model_spec("mlp(hidden=8-8)")
     rng = np.random.default_rng(0)
-    X, y = rng.random((64, 16), dtype=np.float32), rng.integers(0, 10, 64)
+    X, y = rng.random((64 * clients, 16), dtype=np.float32), rng.integers(0, 10, 64 * clients)
+    U = rng.random((2000, 16), dtype=np.float32)
+    picked = [np.sort(rng.choice(len(U), 64, replace=False)) for _ in range(clients)]
+    labels = [rng.integers(0, 10, 64) for _ in range(clients)]
     versions = {"baseline": baseline, "current": batched}
     models = {k: [build_learner(spec, n_classes=10, random_state=i) for i in range(clients)]
               for k in versions}
     rows = {k: ResidentRows() for k in versions}
 
+    def jobs(k: str) -> list[TrainJob]:
+        if rows_kind == "shared":
+            return [TrainJob(ln, X[:64], y[:64], 1, X[:64], y[:64]) for ln in models[k]]
+        return [TrainJob(ln, X[64 * i : 64 * (i + 1)], y[64 * i : 64 * (i + 1)], 1, U,
+                         labels[i], aux_index=picked[i]) for i, ln in enumerate(models[k])]
+
     def call(k: str) -> None:
-        versions[k].train_together([TrainJob(ln, X, y, 1, X, y) for ln in models[k]],
-                                   rows[k])
+        versions[k].train_together(jobs(k), rows[k])
 
     for k in versions:  # build the networks, warm up
         call(k)
@@ -68,7 +81,8 @@ def compare(baseline: ModuleType, clients: int = 100, calls: int = 40) -> dict[s
     gap = max(float(np.abs(a.get_weights() - b.get_weights()).max())
               for a, b in zip(models["baseline"], models["current"], strict=True))
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    return {"clients": clients, "calls": calls, "baseline_ms": round(med["baseline"], 2),
+    return {"clients": clients, "calls": calls, "rows": rows_kind,
+            "baseline_ms": round(med["baseline"], 2),
             "current_ms": round(med["current"], 2),
             "ratio": round(med["baseline"] / med["current"], 3),
             "paired_ratio": round(statistics.median(
@@ -82,10 +96,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="another version's fedlabels/learners/batched.py")
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--rows", choices=("shared", "fedct"), default="shared",
+                        help="one array for every client (shared), or each client's own "
+                             "private rows plus U by index, as in a FedCT round (fedct)")
     args = parser.parse_args(argv)
     if not Path(args.baseline).is_file():
         parser.error(f"--baseline {args.baseline}: no such file")
-    figures = compare(load_version(args.baseline), args.clients, args.calls)
+    figures = compare(load_version(args.baseline), args.clients, args.calls, args.rows)
     print(figures)
     return 0 if figures["max_weight_gap"] == 0.0 else 1
 

@@ -7,16 +7,21 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_current_version_against_itself(capsys):
+@pytest.mark.parametrize("rows", ["shared", "fedct"])
+def test_the_current_version_against_itself(capsys, rows):
     spec = importlib.util.spec_from_file_location(
         "batched_overhead", ROOT / "benchmarks" / "batched_overhead.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["batched_overhead"] = module
     spec.loader.exec_module(module)
     current = ROOT / "src" / "fedlabels" / "learners" / "batched.py"
-    assert module.main(["--baseline", str(current), "--clients", "4", "--calls", "3"]) == 0
+    assert module.main(["--baseline", str(current), "--clients", "4", "--calls", "3",
+                        "--rows", rows]) == 0
     out = capsys.readouterr().out
     assert "'max_weight_gap': 0.0" in out and "'clients': 4" in out
+    assert f"'rows': '{rows}'" in out

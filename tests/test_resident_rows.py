@@ -65,7 +65,7 @@ def test_a_run_copies_its_rows_once_and_learns_what_it_learned_without_the_cache
             made.append(self)
 
     class Never(resident_rows.ResidentRows):  # every call builds: the rows copied again
-        def get(self, arrays, device, build):
+        def get(self, arrays, device, build, keys=None):
             self.builds += 1
             return build()
 

@@ -49,11 +49,15 @@ class ResidentRows:
         return sum(t.numel() * t.element_size() for _, t in self._entries.values())
 
     def get(self, arrays: Sequence[np.ndarray], device: torch.device | str,
-            build: Callable[[], torch.Tensor]) -> torch.Tensor:
+            build: Callable[[], torch.Tensor],
+            keys: Sequence[tuple[object, ...]] | None = None) -> torch.Tensor:
         """The tensor ``build()`` makes of ``arrays`` on ``device``: built on the first call,
         then the kept one while the same arrays (same memory) come back. A tensor larger than
-        ``max_bytes`` is built and returned, not kept."""
-        key = (str(torch.device(device)), *(memory_key(a) for a in arrays))
+        ``max_bytes`` is built and returned, not kept. ``keys``: the arrays' ``memory_key``
+        where the caller has them."""
+        if keys is None:
+            keys = [memory_key(a) for a in arrays]
+        key = (str(torch.device(device)), *keys)
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
