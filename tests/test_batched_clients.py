@@ -236,3 +236,28 @@ def test_written_back_moments_are_each_learners_own_tensors():
                     assert t._base is None and t.shape == p.shape
                     storages.add(t.untyped_storage().data_ptr())
         assert len(storages) == 3 * sum(1 for m in models for _ in m.model_.parameters())
+
+
+def test_a_learner_whose_adam_holds_other_tensors_than_its_network_trains_alone():
+    """Stacking reads each learner's parameters from its Adam: an Adam over part of the
+    network (a user's optimizer factory) must keep the learner out of any group."""
+    import torch
+
+    from fedlabels.learners.batched import batch_key
+    from fedlabels.learners.torch_net import TorchNetClassifier
+    from user_nets import tiny_mlp
+
+    clients, _, _ = digits_clients((40, 75, 60))
+
+    def head_only(params):
+        return torch.optim.Adam(list(params)[2:])
+
+    partial, *whole = (TorchNetClassifier(tiny_mlp, n_classes=10, random_state=i,
+                                          optimizer=opt)
+                       for i, opt in enumerate((head_only, None, None)))
+    models = (partial, *whole)
+    jobs = [TrainJob(m, X, y, 2) for m, (X, y) in zip(models, clients, strict=True)]
+    assert batch_groups(jobs) == [[1, 2], [0]]  # built, then judged: the partial one alone
+    assert batch_key(partial) is None
+    train_together(jobs)
+    assert all(m.steps_ == 2 for m in models)
