@@ -515,8 +515,9 @@ def stacked_inputs(learners: Sequence[Any], x: torch.Tensor,
 def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
                  graphs: bool = False) -> bool:
     """Train one group together; with ``graphs``, replay a CUDA graph of the step where
-    :func:`~fedlabels.learners.step_graphs.graphable` allows. Whether it did."""
+    :func:`graphable` allows and every step has one shape. Whether it did."""
     from fedlabels.learners.devices import autocast
+
     learners = [j.learner for j in jobs]
     for ln in learners:
         ln._resident()
