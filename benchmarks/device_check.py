@@ -185,7 +185,8 @@ def write_profiles(ops: object, python: object, out: Path, device: str, wall: fl
     out.mkdir(parents=True, exist_ok=True)
     tag = device.replace(":", "") + name
     averages = ops.key_averages()  # type: ignore[attr-defined]
-    what = "LoRA MiniLM FedCT round" if name == "_text" else "FedCT round"
+    what = {"_text": "LoRA MiniLM FedCT round",
+            "_100clients": "call of many clients trained together"}.get(name, "FedCT round")
     tables = [f"one {what} on {device}, {wall:.3f} s of wall clock (profiled)\n",
               averages.table(sort_by="self_cpu_time_total", row_limit=30)]
     if device.startswith("cuda"):
@@ -199,12 +200,15 @@ def write_profiles(ops: object, python: object, out: Path, device: str, wall: fl
 
 
 def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int = 1,
-                         kind: str = "train", graphs: bool = False) -> float:
+                         kind: str = "train", graphs: bool = False,
+                         profile_dir: Path | None = None) -> float:
     """Seconds per step of ``n_batched`` clients over one call of ``steps`` steps per client
     (or one batched call): ``train`` (FedCT: 64 private + 64 pseudo-labelled rows), ``distill``
     (DD: 64 soft-labelled public + 64 private rows) or ``dpsgd`` (DP-FedAvg: a Poisson sample
     of 64 expected of 200 private rows, σ = 1, C = 1; each client's own generator).
-    ``graphs``: training steps replayed as a CUDA graph (``--cuda-graphs on``)."""
+    ``graphs``: training steps replayed as a CUDA graph (``--cuda-graphs on``). With
+    ``profile_dir``, one more call runs under the profilers (``profile_<device>_100clients_*``
+    there: what the host does for a call of many clients)."""
     from fedlabels.learners import build_learner, parse_model_spec
     from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
     from fedlabels.learners.batched import TrainJob, train_together
@@ -251,7 +255,27 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
                     dpsgd_steps(pj.learner, pj.X, pj.y, steps, config, pj.rng)
 
     step()  # build the networks, warm up
-    return min(timed(step, device) for _ in range(3)) / steps
+    best = min(timed(step, device) for _ in range(3)) / steps
+    if profile_dir is not None:
+        profiled_call(step, device, profile_dir, "_100clients")
+    return best
+
+
+def profiled_call(fn: Callable[[], object], device: str, out: Path, name: str) -> None:
+    """``fn()`` once under ``torch.profiler`` and ``cProfile``, their tables written to
+    ``out`` (:func:`write_profiles`)."""
+    import cProfile
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    ops, python = torch.profiler.profile(activities=activities), cProfile.Profile()
+    ops.start()
+    python.enable()
+    wall = timed(fn, device)
+    python.disable()
+    ops.stop()
+    write_profiles(ops, python, out, device, wall, name)
 
 
 def text_federation(scale: Scale, notes: list[str]) -> fl.Federation:
@@ -532,8 +556,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="do not time the LoRA MiniLM round on the CPU (about three "
                              "minutes of one thread) where a GPU is timed")
     parser.add_argument("--profile", metavar="DIR",
-                        help="profile one FedCT Fashion-MNIST round and one LoRA MiniLM round "
-                             "(on the GPU where there is one) and write the tables to DIR")
+                        help="profile one FedCT Fashion-MNIST round, one call of 100 clients "
+                             "trained together and one LoRA MiniLM round (on the GPU where "
+                             "there is one) and write the tables to DIR")
     parser.add_argument("--minilm", metavar="DIR", help="a real MiniLM directory to time")
     parser.add_argument("--skip-settings", action="store_true",
                         help="do not time bf16 and deterministic kernels against fp32")
@@ -591,7 +616,8 @@ def main(argv: list[str] | None = None) -> int:
     whole = [None if r[0] is None else 400 * r[0] + 20 * r[1] for r in (cpu_round, gpu_round)]
     print_row("  400 such rounds, evaluated every 20 (T = 20,000; estimate)", *whole)
     steps = 2 if args.dry_run else 5
-    gpu_step = None if gpu is None else batched_step_seconds(scale, gpu, True, steps)
+    gpu_step = None if gpu is None else batched_step_seconds(scale, gpu, True, steps,
+                                                             profile_dir=profile)
     cpu_alone = batched_step_seconds(scale, "cpu", False, steps)  # a client's steps: 1 call
     print_row(f"{scale.n_batched} clients, per step (CPU one by one, GPU together)",
               cpu_alone, gpu_step)
@@ -602,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
         print_row(label, cpu_alone, or_failure(label, lambda: batched_step_seconds(
             scale, gpu, True, scale.period, graphs=True)))
     print_row(f"{scale.n_batched} clients, per step, together on both",
-              batched_step_seconds(scale, "cpu", True, steps), gpu_step)
+              batched_step_seconds(scale, "cpu", True, steps,
+                                   profile_dir=profile if gpu is None else None), gpu_step)
     if gpu is not None:
         print_row(f"{scale.n_batched} clients, per step, one by one on both",
                   cpu_alone, batched_step_seconds(scale, gpu, False, steps))

@@ -13,10 +13,10 @@
 #      240 s, written to workers16.json;
 #   5. the long runs SELECT (positions in `device_check.py --long-runs`), side by side,
 #      until 20 s before the budget ends.
-# What comes back (the device tool returns at most 8 files from $OUT): check.log, the four
-# profile tables (the Fashion-MNIST and the LoRA round's), workers16.json with WORKERS16,
-# and long.tar.gz (each run's log, result, per-round table and summary.json; checkpoints
-# removed). Data: carry .devcache holding fashion_mnist/ and vader/ from
+# What comes back (the device tool returns at most 8 files from $OUT): check.log,
+# profiles.tar.gz (the profile tables of the Fashion-MNIST round, of a call of 100 clients
+# trained together and of the LoRA round), workers16.json with WORKERS16, and long.tar.gz
+# (each run's log, result, per-round table and summary.json; checkpoints removed). Data: carry .devcache holding fashion_mnist/ and vader/ from
 # ~/.cache/fedlabels (about 34 MiB).
 #
 #   bash benchmarks/device_session.sh 560 9,10,12,13,15,16
@@ -32,12 +32,14 @@ py=${PYTHON:-python3}
 start=$SECONDS
 left() { echo $((budget - (SECONDS - start))); }
 long=$(mktemp -d)
+prof=$(mktemp -d)
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/check.log"
 dry=()
 if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests --skip-settings); fi
 timeout $((budget * 2 / 5)) "$py" benchmarks/device_check.py --skip-text-run --skip-cpu-text \
-    --skip-offload --profile "$out" "${dry[@]}" 2>&1 | tee -a "$out/check.log"
+    --skip-offload --profile "$prof" "${dry[@]}" 2>&1 | tee -a "$out/check.log"
+tar czf "$out/profiles.tar.gz" -C "$prof" .
 echo "check ended after $((SECONDS - start)) s" | tee -a "$out/check.log"
 
 e2e=$(( $(left) - 40 < 200 ? $(left) - 40 : 200 ))

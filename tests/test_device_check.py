@@ -55,6 +55,9 @@ def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):
     text_ops = (tmp_path / "profile_cpu_text_ops.txt").read_text()  # the LoRA round's
     assert "one LoRA MiniLM FedCT round on cpu" in text_ops and "aten::" in text_ops
     assert "function calls" in (tmp_path / "profile_cpu_text_python.txt").read_text()
+    calls = (tmp_path / "profile_cpu_100clients_ops.txt").read_text()  # a batched call's
+    assert "one call of many clients trained together on cpu" in calls and "aten::" in calls
+    assert "function calls" in (tmp_path / "profile_cpu_100clients_python.txt").read_text()
 
 
 def test_the_long_runs_are_valid_command_lines(capsys):
@@ -144,7 +147,9 @@ def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(
         summary = json.load(archive.extractfile("./runs/summary.json"))
     assert "./e2e/summary.json" in names and not any("checkpoint" in n for n in names)
     assert [r["index"] for r in summary] == [9]
-    assert (tmp_path / "profile_cpu_ops.txt").exists()
+    with tarfile.open(tmp_path / "profiles.tar.gz") as archive:
+        assert {"./profile_cpu_ops.txt", "./profile_cpu_100clients_python.txt",
+                "./profile_cpu_text_ops.txt"} <= set(archive.getnames())
 
 
 def test_a_failing_row_is_reported_and_the_check_goes_on(capsys):
