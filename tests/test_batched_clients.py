@@ -261,3 +261,29 @@ def test_a_learner_whose_adam_holds_other_tensors_than_its_network_trains_alone(
     assert batch_key(partial) is None
     train_together(jobs)
     assert all(m.steps_ == 2 for m in models)
+
+
+@pytest.mark.parametrize("spec", ["mlp(hidden=32-16)", "cnn(arch=small)",
+                                  "module:user_nets:tiny_cnn", "module:user_nets:with_buffer"])
+def test_stacked_state_is_what_torch_func_stacks(spec):
+    import torch
+    from torch.func import stack_module_state
+
+    from fedlabels.learners.batched import stacked_state
+
+    clients, _, _ = digits_clients((40, 75, 60))
+    models = learners(spec, 3)
+    train_together([TrainJob(m, X, y, 2) for m, (X, y) in zip(models, clients, strict=True)])
+    ours, our_buffers = stacked_state(models)
+    theirs, their_buffers = stack_module_state([m.model_ for m in models])
+    assert list(ours) == list(theirs) and list(our_buffers) == list(their_buffers)
+    assert bool(their_buffers) == ("with_buffer" in spec)  # the fallback's case
+    for name in theirs:
+        assert torch.equal(ours[name], theirs[name])
+        assert ours[name].is_leaf and ours[name].requires_grad
+    for name in their_buffers:
+        assert torch.equal(our_buffers[name], their_buffers[name])
+    first = next(iter(ours.values()))
+    with torch.no_grad():
+        first.add_(1.0)  # the stack is a copy: the learners' own weights stay
+    assert not torch.equal(first[0], next(iter(models[0].model_.parameters())))

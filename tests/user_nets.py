@@ -42,3 +42,19 @@ def not_a_module(n_features: int, n_classes: int) -> object:
 
 def sgd(params):  # a user's optimiser factory
     return torch.optim.SGD(params, lr=0.05)
+
+
+class WithBuffer(nn.Module):
+    """A user's network with a buffer (a fixed input scale): stacked with its buffers."""
+
+    def __init__(self, n_features: int, n_classes: int) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.full((n_features,), 0.5))
+        self.out = nn.Linear(n_features, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x * self.scale)
+
+
+def with_buffer(n_features: int, n_classes: int) -> nn.Module:
+    return WithBuffer(n_features, n_classes)

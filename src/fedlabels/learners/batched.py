@@ -2,7 +2,7 @@
 
 :func:`train_together` takes the same ``train_steps`` calls that the clients would make one
 after another and runs them as one: the clients' parameters are stacked
-(``torch.func.stack_module_state``), one forward/backward pass over ``vmap`` of
+(as ``torch.func.stack_module_state`` does), one forward/backward pass over ``vmap`` of
 ``functional_call`` computes every client's loss on its own minibatch, and one Adam step on
 the stacked tensors updates them all (Adam is elementwise, so this is each client's own
 Adam). Minibatches are drawn from each learner's own cursor, in the order ``train_steps``
@@ -238,7 +238,7 @@ def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
 
 
 def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> None:
-    from torch.func import functional_call, stack_module_state, vmap
+    from torch.func import functional_call, vmap
 
     from fedlabels.learners.devices import autocast
 
@@ -248,7 +248,7 @@ def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> 
         ln.model_.eval()
     first = learners[0]
     device = torch.device(first.device)
-    params, buffers = stack_module_state([ln.model_ for ln in learners])
+    params, buffers = stacked_state(learners)
     base = copy.deepcopy(first.model_).to("meta")
     shared = all(_same_rows(j.X, jobs[0].X) for j in jobs)  # one U: not copied per client
 
@@ -567,14 +567,14 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
 
 def stack_for_training(learners: Sequence[Any], capturable: bool = False) -> tuple[
         dict[str, torch.Tensor], torch.optim.Adam, Callable[[torch.Tensor], torch.Tensor]]:
-    """The learners' parameters stacked (``torch.func.stack_module_state``), one Adam over
+    """The learners' parameters stacked (:func:`stacked_state`), one Adam over
     them (:func:`stacked_adam`; ``capturable``: its step counts on the device, for a CUDA
     graph) and the stacked forward pass (batched matrix products for an MLP, else ``vmap``
     of ``functional_call``) of inputs (clients, rows, ...); the networks are put in training
     mode."""
-    from torch.func import functional_call, stack_module_state, vmap
+    from torch.func import functional_call, vmap
 
-    params, buffers = stack_module_state([ln.model_ for ln in learners])
+    params, buffers = stacked_state(learners)
     base = copy.deepcopy(learners[0].model_).to("meta")
     opt = stacked_adam(learners, params, capturable)
 
@@ -592,6 +592,26 @@ def stack_for_training(learners: Sequence[Any], capturable: bool = False) -> tup
         return batched(params, buffers, x) if stack is None else stack(x)
 
     return params, opt, forward
+
+
+def stacked_state(learners: Sequence[Any]) -> tuple[dict[str, torch.Tensor],
+                                                     dict[str, torch.Tensor]]:
+    """The learners' parameters and buffers stacked along a new first axis, as
+    ``torch.func.stack_module_state`` gives them (parameters detached leaves that require
+    gradients). Networks without buffers (the MLP, the small CNN) are stacked from each
+    learner's Adam list under the cached parameter names, without walking every network's
+    modules (milliseconds for a call of 100 clients)."""
+    model = learners[0].model_
+    names = _architecture(model)
+    if names is None or next(model.buffers(), None) is not None:
+        from torch.func import stack_module_state
+
+        return stack_module_state([ln.model_ for ln in learners])
+    owned = [_owned(ln) for ln in learners]
+    with torch.no_grad():
+        params = {name: torch.stack([own[k] for own in owned]).requires_grad_()
+                  for k, (name, _) in enumerate(names)}
+    return params, {}
 
 
 def _owned(learner: Any) -> list[torch.Tensor]:
@@ -630,11 +650,12 @@ def write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],
     per parameter (and per moment) for all the learners, into their own tensors (a
     learner's first step gets fresh ones), rather than a copy per learner and tensor."""
     owned = [_owned(ln) for ln in learners]  # in ``params``' order
+    # Adam steps every parameter together: one count (one read from a GPU, not one each)
+    step = float(opt.state[next(iter(params.values()))]["step"])
     with torch.no_grad():
         for k, stacked in enumerate(params.values()):
             torch._foreach_copy_([own[k] for own in owned], list(stacked.unbind(0)))
             state = opt.state[stacked]
-            step = float(state["step"])
             moments: list[dict[str, torch.Tensor]] = []
             for ln, own in zip(learners, owned, strict=True):
                 mine = ln.optimizer_.state.get(own[k])

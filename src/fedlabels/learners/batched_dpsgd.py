@@ -40,6 +40,7 @@ from fedlabels.learners.batched import (
     linear_relu,
     linear_stack,
     stacked_adam,
+    stacked_state,
     write_back,
 )
 from fedlabels.learners.resident_rows import ResidentRows
@@ -141,14 +142,12 @@ class _Sources:
 
 def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
                  mapper: Callable[..., Iterable[np.ndarray]]) -> None:
-    from torch.func import stack_module_state
-
     learners = [j.learner for j in jobs]
     for ln in learners:
         ln._resident()
     first = learners[0]
     device = torch.device(first.device)
-    params, _ = stack_module_state([ln.model_ for ln in learners])
+    params, _ = stacked_state(learners)
     opt = stacked_adam(learners, params)
     forward = linear_stack(first.model_, params)
     assert forward is not None  # dpsgd_groups admits Linear/ReLU stacks only
