@@ -165,7 +165,7 @@ def graphs_on_the_cpu(monkeypatch, stand_in=StandIn):
     """``_train_group``'s graph branch made to run here: graphs allowed on the CPU, Adam in
     its eager form (the capturable one runs on a GPU only), ``stand_in`` for CUDA; the
     stand-ins made, in a list."""
-    from fedlabels.learners import batched, step_graphs
+    from fedlabels.learners import batched, batched_distill, step_graphs
 
     opts: list[torch.optim.Optimizer] = []
     stack = batched.stack_for_training
@@ -176,8 +176,9 @@ def graphs_on_the_cpu(monkeypatch, stand_in=StandIn):
         return params, opt, forward
 
     stand_ins: list[StandIn] = []
-    monkeypatch.setattr(batched, "graphable", lambda *args: True)
-    monkeypatch.setattr(batched, "stack_for_training", eager_adam)
+    for module in (batched, batched_distill):  # training and distillation groups
+        monkeypatch.setattr(module, "graphable", lambda *args: True)
+        monkeypatch.setattr(module, "stack_for_training", eager_adam)
     monkeypatch.setattr(step_graphs, "CudaGraphs",
                         lambda device: stand_ins.append(stand_in(opts[-1])) or stand_ins[-1])
     return stand_ins
@@ -198,6 +199,33 @@ def test_a_group_call_through_the_graph_branch_equals_the_eager_call(monkeypatch
         sa, sb = a.state_dict(), b.state_dict()
         for key in sa:
             if key.endswith(("exp_avg", "exp_avg_sq", "cursor.0.pos", "cursor.1.pos")):
+                np.testing.assert_array_equal(sa[key], sb[key])
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_a_distillation_call_through_the_graph_branch_equals_the_eager_call(monkeypatch,
+                                                                         private):
+    """DD, FedMD and DS-FL's distillation steps take the same graph branch: with the
+    stand-in for CUDA the clients end bit for bit as after the eager call."""
+    from fedlabels.learners.batched_distill import distill_together
+    from test_batched_clients import digits_clients, learners
+    from test_batched_distill_dpsgd import distill_jobs
+
+    clients, public, _ = digits_clients((40, 75, 130))
+    eager, graphed = learners("mlp(hidden=16-8)", 3), learners("mlp(hidden=16-8)", 3)
+    assert distill_together(distill_jobs(eager, clients, public, 10, private, 0.7),
+                            graphs=True) == 0  # on the CPU: eager
+    stand_ins = graphs_on_the_cpu(monkeypatch)
+    assert distill_together(distill_jobs(graphed, clients, public, 10, private, 0.7),
+                            graphs=True) == 1
+    (cuda,) = stand_ins
+    assert (cuda.captures, cuda.replays) == (1, 10 - WARMUP_STEPS)
+    for a, b in zip(eager, graphed, strict=True):
+        assert a.steps_ == b.steps_ == 10
+        np.testing.assert_array_equal(a.get_weights(), b.get_weights())
+        sa, sb = a.state_dict(), b.state_dict()
+        for key in sa:
+            if key.endswith(("exp_avg", "exp_avg_sq")) or key.startswith("cursor."):
                 np.testing.assert_array_equal(sa[key], sb[key])
 
 
@@ -309,3 +337,24 @@ def test_a_run_with_cuda_graphs_equals_one_without(precision):
     on = [r.mean_accuracy for r in runs["on"].records]
     off = [r.mean_accuracy for r in runs["off"].records]
     assert np.allclose(on, off, atol=0.02)
+
+
+@pytest.mark.cuda
+def test_replayed_distillation_steps_equal_eager_steps_on_the_gpu():
+    from fedlabels.learners.batched_distill import distill_together
+    from test_batched_clients import digits_clients
+    from test_batched_distill_dpsgd import distill_jobs, placed
+
+    clients, public, _ = digits_clients((40, 75, 130))
+    eager, graphed = placed("mlp(hidden=32-16)", 3, "cuda"), placed("mlp(hidden=32-16)", 3,
+                                                                     "cuda")
+    for _ in range(2):  # the second call warm-starts Adam
+        assert distill_together(distill_jobs(eager, clients, public, 12, True, 0.7)) == 0
+        assert distill_together(distill_jobs(graphed, clients, public, 12, True, 0.7),
+                                graphs=True) == 1
+    for a, b in zip(eager, graphed, strict=True):
+        assert a.steps_ == b.steps_ == 24
+        wa, wb = a.get_weights(), b.get_weights()
+        assert np.isclose(wa, wb, rtol=1e-4, atol=1e-5).mean() > 0.99
+        assert np.abs(wa - wb).max() < 1e-3
+        assert a.state_dict()["cursor.2.pos"] == b.state_dict()["cursor.2.pos"]

@@ -139,8 +139,9 @@ def simulate(
     on CUDA) trains the clients' torch learners together
     (:mod:`fedlabels.engines.together`); the ``device`` entry says whether it did.
     ``cuda_graphs`` (``off``, ``on``: needs them trained together on CUDA) replays their
-    training step as a CUDA graph where it can (:mod:`fedlabels.learners.step_graphs`); the
-    ``device`` entry's ``cuda_graphs`` counts the group calls that did.
+    training and distillation steps as CUDA graphs where it can
+    (:mod:`fedlabels.learners.step_graphs`); the ``device`` entry's ``cuda_graphs`` counts
+    the group calls that did.
     ``offload`` (``never``, ``always``, ``auto``: while they do not fit) moves clients'
     weights off their GPU between turns (:mod:`fedlabels.learners.offload`); the ``device``
     entry's ``offload`` says which clients rested off it.

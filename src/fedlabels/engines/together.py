@@ -86,7 +86,8 @@ class Rendezvous:
         try:
             self.graphed_calls += train_together(
                 [job for job, _ in batch if isinstance(job, TrainJob)], self.rows, self.graphs)
-            distill_together([job for job, _ in batch if isinstance(job, DistillJob)])
+            self.graphed_calls += distill_together(
+                [job for job, _ in batch if isinstance(job, DistillJob)], self.graphs)
             dpsgd_together([job for job, _ in batch if isinstance(job, DPSGDJob)], self.rows)
             predict_together([job for job, _ in batch if isinstance(job, PredictJob)],
                              self.rows)

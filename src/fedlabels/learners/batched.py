@@ -546,15 +546,8 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
         opt.step()
 
     if capture:
-        try:
-            replay_steps(lambda at, sizes, lens: train_on(*batches.gather(at, sizes), lens),
-                         batches.next_index, n_steps, opt, device)
-        except RuntimeError as exc:  # torch's CUDA errors; the clients are mid-call
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise FedLabelsError(
-                f"replaying the clients' training step as a CUDA graph failed "
-                f"({type(exc).__name__}: {first_line}); run with cuda_graphs=off "
-                "(--cuda-graphs off).") from exc
+        replay_steps(lambda at, sizes, lens: train_on(*batches.gather(at, sizes), lens),
+                     batches.next_index, n_steps, opt, device)
     else:
         for _ in range(n_steps):
             opt.zero_grad(set_to_none=True)

@@ -26,10 +26,12 @@ from fedlabels.learners.batch_jobs import DistillJob
 from fedlabels.learners.batched import (
     RowPool,
     batch_key,
+    graphable,
     stack_for_training,
     stacked_inputs,
     write_back,
 )
+from fedlabels.learners.step_graphs import replay_steps
 
 #: at most about this many index entries are planned (copied to the device) at once
 _PLAN_ENTRIES = 1 << 21
@@ -49,16 +51,20 @@ def distill_groups(jobs: Sequence[DistillJob]) -> list[list[int]]:
     return list(groups.values()) + alone
 
 
-def distill_together(jobs: Sequence[DistillJob]) -> None:
+def distill_together(jobs: Sequence[DistillJob], graphs: bool = False) -> int:
     """Run every job's ``distill_steps``: compatible learners in one vectorised pass per
-    step, the rest one by one; each learner ends as if it had distilled alone."""
+    step, the rest one by one; each learner ends as if it had distilled alone. ``graphs``:
+    replay each group's step as a CUDA graph where it can
+    (:mod:`fedlabels.learners.step_graphs`). The number of groups that did."""
+    graphed = 0
     for group in distill_groups(jobs):
         if len(group) == 1:
             job = jobs[group[0]]
             job.learner.distill_steps(job.X_soft, job.P_soft, job.n_steps, X=job.X, y=job.y,
                                       weight=job.weight)
         else:
-            _distill_group([jobs[i] for i in group])
+            graphed += _distill_group([jobs[i] for i in group], graphs)
+    return graphed
 
 
 class _Plan:
@@ -108,13 +114,22 @@ class _Plan:
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next step's rows (clients, slots, features) and targets (clients, slots, C)."""
+        return self.gather(self.next_index())
+
+    def next_index(self) -> torch.Tensor:
+        """The next step's index (2, clients, slots) into the rows and targets, on the
+        device (every step of a call has this shape)."""
         if not self._planned:  # the cursors draw no step beyond the call's
             chunk = min(self.remaining,
                         max(1, _PLAN_ENTRIES // (2 * len(self.parts) * self.width)))
             self.remaining -= chunk
             drawn = torch.from_numpy(np.stack([self._draw() for _ in range(chunk)]))
             self._planned = list(drawn.to(self.device).unbind(0))[::-1]
-        index = self._planned.pop()
+        return self._planned.pop()
+
+    def gather(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows and targets that ``index`` selects (device work alone: what a CUDA
+        graph of the step replays)."""
         return self.x[index[0]], self.t[index[1]]
 
     def _draw(self) -> np.ndarray:
@@ -131,27 +146,43 @@ class _Plan:
         return index
 
 
-def _distill_group(jobs: list[DistillJob]) -> None:
+def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
+    """Distil one group together; with ``graphs``, replay a CUDA graph of the step where
+    :func:`~fedlabels.learners.batched.graphable` allows. Whether it did."""
     from fedlabels.learners.devices import autocast
 
     learners = [j.learner for j in jobs]
     for ln in learners:
         ln._resident()
     first = learners[0]
-    params, opt, forward = stack_for_training(learners)
+    device = torch.device(first.device)
     steps = int(jobs[0].n_steps)
-    plan = _Plan(jobs, torch.device(first.device), steps) if steps > 0 else None
-    for _ in range(steps):
+    capture = graphs and graphable(first, device, steps)
+    params, opt, forward = stack_for_training(learners, capturable=capture)
+    plan = _Plan(jobs, device, steps) if steps > 0 else None
+
+    def train_on(x_rows: torch.Tensor, target: torch.Tensor) -> None:
+        """One step on a gathered minibatch: forward, weighted soft cross-entropy,
+        backward, Adam."""
         assert plan is not None
-        x_rows, target = plan.next()
         x_all = stacked_inputs(learners, x_rows, plan.lens)
-        opt.zero_grad(set_to_none=True)
-        with autocast(first.device, first.precision):
+        with autocast(first.device, first.precision, cache=not capture):
             out = forward(x_all)
         logp = torch.log_softmax(out.float(), dim=-1)
         (-(target * logp).sum(dim=-1) * plan.w).sum().backward()
         opt.step()
+
+    if capture and plan is not None:
+        lens = plan.lens
+        replay_steps(lambda at, _sizes, _lens: train_on(*plan.gather(at)),
+                     lambda: (plan.next_index(), plan.w, lens), steps, opt, device)
+    else:
+        for _ in range(steps):
+            assert plan is not None
+            opt.zero_grad(set_to_none=True)
+            train_on(*plan.next())
     if steps:
         write_back(learners, params, opt)
     for ln in learners:
         ln.steps_ += steps
+    return capture

@@ -29,6 +29,8 @@ from contextlib import contextmanager
 
 import torch
 
+from fedlabels.core.errors import FedLabelsError
+
 #: steps run eagerly before the capture (the lazily created state of the step)
 WARMUP_STEPS = 3
 #: the fewest steps a call for which a capture pays (it costs about an eager step)
@@ -81,20 +83,28 @@ def replay_steps(step: Callable[[torch.Tensor, torch.Tensor, list[int]], None],
     the device alone), each on the next index of ``next_index``: the first
     :data:`WARMUP_STEPS` eagerly on a side stream, one captured, the rest replayed. ``opt``
     must be capturable; every step's index has one shape and ``sizes`` stays the same.
-    ``backend``: CUDA's streams and graphs (the default), or a stand-in for a test."""
+    ``backend``: CUDA's streams and graphs (the default), or a stand-in for a test. A
+    failure there is one line that names it and the way out (``cuda_graphs=off``)."""
     if n_steps <= WARMUP_STEPS:
         raise ValueError(f"a graph needs more than {WARMUP_STEPS} steps, got {n_steps}")
     cuda = CudaGraphs(device) if backend is None else backend
-    with cuda.warmup():
-        for _ in range(WARMUP_STEPS):
-            opt.zero_grad(set_to_none=True)
-            step(*next_index())
-    at, sizes, lens = next_index()
-    index = at.clone()  # the graph's input: each later step's index is copied into it
-    opt.zero_grad(set_to_none=True)  # the captured backward writes the gradients afresh
-    replay = cuda.capture(lambda: step(index, sizes, lens))
-    replay()  # the captured step has not run yet: this is it
-    for _ in range(n_steps - WARMUP_STEPS - 1):
-        at, _, _ = next_index()
-        index.copy_(at)
-        replay()
+    try:
+        with cuda.warmup():
+            for _ in range(WARMUP_STEPS):
+                opt.zero_grad(set_to_none=True)
+                step(*next_index())
+        at, sizes, lens = next_index()
+        index = at.clone()  # the graph's input: each later step's index is copied into it
+        opt.zero_grad(set_to_none=True)  # the captured backward writes the gradients afresh
+        replay = cuda.capture(lambda: step(index, sizes, lens))
+        replay()  # the captured step has not run yet: this is it
+        for _ in range(n_steps - WARMUP_STEPS - 1):
+            at, _, _ = next_index()
+            index.copy_(at)
+            replay()
+    except RuntimeError as exc:  # torch's CUDA errors; the clients are mid-call
+        text = str(exc).strip()
+        raise FedLabelsError(
+            f"replaying the clients' training step as a CUDA graph failed "
+            f"({type(exc).__name__}: {text.splitlines()[0] if text else ''}); run with "
+            "cuda_graphs=off (--cuda-graphs off).") from exc

@@ -135,8 +135,9 @@ class RunConfig:
         choices=("auto", "on", "off"), group="simulator", simulator_only=True,
         hashed_at_default=False)
     cuda_graphs: str = param(
-        "off", "replay the clients' batched training step as a CUDA graph (on: MLP groups "
-        "on CUDA trained together, >= 8 steps a call; docs/neural.md)", kind=str,
+        "off", "replay the clients' batched training and distillation steps as CUDA graphs "
+        "(on: MLP groups on CUDA trained together, >= 8 steps a call; docs/neural.md)",
+        kind=str,
         choices=("off", "on"), group="simulator", simulator_only=True,
         hashed_at_default=False)
     offload: str = param(
