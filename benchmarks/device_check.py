@@ -16,8 +16,8 @@ prints, side by side, CPU (one thread) and GPU wall-clock times and their ratio 
    ``cnn(arch=small)`` in fp32, under ``--precision bf16``, and with deterministic kernels
    (``CUBLAS_WORKSPACE_CONFIG=:4096:8``, ``torch.use_deterministic_algorithms(True)``, in a
    process of its own: cuBLAS reads its workspace setting when it starts).
-6. on the GPU, the round of 1. and the 100 clients' step of 2. (at b = 50 steps a call)
-   with their training steps replayed as CUDA graphs (``--cuda-graphs on``,
+6. on the GPU, the round of 1. and the 100 clients' training and distillation steps of 2.
+   (at b = 50 steps a call) replayed as CUDA graphs (``--cuda-graphs on``,
    ``fedlabels.learners.step_graphs``).
 
 Data it needs (copy them along, about 34 MiB in all; without them it measures synthetic data of
@@ -206,7 +206,8 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
     (or one batched call): ``train`` (FedCT: 64 private + 64 pseudo-labelled rows), ``distill``
     (DD: 64 soft-labelled public + 64 private rows) or ``dpsgd`` (DP-FedAvg: a Poisson sample
     of 64 expected of 200 private rows, σ = 1, C = 1; each client's own generator).
-    ``graphs``: training steps replayed as a CUDA graph (``--cuda-graphs on``). With
+    ``graphs``: training or distillation steps replayed as a CUDA graph
+    (``--cuda-graphs on``). With
     ``profile_dir``, one more call runs under the profilers (``profile_<device>_100clients_*``
     there: what the host does for a call of many clients)."""
     from fedlabels.learners import build_learner, parse_model_spec
@@ -241,7 +242,7 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
         elif kind == "distill":
             djobs = [DistillJob(ln, X, soft, steps, X, y) for ln in learners]
             if together:
-                distill_together(djobs)
+                distill_together(djobs, graphs)
             else:
                 for dj in djobs:
                     dj.learner.distill_steps(dj.X_soft, dj.P_soft, steps, X=dj.X, y=dj.y)
@@ -635,9 +636,14 @@ def main(argv: list[str] | None = None) -> int:
                   cpu_alone, batched_step_seconds(scale, gpu, False, steps))
     # (together on the CPU: benchmarks/batched_kinds.py, left out here to save the time)
     for kind, label in (("distill", "distillation (DD)"), ("dpsgd", "DP-SGD (DP-FedAvg)")):
+        alone = batched_step_seconds(scale, "cpu", False, steps, kind)
         print_row(f"{scale.n_batched} clients, {label} step (CPU one by one, GPU together)",
-                  batched_step_seconds(scale, "cpu", False, steps, kind),
+                  alone,
                   None if gpu is None else batched_step_seconds(scale, gpu, True, steps, kind))
+        if gpu is not None and kind == "distill":
+            label = f"  the same, {scale.period} steps a call, CUDA graphs"
+            print_row(label, alone, or_failure(label, lambda: batched_step_seconds(
+                scale, gpu, True, scale.period, "distill", graphs=True)))
     if gpu is not None and not args.skip_offload:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from gpu_offload import offload_comparison
