@@ -1,9 +1,10 @@
-"""CUDA graphs of the batched training step (``cuda_graphs=on``).
+"""CUDA graphs of the batched training and distillation steps (``cuda_graphs=on``).
 
 On the CPU: the replay loop of :func:`fedlabels.learners.step_graphs.replay_steps` with a
 stand-in for CUDA whose capture records the step and whose replay runs it (what a graph
 does: the captured kernels write the gradients afresh), against the eager loop on the same
-indices; where graphs apply; the option's checks and record. On a CUDA GPU (marked): the
+indices, alone and through the training and distillation groups' graph branches; where
+graphs apply; the option's checks, record and failure message. On a CUDA GPU (marked): the
 replayed steps equal the eager ones, a whole run with graphs equals one without.
 """
 
