@@ -44,10 +44,11 @@ def load_version(path: str) -> ModuleType:
 
 
 def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
-            rows_kind: str = "shared") -> dict[str, Any]:
+            rows_kind: str = "shared", steps: int = 1) -> dict[str, Any]:
     """Medians (ms per call) of both versions, interleaved, and the largest weight gap.
     ``rows_kind``: every client trains on one array (``shared``), or, as in a FedCT round,
-    each on its own private rows plus 64 rows of a shared U by index (``fedct``)."""
+    each on its own private rows plus 64 rows of a shared U by index (``fedct``); ``steps``
+    a call (a FedCT round's b: the minibatch plan is drawn for all of them)."""
     torch.set_num_threads(1)
     (spec,) = parse_model_spec("mlp(hidden=8-8)")
     rng = np.random.default_rng(0)
@@ -62,8 +63,8 @@ def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
 
     def jobs(k: str) -> list[TrainJob]:
         if rows_kind == "shared":
-            return [TrainJob(ln, X[:64], y[:64], 1, X[:64], y[:64]) for ln in models[k]]
-        return [TrainJob(ln, X[64 * i : 64 * (i + 1)], y[64 * i : 64 * (i + 1)], 1, U,
+            return [TrainJob(ln, X[:64], y[:64], steps, X[:64], y[:64]) for ln in models[k]]
+        return [TrainJob(ln, X[64 * i : 64 * (i + 1)], y[64 * i : 64 * (i + 1)], steps, U,
                          labels[i], aux_index=picked[i]) for i, ln in enumerate(models[k])]
 
     def call(k: str) -> None:
@@ -81,7 +82,7 @@ def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
     gap = max(float(np.abs(a.get_weights() - b.get_weights()).max())
               for a, b in zip(models["baseline"], models["current"], strict=True))
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    return {"clients": clients, "calls": calls, "rows": rows_kind,
+    return {"clients": clients, "calls": calls, "rows": rows_kind, "steps": steps,
             "baseline_ms": round(med["baseline"], 2),
             "current_ms": round(med["current"], 2),
             "ratio": round(med["baseline"] / med["current"], 3),
@@ -99,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", choices=("shared", "fedct"), default="shared",
                         help="one array for every client (shared), or each client's own "
                              "private rows plus U by index, as in a FedCT round (fedct)")
+    parser.add_argument("--steps", type=int, default=1, help="steps a call (default 1)")
     args = parser.parse_args(argv)
     if not Path(args.baseline).is_file():
         parser.error(f"--baseline {args.baseline}: no such file")
-    figures = compare(load_version(args.baseline), args.clients, args.calls, args.rows)
+    figures = compare(load_version(args.baseline), args.clients, args.calls, args.rows,
+                      args.steps)
     print(figures)
     return 0 if figures["max_weight_gap"] == 0.0 else 1
 

@@ -21,7 +21,7 @@ def test_the_current_version_against_itself(capsys, rows):
     spec.loader.exec_module(module)
     current = ROOT / "src" / "fedlabels" / "learners" / "batched.py"
     assert module.main(["--baseline", str(current), "--clients", "4", "--calls", "3",
-                        "--rows", rows]) == 0
+                        "--rows", rows, "--steps", "3"]) == 0
     out = capsys.readouterr().out
     assert "'max_weight_gap': 0.0" in out and "'clients': 4" in out
-    assert f"'rows': '{rows}'" in out
+    assert f"'rows': '{rows}'" in out and "'steps': 3" in out

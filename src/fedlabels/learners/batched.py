@@ -396,6 +396,9 @@ class _Batches:
         self.y = torch.from_numpy(np.concatenate([*ys, [0]])).to(device)
         self.w = torch.from_numpy(np.concatenate([*ws, np.zeros(1, np.float32)])).to(device)
         self.pad = (pool.n_rows, n_labels)
+        # each client's offsets as columns (x, x_aux, y, y_aux): a step of equal batches
+        # is indexed for all clients at once
+        self._columns = np.array(self.offsets, dtype=np.int64).T[:, :, None]
         self.device = device
         self._sizes: dict[tuple[int, ...], torch.Tensor] = {}
         self._planned: list[tuple[torch.Tensor, list[int]]] = []
@@ -446,15 +449,20 @@ class _Batches:
 
     def _draw(self) -> tuple[np.ndarray, list[int]]:
         """One step's index (2, clients, slots) into the rows and labels, from the cursors,
-        and the clients' batch sizes."""
-        drawn = []
-        for main, aux, use_aux in self.cursors:
-            drawn.append((main.next(), aux.next() if use_aux else None))
-        lens = [len(i) + (0 if a is None else len(a)) for i, a in drawn]
-        index = np.empty((2, len(drawn), max(lens)), dtype=np.int64)
+        and the clients' batch sizes. Each client draws its private batch, then its
+        auxiliary one (its own generator's order); where every client's batches have the
+        same sizes (the usual step), the index is built for all clients at once."""
+        mains = [main.next() for main, _, _ in self.cursors]
+        auxs = [aux.next() if use_aux else None for _, aux, use_aux in self.cursors]
+        k, ka = len(mains[0]), 0 if auxs[0] is None else len(auxs[0])
+        if all(len(i) == k for i in mains) and all(
+                (0 if a is None else len(a)) == ka and (a is None) == (ka == 0) for a in auxs):
+            return self._draw_equal(mains, auxs, k, ka), [k + ka] * len(mains)
+        lens = [len(i) + (0 if a is None else len(a)) for i, a in zip(mains, auxs, strict=True)]
+        index = np.empty((2, len(mains), max(lens)), dtype=np.int64)
         index[0], index[1] = self.pad
-        for c, ((idx, aidx), (x_at, xa_at, y_at, ya_at), rows) in enumerate(
-                zip(drawn, self.offsets, self.rows, strict=True)):
+        for c, (idx, aidx, (x_at, xa_at, y_at, ya_at), rows) in enumerate(
+                zip(mains, auxs, self.offsets, self.rows, strict=True)):
             k = len(idx)
             index[0, c, :k] = idx + x_at
             index[1, c, :k] = idx + y_at
@@ -462,6 +470,23 @@ class _Batches:
                 index[0, c, k : k + len(aidx)] = (aidx if rows is None else rows[aidx]) + xa_at
                 index[1, c, k : k + len(aidx)] = aidx + ya_at
         return index, lens
+
+    def _draw_equal(self, mains: list[np.ndarray], auxs: list[np.ndarray | None], k: int,
+                    ka: int) -> np.ndarray:
+        """The index of a step whose clients all drew ``k`` private and ``ka`` auxiliary
+        rows: one stacked array per part, each client's offsets added as columns."""
+        x_at, xa_at, y_at, ya_at = self._columns
+        index = np.empty((2, len(mains), k + ka), dtype=np.int64)
+        main = np.stack(mains)
+        np.add(main, x_at, out=index[0, :, :k])
+        np.add(main, y_at, out=index[1, :, :k])
+        if ka:
+            aux = np.stack([a for a in auxs if a is not None])
+            rows = aux if all(r is None for r in self.rows) else np.stack(
+                [a if r is None else r[a] for a, r in zip(aux, self.rows, strict=True)])
+            np.add(rows, xa_at, out=index[0, :, k:])
+            np.add(aux, ya_at, out=index[1, :, k:])
+        return index
 
 
 def aux_rows(aux_index: np.ndarray | None, n_aux: int, n_rows: int) -> np.ndarray | None:
