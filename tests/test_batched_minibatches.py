@@ -30,9 +30,10 @@ def built(spec, n, seed=0):
     return [build_learner(s, n_classes=10, random_state=seed + i) for i in range(n)]
 
 
-def jobs_for(models, sizes, aux, seed=0):
+def jobs_for(models, sizes, aux, seed=0, min_aux=20):
     """Unequal clients on digits; ``aux``: none, "own" (each client its own pseudo-labelled
-    rows), "index" (one shared U gathered by aux_index) or "weighted" (index and w_aux)."""
+    rows), "index" (one shared U gathered by aux_index) or "weighted" (index and w_aux), at
+    least ``min_aux`` of them (64: every client's auxiliary batch full)."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
@@ -46,11 +47,11 @@ def jobs_for(models, sizes, aux, seed=0):
         if aux == "none":
             jobs.append(TrainJob(m, Xc, yc, 3))
         elif aux == "own":
-            k = int(rng.integers(20, 90))
+            k = int(rng.integers(min_aux, min_aux + 70))
             jobs.append(TrainJob(m, Xc, yc, 3, X[1500 : 1500 + k].copy(),
                                  rng.integers(0, 10, k)))
         else:
-            index = np.sort(rng.choice(len(U), size=int(rng.integers(30, 200)),
+            index = np.sort(rng.choice(len(U), size=int(rng.integers(max(30, min_aux), 200)),
                                        replace=False))
             w = rng.random(len(index)).astype(np.float32) if aux == "weighted" else None
             jobs.append(TrainJob(m, Xc, yc, 3, U, rng.integers(0, 10, len(index)), w,
@@ -96,15 +97,20 @@ def client_by_client(jobs):
                                   "module:user_nets:tiny_cnn", "scaled"])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("planned", [False, True])
-def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, device, planned):
-    sizes = (40, 75, 130, 61, 9)  # unequal; two below the batch size of 64
+@pytest.mark.parametrize("batches_of", ["unequal", "equal"])
+def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, device, planned,
+                                                                batches_of):
+    # unequal: two clients below the batch size of 64 (each client's index written in a
+    # loop); equal: every client's private and auxiliary batches full (one stacked index)
+    sizes, min_aux = ((40, 75, 130, 61, 9), 20) if batches_of == "unequal" else \
+        ((70, 75, 130, 99, 64), 64)
     ours, theirs = built(spec, 5), built(spec, 5)
     # planned: the 5 steps' indices drawn at once and copied together (not for a learner
     # that draws augmentations between steps from the same generator)
-    batches = _Batches(jobs_for(ours, sizes, aux), torch.device(device),
+    batches = _Batches(jobs_for(ours, sizes, aux, min_aux=min_aux), torch.device(device),
                        steps=5 if planned else None)
     assert len(batches._planned) == (5 if planned and "augment" not in spec else 0)
-    oracle = client_by_client(jobs_for(theirs, sizes, aux))  # on the CPU
+    oracle = client_by_client(jobs_for(theirs, sizes, aux, min_aux=min_aux))  # on the CPU
     for _ in range(5):  # past the end of an epoch: cursors reshuffle
         x, y, w, lens = batches.next()
         assert x.device.type == y.device.type == w.device.type == device
@@ -114,6 +120,7 @@ def test_gathered_minibatches_equal_those_built_client_by_client(spec, aux, devi
         assert x.shape == x_ref.shape and y.shape == y_ref.shape
         assert torch.equal(x, x_ref) and torch.equal(y, y_ref) and torch.equal(w, w_ref)
         assert lens == [int((r > 0).sum()) for r in w_ref]
+        assert (len(set(lens)) == 1) == (batches_of == "equal")
     for a, b in zip(ours, theirs, strict=True):  # the learners' generators moved alike
         assert a.rng_.bit_generator.state == b.rng_.bit_generator.state
 
