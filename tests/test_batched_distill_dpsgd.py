@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
-from fedlabels.learners.batched_distill import distill_groups, distill_together
+from fedlabels.learners.batched_distill import _Plan, distill_groups, distill_together
 from fedlabels.learners.batched_dpsgd import dpsgd_groups, dpsgd_together
 from fedlabels.learners.dpsgd import DPSGDConfig, dpsgd_steps
 from test_batched_clients import digits_clients, learners
@@ -119,14 +120,16 @@ def test_dpsgd_groups_split_by_protection_and_network():
     assert all(m.steps_ == 2 for m in models)
 
 
-def distill_jobs(models, clients, public, steps, private, weight):
+def distill_jobs(models, clients, public, steps, private, weight, least=40):
+    """Each client's soft rows (every other client the same shared 300, the others their own,
+    at least ``least``: 64 fills every soft batch) and, with ``private``, its own rows."""
     Xu, _ = public
     targets = np.random.default_rng(7).dirichlet(np.ones(10), size=len(Xu)).astype(np.float32)
     jobs = []
     for i, (m, (X, y)) in enumerate(zip(models, clients, strict=True)):
         if not hasattr(m, "model_"):
             m._initialise(X.shape[1], 10)
-        rows = slice(0, 300) if i % 2 else slice(50 * i, 50 * i + 40 + 60 * i)  # shared/own
+        rows = slice(0, 300) if i % 2 else slice(50 * i, 50 * i + least + 60 * i)
         jobs.append(DistillJob(m, Xu[rows], targets[rows], steps, X if private else None,
                                y if private else None, weight))
     return jobs
@@ -136,15 +139,20 @@ def distill_jobs(models, clients, public, steps, private, weight):
     ("mlp(hidden=32-16)", "cpu"), ("cnn(arch=small)", "cpu"),
     pytest.param("mlp(hidden=32-16)", "cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("private", [False, True])
-def test_distill_steps_together_equal_each_clients_own(spec, private, device):
-    clients, public, _ = digits_clients(SIZES)
+@pytest.mark.parametrize("batches_of", ["unequal", "equal"])
+def test_distill_steps_together_equal_each_clients_own(spec, private, device, batches_of):
+    # unequal: a client below the batch size of 64 (each client's index written in a loop);
+    # equal: every client's soft and private batches full (one stacked index for all)
+    sizes, least = (SIZES, 40) if batches_of == "unequal" else ((70, 75, 130, 99), 64)
+    clients, public, _ = digits_clients(sizes)
     seq, bat = learners(spec, 4), placed(spec, 4, device)
     for _ in range(2):
-        for job in distill_jobs(seq, clients, public, 6, private, 0.7):
+        for job in distill_jobs(seq, clients, public, 6, private, 0.7, least):
             job.learner.distill_steps(job.X_soft, job.P_soft, job.n_steps, X=job.X, y=job.y,
                                       weight=job.weight)
-        jobs = distill_jobs(bat, clients, public, 6, private, 0.7)
+        jobs = distill_jobs(bat, clients, public, 6, private, 0.7, least)
         assert distill_groups(jobs) == [[0, 1, 2, 3]]
+        assert _Plan(jobs, torch.device("cpu"), 1)._equal == (batches_of == "equal")
         distill_together(jobs)
     # batched convolutions sum in another order: a looser tolerance for the CNN
     assert_same_learners(seq, bat, tol=1e-6 if spec.startswith("mlp") and device == "cpu"

@@ -109,6 +109,11 @@ class _Plan:
             [*targets, np.zeros((1, n_classes), np.float32)])).to(device)
         self.w = torch.from_numpy(weights).to(device)
         self.pad = (pool.n_rows, n_targets)
+        # each client's offsets as columns (soft rows, soft targets, rows, targets): a step
+        # of equal batches is indexed for all clients at once
+        self._columns = np.array([part[2:] for part in self.parts], dtype=np.int64).T[
+            :, :, None]
+        self._equal = len(set(self.lens)) == 1 and len({n_private for _, n_private in sizes}) == 1
         self.device = device
         self._planned: list[torch.Tensor] = []
 
@@ -133,14 +138,30 @@ class _Plan:
         return self.x[index[0]], self.t[index[1]]
 
     def _draw(self) -> np.ndarray:
+        """One step's index (2, clients, slots): each client draws its soft batch, then its
+        private one (its own generator's order); where every client's batches have the same
+        sizes, the index is built for all clients at once."""
+        softs = [part[0].next() for part in self.parts]
+        mains = [None if part[1] is None else part[1].next() for part in self.parts]
+        if self._equal:
+            xs_at, ts_at, x_at, t_at = self._columns
+            ks = len(softs[0])
+            index = np.empty((2, len(self.parts), self.width), dtype=np.int64)
+            soft = np.stack(softs)
+            np.add(soft, xs_at, out=index[0, :, :ks])
+            np.add(soft, ts_at, out=index[1, :, :ks])
+            if ks < self.width:  # every client has private rows
+                main = np.stack([m for m in mains if m is not None])
+                np.add(main, x_at, out=index[0, :, ks:])
+                np.add(main, t_at, out=index[1, :, ks:])
+            return index
         index = np.empty((2, len(self.parts), self.width), dtype=np.int64)
         index[0], index[1] = self.pad
-        for c, (soft, main, xs_at, ts_at, x_at, t_at) in enumerate(self.parts):
-            sidx = soft.next()
+        for c, (sidx, idx, (_, _, xs_at, ts_at, x_at, t_at)) in enumerate(
+                zip(softs, mains, self.parts, strict=True)):
             k = len(sidx)
             index[0, c, :k], index[1, c, :k] = sidx + xs_at, sidx + ts_at
-            if main is not None:
-                idx = main.next()
+            if idx is not None:
                 index[0, c, k : k + len(idx)] = idx + x_at
                 index[1, c, k : k + len(idx)] = idx + t_at
         return index
