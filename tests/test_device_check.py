@@ -146,6 +146,8 @@ def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(
         names = archive.getnames()
         summary = json.load(archive.extractfile("./runs/summary.json"))
     assert "./e2e/summary.json" in names and not any("checkpoint" in n for n in names)
+    # the run with CUDA graphs failed here (no GPU): the run without them took its place
+    assert "./e2e-eager/summary.json" in names
     assert [r["index"] for r in summary] == [9]
     with tarfile.open(tmp_path / "profiles.tar.gz") as archive:
         assert {"./profile_cpu_ops.txt", "./profile_cpu_100clients_python.txt",
