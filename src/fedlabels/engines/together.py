@@ -43,7 +43,7 @@ class Rendezvous:
                  graphs: bool = False) -> None:
         self.active = n
         self.rows = rows
-        self.graphs = graphs  # training groups replay their step as a CUDA graph
+        self.graphs = graphs  # groups replay their training or distillation step as a graph
         self.graphed_calls = 0  # how many did
         # calls run in client order, not in the order the threads arrived (the same stacking
         # every round, so the rows cache hits): by the position of the client thread that
@@ -106,7 +106,7 @@ class TogetherGrid:
     def __init__(self, inner: Any, graphs: bool = False) -> None:
         self.inner = inner  # an InProcessGrid: its clients and meter
         self.graphs = graphs  # cuda_graphs=on (fedlabels.learners.step_graphs)
-        self.graphed_calls = 0  # training groups whose step replayed as a CUDA graph
+        self.graphed_calls = 0  # group calls (training, distillation) replayed as a graph
         # the run's arrays (U, private rows, the test set) stay on the device across rounds:
         # the run never writes them (fedlabels.learners.resident_rows)
         self.rows = ResidentRows()
