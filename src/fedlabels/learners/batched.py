@@ -396,24 +396,29 @@ class _Batches:
         self.y = torch.from_numpy(np.concatenate([*ys, [0]])).to(device)
         self.w = torch.from_numpy(np.concatenate([*ws, np.zeros(1, np.float32)])).to(device)
         self.pad = (pool.n_rows, n_labels)
-        # each client's offsets as columns (x, x_aux, y, y_aux): a step of equal batches
-        # is indexed for all clients at once
+        # a cursor draws batches of one size (all its rows where it has fewer than a batch),
+        # so every step of the call has one shape: each client's private and auxiliary
+        # batch sizes, its total, and the total as a (clients, 1) tensor on the device
+        parts = [(min(main.n, main.batch_size), min(aux.n, aux.batch_size) if use_aux else 0)
+                 for main, aux, use_aux in self.cursors]
+        self.lens = [k + ka for k, ka in parts]
+        self.sizes = torch.tensor([[max(n, 1)] for n in self.lens],
+                                  dtype=torch.float32).to(device)
+        # where every client's batches have the same sizes (the usual step), a step is
+        # indexed for all clients at once: the sizes, and each client's offsets (x, x_aux,
+        # y, y_aux) as columns
+        self._equal = parts[0] if len(set(parts)) == 1 else None
         self._columns = np.array(self.offsets, dtype=np.int64).T[:, :, None]
+        self._mapped = any(r is not None for r in self.rows)  # some U gathered by index
         self.device = device
-        self._sizes: dict[tuple[int, ...], torch.Tensor] = {}
-        self._planned: list[tuple[torch.Tensor, list[int]]] = []
+        self._planned: list[torch.Tensor] = []
         if steps and not any(getattr(ln, "augment", False) for ln in learners):
             self._plan(int(steps))
 
     def _plan(self, steps: int) -> None:
         """Draw ``steps`` steps' indices now and copy them to the device together."""
-        draws = [self._draw() for _ in range(steps)]
-        flat = torch.from_numpy(np.concatenate([index.reshape(-1) for index, _ in draws]))
-        on_device = flat.to(self.device)
-        at = 0
-        for index, lens in draws:
-            self._planned.append((on_device[at : at + index.size].view(index.shape), lens))
-            at += index.size
+        draws = np.stack([self._draw() for _ in range(steps)])
+        self._planned = list(torch.from_numpy(draws).to(self.device).unbind(0))
         self._planned.reverse()  # popped from the end, first step first
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
@@ -425,16 +430,9 @@ class _Batches:
     def next_index(self) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         """The next step's index (2, clients, slots) into the rows and labels on the device,
         the clients' batch sizes as a (clients, 1) float tensor there, and as a list."""
-        if self._planned:
-            at, lens = self._planned.pop()
-        else:
-            index, lens = self._draw()
-            at = torch.from_numpy(index).to(self.device)
-        key = tuple(lens)
-        if key not in self._sizes:  # the same for most steps of a call
-            self._sizes[key] = torch.tensor([[max(n, 1)] for n in lens],
-                                            dtype=torch.float32).to(self.device)
-        return at, self._sizes[key], lens
+        at = self._planned.pop() if self._planned else \
+            torch.from_numpy(self._draw()).to(self.device)
+        return at, self.sizes, self.lens
 
     def gather(self, at: torch.Tensor, sizes: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -443,23 +441,20 @@ class _Batches:
         return self.x[at[0]], self.y[at[1]], self.w[at[1]] / sizes
 
     def one_shape(self) -> bool:
-        """Whether every step of the call is planned and all have the same batch sizes (a
-        CUDA graph replays one shape)."""
-        return bool(self._planned) and len({tuple(lens) for _, lens in self._planned}) == 1
+        """Whether every step of the call is planned (a CUDA graph replays one shape: the
+        steps of a call have one, :attr:`lens`, and a step drawn later would draw the
+        learner's augmentations from its generator in between)."""
+        return bool(self._planned)
 
-    def _draw(self) -> tuple[np.ndarray, list[int]]:
-        """One step's index (2, clients, slots) into the rows and labels, from the cursors,
-        and the clients' batch sizes. Each client draws its private batch, then its
-        auxiliary one (its own generator's order); where every client's batches have the
-        same sizes (the usual step), the index is built for all clients at once."""
+    def _draw(self) -> np.ndarray:
+        """One step's index (2, clients, slots) into the rows and labels, from the cursors.
+        Each client draws its private batch, then its auxiliary one (its own generator's
+        order)."""
         mains = [main.next() for main, _, _ in self.cursors]
         auxs = [aux.next() if use_aux else None for _, aux, use_aux in self.cursors]
-        k, ka = len(mains[0]), 0 if auxs[0] is None else len(auxs[0])
-        if all(len(i) == k for i in mains) and all(
-                (0 if a is None else len(a)) == ka and (a is None) == (ka == 0) for a in auxs):
-            return self._draw_equal(mains, auxs, k, ka), [k + ka] * len(mains)
-        lens = [len(i) + (0 if a is None else len(a)) for i, a in zip(mains, auxs, strict=True)]
-        index = np.empty((2, len(mains), max(lens)), dtype=np.int64)
+        if self._equal is not None:
+            return self._draw_equal(mains, auxs, *self._equal)
+        index = np.empty((2, len(mains), max(self.lens)), dtype=np.int64)
         index[0], index[1] = self.pad
         for c, (idx, aidx, (x_at, xa_at, y_at, ya_at), rows) in enumerate(
                 zip(mains, auxs, self.offsets, self.rows, strict=True)):
@@ -469,7 +464,7 @@ class _Batches:
             if aidx is not None:
                 index[0, c, k : k + len(aidx)] = (aidx if rows is None else rows[aidx]) + xa_at
                 index[1, c, k : k + len(aidx)] = aidx + ya_at
-        return index, lens
+        return index
 
     def _draw_equal(self, mains: list[np.ndarray], auxs: list[np.ndarray | None], k: int,
                     ka: int) -> np.ndarray:
@@ -482,8 +477,8 @@ class _Batches:
         np.add(main, y_at, out=index[1, :, :k])
         if ka:
             aux = np.stack([a for a in auxs if a is not None])
-            rows = aux if all(r is None for r in self.rows) else np.stack(
-                [a if r is None else r[a] for a, r in zip(aux, self.rows, strict=True)])
+            rows = np.stack([a if r is None else r[a] for a, r in
+                             zip(aux, self.rows, strict=True)]) if self._mapped else aux
             np.add(rows, xa_at, out=index[0, :, k:])
             np.add(aux, ya_at, out=index[1, :, k:])
         return index
