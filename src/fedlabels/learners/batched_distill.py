@@ -113,7 +113,7 @@ class _Plan:
         # of equal batches is indexed for all clients at once
         self._columns = np.array([part[2:] for part in self.parts], dtype=np.int64).T[
             :, :, None]
-        self._equal = len(set(self.lens)) == 1 and len({n_private for _, n_private in sizes}) == 1
+        self._equal = len(set(sizes)) == 1  # every client's soft and private batch sizes
         self.device = device
         self._planned: list[torch.Tensor] = []
 

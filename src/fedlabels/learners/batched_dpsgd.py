@@ -163,6 +163,7 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
     for ln in learners:
         if not ln.model_.training:
             ln.model_.train()
+
     def secret_draws(c: int) -> np.ndarray:
         """Client c's Poisson sample and noise for one step, from its own generator, in
         dpsgd_steps' order (clients in parallel threads: no generator is shared)."""
