@@ -35,7 +35,7 @@ def make_folder(root, sizes=(9, 14, 20), shape=(12, 10), rgb=True, suffix=".png"
 
 def test_folder_pixels_labels_and_shape_match_the_files(tmp_path):
     pixels = make_folder(tmp_path / "imgs")
-    X, y, classes, shape = load_image_folder(tmp_path / "imgs", None)
+    X, y, classes, shape, _ = load_image_folder(tmp_path / "imgs", None)
     assert classes == list(CLASSES) and shape == (3, 12, 10) and X.dtype == np.uint8
     assert np.bincount(y).tolist() == [9, 14, 20]
     first = pixels[tmp_path / "imgs" / "dog" / "000.png"]  # row 9: the first dog
@@ -44,7 +44,7 @@ def test_folder_pixels_labels_and_shape_match_the_files(tmp_path):
 
 def test_grey_images_give_one_channel_and_resizing_a_declared_size(tmp_path):
     make_folder(tmp_path / "g", rgb=False, suffix=".jpg")
-    X, _, _, shape = load_image_folder(tmp_path / "g", parse_size("8x6"))
+    X, _, _, shape, _ = load_image_folder(tmp_path / "g", parse_size("8x6"))
     assert shape == (1, 8, 6) and X.shape[1] == 48
     assert parse_size("16") == (16, 16)
     with pytest.raises(FedLabelsError, match="image_size must be HxW"):

@@ -376,3 +376,20 @@ def test_any_object_with_fit_and_predict_is_a_learner(breast_cancer_fed):
     seeds = {m.random_state for m in res.client_models}
     assert len(seeds) == 5 and model.random_state is None  # copies, seeded per client
     assert not hasattr(model, "label_")  # the object passed in is never fitted
+
+
+def test_a_file_given_twice_counts_once_and_a_copied_seed_is_named(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _result("fedct", 0, [0.7, 0.8]).save_json(a)
+    _result("fedct", 1, [0.6, 0.6]).save_json(b)
+    assert main(["report", str(a), str(b), str(tmp_path / "." / "a.json"), "-o",
+                 str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert "a.json given more than once; each file is counted once" in err
+    with open(tmp_path / "r" / "summary.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["n_seeds"] == "2" and float(row["accuracy_mean"]) == pytest.approx(0.7)
+    shutil.copy(a, tmp_path / "copy.json")  # another file of the same seed
+    assert main(["report", str(a), str(b), str(tmp_path / "copy.json"), "-o",
+                 str(tmp_path / "s")]) == 0
+    assert "seed(s) 0 appear in more than one result" in capsys.readouterr().err

@@ -30,6 +30,7 @@ _LAZY = {
     "inspect_models": "fedlabels.reporting.inspect",
     "load_config": "fedlabels.runs.config",
     "load_federation": "fedlabels.data",
+    "load_run": "fedlabels.api",
     "make_federation": "fedlabels.data",
     "resume": "fedlabels.api",
     "run": "fedlabels.api",
@@ -37,7 +38,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from fedlabels.api import resume, run, run_config
+    from fedlabels.api import load_run, resume, run, run_config
     from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
     from fedlabels.data import ClientData, Federation, load_federation, make_federation
     from fedlabels.learners.torch_net import TorchModel
@@ -74,6 +75,7 @@ __all__ = [
     "inspect_models",
     "load_config",
     "load_federation",
+    "load_run",
     "make_federation",
     "resume",
     "run",

@@ -170,11 +170,47 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
         raise FedLabelsError(f"checkpoint {file} was not made from a run configuration "
                              f"({exc}); resume it with simulate(..., resume=PATH) and the "
                              "same federation and models.") from None
+    _check_relative_data(cfg.dataset, saved.meta.get("directory"))
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)
     if workers is not None:  # how it runs, not what: the result is the same
         cfg = cfg.replace(workers=workers)
     return run_config(cfg, progress, threads, resume=file)
+
+
+def load_run(path: str | Path, *, models: bool = True) -> RunResult:
+    """A saved run: the result JSON at ``path`` (``X.json``, as ``fedlabels run`` or
+    :meth:`RunResult.save` wrote it) with, unless ``models=False``, its clients' models and
+    preprocessing from ``X.models.npz`` beside it, so that ``load_run(path).predict(new)``
+    works as on the run's own result (loading the models file never runs code from it)."""
+    from fedlabels.data.preprocessing import Preprocessing
+    from fedlabels.results import load_result
+    from fedlabels.results.models_file import load_models
+
+    result = load_result(path)
+    if models:
+        payload = load_models(path)
+        result.client_models = list(payload["models"])
+        result.feature_names = list(payload.get("feature_names") or [])
+        saved = payload.get("preprocessing")
+        result.preprocessing = None if saved is None else Preprocessing.from_dict(saved)
+    return result
+
+
+def _check_relative_data(dataset: str, started_in: str | None) -> None:
+    """A run's own data (``csv:``, ``imagefolder:``) named by a path relative to where the
+    run started: resumed elsewhere, that path names nothing; say where to resume from."""
+    from fedlabels.core.errors import FedLabelsError
+
+    kind, _, rest = dataset.partition(":")
+    if kind not in ("csv", "imagefolder") or not rest:
+        return
+    path = Path(rest.rpartition(":")[0] if kind == "csv" else rest).expanduser()
+    if path.is_absolute() or path.exists() or started_in is None \
+            or Path(started_in).resolve() == Path.cwd().resolve():
+        return
+    raise FedLabelsError(f"this run's dataset {dataset} is a path relative to {started_in}, "
+                         "where it started; resume it from there (cd there first).")
 
 
 def _refuse_finished(checkpoint: Path, saved: Any, rounds: int | None) -> None:
@@ -200,4 +236,4 @@ def _refuse_finished(checkpoint: Path, saved: Any, rounds: int | None) -> None:
                              "rounds (--rounds N; Python: rounds=N).")
 
 
-__all__ = ["load_federation", "resume", "run", "run_config"]
+__all__ = ["load_federation", "load_run", "resume", "run", "run_config"]

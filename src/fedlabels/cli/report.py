@@ -60,7 +60,8 @@ def add_report_parsers(sub: Any) -> None:
                                        "(majority vote, or one client's)")
     p.add_argument("result", help="result JSON of `fedlabels run` (its .models.npz beside it; "
                                   "loading it never runs code)")
-    p.add_argument("data", help="CSV with the training table's feature columns")
+    p.add_argument("data", help="CSV with the training table's feature columns; for a run on "
+                                "image files also a folder of images or one image file")
     p.add_argument("-o", "--output", required=True,
                    help="CSV to write: the rows with a `prediction` column")
     p.add_argument("--client", type=int, help="use this client's model (0-based) instead of "

@@ -119,14 +119,13 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
         import warnings
 
         from fedlabels.core.errors import FedLabelsWarning
+        from fedlabels.results.model_format import UnsavableModelError
         from fedlabels.results.models_file import save_models
 
         try:
             with writing(str(files["models file"])):
                 save_models(result, files["result"])
-        except FedLabelsError as exc:  # a model type the safe format does not write
-            if "cannot save" not in str(exc):
-                raise
+        except UnsavableModelError as exc:  # a model the safe format does not write
             warnings.warn(FedLabelsWarning(f"the models file was not written ({exc}); "
                                            "`fedlabels predict` and `inspect` need it."),
                           stacklevel=2)

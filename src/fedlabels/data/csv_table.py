@@ -6,6 +6,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fedlabels.core.errors import FedLabelsError
 
 #: separators a one-column table is checked for (to suggest ``--sep``)
@@ -76,6 +78,11 @@ def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any
     if len(columns) == 1:
         raise FedLabelsError(f"CSV file {path} has only the target column {target!r}, no "
                              "features." + _separator_hint(path, _first_line(path), sep))
+    missing = np.flatnonzero(frame[target].isna().to_numpy())
+    if len(missing):
+        rows = ", ".join(str(r + 1) for r in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise FedLabelsError(f"CSV file {path} has {len(missing)} row(s) without a label in "
+                             f"column {target!r} (data row(s) {rows}); drop or label them.")
     return frame.drop(columns=[target]), frame[target]
 
 

@@ -1,15 +1,21 @@
 """Images from files: ``imagefolder:PATH`` (one sub-folder per class) and a ``csv:`` table's
 column of image paths (``image_column``).
 
-PNG and JPEG files are read through Pillow, converted to grey (``L``) when every image is
-grey, else to RGB, and resized to ``image_size`` (``HxW``) when one is declared; without it
-every image must already have one size. Pixels are kept as uint8 rows of C·H·W values (the
-federation converts the rows it takes to float32 in [0, 1]) and the dataset records its
-(C, H, W), so CNN learners see (N, C, H, W). The pixels of a folder, or of a table's image
-column, are cached in the fedlabels cache (``imagefolder/<key>.npz``, owner-readable only),
-keyed by the files' names (a table's: their resolved paths, in the table's order), sizes and
-modification times and the image size, with a SHA-256 of the pixels that is checked on
-every load (a cache that fails it is rebuilt).
+Image files (PNG, JPEG, BMP, GIF, WebP, TIFF) are read through Pillow, turned upright by
+their EXIF orientation, converted to grey (``L``) when every image is grey, else to RGB, and
+resized to ``image_size`` (``HxW``) when one is declared; without it every image must
+already have one size. Hidden files and folders (``.name``) and ``__MACOSX`` are skipped.
+Images of more than 8 bits (16-bit grey PNG or TIFF, 32-bit integer or float) are scaled
+linearly so that their full scale, :func:`full_scale` of the brightest pixel of the dataset
+(4,095 for 12-bit X-rays stored in 16 bits, 65,535 for 16-bit ones), becomes 255; the
+dataset records that ``peak`` so that new images are scaled alike when predicting. Pixels
+are kept as uint8 rows of C·H·W values (the federation converts the rows it takes to
+float32 in [0, 1]) and the dataset records its (C, H, W), so CNN learners see (N, C, H, W).
+The pixels of a folder, or of a table's image column, are cached in the fedlabels cache
+(``imagefolder/<key>.npz``, owner-readable only), keyed by the files' names (a table's:
+their resolved paths, in the table's order), sizes and modification times and the image
+size, with a SHA-256 of the pixels that is checked on every load (a cache that fails it is
+rebuilt).
 """
 
 from __future__ import annotations
@@ -18,24 +24,41 @@ import contextlib
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 
-SUFFIXES = (".png", ".jpg", ".jpeg")
-_GREY = ("1", "L", "LA", "I", "I;16", "F")
-_CACHE_FORMAT = "fedlabels.imagefolder/1"
+SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+_GREY = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
+_SKIPPED = ("__MACOSX",)  # macOS' archive folders (copies of resource forks)
+_CACHE_FORMAT = "fedlabels.imagefolder/2"
+#: EXIF orientations that turn an image a quarter (its width and height swap)
+_QUARTER_TURNS = (5, 6, 7, 8)
 
 
-def parse_size(text: str | None) -> tuple[int, int] | None:
-    """``"32x48"`` -> (32, 48) (height, width); ``"32"`` -> (32, 32); None -> None."""
+class Images(NamedTuple):
+    """Pixels read from image files: uint8 rows (N, C·H·W), (C, H, W), and the value that
+    became 255 (:func:`full_scale`; 255 for 8-bit images)."""
+
+    pixels: np.ndarray
+    shape: tuple[int, int, int]
+    peak: float
+
+
+def parse_size(text: Any) -> tuple[int, int] | None:
+    """``"32x48"`` -> (32, 48) (height, width); ``"32"`` or 32 -> (32, 32); a pair (32, 48)
+    -> (32, 48); None -> None."""
     if text is None:
         return None
+    if isinstance(text, list | tuple) and len(text) == 2:
+        text = "x".join(str(t) for t in text)
     match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*", str(text))
-    if not match or int(match.group(1)) < 1 or int(match.group(2) or 1) < 1:
+    if isinstance(text, bool) or not match or int(match.group(1)) < 1 or \
+            int(match.group(2) or 1) < 1:
         raise FedLabelsError(f"image_size must be HxW (e.g. 32x32) or one side S, got "
                              f"{text!r}.")
     h = int(match.group(1))
@@ -58,23 +81,36 @@ def check_image_settings(dataset: str, image_size: str | None, image_column: str
                              "with image_column; remove it.")
 
 
+def _hidden(relative: Path) -> bool:
+    """Whether a path under an image folder is hidden (a part named ``.x``) or macOS'."""
+    return any(part.startswith(".") or part in _SKIPPED for part in relative.parts)
+
+
+def image_files(folder: Path) -> list[Path]:
+    """The image files under ``folder`` (sub-folders too), sorted; hidden ones skipped."""
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in SUFFIXES
+                  and not _hidden(p.relative_to(folder)) and p.is_file())
+
+
 def image_folder_files(root: Path, min_classes: int = 2
                        ) -> tuple[list[Path], np.ndarray, list[str]]:
     """The image files under ``root/CLASS/``, their class indices and the class names (a
     dataset needs two classes at least; a federated site's own folder may hold one)."""
     if not root.is_dir():
         raise FedLabelsError(f"image folder {root} does not exist or is not a directory.")
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not _hidden(Path(d.name)))
     if len(classes) < min_classes:
+        loose = [p for p in root.iterdir() if p.suffix.lower() in SUFFIXES and p.is_file()]
         raise FedLabelsError(f"image folder {root} has {len(classes)} class folder"
                              f"{'s' if len(classes) != 1 else ''}"
-                             f"{' (' + classes[0] + ')' if classes else ''}; it needs one "
-                             f"sub-folder per class, at least {min_classes}.")
+                             f"{' (' + classes[0] + ')' if classes else ''}"
+                             f"{f' and {len(loose)} images directly in it' if loose else ''}; "
+                             f"it needs one sub-folder per class, at least {min_classes}"
+                             f"{', holding the images' if loose else ''}.")
     files: list[Path] = []
     labels: list[int] = []
     for k, name in enumerate(classes):
-        found = sorted(p for p in (root / name).rglob("*")
-                       if p.is_file() and p.suffix.lower() in SUFFIXES)
+        found = image_files(root / name)
         if not found:
             raise FedLabelsError(f"class folder {root / name} has no images "
                                  f"({', '.join(SUFFIXES)}); add some or remove the folder.")
@@ -83,46 +119,100 @@ def image_folder_files(root: Path, min_classes: int = 2
     return files, np.asarray(labels, dtype=np.int64), classes
 
 
-def read_images(files: list[Path], size: tuple[int, int] | None
-                ) -> tuple[np.ndarray, tuple[int, int, int]]:
-    """uint8 rows (N, C·H·W) and (C, H, W); grey if every image is, else RGB."""
+def full_scale(brightest: float) -> float:
+    """The value that becomes 255 for images whose brightest pixel is ``brightest``: 255
+    for 8-bit values, else the largest value of as many bits (4,095 for 12-bit data, 65,535
+    for 16-bit); 1.0 for float images in [0, 1]."""
+    if 0.0 < brightest <= 1.0 and not float(brightest).is_integer():
+        return 1.0
+    bits = max(8, int(np.ceil(np.log2(max(float(brightest), 1.0) + 1.0))))
+    return float(2**bits - 1)
+
+
+def _opened(path: Path) -> Any:
+    """``path`` opened by Pillow (headers read), or a one-line error naming it."""
     from PIL import Image, UnidentifiedImageError
 
-    def opened(path: Path) -> Any:
-        try:
-            return Image.open(path)
-        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
-            raise FedLabelsError(f"cannot read image {path}: {exc}; replace or remove the "
-                                 "file.") from None
+    try:
+        return Image.open(path)
+    except Image.DecompressionBombError as exc:
+        raise FedLabelsError(f"image {path} is too large to read safely ({exc}); shrink it "
+                             "or remove the file.") from None
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        raise FedLabelsError(f"cannot read image {path}: {exc}; replace or remove the "
+                             "file.") from None
 
-    modes: list[str] = []
+
+def _deep(mode: str) -> bool:
+    """Whether an image mode holds more than 8 bits a pixel (16/32-bit integer, float)."""
+    return mode.startswith(("I", "F"))
+
+
+def _header(path: Path) -> tuple[str, tuple[int, int], float]:
+    """An image's mode, its upright (width, height), and its brightest value if it holds
+    more than 8 bits a pixel (0 otherwise: decoding it is then left to the reading)."""
+    with _opened(path) as img:
+        try:  # a PNG's EXIF may follow its pixels: reading it may decode them
+            turned = img.getexif().get(0x0112, 1) in _QUARTER_TURNS
+            brightest = float(img.getextrema()[1]) if _deep(img.mode) else 0.0
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise _corrupt(path, exc) from None
+        return img.mode, (img.size[1], img.size[0]) if turned else img.size, brightest
+
+
+def _corrupt(path: Path, exc: BaseException) -> FedLabelsError:
+    return FedLabelsError(f"image {path} is corrupt or truncated ({exc}); replace or remove "
+                          "the file.")
+
+
+def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | None = None,
+                peak: float | None = None, resize: bool = True) -> Images:
+    """The images' pixels: grey if every image is (or ``mode="L"``), else RGB; resized to
+    ``size`` (height, width) if given (``resize=False``: each must already have it), else
+    all of one size; deep images scaled by ``peak`` (default: :func:`full_scale` of their
+    brightest pixel)."""
+    from PIL import Image, ImageOps
+
+    headers = [_header(path) for path in files]
     sizes: dict[tuple[int, int], Path] = {}
-    for path in files:  # headers only: modes and sizes
-        with opened(path) as img:
-            modes.append(img.mode)
-            sizes.setdefault(img.size, path)
+    for path, (_, wh, _) in zip(files, headers, strict=True):
+        sizes.setdefault(wh, path)
+        if not resize and size is not None and wh != (size[1], size[0]):
+            raise FedLabelsError(f"image {path} is {wh[0]}x{wh[1]} (width x height); the "
+                                 f"models were trained on {size[1]}x{size[0]} images and the "
+                                 "run declared no image_size to resize to: resize it first.")
     if size is None and len(sizes) > 1:
         (s1, f1), (s2, f2) = list(sizes.items())[:2]
         raise FedLabelsError(f"images differ in size ({f1} is {s1[0]}x{s1[1]}, {f2} is "
                              f"{s2[0]}x{s2[1]}, width x height); declare one size with "
                              "--image-size HxW (image_size) to resize them.")
-    mode = "L" if all(m in _GREY for m in modes) else "RGB"
+    if mode is None:
+        mode = "L" if all(m in _GREY for m, _, _ in headers) else "RGB"
+    if peak is None:
+        peak = full_scale(max((b for _, _, b in headers), default=0.0))
     w, h = next(iter(sizes)) if size is None else (size[1], size[0])
     channels = 1 if mode == "L" else 3
     out = np.empty((len(files), channels * h * w), dtype=np.uint8)
     for i, path in enumerate(files):
-        with opened(path) as img:
+        with _opened(path) as img:
             try:
-                img.load()
-                pixels = img.convert(mode)
-                if pixels.size != (w, h):
-                    pixels = pixels.resize((w, h), Image.Resampling.BILINEAR)
+                upright = ImageOps.exif_transpose(img)
+                if _deep(upright.mode):  # scaled in float, then 8 bits
+                    grey = upright.convert("F")
+                    if grey.size != (w, h):
+                        grey = grey.resize((w, h), Image.Resampling.BILINEAR)
+                    values = np.asarray(grey, dtype=np.float32) * np.float32(255.0 / peak)
+                    pixels = Image.fromarray(np.clip(np.rint(values), 0, 255)
+                                             .astype(np.uint8)).convert(mode)
+                else:
+                    pixels = upright.convert(mode)
+                    if pixels.size != (w, h):
+                        pixels = pixels.resize((w, h), Image.Resampling.BILINEAR)
             except (OSError, SyntaxError, ValueError) as exc:
-                raise FedLabelsError(f"image {path} is corrupt or truncated ({exc}); replace "
-                                     "or remove the file.") from None
+                raise _corrupt(path, exc) from None
         arr = np.asarray(pixels, dtype=np.uint8).reshape(h, w, channels)
         out[i] = arr.transpose(2, 0, 1).reshape(-1)  # channels first: (C, H, W)
-    return out, (channels, h, w)
+    return Images(out, (channels, h, w), float(peak))
 
 
 def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None) -> str:
@@ -133,50 +223,62 @@ def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None) -> s
     return digest.hexdigest()[:24]
 
 
-def _read_cache(path: Path) -> tuple[np.ndarray, tuple[int, int, int]] | None:
+def _read_cache(path: Path) -> Images | None:
     try:
         with np.load(path, allow_pickle=False) as data:
             pixels, shape, check = data["pixels"], data["shape"], str(data["sha256"])
+            peak = float(data["peak"])
     except (OSError, KeyError, ValueError):
         return None
     if hashlib.sha256(pixels.tobytes()).hexdigest() != check:
         return None  # damaged: rebuilt from the images
     c, h, w = (int(s) for s in shape)
-    return pixels, (c, h, w)
+    return Images(pixels, (c, h, w), peak)
 
 
-def _write_cache(path: Path, pixels: np.ndarray, shape: tuple[int, int, int]) -> None:
+def _write_cache(path: Path, images: Images) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
-        np.savez(fh, pixels=pixels, shape=np.asarray(shape, dtype=np.int64),
-                 sha256=np.asarray(hashlib.sha256(pixels.tobytes()).hexdigest()))
+        np.savez(fh, pixels=images.pixels, shape=np.asarray(images.shape, dtype=np.int64),
+                 peak=np.asarray(images.peak),
+                 sha256=np.asarray(hashlib.sha256(images.pixels.tobytes()).hexdigest()))
     os.replace(tmp, path)
 
 
-def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str
-                   ) -> tuple[np.ndarray, tuple[int, int, int]]:
+def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str) -> Images:
     """``read_images(files, size)``, from the cache entry ``key`` where it holds them."""
     from fedlabels.downloads.cache import dataset_dir
 
     cache = dataset_dir("imagefolder") / f"{key}.npz"
     cached = _read_cache(cache) if cache.is_file() else None
-    if cached is not None and len(cached[0]) == len(files):
+    if cached is not None and len(cached.pixels) == len(files):
         return cached
-    pixels, shape = read_images(files, size)
+    images = read_images(files, size)
     with contextlib.suppress(OSError):  # a read-only cache: the images are read next time
-        _write_cache(cache, pixels, shape)
-    return pixels, shape
+        _write_cache(cache, images)
+    return images
+
+
+class ImageFolder(NamedTuple):
+    """An image folder's pixels (uint8 rows), labels, class names, (C, H, W) and the value
+    that became 255 (:class:`Images`)."""
+
+    pixels: np.ndarray
+    labels: np.ndarray
+    classes: list[str]
+    shape: tuple[int, int, int]
+    peak: float
 
 
 def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2
-                      ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[int, int, int]]:
-    """Pixels (uint8 rows), labels, class names and (C, H, W) of an image folder, cached."""
+                      ) -> ImageFolder:
+    """An image folder's images and labels (:class:`ImageFolder`), cached."""
     root = Path(root).expanduser()
     files, labels, classes = image_folder_files(root, min_classes)
-    pixels, shape = _cached_images(files, size, _cache_key(root, files, size))
-    return pixels, labels, classes, shape
+    images = _cached_images(files, size, _cache_key(root, files, size))
+    return ImageFolder(images.pixels, labels, classes, images.shape, images.peak)
 
 
 def _paths_key(files: list[Path], size: tuple[int, int] | None) -> str:
@@ -195,10 +297,28 @@ def unit_float32(pixels: np.ndarray) -> np.ndarray:
     return out
 
 
-def image_column_pixels(info: Any, raw: Any, column: str, image_size: str | None
-                        ) -> tuple[np.ndarray, tuple[int, int, int]]:
-    """The images a table's ``column`` names (paths relative to the table's folder): uint8
-    rows and (C, H, W)."""
+def column_paths(values: Any, column: str, base: Path, where: str) -> list[Path]:
+    """The image files a column names (relative paths from ``base``), checked: an empty
+    cell, a missing file or a folder is one line naming the row (1-based, as a spreadsheet
+    shows the data rows) and ``where`` the column is."""
+    files = []
+    for row, value in enumerate(list(values), start=1):
+        if value is None or (isinstance(value, float) and np.isnan(value)) or \
+                not str(value).strip():
+            raise FedLabelsError(f"data row {row} of {where} has no image path in column "
+                                 f"{column!r}; fill it in or drop the row.")
+        path = Path(str(value).strip()).expanduser()
+        path = Path(os.path.normpath(path if path.is_absolute() else base / path))
+        if not path.is_file():
+            what = "is a folder, not an image file" if path.is_dir() else "does not exist"
+            raise FedLabelsError(f"image {path} (data row {row} of {where}, column {column!r}) "
+                                 f"{what}; paths are relative to {base}.")
+        files.append(path)
+    return files
+
+
+def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any) -> Images:
+    """The images a table's ``column`` names (paths relative to the table's folder)."""
     if info.target is None or not info.name.startswith("csv:"):
         raise FedLabelsError("image_column applies to a csv:PATH:TARGET table only.")
     frame = raw.X
@@ -207,13 +327,75 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: str | None
         raise FedLabelsError(f"table {info.name[len('csv:'):]} has no column {column!r}; its "
                              f"columns are {shown}.")
     table = Path(info.name[len("csv:"):].rpartition(":")[0]).expanduser()
-    files = []
-    for value in frame[column].tolist():
-        path = Path(str(value)).expanduser()
-        path = path if path.is_absolute() else table.parent / path
-        if not path.is_file():
-            raise FedLabelsError(f"image {path} named in column {column!r} of {table} does not "
-                                 "exist; paths are relative to the table's folder.")
-        files.append(path)
+    files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)
     return _cached_images(files, size, _paths_key(files, size))
+
+
+def image_input(shape: tuple[int, int, int], size: tuple[int, int] | None, peak: float,
+                column: str | None = None) -> dict[str, Any]:
+    """How a run read its images, recorded with its models so that new images are read
+    alike (:func:`new_image_rows`): (C, H, W), the declared size, the value that became 255,
+    and a table's image column."""
+    return {"shape": [int(s) for s in shape],
+            "size": None if size is None else [int(size[0]), int(size[1])],
+            "peak": float(peak), "column": column}
+
+
+def image_paths(X_raw: Any, spec: Mapping[str, Any]) -> list[Path] | None:
+    """The image files ``X_raw`` names: a folder (its images, sub-folders too), one image
+    file, a sequence of paths, or a table with the run's image column (paths relative to
+    the working directory); ``None`` for pixel rows."""
+    import pandas as pd
+
+    if isinstance(X_raw, str | os.PathLike):
+        path = Path(X_raw).expanduser()
+        if path.is_dir():
+            files = image_files(path)
+            if not files:
+                raise FedLabelsError(f"folder {path} holds no images ({', '.join(SUFFIXES)}).")
+            return files
+        if not path.is_file():
+            raise FedLabelsError(f"{path} does not exist; give an image file, a folder of "
+                                 "images, or pixel rows.")
+        return [path]
+    if isinstance(X_raw, pd.DataFrame):
+        column = spec.get("column")
+        if column is None or column not in X_raw.columns:
+            wanted = f"a column {column!r} of image paths, as the training table" if column \
+                else "no table: the run read an image folder"
+            raise FedLabelsError(f"these models take images; the table has {wanted}. Give a "
+                                 "folder, a list of image paths, or pixel rows.")
+        return column_paths(X_raw[column].tolist(), column, Path.cwd(), "the table")
+    if isinstance(X_raw, list | tuple) or (isinstance(X_raw, np.ndarray)
+                                          and X_raw.dtype.kind in "OU"):
+        return column_paths(list(X_raw), "paths", Path.cwd(), "the paths given")
+    return None
+
+
+def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:
+    """New images as a run's models take them: float32 rows of C·H·W pixels in [0, 1],
+    read as the run read its own (:func:`image_input`), from files (:func:`image_paths`)
+    or from pixel rows (uint8, or floats already in [0, 1]; (N, C·H·W) or (N, C, H, W))."""
+    c, h, w = (int(v) for v in spec["shape"])
+    files = image_paths(X_raw, spec)
+    if files is not None:
+        declared = spec.get("size")
+        images = read_images(files, (h, w), mode="L" if c == 1 else "RGB",
+                             peak=float(spec.get("peak", 255.0)), resize=declared is not None)
+        return unit_float32(images.pixels)
+    X = np.asarray(X_raw)
+    if X.ndim == 4 and X.shape[1:] == (c, h, w):
+        X = X.reshape(len(X), -1)
+    if X.ndim != 2 or X.shape[1] != c * h * w or X.dtype.kind not in "uif":
+        raise FedLabelsError(f"these models take images of (C, H, W) = ({c}, {h}, {w}): give "
+                             f"image files, a folder, or pixel rows of shape (N, {c * h * w}) "
+                             f"or (N, {c}, {h}, {w}); got {X.dtype} of shape {X.shape}.")
+    if X.dtype == np.uint8:
+        return unit_float32(X)
+    X = X.astype(np.float32)
+    if len(X) and (not np.isfinite(X).all() or X.min() < 0 or X.max() > 1):
+        raise FedLabelsError(f"pixel rows from {X.min():g} to {X.max():g}: the models take "
+                             "pixels in [0, 1], as the run read its images; pass uint8 "
+                             "pixels, or divide 0-255 values by 255.")
+    return X

@@ -18,16 +18,19 @@ class LazyRows:
     dataset whose runs use a third of it (Fashion-MNIST: 60,000 training images, of which
     U and the clients take 20,000 by default) is never held as one float matrix.
     ``convert`` must work element by element, so that any row gives the same values
-    whichever block it is read in.
+    whichever block it is read in. ``table``: the rows' other columns where they came from a
+    table (a ``csv:`` table's images: its sites for a ``column:NAME`` partition), never
+    features.
     """
 
     ndim = 2
 
     def __init__(self, source: np.ndarray, convert: Callable[[np.ndarray], np.ndarray],
-                 dtype: Any = np.float32) -> None:
+                 dtype: Any = np.float32, table: Any = None) -> None:
         if source.ndim != 2:
             raise FedLabelsError(f"LazyRows needs a 2-D source, got shape {source.shape}.")
         self.source = source
+        self.table = table
         self.convert = convert
         self.dtype = np.dtype(dtype)
 

@@ -30,10 +30,20 @@ def load_table(dataset: str, *, sep: str | None = None,
     raw = info.load()
     if image_column is not None:
         from fedlabels.data.federation import LazyRows
-        from fedlabels.data.images import image_column_pixels, unit_float32
+        from fedlabels.data.images import (
+            image_column_pixels,
+            image_input,
+            parse_size,
+            unit_float32,
+        )
 
-        pixels, shape = image_column_pixels(info, raw, image_column, image_size)
-        return info, replace(raw, X=LazyRows(pixels, unit_float32), image_shape=shape)
+        images = image_column_pixels(info, raw, image_column, image_size)
+        # the table's other columns stay beside the pixels: a column:NAME partition's sites
+        others = raw.X.drop(columns=[image_column])
+        return info, replace(raw, X=LazyRows(images.pixels, unit_float32, table=others),
+                             image_shape=images.shape,
+                             image_input=image_input(images.shape, parse_size(image_size),
+                                                     images.peak, image_column))
     if text_column is not None:
         from fedlabels.data.text import text_feature
 
@@ -105,6 +115,9 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
                           unlabeled_shift=unlabeled_shift, public_pca=public_pca)
     if raw.image_shape is not None and public_pca is None:
         fed.info["image_shape"] = [int(s) for s in raw.image_shape]
+    if raw.image_input is not None and fed.preprocessing is not None:
+        # new images (or their paths) are read as these were when predicting
+        fed = replace(fed, preprocessing=replace(fed.preprocessing, image=raw.image_input))
     return fed
 
 

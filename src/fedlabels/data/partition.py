@@ -149,6 +149,11 @@ def split_column(X: Any, name: str, n_clients: int) -> tuple[Any, np.ndarray, li
     the number of distinct values must equal ``n_clients``."""
     import pandas as pd  # lazily: importing fedlabels must not load pandas
 
+    from fedlabels.data.lazy_rows import LazyRows
+
+    if isinstance(X, LazyRows) and isinstance(X.table, pd.DataFrame):  # a table's images
+        _, codes, names = split_column(X.table, name, n_clients)
+        return X, codes, names
     if not isinstance(X, pd.DataFrame):
         raise FedLabelsError(f"partition column:{name} needs a table with named columns (a "
                              "csv:PATH:TARGET dataset or a pandas DataFrame); this dataset's "

@@ -43,6 +43,9 @@ class Preprocessing:
     # numpy dtype of the original labels (``np.dtype.str``), so predictions come back as
     # the same type as ``y`` (ints for ints, strings for strings); None: strings
     label_dtype: str | None = None
+    # images read from files: how (fedlabels.data.images.image_input), so that new images,
+    # or their paths, are read alike; None: the rows are the inputs
+    image: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, X: Any, feature_names: Sequence[str], class_names: Sequence[str],
@@ -70,15 +73,20 @@ class Preprocessing:
         return class_values(self.class_names, self.label_dtype)
 
     def transform(self, X_raw: Any) -> np.ndarray:
-        """Raw rows -> the float32 model inputs (unknown categories encode as all zeros)."""
+        """Raw rows -> the float32 model inputs (unknown categories encode as all zeros);
+        for a run on image files, images (files, a folder, a table's image column or pixel
+        rows: :func:`fedlabels.data.images.new_image_rows`)."""
         import pandas as pd
 
         if self.text:
             from fedlabels.data.text import text_rows
 
             return text_rows(X_raw, self.feature_names[0])
+        if self.image is not None:
+            from fedlabels.data.images import new_image_rows
 
-        if self.columns is not None:
+            X = new_image_rows(self.image, X_raw)
+        elif self.columns is not None:
             if isinstance(X_raw, pd.DataFrame):
                 frame = X_raw
             else:
@@ -127,7 +135,8 @@ class Preprocessing:
                 "columns": self.columns, "categorical": list(self.categorical),
                 "mean": None if self.mean is None else self.mean.tolist(),
                 "std": None if self.std is None else self.std.tolist(), "text": self.text,
-                **({"pca": self.pca.to_dict()} if self.pca is not None else {})}
+                **({"pca": self.pca.to_dict()} if self.pca is not None else {}),
+                **({"image": self.image} if self.image is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
@@ -139,7 +148,8 @@ class Preprocessing:
                    mean=None if data.get("mean") is None else np.asarray(data["mean"]),
                    std=None if data.get("std") is None else np.asarray(data["std"]),
                    text=bool(data.get("text", False)), label_dtype=data.get("label_dtype"),
-                   pca=None if data.get("pca") is None else PublicPCA.from_dict(data["pca"]))
+                   pca=None if data.get("pca") is None else PublicPCA.from_dict(data["pca"]),
+                   image=None if data.get("image") is None else dict(data["image"]))
 
 
 def label_dtype(y: Any) -> str:

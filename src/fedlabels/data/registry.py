@@ -26,6 +26,8 @@ class LoadedDataset:
     X_test: Any = None
     y_test: Any = None
     image_shape: tuple[int, int, int] | None = None  # (C, H, W) of image rows
+    # images read from files (fedlabels.data.images): how, so that new ones read alike
+    image_input: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,11 +213,13 @@ def _image_folder_info(spec: str, image_size: str | None) -> DatasetInfo:
     size = parse_size(image_size)
 
     def load() -> LoadedDataset:
-        from fedlabels.data.images import load_image_folder, unit_float32
+        from fedlabels.data.images import image_input, load_image_folder, unit_float32
 
-        pixels, y, classes, shape = load_image_folder(root, size)
-        return LoadedDataset(LazyRows(pixels, unit_float32),
-                             np.asarray(classes, dtype=object)[y], image_shape=shape)
+        folder = load_image_folder(root, size)
+        return LoadedDataset(LazyRows(folder.pixels, unit_float32),
+                             np.asarray(folder.classes, dtype=object)[folder.labels],
+                             image_shape=folder.shape,
+                             image_input=image_input(folder.shape, size, folder.peak))
 
     return DatasetInfo(spec, f"image folder {root}", "local images", load,
                        defaults={"n_unlabeled": None, "n_private": None, "n_test": None},

@@ -217,6 +217,13 @@ def configuration_warnings(configs: Sequence[Configuration],
 
     out = [(c.label, (f"seed {r.seed}: " if len(c.runs) > 1 else "") + w)
            for c in configs for r in c.runs for w in run_warnings(r)]
+    for c in configs:  # copies of one run would pass for seeds that agree
+        seeds = [r.seed for r in c.runs]
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        if twice:
+            out.append((c.label, f"seed(s) {', '.join(map(str, twice))} appear in more than "
+                                 "one result of this configuration: each is counted as a "
+                                 "seed, which narrows the spread; drop the copies."))
     local = {_reference_key(c.runs[0]): (c.label, row["accuracy_mean"])
              for c, row in zip(configs, rows, strict=True) if c.runs[0].method == "local"}
     for conf, row in zip(configs, rows, strict=True):
@@ -262,10 +269,21 @@ def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: boo
         raise FedLabelsError("no results given; pass one or more result JSON files.")
     outputs = report_outputs(output)
     check_outputs(outputs, {f"result {p}": Path(p) for p in paths}, overwrite=overwrite)
+    unique: dict[Path, str | Path] = {}
+    repeated = []
+    for p in paths:  # a file named twice (a shell glob and its name) counts once
+        key = Path(p).expanduser().resolve()
+        if key in unique:
+            repeated.append(str(p))
+        unique.setdefault(key, p)
+    paths = list(unique.values())
     results = [load_result(p) for p in paths]
     configs = group_runs(results)
     rows = summary_rows(configs)
     warned = configuration_warnings(configs, rows)
+    if repeated:
+        warned.insert(0, ("the results given", f"{', '.join(repeated[:3])} given more than "
+                                               "once; each file is counted once."))
     page = render_html(rows, configs, figures(configs, rows), [str(p) for p in paths],
                        warned, metric)
     import pandas as pd

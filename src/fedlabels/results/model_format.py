@@ -54,8 +54,13 @@ ALLOWED = frozenset({
     "sklearn.feature_extraction.text:TfidfVectorizer",
     "sklearn.feature_extraction.text:TfidfTransformer",
     "fedlabels.learners.transformer:TransformerClassifier",  # params + state_dict
+    "fedlabels.learners.torch_net:TorchNetClassifier",  # a built-in network's, by name
 })
 FORMAT = "fedlabels-models/2"
+
+
+class UnsavableModelError(FedLabelsError):
+    """A model the safe format does not write (its type, or your own code inside it)."""
 
 
 def _name(obj: Any) -> str:
@@ -111,6 +116,7 @@ class _Writer:
         if isinstance(value, type):
             return {"$t": "type", "v": self.class_name(value)}
         if callable(getattr(value, "train_steps", None)):  # a torch learner: params + state
+            _check_plain_learner(value)
             return {"$t": "learner", "cls": self.class_name(type(value)),
                     "params": self.encode(value.get_params(deep=False)),
                     "state": self.encode(dict(value.state_dict()))}
@@ -119,20 +125,36 @@ class _Writer:
     def class_name(self, cls: Any) -> str:
         name = _name(cls)
         if name not in ALLOWED:
-            raise FedLabelsError(f"cannot save a model holding a {name!r}: the safe models "
+            raise UnsavableModelError(f"cannot save a model holding a {name!r}: the safe models "
                                  "format writes only the types fedlabels loads back.")
         return name
 
     def reduced(self, value: Any) -> Any:
         reduced = value.__reduce_ex__(4)
         if isinstance(reduced, str) or len(reduced) < 2:
-            raise FedLabelsError(f"cannot save {type(value).__name__} as plain data.")
+            raise UnsavableModelError(f"cannot save {type(value).__name__} as plain data.")
         func, args, state = reduced[0], reduced[1], reduced[2] if len(reduced) > 2 else None
         if any(len(reduced) > i and reduced[i] is not None for i in (3, 4)):
-            raise FedLabelsError(f"cannot save {type(value).__name__} as plain data "
+            raise UnsavableModelError(f"cannot save {type(value).__name__} as plain data "
                                  "(it reduces to list or dict items).")
         return {"$t": "obj", "f": self.class_name(func), "args": self.encode(tuple(args)),
                 "state": self.encode(state)}
+
+
+def _check_plain_learner(learner: Any) -> None:
+    """A torch learner is saved as its parameters and state: refuse one whose network,
+    optimiser or loss is your own code (loading a models file never imports any)."""
+    own = [(name, value) for name in ("network", "optimizer", "loss")
+           if callable(value := getattr(learner, name, None))]
+    if own:
+        from fedlabels.learners.torch_net import factory_name
+
+        name, value = own[0]
+        raise UnsavableModelError(
+            f"cannot save a model with your own {name} ({factory_name(value)}): a models "
+            "file holds fedlabels' own architectures only, and loading one never imports "
+            "code; keep its weights with learner.state_dict() and rebuild it with your "
+            "factory.")
 
 
 class _Reader:

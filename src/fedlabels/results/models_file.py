@@ -58,6 +58,6 @@ def load_models(path: str | Path) -> dict[str, Any]:
                              "its models again.")
     if not path.is_file():
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
-                             "the result JSON (runs from older versions or other engines may "
-                             "have none).")
+                             "the result JSON, except your own networks (module:...; it warned "
+                             "then) and runs of older versions or other engines.")
     return read_models_file(path)

@@ -66,7 +66,10 @@ def predict_file(result_path: str | Path, data_path: str | Path,
                  client: int | None = None) -> Any:
     """``fedlabels predict``: the rows of a CSV file with a ``prediction`` column added.
 
-    The CSV has the training table's columns (more are kept but not used, e.g. the label).
+    The CSV has the training table's columns (more are kept but not used, e.g. the label);
+    for a run on image files, its image column's paths are relative to the CSV's folder.
+    A run on images also takes a folder of images (sub-folders too) or one image file: one
+    row per image, its ``path`` and ``prediction``.
     """
     import pandas as pd
 
@@ -77,13 +80,44 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         raise FedLabelsError(f"{result_path}: its models file stores no preprocessing (written "
                              "by an older version); rerun to predict with it.")
     prep = Preprocessing.from_dict(payload["preprocessing"])
+    data = Path(data_path)
+    if prep.image is not None and (data.is_dir() or data.suffix.lower() != ".csv"):
+        from fedlabels.data.images import image_paths
+
+        files = image_paths(data, prep.image)
+        assert files is not None  # a path names files
+        return pd.DataFrame({"path": [str(f) for f in files],
+                             "prediction": predict(payload["models"], prep, files, client)})
     try:
         frame = pd.read_csv(data_path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
         raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
-    if prep.columns is None and not prep.text:  # trained on an array: every column is one
-        features: Any = frame.to_numpy()
+    if prep.image is not None:
+        features: Any = _images_of_table(frame, prep.image, data.parent)
+    elif prep.columns is None and not prep.text:  # trained on an array: every column is one
+        features = frame.to_numpy()
     else:
         features = frame
     return frame.assign(prediction=predict(payload["models"], prep, features, client))
+
+
+def _images_of_table(frame: Any, image: dict[str, Any], folder: Path) -> Any:
+    """A table's images for a run on image files: the paths (relative to the table's
+    ``folder``) of the run's image column, or of the table's one text column; a table of
+    numbers alone is pixel rows."""
+    import pandas as pd
+
+    from fedlabels.data.images import column_paths
+
+    column = image.get("column")
+    if column is None or column not in frame.columns:
+        texts = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+        if not texts:
+            return frame.to_numpy()
+        if len(texts) > 1:
+            raise FedLabelsError(f"the table has {len(texts)} text columns "
+                                 f"({', '.join(map(str, texts[:5]))}); give one column of "
+                                 "image paths (or pixel values alone).")
+        column = texts[0]
+    return column_paths(frame[column].tolist(), str(column), folder, "the table")

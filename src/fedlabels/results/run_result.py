@@ -216,18 +216,28 @@ class RunResult:
         """What ``fedlabels run`` writes: the result JSON at ``path`` (``X.json``), the
         rounds table ``X.rounds.csv`` and the clients' models beside it, so that
         ``fedlabels predict`` and ``fedlabels inspect`` work on it. Every file is checked
-        before any is written; existing ones are replaced only with ``overwrite=True``."""
+        before any is written; existing ones are replaced only with ``overwrite=True``.
+        Models the safe format does not write (your own network) are left out with a
+        warning, as ``fedlabels run`` does; the result and its table are written."""
+        import warnings
+
+        from fedlabels.core.errors import FedLabelsWarning
         from fedlabels.core.files import check_outputs, result_path, run_outputs
+        from fedlabels.results.model_format import UnsavableModelError
         from fedlabels.results.models_file import save_models
 
         files = run_outputs(result_path(path, option="path"))
         if not self.client_models:
             del files["models file"]
         check_outputs(files, overwrite=overwrite, overwrite_hint="overwrite=True")
+        if self.client_models:  # first: the one that can refuse a model
+            try:
+                save_models(self, files["result"])
+            except UnsavableModelError as exc:
+                warnings.warn(FedLabelsWarning(f"the models file was not written ({exc}); "
+                                               "predict and inspect need it."), stacklevel=2)
         self.save_json(files["result"], overwrite=True)
         self.save_csv(files["rounds table"], overwrite=True)
-        if self.client_models:
-            save_models(self, files["result"])
         return files["result"]
 
 

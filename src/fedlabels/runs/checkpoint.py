@@ -230,6 +230,8 @@ class Keeper:
     #: replies reach the server only once the file is on disk (:meth:`barrier`, which the
     #: meter calls before it counts a reply), so a crash loses no more than before
     background: bool = False
+    #: where the run started (a dataset's relative path is relative to it): kept on resume
+    directory: str = field(default_factory=os.getcwd)
     _writer: threading.Thread | None = field(default=None, init=False, repr=False)
     _failure: BaseException | None = field(default=None, init=False, repr=False)
 
@@ -253,6 +255,7 @@ class Keeper:
             current_source().setstate(position)  # type: ignore[union-attr]
         self.previous_seconds = float(ckpt.meta["wall_seconds"])
         self.engine = dict(ckpt.meta.get("engine", {}))
+        self.directory = str(ckpt.meta.get("directory", self.directory))
         self.records = ckpt.records
         self.resumed = [*ckpt.meta["resumed"],
                         {"from_round": len(self.records),
@@ -350,7 +353,8 @@ class Keeper:
                     "position": source.getstate(),  # type: ignore[union-attr]
                     "key": _source_key()},
                 "wall_seconds": self.previous_seconds + time.perf_counter() - self.started,
-                "resumed": self.resumed, "engine": self.engine}
+                "resumed": self.resumed, "engine": self.engine,
+                "directory": self.directory}
         server = self.server.state_dict()
         if copied:
             meta, server = copy.deepcopy(meta), copied_state(server)

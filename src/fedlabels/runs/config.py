@@ -180,6 +180,11 @@ class RunConfig:
 
     def validate(self) -> None:
         """Each value against its declaration, then the combinations (one-line errors)."""
+        if self.image_size is not None and not isinstance(self.image_size, str):
+            from fedlabels.data.images import parse_size
+
+            size = parse_size(self.image_size)  # 32 or (32, 48), as Python and TOML give it
+            self.image_size = None if size is None else f"{size[0]}x{size[1]}"
         for info in declared(type(self)):
             info.validate(getattr(self, info.name))
         if self.private is not None and self.private_per_client is not None:

@@ -136,7 +136,7 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
                              "public set U is not images (shared.npz has no image_shape).")
     c, h, w = (int(s) for s in shared["image_shape"])
     try:
-        pixels, y, classes, shape = load_image_folder(path, (h, w), min_classes=1)
+        pixels, y, classes, shape, _ = load_image_folder(path, (h, w), min_classes=1)
     except FedLabelsError as exc:
         raise FedLabelsError(f"{who}: {exc}") from None
     if shape[0] != c:

@@ -1,0 +1,269 @@
+"""Image files as users bring them: deep (16-bit) greys, EXIF orientation, hidden and macOS
+files, other formats, oversized images, table paths with gaps; and the models of an image
+run applied to new images (files, a folder, a table, pixel rows)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.data.images import full_scale, load_image_folder, read_images
+
+
+def grey_folder(root, count=30, side=8, levels=(70, 170)):
+    """Two classes of grey noise around ``levels``; the pixels by path."""
+    rng = np.random.default_rng(1)
+    pixels = {}
+    for name, level in zip(("dark", "light"), levels, strict=True):
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            arr = np.clip(rng.normal(level, 12, (side, side)), 0, 255).astype(np.uint8)
+            path = root / name / f"{i:02d}.png"
+            Image.fromarray(arr).save(path)
+            pixels[path] = arr
+    return pixels
+
+
+@pytest.mark.parametrize("brightest,scale", [(0.0, 255.0), (200.0, 255.0), (255.0, 255.0),
+                                             (256.0, 511.0), (4000.0, 4095.0),
+                                             (4095.0, 4095.0), (40000.0, 65535.0),
+                                             (0.5, 1.0), (1.0, 255.0)])
+def test_full_scale_is_the_largest_value_of_the_brightest_pixels_bits(brightest, scale):
+    assert full_scale(brightest) == scale
+
+
+def test_sixteen_bit_greys_are_scaled_by_their_bit_depth_not_clipped(tmp_path):
+    # 12-bit values stored in 16 bits, as X-rays often are: 4,095 becomes 255
+    values = {"dark": 1000, "light": 3000}
+    for name, v in values.items():
+        (tmp_path / name).mkdir()
+        arr = np.full((4, 6), v, dtype=np.uint16)
+        arr[0, 0] = 4095 if name == "light" else v
+        Image.fromarray(arr).save(tmp_path / name / "a.png")
+    assert Image.open(tmp_path / "dark" / "a.png").mode == "I;16"
+    X, _, _, shape, peak = load_image_folder(tmp_path, None)
+    assert shape == (1, 4, 6) and peak == 4095.0
+    assert X[0, 1] == round(1000 * 255 / 4095) and X[1, 1] == round(3000 * 255 / 4095)
+    assert X[1, 0] == 255 and len(set(X[0].tolist())) == 1  # not all white, as clipping gave
+
+
+def test_exif_orientation_turns_an_image_upright(tmp_path):
+    arr = np.zeros((16, 24), np.uint8)  # 16 high, 24 wide as stored
+    arr[:4] = 255
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned a quarter clockwise: 24 high, 16 wide
+    path = tmp_path / "turned.jpg"
+    Image.fromarray(arr).save(path, exif=exif, quality=95)
+    images = read_images([path], None)
+    assert images.shape == (1, 24, 16)
+    shown = images.pixels.reshape(24, 16).astype(int)
+    assert shown[:, -2:].min() > 200 and shown[:, :8].max() < 40  # the top rows: the right
+
+
+def test_hidden_files_macos_folders_and_other_formats(tmp_path, capsys):
+    pixels = grey_folder(tmp_path / "imgs", count=4)
+    dark = tmp_path / "imgs" / "dark"
+    (dark / "._00.png").write_bytes(b"AppleDouble resource fork, not an image")
+    (dark / ".thumbnails").mkdir()
+    Image.fromarray(pixels[dark / "00.png"]).save(dark / ".thumbnails" / "00.png")
+    (tmp_path / "imgs" / "__MACOSX" / "dark").mkdir(parents=True)
+    (tmp_path / "imgs" / ".cache").mkdir()
+    (dark / "notes.txt").write_text("not an image")
+    Image.fromarray(pixels[dark / "01.png"]).save(dark / "extra.BMP")
+    Image.fromarray(pixels[dark / "02.png"]).save(dark / "extra.tiff")
+    X, y, classes, _, _ = load_image_folder(tmp_path / "imgs", None)
+    assert classes == ["dark", "light"]
+    assert np.bincount(y).tolist() == [6, 4]  # four PNGs, a BMP and a TIFF; nothing hidden
+    np.testing.assert_array_equal(X[4], pixels[dark / "01.png"].reshape(-1))  # extra.BMP
+
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for i in range(3):
+        Image.fromarray(np.zeros((4, 4), np.uint8)).save(flat / f"{i}.png")
+    with pytest.raises(FedLabelsError, match=r"has 0 class folders and 3 images directly in "
+                                             r"it; .*holding the images"):
+        load_image_folder(flat, None)
+
+
+def test_an_image_too_large_to_read_safely_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    grey_folder(tmp_path / "imgs", count=3)
+    Image.fromarray(np.zeros((40, 40), np.uint8)).save(tmp_path / "imgs" / "dark" / "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)  # 40 x 40 is over twice that
+    code = main(["run", "--dataset", f"imagefolder:{tmp_path / 'imgs'}", "--model", "dt",
+                 "--clients", "3", "--output", str(tmp_path / "r.json"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "big.png is too large to read safely" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("cell,message", [
+    ("", "data row 2 of .*table.csv has no image path in column 'file'"),
+    ("dark", r"dark \(data row 2 of .*table.csv, column 'file'\) is a folder"),
+    ("dark/../dark/99.png", r"image .*/dark/99.png \(data row 2 .*\) does not exist"),
+])
+def test_a_tables_bad_image_paths_name_the_row(tmp_path, cell, message):
+    grey_folder(tmp_path, count=3)
+    rows = ["file,label", "dark/00.png,dark", f"{cell},light", "light/00.png,light"]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(FedLabelsError, match=message):
+        fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", clients=2,
+                           image_column="file")
+
+
+def test_image_size_may_be_a_number_or_a_pair_in_python_and_toml(tmp_path, capsys):
+    grey_folder(tmp_path / "imgs", count=12)
+    data = f"imagefolder:{tmp_path / 'imgs'}"
+    assert fl.run("local", data, model="dt", clients=3, image_size=4,
+                  progress=False).config["image_size"] == "4x4"
+    result = fl.run("local", data, model="dt", clients=3, image_size=(4, 6), progress=False)
+    assert result.federation["image_shape"] == [1, 4, 6]
+    with pytest.raises(FedLabelsError, match="image_size must be HxW"):
+        fl.run("local", data, model="dt", clients=3, image_size=True, progress=False)
+    (tmp_path / "run.toml").write_text(f'dataset = "{data}"\nmodel = "dt"\nclients = 3\n'
+                                       'method = "local"\nimage_size = 4\n')
+    assert main(["run", "--config", str(tmp_path / "run.toml"), "--output",
+                 str(tmp_path / "r.json"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["config"]["image_size"] == "4x4"
+
+
+def test_a_cnn_runs_models_predict_new_images_from_files_a_folder_a_table_and_pixels(
+        tmp_path, capsys):
+    pixels = grey_folder(tmp_path / "imgs", count=30)
+    out = tmp_path / "out" / "cnn.json"
+    assert main(["run", "--method", "fedct", "--dataset", f"imagefolder:{tmp_path / 'imgs'}",
+                 "--model", "cnn(arch=small)", "--clients", "3", "--rounds", "2",
+                 "--period", "10", "--output", str(out), "--no-progress"]) == 0
+    assert (tmp_path / "out" / "cnn.models.npz").is_file()  # a built-in CNN is saved
+    assert "not written" not in capsys.readouterr().err
+    new = tmp_path / "new"
+    new.mkdir()
+    paths = sorted(pixels)[::7]  # some of each class
+    for k, path in enumerate(paths):
+        Image.fromarray(pixels[path]).save(new / f"{k}_{path.parent.name}.png")
+    truth = [p.parent.name for p in paths]
+
+    assert main(["predict", str(out), str(new), "-o", str(tmp_path / "p.csv")]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "p.csv")
+    assert [p.split("_")[-1][:-4] for p in table["path"]] == truth  # one row per image
+    by_folder = table["prediction"].tolist()
+    result = fl.load_run(out)
+    rows = np.stack([pixels[p].reshape(-1) for p in paths])  # uint8 pixel rows
+    # the oracle: each client's model on the rows scaled as the run scaled its own, voted
+    votes = np.stack([m.predict(rows.astype(np.float32) / 255) for m in result.client_models])
+    codes = [np.bincount(v, minlength=2).argmax() for v in votes.T]
+    assert by_folder == [["dark", "light"][c] for c in codes]
+
+    # a table naming the images relative to its own folder
+    (new / "list.csv").write_text("path\n" + "\n".join(f"{k}_{p.parent.name}.png"
+                                                       for k, p in enumerate(paths)) + "\n")
+    assert main(["predict", str(out), str(new / "list.csv"), "-o",
+                 str(tmp_path / "q.csv")]) == 0
+    assert pd.read_csv(tmp_path / "q.csv")["prediction"].tolist() == by_folder
+    with pytest.raises(FedLabelsError, match="the run read an image folder"):
+        result.predict(pd.DataFrame({"path": [str(f) for f in new.glob("*.png")]}))
+
+    files = sorted(new.glob("*.png"), key=lambda f: int(f.name.split("_")[0]))
+    assert result.predict(rows).tolist() == by_folder
+    assert result.predict(rows.reshape(-1, 1, 8, 8)).tolist() == by_folder
+    assert result.predict((rows / 255.0).astype(np.float32)).tolist() == by_folder
+    assert result.predict([str(f) for f in files]).tolist() == by_folder
+    assert result.predict(new).tolist() == result.predict(sorted(new.glob("*.png"))).tolist()
+    with pytest.raises(FedLabelsError, match=r"pixel rows from \d+ to \d+: the models take "
+                                             r"pixels in \[0, 1\]"):
+        result.predict(rows.astype(np.float64))  # 0-255 values as floats: not scaled
+    with pytest.raises(FedLabelsError, match=r"images of \(C, H, W\) = \(1, 8, 8\)"):
+        result.predict(rows[:, :10])
+    small = tmp_path / "small.png"
+    Image.fromarray(np.zeros((4, 4), np.uint8)).save(small)
+    with pytest.raises(FedLabelsError, match="declared no image_size"):
+        result.predict([str(small)])
+
+
+def test_a_tables_image_run_predicts_a_table_relative_to_its_folder(tmp_path):
+    pixels = grey_folder(tmp_path / "data" / "imgs", count=12)
+    rows = ["file,label"] + [f"imgs/{p.parent.name}/{p.name},{p.parent.name}" for p in pixels]
+    (tmp_path / "data" / "table.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "local", "--dataset",
+                 f"csv:{tmp_path / 'data' / 'table.csv'}:label", "--image-column", "file",
+                 "--image-size", "6x6", "--model", "dt", "--clients", "3", "--output",
+                 str(out), "--no-progress"]) == 0
+    assert main(["predict", str(out), str(tmp_path / "data" / "table.csv"), "-o",
+                 str(tmp_path / "p.csv")]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "p.csv")
+    assert (table["prediction"] == table["label"]).mean() >= 0.9  # a tree on its own data
+    # a new image of another size is resized, as the run declared a size
+    big = tmp_path / "big.png"
+    Image.fromarray(np.full((16, 16), 170, np.uint8)).save(big)
+    assert fl.load_run(out).predict([str(big)]).tolist() == ["light"]
+
+
+def test_your_own_networks_run_saves_its_result_and_warns_without_models(tmp_path):
+    from torch import nn
+
+    def make(n_features, n_classes):
+        return nn.Sequential(nn.Linear(n_features, n_classes))
+
+    grey_folder(tmp_path / "imgs", count=10)
+    result = fl.run("local", f"imagefolder:{tmp_path / 'imgs'}", model=fl.TorchModel(make),
+                    clients=3, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = result.save(tmp_path / "r.json")
+    assert path.is_file() and (tmp_path / "r.rounds.csv").is_file()
+    assert not (tmp_path / "r.models.npz").exists()
+    (message,) = [str(w.message) for w in caught if issubclass(w.category, FedLabelsWarning)]
+    assert "your own network" in message and "make" in message
+    with pytest.raises(FedLabelsError, match="except your own networks"):
+        fl.load_run(path)
+    assert fl.load_run(path, models=False).final == result.final
+
+
+def test_resuming_elsewhere_names_the_directory_a_relative_dataset_needs(tmp_path,
+                                                                         monkeypatch):
+    grey_folder(tmp_path / "imgs", count=12)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--method", "fedct", "--dataset", "imagefolder:imgs", "--model", "dt",
+                 "--clients", "3", "--rounds", "2", "--output", "out/r.json",
+                 "--no-progress"]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(FedLabelsError, match=f"imagefolder:imgs is a path relative to "
+                                             f"{tmp_path}, where it started; resume it from "
+                                             "there"):
+        fl.resume(tmp_path / "out" / "r.json", rounds=3, progress=False)
+    monkeypatch.chdir(tmp_path)
+    assert len(fl.resume("out/r.json", rounds=3, progress=False).rounds) == 3
+
+
+def test_a_tables_images_split_by_its_site_column(tmp_path):
+    pixels = grey_folder(tmp_path / "imgs", count=15)
+    rows = ["file,label,site"] + [
+        f"imgs/{p.parent.name}/{p.name},{p.parent.name},{'north' if i % 3 else 'south'}"
+        for i, p in enumerate(pixels)]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    fed = fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", clients=2,
+                             image_column="file", partition="column:site", seed=0)
+    assert fed.info["client_sites"] == ["north", "south"]
+    assert fed.n_features == 64  # the pixels alone: the site is no feature
+    # every private row of a client is an image of its site: about 2 of 3 rows are north's
+    sizes = [len(c.y) for c in fed.clients]
+    assert sizes[0] > sizes[1] > 0
+
+
+def test_a_tables_rows_without_a_label_are_named(tmp_path):
+    (tmp_path / "t.csv").write_text("a,b,y\n1,2,x\n3,4,\n5,6,z\n7,8,\n")
+    with pytest.raises(FedLabelsError, match=r"t.csv has 2 row\(s\) without a label in column "
+                                             r"'y' \(data row\(s\) 2, 4\)"):
+        fl.load_federation(f"csv:{tmp_path / 't.csv'}:y", clients=2)
