@@ -120,11 +120,17 @@ def test_a_tables_images_are_cached_and_read_again_when_a_file_changes(tmp_path,
     monkeypatch.setattr(images, "read_images", lambda *a: calls.append(1) or real(*a))
     np.testing.assert_array_equal(load(), first)
     assert calls == []  # served from the cache
+    fl.load_federation(name, clients=2, image_column="file", image_size="6x5", seed=0)
+    entries = sorted(dataset_dir("imagefolder").glob("*.npz"))
+    assert len(entries) == 2 and calls == [1]  # one entry per image size
     changed = next(iter(pixels))  # a file rewritten: its size and time change
     Image.fromarray(np.zeros((12, 10), np.uint8)).save(changed)
     os.utime(changed, ns=(1, 1))
     load()
-    assert calls == [1]
+    assert calls == [1, 1]
+    # the stale entry of that size is replaced, the other size's kept: still two
+    now = sorted(dataset_dir("imagefolder").glob("*.npz"))
+    assert len(now) == 2 and len(set(now) & set(entries)) == 1
 
 
 @pytest.mark.parametrize("case,message", [

@@ -216,11 +216,15 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
 
 
 def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None) -> str:
+    """A folder's cache entry: ``GROUP-DIGEST``, the group its folder and image size (an
+    entry of the group whose files have changed since is stale), the digest its files'
+    names, sizes and modification times."""
     digest = hashlib.sha256(f"{_CACHE_FORMAT}|{root.resolve()}|{size}".encode())
+    group = digest.hexdigest()[:12]
     for path in files:
         stat = path.stat()
         digest.update(f"|{path.relative_to(root)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:24]
+    return f"{group}-{digest.hexdigest()[:24]}"
 
 
 def _read_cache(path: Path) -> Images | None:
@@ -248,16 +252,23 @@ def _write_cache(path: Path, images: Images) -> None:
 
 
 def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str) -> Images:
-    """``read_images(files, size)``, from the cache entry ``key`` where it holds them."""
+    """``read_images(files, size)``, from the cache entry ``key`` where it holds them; a new
+    entry replaces its group's stale ones (the same folder or table and size, older files),
+    so a folder whose images change keeps one entry per size, not one per change."""
     from fedlabels.downloads.cache import dataset_dir
 
-    cache = dataset_dir("imagefolder") / f"{key}.npz"
+    folder = dataset_dir("imagefolder")
+    cache = folder / f"{key}.npz"
     cached = _read_cache(cache) if cache.is_file() else None
     if cached is not None and len(cached.pixels) == len(files):
         return cached
     images = read_images(files, size)
     with contextlib.suppress(OSError):  # a read-only cache: the images are read next time
         _write_cache(cache, images)
+        group = key.split("-")[0]
+        for stale in folder.glob(f"{group}-*.npz"):
+            if stale != cache:
+                stale.unlink(missing_ok=True)
     return images
 
 
@@ -281,13 +292,16 @@ def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classe
     return ImageFolder(images.pixels, labels, classes, images.shape, images.peak)
 
 
-def _paths_key(files: list[Path], size: tuple[int, int] | None) -> str:
-    """A table's images: their resolved paths, sizes and modification times, in order."""
-    digest = hashlib.sha256(f"{_CACHE_FORMAT}|paths|{size}".encode())
+def _paths_key(table: Path, files: list[Path], size: tuple[int, int] | None) -> str:
+    """A table's images: ``GROUP-DIGEST`` as for a folder (:func:`_cache_key`), the group
+    the table and image size, the digest their resolved paths, sizes and modification
+    times, in order."""
+    digest = hashlib.sha256(f"{_CACHE_FORMAT}|paths|{table.resolve()}|{size}".encode())
+    group = digest.hexdigest()[:12]
     for path in files:
         stat = path.stat()
         digest.update(f"|{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:24]
+    return f"{group}-{digest.hexdigest()[:24]}"
 
 
 def unit_float32(pixels: np.ndarray) -> np.ndarray:
@@ -329,7 +343,7 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any) -> Im
     table = Path(info.name[len("csv:"):].rpartition(":")[0]).expanduser()
     files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)
-    return _cached_images(files, size, _paths_key(files, size))
+    return _cached_images(files, size, _paths_key(table, files, size))
 
 
 def image_input(shape: tuple[int, int, int], size: tuple[int, int] | None, peak: float,
