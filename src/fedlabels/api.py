@@ -167,9 +167,15 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     try:
         cfg = RunConfig.from_mapping(saved.config)
     except (TypeError, FedLabelsError) as exc:
+        models = " ".join(str(m) for m in (saved.config.get("model") or [])) \
+            if isinstance(saved.config.get("model"), list) else str(saved.config.get("model"))
+        if "module:" in models:  # your own network, imported by name
+            raise FedLabelsError(f"cannot resume {file}: {str(exc).rstrip('.')}; make its "
+                                 "module importable as when the run started (e.g. "
+                                 "PYTHONPATH=.).") from None
         raise FedLabelsError(f"checkpoint {file} was not made from a run configuration "
-                             f"({exc}); resume it with simulate(..., resume=PATH) and the "
-                             "same federation and models.") from None
+                             f"({exc}); resume it with fedlabels.engines.simulate(..., "
+                             "resume=PATH) and the same federation and models.") from None
     _check_relative_data(cfg.dataset, saved.meta.get("directory"))
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)

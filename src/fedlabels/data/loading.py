@@ -102,6 +102,15 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
         n_private = private_per_client * n_clients
     n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
     n_private = n_private if n_private is not None else defaults.get("n_private")
+    if n_test is not None and raw.X_test is not None:
+        import warnings
+
+        from fedlabels.core.errors import FedLabelsWarning
+
+        warnings.warn(FedLabelsWarning(
+            f"{dataset} has its own test split ({len(raw.y_test)} rows), which every run "
+            f"evaluates on: test={n_test} is not used (eval_every thins the evaluations)."),
+            stacklevel=2)
     n_test = n_test if n_test is not None else defaults.get("n_test")
     if n_unlabeled is None:  # a user table: half of what is left after the test split
         n_rows = len(raw.y)

@@ -182,7 +182,8 @@ def simulate(
         if together:
             from fedlabels.engines.together import TogetherGrid
 
-            in_process = TogetherGrid(in_process, graphs=graphs)
+            in_process = TogetherGrid(in_process, graphs=graphs,
+                                      strict=batch_clients == "on")
         grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
         draw = None
         if policy is not None:
@@ -335,10 +336,8 @@ def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:
         able = all(batchable(ln) for ln in learners)
     if batch_clients == "on":
         if not able:
-            raise FedLabelsError(
-                "batch_clients=on needs every client's learner to be a torch classifier "
-                "that trains batched (Adam, the default loss, no batch normalisation or "
-                "dropout: mlp, cnn(arch=small), your own module) and no reproducible "
-                "noise; use batch_clients=auto or off.")
+            from fedlabels.learners.batched import NOT_BATCHABLE
+
+            raise FedLabelsError(NOT_BATCHABLE)
         return True
     return able and all(d.startswith("cuda") for d in plan.devices())

@@ -40,9 +40,10 @@ class Rendezvous:
     ``n`` client threads and runs them together."""
 
     def __init__(self, n: int, rows: ResidentRows | None = None,
-                 graphs: bool = False) -> None:
+                 graphs: bool = False, strict: bool = False) -> None:
         self.active = n
         self.rows = rows
+        self.strict = strict  # batch_clients=on: a learner that cannot train batched fails
         self.graphs = graphs  # groups replay their training or distillation step as a graph
         self.graphed_calls = 0  # how many did
         # calls run in client order, not in the order the threads arrived (the same stacking
@@ -85,7 +86,8 @@ class Rendezvous:
         error: BaseException | None = None
         try:
             self.graphed_calls += train_together(
-                [job for job, _ in batch if isinstance(job, TrainJob)], self.rows, self.graphs)
+                [job for job, _ in batch if isinstance(job, TrainJob)], self.rows, self.graphs,
+                self.strict)
             self.graphed_calls += distill_together(
                 [job for job, _ in batch if isinstance(job, DistillJob)], self.graphs)
             dpsgd_together([job for job, _ in batch if isinstance(job, DPSGDJob)], self.rows)
@@ -103,9 +105,12 @@ class Rendezvous:
 class TogetherGrid:
     """An in-process grid whose clients' torch learners train together (module docstring)."""
 
-    def __init__(self, inner: Any, graphs: bool = False) -> None:
+    def __init__(self, inner: Any, graphs: bool = False, strict: bool = False) -> None:
         self.inner = inner  # an InProcessGrid: its clients and meter
         self.graphs = graphs  # cuda_graphs=on (fedlabels.learners.step_graphs)
+        # batch_clients=on: a network seen only once built (your own module) that cannot
+        # train batched (batch normalisation, dropout) stops the run instead of training alone
+        self.strict = strict
         self.graphed_calls = 0  # group calls (training, distillation) replayed as a graph
         # the run's arrays (U, private rows, the test set) stay on the device across rounds:
         # the run never writes them (fedlabels.learners.resident_rows)
@@ -130,7 +135,7 @@ class TogetherGrid:
             down = encode_message(messages[cid])
             self.inner.meter.add(rnd, cid, "down", messages[cid].category, len(down))
             decoded[cid] = decode_message(down)
-        rendezvous = Rendezvous(len(cids), self.rows, self.graphs)
+        rendezvous = Rendezvous(len(cids), self.rows, self.graphs, self.strict)
         results: dict[int, Any] = {}
 
         def work(cid: int, position: int) -> None:

@@ -39,6 +39,12 @@ from fedlabels.learners.batch_jobs import PredictJob, TrainJob
 from fedlabels.learners.resident_rows import ResidentRows, memory_key
 from fedlabels.learners.step_graphs import MIN_STEPS, replay_steps
 
+#: why ``batch_clients=on`` refuses a run
+NOT_BATCHABLE = ("batch_clients=on needs every client's learner to be a torch classifier that "
+                 "trains batched (Adam, the default loss, no batch normalisation or dropout: "
+                 "mlp, cnn(arch=small), your own module without them) and no reproducible "
+                 "noise; use batch_clients=auto or off.")
+
 
 def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:
     opt = learner.optimizer_
@@ -131,16 +137,20 @@ def batch_groups(jobs: Sequence[TrainJob]) -> list[list[int]]:
 
 
 def train_together(jobs: Sequence[TrainJob], rows: ResidentRows | None = None,
-                   graphs: bool = False) -> int:
+                   graphs: bool = False, strict: bool = False) -> int:
     """Run every job's ``train_steps``: groups of compatible learners in one vectorised
     pass, the rest one by one. Each learner ends as if it had trained alone. ``rows``: a
     run's cache of its arrays on the device (:mod:`fedlabels.learners.resident_rows`);
     without one, the group's rows are copied to the device every call. ``graphs``: replay
     each group's step as a CUDA graph where it can (:mod:`fedlabels.learners.step_graphs`).
-    The number of groups that did."""
+    ``strict`` (``batch_clients=on``): a learner that cannot train batched at all (seen once
+    its network is built: your own module with batch normalisation or dropout) is an error,
+    not trained alone. The number of groups that did replay a graph."""
     graphed = 0
     for group in batch_groups(jobs):
         chosen = [jobs[i] for i in group]
+        if strict and len(chosen) == 1 and batch_key(chosen[0].learner) is None:
+            raise FedLabelsError(NOT_BATCHABLE)
         if len(chosen) == 1:
             job = chosen[0]
             job.learner.train_steps(job.X, job.y, job.n_steps, job.X_aux, job.y_aux,

@@ -39,8 +39,8 @@ def check_training_params(params: dict[str, Any], ints: tuple[str, ...],
 
     for name in ("lr", "weight_decay"):
         value = params.get(name, 1e-3 if name == "lr" else 0.0)
-        ok = value > 0 if name == "lr" else value >= 0
-        if isinstance(value, bool) or not isinstance(value, int | float) or not ok:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not (value > 0 if name == "lr" else value >= 0):
             raise FedLabelsError(f"{name} must be a number {'>' if name == 'lr' else '>='} 0, "
                                  f"got {show(value)!r}.")
     for name in ints:

@@ -128,8 +128,13 @@ class TorchNetClassifier(TorchMLPClassifier):
         if not isinstance(self.network, str) and not callable(self.network):
             raise FedLabelsError(f"network must be an architecture name or a callable "
                                  f"returning a torch.nn.Module, got {self.network!r}.")
-        if not self.learning_rate > 0:
-            raise FedLabelsError(f"learning_rate must be > 0, got {self.learning_rate}.")
+        for name in ("learning_rate", "weight_decay"):
+            value = getattr(self, name)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not (value > 0 if name == "learning_rate" else value >= 0):
+                raise FedLabelsError(f"{name} (lr) must be a number > 0, got {value!r}."
+                                     if name == "learning_rate" else
+                                     f"{name} must be a number >= 0, got {value!r}.")
         for name in ("batch_size", "max_steps", "predict_batch_size", "width"):
             if int(getattr(self, name)) < 1:
                 raise FedLabelsError(f"{name} must be an int >= 1, got {getattr(self, name)}.")
@@ -145,7 +150,7 @@ class TorchNetClassifier(TorchMLPClassifier):
             return None  # a factory that does not name input_shape gets flat rows
         shape = guess_shape(n_features)
         if shape is None:
-            raise FedLabelsError(f"network {self.network!r} needs images, but rows of "
+            raise FedLabelsError(f"network {self._name()} needs images, but rows of "
                                  f"{n_features} features have no recorded image shape; set "
                                  "shape=C-H-W in the model spec (input_shape in Python).")
         return shape
@@ -285,7 +290,12 @@ def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClas
                              f"{factory!r}.")
     if "lr" in params:
         params["learning_rate"] = params.pop("lr")
+    if "shape" in params:  # the module spec's name for it
+        params["input_shape"] = params.pop("shape")
     try:
-        return TorchNetClassifier(network=factory, **params)
+        learner = TorchNetClassifier(network=factory, **params)
     except TypeError as exc:
-        raise FedLabelsError(f"TorchModel: {exc}.") from None
+        raise FedLabelsError(f"TorchModel{str(exc).replace('TorchNetClassifier.__init__()', '')}"
+                             .rstrip() + "; see help(fl.TorchModel).") from None
+    learner._validate_params()  # a wrong value now, not when the run fits it
+    return learner

@@ -153,8 +153,8 @@ def _check_plain_learner(learner: Any) -> None:
         raise UnsavableModelError(
             f"cannot save a model with your own {name} ({factory_name(value)}): a models "
             "file holds fedlabels' own architectures only, and loading one never imports "
-            "code; keep its weights with learner.state_dict() and rebuild it with your "
-            "factory.")
+            "code; in Python keep its weights with learner.state_dict() and rebuild it "
+            "with your factory.")
 
 
 class _Reader:

@@ -186,7 +186,12 @@ class RunConfig:
             size = parse_size(self.image_size)  # 32 or (32, 48), as Python and TOML give it
             self.image_size = None if size is None else f"{size[0]}x{size[1]}"
         for info in declared(type(self)):
-            info.validate(getattr(self, info.name))
+            value = getattr(self, info.name)
+            if isinstance(value, bool) and info.choices is not None \
+                    and {"on", "off"} <= set(info.choices):  # TOML's and Python's true/false
+                value = "on" if value else "off"
+                setattr(self, info.name, value)
+            info.validate(value)
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
         from fedlabels.data.shift import check_shift

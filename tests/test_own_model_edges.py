@@ -1,0 +1,116 @@
+"""Your own network where a user's first tries go wrong: a text learning rate, batch
+normalisation under DP-SGD or ``batch_clients=on`` (seen only once the network is built),
+a module missing when resuming, true/false for on/off settings, ``shape`` in Python, and a
+test size a dataset with its own test split does not use."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from torch import nn
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.data.registry import DatasetInfo, LoadedDataset
+
+
+def linear(n_features, n_classes):
+    return nn.Sequential(nn.Linear(n_features, n_classes))
+
+
+def with_batch_norm(n_features, n_classes):
+    return nn.Sequential(nn.Linear(n_features, 16), nn.BatchNorm1d(16), nn.ReLU(),
+                         nn.Linear(16, n_classes))
+
+
+@pytest.fixture(scope="module")
+def fed():
+    return fl.load_federation("digits", clients=3, unlabeled=60, private=240, test=60, seed=0)
+
+
+@pytest.mark.parametrize("spec", ["mlp(lr=abc)", "cnn(weight_decay=abc)", "mlp(lr=-1)"])
+def test_a_learning_rate_that_is_no_number_is_one_line_exit_2(tmp_path, capsys, spec):
+    code = main(["run", "--dataset", "digits", "--model", spec, "--output",
+                 str(tmp_path / "r.json"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "must be a number" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_torch_model_checks_its_parameters_when_made():
+    with pytest.raises(FedLabelsError, match=r"learning_rate \(lr\) must be a number > 0, "
+                                             r"got 'abc'"):
+        fl.TorchModel(linear, lr="abc")
+    with pytest.raises(FedLabelsError, match="weight_decay must be a number >= 0"):
+        fl.TorchModel(linear, weight_decay=-0.1)
+    with pytest.raises(FedLabelsError, match=r"^TorchModel got an unexpected keyword "
+                                             r"argument 'foo'; see help\(fl.TorchModel\)"):
+        fl.TorchModel(linear, foo=1)
+    assert fl.TorchModel(linear, shape=(1, 8, 8)).input_shape == (1, 8, 8)  # the spec's name
+
+
+def test_dp_sgd_refuses_your_batch_norm_network_once_built(fed):
+    with pytest.raises(FedLabelsError, match=r"DP-SGD, which needs per-example gradients.*"
+                                             r"batch normalisation"):
+        fl.run("dp-fedct", fed, model=fl.TorchModel(with_batch_norm), rounds=1,
+               options={"epsilon": 8, "mechanism": "dpsgd"}, progress=False)
+
+
+def test_batch_clients_on_refuses_your_batch_norm_network_once_built(fed):
+    with pytest.raises(FedLabelsError, match="batch_clients=on needs every client's learner"):
+        fl.run("fedct", fed, model=fl.TorchModel(with_batch_norm), rounds=1,
+               batch_clients="on", progress=False)
+    # auto trains it alone, and says so
+    result = fl.run("fedct", fed, model=fl.TorchModel(with_batch_norm), rounds=1,
+                    batch_clients="auto", progress=False)
+    assert result.extra["device"]["batched_clients"] is False
+
+
+def test_on_off_settings_take_true_and_false(fed):
+    result = fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, batch_clients=False,
+                    cuda_graphs=False, progress=False)
+    assert result.config["batch_clients"] == "off" and result.config["cuda_graphs"] == "off"
+    with pytest.raises(FedLabelsError, match="batch_clients must be one of auto, on, off"):
+        fl.run("fedct", fed, model="mlp(hidden=8)", batch_clients=2, progress=False)
+
+
+def test_resuming_without_the_runs_module_says_to_make_it_importable(tmp_path, monkeypatch):
+    (tmp_path / "mynets_resume.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+        def make(n_features, n_classes):
+            return nn.Sequential(nn.Linear(n_features, n_classes))
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "fedct", "--dataset", "digits", "--model",
+                 "module:mynets_resume:make", "--clients", "3", "--rounds", "2",
+                 "--output", str(out), "--no-progress"]) == 0
+    sys.path.remove(str(tmp_path))
+    sys.modules.pop("mynets_resume", None)
+    with pytest.raises(FedLabelsError, match=r"cannot resume .*r.checkpoint.npz: .*"
+                                             r"mynets_resume.*make its module importable as "
+                                             r"when the run started \(e.g. PYTHONPATH=.\)"):
+        fl.resume(out, rounds=3, progress=False)
+
+
+def test_a_test_size_is_named_as_unused_where_the_dataset_has_its_own_split(monkeypatch):
+    import fedlabels.data.loading as loading
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 4)), np.arange(200) % 2
+
+    def load():
+        return LoadedDataset(X, y, X_test=X[:30], y_test=y[:30])
+
+    info = DatasetInfo("toy_split", "toy", "generated", load,
+                       defaults={"n_unlabeled": 60, "n_private": None, "n_test": None})
+    monkeypatch.setattr(loading, "get_dataset", lambda *a, **k: info)
+    with pytest.warns(FedLabelsWarning, match=r"toy_split has its own test split \(30 rows\)"
+                                              r".*test=50 is not used"):
+        fed = loading.load_federation("toy_split", clients=2, test=50, seed=0)
+    assert len(fed.y_test) == 30
