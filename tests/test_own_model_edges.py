@@ -114,3 +114,59 @@ def test_a_test_size_is_named_as_unused_where_the_dataset_has_its_own_split(monk
                                               r".*test=50 is not used"):
         fed = loading.load_federation("toy_split", clients=2, test=50, seed=0)
     assert len(fed.y_test) == 30
+
+
+def test_a_factorys_own_arguments_come_from_the_spec(tmp_path, monkeypatch, fed):
+    (tmp_path / "mynets_kw.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+        def kw_net(n_features, n_classes, hidden=64, depth=1):
+            layers, width = [], n_features
+            for _ in range(depth):
+                layers += [nn.Linear(width, hidden), nn.ReLU()]
+                width = hidden
+            return nn.Sequential(*layers, nn.Linear(width, n_classes))
+
+        def any_net(n_features, n_classes, **extra):
+            return nn.Sequential(nn.Linear(n_features, int(extra.get("hidden", 4))), nn.ReLU(),
+                                 nn.Linear(int(extra.get("hidden", 4)), n_classes))
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = fl.run("fedct", fed, model="module:mynets_kw:kw_net(hidden=8,depth=2,lr=0.01)",
+                    rounds=1, progress=False)
+    net = result.client_models[0].model_
+    assert [m.out_features for m in net if isinstance(m, nn.Linear)] == [8, 8, 10]
+    assert result.client_models[0].learning_rate == 0.01  # the learner's own parameter
+    assert result.client_models[0].architecture_state()["network"] == \
+        "mynets_kw:kw_net(hidden=8,depth=2)"
+    wide = fl.run("fedct", fed, model="module:mynets_kw:any_net(hidden=5)", rounds=1,
+                  progress=False)
+    assert wide.client_models[0].model_[0].out_features == 5  # **kwargs takes any
+    with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) width for "
+                                             r"module:mynets_kw:kw_net; the learner takes lr, "
+                                             r".*the factory hidden, depth\."):
+        fl.run("fedct", fed, model="module:mynets_kw:kw_net(width=3)", progress=False)
+    with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) n_classes .*the learner "
+                                             r"passes them"):
+        fl.run("fedct", fed, model="module:mynets_kw:any_net(n_classes=3)", progress=False)
+
+
+def test_a_precision_for_models_that_are_not_torchs_is_a_warning(fed):
+    with pytest.warns(FedLabelsWarning, match="precision bf16 applies to torch models"):
+        fl.run("fedct", fed, model="dt", rounds=1, precision="bf16", progress=False)
+
+
+def test_an_hf_spec_names_itself_in_its_unknown_parameter_error(tmp_path):
+    with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) foo; hf takes"):
+        fl.run("fedct", "digits", model=f"hf(model_dir={tmp_path},foo=1)", progress=False)
+
+
+def test_make_federation_defaults_its_sizes_as_a_table_run_does():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(100, 3)), np.arange(100) % 2
+    fed = fl.make_federation(X, y)
+    # five clients; 20 test rows, then half of the 80 left is U and the rest private
+    assert fed.n_clients == 5 and len(fed.y_test) == 20 and len(fed.X_public) == 40
+    assert sum(len(c.y) for c in fed.clients) == 40
+    given = fl.make_federation(X, y, X_test=X[:10], y_test=y[:10], clients=2)
+    assert len(given.X_public) == 50 and given.n_clients == 2  # nothing of X held out

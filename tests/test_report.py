@@ -393,3 +393,17 @@ def test_a_file_given_twice_counts_once_and_a_copied_seed_is_named(tmp_path, cap
     assert main(["report", str(a), str(b), str(tmp_path / "copy.json"), "-o",
                  str(tmp_path / "s")]) == 0
     assert "seed(s) 0 appear in more than one result" in capsys.readouterr().err
+
+
+def test_the_rounds_table_has_one_column_order_whichever_round_is_evaluated_first():
+    every = _result("fedct", 0, [0.6, 0.7, 0.8])
+    thinned = _result("fedct", 0, [0.6, 0.7, 0.8])
+    for r in thinned.rounds[:2]:  # evaluated at the last round only (eval_every 3)
+        r.accuracies = None
+    for r in (*every.rounds, *thinned.rounds):
+        r.server["agreement"] = 0.9
+    columns = list(every.to_frame().columns)
+    assert list(thinned.to_frame().columns) == columns
+    assert columns[:3] == ["round", "local_steps", "acc_mean"]
+    assert columns[-3:] == ["bytes_up_mean", "bytes_down_mean", "seconds"]
+    assert thinned.to_frame()["acc_mean"].isna().tolist() == [True, True, False]

@@ -231,8 +231,8 @@ def make_federation(
     X: Any,
     y: Any,
     *,
-    clients: int,
-    unlabeled: int,
+    clients: int = 5,
+    unlabeled: int | None = None,
     private: int | None = None,
     test: int | None = None,
     test_fraction: float = 0.2,
@@ -253,10 +253,11 @@ def make_federation(
     ----------
     X, y : array-like or DataFrame / Series
         Features and labels. Labels may be integers ``0..C-1`` or strings (mapped).
-    clients : int
-        Number of clients m (>= 1).
-    unlabeled : int
-        Size of the public unlabeled set U (its labels are hidden from every party).
+    clients : int, default=5
+        Number of clients m (>= 1), as ``fedlabels run``'s default.
+    unlabeled : int, optional
+        Size of the public unlabeled set U (its labels are hidden from every party);
+        default half of the rows left after the test split, as for a ``csv:`` table.
     private : int, optional
         Total number of private labelled examples over all clients; default: all that remain.
     test : int, optional
@@ -358,6 +359,8 @@ def make_federation(
         Xt, yt = Xa[order[:n_test]], ya[order[:n_test]]
         pool = order[n_test:]
 
+    if n_unlabeled is None:  # as load_federation does for a user's table
+        n_unlabeled = max(1, len(pool) // 2)
     _check_size("unlabeled (|U|)", n_unlabeled, len(pool) - 1, "--unlabeled")
     remaining = len(pool) - n_unlabeled
     if n_private is None:

@@ -6,6 +6,7 @@ spec is parsed, without importing torch."""
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
@@ -18,10 +19,46 @@ _COMMON = ("lr", "weight_decay", "warm_start", "augment", "shape", "batch_size",
 PARAMS = {"cnn": ("arch", *_COMMON), "resnet18": ("width", *_COMMON), "module": _COMMON}
 
 
+#: what a factory is called with by the learner, never from a spec
+_BUILT_IN_ARGS = ("n_features", "n_classes", "input_shape")
+
+
+def factory_arguments(factory: Any) -> tuple[tuple[str, ...], bool]:
+    """The keyword parameters a factory takes besides those the learner passes, and whether
+    it takes any keyword (``**kwargs``)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return (), False
+    named = tuple(n for n, p in signature.parameters.items()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                  and n not in _BUILT_IN_ARGS)
+    return named, any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+
+
+def split_factory_arguments(params: dict[str, Any], factory: Any,
+                            path: str) -> dict[str, Any]:
+    """The parameters of a ``module:`` spec that are its factory's own (``hidden=8`` for
+    ``make(n_features, n_classes, hidden=64)``), taken out of ``params``; an unknown one is
+    an error naming both lists."""
+    named, takes_any = factory_arguments(factory)
+    own = [k for k in params if k not in PARAMS["module"] and k != "factory"]
+    reserved = sorted(set(own) & set(_BUILT_IN_ARGS))
+    unknown = reserved or sorted(k for k in own if k not in named and not takes_any)
+    if unknown:
+        passed = " (n_features, n_classes, input_shape: the learner passes them)" \
+            if reserved else ""
+        raise FedLabelsError(
+            f"unknown parameter(s) {', '.join(unknown)} for module:{path}; the learner "
+            f"takes {', '.join(PARAMS['module'])}, the factory "
+            f"{', '.join(named) if named else 'nothing more'}{passed}.")
+    return {k: params.pop(k) for k in own}
+
+
 def check_net(kind: str, params: dict[str, Any]) -> None:
-    """A network spec's parameters (``kind``: cnn, resnet18 or module)."""
-    unknown = sorted(set(params) - set(PARAMS[kind]) - ({"factory"} if kind == "module"
-                                                          else set()))
+    """A network spec's parameters (``kind``: cnn, resnet18 or module; a module's factory
+    arguments are checked against its signature, :func:`split_factory_arguments`)."""
+    unknown = [] if kind == "module" else sorted(set(params) - set(PARAMS[kind]))
     if unknown:
         raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; {kind} takes "
                              f"{', '.join(PARAMS[kind])}.")
@@ -63,8 +100,29 @@ def make_net(kind: str, n_classes: int, random_state: int, **params: Any) -> Any
     check_net(kind, params)
     network: Any = params.pop("arch", "small") if kind == "cnn" else kind
     if kind == "module":
-        network = import_factory(params.pop("factory"))
+        path = params.pop("factory")
+        network = import_factory(path)
+        own = split_factory_arguments(params, network, path)
+        if own:
+            network = BoundFactory(network, own)
     rename = {"lr": "learning_rate", "shape": "input_shape"}
     kwargs = {rename.get(k, k): v for k, v in params.items()}
     return TorchNetClassifier(network=network, n_classes=n_classes,
                               random_state=random_state, **kwargs)
+
+
+class BoundFactory:
+    """A factory with some of its keyword arguments given by the spec
+    (``module:mynets:make(hidden=8)``); named ``mynets:make(hidden=8)`` in results and
+    checkpoints, and called like the factory with the rest."""
+
+    def __init__(self, factory: Any, arguments: dict[str, Any]) -> None:
+        self.factory = factory
+        self.arguments = dict(arguments)
+        self.__module__ = getattr(factory, "__module__", "?")
+        shown = ",".join(f"{k}={v}" for k, v in self.arguments.items())
+        self.__qualname__ = f"{getattr(factory, '__qualname__', '?')}({shown})"
+        self.__signature__ = inspect.signature(factory)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.factory(**kwargs, **self.arguments)

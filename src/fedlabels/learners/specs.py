@@ -300,11 +300,16 @@ def _register_net(name: str, description: str) -> None:
         return make_net(name, n_classes, random_state, **params)
 
     def check(params: dict[str, Any]) -> None:
-        from fedlabels.learners.net_specs import check_net, import_factory
+        from fedlabels.learners.net_specs import (
+            check_net,
+            import_factory,
+            split_factory_arguments,
+        )
 
         check_net(name, params)
         if name == "module":
-            import_factory(params.get("factory", ""))
+            path = params.get("factory", "")
+            split_factory_arguments(dict(params), import_factory(path), path)
 
     register_model(name, factory, description, check=check)
 
@@ -315,8 +320,8 @@ _register_net("cnn", "torch CNN for images: the FedCT paper's cifar10 (Table 10)
 _register_net("resnet18", "torch ResNet-18 for small images (CIFAR stem); "
               "resnet18(width=64,lr=0.001,augment=false,shape=C-H-W)")
 _register_net("module", "your own torch network: module:PACKAGE.MODULE:FACTORY(lr=0.001,"
-              "batch_size=64,shape=C-H-W), FACTORY(n_features, n_classes, input_shape) -> "
-              "nn.Module")
+              "batch_size=64,shape=C-H-W, and the factory's own keywords), FACTORY(n_features, "
+              "n_classes, input_shape, ...) -> nn.Module")
 _register_lazy_text_model(
     "hf", "fedlabels.learners.transformer",
     "text: a local Hugging Face BERT-style model directory (offline) + linear head; "

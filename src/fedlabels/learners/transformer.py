@@ -47,11 +47,12 @@ _NUMS = {"lr": 0.0, "weight_decay": 0.0}  # > 0, except weight_decay >= 0
 SPEC_PARAMS = ("mode", "head", "model_dir", "warm_start", *_INTS, *_NUMS)
 
 
-def check_minilm(params: Mapping[str, Any]) -> None:
-    """The ``minilm`` spec's parameters, checked when the spec is parsed."""
+def check_minilm(params: Mapping[str, Any], name: str = "minilm") -> None:
+    """The ``minilm`` spec's parameters (or ``name``'s, which takes them), checked when the
+    spec is parsed."""
     unknown = sorted(set(params) - set(SPEC_PARAMS))
     if unknown:
-        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; minilm takes "
+        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; {name} takes "
                              f"{', '.join(SPEC_PARAMS)}.")
     for name, choices in (("mode", MODES), ("head", HEADS)):
         if name in params and params[name] not in choices:
@@ -89,7 +90,7 @@ _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.j
 def check_hf(params: Mapping[str, Any]) -> None:
     """``hf(model_dir=PATH, ...)``: a local model directory with its config, tokenizer and
     weights (checked when the spec is parsed), and the parameters of ``minilm``."""
-    check_minilm(params)
+    check_minilm(params, "hf")
     if not params.get("model_dir"):
         raise FedLabelsError("hf needs model_dir=PATH, a local Hugging Face model directory "
                              "(config.json, tokenizer.json and the weights).")

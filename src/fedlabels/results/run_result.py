@@ -199,7 +199,15 @@ class RunResult:
                          "bytes_up_mean": float(np.mean(r.bytes_up)),
                          "bytes_down_mean": float(np.mean(r.bytes_down)),
                          "seconds": r.seconds})
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        # one column order whatever round is evaluated first (a run evaluated every k rounds
+        # has no accuracy in its first rows), so tables of different runs line up
+        columns = list(frame.columns)
+        head = ["round", "local_steps", *(c for c in columns if c.startswith("acc_")),
+                *(c for c in ("rmse_mean", "r2_mean") if c in columns)]
+        tail = ["bytes_up_mean", "bytes_down_mean", "seconds"]
+        middle = [c for c in columns if c not in head and c not in tail]
+        return frame[[c for c in (*head, *middle, *tail) if c in columns]]
 
     def save_json(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write the result JSON (atomically) to ``path``, which must end in ``.json``; an

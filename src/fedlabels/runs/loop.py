@@ -132,6 +132,15 @@ class RunPlan:
 
             devices = self.devices()
             place_learners(learners, [devices[c] for c in cids], self.precision)
+        elif self.precision != "fp32" and learners:
+            import warnings
+
+            from fedlabels.core.errors import FedLabelsWarning
+
+            warnings.warn(FedLabelsWarning(
+                f"precision {self.precision} applies to torch models (mlp, cnn, your own "
+                "module, minilm); this run has none, so it computes as in fp32."),
+                stacklevel=2)
 
     def device_record(self) -> dict[str, Any]:
         """The result's ``device`` entry: devices used, their names, precision."""
