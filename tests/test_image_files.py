@@ -267,3 +267,25 @@ def test_a_tables_rows_without_a_label_are_named(tmp_path):
     with pytest.raises(FedLabelsError, match=r"t.csv has 2 row\(s\) without a label in column "
                                              r"'y' \(data row\(s\) 2, 4\)"):
         fl.load_federation(f"csv:{tmp_path / 't.csv'}:y", clients=2)
+
+
+def test_image_features_are_named_by_channel_row_and_column(tmp_path, capsys):
+    grey_folder(tmp_path / "grey", count=10, side=4)
+    fed = fl.load_federation(f"imagefolder:{tmp_path / 'grey'}", clients=2, seed=0)
+    assert fed.feature_names[:5] == ["row0_col0", "row0_col1", "row0_col2", "row0_col3",
+                                     "row1_col0"] and len(fed.feature_names) == 16
+    rgb = tmp_path / "rgb"
+    for name in ("a", "b"):
+        (rgb / name).mkdir(parents=True)
+        for i in range(5):
+            Image.fromarray(np.full((2, 3, 3), 40 * i, np.uint8)).save(rgb / name / f"{i}.png")
+    names = fl.load_federation(f"imagefolder:{rgb}", clients=2, seed=0).feature_names
+    assert names[0] == "ch0_row0_col0" and names[6] == "ch1_row0_col0"
+    assert names[-1] == "ch2_row1_col2" and len(names) == 18
+    out = tmp_path / "dt.json"
+    assert main(["run", "--method", "local", "--dataset", f"imagefolder:{tmp_path / 'grey'}",
+                 "--model", "dt", "--clients", "2", "--output", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(out)]) == 0
+    assert "row" in capsys.readouterr().out  # a split on a named pixel, not x5

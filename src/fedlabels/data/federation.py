@@ -139,7 +139,7 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
         if not _all_finite(X):
             raise FedLabelsError(f"{what} contains non-finite values; impute or drop them "
                                  "before federating.")
-        return X, [f"x{i}" for i in range(X.shape[1])]
+        return X, list(X.names) if X.names is not None else [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
         from fedlabels.data.columns import check_feature_columns
         from fedlabels.data.preprocessing import categorical_columns

@@ -304,6 +304,14 @@ def _paths_key(table: Path, files: list[Path], size: tuple[int, int] | None) -> 
     return f"{group}-{digest.hexdigest()[:24]}"
 
 
+def pixel_names(shape: tuple[int, int, int]) -> list[str]:
+    """The features' names of image rows (C, H, W) laid out channels first: ``row3_col5``
+    for grey images, ``ch1_row3_col5`` for colour (what inspect shows a tree's split on)."""
+    c, h, w = shape
+    cells = [f"row{y}_col{x}" for y in range(h) for x in range(w)]
+    return cells if c == 1 else [f"ch{k}_{cell}" for k in range(c) for cell in cells]
+
+
 def unit_float32(pixels: np.ndarray) -> np.ndarray:
     """uint8 pixels -> float32 in [0, 1]."""
     out = pixels.astype(np.float32)

@@ -20,17 +20,21 @@ class LazyRows:
     ``convert`` must work element by element, so that any row gives the same values
     whichever block it is read in. ``table``: the rows' other columns where they came from a
     table (a ``csv:`` table's images: its sites for a ``column:NAME`` partition), never
-    features.
+    features. ``names``: the features' names (``x0``, ``x1``, ... without).
     """
 
     ndim = 2
 
     def __init__(self, source: np.ndarray, convert: Callable[[np.ndarray], np.ndarray],
-                 dtype: Any = np.float32, table: Any = None) -> None:
+                 dtype: Any = np.float32, table: Any = None,
+                 names: list[str] | None = None) -> None:
         if source.ndim != 2:
             raise FedLabelsError(f"LazyRows needs a 2-D source, got shape {source.shape}.")
+        if names is not None and len(names) != source.shape[1]:
+            raise FedLabelsError(f"LazyRows has {source.shape[1]} columns, {len(names)} names.")
         self.source = source
         self.table = table
+        self.names = names
         self.convert = convert
         self.dtype = np.dtype(dtype)
 

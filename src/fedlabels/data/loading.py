@@ -34,13 +34,15 @@ def load_table(dataset: str, *, sep: str | None = None,
             image_column_pixels,
             image_input,
             parse_size,
+            pixel_names,
             unit_float32,
         )
 
         images = image_column_pixels(info, raw, image_column, image_size)
         # the table's other columns stay beside the pixels: a column:NAME partition's sites
         others = raw.X.drop(columns=[image_column])
-        return info, replace(raw, X=LazyRows(images.pixels, unit_float32, table=others),
+        return info, replace(raw, X=LazyRows(images.pixels, unit_float32, table=others,
+                                             names=pixel_names(images.shape)),
                              image_shape=images.shape,
                              image_input=image_input(images.shape, parse_size(image_size),
                                                      images.peak, image_column))

@@ -213,10 +213,16 @@ def _image_folder_info(spec: str, image_size: str | None) -> DatasetInfo:
     size = parse_size(image_size)
 
     def load() -> LoadedDataset:
-        from fedlabels.data.images import image_input, load_image_folder, unit_float32
+        from fedlabels.data.images import (
+            image_input,
+            load_image_folder,
+            pixel_names,
+            unit_float32,
+        )
 
         folder = load_image_folder(root, size)
-        return LoadedDataset(LazyRows(folder.pixels, unit_float32),
+        return LoadedDataset(LazyRows(folder.pixels, unit_float32,
+                                      names=pixel_names(folder.shape)),
                              np.asarray(folder.classes, dtype=object)[folder.labels],
                              image_shape=folder.shape,
                              image_input=image_input(folder.shape, size, folder.peak))
