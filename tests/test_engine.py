@@ -175,7 +175,7 @@ def test_quorum_outside_range(breast_cancer_fed, quorum):
 
 
 def test_fedavg_rejects_models_without_parameters(breast_cancer_fed):
-    with pytest.raises(FedLabelsError, match=r"FedAvg .* torch 'mlp'"):
+    with pytest.raises(FedLabelsError, match=r"FedAvg .* torch model .*'mlp'"):
         fl.run("fedavg", breast_cancer_fed, model="dt")
 
 

@@ -67,3 +67,17 @@ def test_hf_model_runs_fedct_offline(seq_cls_dir):
     result = fl.run("fedct", fed, model=f"hf(model_dir={seq_cls_dir},mode=lora,r=2)",
                     rounds=2, period=3, seed=0, progress=False)
     assert len(result.final["client_accuracies"]) == 3
+
+
+def test_max_len_stays_within_the_models_positions(seq_cls_dir):
+    from fedlabels.core.errors import FedLabelsError
+
+    (spec,) = parse_model_spec(f"hf(model_dir={seq_cls_dir})")
+    learner = build_learner(spec, n_classes=2, random_state=0)
+    assert learner.max_len == 16  # the default 64 capped at its max_position_embeddings
+    long = " ".join(["good"] * 40)  # more tokens than the model has positions
+    X = np.array([long, "bad film"] * 4, dtype=object)
+    learner.fit(X, np.array([1, 0] * 4))
+    assert learner.predict(X).shape == (8,)
+    with pytest.raises(FedLabelsError, match=r"max_len=64 is more than the 16 positions"):
+        parse_model_spec(f"hf(model_dir={seq_cls_dir},max_len=64)")

@@ -52,6 +52,9 @@ def test_mlp_models_are_described():
     desc = fl.inspect_models(result, client=0)
     assert len(desc) == 1 and desc[0]["kind"] == "opaque"
     assert desc[0]["n_parameters"] == 13 * 8 + 8 + 8 * 3 + 3
+    # a network: its layers and what it trains, no thresholds' units to speak of
+    assert "layers: Linear(13->8), ReLU, Linear(8->3)" in desc[0]["text"]
+    assert "trained parameters" in desc[0]["text"] and desc[0]["units"] is None
     assert fl.inspect_models(result)[1]["n_parameters"] == 13 * 8 + 8 + 8 * 3 + 3
     with pytest.raises(fl.FedLabelsError, match="client 7 does not exist"):
         fl.inspect_models(result, client=7)

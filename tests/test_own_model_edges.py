@@ -153,7 +153,14 @@ def test_a_factorys_own_arguments_come_from_the_spec(tmp_path, monkeypatch, fed)
 
 def test_a_precision_for_models_that_are_not_torchs_is_a_warning(fed):
     with pytest.warns(FedLabelsWarning, match="precision bf16 applies to torch models"):
-        fl.run("fedct", fed, model="dt", rounds=1, precision="bf16", progress=False)
+        result = fl.run("fedct", fed, model="dt", rounds=1, precision="bf16", progress=False)
+    # the result says what the run computed in, and what was asked
+    assert result.extra["device"]["precision"] == "fp32"
+    assert result.extra["device"]["precision_asked"] == "bf16"
+    torch_run = fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, precision="bf16",
+                       progress=False)
+    assert torch_run.extra["device"]["precision"] == "bf16"
+    assert "precision_asked" not in torch_run.extra["device"]
 
 
 def test_an_hf_spec_names_itself_in_its_unknown_parameter_error(tmp_path):
@@ -170,3 +177,27 @@ def test_make_federation_defaults_its_sizes_as_a_table_run_does():
     assert sum(len(c.y) for c in fed.clients) == 40
     given = fl.make_federation(X, y, X_test=X[:10], y_test=y[:10], clients=2)
     assert len(given.X_public) == 50 and given.n_clients == 2  # nothing of X held out
+
+
+def test_batch_clients_on_names_the_one_reason_it_cannot(fed):
+    with pytest.raises(FedLabelsError, match="batch_clients=on needs every client's learner") \
+            as caught:
+        fl.run("fedct", fed, model="dt", rounds=1, batch_clients="on", progress=False)
+    assert "reproducible" not in str(caught.value)
+    with pytest.raises(FedLabelsError, match="one reproducible noise stream"):
+        fl.run("dp-fedct", fed, model="mlp(hidden=8)", rounds=1, batch_clients="on",
+               insecure_reproducible_noise=True, options={"epsilon": 8}, progress=False)
+
+
+def test_averaging_a_model_without_weights_suggests_one_for_the_data(capsys, tmp_path):
+    words = ["good film", "bad film", "great plot", "awful plot"]
+    (tmp_path / "t.csv").write_text("text,y\n" + "".join(
+        f"{words[i % 4]} {i},{i % 2}\n" for i in range(60)))
+    text = ["--text-column", "text"]
+    for dataset, extra, model, hint in [
+            ("digits", [], "dt", "'mlp', 'cnn'"),
+            (f"csv:{tmp_path / 't.csv'}:y", text, "tfidf", "'minilm' or 'hf(model_dir=...)'")]:
+        code = main(["run", "--method", "fedavg", "--dataset", dataset, *extra, "--model",
+                     model, "--output", str(tmp_path / "r.json"), "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"for this data: {hint}" in err, err

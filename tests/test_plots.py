@@ -173,3 +173,28 @@ def test_a_metric_that_does_not_apply_says_why(tmp_path, capsys):
     assert "n/a" in captured.out.splitlines()[2]
     assert "--metric sensitivity is n/a for this run: it applies to binary tasks only" in \
         captured.err
+
+
+def test_runs_alike_but_for_model_arguments_or_period_are_told_apart():
+    fed = fl.load_federation("breast_cancer", clients=3, seed=0)
+    results = [fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=2, seed=0,
+                      progress=False),
+               fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=3, seed=0,
+                      progress=False),
+               fl.run("fedct", fed, model="mlp(hidden=16)", rounds=1, period=2, seed=0,
+                      progress=False)]
+    labels, _ = legend_labels(results)
+    assert labels == ["fedct · mlp (model=mlp(hidden=8), period=2)",
+                      "fedct · mlp (model=mlp(hidden=8), period=3)",
+                      "fedct · mlp (model=mlp(hidden=16), period=2)"]
+    labels, _ = legend_labels([results[0], results[0]])  # identical runs: still numbered
+    assert labels[0].endswith("#1") and labels[1].endswith("#2")
+    fig = accuracy_figure(results * 2)  # six long labels: one column, within the figure
+    try:
+        fig.canvas.draw()
+        (legend,) = fig.legends
+        assert legend.get_window_extent().width <= fig.bbox.width
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)

@@ -266,12 +266,22 @@ def test_cli_refuses_cuda_graphs_on_the_cpu_in_one_line(capsys):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="auto means CUDA here")
 def test_run_refuses_graphs_when_auto_finds_no_gpu():
     fed = fl.load_federation("digits", clients=3, seed=0)
+    for together in ("auto", "on"):  # the missing GPU is named, whatever batch_clients
+        with pytest.raises(FedLabelsError, match=r"do not train on CUDA \(device=auto found "
+                                                 r"no CUDA GPU here\)"):
+            fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=2, progress=False,
+                   batch_clients=together, cuda_graphs="on", device="auto")
+
+
+def test_graphs_need_the_clients_trained_together_on_cuda():
+    from fedlabels.engines.inprocess import use_graphs
+
+    assert use_graphs("on", True, ["cuda:0", "cuda:0"]) is True
+    assert use_graphs("off", False, ["cpu"]) is False
     with pytest.raises(FedLabelsError, match="do not train together"):
-        fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=2, progress=False,
-               device="auto", cuda_graphs="on")
-    with pytest.raises(FedLabelsError, match="do not train on CUDA"):
-        fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, period=2, progress=False,
-               batch_clients="on", cuda_graphs="on", device="auto")
+        use_graphs("on", False, ["cuda:0", "cuda:0"])
+    with pytest.raises(FedLabelsError, match=r"do not train on CUDA; use"):
+        use_graphs("on", True, ["cpu", "cpu"], "cpu")
 
 
 def test_a_run_records_its_cuda_graphs_setting():

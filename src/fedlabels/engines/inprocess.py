@@ -169,7 +169,7 @@ def simulate(
         bad, attack_used = session.malicious, session.attack
         meter = CommMeter()
         together = use_together(batch_clients, plan, learners)
-        graphs = use_graphs(cuda_graphs, together, plan.devices())
+        graphs = use_graphs(cuda_graphs, together, plan.devices(), plan.device)
         placement = placement_for(offload, plan, clients)
         one_process = in_process_only(plan.devices(), together, wrap_grid is not None)
         if one_process is None and placement is not None:
@@ -215,7 +215,7 @@ def simulate(
             if pool is not None:
                 pool.close()
         extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
-        extra["device"] = {**plan.device_record(), "batched_clients": together,
+        extra["device"] = {**plan.device_record(learners), "batched_clients": together,
                            "cuda_graphs": {"asked": cuda_graphs, "graphed_calls":
                                            in_process.graphed_calls if together else 0},
                            "offload": {"asked": offload, "offloaded_clients": []}
@@ -301,21 +301,27 @@ def placement_for(offload: str, plan: Any, clients: Mapping[int, Any]) -> Any:
     return Placement(offload, {cid: devices[cid] for cid in clients})
 
 
-def use_graphs(cuda_graphs: str, together: bool, devices: list[str]) -> bool:
+def use_graphs(cuda_graphs: str, together: bool, devices: list[str],
+               asked: str = "cuda") -> bool:
     """Whether the clients trained together replay their step as a CUDA graph: ``on``
-    needs them trained together on CUDA (a one-line error otherwise), ``off`` never."""
+    needs them trained together on CUDA (a one-line error otherwise, naming which of the
+    two is missing; ``asked``: the device setting), ``off`` never."""
     from fedlabels.core.errors import FedLabelsError
 
     if cuda_graphs not in ("off", "on"):
         raise FedLabelsError(f"cuda_graphs must be on or off, got {cuda_graphs!r}.")
     if cuda_graphs == "off":
         return False
-    if not together or not all(d.startswith("cuda") for d in devices):
-        where = "on CUDA" if together else "together"
+    if not all(d.startswith("cuda") for d in devices):
+        why = " (device=auto found no CUDA GPU here)" if asked == "auto" else ""
         raise FedLabelsError(
             f"cuda_graphs=on replays the step of clients trained together on CUDA, and "
-            f"this run's clients do not train {where} (batch_clients, device, models: "
-            "docs/neural.md); use cuda_graphs=off.")
+            f"this run's clients do not train on CUDA{why}; use cuda_graphs=off.")
+    if not together:
+        raise FedLabelsError(
+            "cuda_graphs=on replays the step of clients trained together on CUDA, and this "
+            "run's clients do not train together (batch_clients, models: docs/neural.md); "
+            "use cuda_graphs=off.")
     return True
 
 
@@ -335,6 +341,11 @@ def use_together(batch_clients: str, plan: Any, learners: list[Any]) -> bool:
 
         able = all(batchable(ln) for ln in learners)
     if batch_clients == "on":
+        if is_reproducible():
+            raise FedLabelsError(
+                "batch_clients=on trains the clients in threads that would draw from the one "
+                "reproducible noise stream (insecure_reproducible_noise) in thread order; "
+                "use batch_clients=auto or off.")
         if not able:
             from fedlabels.learners.batched import NOT_BATCHABLE
 

@@ -42,8 +42,8 @@ from fedlabels.learners.step_graphs import MIN_STEPS, replay_steps
 #: why ``batch_clients=on`` refuses a run
 NOT_BATCHABLE = ("batch_clients=on needs every client's learner to be a torch classifier that "
                  "trains batched (Adam, the default loss, no batch normalisation or dropout: "
-                 "mlp, cnn(arch=small), your own module without them) and no reproducible "
-                 "noise; use batch_clients=auto or off.")
+                 "mlp, cnn(arch=small), your own module without them); use batch_clients="
+                 "auto or off.")
 
 
 def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:

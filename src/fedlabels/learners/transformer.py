@@ -104,6 +104,23 @@ def check_hf(params: Mapping[str, Any]) -> None:
     if not any((root / name).is_file() for name in _WEIGHTS):
         raise FedLabelsError(f"hf model_dir {root} has no weights ({' or '.join(_WEIGHTS[:2])}"
                              "); save the model with save_pretrained, or copy its weights.")
+    limit = position_limit(root)
+    if limit is not None and "max_len" in params and int(params["max_len"]) > limit:
+        raise FedLabelsError(f"max_len={params['max_len']} is more than the {limit} positions "
+                             f"of hf model_dir {root} (max_position_embeddings); use "
+                             f"max_len<={limit}.")
+
+
+def position_limit(root: Path) -> int | None:
+    """How many tokens a model directory's encoder takes (``max_position_embeddings`` of
+    its ``config.json``); ``None`` where it does not say."""
+    import json
+
+    try:
+        value = json.loads((root / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, int) and value > 1 else None
 
 
 def make_hf(n_classes: int, random_state: int, **params: Any) -> TransformerClassifier:
@@ -111,6 +128,9 @@ def make_hf(n_classes: int, random_state: int, **params: Any) -> TransformerClas
     head is replaced by ours) + mean pooling + head; ``mode`` defaults to ``full``."""
     check_hf(params)
     params.setdefault("mode", "full")
+    limit = position_limit(Path(str(params["model_dir"])))
+    if limit is not None and "max_len" not in params:  # the default, within the model's
+        params["max_len"] = min(64, limit)
     return make_minilm(n_classes, random_state, **params)
 
 

@@ -67,9 +67,15 @@ def check_weight_learners(method: str, learners: list[Any]) -> None:
     """Averaging needs models that expose their parameters, the same architecture at all."""
     bad = sorted({type(ln).__name__ for ln in learners if not has_weights(ln)})
     if bad:
-        raise FedLabelsError(f"{method} averages model parameters and needs a model that "
-                             f"exposes them (the torch 'mlp'); got {', '.join(bad)}. "
-                             "Use --method fedct to train models that cannot be averaged.")
+        from fedlabels.learners.text_input import accepts_text
+
+        text = any(accepts_text(ln) for ln in learners)
+        which = ("'minilm' or 'hf(model_dir=...)'" if text
+                 else "'mlp', 'cnn' or your own 'module:...'")
+        raise FedLabelsError(f"{method} averages model parameters and needs a torch model "
+                             f"that exposes them (for this data: {which}); got "
+                             f"{', '.join(bad)}. Use --method fedct to train models that "
+                             "cannot be averaged.")
     shapes = {repr({k: v for k, v in ln.get_params().items() if k != "random_state"})
               for ln in learners}
     if len(shapes) > 1:

@@ -165,16 +165,38 @@ def describe_model(model: Any, feature_names: list[str] | None = None,
         if not out["feature_importances"]:
             out["feature_importances"] = _top(np.abs(coef).sum(axis=0), names, top)
     else:
-        n_params = None
-        if callable(getattr(inner, "get_weights", None)):
+        n_params, what = None, "parameters"
+        if callable(getattr(inner, "get_weights", None)):  # a torch learner: what it trains
             n_params = int(sum(np.asarray(w).size for w in inner.get_weights()))
+            what = "trained parameters"
         elif hasattr(inner, "coefs_"):
             n_params = int(sum(w.size for w in inner.coefs_) +
                            sum(b.size for b in inner.intercepts_))
+        layers = _layers(inner)
         out.update(kind="opaque", n_parameters=n_params,
                    text=f"{kind}: no built-in interpretation"
-                        + (f" ({n_params:,} parameters)" if n_params else ""))
+                        + (f" ({n_params:,} {what})" if n_params else "")
+                        + (f"\nlayers: {layers}" if layers else ""))
     return out
+
+
+def _layers(learner: Any, most: int = 12) -> str:
+    """A torch network's top-level layers, one short name each (``Linear(784->512)``,
+    ``Conv2d(1->32, 3x3)``, ``ReLU``); empty for anything else."""
+    walk = getattr(getattr(learner, "model_", None), "children", None)
+    children = list(walk()) if callable(walk) else []
+    names = []
+    for layer in children[:most]:
+        kind = type(layer).__name__
+        if hasattr(layer, "in_features") and hasattr(layer, "out_features"):
+            kind += f"({layer.in_features}->{layer.out_features})"
+        elif hasattr(layer, "in_channels") and hasattr(layer, "kernel_size"):
+            k = layer.kernel_size
+            size = "x".join(map(str, k)) if isinstance(k, tuple) else str(k)
+            kind += f"({layer.in_channels}->{layer.out_channels}, {size})"
+        names.append(kind)
+    more = f", ... ({len(children) - most} more)" if len(children) > most else ""
+    return ", ".join(names) + more
 
 
 def inspect_models(result: Any, feature_names: list[str] | None = None, top: int = 10,
@@ -208,7 +230,8 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
             continue
         desc = describe_model(model, names, classes, top=top, scaling=scaling)
         spec = specs[cid] if cid < len(specs) else (specs[0] if specs else "")
-        out.append({"client": cid, "spec": spec, **desc, "units": units_note(preprocessing)})
+        units = units_note(preprocessing) if desc["kind"] != "opaque" else None
+        out.append({"client": cid, "spec": spec, **desc, "units": units})
     return out
 
 

@@ -8,6 +8,7 @@ extended runs say so in their legend entry.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -92,12 +93,40 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
         alike = [e for n, e in zip(names, described, strict=True) if n == name]
         labels.append(name + "".join(f", {d[k]}" for k in varying
                                      if k == "dataset" or len({e[k] for e in alike}) > 1))
+    for label in {x for x in labels if labels.count(x) > 1}:  # the settings that differ
+        at = [i for i, x in enumerate(labels) if x == label]
+        shown = ("dataset", "clients", "partition", "seed", "rounds", "output", "overwrite")
+        configs = [{k: v for k, v in (results[i].config or {}).items() if k not in shown}
+                   for i in at]
+        for i, text in zip(at, setting_differences(configs), strict=True):
+            labels[i] += f" ({text})" if text != "other settings" else ""
     if len(set(labels)) < len(labels):
         labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
     labels = [shorten(label) + (f" [{s}]" if (s := rounds_status(r)) else "")
               for label, r in zip(labels, results, strict=True)]
     shared = [described[0][k] for k in ("dataset", "clients") if k not in varying]
     return labels, ", ".join(shared)
+
+
+def setting_differences(configs: Sequence[dict[str, Any]]) -> list[str]:
+    """For configurations that would read alike, each one's settings that tell it apart:
+    ``model=mlp(hidden=64), period=20`` (nested ones by name: ``audit``)."""
+    keys = sorted({k for cfg in configs for k in cfg})
+    differ = [k for k in keys if len({json.dumps(cfg.get(k), sort_keys=True, default=str)
+                                      for cfg in configs}) > 1]
+    return [_settings(cfg, differ) for cfg in configs]
+
+
+def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
+    """``rounds=5, audit``: scalar settings with their value, nested ones by name."""
+    shown = []
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, dict | list):
+            shown.append(key if value else f"no {key}")
+        elif value is not None:
+            shown.append(f"{key}={value}")
+    return ", ".join(shown) or "other settings"
 
 
 def plot_accuracy(results: Sequence[RunResult], path: str | Path,
@@ -118,7 +147,7 @@ def plot_accuracy(results: Sequence[RunResult], path: str | Path,
     path = Path(path)
     try:
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=120, format=fmt)
+            fig.savefig(tmp, dpi=120, format=fmt, bbox_inches="tight")  # all of a wide legend
     finally:
         plt.close(fig)
     return path
@@ -141,8 +170,9 @@ def place_legend(fig: Any, ax: Any) -> None:
     """The legend below the axes (outside them, so it never covers data), in two columns
     when long."""
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, fontsize=8, ncol=1 if len(labels) <= 3 else 2,
+    if handles:  # two columns of long labels would be wider than the figure
+        wide = len(labels) <= 3 or max(len(label) for label in labels) > 48
+        fig.legend(handles, labels, fontsize=8, ncol=1 if wide else 2,
                    frameon=False, loc="outside lower center")
 
 

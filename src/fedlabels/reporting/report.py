@@ -25,6 +25,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
+from fedlabels.reporting.plots import setting_differences
 from fedlabels.results import RunResult, load_result
 
 # config entries that do not change what is run
@@ -111,24 +112,9 @@ def group_runs(results: Sequence[RunResult]) -> list[Configuration]:
         by_label.setdefault(conf.label, []).append(conf)
     for alike in (confs for confs in by_label.values() if len(confs) > 1):
         configs = [_config(c.runs[0]) for c in alike]
-        keys = sorted({k for cfg in configs for k in cfg})
-        differ = [k for k in keys if len({json.dumps(cfg.get(k), sort_keys=True, default=str)
-                                          for cfg in configs}) > 1]
-        for conf, cfg in zip(alike, configs, strict=True):
-            conf.label += f" ({_settings(cfg, differ)})"
+        for conf, text in zip(alike, setting_differences(configs), strict=True):
+            conf.label += f" ({text})"
     return out
-
-
-def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
-    """``rounds=5, audit``: scalar settings with their value, nested ones by name."""
-    shown = []
-    for key in keys:
-        value = config.get(key)
-        if isinstance(value, dict | list):
-            shown.append(key if value else f"no {key}")
-        elif value is not None:
-            shown.append(f"{key}={value}")
-    return ", ".join(shown) or "other settings"
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:

@@ -25,7 +25,7 @@ def png(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")  # all of a wide legend
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 

@@ -142,11 +142,17 @@ class RunPlan:
                 "module, minilm); this run has none, so it computes as in fp32."),
                 stacklevel=2)
 
-    def device_record(self) -> dict[str, Any]:
-        """The result's ``device`` entry: devices used, their names, precision."""
+    def device_record(self, learners: list[Any] | None = None) -> dict[str, Any]:
+        """The result's ``device`` entry: devices used, their names, precision. Given the
+        run's ``learners``, the precision is what they computed in: fp32 where none is a
+        torch model (``precision_asked`` then keeps what was asked)."""
         from fedlabels.learners.devices import summary
 
-        return summary(self.devices(), self.precision, self.device)
+        record = summary(self.devices(), self.precision, self.device)
+        if learners and self.precision != "fp32" and \
+                not any(callable(getattr(ln, "place", None)) for ln in learners):
+            record.update(precision="fp32", precision_asked=self.precision)
+        return record
 
     def context(self, truth_public: np.ndarray | None = None) -> MethodContext:
         return MethodContext(self.settings, list(self.client_seeds), self.server_seed,
