@@ -454,8 +454,8 @@ def run_cuda_tests(dry_run: bool) -> int:
                    if "pytest.mark.cuda" in f.read_text())
     command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-m", "cuda",
                *files]
-    if dry_run:
-        command.append("--collect-only")
+    if dry_run:  # the tests found, a count per file (not every test's name)
+        command += ["--collect-only", "-q"]
     print("$", " ".join(command), flush=True)
     return subprocess.call(command, cwd=root)
 

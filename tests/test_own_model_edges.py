@@ -201,3 +201,23 @@ def test_averaging_a_model_without_weights_suggests_one_for_the_data(capsys, tmp
                      model, "--output", str(tmp_path / "r.json"), "--no-progress"])
         err = capsys.readouterr().err
         assert code == 2 and f"for this data: {hint}" in err, err
+
+
+def test_the_console_says_where_a_run_trained_when_it_asked_for_more_than_the_cpu(
+        tmp_path, capsys):
+    from fedlabels.results import device_line
+
+    base = ["run", "--dataset", "digits", "--model", "mlp(hidden=8)", "--rounds", "1",
+            "--no-progress"]
+    assert main([*base, "--output", str(tmp_path / "a.json")]) == 0
+    assert "device:" not in capsys.readouterr().out  # the default: nothing more to say
+    assert main([*base, "--device", "auto", "--batch-clients", "on", "--precision", "bf16",
+                 "--output", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "device: cpu (device=auto found no CUDA GPU), bf16, clients trained together" \
+        in out
+    line = device_line({"asked": "cuda", "devices": ["cuda:0"], "precision": "fp32",
+                        "device_names": {"cuda:0": "NVIDIA H100"}, "batched_clients": True,
+                        "cuda_graphs": {"asked": "on", "graphed_calls": 12}})
+    assert line == ("device: cuda:0 (NVIDIA H100), fp32, clients trained together, 12 calls "
+                    "replayed as CUDA graphs")

@@ -41,12 +41,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
     """Write the run's files, print its table; 130 for an interrupted run."""
-    from fedlabels.results import privacy_line
+    from fedlabels.results import device_line, privacy_line
     from fedlabels.runs.progress import info
 
     save_result(result, files)
     show_table(result, metric)
     info(f"\nresult: {files['result']}  (rounds: {files['rounds table']})")
+    where = device_line(result.extra.get("device") or {})
+    if where:  # only where the run asked for more than the CPU, fp32, one by one
+        info(where)
     line = privacy_line(result.extra.get("privacy") or {})
     if line:
         info(line)

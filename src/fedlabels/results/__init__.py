@@ -3,11 +3,12 @@
 from fedlabels.results.run_result import (
     RoundRecord,
     RunResult,
+    device_line,
     format_table,
     load_result,
     privacy_line,
     table_warnings,
 )
 
-__all__ = ["RoundRecord", "RunResult", "format_table", "load_result", "privacy_line",
-           "table_warnings"]
+__all__ = ["RoundRecord", "RunResult", "device_line", "format_table", "load_result",
+           "privacy_line", "table_warnings"]

@@ -371,6 +371,30 @@ def _result_from_dict(data: dict[str, Any]) -> RunResult:
                      extra={k: v for k, v in data.items() if k not in known})
 
 
+def device_line(device: dict[str, Any]) -> str | None:
+    """``device: cuda:0 (NVIDIA H100), bf16, clients trained together`` for a run that asked
+    for more than the default (the CPU, fp32, one client after another); ``None`` else."""
+    if not device:
+        return None
+    asked, used = device.get("asked", "cpu"), list(device.get("devices") or [])
+    precision = device.get("precision", "fp32")
+    together = bool(device.get("batched_clients"))
+    graphs = (device.get("cuda_graphs") or {}).get("graphed_calls") or 0
+    if asked == "cpu" and precision == "fp32" and not together and not device.get(
+            "precision_asked"):
+        return None
+    names = device.get("device_names") or {}
+    where = ", ".join(f"{d} ({names[d]})" if d in names else d for d in used) or "cpu"
+    parts = [where + (" (device=auto found no CUDA GPU)" if asked == "auto" and
+                      not any(d.startswith("cuda") for d in used) else "")]
+    parts.append(precision + (f" (asked {device['precision_asked']}: no torch model)"
+                              if device.get("precision_asked") else ""))
+    parts.append("clients trained together" if together else "clients one by one")
+    if graphs:
+        parts.append(f"{graphs} calls replayed as CUDA graphs")
+    return "device: " + ", ".join(parts)
+
+
 def privacy_line(privacy: dict[str, Any]) -> str | None:
     """``privacy: ε = 3.21, δ = 1e-05 (conditional on ...)`` for a run with a finite ε."""
     eps = privacy.get("epsilon")
