@@ -289,3 +289,15 @@ def test_image_features_are_named_by_channel_row_and_column(tmp_path, capsys):
     capsys.readouterr()
     assert main(["inspect", str(out)]) == 0
     assert "row" in capsys.readouterr().out  # a split on a named pixel, not x5
+
+
+def test_new_deep_images_are_scaled_as_the_runs_own(tmp_path):
+    from fedlabels.data.images import image_input, new_image_rows
+
+    path = tmp_path / "deep.png"
+    Image.fromarray(np.full((2, 2), 2048, dtype=np.uint16)).save(path)
+    deep_run = image_input((1, 2, 2), None, 4095.0)  # trained on 12-bit images
+    np.testing.assert_allclose(new_image_rows(deep_run, [path]), round(2048 * 255 / 4095) / 255)
+    eight_bit_run = image_input((1, 2, 2), None, 255.0)  # a deep image scaled by its own bits
+    np.testing.assert_allclose(new_image_rows(eight_bit_run, [path]),
+                               round(2048 * 255 / 4095) / 255)

@@ -403,8 +403,10 @@ def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:
     files = image_paths(X_raw, spec)
     if files is not None:
         declared = spec.get("size")
+        peak = float(spec.get("peak", 255.0))  # an 8-bit run: a deep new image, its own scale
         images = read_images(files, (h, w), mode="L" if c == 1 else "RGB",
-                             peak=float(spec.get("peak", 255.0)), resize=declared is not None)
+                             peak=None if peak == 255.0 else peak,
+                             resize=declared is not None)
         return unit_float32(images.pixels)
     X = np.asarray(X_raw)
     if X.ndim == 4 and X.shape[1:] == (c, h, w):
