@@ -210,7 +210,9 @@ def test_the_console_says_where_a_run_trained_when_it_asked_for_more_than_the_cp
     base = ["run", "--dataset", "digits", "--model", "mlp(hidden=8)", "--rounds", "1",
             "--no-progress"]
     assert main([*base, "--output", str(tmp_path / "a.json")]) == 0
-    assert "device:" not in capsys.readouterr().out  # the default: nothing more to say
+    out = capsys.readouterr().out
+    assert "device:" not in out  # the default: nothing more to say
+    assert out.splitlines()[2].startswith("fedct/mlp digits")  # the model beside the method
     assert main([*base, "--device", "auto", "--batch-clients", "on", "--precision", "bf16",
                  "--output", str(tmp_path / "b.json")]) == 0
     out = capsys.readouterr().out

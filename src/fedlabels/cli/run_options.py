@@ -145,10 +145,12 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
     """Print a run's table row (headline ``metric``) and, on stderr, its caveats."""
     import sys
 
+    from fedlabels.reporting.plots import model_text
     from fedlabels.results import format_table, table_warnings
 
-    row = result.summary_row()
-    print(format_table([row], metric=metric))
+    row = result.summary_row()  # shown as the demo shows runs: method/model
+    print(format_table([{**row, "method": f"{row['method']}/{model_text(result)}"}],
+                       metric=metric))
     clinical = result.extra.get("clinical") or {}
     if metric != "accuracy" and row.get("mean_rmse") is not None:
         print(f"fedlabels: warning: --metric {metric} applies to classification; a regression run "
