@@ -10,6 +10,7 @@ import pytest
 import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.reporting.plots import MAX_LABEL, accuracy_figure, legend_labels
+from fedlabels.reporting.plots import run_name as run_name_of
 
 matplotlib.use("Agg")
 
@@ -188,6 +189,15 @@ def test_runs_alike_but_for_model_arguments_or_period_are_told_apart():
                       "fedct · mlp (model=mlp(hidden=8), period=3)",
                       "fedct · mlp (model=mlp(hidden=16), period=2)"]
     labels, _ = legend_labels([results[0], results[0]])  # identical runs: still numbered
+    assert labels[0].endswith("#1") and labels[1].endswith("#2")
+    import copy
+
+    long = [copy.deepcopy(results[0]) for _ in range(2)]
+    for k, res in enumerate(long):  # options that differ only past the cut
+        res.config["options"] = {"a_rather_long_option_name_indeed": 0.123456, "z": k}
+    assert run_name_of(long[0]).endswith("…")  # cut before z
+    labels, _ = legend_labels(long)
+    assert len(set(labels)) == 2 and all(len(label) <= MAX_LABEL for label in labels)
     assert labels[0].endswith("#1") and labels[1].endswith("#2")
     fig = accuracy_figure(results * 2)  # six long labels: one column, within the figure
     try:

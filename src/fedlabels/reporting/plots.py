@@ -100,10 +100,12 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
                    for i in at]
         for i, text in zip(at, setting_differences(configs), strict=True):
             labels[i] += f" ({text})" if text != "other settings" else ""
-    if len(set(labels)) < len(labels):
-        labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
-    labels = [shorten(label) + (f" [{s}]" if (s := rounds_status(r)) else "")
-              for label, r in zip(labels, results, strict=True)]
+    short = [shorten(label) for label in labels]
+    if len(set(short)) < len(short):  # alike, or alike once cut: numbered, the number kept
+        short = [shorten(label, MAX_LABEL - len(f" #{i + 1}")) + f" #{i + 1}"
+                 for i, label in enumerate(labels)]
+    labels = [label + (f" [{s}]" if (s := rounds_status(r)) else "")
+              for label, r in zip(short, results, strict=True)]
     shared = [described[0][k] for k in ("dataset", "clients") if k not in varying]
     return labels, ", ".join(shared)
 
