@@ -167,9 +167,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     try:
         cfg = RunConfig.from_mapping(saved.config)
     except (TypeError, FedLabelsError) as exc:
-        models = " ".join(str(m) for m in (saved.config.get("model") or [])) \
-            if isinstance(saved.config.get("model"), list) else str(saved.config.get("model"))
-        if "module:" in models:  # your own network, imported by name
+        if "module:" in str(saved.config.get("model")):  # your own network, by name
             raise FedLabelsError(f"cannot resume {file}: {str(exc).rstrip('.')}; make its "
                                  "module importable as when the run started (e.g. "
                                  "PYTHONPATH=.).") from None

@@ -215,16 +215,22 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
     return Images(out, (channels, h, w), float(peak))
 
 
-def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None) -> str:
-    """A folder's cache entry: ``GROUP-DIGEST``, the group its folder and image size (an
-    entry of the group whose files have changed since is stale), the digest its files'
-    names, sizes and modification times."""
-    digest = hashlib.sha256(f"{_CACHE_FORMAT}|{root.resolve()}|{size}".encode())
-    group = digest.hexdigest()[:12]
+def _entry_key(group: str, files: list[Path], name: Any) -> str:
+    """A cache entry's key ``GROUP-DIGEST``: the group names its folder or table and image
+    size (an entry of the group whose files have changed since is stale), the digest
+    continues it with each file's ``name(path)``, size and modification time."""
+    digest = hashlib.sha256(group.encode())
+    head = digest.hexdigest()[:12]
     for path in files:
         stat = path.stat()
-        digest.update(f"|{path.relative_to(root)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return f"{group}-{digest.hexdigest()[:24]}"
+        digest.update(f"|{name(path)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    return f"{head}-{digest.hexdigest()[:24]}"
+
+
+def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None) -> str:
+    """A folder's cache entry, its files named relative to it (:func:`_entry_key`)."""
+    return _entry_key(f"{_CACHE_FORMAT}|{root.resolve()}|{size}", files,
+                      lambda path: path.relative_to(root))
 
 
 def _read_cache(path: Path) -> Images | None:
@@ -293,15 +299,9 @@ def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classe
 
 
 def _paths_key(table: Path, files: list[Path], size: tuple[int, int] | None) -> str:
-    """A table's images: ``GROUP-DIGEST`` as for a folder (:func:`_cache_key`), the group
-    the table and image size, the digest their resolved paths, sizes and modification
-    times, in order."""
-    digest = hashlib.sha256(f"{_CACHE_FORMAT}|paths|{table.resolve()}|{size}".encode())
-    group = digest.hexdigest()[:12]
-    for path in files:
-        stat = path.stat()
-        digest.update(f"|{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return f"{group}-{digest.hexdigest()[:24]}"
+    """A table's images' cache entry, their resolved paths in order (:func:`_entry_key`)."""
+    return _entry_key(f"{_CACHE_FORMAT}|paths|{table.resolve()}|{size}", files,
+                      Path.resolve)
 
 
 def pixel_names(shape: tuple[int, int, int]) -> list[str]:

@@ -164,8 +164,6 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
     X = np.ascontiguousarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     mlp._ensure_initialised(X, y)
-    if _has_batch_norm(mlp):  # your own network, seen once built
-        check_dpsgd_learner(mlp, f"network {mlp._name()}" if hasattr(mlp, "_name") else "DP-SGD")
     mlp._resident()
     if rendezvous is not None or mlp._rendezvous is not None:
         from fedlabels.learners.batch_jobs import DPSGDJob

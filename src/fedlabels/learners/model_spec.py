@@ -30,19 +30,25 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+#: a torch spec's names for its learner's parameters (``fl.TorchModel`` takes them too)
+SPEC_NAMES = {"lr": "learning_rate", "shape": "input_shape"}
+
+
 def check_training_params(params: dict[str, Any], ints: tuple[str, ...],
-                          flags: tuple[str, ...], show: Any = _fmt) -> None:
+                          flags: tuple[str, ...], show: Any = _fmt,
+                          label: dict[str, str] | None = None) -> None:
     """The training parameters torch learner specs share: ``lr`` > 0, ``weight_decay``
     >= 0, each of ``ints`` an integer >= 1 and each of ``flags`` true or false (absent
-    ones take their defaults); ``show`` formats a bad value for the message."""
+    ones take their defaults); ``show`` formats a bad value for the message, ``label``
+    names a parameter in it (a learner's ``learning_rate (lr)``)."""
     from fedlabels.core.errors import FedLabelsError
 
     for name in ("lr", "weight_decay"):
         value = params.get(name, 1e-3 if name == "lr" else 0.0)
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or not (value > 0 if name == "lr" else value >= 0):
-            raise FedLabelsError(f"{name} must be a number {'>' if name == 'lr' else '>='} 0, "
-                                 f"got {show(value)!r}.")
+            raise FedLabelsError(f"{(label or {}).get(name, name)} must be a number "
+                                 f"{'>' if name == 'lr' else '>='} 0, got {show(value)!r}.")
     for name in ints:
         value = params.get(name, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

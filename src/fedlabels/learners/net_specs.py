@@ -10,7 +10,7 @@ import inspect
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.model_spec import check_training_params
+from fedlabels.learners.model_spec import SPEC_NAMES, check_training_params
 
 ARCHITECTURES = ("cifar10", "pneumonia", "mri", "svhn", "small")
 _INTS = ("batch_size", "max_steps", "predict_batch_size", "width")
@@ -105,8 +105,7 @@ def make_net(kind: str, n_classes: int, random_state: int, **params: Any) -> Any
         own = split_factory_arguments(params, network, path)
         if own:
             network = BoundFactory(network, own)
-    rename = {"lr": "learning_rate", "shape": "input_shape"}
-    kwargs = {rename.get(k, k): v for k, v in params.items()}
+    kwargs = {SPEC_NAMES.get(k, k): v for k, v in params.items()}
     return TorchNetClassifier(network=network, n_classes=n_classes,
                               random_state=random_state, **kwargs)
 

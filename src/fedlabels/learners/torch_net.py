@@ -30,6 +30,7 @@ from torch import nn
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
 from fedlabels.learners.consistency_loss import shifted_crops
+from fedlabels.learners.model_spec import SPEC_NAMES, check_training_params
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 _FACTORY_ARGS = ("n_features", "n_classes", "input_shape")
@@ -128,13 +129,8 @@ class TorchNetClassifier(TorchMLPClassifier):
         if not isinstance(self.network, str) and not callable(self.network):
             raise FedLabelsError(f"network must be an architecture name or a callable "
                                  f"returning a torch.nn.Module, got {self.network!r}.")
-        for name in ("learning_rate", "weight_decay"):
-            value = getattr(self, name)
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if not number or not (value > 0 if name == "learning_rate" else value >= 0):
-                raise FedLabelsError(f"{name} (lr) must be a number > 0, got {value!r}."
-                                     if name == "learning_rate" else
-                                     f"{name} must be a number >= 0, got {value!r}.")
+        check_training_params({"lr": self.learning_rate, "weight_decay": self.weight_decay},
+                              (), (), show=lambda v: v, label={"lr": "learning_rate (lr)"})
         for name in ("batch_size", "max_steps", "predict_batch_size", "width"):
             if int(getattr(self, name)) < 1:
                 raise FedLabelsError(f"{name} must be an int >= 1, got {getattr(self, name)}.")
@@ -288,10 +284,7 @@ def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClas
     if not callable(factory):
         raise FedLabelsError(f"TorchModel needs a callable returning a torch.nn.Module, got "
                              f"{factory!r}.")
-    if "lr" in params:
-        params["learning_rate"] = params.pop("lr")
-    if "shape" in params:  # the module spec's name for it
-        params["input_shape"] = params.pop("shape")
+    params = {SPEC_NAMES.get(k, k): v for k, v in params.items()}  # lr, shape as in specs
     try:
         learner = TorchNetClassifier(network=factory, **params)
     except TypeError as exc:

@@ -144,14 +144,15 @@ class DPSGDClient(SecretNoiseClient):
 
         own = learner is None
         learner = self.learner if own else learner
+        if not hasattr(learner, "model_") and callable(getattr(learner, "initialise", None)):
+            # built first: your own network's batch normalisation is seen only once built
+            learner.initialise(self.data.X.shape[1], self.settings.n_classes)
         check_dpsgd_learner(learner, f"client {self.cid}")
         cfg = message.config
         steps = int(cfg["steps"])
         self.check_dpsgd_round(cfg)
         config = DPSGDConfig(float(cfg["noise_multiplier"]), float(cfg["example_rate"]),
                              float(cfg["example_clip"]))
-        if not hasattr(learner, "model_"):
-            learner.initialise(self.data.X.shape[1], self.settings.n_classes)
         self.charge(DPSGDRoundEvent(config.noise_multiplier, config.sample_rate,
                                     config.clip, ((self.cid, steps),)))
         # a separate learner (DP-FedCT's labeller) joins the clients-together rendezvous of

@@ -85,6 +85,12 @@ def derive_seeds(seed: int, n: int) -> tuple[list[int], int]:
     return ints[:n], ints[n]
 
 
+def _any_torch(learners: list[Any]) -> bool:
+    """Whether any learner is a torch model (one that is placed on a device, in a
+    precision); scikit-learn models run on the CPU in fp32."""
+    return any(callable(getattr(ln, "place", None)) for ln in learners)
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """What every party derives identically from the run configuration."""
@@ -127,7 +133,7 @@ class RunPlan:
             take = getattr(learner, "use_dataset_shape", None)
             if callable(take) and self.input_shape is not None:
                 take(self.input_shape)
-        if any(callable(getattr(ln, "place", None)) for ln in learners):
+        if _any_torch(learners):
             from fedlabels.learners.devices import place_learners
 
             devices = self.devices()
@@ -149,8 +155,7 @@ class RunPlan:
         from fedlabels.learners.devices import summary
 
         record = summary(self.devices(), self.precision, self.device)
-        if learners and self.precision != "fp32" and \
-                not any(callable(getattr(ln, "place", None)) for ln in learners):
+        if learners and self.precision != "fp32" and not _any_torch(learners):
             record.update(precision="fp32", precision_asked=self.precision)
         return record
 
