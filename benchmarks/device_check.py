@@ -403,8 +403,10 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
             lines = (out_dir / f"{index:02d}.log").read_text(errors="replace").splitlines()
             record["last_output"] = next((x for x in reversed(lines) if x.strip()), "")
             record.update(last_evaluated(out_dir / f"{index:02d}.rounds.csv"))
-        if not keep_checkpoints:
-            (out_dir / f"{index:02d}.checkpoint.npz").unlink(missing_ok=True)
+        if not keep_checkpoints:  # and a checkpoint's temporary file, if it was stopped
+            for path in [out_dir / f"{index:02d}.checkpoint.npz",  # mid-write
+                         *out_dir.glob(f".{index:02d}.checkpoint.npz.*.tmp")]:
+                path.unlink(missing_ok=True)
         records.append(record)
         print(f"long run {index:02d} {status} after {record['wall_s']} s: "
               f"{record.get('mean_accuracy', '')}  {LONG_RUNS[index]}", flush=True)
@@ -421,9 +423,15 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
             if code is not None:
                 finish(index, "done" if code == 0 else f"failed ({code})")
         time.sleep(0.2)  # a finished run's place is taken within 0.2 s
+    for proc, _, _ in running.values():  # all at once: one by one outlasted the margin
+        proc.terminate()
     for index in list(running):
-        running[index][0].terminate()
-        running[index][0].wait()
+        proc = running[index][0]
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         finish(index, "stopped at the deadline")
     for index, line in queue:
         records.append({"index": index, "command": line, "status": "not started"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,13 +113,17 @@ def test_a_stopped_long_run_reports_its_last_evaluation_and_drops_its_checkpoint
     write = (f"import pathlib, time; d = pathlib.Path({str(tmp_path)!r}); "
              "(d / '00.rounds.csv').write_text('round,seconds,acc_mean\\n1,0.1,\\n"
              "20,0.1,0.81\\n21,0.1,\\n'); (d / '00.checkpoint.npz').write_bytes(b'x'); "
-             "time.sleep(60)")
+             "(d / '.00.checkpoint.npz.1a2b.tmp').write_bytes(b'x'); "
+             "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)")
     monkeypatch.setattr(script, "LONG_RUNS", [f'python -c "{write}"'])
+    started = time.monotonic()
     (record,) = script.execute_long_runs(3.0, parallel=1, out_dir=tmp_path)
+    # a run deaf to SIGTERM is killed 5 s after it (not waited for until it ends)
+    assert time.monotonic() - started < 20
     assert record["status"] == "stopped at the deadline"
     assert record["rounds_evaluated"] == 20
     assert record["mean_accuracy_at_last_evaluation"] == 0.81
-    assert not (tmp_path / "00.checkpoint.npz").exists()
+    assert list(tmp_path.glob("*checkpoint*")) == []  # the temporary file too
     assert json.loads((tmp_path / "summary.json").read_text())[0]["rounds_evaluated"] == 20
 
 

@@ -171,11 +171,20 @@ def test_status_is_finalised_only_when_the_serverapp_could_not(tmp_path: Path) -
 
 # ------------------------------------------------------------------ real processes (slow)
 
-def _wait_for(predicate: Any, timeout: float, what: str) -> None:
+def _wait_for(predicate: Any, timeout: float, what: str,
+              dep: LocalDeployment | None = None,
+              runner: threading.Thread | None = None) -> None:
+    """Wait for ``predicate``; on a timeout, or once ``runner`` (the submitting thread) ended
+    without it, fail with the tail of every log of ``dep`` (what each process said)."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
+        ended = runner is not None and not runner.is_alive()
+        if ended or time.monotonic() > deadline:
+            why = "the run ended" if ended else "timed out"
+            logs = "" if dep is None else "\n".join(
+                f"--- {log.name}:\n{log.read_text(errors='replace')[-3000:]}"
+                for log in sorted(dep.logs.glob("*.log")))
+            pytest.fail(f"{why} waiting for {what}\n{logs}")
         time.sleep(0.2)
 
 
@@ -210,7 +219,7 @@ def test_crash_then_resume_over_processes_equals_simulator(tmp_path: Path, crash
     with LocalDeployment(prepared, tmp_path, database=tmp_path / "link.db") as dep:
         dep.start()
         runner = _start_run(dep, outcome)
-        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1")
+        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1", dep, runner)
         serverapps = dep.serverapp_pids()
         assert serverapps
         if crash == "serverapp":
@@ -259,7 +268,7 @@ def test_restarted_supernode_process_rejoins_and_nothing_survives(tmp_path: Path
     with LocalDeployment(prepared, tmp_path) as dep:
         dep.start()
         runner = _start_run(dep, outcome)
-        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1")
+        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1", dep, runner)
         dep.restart_supernode(1)
         runner.join(timeout=400)
         result = read_outcome(prepared, outcome["code"], dep.logs)

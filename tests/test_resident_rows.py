@@ -3,6 +3,8 @@ forward pass as batched matrix products (linear_stack) equals vmap of functional
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 import torch
@@ -122,6 +124,39 @@ def test_linear_stack_equals_vmap_of_functional_call(spec):
     # gradients reach every client's own weights
     forward(per_client).sum().backward()
     assert all(p.grad is not None and p.grad.shape[0] == 3 for p in params.values())
+
+
+def _accumulator(p):
+    """``p``'s gradient accumulator (the node autograd keeps while a graph holds it)."""
+    return p.expand_as(p).grad_fn.next_functions[0][0]
+
+
+@pytest.mark.parametrize("spec", ["mlp(hidden=16-8)", "cnn(arch=small)"])
+def test_no_autograd_node_of_the_weights_outlives_a_step(spec):
+    """Between two steps nothing keeps a parameter's gradient accumulator alive (a transpose
+    made once, outside the step, did): a CUDA graph captured on a side stream needs each made
+    on that stream, else its backward fails ("would make the legacy stream depend on a
+    capturing blocking stream", torch 2.11 on an H200). A node still alive keeps a tag."""
+    from fedlabels.learners.batched import stack_for_training
+
+    (parsed,) = parse_model_spec(spec)
+    learners = []
+    for i in range(3):
+        ln = build_learner(parsed, n_classes=4, random_state=i)
+        ln.initialise(64, 4)
+        learners.append(ln)
+    params, opt, forward = stack_for_training(learners)
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(3, 5, 64)).astype(np.float32))
+    shape = getattr(learners[0], "shape_", None)  # a CNN's images
+    x = x if shape is None else x.reshape(3, 5, *shape)
+    for _ in range(2):
+        opt.zero_grad(set_to_none=True)
+        forward(x).sum().backward()
+        opt.step()
+        for p in params.values():
+            _accumulator(p).metadata["seen"] = True
+        gc.collect()
+        assert all("seen" not in _accumulator(p).metadata for p in params.values())
 
 
 def test_linear_stack_leaves_other_networks_to_vmap():

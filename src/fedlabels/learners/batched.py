@@ -221,7 +221,12 @@ def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
     gradients, :mod:`fedlabels.learners.batched_dpsgd`)."""
     if not linear_relu(base):
         return None
-    layers = [None if type(m) is nn.ReLU else (params[f"{name}.weight"].transpose(1, 2),
+    # the parameters themselves, each transposed in the call: a transpose kept from here
+    # would keep its autograd node, and the parameters' gradient accumulators with it,
+    # alive on the stream that built it, and a CUDA graph captured on another stream
+    # fails in its backward ("would make the legacy stream depend on a capturing blocking
+    # stream", seen on an H200 with torch 2.11)
+    layers = [None if type(m) is nn.ReLU else (params[f"{name}.weight"],
                                                 params.get(f"{name}.bias"))
               for name, m in base.named_children()]
 
@@ -232,7 +237,7 @@ def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
             if layer is None:
                 h = torch.relu(h)
                 continue
-            weight, bias = layer
+            weight, bias = layer[0].transpose(1, 2), layer[1]
             given = h
             if bias is None:
                 h = torch.matmul(h, weight)
