@@ -360,13 +360,17 @@ def text_run_only(scale: Scale, device: str, minilm: str | None) -> int:
     return 0
 
 
-def long_run_argv(line: str, out_dir: Path, index: int) -> list[str]:
+def long_run_argv(line: str, out_dir: Path, index: int,
+                  checkpoint: bool = False) -> list[str]:
     """One line of ``LONG_RUNS`` as an argument list for this interpreter; a ``fedlabels run``
-    writes its result to ``out_dir/NN.json``."""
+    writes its result to ``out_dir/NN.json``, and no checkpoint unless ``checkpoint`` (a
+    stopped run still writes its completed rounds; the CNN's checkpoint is 100 MB a
+    round)."""
     argv = shlex.split(line)
     if argv[0] == "fedlabels":
         return [sys.executable, "-m", "fedlabels", *argv[1:],
-                "--output", str(out_dir / f"{index:02d}.json")]
+                "--output", str(out_dir / f"{index:02d}.json"),
+                *([] if checkpoint else ["--no-checkpoint"])]
     return [sys.executable, *argv[1:]]
 
 
@@ -376,8 +380,9 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
     """Run the long runs in ``LONG_RUNS`` order, ``parallel`` at a time, until ``seconds``
     have passed; runs still going then are stopped and reported as such, with the last
     round they evaluated. Each run's output goes to ``out_dir/NN.log`` (a ``fedlabels run``
-    also writes ``NN.json`` and ``NN.rounds.csv``); a run's checkpoint (``NN.checkpoint.npz``,
-    45-100 MB at the paper's scale) is removed when it ends unless ``keep_checkpoints``.
+    also writes ``NN.json`` and ``NN.rounds.csv``); it writes no checkpoint
+    (``NN.checkpoint.npz``, 45-100 MB at the paper's scale, rewritten every round) unless
+    ``keep_checkpoints``, and any left (a run of another kind) is removed when it ends.
     The records also go to ``out_dir/summary.json``. Returns one record per run."""
     import json
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -415,7 +420,8 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
         while queue and len(running) < parallel:
             index, line = queue.pop(0)
             log = (out_dir / f"{index:02d}.log").open("wb")
-            proc = subprocess.Popen(long_run_argv(line, out_dir, index), cwd=root,
+            proc = subprocess.Popen(long_run_argv(line, out_dir, index, keep_checkpoints),
+                                    cwd=root,
                                     stdout=log, stderr=subprocess.STDOUT)
             running[index] = (proc, time.monotonic(), log)
         for index in list(running):
@@ -551,8 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", default="benchmarks/results/long_runs", metavar="DIR",
                         help="where --execute-long writes each run's log and JSON")
     parser.add_argument("--keep-checkpoints", action="store_true",
-                        help="keep each long run's checkpoint (removed when it ends: 45-100 "
-                             "MB each, only needed to resume it)")
+                        help="have each long run write its checkpoint and keep it (by "
+                             "default they run with --no-checkpoint: 45-100 MB a round, only "
+                             "needed to resume one)")
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
     parser.add_argument("--skip-text-run", action="store_true",
                         help="do not time the whole LoRA MiniLM FedCT run on the GPU")

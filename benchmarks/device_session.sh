@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent CUDA machine, within BUDGET seconds (docs/neural.md, "The device check"):
 #   1. the device check with its profile (GPU tests, CPU-vs-GPU rows; no whole LoRA run,
-#      no CPU LoRA round), at most 40 % of the budget;
+#      no CPU LoRA round), at most CHECK_PERCENT (40) % of the budget;
 #   2. the paper-scale FedCT Fashion-MNIST run alone on the GPU, end to end, with its steps
 #      replayed as CUDA graphs (long run 23); should it fail or not finish, the run without
 #      them (long run 0) in what is left; at most 200 s in all;
@@ -11,8 +11,8 @@
 #      simulator's workers against one process, FedCT with forests and FedAvg with the MLP
 #      at 32 clients (issue 31's 16-core goal; WORKERS16_CASES overrides the cases), at most
 #      240 s, written to workers16.json;
-#   5. the long runs SELECT (positions in `device_check.py --long-runs`), side by side,
-#      until 20 s before the budget ends.
+#   5. the long runs SELECT (positions in `device_check.py --long-runs`; `none`: no long
+#      run), side by side, until 20 s before the budget ends.
 # What comes back (the device tool returns at most 8 files from $OUT): check.log,
 # profiles.tar.gz (the profile tables of the Fashion-MNIST round, of a call of 100 clients
 # trained together and of the LoRA round), workers16.json with WORKERS16, and long.tar.gz
@@ -37,8 +37,11 @@ prof=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/check.log"
 dry=()
 if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests --skip-settings); fi
-timeout $((budget * 2 / 5)) "$py" benchmarks/device_check.py --skip-text-run --skip-cpu-text \
-    --skip-offload --profile "$prof" "${dry[@]}" 2>&1 | tee -a "$out/check.log"
+# CHECK_PERCENT: the check's share of the budget; CHECK_FLAGS: more of its flags (e.g.
+# --skip-gather, measured on the H200 already)
+timeout $((budget * ${CHECK_PERCENT:-40} / 100)) "$py" benchmarks/device_check.py \
+    --skip-text-run --skip-cpu-text --skip-offload --profile "$prof" ${CHECK_FLAGS:-} \
+    "${dry[@]}" 2>&1 | tee -a "$out/check.log"
 tar czf "$out/profiles.tar.gz" -C "$prof" .
 echo "check ended after $((SECONDS - start)) s" | tee -a "$out/check.log"
 
@@ -68,7 +71,7 @@ if [ -n "${WORKERS16:-}" ] && [ "$(left)" -gt 260 ]; then
 fi
 
 rest=$(( $(left) - 20 ))
-if [ "$rest" -gt 30 ]; then
+if [ "$rest" -gt 30 ] && [ "$select" != none ]; then
     n=$(echo "$select" | tr ',' '\n' | wc -l)
     timeout $((rest + 10)) "$py" benchmarks/device_check.py --execute-long "$rest" \
         --parallel "$n" --select "$select" --out-dir "$long/runs" 2>&1 | tee -a "$out/check.log"

@@ -100,7 +100,9 @@ def test_a_long_fedlabels_run_writes_its_result_where_asked(tmp_path):
     script = load_script()
     argv = script.long_run_argv(script.LONG_RUNS[0], tmp_path, 0)
     assert argv[:3] == [sys.executable, "-m", "fedlabels"]
-    assert argv[-2:] == ["--output", str(tmp_path / "00.json")]
+    assert argv[-3:] == ["--output", str(tmp_path / "00.json"), "--no-checkpoint"]
+    kept = script.long_run_argv(script.LONG_RUNS[0], tmp_path, 0, checkpoint=True)
+    assert kept[-2:] == ["--output", str(tmp_path / "00.json")]
     assert script.long_run_argv("python benchmarks/x.py --a 1", tmp_path, 5) == [
         sys.executable, "benchmarks/x.py", "--a", "1"]
 

@@ -125,3 +125,48 @@ def test_a_sites_files_are_its_owners_only_and_its_ledger_cannot_be_forged(
         site = open_site_ledger(node, site_key(Path(node["state-key"])), data["X"], data["y"])
     with pytest.raises(FedLabelsError, match="integrity check at entry 1"):
         site.spent()
+
+
+@pytest.mark.parametrize("make", ["checkpoint key", "site key"])
+def test_a_key_being_made_is_never_read_empty(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              make: str) -> None:
+    """Two processes making the key at once (runs started together on a new machine): one
+    that reads it while the other is making it gets the whole key, not an empty file (the
+    maker's key bytes are drawn, and this second caller reads, at the same moment); both
+    end with one key, and no temporary file is left."""
+    import secrets as secrets_module
+
+    from fedlabels.core import private_files
+
+    path = tmp_path / "keys" / "the.key"
+    get = ((lambda: private_files.private_key(path, "checkpoint key")) if make == "checkpoint key"
+           else (lambda: site_key(path)))
+    real, inner = secrets_module.token_bytes, []
+
+    def drawn_while_another_reads(n: int) -> bytes:
+        if not inner:  # the first maker, mid-way: the other process asks for the key now
+            inner.append(None)
+            inner.append(get())
+        return real(n)
+
+    monkeypatch.setattr(private_files.secrets, "token_bytes", drawn_while_another_reads)
+    outer = get()
+    assert len(outer) == 32 and inner[1] == outer == path.read_bytes()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["the.key"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_key_is_made_where_the_file_system_has_no_hard_links(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedlabels.core import private_files
+
+    def no_links(src: Any, dst: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(private_files.os, "link", no_links)
+    path = tmp_path / "the.key"
+    key = private_files.private_key(path)
+    assert len(key) == 32 and path.read_bytes() == key == private_files.private_key(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["the.key"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -351,3 +351,38 @@ def test_the_checkpoint_mac_hashes_arrays_as_their_bytes() -> None:
         a = np.ascontiguousarray(arrays[name])
         parts += [name.encode(), a.dtype.str.encode(), repr(a.shape).encode(), a.tobytes()]
     assert ckpt_module._mac(b"k" * 32, "meta", arrays) == tag(b"k" * 32, *parts)
+
+
+def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fedlabels run --no-checkpoint`` writes no checkpoint, the same result as a run that
+    does; a stale checkpoint of that name is refused without --overwrite and removed with it
+    (else resume would continue the earlier run as this one); resume then says why not."""
+    from fedlabels.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--method", "fedct", "--clients", str(CLIENTS), "--model", "dt",
+            "--rounds", "3", "--seed", str(SEED), "--no-progress"]
+    with_ckpt, without = tmp_path / "a.json", tmp_path / "b.json"
+    assert main([*args, "--output", str(with_ckpt)]) == 0
+    assert checkpoint_path(with_ckpt).exists()
+    assert main([*args, "--output", str(without), "--no-checkpoint"]) == 0
+    assert not checkpoint_path(without).exists()
+    a, b = json.loads(with_ckpt.read_text()), json.loads(without.read_text())
+    for key in ("rounds", "final", "communication"):
+        assert strip_seconds(a[key]) == strip_seconds(b[key])
+
+    stale = checkpoint_path(without)
+    stale.write_bytes(checkpoint_path(with_ckpt).read_bytes())
+    without.unlink()
+    for name in ("b.rounds.csv", "b.models.npz"):
+        (tmp_path / name).unlink(missing_ok=True)
+    capsys.readouterr()
+    assert main([*args, "--output", str(without), "--no-checkpoint"]) == 2
+    assert "b.checkpoint.npz exists; pass --overwrite" in capsys.readouterr().err
+    assert main([*args, "--output", str(without), "--no-checkpoint", "--overwrite"]) == 0
+    assert not stale.exists()
+    capsys.readouterr()
+    assert main(["resume", str(without), "--no-progress"]) == 2
+    assert "or ran with --no-checkpoint, has none" in capsys.readouterr().err

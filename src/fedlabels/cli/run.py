@@ -27,9 +27,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args, simulator=True)
     files = checked_outputs(cfg, args, checkpoint=SUFFIX)  # before any data is loaded
+    checkpoint: Path | None = files["checkpoint"]
+    if args.no_checkpoint:
+        # a checkpoint left by an earlier run of this name (replaced with --overwrite)
+        # would be resumed as this run's
+        files["checkpoint"].unlink(missing_ok=True)
+        checkpoint = None
     with terminate_as_interrupt():  # SIGTERM keeps the completed rounds, like Ctrl-C
-        result = run_config(cfg, progress=not args.no_progress,
-                            checkpoint=files["checkpoint"])
+        result = run_config(cfg, progress=not args.no_progress, checkpoint=checkpoint)
     return _finish(result, files, args.metric)
 
 
@@ -62,6 +67,9 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
 def add_run_parser(sub: Any) -> None:
     p = run_parser(sub, "run", simulator=True, help="run one method on one dataset")
     add_metric_flag(p)
+    p.add_argument("--no-checkpoint", action="store_true",
+                   help="write no checkpoint X.checkpoint.npz after each round (the run "
+                        "cannot be resumed; saves a write of every client's model a round)")
     add_renamed_flags(p)
     p.set_defaults(func=cmd_run)
     r = sub.add_parser("resume", help="continue an interrupted run from the checkpoint beside "

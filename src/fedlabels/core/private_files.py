@@ -94,21 +94,47 @@ def check_private(path: Path, what: str) -> None:
                              f"`chmod 600 {path}`.")
 
 
+def make_key_once(path: Path) -> None:
+    """Make the key file ``path`` (0600, :data:`KEY_BYTES` from the OS CSPRNG) unless it
+    exists. Another process that reads it meanwhile sees no file or the whole key, never an
+    empty one (runs started together on a new machine each make it): the key is written to
+    a temporary file and linked into place, and a link never replaces a file another process
+    made first (theirs is then the key). Where the file system has no hard links it is made
+    in place, as before."""
+    if path.exists():
+        return
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(KEY_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return
+        except OSError:  # no hard links here (FAT, some network file systems)
+            try:
+                made = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return
+            with os.fdopen(made, "wb") as fh:
+                fh.write(tmp.read_bytes())
+                fh.flush()
+                os.fsync(fh.fileno())
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def private_key(path: str | Path, what: str = "key") -> bytes:
     """The 32-byte key in ``path``, made (0600, OS CSPRNG) if it does not exist yet."""
     path = Path(path)
     private_dir(path.parent)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
+        make_key_once(path)
     except OSError as exc:
         raise FedLabelsError(f"cannot create the {what} {path} ({exc}).") from None
-    else:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(KEY_BYTES))
-            fh.flush()
-            os.fsync(fh.fileno())
     check_private(path, f"the {what}")
     key = path.read_bytes()
     if len(key) != KEY_BYTES:

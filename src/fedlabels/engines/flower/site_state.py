@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import secrets
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +36,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, ConfigRecordValues, RecordDict
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import KEY_BYTES, make_key_once
 from fedlabels.method.state import State, StateValue, check_state_value
 
 STATE_ARRAYS = "fedlabels.state.arrays"
@@ -44,7 +44,6 @@ STATE_SCALARS = "fedlabels.state.scalars"
 STATE_NONE = "fedlabels.state.none"
 STATE_MAC = "fedlabels.state.mac"
 STATE_RECORDS = (STATE_ARRAYS, STATE_SCALARS, STATE_NONE)
-KEY_BYTES = 32
 _FORMAT = b"fedlabels.site-state/1"
 
 
@@ -139,15 +138,10 @@ def site_key(path: Path) -> bytes:
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
+        make_key_once(path)  # whole or absent to a process reading it meanwhile
     except OSError as exc:
         raise FedLabelsError(f"cannot create the site's state key {path} ({exc}); give a "
                              "writable path with --node-config 'state-key=/path'.") from None
-    else:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(KEY_BYTES))
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise FedLabelsError(f"the site's state key {path} is readable by others (mode "
