@@ -48,14 +48,17 @@ echo "check ended after $((SECONDS - start)) s" | tee -a "$out/check.log"
 e2e=$(( $(left) - 40 < 200 ? $(left) - 40 : 200 ))
 if [ "$e2e" -gt 30 ]; then
     t0=$SECONDS
+    # end to end as a user runs it: a checkpoint after every round (--keep-checkpoints; the
+    # files are left out of what comes back)
     timeout $((e2e + 15)) "$py" benchmarks/device_check.py --execute-long "$e2e" --parallel 1 \
-        --select 23 --out-dir "$long/e2e" 2>&1 | tee -a "$out/check.log"
+        --keep-checkpoints --select 23 --out-dir "$long/e2e" 2>&1 | tee -a "$out/check.log"
     rest=$(( e2e - (SECONDS - t0) ))
     if ! grep -q '"status": "done"' "$long/e2e/summary.json" 2>/dev/null && [ "$rest" -gt 30 ]; then
         # the graphs failed or ran out of time: the run without them (the check's rows
         # compare a round with and without)
         timeout $((rest + 15)) "$py" benchmarks/device_check.py --execute-long "$rest" \
-            --parallel 1 --select 0 --out-dir "$long/e2e-eager" 2>&1 | tee -a "$out/check.log"
+            --parallel 1 --keep-checkpoints --select 0 --out-dir "$long/e2e-eager" 2>&1 \
+            | tee -a "$out/check.log"
     fi
 fi
 
