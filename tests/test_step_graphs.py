@@ -335,6 +335,21 @@ def test_replayed_graph_steps_equal_eager_steps_on_the_gpu():
 
 
 @pytest.mark.cuda
+def test_no_gradient_accumulator_crosses_streams_on_the_gpu():
+    """torch warns when a weight's gradient accumulator was made on another stream and kept
+    alive (what broke the capture on an H200: a transpose made when stacking); eager calls
+    and graphed ones raise no such warning."""
+    import warnings
+
+    for graphs in (False, True):
+        models = cuda_learners(3)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*AccumulateGrad node's stream")
+            for call in range(2):
+                assert train_together(digits_jobs(models, 12, call), graphs=graphs) == graphs
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_a_run_with_cuda_graphs_equals_one_without(precision):
     fed = fl.load_federation("digits", clients=3, seed=0)
