@@ -255,3 +255,41 @@ def test_calls_run_in_client_order_whatever_the_learner_and_the_arrival(monkeypa
     for t in threads:
         t.join(timeout=10)
     assert seen == [["first", "second", "third"]]
+
+
+def test_a_noise_buffer_is_drawn_into_again_only_after_its_copy(monkeypatch):
+    """The two host buffers of DP-SGD's noise alternate by step; on CUDA a buffer's copy to
+    the device is not awaited when made, so drawing into it again (two steps later) first
+    waits for that copy's event, and drawing into the other one does not. A stand-in for
+    CUDA's events and streams records the order (the copy itself goes to the meta device)."""
+    import torch
+
+    from fedlabels.learners.batched_dpsgd import NoiseBuffers
+
+    log = []
+
+    class Event:
+        def __init__(self):
+            self.name = f"copy{len(log)}"
+
+        def record(self, stream):
+            log.append(f"record {self.name}")
+
+        def synchronize(self):
+            log.append(f"wait {self.name}")
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    buffers = NoiseBuffers(3, 5, torch.device("cpu"))
+    buffers.device, buffers.cuda = torch.device("meta"), True  # as on CUDA
+    first = buffers.host(0)
+    assert first.shape == (3, 5) and not np.shares_memory(first, buffers.host(1))
+    assert buffers.to_device(0).device.type == "meta"
+    assert log == ["record copy0"]
+    buffers.host(1)  # the other buffer: nothing to wait for
+    assert log == ["record copy0"]
+    buffers.to_device(1)
+    assert np.shares_memory(buffers.host(2), first)  # buffer 0 again, after its copy
+    assert log == ["record copy0", "record copy1", "wait copy0"]
+    buffers.host(2)  # awaited once
+    assert log.count("wait copy0") == 1
