@@ -168,10 +168,15 @@ def test_a_cnn_runs_models_predict_new_images_from_files_a_folder_a_table_and_pi
     assert main(["predict", str(out), str(new / "list.csv"), "-o",
                  str(tmp_path / "q.csv")]) == 0
     assert pd.read_csv(tmp_path / "q.csv")["prediction"].tolist() == by_folder
-    with pytest.raises(FedLabelsError, match="the run read an image folder"):
-        result.predict(pd.DataFrame({"path": [str(f) for f in new.glob("*.png")]}))
-
     files = sorted(new.glob("*.png"), key=lambda f: int(f.name.split("_")[0]))
+    # a table reads alike from Python (paths relative to the working directory): its one
+    # text column, or its pixel columns; two text columns are one line naming them
+    assert result.predict(pd.DataFrame({"path": [str(f) for f in files]})).tolist() == \
+        by_folder
+    assert result.predict(pd.DataFrame(rows)).tolist() == by_folder
+    with pytest.raises(FedLabelsError, match=r"2 text columns \(path, note\) and not one "
+                                             r"column of paths"):
+        result.predict(pd.DataFrame({"path": [str(f) for f in files], "note": "x"}))
     assert result.predict(rows).tolist() == by_folder
     assert result.predict(rows.reshape(-1, 1, 8, 8)).tolist() == by_folder
     assert result.predict((rows / 255.0).astype(np.float32)).tolist() == by_folder

@@ -366,8 +366,8 @@ def image_input(shape: tuple[int, int, int], size: tuple[int, int] | None, peak:
 
 def image_paths(X_raw: Any, spec: Mapping[str, Any]) -> list[Path] | None:
     """The image files ``X_raw`` names: a folder (its images, sub-folders too), one image
-    file, a sequence of paths, or a table with the run's image column (paths relative to
-    the working directory); ``None`` for pixel rows."""
+    file, a sequence of paths, or a table's image column (:func:`table_image_paths`; paths
+    relative to the working directory); ``None`` for pixel rows (a table of numbers too)."""
     import pandas as pd
 
     if isinstance(X_raw, str | os.PathLike):
@@ -382,17 +382,31 @@ def image_paths(X_raw: Any, spec: Mapping[str, Any]) -> list[Path] | None:
                                  "images, or pixel rows.")
         return [path]
     if isinstance(X_raw, pd.DataFrame):
-        column = spec.get("column")
-        if column is None or column not in X_raw.columns:
-            wanted = f"a column {column!r} of image paths, as the training table" if column \
-                else "no table: the run read an image folder"
-            raise FedLabelsError(f"these models take images; the table has {wanted}. Give a "
-                                 "folder, a list of image paths, or pixel rows.")
-        return column_paths(X_raw[column].tolist(), column, Path.cwd(), "the table")
+        return table_image_paths(X_raw, spec, Path.cwd())
     if isinstance(X_raw, list | tuple) or (isinstance(X_raw, np.ndarray)
                                           and X_raw.dtype.kind in "OU"):
         return column_paths(list(X_raw), "paths", Path.cwd(), "the paths given")
     return None
+
+
+def table_image_paths(frame: Any, spec: Mapping[str, Any], folder: Path) -> list[Path] | None:
+    """A table's images for a run on image files: the paths (relative to ``folder``) in the
+    run's image column, else in the table's one text column; ``None`` for a table of numbers
+    alone (pixel rows). ``fedlabels predict`` and ``result.predict`` read tables alike."""
+    import pandas as pd
+
+    column = spec.get("column")
+    if column is None or column not in frame.columns:
+        texts = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+        if not texts:
+            return None
+        if len(texts) > 1:
+            wanted = f"the run's image column {column!r}" if column else "one column of paths"
+            raise FedLabelsError(f"the table has {len(texts)} text columns "
+                                 f"({', '.join(map(str, texts[:5]))}) and not {wanted}; "
+                                 "give one column of image paths (or pixel values alone).")
+        column = texts[0]
+    return column_paths(frame[column].tolist(), str(column), folder, "the table")
 
 
 def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:

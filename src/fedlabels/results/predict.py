@@ -103,21 +103,9 @@ def predict_file(result_path: str | Path, data_path: str | Path,
 
 
 def _images_of_table(frame: Any, image: dict[str, Any], folder: Path) -> Any:
-    """A table's images for a run on image files: the paths (relative to the table's
-    ``folder``) of the run's image column, or of the table's one text column; a table of
-    numbers alone is pixel rows."""
-    import pandas as pd
+    """A table's images for a run on image files: its paths relative to the table's
+    ``folder`` (:func:`~fedlabels.data.images.table_image_paths`), or its pixel rows."""
+    from fedlabels.data.images import table_image_paths
 
-    from fedlabels.data.images import column_paths
-
-    column = image.get("column")
-    if column is None or column not in frame.columns:
-        texts = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
-        if not texts:
-            return frame.to_numpy()
-        if len(texts) > 1:
-            raise FedLabelsError(f"the table has {len(texts)} text columns "
-                                 f"({', '.join(map(str, texts[:5]))}); give one column of "
-                                 "image paths (or pixel values alone).")
-        column = texts[0]
-    return column_paths(frame[column].tolist(), str(column), folder, "the table")
+    files = table_image_paths(frame, image, folder)
+    return frame.to_numpy() if files is None else files
