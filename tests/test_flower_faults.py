@@ -181,11 +181,16 @@ def _wait_for(predicate: Any, timeout: float, what: str,
         ended = runner is not None and not runner.is_alive()
         if ended or time.monotonic() > deadline:
             why = "the run ended" if ended else "timed out"
-            logs = "" if dep is None else "\n".join(
-                f"--- {log.name}:\n{log.read_text(errors='replace')[-3000:]}"
-                for log in sorted(dep.logs.glob("*.log")))
-            pytest.fail(f"{why} waiting for {what}\n{logs}")
+            pytest.fail(f"{why} waiting for {what}\n{'' if dep is None else _logs(dep)}")
         time.sleep(0.2)
+
+
+def _logs(dep: LocalDeployment) -> str:
+    """The status file and the tail of every process's log (for a failure's message)."""
+    status = dep.status_path.read_text() if dep.status_path.exists() else "(none)"
+    return f"--- status: {status}\n" + "\n".join(
+        f"--- {log.name}:\n{log.read_text(errors='replace')[-3000:]}"
+        for log in sorted(dep.logs.glob("*.log")))
 
 
 def _rounds_done(dep: LocalDeployment) -> int:
@@ -244,9 +249,9 @@ def test_crash_then_resume_over_processes_equals_simulator(tmp_path: Path, crash
         assert len(dep.unfinished_runs) == 1  # the killed run, stopped before the resume
         runner = _start_run(dep, outcome)
         runner.join(timeout=400)
-        assert not runner.is_alive()
-        assert "successfully stopped" in (dep.logs / "flwr_stop.log").read_text()
-        assert dep.unfinished_runs == []  # the resumed run completed
+        assert not runner.is_alive(), _logs(dep)
+        assert "successfully stopped" in (dep.logs / "flwr_stop.log").read_text(), _logs(dep)
+        assert dep.unfinished_runs == [], _logs(dep)  # the resumed run completed
         result = read_outcome(dep.prepared, outcome["code"], dep.logs)
         pids = dep.tracked()
     simulated = run_config(SMALL)
