@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,16 @@ def _fmt(value: Any) -> str:
 
 #: a torch spec's names for its learner's parameters (``fl.TorchModel`` takes them too)
 SPEC_NAMES = {"lr": "learning_rate", "shape": "input_shape"}
+#: what the learner calls your own network's factory with (those it names), never a spec
+FACTORY_ARGS = ("n_features", "n_classes", "input_shape")
+
+
+def factory_parameters(factory: Any) -> Mapping[str, inspect.Parameter]:
+    """A network factory's parameters (none where its signature cannot be read)."""
+    try:
+        return inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
 
 
 def check_training_params(params: dict[str, Any], ints: tuple[str, ...],

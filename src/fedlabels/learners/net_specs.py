@@ -10,7 +10,12 @@ import inspect
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.model_spec import SPEC_NAMES, check_training_params
+from fedlabels.learners.model_spec import (
+    FACTORY_ARGS,
+    SPEC_NAMES,
+    check_training_params,
+    factory_parameters,
+)
 
 ARCHITECTURES = ("cifar10", "pneumonia", "mri", "svhn", "small")
 _INTS = ("batch_size", "max_steps", "predict_batch_size", "width")
@@ -19,21 +24,14 @@ _COMMON = ("lr", "weight_decay", "warm_start", "augment", "shape", "batch_size",
 PARAMS = {"cnn": ("arch", *_COMMON), "resnet18": ("width", *_COMMON), "module": _COMMON}
 
 
-#: what a factory is called with by the learner, never from a spec
-_BUILT_IN_ARGS = ("n_features", "n_classes", "input_shape")
-
-
 def factory_arguments(factory: Any) -> tuple[tuple[str, ...], bool]:
     """The keyword parameters a factory takes besides those the learner passes, and whether
     it takes any keyword (``**kwargs``)."""
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return (), False
-    named = tuple(n for n, p in signature.parameters.items()
+    parameters = factory_parameters(factory)
+    named = tuple(n for n, p in parameters.items()
                   if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                  and n not in _BUILT_IN_ARGS)
-    return named, any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+                  and n not in FACTORY_ARGS)
+    return named, any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 def split_factory_arguments(params: dict[str, Any], factory: Any,
@@ -43,7 +41,7 @@ def split_factory_arguments(params: dict[str, Any], factory: Any,
     an error naming both lists."""
     named, takes_any = factory_arguments(factory)
     own = [k for k in params if k not in PARAMS["module"] and k != "factory"]
-    reserved = sorted(set(own) & set(_BUILT_IN_ARGS))
+    reserved = sorted(set(own) & set(FACTORY_ARGS))
     unknown = reserved or sorted(k for k in own if k not in named and not takes_any)
     if unknown:
         passed = " (n_features, n_classes, input_shape: the learner passes them)" \

@@ -18,9 +18,8 @@ cross-entropy) are optional callables too.
 
 from __future__ import annotations
 
-import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,10 +29,12 @@ from torch import nn
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
 from fedlabels.learners.consistency_loss import shifted_crops
-from fedlabels.learners.model_spec import SPEC_NAMES, check_training_params
+from fedlabels.learners.model_spec import (
+    SPEC_NAMES,
+    check_training_params,
+    factory_parameters,
+)
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
-
-_FACTORY_ARGS = ("n_features", "n_classes", "input_shape")
 
 
 def guess_shape(n_features: int) -> tuple[int, int, int] | None:
@@ -49,13 +50,6 @@ def factory_name(factory: Any) -> str:
     """``module:qualname`` of a factory (what a result and a state record)."""
     return f"{getattr(factory, '__module__', '?')}:" \
            f"{getattr(factory, '__qualname__', type(factory).__name__)}"
-
-
-def _parameters(factory: Any) -> Mapping[str, inspect.Parameter]:
-    try:
-        return inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return {}
 
 
 def _has_dropout(model: nn.Module) -> bool:
@@ -119,7 +113,7 @@ class TorchNetClassifier(TorchMLPClassifier):
         always, a factory only if it names ``input_shape`` (else it gets flat rows)."""
         if self.input_shape is not None:
             return
-        if isinstance(self.network, str) or "input_shape" in _parameters(self.network):
+        if isinstance(self.network, str) or "input_shape" in factory_parameters(self.network):
             self.input_shape = tuple(int(s) for s in shape)
 
     def _validate_params(self) -> None:
@@ -142,7 +136,8 @@ class TorchNetClassifier(TorchMLPClassifier):
                 raise FedLabelsError(f"input_shape {given} does not fit rows of {n_features} "
                                      "features; give (C, H, W) with C*H*W = the feature count.")
             return given[0], given[1], given[2]
-        if not isinstance(self.network, str) and "input_shape" not in _parameters(self.network):
+        if not isinstance(self.network, str) and \
+                "input_shape" not in factory_parameters(self.network):
             return None  # a factory that does not name input_shape gets flat rows
         shape = guess_shape(n_features)
         if shape is None:
@@ -169,7 +164,7 @@ class TorchNetClassifier(TorchMLPClassifier):
         assert callable(factory)
         values = {"n_features": n_features, "n_classes": n_classes,
                   "input_shape": self.shape_}
-        params = _parameters(factory)
+        params = factory_parameters(factory)
         takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
         kwargs = {k: v for k, v in values.items() if takes_all or k in params}
         model = factory(**kwargs)
