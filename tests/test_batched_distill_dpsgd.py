@@ -278,10 +278,12 @@ def test_a_noise_buffer_is_drawn_into_again_only_after_its_copy(monkeypatch):
         def synchronize(self):
             log.append(f"wait {self.name}")
 
+    empty = torch.empty
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
-    buffers = NoiseBuffers(3, 5, torch.device("cpu"))
-    buffers.device, buffers.cuda = torch.device("meta"), True  # as on CUDA
+    monkeypatch.setattr(torch, "empty", lambda *a, pin_memory=False, **k: empty(*a, **k))
+    buffers = NoiseBuffers(3, 5, torch.device("cuda"))  # no page-locked memory here
+    buffers.device = torch.device("meta")  # the copies go there
     first = buffers.host(0)
     assert first.shape == (3, 5) and not np.shares_memory(first, buffers.host(1))
     assert buffers.to_device(0).device.type == "meta"
@@ -293,3 +295,6 @@ def test_a_noise_buffer_is_drawn_into_again_only_after_its_copy(monkeypatch):
     assert log == ["record copy0", "record copy1", "wait copy0"]
     buffers.host(2)  # awaited once
     assert log.count("wait copy0") == 1
+    cpu = NoiseBuffers(3, 5, torch.device("cpu"))  # the CPU's step uses its noise at once
+    assert len(cpu.tensors) == 1 and np.shares_memory(cpu.host(0), cpu.host(1))
+    assert np.shares_memory(cpu.to_device(1).numpy(), cpu.host(0))

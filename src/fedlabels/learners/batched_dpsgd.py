@@ -214,19 +214,19 @@ class NoiseBuffers:
     and used there. On CUDA they are page-locked and copied without blocking the host (from
     pageable memory a copy waits for the device's earlier work and then moves at a fraction
     of the bus's speed: 268 MB a step for 100 clients of the paper's MLP), and a buffer is
-    drawn into again only once the copy that read it has finished. On the CPU the step reads
-    its buffer in place."""
+    drawn into again only once the copy that read it has finished. Elsewhere a step has used
+    its noise before the next is drawn: one buffer, which the CPU's step reads in place."""
 
     def __init__(self, n_clients: int, n_params: int, device: torch.device) -> None:
         self.device = device
         self.cuda = device.type == "cuda"
         self.tensors = [torch.empty((n_clients, n_params), dtype=torch.float32,
-                                    pin_memory=self.cuda) for _ in range(2)]
-        self.copied: list[Any] = [None, None]  # the event after each buffer's last copy
+                                    pin_memory=self.cuda) for _ in range(2 if self.cuda else 1)]
+        self.copied: list[Any] = [None] * len(self.tensors)  # each buffer's last copy's event
 
     def host(self, step: int) -> np.ndarray:
         """``step``'s buffer, to draw into (once the device has read what it held)."""
-        k = step % 2
+        k = step % len(self.tensors)
         if self.copied[k] is not None:
             self.copied[k].synchronize()
             self.copied[k] = None
@@ -235,7 +235,7 @@ class NoiseBuffers:
 
     def to_device(self, step: int) -> torch.Tensor:
         """``step``'s noise on the device (the buffer itself on the CPU)."""
-        k = step % 2
+        k = step % len(self.tensors)
         if self.device.type == "cpu":
             return self.tensors[k]
         if not self.cuda:
