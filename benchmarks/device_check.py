@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -404,7 +405,7 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
         if status == "done" and result.exists():
             data = json.loads(result.read_text())
             record["mean_accuracy"] = data["final"]["mean_accuracy"]
-            record["run_wall_s"] = round(data["wall_seconds"], 1)
+            record.update(time_split(data))
         elif status != "done":
             lines = (out_dir / f"{index:02d}.log").read_text(errors="replace").splitlines()
             record["last_output"] = next((x for x in reversed(lines) if x.strip()), "")
@@ -414,8 +415,11 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
                          *out_dir.glob(f".{index:02d}.checkpoint.npz.*.tmp")]:
                 path.unlink(missing_ok=True)
         records.append(record)
+        split = (f" (run {record['run_wall_s']} s, rounds {record['rounds_s']} s, "
+                 f"checkpoints {record['checkpoint_s']} s of it)"
+                 if "run_wall_s" in record else "")
         print(f"long run {index:02d} {status} after {record['wall_s']} s: "
-              f"{record.get('mean_accuracy', '')}  {LONG_RUNS[index]}", flush=True)
+              f"{record.get('mean_accuracy', '')}{split}  {LONG_RUNS[index]}", flush=True)
 
     while (queue or running) and time.monotonic() < deadline:
         while queue and len(running) < parallel:
@@ -444,6 +448,18 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
         records.append({"index": index, "command": line, "status": "not started"})
     (out_dir / "summary.json").write_text(json.dumps(records, indent=1))
     return records
+
+
+def time_split(result: dict[str, Any]) -> dict[str, object]:
+    """Where a finished run's time went, from its result: the run's own wall seconds (the
+    process's start and imports are not in them), its rounds' (each from the server's
+    first message to the last reply, evaluation included), and the run's seconds on
+    checkpoints (copies of the state and waits for a file; ``None`` without one)."""
+    checkpoints = result.get("provenance", {}).get("checkpoints")
+    return {"run_wall_s": round(result["wall_seconds"], 1),
+            "rounds_s": round(sum(r["seconds"] for r in result["rounds"]), 1),
+            "checkpoint_s": None if checkpoints is None
+            else round(checkpoints["seconds_in_run"], 1)}
 
 
 def last_evaluated(rounds_csv: Path) -> dict[str, object]:

@@ -129,6 +129,29 @@ def test_a_stopped_long_run_reports_its_last_evaluation_and_drops_its_checkpoint
     assert json.loads((tmp_path / "summary.json").read_text())[0]["rounds_evaluated"] == 20
 
 
+def test_a_finished_long_run_reports_where_its_time_went(tmp_path, monkeypatch, capsys):
+    """From its result: the run's wall seconds, its rounds' and its checkpoints' (the
+    paper-scale run's end-to-end gap to its rounds was not split before)."""
+    import json
+
+    script = load_script()
+    result = {"final": {"mean_accuracy": 0.85}, "wall_seconds": 70.04,
+              "rounds": [{"seconds": 0.25}, {"seconds": 0.5}, {"seconds": 60.0}],
+              "provenance": {"checkpoints": {"written": 3, "rounds_not_checkpointed": 0,
+                                             "seconds_in_run": 1.26}}}
+    (tmp_path / "made.json").write_text(json.dumps(result))
+    write = (f"import shutil; shutil.copy({str(tmp_path / 'made.json')!r}, "
+             f"{str(tmp_path / '00.json')!r})")
+    monkeypatch.setattr(script, "LONG_RUNS", [f'python -c "{write}"'])
+    (record,) = script.execute_long_runs(30.0, parallel=1, out_dir=tmp_path)
+    assert record["status"] == "done"
+    assert (record["run_wall_s"], record["rounds_s"], record["checkpoint_s"]) == (70.0, 60.8,
+                                                                                   1.3)
+    assert "(run 70.0 s, rounds 60.8 s, checkpoints 1.3 s of it)" in capsys.readouterr().out
+    del result["provenance"]
+    assert script.time_split(result)["checkpoint_s"] is None  # a run without a checkpoint
+
+
 def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(tmp_path):
     """benchmarks/device_session.sh with DRY_RUN=1 on the CPU: the check's rows, the
     paper-scale run, the whole LoRA run (2 rounds) and a long run (the paper-scale and the

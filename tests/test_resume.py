@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -269,20 +270,19 @@ def strip_seconds(node: Any) -> Any:
     return node
 
 
-def test_checkpoints_written_in_the_background_hold_their_round_and_go_first(
-        fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A checkpoint is written while the next round trains: it holds its own round's state
-    (copied, though training changes the weights in place meanwhile), and no reply of the
-    next round reaches the server before the file is on disk."""
+def gated_writer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gate: threading.Event,
+                 events: list[tuple[str, int, float]]) -> None:
+    """Checkpoints written through a writer that holds round 1's file until ``gate`` opens,
+    keeps a copy of each file (``after_N.checkpoint.npz``), and logs writes and replies."""
     from fedlabels.runs.loop import CommMeter
 
-    events: list[tuple[str, int, float]] = []
     real_write, real_add = ckpt_module.write_checkpoint, CommMeter.add
 
     def slow_write(path: Path, meta: dict[str, Any], *args: Any, **kw: Any) -> Path:
-        time.sleep(0.3)  # the next round trains (and changes the live weights) meanwhile
-        out = real_write(path, meta, *args, **kw)
         n = len(meta["records"])
+        if n == 1:
+            assert gate.wait(60), "the gate never opened"
+        out = real_write(path, meta, *args, **kw)
         (tmp_path / f"after_{n}.checkpoint.npz").write_bytes(Path(path).read_bytes())
         events.append(("written", n, time.perf_counter()))
         return out
@@ -294,19 +294,136 @@ def test_checkpoints_written_in_the_background_hold_their_round_and_go_first(
 
     monkeypatch.setattr(ckpt_module, "write_checkpoint", slow_write)
     monkeypatch.setattr(CommMeter, "add", add)
+
+
+def test_paced_checkpoints_let_rounds_run_on_and_keep_the_last_round(
+        fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint is written while the next rounds train and does not hold them up: round
+    1's file is still being written after round 2's replies, round 2 (the writer busy) is not
+    checkpointed, the last round always is; each file holds its own round's state (copied,
+    though training changes the weights in place meanwhile) and resumes to the same run."""
+    gate, events = threading.Event(), []
+    gated_writer(monkeypatch, tmp_path, gate, events)
+
+    def open_gate(record: RoundRecord) -> None:
+        if record.round == 2:
+            gate.set()
+
     path = tmp_path / "run.checkpoint.npz"
-    full = sim("fedavg", fed, checkpoint=path)
+    full = sim("fedavg", fed, checkpoint=path, on_round=open_gate)
     written = {n: t for kind, n, t in events if kind == "written"}
-    assert sorted(written) == [1, 2, 3]
-    for kind, rnd, t in events:
-        if kind == "reply" and rnd > 0:  # round rnd's replies after round rnd - 1's file
-            assert t > written[rnd]
-    # the file written after round 1, while round 2 trained, resumes to the same run
-    monkeypatch.setattr(ckpt_module, "write_checkpoint", real_write)
-    monkeypatch.setattr(CommMeter, "add", real_add)
-    resumed = sim("fedavg", fed, resume=tmp_path / "after_1.checkpoint.npz",
-                  checkpoint=tmp_path / "again.checkpoint.npz")
-    assert_same_run(full, resumed, fed.X_test)
+    assert sorted(written) == [1, 3]
+    assert max(t for kind, rnd, t in events if kind == "reply" and rnd == 1) < written[1]
+    assert full.extra["provenance"]["checkpoints"]["written"] == 2
+    assert full.extra["provenance"]["checkpoints"]["rounds_not_checkpointed"] == 1
+    assert len(load_checkpoint(path).records) == ROUNDS
+    monkeypatch.undo()
+    for n in (1, 3):
+        resumed = sim("fedavg", fed, resume=tmp_path / f"after_{n}.checkpoint.npz",
+                      checkpoint=tmp_path / f"again_{n}.checkpoint.npz")
+        assert_same_run(full, resumed, fed.X_test)
+
+
+class InterruptedAfterTraining:
+    """A grid that raises KeyboardInterrupt (a Ctrl-C) in round ``rnd`` after the clients
+    trained and replied, before the server has used the replies: the roles are mid-round."""
+
+    def __init__(self, inner: Any, rnd: int, before: threading.Event) -> None:
+        self.inner, self.rnd, self.before = inner, rnd, before
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def exchange(self, messages: Any, rnd: int) -> Any:
+        if rnd == self.rnd:
+            self.before.set()
+        replies = self.inner.exchange(messages, rnd)
+        if rnd == self.rnd:
+            raise KeyboardInterrupt
+        return replies
+
+
+def test_a_ctrl_c_mid_round_keeps_the_last_file_not_the_half_done_round(
+        fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 2's checkpoint was put off (round 1's still being written); a Ctrl-C in round
+    3, after its clients trained: the file stays round 1's, not the roles as they are then
+    (which would resume to another run), and resumes to the uninterrupted run."""
+    full = sim("fedavg", fed)
+    gate, events = threading.Event(), []
+    gated_writer(monkeypatch, tmp_path, gate, events)
+    path = tmp_path / "run.checkpoint.npz"
+    part = sim("fedavg", fed, checkpoint=path,
+               wrap_grid=lambda grid: InterruptedAfterTraining(grid, 2, gate))
+    assert part.extra["interrupted"] and len(part.rounds) == 2
+    assert [n for kind, n, _ in events if kind == "written"] == [1]
+    assert len(load_checkpoint(path).records) == 1
+    monkeypatch.undo()
+    assert_same_run(full, sim("fedavg", fed, resume=path), fed.X_test)
+
+
+def test_a_hook_that_stops_the_run_has_its_round_checkpointed(
+        fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``on_round`` hook stops the run after round 2, whose checkpoint was put off (round
+    1's still being written): it is written before the run stops, and resumes to the
+    uninterrupted run."""
+    full = sim("fedavg", fed)
+    gate, events = threading.Event(), []
+    gated_writer(monkeypatch, tmp_path, gate, events)
+
+    def stop_after_2(record: RoundRecord) -> None:
+        if record.round == 2:
+            gate.set()
+            raise KeyboardInterrupt
+
+    path = tmp_path / "run.checkpoint.npz"
+    part = sim("fedavg", fed, checkpoint=path, on_round=stop_after_2)
+    assert part.extra["interrupted"]
+    assert [n for kind, n, _ in events if kind == "written"] == [1, 2]
+    monkeypatch.undo()
+    assert_same_run(full, sim("fedavg", fed, resume=path), fed.X_test)
+
+
+def test_the_pacing_spaces_checkpoints_by_their_cost() -> None:
+    """With a clock of its own: a checkpoint whose write takes 1 s, at a share of 0.5, is
+    followed by the next no sooner than 2 s after it was taken; a round ending before that
+    is not checkpointed, unless it is the last (``finish``)."""
+    from fedlabels.runs.checkpoint import Keeper
+    from fedlabels.runs.loop import CommMeter
+
+    class Role:
+        secret_state: tuple[str, ...] = ()
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"w": np.zeros(3)}
+
+    now = [0.0]
+    holds: list[int] = []
+
+    def write(path: Path, meta: dict[str, Any], *args: Any, **kw: Any) -> Path:
+        holds.append(len(meta["records"]))
+        now[0] += 1.0  # a write of one second
+        return Path(path)
+
+    keeper = Keeper(Path("unused.checkpoint.npz"), {}, {}, 4, Role(),  # type: ignore[arg-type]
+                    {0: Role()}, CommMeter(), background=True, share=0.5,  # type: ignore[dict-item]
+                    clock=lambda: now[0])
+    after_round = keeper.hook(None)
+    original, ckpt_module.write_checkpoint = ckpt_module.write_checkpoint, write
+    try:
+        for rnd, at in ((1, 0.0), (2, 1.5), (3, 2.5), (4, 3.6)):
+            now[0] = max(now[0], at)
+            after_round(RoundRecord(round=rnd, local_steps=rnd, accuracies=None, server={},
+                                    bytes_up=[0], bytes_down=[0], seconds=0.0))
+            keeper.barrier()
+        assert holds == [1, 3]  # round 2 at 1.5 s < 0 + 2 × 1 s; round 3 at 2.5 s ≥ 2 s
+        keeper.finish()  # round 4 at 3.6 s < 2.5 + 2 s: put off, written now
+        assert holds == [1, 3, 4]
+        keeper.finish()  # nothing new
+        assert holds == [1, 3, 4]
+    finally:
+        ckpt_module.write_checkpoint = original
+    assert keeper._pace.record()["written"] == 3
+    assert keeper._pace.record()["rounds_not_checkpointed"] == 1  # round 2
 
 
 def test_a_background_checkpoint_copies_live_arrays(tmp_path: Path) -> None:

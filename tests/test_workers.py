@@ -36,6 +36,7 @@ from fedlabels.learners import as_models
 from fedlabels.method.base import ClientRole
 from fedlabels.methods import get_method
 from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.checkpoint import load_checkpoint
 from fedlabels.runs.config import RunConfig, load_config
 from fedlabels.runs.loop import CommMeter
 from test_method_contract import CASES, PERIOD, ROUNDS, SEED, Case
@@ -140,8 +141,10 @@ def test_a_killed_worker_is_a_one_line_error_and_the_run_resumes(
                               "signal 9)")
     assert "fedlabels resume RESULT.json" in message
     assert not mp.active_children()  # the other worker was stopped too
+    on_disk = len(load_checkpoint(ckpt).records)  # round 2's, or round 1's if paced off
+    assert on_disk in (1, 2)
     resumed = simulate(method, federation, models, workers=2, resume=ckpt, **kw)
-    assert resumed.extra["provenance"]["resumed"][0]["from_round"] == 2
+    assert resumed.extra["provenance"]["resumed"][0]["from_round"] == on_disk
     assert _records(resumed) == _records(whole)
     assert _comparable(resumed)["final"] == _comparable(whole)["final"]
 

@@ -128,8 +128,9 @@ def simulate(
     ``participation`` (a probability q in (0, 1] per client and round, or an int: exactly that
     many clients per round), ``dropout`` and ``deadline``: see
     :mod:`fedlabels.runs.participation`; the result's ``participation`` entry records them.
-    ``checkpoint`` is written after every round (:mod:`fedlabels.runs.checkpoint`), in the
-    background while the next round trains (its replies wait for the file);
+    ``checkpoint`` is written at the end of rounds (:mod:`fedlabels.runs.checkpoint`), in
+    the background while the next rounds train, paced to take at most about 5 % of the
+    run (every round where rounds take seconds) and always after the last round;
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.
@@ -197,7 +198,6 @@ def simulate(
             dict(config or {}), plan.settings.rounds, server, clients, meter, started,
             client_states=None if pool is None else pool.states, background=True)
         done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
-        meter.before_release = keeper.barrier  # no reply before the last round's file
         try:
             with RoundProgress(rounds, f"{method.name} on {federation.name}",
                                progress) as shown:
@@ -206,11 +206,13 @@ def simulate(
                     iterative=uses_iterative(learners), all_cids=cids,
                     on_round=keeper.hook(on_round), progress=shown, records=done,
                     catch_interrupt=True, draw=draw)
-            keeper.barrier()  # the last round's checkpoint is on disk (or its error raised)
+            if interrupted:  # a Ctrl-C mid-round: the roles are past the last round's end
+                keeper.barrier()  # (a hook that stopped the run had its round written)
+            else:
+                keeper.finish()  # the last round's checkpoint on disk (or its error raised)
             if pool is not None:
                 pool.finish()  # the clients' final states and models, back in this process
         finally:
-            meter.before_release = None
             keeper.settle()  # failing: let a write end, quietly (after barrier: nothing)
             if pool is not None:
                 pool.close()

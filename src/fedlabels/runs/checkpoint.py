@@ -1,11 +1,18 @@
-"""Crash and resume for the simulator: a checkpoint after every round, written atomically.
+"""Crash and resume: a checkpoint at the end of rounds, written atomically.
 
-A run whose result is ``X.json`` keeps ``X.checkpoint.npz`` beside it, replaced after every
-round (a temporary file, then ``os.replace``: a crash mid-write leaves the previous one). The
-simulator writes it in a background thread while the next round trains, from a copy of the
-round's state; no reply of that next round reaches the server before the file is on disk
-(:meth:`Keeper.barrier`). It is one ``.npz`` (read with ``allow_pickle=False``, never a
-pickle) holding
+A run whose result is ``X.json`` keeps ``X.checkpoint.npz`` beside it, replaced at the end of
+a round (a temporary file, then ``os.replace``: a crash mid-write leaves the previous one).
+Flower's ServerApp writes it after every round. The simulator writes it in a background
+thread while the next rounds train, from a copy of the round's state, and paces it
+(:class:`Keeper`): a round's checkpoint is taken once the previous file is on disk and
+20 times what the previous checkpoint cost has passed since it was taken (its copy in the
+run's thread plus its write), so checkpoints take at most about 5 % of the run. Where a
+round takes longer than that (the CPU, seconds a round) every round is checkpointed; where
+rounds take a tenth of a second (a GPU) one in several is, and a crash (power, SIGKILL)
+loses the rounds since the last one, a few seconds of work. The last round is always
+checkpointed, and so is the round an ``on_round`` hook stops the run after; a Ctrl-C
+during a round resumes from the last file written. It is one ``.npz`` (read with
+``allow_pickle=False``, never a pickle) holding
 
 * ``meta``: a JSON string — format, the run's identity (method, seed, options, models,
   federation summary, ...) and configuration, the round records, the communication meter,
@@ -202,9 +209,45 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
 
 
 # --------------------------------------------------------------------------- a run's keeper
+#: the share of a simulator run's time its checkpoints may take (:class:`Keeper`)
+CHECKPOINT_SHARE = 0.05
+
+
+@dataclass
+class CheckpointPace:
+    """A run's checkpoints so far: when the last was taken and what it cost."""
+
+    taken_at: float | None = None
+    #: the last checkpoint's copy in the run's thread plus, once done, its write (seconds)
+    cost: float = 0.0
+    #: the rounds the last checkpoint taken holds
+    rounds: int = 0
+    written: int = 0
+    skipped: int = 0
+    #: the run's own time spent on checkpoints: copies and waits
+    run_seconds: float = 0.0
+
+    def taken(self, at: float, copy_seconds: float, rounds: int) -> None:
+        self.taken_at, self.cost, self.rounds = at, copy_seconds, rounds
+        self.written += 1
+        self.run_seconds += copy_seconds
+
+    def record(self) -> dict[str, Any]:
+        return {"written": self.written, "rounds_not_checkpointed": self.skipped,
+                "seconds_in_run": round(self.run_seconds, 4)}
+
+
 @dataclass
 class Keeper:
-    """Checkpoints a simulator run after every round, and restores one into fresh roles."""
+    """Checkpoints a run at the end of its rounds, and restores one into fresh roles.
+
+    Without ``background`` (Flower's ServerApp) after every round, in the run's thread.
+    With it (the simulator) paced, in a background thread: after a round the checkpoint is
+    taken when no write is under way and ``1 / share`` times the last checkpoint's cost
+    (its copy in the run's thread plus its write) has passed since the last was taken, and
+    always after the last round (:meth:`finish`) and after the round an ``on_round`` hook
+    stops the run at.
+    """
 
     path: Path | None
     identity: dict[str, Any]
@@ -225,15 +268,18 @@ class Keeper:
     #: neither loaded into the roles nor copied for a background write; it returns ``None``
     #: while the roles themselves hold the states
     client_states: Callable[[], Mapping[int, State] | None] | None = None
-    #: write each checkpoint in a background thread (the simulator): the round's state is
-    #: copied at its end, the next round trains while the file is written, and its clients'
-    #: replies reach the server only once the file is on disk (:meth:`barrier`, which the
-    #: meter calls before it counts a reply), so a crash loses no more than before
+    #: paced checkpoints written in a background thread (the simulator): a round's state is
+    #: copied at its end and the next rounds train while the file is written
     background: bool = False
+    #: with ``background``: the share of the run's time checkpoints may take (see above)
+    share: float = CHECKPOINT_SHARE
     #: where the run started (a dataset's relative path is relative to it): kept on resume
     directory: str = field(default_factory=os.getcwd)
+    #: the clock the pacing reads (tests give their own)
+    clock: Callable[[], float] = time.perf_counter
     _writer: threading.Thread | None = field(default=None, init=False, repr=False)
     _failure: BaseException | None = field(default=None, init=False, repr=False)
+    _pace: CheckpointPace = field(default_factory=CheckpointPace, init=False, repr=False)
 
     def fresh(self) -> list[RoundRecord]:
         """A new run (no records yet): a checkpoint left at the path by an earlier run is
@@ -257,6 +303,7 @@ class Keeper:
         self.engine = dict(ckpt.meta.get("engine", {}))
         self.directory = str(ckpt.meta.get("directory", self.directory))
         self.records = ckpt.records
+        self._pace.rounds = len(self.records)  # on disk already
         self.resumed = [*ckpt.meta["resumed"],
                         {"from_round": len(self.records),
                          "rounds_planned_before": ckpt.rounds_planned,
@@ -290,21 +337,54 @@ class Keeper:
                                  f"extend it (give at least {ckpt.rounds_planned}).")
 
     def hook(self, on_round: RoundHook | None) -> Callable[[RoundRecord], None]:
-        """``on_round`` after writing the checkpoint of the round just recorded (with
-        ``background``: after starting to write it)."""
+        """``on_round`` after the checkpoint of the round just recorded is written (with
+        ``background``: started, or put off by the pacing). Should ``on_round`` raise (a
+        hook that stops the run), the round's checkpoint is written first if it was put
+        off: the roles are still as the round left them."""
         def after_round(record: RoundRecord) -> None:
             self.records.append(record)
             if self.path is not None and self.background:
-                self.barrier()  # the previous round's file first: one write at a time
-                snapshot = self._snapshot(copied=True)
-                self._writer = threading.Thread(target=self._write_in_background,
-                                                args=snapshot, name="fedlabels-checkpoint")
-                self._writer.start()
+                self._paced()
             elif self.path is not None:
+                started = self.clock()
                 self.save()
+                self._pace.run_seconds += self.clock() - started
             if on_round is not None:
-                on_round(record)
+                try:
+                    on_round(record)
+                except BaseException:
+                    self.finish()
+                    raise
         return after_round
+
+    def _paced(self) -> None:
+        """Start this round's checkpoint in the background if it is due (see the class)."""
+        pace = self._pace
+        if self._writer is not None and self._writer.is_alive():
+            pace.skipped += 1  # the previous file is still being written
+            return
+        self.barrier()  # the finished write's failure, if any, raised here
+        now = self.clock()
+        if pace.taken_at is not None and now - pace.taken_at < pace.cost / self.share:
+            pace.skipped += 1
+            return
+        snapshot = self._snapshot(copied=True)
+        copied = self.clock()
+        pace.taken(now, copied - now, len(self.records))
+        self._writer = threading.Thread(target=self._write_in_background,
+                                        args=(*snapshot, pace), name="fedlabels-checkpoint")
+        self._writer.start()
+
+    def finish(self) -> None:
+        """Wait for a checkpoint being written, and write the last recorded round's if the
+        pacing put it off; call it only while the roles are as that round left them (after
+        the last round, or between rounds). Raises a write's failure here."""
+        started = self.clock()
+        self.barrier()
+        if self.path is not None and self._pace.rounds < len(self.records):
+            self.save()
+            self._pace.skipped -= 1  # the round put off is checkpointed after all
+        self._pace.run_seconds += self.clock() - started
 
     def barrier(self) -> None:
         """Wait for a checkpoint being written in the background; raise its failure (a full
@@ -322,15 +402,19 @@ class Keeper:
             writer.join()
 
     def _write_in_background(self, meta: dict[str, Any], server: State,
-                             clients: dict[int, State]) -> None:
+                             clients: dict[int, State], pace: CheckpointPace) -> None:
+        started = self.clock()
         try:
             self._write(meta, server, clients)
         except BaseException as exc:  # raised by barrier() in the run's thread
             self._failure = exc
+        pace.cost += self.clock() - started
 
     def save(self) -> None:
         """Write the checkpoint of the rounds recorded so far, now."""
         self._write(*self._snapshot(copied=False))
+        self._pace.rounds = len(self.records)
+        self._pace.written += 1
 
     def _snapshot(self, copied: bool) -> tuple[dict[str, Any], State, dict[int, State]]:
         """Everything a checkpoint holds, as of now; ``copied``: arrays copied, so the next
@@ -366,11 +450,14 @@ class Keeper:
             write_checkpoint(self.path, meta, server, clients)
 
     def stamp(self, result: RunResult) -> RunResult:
-        """Record the resume history in ``provenance`` and count every session's time."""
+        """Record the resume history and what the checkpoints cost in ``provenance``, and
+        count every session's time."""
         result.wall_seconds += self.previous_seconds
+        provenance = result.extra.setdefault("provenance", {})
         if self.resumed:
-            result.extra["provenance"] = {**result.extra.get("provenance", {}),
-                                          "resumed": list(self.resumed)}
+            provenance["resumed"] = list(self.resumed)
+        if self.path is not None:
+            provenance["checkpoints"] = self._pace.record()
         return result
 
 

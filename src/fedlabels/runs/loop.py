@@ -50,13 +50,8 @@ class CommMeter:
 
     def __init__(self) -> None:
         self.bytes: dict[tuple[int, int, str, str], int] = defaultdict(int)
-        #: called before a client's reply is counted, i.e. before the server receives it
-        #: (the simulator's checkpoint writer waits there: :class:`Keeper.barrier`)
-        self.before_release: Callable[[], None] | None = None
 
     def add(self, rnd: int, cid: int, direction: str, category: str, n: int) -> None:
-        if direction == "up" and self.before_release is not None:
-            self.before_release()  # a reply reaches the server only after this
         self.bytes[(rnd, cid, direction, category)] += n
 
     def per_client(self, rnd: int, cids: list[int], direction: str,
