@@ -202,7 +202,8 @@ def write_profiles(ops: object, python: object, out: Path, device: str, wall: fl
 
 def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int = 1,
                          kind: str = "train", graphs: bool = False,
-                         profile_dir: Path | None = None) -> float:
+                         profile_dir: Path | None = None, model: str | None = None,
+                         n_clients: int | None = None) -> float:
     """Seconds per step of ``n_batched`` clients over one call of ``steps`` steps per client
     (or one batched call): ``train`` (FedCT: 64 private + 64 pseudo-labelled rows), ``distill``
     (DD: 64 soft-labelled public + 64 private rows) or ``dpsgd`` (DP-FedAvg: a Poisson sample
@@ -210,7 +211,8 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
     ``graphs``: training or distillation steps replayed as a CUDA graph
     (``--cuda-graphs on``). With
     ``profile_dir``, one more call runs under the profilers (``profile_<device>_100clients_*``
-    there: what the host does for a call of many clients)."""
+    there: what the host does for a call of many clients). ``model`` (default: the paper's
+    MLP) and ``n_clients`` (default ``n_batched``) time another network."""
     from fedlabels.learners import build_learner, parse_model_spec
     from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
     from fedlabels.learners.batched import TrainJob, train_together
@@ -220,14 +222,14 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
     from fedlabels.learners.resident_rows import ResidentRows
 
     rng = np.random.default_rng(0)
-    (spec,) = parse_model_spec(f"mlp(hidden={scale.hidden})")
+    (spec,) = parse_model_spec(model or f"mlp(hidden={scale.hidden})")
     learners = [build_learner(spec, n_classes=10, random_state=i)
-                for i in range(scale.n_batched)]
+                for i in range(n_clients or scale.n_batched)]
     X = rng.random((200, 784), dtype=np.float32)
     y = rng.integers(0, 10, 200)
     soft = rng.dirichlet(np.ones(10), size=200).astype(np.float32)
     config = DPSGDConfig(1.0, 64 / 200, 1.0)
-    noise = [np.random.default_rng([1, i]) for i in range(scale.n_batched)]
+    noise = [np.random.default_rng([1, i]) for i in range(len(learners))]
     for ln in learners:
         ln.place(device)
     rows = ResidentRows()  # as in a run: the rows stay on the device between calls
@@ -676,6 +678,19 @@ def main(argv: list[str] | None = None) -> int:
             label = f"  the same, {scale.period} steps a call, CUDA graphs"
             print_row(label, alone, or_failure(label, lambda: batched_step_seconds(
                 scale, gpu, True, scale.period, "distill", graphs=True)))
+    # the papers' CNNs train together since batch normalisation and dropout do (CIFAR-10's
+    # network on Fashion-MNIST's 28 x 28 images; a tenth of the clients, and one step a
+    # call on the CPU: there a client's step takes 0.3 s on one thread)
+    cnn, n_cnn = "cnn(arch=cifar10)", max(2, scale.n_batched // 10)
+    label = f"{n_cnn} clients, CIFAR-10 CNN step (CPU one by one, GPU together)"
+    cnn_alone = batched_step_seconds(scale, "cpu", False, 1, model=cnn, n_clients=n_cnn)
+    print_row(label, cnn_alone, None if gpu is None else or_failure(
+        label, lambda: batched_step_seconds(scale, gpu, True, steps, model=cnn,
+                                            n_clients=n_cnn)))
+    if gpu is not None:
+        label = f"{n_cnn} clients, CIFAR-10 CNN step, one by one on both"
+        print_row(label, cnn_alone, or_failure(label, lambda: batched_step_seconds(
+            scale, gpu, False, steps, model=cnn, n_clients=n_cnn)))
     if gpu is not None and not args.skip_offload:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from gpu_offload import offload_comparison

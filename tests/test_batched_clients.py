@@ -213,8 +213,8 @@ def test_batch_clients_on_is_refused_for_learners_that_cannot(capsys):
     from fedlabels.cli import main
 
     code = main(["run", "--method", "fedct", "--dataset", "digits", "--clients", "3",
-                 "--model", "cnn(arch=cifar10)", "--rounds", "1", "--batch-clients", "on",
-                 "--no-progress"])
+                 "--model", "module:user_nets:cumulative_bn", "--rounds", "1",
+                 "--batch-clients", "on", "--no-progress", "--no-checkpoint"])
     assert code == 2 and "batch_clients=on needs" in capsys.readouterr().err
 
 

@@ -28,12 +28,13 @@ def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):
     assert script.main(["--dry-run", "--skip-tests", "--profile", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.endswith("n/a")]
-    assert len(rows) == 9 and "FedCT Fashion-MNIST round" in rows[0]
+    assert len(rows) == 10 and "FedCT Fashion-MNIST round" in rows[0]
     assert "evaluation" in rows[1] and "400 such rounds" in rows[2]
     assert "distillation (DD) step" in rows[5] and "DP-SGD (DP-FedAvg) step" in rows[6]
-    assert "LoRA MiniLM FedCT round" in rows[7] and "evaluation" in rows[8]
+    assert "2 clients, CIFAR-10 CNN step" in rows[7]
+    assert "LoRA MiniLM FedCT round" in rows[8] and "evaluation" in rows[9]
     seconds = [float(row.split()[-3]) for row in rows]
-    rounds, evaluations = [seconds[k] for k in (0, 3, 4, 5, 6, 7)], [seconds[1], seconds[8]]
+    rounds, evaluations = [seconds[k] for k in (0, 3, 4, 5, 6, 7, 8)], [seconds[1], seconds[9]]
     assert all(0 < x < 60 for x in rounds)
     assert all(0 <= x < 60 for x in evaluations)  # a difference: at tiny sizes it may be 0
     # the whole-run estimate is 400 training rounds and 20 evaluations (to the printed digits)

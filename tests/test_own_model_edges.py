@@ -60,12 +60,23 @@ def test_dp_sgd_refuses_your_batch_norm_network_once_built(fed):
                options={"epsilon": 8, "mechanism": "dpsgd"}, progress=False)
 
 
-def test_batch_clients_on_refuses_your_batch_norm_network_once_built(fed):
+def with_cumulative_batch_norm(n_features, n_classes):
+    return nn.Sequential(nn.Linear(n_features, 16), nn.BatchNorm1d(16, momentum=None),
+                         nn.ReLU(), nn.Linear(16, n_classes))
+
+
+def test_batch_clients_on_trains_your_batch_norm_network_together(fed):
+    result = fl.run("fedct", fed, model=fl.TorchModel(with_batch_norm), rounds=1,
+                    batch_clients="on", progress=False)
+    assert result.extra["device"]["batched_clients"] is True
+
+
+def test_batch_clients_on_refuses_a_cumulative_batch_norm_once_built(fed):
     with pytest.raises(FedLabelsError, match="batch_clients=on needs every client's learner"):
-        fl.run("fedct", fed, model=fl.TorchModel(with_batch_norm), rounds=1,
+        fl.run("fedct", fed, model=fl.TorchModel(with_cumulative_batch_norm), rounds=1,
                batch_clients="on", progress=False)
     # auto trains it alone, and says so
-    result = fl.run("fedct", fed, model=fl.TorchModel(with_batch_norm), rounds=1,
+    result = fl.run("fedct", fed, model=fl.TorchModel(with_cumulative_batch_norm), rounds=1,
                     batch_clients="auto", progress=False)
     assert result.extra["device"]["batched_clients"] is False
 

@@ -58,3 +58,22 @@ class WithBuffer(nn.Module):
 
 def with_buffer(n_features: int, n_classes: int) -> nn.Module:
     return WithBuffer(n_features, n_classes)
+
+
+def cumulative_bn(n_features: int, n_classes: int) -> nn.Module:
+    """Batch normalisation with a cumulative average (``momentum=None``): trained alone."""
+    return nn.Sequential(nn.Linear(n_features, 16), nn.BatchNorm1d(16, momentum=None),
+                         nn.ReLU(), nn.Linear(16, n_classes))
+
+
+def bn_net(n_features: int, n_classes: int) -> nn.Module:
+    """Batch normalisation (1-d, after a linear layer without a bias: a bias there has no
+    gradient but rounding's, which Adam would amplify), no dropout."""
+    return nn.Sequential(nn.Linear(n_features, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
+                         nn.Linear(16, n_classes))
+
+
+def bn_dropout_net(n_features: int, n_classes: int, p: float = 0.3) -> nn.Module:
+    """Batch normalisation and dropout."""
+    return nn.Sequential(nn.Linear(n_features, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
+                         nn.Dropout(p), nn.Linear(16, n_classes))

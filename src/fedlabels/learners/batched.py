@@ -16,11 +16,19 @@ client at once), so a round's predictions of U, or of the test set, are one batc
 
 Learners can train together (:func:`batch_groups`) when they are torch classifiers of one
 architecture on one device with the default loss and Adam of the same hyper-parameters and
-step count, without batch normalisation or dropout (whose batch statistics and random masks
-``vmap`` would not reproduce); anything else trains on its own. The clients'
-``distill_steps`` and DP-SGD steps run together in :mod:`fedlabels.learners.batched_distill`
-and :mod:`fedlabels.learners.batched_dpsgd`, with the helpers here (:class:`RowPool`,
-:func:`stacked_adam`, :func:`write_back`).
+step count; anything else trains on its own. Batch normalisation trains together: each
+client's running statistics are its own stacked buffers, updated in place as its network
+would update them, and clients whose batches differ in size (a client with fewer rows than
+a batch) form groups of their own, so no padding row enters a batch's statistics; the
+result equals the sequential run up to rounding. Dropout trains together in distribution:
+each client draws the seed of its step's masks from its own generator as it would alone
+(so its minibatches and augmentations stay the sequential run's), and the group's masks
+come from those seeds through ``vmap(randomness="different")`` (each client's masks
+independent Bernoulli draws, as alone, but not the same draws). Other buffers are stacked
+as they are; batch normalisation without a momentum (a cumulative average) trains alone.
+The clients' ``distill_steps`` and DP-SGD steps run together in
+:mod:`fedlabels.learners.batched_distill` and :mod:`fedlabels.learners.batched_dpsgd`,
+with the helpers here (:class:`RowPool`, :func:`stacked_adam`, :func:`write_back`).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 import numpy as np
 import torch
@@ -41,8 +49,8 @@ from fedlabels.learners.step_graphs import MIN_STEPS, replay_steps
 
 #: why ``batch_clients=on`` refuses a run
 NOT_BATCHABLE = ("batch_clients=on needs every client's learner to be a torch classifier that "
-                 "trains batched (Adam, the default loss, no batch normalisation or dropout: "
-                 "mlp, cnn(arch=small), your own module without them); use batch_clients="
+                 "trains batched (Adam, the default loss, batch normalisation with a momentum: "
+                 "mlp, every cnn(arch=...), your own module so made); use batch_clients="
                  "auto or off.")
 
 
@@ -60,7 +68,8 @@ def _adam_state(learner: Any) -> tuple[int, tuple[Any, ...]]:
 
 def batchable(learner: Any) -> bool:
     """Whether this learner can train batched, judged before it is built: a torch
-    classifier with Adam and the default loss, no batch normalisation, no dropout."""
+    classifier with Adam and the default loss (its network, where it is your own, is judged
+    once built: :func:`batch_key`)."""
     from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
     if not isinstance(learner, TorchMLPClassifier) or learner._target_dtype is not np.int64:
@@ -69,8 +78,7 @@ def batchable(learner: Any) -> bool:
         return False
     if hasattr(learner, "model_"):
         return batch_key(learner) is not None
-    network = getattr(learner, "network", None)  # None: the MLP; a factory: seen when built
-    return network is None or network == "small" or not isinstance(network, str)
+    return True  # the MLP, a built-in CNN; a factory's network is seen when it is built
 
 
 def batch_key(learner: Any) -> tuple[Any, ...] | None:
@@ -84,9 +92,10 @@ def batch_key(learner: Any) -> tuple[Any, ...] | None:
     if type(learner.optimizer_) is not torch.optim.Adam:
         return None
     model = learner.model_
-    shapes = _architecture(model)
-    if shapes is None:
+    arch = _architecture(model)
+    if arch is None:
         return None
+    shapes = arch.params
     step, hyper = _adam_state(learner)
     if step < 0 or hyper[4] or hyper[5]:
         return None
@@ -94,27 +103,76 @@ def batch_key(learner: Any) -> tuple[Any, ...] | None:
     if len(owned) != len(shapes) or any(tuple(p.shape) != shape
                                         for p, (_, shape) in zip(owned, shapes, strict=False)):
         return None  # Adam over other tensors than the network's, in its order
-    return (type(learner), type(model), shapes, learner.device, learner.precision,
-            int(learner.batch_size), step, hyper, getattr(learner, "shape_", None),
-            bool(getattr(learner, "augment", False)))
+    return (type(learner), type(model), shapes, arch.buffers, arch.batch_norm, arch.dropout,
+            learner.device, learner.precision, int(learner.batch_size), step, hyper,
+            getattr(learner, "shape_", None), bool(getattr(learner, "augment", False)))
 
 
-#: each network's parameter names and shapes (None: it has batch norm or dropout), found
-#: once per network: a round of 100 clients asks for it hundreds of times
-_ARCHITECTURES: weakref.WeakKeyDictionary[nn.Module, tuple[Any, ...] | None] = \
+class Architecture(NamedTuple):
+    """What two networks must share to be stacked, and what their training step does that a
+    plain forward pass does not."""
+
+    #: the parameters' names and shapes, in the network's order
+    params: tuple[tuple[str, tuple[int, ...]], ...]
+    #: the buffers' (batch normalisation's running statistics) names and shapes
+    buffers: tuple[tuple[str, tuple[int, ...]], ...]
+    #: batch statistics in training: a group's batches must be of one size (no padding)
+    batch_norm: bool
+    #: random masks in training: drawn afresh at every step (not planned ahead)
+    dropout: bool
+
+
+#: each network's :class:`Architecture` (None: it cannot be stacked), found once per
+#: network: a round of 100 clients asks for it hundreds of times
+_ARCHITECTURES: weakref.WeakKeyDictionary[nn.Module, Architecture | None] = \
     weakref.WeakKeyDictionary()
 
 
-def _architecture(model: nn.Module) -> tuple[Any, ...] | None:
-    """What two networks must share to be stacked: their parameters' names and shapes;
-    ``None`` for a network with batch normalisation or dropout (whose batch statistics and
-    random masks ``vmap`` would not reproduce)."""
+def _architecture(model: nn.Module) -> Architecture | None:
+    """The network's :class:`Architecture`; ``None`` where it has batch normalisation
+    without a momentum (its cumulative average divides by a step count that ``vmap`` cannot
+    read per client)."""
     if model not in _ARCHITECTURES:
-        blocked = any(isinstance(m, nn.modules.batchnorm._BatchNorm
-                                 | nn.modules.dropout._DropoutNd) for m in model.modules())
-        _ARCHITECTURES[model] = None if blocked else tuple(
-            (n, tuple(p.shape)) for n, p in model.named_parameters())
+        norm = nn.modules.batchnorm._BatchNorm
+        modules = list(model.modules())
+        blocked = any(isinstance(m, norm) and m.track_running_stats
+                      and m.momentum is None for m in modules)
+        _ARCHITECTURES[model] = None if blocked else Architecture(
+            tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
+            tuple((n, tuple(b.shape)) for n, b in model.named_buffers()),
+            any(isinstance(m, norm) for m in modules),
+            any(isinstance(m, nn.modules.dropout._DropoutNd) for m in modules))
     return _ARCHITECTURES[model]
+
+
+def stochastic(learner: Any) -> bool:
+    """Whether a built learner's training step uses batch statistics or random masks (batch
+    normalisation, dropout): what the distillation and DP-SGD steps do not batch."""
+    arch = _architecture(learner.model_)
+    return arch is None or arch.batch_norm or arch.dropout
+
+
+def draws_each_step(learner: Any) -> bool:
+    """Whether a learner draws from its generator between its minibatches (augmentations,
+    dropout's seeds), so that a call's minibatches cannot be drawn ahead of its steps."""
+    arch = _architecture(learner.model_)
+    return bool(getattr(learner, "augment", False)) or arch is None or arch.dropout
+
+
+def dropout_seed(learners: Sequence[Any]) -> int:
+    """The seed of a step's dropout masks for a group: each client draws its step's seed
+    from its own generator, as its ``_forward`` does alone (so its later draws stay those of
+    the sequential run), and the group's seed is made from them all."""
+    seeds = [int(ln.rng_.integers(2**63 - 1)) for ln in learners]
+    return int(np.random.SeedSequence(seeds).generate_state(1, np.uint64)[0] >> 1)
+
+
+def step_sizes(job: TrainJob) -> tuple[int, int]:
+    """A job's rows per step: its private batch and its auxiliary batch (a cursor draws
+    batches of one size, all its rows where it has fewer than a batch)."""
+    size = int(job.learner.batch_size)
+    n_aux = len(job.y_aux) if job.X_aux is not None and job.y_aux is not None else 0
+    return min(len(job.y), size), min(n_aux, size)
 
 
 def batch_groups(jobs: Sequence[TrainJob]) -> list[list[int]]:
@@ -131,8 +189,12 @@ def batch_groups(jobs: Sequence[TrainJob]) -> list[list[int]]:
         if key is None:
             alone.append([i])
         else:
+            # batch statistics: only clients whose batches are of one size (no padding)
+            arch = _architecture(job.learner.model_)
+            sizes = step_sizes(job) if arch is not None and arch.batch_norm else None
             groups.setdefault((key, int(job.n_steps), job.y_aux is not None and
-                               len(job.y_aux) > 0, job.w_aux is not None), []).append(i)
+                               len(job.y_aux) > 0, job.w_aux is not None, sizes),
+                              []).append(i)
     return list(groups.values()) + alone
 
 
@@ -170,8 +232,8 @@ def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
         if key is None or job.X.ndim != 2 or job.X.shape[1] != job.learner.n_features_in_:
             alone.append([i])
         else:
-            (kind, model_type, shapes, device, precision, *_rest) = key
-            groups.setdefault((kind, model_type, shapes, device, precision,
+            (kind, model_type, shapes, buffers, *_flags, device, precision) = key[:8]
+            groups.setdefault((kind, model_type, shapes, buffers, device, precision,
                                getattr(job.learner, "shape_", None)), []).append(i)
     return list(groups.values()) + alone
 
@@ -427,7 +489,7 @@ class _Batches:
         self._mapped = any(r is not None for r in self.rows)  # some U gathered by index
         self.device = device
         self._planned: list[torch.Tensor] = []
-        if steps and not any(getattr(ln, "augment", False) for ln in learners):
+        if steps and not any(draws_each_step(ln) for ln in learners):
             self._plan(int(steps))
 
     def _plan(self, steps: int) -> None:
@@ -572,9 +634,11 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
     def train_on(x_rows: torch.Tensor, y_all: torch.Tensor, w_all: torch.Tensor,
                  lens: list[int]) -> None:
         """One step on a gathered minibatch: forward, weighted loss, backward, Adam."""
+        # each client draws its masks' seed, then its augmentations, as it does alone
+        seed = dropout_seed(learners) if forward.masks else None
         x_all = stacked_inputs(learners, x_rows, lens)
         with autocast(first.device, first.precision, cache=not capture):
-            out = forward(x_all)
+            out = forward(x_all, seed)
         losses = nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]),
                                              y_all.reshape(-1), reduction="none")
         (losses.reshape(w_all.shape) * w_all).sum().backward()
@@ -588,38 +652,71 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
             opt.zero_grad(set_to_none=True)
             train_on(*batches.next())
     write_back(learners, params, opt)
+    write_back_buffers(learners, forward.buffers)
     for ln in learners:
         ln.steps_ += n_steps
     return capture
 
 
+class StackedForward:
+    """The group's stacked forward pass in training mode (inputs (clients, rows, ...)):
+    batched matrix products for an MLP, else ``vmap`` of ``functional_call`` over the
+    stacked parameters and ``buffers`` (batch normalisation updates each client's running
+    statistics in them, in place). A network with dropout (``masks``) takes the step's
+    seed (:func:`dropout_seed`), its masks drawn from it, each client's its own."""
+
+    def __init__(self, learners: Sequence[Any], params: dict[str, torch.Tensor],
+                 buffers: dict[str, torch.Tensor]) -> None:
+        from torch.func import functional_call, vmap
+
+        base = copy.deepcopy(learners[0].model_).to("meta").train()
+
+        def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
+                      x: torch.Tensor) -> torch.Tensor:
+            return functional_call(base, (p, b), (x,))
+
+        arch = _architecture(learners[0].model_)
+        self.params, self.buffers = params, buffers
+        self.masks = arch is not None and arch.dropout
+        self.stack = linear_stack(base, params)
+        self.batched = vmap(logits_of, randomness="different" if self.masks else "error")
+        self.devices = ([next(iter(params.values())).device]
+                        if learners[0].device.startswith("cuda") else [])
+
+    def __call__(self, x: torch.Tensor, seed: int | None = None) -> torch.Tensor:
+        if self.stack is not None:
+            return self.stack(x)
+        if seed is None:
+            return self.batched(self.params, self.buffers, x)
+        with torch.random.fork_rng(devices=self.devices):
+            torch.manual_seed(seed)
+            return self.batched(self.params, self.buffers, x)
+
+
 def stack_for_training(learners: Sequence[Any], capturable: bool = False) -> tuple[
-        dict[str, torch.Tensor], torch.optim.Adam, Callable[[torch.Tensor], torch.Tensor]]:
-    """The learners' parameters stacked (:func:`stacked_state`), one Adam over
-    them (:func:`stacked_adam`; ``capturable``: its step counts on the device, for a CUDA
-    graph) and the stacked forward pass (batched matrix products for an MLP, else ``vmap``
-    of ``functional_call``) of inputs (clients, rows, ...); the networks are put in training
-    mode."""
-    from torch.func import functional_call, vmap
-
+        dict[str, torch.Tensor], torch.optim.Adam, StackedForward]:
+    """The learners' parameters (and buffers) stacked (:func:`stacked_state`), one Adam
+    over them (:func:`stacked_adam`; ``capturable``: its step counts on the device, for a
+    CUDA graph) and the stacked forward pass (:class:`StackedForward`); the networks are
+    put in training mode."""
     params, buffers = stacked_state(learners)
-    base = copy.deepcopy(learners[0].model_).to("meta")
     opt = stacked_adam(learners, params, capturable)
-
-    def logits_of(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor],
-                  x: torch.Tensor) -> torch.Tensor:
-        return functional_call(base, (p, b), (x,))
-
-    stack = linear_stack(base, params)
-    batched = vmap(logits_of)
+    forward = StackedForward(learners, params, buffers)
     for ln in learners:
         if not ln.model_.training:
             ln.model_.train()
-
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        return batched(params, buffers, x) if stack is None else stack(x)
-
     return params, opt, forward
+
+
+def write_back_buffers(learners: Sequence[Any], buffers: dict[str, torch.Tensor]) -> None:
+    """Each learner's buffers (batch normalisation's running statistics and step count)
+    from the stacked ones the group's steps updated."""
+    if not buffers:
+        return
+    with torch.no_grad():
+        for name, stacked in buffers.items():
+            torch._foreach_copy_([ln.model_.get_buffer(name) for ln in learners],
+                                 list(stacked.unbind(0)))
 
 
 def stacked_state(learners: Sequence[Any]) -> tuple[dict[str, torch.Tensor],
@@ -630,15 +727,15 @@ def stacked_state(learners: Sequence[Any]) -> tuple[dict[str, torch.Tensor],
     learner's Adam list under the cached parameter names, without walking every network's
     modules (milliseconds for a call of 100 clients)."""
     model = learners[0].model_
-    names = _architecture(model)
-    if names is None or next(model.buffers(), None) is not None:
+    arch = _architecture(model)
+    if arch is None or arch.buffers:
         from torch.func import stack_module_state
 
         return stack_module_state([ln.model_ for ln in learners])
     owned = [_owned(ln) for ln in learners]
     with torch.no_grad():
         params = {name: torch.stack([own[k] for own in owned]).requires_grad_()
-                  for k, (name, _) in enumerate(names)}
+                  for k, (name, _) in enumerate(arch.params)}
     return params, {}
 
 

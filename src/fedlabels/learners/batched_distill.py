@@ -29,6 +29,7 @@ from fedlabels.learners.batched import (
     graphable,
     stack_for_training,
     stacked_inputs,
+    stochastic,
     write_back,
 )
 from fedlabels.learners.step_graphs import replay_steps
@@ -44,8 +45,8 @@ def distill_groups(jobs: Sequence[DistillJob]) -> list[list[int]]:
     for i, job in enumerate(jobs):
         key = batch_key(job.learner)
         private = job.X is not None and job.y is not None and len(job.y) > 0
-        if key is None or getattr(job.learner, "augment", False):
-            alone.append([i])
+        if key is None or getattr(job.learner, "augment", False) or stochastic(job.learner):
+            alone.append([i])  # batch statistics and dropout masks: distilled alone
         else:
             groups.setdefault((key, int(job.n_steps), private), []).append(i)
     return list(groups.values()) + alone

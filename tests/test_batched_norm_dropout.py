@@ -1,0 +1,192 @@
+"""Batch normalisation and dropout trained together (the papers' CNNs).
+
+Batch normalisation: each client's running statistics are its own stacked buffers, so a
+group's steps equal the clients' steps alone up to rounding (weights, Adam moments, running
+statistics, the minibatches drawn), and clients whose batches differ in size train in
+groups of their own (no padding row in a batch's statistics). Dropout: each client draws
+its step's seed from its own generator as alone (its later draws stay the sequential
+run's), and its masks are independent Bernoulli draws (checked against the binomial
+distribution), not the same draws as alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedlabels.learners.batch_jobs import DistillJob, PredictJob, TrainJob
+from fedlabels.learners.batched import (
+    batch_groups,
+    predict_together,
+    stack_for_training,
+    train_together,
+)
+from fedlabels.learners.batched_distill import distill_groups
+from fedlabels.learners.torch_net import TorchNetClassifier
+from test_batched_clients import digits_clients, jobs_for
+from user_nets import bn_dropout_net, bn_net
+
+CPU_AND_CUDA = pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+#: on a GPU (together) against the CPU (alone): other kernels, other rounding
+TOLERANCE = {"cpu": {"rtol": 1e-4, "atol": 1e-5}, "cuda": {"rtol": 1e-3, "atol": 1e-4}}
+
+
+def nets(factory, n, batch_size=32, device="cpu"):
+    models = [TorchNetClassifier(factory, n_classes=10, random_state=i, batch_size=batch_size)
+              for i in range(n)]
+    for m in models:
+        m.place(device)
+    return models
+
+
+def train_alone(models, jobs):
+    for m, job in zip(models, jobs, strict=True):
+        m.train_steps(job.X, job.y, job.n_steps, job.X_aux, job.y_aux,
+                      aux_index=job.aux_index)
+
+
+def assert_same_state(a, b, rtol=1e-4, atol=1e-5):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sorted(sa) == sorted(sb)
+    for key in sa:
+        if isinstance(sa[key], np.ndarray) and sa[key].dtype.kind == "f":
+            np.testing.assert_allclose(sa[key], sb[key], rtol=rtol, atol=atol, err_msg=key)
+        elif isinstance(sa[key], np.ndarray):
+            np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+        else:
+            assert sa[key] == sb[key], key
+
+
+@CPU_AND_CUDA
+def test_batch_norm_trains_together_as_each_client_alone(device):
+    """Three clients with full batches of 32 train as one group, the fourth (20 rows, fewer
+    than a batch) in a group of its own; after two warm-started calls of 9 steps (several
+    epochs, reshuffled) every state entry matches the client trained alone, running
+    statistics and their step count included."""
+    clients, public, _ = digits_clients((70, 90, 130, 20))
+    alone, together = nets(bn_net, 4), nets(bn_net, 4, device=device)
+    for round_ in range(2):
+        train_alone(alone, jobs_for(alone, clients, 9, public, np.random.default_rng(round_)))
+        jobs = jobs_for(together, clients, 9, public, np.random.default_rng(round_))
+        assert sorted(map(sorted, batch_groups(jobs))) == [[0, 1, 2], [3]]
+        train_together(jobs)
+        for m in (*alone, *together):  # evaluation mode between calls, as in a round
+            m.predict_proba(clients[0][0][:5])
+    for a, b in zip(alone, together, strict=True):
+        assert_same_state(a, b, **TOLERANCE[device])
+        assert int(b.model_[1].num_batches_tracked) == 18
+        assert float(b.model_[1].running_var.sub(1.0).abs().max()) > 1e-3  # it moved
+
+
+def test_clients_whose_batches_differ_in_size_are_not_padded_into_one_group():
+    """Without the size rule the 20-row client would join the group padded to 32 rows, and
+    its padding would enter the batch statistics: its state would differ from alone."""
+    clients, _, _ = digits_clients((20, 50, 33))
+    jobs = [TrainJob(m, X, y, 4) for m, (X, y) in zip(nets(bn_net, 3), clients, strict=True)]
+    assert sorted(map(sorted, batch_groups(jobs))) == [[0], [1, 2]]
+
+
+@CPU_AND_CUDA
+def test_dropout_draws_each_clients_seed_as_alone(device):
+    """With dropout the group draws each client's seed from the client's generator every
+    step, as its forward pass does alone: with p = 0 (masks of ones) the states equal the
+    sequential run's, generator and cursors included, over several epochs."""
+    clients, public, _ = digits_clients((70, 90, 130))
+    alone = nets(lambda n_features, n_classes: bn_dropout_net(n_features, n_classes, 0.0), 3)
+    together = nets(lambda n_features, n_classes: bn_dropout_net(n_features, n_classes, 0.0),
+                    3, device=device)
+    train_alone(alone, jobs_for(alone, clients, 11, public, np.random.default_rng(0)))
+    jobs = jobs_for(together, clients, 11, public, np.random.default_rng(0))
+    assert [len(g) for g in batch_groups(jobs)] == [3]
+    train_together(jobs)
+    for a, b in zip(alone, together, strict=True):
+        assert_same_state(a, b, **TOLERANCE[device])
+
+
+def test_dropout_masks_are_each_clients_own_bernoulli_draws():
+    """A network that sums its inputs after dropout (p = 0.3) on rows of ones counts the
+    kept inputs: over 3 clients × 64 rows × 200 inputs the kept share is 0.7 within four
+    binomial standard deviations, scaled by 1 / 0.7; the clients' masks differ, and one
+    seed repeats its masks."""
+    p, d = 0.3, 200
+
+    def summing(n_features, n_classes):
+        net = torch.nn.Sequential(torch.nn.Dropout(p),
+                                  torch.nn.Linear(n_features, n_classes, bias=False))
+        torch.nn.init.ones_(net[1].weight)
+        return net
+
+    models = [TorchNetClassifier(summing, n_classes=2, random_state=i) for i in range(3)]
+    X = np.ones((10, d), dtype=np.float32)
+    for m in models:
+        m._ensure_initialised(X, np.array([0, 1] * 5))
+    _, _, forward = stack_for_training(models)
+    x = torch.ones((3, 64, d))
+    with torch.no_grad():
+        out = forward(x, 12345)[..., 0]  # kept inputs / 0.7, per client and row
+        again = forward(x, 12345)[..., 0]
+        other = forward(x, 54321)[..., 0]
+    kept = out * (1 - p)
+    np.testing.assert_allclose(kept, np.round(kept), atol=1e-3)  # whole counts: scaled
+    n = kept.numel() * d
+    share = float(kept.sum()) / n
+    assert abs(share - (1 - p)) < 4 * np.sqrt(p * (1 - p) / n)
+    assert not torch.equal(out[0], out[1]) and not torch.equal(out[1], out[2])
+    assert torch.equal(out, again) and not torch.equal(out, other)
+
+
+def test_dropout_trained_together_keeps_the_sequential_draws_not_the_masks():
+    """p = 0.5: the weights differ from alone (other masks), while each client's generator,
+    and so its minibatches, end where they end alone."""
+    clients, _, _ = digits_clients((70, 90, 130))
+    alone, together = nets(bn_dropout_net, 3), nets(bn_dropout_net, 3)
+    train_alone(alone, [TrainJob(m, X, y, 7) for m, (X, y) in zip(alone, clients,
+                                                                    strict=True)])
+    train_together([TrainJob(m, X, y, 7) for m, (X, y) in zip(together, clients,
+                                                                strict=True)])
+    for a, b in zip(alone, together, strict=True):
+        sa, sb = a.state_dict(), b.state_dict()
+        rng = [k for k in sa if k.startswith(("rng.", "cursor."))]
+        assert rng and all(np.array_equal(sa[k], sb[k]) if isinstance(sa[k], np.ndarray)
+                           else sa[k] == sb[k] for k in rng)
+        assert not np.allclose(a.get_weights(), b.get_weights(), atol=1e-6)
+
+
+def test_batch_norm_clients_predict_together_with_their_running_statistics():
+    clients, (X_all, _), _ = digits_clients((70, 90, 130))
+    models = nets(bn_dropout_net, 3)
+    for i, (m, (X, y)) in enumerate(zip(models, clients, strict=True)):
+        m.train_steps(X, y, 5 + 3 * i)
+        m.predict_batch_size = 100
+    U = X_all[:333]
+    alone = [m.predict_proba(U) for m in models]
+    jobs = [PredictJob(m, U) for m in models]
+    predict_together(jobs)
+    for a, job in zip(alone, jobs, strict=True):
+        np.testing.assert_allclose(job.out, a, rtol=1e-4, atol=1e-6)
+
+
+def test_batch_norm_and_dropout_networks_distil_alone():
+    clients, (X_all, _), _ = digits_clients((70, 90, 130))
+    models = nets(bn_net, 3)
+    for m, (X, y) in zip(models, clients, strict=True):
+        m.train_steps(X, y, 1)
+    P = np.full((50, 10), 0.1, dtype=np.float32)
+    jobs = [DistillJob(m, X_all[:50], P, 3) for m in models]
+    assert sorted(map(sorted, distill_groups(jobs))) == [[0], [1], [2]]
+
+
+@pytest.mark.parametrize("arch", ["pneumonia", "cifar10"])
+def test_a_fedct_run_trains_the_papers_cnns_together(arch):
+    """The papers' CNNs (batch normalisation and dropout) run FedCT with the clients
+    trained together: the device record says so, and the run repeats under one seed."""
+    import fedlabels as fl
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((60, 90, 150), n_unlabeled=200, n_test=200)
+    runs = [fl.run("fedct", fed, model=f"cnn(arch={arch})", rounds=2, period=3, seed=0,
+                   progress=False, batch_clients="on") for _ in range(2)]
+    assert all(r.extra["device"]["batched_clients"] for r in runs)
+    assert runs[0].final == runs[1].final
