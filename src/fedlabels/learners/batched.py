@@ -147,7 +147,7 @@ def _architecture(model: nn.Module) -> Architecture | None:
 
 def stochastic(learner: Any) -> bool:
     """Whether a built learner's training step uses batch statistics or random masks (batch
-    normalisation, dropout): what the distillation and DP-SGD steps do not batch."""
+    normalisation, dropout): what the distillation step does not batch."""
     arch = _architecture(learner.model_)
     return arch is None or arch.batch_norm or arch.dropout
 
@@ -232,9 +232,10 @@ def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
         if key is None or job.X.ndim != 2 or job.X.shape[1] != job.learner.n_features_in_:
             alone.append([i])
         else:
-            (kind, model_type, shapes, buffers, *_flags, device, precision) = key[:8]
-            groups.setdefault((kind, model_type, shapes, buffers, device, precision,
-                               getattr(job.learner, "shape_", None)), []).append(i)
+            ln = job.learner
+            groups.setdefault((type(ln), type(ln.model_), _architecture(ln.model_),
+                               ln.device, ln.precision, getattr(ln, "shape_", None)),
+                              []).append(i)
     return list(groups.values()) + alone
 
 
