@@ -19,6 +19,7 @@ from scipy import stats
 from fedlabels.learners.batch_jobs import DistillJob, PredictJob, TrainJob
 from fedlabels.learners.batched import (
     batch_groups,
+    predict_groups,
     predict_together,
     stack_for_training,
     train_together,
@@ -26,7 +27,12 @@ from fedlabels.learners.batched import (
 from fedlabels.learners.batched_distill import distill_groups
 from fedlabels.learners.torch_net import TorchNetClassifier
 from test_batched_clients import digits_clients, jobs_for
-from user_nets import bn_dropout_net, bn_net
+from user_nets import (
+    bn_dropout_net,
+    bn_net,
+    bn_without_running_stats,
+    functional_dropout,
+)
 
 CPU_AND_CUDA = pytest.mark.parametrize(
     "device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
@@ -215,3 +221,30 @@ def test_dropout_trained_together_learns_as_alone_over_seeds():
     assert alone.mean() > 0.7
     assert stats.wilcoxon(alone, together, zero_method="zsplit").pvalue > 0.05
     assert abs(alone.mean() - together.mean()) < 0.02
+
+
+def test_batch_norm_without_running_statistics_predicts_alone():
+    """Such a network normalises by the batch's statistics in evaluation too, so in a group
+    the padding of a client with fewer rows would enter them: it predicts alone, and so
+    its probabilities are its own."""
+    clients, _, _ = digits_clients((70, 90, 130))
+    models = nets(bn_without_running_stats, 3)
+    for m, (X, y) in zip(models, clients, strict=True):
+        m.train_steps(X, y, 3)
+    jobs = [PredictJob(m, X[:n]) for m, (X, _), n in zip(models, clients, (50, 70, 90),
+                                                           strict=True)]
+    assert sorted(map(sorted, predict_groups(jobs))) == [[0], [1], [2]]
+    predict_together(jobs)
+    for m, job in zip(models, jobs, strict=True):
+        np.testing.assert_allclose(job.out, m.predict_proba(job.X), rtol=1e-5, atol=1e-7)
+
+
+def test_a_network_drawing_its_own_dropout_trains_together():
+    """``F.dropout`` in a user's forward (no ``nn.Dropout`` layer to see): each client draws
+    its own masks inside the group, as it draws from torch's generator alone."""
+    clients, _, _ = digits_clients((70, 90, 130))
+    models = nets(functional_dropout, 3)
+    jobs = [TrainJob(m, X, y, 4) for m, (X, y) in zip(models, clients, strict=True)]
+    assert [len(g) for g in batch_groups(jobs)] == [3]
+    train_together(jobs)
+    assert all(m.steps_ == 4 for m in models)

@@ -357,8 +357,19 @@ def test_a_ctrl_c_mid_round_keeps_the_last_file_not_the_half_done_round(
     assert part.extra["interrupted"] and len(part.rounds) == 2
     assert [n for kind, n, _ in events if kind == "written"] == [1]
     assert len(load_checkpoint(path).records) == 1
+    assert part.extra["provenance"]["checkpoints"]["last_round"] == 1
+    from fedlabels.cli.run_options import interrupted_message
+
+    assert interrupted_message(part).endswith(
+        "interrupted after round 2; the rounds completed so far were saved; its checkpoint "
+        "holds round 1, where `fedlabels resume` continues")
     monkeypatch.undo()
-    assert_same_run(full, sim("fedavg", fed, resume=path), fed.X_test)
+    resumed = sim("fedavg", fed, resume=path)
+    assert_same_run(full, resumed, fed.X_test)
+    # the counts go on from the file's session: every round of the result is in one of them
+    counts = resumed.extra["provenance"]["checkpoints"]
+    assert counts["written"] >= 2 and counts["last_round"] == ROUNDS
+    assert counts["written"] + counts["rounds_not_checkpointed"] == ROUNDS
 
 
 def test_a_hook_that_stops_the_run_has_its_round_checkpointed(

@@ -77,3 +77,27 @@ def bn_dropout_net(n_features: int, n_classes: int, p: float = 0.3) -> nn.Module
     """Batch normalisation and dropout."""
     return nn.Sequential(nn.Linear(n_features, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
                          nn.Dropout(p), nn.Linear(16, n_classes))
+
+
+def bn_without_running_stats(n_features: int, n_classes: int) -> nn.Module:
+    """Batch normalisation that uses the batch's statistics in evaluation too."""
+    return nn.Sequential(nn.Linear(n_features, 16, bias=False),
+                         nn.BatchNorm1d(16, track_running_stats=False), nn.ReLU(),
+                         nn.Linear(16, n_classes))
+
+
+class FunctionalDropout(nn.Module):
+    """Dropout drawn with ``F.dropout``, not an ``nn.Dropout`` layer."""
+
+    def __init__(self, n_features: int, n_classes: int) -> None:
+        super().__init__()
+        self.a = nn.Linear(n_features, 16)
+        self.out = nn.Linear(16, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.dropout(torch.relu(self.a(x)), 0.3, training=self.training)
+        return self.out(h)
+
+
+def functional_dropout(n_features: int, n_classes: int) -> nn.Module:
+    return FunctionalDropout(n_features, n_classes)

@@ -68,8 +68,8 @@ def add_run_parser(sub: Any) -> None:
     p = run_parser(sub, "run", simulator=True, help="run one method on one dataset")
     add_metric_flag(p)
     p.add_argument("--no-checkpoint", action="store_true",
-                   help="write no checkpoint X.checkpoint.npz after each round (the run "
-                        "cannot be resumed; saves a write of every client's model a round)")
+                   help="write no checkpoint X.checkpoint.npz (the run cannot be resumed; "
+                        "saves writing every client's model as the run goes)")
     add_renamed_flags(p)
     p.set_defaults(func=cmd_run)
     r = sub.add_parser("resume", help="continue an interrupted run from the checkpoint beside "

@@ -175,8 +175,11 @@ def interrupted_message(result: Any) -> str:
                "but the configuration, which was saved"
     last = result.rounds[-1].round
     evaluated = "" if result.final is not None else " (none evaluated yet)"
+    kept = result.extra.get("provenance", {}).get("checkpoints", {}).get("last_round")
+    resumes = "" if kept is None or kept == last else \
+        f"; its checkpoint holds round {kept}, where `fedlabels resume` continues"
     return f"fedlabels: interrupted after round {last}; the rounds completed so far " \
-           f"were saved{evaluated}"
+           f"were saved{evaluated}{resumes}"
 
 
 def default_output(cfg: Any, tag: str = "") -> Path:

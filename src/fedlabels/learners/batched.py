@@ -120,6 +120,9 @@ class Architecture(NamedTuple):
     batch_norm: bool
     #: random masks in training: drawn afresh at every step (not planned ahead)
     dropout: bool
+    #: batch statistics in evaluation too (batch normalisation without running statistics):
+    #: such networks predict alone (a group's padding rows would enter the statistics)
+    eval_batch_norm: bool
 
 
 #: each network's :class:`Architecture` (None: it cannot be stacked), found once per
@@ -141,7 +144,8 @@ def _architecture(model: nn.Module) -> Architecture | None:
             tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
             tuple((n, tuple(b.shape)) for n, b in model.named_buffers()),
             any(isinstance(m, norm) for m in modules),
-            any(isinstance(m, nn.modules.dropout._DropoutNd) for m in modules))
+            any(isinstance(m, nn.modules.dropout._DropoutNd) for m in modules),
+            any(isinstance(m, norm) and not m.track_running_stats for m in modules))
     return _ARCHITECTURES[model]
 
 
@@ -229,7 +233,8 @@ def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
     alone: list[list[int]] = []
     for i, job in enumerate(jobs):
         key = batch_key(job.learner)
-        if key is None or job.X.ndim != 2 or job.X.shape[1] != job.learner.n_features_in_:
+        if key is None or job.X.ndim != 2 or job.X.shape[1] != job.learner.n_features_in_ \
+                or _architecture(job.learner.model_).eval_batch_norm:  # type: ignore[union-attr]
             alone.append([i])
         else:
             ln = job.learner
@@ -680,7 +685,10 @@ class StackedForward:
         self.params, self.buffers = params, buffers
         self.masks = arch is not None and arch.dropout
         self.stack = linear_stack(base, params)
-        self.batched = vmap(logits_of, randomness="different" if self.masks else "error")
+        # "different": each client's own random draws, also for a network that draws
+        # outside nn.Dropout (F.dropout, torch.rand), which then draws from torch's global
+        # generator together as it does alone
+        self.batched = vmap(logits_of, randomness="different")
         self.devices = ([next(iter(params.values())).device]
                         if learners[0].device.startswith("cuda") else [])
 

@@ -201,8 +201,8 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
             server = _join(states.pop("server"), npz)
             clients = {int(k.split(".", 1)[1]): _join(v, npz) for k, v in states.items()}
     except FileNotFoundError:
-        raise FedLabelsError(f"no checkpoint {path}: a run writes one beside its result after "
-                             "every round; nothing to resume.") from None
+        raise FedLabelsError(f"no checkpoint {path}: a run writes one beside its result as "
+                             "it goes (none with --no-checkpoint); nothing to resume.") from None
     except (OSError, ValueError, KeyError) as exc:
         raise FedLabelsError(f"cannot read checkpoint {path}: {exc}.") from None
     return Checkpoint(meta, server, clients)
@@ -233,8 +233,25 @@ class CheckpointPace:
         self.run_seconds += copy_seconds
 
     def record(self) -> dict[str, Any]:
+        """For the result's ``provenance``: every session's counts (see :meth:`carried`) and
+        the rounds the last checkpoint holds (where a resume would continue)."""
         return {"written": self.written, "rounds_not_checkpointed": self.skipped,
-                "seconds_in_run": round(self.run_seconds, 4)}
+                "seconds_in_run": round(self.run_seconds, 4), "last_round": self.rounds}
+
+    def saved(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the counts, as of its own snapshot (itself not yet
+        counted)."""
+        return {"written": self.written, "skipped": self.skipped,
+                "run_seconds": self.run_seconds}
+
+    def carried(self, saved: Mapping[str, Any] | None, rounds: int) -> None:
+        """Continue the counts of the session a checkpoint holding ``rounds`` rounds was
+        written in: its own file among them (the rounds after it are run again)."""
+        if saved is not None:
+            self.written = int(saved["written"]) + 1
+            self.skipped = int(saved["skipped"])
+            self.run_seconds = float(saved["run_seconds"])
+        self.rounds = rounds
 
 
 @dataclass
@@ -303,7 +320,7 @@ class Keeper:
         self.engine = dict(ckpt.meta.get("engine", {}))
         self.directory = str(ckpt.meta.get("directory", self.directory))
         self.records = ckpt.records
-        self._pace.rounds = len(self.records)  # on disk already
+        self._pace.carried(ckpt.meta.get("checkpoints"), len(self.records))  # on disk
         self.resumed = [*ckpt.meta["resumed"],
                         {"from_round": len(self.records),
                          "rounds_planned_before": ckpt.rounds_planned,
@@ -382,8 +399,8 @@ class Keeper:
         started = self.clock()
         self.barrier()
         if self.path is not None and self._pace.rounds < len(self.records):
-            self.save()
             self._pace.skipped -= 1  # the round put off is checkpointed after all
+            self.save()
         self._pace.run_seconds += self.clock() - started
 
     def barrier(self) -> None:
@@ -433,6 +450,7 @@ class Keeper:
                 "rounds_planned": self.rounds_planned,
                 "records": [asdict(r) for r in self.records],
                 "meter": [[*k, n] for k, n in sorted(self.meter.bytes.items())],
+                "checkpoints": self._pace.saved(),
                 "noise_source": None if secret else {
                     "position": source.getstate(),  # type: ignore[union-attr]
                     "key": _source_key()},
