@@ -222,6 +222,22 @@ def test_a_full_disk_keeps_the_old_file(tmp_path, capsys, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
+def test_a_failed_write_names_the_file_not_its_temporary(tmp_path):
+    """The error of a write through a temporary file beside the target names the target
+    (the file the user asked for), not ``.NAME.<random>.tmp``; another file keeps its name."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.core.files import writing
+
+    target = tmp_path / "r.checkpoint.npz"
+    temporary = tmp_path / ".r.checkpoint.npz.k2x9.tmp.npz"
+    with pytest.raises(FedLabelsError) as err, writing(str(target)):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temporary))
+    assert str(err.value).startswith(f"could not write {target}: No space left on device")
+    other = tmp_path / "elsewhere.json"
+    with pytest.raises(FedLabelsError, match=f"could not write {other}"), writing(str(target)):
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(other))
+
+
 # ------------------------------------------------------------------- interrupted runs
 
 

@@ -172,6 +172,8 @@ def writing(what: str = "the output") -> Iterator[None]:
         yield
     except OSError as exc:
         target = exc.filename or what
+        if exc.filename and Path(str(exc.filename)).name.startswith(f".{Path(what).name}."):
+            target = what  # its temporary file (atomic_path): name the file the user knows
         raise FedLabelsError(f"could not write {target}: {exc.strerror or exc}; the file "
                              "there before, if any, is unchanged.") from None
 

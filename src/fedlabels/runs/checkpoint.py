@@ -414,9 +414,9 @@ class Keeper:
     def settle(self) -> None:
         """Wait for a checkpoint being written in the background, keeping any failure to
         itself (the run is failing already)."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.join()
+        if self._writer is not None:
+            self._writer.join()  # a Ctrl-C here leaves it set: the next wait joins it again
+        self._writer = None
 
     def _write_in_background(self, meta: dict[str, Any], server: State,
                              clients: dict[int, State], pace: CheckpointPace) -> None:
