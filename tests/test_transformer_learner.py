@@ -9,6 +9,7 @@ parameters.
 
 from __future__ import annotations
 
+import json
 import pickle
 from importlib.util import find_spec
 from pathlib import Path
@@ -140,6 +141,28 @@ def test_learner_contract_fit_predict(tiny_dir: str) -> None:
     assert m.steps_ == 40
     with pytest.raises(FedLabelsError, match="takes text"):
         m.predict(np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_directory_of_half_precision_weights_trains_in_float32(
+        tiny_dir: str, tmp_path: Path, dtype: str) -> None:
+    """Many Hugging Face directories store float16 or bfloat16 weights; the encoder is
+    loaded in float32 (transformers would keep the stored type), so it trains as the
+    float32 directory does, to the weights' rounding."""
+    import shutil
+
+    from transformers import BertModel
+
+    half = tmp_path / dtype
+    shutil.copytree(tiny_dir, half)
+    BertModel.from_pretrained(tiny_dir).to(getattr(torch, dtype)).save_pretrained(str(half))
+    assert json.loads((half / "config.json").read_text())["dtype"] == dtype
+    X, y = texts(60, 5)
+    m = learner(str(half), mode="lora", max_steps=5).fit(X, y)
+    assert {p.dtype for p in m.encoder_.parameters()} == {torch.float32}
+    ref = learner(tiny_dir, mode="lora", max_steps=5).fit(X, y)
+    Xt, _ = texts(20, 6)
+    np.testing.assert_allclose(m.predict_proba(Xt), ref.predict_proba(Xt), atol=0.02)
 
 
 @pytest.mark.parametrize("mode", ["frozen", "lora", "full"])

@@ -65,8 +65,10 @@ def load_base(path: str | Path) -> Base:
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bar in a run's output
     hf_logging.set_verbosity_error()
+    # float32 whatever the directory stores (many ship float16 or bfloat16 weights, which
+    # transformers would keep): the learner trains in float32, bf16 only as autocast
     model = AutoModel.from_pretrained(key, local_files_only=True, hidden_dropout_prob=0.0,
-                                      attention_probs_dropout_prob=0.0)
+                                      attention_probs_dropout_prob=0.0, dtype=torch.float32)
     model.eval().requires_grad_(False)
     tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
     tokenizer.no_padding()
