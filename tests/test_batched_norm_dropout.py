@@ -24,7 +24,7 @@ from fedlabels.learners.batched import (
     stack_for_training,
     train_together,
 )
-from fedlabels.learners.batched_distill import distill_groups
+from fedlabels.learners.batched_distill import distill_groups, distill_together
 from fedlabels.learners.torch_net import TorchNetClassifier
 from test_batched_clients import digits_clients, jobs_for
 from user_nets import (
@@ -175,14 +175,65 @@ def test_batch_norm_clients_predict_together_with_their_running_statistics():
         np.testing.assert_allclose(job.out, a, rtol=1e-4, atol=1e-6)
 
 
-def test_batch_norm_and_dropout_networks_distil_alone():
-    clients, (X_all, _), _ = digits_clients((70, 90, 130))
-    models = nets(bn_net, 3)
-    for m, (X, y) in zip(models, clients, strict=True):
+def distill_jobs(models, clients, X_soft, steps, private=True):
+    rng = np.random.default_rng(7)
+    P = rng.dirichlet(np.ones(10), size=len(X_soft)).astype(np.float32)
+    return [DistillJob(m, X_soft, P, steps, *((X, y) if private else (None, None)), 0.7)
+            for m, (X, y) in zip(models, clients, strict=True)]
+
+
+def distil_alone(jobs):
+    for job in jobs:
+        job.learner.distill_steps(job.X_soft, job.P_soft, job.n_steps, X=job.X, y=job.y,
+                                  weight=job.weight)
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_batch_norm_distils_together_as_each_client_alone(private):
+    """DD's step (soft rows, then private rows: two passes, two sets of batch statistics)
+    and FedMD's digest (soft rows only), two warm-started calls of 7 steps: every state entry
+    equals the client distilling alone; a client with fewer private rows than a batch
+    distils in a group of its own."""
+    clients, (X_all, _), _ = digits_clients((70, 90, 130, 20))
+    alone, together = nets(bn_net, 4), nets(bn_net, 4)
+    for m, (X, y) in zip((*alone, *together), clients * 2, strict=True):
         m.train_steps(X, y, 1)
-    P = np.full((50, 10), 0.1, dtype=np.float32)
-    jobs = [DistillJob(m, X_all[:50], P, 3) for m in models]
-    assert sorted(map(sorted, distill_groups(jobs))) == [[0], [1], [2]]
+    for _ in range(2):
+        distil_alone(distill_jobs(alone, clients, X_all[:100], 7, private))
+        jobs = distill_jobs(together, clients, X_all[:100], 7, private)
+        groups = sorted(map(sorted, distill_groups(jobs)))
+        assert groups == ([[0, 1, 2], [3]] if private else [[0, 1, 2, 3]])
+        distill_together(jobs)
+    for a, b in zip(alone, together, strict=True):
+        assert_same_state(a, b)
+
+
+def test_dropout_distils_together_with_each_clients_draws():
+    """With dropout each client draws its soft pass's seed after its soft minibatch and its
+    private pass's after its private one, as alone: at p = 0 every state entry equals the
+    client alone over several epochs of both cursors; at p = 0.5 the generators and cursors
+    do, the weights do not (other masks)."""
+    clients, (X_all, _), _ = digits_clients((70, 90, 130))
+    for p, exact in ((0.0, True), (0.5, False)):
+        def net(n_features, n_classes, p=p):
+            return bn_dropout_net(n_features, n_classes, p)
+
+        alone, together = nets(net, 3), nets(net, 3)
+        for m, (X, y) in zip((*alone, *together), clients * 2, strict=True):
+            m.train_steps(X, y, 1)
+        distil_alone(distill_jobs(alone, clients, X_all[:100], 9))
+        jobs = distill_jobs(together, clients, X_all[:100], 9)
+        assert [len(g) for g in distill_groups(jobs)] == [3]
+        distill_together(jobs)
+        for a, b in zip(alone, together, strict=True):
+            if exact:
+                assert_same_state(a, b)
+                continue
+            sa, sb = a.state_dict(), b.state_dict()
+            drawn = [k for k in sa if k.startswith(("rng.", "cursor."))]
+            assert all(np.array_equal(sa[k], sb[k]) if isinstance(sa[k], np.ndarray)
+                       else sa[k] == sb[k] for k in drawn)
+            assert not np.allclose(a.get_weights(), b.get_weights(), atol=1e-6)
 
 
 @pytest.mark.parametrize("arch", ["pneumonia", "cifar10"])

@@ -151,7 +151,8 @@ def _architecture(model: nn.Module) -> Architecture | None:
 
 def stochastic(learner: Any) -> bool:
     """Whether a built learner's training step uses batch statistics or random masks (batch
-    normalisation, dropout): what the distillation step does not batch."""
+    normalisation, dropout): such learners train and distil in groups whose batches are of
+    one size."""
     arch = _architecture(learner.model_)
     return arch is None or arch.batch_norm or arch.dropout
 
@@ -167,8 +168,17 @@ def dropout_seed(learners: Sequence[Any]) -> int:
     """The seed of a step's dropout masks for a group: each client draws its step's seed
     from its own generator, as its ``_forward`` does alone (so its later draws stay those of
     the sequential run), and the group's seed is made from them all."""
-    seeds = [int(ln.rng_.integers(2**63 - 1)) for ln in learners]
-    return int(np.random.SeedSequence(seeds).generate_state(1, np.uint64)[0] >> 1)
+    return group_seed([client_seed(ln) for ln in learners])
+
+
+def client_seed(learner: Any) -> int:
+    """A forward pass's dropout seed, drawn from the learner's generator as alone."""
+    return int(learner.rng_.integers(2**63 - 1))
+
+
+def group_seed(seeds: Sequence[int]) -> int:
+    """One seed for a group's masks, made from its clients' seeds."""
+    return int(np.random.SeedSequence(list(seeds)).generate_state(1, np.uint64)[0] >> 1)
 
 
 def step_sizes(job: TrainJob) -> tuple[int, int]:

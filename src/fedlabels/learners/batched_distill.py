@@ -12,6 +12,14 @@ the clients' own losses and one backward pass and one stacked Adam step
 learner's own cursors, created and drawn in the order ``distill_steps`` draws them; the result
 equals the one-by-one calls up to floating-point rounding. Learners that augment images (whose
 draws follow each forward pass) and learners that cannot train together distil alone.
+
+Networks with batch normalisation or dropout run a step as their clients do alone: two
+forward passes, the soft rows' and then the private rows' (each with its own batch
+statistics, each client's running statistics updated twice), in groups whose clients' batches
+are of one size (no padding); with dropout each client draws its soft pass's seed after its
+soft minibatch and its private pass's after its private one, from its own generator, as
+alone, and the group's masks come from those seeds (each client's its own: equal to the
+sequential run in distribution, not in draws).
 """
 
 from __future__ import annotations
@@ -25,12 +33,16 @@ import torch
 from fedlabels.learners.batch_jobs import DistillJob
 from fedlabels.learners.batched import (
     RowPool,
+    _architecture,
     batch_key,
+    client_seed,
     graphable,
+    group_seed,
     stack_for_training,
     stacked_inputs,
     stochastic,
     write_back,
+    write_back_buffers,
 )
 from fedlabels.learners.step_graphs import replay_steps
 
@@ -45,11 +57,19 @@ def distill_groups(jobs: Sequence[DistillJob]) -> list[list[int]]:
     for i, job in enumerate(jobs):
         key = batch_key(job.learner)
         private = job.X is not None and job.y is not None and len(job.y) > 0
-        if key is None or getattr(job.learner, "augment", False) or stochastic(job.learner):
-            alone.append([i])  # batch statistics and dropout masks: distilled alone
-        else:
-            groups.setdefault((key, int(job.n_steps), private), []).append(i)
+        if key is None or getattr(job.learner, "augment", False):
+            alone.append([i])
+        else:  # batch statistics, dropout: clients whose batches are of one size together
+            sizes = distill_sizes(job) if stochastic(job.learner) else None
+            groups.setdefault((key, int(job.n_steps), private, sizes), []).append(i)
     return list(groups.values()) + alone
+
+
+def distill_sizes(job: DistillJob) -> tuple[int, int]:
+    """A job's rows per step: its soft batch and its private batch."""
+    size = int(job.learner.batch_size)
+    n_private = 0 if job.X is None or job.y is None else len(job.y)
+    return min(len(job.X_soft), size), min(n_private, size)
 
 
 def distill_together(jobs: Sequence[DistillJob], graphs: bool = False) -> int:
@@ -117,6 +137,15 @@ class _Plan:
         self._equal = len(set(sizes)) == 1  # every client's soft and private batch sizes
         self.device = device
         self._planned: list[torch.Tensor] = []
+        # batch normalisation or dropout: a step's soft and private rows are two forward
+        # passes (``soft_width`` rows, then the rest), and with dropout each pass's seed is
+        # drawn right after its minibatch, step by step (not planned ahead)
+        archs = [_architecture(ln.model_) for ln in learners]
+        self.two_passes = any(a is None or a.batch_norm or a.dropout for a in archs)
+        self.masks = any(a is not None and a.dropout for a in archs)
+        self.soft_width = sizes[0][0]
+        self.seeds: tuple[int | None, int | None] = (None, None)
+        self._learners = learners
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next step's rows (clients, slots, features) and targets (clients, slots, C)."""
@@ -125,6 +154,9 @@ class _Plan:
     def next_index(self) -> torch.Tensor:
         """The next step's index (2, clients, slots) into the rows and targets, on the
         device (every step of a call has this shape)."""
+        if self.masks:
+            self.remaining -= 1
+            return torch.from_numpy(self._draw_seeded()).to(self.device)
         if not self._planned:  # the cursors draw no step beyond the call's
             chunk = min(self.remaining,
                         max(1, _PLAN_ENTRIES // (2 * len(self.parts) * self.width)))
@@ -137,6 +169,25 @@ class _Plan:
         """The rows and targets that ``index`` selects (device work alone: what a CUDA
         graph of the step replays)."""
         return self.x[index[0]], self.t[index[1]]
+
+    def _draw_seeded(self) -> np.ndarray:
+        """One step's index, each client drawing as ``distill_steps`` does alone: its soft
+        minibatch, its soft pass's dropout seed, its private minibatch, that pass's seed;
+        the group's two seeds go to ``seeds``. The group's batches are of one size."""
+        index = np.empty((2, len(self.parts), self.width), dtype=np.int64)
+        ks = self.soft_width
+        soft_seeds, main_seeds = [], []
+        for c, (ln, (soft, main, xs_at, ts_at, x_at, t_at)) in enumerate(
+                zip(self._learners, self.parts, strict=True)):
+            sidx = soft.next()
+            soft_seeds.append(client_seed(ln))
+            index[0, c, :ks], index[1, c, :ks] = sidx + xs_at, sidx + ts_at
+            if main is not None:
+                idx = main.next()
+                main_seeds.append(client_seed(ln))
+                index[0, c, ks:], index[1, c, ks:] = idx + x_at, idx + t_at
+        self.seeds = (group_seed(soft_seeds), group_seed(main_seeds) if main_seeds else None)
+        return index
 
     def _draw(self) -> np.ndarray:
         """One step's index (2, clients, slots): each client draws its soft batch, then its
@@ -189,7 +240,14 @@ def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
         assert plan is not None
         x_all = stacked_inputs(learners, x_rows, plan.lens)
         with autocast(first.device, first.precision, cache=not capture):
-            out = forward(x_all)
+            if plan.two_passes:  # the soft rows' pass, then the private rows', as alone
+                ks, (soft_seed, private_seed) = plan.soft_width, plan.seeds
+                outs = [forward(x_all[:, :ks], soft_seed)]
+                if x_all.shape[1] > ks:
+                    outs.append(forward(x_all[:, ks:], private_seed))
+                out = torch.cat(outs, dim=1)
+            else:
+                out = forward(x_all)
         logp = torch.log_softmax(out.float(), dim=-1)
         (-(target * logp).sum(dim=-1) * plan.w).sum().backward()
         opt.step()
@@ -205,6 +263,7 @@ def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
             train_on(*plan.next())
     if steps:
         write_back(learners, params, opt)
+        write_back_buffers(learners, forward.buffers)
     for ln in learners:
         ln.steps_ += steps
     return capture
