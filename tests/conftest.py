@@ -45,6 +45,22 @@ def digits_with_sizes(sizes: tuple[int, ...], n_unlabeled: int, n_test: int) -> 
                                   for c, n in zip(base.clients, sizes, strict=True)])
 
 
+def load_benchmark(name: str):
+    """A script of ``benchmarks/`` (``NAME.py``) imported as module ``NAME`` (registered in
+    ``sys.modules``: dataclasses look their module up there)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` run only where torch sees a CUDA GPU (benchmarks/device_check.py)."""
     if torch.cuda.is_available():

@@ -8,27 +8,19 @@ a fetched encoder is never replaced.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("transformers")
+from conftest import load_benchmark
 from test_transformer_learner import texts, tiny_dir  # noqa: F401  (the tiny BERT)
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "pack_minilm.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("pack_minilm", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["pack_minilm"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("pack_minilm")
 
 
 @pytest.fixture
