@@ -28,6 +28,7 @@ from fedlabels.learners.batched_distill import distill_groups, distill_together
 from fedlabels.learners.torch_net import TorchNetClassifier
 from test_batched_clients import digits_clients, jobs_for
 from user_nets import (
+    always_dropout,
     bn_dropout_net,
     bn_net,
     bn_without_running_stats,
@@ -288,6 +289,21 @@ def test_batch_norm_without_running_statistics_predicts_alone():
     predict_together(jobs)
     for m, job in zip(models, jobs, strict=True):
         np.testing.assert_allclose(job.out, m.predict_proba(job.X), rtol=1e-5, atol=1e-7)
+
+
+def test_a_network_drawing_in_evaluation_predicts_together():
+    """Monte Carlo dropout (``F.dropout(training=True)`` in its forward) draws random
+    numbers when predicting: together each client draws its own, and the probabilities are
+    probabilities."""
+    clients, (X_all, _), _ = digits_clients((70, 90, 130))
+    models = nets(always_dropout, 3)
+    for m, (X, y) in zip(models, clients, strict=True):
+        m.train_steps(X, y, 3)
+    jobs = [PredictJob(m, X_all[:50]) for m in models]
+    assert [len(g) for g in predict_groups(jobs)] == [3]
+    predict_together(jobs)
+    for job in jobs:
+        assert job.out.shape == (50, 10) and np.allclose(job.out.sum(1), 1, atol=1e-5)
 
 
 def test_a_network_drawing_its_own_dropout_trains_together():

@@ -350,7 +350,9 @@ def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> 
         return functional_call(base, (p, b), (x,))
 
     stack = linear_stack(base, params)
-    batched = vmap(logits_of, in_dims=(0, 0, None if shared else 0))
+    # "different": a network that draws in evaluation too (F.dropout(training=True), Monte
+    # Carlo dropout) draws each client's own numbers, as alone
+    batched = vmap(logits_of, in_dims=(0, 0, None if shared else 0), randomness="different")
     n_rows = max(len(j.X) for j in jobs)
     resident = None
     if shared and rows is not None:  # on the CPU the tensor is the array itself: no copy
