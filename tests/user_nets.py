@@ -87,15 +87,18 @@ def bn_without_running_stats(n_features: int, n_classes: int) -> nn.Module:
 
 
 class FunctionalDropout(nn.Module):
-    """Dropout drawn with ``F.dropout``, not an ``nn.Dropout`` layer."""
+    """Dropout drawn with ``F.dropout``, not an ``nn.Dropout`` layer; ``always``: in
+    evaluation too (Monte Carlo dropout), so prediction draws random numbers."""
 
-    def __init__(self, n_features: int, n_classes: int) -> None:
+    def __init__(self, n_features: int, n_classes: int, always: bool = False) -> None:
         super().__init__()
         self.a = nn.Linear(n_features, 16)
         self.out = nn.Linear(16, n_classes)
+        self.always = always
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = nn.functional.dropout(torch.relu(self.a(x)), 0.3, training=self.training)
+        h = nn.functional.dropout(torch.relu(self.a(x)), 0.3,
+                                  training=self.training or self.always)
         return self.out(h)
 
 
@@ -103,17 +106,5 @@ def functional_dropout(n_features: int, n_classes: int) -> nn.Module:
     return FunctionalDropout(n_features, n_classes)
 
 
-class AlwaysDropout(nn.Module):
-    """Dropout in evaluation too (Monte Carlo dropout): prediction draws random numbers."""
-
-    def __init__(self, n_features: int, n_classes: int) -> None:
-        super().__init__()
-        self.a = nn.Linear(n_features, 16)
-        self.out = nn.Linear(16, n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(nn.functional.dropout(torch.relu(self.a(x)), 0.3, training=True))
-
-
 def always_dropout(n_features: int, n_classes: int) -> nn.Module:
-    return AlwaysDropout(n_features, n_classes)
+    return FunctionalDropout(n_features, n_classes, always=True)
