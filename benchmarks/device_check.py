@@ -385,7 +385,7 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
     have passed; runs still going then are stopped and reported as such, with the last
     round they evaluated. Each run's output goes to ``out_dir/NN.log`` (a ``fedlabels run``
     also writes ``NN.json`` and ``NN.rounds.csv``); it writes no checkpoint
-    (``NN.checkpoint.npz``, 45-100 MB at the paper's scale, rewritten every round) unless
+    (``NN.checkpoint.npz``, 45-100 MB at the paper's scale, rewritten as the run goes) unless
     ``keep_checkpoints``, and any left (a run of another kind) is removed when it ends.
     The records also go to ``out_dir/summary.json``. Returns one record per run."""
     import json
@@ -577,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="where --execute-long writes each run's log and JSON")
     parser.add_argument("--keep-checkpoints", action="store_true",
                         help="have each long run write its checkpoint and keep it (by "
-                             "default they run with --no-checkpoint: 45-100 MB a round, only "
+                             "default they run with --no-checkpoint: 45-100 MB a file, only "
                              "needed to resume one)")
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
     parser.add_argument("--skip-text-run", action="store_true",

@@ -48,7 +48,7 @@ echo "check ended after $((SECONDS - start)) s" | tee -a "$out/check.log"
 e2e=$(( $(left) - 40 < 200 ? $(left) - 40 : 200 ))
 if [ "$e2e" -gt 30 ]; then
     t0=$SECONDS
-    # end to end as a user runs it: a checkpoint after every round (--keep-checkpoints; the
+    # end to end as a user runs it: its paced checkpoints (--keep-checkpoints; the
     # files are left out of what comes back)
     timeout $((e2e + 15)) "$py" benchmarks/device_check.py --execute-long "$e2e" --parallel 1 \
         --keep-checkpoints --select 23 --out-dir "$long/e2e" 2>&1 | tee -a "$out/check.log"

@@ -18,15 +18,14 @@ the figures of such a run.
         --datasets tweets --device cuda --out benchmarks/results/text_fedct_lora_gpu.json
 
 An existing ``CACHE/minilm`` is replaced only if it is such a copy (never a fetched
-encoder), and the copy appears at once (written beside it, then renamed).
+encoder); the copy is written beside it and moved into place as ``fedlabels fetch`` moves
+what it fetched (``commit_staged``).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -36,14 +35,6 @@ COPY_MARK = "float16 copy of the fetched MiniLM (benchmarks/pack_minilm.py)"
 FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def pack(out_cache: Path) -> Path:
     """Write the float16 copy into ``out_cache/minilm``; returns that directory."""
     import torch
@@ -51,7 +42,8 @@ def pack(out_cache: Path) -> Path:
 
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.downloads.cache import dataset_dir
-    from fedlabels.downloads.minilm import CACHE_NAME, require_model_dir
+    from fedlabels.downloads.fetch import _sha256, commit_staged
+    from fedlabels.downloads.minilm import _MARKER, CACHE_NAME, require_model_dir
 
     source = require_model_dir()
     fetched = dataset_dir(CACHE_NAME)
@@ -60,7 +52,7 @@ def pack(out_cache: Path) -> Path:
         raise FedLabelsError(f"{target} is the fetched MiniLM itself; give another cache "
                              "directory for the copy.")
     if target.exists():
-        marker = target / "source.json"
+        marker = target / _MARKER
         try:
             is_copy = json.loads(marker.read_text()).get("copy") == COPY_MARK
         except (OSError, ValueError):
@@ -79,19 +71,11 @@ def pack(out_cache: Path) -> Path:
         save_file({k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous()
                    for k, v in weights.items()}, str(model / "model.safetensors"),
                   metadata={"format": "pt"})
-        original = json.loads((fetched / "source.json").read_text())
-        (staging / "source.json").write_text(json.dumps({
+        original = json.loads((fetched / _MARKER).read_text())
+        commit_staged(staging, target, {
             "copy": COPY_MARK, "dtype": "float16", "of": original,
             "files": {name: _sha256(model / name) for name in (*FILES, "model.safetensors")}},
-            indent=1))
-        if target.exists():
-            old = target.with_name(f".{CACHE_NAME}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(target, old)
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, target)
+            _MARKER)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

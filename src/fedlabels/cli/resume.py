@@ -28,8 +28,8 @@ def resumed_run(args: argparse.Namespace) -> tuple[Any, dict[str, Path]]:
     files = {**run_outputs(out), "checkpoint": checkpoint_path(out)}
     if not files["checkpoint"].is_file():
         raise FedLabelsError(f"cannot resume {out}: there is no checkpoint "
-                             f"{files['checkpoint']} beside it (a run writes one after every "
-                             "round; a run that completed no round, or ran with "
+                             f"{files['checkpoint']} beside it (a run writes one as it goes; "
+                             "a run that completed no round, or ran with "
                              "--no-checkpoint, has none).")
     with terminate_as_interrupt():  # SIGTERM keeps the completed rounds, like Ctrl-C
         result = resume(files["checkpoint"], rounds=args.rounds,

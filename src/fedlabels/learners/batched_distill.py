@@ -33,7 +33,6 @@ import torch
 from fedlabels.learners.batch_jobs import DistillJob
 from fedlabels.learners.batched import (
     RowPool,
-    _architecture,
     batch_key,
     client_seed,
     graphable,
@@ -92,7 +91,8 @@ class _Plan:
     """A group's distillation minibatches: row and target indices per step, drawn from the
     learners' cursors exactly as ``distill_steps`` draws them, and the fixed row weights."""
 
-    def __init__(self, jobs: Sequence[DistillJob], device: torch.device, steps: int) -> None:
+    def __init__(self, jobs: Sequence[DistillJob], device: torch.device, steps: int,
+                 masks: bool = False) -> None:
         self.remaining = int(steps)
         learners = [j.learner for j in jobs]
         n_classes = len(learners[0].classes_)
@@ -138,11 +138,10 @@ class _Plan:
         self.device = device
         self._planned: list[torch.Tensor] = []
         # batch normalisation or dropout: a step's soft and private rows are two forward
-        # passes (``soft_width`` rows, then the rest), and with dropout each pass's seed is
-        # drawn right after its minibatch, step by step (not planned ahead)
-        archs = [_architecture(ln.model_) for ln in learners]
-        self.two_passes = any(a is None or a.batch_norm or a.dropout for a in archs)
-        self.masks = any(a is not None and a.dropout for a in archs)
+        # passes (``soft_width`` rows, then the rest), and with dropout (``masks``) each
+        # pass's seed is drawn right after its minibatch, step by step (not planned ahead)
+        self.two_passes = any(stochastic(ln) for ln in learners)
+        self.masks = masks
         self.soft_width = sizes[0][0]
         self.seeds: tuple[int | None, int | None] = (None, None)
         self._learners = learners
@@ -232,7 +231,7 @@ def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
     steps = int(jobs[0].n_steps)
     capture = graphs and graphable(first, device, steps)
     params, opt, forward = stack_for_training(learners, capturable=capture)
-    plan = _Plan(jobs, device, steps) if steps > 0 else None
+    plan = _Plan(jobs, device, steps, forward.masks) if steps > 0 else None
 
     def train_on(x_rows: torch.Tensor, target: torch.Tensor) -> None:
         """One step on a gathered minibatch: forward, weighted soft cross-entropy,

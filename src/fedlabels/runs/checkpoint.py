@@ -227,10 +227,16 @@ class CheckpointPace:
     #: the run's own time spent on checkpoints: copies and waits
     run_seconds: float = 0.0
 
-    def taken(self, at: float, copy_seconds: float, rounds: int) -> None:
-        self.taken_at, self.cost, self.rounds = at, copy_seconds, rounds
+    def wrote(self, rounds: int) -> None:
+        """A checkpoint holding ``rounds`` rounds was taken."""
+        self.rounds = rounds
         self.written += 1
+
+    def taken(self, at: float, copy_seconds: float, rounds: int) -> None:
+        """A paced checkpoint was taken at ``at``, its copy costing ``copy_seconds``."""
+        self.taken_at, self.cost = at, copy_seconds
         self.run_seconds += copy_seconds
+        self.wrote(rounds)
 
     def record(self) -> dict[str, Any]:
         """For the result's ``provenance``: every session's counts (see :meth:`carried`) and
@@ -430,8 +436,7 @@ class Keeper:
     def save(self) -> None:
         """Write the checkpoint of the rounds recorded so far, now."""
         self._write(*self._snapshot(copied=False))
-        self._pace.rounds = len(self.records)
-        self._pace.written += 1
+        self._pace.wrote(len(self.records))
 
     def _snapshot(self, copied: bool) -> tuple[dict[str, Any], State, dict[int, State]]:
         """Everything a checkpoint holds, as of now; ``copied``: arrays copied, so the next
