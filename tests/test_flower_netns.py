@@ -159,7 +159,10 @@ def test_namespaces_and_their_processes_are_removed_on_failure(tag: str,
     with pytest.raises(RuntimeError, match="boom"), netns(tag) as nets:
         ns = nets.add("s0", f"{SUBNET}.10")
         sleeper = nets.start(ns, "sleep", ["sleep", "300"], tmp_path / "h", tmp_path / "l")
-        assert ns in _listed() and nets.pids()
+        assert ns in _listed()
+        # `ip netns exec` enters the namespace after Popen returns: a moment may pass before
+        # the sleeper is listed there (a clean-clone `make test` once saw none yet)
+        _wait_for(nets.pids, 10, "the sleeper listed in its namespace")
         raise RuntimeError("boom")
     assert not {n for n in _listed() if n.startswith(tag)}
     assert sleeper.poll() is not None
