@@ -1,27 +1,47 @@
 """benchmarks/batched_overhead.py: the current batched training against a version of it
-given as a file, side by side; against itself the weights agree exactly."""
+given as a file, side by side; against itself the weights agree exactly, and a version
+that computes otherwise passes only within ``--max-gap``."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_benchmark
+
+CURRENT = Path(__file__).resolve().parents[1] / "src" / "fedlabels" / "learners" / "batched.py"
 
 
 @pytest.mark.parametrize("rows", ["shared", "fedct"])
 def test_the_current_version_against_itself(capsys, rows):
-    spec = importlib.util.spec_from_file_location(
-        "batched_overhead", ROOT / "benchmarks" / "batched_overhead.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["batched_overhead"] = module
-    spec.loader.exec_module(module)
-    current = ROOT / "src" / "fedlabels" / "learners" / "batched.py"
-    assert module.main(["--baseline", str(current), "--clients", "4", "--calls", "3",
+    module = load_benchmark("batched_overhead")
+    assert module.main(["--baseline", str(CURRENT), "--clients", "4", "--calls", "3",
                         "--rows", rows, "--steps", "3"]) == 0
     out = capsys.readouterr().out
     assert "'max_weight_gap': 0.0" in out and "'clients': 4" in out
     assert f"'rows': '{rows}'" in out and "'steps': 3" in out
+
+
+def test_a_version_that_rounds_otherwise_passes_within_max_gap(tmp_path, capsys):
+    """The training step through autograd (what the MLP's step was before its gradients
+    were written by hand) against the current one, on another network and width."""
+    text = CURRENT.read_text()
+    by_hand = 'by_hand = forward.stack is not None and first.precision != "bf16"'
+    assert by_hand in text
+    autograd = tmp_path / "batched_autograd.py"
+    autograd.write_text(text.replace(by_hand, "by_hand = False"))
+    module = load_benchmark("batched_overhead")
+    argv = ["--baseline", str(autograd), "--clients", "3", "--calls", "2", "--steps", "12",
+            "--model", "mlp(hidden=32-16)", "--features", "40"]
+    assert module.main(argv) == 1  # not bit for bit
+    gap = float(capsys.readouterr().out.split("'max_weight_gap': ")[1].rstrip("}\n"))
+    assert 0.0 < gap < 1e-4
+    assert module.main([*argv, "--max-gap", "1e-4"]) == 0
+
+
+def test_sizes_below_one_are_refused(capsys):
+    module = load_benchmark("batched_overhead")
+    with pytest.raises(SystemExit):
+        module.main(["--baseline", str(CURRENT), "--features", "0"])
+    assert "--features must be at least 1" in capsys.readouterr().err

@@ -99,7 +99,7 @@ def stacked(spec, n=3, n_features=12):
 
 @pytest.mark.parametrize("spec", ["mlp(hidden=16-8)", "mlp(hidden=5)"])
 def test_linear_stack_equals_vmap_of_functional_call(spec):
-    from fedlabels.learners.batched import linear_stack
+    from fedlabels.learners.stacked_mlp import linear_stack
 
     models, params, buffers = stacked(spec)
     base = models[0]
@@ -160,7 +160,7 @@ def test_no_autograd_node_of_the_weights_outlives_a_step(spec):
 
 
 def test_linear_stack_leaves_other_networks_to_vmap():
-    from fedlabels.learners.batched import linear_stack
+    from fedlabels.learners.stacked_mlp import linear_stack
 
     models, params, _ = stacked("cnn(arch=small)", n_features=64)
     assert linear_stack(models[0], params) is None

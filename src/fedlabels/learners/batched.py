@@ -3,12 +3,15 @@
 :func:`train_together` takes the same ``train_steps`` calls that the clients would make one
 after another and runs them as one: the clients' parameters are stacked
 (as ``torch.func.stack_module_state`` does), one forward/backward pass over ``vmap`` of
-``functional_call`` computes every client's loss on its own minibatch, and one Adam step on
-the stacked tensors updates them all (Adam is elementwise, so this is each client's own
-Adam). Minibatches are drawn from each learner's own cursor, in the order ``train_steps``
-draws them, and padded to a common size with rows of weight 0, so clients of unequal sizes
-train together; the weights, Adam moments and counters are written back into each learner.
-The result equals the sequential run up to floating-point rounding (summation order).
+``functional_call`` computes every client's loss on its own minibatch (for the MLP, batched
+matrix products and its gradients by hand: :mod:`fedlabels.learners.stacked_mlp`), and one
+Adam step on the stacked tensors updates them all (Adam is elementwise, so this is each
+client's own Adam; torch's fused Adam on CUDA). Minibatches are drawn from each learner's
+own cursor, in the order ``train_steps`` draws them, and padded to a common size with rows
+of weight 0, so clients of unequal sizes train together; the weights, Adam moments and
+counters are written back into each learner.
+The result equals the sequential run up to floating-point rounding (summation order); on
+the CPU, MLP clients whose batches are full train bit for bit as alone.
 
 :func:`predict_together` does the same for ``predict_proba``: the clients' stacked weights
 run one ``vmap``'d forward pass per chunk of rows (``predict_batch_size`` rows of every
@@ -35,8 +38,8 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, TypeGuard
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -45,7 +48,16 @@ from torch import nn
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.batch_jobs import PredictJob, TrainJob
 from fedlabels.learners.resident_rows import ResidentRows, memory_key
+from fedlabels.learners.stacked_mlp import linear_relu, linear_stack
 from fedlabels.learners.step_graphs import MIN_STEPS, replay_steps
+
+#: devices whose stacked Adam is torch's fused one (one kernel for all the stacked tensors):
+#: CUDA, where a step's launches are its cost. The CPU has one too (7 times faster on a step
+#: of 5 clients' paper MLPs, one thread: 2.0 against 14.3 ms), but there the clients
+#: trained together keep the arithmetic of each client's own Adam, which the CPU tests
+#: compare them with (a CNN's distillation drifts past rounding from one step of another
+#: Adam's rounding, as from a 1e-7 change of its weights)
+FUSED_ADAM_DEVICES = ("cuda",)
 
 #: why ``batch_clients=on`` refuses a run
 NOT_BATCHABLE = ("batch_clients=on needs every client's learner to be a torch classifier that "
@@ -272,62 +284,12 @@ def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or memory_key(a) == memory_key(b)
 
 
-def linear_relu(model: nn.Module) -> TypeGuard[nn.Sequential]:
-    """Whether ``model`` is a ``Sequential`` of ``Linear`` and ``ReLU`` layers alone (what
-    :func:`linear_stack` runs as batched matrix products)."""
-    return type(model) is nn.Sequential and all(type(m) in (nn.Linear, nn.ReLU)
-                                                for m in model)
-
-
 def graphable(learner: Any, device: torch.device, n_steps: int) -> bool:
     """Whether a group led by ``learner`` may replay its steps as a CUDA graph
     (:mod:`fedlabels.learners.step_graphs`): on CUDA, an MLP (:func:`linear_relu`), no
     image augmentation, at least :data:`~fedlabels.learners.step_graphs.MIN_STEPS` steps."""
     return (device.type == "cuda" and n_steps >= MIN_STEPS
             and not getattr(learner, "augment", False) and linear_relu(learner.model_))
-
-
-def linear_stack(base: nn.Module, params: dict[str, torch.Tensor]
-                 ) -> Callable[..., torch.Tensor] | None:
-    """The stacked clients' forward pass as batched matrix products, for a network of
-    ``Linear`` and ``ReLU`` layers alone (the MLP); ``None`` for any other network, which
-    runs as ``vmap`` of ``functional_call``. The input is (clients, rows, features), or
-    (rows, features) that every client reads; the output (clients, rows, classes). Same
-    arithmetic as ``vmap``, without its per-call dispatch (a step's Python overhead on a
-    GPU, where the matrices take microseconds). Given a list ``taps``, the forward pass
-    appends each linear layer's (input, detached; output) to it (DP-SGD's per-example
-    gradients, :mod:`fedlabels.learners.batched_dpsgd`)."""
-    if not linear_relu(base):
-        return None
-    # the parameters themselves, each transposed in the call: a transpose kept from here
-    # would keep its autograd node, and the parameters' gradient accumulators with it,
-    # alive on the stream that built it, and a CUDA graph captured on another stream
-    # fails in its backward ("would make the legacy stream depend on a capturing blocking
-    # stream", seen on an H200 with torch 2.11)
-    layers = [None if type(m) is nn.ReLU else (params[f"{name}.weight"],
-                                                params.get(f"{name}.bias"))
-              for name, m in base.named_children()]
-
-    def forward(x: torch.Tensor,
-                taps: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
-        h = x
-        for layer in layers:
-            if layer is None:
-                h = torch.relu(h)
-                continue
-            weight, bias = layer[0].transpose(1, 2), layer[1]
-            given = h
-            if bias is None:
-                h = torch.matmul(h, weight)
-            elif h.dim() == 2:  # one input for every client: broadcast
-                h = torch.matmul(h, weight) + bias.unsqueeze(1)
-            else:
-                h = torch.baddbmm(bias.unsqueeze(1), h, weight)
-            if taps is not None:
-                taps.append((given.detach(), h))
-        return h
-
-    return forward
 
 
 def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> None:
@@ -648,6 +610,7 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
     params, opt, forward = stack_for_training(learners, capturable=capture)
     batches = _Batches(jobs, device, rows, steps=n_steps)
     capture = capture and batches.one_shape()
+    by_hand = forward.stack is not None and first.precision != "bf16"
 
     def train_on(x_rows: torch.Tensor, y_all: torch.Tensor, w_all: torch.Tensor,
                  lens: list[int]) -> None:
@@ -655,6 +618,10 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
         # each client draws its masks' seed, then its augmentations, as it does alone
         seed = dropout_seed(learners) if forward.masks else None
         x_all = stacked_inputs(learners, x_rows, lens)
+        if by_hand:  # the MLP in fp32: its gradients without autograd (stacked_mlp)
+            forward.stack.gradients(x_all, y_all, w_all)  # type: ignore[union-attr]
+            opt.step()
+            return
         with autocast(first.device, first.precision, cache=not capture):
             out = forward(x_all, seed)
         losses = nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]),
@@ -771,23 +738,42 @@ def _owned(learner: Any) -> list[torch.Tensor]:
 def stacked_adam(learners: Sequence[Any], params: dict[str, torch.Tensor],
                  capturable: bool = False) -> torch.optim.Adam:
     """One Adam over the stacked parameters with the learners' hyper-parameters, step count
-    and moments (stacked): each learner's own Adam, since Adam is elementwise.
-    ``capturable``: Adam's CUDA-graph form, its step count a tensor on the parameters'
-    device (the same update, its bias corrections computed there)."""
+    and moments (stacked): each learner's own Adam, since Adam is elementwise. On
+    :data:`FUSED_ADAM_DEVICES` its fused form (one kernel for every tensor, its step count
+    on the device): the same update up to rounding, in two launches a step instead of a
+    dozen. ``capturable``: replayable in a CUDA graph (the fused form is)."""
     group = learners[0].optimizer_.param_groups[0]
+    device = next(iter(params.values())).device
+    fused = device.type in FUSED_ADAM_DEVICES
     opt = torch.optim.Adam(list(params.values()), lr=group["lr"], betas=group["betas"],
                            eps=group["eps"], weight_decay=group["weight_decay"],
-                           capturable=capturable)
+                           capturable=capturable, fused=fused or None)
+    if fused:
+        opt.register_step_pre_hook(_contiguous_grads)
     step, _ = _adam_state(learners[0])
     if step > 0:  # each learner's moments, stacked
         per = [[ln.optimizer_.state[p] for p in _owned(ln)] for ln in learners]
+        on_device = capturable or fused
         for k, p in enumerate(params.values()):
             opt.state[p] = {
-                "step": torch.tensor(float(step), device=p.device if capturable else None),
+                "step": torch.tensor(float(step), dtype=torch.float32,
+                                     device=p.device if on_device else None),
                 "exp_avg": torch.stack([per[i][k]["exp_avg"] for i in range(len(learners))]),
                 "exp_avg_sq": torch.stack([per[i][k]["exp_avg_sq"]
                                            for i in range(len(learners))])}
     return opt
+
+
+def _contiguous_grads(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+    """Before a fused Adam step, every gradient in contiguous memory: torch 2.13's fused
+    Adam on the CPU reads a gradient's memory in order, whatever its strides (a transposed
+    gradient, as ``vmap`` gives a convolution's weights, updated the wrong elements;
+    ``tests/test_stacked_mlp.py``)."""
+    del args, kwargs
+    for group in opt.param_groups:
+        for p in group["params"]:
+            if p.grad is not None and not p.grad.is_contiguous():
+                p.grad = p.grad.contiguous()
 
 
 def write_back(learners: Sequence[Any], params: dict[str, torch.Tensor],

@@ -232,12 +232,17 @@ def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
     capture = graphs and graphable(first, device, steps)
     params, opt, forward = stack_for_training(learners, capturable=capture)
     plan = _Plan(jobs, device, steps, forward.masks) if steps > 0 else None
+    by_hand = forward.stack is not None and first.precision != "bf16"
 
     def train_on(x_rows: torch.Tensor, target: torch.Tensor) -> None:
         """One step on a gathered minibatch: forward, weighted soft cross-entropy,
         backward, Adam."""
         assert plan is not None
         x_all = stacked_inputs(learners, x_rows, plan.lens)
+        if by_hand:  # the MLP in fp32: its gradients without autograd (stacked_mlp)
+            forward.stack.gradients(x_all, target, plan.w)  # type: ignore[union-attr]
+            opt.step()
+            return
         with autocast(first.device, first.precision, cache=not capture):
             if plan.two_passes:  # the soft rows' pass, then the private rows', as alone
                 ks, (soft_seed, private_seed) = plan.soft_width, plan.seeds

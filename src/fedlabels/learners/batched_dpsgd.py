@@ -39,18 +39,17 @@ from fedlabels.learners.batched import (
     RowPool,
     aux_rows,
     batch_key,
-    linear_relu,
-    linear_stack,
     stacked_adam,
     stacked_state,
     write_back,
 )
 from fedlabels.learners.resident_rows import ResidentRows
+from fedlabels.learners.stacked_mlp import linear_relu, linear_stack
 
 
 def _biased_linear_stack(model: nn.Module) -> bool:
     """Whether ``model`` is a stack of ``Linear`` layers with biases and ``ReLU`` (what
-    :func:`~fedlabels.learners.batched.linear_stack` runs and the clipped sums expect: a
+    :func:`~fedlabels.learners.stacked_mlp.linear_stack` runs and the clipped sums expect: a
     weight and a bias per layer)."""
     return linear_relu(model) and all(type(m) is nn.ReLU or m.bias is not None
                                       for m in model)
