@@ -16,6 +16,7 @@ must come out equal (within ``--max-gap``, for a version that computes otherwise
     python benchmarks/batched_overhead.py --baseline /tmp/batched_rev.py --clients 5 \\
         --steps 50 --rows fedct --model 'mlp(hidden=512-512)' --features 784 --calls 10 \\
         --max-gap 1e-4                        # a paper-scale FedCT round's group call
+    python benchmarks/batched_overhead.py --baseline autograd ...   # the step before 2026-11-28
 """
 
 from __future__ import annotations
@@ -32,13 +33,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import batched, build_learner, parse_model_spec
 from fedlabels.learners.batch_jobs import TrainJob
+from fedlabels.learners.devices import client_devices
 from fedlabels.learners.resident_rows import ResidentRows
 
 
 def load_version(path: str) -> ModuleType:
-    """Another version of ``fedlabels/learners/batched.py``, as a module of its own."""
+    """Another version of ``fedlabels/learners/batched.py``, as a module of its own;
+    ``autograd``: this version with the MLP's step through autograd and Adam's ``foreach``
+    kernels on CUDA (:func:`autograd_version`)."""
+    if path == AUTOGRAD:
+        return autograd_version()
     spec = importlib.util.spec_from_file_location("batched_baseline", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load {path}")
@@ -47,15 +54,30 @@ def load_version(path: str) -> ModuleType:
     return module
 
 
+#: ``--baseline`` for this version's step as it was before 2026-11-28
+AUTOGRAD = "autograd"
+
+
+def autograd_version() -> ModuleType:
+    """A copy of this version's ``batched`` whose MLP step goes through autograd and whose
+    stacked Adam is unfused (``foreach`` on CUDA): the step as it was before its gradients
+    were written by hand, to time against it on one machine."""
+    module = load_version(batched.__file__)
+    module.GRADIENTS_BY_HAND = False
+    module.FUSED_ADAM_DEVICES = ()
+    return module
+
+
 def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
             rows_kind: str = "shared", steps: int = 1, model: str = "mlp(hidden=8-8)",
-            features: int = 16) -> dict[str, Any]:
+            features: int = 16, device: str = "cpu") -> dict[str, Any]:
     """Medians (ms per call) of both versions, interleaved, and the largest weight gap.
     ``rows_kind``: every client trains on one array (``shared``), or, as in a FedCT round,
     each on its own private rows plus 64 rows of a shared U by index (``fedct``); ``steps``
     a call (a FedCT round's b: the minibatch plan is drawn for all of them); ``model`` and
     ``features``: the clients' network and input width (the paper's MLP on Fashion-MNIST:
-    ``mlp(hidden=512-512)``, 784, where the arithmetic counts too)."""
+    ``mlp(hidden=512-512)``, 784, where the arithmetic counts too); ``device``: where the
+    clients train (a call on CUDA is timed to its last kernel)."""
     torch.set_num_threads(1)
     (spec,) = parse_model_spec(model)
     rng = np.random.default_rng(0)
@@ -67,6 +89,9 @@ def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
     versions = {"baseline": baseline, "current": batched}
     models = {k: [build_learner(spec, n_classes=10, random_state=i) for i in range(clients)]
               for k in versions}
+    for ln in (ln for group in models.values() for ln in group):
+        ln.place(device)
+    cuda = torch.device(device).type == "cuda"
     rows = {k: ResidentRows() for k in versions}
 
     def jobs(k: str) -> list[TrainJob]:
@@ -77,6 +102,8 @@ def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
 
     def call(k: str) -> None:
         versions[k].train_together(jobs(k), rows[k])
+        if cuda:
+            torch.cuda.synchronize(device)
 
     for k in versions:  # build the networks, warm up
         call(k)
@@ -90,7 +117,8 @@ def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
     gap = max(float(np.abs(a.get_weights() - b.get_weights()).max())
               for a, b in zip(models["baseline"], models["current"], strict=True))
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    return {"clients": clients, "calls": calls, "rows": rows_kind, "steps": steps,
+    return {"device": device, "clients": clients, "calls": calls, "rows": rows_kind,
+            "steps": steps,
             "baseline_ms": round(med["baseline"], 2),
             "current_ms": round(med["current"], 2),
             "ratio": round(med["baseline"] / med["current"], 3),
@@ -102,7 +130,11 @@ def compare(baseline: ModuleType, clients: int = 100, calls: int = 40,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", required=True, metavar="PATH",
-                        help="another version's fedlabels/learners/batched.py")
+                        help="another version's fedlabels/learners/batched.py, or "
+                             f"'{AUTOGRAD}': this one with the MLP's step through autograd "
+                             "and Adam unfused (as before 2026-11-28)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the clients train (default cpu; cuda on a GPU)")
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--rows", choices=("shared", "fedct"), default="shared",
@@ -118,13 +150,17 @@ def main(argv: list[str] | None = None) -> int:
                              "passes (default 0: the same arithmetic, bit for bit; a "
                              "version that computes otherwise rounds otherwise)")
     args = parser.parse_args(argv)
-    if not Path(args.baseline).is_file():
-        parser.error(f"--baseline {args.baseline}: no such file")
+    if args.baseline != AUTOGRAD and not Path(args.baseline).is_file():
+        parser.error(f"--baseline {args.baseline}: no such file (or '{AUTOGRAD}')")
     for name in ("clients", "calls", "steps", "features"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    try:  # a device this machine lacks: one line, exit 2
+        (device,) = client_devices(args.device, 1)
+    except FedLabelsError as exc:
+        parser.error(str(exc))
     figures = compare(load_version(args.baseline), args.clients, args.calls, args.rows,
-                      args.steps, args.model, args.features)
+                      args.steps, args.model, args.features, device)
     print(figures)
     return 0 if figures["max_weight_gap"] <= args.max_gap else 1
 

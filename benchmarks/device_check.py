@@ -265,6 +265,23 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
     return best
 
 
+def by_hand_line(scale: Scale, device: str, calls: int) -> str:
+    """The training call of a FedCT round's 5 clients (b steps, the paper's MLP, each with
+    64 private and 64 pseudo-labelled rows) with the step by hand and the fused Adam (this
+    version) against autograd and ``foreach`` (as before 2026-11-28), the two interleaved
+    call by call on ``device`` (``benchmarks/batched_overhead.py --baseline autograd``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from batched_overhead import autograd_version, compare
+
+    f = compare(autograd_version(), clients=5, calls=calls, rows_kind="fedct",
+                steps=scale.period, model=f"mlp(hidden={scale.hidden})", features=784,
+                device=device)
+    return (f"the MLP's step by hand and fused Adam against autograd and foreach, 5 "
+            f"clients' call of b = {scale.period} steps on {device}: {f['baseline_ms']} -> "
+            f"{f['current_ms']} ms a call ({f['ratio']}x; paired {f['paired_ratio']}x; "
+            f"largest weight gap {f['max_weight_gap']:.1e})")
+
+
 def profiled_call(fn: Callable[[], object], device: str, out: Path, name: str) -> None:
     """``fn()`` once under ``torch.profiler`` and ``cProfile``, their tables written to
     ``out`` (:func:`write_profiles`)."""
@@ -668,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
     if gpu is not None:
         print_row(f"{scale.n_batched} clients, per step, one by one on both",
                   cpu_alone, batched_step_seconds(scale, gpu, False, steps))
+    if gpu is not None or args.dry_run:  # what the MLP's step by hand buys, side by side
+        print(by_hand_line(scale, gpu or "cpu", 2 if args.dry_run else 10), flush=True)
     # (together on the CPU: benchmarks/batched_kinds.py, left out here to save the time)
     for kind, label in (("distill", "distillation (DD)"), ("dpsgd", "DP-SGD (DP-FedAvg)")):
         alone = batched_step_seconds(scale, "cpu", False, steps, kind)

@@ -23,25 +23,32 @@ def test_the_current_version_against_itself(capsys, rows):
     assert f"'rows': '{rows}'" in out and "'steps': 3" in out
 
 
-def test_a_version_that_rounds_otherwise_passes_within_max_gap(tmp_path, capsys):
-    """The training step through autograd (what the MLP's step was before its gradients
-    were written by hand) against the current one, on another network and width."""
-    text = CURRENT.read_text()
-    by_hand = 'by_hand = forward.stack is not None and first.precision != "bf16"'
-    assert by_hand in text
-    autograd = tmp_path / "batched_autograd.py"
-    autograd.write_text(text.replace(by_hand, "by_hand = False"))
+def test_a_version_that_rounds_otherwise_passes_within_max_gap(capsys):
+    """The training step through autograd (``--baseline autograd``: what the MLP's step
+    was before its gradients were written by hand) against the current one, on another
+    network and width."""
     module = load_benchmark("batched_overhead")
-    argv = ["--baseline", str(autograd), "--clients", "3", "--calls", "2", "--steps", "12",
+    before = module.autograd_version()
+    assert not before.GRADIENTS_BY_HAND and before.FUSED_ADAM_DEVICES == ()
+    from fedlabels.learners import batched
+
+    assert batched.GRADIENTS_BY_HAND and batched.FUSED_ADAM_DEVICES == ("cuda",)
+    argv = ["--baseline", "autograd", "--clients", "3", "--calls", "2", "--steps", "12",
             "--model", "mlp(hidden=32-16)", "--features", "40"]
     assert module.main(argv) == 1  # not bit for bit
-    gap = float(capsys.readouterr().out.split("'max_weight_gap': ")[1].rstrip("}\n"))
-    assert 0.0 < gap < 1e-4
+    out = capsys.readouterr().out
+    gap = float(out.split("'max_weight_gap': ")[1].rstrip("}\n"))
+    assert 0.0 < gap < 1e-4 and "'device': 'cpu'" in out
     assert module.main([*argv, "--max-gap", "1e-4"]) == 0
 
 
-def test_sizes_below_one_are_refused(capsys):
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--features", "0"], "--features must be at least 1"),
+    (["--device", "gpu"], "device must be one of"),
+    (["--baseline", "nothing-here.py"], "no such file (or 'autograd')")])
+def test_bad_arguments_are_refused(capsys, argv, message):
     module = load_benchmark("batched_overhead")
-    with pytest.raises(SystemExit):
-        module.main(["--baseline", str(CURRENT), "--features", "0"])
-    assert "--features must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--baseline", str(CURRENT), *argv])
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err

@@ -40,6 +40,11 @@ def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):
     # the whole-run estimate is 400 training rounds and 20 evaluations (to the printed digits)
     assert seconds[2] == pytest.approx(400 * seconds[0] + 20 * seconds[1], abs=0.5)
     assert "DRY RUN" in out
+    # the step by hand against autograd, side by side: both timed, weights within rounding
+    (by_hand,) = [line for line in out.splitlines() if line.startswith("the MLP's step by")]
+    before, after = (float(x) for x in by_hand.split(": ")[1].split(" ms")[0].split(" -> "))
+    assert before > 0 and after > 0 and "on cpu" in by_hand
+    assert float(by_hand.split("largest weight gap ")[1].rstrip(")")) < 1e-4
     # what bf16 and deterministic kernels cost (fp32, the setting, their ratio), both networks
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("settings: a FedCT round"))

@@ -51,6 +51,11 @@ from fedlabels.learners.resident_rows import ResidentRows, memory_key
 from fedlabels.learners.stacked_mlp import linear_relu, linear_stack
 from fedlabels.learners.step_graphs import MIN_STEPS, replay_steps
 
+#: the MLP's training step with its gradients by hand (:mod:`fedlabels.learners.stacked_mlp`);
+#: False: through autograd, as before 2026-11-28 (``benchmarks/batched_overhead.py
+#: --baseline autograd`` times the two side by side)
+GRADIENTS_BY_HAND = True
+
 #: devices whose stacked Adam is torch's fused one (one kernel for all the stacked tensors):
 #: CUDA, where a step's launches are its cost. The CPU has one too (7 times faster on a step
 #: of 5 clients' paper MLPs, one thread: 2.0 against 14.3 ms), but there the clients
@@ -610,7 +615,7 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
     params, opt, forward = stack_for_training(learners, capturable=capture)
     batches = _Batches(jobs, device, rows, steps=n_steps)
     capture = capture and batches.one_shape()
-    by_hand = forward.stack is not None and first.precision != "bf16"
+    by_hand = GRADIENTS_BY_HAND and forward.stack is not None and first.precision != "bf16"
 
     def train_on(x_rows: torch.Tensor, y_all: torch.Tensor, w_all: torch.Tensor,
                  lens: list[int]) -> None:
