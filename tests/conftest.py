@@ -47,16 +47,19 @@ def digits_with_sizes(sizes: tuple[int, ...], n_unlabeled: int, n_test: int) -> 
 
 def load_benchmark(name: str):
     """A script of ``benchmarks/`` (``NAME.py``) imported as module ``NAME`` (registered in
-    ``sys.modules``: dataclasses look their module up there)."""
+    ``sys.modules``: dataclasses look their module up there), with ``benchmarks/`` on the
+    path, as when a script runs (some import a sibling, when loaded or when called)."""
     import importlib.util
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
     spec.loader.exec_module(module)
     return module
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from conftest import load_benchmark
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.methods import get_method
 
@@ -18,13 +16,7 @@ SPEC = "e8=dp-fedct:mechanism=dpsgd,site_model=private,epsilon=8"
 @pytest.fixture(scope="module")
 def t1() -> ModuleType:
     """The benchmark script, imported as a module (benchmarks/ is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "audit_table1.py"
-    spec = importlib.util.spec_from_file_location("audit_table1_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("audit_table1")
 
 
 def test_variant_parses_to_typed_options(t1: ModuleType) -> None:

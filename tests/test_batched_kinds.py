@@ -3,23 +3,15 @@ the record written once (never over an existing file), bad arguments refused."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_benchmark
 
 
 def load():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("batched_kinds",
-                                                  ROOT / "benchmarks" / "batched_kinds.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("batched_kinds")
 
 
 def test_every_kind_is_timed_and_recorded(tmp_path, capsys):

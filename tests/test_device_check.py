@@ -3,7 +3,6 @@ lists are valid ``fedlabels run`` command lines."""
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 import sys
 import time
@@ -11,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_benchmark
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "device_check.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("device_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["device_check"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("device_check")
 
 
 def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):

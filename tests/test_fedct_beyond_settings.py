@@ -5,21 +5,16 @@ were."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 
+from conftest import load_benchmark
 from fedlabels.learners.specs import parse_model_spec
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fedct_beyond.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("fedct_beyond", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fedct_beyond"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("fedct_beyond")
 
 
 def namespace(**given):

@@ -3,30 +3,18 @@ FedCT's step, and each labeller labels U as it says."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import fedlabels as fl
+from conftest import load_benchmark
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 SETTING = {"dataset": "digits", "clients": 3, "unlabeled": 300, "private": 900, "test": 300,
            "model": "mlp(hidden=32)"}
 
 
 def load_script():
-    sys.path.insert(0, str(BENCH))  # the script imports its sibling fedct_beyond
-    try:
-        spec = importlib.util.spec_from_file_location("fedct_label_ceiling",
-                                                      BENCH / "fedct_label_ceiling.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    return load_benchmark("fedct_label_ceiling")
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
+from conftest import load_benchmark
 from fedlabels.data import ClientData
 from fedlabels.methods.teacher_student.fredy import vote_l1_sensitivity
 
@@ -100,15 +101,7 @@ def test_a_total_budget_buys_less_noise_with_disjoint_teachers(fed):
 @pytest.fixture(scope="module")
 def bound():
     """benchmarks/fredy_label_bound.py, imported as a module (benchmarks/ is no package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fredy_label_bound.py"
-    spec = importlib.util.spec_from_file_location("fredy_label_bound_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("fredy_label_bound")
 
 
 @pytest.mark.parametrize("eps1,n_classes,n_queries,epsilon", [

@@ -181,13 +181,9 @@ def test_bad_offload_settings_are_one_line_errors(capsys):
 
 
 def test_the_offload_benchmark_runs_on_the_cpu(capsys):
-    import importlib.util
-    from pathlib import Path
+    from conftest import load_benchmark
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_offload.py"
-    spec = importlib.util.spec_from_file_location("gpu_offload", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_benchmark("gpu_offload")
     figures = script.offload_comparison(3, "cpu", model="mlp(hidden=8)", per_client=30,
                                         unlabeled=100, period=2)
     assert figures["never_offloaded_clients"] == 0 and figures["always_offloaded_clients"] == 3

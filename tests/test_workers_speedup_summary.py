@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from conftest import load_benchmark
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "workers_speedup.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("workers_speedup", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("workers_speedup")
 
 
 def _handle(w: int, c: int, start: float, end: float, cpu: float) -> dict[str, Any]:

@@ -3,13 +3,13 @@ SecureHamming step, written as the run goes, also from forked workers, and summe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 import fedlabels as fl
+from conftest import load_benchmark
 from fedlabels.api import load_federation
 from fedlabels.methods.xclp.server import XCLPServerCore
 from fedlabels.secure.hamming_protocol import HammingParty
@@ -19,11 +19,7 @@ PHASES = ("setup", "seed", "hamming", "graph_and_solve", "influence", "rowsums",
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("xclp_protocol_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("xclp_protocol")
 
 
 def test_trace_lines_come_from_every_client_and_phase_and_sum_per_step(
