@@ -265,6 +265,21 @@ def batched_step_seconds(scale: Scale, device: str, together: bool, steps: int =
     return best
 
 
+def dpsgd_cnn_line(n_clients: int, device: str, steps: int, scale: Scale) -> str:
+    """A DP-SGD step (DP-FedAvg's: a Poisson sample of 64 expected of 200 rows, σ = 1,
+    C = 1) of ``n_clients`` clients of the small CNN on ``device``, together (every
+    example's gradient by ``torch.func``, vmapped over the clients too) against one by
+    one on the same device."""
+    def step(together: bool) -> float:
+        return batched_step_seconds(scale, device, together, steps, "dpsgd",
+                                    model="cnn(arch=small)", n_clients=n_clients)
+
+    alone, together = step(False), step(True)
+    return (f"DP-SGD step of {n_clients} small-CNN clients on {device}: one by one "
+            f"{alone * 1e3:.1f} ms, together {together * 1e3:.1f} ms "
+            f"({alone / together:.2f}x)")
+
+
 def by_hand_line(scale: Scale, device: str, calls: int) -> str:
     """The training call of a FedCT round's 5 clients (b steps, the paper's MLP, each with
     64 private and 64 pseudo-labelled rows) with the step by hand and the fused Adam (this
@@ -710,6 +725,8 @@ def main(argv: list[str] | None = None) -> int:
         label = f"{n_cnn} clients, CIFAR-10 CNN step, one by one on both"
         print_row(label, cnn_alone, or_failure(label, lambda: batched_step_seconds(
             scale, gpu, False, steps, model=cnn, n_clients=n_cnn)))
+    if gpu is not None or args.dry_run:  # DP-SGD of a CNN: per-example gradients together
+        print(dpsgd_cnn_line(n_cnn, gpu or "cpu", steps, scale), flush=True)
     if gpu is not None and not args.skip_offload:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from gpu_offload import offload_comparison

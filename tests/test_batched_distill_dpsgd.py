@@ -114,10 +114,95 @@ def test_dpsgd_groups_split_by_protection_and_network():
     models = learners("mlp(hidden=16)", 3) + learners("cnn(arch=small)", 1)
     a, b = DPSGDConfig(1.0, 0.2, 1.0), DPSGDConfig(2.0, 0.2, 1.0)
     jobs = dp_jobs(models[:2], clients[:2], 2, a, 0) + dp_jobs(models[2:], clients[2:], 2, b, 0)
-    # a different sigma, and a CNN (per-example gradients by torch.func): not stacked
+    # a different sigma, another network: groups of their own
     assert sorted(map(len, dpsgd_groups(jobs))) == [1, 1, 2]
     dpsgd_together(jobs)
     assert all(m.steps_ == 2 for m in models)
+
+
+@pytest.mark.parametrize("spec", ["cnn(arch=small)", "module:user_nets:tiny_cnn"])
+@pytest.mark.parametrize("with_public", [False, True])
+def test_dpsgd_steps_of_other_networks_together_equal_their_own(spec, with_public):
+    """A CNN and your own module (per-example gradients by torch.func, vmapped over the
+    clients too) against each client's own steps, warm-started."""
+    clients, public, _ = digits_clients(SIZES)
+    config = DPSGDConfig(noise_multiplier=1.1, sample_rate=0.2, clip=0.5)
+    seq, bat = learners(spec, 4), learners(spec, 4)
+    for call in range(2):
+        for job in dp_jobs(seq, clients, 4, config, call, public if with_public else None):
+            dpsgd_steps(job.learner, job.X, job.y, job.n_steps, job.config, job.rng,
+                        job.X_aux, job.y_aux, job.aux_index)
+        jobs = dp_jobs(bat, clients, 4, config, call, public if with_public else None)
+        assert dpsgd_groups(jobs) == [[0, 1, 2, 3]]  # really batched
+        dpsgd_together(jobs)
+    assert_same_learners(seq, bat, tol=1e-4)  # convolutions sum in another order
+
+
+@pytest.mark.parametrize(("max_bytes", "calls"), [(1 << 30, 1), ("two clients", 2),
+                                                  (1, 3)])
+def test_per_example_sums_equal_each_clients_own_in_chunks_that_fit(max_bytes, calls):
+    """The stacked clipped sums against dpsgd's one-client form (the oracle) on each
+    client's real rows, padding rows masked out; clients taken as many at a time as their
+    per-example gradients fit (3 clients: all, two then one, one at a time)."""
+    from fedlabels.learners.batched import stacked_state
+    from fedlabels.learners.batched_dpsgd import PerExampleSums
+    from fedlabels.learners.dpsgd import clipped_gradient_sum
+
+    clients, _, _ = digits_clients((30, 30, 30))
+    models = learners("cnn(arch=small)", 3)
+    for m, (X, y) in zip(models, clients, strict=True):
+        m._ensure_initialised(X, y)
+    params, _ = stacked_state(models)
+    x = torch.from_numpy(np.stack([X[:9] for X, _ in clients]))
+    y = torch.from_numpy(np.stack([y[:9] for _, y in clients]))
+    mask = torch.ones(3, 9)
+    mask[1, 6:] = 0.0  # client 1 has 6 real rows
+    per_client = 9 * sum(p[0].numel() for p in params.values()) * 4
+    sums = PerExampleSums(models[0], 2 * per_client if max_bytes == "two clients"
+                          else max_bytes)
+    seen = []
+    inner = sums.per_client
+    sums.per_client = lambda p, xs, ys: seen.append(len(xs)) or inner(p, xs, ys)
+    got = sums(params, x, y, mask, 0.5)
+    assert len(seen) == calls and sum(seen) == 3
+    for c, m in enumerate(models):
+        n = int(mask[c].sum())
+        want, _ = clipped_gradient_sum(m.model_, m._inputs(x[c, :n], False), y[c, :n], 0.5)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[c].numpy(), w.detach().numpy(), rtol=1e-4,
+                                       atol=1e-6)
+
+
+def test_networks_with_buffers_take_their_dpsgd_steps_alone():
+    """functional_call over the stacked parameters alone would read a buffer from the
+    stacked network's meta copy: such networks step alone."""
+    clients, _, _ = digits_clients((40, 50))
+    models = learners("module:user_nets:with_buffer", 2)
+    jobs = dp_jobs(models, clients, 1, DPSGDConfig(1.0, 0.2, 1.0), 0)
+    assert dpsgd_groups(jobs) == [[0], [1]]
+    dpsgd_together(jobs)
+    assert all(m.steps_ == 1 for m in models)
+
+
+@pytest.mark.parametrize("spec", ["module:user_nets:functional_dropout",
+                                  "module:user_nets:dropout_net"])
+def test_networks_with_dropout_take_dpsgd_steps_alone_and_together(spec):
+    """Each example's gradient is that of its own masked pass: torch refused the random
+    draws under vmap ("randomness error mode") and DP-SGD with such a network stopped;
+    alone and together each example now draws its own masks."""
+    clients, _, _ = digits_clients((60, 70, 80))
+    config = DPSGDConfig(1.0, 0.3, 1.0)
+    alone, together = learners(spec, 3), learners(spec, 3)
+    for job in dp_jobs(alone, clients, 3, config, 0):
+        dpsgd_steps(job.learner, job.X, job.y, job.n_steps, job.config, job.rng)
+    jobs = dp_jobs(together, clients, 3, config, 0)
+    assert dpsgd_groups(jobs) == [[0, 1, 2]]
+    dpsgd_together(jobs)
+    start = learners(spec, 3)
+    for m, s in zip([*alone, *together], [*start, *start], strict=True):
+        s._ensure_initialised(clients[0][0], clients[0][1])
+        assert m.steps_ == 3 and np.isfinite(m.get_weights()).all()
+        assert np.abs(m.get_weights() - s.get_weights()).max() > 1e-4  # they trained
 
 
 def distill_jobs(models, clients, public, steps, private, weight, least=40):
@@ -201,19 +286,21 @@ def test_a_distillation_run_with_clients_together_equals_the_sequential_run(meth
     assert on.final["mean_accuracy"] == pytest.approx(off.final["mean_accuracy"], abs=0.01)
 
 
-@pytest.mark.parametrize(("method", "options", "groups"), [
-    ("dp-fedavg", {"level": "record", "epsilon": 8}, 3),
-    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 8}, 3),
-    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 8, "site_model": "private"}, 3)])
+@pytest.mark.parametrize(("method", "options", "groups", "model"), [
+    ("dp-fedavg", {"level": "record", "epsilon": 8}, 3, "mlp(hidden=32)"),
+    ("dp-fedavg", {"level": "record", "epsilon": 8}, 3, "cnn(arch=small)"),
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 8}, 3, "mlp(hidden=32)"),
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 8, "site_model": "private"}, 3,
+     "mlp(hidden=32)")])
 def test_dp_runs_take_their_dpsgd_steps_together_with_the_same_accounting(
-        method, options, groups, monkeypatch):
+        method, options, groups, model, monkeypatch):
     import fedlabels as fl
     import fedlabels.learners.batched_dpsgd as batched_dpsgd
     from conftest import digits_with_sizes
 
     fed = digits_with_sizes((40, 90, 150, 60), n_unlabeled=300, n_test=300)
     calls = spy(monkeypatch, batched_dpsgd, "_dpsgd_group")
-    runs = {mode: fl.run(method, fed, model="mlp(hidden=32)", rounds=3, period=8, seed=0,
+    runs = {mode: fl.run(method, fed, model=model, rounds=3, period=8, seed=0,
                          progress=False, batch_clients=mode, options=options)
             for mode in ("off", "on")}
     # one group of the four clients a round (DP-FedCT's separate labellers included)
@@ -298,3 +385,16 @@ def test_a_noise_buffer_is_drawn_into_again_only_after_its_copy(monkeypatch):
     cpu = NoiseBuffers(3, 5, torch.device("cpu"))  # the CPU's step uses its noise at once
     assert len(cpu.tensors) == 1 and np.shares_memory(cpu.host(0), cpu.host(1))
     assert np.shares_memory(cpu.to_device(1).numpy(), cpu.host(0))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_the_per_example_budget_follows_the_device(device):
+    """1 GiB on the CPU; on a GPU a quarter of its free memory (at least 1 GiB)."""
+    from fedlabels.learners.batched_dpsgd import PER_EXAMPLE_BYTES, per_example_budget
+
+    budget = per_example_budget(torch.device(device))
+    if device == "cpu":
+        assert budget == PER_EXAMPLE_BYTES == 1 << 30
+    else:
+        free, _ = torch.cuda.mem_get_info()
+        assert PER_EXAMPLE_BYTES <= budget <= max(PER_EXAMPLE_BYTES, free // 4 + (1 << 20))

@@ -42,6 +42,10 @@ def test_dry_run_measures_every_row_on_the_cpu(capsys, tmp_path):
     before, after = (float(x) for x in by_hand.split(": ")[1].split(" ms")[0].split(" -> "))
     assert before > 0 and after > 0 and "on cpu" in by_hand
     assert float(by_hand.split("largest weight gap ")[1].rstrip(")")) < 1e-4
+    (dp_cnn,) = [line for line in out.splitlines() if line.startswith("DP-SGD step of 2 ")]
+    alone_ms = float(dp_cnn.split("one by one ")[1].split(" ms")[0])
+    together_ms = float(dp_cnn.split("together ")[1].split(" ms")[0])
+    assert alone_ms > 0 and together_ms > 0 and "small-CNN clients on cpu" in dp_cnn
     # what bf16 and deterministic kernels cost (fp32, the setting, their ratio), both networks
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("settings: a FedCT round"))

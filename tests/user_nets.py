@@ -108,3 +108,9 @@ def functional_dropout(n_features: int, n_classes: int) -> nn.Module:
 
 def always_dropout(n_features: int, n_classes: int) -> nn.Module:
     return FunctionalDropout(n_features, n_classes, always=True)
+
+
+def dropout_net(n_features: int, n_classes: int) -> nn.Module:
+    """Dropout as a layer, in a network that is not a plain Linear/ReLU stack."""
+    return nn.Sequential(nn.Linear(n_features, 16), nn.ReLU(), nn.Dropout(0.3),
+                         nn.Linear(16, n_classes))

@@ -13,8 +13,10 @@ matrix products. Every client draws its sample and its noise from its own genera
 order it draws them alone, so with the same generators the result equals the one-by-one
 steps up to floating-point rounding; the noise is still drawn by the client's generator,
 where it is added, and each client's privacy accounting (done by its caller per step) is
-unchanged. Networks that are not such a stack (a CNN, your own module) take their DP-SGD
-steps one by one.
+unchanged. Other networks without batch normalisation or buffers (a CNN, your own module)
+get every example's gradient from ``torch.func`` (``vmap`` over the clients of ``vmap`` over
+the examples of ``grad``, :class:`PerExampleSums`), clipped and summed the same way, clients
+in chunks whose per-example gradients fit in memory.
 
 The noise is drawn on the host (the secret generator is numpy's, seeded from the OS CSPRNG):
 per step, one normal per parameter per client, the clients' draws in parallel threads
@@ -26,6 +28,7 @@ made while the device computes the current one, into the other of two page-locke
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,6 +40,7 @@ from torch import nn
 from fedlabels.learners.batch_jobs import DPSGDJob
 from fedlabels.learners.batched import (
     RowPool,
+    _architecture,
     aux_rows,
     batch_key,
     stacked_adam,
@@ -55,17 +59,34 @@ def _biased_linear_stack(model: nn.Module) -> bool:
                                       for m in model)
 
 
+def _per_example_kind(learner: Any) -> str | None:
+    """How a built learner's DP-SGD steps run together: ``"linear"`` (a stack of ``Linear``
+    layers with biases and ``ReLU``: per-example norms in closed form), ``"func"`` (any
+    other network without batch statistics or random masks, its inputs rows or images: a
+    CNN, your own module; per-example gradients by ``torch.func``), or ``None`` (alone)."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+    from fedlabels.learners.torch_net import TorchNetClassifier
+
+    inputs = type(learner)._inputs
+    if inputs is TorchMLPClassifier._inputs and _biased_linear_stack(learner.model_):
+        return "linear"
+    # batch statistics mix a batch's examples (DP-SGD refuses them); a buffer would be read
+    # from the stacked network's meta copy
+    arch = _architecture(learner.model_)
+    if arch is None or arch.batch_norm or arch.buffers:
+        return None
+    return "func" if inputs in (TorchMLPClassifier._inputs, TorchNetClassifier._inputs) \
+        else None
+
+
 def dpsgd_groups(jobs: Sequence[DPSGDJob]) -> list[list[int]]:
     """Indices of ``jobs`` whose DP-SGD steps can run together, in groups."""
-    from fedlabels.learners.torch_mlp import TorchMLPClassifier
-
     groups: dict[Any, list[int]] = {}
     alone: list[list[int]] = []
     for i, job in enumerate(jobs):
         ln = job.learner
         key = batch_key(ln)
-        if key is None or not _biased_linear_stack(ln.model_) or \
-                type(ln)._inputs is not TorchMLPClassifier._inputs:
+        if key is None or _per_example_kind(ln) is None:
             alone.append([i])
             continue
         config = (float(job.config.noise_multiplier), float(job.config.sample_rate),
@@ -150,9 +171,10 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
     device = torch.device(first.device)
     params, _ = stacked_state(learners)
     opt = stacked_adam(learners, params)
-    forward = linear_stack(first.model_, params)
-    assert forward is not None  # dpsgd_groups admits Linear/ReLU stacks only
-    stacked = list(params.values())  # weight, bias per layer: the noise's order
+    linear = _per_example_kind(first) == "linear"
+    forward = linear_stack(first.model_, params) if linear else None
+    sums = None if linear else PerExampleSums(first)
+    stacked = list(params.values())  # the network's parameters: the noise's order
     shapes = [tuple(p.shape[1:]) for p in stacked]
     sizes = [int(np.prod(s)) for s in shapes]
     config = jobs[0].config
@@ -192,7 +214,11 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
         x = sources.x[index[0].to(device)]
         y = sources.y[index[1].to(device)]
         on_device = buffers.to_device(step)
-        summed = _clipped_sums(forward, x, y, mask.to(device), clip)
+        if forward is not None:
+            summed = _clipped_sums(forward, x, y, mask.to(device), clip)
+        else:
+            assert sums is not None
+            summed = sums(params, x, y, mask.to(device), clip)
         scale = torch.tensor(weights, dtype=torch.float32, device=device)
         at = 0
         for p, g, shape, size in zip(stacked, summed, shapes, sizes, strict=True):
@@ -205,6 +231,67 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
     write_back(learners, params, opt)
     for ln in learners:
         ln.steps_ += int(jobs[0].n_steps)
+
+
+#: the most bytes of per-example gradients a group holds at once on the CPU (clients are
+#: taken in chunks of as many as fit; each client's are its sample's rows x its
+#: parameters); on a GPU a quarter of its free memory when the group starts
+PER_EXAMPLE_BYTES = 1 << 30
+
+
+def per_example_budget(device: torch.device) -> int:
+    """Bytes of per-example gradients a group may hold at once on ``device``."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return max(PER_EXAMPLE_BYTES, int(free) // 4)
+    return PER_EXAMPLE_BYTES
+
+
+class PerExampleSums:
+    """Per client, Σ_i clip_C(∇ℓ(x_i, y_i)) per parameter for any network without batch
+    statistics or buffers (:func:`~fedlabels.learners.dpsgd.clipped_gradient_sum`'s
+    ``torch.func`` form, stacked): ``vmap`` over the clients of ``vmap`` over the examples
+    of ``grad`` of each example's cross-entropy through ``functional_call``; padding rows
+    (mask 0) add nothing. Dropout draws each example's masks, as alone, so such a network's
+    steps equal its own in distribution; without dropout, up to rounding. Clients go in
+    chunks whose per-example gradients fit ``max_bytes`` (default
+    :func:`per_example_budget`)."""
+
+    def __init__(self, first: Any, max_bytes: int | None = None) -> None:
+        from torch.func import functional_call, grad, vmap
+
+        base = copy.deepcopy(first.model_).to("meta")
+
+        def loss(p: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor
+                 ) -> torch.Tensor:
+            out = functional_call(base, p, (xi.unsqueeze(0),))
+            return nn.functional.cross_entropy(out.float(), yi.unsqueeze(0))
+
+        # "different": dropout's masks each example's own, as alone (in distribution)
+        self.per_client = vmap(vmap(grad(loss), in_dims=(None, 0, 0), randomness="different"),
+                               randomness="different")
+        self.shape = getattr(first, "shape_", None)  # the network's images, if any
+        self.max_bytes = per_example_budget(torch.device(first.device)) \
+            if max_bytes is None else int(max_bytes)
+
+    def __call__(self, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                 mask: torch.Tensor, clip: float) -> list[torch.Tensor]:
+        g, width = x.shape[:2]
+        if self.shape is not None:  # as the learner's _inputs makes them
+            x = x.reshape(g, width, *self.shape)
+        detached = {n: p.detach() for n, p in params.items()}
+        per_bytes = width * sum(p[0].numel() for p in detached.values()) * 4
+        chunk = max(1, self.max_bytes // max(per_bytes, 1))
+        sums = [torch.empty_like(p) for p in detached.values()]
+        for start in range(0, g, chunk):
+            part = slice(start, start + chunk)
+            per = self.per_client({n: p[part] for n, p in detached.items()}, x[part],
+                                  y[part])
+            norms = torch.sqrt(sum(t.flatten(2).pow(2).sum(2) for t in per.values()))
+            scale = torch.clamp(clip / (norms + 1e-12), max=1.0) * mask[part]
+            for k, t in enumerate(per.values()):
+                sums[k][part] = (t * scale.view(*scale.shape, *[1] * (t.dim() - 2))).sum(1)
+        return sums
 
 
 class NoiseBuffers:

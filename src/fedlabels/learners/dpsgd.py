@@ -105,7 +105,9 @@ def _clipped_sum_func(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip
         out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
         return nn.functional.cross_entropy(out.float(), y.unsqueeze(0))
 
-    per = vmap(grad(loss), in_dims=(None, 0, 0))(params, xb, yb)
+    # "different": a network with dropout draws each example's masks (its gradient is that
+    # of its own masked pass); torch refused random draws under vmap by default
+    per = vmap(grad(loss), in_dims=(None, 0, 0), randomness="different")(params, xb, yb)
     norms = torch.sqrt(sum(per[n].flatten(1).pow(2).sum(1) for n in names))
     scale = torch.clamp(clip / (norms + 1e-12), max=1.0)
     return [(per[n] * scale.view(-1, *[1] * (per[n].dim() - 1))).sum(0) for n in names], norms
