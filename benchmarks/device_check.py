@@ -726,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
         print_row(label, cnn_alone, or_failure(label, lambda: batched_step_seconds(
             scale, gpu, False, steps, model=cnn, n_clients=n_cnn)))
     if gpu is not None or args.dry_run:  # DP-SGD of a CNN: per-example gradients together
-        print(dpsgd_cnn_line(n_cnn, gpu or "cpu", steps, scale), flush=True)
+        print(dpsgd_cnn_line(n_cnn, gpu or "cpu", 1 if args.dry_run else steps, scale),
+              flush=True)
     if gpu is not None and not args.skip_offload:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from gpu_offload import offload_comparison
