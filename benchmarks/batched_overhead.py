@@ -155,14 +155,25 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("clients", "calls", "steps", "features"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
-    try:  # a device this machine lacks: one line, exit 2
+    if not args.max_gap >= 0:  # NaN too
+        parser.error(f"--max-gap must be a number >= 0, got {args.max_gap}")
+    try:  # a device this machine lacks, a model spec not one torch classifier: one line
         (device,) = client_devices(args.device, 1)
+        specs = parse_model_spec(args.model)
+        if len(specs) != 1 or not batched.batchable(
+                build_learner(specs[0], n_classes=10, random_state=0)):
+            raise FedLabelsError(f"--model {args.model!r}: give one torch classifier that "
+                                 "trains together (mlp(...), cnn(...), module:...)")
     except FedLabelsError as exc:
         parser.error(str(exc))
     figures = compare(load_version(args.baseline), args.clients, args.calls, args.rows,
                       args.steps, args.model, args.features, device)
     print(figures)
-    return 0 if figures["max_weight_gap"] <= args.max_gap else 1
+    if not figures["max_weight_gap"] <= args.max_gap:
+        print(f"the two versions' weights differ by {figures['max_weight_gap']:.3g}, more "
+              f"than --max-gap {args.max_gap:g}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

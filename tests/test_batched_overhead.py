@@ -45,7 +45,9 @@ def test_a_version_that_rounds_otherwise_passes_within_max_gap(capsys):
 @pytest.mark.parametrize(("argv", "message"), [
     (["--features", "0"], "--features must be at least 1"),
     (["--device", "gpu"], "device must be one of"),
-    (["--baseline", "nothing-here.py"], "no such file (or 'autograd')")])
+    (["--baseline", "nothing-here.py"], "no such file (or 'autograd')"),
+    (["--model", "bogus("], "bogus"), (["--model", "rf"], "one torch classifier"),
+    (["--max-gap", "nan"], "--max-gap must be a number >= 0")])
 def test_bad_arguments_are_refused(capsys, argv, message):
     module = load_benchmark("batched_overhead")
     with pytest.raises(SystemExit) as stop:

@@ -93,6 +93,23 @@ def test_a_layer_used_twice_is_not_stacked_by_hand():
     assert linear_relu(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)))
 
 
+def test_a_relu_used_twice_trains_together_as_alone():
+    """``named_children`` lists a module once, so a stack built from it dropped the second
+    use of one ReLU object (outputs 0.15 off): such a network runs as vmap instead."""
+    from user_nets import shared_relu
+
+    net = shared_relu(6, 4)
+    assert not linear_relu(net)
+    clients, _, _ = digits_clients((70, 80))
+    seq, bat = learners("module:user_nets:shared_relu", 2), \
+        learners("module:user_nets:shared_relu", 2)
+    for m, (X, y) in zip(seq, clients, strict=True):
+        m.train_steps(X, y, 5)
+    train_together([TrainJob(m, X, y, 5) for m, (X, y) in zip(bat, clients, strict=True)])
+    for a, b in zip(seq, bat, strict=True):
+        np.testing.assert_allclose(a.get_weights(), b.get_weights(), atol=1e-5)
+
+
 def spy_backward(monkeypatch):
     calls = []
     original = torch.Tensor.backward

@@ -114,3 +114,25 @@ def dropout_net(n_features: int, n_classes: int) -> nn.Module:
     """Dropout as a layer, in a network that is not a plain Linear/ReLU stack."""
     return nn.Sequential(nn.Linear(n_features, 16), nn.ReLU(), nn.Dropout(0.3),
                          nn.Linear(16, n_classes))
+
+
+def shared_relu(n_features: int, n_classes: int) -> nn.Module:
+    """One ReLU object used twice (``named_children`` lists it once)."""
+    act = nn.ReLU()
+    return nn.Sequential(nn.Linear(n_features, 16), act, nn.Linear(16, 8), act,
+                         nn.Linear(8, n_classes))
+
+
+class RowNormalised(nn.Module):
+    """Each input row scaled to unit norm: its gradient at a row of zeros is NaN."""
+
+    def __init__(self, n_features: int, n_classes: int) -> None:
+        super().__init__()
+        self.out = nn.Linear(n_features, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x / x.norm(dim=-1, keepdim=True))
+
+
+def row_normalised(n_features: int, n_classes: int) -> nn.Module:
+    return RowNormalised(n_features, n_classes)

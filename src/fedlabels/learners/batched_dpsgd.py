@@ -62,8 +62,9 @@ def _biased_linear_stack(model: nn.Module) -> bool:
 def _per_example_kind(learner: Any) -> str | None:
     """How a built learner's DP-SGD steps run together: ``"linear"`` (a stack of ``Linear``
     layers with biases and ``ReLU``: per-example norms in closed form), ``"func"`` (any
-    other network without batch statistics or random masks, its inputs rows or images: a
-    CNN, your own module; per-example gradients by ``torch.func``), or ``None`` (alone)."""
+    other network without batch statistics or buffers, dropout included, its inputs rows or
+    images: a CNN, your own module; per-example gradients by ``torch.func``), or ``None``
+    (alone)."""
     from fedlabels.learners.torch_mlp import TorchMLPClassifier
     from fedlabels.learners.torch_net import TorchNetClassifier
 
@@ -235,15 +236,16 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
 
 #: the most bytes of per-example gradients a group holds at once on the CPU (clients are
 #: taken in chunks of as many as fit; each client's are its sample's rows x its
-#: parameters); on a GPU a quarter of its free memory when the group starts
+#: parameters); on a GPU a quarter of its free memory when the group starts (the
+#: scaled copies and temporaries take about as much again)
 PER_EXAMPLE_BYTES = 1 << 30
 
 
 def per_example_budget(device: torch.device) -> int:
     """Bytes of per-example gradients a group may hold at once on ``device``."""
-    if device.type == "cuda":
+    if device.type == "cuda":  # the gradients, their scaled copies and temporaries
         free, _ = torch.cuda.mem_get_info(device)
-        return max(PER_EXAMPLE_BYTES, int(free) // 4)
+        return int(free) // 4
     return PER_EXAMPLE_BYTES
 
 
@@ -260,7 +262,10 @@ class PerExampleSums:
     def __init__(self, first: Any, max_bytes: int | None = None) -> None:
         from torch.func import functional_call, grad, vmap
 
-        base = copy.deepcopy(first.model_).to("meta")
+        # in training mode whatever mode the learner was left in (a prediction's eval):
+        # dropout drops here as in dpsgd_steps, which puts the network in training mode
+        base = copy.deepcopy(first.model_).to("meta").train()
+        self.base = base
 
         def loss(p: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor
                  ) -> torch.Tensor:
@@ -288,9 +293,13 @@ class PerExampleSums:
             per = self.per_client({n: p[part] for n, p in detached.items()}, x[part],
                                   y[part])
             norms = torch.sqrt(sum(t.flatten(2).pow(2).sum(2) for t in per.values()))
-            scale = torch.clamp(clip / (norms + 1e-12), max=1.0) * mask[part]
+            scale = torch.clamp(clip / (norms + 1e-12), max=1.0)
+            real = mask[part] > 0  # padding rows: left out, not multiplied by 0 (a
+            # network whose gradient at a zero row is NaN would spread it)
             for k, t in enumerate(per.values()):
-                sums[k][part] = (t * scale.view(*scale.shape, *[1] * (t.dim() - 2))).sum(1)
+                shape = (*scale.shape, *[1] * (t.dim() - 2))
+                sums[k][part] = torch.where(real.view(shape), t * scale.view(shape),
+                                            t.new_zeros(())).sum(1)
         return sums
 
 

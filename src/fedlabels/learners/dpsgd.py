@@ -31,7 +31,7 @@ gradients from ``torch.func`` (``vmap`` of ``grad``), the same clipping and the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -86,10 +86,12 @@ def _has_batch_norm(learner: Any) -> bool:
     return network in ("cifar10", "pneumonia", "mri", "svhn", "resnet18")
 
 
-def _is_linear_stack(model: nn.Module) -> bool:
+def _is_linear_stack(model: nn.Module) -> TypeGuard[nn.Sequential]:
+    """A ``Sequential`` of ``Linear`` and parameterless layers, each module used once
+    (iterating it lists every use; ``children()`` lists a module used twice once)."""
     return isinstance(model, nn.Sequential) and all(
         isinstance(m, nn.Linear) or not any(True for _ in m.parameters())
-        for m in model.children())
+        for m in model) and len({id(m) for m in model}) == len(model)
 
 
 def _clipped_sum_func(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip: float
@@ -130,7 +132,7 @@ def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c
         return _clipped_sum_func(model, xb, yb, clip)
     inputs, outputs = [], []
     h = xb
-    for layer in model.children():
+    for layer in model:
         if isinstance(layer, nn.Linear):
             inputs.append(h.detach())
             h = layer(h)

@@ -9,8 +9,9 @@ without autograd (:meth:`LinearStack.gradients`): the output's gradient is
 ``w * (softmax(logits) - onehot(y))``, and each layer passes it back with two batched
 matrix products and a row sum (a ``ReLU`` masks it where its output is 0). On a GPU the step
 of a few small networks is bound by the host (the autograd engine's backward call was the
-largest item of a paper-scale round on an H200); by hand it is half the operations (31 aten
-calls a step of three layers, against 58) and no engine. The gradients equal autograd's up
+largest item of a paper-scale round on an H200); by hand it is 40 aten calls a step of the
+paper's MLP where autograd's were 70 (docs/neural.md), and no engine. The gradients equal
+autograd's up
 to floating-point rounding (``tests/test_stacked_mlp.py``, in float64 against autograd).
 """
 
@@ -30,13 +31,13 @@ Layer = tuple[torch.Tensor, torch.Tensor | None] | None
 def linear_relu(model: nn.Module) -> TypeGuard[nn.Sequential]:
     """Whether ``model`` is a ``Sequential`` of ``Linear`` and ``ReLU`` layers alone, each
     module once (what :class:`LinearStack` runs; a layer used twice shares its weights,
-    which the stack's per-layer gradients would not add up)."""
+    which the stack's per-layer gradients would not add up, and ``named_children`` lists a
+    module once, so a ``ReLU`` used twice would drop out of the stack)."""
     if type(model) is not nn.Sequential:
         return False
-    modules = list(model)
+    modules = list(model)  # each use, a module used twice included
     return (all(type(m) in (nn.Linear, nn.ReLU) for m in modules)
-            and len({id(m) for m in modules if type(m) is nn.Linear})
-            == sum(type(m) is nn.Linear for m in modules))
+            and len({id(m) for m in modules}) == len(modules))
 
 
 class LinearStack:
