@@ -615,7 +615,7 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
     params, opt, forward = stack_for_training(learners, capturable=capture)
     batches = _Batches(jobs, device, rows, steps=n_steps)
     capture = capture and batches.one_shape()
-    by_hand = GRADIENTS_BY_HAND and forward.stack is not None and first.precision != "bf16"
+    by_hand = forward.by_hand(first.precision)
 
     def train_on(x_rows: torch.Tensor, y_all: torch.Tensor, w_all: torch.Tensor,
                  lens: list[int]) -> None:
@@ -675,6 +675,11 @@ class StackedForward:
         self.batched = vmap(logits_of, randomness="different")
         self.devices = ([next(iter(params.values())).device]
                         if learners[0].device.startswith("cuda") else [])
+
+    def by_hand(self, precision: str) -> bool:
+        """Whether a step's gradients come from :meth:`LinearStack.gradients` (the MLP in
+        fp32, while :data:`GRADIENTS_BY_HAND`), not autograd (bf16: autocast's casts)."""
+        return GRADIENTS_BY_HAND and self.stack is not None and precision != "bf16"
 
     def __call__(self, x: torch.Tensor, seed: int | None = None) -> torch.Tensor:
         if self.stack is not None:

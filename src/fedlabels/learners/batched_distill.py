@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedlabels.learners import batched
 from fedlabels.learners.batch_jobs import DistillJob
 from fedlabels.learners.batched import (
     RowPool,
@@ -233,8 +232,7 @@ def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
     capture = graphs and graphable(first, device, steps)
     params, opt, forward = stack_for_training(learners, capturable=capture)
     plan = _Plan(jobs, device, steps, forward.masks) if steps > 0 else None
-    by_hand = batched.GRADIENTS_BY_HAND and forward.stack is not None and \
-        first.precision != "bf16"
+    by_hand = forward.by_hand(first.precision)
 
     def train_on(x_rows: torch.Tensor, target: torch.Tensor) -> None:
         """One step on a gathered minibatch: forward, weighted soft cross-entropy,

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.stacked_mlp import each_module_once
 from fedlabels.privacy.validation import check_noise_multiplier, check_sampling_rate
 
 
@@ -88,10 +89,10 @@ def _has_batch_norm(learner: Any) -> bool:
 
 def _is_linear_stack(model: nn.Module) -> TypeGuard[nn.Sequential]:
     """A ``Sequential`` of ``Linear`` and parameterless layers, each module used once
-    (iterating it lists every use; ``children()`` lists a module used twice once)."""
+    (:func:`~fedlabels.learners.stacked_mlp.each_module_once`)."""
     return isinstance(model, nn.Sequential) and all(
         isinstance(m, nn.Linear) or not any(True for _ in m.parameters())
-        for m in model) and len({id(m) for m in model}) == len(model)
+        for m in model) and each_module_once(model)
 
 
 def _clipped_sum_func(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip: float

@@ -11,8 +11,8 @@ matrix products and a row sum (a ``ReLU`` masks it where its output is 0). On a 
 of a few small networks is bound by the host (the autograd engine's backward call was the
 largest item of a paper-scale round on an H200); by hand it is 40 aten calls a step of the
 paper's MLP where autograd's were 70 (docs/neural.md), and no engine. The gradients equal
-autograd's up
-to floating-point rounding (``tests/test_stacked_mlp.py``, in float64 against autograd).
+autograd's up to floating-point rounding (``tests/test_stacked_mlp.py``, in float64
+against autograd).
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ def linear_relu(model: nn.Module) -> TypeGuard[nn.Sequential]:
     module once (what :class:`LinearStack` runs; a layer used twice shares its weights,
     which the stack's per-layer gradients would not add up, and ``named_children`` lists a
     module once, so a ``ReLU`` used twice would drop out of the stack)."""
-    if type(model) is not nn.Sequential:
-        return False
-    modules = list(model)  # each use, a module used twice included
-    return (all(type(m) in (nn.Linear, nn.ReLU) for m in modules)
-            and len({id(m) for m in modules}) == len(modules))
+    return type(model) is nn.Sequential and each_module_once(model) and all(
+        type(m) in (nn.Linear, nn.ReLU) for m in model)
+
+
+def each_module_once(model: nn.Sequential) -> bool:
+    """Whether no module appears twice in ``model`` (iterating a ``Sequential`` lists every
+    use; ``children()`` and ``named_children()`` list a module used twice once)."""
+    return len({id(m) for m in model}) == len(model)
 
 
 class LinearStack:
