@@ -169,6 +169,7 @@ def test_fashion_images_stay_uint8_until_split():
     assert isinstance(raw.X, LazyRows) and raw.X.source.dtype == np.uint8
     assert np.array_equal(np.asarray(raw.X), images.astype(np.float32) / 255.0)
     fed = fl.load_federation("fashion_mnist", clients=3, unlabeled=100, private=60)
+    assert fed.class_names[8] == "8" and fed.info["class_descriptions"][8] == "Bag"
     eager = fl.make_federation(images.astype(np.float32) / 255.0, labels, clients=3,
                                unlabeled=100, private=60,
                                X_test=test_images.astype(np.float32) / 255.0,

@@ -31,7 +31,7 @@ def test_inspect_models_describes_every_client(mixed_result):
     assert any(n in tree["text"] for n in names)  # real feature names, not x0..x29
     assert "class: 1" in tree["text"] or "class: 0" in tree["text"]
     for d in desc:
-        assert d["classes_seen"] == ["0", "1"]
+        assert d["classes_seen"] == ["0 (malignant)", "1 (benign)"]
         assert 0 < len(d["feature_importances"]) <= 5
         assert all(n in names for n, _ in d["feature_importances"])
     rules = desc[2]["rules"]
@@ -40,7 +40,7 @@ def test_inspect_models_describes_every_client(mixed_result):
     assert desc[2]["n_rules"] <= 200
     assert desc[3]["n_trees"] == 5
     assert any(n in desc[3]["text"] for n in names)  # the first tree, with feature names
-    assert set(desc[4]["coefficients"]) == {"1"}
+    assert set(desc[4]["coefficients"]) == {"1 (benign)"}
     json.dumps(desc)  # JSON-friendly
 
 

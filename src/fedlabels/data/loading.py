@@ -86,7 +86,8 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     ``partition="column:NAME"`` the column NAME is read even when ``features`` leaves it
     out (it becomes the clients, never a feature). ``image_size`` and ``image_column``:
     see :func:`load_table`; an image dataset records its (C, H, W) in the federation's
-    ``image_shape`` (unless ``public_pca`` replaces the pixels).
+    ``image_shape`` (unless ``public_pca`` replaces the pixels); one whose labels are codes
+    records what they mean in ``class_descriptions`` (Fashion-MNIST's ``8`` is ``Bag``).
     """
     from fedlabels.data.targets import resolve_task
 
@@ -124,6 +125,9 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
                           scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,
                           unlabeled_shift=unlabeled_shift, public_pca=public_pca)
+    if raw.class_descriptions and task != "regression":
+        fed.info["class_descriptions"] = [raw.class_descriptions.get(name, "")
+                                          for name in fed.class_names]
     if raw.image_shape is not None and public_pca is None:
         fed.info["image_shape"] = [int(s) for s in raw.image_shape]
     if raw.image_input is not None and fed.preprocessing is not None:

@@ -28,6 +28,9 @@ class LoadedDataset:
     image_shape: tuple[int, int, int] | None = None  # (C, H, W) of image rows
     # images read from files (fedlabels.data.images): how, so that new ones read alike
     image_input: dict[str, Any] | None = None
+    # what a label means where the labels are codes ({"8": "Bag"}): shown beside the label
+    # where a person reads a class (fedlabels.core.class_names), never instead of it
+    class_descriptions: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,14 +61,18 @@ class DatasetInfo:
         return self.fetched_marker is None or self.fetched_marker().exists()
 
 
-def _sklearn(loader: str, image_shape: tuple[int, int, int] | None = None
-             ) -> Callable[[], LoadedDataset]:
+def _sklearn(loader: str, image_shape: tuple[int, int, int] | None = None,
+             described: bool = False) -> Callable[[], LoadedDataset]:
+    """A scikit-learn dataset; ``described``: its ``target_names`` describe its codes."""
     def load() -> LoadedDataset:
         import sklearn.datasets
 
         # as_frame: the federation keeps the real feature names (for `fedlabels inspect`)
-        X, y = getattr(sklearn.datasets, loader)(return_X_y=True, as_frame=True)
-        return LoadedDataset(X, y, image_shape=image_shape)
+        bunch = getattr(sklearn.datasets, loader)(as_frame=True)
+        descriptions = {str(k): str(name) for k, name in enumerate(bunch.target_names)} \
+            if described else None
+        return LoadedDataset(bunch.data, bunch.target, image_shape=image_shape,
+                             class_descriptions=descriptions)
 
     return load
 
@@ -90,7 +97,14 @@ def _load_fashion_mnist() -> LoadedDataset:
     # the rows a federation takes are converted: the 60,000 x 784 training set as float32
     # would be 188 MB, of which a default split uses a third
     return LoadedDataset(LazyRows(X, _unit_float32), y.astype(np.int64),
-                         LazyRows(Xt, _unit_float32), yt.astype(np.int64), (1, 28, 28))
+                         LazyRows(Xt, _unit_float32), yt.astype(np.int64), (1, 28, 28),
+                         class_descriptions={str(k): name for k, name in
+                                             enumerate(FASHION_MNIST_CLASSES)})
+
+
+#: what Fashion-MNIST's label codes 0-9 mean (the dataset's README, zalandoresearch)
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+                         "Shirt", "Sneaker", "Bag", "Ankle boot")
 
 
 def _unit_float32(pixels: np.ndarray) -> np.ndarray:
@@ -111,7 +125,7 @@ def register(info: DatasetInfo) -> DatasetInfo:
 
 register(DatasetInfo(
     "breast_cancer", "Breast Cancer Wisconsin (diagnostic), 569 x 30, 2 classes",
-    "scikit-learn (bundled)", _sklearn("load_breast_cancer"),
+    "scikit-learn (bundled)", _sklearn("load_breast_cancer", described=True),
     # the FedCT paper's split: |U| = 370, 85 private in total, 114 test
     defaults={"n_unlabeled": 370, "n_private": 85, "n_test": 114}))
 register(DatasetInfo(

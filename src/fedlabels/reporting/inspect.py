@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from fedlabels.core.class_names import shown_names_of
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.results.models_file import load_models
 
@@ -210,12 +211,12 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
         payload = load_models(result)
         models, specs = payload["models"], payload["model_specs"]
         names = feature_names or payload["feature_names"]
-        classes = payload["class_names"]
+        classes = shown_names_of(payload)
         preprocessing = payload.get("preprocessing")
     else:
         models, specs = list(result.client_models), list(result.models)
         names = feature_names or list(getattr(result, "feature_names", []) or [])
-        classes = list(result.federation.get("class_names", []))
+        classes = shown_names_of(result.federation)
         preprocessing = getattr(result, "preprocessing", None)
     scaling = _scaling(preprocessing)
     if not models:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedlabels.core.class_names import shown_class_names
 from fedlabels.core.clinical import SCALAR_METRICS
 
 if TYPE_CHECKING:
@@ -140,7 +141,8 @@ def _confusion(conf: Configuration) -> str | None:
     if not matrices:
         return None
     cm = np.sum(np.asarray(matrices), axis=0)
-    names = clinical.get("class_names") or [str(k) for k in range(len(cm))]
+    names = shown_class_names(clinical.get("class_names") or [str(k) for k in range(len(cm))],
+                              conf.runs[0].federation.get("class_descriptions"))
     esc = html.escape
     head = "".join(f"<th>{esc(str(n))}</th>" for n in names)
     body = "".join(f"<tr><th>{esc(str(n))}</th>" + "".join(f"<td>{v:,}</td>" for v in row)

@@ -28,6 +28,7 @@ def save_models(result: Any, result_path: str | Path) -> Path:
         "model_specs": list(result.models),
         "feature_names": list(getattr(result, "feature_names", []) or []),
         "class_names": list(result.federation.get("class_names", [])),
+        "class_descriptions": list(result.federation.get("class_descriptions", [])),
         "models": list(result.client_models),
         # to apply the models to raw data (fedlabels.results.predict): plain lists, no objects
         "preprocessing": (result.preprocessing.to_dict()
