@@ -94,11 +94,17 @@ def check_guarantee(data: dict[str, Any], method: str) -> None:
         return
     assert privacy["guarantee_against"] and privacy["neighbouring"]
     assert (privacy["guarantee"] == "conditional") == ("conditional_on" in privacy)
-    # every payload the guarantee does not cover is named, with a reason
+    # every payload the clients sent that the guarantee does not cover is named, with a
+    # reason; one they never sent is not
     outside = {o["name"]: o["reason"] for o in privacy["outside_guarantee"]}
     assert all(outside.values())
-    for p in declared.payloads:
-        assert p.covered or f"{p.message}:{p.key}" in outside
+    recorded = data["threat_model"]["payloads"]
+    assert len(recorded) == len(declared.payloads) and any(p["sent"] for p in recorded)
+    for p, r in zip(declared.payloads, recorded, strict=True):
+        assert (f"{p.message}:{p.key}" in outside) == (not p.covered and r["sent"])
+    # the recorded threat model states the run's guarantee, not the declaration's
+    assert data["threat_model"]["guarantee"] == privacy["guarantee"]
+    assert data["threat_model"]["neighbouring"] == privacy["neighbouring"]
     # every round metric the server publishes is post-processing or named as outside
     for record in data["rounds"]:
         for key in record["server"]:

@@ -43,7 +43,7 @@ def test_dp_fedct_result_records_privacy(fed: fl.Federation) -> None:
     assert p["epsilon_by_accountant"]["basic"] == pytest.approx(6.0)
     assert 0 < p["epsilon"] <= 6.0 and p["delta"] in (0.0, 1e-5)
     assert p["accountant"] in ("basic", "exact", "rdp", "pld")
-    assert p["assumptions"] and "semi-honest" in p["threat_model"]
+    assert p["assumptions"] and "deviates" in p["threat_model"]
     assert "record" in p["neighbouring"]
     # the uplink carries C = 2 bits per row, bit-packed
     payload = math.ceil(n_u * 2 / 8)

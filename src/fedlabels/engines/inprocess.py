@@ -77,7 +77,7 @@ class InProcessGrid:
             finally:
                 self.after_turn(cid)
             up = encode_message(reply)
-            self.meter.add(rnd, cid, "up", reply.category, len(up))
+            self.meter.replied(rnd, cid, reply, len(up))
             replies[cid] = decode_message(up)
         return replies
 

@@ -166,6 +166,6 @@ class TogetherGrid:
             if isinstance(reply, BaseException):
                 raise reply
             up = encode_message(reply)
-            self.inner.meter.add(rnd, cid, "up", reply.category, len(up))
+            self.inner.meter.replied(rnd, cid, reply, len(up))
             replies[cid] = decode_message(up)
         return replies

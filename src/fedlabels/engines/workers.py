@@ -304,7 +304,7 @@ class WorkerGrid:
         replies = {}
         for cid in sorted(ups):
             reply = decode_message(ups[cid])
-            self.meter.add(rnd, cid, "up", reply.category, len(ups[cid]))
+            self.meter.replied(rnd, cid, reply, len(ups[cid]))
             replies[cid] = reply
         return replies
 

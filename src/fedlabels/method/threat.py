@@ -11,7 +11,7 @@ the contract test checks that every value a client actually sends is declared.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,9 @@ CONTENTS = {
 #: which public points the rows of a payload are about
 ROWS = ("public", "queries", "subset", "own", "none")
 
+#: what a run's clients sent: (message kind, ``arrays`` or ``config``, key) of every reply
+Sent = Set[tuple[str, str, str]]
+
 GUARANTEES = ("formal", "conditional", "none")
 
 
@@ -58,6 +61,11 @@ class Payload:
             raise ValueError(f"payload rows {self.rows!r} not in {ROWS}")
         if self.source not in ("arrays", "config"):
             raise ValueError(f"payload source {self.source!r}")
+
+    def sent_in(self, sent: Sent) -> bool:
+        """Whether a run's replies (``sent``) held this value."""
+        return any(kind == self.message and source == self.source and _key_matches(self.key, key)
+                   for kind, source, key in sent)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"message": self.message, "key": self.key, "source": self.source,
@@ -112,18 +120,38 @@ class ThreatModel:
                 "neighbouring": self.neighbouring, "assumptions": list(self.assumptions),
                 "payloads": [p.to_dict() for p in self.payloads]}
 
-    def outside_guarantee(self) -> list[dict[str, str]]:
-        """Values a party outside the mechanism sees unprotected: name and reason each."""
-        sent = [{"name": f"{p.message}:{p.key}",
-                 "reason": p.note or f"{CONTENTS[p.content]}, sent without the mechanism"}
-                for p in self.payloads if not p.covered]
-        return [*sent, *({"name": name, "reason": why} for name, why in self.outside)]
+    def as_run(self, privacy: Mapping[str, Any], sent: Sent | None) -> dict[str, Any]:
+        """The declaration as one run instantiated it (a result's ``threat_model``): the
+        guarantee, its party, the neighbouring relation and the assumptions of the run's
+        ``privacy`` (which a server refines per run: DP-FedCT's depend on its options), and
+        each payload marked ``sent`` where the run's ``sent`` values are known."""
+        out = self.to_dict()
+        out["guarantee"] = privacy.get("guarantee", self.guarantee)
+        out["against"] = privacy.get("guarantee_against") or self.against
+        out["neighbouring"] = privacy.get("neighbouring", self.neighbouring)
+        if privacy.get("assumptions"):
+            out["assumptions"] = list(privacy["assumptions"])
+        if sent is not None:
+            for declared, entry in zip(self.payloads, out["payloads"], strict=True):
+                entry["sent"] = declared.sent_in(sent)
+        return out
 
-    def privacy(self) -> dict[str, Any]:
+    def outside_guarantee(self, sent: Sent | None = None) -> list[dict[str, str]]:
+        """Values a party outside the mechanism sees unprotected: name and reason each;
+        of the payloads, those in ``sent`` (a run's replies, see :class:`Sent`) where given,
+        else every one declared."""
+        uncovered = [{"name": f"{p.message}:{p.key}",
+                      "reason": p.note or f"{CONTENTS[p.content]}, sent without the mechanism"}
+                     for p in self.payloads
+                     if not p.covered and (sent is None or p.sent_in(sent))]
+        return [*uncovered, *({"name": name, "reason": why} for name, why in self.outside)]
+
+    def privacy(self, sent: Sent | None = None) -> dict[str, Any]:
         """The declared part of a result's ``privacy`` entry (a server refines it per run).
 
         ``guarantee`` is ``formal``, ``conditional`` (on ``conditional_on``) or ``none``
-        (with a ``reason``); ``guarantee_against`` the party, ``neighbouring`` the relation.
+        (with a ``reason``); ``guarantee_against`` the party, ``neighbouring`` the relation;
+        ``outside_guarantee`` see :meth:`outside_guarantee`.
         """
         if self.guarantee == "none":
             return {"guarantee": "none", "reason": NO_MECHANISM, "guarantee_against": None,
@@ -132,7 +160,7 @@ class ThreatModel:
                                "neighbouring": self.neighbouring}
         if self.guarantee == "conditional":
             out["conditional_on"] = "; ".join(self.assumptions)
-        out["outside_guarantee"] = self.outside_guarantee()
+        out["outside_guarantee"] = self.outside_guarantee(sent)
         return out
 
 

@@ -173,6 +173,11 @@ def account_per_client(events: Sequence[Any], delta: float,
     return max(per_client.values(), key=lambda s: s.epsilon), per_client
 
 
+#: a budget the server keeps (it adds the noise, or the guarantee is not against it)
+SERVER_ENFORCES = ("the server checks spent + next release <= target before every release "
+                   "and stops the run otherwise")
+
+
 @dataclass
 class Ledger:
     """One party's releases and what they spent; the budget is a view of the same events.
@@ -243,15 +248,17 @@ class Ledger:
     def to_dict(self) -> dict[str, Any]:
         return {**self.spent().to_dict(), "target": self.target, "releases": len(self.events)}
 
-    def target_view(self, unit: str, planned: int, released: int) -> dict[str, Any] | None:
+    def target_view(self, unit: str, planned: int, released: int,
+                    enforced: str = SERVER_ENFORCES) -> dict[str, Any] | None:
         """A result's ``privacy.target``: the budget as a view of this ledger (None: no
-        target), ``released`` of ``planned`` units (``unit``: round, query) so far."""
+        target), ``released`` of ``planned`` units (``unit``: round, query) so far;
+        ``enforced`` says who keeps the releases within it."""
         if self.target is None:
             return None
         return {"epsilon": self.target, "delta": self.delta, "unit": unit, "planned": planned,
                 "released": released, "accountant": self.spent().accountant,
-                "enforced": "the server checks spent + next release <= target before every "
-                            "release and stops the run otherwise"}
+                "enforced": enforced}
+
 
 
 class LedgerEvents:

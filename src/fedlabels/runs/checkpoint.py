@@ -319,6 +319,8 @@ class Keeper:
             role.load_state_dict(ckpt.clients[cid])
         for rnd, cid, direction, category, n in ckpt.meta["meter"]:
             self.meter.add(rnd, cid, direction, category, n)
+        sent = ckpt.meta.get("meter_sent")  # None: an older checkpoint, what was sent unknown
+        self.meter.sent = None if sent is None else {(k, source, key) for k, source, key in sent}
         if ckpt.meta["noise_source"] is not None:
             position = int(ckpt.meta["noise_source"]["position"])
             current_source().setstate(position)  # type: ignore[union-attr]
@@ -455,6 +457,8 @@ class Keeper:
                 "rounds_planned": self.rounds_planned,
                 "records": [asdict(r) for r in self.records],
                 "meter": [[*k, n] for k, n in sorted(self.meter.bytes.items())],
+                "meter_sent": None if self.meter.sent is None else
+                [list(k) for k in sorted(self.meter.sent)],
                 "checkpoints": self._pace.saved(),
                 "noise_source": None if secret else {
                     "position": source.getstate(),  # type: ignore[union-attr]

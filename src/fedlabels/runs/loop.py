@@ -40,19 +40,30 @@ from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.progress import RoundProgress
 
 if TYPE_CHECKING:
+    from fedlabels.comm import Message
     from fedlabels.runs.participation import RoundDraw
 
 WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian arrays"
 
 
 class CommMeter:
-    """Bytes of serialized payloads, by (round, client, direction, category)."""
+    """Bytes of serialized payloads, by (round, client, direction, category), and which
+    values the clients sent: ``sent`` holds (message kind, ``arrays``/``config``, key) of
+    every reply (``None``: not known, as for a run resumed from an older checkpoint)."""
 
     def __init__(self) -> None:
         self.bytes: dict[tuple[int, int, str, str], int] = defaultdict(int)
+        self.sent: set[tuple[str, str, str]] | None = set()
 
     def add(self, rnd: int, cid: int, direction: str, category: str, n: int) -> None:
         self.bytes[(rnd, cid, direction, category)] += n
+
+    def replied(self, rnd: int, cid: int, reply: Message, n: int) -> None:
+        """Client ``cid``'s ``reply`` of ``n`` serialized bytes in round ``rnd``."""
+        self.add(rnd, cid, "up", reply.category, n)
+        if self.sent is not None:
+            self.sent.update((reply.kind, "arrays", key) for key in reply.arrays)
+            self.sent.update((reply.kind, "config", key) for key in reply.config)
 
     def per_client(self, rnd: int, cids: list[int], direction: str,
                    category: str = "protocol") -> list[int]:
@@ -322,7 +333,10 @@ def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
 
     ``extra["privacy"]`` always holds the guarantee (``formal`` / ``conditional`` / ``none``),
     the party it is stated against and the neighbouring relation: declared by the method's
-    threat model, refined by the server's ``result_extra()`` (then by ``extra``).
+    threat model, refined by the server's ``result_extra()`` (then by ``extra``); its
+    ``outside_guarantee`` names the uncovered values the clients sent in this run (all
+    declared ones where the meter does not know what was sent). ``extra["threat_model"]``
+    is the method's declaration as this run instantiated it (:meth:`ThreatModel.as_run`).
     ``extra["provenance"]`` versions, command line, start and end
     (:mod:`fedlabels.core.provenance`).
     A run made while secret randomness was reproducible is stamped ``guarantee: none``
@@ -330,7 +344,7 @@ def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
     """
     method = plan.method
     server_extra = server.result_extra()
-    declared = method.threat_model.privacy()
+    declared = method.threat_model.privacy(meter.sent)
     if declared["guarantee"] != "none":  # the result also keeps raw-data statistics
         declared = merge_privacy(declared, {"outside_guarantee": recorded_outside(federation)})
     privacy = merge_privacy(declared, server_extra.get("privacy"), (extra or {}).get("privacy"),
@@ -346,7 +360,8 @@ def build_result(plan: RunPlan, server: ServerRole, records: list[RoundRecord],
         rounds=list(records),
         communication=meter.summary(wire_format),
         wall_seconds=time.perf_counter() - started,
-        extra={"threat_model": method.threat_model.to_dict(), "device": plan.device_record(),
+        extra={"threat_model": method.threat_model.as_run(privacy, meter.sent),
+               "device": plan.device_record(),
                **server_extra,
                **(extra or {}), "privacy": privacy,
                "provenance": provenance(started)},

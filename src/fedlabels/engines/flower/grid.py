@@ -117,7 +117,7 @@ class FlowerGrid:
                     or encode_message(done[1]) != encode_message(msg):
                 continue
             self.meter.add(rnd, cid, "down", msg.category, len(encode_message(msg)))
-            self.meter.add(rnd, cid, "up", done[2].category, len(encode_message(done[2])))
+            self.meter.replied(rnd, cid, done[2], len(encode_message(done[2])))
             served[cid] = done[2]
         return served
 
@@ -173,7 +173,7 @@ class FlowerGrid:
                         failed[cid] = error_reason(reply.error.code, reply.error.reason or "")
                     continue
                 ours, _ = from_record_dict(reply.content)
-                self.meter.add(rnd, cid, "up", ours.category, len(encode_message(ours)))
+                self.meter.replied(rnd, cid, ours, len(encode_message(ours)))
                 self.flower_bytes.setdefault(rnd, [0, 0])[1] += flower_bytes(reply)
                 replies[cid] = ours
                 answer = attached_message(reply.content)

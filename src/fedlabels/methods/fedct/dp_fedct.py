@@ -22,9 +22,12 @@ the per-round ε is calibrated and against which every release is checked, or a 
 worst case 2|U|, an empirical estimate, Prop. 2 or a given number of bits — and the
 mechanism) are FedCT's plus the privacy ones; ``fedlabels methods dp-fedct`` lists them.
 
-Threat model: honest clients, a semi-honest server, no collusion (the paper's). Each client's
-releases are ε-DP with respect to one record of that client's private data (given the
-sensitivity assumption); the consensus and everything downstream is post-processing. The
+Threat model: honest clients and a server that may deviate from the protocol but does not
+collude with them (the paper's server is semi-honest; here each client takes its mechanism,
+noise and number of releases from its own options and refuses other requests). Each client's
+releases are ε-DP under the run's neighbouring relation (one record of that client's private
+data, or its whole dataset with the worst-case sensitivity; given the sensitivity
+assumption); the consensus and everything downstream is post-processing. The
 clients' own final models are not protected (they never leave the client). Each client draws
 its noise from OS entropy (:func:`fedlabels.core.randomness.numpy_generator`), never from the run
 seed, which the server knows.

@@ -78,6 +78,13 @@ class LabelMechanism:
         return None
 
 
+#: who keeps a DP-FedCT client's releases within its budget (``privacy.target.enforced``)
+CLIENTS_ENFORCE = ("each client: its own options set its noise and number of releases within "
+                   "this budget, and it refuses less noise or a release beyond them (a server "
+                   "that deviates included); the server also checks spent + next release <= "
+                   "target before every release and stops the run otherwise")
+
+
 def refuse_less_noise(client: DPFedCTClient, key: str, asked: float, own: float,
                       noisier_above: bool) -> float:
     """``asked`` if it is at least as noisy as ``own`` (larger when ``noisier_above``),

@@ -35,7 +35,7 @@ import numpy as np
 from fedlabels.comm import Message, pack_labels
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.dpsgd_client import dpsgd_round_config
-from fedlabels.methods.fedct.mechanisms.base import LabelMechanism
+from fedlabels.methods.fedct.mechanisms.base import CLIENTS_ENFORCE, LabelMechanism
 from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
     DPSGDRoundEvent,
@@ -162,7 +162,7 @@ class DPSGDMechanism(LabelMechanism):
             "example_clip": server.options.example_clip,
             "site_model": SITE_MODELS[server.options.site_model],
             "target": server.ledger.target_view("round", server.settings.rounds,
-                                                len(server.events)),
+                                                len(server.events), CLIENTS_ENFORCE),
             "rounds_accounted": len(server.events),
             "guarantee": "formal",
             "guarantee_against": DPSGD_AGAINST,

@@ -20,7 +20,11 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid
 from fedlabels.method.blocks import broadcast
-from fedlabels.methods.fedct.mechanisms.base import LabelMechanism, refuse_less_noise
+from fedlabels.methods.fedct.mechanisms.base import (
+    CLIENTS_ENFORCE,
+    LabelMechanism,
+    refuse_less_noise,
+)
 from fedlabels.privacy.events import RECORD_LEVEL, Sensitivity
 
 if TYPE_CHECKING:
@@ -127,7 +131,7 @@ class _RandomizedResponse(LabelMechanism):
             **spent.to_dict(),
             "epsilon_per_round": server.epsilon_round,
             "target": server.ledger.target_view("round", server.settings.rounds,
-                                                len(server.events)),
+                                                len(server.events), CLIENTS_ENFORCE),
             "rounds_accounted": len(server.events),
             **mech,
             "sensitivity": sens,
@@ -135,15 +139,18 @@ class _RandomizedResponse(LabelMechanism):
             **guarantee,
             "unit": "per client, over the whole run",
             "assumptions": assumptions,
-            "threat_model": "semi-honest server observing every client's noisy labels",
+            "threat_model": "a server, also one that deviates from the protocol, observing "
+                            "every client's noisy labels",
         }
 
 
 #: what every randomized-response guarantee assumes, besides the sensitivity (stated per run)
 RR_ASSUMPTIONS = (
-    "honest clients, semi-honest (honest-but-curious) server, no collusion",
-    "each client's label releases are protected w.r.t. one record of its private "
-    "data; the consensus, the vote and training on pseudo-labels are post-processing",
+    "honest clients that draw their noise from their own OS entropy; the server may deviate "
+    "from the protocol (each client takes its mechanism, noise and number of releases from "
+    "its own options and refuses other requests) but does not collude with clients",
+    "each client's label releases are protected under the stated neighbouring relation; the "
+    "consensus, the vote and training on pseudo-labels are post-processing",
     "the clients' final models never leave the clients and are not protected",
 )
 

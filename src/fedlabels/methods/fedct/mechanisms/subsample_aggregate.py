@@ -40,14 +40,19 @@ from fedlabels.consensus import ABSTAIN, vote_counts
 from fedlabels.learners import is_iterative
 from fedlabels.method.base import Grid
 from fedlabels.methods.distillation.fedmd import subset_indices
-from fedlabels.methods.fedct.mechanisms.base import LabelMechanism, refuse_less_noise
+from fedlabels.methods.fedct.mechanisms.base import (
+    CLIENTS_ENFORCE,
+    LabelMechanism,
+    refuse_less_noise,
+)
 
 if TYPE_CHECKING:
     from fedlabels.methods.fedct.dp_fedct import DPFedCTClient, DPFedCTServer
 
 SA_ASSUMPTIONS = (
-    "honest clients that run the mechanism with their own OS entropy; semi-honest server, "
-    "no collusion needed: the releases are DP against anyone who sees them",
+    "honest clients that run the mechanism with their own OS entropy and take its "
+    "parameters from their own options; the server may deviate from the protocol; no "
+    "collusion needed: the releases are DP against anyone who sees them",
     "each private record trains exactly one of its client's k teachers (disjoint parts by a "
     "hash of the record itself), so adding or removing one record moves one vote: L2 "
     "sensitivity √2",
@@ -236,7 +241,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
             "teachers": server.options.teachers, "label_queries_per_round": (
                 self.queries(server) if self.sigma is not None else None),
             "target": server.ledger.target_view("round", server.settings.rounds,
-                                                len(server.events)),
+                                                len(server.events), CLIENTS_ENFORCE),
             "rounds_accounted": len(server.events), "guarantee": "formal",
             "guarantee_against": "the server and the other clients (every label a client "
                                  "sends), and anyone who sees the consensus",
