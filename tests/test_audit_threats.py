@@ -201,3 +201,19 @@ def test_cli_threat_flag_and_per_round_plot(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["privacy"]["threat_model"]["name"] == "fixed-u"
     assert out.with_suffix(".vul_rounds.png").stat().st_size > 0
+
+
+def test_vul_curve_plot_ticks_whole_rounds_and_names_the_null_band(monkeypatch, tmp_path):
+    import fedlabels.audit.curves as curves
+
+    per_view = {f"round {r}": {"auc_mean": 0.5 + r / 100} for r in range(1, 9)}
+    privacy = {"audit": {"attacks": {"loss": {"per_view": per_view}}}, "null_vul": 0.52,
+               "null_vul_ci": [0.48, 0.56], "threat_model": {"name": "curious-server"}}
+    drawn = []
+    monkeypatch.setattr(curves, "save_png", lambda fig, path: drawn.append(fig) or path)
+    curves.plot_vul_curves(privacy, tmp_path / "v.png")
+    ax = drawn[0].axes[0]
+    drawn[0].canvas.draw()
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    assert any("null 95 % interval [0.480, 0.560]" in label
+               for label in ax.get_legend_handles_labels()[1])

@@ -407,3 +407,34 @@ def test_the_rounds_table_has_one_column_order_whichever_round_is_evaluated_firs
     assert columns[:3] == ["round", "local_steps", "acc_mean"]
     assert columns[-3:] == ["bytes_up_mean", "bytes_down_mean", "seconds"]
     assert thinned.to_frame()["acc_mean"].isna().tolist() == [True, True, False]
+
+
+def test_a_configuration_has_one_colour_in_every_figure():
+    """The round, communication and ε figures colour each configuration alike (they used
+    each figure's own order: fedct orange, then red, then purple)."""
+    from matplotlib.colors import to_hex
+
+    from fedlabels.reporting.report_figures import (
+        communication_figure,
+        curves_figure,
+        privacy_figure,
+    )
+
+    dp = {"guarantee": "formal", "epsilon": 2.0, "delta": 1e-5}
+    results = [_result("local", 0, [0.6, 0.6]), _result("fedct", 0, [0.6, 0.8]),
+               _result("fedavg", 0, [0.7, 0.75]), _result("dp-fedct", 0, [0.5, 0.7], privacy=dp)]
+    configs = group_runs(results)
+    rows = summary_rows(configs)
+    by_figure = []
+    for fig in (curves_figure(configs, rows), communication_figure(rows),
+                privacy_figure(rows, "epsilon_mean", "epsilon_std", "ε", "t", "no DP")):
+        handles, labels = fig.axes[0].get_legend_handles_labels()
+        seen = {}
+        for handle, label in zip(handles, labels, strict=True):
+            artist = handle.lines[0] if hasattr(handle, "lines") else handle
+            conf = next(r["configuration"] for r in rows if label.startswith(r["configuration"]))
+            seen[conf] = to_hex(artist.get_color())
+        by_figure.append(seen)
+    assert all(len(seen) == len(rows) for seen in by_figure)  # every configuration drawn
+    assert by_figure[0] == by_figure[1] == by_figure[2]
+    assert len(set(by_figure[0].values())) == len(rows)

@@ -37,6 +37,7 @@ def plot_vul_curves(privacy: dict[str, Any], path: str | Path, title: str | None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     curves = vul_curves(privacy)
@@ -46,10 +47,12 @@ def plot_vul_curves(privacy: dict[str, Any], path: str | Path, title: str | None
     if null is not None:
         ax.axhline(null, color="grey", ls="--", lw=1, label=f"null (ghosts) {null:.3f}")
         if ci:
-            ax.axhspan(ci[0], ci[1], color="grey", alpha=0.15)
+            ax.axhspan(ci[0], ci[1], color="grey", alpha=0.15,
+                       label=f"null 95 % interval [{ci[0]:.3f}, {ci[1]:.3f}]")
     if not curves:
         ax.text(0.05, 0.5, f"no per-round views: VUL = {privacy.get('vul')}",
                 transform=ax.transAxes)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a round's views lie between
     ax.set_xlabel("communication round")
     ax.set_ylabel("VUL (mean AUC over clients)")
     name = (privacy.get("threat_model") or {}).get("name", "")

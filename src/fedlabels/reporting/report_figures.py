@@ -1,5 +1,6 @@
 """The figures of ``fedlabels report``, as base64 PNG: accuracy per round, accuracy against
-communication, and accuracy against privacy (ε, VUL).
+communication, and accuracy against privacy (ε, VUL). A configuration has one colour in all
+of them.
 
 Local-only and centralized configurations are references: horizontal lines in the round
 and privacy plots, and points at a marked "no communication" position left of the log
@@ -34,6 +35,11 @@ def _is_reference(conf: Configuration) -> bool:
     return conf.runs[0].method in REFERENCE_METHODS
 
 
+def colours(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """One colour per configuration (its row's position), the same in every figure."""
+    return {r["configuration"]: f"C{i % 10}" for i, r in enumerate(rows)}
+
+
 def _label(conf: Configuration) -> str:
     status = conf.statuses()
     return conf.label + (f" [{status[0]}]" if status else "")
@@ -51,15 +57,15 @@ def curves_figure(configs: Sequence[Configuration],
             if _is_reference(c) and r[key] is not None]
     if not curves and not refs:
         return None
+    colour = colours(rows)
     fig, ax = new_figure()
-    for i, (conf, rounds, mean, std) in enumerate(curves):
-        (line,) = ax.plot(rounds, mean, marker="o", ms=3, color=f"C{i % 10}",
+    for conf, rounds, mean, std in curves:
+        (line,) = ax.plot(rounds, mean, marker="o", ms=3, color=colour[conf.label],
                           label=f"{_label(conf)}: {mean[-1]:.3f} at the end")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
-    for j, (conf, value) in enumerate(refs):
+    for conf, value in refs:
         ax.axhline(value, ls="--" if conf.runs[0].method == "local" else ":", lw=1.6,
-                   color=f"C{(len(curves) + j) % 10}",
-                   label=f"{_label(conf)}: {value:.3f} (reference)")
+                   color=colour[conf.label], label=f"{_label(conf)}: {value:.3f} (reference)")
     if not curves:
         ax.set_xlim(0.5, 1.5)
     base = {r["majority_baseline"] for r in rows}
@@ -88,13 +94,14 @@ def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
                 if r["bytes_up_per_client_round"] > 0]
     lo = min(positive) if positive else 100.0
     zero_at = 10 ** (np.floor(np.log10(lo)) - 1)  # a decade left of the first tick
+    colour = colours(rows)
     fig, ax = new_figure()
-    for i, r in enumerate(points):
+    for r in points:
         x = r["bytes_up_per_client_round"] or zero_at
         ax.errorbar(x, r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
                     xerr=(r["bytes_up_per_client_round_std"] or 0) if x != zero_at else None,
-                    fmt="s" if x == zero_at else "o", ms=7, capsize=3, color=f"C{i % 10}",
-                    label=r["configuration"])
+                    fmt="s" if x == zero_at else "o", ms=7, capsize=3,
+                    color=colour[r["configuration"]], label=r["configuration"])
     ax.set_xscale("log")
     ax.axvline(zero_at * 3, color="0.6", lw=0.8, ls="--")
     ticks = [t for t in ax.get_xticks() if t > zero_at * 3]
@@ -122,18 +129,19 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str, xlabel: st
     points = [r for r in rows if r[x] is not None and r["accuracy_mean"] is not None]
     if not points:
         return None
+    colour = colours(rows)
     fig, ax = new_figure()
-    for i, r in enumerate(points):
+    for r in points:
         ax.errorbar(r[x], r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
-                    xerr=r[xerr] or 0, fmt="o", ms=7, capsize=3, color=f"C{i % 10}",
-                    label=r["configuration"])
+                    xerr=r[xerr] or 0, fmt="o", ms=7, capsize=3,
+                    color=colour[r["configuration"]], label=r["configuration"])
         if len(points) == 1:
             ax.annotate(f"{r[x]:.3g}", (r[x], r["accuracy_mean"]), textcoords="offset points",
                         xytext=(8, 6), fontsize=9)
     others = [r for r in rows if r[x] is None and r["accuracy_mean"] is not None]
     for j, r in enumerate(others):
         ax.axhline(r["accuracy_mean"], lw=1.2, ls=("--", ":", "-.")[j % 3],
-                   color=f"C{(len(points) + j) % 10}",
+                   color=colour[r["configuration"]],
                    label=f"{r['configuration']}: {r['accuracy_mean']:.3f} ({missing})")
     hi = max(r[x] + (r[xerr] or 0) for r in points)
     lo = min(r[x] - (r[xerr] or 0) for r in points)
