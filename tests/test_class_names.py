@@ -46,6 +46,7 @@ def test_reports_warnings_and_inspect_show_the_descriptions(tmp_path, capsys):
     assert main(["report", str(out), "-o", str(page)]) == 0
     html = page.read_text()
     assert "<th>0 (malignant)</th>" in html and "<th>1 (benign)</th>" in html
+    assert "take <b>0 (malignant)</b> as the positive class" in html
 
     base = majority_baseline(result)
     assert base is not None
