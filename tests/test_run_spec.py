@@ -74,7 +74,7 @@ def test_cli_flag_toml_key_and_python_keyword_agree_for_every_parameter():
             assert info.name in ("method", "dataset", "output") and info.python_note
     assert list(run_params)[:2] == ["method", "federation"]
     # the run's flags are generated, not written beside the declarations a second time
-    declared_flags = {info.flag for info in declared(RunConfig)}
+    declared_flags = {f for info in declared(RunConfig) for f in info.flags}
     hand_written = {s for a in _subparser("run")._actions for s in a.option_strings
                     if a.dest in by_name(RunConfig) and s not in declared_flags}
     assert not hand_written
@@ -314,7 +314,8 @@ def test_fl_run_sets_the_number_of_clients_and_refuses_it_for_a_built_federation
     (["audit", "--attacks", "loss"], "--mia-attacks"),
     (["audit", "--poison", "flip"], "unrecognized arguments: --poison"),
     (["-q", "run", "-v"], "-q/--quiet and -v/--verbose contradict"),
-    (["run", "--clinets", "3"], "unrecognized arguments: --clinets 3 (did you mean '--clients'?)"),
+    (["run", "--clinets", "3"], "unrecognized arguments: --clinets 3 (did you mean '--clients'?)"
+                                " (see `fedlabels run -h`)"),
     (["resume", "r.json", "--seed", "3"], "--metric only: the checkpoint holds the run's "
                                           "configuration"),
 ])
@@ -373,3 +374,9 @@ def test_help_of_run_lists_each_parameter_with_its_default():
         if info.cli:
             assert info.flag in text
     assert re.search(r"--rounds N\s+communication rounds R \(default: 20\)", text)
+
+
+def test_run_takes_o_for_its_output_as_plot_report_and_predict_do():
+    args = build_parser().parse_args(["run", "-o", "x.json"])
+    assert args.output == "x.json"
+    assert build_parser().parse_args(["audit", "-o", "a.json"]).output == "a.json"

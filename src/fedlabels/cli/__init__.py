@@ -22,9 +22,10 @@ from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line, like every other ``fedlabels`` error (exit status 2)."""
 
-    def error(self, message: str) -> NoReturn:
+    def error(self, message: str, prog: str | None = None) -> NoReturn:
+        """Exit 2 with one line that ends by naming the help to read (``prog -h``)."""
         self.exit(2, f"fedlabels: error: {message}{self._hint(message)} "
-                     f"(see `{self.prog} -h`)\n")
+                     f"(see `{prog or self.prog} -h`)\n")
 
     def _hint(self, message: str) -> str:
         """A "did you mean" for an invalid choice; "" when there is nothing close (unknown
@@ -42,9 +43,11 @@ class _Parser(argparse.ArgumentParser):
         """As argparse does, but a misspelt flag gets the closest one of its subcommand."""
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
+            command = getattr(parsed, "command", None)
             self.error(f"unrecognized arguments: {' '.join(extras)}"
-                       f"{_suggestion(self, extras, getattr(parsed, 'command', None))}"
-                       f"{getattr(parsed, 'unknown_hint', '')}")
+                       f"{_suggestion(self, extras, command)}"
+                       f"{getattr(parsed, 'unknown_hint', '')}",
+                       f"{self.prog} {command}" if command else None)
         return parsed
 
 

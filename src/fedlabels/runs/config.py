@@ -80,7 +80,7 @@ class RunConfig:
     output: str | None = param(
         None, "JSON result path X.json; X.rounds.csv and X.models.npz go beside it",
         kind=str, python=False, python_note="not in `fl.run`: `result.save_json`",
-        default_text="a name unique to the configuration under results/")
+        default_text="a name unique to the configuration under results/", short="-o")
     sep: str | None = param(None, "field separator of a csv: table (e.g. ';' or '\\t')",
                             kind=str, group="table", federation=True, default_text="','")
     features: str | list[str] | None = param(

@@ -61,6 +61,12 @@ class ParamInfo:
     renamed_from: tuple[str, ...] = ()  # former names, still read from TOML and Python
     hashed_as: str | None = None  # the name a run's file-name hash uses, if not ``name``
     hashed_at_default: bool = True  # False: left out of the hash at its default (added later)
+    short: str | None = None  # a one-letter CLI flag beside ``flag`` (``-o``)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Every CLI flag of the parameter: the short one first, if it has one."""
+        return (self.short, self.flag) if self.short else (self.flag,)
 
     @property
     def flag(self) -> str:
@@ -132,7 +138,7 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
           simulator_only: bool = False, cli: bool = True, python: bool = True,
           python_note: str = "", cli_type: Callable[[str], Any] | None = None,
           renamed_from: tuple[str, ...] = (), hashed_as: str | None = None,
-          hashed_at_default: bool = True) -> Any:
+          hashed_at_default: bool = True, short: str | None = None) -> Any:
     """Declare one run parameter: a field of :class:`~fedlabels.runs.config.RunConfig`.
 
     ``kind`` is the accepted type(s) (an int is accepted for a float); ``minimum`` and
@@ -142,7 +148,8 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
     from TOML files, saved checkpoints and Python keywords; ``hashed_as`` is the former name
     a renamed parameter is hashed under, so a configuration keeps its file name;
     ``hashed_at_default=False`` (for a parameter added later) leaves it out of the hash
-    while it has its default, so the runs made before it keep their file names.
+    while it has its default, so the runs made before it keep their file names; ``short``
+    is a one-letter CLI flag beside the long one (``-o``).
     """
     if group not in GROUPS:
         raise TypeError(f"unknown run parameter group {group!r}; one of {', '.join(GROUPS)}")
@@ -152,7 +159,8 @@ def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str 
         choices=tuple(choices) if choices is not None else None, metavar=metavar,
         default_text=default_text, federation=federation, simulator_only=simulator_only,
         cli=cli, python=python, python_note=python_note, cli_type=cli_type,
-        renamed_from=renamed_from, hashed_as=hashed_as, hashed_at_default=hashed_at_default)
+        renamed_from=renamed_from, hashed_as=hashed_as, hashed_at_default=hashed_at_default,
+        short=short)
     if isinstance(default, dict):
         return dataclasses.field(default_factory=dict, metadata={_META: info})
     return dataclasses.field(default=default, metadata={_META: info})
@@ -253,13 +261,13 @@ def add_run_flags(p: argparse.ArgumentParser, cls: type, *, simulator: bool) -> 
         text = f"{info.help} (default: {info.default_str()})".replace("%", "%%")
         g = groups[info.group]
         if info.kind == (bool,):
-            g.add_argument(info.flag, dest=info.name, action="store_true", default=None,
+            g.add_argument(*info.flags, dest=info.name, action="store_true", default=None,
                            help=text)
         else:
             # choices are checked by the declaration, as from TOML and Python (one line)
             metavar = info.metavar or ("|".join(info.choices) if info.choices else
                                        "N" if info.kind == (int,) else None)
-            g.add_argument(info.flag, dest=info.name, type=_cli_type(info), metavar=metavar,
+            g.add_argument(*info.flags, dest=info.name, type=_cli_type(info), metavar=metavar,
                            help=text)
 
 
@@ -268,7 +276,8 @@ def docs_table(cls: type) -> str:
     lines = ["| CLI flag | TOML key / Python keyword | type | default | what |",
              "|---|---|---|---|---|"]
     for info in declared(cls):
-        flag = f"`{info.flag}`" if info.cli else "`--opt`, method flags"
+        flag = ", ".join(f"`{f}`" for f in info.flags) if info.cli else \
+            "`--opt`, method flags"
         keyword = f"`{info.name}`" + ("" if info.python else f" ({info.python_note})")
         kind = info.type_name + (f", {info.constraint()}" if info.constraint() else "")
         notes = [info.help.replace("|", "\\|")]
