@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -195,6 +196,17 @@ def test_cli_prints_the_privacy_line_of_a_dp_run(tmp_path: Any, capsys: Any) -> 
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("privacy:")]
     assert len(lines) == 1 and "ε = " in lines[0] and "δ = 1e-05" in lines[0]
     assert "formal" in lines[0] and "client-level under replacement" in lines[0]
+    assert "against the server, also one that deviates from the protocol" in lines[0]
+    assert ": each client" not in lines[0]  # the party, not how the clients hold against it
+    assert main(["run", "--dataset", "breast_cancer", "--clients", "3", "--rounds", "3",
+                 "--no-progress", "--method", "dp-fedct", "--mechanism", "xor", "--model",
+                 "dt", "--epsilon-per-round", "1", "--output", str(tmp_path / "p.json")]) == 0
+    data = json.loads((tmp_path / "p.json").read_text())["privacy"]
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("privacy:"))
+    eps = data["epsilon"]
+    assert eps < 1.0 and data["epsilon_by_accountant"]["basic"] == pytest.approx(3.0)
+    assert f"3 round(s) at ε = 1 each compose to {eps:.4g} at this δ" in line
+    assert "their sum is 3" in line
     assert main(["run", "--dataset", "breast_cancer", "--clients", "3", "--rounds", "2",
                  "--no-progress", "--method", "fedct", "--model", "dt",
                  "--output", str(tmp_path / "f.json")]) == 0

@@ -405,9 +405,21 @@ def privacy_line(privacy: dict[str, Any]) -> str | None:
         qualifier = f"conditional on {privacy.get('conditional_on')}"
     elif guarantee == "formal":
         relation = str(privacy.get("neighbouring") or "").split(":")[0]
-        against = re.split(r" \(|;", str(privacy.get("guarantee_against") or ""))[0]
+        against = re.split(r" \(|;|:", str(privacy.get("guarantee_against") or ""))[0]
         qualifier = ", ".join(x for x in ("formal", relation, against and f"against {against}")
                               if x)
     else:
         qualifier = f"guarantee: none - {privacy.get('reason', 'not stated')}"
-    return f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} ({qualifier})"
+    return (f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} ({qualifier})"
+            + _composed(privacy, eps))
+
+
+def _composed(privacy: dict[str, Any], eps: float) -> str:
+    """Why a run's ε is below the sum of its rounds' (a tighter accountant at δ), or ""."""
+    per_round, rounds = privacy.get("epsilon_per_round"), privacy.get("rounds_accounted")
+    basic = (privacy.get("epsilon_by_accountant") or {}).get("basic")
+    if not (isinstance(per_round, int | float) and isinstance(rounds, int)
+            and isinstance(basic, int | float)) or eps >= basic * (1 - 1e-9):
+        return ""
+    return (f"; {rounds} round(s) at ε = {per_round:.4g} each compose to {eps:.4g} at this δ "
+            f"({privacy.get('accountant')} accountant; their sum is {basic:.4g})")
