@@ -147,6 +147,14 @@ def test_quiet_demo_prints_only_the_table(tmp_path, capsys, monkeypatch):
     lines = captured.out.strip().splitlines()
     assert lines[0].startswith("method") and len(lines) == 2 + 6
     assert (tmp_path / "summary.csv").exists()
+    # each run's models are saved, so `fedlabels predict` works on the demo's results
+    assert (tmp_path / "fedct_dt.models.npz").is_file()
+    new = tmp_path / "new.csv"
+    import sklearn.datasets
+    sklearn.datasets.load_breast_cancer(as_frame=True).data.head(4).to_csv(new, index=False)
+    assert main(["predict", str(tmp_path / "fedct_dt.json"), str(new),
+                 "-o", str(tmp_path / "p.csv")]) == 0
+    assert len((tmp_path / "p.csv").read_text().strip().splitlines()) == 5
 
 
 def test_verbose_prints_every_round(tmp_path, capsys):

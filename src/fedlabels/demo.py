@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.api import run
-from fedlabels.core.files import check_outputs, rounds_path, write_atomic, writing
+from fedlabels.core.files import check_outputs, models_path, rounds_path, write_atomic, writing
 from fedlabels.data import load_federation
 from fedlabels.results import RunResult, format_table, table_warnings
+from fedlabels.results.models_file import save_models
 from fedlabels.runs.progress import info
 
 DEMO_RUNS = [
@@ -29,13 +30,15 @@ DEMO_RUNS = [
 
 
 def demo_outputs(output_dir: Path) -> dict[str, Path]:
-    """Every file the demo writes: per run ``TAG.json`` and ``TAG.rounds.csv``, then
+    """Every file the demo writes: per run ``TAG.json``, ``TAG.rounds.csv`` and the clients'
+    models ``TAG.models.npz`` (for ``fedlabels predict`` and ``inspect``), then
     ``summary.txt``, ``summary.csv`` and ``accuracy.png``."""
     files: dict[str, Path] = {}
     for method, model, _, _ in DEMO_RUNS:
         tag = f"{method}_{model.split('(')[0]}"
         files[f"{tag} result"] = output_dir / f"{tag}.json"
         files[f"{tag} rounds table"] = rounds_path(output_dir / f"{tag}.json")
+        files[f"{tag} models file"] = models_path(output_dir / f"{tag}.json")
     for name in ("summary.txt", "summary.csv", "accuracy.png"):
         files[name] = output_dir / name
     return files
@@ -63,6 +66,7 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
         with writing(str(files[f"{tag} result"])):
             res.save_json(files[f"{tag} result"], overwrite=True)
             res.save_csv(files[f"{tag} rounds table"], overwrite=True)
+            save_models(res, files[f"{tag} result"])
         results.append(res)
     rows = [{**r.summary_row(), "method": f"{r.method}/{r.models[0].split('(')[0]}"}
             for r in results]
