@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import sklearn.datasets
 
 import fedlabels as fl
@@ -66,3 +67,17 @@ def test_predict_still_returns_the_labels(tmp_path):
     result = fl.run("fedct", fed, model="dt", rounds=1, seed=0, progress=False)
     X = sklearn.datasets.load_breast_cancer(as_frame=True).data.iloc[:20]
     assert set(map(str, result.predict(X))) <= {"0", "1"}
+
+
+def test_fl_run_warns_near_chance_as_the_cli_does():
+    """A model that always answers the commonest class is flagged from Python too."""
+    import warnings
+
+    from sklearn.dummy import DummyClassifier
+
+    with pytest.warns(fl.RunCaveatWarning, match="majority-class baseline .* always answers "
+                      r"'1 \(benign\)'"):
+        fl.run("fedct", "breast_cancer", model=DummyClassifier(), rounds=1, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fl.RunCaveatWarning)  # a run that learnt: no warning
+        fl.run("fedct", "breast_cancer", model="dt", rounds=1, progress=False)

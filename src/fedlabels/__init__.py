@@ -23,7 +23,9 @@ _LAZY = {
     "ClientData": "fedlabels.data",
     "DatasetNotFetchedError": "fedlabels.core.errors",
     "FedLabelsError": "fedlabels.core.errors",
+    "FedLabelsWarning": "fedlabels.core.errors",
     "Federation": "fedlabels.data",
+    "RunCaveatWarning": "fedlabels.core.errors",
     "RunConfig": "fedlabels.runs.config",
     "RunResult": "fedlabels.results",
     "TorchModel": "fedlabels.learners.torch_net",
@@ -39,7 +41,12 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from fedlabels.api import load_run, resume, run, run_config
-    from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
+    from fedlabels.core.errors import (
+        DatasetNotFetchedError,
+        FedLabelsError,
+        FedLabelsWarning,
+        RunCaveatWarning,
+    )
     from fedlabels.data import ClientData, Federation, load_federation, make_federation
     from fedlabels.learners.torch_net import TorchModel
     from fedlabels.reporting.inspect import inspect_models
@@ -61,14 +68,19 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    """The public names (and the subpackages imported so far), not this module's helpers."""
+    loaded = {k for k, v in globals().items() if getattr(v, "__name__", "").startswith(
+        f"{__name__}.")}
+    return sorted({*_LAZY, "__version__", *loaded})
 
 
 __all__ = [
     "ClientData",
     "DatasetNotFetchedError",
     "FedLabelsError",
+    "FedLabelsWarning",
     "Federation",
+    "RunCaveatWarning",
     "RunConfig",
     "RunResult",
     "TorchModel",

@@ -48,7 +48,9 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     ``on_round`` is called with each round's record; ``config`` adds entries to the
     recorded configuration. ``threads`` sets this process's torch threads (default:
     ``FEDLABELS_THREADS``, else 1; see :mod:`fedlabels.core.threads`); it stays set after the
-    run, like ``torch.set_num_threads``.
+    run, like ``torch.set_num_threads``. A run whose figure needs a caveat (accuracy within
+    noise of the majority-class baseline, an interrupted run) says so with a
+    :class:`~fedlabels.core.errors.RunCaveatWarning`, as ``fedlabels run`` does.
     """
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.runs.spec import by_name, check_keys
@@ -93,16 +95,30 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     if model is None or isinstance(model, str):
         model = cfg.model  # aliases resolved: one name per model
     record["model"] = model if isinstance(model, str) else repr(model)
-    return simulate(impl, federation, as_models(model), rounds=cfg.rounds, period=cfg.period,
-                    seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
-                    config=record, options=parsed, on_round=on_round,
-                    insecure_reproducible_noise=cfg.insecure_reproducible_noise,
-                    malicious=cfg.malicious, attack=cfg.poison,
-                    participation=cfg.participation, dropout=cfg.dropout,
-                    deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
-                    batch_clients=cfg.batch_clients, cuda_graphs=cfg.cuda_graphs,
-                    offload=cfg.offload,
-                    workers=cfg.workers)
+    result = simulate(impl, federation, as_models(model), rounds=cfg.rounds,
+                      period=cfg.period, seed=cfg.seed, eval_every=cfg.eval_every,
+                      progress=progress, config=record, options=parsed, on_round=on_round,
+                      insecure_reproducible_noise=cfg.insecure_reproducible_noise,
+                      malicious=cfg.malicious, attack=cfg.poison,
+                      participation=cfg.participation, dropout=cfg.dropout,
+                      deadline=cfg.deadline, device=cfg.device, precision=cfg.precision,
+                      batch_clients=cfg.batch_clients, cuda_graphs=cfg.cuda_graphs,
+                      offload=cfg.offload,
+                      workers=cfg.workers)
+    _warn_caveats(result)
+    return result
+
+
+def _warn_caveats(result: RunResult) -> None:
+    """The run's caveats (near chance, interrupted, ...) as :class:`RunCaveatWarning`, as
+    ``fedlabels run`` prints them."""
+    import warnings
+
+    from fedlabels.core.errors import RunCaveatWarning
+    from fedlabels.results.caveats import run_warnings
+
+    for line in run_warnings(result):
+        warnings.warn(RunCaveatWarning(line), stacklevel=3)
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,

@@ -8,10 +8,12 @@ model types, so each collaborative method has its two references beside it.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from fedlabels.api import run
+from fedlabels.core.errors import RunCaveatWarning
 from fedlabels.core.files import check_outputs, models_path, rounds_path, write_atomic, writing
 from fedlabels.data import load_federation
 from fedlabels.results import RunResult, format_table, table_warnings
@@ -60,8 +62,10 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
          f"|U| = {len(federation.X_public)}, test = {len(federation.y_test)}, seed {seed}")
     results = []
     for method, model, rounds, period in DEMO_RUNS:
-        res = run(method, federation, model=model, rounds=rounds, period=period, seed=seed,
-                  progress=progress)
+        with warnings.catch_warnings():  # the demo prints its runs' caveats below
+            warnings.simplefilter("ignore", RunCaveatWarning)
+            res = run(method, federation, model=model, rounds=rounds, period=period,
+                      seed=seed, progress=progress)
         tag = f"{method}_{model.split('(')[0]}"
         with writing(str(files[f"{tag} result"])):
             res.save_json(files[f"{tag} result"], overwrite=True)

@@ -52,6 +52,11 @@ class FedLabelsWarning(UserWarning):
     """Something was changed or ignored on the user's behalf (e.g. a dropped index column)."""
 
 
+class RunCaveatWarning(FedLabelsWarning):
+    """What a reader must know before trusting a run's figure (near chance, interrupted),
+    as ``fl.run`` says it; the CLI prints the same sentences itself."""
+
+
 def show_warnings_in_one_line() -> None:
     """Print :class:`FedLabelsWarning` as ``fedlabels: warning: ...`` (the CLI's format)."""
     import sys
