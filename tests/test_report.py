@@ -438,3 +438,14 @@ def test_a_configuration_has_one_colour_in_every_figure():
     assert all(len(seen) == len(rows) for seen in by_figure)  # every configuration drawn
     assert by_figure[0] == by_figure[1] == by_figure[2]
     assert len(set(by_figure[0].values())) == len(rows)
+
+
+def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
+    """An audited run beside a plain one: the plain one reads "no audit", not "(other
+    settings)"."""
+    from fedlabels.reporting.plots import setting_differences
+
+    assert setting_differences([{"rounds": 5, "audit": {"attacks": ["loss"]}},
+                                {"rounds": 5}]) == ["audit", "no audit"]
+    assert setting_differences([{"quorum": 0.9}, {"quorum": None}]) == \
+        ["quorum=0.9", "no quorum"]

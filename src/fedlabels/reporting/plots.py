@@ -120,13 +120,16 @@ def setting_differences(configs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
-    """``rounds=5, audit``: scalar settings with their value, nested ones by name."""
+    """``rounds=5, audit``: scalar settings with their value, nested ones by name, one the
+    others have and this one does not as ``no audit``."""
     shown = []
     for key in keys:
         value = config.get(key)
         if isinstance(value, dict | list):
             shown.append(key if value else f"no {key}")
-        elif value is not None:
+        elif value is None:
+            shown.append(f"no {key}")
+        else:
             shown.append(f"{key}={value}")
     return ", ".join(shown) or "other settings"
 
