@@ -170,6 +170,13 @@ def test_tpr_at_low_fpr_only_where_the_non_members_resolve_it():
                          "worst_view": "round 3", "threat_model": {"key": "k"},
                          "audit": {"attacks": {"rmia": summary}}})
     assert "n/a (resolution 1/250)" in text and "[0.550, 0.660]" in text and "0.510" in text
+    assert "null VUL" not in text  # none measured
+    text = format_audit({"vul": 0.61, "vul_ci": [0.47, 0.65], "strongest_attack": "rmia",
+                         "worst_view": "round 3", "threat_model": {"key": "k"},
+                         "null_vul": 0.637, "null_vul_ci": [0.484, 0.694],
+                         "audit": {"attacks": {"rmia": summary}}})
+    assert "maximum over every attack and view" in text
+    assert "null VUL (ghost members, never trained on) = 0.6370 [0.484, 0.694]" in text
 
 
 def test_bootstrapping_the_maximum_covers_a_null_maximum():

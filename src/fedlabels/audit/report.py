@@ -78,6 +78,13 @@ def format_audit(privacy: dict[str, Any]) -> str:
                                                  zip(r[1:-1], widths[1:-1], strict=True)),
                         " " + r[-1]]) for r in rows]
     lines.append(f"VUL = {privacy['vul']:.4f} {_ci(privacy.get('vul_ci'))} (strongest: "
-                 f"{privacy['strongest_attack']}, {privacy['worst_view']}); const. = the "
-                 "calibrated attack on a constant target (should be 0.5)")
+                 f"{privacy['strongest_attack']}, {privacy['worst_view']}; the interval is of "
+                 "the maximum over every attack and view, bias-corrected, so it differs from "
+                 "the attack's own)")
+    null = privacy.get("null_vul")
+    if null is not None:
+        lines.append(f"null VUL (ghost members, never trained on) = {null:.4f} "
+                     f"{_ci(privacy.get('null_vul_ci'))}: a VUL inside this interval is no "
+                     "evidence of leakage")
+    lines.append("const. = the calibrated attack on a constant target (should be 0.5)")
     return "\n".join(lines)
