@@ -217,3 +217,14 @@ def test_vul_curve_plot_ticks_whole_rounds_and_names_the_null_band(monkeypatch, 
     assert all(float(t).is_integer() for t in ax.get_xticks())
     assert any("null 95 % interval [0.480, 0.560]" in label
                for label in ax.get_legend_handles_labels()[1])
+
+
+@pytest.mark.parametrize("flags", [["--device", "cuda"], ["--device", "auto"],
+                                   ["--precision", "bf16"]])
+def test_audit_refuses_a_device_or_precision_it_would_not_honour(flags, tmp_path, capsys):
+    out = tmp_path / "a.json"
+    assert main(["audit", "--model", "dt", "--rounds", "1", "--no-progress", *flags,
+                 "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{' '.join(flags)}: the audit trains" in err and err.count("\n") == 1
+    assert not out.exists()

@@ -163,6 +163,8 @@ def test_bad_image_folders_are_one_line_exit_2(tmp_path, capsys, case, message):
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+    if case == "sizes":  # said as --image-size takes it: 12 rows of 10 pixels are 12x10
+        assert "is 12x10" in err and "height x width" in err and "--image-size HxW" in err
 
 
 def test_image_settings_apply_only_to_image_data(tmp_path, capsys):

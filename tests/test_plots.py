@@ -208,3 +208,15 @@ def test_runs_alike_but_for_model_arguments_or_period_are_told_apart():
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_a_one_round_run_ticks_its_round_alone():
+    """One or two rounds: the ticks are those rounds (the locator gave 0.96, 0.98, ...)."""
+    from fedlabels.reporting.plots import accuracy_figure
+
+    for rounds in (1, 2):
+        result = fl.run("fedct", "breast_cancer", model="dt", rounds=rounds, progress=False)
+        fig = accuracy_figure([result])
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        assert list(ax.get_xticks()) == list(range(1, rounds + 1))

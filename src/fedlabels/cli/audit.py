@@ -79,6 +79,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.runs.loop import terminate_as_interrupt
 
     cfg = config_from_args(args)
+    refuse_placement(cfg)
     audit_view(cfg.method, args.threat)  # fail before loading data
     attacks = parse_attacks(args.mia_attacks)
     files = checked_outputs(cfg, args, models=False, roc=".roc.png", curves=".vul_rounds.png",
@@ -153,3 +154,16 @@ def add_audit_parser(sub: Any) -> None:
     add_audit_options(p)
     add_renamed_flags(p, only=("--attacks",))
     p.set_defaults(func=cmd_audit)
+
+
+def refuse_placement(cfg: Any) -> None:
+    """The audit trains the audited run and its reference models on the CPU in fp32: a
+    ``--device`` or ``--precision`` it would not honour is an error, not a silent CPU run."""
+    asked = [f"--{name} {value}" for name, value, default in
+             (("device", cfg.device, "cpu"), ("precision", cfg.precision, "fp32"))
+             if value != default]
+    if asked:
+        raise FedLabelsError(f"{', '.join(asked)}: the audit trains the audited run and its "
+                             "reference models on the CPU in fp32; leave "
+                             f"{'it' if len(asked) == 1 else 'them'} out (a run of "
+                             "`fedlabels run` takes them).")

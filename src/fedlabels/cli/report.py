@@ -37,7 +37,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     with writing("the predictions"):
         write_atomic(out, frame.to_csv(index=False))
     who = f"client {args.client}" if args.client is not None else "majority vote of the clients"
-    print(f"wrote {len(frame)} predictions ({who}) to {out}")
+    print(f"wrote {len(frame)} prediction{'' if len(frame) == 1 else 's'} ({who}) to {out}")
     return 0
 
 

@@ -178,13 +178,13 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
     for path, (_, wh, _) in zip(files, headers, strict=True):
         sizes.setdefault(wh, path)
         if not resize and size is not None and wh != (size[1], size[0]):
-            raise FedLabelsError(f"image {path} is {wh[0]}x{wh[1]} (width x height); the "
-                                 f"models were trained on {size[1]}x{size[0]} images and the "
+            raise FedLabelsError(f"image {path} is {wh[1]}x{wh[0]} (height x width); the "
+                                 f"models were trained on {size[0]}x{size[1]} images and the "
                                  "run declared no image_size to resize to: resize it first.")
     if size is None and len(sizes) > 1:
         (s1, f1), (s2, f2) = list(sizes.items())[:2]
-        raise FedLabelsError(f"images differ in size ({f1} is {s1[0]}x{s1[1]}, {f2} is "
-                             f"{s2[0]}x{s2[1]}, width x height); declare one size with "
+        raise FedLabelsError(f"images differ in size ({f1} is {s1[1]}x{s1[0]}, {f2} is "
+                             f"{s2[1]}x{s2[0]}, height x width); declare one size with "
                              "--image-size HxW (image_size) to resize them.")
     if mode is None:
         mode = "L" if all(m in _GREY for m, _, _ in headers) else "RGB"

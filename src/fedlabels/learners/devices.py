@@ -66,7 +66,7 @@ def client_devices(device: str, n_clients: int) -> list[str]:
     if count == 0:
         raise FedLabelsError(f"device {device} asked for, but torch sees no CUDA GPU here "
                              "(install a CUDA build of torch, docs/neural.md); use --device "
-                             "cpu or auto.")
+                             "cpu or auto (device=\"cpu\" or \"auto\" in Python).")
     if device == "cuda":
         return [f"cuda:{cid % count}" for cid in range(n_clients)]
     index = int(device.split(":")[1])

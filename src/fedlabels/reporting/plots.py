@@ -9,6 +9,7 @@ extended runs say so in their legend entry.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,17 @@ def place_legend(fig: Any, ax: Any) -> None:
                    frameon=False, loc="outside lower center")
 
 
+def whole_rounds(ax: Any) -> None:
+    """Round ticks at whole rounds; a run of one or two rounds gets its rounds alone (the
+    locator would tick 0.96, 0.98, ... around a single point)."""
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    low, high = ax.get_xlim()
+    first, last = max(1, math.ceil(low)), math.floor(high)
+    if last - first < 2:
+        ax.set_xticks(range(first, max(first, last) + 1))
+        ax.set_xlim(first - 0.5, max(first, last) + 0.5)
+
+
 def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> Any:
     """The figure :func:`plot_accuracy` writes (kept open for the caller)."""
     labels, shared = legend_labels(results)
@@ -217,7 +229,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
                        label=f"majority class (always '{base.get('name')}'): "
                              f"{base['accuracy']:.3f}")
     ax.set_xlabel("communication round")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    whole_rounds(ax)
     ax.set_ylabel("mean client test RMSE\n(the target's units; lower is better)" if regression
                   else "mean client test accuracy\n(band: min–max over clients)")
     what = "test RMSE per round" if regression else "test accuracy per round"

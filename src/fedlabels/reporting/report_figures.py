@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedlabels.reporting.plots import REFERENCE_METHODS, new_figure, place_legend
+from fedlabels.reporting.plots import REFERENCE_METHODS, new_figure, place_legend, whole_rounds
 
 if TYPE_CHECKING:
     from fedlabels.reporting.report import Configuration
@@ -72,7 +72,7 @@ def curves_figure(configs: Sequence[Configuration],
     if not regression and len(base) == 1 and None not in base:
         ax.axhline(base.pop(), color="0.45", lw=1.2, ls="-.",
                    label=f"majority class: {rows[0]['majority_baseline']:.3f}")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    whole_rounds(ax)
     ax.set_xlabel("communication round")
     what = "RMSE" if regression else "accuracy"
     better = "; lower is better" if regression else ""
