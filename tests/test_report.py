@@ -347,6 +347,34 @@ def test_predict_command_labels_a_csv(tmp_path, capsys):
     assert (tmp_path / "res.models.npz").is_file()  # the safe format, never a pickle
 
 
+def test_predict_keeps_the_first_row_of_a_table_without_a_header(tmp_path, capsys):
+    """A run on an array: a CSV of numbers without a header line is all rows (its first
+    line was read as the header, and one row lost, silently); pandas' 0..n-1 header and a
+    real header still name columns."""
+    import numpy as np
+    import pandas as pd
+
+    import fedlabels as fl
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    fed = fl.make_federation(X, (X[:, 0] > 0).astype(int), clients=3, unlabeled=100, seed=0)
+    res = tmp_path / "r.json"
+    fl.run("fedct", fed, model="dt", rounds=1, progress=False).save(res)
+    rows = np.round(rng.normal(size=(5, 4)), 3)
+    predictions = []
+    for name, write in [("bare.csv", dict(header=False)), ("indexed.csv", dict(header=True)),
+                        ("named.csv", dict(header=["a", "b", "c", "d"]))]:
+        pd.DataFrame(rows).to_csv(tmp_path / name, index=False, **write)
+        out = tmp_path / f"p_{name}"
+        assert main(["predict", str(res), str(tmp_path / name), "-o", str(out)]) == 0
+        got = pd.read_csv(out)
+        assert len(got) == 5, name
+        np.testing.assert_allclose(got.iloc[:, :4].to_numpy(), rows)
+        predictions.append(list(got["prediction"]))
+    assert predictions[0] == predictions[1] == predictions[2]  # the same rows, however written
+
+
 # ------------------------------------------------------------------ any fit/predict object
 
 class _Majority:

@@ -93,6 +93,9 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
         raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
+    numbers_only = (prep.columns is None and not prep.text) or prep.image is not None
+    if numbers_only and _header_is_data(frame):  # no header line: its first row is data
+        frame = pd.read_csv(data_path, header=None)
     if prep.image is not None:
         features: Any = _images_of_table(frame, prep.image, data.parent)
     elif prep.columns is None and not prep.text:  # trained on an array: every column is one
@@ -100,6 +103,19 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     else:
         features = frame
     return frame.assign(prediction=predict(payload["models"], prep, features, client))
+
+
+def _header_is_data(frame: Any) -> bool:
+    """Whether ``frame``'s header is a row of numbers (not the column numbers ``0..n-1``
+    that pandas writes for an unnamed array): a table without a header line."""
+    names = [str(c).strip() for c in frame.columns]
+    if names == [str(i) for i in range(len(names))]:
+        return False
+    try:
+        [float(n.split(".", 1)[0] if n.count(".") > 1 else n) for n in names]
+    except ValueError:
+        return False
+    return True
 
 
 def _images_of_table(frame: Any, image: dict[str, Any], folder: Path) -> Any:
