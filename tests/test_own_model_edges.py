@@ -52,6 +52,20 @@ def test_torch_model_checks_its_parameters_when_made():
         fl.TorchModel(linear, foo=1)
     assert fl.TorchModel(linear, shape=(1, 8, 8)).input_shape == (1, 8, 8)  # the spec's name
 
+    def make_net(n_features: int, n_classes: int, hidden: int = 8) -> nn.Module:
+        return nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(),
+                             nn.Linear(hidden, n_classes))
+
+    with pytest.raises(FedLabelsError, match=r"^hidden is an argument of make_net, not of "
+                                             r"TorchModel: pass functools.partial\(make_net, "
+                                             r"hidden=32\) as the factory"):
+        fl.TorchModel(make_net, hidden=32, lr=1e-3)
+    from functools import partial
+    assert fl.TorchModel(partial(make_net, hidden=32)).network.keywords == {"hidden": 32}
+    with pytest.raises(FedLabelsError, match="got a built Linear: pass its class or a "
+                                             "function returning a new one"):
+        fl.TorchModel(nn.Linear(4, 2))
+
 
 def test_dp_sgd_refuses_your_batch_norm_network_once_built(fed):
     with pytest.raises(FedLabelsError, match=r"DP-SGD, which needs per-example gradients.*"

@@ -18,6 +18,7 @@ cross-entropy) are optional callables too.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -276,10 +277,22 @@ def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClas
     logits; ``lr`` is ``learning_rate``; the other parameters are those of
     :class:`TorchNetClassifier` (``optimizer``, ``loss``, ``input_shape``, ``batch_size``,
     ...)."""
+    if isinstance(factory, nn.Module):  # callable too, but one network for every client
+        raise FedLabelsError(f"TorchModel needs a factory that builds a new network (each "
+                             f"client trains its own), got a built {type(factory).__name__}: "
+                             "pass its class or a function returning a new one.")
     if not callable(factory):
         raise FedLabelsError(f"TorchModel needs a callable returning a torch.nn.Module, got "
                              f"{factory!r}.")
     params = {SPEC_NAMES.get(k, k): v for k, v in params.items()}  # lr, shape as in specs
+    own = sorted(set(params) & set(factory_parameters(factory))
+                 - set(inspect.signature(TorchNetClassifier).parameters))
+    if own:
+        name = getattr(factory, "__name__", "the factory")
+        shown = ", ".join(f"{k}={params[k]!r}" for k in own)
+        what = "is an argument" if len(own) == 1 else "are arguments"
+        raise FedLabelsError(f"{', '.join(own)} {what} of {name}, not of TorchModel: pass "
+                             f"functools.partial({name}, {shown}) as the factory.")
     try:
         learner = TorchNetClassifier(network=factory, **params)
     except TypeError as exc:
