@@ -152,6 +152,10 @@ def test_default_names_differ_per_configuration(tmp_path, monkeypatch, capsys):
     csv = default_output(RunConfig(dataset="csv:/data/patients.csv:target",
                                    model="mlp(hidden=64-64)"))
     assert csv.name.startswith("fedct_csv-patients-target_mlp-hidden-64-64_m5_")
+    # a long model ends at a separator, never inside a number (hidden-128 read as hidden-12)
+    from fedlabels.cli.run_options import _slug
+    assert _slug("module:mynets:make_net(hidden=128)") == "module-mynets-make_net-hidden"
+    assert _slug("x" * 40) == "x" * 32  # one long word: cut at the limit
     # the README's first and third commands (different models) no longer collide
     monkeypatch.chdir(tmp_path)
     assert main([*BASE, "--model", "dt"]) == 0

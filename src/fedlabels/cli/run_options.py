@@ -210,10 +210,18 @@ def default_output(cfg: Any, tag: str = "") -> Path:
 
 
 def _slug(text: str, limit: int = 32) -> str:
-    """Only letters, digits, ``.``, ``_`` and ``-``: 'mlp(hidden=64-64)' -> 'mlp-hidden-64-64'."""
+    """Only letters, digits, ``.``, ``_`` and ``-``: 'mlp(hidden=64-64)' -> 'mlp-hidden-64-64'.
+    A longer one ends at a ``-`` rather than inside a word or number ('...-hidden-128' is not
+    cut to '...-hidden-12'; the name's hash tells such runs apart)."""
     import re
 
-    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.")[:limit] or "x"
+    slug = re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.")
+    if len(slug) > limit:
+        cut = slug[:limit]
+        if slug[limit] != "-" and "-" in cut:
+            cut = cut.rsplit("-", 1)[0]
+        slug = cut.strip("-.")
+    return slug or "x"
 
 
 def run_parser(sub: Any, name: str, *, simulator: bool = False,
