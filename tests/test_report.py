@@ -375,6 +375,30 @@ def test_predict_keeps_the_first_row_of_a_table_without_a_header(tmp_path, capsy
     assert predictions[0] == predictions[1] == predictions[2]  # the same rows, however written
 
 
+def test_predicting_a_wide_table_warns_nothing(tmp_path):
+    """784 pixel columns: pandas warned "DataFrame is highly fragmented" on stderr."""
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    import fedlabels as fl
+    from fedlabels.results.predict import predict_file
+
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 784)).astype(np.float32)
+    fed = fl.make_federation(X, (X[:, 0] > 0.5).astype(int), clients=3, unlabeled=100,
+                             scale="none", seed=0)
+    res = tmp_path / "r.json"
+    fl.run("fedct", fed, model="dt", rounds=1, progress=False).save(res)
+    pd.DataFrame(X[:5]).to_csv(tmp_path / "wide.csv", index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        out = predict_file(res, tmp_path / "wide.csv")
+    assert out.shape == (5, 785) and list(out.columns).count("prediction") == 1
+    assert set(out["prediction"]) <= {0, 1}
+
+
 # ------------------------------------------------------------------ any fit/predict object
 
 class _Majority:

@@ -102,7 +102,11 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         features = frame.to_numpy()
     else:
         features = frame
-    return frame.assign(prediction=predict(payload["models"], prep, features, client))
+    labels = pd.Series(predict(payload["models"], prep, features, client), index=frame.index,
+                       name="prediction")
+    # as assign would (an input column "prediction" replaced), without its warning on a wide
+    # table that read_csv left in one block per column
+    return pd.concat([frame.drop(columns="prediction", errors="ignore"), labels], axis=1)
 
 
 def _header_is_data(frame: Any) -> bool:
