@@ -66,7 +66,9 @@ def test_specs_parse_check_and_build():
                          ("resnet18(width=0)", "width must be an integer >= 1"),
                          ("cnn(shape=8-8)", "shape must be C-H-W"),
                          ("module:nowhere_at_all:f", "cannot import 'nowhere_at_all'"),
-                         ("module:user_nets:nothing", "has no 'nothing'"),
+                         ("module:user_nets:nothing",  # and which file was imported
+                          r"has no 'nothing' \(model module:user_nets:nothing; imported "
+                          r"from \S*user_nets\S*\.py\)"),
                          ("module:user_nets", "use module:PACKAGE.MODULE:FACTORY")]:
         with pytest.raises(FedLabelsError, match=message):
             parse_model_spec(bad)

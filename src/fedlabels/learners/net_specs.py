@@ -81,9 +81,11 @@ def import_factory(path: str) -> Any:
     except ImportError as exc:
         raise FedLabelsError(f"cannot import {module!r} for model module:{path} ({exc}); "
                              "put it on PYTHONPATH or install it.") from None
+    where = getattr(obj, "__file__", None)  # another file of that name may come first
     for part in name.split("."):
         if not hasattr(obj, part):
-            raise FedLabelsError(f"module {module!r} has no {name!r} (model module:{path}).")
+            raise FedLabelsError(f"module {module!r} has no {name!r} (model module:{path}; "
+                                 f"imported from {where or 'a namespace package'}).")
         obj = getattr(obj, part)
     if not callable(obj):
         raise FedLabelsError(f"{path} is not callable; module: needs a factory returning a "
