@@ -501,3 +501,24 @@ def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
                                 {"rounds": 5}]) == ["audit", "no audit"]
     assert setting_differences([{"quorum": 0.9}, {"quorum": None}]) == \
         ["quorum=0.9", "no quorum"]
+
+
+def test_the_summary_table_says_where_each_configuration_trained(tmp_path):
+    """summary.csv names the devices (with the GPU's name) and the precision of the runs."""
+    gpu = {"asked": "cuda", "devices": ["cuda:0"], "precision": "bf16",
+           "device_names": {"cuda:0": "NVIDIA H100 80GB HBM3"}}
+    runs = [_result("fedct", 0, [0.6, 0.8]), _result("fedavg", 0, [0.7, 0.9])]
+    runs[0].extra["device"] = {"asked": "cpu", "devices": ["cpu"], "precision": "fp32",
+                               "device_names": {}}
+    runs[1].extra["device"] = gpu
+    rows = summary_rows(group_runs([*runs, _result("local", 0, [0.5])]))
+    assert [(r["device"], r["precision"]) for r in rows] == [
+        ("cpu", "fp32"), ("cuda:0 (NVIDIA H100 80GB HBM3)", "bf16"), (None, None)]
+    for i, r in enumerate(runs):
+        r.save_json(tmp_path / f"r{i}.json")
+    assert main(["report", str(tmp_path / "r0.json"), str(tmp_path / "r1.json"),
+                 "-o", str(tmp_path / "page.html")]) == 0
+    with open(tmp_path / "page.summary.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert [(t["device"], t["precision"]) for t in table] == [
+        ("cpu", "fp32"), ("cuda:0 (NVIDIA H100 80GB HBM3)", "bf16")]

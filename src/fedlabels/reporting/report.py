@@ -178,8 +178,25 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
             "delta": max(deltas) if deltas else None,
             "vul_mean": vul, "vul_std": vul_std, "vul_low": low, "vul_high": high,
             **_clinical_cells(conf), "status": "; ".join(conf.statuses()) or None,
+            **_placement(conf),
         })
     return rows
+
+
+def _placement(conf: Configuration) -> dict[str, Any]:
+    """Where the configuration's runs trained: ``device`` (each device used, with the GPU's
+    name) and ``precision``, from the results' ``device`` entries (``None`` if none has one,
+    as in results written before it was recorded)."""
+    devices: dict[str, None] = {}
+    precisions: dict[str, None] = {}
+    for run in conf.runs:
+        record = run.extra.get("device") or {}
+        names = record.get("device_names") or {}
+        for device in record.get("devices") or []:
+            devices[f"{device} ({names[device]})" if device in names else str(device)] = None
+        if record.get("precision"):
+            precisions[str(record["precision"])] = None
+    return {"device": "; ".join(devices) or None, "precision": "; ".join(precisions) or None}
 
 
 def _clinical_cells(conf: Configuration) -> dict[str, Any]:
