@@ -88,8 +88,8 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
         plot_accuracy(results, files["accuracy.png"],
                       title=f"breast_cancer, m = 5, seed {seed}: FedCT (trees) and FedAvg "
                             "(MLP)\nagainst local-only and centralized training")
-    info(f"\nresults written to {output_dir}/ (per run TAG.json and TAG.rounds.csv, "
-         "summary.csv, accuracy.png)")
+    info(f"\nresults written to {output_dir}/ (per run TAG.json, TAG.rounds.csv and "
+         "TAG.models.npz, summary.txt, summary.csv, accuracy.png)")
     return results
 
 
