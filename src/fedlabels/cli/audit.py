@@ -159,9 +159,12 @@ def add_audit_parser(sub: Any) -> None:
 def refuse_placement(cfg: Any) -> None:
     """The audit trains the audited run and its reference models on the CPU in fp32: a
     ``--device`` or ``--precision`` it would not honour is an error, not a silent CPU run."""
-    asked = [f"--{name} {value}" for name, value, default in
-             (("device", cfg.device, "cpu"), ("precision", cfg.precision, "fp32"))
-             if value != default]
+    from fedlabels.runs.config import RunConfig
+    from fedlabels.runs.spec import by_name
+
+    declared = by_name(RunConfig)
+    asked = [f"{declared[name].flag} {getattr(cfg, name)}" for name in ("device", "precision")
+             if getattr(cfg, name) != declared[name].default]
     if asked:
         raise FedLabelsError(f"{', '.join(asked)}: the audit trains the audited run and its "
                              "reference models on the CPU in fp32; leave "

@@ -260,7 +260,6 @@ class Ledger:
                 "enforced": enforced}
 
 
-
 class LedgerEvents:
     """A role whose privacy state is its ``ledger``: ``events`` (the attribute its state
     names) are the ledger's own list, so a checkpoint stores and restores them."""

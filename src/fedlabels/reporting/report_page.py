@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedlabels.core.class_names import shown_class, shown_class_names
+from fedlabels.core.class_names import shown_class_names, shown_names_of
 from fedlabels.core.clinical import SCALAR_METRICS
 
 if TYPE_CHECKING:
@@ -169,15 +169,15 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
     matrices = [m for c in configs if (m := _confusion(c)) is not None]
     cms = ("<h2>Confusion matrices</h2>\n<p>Rows: true class; columns: predicted class; "
            "the final models on the test set.</p>\n" + "\n".join(matrices)) if matrices else ""
-    positive, described = next(((p, c.runs[0].federation.get("class_descriptions") or [])
-                                for c in configs
-                                if (p := (c.runs[0].extra.get("clinical") or {})
-                                    .get("positive_class"))), (None, []))
-    pos_name = "" if positive is None else shown_class(
-        str(positive["name"]), described[positive["class"]]
-        if positive["class"] < len(described) else None)
-    pos_note = (f" Sensitivity and specificity take <b>{esc(pos_name)}</b> as "
-                f"the positive class ({esc(positive['rule'])})." if positive else "")
+    positive, names = next(((p, shown_names_of(c.runs[0].federation)) for c in configs
+                            if (p := (c.runs[0].extra.get("clinical") or {})
+                                .get("positive_class"))), (None, []))
+    pos_note = ""
+    if positive is not None:
+        k = positive["class"]
+        shown = names[k] if k < len(names) else str(positive["name"])
+        pos_note = (f" Sensitivity and specificity take <b>{esc(shown)}</b> as the positive "
+                    f"class ({esc(positive['rule'])}).")
     files = "".join(f"<li>{esc(s)}</li>" for s in sources)
     regression = bool(configs) and all(c.regression for c in configs)
     headline = "RMSE and R² (regression)" if regression else _HEADINGS.get(metric, metric)

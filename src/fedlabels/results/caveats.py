@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from fedlabels.core.class_names import shown_class, shown_names_of
+from fedlabels.core.class_names import shown_names_of
 
 if TYPE_CHECKING:
     from fedlabels.results.run_result import RunResult
@@ -38,11 +38,11 @@ def majority_baseline(res: RunResult) -> dict[str, Any] | None:
     """The majority-class baseline's test accuracy and its 95 % half-width: from the run's
     ``clinical`` entry, else estimated from the training class counts and the test size."""
     clinical = res.extra.get("clinical") or {}
-    descriptions = res.federation.get("class_descriptions") or []
+    names = shown_names_of(res.federation)
     if clinical.get("baseline"):
         base = dict(clinical["baseline"])
-        if base["class"] < len(descriptions):
-            base["name"] = shown_class(str(base["name"]), descriptions[base["class"]])
+        if base["class"] < len(names):
+            base["name"] = names[base["class"]]
         return base
     counts = [sum(col) for col in zip(*(res.federation.get("client_class_counts") or []),
                                       strict=True)]
@@ -51,7 +51,6 @@ def majority_baseline(res: RunResult) -> dict[str, Any] | None:
         return None
     k = max(range(len(counts)), key=counts.__getitem__)
     p = counts[k] / sum(counts)
-    names = shown_names_of(res.federation)
     return {"class": k, "name": names[k] if k < len(names) else str(k), "accuracy": p,
             "half_width_95": 1.96 * math.sqrt(max(p * (1 - p), 1e-12) / n_test),
             "estimated": True}

@@ -116,7 +116,8 @@ def _header_is_data(frame: Any) -> bool:
     if names == [str(i) for i in range(len(names))]:
         return False
     try:
-        [float(n.split(".", 1)[0] if n.count(".") > 1 else n) for n in names]
+        # pandas renames a repeated cell "0.5" of the header to "0.5.1", "0.5.2", ...
+        [float(n.rsplit(".", 1)[0] if n.count(".") > 1 else n) for n in names]
     except ValueError:
         return False
     return True
