@@ -126,7 +126,16 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
                resume: str | Path | None = None) -> RunResult:
     """Run a :class:`RunConfig` (what ``fedlabels run`` does); ``progress`` and ``threads``
     as in :func:`run`; ``checkpoint`` and ``resume`` as in
-    :func:`~fedlabels.engines.inprocess.simulate` (see :func:`resume`)."""
+    :func:`~fedlabels.engines.inprocess.simulate` (see :func:`resume`). Its caveats are
+    warned as :func:`run`'s are."""
+    result = _run_config(cfg, progress, threads, checkpoint, resume)
+    _warn_caveats(result)
+    return result
+
+
+def _run_config(cfg: RunConfig, progress: bool | None, threads: int | None,
+                checkpoint: str | Path | None, resume: str | Path | None) -> RunResult:
+    """:func:`run_config` without its warnings."""
     set_threads(threads)
     impl = get_method(cfg.method)  # fail on an unknown method or option before loading data
     options = impl.parse_options(cfg.options)
@@ -173,7 +182,8 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     ``rounds`` extends a finished run to that many rounds; ``workers`` replaces the run's
     (see :mod:`fedlabels.engines.workers`). The result equals the
     uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
-    round; the checkpoint keeps being updated. See :mod:`fedlabels.runs.checkpoint`."""
+    round; the checkpoint keeps being updated; its caveats are warned as :func:`run`'s are.
+    See :mod:`fedlabels.runs.checkpoint`."""
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint
 
@@ -195,7 +205,9 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
         cfg = cfg.replace(rounds=rounds)
     if workers is not None:  # how it runs, not what: the result is the same
         cfg = cfg.replace(workers=workers)
-    return run_config(cfg, progress, threads, resume=file)
+    result = _run_config(cfg, progress, threads, None, file)
+    _warn_caveats(result)
+    return result
 
 
 def load_run(path: str | Path, *, models: bool = True) -> RunResult:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -351,6 +352,7 @@ def _check_flower(run: _Run) -> bool:
     if len(run.method.client_datasets(run.federation.clients)) != run.federation.n_clients:
         return False  # a method that pools the sites' data cannot be deployed
     from fedlabels.api import run_config
+    from fedlabels.core.errors import RunCaveatWarning
     from fedlabels.core.randomness import reproducible
     from fedlabels.engines.flower.loopback import loopback_deployment, server_context
     from fedlabels.engines.flower.server_app import run_server
@@ -363,7 +365,8 @@ def _check_flower(run: _Run) -> bool:
         prepared, grid = loopback_deployment(cfg, Path(tmp) / "sites", reply_timeout=60.0)
         with reproducible(run.seed):  # the same secret randomness in both engines
             deployed = run_server(grid, server_context(prepared.spec))
-    with reproducible(run.seed):
+    with reproducible(run.seed), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunCaveatWarning)  # a check's run, not the user's
         simulated = run_config(cfg, progress=False)
     if deployed is None:
         raise run.fail("flower", "the ServerApp returned no result")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # would be resumed as this run's
         files["checkpoint"].unlink(missing_ok=True)
         checkpoint = None
-    with terminate_as_interrupt():  # SIGTERM keeps the completed rounds, like Ctrl-C
+    with terminate_as_interrupt(), caveats_printed_not_warned():
+        # SIGTERM keeps the completed rounds, like Ctrl-C
         result = run_config(cfg, progress=not args.no_progress, checkpoint=checkpoint)
     return _finish(result, files, args.metric)
 
@@ -41,7 +45,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from fedlabels.cli.resume import resumed_run
 
-    return _finish(*resumed_run(args), args.metric)
+    with caveats_printed_not_warned():
+        outcome = resumed_run(args)
+    return _finish(*outcome, args.metric)
+
+
+@contextmanager
+def caveats_printed_not_warned() -> Iterator[None]:
+    """Ignore the API's :class:`RunCaveatWarning`: the command prints the same lines under
+    its table (:func:`show_table`)."""
+    from fedlabels.core.errors import RunCaveatWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunCaveatWarning)
+        yield
 
 
 def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
