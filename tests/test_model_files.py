@@ -102,3 +102,23 @@ def test_predict_never_loads_a_received_pickle(tmp_path, capsys):
         assert code == 2 and "re-run" in err and err.count("\n") == 1, err
     with pytest.raises(FedLabelsError, match="earlier fedlabels as a pickle"):
         load_models(tmp_path / "res.models.pkl")
+
+
+def test_the_models_file_is_readable_by_its_owner_only(tmp_path):
+    """Every client's model is trained on its private data: its file is 0600 whatever the
+    umask, from the CLI and from ``RunResult.save``; the result beside it stays shareable."""
+    import fedlabels as fl
+
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "cli.json"
+        assert main(["run", "--method", "fedct", "--dataset", "breast_cancer", "--model", "dt",
+                     "--clients", "3", "--rounds", "1", "--no-progress", "-o", str(out)]) == 0
+        result = fl.run("fedct", "breast_cancer", model="dt", clients=3, rounds=1,
+                        progress=False)
+        result.save(tmp_path / "api.json")
+    finally:
+        os.umask(old)
+    for name in ("cli", "api"):
+        assert (tmp_path / f"{name}.models.npz").stat().st_mode & 0o777 == 0o600, name
+        assert (tmp_path / f"{name}.json").stat().st_mode & 0o777 == 0o644, name

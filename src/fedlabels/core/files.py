@@ -186,12 +186,13 @@ def _default_mode() -> int:
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, private: bool = False) -> Iterator[Path]:
     """A temporary path beside ``path`` (same suffix) that replaces ``path`` on success.
 
     Write the file to the yielded path; if that raises (a full disk, Ctrl-C), the temporary
     file is removed and an existing ``path`` is left as it was. Parent directories are
-    created.
+    created. ``private``: the file is readable by its owner only (0600, whatever the umask),
+    for what holds private state; otherwise it gets the mode a plainly created file gets.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,7 +202,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; give what open() would give
+        # mkstemp makes 0600; a shareable file gets what open() would give
+        os.chmod(tmp, 0o600 if private else _default_mode())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -1,6 +1,7 @@
 """The clients' final models, saved beside a result as ``RESULT.models.npz``.
 
-Written atomically with the run's preprocessing (plain lists), so a result's models can be
+Written atomically, readable by its owner only (each client's model is trained on its
+private data), with the run's preprocessing (plain lists), so a result's models can be
 applied to raw rows later (:mod:`fedlabels.results.predict`) and inspected
 (:mod:`fedlabels.reporting.inspect`). The file holds no pickle: loading builds only the model
 types fedlabels writes (:mod:`fedlabels.results.model_format`), so a models file received
@@ -34,7 +35,7 @@ def save_models(result: Any, result_path: str | Path) -> Path:
         "preprocessing": (result.preprocessing.to_dict()
                           if getattr(result, "preprocessing", None) is not None else None),
     }
-    with atomic_path(path) as tmp:
+    with atomic_path(path, private=True) as tmp:  # the clients' models: private state
         write_models_file(Path(tmp), payload)
     return path
 
