@@ -65,6 +65,8 @@ def test_csv_dataset(tmp_path):
     assert fed.class_names == ["a", "b", "c"] and fed.n_features == 4
     with pytest.raises(FedLabelsError, match="no column 'nope'"):
         fl.load_federation(f"csv:{path}:nope", clients=3)
+    with pytest.raises(FedLabelsError, match=r"no column 'Lable' \(did you mean 'label'\?\)"):
+        fl.load_federation(f"csv:{path}:Lable", clients=3)
     with pytest.raises(FedLabelsError, match="does not exist"):
         fl.load_federation(f"csv:{tmp_path}/missing.csv:label", clients=3)
 
@@ -142,3 +144,15 @@ def test_mismatched_dimensions():
 def test_one_dimensional_features_get_a_hint():
     with pytest.raises(FedLabelsError, match="reshape"):
         fl.make_federation(np.arange(100.0), np.arange(100) % 2, clients=2, unlabeled=40)
+
+
+def test_a_missing_column_lists_the_first_columns_and_counts_them(tmp_path):
+    frame = pd.DataFrame(np.arange(40 * 26).reshape(40, 26) % 7,
+                         columns=[f"c{i}" for i in range(25)] + ["y"])
+    path = tmp_path / "wide.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(FedLabelsError) as err:
+        fl.load_federation(f"csv:{path}:target", clients=3)
+    message = str(err.value)
+    assert "'c19', ... (26 in all)." in message and "'c20'" not in message
+    assert "did you mean" not in message  # nothing is close to 'target'

@@ -136,7 +136,7 @@ def test_column_partition_errors():
     X, y = _site_table()
     with pytest.raises(FedLabelsError, match="--clients 3"):
         fl.make_federation(X, y, clients=4, unlabeled=100, partition="column:Site")
-    with pytest.raises(FedLabelsError, match="no column 'site'"):
+    with pytest.raises(FedLabelsError, match=r"no column 'site' \(did you mean 'Site'\?\)"):
         fl.make_federation(X, y, clients=3, unlabeled=100, partition="column:site")
     with pytest.raises(FedLabelsError, match="named columns"):
         fl.make_federation(X[["row", "x"]].to_numpy(), y, clients=3, unlabeled=100,

@@ -88,3 +88,13 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     options = {key(c): str(c) for c in choices}
     close = difflib.get_close_matches(key(name), list(options), n=1, cutoff=0.6)
     return f" (did you mean {options[close[0]]!r}?)" if close else ""
+
+
+def missing_column(name: str, columns: Iterable[object], shown: int = 20) -> str:
+    """``has no column 'x' (did you mean 'y'?); its columns are 'a', 'b', ...`` (the first
+    ``shown`` columns, and how many there are when they are more)."""
+    names = [str(c) for c in columns]
+    listed = ", ".join(repr(c) for c in names[:shown])
+    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
+    return (f"has no column {name!r}{did_you_mean(name, names)}; its columns are "
+            f"{listed}{more}")

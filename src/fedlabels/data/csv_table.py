@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, missing_column
 
 #: separators a one-column table is checked for (to suggest ``--sep``)
 _OTHER_SEPARATORS = (";", "\t", "|", ",")
@@ -70,9 +70,7 @@ def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any
     columns = [str(c) for c in frame.columns]
     if target not in columns:
         hint = _separator_hint(path, _first_line(path), sep) if len(columns) == 1 else ""
-        shown = ", ".join(repr(c) for c in columns[:20]) + (" ..." if len(columns) > 20 else "")
-        raise FedLabelsError(f"CSV file {path} has no column {target!r}; its columns are "
-                             f"{shown}.{hint}")
+        raise FedLabelsError(f"CSV file {path} {missing_column(target, columns)}.{hint}")
     if frame.empty:
         raise FedLabelsError(f"CSV file {path} has a header but no rows of data.")
     if len(columns) == 1:

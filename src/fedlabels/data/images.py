@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, missing_column
 
 SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _GREY = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
@@ -345,9 +345,8 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any) -> Im
         raise FedLabelsError("image_column applies to a csv:PATH:TARGET table only.")
     frame = raw.X
     if column not in frame.columns:
-        shown = ", ".join(repr(str(c)) for c in list(frame.columns)[:20])
-        raise FedLabelsError(f"table {info.name[len('csv:'):]} has no column {column!r}; its "
-                             f"columns are {shown}.")
+        raise FedLabelsError(f"table {info.name[len('csv:'):]} "
+                             f"{missing_column(column, frame.columns)}.")
     table = Path(info.name[len("csv:"):].rpartition(":")[0]).expanduser()
     files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)

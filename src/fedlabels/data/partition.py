@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError, did_you_mean
+from fedlabels.core.errors import FedLabelsError, did_you_mean, missing_column
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,8 @@ def split_column(X: Any, name: str, n_clients: int) -> tuple[Any, np.ndarray, li
                              "features are an unnamed matrix.")
     columns = [str(c) for c in X.columns]
     if name not in columns:
-        shown = ", ".join(repr(c) for c in columns[:20]) + (" ..." if len(columns) > 20 else "")
-        raise FedLabelsError(f"partition column:{name}: the table has no column {name!r}; "
-                             f"its columns are {shown}.")
+        raise FedLabelsError(f"partition column:{name}: the table "
+                             f"{missing_column(name, columns)}.")
     col = X[X.columns[columns.index(name)]]
     if col.isna().any():
         raise FedLabelsError(f"partition column:{name}: {int(col.isna().sum())} row(s) have no "
