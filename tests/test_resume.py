@@ -493,10 +493,17 @@ def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(
     args = ["run", "--method", "fedct", "--clients", str(CLIENTS), "--model", "dt",
             "--rounds", "3", "--seed", str(SEED), "--no-progress"]
     with_ckpt, without = tmp_path / "a.json", tmp_path / "b.json"
+    capsys.readouterr()
     assert main([*args, "--output", str(with_ckpt)]) == 0
     assert checkpoint_path(with_ckpt).exists()
+    size = checkpoint_path(with_ckpt).stat().st_size
+    said = capsys.readouterr().out  # where the kept checkpoint is, how large, what it is for
+    assert 10e3 <= size < 1e6  # a few trees and their states: tens of kB
+    assert f"checkpoint: {checkpoint_path(with_ckpt)} ({size / 1e3:.0f} kB), kept so that " \
+           f"`fedlabels resume {with_ckpt} --rounds N` can extend the run" in said, said
     assert main([*args, "--output", str(without), "--no-checkpoint"]) == 0
     assert not checkpoint_path(without).exists()
+    assert "checkpoint:" not in capsys.readouterr().out
     a, b = json.loads(with_ckpt.read_text()), json.loads(without.read_text())
     for key in ("rounds", "final", "communication"):
         assert strip_seconds(a[key]) == strip_seconds(b[key])

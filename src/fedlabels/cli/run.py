@@ -68,7 +68,13 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
 
     save_result(result, files)
     show_table(result, metric)
-    info(f"\nresult: {files['result']}  (rounds: {files['rounds table']})")
+    models = files["models file"]
+    info(f"\nresult: {files['result']}  (rounds: {files['rounds table']}"
+         + (f"; models: {models})" if models.is_file() else ")"))
+    kept = files["checkpoint"]
+    if kept.is_file() and not result.extra.get("interrupted"):
+        info(f"checkpoint: {kept} ({_size(kept.stat().st_size)}), kept so that `fedlabels "
+             f"resume {files['result']} --rounds N` can extend the run; delete it if not")
     where = device_line(result.extra.get("device") or {})
     if where:  # only where the run asked for more than the CPU, fp32, one by one
         info(where)
@@ -103,3 +109,12 @@ def add_run_parser(sub: Any) -> None:
     r.set_defaults(func=cmd_resume, unknown_hint="; resume takes RESULT.json, --rounds, "
                    "--no-progress, --workers and --metric only: the checkpoint holds the "
                    "run's configuration")
+
+
+def _size(n_bytes: int) -> str:
+    """``4.2 kB``, ``42 kB``, ``420 kB``, ``96 MB``: a file's size, decimal units."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= size:
+            value = n_bytes / size
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{n_bytes} B"
