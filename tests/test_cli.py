@@ -237,7 +237,13 @@ def test_run_help_mentions_every_method(capsys):
 def test_methods_listing_shows_default_model_and_threat_model(capsys):
     assert main(["methods", "fedavg", "fedct"]) == 0
     out = capsys.readouterr().out
-    assert "default model: mlp; threat model: parameters (guarantee none)" in out
-    assert "default model: decision_tree; threat model: hard-labels-on-queries" in out
+    assert "default model: mlp\n    threat model: parameters, guarantee none\n" in out
+    assert "default model: decision_tree\n    threat model: hard-labels-on-queries" in out
     assert "capabilities: requires_weights, uses_public=False, supports_regression, " \
            "canary_view=final-model" in out  # fedavg's declared Capabilities
+    # a formal guarantee says against whom, and where it stops
+    assert main(["methods", "fredy", "xclp"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "guarantee formal against anyone who sees the released labels" in out
+    assert "not the server, which receives the weights and the votes in the clear" in out
+    assert "default model: none (it trains no model)" in out

@@ -20,7 +20,7 @@ from fedlabels.engines import simulate
 from fedlabels.learners import as_models
 from fedlabels.methods import get_method
 from fedlabels.results import RoundRecord, RunResult
-from fedlabels.runs.config import RunConfig
+from fedlabels.runs.config import RunConfig, refuse_model
 from fedlabels.runs.federation import federation_for
 
 
@@ -80,6 +80,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     cfg = RunConfig(method=method, dataset=name,
                     model=model if isinstance(model, str) else None, **given)
     impl = get_method(cfg.method)
+    if model is not None and not impl.capabilities.trains_models:
+        refuse_model(impl, model)
     parsed = impl.parse_options(cfg.options)
     if cfg.engine != "simulator":
         if not by_dataset or not (model is None or isinstance(model, str)):

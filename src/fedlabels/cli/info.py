@@ -58,8 +58,14 @@ def capability_summary(caps: Any) -> str:
 def format_method(method: Any) -> str:
     """A method's description and its declared options (name, flag, type, default, help)."""
     lines = _wrap(method.description or "-", f"{method.name:<14} ", 15)
-    lines.append(f"    default model: {method.model_default()}; threat model: "
-                 f"{method.threat_model.view} (guarantee {method.threat_model.guarantee})")
+    threat = method.threat_model
+    model = method.model_default() if method.capabilities.trains_models else \
+        "none (it trains no model)"
+    lines.append(f"    default model: {model}")
+    against = f" against {threat.against}" if threat.guarantee != "none" and threat.against \
+        else ""
+    lines += _wrap(f"{threat.view}, guarantee {threat.guarantee}{against}",
+                   "    threat model: ", 8)
     declared_caps = capability_summary(method.capabilities)
     if declared_caps:
         lines += _wrap(declared_caps, "    capabilities: ", 8)

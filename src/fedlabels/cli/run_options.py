@@ -149,8 +149,8 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
     from fedlabels.results import format_table, table_warnings
 
     row = result.summary_row()  # shown as the demo shows runs: method/model
-    print(format_table([{**row, "method": f"{row['method']}/{model_text(result)}"}],
-                       metric=metric))
+    label = f"{row['method']}/{model_text(result)}" if result.models else row["method"]
+    print(format_table([{**row, "method": label}], metric=metric))
     clinical = result.extra.get("clinical") or {}
     if metric != "accuracy" and row.get("mean_rmse") is not None:
         print(f"fedlabels: warning: --metric {metric} applies to classification; a regression run "

@@ -237,7 +237,9 @@ def simulate(
         result.extra.setdefault("provenance", {})["workers"] = n_workers
         tail = time.perf_counter()  # the final test predictions count as the run's time,
         # with workers (made in finish) as in one process (made here)
-        if records:  # stopped before the first round completed: no trained models to keep
+        if records and not method.capabilities.trains_models:
+            result.extra["clinical"] = {"unavailable": method.no_models_note()}
+        elif records:  # stopped before the first round completed: no trained models to keep
             result.client_models = [clients[c].model() for c in cids]
             if federation.task != "regression":
                 result.extra["clinical"] = final_clinical(

@@ -376,7 +376,9 @@ class Capabilities:
     a run uses when the user names none (None: ``mlp`` with ``requires_weights``, else
     ``decision_tree``); ``communication_rounds``: the rounds in which it exchanges messages
     (None: every round; a one-shot method: 1); ``canary_view``: what a canary audit of its
-    DP claim observes (one of :data:`CANARY_VIEWS`; None: no canary audit).
+    DP claim observes (one of :data:`CANARY_VIEWS`; None: no canary audit);
+    ``trains_models``: False where the clients train no model (label propagation labels
+    their points directly): a run keeps no models and refuses a ``--model``.
     """
 
     requires_weights: bool = False
@@ -388,6 +390,7 @@ class Capabilities:
     default_model: str | None = None
     communication_rounds: int | None = None
     canary_view: str | None = None
+    trains_models: bool = True
 
     def __post_init__(self) -> None:
         if self.canary_view is not None and self.canary_view not in CANARY_VIEWS:
@@ -415,6 +418,13 @@ class Method:
     options_class: ClassVar[type[MethodOptions]] = NoOptions
     threat_model: ClassVar[ThreatModel]
     capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def no_models_note(self) -> str | None:
+        """Why a run of this method keeps no models (None: it keeps its clients')."""
+        if self.capabilities.trains_models:
+            return None
+        return (f"{self.name} trains no model: its clients label points directly, and its "
+                "accuracies are those labels'")
 
     def model_default(self) -> str:
         """The model spec a run uses when the user gives none."""

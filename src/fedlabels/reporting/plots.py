@@ -54,6 +54,8 @@ def model_text(res: RunResult) -> str:
     """``decision_tree``, ``mlp`` or ``dt, rf`` (each distinct model once, arguments
     dropped)."""
     names = dict.fromkeys(m.split("(")[0] for m in res.models)
+    if not names:  # a method that trains no model (label propagation)
+        return "no model"
     return ", ".join(names) if len(names) <= 3 else f"{len(names)} models"
 
 

@@ -58,8 +58,25 @@ def load_models(path: str | Path) -> dict[str, Any]:
         raise FedLabelsError(f"{pickled} was saved by an earlier fedlabels as a pickle, which "
                              "is no longer loaded (it could run code); re-run the run to save "
                              "its models again.")
+    note = _no_models_note(given)
+    if note and not path.is_file():
+        raise FedLabelsError(f"{given} has no models file: {note}.")
     if not path.is_file():
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
                              "the result JSON, except your own networks (module:...; it warned "
                              "then) and runs of older versions or other engines.")
     return read_models_file(path)
+
+
+def _no_models_note(result: Path) -> str | None:
+    """Why the run of the result JSON ``result`` keeps no models (its method trains none),
+    read from the result; None for anything else."""
+    import json
+
+    if result.suffix != ".json" or not result.is_file():
+        return None
+    try:
+        note = json.loads(result.read_text()).get("no_models")  # extra's keys are top-level
+    except (OSError, ValueError, AttributeError):
+        return None  # not a result: the caller's own message applies
+    return note if isinstance(note, str) else None

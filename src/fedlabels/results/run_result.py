@@ -123,6 +123,9 @@ class RunResult:
         """
         from fedlabels.results.predict import predict
 
+        note = self.extra.get("no_models")
+        if note and not self.client_models:
+            raise FedLabelsError(f"cannot predict: {note}.")
         return predict(self.client_models, self.preprocessing, X_raw, client)
 
     def bytes_up_per_round(self) -> list[list[int]]:

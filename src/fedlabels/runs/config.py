@@ -169,10 +169,13 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         self.validate()
-        if self.model is None:
-            from fedlabels.methods import get_method
+        from fedlabels.methods import get_method
 
-            self.model = get_method(self.method).model_default()
+        method = get_method(self.method)
+        if self.model is not None and not method.capabilities.trains_models:
+            refuse_model(method, self.model)
+        if self.model is None:
+            self.model = method.model_default()
         if isinstance(self.model, str):  # aliases -> one name: file names, hashes, reports
             from fedlabels.learners import canonical_model_spec
 
@@ -327,3 +330,15 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
 
 if __name__ == "__main__":  # `python -m fedlabels.runs.config`: the table for docs/usage.md
     print(docs_table(RunConfig))
+
+
+def refuse_model(method: Any, model: Any) -> None:
+    """A model given to a method that trains none is an error (its default, which a saved
+    run's configuration records, is not)."""
+    from fedlabels.learners import canonical_model_spec
+
+    if isinstance(model, str) and \
+            canonical_model_spec(model) == canonical_model_spec(method.model_default()):
+        return
+    raise FedLabelsError(f"{method.no_models_note()}; a model (--model, model=) does not "
+                         "apply: drop it.")

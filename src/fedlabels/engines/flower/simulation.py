@@ -242,6 +242,10 @@ def attach_final_models(result: RunResult, cfg: RunConfig, spec: DeploySpec,
     from fedlabels.engines.inprocess import final_clinical
     from fedlabels.runs.federation import federation_for
 
+    note = result.extra.get("no_models")
+    if note:  # its clients train none (label propagation)
+        result.extra["clinical"] = {"unavailable": note}
+        return
     lost = {int(c) for c in result.extra.get("deployment", {}).get("lost", {})}
     clients = {}
     for cid, node in enumerate(nodes):

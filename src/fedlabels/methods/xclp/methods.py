@@ -129,10 +129,16 @@ class _OneShotMethod(_LabelPropagationMethod):
     ``features``: the clients get the federation's public scaling to undo it)."""
 
     # one shot: later rounds would only re-evaluate
-    capabilities = replace(_LabelPropagationMethod.capabilities, communication_rounds=1)
+    capabilities = replace(_LabelPropagationMethod.capabilities, communication_rounds=1,
+                           trains_models=False)
 
     def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
         return {"scaling": ctx.scaling}
+
+    def no_models_note(self) -> str:
+        return (f"{self.name} trains no model: label propagation labels each client's own "
+                "points and its share of the test set, and the accuracies are those labels' "
+                "(to label new points, run it with them as its test set)")
 
 
 # ----------------------------------------------------------------------------- one-shot

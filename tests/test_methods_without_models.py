@@ -1,0 +1,66 @@
+"""xclp and perclient-lp train no model: label propagation labels the clients' points
+directly. A run of them keeps no client models (a stand-in fitted on every private label,
+which the methods are meant to treat as mostly unknown, was once saved and served by
+``predict``), refuses a ``--model``, and says why wherever models are asked for."""
+
+from __future__ import annotations
+
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.tree import DecisionTreeClassifier
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.runs.config import RunConfig
+
+NOTE = "trains no model: label propagation labels each client's own points"
+
+
+@pytest.mark.parametrize("method", ["xclp", "perclient-lp"])
+def test_a_run_keeps_no_models_and_predict_says_why(method, tmp_path):
+    result = fl.run(method, "breast_cancer", clients=3, rounds=1, progress=False)
+    assert result.models == [] and result.client_models == []
+    assert NOTE in result.extra["no_models"]
+    assert NOTE in result.extra["clinical"]["unavailable"]
+    X = load_breast_cancer(as_frame=True).data.iloc[:5]
+    with pytest.raises(FedLabelsError, match=f"cannot predict: {method} {NOTE}"):
+        result.predict(X)
+    saved = result.save(tmp_path / "run.json")
+    assert not (tmp_path / "run.models.npz").exists()
+    with pytest.raises(FedLabelsError, match=f"run.json has no models file: {method} {NOTE}"):
+        fl.load_run(saved)
+    assert fl.load_run(saved, models=False).extra["no_models"] == result.extra["no_models"]
+
+
+def test_the_cli_refuses_a_model_and_names_the_run_without_one(tmp_path, capsys):
+    out = tmp_path / "x.json"
+    args = ["run", "--method", "xclp", "--dataset", "breast_cancer", "--clients", "3",
+            "--rounds", "1", "--no-progress", "-o", str(out)]
+    assert main([*args, "--model", "rf"]) == 2
+    assert f"xclp {NOTE}" in capsys.readouterr().err and not out.exists()
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "xclp " in table and "xclp/" not in table  # no model to name
+    assert not out.with_suffix(".models.npz").exists()
+    table_csv = tmp_path / "new.csv"
+    load_breast_cancer(as_frame=True).data.iloc[:5].to_csv(table_csv, index=False)
+    assert main(["predict", str(out), str(table_csv), "-o", str(tmp_path / "p.csv")]) == 2
+    assert f"has no models file: xclp {NOTE}" in capsys.readouterr().err
+
+
+def test_the_python_api_refuses_an_estimator_and_a_spec_but_not_a_saved_default():
+    with pytest.raises(FedLabelsError, match=f"perclient-lp {NOTE}.*does not apply"):
+        fl.run("perclient-lp", "breast_cancer", model=DecisionTreeClassifier(), rounds=1)
+    with pytest.raises(FedLabelsError, match=f"xclp {NOTE}"):
+        RunConfig.from_mapping({"method": "xclp", "dataset": "breast_cancer", "model": "rf"})
+    # a saved run's configuration records the default, and is read back (resume, report)
+    cfg = RunConfig.from_mapping({"method": "xclp", "dataset": "breast_cancer",
+                                  "model": "decision_tree"})
+    assert cfg.model == "decision_tree"
+
+
+def test_fedavg_xclp_trains_a_model_and_keeps_it():
+    result = fl.run("fedavg-xclp", "breast_cancer", clients=3, rounds=1, progress=False,
+                    model="mlp(hidden=8)")
+    assert len(result.client_models) == 3 and "no_models" not in result.extra
