@@ -59,11 +59,15 @@ def test_worst_case_xor_states_one_guarantee_about_what_it_sent(fed: Federation)
     assert "evaluate.reply:accuracy" in outside(result)
     assert not outside(result) & (SENSITIVITY_REPLY | {"dpfedct.sa_labels:dd_rdp",
                                                        "evaluate.reply:rmse",
-                                                       "evaluate.reply:r2"})
+                                                       "evaluate.reply:r2",
+                                                       "privacy.sensitivity.details"})
 
 
 def test_the_noiseless_sensitivity_estimate_is_named_where_it_was_sent(fed: Federation) -> None:
-    assert outside(dp_fedct(fed, EMPIRICAL)) >= SENSITIVITY_REPLY
+    result = dp_fedct(fed, EMPIRICAL)
+    # the reply, and the per-client estimates the result keeps from it
+    assert outside(result) >= SENSITIVITY_REPLY | {"privacy.sensitivity.details"}
+    assert result.extra["privacy"]["sensitivity"]["details"]
 
 
 def test_a_resumed_run_still_names_what_it_sent_before(fed: Federation,

@@ -285,7 +285,13 @@ class DPFedCTServer(LedgerEvents, VoteServer):
         return metrics
 
     def result_extra(self) -> dict[str, Any]:
-        return {"privacy": {"method": "dp-fedct", **self.strategy.privacy(self)}}
+        privacy = {"method": "dp-fedct", **self.strategy.privacy(self)}
+        if (privacy.get("sensitivity") or {}).get("source") == "empirical":
+            privacy["outside_guarantee"] = [
+                *privacy.get("outside_guarantee", []),
+                {"name": "privacy.sensitivity.details", "reason": "sensitivity empirical: the "
+                 "per-client estimates, computed from private data without noise"}]
+        return {"privacy": privacy}
 
 
 class DPFedCT(Method):
@@ -319,8 +325,6 @@ class DPFedCT(Method):
             "whole dataset: formal), an assumption for empirical, prop2 (a heuristic) and a "
             "given number (conditional)",
         ),
-        outside=(("privacy.sensitivity.details", "sensitivity empirical: the per-client "
-                  "estimates, computed from private data without noise"),),
         payloads=(
             Payload("dpfedct.bits", "bits", "noisy-one-hot", rows="public", covered=True),
             Payload("dpfedct.labels", "labels", "hard-labels", rows="public", covered=True,
