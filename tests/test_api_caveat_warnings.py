@@ -48,3 +48,21 @@ def test_the_cli_prints_a_caveat_once_and_warns_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count(EXTENDED) == 1, err
     assert not [w for w in caught if issubclass(w.category, fl.RunCaveatWarning)]
+
+
+def test_a_delta_not_below_one_over_n_is_a_caveat():
+    """δ ≥ 1/n allows publishing one of the n units in the clear: said, for the units the
+    neighbouring relation counts (records of the smallest client; clients)."""
+    from fedlabels.results.caveats import delta_warning
+
+    fed = {"client_sizes": [40, 29, 35], "n_clients": 3}
+    record = {"guarantee": "formal", "neighbouring": "record-level: one record", "delta": 0.04}
+    assert "1/n = 1/29 (29 records of the smallest client)" in delta_warning(record, fed)
+    assert delta_warning({**record, "delta": 0.03}, fed) is None  # 0.03 · 29 < 1
+    client = {**record, "neighbouring": "client-level under replacement", "delta": 0.34}
+    assert "1/n = 1/3 (3 clients)" in delta_warning(client, fed)
+    assert delta_warning({**client, "delta": 0.3}, fed) is None
+    assert delta_warning({**client, "guarantee": "none"}, fed) is None
+    with pytest.warns(fl.RunCaveatWarning, match=r"δ = 0.5 is not below 1/n = 1/3 \(3 clients"):
+        fl.run("dp-fedct", "breast_cancer", clients=3, rounds=1, progress=False,
+               options={"epsilon": 8, "delta": 0.5, "mechanism": "xor"})

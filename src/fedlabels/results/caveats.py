@@ -86,7 +86,31 @@ def run_warnings(res: RunResult) -> list[str]:
         line = chance_warning(final.get("mean_accuracy"), majority_baseline(res))
         if line:
             out.append(line)
+    line = delta_warning(res.extra.get("privacy") or {}, res.federation)
+    if line:
+        out.append(line)
     return out
+
+
+def delta_warning(privacy: dict[str, Any], federation: dict[str, Any]) -> str | None:
+    """A sentence when a run's δ is not below 1/n, n the units its neighbouring relation
+    counts (the smallest client's records; the clients): an (ε, δ) guarantee then allows
+    releasing one of them in the clear."""
+    delta = privacy.get("delta")
+    relation = str(privacy.get("neighbouring") or "")
+    if privacy.get("guarantee") not in ("formal", "conditional") or not delta:
+        return None
+    if relation.startswith("record-level") and federation.get("client_sizes"):
+        n, units = min(federation["client_sizes"]), "records of the smallest client"
+    elif relation.startswith("client-level") and federation.get("n_clients"):
+        n, units = federation["n_clients"], "clients"
+    else:
+        return None
+    if float(delta) * n < 1:
+        return None
+    return (f"δ = {float(delta):g} is not below 1/n = 1/{n} ({n} {units}): an (ε, δ) "
+            "guarantee with such a δ allows a mechanism that publishes one of them in the "
+            "clear; choose δ well below 1/n (the default is 1e-5)")
 
 
 def below_reference(accuracy: float | None, reference: float | None, what: str) -> str | None:
