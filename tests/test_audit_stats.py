@@ -234,3 +234,25 @@ def test_audit_reports_constant_target_baselines_at_chance_and_intervals(gaussia
     if method == "fedct":
         assert attacks["lira"]["details"]["variant"] == "offline, beta-binomial"
     assert "n/a (resolution 1/300)" in format_audit(p)
+    assert p["audit"]["notes"] == []  # 300 members, baselines at chance: nothing to flag
+
+
+def test_an_audit_says_when_its_figures_cannot_be_read():
+    """A small sample, and calibrated attacks whose constant-target baseline strays beyond
+    0.5 ± 0.05, are named (in the JSON's notes and the printed table)."""
+    from fedlabels.audit.core import reliability_notes
+
+    attacks = {"lira": {"constant_target_auc": 0.308}, "rmia": {"constant_target_auc": 0.54},
+               "shadow": {"constant_target_auc": 0.449}, "loss": {"constant_target_auc": None}}
+    notes = reliability_notes(attacks, 10)
+    assert notes[0].startswith("only 10 members per client")
+    assert "(lira 0.308, shadow 0.449)" in notes[1] and "rmia" not in notes[1]
+    assert reliability_notes(attacks, 50)[0].startswith("the constant-target baseline")
+    assert reliability_notes({"rmia": {"constant_target_auc": 0.55}}, 50) == []
+    privacy = {"vul": 0.6, "strongest_attack": "loss", "worst_view": "round 1",
+               "audit": {"attacks": {"loss": {"vul": 0.6, "n_nonmembers": 10,
+                                              "tpr_at_1pct_fpr": None,
+                                              "tpr_at_01pct_fpr": None,
+                                              "worst_view": "round 1"}},
+                         "notes": notes}}
+    assert f"\nnote: {notes[1]}" in format_audit(privacy)

@@ -19,6 +19,7 @@ from fedlabels.audit.adversaries import (
     nothing_sent_back,
     observations_for,
 )
+from fedlabels.audit.coverage import uncovered_note
 from fedlabels.audit.plan import AuditPlan, make_plan
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import ReferenceModels, ReferenceOutputs
@@ -308,6 +309,32 @@ def merge_privacy(result: RunResult, report: AuditReport) -> dict[str, Any]:
     return merged
 
 
+#: per-client members below which an audit's intervals are too wide to read a VUL by
+SMALL_AUDIT_MEMBERS = 50
+#: how far a calibrated attack's constant-target AUC may stray from 0.5 (docs/audit.md)
+CONSTANT_TARGET_BAND = 0.05
+
+
+def reliability_notes(attacks: dict[str, dict[str, Any]], members: int) -> list[str]:
+    """What makes this audit's figures hard to read: a small sample, and calibrated attacks
+    whose constant-target baseline strays from 0.5 (their AUC then measures the sample)."""
+    notes = []
+    if members < SMALL_AUDIT_MEMBERS:
+        notes.append(f"only {members} members per client (as many non-members): the "
+                     "intervals are wide and a VUL near the null VUL says little; a larger "
+                     "held-out split (--test) and --audit-members give a readable audit")
+    off = {name: s["constant_target_auc"] for name, s in sorted(attacks.items())
+           if s.get("constant_target_auc") is not None
+           and abs(s["constant_target_auc"] - 0.5) > CONSTANT_TARGET_BAND + 1e-9}
+    if off:
+        listed = ", ".join(f"{name} {auc:.3f}" for name, auc in off.items())
+        notes.append(f"the constant-target baseline strays from 0.5 ± "
+                     f"{CONSTANT_TARGET_BAND} ({listed}): the reference models alone separate "
+                     "this sample's members from its non-members, so these attacks' VULs "
+                     "are not measures of leakage here")
+    return notes
+
+
 # ---------------------------------------------------------------------------- runner
 
 def audit_federation(method: str, federation: Federation, models: list[Any], *,
@@ -402,6 +429,10 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
     report.seconds["attacks"] = time.perf_counter() - t_att
     report.seconds["total"] = time.perf_counter() - t0
     privacy = merge_privacy(result, report)
+    uncovered = uncovered_note(view.threat, impl.capabilities.canary_view, privacy)
+    privacy["audit"]["notes"] = [*privacy["audit"]["notes"], *reliability_notes(
+        privacy["audit"]["attacks"], int(plan.settings["n_members_per_client"])),
+        *([uncovered] if uncovered else [])]
     null_privacy = null.privacy()
     privacy.update(null_vul=null_privacy["vul"], null_vul_ci=null_privacy.get("vul_ci"))
     privacy["audit"]["null"] = {

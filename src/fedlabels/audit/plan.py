@@ -87,6 +87,15 @@ class AuditSizes:
     notes: tuple[str, ...] = ()
 
 
+def _from_u(federation: Federation, n_test: int) -> str:
+    """Where a larger held-out split's rows may have to come from: U."""
+    extra, n_public = n_test - len(federation.y_test), len(federation.X_public)
+    if not 0 < extra < n_public:
+        return ""
+    return (f" (with --unlabeled {n_public - extra} or less where the dataset has no "
+            "rows to spare)")
+
+
 def size_audit(federation: Federation, clients: list[int], *, n_members: int,
                n_attacker: int | None, n_population: int, min_evaluation: int = 20
                ) -> AuditSizes:
@@ -146,7 +155,8 @@ def size_audit(federation: Federation, clients: list[int], *, n_members: int,
             f"non-members and ghost members), {att} attacker records (asked {asked_att}), "
             f"{pop} population points (asked {n_population}), keeping "
             f"{n_test - 2 * mem - att - pop} for ACC; a held-out split (--test) of "
-            f"{need + keep_eval} records fits the asked sizes")
+            f"{need + keep_eval} records fits the asked sizes"
+            + _from_u(federation, need + keep_eval))
     return AuditSizes(mem, att, pop, n_test - 2 * mem - att - pop, tuple(notes))
 
 

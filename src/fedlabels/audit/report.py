@@ -87,4 +87,5 @@ def format_audit(privacy: dict[str, Any]) -> str:
                      f"{_ci(privacy.get('null_vul_ci'))}: a VUL inside this interval is no "
                      "evidence of leakage")
     lines.append("const. = the calibrated attack on a constant target (should be 0.5)")
+    lines += [f"note: {note}" for note in (privacy.get("audit") or {}).get("notes") or []]
     return "\n".join(lines)
