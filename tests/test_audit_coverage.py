@@ -52,3 +52,16 @@ def test_a_dp_fedct_audit_of_the_released_models_carries_the_note():
         notes[threat] = " ".join(result.extra["privacy"]["audit"]["notes"])
     assert "does not bound this audit's adversary (released-model)" in notes["released-model"]
     assert "does not bound" not in notes["forged-u"]
+
+
+def test_audit_federation_takes_model_names_and_suggests_a_threat():
+    import fedlabels as fl
+    from fedlabels.audit import audit_federation
+    from fedlabels.core.errors import FedLabelsError
+
+    fed = fl.load_federation("breast_cancer", clients=3, test=300, unlabeled=120, seed=0)
+    result, _ = audit_federation("fedct", fed, "dt", rounds=1, n_members=20, n_refs=2,
+                                 n_population=30, aug_k=1)
+    assert result.models == ["decision_tree"] * 3  # one name, not its letters
+    with pytest.raises(FedLabelsError, match=r"'fixedu' \(did you mean 'fixed-u'\?\)"):
+        audit_federation("fedct", fed, "dt", rounds=1, threat="fixedu")

@@ -39,7 +39,7 @@ from fedlabels.audit.threats import (
     rebuild_model,
     threat_for,
 )
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.data import Federation
 from fedlabels.learners import build_learner, is_iterative
 
@@ -89,8 +89,8 @@ def parse_threat(name: str | None) -> str:
     """A ``--threat`` value (default ``forged-u``), or an error listing the valid ones."""
     name = "forged-u" if name is None else name.strip().lower()
     if name not in THREATS:
-        raise FedLabelsError(f"unknown threat model {name!r}; choose one of "
-                             f"{', '.join(THREATS)}.")
+        raise FedLabelsError(f"unknown threat model {name!r}{did_you_mean(name, THREATS)}; "
+                             f"choose one of {', '.join(THREATS)}.")
     return name
 
 

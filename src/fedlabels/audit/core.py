@@ -337,7 +337,7 @@ def reliability_notes(attacks: dict[str, dict[str, Any]], members: int) -> list[
 
 # ---------------------------------------------------------------------------- runner
 
-def audit_federation(method: str, federation: Federation, models: list[Any], *,
+def audit_federation(method: str, federation: Federation, models: str | list[Any], *,
                      rounds: int, period: int = 50, quorum: float | None = None, seed: int = 0,
                      eval_every: int = 1, options: dict[str, Any] | None = None,
                      config: dict[str, Any] | None = None, progress: bool | None = None,
@@ -347,7 +347,8 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
                      threat: str = "forged-u") -> tuple[RunResult, AuditReport]:
     """Run ``method`` on ``federation`` and attack each client under ``threat``
     (:data:`fedlabels.audit.adversaries.THREATS`: forged-u, fixed-u, released-model,
-    curious-client).
+    curious-client). ``models``: model names as ``fl.run`` takes them (``"dt"``,
+    ``"dt,rf"``) or parsed specs (:func:`~fedlabels.learners.parse_model_spec`).
 
     Sizes are fitted to the split (:func:`~fedlabels.audit.plan.size_audit`; what was chosen
     is in ``privacy.audit.settings``). ``views`` is how many rounds are recorded and attacked
@@ -374,6 +375,10 @@ def audit_federation(method: str, federation: Federation, models: list[Any], *,
                        else (plan.evaluation, None))
     keep = audit_rounds(rounds, views)
     recorder = Recorder(keep=lambda r: r in keep, down=view.curious)
+    if isinstance(models, str):  # "dt" or "dt,rf": model names, as fl.run takes them
+        from fedlabels.learners import as_models
+
+        models = as_models(models)
     specs = expand_per_client(list(models), federation.n_clients)
     settings = {**plan.settings, "n_refs": n_refs, "attacks": names, "threat": view.threat,
                 "recorded_rounds": [r + 1 for r in sorted(keep)]}
