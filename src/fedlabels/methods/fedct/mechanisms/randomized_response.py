@@ -192,7 +192,11 @@ class XorMechanism(_RandomizedResponse):
             raise FedLabelsError(
                 f"dp-fedct's default mechanism xor would flip each label bit with "
                 f"probability {f:.4f} (ε {server.epsilon_round:.3g} per round over s* = "
-                f"{server.sensitivity.bits:g} bits): the shared labels would be noise and "
+                f"{server.sensitivity.bits:g} bits; {server.settings.rounds} round(s) at that "
+                f"ε compose to the total --epsilon {server.options.epsilon:g} at δ = "
+                f"{server.delta:g} by the exact accountant, though their sum is "
+                f"{server.epsilon_round * server.settings.rounds:.4g}): the shared labels "
+                "would be noise and "
                 "only hurt the clients' models. Choose the mechanism: recommended "
                 "--mechanism dpsgd --opt site_model=private --quorum 0.8 --opt "
                 "labeller_lr=0.01 --model 'mlp(hidden=128)' (docs/privacy.md, Defaults); or "
