@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from fedlabels.audit.canaries import format_lower_bound
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.epsilon_lower_bound import (
     clopper_pearson_audit,
@@ -134,6 +135,25 @@ def test_clopper_pearson_audit_perfect_separation_closed_form():
     u = 1 - a ** (1 / n)  # CP upper bound of 0 errors in n
     assert out["fpr"] == out["fnr"] == 0.0
     assert out["epsilon_lower_bound"] == pytest.approx(math.log((1 - delta - u) / u))
+    assert out["epsilon_ceiling"] == pytest.approx(math.log((1 - delta - u) / u))
+
+
+def test_each_audit_states_the_most_it_could_show():
+    """The ceiling is the bound of a perfect attack (pure DP, all guesses right: the closed
+    form log(b / (1 - b)), b = (β / choices)^(1/r), at the best r tried); what an audit finds
+    never exceeds it, and the printed line says when the claim is beyond it."""
+    m, beta = 200, 0.05
+    rng = np.random.default_rng(0)
+    included = rng.random(m) < 0.5
+    out = one_run_audit(rng.normal(size=m) + included, included, beta=beta)
+    b = (beta / out["choices"]) ** (1 / m)  # k+ = k- = m/2: every canary guessed
+    assert out["epsilon_ceiling"] == pytest.approx(math.log(b / (1 - b)), abs=1e-6)
+    assert 0 < out["epsilon_lower_bound"] < out["epsilon_ceiling"]
+    entry = {**out, "claimed_epsilon": 8.0, "falsifies_claim": False}
+    line = format_lower_bound(entry)
+    assert f"it can show at most ε = {out['epsilon_ceiling']:.3g}, so it cannot test the " \
+           "claim" in line
+    assert "cannot test" not in format_lower_bound({**entry, "claimed_epsilon": 1.0})
 
 
 def test_clopper_pearson_audit_follows_the_formula_at_its_threshold():

@@ -270,8 +270,13 @@ def format_lower_bound(entry: dict[str, Any]) -> str:
     claim = entry.get("claimed_epsilon")
     verdict = ("no claim" if claim is None else
                f"claimed ε = {claim:.4g}" + (" — FALSIFIED" if entry["falsifies_claim"] else ""))
+    ceiling = entry.get("epsilon_ceiling")
+    reach = "" if ceiling is None else (
+        f"; it can show at most ε = {ceiling:.3g}"
+        + (", so it cannot test the claim (more canaries: a larger held-out split, "
+           "--canaries)" if claim is not None and ceiling < float(claim) else ""))
     return (f"canary audit ({entry['estimator']}, β = {entry['beta']}, δ = {entry['delta']:.3g}):"
-            f" ε ≥ {entry['epsilon_lower_bound']:.3f} ({how}); {verdict}")
+            f" ε ≥ {entry['epsilon_lower_bound']:.3f} ({how}){reach}; {verdict}")
 
 
 def canaries_for(method: str, requested: int | None, federation: Federation) -> int:

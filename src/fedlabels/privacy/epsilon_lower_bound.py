@@ -122,7 +122,11 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, delta: float = 0.
         if eps > best["epsilon_lower_bound"] or best["guesses"] == 0:
             best = {"epsilon_lower_bound": eps, "k_plus": k_plus, "k_minus": k_minus,
                     "guesses": k_plus + k_minus, "correct": correct}
+    # the most these m canaries can show: every guess right, at the best choice
+    ceiling = max(one_run_epsilon(m, k_plus + k_minus, k_plus + k_minus, delta=delta,
+                                  beta=level) for k_plus, k_minus in choices)
     return {"estimator": "one-run", **best, "n_canaries": m, "n_included": int(included.sum()),
+            "epsilon_ceiling": ceiling,
             "beta": beta, "delta": delta, "choices": len(choices),
             "reference": "Steinke, Nasr & Jagielski 2023 (one training run), Bonferroni over "
                          "the guess counts tried"}
@@ -159,7 +163,13 @@ def clopper_pearson_audit(scores_in: np.ndarray, scores_out: np.ndarray, *, delt
                          np.log((1 - delta - fpr_hi) / fnr_hi))
     eps = np.nan_to_num(eps, nan=0.0, neginf=0.0)
     j = int(np.argmax(eps))
+    # the most these runs can show: no false positive or negative at some threshold
+    u_in = float(clopper_pearson_upper(0, len(s_in), alpha))
+    u_out = float(clopper_pearson_upper(0, len(s_out), alpha))
+    ceiling = max(0.0, float(np.log(max(1 - delta - u_in, 1e-300) / u_out)),
+                  float(np.log(max(1 - delta - u_out, 1e-300) / u_in)))
     return {"estimator": "clopper-pearson", "epsilon_lower_bound": max(float(eps[j]), 0.0),
+            "epsilon_ceiling": ceiling,
             "threshold": float(values[j]), "fpr": float(fp[j] / len(s_out)),
             "fnr": float(fn[j] / len(s_in)), "fpr_upper": float(fpr_hi[j]),
             "fnr_upper": float(fnr_hi[j]), "runs_with": len(s_in), "runs_without": len(s_out),
