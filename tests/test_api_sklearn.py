@@ -168,3 +168,22 @@ def test_repr_is_short_and_hides_the_labels_of_u(data, result):
     text = repr(result)
     assert len(text) < 200 and "array" not in text and "fedct" in text
     assert f"{result.final['mean_accuracy']:.4f}" in text
+
+
+def test_new_rows_the_models_cannot_read_are_named_by_column():
+    """A missing category would encode as an unknown one (all zeros) and a text value in a
+    numeric column would fail deep in numpy: both are one line naming the column."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"dose": rng.normal(size=400), "ward": rng.choice(["a", "b"], 400)})
+    r = fl.run("fedct", _federation(frame, (frame.dose > 0).astype(int)), model="dt",
+               rounds=1, progress=False)
+    new = frame.iloc[:4].copy()
+    new.loc[1, "ward"] = None
+    with pytest.raises(FedLabelsError, match=r"missing values in categorical column\(s\) "
+                                             r"'ward' \(1\); impute or drop them"):
+        r.predict(new)
+    with pytest.raises(FedLabelsError, match=r"column 'dose' holds non-numeric values "
+                                             r"\(e.g. 'n/a'\)"):
+        r.predict(frame.iloc[:3].assign(dose=["1.5", "n/a", "2"]))
+    as_text = r.predict(frame.iloc[:3].assign(dose=frame.dose.iloc[:3].astype(str)))
+    np.testing.assert_array_equal(as_text, r.predict(frame.iloc[:3]))  # numbers as text: read

@@ -98,6 +98,7 @@ class Preprocessing:
                                      f"models were trained on ({len(self.columns)} columns).")
             frame = frame[self.columns]
             cats = list(self.categorical)
+            _check_new_columns(frame, cats)
             if cats:
                 frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
                                        dtype=float)
@@ -177,6 +178,29 @@ def class_values(class_names: Sequence[str], dtype: str | None) -> np.ndarray:
     if kind in "US":
         return np.asarray(class_names, dtype=str)
     return np.asarray(class_names, dtype=object)
+
+
+def _check_new_columns(frame: Any, categorical: list[str]) -> None:
+    """A one-line error naming the columns of new rows the models cannot read: a missing
+    category (it would encode as an unknown one, all zeros, silently), or text in a column
+    the models read as numbers."""
+    import pandas as pd
+
+    if categorical:
+        missing = frame[categorical].isna().sum()
+        missing = missing[missing > 0]
+        if len(missing):
+            named = ", ".join(f"{c!r} ({n})" for c, n in missing.items())
+            raise FedLabelsError(f"the data has missing values in categorical column(s) "
+                                 f"{named}; impute or drop them first.")
+    for column in frame.columns:
+        if column in categorical or pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        values = frame[column]
+        bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
+        if len(bad):
+            raise FedLabelsError(f"column {column!r} holds non-numeric values (e.g. "
+                                 f"{bad.iloc[0]!r}) where the models were trained on numbers.")
 
 
 def _floats(convert: Any) -> np.ndarray:
