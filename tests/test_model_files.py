@@ -122,3 +122,45 @@ def test_the_models_file_is_readable_by_its_owner_only(tmp_path):
     for name in ("cli", "api"):
         assert (tmp_path / f"{name}.models.npz").stat().st_mode & 0o777 == 0o600, name
         assert (tmp_path / f"{name}.json").stat().st_mode & 0o777 == 0o644, name
+
+
+def _users_estimator(name: str):
+    from sklearn.ensemble import ExtraTreesClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.naive_bayes import GaussianNB
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler, StandardScaler
+    from sklearn.svm import SVC
+
+    return {"pipeline": lambda: make_pipeline(StandardScaler(), LogisticRegression()),
+            "scaled_svc": lambda: make_pipeline(MinMaxScaler(), SVC()),
+            "gaussian_nb": GaussianNB,
+            "knn": lambda: KNeighborsClassifier(3),
+            "knn_ball_tree": lambda: KNeighborsClassifier(3, algorithm="ball_tree",
+                                                          metric="manhattan"),
+            "extra_trees": lambda: ExtraTreesClassifier(n_estimators=3, random_state=0)}[name]()
+
+
+@pytest.mark.parametrize("name", ["pipeline", "scaled_svc", "gaussian_nb", "knn",
+                                  "knn_ball_tree", "extra_trees"])
+def test_a_users_common_estimators_are_saved_and_predict_the_same(tmp_path, name):
+    X, y = load_iris(return_X_y=True)
+    model = _users_estimator(name).fit(X, y)
+    write_models_file(tmp_path / "m.models.npz", {"models": [model]})
+    back = read_models_file(tmp_path / "m.models.npz")["models"][0]
+    assert type(back) is type(model)
+    np.testing.assert_array_equal(back.predict(X), model.predict(X))
+
+
+def test_a_pipeline_holding_your_own_code_is_still_refused(tmp_path):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+    from sklearn.tree import DecisionTreeClassifier
+
+    from fedlabels.results.model_format import UnsavableModelError
+
+    X, y = load_iris(return_X_y=True)
+    model = make_pipeline(FunctionTransformer(np.log1p), DecisionTreeClassifier()).fit(X, y)
+    with pytest.raises(UnsavableModelError, match="FunctionTransformer"):
+        write_models_file(tmp_path / "m.models.npz", {"models": [model]})

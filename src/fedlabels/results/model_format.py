@@ -55,6 +55,19 @@ ALLOWED = frozenset({
     "sklearn.feature_extraction.text:TfidfTransformer",
     "fedlabels.learners.transformer:TransformerClassifier",  # params + state_dict
     "fedlabels.learners.torch_net:TorchNetClassifier",  # a built-in network's, by name
+    # scikit-learn estimators a user passes (fl.run(model=...)): plain arrays and parameters
+    "sklearn.pipeline:Pipeline",
+    "sklearn.preprocessing._data:StandardScaler", "sklearn.preprocessing._data:MinMaxScaler",
+    "sklearn.naive_bayes:GaussianNB",
+    "sklearn.svm._classes:SVC",
+    "sklearn.neighbors._classification:KNeighborsClassifier",
+    "sklearn.ensemble._forest:ExtraTreesClassifier", "sklearn.tree._classes:ExtraTreeClassifier",
+    "sklearn.neighbors._kd_tree:newObj", "sklearn.neighbors._kd_tree:KDTree",
+    "sklearn.neighbors._ball_tree:newObj", "sklearn.neighbors._ball_tree:BallTree",
+    "sklearn.metrics._dist_metrics:newObj",  # cls.__new__(cls) of an allowed metric
+    "sklearn.metrics._dist_metrics:EuclideanDistance64",
+    "sklearn.metrics._dist_metrics:ManhattanDistance64",
+    "sklearn.metrics._dist_metrics:MinkowskiDistance64",
 })
 FORMAT = "fedlabels-models/2"
 
