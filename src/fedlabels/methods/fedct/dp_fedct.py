@@ -286,7 +286,8 @@ class DPFedCTServer(LedgerEvents, VoteServer):
 
     def result_extra(self) -> dict[str, Any]:
         privacy = {"method": "dp-fedct", **self.strategy.privacy(self)}
-        if (privacy.get("sensitivity") or {}).get("source") == "empirical":
+        sensitivity = privacy.get("sensitivity")
+        if isinstance(sensitivity, dict) and sensitivity.get("source") == "empirical":
             privacy["outside_guarantee"] = [
                 *privacy.get("outside_guarantee", []),
                 {"name": "privacy.sensitivity.details", "reason": "sensitivity empirical: the "
