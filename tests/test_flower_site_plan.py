@@ -71,3 +71,40 @@ def test_site_plan_file_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ParameterRefusal, match="privacy-plan says 'fedct'"):
         site_config(SITE, {"privacy-plan": str(path)})
     assert site_config(SITE, {}) is SITE
+
+
+def test_a_site_without_dp_refuses_rounds_beyond_its_plan_too(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture
+                                                               ) -> None:
+    plain = replace(SITE, method="fedct", options={})
+    prepared, _ = loopback_deployment(plain, tmp_path / "sites")
+    spec = replace(prepared.spec, run=replace(plain, rounds=3).to_dict())
+    nodes = [prepared.node_settings(c) for c in range(plain.clients)]
+    grid = LoopbackGrid(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()})
+    with caplog.at_level(logging.ERROR, logger="fedlabels.site"), \
+            pytest.raises(FedLabelsError):  # every client refuses round 3: the server stops
+        run_server(grid, server_context(spec))
+    status = json.loads(Path(spec.status).read_text())
+    assert status["rounds_done"] == 2 and "refused: budget" in json.dumps(status)
+    assert "round 3 is beyond this site's privacy-plan of 2 round(s)" in caplog.text
+
+
+def test_a_misspelt_node_config_key_is_refused_before_any_release(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``privacy_plan`` for ``privacy-plan`` once left the site obeying the coordinator (and
+    ``ledger_epsilon`` without its budget), silently; now the site refuses to join."""
+    prepared, _ = loopback_deployment(SITE, tmp_path / "sites")
+    lowered = replace(SITE, options={"epsilon": 2000.0, "sensitivity": 40, "mechanism": "xor"})
+    spec = replace(prepared.spec, run=lowered.to_dict())
+    nodes = [prepared.node_settings(c) for c in range(SITE.clients)]
+    nodes[2]["privacy_plan"] = nodes[2].pop("privacy-plan")
+    nodes[2]["ledger_epsilon"] = 0.5
+    grid = LoopbackGrid(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()})
+    with caplog.at_level(logging.ERROR, logger="fedlabels.site"), \
+            pytest.raises(FedLabelsError):
+        run_server(grid, server_context(spec))
+    assert "unknown node config key 'privacy_plan' (did you mean 'privacy-plan'?)" \
+        in caplog.text
+    ledger = Path(nodes[2]["ledger-dir"])
+    assert not ledger.exists() or not any(p.is_file() and p.stat().st_size
+                                          for p in ledger.rglob("*"))  # nothing released

@@ -37,7 +37,7 @@ from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
-from fedlabels.engines.flower.site_plan import site_config
+from fedlabels.engines.flower.site_plan import check_planned_round, site_config
 from fedlabels.engines.flower.site_privacy import open_site_ledger
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ClientRole
@@ -145,6 +145,7 @@ def _handle(message: Message, context: Context) -> Message:
         if again is not None:  # a re-send: the reply given then, never a new release
             return Message(to_record_dict(*again), reply_to=message)
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
+        check_planned_round(node_config, rnd)
         role = build_role(spec, site, node_config)
         stored = context.state.get(SEQ)
         if isinstance(stored, ConfigRecord) and stored.get("seq") == seq - 1:

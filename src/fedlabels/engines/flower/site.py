@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.data import ClientData
 
 
@@ -150,9 +150,29 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
     return unit_float32(pixels), np.array([lookup[classes[k]] for k in y], dtype=np.int64)
 
 
+#: every node config key a site reads (here, and in site_state, snapshots, site_plan,
+#: site_privacy and client_app); ``num-partitions`` is Flower's own, which fedlabels ignores
+NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "state-key",
+                    "state-dir", "privacy-plan", "ledger-dir", "ledger-epsilon",
+                    "ledger-delta", "threads", "num-partitions")
+
+
+def check_node_keys(node_config: Mapping[str, Any], who: str) -> None:
+    """Refuse a node config key the site does not read: a misspelt ``privacy-plan`` or
+    ``ledger-epsilon`` would otherwise leave the site without the protection it names."""
+    unknown = [k for k in node_config if k not in NODE_CONFIG_KEYS]
+    if unknown:
+        key = unknown[0]
+        raise FedLabelsError(f"{who}: unknown node config key {key!r}"
+                             f"{did_you_mean(key, NODE_CONFIG_KEYS)}; a site reads "
+                             f"{', '.join(NODE_CONFIG_KEYS)} (keys use hyphens).")
+
+
 def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteData:
-    """Load and check this SuperNode's data; errors name the node and the file."""
+    """Load and check this SuperNode's data; errors name the node and the file. A node
+    config key the site does not read is refused first (:func:`check_node_keys`)."""
     who = node_label(node_config, node_id)
+    check_node_keys(node_config, who)
     pid = node_config.get("partition-id")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
         raise FedLabelsError(f"{who}: node config needs partition-id=I with I in 0..m-1 (this "

@@ -10,7 +10,8 @@ coordinator to decide how its data is protected names its own plan in its node c
 
 The site's client role is then built from this plan, not from the run's: its noise, its
 release and step counts and the message kinds it answers follow the site's options, and a
-message asking for less noise or more releases is refused. A run whose method differs is
+message asking for less noise or more releases is refused, and so is any message of a
+round beyond the plan's rounds, whatever the method. A run whose method differs is
 refused outright. Without ``privacy-plan`` the site follows the run config (and so trusts
 the coordinator's plan). This module does not import Flower.
 """
@@ -22,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError, ParameterRefusal
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
 from fedlabels.runs.config import RunConfig
 
 PLAN_KEYS = ("method", "rounds", "period", "options")
@@ -64,3 +65,15 @@ def site_config(run: RunConfig, node_config: dict[str, Any]) -> RunConfig:
                                f"privacy-plan says {plan['method']!r}; refusing.")
     return replace(run, rounds=int(plan["rounds"]), period=int(plan["period"]),
                    options=dict(plan["options"]))
+
+
+def check_planned_round(node_config: dict[str, Any], rnd: int) -> None:
+    """Refuse a message of round ``rnd`` (0-based) beyond the rounds of the site's own plan,
+    for every method: a coordinator may not make a site answer more often than its plan."""
+    given = node_config.get("privacy-plan")
+    if not given:
+        return
+    rounds = int(load_site_plan(str(given))["rounds"])
+    if rnd + 1 > rounds:
+        raise BudgetRefusal(f"round {rnd + 1} is beyond this site's privacy-plan of {rounds} "
+                            "round(s); refusing.")
