@@ -97,7 +97,8 @@ def test_tampered_state_stops_the_clientapp(tmp_path: Path,
 
     record = next(Path(ctx.node_config["ledger-dir"]).glob("*/runs/*.json"))
     last = json.loads(record.read_text())["body"]["last"]  # the site's own count
-    msg = Message(to_record_dict(FLMessage("evaluate", category="evaluation"), cid=0, round=1,
+    # round 0: within the site's plan of 1 round (a later round is refused first)
+    msg = Message(to_record_dict(FLMessage("evaluate", category="evaluation"), cid=0, round=0,
                                  seq=last + 1),
                   dst_node_id=1001, message_type="evaluate.evaluate")
     msg.metadata.__dict__["_message_id"] = "tampered"

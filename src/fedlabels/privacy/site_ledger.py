@@ -68,7 +68,8 @@ class SiteLedger:
     def open(cls, folder: str | Path, key: bytes, X: np.ndarray, y: np.ndarray, *,
              epsilon: float | None, delta: float) -> SiteLedger:
         ds = dataset_id(key, X, y)
-        ledger = cls(private_dir(Path(folder) / ds) / FILE, key, ds, epsilon, delta)
+        # the ledger folder too is 0700 (mkdir's parents would get the umask's mode)
+        ledger = cls(private_dir(private_dir(folder) / ds) / FILE, key, ds, epsilon, delta)
         if not ledger.path.exists():
             ledger._append([{"format": FORMAT, "dataset": ds}], "")
         return ledger

@@ -28,6 +28,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
+from fedlabels.core.private_files import write_private, write_private_with
 from fedlabels.core.threads import torch_threads
 from fedlabels.engines.flower.site_plan import plan_of
 from fedlabels.engines.flower.spec import (
@@ -72,10 +73,19 @@ class PreparedRun:
                         for k, v in self.node_settings(cid).items())
 
 
-def _save_npz(path: Path, **arrays: Any) -> None:
+def _save_npz(path: Path, arrays: dict[str, Any], private: bool = False) -> None:
+    """Write ``arrays`` atomically; ``private``: mode 0600 in a 0700 folder (a site's data)."""
+    if private:
+        write_private_with(path, lambda fh: np.savez(fh, **arrays))
+        return
     tmp = path.with_name(f".{path.name}.tmp.npz")
     np.savez(tmp, **arrays)
     os.replace(tmp, path)
+
+
+#: what the coordinator's summary knows of each site's data: kept out of the app's run config,
+#: which every site receives, in a file only the ServerApp reads
+SITE_STATISTICS = ("client_sizes", "client_class_counts")
 
 
 def _public_pca_arrays(pre: Any) -> dict[str, np.ndarray]:
@@ -171,7 +181,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     client_paths = []
     for cid, data in enumerate(site_datasets(method, fed.clients)):
         path = root / f"client_{cid}.npz"
-        _save_npz(path, X=data.X, y=data.y)
+        _save_npz(path, {"X": data.X, "y": data.y}, private=True)
         write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
         client_paths.append(path)
     shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
@@ -186,9 +196,15 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     if "image_shape" in fed.info:  # a site may bring its own image folder
         shared["image_shape"] = np.asarray(fed.info["image_shape"], dtype=np.int64)
     shared_path = root / "shared.npz"
-    _save_npz(shared_path, **shared)
+    _save_npz(shared_path, shared)
     truth_path = root / "truth.npz"
-    _save_npz(truth_path, y_public=fed.y_public)
+    if with_truth:  # the true labels of U: a diagnostic of deploy local only
+        _save_npz(truth_path, {"y_public": fed.y_public}, private=True)
+    else:
+        truth_path.unlink(missing_ok=True)  # an earlier prepare's, in this folder
+    summary = fed.summary()
+    record = root / "federation_record.json"
+    write_private(record, json.dumps({k: summary[k] for k in SITE_STATISTICS}).encode())
     _validate(cfg, fed)
     out = Path(output).resolve() if output else root / "result.json"
     spec = DeploySpec(run=cfg.to_dict(), output=str(out),
@@ -196,7 +212,8 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                       truth=str(truth_path) if with_truth else "",
                       reply_timeout=reply_timeout, node_timeout=node_timeout,
                       poll_interval=poll_interval, threads=torch_threads(),
-                      extra={"federation": fed.summary()})
+                      extra={"federation": {k: v for k, v in summary.items()
+                                            if k not in SITE_STATISTICS},
+                             "federation_record": str(record)})
     app_dir = write_app(root / "app", spec)
-    return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, fed.summary(),
-                       spec)
+    return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, summary, spec)

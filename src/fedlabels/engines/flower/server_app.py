@@ -225,7 +225,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
             return None
         result = build_result(plan, server, records, meter, dataset=cfg.dataset,
                               seed=cfg.seed, config=cfg.to_dict(),
-                              federation=dict(spec.extra.get("federation", {})),
+                              federation=spec.federation(),
                               started=started, wire_format=FLOWER_WIRE_FORMAT,
                               extra={"deployment": dict(deployment),
                                      **({"rounds_run": rounds_note} if rounds_note else {})})
@@ -276,7 +276,7 @@ def checkpointed(spec: DeploySpec, plan: RunPlan, learners: list[Any], server: S
     cfg = spec.config
     path = checkpoint_path(spec.output) if spec.output else None
     keeper = Keeper(path, run_identity(plan, seed=cfg.seed, eval_every=cfg.eval_every,
-                                       federation=dict(spec.extra.get("federation", {})),
+                                       federation=spec.federation(),
                                        engine="flower"),
                     cfg.to_dict(), plan.settings.rounds, server, {}, meter, started)
     if not spec.resume:

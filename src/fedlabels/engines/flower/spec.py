@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
@@ -64,6 +65,16 @@ class DeploySpec:
     threads: int = 1
     resume: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def federation(self) -> dict[str, Any]:
+        """The federation summary the result records: the public part in the run config
+        (every site receives it), each site's sizes and class counts from the coordinator's
+        own record file where the ServerApp can read it (``deploy prepare`` writes it)."""
+        summary = dict(self.extra.get("federation", {}))
+        record = self.extra.get("federation_record")
+        if record and Path(record).is_file():
+            summary.update(json.loads(Path(record).read_text()))
+        return summary
 
     @property
     def config(self) -> RunConfig:

@@ -1,0 +1,59 @@
+"""What ``deploy prepare`` writes keeps each site's data to itself: the sites' files are
+0600 in a 0700 folder, the app's run config (which every site receives) holds no site's
+record or class counts, U's true labels are written only where asked for, and a site's
+ledger folder is 0700."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import numpy as np
+
+from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+from fedlabels.engines.flower.prepare import prepare_run
+from fedlabels.engines.flower.server_app import run_server
+from fedlabels.privacy.site_ledger import SiteLedger
+from fedlabels.runs.config import RunConfig
+
+CFG = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1,
+                period=1, seed=0)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_prepared_files_keep_each_sites_data_to_itself(tmp_path: Path) -> None:
+    prepared = prepare_run(CFG, tmp_path / "run", with_truth=False)
+    assert _mode(prepared.root) == 0o700
+    for path in prepared.client_paths:
+        assert _mode(path) == 0o600, path
+    assert not prepared.truth_path.exists()  # --no-truth: U's labels are not written
+    sent = prepared.spec.to_json()  # what every site's ClientApp reads
+    assert "client_class_counts" not in sent and "client_sizes" not in sent
+    record = Path(prepared.spec.extra["federation_record"])
+    assert _mode(record) == 0o600
+    summary = prepared.spec.federation()  # the ServerApp's view: the record merged in
+    assert summary["client_sizes"] == prepared.federation["client_sizes"]
+    assert summary["client_class_counts"] == prepared.federation["client_class_counts"]
+    again = prepare_run(CFG, tmp_path / "run", with_truth=True)
+    assert _mode(again.truth_path) == 0o600
+    assert len(np.load(again.truth_path)["y_public"]) == summary["n_public"]
+
+
+def test_the_deployed_result_still_records_the_sites_statistics(tmp_path: Path) -> None:
+    prepared, grid = loopback_deployment(CFG, tmp_path / "sites")
+    result = run_server(grid, server_context(prepared.spec))
+    assert result is not None
+    assert result.federation["client_class_counts"] == \
+        prepared.federation["client_class_counts"]
+    assert json.loads(Path(prepared.spec.status).read_text())["status"] == "completed"
+
+
+def test_a_site_ledger_folder_is_private(tmp_path: Path) -> None:
+    X, y = np.zeros((4, 2)), np.array([0, 1, 0, 1])
+    ledger = SiteLedger.open(tmp_path / "ledger", b"k" * 32, X, y, epsilon=None, delta=1e-5)
+    assert _mode(tmp_path / "ledger") == 0o700 and _mode(ledger.path.parent) == 0o700
+    assert _mode(ledger.path) == 0o600
