@@ -409,3 +409,32 @@ def test_checkpoint_states_come_from_the_workers_once_they_run(
         for key, value in own.items():
             if isinstance(value, np.ndarray):
                 np.testing.assert_array_equal(received[cid][key], value)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="prctl: Linux only")
+def test_workers_die_with_a_simulator_killed_by_sigkill(tmp_path: Path) -> None:
+    """SIGKILL gives the simulator no chance to stop its workers: they die with it (parent
+    death signal), and none is left waiting on its pipe."""
+    import subprocess
+    import sys
+
+    from fedlabels.deploy.processes import alive, descendants
+
+    proc = subprocess.Popen([sys.executable, "-m", "fedlabels", "run", "--method", "fedct",
+                             "--model", "dt", "--clients", "4", "--rounds", "400",
+                             "--workers", "2", "--no-progress", "--no-checkpoint",
+                             "--output", str(tmp_path / "r.json")],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        workers = descendants([proc.pid])
+    assert len(workers) >= 2, "the workers never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if alive(pid)], "workers outlived the simulator"

@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.parent_death import become_subreaper, die_with_parent
 from fedlabels.deploy.processes import (
     alive,
-    become_subreaper,
     cmdline,
     descendants,
-    die_with_parent,
     finalise_status,
     finished,
     parent,

@@ -1,9 +1,6 @@
 """Supervising the processes of a local deployment, and its status file (Linux and macOS;
-the subreaper and parent-death signal are Linux only).
+the subreaper and parent-death signal, :mod:`fedlabels.core.parent_death`, are Linux only).
 
-* :func:`become_subreaper` — ``prctl(PR_SET_CHILD_SUBREAPER)``: orphaned descendants are
-  re-parented to this process instead of init, so none escapes the clean-up;
-* :func:`die_with_parent` — ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in a child before exec;
 * :func:`descendants`, :func:`alive`, :func:`start_time`, :func:`cmdline`, :func:`send`;
 * :func:`finalise_status` — a final status for a run whose ServerApp could not write one.
 
@@ -12,39 +9,14 @@ This module does not import Flower.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import subprocess
-import sys
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from fedlabels.core.files import write_atomic
-
-_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
-
-
-def prctl(option: int, value: int) -> bool:
-    """``prctl(option, value)`` on Linux; False where it is not available."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(option, value, 0, 0, 0)) == 0
-    except (OSError, AttributeError):  # pragma: no cover
-        return False
-
-
-def become_subreaper() -> bool:
-    """Make this process adopt its orphaned descendants (Linux); whether it worked."""
-    return prctl(_PR_SET_CHILD_SUBREAPER, 1)
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def start_time(pid: int) -> str | None:

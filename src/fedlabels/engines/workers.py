@@ -36,6 +36,7 @@ from typing import Any, NoReturn
 
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.parent_death import die_with_parent
 from fedlabels.core.randomness import current_source, is_reproducible
 from fedlabels.core.threads import (
     CRYPTO_ENV_VAR,
@@ -121,8 +122,13 @@ def crypto_threads_per_worker(workers: int) -> int:
 
 
 def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int,
-           crypto: int) -> None:
-    """A worker's loop: handle batches of encoded messages, report states, until told to stop."""
+           crypto: int, inherited: list[Connection]) -> None:
+    """A worker's loop: handle batches of encoded messages, report states, until told to stop
+    or until the simulator is gone (its end of the pipe closed, or it died: on Linux the
+    worker is killed with it, a SIGKILL of the simulator included)."""
+    die_with_parent()
+    for end in inherited:  # the simulator's pipe ends, copied by the fork: holding them
+        end.close()  # open would keep this worker's own pipe from ever reporting EOF
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the simulator's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ[ENV_VAR] = str(threads)
@@ -278,7 +284,8 @@ class WorkerGrid:
         for share in self.shares:
             parent, child = ctx.Pipe()
             mine = {cid: self.clients[cid] for cid in share}
-            proc = ctx.Process(target=_serve, args=(child, mine, threads, crypto),
+            proc = ctx.Process(target=_serve, args=(child, mine, threads, crypto,
+                                                    [*self.conns, parent]),
                                daemon=True,
                                name="fedlabels-worker-" + "-".join(map(str, share)))
             proc.start()
