@@ -521,3 +521,24 @@ def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(
     capsys.readouterr()
     assert main(["resume", str(without), "--no-progress"]) == 2
     assert "or ran with --no-checkpoint, has none" in capsys.readouterr().err
+
+
+def test_a_run_still_going_elsewhere_is_not_resumed_beside_it(tmp_path: Path) -> None:
+    """Two processes must not write one checkpoint: while a run holds it, a resume (or a
+    second run of that name) is a one-line error naming the holder; a lock left by a killed
+    process (the file, unlocked) does not block."""
+    from fedlabels.runs.run_lock import checkpoint_lock, lock_path
+
+    cfg = RunConfig(method="fedct", clients=CLIENTS, model="dt", rounds=2, seed=SEED)
+    ckpt = tmp_path / "run.checkpoint.npz"
+    run_config(cfg, progress=False, checkpoint=ckpt)
+    with checkpoint_lock(ckpt):  # as the other process would hold it
+        with pytest.raises(FedLabelsError, match=rf"belongs to a run still going in another "
+                                                 rf"process \(pid {os.getpid()}\)"):
+            resume(ckpt, rounds=3, progress=False)
+        with pytest.raises(FedLabelsError, match="still going"):
+            run_config(cfg, progress=False, checkpoint=ckpt)
+    assert not lock_path(ckpt).exists()  # removed by its holder
+    lock_path(ckpt).write_text("99999")  # a SIGKILLed holder's file: no lock on it
+    assert len(resume(ckpt, rounds=3, progress=False).rounds) == 3
+    assert not lock_path(ckpt).exists()

@@ -44,6 +44,7 @@ from fedlabels.runs.loop import (
 )
 from fedlabels.runs.participation import Participation, ParticipationGrid
 from fedlabels.runs.progress import RoundProgress
+from fedlabels.runs.run_lock import checkpoint_lock
 from fedlabels.runs.session import build_session
 
 
@@ -155,102 +156,105 @@ def simulate(
     grid watches them); the result is the same as with 1.
     """
     started = time.perf_counter()
-    saved = None if resume is None else load_checkpoint(resume)
     if resume is not None and checkpoint is None:
         checkpoint = checkpoint_path(resume)
-    with reproducible(seed) if insecure_reproducible_noise else nullcontext():
-        policy = Participation.parse(participation, dropout, deadline)
-        session = build_session(method, federation, models, rounds=rounds, period=period,
-                                seed=seed, options=options, device=device,
-                                precision=precision, participation=policy,
-                                malicious=malicious, attack=attack, resuming=saved)
-        plan, learners, clients, server = (session.plan, session.learners, session.clients,
-                                           session.server)
-        datasets, rounds, rounds_note = session.roles.datasets, session.rounds, session.rounds_note
-        bad, attack_used = session.malicious, session.attack
-        meter = CommMeter()
-        together = use_together(batch_clients, plan, learners)
-        graphs = use_graphs(cuda_graphs, together, plan.devices(), plan.device)
-        placement = placement_for(offload, plan, clients)
-        one_process = in_process_only(plan.devices(), together, wrap_grid is not None)
-        if one_process is None and placement is not None:
-            one_process = "its clients' weights move off their device between turns (offload)"
-        n_workers = resolve_workers(workers, len(clients), one_process)
-        pool = None if n_workers == 1 else WorkerGrid(
-            clients, meter, n_workers, {cid: len(d) for cid, d in enumerate(datasets)})
-        in_process: Any = (InProcessGrid(clients, meter, placement) if pool is None
-                           else pool)
-        if together:
-            from fedlabels.engines.together import TogetherGrid
+    with nullcontext() if checkpoint is None else checkpoint_lock(checkpoint):
+        # one process at a time runs (and writes) a checkpointed run
+        saved = None if resume is None else load_checkpoint(resume)
+        with reproducible(seed) if insecure_reproducible_noise else nullcontext():
+            policy = Participation.parse(participation, dropout, deadline)
+            session = build_session(method, federation, models, rounds=rounds, period=period,
+                                    seed=seed, options=options, device=device,
+                                    precision=precision, participation=policy,
+                                    malicious=malicious, attack=attack, resuming=saved)
+            plan, learners, clients, server = (session.plan, session.learners, session.clients,
+                                               session.server)
+            datasets, rounds = session.roles.datasets, session.rounds
+            rounds_note = session.rounds_note
+            bad, attack_used = session.malicious, session.attack
+            meter = CommMeter()
+            together = use_together(batch_clients, plan, learners)
+            graphs = use_graphs(cuda_graphs, together, plan.devices(), plan.device)
+            placement = placement_for(offload, plan, clients)
+            one_process = in_process_only(plan.devices(), together, wrap_grid is not None)
+            if one_process is None and placement is not None:
+                one_process = "its clients' weights move off their device between turns (offload)"
+            n_workers = resolve_workers(workers, len(clients), one_process)
+            pool = None if n_workers == 1 else WorkerGrid(
+                clients, meter, n_workers, {cid: len(d) for cid, d in enumerate(datasets)})
+            in_process: Any = (InProcessGrid(clients, meter, placement) if pool is None
+                               else pool)
+            if together:
+                from fedlabels.engines.together import TogetherGrid
 
-            in_process = TogetherGrid(in_process, graphs=graphs,
-                                      strict=batch_clients == "on")
-        grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
-        draw = None
-        if policy is not None:
-            grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
-            draw = selecting.draw
-        cids = grid.client_ids
-        keeper = Keeper(None if checkpoint is None else Path(checkpoint), run_identity(
-            plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
-            insecure_reproducible_noise=insecure_reproducible_noise, malicious=malicious,
-            attack=attack, participation=participation, dropout=dropout, deadline=deadline),
-            dict(config or {}), plan.settings.rounds, server, clients, meter, started,
-            client_states=None if pool is None else pool.states, background=True)
-        done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
-        try:
-            with RoundProgress(rounds, f"{method.name} on {federation.name}",
-                               progress) as shown:
-                records, interrupted = run_rounds(
-                    server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
-                    iterative=uses_iterative(learners), all_cids=cids,
-                    on_round=keeper.hook(on_round), progress=shown, records=done,
-                    catch_interrupt=True, draw=draw)
-            if interrupted:  # a Ctrl-C mid-round: the roles are past the last round's end
-                keeper.barrier()  # (a hook that stopped the run had its round written)
-            else:
-                keeper.finish()  # the last round's checkpoint on disk (or its error raised)
-            if pool is not None:
-                pool.finish()  # the clients' final states and models, back in this process
-        finally:
-            keeper.settle()  # failing: let a write end, quietly (after barrier: nothing)
-            if pool is not None:
-                pool.close()
-        extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
-        extra["device"] = {**plan.device_record(learners), "batched_clients": together,
-                           "cuda_graphs": {"asked": cuda_graphs, "graphed_calls":
-                                           in_process.graphed_calls if together else 0},
-                           "offload": {"asked": offload, "offloaded_clients": []}
-                           if placement is None else placement.record()}
-        if rounds_note is not None:
-            extra["rounds_run"] = rounds_note
-        if policy is not None:
-            extra["participation"] = policy.to_dict()
-        if attack_used is not None:
-            extra["malicious"] = attack_record(method, bad, attack_used)
-        result = build_result(plan, server, records, meter, dataset=federation.name, seed=seed,
-                              config=dict(config or {}), federation=federation.summary(),
-                              started=started, extra=extra or None,
-                              noise_from_flag=insecure_reproducible_noise)
-        reconcile_client_ledgers(result.extra["privacy"], clients)
-        keeper.stamp(result)
-        result.extra.setdefault("provenance", {})["workers"] = n_workers
-        tail = time.perf_counter()  # the final test predictions count as the run's time,
-        # with workers (made in finish) as in one process (made here)
-        if records and not method.capabilities.trains_models:
-            result.extra["clinical"] = {"unavailable": method.no_models_note()}
-        elif records:  # stopped before the first round completed: no trained models to keep
-            result.client_models = [clients[c].model() for c in cids]
-            if federation.task != "regression":
-                result.extra["clinical"] = final_clinical(
-                    clients, cids, federation, records[-1].accuracies,
-                    None if pool is None else pool.test_outputs,
-                    None if pool is not None or placement is None else getattr(
-                        in_process, "inner", in_process))
-        result.wall_seconds += time.perf_counter() - tail
-        result.feature_names = list(federation.feature_names)
-        result.preprocessing = federation.preprocessing
-        return result
+                in_process = TogetherGrid(in_process, graphs=graphs,
+                                          strict=batch_clients == "on")
+            grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
+            draw = None
+            if policy is not None:
+                grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
+                draw = selecting.draw
+            cids = grid.client_ids
+            keeper = Keeper(None if checkpoint is None else Path(checkpoint), run_identity(
+                plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
+                insecure_reproducible_noise=insecure_reproducible_noise, malicious=malicious,
+                attack=attack, participation=participation, dropout=dropout, deadline=deadline),
+                dict(config or {}), plan.settings.rounds, server, clients, meter, started,
+                client_states=None if pool is None else pool.states, background=True)
+            done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
+            try:
+                with RoundProgress(rounds, f"{method.name} on {federation.name}",
+                                   progress) as shown:
+                    records, interrupted = run_rounds(
+                        server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
+                        iterative=uses_iterative(learners), all_cids=cids,
+                        on_round=keeper.hook(on_round), progress=shown, records=done,
+                        catch_interrupt=True, draw=draw)
+                if interrupted:  # a Ctrl-C mid-round: the roles are past the last round's end
+                    keeper.barrier()  # (a hook that stopped the run had its round written)
+                else:
+                    keeper.finish()  # the last round's checkpoint on disk (or its error raised)
+                if pool is not None:
+                    pool.finish()  # the clients' final states and models, back in this process
+            finally:
+                keeper.settle()  # failing: let a write end, quietly (after barrier: nothing)
+                if pool is not None:
+                    pool.close()
+            extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
+            extra["device"] = {**plan.device_record(learners), "batched_clients": together,
+                               "cuda_graphs": {"asked": cuda_graphs, "graphed_calls":
+                                               in_process.graphed_calls if together else 0},
+                               "offload": {"asked": offload, "offloaded_clients": []}
+                               if placement is None else placement.record()}
+            if rounds_note is not None:
+                extra["rounds_run"] = rounds_note
+            if policy is not None:
+                extra["participation"] = policy.to_dict()
+            if attack_used is not None:
+                extra["malicious"] = attack_record(method, bad, attack_used)
+            result = build_result(plan, server, records, meter, dataset=federation.name, seed=seed,
+                                  config=dict(config or {}), federation=federation.summary(),
+                                  started=started, extra=extra or None,
+                                  noise_from_flag=insecure_reproducible_noise)
+            reconcile_client_ledgers(result.extra["privacy"], clients)
+            keeper.stamp(result)
+            result.extra.setdefault("provenance", {})["workers"] = n_workers
+            tail = time.perf_counter()  # the final test predictions count as the run's time,
+            # with workers (made in finish) as in one process (made here)
+            if records and not method.capabilities.trains_models:
+                result.extra["clinical"] = {"unavailable": method.no_models_note()}
+            elif records:  # stopped before the first round completed: no trained models to keep
+                result.client_models = [clients[c].model() for c in cids]
+                if federation.task != "regression":
+                    result.extra["clinical"] = final_clinical(
+                        clients, cids, federation, records[-1].accuracies,
+                        None if pool is None else pool.test_outputs,
+                        None if pool is not None or placement is None else getattr(
+                            in_process, "inner", in_process))
+            result.wall_seconds += time.perf_counter() - tail
+            result.feature_names = list(federation.feature_names)
+            result.preprocessing = federation.preprocessing
+            return result
 
 
 def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federation,
