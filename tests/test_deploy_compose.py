@@ -70,6 +70,15 @@ def test_site_publishes_nothing_and_runs_only_fedlabels_clientapp() -> None:
     assert "fedlabels.deploy.site_exec" in _command(executor)
     assert not any(target == "/data" for _, target, _ in _mounts(node))  # data: executor only
     assert 'state-key="/state/state.key"' in _command(node)
+    # the site follows its own plan and can rejoin; every key is one a site reads
+    import re
+
+    from fedlabels.engines.flower.site import NODE_CONFIG_KEYS
+
+    settings = node["command"][node["command"].index("--node-config") + 1]
+    keys = re.findall(r"(?:^|\s)([a-z-]+)=", settings)
+    assert {"privacy-plan", "state-dir", "ledger-dir"} <= set(keys)
+    assert set(keys) <= set(NODE_CONFIG_KEYS), keys
 
 
 @pytest.mark.parametrize("name", ["coordinator.yml", "site.yml"])
