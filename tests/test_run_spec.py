@@ -335,6 +335,19 @@ def test_audit_and_deploy_refuse_simulator_settings_from_a_config_file(tmp_path)
             config_from_args(args)
 
 
+@pytest.mark.parametrize("flag", [["--participation", "0.5"], ["--dropout", "0.2"],
+                                  ["--malicious", "1"], ["--workers", "2"]])
+@pytest.mark.parametrize("command", [["audit"], ["deploy", "local"]])
+def test_audit_and_deploy_refuse_simulator_flags_by_name(command, flag, capsys):
+    """Not "did you mean '--partition'?" for --participation: it is run's, and said so."""
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--method", "fedct", *flag])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{flag[0]}: a simulator setting that only `fedlabels run` takes" in err
+    assert "did you mean" not in err
+
+
 def test_resume_subcommand_extends_a_run_to_the_longer_runs_result(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     base = ["--dataset", "wine", "--clients", "3", "--model", "dt", "--partition",

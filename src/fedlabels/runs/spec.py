@@ -251,12 +251,26 @@ def _cli_type(info: ParamInfo) -> Callable[[str], Any]:
     return int if kinds == {int} else float if kinds <= {int, float} else str
 
 
+class _SimulatorOnly(argparse.Action):
+    """A simulator-only flag on ``audit`` or ``deploy``: an error that says so."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.error(f"{option_string}: a simulator setting that only `fedlabels run` "
+                     "takes; remove it.")
+
+
 def add_run_flags(p: argparse.ArgumentParser, cls: type, *, simulator: bool) -> None:
     """One flag per declared parameter (``simulator``: with the simulator-only ones)."""
     groups = {key: p.add_argument_group(title) for key, title in GROUPS.items()
               if simulator or key != "simulator"}
     for info in declared(cls):
-        if not info.cli or (info.simulator_only and not simulator):
+        if not info.cli:
+            continue
+        if info.simulator_only and not simulator:  # refused by name, not "did you mean"
+            p.add_argument(*info.flags, action=_SimulatorOnly, help=argparse.SUPPRESS,
+                           nargs=0 if info.kind == (bool,) else None,
+                           default=argparse.SUPPRESS)
             continue
         text = f"{info.help} (default: {info.default_str()})".replace("%", "%%")
         g = groups[info.group]
