@@ -57,3 +57,22 @@ def test_a_site_ledger_folder_is_private(tmp_path: Path) -> None:
     ledger = SiteLedger.open(tmp_path / "ledger", b"k" * 32, X, y, epsilon=None, delta=1e-5)
     assert _mode(tmp_path / "ledger") == 0o700 and _mode(ledger.path.parent) == 0o700
     assert _mode(ledger.path) == 0o600
+
+
+def test_a_run_the_server_would_refuse_is_refused_before_any_file(tmp_path: Path) -> None:
+    """DP-FedCT's noise-only default (its calibration needs no client) and FedMD without U's
+    labels fail when the run is prepared, not after every process has started."""
+    import pytest
+
+    from fedlabels.core.errors import FedLabelsError
+
+    noisy = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
+                      rounds=5, seed=0, options={"epsilon": 1.0})
+    with pytest.raises(FedLabelsError, match="would flip each label bit"):
+        prepare_run(noisy, tmp_path / "a")
+    fedmd = RunConfig(method="fedmd", dataset="breast_cancer", clients=3,
+                      model="mlp(hidden=8)", rounds=1, seed=0)
+    with pytest.raises(FedLabelsError, match="labelled public set"):
+        prepare_run(fedmd, tmp_path / "b", with_truth=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert prepare_run(fedmd, tmp_path / "c").spec.truth  # with U's labels it is prepared

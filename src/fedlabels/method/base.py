@@ -323,6 +323,11 @@ class ServerRole:
                      *collect_declared(type(self), "secret_generators")):
             decode_attr(self, name, state)
 
+    def preflight(self) -> None:
+        """Refuse, before any process starts, a run this server would refuse at round 1
+        with what it knows without its clients (a deployment's ``prepare`` calls it on a
+        role it then discards). Default: nothing to check."""
+
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         """Run round ``rnd`` (0-based) and return server-side metrics for the record."""
         raise NotImplementedError

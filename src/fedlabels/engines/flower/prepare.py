@@ -122,10 +122,17 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
     return mean, std
 
 
-def _validate(cfg: RunConfig, fed: Any) -> None:
-    """Reject a configuration the method cannot run now, not after the processes started."""
+def _validate(cfg: RunConfig, fed: Any, with_truth: bool) -> None:
+    """Reject a configuration the method cannot run now, not after the processes started:
+    the server role is built as the ServerApp will build it (with U's labels where the run
+    has them) and checked."""
+    from fedlabels.runs.session import build_server
+
     plan = deploy_plan(cfg, fed.n_classes, fed.n_features, fed.info.get("image_shape"))
-    plan.method.validate(cfg.clients, plan.settings, plan.learners())
+    _, server = build_server(plan, n_public=len(fed.X_public),  # validates the learners too
+                             client_sizes=[len(c) for c in fed.clients],
+                             truth_public=fed.y_public if with_truth else None)
+    server.preflight()  # e.g. DP-FedCT's noise-only labels: refused before any process
 
 
 def app_pyproject(spec: DeploySpec) -> str:
@@ -170,7 +177,6 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     method = get_method(cfg.method)
     method.parse_options(cfg.options)  # unknown or invalid options fail before any data loads
     root = Path(root).resolve()
-    root.mkdir(parents=True, exist_ok=True)
     fed = federation_for(cfg)
     from fedlabels.learners.text_input import refuse_text
 
@@ -178,8 +184,11 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                 "run text datasets with `fedlabels run` (the simulator)")
     if fed.n_clients != cfg.clients:  # pragma: no cover - make_federation guarantees it
         raise FedLabelsError(f"expected {cfg.clients} partitions, got {fed.n_clients}.")
+    datasets = site_datasets(method, fed.clients)  # centralized: refused
+    _validate(cfg, fed, with_truth)  # before any file is written
+    root.mkdir(parents=True, exist_ok=True)
     client_paths = []
-    for cid, data in enumerate(site_datasets(method, fed.clients)):
+    for cid, data in enumerate(datasets):
         path = root / f"client_{cid}.npz"
         _save_npz(path, {"X": data.X, "y": data.y}, private=True)
         write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
@@ -205,7 +214,6 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     summary = fed.summary()
     record = root / "federation_record.json"
     write_private(record, json.dumps({k: summary[k] for k in SITE_STATISTICS}).encode())
-    _validate(cfg, fed)
     out = Path(output).resolve() if output else root / "result.json"
     spec = DeploySpec(run=cfg.to_dict(), output=str(out),
                       status=str(out.with_name(out.stem + ".status.json")),

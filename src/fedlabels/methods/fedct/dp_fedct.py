@@ -267,6 +267,13 @@ class DPFedCTServer(LedgerEvents, VoteServer):
         if self.events:  # s* (if used) is known: no estimate, no exchange
             self.strategy.calibrate(self, None)
 
+    def preflight(self) -> None:
+        """The calibration of round 1 where it needs no client (every s* but an empirical
+        estimate): a budget the planned rounds exceed, or noise-only labels, is refused."""
+        if getattr(self, "sensitivity", None) is not None or \
+                not self.strategy.uses_sensitivity:
+            self.strategy.calibrate(self, None)
+
     # ------------------------------------------------------------------ rounds
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         self.strategy.calibrate(self, grid)
