@@ -170,6 +170,10 @@ def test_lost_client_is_reported_and_run_continues(tmp_path: Path) -> None:
     assert "no longer connected" in dep["lost"]["3"]["reason"]
     assert dep["alive_per_round"] == [[0, 1, 2, 3], [0, 1, 2], [0, 1, 2]]
     assert [len(r.accuracies) for r in result.rounds] == [4, 3, 3]
+    from fedlabels.results.caveats import run_warnings  # said under the table, not only mid-run
+
+    assert any(w.startswith("lost client 3 in round 2: the final figures are those of the 3 "
+                            "of 4 clients left") for w in run_warnings(result))
     assert result.rounds[1].bytes_up[3] == 0 and result.rounds[0].bytes_up[3] > 0
 
 

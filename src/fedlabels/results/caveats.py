@@ -89,7 +89,23 @@ def run_warnings(res: RunResult) -> list[str]:
     line = delta_warning(res.extra.get("privacy") or {}, res.federation)
     if line:
         out.append(line)
+    line = lost_clients_warning(res)
+    if line:
+        out.append(line)
     return out
+
+
+def lost_clients_warning(res: RunResult) -> str | None:
+    """A sentence when a deployment lost clients: the final figures are the others'."""
+    lost = (res.extra.get("deployment") or {}).get("lost") or {}
+    if not lost:
+        return None
+    total = res.federation.get("n_clients") or res.config.get("clients")
+    which = ", ".join(f"client {cid} in round {info.get('round', '?')}"
+                      for cid, info in sorted(lost.items(), key=lambda kv: int(kv[0])))
+    left = f"{total - len(lost)} of {total}" if isinstance(total, int) else "the remaining"
+    return (f"lost {which}: the final figures are those of the {left} clients left (the "
+            "bytes per client count the lost ones' rounds as zero)")
 
 
 def delta_warning(privacy: dict[str, Any], federation: dict[str, Any]) -> str | None:
