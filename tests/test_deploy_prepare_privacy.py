@@ -76,3 +76,37 @@ def test_a_run_the_server_would_refuse_is_refused_before_any_file(tmp_path: Path
         prepare_run(fedmd, tmp_path / "b", with_truth=False)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert prepare_run(fedmd, tmp_path / "c").spec.truth  # with U's labels it is prepared
+
+
+def test_a_finished_or_foreign_run_is_refused_before_a_resume_starts(tmp_path: Path) -> None:
+    """`deploy local --resume` of a completed run, or with other settings, was refused only
+    by the ServerApp, after every process had started, and left a failed status over the
+    completed run's; now it is refused before anything starts."""
+    import pytest
+
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.deploy.launcher import check_resumable
+
+    prepared, grid = loopback_deployment(CFG, tmp_path / "sites")
+    assert run_server(grid, server_context(prepared.spec)) is not None
+    out = prepared.spec.output
+    status_before = Path(prepared.spec.status).read_text()
+    again = prepare_run(CFG, tmp_path / "sites", output=out)
+    with pytest.raises(FedLabelsError, match=r"is a finished run \(1 round\(s\) run\); "
+                                             r"nothing to resume"):
+        check_resumable(again)
+    other = prepare_run(replace_seed(CFG, 1), tmp_path / "other", output=out)
+    data = json.loads(Path(out).read_text())
+    data["deployment"]["status"] = "running"  # as a run stopped after its round is written
+    Path(out).write_text(json.dumps(data))
+    check_resumable(again)  # an unfinished run of the same settings: resumable
+    with pytest.raises(FedLabelsError, match="the checkpoint is of another run: it differs "
+                                             "in client_seeds, federation, seed"):
+        check_resumable(other)
+    assert Path(prepared.spec.status).read_text() == status_before  # nothing written
+
+
+def replace_seed(cfg: RunConfig, seed: int) -> RunConfig:
+    from dataclasses import replace
+
+    return replace(cfg, seed=seed)

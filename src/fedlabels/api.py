@@ -187,11 +187,11 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     round; the checkpoint keeps being updated; its caveats are warned as :func:`run`'s are.
     See :mod:`fedlabels.runs.checkpoint`."""
     from fedlabels.core.errors import FedLabelsError
-    from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint
+    from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint, refuse_finished
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)
-    _refuse_finished(file, saved, rounds)
+    refuse_finished(file, saved, rounds)
     try:
         cfg = RunConfig.from_mapping(saved.config)
     except (TypeError, FedLabelsError) as exc:
@@ -245,29 +245,6 @@ def _check_relative_data(dataset: str, started_in: str | None) -> None:
         return
     raise FedLabelsError(f"this run's dataset {dataset} is a path relative to {started_in}, "
                          "where it started; resume it from there (cd there first).")
-
-
-def _refuse_finished(checkpoint: Path, saved: Any, rounds: int | None) -> None:
-    """A finished run (its result written, not interrupted, every checkpointed round in it)
-    is not resumed unless ``rounds`` extends it: its files, wall_seconds included, stay."""
-    import json
-
-    from fedlabels.core.errors import FedLabelsError
-    from fedlabels.runs.checkpoint import SUFFIX
-
-    result = checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
-    try:
-        data = json.loads(result.read_text())
-    except (OSError, ValueError):
-        return  # no complete result yet: resuming writes it
-    done = len(saved.records)
-    if not isinstance(data, dict) or data.get("interrupted") \
-            or len(data.get("rounds") or []) != done:
-        return
-    if rounds is None or rounds <= int(saved.config.get("rounds", done)):
-        raise FedLabelsError(f"{result} is a finished run ({done} round(s) run); nothing to "
-                             "resume, its files are unchanged. To extend it, give more "
-                             "rounds (--rounds N; Python: rounds=N).")
 
 
 __all__ = ["load_federation", "load_run", "resume", "run", "run_config"]

@@ -475,6 +475,7 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
     prepared = prepare_run(cfg, workdir / "sites", output=output, reply_timeout=reply_timeout,
                            node_timeout=node_timeout)
     if resume:  # the same sites (split again identically), their saved state, the checkpoint
+        check_resumable(prepared)  # before any process starts or any status is written
         prepared = resumable(prepared)
     dep = LocalDeployment(prepared, workdir, secure=secure, echo=progress, database=database)
     status = dep.status_path
@@ -492,6 +493,29 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
     finalise_status(status, "failed", f"the ServerApp ended without a final status (killed "
                     f"or crashed; `flwr run` exited with code {code}); see {dep.logs}")
     return read_outcome(prepared, code, dep.logs)
+
+
+def check_resumable(prepared: PreparedRun) -> None:
+    """Refuse, before anything starts, to resume a finished run or a checkpoint of another
+    run (what the ServerApp would refuse once every process had started, writing a failed
+    status over the run's own)."""
+    from fedlabels.engines.flower.spec import deploy_plan
+    from fedlabels.runs.checkpoint import (
+        checkpoint_path,
+        load_checkpoint,
+        refuse_another_run,
+        refuse_finished,
+        run_identity,
+    )
+
+    spec, cfg, fed = prepared.spec, prepared.spec.config, prepared.federation
+    path = checkpoint_path(spec.output)
+    saved = load_checkpoint(path)
+    refuse_finished(path, saved, None)
+    plan = deploy_plan(cfg, int(fed["n_classes"]), int(fed["n_features"]),
+                       fed.get("image_shape"))
+    refuse_another_run(saved, run_identity(plan, seed=cfg.seed, eval_every=cfg.eval_every,
+                                           federation=spec.federation(), engine="flower"))
 
 
 def resumable(prepared: PreparedRun) -> PreparedRun:

@@ -108,6 +108,36 @@ def run_identity(plan: RunPlan, *, seed: int, eval_every: int, federation: dict[
     return dict(json.loads(json.dumps(identity, sort_keys=True, default=str)))
 
 
+def refuse_another_run(ckpt: Checkpoint, identity: Mapping[str, Any]) -> None:
+    """A one-line error naming what differs where ``ckpt`` is not of the run ``identity``
+    (:func:`run_identity`) describes."""
+    saved = ckpt.meta["identity"]
+    differ = sorted(k for k in {*saved, *identity} if saved.get(k) != identity.get(k))
+    if differ:
+        raise FedLabelsError(f"the checkpoint is of another run: it differs in "
+                             f"{', '.join(differ)}; resume with the checkpointed run's "
+                             "settings (only the number of rounds may grow).")
+
+
+def refuse_finished(checkpoint: Path, saved: Checkpoint, rounds: int | None) -> None:
+    """A finished run (its result written, not interrupted, every checkpointed round in it)
+    is not resumed unless ``rounds`` extends it: its files, wall_seconds included, stay."""
+    result = checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
+    try:
+        data = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return  # no complete result yet: resuming writes it
+    done = len(saved.records)
+    if not isinstance(data, dict) or data.get("interrupted") \
+            or len(data.get("rounds") or []) != done \
+            or (data.get("deployment") or {}).get("status", "completed") != "completed":
+        return  # a deployment writes its result after every round, "running" until the end
+    if rounds is None or rounds <= int(saved.config.get("rounds", done)):
+        raise FedLabelsError(f"{result} is a finished run ({done} round(s) run); nothing to "
+                             "resume, its files are unchanged. To extend it, give more "
+                             "rounds (--rounds N; Python: rounds=N).")
+
+
 # --------------------------------------------------------------------------- file format
 def _split(states: Mapping[str, State], arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     """Scalars stay in the JSON; arrays go to ``arrays`` and are referenced by name."""
@@ -338,13 +368,7 @@ class Keeper:
 
     def check(self, ckpt: Checkpoint, rounds: int) -> None:
         """Refuse a checkpoint of another run, or a change the run cannot take."""
-        saved = ckpt.meta["identity"]
-        differ = sorted(k for k in {*saved, *self.identity} if saved.get(k)
-                        != self.identity.get(k))
-        if differ:
-            raise FedLabelsError(f"the checkpoint is of another run: it differs in "
-                                 f"{', '.join(differ)}; resume with the checkpointed run's "
-                                 "settings (only the number of rounds may grow).")
+        refuse_another_run(ckpt, self.identity)
         was = "reproducible" if ckpt.meta["noise_source"] is not None else "secret"
         if (was == "reproducible") != is_reproducible():
             raise FedLabelsError(f"the checkpointed run drew its noise from a {was} source "
