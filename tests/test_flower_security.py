@@ -65,7 +65,7 @@ def test_deploy_certs_never_replaces_a_ca_without_force(tmp_path: Path, capsys: 
     server = (tmp_path / "server.crt").read_bytes()
     assert main(argv) == 2  # a non-empty directory needs --overwrite
     assert "--overwrite" in capsys.readouterr().err
-    # --overwrite: new server certificate and node keys, signed by the CA every site trusts
+    # --overwrite: a new server certificate, signed by the CA every site trusts
     assert main([*argv, "--overwrite", "--nodes", "1"]) == 0
     assert "--force" in capsys.readouterr().out
     assert (tmp_path / "ca.key").read_bytes() == ca_key
@@ -74,8 +74,14 @@ def test_deploy_certs_never_replaces_a_ca_without_force(tmp_path: Path, capsys: 
     ca = x509.load_pem_x509_certificate(ca_crt)
     x509.load_pem_x509_certificate((tmp_path / "server.crt").read_bytes()) \
         .verify_directly_issued_by(ca)
-    assert main([*argv, "--force"]) == 0  # only --force replaces the CA
+    # --overwrite with more nodes: node_0 (registered, installed at its site) is kept
+    node_0 = (tmp_path / "node_0").read_bytes()
+    assert main([*argv, "--overwrite", "--nodes", "2"]) == 0
+    assert "kept the existing node key pair(s) node_0" in capsys.readouterr().out
+    assert (tmp_path / "node_0").read_bytes() == node_0 and (tmp_path / "node_1").is_file()
+    assert main([*argv, "--force", "--nodes", "1"]) == 0  # only --force replaces the CA
     assert (tmp_path / "ca.key").read_bytes() != ca_key
+    assert (tmp_path / "node_0").read_bytes() != node_0  # and the node keys
 
 
 def test_private_keys_become_0600_over_existing_files(tmp_path: Path) -> None:

@@ -123,7 +123,13 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
     if keep_ca:
         print(f"kept the existing CA {tls.ca_cert} (pass --force to replace it: every site "
               "must then get the new ca.crt)")
-    keys = make_node_keys(args.out_dir, args.nodes)
+    kept = [i for i in range(args.nodes) if not args.force
+            and (Path(args.out_dir) / f"node_{i}").is_file()
+            and (Path(args.out_dir) / f"node_{i}.pub").is_file()]
+    keys = make_node_keys(args.out_dir, args.nodes, keep=not args.force)
+    if kept:
+        print(f"kept the existing node key pair(s) {', '.join(f'node_{i}' for i in kept)} "
+              "(registered sites keep working; pass --force to replace them)")
     print(f"SuperLink: --ssl-certfile {tls.server_cert} --ssl-keyfile {tls.server_key} "
           f"--ssl-ca-certfile {tls.ca_cert} --enable-supernode-auth")
     print(f"every SuperNode and the flwr CLI: {tls.ca_cert} (keep {tls.ca_key} offline)")

@@ -151,11 +151,17 @@ def _server_files(out: Path, hosts: list[str], days: int, ca_cert: x509.Certific
                     server_cert=_write(out / "server.crt", cert.public_bytes(pem)))
 
 
-def make_node_keys(out_dir: str | Path, n: int) -> list[tuple[Path, Path]]:
-    """``n`` OpenSSH ECDSA P-384 key pairs (private, public) for SuperNode authentication."""
+def make_node_keys(out_dir: str | Path, n: int,
+                   keep: bool = True) -> list[tuple[Path, Path]]:
+    """``n`` OpenSSH ECDSA P-384 key pairs (private, public) for SuperNode authentication;
+    ``keep``: a pair already there (both files) is kept, since its public key may be
+    registered at the SuperLink and its private key installed at a site."""
     out = Path(out_dir)
     pairs = []
     for i in range(n):
+        if keep and (out / f"node_{i}").is_file() and (out / f"node_{i}.pub").is_file():
+            pairs.append((out / f"node_{i}", out / f"node_{i}.pub"))
+            continue
         key = ec.generate_private_key(ec.SECP384R1())
         private = key.private_bytes(serialization.Encoding.PEM,
                                     serialization.PrivateFormat.OpenSSH,
