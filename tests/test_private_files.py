@@ -87,8 +87,10 @@ def test_a_foreign_checkpoint_is_refused(fed: Federation, tmp_path: Path,
     path = tmp_path / "run.checkpoint.npz"
     _dp_fedct(fed, 2, checkpoint=path)
     monkeypatch.setenv("FEDLABELS_KEY_DIR", str(tmp_path / "another-user"))
-    with pytest.raises(FedLabelsError, match="another key"):
+    with pytest.raises(FedLabelsError, match="another key") as err:
         load_checkpoint(path)
+    # said once, as a sentence (it was wrapped as "cannot read checkpoint ...: ... run)..")
+    assert str(err.value).startswith("refusing checkpoint") and not str(err.value).endswith("..")
     with pytest.raises(FedLabelsError, match="another key"):
         _dp_fedct(fed, 2, resume=path)
 

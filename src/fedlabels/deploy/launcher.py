@@ -452,6 +452,7 @@ def read_outcome(prepared: PreparedRun, returncode: int, logs: Path) -> RunResul
             f"(status: {status.get('status')})")
         kept = f" Results up to the last complete round are in {output}." \
             if output.is_file() else ""
+        reason = str(reason).rstrip(".")
         raise FedLabelsError(f"deployed run did not complete: {reason}.{kept} "
                              f"Logs: {logs}")
     return load_result(output)

@@ -172,7 +172,8 @@ def build_learner(spec: ModelSpec | Any, *, n_classes: int, random_state: int,
     try:
         return factory(n_classes=n_classes, random_state=random_state, **spec.params)
     except TypeError as exc:
-        raise FedLabelsError(f"invalid parameters for model {spec.name!r}: {exc}.") from None
+        reason = str(exc).rstrip(".")
+        raise FedLabelsError(f"invalid parameters for model {spec.name!r}: {reason}.") from None
 
 
 def expand_per_client(specs: list[Any], n_clients: int) -> list[Any]:

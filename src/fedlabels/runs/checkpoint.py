@@ -233,8 +233,11 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
     except FileNotFoundError:
         raise FedLabelsError(f"no checkpoint {path}: a run writes one beside its result as "
                              "it goes (none with --no-checkpoint); nothing to resume.") from None
+    except FedLabelsError:  # a refusal above says it in full
+        raise
     except (OSError, ValueError, KeyError) as exc:
-        raise FedLabelsError(f"cannot read checkpoint {path}: {exc}.") from None
+        reason = str(exc).rstrip(".")
+        raise FedLabelsError(f"cannot read checkpoint {path}: {reason}.") from None
     return Checkpoint(meta, server, clients)
 
 

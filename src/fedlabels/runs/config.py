@@ -320,7 +320,8 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise FedLabelsError(f"config file {path} is not valid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise FedLabelsError(f"cannot read config file {path}: {exc}.") from None
+        reason = str(exc).rstrip(".")
+        raise FedLabelsError(f"cannot read config file {path}: {reason}.") from None
     merged = {**_normalise_keys(data),
               **{k: v for k, v in _normalise_keys(overrides).items() if v is not None}}
     if "options" in overrides and "options" in data:

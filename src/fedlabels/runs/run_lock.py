@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import private_dir
 
 
 def lock_path(checkpoint: str | Path) -> Path:
@@ -34,7 +35,7 @@ def checkpoint_lock(checkpoint: str | Path) -> Iterator[None]:
         yield
         return
     path = lock_path(checkpoint)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent, tighten=False)  # as the checkpoint makes it: 0700 where missing
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
