@@ -107,3 +107,23 @@ def test_a_broken_ca_is_not_reused(tmp_path: Path) -> None:
     (tmp_path / "ca.key").write_bytes(other.ca_key.read_bytes())
     with pytest.raises(FedLabelsError, match="does not belong"):
         make_tls_files(tmp_path, ["localhost"], new_ca=False)
+
+
+def test_the_fleet_proxy_names_a_missing_file_and_a_plain_http_superlink(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fedlabels.deploy.fleet_proxy import main as proxy
+
+    base = ["--listen", "0.0.0.0:9092", "--superlink", "https://127.0.0.1:9093"]
+    tls = ["--ssl-certfile", str(tmp_path / "server.crt"), "--ssl-keyfile",
+           str(tmp_path / "server.key"), "--ssl-ca-certfile", str(tmp_path / "ca.crt")]
+    with pytest.raises(SystemExit) as exc:
+        proxy([*base, *tls])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--ssl-certfile '{tmp_path / 'server.crt'}' does not exist" in err
+    for name in ("server.crt", "server.key", "ca.crt"):
+        (tmp_path / name).write_text("x")
+    with pytest.raises(SystemExit):
+        proxy(["--listen", "0.0.0.0:9092", "--superlink", "http://127.0.0.1:9093", *tls])
+    err = capsys.readouterr().err
+    assert "over TLS; give --superlink as https://" in err and "Traceback" not in err

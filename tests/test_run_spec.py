@@ -63,7 +63,8 @@ def test_cli_flag_toml_key_and_python_keyword_agree_for_every_parameter():
         assert info.flag[2:].replace("-", "_") == info.toml_key == info.keyword == info.name
         if info.cli:  # one flag, whose value lands under the parameter's own name
             assert run[info.flag].dest == info.name
-            assert (info.flag in audit) == (not info.simulator_only)
+            # audit takes a simulator-only flag only to refuse it by name
+            assert (audit[info.flag].help == argparse.SUPPRESS) == info.simulator_only
         assert info.name in check_keys(RunConfig, {info.name: None}, "config key")  # a TOML key
         if info.python:
             assert info.name in check_keys(RunConfig, {info.name: None}, "run parameter",
@@ -312,7 +313,8 @@ def test_fl_run_sets_the_number_of_clients_and_refuses_it_for_a_built_federation
     (["run", "--audit"], "fedlabels audit"),
     (["run", "--attack", "flip"], "--poison"),
     (["audit", "--attacks", "loss"], "--mia-attacks"),
-    (["audit", "--poison", "flip"], "unrecognized arguments: --poison"),
+    (["audit", "--poison", "flip"], "--poison: a simulator setting that only `fedlabels run` "
+                                    "takes"),
     (["-q", "run", "-v"], "-q/--quiet and -v/--verbose contradict"),
     (["run", "--clinets", "3"], "unrecognized arguments: --clinets 3 (did you mean '--clients'?)"
                                 " (see `fedlabels run -h`)"),

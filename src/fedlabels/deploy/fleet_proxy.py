@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
@@ -127,7 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m fedlabels.deploy.fleet_proxy --listen 0.0.0.0:9092 ...``."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m fedlabels.deploy.fleet_proxy",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--listen", required=True, help="HOST:PORT the sites connect to")
     parser.add_argument("--superlink", required=True,
                         help="the SuperLink on loopback, e.g. https://127.0.0.1:9093")
@@ -136,8 +138,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ssl-ca-certfile", required=True)
     args = parser.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
-    serve(host, int(port), args.superlink, certfile=args.ssl_certfile,
-          keyfile=args.ssl_keyfile, ca_cert=args.ssl_ca_certfile)
+    if not host or not port.isdigit():
+        parser.error(f"--listen must be HOST:PORT, e.g. 0.0.0.0:9092; got {args.listen!r}")
+    for flag, path in (("--ssl-certfile", args.ssl_certfile),
+                       ("--ssl-keyfile", args.ssl_keyfile),
+                       ("--ssl-ca-certfile", args.ssl_ca_certfile)):
+        if not Path(path).is_file():
+            parser.error(f"{flag} {path!r} does not exist or is not a file (fedlabels "
+                         "deploy certs writes server.crt, server.key and ca.crt)")
+    try:
+        serve(host, int(port), args.superlink, certfile=args.ssl_certfile,
+              keyfile=args.ssl_keyfile, ca_cert=args.ssl_ca_certfile)
+    except FedLabelsError as exc:
+        parser.error(str(exc))
 
 
 if __name__ == "__main__":

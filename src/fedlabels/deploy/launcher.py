@@ -242,15 +242,28 @@ class LocalDeployment:
             security = ["--insecure"] if not self.tls else [
                 "--root-certificates", str(self.tls.ca_cert),
                 "--auth-supernode-private-key", str(node_keys[cid][0])]
+            # with --tls the site's Runtime API serves only its own executor: a shared
+            # secret (0600) that the executor signs its task requests with
+            exec_auth = [] if not self.tls else [
+                "--superexec-auth-secret-file", str(self._exec_secret(cid))]
             self._spawn(f"supernode_{cid}", [
-                _executable("flower-supernode"), *security,
+                _executable("flower-supernode"), *security, *exec_auth,
                 "--isolation", "process",  # the site's pinned executor runs its ClientApps
                 "--superlink", f"127.0.0.1:{self.port}",
                 "--host", "127.0.0.1", "--port", str(port),
                 "--node-config", self.prepared.node_config(cid)], f"supernode_{cid}")
             self._spawn(f"site_exec_{cid}", [
-                sys.executable, "-m", "fedlabels.deploy.site_exec",
+                sys.executable, "-m", "fedlabels.deploy.site_exec", *exec_auth,
                 "--runtime-api-address", f"127.0.0.1:{port}"], f"supernode_{cid}")
+
+    def _exec_secret(self, cid: int) -> Path:
+        """Site ``cid``'s SuperExec secret: 32 random bytes, 0600 in a 0700 folder."""
+        import secrets
+
+        from fedlabels.core.private_files import write_private
+
+        return write_private(self.workdir / "exec_secrets" / f"site_{cid}.secret",
+                             secrets.token_bytes(32))
 
     def _start_fleet_proxy(self) -> None:
         """The sites' address: the Fleet API only (:mod:`.fleet_proxy`), TLS."""

@@ -43,6 +43,9 @@ PRELOAD = ("fedlabels.deploy.site_exec", "fedlabels.engines.flower.client_app",
 #: 4 % of a core busy per site at rest; a message now waits at most the longer interval,
 #: against the SuperNode's own 3 s between pulls from the SuperLink.
 POLL_INTERVALS = (0.1, 0.5)
+#: the Runtime API calls a SuperNode with --superexec-auth-secret-file authenticates (Flower's
+#: own executor signs the same one)
+AUTH_METHODS = frozenset({"/flwr.proto.Runtime/AcquireTask"})
 
 
 def check_fab(fab_content: bytes) -> None:
@@ -81,19 +84,27 @@ def run_task(runtime_api_address: str, token: str, parent_pid: int | None) -> No
 
 
 def serve(runtime_api_address: str, poll_intervals: tuple[float, float] = POLL_INTERVALS,
-          stop: Callable[[], bool] = lambda: False) -> None:
+          stop: Callable[[], bool] = lambda: False, auth_secret: bytes | None = None) -> None:
     """Acquire ClientApp tasks from the SuperNode and run each in a pinned task process,
-    asking at ``poll_intervals`` (see :data:`POLL_INTERVALS`)."""
+    asking at ``poll_intervals`` (see :data:`POLL_INTERVALS`). ``auth_secret``: the shared
+    secret of a SuperNode started with ``--superexec-auth-secret-file`` (the executor signs
+    its task requests with it, as Flower's own executor does)."""
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.constant import TaskType
-    from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
+    from flwr.supercore.interceptors import (
+        RuntimeVersionHttpInterceptor,
+        SuperExecAuthHttpInterceptor,
+    )
     from flwr.supercore.retry import make_simple_http_retry_invoker
     from flwr.supercore.runtime import RuntimeHttpClient
 
+    interceptors: list[Any] = [RuntimeVersionHttpInterceptor(component_name="SuperExec")]
+    if auth_secret:
+        interceptors.append(SuperExecAuthHttpInterceptor(
+            master_secret=auth_secret, protected_methods=AUTH_METHODS))
     client = RuntimeHttpClient.from_server_address(
         server_address=runtime_api_address, insecure=True, root_certificates=None,
-        interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
-        retry_invoker=make_simple_http_retry_invoker())
+        interceptors=interceptors, retry_invoker=make_simple_http_retry_invoker())
     tasks = _task_context()
     children: list[multiprocessing.context.ForkServerProcess] = []
     first, longest = poll_intervals
@@ -104,8 +115,8 @@ def serve(runtime_api_address: str, poll_intervals: tuple[float, float] = POLL_I
                 res = client.AcquireTask(AcquireTaskRequest(
                     supported_task_types=[TaskType.CLIENT_APP], agentapp_fab_hashes=[]))
             except Exception as exc:  # the SuperNode restarts: wait for it, keep serving
-                print(f"fedlabels site executor: SuperNode at {runtime_api_address} not "
-                      f"answering ({type(exc).__name__}); retrying", file=sys.stderr)
+                print(f"fedlabels site executor: {_why_not(runtime_api_address, exc)}; "
+                      "retrying", file=sys.stderr)
                 time.sleep(max(longest, 1.0))
                 continue
             if res.HasField("task") and res.token:
@@ -122,6 +133,17 @@ def serve(runtime_api_address: str, poll_intervals: tuple[float, float] = POLL_I
         client.close()
         for child in children:
             child.terminate()
+
+
+def _why_not(address: str, exc: BaseException) -> str:
+    """Why the SuperNode at ``address`` gave no task: its authentication refused this
+    executor (a SuperNode with ``--superexec-auth-secret-file``), or it does not answer."""
+    text = str(exc)
+    if "authentication" in text.lower() or "401" in text or "403" in text:
+        return (f"the SuperNode at {address} refused this executor's authentication: start "
+                "it with --superexec-auth-secret-file, the same file as the SuperNode's")
+    return (f"the SuperNode at {address} is not answering ({type(exc).__name__}: "
+            f"{text[:120]})")
 
 
 def _task_context() -> multiprocessing.context.ForkServerContext:
@@ -141,10 +163,25 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m fedlabels.deploy.site_exec --runtime-api-address A``."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runtime-api-address", default="127.0.0.1:9094")
+    parser = argparse.ArgumentParser(prog="python -m fedlabels.deploy.site_exec",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--runtime-api-address", default="127.0.0.1:9094",
+                        help="the SuperNode's Runtime API (default 127.0.0.1:9094)")
+    parser.add_argument("--superexec-auth-secret-file", default=None,
+                        help="the shared secret file the SuperNode was started with "
+                             "(--superexec-auth-secret-file), where it was")
     args = parser.parse_args(argv)
-    serve(args.runtime_api_address)
+    secret = None
+    if args.superexec_auth_secret_file is not None:
+        from flwr.supercore.auth import load_superexec_auth_secret
+
+        try:
+            secret = load_superexec_auth_secret(args.superexec_auth_secret_file)
+        except ValueError as exc:
+            parser.error(str(exc))
+    print(f"fedlabels site executor: serving the SuperNode at {args.runtime_api_address}"
+          + (" (authenticated)" if secret else ""), file=sys.stderr)
+    serve(args.runtime_api_address, auth_secret=secret)
 
 
 if __name__ == "__main__":
