@@ -127,3 +127,21 @@ def test_the_fleet_proxy_names_a_missing_file_and_a_plain_http_superlink(
         proxy(["--listen", "0.0.0.0:9092", "--superlink", "http://127.0.0.1:9093", *tls])
     err = capsys.readouterr().err
     assert "over TLS; give --superlink as https://" in err and "Traceback" not in err
+
+
+def test_the_site_executor_says_why_it_gets_no_task(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from fedlabels.deploy.site_exec import _why_not
+    from fedlabels.deploy.site_exec import main as site_exec
+
+    refused = _why_not("127.0.0.1:9094", RuntimeError("[ApiError:1008] SuperExec "
+                                                       "authentication failed"))
+    assert "refused this executor's authentication" in refused
+    assert "--superexec-auth-secret-file" in refused
+    assert "is not answering (ConnectError" in _why_not("127.0.0.1:9094",
+                                                       type("ConnectError", (OSError,), {})())
+    empty = tmp_path / "secret"
+    empty.write_bytes(b"")
+    with pytest.raises(SystemExit) as exc:  # an empty secret: refused before serving
+        site_exec(["--superexec-auth-secret-file", str(empty)])
+    assert exc.value.code == 2 and "must not be empty" in capsys.readouterr().err
