@@ -167,6 +167,28 @@ def test_status_is_finalised_only_when_the_serverapp_could_not(tmp_path: Path) -
     missing = tmp_path / "none.json"
     finalise_status(missing, "interrupted", "stopped before the ServerApp started")
     assert json.loads(missing.read_text())["status"] == "interrupted"
+    # the launcher knows better than an orphaned ServerApp stopped after its SuperLink died
+    finalise_status(missing, "failed", "the SuperLink died", replace=True)
+    assert json.loads(missing.read_text())["error"] == "the SuperLink died"
+    path.write_text(json.dumps({"status": "completed"}))
+    finalise_status(path, "failed", "the SuperLink died", replace=True)  # never a completed
+    assert json.loads(path.read_text())["status"] == "completed"
+
+
+def test_the_launcher_says_how_its_superlink_died(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    prepared = prepare_run(SMALL, tmp_path / "sites", output=tmp_path / "result.json")
+    dep = LocalDeployment(prepared, tmp_path)
+    assert dep.superlink_death() is None  # none started
+    link = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dep.procs["superlink"] = link
+    assert dep.superlink_death() is None  # running
+    link.kill()
+    link.wait()
+    assert dep.superlink_death() == f"the SuperLink (pid {link.pid}) died during the run " \
+                                    "(killed by signal 9)"
 
 
 # ------------------------------------------------------------------ real processes (slow)
@@ -294,3 +316,27 @@ def test_deploy_local_resume_needs_the_runs_workdir_and_checkpoint(
     assert "--workdir" in capsys.readouterr().err
     assert main([*base, "--workdir", str(tmp_path / "w")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_a_run_flower_ends_says_interrupted(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flwr stop` ends the ServerApp through Flower's own signal handler, which raises
+    SystemExit in the middle of a round: the status says interrupted (it said nothing, and
+    the launcher then called it a crash)."""
+    import fedlabels.engines.flower.server_app as server_app
+
+    prepared, grid = loopback_deployment(SMALL, tmp_path / "sites")
+    calls = {"n": 0}
+    push = type(grid).push_messages
+
+    def stopped_later(self, messages):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] > 2:  # hello, round 1: then Flower exits the task
+            raise SystemExit(0)
+        return push(self, messages)
+
+    monkeypatch.setattr(type(grid), "push_messages", stopped_later)
+    with pytest.raises(SystemExit):
+        server_app.run_server(grid, server_context(prepared.spec))
+    status = json.loads(Path(prepared.spec.status).read_text())
+    assert status["status"] == "interrupted" and "flwr stop" in status["error"]

@@ -345,6 +345,15 @@ class LocalDeployment:
             _echo_progress(log, offset)
         return proc.returncode if proc.returncode is not None else 0
 
+    def superlink_death(self) -> str | None:
+        """How the SuperLink ended, if it did while the run went on (None: still running)."""
+        link = self.procs.get("superlink")
+        if link is None or link.poll() is None:
+            return None
+        code = link.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        return f"the SuperLink (pid {link.pid}) died during the run ({how})"
+
     @property
     def status_path(self) -> Path:
         return Path(self.prepared.spec.status)
@@ -493,10 +502,12 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
         prepared = resumable(prepared)
     dep = LocalDeployment(prepared, workdir, secure=secure, echo=progress, database=database)
     status = dep.status_path
+    died = None
     try:
         with terminate_as_interrupt(), dep:
             dep.start()
             code = dep.run_app(timeout)
+            died = dep.superlink_death()  # before the processes are stopped
     except KeyboardInterrupt:  # every process is stopped by now
         finalise_status(status, "interrupted", "stopped by Ctrl-C or SIGTERM")
         raise
@@ -504,6 +515,9 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
         finalise_status(status, "interrupted" if isinstance(exc, RunTimeout) else "failed",
                         str(exc))
         raise
+    if died is not None:  # the ServerApp, stopped with the rest, may have said "interrupted"
+        finalise_status(status, "failed", f"{died}; resume it with --resume (and --database "
+                        f"for the SuperLink's state); see {dep.logs}", replace=True)
     finalise_status(status, "failed", f"the ServerApp ended without a final status (killed "
                     f"or crashed; `flwr run` exited with code {code}); see {dep.logs}")
     return read_outcome(prepared, code, dep.logs)

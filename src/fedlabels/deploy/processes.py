@@ -106,11 +106,14 @@ def finished(status_path: Path, since: float = 0.0) -> bool:
     return read_status(status_path).get("status") in FINAL
 
 
-def finalise_status(status_path: Path, status: str, error: str) -> None:
+def finalise_status(status_path: Path, status: str, error: str,
+                    replace: bool = False) -> None:
     """Give a run that has no final status one (the ServerApp could not write it: it was
-    killed, it crashed, or the launcher stopped it); a final status is left as it is."""
+    killed, it crashed, or the launcher stopped it); a final status is left as it is, except
+    with ``replace`` (the launcher knows the cause better: the SuperLink died, and the
+    ServerApp, stopped afterwards, wrote ``interrupted``)."""
     data = read_status(status_path)
-    if data.get("status") in FINAL:
+    if data.get("status") in FINAL and not (replace and data.get("status") != "completed"):
         return
     data.update(status=status, error=error)
     write_atomic(status_path, json.dumps(data, indent=2, default=str) + "\n")

@@ -152,6 +152,11 @@ def run_server(grid: FlowerGridABC, context: Context, *,
         status.update(status="interrupted", error="stopped by SIGTERM or Ctrl-C; resume it "
                                                   "from the last completed round")
         raise
+    except SystemExit:  # Flower ends the task: `flwr stop` (the heartbeat raises SIGINT,
+        # Flower's own handler exits), or Flower's handlers of another signal
+        status.update(status="interrupted", error="stopped by Flower (flwr stop, or a "
+                      "signal Flower handles); resume it from the last completed round")
+        raise
     except Exception as exc:
         status.update(status="failed", error=str(exc))
         raise
