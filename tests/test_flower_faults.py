@@ -340,3 +340,29 @@ def test_a_run_flower_ends_says_interrupted(tmp_path: Path,
         server_app.run_server(grid, server_context(prepared.spec))
     status = json.loads(Path(prepared.spec.status).read_text())
     assert status["status"] == "interrupted" and "flwr stop" in status["error"]
+
+
+@pytest.mark.realprocess
+def test_flwr_stop_is_recorded_as_interrupted_over_processes(tmp_path: Path) -> None:
+    """`flwr stop` of a running deployment: the ServerApp's status says interrupted and
+    names Flower (it was left running, then finalised as a crash)."""
+    from dataclasses import replace
+
+    long = replace(SMALL, rounds=200)
+    prepared = prepare_run(long, tmp_path / "sites", output=tmp_path / "result.json",
+                           reply_timeout=120, node_timeout=60)
+    outcome: dict[str, int] = {}
+    with LocalDeployment(prepared, tmp_path) as dep:
+        dep.start()
+        runner = _start_run(dep, outcome)
+        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1", dep, runner)
+        run_id = dep._submitted_run_id()
+        assert run_id is not None
+        dep.unfinished_runs.append(run_id)
+        dep.stop_unfinished_runs()  # `flwr stop <run-id> fedlabels-local`
+        _wait_for(lambda: json.loads(dep.status_path.read_text())["status"] != "running",
+                  120, "a final status", dep)
+        status = json.loads(dep.status_path.read_text())
+        runner.join(timeout=60)
+    assert status["status"] == "interrupted", status
+    assert "stopped by Flower (flwr stop" in status["error"], status
