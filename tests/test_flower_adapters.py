@@ -319,3 +319,41 @@ def test_the_server_checks_the_image_shape_the_sites_hello_names() -> None:
         assert "\n" not in str(info.value)
     with pytest.raises(FedLabelsError, match="rows of 784 features"):
         hello_image_shape("3-12-10", 784)
+
+
+def test_a_pull_that_flower_never_ends_stops_the_run_at_the_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flower retries the pull of a reply's objects without a time limit (a site stopped
+    while it pushed its reply): the run once hung until the launcher's timeout (an hour).
+    Now the replies of that pull are lost at the reply deadline: here every client's, so the
+    run stops at once, saying why, with its completed rounds kept for a resume."""
+    import threading
+    import time
+
+    from fedlabels.engines.flower.server_app import ClientsLost
+
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=3,
+                    seed=0)
+    spec, _, grid = _deploy(tmp_path, cfg, reply_timeout=0.5)
+    release = threading.Event()
+    pull = LoopbackGrid.pull_messages
+
+    def hanging(self, message_ids):  # type: ignore[no-untyped-def]
+        replies = list(pull(self, message_ids))
+        status = Path(spec.status)
+        done = json.loads(status.read_text()).get("rounds_done", 0) if status.exists() else 0
+        if done >= 1 and replies:
+            release.wait(60)  # as Flower's pull_objects retrying forever
+        return replies
+
+    monkeypatch.setattr(LoopbackGrid, "pull_messages", hanging)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ClientsLost, match="Flower's pull of the round's replies did "
+                                              "not return"):
+            run_server(grid, server_context(spec))
+    finally:
+        release.set()
+    assert time.monotonic() - started < 30  # not the 60 s the pull would have taken
+    status = json.loads(Path(spec.status).read_text())
+    assert status["status"] == "stopped" and status["rounds_done"] == 1

@@ -9,6 +9,7 @@ evaluation into its last protocol exchange (one exchange per round).
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -67,6 +68,8 @@ class FlowerGrid:
         self._evaluated: dict[int, tuple[int, Message, Message]] = {}
         self.seq = dict.fromkeys(self.node_of, 0)  # messages sent to each client so far
         self.rejoin_timeout = 0.0  # how long a client whose SuperNode left may take to return
+        # seconds a pull under way at the reply deadline may still take (a large reply)
+        self.pull_grace = min(30.0, reply_timeout)
         self.public_digest: str | None = None  # U's fingerprint, checked on a new node
         self.rejoined: list[dict[str, Any]] = []
         self._probed: set[int] = set()
@@ -145,6 +148,30 @@ class FlowerGrid:
                   in zip(ids, cids, strict=True) if not mid}
         return pending, failed
 
+    def _pull(self, ids: list[str], deadline: float) -> list[FlowerMessage] | None:
+        """Flower's ``pull_messages(ids)``, or None when it has not returned by ``deadline``.
+
+        Flower retries the pull of a reply's objects without a time limit; a site that
+        pushed part of its reply and then left (SIGTERM while replying) once hung the run
+        until the launcher's timeout. The pull runs in a daemon thread, abandoned at the
+        deadline (its retries end with the process)."""
+        box: dict[str, Any] = {}
+
+        def pull() -> None:
+            try:
+                box["replies"] = list(self.grid.pull_messages(ids))
+            except BaseException as exc:  # raised again in the run's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=pull, daemon=True, name="fedlabels-pull")
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0.0) + self.pull_grace)
+        if worker.is_alive():
+            return None
+        if "error" in box:
+            raise box["error"]
+        return list(box["replies"])
+
     def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
         """Send one message per client and return the replies of the clients that answered."""
         unknown = sorted(set(messages) - set(self.client_ids))
@@ -162,10 +189,19 @@ class FlowerGrid:
             waiting = dict.fromkeys(failed, time.monotonic() + self.rejoin_timeout)
             failed = {}
         while pending or waiting:
-            for reply in self.grid.pull_messages(list(pending)) if pending else []:
-                cid = pending.pop(reply.metadata.reply_to_message_id, None)
-                if cid is None:
+            pulled = self._pull(list(pending), deadline) if pending else []
+            if pulled is None:  # Flower's pull hung past the deadline: its replies are lost
+                for cid in pending.values():
+                    failed[cid] = (f"no reply within {self.reply_timeout:g} s: Flower's pull "
+                                   "of the round's replies did not return (a site may have "
+                                   "left while it sent its reply)")
+                pending.clear()
+                pulled = []
+            for reply in pulled:
+                key = reply.metadata.reply_to_message_id
+                if key not in pending:
                     continue
+                cid = pending.pop(key)
                 if reply.has_error():
                     if reply.error.code == _NODE_UNAVAILABLE and self.rejoin_timeout > 0:
                         waiting[cid] = time.monotonic() + self.rejoin_timeout
