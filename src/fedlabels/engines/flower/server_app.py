@@ -189,8 +189,9 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
     nodes = wait_for_nodes(grid, cfg.clients, spec.node_timeout)
     if len(nodes) > cfg.clients:
         raise FedLabelsError(f"{len(nodes)} SuperNodes are connected but the run has "
-                             f"{cfg.clients} clients; stop the extra SuperNodes or raise "
-                             "--clients.")
+                             f"{cfg.clients} clients; stop the extra SuperNodes (a site started "
+                             "twice, or a SuperNode of another federation), or, if every one "
+                             "is a site of this run, raise --clients.")
     node_of, hello = greet(grid, nodes, cfg.clients, spec.reply_timeout)
     first = hello[0]
     plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]),
