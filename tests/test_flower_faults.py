@@ -11,7 +11,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,21 @@ def _start_run(dep: LocalDeployment, outcome: dict[str, int]) -> threading.Threa
     return runner
 
 
+@contextmanager
+def _past_round_1(cfg: RunConfig, tmp_path: Path, **deployment: Any
+                  ) -> Iterator[tuple[LocalDeployment, threading.Thread, dict[str, int]]]:
+    """``cfg`` deployed over real processes and submitted, once its round 1 is done: the
+    deployment, the thread waiting on ``flwr run`` and the dict its exit code goes to."""
+    prepared = prepare_run(cfg, tmp_path / "sites", output=tmp_path / "result.json",
+                           reply_timeout=120, node_timeout=60)
+    outcome: dict[str, int] = {}
+    with LocalDeployment(prepared, tmp_path, **deployment) as dep:
+        dep.start()
+        runner = _start_run(dep, outcome)
+        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1", dep, runner)
+        yield dep, runner, outcome
+
+
 SMALL = RunConfig(method="fedct", dataset="breast_cancer", clients=2, model="dt", rounds=3,
                   seed=3, options={"quorum": 1.0})  # a qualified majority runs with 2 sites
 
@@ -240,13 +256,9 @@ def test_crash_then_resume_over_processes_equals_simulator(tmp_path: Path, crash
     """SIGKILL the ServerApp (or the SuperLink, whose ServerApp child is then orphaned) after
     round 1; nothing is left behind, and the run resumed from its checkpoint (a new Flower
     run, on a SuperLink restarted with the same database) ends with the simulator's result."""
-    prepared = prepare_run(SMALL, tmp_path / "sites", output=tmp_path / "result.json",
-                           reply_timeout=120, node_timeout=60)
-    outcome: dict[str, int] = {}
-    with LocalDeployment(prepared, tmp_path, database=tmp_path / "link.db") as dep:
-        dep.start()
-        runner = _start_run(dep, outcome)
-        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1", dep, runner)
+    with _past_round_1(SMALL, tmp_path, database=tmp_path / "link.db") as (dep, runner,
+                                                                          outcome):
+        prepared = dep.prepared
         serverapps = dep.serverapp_pids()
         assert serverapps
         if crash == "serverapp":
@@ -289,16 +301,10 @@ def test_restarted_supernode_process_rejoins_and_nothing_survives(tmp_path: Path
     """A SuperNode restarted after round 1 (insecure mode: a new node id) says who it is, takes
     its client's place and restores its state from its state-dir; the result is the
     simulator's. Then a SIGKILLed SuperLink: every process is still stopped."""
-    prepared = prepare_run(SMALL, tmp_path / "sites", output=tmp_path / "result.json",
-                           reply_timeout=120, node_timeout=60)
-    outcome: dict[str, int] = {}
-    with LocalDeployment(prepared, tmp_path) as dep:
-        dep.start()
-        runner = _start_run(dep, outcome)
-        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1", dep, runner)
+    with _past_round_1(SMALL, tmp_path) as (dep, runner, outcome):
         dep.restart_supernode(1)
         runner.join(timeout=400)
-        result = read_outcome(prepared, outcome["code"], dep.logs)
+        result = read_outcome(dep.prepared, outcome["code"], dep.logs)
         dep.kill_superlink()
         pids = dep.tracked()
     _same(result, run_config(SMALL))
@@ -348,14 +354,7 @@ def test_flwr_stop_is_recorded_as_interrupted_over_processes(tmp_path: Path) -> 
     names Flower (it was left running, then finalised as a crash)."""
     from dataclasses import replace
 
-    long = replace(SMALL, rounds=200)
-    prepared = prepare_run(long, tmp_path / "sites", output=tmp_path / "result.json",
-                           reply_timeout=120, node_timeout=60)
-    outcome: dict[str, int] = {}
-    with LocalDeployment(prepared, tmp_path) as dep:
-        dep.start()
-        runner = _start_run(dep, outcome)
-        _wait_for(lambda: _rounds_done(dep) >= 1, 300, "round 1", dep, runner)
+    with _past_round_1(replace(SMALL, rounds=200), tmp_path) as (dep, runner, _):
         run_id = dep._submitted_run_id()
         assert run_id is not None
         dep.unfinished_runs.append(run_id)
