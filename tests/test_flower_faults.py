@@ -363,5 +363,7 @@ def test_flwr_stop_is_recorded_as_interrupted_over_processes(tmp_path: Path) -> 
                   120, "a final status", dep)
         status = json.loads(dep.status_path.read_text())
         runner.join(timeout=60)
+        executors = "".join(p.read_text() for p in dep.logs.glob("site_exec_*.log"))
     assert status["status"] == "interrupted", status
+    assert "RuntimeWarning" not in executors  # runpy's, once per task, when it preloaded itself
     assert "stopped by Flower (flwr stop" in status["error"], status

@@ -35,9 +35,11 @@ from typing import Any
 from fedlabels.core.errors import FedLabelsError
 
 PINNED_CLIENTAPP = "fedlabels.engines.flower.client_app:app"
-#: imported once by the fork server that every task process is forked from
-PRELOAD = ("fedlabels.deploy.site_exec", "fedlabels.engines.flower.client_app",
-           "flwr.supernode.runtime.run_clientapp", "sklearn.tree")
+#: imported once by the fork server that every task process is forked from; not this module:
+#: run as ``python -m``, each task process runs it again as ``__mp_main__``, and runpy warns
+#: (once per task) where it was imported already
+PRELOAD = ("fedlabels.engines.flower.client_app", "flwr.supernode.runtime.run_clientapp",
+           "sklearn.tree")
 #: seconds between requests for a task: the first after a task started, doubling while none
 #: comes, up to the second. Each request costs the SuperNode CPU: asking every 0.1 s kept
 #: 4 % of a core busy per site at rest; a message now waits at most the longer interval,
