@@ -438,3 +438,35 @@ def test_workers_die_with_a_simulator_killed_by_sigkill(tmp_path: Path) -> None:
     while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in workers if alive(pid)], "workers outlived the simulator"
+
+
+def test_a_signal_to_the_process_group_is_an_interrupt_and_the_run_resumes(
+        tmp_path: Path) -> None:
+    """SIGTERM to the whole group (`timeout`, a service manager) stops the workers as well
+    as the simulator: said as an interrupt with its checkpoint kept, not as a worker crash,
+    and `fedlabels resume` finishes the run."""
+    import subprocess
+    import sys
+
+    from fedlabels.deploy.processes import descendants
+
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "fedlabels", "run", "--method", "fedct",
+                             "--model", "dt", "--clients", "4", "--rounds", "400",
+                             "--workers", "2", "--no-progress", "--output", str(out)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(descendants([proc.pid])) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # a few rounds, and a checkpoint
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    said = err.decode()
+    assert "interrupted by a signal that stopped its worker processes too" in said, said
+    assert "died" not in said
+    resumed = subprocess.run([sys.executable, "-m", "fedlabels", "resume", str(out),
+                              "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(json.loads(out.read_text())["rounds"]) == 400

@@ -211,6 +211,8 @@ def simulate(
                         on_round=keeper.hook(on_round), progress=shown, records=done,
                         catch_interrupt=True, draw=draw)
                 if interrupted:  # a Ctrl-C mid-round: the roles are past the last round's end
+                    if pool is not None:
+                        pool.interrupted = True
                     keeper.barrier()  # (a hook that stopped the run had its round written)
                 else:
                     keeper.finish()  # the last round's checkpoint on disk (or its error raised)

@@ -256,6 +256,9 @@ class WorkerGrid:
         self.home = {cid: w for w, share in enumerate(self.shares) for cid in share}
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
+        #: set by the simulator once the run was interrupted (a dead worker is then said to
+        #: have been stopped by the same signal, not to have crashed)
+        self.interrupted = False
         #: each client's final test predictions and class probabilities (from finish)
         self.test_outputs: dict[int, Any] = {}
         #: with :attr:`record_timeline`, the wall-clock times (``time.time()``) of each
@@ -371,9 +374,18 @@ class WorkerGrid:
         proc = self.procs[w]
         proc.join(timeout=5)
         code = proc.exitcode
+
         how = (f"killed by signal {-code}" if code is not None and code < 0
                else f"exit code {code}")
         self.close()
+        if self.interrupted and code in (-signal.SIGTERM, -signal.SIGINT):
+            # a signal to the whole process group (`timeout`, a service manager) interrupted
+            # the run and stopped its workers as well: not a crash
+            raise FedLabelsError(
+                f"the run was interrupted by a signal that stopped its worker processes too "
+                f"(client {cid}'s worker: {how}), so their last states are gone; the "
+                "checkpoint of the last round written is kept: continue the run with "
+                "`fedlabels resume RESULT.json`.")
         where = f"in round {rnd + 1}" if rnd >= 0 else "between rounds"
         raise FedLabelsError(
             f"client {cid}'s worker process (pid {proc.pid}, clients "
