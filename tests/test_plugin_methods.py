@@ -227,6 +227,26 @@ def test_check_method_names_the_check_a_broken_copy_fails(plugins: Path) -> None
     assert "echo-forgetful" not in registry.METHODS  # check_method registers only meanwhile
 
 
+@pytest.mark.parametrize("leak", ["private_rows", "private_labels", "rows_as_float64"])
+def test_check_method_looks_inside_a_declared_payload(plugins: Path, leak: str) -> None:
+    """A declared key is not enough: raw private rows under it, or the client's private
+    labels sent as "hard labels on U", are caught (they passed on their names alone)."""
+    from fedlabels.comm import pack_labels
+
+    def leaky(client: Any, labels: Message) -> Message:
+        X, y = client.data.X, client.data.y
+        value = {"private_rows": np.asarray(X, np.float32),
+                 "rows_as_float64": np.asarray(X, np.float64)[::-1].copy(),
+                 "private_labels": pack_labels(y, client.settings.n_classes)}[leak]
+        return Message(labels.kind, arrays={"labels": value})
+
+    needle = "holds rows of client 0's private data" if leak != "private_labels" \
+        else "declared as hard labels on U"
+    with pytest.raises(ContractViolation, match=rf"check 'payloads'.*{needle}"):
+        check_method(_broken_copy(plugins, f"echo-{leak}", leaky), model="dt",
+                     checks=["declarations", "options", "payloads"])
+
+
 def test_a_package_installed_into_a_folder_already_on_the_path_is_found(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The entry points are read once and kept, but installing a package into a folder on

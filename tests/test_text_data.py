@@ -249,3 +249,14 @@ def test_fedct_with_tfidf_on_text_collaborates():
     np.testing.assert_array_equal(result.predict(texts), [1, 0])  # labels in y's own type
     local = fl.run("local", fed, model="tfidf(max_features=300)", rounds=1, progress=False)
     assert len(local.final["client_accuracies"]) == 4
+
+
+def test_check_method_on_text_skips_the_deployment_check():
+    """A deployment refuses text, through no fault of the method: the contract checker
+    skips its Flower check there (False) instead of failing the method."""
+    from fedlabels.methods import get_method
+    from fedlabels.testing import _check_flower, _Run
+
+    run = _Run(get_method("fedct"), {}, "tfidf(max_features=200)", "text", 4, 1, 5, 1,
+               _federation=_text_fed())
+    assert _check_flower(run) is False

@@ -243,7 +243,7 @@ def _check_determinism(run: _Run) -> None:
 class _Observing:
     """A grid that passes every exchange to ``inner`` and hands each reply to ``seen``."""
 
-    def __init__(self, inner: Any, seen: Callable[[Message], None]) -> None:
+    def __init__(self, inner: Any, seen: Callable[[int, Message], None]) -> None:
         self.inner = inner
         self.seen = seen
 
@@ -254,23 +254,66 @@ class _Observing:
     def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
         replies: dict[int, Message] = self.inner.exchange(messages, rnd)
         for cid in sorted(replies):
-            self.seen(replies[cid])
+            self.seen(cid, replies[cid])
         return replies
 
 
 def _check_payloads(run: _Run) -> None:
+    """Every value a client sends is declared, and is what its declaration says: no array
+    holds one of the client's own private rows, and hard labels said to be on U have
+    exactly one label per point of U (the names alone would let raw rows, or the client's
+    private labels, pass under a declared key)."""
     threat = run.method.threat_model
-    log: list[Message] = []
-    run.simulate(wrap_grid=lambda grid: _Observing(grid, log.append))
-    sent = [r for r in log if r.category in ("protocol", "evaluation")]
+    log: list[tuple[int, Message]] = []
+    run.simulate(wrap_grid=lambda grid: _Observing(grid, lambda c, m: log.append((c, m))))
+    sent = [(c, r) for c, r in log if r.category in ("protocol", "evaluation")]
     if not sent:
         raise run.fail("payloads", "no client replied")
-    undeclared = sorted({f"{r.kind}: {source} {key!r}" for r in sent
+    undeclared = sorted({f"{r.kind}: {source} {key!r}" for _, r in sent
                          for source, keys in (("arrays", r.arrays), ("config", r.config))
                          for key in keys if threat.payload(r.kind, key, source) is None})
     if undeclared:
         raise run.fail("payloads", f"clients send values their threat model does not "
                        f"declare: {', '.join(undeclared)}")
+    problems = _payload_contents(run, threat, sent)
+    if problems:
+        raise run.fail("payloads", "; ".join(problems[:5]))
+
+
+def _payload_contents(run: _Run, threat: Any, sent: list[tuple[int, Message]]) -> list[str]:
+    """What the sent arrays hold that their declarations do not allow (see above)."""
+    from fedlabels.comm.labels import bits_per_label
+
+    fed = run.federation
+    datasets = run.method.client_datasets(fed.clients)
+    rows = {cid: _private_rows(d.X) for cid, d in enumerate(datasets)}
+    packed_u = -(-len(fed.X_public) * bits_per_label(fed.n_classes) // 8)
+    problems: set[str] = set()
+    for cid, reply in sent:
+        for key, value in reply.arrays.items():
+            blob = np.ascontiguousarray(value).tobytes()
+            if any(row in blob for row in rows.get(cid, ())):
+                problems.add(f"{reply.kind}: arrays {key!r} holds rows of client {cid}'s "
+                             "private data")
+            declared = threat.payload(reply.kind, key, "arrays")
+            if declared is not None and declared.content == "hard-labels" \
+                    and declared.rows == "public" and (np.asarray(value).dtype != np.uint8
+                                                       or np.asarray(value).size != packed_u):
+                problems.add(f"{reply.kind}: arrays {key!r} is declared as hard labels on U "
+                             f"(uint8, {packed_u} bytes: {len(fed.X_public)} labels) but is "
+                             f"{np.asarray(value).dtype} of {np.asarray(value).size} values")
+    return sorted(problems)
+
+
+def _private_rows(X: Any) -> set[bytes]:
+    """A client's private rows as float32 and float64 bytes (rows of one repeated value,
+    e.g. a blank image, are left out: they could match anything)."""
+    X = np.asarray(X)
+    if X.ndim != 2 or X.dtype.kind not in "fiu":
+        return set()
+    keep = X[np.ptp(X, axis=1) > 0] if len(X) else X
+    return {row.tobytes() for dtype in (np.float32, np.float64)
+            for row in np.ascontiguousarray(keep, dtype=dtype)}
 
 
 def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -344,13 +387,16 @@ def _check_state(run: _Run) -> None:
 
 
 def _check_flower(run: _Run) -> bool:
-    """False (skipped) without flwr or when the client roles are not the sites."""
+    """False (skipped) without flwr, when the client roles are not the sites, or on a text
+    dataset (a deployment exchanges numeric files)."""
     try:
         import flwr  # noqa: F401
     except ImportError:
         return False
     if len(run.method.client_datasets(run.federation.clients)) != run.federation.n_clients:
         return False  # a method that pools the sites' data cannot be deployed
+    if np.asarray(run.federation.X_public).ndim == 1:
+        return False  # text: deployments refuse it (the method is not at fault)
     from fedlabels.api import run_config
     from fedlabels.core.errors import RunCaveatWarning
     from fedlabels.core.randomness import reproducible
@@ -364,7 +410,8 @@ def _check_flower(run: _Run) -> bool:
     with tempfile.TemporaryDirectory(prefix="fedlabels-check-") as tmp:
         prepared, grid = loopback_deployment(cfg, Path(tmp) / "sites", reply_timeout=60.0)
         with reproducible(run.seed):  # the same secret randomness in both engines
-            deployed = run_server(grid, server_context(prepared.spec))
+            deployed = run_server(grid, server_context(prepared.spec),
+                                  on_round=lambda record: None)  # no per-round lines
     with reproducible(run.seed), warnings.catch_warnings():
         warnings.simplefilter("ignore", RunCaveatWarning)  # a check's run, not the user's
         simulated = run_config(cfg, progress=False)
