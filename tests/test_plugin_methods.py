@@ -247,6 +247,27 @@ def test_check_method_looks_inside_a_declared_payload(plugins: Path, leak: str) 
                      checks=["declarations", "options", "payloads"])
 
 
+def test_check_method_catches_a_server_that_forgets_across_a_resume(plugins: Path) -> None:
+    """A server counter outside ``state_attrs`` passed every check, and a resumed run
+    quietly diverged from the uninterrupted one; the state check now resumes a run."""
+    import fedlabels_echo as echo  # type: ignore[import-not-found]
+
+    class Server(echo.EchoServer):
+        def run_round(self, rnd: int, grid: Any) -> dict[str, float]:
+            self.calls = getattr(self, "calls", 0) + 1  # never declared: lost on resume
+            return {**super().run_round(rnd, grid), "calls": float(self.calls)}
+
+    class Forgetful(echo.Echo):
+        def make_server(self, ctx: Any, n_public: int, learners: Any,
+                        client_sizes: Any) -> Any:
+            return Server(ctx.settings)
+
+    Forgetful.name = "echo-server-forgets"
+    with pytest.raises(ContractViolation, match=r"check 'state'.*interrupted after round 1 "
+                                                r"and resumed .* from round 2 on"):
+        check_method(Forgetful(), model="dt", checks=["declarations", "options", "state"])
+
+
 def test_a_package_installed_into_a_folder_already_on_the_path_is_found(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The entry points are read once and kept, but installing a package into a folder on

@@ -52,7 +52,7 @@ from fedlabels.method import Capabilities, ClientRole, Method, ThreatModel
 from fedlabels.method.options import MethodOptions
 from fedlabels.method.state import copied
 from fedlabels.methods import METHODS, get_method
-from fedlabels.results import RunResult
+from fedlabels.results import RoundRecord, RunResult
 
 CHECKS = ("declarations", "options", "determinism", "payloads", "state", "flower")
 SMALL_MLP = "mlp(hidden=8)"
@@ -156,13 +156,16 @@ class _Run:
                                                seed=self.seed)
         return self._federation
 
-    def simulate(self, wrap_grid: Callable[[Any], Any] | None = None) -> RunResult:
+    def simulate(self, wrap_grid: Callable[[Any], Any] | None = None,
+                 **engine: Any) -> RunResult:
+        """A run of this configuration; ``engine``: more of ``simulate``'s keywords
+        (``checkpoint``, ``resume``, ``on_round``)."""
         from fedlabels.engines.inprocess import simulate
         from fedlabels.learners import as_models
 
         return simulate(self.method, self.federation, as_models(self.model),
                         rounds=self.rounds, period=self.period, seed=self.seed,
-                        progress=False, options=self.options, wrap_grid=wrap_grid)
+                        progress=False, options=self.options, wrap_grid=wrap_grid, **engine)
 
     def fresh_role(self) -> Callable[[int], ClientRole]:
         """Client roles built as the simulator builds them (same plan, seeds and data)."""
@@ -384,6 +387,37 @@ def _check_state(run: _Run) -> None:
         run.simulate(wrap_grid=lambda grid: _Restoring(grid, fresh, problems))
     if problems:
         raise run.fail("state", "; ".join(problems[:5]))
+    _check_resume(run)
+
+
+def _check_resume(run: _Run) -> None:
+    """A run interrupted after round 1 and resumed from its checkpoint equals the
+    uninterrupted run: what the server (or a client) keeps across rounds outside its
+    ``state_dict()`` would make them differ."""
+    from fedlabels.core.randomness import reproducible
+
+    with reproducible(run.seed):
+        whole = _records(run.simulate())
+    if len(whole) < 2:
+        return  # one round (a one-shot method): nothing to resume
+
+    def stop(record: RoundRecord) -> None:
+        if record.round == 1:
+            raise KeyboardInterrupt
+
+    with tempfile.TemporaryDirectory(prefix="fedlabels-check-") as tmp:
+        path = Path(tmp) / "run.checkpoint.npz"
+        with reproducible(run.seed):
+            run.simulate(checkpoint=path, on_round=stop)
+        with reproducible(run.seed):
+            resumed = _records(run.simulate(resume=path))
+    if resumed != whole:
+        at = next((i for i, (a, b) in enumerate(zip(whole, resumed, strict=False)) if a != b),
+                  min(len(whole), len(resumed)))
+        raise run.fail("state", f"a run interrupted after round 1 and resumed from its "
+                       f"checkpoint differs from the uninterrupted run from round {at + 1} on: "
+                       "the server or a client keeps something across rounds that its "
+                       "state_dict() leaves out (declare it in state_attrs)")
 
 
 def _check_flower(run: _Run) -> bool:
