@@ -260,3 +260,32 @@ def test_check_method_on_text_skips_the_deployment_check():
     run = _Run(get_method("fedct"), {}, "tfidf(max_features=200)", "text", 4, 1, 5, 1,
                _federation=_text_fed())
     assert _check_flower(run) is False
+
+
+def test_a_registered_model_that_declares_text_runs_on_text():
+    """register_model(..., text=True): a model of your own, by name, on a text dataset (it
+    was refused as numeric-only unless an undocumented second call declared it)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    from fedlabels.learners import register_model, specs
+    from fedlabels.learners.text_input import TEXT_MODELS
+
+    def tfidf_logreg(n_classes, random_state):  # type: ignore[no-untyped-def]
+        return make_pipeline(TfidfVectorizer(max_features=200),
+                             LogisticRegression(random_state=random_state))
+
+    fed = _text_fed(n=300, seed=1, clients=3)
+    try:
+        register_model("my_numeric_only", tfidf_logreg, "no text declared")
+        with pytest.raises(FedLabelsError, match="needs numeric features"):
+            fl.run("fedct", fed, model="my_numeric_only", rounds=1, progress=False)
+        register_model("my_text", tfidf_logreg, "tf-idf + logistic regression", text=True)
+        result = fl.run("fedct", fed, model="my_text", rounds=1, progress=False)
+        assert result.models == ["my_text"] * 3 and result.final["mean_accuracy"] > 0
+    finally:
+        for name in ("my_numeric_only", "my_text"):
+            specs.MODELS.pop(name, None)
+            specs._ALIASES.pop(name, None)
+            TEXT_MODELS.discard(name)

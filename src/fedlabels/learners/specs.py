@@ -36,12 +36,18 @@ _ALIASES: dict[str, str] = {}
 
 def register_model(name: str, factory: Factory, description: str,
                    aliases: tuple[str, ...] = (),
-                   check: Callable[[dict[str, Any]], None] | None = None) -> None:
+                   check: Callable[[dict[str, Any]], None] | None = None,
+                   text: bool = False) -> None:
     """Make a model available by name (and aliases) in specs; ``check`` validates a spec's
-    parameters when it is parsed, so a bad value fails before any data is loaded."""
+    parameters when it is parsed, so a bad value fails before any data is loaded; ``text``:
+    the model takes raw text ``X`` (a 1-D array of strings), so text datasets accept it.
+
+    ``factory(n_classes=..., random_state=..., **params)`` returns a fresh estimator."""
     MODELS[name] = ModelEntry(factory, description, aliases, check)
     for alias in (name, *aliases):
         _ALIASES[alias] = name
+    if text:
+        _register_text_model(name)
 
 
 def _parse_value(text: str) -> Any:
