@@ -156,3 +156,11 @@ def test_a_missing_column_lists_the_first_columns_and_counts_them(tmp_path):
     message = str(err.value)
     assert "'c19', ... (26 in all)." in message and "'c20'" not in message
     assert "did you mean" not in message  # nothing is close to 'target'
+
+
+def test_make_federation_says_when_it_was_given_a_dataset_name_or_no_labels():
+    with pytest.raises(FedLabelsError, match=r"fl.load_federation\('breast_cancer', "
+                                             r"clients=...\)"):
+        fl.make_federation("breast_cancer", clients=3)
+    with pytest.raises(FedLabelsError, match="needs the labels y"):
+        fl.make_federation(np.zeros((10, 2)))

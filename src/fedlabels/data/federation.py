@@ -229,7 +229,7 @@ FORMER_SIZES = {"n_clients": "clients", "n_unlabeled": "unlabeled", "n_private":
 @renamed_keywords(FORMER_SIZES)
 def make_federation(
     X: Any,
-    y: Any,
+    y: Any = None,
     *,
     clients: int = 5,
     unlabeled: int | None = None,
@@ -292,6 +292,12 @@ def make_federation(
     names ``n_clients``, ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more
     release, with a warning.
     """
+    if isinstance(X, str):
+        raise FedLabelsError(f"make_federation splits your own X and y; for the dataset "
+                             f"{X!r} use fl.load_federation({X!r}, clients=...).")
+    if y is None:
+        raise FedLabelsError("make_federation needs the labels y beside X: "
+                             "fl.make_federation(X, y, clients=...).")
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
         raise FedLabelsError(f"clients must be an integer >= 1, got {n_clients!r}.")
