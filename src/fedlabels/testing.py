@@ -143,9 +143,20 @@ class _Run:
     period: int
     seed: int
     _federation: Federation | None = field(default=None, repr=False)
+    _reference: list[str] | None = field(default=None, repr=False)
 
     def fail(self, check: str, detail: str) -> ContractViolation:
         return ContractViolation(self.method.name, check, detail)
+
+    def reference_records(self) -> list[str]:
+        """The records of one uninterrupted run under reproducible randomness (made once;
+        the determinism and resume checks compare against it)."""
+        if self._reference is None:
+            from fedlabels.core.randomness import reproducible
+
+            with reproducible(self.seed):
+                self._reference = _records(self.simulate())
+        return self._reference
 
     @property
     def federation(self) -> Federation:
@@ -232,8 +243,7 @@ def _records(result: RunResult) -> list[str]:
 def _check_determinism(run: _Run) -> None:
     from fedlabels.core.randomness import reproducible
 
-    with reproducible(run.seed):
-        first = _records(run.simulate())
+    first = run.reference_records()
     with reproducible(run.seed):
         second = _records(run.simulate())
     if first != second:
@@ -396,8 +406,7 @@ def _check_resume(run: _Run) -> None:
     ``state_dict()`` would make them differ."""
     from fedlabels.core.randomness import reproducible
 
-    with reproducible(run.seed):
-        whole = _records(run.simulate())
+    whole = run.reference_records()
     if len(whole) < 2:
         return  # one round (a one-shot method): nothing to resume
 

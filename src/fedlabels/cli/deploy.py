@@ -103,7 +103,7 @@ def cmd_deploy_prepare(args: argparse.Namespace) -> int:
 
 def cmd_deploy_certs(args: argparse.Namespace) -> int:
     try:
-        from fedlabels.deploy.tls import make_node_keys, make_tls_files
+        from fedlabels.deploy.tls import existing_node_keys, make_node_keys, make_tls_files
     except ImportError:
         raise FedLabelsError("deploy certs needs the cryptography package; install "
                              "`pip install 'fedlabels[flower]'`.") from None
@@ -123,9 +123,7 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
     if keep_ca:
         print(f"kept the existing CA {tls.ca_cert} (pass --force to replace it: every site "
               "must then get the new ca.crt)")
-    kept = [i for i in range(args.nodes) if not args.force
-            and (Path(args.out_dir) / f"node_{i}").is_file()
-            and (Path(args.out_dir) / f"node_{i}.pub").is_file()]
+    kept = [] if args.force else existing_node_keys(args.out_dir, args.nodes)
     keys = make_node_keys(args.out_dir, args.nodes, keep=not args.force)
     if kept:
         print(f"kept the existing node key pair(s) {', '.join(f'node_{i}' for i in kept)} "

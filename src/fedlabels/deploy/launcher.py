@@ -533,17 +533,15 @@ def check_resumable(prepared: PreparedRun) -> None:
         load_checkpoint,
         refuse_another_run,
         refuse_finished,
-        run_identity,
     )
 
-    spec, cfg, fed = prepared.spec, prepared.spec.config, prepared.federation
+    spec, fed = prepared.spec, prepared.federation
     path = checkpoint_path(spec.output)
     saved = load_checkpoint(path)
     refuse_finished(path, saved, None)
-    plan = deploy_plan(cfg, int(fed["n_classes"]), int(fed["n_features"]),
+    plan = deploy_plan(spec.config, int(fed["n_classes"]), int(fed["n_features"]),
                        fed.get("image_shape"))
-    refuse_another_run(saved, run_identity(plan, seed=cfg.seed, eval_every=cfg.eval_every,
-                                           federation=spec.federation(), engine="flower"))
+    refuse_another_run(saved, spec.run_identity(plan))
 
 
 def resumable(prepared: PreparedRun) -> PreparedRun:

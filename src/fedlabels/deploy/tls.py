@@ -151,15 +151,23 @@ def _server_files(out: Path, hosts: list[str], days: int, ca_cert: x509.Certific
                     server_cert=_write(out / "server.crt", cert.public_bytes(pem)))
 
 
+def existing_node_keys(out_dir: str | Path, n: int) -> list[int]:
+    """Which of the ``n`` node key pairs are already in ``out_dir`` (both files)."""
+    out = Path(out_dir)
+    return [i for i in range(n)
+            if (out / f"node_{i}").is_file() and (out / f"node_{i}.pub").is_file()]
+
+
 def make_node_keys(out_dir: str | Path, n: int,
                    keep: bool = True) -> list[tuple[Path, Path]]:
     """``n`` OpenSSH ECDSA P-384 key pairs (private, public) for SuperNode authentication;
     ``keep``: a pair already there (both files) is kept, since its public key may be
     registered at the SuperLink and its private key installed at a site."""
     out = Path(out_dir)
+    kept = set(existing_node_keys(out, n)) if keep else set()
     pairs = []
     for i in range(n):
-        if keep and (out / f"node_{i}").is_file() and (out / f"node_{i}.pub").is_file():
+        if i in kept:
             pairs.append((out / f"node_{i}", out / f"node_{i}.pub"))
             continue
         key = ec.generate_private_key(ec.SECP384R1())

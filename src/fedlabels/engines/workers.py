@@ -374,7 +374,6 @@ class WorkerGrid:
         proc = self.procs[w]
         proc.join(timeout=5)
         code = proc.exitcode
-
         how = (f"killed by signal {-code}" if code is not None and code < 0
                else f"exit code {code}")
         self.close()

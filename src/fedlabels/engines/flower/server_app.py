@@ -54,7 +54,6 @@ from fedlabels.runs.checkpoint import (
     check_extension,
     checkpoint_path,
     load_checkpoint,
-    run_identity,
 )
 from fedlabels.runs.loop import (
     WIRE_FORMAT,
@@ -281,10 +280,8 @@ def checkpointed(spec: DeploySpec, plan: RunPlan, learners: list[Any], server: S
     role, the meter and the grid (lost clients, message counts)."""
     cfg = spec.config
     path = checkpoint_path(spec.output) if spec.output else None
-    keeper = Keeper(path, run_identity(plan, seed=cfg.seed, eval_every=cfg.eval_every,
-                                       federation=spec.federation(),
-                                       engine="flower"),
-                    cfg.to_dict(), plan.settings.rounds, server, {}, meter, started)
+    keeper = Keeper(path, spec.run_identity(plan), cfg.to_dict(), plan.settings.rounds,
+                    server, {}, meter, started)
     if not spec.resume:
         return keeper, keeper.fresh()
     if path is None:

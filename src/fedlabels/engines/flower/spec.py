@@ -76,6 +76,15 @@ class DeploySpec:
             summary.update(json.loads(Path(record).read_text()))
         return summary
 
+    def run_identity(self, plan: RunPlan) -> dict[str, Any]:
+        """What a resumed deployment must share with its checkpoint (as the simulator's
+        :func:`~fedlabels.runs.checkpoint.run_identity`, engine ``flower``)."""
+        from fedlabels.runs.checkpoint import run_identity
+
+        cfg = self.config
+        return run_identity(plan, seed=cfg.seed, eval_every=cfg.eval_every,
+                            federation=self.federation(), engine="flower")
+
     @property
     def config(self) -> RunConfig:
         unknown = sorted(set(self.run) - {f.name for f in fields(RunConfig)})
