@@ -66,3 +66,33 @@ def test_a_delta_not_below_one_over_n_is_a_caveat():
     with pytest.warns(fl.RunCaveatWarning, match=r"δ = 0.5 is not below 1/n = 1/3 \(3 clients"):
         fl.run("dp-fedct", "breast_cancer", clients=3, rounds=1, progress=False,
                options={"epsilon": 8, "delta": 0.5, "mechanism": "xor"})
+
+
+def test_run_config_writes_the_output_it_names(tmp_path):
+    """A RunConfig's ``output`` is written by ``fl.run_config`` as ``fedlabels run`` writes
+    it (it was ignored); an existing file is refused before the run, replaced only with
+    ``overwrite=True``; ``save=False`` writes nothing."""
+    import numpy as np
+
+    from fedlabels.core.errors import FedLabelsError
+
+    out = tmp_path / "r.json"
+    cfg = RunConfig.from_mapping({"method": "fedct", "dataset": "breast_cancer", "model": "dt",
+                                  "clients": 3, "rounds": 1, "seed": 0, "output": str(out)})
+    result = fl.run_config(cfg, progress=False)
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["r.json", "r.models.npz", "r.rounds.csv"]
+    loaded = fl.load_run(out)
+    x = fl.load_federation("breast_cancer", clients=3).X_test[:20]
+    assert np.array_equal(loaded.predict(x), result.predict(x))
+    before = out.stat().st_mtime_ns
+    with pytest.raises(FedLabelsError, match=r"r\.json exists; pass overwrite=True"):
+        fl.run_config(cfg, progress=False)
+    assert out.stat().st_mtime_ns == before
+    fl.run_config(cfg.replace(rounds=2), progress=False, overwrite=True)
+    assert fl.load_run(out, models=False).config["rounds"] == 2
+    unsaved = tmp_path / "unsaved.json"
+    fl.run_config(cfg.replace(output=str(unsaved)), progress=False, save=False)
+    assert not unsaved.exists()
+    with pytest.raises(FedLabelsError, match=r"ending in \.json"):
+        fl.run_config(cfg.replace(output=str(tmp_path / "r.csv")), progress=False)

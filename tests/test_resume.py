@@ -220,9 +220,12 @@ def test_python_api_resume_continues_a_run_config(tmp_path: Path) -> None:
     cfg = RunConfig(method="fedct", clients=CLIENTS, model="dt", rounds=ROUNDS, seed=SEED,
                     output=str(out))
     full = run_config(cfg, progress=False)
-    run_config(cfg.replace(rounds=1), progress=False, checkpoint=checkpoint_path(out))
+    run_config(cfg.replace(rounds=1), progress=False, checkpoint=checkpoint_path(out),
+               overwrite=True)  # r.json: the full run's
+    assert len(json.loads(out.read_text())["rounds"]) == 1
     extended = resume(out, rounds=ROUNDS, progress=False)
     assert comparable(extended) == comparable(full)
+    assert len(json.loads(out.read_text())["rounds"]) == ROUNDS  # its files, in place
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")

@@ -125,14 +125,33 @@ def _warn_caveats(result: RunResult) -> None:
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
                threads: int | None = None, checkpoint: str | Path | None = None,
-               resume: str | Path | None = None) -> RunResult:
+               resume: str | Path | None = None, *, overwrite: bool = False,
+               save: bool = True) -> RunResult:
     """Run a :class:`RunConfig` (what ``fedlabels run`` does); ``progress`` and ``threads``
     as in :func:`run`; ``checkpoint`` and ``resume`` as in
     :func:`~fedlabels.engines.inprocess.simulate` (see :func:`resume`). Its caveats are
-    warned as :func:`run`'s are."""
+    warned as :func:`run`'s are. With ``cfg.output`` set (``X.json``) the result is saved
+    there as :meth:`RunResult.save` does (its rounds table and models beside it); the files
+    are checked before any data is loaded, and existing ones are replaced only with
+    ``overwrite=True``. ``save=False`` leaves writing to the caller."""
+    files = _planned_outputs(cfg, overwrite) if save else None
     result = _run_config(cfg, progress, threads, checkpoint, resume)
     _warn_caveats(result)
+    if files is not None:
+        result.save(files["result"], overwrite=True)  # checked above
     return result
+
+
+def _planned_outputs(cfg: RunConfig, overwrite: bool) -> dict[str, Path] | None:
+    """``cfg.output``'s files, refused (one line) if they cannot or may not be written."""
+    from fedlabels.core.files import check_outputs, result_path, run_inputs, run_outputs
+
+    if not cfg.output:
+        return None
+    files = run_outputs(result_path(cfg.output, option="output"))
+    check_outputs(files, run_inputs(cfg.dataset), overwrite=overwrite,
+                  overwrite_hint="overwrite=True")
+    return files
 
 
 def _run_config(cfg: RunConfig, progress: bool | None, threads: int | None,
@@ -178,16 +197,25 @@ def _run_on_flower(cfg: RunConfig, progress: bool | None,
 
 
 def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,
-           threads: int | None = None, workers: int | None = None) -> RunResult:
+           threads: int | None = None, workers: int | None = None,
+           save: bool = True) -> RunResult:
     """Continue an interrupted run of :func:`run_config` (or ``fedlabels run``) from the
     checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
     ``rounds`` extends a finished run to that many rounds; ``workers`` replaces the run's
     (see :mod:`fedlabels.engines.workers`). The result equals the
     uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
     round; the checkpoint keeps being updated; its caveats are warned as :func:`run`'s are.
+    A run whose configuration names an ``output`` (which :func:`run_config` wrote) has its
+    files beside the checkpoint (``X.json``, its rounds table and models) updated in place,
+    as ``fedlabels resume`` does: it is the same run (``save=False``: not written).
     See :mod:`fedlabels.runs.checkpoint`."""
     from fedlabels.core.errors import FedLabelsError
-    from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint, refuse_finished
+    from fedlabels.runs.checkpoint import (
+        checkpoint_path,
+        load_checkpoint,
+        refuse_finished,
+        result_beside,
+    )
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)
@@ -209,6 +237,8 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
         cfg = cfg.replace(workers=workers)
     result = _run_config(cfg, progress, threads, None, file)
     _warn_caveats(result)
+    if save and cfg.output:
+        result.save(result_beside(file), overwrite=True)
     return result
 
 

@@ -33,5 +33,6 @@ def resumed_run(args: argparse.Namespace) -> tuple[Any, dict[str, Path]]:
                              "--no-checkpoint, has none).")
     with terminate_as_interrupt():  # SIGTERM keeps the completed rounds, like Ctrl-C
         result = resume(files["checkpoint"], rounds=args.rounds,
-                        progress=not args.no_progress, workers=args.workers)
+                        progress=not args.no_progress, workers=args.workers,
+                        save=False)  # written by the caller
     return result, files

@@ -38,7 +38,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         checkpoint = None
     with terminate_as_interrupt(), caveats_printed_not_warned():
         # SIGTERM keeps the completed rounds, like Ctrl-C
-        result = run_config(cfg, progress=not args.no_progress, checkpoint=checkpoint)
+        result = run_config(cfg, progress=not args.no_progress, checkpoint=checkpoint,
+                            save=False)  # written by _finish
     return _finish(result, files, args.metric)
 
 

@@ -75,6 +75,11 @@ def checkpoint_path(result: str | Path) -> Path:
     return path.with_name(f"{path.stem}{SUFFIX}")
 
 
+def result_beside(checkpoint: Path) -> Path:
+    """The result a checkpoint belongs to: ``x.checkpoint.npz`` -> ``x.json``."""
+    return checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
+
+
 @dataclass
 class Checkpoint:
     """What a checkpoint holds (see the module docstring)."""
@@ -122,7 +127,7 @@ def refuse_another_run(ckpt: Checkpoint, identity: Mapping[str, Any]) -> None:
 def refuse_finished(checkpoint: Path, saved: Checkpoint, rounds: int | None) -> None:
     """A finished run (its result written, not interrupted, every checkpointed round in it)
     is not resumed unless ``rounds`` extends it: its files, wall_seconds included, stay."""
-    result = checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
+    result = result_beside(checkpoint)
     try:
         data = json.loads(result.read_text())
     except (OSError, ValueError):

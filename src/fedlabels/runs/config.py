@@ -79,7 +79,8 @@ class RunConfig:
                             "the end)", kind=int, minimum=1, metavar="K")
     output: str | None = param(
         None, "JSON result path X.json; X.rounds.csv and X.models.npz go beside it",
-        kind=str, python=False, python_note="not in `fl.run`: `result.save_json`",
+        kind=str, python=False,
+        python_note="not in `fl.run`: `result.save`; `fl.run_config` writes it",
         default_text="a name unique to the configuration under results/", short="-o")
     sep: str | None = param(None, "field separator of a csv: table (e.g. ';' or '\\t')",
                             kind=str, group="table", federation=True, default_text="','")
