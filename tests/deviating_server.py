@@ -5,10 +5,11 @@ mechanisms did (:class:`NoiseSpy`: every noise draw a client makes, with its par
 how much it released, and every answer computed on private data without noise). The
 harness then drives fresh client roles with the trace changed as a server that does not
 follow the protocol would change it (:data:`DEVIATIONS`: lowered noise, replays, extra
-rounds, reordering, unplanned message kinds). The assertion is the same for every method
-and every deviation (:func:`check_within_plan`): a client never releases more than in the
-honest run — which is its own plan — and never with less noise than in the honest run,
-whose noise the server calibrated from the same options the client holds.
+rounds, reordering, unplanned message kinds, local step counts it did not plan). The
+assertion is the same for every method and every deviation (:func:`check_within_plan`): a
+client never releases more than in the honest run — which is its own plan — and never with
+less noise than in the honest run, whose noise the server calibrated from the same options
+the client holds.
 
 A message a client refuses may raise; the harness only looks at what the client released.
 """
@@ -104,7 +105,8 @@ def spying(monkeypatch: Any) -> Iterator[NoiseSpy]:
     def dpsgd_steps(mlp: Any, X: Any, y: Any, n_steps: int, config: Any, *a: Any,
                     **kw: Any) -> int:
         taken = int(real["dpsgd"](mlp, X, y, n_steps, config, *a, **kw))
-        spy.record("noise_multiplier", config.noise_multiplier, taken)
+        # the steps run (a negative count runs none), not the count returned
+        spy.record("noise_multiplier", config.noise_multiplier, max(int(n_steps), 0))
         spy.record("example_clip", config.clip, 0)
         spy.record("example_rate", config.sample_rate, 0)
         return taken
@@ -173,10 +175,27 @@ def unplanned_kinds(trace: Trace) -> list[Trace]:
     return [[_copy(SENSITIVITY_REQUEST) for _ in range(3)] + [_copy(m) for m in trace]]
 
 
+def _with_steps(message: Message, steps: Callable[[int], int]) -> Message:
+    copy = _copy(message)
+    if "steps" in copy.config:
+        copy.config["steps"] = steps(int(copy.config["steps"]))
+    return copy
+
+
+def changed_steps(trace: Trace) -> list[Trace]:
+    """Local step counts the client did not plan: each message followed by a copy with the
+    count negated (which, counted as sent, takes the steps just run off the client's tally
+    while it runs none), then the run twice more; and every count ten times larger."""
+    return [[c for m in trace for c in (_copy(m), _with_steps(m, lambda k: -k))]
+            + [_copy(m) for m in trace + trace],
+            [_with_steps(m, lambda k: 10 * k) for m in trace]]
+
+
 #: each deviation turns a client's honest trace into scenarios, each sent to a fresh role
 DEVIATIONS: dict[str, Callable[[Trace], list[Trace]]] = {
     "lowered_noise": lowered_noise, "replayed": replayed, "extra_rounds": extra_rounds,
-    "reordered": reordered, "unplanned_kinds": unplanned_kinds}
+    "reordered": reordered, "unplanned_kinds": unplanned_kinds,
+    "changed_steps": changed_steps}
 
 
 def drive(role: ClientRole, trace: Trace) -> list[str]:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
     DISJOINT_TEACHERS,
     RECORD_LEVEL,
     GNMaxEvent,
+    KaryRREvent,
     LaplaceNoisyMaxEvent,
+    SampledGaussianEvent,
+    XorEvent,
 )
 from fedlabels.privacy.gnmax import (
     DEFAULT_ORDERS,
@@ -135,7 +140,7 @@ def test_gnmax_accountant_rejects_bad_events():
         account_gnmax([], DELTA)
     with pytest.raises(FedLabelsError, match="one"):
         account_gnmax([GNMaxEvent(1.0, 5, 5), GNMaxEvent(2.0, 5, 5)], DELTA)
-    with pytest.raises(FedLabelsError, match="sigma > 0"):
+    with pytest.raises(FedLabelsError, match="sigma must be a finite number > 0"):
         account_gnmax([GNMaxEvent(0.0, 5, 5)], DELTA)
     with pytest.raises(FedLabelsError, match="threshold_sigma"):
         account_gnmax([GNMaxEvent(1.0, 5, 5, threshold=3.0)], DELTA)
@@ -190,3 +195,37 @@ def test_laplace_accountant_rejects_bad_events():
                         DELTA)
     with pytest.raises(FedLabelsError, match="scale"):
         account_laplace([LaplaceNoisyMaxEvent(0.0, 2.0, 5)], DELTA)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DPSGDRoundEvent(1.0, 0.1, 1.0, ((0, 4), (1, -3))),
+    lambda: DPSGDRoundEvent(1.0, 0.1, 1.0, ((0, 2.5),)),
+    lambda: DPSGDRoundEvent(0.0, 0.1, 1.0, ((0, 4),)),
+    lambda: DPSGDRoundEvent(1.0, 1.5, 1.0, ((0, 4),)),
+    lambda: GNMaxEvent(1.0, -5, -5),
+    lambda: GNMaxEvent(1.0, 5, 6),
+    lambda: LaplaceNoisyMaxEvent(2.0, 2.0, -1),
+    lambda: LaplaceNoisyMaxEvent(float("nan"), 2.0, 1),
+    lambda: XorEvent(1.0, -4, 0.2, 100),
+    lambda: XorEvent(1.0, 4, 0.7, 100),
+    lambda: KaryRREvent(-1.0, 1, -1.0, 3, 10),
+    lambda: KaryRREvent(1.0, 1, 1.0, 3, -10),
+    lambda: SampledGaussianEvent(1.0, 0.0, 1.0),
+])
+def test_an_event_cannot_record_a_negative_or_impossible_release(make):
+    """A release is recorded with what it cost: a negative count (which a deviating server
+    sent as a DP-SGD step count, taking steps off a client's ledger while it trained more) or
+    an impossible parameter is refused where the event is made, so no ledger, the site's
+    file included, ever holds one, and a tampered entry does not load."""
+    with pytest.raises(FedLabelsError, match="must be"):
+        make()
+
+
+def test_a_tampered_site_ledger_entry_with_negative_steps_does_not_load():
+    from fedlabels.privacy.ledger import event_from_dict, event_to_dict
+
+    entry = json.loads(json.dumps(event_to_dict(DPSGDRoundEvent(1.0, 0.1, 1.0, ((0, 4),)))))
+    assert event_from_dict(entry).steps == ((0, 4),)
+    tampered = {**entry, "steps": [[0, 4], [0, -4]]}
+    with pytest.raises(FedLabelsError, match="whole numbers >= 0"):
+        event_from_dict(tampered)

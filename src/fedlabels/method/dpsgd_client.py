@@ -129,11 +129,22 @@ class DPSGDClient(SecretNoiseClient):
                                  f"{float(config['noise_multiplier']):.6g}, below the σ = "
                                  f"{sigma:.6g} this client's ε = {opts.epsilon} needs; "
                                  "refusing.")
-        steps = int(config["steps"])
+        steps = self.checked_steps(config)
         if self.dp_steps + steps > planned:
             raise BudgetRefusal(
                 f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
                 f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
+
+    def checked_steps(self, config: Mapping[str, Any]) -> int:
+        """The DP-SGD steps a round asks for: this client's own steps per round
+        (``settings.period``), whatever else the message says (a negative number took steps
+        off its ledger while more were run, a larger one spent the plan early)."""
+        steps, own = config.get("steps"), int(self.settings.period)
+        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps != own:
+            raise ParameterRefusal(f"client {self.cid}: the server asked for {steps!r} DP-SGD "
+                                   f"steps but this client's plan takes {own} a round; "
+                                   "refusing to train.")
+        return own
 
     def dpsgd_train(self, message: Message, X_aux: np.ndarray | None = None,
                     y_aux: np.ndarray | None = None,
@@ -149,8 +160,8 @@ class DPSGDClient(SecretNoiseClient):
             learner.initialise(self.data.X.shape[1], self.settings.n_classes)
         check_dpsgd_learner(learner, f"client {self.cid}")
         cfg = message.config
-        steps = int(cfg["steps"])
         self.check_dpsgd_round(cfg)
+        steps = self.checked_steps(cfg)
         config = DPSGDConfig(float(cfg["noise_multiplier"]), float(cfg["example_rate"]),
                              float(cfg["example_clip"]))
         self.charge(DPSGDRoundEvent(config.noise_multiplier, config.sample_rate,

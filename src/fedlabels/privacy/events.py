@@ -12,8 +12,42 @@ can always say under which assumption its guarantee holds.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+
+
+def _field_error(event: Any, name: str, rule: str) -> FedLabelsError:
+    value = getattr(event, name)
+    return FedLabelsError(f"{type(event).__name__}: {name} must be {rule}, got {value!r} "
+                          "(a release is recorded only with what it really cost).")
+
+
+def require_count(event: Any, *names: str) -> None:
+    """Each named field of ``event`` is a whole number >= 0 (never negative: a negative
+    count would take releases off a ledger)."""
+    for name in names:
+        value = getattr(event, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise _field_error(event, name, "a whole number >= 0")
+
+
+def require_positive(event: Any, *names: str, at_most: float = math.inf,
+                     zero: bool = False) -> None:
+    """Each named field of ``event`` is a finite number > 0 (>= 0 with ``zero``), at most
+    ``at_most``."""
+    for name in names:
+        value = getattr(event, name)
+        number = float(value) if isinstance(value, numbers.Real) \
+            and not isinstance(value, bool) else math.nan
+        if not math.isfinite(number) or not (number >= 0 if zero else number > 0) \
+                or number > at_most:
+            low = ">= 0" if zero else "> 0"
+            high = "" if at_most == math.inf else f" and <= {at_most:g}"
+            raise _field_error(event, name, f"a finite number {low}{high}")
+
 
 #: one private training record of one client is removed, or replaced by another record
 RECORD_LEVEL = "record-level: one private record of one client removed or replaced"
@@ -87,6 +121,11 @@ class XorEvent:
     n_bits: int
     neighbouring: str = RECORD_LEVEL
 
+    def __post_init__(self) -> None:
+        require_positive(self, "epsilon", zero=True)
+        require_positive(self, "flip_probability", at_most=0.5)
+        require_count(self, "sensitivity_bits", "n_bits")
+
     @property
     def per_bit_epsilon(self) -> float:
         f = self.flip_probability
@@ -108,6 +147,10 @@ class KaryRREvent:
     n_labels: int
     neighbouring: str = RECORD_LEVEL
 
+    def __post_init__(self) -> None:
+        require_positive(self, "epsilon", "epsilon_per_label", zero=True)
+        require_count(self, "sensitivity_labels", "n_classes", "n_labels")
+
     @property
     def keep_probability(self) -> float:
         e = math.exp(self.epsilon_per_label)
@@ -127,6 +170,10 @@ class SampledGaussianEvent:
     sampling_rate: float
     clip_norm: float
     neighbouring: str = CLIENT_LEVEL
+
+    def __post_init__(self) -> None:
+        require_positive(self, "noise_multiplier", "clip_norm")
+        require_positive(self, "sampling_rate", at_most=1.0)
 
 
 @dataclass(frozen=True)
@@ -153,6 +200,14 @@ class GNMaxEvent:
     data_dependent_log_q: tuple[float, ...] | None = None
     neighbouring: str = DISJOINT_TEACHERS
 
+    def __post_init__(self) -> None:
+        require_positive(self, "sigma")
+        require_count(self, "n_queries", "n_answered")
+        if self.n_answered > self.n_queries:
+            raise _field_error(self, "n_answered", f"at most n_queries = {self.n_queries}")
+        if self.threshold is not None or self.threshold_sigma is not None:
+            require_positive(self, "threshold_sigma")
+
     @property
     def confident(self) -> bool:
         return self.threshold is not None
@@ -170,6 +225,10 @@ class LaplaceNoisyMaxEvent:
     l1_sensitivity: float
     n_queries: int
     neighbouring: str = RECORD_LEVEL
+
+    def __post_init__(self) -> None:
+        require_positive(self, "scale", "l1_sensitivity")
+        require_count(self, "n_queries")
 
     @property
     def epsilon_per_query(self) -> float:
