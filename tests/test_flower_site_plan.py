@@ -108,3 +108,69 @@ def test_a_misspelt_node_config_key_is_refused_before_any_release(
     ledger = Path(nodes[2]["ledger-dir"])
     assert not ledger.exists() or not any(p.is_file() and p.stat().st_size
                                           for p in ledger.rglob("*"))  # nothing released
+
+
+_PROBE = '''
+import inspect
+
+import torch.nn as nn
+
+SITE_CALLS = []
+
+
+def make(n_features, n_classes, **kwargs):
+    SITE_CALLS.append(any(f.filename.endswith("client_app.py") for f in inspect.stack()))
+    return nn.Sequential(nn.Linear(n_features, n_classes))
+'''
+
+
+@pytest.mark.parametrize("plan_names_model", [True, False])
+def test_a_site_never_runs_a_network_only_the_coordinator_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan_names_model: bool) -> None:
+    """The coordinator's run config named ``module:PKG:FACTORY`` and every site imported
+    and called it (code of the coordinator's choosing, run on the site). A site refuses a
+    model other than its plan's, and without a ``model`` in its plan (plans written before
+    it) still refuses a ``module:`` network: its factory is never called on a site."""
+    import importlib
+    import sys
+
+    (tmp_path / "coordinator_named_net.py").write_text(_PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = importlib.import_module("coordinator_named_net")
+    monkeypatch.setitem(sys.modules, "coordinator_named_net", probe)
+    prepared, _ = loopback_deployment(SITE, tmp_path / "sites")
+    for cid in range(SITE.clients):
+        path = Path(prepared.node_settings(cid)["privacy-plan"])
+        plan = json.loads(path.read_text())
+        assert plan["model"] == "decision_tree"  # deploy prepare writes the run's model
+        if not plan_names_model:
+            del plan["model"]
+            path.write_text(json.dumps(plan))
+    run = replace(SITE, model="module:coordinator_named_net:make")
+    spec = replace(prepared.spec, run=run.to_dict())
+    grid = LoopbackGrid(client_app, [prepared.node_settings(c) for c in range(SITE.clients)],
+                        {RUN_CONFIG_KEY: spec.to_json()})
+    with pytest.raises(FedLabelsError):  # every site refuses: the server stops
+        run_server(grid, server_context(spec))
+    assert "refused: parameters" in Path(spec.status).read_text()
+    assert not any(probe.SITE_CALLS), "a site called the coordinator's factory"
+
+
+def test_site_model_rules(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    plan = {"method": "dp-fedct", "rounds": 2, "period": 1, "options": dict(SITE.options)}
+    path.write_text(json.dumps({**plan, "model": "dt"}))
+    assert site_config(SITE, {"privacy-plan": str(path)}).model == "decision_tree"
+    with pytest.raises(ParameterRefusal, match="privacy-plan says 'dt'"):
+        site_config(replace(SITE, model="rf"), {"privacy-plan": str(path)})
+    own = replace(SITE, model="module:json:loads")  # importable, never called here
+    with pytest.raises(ParameterRefusal, match="named by the coordinator only"):
+        site_config(own, {})  # no plan: the site follows the run, but runs no module
+    path.write_text(json.dumps({**plan, "model": "module:json:loads"}))
+    assert site_config(own, {"privacy-plan": str(path)}).model == own.model
+    path.write_text(json.dumps({**plan, "model": 3}))
+    with pytest.raises(FedLabelsError, match="model must be a model spec"):
+        load_site_plan(path)
+    path.write_text(json.dumps({**plan, "models": "dt"}))
+    with pytest.raises(FedLabelsError, match="exactly the keys"):
+        load_site_plan(path)

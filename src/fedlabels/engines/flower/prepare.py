@@ -6,7 +6,7 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
 * ``client_<i>.npz`` — site i's private ``X``, ``y`` (give each site only its own file);
 * ``shared.npz`` — the public U, the test set, class and feature names, and the
   standardisation of U (every site gets this one);
-* ``client_<i>.plan.json`` — site i's own privacy plan (method, rounds, period, options:
+* ``client_<i>.plan.json`` — site i's own privacy plan (method, rounds, period, model, options:
   :mod:`.site_plan`); its client obeys this file, not the coordinator's run config;
 * ``truth.npz`` — the true labels of U, a simulator-style diagnostic that stays with the
   coordinator (a real deployment has no such file);

@@ -5,15 +5,18 @@ coordinator to decide how its data is protected names its own plan in its node c
 ``privacy-plan=/path/site_plan.json`` (``fedlabels deploy prepare`` writes one per site,
 ``client_<i>.plan.json``)::
 
-    {"method": "dp-fedct", "rounds": 20, "period": 5,
+    {"method": "dp-fedct", "rounds": 20, "period": 5, "model": "mlp",
      "options": {"epsilon": 1.0, "mechanism": "xor", "sensitivity": "worst"}}
 
 The site's client role is then built from this plan, not from the run's: its noise, its
 release and step counts and the message kinds it answers follow the site's options, and a
 message asking for less noise or more releases is refused, and so is any message of a
 round beyond the plan's rounds, whatever the method. A run whose method differs is
-refused outright. Without ``privacy-plan`` the site follows the run config (and so trusts
-the coordinator's plan). This module does not import Flower.
+refused outright, and so is one whose model differs from the plan's ``model`` (optional;
+plans written before it have none). Without ``privacy-plan`` the site follows the run
+config (and so trusts the coordinator's plan), except that it never imports and runs a
+network of its own (``module:PKG:FACTORY``) that only the coordinator names: a site runs
+such code only where its plan's ``model`` names it. This module does not import Flower.
 """
 
 from __future__ import annotations
@@ -27,16 +30,19 @@ from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusa
 from fedlabels.runs.config import RunConfig
 
 PLAN_KEYS = ("method", "rounds", "period", "options")
+#: keys a plan may hold besides :data:`PLAN_KEYS`
+OPTIONAL_PLAN_KEYS = ("model",)
 
 
 def plan_of(cfg: RunConfig) -> dict[str, Any]:
     """The privacy plan of run ``cfg`` (what ``deploy prepare`` gives each site)."""
     return {"method": cfg.method, "rounds": cfg.rounds, "period": cfg.period,
-            "options": dict(cfg.options)}
+            "model": cfg.model, "options": dict(cfg.options)}
 
 
 def load_site_plan(path: str | Path) -> dict[str, Any]:
-    """Read a site plan (JSON only; never code): exactly the keys of :data:`PLAN_KEYS`."""
+    """Read a site plan (JSON only; never code): the keys of :data:`PLAN_KEYS`, and
+    perhaps those of :data:`OPTIONAL_PLAN_KEYS`."""
     path = Path(path).expanduser()
     try:
         plan = json.loads(path.read_text())
@@ -44,9 +50,14 @@ def load_site_plan(path: str | Path) -> dict[str, Any]:
         raise FedLabelsError(f"the site's privacy-plan {str(path)!r} cannot be read as "
                              f"JSON ({type(exc).__name__}); fix the path in the node "
                              "config or rewrite the file.") from None
-    if not isinstance(plan, dict) or sorted(plan) != sorted(PLAN_KEYS):
+    if not isinstance(plan, dict) or not set(PLAN_KEYS) <= set(plan) \
+            or not set(plan) <= {*PLAN_KEYS, *OPTIONAL_PLAN_KEYS}:
         raise FedLabelsError(f"the site's privacy-plan {str(path)!r} must hold exactly the "
-                             f"keys {', '.join(PLAN_KEYS)}.")
+                             f"keys {', '.join(PLAN_KEYS)} (and perhaps "
+                             f"{', '.join(OPTIONAL_PLAN_KEYS)}).")
+    if not isinstance(plan.get("model", ""), str):
+        raise FedLabelsError(f"the site's privacy-plan {str(path)!r}: model must be a model "
+                             "spec (a string, as --model takes it).")
     if not isinstance(plan["options"], dict):
         raise FedLabelsError(f"the site's privacy-plan {str(path)!r}: options must be a "
                              "table of method options.")
@@ -57,14 +68,35 @@ def site_config(run: RunConfig, node_config: dict[str, Any]) -> RunConfig:
     """The configuration the site's client role is built from: the run's, with the method,
     rounds, period and options of the site's own plan where it names one."""
     given = node_config.get("privacy-plan")
-    if not given:
+    plan = load_site_plan(str(given)) if given else None
+    check_site_model(run, plan)
+    if plan is None:
         return run
-    plan = load_site_plan(str(given))
     if plan["method"] != run.method:
         raise ParameterRefusal(f"the run uses method {run.method!r} but this site's "
                                f"privacy-plan says {plan['method']!r}; refusing.")
     return replace(run, rounds=int(plan["rounds"]), period=int(plan["period"]),
                    options=dict(plan["options"]))
+
+
+def check_site_model(run: RunConfig, plan: dict[str, Any] | None) -> None:
+    """The run's model must be the plan's ``model`` where the plan names one; a network of
+    the site's own (``module:``) is imported and run only where the plan names it, never
+    because the coordinator's run config does."""
+    from fedlabels.learners import canonical_model_spec
+
+    model = str(run.model)
+    own = None if plan is None else plan.get("model")
+    if own is not None:
+        if canonical_model_spec(own) != canonical_model_spec(model):
+            raise ParameterRefusal(f"the run uses model {model!r} but this site's "
+                                   f"privacy-plan says {own!r}; refusing.")
+        return
+    if "module:" in model:
+        raise ParameterRefusal(
+            f"the run asks this site to import and run {model!r}, named by the coordinator "
+            "only; a site runs a network of its own only where its privacy-plan names it: "
+            f"add \"model\": {model!r} to the plan (deploy prepare writes it).")
 
 
 def check_planned_round(node_config: dict[str, Any], rnd: int) -> None:
