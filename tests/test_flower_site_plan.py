@@ -174,3 +174,58 @@ def test_site_model_rules(tmp_path: Path) -> None:
     path.write_text(json.dumps({**plan, "models": "dt"}))
     with pytest.raises(FedLabelsError, match="exactly the keys"):
         load_site_plan(path)
+
+
+def test_a_site_counts_rounds_itself(tmp_path: Path) -> None:
+    """The plan's round limit read the coordinator's round number: a coordinator that
+    numbered every message round 0 had a site with a 2-round plan answer 5 rounds of a
+    non-DP method. The site now refuses a second message of one kind in a round, and a
+    round that goes back, so it answers one round's worth."""
+    from fedlabels.engines.flower.convert import (
+        attached_message,
+        from_record_dict,
+        to_record_dict,
+    )
+
+    class RoundZero(LoopbackGrid):
+        def push_messages(self, messages):  # type: ignore[no-untyped-def]
+            batch = list(messages)
+            for m in batch:
+                ours, meta = from_record_dict(m.content)
+                if "round" in meta:
+                    meta["round"] = 0
+                    m.content = to_record_dict(ours, attached_message(m.content), **meta)
+            return super().push_messages(batch)
+
+    plain = replace(SITE, method="fedct", options={})
+    prepared, _ = loopback_deployment(plain, tmp_path / "sites")
+    spec = replace(prepared.spec, run=replace(plain, rounds=5).to_dict())
+    grid = RoundZero(client_app, [prepared.node_settings(c) for c in range(plain.clients)],
+                     {RUN_CONFIG_KEY: spec.to_json()})
+    with pytest.raises(FedLabelsError, match="every client was lost"):
+        run_server(grid, server_context(spec))
+    status = json.loads(Path(spec.status).read_text())
+    assert status["rounds_done"] == 1 and "refused: message" in json.dumps(status)
+
+
+def test_the_sequence_guard_keeps_rounds_and_kinds(tmp_path: Path) -> None:
+    from fedlabels.comm import Message
+    from fedlabels.core.errors import RefusedError
+    from fedlabels.engines.flower.sequence import SequenceGuard
+
+    key, path = b"k" * 32, tmp_path / "runs" / "r.json"
+    guard = SequenceGuard.load(path, key)
+    reply = Message("x.reply")
+    for seq, (rnd, kind) in enumerate([(0, "a.train"), (0, "a.eval"), (1, "a.train")], 1):
+        assert guard.admit(7, False, seq, rnd, f"d{seq}") is None
+        guard.check_round(rnd, kind, frozenset())
+        guard.accept(seq, rnd, f"d{seq}", reply, None, kind)
+    again = SequenceGuard.load(path, key)  # kept, under the site's key
+    with pytest.raises(RefusedError, match=r"a second a\.train in round 1"):
+        again.check_round(1, "a.train", frozenset())
+    again.check_round(1, "a.train", frozenset({"a.train"}))  # a multi-step kind
+    with pytest.raises(RefusedError, match="round 0 goes back"):
+        again.check_round(0, "a.other", frozenset())
+    again.check_round(2, "a.train", frozenset())
+    assert again.admit(8, False, 1, 0, "d1") is None  # a new run from scratch: reset
+    again.check_round(0, "a.train", frozenset())

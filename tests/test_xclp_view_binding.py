@@ -92,3 +92,47 @@ def test_a_client_keeps_its_own_secure_mode():
     reply = client.handle(Message("xclp.setup", config={"session": 0, "secure": "ot"}))
     assert "pub" in reply.arrays  # the honest request is answered, with a key pair
     assert "xclp.seed" in client.handlers
+
+
+class _MaskReuse:
+    """A deviating server's grid: after the victim's honest SecureRowSums part, it sends
+    the victim (``forge``) a second xclp.influence with S_L = 0 and then the same
+    xclp.rowsums (same participants, rows, attempt). Were both answered, the second part
+    would be the mask alone, and part 1 − part 2 the victim's S_L·Y_L in the clear."""
+
+    def __init__(self, inner, forge: bool):
+        self.inner, self.forge, self.sent = inner, forge, {}
+
+    @property
+    def client_ids(self):
+        return list(self.inner.client_ids)
+
+    def exchange(self, messages, rnd):
+        replies = self.inner.exchange(messages, rnd)
+        kinds = {m.kind for m in messages.values()}
+        if "xclp.influence" in kinds:
+            self.sent["influence"] = messages[1]
+        if "xclp.rowsums" in kinds and "rowsums" not in self.sent:
+            self.sent["rowsums"] = messages[1]
+            if self.forge:
+                honest = self.sent["influence"]
+                self.inner.exchange({1: Message(honest.kind, arrays={
+                    "S_L": np.zeros_like(honest.arrays["S_L"])}, config=dict(honest.config),
+                    category=honest.category)}, rnd)
+            self.inner.exchange({1: self.sent["rowsums"]}, rnd)
+        return replies
+
+
+@pytest.mark.parametrize("forge,refusal", [(True, "a second xclp.influence"),
+                                           (False, "xclp.rowsums attempt 0 again")])
+def test_a_client_masks_once_per_attempt_and_takes_one_influence(forge, refusal):
+    """Found by a red-team walk: the masks were keyed by (view, attempt) only and both
+    messages could be asked again, so every labelled point's label was recovered (8 of 8)."""
+    from fedlabels.api import load_federation
+    from test_deviating_server import small_run
+    from test_method_contract import CLIENTS, DATASET, SEED, XCLP_SMALL, Case
+
+    fed = load_federation(DATASET, clients=CLIENTS, seed=SEED)
+    run = small_run(Case("xclp", {**XCLP_SMALL, "test_points": 20, "secure": "ot"}), fed)
+    with pytest.raises(RefusedError, match=refusal):
+        run.simulate(wrap_grid=lambda grid: _MaskReuse(grid, forge))

@@ -95,6 +95,9 @@ class ClientRole:
     #: simulator checkpoint keeps them only under a reproducible source, else stores None
     #: and the restored role draws afresh from OS entropy (Flower keeps them on the client)
     secret_state: ClassVar[tuple[str, ...]] = ()
+    #: message kinds the protocol sends this role several times within one round (a
+    #: multi-step exchange); a Flower site answers any other kind once per round
+    multi_step_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, cid: int, data: ClientData, learner: Any, settings: Settings,
                  X_public: np.ndarray | None, X_test: np.ndarray, y_test: np.ndarray) -> None:

@@ -147,6 +147,7 @@ def _handle(message: Message, context: Context) -> Message:
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
         check_planned_round(node_config, rnd)
         role = build_role(spec, site, node_config)
+        guard.check_round(rnd, ours.kind, role.multi_step_kinds)
         stored = context.state.get(SEQ)
         if isinstance(stored, ConfigRecord) and stored.get("seq") == seq - 1:
             restore_state(role, context.state, site, key)
@@ -165,7 +166,7 @@ def _handle(message: Message, context: Context) -> Message:
         if folder is not None:
             snapshots.save_snapshot(folder, seq, rnd, role.state_dict(), site.partition_id,
                                     key)
-        guard.accept(seq, rnd, digest, reply, after)
+        guard.accept(seq, rnd, digest, reply, after, ours.kind)
     return Message(to_record_dict(reply, after), reply_to=message)
 
 

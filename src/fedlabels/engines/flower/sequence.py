@@ -14,6 +14,12 @@ checked against their digests). A message
 * numbered ``<= last`` with other content, or ``> last + 1``, or not a whole number >= 1,
   is refused before anything is computed or stored (no snapshot either).
 
+Nor does it take the server's word for the round (which bounds a site's plan, see
+:mod:`.site_plan`): a new message's round number may not go back, and a message kind is
+answered once per round (:meth:`SequenceGuard.check_round`), except the kinds a protocol
+sends several times within one round (``ClientRole.multi_step_kinds``). A server that numbers
+every message round 0 therefore gets one round's answers, not a run's.
+
 A new Flower run of the same deployment that is not a resume (``resume`` false) starts a new
 sequence: the site then starts from a fresh role, and what it releases is still charged to
 its lifetime ledger (:mod:`fedlabels.privacy.site_ledger`), which a new run cannot reset.
@@ -66,6 +72,9 @@ class SequenceGuard:
     flower_run: int | None = None
     last: int = 0
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the latest round answered, and the message kinds answered in it
+    round: int = -1
+    kinds: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path, key: bytes) -> SequenceGuard:
@@ -84,6 +93,7 @@ class SequenceGuard:
                                  "check (HMAC under the site's key); refusing to answer.")
         guard.flower_run, guard.last = body["flower_run"], int(body["last"])
         guard.replies = dict(body["replies"])
+        guard.round, guard.kinds = int(body.get("round", -1)), list(body.get("kinds", []))
         return guard
 
     def _mac(self, body: dict[str, Any]) -> str:
@@ -91,7 +101,7 @@ class SequenceGuard:
 
     def save(self) -> None:
         body = {"format": FORMAT, "flower_run": self.flower_run, "last": self.last,
-                "replies": self.replies}
+                "replies": self.replies, "round": self.round, "kinds": self.kinds}
         write_private(self.path, json.dumps({"body": body, "mac": self._mac(body)}).encode())
 
     def admit(self, flower_run: int, resume: bool, seq: Any, rnd: Any,
@@ -104,6 +114,7 @@ class SequenceGuard:
                                  "whole number >= 1 (>= 0 for rounds).")
         if flower_run != self.flower_run and not resume:  # a new run from scratch
             self.flower_run, self.last, self.replies = flower_run, 0, {}
+            self.round, self.kinds = -1, []
         self.flower_run = flower_run
         if seq == self.last + 1:
             return None
@@ -119,11 +130,26 @@ class SequenceGuard:
         raise RefusedError(f"message refused: number {seq} is {what} (this site last "
                              f"answered number {self.last} of this run).")
 
+    def check_round(self, rnd: int, kind: str, multi_step: frozenset[str]) -> None:
+        """Refuse a new message (of ``kind``, round ``rnd``) whose round goes back, or a
+        second message of a kind already answered in this round (unless in
+        ``multi_step``)."""
+        if rnd < self.round:
+            raise RefusedError(f"message refused: round {rnd} goes back (this site already "
+                               f"answered round {self.round} of this run).")
+        if rnd == self.round and kind in self.kinds and kind not in multi_step:
+            raise RefusedError(f"message refused: a second {kind} in round {rnd} (this site "
+                               "answers each message kind once per round).")
+
     def accept(self, seq: int, rnd: int, digest: str, reply: Message,
-               after: Message | None) -> None:
-        """Record the reply to message ``seq`` (of round ``rnd``) and save."""
+               after: Message | None, kind: str = "") -> None:
+        """Record the reply to message ``seq`` (of round ``rnd`` and ``kind``) and save."""
         data = _pack(reply, after)
         write_private(self._reply_path(seq), data)
+        if rnd != self.round:
+            self.round, self.kinds = rnd, []
+        if kind and kind not in self.kinds:
+            self.kinds.append(kind)
         self.last = seq
         self.replies[str(seq)] = {"digest": digest, "round": rnd,
                                   "reply": hashlib.sha256(data).hexdigest()}

@@ -158,6 +158,9 @@ class FREDYOptions(TeacherStudentOptions):
 class FredyClient(TeacherStudentClient, WeightsClient):
     """A FedAvg participant that keeps its last local model as its teacher."""
 
+    #: the teachers' FedAvg rounds all come within the run's first round
+    multi_step_kinds: ClassVar[frozenset[str]] = frozenset({"fredy.fedavg"})
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.handlers["fredy.fedavg"] = self.fedavg

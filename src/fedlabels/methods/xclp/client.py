@@ -73,7 +73,10 @@ class XCLPClientCore(ClientRole):
 
     state_attrs: ClassVar[tuple[str, ...]] = (
         "session", "mode", "n_points", "packed", "S_L", "own_offset", "own_masked",
-        "xclp_labels", "xclp_confidence", "xclp_scores", "xclp_class_counts")
+        "xclp_labels", "xclp_confidence", "xclp_scores", "xclp_class_counts",
+        "rowsums_attempt")
+    #: SecureHamming's steps and SecureRowSums' restarts come within one round
+    multi_step_kinds: ClassVar[frozenset[str]] = frozenset({"xclp.hamming", "xclp.rowsums"})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,6 +84,7 @@ class XCLPClientCore(ClientRole):
             if kind != "seed" or self.options.secure != "none":
                 self.handlers[f"xclp.{kind}"] = getattr(self, f"on_{kind}")
         self.session = -1
+        self.rowsums_attempt = -1  # the last SecureRowSums attempt answered this session
         self.mode = "none"
         # features, from setup until the LSH is computed; not state (they are the private
         # rows): a restored role recomputes them from its data (features_again)
@@ -154,6 +158,7 @@ class XCLPClientCore(ClientRole):
                                  "needs at least one point.")
         self.V, self.n_points = V, len(V)
         self.packed = self.S_L = self.own_masked = None
+        self.rowsums_attempt = -1
         self.xclp_labels = self.xclp_confidence = self.xclp_scores = None
         self.xclp_class_counts = None
         self._reset_secure()
@@ -219,7 +224,12 @@ class XCLPClientCore(ClientRole):
         return Message("xclp.hamming.reply", arrays=arrays)
 
     def on_influence(self, message: Message) -> Message:
-        """Keep S_L (this client's labelled columns) and where its rows are."""
+        """Keep S_L (this client's labelled columns) and where its rows are; once a
+        session (a second S_L, say zeros, with the same rows and attempt would make the
+        mask of SecureRowSums reveal S_L·Y_L in the clear)."""
+        if self.S_L is not None:
+            raise RefusedError(f"client {self.cid}: a second xclp.influence in session "
+                               f"{self.session}; refusing.")
         self.S_L = np.asarray(message.arrays["S_L"], dtype=np.float64)
         self.own_offset = int(message.config["offset"])
         return Message("xclp.influence.reply", config={"ok": True})
@@ -235,6 +245,10 @@ class XCLPClientCore(ClientRole):
         )
 
         S_L = _need(self.S_L, self.cid, "influence")
+        attempt = int(message.config["attempt"])
+        if attempt <= self.rowsums_attempt:  # a mask is used once: never the same attempt
+            raise RefusedError(f"client {self.cid}: xclp.rowsums attempt {attempt} again "
+                               f"(answered up to {self.rowsums_attempt}); refusing.")
         y = self.xclp_partial_labels()
         Zbar = S_L @ one_hot(y[np.flatnonzero(y >= 0)], self.settings.n_classes)
         participants = ids(message.config["participants"])
@@ -243,13 +257,13 @@ class XCLPClientCore(ClientRole):
             raise FedLabelsError(f"client {self.cid}: xclp.rowsums names rows that are not "
                                  "this client's own as its rows (or leaves it out).")
         send = participant_rows(rows, self.cid)  # never a departed client's rows
-        arrays = self._counts_part(y, int(message.config["attempt"]))
+        self.rowsums_attempt = attempt
+        arrays = self._counts_part(y, attempt)
         if self.mode == "none":
             enc = encode_fixed(Zbar)
             self.own_masked = enc[self.own_rows()]
             return Message("xclp.rowsums.reply", arrays={"part": enc[send], **arrays})
         keypair = _need(self.keypair, self.cid, "setup")
-        attempt = int(message.config["attempt"])
         keys = bind_keys({c: keypair.shared_key(self.cid, c, self.peer_pubs[c], "rowsums")
                           for c in participants if c != self.cid}, view_digest(rows, attempt))
         part, self.own_masked = mask_rows(Zbar, self.own_rows(), self.cid, keys, attempt,
