@@ -313,3 +313,16 @@ def test_cli_audit_reports_the_lower_bound_next_to_the_claim(tmp_path, capsys):
     assert main(["audit", "--method", "dd", "--dataset", "breast_cancer", "--canaries", "5",
                  "--output", str(tmp_path / "x.json"), "--no-progress"]) != 0
     assert "no canary audit for method 'dd'" in capsys.readouterr().err
+
+
+def test_a_claim_under_replacement_is_not_falsified_by_added_canaries():
+    """The canaries are added to or left out of a client's data (add/remove); dp-pate's
+    claim is under replacement only, so the audit compares nothing (None), while a claim
+    that covers removal is compared."""
+    from fedlabels.audit.canaries import _falsifies
+    from fedlabels.privacy.events import DISJOINT_TEACHERS, RECORD_LEVEL
+
+    assert _falsifies({"epsilon": 1.0, "neighbouring": DISJOINT_TEACHERS}, 5.0) is None
+    assert _falsifies({"epsilon": 1.0, "neighbouring": RECORD_LEVEL}, 5.0) is True
+    assert _falsifies({"epsilon": 8.0, "neighbouring": RECORD_LEVEL}, 5.0) is False
+    assert _falsifies({}, 5.0) is None

@@ -248,8 +248,17 @@ def epsilon_lower_bound_audit(method: str, federation: Federation, models: list[
             "accuracy": (result.final or {}).get("mean_accuracy"),
             "noise": "reproducible from the seed (INSECURE: not a test of the claim)"
                      if is_reproducible() else "OS CSPRNG",
-            "falsifies_claim": bool(claimed is not None and found["epsilon_lower_bound"]
-                                    > float(claimed))}
+            "falsifies_claim": _falsifies(claim, found["epsilon_lower_bound"])}
+
+
+def _falsifies(claim: dict[str, Any], lower_bound: float) -> bool | None:
+    """Whether the audit's lower bound exceeds the claimed ε (None: no claim, or a claim
+    under another neighbouring relation than the canaries' add/remove)."""
+    from fedlabels.privacy.events import covers_add_remove
+
+    if claim.get("epsilon") is None or not covers_add_remove(str(claim.get("neighbouring"))):
+        return None
+    return bool(lower_bound > float(claim["epsilon"]))
 
 
 def add_epsilon_lower_bound(result: RunResult, entry: dict[str, Any]) -> None:
@@ -269,7 +278,10 @@ def format_lower_bound(entry: dict[str, Any]) -> str:
            f"FNR {entry['fnr']:.2f}")
     claim = entry.get("claimed_epsilon")
     verdict = ("no claim" if claim is None else
-               f"claimed ε = {claim:.4g}" + (" — FALSIFIED" if entry["falsifies_claim"] else ""))
+               f"claimed ε = {claim:.4g}" + (" — FALSIFIED" if entry["falsifies_claim"] else
+                                            " under replacement: the canaries add or remove "
+                                            "records, not comparable"
+                                            if entry["falsifies_claim"] is None else ""))
     ceiling = entry.get("epsilon_ceiling")
     reach = "" if ceiling is None else (
         f"; it can show at most ε = {ceiling:.3g}"

@@ -30,7 +30,9 @@ from fedlabels.privacy.validation import check_delta
 
 #: what DP-SGD's neighbouring datasets are (the Poisson-subsampling analysis)
 RECORD_ADD_REMOVE = ("record-level: one private record of one client added or removed "
-                     "(Poisson-subsampled Gaussian, ADD_OR_REMOVE_ONE)")
+                     "(Poisson-subsampled Gaussian, ADD_OR_REMOVE_ONE), the client's number "
+                     "of records taken as public (the noisy sum is divided by q·n, as "
+                     "Opacus does)")
 DPSGD_ACCOUNTANTS = ("pld", "rdp")
 
 

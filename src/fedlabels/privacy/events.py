@@ -58,8 +58,16 @@ WHOLE_DATASET = ("client-level under replacement: one client's whole private dat
                  "replaced by any other (s* = 2|U| bounds the distance between the label "
                  "releases of any two datasets), so every record of it, not just one")
 #: the relation assumed by the GNMax / LNMax vote sensitivities (PATE)
-DISJOINT_TEACHERS = ("record-level: one private record of one teacher changes; each record "
-                     "trains exactly one teacher (disjoint teacher data), so one vote moves")
+DISJOINT_TEACHERS = ("record-level: one private record of one teacher replaced by another "
+                     "(not added or removed: a client's split into teachers depends on its "
+                     "size and its records' order); each record trains exactly one teacher "
+                     "(disjoint teacher data), so one vote moves")
+
+
+def covers_add_remove(neighbouring: str) -> bool:
+    """Whether a claim under ``neighbouring`` bounds adding or removing one record (what a
+    canary audit does); a claim under replacement only does not."""
+    return neighbouring != DISJOINT_TEACHERS
 
 SENSITIVITY_SOURCES = ("empirical", "prop2", "worst", "given")
 
