@@ -231,6 +231,34 @@ def calibrate_xor_round_epsilon(total_epsilon: float, delta: float, rounds: int,
     return lo
 
 
+@functools.lru_cache(maxsize=256)  # pure; the client and the server both calibrate
+def calibrate_kary_round_epsilon(total_epsilon: float, delta: float, rounds: int,
+                                 sensitivity_labels: int, n_classes: int) -> float:
+    """The largest per-round ε (= ε per label × s*_labels) whose R-fold composition of k-ary
+    randomized response stays within ``total_epsilon`` at δ by the RDP accountant (basic
+    composition's ``total_epsilon / rounds`` is the lower end: ε / R per round composes to
+    the target purely, so a run never gets less than that). RDP over the R · s*_labels
+    composed responses is far below their pure sum when s*_labels is large."""
+    check_epsilon(total_epsilon, "total epsilon")
+    check_delta(delta)
+
+    def total(eps_round: float) -> float:
+        eps_label = eps_round / sensitivity_labels
+        p = n_classes / (math.exp(eps_label) + n_classes - 1)
+        return _rr_epsilon("rdp", (((p, n_classes), rounds * sensitivity_labels),), delta)
+
+    lo = hi = total_epsilon / rounds
+    for _ in range(80):
+        if total(hi) > total_epsilon:
+            break
+        lo, hi = hi, 2.0 * hi
+    else:
+        return hi
+    lo, _ = bisect_monotone(lambda e: total(e) <= total_epsilon, lo, hi, rel_tol=1e-6,
+                            max_iter=60)
+    return lo
+
+
 # ------------------------------------------------------------------ DP-FedAvg
 
 def _gaussian_event(noise_multiplier: float, sampling_rate: float, rounds: int) -> Any:

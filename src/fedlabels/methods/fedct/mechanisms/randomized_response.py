@@ -53,16 +53,20 @@ def _estimate_sensitivity(server: DPFedCTServer, grid: Grid) -> Sensitivity:
 
 
 def label_round_epsilon(target: float, delta: float, rounds: int, mechanism: str,
-                        sensitivity: Sensitivity) -> float:
+                        sensitivity: Sensitivity, n_classes: int) -> float:
     """DP-FedCT's per-round ε calibrated from a total (ε, δ) over ``rounds``.
 
     xor: the largest pure per-round ε whose exact composition stays within the target;
-    kary: basic composition, ε / rounds per round (pure, δ = 0)."""
-    from fedlabels.privacy.accounting import calibrate_xor_round_epsilon
+    kary: the largest whose RDP composition does (at least ε / rounds, basic
+    composition's)."""
+    from fedlabels.privacy.accounting import (
+        calibrate_kary_round_epsilon,
+        calibrate_xor_round_epsilon,
+    )
 
     if mechanism == "xor":
         return calibrate_xor_round_epsilon(target, delta, rounds, sensitivity.bits)
-    return target / rounds
+    return calibrate_kary_round_epsilon(target, delta, rounds, sensitivity.labels, n_classes)
 
 
 class _RandomizedResponse(LabelMechanism):
@@ -76,7 +80,7 @@ class _RandomizedResponse(LabelMechanism):
         if opts.epsilon_per_round is not None:
             return float(opts.epsilon_per_round), sens
         eps = label_round_epsilon(opts.epsilon, opts.delta, client.settings.rounds,
-                                  self.name, sens)
+                                  self.name, sens, client.settings.n_classes)
         return eps, sens
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
@@ -96,7 +100,7 @@ class _RandomizedResponse(LabelMechanism):
                 rounds = server.settings.rounds
                 server.epsilon_round = label_round_epsilon(
                     server.options.epsilon, server.delta, rounds, self.name,
-                    server.sensitivity)
+                    server.sensitivity, server.settings.n_classes)
                 planned = self.round_events(server, self.round_config(server), [], None)
                 server.ledger.check_plan(planned * rounds, f"{rounds} round(s)")
 
