@@ -5,6 +5,7 @@ shapes and types are one-line ``FedLabelsError``s, results are not silently over
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -138,6 +139,32 @@ def test_save_json_refuses_to_overwrite_a_wrong_suffix_and_a_directory(result, t
     with pytest.raises(FedLabelsError, match=r"ending in \.csv"):
         result.save_csv(tmp_path / "rounds.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.json", "run.csv", "run.json"]
+
+
+def test_saving_never_writes_over_the_runs_own_table(tmp_path, monkeypatch):
+    """``save``, ``save_json`` and ``save_csv`` refused the CLI's rule: a run on
+    ``csv:data.rounds.csv:label`` saved as ``data.json`` replaced the user's table with its
+    rounds table (and ``save_csv("data.csv", overwrite=True)`` the table itself)."""
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(rng.normal(size=(60, 3)), columns=list("abc"))
+    table["label"] = (table["a"] > 0).astype(int)
+    for name in ("data.rounds.csv", "data.csv"):
+        table.to_csv(name, index=False)
+    before = {name: Path(name).read_bytes() for name in ("data.rounds.csv", "data.csv")}
+    on_rounds = fl.run("fedct", "csv:data.rounds.csv:label", clients=3, rounds=1,
+                       progress=False)
+    with pytest.raises(FedLabelsError, match="that is the dataset file of this run"):
+        on_rounds.save("data.json", overwrite=True)
+    on_table = fl.run("fedct", "csv:data.csv:label", clients=3, rounds=1, progress=False)
+    for save in (on_table.save_csv, on_table.save_json):
+        with pytest.raises(FedLabelsError, match="that is the dataset file of this run"):
+            save("./data.csv", overwrite=True)
+    assert {name: Path(name).read_bytes() for name in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "data.rounds.csv"]
+    with pytest.raises(FedLabelsError, match="not a directory"):
+        on_table.save(".")
 
 
 def test_save_writes_what_predict_and_inspect_read(data, result, tmp_path):

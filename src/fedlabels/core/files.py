@@ -49,6 +49,9 @@ def result_path(output: str | Path, option: str = "--output") -> Path:
     """``output`` as a result path; it must end in ``.json`` (the rounds table and the models
     go beside it, so a ``.csv`` name would collide with them)."""
     path = Path(output).expanduser()
+    if not path.name or path.name in (".", ".."):
+        raise FedLabelsError(f"{option} {output}: give a file name ending in .json (e.g. "
+                             "run.json), not a directory.")
     if path.suffix.lower() != RESULT_SUFFIX:
         raise FedLabelsError(f"{option} {output}: the result is JSON, give a path ending in "
                              f".json (the rounds table goes beside it as "

@@ -214,13 +214,14 @@ class RunResult:
 
     def save_json(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write the result JSON (atomically) to ``path``, which must end in ``.json``; an
-        existing file is replaced only with ``overwrite=True``."""
-        path = _save_target(path, ".json", overwrite)
+        existing file is replaced only with ``overwrite=True``, and the run's own table
+        (``csv:PATH:TARGET``) never."""
+        path = _save_target(path, ".json", overwrite, self.dataset, "result")
         return _write(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     def save_csv(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write the per-round table (:meth:`to_frame`) as CSV; rules as :meth:`save_json`."""
-        path = _save_target(path, ".csv", overwrite)
+        path = _save_target(path, ".csv", overwrite, self.dataset, "rounds table")
         return _write(path, self.to_frame().to_csv(index=False))
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
@@ -233,14 +234,15 @@ class RunResult:
         import warnings
 
         from fedlabels.core.errors import FedLabelsWarning
-        from fedlabels.core.files import check_outputs, result_path, run_outputs
+        from fedlabels.core.files import check_outputs, result_path, run_inputs, run_outputs
         from fedlabels.results.model_format import UnsavableModelError
         from fedlabels.results.models_file import save_models
 
         files = run_outputs(result_path(path, option="path"))
         if not self.client_models:
             del files["models file"]
-        check_outputs(files, overwrite=overwrite, overwrite_hint="overwrite=True")
+        check_outputs(files, run_inputs(self.dataset), overwrite=overwrite,
+                      overwrite_hint="overwrite=True")
         if self.client_models:  # first: the one that can refuse a model
             try:
                 save_models(self, files["result"])
@@ -252,9 +254,14 @@ class RunResult:
         return files["result"]
 
 
-def _save_target(path: str | Path, suffix: str, overwrite: bool) -> Path:
-    """``path`` checked for :meth:`RunResult.save_json` / ``save_csv`` (one-line errors)."""
+def _save_target(path: str | Path, suffix: str, overwrite: bool, dataset: str,
+                 what: str) -> Path:
+    """``path`` checked for :meth:`RunResult.save_json` / ``save_csv`` (one-line errors):
+    never the run's own table (``csv:PATH:TARGET``), even with ``overwrite``."""
+    from fedlabels.core.files import check_outputs, run_inputs
+
     path = Path(path).expanduser()
+    check_outputs({what: path}, run_inputs(dataset), overwrite=True)  # the inputs only
     if path.suffix.lower() != suffix:
         raise FedLabelsError(f"{path}: give a file name ending in {suffix} (this writes "
                              f"{suffix[1:].upper()}).")
