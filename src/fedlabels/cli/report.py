@@ -24,7 +24,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.core.files import check_outputs, run_files, write_atomic, writing
-    from fedlabels.results.predict import predict_file
+    from fedlabels.results.predict import predict_file, run_sep
 
     out = Path(args.output).expanduser()
     if out.suffix.lower() != ".csv":
@@ -33,9 +33,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     check_outputs({"predictions": out},
                   {**run_files(args.result), "data file": Path(args.data)},
                   overwrite=args.overwrite)
-    frame = predict_file(args.result, args.data, client=args.client)
+    sep = args.sep or run_sep(args.result) or ","
+    frame = predict_file(args.result, args.data, client=args.client, sep=sep)
     with writing("the predictions"):
-        write_atomic(out, frame.to_csv(index=False))
+        write_atomic(out, frame.to_csv(index=False, sep=sep))
     who = f"client {args.client}" if args.client is not None else "majority vote of the clients"
     print(f"wrote {len(frame)} prediction{'' if len(frame) == 1 else 's'} ({who}) to {out}")
     return 0
@@ -66,5 +67,7 @@ def add_report_parsers(sub: Any) -> None:
                    help="CSV to write: the rows with a `prediction` column")
     p.add_argument("--client", type=int, help="use this client's model (0-based) instead of "
                                               "the majority vote")
+    p.add_argument("--sep", help="field separator of the data CSV, also used for the output "
+                                 "(default: the run's --sep, else ',')")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.set_defaults(func=cmd_predict)

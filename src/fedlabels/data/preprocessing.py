@@ -73,7 +73,8 @@ class Preprocessing:
         return class_values(self.class_names, self.label_dtype)
 
     def transform(self, X_raw: Any) -> np.ndarray:
-        """Raw rows -> the float32 model inputs (unknown categories encode as all zeros);
+        """Raw rows -> the float32 model inputs (unknown categories encode as all zeros, with
+        a warning naming the column);
         for a run on image files, images (files, a folder, a table's image column or pixel
         rows: :func:`fedlabels.data.images.new_image_rows`)."""
         import pandas as pd
@@ -99,6 +100,7 @@ class Preprocessing:
             frame = frame[self.columns]
             cats = list(self.categorical)
             _check_new_columns(frame, cats)
+            _warn_unseen_categories(frame, cats, self.feature_names)
             if cats:
                 frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
                                        dtype=float)
@@ -109,9 +111,17 @@ class Preprocessing:
             X = _floats(lambda: rows.astype(np.float64))
         if len(X) == 0:
             raise FedLabelsError("the data has no rows; give at least one row to predict.")
-        if not np.isfinite(X).all():
-            raise FedLabelsError("the data contains missing or non-finite values; impute or "
-                                 "drop them first.")
+        finite = np.isfinite(X)
+        if not finite.all():
+            names = self.feature_names if X.shape[1] == len(self.feature_names) else None
+            cols = np.flatnonzero(~finite.all(axis=0))
+            rows = np.flatnonzero(~finite.all(axis=1))
+            where = ", ".join(repr(names[c]) if names else f"#{c}" for c in cols[:5])
+            raise FedLabelsError(f"the data has missing or non-finite values in column(s) "
+                                 f"{where}{' ...' if len(cols) > 5 else ''} (rows "
+                                 f"{', '.join(str(r) for r in rows[:5])}"
+                                 f"{' ...' if len(rows) > 5 else ''}; counting from 0); impute "
+                                 "or drop them first.")
         if self.mean is not None and self.std is not None:
             X = (X - self.mean) / self.std
         if self.pca is not None:
@@ -201,6 +211,34 @@ def _check_new_columns(frame: Any, categorical: list[str]) -> None:
         if len(bad):
             raise FedLabelsError(f"column {column!r} holds non-numeric values (e.g. "
                                  f"{bad.iloc[0]!r}) where the models were trained on numbers.")
+
+
+def _warn_unseen_categories(frame: Any, categorical: list[str],
+                            feature_names: Sequence[str]) -> None:
+    """Warn, naming the column, where new rows hold categories the training data had not:
+    they encode as all zeros (as no category). A column of numbers where training had text
+    codes ('01', '02') is the usual cause: read the column as text."""
+    import warnings
+
+    import pandas as pd
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    for column in categorical:
+        prefix = f"{column}_"
+        known = {f[len(prefix):] for f in feature_names if f.startswith(prefix)}
+        values = frame[column].astype(str)
+        unseen = sorted(set(values) - known)
+        if not unseen:
+            continue
+        hint = ("; the column holds numbers where training had text codes: read it as text "
+                f"(pandas: dtype={{{column!r}: str}})"
+                if pd.api.types.is_numeric_dtype(frame[column]) else "")
+        shown = ", ".join(repr(v) for v in unseen[:5]) + (" ..." if len(unseen) > 5 else "")
+        warnings.warn(FedLabelsWarning(
+            f"column {column!r}: {int(values.isin(unseen).sum())} of {len(values)} rows hold "
+            f"categories not seen in training ({shown}); they encode as no category "
+            f"(all zeros){hint}."), stacklevel=5)  # the caller of result.predict
 
 
 def _floats(convert: Any) -> np.ndarray:

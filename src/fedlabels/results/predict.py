@@ -63,10 +63,12 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
 
 
 def predict_file(result_path: str | Path, data_path: str | Path,
-                 client: int | None = None) -> Any:
+                 client: int | None = None, sep: str | None = None) -> Any:
     """``fedlabels predict``: the rows of a CSV file with a ``prediction`` column added.
 
-    The CSV has the training table's columns (more are kept but not used, e.g. the label);
+    The CSV has the training table's columns (more are kept but not used, e.g. the label),
+    separated by ``sep`` (default: the run's ``sep``, else ``,``); its categorical columns are
+    read as text, as training read them (``01`` stays ``01``, not the number 1);
     for a run on image files, its image column's paths are relative to the CSV's folder.
     A run on images also takes a folder of images (sub-folders too) or one image file: one
     row per image, its ``path`` and ``prediction``.
@@ -88,14 +90,21 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         assert files is not None  # a path names files
         return pd.DataFrame({"path": [str(f) for f in files],
                              "prediction": predict(payload["models"], prep, files, client)})
+    if sep is None:
+        sep = run_sep(result_path)
     try:
-        frame = pd.read_csv(data_path)
+        frame = pd.read_csv(data_path, sep=sep or ",",
+                            dtype={c: str for c in prep.categorical} or None)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
         raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
     numbers_only = (prep.columns is None and not prep.text) or prep.image is not None
     if numbers_only and _header_is_data(frame):  # no header line: its first row is data
-        frame = pd.read_csv(data_path, header=None)
+        frame = pd.read_csv(data_path, header=None, sep=sep or ",")
+    if prep.columns is not None and len(frame.columns) == 1 and len(prep.columns) > 1:
+        raise FedLabelsError(f"{data_path} reads as one column {str(frame.columns[0])[:40]!r} "
+                             f"with separator {sep or ','!r}; give its separator (--sep ';' "
+                             "or --sep '\\t').")
     if prep.image is not None:
         features: Any = _images_of_table(frame, prep.image, data.parent)
     elif prep.columns is None and not prep.text:  # trained on an array: every column is one
@@ -107,6 +116,18 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     # as assign would (an input column "prediction" replaced), without its warning on a wide
     # table that read_csv left in one block per column
     return pd.concat([frame.drop(columns="prediction", errors="ignore"), labels], axis=1)
+
+
+def run_sep(result_path: str | Path) -> str | None:
+    """The field separator the run's table was read with (its configuration's ``sep``)."""
+    import json
+
+    try:
+        config = json.loads(Path(result_path).read_text()).get("config") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    sep = config.get("sep") if isinstance(config, dict) else None
+    return sep if isinstance(sep, str) and sep else None
 
 
 def _header_is_data(frame: Any) -> bool:
