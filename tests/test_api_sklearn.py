@@ -112,6 +112,27 @@ def test_a_model_class_is_refused_with_the_instance_to_pass(breast_cancer_fed):
         fl.run("fedct", breast_cancer_fed, model=DecisionTreeClassifier, rounds=1)
 
 
+def test_inputs_that_trained_something_else_than_meant_are_refused_or_warned(data):
+    """From a walk with one's own data: missing categories trained as no category (and then
+    predict refused the same rows), labels 1 and 'a' came back as '1', complex features
+    lost their imaginary part, 'yes' / 'YES' / 'yes ' were separate classes silently."""
+    X, y = data
+    frame = pd.DataFrame({"ward": np.where(y == 1, "a", None), "x": X[:, 0]})
+    with pytest.raises(FedLabelsError, match=r"missing values in categorical column\(s\) "
+                                             r"'ward' \(\d+ rows\)"):
+        fl.make_federation(frame, y, clients=3, unlabeled=100)
+    mixed = np.array([1 if v == 1 else "a" for v in y], dtype=object)
+    with pytest.raises(FedLabelsError, match=r"mixes label types: .* and .*same type"):
+        fl.make_federation(X, mixed, clients=3, unlabeled=100)
+    with pytest.raises(FedLabelsError, match="is complex"):
+        fl.make_federation(X + 1j, y, clients=3, unlabeled=100)
+    messy = np.where(y == 1, "yes", "no").astype(object)
+    messy[::7] = "YES "
+    with pytest.warns(fl.FedLabelsWarning, match=r"differ only in case or spaces \('YES ', "
+                                                 r"'yes'\)"):
+        fl.make_federation(X, messy, clients=3, unlabeled=100)
+
+
 def test_a_two_column_y_says_so(data):
     X, y = data
     with pytest.raises(FedLabelsError, match=r"one label per row.*\(569, 2\)"):

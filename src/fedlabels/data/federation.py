@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -147,11 +148,23 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
         check_feature_columns(X)  # no ID, date or stray-token column is one-hot encoded
         categorical = categorical_columns(X)
         if categorical:
+            missing = X[categorical].isna().sum()
+            missing = missing[missing > 0]
+            if len(missing):  # get_dummies would encode them as no category, silently
+                named = ", ".join(f"{c!r} ({n} row{'s' * (n > 1)})"
+                                  for c, n in missing.items())
+                raise FedLabelsError(f"{what} has missing values in categorical column(s) "
+                                     f"{named}; impute or drop them first (or give them a "
+                                     "category of their own, e.g. 'unknown').")
             X = pd.get_dummies(X, columns=categorical, dummy_na=False, dtype=float)
         names = [str(c) for c in X.columns]
         all_f32 = len(X.columns) > 0 and all(dt == np.float32 for dt in X.dtypes)
         arr = X.to_numpy(dtype=np.float32 if all_f32 else float, na_value=np.nan)
     else:
+        if np.iscomplexobj(X):
+            raise FedLabelsError(f"{what} is complex; the models take real numbers: pass e.g. "
+                                 "its real and imaginary parts as columns "
+                                 "(np.c_[X.real, X.imag]).")
         try:
             arr = np.asarray(X)
             if arr.dtype not in _KEPT_FLOATS:
@@ -207,11 +220,54 @@ def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
         classes, codes = np.unique(values, return_inverse=True)
         return codes.astype(np.int64), [str(c) for c in classes]
     if values.dtype.kind in "bOUS" or isinstance(series.dtype, pd.CategoricalDtype):
+        if values.dtype.kind == "O":
+            _check_one_label_type(values, what)
         as_str = series.astype(str).to_numpy()
         classes, codes = np.unique(as_str, return_inverse=True)
+        _warn_near_duplicate_classes([str(c) for c in classes], what)
         return codes.astype(np.int64), [str(c) for c in classes]
     raise FedLabelsError(f"{what} has unsupported dtype {values.dtype}; use integer or string "
                          "class labels.")
+
+
+def _label_kind(value: Any) -> str:
+    if isinstance(value, str | bytes):
+        return "text"
+    if isinstance(value, bool | np.bool_):
+        return "boolean"
+    if isinstance(value, numbers.Number):
+        return "number"
+    return type(value).__name__
+
+
+def _check_one_label_type(values: np.ndarray, what: str) -> None:
+    """Labels of one kind: ``1`` and ``"a"`` together came back from predict as ``"1"``,
+    and comparing them with ``y`` then failed silently."""
+    first: dict[str, Any] = {}
+    for v in values:
+        first.setdefault(_label_kind(v), v)
+        if len(first) > 1:
+            shown = " and ".join(f"{k} ({v!r})" for k, v in first.items())
+            raise FedLabelsError(f"{what} mixes label types: {shown}; give every label the "
+                                 "same type (e.g. y.astype(str)).")
+
+
+def _warn_near_duplicate_classes(classes: list[str], what: str) -> None:
+    """Warn where classes differ only in case or surrounding spaces ('yes', 'YES', 'yes ')."""
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    groups: dict[str, list[str]] = {}
+    for c in classes:
+        groups.setdefault(c.strip().casefold(), []).append(c)
+    clashes = [g for g in groups.values() if len(g) > 1]
+    if clashes:
+        shown = "; ".join(", ".join(repr(c) for c in g) for g in clashes[:3])
+        warnings.warn(FedLabelsWarning(
+            f"{what} has classes that differ only in case or spaces ({shown}): each is a class "
+            "of its own; clean them first if they are one (e.g. y.str.strip().str.lower())."),
+            stacklevel=4)
 
 
 def _check_size(name: str, value: int | None, available: int, flag: str) -> None:
