@@ -92,3 +92,7 @@ def test_a_hugging_face_directory_without_weights(tmp_path, capsys):
                     f"hf model_dir {tmp_path} has no weights")
     one_line_exit_2(capsys, ["--model", "hf(mode=full)", "--output", str(tmp_path / "x.json")],
                     "hf needs model_dir=PATH")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"a pickle")  # never unpickled
+    one_line_exit_2(capsys, ["--model", f"hf(model_dir={tmp_path})",
+                             "--output", str(tmp_path / "x.json")],
+                    "its weights as pytorch_model.bin, a pickle, which fedlabels never loads")

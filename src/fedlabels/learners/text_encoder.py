@@ -67,7 +67,9 @@ def load_base(path: str | Path) -> Base:
     hf_logging.set_verbosity_error()
     # float32 whatever the directory stores (many ship float16 or bfloat16 weights, which
     # transformers would keep): the learner trains in float32, bf16 only as autocast
-    model = AutoModel.from_pretrained(key, local_files_only=True, hidden_dropout_prob=0.0,
+    # safetensors only: a pytorch_model.bin beside them is a pickle, never loaded
+    model = AutoModel.from_pretrained(key, local_files_only=True, use_safetensors=True,
+                                      hidden_dropout_prob=0.0,
                                       attention_probs_dropout_prob=0.0, dtype=torch.float32)
     model.eval().requires_grad_(False)
     tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))

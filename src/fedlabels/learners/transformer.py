@@ -83,8 +83,10 @@ def make_minilm(n_classes: int, random_state: int, batch: int = 16, lr: float | 
                                  predict_batch_size=predict_batch, **params)
 
 
-_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
-            "pytorch_model.bin.index.json")
+#: the weight files read: safetensors only (a .bin is a pickle, and no pickle is loaded from
+#: a file a user passes, however restricted the unpickler)
+_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+_PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 def check_hf(params: Mapping[str, Any]) -> None:
@@ -102,8 +104,14 @@ def check_hf(params: Mapping[str, Any]) -> None:
             raise FedLabelsError(f"hf model_dir {root} has no {name}; save the model and its "
                                  "fast tokenizer there (save_pretrained).")
     if not any((root / name).is_file() for name in _WEIGHTS):
-        raise FedLabelsError(f"hf model_dir {root} has no weights ({' or '.join(_WEIGHTS[:2])}"
-                             "); save the model with save_pretrained, or copy its weights.")
+        if any((root / name).is_file() for name in _PICKLED_WEIGHTS):
+            raise FedLabelsError(f"hf model_dir {root} has its weights as pytorch_model.bin, "
+                                 "a pickle, which fedlabels never loads from a file you pass; "
+                                 "convert it once: AutoModel.from_pretrained(DIR)"
+                                 ".save_pretrained(DIR, safe_serialization=True) writes "
+                                 "model.safetensors.")
+        raise FedLabelsError(f"hf model_dir {root} has no weights ({_WEIGHTS[0]}); save the "
+                             "model with save_pretrained, or copy its weights.")
     limit = position_limit(root)
     if limit is not None and "max_len" in params and int(params["max_len"]) > limit:
         raise FedLabelsError(f"max_len={params['max_len']} is more than the {limit} positions "
