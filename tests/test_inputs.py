@@ -239,6 +239,33 @@ def test_bad_mlp_spec_fails_before_data_loads(tmp_path, capsys):
                                 f"csv:{tmp_path / 'missing.csv'}:y"], "hidden", "'abc'")
 
 
+@pytest.mark.parametrize("spec,match", [
+    ("dt(max_depht=3)", r"max_depht of decision_tree \(did you mean 'max_depth'\?\)"),
+    ("rf(n_estimator=3)", r"n_estimator of random_forest \(did you mean 'n_estimators'\?\)"),
+    ("sk_mlp(hiden=3)", r"hiden of sk_mlp \(did you mean 'hidden'\?\)"),
+    ("logreg(colour=1)", r"colour of logreg; it takes .*\bC\b"),
+])
+def test_a_misspelt_scikit_learn_parameter_fails_when_parsed(spec, match, tmp_path, capsys):
+    """It was a TypeError naming no valid name, and only after the data had loaded."""
+    with pytest.raises(FedLabelsError, match=match):
+        parse_model_spec(spec)
+    _fails_in_one_line(capsys, [*RUN, "--model", spec, "--dataset",
+                                f"csv:{tmp_path / 'missing.csv'}:y"], "unknown parameter")
+
+
+def test_the_names_of_a_classifier_and_its_regressor_are_both_taken():
+    assert parse_model_spec("logreg(alpha=2.0)")[0].params == {"alpha": 2.0}  # Ridge's
+    assert parse_model_spec("sk_mlp(hidden=8-4)")[0].params == {"hidden": (8, 4)}
+
+
+def test_xgboost_refuses_names_it_would_ignore():
+    """xgboost took unknown names with a warning and trained with its defaults."""
+    pytest.importorskip("xgboost")
+    with pytest.raises(FedLabelsError, match=r"max_dept, n_estimatorz of xgboost \(did you "
+                                             r"mean 'max_depth'\?\)"):
+        parse_model_spec("xgboost(n_estimatorz=2,max_dept=1)")
+
+
 # ------------------------------------------------------------------ one-shot methods
 
 

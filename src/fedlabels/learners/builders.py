@@ -32,6 +32,31 @@ def _sk(cls_path: str, rename: dict[str, str] | None = None, **defaults: Any) ->
     return factory
 
 
+def check_param_names(model: str, params: dict[str, Any], *class_paths: str,
+                      rename: dict[str, str] | None = None,
+                      extra: tuple[str, ...] = ()) -> None:
+    """A spec's parameter names must be the estimator's (those of any of ``class_paths``:
+    the classifier and the regressor a spec stands for), checked when the spec is parsed:
+    a misspelt ``max_depht`` was a TypeError after the data loaded, and xgboost took unknown
+    names with a warning and its defaults."""
+    if not params:
+        return
+    import importlib
+
+    from fedlabels.core.errors import did_you_mean
+
+    names = set(rename or {}) | set(extra)
+    for path in class_paths:
+        module_name, cls_name = path.rsplit(".", 1)
+        names |= set(getattr(importlib.import_module(module_name), cls_name)().get_params())
+    names -= set((rename or {}).values())
+    unknown = sorted(set(params) - names)
+    if unknown:
+        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)} of {model}"
+                             f"{did_you_mean(unknown[0], names)}; it takes "
+                             f"{', '.join(sorted(names))}.")
+
+
 def _torch_mlp(n_classes: int, random_state: int, hidden: Any = (512, 512),
                lr: float = 1e-3, **params: Any) -> Any:
     from fedlabels.learners.torch_mlp import TorchMLPClassifier

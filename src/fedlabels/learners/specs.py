@@ -213,18 +213,36 @@ def _check_mlp(params: dict[str, Any]) -> None:
     check_training_params(params, _MLP_INTS, ("warm_start",))
 
 
+def _names_of(model: str, *class_paths: str, rename: dict[str, str] | None = None,
+              extra: tuple[str, ...] = ()) -> Callable[[dict[str, Any]], None]:
+    """A spec check: the parameter names of the classifier and regressor ``model`` builds."""
+    from fedlabels.learners.builders import check_param_names
+
+    return lambda params: check_param_names(model, params, *class_paths, rename=rename,
+                                            extra=extra)
+
+
 register_model("decision_tree", _sk("sklearn.tree.DecisionTreeClassifier",
                                     criterion="gini", min_samples_split=2),
-               "CART decision tree (Gini, min_samples_split=2)", aliases=("dt", "tree"))
+               "CART decision tree (Gini, min_samples_split=2)", aliases=("dt", "tree"),
+               check=_names_of("decision_tree", "sklearn.tree.DecisionTreeClassifier",
+                               "sklearn.tree.DecisionTreeRegressor"))
 register_model("random_forest", _sk("sklearn.ensemble.RandomForestClassifier",
                                     n_estimators=100),
-               "random forest, 100 trees", aliases=("rf",))
+               "random forest, 100 trees", aliases=("rf",),
+               check=_names_of("random_forest", "sklearn.ensemble.RandomForestClassifier",
+                               "sklearn.ensemble.RandomForestRegressor"))
 register_model("logreg", _sk("sklearn.linear_model.LogisticRegression", max_iter=2000),
-               "L2-regularised logistic regression", aliases=("lr", "logistic_regression"))
+               "L2-regularised logistic regression", aliases=("lr", "logistic_regression"),
+               check=_names_of("logreg", "sklearn.linear_model.LogisticRegression",
+                               "sklearn.linear_model.Ridge"))
 register_model("sk_mlp", _sk("sklearn.neural_network.MLPClassifier",
                              rename={"hidden": "hidden_layer_sizes"},
                              hidden_layer_sizes=(100,), max_iter=500),
-               "scikit-learn MLPClassifier (refit from scratch)")
+               "scikit-learn MLPClassifier (refit from scratch)",
+               check=_names_of("sk_mlp", "sklearn.neural_network.MLPClassifier",
+                               "sklearn.neural_network.MLPRegressor",
+                               rename={"hidden": "hidden_layer_sizes"}))
 register_model("mlp", _torch_mlp,
                "torch MLP, warm-started iterative training; mlp(hidden=512-512,lr=0.001,"
                "batch_size=64)", aliases=("torch_mlp",), check=_check_mlp)
@@ -259,10 +277,17 @@ def _rulefit(n_classes: int, random_state: int, **params: Any) -> Any:
     return make_rulefit(n_classes, random_state, **params)
 
 
+def _check_xgboost(params: dict[str, Any]) -> None:
+    import importlib.util
+
+    if params and importlib.util.find_spec("xgboost") is not None:  # else: its own error
+        _names_of("xgboost", "xgboost.XGBClassifier", "xgboost.XGBRegressor")(params)
+
+
 register_model("xgboost", _xgboost,
                "XGBoost, 100 trees of depth 6, binary or multi-class objective from the classes "
                "present; xgboost(n_estimators=100,max_depth=6,learning_rate=0.3)",
-               aliases=("xgb",))
+               aliases=("xgb",), check=_check_xgboost)
 register_model("rulefit", _rulefit,
                "RuleFit (imodels): rules of boosted trees of size 4, at most 200 rules, "
                "one-vs-rest for C > 2; rulefit(tree_size=4,max_rules=200,linear=false)",
