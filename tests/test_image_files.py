@@ -103,6 +103,21 @@ def test_an_image_too_large_to_read_safely_is_one_line_exit_2(tmp_path, monkeypa
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_an_image_size_too_large_for_memory_is_one_line_exit_2(tmp_path, capsys,
+                                                               monkeypatch):
+    """--image-size 100000x100000 ended in numpy's _ArrayMemoryError and a traceback."""
+    import fedlabels.data.images as images
+
+    monkeypatch.setattr(images, "_memory_bytes", lambda: 24 * 2**30)  # CI's machine
+    grey_folder(tmp_path / "imgs", count=3)
+    code = main(["run", "--dataset", f"imagefolder:{tmp_path / 'imgs'}", "--model", "dt",
+                 "--clients", "3", "--image-size", "100000x100000", "--output",
+                 str(tmp_path / "r.json"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "6 images of 1x100000x100000 need 55.9 GiB as pixels" in err, err
+    assert "choose a smaller --image-size" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("cell,message", [
     ("", "data row 2 of .*table.csv has no image path in column 'file'"),
     ("dark", r"dark \(data row 2 of .*table.csv, column 'file'\) is a folder"),

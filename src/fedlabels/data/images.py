@@ -165,6 +165,34 @@ def _corrupt(path: Path, exc: BaseException) -> FedLabelsError:
                           "the file.")
 
 
+def _memory_bytes() -> int | None:
+    """The machine's physical memory (None where the system does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _pixel_array(n: int, channels: int, h: int, w: int) -> np.ndarray:
+    """The uint8 rows for ``n`` images, refused in one line where they (and the models'
+    float32 copy, four times as large) would not fit in this machine's memory."""
+    need = n * channels * h * w
+    have = _memory_bytes()
+    gib = 2.0 ** 30
+    why = (f"{n} images of {channels}x{h}x{w} need {need / gib:.1f} GiB as pixels and "
+           f"{4 * need / gib:.1f} GiB as the models' float32 inputs")
+    if have is not None and 5 * need > have:
+        raise FedLabelsError(f"{why}; this machine has {have / gib:.1f} GiB: choose a smaller "
+                             "--image-size (image_size), e.g. 64x64.")
+    try:
+        return np.empty((n, channels * h * w), dtype=np.uint8)
+    except MemoryError:
+        raise FedLabelsError(f"{why}, more than is free: choose a smaller --image-size "
+                             "(image_size).") from None
+
+
 def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | None = None,
                 peak: float | None = None, resize: bool = True) -> Images:
     """The images' pixels: grey if every image is (or ``mode="L"``), else RGB; resized to
@@ -192,7 +220,7 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
         peak = full_scale(max((b for _, _, b in headers), default=0.0))
     w, h = next(iter(sizes)) if size is None else (size[1], size[0])
     channels = 1 if mode == "L" else 3
-    out = np.empty((len(files), channels * h * w), dtype=np.uint8)
+    out = _pixel_array(len(files), channels, h, w)
     for i, path in enumerate(files):
         with _opened(path) as img:
             try:
