@@ -6,7 +6,8 @@ feature per row) or hides a data error (a numeric column with one stray ``"?"``:
 number becomes a category). :func:`check_feature_columns` rejects such columns, naming
 them, before anything is encoded; a pandas index column (``Unnamed: 0``, written by
 ``DataFrame.to_csv``) is dropped with a warning, since it is row order, not a feature (in
-a file sorted by label it *is* the label).
+a file sorted by label it *is* the label), and an integer column of row numbers (every
+value of a consecutive range once: a ``patient_id`` 1..n) is a warning that names it.
 """
 
 from __future__ import annotations
@@ -110,6 +111,18 @@ def _problem(column: pd.Series) -> str | None:
     return None
 
 
+def _is_row_counter(column: pd.Series) -> bool:
+    """An integer column holding every value of a consecutive range once (1..n, 0..n-1, or
+    any such run): row numbers or an ID, at least ``2 * _MIN_DISTINCT`` rows."""
+    if not pd.api.types.is_integer_dtype(column) or pd.api.types.is_bool_dtype(column):
+        return False
+    n = len(column)
+    if n < 2 * _MIN_DISTINCT or column.isna().any():
+        return False
+    low, high = int(column.min()), int(column.max())
+    return high - low + 1 == n and int(column.nunique()) == n
+
+
 def check_feature_columns(X: pd.DataFrame) -> None:
     """Reject duplicated column names, and non-numeric columns that one-hot encoding would
     explode, naming them."""
@@ -119,6 +132,15 @@ def check_feature_columns(X: pd.DataFrame) -> None:
                              "give every column its own name (Python: X.columns = [...]) or "
                              "drop the copies (X.loc[:, ~X.columns.duplicated()]).")
     problems = {}
+    counters = [str(name) for name in X.columns if _is_row_counter(X[name])]
+    if counters:
+        one = len(counters) == 1
+        warnings.warn(f"column{'' if one else 's'} {_show(counters)} "
+                      f"hold{'s' if one else ''} the numbers of the rows (every value once, a "
+                      "consecutive range): an identifier, not a feature; in a file sorted by "
+                      f"label it stands for the label. Drop {'it' if one else 'them'} with "
+                      f"--drop {','.join(counters)} (Python: X.drop(columns=[...])).",
+                      FedLabelsWarning, stacklevel=4)
     for name in X.columns:
         col = X[name]
         if pd.api.types.is_bool_dtype(col) or (pd.api.types.is_numeric_dtype(col)
