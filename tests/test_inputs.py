@@ -414,3 +414,57 @@ def test_shards_above_the_number_of_classes_is_an_error(table):
     fed = fl.make_federation(X, y, clients=3, unlabeled=30, partition="shards:1")
     assert all(np.count_nonzero(np.bincount(c.y, minlength=2)) == 1 for c in fed.clients)
     assert fed.info["partition"] == "shards:1"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"sep": 1}, r"sep must be a field separator"),
+    ({"features": 3}, r"features must be column names"),
+    ({"seed": -1}, r"seed must be an integer >= 0, got -1"),
+    ({"image_size": 8}, r"image_size applies to an imagefolder"),
+    ({"private_per_client": 10, "partition": "quantity:0.1"},
+     r"partition 'quantity:0.1' draws unequal ones: give private"),
+])
+def test_load_federation_refuses_wrong_and_inapplicable_arguments(tmp_path, table, kwargs,
+                                                                  match):
+    """They were a TypeError, an AttributeError or numpy's ValueError deep inside, or were
+    silently ignored (image_size on a table, per-client sizes under a quantity skew)."""
+    path = _csv(tmp_path, "t.csv", table)
+    with pytest.raises(FedLabelsError, match=match):
+        fl.load_federation(f"csv:{path}:target", clients=3, **kwargs)
+
+
+def test_a_path_for_a_dataset_says_how_to_name_a_table(tmp_path, table):
+    from pathlib import Path
+
+    path = _csv(tmp_path, "t.csv", table)
+    with pytest.raises(FedLabelsError, match=r"use 'csv:.*t\.csv:TARGET'"):
+        fl.load_federation(Path(path), clients=3)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"test": 30, "test_fraction": 0.3}, r"test \(a size\) or test_fraction \(a share\)"),
+    ({"test": 10, "X_test": "given"}, r"or X_test and y_test .* not both"),
+    ({"seed": -1}, r"seed must be an integer >= 0"),
+    ({"unlabeled": 2.5}, r"unlabeled must be an integer"),
+])
+def test_make_federation_refuses_settings_it_would_ignore(table, kwargs, match):
+    X, y = table.drop(columns="target"), table["target"]
+    if kwargs.get("X_test") == "given":
+        kwargs = {**kwargs, "X_test": X[:10], "y_test": y[:10]}
+    with pytest.raises(FedLabelsError, match=match):
+        fl.make_federation(X, y, clients=3, **kwargs)
+
+
+def test_numpy_integers_are_run_parameters_like_pythons(breast_cancer_fed):
+    """fl.run(clients=np.int64(3)) was refused: 'must be an int >= 1, got np.int64(3)'."""
+    result = fl.run("fedct", "breast_cancer", clients=np.int64(3), rounds=np.int32(1),
+                    model="dt", progress=False)
+    assert result.config["clients"] == 3 and type(result.config["clients"]) is int
+    json.dumps(result.to_dict())
+
+
+def test_sep_on_an_image_folder_is_refused(tmp_path):
+    (tmp_path / "a").mkdir()
+    with pytest.raises(FedLabelsError, match=r"--sep \(sep\) applies to csv:PATH:TARGET "
+                                             r"tables only, not to an imagefolder"):
+        fl.load_federation(f"imagefolder:{tmp_path}", clients=3, sep=";")

@@ -284,7 +284,10 @@ def test_unknown_or_bad_keys_are_one_line_errors(data, message):
                        r"unknown run parameter 'n_clientz' \(did you mean 'clients'"),
     ({"quorom": 0.5}, r"Did you mean the method option 'quorum' \(in options=\{'quorum'"),
     ({"epsilon": 1.0}, r"'epsilon' is a method option: put it in options=\{'epsilon'"),
-    ({"output": "x.json"}, r"'output' is not a keyword of run\(\)"),
+    ({"output": "x.json"}, r"'output' is not a keyword of run\(\): save the result with "
+                           r"result.save\(PATH\)"),
+    ({"dataset": "digits"}, r"'dataset' is not a keyword of run\(\): pass the dataset as "
+                            r"run\(\)'s second argument"),
     ({"clients": 0}, r"clients must be an int >= 1, got 0"),
 ])
 def test_fl_run_refuses_what_the_cli_refuses_before_loading_data(params, message,

@@ -291,7 +291,7 @@ def make_federation(
     unlabeled: int | None = None,
     private: int | None = None,
     test: int | None = None,
-    test_fraction: float = 0.2,
+    test_fraction: float | None = None,
     X_test: Any = None,
     y_test: Any = None,
     partition: str | PartitionSpec = "iid",
@@ -317,7 +317,8 @@ def make_federation(
     private : int, optional
         Total number of private labelled examples over all clients; default: all that remain.
     test : int, optional
-        Test-set size, when no explicit ``X_test`` is given; default ``test_fraction * n``.
+        Test-set size, when no explicit ``X_test`` is given; default ``test_fraction * n``
+        (``test_fraction``: 0.2 unless given; give one of the two).
     X_test, y_test : optional
         An explicit test set (e.g. a dataset's official split); then nothing of X is held out.
     partition : str
@@ -357,6 +358,16 @@ def make_federation(
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
         raise FedLabelsError(f"clients must be an integer >= 1, got {n_clients!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise FedLabelsError(f"seed must be an integer >= 0, got {seed!r}.")
+    for name, size in (("unlabeled", n_unlabeled), ("private", n_private), ("test", n_test)):
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int | np.integer)):
+            raise FedLabelsError(f"{name} must be an integer >= 1 or None, got {size!r}.")
+    if (n_test is not None or test_fraction is not None) and X_test is not None:
+        raise FedLabelsError("give test or test_fraction (what to split off) or X_test and "
+                             "y_test (a test set of your own), not both.")
+    if n_test is not None and test_fraction is not None:
+        raise FedLabelsError("give test (a size) or test_fraction (a share), not both.")
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
     spec = parse_partition(partition)
@@ -414,6 +425,7 @@ def make_federation(
         pool = order
     else:
         if n_test is None:
+            test_fraction = 0.2 if test_fraction is None else test_fraction
             if not 0 < test_fraction < 1:
                 raise FedLabelsError(f"test_fraction must lie in (0, 1), got {test_fraction}.")
             n_test = max(1, round(test_fraction * len(ya)))

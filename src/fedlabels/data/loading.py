@@ -61,6 +61,28 @@ def load_table(dataset: str, *, sep: str | None = None,
     return info, replace(raw, X=select_columns(X, keep, remove, info.target))
 
 
+def _check_arguments(dataset: Any, sep: Any, features: Any, drop: Any) -> None:
+    """One-line errors for arguments of the wrong type (a TypeError or AttributeError
+    deep inside otherwise)."""
+    import os
+
+    if isinstance(dataset, os.PathLike):
+        raise FedLabelsError(f"dataset must be a name or a 'csv:PATH:TARGET' string, got the "
+                             f"path {os.fspath(dataset)!r}: use "
+                             f"'csv:{os.fspath(dataset)}:TARGET' (TARGET: the label column).")
+    if not isinstance(dataset, str):
+        raise FedLabelsError(f"dataset must be a name (fedlabels datasets) or a "
+                             f"'csv:PATH:TARGET' string, got {dataset!r}.")
+    if sep is not None and (not isinstance(sep, str) or not sep):
+        raise FedLabelsError(f"sep must be a field separator such as ';' or '\\t', got "
+                             f"{sep!r}.")
+    for name, value in (("features", features), ("drop", drop)):
+        if value is not None and not isinstance(value, str) and not (
+                isinstance(value, Sequence) and all(isinstance(v, str) for v in value)):
+            raise FedLabelsError(f"{name} must be column names ('a,b' or a list of "
+                                 f"strings), got {value!r}.")
+
+
 @renamed_keywords(FORMER_SIZES)
 def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = None,
                     private: int | None = None, private_per_client: int | None = None,
@@ -91,6 +113,11 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     """
     from fedlabels.data.targets import resolve_task
 
+    _check_arguments(dataset, sep, features, drop)
+    if image_size is not None or image_column is not None:  # as RunConfig checks them
+        from fedlabels.data.images import check_image_settings
+
+        check_image_settings(dataset, image_size, image_column, text_column)
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     info = get_dataset(dataset, sep=sep, image_size=image_size)
     task = resolve_task(dataset, info.task, task)
@@ -102,6 +129,11 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     if private_per_client is not None:
         if n_private is not None:
             raise FedLabelsError("give private or private_per_client, not both.")
+        kind = str(partition).partition(":")[0]
+        if kind in ("quantity", "powerlaw", "column"):
+            raise FedLabelsError(f"private_per_client gives every client the same number of "
+                                 f"records, but partition {partition!r} draws unequal ones: "
+                                 "give private (the total over all clients) instead.")
         n_private = private_per_client * n_clients
     n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
     n_private = n_private if n_private is not None else defaults.get("n_private")
@@ -120,7 +152,8 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
         n_test_eff = n_test if n_test is not None else max(1, round(0.2 * n_rows))
         n_unlabeled = max(1, (n_rows - n_test_eff) // 2)
     fed = make_federation(raw.X, raw.y, clients=n_clients, unlabeled=n_unlabeled,
-                          private=n_private, test=n_test, X_test=raw.X_test,
+                          private=n_private,
+                          test=n_test if raw.X_test is None else None, X_test=raw.X_test,
                           y_test=raw.y_test, partition=partition,
                           scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,

@@ -255,6 +255,9 @@ def get_dataset(name: str, *, sep: str | None = None,
     resizes an image folder's images.
     """
     if name.startswith("imagefolder:"):
+        if sep is not None:
+            raise FedLabelsError("--sep (sep) applies to csv:PATH:TARGET tables only, not to "
+                                 "an imagefolder: dataset; remove it.")
         return _image_folder_info(name, image_size)
     if name.startswith("csv:"):
         return _csv_info(name, sep)

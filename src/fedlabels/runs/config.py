@@ -195,7 +195,7 @@ class RunConfig:
                     and {"on", "off"} <= set(info.choices):  # TOML's and Python's true/false
                 value = "on" if value else "off"
                 setattr(self, info.name, value)
-            info.validate(value)
+            setattr(self, info.name, info.validate(value))  # numpy numbers as Python's
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
         from fedlabels.data.shift import check_shift

@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import difflib
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,12 @@ class ParamInfo:
         """The value if its type and range are right, else a one-line error naming both."""
         if value is None and self.default is None:
             return None
+        if isinstance(value, numbers.Number) and not isinstance(value, bool):
+            # numpy's integers and floats (np.int64(3) from an array), as plain Python ones
+            if int in self.kind and isinstance(value, numbers.Integral):
+                value = int(value)
+            elif float in self.kind and isinstance(value, numbers.Real):
+                value = float(value)
         allowed = self.kind + ((int,) if float in self.kind else ())
         wrong = (not isinstance(value, allowed)
                  or (isinstance(value, bool) and bool not in self.kind))
@@ -218,9 +225,14 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
     def where(name: str) -> str:
         return f"options={{{name!r}: ...}}" if python else "the [options] table"
 
-    if key in params:  # declared, but not a keyword of fl.run (output)
-        return f"{raw!r} is not a keyword of run(): save the result with " \
-               "result.save_json(PATH)."
+    if key in params:  # declared, but not a keyword of fl.run (method, dataset, output)
+        how = {"method": "pass the method as run()'s first argument, "
+                         "fl.run('fedct', ...)",
+               "dataset": "pass the dataset as run()'s second argument, a name or a "
+                          "Federation: fl.run('fedct', 'digits', ...)",
+               }.get(key, "save the result with result.save(PATH), or set output in a "
+                          "RunConfig for fl.run_config")
+        return f"{raw!r} is not a keyword of run(): {how}."
     if option_users(key):
         return f"unknown {what} {raw!r}: {raw!r} is a method option: put it in {where(key)}."
     text = unknown_key_message(raw, valid, what)
