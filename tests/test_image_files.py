@@ -92,6 +92,26 @@ def test_hidden_files_macos_folders_and_other_formats(tmp_path, capsys):
         load_image_folder(flat, None)
 
 
+def test_linked_folders_are_followed_once_and_a_broken_link_is_named(tmp_path):
+    """A symbolic link to a folder of a class's images was skipped (Path.rglob does not
+    follow them on Python 3.11), and a broken link to an image without a word."""
+    pixels = grey_folder(tmp_path / "imgs", count=4)
+    extra = tmp_path / "more_dark"
+    extra.mkdir()
+    for i in range(3):
+        Image.fromarray(pixels[tmp_path / "imgs" / "dark" / f"{i:02d}.png"]).save(
+            extra / f"x{i}.png")
+    dark = tmp_path / "imgs" / "dark"
+    (dark / "linked").symlink_to(extra, target_is_directory=True)
+    (dark / "linked_again").symlink_to(extra, target_is_directory=True)  # counted once
+    (dark / "loop").symlink_to(dark, target_is_directory=True)  # no endless walk
+    _, y, _, _, _ = load_image_folder(tmp_path / "imgs", None)
+    assert np.bincount(y).tolist() == [4 + 3, 4]
+    (dark / "broken.png").symlink_to(tmp_path / "gone.png")
+    with pytest.raises(FedLabelsError, match=r"broken.png is a broken symbolic link"):
+        load_image_folder(tmp_path / "imgs", None)
+
+
 def test_an_image_too_large_to_read_safely_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     grey_folder(tmp_path / "imgs", count=3)
     Image.fromarray(np.zeros((40, 40), np.uint8)).save(tmp_path / "imgs" / "dark" / "big.png")

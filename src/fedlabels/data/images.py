@@ -87,9 +87,30 @@ def _hidden(relative: Path) -> bool:
 
 
 def image_files(folder: Path) -> list[Path]:
-    """The image files under ``folder`` (sub-folders too), sorted; hidden ones skipped."""
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in SUFFIXES
-                  and not _hidden(p.relative_to(folder)) and p.is_file())
+    """The image files under ``folder`` (sub-folders too, symbolic links to folders
+    followed, each real folder once), sorted; hidden ones skipped; a broken link to an image
+    is a one-line error naming it (it was skipped without a word)."""
+    import os
+
+    found: list[Path] = []
+    seen: set[str] = set()
+    for top, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:  # a link back up the tree, or a second link to one folder
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if not _hidden(Path(d))]
+        for name in files:
+            path = Path(top) / name
+            if path.suffix.lower() not in SUFFIXES or _hidden(path.relative_to(folder)):
+                continue
+            if not path.exists():
+                raise FedLabelsError(f"image {path} is a broken symbolic link (to "
+                                     f"{os.readlink(path)}); fix or remove it.")
+            if path.is_file():
+                found.append(path)
+    return sorted(found)
 
 
 def image_folder_files(root: Path, min_classes: int = 2
