@@ -398,3 +398,25 @@ def test_run_takes_o_for_its_output_as_plot_report_and_predict_do():
     args = build_parser().parse_args(["run", "-o", "x.json"])
     assert args.output == "x.json"
     assert build_parser().parse_args(["audit", "-o", "a.json"]).output == "a.json"
+
+
+@pytest.mark.parametrize("key,flag", [("metric", "--metric"), ("threads", "--threads"),
+                                      ("no_progress", "--no-progress")])
+def test_a_command_flag_in_a_toml_file_is_named_as_one(tmp_path, key, flag):
+    """`metric = "auroc"` in a TOML file was answered "Did you mean the method option
+    'trim'", and `threads = 2` "'threshold'"."""
+    path = tmp_path / "run.toml"
+    path.write_text(f'method = "fedct"\n{key} = 1\n')
+    with pytest.raises(FedLabelsError, match=rf"{flag} is a flag of the command, not a run "
+                                             r"parameter: give it on the command line"):
+        load_config(path)
+
+
+def test_abbreviated_flags_are_refused(capsys):
+    """argparse took `--rou 3` for --rounds and `--text` for --text-column."""
+    from fedlabels.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--rou", "3"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --rou 3 (did you mean '--rounds'?)" in capsys.readouterr().err

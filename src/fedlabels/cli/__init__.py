@@ -20,7 +20,14 @@ from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line, like every other ``fedlabels`` error (exit status 2)."""
+    """Usage errors in one line, like every other ``fedlabels`` error (exit status 2); no
+    abbreviated flags (``--rou 3`` ran 3 rounds, ``--text`` meant ``--text-column``: a
+    misspelling must be an error, and a flag added later must not change what an old
+    command line means). Subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, prog: str | None = None) -> NoReturn:
         """Exit 2 with one line that ends by naming the help to read (``prog -h``)."""

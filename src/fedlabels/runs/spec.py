@@ -217,6 +217,12 @@ def check_keys(cls: type, data: Mapping[str, Any], what: str, *, python: bool = 
     return out
 
 
+#: flags of the commands that are not run parameters (so not TOML keys): how a command
+#: runs, prints or writes
+COMMAND_FLAGS = ("metric", "threads", "quiet", "verbose", "overwrite", "no_progress",
+                 "no_checkpoint", "config", "progress")
+
+
 def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInfo],
              what: str, python: bool) -> str:
     """Why ``raw`` is refused, with the closest run parameter or method option."""
@@ -233,6 +239,12 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
                }.get(key, "save the result with result.save(PATH), or set output in a "
                           "RunConfig for fl.run_config")
         return f"{raw!r} is not a keyword of run(): {how}."
+    if key in COMMAND_FLAGS:  # how a command runs or prints, not what the run is
+        flag = "--" + key.replace("_", "-")
+        return (f"unknown {what} {raw!r}: {flag} is a flag of the command, not a run "
+                f"parameter: give it on the command line (fedlabels run ... {flag} ...)"
+                + (f"; in Python, run()'s keyword {key}=..." if python and key in (
+                    "threads", "progress") else "") + ".")
     if option_users(key):
         return f"unknown {what} {raw!r}: {raw!r} is a method option: put it in {where(key)}."
     text = unknown_key_message(raw, valid, what)
