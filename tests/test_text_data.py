@@ -136,6 +136,19 @@ def test_csv_text_column_is_the_single_feature(tmp_path):
         load_federation(f"csv:{path}:stars", text_column="review", drop="id")
     with pytest.raises(FedLabelsError, match="csv:PATH:TARGET tables only"):
         load_federation("wine", text_column="review")
+    with pytest.raises(FedLabelsError, match=r"'reveiw'.*no such column \(did you mean "
+                                             r"'review'\?\)"):
+        load_federation(f"csv:{path}:stars", text_column="reveiw")
+    with pytest.raises(FedLabelsError, match=r"'stars' is the target"):
+        load_federation(f"csv:{path}:stars", text_column="stars")
+
+
+def test_a_text_column_without_text_column_says_to_name_it(tmp_path):
+    """It was called an identifier, with the advice to drop the texts."""
+    path = _csv(tmp_path)
+    with pytest.raises(FedLabelsError, match=r"column 'review' holds free text .* give "
+                                             r"--text-column review"):
+        load_federation(f"csv:{path}:stars", clients=3, drop="id")
 
 
 def test_csv_text_column_from_cli_and_toml_and_predict(tmp_path):

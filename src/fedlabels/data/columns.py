@@ -111,6 +111,17 @@ def _problem(column: pd.Series) -> str | None:
     return None
 
 
+def _median_words(column: pd.Series) -> float:
+    """The median number of words of a text column's values (0 for any other column)."""
+    if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column) or \
+            isinstance(column.dtype, pd.CategoricalDtype):
+        return 0.0
+    sample = column.dropna().head(200)
+    if sample.empty or not all(isinstance(v, str) for v in sample):
+        return 0.0
+    return float(sample.str.split().str.len().median())
+
+
 def _is_row_counter(column: pd.Series) -> bool:
     """An integer column holding every value of a consecutive range once (1..n, 0..n-1, or
     any such run): row numbers or an ID, at least ``2 * _MIN_DISTINCT`` rows."""
@@ -131,6 +142,14 @@ def check_feature_columns(X: pd.DataFrame) -> None:
         raise FedLabelsError(f"the data has duplicated column name(s) {_show(duplicated)}; "
                              "give every column its own name (Python: X.columns = [...]) or "
                              "drop the copies (X.loc[:, ~X.columns.duplicated()]).")
+    for name in X.columns:
+        words = _median_words(X[name])
+        if words > 3:
+            raise FedLabelsError(
+                f"column {str(name)!r} holds free text (a median of {words:g} words a row), "
+                "which one-hot encoding would turn into a feature per text: to train a text "
+                f"model on it (tfidf, minilm) give --text-column {name} (Python: "
+                f"text_column={str(name)!r}), or leave it out with --drop {name}.")
     problems = {}
     counters = [str(name) for name in X.columns if _is_row_counter(X[name])]
     if counters:

@@ -190,10 +190,16 @@ def text_feature(info: Any, X: Any, column: str, features: Any, drop: Any) -> An
         raise FedLabelsError("--text-column selects the only feature; leave out --features and "
                              "--drop.")
     columns = [str(c) for c in X.columns]
+    if column == info.target:
+        raise FedLabelsError(f"--text-column {column!r} is the target (the labels); name the "
+                             "column of the texts.")
     if column not in columns:
+        from fedlabels.core.errors import did_you_mean
+
         shown = ", ".join(repr(c) for c in columns[:20])
-        raise FedLabelsError(f"--text-column {column!r}: the table has no such column; its "
-                             f"feature columns are {shown}.")
+        raise FedLabelsError(f"--text-column {column!r}: the table has no such column"
+                             f"{did_you_mean(column, columns)}; its feature columns are "
+                             f"{shown}.")
     values = X[column]
     missing = int(values.isna().sum())
     if missing:
