@@ -468,3 +468,13 @@ def test_sep_on_an_image_folder_is_refused(tmp_path):
     with pytest.raises(FedLabelsError, match=r"--sep \(sep\) applies to csv:PATH:TARGET "
                                              r"tables only, not to an imagefolder"):
         fl.load_federation(f"imagefolder:{tmp_path}", clients=3, sep=";")
+
+
+def test_decimal_commas_are_named(tmp_path, table):
+    """A European export (sep ';', decimal ','): small tables became categories silently
+    (exit 0), large ones were called identifiers with the advice to drop every feature."""
+    path = tmp_path / "euro.csv"
+    table.round(2).to_csv(path, sep=";", decimal=",", index=False)
+    with pytest.raises(FedLabelsError, match=r"hold numbers written with decimal commas "
+                                             r"\(e\.g\. '-?\d+,\d+' in 'f0'\).*decimal=','"):
+        fl.load_federation(f"csv:{path}:target", clients=3, sep=";")

@@ -27,6 +27,8 @@ _ID_FRACTION = 0.5
 _MIN_DISTINCT = 10
 _MAX_CATEGORIES = 1000  # more distinct values than this is never a usable category
 _INDEX_COLUMN = re.compile(r"Unnamed: \d+")
+#: a number with a decimal comma (and perhaps '.' or ' ' thousands): 1,5  -0,25  1.234,5
+_DECIMAL_COMMA = r"[-+]?\d{1,3}(?:[. ]\d{3})*,\d+|[-+]?\d+,\d+"
 _DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?.*)?"
                    r"|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}( \d{1,2}:\d{2}(:\d{2})?)?")
 
@@ -111,6 +113,18 @@ def _problem(column: pd.Series) -> str | None:
     return None
 
 
+def _decimal_comma_example(column: pd.Series) -> str | None:
+    """A value of a text column of numbers with decimal commas (``-0,5``), or None."""
+    if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column) or \
+            isinstance(column.dtype, pd.CategoricalDtype):
+        return None
+    text = column.dropna().astype(str).str.strip()
+    matches = text.str.fullmatch(_DECIMAL_COMMA)
+    if text.empty or matches.mean() <= 0.9:
+        return None
+    return str(text[matches].iloc[0])
+
+
 def _median_words(column: pd.Series) -> float:
     """The median number of words of a text column's values (0 for any other column)."""
     if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column) or \
@@ -150,6 +164,15 @@ def check_feature_columns(X: pd.DataFrame) -> None:
                 "which one-hot encoding would turn into a feature per text: to train a text "
                 f"model on it (tfidf, minilm) give --text-column {name} (Python: "
                 f"text_column={str(name)!r}), or leave it out with --drop {name}.")
+    commas = {str(name): ex for name in X.columns
+              if (ex := _decimal_comma_example(X[name])) is not None}
+    if commas:
+        (first, example), = list(commas.items())[:1]
+        raise FedLabelsError(
+            f"column(s) {_show(list(commas))} hold numbers written with decimal commas (e.g. "
+            f"{example!r} in {first!r}), which one-hot encoding would make categories; "
+            "re-save the table with '.' decimals (pandas: pd.read_csv(PATH, sep=';', "
+            "decimal=',').to_csv(NEW, index=False)).")
     problems = {}
     counters = [str(name) for name in X.columns if _is_row_counter(X[name])]
     if counters:
