@@ -137,6 +137,19 @@ def test_extension_refused_where_rounds_shape_the_run(method: str, needle: str,
         sim(method, fed, rounds=3, resume=path)
 
 
+def test_resume_on_changed_data_says_the_data_changed(fed: Federation,
+                                                      tmp_path: Path) -> None:
+    """The settings come from the checkpoint, so "differs in federation; resume with the
+    checkpointed run's settings" pointed at the wrong thing: the table had been edited."""
+    from dataclasses import replace
+
+    path = tmp_path / "run.checkpoint.npz"
+    sim("fedct", fed, checkpoint=path, on_round=interrupt_after(1))
+    edited = replace(fed, X_public=fed.X_public + 1.0)  # the same sizes, other values
+    with pytest.raises(FedLabelsError, match=r"the data changed since the checkpointed run"):
+        sim("fedct", edited, resume=path)
+
+
 def test_resume_refuses_another_run_and_fewer_rounds(fed: Federation, tmp_path: Path) -> None:
     path = tmp_path / "run.checkpoint.npz"
     sim("fedct", fed, checkpoint=path, on_round=interrupt_after(1))

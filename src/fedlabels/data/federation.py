@@ -87,6 +87,19 @@ class Federation:
         return ClientData(np.concatenate([c.X for c in self.clients]),
                           np.concatenate([c.y for c in self.clients]))
 
+    def fingerprint(self) -> str:
+        """A digest of every array of the federation (the clients' data, U, the test set),
+        so that a resumed run can tell it is on the data it started with (a summary of sizes
+        and counts cannot)."""
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=16)
+        arrays = [self.X_public, self.X_test, self.y_test,
+                  *(a for c in self.clients for a in (c.X, c.y))]
+        for arr in arrays:
+            _hash_array(h, arr)
+        return h.hexdigest()
+
     def summary(self) -> dict[str, Any]:
         """Sizes and class counts, JSON-friendly."""
         return {
@@ -120,6 +133,24 @@ def _all_finite(arr: np.ndarray | LazyRows) -> bool:
     """``np.isfinite(arr).all()`` without a boolean temporary of the whole matrix."""
     step = _block_rows(arr)
     return all(bool(np.isfinite(arr[i : i + step]).all()) for i in range(0, len(arr), step))
+
+
+def _hash_array(h: Any, arr: Any) -> None:
+    """Feed an array's shape, type and values to ``h`` (text row by row; rows read lazily
+    block by block)."""
+    if isinstance(arr, LazyRows):
+        h.update(repr(arr.shape).encode())
+        for start in range(0, len(arr), 4096):
+            _hash_array(h, np.asarray(arr[start:start + 4096]))
+        return
+    a = np.asarray(arr)
+    h.update(f"{a.dtype.str}{a.shape}".encode())
+    if a.dtype == object:
+        for v in a.ravel():
+            data = str(v).encode()
+            h.update(len(data).to_bytes(8, "little") + data)
+    else:
+        h.update(np.ascontiguousarray(a).data)
 
 
 def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, list[str]]:

@@ -195,10 +195,12 @@ def simulate(
                 grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
                 draw = selecting.draw
             cids = grid.client_ids
+            kept = checkpoint is not None or saved is not None
             keeper = Keeper(None if checkpoint is None else Path(checkpoint), run_identity(
                 plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
                 insecure_reproducible_noise=insecure_reproducible_noise, malicious=malicious,
-                attack=attack, participation=participation, dropout=dropout, deadline=deadline),
+                attack=attack, participation=participation, dropout=dropout, deadline=deadline,
+                data=federation.fingerprint() if kept else None),
                 dict(config or {}), plan.settings.rounds, server, clients, meter, started,
                 client_states=None if pool is None else pool.states, background=True)
             done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)

@@ -118,6 +118,11 @@ def refuse_another_run(ckpt: Checkpoint, identity: Mapping[str, Any]) -> None:
     (:func:`run_identity`) describes."""
     saved = ckpt.meta["identity"]
     differ = sorted(k for k in {*saved, *identity} if saved.get(k) != identity.get(k))
+    if differ and set(differ) <= {"federation", "data"}:  # the settings are the checkpoint's
+        raise FedLabelsError("the data changed since the checkpointed run (the federation "
+                             "it builds differs, with the same settings): a run resumes on "
+                             "the data it started with; restore that data, or start a new "
+                             "run.")
     if differ:
         raise FedLabelsError(f"the checkpoint is of another run: it differs in "
                              f"{', '.join(differ)}; resume with the checkpointed run's "
