@@ -226,5 +226,5 @@ def test_bad_sigma():
         gnmax_aggregate(np.zeros((2, 3)), -1.0, np.random.default_rng(0))
     with pytest.raises(FedLabelsError, match="sigma > 0"):
         gnmax_event(np.zeros((2, 3)), np.ones(2, bool), 0.0)
-    with pytest.raises(FedLabelsError, match="sigma > 0"):
+    with pytest.raises(FedLabelsError, match="sigma must be a finite number > 0"):
         account_gnmax([GNMaxEvent(0.0, 2, 2)], 1e-5)
