@@ -478,3 +478,29 @@ def test_decimal_commas_are_named(tmp_path, table):
     with pytest.raises(FedLabelsError, match=r"hold numbers written with decimal commas "
                                              r"\(e\.g\. '-?\d+,\d+' in 'f0'\).*decimal=','"):
         fl.load_federation(f"csv:{path}:target", clients=3, sep=";")
+
+
+def test_a_librarys_warnings_are_one_line_once_in_the_cli(capsys, monkeypatch):
+    """scikit-learn's ConvergenceWarning came with a source line for every client and
+    round; Pillow's and xgboost's likewise."""
+    import warnings
+
+    from fedlabels.core import errors
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored after
+    errors.show_warnings_in_one_line()
+
+    class ConvergenceWarning(UserWarning):
+        pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        for it in (100, 200, 300):
+            warnings.warn_explicit(f"lbfgs failed to converge after {it} iterations",
+                                   ConvergenceWarning, "/x/site-packages/sklearn/a.py", 7)
+        warnings.warn_explicit("old API", DeprecationWarning, "/x/site-packages/lib/b.py", 3)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("fedlabels: warning: sklearn ConvergenceWarning: lbfgs failed to "
+                      "converge after 100 iterations (repeats not shown)")
+    assert not any("ConvergenceWarning" in line for line in err[1:])
+    assert not any("fedlabels: warning: lib" in line for line in err)  # Python's own way

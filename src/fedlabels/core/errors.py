@@ -58,20 +58,37 @@ class RunCaveatWarning(FedLabelsWarning):
 
 
 def show_warnings_in_one_line() -> None:
-    """Print :class:`FedLabelsWarning` as ``fedlabels: warning: ...`` (the CLI's format)."""
+    """Print :class:`FedLabelsWarning` as ``fedlabels: warning: ...`` (the CLI's format), and
+    a library's warning (scikit-learn's ConvergenceWarning for every client and round,
+    Pillow's DecompressionBombWarning, xgboost's unused parameters) as one such line naming
+    the library, once: not Python's two lines with a source line. Deprecation warnings keep
+    Python's own handling."""
+    import re
     import sys
     import warnings
 
     default = warnings.showwarning
     if getattr(default, "fedlabels", False):  # installed already
         return
+    seen: set[tuple[str, str]] = set()
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: object = None, line: str | None = None) -> None:
         if issubclass(category, FedLabelsWarning):
             print(f"fedlabels: warning: {message}", file=sys.stderr)
-        else:
+        elif issubclass(category, DeprecationWarning | PendingDeprecationWarning
+                        | FutureWarning):
             default(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+        else:
+            text = " ".join(str(message).split())
+            key = (category.__name__, re.sub(r"\d+", "N", text))
+            if key in seen:
+                return
+            seen.add(key)
+            found = re.search(r"(?:site|dist)-packages[/\\]([^/\\]+)", filename)
+            library = found.group(1) if found else "python"
+            print(f"fedlabels: warning: {library} {category.__name__}: {text} (repeats not "
+                  "shown)", file=sys.stderr)
 
     show.fedlabels = True  # type: ignore[attr-defined]
     warnings.showwarning = show
