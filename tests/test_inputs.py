@@ -504,3 +504,16 @@ def test_a_librarys_warnings_are_one_line_once_in_the_cli(capsys, monkeypatch):
                       "converge after 100 iterations (repeats not shown)")
     assert not any("ConvergenceWarning" in line for line in err[1:])
     assert not any("fedlabels: warning: lib" in line for line in err)  # Python's own way
+
+
+def test_a_target_column_with_a_colon(tmp_path, table, capsys):
+    """csv:colon.csv:death:30d read as the file 'colon.csv:death' ("does not exist")."""
+    from fedlabels.core.files import csv_parts
+
+    path = _csv(tmp_path, "colon.csv", table.rename(columns={"target": "death:30d"}))
+    assert csv_parts(f"csv:{path}:death:30d") == (str(path), "death:30d")
+    assert csv_parts("csv:missing.csv:y") == ("missing.csv", "y")  # the last ':' otherwise
+    fed = fl.load_federation(f"csv:{path}:death:30d", clients=3)
+    assert fed.n_classes == len(set(table["target"]))
+    out = tmp_path / "r.json"
+    assert main([*RUN, "--dataset", f"csv:{path}:death:30d", "--output", str(out)]) == 0

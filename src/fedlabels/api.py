@@ -269,7 +269,9 @@ def _check_relative_data(dataset: str, started_in: str | None) -> None:
     kind, _, rest = dataset.partition(":")
     if kind not in ("csv", "imagefolder") or not rest:
         return
-    path = Path(rest.rpartition(":")[0] if kind == "csv" else rest).expanduser()
+    from fedlabels.core.files import csv_parts
+
+    path = Path(csv_parts(dataset)[0] if kind == "csv" else rest).expanduser()
     if path.is_absolute() or path.exists() or started_in is None \
             or Path(started_in).resolve() == Path.cwd().resolve():
         return

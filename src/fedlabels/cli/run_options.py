@@ -195,8 +195,10 @@ def default_output(cfg: Any, tag: str = "") -> Path:
 
     dataset = cfg.dataset
     if dataset.startswith("csv:"):  # csv:dir/patients.csv:target -> csv-patients-target
-        table, _, target = dataset[len("csv:"):].rpartition(":")
-        dataset = f"csv-{Path(table).stem}-{target}"
+        from fedlabels.core.files import csv_parts
+
+        table, target = csv_parts(dataset)
+        dataset = f"csv-{Path(table).stem}-{target.replace(':', '-')}"
     from fedlabels.runs.config import RunConfig
     from fedlabels.runs.spec import hashed_settings
 

@@ -77,12 +77,27 @@ def run_files(result: str | Path) -> dict[str, Path]:
     return files
 
 
+def csv_parts(dataset: str) -> tuple[str, str]:
+    """``csv:PATH:TARGET`` -> (PATH, TARGET), split at the last ``:``, unless that PATH is no
+    file and an earlier ``:`` leaves one (a target column named ``death:30d``); ("", "")
+    where the spec has no ``:`` to split at."""
+    body = dataset[len("csv:"):] if dataset.startswith("csv:") else dataset
+    path, colon, target = body.rpartition(":")
+    if not colon:
+        return "", ""
+    if not Path(path).expanduser().is_file():
+        for at in (i for i, ch in enumerate(body) if ch == ":"):
+            if at and Path(body[:at]).expanduser().is_file():
+                return body[:at], body[at + 1:]
+    return path, target
+
+
 def run_inputs(dataset: str, config_file: str | Path | None = None) -> dict[str, Path]:
     """The user files a run reads: the table of ``csv:PATH:TARGET`` and the config file."""
     inputs: dict[str, Path] = {}
     if dataset.startswith("csv:"):
-        table, sep, _ = dataset[len("csv:"):].rpartition(":")
-        if sep and table:
+        table, _ = csv_parts(dataset)
+        if table:
             inputs["dataset file"] = Path(table).expanduser()
     if config_file is not None:
         inputs["config file"] = Path(config_file).expanduser()

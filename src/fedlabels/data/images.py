@@ -396,7 +396,9 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any) -> Im
     if column not in frame.columns:
         raise FedLabelsError(f"table {info.name[len('csv:'):]} "
                              f"{missing_column(column, frame.columns)}.")
-    table = Path(info.name[len("csv:"):].rpartition(":")[0]).expanduser()
+    from fedlabels.core.files import csv_parts
+
+    table = Path(csv_parts(info.name)[0]).expanduser()
     files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)
     return _cached_images(files, size, _paths_key(table, files, size))

@@ -201,9 +201,10 @@ _register_text()
 
 
 def _csv_info(spec: str, sep: str | None) -> DatasetInfo:
-    body = spec[len("csv:"):]
-    path_str, colon, target = body.rpartition(":")
-    if not colon or not path_str or not target:
+    from fedlabels.core.files import csv_parts
+
+    path_str, target = csv_parts(spec)
+    if not path_str or not target:
         raise FedLabelsError(f"invalid CSV dataset {spec!r}; use csv:PATH:TARGET_COLUMN.")
     path = Path(path_str).expanduser()
 
