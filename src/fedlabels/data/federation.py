@@ -391,9 +391,9 @@ def make_federation(
         raise FedLabelsError(f"clients must be an integer >= 1, got {n_clients!r}.")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise FedLabelsError(f"seed must be an integer >= 0, got {seed!r}.")
-    for name, size in (("unlabeled", n_unlabeled), ("private", n_private), ("test", n_test)):
+    for what, size in (("unlabeled", n_unlabeled), ("private", n_private), ("test", n_test)):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int | np.integer)):
-            raise FedLabelsError(f"{name} must be an integer >= 1 or None, got {size!r}.")
+            raise FedLabelsError(f"{what} must be an integer >= 1 or None, got {size!r}.")
     if (n_test is not None or test_fraction is not None) and X_test is not None:
         raise FedLabelsError("give test or test_fraction (what to split off) or X_test and "
                              "y_test (a test set of your own), not both.")
