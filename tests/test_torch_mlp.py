@@ -72,3 +72,39 @@ def test_bad_parameters_and_unfitted_use():
         TorchMLPClassifier(learning_rate=0).fit(*_data())
     with pytest.raises(FedLabelsError, match="not fitted"):
         TorchMLPClassifier().predict(np.zeros((2, 3), dtype=np.float32))
+
+
+def test_adam_steps_without_torch_dynamo_equal_torchs_own_step():
+    """torch 2.13 imports torch._dynamo (1-2 CPU-s, in every worker) the first time an
+    optimizer is built or stepped, only to guard against torch.compile, which fedlabels never
+    uses; :func:`adam_step` and the pre-filled guards avoid it. Torch's own step must give
+    the same weights, and if torch changes the internals this relies on, this fails."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import torch
+from fedlabels.learners.torch_mlp import adam_step
+
+def trained(step):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    x, y = torch.randn(32, 6, generator=torch.Generator().manual_seed(1)), torch.arange(32) % 3
+    for _ in range(5):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        step(opt)
+    return [p.detach().clone() for p in net.parameters()], opt.state_dict()
+
+ours, ours_state = trained(adam_step)
+assert "torch._dynamo" not in sys.modules, "adam_step imported torch._dynamo"
+theirs, theirs_state = trained(lambda opt: opt.step())
+assert all(torch.equal(a, b) for a, b in zip(ours, theirs)), "weights differ"
+assert str(ours_state) == str(theirs_state), "optimizer states differ"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -50,6 +50,7 @@ from fedlabels.learners.batch_jobs import PredictJob, TrainJob
 from fedlabels.learners.resident_rows import ResidentRows, memory_key
 from fedlabels.learners.stacked_mlp import linear_relu, linear_stack
 from fedlabels.learners.step_graphs import MIN_STEPS, replay_steps
+from fedlabels.learners.torch_mlp import adam_step
 
 #: the MLP's training step with its gradients by hand (:mod:`fedlabels.learners.stacked_mlp`);
 #: False: through autograd, as before 2026-11-28 (``benchmarks/batched_overhead.py
@@ -625,14 +626,14 @@ def _train_group(jobs: list[TrainJob], rows: ResidentRows | None = None,
         x_all = stacked_inputs(learners, x_rows, lens)
         if by_hand:  # the MLP in fp32: its gradients without autograd (stacked_mlp)
             forward.stack.gradients(x_all, y_all, w_all)  # type: ignore[union-attr]
-            opt.step()
+            adam_step(opt)
             return
         with autocast(first.device, first.precision, cache=not capture):
             out = forward(x_all, seed)
         losses = nn.functional.cross_entropy(out.float().reshape(-1, out.shape[-1]),
                                              y_all.reshape(-1), reduction="none")
         (losses.reshape(w_all.shape) * w_all).sum().backward()
-        opt.step()
+        adam_step(opt)
 
     if capture:
         replay_steps(lambda at, sizes, lens: train_on(*batches.gather(at, sizes), lens),

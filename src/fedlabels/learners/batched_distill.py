@@ -44,6 +44,7 @@ from fedlabels.learners.batched import (
     write_back_buffers,
 )
 from fedlabels.learners.step_graphs import replay_steps
+from fedlabels.learners.torch_mlp import adam_step
 
 #: at most about this many index entries are planned (copied to the device) at once
 _PLAN_ENTRIES = 1 << 21
@@ -241,7 +242,7 @@ def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
         x_all = stacked_inputs(learners, x_rows, plan.lens)
         if by_hand:  # the MLP in fp32: its gradients without autograd (stacked_mlp)
             forward.stack.gradients(x_all, target, plan.w)  # type: ignore[union-attr]
-            opt.step()
+            adam_step(opt)
             return
         with autocast(first.device, first.precision, cache=not capture):
             if plan.two_passes:  # the soft rows' pass, then the private rows', as alone
@@ -254,7 +255,7 @@ def _distill_group(jobs: list[DistillJob], graphs: bool = False) -> bool:
                 out = forward(x_all)
         logp = torch.log_softmax(out.float(), dim=-1)
         (-(target * logp).sum(dim=-1) * plan.w).sum().backward()
-        opt.step()
+        adam_step(opt)
 
     if capture and plan is not None:
         lens = plan.lens

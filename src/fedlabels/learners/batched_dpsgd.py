@@ -49,6 +49,7 @@ from fedlabels.learners.batched import (
 )
 from fedlabels.learners.resident_rows import ResidentRows
 from fedlabels.learners.stacked_mlp import linear_relu, linear_stack
+from fedlabels.learners.torch_mlp import adam_step
 
 
 def _biased_linear_stack(model: nn.Module) -> bool:
@@ -226,7 +227,7 @@ def _dpsgd_group(jobs: list[DPSGDJob], rows: ResidentRows | None,
             z = on_device[:, at : at + size].view(len(jobs), *shape)
             at += size
             p.grad = (g + z * sigma_c) / scale.view(-1, *[1] * len(shape))
-        opt.step()
+        adam_step(opt)
         if step + 1 < n_steps:  # the host draws the next step while a GPU computes this one
             samples = draw(step + 1)
     write_back(learners, params, opt)

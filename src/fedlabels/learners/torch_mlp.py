@@ -17,6 +17,7 @@ becomes its input (:meth:`TorchMLPClassifier._inputs`: reshaping to images, augm
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -30,6 +31,42 @@ from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
+
+
+def _without_dynamo() -> bool:
+    """Whether torch's optimizers can run here without importing ``torch._dynamo`` (1-2
+    CPU-s in every process that builds or steps one, each forked worker included): torch
+    imports it only to wrap its optimizer methods against ``torch.compile``, which this
+    project never uses. The marked methods are wrapped as themselves (what the dynamo
+    wrapper amounts to with nothing compiling), and :func:`adam_step` calls the step under
+    ``no_grad`` itself. Once anything has imported ``torch._dynamo``, torch's own wrapping
+    stays."""
+    if "torch._dynamo" in sys.modules:
+        return False
+    for name in ("add_param_group", "zero_grad", "state_dict", "load_state_dict"):
+        fn = getattr(getattr(torch.optim.Optimizer, name), "__wrapped__", None)
+        if fn is not None and getattr(fn, "__dynamo_disable", None) is None:
+            setattr(fn, "__dynamo_disable", fn)
+    return True
+
+
+_WITHOUT_DYNAMO = _without_dynamo()
+
+
+def adam_step(opt: torch.optim.Optimizer) -> None:
+    """``opt.step()``, without importing ``torch._dynamo`` for its graph breaks where no
+    hooks are registered (the profiler's step hooks and graph breaks are no-ops here)."""
+    from torch.optim import optimizer as _optimizer
+
+    inner = getattr(getattr(type(opt).step, "__wrapped__", None), "__wrapped__", None)
+    if (not _WITHOUT_DYNAMO or "torch._dynamo" in sys.modules or inner is None
+            or opt.defaults.get("differentiable") or opt._optimizer_step_pre_hooks
+            or opt._optimizer_step_post_hooks or _optimizer._global_optimizer_pre_hooks
+            or _optimizer._global_optimizer_post_hooks):
+        opt.step()
+        return
+    with torch.no_grad():
+        inner(opt)
 
 
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
@@ -281,7 +318,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 loss = loss + consistency_loss(consistency, Xu[torch.from_numpy(unl.next())],
                                                self._forward, self.rng_)
             loss.backward()
-            opt.step()
+            adam_step(opt)
         self.steps_ += int(n_steps)
         return self
 
@@ -331,7 +368,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 logits = self._forward(Xt[idx])
                 loss = loss + nn.functional.cross_entropy(logits, yt[idx].to(logits.device))
             loss.backward()
-            opt.step()
+            adam_step(opt)
         self.steps_ += int(n_steps)
         return self
 

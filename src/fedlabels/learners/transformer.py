@@ -36,6 +36,7 @@ from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
 from fedlabels.learners.text_input import is_text
+from fedlabels.learners.torch_mlp import adam_step
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 MODES = ("frozen", "lora", "full")
@@ -339,7 +340,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
                 loss = loss + consistency_loss(consistency, self._pooled(urows[unl.next()]),
                                                self._head_logits, self.rng_)
             loss.backward()
-            self.optimizer_.step()
+            adam_step(self.optimizer_)
         self.steps_ += int(n_steps)
         return self
 
@@ -372,7 +373,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
                 logits = self._logits(rows[idx])
                 loss = loss + nn.functional.cross_entropy(logits, yt[idx].to(logits.device))
             loss.backward()
-            self.optimizer_.step()
+            adam_step(self.optimizer_)
         self.steps_ += int(n_steps)
         return self
 

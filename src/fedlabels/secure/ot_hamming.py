@@ -99,32 +99,63 @@ def _hash(rows: np.ndarray, first_index: int, width: int, mod_bits: int) -> np.n
     """TCCR hash of each 16-byte row into ``width`` values of Z_M: (rows, width) uint32.
 
     Row i (OT ``first_index + i``) uses the distinct tweaks (OT index, c), c = 0, 1, ...
+    The tweak's two little-endian words are XORed into π(x)'s by broadcasting (no tweak
+    array of the blocks' size is built).
     """
     per = 8 if mod_bits <= 16 else 4  # values per AES block
     blocks = -(-width // per)
-    tweak = np.zeros((len(rows), blocks, 16), dtype=np.uint8)
-    idx = np.arange(first_index, first_index + len(rows), dtype="<u8")
-    tweak[:, :, :8] = idx.view(np.uint8).reshape(-1, 1, 8)
-    tweak[:, :, 8:] = np.arange(blocks, dtype="<u8").view(np.uint8).reshape(1, -1, 8)
-    p = _aes(rows)[:, None, :]
-    out = (_aes(p ^ tweak).reshape(len(rows), blocks, 16) ^ p).reshape(len(rows), -1)
-    vals = out.view("<u2" if per == 8 else "<u4")[:, :width].astype(np.uint32)
-    return vals & np.uint32((1 << mod_bits) - 1)
+    n = len(rows)
+    p = _aes(rows).view("<u8")  # (n, 2): π(x) as two words
+    x = np.empty((n, blocks, 2), dtype="<u8")  # π(x) ⊕ τ, τ = (OT index, c)
+    np.bitwise_xor(p[:, None, 0], np.arange(first_index, first_index + n, dtype="<u8")[:, None],
+                   out=x[:, :, 0])
+    np.bitwise_xor(p[:, None, 1], np.arange(blocks, dtype="<u8")[None, :], out=x[:, :, 1])
+    out = _aes(x.view(np.uint8)).view("<u8").reshape(n, blocks, 2) ^ p[:, None, :]
+    vals = out.reshape(n, -1).view("<u2" if per == 8 else "<u4")[:, :width]
+    return (vals & np.array((1 << mod_bits) - 1, dtype=vals.dtype)).astype(np.uint32)
 
 
 def _pack(values: np.ndarray, mod_bits: int) -> np.ndarray:
-    """Values < 2^mod_bits in ``mod_bits`` bits each (little-endian bit order): uint8."""
-    raw = np.ascontiguousarray(values, dtype="<u4").view(np.uint8).reshape(-1, 4)
-    bits = np.unpackbits(raw, axis=1, bitorder="little")[:, :mod_bits]
-    return np.packbits(bits.reshape(-1), bitorder="little")
+    """Values < 2^mod_bits in ``mod_bits`` bits each (little-endian bit order): uint8.
+
+    Eight values fill exactly ``mod_bits`` bytes: each group of eight is assembled in
+    little-endian 64-bit words by shifts (no array of single bits)."""
+    v = np.asarray(values).reshape(-1)
+    count = len(v)
+    groups = -(-count // 8)
+    if count % 8:
+        v = np.concatenate([v, np.zeros(groups * 8 - count, dtype=v.dtype)])
+    grouped = v.astype(np.uint64, copy=False).reshape(groups, 8)
+    n_words = -(-8 * mod_bits // 64)
+    words = np.zeros((n_words, groups), dtype=np.uint64)
+    for k in range(8):
+        w, s = divmod(k * mod_bits, 64)
+        words[w] |= grouped[:, k] << np.uint64(s)
+        if s + mod_bits > 64:
+            words[w + 1] |= grouped[:, k] >> np.uint64(64 - s)
+    out = np.ascontiguousarray(words.T, dtype="<u8").view(np.uint8)[:, :mod_bits]
+    return out.reshape(-1)[:-(-count * mod_bits // 8)]
 
 
 def _unpack(raw: np.ndarray, count: int, mod_bits: int) -> np.ndarray:
     """Inverse of :func:`_pack`: ``count`` values (uint32)."""
-    bits = np.zeros((count, 32), dtype=np.uint8)
-    bits[:, :mod_bits] = np.unpackbits(raw, count=count * mod_bits,
-                                       bitorder="little").reshape(count, mod_bits)
-    return np.packbits(bits, axis=1, bitorder="little").view("<u4").ravel()
+    groups = -(-count // 8)
+    n_words = -(-8 * mod_bits // 64)
+    need = -(-count * mod_bits // 8)
+    flat = np.zeros(groups * mod_bits, dtype=np.uint8)
+    flat[:need] = np.asarray(raw, dtype=np.uint8).reshape(-1)[:need]
+    buf = np.zeros((groups, n_words * 8), dtype=np.uint8)
+    buf[:, :mod_bits] = flat.reshape(groups, mod_bits)
+    words = buf.view("<u8")  # (groups, n_words)
+    out = np.empty((groups, 8), dtype=np.uint64)
+    mask = np.uint64((1 << mod_bits) - 1)
+    for k in range(8):
+        w, s = divmod(k * mod_bits, 64)
+        x = words[:, w] >> np.uint64(s)
+        if s + mod_bits > 64:
+            x |= words[:, w + 1] << np.uint64(64 - s)
+        out[:, k] = x & mask
+    return out.reshape(-1)[:count].astype(np.uint32)
 
 
 def correction_words(n_values: int, n_bits: int) -> int:
@@ -303,7 +334,7 @@ class ShadeSender:
         mask = np.uint32((1 << mb) - 1)
         n_a = len(self.bits_j)
         s_bits = np.unpackbits(self.s)[:, None]
-        y_all = self.bits_j.T.astype(np.uint32)  # (L, n_j): row l = bit l of every point a
+        y_all = np.ascontiguousarray(self.bits_j.T)  # (L, n_j) uint8: row l = bit l of each a
         e_parts, sums = [], np.zeros((self.n_b, n_a), dtype=np.uint32)
         offset = 0
         for ci, start in enumerate(range(0, self.m, _CHUNK)):
@@ -318,8 +349,13 @@ class ShadeSender:
                 y0 = _hash(local, first, n_a, mb)
                 y1 = _hash(local ^ self.s, first, n_a, mb)
                 y = y_all[np.arange(first, first + cnt) % self.n_bits]
-                _sum_per_point((y0 - y) & mask, first, self.n_bits, sums)  # r = y⁰ − y
-                e_parts.append(_pack((y0 + 1 - 2 * y - y1) & mask, mb))
+                r = y0 - y  # r = y⁰ − y (mod M after the sums: M divides 2^32)
+                _sum_per_point(r, first, self.n_bits, sums)
+                r -= y  # e = y⁰ + 1 − 2y − y¹, in place
+                r -= y1
+                r += np.uint32(1)
+                r &= mask
+                e_parts.append(_pack(r, mb))
         wire = wire_dtype(self.n_bits)
         words = correction_words(self.m * n_a, self.n_bits)
         e = np.zeros(words * np.dtype(wire).itemsize, dtype=np.uint8)
