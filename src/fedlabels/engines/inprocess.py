@@ -30,6 +30,7 @@ from fedlabels.method.adversary import attack_record
 from fedlabels.method.base import ClientRole, Grid, Method
 from fedlabels.method.options import MethodOptions
 from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.checked_grid import CheckedGrid
 from fedlabels.runs.checkpoint import (
     Keeper,
     checkpoint_path,
@@ -189,7 +190,8 @@ def simulate(
 
                 in_process = TogetherGrid(in_process, graphs=graphs,
                                           strict=batch_clients == "on")
-            grid: Grid = in_process if wrap_grid is None else wrap_grid(in_process)
+            grid: Grid = CheckedGrid(in_process if wrap_grid is None else wrap_grid(in_process),
+                                     server)
             draw = None
             if policy is not None:
                 grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])

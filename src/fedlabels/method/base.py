@@ -339,6 +339,19 @@ class ServerRole:
         """The message asking client ``cid`` to report its test accuracy."""
         return Message("evaluate", category="evaluation")
 
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        """Raise :class:`~fedlabels.method.replies.MalformedReply` where client ``cid``'s
+        ``reply`` to ``request`` is not what the protocol uses (the engines call it on every
+        reply before the server sees it: :mod:`fedlabels.method.replies`). Here: no NaN or
+        inf in any array, and an evaluation's scores finite and in range; a method adds what
+        its replies must hold (sizes, label ranges, probabilities), calling this first."""
+        from fedlabels.method.replies import check_evaluation, check_finite
+
+        if request.category == "evaluation":
+            settings = getattr(self, "settings", None)
+            check_evaluation(reply, getattr(settings, "task", "classification"))
+        check_finite(reply)
+
     def result_extra(self) -> dict[str, Any]:
         """Method-specific top-level entries of the result JSON (e.g. ``privacy``)."""
         return {}

@@ -137,6 +137,28 @@ class GlobalModelServer(ServerRole):
     def evaluation_message(self, cid: int) -> Message:
         return Message("evaluate", arrays={"weights": self.weights}, category="evaluation")
 
+    #: the array and config key a training reply must hold (None: none required here)
+    reply_weights: ClassVar[str | None] = None
+    reply_size: ClassVar[str | None] = None
+
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        """Weights or updates of the global model's size; an aggregation weight ``n`` a
+        number > 0 (a negative one scaled every other client's weights, NaN made the
+        global model NaN)."""
+        from fedlabels.method.replies import check_positive, check_vector, require_arrays
+
+        super().check_reply(cid, request, reply)
+        if request.category == "evaluation":
+            return
+        if self.reply_weights is not None and request.category != "control":
+            require_arrays(reply, self.reply_weights)
+        for key in ("weights", "update"):
+            if key in reply.arrays:
+                check_vector(reply, key, self.weights.size)
+        if "n" in reply.config or (self.reply_size is not None
+                                   and request.category != "control"):
+            check_positive(reply, "n")
+
     def final_arrays(self) -> dict[str, np.ndarray]:
         return {"weights": self.weights}
 
@@ -204,6 +226,19 @@ class VoteServer(ServerRole):
                                                                  self.settings.n_classes)
         return Message(self.kind, arrays=arrays,
                        config={"round": rnd, "steps": self.settings.period})
+
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        """A training reply holds one packed row of |U| labels, each a class (a label of C
+        or more moved a vote to the next example, or crashed the vote)."""
+        super().check_reply(cid, request, reply)
+        if request.kind == self.kind and request.category != "evaluation":
+            self.check_votes(request, reply)
+
+    def check_votes(self, request: Message, reply: Message) -> None:
+        """The labels of a training reply (FedCT's: hard labels on all of U)."""
+        from fedlabels.method.replies import checked_labels
+
+        checked_labels(reply, "labels", self.n_public, self.settings.n_classes)
 
     def collect_votes(self, replies: Mapping[int, Message]) -> np.ndarray:
         """The (m, |U|) matrix of the clients' unpacked hard labels."""

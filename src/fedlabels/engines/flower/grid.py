@@ -73,6 +73,9 @@ class FlowerGrid:
         self.public_digest: str | None = None  # U's fingerprint, checked on a new node
         self.rejoined: list[dict[str, Any]] = []
         self._probed: set[int] = set()
+        # the server's check of a reply (ServerRole.check_reply): a malformed one loses its
+        # client, with the reason, as a missing one does
+        self.check_reply: Callable[[int, Message, Message], None] | None = None
         # bytes of the Flower messages themselves (convert.flower_bytes): rnd -> [down, up]
         self.flower_bytes: dict[int, list[int]] = {}
 
@@ -208,7 +211,11 @@ class FlowerGrid:
                     else:
                         failed[cid] = error_reason(reply.error.code, reply.error.reason or "")
                     continue
-                ours, _ = from_record_dict(reply.content)
+                try:
+                    ours, _ = from_record_dict(reply.content)
+                except Exception as exc:  # a site's reply is untrusted input
+                    failed[cid] = f"malformed reply: {' '.join(str(exc).split())[:300]}"
+                    continue
                 self.meter.replied(rnd, cid, ours, len(encode_message(ours)))
                 self.flower_bytes.setdefault(rnd, [0, 0])[1] += flower_bytes(reply)
                 replies[cid] = ours
@@ -245,6 +252,7 @@ class FlowerGrid:
                                           if self.rejoin_timeout > 0 else ""))
                 next_liveness = now + self.liveness_interval
             time.sleep(self.poll_interval)
+        failed.update(self._malformed(messages, replies))
         if failed:
             for cid, reason in failed.items():
                 self.lost[cid] = {"round": rnd + 1, "node_id": self.node_of[cid],
@@ -252,6 +260,25 @@ class FlowerGrid:
             if self.on_lost is not None:
                 self.on_lost(failed, rnd)
         return replies
+
+
+    def _malformed(self, messages: Mapping[int, Message],
+                   replies: dict[int, Message]) -> dict[int, str]:
+        """Take the replies the server's check refuses out of ``replies``: client id ->
+        ``malformed reply: ...``."""
+        from fedlabels.method.replies import MalformedReply
+
+        bad: dict[int, str] = {}
+        if self.check_reply is None:
+            return bad
+        for cid in sorted(replies):
+            try:
+                self.check_reply(cid, messages[cid], replies[cid])
+            except MalformedReply as exc:
+                bad[cid] = f"malformed reply: {exc}"
+                del replies[cid]
+                self._evaluated.pop(cid, None)
+        return bad
 
 
 _NODE_UNAVAILABLE = 5  # flwr.common.constant.ErrorCode.NODE_UNAVAILABLE

@@ -207,6 +207,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
     fgrid = FlowerGrid(grid, node_of, meter, reply_timeout=spec.reply_timeout,
                        poll_interval=spec.poll_interval)
     fgrid.on_lost = partial(check_survivors, plan, learners, fgrid, status=status)
+    fgrid.check_reply = server.check_reply  # a malformed reply loses its site
     fgrid.rejoin_timeout, fgrid.public_digest = spec.node_timeout, str(first["public_digest"])
     deployment: dict[str, Any] = {
         "engine": "flower", "client_node_ids": {str(c): n for c, n in node_of.items()},

@@ -126,6 +126,15 @@ class DDServer(ServerRole):
         self.average: np.ndarray | None = None
         self.truth_public = truth_public
 
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        """Soft labels are probability rows (scores of 1e4, negative ones or NaN from one
+        client took over or destroyed the average every client trains on)."""
+        from fedlabels.method.replies import check_probabilities
+
+        super().check_reply(cid, request, reply)
+        if request.kind == "dd.train":
+            check_probabilities(reply, "soft", None, self.settings.n_classes)
+
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         arrays = {} if self.average is None else {"soft": self.average.astype(self.dtype)}
         message = Message("dd.train", arrays=arrays,

@@ -141,6 +141,16 @@ class DSFLServer(ServerRole):
         self.aggregate: np.ndarray | None = None
         self.aggregate_seed = -1
 
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        """Soft labels on the round's subset of U are probability rows (scores of 1e4,
+        negative ones or NaN from one client took over or destroyed the aggregate)."""
+        from fedlabels.method.replies import check_probabilities
+
+        super().check_reply(cid, request, reply)
+        if request.kind == "dsfl.train":
+            check_probabilities(reply, "soft", int(request.config["subset_size"]),
+                                self.settings.n_classes)
+
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         seed = int(self.rng.integers(0, 2**31 - 1))
         config: dict[str, Any] = {"round": rnd, "steps": self.settings.period,

@@ -80,6 +80,8 @@ def kl_to(target: np.ndarray, probs: np.ndarray) -> float:
 class FedDFServer(GlobalModelServer):
     """FedAvg's averaging, then ensemble distillation of the clients' models on U."""
 
+    reply_weights, reply_size = "weights", "n"
+
     def __init__(self, initial: np.ndarray, period: int, learner: Any, X_public: np.ndarray,
                  options: FedDFOptions, seed: int, n_features: int, n_classes: int) -> None:
         super().__init__(initial, period)

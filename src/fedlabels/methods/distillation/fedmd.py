@@ -153,6 +153,16 @@ class FedMDServer(ServerRole):
         # in the first round they take part in (all of them in round 1 with every client)
         self.transferred = np.zeros(0, dtype=np.int64)
 
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        """Soft labels on the round's subset of U are probability rows (scores of 1e4,
+        negative ones or NaN from one client took over or destroyed the aggregate)."""
+        from fedlabels.method.replies import check_probabilities
+
+        super().check_reply(cid, request, reply)
+        if request.kind == "fedmd.train":
+            check_probabilities(reply, "scores", int(request.config["subset_size"]),
+                                self.settings.n_classes)
+
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         next_seed = int(self.rng.integers(0, 2**31 - 1))
         config: dict[str, Any] = {"round": rnd, "steps": self.settings.period,

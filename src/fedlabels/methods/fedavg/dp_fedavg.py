@@ -161,6 +161,7 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled", "clipped_fraction")
     secret_generators: ClassVar[tuple[str, ...]] = ("rng",)  # the Poisson sample and noise
+    reply_weights = "update"
 
     def __init__(self, initial: np.ndarray, settings: Settings) -> None:
         from fedlabels.privacy.accounting import (

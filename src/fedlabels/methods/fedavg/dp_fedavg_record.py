@@ -65,6 +65,7 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled")
     secret_generators: ClassVar[tuple[str, ...]] = ("rng",)
+    reply_weights, reply_size = "update", "n"
 
     def __init__(self, initial: np.ndarray, settings: Settings, options: Any) -> None:
         super().__init__(initial, settings.period)

@@ -68,6 +68,8 @@ class FedAvgClient(WeightsClient):
 
 
 class FedAvgServer(GlobalModelServer):
+    reply_weights, reply_size = "weights", "n"
+
     def __init__(self, initial: np.ndarray, period: int,
                  options: FedAvgOptions | None = None) -> None:
         super().__init__(initial, period)

@@ -274,6 +274,22 @@ class DPFedCTServer(LedgerEvents, VoteServer):
                 not self.strategy.uses_sensitivity:
             self.strategy.calibrate(self, None)
 
+    def check_votes(self, request: Message, reply: Message) -> None:
+        """The mechanism's release: xor's noisy one-hot rows (|U| x C bits), or hard labels
+        (on all of U, or on the round's subset for subsample-aggregate)."""
+        from fedlabels.method.replies import MalformedReply, checked_labels, require_arrays
+
+        n, c = self.n_public, self.settings.n_classes
+        if self.mechanism == "xor":
+            require_arrays(reply, "bits")
+            bits = np.asarray(reply.arrays["bits"])
+            if bits.dtype != np.uint8 or bits.size != -(-n * c // 8):
+                raise MalformedReply(f"its bits hold {bits.size} values of {bits.dtype}; "
+                                     f"expected {-(-n * c // 8)} bytes ({n} rows of {c} bits)")
+            return
+        size = request.config.get("subset_size")
+        checked_labels(reply, "labels", int(size) if size is not None else n, c)
+
     # ------------------------------------------------------------------ rounds
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         self.strategy.calibrate(self, grid)

@@ -210,10 +210,20 @@ class PATEServer(TeacherStudentServer):
     """Plain PATE: teachers train ``teacher_steps`` steps, the argmax labels are released."""
 
     def __init__(self, settings: Settings, n_public: int, seed: int,
-                 truth_public: np.ndarray | None = None) -> None:
+                 truth_public: np.ndarray | None = None,
+                 client_sizes: list[int] | None = None) -> None:
         opts = settings.options_as(PATEOptions)
         steps = 20 * settings.period if opts.teacher_steps is None else opts.teacher_steps
         super().__init__(settings, opts, n_public, seed, truth_public, steps)
+        self.client_sizes = client_sizes
+
+    def teachers_of(self, cid: int) -> int:
+        """The teachers client ``cid``'s own options give its records (as the client
+        computes them)."""
+        if self.client_sizes is None:
+            return 1
+        opts = self.settings.options_as(PATEOptions)
+        return opts.teachers_per_client_count(int(self.client_sizes[cid]))
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
         """Label each query from its vote counts (plain argmax; ties -> smallest class)."""
@@ -241,8 +251,9 @@ class DPPATEServer(LedgerEvents, PATEServer):
     state_attrs: ClassVar[tuple[str, ...]] = ("events",)
 
     def __init__(self, settings: Settings, n_public: int, seed: int,
-                 truth_public: np.ndarray | None = None) -> None:
-        super().__init__(settings, n_public, seed, truth_public)
+                 truth_public: np.ndarray | None = None,
+                 client_sizes: list[int] | None = None) -> None:
+        super().__init__(settings, n_public, seed, truth_public, client_sizes)
         opts = settings.options_as(DPPATEOptions)
         self.delta = opts.delta
         self.threshold, self.threshold_sigma = opts.threshold, opts.threshold_sigma
@@ -301,7 +312,8 @@ class PATE(TeacherStudentMethod):
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
-        return self.server_class(ctx.settings, n_public, ctx.server_seed, ctx.truth_public)
+        return self.server_class(ctx.settings, n_public, ctx.server_seed, ctx.truth_public,
+                                 client_sizes)
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,

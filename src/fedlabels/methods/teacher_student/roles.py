@@ -386,6 +386,20 @@ class TeacherStudentServer(ServerRole):
         """Anything before the vote (FREDY: FedAvg rounds); returns arrays for the vote."""
         return {}
 
+    def teachers_of(self, cid: int) -> int:
+        """How many teachers (vote rows) client ``cid`` has: one here."""
+        return 1
+
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        """A vote holds one packed row of the queries' labels per teacher of the client,
+        each a class (a client sent 20 rows and outvoted the others)."""
+        from fedlabels.method.replies import checked_labels
+
+        super().check_reply(cid, request, reply)
+        if request.kind == "pate.vote":
+            checked_labels(reply, "labels", self.n_queries, self.settings.n_classes,
+                           rows=self.teachers_of(cid))
+
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
         """Label each query from its (Q, C) vote counts; sets ``privacy``."""
         raise NotImplementedError

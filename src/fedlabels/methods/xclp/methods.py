@@ -192,6 +192,22 @@ class XCLPClient(OneShotClient, XCLPClientCore):
     """One-shot XCLP on raw features: private points (partly labelled) + a test share."""
 
 
+def check_xclp_reply(request: Message, reply: Message) -> None:
+    """What the server reads from a client's XCLP phase replies: its point count, its
+    labelled indices, its SecureRowSums part (a missing one crashed the run)."""
+    from fedlabels.method.replies import MalformedReply, require_arrays
+
+    if request.kind == "xclp.setup":
+        n = reply.config.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise MalformedReply(f"its xclp.setup reply gives n = {n!r}; expected a number "
+                                 "of points >= 1")
+    elif request.kind == "xclp.hamming" and int(request.config.get("step", 0)) == 1:
+        require_arrays(reply, "labeled_idx")
+    elif request.kind == "xclp.rowsums":
+        require_arrays(reply, "part")
+
+
 class XCLPServer(ServerRole):
     state_attrs: ClassVar[tuple[str, ...]] = ("outcomes", "rng")
 
@@ -200,6 +216,10 @@ class XCLPServer(ServerRole):
         self.opts = options
         self.rng = np.random.default_rng(seed)  # the client groups
         self.outcomes: list[XCLPOutcome] = []
+
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        super().check_reply(cid, request, reply)
+        check_xclp_reply(request, reply)
 
     @property
     def outcome(self) -> XCLPOutcome | None:
@@ -343,6 +363,10 @@ class FedAvgXCLPServer(GlobalModelServer):
         self.rng = np.random.default_rng(seed)
         self.group_rng = np.random.default_rng([seed, 1])  # the client groups
         self.history: list[dict[str, Any]] = []
+
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        super().check_reply(cid, request, reply)
+        check_xclp_reply(request, reply)
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         ids = grid.client_ids

@@ -1,0 +1,124 @@
+"""Checks of what a client sends back, before the server uses it.
+
+A server role's :meth:`~fedlabels.method.base.ServerRole.check_reply` raises
+:class:`MalformedReply` for a reply it cannot use as its protocol says: missing arrays,
+wrong sizes, labels outside the classes, NaN or inf, soft labels that are not probabilities,
+an aggregation weight that is not a positive number, an evaluation score outside its range.
+The engines call it on every reply: the simulator stops with a one-line error naming the
+client (its clients are the user's own code), a Flower deployment drops the site as lost
+with the reason (``malformed reply: ...``) and goes on where the method can, as for a site
+that does not answer. Without these checks one client's reply crashed the whole run or, worse,
+moved a vote, an average or the consensus of every client beyond what one honest-looking
+client can (``docs/robustness.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.comm.labels import bits_per_label, unpack_labels
+from fedlabels.core.errors import FedLabelsError
+
+
+class MalformedReply(FedLabelsError):
+    """A reply the server cannot use as its protocol says (the message says why)."""
+
+
+def require_arrays(reply: Message, *names: str) -> None:
+    """The reply holds every array of ``names``."""
+    missing = [n for n in names if n not in reply.arrays]
+    if missing:
+        raise MalformedReply(f"its {reply.kind} reply has no {', '.join(missing)}")
+
+
+def check_finite(reply: Message) -> None:
+    """No NaN or inf in any floating-point array of the reply."""
+    for name, arr in reply.arrays.items():
+        a = np.asarray(arr)
+        if a.dtype.kind in "fc" and not np.isfinite(a).all():
+            raise MalformedReply(f"its {reply.kind} reply holds NaN or inf in {name}")
+
+
+def checked_labels(reply: Message, key: str, n_labels: int, n_classes: int,
+                   rows: int | None = 1) -> np.ndarray:
+    """The reply's packed hard labels: exactly ``rows`` packed rows (any number >= 1 with
+    None) of ``n_labels`` labels, each in ``[0, n_classes)``; an (rows, n) int array.
+    (A label of ``n_classes`` or more moved a vote to the next example, or crashed the
+    vote's reshape.)"""
+    require_arrays(reply, key)
+    packed = np.atleast_2d(np.asarray(reply.arrays[key]))
+    if packed.dtype != np.uint8:
+        raise MalformedReply(f"its {key} are not packed bytes (dtype {packed.dtype})")
+    width = -(-n_labels * bits_per_label(n_classes) // 8)
+    expected = packed.shape[0] if rows is None else rows
+    if packed.ndim != 2 or packed.shape != (expected, width) or not expected:
+        raise MalformedReply(f"its {key} hold {packed.shape[0]} row(s) of "
+                             f"{packed.shape[-1]} bytes; expected {expected or 'some'} of "
+                             f"{width} ({n_labels} labels)")
+    labels = np.stack([unpack_labels(row, n_labels, n_classes) for row in packed])
+    if labels.size and labels.max() >= n_classes:
+        raise MalformedReply(f"its {key} hold label {int(labels.max())}, outside the "
+                             f"{n_classes} classes")
+    return labels
+
+
+def check_probabilities(reply: Message, key: str, n_rows: int | None, n_classes: int) -> None:
+    """The reply's ``key`` is an (n_rows, n_classes) matrix of probability rows (each
+    entry in [0, 1], each row summing to 1 within float16 rounding): one client can then move
+    the average of m clients by at most 1/m."""
+    require_arrays(reply, key)
+    probs = np.asarray(reply.arrays[key], dtype=np.float64)
+    if probs.ndim != 2 or probs.shape[1] != n_classes or (
+            n_rows is not None and probs.shape[0] != n_rows):
+        raise MalformedReply(f"its {key} have shape {probs.shape}; expected "
+                             f"({'rows' if n_rows is None else n_rows}, {n_classes})")
+    if not np.isfinite(probs).all() or probs.min() < -1e-3 or probs.max() > 1 + 1e-3 \
+            or np.abs(probs.sum(axis=1) - 1.0).max() > 1e-2:
+        raise MalformedReply(f"its {key} are not probability rows (entries in [0, 1], rows "
+                             "summing to 1)")
+
+
+def check_vector(reply: Message, key: str, size: int) -> None:
+    """The reply's ``key`` is a finite vector of ``size`` numbers (model weights)."""
+    require_arrays(reply, key)
+    values = np.asarray(reply.arrays[key])
+    if values.dtype.kind not in "fiu" or values.size != size:
+        raise MalformedReply(f"its {key} hold {values.size} values of {values.dtype}; "
+                             f"expected {size} numbers")
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise MalformedReply(f"its {key} hold NaN or inf")
+
+
+def check_positive(reply: Message, key: str) -> None:
+    """The reply's config ``key`` is a finite number > 0 (an aggregation weight)."""
+    value = reply.config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value <= 0:
+        raise MalformedReply(f"its {reply.kind} reply gives {key} = {value!r}; expected a "
+                             "number > 0")
+
+
+#: evaluation scores and their ranges
+_SCORE_RANGES = {"accuracy": (0.0, 1.0), "rmse": (0.0, math.inf), "r2": (-math.inf, 1.0)}
+
+
+def check_evaluation(reply: Message, task: str) -> None:
+    """An evaluation reply holds its task's scores, finite and in range."""
+    from fedlabels.core.metrics import REPLY_KEYS
+
+    for key in REPLY_KEYS["regression" if task == "regression" else "classification"]:
+        value = reply.config.get(key)
+        low, high = _SCORE_RANGES[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or not low <= value <= high:
+            raise MalformedReply(f"its evaluation reply gives {key} = {value!r}; expected a "
+                                 f"number in [{low:g}, {high:g}]")
+
+
+def describe(cid: int, request: Message, problem: MalformedReply | Any) -> str:
+    """``client 3's reply to fedct.train is malformed: its labels ...``."""
+    return f"client {cid}'s reply to {request.kind} is malformed: {problem}"
