@@ -155,3 +155,45 @@ def test_a_deployment_drops_a_site_whose_reply_is_malformed(tmp_path: Path) -> N
     assert status["status"] == "completed" and "malformed reply" in json.dumps(status["lost"])
     assert len(result.final["client_accuracies"]) == 3
 
+
+
+class TamperDown(Tamper):
+    """A grid whose messages to client 0 ``change(request)`` rewrites (a broken server or
+    transport)."""
+
+    def exchange(self, messages: Any, rnd: int) -> dict[int, Message]:
+        messages = dict(messages)
+        if 0 in messages:
+            messages[0] = self.change(messages[0]) or messages[0]
+        return self.inner.exchange(messages, rnd)
+
+
+def _nan_weights(m: Message) -> Message | None:
+    return _with(m, {"weights": np.full_like(m.arrays["weights"], np.nan)}) \
+        if "weights" in m.arrays else None
+
+
+DOWN = [
+    ("fedavg", "breast_cancer", "mlp(hidden=8)", _nan_weights,
+     r"client 0: the global weights hold NaN or inf"),
+    ("fedct", "wine", "dt", lambda m: _with(m, {"consensus": m.arrays["consensus"][:2]})
+     if "consensus" in m.arrays else None,
+     r"the consensus holds 2 values of uint8; expected 25 bytes \(100 labels\)"),
+    ("dd", "breast_cancer", "mlp(hidden=8)", lambda m: _with(
+        m, {"soft": np.full_like(m.arrays["soft"], np.nan)}) if "soft" in m.arrays else None,
+     r"client 0: refusing the dd.train message: .*NaN or inf|not probability rows"),
+]
+
+
+@pytest.mark.parametrize("method,dataset,model,change,match", DOWN,
+                         ids=[d[0] for d in DOWN])
+def test_a_client_refuses_malformed_values_from_the_server(method, dataset, model, change,
+                                                           match):
+    """A client took NaN global weights or soft targets (and kept a NaN model) and read a
+    truncated consensus as class 0 for the missing rows."""
+    from fedlabels.core.errors import RefusedError
+
+    fed = fl.load_federation(dataset, clients=5, seed=0)
+    with pytest.raises(RefusedError, match=match):
+        simulate(get_method(method), fed, as_models(model), rounds=3, period=5, seed=0,
+                 progress=False, wrap_grid=lambda grid: TamperDown(grid, change))

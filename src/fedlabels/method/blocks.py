@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
+from fedlabels.comm.labels import bits_per_label
 from fedlabels.consensus import ABSTAIN, balanced_vote, majority_vote, qualified_majority
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, RefusedError
 from fedlabels.learners import has_weights
 from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole, Settings
 
@@ -104,8 +105,12 @@ class WeightsClient(ClientRole):
         """Set the learner to the message's ``weights``, if it carries any."""
         if "weights" not in message.arrays:
             return False
+        weights = np.asarray(message.arrays["weights"])
+        if weights.dtype.kind != "f" or not np.isfinite(weights).all():
+            raise RefusedError(f"client {self.cid}: the global weights hold NaN or inf (or "
+                               f"are not numbers: {weights.dtype}); refusing to load them.")
         self.ensure_built()
-        self.learner.set_weights(message.arrays["weights"])
+        self.learner.set_weights(weights)
         return True
 
     def local_steps_from(self, message: Message) -> None:
@@ -194,9 +199,24 @@ def encode_consensus(labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray
 
 
 def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> np.ndarray:
-    labels = unpack_labels(arrays["consensus"], n, n_classes)
+    """The consensus a message carries, refused (:class:`RefusedError`) where it is not ``n``
+    labels of the classes (a truncated one read as class 0 for the missing rows, a label of
+    C made the client train a class that does not exist)."""
+    packed = np.asarray(arrays["consensus"])
+    width = -(-n * bits_per_label(n_classes) // 8)
+    if packed.dtype != np.uint8 or packed.size != width:
+        raise RefusedError(f"the consensus holds {packed.size} values of {packed.dtype}; "
+                           f"expected {width} bytes ({n} labels).")
+    labels = unpack_labels(packed, n, n_classes)
+    if labels.size and labels.max() >= n_classes:
+        raise RefusedError(f"the consensus holds label {int(labels.max())}, outside the "
+                           f"{n_classes} classes.")
     if "keep" in arrays:
-        labels[~unpack_mask(arrays["keep"], n)] = ABSTAIN
+        keep = np.asarray(arrays["keep"])
+        if keep.dtype != np.uint8 or keep.size != -(-n // 8):
+            raise RefusedError(f"the consensus' abstention mask holds {keep.size} values; "
+                               f"expected {-(-n // 8)} bytes.")
+        labels[~unpack_mask(keep, n)] = ABSTAIN
     return labels
 
 

@@ -82,6 +82,20 @@ def check_probabilities(reply: Message, key: str, n_rows: int | None, n_classes:
                              "summing to 1)")
 
 
+def received_probabilities(message: Message, key: str, n_rows: int | None, n_classes: int,
+                           cid: int) -> np.ndarray:
+    """A client's check of the soft targets the server sent (NaN targets left a NaN model,
+    negative ones a broken one): probability rows, as float32; else a refusal."""
+    from fedlabels.core.errors import RefusedError
+
+    try:
+        check_probabilities(message, key, n_rows, n_classes)
+    except MalformedReply as exc:
+        raise RefusedError(f"client {cid}: refusing the {message.kind} message: {exc}.") \
+            from None
+    return np.asarray(message.arrays[key], dtype=np.float32)
+
+
 def check_vector(reply: Message, key: str, size: int) -> None:
     """The reply's ``key`` is a finite vector of ``size`` numbers (model weights)."""
     require_arrays(reply, key)

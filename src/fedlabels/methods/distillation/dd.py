@@ -40,6 +40,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.blocks import broadcast
 from fedlabels.method.options import Interval, MethodOptions, option
+from fedlabels.method.replies import received_probabilities
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     SERVER_CHOOSING_U,
@@ -102,7 +103,8 @@ class DDClient(ClientRole):
 
     def train(self, message: Message) -> Message:
         if "soft" in message.arrays:
-            self.targets = np.asarray(message.arrays["soft"], dtype=np.float32)
+            self.targets = received_probabilities(message, "soft", len(self.public),
+                                                  self.settings.n_classes, self.cid)
         steps = int(message.config["steps"])
         if self.targets is None:
             self.train_on(self.data.X, self.data.y, steps)

@@ -43,6 +43,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.blocks import broadcast
 from fedlabels.method.options import POSITIVE, Interval, MethodOptions, option
+from fedlabels.method.replies import received_probabilities
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     SERVER_CHOOSING_U,
@@ -113,7 +114,8 @@ class DSFLClient(ClientRole):
         cfg, U = message.config, self.public
         if "soft" in message.arrays:  # distil on the subset the aggregate is about
             rows = subset_indices(int(cfg["soft_seed"]), len(U), int(cfg["soft_size"]))
-            target = np.asarray(message.arrays["soft"], dtype=np.float32)
+            target = received_probabilities(message, "soft", len(rows),
+                                            self.settings.n_classes, self.cid)
             self.learner.distill_steps(U[rows], target, int(cfg["distill_steps"]))
         self.train_on(self.data.X, self.data.y, int(cfg["steps"]))
         rows = subset_indices(int(cfg["subset_seed"]), len(U), int(cfg["subset_size"]))

@@ -41,6 +41,7 @@ from fedlabels.method.base import (
     Settings,
 )
 from fedlabels.method.options import Interval, MethodOptions, option
+from fedlabels.method.replies import received_probabilities
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     SERVER_CHOOSING_U,
@@ -119,7 +120,8 @@ class FedMDClient(ClientRole):
             self.train_on(self.data.X, self.data.y, int(cfg["transfer_steps"]))
             self.transferred = True
         if "consensus" in message.arrays:  # digest, then revisit
-            target = np.asarray(message.arrays["consensus"], dtype=np.float32)
+            target = received_probabilities(message, "consensus", None,
+                                            self.settings.n_classes, self.cid)
             # d_{t-1} from the seed it was drawn from: a client that missed round t-1
             # (partial participation, a dropout) digests the consensus too
             previous = subset_indices(int(cfg["consensus_seed"]), n_public, len(target))
