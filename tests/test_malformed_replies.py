@@ -197,3 +197,33 @@ def test_a_client_refuses_malformed_values_from_the_server(method, dataset, mode
     with pytest.raises(RefusedError, match=match):
         simulate(get_method(method), fed, as_models(model), rounds=3, period=5, seed=0,
                  progress=False, wrap_grid=lambda grid: TamperDown(grid, change))
+
+
+@pytest.mark.parametrize("key,value", [("n_examples", -5), ("partition_id", "one")])
+def test_a_sites_hello_is_checked_and_names_the_node(tmp_path: Path, key: str,
+                                                     value: Any) -> None:
+    """A negative size was taken as it came, a text partition id was a bare int() error."""
+    from flwr.app import Message as FlowerMessage
+
+    from fedlabels.engines.flower.convert import from_record_dict, to_record_dict
+    from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+    from fedlabels.engines.flower.server_app import run_server
+    from fedlabels.runs.config import RunConfig
+
+    cfg = RunConfig(method="fedct", dataset="wine", clients=3, model="dt", rounds=1, seed=0)
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
+    honest = grid.client_app
+
+    def site(message: Any, context: Any) -> Any:
+        reply = honest(message, context)
+        ours, meta = from_record_dict(reply.content)
+        if context.node_id == 1002 and ours.kind == "fedlabels.hello.reply":
+            bad = Message(ours.kind, config={**ours.config, key: value},
+                          category=ours.category)
+            return FlowerMessage(to_record_dict(bad, None, **meta), reply_to=message)
+        return reply
+
+    grid.client_app = site
+    with pytest.raises(FedLabelsError, match=rf"SuperNode 1002 answered hello with {key} = "
+                                             rf"{value!r}; expected a whole number"):
+        run_server(grid, server_context(prepared.spec))

@@ -101,6 +101,8 @@ def greet(grid: FlowerGridABC, nodes: list[int], n_clients: int,
         raise FedLabelsError("SuperNode setup failed: " + "; ".join(
             f"node {info['node_id']}: {info['reason']}" for info in probe.lost.values()))
     info = {nodes[i]: dict(r.config) for i, r in replies.items()}
+    for node, hello in info.items():
+        _check_hello(node, hello)
     by_pid: dict[int, int] = {}
     for node, hello in info.items():
         pid = int(hello["partition_id"])
@@ -121,6 +123,27 @@ def greet(grid: FlowerGridABC, nodes: list[int], n_clients: int,
                             for n, v in values.items())
                 + "); every site must hold the same shared file.")
     return by_pid, {pid: info[node] for pid, node in by_pid.items()}
+
+
+#: what a site's hello must give: whole numbers >= the minimum, and text
+_HELLO_COUNTS = {"partition_id": 0, "n_examples": 1, "n_features": 1, "n_public": 1,
+                 "n_classes": 1}
+_HELLO_TEXT = ("public_digest",)
+
+
+def _check_hello(node: int, hello: dict[str, Any]) -> None:
+    """A site's hello is its own word on its data: refuse one the run cannot use, naming the
+    node (a missing or non-integer value was a bare KeyError or int() error; a negative
+    size was taken as it came)."""
+    for key, low in _HELLO_COUNTS.items():
+        value = hello.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise FedLabelsError(f"SuperNode {node} answered hello with {key} = {value!r}; "
+                                 f"expected a whole number >= {low} (is it running this "
+                                 "version of fedlabels' ClientApp?).")
+    for key in _HELLO_TEXT:
+        if not isinstance(hello.get(key), str):
+            raise FedLabelsError(f"SuperNode {node} answered hello without {key}.")
 
 
 class StatusFile:
