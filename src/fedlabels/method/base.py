@@ -304,6 +304,8 @@ class ServerRole:
     #: global model it produced); False: the request is known before the round, so an
     #: engine may send it with the round's last protocol message (Flower does)
     evaluation_after_round: ClassVar[bool] = False
+    #: the run's task (the session sets it): which scores an evaluation reply holds
+    task: str = "classification"
 
     def state_dict(self) -> dict[str, StateValue]:
         """Everything that changes across rounds, as plain state values."""
@@ -348,8 +350,7 @@ class ServerRole:
         from fedlabels.method.replies import check_evaluation, check_finite
 
         if request.category == "evaluation":
-            settings = getattr(self, "settings", None)
-            check_evaluation(reply, getattr(settings, "task", "classification"))
+            check_evaluation(reply, self.task)
         check_finite(reply)
 
     def result_extra(self) -> dict[str, Any]:

@@ -46,8 +46,11 @@ def client_role(plan: RunPlan, ctx: MethodContext, cid: int, data: ClientData, l
 
 def server_role(plan: RunPlan, ctx: MethodContext, n_public: int, learners: list[Any],
                 client_sizes: list[int]) -> ServerRole:
-    """The server role, for clients of ``client_sizes`` private examples and |U| = ``n_public``."""
-    return plan.method.make_server(ctx, n_public, learners, list(client_sizes))
+    """The server role, for clients of ``client_sizes`` private examples and |U| = ``n_public``
+    (told the run's task, which its check of evaluation replies needs)."""
+    server = plan.method.make_server(ctx, n_public, learners, list(client_sizes))
+    server.task = plan.settings.task
+    return server
 
 
 @dataclass
