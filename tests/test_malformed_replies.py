@@ -119,9 +119,10 @@ def test_honest_replies_pass_every_check():
                  wrap_grid=lambda grid: Tamper(grid, lambda request, reply: None))
 
 
-def test_a_deployment_drops_a_site_whose_reply_is_malformed(tmp_path: Path) -> None:
-    """Site 1 of 4 sends a label outside the classes: it is lost with the reason, and the
-    run completes with the others (it failed for every site, naming none)."""
+def _deployment_with_a_bad_site(tmp_path: Path, clients: int, rounds: int, kind: str,
+                                change: Any) -> tuple[Any, Any]:
+    """A loopback deployment of FedCT on wine whose site 1 (node 1002) replies to messages
+    of ``kind`` with ``change(reply)``; (prepared, grid)."""
     from flwr.app import Message as FlowerMessage
 
     from fedlabels.engines.flower.convert import (
@@ -129,25 +130,36 @@ def test_a_deployment_drops_a_site_whose_reply_is_malformed(tmp_path: Path) -> N
         from_record_dict,
         to_record_dict,
     )
-    from fedlabels.engines.flower.loopback import loopback_deployment, server_context
-    from fedlabels.engines.flower.server_app import run_server
+    from fedlabels.engines.flower.loopback import loopback_deployment
     from fedlabels.runs.config import RunConfig
 
-    cfg = RunConfig(method="fedct", dataset="wine", clients=4, model="dt", rounds=2, seed=0)
-    n_public = len(fl.load_federation("wine", clients=4, seed=0).X_public)
+    cfg = RunConfig(method="fedct", dataset="wine", clients=clients, model="dt",
+                    rounds=rounds, seed=0)
     prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
     honest = grid.client_app
 
     def site(message: Any, context: Any) -> Any:
         reply = honest(message, context)
         ours, meta = from_record_dict(reply.content)
-        if context.node_id == 1002 and ours.kind == "fedct.labels":
-            bad = _with(ours, {"labels": pack_labels(np.full(n_public, 3), 4)})
-            return FlowerMessage(to_record_dict(bad, attached_message(reply.content), **meta),
-                                 reply_to=message)
+        if context.node_id == 1002 and ours.kind == kind:
+            return FlowerMessage(to_record_dict(change(ours), attached_message(reply.content),
+                                                **meta), reply_to=message)
         return reply
 
     grid.client_app = site
+    return prepared, grid
+
+
+def test_a_deployment_drops_a_site_whose_reply_is_malformed(tmp_path: Path) -> None:
+    """Site 1 of 4 sends a label outside the classes: it is lost with the reason, and the
+    run completes with the others (it failed for every site, naming none)."""
+    from fedlabels.engines.flower.loopback import server_context
+    from fedlabels.engines.flower.server_app import run_server
+
+    n_public = len(fl.load_federation("wine", clients=4, seed=0).X_public)
+    prepared, grid = _deployment_with_a_bad_site(
+        tmp_path, 4, 2, "fedct.labels",
+        lambda ours: _with(ours, {"labels": pack_labels(np.full(n_public, 3), 4)}))
     result = run_server(grid, server_context(prepared.spec))
     assert result is not None and len(result.rounds) == 2
     lost = result.extra["deployment"]["lost"]
@@ -206,27 +218,13 @@ def test_a_client_refuses_malformed_values_from_the_server(method, dataset, mode
 def test_a_sites_hello_is_checked_and_names_the_node(tmp_path: Path, key: str,
                                                      value: Any) -> None:
     """A negative size was taken as it came, a text partition id was a bare int() error."""
-    from flwr.app import Message as FlowerMessage
-
-    from fedlabels.engines.flower.convert import from_record_dict, to_record_dict
-    from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+    from fedlabels.engines.flower.loopback import server_context
     from fedlabels.engines.flower.server_app import run_server
-    from fedlabels.runs.config import RunConfig
 
-    cfg = RunConfig(method="fedct", dataset="wine", clients=3, model="dt", rounds=1, seed=0)
-    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
-    honest = grid.client_app
-
-    def site(message: Any, context: Any) -> Any:
-        reply = honest(message, context)
-        ours, meta = from_record_dict(reply.content)
-        if context.node_id == 1002 and ours.kind == "fedlabels.hello.reply":
-            bad = Message(ours.kind, config={**ours.config, key: value},
-                          category=ours.category)
-            return FlowerMessage(to_record_dict(bad, None, **meta), reply_to=message)
-        return reply
-
-    grid.client_app = site
+    prepared, grid = _deployment_with_a_bad_site(
+        tmp_path, 3, 1, "fedlabels.hello.reply",
+        lambda ours: Message(ours.kind, config={**ours.config, key: value},
+                             category=ours.category))
     with pytest.raises(FedLabelsError, match=rf"SuperNode 1002 answered hello with {key} = "
                                              rf"{value!r}; expected a whole number"):
         run_server(grid, server_context(prepared.spec))

@@ -82,6 +82,14 @@ def check_probabilities(reply: Message, key: str, n_rows: int | None, n_classes:
                              "summing to 1)")
 
 
+def check_subset_soft(request: Message, reply: Message, train_kind: str, key: str,
+                      n_classes: int) -> None:
+    """A training reply's soft labels on the round's subset of U (``subset_size`` rows of
+    the request) are probability rows (FedMD's and DS-FL's replies)."""
+    if request.kind == train_kind:
+        check_probabilities(reply, key, int(request.config["subset_size"]), n_classes)
+
+
 def received_probabilities(message: Message, key: str, n_rows: int | None, n_classes: int,
                            cid: int) -> np.ndarray:
     """A client's check of the soft targets the server sent (NaN targets left a NaN model,

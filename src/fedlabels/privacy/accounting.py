@@ -31,7 +31,7 @@ import functools
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -217,17 +217,23 @@ def calibrate_xor_round_epsilon(total_epsilon: float, delta: float, rounds: int,
         f = flip_probability(eps_round, sensitivity_bits)
         return rr_epsilon_exact(rounds * sensitivity_bits, f, delta)
 
-    # for large s* the (ε, δ) of many weak bits is far below their pure ε, so the per-round
-    # pure ε may exceed the total target: expand the bracket upwards
-    lo, hi = total_epsilon / rounds, total_epsilon / rounds
+    return _largest_round_epsilon(total, total_epsilon, rounds)
+
+
+def _largest_round_epsilon(total: Callable[[float], float], target: float,
+                           rounds: int) -> float:
+    """The largest per-round ε whose run total ``total(ε)`` (increasing) stays within
+    ``target``, searched upwards from basic composition's ``target / rounds``: for a large
+    s* the (ε, δ) of many weak responses is far below their pure ε, so the per-round pure ε
+    may exceed the total target."""
+    lo = hi = target / rounds
     for _ in range(80):
-        if total(hi) > total_epsilon:
+        if total(hi) > target:
             break
         lo, hi = hi, 2.0 * hi
     else:
         return hi
-    lo, _ = bisect_monotone(lambda e: total(e) <= total_epsilon, lo, hi, rel_tol=1e-6,
-                            max_iter=60)
+    lo, _ = bisect_monotone(lambda e: total(e) <= target, lo, hi, rel_tol=1e-6, max_iter=60)
     return lo
 
 
@@ -247,16 +253,7 @@ def calibrate_kary_round_epsilon(total_epsilon: float, delta: float, rounds: int
         p = n_classes / (math.exp(eps_label) + n_classes - 1)
         return _rr_epsilon("rdp", (((p, n_classes), rounds * sensitivity_labels),), delta)
 
-    lo = hi = total_epsilon / rounds
-    for _ in range(80):
-        if total(hi) > total_epsilon:
-            break
-        lo, hi = hi, 2.0 * hi
-    else:
-        return hi
-    lo, _ = bisect_monotone(lambda e: total(e) <= total_epsilon, lo, hi, rel_tol=1e-6,
-                            max_iter=60)
-    return lo
+    return _largest_round_epsilon(total, total_epsilon, rounds)
 
 
 # ------------------------------------------------------------------ DP-FedAvg

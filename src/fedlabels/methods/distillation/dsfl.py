@@ -43,7 +43,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.blocks import broadcast
 from fedlabels.method.options import POSITIVE, Interval, MethodOptions, option
-from fedlabels.method.replies import received_probabilities
+from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     SERVER_CHOOSING_U,
@@ -146,12 +146,8 @@ class DSFLServer(ServerRole):
     def check_reply(self, cid: int, request: Message, reply: Message) -> None:
         """Soft labels on the round's subset of U are probability rows (scores of 1e4,
         negative ones or NaN from one client took over or destroyed the aggregate)."""
-        from fedlabels.method.replies import check_probabilities
-
         super().check_reply(cid, request, reply)
-        if request.kind == "dsfl.train":
-            check_probabilities(reply, "soft", int(request.config["subset_size"]),
-                                self.settings.n_classes)
+        check_subset_soft(request, reply, "dsfl.train", "soft", self.settings.n_classes)
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         seed = int(self.rng.integers(0, 2**31 - 1))

@@ -41,7 +41,7 @@ from fedlabels.method.base import (
     Settings,
 )
 from fedlabels.method.options import Interval, MethodOptions, option
-from fedlabels.method.replies import received_probabilities
+from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     SERVER_CHOOSING_U,
@@ -158,12 +158,8 @@ class FedMDServer(ServerRole):
     def check_reply(self, cid: int, request: Message, reply: Message) -> None:
         """Soft labels on the round's subset of U are probability rows (scores of 1e4,
         negative ones or NaN from one client took over or destroyed the aggregate)."""
-        from fedlabels.method.replies import check_probabilities
-
         super().check_reply(cid, request, reply)
-        if request.kind == "fedmd.train":
-            check_probabilities(reply, "scores", int(request.config["subset_size"]),
-                                self.settings.n_classes)
+        check_subset_soft(request, reply, "fedmd.train", "scores", self.settings.n_classes)
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         next_seed = int(self.rng.integers(0, 2**31 - 1))
