@@ -96,6 +96,18 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("secure", ["none", "ot"])
+def test_an_xclp_client_announcing_more_points_than_it_sends_is_named(secure):
+    """It ran on into numpy's dimension error (or, under OT, an honest peer's)."""
+    fed = fl.load_federation("breast_cancer", clients=3, seed=0)
+    more = _on("xclp.setup", lambda r: _with(r, config={"n": r.config["n"] + 5}))
+    with pytest.raises(FedLabelsError, match=r"client 0's reply to xclp.hamming is "
+                                             r"malformed: its (bits|H_self) hold"):
+        simulate(get_method("xclp"), fed, as_models("decision_tree"), rounds=1, seed=0,
+                 options={"secure": secure}, progress=False,
+                 wrap_grid=lambda grid: Tamper(grid, more))
+
+
 @pytest.mark.parametrize("method,dataset,model,options,change,match", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_the_simulator_names_the_client_of_a_malformed_reply(method, dataset, model, options,

@@ -192,9 +192,12 @@ class XCLPClient(OneShotClient, XCLPClientCore):
     """One-shot XCLP on raw features: private points (partly labelled) + a test share."""
 
 
-def check_xclp_reply(request: Message, reply: Message) -> None:
-    """What the server reads from a client's XCLP phase replies: its point count, its
-    labelled indices, its SecureRowSums part (a missing one crashed the run)."""
+def check_xclp_reply(cid: int, request: Message, reply: Message,
+                     points: dict[int, int]) -> None:
+    """What the server reads from a client's XCLP phase replies: its point count (kept in
+    ``points`` for what follows), its labelled indices and LSH bits (of those points), its
+    SecureRowSums part (a missing one crashed the run; a point count that its bits did not
+    match, numpy's dimension error)."""
     from fedlabels.method.replies import MalformedReply, require_arrays
 
     if request.kind == "xclp.setup":
@@ -202,8 +205,22 @@ def check_xclp_reply(request: Message, reply: Message) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise MalformedReply(f"its xclp.setup reply gives n = {n!r}; expected a number "
                                  "of points >= 1")
+        points[cid] = n
     elif request.kind == "xclp.hamming" and int(request.config.get("step", 0)) == 1:
         require_arrays(reply, "labeled_idx")
+        n = points.get(cid)
+        idx = np.asarray(reply.arrays["labeled_idx"])
+        if n is not None and idx.size and (idx.dtype.kind not in "iu" or idx.min() < 0
+                                           or idx.max() >= n or len(np.unique(idx)) < idx.size):
+            raise MalformedReply(f"its labeled_idx are not distinct indices of its {n} points")
+        bits = reply.arrays.get("bits")
+        if n is not None and bits is not None and np.asarray(bits).shape[0] != n:
+            raise MalformedReply(f"its bits hold {np.asarray(bits).shape[0]} rows for the "
+                                 f"{n} points it announced")
+        block = reply.arrays.get("H_self")  # secure modes: its own block, n(n-1)/2 values
+        if n is not None and block is not None and np.asarray(block).size != n * (n - 1) // 2:
+            raise MalformedReply(f"its H_self holds {np.asarray(block).size} values, not "
+                                 f"n(n-1)/2 for the {n} points it announced")
     elif request.kind == "xclp.rowsums":
         require_arrays(reply, "part")
 
@@ -216,10 +233,11 @@ class XCLPServer(ServerRole):
         self.opts = options
         self.rng = np.random.default_rng(seed)  # the client groups
         self.outcomes: list[XCLPOutcome] = []
+        self.announced: dict[int, int] = {}  # each client's points at its last setup
 
     def check_reply(self, cid: int, request: Message, reply: Message) -> None:
         super().check_reply(cid, request, reply)
-        check_xclp_reply(request, reply)
+        check_xclp_reply(cid, request, reply, self.announced)
 
     @property
     def outcome(self) -> XCLPOutcome | None:
@@ -363,10 +381,11 @@ class FedAvgXCLPServer(GlobalModelServer):
         self.rng = np.random.default_rng(seed)
         self.group_rng = np.random.default_rng([seed, 1])  # the client groups
         self.history: list[dict[str, Any]] = []
+        self.announced: dict[int, int] = {}  # each client's points at its last setup
 
     def check_reply(self, cid: int, request: Message, reply: Message) -> None:
         super().check_reply(cid, request, reply)
-        check_xclp_reply(request, reply)
+        check_xclp_reply(cid, request, reply, self.announced)
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         ids = grid.client_ids
