@@ -295,12 +295,12 @@ def _check_payloads(run: _Run) -> None:
 
 def _payload_contents(run: _Run, threat: Any, sent: list[tuple[int, Message]]) -> list[str]:
     """What the sent arrays hold that their declarations do not allow (see above)."""
-    from fedlabels.comm.labels import bits_per_label
+    from fedlabels.comm.labels import packed_size
 
     fed = run.federation
     datasets = run.method.client_datasets(fed.clients)
     rows = {cid: _private_rows(d.X) for cid, d in enumerate(datasets)}
-    packed_u = -(-len(fed.X_public) * bits_per_label(fed.n_classes) // 8)
+    packed_u = packed_size(len(fed.X_public), fed.n_classes)
     problems: set[str] = set()
     for cid, reply in sent:
         for key, value in reply.arrays.items():

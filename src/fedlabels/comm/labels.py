@@ -14,6 +14,11 @@ def bits_per_label(n_classes: int) -> int:
     return max(1, math.ceil(math.log2(n_classes)))
 
 
+def packed_size(n_labels: int, n_classes: int) -> int:
+    """Bytes of :func:`pack_labels` for ``n_labels`` labels of ``n_classes`` classes."""
+    return -(-n_labels * bits_per_label(n_classes) // 8)
+
+
 def pack_labels(labels: np.ndarray, n_classes: int) -> np.ndarray:
     """Pack integer labels in ``[0, n_classes)`` into a uint8 array of ceil(n*bits/8) bytes."""
     labels = np.asarray(labels)

@@ -113,10 +113,15 @@ def _problem(column: pd.Series) -> str | None:
     return None
 
 
+def _holds_text(column: pd.Series) -> bool:
+    """Whether ``column`` holds text values (not numbers, booleans or a categorical)."""
+    return not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
+                or isinstance(column.dtype, pd.CategoricalDtype))
+
+
 def _decimal_comma_example(column: pd.Series) -> str | None:
     """A value of a text column of numbers with decimal commas (``-0,5``), or None."""
-    if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column) or \
-            isinstance(column.dtype, pd.CategoricalDtype):
+    if not _holds_text(column):
         return None
     text = column.dropna().astype(str).str.strip()
     matches = text.str.fullmatch(_DECIMAL_COMMA)
@@ -127,8 +132,7 @@ def _decimal_comma_example(column: pd.Series) -> str | None:
 
 def _median_words(column: pd.Series) -> float:
     """The median number of words of a text column's values (0 for any other column)."""
-    if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column) or \
-            isinstance(column.dtype, pd.CategoricalDtype):
+    if not _holds_text(column):
         return 0.0
     sample = column.dropna().head(200)
     if sample.empty or not all(isinstance(v, str) for v in sample):

@@ -129,8 +129,9 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     if private_per_client is not None:
         if n_private is not None:
             raise FedLabelsError("give private or private_per_client, not both.")
-        kind = str(partition).partition(":")[0]
-        if kind in ("quantity", "powerlaw", "column"):
+        from fedlabels.data.partition import parse_partition
+
+        if parse_partition(partition).kind in ("quantity", "powerlaw", "column"):
             raise FedLabelsError(f"private_per_client gives every client the same number of "
                                  f"records, but partition {partition!r} draws unequal ones: "
                                  "give private (the total over all clients) instead.")

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message, pack_labels, pack_mask, unpack_labels, unpack_mask
-from fedlabels.comm.labels import bits_per_label
+from fedlabels.comm.labels import packed_size
 from fedlabels.consensus import ABSTAIN, balanced_vote, majority_vote, qualified_majority
 from fedlabels.core.errors import FedLabelsError, RefusedError
 from fedlabels.learners import has_weights
@@ -203,7 +203,7 @@ def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> n
     labels of the classes (a truncated one read as class 0 for the missing rows, a label of
     C made the client train a class that does not exist)."""
     packed = np.asarray(arrays["consensus"])
-    width = -(-n * bits_per_label(n_classes) // 8)
+    width = packed_size(n, n_classes)
     if packed.dtype != np.uint8 or packed.size != width:
         raise RefusedError(f"the consensus holds {packed.size} values of {packed.dtype}; "
                            f"expected {width} bytes ({n} labels).")

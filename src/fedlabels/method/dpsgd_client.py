@@ -108,10 +108,11 @@ class DPSGDClient(SecretNoiseClient):
             return None
         return self.settings.rounds * self.settings.period
 
-    def check_dpsgd_round(self, config: Mapping[str, Any]) -> None:
+    def check_dpsgd_round(self, config: Mapping[str, Any]) -> int:
         """The client's own options, not the server's message, decide its protection: a
-        round whose q or C differ from them, whose σ is below the σ they calibrate, or whose
-        steps go beyond the planned number is refused before anything trains."""
+        round whose q or C differ from them, whose σ is below the σ they calibrate, whose
+        step count is not the client's own or whose steps go beyond the planned number is
+        refused before anything trains. Returns the round's steps."""
         from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd
 
         opts = self.options
@@ -122,7 +123,7 @@ class DPSGDClient(SecretNoiseClient):
                                      f"{getattr(opts, key)!r}; refusing to train.")
         planned = self.planned_dp_steps()
         if planned is None:
-            return
+            return self.checked_steps(config)
         sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
         if float(config["noise_multiplier"]) < sigma * (1 - 1e-9):
             raise ParameterRefusal(f"client {self.cid}: the server asked for DP-SGD noise σ = "
@@ -134,6 +135,7 @@ class DPSGDClient(SecretNoiseClient):
             raise BudgetRefusal(
                 f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
                 f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
+        return steps
 
     def checked_steps(self, config: Mapping[str, Any]) -> int:
         """The DP-SGD steps a round asks for: this client's own steps per round
@@ -160,8 +162,7 @@ class DPSGDClient(SecretNoiseClient):
             learner.initialise(self.data.X.shape[1], self.settings.n_classes)
         check_dpsgd_learner(learner, f"client {self.cid}")
         cfg = message.config
-        self.check_dpsgd_round(cfg)
-        steps = self.checked_steps(cfg)
+        steps = self.check_dpsgd_round(cfg)
         config = DPSGDConfig(float(cfg["noise_multiplier"]), float(cfg["example_rate"]),
                              float(cfg["example_clip"]))
         self.charge(DPSGDRoundEvent(config.noise_multiplier, config.sample_rate,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.comm.labels import bits_per_label, unpack_labels
+from fedlabels.comm.labels import packed_size, unpack_labels
 from fedlabels.core.errors import FedLabelsError
 
 
@@ -53,7 +53,7 @@ def checked_labels(reply: Message, key: str, n_labels: int, n_classes: int,
     packed = np.atleast_2d(np.asarray(reply.arrays[key]))
     if packed.dtype != np.uint8:
         raise MalformedReply(f"its {key} are not packed bytes (dtype {packed.dtype})")
-    width = -(-n_labels * bits_per_label(n_classes) // 8)
+    width = packed_size(n_labels, n_classes)
     expected = packed.shape[0] if rows is None else rows
     if packed.ndim != 2 or packed.shape != (expected, width) or not expected:
         raise MalformedReply(f"its {key} hold {packed.shape[0]} row(s) of "

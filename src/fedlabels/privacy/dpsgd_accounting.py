@@ -13,7 +13,6 @@ come out below the target.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,7 +24,7 @@ from fedlabels.privacy.accounting import (
     calibrate_noise_multiplier,
     gaussian_epsilon,
 )
-from fedlabels.privacy.events import require_positive
+from fedlabels.privacy.events import is_count, require_positive
 from fedlabels.privacy.validation import check_delta
 
 #: what DP-SGD's neighbouring datasets are (the Poisson-subsampling analysis)
@@ -49,10 +48,9 @@ class DPSGDRoundEvent:
     def __post_init__(self) -> None:
         require_positive(self, "noise_multiplier", "clip")
         require_positive(self, "sample_rate", at_most=1.0)
-        for _, k in self.steps:  # a negative count would take steps off a ledger
-            if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-                raise FedLabelsError(f"DPSGDRoundEvent: steps must be whole numbers >= 0, "
-                                     f"got {self.steps!r}.")
+        if not all(is_count(k) for _, k in self.steps):
+            raise FedLabelsError(f"DPSGDRoundEvent: steps must be whole numbers >= 0, got "
+                                 f"{self.steps!r}.")
 
 
 def steps_per_client(events: Sequence[DPSGDRoundEvent]) -> dict[int, int]:

@@ -25,12 +25,17 @@ def _field_error(event: Any, name: str, rule: str) -> FedLabelsError:
                           "(a release is recorded only with what it really cost).")
 
 
+def is_count(value: Any) -> bool:
+    """Whether ``value`` is a whole number >= 0 (never negative: a negative count would take
+    releases off a ledger)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) \
+        and int(value) >= 0
+
+
 def require_count(event: Any, *names: str) -> None:
-    """Each named field of ``event`` is a whole number >= 0 (never negative: a negative
-    count would take releases off a ledger)."""
+    """Each named field of ``event`` is a count (:func:`is_count`)."""
     for name in names:
-        value = getattr(event, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        if not is_count(getattr(event, name)):
             raise _field_error(event, name, "a whole number >= 0")
 
 
@@ -68,6 +73,7 @@ def covers_add_remove(neighbouring: str) -> bool:
     """Whether a claim under ``neighbouring`` bounds adding or removing one record (what a
     canary audit does); a claim under replacement only does not."""
     return neighbouring != DISJOINT_TEACHERS
+
 
 SENSITIVITY_SOURCES = ("empirical", "prop2", "worst", "given")
 

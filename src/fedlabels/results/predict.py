@@ -90,20 +90,19 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         assert files is not None  # a path names files
         return pd.DataFrame({"path": [str(f) for f in files],
                              "prediction": predict(payload["models"], prep, files, client)})
-    if sep is None:
-        sep = run_sep(result_path)
+    sep = sep or run_sep(result_path) or ","
     try:
-        frame = pd.read_csv(data_path, sep=sep or ",",
+        frame = pd.read_csv(data_path, sep=sep,
                             dtype={c: str for c in prep.categorical} or None)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
         raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
     numbers_only = (prep.columns is None and not prep.text) or prep.image is not None
     if numbers_only and _header_is_data(frame):  # no header line: its first row is data
-        frame = pd.read_csv(data_path, header=None, sep=sep or ",")
+        frame = pd.read_csv(data_path, header=None, sep=sep)
     if prep.columns is not None and len(frame.columns) == 1 and len(prep.columns) > 1:
         raise FedLabelsError(f"{data_path} reads as one column {str(frame.columns[0])[:40]!r} "
-                             f"with separator {sep or ','!r}; give its separator (--sep ';' "
+                             f"with separator {sep!r}; give its separator (--sep ';' "
                              "or --sep '\\t').")
     if prep.image is not None:
         features: Any = _images_of_table(frame, prep.image, data.parent)

@@ -218,9 +218,11 @@ def check_keys(cls: type, data: Mapping[str, Any], what: str, *, python: bool = 
 
 
 #: flags of the commands that are not run parameters (so not TOML keys): how a command
-#: runs, prints or writes
-COMMAND_FLAGS = ("metric", "threads", "quiet", "verbose", "overwrite", "no_progress",
-                 "no_checkpoint", "config", "progress")
+#: runs, prints or writes; key -> the flag
+COMMAND_FLAGS = {"metric": "--metric", "threads": "--threads", "quiet": "-q/--quiet",
+                 "verbose": "-v/--verbose", "overwrite": "--overwrite",
+                 "no_progress": "--no-progress", "progress": "--no-progress",
+                 "no_checkpoint": "--no-checkpoint", "config": "--config"}
 
 
 def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInfo],
@@ -240,11 +242,9 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
                           "RunConfig for fl.run_config")
         return f"{raw!r} is not a keyword of run(): {how}."
     if key in COMMAND_FLAGS:  # how a command runs or prints, not what the run is
-        flag = "--" + key.replace("_", "-")
+        flag = COMMAND_FLAGS[key]
         return (f"unknown {what} {raw!r}: {flag} is a flag of the command, not a run "
-                f"parameter: give it on the command line (fedlabels run ... {flag} ...)"
-                + (f"; in Python, run()'s keyword {key}=..." if python and key in (
-                    "threads", "progress") else "") + ".")
+                f"parameter: give it on the command line (fedlabels run ... {flag} ...).")
     if option_users(key):
         return f"unknown {what} {raw!r}: {raw!r} is a method option: put it in {where(key)}."
     text = unknown_key_message(raw, valid, what)

@@ -261,7 +261,6 @@ class FlowerGrid:
                 self.on_lost(failed, rnd)
         return replies
 
-
     def _malformed(self, messages: Mapping[int, Message],
                    replies: dict[int, Message]) -> dict[int, str]:
         """Take the replies the server's check refuses out of ``replies``: client id ->

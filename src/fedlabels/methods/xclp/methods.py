@@ -225,7 +225,18 @@ def check_xclp_reply(cid: int, request: Message, reply: Message,
         require_arrays(reply, "part")
 
 
-class XCLPServer(ServerRole):
+class XCLPReplies(ServerRole):
+    """What a server running XCLP's phases checks of their replies (:func:`check_xclp_reply`);
+    ``announced`` (set in ``__init__``): each client's point count at its last setup."""
+
+    announced: dict[int, int]
+
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        super().check_reply(cid, request, reply)
+        check_xclp_reply(cid, request, reply, self.announced)
+
+
+class XCLPServer(XCLPReplies):
     state_attrs: ClassVar[tuple[str, ...]] = ("outcomes", "rng")
 
     def __init__(self, core: XCLPServerCore, options: XCLPOptions, seed: int = 0) -> None:
@@ -233,11 +244,7 @@ class XCLPServer(ServerRole):
         self.opts = options
         self.rng = np.random.default_rng(seed)  # the client groups
         self.outcomes: list[XCLPOutcome] = []
-        self.announced: dict[int, int] = {}  # each client's points at its last setup
-
-    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
-        super().check_reply(cid, request, reply)
-        check_xclp_reply(cid, request, reply, self.announced)
+        self.announced = {}
 
     @property
     def outcome(self) -> XCLPOutcome | None:
@@ -370,7 +377,7 @@ class FedAvgXCLPClient(XCLPClientCore, WeightsClient):
         return self.weights_reply("fxclp.weights")
 
 
-class FedAvgXCLPServer(GlobalModelServer):
+class FedAvgXCLPServer(XCLPReplies, GlobalModelServer):
     state_attrs: ClassVar[tuple[str, ...]] = ("rng", "group_rng", "history")
 
     def __init__(self, initial: np.ndarray, period: int, core: XCLPServerCore,
@@ -381,11 +388,7 @@ class FedAvgXCLPServer(GlobalModelServer):
         self.rng = np.random.default_rng(seed)
         self.group_rng = np.random.default_rng([seed, 1])  # the client groups
         self.history: list[dict[str, Any]] = []
-        self.announced: dict[int, int] = {}  # each client's points at its last setup
-
-    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
-        super().check_reply(cid, request, reply)
-        check_xclp_reply(cid, request, reply, self.announced)
+        self.announced = {}
 
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         ids = grid.client_ids
