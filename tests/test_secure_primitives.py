@@ -93,6 +93,47 @@ def test_base_ot_delivers_only_the_chosen_key():
         assert k == (k1 if c else k0) and k != (k0 if c else k1)
 
 
+@pytest.fixture(scope="module")
+def honest_base_ot():
+    """One honest base-OT run: (sender, the receiver's choices, its replies B)."""
+    choices = np.random.default_rng(1).integers(0, 2, ot.KAPPA).astype(np.uint8)
+    sender = ot.BaseOTSender()
+    B, _ = ot.BaseOTReceiver(choices).reply(sender.first())
+    return sender, choices, B
+
+
+def test_base_ot_refuses_elements_outside_the_prime_order_subgroup(honest_base_ot):
+    """A base-OT sender that sends A outside the order-q subgroup (e.g. −A, a non-residue)
+    would learn every choice bit from the Legendre symbol of B = g^b or A·g^b — the IKNP
+    secret s. Both parties refuse such elements; honest ones pass Euler's criterion."""
+    from fedlabels.secure import base_ot
+
+    P = int(base_ot._P)
+    q = (P - 1) // 2
+    sender, choices, B = honest_base_ot
+    honest = [int.from_bytes(B[256 * i:256 * (i + 1)].tobytes(), "big") for i in range(0, 128, 16)]
+    assert pow(int(sender.A), q, P) == 1 and all(pow(b, q, P) == 1 for b in honest)
+    bad = {"zero": 0, "identity": 1, "order two": P - 1, "non-residue": P - int(sender.A),
+           "p itself": P, "above p": (1 << 2048) - 1}
+    for name, value in bad.items():
+        assert not (1 < value < P and pow(value, q, P) == 1), name  # Euler's criterion
+        raw = np.frombuffer(value.to_bytes(256, "big"), dtype=np.uint8)
+        with pytest.raises(SecureProtocolError, match="prime-order subgroup"):
+            ot.BaseOTReceiver(choices).reply(raw)
+        forged = B.copy()
+        forged[256 * 7:256 * 8] = raw  # one bad B among the 128
+        with pytest.raises(SecureProtocolError, match="prime-order subgroup"):
+            sender.keys(forged)
+
+
+def test_base_ot_refuses_a_wrong_number_of_elements(honest_base_ot):
+    sender, choices, B = honest_base_ot
+    with pytest.raises(SecureProtocolError, match="expected 128 group elements"):
+        sender.keys(B[:-256])
+    with pytest.raises(SecureProtocolError, match="expected 1 group elements"):
+        ot.BaseOTReceiver(choices).reply(sender.first()[:-1])
+
+
 @pytest.mark.parametrize("width", [1, 5, 8])
 def test_base_ot_fixed_base_powers_equal_powmod(width):
     """The windowed fixed-base table gives gmpy2's powers for every exponent width edge."""
