@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.propagation.core import hamming_matrix
 from fedlabels.secure import ot_hamming as ot
 from fedlabels.secure import paillier_hamming as ph
@@ -182,6 +183,31 @@ def test_rowsums_equal_plain_sum_and_each_client_gets_its_rows():
 def test_fixed_point_round_trip():
     Z = np.array([[0.0, -1.5, 1e-6, 123456.789]])
     np.testing.assert_allclose(decode_fixed(encode_fixed(Z)), Z, atol=2 ** -31)
+
+
+def test_rowsums_refuses_values_whose_sum_would_wrap():
+    """Three participants with values of 0.9·2^30 each: every one fits alone, but the row
+    sums (2.7·2^30·2^32 > 2^63) wrapped around 2^64 and decoded to -1.4e9 silently. The
+    bound now scales with the number of participants; values inside it sum exactly."""
+    rows = {c: np.array([c]) for c in range(3)}
+    keys = {c: {d: bytes([min(c, d), max(c, d)]) * 16 for d in rows if d != c} for c in rows}
+
+    def run(value: float) -> list[float]:
+        Z = np.full((3, 2), value)
+        parts, own = {}, {}
+        for c in rows:
+            parts[c], own[c] = mask_rows(Z, rows[c], c, keys[c], 0,
+                                         np.setdiff1d(np.arange(3), rows[c]))
+        total = server_sum(parts, rows, 3, 2)
+        return [float(unmask_rows(total[rows[c]], own[c])[0, 0]) for c in rows]
+
+    with pytest.raises(FedLabelsError, match="sum of 3"):
+        run(0.9 * 2 ** 30)
+    inside = 0.99 * 2 ** 30 / 3
+    assert run(inside) == [3 * round(inside * 2 ** 32) / 2 ** 32] * 3  # exact, no wrap
+    for bad in (np.nan, np.inf):
+        with pytest.raises(FedLabelsError, match="not finite"):
+            encode_fixed(np.array([[1.0, bad]]))
 
 
 def test_seed_agreement_and_commitment_check():

@@ -1,7 +1,8 @@
 """SecureRowSums (Section 3.2): pairwise-masked sums where each client learns only its rows.
 
 Each participating client j holds ``Z̄⁽ʲ⁾ ∈ R^{n×C}`` (its labels' influence on every point).
-Values are encoded in fixed point (``2^32`` scale, two's complement in Z_{2^64}). The masks
+Values are encoded in fixed point (``2^32`` scale, two's complement in Z_{2^64}); with m
+participants each value must be below 2^30 / m in magnitude, so the sum cannot wrap. The masks
 ``M⁽ʲ⁾ = Σ_{k>j} PRG(s_jk) − Σ_{k<j} PRG(s_jk)`` (``s_jk`` from X25519 + HKDF, PRG =
 ChaCha20) sum to zero over the participants. Client j sends ``Ẑ⁽ʲ⁾ = (Q(Z̄⁽ʲ⁾) + M⁽ʲ⁾)``
 without its own rows ``R_j``; the server adds all of them and returns ``Ẑ[R_j]`` to j, who adds
@@ -43,12 +44,22 @@ _SCALE = float(2 ** SCALE_BITS)
 _LIMIT = float(2 ** 62)
 
 
-def encode_fixed(Z: np.ndarray) -> np.ndarray:
-    """Fixed-point encoding of real values into Z_{2^64} (uint64, two's complement)."""
-    scaled = np.rint(np.asarray(Z, dtype=np.float64) * _SCALE)
-    if np.any(np.abs(scaled) >= _LIMIT):
-        raise FedLabelsError(f"SecureRowSums: a value of magnitude {np.abs(Z).max():.3g} "
-                             "does not fit the fixed-point range (|z| < 2^30).")
+def encode_fixed(Z: np.ndarray, terms: int = 1) -> np.ndarray:
+    """Fixed-point encoding of real values into Z_{2^64} (uint64, two's complement).
+
+    ``terms``: how many such encodings will be added (the participants of a SecureRowSums):
+    each value must stay below 2^30 / terms in magnitude, so that their sum stays below
+    2^62 and decodes exactly instead of wrapping around 2^64 unnoticed.
+    """
+    values = np.asarray(Z, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise FedLabelsError("SecureRowSums: a value to encode is not finite (NaN or inf).")
+    scaled = np.rint(values * _SCALE)
+    terms = max(1, int(terms))
+    if np.any(np.abs(scaled) >= _LIMIT / terms):
+        raise FedLabelsError(f"SecureRowSums: a value of magnitude {np.abs(values).max():.3g} "
+                             f"does not fit the fixed-point range of a sum of {terms} "
+                             f"(|z| < 2^30 / {terms} = {2.0 ** 30 / terms:.4g}).")
     return scaled.astype(np.int64).view(np.uint64)
 
 
@@ -102,7 +113,8 @@ def mask_rows(Zbar: np.ndarray, own_rows: np.ndarray, my_id: int, keys: dict[int
     every row but ``own_rows`` is sent: right only when every row belongs to a participant.
     """
     n, c = Zbar.shape
-    masked = (encode_fixed(Zbar).ravel() + pairwise_mask(my_id, keys, n * c, attempt))
+    terms = len({*keys, my_id})  # every row is a sum over all participants
+    masked = (encode_fixed(Zbar, terms).ravel() + pairwise_mask(my_id, keys, n * c, attempt))
     masked = masked.reshape(n, c)
     if send_rows is None:
         send_rows = np.setdiff1d(np.arange(n), own_rows)

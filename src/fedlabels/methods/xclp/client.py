@@ -260,7 +260,7 @@ class XCLPClientCore(ClientRole):
         self.rowsums_attempt = attempt
         arrays = self._counts_part(y, attempt)
         if self.mode == "none":
-            enc = encode_fixed(Zbar)
+            enc = encode_fixed(Zbar, len(participants))
             self.own_masked = enc[self.own_rows()]
             return Message("xclp.rowsums.reply", arrays={"part": enc[send], **arrays})
         keypair = _need(self.keypair, self.cid, "setup")
