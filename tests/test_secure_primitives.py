@@ -232,6 +232,26 @@ def test_sealed_channel_rejects_tampering():
         open_sealed(kba, bytes(blob), b"ctx")
 
 
+def test_channels_refuse_malformed_relays_in_one_line():
+    """A truncated sealed message, a missing relay and an invalid or low-order X25519 key
+    are a SecureProtocolError (one line), not a ValueError or KeyError traceback."""
+    from fedlabels.secure.channels import PeerChannels
+
+    a, b = KeyPair(), KeyPair()
+    key = a.shared_key(0, 1, b.public, "channel")
+    for cut in (b"", b"short", seal(key, b"hello", b"ctx")[:27]):
+        with pytest.raises(SecureProtocolError, match="too short"):
+            open_sealed(key, cut, b"ctx")
+    for bad in (bytes(32), bytes(31), b"\x01" + bytes(31)):  # low order (0, 1), wrong length
+        with pytest.raises(SecureProtocolError, match="not a valid key"):
+            a.shared_key(0, 1, bad, "channel")
+    ca = PeerChannels(a, 0, 3, {1: b.public})
+    cb = PeerChannels(b, 1, 3, {0: a.public})
+    assert cb.open({"from_0": ca.seal(1, "seed", b"s")}, 0, "seed") == b"s"
+    with pytest.raises(SecureProtocolError, match="no sealed 'seed' message"):
+        cb.open({}, 0, "seed")
+
+
 def test_paillier_batch_decryption_equals_phe():
     """decrypt_many (batched CRT, OpenSSL's or gmpy2's powers) against phe's own encryption
     and decryption."""

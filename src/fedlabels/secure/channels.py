@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from fedlabels.secure.keys import KeyPair, open_sealed, seal, to_u8
+from fedlabels.secure.keys import KeyPair, SecureProtocolError, open_sealed, seal, to_u8
 
 
 class PeerChannels:
@@ -35,5 +35,8 @@ class PeerChannels:
 
     def open(self, arrays: Mapping[str, np.ndarray], peer: int, purpose: str) -> bytes:
         """The payload ``peer`` sealed for this client (relayed as ``from_<peer>``)."""
-        return open_sealed(self.keys[peer], arrays[f"from_{peer}"].tobytes(),
+        if f"from_{peer}" not in arrays or peer not in self.keys:
+            raise SecureProtocolError(f"client {self.cid}: no sealed {purpose!r} message from "
+                                      f"client {peer} was relayed (or no key for it).")
+        return open_sealed(self.keys[peer], np.asarray(arrays[f"from_{peer}"]).tobytes(),
                            self._context(purpose, peer, self.cid))

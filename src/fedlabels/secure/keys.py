@@ -74,7 +74,11 @@ class KeyPair:
 
     def shared_key(self, my_id: int, peer_id: int, peer_public: bytes, purpose: str) -> bytes:
         """A 32-byte key shared with ``peer_id`` for ``purpose`` (same at both ends)."""
-        raw = self._sk.exchange(X25519PublicKey.from_public_bytes(bytes(peer_public)))
+        try:  # a key of the wrong length, or of low order (an all-zero shared secret)
+            raw = self._sk.exchange(X25519PublicKey.from_public_bytes(bytes(peer_public)))
+        except ValueError:
+            raise SecureProtocolError(f"client {peer_id}'s X25519 public key is not a valid "
+                                      "key (wrong length or low order); refusing.") from None
         lo, hi = sorted((int(my_id), int(peer_id)))
         info = b"fedlabels-xclp|" + purpose.encode() + struct.pack("<II", lo, hi)
         return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(raw)
@@ -90,6 +94,9 @@ def open_sealed(key: bytes, blob: bytes, context: bytes) -> bytes:
     """Inverse of :func:`seal`; raises :class:`SecureProtocolError` if tampered with."""
     from cryptography.exceptions import InvalidTag
 
+    if len(blob) < 12 + 16:  # nonce and tag: anything shorter was cut in transit
+        raise SecureProtocolError(f"a relayed client message of {len(blob)} bytes is too "
+                                  "short to be sealed (truncated in transit).")
     try:
         return ChaCha20Poly1305(key).decrypt(blob[:12], blob[12:], context)
     except InvalidTag:
