@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from fedlabels.propagation.core import hamming_matrix
+from fedlabels.secure.channels import PeerChannels
 from fedlabels.secure.hamming_protocol import HammingParty, server_hamming
+from fedlabels.secure.keys import KeyPair
 
 PHASES = {1: "holders: H_self, key generation, encryption",
           2: "evaluators: tables, products, masks, re-randomisation",
@@ -45,10 +47,13 @@ def measure(clients: int, points: int, n_bits: int, key_bits: int) -> dict[str, 
     wall: dict[str, float] = defaultdict(float)
     peers = list(range(clients))
     sizes = {c: points for c in peers}
+    keys = {c: KeyPair() for c in peers}  # the evaluators seal their ciphertexts
+    channels = {c: PeerChannels(keys[c], c, 0, {p: keys[p].public for p in peers if p != c})
+                for c in peers}
 
     def timed(step: int, cid: int, arrays: Any) -> Any:
         c0, w0 = time.process_time(), time.perf_counter()
-        out = parties[cid].step(step, peers, sizes, arrays, None)
+        out = parties[cid].step(step, peers, sizes, arrays, channels[cid])
         cpu[PHASES[step]] += time.process_time() - c0
         wall[PHASES[step]] += time.perf_counter() - w0
         return out

@@ -19,7 +19,7 @@ from fedlabels.secure import ot_hamming as ot
 from fedlabels.secure import paillier_hamming as ph
 from fedlabels.secure.channels import PeerChannels
 from fedlabels.secure.hamming_protocol import HammingParty, server_hamming
-from fedlabels.secure.keys import KeyPair
+from fedlabels.secure.keys import KeyPair, SecureProtocolError
 
 
 def _bits(rng: np.random.Generator, n: int, L: int) -> np.ndarray:
@@ -100,8 +100,10 @@ def test_wire_dtype_widens_at_65536_bits():
     assert ot.wire_dtype(65_536) is np.uint32 and ot.modulus_bits(65_536) == 17
 
 
-def _run_hamming(mode: str, bits: dict[int, np.ndarray], L: int) -> np.ndarray:
-    """SecureHamming among ``bits``' clients in process (the server relays ``send``)."""
+def _run_hamming(mode: str, bits: dict[int, np.ndarray], L: int,
+                 deviate=None) -> np.ndarray:
+    """SecureHamming among ``bits``' clients in process (the server relays ``send``;
+    ``deviate(step, arrays, first)`` may change what it relays)."""
     ids = sorted(bits)
     keys = {c: KeyPair() for c in ids}
     channels = {c: PeerChannels(keys[c], c, 0, {p: keys[p].public for p in ids if p != c})
@@ -112,6 +114,8 @@ def _run_hamming(mode: str, bits: dict[int, np.ndarray], L: int) -> np.ndarray:
     first = {c: parties[c].step(1, ids, n_points, {}, channels[c]) for c in ids}
 
     def send(step, arrays):
+        if deviate is not None:
+            arrays = deviate(step, arrays, first)
         members = sorted(arrays)
         return {c: parties[c].step(step, members, n_points, arrays[c], channels[c])
                 for c in members}
@@ -128,6 +132,25 @@ def test_secure_hamming_message_sequence_is_exact(mode, L):
     H = _run_hamming(mode, bits, L)
     everything = np.concatenate([bits[0], bits[1]])
     assert np.array_equal(H, _plain(everything, everything, L))
+
+
+def test_paillier_holder_decrypts_only_what_its_evaluator_sealed():
+    """A server that relays the holder's own broadcast ciphertexts ``enc`` back as the
+    evaluator's ``res`` got them decrypted into T: the holder's bits in the clear. The
+    evaluator now seals ``res`` for the holder, who refuses anything else."""
+    L = 16
+    rng = np.random.default_rng(3)
+    bits = {0: _bits(rng, 3, L), 1: _bits(rng, 2, L)}  # client 0 holds the pair's key
+
+    def swap_in_enc(step, arrays, first):
+        if step == 3:
+            n_cts = len(bits[1]) * 1  # the evaluator's share: one group of 3 points
+            arrays = {c: dict(a) for c, a in arrays.items()}
+            arrays[0]["res_1"] = np.ascontiguousarray(first[0]["enc"][:n_cts])
+        return arrays
+
+    with pytest.raises(SecureProtocolError):
+        _run_hamming("paillier", bits, L, deviate=swap_in_enc)
 
 
 def test_ot_shade_with_65536_bits_is_exact_and_uses_uint32():

@@ -35,8 +35,13 @@ class PeerChannels:
 
     def open(self, arrays: Mapping[str, np.ndarray], peer: int, purpose: str) -> bytes:
         """The payload ``peer`` sealed for this client (relayed as ``from_<peer>``)."""
-        if f"from_{peer}" not in arrays or peer not in self.keys:
+        return self.open_entry(arrays, f"from_{peer}", peer, purpose)
+
+    def open_entry(self, arrays: Mapping[str, np.ndarray], key: str, peer: int,
+                   purpose: str) -> bytes:
+        """The payload ``peer`` sealed for this client, relayed under the entry ``key``."""
+        if key not in arrays or peer not in self.keys:
             raise SecureProtocolError(f"client {self.cid}: no sealed {purpose!r} message from "
                                       f"client {peer} was relayed (or no key for it).")
-        return open_sealed(self.keys[peer], np.asarray(arrays[f"from_{peer}"]).tobytes(),
+        return open_sealed(self.keys[peer], np.asarray(arrays[key]).tobytes(),
                            self._context(purpose, peer, self.cid))

@@ -8,7 +8,7 @@ clients through the server, as Algorithm 1 (line 5) of XCLP needs:
   ``H_self`` (its points against themselves, computed locally) and opens every pairwise
   protocol; each later step answers what the server relayed. Client-to-client messages are
   sealed with :class:`~fedlabels.secure.channels.PeerChannels` (``to_<peer>`` out,
-  ``from_<sender>`` in).
+  ``from_<sender>`` in; Paillier's ``res_<holder>``, relayed as ``res_<evaluator>``).
 * :func:`server_hamming` — the server's side: from the step-1 replies it relays steps 2-3
   (Paillier) or 2-5 (OT) through a ``send`` callback and combines the masked shares ``T``
   and ``R`` into the Hamming matrix H. Clients that do not answer a step are left out from
@@ -120,7 +120,7 @@ class HammingParty:
                 out.update(self._ot_first(lower, n_points, _need(channels)))
             return out
         if self.mode == "paillier":
-            return self._paillier_step(step, peers, n_points, arrays)
+            return self._paillier_step(step, peers, n_points, arrays, _need(channels))
         return self._ot_step(step, lower, higher, n_points, arrays, _need(channels))
 
     def holds_for(self, peers: list[int]) -> list[int]:
@@ -140,7 +140,7 @@ class HammingParty:
                 "pk_hs": ph.int_to_u8([int(self.holder.hs)], 2 * nb)[0]}
 
     def _paillier_step(self, step: int, peers: list[int], n_points: Mapping[int, int],
-                       arrays: Mapping[str, np.ndarray]) -> Arrays:
+                       arrays: Mapping[str, np.ndarray], channels: PeerChannels) -> Arrays:
         out: Arrays = {}
         mine = self.holds_for(peers)
         if step == 2:  # evaluator for every peer that holds the key of our pair
@@ -150,11 +150,23 @@ class HammingParty:
                 hs = int.from_bytes(arrays[f"pk_hs_{j}"].tobytes(), "little")
                 res, masks = ph.evaluate(n, hs, self.key_bits, arrays[f"enc_{j}"],
                                          n_points[j], bits, self.n_bits)
-                out[f"res_{j}"] = res  # ciphertexts under j's key, relayed to j
+                # ciphertexts under j's key, sealed for j: the server relays them but cannot
+                # swap in its own (say j's enc) and have j decrypt them
+                out[f"res_{j}"] = channels.seal(j, "paillier-res", res.tobytes())
                 out[f"mask_{j}"] = masks  # uniform masks R, for the server
         elif step == 3:  # key holder: decrypt what each of its evaluators returned
             for k in mine:
-                out[f"T_{k}"] = ph.holder_decrypt(_need(self.holder), arrays[f"res_{k}"])
+                holder = _need(self.holder)
+                width = 2 * holder.key_bits // 8
+                raw = channels.open_entry(arrays, f"res_{k}", k, "paillier-res")
+                expected = n_points[k] * -(-len(self.packed) // ph.slots_per_ciphertext(
+                    holder.key_bits, self.n_bits))
+                if len(raw) != expected * width:
+                    raise FedLabelsError(f"SecureHamming: client {k} returned "
+                                         f"{len(raw) // width} ciphertexts, expected "
+                                         f"{expected}.")
+                res = np.frombuffer(raw, dtype=np.uint8).reshape(expected, width)
+                out[f"T_{k}"] = ph.holder_decrypt(holder, res)
         return out
 
     # ---------------------------------------------------------------- OT (SHADE)

@@ -194,7 +194,7 @@ class XCLPClientCore(ClientRole):
         party = _need(self.hamming, self.cid, "hamming")
         return Message("xclp.hamming.reply",
                        arrays=party.step(step, peers, n_points, message.arrays,
-                                         self.channels() if self.mode == "ot" else None))
+                                         self.channels()))
 
     def _hamming_first(self, message: Message, peers: list[int],
                        n_points: dict[int, int]) -> Message:

@@ -40,7 +40,8 @@ XCLP_PAYLOADS = (
     Payload(_HAM, "pk_n", "crypto", note="the key holder's Paillier modulus N (public)"),
     Payload(_HAM, "pk_hs", "crypto", note="the key holder's DJN base h_s (public)"),
     Payload(_HAM, "res_{peer}", "crypto",
-            note="masked, re-randomised ciphertexts under the peer's key, relayed to it"),
+            note="masked, re-randomised ciphertexts under the peer's key, sealed for it "
+                 "(ChaCha20-Poly1305), relayed to it"),
     Payload(_HAM, "mask_{peer}", "crypto",
             note="the evaluator's uniform masks R; with the holder's T the server gets the "
                  "pair's Hamming block (T - R)"),
