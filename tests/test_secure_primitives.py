@@ -252,6 +252,31 @@ def test_channels_refuse_malformed_relays_in_one_line():
         cb.open({}, 0, "seed")
 
 
+def test_channels_seal_long_payloads_in_bound_pieces(monkeypatch):
+    """Payloads above ChaCha20-Poly1305's 2^31 − 1 bytes (a large pair's Paillier
+    ciphertexts) raised OverflowError; they are sealed in pieces (here of 16 bytes) whose
+    order, number and completeness the associated data binds."""
+    from fedlabels.secure import channels as ch
+
+    assert ch.PIECE < 2 ** 31 - 1
+    a, b = KeyPair(), KeyPair()
+    ca = ch.PeerChannels(a, 0, 3, {1: b.public})
+    cb = ch.PeerChannels(b, 1, 3, {0: a.public})
+    monkeypatch.setattr(ch, "PIECE", 16)
+    size = 16 + 28
+    for payload in (b"", b"x" * 16, bytes(range(50)), bytes(range(64))):
+        blob = ca.seal(1, "res", payload)
+        assert len(blob) == max(1, -(-len(payload) // 16)) * 28 + len(payload)
+        assert cb.open({"from_0": blob}, 0, "res") == payload
+    blob = ca.seal(1, "res", bytes(range(50))).tobytes()  # four pieces
+    pieces = [blob[i:i + size] for i in range(0, len(blob), size)]
+    for forged in (pieces[1] + pieces[0] + b"".join(pieces[2:]),  # reordered
+                   b"".join(pieces[:-1]), b"".join(pieces[1:]),  # last or first dropped
+                   pieces[0], blob + pieces[-1]):  # one piece alone, a duplicate
+        with pytest.raises(SecureProtocolError):
+            cb.open({"from_0": np.frombuffer(forged, np.uint8)}, 0, "res")
+
+
 def test_paillier_batch_decryption_equals_phe():
     """decrypt_many (batched CRT, OpenSSL's or gmpy2's powers) against phe's own encryption
     and decryption."""

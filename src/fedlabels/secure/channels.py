@@ -5,6 +5,11 @@ the associated data binds the session, the purpose, the sender and the recipient
 server can neither read a relayed message nor move it to another pair, step or session.
 A sealed message to peer ``p`` travels as the array ``to_p``; the server forwards it as
 ``from_<sender>``.
+
+ChaCha20-Poly1305 seals at most 2^31 − 1 bytes at once, so a longer payload (a Paillier
+evaluator's ciphertexts for a large pair) is sealed in pieces of :data:`PIECE` bytes, each
+with its index and the number of pieces in its associated data: the server can neither
+reorder, drop nor duplicate pieces undetected. A payload of one piece is sealed as before.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from fedlabels.secure.keys import KeyPair, SecureProtocolError, open_sealed, seal, to_u8
+
+#: plaintext bytes per sealed piece (below ChaCha20-Poly1305's limit of 2^31 − 1)
+PIECE = 1 << 30
+_OVERHEAD = 12 + 16  # nonce and tag of each piece
 
 
 class PeerChannels:
@@ -31,7 +40,13 @@ class PeerChannels:
 
     def seal(self, peer: int, purpose: str, payload: bytes) -> np.ndarray:
         """``payload`` for ``peer``, sealed (what goes into ``to_<peer>``)."""
-        return to_u8(seal(self.keys[peer], payload, self._context(purpose, self.cid, peer)))
+        context = self._context(purpose, self.cid, peer)
+        count = max(1, -(-len(payload) // PIECE))
+        if count == 1:
+            return to_u8(seal(self.keys[peer], payload, context))
+        view = memoryview(payload)
+        return to_u8(b"".join(seal(self.keys[peer], bytes(view[i * PIECE:(i + 1) * PIECE]),
+                                   _piece_context(context, i, count)) for i in range(count)))
 
     def open(self, arrays: Mapping[str, np.ndarray], peer: int, purpose: str) -> bytes:
         """The payload ``peer`` sealed for this client (relayed as ``from_<peer>``)."""
@@ -43,5 +58,15 @@ class PeerChannels:
         if key not in arrays or peer not in self.keys:
             raise SecureProtocolError(f"client {self.cid}: no sealed {purpose!r} message from "
                                       f"client {peer} was relayed (or no key for it).")
-        return open_sealed(self.keys[peer], np.asarray(arrays[key]).tobytes(),
-                           self._context(purpose, peer, self.cid))
+        blob = np.asarray(arrays[key]).tobytes()
+        context = self._context(purpose, peer, self.cid)
+        size = PIECE + _OVERHEAD
+        count = max(1, -(-len(blob) // size))
+        if count == 1:
+            return open_sealed(self.keys[peer], blob, context)
+        return b"".join(open_sealed(self.keys[peer], blob[i * size:(i + 1) * size],
+                                    _piece_context(context, i, count)) for i in range(count))
+
+
+def _piece_context(context: bytes, index: int, count: int) -> bytes:
+    return context + f"|piece {index}/{count}".encode()
