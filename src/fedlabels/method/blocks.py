@@ -31,17 +31,31 @@ def broadcast(grid: Grid, message: Message, rnd: int,
     return grid.exchange({cid: message for cid in targets}, rnd)
 
 
-def size_weighted_average(replies: Mapping[int, Message], key: str = "weights",
-                          size_key: str = "n") -> np.ndarray:
-    """Σ_i n_i w_i / Σ_i n_i over the replies (float64 sums, float32 result)."""
+def weighted_mean(replies: Mapping[int, Message], key: str = "weights",
+                  size_key: str = "n") -> np.ndarray:
+    """Σ_i n_i w_i / Σ_i n_i over the replies, in float64.
+
+    The sum is accumulated one reply at a time, in client order: the memory it takes is a
+    few copies of one model, whatever the number of clients (stacking the replies in
+    float64 took 8 bytes per parameter and client: 2.4 GB for 1,000 MLPs of 300k weights)."""
     if not replies:
         raise FedLabelsError("no client replied: there is nothing to average.")
     cids = sorted(replies)
     sizes = np.array([float(replies[c].config[size_key]) for c in cids], dtype=np.float64)
     if sizes.sum() <= 0:
         raise FedLabelsError("the replying clients hold no examples: cannot average.")
-    stacked = np.stack([np.asarray(replies[c].arrays[key], dtype=np.float64) for c in cids])
-    return (sizes @ stacked / sizes.sum()).astype(np.float32)
+    total: np.ndarray | None = None
+    for size, cid in zip(sizes, cids, strict=True):
+        term = np.multiply(size, replies[cid].arrays[key], dtype=np.float64)
+        total = term if total is None else np.add(total, term, out=total)
+    assert total is not None
+    return total / sizes.sum()
+
+
+def size_weighted_average(replies: Mapping[int, Message], key: str = "weights",
+                          size_key: str = "n") -> np.ndarray:
+    """:func:`weighted_mean` of the replies as float32 (the global model's weights)."""
+    return weighted_mean(replies, key, size_key).astype(np.float32)
 
 
 def robust_average(replies: Mapping[int, Message], aggregate: str, trim: float,

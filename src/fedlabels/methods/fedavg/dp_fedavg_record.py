@@ -22,7 +22,12 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid, Settings
-from fedlabels.method.blocks import GlobalModelServer, WeightsClient, broadcast
+from fedlabels.method.blocks import (
+    GlobalModelServer,
+    WeightsClient,
+    broadcast,
+    weighted_mean,
+)
 from fedlabels.method.dpsgd_client import DPSGDClient, dpsgd_round_config
 from fedlabels.methods.fedct.mechanisms.dpsgd import planned_dpsgd_rounds
 from fedlabels.privacy.dpsgd_accounting import (
@@ -99,9 +104,7 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
         message = Message("dpfedavg.train", arrays={"weights": self.weights}, config=config)
         replies = broadcast(grid, message, rnd, chosen) if chosen else {}
         if replies:
-            sizes = np.array([float(replies[c].config["n"]) for c in sorted(replies)])
-            updates = np.stack([replies[c].arrays["update"] for c in sorted(replies)])
-            mean = (sizes[:, None] * updates).sum(axis=0) / sizes.sum()
+            mean = weighted_mean(replies, "update")
             self.weights = (self.weights + self.server_lr * mean).astype(np.float32)
         self.ledger.record(self._round(list(replies)), tight=False)
         self.sampled.append(len(chosen))
