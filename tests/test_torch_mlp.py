@@ -108,3 +108,31 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_resting_model_keeps_no_gradients():
+    """After its steps a client's model holds its weights and Adam's state, not a fourth
+    copy of the model in gradients (1.2 MB per client of the default MLP on 64 features:
+    300 resting clients kept 0.36 GB of gradients). Every step sets them afresh, so the
+    next steps train as before."""
+    from fedlabels.core.randomness import numpy_generator
+    from fedlabels.learners.dpsgd import DPSGDConfig, dpsgd_steps
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 6)).astype(np.float32), np.arange(40) % 3
+    P = np.full((40, 3), 1 / 3, dtype=np.float32)
+
+    def trained(how):
+        m = TorchMLPClassifier(hidden_layer_sizes=(8,), n_classes=3, random_state=0,
+                               batch_size=8)
+        how(m)
+        return m
+
+    for how in (lambda m: m.train_steps(X, y, 3), lambda m: m.distill_steps(X, P, 3, X, y),
+                lambda m: (m.train_steps(X, y, 1),
+                           dpsgd_steps(m, X, y, 2, DPSGDConfig(1.0, 0.25, 1.0),
+                                       numpy_generator()))):
+        m = trained(how)
+        assert m.steps_ == 3
+        assert all(p.grad is None for p in m.model_.parameters())
+        assert len(m.optimizer_.state) == len(list(m.model_.parameters()))  # Adam's kept

@@ -39,7 +39,7 @@ from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.stacked_mlp import each_module_once
-from fedlabels.learners.torch_mlp import adam_step
+from fedlabels.learners.torch_mlp import adam_step, release_gradients
 from fedlabels.privacy.validation import check_noise_multiplier, check_sampling_rate
 
 
@@ -213,5 +213,6 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
         for p, g in zip(params, noisy, strict=True):
             p.grad = g / weight
         adam_step(opt)
+    release_gradients(opt)
     mlp.steps_ += int(n_steps)
     return int(n_steps)

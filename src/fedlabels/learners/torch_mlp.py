@@ -69,6 +69,12 @@ def adam_step(opt: torch.optim.Optimizer) -> None:
         inner(opt)
 
 
+def release_gradients(opt: torch.optim.Optimizer) -> None:
+    """Free the last step's gradients: a resting client keeps its weights and Adam's state,
+    not a fourth copy of its model (every step sets its gradients afresh)."""
+    opt.zero_grad(set_to_none=True)
+
+
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     """Fully connected ReLU network trained with Adam and cross-entropy.
 
@@ -319,6 +325,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                                                self._forward, self.rng_)
             loss.backward()
             adam_step(opt)
+        release_gradients(opt)
         self.steps_ += int(n_steps)
         return self
 
@@ -369,6 +376,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 loss = loss + nn.functional.cross_entropy(logits, yt[idx].to(logits.device))
             loss.backward()
             adam_step(opt)
+        release_gradients(opt)
         self.steps_ += int(n_steps)
         return self
 
