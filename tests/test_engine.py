@@ -195,6 +195,24 @@ def test_fit_failure_names_the_client():
         fl.run("local", fed, model="logreg", rounds=1)
 
 
+def test_a_one_class_client_is_told_what_to_do(capsys, tmp_path):
+    """Many clients on a skewed or fine split leave some with one class; the error says how
+    to get past it (and a model that fits one class does)."""
+    from fedlabels.cli import main
+
+    args = ["run", "--method", "fedct", "--dataset", "breast_cancer", "--clients", "40",
+            "--partition", "quantity:0.5", "--rounds", "1", "--workers", "1",
+            "--no-checkpoint", "--no-progress", "-q"]
+    code = main([*args, "--model", "logreg", "-o", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "failed to fit" in err and "holds one class only" in err
+    for advice in ("--private-per-client", "quantity:A,MIN", "(dt)"):
+        assert advice in err
+    fed = fl.load_federation("breast_cancer", clients=40, partition="quantity:0.5", seed=0)
+    assert fl.run("fedct", fed, model="dt", rounds=1, workers=1).final["mean_accuracy"] > 0
+
+
 def test_wrong_number_of_per_client_specs(breast_cancer_fed):
     with pytest.raises(FedLabelsError, match="3 model specs for 5 clients"):
         fl.run("fedct", breast_cancer_fed, model="dt,rf,dt")

@@ -81,6 +81,17 @@ class LearnerFitError(FedLabelsError):
     """A client's model failed to fit; the message names the client and the reason."""
 
 
+def one_class_hint(task: str, present: list[Any]) -> str:
+    """What to do when a client's data holds one class (a skewed or fine partition: with
+    hundreds of clients many hold a few rows of one class), which many models refuse."""
+    if task == "regression" or len(present) > 1:
+        return ""
+    return ("; this client holds one class only: give each client more data (--private, "
+            "--private-per-client or fewer --clients), use a less skewed partition (larger "
+            "alpha; quantity:A,MIN or powerlaw:A,MIN for a minimum size), or a model that "
+            "fits one class (dt)")
+
+
 class ClientRole:
     """Base client: private data, a learner, the test set for evaluation, and dispatch.
 
@@ -203,7 +214,7 @@ class ClientRole:
             raise LearnerFitError(
                 f"client {self.cid}: model {type(self.learner).__name__} failed to fit on "
                 f"{len(y)} examples with classes {present[:10]}: {type(exc).__name__}: {exc}"
-            ) from exc
+                f"{one_class_hint(self.settings.task, present)}") from exc
         self.fitted = True
         self._stale = False
 
