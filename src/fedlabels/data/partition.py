@@ -259,8 +259,10 @@ def partition(y: np.ndarray, n_clients: int, spec: str | PartitionSpec,
         parts = partition_shards(y, n_clients, parsed.classes_per_client, rng)
     empty = [i for i, p in enumerate(parts) if len(p) == 0]
     if empty:
+        shown = ", ".join(map(str, empty[:10])) + (f" and {len(empty) - 10} more"
+                                                   if len(empty) > 10 else "")
         raise FedLabelsError(
-            f"partition {parsed} leaves client(s) {empty} with no data "
-            f"({len(y)} private examples over {n_clients} clients); use more private data, "
+            f"partition {parsed} leaves {len(empty)} of {n_clients} clients with no data "
+            f"(client(s) {shown}; {len(y)} private examples in all); use more private data, "
             "fewer clients, or a less skewed partition (larger alpha, more classes per client)")
     return parts
