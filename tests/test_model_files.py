@@ -164,3 +164,41 @@ def test_a_pipeline_holding_your_own_code_is_still_refused(tmp_path):
     model = make_pipeline(FunctionTransformer(np.log1p), DecisionTreeClassifier()).fit(X, y)
     with pytest.raises(UnsavableModelError, match="FunctionTransformer"):
         write_models_file(tmp_path / "m.models.npz", {"models": [model]})
+
+
+def test_equal_arrays_are_written_once_and_read_back_apart(tmp_path):
+    """FedAvg's clients end on the same global weights; the file holds them once (100
+    clients of the default MLP on digits: 363 MB before, a third of it copies), and each
+    model read back has arrays of its own. Arrays that differ in dtype or content stay."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    X, y = load_iris(return_X_y=True)
+    models = []
+    for seed in range(20):
+        m = TorchMLPClassifier(hidden_layer_sizes=(256,), n_classes=3, random_state=seed)
+        m.train_steps(X.astype(np.float32), y, 2)
+        models.append(m)
+    apart = tmp_path / "apart.npz"
+    write_models_file(apart, {"models": models})
+    common = models[0].get_weights()
+    for m in models[1:]:
+        m.set_weights(common)  # equal weights, different Adam moments
+    path = tmp_path / "m.npz"
+    write_models_file(path, {"models": models, "a": np.arange(4, dtype=np.int64),
+                             "b": np.arange(4, dtype=np.int32), "c": np.arange(4.0)})
+    # 19 of the 20 copies of the weights are not written
+    assert os.path.getsize(apart) - os.path.getsize(path) > 0.95 * 19 * common.nbytes
+    back = read_models_file(path)
+    assert back["a"].dtype == np.int64 and back["b"].dtype == np.int32
+    assert back["c"].dtype == np.float64
+    first, second = back["models"][0], back["models"][1]
+    np.testing.assert_array_equal(first.get_weights(), common)
+    np.testing.assert_array_equal(second.get_weights(), common)
+    for orig, got in zip(models, back["models"], strict=True):  # Adam's moments kept
+        np.testing.assert_array_equal(got.predict_proba(X.astype(np.float32)),
+                                      orig.predict_proba(X.astype(np.float32)))
+        assert (got.optimizer_.state_dict()["state"][0]["exp_avg"]
+                .equal(orig.optimizer_.state_dict()["state"][0]["exp_avg"]))
+    with __import__("torch").no_grad():
+        next(first.model_.parameters()).add_(1.0)  # one model's weights are its own
+    np.testing.assert_array_equal(second.get_weights(), common)
