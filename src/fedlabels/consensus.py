@@ -1,7 +1,9 @@
 """Consensus functions: turn the m clients' hard labels on U into one labelling.
 
 Both take a vote matrix ``votes`` of shape (m, |U|) with integer labels in [0, C). Ties go
-to the smallest class index, deterministically (as in the papers' code).
+to the smallest class index, deterministically (as in the papers' code), unless
+``ties="abstain"``: then a tied example gets :data:`ABSTAIN` (the majority and the qualified
+majority only).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 ABSTAIN = -1
+TIE_RULES = ("smallest", "abstain")
 
 
 def vote_counts(votes: np.ndarray, n_classes: int,
@@ -24,22 +27,37 @@ def vote_counts(votes: np.ndarray, n_classes: int,
     return np.bincount(flat, weights=per_vote, minlength=n * n_classes).reshape(n, n_classes)
 
 
-def majority_vote(votes: np.ndarray, n_classes: int) -> np.ndarray:
-    """Plurality label per example; ties go to the smallest class index."""
-    return vote_counts(votes, n_classes).argmax(axis=1)
+def plurality(counts: np.ndarray, ties: str = "smallest") -> np.ndarray:
+    """The top class per row of ``counts`` (|U|, C): ties go to the smallest class index
+    (``ties="smallest"``) or get :data:`ABSTAIN` (``ties="abstain"``)."""
+    if ties not in TIE_RULES:
+        raise ValueError(f"ties must be one of {TIE_RULES}, got {ties!r}")
+    top = counts.argmax(axis=1)
+    if ties == "smallest":
+        return top
+    tied = (counts == counts.max(axis=1, keepdims=True)).sum(axis=1) > 1
+    return np.where(tied, ABSTAIN, top)
 
 
-def qualified_majority(votes: np.ndarray, n_classes: int, quorum: float) -> np.ndarray:
+def majority_vote(votes: np.ndarray, n_classes: int, ties: str = "smallest") -> np.ndarray:
+    """Plurality label per example; ties go to the smallest class index, or abstain
+    (``ties="abstain"``)."""
+    return plurality(vote_counts(votes, n_classes), ties)
+
+
+def qualified_majority(votes: np.ndarray, n_classes: int, quorum: float,
+                       ties: str = "smallest") -> np.ndarray:
     """Label per example if the top class holds at least ``quorum`` of the votes.
 
     Examples below the quorum get :data:`ABSTAIN` (-1) and are left out of the pseudo-labelled
-    set P for that round.
+    set P for that round; so do ties when ``ties="abstain"`` (a tie at or above the quorum
+    needs a quorum of at most 0.5).
     """
     if not 0.0 < quorum <= 1.0:
         raise ValueError(f"quorum must lie in (0, 1], got {quorum}")
     counts = vote_counts(votes, n_classes)
-    top = counts.argmax(axis=1)
-    share = counts[np.arange(counts.shape[0]), top] / votes.shape[0]
+    top = plurality(counts, ties)
+    share = counts.max(axis=1) / votes.shape[0]
     # a tiny tolerance so that e.g. 9/10 >= 0.9 holds despite floating point
     return np.where(share >= quorum - 1e-12, top, ABSTAIN)
 

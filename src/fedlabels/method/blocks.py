@@ -183,14 +183,16 @@ class GlobalModelServer(ServerRole):
 
 
 # -------------------------------------------------------------------- the vote server
-def vote_consensus(n_classes: int, quorum: float | None, balanced: bool = False) -> Consensus:
+def vote_consensus(n_classes: int, quorum: float | None, balanced: bool = False,
+                   ties: str = "smallest") -> Consensus:
     """Majority vote, or qualified majority when a ``quorum`` is set (class-balanced with
-    ``balanced``): a function of the (m, n) matrix of hard labels."""
+    ``balanced``): a function of the (m, n) matrix of hard labels. ``ties``: a tied top class
+    goes to the smallest class index, or abstains (``"abstain"``; not with ``balanced``)."""
     if balanced:
         return lambda votes: balanced_vote(votes, n_classes, quorum)
     if quorum is None:
-        return lambda votes: majority_vote(votes, n_classes)
-    return lambda votes: qualified_majority(votes, n_classes, quorum)
+        return lambda votes: majority_vote(votes, n_classes, ties)
+    return lambda votes: qualified_majority(votes, n_classes, quorum, ties)
 
 
 def check_voters(method: str, n_clients: int, quorum: float | None) -> None:

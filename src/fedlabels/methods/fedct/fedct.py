@@ -30,6 +30,7 @@ import numpy as np
 from fedlabels.comm import Message, pack_labels
 from fedlabels.consensus import (
     ABSTAIN,
+    TIE_RULES,
     leave_one_out_kappa,
     peer_kappa,
     trimmed_vote,
@@ -151,6 +152,10 @@ class FedCTOptions(VoteOptions):
         False, "class-balanced vote: client i's vote for class c weighs 1/(C p_ic), p_ic the "
         "share of U it labels c this round (votes for a client's default class count little; "
         "pathological non-iid)", kind=bool, flag=True)
+    ties: str = option(
+        "smallest", "a tie for the top class of the vote: smallest (the smallest class index "
+        "wins, as in the paper's code) or abstain (the example is left out of P that round, "
+        "as below a quorum)", kind=str, choices=TIE_RULES, flag=True)
     # the use of U beyond the consensus (fedlabels.methods.fedct.unlabeled)
     consistency_weight: float = option(
         0.0, "weight λ of the consistency loss on U: each local step, the client's own "
@@ -183,13 +188,16 @@ class FedCTOptions(VoteOptions):
             raise FedLabelsError("trim applies only with robust trimmed (--robust trimmed).")
         if self.balanced and self.robust != "none":
             raise FedLabelsError("balanced is a vote of its own; use it without --robust.")
+        if self.ties != "smallest" and (self.balanced or self.robust != "none"):
+            raise FedLabelsError("ties applies to the majority and the qualified majority "
+                                 "vote; drop --ties, or drop --balanced and --robust.")
 
 
 def consensus_function(settings: Settings) -> Consensus:
     """FedCT's vote: majority, or qualified majority when a quorum is set (class-balanced
     with ``balanced``)."""
     opts = settings.options_as(FedCTOptions)
-    return vote_consensus(settings.n_classes, opts.quorum, opts.balanced)
+    return vote_consensus(settings.n_classes, opts.quorum, opts.balanced, opts.ties)
 
 
 
@@ -415,9 +423,9 @@ class FedCT(Method):
         if unlabeled_enabled(opts):
             check_unlabeled(settings, learners)
         if settings.task == "regression":
-            if opts.balanced:
-                raise FedLabelsError("balanced applies to classification (a vote of labels); "
-                                     "drop it on a regression task.")
+            if opts.balanced or opts.ties != "smallest":
+                raise FedLabelsError("balanced and ties apply to classification (a vote of "
+                                     "labels); drop them on a regression task.")
             if robust != "none":
                 raise FedLabelsError("robust applies to classification; a regression "
                                      "consensus is robust by --target-consensus (median or "
