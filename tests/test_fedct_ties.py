@@ -14,6 +14,7 @@ from fedlabels.consensus import ABSTAIN, majority_vote, qualified_majority
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.methods import get_method
 from fedlabels.methods.fedct.fedct import FedCTClient, FedCTServer
+from fedlabels.testing import check_method
 
 
 def brute(votes: np.ndarray, quorum: float | None = None) -> list[int]:
@@ -134,3 +135,11 @@ def test_the_default_is_todays_vote_bit_for_bit():
                       options={"ties": "smallest"})
     assert plain.final == smallest.final
     assert plain.communication == smallest.communication
+
+
+def test_contract_holds_with_ties_abstain():
+    """Determinism, declared payloads only (the real traffic, keep-mask included) and the
+    state round trip, on digits with trees, where the votes tie."""
+    passed = check_method("fedct", options={"ties": "abstain"}, model="dt", dataset="digits",
+                          clients=5, checks=("determinism", "payloads", "state"))
+    assert passed == ["determinism", "payloads", "state"]
