@@ -30,19 +30,23 @@ import numpy as np
 import fedlabels as fl
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
+from fedlabels.method.options import parse_flag_value
 
 VARIANT = re.compile(r"^(fedct|fedavg)(?:\[(.*)\])?$")
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
-    """``fedct[pseudo_weight=0.5;quorum=0.8]`` -> ("fedct", {...}) (values as JSON numbers)."""
+    """``fedct[pseudo_weight=0.5;ties=abstain]`` -> ("fedct", {...}) (values read as the CLI's
+    ``--opt KEY=VALUE`` reads them: numbers, booleans, none, or text)."""
     match = VARIANT.match(text.strip())
     if match is None:
         raise FedLabelsError(f"variant {text!r}: use fedavg, fedct or fedct[key=value;...].")
     options: dict[str, Any] = {}
     for item in filter(None, (match.group(2) or "").split(";")):
-        key, _, value = item.partition("=")
-        options[key.strip()] = json.loads(value)
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise FedLabelsError(f"variant {text!r}: {item!r} is not key=value.")
+        options[key.strip()] = parse_flag_value(value.strip())
     return match.group(1), options
 
 

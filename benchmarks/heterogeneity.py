@@ -19,8 +19,9 @@ The paper's scale: ``--model 'mlp(hidden=512-512)' --rounds 400 --period 50 --pr
 (``benchmarks/results/heterogeneity_runs.json``), keyed by its whole configuration: a run
 already there is skipped, so an interrupted sweep resumes and experiments share runs (Table
 8's FedCT and FedAvg are the |U| ablation's points at the same |U|). The summaries (mean and
-std over seeds) go to ``benchmarks/results/heterogeneity_<experiment>.csv`` and the plots to
-``--plots``. Needs ``fedlabels fetch fashion_mnist`` once.
+std over seeds) go to ``heterogeneity_<experiment>.csv`` in the folder of ``--runs`` (by
+default ``benchmarks/results/``, so a check run with ``--runs`` elsewhere leaves the committed
+summaries alone) and the plots to ``--plots``. Needs ``fedlabels fetch fashion_mnist`` once.
 """
 
 from __future__ import annotations
@@ -217,12 +218,13 @@ def main() -> None:
         print(f"[{i + 1}/{len(todo)}] {key}: acc {r['mean_acc']:.4f}, {r['cpu_s']:.0f} CPU s",
               flush=True)
     tables = summarise(runs, done, args)
+    summaries = args.runs.parent  # beside --runs: a check run elsewhere keeps the committed ones
     if "table4" in tables:
         ref = pd.DataFrame({"label": ["paper: Dirichlet U"] * 2, "alpha": [1.0, 0.5],
                             "label_tv": [paper_dirichlet_tv(1.0), paper_dirichlet_tv(0.5)]})
-        write_atomic(RESULTS / "heterogeneity_table4_paper_tv.csv", ref.to_csv(index=False))
+        write_atomic(summaries / "heterogeneity_table4_paper_tv.csv", ref.to_csv(index=False))
     for exp, table in tables.items():
-        write_atomic(RESULTS / f"heterogeneity_{exp}.csv", table.to_csv(index=False))
+        write_atomic(summaries / f"heterogeneity_{exp}.csv", table.to_csv(index=False))
         print(f"\n{exp}\n{table.to_string(index=False)}")
     args.plots.mkdir(parents=True, exist_ok=True)
     plot(tables, args.plots, args)
