@@ -44,11 +44,14 @@ class CrashingGrid(LoopbackGrid):
 
     def __init__(self, *args: Any, crash_at: int, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.crash_at, self.pulls = crash_at, 0
+        self.crash_at, self.pushes = crash_at, 0
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        self.pushes += 1  # one push per exchange; its replies are pulled one at a time
+        return super().push_messages(messages)
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        self.pulls += 1
-        if self.pulls == self.crash_at:
+        if self.pushes == self.crash_at:
             raise Crash
         return super().pull_messages(message_ids)
 
@@ -75,7 +78,8 @@ def test_serverapp_crash_mid_round_then_resume_equals_simulator(
                     rounds=4, seed=5, options={} if quorum is None else {"quorum": quorum})
     prepared, first = loopback_deployment(cfg, tmp_path / "sites")
     spec = prepared.spec
-    # pulls: hello, round 1, round 2, round 3 <- dies here, after the sites handled round 3
+    # exchanges: hello, round 1, round 2, round 3 <- dies pulling its replies, after the
+    # sites handled round 3
     crashing = _new_run(first, spec.to_json(), CrashingGrid, crash_at=4)
     with pytest.raises(Crash):
         run_server(crashing, server_context(spec))

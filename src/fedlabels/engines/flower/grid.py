@@ -151,29 +151,52 @@ class FlowerGrid:
                   in zip(ids, cids, strict=True) if not mid}
         return pending, failed
 
-    def _pull(self, ids: list[str], deadline: float) -> list[FlowerMessage] | None:
-        """Flower's ``pull_messages(ids)``, or None when it has not returned by ``deadline``.
+    def _pull(self, ids: list[str], deadline: float) -> tuple[list[FlowerMessage], list[str]]:
+        """Flower's ``pull_messages``, one message id per call: the replies that came, and the
+        ids whose pull had not returned by ``deadline`` (plus ``pull_grace``).
 
         Flower retries the pull of a reply's objects without a time limit; a site that
         pushed part of its reply and then left (SIGTERM while replying) once hung the run
-        until the launcher's timeout. The pull runs in a daemon thread, abandoned at the
-        deadline (its retries end with the process)."""
-        box: dict[str, Any] = {}
+        until the launcher's timeout. The pulls run in a daemon thread, abandoned at the
+        deadline (its retries end with the process). One id per call because the SuperLink
+        deletes every reply a ``PullMessages`` returns before their objects are fetched: a
+        pull of the whole round that hung on one reply lost every other reply of the batch
+        (healthy sites were dropped with the one that left). Now only the hung id is lost;
+        the ids after it are pulled by a fresh thread."""
+        replies: list[FlowerMessage] = []
+        hung: list[str] = []
+        todo = list(ids)
+        while todo:
+            box: dict[str, Any] = {"replies": [], "done": 0, "abandoned": False}
+            lock = threading.Lock()
 
-        def pull() -> None:
-            try:
-                box["replies"] = list(self.grid.pull_messages(ids))
-            except BaseException as exc:  # raised again in the run's thread
-                box["error"] = exc
+            def pull(todo: list[str] = todo, box: dict[str, Any] = box,
+                     lock: threading.Lock = lock) -> None:
+                try:
+                    for mid in todo:
+                        got = list(self.grid.pull_messages([mid]))
+                        with lock:
+                            if box["abandoned"]:  # counted as hung; the rest pulled anew
+                                return
+                            box["replies"] += got
+                            box["done"] += 1
+                except BaseException as exc:  # raised again in the run's thread
+                    box["error"] = exc
 
-        worker = threading.Thread(target=pull, daemon=True, name="fedlabels-pull")
-        worker.start()
-        worker.join(max(deadline - time.monotonic(), 0.0) + self.pull_grace)
-        if worker.is_alive():
-            return None
-        if "error" in box:
-            raise box["error"]
-        return list(box["replies"])
+            worker = threading.Thread(target=pull, daemon=True, name="fedlabels-pull")
+            worker.start()
+            worker.join(max(deadline - time.monotonic(), 0.0) + self.pull_grace)
+            with lock:
+                box["abandoned"] = worker.is_alive()
+                done, got = box["done"], list(box["replies"])
+            if "error" in box:
+                raise box["error"]
+            replies += got
+            if not box["abandoned"] or done >= len(todo):
+                break
+            hung.append(todo[done])
+            todo = todo[done + 1:]
+        return replies, hung
 
     def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
         """Send one message per client and return the replies of the clients that answered."""
@@ -192,14 +215,11 @@ class FlowerGrid:
             waiting = dict.fromkeys(failed, time.monotonic() + self.rejoin_timeout)
             failed = {}
         while pending or waiting:
-            pulled = self._pull(list(pending), deadline) if pending else []
-            if pulled is None:  # Flower's pull hung past the deadline: its replies are lost
-                for cid in pending.values():
-                    failed[cid] = (f"no reply within {self.reply_timeout:g} s: Flower's pull "
-                                   "of the round's replies did not return (a site may have "
-                                   "left while it sent its reply)")
-                pending.clear()
-                pulled = []
+            pulled, hung = self._pull(list(pending), deadline) if pending else ([], [])
+            for mid in hung:  # Flower's pull of this reply hung past the deadline
+                failed[pending.pop(mid)] = (
+                    f"no reply within {self.reply_timeout:g} s: Flower's pull of its reply "
+                    "did not return (its site may have left while it sent its reply)")
             for reply in pulled:
                 key = reply.metadata.reply_to_message_id
                 if key not in pending:
