@@ -16,7 +16,10 @@ each process group, SIGKILL after a grace period), including the ``flower-supere
   parent died is still stopped even where there is no subreaper;
 * the status file is finalised by the launcher when the ServerApp could not do it: a run
   that ended without a final status is ``failed``, one stopped by Ctrl-C/SIGTERM or the
-  timeout ``interrupted``.
+  timeout ``interrupted``;
+* a launcher killed with SIGKILL can do none of this: a :mod:`.watchdog` it starts in its
+  own session stops the processes it recorded (``processes.json`` in the workdir), the
+  orphaned ``flwr-serverapp`` included, and finalises the status as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import IO, Any
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.parent_death import become_subreaper, die_with_parent
+from fedlabels.deploy import watchdog
 from fedlabels.deploy.processes import (
     alive,
     cmdline,
@@ -47,6 +51,7 @@ from fedlabels.deploy.processes import (
     send,
     start_time,
 )
+from fedlabels.deploy.watchdog import record_processes
 from fedlabels.engines.flower.prepare import PreparedRun, prepare_run
 from fedlabels.results import RunResult, load_result
 from fedlabels.runs.config import RunConfig
@@ -128,6 +133,8 @@ class LocalDeployment:
         self._watcher: threading.Thread | None = None
         self._argv: dict[str, tuple[list[str], str]] = {}
         self.unfinished_runs: list[int] = []  # runs run_app submitted that did not end
+        # what it started, for the watchdog that cleans up after a SIGKILLed launcher
+        self.processes_file = self.workdir / "processes.json"
 
     def _env(self, home: str) -> dict[str, str]:
         flwr_home = self.workdir / "flwr_home" / home
@@ -149,6 +156,7 @@ class LocalDeployment:
         self.procs[name] = proc
         self._argv[name] = (argv, home)
         self._seen[proc.pid] = start_time(proc.pid)
+        record_processes(self.processes_file, self._seen)
         if self._watcher is None:
             self._watching.set()
             self._watcher = threading.Thread(target=self._watch, daemon=True)
@@ -164,8 +172,11 @@ class LocalDeployment:
     def _record(self) -> list[int]:
         roots = [p.pid for p in list(self.procs.values())]
         found = descendants(roots)
-        for pid in found:
-            self._seen.setdefault(pid, start_time(pid))
+        new = [pid for pid in found if pid not in self._seen]
+        for pid in new:
+            self._seen[pid] = start_time(pid)
+        if new:
+            record_processes(self.processes_file, self._seen)
         return found
 
     def tracked(self) -> list[int]:
@@ -503,6 +514,7 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
     dep = LocalDeployment(prepared, workdir, secure=secure, echo=progress, database=database)
     status = dep.status_path
     died = None
+    guard = watchdog.start(status, dep.processes_file)  # acts only if this process is killed
     try:
         with terminate_as_interrupt(), dep:
             dep.start()
@@ -515,6 +527,8 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
         finalise_status(status, "interrupted" if isinstance(exc, RunTimeout) else "failed",
                         str(exc))
         raise
+    finally:
+        watchdog.end(guard)
     if died is not None:  # the ServerApp, stopped with the rest, may have said "interrupted"
         finalise_status(status, "failed", f"{died}; resume it with --resume (and --database "
                         f"for the SuperLink's state); see {dep.logs}", replace=True)
