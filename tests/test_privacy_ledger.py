@@ -137,6 +137,30 @@ def test_a_charge_is_on_disk_before_the_release(tmp_path: Path,
     assert result.extra.get("interrupted") and len(site.events()) == 1
 
 
+def test_a_charge_the_disk_cannot_hold_is_refused_and_leaves_the_ledger_whole(
+        tmp_path: Path) -> None:
+    """A full disk (here a file-size limit) lets only part of a charge reach the file: the
+    short write was ignored, the charge returned as recorded (so the release went ahead) and
+    the torn entry then failed the integrity check on every later release. Now the charge
+    raises and the ledger is as before it: the site releases nothing it has not recorded."""
+    import resource
+
+    site = _site(tmp_path)
+    site.charge([_xor()], seq=1)
+    before = site.path.read_bytes()
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 40, limits[1]))
+    try:
+        with pytest.raises(FedLabelsError, match=r"could not append .*left as it was before"):
+            site.charge([_xor()], seq=2)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    assert site.path.read_bytes() == before
+    assert _site(tmp_path).events() == [_xor()]
+    site.charge([_xor()], seq=2)  # the disk has room again
+    assert len(_site(tmp_path).events()) == 2
+
+
 def test_late_clients_dp_sgd_steps_are_accounted_when_taken(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fed = digits_with_sizes((40, 90, 60), n_unlabeled=60, n_test=150)

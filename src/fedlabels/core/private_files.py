@@ -74,14 +74,28 @@ def write_private_with(path: str | Path, write: Callable[[BinaryIO], object],
 
 
 def append_private(path: str | Path, data: bytes) -> None:
-    """Append ``data`` to ``path`` (made 0600) and fsync it before returning."""
+    """Append ``data`` to ``path`` (made 0600) and fsync it before returning: all of it or,
+    with an error raised, none (a short write, e.g. a full disk or a file-size limit, is
+    cut off again). Before, a short write was ignored: a site's ledger entry was left torn
+    while the charge returned as recorded and the release went ahead."""
     path = Path(path)
     private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.fchmod(fd, 0o600)
-        os.write(fd, data)
-        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                if written <= 0:
+                    raise OSError(f"wrote {len(data) - len(view)} of {len(data)} bytes")
+                view = view[written:]
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, size)
+            raise FedLabelsError(f"could not append to {path}: {exc.strerror or exc}; it "
+                                 "was left as it was before.") from None
     finally:
         os.close(fd)
 
