@@ -22,6 +22,7 @@ import pytest
 from flwr.app import Message, RecordDict
 
 from fedlabels.api import run_config
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.deploy.launcher import LocalDeployment, read_outcome, resumable
 from fedlabels.deploy.processes import alive, finalise_status
 from fedlabels.engines.flower.client_app import app as client_app
@@ -326,6 +327,26 @@ def test_deploy_local_resume_needs_the_runs_workdir_and_checkpoint(
     assert "--workdir" in capsys.readouterr().err
     assert main([*base, "--workdir", str(tmp_path / "w")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shared", ["output", "workdir"])
+def test_a_second_deployment_of_a_running_output_or_workdir_is_refused(
+        tmp_path: Path, shared: str) -> None:
+    """Two `deploy local` of one output (or one workdir) at once both ran, writing one
+    result, status and checkpoint (or one site's state) from two ServerApps. The second is
+    refused now, in one line, before anything is prepared or started."""
+    from fedlabels.deploy.launcher import deploy_local
+    from fedlabels.runs.run_lock import checkpoint_lock
+
+    first_out, first_work = tmp_path / "a" / "r.json", tmp_path / "wa"
+    held = checkpoint_path(first_out) if shared == "output" else first_work / "deployment"
+    out = first_out if shared == "output" else tmp_path / "b" / "r.json"
+    work = first_work if shared == "workdir" else tmp_path / "wb"
+    with checkpoint_lock(held), \
+            pytest.raises(FedLabelsError, match="belongs to a run still going in another "
+                                                f"process \\(pid {os.getpid()}\\)"):
+        deploy_local(SMALL, workdir=work, output=out, timeout=5)
+    assert not (work / "sites").exists() and not (work / "logs").exists()
 
 
 def test_a_run_flower_ends_says_interrupted(tmp_path: Path,

@@ -54,8 +54,10 @@ from fedlabels.deploy.processes import (
 from fedlabels.deploy.watchdog import record_processes
 from fedlabels.engines.flower.prepare import PreparedRun, prepare_run
 from fedlabels.results import RunResult, load_result
+from fedlabels.runs.checkpoint import checkpoint_path
 from fedlabels.runs.config import RunConfig
 from fedlabels.runs.loop import terminate_as_interrupt
+from fedlabels.runs.run_lock import checkpoint_lock
 
 # The SuperLink's SuperExec keeps Flower's default poll (a task every 1 s): it only starts
 # a run's ServerApp; asking every 0.1 s kept 7 % of a core busy at rest (docs/deployment.md).
@@ -499,13 +501,26 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
     """Run ``cfg`` over a SuperLink and ``cfg.clients`` SuperNodes on 127.0.0.1.
 
     Writes the site files, the app and the logs under ``workdir`` and the result JSON to
-    ``output`` (default ``workdir/result.json``); returns the result. ``secure=True`` runs
-    with TLS and SuperNode authentication (fresh CA and node keys under ``workdir``).
+    ``output`` (default ``workdir/sites/result.json``); returns the result. ``secure=True``
+    runs with TLS and SuperNode authentication (fresh CA and node keys under ``workdir``).
+    A second deployment of the same ``output`` or ``workdir`` while one runs is refused
+    before anything starts (both would write one result, checkpoint and site state).
     """
     from fedlabels.engines.flower import require_flwr
 
     require_flwr()
     workdir = Path(workdir).resolve()
+    out = Path(output).resolve() if output else workdir / "sites" / "result.json"
+    # one deployment at a time writes a result (and its checkpoint), or uses a workdir
+    with checkpoint_lock(checkpoint_path(out)), checkpoint_lock(workdir / "deployment"):
+        return _deploy_local(cfg, workdir, out, reply_timeout=reply_timeout,
+                             node_timeout=node_timeout, timeout=timeout, secure=secure,
+                             progress=progress, database=database, resume=resume)
+
+
+def _deploy_local(cfg: RunConfig, workdir: Path, output: Path, *, reply_timeout: float,
+                  node_timeout: float, timeout: float, secure: bool, progress: bool,
+                  database: str | Path | None, resume: bool) -> RunResult:
     prepared = prepare_run(cfg, workdir / "sites", output=output, reply_timeout=reply_timeout,
                            node_timeout=node_timeout)
     if resume:  # the same sites (split again identically), their saved state, the checkpoint
