@@ -247,3 +247,17 @@ def test_methods_listing_shows_default_model_and_threat_model(capsys):
     assert "guarantee formal against anyone who sees the released labels" in out
     assert "not the server, which receives the weights and the votes in the clear" in out
     assert "default model: none (it trains no model)" in out
+
+
+def test_ctrl_c_while_the_cli_starts_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C in the first second (the subcommands' modules being imported) was a
+    traceback ending in KeyboardInterrupt; it is one line and exit status 130, as later."""
+    import fedlabels.cli as cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["datasets"]) == 130
+    assert capsys.readouterr().err == "fedlabels: interrupted\n"

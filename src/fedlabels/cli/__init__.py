@@ -126,6 +126,18 @@ def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPars
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a Ctrl-C is one line and exit status 130, also during start-up
+    (importing the subcommands' modules takes a second: a Ctrl-C then was a traceback)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("fedlabels: interrupted", file=sys.stderr)
+        if argv is None:
+            sys.exit(130)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     from fedlabels.core.provenance import command_line
 
     parser = build_parser()
