@@ -138,6 +138,9 @@ def test_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
     votes = np.stack([m.predict(fed.X_public) for m in simulated.client_models])
     with np.load(server_state_path(spec.output)) as state:
         np.testing.assert_array_equal(state["labels"], majority_vote(votes, fed.n_classes))
+    # computed from the sites' private data: owner-only, as a run's models file (was 0644)
+    assert server_state_path(spec.output).stat().st_mode & 0o777 == 0o600
+    assert not list(server_state_path(spec.output).parent.glob(".*tmp*"))
     # the client state lives only in context.state, as plain arrays and scalars
     for ctx in grid.contexts.values():
         assert all(name in ctx.state for name in STATE_RECORDS)

@@ -45,6 +45,7 @@ from flwr.serverapp import ServerApp
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
+from fedlabels.core.private_files import write_private_with
 from fedlabels.engines.flower.grid import FlowerGrid
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ServerRole
@@ -367,14 +368,15 @@ def server_state_path(output: str | Path) -> Path:
 
 
 def save_final_arrays(server: ServerRole, output: str | Path) -> None:
-    """``server.final_arrays()`` beside the result, atomically (nothing if it has none)."""
+    """``server.final_arrays()`` beside the result (nothing if it has none): atomically,
+    durably and owner-only (0600), as the models file of a simulator run is: FedAvg's global
+    weights and FedCT's consensus labels are computed from the sites' private data. (It was
+    world-readable, written through one fixed temporary name, without fsync.)"""
     arrays = server.final_arrays()
     if not arrays:
         return
-    path = server_state_path(output)
-    tmp = path.with_name(f".{path.name}.tmp.npz")
-    np.savez(tmp, allow_pickle=False, **arrays)
-    tmp.replace(path)
+    write_private_with(server_state_path(output),
+                       lambda fh: np.savez(fh, allow_pickle=False, **arrays), tighten=False)
 
 
 app = ServerApp()
