@@ -388,6 +388,35 @@ def test_a_ctrl_c_mid_round_keeps_the_last_file_not_the_half_done_round(
     assert counts["written"] + counts["rounds_not_checkpointed"] == ROUNDS
 
 
+def test_a_dp_run_checkpoints_each_round_before_anything_of_it_is_shown(
+        fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DP run's checkpoints were paced like any run's: interrupted in round 21 it resumed
+    from round 1's and released rounds 2 to 21 again with fresh noise, though their results
+    had been shown and written, and the result counted one release of each. A DP run now
+    writes each round's checkpoint before the round's hook (its progress line) runs: a
+    Ctrl-C leaves the checkpoint and the interrupted result at the same round."""
+    real = ckpt_module.write_checkpoint
+
+    def slow(*args: Any, **kw: Any) -> Path:
+        time.sleep(0.2)  # a large file on a slow disk: a paced write lags the rounds
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ckpt_module, "write_checkpoint", slow)
+    path, on_disk = tmp_path / "dp.checkpoint.npz", []
+
+    def shown(record: RoundRecord) -> None:
+        on_disk.append(len(load_checkpoint(path).records) if path.exists() else 0)
+
+    part = simulate(METHODS["dp-fedct"], fed, as_models("dt"), rounds=ROUNDS, period=PERIOD,
+                    seed=SEED, progress=False, options={"epsilon": 2.0, "mechanism": "xor"},
+                    checkpoint=path, on_round=shown,
+                    wrap_grid=lambda grid: InterruptedAfterTraining(grid, 2,
+                                                                    threading.Event()))
+    assert part.extra["interrupted"] and len(part.rounds) == 2
+    assert on_disk == [1, 2]
+    assert len(load_checkpoint(path).records) == 2
+
+
 def test_a_hook_that_stops_the_run_has_its_round_checkpointed(
         fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An ``on_round`` hook stops the run after round 2, whose checkpoint was put off (round

@@ -84,6 +84,18 @@ class InProcessGrid:
         return replies
 
 
+def releases_privacy(server: Any) -> bool:
+    """Whether the run's rounds are DP releases (its server keeps a privacy ledger). Such a
+    run checkpoints every round before anything of it is shown (the round's progress line,
+    an interrupted run's result), not paced in the background: a paced run interrupted after
+    round 21 resumed from round 1's checkpoint and released rounds 2 to 21 again with fresh
+    noise, its result counting one release of each where two were made (and the first
+    ones' results had been written)."""
+    from fedlabels.privacy.ledger import Ledger
+
+    return isinstance(getattr(server, "ledger", None), Ledger)
+
+
 def simulate(
     method: Method,
     federation: Federation,
@@ -204,7 +216,8 @@ def simulate(
                 attack=attack, participation=participation, dropout=dropout, deadline=deadline,
                 data=federation.fingerprint() if kept else None),
                 dict(config or {}), plan.settings.rounds, server, clients, meter, started,
-                client_states=None if pool is None else pool.states, background=True)
+                client_states=None if pool is None else pool.states,
+                background=not releases_privacy(server))
             done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
             try:
                 with RoundProgress(rounds, f"{method.name} on {federation.name}",
