@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -261,3 +262,27 @@ def test_ctrl_c_while_the_cli_starts_is_one_line(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["datasets"]) == 130
     assert capsys.readouterr().err == "fedlabels: interrupted\n"
+
+
+def test_suggested_commands_name_a_path_with_spaces_as_one_argument(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The commands a message tells you to run are pasted into a shell: a path with spaces
+    (or quotes) was written bare, so `fedlabels resume my runs/r.json` resumed `my`."""
+    import re
+    import shlex
+
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.core.private_files import check_private
+
+    out = tmp_path / "my runs" / "r é's.json"
+    assert main(["run", "--method", "fedct", "--dataset", "breast_cancer", "--clients", "3",
+                 "--rounds", "1", "--model", "dt", "--no-progress", "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    command = re.search(r"`(fedlabels resume .*?)` can extend", said)
+    assert command and shlex.split(command.group(1)) == [
+        "fedlabels", "resume", str(out), "--rounds", "N"]
+    out.chmod(0o644)
+    with pytest.raises(FedLabelsError) as info:
+        check_private(out, "the file")
+    chmod = re.search(r"`(chmod 600 .*)`", str(info.value))
+    assert chmod and shlex.split(chmod.group(1)) == ["chmod", "600", str(out)]

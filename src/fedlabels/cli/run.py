@@ -4,6 +4,7 @@ beside its rounds; or a checkpointed run continued."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import warnings
 from collections.abc import Iterator
@@ -75,7 +76,8 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
     kept = files["checkpoint"]
     if kept.is_file() and not result.extra.get("interrupted"):
         info(f"checkpoint: {kept} ({_size(kept.stat().st_size)}), kept so that `fedlabels "
-             f"resume {files['result']} --rounds N` can extend the run; delete it if not")
+             f"resume {shlex.quote(str(files['result']))} --rounds N` can extend the run; "
+             "delete it if not")
     where = device_line(result.extra.get("device") or {})
     if where:  # only where the run asked for more than the CPU, fp32, one by one
         info(where)

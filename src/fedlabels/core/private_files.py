@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -105,7 +106,7 @@ def check_private(path: Path, what: str) -> None:
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise FedLabelsError(f"{what} {path} is accessible by others (mode {mode:o}); run "
-                             f"`chmod 600 {path}`.")
+                             f"`chmod 600 {shlex.quote(str(path))}`.")
 
 
 def make_key_once(path: Path) -> None:

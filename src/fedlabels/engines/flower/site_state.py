@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import shlex
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -145,7 +146,7 @@ def site_key(path: Path) -> bytes:
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise FedLabelsError(f"the site's state key {path} is readable by others (mode "
-                             f"{mode:o}); run `chmod 600 {path}`.")
+                             f"{mode:o}); run `chmod 600 {shlex.quote(str(path))}`.")
     key = path.read_bytes()
     if len(key) != KEY_BYTES:
         raise FedLabelsError(f"the site's state key {path} has {len(key)} bytes, not "
