@@ -286,3 +286,16 @@ def test_suggested_commands_name_a_path_with_spaces_as_one_argument(
         check_private(out, "the file")
     chmod = re.search(r"`(chmod 600 .*)`", str(info.value))
     assert chmod and shlex.split(chmod.group(1)) == ["chmod", "600", str(out)]
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-checkpoint"]])
+def test_a_refused_run_leaves_no_empty_output_directories(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]) -> None:
+    """A run refused once its options meet the data (DP-FedCT's default mechanism would be
+    noise at this ε) left the new directories of its --output behind, empty."""
+    out = tmp_path / "new" / "sub" / "a.json"
+    assert main(["run", "--method", "dp-fedct", "--epsilon", "8", "--dataset",
+                 "breast_cancer", "--clients", "3", "--rounds", "6", "--no-progress",
+                 "-o", str(out), *flags]) == 2
+    assert "would flip each label bit" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

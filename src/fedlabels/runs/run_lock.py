@@ -6,7 +6,8 @@ result. :func:`checkpoint_lock` takes an exclusive ``flock`` on ``.X.checkpoint.
 beside the checkpoint for the run's whole length, and removes the file at the end; the
 kernel releases the lock when the process ends, a SIGKILL included (the file then stays,
 unlocked), so a stale lock never blocks a resume. Where ``fcntl`` is missing
-(Windows) no lock is taken.
+(Windows) no lock is taken. Directories it made for the lock are removed at the end if
+they are still empty (a run refused after the lock was taken left them behind).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def checkpoint_lock(checkpoint: str | Path) -> Iterator[None]:
         yield
         return
     path = lock_path(checkpoint)
+    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     private_dir(path.parent, tighten=False)  # as the checkpoint makes it: 0700 where missing
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -61,3 +63,8 @@ def checkpoint_lock(checkpoint: str | Path) -> Iterator[None]:
     finally:
         path.unlink(missing_ok=True)  # while still held: a newcomer opens a fresh file
         os.close(fd)  # releases the lock
+        for folder in made:  # a run refused (or stopped) before it wrote a file: no
+            try:             # empty directories of its output left behind
+                folder.rmdir()
+            except OSError:  # not empty (the run's files), or not ours to remove
+                break
