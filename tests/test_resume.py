@@ -417,6 +417,23 @@ def test_a_dp_run_checkpoints_each_round_before_anything_of_it_is_shown(
     assert len(load_checkpoint(path).records) == 2
 
 
+def test_a_checkpoint_write_a_sigkill_cut_short_is_cleared_by_the_next_run(
+        fed: Federation, tmp_path: Path) -> None:
+    """A SIGKILL during a checkpoint write left its temporary file (every client's model, as
+    large as the checkpoint) beside it for good; the next run or resume of that checkpoint
+    removes it, and nothing else."""
+    path = tmp_path / "run.checkpoint.npz"
+    sim("fedct", fed, rounds=1, checkpoint=path)
+    left = tmp_path / ".run.checkpoint.npz.7648cf70.tmp"  # as write_private_with names it
+    left.write_bytes(path.read_bytes()[:1000])
+    kept = [tmp_path / ".run.checkpoint.npz.lock.tmp", tmp_path / ".other.npz.7648cf70.tmp"]
+    for other in kept:
+        other.write_bytes(b"x")
+    sim("fedct", fed, resume=path)
+    assert not left.exists() and all(other.exists() for other in kept)
+    assert len(load_checkpoint(path).records) == ROUNDS
+
+
 def test_a_hook_that_stops_the_run_has_its_round_checkpointed(
         fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An ``on_round`` hook stops the run after round 2, whose checkpoint was put off (round

@@ -7,14 +7,16 @@ beside the checkpoint for the run's whole length, and removes the file at the en
 kernel releases the lock when the process ends, a SIGKILL included (the file then stays,
 unlocked), so a stale lock never blocks a resume. Where ``fcntl`` is missing
 (Windows) no lock is taken. Directories it made for the lock are removed at the end if
-they are still empty (a run refused after the lock was taken left them behind).
+they are still empty (a run refused after the lock was taken left them behind); the
+temporary file of a checkpoint write a SIGKILL interrupted is removed once the lock is held.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from fedlabels.core.errors import FedLabelsError
@@ -59,6 +61,7 @@ def checkpoint_lock(checkpoint: str | Path) -> Iterator[None]:
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
+        _remove_stale_writes(Path(checkpoint))
         yield
     finally:
         path.unlink(missing_ok=True)  # while still held: a newcomer opens a fresh file
@@ -68,3 +71,16 @@ def checkpoint_lock(checkpoint: str | Path) -> Iterator[None]:
                 folder.rmdir()
             except OSError:  # not empty (the run's files), or not ours to remove
                 break
+
+
+def _remove_stale_writes(checkpoint: Path) -> None:
+    """Remove the temporary files of checkpoint writes that a killed run left beside
+    ``checkpoint`` (``.X.checkpoint.npz.<8 hex>.tmp``, from ``write_private_with``): each
+    held every client's model, as large as the checkpoint, and stayed for good. Called with
+    the lock held: no other process is writing one."""
+    made = re.compile(re.escape(f".{checkpoint.name}.") + r"[0-9a-f]{8}\.tmp")
+    with suppress(OSError):
+        for entry in os.scandir(checkpoint.parent):
+            if made.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with suppress(OSError):
+                    os.unlink(entry.path)
