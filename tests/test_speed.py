@@ -104,6 +104,38 @@ def test_lines_when_redirected_one_per_evaluation(verbosity):
     assert stream.getvalue() == "fedct on wine: round 1/3 (0.50 s, 200 B up per client)\n"
 
 
+def test_a_long_round_shows_its_steps(monkeypatch):
+    """A round that shows nothing for quiet_seconds says which exchange it is in (a one-round
+    XCLP on hundreds of clients printed nothing for minutes); a short one adds no line."""
+    stream = _Stream(tty=False)
+    with RoundProgress(1, "xclp on letter", True, stream) as shown:
+        shown.step("xclp.setup", 0, 300)  # inside quiet_seconds: no line
+        monkeypatch.setattr(RoundProgress, "quiet_seconds", 0.0)
+        shown.step("xclp.hamming", 0, 300)
+        shown.update(_record(1, [0.9, 0.8]))
+    assert stream.getvalue().splitlines() == [
+        "xclp on letter: round 1/1: xclp.hamming to 300 clients (0 s into the round)",
+        "xclp on letter: round 1/1: mean accuracy 0.850"]
+    bar = _Stream(tty=True)
+    with RoundProgress(2, "xclp on letter", None, bar) as shown:
+        shown.step("xclp.rowsums", 0, 300)
+    assert "round 1: xclp.rowsums" in bar.getvalue()
+
+
+def test_a_simulated_run_tells_its_progress_each_exchange(monkeypatch):
+    """The simulator's grid reports every exchange to the progress display, in order."""
+    seen: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(RoundProgress, "step",
+                        lambda self, kinds, rnd, n: seen.append((kinds, rnd, n)))
+    import fedlabels as fl
+
+    fed = fl.load_federation("wine", clients=3, seed=0)
+    fl.run("fedct", fed, model="dt", rounds=2, progress=False)
+    assert [rnd for _, rnd, _ in seen] == sorted(rnd for _, rnd, _ in seen)
+    assert {rnd for _, rnd, _ in seen} == {0, 1} and all(n == 3 for _, _, n in seen)
+    assert any(kinds.startswith("fedct.") for kinds, _, _ in seen)
+
+
 def test_bar_only_on_a_terminal():
     stream = _Stream(tty=True)
     with RoundProgress(2, "fedct on wine", None, stream) as shown:

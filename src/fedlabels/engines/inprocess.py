@@ -44,7 +44,7 @@ from fedlabels.runs.loop import (
     uses_iterative,
 )
 from fedlabels.runs.participation import Participation, ParticipationGrid
-from fedlabels.runs.progress import RoundProgress
+from fedlabels.runs.progress import RoundProgress, StepsShown
 from fedlabels.runs.run_lock import checkpoint_lock
 from fedlabels.runs.session import build_session
 
@@ -223,7 +223,8 @@ def simulate(
                 with RoundProgress(rounds, f"{method.name} on {federation.name}",
                                    progress) as shown:
                     records, interrupted = run_rounds(
-                        server, grid, meter, rounds=rounds, period=period, eval_every=eval_every,
+                        server, StepsShown(grid, shown), meter, rounds=rounds, period=period,
+                        eval_every=eval_every,
                         iterative=uses_iterative(learners), all_cids=cids,
                         on_round=keeper.hook(on_round), progress=shown, records=done,
                         catch_interrupt=True, draw=draw)

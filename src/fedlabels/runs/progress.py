@@ -14,6 +14,7 @@ lines (only errors and the final table), verbose a line per round even on a term
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
@@ -55,7 +56,12 @@ def progress_mode(progress: bool | None, stream: TextIO | None = None) -> str:
 
 
 class RoundProgress:
-    """Shows each finished round (:meth:`update`) as a bar, a line, or not at all."""
+    """Shows each finished round (:meth:`update`) as a bar, a line, or not at all; and, in a
+    long round, the exchange it is in (:meth:`step`)."""
+
+    #: seconds without a line after which a step is shown as a line of its own (a one-round
+    #: method on hundreds of clients, e.g. XCLP, otherwise printed nothing for minutes)
+    quiet_seconds = 30.0
 
     def __init__(self, total: int, desc: str, progress: bool | None,
                  stream: TextIO | None = None) -> None:
@@ -63,13 +69,28 @@ class RoundProgress:
         self.stream = stream
         self.mode = progress_mode(progress, stream)
         self._bar: Any = None
+        self._shown = self._round_start = time.monotonic()
         if self.mode == "bar":
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=total, desc=desc, unit="round", leave=False,
                              file=stream or sys.stderr)
 
+    def step(self, kinds: str, rnd: int, n_clients: int) -> None:
+        """The round ``rnd`` (0-based) sends ``kinds`` to ``n_clients`` clients: the bar
+        names the step; a line says it when nothing was shown for :attr:`quiet_seconds`."""
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"round {rnd + 1}: {kinds}", refresh=True)
+            return
+        now = time.monotonic()
+        if self.mode != "off" and now - self._shown >= self.quiet_seconds:
+            print(f"{self.desc}: round {rnd + 1}/{self.total}: {kinds} to {n_clients} "
+                  f"client{'s' if n_clients != 1 else ''} ({now - self._round_start:.0f} s "
+                  "into the round)", file=self.stream or sys.stderr, flush=True)
+            self._shown = now
+
     def update(self, record: RoundRecord) -> None:
+        self._shown = self._round_start = time.monotonic()
         if self._bar is not None:
             self._bar.update(1)
             if record.accuracies:
@@ -101,3 +122,19 @@ class RoundProgress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class StepsShown:
+    """A grid that tells a :class:`RoundProgress` each exchange it runs (its message kinds
+    and how many clients), then runs it on ``grid``; anything else is ``grid``'s."""
+
+    def __init__(self, grid: Any, shown: RoundProgress) -> None:
+        self.grid, self.shown = grid, shown
+
+    def exchange(self, messages: Any, rnd: int) -> Any:
+        kinds = ", ".join(sorted({m.kind for m in messages.values()}))
+        self.shown.step(kinds, rnd, len(messages))
+        return self.grid.exchange(messages, rnd)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.grid, name)
