@@ -31,12 +31,29 @@ from fedlabels.deploy.processes import finalise_status, send, start_time
 
 def running(pid: int, started: str | None) -> bool:
     """Whether ``pid`` is the process that started at ``started`` and has not exited (a zombie
-    has exited)."""
+    has exited). Without ``/proc`` (not Linux) only whether the pid exists: the watchdog
+    would otherwise take a live launcher for a dead one and finalise its status."""
+    if not _has_proc():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # it exists, owned by someone else
+            return True
+        return True
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        stat = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return False
     return stat[0] not in ("Z", "X") and (started is None or stat[19] == started)
+
+
+#: the process table (Linux); absent elsewhere
+PROC = Path("/proc")
+
+
+def _has_proc() -> bool:
+    return (PROC / "self" / "stat").is_file()
 
 
 def record_processes(path: Path, seen: dict[int, str | None]) -> None:
