@@ -70,17 +70,33 @@ def unit_targets(y: Any, y_test: Any, target_range: Any) -> tuple[np.ndarray, np
     ya = numeric_targets(y, "y")
     yt = None if y_test is None else numeric_targets(y_test, "y_test")
     declared = parse_target_range(target_range)
+    every = ya if yt is None else np.concatenate([ya, yt])
+    if every.min() == every.max():
+        raise FedLabelsError(f"every target equals {every.min():g}; there is nothing to "
+                             "regress.")
     if declared is None:
-        every = ya if yt is None else np.concatenate([ya, yt])
-        if every.min() == every.max():
-            raise FedLabelsError(f"every target equals {every.min():g}; there is nothing to "
-                                 "regress.")
         declared, source = (float(every.min()), float(every.max())), "table"
     else:
+        _check_within(every, declared)
         source = "declared"
     lo, hi = declared
+    if not np.isfinite(hi - lo):  # the unit map would give 0 and NaN targets
+        raise FedLabelsError(f"the target range [{lo:g}, {hi:g}] is wider than a float64 can "
+                             "hold; divide the target by a power of ten first (e.g. 1e300).")
     return ((ya - lo) / (hi - lo), None if yt is None else (yt - lo) / (hi - lo),
             declared, source)
+
+
+def _check_within(targets: np.ndarray, declared: tuple[float, float]) -> None:
+    """A declared range holds every target: FedCT clips its releases to the range, so a
+    target outside it would be learnt wrongly without a word."""
+    lo, hi = declared
+    outside = int(np.count_nonzero((targets < lo) | (targets > hi)))
+    if outside:
+        raise FedLabelsError(f"{outside} of {len(targets)} targets lie outside the declared "
+                             f"target range [{lo:g}, {hi:g}] (they span {targets.min():g} to "
+                             f"{targets.max():g}); declare a range that holds every target "
+                             "(--target-range LO,HI).")
 
 
 def check_partition_for_task(kind: str, task: str) -> None:
