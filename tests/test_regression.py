@@ -220,3 +220,34 @@ def test_constant_and_overflowing_targets_are_refused():
     y = np.random.default_rng(1).uniform(-1.0, 1.0, 200) * 1.5e308
     with pytest.raises(FedLabelsError, match="wider than a float64 can hold"):
         make_federation(X, y, clients=3, unlabeled=50, task="regression")
+
+
+def test_predict_gives_targets_in_their_units(tmp_path):
+    """Predicting with a regression run's models was refused ("not supported yet")."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = 30.0 * X[:, 0] - 20.0 * X[:, 1] + rng.normal(size=300) + 500.0
+    fed = make_federation(X[:240], y[:240], X_test=X[240:], y_test=y[240:], clients=3,
+                          unlabeled=60, task="regression", seed=0)
+    result = run("fedct", fed, model="logreg", rounds=2, seed=0, progress=False)
+    final = result.final
+    per_client = [result.predict(X[240:], client=k) for k in range(3)]
+    for k, pred in enumerate(per_client):  # the reported test scores, by scikit-learn
+        assert np.sqrt(mean_squared_error(y[240:], pred)) == pytest.approx(
+            final["client_rmse"][k], rel=1e-6)
+        assert r2_score(y[240:], pred) == pytest.approx(final["client_r2"][k], rel=1e-6)
+    np.testing.assert_allclose(result.predict(X[240:]), np.median(per_client, axis=0))
+    # from the files the CLI writes: the models file keeps the target range
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,c,y\n" + "".join(f"{u},{v},{w},{t}\n" for (u, v, w), t
+                                            in zip(X, y, strict=True)))
+    out, preds = tmp_path / "r.json", tmp_path / "p.csv"
+    assert main(["run", "--method", "fedct", "--dataset", f"csv:{table}:y", "--task",
+                 "regression", "--model", "logreg", "--rounds", "2", "--clients", "3",
+                 "--output", str(out), "--no-progress"]) == 0
+    assert main(["predict", str(out), str(table), "-o", str(preds)]) == 0
+    import pandas as pd
+
+    frame = pd.read_csv(preds)
+    assert r2_score(frame["y"], frame["prediction"]) > 0.99
+    assert np.sqrt(mean_squared_error(frame["y"], frame["prediction"])) < 3.0

@@ -24,7 +24,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.core.files import check_outputs, run_files, write_atomic, writing
-    from fedlabels.results.predict import predict_file, run_sep
+    from fedlabels.results.predict import predict_file, run_sep, run_task
 
     out = Path(args.output).expanduser()
     if out.suffix.lower() != ".csv":
@@ -37,7 +37,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     frame = predict_file(args.result, args.data, client=args.client, sep=sep)
     with writing("the predictions"):
         write_atomic(out, frame.to_csv(index=False, sep=sep))
-    who = f"client {args.client}" if args.client is not None else "majority vote of the clients"
+    who = (f"client {args.client}" if args.client is not None else
+           "median of the clients" if run_task(args.result) == "regression" else
+           "majority vote of the clients")
     print(f"wrote {len(frame)} prediction{'' if len(frame) == 1 else 's'} ({who}) to {out}")
     return 0
 
@@ -58,7 +60,8 @@ def add_report_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("predict", help="label new raw data with a finished run's client models "
-                                       "(majority vote, or one client's)")
+                                       "(majority vote, or one client's; a regression "
+                                       "run: the median of the clients' predictions)")
     p.add_argument("result", help="result JSON of `fedlabels run` (its .models.npz beside it; "
                                   "loading it never runs code)")
     p.add_argument("data", help="CSV with the training table's feature columns; for a run on "
@@ -66,7 +69,7 @@ def add_report_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True,
                    help="CSV to write: the rows with a `prediction` column")
     p.add_argument("--client", type=int, help="use this client's model (0-based) instead of "
-                                              "the majority vote")
+                                              "the majority vote (the median on regression)")
     p.add_argument("--sep", help="field separator of the data CSV, also used for the output "
                                  "(default: the run's --sep, else ',')")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")

@@ -46,12 +46,16 @@ class Preprocessing:
     # images read from files: how (fedlabels.data.images.image_input), so that new images,
     # or their paths, are read alike; None: the rows are the inputs
     image: dict[str, Any] | None = None
+    # a regression run: the public target range [lo, hi] whose unit scale the models
+    # predict on, so predictions go back to the target's units; None: classification
+    target_range: tuple[float, float] | None = None
 
     @classmethod
     def of(cls, X: Any, feature_names: Sequence[str], class_names: Sequence[str],
            mean: np.ndarray | None, std: np.ndarray | None,
            text: bool = False, pca: PublicPCA | None = None,
-           label_dtype: str | None = None) -> Preprocessing:
+           label_dtype: str | None = None,
+           target_range: tuple[float, float] | None = None) -> Preprocessing:
         """The preprocessing of raw ``X`` (an array or a DataFrame) into ``feature_names``."""
         import pandas as pd
 
@@ -59,14 +63,14 @@ class Preprocessing:
         if text:
             return cls(feature_names=[str(f) for f in feature_names],
                        class_names=[str(c) for c in class_names], text=True,
-                       label_dtype=label_dtype)
+                       label_dtype=label_dtype, target_range=target_range)
         return cls(feature_names=[str(f) for f in feature_names],
                    class_names=[str(c) for c in class_names],
                    columns=[str(c) for c in X.columns] if is_frame else None,
                    categorical=tuple(str(c) for c in categorical_columns(X)) if is_frame else (),
                    mean=None if mean is None else np.asarray(mean, dtype=np.float64),
                    std=None if std is None else np.asarray(std, dtype=np.float64), pca=pca,
-                   label_dtype=label_dtype)
+                   label_dtype=label_dtype, target_range=target_range)
 
     def class_values(self) -> np.ndarray:
         """The class labels as the type of the original ``y`` (``class_names`` are text)."""
@@ -147,7 +151,9 @@ class Preprocessing:
                 "mean": None if self.mean is None else self.mean.tolist(),
                 "std": None if self.std is None else self.std.tolist(), "text": self.text,
                 **({"pca": self.pca.to_dict()} if self.pca is not None else {}),
-                **({"image": self.image} if self.image is not None else {})}
+                **({"image": self.image} if self.image is not None else {}),
+                **({"target_range": list(self.target_range)}
+                   if self.target_range is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
@@ -160,7 +166,9 @@ class Preprocessing:
                    std=None if data.get("std") is None else np.asarray(data["std"]),
                    text=bool(data.get("text", False)), label_dtype=data.get("label_dtype"),
                    pca=None if data.get("pca") is None else PublicPCA.from_dict(data["pca"]),
-                   image=None if data.get("image") is None else dict(data["image"]))
+                   image=None if data.get("image") is None else dict(data["image"]),
+                   target_range=None if data.get("target_range") is None else
+                   (float(data["target_range"][0]), float(data["target_range"][1])))
 
 
 def label_dtype(y: Any) -> str:

@@ -9,6 +9,7 @@ saves it with the clients' models beside the result (``X.models.npz``), so that:
     result = fl.run("fedct", "csv:patients.csv:outcome", model="dt")
     labels = result.predict(new_rows)                 # majority vote of the clients
     labels = result.predict(new_rows, client=2)       # one client's model
+    targets = reg_result.predict(new_rows)            # regression: median, target's units
 
 or ``fedlabels predict result.json new.csv -o predictions.csv`` gives labels in the
 original label names for rows of raw data laid out like the training table.
@@ -46,17 +47,39 @@ def predict_codes(models: Sequence[Any], X: np.ndarray, n_classes: int,
     return votes.argmax(axis=1)
 
 
+def predict_targets(models: Sequence[Any], target_range: tuple[float, float], X: np.ndarray,
+                    client: int | None = None) -> np.ndarray:
+    """A regression run's predictions in the target's units: one client's model, or the
+    median over the clients (FedCT's default consensus; the mean for an even number of
+    clients is that of the two middle values). The models predict on the unit scale
+    ``(y - lo) / (hi - lo)`` of the run's public target range."""
+    if not models:
+        raise FedLabelsError("this run has no client models to predict with.")
+    if client is not None and not 0 <= client < len(models):
+        raise FedLabelsError(f"client {client} does not exist; this run has clients "
+                             f"0..{len(models) - 1}.")
+    chosen = models if client is None else [models[client]]
+    unit = np.median([np.asarray(m.predict(X), dtype=np.float64).ravel() for m in chosen],
+                     axis=0)
+    lo, hi = target_range
+    return lo + (hi - lo) * unit
+
+
 def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: Any,
             client: int | None = None) -> np.ndarray:
     """Labels that ``models`` give the raw rows ``X_raw``, as the type of the training
-    labels (ints for ints, strings for strings)."""
+    labels (ints for ints, strings for strings); for a regression run, predicted targets
+    in the target's units (:func:`predict_targets`)."""
     if preprocessing is None:
         raise FedLabelsError("this run has no stored preprocessing (a run loaded from JSON "
                              "alone, or from an older version): predict from the result path "
                              "so the saved models and preprocessing are read.")
-    if not preprocessing.class_names:  # a regression run: no classes to vote on
-        raise FedLabelsError("predicting with the models of a regression run is not "
-                             "supported yet; only classification runs can be reused.")
+    if preprocessing.target_range is not None:
+        return predict_targets(models, preprocessing.target_range,
+                               preprocessing.transform(X_raw), client)
+    if not preprocessing.class_names:  # a regression run saved without its target range
+        raise FedLabelsError("this regression run's models file stores no target range "
+                             "(written by an older version); rerun to predict with it.")
     X = preprocessing.transform(X_raw)
     codes = predict_codes(models, X, len(preprocessing.class_names), client)
     return preprocessing.class_values()[codes]
@@ -127,6 +150,18 @@ def run_sep(result_path: str | Path) -> str | None:
         return None
     sep = config.get("sep") if isinstance(config, dict) else None
     return sep if isinstance(sep, str) and sep else None
+
+
+def run_task(result_path: str | Path) -> str:
+    """The task of a run's federation (``classification`` when the result does not say)."""
+    import json
+
+    try:
+        federation = json.loads(Path(result_path).read_text()).get("federation") or {}
+    except (OSError, ValueError, AttributeError):
+        return "classification"
+    task = federation.get("task") if isinstance(federation, dict) else None
+    return task if task == "regression" else "classification"
 
 
 def _header_is_data(frame: Any) -> bool:

@@ -118,7 +118,8 @@ class RunResult:
 
     def predict(self, X_raw: Any, client: int | None = None) -> np.ndarray:
         """Labels the clients' final models give raw rows laid out like the training data
-        (the majority vote of all clients, or ``client``'s model); see
+        (the majority vote of all clients, or ``client``'s model; for a regression run the
+        targets in their units, the median over the clients); see
         :mod:`fedlabels.results.predict`.
         """
         from fedlabels.results.predict import predict
