@@ -251,3 +251,27 @@ def test_predict_gives_targets_in_their_units(tmp_path):
     frame = pd.read_csv(preds)
     assert r2_score(frame["y"], frame["prediction"]) > 0.99
     assert np.sqrt(mean_squared_error(frame["y"], frame["prediction"])) < 3.0
+
+
+def test_inspect_a_linear_regressor_in_the_targets_units():
+    """`fedlabels inspect` of a regression run with logreg (Ridge) crashed: AttributeError
+    'Ridge' object has no attribute 'classes_'."""
+    from sklearn.base import clone
+
+    from fedlabels.reporting.inspect import inspect_models
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = 40.0 * X[:, 0] - 7.0 * X[:, 2] + rng.normal(size=200) + 300.0
+    fed = make_federation(X, y, clients=3, unlabeled=50, task="regression", seed=0)
+    result = run("centralized", fed, model="logreg", rounds=1, seed=0, progress=False)
+    [desc] = inspect_models(result)
+    # ridge is equivariant under the affine map of the target: refit on original units
+    pooled = fed.pooled()
+    lo, hi = fed.target_range
+    oracle = clone(result.client_models[0]).fit(pooled.X, lo + (hi - lo) * pooled.y)
+    shown = dict(desc["coefficients"]["target"])
+    for name, coef in zip(fed.feature_names, oracle.coef_, strict=True):
+        assert shown.get(name, 0.0) == pytest.approx(coef, rel=1e-4, abs=1e-6)
+    assert desc["intercept"] == pytest.approx(oracle.intercept_, rel=1e-6)
+    assert "target's units" in desc["text"]

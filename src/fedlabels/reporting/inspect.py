@@ -89,15 +89,27 @@ def _scaling(preprocessing: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(get("mean"), dtype=float), np.asarray(get("std"), dtype=float)
 
 
+def _target_range(preprocessing: Any) -> tuple[float, float] | None:
+    """A regression run's public target range, or None."""
+    if preprocessing is None:
+        return None
+    value = preprocessing.get("target_range") if isinstance(preprocessing, dict) else \
+        getattr(preprocessing, "target_range", None)
+    return None if value is None else (float(value[0]), float(value[1]))
+
+
 def describe_model(model: Any, feature_names: list[str] | None = None,
                    class_names: list[str] | None = None, top: int = 10,
-                   scaling: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+                   scaling: tuple[np.ndarray, np.ndarray] | None = None,
+                   target_range: tuple[float, float] | None = None) -> dict[str, Any]:
     """A structured, JSON-friendly description of one fitted model.
 
     Keys: ``kind``, ``estimator`` (class name), ``classes_seen``, ``feature_importances``
     (``[(feature, value)]``, largest first), ``text`` (tree text, rule list or summary) and
     kind-specific entries (``rules``, ``depth``, ``n_trees``, ``coefficients``, ...).
-    ``scaling`` (U's mean and std) turns tree thresholds back into the data's own units.
+    ``scaling`` (U's mean and std) turns tree thresholds back into the data's own units;
+    ``target_range`` (a regression run's) turns a linear regressor's coefficients and
+    intercept from the unit scale it learnt on back into the target's units.
     """
     from fedlabels.learners.tabular import GlobalLabelClassifier, RuleFitClassifier
 
@@ -154,6 +166,18 @@ def describe_model(model: Any, feature_names: list[str] | None = None,
         out.update(kind="rulefit", n_rules=len(rules), rules=rules[:max(top, 0) * 5],
                    text="\n".join(f"[{r['class']}] {r['coef']:+.3f}  if {r['rule']}  "
                                   f"(support {r['support']:.3f})" for r in rules))
+    elif hasattr(inner, "coef_") and not hasattr(inner, "classes_"):  # a linear regressor
+        lo, hi = target_range or (0.0, 1.0)
+        coef = (hi - lo) * np.ravel(inner.coef_)
+        intercept = lo + (hi - lo) * float(np.ravel(inner.intercept_)[0])
+        ranked = _top(coef, names, top)
+        unit = "the target's units" if target_range else "the model's output units"
+        out.update(kind="linear", coefficients={"target": ranked}, intercept=intercept,
+                   text=f"target ({unit}) = {intercept:.6g} "
+                        + " ".join(f"{v:+.4g}·{n}" for n, v in ranked)
+                        + (" + ..." if len(ranked) < coef.size else ""))
+        if not out["feature_importances"]:
+            out["feature_importances"] = _top(np.abs(coef), names, top)
     elif hasattr(inner, "coef_"):
         coef = np.atleast_2d(inner.coef_)
         cls = list(inner.classes_) if coef.shape[0] > 1 else [inner.classes_[-1]]
@@ -229,7 +253,8 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
     for cid, model in enumerate(models):
         if client is not None and cid != client:
             continue
-        desc = describe_model(model, names, classes, top=top, scaling=scaling)
+        desc = describe_model(model, names, classes, top=top, scaling=scaling,
+                              target_range=_target_range(preprocessing))
         spec = specs[cid] if cid < len(specs) else (specs[0] if specs else "")
         units = units_note(preprocessing) if desc["kind"] != "opaque" else None
         out.append({"client": cid, "spec": spec, **desc, "units": units})
