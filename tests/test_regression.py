@@ -4,6 +4,7 @@ quantised predictions, RMSE and R², and the errors for what does not apply."""
 from __future__ import annotations
 
 import json
+import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -275,3 +276,21 @@ def test_inspect_a_linear_regressor_in_the_targets_units():
         assert shown.get(name, 0.0) == pytest.approx(coef, rel=1e-4, abs=1e-6)
     assert desc["intercept"] == pytest.approx(oracle.intercept_, rel=1e-6)
     assert "target's units" in desc["text"]
+
+
+def test_a_numeric_target_read_as_classes_says_what_to_do():
+    """An integer quantity (a rounded price) became hundreds of classes without a word from
+    fedlabels; a float target's error did not say how to run it as regression."""
+    from fedlabels.core.errors import FedLabelsWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    price = np.round(100.0 * X[:, 0] + 500.0).astype(np.int64)
+    with pytest.warns(FedLabelsWarning, match="integer classes for 400 rows.*--task regression"):
+        make_federation(X, price, clients=3, unlabeled=80)
+    with pytest.raises(FedLabelsError, match="use --task regression"):
+        make_federation(X, price + 0.5, clients=3, unlabeled=80)
+    few = np.arange(400) % 25  # 25 classes of 16 rows: a class label, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FedLabelsWarning)
+        make_federation(X, few, clients=3, unlabeled=80)

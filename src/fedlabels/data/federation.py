@@ -245,10 +245,12 @@ def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
     if values.dtype.kind == "f":
         if not np.all(np.mod(values, 1) == 0):
             raise FedLabelsError(f"{what} must be integer or string class labels; got "
-                                 "non-integral floats (is this a regression target?).")
+                                 "non-integral floats; for a regression target use --task "
+                                 "regression (Python: task=\"regression\").")
         values = values.astype(np.int64)
     if values.dtype.kind in "iu":
         classes, codes = np.unique(values, return_inverse=True)
+        _warn_numeric_classes(len(classes), len(values), what)
         return codes.astype(np.int64), [str(c) for c in classes]
     if values.dtype.kind in "bOUS" or isinstance(series.dtype, pd.CategoricalDtype):
         if values.dtype.kind == "O":
@@ -281,6 +283,21 @@ def _check_one_label_type(values: np.ndarray, what: str) -> None:
             shown = " and ".join(f"{k} ({v!r})" for k, v in first.items())
             raise FedLabelsError(f"{what} mixes label types: {shown}; give every label the "
                                  "same type (e.g. y.astype(str)).")
+
+
+def _warn_numeric_classes(n_classes: int, n_rows: int, what: str) -> None:
+    """Warn when integer labels look like a numeric quantity (a count, a price): more than
+    20 classes and on average fewer than two rows per class."""
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    if n_classes > 20 and 2 * n_classes > n_rows:
+        warnings.warn(FedLabelsWarning(
+            f"{what} has {n_classes} integer classes for {n_rows} rows (under two rows a "
+            "class): if it is a numeric quantity, use --task regression (Python: "
+            "task=\"regression\")."),
+            stacklevel=4)
 
 
 def _warn_near_duplicate_classes(classes: list[str], what: str) -> None:
