@@ -294,3 +294,12 @@ def test_a_numeric_target_read_as_classes_says_what_to_do():
     with warnings.catch_warnings():
         warnings.simplefilter("error", FedLabelsWarning)
         make_federation(X, few, clients=3, unlabeled=80)
+
+
+def test_a_classification_metric_is_refused_before_a_regression_run(tmp_path, capsys):
+    """--metric macro_f1 on diabetes ran the whole run, then warned that it did not apply."""
+    out = tmp_path / "r.json"
+    assert main(["run", "--dataset", "diabetes", "--metric", "macro_f1", "--rounds", "1",
+                 "--output", str(out), "--no-progress"]) == 2
+    assert "--metric macro_f1 applies to classification" in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.iterdir())

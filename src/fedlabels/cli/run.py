@@ -30,6 +30,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.runs.loop import terminate_as_interrupt
 
     cfg = config_from_args(args, simulator=True)
+    _check_metric_for_task(cfg, args.metric)
     files = checked_outputs(cfg, args, checkpoint=SUFFIX)  # before any data is loaded
     checkpoint: Path | None = files["checkpoint"]
     if args.no_checkpoint:
@@ -42,6 +43,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run_config(cfg, progress=not args.no_progress, checkpoint=checkpoint,
                             save=False)  # written by _finish
     return _finish(result, files, args.metric)
+
+
+def _check_metric_for_task(cfg: Any, metric: str) -> None:
+    """``--metric`` picks a classification column: refuse it before a regression run, not
+    after it."""
+    if metric == "accuracy":
+        return
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.data.registry import get_dataset
+
+    task = cfg.task
+    if task is None and not cfg.dataset.startswith(("csv:", "imagefolder:")):
+        task = get_dataset(cfg.dataset).task
+    if task == "regression":
+        raise FedLabelsError(f"--metric {metric} applies to classification; {cfg.dataset!r} is "
+                             "a regression task, whose runs report RMSE and R²: drop --metric.")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
