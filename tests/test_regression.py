@@ -303,3 +303,22 @@ def test_a_classification_metric_is_refused_before_a_regression_run(tmp_path, ca
                  "--output", str(out), "--no-progress"]) == 2
     assert "--metric macro_f1 applies to classification" in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_plot_and_report_refuse_a_mix_of_tasks(tmp_path, diabetes):
+    """A regression and a classification run in one plot drew RMSE (76) on the axis
+    'mean client test accuracy'; the report page did the same."""
+    from fedlabels.reporting.plots import plot_accuracy
+    from fedlabels.reporting.report import write_report
+
+    reg = run("local", diabetes, model="dt", rounds=1, seed=0, progress=False)
+    cls = run("local", "breast_cancer", model="dt", rounds=1, seed=0, clients=3,
+              progress=False)
+    paths = [reg.save_json(tmp_path / "reg.json"), cls.save_json(tmp_path / "cls.json")]
+    results = [load_result(p) for p in paths]
+    with pytest.raises(FedLabelsError, match="mix regression runs"):
+        plot_accuracy(results, tmp_path / "mix.png")
+    with pytest.raises(FedLabelsError, match="mix regression runs"):
+        write_report(paths, tmp_path / "rep")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cls.json", "reg.json"]
+    plot_accuracy(results[:1], tmp_path / "reg.png")  # one task: as before

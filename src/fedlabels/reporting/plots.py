@@ -195,10 +195,22 @@ def whole_rounds(ax: Any) -> None:
         ax.set_xlim(first - 0.5, max(first, last) + 0.5)
 
 
+def one_task(results: Sequence[RunResult], verb: str) -> bool:
+    """Whether ``results`` are regression runs; a mix of tasks is an error (RMSE and
+    accuracy share no axis or column)."""
+    kinds = [r.federation.get("task") == "regression" for r in results]
+    if any(kinds) and not all(kinds):
+        names = sorted({r.dataset for r, k in zip(results, kinds, strict=True) if k})
+        raise FedLabelsError(f"these results mix regression runs ({', '.join(names)}) and "
+                             "classification runs, whose RMSE and accuracy share no axis; "
+                             f"{verb} each task on its own.")
+    return bool(kinds) and all(kinds)
+
+
 def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> Any:
     """The figure :func:`plot_accuracy` writes (kept open for the caller)."""
+    regression = one_task(results, "plot")
     labels, shared = legend_labels(results)
-    regression = all(r.federation.get("task") == "regression" for r in results)
     fig, ax = new_figure()
     curves = [(r, lb) for r, lb in zip(results, labels, strict=True)
               if r.method not in REFERENCE_METHODS]

@@ -265,6 +265,7 @@ def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: boo
     ``metric`` is the headline column. Returns the paths written and the page's warnings
     as (configuration, sentence)."""
     from fedlabels.core.files import check_outputs, writing
+    from fedlabels.reporting.plots import one_task
     from fedlabels.reporting.report_figures import figures
     from fedlabels.reporting.report_page import render_html
 
@@ -281,6 +282,7 @@ def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: boo
         unique.setdefault(key, p)
     paths = list(unique.values())
     results = [load_result(p) for p in paths]
+    one_task(results, "report")
     configs = group_runs(results)
     rows = summary_rows(configs)
     warned = configuration_warnings(configs, rows)
