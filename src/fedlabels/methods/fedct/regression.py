@@ -70,6 +70,25 @@ class FedCTRegressionClient(ClientRole):
         self.bits = regression_options(self.settings.options)[0]
         self.pseudo_y: np.ndarray | None = None  # the consensus on all of U (unit scale)
         self.handlers["fedct.train"] = self.train
+        self._warn_coarse_levels()
+
+    def _warn_coarse_levels(self) -> None:
+        """Warn (locally, from this client's own targets) when one quantisation level is
+        wider than the spread of the targets: every release then rounds to about the same
+        level and the consensus teaches nothing (a declared range far wider than the data)."""
+        y = np.asarray(self.data.y, dtype=np.float64)
+        step = 1.0 / ((1 << self.bits) - 1)
+        if len(y) > 1 and float(y.std()) < step:
+            import warnings
+
+            from fedlabels.core.errors import FedLabelsWarning
+
+            lo, hi = self.settings.target_range or (0.0, 1.0)
+            warnings.warn(FedLabelsWarning(
+                f"fedct at {self.bits} bits: one level of the target range [{lo:g}, {hi:g}] "
+                f"is {(hi - lo) * step:.4g} of the target's units, wider than the spread of "
+                "a client's targets, so its releases cannot tell them apart; declare a "
+                "tighter --target-range or raise --bits."), stacklevel=2)
 
     def training_data(self) -> TrainingData:
         if self.pseudo_y is None:
