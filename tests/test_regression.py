@@ -342,3 +342,27 @@ def test_a_declared_range_far_wider_than_the_targets_is_warned_of():
         run("fedct", tight, model="logreg", rounds=1, seed=0, progress=False)
         run("fedct", wide, model="logreg", rounds=1, seed=0, progress=False,
             options={"bits": 16})  # a level of 3.05 units: fine
+
+
+def test_inspect_a_regression_tree_shows_leaves_in_the_targets_units():
+    """A regression tree was 'no built-in interpretation'; its leaves are now printed in
+    the target's units, equal to scikit-learn's tree fitted on the original targets."""
+    import re
+
+    from sklearn.base import clone
+
+    from fedlabels.reporting.inspect import inspect_models
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = 40.0 * (X[:, 0] > 0) - 7.0 * X[:, 2] + 300.0
+    fed = make_federation(X, y, clients=3, unlabeled=50, task="regression", seed=0)
+    result = run("centralized", fed, model="dt(max_depth=2)", rounds=1, seed=0, progress=False)
+    [desc] = inspect_models(result)
+    shown = sorted(float(v) for v in re.findall(r"value: (\S+)", desc["text"]))
+    pooled = fed.pooled()
+    lo, hi = fed.target_range
+    oracle = clone(result.client_models[0]).fit(pooled.X, lo + (hi - lo) * pooled.y).tree_
+    leaves = sorted(oracle.value[oracle.children_left == -1].ravel())
+    assert desc["kind"] == "decision_tree" and len(shown) == len(leaves) == 4
+    np.testing.assert_allclose(shown, leaves, rtol=1e-5)

@@ -143,6 +143,19 @@ def describe_model(model: Any, feature_names: list[str] | None = None,
             text = _unscaled_tree_text(text, names, *scaling)
         out.update(kind="decision_tree", depth=int(inner.get_depth()),
                    n_leaves=int(inner.get_n_leaves()), text=text)
+    elif kind == "DecisionTreeRegressor":
+        from sklearn.tree import export_text
+
+        text = export_text(inner, feature_names=names, decimals=6)
+        if scaling is not None:
+            text = _unscaled_tree_text(text, names, *scaling)
+        lo, hi = target_range or (0.0, 1.0)
+        text = re.sub(r"value: \[(-?[\d.]+(?:e[-+]?\d+)?)\]",
+                      lambda m: f"value: {lo + (hi - lo) * float(m.group(1)):.6g}", text)
+        out.update(kind="decision_tree", depth=int(inner.get_depth()),
+                   n_leaves=int(inner.get_n_leaves()),
+                   text=("leaf values in the target's units\n" if target_range else "")
+                   + text)
     elif kind in ("RandomForestClassifier", "ExtraTreesClassifier"):
         depths = [e.get_depth() for e in inner.estimators_]
         out.update(kind="random_forest", n_trees=len(inner.estimators_),
