@@ -366,3 +366,14 @@ def test_inspect_a_regression_tree_shows_leaves_in_the_targets_units():
     leaves = sorted(oracle.value[oracle.children_left == -1].ravel())
     assert desc["kind"] == "decision_tree" and len(shown) == len(leaves) == 4
     np.testing.assert_allclose(shown, leaves, rtol=1e-5)
+
+
+def test_report_refuses_a_classification_metric_on_regression_runs(tmp_path, diabetes):
+    """`fedlabels report --metric auroc` on regression results was accepted and ignored."""
+    from fedlabels.reporting.report import write_report
+
+    path = run("local", diabetes, model="dt", rounds=1, seed=0,
+               progress=False).save_json(tmp_path / "reg.json")
+    with pytest.raises(FedLabelsError, match="--metric auroc applies to classification"):
+        write_report([path], tmp_path / "rep", metric="auroc")
+    assert [p.name for p in tmp_path.iterdir()] == ["reg.json"]

@@ -282,7 +282,9 @@ def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: boo
         unique.setdefault(key, p)
     paths = list(unique.values())
     results = [load_result(p) for p in paths]
-    one_task(results, "report")
+    if one_task(results, "report") and metric != "accuracy":
+        raise FedLabelsError(f"--metric {metric} applies to classification; these are "
+                             "regression runs, whose report shows RMSE and R²: drop --metric.")
     configs = group_runs(results)
     rows = summary_rows(configs)
     warned = configuration_warnings(configs, rows)
