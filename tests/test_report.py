@@ -557,3 +557,38 @@ def test_the_summary_table_says_where_each_configuration_trained(tmp_path):
         table = list(csv.DictReader(fh))
     assert [(t["device"], t["precision"]) for t in table] == [
         ("cpu", "fp32"), ("cuda:0 (NVIDIA H100 80GB HBM3)", "bf16")]
+
+
+def test_below_local_claims_harm_only_beyond_noise():
+    """'collaborating made the clients worse' needs the difference's 95 % interval below 0:
+    the paired t-interval over seeds (scipy's t.interval as the oracle), else binomial."""
+    from scipy import stats
+
+    from fedlabels.reporting.report import configuration_warnings
+    from fedlabels.results.caveats import below_reference
+
+    def warned(fed_accs: list[float]) -> str:
+        runs = [_result("local", s, [a]) for s, a in enumerate((0.90, 0.86, 0.88))]
+        runs += [_result("fedct", s, [a]) for s, a in enumerate(fed_accs)]
+        configs = group_runs(runs)
+        (line,) = [w for c, w in configuration_warnings(configs, summary_rows(configs))
+                   if "local-only" in w]
+        return line
+
+    close = [0.89, 0.87, 0.86]  # below on average, but seed by seed +-: noise
+    diffs = np.subtract(close, (0.90, 0.86, 0.88))
+    lo, hi = stats.t.interval(0.95, 2, loc=diffs.mean(), scale=stats.sem(diffs))
+    line = warned(close)
+    assert "within noise" in line and "made the clients worse" not in line
+    assert f"[{lo:+.3f}, {hi:+.3f}]" in line and "3 paired seeds" in line
+    far = [0.70, 0.68, 0.69]
+    diffs = np.subtract(far, (0.90, 0.86, 0.88))
+    lo, hi = stats.t.interval(0.95, 2, loc=diffs.mean(), scale=stats.sem(diffs))
+    line = warned(far)
+    assert "made the clients worse" in line and f"[{lo:+.3f}, {hi:+.3f}]" in line
+    # one seed each: the two accuracies' binomial noise on the test set
+    se = np.sqrt((0.87 * 0.13 + 0.875 * 0.125) / 114)
+    lo, hi = stats.norm.interval(0.95, loc=0.87 - 0.875, scale=se)
+    line = below_reference(0.87, 0.875, "local", n_test=114)
+    assert "within noise" in line and f"[{lo:+.3f}, {hi:+.3f}]" in line
+    assert "made the clients worse" in below_reference(0.70, 0.875, "local", n_test=114)

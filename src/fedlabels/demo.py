@@ -76,7 +76,7 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
             for r in results]
     table = format_table(rows)
     print(table)
-    warned = demo_warnings(rows)
+    warned = demo_warnings(rows, len(federation.y_test))
     for line in warned:
         print(line, file=sys.stderr)
     import pandas as pd
@@ -93,8 +93,9 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
     return results
 
 
-def demo_warnings(rows: list[dict[str, Any]]) -> list[str]:
-    """Each run's caveats, and a federated run below its model's local-only reference."""
+def demo_warnings(rows: list[dict[str, Any]], n_test: int | None = None) -> list[str]:
+    """Each run's caveats, and a federated run below its model's local-only reference
+    (beyond noise or not, on a test set of ``n_test`` records)."""
     from fedlabels.results.caveats import below_reference
 
     out = table_warnings(rows)
@@ -103,7 +104,7 @@ def demo_warnings(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         method, model = r["method"].split("/", 1)
         line = None if method in ("local", "centralized") else below_reference(
-            r["mean_acc"], local.get(model), f"local/{model}")
+            r["mean_acc"], local.get(model), f"local/{model}", n_test=n_test)
         if line:
             out.append(f"fedlabels: warning: {r['method']} on {r['dataset']}: {line}")
     return out

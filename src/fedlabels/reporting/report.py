@@ -227,16 +227,31 @@ def configuration_warnings(configs: Sequence[Configuration],
             out.append((c.label, f"seed(s) {', '.join(map(str, twice))} appear in more than "
                                  "one result of this configuration: each is counted as a "
                                  "seed, which narrows the spread; drop the copies."))
-    local = {_reference_key(c.runs[0]): (c.label, row["accuracy_mean"])
+    local = {_reference_key(c.runs[0]): (c, row["accuracy_mean"])
              for c, row in zip(configs, rows, strict=True) if c.runs[0].method == "local"}
     for conf, row in zip(configs, rows, strict=True):
         ref = local.get(_reference_key(conf.runs[0]))
         if conf.runs[0].method in ("local", "centralized") or ref is None:
             continue
-        line = below_reference(row["accuracy_mean"], ref[1], ref[0])
+        n_test = {r.federation.get("n_test") for r in (*conf.runs, *ref[0].runs)}
+        line = below_reference(row["accuracy_mean"], ref[1], ref[0].label,
+                               n_test=n_test.pop() if len(n_test) == 1 else None,
+                               differences=_paired_differences(conf, ref[0]))
         if line:
             out.append((conf.label, line))
     return out
+
+
+def _paired_differences(conf: Configuration, ref: Configuration) -> list[float]:
+    """Final mean accuracy of ``conf`` minus ``ref``'s, per seed both ran once (the same
+    seed splits the data alike, so the pairs share test and client sets)."""
+    def by_seed(c: Configuration) -> dict[int, float]:
+        seeds = c.seeds
+        return {r.seed: float(f["mean_accuracy"]) for r in c.runs
+                if seeds.count(r.seed) == 1 and (f := r.final) and "mean_accuracy" in f}
+
+    mine, theirs = by_seed(conf), by_seed(ref)
+    return [mine[s] - theirs[s] for s in sorted(set(mine) & set(theirs))]
 
 
 def _reference_key(res: RunResult) -> str:

@@ -8,7 +8,10 @@ shows them beside the table.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from fedlabels.core.class_names import shown_names_of
 
@@ -129,9 +132,34 @@ def delta_warning(privacy: dict[str, Any], federation: dict[str, Any]) -> str | 
             "clear; choose δ well below 1/n (the default is 1e-5)")
 
 
-def below_reference(accuracy: float | None, reference: float | None, what: str) -> str | None:
-    """A sentence when a collaborative run is below its local-only reference."""
+def below_reference(accuracy: float | None, reference: float | None, what: str, *,
+                    n_test: int | None = None,
+                    differences: Sequence[float] | None = None) -> str | None:
+    """A sentence when a collaborative run is below its local-only reference.
+
+    It says the clients were made worse only when the gap is beyond noise: the 95 %
+    interval of the difference lies below 0. With two or more ``differences`` (run minus
+    reference, paired by seed) that is the t-interval of their mean; else, with the test
+    set's size ``n_test``, the two accuracies' binomial (Wald) interval, unpaired, so wide
+    where the two share a test set. Without either the gap is stated without that claim.
+    """
+    from scipy import stats
+
     if accuracy is None or reference is None or accuracy >= reference:
         return None
-    return (f"mean accuracy {accuracy:.3f} is below the local-only reference {reference:.3f} "
-            f"({what}): collaborating made the clients worse")
+    head = f"mean accuracy {accuracy:.3f} is below the local-only reference {reference:.3f} " \
+           f"({what})"
+    if differences is not None and len(differences) >= 2:
+        d = np.asarray(differences, dtype=float)
+        half = float(stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+        gap, how = float(d.mean()), f"over {d.size} paired seeds"
+    elif n_test:
+        half = float(stats.norm.ppf(0.975) * math.sqrt(
+            (accuracy * (1 - accuracy) + reference * (1 - reference)) / n_test))
+        gap, how = accuracy - reference, f"binomial, {n_test} test records"
+    else:
+        return f"{head}: collaborating did not help here (no measure of noise)"
+    interval = f"95 % interval of the difference [{gap - half:+.3f}, {gap + half:+.3f}], {how}"
+    if gap + half < 0:
+        return f"{head}: collaborating made the clients worse ({interval})"
+    return f"{head}, within noise ({interval}): no evidence that collaborating helped"
