@@ -592,3 +592,24 @@ def test_below_local_claims_harm_only_beyond_noise():
     line = below_reference(0.87, 0.875, "local", n_test=114)
     assert "within noise" in line and f"[{lo:+.3f}, {hi:+.3f}]" in line
     assert "made the clients worse" in below_reference(0.70, 0.875, "local", n_test=114)
+
+
+def test_vul_interval_over_seeds_is_a_95_percent_t_interval(tmp_path):
+    """Several seeds: the 'VUL 95 % interval' is the t-interval of the mean VUL (scipy's
+    t.interval as the oracle), not mean ± one std (a ~68 % spread of single runs)."""
+    from scipy import stats
+
+    vuls = [0.58, 0.66, 0.61, 0.63]
+    runs = [_result("fedct", s, [0.8], privacy={"vul": v, "vul_ci": [v - 0.1, v + 0.1]})
+            for s, v in enumerate(vuls)]
+    row = summary_rows(group_runs(runs))[0]
+    lo, hi = stats.t.interval(0.95, len(vuls) - 1, loc=np.mean(vuls), scale=stats.sem(vuls))
+    assert (row["vul_low"], row["vul_high"]) == (pytest.approx(lo), pytest.approx(hi))
+    paths = []
+    for i, r in enumerate(runs):
+        paths.append(tmp_path / f"a{i}.json")
+        r.save_json(paths[-1])
+    assert main(["report", *map(str, paths), "-o", str(tmp_path / "rep")]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "<th>VUL 95 % interval</th>" in html
+    assert f"[{lo:.3f}, {hi:.3f}] (t, seeds)" in html

@@ -126,7 +126,10 @@ def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
 
 
 def _vul_interval(conf: Configuration) -> tuple[float | None, float | None]:
-    """The audit's own interval when one seed; otherwise mean ± std over seeds."""
+    """A 95 % interval of the VUL: the audit's own (bootstrap) when one seed; otherwise the
+    t-interval of the mean over seeds, mean ± t(0.975, n-1) · std / √n, clipped to [0, 1]."""
+    from scipy import stats
+
     lows, highs = [], []
     for r in conf.runs:
         priv = r.extra.get("privacy") or {}
@@ -138,10 +141,12 @@ def _vul_interval(conf: Configuration) -> tuple[float | None, float | None]:
             highs.append(float(ci[1]))
     if len(conf.runs) == 1 and lows:
         return lows[0], highs[0]
-    mean, std = _mean_std(conf.privacy_values("vul"))
+    values = conf.privacy_values("vul")
+    mean, std = _mean_std(values)
     if mean is None or std is None:
         return None, None
-    return mean - std, mean + std
+    half = float(stats.t.ppf(0.975, len(values) - 1)) * std / math.sqrt(len(values))
+    return max(0.0, mean - half), min(1.0, mean + half)
 
 
 def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:

@@ -93,8 +93,9 @@ def cost_columns() -> list[tuple[str, str, Cell]]:
         ("ε", "epsilon_mean", lambda r: fmt(r["epsilon_mean"], r["epsilon_std"])),
         ("δ", "delta", lambda r: MISSING if r["delta"] is None else f"{r['delta']:.0e}"),
         ("VUL", "vul_mean", lambda r: fmt(r["vul_mean"], r["vul_std"])),
-        ("VUL interval", "vul_low", lambda r: MISSING if r["vul_low"] is None
-         else f"[{fmt(r['vul_low'])}, {fmt(r['vul_high'])}]"),
+        ("VUL 95 % interval", "vul_low", lambda r: MISSING if r["vul_low"] is None
+         else f"[{fmt(r['vul_low'])}, {fmt(r['vul_high'])}]"
+         + (" (t, seeds)" if (r["n_seeds"] or 0) > 1 else "")),
     ]
 
 
