@@ -613,3 +613,17 @@ def test_vul_interval_over_seeds_is_a_95_percent_t_interval(tmp_path):
     html = (tmp_path / "rep" / "report.html").read_text()
     assert "<th>VUL 95 % interval</th>" in html
     assert f"[{lo:.3f}, {hi:.3f}] (t, seeds)" in html
+
+
+def test_equal_values_over_seeds_show_no_spread():
+    """Three seeds with the same ε (a DP run's target): the cell is the ε alone, not
+    '7.999997 ± 0.000000' from the mean of equal floats being an ulp off."""
+    from fedlabels.reporting.report_page import cost_columns
+
+    eps = 7.9999967814715784  # np.std([eps] * 3, ddof=1) is 1e-15, not 0
+    dp = {"guarantee": "formal", "epsilon": eps, "delta": 1e-5}
+    row = summary_rows(group_runs([_result("dp-fedct", s, [0.8], privacy=dp)
+                                   for s in range(3)]))[0]
+    assert (row["epsilon_mean"], row["epsilon_std"]) == (eps, 0.0)
+    (cell,) = [c(row) for h, _, c in cost_columns() if h == "ε"]
+    assert cell == "8.00"

@@ -118,10 +118,14 @@ def group_runs(results: Sequence[RunResult]) -> list[Configuration]:
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation (``None`` for fewer than two values)."""
+    """Mean and sample standard deviation (``None`` for fewer than two values); equal values
+    give exactly that value and 0 (numpy's mean of equal floats can be off by an ulp, which
+    showed a spread such as ``7.999997 ± 0.000000``)."""
     if not values:
         return None, None
     a = np.asarray(values, dtype=float)
+    if a.size > 1 and (a == a[0]).all():
+        return float(a[0]), 0.0
     return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else None
 
 
