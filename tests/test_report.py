@@ -627,3 +627,33 @@ def test_equal_values_over_seeds_show_no_spread():
     assert (row["epsilon_mean"], row["epsilon_std"]) == (eps, 0.0)
     (cell,) = [c(row) for h, _, c in cost_columns() if h == "ε"]
     assert cell == "8.00"
+
+
+def test_figure_bars_say_what_they_are_and_vul_bars_are_its_interval():
+    """Every bar is labelled (± std over seeds), and the VUL figure's horizontal bar is the
+    table's 95 % interval: a one-seed audit drew none though it has one."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import (
+        communication_figure,
+        figures,
+        privacy_figure,
+    )
+
+    audited = {"guarantee": "none", "vul": 0.62, "vul_ci": [0.55, 0.71]}
+    runs = [_result("fedct", 0, [0.8], privacy=audited), _result("local", 0, [0.7])]
+    configs = group_runs(runs)
+    rows = summary_rows(configs)
+    fig = communication_figure(rows)
+    assert "bars: ± std over seeds" in fig.axes[0].get_ylabel()
+    plt.close(fig)
+    titles = [t for t, _ in figures(configs, rows)]
+    assert "Privacy against utility: VUL (audited runs)" in titles
+    fig = privacy_figure(rows, "vul_mean", ("vul_low", "vul_high"), "VUL", "t", "not audited")
+    ax = fig.axes[0]
+    (bar,) = [c for c in ax.containers if c.get_label() == rows[0]["configuration"]]
+    (segments,) = [lc.get_segments() for lc in bar.lines[2]
+                   if np.ptp(lc.get_segments()[0][:, 0]) > 0]
+    assert segments[0][:, 0].tolist() == pytest.approx([0.55, 0.71])
+    assert "vertical bars: ± std over seeds" in ax.get_ylabel()
+    plt.close(fig)

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from fedlabels.reporting.report import Configuration
 
 
+#: what the figures' bars are (the VUL's horizontal ones: its 95 % interval)
+BARS = "bars: ± std over seeds"
+
+
 def png(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
@@ -108,7 +112,7 @@ def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
     ax.set_xticks([zero_at, *ticks], ["0\n(none)", *(_bytes(t) for t in ticks)])
     ax.set_xlim(zero_at / 2, max([lo, *positive]) * 3)
     ax.set_xlabel("bytes uploaded per client per round (log scale; 0 = no communication)")
-    ax.set_ylabel("final mean client test accuracy")
+    ax.set_ylabel(f"final mean client test accuracy\n({BARS})")
     ax.set_title("Accuracy against communication: higher and further left is better",
                  fontsize=11)
     place_legend(fig, ax)
@@ -122,18 +126,32 @@ def _bytes(value: float) -> str:
     return f"{value:g} B"
 
 
-def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str, xlabel: str,
-                   title: str, missing: str) -> Any | None:
+def _x_bars(r: dict[str, Any], x: str, xerr: str | tuple[str, str]) -> tuple[float, float]:
+    """How far a point's horizontal bar reaches left and right of ``r[x]``: ± ``r[xerr]``,
+    or out to the interval ``(r[low], r[high])``; none where the row has no such value."""
+    if isinstance(xerr, str):
+        return (r[xerr] or 0.0, r[xerr] or 0.0)
+    low, high = (r[k] for k in xerr)
+    if low is None or high is None:
+        return 0.0, 0.0
+    return max(0.0, r[x] - low), max(0.0, high - r[x])
+
+
+def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str, str],
+                   xlabel: str, title: str, missing: str) -> Any | None:
     """Accuracy against a privacy measure; configurations without one (non-private runs,
-    references) are horizontal lines, so a single private point still has context."""
+    references) are horizontal lines, so a single private point still has context.
+    ``xerr``: the key of a ± spread, or the (low, high) keys of an interval around ``x``.
+    """
     points = [r for r in rows if r[x] is not None and r["accuracy_mean"] is not None]
     if not points:
         return None
     colour = colours(rows)
     fig, ax = new_figure()
     for r in points:
+        left, right = _x_bars(r, x, xerr)
         ax.errorbar(r[x], r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
-                    xerr=r[xerr] or 0, fmt="o", ms=7, capsize=3,
+                    xerr=[[left], [right]], fmt="o", ms=7, capsize=3,
                     color=colour[r["configuration"]], label=r["configuration"])
         if len(points) == 1:
             ax.annotate(f"{r[x]:.3g}", (r[x], r["accuracy_mean"]), textcoords="offset points",
@@ -143,14 +161,15 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str, xlabel: st
         ax.axhline(r["accuracy_mean"], lw=1.2, ls=("--", ":", "-.")[j % 3],
                    color=colour[r["configuration"]],
                    label=f"{r['configuration']}: {r['accuracy_mean']:.3f} ({missing})")
-    hi = max(r[x] + (r[xerr] or 0) for r in points)
-    lo = min(r[x] - (r[xerr] or 0) for r in points)
+    hi = max(r[x] + _x_bars(r, x, xerr)[1] for r in points)
+    lo = min(r[x] - _x_bars(r, x, xerr)[0] for r in points)
     if x.startswith("epsilon"):
         ax.set_xlim(0, hi * 1.25 if hi > 0 else 1)  # ε from 0: one point is not centred alone
     else:
         ax.set_xlim(min(0.45, lo - 0.02), max(1.0, hi + 0.02))
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("final mean client test accuracy")
+    bars = BARS if isinstance(xerr, str) else f"vertical {BARS}"
+    ax.set_ylabel(f"final mean client test accuracy\n({bars})")
     ax.set_title(title, fontsize=11)
     place_legend(fig, ax)
     return fig
@@ -170,7 +189,8 @@ def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
             if len({r["epsilon_mean"] for r in eps}) == 1
             else "Accuracy against ε: the price of privacy", "no DP")),
         ("Privacy against utility: VUL (audited runs)", privacy_figure(
-            rows, "vul_mean", "vul_std", "VUL: membership attack ROC AUC (0.5 = no leak)",
+            rows, "vul_mean", ("vul_low", "vul_high"), "VUL: membership attack ROC AUC "
+            "(0.5 = no leak); horizontal bars: its 95 % interval, as in the table",
             "Accuracy against measured leakage: further left is more private",
             "not audited")),
     ]
