@@ -256,3 +256,30 @@ def test_an_audit_says_when_its_figures_cannot_be_read():
                                               "worst_view": "round 1"}},
                          "notes": notes}}
     assert f"\nnote: {notes[1]}" in format_audit(privacy)
+
+
+def test_roc_plot_draws_only_the_fprs_the_non_members_resolve(tmp_path, monkeypatch):
+    """With N = 10 non-members the ROC's first point is at FPR 1/10; the log-log plot drew
+    a straight line from there to (0, 0) down to FPR 10⁻³ (a TPR at 0.1 % FPR that the
+    table rightly calls n/a). It now starts at 1/N and shades the region below."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.audit import curves
+    from fedlabels.audit.core import ROC_GRID
+    from fedlabels.audit.report import plot_roc
+
+    rng = np.random.default_rng(0)
+    m = np.r_[np.ones(10), np.zeros(10)].astype(bool)
+    res = evaluate_attack("loss", rng.normal(size=20) + m, m)
+    roc = {"fpr": ROC_GRID.tolist(), "tpr": np.interp(ROC_GRID, res.fpr, res.tpr).tolist()}
+    privacy = {"vul": res.auc, "audit": {"attacks": {"loss": {
+        "vul": res.auc, "worst_view": "all rounds", "roc": roc,
+        "fpr_resolution": res.fpr_resolution}}}}
+    drawn = {}
+    monkeypatch.setattr(curves, "save_png", lambda fig, path: drawn.setdefault("fig", fig))
+    plot_roc(privacy, tmp_path / "roc.png")
+    ax = drawn["fig"].axes[0]
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("loss")]
+    assert min(line.get_xdata()) == pytest.approx(0.1)
+    assert any("not measured" in t.get_text() for t in ax.get_legend().get_texts())
+    plt.close(drawn["fig"])

@@ -10,6 +10,7 @@ from fedlabels.core.errors import FedLabelsError
 
 def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None) -> Path:
     """Log-log ROC curves of every attack at its worst view (mean over clients); PNG, atomic.
+    Only FPRs the non-members resolve (≥ 1/N) are drawn; the region below is shaded.
 
     ``privacy`` is the ``privacy`` entry of an audited result (``AuditReport.privacy()``).
     """
@@ -24,9 +25,17 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.plot([1e-4, 1], [1e-4, 1], color="grey", ls="--", lw=1, label="chance")
     for name, summary in sorted(attacks.items(), key=lambda kv: -kv[1]["vul"]):
-        fpr, tpr = summary["roc"]["fpr"], summary["roc"]["tpr"]
-        ax.plot([max(f, 1e-4) for f in fpr], [max(t, 1e-4) for t in tpr],
+        # below 1/N (N non-members) the curve is only a straight line to (0, 0): not drawn
+        floor = float(summary.get("fpr_resolution") or 0.0) - 1e-12
+        points = [(f, t) for f, t in zip(summary["roc"]["fpr"], summary["roc"]["tpr"],
+                                         strict=True) if f >= floor and f > 0]
+        ax.plot([f for f, _ in points], [max(t, 1e-4) for _, t in points],
                 label=f"{name} (AUC {summary['vul']:.3f}, {summary['worst_view']})")
+    resolution = max((float(s.get("fpr_resolution") or 0.0) for s in attacks.values()),
+                     default=0.0)
+    if resolution > 1e-3:
+        ax.axvspan(1e-3, resolution, color="0.9", zorder=0,
+                   label=f"FPR < 1/{round(1 / resolution)} non-members: not measured")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(1e-3, 1)
