@@ -162,6 +162,11 @@ def test_dp_fedavg_matches_opacus_and_records_privacy(fed: fl.Federation) -> Non
     # only the sampled clients were contacted in a round
     for rec in res.rounds:
         assert sum(1 for b in rec.bytes_up if b > 0) == int(rec.server["sampled_clients"])
+    # so the per-client byte counts name the secret sample: the result says they are outside
+    outside = {o["name"]: o["reason"] for o in p["outside_guarantee"]}
+    for key in ("rounds[].bytes_up", "rounds[].bytes_down",
+                "communication.bytes_up_per_round", "communication.bytes_down_per_round"):
+        assert "secret Poisson sample" in outside[key]
     json.dumps(res.to_dict())
 
 

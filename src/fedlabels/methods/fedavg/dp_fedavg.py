@@ -249,6 +249,12 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
         }}
 
 
+_WHO_WAS_SAMPLED = ("which clients the secret Poisson sample picked each round (a client not "
+                    "sampled sends and receives 0 bytes): the subsampling analysis assumes "
+                    "the sample is hidden, so ε does not hold against a reader of these "
+                    "per-client byte counts")
+
+
 class DPFedAvg(Method):
     """FedAvg with clipped client updates, Gaussian noise and Poisson client sampling."""
 
@@ -299,6 +305,9 @@ class DPFedAvg(Method):
             ("rounds[].server.sampled_clients", "not computed from private data, but the "
              "subsampling analysis assumes the Poisson sample is hidden; its size is published"),
             ("privacy.sampled_clients_per_round", "the same sample sizes, every round"),
+            *((key, _WHO_WAS_SAMPLED) for key in (
+                "rounds[].bytes_up", "rounds[].bytes_down", "communication.bytes_up_per_round",
+                "communication.bytes_down_per_round")),
         ))
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
