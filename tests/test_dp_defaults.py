@@ -34,7 +34,7 @@ def test_dp_fedct_default_mechanism_refuses_noise_and_names_the_recommendation(
     line = _one_line(capsys)
     assert "flip each label bit with probability 0.4" in line
     # why a per-round ε above the total is right: the rounds compose to the total
-    assert "round(s) at that ε compose to the total --epsilon 8 at δ = 1e-05" in line
+    assert "round(s) at that pure ε compose to the (ε, δ) total --epsilon 8 at δ = 1e-05" in line
     assert ("--mechanism dpsgd --opt site_model=private --quorum 0.8 --opt labeller_lr=0.01 "
             "--model 'mlp(hidden=128)'") in line
     assert not out.exists()  # stopped before round 1: nothing written

@@ -195,9 +195,10 @@ class XorMechanism(_RandomizedResponse):
                 and not getattr(server.options, "mechanism_chosen", True):
             raise FedLabelsError(
                 f"dp-fedct's default mechanism xor would flip each label bit with "
-                f"probability {f:.4f} (ε {server.epsilon_round:.3g} per round over s* = "
-                f"{server.sensitivity.bits:g} bits; {server.settings.rounds} round(s) at that "
-                f"ε compose to the total --epsilon {server.options.epsilon:g} at δ = "
+                f"probability {f:.4f} (a pure ε of {server.epsilon_round:.3g} per round, "
+                f"the bound of one round's s* = {server.sensitivity.bits:g} bits; "
+                f"{server.settings.rounds} round(s) at that pure ε compose to the (ε, δ) "
+                f"total --epsilon {server.options.epsilon:g} at δ = "
                 f"{server.delta:g} by the exact accountant, though their sum is "
                 f"{server.epsilon_round * server.settings.rounds:.4g}): the shared labels "
                 "would be noise and "
