@@ -302,3 +302,25 @@ def test_a_registered_model_that_declares_text_runs_on_text():
             specs.MODELS.pop(name, None)
             specs._ALIASES.pop(name, None)
             TEXT_MODELS.discard(name)
+
+
+def test_teacher_student_cluster_queries_and_numeric_students_refuse_text():
+    """dp-pate under a total ε defaults to cluster queries (k-means on U's features) and a
+    logreg student: on text both raised a ValueError traceback from the clients; now each is
+    a one-line refusal naming the option that replaces it, and with both set the run works."""
+    fed = _text_fed(n=300, seed=1, clients=3)
+    with pytest.raises(FedLabelsError, match=r"dp-pate's query_selection=clusters.*needs "
+                                             r"numeric features.*query_selection=random"):
+        fl.run("dp-pate", fed, model="tfidf", progress=False, options={"epsilon": 8})
+    with pytest.raises(FedLabelsError, match=r"pate's query_selection=clusters"):
+        fl.run("pate", fed, model="tfidf", progress=False,
+               options={"query_selection": "clusters"})
+    with pytest.raises(FedLabelsError, match=r"dp-pate's student 'logreg'.*student_model="
+                                             r"tfidf"):
+        fl.run("dp-pate", fed, model="tfidf", progress=False,
+               options={"epsilon": 8, "query_selection": "random"})
+    result = fl.run("dp-pate", fed, model="tfidf", progress=False,
+                    options={"epsilon": 8, "query_selection": "random",
+                             "student_model": "tfidf"})
+    privacy = result.to_dict()["privacy"]
+    assert privacy["guarantee"] == "formal" and privacy["epsilon"] <= 8 + 1e-9

@@ -87,12 +87,13 @@ def as_text_array(values: Any) -> np.ndarray:
     return arr
 
 
-def check_run_input(X: Any, models: list[Any], method: Any = None) -> None:
+def check_run_input(X: Any, models: list[Any], method: Any = None,
+                    settings: Any = None) -> None:
     """Refuse a run whose models (specs or estimators, one per client) or method (a
-    ``Method``, whose ``capabilities.numeric_features`` says it computes on the features)
-    cannot take the federation's features ``X``."""
-    if method is not None and method.capabilities.numeric_features:
-        refuse_text(X, f"method {method.name!r} (it computes on the "
-                    "features themselves)", "use fedct, dd, fedmd, pate or local")
+    ``Method`` with its run's ``settings``; its ``text_refusal`` says what of it computes on
+    the features) cannot take the federation's features ``X``."""
+    refusal = method.text_refusal(settings) if method is not None else None
+    if refusal is not None:
+        refuse_text(X, *refusal)
     for cid, model in enumerate(models):
         check_learner_input(model, X, f"client {cid}'s model")

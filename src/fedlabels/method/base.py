@@ -500,6 +500,15 @@ class Method:
         options unchanged."""
         return options
 
+    def text_refusal(self, settings: Settings) -> tuple[str, str] | None:
+        """What of this run computes on the features themselves, so that text is refused,
+        and what to do instead (None: it takes text); by default from
+        ``capabilities.numeric_features``."""
+        if self.capabilities.numeric_features:
+            return (f"method {self.name!r} (it computes on the features themselves)",
+                    "use fedct, dd, fedmd, pate or local")
+        return None
+
     def participation_refusal(self, settings: Settings) -> str | None:
         """Why this run cannot take partial participation, dropouts or a deadline (None:
         it can); see :mod:`fedlabels.runs.participation`."""

@@ -143,7 +143,7 @@ def role_factory(method: Method | str, federation: Federation, models: list[Any]
     if participation is not None:  # before any training: refuse methods that cannot take it
         check_method(method, plan.settings, participation)
         participation.check_clients(len(datasets))
-    check_run_input(federation.X_public, plan.specs, method)  # text vs numeric models
+    check_run_input(federation.X_public, plan.specs, method, plan.settings)  # text vs numeric
     ctx = plan.context(truth_public=federation.y_public)
     ctx.scaling = federation.public_scaling
     ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)

@@ -129,6 +129,22 @@ class TeacherStudentMethod(Method):
     # one exchange of votes; a canary audit observes the released labels on the queries
     capabilities = Capabilities(communication_rounds=1, canary_view="released-labels")
 
+    def text_refusal(self, settings: Settings) -> tuple[str, str] | None:
+        """Cluster queries (k-means on U's features) and a numeric student cannot take
+        text; under a total ε both are defaults, so say which option replaces each."""
+        from fedlabels.learners.text_input import accepts_text
+
+        opts = settings.options_as(TeacherStudentOptions)
+        if opts.selection() == "clusters":
+            return (f"{self.name}'s query_selection=clusters (k-means on U's features)",
+                    "give --opt query_selection=random (Python: "
+                    "options={'query_selection': 'random'})")
+        spec = opts.student_spec()
+        if spec is not None and not accepts_text(parse_model_spec(spec)[0]):
+            return (f"{self.name}'s student {spec!r}",
+                    "give a text student, e.g. --opt student_model=tfidf")
+        return super().text_refusal(settings)
+
     def rounds_used(self, settings: Settings, learners: list[Any]) -> int | None:
         spec = settings.options_as(TeacherStudentOptions).student_spec()
         if spec is not None:
