@@ -324,3 +324,14 @@ def test_teacher_student_cluster_queries_and_numeric_students_refuse_text():
                              "student_model": "tfidf"})
     privacy = result.to_dict()["privacy"]
     assert privacy["guarantee"] == "formal" and privacy["epsilon"] <= 8 + 1e-9
+
+
+@pytest.mark.parametrize("method", ["dd", "ds-fl", "fedmd"])
+def test_soft_label_methods_name_a_text_model_for_tfidf(method):
+    """dd/ds-fl/fedmd with tfidf told a text user to 'Use --model mlp', a model that refuses
+    text; the error now names the text models that distil (minilm, hf)."""
+    with pytest.raises(FedLabelsError, match=r"for this data: 'minilm' or 'hf\(model_dir="
+                                             r"\.\.\.\)'.*Use --model minilm") as err:
+        fl.run(method, _text_fed(n=300, seed=1, clients=3), model="tfidf", rounds=1,
+               progress=False)
+    assert "mlp" not in str(err.value)

@@ -73,11 +73,16 @@ def check_soft_learners(method: str, n_clients: int, learners: list[Any]) -> Non
                   if not (callable(getattr(ln, "distill_steps", None))
                           and callable(getattr(ln, "predict_proba", None)))})
     if bad:
+        from fedlabels.learners.text_input import accepts_text
+
+        which = ("'minilm' or 'hf(model_dir=...)'" if any(accepts_text(ln) for ln in learners)
+                 else "the torch 'mlp'")
+        use = "minilm" if which.startswith("'minilm'") else "mlp"
         raise FedLabelsError(
             f"{method} trains every client towards averaged soft labels with a distillation "
-            f"loss, which needs a model trained by gradient steps on soft targets (the torch "
-            f"'mlp'); got {', '.join(bad)}. Use --model mlp, or --method fedct for models "
-            "that can only be fitted on hard labels.")
+            f"loss, which needs a model trained by gradient steps on soft targets (for this "
+            f"data: {which}); got {', '.join(bad)}. Use --model {use}, or --method fedct for "
+            "models that can only be fitted on hard labels.")
 
 
 def average_soft(replies: dict[int, Message], key: str = "soft") -> np.ndarray:
