@@ -335,3 +335,24 @@ def test_soft_label_methods_name_a_text_model_for_tfidf(method):
         fl.run(method, _text_fed(n=300, seed=1, clients=3), model="tfidf", rounds=1,
                progress=False)
     assert "mlp" not in str(err.value)
+
+
+def test_duplicate_texts_across_the_test_split_are_counted_and_warned(tmp_path):
+    """A table whose texts repeat puts copies on both sides of the random split: the test
+    accuracy then scores memorised texts as unseen. The federation counts the test texts
+    that occur verbatim in the private texts or U (an oracle: a set built here) and warns."""
+    X, y = synthetic_texts(300, seed=3, noise=0.0)
+    Xd, yd = np.concatenate([X, X[:150]]), np.concatenate([y, y[:150]])
+    with pytest.warns(fl.FedLabelsWarning, match=r"test texts \(.*%\) also occur verbatim.*"
+                                                 r"drop_duplicates"):
+        fed = make_federation(Xd, yd, clients=3, unlabeled=50, test=90, seed=0)
+    train = set(fed.X_public) | {t for c in fed.clients for t in c.X}
+    expected = sum(t in train for t in fed.X_test)
+    assert expected > 0 and fed.info["test_texts_seen"] == expected
+    import warnings
+
+    Xu = np.array([f"{t} {i}" for i, t in enumerate(X)], dtype=object)  # every text distinct
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clean = make_federation(Xu, y, clients=3, unlabeled=50, test=60, seed=0)
+    assert clean.info["test_texts_seen"] == 0

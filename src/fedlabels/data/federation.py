@@ -542,6 +542,11 @@ def make_federation(
     # each client's rows straight from the pool (one copy, not a copy of all private rows first)
     sites_data = [ClientData(_scale(Xa[private_idx[p]], owned=True), yp[p]) for p in parts]
     X_public_scaled = _scale(X_public, owned=True)
+    seen_texts = None
+    if text:
+        from fedlabels.data.text_overlap import test_texts_seen
+
+        seen_texts = test_texts_seen(Xt, [X_public, *(c.X for c in sites_data)])
     measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in sites_data]),
                              None if regression else ya[public_idx],
                              None if regression else yp, len(class_names), favoured)
@@ -563,6 +568,7 @@ def make_federation(
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private), "unlabeled_shift": measured,
               **({"public_pca": pca.record()} if pca is not None else {}),
+              **({"test_texts_seen": seen_texts} if seen_texts is not None else {}),
               **({"client_sites": site_names} if site_names is not None else {}),
               **({"task": task, "target_range": list(target_range),
                   "target_range_source": range_source} if regression else {})},
