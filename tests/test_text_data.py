@@ -356,3 +356,42 @@ def test_duplicate_texts_across_the_test_split_are_counted_and_warned(tmp_path):
         warnings.simplefilter("error")
         clean = make_federation(Xu, y, clients=3, unlabeled=50, test=60, seed=0)
     assert clean.info["test_texts_seen"] == 0
+
+
+def test_predict_reads_texts_as_written_and_names_what_is_wrong(tmp_path, capsys):
+    """`fedlabels predict` on a text run read the new table's text column with pandas'
+    type guessing: a column of number-like texts ('00123', '4.50') became numbers and was
+    refused as 'not text'; an empty cell became the text 'nan'. Now the column is read as
+    written (predictions equal the models' on the exact strings), an empty cell is an error
+    naming the row, and a wrong column name lists the table's columns."""
+    import pandas as pd
+
+    from fedlabels.results.models_file import load_models
+    from fedlabels.results.predict import predict
+
+    path, out = _csv(tmp_path), tmp_path / "r.json"
+    assert main(["run", "--dataset", f"csv:{path}:stars", "--text-column", "review",
+                 "--model", "tfidf", "--method", "local", "--clients", "3", "--rounds", "1",
+                 "--no-progress", "--output", str(out)]) == 0
+    new = tmp_path / "new.csv"
+    new.write_text("review\n00123\n4.50\n")
+    assert main(["predict", str(out), str(new), "-o", str(tmp_path / "p.csv")]) == 0
+    table = pd.read_csv(tmp_path / "p.csv", dtype={"review": str})
+    assert list(table["review"]) == ["00123", "4.50"]
+    payload = load_models(out)
+    from fedlabels.data.preprocessing import Preprocessing
+
+    prep = Preprocessing.from_dict(payload["preprocessing"])
+    expected = predict(payload["models"], prep, np.array(["00123", "4.50"], dtype=object))
+    assert list(table["prediction"]) == list(expected)
+    capsys.readouterr()
+    new.write_text("review,x\ngreat day,1\n,2\n")
+    assert main(["predict", str(out), str(new), "-o", str(tmp_path / "q.csv")]) == 2
+    assert "empty in 1 rows (the first: row 2" in capsys.readouterr().err
+    new.write_text("reviews,x\ngreat day,1\n")
+    assert main(["predict", str(out), str(new), "-o", str(tmp_path / "q.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'reviews'" in err and "'reviews', 'x'" in err
+    assert not (tmp_path / "q.csv").exists()
+    with pytest.raises(FedLabelsError, match=r"text 1 is None, not a str"):
+        predict(payload["models"], prep, ["great day", None])

@@ -215,10 +215,25 @@ def text_rows(X_raw: Any, column: str) -> np.ndarray:
 
     if isinstance(X_raw, pd.DataFrame):
         if column not in X_raw.columns:
+            from fedlabels.core.errors import did_you_mean
+
+            columns = [str(c) for c in X_raw.columns]
+            shown = ", ".join(repr(c) for c in columns[:20])
             raise FedLabelsError(f"the data lacks the text column {column!r} the models were "
-                                 "trained on.")
-        X_raw = X_raw[column]
+                                 f"trained on{did_you_mean(column, columns)}; its columns are "
+                                 f"{shown}: rename the column of the texts to {column!r}.")
+        values = X_raw[column]
+        missing = np.flatnonzero(values.isna().to_numpy())
+        if len(missing):
+            raise FedLabelsError(f"the text column {column!r} is empty in {len(missing)} rows "
+                                 f"(the first: row {int(missing[0]) + 1} of the data); drop or "
+                                 "fill those rows first, as for training.")
+        return as_text_array(values.astype(str))  # as training read it (text_feature)
     if not is_text(X_raw):
         raise FedLabelsError("the models of this run take text: pass texts (a list or 1-D "
                              f"array of str) or a table with the column {column!r}.")
+    bad = next((i for i, v in enumerate(X_raw) if not isinstance(v, str)), None)
+    if bad is not None:  # is_text looks at the first text only; None would become 'None'
+        raise FedLabelsError(f"text {bad} is {X_raw[bad]!r}, not a str; pass one str per "
+                             "text (drop or fill the missing ones).")
     return as_text_array(X_raw)

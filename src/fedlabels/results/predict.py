@@ -115,8 +115,10 @@ def predict_file(result_path: str | Path, data_path: str | Path,
                              "prediction": predict(payload["models"], prep, files, client)})
     sep = sep or run_sep(result_path) or ","
     try:
-        frame = pd.read_csv(data_path, sep=sep,
-                            dtype={c: str for c in prep.categorical} or None)
+        as_str = {c: str for c in prep.categorical}
+        if prep.text:  # the texts as written: '00123' stays '00123', not the number 123
+            as_str[prep.feature_names[0]] = str
+        frame = pd.read_csv(data_path, sep=sep, dtype=as_str or None)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
         raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
