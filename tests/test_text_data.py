@@ -395,3 +395,18 @@ def test_predict_reads_texts_as_written_and_names_what_is_wrong(tmp_path, capsys
     assert not (tmp_path / "q.csv").exists()
     with pytest.raises(FedLabelsError, match=r"text 1 is None, not a str"):
         predict(payload["models"], prep, ["great day", None])
+
+
+def test_dp_fedct_noise_refusal_on_text_recommends_what_text_can_run():
+    """dp-fedct's refusal of a noise-only default xor recommended `--model 'mlp(hidden=128)'
+    --mechanism dpsgd`, which text refuses twice (an mlp takes numbers; DP-SGD needs an
+    mlp); on text it now names the randomized responses, and kary then runs."""
+    fed = _text_fed(n=400, seed=1, clients=3)
+    with pytest.raises(FedLabelsError, match=r"flip each label bit.*On text.*--mechanism "
+                                             r"kary") as err:
+        fl.run("dp-fedct", fed, model="tfidf", rounds=3, progress=False,
+               options={"epsilon": 2})
+    assert "mlp(hidden=128)" not in str(err.value)
+    result = fl.run("dp-fedct", fed, model="tfidf", rounds=3, progress=False,
+                    options={"epsilon": 2, "mechanism": "kary"})
+    assert result.to_dict()["privacy"]["epsilon"] <= 2 + 1e-9

@@ -257,6 +257,7 @@ class DPFedCTServer(LedgerEvents, VoteServer):
         self.ledger = Ledger(self.delta, self.options.epsilon, what="each client",
                              per_client=True)
         self.seed = 0  # the run's server seed (make_server): public choices, e.g. queries
+        self.text_learners = False  # the clients learn from text (make_server): no dpsgd
         self.epsilon_round: float | None = None
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
@@ -382,8 +383,12 @@ class DPFedCT(Method):
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
+        from fedlabels.learners.text_input import accepts_text
+
         server = DPFedCTServer(ctx.settings, n_public, ctx.truth_public)
         server.seed = ctx.server_seed  # subsample-aggregate's query subsets (public choice)
+        # text learners cannot take DP-SGD's mlp: what a refusal recommends (no data read)
+        server.text_learners = any(accepts_text(ln) for ln in learners)
         return server
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,

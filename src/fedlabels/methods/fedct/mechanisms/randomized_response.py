@@ -164,6 +164,19 @@ RR_ASSUMPTIONS = (
 NOISE_FLIP_PROBABILITY = 0.45
 
 
+def _choose_mechanism(server: Any) -> str:
+    """What the refusal of a noise-only default recommends: DP-SGD with an mlp, which text
+    learners cannot be, so for them the randomized responses with less noise per label."""
+    run_anyway = "--epsilon, fewer --rounds or a smaller --unlabeled"
+    if getattr(server, "text_learners", False):
+        return ("On text DP-SGD's mlp does not apply (it takes numeric features): choose "
+                "--mechanism xor or --mechanism kary explicitly, with a larger " + run_anyway
+                + " (docs/privacy.md, Defaults).")
+    return ("Choose the mechanism: recommended --mechanism dpsgd --opt site_model=private "
+            "--quorum 0.8 --opt labeller_lr=0.01 --model 'mlp(hidden=128)' (docs/privacy.md, "
+            "Defaults); or --mechanism xor to run it anyway, with a larger " + run_anyway + ".")
+
+
 class XorMechanism(_RandomizedResponse):
     """Bitwise randomized response on the one-hot rows."""
 
@@ -202,11 +215,7 @@ class XorMechanism(_RandomizedResponse):
                 f"{server.delta:g} by the exact accountant, though their sum is "
                 f"{server.epsilon_round * server.settings.rounds:.4g}): the shared labels "
                 "would be noise and "
-                "only hurt the clients' models. Choose the mechanism: recommended "
-                "--mechanism dpsgd --opt site_model=private --quorum 0.8 --opt "
-                "labeller_lr=0.01 --model 'mlp(hidden=128)' (docs/privacy.md, Defaults); or "
-                "--mechanism xor to run it anyway, with a larger --epsilon, fewer --rounds or a "
-                "smaller --unlabeled.")
+                "only hurt the clients' models. " + _choose_mechanism(server))
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
