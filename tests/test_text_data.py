@@ -410,3 +410,29 @@ def test_dp_fedct_noise_refusal_on_text_recommends_what_text_can_run():
     result = fl.run("dp-fedct", fed, model="tfidf", rounds=3, progress=False,
                     options={"epsilon": 2, "mechanism": "kary"})
     assert result.to_dict()["privacy"]["epsilon"] <= 2 + 1e-9
+
+
+def test_text_column_of_numbers_is_refused_and_of_categories_warned(tmp_path):
+    """--text-column took any column: a column of numbers became texts such as '0.25'
+    (TF-IDF keeps the token '25') and a column of three categories 'texts' of one word, both
+    silently. Numbers are now refused naming the table's columns of words; a handful of
+    distinct values is warned about."""
+    import pandas as pd
+
+    path = _csv(tmp_path, n=400)
+    table = pd.read_csv(path)
+    table["score"] = np.linspace(0, 1, len(table))
+    table["shop"] = np.array(["A", "B", "C"])[np.arange(len(table)) % 3]
+    table.to_csv(path, index=False)
+    with pytest.raises(FedLabelsError, match=r"--text-column 'score' holds numbers \(e\.g\. "
+                                             r"0\.0\), not text.*columns of words: 'review'"):
+        load_federation(f"csv:{path}:stars", clients=3, text_column="score")
+    with pytest.warns(fl.FedLabelsWarning, match=r"'shop' has only 3 distinct values in 400 "
+                                                 r"rows: a category"):
+        load_federation(f"csv:{path}:stars", clients=3, text_column="shop")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fed = load_federation(f"csv:{path}:stars", clients=3, text_column="review", seed=0)
+    assert is_text(fed.X_public)

@@ -204,7 +204,35 @@ def text_feature(info: Any, X: Any, column: str, features: Any, drop: Any) -> An
     if missing:
         raise FedLabelsError(f"--text-column {column!r} is empty in {missing} rows; drop or "
                              "fill those rows first.")
+    _check_is_text(X, column)
     return values.astype(str).rename(column)  # a named Series: the name is kept for predict
+
+
+def _check_is_text(X: Any, column: str) -> None:
+    """Refuse a column of numbers as text (TF-IDF would split '0.486' into the token '486')
+    and warn about one with a handful of distinct values (a category, not free text)."""
+    import warnings
+
+    import pandas as pd
+
+    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.data.columns import _median_words
+
+    values = X[column]
+    texts = [str(c) for c in X.columns if str(c) != column and _median_words(X[c]) > 1]
+    elsewhere = (f"; the table's columns of words: {', '.join(repr(c) for c in texts[:5])}"
+                 if texts else "")
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        raise FedLabelsError(f"--text-column {column!r} holds numbers (e.g. "
+                             f"{values.iloc[0]}), not text: name the column of the texts"
+                             f"{elsewhere}; a numeric column is a feature of a numeric "
+                             "model (leave out --text-column).")
+    distinct = int(values.nunique())
+    if distinct <= 50 and distinct < 0.01 * len(values):
+        warnings.warn(FedLabelsWarning(
+            f"--text-column {column!r} has only {distinct} distinct values in {len(values)} "
+            f"rows: a category, not free text, so a text model learns one word per category"
+            f"{elsewhere}."), stacklevel=5)
 
 
 def text_rows(X_raw: Any, column: str) -> np.ndarray:
