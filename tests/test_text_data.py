@@ -113,6 +113,7 @@ def test_datasets_lists_sizes(capsys):
     out = capsys.readouterr().out
     assert "4,196 texts (2,897 positive, 1,299 negative; 4 zero-score dropped)" in out
     assert "movie_reviews" in out and "amazon_reviews" in out
+    assert "--text-column NAME" in out  # how to bring your own texts
 
 
 def _csv(tmp_path, n=120):

@@ -22,9 +22,10 @@ def cmd_datasets(args: argparse.Namespace) -> int:
                            ("official" if d.get(k) is None else str(d.get(k)))
                            for k in ("n_unlabeled", "n_private", "n_test"))
         print(f"{name:<15} {status:<12} {sizes:<30} {info.description} [{info.source}]")
-    print("\nalso: csv:PATH:TARGET for any table (--image-column NAME: a column of image "
-          "paths),\nimagefolder:PATH for images in one sub-folder per class "
-          "(docs/neural.md). Fetch with `fedlabels fetch NAME`.")
+    print("\nalso: csv:PATH:TARGET for any table (--text-column NAME: a column of texts, "
+          "docs/text.md;\n--image-column NAME: a column of image paths), imagefolder:PATH"
+          "\nfor images in one sub-folder per class (docs/neural.md). Fetch with `fedlabels "
+          "fetch NAME`.")
     return 0
 
 
