@@ -357,6 +357,13 @@ def test_duplicate_texts_across_the_test_split_are_counted_and_warned(tmp_path):
         warnings.simplefilter("error")
         clean = make_federation(Xu, y, clients=3, unlabeled=50, test=60, seed=0)
     assert clean.info["test_texts_seen"] == 0
+    # the count is a statistic of the clients' raw texts: a DP result says it is outside
+    result = fl.run("dp-fedct", clean, model="tfidf", rounds=1, progress=False,
+                    options={"epsilon": 50, "mechanism": "kary"})
+    record = result.to_dict()
+    assert record["federation"]["test_texts_seen"] == 0
+    assert "federation.test_texts_seen" in {o["name"] for o in
+                                             record["privacy"]["outside_guarantee"]}
 
 
 def test_predict_reads_texts_as_written_and_names_what_is_wrong(tmp_path, capsys):
