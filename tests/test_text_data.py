@@ -444,3 +444,16 @@ def test_text_column_of_numbers_is_refused_and_of_categories_warned(tmp_path):
         warnings.simplefilter("error")
         fed = load_federation(f"csv:{path}:stars", clients=3, text_column="review", seed=0)
     assert is_text(fed.X_public)
+
+
+def test_make_federation_refuses_missing_texts():
+    """A text array with None (or NaN) after its first row became the text 'None' ('nan')
+    silently, since the text check reads the first row; now a one-line error names it."""
+    X, y = synthetic_texts(60, seed=4)
+    X = X.copy()
+    X[7] = None
+    with pytest.raises(FedLabelsError, match=r"X\[7\] is None, not a str"):
+        make_federation(X, y, clients=2, unlabeled=10, test=10, seed=0)
+    X[7], X[9] = "fine", float("nan")
+    with pytest.raises(FedLabelsError, match=r"X\[9\] is nan, not a str"):
+        make_federation(X, y, clients=2, unlabeled=10, test=10, seed=0)

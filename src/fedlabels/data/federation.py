@@ -166,6 +166,11 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
     from fedlabels.learners.text_input import as_text_array, is_text
 
     if is_text(X):  # text: one str per row, kept as a 1-D object array
+        values = X.tolist() if hasattr(X, "tolist") else list(X)
+        bad = next((i for i, v in enumerate(values) if not isinstance(v, str)), None)
+        if bad is not None:  # is_text looks at the first row only; None would be 'None'
+            raise FedLabelsError(f"{what}[{bad}] is {values[bad]!r}, not a str: text data "
+                                 "needs one str per row; drop or fill the missing texts.")
         return as_text_array(X), [str(getattr(X, "name", None) or "text")]
     if isinstance(X, LazyRows):
         if not _all_finite(X):
