@@ -345,7 +345,7 @@ def test_duplicate_texts_across_the_test_split_are_counted_and_warned(tmp_path):
     X, y = synthetic_texts(300, seed=3, noise=0.0)
     Xd, yd = np.concatenate([X, X[:150]]), np.concatenate([y, y[:150]])
     with pytest.warns(fl.FedLabelsWarning, match=r"test texts \(.*%\) also occur verbatim.*"
-                                                 r"drop_duplicates"):
+                                                 r"drop_duplicates\(subset=.text.\)"):
         fed = make_federation(Xd, yd, clients=3, unlabeled=50, test=90, seed=0)
     train = set(fed.X_public) | {t for c in fed.clients for t in c.X}
     expected = sum(t in train for t in fed.X_test)

@@ -551,7 +551,8 @@ def make_federation(
     if text:
         from fedlabels.data.text_overlap import test_texts_seen
 
-        seen_texts = test_texts_seen(Xt, [X_public, *(c.X for c in sites_data)])
+        seen_texts = test_texts_seen(Xt, [X_public, *(c.X for c in sites_data)],
+                                     feature_names[0])
     measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in sites_data]),
                              None if regression else ya[public_idx],
                              None if regression else yp, len(class_names), favoured)

@@ -20,9 +20,10 @@ from fedlabels.core.errors import FedLabelsWarning
 WARN_SHARE = 0.01
 
 
-def test_texts_seen(X_test: np.ndarray, seen: Iterable[np.ndarray]) -> int:
+def test_texts_seen(X_test: np.ndarray, seen: Iterable[np.ndarray], column: str = "text") -> int:
     """Number of test texts that occur verbatim among the ``seen`` texts (private and U);
-    warns when they are at least :data:`WARN_SHARE` of the test set."""
+    warns when they are at least :data:`WARN_SHARE` of the test set (``column``: the texts'
+    column, named in the advice)."""
     known: set[str] = set()
     for texts in seen:
         known.update(str(t) for t in texts)
@@ -32,5 +33,5 @@ def test_texts_seen(X_test: np.ndarray, seen: Iterable[np.ndarray]) -> int:
             f"{n} of the {len(X_test)} test texts ({n / len(X_test):.1%}) also occur verbatim "
             "in the clients' private texts or in U, so the test accuracy counts them as unseen "
             "and is inflated; drop duplicate texts from the table first (pandas: "
-            "df.drop_duplicates(subset=TEXT_COLUMN))."), stacklevel=4)
+            f"df.drop_duplicates(subset={column!r}))."), stacklevel=4)
     return n
