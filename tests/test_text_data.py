@@ -415,6 +415,10 @@ def test_dp_fedct_noise_refusal_on_text_recommends_what_text_can_run():
         fl.run("dp-fedct", fed, model="tfidf", rounds=3, progress=False,
                options={"epsilon": 2})
     assert "mlp(hidden=128)" not in str(err.value)
+    with pytest.raises(FedLabelsError, match=r"no text learner takes it \(got "
+                                             r"TfidfClassifier\): on text use --mechanism xor"):
+        fl.run("dp-fedct", fed, model="tfidf", rounds=3, progress=False,
+               options={"epsilon": 2, "mechanism": "dpsgd"})
     result = fl.run("dp-fedct", fed, model="tfidf", rounds=3, progress=False,
                     options={"epsilon": 2, "mechanism": "kary"})
     assert result.to_dict()["privacy"]["epsilon"] <= 2 + 1e-9

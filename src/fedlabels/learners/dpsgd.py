@@ -69,6 +69,13 @@ def check_dpsgd_learner(learner: Any, who: str) -> None:
             f"{who} trains with DP-SGD, which needs per-example gradients of cross-entropy: "
             f"a network with batch normalisation or its own loss cannot be used; pick one "
             "without (e.g. cnn(arch=small), or your module with the default loss).")
+    from fedlabels.learners.text_input import accepts_text
+
+    if accepts_text(learner):  # an mlp takes numbers, so the advice below cannot apply
+        raise FedLabelsError(
+            f"{who} trains with DP-SGD, which needs a torch MLP classifier on numeric "
+            f"features; no text learner takes it (got {type(learner).__name__}): on text use "
+            "--mechanism xor or --mechanism kary.")
     if not isinstance(learner, TorchMLPClassifier) or learner._target_dtype is not np.int64:
         raise FedLabelsError(
             f"{who} trains with DP-SGD, which needs a torch MLP classifier (e.g. --model "
