@@ -137,6 +137,18 @@ def test_dp_methods_name_party_relation_and_what_is_outside(results: dict[str, A
         assert {"federation.client_sizes", "federation.client_class_counts"} <= name
 
 
+def test_dp_results_list_the_private_shift_measures_as_outside(
+        results: dict[str, Any]) -> None:
+    """federation.unlabeled_shift holds feature_smd (pooled private feature means and
+    spreads against U's) and label_tv (pooled private labels): statistics of the clients'
+    raw data that a DP result kept without listing them as outside its guarantee."""
+    for method in ("dp-pate", "fredy", "dp-fedavg", "dp-fedct"):
+        record = results[method]
+        assert "unlabeled_shift" in record["federation"]
+        names = {o["name"] for o in record["privacy"]["outside_guarantee"]}
+        assert "federation.unlabeled_shift" in names, method
+
+
 def test_dp_fedct_worst_case_is_formal_and_protects_the_whole_dataset(
         results: dict[str, Any]) -> None:
     p = results["dp-fedct"]["privacy"]

@@ -170,6 +170,9 @@ NO_MECHANISM = "no differential-privacy mechanism"
 RECORDED_OUTSIDE = {
     "client_sizes": "each client's number of records, from its raw data, kept in the result",
     "client_class_counts": "each client's label counts, from its raw data, kept in the result",
+    "unlabeled_shift": "U-vs-private shift measures: label_tv from the clients' pooled label "
+                       "counts, feature_smd from their pooled feature means and spreads, "
+                       "kept in the result",
     "test_texts_seen": "how many test texts also occur in the clients' private texts or U, "
                        "from their raw data, kept in the result",
 }
