@@ -604,3 +604,24 @@ def test_a_run_still_going_elsewhere_is_not_resumed_beside_it(tmp_path: Path) ->
     lock_path(ckpt).write_text("99999")  # a SIGKILLed holder's file: no lock on it
     assert len(resume(ckpt, rounds=3, progress=False).rounds) == 3
     assert not lock_path(ckpt).exists()
+
+
+def test_equal_arrays_are_stored_once_and_read_back_as_their_own(tmp_path: Path) -> None:
+    """FedAvg's clients end a round on the same weights: the checkpoint stores an array
+    equal in dtype, shape and bytes once, every entry reads back its own copy, and arrays
+    that differ in any of the three stay apart."""
+    w = np.arange(1000, dtype=np.float64)
+    clients = {c: {"w": w.copy(), "step": np.array(3), "i": np.arange(1000, dtype=np.int64),
+                   "r": w.reshape(10, 100).copy(), "mine": w + c} for c in range(4)}
+    path = ckpt_module.write_checkpoint(tmp_path / "x.checkpoint.npz", {"rounds": 1},
+                                        {"w": w.copy()}, clients, key=b"k" * 32)
+    with np.load(path, allow_pickle=False) as npz:
+        stored = [n for n in npz.files if n not in ("meta", "mac", "key_id")]
+    assert len(stored) == 7  # w (mine of client 0 too), step, i, r, mine of clients 1-3
+    saved = load_checkpoint(path, key=b"k" * 32)
+    for c, state in clients.items():
+        for k, v in state.items():
+            got = saved.clients[c][k]
+            assert got.dtype == v.dtype and got.shape == v.shape and np.array_equal(got, v)
+    saved.clients[0]["w"][0] = -1.0  # a fresh array per reference
+    assert saved.clients[1]["w"][0] == 0.0 and saved.server["w"][0] == 0.0

@@ -150,14 +150,25 @@ def refuse_finished(checkpoint: Path, saved: Checkpoint, rounds: int | None) -> 
 
 # --------------------------------------------------------------------------- file format
 def _split(states: Mapping[str, State], arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Scalars stay in the JSON; arrays go to ``arrays`` and are referenced by name."""
+    """Scalars stay in the JSON; arrays go to ``arrays`` and are referenced by name. An
+    array equal in dtype, shape and bytes to one already there is stored once and named
+    by every entry holding it (FedAvg's clients end a round on the same global weights:
+    100 copies of them and their optimiser state were 364 MB); the reader builds a fresh
+    array for every reference, so code reading the older layout reads this one too."""
     out: dict[str, Any] = {}
+    seen: dict[tuple[str, tuple[int, ...], bytes], str] = {}
     for role, state in states.items():
         entries: dict[str, Any] = {}
         for key, value in state.items():
             if isinstance(value, np.ndarray):
-                name = f"a{len(arrays)}"
-                arrays[name] = value
+                raw = np.frombuffer(_raw(np.ascontiguousarray(value)), dtype=np.uint8)
+                digest = (value.dtype.str, value.shape, hashlib.sha256(raw.data).digest())
+                name = seen.get(digest, "")
+                if not name or value.dtype.hasobject or not np.array_equal(
+                        np.frombuffer(_raw(np.ascontiguousarray(arrays[name])), np.uint8), raw):
+                    name = f"a{len(arrays)}"
+                    arrays[name] = value
+                    seen.setdefault(digest, name)
                 entries[key] = {"array": name}
             else:
                 entries[key] = {"value": value}
@@ -165,8 +176,9 @@ def _split(states: Mapping[str, State], arrays: dict[str, np.ndarray]) -> dict[s
     return out
 
 
-def _join(entries: Mapping[str, Any], npz: Any) -> State:
-    return {key: (np.array(npz[e["array"]]) if "array" in e else e["value"])
+def _join(entries: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> State:
+    """A role's state: a fresh array for every reference (two entries may name one)."""
+    return {key: (np.array(arrays[e["array"]]) if "array" in e else e["value"])
             for key, e in entries.items()}
 
 
@@ -238,8 +250,8 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
                 raise FedLabelsError(f"refusing checkpoint {path}: it was changed after it "
                                      "was written (its HMAC does not match).")
             states = meta.pop("states")
-            server = _join(states.pop("server"), npz)
-            clients = {int(k.split(".", 1)[1]): _join(v, npz) for k, v in states.items()}
+            server = _join(states.pop("server"), arrays)
+            clients = {int(k.split(".", 1)[1]): _join(v, arrays) for k, v in states.items()}
     except FileNotFoundError:
         raise FedLabelsError(f"no checkpoint {path}: a run writes one beside its result as "
                              "it goes (none with --no-checkpoint); nothing to resume.") from None
