@@ -7,8 +7,8 @@ every class and reconstructor it names is in :data:`ALLOWED` — exactly the typ
 writes: scikit-learn trees, forests, linear models and MLPs, XGBoost (its booster as its
 own raw bytes), RuleFit, TF-IDF, and fedlabels' wrappers. A torch learner (the MLPs,
 MiniLM) is saved as its constructor parameters and its ``state_dict()`` (plain arrays),
-never its tensors' pickles. Nothing else is imported or called, so a forged file cannot
-run code.
+never its tensors' pickles, less its optimiser's moments (the checkpoint keeps those).
+Nothing else is imported or called, so a forged file cannot run code.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,7 @@ class _Writer:
             _check_plain_learner(value)
             return {"$t": "learner", "cls": self.class_name(type(value)),
                     "params": self.encode(value.get_params(deep=False)),
-                    "state": self.encode(dict(value.state_dict()))}
+                    "state": self.encode(_for_prediction(value.state_dict()))}
         return self.reduced(value)
 
     def class_name(self, cls: Any) -> str:
@@ -164,6 +165,18 @@ class _Writer:
                                  "(it reduces to list or dict items).")
         return {"$t": "obj", "f": self.class_name(func), "args": self.encode(tuple(args)),
                 "state": self.encode(state)}
+
+
+_OPTIMISER_SLOT = re.compile(r"opt\.\d+\.")
+
+
+def _for_prediction(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A torch learner's state without its optimiser's per-parameter slots (Adam's
+    ``step``, ``exp_avg``, ``exp_avg_sq``: twice the weights, and per client, so they were
+    two thirds of a FedAvg models file). Predicting and inspecting never read them; the
+    loaded learner gets a fresh optimiser, as the learner's loader does for a state without
+    them. Resuming a run reads the checkpoint, which keeps them."""
+    return {k: v for k, v in state.items() if not _OPTIMISER_SLOT.match(k)}
 
 
 def _check_plain_learner(learner: Any) -> None:
