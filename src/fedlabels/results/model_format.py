@@ -16,9 +16,12 @@ from __future__ import annotations
 import copyreg
 import hashlib
 import importlib
+import io
 import json
 import math
 import re
+import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -252,11 +255,35 @@ class _Reader:
 
 
 def write_models_file(path: Path, payload: Mapping[str, Any]) -> None:
-    """Write ``payload`` (plain values and fitted models) to ``path`` as a safe ``.npz``."""
+    """Write ``payload`` (plain values and fitted models) to ``path`` as a safe ``.npz``.
+
+    The ``.npz`` is a zip of ``.npy`` members, as ``np.savez`` writes it, but a member
+    whose first 64 kB deflate to under 80 % (a tree's nodes and class counts, the
+    manifest) is deflated (level 1) and the rest (a network's float weights, which deflate
+    to about 93 % at 30 MB/s) are stored as they are; ``np.load`` reads both."""
     writer = _Writer()
     manifest = json.dumps({"format": FORMAT, "payload": writer.encode(dict(payload))})
-    with open(path, "wb") as fh:
-        np.savez(fh, allow_pickle=False, manifest=np.array(manifest), **writer.arrays)
+    members = {"manifest": np.array(manifest), **writer.arrays}
+    with zipfile.ZipFile(path, "w", allowZip64=True) as zf:
+        for name, array in members.items():
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, array, allow_pickle=False)
+            data = buffer.getbuffer()
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            if _deflates(data):
+                zf.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
+            else:
+                zf.writestr(info, data, compress_type=zipfile.ZIP_STORED)
+            del data
+
+
+#: a member is deflated when this much of it deflates to under DEFLATE_RATIO of its size
+DEFLATE_SAMPLE, DEFLATE_RATIO = 1 << 16, 0.8
+
+
+def _deflates(data: memoryview) -> bool:
+    sample = data[:DEFLATE_SAMPLE]
+    return len(zlib.compress(sample, 1)) < DEFLATE_RATIO * len(sample)
 
 
 def read_models_file(path: Path) -> dict[str, Any]:
