@@ -72,3 +72,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+
+
+def spy_fedct_votes(monkeypatch, record) -> None:  # type: ignore[no-untyped-def]
+    """Wrap ``FedCTServer.run_round`` so that ``record(votes, labels)`` gets each round's
+    vote matrix (as ``collect_votes`` returned it) and the consensus it gave."""
+    from fedlabels.methods.fedct.fedct import FedCTServer
+
+    run_round = FedCTServer.run_round
+
+    def server_round(server, rnd, grid):  # type: ignore[no-untyped-def]
+        collect = server.collect_votes
+        seen: list = []
+        server.collect_votes = lambda replies: seen.append(collect(replies)) or seen[-1]
+        out = run_round(server, rnd, grid)
+        assert server.labels is not None
+        record(seen[0], server.labels.copy())
+        return out
+
+    monkeypatch.setattr(FedCTServer, "run_round", server_round)

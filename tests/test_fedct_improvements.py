@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
+from conftest import spy_fedct_votes
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 from fedlabels.methods import get_method
-from fedlabels.methods.fedct.fedct import FedCTClient, FedCTServer
+from fedlabels.methods.fedct.fedct import FedCTClient
 from fedlabels.methods.fedct.schedule import ramp_weight
 
 MODEL = "mlp(hidden=16)"
@@ -63,7 +64,7 @@ class Spy:
         self.weights: list[np.ndarray | None] = []
         self.votes: list[tuple[np.ndarray, np.ndarray]] = []
         self.shares: list[tuple[np.ndarray | None, np.ndarray | None]] = []
-        steps, run_round = TorchMLPClassifier.train_steps, FedCTServer.run_round
+        steps = TorchMLPClassifier.train_steps
         receive = FedCTClient.receive_and_train
         spy = self
 
@@ -71,21 +72,12 @@ class Spy:
             spy.weights.append(None if w_aux is None else np.array(w_aux))
             return steps(learner, *args, w_aux=w_aux, **kw)
 
-        def server_round(server: FedCTServer, rnd: int, grid: Any) -> Any:
-            collect = server.collect_votes
-            seen: list[np.ndarray] = []
-            server.collect_votes = lambda replies: seen.append(collect(replies)) or seen[-1]
-            out = run_round(server, rnd, grid)
-            assert server.labels is not None
-            spy.votes.append((seen[0], server.labels.copy()))
-            return out
-
         def client_receive(client: FedCTClient, message: Any) -> None:
             receive(client, message)
             spy.shares.append((client.pseudo_share, client.pseudo_index))
 
         monkeypatch.setattr(TorchMLPClassifier, "train_steps", train_steps)
-        monkeypatch.setattr(FedCTServer, "run_round", server_round)
+        spy_fedct_votes(monkeypatch, lambda votes, labels: spy.votes.append((votes, labels)))
         monkeypatch.setattr(FedCTClient, "receive_and_train", client_receive)
 
 

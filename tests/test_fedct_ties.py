@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
+from conftest import spy_fedct_votes
 from fedlabels.consensus import ABSTAIN, majority_vote, qualified_majority
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.methods import get_method
-from fedlabels.methods.fedct.fedct import FedCTClient, FedCTServer
+from fedlabels.methods.fedct.fedct import FedCTClient
 from fedlabels.testing import check_method
 
 
@@ -80,23 +81,14 @@ class Spy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.rounds: list[tuple[np.ndarray, np.ndarray]] = []
         self.pseudo: list[tuple[np.ndarray | None, np.ndarray | None]] = []
-        run_round, receive = FedCTServer.run_round, FedCTClient.receive_and_train
+        receive = FedCTClient.receive_and_train
         spy = self
-
-        def server_round(server: FedCTServer, rnd: int, grid: Any) -> Any:
-            collect = server.collect_votes
-            seen: list[np.ndarray] = []
-            server.collect_votes = lambda replies: seen.append(collect(replies)) or seen[-1]
-            out = run_round(server, rnd, grid)
-            assert server.labels is not None
-            spy.rounds.append((seen[0], server.labels.copy()))
-            return out
 
         def client_receive(client: FedCTClient, message: Any) -> None:
             receive(client, message)
             spy.pseudo.append((client.pseudo_index, client.pseudo_y))
 
-        monkeypatch.setattr(FedCTServer, "run_round", server_round)
+        spy_fedct_votes(monkeypatch, lambda votes, labels: spy.rounds.append((votes, labels)))
         monkeypatch.setattr(FedCTClient, "receive_and_train", client_receive)
 
 
