@@ -14,7 +14,6 @@ Nothing else is imported or called, so a forged file cannot run code.
 from __future__ import annotations
 
 import copyreg
-import hashlib
 import importlib
 import io
 import json
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from fedlabels.core.array_table import ArrayTable
 from fedlabels.core.errors import FedLabelsError
 
 #: classes and reconstructors a models file may name ("module:qualname")
@@ -98,23 +98,16 @@ def _allowed(name: str) -> Any:
 
 class _Writer:
     def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
-        self.seen: dict[tuple[np.dtype[Any], tuple[int, ...], bytes], int] = {}
+        self.table = ArrayTable()  # FedAvg's clients end on the same global weights: once
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        return self.table.arrays
 
     def array(self, value: np.ndarray) -> int:
-        """The index of ``value`` in the file; an array equal in dtype, shape and bytes to
-        one already written is written once (FedAvg's clients end on the same global
-        weights: 100 copies of them were a third of a 363 MB file). The reader builds a
-        fresh array for every reference."""
-        value = np.array(value, order="C")  # 0-d stays 0-d
-        key = (value.dtype, value.shape, hashlib.sha256(value.tobytes()).digest())
-        index = self.seen.get(key)
-        if index is not None and self.arrays[f"a{index}"].tobytes() == value.tobytes():
-            return index
-        index = len(self.arrays)
-        self.arrays[f"a{index}"] = value
-        self.seen[key] = index
-        return index
+        """The index of ``value`` in the file (an equal array already written is named by
+        its index; the reader builds a fresh array for every reference)."""
+        return self.table.add(np.array(value, order="C"))  # 0-d stays 0-d
 
     def encode(self, value: Any) -> Any:
         if value is None or isinstance(value, bool | str):

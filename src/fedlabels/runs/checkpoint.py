@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from fedlabels.core.array_table import ArrayTable, raw_bytes
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import writing
 from fedlabels.core.private_files import private_key, same_tag, tag, write_private_with
@@ -156,19 +157,12 @@ def _split(states: Mapping[str, State], arrays: dict[str, np.ndarray]) -> dict[s
     100 copies of them and their optimiser state were 364 MB); the reader builds a fresh
     array for every reference, so code reading the older layout reads this one too."""
     out: dict[str, Any] = {}
-    seen: dict[tuple[str, tuple[int, ...], bytes], str] = {}
+    table = ArrayTable(arrays)
     for role, state in states.items():
         entries: dict[str, Any] = {}
         for key, value in state.items():
             if isinstance(value, np.ndarray):
-                raw = np.frombuffer(_raw(np.ascontiguousarray(value)), dtype=np.uint8)
-                digest = (value.dtype.str, value.shape, hashlib.sha256(raw.data).digest())
-                name = seen.get(digest, "")
-                if not name or value.dtype.hasobject or not np.array_equal(
-                        np.frombuffer(_raw(np.ascontiguousarray(arrays[name])), np.uint8), raw):
-                    name = f"a{len(arrays)}"
-                    arrays[name] = value
-                    seen.setdefault(digest, name)
+                name = f"a{table.add(value)}"
                 entries[key] = {"array": name}
             else:
                 entries[key] = {"value": value}
@@ -199,17 +193,8 @@ def _mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray]) -> str:
     for name in sorted(arrays):
         array = np.ascontiguousarray(arrays[name])
         parts += [name.encode(), array.dtype.str.encode(), repr(array.shape).encode(),
-                  _raw(array)]
+                  raw_bytes(array)]
     return tag(key, *parts)
-
-
-def _raw(array: np.ndarray) -> bytes | memoryview:
-    """The array's bytes for hashing, without copying them where its dtype allows (the
-    checkpoint's arrays are tens of MB; the digest is the same either way)."""
-    try:
-        return memoryview(array).cast("B")  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # a dtype the buffer protocol cannot export
-        return array.tobytes()
 
 
 def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
