@@ -9,14 +9,14 @@ import sys
 
 import pytest
 
-from fedlabels.deploy import watchdog
+from fedlabels.deploy import processes, watchdog
 
 
 @pytest.mark.parametrize("has_proc", [True, False])
 def test_running_tells_live_from_exited_processes(monkeypatch, tmp_path, has_proc) -> None:
     if not has_proc:
-        monkeypatch.setattr(watchdog, "PROC", tmp_path / "no-proc")
-    elif not watchdog.PROC.is_dir():
+        monkeypatch.setattr(processes, "PROC", tmp_path / "no-proc")
+    elif not processes.PROC.is_dir():
         pytest.skip("this system has no /proc")
     assert watchdog.running(os.getpid(), None)
     child = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -18,20 +18,36 @@ from typing import Any
 
 from fedlabels.core.files import write_atomic
 
+#: the process table (Linux); absent elsewhere
+PROC = Path("/proc")
 
-def start_time(pid: int) -> str | None:
-    """A process's start time (``/proc/PID/stat`` field 22), to tell a reused pid apart."""
+
+def has_proc() -> bool:
+    """Whether this system has the process table (:data:`PROC`)."""
+    return (PROC / "self" / "stat").is_file()
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (the state first), or None
+    when there is no such process (or no ``/proc``)."""
     try:
-        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
 
 
+def start_time(pid: int) -> str | None:
+    """A process's start time (``/proc/PID/stat`` field 22), to tell a reused pid apart."""
+    fields = stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
 def parent(pid: int) -> int | None:
     """The parent pid of a live process (``/proc/PID/stat`` field 4)."""
+    fields = stat_fields(pid)
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
+        return None if fields is None else int(fields[1])
+    except (IndexError, ValueError):
         return None
 
 

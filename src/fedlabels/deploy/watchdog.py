@@ -26,14 +26,20 @@ from contextlib import suppress
 from pathlib import Path
 
 from fedlabels.core.files import write_atomic
-from fedlabels.deploy.processes import finalise_status, send, start_time
+from fedlabels.deploy.processes import (
+    finalise_status,
+    has_proc,
+    send,
+    start_time,
+    stat_fields,
+)
 
 
 def running(pid: int, started: str | None) -> bool:
     """Whether ``pid`` is the process that started at ``started`` and has not exited (a zombie
     has exited). Without ``/proc`` (not Linux) only whether the pid exists: the watchdog
     would otherwise take a live launcher for a dead one and finalise its status."""
-    if not _has_proc():
+    if not has_proc():
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -41,19 +47,9 @@ def running(pid: int, started: str | None) -> bool:
         except PermissionError:  # it exists, owned by someone else
             return True
         return True
-    try:
-        stat = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return stat[0] not in ("Z", "X") and (started is None or stat[19] == started)
-
-
-#: the process table (Linux); absent elsewhere
-PROC = Path("/proc")
-
-
-def _has_proc() -> bool:
-    return (PROC / "self" / "stat").is_file()
+    stat = stat_fields(pid)
+    return stat is not None and len(stat) > 19 and stat[0] not in ("Z", "X") \
+        and (started is None or stat[19] == started)
 
 
 def record_processes(path: Path, seen: dict[int, str | None]) -> None:
