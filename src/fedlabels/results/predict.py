@@ -33,12 +33,8 @@ from fedlabels.data.preprocessing import Preprocessing
 def predict_codes(models: Sequence[Any], X: np.ndarray, n_classes: int,
                   client: int | None = None) -> np.ndarray:
     """Class codes from one client's model, or the majority vote of all (ties: lowest)."""
-    if not models:
-        raise FedLabelsError("this run has no client models to predict with.")
+    _check_client(models, client)
     if client is not None:
-        if not 0 <= client < len(models):
-            raise FedLabelsError(f"client {client} does not exist; this run has clients "
-                                 f"0..{len(models) - 1}.")
         return np.asarray(models[client].predict(X), dtype=np.int64)
     votes = np.zeros((len(X), n_classes), dtype=np.int64)
     for model in models:
@@ -53,16 +49,21 @@ def predict_targets(models: Sequence[Any], target_range: tuple[float, float], X:
     median over the clients (FedCT's default consensus; the mean for an even number of
     clients is that of the two middle values). The models predict on the unit scale
     ``(y - lo) / (hi - lo)`` of the run's public target range."""
-    if not models:
-        raise FedLabelsError("this run has no client models to predict with.")
-    if client is not None and not 0 <= client < len(models):
-        raise FedLabelsError(f"client {client} does not exist; this run has clients "
-                             f"0..{len(models) - 1}.")
+    _check_client(models, client)
     chosen = models if client is None else [models[client]]
     unit = np.median([np.asarray(m.predict(X), dtype=np.float64).ravel() for m in chosen],
                      axis=0)
     lo, hi = target_range
     return lo + (hi - lo) * unit
+
+
+def _check_client(models: Sequence[Any], client: int | None) -> None:
+    """Refuse a run without models, or a ``client`` it does not have."""
+    if not models:
+        raise FedLabelsError("this run has no client models to predict with.")
+    if client is not None and not 0 <= client < len(models):
+        raise FedLabelsError(f"client {client} does not exist; this run has clients "
+                             f"0..{len(models) - 1}.")
 
 
 def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: Any,
@@ -144,26 +145,25 @@ def predict_file(result_path: str | Path, data_path: str | Path,
 
 def run_sep(result_path: str | Path) -> str | None:
     """The field separator the run's table was read with (its configuration's ``sep``)."""
-    import json
-
-    try:
-        config = json.loads(Path(result_path).read_text()).get("config") or {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    sep = config.get("sep") if isinstance(config, dict) else None
+    sep = _result_field(result_path, "config", "sep")
     return sep if isinstance(sep, str) and sep else None
 
 
 def run_task(result_path: str | Path) -> str:
     """The task of a run's federation (``classification`` when the result does not say)."""
+    task = _result_field(result_path, "federation", "task")
+    return task if task == "regression" else "classification"
+
+
+def _result_field(result_path: str | Path, section: str, key: str) -> Any:
+    """``result[section][key]`` of a result JSON, or None where it is missing or unreadable."""
     import json
 
     try:
-        federation = json.loads(Path(result_path).read_text()).get("federation") or {}
+        part = json.loads(Path(result_path).read_text()).get(section) or {}
     except (OSError, ValueError, AttributeError):
-        return "classification"
-    task = federation.get("task") if isinstance(federation, dict) else None
-    return task if task == "regression" else "classification"
+        return None
+    return part.get(key) if isinstance(part, dict) else None
 
 
 def _header_is_data(frame: Any) -> bool:
