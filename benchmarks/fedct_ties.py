@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 import fedlabels as fl
+from fedlabels.core.intervals import t_half_width
 
 DATASETS = "digits,dna,letter,vehicle,wine,breast_cancer"
 ROUNDS = {"breast_cancer": 5, "wine": 5}  # benchmarks/table3.py; the others 3
@@ -91,8 +91,7 @@ def summary(records: list[dict[str, Any]]) -> str:
         a = np.array([cell["smallest"][s] for s in seeds])
         b = np.array([cell["abstain"][s] for s in seeds])
         d = 100 * (b - a)
-        half = (stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-                if len(d) > 1 else float("nan"))
+        half = t_half_width(d) if len(d) > 1 else float("nan")
         lines.append(f"| {ds} | {model} | {','.join(map(str, seeds))} | {a.mean():.4f} | "
                      f"{b.mean():.4f} | {d.mean():+.2f} ± {half:.2f} | "
                      f"{', '.join(f'{x:+.1f}' for x in d)} | "

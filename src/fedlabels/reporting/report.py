@@ -132,7 +132,7 @@ def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
 def _vul_interval(conf: Configuration) -> tuple[float | None, float | None]:
     """A 95 % interval of the VUL: the audit's own (bootstrap) when one seed; otherwise the
     t-interval of the mean over seeds, mean ± t(0.975, n-1) · std / √n, clipped to [0, 1]."""
-    from scipy import stats
+    from fedlabels.core.intervals import t_half_width
 
     lows, highs = [], []
     for r in conf.runs:
@@ -149,7 +149,7 @@ def _vul_interval(conf: Configuration) -> tuple[float | None, float | None]:
     mean, std = _mean_std(values)
     if mean is None or std is None:
         return None, None
-    half = float(stats.t.ppf(0.975, len(values) - 1)) * std / math.sqrt(len(values))
+    half = t_half_width(values)
     return max(0.0, mean - half), min(1.0, mean + half)
 
 

@@ -145,13 +145,15 @@ def below_reference(accuracy: float | None, reference: float | None, what: str, 
     """
     from scipy import stats
 
+    from fedlabels.core.intervals import t_half_width
+
     if accuracy is None or reference is None or accuracy >= reference:
         return None
     head = f"mean accuracy {accuracy:.3f} is below the local-only reference {reference:.3f} " \
            f"({what})"
     if differences is not None and len(differences) >= 2:
         d = np.asarray(differences, dtype=float)
-        half = float(stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+        half = t_half_width(d)
         gap, how = float(d.mean()), f"over {d.size} paired seeds"
     elif n_test:
         half = float(stats.norm.ppf(0.975) * math.sqrt(
