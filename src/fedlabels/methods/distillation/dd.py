@@ -75,9 +75,9 @@ def check_soft_learners(method: str, n_clients: int, learners: list[Any]) -> Non
     if bad:
         from fedlabels.learners.text_input import accepts_text
 
-        which = ("'minilm' or 'hf(model_dir=...)'" if any(accepts_text(ln) for ln in learners)
-                 else "the torch 'mlp'")
-        use = "minilm" if which.startswith("'minilm'") else "mlp"
+        text = any(accepts_text(ln) for ln in learners)
+        which = "'minilm' or 'hf(model_dir=...)'" if text else "the torch 'mlp'"
+        use = "minilm" if text else "mlp"
         raise FedLabelsError(
             f"{method} trains every client towards averaged soft labels with a distillation "
             f"loss, which needs a model trained by gradient steps on soft targets (for this "
