@@ -77,9 +77,11 @@ def add_misc_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("demo", help="FedCT vs FedAvg vs local vs centralized on breast_cancer")
-    p.add_argument("--output-dir", default="results/demo")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--output-dir", default="results/demo", metavar="DIR",
+                   help="where the runs' files and the summary go (default: results/demo)")
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of the split and the runs (default 0)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the files of an earlier demo (default: refuse)")
     p.set_defaults(func=cmd_demo)
