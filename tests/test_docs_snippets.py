@@ -210,8 +210,12 @@ def test_inline_mention_names_a_subcommand_and_its_flags(where, mention):
 
 
 def test_python_snippets_compile_and_use_public_names():
+    """Each block compiles, names no private attribute, and a block that uses ``fl.`` has
+    ``import fedlabels as fl`` (in it or an earlier block of its page: a reader copies from
+    the top; a snippet of docs/models.md used ``fl`` on a page that never imported it)."""
     count = 0
     for path in DOCS:
+        imported = False
         for lang, start, lines in _blocks(path):
             if lang not in ("python", "py"):
                 continue
@@ -221,6 +225,8 @@ def test_python_snippets_compile_and_use_public_names():
             compile(code, where, "exec")  # a SyntaxError names the block
             private = re.findall(r"\bfl\.(_\w+)|from fedlabels[\w.]* import .*\b(_\w+)", code)
             assert not private, f"{where}: private names {private}"
+            imported = imported or "import fedlabels as fl" in code
+            assert imported or not re.search(r"\bfl\.", code), f"{where}: `fl` is not imported"
     assert count >= 10
 
 
