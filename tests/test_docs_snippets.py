@@ -39,7 +39,7 @@ NEEDS_USER_FILES = ("hf(model_dir=/models/",)
 EXTERNAL_FLAGS = {
     "--address", "--head", "--num-cpus",  # ray start (docs/engines.md)
     "--dist", "--durations",              # pytest (pytest-xdist)
-    "--index-url", "--no-deps", "--no-binary",  # pip
+    "--index-url",                        # pip (docs/neural.md: torch for CUDA)
     "--rm",                               # docker compose run
     "--trusted-entities",                 # flower-supernode (why fedlabels does not use it)
 }
