@@ -223,3 +223,18 @@ def test_cli_prints_the_privacy_line_of_a_dp_run(tmp_path: Any, capsys: Any) -> 
                  "--no-progress", "--method", "fedct", "--model", "dt",
                  "--output", str(tmp_path / "f.json")]) == 0
     assert "privacy:" not in capsys.readouterr().out
+
+
+def test_the_privacy_line_keeps_the_party_a_guarantee_does_not_hold_against() -> None:
+    """Central DP-FedAvg's guarantee excludes the server; the line cut the sentence at its
+    first ';' and read 'against anyone observing the global models', which the server is."""
+    from fedlabels.results import privacy_line
+
+    line = privacy_line({"guarantee": "formal", "epsilon": 4.0, "delta": 1e-5,
+                         "neighbouring": "client-level: one client added or removed",
+                         "guarantee_against": "anyone observing the global models (other "
+                                              "clients, users of the final model); not the "
+                                              "server"})
+    assert line is not None
+    assert line.endswith("(formal, client-level, against anyone observing the global "
+                         "models; not the server)")

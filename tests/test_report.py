@@ -657,3 +657,39 @@ def test_figure_bars_say_what_they_are_and_vul_bars_are_its_interval():
     assert segments[0][:, 0].tolist() == pytest.approx([0.55, 0.71])
     assert "vertical bars: ± std over seeds" in ax.get_ylabel()
     plt.close(fig)
+
+
+def test_the_guarantee_says_its_unit_and_against_whom_in_table_and_figure(tmp_path):
+    """Client-level DP-FedAvg (not against the server) and record-level DP-FedCT (against
+    the server) both read 'formal' in the table, and their ε sat on one axis unexplained."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import privacy_figure
+
+    central = {"guarantee": "formal", "epsilon": 4.0, "delta": 1e-5,
+               "neighbouring": "client-level: one client (all its records) added or removed",
+               "guarantee_against": "anyone observing the global models (other clients, "
+                                    "users of the final model); not the server"}
+    local = {"guarantee": "formal", "epsilon": 8.0, "delta": 1e-5,
+             "neighbouring": "record-level: one private record of one client",
+             "guarantee_against": "the server and the other clients (everything a client "
+                                  "sends), and anyone who sees the consensus"}
+    runs = [_result("dp-fedavg", 0, [0.6], privacy=central),
+            _result("dp-fedct", 0, [0.8], privacy=local), _result("fedct", 0, [0.8])]
+    paths = [tmp_path / f"{i}.json" for i in range(3)]
+    for res, path in zip(runs, paths, strict=True):
+        res.save_json(path)
+    assert main(["report", *map(str, paths), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert ("<td>formal, client-level, against anyone observing the global models; "
+            "not the server</td>") in page
+    assert "<td>formal, record-level, against the server and the other clients</td>" in page
+    rows = summary_rows(group_runs(runs))
+    fig = privacy_figure(rows, "epsilon_mean", "epsilon_std", "ε", "t", "no DP",
+                         guarantee=True)
+    entries = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert any("dp-fedavg" in e and "client-level" in e and "not the server" in e
+               for e in entries)
+    assert any("dp-fedct" in e and "record-level, against the server" in e for e in entries)
+    assert "not comparable" in fig.axes[0].get_xlabel()  # two guarantees on one ε axis
+    plt.close(fig)

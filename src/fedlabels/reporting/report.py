@@ -166,8 +166,7 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
         totals = [(r.communication.get("bytes_up_total", 0)
                    + r.communication.get("bytes_down_total", 0))
                   / max(1, int(r.federation.get("n_clients") or 1)) for r in conf.runs]
-        guarantees = {(r.extra.get("privacy") or {}).get("guarantee")
-                      or r.extra.get("threat_model", {}).get("guarantee") for r in conf.runs}
+        guarantees = dict.fromkeys(_guarantee(r) for r in conf.runs)
         eps, eps_std = _mean_std(conf.privacy_values("epsilon"))
         vul, vul_std = _mean_std(conf.privacy_values("vul"))
         low, high = _vul_interval(conf)
@@ -182,7 +181,7 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
             "bytes_up_per_client_round": per_round,
             "bytes_up_per_client_round_std": per_round_std,
             "bytes_per_client_total": _mean_std(totals)[0],
-            "guarantee": "/".join(sorted(str(g) for g in guarantees if g)) or None,
+            "guarantee": " / ".join(g for g in guarantees if g) or None,
             "epsilon_mean": eps, "epsilon_std": eps_std,
             "delta": max(deltas) if deltas else None,
             "vul_mean": vul, "vul_std": vul_std, "vul_low": low, "vul_high": high,
@@ -190,6 +189,19 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
             **_placement(conf),
         })
     return rows
+
+
+def _guarantee(res: RunResult) -> str | None:
+    """``none``, or the guarantee with its unit and the party it holds against (``formal,
+    client-level, against anyone observing the global models; not the server``): ε of
+    different units and adversaries must not read alike."""
+    from fedlabels.results.run_result import guarantee_text
+
+    privacy = res.extra.get("privacy") or {}
+    kind = privacy.get("guarantee") or (res.extra.get("threat_model") or {}).get("guarantee")
+    if kind in (None, "none"):
+        return kind
+    return guarantee_text({**privacy, "guarantee": kind})
 
 
 def _placement(conf: Configuration) -> dict[str, Any]:

@@ -138,10 +138,12 @@ def _x_bars(r: dict[str, Any], x: str, xerr: str | tuple[str, str]) -> tuple[flo
 
 
 def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str, str],
-                   xlabel: str, title: str, missing: str) -> Any | None:
+                   xlabel: str, title: str, missing: str, guarantee: bool = False
+                   ) -> Any | None:
     """Accuracy against a privacy measure; configurations without one (non-private runs,
     references) are horizontal lines, so a single private point still has context.
-    ``xerr``: the key of a ± spread, or the (low, high) keys of an interval around ``x``.
+    ``xerr``: the key of a ± spread, or the (low, high) keys of an interval around ``x``;
+    ``guarantee``: each point's legend entry states its guarantee (unit, against whom).
     """
     points = [r for r in rows if r[x] is not None and r["accuracy_mean"] is not None]
     if not points:
@@ -152,7 +154,9 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
         left, right = _x_bars(r, x, xerr)
         ax.errorbar(r[x], r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
                     xerr=[[left], [right]], fmt="o", ms=7, capsize=3,
-                    color=colour[r["configuration"]], label=r["configuration"])
+                    color=colour[r["configuration"]],
+                    label=r["configuration"] + (f"\n    {r['guarantee']}"
+                                                if guarantee and r["guarantee"] else ""))
         if len(points) == 1:
             ax.annotate(f"{r[x]:.3g}", (r[x], r["accuracy_mean"]), textcoords="offset points",
                         xytext=(8, 6), fontsize=9)
@@ -167,6 +171,8 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
         ax.set_xlim(0, hi * 1.25 if hi > 0 else 1)  # ε from 0: one point is not centred alone
     else:
         ax.set_xlim(min(0.45, lo - 0.02), max(1.0, hi + 0.02))
+    if guarantee and len({r["guarantee"] for r in points}) > 1:
+        xlabel += "\nnot comparable between guarantees of other units or adversaries (legend)"
     ax.set_xlabel(xlabel)
     bars = BARS if isinstance(xerr, str) else f"vertical {BARS}"
     ax.set_ylabel(f"final mean client test accuracy\n({bars})")
@@ -187,7 +193,7 @@ def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
             rows, "epsilon_mean", "epsilon_std", "ε, total privacy budget (lower is more "
             "private)", "One privacy level: its cost against the non-private runs (lines)"
             if len({r["epsilon_mean"] for r in eps}) == 1
-            else "Accuracy against ε: the price of privacy", "no DP")),
+            else "Accuracy against ε: the price of privacy", "no DP", guarantee=True)),
         ("Privacy against utility: VUL (audited runs)", privacy_figure(
             rows, "vul_mean", ("vul_low", "vul_high"), "VUL: membership attack ROC AUC "
             "(0.5 = no leak); horizontal bars: its 95 % interval, as in the table",

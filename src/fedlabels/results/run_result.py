@@ -411,18 +411,32 @@ def privacy_line(privacy: dict[str, Any]) -> str | None:
     eps = privacy.get("epsilon")
     if not isinstance(eps, int | float) or not math.isfinite(eps):
         return None  # no DP mechanism (or nothing released yet)
+    return (f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} "
+            f"({guarantee_text(privacy)})" + _composed(privacy, eps))
+
+
+def guarantee_text(privacy: dict[str, Any]) -> str:
+    """What a result's guarantee is and whom it holds against: ``formal, record-level,
+    against the server and the other clients``, ``conditional on ...``, or ``guarantee:
+    none - <reason>``."""
     guarantee = privacy.get("guarantee", "none")
     if guarantee == "conditional":
-        qualifier = f"conditional on {privacy.get('conditional_on')}"
-    elif guarantee == "formal":
+        return f"conditional on {privacy.get('conditional_on')}"
+    if guarantee == "formal":
         relation = str(privacy.get("neighbouring") or "").split(":")[0]
-        against = re.split(r" \(|;|:", str(privacy.get("guarantee_against") or ""))[0]
-        qualifier = ", ".join(x for x in ("formal", relation, against and f"against {against}")
-                              if x)
-    else:
-        qualifier = f"guarantee: none - {privacy.get('reason', 'not stated')}"
-    return (f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} ({qualifier})"
-            + _composed(privacy, eps))
+        return ", ".join(x for x in ("formal", relation, _against(privacy)) if x)
+    return f"guarantee: none - {privacy.get('reason', 'not stated')}"
+
+
+def _against(privacy: dict[str, Any]) -> str:
+    """``against the server ...``: the party a guarantee holds against, without its
+    explanations, and the party it does not (``; not the server``), which is the one a
+    reader would otherwise assume."""
+    clauses = str(privacy.get("guarantee_against") or "").split(";")
+    party = re.split(r" \(|:", clauses[0])[0].strip()
+    nots = [re.split(r" \(|:|, which", c)[0].strip() for c in clauses[1:]]
+    nots = [c for c in nots if c.startswith("not ")]
+    return "; ".join([f"against {party}", *nots]) if party else ""
 
 
 def _composed(privacy: dict[str, Any], eps: float) -> str:
