@@ -195,10 +195,19 @@ def test_runs_alike_but_for_model_arguments_or_period_are_told_apart():
     long = [copy.deepcopy(results[0]) for _ in range(2)]
     for k, res in enumerate(long):  # options that differ only past the cut
         res.config["options"] = {"a_rather_long_option_name_indeed": 0.123456, "z": k}
-    assert run_name_of(long[0]).endswith("…")  # cut before z
+    assert run_name_of(long[0]).endswith("z=0)")  # whole: what tells them apart is at the end
     labels, _ = legend_labels(long)
-    assert len(set(labels)) == 2 and all(len(label) <= MAX_LABEL for label in labels)
-    assert labels[0].endswith("#1") and labels[1].endswith("#2")
+    assert labels[0].endswith("z=0)") and labels[1].endswith("z=1)")  # not cut, not numbered
+    fig = accuracy_figure(long)  # the long entries are wrapped, not cut
+    try:
+        texts = _legend_texts(fig)
+        assert any("z=0)" in t for t in texts) and any("z=1)" in t for t in texts)
+        assert all(len(line) <= MAX_LABEL for t in texts for line in t.split("\n"))
+        assert not any("…" in t for t in texts)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
     fig = accuracy_figure(results * 2)  # six long labels: one column, within the figure
     try:
         fig.canvas.draw()

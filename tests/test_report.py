@@ -693,3 +693,17 @@ def test_the_guarantee_says_its_unit_and_against_whom_in_table_and_figure(tmp_pa
     assert any("dp-fedct" in e and "record-level, against the server" in e for e in entries)
     assert "not comparable" in fig.axes[0].get_xlabel()  # two guarantees on one ε axis
     plt.close(fig)
+
+
+def test_the_table_names_a_configuration_whole(tmp_path):
+    """A name past 56 characters was cut in the HTML table too ('mechanis…'), hiding the
+    options that define the configuration; the page has room for all of it."""
+    res = _result("fedct", 0, [0.8])
+    res.config["options"] = {"a_rather_long_option_name_indeed": 0.123456,
+                             "mechanism": "dpsgd", "site_model": "private"}
+    res.save_json(tmp_path / "r.json")
+    assert main(["report", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert ("<td>fedct · dt (a_rather_long_option_name_indeed=0.123456, mechanism=dpsgd, "
+            "site_model=private)</td>") in page
+    assert "…" not in page

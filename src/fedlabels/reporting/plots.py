@@ -20,7 +20,7 @@ from fedlabels.results import RunResult
 
 #: methods drawn as references rather than as curves
 REFERENCE_METHODS = ("local", "centralized")
-#: longest legend entry; longer ones end in "…"
+#: longest line of a legend entry; longer entries are wrapped, never cut
 MAX_LABEL = 56
 
 
@@ -62,11 +62,16 @@ def model_text(res: RunResult) -> str:
 def run_name(res: RunResult) -> str:
     """``fedct · decision_tree (quorum=0.9)``: method, model and the changed options."""
     opts = ", ".join(f"{k}={v}" for k, v in sorted(changed_options(res).items()))
-    return shorten(f"{res.method} · {model_text(res)}" + (f" ({opts})" if opts else ""))
+    return f"{res.method} · {model_text(res)}" + (f" ({opts})" if opts else "")
 
 
-def shorten(text: str, limit: int = MAX_LABEL) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+def wrap(text: str, width: int = MAX_LABEL) -> str:
+    """``text`` with each of its lines wrapped at ``width`` characters (continuations
+    indented), so a long name is read whole, not cut."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="    ",
+                                    break_on_hyphens=False) for line in text.split("\n"))
 
 
 def _describe(res: RunResult) -> dict[str, str]:
@@ -103,12 +108,10 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
                    for i in at]
         for i, text in zip(at, setting_differences(configs), strict=True):
             labels[i] += f" ({text})" if text != "other settings" else ""
-    short = [shorten(label) for label in labels]
-    if len(set(short)) < len(short):  # alike, or alike once cut: numbered, the number kept
-        short = [shorten(label, MAX_LABEL - len(f" #{i + 1}")) + f" #{i + 1}"
-                 for i, label in enumerate(labels)]
+    if len(set(labels)) < len(labels):  # alike in everything: numbered
+        labels = [label + f" #{i + 1}" for i, label in enumerate(labels)]
     labels = [label + (f" [{s}]" if (s := rounds_status(r)) else "")
-              for label, r in zip(short, results, strict=True)]
+              for label, r in zip(labels, results, strict=True)]
     shared = [described[0][k] for k in ("dataset", "clients") if k not in varying]
     return labels, ", ".join(shared)
 
@@ -176,12 +179,16 @@ def new_figure(width: float = 7.5, height: float = 4.6) -> tuple[Any, Any]:
 
 def place_legend(fig: Any, ax: Any) -> None:
     """The legend below the axes (outside them, so it never covers data), in two columns
-    when long."""
+    when short; long entries are wrapped (:func:`wrap`)."""
     handles, labels = ax.get_legend_handles_labels()
+    labels = [wrap(label) for label in labels]
     if handles:  # two columns of long labels would be wider than the figure
-        wide = len(labels) <= 3 or max(len(label) for label in labels) > 48
+        wide = len(labels) <= 3 or max(len(line) for label in labels
+                                       for line in label.split("\n")) > 48
         fig.legend(handles, labels, fontsize=8, ncol=1 if wide else 2,
                    frameon=False, loc="outside lower center")
+        rows = sum(label.count("\n") + 1 for label in labels) / (1 if wide else 2)
+        fig.set_figheight(fig.get_figheight() + max(0.0, rows - 6) * 0.17)  # axes keep size
 
 
 def whole_rounds(ax: Any) -> None:
