@@ -229,3 +229,30 @@ def test_a_one_round_run_ticks_its_round_alone():
         ax = fig.axes[0]
         fig.canvas.draw()
         assert list(ax.get_xticks()) == list(range(1, rounds + 1))
+
+
+def test_the_majority_baseline_is_that_of_every_run_not_the_first(runs):
+    """Runs whose test sets differ (other seeds, an audit's split) have other baselines;
+    the plot drew the first run's alone and named it for all."""
+    import copy
+
+    import matplotlib.pyplot as plt
+
+    other = copy.deepcopy(runs["fedct"])
+    other.seed = 1
+    base = dict(other.extra["clinical"]["baseline"])
+    other.extra["clinical"]["baseline"] = {**base, "accuracy": 0.5}
+    fig = accuracy_figure([runs["fedct"], other])
+    try:
+        (entry,) = [t for t in _legend_texts(fig) if t.startswith("majority class")]
+        assert f"0.500 to {base['accuracy']:.3f}" in entry
+        assert not [ln for ln in fig.axes[0].get_lines() if ln.get_label() == entry]
+    finally:
+        plt.close(fig)
+    fig = accuracy_figure([runs["fedct"], runs["fedavg"]])  # one test set: one line
+    try:
+        (entry,) = [t for t in _legend_texts(fig) if t.startswith("majority class")]
+        assert entry.endswith(f": {base['accuracy']:.3f}")
+        assert [ln for ln in fig.axes[0].get_lines() if ln.get_label() == entry]
+    finally:
+        plt.close(fig)

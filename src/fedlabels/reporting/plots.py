@@ -244,11 +244,16 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     if not regression and len({r.dataset for r in results}) == 1:
         from fedlabels.results.caveats import majority_baseline
 
-        base = majority_baseline(results[0])
-        if base is not None:
-            ax.axhline(base["accuracy"], color="0.45", lw=1.2, ls="-.",
-                       label=f"majority class (always '{base.get('name')}'): "
-                             f"{base['accuracy']:.3f}")
+        bases = [b for r in results if (b := majority_baseline(r)) is not None]
+        values = sorted({round(float(b["accuracy"]), 12) for b in bases})
+        names = ", ".join(f"'{n}'" for n in dict.fromkeys(str(b.get("name")) for b in bases))
+        if len(values) == 1:
+            ax.axhline(values[0], color="0.45", lw=1.2, ls="-.",
+                       label=f"majority class (always {names}): {values[0]:.3f}")
+        elif values:  # test sets differ (seeds, audit splits): one run's would mislead
+            ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
+                       label=f"majority class (always {names}): {values[0]:.3f} to "
+                             f"{values[-1]:.3f} over the runs' test sets")
     ax.set_xlabel("communication round")
     whole_rounds(ax)
     ax.set_ylabel("mean client test RMSE\n(the target's units; lower is better)" if regression
