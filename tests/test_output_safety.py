@@ -433,7 +433,8 @@ def test_plot_writes_a_real_pdf_with_distinct_labels(tmp_path, two_datasets):
     assert len(set(labels)) == 2 and "breast_cancer" in labels[0] and "wine" in labels[1]
     assert "breast_cancer" not in title and "wine" not in title
     labels, title = legend_labels([results[0], results[0]])  # identical runs: numbered
-    assert labels[0] != labels[1] and title == "breast_cancer, m = 3"
+    assert labels[0] != labels[1]
+    assert title == f"breast_cancer, m = 3, R = {results[0].config['rounds']}, seed 0"
 
 
 # ------------------------------------------------------------------------ demo, deploy

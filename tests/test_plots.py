@@ -256,3 +256,14 @@ def test_the_majority_baseline_is_that_of_every_run_not_the_first(runs):
         assert [ln for ln in fig.axes[0].get_lines() if ln.get_label() == entry]
     finally:
         plt.close(fig)
+
+
+def test_the_title_says_what_all_runs_share_dataset_clients_rounds_seed(runs):
+    """A one-run plot did not say its seed or rounds anywhere."""
+    import matplotlib.pyplot as plt
+
+    fig = accuracy_figure([runs["fedct"]])
+    try:
+        assert fig.axes[0].get_title().startswith("breast_cancer, m = 5, R = 4, seed 0:")
+    finally:
+        plt.close(fig)

@@ -707,3 +707,29 @@ def test_the_table_names_a_configuration_whole(tmp_path):
     assert ("<td>fedct · dt (a_rather_long_option_name_indeed=0.123456, mechanism=dpsgd, "
             "site_model=private)</td>") in page
     assert "…" not in page
+
+
+def test_the_page_and_its_figures_say_what_ran(tmp_path, monkeypatch):
+    """The page was titled 'fedlabels report' and its figures named no dataset, rounds or
+    seeds: a figure copied out of the page said nothing of what it shows."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting import report_figures
+
+    runs = [_result("fedct", s, [0.7, 0.8]) for s in (0, 1)] + [_result("local", 0, [0.6])]
+    paths = [tmp_path / f"{i}.json" for i in range(3)]
+    for res, path in zip(runs, paths, strict=True):
+        res.save_json(path)
+    assert main(["report", *map(str, paths), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "<title>fedlabels report: toy, m = 2, R = 2, seeds 0, 1</title>" in page
+    assert '<img alt="Accuracy per round (toy, m = 2, R = 2, seeds 0, 1)"' in page
+    configs = group_runs(runs)
+    rows = summary_rows(configs)
+    made = []
+    real = report_figures.png
+    monkeypatch.setattr(report_figures, "png",
+                        lambda fig: made.append(fig.axes[0].get_title()) or real(fig))
+    report_figures.figures(configs, rows)
+    plt.close("all")
+    assert made and all(t.endswith("\ntoy, m = 2, R = 2, seeds 0, 1") for t in made), made

@@ -85,7 +85,8 @@ def _describe(res: RunResult) -> dict[str, str]:
 
 
 def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
-    """One distinct label per run and a title naming what all runs share.
+    """One distinct label per run and a title naming what all runs share (dataset,
+    clients, rounds, seed).
 
     Labels are :func:`run_name` plus every other attribute (dataset, clients, partition,
     seed, rounds) that differs between the runs, and the run's status when it was
@@ -112,7 +113,8 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
         labels = [label + f" #{i + 1}" for i, label in enumerate(labels)]
     labels = [label + (f" [{s}]" if (s := rounds_status(r)) else "")
               for label, r in zip(labels, results, strict=True)]
-    shared = [described[0][k] for k in ("dataset", "clients") if k not in varying]
+    shared = [described[0][k] for k in ("dataset", "clients", "rounds", "seed")
+              if k not in varying]
     return labels, ", ".join(shared)
 
 

@@ -181,9 +181,33 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
     return fig
 
 
+def what_ran(configs: Sequence[Configuration]) -> str:
+    """``breast_cancer, m = 5, R = 3, seeds 0, 1, 2``: the datasets, clients, rounds and
+    seeds of the runs (each value once), for titles."""
+    runs = [r for c in configs for r in c.runs]
+
+    def each(values: Sequence[Any]) -> str:
+        return ", ".join(str(v) for v in dict.fromkeys(values))
+
+    seeds = sorted({r.seed for r in runs})
+    rounds = each([(r.config or {}).get("rounds", len(r.rounds)) for r in runs
+                   if r.method not in REFERENCE_METHODS] or ["-"])
+    return (f"{each([r.dataset for r in runs])}, m = "
+            f"{each([r.federation.get('n_clients', '?') for r in runs])}, R = {rounds}, "
+            f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
+
+
+def _subtitle(fig: Any, text: str) -> Any:
+    """``text`` as a second title line (what ran), below the figure's own."""
+    if fig is not None:
+        ax = fig.axes[0]
+        ax.set_title(f"{ax.get_title()}\n{text}", fontsize=11)
+    return fig
+
+
 def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
             ) -> list[tuple[str, str]]:
-    """(heading, base64 PNG) of every figure that has data."""
+    """(heading, base64 PNG) of every figure that has data; each title names what ran."""
     eps = [r for r in rows if r["epsilon_mean"] is not None]
     what = "RMSE" if configs and all(c.regression for c in configs) else "Accuracy"
     made = [
@@ -200,4 +224,5 @@ def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
             "Accuracy against measured leakage: further left is more private",
             "not audited")),
     ]
-    return [(title, png(fig)) for title, fig in made if fig is not None]
+    ran = what_ran(configs)
+    return [(title, png(_subtitle(fig, ran))) for title, fig in made if fig is not None]

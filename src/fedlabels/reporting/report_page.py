@@ -165,7 +165,10 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
         items = "".join(f"<li><b>{esc(c)}</b>: {esc(w)}</li>" for c, w in warnings)
         warn = f'<div class="warn"><b>Read with care</b><ul>{items}</ul></div>\n'
     flagged = {c for c, _ in warnings}
-    figs = "\n".join(f'<h2>{esc(t)}</h2>\n<img alt="{esc(t)}" '
+    from fedlabels.reporting.report_figures import what_ran
+
+    ran = esc(what_ran(configs)) if configs else ""
+    figs = "\n".join(f'<h2>{esc(t)}</h2>\n<img alt="{esc(t)} ({ran})" '
                      f'src="data:image/png;base64,{png}">' for t, png in figures)
     matrices = [m for c in configs if (m := _confusion(c)) is not None]
     cms = ("<h2>Confusion matrices</h2>\n<p>Rows: true class; columns: predicted class; "
@@ -188,8 +191,8 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
         f" The majority-class baseline (always the commonest training class) scores "
         f"<b>{fmt(base)}</b>: a model must beat it clearly to have learnt anything.")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>fedlabels report</title><style>{_STYLE}</style></head><body>\n"
-            f"<h1>fedlabels report</h1>\n{warn}"
+            f"<title>fedlabels report: {ran}</title><style>{_STYLE}</style></head><body>\n"
+            f"<h1>fedlabels report: {ran}</h1>\n{warn}"
             f"<p>{len(sources)} results, {len(rows)} configurations. Metrics of the "
             "clients' final models on the test set: the mean over clients, then mean ± "
             "standard deviation over seeds (— where a run has no such value). "
