@@ -190,7 +190,15 @@ def test_vul_curves_place_sub_rounds_within_their_round():
     assert x == [0.5, 1.0, 2.0] and y == [0.5, 0.6, 0.7]
 
 
-def test_cli_threat_flag_and_per_round_plot(tmp_path, capsys):
+def test_cli_threat_flag_and_per_round_plot(tmp_path, capsys, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    import fedlabels.audit.curves as curves
+
+    titles = []  # the audit's plots say what ran and its guarantee (they named neither)
+    real = curves.save_png
+    monkeypatch.setattr(curves, "save_png", lambda fig, path: titles.append(
+        fig.axes[0].get_title()) or real(fig, path))
     out = tmp_path / "a.json"
     assert main(["audit", "--method", "fedct", "--dataset", "digits", "--model", "dt",
                  "--rounds", "2", "--threat", "fixed-u", "--audit-views", "0",
@@ -201,6 +209,12 @@ def test_cli_threat_flag_and_per_round_plot(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["privacy"]["threat_model"]["name"] == "fixed-u"
     assert out.with_suffix(".vul_rounds.png").stat().st_size > 0
+    assert len(titles) == 2
+    for title in titles:
+        assert title.startswith("fedct on digits, m = ")
+        assert ", R = 2, seed 0: " in title and "(fixed-u)" in title
+        assert title.endswith("\nno DP guarantee")
+    plt.close("all")
 
 
 def test_vul_curve_plot_ticks_whole_rounds_and_names_the_null_band(monkeypatch, tmp_path):
@@ -228,3 +242,30 @@ def test_audit_refuses_a_device_or_precision_it_would_not_honour(flags, tmp_path
     err = capsys.readouterr().err
     assert f"{' '.join(flags)}: the audit trains" in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_audit_plot_legends_sit_outside_the_axes(monkeypatch, tmp_path):
+    """The per-round VUL plot put its legend 'best', over the curves of attacks that bunch
+    together near 0.47; the ROC plot's sat in the lower right, where attacks with an AUC
+    below 0.5 run. Both now sit right of the axes."""
+    import matplotlib.pyplot as plt
+
+    import fedlabels.audit.curves as curves
+    from fedlabels.audit.report import plot_roc
+
+    per_view = {f"round {r}": {"auc_mean": 0.47} for r in range(1, 4)}
+    roc = {"fpr": [0.1, 0.5, 1.0], "tpr": [0.05, 0.4, 1.0]}
+    attacks = {name: {"per_view": per_view, "vul": 0.47, "worst_view": "round 1",
+                      "roc": roc, "fpr_resolution": 0.1} for name in ("loss", "lira", "rmia")}
+    privacy = {"audit": {"attacks": attacks}, "null_vul": 0.55, "null_vul_ci": [0.38, 0.65],
+               "vul": 0.47, "threat_model": {"name": "curious-server", "key": "fixed-u"}}
+    drawn = []
+    monkeypatch.setattr(curves, "save_png", lambda fig, path: drawn.append(fig) or path)
+    curves.plot_vul_curves(privacy, tmp_path / "v.png")
+    plot_roc(privacy, tmp_path / "r.png")
+    for fig in drawn:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        legend = ax.get_legend().get_window_extent()
+        assert not legend.overlaps(ax.get_window_extent()), ax.get_title()
+        plt.close(fig)

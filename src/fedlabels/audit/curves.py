@@ -58,8 +58,15 @@ def plot_vul_curves(privacy: dict[str, Any], path: str | Path, title: str | None
     name = (privacy.get("threat_model") or {}).get("name", "")
     ax.set_title(title or f"membership inference per round ({name})", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    legend_outside(ax)
     return save_png(fig, path)
+
+
+def legend_outside(ax: Any) -> None:
+    """The legend right of the axes, so it covers no curve (``loc="best"`` put it over the
+    attacks' curves where they bunch together)."""
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              frameon=False)
 
 
 def save_png(fig: Any, path: str | Path) -> Path:

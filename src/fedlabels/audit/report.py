@@ -16,7 +16,7 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     """
     import matplotlib
 
-    from fedlabels.audit.curves import save_png
+    from fedlabels.audit.curves import legend_outside, save_png
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -48,7 +48,7 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
                 transform=ax.transAxes)
     ax.set_title(title or f"membership inference ({threat})", fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right")
+    legend_outside(ax)
     return save_png(fig, path)
 
 

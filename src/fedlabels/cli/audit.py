@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from contextlib import nullcontext
 from typing import Any
@@ -41,6 +42,25 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
                    help="DP audit: canaries in client 0's data for an empirical lower bound "
                         "on ε (one-run; a second run); default 100 or what the test split "
                         "spares for dp-fedct, dp-fedavg, dp-pate and fredy, 0 (off) otherwise")
+
+
+def _title(result: Any, what: str) -> str:
+    """``dp-fedct on breast_cancer, m = 5, R = 3, seed 0: membership inference (fixed-u)``
+    and, below, the run's guarantee: an audit plot read without the ε it tests misleads."""
+    from fedlabels.reporting.plots import wrap
+    from fedlabels.results.run_result import guarantee_text
+
+    privacy = result.extra.get("privacy") or {}
+    model = privacy.get("threat_model") or {}
+    threat = model.get("name") or model.get("key", "")
+    eps = privacy.get("epsilon")
+    claim = (f"ε = {eps:.3g}, δ = {privacy.get('delta', 0.0):g}, {guarantee_text(privacy)}"
+             if isinstance(eps, int | float) and math.isfinite(eps)
+             else "no DP guarantee")
+    head = (f"{result.method} on {result.dataset}, m = {result.federation.get('n_clients')}, "
+            f"R = {result.config.get('rounds')}, seed {result.seed}: {what}"
+            + (f" ({threat})" if threat else ""))
+    return wrap(head, 70) + "\n" + wrap(claim, 70)
 
 
 def _clients(text: str | None) -> list[int] | None:
@@ -107,13 +127,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 seed=cfg.seed, eval_every=cfg.eval_every, options=cfg.options,
                 n_canaries=n_canaries))
     save_result(result, files)
-    with writing(str(files["roc"])):
-        roc = plot_roc(result.extra["privacy"], files["roc"],
-                       title=f"{cfg.method} on {cfg.dataset}: membership inference")
     privacy = result.extra["privacy"]
+    with writing(str(files["roc"])):
+        roc = plot_roc(privacy, files["roc"],
+                       title=_title(result, "membership inference"))
     with writing(str(files["curves"])):
         curves = plot_vul_curves(privacy, files["curves"],
-                                 title=f"{cfg.method} on {cfg.dataset}: VUL per round")
+                                 title=_title(result, "VUL per round"))
     show_table(result, args.metric)
     print()
     print(audit_header(privacy))
