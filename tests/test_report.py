@@ -733,3 +733,22 @@ def test_the_page_and_its_figures_say_what_ran(tmp_path, monkeypatch):
     report_figures.figures(configs, rows)
     plt.close("all")
     assert made and all(t.endswith("\ntoy, m = 2, R = 2, seeds 0, 1") for t in made), made
+
+
+def test_a_regression_report_keeps_its_communication_and_privacy_figures():
+    """The summary figures plotted accuracy alone, so a regression report dropped 'against
+    communication' and its DP runs' ε figure without a word; they now plot the RMSE."""
+    from fedlabels.reporting.report_figures import figures
+
+    dp = {"guarantee": "formal", "epsilon": 2.0, "delta": 1e-5}
+    runs = [_result("fedct", 0, [0.8]), _result("dp-fedct", 0, [0.7], privacy=dp)]
+    for res, rmse in zip(runs, (60.0, 70.0), strict=True):
+        res.federation["task"] = "regression"
+        for rec in res.rounds:
+            rec.accuracies, rec.rmse, rec.r2 = None, [rmse] * 2, [0.1, 0.1]
+    configs = group_runs(runs)
+    rows = summary_rows(configs)
+    assert rows[0]["accuracy_mean"] is None and rows[0]["rmse_mean"] == 60.0
+    titles = [t for t, _ in figures(configs, rows)]
+    assert titles == ["RMSE per round", "RMSE against communication",
+                      "Privacy against utility: ε (DP runs)"]

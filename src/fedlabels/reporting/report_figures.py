@@ -87,11 +87,24 @@ def curves_figure(configs: Sequence[Configuration],
     return fig
 
 
+#: the y axis of the summary figures, by the rows' metric
+_NAME = {"accuracy": "accuracy", "rmse": "RMSE (target's units)"}
+
+
+def utility(rows: Sequence[dict[str, Any]]) -> str:
+    """``rmse`` when the rows are regression runs (they have no accuracy), else
+    ``accuracy``: the summary figures plot it, so a regression report keeps them."""
+    regression = rows and all(r["accuracy_mean"] is None and r["rmse_mean"] is not None
+                              for r in rows)
+    return "rmse" if regression else "accuracy"
+
+
 def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
     """Final accuracy against bytes uploaded per client per round (log); runs that send
     nothing sit at a marked "0" position left of the smallest positive value."""
+    m = utility(rows)
     points = [r for r in rows if r["bytes_up_per_client_round"] is not None
-              and r["accuracy_mean"] is not None]
+              and r[f"{m}_mean"] is not None]
     if not points:
         return None
     positive = [r["bytes_up_per_client_round"] for r in points
@@ -102,7 +115,7 @@ def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
     fig, ax = new_figure()
     for r in points:
         x = r["bytes_up_per_client_round"] or zero_at
-        ax.errorbar(x, r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
+        ax.errorbar(x, r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
                     xerr=(r["bytes_up_per_client_round_std"] or 0) if x != zero_at else None,
                     fmt="s" if x == zero_at else "o", ms=7, capsize=3,
                     color=colour[r["configuration"]], label=r["configuration"])
@@ -112,9 +125,10 @@ def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
     ax.set_xticks([zero_at, *ticks], ["0\n(none)", *(_bytes(t) for t in ticks)])
     ax.set_xlim(zero_at / 2, max([lo, *positive]) * 3)
     ax.set_xlabel("bytes uploaded per client per round (log scale; 0 = no communication)")
-    ax.set_ylabel(f"final mean client test accuracy\n({BARS})")
-    ax.set_title("Accuracy against communication: higher and further left is better",
-                 fontsize=11)
+    ax.set_ylabel(f"final mean client test {_NAME[m]}\n({BARS})")
+    ax.set_title(f"{_NAME[m].capitalize() if m == 'accuracy' else 'RMSE'} against "
+                 f"communication: {'higher' if m == 'accuracy' else 'lower'} and further "
+                 "left is better", fontsize=11)
     place_legend(fig, ax)
     return fig
 
@@ -145,26 +159,27 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
     ``xerr``: the key of a ± spread, or the (low, high) keys of an interval around ``x``;
     ``guarantee``: each point's legend entry states its guarantee (unit, against whom).
     """
-    points = [r for r in rows if r[x] is not None and r["accuracy_mean"] is not None]
+    m = utility(rows)
+    points = [r for r in rows if r[x] is not None and r[f"{m}_mean"] is not None]
     if not points:
         return None
     colour = colours(rows)
     fig, ax = new_figure()
     for r in points:
         left, right = _x_bars(r, x, xerr)
-        ax.errorbar(r[x], r["accuracy_mean"], yerr=r["accuracy_std"] or 0,
+        ax.errorbar(r[x], r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
                     xerr=[[left], [right]], fmt="o", ms=7, capsize=3,
                     color=colour[r["configuration"]],
                     label=r["configuration"] + (f"\n    {r['guarantee']}"
                                                 if guarantee and r["guarantee"] else ""))
         if len(points) == 1:
-            ax.annotate(f"{r[x]:.3g}", (r[x], r["accuracy_mean"]), textcoords="offset points",
+            ax.annotate(f"{r[x]:.3g}", (r[x], r[f"{m}_mean"]), textcoords="offset points",
                         xytext=(8, 6), fontsize=9)
-    others = [r for r in rows if r[x] is None and r["accuracy_mean"] is not None]
+    others = [r for r in rows if r[x] is None and r[f"{m}_mean"] is not None]
     for j, r in enumerate(others):
-        ax.axhline(r["accuracy_mean"], lw=1.2, ls=("--", ":", "-.")[j % 3],
+        ax.axhline(r[f"{m}_mean"], lw=1.2, ls=("--", ":", "-.")[j % 3],
                    color=colour[r["configuration"]],
-                   label=f"{r['configuration']}: {r['accuracy_mean']:.3f} ({missing})")
+                   label=f"{r['configuration']}: {r[f'{m}_mean']:.3f} ({missing})")
     hi = max(r[x] + _x_bars(r, x, xerr)[1] for r in points)
     lo = min(r[x] - _x_bars(r, x, xerr)[0] for r in points)
     if x.startswith("epsilon"):
@@ -175,7 +190,7 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
         xlabel += "\nnot comparable between guarantees of other units or adversaries (legend)"
     ax.set_xlabel(xlabel)
     bars = BARS if isinstance(xerr, str) else f"vertical {BARS}"
-    ax.set_ylabel(f"final mean client test accuracy\n({bars})")
+    ax.set_ylabel(f"final mean client test {_NAME[m]}\n({bars})")
     ax.set_title(title, fontsize=11)
     place_legend(fig, ax)
     return fig
@@ -212,7 +227,7 @@ def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
     what = "RMSE" if configs and all(c.regression for c in configs) else "Accuracy"
     made = [
         (f"{what} per round", curves_figure(configs, rows)),
-        ("Accuracy against communication", communication_figure(rows)),
+        (f"{what} against communication", communication_figure(rows)),
         ("Privacy against utility: ε (DP runs)", privacy_figure(
             rows, "epsilon_mean", "epsilon_std", "ε, total privacy budget (lower is more "
             "private)", "One privacy level: its cost against the non-private runs (lines)"
