@@ -752,3 +752,24 @@ def test_a_regression_report_keeps_its_communication_and_privacy_figures():
     titles = [t for t, _ in figures(configs, rows)]
     assert titles == ["RMSE per round", "RMSE against communication",
                       "Privacy against utility: ε (DP runs)"]
+
+
+def test_twelve_configurations_look_unlike_each_other_and_avoid_red_and_green():
+    """Colours were matplotlib's C0..C9 by position: the 11th configuration looked exactly
+    like the 1st, and C2/C3 set green against red, which a red-green colour-blind reader
+    cannot tell apart. Each now has a colour-blind-safe colour and, with it, a marker no
+    other configuration shares."""
+    from matplotlib.colors import to_rgb
+
+    from fedlabels.reporting.report_figures import communication_figure
+
+    runs = [_result("fedct", 0, [0.5 + k / 40], rounds_config=k + 1) for k in range(12)]
+    rows = summary_rows(group_runs(runs))
+    fig = communication_figure(rows)
+    looks = [(to_rgb(c.lines[0].get_color()), c.lines[0].get_marker())
+             for c in fig.axes[0].containers]
+    assert len(looks) == 12 and len(set(looks)) == 12
+    for rgb, _ in looks:  # nothing pure red or pure green: (r, g, b) far from those
+        r, g, b = rgb
+        assert not (r > 0.75 and g < 0.3 and b < 0.3), rgb  # red
+        assert not (g > 0.5 and r < 0.3 and b < 0.3), rgb  # green

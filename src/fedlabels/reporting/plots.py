@@ -20,6 +20,19 @@ from fedlabels.results import RunResult
 
 #: methods drawn as references rather than as curves
 REFERENCE_METHODS = ("local", "centralized")
+#: Okabe & Ito's colour-blind-safe colours (their yellow left out: unreadable on white);
+#: matplotlib's default cycle set red against green
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
+#: markers: with the colour, a style no other of the first 49 series has
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def style(i: int) -> tuple[str, str]:
+    """Colour and marker of the ``i``-th series: colours first, then markers, so series
+    past the palette do not repeat an earlier one's look."""
+    return PALETTE[i % len(PALETTE)], MARKERS[(i // len(PALETTE)) % len(MARKERS)]
+
+
 #: longest line of a legend entry; longer entries are wrapped, never cut
 MAX_LABEL = 56
 
@@ -227,21 +240,21 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
             if r.method in REFERENCE_METHODS]
     colours: dict[str, str] = {}  # a reference takes the colour of a curve with its model
     for i, (res, label) in enumerate(curves):
-        colours.setdefault(model_text(res), f"C{i % 10}")
+        colours.setdefault(model_text(res), style(i)[0])
         final = _final_value(res, regression)
         _plot_run(ax, res, label if final is None else f"{label}: {final:.3f} at the end",
-                  f"C{i % 10}")
+                  *style(i))
     if not curves:  # references only: a round axis from their own records
         ax.set_xlim(0.5, max(max((rec.round for rec in r.rounds), default=1)
                              for r, _ in refs) + 0.5)
     for i, (res, label) in enumerate(refs):
         value = _final_value(res, regression)
-        style = "--" if res.method == "local" else ":"
+        dash = "--" if res.method == "local" else ":"
         if value is None:
-            ax.plot([], [], ls=style, label=f"{label} (not evaluated)")
+            ax.plot([], [], ls=dash, label=f"{label} (not evaluated)")
             continue
-        colour = colours.setdefault(model_text(res), f"C{(len(curves) + i) % 10}")
-        ax.axhline(value, ls=style, lw=1.6, color=colour,
+        colour = colours.setdefault(model_text(res), style(len(curves) + i)[0])
+        ax.axhline(value, ls=dash, lw=1.6, color=colour,
                    label=f"{label}: {value:.3f} (reference)")
     if not regression and len({r.dataset for r in results}) == 1:
         from fedlabels.results.caveats import majority_baseline
@@ -273,18 +286,18 @@ def _final_value(res: RunResult, regression: bool) -> float | None:
     return None if value is None else float(value)
 
 
-def _plot_run(ax: Any, res: RunResult, label: str, colour: str) -> None:
+def _plot_run(ax: Any, res: RunResult, label: str, colour: str, marker: str = "o") -> None:
     frame = res.to_frame()
     if "rmse_mean" in frame:  # regression: the mean client RMSE per round
         frame = frame.dropna(subset=["rmse_mean"])
-        ax.plot(frame["round"], frame["rmse_mean"], marker="o", ms=3, label=label,
+        ax.plot(frame["round"], frame["rmse_mean"], marker=marker, ms=4, label=label,
                 color=colour)
         return
     if "acc_mean" not in frame:  # stopped before its first evaluation: an empty entry
-        ax.plot([], [], marker="o", ms=3, label=f"{label} (not evaluated)")
+        ax.plot([], [], marker=marker, ms=4, label=f"{label} (not evaluated)")
         return
     frame = frame.dropna(subset=["acc_mean"])
-    (line,) = ax.plot(frame["round"], frame["acc_mean"], marker="o", ms=3, label=label,
+    (line,) = ax.plot(frame["round"], frame["acc_mean"], marker=marker, ms=4, label=label,
                       color=colour)
     ax.fill_between(frame["round"], frame["acc_min"], frame["acc_max"], alpha=0.15,
                     color=line.get_color())

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedlabels.reporting.plots import REFERENCE_METHODS, new_figure, place_legend, whole_rounds
+from fedlabels.reporting.plots import (
+    REFERENCE_METHODS,
+    new_figure,
+    place_legend,
+    style,
+    whole_rounds,
+)
 
 if TYPE_CHECKING:
     from fedlabels.reporting.report import Configuration
@@ -41,7 +47,12 @@ def _is_reference(conf: Configuration) -> bool:
 
 def colours(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     """One colour per configuration (its row's position), the same in every figure."""
-    return {r["configuration"]: f"C{i % 10}" for i, r in enumerate(rows)}
+    return {r["configuration"]: style(i)[0] for i, r in enumerate(rows)}
+
+
+def markers(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """One marker per configuration: with its colour, unlike any other's."""
+    return {r["configuration"]: style(i)[1] for i, r in enumerate(rows)}
 
 
 def _label(conf: Configuration) -> str:
@@ -64,7 +75,8 @@ def curves_figure(configs: Sequence[Configuration],
     colour = colours(rows)
     fig, ax = new_figure()
     for conf, rounds, mean, std in curves:
-        (line,) = ax.plot(rounds, mean, marker="o", ms=3, color=colour[conf.label],
+        (line,) = ax.plot(rounds, mean, marker=markers(rows)[conf.label], ms=4,
+                          color=colour[conf.label],
                           label=f"{_label(conf)}: {mean[-1]:.3f} at the end")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for conf, value in refs:
@@ -117,7 +129,7 @@ def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
         x = r["bytes_up_per_client_round"] or zero_at
         ax.errorbar(x, r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
                     xerr=(r["bytes_up_per_client_round_std"] or 0) if x != zero_at else None,
-                    fmt="s" if x == zero_at else "o", ms=7, capsize=3,
+                    fmt=markers(rows)[r["configuration"]], ms=7, capsize=3,
                     color=colour[r["configuration"]], label=r["configuration"])
     ax.set_xscale("log")
     ax.axvline(zero_at * 3, color="0.6", lw=0.8, ls="--")
@@ -168,7 +180,8 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
     for r in points:
         left, right = _x_bars(r, x, xerr)
         ax.errorbar(r[x], r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
-                    xerr=[[left], [right]], fmt="o", ms=7, capsize=3,
+                    xerr=[[left], [right]], fmt=markers(rows)[r["configuration"]], ms=7,
+                    capsize=3,
                     color=colour[r["configuration"]],
                     label=r["configuration"] + (f"\n    {r['guarantee']}"
                                                 if guarantee and r["guarantee"] else ""))
