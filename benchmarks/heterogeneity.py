@@ -147,7 +147,9 @@ def plot(tables: dict[str, pd.DataFrame], out: Path, args: argparse.Namespace) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scale = f"{args.model}, R = {args.rounds}, b = {args.period}, seeds {args.seeds}"
+    seeds = ", ".join(map(str, args.seeds))
+    scale = (f"{args.model}, R = {args.rounds}, b = {args.period}, "
+             f"seed{'s' if len(args.seeds) > 1 else ''} {seeds}")
     for exp, x, xlabel, logx in (("mscale", "clients", "clients m (private set fixed)", True),
                                  ("usize", "unlabeled", "|U|", True),
                                  ("table4", "label_tv", "label TV(U, private)", False)):
@@ -165,12 +167,12 @@ def plot(tables: dict[str, pd.DataFrame], out: Path, args: argparse.Namespace) -
                         marker="o", capsize=3, label=label)
         ax.set_xscale("log" if logx else "linear")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("mean client test accuracy")
-        ax.set_title(f"Fashion-MNIST ({scale})", fontsize=7)
+        bars = "bars: ± std over seeds" if len(args.seeds) > 1 else "one seed: no bars"
+        ax.set_ylabel(f"mean client test accuracy\n({bars})")
+        ax.set_title(f"Fashion-MNIST, {exp}\n{scale}", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / f"heterogeneity_{exp}.png", dpi=120)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+        fig.savefig(out / f"heterogeneity_{exp}.png", dpi=120, bbox_inches="tight")
         plt.close(fig)
 
 
