@@ -267,3 +267,21 @@ def test_the_title_says_what_all_runs_share_dataset_clients_rounds_seed(runs):
         assert fig.axes[0].get_title().startswith("breast_cancer, m = 5, R = 4, seed 0:")
     finally:
         plt.close(fig)
+
+
+def test_a_long_dataset_name_wraps_the_title_within_the_figure(runs):
+    """A csv: dataset's path went into the title on one line, wider than the figure."""
+    import copy
+
+    import matplotlib.pyplot as plt
+
+    res = copy.deepcopy(runs["fedct"])
+    res.dataset = "csv:/data/" + "a_rather_long_folder_name/" * 6 + "patients.csv:diagnosis"
+    fig = accuracy_figure([res])
+    try:
+        fig.canvas.draw()
+        title = fig.axes[0].title
+        assert res.dataset.split("/")[-1] in title.get_text().replace("\n", "")
+        assert title.get_window_extent().width <= fig.bbox.width
+    finally:
+        plt.close(fig)

@@ -33,6 +33,8 @@ def style(i: int) -> tuple[str, str]:
     return PALETTE[i % len(PALETTE)], MARKERS[(i // len(PALETTE)) % len(MARKERS)]
 
 
+#: longest line of a title (in 11-point text, about the figure's width)
+TITLE_WIDTH = 80
 #: longest line of a legend entry; longer entries are wrapped, never cut
 MAX_LABEL = 56
 
@@ -274,8 +276,8 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     ax.set_ylabel("mean client test RMSE\n(the target's units; lower is better)" if regression
                   else "mean client test accuracy\n(band: min–max over clients)")
     what = "test RMSE per round" if regression else "test accuracy per round"
-    ax.set_title(title or (f"{shared}: {what}" if shared else what.capitalize()),
-                 fontsize=11)
+    ax.set_title(wrap(title or (f"{shared}: {what}" if shared else what.capitalize()),
+                      TITLE_WIDTH), fontsize=11)  # a csv: dataset's path can be long
     place_legend(fig, ax)
     return fig
 

@@ -18,10 +18,12 @@ import numpy as np
 
 from fedlabels.reporting.plots import (
     REFERENCE_METHODS,
+    TITLE_WIDTH,
     new_figure,
     place_legend,
     style,
     whole_rounds,
+    wrap,
 )
 
 if TYPE_CHECKING:
@@ -229,7 +231,7 @@ def _subtitle(fig: Any, text: str) -> Any:
     """``text`` as a second title line (what ran), below the figure's own."""
     if fig is not None:
         ax = fig.axes[0]
-        ax.set_title(f"{ax.get_title()}\n{text}", fontsize=11)
+        ax.set_title(f"{ax.get_title()}\n{wrap(text, TITLE_WIDTH)}", fontsize=11)
     return fig
 
 
