@@ -75,6 +75,10 @@ ALLOWED = frozenset({
     "sklearn.metrics._dist_metrics:MinkowskiDistance64",
 })
 FORMAT = "fedlabels-models/2"
+#: state entries that hold an ``id()`` of the writing process (a TF-IDF vectoriser's cache
+#: key of its validated stop words): left out, so the same run writes the same bytes; the
+#: loaded object recomputes them where it needs them
+PROCESS_LOCAL = frozenset({"_stop_words_id"})
 
 
 class UnsavableModelError(FedLabelsError):
@@ -159,6 +163,8 @@ class _Writer:
         if any(len(reduced) > i and reduced[i] is not None for i in (3, 4)):
             raise UnsavableModelError(f"cannot save {type(value).__name__} as plain data "
                                  "(it reduces to list or dict items).")
+        if isinstance(state, dict):
+            state = {k: v for k, v in state.items() if k not in PROCESS_LOCAL}
         return {"$t": "obj", "f": self.class_name(func), "args": self.encode(tuple(args)),
                 "state": self.encode(state)}
 
