@@ -278,3 +278,29 @@ def test_a_tfidf_models_file_holds_nothing_of_the_writing_process(tmp_path):
     assert (tmp_path / "a.models.npz").read_bytes() == (tmp_path / "b.models.npz").read_bytes()
     back = read_models_file(tmp_path / "a.models.npz")["models"][0]
     np.testing.assert_array_equal(back.predict(texts), model.predict(texts))
+
+
+def test_a_trees_padding_bytes_do_not_reach_the_models_file(tmp_path):
+    """A tree's node records are 57 bytes of fields padded to 64, and the padding is
+    whatever memory scikit-learn allocated: the same run wrote different files. Two trees
+    with equal nodes and different padding now write the same bytes and predict alike."""
+    import copy
+
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = load_iris(return_X_y=True)
+    tree = DecisionTreeClassifier(random_state=0).fit(X, y)
+    state = tree.tree_.__getstate__()
+    nodes = state["nodes"]
+    paths = []
+    for fill in (0x00, 0xAB):
+        padded = np.full(nodes.nbytes, fill, dtype=np.uint8).view(nodes.dtype)
+        for name in nodes.dtype.names:
+            padded[name] = nodes[name]
+        same = copy.deepcopy(tree)
+        same.tree_.__setstate__({**state, "nodes": padded})  # copies the padding too
+        paths.append(tmp_path / f"{fill}.models.npz")
+        write_models_file(paths[-1], {"models": [same]})
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    back = read_models_file(paths[1])["models"][0]
+    np.testing.assert_array_equal(back.predict(X), tree.predict(X))

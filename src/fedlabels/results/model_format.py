@@ -111,7 +111,7 @@ class _Writer:
     def array(self, value: np.ndarray) -> int:
         """The index of ``value`` in the file (an equal array already written is named by
         its index; the reader builds a fresh array for every reference)."""
-        return self.table.add(np.array(value, order="C"))  # 0-d stays 0-d
+        return self.table.add(_padding_zeroed(np.array(value, order="C")))  # 0-d stays 0-d
 
     def encode(self, value: Any) -> Any:
         if value is None or isinstance(value, bool | str):
@@ -167,6 +167,18 @@ class _Writer:
             state = {k: v for k, v in state.items() if k not in PROCESS_LOCAL}
         return {"$t": "obj", "f": self.class_name(func), "args": self.encode(tuple(args)),
                 "state": self.encode(state)}
+
+
+def _padding_zeroed(value: np.ndarray) -> np.ndarray:
+    """``value`` with the padding bytes of a structured dtype zeroed (a tree's nodes: 57
+    bytes of fields in 64, the rest whatever memory scikit-learn's ``malloc`` returned), so
+    the same model writes the same bytes, and equal arrays are found equal."""
+    if value.dtype.names is None:
+        return value
+    out = np.zeros(value.shape, dtype=value.dtype)
+    for name in value.dtype.names:
+        out[name] = value[name]
+    return out
 
 
 _OPTIMISER_SLOT = re.compile(r"opt\.\d+\.")
