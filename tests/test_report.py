@@ -773,3 +773,18 @@ def test_twelve_configurations_look_unlike_each_other_and_avoid_red_and_green():
         r, g, b = rgb
         assert not (r > 0.75 and g < 0.3 and b < 0.3), rgb  # red
         assert not (g > 0.5 and r < 0.3 and b < 0.3), rgb  # green
+
+
+def test_the_order_the_files_are_given_in_changes_no_value():
+    """A configuration's runs were averaged in the order given: `report s0 s1 s2 s3` and
+    `report s3 s1 s0 s2` wrote different last digits of the means and spreads and another
+    seed list. Every row is now the same, whatever the order."""
+    finals = [0.8998459852189635, 0.92817253863523, 0.9353851738248752, 0.9196018014341002]
+    runs = [_result("fedct", seed, [0.5, acc]) for seed, acc in enumerate(finals)]
+    given = summary_rows(group_runs(runs))
+    shuffled = summary_rows(group_runs([runs[i] for i in (3, 1, 0, 2)]))
+    assert given[0]["seeds"] == shuffled[0]["seeds"] == "0 1 2 3"
+    # numpy's std of these four in the other order differs in the last digit
+    assert np.std(finals, ddof=1) != np.std([finals[i] for i in (3, 1, 0, 2)], ddof=1)
+    assert shuffled[0]["accuracy_std"] == given[0]["accuracy_std"] == np.std(finals, ddof=1)
+    assert shuffled == given  # exactly: every float to its last digit

@@ -99,14 +99,17 @@ def _label(res: RunResult, datasets: int) -> str:
 
 
 def group_runs(results: Sequence[RunResult]) -> list[Configuration]:
-    """Configurations in first-seen order. Where two would read alike, their labels name the
-    settings that tell them apart (``rounds=5``)."""
+    """Configurations in first-seen order, each one's runs in seed order (so its means,
+    spreads and seed list do not depend on the order the files were given in). Where two
+    would read alike, their labels name the settings that tell them apart (``rounds=5``)."""
     groups: dict[str, Configuration] = {}
     datasets = len({r.dataset for r in results})
     for res in results:
         groups.setdefault(_config_key(res),
                           Configuration(_label(res, datasets), [])).runs.append(res)
     out = list(groups.values())
+    for conf in out:
+        conf.runs.sort(key=lambda r: r.seed)
     by_label: dict[str, list[Configuration]] = {}
     for conf in out:
         by_label.setdefault(conf.label, []).append(conf)

@@ -136,7 +136,7 @@ def _table(rows: Sequence[dict[str, Any]], all_cols: Sequence[tuple[str, str, Ce
 
 
 def _confusion(conf: Configuration) -> str | None:
-    """The confusion matrix of the first seed, summed over clients (rows: truth)."""
+    """The confusion matrix of the lowest seed, summed over clients (rows: truth)."""
     clinical = conf.runs[0].extra.get("clinical") or {}
     matrices = clinical.get("confusion_matrices")
     if not matrices:
