@@ -289,6 +289,19 @@ def test_results_record_their_provenance(tmp_path, capsys, breast_cancer_fed):
     assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"fedlabels {fl.__version__}"
 
 
+def test_provenance_names_the_xgboost_that_is_installed():
+    """fedlabels[tabular] installs xgboost as the distribution xgboost-cpu; provenance looked
+    up 'xgboost' only and left it out of every xgboost run's libraries."""
+    pytest.importorskip("xgboost")
+    from importlib import metadata
+
+    from fedlabels.core.provenance import library_versions
+
+    dists = metadata.packages_distributions()["xgboost"]
+    versions = library_versions()
+    assert any(versions.get(d) == metadata.version(d) for d in dists)
+
+
 # ------------------------------------------------------------------ reuse: predict
 
 def _table():

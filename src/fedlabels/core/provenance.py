@@ -44,6 +44,8 @@ def command_line(argv: Sequence[str]) -> Iterator[None]:
 
 
 def library_versions() -> dict[str, str]:
+    """Installed version per library, under the distribution's own name: the module
+    ``xgboost`` of ``fedlabels[tabular]`` comes from ``xgboost-cpu``."""
     out = {}
     for dist, module in LIBRARIES.items():
         if module is not None and module not in sys.modules:
@@ -51,7 +53,8 @@ def library_versions() -> dict[str, str]:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            continue
+            for other in metadata.packages_distributions().get(module or dist, []):
+                out[other] = metadata.version(other)
     return out
 
 
