@@ -302,6 +302,21 @@ def test_provenance_names_the_xgboost_that_is_installed():
     assert any(versions.get(d) == metadata.version(d) for d in dists)
 
 
+def test_provenance_lists_installed_libraries_whichever_process_imported_them():
+    """torch imported only in worker processes (--workers 2) was left out of the result's
+    libraries, which then differed from the same run with --workers 1."""
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    pytest.importorskip("torch")
+    code = ("import sys, json; from fedlabels.core.provenance import library_versions; "
+            "v = library_versions(); assert 'torch' not in sys.modules; print(json.dumps(v))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out)["torch"] == metadata.version("torch")
+
+
 # ------------------------------------------------------------------ reuse: predict
 
 def _table():

@@ -2,13 +2,14 @@
 
 :func:`provenance` is stored as ``provenance`` in every result. The command line is the one
 ``fedlabels`` was started with (``None`` for runs started from Python); library versions are
-read from the installed distributions, for torch and Flower only when the run imported them.
+read from the installed distributions: every one of :data:`LIBRARIES` that is installed,
+used by the run or not, so the entry does not depend on which process imported what (a run
+with ``--workers 2`` imports torch in its workers only).
 """
 
 from __future__ import annotations
 
 import platform
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,8 +19,8 @@ from typing import Any
 
 from fedlabels.core.version import __version__
 
-# distribution name -> module whose import means the run used it (None: always reported)
-LIBRARIES = {"numpy": None, "scipy": None, "scikit-learn": None, "torch": "torch",
+# distribution name -> its top-level module (to find the distribution that installs it)
+LIBRARIES = {"numpy": "numpy", "scipy": "scipy", "scikit-learn": "sklearn", "torch": "torch",
              "flwr": "flwr", "xgboost": "xgboost", "dp-accounting": "dp_accounting"}
 _command_line: list[str] | None = None
 
@@ -45,15 +46,13 @@ def command_line(argv: Sequence[str]) -> Iterator[None]:
 
 def library_versions() -> dict[str, str]:
     """Installed version per library, under the distribution's own name: the module
-    ``xgboost`` of ``fedlabels[tabular]`` comes from ``xgboost-cpu``."""
+    ``xgboost`` of ``fedlabels[tabular]`` comes from ``xgboost-cpu``. Nothing is imported."""
     out = {}
     for dist, module in LIBRARIES.items():
-        if module is not None and module not in sys.modules:
-            continue
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            for other in metadata.packages_distributions().get(module or dist, []):
+            for other in metadata.packages_distributions().get(module, []):
                 out[other] = metadata.version(other)
     return out
 
