@@ -25,8 +25,9 @@ shot() {  # shot OUT.png WIDTH,HEIGHT URL
 }
 printf '<body style="margin:0"><img src="%s"></body>' "$work/demo/accuracy.png" > "$work/demo.html"
 mkdir -p docs/img
-shot docs/img/demo_accuracy.png 900,552 "file://$work/demo.html"
-shot docs/img/report_breast_cancer.png 1100,3300 "file://$work/report.html"
+size=$("$venv/bin/python" -c "from PIL import Image; print('%d,%d' % Image.open('$work/demo/accuracy.png').size)")
+shot docs/img/demo_accuracy.png "$size" "file://$work/demo.html"  # the figure's own size
+shot docs/img/report_breast_cancer.png 1100,3500 "file://$work/report.html"
 # a 256-colour palette keeps each image under 300 kB
 "$venv/bin/python" - <<'PY'
 from PIL import Image
