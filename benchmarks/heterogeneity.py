@@ -153,6 +153,9 @@ def plot(tables: dict[str, pd.DataFrame], out: Path, args: argparse.Namespace) -
     for exp, x, xlabel, logx in (("mscale", "clients", "clients m (private set fixed)", True),
                                  ("usize", "unlabeled", "|U|", True),
                                  ("table4", "label_tv", "label TV(U, private)", False)):
+        what = {"mscale": "accuracy against the number of clients",
+                "usize": "accuracy against the size of U",
+                "table4": "accuracy against U's label shift"}[exp]
         if exp not in tables:
             continue
         t = tables[exp]
@@ -169,7 +172,7 @@ def plot(tables: dict[str, pd.DataFrame], out: Path, args: argparse.Namespace) -
         ax.set_xlabel(xlabel)
         bars = "bars: ± std over seeds" if len(args.seeds) > 1 else "one seed: no bars"
         ax.set_ylabel(f"mean client test accuracy\n({bars})")
-        ax.set_title(f"Fashion-MNIST, {exp}\n{scale}", fontsize=9)
+        ax.set_title(f"Fashion-MNIST ({exp}): {what}\n{scale}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
         fig.savefig(out / f"heterogeneity_{exp}.png", dpi=120, bbox_inches="tight")

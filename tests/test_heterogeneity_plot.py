@@ -30,7 +30,7 @@ def test_heterogeneity_plots_say_what_ran_and_keep_the_legend_off_the_data(tmp_p
     ax = fig.axes[0]
     fig.canvas.draw()
     assert ax.title.get_fontsize() >= 9 and "seeds 0, 1" in ax.get_title()
-    assert "R = 2" in ax.get_title() and "mscale" in ax.get_title()
+    assert "R = 2" in ax.get_title() and "against the number of clients" in ax.get_title()
     assert "± std over seeds" in ax.get_ylabel()
     assert not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())
     close("all")
