@@ -182,6 +182,21 @@ def write_table(record: dict[str, Any], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+# what each DP curve's ε protects and against whom (docs/privacy.md): the ε axis is shared,
+# the guarantees are not, so the legend says so
+GUARANTEES = {
+    "DP-FedCT (empirical s*)": "record-level, against the server; conditional on the "
+                               "measured s*",
+    "DP-FedCT (worst s* = 2|U|)": "record-level, against the server; formal",
+    "DP-FedAvg": "client-level; not against the server; formal",
+}
+AXIS_NOTE = "\n(the curves' guarantees differ, see legend: not comparable point for point)"
+
+
+def _label(method: str) -> str:
+    return f"{method}:\n  {GUARANTEES[method]}" if method in GUARANTEES else method
+
+
 def plot(record: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -195,7 +210,7 @@ def plot(record: dict[str, Any], path: Path) -> None:
     for label, style in styles.items():
         pts = sorted((r["epsilon"], r["accuracy"]) for r in runs if r["method"] == label)
         if pts:
-            ax.plot(*np.array(pts).T, style, label=label)
+            ax.plot(*np.array(pts).T, style, label=_label(label))
     for r in runs:
         if r["epsilon"] is None:
             colour = {"FedCT": "C0", "FedAvg": "C2"}.get(r["method"], "C7")
@@ -204,13 +219,12 @@ def plot(record: dict[str, Any], path: Path) -> None:
     ax.axhline(0.1, color="grey", lw=0.8, ls="-", alpha=0.5, label="chance (10 classes)")
     ax.set_xscale("log")
     ax.set_xlabel(f"total ε over {record['config']['rounds']} rounds "
-                  f"(δ = {record['config']['delta']:g}, per client)")
+                  f"(δ = {record['config']['delta']:g}, per client){AXIS_NOTE}")
     ax.set_ylabel("mean client test accuracy")
     ax.set_title("Fashion-MNIST, m = 5, |U| = "
                  f"{record['config']['unlabeled']}, seed {record['config']['seed']}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def plot_panels(panels: dict[str, list[Path]], path: Path) -> str:
@@ -242,7 +256,7 @@ def plot_panels(panels: dict[str, list[Path]], path: Path) -> str:
                    for e in eps]
             mean = np.array([np.mean(a) for a in acc])
             err = np.array([[m - min(a), max(a) - m] for m, a in zip(mean, acc, strict=True)]).T
-            ax.errorbar(eps, mean, yerr=err, fmt=style, capsize=3, label=label)
+            ax.errorbar(eps, mean, yerr=err, fmt=style, capsize=3, label=_label(label))
             rows.append((title, label, dict(zip(eps, mean, strict=True))))
         for method, colour in (("FedCT", "C0"), ("FedAvg", "C2"), ("local only", "C7")):
             acc = [r["accuracy"] for r in runs if r["method"] == method]
@@ -253,13 +267,24 @@ def plot_panels(panels: dict[str, list[Path]], path: Path) -> str:
         ax.axhline(0.1, color="grey", lw=0.8, alpha=0.5, label="chance")
         ax.set_xscale("log")
         cfg = records[0]["config"]
-        ax.set_xlabel(f"total ε over {cfg['rounds']} rounds (δ = {cfg['delta']:g}, per client)")
+        ax.set_xlabel(f"total ε over {cfg['rounds']} rounds (δ = {cfg['delta']:g}, per client)"
+                      f"{AXIS_NOTE}")
         seeds = ", ".join(str(rec["config"]["seed"]) for rec in records)
-        ax.set_title(f"{title} (seeds {seeds})", fontsize=10)
-        ax.legend(fontsize=7, loc="lower right")
-    axes[0].set_ylabel("mean client test accuracy")
+        ax.set_title(f"Fashion-MNIST, m = {records[0]['federation']['n_clients']}, "
+                     f"|U| = {cfg['unlabeled']:,}"
+                     f"\n{title} (seeds {seeds})", fontsize=10)
+    axes[0].set_ylabel("mean client test accuracy\n(mean over seeds; bars: min–max)")
+    for ax in axes:  # each panel its own no-DP references; the DP curves once, below
+        handles, labels = ax.get_legend_handles_labels()
+        refs = [i for i, lab in enumerate(labels) if "(no DP)" in lab]
+        ax.legend([handles[i] for i in refs], [labels[i] for i in refs], fontsize=7,
+                  loc="lower right", title="this panel's references", title_fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    curves = [i for i, lab in enumerate(labels) if "(no DP)" not in lab]
+    fig.legend([handles[i] for i in curves], [labels[i] for i in curves], fontsize=7,
+               loc="upper center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     return "\n".join(f"{t} | {m} | " + ", ".join(
         f"{'-' if e is None else f'{e:g}'}: {v:.3f}" for e, v in d.items()) for t, m, d in rows)
 
