@@ -285,3 +285,21 @@ def test_a_long_dataset_name_wraps_the_title_within_the_figure(runs):
         assert title.get_window_extent().width <= fig.bbox.width
     finally:
         plt.close(fig)
+
+
+def test_a_curve_drawn_over_an_identical_one_says_so(runs):
+    """Two runs with the same accuracy every round (two seeds of a method that converged
+    alike) drew one curve over the other: the hidden one had a legend entry and no line."""
+    import copy
+
+    import matplotlib.pyplot as plt
+
+    twin = copy.deepcopy(runs["fedct"])
+    twin.config["seed"] = 7
+    fig = accuracy_figure([runs["fedct"], twin, runs["fedavg"]])
+    texts = _legend_texts(fig)
+    plt.close(fig)
+    hidden = [t for t in texts if "the same curve as" in t]
+    assert len(hidden) == 1 and "fedavg" not in hidden[0]
+    first, _, under = hidden[0].replace("\n    ", " ").partition(" (the same curve as ")
+    assert first.split(":")[0] in texts[1] and under.rstrip(")") in texts[0]  # #2 under #1

@@ -241,11 +241,16 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     refs = [(r, lb) for r, lb in zip(results, labels, strict=True)
             if r.method in REFERENCE_METHODS]
     colours: dict[str, str] = {}  # a reference takes the colour of a curve with its model
+    drawn: dict[tuple[Any, ...], str] = {}  # a curve's points -> the first run drawn there
     for i, (res, label) in enumerate(curves):
         colours.setdefault(model_text(res), style(i)[0])
         final = _final_value(res, regression)
-        _plot_run(ax, res, label if final is None else f"{label}: {final:.3f} at the end",
-                  *style(i))
+        points = _points(res, regression)
+        under = drawn.setdefault(points, label) if points else label
+        shown = label if final is None else f"{label}: {final:.3f} at the end"
+        if under != label:  # drawn exactly over an earlier curve, which it hides
+            shown += f" (the same curve as {under})"
+        _plot_run(ax, res, shown, *style(i))
     if not curves:  # references only: a round axis from their own records
         ax.set_xlim(0.5, max(max((rec.round for rec in r.rounds), default=1)
                              for r, _ in refs) + 0.5)
@@ -286,6 +291,16 @@ def _final_value(res: RunResult, regression: bool) -> float | None:
     final = res.final or {}
     value = final.get("mean_rmse" if regression else "mean_accuracy")
     return None if value is None else float(value)
+
+
+def _points(res: RunResult, regression: bool) -> tuple[Any, ...]:
+    """The (round, value) points a run's curve draws, rounded to what a plot can show."""
+    frame = res.to_frame()
+    column = "rmse_mean" if regression else "acc_mean"
+    if column not in frame:
+        return ()
+    frame = frame.dropna(subset=[column])
+    return tuple(zip(frame["round"].tolist(), frame[column].round(6).tolist(), strict=True))
 
 
 def _plot_run(ax: Any, res: RunResult, label: str, colour: str, marker: str = "o") -> None:
