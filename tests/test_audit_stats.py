@@ -283,3 +283,35 @@ def test_roc_plot_draws_only_the_fprs_the_non_members_resolve(tmp_path, monkeypa
     assert min(line.get_xdata()) == pytest.approx(0.1)
     assert any("not measured" in t.get_text() for t in ax.get_legend().get_texts())
     plt.close(drawn["fig"])
+
+
+def test_roc_and_vul_plots_say_which_curve_hides_another(tmp_path, monkeypatch):
+    """Two attacks with the same ROC ('loss' and 'label-only:gap' at AUC 0.550) were drawn
+    one exactly over the other: a legend entry with no visible line. The hidden one now
+    names the curve it lies under; a different curve says nothing."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.audit import curves
+    from fedlabels.audit.core import ROC_GRID
+    from fedlabels.audit.report import plot_roc
+
+    roc = {"fpr": ROC_GRID.tolist(), "tpr": np.sqrt(ROC_GRID).tolist()}
+    other = {"fpr": ROC_GRID.tolist(), "tpr": ROC_GRID.tolist()}
+    attack = {"vul": 0.55, "worst_view": "all rounds", "roc": roc, "fpr_resolution": 0.01}
+    privacy = {"vul": 0.55, "audit": {"attacks": {
+        "loss": attack, "label-only:gap": dict(attack),
+        "confidence": {**attack, "vul": 0.5, "roc": other}}}}
+    drawn = {}
+    monkeypatch.setattr(curves, "save_png", lambda fig, path: drawn.setdefault("fig", fig))
+    plot_roc(privacy, tmp_path / "roc.png")
+    labels = [ln.get_label() for ln in drawn["fig"].axes[0].get_lines()]
+    plt.close(drawn.pop("fig"))
+    notes = [lab for lab in labels if "the same curve as" in lab]
+    assert len(notes) == 1 and notes[0].startswith("label-only:gap") and notes[0].endswith(
+        "(the same curve as loss)")  # equal VULs keep their order: loss is drawn first
+    monkeypatch.setattr(curves, "vul_curves", lambda privacy: {
+        "a": ([1, 2], [0.6, 0.7]), "b": ([1, 2], [0.6, 0.7]), "c": ([1, 2], [0.5, 0.5])})
+    curves.plot_vul_curves({"vul": 0.7}, tmp_path / "v.png")
+    labels = [ln.get_label() for ln in drawn["fig"].axes[0].get_lines()]
+    plt.close(drawn["fig"])
+    assert [lab for lab in labels if "same curve" in lab] == ["b (the same curve as a)"]

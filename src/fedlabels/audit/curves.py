@@ -8,6 +8,7 @@ baseline (ghost members, the maximum over attacks and views) is drawn as a band.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,10 @@ def plot_vul_curves(privacy: dict[str, Any], path: str | Path, title: str | None
 
     fig, ax = plt.subplots(figsize=(6, 4))
     curves = vul_curves(privacy)
+    drawn: dict[tuple[Any, ...], str] = {}
     for name, (x, y) in sorted(curves.items()):
-        ax.plot(x, y, marker="o", ms=3, label=name)
+        ax.plot(x, y, marker="o", ms=3,
+                label=name + hidden_note(drawn, list(zip(x, y, strict=True)), name))
     null, ci = privacy.get("null_vul"), privacy.get("null_vul_ci")
     if null is not None:
         ax.axhline(null, color="grey", ls="--", lw=1, label=f"null (ghosts) {null:.3f}")
@@ -60,6 +63,14 @@ def plot_vul_curves(privacy: dict[str, Any], path: str | Path, title: str | None
     ax.grid(alpha=0.3)
     legend_outside(ax)
     return save_png(fig, path)
+
+
+def hidden_note(drawn: dict[tuple[Any, ...], str], points: Sequence[Any], name: str) -> str:
+    """`` (the same curve as X)`` when ``points`` equal those of X, drawn before, which the
+    new curve hides; else ``""``. ``drawn`` collects the curves drawn so far."""
+    key = tuple(tuple(round(float(v), 6) for v in p) for p in points)
+    first = drawn.setdefault(key, name)
+    return f" (the same curve as {first})" if first != name and key else ""
 
 
 def legend_outside(ax: Any) -> None:

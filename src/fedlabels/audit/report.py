@@ -16,7 +16,7 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     """
     import matplotlib
 
-    from fedlabels.audit.curves import legend_outside, save_png
+    from fedlabels.audit.curves import hidden_note, legend_outside, save_png
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -24,13 +24,15 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     attacks = (privacy.get("audit") or {}).get("attacks") or {}
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.plot([1e-4, 1], [1e-4, 1], color="grey", ls="--", lw=1, label="chance")
+    drawn: dict[tuple[Any, ...], str] = {}
     for name, summary in sorted(attacks.items(), key=lambda kv: -kv[1]["vul"]):
         # below 1/N (N non-members) the curve is only a straight line to (0, 0): not drawn
         floor = float(summary.get("fpr_resolution") or 0.0) - 1e-12
         points = [(f, t) for f, t in zip(summary["roc"]["fpr"], summary["roc"]["tpr"],
                                          strict=True) if f >= floor and f > 0]
         ax.plot([f for f, _ in points], [max(t, 1e-4) for _, t in points],
-                label=f"{name} (AUC {summary['vul']:.3f}, {summary['worst_view']})")
+                label=f"{name} (AUC {summary['vul']:.3f}, {summary['worst_view']})"
+                      + hidden_note(drawn, points, name))
     resolution = max((float(s.get("fpr_resolution") or 0.0) for s in attacks.values()),
                      default=0.0)
     if resolution > 1e-3:
