@@ -8,7 +8,6 @@ baseline (ghost members, the maximum over attacks and views) is drawn as a band.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,8 @@ def plot_vul_curves(privacy: dict[str, Any], path: str | Path, title: str | None
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    from fedlabels.reporting.plots import hidden_note
+
     fig, ax = plt.subplots(figsize=(6, 4))
     curves = vul_curves(privacy)
     drawn: dict[tuple[Any, ...], str] = {}
@@ -63,14 +64,6 @@ def plot_vul_curves(privacy: dict[str, Any], path: str | Path, title: str | None
     ax.grid(alpha=0.3)
     legend_outside(ax)
     return save_png(fig, path)
-
-
-def hidden_note(drawn: dict[tuple[Any, ...], str], points: Sequence[Any], name: str) -> str:
-    """`` (the same curve as X)`` when ``points`` equal those of X, drawn before, which the
-    new curve hides; else ``""``. ``drawn`` collects the curves drawn so far."""
-    key = tuple(tuple(round(float(v), 6) for v in p) for p in points)
-    first = drawn.setdefault(key, name)
-    return f" (the same curve as {first})" if first != name and key else ""
 
 
 def legend_outside(ax: Any) -> None:

@@ -16,7 +16,8 @@ def plot_roc(privacy: dict[str, Any], path: str | Path, title: str | None = None
     """
     import matplotlib
 
-    from fedlabels.audit.curves import hidden_note, legend_outside, save_png
+    from fedlabels.audit.curves import legend_outside, save_png
+    from fedlabels.reporting.plots import hidden_note
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -245,12 +245,10 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     for i, (res, label) in enumerate(curves):
         colours.setdefault(model_text(res), style(i)[0])
         final = _final_value(res, regression)
-        points = _points(res, regression)
-        under = drawn.setdefault(points, label) if points else label
+        frame = res.to_frame()
         shown = label if final is None else f"{label}: {final:.3f} at the end"
-        if under != label:  # drawn exactly over an earlier curve, which it hides
-            shown += f" (the same curve as {under})"
-        _plot_run(ax, res, shown, *style(i))
+        shown += hidden_note(drawn, _points(frame, regression), label)
+        _plot_run(ax, res, frame, shown, *style(i))
     if not curves:  # references only: a round axis from their own records
         ax.set_xlim(0.5, max(max((rec.round for rec in r.rounds), default=1)
                              for r, _ in refs) + 0.5)
@@ -293,18 +291,26 @@ def _final_value(res: RunResult, regression: bool) -> float | None:
     return None if value is None else float(value)
 
 
-def _points(res: RunResult, regression: bool) -> tuple[Any, ...]:
-    """The (round, value) points a run's curve draws, rounded to what a plot can show."""
-    frame = res.to_frame()
+def hidden_note(drawn: dict[tuple[Any, ...], str], points: Sequence[Any], name: str) -> str:
+    """`` (the same curve as X)`` when ``points`` equal those of X, drawn before, which the
+    new curve hides; else ``""``. ``drawn`` collects the curves drawn so far."""
+    key = tuple(tuple(round(float(v), 6) for v in p) for p in points)
+    first = drawn.setdefault(key, name)
+    return f" (the same curve as {first})" if first != name and key else ""
+
+
+def _points(frame: Any, regression: bool) -> list[tuple[Any, Any]]:
+    """The (round, value) points a run's curve draws (``frame``: its ``to_frame()``)."""
     column = "rmse_mean" if regression else "acc_mean"
     if column not in frame:
-        return ()
+        return []
     frame = frame.dropna(subset=[column])
-    return tuple(zip(frame["round"].tolist(), frame[column].round(6).tolist(), strict=True))
+    return list(zip(frame["round"].tolist(), frame[column].tolist(), strict=True))
 
 
-def _plot_run(ax: Any, res: RunResult, label: str, colour: str, marker: str = "o") -> None:
-    frame = res.to_frame()
+def _plot_run(ax: Any, res: RunResult, frame: Any, label: str, colour: str,
+              marker: str = "o") -> None:
+    """One run's curve from ``frame`` (its ``to_frame()``)."""
     if "rmse_mean" in frame:  # regression: the mean client RMSE per round
         frame = frame.dropna(subset=["rmse_mean"])
         ax.plot(frame["round"], frame["rmse_mean"], marker=marker, ms=4, label=label,

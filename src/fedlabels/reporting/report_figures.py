@@ -74,10 +74,10 @@ def curves_figure(configs: Sequence[Configuration],
             if _is_reference(c) and r[key] is not None]
     if not curves and not refs:
         return None
-    colour = colours(rows)
+    colour, marker = colours(rows), markers(rows)
     fig, ax = new_figure()
     for conf, rounds, mean, std in curves:
-        (line,) = ax.plot(rounds, mean, marker=markers(rows)[conf.label], ms=4,
+        (line,) = ax.plot(rounds, mean, marker=marker[conf.label], ms=4,
                           color=colour[conf.label],
                           label=f"{_label(conf)}: {mean[-1]:.3f} at the end")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
@@ -125,13 +125,13 @@ def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
                 if r["bytes_up_per_client_round"] > 0]
     lo = min(positive) if positive else 100.0
     zero_at = 10 ** (np.floor(np.log10(lo)) - 1)  # a decade left of the first tick
-    colour = colours(rows)
+    colour, marker = colours(rows), markers(rows)
     fig, ax = new_figure()
     for r in points:
         x = r["bytes_up_per_client_round"] or zero_at
         ax.errorbar(x, r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
                     xerr=(r["bytes_up_per_client_round_std"] or 0) if x != zero_at else None,
-                    fmt=markers(rows)[r["configuration"]], ms=7, capsize=3,
+                    fmt=marker[r["configuration"]], ms=7, capsize=3,
                     color=colour[r["configuration"]], label=r["configuration"])
     ax.set_xscale("log")
     ax.axvline(zero_at * 3, color="0.6", lw=0.8, ls="--")
@@ -177,12 +177,12 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
     points = [r for r in rows if r[x] is not None and r[f"{m}_mean"] is not None]
     if not points:
         return None
-    colour = colours(rows)
+    colour, marker = colours(rows), markers(rows)
     fig, ax = new_figure()
     for r in points:
         left, right = _x_bars(r, x, xerr)
         ax.errorbar(r[x], r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
-                    xerr=[[left], [right]], fmt=markers(rows)[r["configuration"]], ms=7,
+                    xerr=[[left], [right]], fmt=marker[r["configuration"]], ms=7,
                     capsize=3,
                     color=colour[r["configuration"]],
                     label=r["configuration"] + (f"\n    {r['guarantee']}"
