@@ -185,13 +185,21 @@ def _parser_of(words: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
         parser = subs[0].choices[rest[0]]
 
 
+def _lines(path: Path) -> list[tuple[int, str, bool]]:
+    """Each line of ``path`` with its number and whether it lies in a fenced code block (an
+    opening fence counts as inside, a closing one as outside)."""
+    out, inside = [], False
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        out.append((n, line, inside))
+    return out
+
+
 def _inline_mentions() -> list[tuple[str, str]]:
     out = []
     for path in DOCS:
-        inside = False
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.lstrip().startswith("```"):
-                inside = not inside
+        for n, line, inside in _lines(path):
             if not inside:
                 out += [(f"{path.relative_to(ROOT)}:{n}", m.group(1))
                         for m in re.finditer(r"`(fedlabels(?: [^`]*)?)`", line)]
@@ -274,12 +282,10 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower()).replace(" ", "-")
 
 
+@functools.cache
 def _anchors(path: Path) -> set[str]:
     out: set[str] = set()
-    inside = False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.lstrip().startswith("```"):
-            inside = not inside
+    for _, line, inside in _lines(path):
         heading = None if inside else re.match(r"^#+\s+(.*?)\s*$", line)
         if heading:
             base, k = _slug(heading.group(1)), 1
@@ -294,10 +300,7 @@ def _anchors(path: Path) -> set[str]:
 def test_relative_links_reach_files_and_headings():
     broken = []
     for path in DOCS:
-        inside = False
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.lstrip().startswith("```"):
-                inside = not inside
+        for n, line, inside in _lines(path):
             if inside:
                 continue
             for target in re.findall(r"\]\(([^)\s]+)\)", line):
