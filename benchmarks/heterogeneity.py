@@ -150,12 +150,12 @@ def plot(tables: dict[str, pd.DataFrame], out: Path, args: argparse.Namespace) -
     seeds = ", ".join(map(str, args.seeds))
     scale = (f"{args.model}, R = {args.rounds}, b = {args.period}, "
              f"seed{'s' if len(args.seeds) > 1 else ''} {seeds}")
-    for exp, x, xlabel, logx in (("mscale", "clients", "clients m (private set fixed)", True),
-                                 ("usize", "unlabeled", "|U|", True),
-                                 ("table4", "label_tv", "label TV(U, private)", False)):
-        what = {"mscale": "accuracy against the number of clients",
-                "usize": "accuracy against the size of U",
-                "table4": "accuracy against U's label shift"}[exp]
+    for exp, x, xlabel, logx, what in (
+            ("mscale", "clients", "clients m (private set fixed)", True,
+             "accuracy against the number of clients"),
+            ("usize", "unlabeled", "|U|", True, "accuracy against the size of U"),
+            ("table4", "label_tv", "label TV(U, private)", False,
+             "accuracy against U's label shift")):
         if exp not in tables:
             continue
         t = tables[exp]
