@@ -190,6 +190,9 @@ GUARANTEES = {
     "DP-FedCT (worst s* = 2|U|)": "record-level, against the server; formal",
     "DP-FedAvg": "client-level; not against the server; formal",
 }
+#: marker and line of each DP curve, the same in both figures
+STYLES = {"DP-FedCT (empirical s*)": "o-", "DP-FedCT (worst s* = 2|U|)": "s--",
+          "DP-FedAvg": "^-."}
 AXIS_NOTE = "\n(the curves' guarantees differ, see legend: not comparable point for point)"
 
 
@@ -205,9 +208,7 @@ def plot(record: dict[str, Any], path: Path) -> None:
 
     runs = record["runs"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    styles = {"DP-FedCT (empirical s*)": "o-", "DP-FedCT (worst s* = 2|U|)": "s--",
-              "DP-FedAvg": "^-."}
-    for label, style in styles.items():
+    for label, style in STYLES.items():
         pts = sorted((r["epsilon"], r["accuracy"]) for r in runs if r["method"] == label)
         if pts:
             ax.plot(*np.array(pts).T, style, label=_label(label))
@@ -236,8 +237,6 @@ def plot_panels(panels: dict[str, list[Path]], path: Path) -> str:
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.4), sharey=True)
     axes = np.atleast_1d(axes)
-    styles = {"DP-FedCT (empirical s*)": "o-", "DP-FedCT (worst s* = 2|U|)": "s--",
-              "DP-FedAvg": "^-."}
     rows = []
     for ax, (title, files) in zip(axes, panels.items(), strict=True):
         records = [json.loads(Path(f).read_text()) for f in files]
@@ -250,7 +249,7 @@ def plot_panels(panels: dict[str, list[Path]], path: Path) -> str:
                     runs.append(r)
         records = [r for i, r in enumerate(records)
                    if r["config"]["seed"] not in {x["config"]["seed"] for x in records[:i]}]
-        for label, style in styles.items():
+        for label, style in STYLES.items():
             eps = sorted({r["epsilon"] for r in runs if r["method"] == label})
             acc = [[r["accuracy"] for r in runs if r["method"] == label and r["epsilon"] == e]
                    for e in eps]
