@@ -106,6 +106,7 @@ def shown_columns(rows: Sequence[dict[str, Any]], cols: Sequence[tuple[str, str,
 
 
 _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
+          "h1,h2{text-wrap:balance}"  # a long title wraps in even lines, no lone word
           "table{border-collapse:collapse;font-size:13px;margin-bottom:1em}"
           "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
           "td:first-child,th:first-child{text-align:left}"
