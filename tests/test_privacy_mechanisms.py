@@ -16,6 +16,7 @@ from fedlabels.privacy.mechanisms import (
     kary_debiased_counts,
     kary_keep_probability,
     kary_release,
+    kary_replace_probability,
     one_hot,
     pack_rows,
     unpack_rows,
@@ -33,7 +34,7 @@ def test_flip_probability_formula_and_limits() -> None:
     assert flip_probability(1.0, 2) == pytest.approx(1 / (1 + math.exp(0.5)))
     assert flip_probability(1.0, 2) == pytest.approx(0.3775, abs=1e-4)
     assert flip_probability(1e-9, 1) == pytest.approx(0.5, abs=1e-9)
-    assert flip_probability(1e4, 1) < 1e-300 or flip_probability(1e4, 1) == 0.0
+    assert 0.0 < flip_probability(700.0, 1) < 1e-300  # the smallest ε per bit allows
     for eps, s in [(0.1, 1), (1.0, 2), (10.0, 4000), (500.0, 3)]:
         f = flip_probability(eps, s)
         assert 0.0 <= f < 0.5  # never anti-correlated (FedCT's xor_noise bug)
@@ -161,6 +162,47 @@ def test_kary_rr_keep_rate_and_uniform_replacement() -> None:
     votes = np.stack([kary_release(np.full(n // 10, 2), eps1, c, rng) for _ in range(3)])
     est = kary_debiased_counts(votes, eps1, c).mean(axis=0)
     assert est[2] == pytest.approx(3.0, abs=0.05) and abs(est[5]) < 0.05
+
+
+def test_noise_beyond_float64_is_refused_not_dropped() -> None:
+    """An ε per bit or per label above 700 makes the noise probability underflow float64:
+    refused (it used to give a flip probability of 0 and a crash in the accountant, and a
+    k-ary keep probability of exactly 1: labels released unperturbed under a finite ε)."""
+    with pytest.raises(FedLabelsError, match=r"without noise.*one round's at most 1400"):
+        flip_probability(1402.0, 2)
+    with pytest.raises(FedLabelsError, match=r"per label is above 700.*without noise"):
+        kary_keep_probability(701.0, 3)
+    with pytest.raises(FedLabelsError, match="without noise"):
+        kary_release(np.zeros(4, dtype=int), 701.0, 3, np.random.default_rng(0))
+    assert kary_replace_probability(700.0, 3) > 0.0  # though keep rounds to 1.0
+
+
+class _Draws:
+    """A generator whose uniform draws are all ``u`` (the integer draws: 1)."""
+
+    def __init__(self, u: float) -> None:
+        self.u = u
+
+    def random(self, shape: tuple[int, ...]) -> np.ndarray:
+        return np.full(shape, self.u)
+
+    def integers(self, low: int, high: int, size: tuple[int, ...]) -> np.ndarray:
+        return np.full(size, low)
+
+
+@pytest.mark.parametrize("eps1", [1.0, 40.0, 600.0])
+def test_a_tiny_noise_probability_is_drawn_rounded_up_never_to_zero(eps1: float) -> None:
+    """``rng.random()`` returns multiples of 2^-53, each with probability 2^-53. Noise is drawn
+    at the low end (u < p), so the draw u = 0 always adds it and the probability realised is
+    p rounded up: at ε₁ = 40 (replacement e^-40, keep rounds to 1.0) it used to be 0."""
+    labels = np.arange(6) % 3
+    replaced = kary_release(labels, eps1, 3, _Draws(0.0))
+    np.testing.assert_array_equal(replaced, (labels + 1) % 3)
+    np.testing.assert_array_equal(kary_release(labels, eps1, 3, _Draws(1.0 - 2.0**-53)),
+                                  labels)  # the largest draw keeps: p < 1 - 2^-53
+    bits = one_hot(labels, 3)
+    f = flip_probability(eps1, 1)
+    np.testing.assert_array_equal(xor_release(bits, f, _Draws(0.0)), 1 - bits)
 
 
 @pytest.mark.parametrize("eps", [0.0, -1.0, float("nan"), float("inf")])

@@ -247,9 +247,11 @@ def calibrate_kary_round_epsilon(total_epsilon: float, delta: float, rounds: int
     composed responses is far below their pure sum when s*_labels is large."""
     check_epsilon(total_epsilon, "total epsilon")
     check_delta(delta)
+    from fedlabels.privacy.mechanisms import kary_replace_probability
 
     def total(eps_round: float) -> float:
         eps_label = eps_round / sensitivity_labels
+        kary_replace_probability(eps_label, n_classes)  # refuses an ε₁ beyond float64
         p = n_classes / (math.exp(eps_label) + n_classes - 1)
         return _rr_epsilon("rdp", (((p, n_classes), rounds * sensitivity_labels),), delta)
 

@@ -5,6 +5,11 @@ The XOR mechanism with independent bits is the special case Θ = logit(f)·I, Λ
 al.'s matrix-valued Bernoulli noise. Its ε is exact: for one-hot matrices L, L' differing in
 at most s* bits, p(Y | L) / p(Y | L') <= ((1 - f) / f)^{s*}, with equality at Y = L, so
 f = 1 / (1 + e^{ε/s*}) gives exactly ε-DP. The flip probability is data-independent.
+
+A noise probability p is drawn as ``rng.random() < p``: ``random`` returns multiples of
+2^-53, so the probability realised is p rounded *up* to one (more noise, never less), and a
+tiny positive p is never lost. An ε whose noise probability is beyond float64's range
+(e^-700 and below) is refused: the release would go out unperturbed under a finite ε.
 """
 
 from __future__ import annotations
@@ -27,7 +32,25 @@ def flip_probability(epsilon: float, sensitivity_bits: int) -> float:
     if sensitivity_bits < 1:
         raise FedLabelsError(f"sensitivity s* must be >= 1 bit, got {sensitivity_bits!r}.")
     x = epsilon / sensitivity_bits
-    return 1.0 / (1.0 + math.exp(x)) if x < 700 else math.exp(-x)
+    largest = MAX_NOISE_EXPONENT * sensitivity_bits
+    check_noise_exponent(x, f"ε / s* = {epsilon:g} / {sensitivity_bits} bits", "bit flip",
+                         f"a smaller ε (one round's at most {largest:g})")
+    return 1.0 / (1.0 + math.exp(x))
+
+
+#: the largest ε per bit or per label a release accepts: its noise probability, about e^-ε,
+#: is then still a normal float64 (e^-700 ≈ 1e-304)
+MAX_NOISE_EXPONENT = 700.0
+
+
+def check_noise_exponent(x: float, what: str, noise: str, fix: str) -> None:
+    """Refuse an ε per bit or per label above :data:`MAX_NOISE_EXPONENT`: its noise
+    probability underflows float64, so the release would carry no noise at all."""
+    if x > MAX_NOISE_EXPONENT:
+        raise FedLabelsError(f"{what} = {x:.4g} per {noise.split()[0]} is above "
+                             f"{MAX_NOISE_EXPONENT:g}: the {noise} probability e^-{x:.4g} is "
+                             f"below what a float64 holds, so the labels would go out without "
+                             f"noise; give {fix}.")
 
 
 def xor_epsilon(flip_prob: float, sensitivity_bits: int) -> float:
@@ -99,13 +122,18 @@ def bit_count_consensus(noisy: np.ndarray, flip_prob: float, rng: np.random.Gene
 
 def kary_keep_probability(epsilon_per_label: float, n_classes: int) -> float:
     """Probability e^{ε₁} / (e^{ε₁} + C - 1) that k-ary RR outputs the true label."""
+    return 1.0 - kary_replace_probability(epsilon_per_label, n_classes)
+
+
+def kary_replace_probability(epsilon_per_label: float, n_classes: int) -> float:
+    """Probability (C - 1) / (e^{ε₁} + C - 1) that k-ary RR replaces the true label (by one of
+    the other C - 1 classes), computed directly: 1 - keep would round a small one to 0."""
     check_epsilon(epsilon_per_label, "epsilon per label")
     if n_classes < 2:
         raise FedLabelsError(f"k-ary randomized response needs >= 2 classes, got {n_classes}.")
-    if epsilon_per_label > 700:
-        return 1.0
-    e = math.exp(epsilon_per_label)
-    return e / (e + n_classes - 1)
+    check_noise_exponent(epsilon_per_label, "ε₁", "label replacement",
+                         "a smaller ε (or one spread over more labels)")
+    return (n_classes - 1) / (math.exp(epsilon_per_label) + n_classes - 1)
 
 
 def kary_release(labels: np.ndarray, epsilon_per_label: float, n_classes: int,
@@ -116,8 +144,7 @@ def kary_release(labels: np.ndarray, epsilon_per_label: float, n_classes: int,
     replacement probability).
     """
     labels = np.asarray(labels, dtype=np.int64)
-    keep = kary_keep_probability(epsilon_per_label, n_classes)
-    replace = rng.random(labels.shape) >= keep
+    replace = rng.random(labels.shape) < kary_replace_probability(epsilon_per_label, n_classes)
     offset = rng.integers(1, n_classes, size=labels.shape)
     return np.where(replace, (labels + offset) % n_classes, labels)
 
