@@ -180,3 +180,28 @@ def test_bad_gaussian_parameters_rejected() -> None:
     with pytest.raises(FedLabelsError, match="analytic"):
         gaussian_epsilon(1.0, 0.5, 3, 1e-5, "analytic")
     assert np.isfinite(gaussian_epsilon(1.0, 0.5, 3, 1e-5, "pld"))
+
+
+def test_pld_is_skipped_where_rdp_already_gives_a_huge_epsilon(monkeypatch) -> None:
+    """PLD at a tiny σ needs a grid of gigabytes (DP-SGD calibrated to ε = 10,000 took 6 GB
+    and 53 s; 100,000 was killed for memory): past an RDP ε of 100 only RDP is computed. Below
+    it PLD is still asked (and wins when tighter), and the DP-SGD ledger takes the same path.
+    PLD's own numbers are stood in for (it takes seconds); RDP's are real."""
+    from fedlabels.privacy import accounting
+    from fedlabels.privacy.dpsgd_accounting import dpsgd_epsilon
+
+    asked: list[tuple[float, str]] = []
+    real = accounting.gaussian_epsilon
+
+    def spy(sigma: float, q: float, steps: int, delta: float, name: str = "rdp") -> float:
+        asked.append((sigma, name))
+        return 0.5 if name == "pld" else real(sigma, q, steps, delta, name)
+
+    monkeypatch.setattr(accounting, "gaussian_epsilon", spy)
+    moderate = accounting.tightest_gaussian(1.1, 0.01, 100, 1e-5, ("pld", "rdp"))
+    assert moderate.accountant == "pld" and set(moderate.by_accountant) == {"pld", "rdp"}
+    huge = dpsgd_epsilon(0.0901, 1.0, 1, 1e-5)
+    assert huge.by_accountant["rdp"] > accounting.PLD_ABOVE_RDP_EPSILON
+    assert huge.accountant == "rdp" and (0.0901, "pld") not in asked
+    only_pld = accounting.tightest_gaussian(0.0901, 1.0, 1, 1e-5, ("pld",))  # asked for
+    assert only_pld.accountant == "pld" and (0.0901, "pld") in asked

@@ -22,7 +22,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import (
     PrivacySpent,
     calibrate_noise_multiplier,
-    gaussian_epsilon,
+    tightest_gaussian,
 )
 from fedlabels.privacy.events import is_count, require_positive
 from fedlabels.privacy.validation import check_delta
@@ -69,10 +69,7 @@ def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
     check_delta(delta)
     if steps == 0:
         return PrivacySpent(0.0, 0.0, "none")
-    results = {name: gaussian_epsilon(noise_multiplier, sample_rate, steps, delta, name)
-               for name in accountants}
-    best = min(results, key=results.__getitem__)
-    return PrivacySpent(results[best], delta, best, results)
+    return tightest_gaussian(noise_multiplier, sample_rate, steps, delta, accountants)
 
 
 def account_dpsgd(events: Sequence[DPSGDRoundEvent], delta: float,
