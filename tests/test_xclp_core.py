@@ -127,7 +127,7 @@ def test_methods_reject_bad_input(breast_cancer_fed):
         fl.run("xclp", breast_cancer_fed, rounds=1, options={"lsh_bits": 0})
     with pytest.raises(FedLabelsError, match="smaller than the number of points"):
         fl.run("perclient-lp", breast_cancer_fed, rounds=1, options={"knn": 500})
-    with pytest.raises(FedLabelsError, match="no labelled point"):
+    with pytest.raises(FedLabelsError, match=r"labeled_fraction must lie in \(0, 1\]"):
         fl.run("xclp", breast_cancer_fed, rounds=1, options={"labeled_fraction": 0.0})
     with pytest.raises(FedLabelsError, match="secure must be one of none, ot, paillier"):
         fl.run("xclp", breast_cancer_fed, rounds=1, options={"secure": "magic"})

@@ -56,6 +56,9 @@ class Interval:
 #: shared ranges: a finite number > 0, and a probability strictly inside (0, 1)
 POSITIVE = Interval(0.0, math.inf, "neither")
 PROBABILITY = Interval(0.0, 1.0, "neither")
+#: an ε or a noise scale: > 0 and at most 1e6. Beyond it the accountants overflow float64
+#: (σ², a NaN in calibration), and the value protects nothing (ε = 1e6 allows e^1e6)
+DP_SCALE = Interval(0.0, 1e6, "right")
 
 
 @dataclass(frozen=True)

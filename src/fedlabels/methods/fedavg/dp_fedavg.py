@@ -60,7 +60,14 @@ from fedlabels.method.dpsgd_client import (
     example_clip_option,
     example_rate_option,
 )
-from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
+from fedlabels.method.options import (
+    DP_SCALE,
+    POSITIVE,
+    Interval,
+    MethodOptions,
+    delta_option,
+    option,
+)
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     HONEST_BUT_CURIOUS_SERVER,
@@ -82,11 +89,11 @@ class DPFedAvgOptions(MethodOptions):
                          interval=POSITIVE, flag=True)
     noise_multiplier: float | None = option(
         None, "noise multiplier σ (noise std σ·S on the sum of clipped updates); give this "
-        "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
+        "or epsilon", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     epsilon: float | None = option(
         None, "total (ε, δ) budget of the whole run (client-level); σ is calibrated to it over "
         "the run's rounds and every round is checked against it; give this or "
-        "noise_multiplier", kind=float, interval=POSITIVE, nullable=True, flag=True)
+        "noise_multiplier", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     delta: float = delta_option("δ of the client-level (ε, δ) guarantee")
     sample_rate: float = option(1.0, "Poisson client-sampling rate q", kind=float,
                                 interval=Interval(0.0, 1.0, "right"), flag=True)

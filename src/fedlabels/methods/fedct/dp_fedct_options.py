@@ -14,7 +14,7 @@ from fedlabels.method.dpsgd_client import (
     example_clip_option,
     example_rate_option,
 )
-from fedlabels.method.options import POSITIVE, PROBABILITY, Interval, delta_option, option
+from fedlabels.method.options import DP_SCALE, POSITIVE, PROBABILITY, Interval, delta_option, option
 from fedlabels.methods.fedct.fedct import VoteOptions
 
 MECHANISMS = ("xor", "kary", "dpsgd", "subsample-aggregate")
@@ -43,11 +43,11 @@ class DPFedCTOptions(VoteOptions):
         None, "total (ε, δ) budget of the whole run per client; the per-round ε is "
         "calibrated from it over the run's rounds (xor: exact accountant; kary: basic "
         "composition, ε/rounds) and every release is checked against it; give this or "
-        "epsilon_per_round", kind=float, interval=POSITIVE, nullable=True, flag=True)
+        "epsilon_per_round", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     epsilon_per_round: float | None = option(
         None, "pure ε of one round's label release per client (no run target: the total is "
         "whatever the rounds compose to); give this or epsilon", kind=float,
-        interval=POSITIVE, nullable=True, flag=True)
+        interval=DP_SCALE, nullable=True, flag=True)
     delta: float = delta_option("δ of the (ε, δ) of the composition over rounds")
     mechanism: str = option(  # None becomes "xor" (__post_init__)
         None, "xor: bitwise randomized response on the one-hot rows; kary: k-ary randomized "

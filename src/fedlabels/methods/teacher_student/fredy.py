@@ -56,7 +56,13 @@ from fedlabels.method.blocks import (
     initial_weights,
     size_weighted_average,
 )
-from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
+from fedlabels.method.options import (
+    DP_SCALE,
+    Interval,
+    MethodOptions,
+    delta_option,
+    option,
+)
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     HONEST_BUT_CURIOUS_SERVER,
@@ -122,13 +128,13 @@ class FREDYOptions(TeacherStudentOptions):
         "sensitivity 2·n (one record may move every teacher's vote); the Laplace scale is "
         "calibrated from it (basic or RDP composition) and the release is checked against it; "
         "with teacher_rounds=1 (no weights exchanged) the sensitivity is 2; "
-        "give this or epsilon_per_query", kind=float, interval=POSITIVE, nullable=True,
+        "give this or epsilon_per_query", kind=float, interval=DP_SCALE, nullable=True,
         flag=True)
     epsilon_per_query: float | None = option(
         None, "nominal ε per query of the paper's reading (Laplace scale 2/ε, valid only for "
         "disjoint teachers; the formal per-query ε is n times it, 1 time with "
         "teacher_rounds=1); no run target; give this "
-        "or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
+        "or epsilon", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     delta: float = delta_option()
     teacher_rounds: int = option(
         10, "FedAvg rounds R_T of the teacher phase, the last one ending in the vote (each "

@@ -59,7 +59,13 @@ from fedlabels.method.base import (
     Settings,
     fit_or_train,
 )
-from fedlabels.method.options import POSITIVE, Interval, MethodOptions, delta_option, option
+from fedlabels.method.options import (
+    DP_SCALE,
+    Interval,
+    MethodOptions,
+    delta_option,
+    option,
+)
 from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 from fedlabels.methods.teacher_student.roles import (
     QUERY_SELECTIONS,
@@ -131,11 +137,11 @@ class DPPATEOptions(PATEOptions):
         kind=str, nullable=True)
     noise_sigma: float | None = option(
         None, "GNMax noise σ on each vote count (σ = 0 is plain PATE: --method pate); give "
-        "this or epsilon", kind=float, interval=POSITIVE, nullable=True, flag=True)
+        "this or epsilon", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     epsilon: float | None = option(
         None, "total (ε, δ) budget of the run over all queries (data-independent GNMax "
         "bound); σ is calibrated from it (plain GNMax only) and the release is checked "
-        "against it; give this or noise_sigma", kind=float, interval=POSITIVE,
+        "against it; give this or noise_sigma", kind=float, interval=DP_SCALE,
         nullable=True, flag=True)
     delta: float = delta_option()
     threshold: float | None = option(
@@ -144,7 +150,7 @@ class DPPATEOptions(PATEOptions):
         kind=float, interval=Interval(0.0, math.inf, "left"), nullable=True)
     threshold_sigma: float | None = option(
         None, "confident GNMax: noise σ₁ of the threshold check (needs threshold)",
-        kind=float, interval=POSITIVE, nullable=True)
+        kind=float, interval=DP_SCALE, nullable=True)
 
     def check(self) -> None:
         super().check()

@@ -26,6 +26,8 @@ SECURE_MODES = ("none", "ot", "paillier")
 BALANCE = ("none", "class")  # = propagation.core.BALANCE
 PROPAGATION = ("cross", "local", "none")
 FEATURES = ("raw", "federation")
+#: the longest SimHash: 16 times the XCLP paper's 4096 (a float32 projection of L x features)
+MAX_LSH_BITS = 65536
 
 
 def _lower(value: Any) -> Any:
@@ -50,8 +52,9 @@ def _features() -> Any:
 class LPOptions(MethodOptions):
     """Label propagation over a SimHash kNN graph."""
 
-    lsh_bits: int = option(1024, "SimHash length L (the XCLP paper uses 4096)", kind=int,
-                           interval=Interval(1, None), flag=True)
+    lsh_bits: int = option(1024, "SimHash length L (the XCLP paper uses 4096; at most 65536, "
+                           "whose projection alone is 256 kB per feature)", kind=int,
+                           interval=Interval(1, MAX_LSH_BITS), flag=True)
     knn: int = option(10, "neighbours k kept per point", kind=int,
                       interval=Interval(1, None), flag=True)
     alpha: float = option(0.99, "propagation parameter alpha", kind=float,
@@ -60,7 +63,8 @@ class LPOptions(MethodOptions):
                           interval=Interval(0.0, None, "neither"))
     labeled_fraction: float = option(
         0.1, "fraction of each client's private data that keeps its labels (seeded); the "
-        "rest is its unlabelled data", kind=float, interval=Interval(0.0, 1.0), flag=True)
+        "rest is its unlabelled data", kind=float, interval=Interval(0.0, 1.0, "right"),
+        flag=True)
     lsh_seed: int = option(0, "LSH seed where no seed is agreed (secure=none, local "
                            "propagation); secure modes agree on a random one", kind=int,
                            interval=Interval(0, None))

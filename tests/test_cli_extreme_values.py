@@ -1,0 +1,53 @@
+"""Extreme privacy and graph parameters found by a sweep of every `fedlabels run` flag with
+bad values (2026-11-28): each used to end in a traceback (or a worker killed for memory);
+each is now one line naming the option and its range, exit 2, before any training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fedlabels.cli import main
+
+BASE = ["run", "--dataset", "breast_cancer", "--clients", "3", "--rounds", "1",
+        "--no-progress", "--no-checkpoint", "--workers", "1"]
+
+REFUSED = [  # (arguments, what the line names) ; the crash each gave before
+    (["--method", "dp-fedavg", "--epsilon", "1e200"], "epsilon must lie in (0, 1e+06]"),
+    # scipy: "The function value at x=0.1 is NaN"
+    (["--method", "dp-fedavg", "--noise-multiplier", "1e200"], "noise_multiplier must lie"),
+    # OverflowError in RDP
+    (["--method", "dp-pate", "--noise-sigma", "1e200"], "noise_sigma must lie"),  # Overflow
+    (["--method", "fredy", "--epsilon-per-query", "1e308"], "epsilon_per_query must lie"),
+    # dp_accounting: "eps must be > 0. Got inf"
+    (["--method", "xclp", "--lsh-bits", "99999999999999999999"], "lsh_bits must lie in [1, 65536]"),
+    # "Maximum allowed dimension exceeded" (1e8 bits: a 37 GiB projection)
+    (["--method", "xclp", "--labeled-fraction", "0"], "labeled_fraction must lie in (0, 1]"),
+    # a run, then "no labelled point among the participating clients"
+    (["--method", "dp-fedct", "--epsilon", "1e6"], "per bit is above 700"),  # ZeroDivisionError
+    (["--method", "dp-fedct", "--mechanism", "kary", "--epsilon", "1e6"],
+     "per label is above 700"),  # OverflowError: math range error
+]
+
+
+@pytest.mark.parametrize(("args", "names"), REFUSED,
+                         ids=[" ".join(a[1:]) for a, _ in REFUSED])
+def test_extreme_value_is_one_line_exit_2(args: list[str], names: str, tmp_path,
+                                          capsys) -> None:
+    out = tmp_path / "run.json"
+    assert main([*BASE, *args, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fedlabels: error: ") and names in err[0], err
+    assert not out.exists()
+
+
+def test_dpsgd_at_a_huge_epsilon_runs_without_pld_blowing_up(tmp_path) -> None:
+    """dp-fedct with DP-SGD at ε = 100,000 had its worker killed for memory (PLD's grid at
+    σ = 0.001); it now runs and reports RDP's ε, within the target."""
+    out = tmp_path / "run.json"
+    assert main([*BASE, "--method", "dp-fedct", "--mechanism", "dpsgd", "--model",
+                 "mlp(hidden=8)", "--period", "5", "--epsilon", "1e5", "-o", str(out)]) == 0
+    privacy = json.loads(out.read_text())["privacy"]
+    assert privacy["accountant"] == "rdp" and 0 < privacy["epsilon"] <= 1e5
+    assert "pld" not in privacy["epsilon_by_accountant"]
