@@ -51,3 +51,24 @@ def test_dpsgd_at_a_huge_epsilon_runs_without_pld_blowing_up(tmp_path) -> None:
     privacy = json.loads(out.read_text())["privacy"]
     assert privacy["accountant"] == "rdp" and 0 < privacy["epsilon"] <= 1e5
     assert "pld" not in privacy["epsilon_by_accountant"]
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    (["--audit-refs", "0"], "--audit-refs 0: the attacker trains 1 to 256"),  # after the run
+    (["--audit-refs", "99999999999"], "1 to 256 reference models"),  # 1.82 TiB array
+    (["--audit-aug", "99999999999"], "1 to 256 perturbed copies"),  # 1.07 PiB array
+    (["--audit-views", "-1"], "--audit-views -1"),  # was taken as 0 (every round)
+])
+def test_audit_counts_are_checked_before_the_run(args: list[str], names: str, tmp_path,
+                                                 capsys, monkeypatch) -> None:
+    import fedlabels.audit.core as core
+
+    def no_run(*a: object, **k: object) -> None:
+        raise AssertionError("the federated run started")
+
+    monkeypatch.setattr(core, "simulate", no_run)
+    out = tmp_path / "audit.json"
+    assert main(["audit", "--dataset", "breast_cancer", "--clients", "3", "--rounds", "1",
+                 "--no-progress", *args, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and names in err[0], err

@@ -65,6 +65,24 @@ def parse_attacks(attacks: str | list[str] | tuple[str, ...] | None) -> list[str
     return list(dict.fromkeys(names))
 
 
+#: the most reference models (each one trained per audited model spec) and augmented copies
+#: per candidate an audit takes; LiRA's authors use up to 256 shadow models
+MAX_REFS = MAX_AUG = 256
+
+
+def check_counts(n_refs: int, views: int, aug_k: int) -> None:
+    """The audit's counts, checked before the run (a bad one used to stop it after)."""
+    if not 1 <= n_refs <= MAX_REFS:
+        raise FedLabelsError(f"--audit-refs {n_refs}: the attacker trains 1 to {MAX_REFS} "
+                             "reference models (default 4).")
+    if views < 0:
+        raise FedLabelsError(f"--audit-views {views}: give how many rounds to record and "
+                             "attack, or 0 for all of them.")
+    if not 1 <= aug_k <= MAX_AUG:
+        raise FedLabelsError(f"--audit-aug {aug_k}: the augmentation attack takes 1 to "
+                             f"{MAX_AUG} perturbed copies per candidate (default 4).")
+
+
 def audit_rounds(rounds: int, n_views: int) -> set[int]:
     """Rounds (0-based) to record: round 1, the last, and evenly spaced ones (0 = all)."""
     if n_views <= 0 or n_views >= rounds:
@@ -368,6 +386,7 @@ def audit_federation(method: str, federation: Federation, models: str | list[Any
     impl = get_method(method)
     names = parse_attacks(attacks)
     view = audit_view(method, threat)
+    check_counts(n_refs, views, aug_k)
     t0 = time.perf_counter()
     plan = make_plan(federation, n_members=n_members, n_population=n_population, aug_k=aug_k,
                      aug_sigma=aug_sigma, clients=clients, seed=seed)

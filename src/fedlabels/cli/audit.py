@@ -82,7 +82,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         epsilon_lower_bound_audit,
         format_lower_bound,
     )
-    from fedlabels.audit.core import audit_federation, parse_attacks
+    from fedlabels.audit.core import audit_federation, check_counts, parse_attacks
     from fedlabels.audit.curves import plot_vul_curves
     from fedlabels.audit.report import format_audit, plot_roc
     from fedlabels.cli.run_options import (
@@ -101,6 +101,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     refuse_placement(cfg)
     audit_view(cfg.method, args.threat)  # fail before loading data
+    check_counts(args.audit_refs, args.audit_views, args.audit_aug)
     attacks = parse_attacks(args.mia_attacks)
     files = checked_outputs(cfg, args, models=False, roc=".roc.png", curves=".vul_rounds.png",
                             tag="_audit")
