@@ -72,3 +72,53 @@ def test_audit_counts_are_checked_before_the_run(args: list[str], names: str, tm
                  "--no-progress", *args, "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and names in err[0], err
+
+
+@pytest.mark.parametrize(("argv", "names"), [
+    (["deploy", "certs", "--host", ""], "--host '' is neither an IP address"),  # x509 error
+    (["deploy", "certs", "--host", "a b"], "--host 'a b'"),  # was written into the SAN
+    (["deploy", "certs", "--host", "localhost", "--days", "3000000"],
+     "1 to 36500 days"),  # OverflowError: date value out of range
+    (["deploy", "local", "--reply-timeout", "0"], "--reply-timeout: give a number of seconds"),
+    # started Flower, then "no reply within 0 s"
+    (["deploy", "local", "--node-timeout", "-1"], "--node-timeout"),  # ran with -1
+    (["deploy", "local", "--timeout", "nan"], "--timeout"),  # ran without a timeout
+    (["deploy", "prepare", "--reply-timeout", "-5"], "--reply-timeout"),  # written to the app
+    (["inspect", "missing.json", "--top", "-1"], "--top must be >= 0"),  # printed as if 0
+    (["bound", "sensitivity", "--unlabeled", "0", "--stability-rate", "0.1"],
+     "|U| must be >= 1"),  # printed "0 of |U|=0 labels"
+])
+def test_other_commands_refuse_in_one_line(argv: list[str], names: str, tmp_path,
+                                           capsys) -> None:
+    if argv[:2] == ["deploy", "certs"]:
+        pytest.importorskip("cryptography")
+        argv = [*argv, "--out-dir", str(tmp_path / "certs")]
+    elif argv[:2] == ["deploy", "prepare"]:
+        argv = [*argv, "--out-dir", str(tmp_path / "app")]
+    elif argv[:2] == ["deploy", "local"]:
+        argv = [*argv, "-o", str(tmp_path / "run.json")]
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and names in err[0], err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def _exit_code(argv: list[str]) -> object:
+    """``main``'s return value, or the code of the SystemExit argparse raises."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_a_long_host_name_gets_a_certificate(tmp_path) -> None:
+    """A host name over 64 characters is valid (SAN), but a common name holds 64: it used to
+    fail with x509's ValueError."""
+    pytest.importorskip("cryptography")
+    from cryptography import x509
+
+    host = f"{'a' * 60}.{'b' * 60}.example.com"
+    assert main(["deploy", "certs", "--host", host, "--out-dir", str(tmp_path)]) == 0
+    cert = x509.load_pem_x509_certificate((tmp_path / "server.crt").read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert host in names.get_values_for_type(x509.DNSName)

@@ -6,6 +6,7 @@ Importing this module does not import Flower; the commands do, when they run.
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -21,11 +22,22 @@ from fedlabels.cli.run_options import (
 from fedlabels.core.errors import FedLabelsError
 
 
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"give a number of seconds > 0, got {text!r}")
+    return value
+
+
 def _add_deploy_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reply-timeout", type=float, default=120.0,
+    p.add_argument("--reply-timeout", type=seconds, default=120.0,
                    help="seconds to wait for a client's reply before declaring it lost "
                         "(default 120)")
-    p.add_argument("--node-timeout", type=float, default=60.0,
+    p.add_argument("--node-timeout", type=seconds, default=60.0,
                    help="seconds to wait for all SuperNodes to connect (default 60)")
 
 
@@ -149,7 +161,7 @@ def add_deploy_parser(sub: Any) -> None:
     add_metric_flag(p)
     p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
                                      "a temporary directory, removed after a successful run)")
-    p.add_argument("--timeout", type=float, default=3600.0,
+    p.add_argument("--timeout", type=seconds, default=3600.0,
                    help="give up after this many seconds (default 3600)")
     p.add_argument("--tls", action="store_true",
                    help="TLS (fresh CA) and SuperNode authentication instead of --insecure")

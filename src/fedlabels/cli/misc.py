@@ -18,8 +18,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     import json
 
+    from fedlabels.core.errors import FedLabelsError
     from fedlabels.reporting.inspect import format_inspection, inspect_models
 
+    if args.top < 0 or args.max_lines < 1:
+        raise FedLabelsError(f"--top must be >= 0 and --max-lines >= 1; got {args.top} and "
+                             f"{args.max_lines}.")
     descriptions = inspect_models(args.result, top=args.top, client=args.client)
     if args.json:
         print(json.dumps(descriptions, indent=2, default=str))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,25 @@ def _san(hosts: list[str]) -> x509.SubjectAlternativeName:
 
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
+#: one label of a host name: letters, digits and inner hyphens, 1 to 63 characters
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+#: the longest validity a certificate gets: 100 years (datetime ends at year 9999)
+MAX_DAYS = 36_500
+
+
+def check_host(host: str) -> None:
+    """``host`` is an IP address or a host name (dot-separated labels, 253 characters at
+    most), as a certificate's subject alternative names hold them."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    if len(host) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise FedLabelsError(f"--host {host!r} is neither an IP address nor a host name "
+                             "(letters, digits and hyphens, dot-separated); give the name "
+                             "or address the SuperNodes connect to.")
 
 
 def _load_ca(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
@@ -105,6 +125,10 @@ def make_tls_files(out_dir: str | Path, hosts: list[str], days: int = 365,
     ``new_ca=False`` keeps the CA already in ``out_dir`` (every site trusts it) and signs
     the new server certificate with it.
     """
+    for host in hosts:
+        check_host(host)
+    if not 1 <= days <= MAX_DAYS:
+        raise FedLabelsError(f"--days {days}: a certificate is valid for 1 to {MAX_DAYS} days.")
     out = Path(out_dir)
     hosts = [*hosts, *(h for h in LOOPBACK_HOSTS if h not in hosts)]
     now = dt.datetime.now(dt.UTC)
@@ -132,10 +156,12 @@ def make_tls_files(out_dir: str | Path, hosts: list[str], days: int = 365,
 
 def _server_files(out: Path, hosts: list[str], days: int, ca_cert: x509.Certificate,
                   ca_key: ec.EllipticCurvePrivateKey, now: dt.datetime) -> TlsFiles:
-    """A SuperLink key and certificate for ``hosts``, signed by the CA."""
+    """A SuperLink key and certificate for ``hosts``, signed by the CA (a common name holds
+    64 characters; clients check the alternative names, which hold every host)."""
     key = ec.generate_private_key(ec.SECP384R1())
+    common_name = hosts[0] if len(hosts[0]) <= 64 else "fedlabels SuperLink"
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))

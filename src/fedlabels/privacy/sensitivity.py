@@ -53,6 +53,8 @@ def prop2_label_bound(n_unlabeled: int, stability_rate: float, delta: float) -> 
 
     check_stability_rate(stability_rate)
     check_delta(delta)
+    if n_unlabeled < 1:
+        raise FedLabelsError(f"|U| must be >= 1, got {n_unlabeled}.")
     n, p = int(n_unlabeled), float(stability_rate)
     probit = float(stats.norm.ppf(1.0 - delta))
     value = n * p + probit * math.sqrt(n * p * (1.0 - p)) + probit ** 2 / 3.0
