@@ -377,3 +377,17 @@ def test_report_refuses_a_classification_metric_on_regression_runs(tmp_path, dia
     with pytest.raises(FedLabelsError, match="--metric auroc applies to classification"):
         write_report([path], tmp_path / "rep", metric="auroc")
     assert [p.name for p in tmp_path.iterdir()] == ["reg.json"]
+
+
+@pytest.mark.parametrize("given", [[35, 65], (35.0, 65.0), "35,65"])
+def test_a_target_range_is_a_pair_or_text_in_a_config(given) -> None:
+    """TOML writes ``target_range = [35, 65]`` and Python ``(35.0, 65.0)``, as for
+    ``image_size``; both used to be refused with "target_range must be a str"."""
+    from fedlabels.runs.config import RunConfig
+
+    cfg = RunConfig.from_mapping({"method": "fedct", "dataset": "diabetes",
+                                  "task": "regression", "target_range": given})
+    assert tuple(float(v) for v in cfg.target_range.split(",")) == (35.0, 65.0)
+    with pytest.raises(FedLabelsError, match="target range needs finite LO < HI"):
+        RunConfig.from_mapping({"method": "fedct", "dataset": "diabetes",
+                                "task": "regression", "target_range": [65, 35]})

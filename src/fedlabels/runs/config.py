@@ -97,8 +97,8 @@ class RunConfig:
                              choices=("classification", "regression"), federation=True,
                              default_text="the dataset's")
     target_range: str | None = param(
-        None, "LO,HI: public range of a regression target", kind=str, group="table",
-        federation=True, metavar="LO,HI", default_text="the table's range")
+        None, "LO,HI (TOML and Python: a pair too): public range of a regression target",
+        kind=str, group="table", federation=True, metavar="LO,HI", default_text="the table's range")
     insecure_reproducible_noise: bool = param(
         False, "INSECURE, tests and debugging only: derive all DP noise and other secret "
         "randomness from the seed so runs repeat exactly; the result then says "
@@ -189,6 +189,11 @@ class RunConfig:
 
             size = parse_size(self.image_size)  # 32 or (32, 48), as Python and TOML give it
             self.image_size = None if size is None else f"{size[0]}x{size[1]}"
+        if self.target_range is not None and not isinstance(self.target_range, str):
+            from fedlabels.data.targets import parse_target_range
+
+            lo, hi = parse_target_range(self.target_range)  # (0, 400), as Python and TOML
+            self.target_range = f"{lo!r},{hi!r}"
         for info in declared(type(self)):
             value = getattr(self, info.name)
             if isinstance(value, bool) and info.choices is not None \
