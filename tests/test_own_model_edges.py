@@ -176,6 +176,29 @@ def test_a_factorys_own_arguments_come_from_the_spec(tmp_path, monkeypatch, fed)
         fl.run("fedct", fed, model="module:mynets_kw:any_net(n_classes=3)", progress=False)
 
 
+def test_fedavg_takes_a_factory_with_its_own_arguments(tmp_path, monkeypatch, fed):
+    # each client's learner holds its own bound factory: FedAvg's same-architecture check
+    # compared their default reprs (object addresses) and refused every such spec
+    (tmp_path / "mynets_avg.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+        def net(n_features, n_classes, hidden=4):
+            return nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, n_classes))
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = fl.run("fedavg", fed, model="module:mynets_avg:net(hidden=6)", rounds=1,
+                    period=2, progress=False)
+    firsts = [m.model_[0] for m in result.client_models]
+    assert [f.out_features for f in firsts] == [6, 6, 6]
+    assert all(np.array_equal(f.weight.detach().numpy(), firsts[0].weight.detach().numpy())
+               for f in firsts)  # the averaged weights reached every client
+    with pytest.raises(FedLabelsError, match="same architecture at every client"):
+        fl.run("fedavg", fed, model="module:mynets_avg:net(hidden=6),"
+               "module:mynets_avg:net(hidden=7),module:mynets_avg:net(hidden=6)",
+               rounds=1, progress=False)
+
+
 def test_a_precision_for_models_that_are_not_torchs_is_a_warning(fed):
     with pytest.warns(FedLabelsWarning, match="precision bf16 applies to torch models"):
         result = fl.run("fedct", fed, model="dt", rounds=1, precision="bf16", progress=False)

@@ -125,3 +125,13 @@ class BoundFactory:
 
     def __call__(self, **kwargs: Any) -> Any:
         return self.factory(**kwargs, **self.arguments)
+
+    def __repr__(self) -> str:  # each client's copy shows (and compares) alike
+        return f"{self.__module__}:{self.__qualname__}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BoundFactory) and other.factory is self.factory \
+            and other.arguments == self.arguments
+
+    def __hash__(self) -> int:
+        return hash((id(self.factory), tuple(sorted(map(repr, self.arguments.items())))))
