@@ -107,8 +107,8 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
     from fedlabels.data import get_dataset, make_federation
     from fedlabels.data.loading import load_table
 
-    if get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
-        return None
+    if "image_shape" in ref.info or get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
+        return None  # images (a folder, a table's image column) are pixels in [0, 1]
     _, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
     unscaled = make_federation(raw.X, raw.y, clients=cfg.clients,
                                unlabeled=len(ref.X_public),
@@ -186,13 +186,6 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
         raise FedLabelsError(f"expected {cfg.clients} partitions, got {fed.n_clients}.")
     datasets = site_datasets(method, fed.clients)  # centralized: refused
     _validate(cfg, fed, with_truth)  # before any file is written
-    root.mkdir(parents=True, exist_ok=True)
-    client_paths = []
-    for cid, data in enumerate(datasets):
-        path = root / f"client_{cid}.npz"
-        _save_npz(path, {"X": data.X, "y": data.y}, private=True)
-        write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
-        client_paths.append(path)
     shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
               "class_names": np.array(fed.class_names, dtype=str),
               "feature_names": np.array(fed.feature_names, dtype=str)}
@@ -204,6 +197,13 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
         shared.update(_public_pca_arrays(fed.preprocessing))
     if "image_shape" in fed.info:  # a site may bring its own image folder
         shared["image_shape"] = np.asarray(fed.info["image_shape"], dtype=np.int64)
+    root.mkdir(parents=True, exist_ok=True)
+    client_paths = []
+    for cid, data in enumerate(datasets):
+        path = root / f"client_{cid}.npz"
+        _save_npz(path, {"X": data.X, "y": data.y}, private=True)
+        write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
+        client_paths.append(path)
     shared_path = root / "shared.npz"
     _save_npz(shared_path, shared)
     truth_path = root / "truth.npz"
