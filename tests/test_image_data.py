@@ -12,7 +12,7 @@ from PIL import Image
 import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.data.images import load_image_folder, parse_size
+from fedlabels.data.images import load_image_folder, parse_size, read_images
 from fedlabels.downloads.cache import dataset_dir
 
 CLASSES = ("cat", "dog", "owl")
@@ -195,6 +195,45 @@ def test_a_flower_site_brings_its_own_image_folder(tmp_path):
     first_dog = pixels[tmp_path / "site" / "dog" / "000.png"]
     row = int(np.flatnonzero(site.private.y == 1)[0])
     np.testing.assert_allclose(site.private.X[row], first_dog.reshape(-1) / 255.0, rtol=1e-6)
+
+
+def test_a_flower_sites_grey_folder_joins_a_colour_federation(tmp_path, monkeypatch):
+    """A site whose scanner writes grey images, U in colour (or the other way): the site's
+    images are converted to U's channels, as the simulator and predict convert them (it
+    was refused: 'have 1 channel(s), U's 3')."""
+    from fedlabels.engines.flower.site import load_site
+
+    pixels = make_folder(tmp_path / "site", sizes=(2, 3, 1), rgb=False)
+    for c in (3, 1):
+        shared = {"X_public": np.zeros((5, c * 120), np.float32),
+                  "X_test": np.zeros((2, c * 120), np.float32), "y_test": np.zeros(2, np.int64),
+                  "class_names": np.array(list(CLASSES)),
+                  "feature_names": np.array([f"x{i}" for i in range(c * 120)]),
+                  "image_shape": np.array([c, 12, 10])}
+        np.savez(tmp_path / f"shared{c}.npz", **shared)
+        site = load_site({"partition-id": 0, "data-path": str(tmp_path / "site"),
+                          "shared-path": str(tmp_path / f"shared{c}.npz")})
+        first_dog = pixels[tmp_path / "site" / "dog" / "000.png"].reshape(-1) / 255.0
+        row = int(np.flatnonzero(site.private.y == 1)[0])
+        assert site.private.X.shape == (6, c * 120)
+        # grey to RGB repeats the grey level in each channel (PIL's convert("RGB"))
+        np.testing.assert_allclose(site.private.X[row], np.tile(first_dog, c), rtol=1e-6)
+    # a site loads its data on every message: the converted pixels come from the cache
+    import fedlabels.data.images as images
+
+    decoded = []
+    monkeypatch.setattr(images, "read_images",
+                        lambda *a, **k: decoded.append(a) or read_images(*a, **k))
+    again = load_site({"partition-id": 0, "data-path": str(tmp_path / "site"),
+                       "shared-path": str(tmp_path / "shared3.npz")})
+    assert decoded == [] and np.array_equal(again.private.X[:, :120], again.private.X[:, 240:])
+    monkeypatch.undo()
+    colour = make_folder(tmp_path / "rgb_site", sizes=(2, 3, 1), rgb=True)
+    site = load_site({"partition-id": 0, "data-path": str(tmp_path / "rgb_site"),
+                      "shared-path": str(tmp_path / "shared1.npz")})
+    path = tmp_path / "rgb_site" / "dog" / "000.png"
+    grey = np.asarray(Image.fromarray(colour[path]).convert("L"), dtype=np.float32) / 255.0
+    np.testing.assert_allclose(site.private.X[2], grey.reshape(-1), rtol=1e-6)
 
 
 def test_registered_image_datasets_record_their_shape_and_keep_their_scaling():

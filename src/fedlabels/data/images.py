@@ -276,10 +276,12 @@ def _entry_key(group: str, files: list[Path], name: Any) -> str:
     return f"{head}-{digest.hexdigest()[:24]}"
 
 
-def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None) -> str:
-    """A folder's cache entry, its files named relative to it (:func:`_entry_key`)."""
-    return _entry_key(f"{_CACHE_FORMAT}|{root.resolve()}|{size}", files,
-                      lambda path: path.relative_to(root))
+def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None,
+               mode: str | None = None) -> str:
+    """A folder's cache entry, its files named relative to it (:func:`_entry_key`); a
+    forced ``mode`` (``L``, ``RGB``) is an entry of its own."""
+    group = f"{_CACHE_FORMAT}|{root.resolve()}|{size}" + (f"|{mode}" if mode else "")
+    return _entry_key(group, files, lambda path: path.relative_to(root))
 
 
 def _read_cache(path: Path) -> Images | None:
@@ -306,8 +308,9 @@ def _write_cache(path: Path, images: Images) -> None:
     os.replace(tmp, path)
 
 
-def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str) -> Images:
-    """``read_images(files, size)``, from the cache entry ``key`` where it holds them; a new
+def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str,
+                   mode: str | None = None) -> Images:
+    """``read_images(files, size, mode)``, from the cache entry ``key`` where it holds them; a new
     entry replaces its group's stale ones (the same folder or table and size, older files),
     so a folder whose images change keeps one entry per size, not one per change."""
     from fedlabels.downloads.cache import dataset_dir
@@ -317,7 +320,7 @@ def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str) ->
     cached = _read_cache(cache) if cache.is_file() else None
     if cached is not None and len(cached.pixels) == len(files):
         return cached
-    images = read_images(files, size)
+    images = read_images(files, size, mode)
     with contextlib.suppress(OSError):  # a read-only cache: the images are read next time
         _write_cache(cache, images)
         group = key.split("-")[0]
@@ -338,12 +341,13 @@ class ImageFolder(NamedTuple):
     peak: float
 
 
-def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2
-                      ) -> ImageFolder:
-    """An image folder's images and labels (:class:`ImageFolder`), cached."""
+def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2,
+                      mode: str | None = None) -> ImageFolder:
+    """An image folder's images and labels (:class:`ImageFolder`), cached; ``mode`` (``L``
+    or ``RGB``) converts them all to those channels (default: grey if every one is)."""
     root = Path(root).expanduser()
     files, labels, classes = image_folder_files(root, min_classes)
-    images = _cached_images(files, size, _cache_key(root, files, size))
+    images = _cached_images(files, size, _cache_key(root, files, size, mode), mode)
     return ImageFolder(images.pixels, labels, classes, images.shape, images.peak)
 
 

@@ -135,13 +135,11 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
         raise FedLabelsError(f"{who}: data-path {path} is a folder of images, but the shared "
                              "public set U is not images (shared.npz has no image_shape).")
     c, h, w = (int(s) for s in shared["image_shape"])
-    try:
-        pixels, y, classes, shape, _ = load_image_folder(path, (h, w), min_classes=1)
+    try:  # U's channels: a site's grey images join a colour U (and back), as predict does
+        pixels, y, classes, _, _ = load_image_folder(path, (h, w), min_classes=1,
+                                                     mode="L" if c == 1 else "RGB")
     except FedLabelsError as exc:
         raise FedLabelsError(f"{who}: {exc}") from None
-    if shape[0] != c:
-        raise FedLabelsError(f"{who}: images in {path} have {shape[0]} channel(s), U's "
-                             f"{c}; convert them (grey or RGB) like the federation's.")
     lookup = {str(name): i for i, name in enumerate(shared["class_names"])}
     unknown = sorted(set(classes) - set(lookup))
     if unknown:
