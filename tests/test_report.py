@@ -56,6 +56,23 @@ def test_runs_differing_only_in_seed_form_one_row():
     assert rows[2]["guarantee"] == "formal"
 
 
+def test_a_flower_deployment_is_named_as_one_beside_its_simulation():
+    """A deployed run records the simulator's defaults in its config (engine=simulator, no
+    workers): beside the same run simulated, the report and the plot legend said
+    '(no workers)' and '(workers=1)'; they name the engine now."""
+    from fedlabels.reporting.plots import legend_labels
+
+    simulated = _result("fedct", 0, [0.6, 0.8])
+    deployed = _result("fedct", 0, [0.6, 0.8])
+    simulated.config.update(engine="simulator", workers=1)
+    deployed.config.update(engine="simulator")
+    deployed.extra["deployment"] = {"engine": "flower", "status": "completed"}
+    labels = [c.label for c in group_runs([deployed, simulated])]
+    assert labels == ["fedct · dt (engine=flower deployment, workers=one per site)",
+                      "fedct · dt (engine=simulator, workers=1)"]
+    assert legend_labels([deployed, simulated])[0] == labels
+
+
 def test_audited_runs_report_vul_with_its_interval(tmp_path):
     audited = {"guarantee": "none", "vul": 0.62, "vul_ci": [0.55, 0.69]}
     row = summary_rows(group_runs([_result("fedct", 0, [0.8], privacy=audited)]))[0]

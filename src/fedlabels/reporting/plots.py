@@ -120,7 +120,7 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
     for label in {x for x in labels if labels.count(x) > 1}:  # the settings that differ
         at = [i for i, x in enumerate(labels) if x == label]
         shown = ("dataset", "clients", "partition", "seed", "rounds", "output", "overwrite")
-        configs = [{k: v for k, v in (results[i].config or {}).items() if k not in shown}
+        configs = [{k: v for k, v in run_settings(results[i]).items() if k not in shown}
                    for i in at]
         for i, text in zip(at, setting_differences(configs), strict=True):
             labels[i] += f" ({text})" if text != "other settings" else ""
@@ -131,6 +131,18 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
     shared = [described[0][k] for k in ("dataset", "clients", "rounds", "seed")
               if k not in varying]
     return labels, ", ".join(shared)
+
+
+def run_settings(res: RunResult) -> dict[str, Any]:
+    """The run's configuration as it ran: a Flower deployment records the simulator's
+    defaults (``engine=simulator``, no ``workers``), so its engine is named from its
+    ``deployment`` entry and its sites stand for the workers."""
+    config = dict(res.config or {})
+    deployed = res.extra.get("deployment")
+    if isinstance(deployed, dict):
+        config["engine"] = f"{deployed.get('engine', 'flower')} deployment"
+        config["workers"] = "one per site"
+    return config
 
 
 def setting_differences(configs: Sequence[dict[str, Any]]) -> list[str]:

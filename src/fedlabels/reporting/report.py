@@ -84,7 +84,9 @@ class Configuration:
 
 
 def _config(res: RunResult) -> dict[str, Any]:
-    return {k: v for k, v in res.config.items() if k not in _NOT_CONFIG}
+    from fedlabels.reporting.plots import run_settings
+
+    return {k: v for k, v in run_settings(res).items() if k not in _NOT_CONFIG}
 
 
 def _config_key(res: RunResult) -> str:
