@@ -392,6 +392,10 @@ def test_help_of_run_lists_each_parameter_with_its_default():
         if info.cli:
             assert info.flag in text
     assert re.search(r"--rounds N\s+communication rounds R \(default: 20\)", text)
+    # a user with an image folder finds its spec where they look first (it was left out)
+    for command in ("run", "audit"):
+        help_text = " ".join(_subparser(command).format_help().split())
+        assert "csv:PATH:TARGET or imagefolder:PATH" in help_text
 
 
 def test_run_takes_o_for_its_output_as_plot_report_and_predict_do():

@@ -37,8 +37,8 @@ class RunConfig:
 
     method: str = param("fedct", "a registered method (`fedlabels methods` lists them)",
                         kind=str, python=False, python_note="`fl.run`'s first argument")
-    dataset: str = param("breast_cancer", "a registered dataset (`fedlabels datasets`) or "
-                         "csv:PATH:TARGET", kind=str, python=False,
+    dataset: str = param("breast_cancer", "a registered dataset (`fedlabels datasets`), "
+                         "csv:PATH:TARGET or imagefolder:PATH", kind=str, python=False,
                          python_note="`fl.run`'s second argument, or a Federation")
     clients: int = param(5, "number of clients m", kind=int, minimum=1, group="data",
                          federation=True, renamed_from=("n_clients",))
