@@ -166,3 +166,45 @@ def test_a_rerun_from_scratch_spends_from_the_same_lifetime_budget(tmp_path: Pat
         folder = Path(ctx.node_config["ledger-dir"])
         lines = next(folder.glob("*/ledger.jsonl")).read_text().splitlines()
         assert len(lines) == 1 + 2, node  # the header and run 1's two releases, nothing more
+
+
+def test_without_a_lifetime_budget_each_rerun_releases_the_whole_plan_again(
+        tmp_path: Path) -> None:
+    """What docs/privacy.md ("New runs on Flower") states: the counts are per run, so a
+    coordinator that starts the deployment again gets the plan's releases again; only
+    ``ledger-epsilon`` (the test above) limits them."""
+    cfg = _config(sensitivity="worst")
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [dict(c.node_config) for c in first.contexts.values()]
+    assert all("privacy-plan" in c and "ledger-epsilon" not in c for c in configs)
+    spec_json = prepared.spec.to_json()
+    for run in (1, 2, 3):
+        grid = LoopbackGrid(client_app, configs, {RUN_CONFIG_KEY: spec_json})
+        assert run_server(grid, server_context(prepared.spec)) is not None
+        assert len(_ledger(grid.contexts[NODE], prepared).events()) == run * cfg.rounds
+
+
+def test_each_new_run_answers_the_noiseless_sensitivity_request_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With sensitivity empirical, a new run gets a new noiseless s* answer from every site,
+    and the site's ledger has no entry for it (even with a lifetime budget set)."""
+    import fedlabels.methods.fedct.sensitivity as sens
+
+    answers: list[int] = []
+    real = sens.empirical_sensitivity
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        answers.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sens, "empirical_sensitivity", counted)
+    cfg = _config(sensitivity="empirical", sensitivity_neighbours=3, epsilon=None,
+                  epsilon_per_round=2.0, mechanism="kary")
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [{**c.node_config, "ledger-epsilon": 100.0} for c in first.contexts.values()]
+    spec_json = prepared.spec.to_json()
+    for run in (1, 2):
+        grid = LoopbackGrid(client_app, configs, {RUN_CONFIG_KEY: spec_json})
+        assert run_server(grid, server_context(prepared.spec)) is not None
+        assert len(answers) == run * cfg.clients
+        assert len(_ledger(grid.contexts[NODE], prepared).events()) == run * cfg.rounds
