@@ -47,6 +47,7 @@ from fedlabels.learners.batched import (
     stacked_state,
     write_back,
 )
+from fedlabels.learners.dpsgd import clip_scale
 from fedlabels.learners.resident_rows import ResidentRows
 from fedlabels.learners.stacked_mlp import linear_relu, linear_stack
 from fedlabels.learners.torch_mlp import adam_step
@@ -294,8 +295,8 @@ class PerExampleSums:
             per = self.per_client({n: p[part] for n, p in detached.items()}, x[part],
                                   y[part])
             norms = torch.sqrt(sum(t.flatten(2).pow(2).sum(2) for t in per.values()))
-            scale = torch.clamp(clip / (norms + 1e-12), max=1.0)
-            real = mask[part] > 0  # padding rows: left out, not multiplied by 0 (a
+            ok, scale = clip_scale(norms, clip)  # a non-finite gradient adds nothing
+            real = (mask[part] > 0) & ok  # padding rows: left out, not multiplied by 0 (a
             # network whose gradient at a zero row is NaN would spread it)
             for k, t in enumerate(per.values()):
                 shape = (*scale.shape, *[1] * (t.dim() - 2))
@@ -381,9 +382,10 @@ def _clipped_sums(forward: Callable[..., torch.Tensor], x: torch.Tensor, y: torc
     back = torch.autograd.grad((losses * mask.reshape(-1)).sum(), outputs)
     sq = sum((b.pow(2).sum(-1) * (a.pow(2).sum(-1) + 1.0))
              for a, b in zip(inputs, back, strict=True))
-    scale = torch.clamp(clip / (torch.sqrt(torch.as_tensor(sq)) + 1e-12), max=1.0)
+    ok, scale = clip_scale(torch.sqrt(torch.as_tensor(sq)), clip)  # non-finite: adds 0
     sums: list[torch.Tensor] = []
     for a, b in zip(inputs, back, strict=True):
-        sb = b * scale.unsqueeze(-1)
-        sums += [torch.bmm(sb.transpose(1, 2), a), sb.sum(dim=1)]
+        sb = torch.where(ok.unsqueeze(-1), b * scale.unsqueeze(-1), 0.0)
+        sums += [torch.bmm(sb.transpose(1, 2), torch.where(ok.unsqueeze(-1), a, 0.0)),
+                 sb.sum(dim=1)]
     return sums

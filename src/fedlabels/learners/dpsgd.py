@@ -120,8 +120,19 @@ def _clipped_sum_func(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip
     # of its own masked pass); torch refused random draws under vmap by default
     per = vmap(grad(loss), in_dims=(None, 0, 0), randomness="different")(params, xb, yb)
     norms = torch.sqrt(sum(per[n].flatten(1).pow(2).sum(1) for n in names))
-    scale = torch.clamp(clip / (norms + 1e-12), max=1.0)
-    return [(per[n] * scale.view(-1, *[1] * (per[n].dim() - 1))).sum(0) for n in names], norms
+    ok, scale = clip_scale(norms, clip)
+    return [torch.where(ok.view(-1, *[1] * (per[n].dim() - 1)),
+                        per[n] * scale.view(-1, *[1] * (per[n].dim() - 1)), 0.0).sum(0)
+            for n in names], norms
+
+
+def clip_scale(norms: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(finite, scale): per example, whether its gradient is finite, and its clip factor
+    ``min(1, C / norm)``, 0 where it is not. A non-finite gradient adds nothing, never NaN to
+    the sum: model weights a server chose can overflow on chosen records only, and a NaN
+    update would then show, without noise, whether such a record was sampled."""
+    ok = torch.isfinite(norms)
+    return ok, torch.where(ok, torch.clamp(clip / (norms + 1e-12), max=1.0), 0.0)
 
 
 def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip: float
@@ -153,11 +164,11 @@ def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c
     sq = sum((b.pow(2).sum(dim=1) * (a.pow(2).sum(dim=1) + 1.0))
              for a, b in zip(inputs, back, strict=True))
     norms = torch.sqrt(torch.as_tensor(sq))
-    scale = torch.clamp(clip / (norms + 1e-12), max=1.0)
+    ok, scale = clip_scale(norms, clip)  # a non-finite example: 0, its a and b too (0·inf)
     summed: list[torch.Tensor] = []
     for a, b in zip(inputs, back, strict=True):
-        sb = b * scale[:, None]
-        summed += [sb.T @ a, sb.sum(dim=0)]
+        sb = torch.where(ok[:, None], b * scale[:, None], 0.0)
+        summed += [sb.T @ torch.where(ok[:, None], a, 0.0), sb.sum(dim=0)]
     return summed, norms
 
 
