@@ -107,8 +107,8 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
     from fedlabels.data import get_dataset, make_federation
     from fedlabels.data.loading import load_table
 
-    if "image_shape" in ref.info or get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
-        return None  # images (a folder, a table's image column) are pixels in [0, 1]
+    if cfg.image_column is not None or get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
+        return None  # a table's image column: pixels in [0, 1] (digits' 8x8 rows do scale)
     _, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
     unscaled = make_federation(raw.X, raw.y, clients=cfg.clients,
                                unlabeled=len(ref.X_public),
