@@ -146,6 +146,16 @@ def test_ensemble_target_is_the_softmax_of_averaged_logits():
                                    softmax(logits.mean(axis=0) / t, axis=1), atol=1e-9)
 
 
+def test_ensemble_target_keeps_confident_clients_logit_gaps():
+    # two confident clients disagree: gaps of 50 and 30 nats; the averaged logits (25, 15)
+    # pick class 0 with probability 1 - e^-10 (a 1e-12 clip made it a tie, 0.5 / 0.5)
+    logits = np.array([[[50.0, 0.0]], [[0.0, 30.0]]])
+    probs = softmax(logits, axis=2).astype(np.float32)  # as predict_proba returns them
+    for t in (1.0, 0.5, 3.0):
+        np.testing.assert_allclose(ensemble_target(probs, t),
+                                   softmax(logits.mean(axis=0) / t, axis=1), rtol=1e-5)
+
+
 def test_feddf_distillation_moves_the_average_towards_the_ensemble(fed):
     feddf = run("feddf", fed, options={"server_steps": 30})
     fedavg = run("fedavg", fed)
