@@ -98,6 +98,18 @@ def test_pate_student_is_what_every_client_reports(breast_cancer_fed, tmp_path):
     assert privacy["epsilon"] is None and privacy["accountant"] == "none"
 
 
+@pytest.mark.parametrize("method, options", [
+    ("pate", {}), ("dp-pate", {"noise_sigma": 2.0}),
+    ("fredy", {"epsilon_per_query": 1.0, "teacher_rounds": 2})])
+def test_teacher_student_assumptions_are_whole_sentences(breast_cancer_fed, method, options):
+    # privacy["assumptions"] was a str: the result's threat_model listed it letter by letter
+    result = run(method, breast_cancer_fed, rounds=1, period=5, queries=20, **options)
+    privacy, threat = result.extra["privacy"], result.extra["threat_model"]
+    assert isinstance(privacy["assumptions"], list)
+    assert threat["assumptions"] == privacy["assumptions"]
+    assert all(len(a.split()) > 3 for a in threat["assumptions"])
+
+
 def test_dp_pate_noise_changes_labels_and_is_accounted(breast_cancer_fed, tmp_path):
     result = run("dp-pate", breast_cancer_fed, queries=100, teacher_steps=30,
                  noise_sigma=3.0, delta=1e-5)
@@ -110,7 +122,7 @@ def test_dp_pate_noise_changes_labels_and_is_accounted(breast_cancer_fed, tmp_pa
     expected, _ = epsilon_from_rdp(100 * gnmax_rdp_data_independent(3.0), 1e-5)
     assert privacy["epsilon"] == pytest.approx(expected)
     assert privacy["epsilon_data_dependent"] <= privacy["epsilon"]
-    assert privacy["delta"] == 1e-5 and "disjoint" in privacy["assumptions"]
+    assert privacy["delta"] == 1e-5 and "disjoint" in " ".join(privacy["assumptions"])
     assert result.rounds[0].server["labels_equal_plain_argmax"] < 1.0  # σ = 3 vs 5 votes
     saved = json.loads(result.save_json(tmp_path / "r.json").read_text())["privacy"]
     assert {"epsilon", "delta", "accountant", "assumptions"} <= set(saved)
@@ -146,7 +158,8 @@ def test_fredy_teachers_keep_local_models_and_state_the_caveat(digits_fed):
     assert privacy["if_disjoint_teachers"]["epsilon_per_query"] == pytest.approx(0.5)
     assert privacy["epsilon"] > privacy["if_disjoint_teachers"]["epsilon"]
     assert privacy["epsilon_by_accountant"]["basic"] == pytest.approx(300 * 0.5 * n)
-    assert "FedAvg" in privacy["assumptions"] and "disjoint" in privacy["assumptions"]
+    said = " ".join(privacy["assumptions"])
+    assert "FedAvg" in said and "disjoint" in said
     assert len(set(result.final["client_accuracies"])) == 1
     # the released labels are a noisy version of the teachers' plain vote
     votes = np.stack([m.predict(digits_fed.X_public) for m in result.client_models])
@@ -223,3 +236,11 @@ def test_cli_flags_reach_the_method(tmp_path):
     assert config("--method", "dp-pate", "--noise-sigma", "2").options == {"noise_sigma": 2.0}
     with pytest.raises(FedLabelsError, match="sigma"):
         run_config(config("--method", "dp-pate", "--noise-sigma", "-1"))
+
+
+def test_a_str_assumption_from_older_saved_state_stays_one_sentence():
+    from fedlabels.methods import get_method
+
+    threat = get_method("pate").threat_model
+    said = "one record of one teacher changes"
+    assert threat.as_run({"assumptions": said}, None)["assumptions"] == [said]

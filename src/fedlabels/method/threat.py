@@ -130,7 +130,8 @@ class ThreatModel:
         out["against"] = privacy.get("guarantee_against") or self.against
         out["neighbouring"] = privacy.get("neighbouring", self.neighbouring)
         if privacy.get("assumptions"):
-            out["assumptions"] = list(privacy["assumptions"])
+            said = privacy["assumptions"]  # one str in state saved before 2026-11-28
+            out["assumptions"] = [said] if isinstance(said, str) else list(said)
         if sent is not None:
             for declared, entry in zip(self.payloads, out["payloads"], strict=True):
                 entry["sent"] = declared.sent_in(sent)

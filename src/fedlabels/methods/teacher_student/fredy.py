@@ -235,8 +235,8 @@ class FredyServer(LedgerEvents, TeacherStudentServer):
                         "target": self.ledger.target_view(
                             "query", self.n_queries, sum(ev.n_queries for ev in self.events)),
                         "if_disjoint_teachers": disjoint.to_dict(),
-                        "assumptions": (NON_DISJOINT_CAVEAT if self.teacher_rounds > 1
-                                        else DISJOINT_WITHOUT_FEDAVG),
+                        "assumptions": [NON_DISJOINT_CAVEAT if self.teacher_rounds > 1
+                                        else DISJOINT_WITHOUT_FEDAVG],
                         "teachers": self.n_teachers,
                         "teacher_rounds": self.teacher_rounds}
         return release.labels

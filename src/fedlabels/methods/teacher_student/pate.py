@@ -235,8 +235,8 @@ class PATEServer(TeacherStudentServer):
         """Label each query from its vote counts (plain argmax; ties -> smallest class)."""
         self.privacy = {"epsilon": math.inf, "delta": 0.0, "accountant": "none",
                         "mechanism": "argmax (no noise)",
-                        "assumptions": "no noise is added: PATE without GNMax gives no "
-                                       "differential-privacy guarantee"}
+                        "assumptions": ["no noise is added: PATE without GNMax gives no "
+                                        "differential-privacy guarantee"]}
         return counts.argmax(axis=1).astype(np.int64)
 
     def summary(self) -> dict[str, Any]:
@@ -291,8 +291,8 @@ class DPPATEServer(LedgerEvents, PATEServer):
                         "calibrated_from_epsilon": self.calibrated_from,
                         "target": self.ledger.target_view(
                             "query", self.n_queries, sum(ev.n_queries for ev in self.events)),
-                        "assumptions": DISJOINT_TEACHERS + "; the server that sees the vote "
-                                       "counts is trusted (PATE's setting)"}
+                        "assumptions": [DISJOINT_TEACHERS, "the server that sees the vote "
+                                        "counts is trusted (PATE's setting)"]}
         return release.labels
 
 
