@@ -63,8 +63,7 @@ def _check(clients: int, n_unlabeled: int, c: float, t0: int) -> None:
 def convergence_bound(clients: int, n_unlabeled: int, c: float, t0: int) -> ConvergenceBound:
     """δ <= |U| (4c)^{m/2} ζ(m/2, t0 + 1) (Prop. 1), with scipy's Hurwitz zeta."""
     _check(clients, n_unlabeled, c, t0)
-    half = clients / 2.0
-    delta = n_unlabeled * (4.0 * c) ** half * float(zeta(half, t0 + 1))
+    delta = _delta(n_unlabeled, c, clients / 2.0, t0 + 1)
     return ConvergenceBound(clients, n_unlabeled, float(c), t0, delta)
 
 
@@ -75,4 +74,14 @@ def paper_figure_value(clients: int, c: float, t0: int) -> float:
     0.9962; see the module docstring.) Not a bound we endorse: it drops the union bound.
     """
     _check(clients, 1, c, t0)
-    return 1.0 - (4.0 * c) ** (clients / 2.0) * float(zeta(clients / 2.0, t0 + 1))
+    return 1.0 - _delta(1, c, clients / 2.0, t0 + 1)
+
+
+def _delta(n: int, c: float, s: float, q: int) -> float:
+    """n (4c)^s ζ(s, q); where (4c)^s is beyond float64 (thousands of clients), the bound
+    n (4c/q)^s (1 + q/(s-1)) >= it (q^s ζ(s, q) = Σ_k (q/(q+k))^s <= 1 + q/(s-1)), in logs."""
+    try:
+        return n * (4.0 * c) ** s * float(zeta(s, q))
+    except OverflowError:
+        log = math.log(n) + s * math.log(4.0 * c / q) + math.log1p(q / (s - 1.0))
+        return math.exp(log) if log < 700.0 else math.inf

@@ -1,0 +1,37 @@
+"""Bad input found by a sweep of the subcommands other than `run` (2026-11-28): each was a
+traceback or a hang; each is now one line, exit 2 (or, for a valid but extreme value, a
+correct answer)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fedlabels.cli import main
+
+
+def _one_line(capsys, names: str) -> None:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fedlabels: error:") and names in err[0], err
+
+
+@pytest.mark.parametrize(("clients", "c", "t0", "vacuous"), [
+    (2000, 1.0, 4, False),  # (4c)^(m/2) = 4^1000: OverflowError before
+    (10 ** 30, 1.0, 4, False),
+    (3000, 10.0, 20, True),  # 4c/(t0+1) = 40/21 > 1: δ beyond float64
+])
+def test_bound_convergence_with_thousands_of_clients(clients: int, c: float, t0: int,
+                                                      vacuous: bool) -> None:
+    from fedlabels.analysis.convergence import convergence_bound
+
+    b = convergence_bound(clients, 100, c, t0)
+    s, q = clients / 2, t0 + 1
+    lower = math.log(100) + s * math.log(4 * c / q)  # first term of the sum alone
+    assert b.vacuous is vacuous
+    if vacuous:
+        assert lower > 700 and b.delta == math.inf
+    else:
+        assert 0 <= b.delta <= 1 and (lower < -745 or b.delta >= math.exp(lower))
+    assert main(["bound", "convergence", "--clients", str(clients), "--unlabeled", "100",
+                 "--c", str(c), "--t0", str(t0)]) == 0
