@@ -35,3 +35,14 @@ def test_bound_convergence_with_thousands_of_clients(clients: int, c: float, t0:
         assert 0 <= b.delta <= 1 and (lower < -745 or b.delta >= math.exp(lower))
     assert main(["bound", "convergence", "--clients", str(clients), "--unlabeled", "100",
                  "--c", str(c), "--t0", str(t0)]) == 0
+
+
+def test_threads_beyond_a_c_int(tmp_path, capsys) -> None:
+    # torch.set_num_threads: "ValueError: Overflow when unpacking long long", a traceback
+    pytest.importorskip("torch")
+    out = tmp_path / "r.json"
+    assert main(["--threads", str(10 ** 30), "run", "--dataset", "wine", "--clients", "3",
+                 "--rounds", "1", "--model", "mlp", "--no-progress", "--no-checkpoint",
+                 "-o", str(out)]) == 2
+    _one_line(capsys, "--threads must lie in [1, 4096]")
+    assert not out.exists()

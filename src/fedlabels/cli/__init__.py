@@ -152,8 +152,8 @@ def _main(argv: list[str] | None) -> int:
     set_verbosity(QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)
     try:
         if args.threads is not None:
-            if args.threads < 1:
-                raise FedLabelsError(f"--threads must be >= 1, got {args.threads}.")
+            if not 1 <= args.threads <= 4096:  # torch takes a C int (10**30: a traceback)
+                raise FedLabelsError(f"--threads must lie in [1, 4096], got {args.threads}.")
             set_threads(args.threads)
         # results record the command line they were made by (provenance)
         with command_line(["fedlabels", *(sys.argv[1:] if argv is None else argv)]):
