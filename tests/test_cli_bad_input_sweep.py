@@ -46,3 +46,13 @@ def test_threads_beyond_a_c_int(tmp_path, capsys) -> None:
                  "-o", str(out)]) == 2
     _one_line(capsys, "--threads must lie in [1, 4096]")
     assert not out.exists()
+
+
+def test_deploy_certs_too_many_nodes(tmp_path, capsys) -> None:
+    # --nodes 10**30 made key pairs until killed
+    pytest.importorskip("cryptography")
+    out = tmp_path / "certs"
+    assert main(["deploy", "certs", "--out-dir", str(out), "--host", "x",
+                 "--nodes", str(10 ** 30)]) == 2
+    _one_line(capsys, "--nodes must lie in [0, 10000]")
+    assert not out.exists()

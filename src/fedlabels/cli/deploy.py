@@ -120,9 +120,9 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
         raise FedLabelsError("deploy certs needs the cryptography package; install "
                              "`pip install 'fedlabels[flower]'`.") from None
 
-    if args.nodes < 0 or args.days < 1:
-        raise FedLabelsError(f"--nodes must be >= 0 and --days >= 1; got {args.nodes} and "
-                             f"{args.days}.")
+    if not 0 <= args.nodes <= 10_000 or args.days < 1:  # 10**30 nodes: a hang making keys
+        raise FedLabelsError(f"--nodes must lie in [0, 10000] and --days be >= 1; got "
+                             f"{args.nodes} and {args.days}.")
     from fedlabels.core.files import check_output_dir
     from fedlabels.deploy.tls import has_ca
 
