@@ -122,3 +122,23 @@ def test_a_long_host_name_gets_a_certificate(tmp_path) -> None:
     cert = x509.load_pem_x509_certificate((tmp_path / "server.crt").read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert host in names.get_values_for_type(x509.DNSName)
+
+
+@pytest.mark.parametrize(("argv", "names"), [
+    (["run", "--dataset", "wine", "--clients", "3", "--rounds", "1", "--opt", "quorum=0.5",
+      "--opt", "quorum=0.6"], "--opt quorum is given twice (0.5 and 0.6)"),  # ran with 0.6
+    (["run", "--dataset", "wine", "--clients", "3", "--rounds", "1", "--opt", "quorum=0.5",
+      "--quorum", "0.6"], "--opt quorum=0.5 and --quorum 0.6"),  # ran with 0.6
+    (["run", "--dataset", "wine", "--clients", "3", "--rounds", "1", "-o", ""],
+     "output is empty"),  # wrote under results/
+    (["predict", "missing.json", "new.csv", "-o", "PRED", "--sep", ""],
+     "sep must be one character"),  # read with ','
+])
+def test_contradicting_or_empty_values_are_refused(argv: list[str], names: str, tmp_path,
+                                                   capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = [str(tmp_path / "p.csv") if a == "PRED" else a for a in argv]
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and names in err[0], err
+    assert not list(tmp_path.iterdir())  # nothing written (results/ included)

@@ -132,8 +132,16 @@ def method_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
             raise FedLabelsError(f"--opt {item!r}: use KEY=VALUE.")
-        opts[key.strip().replace("-", "_")] = parse_flag_value(value)
+        name, parsed = key.strip().replace("-", "_"), parse_flag_value(value)
+        if name in opts and opts[name] != parsed:
+            raise FedLabelsError(f"--opt {name} is given twice ({opts[name]!r} and {parsed!r}); "
+                                 "give it once.")
+        opts[name] = parsed
     flagged = {k[len(_DEST):]: v for k, v in vars(args).items() if k.startswith(_DEST)}
+    for name in opts.keys() & flagged.keys():
+        if opts[name] != flagged[name]:
+            raise FedLabelsError(f"{name} is given twice: --opt {name}={opts[name]!r} and "
+                                 f"--{name.replace('_', '-')} {flagged[name]!r}; give it once.")
     return opts, flagged
 
 

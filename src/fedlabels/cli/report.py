@@ -24,6 +24,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.core.files import check_outputs, run_files, write_atomic, writing
+    from fedlabels.data.csv_table import normalise_sep
     from fedlabels.results.predict import predict_file, run_sep, run_task
 
     out = Path(args.output).expanduser()
@@ -33,7 +34,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     check_outputs({"predictions": out},
                   {**run_files(args.result), "data file": Path(args.data)},
                   overwrite=args.overwrite)
-    sep = args.sep or run_sep(args.result) or ","
+    sep = normalise_sep(args.sep) if args.sep is not None else run_sep(args.result) or ","
     frame = predict_file(args.result, args.data, client=args.client, sep=sep)
     with writing("the predictions"):
         write_atomic(out, frame.to_csv(index=False, sep=sep))

@@ -201,6 +201,9 @@ class RunConfig:
                 value = "on" if value else "off"
                 setattr(self, info.name, value)
             setattr(self, info.name, info.validate(value))  # numpy numbers as Python's
+        if self.output is not None and not self.output.strip():
+            raise FedLabelsError("output is empty; give a result path ending in .json, or "
+                                 "leave it out for a name under results/.")
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
         from fedlabels.data.shift import check_shift
