@@ -83,7 +83,7 @@ def _deployed(tmp_path: Path, cfg: RunConfig) -> tuple[Any, LoopbackGrid, Record
 def _ledger(context: Context, prepared: Any) -> SiteLedger:
     cfg = context.node_config
     key = site_key(Path(cfg["state-key"]))
-    with np.load(prepared.client_paths[0]) as data:
+    with np.load(prepared.client_paths[int(cfg["partition-id"])]) as data:
         return SiteLedger.open(cfg["ledger-dir"], key, data["X"], data["y"],
                                epsilon=None, delta=1e-5)
 
@@ -168,26 +168,51 @@ def test_a_rerun_from_scratch_spends_from_the_same_lifetime_budget(tmp_path: Pat
         assert len(lines) == 1 + 2, node  # the header and run 1's two releases, nothing more
 
 
-def test_without_a_lifetime_budget_each_rerun_releases_the_whole_plan_again(
-        tmp_path: Path) -> None:
-    """What docs/privacy.md ("New runs on Flower") states: the counts are per run, so a
-    coordinator that starts the deployment again gets the plan's releases again; only
-    ``ledger-epsilon`` (the test above) limits them."""
+def _rerun(prepared: Any, configs: list[dict[str, Any]]) -> tuple[Any, LoopbackGrid]:
+    """The same deployment as a new Flower run from scratch (not a resume); the result, or
+    None where the server stopped because every site refused."""
+    grid = LoopbackGrid(client_app, configs, {RUN_CONFIG_KEY: prepared.spec.to_json()})
+    try:
+        return run_server(grid, server_context(prepared.spec)), grid
+    except FedLabelsError:
+        return None, grid
+
+
+def test_without_a_lifetime_budget_a_site_allows_one_run_of_its_own_plan(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A site with a privacy-plan and no ``ledger-epsilon`` takes one run of its plan as
+    the lifetime budget of its dataset: a coordinator that starts the deployment again gets
+    a budget refusal, not the plan's releases again with fresh noise."""
     cfg = _config(sensitivity="worst")
     prepared, first = loopback_deployment(cfg, tmp_path / "sites")
     configs = [dict(c.node_config) for c in first.contexts.values()]
     assert all("privacy-plan" in c and "ledger-epsilon" not in c for c in configs)
-    spec_json = prepared.spec.to_json()
-    for run in (1, 2, 3):
-        grid = LoopbackGrid(client_app, configs, {RUN_CONFIG_KEY: spec_json})
-        assert run_server(grid, server_context(prepared.spec)) is not None
+    result, grid = _rerun(prepared, configs)
+    assert result is not None and len(result.rounds) == cfg.rounds
+    spent = _ledger(grid.contexts[NODE], prepared).spent().epsilon
+    assert spent == pytest.approx(result.extra["privacy"]["epsilon"], rel=1e-6)
+    for _ in (2, 3):
+        again, grid = _rerun(prepared, configs)
+        assert again is None or not again.rounds
+        for ctx in grid.contexts.values():
+            assert len(_ledger(ctx, prepared).events()) == cfg.rounds
+    assert "its lifetime budget is one run of the site's privacy-plan" in caplog.text
+
+
+def test_a_site_without_its_own_plan_records_every_rerun(tmp_path: Path) -> None:
+    """Without a privacy-plan the site follows the coordinator's plan (documented: it trusts
+    it); its ledger records each run's releases, unlimited unless ledger-epsilon is set."""
+    cfg = _config(sensitivity="worst")
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [{k: v for k, v in c.node_config.items() if k != "privacy-plan"}
+               for c in first.contexts.values()]
+    for run in (1, 2):
+        result, grid = _rerun(prepared, configs)
+        assert result is not None
         assert len(_ledger(grid.contexts[NODE], prepared).events()) == run * cfg.rounds
 
 
-def test_each_new_run_answers_the_noiseless_sensitivity_request_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With sensitivity empirical, a new run gets a new noiseless s* answer from every site,
-    and the site's ledger has no entry for it (even with a lifetime budget set)."""
+def _count_answers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     import fedlabels.methods.fedct.sensitivity as sens
 
     answers: list[int] = []
@@ -198,13 +223,53 @@ def test_each_new_run_answers_the_noiseless_sensitivity_request_again(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sens, "empirical_sensitivity", counted)
-    cfg = _config(sensitivity="empirical", sensitivity_neighbours=3, epsilon=None,
-                  epsilon_per_round=2.0, mechanism="kary")
+    return answers
+
+
+_EMPIRICAL = {"sensitivity": "empirical", "sensitivity_neighbours": 3, "epsilon": None,
+              "epsilon_per_round": 2.0, "mechanism": "kary"}
+
+
+def test_each_new_run_answers_the_noiseless_sensitivity_request_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With sensitivity empirical and a lifetime budget the operator set, a new run gets a
+    new noiseless s* answer from every site; the site's ledger records each one (no ε)."""
+    answers = _count_answers(monkeypatch)
+    cfg = _config(**_EMPIRICAL)
     prepared, first = loopback_deployment(cfg, tmp_path / "sites")
     configs = [{**c.node_config, "ledger-epsilon": 100.0} for c in first.contexts.values()]
-    spec_json = prepared.spec.to_json()
     for run in (1, 2):
-        grid = LoopbackGrid(client_app, configs, {RUN_CONFIG_KEY: spec_json})
-        assert run_server(grid, server_context(prepared.spec)) is not None
+        result, grid = _rerun(prepared, configs)
+        assert result is not None
         assert len(answers) == run * cfg.clients
-        assert len(_ledger(grid.contexts[NODE], prepared).events()) == run * cfg.rounds
+        for ctx in grid.contexts.values():
+            ledger = _ledger(ctx, prepared)
+            assert len(ledger.events()) == run * cfg.rounds
+            assert ledger.noiseless() == run
+            assert ledger.summary()["noiseless_answers"] == run
+
+
+def test_without_a_lifetime_budget_the_noiseless_answer_is_given_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedlabels.methods.fedct.dp_fedct import DPFedCTClient
+
+    answers: list[int] = []
+    real = DPFedCTClient.estimate_sensitivity
+
+    def answered(self: Any, message: Any) -> Any:
+        reply = real(self, message)
+        answers.append(1)
+        return reply
+
+    monkeypatch.setattr(DPFedCTClient, "estimate_sensitivity", answered)
+    cfg = _config(**_EMPIRICAL)
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [dict(c.node_config) for c in first.contexts.values()]
+    result, _ = _rerun(prepared, configs)
+    assert result is not None and len(answers) == cfg.clients
+    again, grid = _rerun(prepared, configs)
+    assert again is None or not again.rounds
+    assert len(answers) == cfg.clients  # the second run's requests were refused
+    for ctx in grid.contexts.values():
+        ledger = _ledger(ctx, prepared)
+        assert ledger.noiseless() == 1 and len(ledger.events()) == cfg.rounds

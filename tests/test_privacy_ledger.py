@@ -213,6 +213,34 @@ def test_each_clients_ledger_spends_what_the_server_reports(
     per_client = p.get("epsilon_per_client") or {}
     for cid, role in roles.items():
         assert len(role.ledger.events) == 3  # one release (or DP-SGD round) per round
+        # what a Flower site without ledger-epsilon allows: exactly one honest run
+        assert role.planned_events() == role.ledger.events, cid
         mine = role.ledger.spent().epsilon
         theirs = per_client.get(cid, per_client.get(str(cid), p["epsilon"]))
         assert mine == pytest.approx(theirs, rel=1e-9), cid
+
+
+def test_record_level_dp_fedavg_plans_at_least_what_each_client_spends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Flower site's default lifetime budget is its plan's events: under Poisson client
+    sampling a client trains in some rounds only, each round one of the planned events."""
+    from fedlabels.methods import METHODS
+
+    fed = digits_with_sizes((40, 90, 60), n_unlabeled=40, n_test=60)
+    method, roles = METHODS["dp-fedavg"], {}
+    orig = method.make_client
+
+    def keep(cid: int, *args: Any, **kwargs: Any) -> Any:
+        roles[cid] = orig(cid, *args, **kwargs)
+        return roles[cid]
+
+    monkeypatch.setattr(method, "make_client", keep)
+    fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=4, period=2, seed=1,
+           options={"level": "record", "epsilon": 4.0, "example_rate": 0.2})
+    assert any(role.ledger.events for role in roles.values())
+    for cid, role in roles.items():
+        planned = role.planned_events()
+        assert len(planned) == 4 and len(set(planned)) == 1, cid
+        assert all(ev == planned[0] for ev in role.ledger.events), cid
+        mine = Ledger(DELTA, None, list(role.ledger.events)).spent().epsilon
+        assert mine <= Ledger(DELTA, None, planned).spent().epsilon + 1e-12

@@ -64,6 +64,17 @@ class SecretNoiseClient(ClientRole):
                                   what=f"client {self.cid}")
         return self._ledger
 
+    def planned_events(self) -> list[Any] | None:
+        """The events one run of this client's own plan charges (its options' noise, its
+        planned releases); None where its options plan no total."""
+        return None
+
+    def note_noiseless(self, what: str) -> None:
+        """Record, on a Flower site, a noiseless answer computed from private data (outside
+        the guarantee) before it is given; the site ledger may refuse it."""
+        if self.site_ledger is not None:
+            self.site_ledger.note_noiseless(what, **self.charge_context)
+
     def charge(self, *events: Any) -> None:
         """Record ``events`` before the release they describe (the site ledger first, which
         refuses beyond the site's lifetime budget and is on disk before this returns)."""
@@ -107,6 +118,18 @@ class DPSGDClient(SecretNoiseClient):
         if getattr(self.settings.options, "epsilon", None) is None:
             return None
         return self.settings.rounds * self.settings.period
+
+    def planned_events(self) -> list[Any] | None:
+        """Each planned round's ``period`` DP-SGD steps at the σ this client's ε calibrates."""
+        from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd
+
+        planned, opts = self.planned_dp_steps(), self.options
+        if planned is None:
+            return None
+        sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
+        step = DPSGDRoundEvent(sigma, opts.example_rate, opts.example_clip,
+                               ((self.cid, int(self.settings.period)),))
+        return [step] * int(self.settings.rounds)
 
     def check_dpsgd_round(self, config: Mapping[str, Any]) -> int:
         """The client's own options, not the server's message, decide its protection: a

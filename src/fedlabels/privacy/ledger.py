@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError
 from fedlabels.privacy.accounting import PrivacySpent
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
@@ -232,7 +232,7 @@ class Ledger:
         after = self._bound([*self.events, *new], tight)
         if self.target is not None and after.epsilon > self.target * (1.0 + REL_TOL):
             before = self.spent().epsilon
-            raise FedLabelsError(
+            raise BudgetRefusal(
                 f"privacy budget exceeded: {self.what} has spent ε = {before:.6g} over "
                 f"{len(self.events)} release(s); the next would bring it to ε = "
                 f"{after.epsilon:.6g} (δ = {self.delta:g}) > its budget ε = "

@@ -10,7 +10,9 @@ so an entry cannot be changed, removed from the middle, reordered or forged with
 key (removing the *last* lines, or the whole file, needs write access to the site's 0700
 directory: that is the site operator, who can also change the budget). Entry 0 names the
 format and the dataset id; every later entry is one release event
-(:mod:`fedlabels.privacy.ledger`), the run and the message it answered.
+(:mod:`fedlabels.privacy.ledger`), the run and the message it answered, or a noiseless
+answer computed from the private data (``"noiseless"``: outside every guarantee, so no ε;
+recorded, and refused a second time where the budget is the site's plan's).
 
 :meth:`SiteLedger.charge` accounts every recorded event plus the new ones with
 :func:`~fedlabels.privacy.ledger.account_events` at the site's δ, refuses beyond the site's
@@ -31,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError
 from fedlabels.core.private_files import append_private, check_private, private_dir, same_tag, tag
 from fedlabels.privacy.accounting import PrivacySpent
 from fedlabels.privacy.ledger import Ledger, event_from_dict, event_to_dict
@@ -55,7 +57,8 @@ def _canonical(entry: dict[str, Any]) -> bytes:
 class SiteLedger:
     """The ledger of one dataset of one site (see the module docstring).
 
-    ``epsilon``: the lifetime budget the site operator set (None: recorded, not limited);
+    ``epsilon``: the lifetime budget (the site operator's, or one run of the site's plan:
+    ``plan_budget``; None: recorded, not limited);
     ``delta``: the δ the ledger states every ε at."""
 
     path: Path
@@ -63,6 +66,9 @@ class SiteLedger:
     dataset: str
     epsilon: float | None
     delta: float
+    #: the budget is one run of the site's privacy-plan (no ``ledger-epsilon`` was set): a
+    #: second noiseless answer is refused too
+    plan_budget: bool = False
 
     @classmethod
     def open(cls, folder: str | Path, key: bytes, X: np.ndarray, y: np.ndarray, *,
@@ -110,26 +116,47 @@ class SiteLedger:
         append_private(self.path, ("\n".join(out) + "\n").encode())
 
     def events(self) -> list[Any]:
-        return [event_from_dict(e["event"]) for e in self._lines()[1:]]
+        return _events(self._lines())
+
+    def noiseless(self) -> int:
+        """How many noiseless answers (outside the guarantee) the ledger records."""
+        return sum("noiseless" in e for e in self._lines()[1:])
 
     def spent(self) -> PrivacySpent:
         return self._ledger(self.events()).spent()
 
     def _ledger(self, events: list[Any]) -> Ledger:
-        return Ledger(self.delta, self.epsilon, events, what="this site's dataset")
+        what = "this site's dataset" + (
+            " (its lifetime budget is one run of the site's privacy-plan; set ledger-epsilon "
+            "in the node config to allow more runs)" if self.plan_budget else "")
+        return Ledger(self.delta, self.epsilon, events, what=what)
 
     def charge(self, events: Sequence[Any], **about: Any) -> PrivacySpent:
         """Record ``events`` before their release; refuse beyond the lifetime budget.
 
         ``about`` (the run, the message number) is stored with each entry."""
         with self._locked():
-            entries = self._lines()
-            past = [event_from_dict(e["event"]) for e in entries[1:]]
-            after = self._ledger(past).check(events)
+            after = self._ledger(_events(self._lines())).check(events)
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"event": event_to_dict(ev), "at": at, **about} for ev in events],
                          self._last)
         return after
+
+    def note_noiseless(self, what: str, **about: Any) -> None:
+        """Record a noiseless answer computed from the private data (``what``; outside every
+        guarantee, so no ε) before it is given. With ``plan_budget`` (a budget the site took
+        from its plan, not one the operator set) a second one is refused: one run of the
+        plan gets one, a new run of it none."""
+        with self._locked():
+            entries = self._lines()
+            if self.plan_budget and any("noiseless" in e for e in entries[1:]):
+                raise BudgetRefusal(
+                    f"refusing a second noiseless {what} for this site's dataset: its "
+                    f"ledger {self.path} already records one, and this site's lifetime "
+                    "budget is one run of its privacy-plan (set ledger-epsilon in the node "
+                    "config to allow more runs).")
+            at = datetime.now(UTC).isoformat(timespec="seconds")
+            self._append([{"noiseless": what, "at": at, **about}], self._last)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -143,6 +170,13 @@ class SiteLedger:
 
     def summary(self) -> dict[str, Any]:
         entries = self._lines()
-        spent = self._ledger([event_from_dict(e["event"]) for e in entries[1:]]).spent()
-        return {"dataset": self.dataset, "releases": len(entries) - 1,
-                "lifetime_epsilon": self.epsilon, **spent.to_dict()}
+        events = _events(entries)
+        return {"dataset": self.dataset, "releases": len(events),
+                "noiseless_answers": len(entries) - 1 - len(events),
+                "lifetime_epsilon": self.epsilon, **self._ledger(events).spent().to_dict()}
+
+
+def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:
+    """The release events of a ledger's entries (entry 0 is the header; noiseless answers
+    carry no event)."""
+    return [event_from_dict(e["event"]) for e in entries[1:] if "event" in e]

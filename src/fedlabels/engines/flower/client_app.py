@@ -38,7 +38,7 @@ from fedlabels.engines.flower.convert import attached_message, from_record_dict,
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
 from fedlabels.engines.flower.site_plan import check_planned_round, site_config
-from fedlabels.engines.flower.site_privacy import open_site_ledger
+from fedlabels.engines.flower.site_privacy import open_site_ledger, with_plan_budget
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ClientRole
 from fedlabels.method.dpsgd_client import SecretNoiseClient
@@ -155,7 +155,7 @@ def _handle(message: Message, context: Context) -> Message:
             role.load_state_dict(snapshots.load_snapshot(folder, seq - 1, site.partition_id,
                                                          key))
         if isinstance(role, SecretNoiseClient):  # charged on disk before any release
-            role.site_ledger = ledger
+            role.site_ledger = with_plan_budget(ledger, node_config, role)
             role.charge_context = {"run": snapshots.run_key(spec), "flower_run":
                                    context.run_id, "seq": seq, "round": rnd}
         reply = role.handle(ours)

@@ -8,7 +8,8 @@ Node config keys (``flower-supernode --node-config '...'``), set by the site ope
     it is the site's memory of what it released.
 ``ledger-epsilon``
     The lifetime ε budget of each dataset of this site over all runs (a positive number).
-    Without it releases are recorded but not limited.
+    Without it, a site with its own ``privacy-plan`` allows each dataset one run of that
+    plan (:func:`with_plan_budget`); a site without a plan records releases, unlimited.
 ``ledger-delta``
     The δ at which the ledger states ε (default 1e-5).
 
@@ -20,10 +21,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.privacy.ledger import Ledger
 from fedlabels.privacy.site_ledger import SiteLedger
 
 DEFAULT_DELTA = 1e-5
@@ -59,3 +62,19 @@ def open_site_ledger(node_config: Mapping[str, Any], key: bytes, X: Any,
                            epsilon=_number(node_config, "ledger-epsilon", None, math.inf),
                            delta=_number(node_config, "ledger-delta", DEFAULT_DELTA, 1.0)
                            or DEFAULT_DELTA)
+
+
+def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
+                     role: Any) -> SiteLedger:
+    """``ledger`` with the lifetime budget of a site that names its own ``privacy-plan`` but
+    no ``ledger-epsilon``: what one run of the plan charges (``role.planned_events()``, at
+    the ledger's δ), and one noiseless answer. Without this, every new run of the same
+    deployment would release the whole plan again with fresh noise (docs/privacy.md, "New
+    runs on Flower"). A budget the operator set, or no plan, leaves ``ledger`` as it is."""
+    if ledger.epsilon is not None or not node_config.get("privacy-plan"):
+        return ledger
+    planned = role.planned_events()
+    if not planned:
+        return ledger
+    one_run = Ledger(ledger.delta, None, list(planned)).spent().epsilon
+    return replace(ledger, epsilon=one_run, plan_budget=True)

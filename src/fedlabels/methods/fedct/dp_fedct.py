@@ -115,6 +115,14 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         self.releases += 1
         return self.strategy.release(self, message, noise)
 
+    def planned_events(self) -> list[Any] | None:
+        """One release per planned round, each at this client's own noise (dpsgd: its
+        DP-SGD rounds)."""
+        event = self.strategy.release_event(self, self.own_noise())
+        if event is None:
+            return super().planned_events()
+        return [event] * int(self.settings.rounds)
+
     def own_noise(self) -> dict[str, Any]:
         """The noise parameters this client's options calibrate (cached; deterministic)."""
         if self._own_noise is None:
@@ -226,6 +234,7 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         if self.sensitivity_answers:
             raise BudgetRefusal(f"client {self.cid}: the sensitivity estimate is answered "
                                 "once per run; refusing another.")
+        self.note_noiseless("sensitivity estimate (s*)")
         bits, max_changed, mean_changed = self._estimate()
         self.sensitivity_answers += 1
         return Message("dpfedct.sensitivity.reply", category="control", config={

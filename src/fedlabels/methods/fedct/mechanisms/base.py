@@ -46,6 +46,12 @@ class LabelMechanism:
         ``noise`` (:meth:`client_noise`)."""
         raise NotImplementedError
 
+    def release_event(self, client: DPFedCTClient, noise: Mapping[str, Any]) -> Any:
+        """The privacy event the client charges for one release made with ``noise`` (what
+        :meth:`release` charges; with :meth:`own_noise`, one release of the client's plan).
+        None: the mechanism charges elsewhere (dpsgd: every DP-SGD round)."""
+        return None
+
     # ------------------------------------------------------------------ server side
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
         """Before round 1 (and after a restore, with ``grid`` None): set the noise on

@@ -219,19 +219,25 @@ class XorMechanism(_RandomizedResponse):
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
-        from fedlabels.privacy.events import XorEvent
         from fedlabels.privacy.mechanisms import one_hot, pack_rows, xor_release
 
         client.receive_and_train(message)
+        f = noise["flip_probability"]
+        client.charge(self.release_event(client, noise))
+        noisy = xor_release(one_hot(client.local_labels(), client.settings.n_classes), f,
+                            client.noise_rng)
+        return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
+
+    def release_event(self, client: DPFedCTClient, noise: Mapping[str, Any]) -> Any:
+        from fedlabels.privacy.events import XorEvent
+
         f, bits = noise["flip_probability"], client.sensitivity_bits()
         c, kept = client.settings.n_classes, min(f, 1.0 - f)  # f and 1 - f protect alike
         if not kept > 0.0:
             raise FedLabelsError(f"client {client.cid}: refusing a noiseless release (flip "
                                  f"probability {f!r}).")
-        client.charge(XorEvent(bits * math.log((1 - kept) / kept), bits, kept,
-                               len(client.public) * c))
-        noisy = xor_release(one_hot(client.local_labels(), c), f, client.noise_rng)
-        return Message("dpfedct.bits", arrays={"bits": pack_rows(noisy)})
+        return XorEvent(bits * math.log((1 - kept) / kept), bits, kept,
+                        len(client.public) * c)
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
         from fedlabels.privacy.mechanisms import flip_probability
@@ -280,17 +286,22 @@ class KaryMechanism(_RandomizedResponse):
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
-        from fedlabels.privacy.events import KaryRREvent
         from fedlabels.privacy.mechanisms import kary_release
 
         client.receive_and_train(message)
-        n_classes, n = client.settings.n_classes, len(client.public)
-        eps_label, labels = noise["epsilon_per_label"], math.ceil(client.sensitivity_bits() / 2)
-        client.charge(KaryRREvent(labels * eps_label, labels, eps_label, n_classes, n))
-        noisy_labels = kary_release(client.local_labels(), eps_label, n_classes,
-                                    client.noise_rng)
+        n_classes = client.settings.n_classes
+        client.charge(self.release_event(client, noise))
+        noisy_labels = kary_release(client.local_labels(), noise["epsilon_per_label"],
+                                    n_classes, client.noise_rng)
         return Message("dpfedct.labels", arrays={"labels": pack_labels(noisy_labels,
                                                                        n_classes)})
+
+    def release_event(self, client: DPFedCTClient, noise: Mapping[str, Any]) -> Any:
+        from fedlabels.privacy.events import KaryRREvent
+
+        n_classes, n = client.settings.n_classes, len(client.public)
+        eps_label, labels = noise["epsilon_per_label"], math.ceil(client.sensitivity_bits() / 2)
+        return KaryRREvent(labels * eps_label, labels, eps_label, n_classes, n)
 
     def round_config(self, server: DPFedCTServer) -> dict[str, Any]:
         assert server.epsilon_round is not None and server.sensitivity is not None

@@ -171,7 +171,6 @@ class SubsampleAggregateMechanism(LabelMechanism):
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
-        from fedlabels.privacy.events import GNMaxEvent
         from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_rdp_data_dependent_total
 
         n_classes = client.settings.n_classes
@@ -180,12 +179,18 @@ class SubsampleAggregateMechanism(LabelMechanism):
         counts = vote_counts(teacher_votes(client, rows, noise["teachers"],
                                            noise["teacher_steps"]), n_classes)
         sigma = noise["vote_sigma"]
-        client.charge(GNMaxEvent(sigma, len(rows), len(rows)))
+        client.charge(self.release_event(client, {**noise, "subset_size": len(rows)}))
         labels = gnmax_aggregate(counts, sigma, client.noise_rng).labels
         arrays = {"labels": pack_labels(labels, n_classes)}
         if noise["data_dependent"]:  # outside the guarantee: only if the client chose it
             arrays["dd_rdp"] = gnmax_rdp_data_dependent_total(counts, sigma)
         return Message("dpfedct.sa_labels", arrays=arrays)
+
+    def release_event(self, client: DPFedCTClient, noise: Mapping[str, Any]) -> Any:
+        from fedlabels.privacy.events import GNMaxEvent
+
+        size = min(int(noise["subset_size"]), len(client.public))
+        return GNMaxEvent(noise["vote_sigma"], size, size)
 
     # ------------------------------------------------------------------ server side
     def queries(self, server: DPFedCTServer) -> int:
