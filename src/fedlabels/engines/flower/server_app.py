@@ -339,6 +339,15 @@ def flower_bytes_report(flower: dict[int, list[int]],
             "per_round": rounds}
 
 
+#: what a coordinator reads when every site refused for its budget
+BUDGET_SPENT_HINT = (
+    " Every site's privacy budget is spent: a site's lifetime ledger keeps what it released "
+    "in earlier runs on the same data (without ledger-epsilon, one run of its privacy-plan). "
+    "Run on new data, or have the sites set ledger-epsilon in their node config "
+    "(docs/deployment.md, 'The site's ledger'); with deploy local, a --workdir used before "
+    "keeps its sites' ledgers: give a new one, or --resume the interrupted run.")
+
+
 def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
                     failed: dict[int, str], rnd: int, status: StatusFile) -> None:
     """After clients were lost: go on if the method accepts the rest, else stop."""
@@ -347,7 +356,9 @@ def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
     detail = "; ".join(f"client {c} (SuperNode {fgrid.node_of[c]}): {why}"
                        for c, why in failed.items())
     if not alive:
-        raise ClientsLost(f"round {rnd + 1}: every client was lost ({detail}).")
+        raise ClientsLost(f"round {rnd + 1}: every client was lost ({detail})."
+                          + (BUDGET_SPENT_HINT if failed and all(
+                              "refused: budget" in why for why in failed.values()) else ""))
     method = plan.method
     if not method.capabilities.tolerates_lost_clients:
         raise ClientsLost(f"round {rnd + 1}: lost {detail}; method {method.name!r} cannot go "
