@@ -8,6 +8,8 @@ own record of message numbers and its lifetime ledger must hold whatever it is s
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +276,52 @@ def test_without_a_lifetime_budget_the_noiseless_answer_is_given_once(
     for ctx in grid.contexts.values():
         ledger = _ledger(ctx, prepared)
         assert ledger.noiseless() == 1 and len(ledger.events()) == cfg.rounds
+
+
+@pytest.mark.parametrize("options", [{"sensitivity": "worst"},
+                                     {"mechanism": "dpsgd", "sensitivity": "worst",
+                                      "example_rate": 0.5}])
+def test_a_release_charged_but_never_sent_is_not_charged_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]) -> None:
+    """A site that fails after charging a release (a crash while saving its snapshot) never
+    hands that release out; when the same message number comes again the recorded charge
+    covers it, so the plan's one-run budget still lets the run finish, and the ledger holds
+    one entry per release sent."""
+    import fedlabels.engines.flower.client_app as site_app
+
+    model = "mlp(hidden=4)" if options.get("mechanism") == "dpsgd" else "dt"
+    cfg = replace(_config(**options), model=model)
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [dict(c.node_config) for c in first.contexts.values()]
+    real_save, failed = site_app.save_state, []
+
+    def crash_once(role: Any, records: Any, site: Any, key: bytes) -> None:
+        if site.partition_id == 0 and role.ledger.events and len(role.ledger.events) == 2 \
+                and not failed:
+            failed.append(1)
+            raise OSError("the SuperNode was killed while saving")
+        real_save(role, records, site, key)
+
+    monkeypatch.setattr(site_app, "save_state", crash_once)
+    kept: list[tuple[int, Message]] = []
+
+    def recording(message: Message, context: Context) -> Message:
+        kept.append((context.node_id, _copy(message)))
+        return client_app(message, context)
+
+    grid = LoopbackGrid(recording, configs, {RUN_CONFIG_KEY: prepared.spec.to_json()})
+    with contextlib.suppress(FedLabelsError):  # a method that does not go on without one
+        run_server(grid, server_context(prepared.spec))
+    assert failed
+    ctx = grid.contexts[NODE]
+    ledger = _ledger(ctx, prepared)
+    assert len(ledger.events()) == cfg.rounds  # round 2's charge, its release never sent
+    crashed = [m for n, m in kept if n == NODE and _seq(m) == max(
+        _seq(k) for nn, k in kept if nn == NODE)][-1]
+    # the same message again (a resumed ServerApp re-sends it): answered, nothing new charged
+    reply = client_app(_copy(crashed), ctx)
+    assert reply.has_content()
+    assert len(_ledger(ctx, prepared).events()) == cfg.rounds
+    # and a third time: now the stored reply
+    assert _ours(client_app(_copy(crashed), ctx)) == _ours(reply)
+    assert len(_ledger(ctx, prepared).events()) == cfg.rounds

@@ -55,6 +55,8 @@ class SecretNoiseClient(ClientRole):
     site_ledger: Any = None
     #: what the site ledger stores with each charge (the run, the message number)
     charge_context: Mapping[str, Any] = {}
+    #: the charges made for the message in hand (a site builds a role for each message)
+    _site_charges: int = -1
 
     @property
     def ledger(self) -> Ledger:
@@ -79,7 +81,9 @@ class SecretNoiseClient(ClientRole):
         """Record ``events`` before the release they describe (the site ledger first, which
         refuses beyond the site's lifetime budget and is on disk before this returns)."""
         if self.site_ledger is not None:
-            self.site_ledger.charge(events, **self.charge_context)
+            # which charge of this message (a role is built for each message on a site)
+            self._site_charges += 1
+            self.site_ledger.charge(events, **self.charge_context, charge=self._site_charges)
         self.ledger.record(*events)
 
     @property

@@ -134,9 +134,18 @@ class SiteLedger:
     def charge(self, events: Sequence[Any], **about: Any) -> PrivacySpent:
         """Record ``events`` before their release; refuse beyond the lifetime budget.
 
-        ``about`` (the run, the message number) is stored with each entry."""
+        ``about`` (the run, the message number) is stored with each entry. A charge that
+        names the same message (``sequence``, ``seq`` and ``charge``: :data:`UNSENT_KEYS`)
+        as recorded ones with the same events is not made again: its message number came
+        again although the site's message record has no reply for it (the sequence
+        guard admits it as new), so the recorded charge's release was never handed out (a
+        crash or an error after the charge) and covers the release made now."""
         with self._locked():
-            after = self._ledger(_events(self._lines())).check(events)
+            entries = self._lines()
+            past = _events(entries)
+            if _charged_unsent(entries, events, about):
+                return self._ledger(past).spent()
+            after = self._ledger(past).check(events)
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"event": event_to_dict(ev), "at": at, **about} for ev in events],
                          self._last)
@@ -174,6 +183,20 @@ class SiteLedger:
         return {"dataset": self.dataset, "releases": len(events),
                 "noiseless_answers": len(entries) - 1 - len(events),
                 "lifetime_epsilon": self.epsilon, **self._ledger(events).spent().to_dict()}
+
+
+#: what names one charge of one message of one sequence (see :meth:`SiteLedger.charge`)
+UNSENT_KEYS = ("sequence", "seq", "charge")
+
+
+def _charged_unsent(entries: Sequence[dict[str, Any]], events: Sequence[Any],
+                    about: dict[str, Any]) -> bool:
+    """Whether ``entries`` already hold exactly ``events`` for the charge ``about`` names."""
+    if not all(about.get(k) is not None for k in UNSENT_KEYS):
+        return False
+    same = [e["event"] for e in entries[1:]
+            if "event" in e and all(e.get(k) == about[k] for k in UNSENT_KEYS)]
+    return bool(same) and same == [json.loads(json.dumps(event_to_dict(ev))) for ev in events]
 
 
 def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:

@@ -157,7 +157,8 @@ def _handle(message: Message, context: Context) -> Message:
         if isinstance(role, SecretNoiseClient):  # charged on disk before any release
             role.site_ledger = with_plan_budget(ledger, node_config, role)
             role.charge_context = {"run": snapshots.run_key(spec), "flower_run":
-                                   context.run_id, "seq": seq, "round": rnd}
+                                   context.run_id, "seq": seq, "round": rnd,
+                                   "sequence": guard.nonce}
         reply = role.handle(ours)
         if request is not None:
             after = evaluate_after(role, request)

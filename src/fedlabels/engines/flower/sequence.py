@@ -24,13 +24,16 @@ A new Flower run of the same deployment that is not a resume (``resume`` false) 
 sequence: the site then starts from a fresh role, and what it releases is still charged to
 its lifetime ledger (:mod:`fedlabels.privacy.site_ledger`), which a new run cannot reset.
 Replies are kept for the round in progress and the one before (what a ServerApp resumed from
-its last checkpoint re-sends).
+its last checkpoint re-sends). Each sequence has a random name (``nonce``, new with every run
+from scratch) that the site ledger's charges carry, so that a charge whose release was never
+handed out (a crash after the charge) is not made again when its number comes again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,10 @@ class SequenceGuard:
     #: the latest round answered, and the message kinds answered in it
     round: int = -1
     kinds: list[str] = field(default_factory=list)
+    #: this sequence's random name (new with every run from scratch, kept by a resume): the
+    #: site ledger's charges name it, so a charge whose release was never handed out is
+    #: recognised when its message number comes again (:meth:`SiteLedger.charge`)
+    nonce: str = field(default_factory=lambda: secrets.token_hex(16))
 
     @classmethod
     def load(cls, path: Path, key: bytes) -> SequenceGuard:
@@ -94,6 +101,7 @@ class SequenceGuard:
         guard.flower_run, guard.last = body["flower_run"], int(body["last"])
         guard.replies = dict(body["replies"])
         guard.round, guard.kinds = int(body.get("round", -1)), list(body.get("kinds", []))
+        guard.nonce = str(body.get("nonce") or guard.nonce)  # older records: a new name
         return guard
 
     def _mac(self, body: dict[str, Any]) -> str:
@@ -101,7 +109,8 @@ class SequenceGuard:
 
     def save(self) -> None:
         body = {"format": FORMAT, "flower_run": self.flower_run, "last": self.last,
-                "replies": self.replies, "round": self.round, "kinds": self.kinds}
+                "replies": self.replies, "round": self.round, "kinds": self.kinds,
+                "nonce": self.nonce}
         write_private(self.path, json.dumps({"body": body, "mac": self._mac(body)}).encode())
 
     def admit(self, flower_run: int, resume: bool, seq: Any, rnd: Any,
@@ -114,7 +123,7 @@ class SequenceGuard:
                                  "whole number >= 1 (>= 0 for rounds).")
         if flower_run != self.flower_run and not resume:  # a new run from scratch
             self.flower_run, self.last, self.replies = flower_run, 0, {}
-            self.round, self.kinds = -1, []
+            self.round, self.kinds, self.nonce = -1, [], secrets.token_hex(16)
         self.flower_run = flower_run
         if seq == self.last + 1:
             return None
