@@ -325,3 +325,26 @@ def test_a_release_charged_but_never_sent_is_not_charged_again(
     # and a third time: now the stored reply
     assert _ours(client_app(_copy(crashed), ctx)) == _ours(reply)
     assert len(_ledger(ctx, prepared).events()) == cfg.rounds
+
+
+def test_the_plan_budget_is_fixed_by_the_first_run(tmp_path: Path) -> None:
+    """One run of the plan as the first run computed it: a later run whose plan costs more
+    (here the plan file says ε = 4; with sensitivity=empirical a public set the coordinator
+    chooses could do the same) does not raise the dataset's lifetime budget."""
+    import json
+
+    cfg = _config(sensitivity="worst")
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [dict(c.node_config) for c in first.contexts.values()]
+    result, grid = _rerun(prepared, configs)
+    assert result is not None and len(result.rounds) == cfg.rounds
+    for c in configs:
+        plan = json.loads(Path(c["privacy-plan"]).read_text())
+        plan["options"]["epsilon"] = 4.0
+        Path(c["privacy-plan"]).write_text(json.dumps(plan))
+    again, grid = _rerun(prepared, configs)
+    assert again is None or not again.rounds
+    for ctx in grid.contexts.values():
+        ledger = _ledger(ctx, prepared)
+        assert len(ledger.events()) == cfg.rounds
+        assert ledger.summary()["noiseless_answers"] == 0

@@ -12,7 +12,8 @@ directory: that is the site operator, who can also change the budget). Entry 0 n
 format and the dataset id; every later entry is one release event
 (:mod:`fedlabels.privacy.ledger`), the run and the message it answered, or a noiseless
 answer computed from the private data (``"noiseless"``: outside every guarantee, so no ε;
-recorded, and refused a second time where the budget is the site's plan's).
+recorded, and refused a second time where the budget is the site's plan's), or the budget
+a site without ``ledger-epsilon`` took from its plan (``"plan_budget"``, recorded once).
 
 :meth:`SiteLedger.charge` accounts every recorded event plus the new ones with
 :func:`~fedlabels.privacy.ledger.account_events` at the site's δ, refuses beyond the site's
@@ -167,6 +168,21 @@ class SiteLedger:
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"noiseless": what, "at": at, **about}], self._last)
 
+    def fix_plan_budget(self, epsilon: float) -> float:
+        """The lifetime budget of a site that took it from its plan (``epsilon``: one run of
+        the plan as this run computes it): the first such budget is recorded, and never
+        raised by a later run (whose plan, or the public set the coordinator ships, may
+        make one run of it cost more); the smaller of the two applies."""
+        with self._locked():
+            entries = self._lines()
+            fixed = [float(e["plan_budget"]) for e in entries[1:] if "plan_budget" in e]
+            if fixed:
+                return min(fixed[0], epsilon)
+            at = datetime.now(UTC).isoformat(timespec="seconds")
+            self._append([{"plan_budget": epsilon, "delta": self.delta, "at": at}],
+                         self._last)
+            return epsilon
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         """One writer at a time (two ClientApps of one site may run at once)."""
@@ -181,7 +197,7 @@ class SiteLedger:
         entries = self._lines()
         events = _events(entries)
         return {"dataset": self.dataset, "releases": len(events),
-                "noiseless_answers": len(entries) - 1 - len(events),
+                "noiseless_answers": sum("noiseless" in e for e in entries[1:]),
                 "lifetime_epsilon": self.epsilon, **self._ledger(events).spent().to_dict()}
 
 

@@ -68,7 +68,8 @@ def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
                      role: Any) -> SiteLedger:
     """``ledger`` with the lifetime budget of a site that names its own ``privacy-plan`` but
     no ``ledger-epsilon``: what one run of the plan charges (``role.planned_events()``, at
-    the ledger's δ), and one noiseless answer. Without this, every new run of the same
+    the ledger's δ, as the first run computed it: :meth:`SiteLedger.fix_plan_budget`), and
+    one noiseless answer. Without this, every new run of the same
     deployment would release the whole plan again with fresh noise (docs/privacy.md, "New
     runs on Flower"). A budget the operator set, or no plan, leaves ``ledger`` as it is."""
     if ledger.epsilon is not None or not node_config.get("privacy-plan"):
@@ -77,4 +78,4 @@ def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
     if not planned:
         return ledger
     one_run = Ledger(ledger.delta, None, list(planned)).spent().epsilon
-    return replace(ledger, epsilon=one_run, plan_budget=True)
+    return replace(ledger, epsilon=ledger.fix_plan_budget(one_run), plan_budget=True)
