@@ -168,16 +168,22 @@ class SiteLedger:
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"noiseless": what, "at": at, **about}], self._last)
 
+    def recorded_plan_budget(self) -> float | None:
+        """The budget a site without ``ledger-epsilon`` took from its plan, as recorded by
+        the first run (None: none recorded yet)."""
+        fixed = [float(e["plan_budget"]) for e in self._lines()[1:] if "plan_budget" in e]
+        return fixed[0] if fixed else None
+
     def fix_plan_budget(self, epsilon: float) -> float:
-        """The lifetime budget of a site that took it from its plan (``epsilon``: one run of
-        the plan as this run computes it): the first such budget is recorded, and never
-        raised by a later run (whose plan, or the public set the coordinator ships, may
-        make one run of it cost more); the smaller of the two applies."""
+        """Record ``epsilon`` (one run of the site's plan, as this first run computes it) as
+        the dataset's lifetime budget, unless one is recorded already; returns the recorded
+        one. A later run never changes it (its plan, or the public set the coordinator
+        ships, may make one run of it cost more)."""
         with self._locked():
             entries = self._lines()
             fixed = [float(e["plan_budget"]) for e in entries[1:] if "plan_budget" in e]
             if fixed:
-                return min(fixed[0], epsilon)
+                return fixed[0]
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"plan_budget": epsilon, "delta": self.delta, "at": at}],
                          self._last)

@@ -74,8 +74,11 @@ def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
     runs on Flower"). A budget the operator set, or no plan, leaves ``ledger`` as it is."""
     if ledger.epsilon is not None or not node_config.get("privacy-plan"):
         return ledger
-    planned = role.planned_events()
-    if not planned:
-        return ledger
-    one_run = Ledger(ledger.delta, None, list(planned)).spent().epsilon
-    return replace(ledger, epsilon=ledger.fix_plan_budget(one_run), plan_budget=True)
+    budget = ledger.recorded_plan_budget()
+    if budget is None:
+        planned = role.planned_events()
+        if not planned:
+            return ledger
+        budget = ledger.fix_plan_budget(Ledger(ledger.delta, None, list(planned)).spent()
+                                        .epsilon)
+    return replace(ledger, epsilon=budget, plan_budget=True)
