@@ -1,4 +1,4 @@
-"""``fedlabels deploy local | certs | prepare``: Flower deployments.
+"""``fedlabels deploy local | certs | prepare | ledger``: Flower deployments.
 
 Importing this module does not import Flower; the commands do, when they run.
 """
@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fedlabels.cli.deploy_ledger import add_ledger_parser
 from fedlabels.cli.run_options import (
     add_metric_flag,
     checked_outputs,
@@ -149,7 +150,8 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
 
 
 def add_deploy_parser(sub: Any) -> None:
-    """Register ``deploy local``, ``deploy certs`` and ``deploy prepare``."""
+    """Register ``deploy local``, ``deploy certs``, ``deploy prepare`` and ``deploy
+    ledger``."""
     deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
                                            "docs/deployment.md)")
     dsub = deploy.add_subparsers(dest="deploy_command", required=True)
@@ -196,3 +198,5 @@ def add_deploy_parser(sub: Any) -> None:
     p.add_argument("--no-truth", action="store_true",
                    help="do not let the ServerApp read the true labels of U (diagnostic)")
     p.set_defaults(func=cmd_deploy_prepare)
+
+    add_ledger_parser(dsub)

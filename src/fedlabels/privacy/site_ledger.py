@@ -225,3 +225,24 @@ def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:
     """The release events of a ledger's entries (entry 0 is the header; noiseless answers
     carry no event)."""
     return [event_from_dict(e["event"]) for e in entries[1:] if "event" in e]
+
+
+def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str, Any]]:
+    """Every dataset ledger under a site's ledger ``folder``, checked under ``key`` and
+    accounted at ``delta``: its :meth:`SiteLedger.summary`, the budget recorded from the
+    site's plan, and the time of its last entry; a ledger that fails its check gives
+    ``{"dataset": ..., "error": ...}`` instead. Nothing is written."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(Path(folder).glob(f"*/{FILE}")):
+        ledger = SiteLedger(path, key, path.parent.name, None, delta)
+        try:
+            row = ledger.summary()
+            entries = ledger._lines()
+        except FedLabelsError as exc:
+            out.append({"dataset": path.parent.name, "path": str(path), "error": str(exc)})
+            continue
+        row.pop("lifetime_epsilon")
+        out.append({**row, "path": str(path),
+                    "plan_budget": ledger.recorded_plan_budget(),
+                    "last_entry": entries[-1].get("at") if len(entries) > 1 else None})
+    return out

@@ -1,0 +1,101 @@
+"""``fedlabels deploy ledger``: what a Flower site has released, from its own ledger.
+
+A site operator's view of ``<ledger-dir>/<dataset id>/ledger.jsonl``
+(:mod:`fedlabels.privacy.site_ledger`): per dataset, the releases and noiseless answers
+recorded, the (ε, δ) they spend, the budget taken from the site's plan, checked under the
+site's state key. Reads only; makes no key. Importing this module does not import Flower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import KEY_BYTES, check_private
+
+
+def _default_key() -> Path:
+    """Where a site keeps its state key without ``state-key`` in its node config (as
+    :func:`fedlabels.engines.flower.site_state.key_path`)."""
+    home = os.environ.get("FLWR_HOME") or str(Path.home() / ".flwr")
+    return Path(home) / "fedlabels-state.key"
+
+
+def _read_key(path: Path) -> bytes:
+    if not path.is_file():
+        raise FedLabelsError(f"no state key at {path}: give the site's key with --state-key "
+                             "(its node config's state-key; deploy prepare and deploy local "
+                             "write <sites>/client_<i>.state.key).")
+    check_private(path, "the site's state key")
+    key = path.read_bytes()
+    if len(key) != KEY_BYTES:
+        raise FedLabelsError(f"{path} holds {len(key)} bytes, not a {KEY_BYTES}-byte site "
+                             "state key; give the site's --state-key.")
+    return key
+
+
+def _delta(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"give a δ in (0, 1), got {text!r}")
+    return value
+
+
+def cmd_deploy_ledger(args: argparse.Namespace) -> int:
+    from fedlabels.engines.flower.site_privacy import DEFAULT_DELTA, ledger_dir
+    from fedlabels.privacy.site_ledger import read_ledgers
+
+    folder = Path(args.ledger_dir).expanduser() if args.ledger_dir else ledger_dir({})
+    if not folder.is_dir():
+        raise FedLabelsError(f"no ledger directory at {folder}: give the site's --ledger-dir "
+                             "(its node config's ledger-dir).")
+    key = _read_key(Path(args.state_key).expanduser() if args.state_key else _default_key())
+    rows = read_ledgers(folder, key, args.delta or DEFAULT_DELTA)
+    if args.json:
+        print(json.dumps({"ledger_dir": str(folder), "datasets": rows}, indent=2))
+    else:
+        _show(folder, rows)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+def _show(folder: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        print(f"no dataset ledgers in {folder} (the site has released nothing there)")
+        return
+    print(f"site ledgers in {folder}:")
+    print(f"  {'dataset':<32}  {'releases':>8}  {'noiseless':>9}  {'ε spent':>10}  "
+          f"{'δ':>7}  {'plan budget':>11}  last entry")
+    for r in rows:
+        if "error" in r:
+            print(f"  {r['dataset']:<32}  FAILED: {r['error']}")
+            continue
+        budget = "-" if r["plan_budget"] is None else f"{r['plan_budget']:.4g}"
+        print(f"  {r['dataset']:<32}  {r['releases']:>8}  {r['noiseless_answers']:>9}  "
+              f"{r['epsilon']:>10.4g}  {r['delta']:>7.0e}  {budget:>11}  "
+              f"{r['last_entry'] or '-'}")
+    print("ε is each dataset's spend over all its runs, by its tightest accountant; the plan "
+          "budget is the one-run budget a site without ledger-epsilon took from its plan "
+          "(a ledger-epsilon in the node config replaces it).")
+
+
+def add_ledger_parser(dsub: Any) -> None:
+    p = dsub.add_parser("ledger", help="show what a site released: its privacy ledger per "
+                                       "dataset (releases, ε spent, budget), checked")
+    p.add_argument("--ledger-dir", metavar="DIR",
+                   help="the site's ledger-dir (default: $FLWR_HOME/fedlabels-ledger or "
+                        "~/.flwr/fedlabels-ledger, as the site uses)")
+    p.add_argument("--state-key", metavar="FILE",
+                   help="the site's state-key file, which authenticates the ledger (default: "
+                        "$FLWR_HOME/fedlabels-state.key or ~/.flwr/fedlabels-state.key)")
+    p.add_argument("--delta", type=_delta, default=None,
+                   help="the δ to state ε at: the site's ledger-delta (default 1e-5)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_deploy_ledger)
