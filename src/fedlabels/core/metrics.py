@@ -10,6 +10,14 @@ import numpy as np
 
 #: the keys an evaluation reply carries, by task
 REPLY_KEYS = {"classification": ("accuracy",), "regression": ("rmse", "r2")}
+#: the config key of an evaluation reply by which a site declines to report any score
+DECLINED = "declined"
+
+
+def declined(reply: Any) -> bool:
+    """Whether an evaluation reply declines to report (a Flower site with ``evaluate``
+    false in its node config: its scores are not covered by a privacy guarantee)."""
+    return reply.config.get(DECLINED) is True
 
 
 def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -42,8 +50,9 @@ def regression_scores(y_true: np.ndarray, y_pred: np.ndarray,
 
 def evaluation_scores(replies: Mapping[int, Any]) -> dict[str, list[float]]:
     """The metrics of evaluation replies (``Message`` objects), one list per key over the
-    clients in id order: ``accuracy``, or ``rmse`` and ``r2``; none when nothing replied."""
-    cids = sorted(replies)
+    clients in id order: ``accuracy``, or ``rmse`` and ``r2``; none when nothing replied.
+    Replies that decline (:func:`declined`) are left out."""
+    cids = sorted(c for c in replies if not declined(replies[c]))
     keys = [k for keys in REPLY_KEYS.values() for k in keys
             if cids and all(k in replies[c].config for c in cids)]
     return {k: [float(replies[c].config[k]) for c in cids] for k in keys}

@@ -129,8 +129,15 @@ _SCORE_RANGES = {"accuracy": (0.0, 1.0), "rmse": (0.0, math.inf), "r2": (-math.i
 
 
 def check_evaluation(reply: Message, task: str) -> None:
-    """An evaluation reply holds its task's scores, finite and in range."""
-    from fedlabels.core.metrics import REPLY_KEYS
+    """An evaluation reply holds its task's scores, finite and in range, or declines to
+    report (``{"declined": True}`` and nothing else)."""
+    from fedlabels.core.metrics import DECLINED, REPLY_KEYS, declined
+
+    if declined(reply):
+        if set(reply.config) != {DECLINED} or reply.arrays:
+            raise MalformedReply("its evaluation reply declines to report and also carries "
+                                 f"{sorted(set(reply.config) - {DECLINED}) or 'arrays'}")
+        return
 
     for key in REPLY_KEYS["regression" if task == "regression" else "classification"]:
         value = reply.config.get(key)
@@ -144,3 +151,11 @@ def check_evaluation(reply: Message, task: str) -> None:
 def describe(cid: int, request: Message, problem: MalformedReply | Any) -> str:
     """``client 3's reply to fedct.train is malformed: its labels ...``."""
     return f"client {cid}'s reply to {request.kind} is malformed: {problem}"
+
+
+def declined_evaluation() -> Any:
+    """A site's answer to an evaluation request it declines (no score leaves it)."""
+    from fedlabels.comm import Message
+    from fedlabels.core.metrics import DECLINED
+
+    return Message("evaluate.declined", config={DECLINED: True}, category="evaluation")

@@ -92,10 +92,26 @@ def run_warnings(res: RunResult) -> list[str]:
     line = delta_warning(res.extra.get("privacy") or {}, res.federation)
     if line:
         out.append(line)
-    line = lost_clients_warning(res)
-    if line:
-        out.append(line)
+    for line in (lost_clients_warning(res), declined_evaluation_warning(res)):
+        if line:
+            out.append(line)
     return out
+
+
+def declined_evaluation_warning(res: RunResult) -> str | None:
+    """A sentence when Flower sites declined evaluation (node config ``evaluate=false``):
+    the accuracy is the other sites', or there is none."""
+    counts = [r.server.get("evaluation_declined", 0) for r in res.rounds]
+    declined = int(max(counts, default=0))
+    if not declined:
+        return None
+    total = res.federation.get("n_clients") or res.config.get("clients")
+    if res.final is None:
+        return (f"every site ({declined}) declined evaluation (node config evaluate=false): "
+                "the run has no accuracy")
+    of = f" of {total}" if isinstance(total, int) else ""
+    return (f"{declined}{of} site(s) declined evaluation (node config evaluate=false): the "
+            "accuracy is the other sites'")
 
 
 def lost_clients_warning(res: RunResult) -> str | None:

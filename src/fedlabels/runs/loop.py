@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
-from fedlabels.core.metrics import evaluation_scores
+from fedlabels.core.metrics import declined, evaluation_scores
 from fedlabels.core.provenance import provenance
 from fedlabels.core.randomness import is_reproducible
 from fedlabels.core.threads import set_threads
@@ -264,6 +264,11 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
                                          for c in grid.client_ids}, rnd)
                 scores = evaluation_scores(replies)  # accuracy, or RMSE and R²
                 accuracies = scores.pop("accuracy", None if scores else [])
+                refused = sum(declined(r) for r in replies.values())
+                if refused:  # Flower sites whose node config says evaluate=false
+                    server_metrics = {**server_metrics, "evaluation_declined": float(refused)}
+                    if refused == len(replies):  # no score at all: not evaluated
+                        accuracies = None
             record = RoundRecord(
                 round=rnd + 1,
                 local_steps=(rnd + 1) * period if iterative else None,

@@ -38,10 +38,15 @@ from fedlabels.engines.flower.convert import attached_message, from_record_dict,
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
 from fedlabels.engines.flower.site_plan import check_planned_round, site_config
-from fedlabels.engines.flower.site_privacy import open_site_ledger, with_plan_budget
+from fedlabels.engines.flower.site_privacy import (
+    open_site_ledger,
+    site_evaluates,
+    with_plan_budget,
+)
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ClientRole
 from fedlabels.method.dpsgd_client import SecretNoiseClient
+from fedlabels.method.replies import declined_evaluation
 from fedlabels.runs.session import build_client_role
 
 SEQ = "fedlabels.seq"  # context.state: the number of the last message handled
@@ -122,6 +127,7 @@ _SITE_LOG = logging.getLogger("fedlabels.site")
 def _handle(message: Message, context: Context) -> Message:
     node_config = dict(context.node_config)
     site = load_site(node_config, context.node_id)
+    evaluates = site_evaluates(node_config)  # a bad value is refused at the first message
     spec = DeploySpec.from_run_config(dict(context.run_config))
     set_threads(site_threads(node_config, spec))
     ours, meta = from_record_dict(message.content)
@@ -159,9 +165,10 @@ def _handle(message: Message, context: Context) -> Message:
             role.charge_context = {"run": snapshots.run_key(spec), "flower_run":
                                    context.run_id, "seq": seq, "round": rnd,
                                    "sequence": guard.nonce}
-        reply = role.handle(ours)
+        reply = role.handle(ours) if evaluates or ours.category != "evaluation" \
+            else declined_evaluation()
         if request is not None:
-            after = evaluate_after(role, request)
+            after = evaluate_after(role, request) if evaluates else declined_evaluation()
         save_state(role, context.state, site, key)
         context.state[SEQ] = ConfigRecord({"seq": seq})
         if folder is not None:

@@ -251,7 +251,8 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
                           flower_bytes=flower_bytes_report(fgrid.flower_bytes, records))
         if error:
             deployment["error"] = error
-        if not any(r.accuracies is not None for r in records):
+        if not any(r.accuracies is not None or r.server.get("evaluation_declined")
+                   for r in records):  # nothing evaluated, and no site declined to be
             return None
         result = build_result(plan, server, records, meter, dataset=cfg.dataset,
                               seed=cfg.seed, config=cfg.to_dict(),

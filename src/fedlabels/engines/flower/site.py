@@ -152,7 +152,7 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
 #: site_privacy and client_app); ``num-partitions`` is Flower's own, which fedlabels ignores
 NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "state-key",
                     "state-dir", "privacy-plan", "ledger-dir", "ledger-epsilon",
-                    "ledger-delta", "threads", "num-partitions")
+                    "ledger-delta", "evaluate", "threads", "num-partitions")
 
 
 def check_node_keys(node_config: Mapping[str, Any], who: str) -> None:

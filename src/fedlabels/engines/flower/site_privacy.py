@@ -12,6 +12,12 @@ Node config keys (``flower-supernode --node-config '...'``), set by the site ope
     plan (:func:`with_plan_budget`); a site without a plan records releases, unlimited.
 ``ledger-delta``
     The δ at which the ledger states ε (default 1e-5).
+``evaluate``
+    ``false``: the site declines every evaluation request (:func:`site_evaluates`). Its test
+    scores are computed on the coordinator's test set with a model that the privacy
+    guarantee may not cover (DP-FedCT's XOR, k-ary and subsample-aggregate sites keep a
+    model trained without noise), so a coordinator that chooses the test set can query
+    that model. Default ``true``.
 
 This module does not import Flower.
 """
@@ -82,3 +88,17 @@ def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
         budget = ledger.fix_plan_budget(Ledger(ledger.delta, None, list(planned)).spent()
                                         .epsilon)
     return replace(ledger, epsilon=budget, plan_budget=True)
+
+
+def site_evaluates(node_config: Mapping[str, Any]) -> bool:
+    """The node config's ``evaluate`` (default true): false, the site declines evaluation
+    requests (:func:`fedlabels.method.replies.declined_evaluation`)."""
+    raw = node_config.get("evaluate", True)
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise FedLabelsError(f"node config evaluate must be true or false, got {raw!r}.")
