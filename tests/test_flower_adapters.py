@@ -148,6 +148,11 @@ def test_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
     assert written.final == simulated.final
     assert json.loads(Path(spec.status).read_text())["status"] == "completed"
     assert written.extra["deployment"]["lost"] == {}
+    # config.engine names the engine that ran (it said 'simulator'); the rest is the run's
+    assert written.config["engine"] == written.extra["deployment"]["engine"] == "flower"
+    assert simulated.config["engine"] == "simulator"
+    assert {k: v for k, v in written.config.items() if k != "engine"} == \
+        {k: v for k, v in simulated.config.items() if k != "engine"}
 
 
 def test_fedavg_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:

@@ -73,6 +73,22 @@ def test_a_flower_deployment_is_named_as_one_beside_its_simulation():
     assert legend_labels([deployed, simulated])[0] == labels
 
 
+def test_engines_are_named_from_config_engine_as_the_flower_apps_write_it():
+    """A deployment's result now says ``config.engine = flower``; a run on Flower's simulation
+    engine (``flower-simulation``, whose result also has a ``deployment`` entry) was named
+    a 'flower deployment' with 'one per site' for its workers (Ray's CPUs)."""
+    deployed, on_ray, simulated = (_result("fedct", 0, [0.6, 0.8]) for _ in range(3))
+    deployed.config.update(engine="flower")
+    on_ray.config.update(engine="flower-simulation", workers=2)
+    simulated.config.update(engine="simulator", workers=2)
+    for res in (deployed, on_ray):
+        res.extra["deployment"] = {"engine": "flower", "status": "completed"}
+    labels = [c.label for c in group_runs([deployed, on_ray, simulated])]
+    assert labels == ["fedct · dt (engine=flower deployment, workers=one per site)",
+                      "fedct · dt (engine=flower-simulation, workers=2)",
+                      "fedct · dt (engine=simulator, workers=2)"]
+
+
 def test_audited_runs_report_vul_with_its_interval(tmp_path):
     audited = {"guarantee": "none", "vul": 0.62, "vul_ci": [0.55, 0.69]}
     row = summary_rows(group_runs([_result("fedct", 0, [0.8], privacy=audited)]))[0]

@@ -134,13 +134,17 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
 
 
 def run_settings(res: RunResult) -> dict[str, Any]:
-    """The run's configuration as it ran: a Flower deployment records the simulator's
-    defaults (``engine=simulator``, no ``workers``), so its engine is named from its
-    ``deployment`` entry and its sites stand for the workers."""
+    """The run's configuration as it ran: a Flower deployment's sites stand for the workers.
+    Its ``config.engine`` is ``flower``; a result written before it said so records the
+    simulator's default (``engine=simulator``) beside a ``deployment`` entry, which names it.
+    A run of ``flower-simulation`` keeps its engine and workers (Ray's CPUs)."""
     config = dict(res.config or {})
     deployed = res.extra.get("deployment")
-    if isinstance(deployed, dict):
-        config["engine"] = f"{deployed.get('engine', 'flower')} deployment"
+    engine = config.get("engine")
+    if isinstance(deployed, dict) and engine in (None, "simulator"):
+        engine = deployed.get("engine", "flower")
+    if engine == "flower":
+        config["engine"] = "flower deployment"
         config["workers"] = "one per site"
     return config
 

@@ -56,6 +56,7 @@ from fedlabels.runs.checkpoint import (
     checkpoint_path,
     load_checkpoint,
 )
+from fedlabels.runs.config import RunConfig
 from fedlabels.runs.loop import (
     WIRE_FORMAT,
     CommMeter,
@@ -69,8 +70,22 @@ from fedlabels.runs.loop import (
 )
 from fedlabels.runs.session import build_server
 
+#: the engine a result of these apps names (``config.engine``, ``deployment.engine``) when
+#: they ran on real SuperLink and SuperNode processes; on Ray, ``flower-simulation``
+DEPLOYED_ENGINE = "flower"
+
 FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
                       "travel as an ArrayRecord in protobuf)")
+
+
+def result_config(cfg: RunConfig) -> dict[str, Any]:
+    """The run's configuration as the result records it, ``engine`` naming the engine that
+    ran: a deployment's spec carries ``fedlabels run``'s settings with their default engine,
+    ``simulator``, which did not run (``flower-simulation`` did, when it says so)."""
+    config = cfg.to_dict()
+    if config["engine"] == "simulator":
+        config["engine"] = DEPLOYED_ENGINE
+    return config
 
 
 class ClientsLost(FedLabelsError):
@@ -234,7 +249,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
     fgrid.check_reply = server.check_reply  # a malformed reply loses its site
     fgrid.rejoin_timeout, fgrid.public_digest = spec.node_timeout, str(first["public_digest"])
     deployment: dict[str, Any] = {
-        "engine": "flower", "client_node_ids": {str(c): n for c, n in node_of.items()},
+        "engine": DEPLOYED_ENGINE, "client_node_ids": {str(c): n for c, n in node_of.items()},
         "setup_seconds": time.perf_counter() - started, "alive_per_round": []}
     keeper, records = checkpointed(spec, plan, learners, server, meter, fgrid, started)
     deployment["alive_per_round"] = keeper.engine.get("alive_per_round", [])
@@ -255,7 +270,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
                    for r in records):  # nothing evaluated, and no site declined to be
             return None
         result = build_result(plan, server, records, meter, dataset=cfg.dataset,
-                              seed=cfg.seed, config=cfg.to_dict(),
+                              seed=cfg.seed, config=result_config(cfg),
                               federation=spec.federation(),
                               started=started, wire_format=FLOWER_WIRE_FORMAT,
                               extra={"deployment": dict(deployment),
