@@ -249,6 +249,65 @@ def test_a_tables_image_run_predicts_a_table_relative_to_its_folder(tmp_path):
     assert fl.load_run(out).predict([str(big)]).tolist() == ["light"]
 
 
+def test_predict_takes_the_image_column_of_a_table_with_several_text_columns(tmp_path,
+                                                                            capsys):
+    """`fedlabels predict` had no --image-column: a table whose image column is not the
+    run's and not its one text column could not be predicted at all."""
+    import pandas as pd
+
+    pixels = grey_folder(tmp_path / "imgs", count=12)
+    rows = ["file,label,site"] + [f"imgs/{p.parent.name}/{p.name},{p.parent.name},s{i % 2}"
+                                  for i, p in enumerate(pixels)]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "local", "--dataset",
+                 f"csv:{tmp_path / 'table.csv'}:label", "--image-column", "file", "--model",
+                 "dt", "--clients", "3", "--output", str(out), "--no-progress"]) == 0
+    paths = sorted(pixels)[::5]
+    new = tmp_path / "new.csv"  # the images under another name, beside two text columns
+    new.write_text("patient,scan,note\n" + "".join(
+        f"p{k},imgs/{p.parent.name}/{p.name},seen\n" for k, p in enumerate(paths)))
+    capsys.readouterr()
+    assert main(["predict", str(out), str(new), "-o", str(tmp_path / "p.csv")]) == 2
+    assert "3 text columns (patient, scan, note)" in capsys.readouterr().err
+    assert main(["predict", str(out), str(new), "-o", str(tmp_path / "p.csv"),
+                 "--image-column", "scan"]) == 0
+    table = pd.read_csv(tmp_path / "p.csv")
+    assert list(table.columns) == ["patient", "scan", "note", "prediction"]
+    # the oracle: each client's model on the rows scaled as the run scaled its own, voted
+    result = fl.load_run(out)
+    X = np.stack([pixels[p].reshape(-1) for p in paths]).astype(np.float32) / 255
+    votes = np.stack([m.predict(X) for m in result.client_models])
+    names = result.federation["class_names"]
+    assert table["prediction"].tolist() == [names[np.bincount(v, minlength=2).argmax()]
+                                            for v in votes.T]
+    # the same checks as `run --image-column`: one line, exit 2, naming what is there
+    for args, message in (
+            (["--image-column", "scn"], f"{new} has no column 'scn' (did you mean 'scan'?); "
+                                        "its columns are 'patient', 'scan', 'note'."),
+            (["--image-column", "scan", "--overwrite"], None)):
+        code = main(["predict", str(out), str(new), "-o", str(tmp_path / "q.csv"), *args])
+        err = capsys.readouterr().err
+        if message is None:
+            assert code == 0 and err == ""
+            continue
+        assert code == 2 and err.strip() == f"fedlabels: error: {message}"
+    assert main(["predict", str(out), str(tmp_path / "imgs"), "-o", str(tmp_path / "f.csv"),
+                 "--image-column", "scan"]) == 2
+    assert "image_column applies to a CSV table of image paths" in capsys.readouterr().err
+    tabular = tmp_path / "t.json"
+    (tmp_path / "t.csv").write_text("a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n"
+                                                        for i in range(40)))
+    assert main(["run", "--method", "local", "--dataset", f"csv:{tmp_path / 't.csv'}:y",
+                 "--model", "dt", "--clients", "2", "--output", str(tabular),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(tabular), str(tmp_path / "t.csv"), "-o",
+                 str(tmp_path / "g.csv"), "--image-column", "a"]) == 2
+    err = capsys.readouterr().err
+    assert "image_column applies to a run on images" in err and len(err.splitlines()) == 1
+
+
 def test_your_own_networks_run_saves_its_result_and_warns_without_models(tmp_path):
     from torch import nn
 

@@ -35,7 +35,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                   {**run_files(args.result), "data file": Path(args.data)},
                   overwrite=args.overwrite)
     sep = normalise_sep(args.sep) if args.sep is not None else run_sep(args.result) or ","
-    frame = predict_file(args.result, args.data, client=args.client, sep=sep)
+    frame = predict_file(args.result, args.data, client=args.client, sep=sep,
+                         image_column=args.image_column)
     with writing("the predictions"):
         write_atomic(out, frame.to_csv(index=False, sep=sep))
     who = (f"client {args.client}" if args.client is not None else
@@ -73,5 +74,9 @@ def add_report_parsers(sub: Any) -> None:
                                               "the majority vote (the median on regression)")
     p.add_argument("--sep", help="field separator of the data CSV, also used for the output "
                                  "(default: the run's --sep, else ',')")
+    p.add_argument("--image-column", metavar="NAME",
+                   help="a run on images: the data CSV's column of image paths (relative to "
+                        "its folder); default: the run's image column, else the CSV's one "
+                        "text column")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.set_defaults(func=cmd_predict)

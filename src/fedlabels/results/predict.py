@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, missing_column
 from fedlabels.data.preprocessing import Preprocessing
 
 
@@ -87,13 +87,15 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
 
 
 def predict_file(result_path: str | Path, data_path: str | Path,
-                 client: int | None = None, sep: str | None = None) -> Any:
+                 client: int | None = None, sep: str | None = None,
+                 image_column: str | None = None) -> Any:
     """``fedlabels predict``: the rows of a CSV file with a ``prediction`` column added.
 
     The CSV has the training table's columns (more are kept but not used, e.g. the label),
     separated by ``sep`` (default: the run's ``sep``, else ``,``); its categorical columns are
     read as text, as training read them (``01`` stays ``01``, not the number 1);
-    for a run on image files, its image column's paths are relative to the CSV's folder.
+    for a run on image files, its image column's paths are relative to the CSV's folder:
+    ``image_column``, else the run's image column, else the table's one text column.
     A run on images also takes a folder of images (sub-folders too) or one image file: one
     row per image, its ``path`` and ``prediction``.
     """
@@ -107,6 +109,8 @@ def predict_file(result_path: str | Path, data_path: str | Path,
                              "by an older version); rerun to predict with it.")
     prep = Preprocessing.from_dict(payload["preprocessing"])
     data = Path(data_path)
+    if image_column is not None:
+        _check_image_column(prep, data)
     if prep.image is not None and (data.is_dir() or data.suffix.lower() != ".csv"):
         from fedlabels.data.images import image_paths
 
@@ -131,7 +135,13 @@ def predict_file(result_path: str | Path, data_path: str | Path,
                              f"with separator {sep!r}; give its separator (--sep ';' "
                              "or --sep '\\t').")
     if prep.image is not None:
-        features: Any = _images_of_table(frame, prep.image, data.parent)
+        spec = prep.image
+        if image_column is not None:
+            if image_column not in frame.columns:
+                raise FedLabelsError(f"{data_path} {missing_column(image_column, frame.columns)}"
+                                     ".")
+            spec = {**spec, "column": image_column}
+        features: Any = _images_of_table(frame, spec, data.parent)
     elif prep.columns is None and not prep.text:  # trained on an array: every column is one
         features = frame.to_numpy()
     else:
@@ -141,6 +151,18 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     # as assign would (an input column "prediction" replaced), without its warning on a wide
     # table that read_csv left in one block per column
     return pd.concat([frame.drop(columns="prediction", errors="ignore"), labels], axis=1)
+
+
+def _check_image_column(prep: Preprocessing, data: Path) -> None:
+    """``image_column`` names a CSV table's column of image paths for a run on images (as
+    ``fedlabels run`` takes it for a ``csv:`` table only)."""
+    if prep.image is None:
+        raise FedLabelsError("image_column applies to a run on images; this run's models take "
+                             "the training table's columns: remove it.")
+    if data.is_dir() or data.suffix.lower() != ".csv":
+        raise FedLabelsError(f"image_column applies to a CSV table of image paths; {data} is "
+                             f"{'a folder' if data.is_dir() else 'not a .csv file'}: remove "
+                             "it.")
 
 
 def run_sep(result_path: str | Path) -> str | None:
