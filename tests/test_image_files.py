@@ -281,7 +281,14 @@ def test_predict_takes_the_image_column_of_a_table_with_several_text_columns(tmp
     names = result.federation["class_names"]
     assert table["prediction"].tolist() == [names[np.bincount(v, minlength=2).argmax()]
                                             for v in votes.T]
-    # the same checks as `run --image-column`: one line, exit 2, naming what is there
+    # the same checks as `run --image-column`: one line, exit 2, naming what is there (run
+    # named the table 'TABLE.csv:label', its file with the target's name appended)
+    assert main(["run", "--method", "local", "--dataset", f"csv:{tmp_path / 'table.csv'}:label",
+                 "--image-column", "scan", "--model", "dt", "--clients", "3", "--output",
+                 str(tmp_path / "r2.json"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"fedlabels: error: table {tmp_path / 'table.csv'} has no column 'scan'; its columns "
+        "are 'file', 'site'.")
     for args, message in (
             (["--image-column", "scn"], f"{new} has no column 'scn' (did you mean 'scan'?); "
                                         "its columns are 'patient', 'scan', 'note'."),

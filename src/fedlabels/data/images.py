@@ -396,13 +396,12 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any) -> Im
     """The images a table's ``column`` names (paths relative to the table's folder)."""
     if info.target is None or not info.name.startswith("csv:"):
         raise FedLabelsError("image_column applies to a csv:PATH:TARGET table only.")
-    frame = raw.X
-    if column not in frame.columns:
-        raise FedLabelsError(f"table {info.name[len('csv:'):]} "
-                             f"{missing_column(column, frame.columns)}.")
     from fedlabels.core.files import csv_parts
 
+    frame = raw.X
     table = Path(csv_parts(info.name)[0]).expanduser()
+    if column not in frame.columns:  # the file, not csv:PATH:TARGET less its 'csv:'
+        raise FedLabelsError(f"table {table} {missing_column(column, frame.columns)}.")
     files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)
     return _cached_images(files, size, _paths_key(table, files, size))
