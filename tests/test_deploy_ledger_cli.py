@@ -84,3 +84,14 @@ def test_a_missing_key_or_folder_is_one_line_and_nothing_is_made(
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"--{'state-key' if what == 'key' else 'ledger-dir'}" in err
     assert not key.exists() if what == "key" else not folder.exists()
+
+
+def test_resume_of_a_deployment_points_to_deploy_local(
+        deployed: tuple[Path, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """`fedlabels resume` on a deployed run's result: one line saying how such a run is
+    resumed (it said the checkpoint was of another run, differing in data and engine)."""
+    root, _ = deployed
+    assert (root / "result.checkpoint.npz").exists()
+    assert main(["resume", str(root / "result.json"), "--rounds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint of a Flower deployment" in err and "deploy local --resume" in err

@@ -219,6 +219,12 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
 
     file = checkpoint_path(path)
     saved = load_checkpoint(file)
+    if "alive_per_round" in (saved.meta.get("engine") or {}):  # a Flower ServerApp's
+        raise FedLabelsError(
+            f"{file} is the checkpoint of a Flower deployment; resume it with `fedlabels "
+            "deploy local --resume` and the run's options, --workdir and --output (or, on "
+            "separate machines, by running the app again with resume set: "
+            "docs/deployment.md, 'Crash and resume').")
     refuse_finished(file, saved, rounds)
     try:
         cfg = RunConfig.from_mapping(saved.config)
