@@ -119,14 +119,22 @@ def test_a_sites_files_are_its_owners_only_and_its_ledger_cannot_be_forged(
     assert all(_mode(p) == 0o700 for p in private if p.is_dir())
 
     ledger = next(Path(node["ledger-dir"]).glob("*/ledger.jsonl"))
-    lines = ledger.read_text().splitlines()
-    entry = json.loads(lines[1])
-    entry["entry"]["event"]["flip_probability"] = 0.49  # a cheaper-looking release
-    ledger.write_text("\n".join([lines[0], json.dumps(entry), *lines[2:]]) + "\n")
-    with np.load(prepared.client_paths[0]) as data:
-        site = open_site_ledger(node, site_key(Path(node["state-key"])), data["X"], data["y"])
-    with pytest.raises(FedLabelsError, match="integrity check at entry 1"):
-        site.spent()
+    honest = ledger.read_text().splitlines()
+    for forge in ("event", "plan_budget"):  # a cheaper-looking release; a larger budget
+        lines = list(honest)
+        i = next(i for i, line in enumerate(lines) if f'"{forge}"' in line)
+        entry = json.loads(lines[i])
+        if forge == "event":
+            entry["entry"]["event"]["flip_probability"] = 0.49
+        else:
+            entry["entry"]["plan_budget"] *= 10
+        lines[i] = json.dumps(entry)
+        ledger.write_text("\n".join(lines) + "\n")
+        with np.load(prepared.client_paths[0]) as data:
+            site = open_site_ledger(node, site_key(Path(node["state-key"])), data["X"],
+                                    data["y"])
+        with pytest.raises(FedLabelsError, match=f"integrity check at entry {i}"):
+            site.spent()
 
 
 @pytest.mark.parametrize("make", ["checkpoint key", "site key"])
