@@ -424,3 +424,50 @@ def test_abbreviated_flags_are_refused(capsys):
         main(["run", "--rou", "3"])
     assert exit_.value.code == 2
     assert "unrecognized arguments: --rou 3 (did you mean '--rounds'?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("toml, flags, names", [
+    ('rounds = "ten"\n', ["--rounds", "1"], "rounds must be an int >= 1, got 'ten'"),
+    ('[run]\nclients = 2.5\n', ["--clients", "3"], "clients must be an int >= 1, got 2.5"),
+    ('device = "gpu7"\n', ["--device", "cpu"], "device must be one of auto, cpu"),
+    ('batch_clients = 3\n', ["--batch-clients", "off"], "batch_clients must be"),
+    ('model = "mlp(hidden=abc)"\n', ["--model", "dt"], "hidden must be layer widths"),
+    ('method = "fedctt"\n', ["--method", "fedct"], "unknown method 'fedctt'"),
+    ('[options]\nquorum = "high"\n', ["--quorum", "0.5"],
+     "fedct option quorum must be float | None, got 'high'"),
+    ('options = 3\n', ["--opt", "quorum=0.5"], "options must be a table"),  # a traceback
+])
+def test_a_wrong_value_in_a_config_file_is_refused_even_where_a_flag_overrides_it(
+        toml, flags, names, tmp_path, capsys, monkeypatch):
+    """`rounds = "ten"` in the file and `--rounds 3` on the command line ran 3 rounds
+    without a word about the file: a wrong value the user wrote is an error, one line that
+    names the file and the key, before any data is loaded."""
+    import fedlabels.runs.federation
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("data was loaded")
+
+    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "x.toml"
+    path.write_text(toml)
+    assert main(["run", "--config", str(path), "--dataset", "wine", "--clients", "3",
+                 "--rounds", "1", "--model", "dt", *flags, "--no-progress",
+                 "-o", "out.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and err[0].startswith(f"fedlabels: error: config file {path}: ")
+    assert names in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.toml"]  # nothing written
+
+
+def test_load_config_checks_the_files_values_under_its_overrides(tmp_path):
+    """fl.load_config as the CLI: the override is used, a valid file value it replaces is
+    fine, a wrong one an error naming the file."""
+    path = tmp_path / "run.toml"
+    path.write_text('rounds = 5\nmodel = "dt"\n[options]\nquorum = 0.5\n')
+    cfg = load_config(path, rounds=2, options={"quorum": 0.6})
+    assert (cfg.rounds, cfg.options) == (2, {"quorum": 0.6})
+    path.write_text('rounds = -1\n')
+    with pytest.raises(FedLabelsError, match=rf"config file {re.escape(str(path))}: rounds "
+                                             r"must be an int >= 1, got -1\."):
+        load_config(path, rounds=2)

@@ -169,17 +169,22 @@ class MethodOptions:
     @classmethod
     def from_mapping(cls: type[T], data: Mapping[str, Any] | None, method: str) -> T:
         """Validated options from user input (``--opt``, flags, TOML, API ``options=``)."""
-        data = dict(data or {})
+        instance = cls(**cls.check_each(data, method))
+        instance.check()
+        return instance
+
+    @classmethod
+    def check_each(cls, data: Mapping[str, Any] | None, method: str) -> dict[str, Any]:
+        """Each option of ``data`` converted and checked on its own (an unknown key, a wrong
+        type or range: a one-line error), not their combinations (:meth:`check`)."""
         declared = {info.name: info for info in cls.declared()}
         values = {}
-        for raw_key, value in data.items():
+        for raw_key, value in dict(data or {}).items():
             key = str(raw_key).replace("-", "_")
             if key not in declared:
                 raise FedLabelsError(unknown_option_message(method, key, list(declared)))
             values[key] = declared[key].validate(value, method)
-        instance = cls(**values)
-        instance.check()
-        return instance
+        return values
 
     def check(self) -> None:
         """Reject combinations of values (override; single values are already checked)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.runs.spec import check_keys, declared, docs_table, param
+from fedlabels.runs.spec import ParamInfo, by_name, check_keys, declared, docs_table, param
 
 
 def participation_arg(text: str) -> float | int:
@@ -184,39 +184,10 @@ class RunConfig:
 
     def validate(self) -> None:
         """Each value against its declaration, then the combinations (one-line errors)."""
-        if self.image_size is not None and not isinstance(self.image_size, str):
-            from fedlabels.data.images import parse_size
-
-            size = parse_size(self.image_size)  # 32 or (32, 48), as Python and TOML give it
-            self.image_size = None if size is None else f"{size[0]}x{size[1]}"
-        if self.target_range is not None and not isinstance(self.target_range, str):
-            from fedlabels.data.targets import parse_target_range
-
-            lo, hi = parse_target_range(self.target_range)  # (0, 400), as Python and TOML
-            self.target_range = f"{lo!r},{hi!r}"
         for info in declared(type(self)):
-            value = getattr(self, info.name)
-            if isinstance(value, bool) and info.choices is not None \
-                    and {"on", "off"} <= set(info.choices):  # TOML's and Python's true/false
-                value = "on" if value else "off"
-                setattr(self, info.name, value)
-            setattr(self, info.name, info.validate(value))  # numpy numbers as Python's
-        if self.output is not None and not self.output.strip():
-            raise FedLabelsError("output is empty; give a result path ending in .json, or "
-                                 "leave it out for a name under results/.")
+            setattr(self, info.name, checked_value(info, getattr(self, info.name)))
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
-        from fedlabels.data.shift import check_shift
-
-        self.unlabeled_shift = check_shift(self.unlabeled_shift)
-        if self.sep is not None:
-            from fedlabels.data.csv_table import normalise_sep
-
-            self.sep = normalise_sep(self.sep)
-        if self.text_column is not None and (not isinstance(self.text_column, str)
-                                             or not self.text_column.strip()):
-            raise FedLabelsError(f"text_column must be a column name, got "
-                                 f"{self.text_column!r}.")
         if self.malicious or self.poison is not None:
             from fedlabels.method.adversary import plan_attack
             from fedlabels.methods import get_method
@@ -229,19 +200,10 @@ class RunConfig:
             policy = Participation.parse(self.participation, self.dropout, self.deadline)
             if policy is not None and isinstance(self.clients, int):
                 policy.check_clients(self.clients)
-        if self.task is not None or self.target_range is not None:
-            from fedlabels.data.targets import check_task, parse_target_range
-
-            check_task(self.task or "regression")
-            if self.target_range is not None and self.task == "classification":
-                raise FedLabelsError("target_range applies to a regression task only.")
-            parse_target_range(self.target_range)
+        if self.target_range is not None and self.task == "classification":
+            raise FedLabelsError("target_range applies to a regression task only.")
         if self.engine != "simulator":
             self._check_engine()
-        from fedlabels.learners.devices import check_device, check_precision
-
-        check_device(self.device)
-        check_precision(self.precision)
         if self.cuda_graphs == "on":
             from fedlabels.learners.devices import check_cuda_graphs
 
@@ -278,6 +240,93 @@ class RunConfig:
         """A validated config from TOML keys, a saved config or keywords; an unknown key is
         a one-line error with a suggestion, former names are read as the current ones."""
         return cls(**check_keys(cls, data, what, dashes=True))
+
+
+def checked_value(info: ParamInfo, value: Any) -> Any:
+    """One run parameter's value, normalised and checked on its own (type, range, choices,
+    form), or a one-line error naming it; :meth:`RunConfig.validate` checks the
+    combinations."""
+    name = info.name
+    if name == "image_size" and value is not None and not isinstance(value, str):
+        from fedlabels.data.images import parse_size
+
+        size = parse_size(value)  # 32 or (32, 48), as Python and TOML give it
+        value = None if size is None else f"{size[0]}x{size[1]}"
+    if name == "target_range" and value is not None and not isinstance(value, str):
+        from fedlabels.data.targets import parse_target_range
+
+        pair = parse_target_range(value)  # (0, 400), as Python and TOML give it
+        value = None if pair is None else f"{pair[0]!r},{pair[1]!r}"
+    if isinstance(value, bool) and info.choices is not None \
+            and {"on", "off"} <= set(info.choices):  # TOML's and Python's true/false
+        value = "on" if value else "off"
+    value = info.validate(value)  # numpy numbers as Python's
+    if name == "output" and value is not None and not value.strip():
+        raise FedLabelsError("output is empty; give a result path ending in .json, or "
+                             "leave it out for a name under results/.")
+    if name == "unlabeled_shift":
+        from fedlabels.data.shift import check_shift
+
+        value = check_shift(value)
+    if name == "sep" and value is not None:
+        from fedlabels.data.csv_table import normalise_sep
+
+        value = normalise_sep(value)
+    if name == "text_column" and value is not None and not value.strip():
+        raise FedLabelsError(f"text_column must be a column name, got {value!r}.")
+    if name == "target_range" and value is not None:
+        from fedlabels.data.targets import parse_target_range
+
+        parse_target_range(value)
+    if name == "image_size" and value is not None:
+        from fedlabels.data.images import parse_size
+
+        parse_size(value)  # checked; kept as given ("32" names the same run as before)
+    if name == "device":
+        from fedlabels.learners.devices import check_device
+
+        check_device(value)
+    if name == "precision":
+        from fedlabels.learners.devices import check_precision
+
+        check_precision(value)
+    return value
+
+
+def _check_file_values(data: Mapping[str, Any], path: Path) -> None:
+    """Every value a config file gives, checked on its own even where the command line
+    overrides it: a wrong value in a file the user wrote is an error, not silently unused.
+    The error names the file and the key; combinations are checked on the merged config."""
+    from fedlabels.methods import get_method
+
+    params = by_name(RunConfig)
+    for key, value in data.items():
+        try:
+            if key == "options":
+                if not isinstance(value, dict):
+                    raise FedLabelsError(f"options must be a table ([options]), got "
+                                         f"{value!r}.")
+                continue  # checked against the run's method in load_config
+            value = checked_value(params[key], value)
+            if key == "method":
+                get_method(value)
+            elif key == "model" and value is not None:
+                from fedlabels.learners import canonical_model_spec
+
+                canonical_model_spec(value)
+        except FedLabelsError as exc:
+            raise FedLabelsError(f"config file {path}: {exc}") from None
+
+
+def _check_file_options(options: Mapping[str, Any], method: str, path: Path) -> None:
+    """Each method option of a config file's ``[options]`` table against ``method``'s
+    declaration (combinations are checked on the merged options)."""
+    from fedlabels.methods import get_method
+
+    try:
+        get_method(method).options_class.check_each(options, method)
+    except FedLabelsError as exc:
+        raise FedLabelsError(f"config file {path}: {exc}") from None
 
 
 def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
@@ -331,11 +380,16 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     except (OSError, UnicodeDecodeError) as exc:
         reason = str(exc).rstrip(".")
         raise FedLabelsError(f"cannot read config file {path}: {reason}.") from None
-    merged = {**_normalise_keys(data),
+    given = _normalise_keys(data)
+    _check_file_values(given, path)
+    merged = {**given,
               **{k: v for k, v in _normalise_keys(overrides).items() if v is not None}}
-    if "options" in overrides and "options" in data:
-        merged["options"] = {**data["options"], **overrides["options"]}
-    return RunConfig(**merged)
+    if "options" in overrides and "options" in given:
+        merged["options"] = {**given["options"], **overrides["options"]}
+    cfg = RunConfig(**merged)
+    if given.get("options"):
+        _check_file_options(given["options"], cfg.method, path)
+    return cfg
 
 
 if __name__ == "__main__":  # `python -m fedlabels.runs.config`: the table for docs/usage.md
