@@ -56,3 +56,27 @@ def test_deploy_certs_too_many_nodes(tmp_path, capsys) -> None:
                  "--nodes", str(10 ** 30)]) == 2
     _one_line(capsys, "--nodes must lie in [0, 10000]")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("names", [["wine"], ["fashion_mnist", "wine"]])
+def test_fetch_refuses_a_file_for_a_bundled_dataset(names: list[str], tmp_path,
+                                                    capsys) -> None:
+    # `fetch wine --from-deb FILE` said "nothing to fetch" and exit 0, the file unread
+    deb = tmp_path / "f.deb"
+    deb.write_bytes(b"not a package")
+    assert main(["fetch", *names, "--from-deb", str(deb)]) == 2
+    _one_line(capsys, "--from-deb does not apply to 'wine': it ships with an installed "
+                      "package (scikit-learn (bundled))")
+    from fedlabels.data.registry import get_dataset
+
+    assert not get_dataset("fashion_mnist").is_available()  # refused before any fetch
+    assert main(["fetch", "wine"]) == 0  # without the file: nothing to fetch, as before
+    assert "nothing to fetch" in capsys.readouterr().out
+
+
+def test_fetch_dataset_refuses_a_file_for_a_bundled_dataset(tmp_path) -> None:
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.data.registry import fetch_dataset
+
+    with pytest.raises(FedLabelsError, match="--from-deb does not apply to 'digits'"):
+        fetch_dataset("digits", from_deb=str(tmp_path / "f.deb"))

