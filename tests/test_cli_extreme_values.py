@@ -84,6 +84,14 @@ def test_audit_counts_are_checked_before_the_run(args: list[str], names: str, tm
     (["deploy", "local", "--node-timeout", "-1"], "--node-timeout"),  # ran with -1
     (["deploy", "local", "--timeout", "nan"], "--timeout"),  # ran without a timeout
     (["deploy", "prepare", "--reply-timeout", "-5"], "--reply-timeout"),  # written to the app
+    (["deploy", "local", "--timeout", "1e308"], "--timeout: give a number of seconds in "
+     "(0, 604800]"),  # started Flower, then "timestamp out of range for platform time_t"
+    (["deploy", "local", "--reply-timeout", "604801"], "--reply-timeout: give a number of "
+     "seconds in (0, 604800] (at most one week), got '604801'"),
+    (["deploy", "local", "--node-timeout", "1e308"], "--node-timeout: give a number"),
+    (["deploy", "prepare", "--reply-timeout", "1e308"], "--reply-timeout: give a number of "
+     "seconds in (0, 604800]"),  # written to the app
+    (["deploy", "prepare", "--node-timeout", "1e300"], "--node-timeout: give a number"),
     (["inspect", "missing.json", "--top", "-1"], "--top must be >= 0"),  # printed as if 0
     (["bound", "sensitivity", "--unlabeled", "0", "--stability-rate", "0.1"],
      "|U| must be >= 1"),  # printed "0 of |U|=0 labels"
@@ -142,3 +150,11 @@ def test_contradicting_or_empty_values_are_refused(argv: list[str], names: str, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and names in err[0], err
     assert not list(tmp_path.iterdir())  # nothing written (results/ included)
+
+
+def test_a_week_is_the_longest_deploy_timeout() -> None:
+    from fedlabels.cli import build_parser
+
+    args = build_parser().parse_args(["deploy", "local", "--timeout", "604800",
+                                      "--reply-timeout", "604800", "--node-timeout", "0.5"])
+    assert (args.timeout, args.reply_timeout, args.node_timeout) == (604800, 604800, 0.5)

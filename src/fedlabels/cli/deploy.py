@@ -22,24 +22,32 @@ from fedlabels.cli.run_options import (
 )
 from fedlabels.core.errors import FedLabelsError
 
+#: the longest any deploy timeout may be: one week. A site whose round takes longer, or a
+#: ``deploy local`` run (one machine) that needs longer, is no deployment this tool makes
+#: (an interrupted run continues with ``--resume``); 1e308 s was accepted, and ran until
+#: "timestamp out of range for platform time_t" after the deployment had started
+MAX_SECONDS = 7 * 24 * 3600
+
 
 def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds > 0."""
+    """An argparse type: a number of seconds in (0, one week]."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"give a number of seconds > 0, got {text!r}")
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(f"give a number of seconds in (0, {MAX_SECONDS}] "
+                                         f"(at most one week), got {text!r}")
     return value
 
 
 def _add_deploy_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reply-timeout", type=seconds, default=120.0,
                    help="seconds to wait for a client's reply before declaring it lost "
-                        "(default 120)")
+                        "(default 120; at most 604800, a week)")
     p.add_argument("--node-timeout", type=seconds, default=60.0,
-                   help="seconds to wait for all SuperNodes to connect (default 60)")
+                   help="seconds to wait for all SuperNodes to connect (default 60; at most "
+                        "604800)")
 
 
 def cmd_deploy_local(args: argparse.Namespace) -> int:
@@ -163,7 +171,7 @@ def add_deploy_parser(sub: Any) -> None:
     p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
                                      "a temporary directory, removed after a successful run)")
     p.add_argument("--timeout", type=seconds, default=3600.0,
-                   help="give up after this many seconds (default 3600)")
+                   help="give up after this many seconds (default 3600; at most 604800)")
     p.add_argument("--tls", action="store_true",
                    help="TLS (fresh CA) and SuperNode authentication instead of --insecure")
     p.add_argument("--database", metavar="PATH",
