@@ -28,6 +28,28 @@ REFUSED = [  # (arguments, what the line names) ; the crash each gave before
     (["--method", "dp-fedct", "--epsilon", "1e6"], "per bit is above 700"),  # ZeroDivisionError
     (["--method", "dp-fedct", "--mechanism", "kary", "--epsilon", "1e6"],
      "per label is above 700"),  # OverflowError: math range error
+    # counts that set a run's length: each ran until Ctrl-C (the method's flag or --opt)
+    (["--rounds", str(10 ** 30)], "rounds must be an int in [1, 1000000], got 1000000"),
+    (["--period", "1000001"], "period must be an int in [1, 1000000], got 1000001"),
+    (["--model", "mlp(hidden=4)", "--warmup-steps", str(10 ** 30)],
+     "fedct option warmup_steps must lie in [0, 1000000]"),
+    (["--model", "mlp(hidden=4)", "--finetune-steps", "1000001"],
+     "fedct option finetune_steps must lie in [0, 1000000]"),
+    (["--method", "feddf", "--opt", f"server_steps={10 ** 30}"],
+     "feddf option server_steps must lie in [1, 1000000]"),
+    (["--method", "ds-fl", "--opt", f"distill_steps={10 ** 30}"], "distill_steps must lie in"),
+    (["--method", "fedmd", "--opt", f"transfer_steps={10 ** 30}"], "transfer_steps must lie"),
+    (["--method", "fedmd", "--opt", f"digest_steps={10 ** 30}"], "digest_steps must lie in"),
+    (["--method", "pate", "--opt", f"teacher_steps={10 ** 30}"],
+     "pate option teacher_steps must lie in [1, 1000000]"),
+    (["--method", "dp-fedct", "--epsilon", "8", "--opt", "mechanism=subsample-aggregate",
+      "--opt", f"teacher_steps={10 ** 30}"], "dp-fedct option teacher_steps must lie in"),
+    (["--method", "dp-fedct", "--epsilon", "8", "--opt", "mechanism=dpsgd", "--opt",
+      "site_model=private", "--opt", f"finetune_steps={10 ** 30}"], "finetune_steps must lie"),
+    (["--method", "dp-fedct", "--epsilon", "8", "--opt", "sensitivity=empirical", "--opt",
+      f"sensitivity_steps={10 ** 30}"], "sensitivity_steps must lie in [1, 1000000]"),
+    (["--method", "fredy", "--epsilon", "8", "--queries", "20", "--opt",
+      f"teacher_rounds={10 ** 30}"], "fredy option teacher_rounds must lie in [1, 1000000]"),
 ]
 
 
@@ -158,3 +180,14 @@ def test_a_week_is_the_longest_deploy_timeout() -> None:
     args = build_parser().parse_args(["deploy", "local", "--timeout", "604800",
                                       "--reply-timeout", "604800", "--node-timeout", "0.5"])
     assert (args.timeout, args.reply_timeout, args.node_timeout) == (604800, 604800, 0.5)
+
+
+def test_resume_refuses_rounds_beyond_the_bound(tmp_path, capsys) -> None:
+    """`resume --rounds N` extends a run to N rounds: the same bound as `run --rounds`."""
+    out = tmp_path / "run.json"
+    assert main(["run", "--dataset", "wine", "--clients", "3", "--rounds", "1", "--model",
+                 "dt", "--no-progress", "--workers", "1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["resume", str(out), "--rounds", str(10 ** 30), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rounds must be an int in [1, 1000000]" in err[0], err

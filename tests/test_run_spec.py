@@ -267,7 +267,7 @@ def _digest_as_before(cfg: RunConfig) -> str:
     ({"rounnds": 3}, r"unknown config key 'rounnds' \(did you mean 'rounds'\?\); valid: "),
     ({"n_client": 3}, r"did you mean 'clients'\?"),
     ({"quorum": 0.5}, r"'quorum' is a method option: put it in the \[options\] table"),
-    ({"rounds": 0}, r"rounds must be an int >= 1, got 0\."),
+    ({"rounds": 0}, r"rounds must be an int in \[1, 1000000\], got 0\."),
     ({"unlabeled_shift": 2}, r"unlabeled_shift must be a float in \[0, 1\]"),
     ({"task": "ranking"}, r"task must be one of classification, regression, got 'ranking'"),
     ({"insecure_reproducible_noise": "yes"}, r"must be true or false"),
@@ -427,7 +427,7 @@ def test_abbreviated_flags_are_refused(capsys):
 
 
 @pytest.mark.parametrize("toml, flags, names", [
-    ('rounds = "ten"\n', ["--rounds", "1"], "rounds must be an int >= 1, got 'ten'"),
+    ('rounds = "ten"\n', ["--rounds", "1"], "rounds must be an int in [1, 1000000], got 'ten'"),
     ('[run]\nclients = 2.5\n', ["--clients", "3"], "clients must be an int >= 1, got 2.5"),
     ('device = "gpu7"\n', ["--device", "cpu"], "device must be one of auto, cpu"),
     ('batch_clients = 3\n', ["--batch-clients", "off"], "batch_clients must be"),
@@ -469,5 +469,5 @@ def test_load_config_checks_the_files_values_under_its_overrides(tmp_path):
     assert (cfg.rounds, cfg.options) == (2, {"quorum": 0.6})
     path.write_text('rounds = -1\n')
     with pytest.raises(FedLabelsError, match=rf"config file {re.escape(str(path))}: rounds "
-                                             r"must be an int >= 1, got -1\."):
+                                             r"must be an int in \[1, 1000000\], got -1\."):
         load_config(path, rounds=2)

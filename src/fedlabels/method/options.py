@@ -26,6 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 from fedlabels.core.declared import field_infos
 from fedlabels.core.errors import FedLabelsError, did_you_mean
+from fedlabels.core.limits import MAX_ROUNDS, MAX_STEPS, number_text
 
 T = TypeVar("T", bound="MethodOptions")
 
@@ -48,14 +49,19 @@ class Interval:
     def __str__(self) -> str:
         left = "[" if self.closed in ("both", "left") else "("
         right = "]" if self.closed in ("both", "right") else ")"
-        low = "-inf" if self.low is None else f"{self.low:g}"
-        high = "inf" if self.high is None else f"{self.high:g}"
+        low = "-inf" if self.low is None else number_text(self.low)
+        high = "inf" if self.high is None else number_text(self.high)
         return f"{left}{low}, {high}{right}"
 
 
 #: shared ranges: a finite number > 0, and a probability strictly inside (0, 1)
 POSITIVE = Interval(0.0, math.inf, "neither")
 PROBABILITY = Interval(0.0, 1.0, "neither")
+#: rounds of a run or of a phase of it; local steps, at least one or possibly none
+#: (the bounds: :mod:`fedlabels.core.limits`)
+ROUNDS = Interval(1, MAX_ROUNDS)
+STEPS = Interval(1, MAX_STEPS)
+STEPS_OR_NONE = Interval(0, MAX_STEPS)
 #: an ε or a noise scale: > 0 and at most 1e6. Beyond it the accountants overflow float64
 #: (σ², a NaN in calibration), and the value protects nothing (ε = 1e6 allows e^1e6)
 DP_SCALE = Interval(0.0, 1e6, "right")

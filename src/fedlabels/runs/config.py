@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.limits import MAX_ROUNDS, MAX_STEPS
 from fedlabels.runs.spec import ParamInfo, by_name, check_keys, declared, docs_table, param
 
 
@@ -46,9 +47,10 @@ class RunConfig:
         None, "model spec, one for all clients or one per client: dt, 'mlp(hidden=512-512)', "
         "dt,rf,logreg,dt,rf", kind=str, default_text="the method's: mlp for methods that "
         "average parameters or distil soft labels, else decision_tree")
-    rounds: int = param(20, "communication rounds R", kind=int, minimum=1)
+    rounds: int = param(20, "communication rounds R", kind=int, minimum=1,
+                        maximum=MAX_ROUNDS)
     period: int = param(50, "local steps b per round for torch models (refit models ignore "
-                        "it)", kind=int, minimum=1)
+                        "it)", kind=int, minimum=1, maximum=MAX_STEPS)
     unlabeled: int | None = param(None, "size of the public unlabeled set U", kind=int,
                                   minimum=1, group="data", federation=True,
                                   default_text="the dataset's",

@@ -27,6 +27,7 @@ from typing import Any
 
 from fedlabels.core.declared import field_infos
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.limits import number_text
 
 _META = "fedlabels_run_param"
 
@@ -96,9 +97,9 @@ class ParamInfo:
         if self.choices is not None:
             return "one of " + ", ".join(self.choices)
         if self.minimum is not None and self.maximum is not None:
-            return f"in [{self.minimum:g}, {self.maximum:g}]"
+            return f"in [{number_text(self.minimum)}, {number_text(self.maximum)}]"
         if self.minimum is not None:
-            return f">= {self.minimum:g}"
+            return f">= {number_text(self.minimum)}"
         return ""
 
     def default_str(self) -> str:

@@ -42,7 +42,7 @@ from fedlabels.method.base import (
     Settings,
 )
 from fedlabels.method.blocks import broadcast
-from fedlabels.method.options import POSITIVE, Interval, MethodOptions, option
+from fedlabels.method.options import POSITIVE, STEPS, Interval, MethodOptions, option
 from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
@@ -74,7 +74,7 @@ class DSFLOptions(MethodOptions):
         nullable=True)
     distill_steps: int | None = option(
         None, "distillation steps towards the aggregated soft labels; none: period",
-        kind=int, interval=Interval(1, None), nullable=True)
+        kind=int, interval=STEPS, nullable=True)
     soft_dtype: str = soft_dtype_option()
 
     def check(self) -> None:

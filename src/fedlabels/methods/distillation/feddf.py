@@ -43,7 +43,7 @@ from fedlabels.method.blocks import (
     initial_weights,
     size_weighted_average,
 )
-from fedlabels.method.options import POSITIVE, Interval, MethodOptions, option
+from fedlabels.method.options import POSITIVE, STEPS, MethodOptions, option
 from fedlabels.method.threat import ThreatModel
 from fedlabels.methods.distillation.dsfl import tempered_softmax
 from fedlabels.methods.fedavg.fedavg import FedAvg, FedAvgClient
@@ -57,7 +57,7 @@ FLOWER_REFUSAL = ("feddf distils on U at the server, and the Flower ServerApp ho
 class FedDFOptions(MethodOptions):
     server_steps: int | None = option(
         None, "server-side distillation steps on U per round; none: period", kind=int,
-        interval=Interval(1, None), nullable=True)
+        interval=STEPS, nullable=True)
     temperature: float = option(
         1.0, "softmax temperature T of the ensemble's averaged logits (the distillation "
         "target)", kind=float, interval=POSITIVE)

@@ -40,7 +40,7 @@ from fedlabels.method.base import (
     ServerRole,
     Settings,
 )
-from fedlabels.method.options import Interval, MethodOptions, option
+from fedlabels.method.options import STEPS, Interval, MethodOptions, option
 from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
@@ -56,9 +56,9 @@ from fedlabels.methods.distillation.dd import (
 )
 
 
-def _count_option(default: str, help: str) -> Any:
-    return option(None, f"{help}; none: {default}", kind=int, interval=Interval(1, None),
-                  nullable=True)
+def _count_option(default: str, help: str, interval: Interval | None = None) -> Any:
+    return option(None, f"{help}; none: {default}", kind=int,
+                  interval=interval or Interval(1, None), nullable=True)
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,9 @@ class FedMDOptions(MethodOptions):
         "most |U|)")
     transfer_steps: int | None = _count_option(
         "5 x period", "transfer-learning steps on D₀, then as many on the private data "
-        "(round 1)")
-    digest_steps: int | None = _count_option("period", "steps towards the consensus on d_{t-1}")
+        "(round 1)", STEPS)
+    digest_steps: int | None = _count_option("period", "steps towards the consensus on d_{t-1}",
+                                             STEPS)
     soft_dtype: str = soft_dtype_option()
 
 

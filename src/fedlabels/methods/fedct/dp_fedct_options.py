@@ -14,7 +14,16 @@ from fedlabels.method.dpsgd_client import (
     example_clip_option,
     example_rate_option,
 )
-from fedlabels.method.options import DP_SCALE, POSITIVE, PROBABILITY, Interval, delta_option, option
+from fedlabels.method.options import (
+    DP_SCALE,
+    POSITIVE,
+    PROBABILITY,
+    STEPS,
+    STEPS_OR_NONE,
+    Interval,
+    delta_option,
+    option,
+)
 from fedlabels.methods.fedct.fedct import VoteOptions
 
 MECHANISMS = ("xor", "kary", "dpsgd", "subsample-aggregate")
@@ -85,7 +94,7 @@ class DPFedCTOptions(VoteOptions):
     finetune_steps: int = option(
         0, "site_model=private: plain steps of the site's own model on its private data "
         "alone after the last round's training (0: none)", kind=int,
-        interval=Interval(0, None))
+        interval=STEPS_OR_NONE)
     labeller_lr: float | None = option(
         None, "site_model=private: Adam learning rate of the DP-SGD model whose labels a "
         "client shares (it trains apart from the site's own model; none: the model spec's "
@@ -96,7 +105,7 @@ class DPFedCTOptions(VoteOptions):
         "parts of its private data", kind=int, interval=Interval(2, None))
     teacher_steps: int | None = option(
         None, "subsample-aggregate: training steps of each (fresh) torch teacher per round; "
-        "none: period", kind=int, interval=Interval(1, None), nullable=True)
+        "none: period", kind=int, interval=STEPS, nullable=True)
     label_queries: int | None = option(
         100, "subsample-aggregate: points of U each client labels per round (a seeded "
         "subset, at most |U|; earlier rounds' consensus kept elsewhere; σ grows with the "
@@ -130,7 +139,7 @@ class DPFedCTOptions(VoteOptions):
         kind=str)
     sensitivity_steps: int | None = option(
         None, "empirical: training steps of a torch learner; none: period", kind=int,
-        interval=Interval(1, None), nullable=True)
+        interval=STEPS, nullable=True)
     sensitivity_note: str = option(
         "", "where a given number of bits came from (kept in the result)", kind=str)
 

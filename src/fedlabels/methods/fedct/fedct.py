@@ -57,7 +57,7 @@ from fedlabels.method.blocks import (
     encode_consensus,
     vote_consensus,
 )
-from fedlabels.method.options import Interval, MethodOptions, option
+from fedlabels.method.options import STEPS_OR_NONE, Interval, MethodOptions, option
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     SERVER_CHOOSING_U,
@@ -176,10 +176,10 @@ class FedCTOptions(VoteOptions):
         interval=Interval(0.0, 100.0, "right"), flag=True)
     warmup_steps: int = option(
         0, "local steps on private data alone before a client's first vote (0: none)",
-        kind=int, interval=Interval(0, None), flag=True)
+        kind=int, interval=STEPS_OR_NONE, flag=True)
     finetune_steps: int = option(
         0, "local steps on private data alone at the end of the last round (0: none)",
-        kind=int, interval=Interval(0, None), flag=True)
+        kind=int, interval=STEPS_OR_NONE, flag=True)
 
     def check(self) -> None:
         super().check()

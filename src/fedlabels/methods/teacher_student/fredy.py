@@ -58,6 +58,7 @@ from fedlabels.method.blocks import (
 )
 from fedlabels.method.options import (
     DP_SCALE,
+    ROUNDS,
     Interval,
     MethodOptions,
     delta_option,
@@ -140,7 +141,7 @@ class FREDYOptions(TeacherStudentOptions):
         10, "FedAvg rounds R_T of the teacher phase, the last one ending in the vote (each "
         "teacher keeps its last local model); 1: no FedAvg round, each teacher trains on "
         "its own data only (disjoint teachers, L1 sensitivity 2)", kind=int,
-        interval=Interval(1, None))
+        interval=ROUNDS)
 
     def check(self) -> None:
         super().check()

@@ -61,6 +61,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.options import (
     DP_SCALE,
+    STEPS,
     Interval,
     MethodOptions,
     delta_option,
@@ -90,7 +91,7 @@ from fedlabels.privacy.vote_accounting import account_gnmax, calibrate_gnmax_sig
 class PATEOptions(TeacherStudentOptions):
     teacher_steps: int | None = option(
         None, "local steps each torch teacher trains before it votes (scikit-learn teachers "
-        "fit once); none: 20 x period", kind=int, interval=Interval(1, None), nullable=True)
+        "fit once); none: 20 x period", kind=int, interval=STEPS, nullable=True)
     teachers_per_client: int | None = option(
         None, "teachers each client trains on disjoint parts of its private data (its "
         "model, one part each; subsample-and-aggregate), each casting one vote per query; "
