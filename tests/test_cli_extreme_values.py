@@ -50,6 +50,13 @@ REFUSED = [  # (arguments, what the line names) ; the crash each gave before
       f"sensitivity_steps={10 ** 30}"], "sensitivity_steps must lie in [1, 1000000]"),
     (["--method", "fredy", "--epsilon", "8", "--queries", "20", "--opt",
       f"teacher_rounds={10 ** 30}"], "fredy option teacher_rounds must lie in [1, 1000000]"),
+    # OverflowError in subsample_aggregate.record_parts (walkY)
+    (["--method", "dp-fedct", "--epsilon", "8", "--opt", "mechanism=subsample-aggregate",
+      "--opt", f"teachers={10 ** 30}"], "dp-fedct option teachers must lie in [2, 1000000]"),
+    # ran, and the result's privacy statement named 10**30 records per client (walkY)
+    (["--method", "dp-fedct", "--epsilon", "100", "--opt", "mechanism=kary", "--opt",
+      "sensitivity=empirical", "--opt", f"sensitivity_neighbours={10 ** 30}"],
+     "dp-fedct option sensitivity_neighbours must lie in [1, 100000]"),
 ]
 
 

@@ -86,7 +86,7 @@ def sensitivity_guarantee(s: Sensitivity) -> dict[str, Any]:
     d = s.details
     records = d.get("n_neighbours", d.get("neighbours"))
     how = {"empirical": f"empirical estimate (sample maximum, {d.get('relation')} neighbours "
-                        f"of {records} records per client), not a bound",
+                        f"of up to {records} records per client), not a bound",
            "prop2": f"Prop. 2 heuristic (stability rate {d.get('stability_rate')}), not a "
                     "bound",
            "given": f"given by the user ({d.get('note')})"}.get(s.source, s.source)

@@ -26,6 +26,12 @@ from fedlabels.method.options import (
 )
 from fedlabels.methods.fedct.fedct import VoteOptions
 
+#: the most teachers (disjoint parts of a client's data) and empirical-s* neighbours a client
+#: takes: beyond either a count overflowed (teachers = 10**30) or named more records than
+#: any client has in the result's privacy statement
+MAX_PARTS = 10**6
+MAX_NEIGHBOURS = 10**5
+
 MECHANISMS = ("xor", "kary", "dpsgd", "subsample-aggregate")
 SENSITIVITY_SOURCES = ("worst", "empirical", "prop2")  # or a number of bits
 #: the options that only one way of getting s* reads
@@ -102,7 +108,8 @@ class DPFedCTOptions(VoteOptions):
         kind=float, interval=Interval(0.0, 1.0, "right"), nullable=True)
     teachers: int = option(
         50, "subsample-aggregate: k teachers per client, each trained on one of k disjoint "
-        "parts of its private data", kind=int, interval=Interval(2, None))
+        "parts of its private data (at most 1,000,000: one per record at most)", kind=int,
+        interval=Interval(2, MAX_PARTS))
     teacher_steps: int | None = option(
         None, "subsample-aggregate: training steps of each (fresh) torch teacher per round; "
         "none: period", kind=int, interval=STEPS, nullable=True)
@@ -129,7 +136,8 @@ class DPFedCTOptions(VoteOptions):
         kind=float, interval=PROBABILITY, nullable=True)
     sensitivity_neighbours: int = option(
         50, "empirical: records per client whose neighbouring datasets are retrained (at "
-        "most its number of records)", kind=int, interval=Interval(1, None))
+        "most its number of records, and 100,000: each is a retraining)", kind=int,
+        interval=Interval(1, MAX_NEIGHBOURS))
     sensitivity_relation: str = option(
         "both", "empirical: a neighbour removes one record (remove), replaces its label "
         "(replace), or both neighbours of each record are measured (both)",
