@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fedlabels.engines.flower.loopback import loopback_deployment, server_context
 from fedlabels.engines.flower.prepare import prepare_run
@@ -110,3 +111,21 @@ def replace_seed(cfg: RunConfig, seed: int) -> RunConfig:
     from dataclasses import replace
 
     return replace(cfg, seed=seed)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--method", "dp-fedct", "--opt", "epsilon=1", "--opt", "mechanism=xor"], True),
+    (["--method", "dp-fedavg", "--model", "mlp(hidden=4)", "--opt", "level=record",
+      "--opt", "epsilon=8"], True),
+    (["--method", "fedct"], False),
+    (["--method", "dp-fedavg", "--model", "mlp(hidden=4)", "--opt", "epsilon=8"], False),
+])
+def test_prepare_tells_sites_about_their_budget_where_they_release_with_their_own_noise(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+        says: bool) -> None:
+    from fedlabels.cli import main
+
+    assert main(["deploy", "prepare", "--dataset", "breast_cancer", "--clients", "3",
+                 "--rounds", "2", *argv, "--out-dir", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert ("allows one run of its plan" in out) is says
