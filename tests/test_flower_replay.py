@@ -367,3 +367,21 @@ def test_the_plan_budget_is_fixed_by_the_first_run(tmp_path: Path) -> None:
         ledger = _ledger(ctx, prepared)
         assert len(ledger.events()) == cfg.rounds
         assert ledger.summary()["noiseless_answers"] == 0
+
+
+def test_a_run_that_cannot_finish_within_the_budget_releases_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """ledger-epsilon = 1.3 holds one run of an ε = 1 plan (2 XOR releases) and one more
+    release (3 compose to ε 1.25, 4 to about 1.41): the second run is refused before its
+    first release (before: its first round was released, ε 1.25 spent for a run that was
+    then refused at round 2)."""
+    cfg = _config(sensitivity="worst")
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [{**c.node_config, "ledger-epsilon": 1.3} for c in first.contexts.values()]
+    result, grid = _rerun(prepared, configs)
+    assert result is not None and len(result.rounds) == cfg.rounds
+    again, grid = _rerun(prepared, configs)
+    assert again is None or not again.rounds
+    for ctx in grid.contexts.values():
+        assert len(_ledger(ctx, prepared).events()) == cfg.rounds
+    assert "Refusing the run before its first release" in caplog.text

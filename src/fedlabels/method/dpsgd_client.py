@@ -83,7 +83,9 @@ class SecretNoiseClient(ClientRole):
         if self.site_ledger is not None:
             # which charge of this message (a role is built for each message on a site)
             self._site_charges += 1
-            self.site_ledger.charge(events, **self.charge_context, charge=self._site_charges)
+            first = not self.ledger.events  # this run's first release: its whole plan
+            self.site_ledger.charge(events, run_plan=self.planned_events() if first else None,
+                                    **self.charge_context, charge=self._site_charges)
         self.ledger.record(*events)
 
     @property

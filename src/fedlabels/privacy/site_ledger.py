@@ -37,7 +37,7 @@ import numpy as np
 from fedlabels.core.errors import BudgetRefusal, FedLabelsError
 from fedlabels.core.private_files import append_private, check_private, private_dir, same_tag, tag
 from fedlabels.privacy.accounting import PrivacySpent
-from fedlabels.privacy.ledger import Ledger, event_from_dict, event_to_dict
+from fedlabels.privacy.ledger import REL_TOL, Ledger, event_from_dict, event_to_dict
 
 FORMAT = "fedlabels site ledger 1"
 FILE = "ledger.jsonl"
@@ -132,8 +132,13 @@ class SiteLedger:
             "in the node config to allow more runs)" if self.plan_budget else "")
         return Ledger(self.delta, self.epsilon, events, what=what)
 
-    def charge(self, events: Sequence[Any], **about: Any) -> PrivacySpent:
+    def charge(self, events: Sequence[Any], run_plan: Sequence[Any] | None = None,
+               **about: Any) -> PrivacySpent:
         """Record ``events`` before their release; refuse beyond the lifetime budget.
+
+        ``run_plan`` (the events the whole run plans, given with its first release): refuse
+        at once when the releases of other runs (other ``sequence``s) and the whole plan do
+        not fit in the budget, rather than release part of a run that cannot finish.
 
         ``about`` (the run, the message number) is stored with each entry. A charge that
         names the same message (``sequence``, ``seq`` and ``charge``: :data:`UNSENT_KEYS`)
@@ -146,11 +151,28 @@ class SiteLedger:
             past = _events(entries)
             if _charged_unsent(entries, events, about):
                 return self._ledger(past).spent()
+            if run_plan is not None and self.epsilon is not None:
+                self._check_room(entries, list(run_plan), about.get("sequence"))
             after = self._ledger(past).check(events)
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"event": event_to_dict(ev), "at": at, **about} for ev in events],
                          self._last)
         return after
+
+    def _check_room(self, entries: Sequence[dict[str, Any]], plan: list[Any],
+                    sequence: Any) -> None:
+        earlier = [event_from_dict(e["event"]) for e in entries[1:]
+                   if "event" in e and (sequence is None or e.get("sequence") != sequence)]
+        ledger = self._ledger(earlier)
+        after = ledger.account([*earlier, *plan]).epsilon
+        assert self.epsilon is not None
+        if after > self.epsilon * (1.0 + REL_TOL):
+            raise BudgetRefusal(
+                f"privacy budget exceeded: {ledger.what} has spent ε = "
+                f"{ledger.spent().epsilon:.6g} in earlier runs, and this run's plan "
+                f"({len(plan)} release(s)) would bring it to ε = {after:.6g} (δ = "
+                f"{self.delta:g}) > its budget ε = {self.epsilon:.6g}. Refusing the run "
+                "before its first release.")
 
     def note_noiseless(self, what: str, **about: Any) -> None:
         """Record a noiseless answer computed from the private data (``what``; outside every
