@@ -297,11 +297,13 @@ def test_without_a_lifetime_budget_the_noiseless_answer_is_given_once(
         assert ledger.noiseless() == 1 and len(ledger.events()) == cfg.rounds
 
 
+@pytest.mark.parametrize("crash_at", [1, 2])  # 1: the site's first message of all
 @pytest.mark.parametrize("options", [{"sensitivity": "worst"},
                                      {"mechanism": "dpsgd", "sensitivity": "worst",
                                       "example_rate": 0.5}])
 def test_a_release_charged_but_never_sent_is_not_charged_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any],
+        crash_at: int) -> None:
     """A site that fails after charging a release (a crash while saving its snapshot) never
     hands that release out; when the same message number comes again the recorded charge
     covers it, so the plan's one-run budget still lets the run finish, and the ledger holds
@@ -315,8 +317,7 @@ def test_a_release_charged_but_never_sent_is_not_charged_again(
     real_save, failed = site_app.save_state, []
 
     def crash_once(role: Any, records: Any, site: Any, key: bytes) -> None:
-        if site.partition_id == 0 and role.ledger.events and len(role.ledger.events) == 2 \
-                and not failed:
+        if site.partition_id == 0 and len(role.ledger.events) == crash_at and not failed:
             failed.append(1)
             raise OSError("the SuperNode was killed while saving")
         real_save(role, records, site, key)
@@ -334,16 +335,16 @@ def test_a_release_charged_but_never_sent_is_not_charged_again(
     assert failed
     ctx = grid.contexts[NODE]
     ledger = _ledger(ctx, prepared)
-    assert len(ledger.events()) == cfg.rounds  # round 2's charge, its release never sent
+    assert len(ledger.events()) == crash_at  # the last charge's release was never sent
     crashed = [m for n, m in kept if n == NODE and _seq(m) == max(
         _seq(k) for nn, k in kept if nn == NODE)][-1]
     # the same message again (a resumed ServerApp re-sends it): answered, nothing new charged
     reply = client_app(_copy(crashed), ctx)
     assert reply.has_content()
-    assert len(_ledger(ctx, prepared).events()) == cfg.rounds
+    assert len(_ledger(ctx, prepared).events()) == crash_at
     # and a third time: now the stored reply
     assert _ours(client_app(_copy(crashed), ctx)) == _ours(reply)
-    assert len(_ledger(ctx, prepared).events()) == cfg.rounds
+    assert len(_ledger(ctx, prepared).events()) == crash_at
 
 
 def test_the_plan_budget_is_fixed_by_the_first_run(tmp_path: Path) -> None:
@@ -385,3 +386,39 @@ def test_a_run_that_cannot_finish_within_the_budget_releases_nothing(
     for ctx in grid.contexts.values():
         assert len(_ledger(ctx, prepared).events()) == cfg.rounds
     assert "Refusing the run before its first release" in caplog.text
+
+
+def test_a_noiseless_answer_noted_but_never_sent_is_given_when_asked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the plan's budget a second noiseless s* answer is refused; the same request
+    again after a crash that lost the first answer is not a second one."""
+    import fedlabels.engines.flower.client_app as site_app
+
+    cfg = _config(**_EMPIRICAL)
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [dict(c.node_config) for c in first.contexts.values()]
+    real_save, failed = site_app.save_state, []
+
+    def crash_once(role: Any, records: Any, site: Any, key: bytes) -> None:
+        if site.partition_id == 0 and role.sensitivity_answers == 1 and not failed:
+            failed.append(1)
+            raise OSError("the SuperNode was killed while saving")
+        real_save(role, records, site, key)
+
+    monkeypatch.setattr(site_app, "save_state", crash_once)
+    kept: list[tuple[int, Message]] = []
+
+    def recording(message: Message, context: Context) -> Message:
+        kept.append((context.node_id, _copy(message)))
+        return client_app(message, context)
+
+    grid = LoopbackGrid(recording, configs, {RUN_CONFIG_KEY: prepared.spec.to_json()})
+    with contextlib.suppress(FedLabelsError):
+        run_server(grid, server_context(prepared.spec))
+    assert failed
+    ctx = grid.contexts[NODE]
+    asked = next(m for n, m in kept if n == NODE
+                 and from_record_dict(m.content)[0].kind == "dpfedct.sensitivity")
+    reply = client_app(_copy(asked), ctx)  # the request again: answered now
+    assert "bits" in from_record_dict(reply.content)[0].config
+    assert _ledger(ctx, prepared).noiseless() == 1

@@ -178,10 +178,15 @@ class SiteLedger:
         """Record a noiseless answer computed from the private data (``what``; outside every
         guarantee, so no ε) before it is given. With ``plan_budget`` (a budget the site took
         from its plan, not one the operator set) a second one is refused: one run of the
-        plan gets one, a new run of it none."""
+        plan gets one, a new run of it none. A note for the same message of the same
+        sequence (its answer never handed out, as for :meth:`charge`) is not made again."""
         with self._locked():
             entries = self._lines()
-            if self.plan_budget and any("noiseless" in e for e in entries[1:]):
+            noted = [e for e in entries[1:] if "noiseless" in e]
+            if any(all(e.get(k) == about.get(k) is not None for k in ("sequence", "seq"))
+                   for e in noted):  # noted, then never answered (a crash): the same answer
+                return
+            if self.plan_budget and noted:
                 raise BudgetRefusal(
                     f"refusing a second noiseless {what} for this site's dataset: its "
                     f"ledger {self.path} already records one, and this site's lifetime "

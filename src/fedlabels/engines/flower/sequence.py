@@ -121,11 +121,18 @@ class SequenceGuard:
                 or isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0:
             raise RefusedError("message refused: its sequence or round number is not a "
                                  "whole number >= 1 (>= 0 for rounds).")
+        first = not self.path.exists()
         if flower_run != self.flower_run and not resume:  # a new run from scratch
             self.flower_run, self.last, self.replies = flower_run, 0, {}
             self.round, self.kinds, self.nonce = -1, [], secrets.token_hex(16)
         self.flower_run = flower_run
         if seq == self.last + 1:
+            # the first sequence's name is on disk before anything is charged under it; a
+            # later one's is saved with its first reply, not before: the record of the run
+            # before it stays whole for a resume until then (a crash before that first reply
+            # makes its charge count twice: conservative)
+            if first:
+                self.save()
             return None
         stored = self.replies.get(str(seq))
         if seq <= self.last and stored is not None and stored["digest"] == digest:
