@@ -235,4 +235,7 @@ EVALUATION_PAYLOADS = (
             note="regression: test RMSE for the run record; outside any guarantee"),
     Payload("evaluate.reply", "r2", "metric", source="config",
             note="regression: test R² for the run record; outside any guarantee"),
+    Payload("evaluate.declined", "declined", "control", source="config", covered=True,
+            note="a Flower site whose node config says evaluate=false: no score, only that "
+                 "setting"),
 )
