@@ -50,6 +50,33 @@ def _wait_gone(workdir: Path, timeout: float = 15.0) -> list[int]:
     return left
 
 
+def test_site_settings_reach_every_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    """`deploy local --site-config evaluate=false --site-config ledger-epsilon=3`: the real
+    SuperNodes get the keys: no site sends a score, and each ledger takes the operator's
+    budget (no plan budget recorded)."""
+    from fedlabels.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["deploy", "local", "--method", "dp-fedct", "--dataset", "breast_cancer",
+                 "--clients", "3", "--model", "dt", "--rounds", "2", "--opt", "epsilon=1",
+                 "--opt", "mechanism=xor", "--site-config", "evaluate=false",
+                 "--site-config", "ledger-epsilon=3", "--workdir", str(tmp_path / "w"),
+                 "-o", str(out), "--timeout", "400"]) == 0
+    written = json.loads(out.read_text())
+    assert written["final"] is None
+    assert [r["server"]["evaluation_declined"] for r in written["rounds"]] == [3.0, 3.0]
+    assert "declined by the sites" in capsys.readouterr().out
+    sites = tmp_path / "w" / "sites"
+    for cid in range(3):
+        assert main(["deploy", "ledger", "--json", "--ledger-dir",
+                     str(sites / f"client_{cid}.ledger"), "--state-key",
+                     str(sites / f"client_{cid}.state.key")]) == 0
+        (row,) = json.loads(capsys.readouterr().out)["datasets"]
+        assert row["releases"] == 2 and row["plan_budget"] is None
+    assert _wait_gone(tmp_path / "w") == []
+
+
 def test_deployed_fedct_gives_the_simulator_result(tmp_path: Path) -> None:
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=2,
                     eval_every=2, seed=3)

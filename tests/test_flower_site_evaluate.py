@@ -71,6 +71,9 @@ def test_every_site_declining_still_gives_a_result(tmp_path: Path) -> None:
     from fedlabels.results.caveats import run_warnings
 
     assert any("every site (3) declined evaluation" in w for w in run_warnings(result))
+    from fedlabels.results.run_result import format_table
+
+    assert "declined by the sites" in format_table([result.summary_row()])
 
 
 def test_a_bad_evaluate_value_is_refused_by_the_site(

@@ -50,11 +50,27 @@ def _add_deploy_options(p: argparse.ArgumentParser) -> None:
                         "604800)")
 
 
+def _site_settings(pairs: list[str]) -> dict[str, str]:
+    """``--site-config KEY=VALUE`` pairs (checked by the launcher before anything starts)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise FedLabelsError(f"--site-config takes KEY=VALUE (e.g. evaluate=false), got "
+                                 f"{pair!r}.")
+        if key.strip() in out and out[key.strip()] != value.strip():
+            raise FedLabelsError(f"--site-config {key.strip()} given twice with different "
+                                 "values; give it once.")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def cmd_deploy_local(args: argparse.Namespace) -> int:
     from fedlabels.core.files import writing
-    from fedlabels.deploy.launcher import deploy_local
+    from fedlabels.deploy.launcher import check_site_settings, deploy_local
 
     cfg = config_from_args(args)
+    settings = check_site_settings(_site_settings(args.site_config))  # before anything
     if args.resume and not args.workdir:
         raise FedLabelsError("--resume continues a run in its --workdir (its sites' saved "
                              "state is there); give the interrupted run's --workdir.")
@@ -66,6 +82,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fedlabels-deploy-"))
     try:
         result = deploy_local(cfg, workdir=workdir, output=out,
+                              site_settings=settings,
                               reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
                               timeout=args.timeout, secure=args.tls,
                               progress=not args.no_progress, database=args.database,
@@ -181,6 +198,10 @@ def add_deploy_parser(sub: Any) -> None:
                    help="TLS (fresh CA) and SuperNode authentication instead of --insecure")
     p.add_argument("--database", metavar="PATH",
                    help="the SuperLink keeps its state in this SQLite file (default: in memory)")
+    p.add_argument("--site-config", metavar="KEY=VALUE", action="append", default=[],
+                   help="a node config key every site adds (repeatable): ledger-epsilon=E "
+                        "(a lifetime budget), ledger-delta=D, evaluate=false (send no test "
+                        "score), threads=N; see docs/deployment.md")
     p.add_argument("--resume", action="store_true",
                    help="continue the run whose --output and --workdir are given from its last "
                         "completed round (after a ServerApp or SuperLink crash), with the same "

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
@@ -115,8 +116,11 @@ class LocalDeployment:
 
     def __init__(self, prepared: PreparedRun, workdir: str | Path, *,
                  startup_timeout: float = 60.0, secure: bool = False,
-                 echo: bool = False, database: str | Path | None = None) -> None:
+                 echo: bool = False, database: str | Path | None = None,
+                 site_settings: Mapping[str, Any] | None = None) -> None:
         self.prepared = prepared
+        #: node config keys every site adds to its own (``--site-config``)
+        self.site_settings = dict(site_settings or {})
         self.echo = echo
         self.secure = secure
         self.tls: Any = None
@@ -264,7 +268,7 @@ class LocalDeployment:
                 "--isolation", "process",  # the site's pinned executor runs its ClientApps
                 "--superlink", f"127.0.0.1:{self.port}",
                 "--host", "127.0.0.1", "--port", str(port),
-                "--node-config", self.prepared.node_config(cid)], f"supernode_{cid}")
+                "--node-config", self.node_config(cid)], f"supernode_{cid}")
             self._spawn(f"site_exec_{cid}", [
                 sys.executable, "-m", "fedlabels.deploy.site_exec", *exec_auth,
                 "--runtime-api-address", f"127.0.0.1:{port}"], f"supernode_{cid}")
@@ -452,6 +456,13 @@ class LocalDeployment:
         self._terminate(orphans, grace)
         return orphans
 
+    def node_config(self, cid: int) -> str:
+        """Site ``cid``'s ``--node-config``: what ``prepare`` wrote, and ``site_settings``."""
+        extra = " ".join(f'{k}="{v}"' if isinstance(v, str) else
+                         f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                         for k, v in self.site_settings.items())
+        return " ".join(filter(None, [self.prepared.node_config(cid), extra]))
+
     def __enter__(self) -> LocalDeployment:
         return self
 
@@ -493,12 +504,46 @@ def read_outcome(prepared: PreparedRun, returncode: int, logs: Path) -> RunResul
     return load_result(output)
 
 
+#: the node config keys ``deploy local`` lets every site add (``--site-config KEY=VALUE``);
+#: the others name the sites' files, which ``prepare`` writes
+SITE_SETTINGS = ("ledger-epsilon", "ledger-delta", "evaluate", "threads")
+
+
+def check_site_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with each value checked as the site will read it (one-line errors)."""
+    from fedlabels.core.errors import did_you_mean
+    from fedlabels.engines.flower.site_privacy import site_evaluates, site_ledger_budget
+
+    for key in settings:
+        if key not in SITE_SETTINGS:
+            raise FedLabelsError(f"site setting {key!r}{did_you_mean(key, SITE_SETTINGS)} is "
+                                 f"not one deploy local sets; it sets {', '.join(SITE_SETTINGS)}"
+                                 " (the others name the sites' files).")
+    out = dict(settings)
+    if "evaluate" in out:
+        out["evaluate"] = site_evaluates(out)
+    site_ledger_budget(out)  # ledger-epsilon, ledger-delta
+    if "threads" in out:
+        try:
+            out["threads"] = int(str(out["threads"]))
+        except ValueError:
+            out["threads"] = 0
+        if out["threads"] < 1:
+            raise FedLabelsError(f"site setting threads must be a whole number >= 1, got "
+                                 f"{settings['threads']!r}.")
+    return out
+
+
 def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | None = None,
                  reply_timeout: float = 120.0, node_timeout: float = 60.0,
                  timeout: float = 3600.0, secure: bool = False,
                  progress: bool = False, database: str | Path | None = None,
-                 resume: bool = False) -> RunResult:
+                 resume: bool = False,
+                 site_settings: Mapping[str, Any] | None = None) -> RunResult:
     """Run ``cfg`` over a SuperLink and ``cfg.clients`` SuperNodes on 127.0.0.1.
+
+    ``site_settings``: node config keys every site adds to its own (those of
+    :data:`SITE_SETTINGS`: e.g. ``{"evaluate": False, "ledger-epsilon": 8}``).
 
     Writes the site files, the app and the logs under ``workdir`` and the result JSON to
     ``output`` (default ``workdir/sites/result.json``); returns the result. ``secure=True``
@@ -509,24 +554,28 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
     from fedlabels.engines.flower import require_flwr
 
     require_flwr()
+    settings = check_site_settings(site_settings or {})
     workdir = Path(workdir).resolve()
     out = Path(output).resolve() if output else workdir / "sites" / "result.json"
     # one deployment at a time writes a result (and its checkpoint), or uses a workdir
     with checkpoint_lock(checkpoint_path(out)), checkpoint_lock(workdir / "deployment"):
         return _deploy_local(cfg, workdir, out, reply_timeout=reply_timeout,
                              node_timeout=node_timeout, timeout=timeout, secure=secure,
-                             progress=progress, database=database, resume=resume)
+                             progress=progress, database=database, resume=resume,
+                             site_settings=settings)
 
 
 def _deploy_local(cfg: RunConfig, workdir: Path, output: Path, *, reply_timeout: float,
                   node_timeout: float, timeout: float, secure: bool, progress: bool,
-                  database: str | Path | None, resume: bool) -> RunResult:
+                  database: str | Path | None, resume: bool,
+                  site_settings: Mapping[str, Any]) -> RunResult:
     prepared = prepare_run(cfg, workdir / "sites", output=output, reply_timeout=reply_timeout,
                            node_timeout=node_timeout)
     if resume:  # the same sites (split again identically), their saved state, the checkpoint
         check_resumable(prepared)  # before any process starts or any status is written
         prepared = resumable(prepared)
-    dep = LocalDeployment(prepared, workdir, secure=secure, echo=progress, database=database)
+    dep = LocalDeployment(prepared, workdir, secure=secure, echo=progress, database=database,
+                          site_settings=site_settings)
     status = dep.status_path
     died = None
     guard = watchdog.start(status, dep.processes_file)  # acts only if this process is killed

@@ -321,7 +321,9 @@ def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> str:
         elif r.get("mean_rmse") is not None:  # a regression row among classification rows
             cells = f"{'RMSE ' + format(r['mean_rmse'], '.4g'):>{wv}} R² {r['mean_r2']:>8.3f}"
         elif r.get(f"mean_{key}") is None:
-            why = "no evaluation yet" if r.get("mean_acc") is None else "n/a"
+            declined = any("declined evaluation" in w for w in r.get("warnings") or [])
+            why = ("declined by the sites" if declined else "no evaluation yet") \
+                if r.get("mean_acc") is None else "n/a"
             cells = f"{why:>{wv + 14}}"
         else:
             cells = (f"{r[f'mean_{key}']:>{wv}.4f} {r[f'min_{key}']:>6.3f} "

@@ -61,13 +61,17 @@ def _number(node_config: Mapping[str, Any], key: str, default: float | None,
     return value
 
 
+def site_ledger_budget(node_config: Mapping[str, Any]) -> tuple[float | None, float]:
+    """The operator's lifetime ε (None: not set) and the ledger's δ, checked."""
+    return (_number(node_config, "ledger-epsilon", None, math.inf),
+            _number(node_config, "ledger-delta", DEFAULT_DELTA, 1.0) or DEFAULT_DELTA)
+
+
 def open_site_ledger(node_config: Mapping[str, Any], key: bytes, X: Any,
                      y: Any) -> SiteLedger:
     """This site's ledger of the dataset (X, y), with the operator's budget and δ."""
-    return SiteLedger.open(ledger_dir(node_config), key, X, y,
-                           epsilon=_number(node_config, "ledger-epsilon", None, math.inf),
-                           delta=_number(node_config, "ledger-delta", DEFAULT_DELTA, 1.0)
-                           or DEFAULT_DELTA)
+    epsilon, delta = site_ledger_budget(node_config)
+    return SiteLedger.open(ledger_dir(node_config), key, X, y, epsilon=epsilon, delta=delta)
 
 
 def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
