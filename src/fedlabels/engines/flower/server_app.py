@@ -361,7 +361,8 @@ BUDGET_SPENT_HINT = (
     "in earlier runs on the same data (without ledger-epsilon, one run of its privacy-plan). "
     "Run on new data, or have the sites set ledger-epsilon in their node config "
     "(docs/deployment.md, 'The site's ledger'); with deploy local, a --workdir used before "
-    "keeps its sites' ledgers: give a new one, or --resume the interrupted run.")
+    "keeps its sites' ledgers: give a new one, --site-config ledger-epsilon=E, or --resume "
+    "the interrupted run.")
 
 
 def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
