@@ -255,7 +255,7 @@ def _digest_as_before(cfg: RunConfig) -> str:
 
     later = {"device": "cpu", "precision": "fp32", "batch_clients": "auto", "offload": "auto",
              "cuda_graphs": "off",
-             "image_size": None, "image_column": None, "workers": None,
+             "image_size": None, "image_column": None, "workers": None, "public": None,
              "engine": "simulator"}
     settings = {("attack" if k == "poison" else k): v for k, v in cfg.to_dict().items()
                 if k != "output" and not (k in later and v == later[k])}

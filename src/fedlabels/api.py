@@ -149,7 +149,7 @@ def _planned_outputs(cfg: RunConfig, overwrite: bool) -> dict[str, Path] | None:
     if not cfg.output:
         return None
     files = run_outputs(result_path(cfg.output, option="output"))
-    check_outputs(files, run_inputs(cfg.dataset), overwrite=overwrite,
+    check_outputs(files, run_inputs(cfg.dataset, public=cfg.public), overwrite=overwrite,
                   overwrite_hint="overwrite=True")
     return files
 
@@ -236,7 +236,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
         raise FedLabelsError(f"checkpoint {file} was not made from a run configuration "
                              f"({exc}); resume it with fedlabels.engines.simulate(..., "
                              "resume=PATH) and the same federation and models.") from None
-    _check_relative_data(cfg.dataset, saved.meta.get("directory"))
+    _check_relative_data(cfg.dataset, saved.meta.get("directory"), cfg.public)
     if rounds is not None:
         cfg = cfg.replace(rounds=rounds)
     if workers is not None:  # how it runs, not what: the result is the same
@@ -267,11 +267,20 @@ def load_run(path: str | Path, *, models: bool = True) -> RunResult:
     return result
 
 
-def _check_relative_data(dataset: str, started_in: str | None) -> None:
-    """A run's own data (``csv:``, ``imagefolder:``) named by a path relative to where the
-    run started: resumed elsewhere, that path names nothing; say where to resume from."""
+def _check_relative_data(dataset: str, started_in: str | None,
+                         public: str | None = None) -> None:
+    """A run's own data (``csv:``, ``imagefolder:``, a ``public`` set) named by a path
+    relative to where the run started: resumed elsewhere, that path names nothing; say where
+    to resume from."""
     from fedlabels.core.errors import FedLabelsError
 
+    if public is not None:
+        path = Path(public).expanduser()
+        if not (path.is_absolute() or path.exists() or started_in is None
+                or Path(started_in).resolve() == Path.cwd().resolve()):
+            raise FedLabelsError(f"this run's public set {public} is a path relative to "
+                                 f"{started_in}, where it started; resume it from there (cd "
+                                 "there first).")
     kind, _, rest = dataset.partition(":")
     if kind not in ("csv", "imagefolder") or not rest:
         return

@@ -101,7 +101,7 @@ def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
     if not models:
         del files["models file"]
     files.update({name: out.with_suffix(suffix) for name, suffix in extra.items()})
-    check_outputs(files, run_inputs(cfg.dataset, args.config),
+    check_outputs(files, run_inputs(cfg.dataset, args.config, cfg.public),
                   overwrite=getattr(args, "overwrite", False))
     return files
 

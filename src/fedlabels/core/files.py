@@ -92,9 +92,13 @@ def csv_parts(dataset: str) -> tuple[str, str]:
     return path, target
 
 
-def run_inputs(dataset: str, config_file: str | Path | None = None) -> dict[str, Path]:
-    """The user files a run reads: the table of ``csv:PATH:TARGET`` and the config file."""
+def run_inputs(dataset: str, config_file: str | Path | None = None,
+               public: str | None = None) -> dict[str, Path]:
+    """The user files a run reads: the table of ``csv:PATH:TARGET``, the config file and a
+    public set's table (``public``)."""
     inputs: dict[str, Path] = {}
+    if public is not None:
+        inputs["public file"] = Path(public).expanduser()
     if dataset.startswith("csv:"):
         table, _ = csv_parts(dataset)
         if table:

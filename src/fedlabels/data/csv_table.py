@@ -45,28 +45,8 @@ def _separator_hint(path: Path, header: str, sep: str) -> str:
 
 def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any, Any]:
     """Features (a DataFrame) and the target column of ``path``; every problem one line."""
-    import pandas as pd  # lazily: importing fedlabels must not load pandas
-
     sep = normalise_sep(sep) or ","
-    if not path.is_file():
-        from fedlabels.core.files import not_a_file
-
-        raise FedLabelsError(f"CSV file {path} {not_a_file(path)}.")
-    try:
-        frame = pd.read_csv(path, sep=sep)
-    except pd.errors.EmptyDataError:
-        raise FedLabelsError(f"CSV file {path} is empty: it needs a header line naming the "
-                             f"columns (one of them {target!r}) and at least one row.") from None
-    except UnicodeDecodeError as exc:
-        byte = exc.object[exc.start]
-        raise FedLabelsError(f"CSV file {path} is not UTF-8 text (byte 0x{byte:02x} at offset "
-                             f"{exc.start}); re-save it as UTF-8.") from None
-    except pd.errors.ParserError as exc:
-        reason = " ".join(str(exc).split())
-        raise FedLabelsError(f"CSV file {path} cannot be parsed: {reason}."
-                             + _separator_hint(path, _first_line(path), sep)) from None
-    except OSError as exc:
-        raise FedLabelsError(f"cannot read CSV file {path}: {exc.strerror or exc}.") from None
+    frame = read_csv_frame(path, sep, f" (one of them {target!r})")
     columns = [str(c) for c in frame.columns]
     if target not in columns:
         hint = _separator_hint(path, _first_line(path), sep) if len(columns) == 1 else ""
@@ -82,6 +62,33 @@ def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any
         raise FedLabelsError(f"CSV file {path} has {len(missing)} row(s) without a label in "
                              f"column {target!r} (data row(s) {rows}); drop or label them.")
     return frame.drop(columns=[target]), frame[target]
+
+
+def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "") -> Any:
+    """The table in ``path`` as a DataFrame (separator ``sep``, default ``,``); a missing,
+    empty, non-UTF-8 or unparsable file is one line naming it."""
+    import pandas as pd  # lazily: importing fedlabels must not load pandas
+
+    sep = normalise_sep(sep) or ","
+    if not path.is_file():
+        from fedlabels.core.files import not_a_file
+
+        raise FedLabelsError(f"CSV file {path} {not_a_file(path)}.")
+    try:
+        return pd.read_csv(path, sep=sep)
+    except pd.errors.EmptyDataError:
+        raise FedLabelsError(f"CSV file {path} is empty: it needs a header line naming the "
+                             f"columns{columns_hint} and at least one row.") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise FedLabelsError(f"CSV file {path} is not UTF-8 text (byte 0x{byte:02x} at offset "
+                             f"{exc.start}); re-save it as UTF-8.") from None
+    except pd.errors.ParserError as exc:
+        reason = " ".join(str(exc).split())
+        raise FedLabelsError(f"CSV file {path} cannot be parsed: {reason}."
+                             + _separator_hint(path, _first_line(path), sep)) from None
+    except OSError as exc:
+        raise FedLabelsError(f"cannot read CSV file {path}: {exc.strerror or exc}.") from None
 
 
 def _first_line(path: Path) -> str:

@@ -355,6 +355,7 @@ def make_federation(
     target_range: Any = None,
     unlabeled_shift: float = 0.0,
     public_pca: int | None = None,
+    X_public: Any = None,
 ) -> Federation:
     """Split labelled data into a test set, a public unlabeled set U and m client sets.
 
@@ -397,6 +398,12 @@ def make_federation(
         whitened (:mod:`fedlabels.data.public_pca`; fitted on U's features only, so it costs
         no privacy). The features become ``pc1..pcK`` and ``info["public_pca"]`` records K
         and the fraction of U's variance kept. None (the default): features as they were.
+    X_public : array-like or DataFrame, optional
+        A public unlabeled set U of your own (the features of X, no labels): then no U is
+        drawn from X, every row not held out to test goes to the clients, ``unlabeled`` and
+        ``unlabeled_shift`` are refused, and ``y_public`` is None. A DataFrame is one-hot
+        encoded together with X (its columns must be X's). The scaling and ``public_pca``
+        are fitted on it; ``info["public"]`` records its size and SHA-256.
 
     The sizes are named as the run parameters (``fedlabels run --clients``); their former
     names ``n_clients``, ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more
@@ -426,6 +433,7 @@ def make_federation(
     spec = parse_partition(partition)
     from fedlabels.data.partition import split_column
     from fedlabels.data.preprocessing import Preprocessing, label_dtype
+    from fedlabels.data.public_set import array_sha256
     from fedlabels.data.shift import check_shift, measure_shift, shifted_public
     from fedlabels.data.targets import check_partition_for_task, check_task, unit_targets
 
@@ -435,10 +443,18 @@ def make_federation(
     if shift and regression:
         raise FedLabelsError("unlabeled_shift shifts U's class proportions and a regression "
                              "task has no classes; leave it at 0.")
+    given = X_public is not None  # U of the user's own: none drawn from X
+    if given and (n_unlabeled is not None or shift):
+        raise FedLabelsError("unlabeled and unlabeled_shift draw U from the labelled rows; "
+                             "with a public set given (public, X_public) leave both out.")
     sites = site_names = None
     if spec.kind == "column":  # the sites: one client per value, the column no feature
         X, sites, site_names = split_column(X, spec.column, n_clients)
+    if given:
+        X, Xp = _with_public(X, X_public)
     Xa, feature_names = as_feature_matrix(X, "X")  # an ndarray, or LazyRows read by rows
+    if given:
+        Xa, Xp = _split_public(Xa, Xp)
     if regression:
         ya, yt_unit, target_range, range_source = unit_targets(y, y_test, target_range)
         class_names: list[str] = []
@@ -453,7 +469,7 @@ def make_federation(
                              + (f"a single class ({class_names[0]!r})" if class_names
                                 else "no class")
                              + "; classification needs at least two classes.")
-    needed = n_clients + (1 if X_test is not None else 2)
+    needed = n_clients + (1 if X_test is not None else 2) - given
     if len(ya) < needed:
         raise FedLabelsError(f"only {len(ya)} labelled examples: a federation of {n_clients} "
                              f"clients needs at least {needed} (one per client, one in U"
@@ -486,9 +502,12 @@ def make_federation(
         Xt, yt = Xa[order[:n_test]], ya[order[:n_test]]
         pool = order[n_test:]
 
-    if n_unlabeled is None:  # as load_federation does for a user's table
+    if given:
+        n_unlabeled = 0
+    elif n_unlabeled is None:  # as load_federation does for a user's table
         n_unlabeled = max(1, len(pool) // 2)
-    _check_size("unlabeled (|U|)", n_unlabeled, len(pool) - 1, "--unlabeled")
+    if not given:
+        _check_size("unlabeled (|U|)", n_unlabeled, len(pool) - 1, "--unlabeled")
     remaining = len(pool) - n_unlabeled
     if n_private is None:
         n_private = remaining
@@ -512,13 +531,14 @@ def make_federation(
     parts = partition_pool(ya[private_idx], n_clients, spec, part_rng,
                            groups=None if sites is None else sites[private_idx])
 
-    X_public = Xa[public_idx]
+    X_public = (Xp[:] if isinstance(Xp, LazyRows) else np.array(Xp)) if given \
+        else Xa[public_idx]
     mean = std = None
     text = Xa.ndim == 1  # text features (as_feature_matrix): nothing to scale
     if public_pca is not None:
         from fedlabels.data.public_pca import check_public_pca
 
-        check_public_pca(public_pca, len(public_idx), 1 if text else Xa.shape[1], text)
+        check_public_pca(public_pca, len(X_public), 1 if text else Xa.shape[1], text)
     if text:
         scale = "none"
     if scale == "public":
@@ -529,6 +549,8 @@ def make_federation(
         std[std == 0] = 1.0
     if not text and isinstance(Xa, np.ndarray):
         _check_range(Xa, mean, std, feature_names)
+    if given and not text:
+        _check_range(X_public, mean, std, feature_names)
     pca = None
     if public_pca is not None:  # U's features only (never its labels): no privacy cost
         from fedlabels.data.public_pca import fit_public_pca
@@ -553,14 +575,15 @@ def make_federation(
 
         seen_texts = test_texts_seen(Xt, [X_public, *(c.X for c in sites_data)],
                                      feature_names[0])
+    y_public = None if given else ya[public_idx]
     measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in sites_data]),
-                             None if regression else ya[public_idx],
+                             None if regression else y_public,
                              None if regression else yp, len(class_names), favoured)
     return Federation(
         name=name,
         clients=sites_data,
         X_public=X_public_scaled,
-        y_public=ya[public_idx],
+        y_public=y_public,
         # an explicit test set may be the caller's own array: copy it rather than share it
         X_test=_scale(Xt, owned=X_test is None or isinstance(X_test, LazyRows)),
         y_test=yt,
@@ -574,6 +597,10 @@ def make_federation(
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private), "unlabeled_shift": measured,
               **({"public_pca": pca.record()} if pca is not None else {}),
+              **({"public": {"source": "given", "n_public": len(X_public_scaled),
+                             "sha256": array_sha256(X_public_scaled),
+                             "labels": "none: no consensus_accuracy (a diagnostic against "
+                                       "U's true labels)"}} if given else {}),
               **({"test_texts_seen": seen_texts} if seen_texts is not None else {}),
               **({"client_sites": site_names} if site_names is not None else {}),
               **({"task": task, "target_range": list(target_range),
@@ -581,6 +608,45 @@ def make_federation(
         task=task,
         target_range=target_range if regression else None,
     )
+
+
+def _with_public(X: Any, X_public: Any) -> tuple[Any, Any]:
+    """X and a given U as :func:`as_feature_matrix` is to read them: two DataFrames as one
+    (U's rows last, its columns in X's order, one-hot encoded together), else apart."""
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame) != isinstance(X_public, pd.DataFrame):
+        raise FedLabelsError("X and X_public must both be DataFrames (named columns) or both "
+                             "arrays.")
+    if not isinstance(X, pd.DataFrame):
+        return X, X_public
+    columns = [str(c) for c in X.columns]
+    theirs = [str(c) for c in X_public.columns]
+    if sorted(columns) != sorted(theirs):
+        missing = [c for c in columns if c not in theirs]
+        extra = [c for c in theirs if c not in columns]
+        raise FedLabelsError(f"X_public's columns are not X's: missing {missing}, extra "
+                             f"{extra}; give U the features of X (and no label).")
+    Xp = X_public.copy()
+    Xp.columns = theirs
+    both = pd.concat([X.set_axis(columns, axis=1), Xp[columns]], ignore_index=True)
+    return both, len(X_public)
+
+
+def _split_public(Xa: Any, Xp: Any) -> tuple[Any, Any]:
+    """The rows of X and of U: the tail of one matrix (``Xp`` its length), or U's own."""
+    if isinstance(Xp, int):
+        if Xp == 0:
+            raise FedLabelsError("X_public has no rows; U needs at least one.")
+        return Xa[: len(Xa) - Xp], Xa[len(Xa) - Xp:]
+    Xu, _ = as_feature_matrix(Xp, "X_public")
+    if Xu.ndim != Xa.ndim or (Xa.ndim == 2 and Xu.shape[1] != Xa.shape[1]):
+        raise FedLabelsError(f"X_public has {Xu.shape[1] if Xu.ndim == 2 else 'text'} "
+                             f"features, X has {Xa.shape[1] if Xa.ndim == 2 else 'text'}; give "
+                             "U the features of X.")
+    if len(Xu) == 0:
+        raise FedLabelsError("X_public has no rows; U needs at least one.")
+    return Xa, Xu
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)

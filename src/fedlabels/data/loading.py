@@ -92,8 +92,8 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
                     unlabeled_shift: float = 0.0, public_pca: int | None = None,
-                    image_size: str | None = None, image_column: str | None = None
-                    ) -> Federation:
+                    image_size: str | None = None, image_column: str | None = None,
+                    public: str | None = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     The keywords are the run parameters that build a federation, named as in ``fedlabels
@@ -110,6 +110,10 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     see :func:`load_table`; an image dataset records its (C, H, W) in the federation's
     ``image_shape`` (unless ``public_pca`` replaces the pixels); one whose labels are codes
     records what they mean in ``class_descriptions`` (Fashion-MNIST's ``8`` is ``Bag``).
+    ``public``: the path of a public unlabeled set U of your own, a CSV table of the
+    training table's feature columns or, for a run on image files, a folder of images
+    (:mod:`fedlabels.data.public_set`); no U is then drawn from the dataset and
+    ``unlabeled`` and ``unlabeled_shift`` are refused.
     """
     from fedlabels.data.targets import resolve_task
 
@@ -136,6 +140,17 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
                                  f"records, but partition {partition!r} draws unequal ones: "
                                  "give private (the total over all clients) instead.")
         n_private = private_per_client * n_clients
+    X_public = None
+    if public is not None:
+        if n_unlabeled is not None or unlabeled_shift:
+            raise FedLabelsError("unlabeled and unlabeled_shift draw U from the labelled "
+                                 "rows; with public (a U of your own) leave both out.")
+        from fedlabels.data.partition import parse_partition
+        from fedlabels.data.public_set import read_public
+
+        spec = parse_partition(partition)
+        X_public = read_public(info, raw, public, sep=sep, features=features, drop=drop,
+                               partition_column=spec.column if spec.kind == "column" else None)
     n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
     n_private = n_private if n_private is not None else defaults.get("n_private")
     if n_test is not None and raw.X_test is not None:
@@ -148,7 +163,9 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
             f"evaluates on: test={n_test} is not used (eval_every thins the evaluations)."),
             stacklevel=2)
     n_test = n_test if n_test is not None else defaults.get("n_test")
-    if n_unlabeled is None:  # a user table: half of what is left after the test split
+    if X_public is not None:
+        n_unlabeled = None
+    elif n_unlabeled is None:  # a user table: half of what is left after the test split
         n_rows = len(raw.y)
         n_test_eff = n_test if n_test is not None else max(1, round(0.2 * n_rows))
         n_unlabeled = max(1, (n_rows - n_test_eff) // 2)
@@ -158,7 +175,12 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
                           y_test=raw.y_test, partition=partition,
                           scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,
-                          unlabeled_shift=unlabeled_shift, public_pca=public_pca)
+                          unlabeled_shift=unlabeled_shift, public_pca=public_pca,
+                          X_public=X_public)
+    if public is not None:
+        from fedlabels.data.public_set import public_path
+
+        fed.info["public"] = {"path": str(public_path(public)), **fed.info["public"]}
     if raw.class_descriptions and task != "regression":
         fed.info["class_descriptions"] = [raw.class_descriptions.get(name, "")
                                           for name in fed.class_names]

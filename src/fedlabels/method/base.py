@@ -451,6 +451,9 @@ class Method:
     options_class: ClassVar[type[MethodOptions]] = NoOptions
     threat_model: ClassVar[ThreatModel]
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: why the method needs the true labels of part of U (FedMD's labelled D0), which a
+    #: public set of the user's own (``public``) lacks; None: it needs none
+    public_labels_note: ClassVar[str | None] = None
 
     def no_models_note(self) -> str | None:
         """Why a run of this method keeps no models (None: it keeps its clients')."""

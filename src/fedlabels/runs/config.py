@@ -71,6 +71,11 @@ class RunConfig:
         0.0, "S: draw U with class proportions (1-S) p + S u_H, half of the classes "
         "favoured; measured in the result", kind=float, minimum=0, maximum=1, group="data",
         federation=True, simulator_only=True, metavar="S")
+    public: str | None = param(
+        None, "PATH: a public unlabeled set U of your own instead of one drawn from the "
+        "dataset: a CSV of the table's feature columns (no target), or for images a folder "
+        "of images; every non-test row then goes to the clients (docs/usage.md)", kind=str,
+        group="data", federation=True, metavar="PATH", hashed_at_default=False)
     public_pca: int | None = param(
         None, "project every feature vector onto the top K whitened principal components of "
         "U (fitted on U only: no privacy cost)", kind=int, minimum=1, group="data",
@@ -190,6 +195,8 @@ class RunConfig:
             setattr(self, info.name, checked_value(info, getattr(self, info.name)))
         if self.private is not None and self.private_per_client is not None:
             raise FedLabelsError("set private or private_per_client, not both.")
+        if self.public is not None:
+            self._check_public()
         if self.malicious or self.poison is not None:
             from fedlabels.method.adversary import plan_attack
             from fedlabels.methods import get_method
@@ -215,6 +222,25 @@ class RunConfig:
 
             check_image_settings(self.dataset, self.image_size, self.image_column,
                                  self.text_column)
+
+    def _check_public(self) -> None:
+        """A given U replaces the drawn one: no size or shift to draw it with, and no method
+        that needs U's true labels. Every other method takes it: it fixes the clients' data
+        (every non-test row) and the scaling, so baselines compare on the same split."""
+        from fedlabels.data.public_set import public_path
+        from fedlabels.methods import get_method
+
+        public_path(self.public)
+        given = [name for name in ("unlabeled", "unlabeled_shift") if getattr(self, name)]
+        if given:
+            raise FedLabelsError(f"{' and '.join(given)} draw{'s' * (len(given) == 1)} U from "
+                                 "the labelled rows; with public (a U of your own) leave "
+                                 f"{'it' if len(given) == 1 else 'them'} out.")
+        note = get_method(self.method).public_labels_note
+        if note is not None:
+            raise FedLabelsError(f"{note}, and a public set of your own (public) has no "
+                                 "labels: drop public, or use a method that labels U itself "
+                                 "(e.g. fedct, ds-fl, feddf).")
 
     def _check_engine(self) -> None:
         """Flower's engine runs the deployed ServerApp and ClientApp: refuse what only the

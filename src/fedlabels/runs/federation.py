@@ -15,4 +15,4 @@ def federation_for(cfg: RunConfig) -> Federation:
                            text_column=cfg.text_column, task=cfg.task,
                            target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift,
                            public_pca=cfg.public_pca, image_size=cfg.image_size,
-                           image_column=cfg.image_column)
+                           image_column=cfg.image_column, public=cfg.public)

@@ -202,6 +202,8 @@ class FedMD(Method):
     description = ("FedMD: transfer learning on a labelled public slice of U, then "
                    "communicate / aggregate / digest / revisit with soft scores")
     options_class = FedMDOptions
+    public_labels_note = ("FedMD's transfer learning takes the true labels of the first "
+                          "public_labeled points of U (its D0)")
     threat_model = ThreatModel(
         view="soft-labels-on-queries",
         adversary=SERVER_CHOOSING_U,
@@ -229,7 +231,7 @@ class FedMD(Method):
                     client_sizes: list[int]) -> ServerRole:
         if ctx.truth_public is None:
             raise FedLabelsError("FedMD needs a labelled public set; this federation has no "
-                                 "labels for U.")
+                                 "labels for U (a public set of your own, public, has none).")
         return FedMDServer(ctx.settings, n_public, np.asarray(ctx.truth_public),
                            ctx.server_seed)
 

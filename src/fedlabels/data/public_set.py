@@ -1,0 +1,135 @@
+"""A public unlabeled set U given in a file (``public``), instead of drawn from the labelled
+rows: a CSV table of the training table's feature columns, or a folder of images.
+
+A table is read with the run's separator; its columns must be the training table's (those
+``features``/``drop`` leave out may stand in it and are left out alike); the target column
+is refused (U is unlabelled). Images are read as the run's own (their size, grey or RGB,
+their scale), through the same reader and cache (:mod:`fedlabels.data.images`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+
+
+def public_path(public: Any) -> Path:
+    """``public`` as a path (relative ones from the working directory, as a dataset's)."""
+    import os
+
+    if not isinstance(public, str | os.PathLike) or not str(public).strip():
+        raise FedLabelsError(f"public must be the path of a CSV table or an image folder, "
+                             f"got {public!r}.")
+    return Path(public).expanduser()
+
+
+def array_sha256(X: Any) -> str:
+    """SHA-256 of U's model inputs as shipped (``np.ascontiguousarray(X).tobytes()``; text:
+    each row's UTF-8 bytes, length-prefixed)."""
+    a = np.asarray(X)
+    h = hashlib.sha256()
+    if a.dtype == object:
+        for v in a.ravel():
+            data = str(v).encode()
+            h.update(len(data).to_bytes(8, "little") + data)
+    else:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def read_public(info: Any, raw: Any, public: Any, *, sep: str | None = None,
+                features: str | Sequence[str] | None = None,
+                drop: str | Sequence[str] | None = None,
+                partition_column: str | None = None) -> Any:
+    """U's raw features from ``public``, shaped as the training rows ``raw.X`` are: pixel
+    rows (:class:`LazyRows`) for a run on image files, else a DataFrame (or a text Series)
+    of the training table's feature columns."""
+    path = public_path(public)
+    if raw.image_input is not None:
+        raise FedLabelsError("public takes a CSV table for now; a run on image files does "
+                             "not read a public image folder yet.")
+    return _public_table(info, raw, path, sep, features, drop, partition_column)
+
+
+def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
+                  features: str | Sequence[str] | None, drop: str | Sequence[str] | None,
+                  partition_column: str | None) -> Any:
+    import pandas as pd
+
+    from fedlabels.data.columns import drop_index_columns, parse_columns
+    from fedlabels.data.csv_table import read_csv_frame
+
+    if path.is_dir():
+        raise FedLabelsError(f"public {path} is a folder; for a table dataset give a CSV file "
+                             "of the training table's feature columns (no target column).")
+    frame = read_csv_frame(path, sep)
+    if frame.empty:
+        raise FedLabelsError(f"public CSV file {path} has a header but no rows of data.")
+    frame.columns = [str(c) for c in frame.columns]
+    target = info.target
+    if target is None and isinstance(raw.y, pd.Series) and raw.y.name is not None:
+        target = str(raw.y.name)
+    if target is not None and target in frame.columns:
+        raise FedLabelsError(f"public CSV file {path} has the target column {target!r}: U is "
+                             "unlabelled; drop that column from it.")
+    keep, remove = parse_columns(features, "--features"), parse_columns(drop, "--drop")
+    frame = drop_index_columns(frame, keep=[*(keep or ()), *(remove or ())])
+    X = raw.X
+    if isinstance(X, pd.Series):  # text: the one text column
+        name = str(X.name)
+        if name not in frame.columns:
+            from fedlabels.core.errors import missing_column
+
+            raise FedLabelsError(f"public CSV file {path} {missing_column(name, frame.columns)}"
+                                 f"; it needs the text column {name!r}.")
+        return frame[name].astype(str).rename(name)
+    if not isinstance(X, pd.DataFrame):
+        raise FedLabelsError(f"dataset {info.name!r} has unnamed feature columns; a public "
+                             "CSV file needs a table with named columns (a csv: dataset).")
+    needed = [str(c) for c in X.columns if str(c) != partition_column]
+    known = set(_training_columns(info, raw, sep, features, drop)) - {target}
+    extra = [c for c in frame.columns if c not in known]
+    missing = [c for c in needed if c not in frame.columns]
+    if extra or missing:
+        parts = []
+        if missing:
+            parts.append(f"lacks the feature column(s) {_show(missing)}")
+        if extra:
+            parts.append(f"has column(s) {_show(extra)} that the training table lacks")
+        raise FedLabelsError(f"public CSV file {path} {' and '.join(parts)}; give it the "
+                             f"training table's feature columns ({_show(needed)}).")
+    frame = frame[needed]
+    numeric = [c for c in needed if pd.api.types.is_numeric_dtype(X[c])
+               and not pd.api.types.is_numeric_dtype(frame[c])]
+    if numeric:
+        raise FedLabelsError(f"public CSV file {path}: column(s) {_show(numeric)} hold numbers "
+                             "in the training table but text here; make them numeric.")
+    return frame
+
+
+def _training_columns(info: Any, raw: Any, sep: str | None, features: Any,
+                      drop: Any) -> list[str]:
+    """Every column of the training table but the target (before features/drop)."""
+    if features is None and drop is None:
+        return [str(c) for c in raw.X.columns]
+    if info.target is not None and info.name.startswith("csv:"):
+        import pandas as pd
+
+        from fedlabels.core.files import csv_parts
+        from fedlabels.data.csv_table import normalise_sep
+
+        table = Path(csv_parts(info.name)[0]).expanduser()  # read once already: its header
+        return [str(c) for c in pd.read_csv(table, sep=normalise_sep(sep) or ",",
+                                            nrows=0).columns]
+    return [str(c) for c in info.load().X.columns]
+
+
+def _show(names: Sequence[str], shown: int = 8) -> str:
+    listed = ", ".join(repr(c) for c in names[:shown])
+    return listed + (f", ... ({len(names)} in all)" if len(names) > shown else "")

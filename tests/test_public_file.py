@@ -1,0 +1,175 @@
+"""A public unlabeled set U given in a file (``--public``, ``public=``) instead of drawn from
+the labelled rows: a table's U is the file's rows, every other non-test row goes to the
+clients, the scaling is fitted on the given U, and bad files are one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedlabels as fl
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDLABELS_CACHE", str(tmp_path / "cache"))
+
+
+def _tables(tmp_path: Path) -> tuple[str, Path, object]:
+    """breast_cancer: the first 300 rows a labelled private CSV, the rest a public CSV
+    without the target."""
+    import sklearn.datasets
+
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).frame
+    frame.iloc[:300].to_csv(tmp_path / "private.csv", index=False)
+    public = frame.iloc[300:].drop(columns=["target"])
+    public.to_csv(tmp_path / "public.csv", index=False)
+    return f"csv:{tmp_path / 'private.csv'}:target", tmp_path / "public.csv", public
+
+
+def test_a_given_u_is_the_files_rows_scaled_by_its_own_statistics(tmp_path: Path) -> None:
+    dataset, public, frame = _tables(tmp_path)
+    fed = fl.load_federation(dataset, clients=3, public=str(public), seed=0)
+    raw = frame.to_numpy(dtype=np.float64)
+    # an independent oracle: U is the file's rows z-scored by their own mean and std
+    mean, std = raw.mean(axis=0), raw.std(axis=0)
+    np.testing.assert_allclose(fed.X_public, (raw - mean) / std, rtol=1e-5, atol=1e-5)
+    assert fed.y_public is None
+    # no U drawn: every one of the 300 labelled rows is a client's or the test set's
+    assert sum(len(c) for c in fed.clients) + len(fed.y_test) == 300
+    record = fed.info["public"]
+    assert record["path"] == str(public) and record["n_public"] == len(frame)
+    import hashlib
+
+    assert record["sha256"] == hashlib.sha256(fed.X_public.tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("method", ["fedct", "ds-fl"])
+def test_fedct_and_ds_fl_run_on_a_given_u(tmp_path: Path, method: str) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    result = fl.run(method, dataset, public=str(public), clients=3, rounds=2, period=5,
+                    seed=0)
+    assert result.federation["public"]["path"] == str(public)
+    assert result.federation["n_public"] == 269
+    assert result.final["mean_accuracy"] > 0.8  # breast_cancer: well above chance
+    # no labels of U: the consensus-accuracy diagnostic is absent, and the result says so
+    assert all("consensus_accuracy" not in r.server for r in result.rounds)
+    assert "no consensus_accuracy" in result.federation["public"]["labels"]
+
+
+def test_the_cli_takes_public_and_records_it(tmp_path: Path) -> None:
+    import json
+
+    dataset, public, _ = _tables(tmp_path)
+    out = tmp_path / "r.json"
+    code = main(["run", "--method", "fedct", "--dataset", dataset, "--public", str(public),
+                 "--clients", "3", "--rounds", "1", "-o", str(out), "-q"])
+    assert code == 0
+    saved = json.loads(out.read_text())
+    assert saved["config"]["public"] == str(public)
+    assert saved["federation"]["public"]["n_public"] == 269
+
+
+def test_a_toml_config_takes_public(tmp_path: Path) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    (tmp_path / "c.toml").write_text(f'method = "fedct"\ndataset = "{dataset}"\n'
+                                     f'public = "{public}"\nclients = 3\nrounds = 1\n')
+    from fedlabels.runs.config import load_config
+
+    cfg = load_config(tmp_path / "c.toml")
+    assert cfg.public == str(public)
+    result = fl.run_config(cfg, save=False)
+    assert result.federation["n_public"] == 269
+
+
+def _error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_bad_public_tables_are_one_line(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    dataset, public, frame = _tables(tmp_path)
+    base = ["run", "--method", "fedct", "--dataset", dataset, "--clients", "3",
+            "--rounds", "1", "-o", str(tmp_path / "r.json"), "--public"]
+    labelled = tmp_path / "labelled.csv"
+    frame.assign(target=0).to_csv(labelled, index=False)
+    assert "target column 'target'" in _error(capsys, [*base, str(labelled)])
+    extra = tmp_path / "extra.csv"
+    frame.assign(site="a").to_csv(extra, index=False)
+    assert "'site' that the training table lacks" in _error(capsys, [*base, str(extra)])
+    short = tmp_path / "short.csv"
+    frame.drop(columns=["mean radius"]).to_csv(short, index=False)
+    assert "lacks the feature column(s) 'mean radius'" in _error(capsys, [*base, str(short)])
+    text = tmp_path / "text.csv"
+    frame.assign(**{"mean radius": "big"}).to_csv(text, index=False)
+    assert "'mean radius' hold numbers" in _error(capsys, [*base, str(text)])
+    assert "does not exist" in _error(capsys, [*base, str(tmp_path / "nope.csv")])
+    both = _error(capsys, [*base, str(public), "--unlabeled", "50",
+                           "--unlabeled-shift", "0.5"])
+    assert "unlabeled and unlabeled_shift" in both
+
+
+def test_a_method_that_needs_us_labels_refuses_public(tmp_path: Path) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    with pytest.raises(FedLabelsError, match="FedMD's transfer learning"):
+        fl.run("fedmd", dataset, public=str(public), clients=3, rounds=1)
+
+
+def test_features_and_drop_apply_to_the_public_table_alike(tmp_path: Path) -> None:
+    dataset, public, frame = _tables(tmp_path)
+    fed = fl.load_federation(dataset, clients=3, public=str(public),
+                             features="mean radius,mean texture")
+    assert fed.feature_names == ["mean radius", "mean texture"]
+    raw = frame[["mean radius", "mean texture"]].to_numpy(dtype=np.float64)
+    np.testing.assert_allclose(fed.X_public, (raw - raw.mean(0)) / raw.std(0), atol=1e-5)
+
+
+def test_categorical_columns_are_one_hot_encoded_with_the_training_rows(
+        tmp_path: Path) -> None:
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 80
+    private = pd.DataFrame({"x": rng.normal(size=n), "colour": rng.choice(["red", "blue"], n),
+                            "y": rng.integers(0, 2, n)})
+    private.to_csv(tmp_path / "p.csv", index=False)
+    # U's only colour is one the training rows hold too, and a new one
+    pd.DataFrame({"x": [0.0, 1.0, 2.0], "colour": ["blue", "green", "blue"]}).to_csv(
+        tmp_path / "u.csv", index=False)
+    fed = fl.load_federation(f"csv:{tmp_path / 'p.csv'}:y", clients=2,
+                             public=str(tmp_path / "u.csv"))
+    assert fed.feature_names == ["x", "colour_blue", "colour_green", "colour_red"]
+    assert len(fed.X_public) == 3
+
+
+def test_resume_refuses_a_changed_public_set(tmp_path: Path) -> None:
+    dataset, public, frame = _tables(tmp_path)
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "fedct", "--dataset", dataset, "--public", str(public),
+                 "--clients", "3", "--rounds", "1", "-o", str(out), "-q"]) == 0
+    changed = frame.copy()
+    changed.iloc[0, 0] += 1.0  # one value of U: same sizes, same settings, another U
+    changed.to_csv(public, index=False)
+    with pytest.raises(FedLabelsError, match="the data changed since the checkpointed run"):
+        fl.resume(out, rounds=2)
+    frame.to_csv(public, index=False)  # U restored: the run goes on
+    assert fl.resume(out, rounds=2).final["round"] == 2
+
+
+def test_a_runs_outputs_never_overwrite_its_public_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    named = tmp_path / "r.rounds.csv"  # what -o r.json would write its rounds table to
+    public.rename(named)
+    err = _error(capsys, ["run", "--method", "fedct", "--dataset", dataset, "--public",
+                          str(named), "--clients", "3", "--rounds", "1",
+                          "-o", str(tmp_path / "r.json")])
+    assert "public file" in err
+    assert named.read_text().startswith("mean radius")
