@@ -60,7 +60,7 @@ def test_the_cache_is_used_checked_and_rebuilt_when_damaged(tmp_path, monkeypatc
     assert oct(cache.stat().st_mode & 0o777) == "0o600"
     calls = []
     real = images.read_images
-    monkeypatch.setattr(images, "read_images", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(images, "read_images", lambda *a, **k: calls.append(1) or real(*a, **k))
     np.testing.assert_array_equal(load_image_folder(tmp_path / "imgs", None)[0], first)
     assert calls == []  # served from the cache
     with np.load(cache) as data:
@@ -117,7 +117,7 @@ def test_a_tables_images_are_cached_and_read_again_when_a_file_changes(tmp_path,
     first = load()
     calls = []
     real = images.read_images
-    monkeypatch.setattr(images, "read_images", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(images, "read_images", lambda *a, **k: calls.append(1) or real(*a, **k))
     np.testing.assert_array_equal(load(), first)
     assert calls == []  # served from the cache
     fl.load_federation(name, clients=2, image_column="file", image_size="6x5", seed=0)

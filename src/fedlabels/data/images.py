@@ -38,6 +38,8 @@ _SKIPPED = ("__MACOSX",)  # macOS' archive folders (copies of resource forks)
 _CACHE_FORMAT = "fedlabels.imagefolder/2"
 #: EXIF orientations that turn an image a quarter (its width and height swap)
 _QUARTER_TURNS = (5, 6, 7, 8)
+_TRAINED_ON = ("the models were trained on {} images and the run declared no image_size to "
+               "resize to: resize it first.")
 
 
 class Images(NamedTuple):
@@ -215,11 +217,12 @@ def _pixel_array(n: int, channels: int, h: int, w: int) -> np.ndarray:
 
 
 def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | None = None,
-                peak: float | None = None, resize: bool = True) -> Images:
+                peak: float | None = None, resize: bool = True,
+                reference: str = _TRAINED_ON) -> Images:
     """The images' pixels: grey if every image is (or ``mode="L"``), else RGB; resized to
-    ``size`` (height, width) if given (``resize=False``: each must already have it), else
-    all of one size; deep images scaled by ``peak`` (default: :func:`full_scale` of their
-    brightest pixel)."""
+    ``size`` (height, width) if given (``resize=False``: each must already have it, else one
+    line ending in ``reference`` with that size), else all of one size; deep images scaled
+    by ``peak`` (default: :func:`full_scale` of their brightest pixel)."""
     from PIL import Image, ImageOps
 
     headers = [_header(path) for path in files]
@@ -227,9 +230,8 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
     for path, (_, wh, _) in zip(files, headers, strict=True):
         sizes.setdefault(wh, path)
         if not resize and size is not None and wh != (size[1], size[0]):
-            raise FedLabelsError(f"image {path} is {wh[1]}x{wh[0]} (height x width); the "
-                                 f"models were trained on {size[0]}x{size[1]} images and the "
-                                 "run declared no image_size to resize to: resize it first.")
+            raise FedLabelsError(f"image {path} is {wh[1]}x{wh[0]} (height x width); "
+                                 + reference.format(f"{size[0]}x{size[1]}"))
     if size is None and len(sizes) > 1:
         (s1, f1), (s2, f2) = list(sizes.items())[:2]
         raise FedLabelsError(f"images differ in size ({f1} is {s1[1]}x{s1[0]}, {f2} is "
@@ -309,7 +311,8 @@ def _write_cache(path: Path, images: Images) -> None:
 
 
 def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str,
-                   mode: str | None = None) -> Images:
+                   mode: str | None = None, peak: float | None = None, resize: bool = True,
+                   reference: str = _TRAINED_ON) -> Images:
     """``read_images(files, size, mode)``, from the cache entry ``key`` where it holds them; a new
     entry replaces its group's stale ones (the same folder or table and size, older files),
     so a folder whose images change keeps one entry per size, not one per change."""
@@ -320,7 +323,7 @@ def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str,
     cached = _read_cache(cache) if cache.is_file() else None
     if cached is not None and len(cached.pixels) == len(files):
         return cached
-    images = read_images(files, size, mode)
+    images = read_images(files, size, mode, peak=peak, resize=resize, reference=reference)
     with contextlib.suppress(OSError):  # a read-only cache: the images are read next time
         _write_cache(cache, images)
         group = key.split("-")[0]

@@ -52,9 +52,40 @@ def read_public(info: Any, raw: Any, public: Any, *, sep: str | None = None,
     of the training table's feature columns."""
     path = public_path(public)
     if raw.image_input is not None:
-        raise FedLabelsError("public takes a CSV table for now; a run on image files does "
-                             "not read a public image folder yet.")
+        return _public_images(path, raw.image_input)
     return _public_table(info, raw, path, sep, features, drop, partition_column)
+
+
+def _public_images(folder: Path, spec: dict[str, Any]) -> Any:
+    from fedlabels.data.images import (
+        SUFFIXES,
+        _cache_key,
+        _cached_images,
+        image_files,
+        pixel_names,
+        unit_float32,
+    )
+    from fedlabels.data.lazy_rows import LazyRows
+
+    if not folder.is_dir():
+        what = "is a file" if folder.is_file() else "does not exist"
+        raise FedLabelsError(f"public {folder} {what}; for a run on images give a folder of "
+                             f"images ({', '.join(SUFFIXES)}; sub-folders too, no labels).")
+    files = image_files(folder)
+    if not files:
+        raise FedLabelsError(f"public folder {folder} holds no images ({', '.join(SUFFIXES)}); "
+                             "add the unlabelled images (sub-folders too) or fix the path.")
+    c, h, w = (int(s) for s in spec["shape"])
+    mode = "L" if c == 1 else "RGB"
+    peak = float(spec.get("peak", 255.0))
+    resize = spec.get("size") is not None
+    key = _cache_key(folder, files, (h, w), f"{mode}|{peak:g}|{'resize' if resize else 'as-is'}")
+    # an 8-bit run: a deep public image is scaled by its own full scale (as predict reads)
+    images = _cached_images(files, (h, w), key, mode, peak=None if peak == 255.0 else peak,
+                            resize=resize, reference="the private images are {} and no "
+                            "--image-size (image_size) is declared to resize to: resize it, or "
+                            "declare one.")
+    return LazyRows(images.pixels, unit_float32, names=pixel_names(images.shape))
 
 
 def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
