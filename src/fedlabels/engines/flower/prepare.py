@@ -109,6 +109,8 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
 
     if cfg.image_column is not None or get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
         return None  # a table's image column: pixels in [0, 1] (digits' 8x8 rows do scale)
+    if cfg.public is not None:  # a U of the user's own: the statistics it was scaled with
+        return ref.public_scaling
     _, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
     unscaled = make_federation(raw.X, raw.y, clients=cfg.clients,
                                unlabeled=len(ref.X_public),
@@ -178,6 +180,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     method.parse_options(cfg.options)  # unknown or invalid options fail before any data loads
     root = Path(root).resolve()
     fed = federation_for(cfg)
+    with_truth = with_truth and fed.y_public is not None  # a U of your own has no labels
     from fedlabels.learners.text_input import refuse_text
 
     refuse_text(fed.X_public, "fedlabels deploy (sites exchange numeric .npz files)",
