@@ -173,3 +173,22 @@ def test_a_runs_outputs_never_overwrite_its_public_file(
                           "-o", str(tmp_path / "r.json")])
     assert "public file" in err
     assert named.read_text().startswith("mean radius")
+
+
+def test_copies_of_labelled_rows_in_u_are_counted_and_warned_of(tmp_path: Path) -> None:
+    import pandas as pd
+
+    dataset, public, frame = _tables(tmp_path)
+    private = pd.read_csv(tmp_path / "private.csv").drop(columns=["target"])
+    leaky = pd.concat([frame, private.iloc[[3, 50, 100, 150, 299]]], ignore_index=True)
+    leaky.to_csv(public, index=False)
+    with pytest.warns(fl.FedLabelsWarning, match="holds 5 row"):
+        fed = fl.load_federation(dataset, clients=3, public=str(public))
+    assert fed.info["public"]["copies_of_labelled_rows"] == 5
+    frame.to_csv(public, index=False)  # a clean U: nothing to warn of
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fl.FedLabelsWarning)
+        fed = fl.load_federation(dataset, clients=3, public=str(public))
+    assert fed.info["public"]["copies_of_labelled_rows"] == 0

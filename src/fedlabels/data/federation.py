@@ -433,7 +433,7 @@ def make_federation(
     spec = parse_partition(partition)
     from fedlabels.data.partition import split_column
     from fedlabels.data.preprocessing import Preprocessing, label_dtype
-    from fedlabels.data.public_set import array_sha256
+    from fedlabels.data.public_set import array_sha256, copies_of_labelled
     from fedlabels.data.shift import check_shift, measure_shift, shifted_public
     from fedlabels.data.targets import check_partition_for_task, check_task, unit_targets
 
@@ -576,6 +576,20 @@ def make_federation(
         seen_texts = test_texts_seen(Xt, [X_public, *(c.X for c in sites_data)],
                                      feature_names[0])
     y_public = None if given else ya[public_idx]
+    # an explicit test set may be the caller's own array: copy it rather than share it
+    X_test_scaled = _scale(Xt, owned=X_test is None or isinstance(X_test, LazyRows))
+    copies = copies_of_labelled(X_public_scaled, [*(c.X for c in sites_data), X_test_scaled]) \
+        if given else 0
+    if copies:
+        import warnings
+
+        from fedlabels.core.errors import FedLabelsWarning
+
+        warnings.warn(FedLabelsWarning(
+            f"the public set U holds {copies} row(s) identical to labelled rows (the "
+            "clients' or the test set's): a public set must hold no private records "
+            "(docs/privacy.md, 'A public set of your own'); drop them from it."),
+            stacklevel=3)
     measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in sites_data]),
                              None if regression else y_public,
                              None if regression else yp, len(class_names), favoured)
@@ -584,8 +598,7 @@ def make_federation(
         clients=sites_data,
         X_public=X_public_scaled,
         y_public=y_public,
-        # an explicit test set may be the caller's own array: copy it rather than share it
-        X_test=_scale(Xt, owned=X_test is None or isinstance(X_test, LazyRows)),
+        X_test=X_test_scaled,
         y_test=yt,
         n_classes=len(class_names),
         class_names=class_names,
@@ -599,6 +612,7 @@ def make_federation(
               **({"public_pca": pca.record()} if pca is not None else {}),
               **({"public": {"source": "given", "n_public": len(X_public_scaled),
                              "sha256": array_sha256(X_public_scaled),
+                             "copies_of_labelled_rows": copies,
                              "labels": "none: no consensus_accuracy (a diagnostic against "
                                        "U's true labels)"}} if given else {}),
               **({"test_texts_seen": seen_texts} if seen_texts is not None else {}),

@@ -164,3 +164,38 @@ def _training_columns(info: Any, raw: Any, sep: str | None, features: Any,
 def _show(names: Sequence[str], shown: int = 8) -> str:
     listed = ", ".join(repr(c) for c in names[:shown])
     return listed + (f", ... ({len(names)} in all)" if len(names) > shown else "")
+
+
+def copies_of_labelled(X_public: Any, labelled: Sequence[Any]) -> int:
+    """How many rows of U equal a labelled row (any of ``labelled``: the clients' sets, the
+    test set) exactly, as model inputs; rows are matched by a 64-bit digest, then compared."""
+    U = np.asarray(X_public)
+    if U.ndim == 1:  # text
+        seen = {str(v) for a in labelled for v in np.asarray(a).ravel()}
+        return sum(str(v) in seen for v in U)
+    index: dict[int, list[tuple[int, int]]] = {}
+    for k, a in enumerate(labelled):
+        for i, h in enumerate(_row_digests(np.asarray(a))):
+            index.setdefault(int(h), []).append((k, i))
+    count = 0
+    for i, h in enumerate(_row_digests(U)):
+        for k, j in index.get(int(h), ()):
+            if np.array_equal(np.asarray(labelled[k])[j], U[i]):
+                count += 1
+                break
+    return count
+
+
+def _row_digests(a: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each row's bytes (a fixed random linear map, wrapping)."""
+    flat = np.ascontiguousarray(a).reshape(len(a), -1)
+    words = flat.view(np.uint8).reshape(len(a), -1)
+    weights = np.random.default_rng(0x5eed).integers(1, 2**63, size=words.shape[1],
+                                                     dtype=np.uint64) | np.uint64(1)
+    out = np.empty(len(a), dtype=np.uint64)
+    step = max(1, (1 << 20) // max(1, words.shape[1]))
+    with np.errstate(over="ignore"):
+        for s in range(0, len(a), step):
+            block = words[s:s + step].astype(np.uint64)
+            out[s:s + step] = (block * weights).sum(axis=1, dtype=np.uint64)
+    return out
