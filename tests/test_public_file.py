@@ -192,3 +192,35 @@ def test_copies_of_labelled_rows_in_u_are_counted_and_warned_of(tmp_path: Path) 
         warnings.simplefilter("error", fl.FedLabelsWarning)
         fed = fl.load_federation(dataset, clients=3, public=str(public))
     assert fed.info["public"]["copies_of_labelled_rows"] == 0
+
+
+def test_public_pca_is_fitted_on_the_given_u(tmp_path: Path) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    fed = fl.load_federation(dataset, clients=3, public=str(public), public_pca=3)
+    # whitened on U (ddof = 1): U's components have mean 0 and standard deviation 1
+    np.testing.assert_allclose(fed.X_public.mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(fed.X_public.std(axis=0, ddof=1), 1.0, atol=1e-5)
+    assert fed.info["public_pca"]["components"] == 3
+
+
+def test_make_federation_takes_an_array_u() -> None:
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 4)), rng.integers(0, 2, 60)
+    U = rng.normal(loc=3.0, size=(25, 4))
+    fed = fl.make_federation(X, y, clients=3, X_public=U, seed=0)
+    np.testing.assert_allclose(fed.X_public, (U - U.mean(0)) / U.std(0), atol=1e-5)
+    assert fed.y_public is None and sum(len(c) for c in fed.clients) == 60 - len(fed.y_test)
+    with pytest.raises(FedLabelsError, match="X_public has 3 features, X has 4"):
+        fl.make_federation(X, y, clients=3, X_public=U[:, :3])
+    with pytest.raises(FedLabelsError, match="unlabeled and unlabeled_shift"):
+        fl.make_federation(X, y, clients=3, X_public=U, unlabeled=10)
+
+
+def test_a_baseline_that_labels_no_u_takes_public_and_gets_the_same_clients(
+        tmp_path: Path) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    runs = {m: fl.run(m, dataset, public=str(public), clients=3, rounds=1, period=2, seed=0)
+            for m in ("fedct", "local")}
+    assert runs["local"].federation["client_sizes"] == runs["fedct"].federation["client_sizes"]
+    assert sum(runs["local"].federation["client_sizes"]) == 300 - runs["local"].federation[
+        "n_test"]
