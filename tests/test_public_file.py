@@ -111,6 +111,10 @@ def test_bad_public_tables_are_one_line(tmp_path: Path,
     frame.assign(**{"mean radius": "big"}).to_csv(text, index=False)
     assert "'mean radius' hold numbers" in _error(capsys, [*base, str(text)])
     assert "does not exist" in _error(capsys, [*base, str(tmp_path / "nope.csv")])
+    holes = tmp_path / "holes.csv"
+    frame.assign(**{"mean area": np.where(np.arange(len(frame)) == 4, np.nan, 1.0)}).to_csv(
+        holes, index=False)
+    assert "data row(s) 5; column(s) 'mean area'" in _error(capsys, [*base, str(holes)])
     both = _error(capsys, [*base, str(public), "--unlabeled", "50",
                            "--unlabeled-shift", "0.5"])
     assert "unlabeled and unlabeled_shift" in both

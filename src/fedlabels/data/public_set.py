@@ -136,6 +136,14 @@ def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
         raise FedLabelsError(f"public CSV file {path} {' and '.join(parts)}; give it the "
                              f"training table's feature columns ({_show(needed)}).")
     frame = frame[needed]
+    empty = frame.isna().any(axis=1).to_numpy()
+    if empty.any():
+        rows = np.flatnonzero(empty)
+        shown = ", ".join(str(r + 1) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+        columns = [c for c in needed if frame[c].isna().any()]
+        raise FedLabelsError(f"public CSV file {path} has {len(rows)} row(s) with empty cells "
+                             f"(data row(s) {shown}; column(s) {_show(columns)}); fill or drop "
+                             "them.")
     numeric = [c for c in needed if pd.api.types.is_numeric_dtype(X[c])
                and not pd.api.types.is_numeric_dtype(frame[c])]
     if numeric:
