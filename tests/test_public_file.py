@@ -228,3 +228,17 @@ def test_a_baseline_that_labels_no_u_takes_public_and_gets_the_same_clients(
     assert runs["local"].federation["client_sizes"] == runs["fedct"].federation["client_sizes"]
     assert sum(runs["local"].federation["client_sizes"]) == 300 - runs["local"].federation[
         "n_test"]
+
+
+def test_resuming_elsewhere_a_run_on_a_relative_public_path_says_where(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r.json"
+    assert main(["run", "--method", "fedct", "--dataset", dataset, "--public", public.name,
+                 "--clients", "3", "--rounds", "1", "-o", str(out), "-q"]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(FedLabelsError, match=f"public set public.csv is a path relative to "
+                                             f"{tmp_path}"):
+        fl.resume(out, rounds=2)
