@@ -242,3 +242,19 @@ def test_resuming_elsewhere_a_run_on_a_relative_public_path_says_where(
     with pytest.raises(FedLabelsError, match=f"public set public.csv is a path relative to "
                                              f"{tmp_path}"):
         fl.resume(out, rounds=2)
+
+
+def test_an_audit_on_a_given_u_reports_no_consensus_accuracy(tmp_path: Path) -> None:
+    import json
+
+    dataset, public, _ = _tables(tmp_path)
+    out = tmp_path / "a.json"
+    assert main(["audit", "--method", "fedct", "--dataset", dataset, "--public", str(public),
+                 "--clients", "3", "--model", "dt", "--rounds", "2", "--test", "80",
+                 "--mia-attacks", "loss,label-only", "--audit-members", "10",
+                 "--audit-refs", "2", "--output", str(out), "--no-progress"]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["federation"]["public"]["path"] == str(public)
+    # before: U's unknown labels were -1 placeholders, scored as wrong (0.46 here)
+    assert saved["rounds"] and all("consensus_accuracy" not in (r.get("server") or {})
+                                   for r in saved["rounds"])

@@ -127,10 +127,11 @@ def with_canaries(canaries: Canaries, include: np.ndarray) -> tuple[Federation, 
     clients = list(fed.clients)
     clients[c] = ClientData(np.concatenate([data.X, canaries.X[include]]).astype(data.X.dtype),
                             np.concatenate([data.y, canaries.y[include]]).astype(data.y.dtype))
-    y_pub = fed.y_public if fed.y_public is not None else np.full(len(fed.X_public), -1)
+    # U without labels (a public set of the user's own): none for the diagnostics either
+    y_pub = None if fed.y_public is None else np.concatenate([fed.y_public, canaries.y_true])
     out = replace(fed, clients=clients,
                   X_public=np.concatenate([fed.X_public, canaries.X]).astype(fed.X_public.dtype),
-                  y_public=np.concatenate([y_pub, canaries.y_true]))
+                  y_public=y_pub)
     return out, len(fed.X_public)
 
 

@@ -70,9 +70,10 @@ class AuditPlan:
     def with_queries_in_public(self) -> tuple[Federation, int]:
         """The federation with Q appended to U, and the offset of Q inside U."""
         fed = self.evaluation
-        y_pub = fed.y_public if fed.y_public is not None else np.full(len(fed.X_public), -1)
+        # U without labels (a public set of the user's own): none for the diagnostics either
+        y_pub = None if fed.y_public is None else np.concatenate([fed.y_public, self.y_query])
         return replace(fed, X_public=np.concatenate([fed.X_public, self.X_query]),
-                       y_public=np.concatenate([y_pub, self.y_query])), len(fed.X_public)
+                       y_public=y_pub), len(fed.X_public)
 
 
 @dataclass(frozen=True)
