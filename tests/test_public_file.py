@@ -258,3 +258,13 @@ def test_an_audit_on_a_given_u_reports_no_consensus_accuracy(tmp_path: Path) -> 
     # before: U's unknown labels were -1 placeholders, scored as wrong (0.46 here)
     assert saved["rounds"] and all("consensus_accuracy" not in (r.get("server") or {})
                                    for r in saved["rounds"])
+
+
+def test_dp_fedcts_noise_only_refusal_names_a_way_that_works_with_public(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset, public, _ = _tables(tmp_path)
+    err = _error(capsys, ["run", "--method", "dp-fedct", "--dataset", dataset, "--public",
+                          str(public), "--epsilon", "8", "--clients", "3", "--rounds", "1",
+                          "-o", str(tmp_path / "r.json")])
+    # before: 'a smaller --unlabeled', which public refuses beside it
+    assert "fewer rows in --public" in err

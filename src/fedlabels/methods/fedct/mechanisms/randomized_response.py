@@ -167,7 +167,7 @@ NOISE_FLIP_PROBABILITY = 0.45
 def _choose_mechanism(server: Any) -> str:
     """What the refusal of a noise-only default recommends: DP-SGD with an mlp, which text
     learners cannot be, so for them the randomized responses with less noise per label."""
-    run_anyway = "--epsilon, fewer --rounds or a smaller --unlabeled"
+    run_anyway = "--epsilon, fewer --rounds or a smaller U (--unlabeled, or fewer rows in --public)"
     if getattr(server, "text_learners", False):
         return ("On text DP-SGD's mlp does not apply (it takes numeric features): choose "
                 "--mechanism xor or --mechanism kary explicitly, with a larger " + run_anyway
