@@ -9,6 +9,7 @@ own record of message numbers and its lifetime ledger must hold whatever it is s
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -297,27 +298,20 @@ def test_without_a_lifetime_budget_the_noiseless_answer_is_given_once(
         assert ledger.noiseless() == 1 and len(ledger.events()) == cfg.rounds
 
 
-@pytest.mark.parametrize("crash_at", [1, 2])  # 1: the site's first message of all
-@pytest.mark.parametrize("options", [{"sensitivity": "worst"},
-                                     {"mechanism": "dpsgd", "sensitivity": "worst",
-                                      "example_rate": 0.5}])
-def test_a_release_charged_but_never_sent_is_not_charged_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any],
-        crash_at: int) -> None:
-    """A site that fails after charging a release (a crash while saving its snapshot) never
-    hands that release out; when the same message number comes again the recorded charge
-    covers it, so the plan's one-run budget still lets the run finish, and the ledger holds
-    one entry per release sent."""
+def _run_with_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cfg: RunConfig,
+                      crashes: Callable[[Any], bool]
+                      ) -> tuple[Any, LoopbackGrid, list[tuple[int, Message]]]:
+    """A deployment in which site 0 fails once, after handling a message, where
+    ``crashes(role)`` (a SuperNode killed while saving its state: the reply never leaves);
+    the prepared run, the grid and every message the sites received."""
     import fedlabels.engines.flower.client_app as site_app
 
-    model = "mlp(hidden=4)" if options.get("mechanism") == "dpsgd" else "dt"
-    cfg = replace(_config(**options), model=model)
     prepared, first = loopback_deployment(cfg, tmp_path / "sites")
     configs = [dict(c.node_config) for c in first.contexts.values()]
     real_save, failed = site_app.save_state, []
 
     def crash_once(role: Any, records: Any, site: Any, key: bytes) -> None:
-        if site.partition_id == 0 and len(role.ledger.events) == crash_at and not failed:
+        if site.partition_id == 0 and crashes(role) and not failed:
             failed.append(1)
             raise OSError("the SuperNode was killed while saving")
         real_save(role, records, site, key)
@@ -333,6 +327,24 @@ def test_a_release_charged_but_never_sent_is_not_charged_again(
     with contextlib.suppress(FedLabelsError):  # a method that does not go on without one
         run_server(grid, server_context(prepared.spec))
     assert failed
+    return prepared, grid, kept
+
+
+@pytest.mark.parametrize("crash_at", [1, 2])  # 1: the site's first message of all
+@pytest.mark.parametrize("options", [{"sensitivity": "worst"},
+                                     {"mechanism": "dpsgd", "sensitivity": "worst",
+                                      "example_rate": 0.5}])
+def test_a_release_charged_but_never_sent_is_not_charged_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any],
+        crash_at: int) -> None:
+    """A site that fails after charging a release (a crash while saving its snapshot) never
+    hands that release out; when the same message number comes again the recorded charge
+    covers it, so the plan's one-run budget still lets the run finish, and the ledger holds
+    one entry per release sent."""
+    model = "mlp(hidden=4)" if options.get("mechanism") == "dpsgd" else "dt"
+    cfg = replace(_config(**options), model=model)
+    prepared, grid, kept = _run_with_a_crash(
+        tmp_path, monkeypatch, cfg, lambda role: len(role.ledger.events) == crash_at)
     ctx = grid.contexts[NODE]
     ledger = _ledger(ctx, prepared)
     assert len(ledger.events()) == crash_at  # the last charge's release was never sent
@@ -392,30 +404,9 @@ def test_a_noiseless_answer_noted_but_never_sent_is_given_when_asked_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under the plan's budget a second noiseless s* answer is refused; the same request
     again after a crash that lost the first answer is not a second one."""
-    import fedlabels.engines.flower.client_app as site_app
-
-    cfg = _config(**_EMPIRICAL)
-    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
-    configs = [dict(c.node_config) for c in first.contexts.values()]
-    real_save, failed = site_app.save_state, []
-
-    def crash_once(role: Any, records: Any, site: Any, key: bytes) -> None:
-        if site.partition_id == 0 and role.sensitivity_answers == 1 and not failed:
-            failed.append(1)
-            raise OSError("the SuperNode was killed while saving")
-        real_save(role, records, site, key)
-
-    monkeypatch.setattr(site_app, "save_state", crash_once)
-    kept: list[tuple[int, Message]] = []
-
-    def recording(message: Message, context: Context) -> Message:
-        kept.append((context.node_id, _copy(message)))
-        return client_app(message, context)
-
-    grid = LoopbackGrid(recording, configs, {RUN_CONFIG_KEY: prepared.spec.to_json()})
-    with contextlib.suppress(FedLabelsError):
-        run_server(grid, server_context(prepared.spec))
-    assert failed
+    prepared, grid, kept = _run_with_a_crash(
+        tmp_path, monkeypatch, _config(**_EMPIRICAL),
+        lambda role: role.sensitivity_answers == 1)
     ctx = grid.contexts[NODE]
     asked = next(m for n, m in kept if n == NODE
                  and from_record_dict(m.content)[0].kind == "dpfedct.sensitivity")
