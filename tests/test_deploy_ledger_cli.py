@@ -44,7 +44,7 @@ def test_the_operator_sees_the_releases_the_spend_and_the_plan_budget(
     assert code == 0
     (row,) = json.loads(out)["datasets"]
     eps = result.extra["privacy"]["epsilon"]
-    assert row["releases"] == 2 and row["noiseless_answers"] == 0
+    assert row["releases"] == 2 and row["noiseless_answers"] == 0 and row["runs"] == 1
     assert row["epsilon"] == pytest.approx(eps, rel=1e-6)
     assert row["plan_budget"] == pytest.approx(eps, rel=1e-6)  # one run of the plan
     assert row["delta"] == 1e-5

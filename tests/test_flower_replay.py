@@ -27,7 +27,7 @@ from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment,
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site_state import site_key
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
-from fedlabels.privacy.site_ledger import SiteLedger
+from fedlabels.privacy.site_ledger import SiteLedger, read_ledgers
 from fedlabels.runs.config import RunConfig
 
 NODE = 1001  # site 0
@@ -233,6 +233,9 @@ def test_a_site_without_its_own_plan_records_every_rerun(tmp_path: Path) -> None
         result, grid = _rerun(prepared, configs)
         assert result is not None
         assert len(_ledger(grid.contexts[NODE], prepared).events()) == run * cfg.rounds
+        node = grid.contexts[NODE].node_config
+        (row,) = read_ledgers(node["ledger-dir"], site_key(Path(node["state-key"])), 1e-5)
+        assert row["runs"] == run and row["releases"] == run * cfg.rounds
 
 
 def _count_answers(monkeypatch: pytest.MonkeyPatch) -> list[int]:

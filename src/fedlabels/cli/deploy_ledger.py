@@ -2,8 +2,9 @@
 
 A site operator's view of ``<ledger-dir>/<dataset id>/ledger.jsonl``
 (:mod:`fedlabels.privacy.site_ledger`): per dataset, the releases and noiseless answers
-recorded, the (ε, δ) they spend, the budget taken from the site's plan, checked under the
-site's state key. Reads only; makes no key. Importing this module does not import Flower.
+recorded, the runs they came from, the (ε, δ) they spend, the budget taken from the site's
+plan, checked under the site's state key. Reads only; makes no key. Importing this module
+does not import Flower.
 """
 
 from __future__ import annotations
@@ -71,14 +72,15 @@ def _show(folder: Path, rows: list[dict[str, Any]]) -> None:
         print(f"no dataset ledgers in {folder} (the site has released nothing there)")
         return
     print(f"site ledgers in {folder}:")
-    print(f"  {'dataset':<32}  {'releases':>8}  {'noiseless':>9}  {'ε spent':>10}  "
-          f"{'δ':>7}  {'plan budget':>11}  last entry")
+    print(f"  {'dataset':<32}  {'runs':>4}  {'releases':>8}  {'noiseless':>9}  "
+          f"{'ε spent':>10}  {'δ':>7}  {'plan budget':>11}  last entry")
     for r in rows:
         if "error" in r:
             print(f"  {r['dataset']:<32}  FAILED: {r['error']}")
             continue
         budget = "-" if r["plan_budget"] is None else f"{r['plan_budget']:.4g}"
-        print(f"  {r['dataset']:<32}  {r['releases']:>8}  {r['noiseless_answers']:>9}  "
+        print(f"  {r['dataset']:<32}  {r['runs']:>4}  {r['releases']:>8}  "
+              f"{r['noiseless_answers']:>9}  "
               f"{r['epsilon']:>10.4g}  {r['delta']:>7.0e}  {budget:>11}  "
               f"{r['last_entry'] or '-'}")
     print("ε is each dataset's spend over all its runs, by its tightest accountant; the plan "

@@ -269,7 +269,10 @@ def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str,
             out.append({"dataset": path.parent.name, "path": str(path), "error": str(exc)})
             continue
         row.pop("lifetime_epsilon")
-        out.append({**row, "path": str(path),
+        # runs: the sequences that released (older entries, without one: their Flower run)
+        runs = {e.get("sequence") or f"flower run {e.get('flower_run')}" for e in entries[1:]
+                if "event" in e or "noiseless" in e}
+        out.append({**row, "runs": len(runs), "path": str(path),
                     "plan_budget": ledger.recorded_plan_budget(),
                     "last_entry": entries[-1].get("at") if len(entries) > 1 else None})
     return out
