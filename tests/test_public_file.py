@@ -268,3 +268,34 @@ def test_dp_fedcts_noise_only_refusal_names_a_way_that_works_with_public(
                           "-o", str(tmp_path / "r.json")])
     # before: 'a smaller --unlabeled', which public refuses beside it
     assert "fewer rows in --public" in err
+
+
+def test_a_registered_text_datasets_public_csv_is_its_texts(tmp_path: Path) -> None:
+    """A registered text dataset's rows are an unnamed array of texts: U is a CSV of one
+    column of texts (or one named 'text'); before, it was refused as 'unnamed feature
+    columns'. Empty texts and other layouts are one line."""
+    from types import SimpleNamespace
+
+    from fedlabels.data.public_set import read_public
+
+    info = SimpleNamespace(name="tweets", target=None)
+    raw = SimpleNamespace(X=np.array(["a good day", "a bad day"], dtype=object),
+                          y=np.array([1, 0]), image_input=None)
+    one = tmp_path / "one.csv"
+    one.write_text("review\nsunny and warm\n\"cold, wet\"\n")
+    assert list(read_public(info, raw, one)) == ["sunny and warm", "cold, wet"]
+    named = tmp_path / "named.csv"
+    named.write_text("id,text\n1,lovely\n2,awful\n")
+    assert list(read_public(info, raw, named)) == ["lovely", "awful"]
+    two = tmp_path / "two.csv"
+    two.write_text("a,b\nx,y\n")
+    with pytest.raises(FedLabelsError, match="give one column of texts"):
+        read_public(info, raw, two)
+    gap = tmp_path / "gap.csv"
+    gap.write_text("text,n\nfine,1\n,2\n")
+    with pytest.raises(FedLabelsError, match=r"1 empty text\(s\) \(data row\(s\) 2\)"):
+        read_public(info, raw, gap)
+    fed = fl.make_federation(np.array([f"text {i}" for i in range(40)], dtype=object),
+                             np.arange(40) % 2, clients=2, test=10, seed=0,
+                             X_public=read_public(info, raw, one))
+    assert list(fed.X_public) == ["sunny and warm", "cold, wet"] and fed.y_public is None

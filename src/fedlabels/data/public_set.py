@@ -120,6 +120,8 @@ def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
             raise FedLabelsError(f"public CSV file {path} {missing_column(name, frame.columns)}"
                                  f"; it needs the text column {name!r}.")
         return frame[name].astype(str).rename(name)
+    if isinstance(X, np.ndarray) and X.ndim == 1:  # a registered text dataset: its texts
+        return _public_texts(frame, path)
     if not isinstance(X, pd.DataFrame):
         raise FedLabelsError(f"dataset {info.name!r} has unnamed feature columns; a public "
                              "CSV file needs a table with named columns (a csv: dataset).")
@@ -150,6 +152,25 @@ def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
         raise FedLabelsError(f"public CSV file {path}: column(s) {_show(numeric)} hold numbers "
                              "in the training table but text here; make them numeric.")
     return frame
+
+
+def _public_texts(frame: Any, path: Path) -> np.ndarray:
+    """U's texts for a registered text dataset: the CSV's one column, or its ``text``."""
+    if len(frame.columns) == 1:
+        column = frame.columns[0]
+    elif "text" in frame.columns:
+        column = "text"
+    else:
+        raise FedLabelsError(f"public CSV file {path} has columns {_show(list(frame.columns))}; "
+                             "for a text dataset give one column of texts (or one named "
+                             "'text').")
+    texts = frame[column]
+    if texts.isna().any():
+        rows = np.flatnonzero(texts.isna().to_numpy())
+        raise FedLabelsError(f"public CSV file {path} has {len(rows)} empty text(s) (data "
+                             f"row(s) {', '.join(str(r + 1) for r in rows[:5])}"
+                             f"{' ...' if len(rows) > 5 else ''}); fill or drop them.")
+    return texts.astype(str).to_numpy(dtype=object)
 
 
 def _training_columns(info: Any, raw: Any, sep: str | None, features: Any,
