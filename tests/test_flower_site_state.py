@@ -18,6 +18,7 @@ from flwr.app import Context, Message, RecordDict
 from flwr.common.serde import context_from_proto, context_to_proto, recorddict_to_proto
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.private_files import KEY_BYTES
 from fedlabels.core.randomness import reproducible
 from fedlabels.engines.flower import site_state
 from fedlabels.engines.flower.client_app import app as client_app
@@ -72,13 +73,15 @@ def test_sealed_state_round_trips_and_tampering_is_refused(tmp_path: Path) -> No
 def test_site_key_is_private_and_stable(tmp_path: Path) -> None:
     path = tmp_path / "keys" / "state.key"
     key = site_state.site_key(path)
-    assert len(key) == site_state.KEY_BYTES
+    assert len(key) == KEY_BYTES
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert site_state.site_key(path) == key  # made once, then read
     path.chmod(0o644)
     with pytest.raises(FedLabelsError, match="chmod 600"):
         site_state.site_key(path)
-    assert site_state.key_path({"state-key": str(path)}) == path
+    from fedlabels.engines.flower.site_privacy import key_path
+
+    assert key_path({"state-key": str(path)}) == path
 
 
 def test_tampered_state_stops_the_clientapp(tmp_path: Path,

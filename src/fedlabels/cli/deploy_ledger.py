@@ -12,32 +12,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.private_files import KEY_BYTES, check_private
-
-
-def _default_key() -> Path:
-    """Where a site keeps its state key without ``state-key`` in its node config (as
-    :func:`fedlabels.engines.flower.site_state.key_path`)."""
-    home = os.environ.get("FLWR_HOME") or str(Path.home() / ".flwr")
-    return Path(home) / "fedlabels-state.key"
 
 
 def _read_key(path: Path) -> bytes:
+    from fedlabels.core.private_files import read_key
+
     if not path.is_file():
         raise FedLabelsError(f"no state key at {path}: give the site's key with --state-key "
                              "(its node config's state-key; deploy prepare and deploy local "
                              "write <sites>/client_<i>.state.key).")
-    check_private(path, "the site's state key")
-    key = path.read_bytes()
-    if len(key) != KEY_BYTES:
-        raise FedLabelsError(f"{path} holds {len(key)} bytes, not a {KEY_BYTES}-byte site "
-                             "state key; give the site's --state-key.")
-    return key
+    return read_key(path, "site's state key", "give the site's --state-key.")
 
 
 def _delta(text: str) -> float:
@@ -51,14 +39,15 @@ def _delta(text: str) -> float:
 
 
 def cmd_deploy_ledger(args: argparse.Namespace) -> int:
-    from fedlabels.engines.flower.site_privacy import DEFAULT_DELTA, ledger_dir
+    from fedlabels.engines.flower.site_privacy import DEFAULT_DELTA, key_path, ledger_dir
     from fedlabels.privacy.site_ledger import read_ledgers
 
-    folder = Path(args.ledger_dir).expanduser() if args.ledger_dir else ledger_dir({})
+    # the paths as the site resolves its node config's ledger-dir and state-key
+    folder = ledger_dir({"ledger-dir": args.ledger_dir})
     if not folder.is_dir():
         raise FedLabelsError(f"no ledger directory at {folder}: give the site's --ledger-dir "
                              "(its node config's ledger-dir).")
-    key = _read_key(Path(args.state_key).expanduser() if args.state_key else _default_key())
+    key = _read_key(key_path({"state-key": args.state_key}))
     rows = read_ledgers(folder, key, args.delta or DEFAULT_DELTA)
     if args.json:
         print(json.dumps({"ledger_dir": str(folder), "datasets": rows}, indent=2))

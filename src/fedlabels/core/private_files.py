@@ -150,11 +150,16 @@ def private_key(path: str | Path, what: str = "key") -> bytes:
         make_key_once(path)
     except OSError as exc:
         raise FedLabelsError(f"cannot create the {what} {path} ({exc}).") from None
+    return read_key(path, what, "it is not one this program made.")
+
+
+def read_key(path: Path, what: str, fix: str) -> bytes:
+    """The :data:`KEY_BYTES`-byte key in ``path`` (the ``what``), which only its owner may
+    read; ``fix`` says what to do when its length is wrong."""
     check_private(path, f"the {what}")
     key = path.read_bytes()
     if len(key) != KEY_BYTES:
-        raise FedLabelsError(f"the {what} {path} has {len(key)} bytes, not {KEY_BYTES}; it is "
-                             "not one this program made.")
+        raise FedLabelsError(f"the {what} {path} has {len(key)} bytes, not {KEY_BYTES}; {fix}")
     return key
 
 

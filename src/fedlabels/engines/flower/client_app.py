@@ -39,6 +39,7 @@ from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
 from fedlabels.engines.flower.site_plan import check_planned_round, site_config
 from fedlabels.engines.flower.site_privacy import (
+    key_path,
     open_site_ledger,
     site_evaluates,
     with_plan_budget,
@@ -139,7 +140,7 @@ def _handle(message: Message, context: Context) -> Message:
     if ours.kind == HELLO:
         reply = hello_reply(site, spec)
     else:
-        key = site_state.site_key(site_state.key_path(node_config))
+        key = site_state.site_key(key_path(node_config))
         ledger = open_site_ledger(node_config, key, site.private.X, site.private.y)
         seq, rnd, folder = meta.get("seq"), meta.get("round"), snapshots.run_dir(node_config,
                                                                                  spec)

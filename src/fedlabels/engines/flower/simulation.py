@@ -40,7 +40,8 @@ from fedlabels.engines.flower.loopback import server_context
 from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site import load_site
-from fedlabels.engines.flower.site_state import key_path, site_key
+from fedlabels.engines.flower.site_privacy import key_path
+from fedlabels.engines.flower.site_state import site_key
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.config import RunConfig

@@ -38,12 +38,23 @@ from fedlabels.privacy.site_ledger import SiteLedger
 DEFAULT_DELTA = 1e-5
 
 
-def ledger_dir(node_config: Mapping[str, Any]) -> Path:
-    given = node_config.get("ledger-dir")
+def _site_path(node_config: Mapping[str, Any], key: str, default: str) -> Path:
+    """The node config's ``key``, else ``default`` in ``$FLWR_HOME`` (or ``~/.flwr``)."""
+    given = node_config.get(key)
     if given:
         return Path(str(given)).expanduser()
-    home = os.environ.get("FLWR_HOME") or str(Path.home() / ".flwr")
-    return Path(home) / "fedlabels-ledger"
+    return Path(os.environ.get("FLWR_HOME") or str(Path.home() / ".flwr")) / default
+
+
+def ledger_dir(node_config: Mapping[str, Any]) -> Path:
+    """Where this site keeps its ledgers (node config ``ledger-dir``, else FLWR_HOME)."""
+    return _site_path(node_config, "ledger-dir", "fedlabels-ledger")
+
+
+def key_path(node_config: Mapping[str, Any]) -> Path:
+    """Where this site's state key lives (node config ``state-key``, else FLWR_HOME); the
+    key seals its state and authenticates its ledger."""
+    return _site_path(node_config, "state-key", "fedlabels-state.key")
 
 
 def _number(node_config: Mapping[str, Any], key: str, default: float | None,

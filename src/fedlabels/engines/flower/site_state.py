@@ -26,18 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-import shlex
 import struct
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, ConfigRecordValues, RecordDict
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.private_files import KEY_BYTES, make_key_once
+from fedlabels.core.private_files import make_key_once, read_key
 from fedlabels.method.state import State, StateValue, check_state_value
 
 STATE_ARRAYS = "fedlabels.state.arrays"
@@ -121,15 +118,6 @@ def state_mac(state: Mapping[str, StateValue], partition_id: int, key: bytes) ->
     return hmac.new(key, canonical_bytes(state, partition_id), hashlib.sha256).hexdigest()
 
 
-def key_path(node_config: Mapping[str, Any]) -> Path:
-    """Where this site's state key lives (node config ``state-key``, else FLWR_HOME)."""
-    given = node_config.get("state-key")
-    if given:
-        return Path(str(given)).expanduser()
-    home = os.environ.get("FLWR_HOME") or str(Path.home() / ".flwr")
-    return Path(home) / "fedlabels-state.key"
-
-
 def site_key(path: Path) -> bytes:
     """The site's state key; made (mode 0600, OS CSPRNG) if the file does not exist yet.
 
@@ -143,16 +131,8 @@ def site_key(path: Path) -> bytes:
     except OSError as exc:
         raise FedLabelsError(f"cannot create the site's state key {path} ({exc}); give a "
                              "writable path with --node-config 'state-key=/path'.") from None
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise FedLabelsError(f"the site's state key {path} is readable by others (mode "
-                             f"{mode:o}); run `chmod 600 {shlex.quote(str(path))}`.")
-    key = path.read_bytes()
-    if len(key) != KEY_BYTES:
-        raise FedLabelsError(f"the site's state key {path} has {len(key)} bytes, not "
-                             f"{KEY_BYTES}; delete it to make a new one (state stored under "
-                             "the old key is then refused).")
-    return key
+    return read_key(path, "site's state key", "delete it to make a new one (state stored "
+                    "under the old key is then refused).")
 
 
 def save_state(state: Mapping[str, StateValue], records: RecordDict, partition_id: int,
