@@ -22,7 +22,7 @@ from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent, dpsgd_epsilon
 from fedlabels.privacy.events import KaryRREvent, XorEvent
 from fedlabels.privacy.ledger import Ledger, account_events, events_from_json, events_to_json
 from fedlabels.privacy.mechanisms import flip_probability
-from fedlabels.privacy.site_ledger import SiteLedger
+from fedlabels.privacy.site_ledger import SiteLedger, read_ledgers
 
 DELTA = 1e-5
 
@@ -62,6 +62,23 @@ def _site(tmp_path: Path, key: bytes = b"k" * 32, epsilon: float | None = None,
     X = np.arange(12, dtype=np.float32).reshape(4, 3) if X is None else X
     return SiteLedger.open(tmp_path / "ledger", key, X, np.array([0, 1, 0, 1]),
                            epsilon=epsilon, delta=DELTA)
+
+
+def test_the_plan_budget_is_recorded_once_and_never_recomputed(tmp_path: Path) -> None:
+    """The first run's one-run budget is kept: a later run's (larger) one is not computed
+    and not taken (the run-plan check in tests/test_flower_replay.py refuses such a run
+    too, so this tests the ledger's own rule)."""
+    site = _site(tmp_path)
+    assert site.fix_plan_budget(lambda: None) is None  # no plan: nothing recorded
+    assert site.fix_plan_budget(lambda: 1.0) == 1.0
+    asked: list[int] = []
+
+    def larger() -> float:
+        asked.append(1)
+        return 4.0
+
+    assert _site(tmp_path).fix_plan_budget(larger) == 1.0 and asked == []
+    assert read_ledgers(tmp_path / "ledger", b"k" * 32, DELTA)[0]["plan_budget"] == 1.0
 
 
 def test_site_ledger_persists_per_dataset_and_holds_a_lifetime_budget(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -121,7 +121,7 @@ class SiteLedger:
 
     def noiseless(self) -> int:
         """How many noiseless answers (outside the guarantee) the ledger records."""
-        return sum("noiseless" in e for e in self._lines()[1:])
+        return _noiseless(self._lines())
 
     def spent(self) -> PrivacySpent:
         return self._ledger(self.events()).spent()
@@ -195,25 +195,20 @@ class SiteLedger:
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"noiseless": what, "at": at, **about}], self._last)
 
-    def recorded_plan_budget(self) -> float | None:
-        """The budget a site without ``ledger-epsilon`` took from its plan, as recorded by
-        the first run (None: none recorded yet)."""
-        fixed = [float(e["plan_budget"]) for e in self._lines()[1:] if "plan_budget" in e]
-        return fixed[0] if fixed else None
-
-    def fix_plan_budget(self, epsilon: float) -> float:
-        """Record ``epsilon`` (one run of the site's plan, as this first run computes it) as
-        the dataset's lifetime budget, unless one is recorded already; returns the recorded
-        one. A later run never changes it (its plan, or the public set the coordinator
-        ships, may make one run of it cost more)."""
+    def fix_plan_budget(self, one_run: Callable[[], float | None]) -> float | None:
+        """The dataset's lifetime budget taken from the site's plan: the one recorded, else
+        ``one_run()`` (one run of the plan as this first run computes it; None: no plan to
+        take it from), recorded now. A later run never changes it (its plan, or the public
+        set the coordinator ships, may make one run of it cost more)."""
         with self._locked():
-            entries = self._lines()
-            fixed = [float(e["plan_budget"]) for e in entries[1:] if "plan_budget" in e]
-            if fixed:
-                return fixed[0]
-            at = datetime.now(UTC).isoformat(timespec="seconds")
-            self._append([{"plan_budget": epsilon, "delta": self.delta, "at": at}],
-                         self._last)
+            fixed = _plan_budget(self._lines())
+            if fixed is not None:
+                return fixed
+            epsilon = one_run()
+            if epsilon is not None:
+                at = datetime.now(UTC).isoformat(timespec="seconds")
+                self._append([{"plan_budget": epsilon, "delta": self.delta, "at": at}],
+                             self._last)
             return epsilon
 
     @contextmanager
@@ -226,11 +221,13 @@ class SiteLedger:
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
-    def summary(self) -> dict[str, Any]:
-        entries = self._lines()
+    def summary(self, entries: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The dataset's releases, noiseless answers and (ε, δ) (of ``entries``, already
+        read and checked: :meth:`_lines`; else read now)."""
+        entries = self._lines() if entries is None else entries
         events = _events(entries)
         return {"dataset": self.dataset, "releases": len(events),
-                "noiseless_answers": sum("noiseless" in e for e in entries[1:]),
+                "noiseless_answers": _noiseless(entries),
                 "lifetime_epsilon": self.epsilon, **self._ledger(events).spent().to_dict()}
 
 
@@ -248,6 +245,15 @@ def _charged_unsent(entries: Sequence[dict[str, Any]], events: Sequence[Any],
     return bool(same) and same == [json.loads(json.dumps(event_to_dict(ev))) for ev in events]
 
 
+def _noiseless(entries: Sequence[dict[str, Any]]) -> int:
+    return sum("noiseless" in e for e in entries[1:])
+
+
+def _plan_budget(entries: Sequence[dict[str, Any]]) -> float | None:
+    """The budget the site took from its plan, as the first run recorded it (None: none)."""
+    return next((float(e["plan_budget"]) for e in entries[1:] if "plan_budget" in e), None)
+
+
 def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:
     """The release events of a ledger's entries (entry 0 is the header; noiseless answers
     carry no event)."""
@@ -263,16 +269,16 @@ def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str,
     for path in sorted(Path(folder).glob(f"*/{FILE}")):
         ledger = SiteLedger(path, key, path.parent.name, None, delta)
         try:
-            row = ledger.summary()
-            entries = ledger._lines()
+            entries = ledger._lines()  # read and checked once
         except FedLabelsError as exc:
             out.append({"dataset": path.parent.name, "path": str(path), "error": str(exc)})
             continue
+        row = ledger.summary(entries)
         row.pop("lifetime_epsilon")
         # runs: the sequences that released (older entries, without one: their Flower run)
         runs = {e.get("sequence") or f"flower run {e.get('flower_run')}" for e in entries[1:]
                 if "event" in e or "noiseless" in e}
         out.append({**row, "runs": len(runs), "path": str(path),
-                    "plan_budget": ledger.recorded_plan_budget(),
+                    "plan_budget": _plan_budget(entries),
                     "last_entry": entries[-1].get("at") if len(entries) > 1 else None})
     return out

@@ -95,14 +95,12 @@ def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
     runs on Flower"). A budget the operator set, or no plan, leaves ``ledger`` as it is."""
     if ledger.epsilon is not None or not node_config.get("privacy-plan"):
         return ledger
-    budget = ledger.recorded_plan_budget()
-    if budget is None:
+    def one_run() -> float | None:  # computed only before the budget is recorded
         planned = role.planned_events()
-        if not planned:
-            return ledger
-        budget = ledger.fix_plan_budget(Ledger(ledger.delta, None, list(planned)).spent()
-                                        .epsilon)
-    return replace(ledger, epsilon=budget, plan_budget=True)
+        return Ledger(ledger.delta, None, list(planned)).spent().epsilon if planned else None
+
+    budget = ledger.fix_plan_budget(one_run)
+    return ledger if budget is None else replace(ledger, epsilon=budget, plan_budget=True)
 
 
 def site_evaluates(node_config: Mapping[str, Any]) -> bool:
