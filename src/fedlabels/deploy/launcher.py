@@ -268,7 +268,8 @@ class LocalDeployment:
                 "--isolation", "process",  # the site's pinned executor runs its ClientApps
                 "--superlink", f"127.0.0.1:{self.port}",
                 "--host", "127.0.0.1", "--port", str(port),
-                "--node-config", self.node_config(cid)], f"supernode_{cid}")
+                "--node-config", self.prepared.node_config(cid, **self.site_settings)],
+                f"supernode_{cid}")
             self._spawn(f"site_exec_{cid}", [
                 sys.executable, "-m", "fedlabels.deploy.site_exec", *exec_auth,
                 "--runtime-api-address", f"127.0.0.1:{port}"], f"supernode_{cid}")
@@ -455,13 +456,6 @@ class LocalDeployment:
         orphans += descendants(orphans)  # e.g. an orphaned superexec's flwr-serverapp
         self._terminate(orphans, grace)
         return orphans
-
-    def node_config(self, cid: int) -> str:
-        """Site ``cid``'s ``--node-config``: what ``prepare`` wrote, and ``site_settings``."""
-        extra = " ".join(f'{k}="{v}"' if isinstance(v, str) else
-                         f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                         for k, v in self.site_settings.items())
-        return " ".join(filter(None, [self.prepared.node_config(cid), extra]))
 
     def __enter__(self) -> LocalDeployment:
         return self

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,10 +68,18 @@ class PreparedRun:
                 # the site's own privacy plan (site_plan.py): its client obeys this file
                 "privacy-plan": str(self.root / f"client_{cid}.plan.json")}
 
-    def node_config(self, cid: int) -> str:
-        """The ``--node-config`` string of client ``cid``'s SuperNode."""
-        return " ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}"
-                        for k, v in self.node_settings(cid).items())
+    def node_config(self, cid: int, **extra: Any) -> str:
+        """The ``--node-config`` string of client ``cid``'s SuperNode, with ``extra`` keys
+        (e.g. ``deploy local --site-config``) after the prepared ones."""
+        return node_config_text({**self.node_settings(cid), **extra})
+
+
+def node_config_text(settings: Mapping[str, Any]) -> str:
+    """``settings`` as Flower's ``--node-config`` reads them: strings quoted, booleans
+    ``true``/``false``, numbers as they are."""
+    return " ".join(f'{k}="{v}"' if isinstance(v, str) else
+                    f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                    for k, v in settings.items())
 
 
 def _save_npz(path: Path, arrays: dict[str, Any], private: bool = False) -> None:
