@@ -125,14 +125,21 @@ class DPSGDClient(SecretNoiseClient):
             return None
         return self.settings.rounds * self.settings.period
 
-    def planned_events(self) -> list[Any] | None:
-        """Each planned round's ``period`` DP-SGD steps at the σ this client's ε calibrates."""
+    def own_sigma(self) -> float | None:
+        """The DP-SGD σ this client's ε calibrates over its planned steps (None: no total
+        budget)."""
         from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd
 
         planned, opts = self.planned_dp_steps(), self.options
         if planned is None:
             return None
-        sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
+        return calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
+
+    def planned_events(self) -> list[Any] | None:
+        """Each planned round's ``period`` DP-SGD steps at the σ this client's ε calibrates."""
+        sigma, opts = self.own_sigma(), self.options
+        if sigma is None:
+            return None
         step = DPSGDRoundEvent(sigma, opts.example_rate, opts.example_clip,
                                ((self.cid, int(self.settings.period)),))
         return [step] * int(self.settings.rounds)
@@ -142,18 +149,15 @@ class DPSGDClient(SecretNoiseClient):
         round whose q or C differ from them, whose σ is below the σ they calibrate, whose
         step count is not the client's own or whose steps go beyond the planned number is
         refused before anything trains. Returns the round's steps."""
-        from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd
-
         opts = self.options
         for key in DPSGD_OPTIONS:
             if float(config[key]) != getattr(opts, key):
                 raise ParameterRefusal(f"client {self.cid}: the server asked for {key} = "
                                      f"{config[key]!r} but this client's options say "
                                      f"{getattr(opts, key)!r}; refusing to train.")
-        planned = self.planned_dp_steps()
-        if planned is None:
+        planned, sigma = self.planned_dp_steps(), self.own_sigma()
+        if planned is None or sigma is None:
             return self.checked_steps(config)
-        sigma = calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
         if float(config["noise_multiplier"]) < sigma * (1 - 1e-9):
             raise ParameterRefusal(f"client {self.cid}: the server asked for DP-SGD noise σ = "
                                  f"{float(config['noise_multiplier']):.6g}, below the σ = "
