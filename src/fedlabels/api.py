@@ -274,24 +274,24 @@ def _check_relative_data(dataset: str, started_in: str | None,
     to resume from."""
     from fedlabels.core.errors import FedLabelsError
 
-    if public is not None:
-        path = Path(public).expanduser()
-        if not (path.is_absolute() or path.exists() or started_in is None
-                or Path(started_in).resolve() == Path.cwd().resolve()):
-            raise FedLabelsError(f"this run's public set {public} is a path relative to "
-                                 f"{started_in}, where it started; resume it from there (cd "
-                                 "there first).")
+    def lost(path: str) -> bool:  # relative to where the run started, and not found here
+        given = Path(path).expanduser()
+        return not (given.is_absolute() or given.exists() or started_in is None
+                    or Path(started_in).resolve() == Path.cwd().resolve())
+
+    if public is not None and lost(public):
+        raise FedLabelsError(f"this run's public set {public} is a path relative to "
+                             f"{started_in}, where it started; resume it from there (cd "
+                             "there first).")
     kind, _, rest = dataset.partition(":")
     if kind not in ("csv", "imagefolder") or not rest:
         return
     from fedlabels.core.files import csv_parts
 
-    path = Path(csv_parts(dataset)[0] if kind == "csv" else rest).expanduser()
-    if path.is_absolute() or path.exists() or started_in is None \
-            or Path(started_in).resolve() == Path.cwd().resolve():
-        return
-    raise FedLabelsError(f"this run's dataset {dataset} is a path relative to {started_in}, "
-                         "where it started; resume it from there (cd there first).")
+    if lost(csv_parts(dataset)[0] if kind == "csv" else rest):
+        raise FedLabelsError(f"this run's dataset {dataset} is a path relative to "
+                             f"{started_in}, where it started; resume it from there (cd "
+                             "there first).")
 
 
 __all__ = ["load_federation", "load_run", "resume", "run", "run_config"]
