@@ -13,6 +13,12 @@ from __future__ import annotations
 MAX_ROUNDS = 10**6
 #: the most local training steps per round (``period``) or per phase of a round
 MAX_STEPS = 10**6
+#: the most disjoint parts of a client's data (DP-FedCT's teachers): one per record at most;
+#: beyond it a count overflowed (teachers = 10**30)
+MAX_PARTS = 10**6
+#: the most records whose neighbouring datasets an empirical s* retrains (each one a
+#: retraining); beyond it a result's privacy statement named more records than any client has
+MAX_NEIGHBOURS = 10**5
 
 
 def number_text(value: float) -> str:
@@ -20,4 +26,4 @@ def number_text(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-__all__ = ["MAX_ROUNDS", "MAX_STEPS", "number_text"]
+__all__ = ["MAX_NEIGHBOURS", "MAX_PARTS", "MAX_ROUNDS", "MAX_STEPS", "number_text"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.limits import MAX_NEIGHBOURS, MAX_PARTS
 from fedlabels.method.dpsgd_client import (
     DPSGD_OPTIONS,
     example_clip_option,
@@ -25,12 +26,6 @@ from fedlabels.method.options import (
     option,
 )
 from fedlabels.methods.fedct.fedct import VoteOptions
-
-#: the most teachers (disjoint parts of a client's data) and empirical-s* neighbours a client
-#: takes: beyond either a count overflowed (teachers = 10**30) or named more records than
-#: any client has in the result's privacy statement
-MAX_PARTS = 10**6
-MAX_NEIGHBOURS = 10**5
 
 MECHANISMS = ("xor", "kary", "dpsgd", "subsample-aggregate")
 SENSITIVITY_SOURCES = ("worst", "empirical", "prop2")  # or a number of bits
