@@ -183,9 +183,8 @@ class SiteLedger:
         with self._locked():
             entries = self._lines()
             noted = [e for e in entries[1:] if "noiseless" in e]
-            if any(all(e.get(k) == about.get(k) is not None for k in ("sequence", "seq"))
-                   for e in noted):  # noted, then never answered (a crash): the same answer
-                return
+            if any(_same_message(e, about, ("sequence", "seq")) for e in noted):
+                return  # noted, then never answered (a crash): the same answer
             if self.plan_budget and noted:
                 raise BudgetRefusal(
                     f"refusing a second noiseless {what} for this site's dataset: its "
@@ -238,11 +237,15 @@ UNSENT_KEYS = ("sequence", "seq", "charge")
 def _charged_unsent(entries: Sequence[dict[str, Any]], events: Sequence[Any],
                     about: dict[str, Any]) -> bool:
     """Whether ``entries`` already hold exactly ``events`` for the charge ``about`` names."""
-    if not all(about.get(k) is not None for k in UNSENT_KEYS):
-        return False
     same = [e["event"] for e in entries[1:]
-            if "event" in e and all(e.get(k) == about[k] for k in UNSENT_KEYS)]
+            if "event" in e and _same_message(e, about, UNSENT_KEYS)]
     return bool(same) and same == [json.loads(json.dumps(event_to_dict(ev))) for ev in events]
+
+
+def _same_message(entry: dict[str, Any], about: dict[str, Any], keys: Sequence[str]) -> bool:
+    """Whether ``entry`` names the message ``about`` names (every one of ``keys`` given and
+    equal)."""
+    return all(about.get(k) is not None and entry.get(k) == about[k] for k in keys)
 
 
 def _noiseless(entries: Sequence[dict[str, Any]]) -> int:
