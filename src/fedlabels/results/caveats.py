@@ -98,11 +98,16 @@ def run_warnings(res: RunResult) -> list[str]:
     return out
 
 
+def sites_declining_evaluation(res: RunResult) -> int:
+    """How many Flower sites declined evaluation (node config ``evaluate=false``) in the
+    round where most did; 0 when none did."""
+    return int(max((r.server.get("evaluation_declined", 0) for r in res.rounds), default=0))
+
+
 def declined_evaluation_warning(res: RunResult) -> str | None:
     """A sentence when Flower sites declined evaluation (node config ``evaluate=false``):
     the accuracy is the other sites', or there is none."""
-    counts = [r.server.get("evaluation_declined", 0) for r in res.rounds]
-    declined = int(max(counts, default=0))
+    declined = sites_declining_evaluation(res)
     if not declined:
         return None
     total = res.federation.get("n_clients") or res.config.get("clients")

@@ -170,7 +170,11 @@ class RunResult:
     def summary_row(self) -> dict[str, Any]:
         """One line of a table: accuracies (or RMSE and R²), the clinical metrics' means and
         ranges over clients when recorded, bytes, wall time, and the run's caveats."""
-        from fedlabels.results.caveats import rounds_status, run_warnings
+        from fedlabels.results.caveats import (
+            rounds_status,
+            run_warnings,
+            sites_declining_evaluation,
+        )
 
         f = self.final or {}  # no evaluation yet: accuracies None
         row = {"method": self.method, "dataset": self.dataset, "seed": self.seed,
@@ -186,6 +190,7 @@ class RunResult:
             if name != "accuracy":
                 row.update({f"{stat}_{name}": stats.get(stat) for stat in ("mean", "min", "max")})
         row["status"] = rounds_status(self)
+        row["sites_declining_evaluation"] = sites_declining_evaluation(self)
         row["warnings"] = run_warnings(self)
         return row
 
@@ -321,8 +326,8 @@ def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> str:
         elif r.get("mean_rmse") is not None:  # a regression row among classification rows
             cells = f"{'RMSE ' + format(r['mean_rmse'], '.4g'):>{wv}} R² {r['mean_r2']:>8.3f}"
         elif r.get(f"mean_{key}") is None:
-            declined = any("declined evaluation" in w for w in r.get("warnings") or [])
-            why = ("declined by the sites" if declined else "no evaluation yet") \
+            why = ("declined by the sites" if r.get("sites_declining_evaluation")
+                   else "no evaluation yet") \
                 if r.get("mean_acc") is None else "n/a"
             cells = f"{why:>{wv + 14}}"
         else:
