@@ -112,7 +112,8 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     records what they mean in ``class_descriptions`` (Fashion-MNIST's ``8`` is ``Bag``).
     ``public``: the path of a public unlabeled set U of your own, a CSV table of the
     training table's feature columns or, for a run on image files, a folder of images
-    (:mod:`fedlabels.data.public_set`); no U is then drawn from the dataset and
+    (Fashion-MNIST: a folder of 28x28 images, or a CSV of its 0-255 pixels ``x0..x783``;
+    :mod:`fedlabels.data.public_set`); no U is then drawn from the dataset and
     ``unlabeled`` and ``unlabeled_shift`` are refused.
     """
     from fedlabels.data.targets import resolve_task

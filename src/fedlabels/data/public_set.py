@@ -4,7 +4,10 @@ rows: a CSV table of the training table's feature columns, or a folder of images
 A table is read with the run's separator; its columns must be the training table's (those
 ``features``/``drop`` leave out may stand in it and are left out alike); the target column
 is refused (U is unlabelled). Images are read as the run's own (their size, grey or RGB,
-their scale), through the same reader and cache (:mod:`fedlabels.data.images`).
+their scale), through the same reader and cache (:mod:`fedlabels.data.images`). A
+registered dataset of unnamed pixel rows (Fashion-MNIST) takes a folder of images of its
+own size, or a CSV of its columns ``x0, x1, ...`` holding the values as it stores them
+(0-255 integers); either is converted to the models' inputs as its own rows are.
 """
 
 from __future__ import annotations
@@ -50,13 +53,22 @@ def read_public(info: Any, raw: Any, public: Any, *, sep: str | None = None,
     """U's raw features from ``public``, shaped as the training rows ``raw.X`` are: pixel
     rows (:class:`LazyRows`) for a run on image files, else a DataFrame (or a text Series)
     of the training table's feature columns."""
+    from fedlabels.data.lazy_rows import LazyRows
+
     path = public_path(public)
     if raw.image_input is not None:
         return _public_images(path, raw.image_input)
+    if isinstance(raw.X, LazyRows):  # a registered dataset's pixel rows (Fashion-MNIST)
+        return _public_rows(info, raw.X, raw.image_shape, path, sep)
     return _public_table(info, raw, path, sep, features, drop, partition_column)
 
 
-def _public_images(folder: Path, spec: dict[str, Any]) -> Any:
+def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
+                   reference: str = "the private images are {} and no --image-size "
+                                    "(image_size) is declared to resize to: resize it, or "
+                                    "declare one.") -> Any:
+    """U's pixel rows from a folder of images read as ``spec`` says (:func:`image_input`);
+    ``rows``: the dataset's own :class:`LazyRows`, whose conversion and names they take."""
     from fedlabels.data.images import (
         SUFFIXES,
         _cache_key,
@@ -82,10 +94,82 @@ def _public_images(folder: Path, spec: dict[str, Any]) -> Any:
     key = _cache_key(folder, files, (h, w), f"{mode}|{peak:g}|{'resize' if resize else 'as-is'}")
     # an 8-bit run: a deep public image is scaled by its own full scale (as predict reads)
     images = _cached_images(files, (h, w), key, mode, peak=None if peak == 255.0 else peak,
-                            resize=resize, reference="the private images are {} and no "
-                            "--image-size (image_size) is declared to resize to: resize it, or "
-                            "declare one.")
+                            resize=resize, reference=reference)
+    if rows is not None:
+        return LazyRows(images.pixels, rows.convert, dtype=rows.dtype, names=rows.names)
     return LazyRows(images.pixels, unit_float32, names=pixel_names(images.shape))
+
+
+def _public_rows(info: Any, rows: Any, shape: tuple[int, int, int] | None, path: Path,
+                 sep: str | None) -> Any:
+    """U for a registered dataset of unnamed pixel rows (:class:`LazyRows`, uint8): a folder
+    of images of its size (its (C, H, W); colour converted to its channels, as the images
+    of an ``imagefolder:`` run are), or a CSV of its columns ``x0, x1, ...`` (the names its
+    features take in the federation) holding the values it stores; both are converted to
+    the models' inputs by the dataset's own conversion."""
+    d = rows.shape[1]
+    names = list(rows.names) if rows.names is not None else [f"x{i}" for i in range(d)]
+    if path.is_dir():
+        if shape is None or rows.source.dtype != np.uint8:
+            raise FedLabelsError(f"public {path} is a folder; dataset {info.name!r} takes a "
+                                 f"CSV file of its {d} columns ({_show(names, 3)}).")
+        c, h, w = (int(s) for s in shape)
+        kind = "grey" if c == 1 else "RGB"
+        return _public_images(path, {"shape": [c, h, w], "size": None, "peak": 255.0}, rows,
+                              reference=f"dataset {info.name!r} has {{}} {kind} images: "
+                                        "resize it to that size.")
+    import pandas as pd
+
+    from fedlabels.data.columns import drop_index_columns
+    from fedlabels.data.csv_table import read_csv_frame
+    from fedlabels.data.lazy_rows import LazyRows
+
+    frame = read_csv_frame(path, sep)
+    if frame.empty:
+        raise FedLabelsError(f"public CSV file {path} has a header but no rows of data.")
+    frame.columns = [str(c) for c in frame.columns]
+    frame = drop_index_columns(frame)
+    if sorted(frame.columns) != sorted(names):
+        missing = [c for c in names if c not in set(frame.columns)]
+        extra = [c for c in frame.columns if c not in set(names)]
+        wrong = "; ".join([*([f"lacks {_show(missing, 3)}"] if missing else []),
+                           *([f"has {_show(extra, 3)}"] if extra else [])])
+        raise FedLabelsError(f"public CSV file {path} has {len(frame.columns)} column(s) "
+                             f"({wrong}); dataset {info.name!r} takes its {d} columns "
+                             f"{names[0]} ... {names[-1]} (a header line naming them, no "
+                             "label column)" + (", or a folder of its images." if shape
+                                                is not None else "."))
+    frame = frame[names]
+    _no_empty_cells(frame, path, names)
+    kind = rows.source.dtype
+    limits = np.iinfo(kind) if kind.kind in "ui" else None
+    scale = f"{limits.min}-{limits.max} integers" if limits is not None else f"{kind} values"
+    text = [c for c in names if not pd.api.types.is_numeric_dtype(frame[c])]
+    if text:
+        raise FedLabelsError(f"public CSV file {path}: column(s) {_show(text)} hold text; "
+                             f"dataset {info.name!r} stores {scale}.")
+    values = frame.to_numpy(dtype=np.float64)
+    stored = values.astype(kind) if limits is None else \
+        np.clip(np.rint(values), limits.min, limits.max).astype(kind)
+    off = stored.astype(np.float64) != values
+    if off.any():
+        i, j = (int(v[0]) for v in np.nonzero(off))
+        raise FedLabelsError(f"public CSV file {path} holds {values[i, j]:g} (data row {i + 1}, "
+                             f"column {names[j]!r}): dataset {info.name!r} stores {scale} "
+                             "(its pixel values as stored, not scaled to [0, 1]); give those.")
+    return LazyRows(stored, rows.convert, dtype=rows.dtype, names=rows.names)
+
+
+def _no_empty_cells(frame: Any, path: Path, needed: Sequence[str]) -> None:
+    """One line naming the data rows and columns of a public CSV's empty cells."""
+    empty = frame.isna().any(axis=1).to_numpy()
+    if empty.any():
+        rows = np.flatnonzero(empty)
+        shown = ", ".join(str(r + 1) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+        columns = [c for c in needed if frame[c].isna().any()]
+        raise FedLabelsError(f"public CSV file {path} has {len(rows)} row(s) with empty cells "
+                             f"(data row(s) {shown}; column(s) {_show(columns)}); fill or drop "
+                             "them.")
 
 
 def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
@@ -138,14 +222,7 @@ def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
         raise FedLabelsError(f"public CSV file {path} {' and '.join(parts)}; give it the "
                              f"training table's feature columns ({_show(needed)}).")
     frame = frame[needed]
-    empty = frame.isna().any(axis=1).to_numpy()
-    if empty.any():
-        rows = np.flatnonzero(empty)
-        shown = ", ".join(str(r + 1) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
-        columns = [c for c in needed if frame[c].isna().any()]
-        raise FedLabelsError(f"public CSV file {path} has {len(rows)} row(s) with empty cells "
-                             f"(data row(s) {shown}; column(s) {_show(columns)}); fill or drop "
-                             "them.")
+    _no_empty_cells(frame, path, needed)
     numeric = [c for c in needed if pd.api.types.is_numeric_dtype(X[c])
                and not pd.api.types.is_numeric_dtype(frame[c])]
     if numeric:

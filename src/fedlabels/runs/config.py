@@ -74,7 +74,8 @@ class RunConfig:
     public: str | None = param(
         None, "PATH: a public unlabeled set U of your own instead of one drawn from the "
         "dataset: a CSV of the table's feature columns (no target), or for images a folder "
-        "of images; every non-test row then goes to the clients (docs/usage.md)", kind=str,
+        "of images (fashion_mnist: either); every non-test row then goes to the clients "
+        "(docs/usage.md)", kind=str,
         group="data", federation=True, metavar="PATH", hashed_at_default=False)
     public_pca: int | None = param(
         None, "project every feature vector onto the top K whitened principal components of "
