@@ -185,3 +185,20 @@ def test_digits_takes_a_csv_of_its_pixel_columns(tmp_path: Path,
                           str(tmp_path / "folder"), "--rounds", "1", "-o",
                           str(tmp_path / "r.json")])
     assert "give a CSV file" in err
+
+
+def test_a_registered_datasets_default_private_size_gives_way_to_a_given_u(
+        tmp_path: Path) -> None:
+    """breast_cancer's default split (|U| 370, 85 private, 114 test) draws U beside 85
+    private rows; with a U of one's own every non-test row goes to the clients, as the docs
+    say (before: 85, the other 370 rows unused), and private still takes fewer."""
+    import sklearn.datasets
+
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).data
+    U = frame.iloc[:40] * 1.01  # near the data, no copies
+    U.to_csv(tmp_path / "pub.csv", index=False)
+    fed = fl.load_federation("breast_cancer", clients=3, public=str(tmp_path / "pub.csv"))
+    assert len(fed.y_test) == 114 and sum(len(c) for c in fed.clients) == 569 - 114
+    fed = fl.load_federation("breast_cancer", clients=3, private=60,
+                             public=str(tmp_path / "pub.csv"))
+    assert sum(len(c) for c in fed.clients) == 60

@@ -153,7 +153,8 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
         X_public = read_public(info, raw, public, sep=sep, features=features, drop=drop,
                                partition_column=spec.column if spec.kind == "column" else None)
     n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
-    n_private = n_private if n_private is not None else defaults.get("n_private")
+    if n_private is None and X_public is None:  # a default sized beside a drawn U
+        n_private = defaults.get("n_private")
     if n_test is not None and raw.X_test is not None:
         import warnings
 
