@@ -140,3 +140,36 @@ def test_killed_supernode_is_reported_and_the_rest_continue(tmp_path: Path) -> N
     assert result.rounds[-1].server["clients_alive"] == 2.0
     assert result.rounds[-1].bytes_up[2] == 0
     assert _wait_gone(tmp_path) == []
+
+
+def test_deployed_run_on_a_public_set_of_ones_own(tmp_path: Path) -> None:
+    """`deploy local` with ``public``: the sites are shipped the file's rows as U (the
+    SHA-256 of shared.npz's X_public is the result's, U z-scored by its own statistics),
+    no truth file is written, and the result is the simulator's."""
+    import hashlib
+
+    import sklearn.datasets
+
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).frame
+    frame.iloc[:300].to_csv(tmp_path / "private.csv", index=False)
+    public = frame.iloc[300:].drop(columns=["target"])
+    public.to_csv(tmp_path / "public u.csv", index=False)
+    cfg = RunConfig(method="fedct", dataset=f"csv:{tmp_path / 'private.csv'}:target",
+                    public=str(tmp_path / "public u.csv"), clients=3, model="dt", rounds=2,
+                    seed=3)
+    out = tmp_path / "deployed.json"
+    deployed = deploy_local(cfg, workdir=tmp_path / "work", output=out, reply_timeout=120,
+                            node_timeout=60, timeout=400)
+    simulated = run_config(cfg)
+    record = json.loads(out.read_text())["federation"]["public"]
+    assert record["n_public"] == len(public) == 269
+    with np.load(tmp_path / "work" / "sites" / "shared.npz") as shared:
+        U = shared["X_public"]
+    raw = public.to_numpy(dtype=np.float64)
+    np.testing.assert_allclose(U, (raw - raw.mean(0)) / raw.std(0), atol=1e-5)
+    assert record["sha256"] == hashlib.sha256(U.tobytes()).hexdigest()
+    assert record == simulated.federation["public"]
+    assert not list((tmp_path / "work").rglob("*truth*"))
+    assert deployed.final == simulated.final
+    assert [d.accuracies for d in deployed.rounds] == [s.accuracies for s in simulated.rounds]
+    assert _wait_gone(tmp_path / "work") == []

@@ -308,3 +308,34 @@ def test_dp_run_on_ray_spends_what_the_simulator_spends(_: None, ray_cluster: st
     assert [(r.bytes_up, r.bytes_down) for r in ray.rounds] == \
         [(r.bytes_up, r.bytes_down) for r in simulated.rounds]
     assert ray.rounds[0].accuracies == simulated.rounds[0].accuracies  # before any noise
+
+
+@pytest.mark.parametrize("_", [pytest.param(None, marks=REAL)])
+def test_a_public_set_of_ones_own_on_ray_is_the_simulators(
+        _: None, ray_cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``public`` (a CSV at a relative path with a space) on the Ray engine: the run holds
+    the file's rows as U (its size and the SHA-256 of their model inputs, U z-scored by its
+    own statistics) and gives the simulator's result."""
+    import hashlib
+
+    import numpy as np
+    import sklearn.datasets
+
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster)
+    monkeypatch.chdir(tmp_path)
+    frame = sklearn.datasets.load_breast_cancer(as_frame=True).frame
+    frame.iloc[:300].to_csv(tmp_path / "private.csv", index=False)
+    public = frame.iloc[300:].drop(columns=["target"])
+    public.to_csv(tmp_path / "public u.csv", index=False)
+    dataset = f"csv:{tmp_path / 'private.csv'}:target"
+    kw: dict[str, Any] = {"public": "public u.csv", "clients": 3, "model": "dt", "rounds": 2,
+                          "seed": 4, "progress": False}
+    ray = fl.run("fedct", dataset, engine=ENGINE, **kw)
+    simulated = fl.run("fedct", dataset, **kw)
+    record = ray.federation["public"]
+    assert record["path"] == "public u.csv" and record["n_public"] == len(public) == 269
+    fed = fl.load_federation(dataset, clients=3, public="public u.csv", seed=4)
+    raw = public.to_numpy(dtype=np.float64)
+    np.testing.assert_allclose(fed.X_public, (raw - raw.mean(0)) / raw.std(0), atol=1e-5)
+    assert record["sha256"] == hashlib.sha256(fed.X_public.tobytes()).hexdigest()
+    assert comparable(as_json(ray)) == comparable(as_json(simulated))
