@@ -299,3 +299,15 @@ def test_a_registered_text_datasets_public_csv_is_its_texts(tmp_path: Path) -> N
                              np.arange(40) % 2, clients=2, test=10, seed=0,
                              X_public=read_public(info, raw, one))
     assert list(fed.X_public) == ["sunny and warm", "cold, wet"] and fed.y_public is None
+
+
+def test_run_takes_a_pathlib_path_as_public_as_load_federation_does(tmp_path: Path) -> None:
+    """before: fl.run refused Path('public.csv') ('public must be a str'), which
+    load_federation and the docs' PATH accept."""
+    dataset, public, _ = _tables(tmp_path)
+    result = fl.run("fedct", dataset, public=public, clients=3, rounds=1, seed=0,
+                    progress=False)
+    assert result.federation["public"]["path"] == str(public)
+    assert result.config["public"] == str(public)
+    assert result.federation["public"] == fl.load_federation(
+        dataset, clients=3, public=public, seed=0).info["public"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -276,6 +277,8 @@ def checked_value(info: ParamInfo, value: Any) -> Any:
     form), or a one-line error naming it; :meth:`RunConfig.validate` checks the
     combinations."""
     name = info.name
+    if name == "public" and isinstance(value, os.PathLike):  # a pathlib.Path from Python
+        value = os.fspath(value)
     if name == "image_size" and value is not None and not isinstance(value, str):
         from fedlabels.data.images import parse_size
 
