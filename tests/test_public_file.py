@@ -311,3 +311,22 @@ def test_run_takes_a_pathlib_path_as_public_as_load_federation_does(tmp_path: Pa
     assert result.config["public"] == str(public)
     assert result.federation["public"] == fl.load_federation(
         dataset, clients=3, public=public, seed=0).info["public"]
+
+
+def test_a_public_csv_split_by_another_separator_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ';'-separated U read with commas is one column: one line saying it looks
+    ';'-separated and what to do (a csv: table: --sep, which reads both files; a registered
+    dataset, which refuses --sep: re-save it with commas). Before: a line listing all 30
+    columns as missing and the header as one unknown column, with no word of the
+    separator."""
+    dataset, public, frame = _tables(tmp_path)
+    frame.to_csv(public, index=False, sep=";")
+    base = ["run", "--method", "fedct", "--clients", "3", "--rounds", "1",
+            "-o", str(tmp_path / "r.json"), "--public", str(public)]
+    err = _error(capsys, [*base, "--dataset", dataset])
+    assert "has one column, not the 30 feature columns" in err
+    assert "looks ';'-separated; give --sep ';'" in err
+    err = _error(capsys, [*base, "--dataset", "breast_cancer"])
+    assert "looks ';'-separated; the public CSV of a registered dataset is comma-separated" \
+        in err

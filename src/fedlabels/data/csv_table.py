@@ -30,13 +30,19 @@ def _sep_name(sep: str) -> str:
     return {"\t": "'\\t' (tab)"}.get(sep, repr(sep))
 
 
-def _separator_hint(path: Path, header: str, sep: str) -> str:
-    """`` it looks ';'-separated: give --sep ';'`` when the header splits on another one."""
+def other_separator(header: str, sep: str) -> str:
+    """The separator a header line looks split by, where it is not ``sep`` (else "")."""
     try:
         found = csv.Sniffer().sniff(header, delimiters="".join(_OTHER_SEPARATORS)).delimiter
     except csv.Error:
         found = next((s for s in _OTHER_SEPARATORS if s in header), "")
-    if not found or found == sep:
+    return "" if found == sep else found
+
+
+def _separator_hint(path: Path, header: str, sep: str) -> str:
+    """`` it looks ';'-separated: give --sep ';'`` when the header splits on another one."""
+    found = other_separator(header, sep)
+    if not found:
         return ""
     flag = "--sep '\\t'" if found == "\t" else f"--sep '{found}'"
     return (f" It looks {_sep_name(found)}-separated, not {_sep_name(sep)}-separated: give "

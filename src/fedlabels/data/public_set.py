@@ -125,6 +125,7 @@ def _public_rows(info: Any, rows: Any, shape: tuple[int, int, int] | None, path:
     from fedlabels.data.lazy_rows import LazyRows
 
     frame = read_csv_frame(path, sep)
+    _check_separator(frame, path, sep, d, info.name)
     if frame.empty:
         raise FedLabelsError(f"public CSV file {path} has a header but no rows of data.")
     frame.columns = [str(c) for c in frame.columns]
@@ -158,6 +159,29 @@ def _public_rows(info: Any, rows: Any, shape: tuple[int, int, int] | None, path:
                              f"column {names[j]!r}): dataset {info.name!r} stores {scale} "
                              "(its pixel values as stored, not scaled to [0, 1]); give those.")
     return LazyRows(stored, rows.convert, dtype=rows.dtype, names=rows.names)
+
+
+def _check_separator(frame: Any, path: Path, sep: str | None, n_features: int,
+                     dataset: str) -> None:
+    """One line where a public CSV read as one column looks split by another separator
+    (its header line ``a;b;c`` taken as one column's name)."""
+    from fedlabels.data.csv_table import _first_line, _sep_name, normalise_sep, other_separator
+
+    used = normalise_sep(sep) or ","
+    found = other_separator(_first_line(path), used) if len(frame.columns) == 1 \
+        and n_features > 1 else ""
+    if not found:
+        return
+    if dataset.startswith("csv:"):
+        flag = "'\\t'" if found == "\t" else repr(found)
+        fix = (f"give --sep {flag} (TOML: sep = {found!r}; it reads the table and U alike), "
+               f"or re-save U {_sep_name(used)}-separated")
+    else:  # --sep is a csv: table's, refused beside a registered dataset's name
+        fix = ("the public CSV of a registered dataset is comma-separated (--sep applies to "
+               "csv:PATH:TARGET tables): re-save it with commas")
+    raise FedLabelsError(f"public CSV file {path} has one column, not the {n_features} "
+                         f"feature columns of {dataset!r}: it looks {_sep_name(found)}-"
+                         f"separated; {fix}.")
 
 
 def _no_empty_cells(frame: Any, path: Path, needed: Sequence[str]) -> None:
@@ -196,6 +220,8 @@ def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
     keep, remove = parse_columns(features, "--features"), parse_columns(drop, "--drop")
     frame = drop_index_columns(frame, keep=[*(keep or ()), *(remove or ())])
     X = raw.X
+    if isinstance(X, pd.DataFrame):
+        _check_separator(frame, path, sep, X.shape[1], info.name)
     if isinstance(X, pd.Series):  # text: the one text column
         name = str(X.name)
         if name not in frame.columns:
