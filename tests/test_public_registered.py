@@ -202,3 +202,25 @@ def test_a_registered_datasets_default_private_size_gives_way_to_a_given_u(
     fed = fl.load_federation("breast_cancer", clients=3, private=60,
                              public=str(tmp_path / "pub.csv"))
     assert sum(len(c) for c in fed.clients) == 60
+
+
+def test_deploy_prepare_ships_a_given_fashion_u_as_the_simulator_holds_it(
+        tmp_path: Path) -> None:
+    """`fedlabels deploy prepare` (no processes): shared.npz carries the folder's images as
+    U, as float32 pixels / 255, the SHA-256 the federation records, and no truth file."""
+    from fedlabels.engines.flower.prepare import prepare_run
+    from fedlabels.runs.config import RunConfig
+
+    _fake_fashion()
+    U = np.random.default_rng(1).integers(0, 256, (12, 784), dtype=np.uint8)
+    _as_pngs(U, tmp_path / "pub")
+    cfg = RunConfig(method="fedct", dataset="fashion_mnist", public=str(tmp_path / "pub"),
+                    clients=3, private=300, model="dt", rounds=1)
+    prepared = prepare_run(cfg, tmp_path / "run")
+    with np.load(prepared.shared_path) as shared:
+        shipped = shared["X_public"]
+    assert np.array_equal(shipped, U.astype(np.float32) / np.float32(255.0))
+    record = fl.load_federation("fashion_mnist", clients=3, private=300,
+                                public=str(tmp_path / "pub")).info["public"]
+    assert record["sha256"] == hashlib.sha256(shipped.tobytes()).hexdigest()
+    assert not prepared.truth_path.exists()
