@@ -461,3 +461,41 @@ def test_make_federation_refuses_missing_texts():
     X[7], X[9] = "fine", float("nan")
     with pytest.raises(FedLabelsError, match=r"X\[9\] is nan, not a str"):
         make_federation(X, y, clients=2, unlabeled=10, test=10, seed=0)
+
+
+def test_texts_na_none_and_null_are_texts_not_missing(tmp_path, capsys):
+    """A review reading 'NA', 'None' or 'null' is a text (the vader sets read theirs so);
+    pandas' default read it as missing, so a csv: text column holding one was refused as
+    'empty', a public CSV of texts too, and predict called it an empty cell. Only an empty
+    cell is missing now."""
+    import pandas as pd
+
+    from fedlabels.data.public_set import read_public
+
+    X, y = synthetic_texts(120, seed=3)
+    X[[5, 17, 40]] = ["NA", "None", "null"]
+    path = tmp_path / "reviews.csv"
+    pd.DataFrame({"review": X, "stars": np.where(y, "up", "down")}).to_csv(path, index=False)
+    fed = load_federation(f"csv:{path}:stars", clients=3, text_column="review", seed=0)
+    held = {str(t) for t in (*fed.X_public, *fed.X_test, *(t for c in fed.clients for t in c.X))}
+    assert {"NA", "None", "null"} <= held
+    public = tmp_path / "u.csv"
+    public.write_text("text\nNA\nnull\nfine day\n")
+    raw = get_dataset(f"csv:{path}:stars").load()
+    texts = read_public(get_dataset("tweets"), type(raw)(X=np.array(["a"], dtype=object),
+                                                         y=np.array([0])), public)
+    assert list(texts) == ["NA", "null", "fine day"]
+    public.write_text("text,n\nNA,1\n,2\n")  # an empty cell is still missing
+    with pytest.raises(FedLabelsError, match=r"1 empty text\(s\) \(data row\(s\) 2\)"):
+        read_public(get_dataset("tweets"), type(raw)(X=np.array(["a"], dtype=object),
+                                                     y=np.array([0])), public)
+    out = tmp_path / "r.json"
+    assert main(["run", "--dataset", f"csv:{path}:stars", "--text-column", "review",
+                 "--model", "tfidf", "--method", "local", "--clients", "3", "--rounds", "1",
+                 "--no-progress", "--output", str(out)]) == 0
+    new = tmp_path / "new.csv"
+    new.write_text("review\nNA\ngreat fun\n")
+    assert main(["predict", str(out), str(new), "-o", str(tmp_path / "p.csv")]) == 0, \
+        capsys.readouterr().err
+    table = pd.read_csv(tmp_path / "p.csv", keep_default_na=False)
+    assert list(table["review"]) == ["NA", "great fun"]

@@ -70,9 +70,17 @@ def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any
     return frame.drop(columns=[target]), frame[target]
 
 
-def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "") -> Any:
+#: how a column of texts is read: only an empty cell is missing ("NA", "None" and "null"
+#: are texts, which pandas' default would read as missing)
+TEXTS_AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}
+
+
+def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *,
+                   texts: bool = False, usecols: list[str] | None = None) -> Any:
     """The table in ``path`` as a DataFrame (separator ``sep``, default ``,``); a missing,
-    empty, non-UTF-8 or unparsable file is one line naming it."""
+    empty, non-UTF-8 or unparsable file is one line naming it. ``texts``: cells read as
+    written, only empty ones missing (:data:`TEXTS_AS_WRITTEN`); ``usecols``: those
+    columns only."""
     import pandas as pd  # lazily: importing fedlabels must not load pandas
 
     sep = normalise_sep(sep) or ","
@@ -81,7 +89,8 @@ def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "") -
 
         raise FedLabelsError(f"CSV file {path} {not_a_file(path)}.")
     try:
-        return pd.read_csv(path, sep=sep)
+        return pd.read_csv(path, sep=sep, usecols=usecols,
+                           **(TEXTS_AS_WRITTEN if texts else {}))
     except pd.errors.EmptyDataError:
         raise FedLabelsError(f"CSV file {path} is empty: it needs a header line naming the "
                              f"columns{columns_hint} and at least one row.") from None

@@ -47,9 +47,10 @@ def load_table(dataset: str, *, sep: str | None = None,
                              image_input=image_input(images.shape, parse_size(image_size),
                                                      images.peak, image_column))
     if text_column is not None:
-        from fedlabels.data.text import text_feature
+        from fedlabels.data.text import text_feature, texts_as_written
 
-        return info, replace(raw, X=text_feature(info, raw.X, text_column, features, drop))
+        X = texts_as_written(info, raw.X, text_column, sep)
+        return info, replace(raw, X=text_feature(info, X, text_column, features, drop))
     if features is None and drop is None and info.target is None:
         return info, raw
     from fedlabels.data.columns import drop_index_columns, parse_columns, select_columns

@@ -207,7 +207,9 @@ def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
     if path.is_dir():
         raise FedLabelsError(f"public {path} is a folder; for a table dataset give a CSV file "
                              "of the training table's feature columns (no target column).")
-    frame = read_csv_frame(path, sep)
+    # texts as written ("NA" is a text), as the table's text column is read
+    texts = isinstance(raw.X, pd.Series) or (isinstance(raw.X, np.ndarray) and raw.X.ndim == 1)
+    frame = read_csv_frame(path, sep, texts=texts)
     if frame.empty:
         raise FedLabelsError(f"public CSV file {path} has a header but no rows of data.")
     frame.columns = [str(c) for c in frame.columns]

@@ -119,11 +119,14 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         return pd.DataFrame({"path": [str(f) for f in files],
                              "prediction": predict(payload["models"], prep, files, client)})
     sep = sep or run_sep(result_path) or ","
+    from fedlabels.data.csv_table import TEXTS_AS_WRITTEN
+
     try:
         as_str = {c: str for c in prep.categorical}
         if prep.text:  # the texts as written: '00123' stays '00123', not the number 123
             as_str[prep.feature_names[0]] = str
-        frame = pd.read_csv(data_path, sep=sep, dtype=as_str or None)
+        frame = pd.read_csv(data_path, sep=sep, dtype=as_str or None,
+                            **(TEXTS_AS_WRITTEN if prep.text else {}))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
         raise FedLabelsError(f"cannot read CSV file {data_path}: {reason}.") from None
