@@ -375,6 +375,10 @@ def make_federation(
         (``test_fraction``: 0.2 unless given; give one of the two).
     X_test, y_test : optional
         An explicit test set (e.g. a dataset's official split); then nothing of X is held out.
+        Beside a DataFrame X, a DataFrame X_test is read as ``RunResult.predict`` reads new
+        rows: X's columns by name (in any order; the ``column:NAME`` column may stand in it),
+        one-hot encoded with X's categories (a category X lacks encodes as none, with a
+        warning); a column X lacks is an error.
     partition : str
         ``iid``, ``dirichlet:A1,A2``, ``shards:K``, ``quantity:A[,MIN]``,
         ``powerlaw:A[,MIN]`` or ``column:NAME`` (:mod:`fedlabels.data.partition`; with
@@ -482,7 +486,7 @@ def make_federation(
     if X_test is not None or y_test is not None:
         if X_test is None or y_test is None:
             raise FedLabelsError("pass both X_test and y_test, or neither.")
-        Xt, _ = as_feature_matrix(X_test, "X_test")
+        Xt = _test_like(X, X_test, feature_names, spec.column or None)
         if isinstance(Xt, LazyRows):
             Xt = Xt[:]
         if Xt.ndim != Xa.ndim:
@@ -622,6 +626,28 @@ def make_federation(
         task=task,
         target_range=target_range if regression else None,
     )
+
+
+def _test_like(X: Any, X_test: Any, feature_names: list[str], site_column: str | None) -> Any:
+    """``X_test`` as :func:`as_feature_matrix` reads X. Beside a DataFrame X, a DataFrame is
+    read as ``predict`` reads new rows: X's columns by name (the ``column:NAME`` partition's
+    column ignored), one-hot encoded with X's categories (one X lacks encodes as none, with a
+    warning), so that each test feature is the training feature of the same name."""
+    import pandas as pd
+
+    from fedlabels.data.preprocessing import Preprocessing
+
+    if not (isinstance(X, pd.DataFrame) and isinstance(X_test, pd.DataFrame)):
+        return as_feature_matrix(X_test, "X_test")[0]
+    test = X_test.set_axis([str(c) for c in X_test.columns], axis=1)
+    if site_column is not None:
+        test = test.drop(columns=[c for c in test.columns if c == site_column])
+    known = {str(c) for c in X.columns}
+    extra = [c for c in test.columns if c not in known]
+    if extra:
+        raise FedLabelsError(f"X_test has column(s) {', '.join(extra[:5])} that X lacks; give "
+                             "the test set X's feature columns (and no label).")
+    return Preprocessing.of(X, feature_names, [], None, None).encode(test, "X_test")
 
 
 def _with_public(X: Any, X_public: Any) -> tuple[Any, Any]:

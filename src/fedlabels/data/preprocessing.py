@@ -81,12 +81,24 @@ class Preprocessing:
         a warning naming the column);
         for a run on image files, images (files, a folder, a table's image column or pixel
         rows: :func:`fedlabels.data.images.new_image_rows`)."""
-        import pandas as pd
-
         if self.text:
             from fedlabels.data.text import text_rows
 
             return text_rows(X_raw, self.feature_names[0])
+        X = self.encode(X_raw)
+        if self.mean is not None and self.std is not None:
+            X = (X - self.mean) / self.std
+        if self.pca is not None:
+            X = self.pca.project(X)
+        return X.astype(np.float32)
+
+    def encode(self, X_raw: Any, what: str = "the data", stacklevel: int = 6) -> np.ndarray:
+        """Raw rows -> ``feature_names`` as float64, one-hot encoded as the training rows
+        were (their columns by name, in any order; unknown categories as all zeros, with a
+        warning at ``stacklevel`` from its ``warnings.warn``), before any scaling; ``what``
+        names the rows in errors."""
+        import pandas as pd
+
         if self.image is not None:
             from fedlabels.data.images import new_image_rows
 
@@ -99,12 +111,12 @@ class Preprocessing:
                                      columns=self.columns)
             missing = [c for c in self.columns if c not in frame.columns]
             if missing:
-                raise FedLabelsError(f"the data lacks column(s) {', '.join(missing[:5])} the "
+                raise FedLabelsError(f"{what} lacks column(s) {', '.join(missing[:5])} the "
                                      f"models were trained on ({len(self.columns)} columns).")
             frame = frame[self.columns]
             cats = list(self.categorical)
             _check_new_columns(frame, cats)
-            _warn_unseen_categories(frame, cats, self.feature_names)
+            _warn_unseen_categories(frame, cats, self.feature_names, stacklevel)
             if cats:
                 frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
                                        dtype=float)
@@ -114,23 +126,19 @@ class Preprocessing:
             rows = self._rows(X_raw, len(self.feature_names))
             X = _floats(lambda: rows.astype(np.float64))
         if len(X) == 0:
-            raise FedLabelsError("the data has no rows; give at least one row to predict.")
+            raise FedLabelsError(f"{what} has no rows; give at least one row to predict.")
         finite = np.isfinite(X)
         if not finite.all():
             names = self.feature_names if X.shape[1] == len(self.feature_names) else None
             cols = np.flatnonzero(~finite.all(axis=0))
             rows = np.flatnonzero(~finite.all(axis=1))
             where = ", ".join(repr(names[c]) if names else f"#{c}" for c in cols[:5])
-            raise FedLabelsError(f"the data has missing or non-finite values in column(s) "
+            raise FedLabelsError(f"{what} has missing or non-finite values in column(s) "
                                  f"{where}{' ...' if len(cols) > 5 else ''} (rows "
                                  f"{', '.join(str(r) for r in rows[:5])}"
                                  f"{' ...' if len(rows) > 5 else ''}; counting from 0); impute "
                                  "or drop them first.")
-        if self.mean is not None and self.std is not None:
-            X = (X - self.mean) / self.std
-        if self.pca is not None:
-            X = self.pca.project(X)
-        return X.astype(np.float32)
+        return X
 
     @staticmethod
     def _rows(X_raw: Any, n_columns: int) -> np.ndarray:
@@ -222,7 +230,7 @@ def _check_new_columns(frame: Any, categorical: list[str]) -> None:
 
 
 def _warn_unseen_categories(frame: Any, categorical: list[str],
-                            feature_names: Sequence[str]) -> None:
+                            feature_names: Sequence[str], stacklevel: int) -> None:
     """Warn, naming the column, where new rows hold categories the training data had not:
     they encode as all zeros (as no category). A column of numbers where training had text
     codes ('01', '02') is the usual cause: read the column as text."""
@@ -246,7 +254,7 @@ def _warn_unseen_categories(frame: Any, categorical: list[str],
         warnings.warn(FedLabelsWarning(
             f"column {column!r}: {int(values.isin(unseen).sum())} of {len(values)} rows hold "
             f"categories not seen in training ({shown}); they encode as no category "
-            f"(all zeros){hint}."), stacklevel=5)  # the caller of result.predict
+            f"(all zeros){hint}."), stacklevel=stacklevel)
 
 
 def _floats(convert: Any) -> np.ndarray:

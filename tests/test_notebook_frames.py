@@ -1,0 +1,62 @@
+"""The Python API on a data scientist's own pandas frames: an explicit test set is read as
+the training frame is, by column names and categories."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fedlabels as fl
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+
+
+def _wards(n: int = 240, seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
+    rng = np.random.default_rng(seed)
+    ward = rng.choice(["east", "north", "south"], n)
+    X = pd.DataFrame({"ward": ward, "body mass": rng.normal(26, 4, n),
+                      "site": np.repeat(["A", "B", "C"], n // 3)},
+                     index=pd.RangeIndex(1000, 1000 + 3 * n, 3))
+    return X, pd.Series(np.where(ward == "north", "sick", "well"), index=X.index)
+
+
+def test_a_test_frame_is_one_hot_encoded_with_the_training_categories():
+    X, y = _wards()
+    # the test frame lacks 'east', has 'west', and lists its columns in another order: read
+    # apart, its one-hot columns were north, south, west where X's are east, north, south
+    Xt = pd.DataFrame({"body mass": np.linspace(20, 30, 60),
+                       "ward": ["north"] * 20 + ["south"] * 20 + ["west"] * 20})
+    yt = pd.Series(["sick"] * 20 + ["well"] * 40)
+    with pytest.warns(FedLabelsWarning, match="'west'"):
+        fed = fl.make_federation(X.drop(columns="site"), y, X_test=Xt, y_test=yt, clients=3,
+                                 scale="none", seed=0)
+    names = fed.feature_names
+    assert names == ["body mass", "ward_east", "ward_north", "ward_south"]
+    for ward in ("east", "north", "south"):
+        assert np.array_equal(fed.X_test[:, names.index(f"ward_{ward}")],
+                              (Xt["ward"] == ward).to_numpy(dtype=np.float32))
+    assert np.allclose(fed.X_test[:, 0], Xt["body mass"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fl.run("fedct", fed, model="dt", rounds=1, seed=0)
+        # the run's reported accuracy is that of its models on these rows, as predict sees them
+        predicted = result.predict(Xt, client=0)
+    assert result.final["client_accuracies"][0] == pytest.approx(
+        float((predicted == yt.to_numpy()).mean()))
+
+
+def test_a_test_frame_may_keep_the_partition_column_but_no_other_extra():
+    X, y = _wards()
+    Xt, yt = X.iloc[:30], y.iloc[:30]
+    fed = fl.make_federation(X.iloc[30:], y.iloc[30:], X_test=Xt, y_test=yt, clients=3,
+                             partition="column:site", seed=0)
+    assert fed.X_test.shape == (30, len(fed.feature_names)) and "site" not in str(
+        fed.feature_names)
+    with pytest.raises(FedLabelsError, match=r"X_test has column.*label"):
+        fl.make_federation(X.iloc[30:], y.iloc[30:], X_test=Xt.assign(target=yt), y_test=yt,
+                           clients=3, partition="column:site", seed=0)
+    with pytest.raises(FedLabelsError, match=r"X_test lacks column.*ward"):
+        fl.make_federation(X.iloc[30:], y.iloc[30:], X_test=Xt.drop(columns="ward"),
+                           y_test=yt, clients=3, partition="column:site", seed=0)
