@@ -60,3 +60,19 @@ def test_a_test_frame_may_keep_the_partition_column_but_no_other_extra():
     with pytest.raises(FedLabelsError, match=r"X_test lacks column.*ward"):
         fl.make_federation(X.iloc[30:], y.iloc[30:], X_test=Xt.drop(columns="ward"),
                            y_test=yt, clients=3, partition="column:site", seed=0)
+
+
+def test_a_frame_with_integer_column_names_predicts_on_itself(tmp_path):
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(150, 3))
+    X = pd.DataFrame(values)  # columns 0, 1, 2: what pd.DataFrame(array) gives
+    y = (values[:, 0] > 0).astype(int)
+    fed = fl.make_federation(X, y, clients=3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fl.run("fedct", fed, model="dt", rounds=1, seed=0)
+    expected = result.predict(values)  # the same rows as an array, read by position
+    assert np.array_equal(result.predict(X), expected)
+    assert np.array_equal(result.predict(X[[2, 0, 1]]), expected)  # by name, not position
+    result.save(tmp_path / "run.json")
+    assert np.array_equal(fl.load_run(tmp_path / "run.json").predict(X), expected)

@@ -104,8 +104,8 @@ class Preprocessing:
 
             X = new_image_rows(self.image, X_raw)
         elif self.columns is not None:
-            if isinstance(X_raw, pd.DataFrame):
-                frame = X_raw
+            if isinstance(X_raw, pd.DataFrame):  # names as recorded: pd.DataFrame(a)'s 0 is "0"
+                frame = X_raw.set_axis([str(c) for c in X_raw.columns], axis=1)
             else:
                 frame = pd.DataFrame(self._rows(X_raw, len(self.columns)),
                                      columns=self.columns)
