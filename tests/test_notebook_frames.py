@@ -76,3 +76,20 @@ def test_a_frame_with_integer_column_names_predicts_on_itself(tmp_path):
     assert np.array_equal(result.predict(X[[2, 0, 1]]), expected)  # by name, not position
     result.save(tmp_path / "run.json")
     assert np.array_equal(fl.load_run(tmp_path / "run.json").predict(X), expected)
+
+
+def test_labels_whose_index_differs_from_the_features_are_refused():
+    X, y = _wards()
+    X = X.drop(columns="site")
+    # sorted labels (or a filter applied to y alone) no longer line up with X's rows by
+    # position; pairing them by position would train on the wrong labels, silently
+    with pytest.raises(FedLabelsError, match=r"different row indexes .*y\.loc\[X\.index\]"):
+        fl.make_federation(X, y.sort_values(), clients=3, seed=0)
+    with pytest.raises(FedLabelsError, match="X_test and y_test have different row indexes"):
+        fl.make_federation(X.iloc[40:], y.iloc[40:], X_test=X.iloc[:40],
+                           y_test=y.iloc[:40].reset_index(drop=True), clients=3, seed=0)
+    aligned = fl.make_federation(X, y.sort_values().loc[X.index], clients=3, seed=0)
+    assert np.array_equal(aligned.y_test, fl.make_federation(X, y, clients=3, seed=0).y_test)
+    # arrays and equal indexes pair by position as before
+    fl.make_federation(X[["body mass"]].to_numpy(), y.sort_values(), clients=3, seed=0)
+    fl.make_federation(X, y.to_numpy(), clients=3, seed=0)

@@ -419,6 +419,8 @@ def make_federation(
     if y is None:
         raise FedLabelsError("make_federation needs the labels y beside X: "
                              "fl.make_federation(X, y, clients=...).")
+    _check_aligned(X, y, "X", "y")
+    _check_aligned(X_test, y_test, "X_test", "y_test")
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
         raise FedLabelsError(f"clients must be an integer >= 1, got {n_clients!r}.")
@@ -626,6 +628,30 @@ def make_federation(
         task=task,
         target_range=target_range if regression else None,
     )
+
+
+def _check_aligned(X: Any, y: Any, x_name: str, y_name: str) -> None:
+    """A one-line error when pandas features and labels carry different row indexes: rows
+    are paired by position (as scikit-learn pairs them), which a sorted or filtered ``y``
+    would pair with the wrong rows, silently."""
+    import sys
+
+    pd = sys.modules.get("pandas")  # no pandas loaded: no pandas objects to compare
+    if pd is None or not isinstance(X, pd.DataFrame | pd.Series) or not isinstance(
+            y, pd.DataFrame | pd.Series) or X.index.equals(y.index):
+        return
+    if len(X) != len(y):
+        return  # the row counts differ: the error that follows says so
+    at = next((i for i, (a, b) in enumerate(zip(X.index, y.index, strict=True))
+               if not (a == b or (a != a and b != b))), None)  # NaN labels alike
+    if at is None:
+        return
+    mine, theirs = (getattr(v, "item", lambda v=v: v)() for v in (X.index[at], y.index[at]))
+    raise FedLabelsError(
+        f"{x_name} and {y_name} have different row indexes (row {at}: {x_name}'s index "
+        f"{mine!r}, {y_name}'s {theirs!r}); rows are paired by position, so "
+        f"align them first: {y_name} = {y_name}.loc[{x_name}.index] to pair them by index, or "
+        f"{y_name} = {y_name}.set_axis({x_name}.index) when the positions already match.")
 
 
 def _test_like(X: Any, X_test: Any, feature_names: list[str], site_column: str | None) -> Any:
