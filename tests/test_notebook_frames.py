@@ -93,3 +93,13 @@ def test_labels_whose_index_differs_from_the_features_are_refused():
     # arrays and equal indexes pair by position as before
     fl.make_federation(X[["body mass"]].to_numpy(), y.sort_values(), clients=3, seed=0)
     fl.make_federation(X, y.to_numpy(), clients=3, seed=0)
+
+
+@pytest.mark.parametrize("data", [pd.DataFrame({"a": range(50), "b": range(50)}),
+                                  np.zeros((50, 2)), pd.Series(range(50))])
+def test_load_federation_of_your_own_data_points_to_make_federation(data):
+    with pytest.raises(FedLabelsError) as err:
+        fl.load_federation(data)
+    message = str(err.value)
+    assert "\n" not in message and "fl.make_federation(X, y" in message
+    assert f"of shape {data.shape}" in message

@@ -72,6 +72,11 @@ def _check_arguments(dataset: Any, sep: Any, features: Any, drop: Any) -> None:
                              f"path {os.fspath(dataset)!r}: use "
                              f"'csv:{os.fspath(dataset)}:TARGET' (TARGET: the label column).")
     if not isinstance(dataset, str):
+        if hasattr(dataset, "shape"):  # your own data (a DataFrame, an array): not its repr
+            raise FedLabelsError(f"dataset must be a name (fedlabels datasets) or a "
+                                 f"'csv:PATH:TARGET' string, got a {type(dataset).__name__} "
+                                 f"of shape {tuple(dataset.shape)}; for your own X and y use "
+                                 "fl.make_federation(X, y, clients=...).")
         raise FedLabelsError(f"dataset must be a name (fedlabels datasets) or a "
                              f"'csv:PATH:TARGET' string, got {dataset!r}.")
     if sep is not None and (not isinstance(sep, str) or not sep):
