@@ -103,3 +103,20 @@ def test_load_federation_of_your_own_data_points_to_make_federation(data):
     message = str(err.value)
     assert "\n" not in message and "fl.make_federation(X, y" in message
     assert f"of shape {data.shape}" in message
+
+
+def test_a_result_states_its_guarantee_in_python(tmp_path):
+    fed = fl.load_federation("breast_cancer", clients=3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = fl.run("fedct", fed, model="dt", rounds=1, seed=0)
+        dp = fl.run("dp-fedct", fed, model="dt", rounds=1, seed=0,
+                    options={"epsilon": 8, "mechanism": "xor"})
+    assert plain.privacy["guarantee"] == "none" and plain.privacy["reason"]
+    assert "ε" not in repr(plain)
+    recorded = dp.to_dict()["privacy"]  # what the JSON says
+    assert dp.privacy == recorded and recorded["guarantee"] == "formal"
+    assert f"ε = {recorded['epsilon']:.4g}, δ = {recorded['delta']:g}, formal" in repr(dp)
+    assert dp.clinical == dp.to_dict()["clinical"] and "metrics" in dp.clinical
+    dp.save(tmp_path / "dp.json")
+    assert fl.load_run(tmp_path / "dp.json", models=False).privacy == recorded

@@ -86,8 +86,29 @@ class RunResult:
             outcome = f"mean RMSE {f['mean_rmse']:.4g}, R² {f['mean_r2']:.3f}"
         else:
             outcome = "not evaluated"
+        privacy = self.privacy
+        eps = privacy.get("epsilon")
+        if isinstance(eps, int | float) and math.isfinite(eps):  # a DP run: its guarantee
+            outcome += (f"; ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g}, "
+                        f"{privacy.get('guarantee', 'none')}")
         return (f"RunResult({self.method!r} on {self.dataset!r}, seed {self.seed}, "
                 f"{len(self.rounds)} rounds, {outcome})")
+
+    @property
+    def privacy(self) -> dict[str, Any]:
+        """What the run guarantees, as the result JSON's ``privacy``: ``guarantee``
+        (``formal``, ``conditional`` or ``none``, with ``reason``), whom it holds against
+        (``guarantee_against``), the ``neighbouring`` relation and, for a DP run,
+        ``epsilon`` and ``delta``; ``{}`` for a result that records none.
+        :func:`privacy_line` writes it as ``fedlabels run`` prints it."""
+        return dict(self.extra.get("privacy") or {})
+
+    @property
+    def clinical(self) -> dict[str, Any]:
+        """The clients' final models on the test set, as the result JSON's ``clinical``
+        (``metrics``, ``confusion_matrices``, ``baseline``, ...; docs/usage.md, 'Clinical
+        metrics'); ``{}`` where none was recorded (regression, a Flower deployment)."""
+        return dict(self.extra.get("clinical") or {})
 
     @property
     def final_record(self) -> RoundRecord | None:
