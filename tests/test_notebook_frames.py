@@ -120,3 +120,37 @@ def test_a_result_states_its_guarantee_in_python(tmp_path):
     assert dp.clinical == dp.to_dict()["clinical"] and "metrics" in dp.clinical
     dp.save(tmp_path / "dp.json")
     assert fl.load_run(tmp_path / "dp.json", models=False).privacy == recorded
+
+
+def test_plot_and_report_from_python_take_results_and_keep_existing_files(tmp_path):
+    fed = fl.load_federation("breast_cancer", clients=3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = [fl.run(m, fed, model="dt", rounds=2, seed=0) for m in ("fedct", "local")]
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"a figure of my own")
+    with pytest.raises(FedLabelsError, match=r"exists; pass overwrite=True"):
+        fl.plot(runs, mine)
+    assert mine.read_bytes() == b"a figure of my own"
+    assert fl.plot(runs, mine, overwrite=True) == mine
+    assert mine.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fl.plot(runs[0], tmp_path / "one.svg").read_text().lstrip().startswith("<?xml")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        files = fl.report(runs, tmp_path / "page.html")
+    assert files == {"report": tmp_path / "page.html",
+                     "summary table": tmp_path / "page.summary.csv"}
+    summary = pd.read_csv(files["summary table"])
+    assert sorted(summary["accuracy_mean"]) == pytest.approx(
+        sorted(r.final["mean_accuracy"] for r in runs))
+    saved = [r.save(tmp_path / f"{r.method}.json") for r in runs]  # the same from files
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fl.report(saved, tmp_path / "files.html")
+    assert pd.read_csv(tmp_path / "files.summary.csv")["accuracy_mean"].tolist() == \
+        summary["accuracy_mean"].tolist()
+    with pytest.raises(FedLabelsError, match=r"exists; pass overwrite=True"):
+        fl.report(runs, tmp_path / "page.html")
+    with pytest.raises(FedLabelsError, match="did you mean 'auroc'"):
+        fl.report(runs, tmp_path / "other.html", metric="auc")

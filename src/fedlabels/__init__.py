@@ -34,13 +34,15 @@ _LAZY = {
     "load_federation": "fedlabels.data",
     "load_run": "fedlabels.api",
     "make_federation": "fedlabels.data",
+    "plot": "fedlabels.api",
+    "report": "fedlabels.api",
     "resume": "fedlabels.api",
     "run": "fedlabels.api",
     "run_config": "fedlabels.api",
 }
 
 if TYPE_CHECKING:
-    from fedlabels.api import load_run, resume, run, run_config
+    from fedlabels.api import load_run, plot, report, resume, run, run_config
     from fedlabels.core.errors import (
         DatasetNotFetchedError,
         FedLabelsError,
@@ -89,6 +91,8 @@ __all__ = [
     "load_federation",
     "load_run",
     "make_federation",
+    "plot",
+    "report",
     "resume",
     "run",
     "run_config",

@@ -10,7 +10,7 @@ Example (works in a notebook with numpy arrays or pandas objects)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +267,74 @@ def load_run(path: str | Path, *, models: bool = True) -> RunResult:
     return result
 
 
+def plot(results: RunResult | str | Path | Sequence[RunResult | str | Path],
+         path: str | Path, *, title: str | None = None, overwrite: bool = False) -> Path:
+    """Draw what ``fedlabels plot`` draws (mean client accuracy per round, local-only and
+    centralized as reference lines, the majority-class baseline; docs/usage.md, 'Plots') for
+    results of :func:`run` or saved result files, to ``path`` (the format from its suffix:
+    ``.png``, ``.pdf``, ``.svg``, ...). An existing file is replaced only with
+    ``overwrite=True``. Returns the path."""
+    from fedlabels.core.files import check_outputs, writing
+    from fedlabels.reporting.plots import figure_format, plot_accuracy
+    from fedlabels.results import load_result
+
+    given = _results_given(results)
+    out = Path(path).expanduser()
+    figure_format(out)
+    check_outputs({"plot": out}, {f"result {p}": Path(p) for p in given
+                                  if not isinstance(p, RunResult)},
+                  overwrite=overwrite, overwrite_hint="overwrite=True")
+    loaded = [p if isinstance(p, RunResult) else load_result(p) for p in given]
+    with writing(str(out)):
+        return plot_accuracy(loaded, out, title=title)
+
+
+def report(results: RunResult | str | Path | Sequence[RunResult | str | Path],
+           output: str | Path, *, metric: str = "accuracy",
+           overwrite: bool = False) -> dict[str, Path]:
+    """Write what ``fedlabels report`` writes (docs/usage.md, 'fedlabels report'): for
+    results of :func:`run` or saved result files, the page ``output`` (``X.html``, its
+    summary beside it as ``X.summary.csv``; a name without suffix: a directory for
+    ``report.html`` and ``summary.csv``). ``metric`` is the headline column. Existing files
+    are replaced only with ``overwrite=True``. The page's warnings (near chance, below the
+    local-only reference, ...) are also warned as
+    :class:`~fedlabels.core.errors.RunCaveatWarning`. Returns the files written by what
+    they are (``report``, ``summary table``)."""
+    import warnings
+
+    from fedlabels.core.clinical import SCALAR_METRICS
+    from fedlabels.core.errors import FedLabelsError, RunCaveatWarning, did_you_mean
+    from fedlabels.reporting.report import write_report
+
+    if metric not in SCALAR_METRICS:
+        raise FedLabelsError(f"metric {metric!r} is not one of {', '.join(SCALAR_METRICS)}"
+                             f"{did_you_mean(str(metric), SCALAR_METRICS)}.")
+    outputs, warned = write_report(_results_given(results), output, overwrite=overwrite,
+                                   metric=metric, overwrite_hint="overwrite=True")
+    for configuration, line in warned:
+        warnings.warn(RunCaveatWarning(f"{configuration}: {line}"), stacklevel=2)
+    return outputs
+
+
+def _results_given(results: Any) -> list[RunResult | str | Path]:
+    """One result or file, or a sequence of them, as a list; anything else is one line."""
+    from fedlabels.core.errors import FedLabelsError
+
+    items = [results] if isinstance(results, RunResult | str | Path) else results
+    try:
+        given = list(items)
+    except TypeError:
+        given = [items]
+    bad = next((r for r in given if not isinstance(r, RunResult | str | Path)), None)
+    if bad is not None:
+        raise FedLabelsError(f"give results of fl.run or result JSON files (paths), got "
+                             f"{type(bad).__name__}.")
+    if not given:
+        raise FedLabelsError("no results given; pass one or more results of fl.run or "
+                             "result JSON files.")
+    return given
+
+
 def _check_relative_data(dataset: str, started_in: str | None,
                          public: str | None = None) -> None:
     """A run's own data (``csv:``, ``imagefolder:``, a ``public`` set) named by a path
@@ -294,4 +362,4 @@ def _check_relative_data(dataset: str, started_in: str | None,
                              "there first).")
 
 
-__all__ = ["load_federation", "load_run", "resume", "run", "run_config"]
+__all__ = ["load_federation", "load_run", "plot", "report", "resume", "run", "run_config"]

@@ -300,11 +300,14 @@ def report_outputs(output: str | Path) -> dict[str, Path]:
     return {"report": out / "report.html", "summary table": out / "summary.csv"}
 
 
-def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: bool = False,
-                 metric: str = "accuracy") -> tuple[dict[str, Path], list[tuple[str, str]]]:
+def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
+                 overwrite: bool = False, metric: str = "accuracy",
+                 overwrite_hint: str = "--overwrite"
+                 ) -> tuple[dict[str, Path], list[tuple[str, str]]]:
     """Read the results, write the page and the summary table (see :func:`report_outputs`);
-    ``metric`` is the headline column. Returns the paths written and the page's warnings
-    as (configuration, sentence)."""
+    ``metric`` is the headline column. ``paths`` are result files or, from Python,
+    :class:`RunResult` objects too (listed on the page by their ``repr``). Returns the paths
+    written and the page's warnings as (configuration, sentence)."""
     from fedlabels.core.files import check_outputs, writing
     from fedlabels.reporting.plots import one_task
     from fedlabels.reporting.report_figures import figures
@@ -313,16 +316,18 @@ def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: boo
     if not paths:
         raise FedLabelsError("no results given; pass one or more result JSON files.")
     outputs = report_outputs(output)
-    check_outputs(outputs, {f"result {p}": Path(p) for p in paths}, overwrite=overwrite)
-    unique: dict[Path, str | Path] = {}
+    check_outputs(outputs, {f"result {p}": Path(p) for p in paths
+                            if not isinstance(p, RunResult)},
+                  overwrite=overwrite, overwrite_hint=overwrite_hint)
+    unique: dict[Any, str | Path | RunResult] = {}
     repeated = []
-    for p in paths:  # a file named twice (a shell glob and its name) counts once
-        key = Path(p).expanduser().resolve()
+    for p in paths:  # a file (or result) named twice (a shell glob and its name) counts once
+        key = id(p) if isinstance(p, RunResult) else Path(p).expanduser().resolve()
         if key in unique:
-            repeated.append(str(p))
+            repeated.append(str(p) if not isinstance(p, RunResult) else repr(p))
         unique.setdefault(key, p)
     paths = list(unique.values())
-    results = [load_result(p) for p in paths]
+    results = [p if isinstance(p, RunResult) else load_result(p) for p in paths]
     if one_task(results, "report") and metric != "accuracy":
         raise FedLabelsError(f"--metric {metric} applies to classification; these are "
                              "regression runs, whose report shows RMSE and R²: drop --metric.")
@@ -332,7 +337,8 @@ def write_report(paths: Sequence[str | Path], output: str | Path, overwrite: boo
     if repeated:
         warned.insert(0, ("the results given", f"{', '.join(repeated[:3])} given more than "
                                                "once; each file is counted once."))
-    page = render_html(rows, configs, figures(configs, rows), [str(p) for p in paths],
+    page = render_html(rows, configs, figures(configs, rows),
+                       [repr(p) if isinstance(p, RunResult) else str(p) for p in paths],
                        warned, metric)
     import pandas as pd
 
