@@ -154,3 +154,13 @@ def test_plot_and_report_from_python_take_results_and_keep_existing_files(tmp_pa
         fl.report(runs, tmp_path / "page.html")
     with pytest.raises(FedLabelsError, match="did you mean 'auroc'"):
         fl.report(runs, tmp_path / "other.html", metric="auc")
+
+
+def test_the_label_column_left_in_x_is_refused():
+    X, y = _wards()
+    y = y.rename("diagnosis")
+    with pytest.raises(FedLabelsError, match=r"label column 'diagnosis'.*X\.drop"):
+        fl.make_federation(X.drop(columns="site").assign(diagnosis=y), y, clients=3)
+    # a column that merely shares the name, with other values, is a feature like any other
+    other = pd.Series(np.where(y == "sick", "well", "sick"), index=y.index, name="ward")
+    fl.make_federation(X.drop(columns="site"), other, clients=3)

@@ -421,6 +421,7 @@ def make_federation(
                              "fl.make_federation(X, y, clients=...).")
     _check_aligned(X, y, "X", "y")
     _check_aligned(X_test, y_test, "X_test", "y_test")
+    _check_label_not_a_feature(X, y)
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if not isinstance(n_clients, int | np.integer) or n_clients < 1:
         raise FedLabelsError(f"clients must be an integer >= 1, got {n_clients!r}.")
@@ -652,6 +653,23 @@ def _check_aligned(X: Any, y: Any, x_name: str, y_name: str) -> None:
         f"{mine!r}, {y_name}'s {theirs!r}); rows are paired by position, so "
         f"align them first: {y_name} = {y_name}.loc[{x_name}.index] to pair them by index, or "
         f"{y_name} = {y_name}.set_axis({x_name}.index) when the positions already match.")
+
+
+def _check_label_not_a_feature(X: Any, y: Any) -> None:
+    """A one-line error when a DataFrame X still holds the label column (a Series y's name,
+    with y's values): every model would read the label off its own input."""
+    import sys
+
+    pd = sys.modules.get("pandas")
+    name = getattr(y, "name", None)
+    if pd is None or not isinstance(X, pd.DataFrame) or not isinstance(y, pd.Series) \
+            or name is None or len(X) != len(y):
+        return
+    same = [c for c in X.columns if str(c) == str(name)]
+    if same and np.array_equal(X[same[0]].to_numpy(), y.to_numpy()):
+        raise FedLabelsError(f"X holds the label column {str(name)!r} (the values of y): every "
+                             "client would read the label from its input; drop it: "
+                             f"X.drop(columns={same[0]!r}).")
 
 
 def _test_like(X: Any, X_test: Any, feature_names: list[str], site_column: str | None) -> Any:
