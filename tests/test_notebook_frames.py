@@ -164,3 +164,18 @@ def test_the_label_column_left_in_x_is_refused():
     # a column that merely shares the name, with other values, is a feature like any other
     other = pd.Series(np.where(y == "sick", "well", "sick"), index=y.index, name="ward")
     fl.make_federation(X.drop(columns="site"), other, clients=3)
+
+
+def test_dp_fedcts_refusal_names_the_recommendation_as_python_takes_it():
+    fed = fl.load_federation("breast_cancer", clients=5, seed=0)
+    with pytest.raises(FedLabelsError, match="Choose the mechanism") as err:
+        fl.run("dp-fedct", fed, model="dt", rounds=3, seed=0, options={"epsilon": 8})
+    python = str(err.value).split("in Python: ")[1]
+    assert "model='mlp(hidden=128)', quorum=0.8" in python
+    assert "'mechanism': 'dpsgd', 'site_model': 'private', 'labeller_lr': 0.01" in python
+    with warnings.catch_warnings():  # as written, it runs
+        warnings.simplefilter("ignore")
+        result = fl.run("dp-fedct", fed, model="mlp(hidden=128)", quorum=0.8, rounds=1, seed=0,
+                        options={"epsilon": 8, "mechanism": "dpsgd", "site_model": "private",
+                                 "labeller_lr": 0.01})
+    assert result.privacy["guarantee"] == "formal"

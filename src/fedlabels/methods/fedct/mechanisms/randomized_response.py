@@ -174,7 +174,10 @@ def _choose_mechanism(server: Any) -> str:
                 + " (docs/privacy.md, Defaults).")
     return ("Choose the mechanism: recommended --mechanism dpsgd --opt site_model=private "
             "--quorum 0.8 --opt labeller_lr=0.01 --model 'mlp(hidden=128)' (docs/privacy.md, "
-            "Defaults); or --mechanism xor to run it anyway, with a larger " + run_anyway + ".")
+            "Defaults; in Python: fl.run(..., model='mlp(hidden=128)', quorum=0.8) with "
+            "options 'mechanism': 'dpsgd', 'site_model': 'private', 'labeller_lr': 0.01); or "
+            "--mechanism xor (options 'mechanism': 'xor') to run it anyway, with a larger "
+            + run_anyway + ".")
 
 
 class XorMechanism(_RandomizedResponse):
