@@ -179,3 +179,13 @@ def test_dp_fedcts_refusal_names_the_recommendation_as_python_takes_it():
                         options={"epsilon": 8, "mechanism": "dpsgd", "site_model": "private",
                                  "labeller_lr": 0.01})
     assert result.privacy["guarantee"] == "formal"
+
+
+def test_config_adds_to_the_record_but_cannot_rewrite_what_ran():
+    fed = fl.load_federation("breast_cancer", clients=3, seed=0)
+    with pytest.raises(FedLabelsError, match=r"'seed', 'rounds' are settings of the run"):
+        fl.run("fedct", fed, model="dt", rounds=1, seed=0, config={"seed": 5, "rounds": 99})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fl.run("fedct", fed, model="dt", rounds=1, seed=0, config={"cohort": "2024"})
+    assert result.config["cohort"] == "2024" and result.config["seed"] == 0

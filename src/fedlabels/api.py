@@ -46,10 +46,11 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     network, ``fl.TorchModel(factory, ...)`` (:mod:`fedlabels.learners.torch_net`).
     ``progress``: ``None`` shows a bar on a terminal only (see :mod:`fedlabels.runs.progress`);
     ``on_round`` is called with each round's record; ``config`` adds entries to the
-    recorded configuration. ``threads`` sets this process's torch threads (default:
-    ``FEDLABELS_THREADS``, else 1; see :mod:`fedlabels.core.threads`); it stays set after the
-    run, like ``torch.set_num_threads``. A run whose figure needs a caveat (accuracy within
-    noise of the majority-class baseline, an interrupted run) says so with a
+    recorded configuration (not one of the run's own settings, which record what ran).
+    ``threads`` sets this process's torch threads (default: ``FEDLABELS_THREADS``, else 1;
+    see :mod:`fedlabels.core.threads`); it stays set after the run, like
+    ``torch.set_num_threads``. A run whose figure needs a caveat (accuracy within noise of
+    the majority-class baseline, an interrupted run) says so with a
     :class:`~fedlabels.core.errors.RunCaveatWarning`, as ``fedlabels run`` does.
     """
     from fedlabels.core.errors import FedLabelsError
@@ -79,6 +80,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     name = federation if isinstance(federation, str) else federation.name
     cfg = RunConfig(method=method, dataset=name,
                     model=model if isinstance(model, str) else None, **given)
+    _check_added_config(config, cfg)
     impl = get_method(cfg.method)
     if model is not None and not impl.capabilities.trains_models:
         refuse_model(impl, model)
@@ -109,6 +111,26 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                       workers=cfg.workers)
     _warn_caveats(result)
     return result
+
+
+def _check_added_config(config: Any, cfg: RunConfig) -> None:
+    """``config`` adds entries to the record; one that would replace what ran (``seed``,
+    ``rounds``, ...) would make the record lie: a one-line error."""
+    from fedlabels.core.errors import FedLabelsError
+
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise FedLabelsError(f"config must be a dict of entries to add to the recorded "
+                             f"configuration, got {type(config).__name__}.")
+    clash = [k for k in config if k in {*cfg.to_dict(), "clients", "model", "method"}]
+    if clash:
+        keys = ", ".join(repr(k) for k in clash)
+        raise FedLabelsError(f"config adds entries to the recorded configuration; {keys} "
+                             f"{'is a setting' if len(clash) == 1 else 'are settings'} of the "
+                             "run, recorded as it ran: pass "
+                             f"{'it' if len(clash) == 1 else 'them'} to run() itself "
+                             f"(e.g. run(..., {clash[0]}=...)), or name the entry otherwise.")
 
 
 def _warn_caveats(result: RunResult) -> None:
