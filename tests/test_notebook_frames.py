@@ -189,3 +189,25 @@ def test_config_adds_to_the_record_but_cannot_rewrite_what_ran():
         warnings.simplefilter("ignore")
         result = fl.run("fedct", fed, model="dt", rounds=1, seed=0, config={"cohort": "2024"})
     assert result.config["cohort"] == "2024" and result.config["seed"] == 0
+
+
+@pytest.mark.parametrize("labels", [[3, 7, 9], [True, False, True], ["benign", "malignant",
+                                                                      "benign"]])
+def test_a_categorical_target_predicts_its_own_labels(labels, tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=300)
+    kinds = sorted(set(labels), key=str)
+    raw = np.asarray([kinds[int(v > -0.4) + int(v > 0.4) if len(kinds) == 3 else int(v > 0)]
+                      for v in x], dtype=object)
+    y = pd.Series(pd.Categorical(raw.tolist()))
+    X = pd.DataFrame({"dose": x})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fl.run("fedct", fl.make_federation(X, y, clients=3, seed=0), model="dt",
+                        rounds=1, seed=0)
+    predicted = result.predict(X)
+    # the categories' own values, so that predictions compare equal to y
+    assert {type(v) for v in predicted.tolist()} == {type(labels[0])}
+    assert (predicted == y.to_numpy()).mean() > 0.9
+    result.save(tmp_path / "run.json")
+    assert np.array_equal(fl.load_run(tmp_path / "run.json").predict(X), predicted)

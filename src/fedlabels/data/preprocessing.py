@@ -181,12 +181,13 @@ class Preprocessing:
 
 def label_dtype(y: Any) -> str:
     """The numpy dtype of labels ``y`` as text (``int64``, ``<U3``, ``|O``, ...); a
-    categorical's labels are text (object)."""
+    categorical's labels have its categories' type (ints for ``[3, 7, 9]``, text (object)
+    for strings), so that predictions compare equal to ``y``."""
     import pandas as pd
 
-    if isinstance(getattr(y, "dtype", None), pd.CategoricalDtype):
-        return np.dtype(object).str
     values = y.to_numpy() if isinstance(y, pd.Series) else np.asarray(y)
+    if isinstance(getattr(y, "dtype", None), pd.CategoricalDtype) and values.dtype.kind in "US":
+        return np.dtype(object).str
     return values.dtype.str
 
 
