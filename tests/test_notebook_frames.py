@@ -211,3 +211,13 @@ def test_a_categorical_target_predicts_its_own_labels(labels, tmp_path):
     assert (predicted == y.to_numpy()).mean() > 0.9
     result.save(tmp_path / "run.json")
     assert np.array_equal(fl.load_run(tmp_path / "run.json").predict(X), predicted)
+
+
+def test_predicting_with_a_run_read_without_its_models_says_how_to_read_them(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fl.run("fedct", "wine", clients=3, rounds=1, seed=0)
+    result.save(tmp_path / "run.json")
+    alone = fl.load_run(tmp_path / "run.json", models=False)
+    with pytest.raises(FedLabelsError, match=r"fl\.load_run\(PATH\), not models=False"):
+        alone.predict(np.zeros((1, 13)))

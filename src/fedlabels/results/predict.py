@@ -74,7 +74,8 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
     if preprocessing is None:
         raise FedLabelsError("this run has no stored preprocessing (a run loaded from JSON "
                              "alone, or from an older version): predict from the result path "
-                             "so the saved models and preprocessing are read.")
+                             "so the saved models and preprocessing are read (in Python "
+                             "fl.load_run(PATH), not models=False).")
     if preprocessing.target_range is not None:
         return predict_targets(models, preprocessing.target_range,
                                preprocessing.transform(X_raw), client)
