@@ -221,3 +221,17 @@ def test_predicting_with_a_run_read_without_its_models_says_how_to_read_them(tmp
     alone = fl.load_run(tmp_path / "run.json", models=False)
     with pytest.raises(FedLabelsError, match=r"fl\.load_run\(PATH\), not models=False"):
         alone.predict(np.zeros((1, 13)))
+
+
+def test_one_row_as_a_series_gets_a_fix_that_works_on_a_series():
+    X, y = _wards()
+    X = X.drop(columns="site")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fl.run("fedct", fl.make_federation(X, y, clients=3, seed=0), model="dt",
+                        rounds=1, seed=0)
+    row = X.iloc[0]
+    with pytest.raises(FedLabelsError, match=r"pandas Series .*df\.iloc\[\[i\]\]"):
+        result.predict(row)
+    # the fixes it names work
+    assert result.predict(X.iloc[[0]]).tolist() == result.predict(row.to_frame().T).tolist()

@@ -143,6 +143,12 @@ class Preprocessing:
     @staticmethod
     def _rows(X_raw: Any, n_columns: int) -> np.ndarray:
         """Raw array rows as a 2-D array of ``n_columns`` columns, or a one-line error."""
+        import pandas as pd
+
+        if isinstance(X_raw, pd.Series):  # df.iloc[0]: one row, 1-D
+            raise FedLabelsError("the data is a pandas Series (1-D); pass a DataFrame of rows: "
+                                 "one row as df.iloc[[i]] (double brackets) or "
+                                 "row.to_frame().T.")
         X = np.asarray(X_raw)
         if X.ndim == 1 and len(X) == n_columns and n_columns > 1:
             raise FedLabelsError(f"the data is one row as a 1-D array of {n_columns} values; "
