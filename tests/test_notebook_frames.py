@@ -235,3 +235,20 @@ def test_one_row_as_a_series_gets_a_fix_that_works_on_a_series():
         result.predict(row)
     # the fixes it names work
     assert result.predict(X.iloc[[0]]).tolist() == result.predict(row.to_frame().T).tolist()
+
+
+@pytest.mark.parametrize("size", ["unlabeled", "test", "private"])
+def test_a_size_too_large_names_the_python_keyword(size):
+    X, y = _wards()
+    with pytest.raises(FedLabelsError, match=rf"--{size} between 1 and \d+; Python: {size}=") \
+            as err:
+        fl.make_federation(X.drop(columns="site"), y, clients=3, **{size: 10_000})
+    bound = int(str(err.value).split("between 1 and ")[1].split(";")[0])
+    fl.make_federation(X.drop(columns="site"), y, clients=3, **{size: bound // 4})  # in range
+
+
+def test_fedavg_on_trees_names_fedct_as_python_calls_it():
+    X, y = _wards()
+    fed = fl.make_federation(X.drop(columns="site"), y, clients=3, seed=0)
+    with pytest.raises(FedLabelsError, match=r"fl\.run\('fedct', \.\.\.\)"):
+        fl.run("fedavg", fed, model="dt", rounds=1)

@@ -326,7 +326,8 @@ def _warn_near_duplicate_classes(classes: list[str], what: str) -> None:
 def _check_size(name: str, value: int | None, available: int, flag: str) -> None:
     if value is not None and not 1 <= value <= available:
         raise FedLabelsError(f"{name} = {value} is not possible: only {available} examples are "
-                             f"available for it (set {flag} between 1 and {available}).")
+                             f"available for it (set {flag} between 1 and {available}; Python: "
+                             f"{flag.lstrip('-')}=...).")
 
 
 # --------------------------------------------------------------------------- construction

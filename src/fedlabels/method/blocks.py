@@ -89,8 +89,8 @@ def check_weight_learners(method: str, learners: list[Any]) -> None:
                  else "'mlp', 'cnn' or your own 'module:...'")
         raise FedLabelsError(f"{method} averages model parameters and needs a torch model "
                              f"that exposes them (for this data: {which}); got "
-                             f"{', '.join(bad)}. Use --method fedct to train models that "
-                             "cannot be averaged.")
+                             f"{', '.join(bad)}. Use --method fedct (Python: "
+                             "fl.run('fedct', ...)) to train models that cannot be averaged.")
     shapes = {repr({k: v for k, v in ln.get_params().items() if k != "random_state"})
               for ln in learners}
     if len(shapes) > 1:
