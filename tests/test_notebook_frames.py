@@ -1,5 +1,6 @@
-"""The Python API on a data scientist's own pandas frames: an explicit test set is read as
-the training frame is, by column names and categories."""
+"""The Python API as a notebook uses it, on a data scientist's own pandas frames: test sets,
+indexes, column names and categorical targets read as the training frame is; results that
+state their guarantee; plots and reports from Python; errors that name the Python fix."""
 
 from __future__ import annotations
 
