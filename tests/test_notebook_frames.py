@@ -253,3 +253,15 @@ def test_fedavg_on_trees_names_fedct_as_python_calls_it():
     fed = fl.make_federation(X.drop(columns="site"), y, clients=3, seed=0)
     with pytest.raises(FedLabelsError, match=r"fl\.run\('fedct', \.\.\.\)"):
         fl.run("fedavg", fed, model="dt", rounds=1)
+
+
+def test_mean_accuracy_is_the_final_rounds_mean_and_says_when_there_is_none() -> None:
+    import dataclasses
+
+    result = fl.run("fedct", "breast_cancer", clients=3, rounds=2, model="dt", seed=0)
+    accs = result.final_record.accuracies  # type: ignore[union-attr]
+    assert isinstance(result.mean_accuracy, float)
+    assert result.mean_accuracy == pytest.approx(float(np.mean(accs)))
+    unevaluated = dataclasses.replace(result, rounds=[])
+    with pytest.raises(FedLabelsError, match="no evaluated round"):
+        _ = unevaluated.mean_accuracy

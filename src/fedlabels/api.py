@@ -5,7 +5,7 @@ Example (works in a notebook with numpy arrays or pandas objects)::
     import fedlabels as fl
     fed = fl.load_federation("breast_cancer", clients=5, seed=0)
     result = fl.run("fedct", fed, model="decision_tree", rounds=20, seed=0)
-    result.final["mean_accuracy"], result.to_frame()
+    result.mean_accuracy, result.to_frame()
 """
 
 from __future__ import annotations

@@ -116,6 +116,22 @@ class RunResult:
         return next((r for r in reversed(self.rounds) if r.evaluated), None)
 
     @property
+    def mean_accuracy(self) -> float:
+        """The clients' mean test accuracy in the last evaluated round (``final``'s
+        ``mean_accuracy``, typed ``float``); a one-line error for a run with none: not
+        evaluated yet, or a regression (``final["mean_rmse"]``)."""
+        from fedlabels.core.errors import FedLabelsError
+
+        final = self.final
+        if final is None:
+            raise FedLabelsError(f"{self.method} on {self.dataset} has no evaluated round, so "
+                                 "no accuracy; result.final is None.")
+        if "mean_accuracy" not in final:
+            raise FedLabelsError(f"{self.method} on {self.dataset} is a regression run: it has "
+                                 "no accuracy; see result.final['mean_rmse'] and ['mean_r2'].")
+        return float(final["mean_accuracy"])
+
+    @property
     def final(self) -> dict[str, Any] | None:
         """Accuracies of the last evaluated round; ``None`` when nothing was evaluated."""
         rec = self.final_record
