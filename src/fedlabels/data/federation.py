@@ -534,8 +534,8 @@ def make_federation(
     if len(np.unique(ya[private_idx])) < 2 and not regression:
         raise FedLabelsError(f"the {n_private} private training examples hold a single class "
                              f"({class_names[int(ya[private_idx][0])]!r}), so no client can "
-                             "learn to tell classes apart; use more private data (--private) "
-                             "or check the labels.")
+                             "learn to tell classes apart; use more private data (--private; "
+                             "Python: private=...) or check the labels.")
     parts = partition_pool(ya[private_idx], n_clients, spec, part_rng,
                            groups=None if sites is None else sites[private_idx])
 

@@ -87,7 +87,8 @@ def one_class_hint(task: str, present: list[Any]) -> str:
     if task == "regression" or len(present) > 1:
         return ""
     return ("; this client holds one class only: give each client more data (--private, "
-            "--private-per-client or fewer --clients), use a less skewed partition (larger "
+            "--private-per-client or fewer --clients; Python: private=, private_per_client=, "
+            "clients=), use a less skewed partition (larger "
             "alpha; quantity:A,MIN or powerlaw:A,MIN for a minimum size), or a model that "
             "fits one class (dt)")
 
