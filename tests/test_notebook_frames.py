@@ -265,3 +265,8 @@ def test_mean_accuracy_is_the_final_rounds_mean_and_says_when_there_is_none() ->
     unevaluated = dataclasses.replace(result, rounds=[])
     with pytest.raises(FedLabelsError, match="no evaluated round"):
         _ = unevaluated.mean_accuracy
+
+
+def test_a_one_class_private_set_names_the_python_keyword() -> None:
+    with pytest.raises(FedLabelsError, match=r"Python: private="):
+        fl.run("fedct", "breast_cancer", clients=3, rounds=1, unlabeled=10, private=4, seed=0)
