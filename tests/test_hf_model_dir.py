@@ -81,3 +81,35 @@ def test_max_len_stays_within_the_models_positions(seq_cls_dir):
     assert learner.predict(X).shape == (8,)
     with pytest.raises(FedLabelsError, match=r"max_len=64 is more than the 16 positions"):
         parse_model_spec(f"hf(model_dir={seq_cls_dir},max_len=64)")
+
+
+def _relative_hf_run(seq_cls_dir, tmp_path, monkeypatch):
+    """A CLI run in ``tmp_path/start`` whose ``hf(model_dir=...)`` is a relative path;
+    returns the result path and the table."""
+    import shutil
+
+    from fedlabels.cli import main
+
+    start = tmp_path / "start"
+    shutil.copytree(seq_cls_dir, start / "bert")
+    rng = np.random.default_rng(0)
+    lines = ["text,label"] + [
+        f"the film was {' '.join(rng.choice(WORDS[:3] if i % 2 else WORDS[3:6], 2))},"
+        f"{'pos' if i % 2 else 'neg'}" for i in range(60)]
+    (start / "reviews.csv").write_text("\n".join(lines) + "\n")
+    monkeypatch.chdir(start)
+    assert main(["run", "--method", "fedct", "--dataset",
+                 f"csv:{start / 'reviews.csv'}:label", "--text-column", "text", "--model",
+                 "hf(model_dir=bert,mode=lora,r=2)", "--clients", "3", "--rounds", "1",
+                 "--period", "2", "--output", "out/r.json", "--no-progress"]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    return start / "out" / "r.json", start / "reviews.csv"
+
+
+def test_a_run_with_a_relative_model_dir_predicts_from_another_directory(
+        seq_cls_dir, tmp_path, monkeypatch):
+    path, table = _relative_hf_run(seq_cls_dir, tmp_path, monkeypatch)
+    texts = np.array(["the film was good great", "the film was bad awful"], dtype=object)
+    here = fl.load_run(path).predict(texts)
+    monkeypatch.chdir(tmp_path / "elsewhere")  # a relative bert/ names nothing here
+    assert list(fl.load_run(path).predict(texts)) == list(here)

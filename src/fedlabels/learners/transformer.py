@@ -97,7 +97,7 @@ def check_hf(params: Mapping[str, Any]) -> None:
     if not params.get("model_dir"):
         raise FedLabelsError("hf needs model_dir=PATH, a local Hugging Face model directory "
                              "(config.json, tokenizer.json and the weights).")
-    root = Path(str(params["model_dir"]))
+    root = Path(str(params["model_dir"])).expanduser()
     if not root.is_dir():
         raise FedLabelsError(f"hf model_dir {root} is not a directory.")
     for name in ("config.json", "tokenizer.json"):
@@ -137,7 +137,10 @@ def make_hf(n_classes: int, random_state: int, **params: Any) -> TransformerClas
     head is replaced by ours) + mean pooling + head; ``mode`` defaults to ``full``."""
     check_hf(params)
     params.setdefault("mode", "full")
-    limit = position_limit(Path(str(params["model_dir"])))
+    # the learner (and the models file that stores it) keeps the directory's absolute path:
+    # a run's models predict from any directory, not only from where the run started
+    params["model_dir"] = str(Path(str(params["model_dir"])).expanduser().resolve())
+    limit = position_limit(Path(params["model_dir"]))
     if limit is not None and "max_len" not in params:  # the default, within the model's
         params["max_len"] = min(64, limit)
     return make_minilm(n_classes, random_state, **params)
