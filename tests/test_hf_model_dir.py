@@ -85,7 +85,7 @@ def test_max_len_stays_within_the_models_positions(seq_cls_dir):
 
 def _relative_hf_run(seq_cls_dir, tmp_path, monkeypatch):
     """A CLI run in ``tmp_path/start`` whose ``hf(model_dir=...)`` is a relative path;
-    returns the result path and the table."""
+    returns the result's path."""
     import shutil
 
     from fedlabels.cli import main
@@ -103,13 +103,26 @@ def _relative_hf_run(seq_cls_dir, tmp_path, monkeypatch):
                  "hf(model_dir=bert,mode=lora,r=2)", "--clients", "3", "--rounds", "1",
                  "--period", "2", "--output", "out/r.json", "--no-progress"]) == 0
     (tmp_path / "elsewhere").mkdir()
-    return start / "out" / "r.json", start / "reviews.csv"
+    return start / "out" / "r.json"
 
 
 def test_a_run_with_a_relative_model_dir_predicts_from_another_directory(
         seq_cls_dir, tmp_path, monkeypatch):
-    path, table = _relative_hf_run(seq_cls_dir, tmp_path, monkeypatch)
+    path = _relative_hf_run(seq_cls_dir, tmp_path, monkeypatch)
     texts = np.array(["the film was good great", "the film was bad awful"], dtype=object)
     here = fl.load_run(path).predict(texts)
     monkeypatch.chdir(tmp_path / "elsewhere")  # a relative bert/ names nothing here
     assert list(fl.load_run(path).predict(texts)) == list(here)
+
+
+def test_resuming_elsewhere_names_the_directory_a_relative_model_dir_needs(
+        seq_cls_dir, tmp_path, monkeypatch):
+    from fedlabels.core.errors import FedLabelsError
+
+    path = _relative_hf_run(seq_cls_dir, tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(FedLabelsError, match=f"model_dir bert is a path relative to "
+                                             f"{tmp_path / 'start'}, where it started"):
+        fl.resume(path, rounds=2, progress=False)
+    monkeypatch.chdir(tmp_path / "start")
+    assert len(fl.resume(path, rounds=2, progress=False).rounds) == 2

@@ -248,6 +248,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
             "separate machines, by running the app again with resume set: "
             "docs/deployment.md, 'Crash and resume').")
     refuse_finished(file, saved, rounds)
+    _check_relative_models(saved.config.get("model"), saved.meta.get("directory"))
     try:
         cfg = RunConfig.from_mapping(saved.config)
     except (TypeError, FedLabelsError) as exc:
@@ -357,6 +358,27 @@ def _results_given(results: Any) -> list[RunResult | str | Path]:
     return given
 
 
+def _lost(path: str, started_in: str | None) -> bool:
+    """Whether ``path`` is relative to where a run started, elsewhere, and not found here."""
+    given = Path(path).expanduser()
+    return not (given.is_absolute() or given.exists() or started_in is None
+                or Path(started_in).resolve() == Path.cwd().resolve())
+
+
+def _check_relative_models(model: Any, started_in: str | None) -> None:
+    """A run's ``hf(model_dir=...)`` named by a path relative to where it started: resumed
+    elsewhere, say where to resume from (before the spec's check finds no directory)."""
+    import re
+
+    from fedlabels.core.errors import FedLabelsError
+
+    for found in re.finditer(r"model_dir\s*=\s*([^,)]+)", str(model or "")):
+        if _lost(found.group(1).strip(), started_in):
+            raise FedLabelsError(f"this run's model_dir {found.group(1).strip()} is a path "
+                                 f"relative to {started_in}, where it started; resume it "
+                                 "from there (cd there first).")
+
+
 def _check_relative_data(dataset: str, started_in: str | None,
                          public: str | None = None) -> None:
     """A run's own data (``csv:``, ``imagefolder:``, a ``public`` set) named by a path
@@ -365,9 +387,7 @@ def _check_relative_data(dataset: str, started_in: str | None,
     from fedlabels.core.errors import FedLabelsError
 
     def lost(path: str) -> bool:  # relative to where the run started, and not found here
-        given = Path(path).expanduser()
-        return not (given.is_absolute() or given.exists() or started_in is None
-                    or Path(started_in).resolve() == Path.cwd().resolve())
+        return _lost(path, started_in)
 
     if public is not None and lost(public):
         raise FedLabelsError(f"this run's public set {public} is a path relative to "
