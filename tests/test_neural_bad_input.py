@@ -62,8 +62,8 @@ def test_the_gpu_index_message_names_the_valid_ones(monkeypatch):
     (["--model", "module:user_nets:not_a_module"],
      "returned dict, not a torch.nn.Module"),
     (["--model", "module:user_nets:tiny_mlp(depth=3)"], "unknown parameter(s) depth"),
-    (["--model", "cnn(arch=small,shape=3-8-8)"], "input_shape (3, 8, 8) does not fit rows "
-                                                  "of 64 features"),
+    (["--model", "cnn(arch=small,shape=3-8-8)"], "given shape=3-8-8, but the dataset's "
+                                                  "images are 1-8-8"),
 ])
 def test_bad_devices_and_modules(tmp_path, capsys, args, message):
     one_line_exit_2(capsys, [*args, "--output", str(tmp_path / "x.json")], message)
@@ -96,3 +96,15 @@ def test_a_hugging_face_directory_without_weights(tmp_path, capsys):
     one_line_exit_2(capsys, ["--model", f"hf(model_dir={tmp_path})",
                              "--output", str(tmp_path / "x.json")],
                     "its weights as pytorch_model.bin, a pickle, which fedlabels never loads")
+
+
+def test_a_shape_other_than_the_datasets_images_is_refused(tmp_path, capsys):
+    # digits records its images as 1x8x8: 1-4-16 (also 64 pixels) was taken silently, so
+    # the network saw each image cut in two halves side by side
+    one_line_exit_2(capsys, ["--model", "cnn(arch=small,shape=1-4-16)",
+                             "--output", str(tmp_path / "x.json")],
+                    "network small was given shape=1-4-16, but the dataset's images are "
+                    "1-8-8 (C-H-W)")
+    assert not (tmp_path / "x.json").exists()
+    assert main([*BASE, "--model", "cnn(arch=small,shape=1-8-8)",
+                 "--output", str(tmp_path / "y.json")]) == 0

@@ -113,6 +113,13 @@ class TorchNetClassifier(TorchMLPClassifier):
         """Take the dataset's image shape unless one was given: a built-in architecture
         always, a factory only if it names ``input_shape`` (else it gets flat rows)."""
         if self.input_shape is not None:
+            given = tuple(int(s) for s in self.input_shape)
+            if given != tuple(int(s) for s in shape):
+                show = "-".join  # as the spec's shape=C-H-W is written
+                raise FedLabelsError(
+                    f"network {self._name()} was given shape={show(map(str, given))}, but the "
+                    f"dataset's images are {show(map(str, shape))} (C-H-W); leave shape out "
+                    "(the dataset records it) or give that one.")
             return
         if isinstance(self.network, str) or "input_shape" in factory_parameters(self.network):
             self.input_shape = tuple(int(s) for s in shape)
