@@ -62,6 +62,9 @@ def test_the_gpu_index_message_names_the_valid_ones(monkeypatch):
     (["--model", "module:user_nets:not_a_module"],
      "returned dict, not a torch.nn.Module"),
     (["--model", "module:user_nets:tiny_mlp(depth=3)"], "unknown parameter(s) depth"),
+    # a factory of flat rows: augment=true was accepted and trained nothing differently
+    (["--model", "module:user_nets:tiny_mlp(augment=true)"],
+     "augment=true crops and flips images, but network user_nets:tiny_mlp takes flat rows"),
     (["--model", "cnn(arch=small,shape=3-8-8)"], "given shape=3-8-8, but the dataset's "
                                                   "images are 1-8-8"),
 ])

@@ -156,6 +156,11 @@ class TorchNetClassifier(TorchMLPClassifier):
 
     def _build_network(self, n_features: int, n_classes: int, seed: int) -> nn.Module:
         self.shape_ = self._shape(n_features)
+        if self.augment and self.shape_ is None:  # crops and flips need images
+            raise FedLabelsError(f"augment=true crops and flips images, but network "
+                                 f"{self._name()} takes flat rows (its factory does not name "
+                                 "input_shape); name input_shape in the factory, give "
+                                 "shape=C-H-W, or leave augment out.")
         with torch.random.fork_rng(devices=[]):  # seeded init, global RNG left as it was
             torch.manual_seed(seed)
             if isinstance(self.network, str):
