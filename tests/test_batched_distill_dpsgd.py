@@ -431,3 +431,40 @@ def test_padding_rows_add_nothing_even_where_a_networks_gradient_is_nan_at_zero(
     mask[1, 4:] = 0.0
     sums = PerExampleSums(models[0])(params, x, y, mask, 1.0)
     assert all(torch.isfinite(g).all() for g in sums)
+
+
+def _flipped(X):
+    """Rows of 1x8x8 digits images flipped left to right."""
+    return np.ascontiguousarray(X.reshape(len(X), 1, 8, 8)[..., ::-1].reshape(len(X), -1))
+
+
+@pytest.mark.parametrize("with_public", [False, True])
+def test_dpsgd_steps_augment_the_images_of_a_network_that_augments(with_public):
+    """augment=true was ignored by DP-SGD (its inputs were built as for prediction). Oracle:
+    with the augmentation replaced by a flip of every image, the steps equal a plain
+    network's on flipped rows (same seed, same secret generator)."""
+    clients, public, _ = digits_clients((60, 75))
+    config = DPSGDConfig(noise_multiplier=1.1, sample_rate=0.2, clip=0.5)
+    aug, plain = learners("cnn(arch=small,augment=true)", 2), learners("cnn(arch=small)", 2)
+    for m in aug:
+        m._augment = lambda images: images.flip(-1)
+    Xu, yu = public
+    for i, (X, y) in enumerate(clients):
+        extra = (Xu, yu[:90], np.arange(90)) if with_public else (None, None, None)
+        flipped = (_flipped(Xu), yu[:90], np.arange(90)) if with_public else extra
+        dpsgd_steps(aug[i], X, y, 3, config, np.random.default_rng(i), *extra)
+        dpsgd_steps(plain[i], _flipped(X), y, 3, config, np.random.default_rng(i), *flipped)
+    assert_same_learners(aug, plain, tol=1e-5)
+
+
+def test_augmenting_learners_take_dpsgd_steps_alone():
+    clients, _, _ = digits_clients((40, 50))
+    config = DPSGDConfig(1.0, 0.2, 1.0)
+    models = learners("cnn(arch=small,augment=true)", 2)
+    jobs = dp_jobs(models, clients, 2, config, 0)
+    assert sorted(map(len, dpsgd_groups(jobs))) == [1, 1]
+    alone = learners("cnn(arch=small,augment=true)", 2)
+    for job in dp_jobs(alone, clients, 2, config, 0):
+        dpsgd_steps(job.learner, job.X, job.y, job.n_steps, job.config, job.rng)
+    dpsgd_together(jobs)
+    assert_same_learners(alone, models, tol=1e-6)

@@ -89,7 +89,8 @@ def dpsgd_groups(jobs: Sequence[DPSGDJob]) -> list[list[int]]:
     for i, job in enumerate(jobs):
         ln = job.learner
         key = batch_key(ln)
-        if key is None or _per_example_kind(ln) is None:
+        # a learner that augments images crops and flips alone (the stacked step does not)
+        if key is None or _per_example_kind(ln) is None or getattr(ln, "augment", False):
             alone.append([i])
             continue
         config = (float(job.config.noise_multiplier), float(job.config.sample_rate),

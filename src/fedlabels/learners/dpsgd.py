@@ -216,7 +216,9 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
     for _ in range(int(n_steps)):
         idx = torch.from_numpy(np.flatnonzero(rng.random(n) < q))
         dev = mlp.device
-        summed, _ = clipped_gradient_sum(model, mlp._inputs(Xt[idx].to(dev), False),
+        # training inputs: a network that augments crops and flips each example (its
+        # own draws, from the learner's seeded generator), as its plain steps do
+        summed, _ = clipped_gradient_sum(model, mlp._inputs(Xt[idx].to(dev), True),
                                          yt[idx].to(dev), clip)
         noisy = [s + torch.from_numpy(rng.standard_normal(tuple(s.shape), dtype=np.float32))
                  .to(dev) * (config.noise_multiplier * clip) for s in summed]
@@ -224,7 +226,7 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
         if n_aux:  # public: clipped like the private examples (no source dominates), no noise
             aidx = torch.from_numpy(aux.next())
             xa = Xa[aidx] if rows is None else Xa[rows[aidx]]
-            public, _ = clipped_gradient_sum(model, mlp._inputs(xa.to(dev), False),
+            public, _ = clipped_gradient_sum(model, mlp._inputs(xa.to(dev), True),
                                              ya[aidx].to(dev), clip)
             noisy = [g + a for g, a in zip(noisy, public, strict=True)]
             weight += len(aidx)
