@@ -36,3 +36,37 @@ def test_prepare_reads_a_tables_image_column(tmp_path: Path) -> None:
     fed = load_federation(dataset, clients=3, image_column="file", seed=0)
     assert np.array_equal(shared["X_public"], fed.X_public)  # the simulator's U, unscaled
     assert shared["X_public"].min() >= 0.0 and shared["X_public"].max() <= 1.0
+
+
+def _deep_folder(root: Path, values: dict[str, int], count: int = 10) -> None:
+    """16-bit grey 6x6 PNGs, one class folder per ``values`` key, each image that value
+    (the first pixel of each image a little darker, so no two images are equal)."""
+    from PIL import Image
+
+    for name, value in values.items():
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            pixels = np.full((6, 6), value, dtype=np.uint16)
+            pixels[0, 0] = value - i
+            Image.fromarray(pixels).save(root / name / f"{i}.png")
+
+
+def test_a_sites_deep_images_are_scaled_as_the_federations(tmp_path: Path) -> None:
+    """A site's own 16-bit images were scaled by their own brightest pixel (values up to
+    3,000: 12 bits, so 4,095 became 255), while U's were scaled by the federation's (up to
+    40,000: 65,535 became 255): the same value read 16 times brighter at the site."""
+    from fedlabels.data.images import load_image_folder
+    from fedlabels.engines.flower.site import load_site
+
+    _deep_folder(tmp_path / "fed", {"a": 40000, "b": 3000})
+    assert main(["deploy", "prepare", "--dataset", f"imagefolder:{tmp_path / 'fed'}",
+                 "--clients", "3", "--model", "dt", "--rounds", "1",
+                 "--out-dir", str(tmp_path / "dep")]) == 0
+    _deep_folder(tmp_path / "site", {"b": 3000})
+    site = load_site({"partition-id": 0, "data-path": str(tmp_path / "site"),
+                      "shared-path": str(tmp_path / "dep" / "shared.npz")})
+    # the oracle: the federation's own reading of the same images (its peak, 65,535)
+    fed = load_image_folder(tmp_path / "fed", None)
+    assert fed.peak == 65535.0
+    own = fed.pixels[fed.labels == fed.classes.index("b")].astype(np.float32) / 255.0
+    np.testing.assert_array_equal(np.sort(site.private.X, axis=0), np.sort(own, axis=0))

@@ -345,12 +345,15 @@ class ImageFolder(NamedTuple):
 
 
 def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2,
-                      mode: str | None = None) -> ImageFolder:
+                      mode: str | None = None, peak: float | None = None) -> ImageFolder:
     """An image folder's images and labels (:class:`ImageFolder`), cached; ``mode`` (``L``
-    or ``RGB``) converts them all to those channels (default: grey if every one is)."""
+    or ``RGB``) converts them all to those channels (default: grey if every one is);
+    ``peak`` scales deep images as another reading did (default: their own full scale)."""
     root = Path(root).expanduser()
     files, labels, classes = image_folder_files(root, min_classes)
-    images = _cached_images(files, size, _cache_key(root, files, size, mode), mode)
+    forced = mode if peak is None else f"{mode}|{peak:g}"
+    images = _cached_images(files, size, _cache_key(root, files, size, forced), mode,
+                            peak=peak)
     return ImageFolder(images.pixels, labels, classes, images.shape, images.peak)
 
 

@@ -209,6 +209,9 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
         shared.update(_public_pca_arrays(fed.preprocessing))
     if "image_shape" in fed.info:  # a site may bring its own image folder
         shared["image_shape"] = np.asarray(fed.info["image_shape"], dtype=np.int64)
+        image = None if fed.preprocessing is None else fed.preprocessing.image
+        if image is not None:  # the value that became 255: a site's deep images alike
+            shared["image_peak"] = np.asarray(float(image.get("peak", 255.0)))
     root.mkdir(parents=True, exist_ok=True)
     client_paths = []
     for cid, data in enumerate(datasets):
