@@ -4,6 +4,7 @@ PNG/JPEG files as the oracle (their pixels are known), the uint8 cache and its c
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -255,3 +256,33 @@ def test_a_site_refuses_an_image_shape_that_does_not_fit_u():
     with pytest.raises(FedLabelsError, match=r"site 0: .*image_shape \[3, 4, 9\] does not fit "
                                              r"U's 120 features"):
         _image_shape({"image_shape": np.array([3, 4, 9])}, 120, "site 0")
+
+
+def test_a_long_decoding_says_how_far_it_is_unless_quiet(tmp_path, monkeypatch, capsys):
+    """Decoding a large folder printed nothing until the run's first round (minutes for
+    thousands of photos); now a line on stderr after each QUIET_SECONDS without one."""
+    from fedlabels.core.verbosity import NORMAL, QUIET, progress_asked, set_verbosity
+    from fedlabels.data import images
+
+    files = sorted(make_folder(tmp_path / "imgs", sizes=(2, 2, 3)))
+    monkeypatch.setattr(images, "QUIET_SECONDS", 0.0)  # every image is "after a while"
+    with progress_asked(True):  # fedlabels run, stderr redirected
+        read_images(files, None)
+    lines = capsys.readouterr().err.strip().splitlines()
+    done = [re.fullmatch(r"fedlabels: reading images: (\d) of 7 decoded \(\d+ s\)", line)
+            for line in lines]
+    assert all(done) and [int(m.group(1)) for m in done if m] == list(range(7))
+    set_verbosity(QUIET)  # -q
+    try:
+        with progress_asked(True):
+            read_images(files, None)
+    finally:
+        set_verbosity(NORMAL)
+    with progress_asked(False):  # --no-progress
+        read_images(files, None)
+    read_images(files, None)  # Python's default, stderr not a terminal: as a run's bar
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(images, "QUIET_SECONDS", 30.0)
+    with progress_asked(True):
+        read_images(files, None)  # a folder read in less than 30 s says nothing
+    assert capsys.readouterr().err == ""

@@ -185,7 +185,10 @@ def _run_config(cfg: RunConfig, progress: bool | None, threads: int | None,
     if cfg.engine != "simulator":
         return _run_on_flower(cfg, progress, None, checkpoint, resume)
     models = as_models(cfg.model)
-    federation = federation_for(cfg)
+    from fedlabels.core.verbosity import progress_asked
+
+    with progress_asked(progress):  # decoding many images says how far it is (or not)
+        federation = federation_for(cfg)
     return simulate(impl, federation, models, rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
                     config=cfg.to_dict(), options=options,

@@ -24,6 +24,8 @@ import contextlib
 import hashlib
 import os
 import re
+import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,6 +40,9 @@ _SKIPPED = ("__MACOSX",)  # macOS' archive folders (copies of resource forks)
 _CACHE_FORMAT = "fedlabels.imagefolder/2"
 #: EXIF orientations that turn an image a quarter (its width and height swap)
 _QUARTER_TURNS = (5, 6, 7, 8)
+#: seconds of decoding without a line after which one says how far it is (as a long
+#: round's step is shown: fedlabels.runs.progress)
+QUIET_SECONDS = 30.0
 _TRAINED_ON = ("the models were trained on {} images and the run declared no image_size to "
                "resize to: resize it first.")
 
@@ -244,7 +249,9 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
     w, h = next(iter(sizes)) if size is None else (size[1], size[0])
     channels = 1 if mode == "L" else 3
     out = _pixel_array(len(files), channels, h, w)
+    shown = started = time.monotonic()
     for i, path in enumerate(files):
+        shown = _say_how_far(i, len(files), started, shown)
         with _opened(path) as img:
             try:
                 upright = ImageOps.exif_transpose(img)
@@ -264,6 +271,21 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
         arr = np.asarray(pixels, dtype=np.uint8).reshape(h, w, channels)
         out[i] = arr.transpose(2, 0, 1).reshape(-1)  # channels first: (C, H, W)
     return Images(out, (channels, h, w), float(peak))
+
+
+def _say_how_far(done: int, total: int, started: float, shown: float) -> float:
+    """A line on stderr when nothing was said for :data:`QUIET_SECONDS` while images are
+    decoded (a folder of many photos takes minutes before a run's first round), where a
+    run's progress lines would show (not with ``-q`` or ``--no-progress``). Returns when a
+    line was last shown."""
+    from fedlabels.core.verbosity import lines_shown
+
+    now = time.monotonic()
+    if now - shown < QUIET_SECONDS or not lines_shown(sys.stderr):
+        return shown
+    print(f"fedlabels: reading images: {done:,} of {total:,} decoded ({now - started:.0f} s)",
+          file=sys.stderr, flush=True)
+    return now
 
 
 def _entry_key(group: str, files: list[Path], name: Any) -> str:

@@ -19,22 +19,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
+from fedlabels.core.verbosity import NORMAL as NORMAL
+from fedlabels.core.verbosity import QUIET, VERBOSE, verbosity
+from fedlabels.core.verbosity import set_verbosity as set_verbosity
+
 if TYPE_CHECKING:
     from fedlabels.results import RoundRecord
-
-QUIET, NORMAL, VERBOSE = 0, 1, 2
-_state = {"verbosity": NORMAL}
-
-
-def set_verbosity(level: int) -> None:
-    """``QUIET``, ``NORMAL`` or ``VERBOSE`` for this process."""
-    if level not in (QUIET, NORMAL, VERBOSE):
-        raise ValueError(f"verbosity must be QUIET, NORMAL or VERBOSE, got {level!r}")
-    _state["verbosity"] = level
-
-
-def verbosity() -> int:
-    return _state["verbosity"]
 
 
 def info(message: str) -> None:
