@@ -265,3 +265,34 @@ def test_module_spec_from_the_command_line(tmp_path):
     assert data["config"]["model"] == "module:user_nets:tiny_mlp(lr=0.003,batch_size=32)"
     assert data["federation"]["image_shape"] == [1, 8, 8]
     assert data["device"]["devices"] == ["cpu"]
+
+
+def test_a_result_names_your_own_network_as_a_spec_does(tmp_path):
+    """fl.TorchModel's result recorded models ['TorchNetClassifier', ...] and the
+    configuration's model as a repr holding a memory address, so it said neither which
+    module nor which factory trained; now the spec that names it, as --model writes it."""
+    import functools
+    import json
+
+    from user_nets import tiny_cnn
+
+    def with_width(n_classes, input_shape, width=4):
+        return tiny_cnn(n_classes, input_shape)
+
+    fed = digits_with_sizes((30, 40, 50), n_unlabeled=100, n_test=50)
+    result = fl.run("local", fed, model=fl.TorchModel(tiny_cnn, lr=3e-3, batch_size=16),
+                    rounds=1, period=2, seed=0, progress=False)
+    spec = "module:user_nets:tiny_cnn(lr=0.003,batch_size=16)"
+    assert result.models == [spec] * 3 and result.config["model"] == spec
+    (again,) = parse_model_spec(spec)  # what it records runs from the command line too
+    assert again.params == {"factory": "user_nets:tiny_cnn", "lr": 0.003, "batch_size": 16}
+    partial = fl.TorchModel(functools.partial(with_width, width=8), shape=(1, 8, 8))
+    result = fl.run("local", fed, model=[partial, "dt", partial], rounds=1, period=2,
+                    seed=0, progress=False)
+    name = ("module:test_torch_networks:test_a_result_names_your_own_network_as_a_spec_does"
+            ".<locals>.with_width(width=8,shape=1-8-8)")
+    assert result.models == [name, "decision_tree", name]
+    assert result.config["model"] == f"{name},dt,{name}"
+    result.save(tmp_path / "r.json")
+    assert " at 0x" not in (tmp_path / "r.json").read_text()
+    assert json.loads((tmp_path / "r.json").read_text())["models"][0] == name

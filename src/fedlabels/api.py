@@ -98,7 +98,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
     if model is None or isinstance(model, str):
         model = cfg.model  # aliases resolved: one name per model
-    record["model"] = model if isinstance(model, str) else repr(model)
+    record["model"] = _model_record(model)
     result = simulate(impl, federation, as_models(model), rounds=cfg.rounds,
                       period=cfg.period, seed=cfg.seed, eval_every=cfg.eval_every,
                       progress=progress, config=record, options=parsed, on_round=on_round,
@@ -366,6 +366,19 @@ def _lost(path: str, started_in: str | None) -> bool:
     given = Path(path).expanduser()
     return not (given.is_absolute() or given.exists() or started_in is None
                 or Path(started_in).resolve() == Path.cwd().resolve())
+
+
+def _model_record(model: Any) -> str:
+    """A run's ``model`` as its result's configuration records it: a spec string as given;
+    your own network (``fl.TorchModel``) as the spec that names it, not its repr (which
+    named no module and held a memory address); another estimator by its repr."""
+    def one(item: Any) -> str:
+        spec = getattr(item, "spec_text", None)
+        return item if isinstance(item, str) else spec() if callable(spec) else repr(item)
+
+    if isinstance(model, list | tuple):
+        return ",".join(one(item) for item in model)
+    return one(model)
 
 
 def _check_relative_models(model: Any, started_in: str | None) -> None:

@@ -104,6 +104,35 @@ class TorchNetClassifier(TorchMLPClassifier):
         self.loss = loss
         self.random_state = random_state
 
+    def spec_text(self) -> str:
+        """What a result records for this learner: for your own factory
+        ``module:MODULE:FACTORY(key=value,...)`` (a ``functools.partial``'s keywords, then
+        the parameters set away from their defaults, named as in a spec: ``lr``, ``shape``),
+        as ``--model`` writes it; else the class name."""
+        import functools
+
+        factory: Any = self.network
+        params: dict[str, Any] = {}
+        if isinstance(factory, str):
+            return type(self).__name__
+        while isinstance(factory, functools.partial):
+            params = {**factory.keywords, **params}
+            if factory.args:
+                params["args"] = "-".join(map(repr, factory.args))
+            factory = factory.func
+        names = {v: k for k, v in SPEC_NAMES.items()}
+        for name, p in inspect.signature(type(self)).parameters.items():
+            value = getattr(self, name)
+            if name in ("network", "n_classes", "random_state") or value is None \
+                    or (not callable(value) and value == p.default):
+                continue
+            params[names.get(name, name)] = (
+                factory_name(value) if inspect.isfunction(value) else
+                "-".join(map(str, value)) if isinstance(value, list | tuple) else
+                repr(value) if callable(value) else value)
+        inner = ",".join(f"{k}={v}" for k, v in params.items())
+        return f"module:{factory_name(factory)}" + (f"({inner})" if inner else "")
+
     # a weighted auxiliary loss needs per-example losses, which a user's loss may not give
     @property
     def supports_aux_weights(self) -> bool:

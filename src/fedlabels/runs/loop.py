@@ -314,7 +314,10 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 def model_names(specs: list[Any]) -> list[str]:
-    return [type(s).__name__ if hasattr(s, "get_params") else str(s) for s in specs]
+    """Each client's model as a result records it: a spec as written, your own network
+    by its factory (``module:mynets:make_net(...)``), another estimator by its class."""
+    return [s.spec_text() if callable(getattr(s, "spec_text", None)) else
+            type(s).__name__ if hasattr(s, "get_params") else str(s) for s in specs]
 
 
 def reproducible_noise_privacy(from_flag: bool) -> dict[str, str]:
