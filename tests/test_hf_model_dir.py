@@ -126,3 +126,13 @@ def test_resuming_elsewhere_names_the_directory_a_relative_model_dir_needs(
         fl.resume(path, rounds=2, progress=False)
     monkeypatch.chdir(tmp_path / "start")
     assert len(fl.resume(path, rounds=2, progress=False).rounds) == 2
+
+
+def test_a_model_dir_under_home_is_found(seq_cls_dir, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(seq_cls_dir, tmp_path / "bert")
+    monkeypatch.setenv("HOME", str(tmp_path))  # ~ is not expanded by a quoted --model
+    (spec,) = parse_model_spec("hf(model_dir=~/bert)")
+    learner = build_learner(spec, n_classes=2, random_state=0)
+    assert learner.model_dir == str((tmp_path / "bert").resolve())
