@@ -286,3 +286,14 @@ def test_a_long_decoding_says_how_far_it_is_unless_quiet(tmp_path, monkeypatch, 
     with progress_asked(True):
         read_images(files, None)  # a folder read in less than 30 s says nothing
     assert capsys.readouterr().err == ""
+
+
+def test_fl_run_passes_its_progress_to_the_decoding(tmp_path, monkeypatch, capsys):
+    from fedlabels.data import images
+
+    make_folder(tmp_path / "imgs", sizes=(4, 4, 4))
+    monkeypatch.setattr(images, "QUIET_SECONDS", 0.0)
+    monkeypatch.setenv("FEDLABELS_CACHE", str(tmp_path / "cache"))
+    fl.run("local", f"imagefolder:{tmp_path / 'imgs'}", model="dt", rounds=1,
+           progress=True)
+    assert "fedlabels: reading images: 11 of 12 decoded" in capsys.readouterr().err

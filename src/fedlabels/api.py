@@ -94,7 +94,10 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         result.config.update(config or {})
         return result
     if isinstance(federation, str):
-        federation = federation_for(cfg)
+        from fedlabels.core.verbosity import progress_asked
+
+        with progress_asked(progress):  # decoding many images says how far it is (or not)
+            federation = federation_for(cfg)
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
     if model is None or isinstance(model, str):
         model = cfg.model  # aliases resolved: one name per model
