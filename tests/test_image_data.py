@@ -297,3 +297,16 @@ def test_fl_run_passes_its_progress_to_the_decoding(tmp_path, monkeypatch, capsy
     fl.run("local", f"imagefolder:{tmp_path / 'imgs'}", model="dt", rounds=1,
            progress=True)
     assert "fedlabels: reading images: 11 of 12 decoded" in capsys.readouterr().err
+
+
+def test_an_image_beside_the_class_folders_is_left_out_with_a_warning(tmp_path):
+    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.data.images import image_folder_files
+
+    pixels = make_folder(tmp_path / "imgs")
+    stray = next(iter(pixels.values()))
+    Image.fromarray(stray).save(tmp_path / "imgs" / "stray.PNG")
+    (tmp_path / "imgs" / ".hidden.png").write_bytes(b"")  # hidden: skipped without a word
+    with pytest.warns(FedLabelsWarning, match=r"1 image\(s\) directly in it \(stray.PNG\)"):
+        files, labels, classes = image_folder_files(tmp_path / "imgs")
+    assert len(files) == len(labels) == 9 + 14 + 20 and classes == list(CLASSES)
