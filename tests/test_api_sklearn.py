@@ -176,11 +176,11 @@ def test_saving_never_writes_over_the_runs_own_table(tmp_path, monkeypatch):
     before = {name: Path(name).read_bytes() for name in ("data.rounds.csv", "data.csv")}
     on_rounds = fl.run("fedct", "csv:data.rounds.csv:label", clients=3, rounds=1,
                        progress=False)
-    with pytest.raises(FedLabelsError, match="that is the dataset file of this run"):
+    with pytest.raises(FedLabelsError, match="that is the dataset file, not an output"):
         on_rounds.save("data.json", overwrite=True)
     on_table = fl.run("fedct", "csv:data.csv:label", clients=3, rounds=1, progress=False)
     for save in (on_table.save_csv, on_table.save_json):
-        with pytest.raises(FedLabelsError, match="that is the dataset file of this run"):
+        with pytest.raises(FedLabelsError, match="that is the dataset file, not an output"):
             save("./data.csv", overwrite=True)
     assert {name: Path(name).read_bytes() for name in before} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "data.rounds.csv"]

@@ -476,7 +476,7 @@ def test_predict_never_writes_over_the_runs_own_files(finished_run, tmp_path, ca
     before = _sha(target)
     if name.endswith(".csv"):
         _fails(capsys, ["predict", str(finished_run), str(rows), "-o", str(target),
-                        "--overwrite"], "refusing to write the predictions", "of this run")
+                        "--overwrite"], "refusing to write the predictions", "not an output")
     else:
         _fails(capsys, ["predict", str(finished_run), str(rows), "-o", str(target),
                         "--overwrite"], "the predictions are CSV")
@@ -524,3 +524,13 @@ def test_a_device_is_not_called_missing(capsys, tmp_path):
     _fails(capsys, [*BASE, "--dataset", "csv:/dev/null:y", "--output",
                     str(tmp_path / "x.json")], "/dev/null is not a regular file")
     _fails(capsys, ["inspect", str(tmp_path / "nope.json")], "nope.json does not exist")
+
+
+def test_predict_never_writes_over_the_rows_it_reads(finished_run, tmp_path, capsys):
+    rows = tmp_path / "scans.csv"
+    rows.write_text("a\n1\n")
+    before = _sha(rows)
+    line = _fails(capsys, ["predict", str(finished_run), str(rows), "-o", str(rows),
+                           "--overwrite"], "refusing to write the predictions",
+                  "that is the data file, not an output")
+    assert "of this run" not in line and _sha(rows) == before

@@ -119,7 +119,7 @@ def check_outputs(outputs: Mapping[str, Path], inputs: Mapping[str, Path] | None
         real = _real(path)
         if real in read:
             raise FedLabelsError(f"refusing to write the {what} to {path}: that is the "
-                                 f"{read[real]} of this run; choose another output name.")
+                                 f"{read[real]}, not an output; choose another output name.")
         if real in written:
             raise FedLabelsError(f"the {written[real]} and the {what} would both be written "
                                  f"to {path}; choose another output name.")
