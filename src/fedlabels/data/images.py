@@ -144,16 +144,16 @@ def image_folder_files(root: Path, min_classes: int = 2
                                  f"({', '.join(SUFFIXES)}); add some or remove the folder.")
         files += found
         labels += [k] * len(found)
-    loose = sorted(p.name for p in root.iterdir() if p.suffix.lower() in SUFFIXES
+    stray = sorted(p.name for p in root.iterdir() if p.suffix.lower() in SUFFIXES
                    and p.is_file() and not _hidden(Path(p.name)))
-    if loose:  # beside class folders an image has no class: say so rather than drop it unseen
+    if stray:  # beside class folders an image has no class: say so rather than drop it unseen
         import warnings
 
         from fedlabels.core.errors import FedLabelsWarning
 
-        shown = ", ".join(loose[:3]) + (" ..." if len(loose) > 3 else "")
+        shown = ", ".join(stray[:3]) + (" ..." if len(stray) > 3 else "")
         warnings.warn(FedLabelsWarning(
-            f"image folder {root}: {len(loose)} image(s) directly in it ({shown}) belong to no "
+            f"image folder {root}: {len(stray)} image(s) directly in it ({shown}) belong to no "
             "class folder and are left out; move each into its class's folder."), stacklevel=2)
     return files, np.asarray(labels, dtype=np.int64), classes
 
