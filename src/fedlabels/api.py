@@ -277,18 +277,22 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     return result
 
 
-def load_run(path: str | Path, *, models: bool = True) -> RunResult:
+def load_run(path: str | Path, *, models: bool = True,
+             trust_modules: Sequence[str] = ()) -> RunResult:
     """A saved run: the result JSON at ``path`` (``X.json``, as ``fedlabels run`` or
     :meth:`RunResult.save` wrote it) with, unless ``models=False``, its clients' models and
     preprocessing from ``X.models.npz`` beside it, so that ``load_run(path).predict(new)``
-    works as on the run's own result (loading the models file never runs code from it)."""
+    works as on the run's own result (loading the models file never runs code from it).
+    A run of your own network (``module:mynets:make_net``, ``fl.TorchModel``) rebuilds it
+    by importing its module, which runs that code: only with ``trust_modules=["mynets"]``
+    (else a one-line error naming the module)."""
     from fedlabels.data.preprocessing import Preprocessing
     from fedlabels.results import load_result
     from fedlabels.results.models_file import load_models
 
     result = load_result(path)
     if models:
-        payload = load_models(path)
+        payload = load_models(path, trust_modules)
         result.client_models = list(payload["models"])
         result.feature_names = list(payload.get("feature_names") or [])
         saved = payload.get("preprocessing")

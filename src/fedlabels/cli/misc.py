@@ -27,7 +27,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.top < 0 or args.max_lines < 1:
         raise FedLabelsError(f"--top must be >= 0 and --max-lines >= 1; got {args.top} and "
                              f"{args.max_lines}.")
-    descriptions = inspect_models(args.result, top=args.top, client=args.client)
+    descriptions = inspect_models(args.result, top=args.top, client=args.client,
+                                  trust_modules=args.trust_module)
     if args.json:
         print(json.dumps(descriptions, indent=2, default=str))
     else:
@@ -75,6 +76,9 @@ def add_misc_parsers(sub: Any) -> None:
     p.add_argument("--top", type=int, default=10, help="feature importances to show")
     p.add_argument("--max-lines", type=int, default=40, help="lines of tree/rule text per model")
     p.add_argument("--json", action="store_true", help="structured output as JSON")
+    from fedlabels.cli.report import add_trust_module_flag
+
+    add_trust_module_flag(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("plot", help="plot accuracy per round of one or more results")

@@ -36,7 +36,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                   overwrite=args.overwrite)
     sep = normalise_sep(args.sep) if args.sep is not None else run_sep(args.result) or ","
     frame = predict_file(args.result, args.data, client=args.client, sep=sep,
-                         image_column=args.image_column)
+                         image_column=args.image_column, trust_modules=args.trust_module)
     with writing("the predictions"):
         write_atomic(out, frame.to_csv(index=False, sep=sep))
     who = (f"client {args.client}" if args.client is not None else
@@ -65,7 +65,8 @@ def add_report_parsers(sub: Any) -> None:
                                        "(majority vote, or one client's; a regression "
                                        "run: the median of the clients' predictions)")
     p.add_argument("result", help="result JSON of `fedlabels run` (its .models.npz beside it; "
-                                  "loading it never runs code)")
+                                  "loading it runs no code, except a module you trust with "
+                                  "--trust-module)")
     p.add_argument("data", help="CSV with the training table's feature columns; for a run on "
                                 "image files also a folder of images or one image file")
     p.add_argument("-o", "--output", required=True,
@@ -78,5 +79,15 @@ def add_report_parsers(sub: Any) -> None:
                    help="a run on images: the data CSV's column of image paths (relative to "
                         "its folder); default: the run's image column, else the CSV's one "
                         "text column")
+    add_trust_module_flag(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.set_defaults(func=cmd_predict)
+
+
+def add_trust_module_flag(p: argparse.ArgumentParser) -> None:
+    """``--trust-module MODULE`` (repeatable): rebuild a run's own network by importing it."""
+    p.add_argument("--trust-module", action="append", default=[], metavar="MODULE",
+                   help="a run of your own network (--model module:MODULE:FACTORY): import "
+                        "MODULE (from PYTHONPATH, as the run did) and call its factory to "
+                        "rebuild the network; this runs MODULE's code, so give it only for "
+                        "code you trust (repeatable; a package covers its modules)")

@@ -121,6 +121,23 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
         params[name] = torch.from_numpy(np.array(array)).to(tensor.dtype)
     mlp.model_.load_state_dict(params)
     mlp.model_.train(bool(_need(state, "model.training")))
+    if any(k.startswith("opt.") for k in state):  # else a state for prediction: fresh Adam
+        _load_optimizer(mlp, state)
+    mlp.rng_ = _restore_rng(state, "rng.")
+    mlp.steps_ = int(_need(state, "steps"))
+    ids = sorted({int(k.split(".")[1]) for k in state if k.startswith("cursor.")})
+    for key in ids:
+        cursor = BatchCursor.__new__(BatchCursor)
+        cursor.n = int(_need(state, f"cursor.{key}.n"))
+        cursor.batch_size = int(_need(state, f"cursor.{key}.batch_size"))
+        cursor.pos = int(_need(state, f"cursor.{key}.pos"))
+        cursor.order = np.array(_need(state, f"cursor.{key}.order"), dtype=np.int64)
+        cursor.rng = mlp.rng_  # all cursors share the learner's generator
+        mlp._cursors[key] = cursor
+
+
+def _load_optimizer(mlp: Any, state: Mapping[str, Any]) -> None:
+    """The optimiser's hyper-parameters and per-parameter slots from ``state``."""
     opt_state = mlp.optimizer_.state_dict()
     (group,) = opt_state["param_groups"]
     for key, value in list(group.items()):
@@ -151,17 +168,6 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
     except (ValueError, KeyError) as exc:
         raise FedLabelsError(f"TorchMLPClassifier state: bad optimizer state ({exc}).") \
             from None
-    mlp.rng_ = _restore_rng(state, "rng.")
-    mlp.steps_ = int(_need(state, "steps"))
-    ids = sorted({int(k.split(".")[1]) for k in state if k.startswith("cursor.")})
-    for key in ids:
-        cursor = BatchCursor.__new__(BatchCursor)
-        cursor.n = int(_need(state, f"cursor.{key}.n"))
-        cursor.batch_size = int(_need(state, f"cursor.{key}.batch_size"))
-        cursor.pos = int(_need(state, f"cursor.{key}.pos"))
-        cursor.order = np.array(_need(state, f"cursor.{key}.order"), dtype=np.int64)
-        cursor.rng = mlp.rng_  # all cursors share the learner's generator
-        mlp._cursors[key] = cursor
 
 
 def _reusable(mlp: Any, state: Mapping[str, Any], n_features: int, n_classes: int) -> bool:

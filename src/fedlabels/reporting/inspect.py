@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -238,14 +239,17 @@ def _layers(learner: Any, most: int = 12) -> str:
 
 
 def inspect_models(result: Any, feature_names: list[str] | None = None, top: int = 10,
-                   client: int | None = None) -> list[dict[str, Any]]:
+                   client: int | None = None,
+                   trust_modules: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Describe each client's final model (see :func:`describe_model`).
 
     ``result`` is a :class:`~fedlabels.results.RunResult` from this process, or the path of
     a result JSON / ``.models.npz``. Feature names default to the federation's.
+    ``trust_modules``: modules whose network factories may be imported to rebuild a saved
+    run's own network (``--trust-module``; importing runs their code).
     """
     if isinstance(result, str | Path):
-        payload = load_models(result)
+        payload = load_models(result, trust_modules)
         models, specs = payload["models"], payload["model_specs"]
         names = feature_names or payload["feature_names"]
         classes = shown_names_of(payload)

@@ -6,9 +6,12 @@ reconstructor, arguments and state, as ``pickle`` would), but loading rebuilds i
 every class and reconstructor it names is in :data:`ALLOWED` — exactly the types fedlabels
 writes: scikit-learn trees, forests, linear models and MLPs, XGBoost (its booster as its
 own raw bytes), RuleFit, TF-IDF, and fedlabels' wrappers. A torch learner (the MLPs,
-MiniLM) is saved as its constructor parameters and its ``state_dict()`` (plain arrays),
-never its tensors' pickles, less its optimiser's moments (the checkpoint keeps those).
-Nothing else is imported or called, so a forged file cannot run code.
+MiniLM, the CNNs) is saved as its constructor parameters and its ``state_dict()`` (plain
+arrays), never its tensors' pickles, less its optimiser's moments (the checkpoint keeps
+those) and a user's optimiser and loss functions (training only). Nothing else is imported
+or called, so a forged file cannot run code; the one exception is your own network, whose
+factory is recorded by name and imported only from a module the reader trusts
+(:mod:`fedlabels.results.own_network`).
 """
 
 from __future__ import annotations
@@ -142,11 +145,34 @@ class _Writer:
         if isinstance(value, type):
             return {"$t": "type", "v": self.class_name(value)}
         if callable(getattr(value, "train_steps", None)):  # a torch learner: params + state
-            _check_plain_learner(value)
-            return {"$t": "learner", "cls": self.class_name(type(value)),
-                    "params": self.encode(value.get_params(deep=False)),
-                    "state": self.encode(_for_prediction(value.state_dict()))}
+            return self.learner(value)
         return self.reduced(value)
+
+    def learner(self, value: Any) -> dict[str, Any]:
+        """A torch learner as its parameters and state; your own network's factory as the
+        record that names it (:mod:`fedlabels.results.own_network`), its optimiser and loss
+        (training only) left out: the loaded learner predicts, with the defaults."""
+        params, state = value.get_params(deep=False), _for_prediction(value.state_dict())
+        entry: dict[str, Any] = {"$t": "learner", "cls": self.class_name(type(value))}
+        if callable(params.get("network")):
+            from fedlabels.results.own_network import factory_record
+
+            entry["network"] = self.factory(factory_record(params.pop("network")))
+        if callable(params.get("optimizer")):  # its hyper-parameters are not Adam's
+            state = {k: v for k, v in state.items() if not k.startswith("opt.")}
+        params.update({k: None for k in ("optimizer", "loss") if callable(params.get(k))})
+        return {**entry, "params": self.encode(params), "state": self.encode(state)}
+
+    def factory(self, record: dict[str, Any]) -> dict[str, Any]:
+        if "kwargs" not in record:
+            return record
+        try:
+            kwargs = self.encode(record["kwargs"])
+        except UnsavableModelError:
+            raise UnsavableModelError(
+                f"cannot save network module:{record['module']}:{record['name']}: its "
+                "keyword arguments are not plain values (numbers, strings, lists)") from None
+        return {**record, "kwargs": kwargs}
 
     def class_name(self, cls: Any) -> str:
         name = _name(cls)
@@ -193,25 +219,11 @@ def _for_prediction(state: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if not _OPTIMISER_SLOT.match(k)}
 
 
-def _check_plain_learner(learner: Any) -> None:
-    """A torch learner is saved as its parameters and state: refuse one whose network,
-    optimiser or loss is your own code (loading a models file never imports any)."""
-    own = [(name, value) for name in ("network", "optimizer", "loss")
-           if callable(value := getattr(learner, name, None))]
-    if own:
-        from fedlabels.learners.torch_net import factory_name
-
-        name, value = own[0]
-        raise UnsavableModelError(
-            f"cannot save a model with your own {name} ({factory_name(value)}): a models "
-            "file holds fedlabels' own architectures only, and loading one never imports "
-            "code; in Python keep its weights with learner.state_dict() and rebuild it "
-            "with your factory.")
-
-
 class _Reader:
-    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, arrays: Mapping[str, np.ndarray],
+                 trusted: frozenset[str] = frozenset()) -> None:
         self.arrays = arrays
+        self.trusted = trusted  # modules whose network factories may be imported
 
     def decode(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -242,12 +254,36 @@ class _Reader:
         if kind == "type":
             return _allowed(value["v"])
         if kind == "learner":
-            learner = _allowed(value["cls"])(**self.decode(value["params"]))
-            learner.load_state_dict(self.decode(value["state"]))
-            return learner
+            return self.learner(value)
         if kind == "obj":
             return self.rebuild(value)
         raise FedLabelsError(f"a models file entry of unknown kind {kind!r}.")
+
+    def learner(self, value: Mapping[str, Any]) -> Any:
+        cls, params = _allowed(value["cls"]), self.decode(value["params"])
+        if "network" not in value:
+            learner = cls(**params)
+            learner.load_state_dict(self.decode(value["state"]))
+            return learner
+        from fedlabels.learners.torch_net import TorchNetClassifier
+        from fedlabels.results.own_network import rebuild_factory
+
+        if cls is not TorchNetClassifier or not isinstance(params, dict):
+            raise FedLabelsError(f"a models file entry gives {value['cls']} a network "
+                                 "factory; load only models files fedlabels wrote.")
+        params["network"] = rebuild_factory(value["network"], self.trusted, self.decode)
+        learner = cls(**params)
+        state = self.decode(value["state"])
+        state["arch.network"] = learner._name()  # the record above names the network
+        learner.load_state_dict(state)
+        stored = {k[len("model."):] for k in state
+                  if k.startswith("model.") and k != "model.training"}
+        if stored != set(learner.model_.state_dict()):  # strict: no weight left over
+            extra = sorted(stored ^ set(learner.model_.state_dict()))
+            raise FedLabelsError(f"the models file's weights do not fit network "
+                                 f"{learner._name()} (entries {', '.join(extra[:3])} differ); "
+                                 "was the factory changed since the run?")
+        return learner
 
     def rebuild(self, value: Mapping[str, Any]) -> Any:
         func, args = _allowed(value["f"]), self.decode(value["args"])
@@ -297,8 +333,9 @@ def _deflates(data: memoryview) -> bool:
     return len(zlib.compress(sample, 1)) < DEFLATE_RATIO * len(sample)
 
 
-def read_models_file(path: Path) -> dict[str, Any]:
-    """Read a file of :func:`write_models_file`; only allow-listed types are built."""
+def read_models_file(path: Path, trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Read a file of :func:`write_models_file`; only allow-listed types are built, and
+    your own networks' factories only from the modules in ``trusted``."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
@@ -310,7 +347,7 @@ def read_models_file(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}); re-run "
                              "the run to write it again.")
-    payload = _Reader(arrays).decode(manifest["payload"])
+    payload = _Reader(arrays, trusted).decode(manifest["payload"])
     if not isinstance(payload, dict):
         raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}).")
     return payload

@@ -5,11 +5,14 @@ private data), with the run's preprocessing (plain lists), so a result's models 
 applied to raw rows later (:mod:`fedlabels.results.predict`) and inspected
 (:mod:`fedlabels.reporting.inspect`). The file holds no pickle: loading builds only the model
 types fedlabels writes (:mod:`fedlabels.results.model_format`), so a models file received
-from someone else cannot run code. Earlier versions' ``.models.pkl`` files are refused.
+from someone else cannot run code; your own network is rebuilt by importing its factory's
+module only when the caller trusts that module (:mod:`fedlabels.results.own_network`).
+Earlier versions' ``.models.pkl`` files are refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +40,34 @@ def save_models(result: Any, result_path: str | Path) -> Path:
     }
     with atomic_path(path, private=True) as tmp:  # the clients' models: private state
         write_models_file(Path(tmp), payload)
+    _warn_unrebuildable(result.client_models)
     return path
 
 
-def load_models(path: str | Path) -> dict[str, Any]:
-    """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.npz``);
-    only the model types fedlabels writes are built, nothing is unpickled."""
-    from fedlabels.results.model_format import read_models_file
+def _warn_unrebuildable(models: list[Any]) -> None:
+    """Warn once if a client's own network cannot be rebuilt from the file (a lambda)."""
+    import warnings
 
+    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.results.own_network import factory_record, unrebuildable_note
+
+    for model in models:
+        network = getattr(model, "network", None)
+        if callable(network) and "unrebuildable" in (record := factory_record(network)):
+            warnings.warn(FedLabelsWarning(f"the models file holds the weights, but "
+                                           f"{unrebuildable_note(record)}."), stacklevel=3)
+            return
+
+
+def load_models(path: str | Path,
+                trust_modules: Iterable[str] | None = None) -> dict[str, Any]:
+    """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.npz``);
+    only the model types fedlabels writes are built, nothing is unpickled; your own network
+    only if its factory's module is in ``trust_modules`` (importing it runs its code)."""
+    from fedlabels.results.model_format import read_models_file
+    from fedlabels.results.own_network import trusted_modules
+
+    trusted = trusted_modules(trust_modules)
     given = Path(path)
     if given.suffix == ".json" and not given.is_file():
         from fedlabels.core.files import not_a_file
@@ -63,9 +86,9 @@ def load_models(path: str | Path) -> dict[str, Any]:
         raise FedLabelsError(f"{given} has no models file: {note}.")
     if not path.is_file():
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
-                             "the result JSON, except your own networks (module:...; it warned "
-                             "then) and runs of older versions or other engines.")
-    return read_models_file(path)
+                             "the result JSON, except models it cannot save (it warned then) "
+                             "and runs of older versions or other engines.")
+    return read_models_file(path, trusted)
 
 
 def _no_models_note(result: Path) -> str | None:

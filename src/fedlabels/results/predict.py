@@ -89,7 +89,8 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
 
 def predict_file(result_path: str | Path, data_path: str | Path,
                  client: int | None = None, sep: str | None = None,
-                 image_column: str | None = None) -> Any:
+                 image_column: str | None = None,
+                 trust_modules: Sequence[str] = ()) -> Any:
     """``fedlabels predict``: the rows of a CSV file with a ``prediction`` column added.
 
     The CSV has the training table's columns (more are kept but not used, e.g. the label),
@@ -98,13 +99,14 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     for a run on image files, its image column's paths are relative to the CSV's folder:
     ``image_column``, else the run's image column, else the table's one text column.
     A run on images also takes a folder of images (sub-folders too) or one image file: one
-    row per image, its ``path`` and ``prediction``.
+    row per image, its ``path`` and ``prediction``. ``trust_modules``: the modules whose
+    network factories may be imported to rebuild your own network (``--trust-module``).
     """
     import pandas as pd
 
     from fedlabels.results.models_file import load_models
 
-    payload = load_models(result_path)
+    payload = load_models(result_path, trust_modules)
     if payload.get("preprocessing") is None:
         raise FedLabelsError(f"{result_path}: its models file stores no preprocessing (written "
                              "by an older version); rerun to predict with it.")
