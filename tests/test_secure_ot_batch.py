@@ -61,8 +61,9 @@ def test_corrections_are_uniform_and_checked() -> None:
     e, R = snd.step2(U)
     values = ot._unpack(e.view(np.uint8), n_j * n_k * L, ot.modulus_bits(L))
     M = 1 << ot.modulus_bits(L)
-    assert chisquare(np.bincount(values, minlength=M)).pvalue > 1e-4
-    assert chisquare(np.bincount(R.ravel(), minlength=M)).pvalue > 1e-4
+    # fresh CSPRNG pads each run: p is uniform, so 1e-6 keeps false failures rare
+    assert chisquare(np.bincount(values, minlength=M)).pvalue > 1e-6
+    assert chisquare(np.bincount(R.ravel(), minlength=M)).pvalue > 1e-6
     with pytest.raises(FedLabelsError, match="correction words"):
         rcv.step3(e[:-1])
 
