@@ -94,10 +94,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         result.config.update(config or {})
         return result
     if isinstance(federation, str):
-        from fedlabels.core.verbosity import progress_asked
-
-        with progress_asked(progress):  # decoding many images says how far it is (or not)
-            federation = federation_for(cfg)
+        federation = federation_for(cfg, progress)
     record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
     if model is None or isinstance(model, str):
         model = cfg.model  # aliases resolved: one name per model
@@ -188,10 +185,7 @@ def _run_config(cfg: RunConfig, progress: bool | None, threads: int | None,
     if cfg.engine != "simulator":
         return _run_on_flower(cfg, progress, None, checkpoint, resume)
     models = as_models(cfg.model)
-    from fedlabels.core.verbosity import progress_asked
-
-    with progress_asked(progress):  # decoding many images says how far it is (or not)
-        federation = federation_for(cfg)
+    federation = federation_for(cfg, progress)
     return simulate(impl, federation, models, rounds=cfg.rounds, period=cfg.period,
                     seed=cfg.seed, eval_every=cfg.eval_every, progress=progress,
                     config=cfg.to_dict(), options=options,

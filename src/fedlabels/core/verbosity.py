@@ -4,11 +4,15 @@ decides what a run shows; reading a large image folder says how far it is)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
+#: seconds without a line after which a long step (a round's exchange, decoding many
+#: images) says where it is
+QUIET_SECONDS = 30.0
 _state: dict[str, Any] = {"verbosity": NORMAL, "progress": None}
 
 
@@ -35,13 +39,19 @@ def progress_asked(progress: bool | None) -> Iterator[None]:
         _state["progress"] = before
 
 
-def lines_shown(stream: TextIO) -> bool:
-    """Whether a line of progress goes to ``stream``, as a run's lines do: never with
-    ``-q`` or ``progress=False``; with ``-v``, ``progress=True`` or a terminal."""
-    progress = _state["progress"]
+def progress_mode(progress: bool | None, stream: TextIO | None = None) -> str:
+    """``"off"``, ``"bar"``, ``"evaluations"`` (a line per evaluation) or ``"rounds"``."""
     if progress is False or verbosity() == QUIET:
-        return False
-    if verbosity() == VERBOSE or progress:
-        return True
-    isatty = getattr(stream, "isatty", None)
-    return bool(callable(isatty) and isatty())
+        return "off"
+    if verbosity() == VERBOSE:
+        return "rounds"
+    isatty = getattr(stream or sys.stderr, "isatty", None)
+    if callable(isatty) and isatty():
+        return "bar"
+    return "evaluations" if progress else "off"
+
+
+def lines_shown(stream: TextIO) -> bool:
+    """Whether a line of progress goes to ``stream``, as a run's lines do
+    (:func:`progress_mode` of the progress the running run asked for is not off)."""
+    return progress_mode(_state["progress"], stream) != "off"

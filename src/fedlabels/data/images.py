@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError, missing_column
+from fedlabels.core.verbosity import QUIET_SECONDS  # decoding says how far it is, as a round
 
 SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _GREY = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
@@ -40,9 +41,6 @@ _SKIPPED = ("__MACOSX",)  # macOS' archive folders (copies of resource forks)
 _CACHE_FORMAT = "fedlabels.imagefolder/2"
 #: EXIF orientations that turn an image a quarter (its width and height swap)
 _QUARTER_TURNS = (5, 6, 7, 8)
-#: seconds of decoding without a line after which one says how far it is (as a long
-#: round's step is shown: fedlabels.runs.progress)
-QUIET_SECONDS = 30.0
 _TRAINED_ON = ("the models were trained on {} images and the run declared no image_size to "
                "resize to: resize it first.")
 

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from fedlabels.core.verbosity import NORMAL as NORMAL
-from fedlabels.core.verbosity import QUIET, VERBOSE, verbosity
+from fedlabels.core.verbosity import QUIET, QUIET_SECONDS
+from fedlabels.core.verbosity import VERBOSE as VERBOSE
+from fedlabels.core.verbosity import progress_mode as progress_mode
 from fedlabels.core.verbosity import set_verbosity as set_verbosity
+from fedlabels.core.verbosity import verbosity as verbosity
 
 if TYPE_CHECKING:
     from fedlabels.results import RoundRecord
@@ -33,25 +36,13 @@ def info(message: str) -> None:
         print(message, flush=True)
 
 
-def progress_mode(progress: bool | None, stream: TextIO | None = None) -> str:
-    """``"off"``, ``"bar"``, ``"evaluations"`` (a line per evaluation) or ``"rounds"``."""
-    if progress is False or verbosity() == QUIET:
-        return "off"
-    if verbosity() == VERBOSE:
-        return "rounds"
-    isatty = getattr(stream or sys.stderr, "isatty", None)
-    if callable(isatty) and isatty():
-        return "bar"
-    return "evaluations" if progress else "off"
-
-
 class RoundProgress:
     """Shows each finished round (:meth:`update`) as a bar, a line, or not at all; and, in a
     long round, the exchange it is in (:meth:`step`)."""
 
     #: seconds without a line after which a step is shown as a line of its own (a one-round
     #: method on hundreds of clients, e.g. XCLP, otherwise printed nothing for minutes)
-    quiet_seconds = 30.0
+    quiet_seconds = QUIET_SECONDS
 
     def __init__(self, total: int, desc: str, progress: bool | None,
                  stream: TextIO | None = None) -> None:
