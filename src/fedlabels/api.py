@@ -301,19 +301,10 @@ def plot(results: RunResult | str | Path | Sequence[RunResult | str | Path],
     results of :func:`run` or saved result files, to ``path`` (the format from its suffix:
     ``.png``, ``.pdf``, ``.svg``, ...). An existing file is replaced only with
     ``overwrite=True``. Returns the path."""
-    from fedlabels.core.files import check_outputs, writing
-    from fedlabels.reporting.plots import figure_format, plot_accuracy
-    from fedlabels.results import load_result
+    from fedlabels.reporting.plots import write_plot
 
-    given = _results_given(results)
-    out = Path(path).expanduser()
-    figure_format(out)
-    check_outputs({"plot": out}, {f"result {p}": Path(p) for p in given
-                                  if not isinstance(p, RunResult)},
-                  overwrite=overwrite, overwrite_hint="overwrite=True")
-    loaded = [p if isinstance(p, RunResult) else load_result(p) for p in given]
-    with writing(str(out)):
-        return plot_accuracy(loaded, out, title=title)
+    return write_plot(_results_given(results), Path(path).expanduser(), title=title,
+                      overwrite=overwrite, overwrite_hint="overwrite=True")
 
 
 def report(results: RunResult | str | Path | Sequence[RunResult | str | Path],

@@ -37,17 +37,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from fedlabels.core.files import check_outputs, writing
-    from fedlabels.reporting.plots import figure_format, plot_accuracy
-    from fedlabels.results import load_result
+    from fedlabels.reporting.plots import write_plot
 
-    out = Path(args.output)
-    figure_format(out)
-    check_outputs({"plot": out}, {f"result {p}": Path(p) for p in args.results},
-                  overwrite=args.overwrite)
-    results = [load_result(p) for p in args.results]
-    with writing(str(out)):
-        print(plot_accuracy(results, out))
+    print(write_plot(args.results, Path(args.output), overwrite=args.overwrite))
     return 0
 
 

@@ -173,6 +173,24 @@ def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(shown) or "other settings"
 
 
+def write_plot(results: Sequence[RunResult | str | Path], out: Path, *,
+               title: str | None = None, overwrite: bool = False,
+               overwrite_hint: str = "--overwrite") -> Path:
+    """``fedlabels plot`` and ``fl.plot``: :func:`plot_accuracy` of results (objects or
+    result files) to ``out``, after checking its format and that it replaces no input and,
+    unless ``overwrite``, no existing file (``overwrite_hint`` says how to ask)."""
+    from fedlabels.core.files import check_outputs, writing
+    from fedlabels.results import load_result
+
+    figure_format(out)
+    check_outputs({"plot": out}, {f"result {p}": Path(p) for p in results
+                                  if not isinstance(p, RunResult)},
+                  overwrite=overwrite, overwrite_hint=overwrite_hint)
+    loaded = [p if isinstance(p, RunResult) else load_result(p) for p in results]
+    with writing(str(out)):
+        return plot_accuracy(loaded, out, title=title)
+
+
 def plot_accuracy(results: Sequence[RunResult], path: str | Path,
                   title: str | None = None) -> Path:
     """Mean client test accuracy per round (min-max band), one line per federated run,
