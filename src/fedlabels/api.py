@@ -353,11 +353,17 @@ def _results_given(results: Any) -> list[RunResult | str | Path]:
     return given
 
 
-def _lost(path: str, started_in: str | None) -> bool:
-    """Whether ``path`` is relative to where a run started, elsewhere, and not found here."""
+def _refuse_lost(what: str, path: str, started_in: str | None) -> None:
+    """A one-line error when ``path`` (this run's ``what``) is relative to where the run
+    started, elsewhere, and not found here: say where to resume from."""
+    from fedlabels.core.errors import FedLabelsError
+
     given = Path(path).expanduser()
-    return not (given.is_absolute() or given.exists() or started_in is None
-                or Path(started_in).resolve() == Path.cwd().resolve())
+    if given.is_absolute() or given.exists() or started_in is None \
+            or Path(started_in).resolve() == Path.cwd().resolve():
+        return
+    raise FedLabelsError(f"this run's {what} is a path relative to {started_in}, where it "
+                         "started; resume it from there (cd there first).")
 
 
 def _model_record(model: Any) -> str:
@@ -378,13 +384,9 @@ def _check_relative_models(model: Any, started_in: str | None) -> None:
     elsewhere, say where to resume from (before the spec's check finds no directory)."""
     import re
 
-    from fedlabels.core.errors import FedLabelsError
-
     for found in re.finditer(r"model_dir\s*=\s*([^,)]+)", str(model or "")):
-        if _lost(found.group(1).strip(), started_in):
-            raise FedLabelsError(f"this run's model_dir {found.group(1).strip()} is a path "
-                                 f"relative to {started_in}, where it started; resume it "
-                                 "from there (cd there first).")
+        model_dir = found.group(1).strip()
+        _refuse_lost(f"model_dir {model_dir}", model_dir, started_in)
 
 
 def _check_relative_data(dataset: str, started_in: str | None,
@@ -392,24 +394,15 @@ def _check_relative_data(dataset: str, started_in: str | None,
     """A run's own data (``csv:``, ``imagefolder:``, a ``public`` set) named by a path
     relative to where the run started: resumed elsewhere, that path names nothing; say where
     to resume from."""
-    from fedlabels.core.errors import FedLabelsError
-
-    def lost(path: str) -> bool:  # relative to where the run started, and not found here
-        return _lost(path, started_in)
-
-    if public is not None and lost(public):
-        raise FedLabelsError(f"this run's public set {public} is a path relative to "
-                             f"{started_in}, where it started; resume it from there (cd "
-                             "there first).")
+    if public is not None:
+        _refuse_lost(f"public set {public}", public, started_in)
     kind, _, rest = dataset.partition(":")
     if kind not in ("csv", "imagefolder") or not rest:
         return
     from fedlabels.core.files import csv_parts
 
-    if lost(csv_parts(dataset)[0] if kind == "csv" else rest):
-        raise FedLabelsError(f"this run's dataset {dataset} is a path relative to "
-                             f"{started_in}, where it started; resume it from there (cd "
-                             "there first).")
+    _refuse_lost(f"dataset {dataset}", csv_parts(dataset)[0] if kind == "csv" else rest,
+                 started_in)
 
 
 __all__ = ["load_federation", "load_run", "plot", "report", "resume", "run", "run_config"]
