@@ -91,3 +91,13 @@ def spy_fedct_votes(monkeypatch, record) -> None:  # type: ignore[no-untyped-def
         return out
 
     monkeypatch.setattr(FedCTServer, "run_round", server_round)
+
+
+def cli_one_line_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    """The error of ``fedlabels ARGS``, checked to be one line (no traceback) with exit 2."""
+    from fedlabels.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err

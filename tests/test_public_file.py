@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
+from conftest import cli_one_line_error as _error
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
 
@@ -84,13 +85,6 @@ def test_a_toml_config_takes_public(tmp_path: Path) -> None:
     assert cfg.public == str(public)
     result = fl.run_config(cfg, save=False)
     assert result.federation["n_public"] == 269
-
-
-def _error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
-    assert main(args) == 2
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
 
 
 def test_bad_public_tables_are_one_line(tmp_path: Path,

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import fedlabels as fl
-from fedlabels.cli import main
+from conftest import cli_one_line_error as _error
 from fedlabels.core.errors import FedLabelsError
 
 
@@ -108,13 +108,6 @@ def test_a_tables_image_column_takes_a_public_folder(tmp_path: Path) -> None:
     fed = fl.load_federation(f"csv:{tmp_path / 't.csv'}:label", clients=2,
                              image_column="file", public=str(tmp_path / "pub"))
     np.testing.assert_allclose(fed.X_public, _expected(paths, "RGB"), atol=1e-6)
-
-
-def _error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
-    assert main(args) == 2
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
 
 
 def test_bad_public_folders_are_one_line(tmp_path: Path,

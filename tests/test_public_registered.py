@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 import fedlabels as fl
+from conftest import cli_one_line_error as _error
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
 
@@ -103,13 +104,6 @@ def test_public_pca_is_fitted_on_a_given_fashion_u(tmp_path: Path) -> None:
                              public=str(tmp_path / "pub.csv"), public_pca=4)
     np.testing.assert_allclose(fed.X_public.mean(axis=0), 0.0, atol=1e-4)
     np.testing.assert_allclose(fed.X_public.std(axis=0, ddof=1), 1.0, atol=1e-4)
-
-
-def _error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
-    assert main(args) == 2
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
 
 
 def test_bad_fashion_public_sets_are_one_line(tmp_path: Path,
