@@ -191,10 +191,8 @@ def label_dtype(y: Any) -> str:
     for strings), so that predictions compare equal to ``y``."""
     import pandas as pd
 
-    values = y.to_numpy() if isinstance(y, pd.Series) else np.asarray(y)
-    if isinstance(getattr(y, "dtype", None), pd.CategoricalDtype) and values.dtype.kind in "US":
-        return np.dtype(object).str
-    return values.dtype.str
+    values = y.to_numpy() if isinstance(y, pd.Series) else np.asarray(y)  # a categorical:
+    return values.dtype.str  # its categories' values (strings come out as objects)
 
 
 def class_values(class_names: Sequence[str], dtype: str | None) -> np.ndarray:
