@@ -452,9 +452,8 @@ def make_federation(
         raise FedLabelsError("unlabeled_shift shifts U's class proportions and a regression "
                              "task has no classes; leave it at 0.")
     given = X_public is not None  # U of the user's own: none drawn from X
-    if given and (n_unlabeled is not None or shift):
-        raise FedLabelsError("unlabeled and unlabeled_shift draw U from the labelled rows; "
-                             "with a public set given (public, X_public) leave both out.")
+    if given:
+        refuse_drawn_u(n_unlabeled, shift)
     sites = site_names = None
     if spec.kind == "column":  # the sites: one client per value, the column no feature
         X, sites, site_names = split_column(X, spec.column, n_clients)
@@ -630,6 +629,14 @@ def make_federation(
         task=task,
         target_range=target_range if regression else None,
     )
+
+
+def refuse_drawn_u(unlabeled: int | None, shift: float) -> None:
+    """Beside a public set of the user's own (``public``, ``X_public``): sizes that draw U
+    from the labelled rows are a one-line error."""
+    if unlabeled is not None or shift:
+        raise FedLabelsError("unlabeled and unlabeled_shift draw U from the labelled rows; "
+                             "with a public set given (public, X_public) leave both out.")
 
 
 def _check_aligned(X: Any, y: Any, x_name: str, y_name: str) -> None:

@@ -149,12 +149,11 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
         n_private = private_per_client * n_clients
     X_public = None
     if public is not None:
-        if n_unlabeled is not None or unlabeled_shift:
-            raise FedLabelsError("unlabeled and unlabeled_shift draw U from the labelled "
-                                 "rows; with public (a U of your own) leave both out.")
+        from fedlabels.data.federation import refuse_drawn_u
         from fedlabels.data.partition import parse_partition
         from fedlabels.data.public_set import read_public
 
+        refuse_drawn_u(n_unlabeled, unlabeled_shift)  # before U is read
         spec = parse_partition(partition)
         X_public = read_public(info, raw, public, sep=sep, features=features, drop=drop,
                                partition_column=spec.column if spec.kind == "column" else None)
