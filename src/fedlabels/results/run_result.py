@@ -87,8 +87,8 @@ class RunResult:
         else:
             outcome = "not evaluated"
         privacy = self.privacy
-        eps = privacy.get("epsilon")
-        if isinstance(eps, int | float) and math.isfinite(eps):  # a DP run: its guarantee
+        eps = dp_epsilon(privacy)
+        if eps is not None:  # a DP run: its guarantee
             outcome += (f"; ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g}, "
                         f"{privacy.get('guarantee', 'none')}")
         return (f"RunResult({self.method!r} on {self.dataset!r}, seed {self.seed}, "
@@ -450,11 +450,18 @@ def device_line(device: dict[str, Any]) -> str | None:
     return "device: " + ", ".join(parts)
 
 
+def dp_epsilon(privacy: dict[str, Any]) -> float | None:
+    """A result's ``privacy`` ε where it is a finite number; ``None`` for a run with no DP
+    mechanism (or nothing released yet)."""
+    eps = privacy.get("epsilon")
+    return float(eps) if isinstance(eps, int | float) and math.isfinite(eps) else None
+
+
 def privacy_line(privacy: dict[str, Any]) -> str | None:
     """``privacy: ε = 3.21, δ = 1e-05 (conditional on ...)`` for a run with a finite ε."""
-    eps = privacy.get("epsilon")
-    if not isinstance(eps, int | float) or not math.isfinite(eps):
-        return None  # no DP mechanism (or nothing released yet)
+    eps = dp_epsilon(privacy)
+    if eps is None:
+        return None
     return (f"privacy: ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g} "
             f"({guarantee_text(privacy)})" + _composed(privacy, eps))
 
