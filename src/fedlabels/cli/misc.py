@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fedlabels.cli.run_options import add_trust_module_flag
+
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     from fedlabels.data import fetch_dataset
@@ -68,8 +70,6 @@ def add_misc_parsers(sub: Any) -> None:
     p.add_argument("--top", type=int, default=10, help="feature importances to show")
     p.add_argument("--max-lines", type=int, default=40, help="lines of tree/rule text per model")
     p.add_argument("--json", action="store_true", help="structured output as JSON")
-    from fedlabels.cli.report import add_trust_module_flag
-
     add_trust_module_flag(p)
     p.set_defaults(func=cmd_inspect)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from fedlabels.cli.run_options import add_trust_module_flag
+
 
 def cmd_report(args: argparse.Namespace) -> int:
     import sys
@@ -82,12 +84,3 @@ def add_report_parsers(sub: Any) -> None:
     add_trust_module_flag(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.set_defaults(func=cmd_predict)
-
-
-def add_trust_module_flag(p: argparse.ArgumentParser) -> None:
-    """``--trust-module MODULE`` (repeatable): rebuild a run's own network by importing it."""
-    p.add_argument("--trust-module", action="append", default=[], metavar="MODULE",
-                   help="a run of your own network (--model module:MODULE:FACTORY): import "
-                        "MODULE (from PYTHONPATH, as the run did) and call its factory to "
-                        "rebuild the network; this runs MODULE's code, so give it only for "
-                        "code you trust (repeatable; a package covers its modules)")

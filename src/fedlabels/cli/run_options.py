@@ -141,6 +141,15 @@ def add_metric_flag(p: argparse.ArgumentParser) -> None:
                         "accuracy)")
 
 
+def add_trust_module_flag(p: argparse.ArgumentParser) -> None:
+    """``--trust-module MODULE`` (repeatable): rebuild a run's own network by importing it."""
+    p.add_argument("--trust-module", action="append", default=[], metavar="MODULE",
+                   help="a run of your own network (--model module:MODULE:FACTORY): import "
+                        "MODULE (from PYTHONPATH, as the run did) and call its factory to "
+                        "rebuild the network; this runs MODULE's code, so give it only for "
+                        "code you trust (repeatable; a package covers its modules)")
+
+
 def show_table(result: Any, metric: str = "accuracy") -> None:
     """Print a run's table row (headline ``metric``) and, on stderr, its caveats."""
     import sys
