@@ -164,9 +164,7 @@ def below_reference(accuracy: float | None, reference: float | None, what: str, 
     set's size ``n_test``, the two accuracies' binomial (Wald) interval, unpaired, so wide
     where the two share a test set. Without either the gap is stated without that claim.
     """
-    from scipy import stats
-
-    from fedlabels.core.intervals import t_half_width
+    from fedlabels.core.intervals import normal_quantile, t_half_width
 
     if accuracy is None or reference is None or accuracy >= reference:
         return None
@@ -177,7 +175,7 @@ def below_reference(accuracy: float | None, reference: float | None, what: str, 
         half = t_half_width(d)
         gap, how = float(d.mean()), f"over {d.size} paired seeds"
     elif n_test:
-        half = float(stats.norm.ppf(0.975) * math.sqrt(
+        half = float(normal_quantile(0.975) * math.sqrt(
             (accuracy * (1 - accuracy) + reference * (1 - reference)) / n_test))
         gap, how = accuracy - reference, f"binomial, {n_test} test records"
     else:
