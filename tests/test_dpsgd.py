@@ -174,6 +174,30 @@ def test_reported_epsilon_is_the_accountants_for_the_steps_taken(
     assert "server" in p["guarantee_against"]
 
 
+def test_clients_do_not_account_each_round_with_pld(fed: fl.Federation,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's ledger has no target, yet its charge asked the tight (PLD) accountant
+    for the steps so far every round (seconds a round, the bound thrown away); it needs no
+    bound then, and the result's ε (PLD, the steps taken) is accounted once, at the end."""
+    from fedlabels.privacy import dpsgd_accounting
+
+    asked: list[int] = []
+    original = dpsgd_accounting.dpsgd_epsilon
+
+    def spy(sigma: float, q: float, steps: int, delta: float,
+            accountants: tuple[str, ...] = dpsgd_accounting.DPSGD_ACCOUNTANTS) -> Any:
+        if "pld" in accountants:
+            asked.append(steps)
+        return original(sigma, q, steps, delta, accountants)
+
+    monkeypatch.setattr(dpsgd_accounting, "dpsgd_epsilon", spy)
+    result = fl.run("dp-fedct", fed, model=MLP, rounds=3, period=4, seed=2,
+                    options={"mechanism": "dpsgd", "epsilon": 4.0, "example_rate": 0.1})
+    p = result.extra["privacy"]
+    assert set(asked) == set(p["steps_per_client"].values()) == {12}
+    assert p["accountant"] == "pld" and p["epsilon"] <= 4.0 * (1 + 1e-6)
+
+
 @pytest.mark.parametrize("method, options, match", [
     ("dp-fedct", {"mechanism": "dpsgd", "epsilon_per_round": 1.0}, "needs the total"),
     ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 1.0, "sensitivity": 4}, "do not apply"),

@@ -228,7 +228,8 @@ class Ledger:
 
     def check(self, new: Sequence[Any], tight: bool = True) -> PrivacySpent:
         """What the ledger would spend with ``new`` added; refuse it beyond the target.
-        ``tight`` False: a server's check, which needs only a bound within the target."""
+        ``tight`` False: a check that needs only a bound within the target (a server's, a
+        client's); the same decision, and the fast bound returned where it is within."""
         after = self._bound([*self.events, *new], tight)
         if self.target is not None and after.epsilon > self.target * (1.0 + REL_TOL):
             before = self.spent().epsilon
