@@ -11,12 +11,15 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -231,7 +234,7 @@ class RunResult:
         row["warnings"] = run_warnings(self)
         return row
 
-    def to_frame(self) -> Any:
+    def to_frame(self) -> pd.DataFrame:
         """Per-round records as a pandas DataFrame (one row per round)."""
         import pandas as pd
 
