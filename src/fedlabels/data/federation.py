@@ -332,6 +332,9 @@ def _check_size(name: str, value: int | None, available: int, flag: str) -> None
 
 # --------------------------------------------------------------------------- construction
 
+#: a count or seed as Python or numpy gives it (``5`` or ``np.int64(5)``, e.g. from ``np.arange``)
+IntLike = int | np.integer[Any]
+
 FORMER_SIZES = {"n_clients": "clients", "n_unlabeled": "unlabeled", "n_private": "private",
                 "n_test": "test"}  # the keywords' names before they were the run parameters'
 
@@ -341,16 +344,16 @@ def make_federation(
     X: Any,
     y: Any = None,
     *,
-    clients: int = 5,
-    unlabeled: int | None = None,
-    private: int | None = None,
-    test: int | None = None,
+    clients: IntLike = 5,
+    unlabeled: IntLike | None = None,
+    private: IntLike | None = None,
+    test: IntLike | None = None,
     test_fraction: float | None = None,
     X_test: Any = None,
     y_test: Any = None,
     partition: str | PartitionSpec = "iid",
     scale: str = "public",
-    seed: int = 0,
+    seed: IntLike = 0,
     name: str = "custom",
     task: str = "classification",
     target_range: Any = None,
@@ -431,6 +434,9 @@ def make_federation(
     for what, size in (("unlabeled", n_unlabeled), ("private", n_private), ("test", n_test)):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int | np.integer)):
             raise FedLabelsError(f"{what} must be an integer >= 1 or None, got {size!r}.")
+    n_clients, seed = int(n_clients), int(seed)  # numpy integers as Python's
+    n_unlabeled, n_private, n_test = (None if size is None else int(size)
+                                      for size in (n_unlabeled, n_private, n_test))
     if (n_test is not None or test_fraction is not None) and X_test is not None:
         raise FedLabelsError("give test or test_fraction (what to split off) or X_test and "
                              "y_test (a test set of your own), not both.")
@@ -631,7 +637,7 @@ def make_federation(
     )
 
 
-def refuse_drawn_u(unlabeled: int | None, shift: float) -> None:
+def refuse_drawn_u(unlabeled: IntLike | None, shift: float) -> None:
     """Beside a public set of the user's own (``public``, ``X_public``): sizes that draw U
     from the labelled rows are a one-line error."""
     if unlabeled is not None or shift:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.renamed import renamed_keywords
-from fedlabels.data.federation import FORMER_SIZES, Federation, make_federation
+from fedlabels.data.federation import FORMER_SIZES, Federation, IntLike, make_federation
 from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
 
 
@@ -90,16 +91,17 @@ def _check_arguments(dataset: Any, sep: Any, features: Any, drop: Any) -> None:
 
 
 @renamed_keywords(FORMER_SIZES)
-def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = None,
-                    private: int | None = None, private_per_client: int | None = None,
-                    test: int | None = None, partition: str = "iid",
-                    seed: int = 0, sep: str | None = None,
+def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | None = None,
+                    private: IntLike | None = None, private_per_client: IntLike | None = None,
+                    test: IntLike | None = None, partition: str = "iid",
+                    seed: IntLike = 0, sep: str | None = None,
                     features: str | Sequence[str] | None = None,
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
                     unlabeled_shift: float = 0.0, public_pca: int | None = None,
-                    image_size: str | None = None, image_column: str | None = None,
-                    public: str | None = None) -> Federation:
+                    image_size: str | int | tuple[int, int] | None = None,
+                    image_column: str | None = None,
+                    public: str | os.PathLike[str] | None = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     The keywords are the run parameters that build a federation, named as in ``fedlabels
@@ -125,6 +127,11 @@ def load_federation(dataset: str, *, clients: int = 5, unlabeled: int | None = N
     from fedlabels.data.targets import resolve_task
 
     _check_arguments(dataset, sep, features, drop)
+    if image_size is not None and not isinstance(image_size, str):  # 32 or (32, 48)
+        from fedlabels.data.images import parse_size
+
+        size = parse_size(image_size)
+        image_size = None if size is None else f"{size[0]}x{size[1]}"
     if image_size is not None or image_column is not None:  # as RunConfig checks them
         from fedlabels.data.images import check_image_settings
 

@@ -21,13 +21,16 @@ import contextlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedlabels.core.class_names import shown_names_of
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.results.models_file import load_models
+
+if TYPE_CHECKING:
+    from fedlabels.results import RunResult
 
 # ------------------------------------------------------------------ descriptions
 
@@ -238,7 +241,8 @@ def _layers(learner: Any, most: int = 12) -> str:
     return ", ".join(names) + more
 
 
-def inspect_models(result: Any, feature_names: list[str] | None = None, top: int = 10,
+def inspect_models(result: RunResult | str | Path,
+                   feature_names: Sequence[str] | None = None, top: int = 10,
                    client: int | None = None,
                    trust_modules: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Describe each client's final model (see :func:`describe_model`).
@@ -251,12 +255,12 @@ def inspect_models(result: Any, feature_names: list[str] | None = None, top: int
     if isinstance(result, str | Path):
         payload = load_models(result, trust_modules)
         models, specs = payload["models"], payload["model_specs"]
-        names = feature_names or payload["feature_names"]
+        names = list(feature_names or payload["feature_names"] or [])
         classes = shown_names_of(payload)
         preprocessing = payload.get("preprocessing")
     else:
         models, specs = list(result.client_models), list(result.models)
-        names = feature_names or list(getattr(result, "feature_names", []) or [])
+        names = list(feature_names or getattr(result, "feature_names", []) or [])
         classes = shown_names_of(result.federation)
         preprocessing = getattr(result, "preprocessing", None)
     scaling = _scaling(preprocessing)
