@@ -93,6 +93,24 @@ def test_bad_predict_input_is_one_line(data, request, which, rows, needle):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("client", [True, 1.0, "1"])
+def test_a_client_that_is_no_index_is_one_line(data, result, client):
+    # True predicted with client 1, 1.0 and "1" were TypeErrors from inside the vote
+    with pytest.raises(FedLabelsError, match="client must be a client's index") as err:
+        result.predict(data[0][:5], client=client)
+    assert "\n" not in str(err.value)
+    with pytest.raises(FedLabelsError, match="client must be a client's index"):
+        fl.inspect_models(result, client=client)
+
+
+def test_a_numpy_client_index_is_that_client(data, result):
+    X = data[0][:40]
+    oracle = result.client_models[1].predict(
+        ((X - result.preprocessing.mean) / result.preprocessing.std).astype(np.float32))
+    np.testing.assert_array_equal(result.predict(X, client=np.int64(1)), oracle)
+    assert fl.inspect_models(result, client=np.int64(1))[0]["client"] == 1
+
+
 def test_run_without_a_federation_says_how_to_build_one(data):
     X, _ = data
     with pytest.raises(FedLabelsError, match="make_federation"):

@@ -37,7 +37,8 @@ for seed in np.arange(3):
     fl.load_federation("wine", clients=np.int64(3), test=np.int64(30), seed=seed)
 fl.load_federation("imagefolder:pets", image_size=32, public=Path("public"))
 fl.load_federation("imagefolder:pets", image_size=(32, 48))
-fl.inspect_models(Path("run.json"), feature_names=("a", "b", "c"))
+fl.inspect_models(Path("run.json"), feature_names=("a", "b", "c"), client=np.int64(0))
+fl.load_run("run.json").predict(X, client=np.int64(1))
 '''
 
 

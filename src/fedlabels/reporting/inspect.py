@@ -28,8 +28,10 @@ import numpy as np
 from fedlabels.core.class_names import shown_names_of
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.results.models_file import load_models
+from fedlabels.results.predict import client_index
 
 if TYPE_CHECKING:
+    from fedlabels.data.federation import IntLike
     from fedlabels.results import RunResult
 
 # ------------------------------------------------------------------ descriptions
@@ -243,7 +245,7 @@ def _layers(learner: Any, most: int = 12) -> str:
 
 def inspect_models(result: RunResult | str | Path,
                    feature_names: Sequence[str] | None = None, top: int = 10,
-                   client: int | None = None,
+                   client: IntLike | None = None,
                    trust_modules: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Describe each client's final model (see :func:`describe_model`).
 
@@ -267,9 +269,7 @@ def inspect_models(result: RunResult | str | Path,
     if not models:
         raise FedLabelsError("this result holds no client models (runs loaded from JSON do "
                              "not; pass the result JSON path so the saved models are read).")
-    if client is not None and not 0 <= client < len(models):
-        raise FedLabelsError(f"client {client} does not exist; this run has clients "
-                             f"0..{len(models) - 1}.")
+    client = client_index(client, len(models))
     out = []
     for cid, model in enumerate(models):
         if client is not None and cid != client:

@@ -27,13 +27,14 @@ from typing import Any
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError, missing_column
+from fedlabels.data.federation import IntLike
 from fedlabels.data.preprocessing import Preprocessing
 
 
 def predict_codes(models: Sequence[Any], X: np.ndarray, n_classes: int,
-                  client: int | None = None) -> np.ndarray:
+                  client: IntLike | None = None) -> np.ndarray:
     """Class codes from one client's model, or the majority vote of all (ties: lowest)."""
-    _check_client(models, client)
+    client = _check_client(models, client)
     if client is not None:
         return np.asarray(models[client].predict(X), dtype=np.int64)
     votes = np.zeros((len(X), n_classes), dtype=np.int64)
@@ -44,12 +45,12 @@ def predict_codes(models: Sequence[Any], X: np.ndarray, n_classes: int,
 
 
 def predict_targets(models: Sequence[Any], target_range: tuple[float, float], X: np.ndarray,
-                    client: int | None = None) -> np.ndarray:
+                    client: IntLike | None = None) -> np.ndarray:
     """A regression run's predictions in the target's units: one client's model, or the
     median over the clients (FedCT's default consensus; the mean for an even number of
     clients is that of the two middle values). The models predict on the unit scale
     ``(y - lo) / (hi - lo)`` of the run's public target range."""
-    _check_client(models, client)
+    client = _check_client(models, client)
     chosen = models if client is None else [models[client]]
     unit = np.median([np.asarray(m.predict(X), dtype=np.float64).ravel() for m in chosen],
                      axis=0)
@@ -57,17 +58,30 @@ def predict_targets(models: Sequence[Any], target_range: tuple[float, float], X:
     return lo + (hi - lo) * unit
 
 
-def _check_client(models: Sequence[Any], client: int | None) -> None:
-    """Refuse a run without models, or a ``client`` it does not have."""
+def _check_client(models: Sequence[Any], client: Any) -> int | None:
+    """Refuse a run without models; ``client`` as :func:`client_index` reads it."""
     if not models:
         raise FedLabelsError("this run has no client models to predict with.")
-    if client is not None and not 0 <= client < len(models):
+    return client_index(client, len(models))
+
+
+def client_index(client: Any, n_clients: int) -> int | None:
+    """``client`` (a Python or numpy integer; ``None``: all clients) as the index of one of
+    the run's ``n_clients`` clients, or a one-line error: a float, text or ``True`` named
+    no client (``True`` was client 1, ``"1"`` a TypeError)."""
+    if client is None:
+        return None
+    if isinstance(client, bool) or not isinstance(client, int | np.integer):
+        raise FedLabelsError(f"client must be a client's index, an integer 0..{n_clients - 1} "
+                             f"(or None for all clients), got {client!r}.")
+    if not 0 <= client < n_clients:
         raise FedLabelsError(f"client {client} does not exist; this run has clients "
-                             f"0..{len(models) - 1}.")
+                             f"0..{n_clients - 1}.")
+    return int(client)
 
 
 def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: Any,
-            client: int | None = None) -> np.ndarray:
+            client: IntLike | None = None) -> np.ndarray:
     """Labels that ``models`` give the raw rows ``X_raw``, as the type of the training
     labels (ints for ints, strings for strings); for a regression run, predicted targets
     in the target's units (:func:`predict_targets`)."""
@@ -88,7 +102,7 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
 
 
 def predict_file(result_path: str | Path, data_path: str | Path,
-                 client: int | None = None, sep: str | None = None,
+                 client: IntLike | None = None, sep: str | None = None,
                  image_column: str | None = None,
                  trust_modules: Sequence[str] = ()) -> Any:
     """``fedlabels predict``: the rows of a CSV file with a ``prediction`` column added.

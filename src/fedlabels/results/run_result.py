@@ -21,6 +21,8 @@ from fedlabels.core.files import write_atomic
 if TYPE_CHECKING:
     import pandas as pd
 
+    from fedlabels.data.federation import IntLike
+
 
 @dataclass
 class RoundRecord:
@@ -156,7 +158,7 @@ class RunResult:
             out["honest_mean_accuracy"] = float(np.mean(honest)) if honest else None
         return out
 
-    def predict(self, X_raw: Any, client: int | None = None) -> np.ndarray:
+    def predict(self, X_raw: Any, client: IntLike | None = None) -> np.ndarray:
         """Labels the clients' final models give raw rows laid out like the training data
         (the majority vote of all clients, or ``client``'s model; for a regression run the
         targets in their units, the median over the clients); see
