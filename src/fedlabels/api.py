@@ -224,7 +224,8 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     """Continue an interrupted run of :func:`run_config` (or ``fedlabels run``) from the
     checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
     ``rounds`` extends a finished run to that many rounds; ``workers`` replaces the run's
-    (see :mod:`fedlabels.engines.workers`). The result equals the
+    (see :mod:`fedlabels.engines.workers`); ``progress`` and ``threads`` as in :func:`run`.
+    The result equals the
     uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
     round; the checkpoint keeps being updated; its caveats are warned as :func:`run`'s are.
     A run whose configuration names an ``output`` (which :func:`run_config` wrote) has its
@@ -299,8 +300,9 @@ def plot(results: RunResult | str | Path | Sequence[RunResult | str | Path],
     """Draw what ``fedlabels plot`` draws (mean client accuracy per round, local-only and
     centralized as reference lines, the majority-class baseline; docs/usage.md, 'Plots') for
     results of :func:`run` or saved result files, to ``path`` (the format from its suffix:
-    ``.png``, ``.pdf``, ``.svg``, ...). An existing file is replaced only with
-    ``overwrite=True``. Returns the path."""
+    ``.png``, ``.pdf``, ``.svg``, ...), headed ``title`` (``None``: the runs' shared dataset
+    and what is drawn). An existing file is replaced only with ``overwrite=True``. Returns
+    the path."""
     from fedlabels.reporting.plots import write_plot
 
     return write_plot(_results_given(results), Path(path).expanduser(), title=title,

@@ -57,6 +57,7 @@ class Federation:
 
     @property
     def n_clients(self) -> int:
+        """The number of clients m."""
         return len(self.clients)
 
     def __repr__(self) -> str:

@@ -108,16 +108,20 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     run`` (``clients`` ↔ ``--clients``; docs/usage.md); the former names ``n_clients``,
     ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more release, with a
     warning.
-    Sizes left as ``None`` take the dataset's defaults (``fedlabels datasets`` lists them);
+    The sizes ``unlabeled`` (|U|), ``private`` (the private records over all clients; or
+    ``private_per_client``, the same number for each) and ``test`` left as ``None`` take
+    the dataset's defaults (``fedlabels datasets`` lists them); ``seed`` seeds the split
+    and the partition;
     ``sep``, ``features``, ``drop`` and ``text_column`` are those of :func:`load_table`.
     ``task`` (``None``: the dataset's own) and ``target_range`` are those of
     :func:`make_federation`; ``task`` may differ from the dataset's only for a ``csv:``
     table; ``unlabeled_shift`` and ``public_pca`` are those of :func:`make_federation`. With
     ``partition="column:NAME"`` the column NAME is read even when ``features`` leaves it
-    out (it becomes the clients, never a feature). ``image_size`` and ``image_column``:
-    see :func:`load_table`; an image dataset records its (C, H, W) in the federation's
-    ``image_shape`` (unless ``public_pca`` replaces the pixels); one whose labels are codes
-    records what they mean in ``class_descriptions`` (Fashion-MNIST's ``8`` is ``Bag``).
+    out (it becomes the clients, never a feature). ``image_size`` (``"HxW"``, one side as
+    a number, or a pair) and ``image_column``: see :func:`load_table`; an image dataset
+    records its (C, H, W) in the federation's ``image_shape`` (unless ``public_pca``
+    replaces the pixels); one whose labels are codes records what they mean in
+    ``class_descriptions`` (Fashion-MNIST's ``8`` is ``Bag``).
     ``public``: the path of a public unlabeled set U of your own, a CSV table of the
     training table's feature columns or, for a run on image files, a folder of images
     (Fashion-MNIST: a folder of 28x28 images, or a CSV of its 0-255 pixels ``x0..x783``;

@@ -250,7 +250,9 @@ def inspect_models(result: RunResult | str | Path,
     """Describe each client's final model (see :func:`describe_model`).
 
     ``result`` is a :class:`~fedlabels.results.RunResult` from this process, or the path of
-    a result JSON / ``.models.npz``. Feature names default to the federation's.
+    a result JSON / ``.models.npz``. ``feature_names`` default to the federation's; ``top``
+    most important features are listed per model; ``client`` (an index) describes that
+    client's model alone.
     ``trust_modules``: modules whose network factories may be imported to rebuild a saved
     run's own network (``--trust-module``; importing runs their code).
     """

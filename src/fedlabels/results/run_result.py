@@ -159,9 +159,9 @@ class RunResult:
         return out
 
     def predict(self, X_raw: Any, client: IntLike | None = None) -> np.ndarray:
-        """Labels the clients' final models give raw rows laid out like the training data
-        (the majority vote of all clients, or ``client``'s model; for a regression run the
-        targets in their units, the median over the clients); see
+        """Labels the clients' final models give ``X_raw``, raw rows laid out like the
+        training data (the majority vote of all clients, or ``client``'s model; for a
+        regression run the targets in their units, the median over the clients); see
         :mod:`fedlabels.results.predict`.
         """
         from fedlabels.results.predict import predict
@@ -176,6 +176,7 @@ class RunResult:
         return [list(col) for col in zip(*(r.bytes_up for r in self.rounds), strict=True)]
 
     def bytes_down_per_round(self) -> list[list[int]]:
+        """Protocol bytes downloaded: one list over rounds per client."""
         return [list(col) for col in zip(*(r.bytes_down for r in self.rounds), strict=True)]
 
     def communication_rounds(self) -> int:
@@ -190,6 +191,7 @@ class RunResult:
         return float(ups.mean()) if ups.size else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The whole result as its JSON holds it (what :meth:`save_json` writes)."""
         comm = dict(self.communication)
         comm["bytes_up_per_round"] = self.bytes_up_per_round()
         comm["bytes_down_per_round"] = self.bytes_down_per_round()
@@ -268,7 +270,8 @@ class RunResult:
         return _write(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     def save_csv(self, path: str | Path, overwrite: bool = False) -> Path:
-        """Write the per-round table (:meth:`to_frame`) as CSV; rules as :meth:`save_json`."""
+        """Write the per-round table (:meth:`to_frame`) as CSV to ``path``, which must end in
+        ``.csv``; ``overwrite`` as for :meth:`save_json`. Returns the path written."""
         path = _save_target(path, ".csv", overwrite, self.dataset, "rounds table")
         return _write(path, self.to_frame().to_csv(index=False))
 

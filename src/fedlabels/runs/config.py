@@ -258,17 +258,20 @@ class RunConfig:
                                  "'simulator'.")
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings by their names (what a result records as its ``config``)."""
         return asdict(self)
 
     def replace(self, **changes: Any) -> RunConfig:
+        """A copy with ``changes`` applied, checked as :meth:`from_mapping` checks keys."""
         data = self.to_dict()
         data.update(changes)
         return RunConfig.from_mapping(data)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], what: str = "config key") -> RunConfig:
-        """A validated config from TOML keys, a saved config or keywords; an unknown key is
-        a one-line error with a suggestion, former names are read as the current ones."""
+        """A validated config from ``data``: TOML keys, a saved config or keywords; an
+        unknown key is a one-line error with a suggestion that calls it a ``what``; former
+        names are read as the current ones."""
         return cls(**check_keys(cls, data, what, dashes=True))
 
 
@@ -394,7 +397,8 @@ def _run_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path, **overrides: Any) -> RunConfig:
-    """Read a TOML file and apply ``overrides``.
+    """Read the TOML file ``path`` and apply ``overrides`` (run keys, as ``fl.run`` takes
+    them).
 
     Two layouts, nothing else: the run keys at the top level plus an optional ``[options]``
     table, or a ``[run]`` table holding them plus an optional ``[options]`` table. Any other

@@ -1,0 +1,60 @@
+"""``help()`` on the public API says what each function takes: every public name of
+``fedlabels`` (and every public method and property of its classes) has a docstring, and
+a function's docstring names each of its parameters (the project's style: in the prose, as
+``name``). A dataclass's generated ``__init__`` is left out: its fields are the class's
+documented attributes (a run's settings are documented where they are declared)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import fedlabels as fl
+
+
+def _public() -> Iterator[tuple[str, Callable[..., Any]]]:
+    for name in fl.__all__:
+        obj = getattr(fl, name)
+        yield name, obj
+        if not inspect.isclass(obj):
+            continue
+        for attr, value in vars(obj).items():
+            if attr.startswith("_"):
+                continue
+            if isinstance(value, property) and value.fget is not None:
+                yield f"{name}.{attr}", value.fget
+            elif isinstance(value, classmethod | staticmethod):
+                yield f"{name}.{attr}", value.__func__
+            elif inspect.isfunction(value):
+                yield f"{name}.{attr}", value
+
+
+PUBLIC = dict(_public())
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_every_public_name_has_a_docstring_naming_its_parameters(name: str) -> None:
+    obj = PUBLIC[name]
+    doc = inspect.getdoc(obj)
+    assert doc and doc.strip(), f"{name} has no docstring"
+    if inspect.isclass(obj) and (dataclasses.is_dataclass(obj)
+                                 or issubclass(obj, BaseException)):
+        return  # generated or inherited __init__: see the module docstring
+    skip = {"self", "cls"}
+    params = [p for p in inspect.signature(obj).parameters.values() if p.name not in skip
+              and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    missing = [p.name for p in params if not re.search(rf"\b{re.escape(p.name)}\b", doc)]
+    assert not missing, f"{name}'s docstring does not say what {missing} are"
+
+
+def test_the_check_sees_what_it_checks() -> None:
+    # the functions the docs show are among those checked, with their parameters
+    assert {"run", "load_run", "plot", "report", "resume", "make_federation",
+            "load_federation", "TorchModel", "RunResult.predict",
+            "RunResult.save"} <= set(PUBLIC)
+    assert "title" in inspect.signature(PUBLIC["plot"]).parameters
