@@ -111,6 +111,27 @@ def test_a_numpy_client_index_is_that_client(data, result):
     assert fl.inspect_models(result, client=np.int64(1))[0]["client"] == 1
 
 
+@pytest.mark.parametrize("watch, needle", [({"on_round": 3}, "on_round must be a function"),
+                                            ({"progress": "no"}, "progress must be True")])
+def test_progress_and_on_round_are_checked_before_anything_trains(data, monkeypatch, watch,
+                                                                   needle):
+    # on_round=3 was a TypeError after round 1 had trained; progress="no" showed progress
+    import fedlabels.api
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(fedlabels.api, "simulate", no_run)
+    fed = _federation(*data)
+    with pytest.raises(FedLabelsError, match=needle):
+        fl.run("fedct", fed, rounds=1, **watch)
+    if "progress" in watch:
+        for call in (lambda: fl.run_config(fl.RunConfig(rounds=1), **watch),
+                     lambda: fl.resume("nowhere.json", **watch)):
+            with pytest.raises(FedLabelsError, match=needle):
+                call()
+
+
 def test_run_without_a_federation_says_how_to_build_one(data):
     X, _ = data
     with pytest.raises(FedLabelsError, match="make_federation"):

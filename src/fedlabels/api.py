@@ -57,6 +57,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     from fedlabels.runs.spec import by_name, check_keys
 
     set_threads(threads)  # a bad count fails before any data is loaded
+    _check_watching(progress, on_round)
     if not isinstance(federation, str | Federation):
         raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
                              f"{type(federation).__name__}; for your own X and y build one "
@@ -113,6 +114,21 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     return result
 
 
+def _check_watching(progress: Any, on_round: Any = None) -> None:
+    """``progress`` (``True``, ``False`` or ``None``) and ``on_round`` (a callable or
+    ``None``), refused in one line before any data is loaded: ``progress="no"`` showed
+    progress, and a number as ``on_round`` failed with a TypeError after the first round
+    had trained."""
+    from fedlabels.core.errors import FedLabelsError
+
+    if progress is not None and not isinstance(progress, bool):
+        raise FedLabelsError(f"progress must be True, False or None (a bar on a terminal "
+                             f"only), got {progress!r}.")
+    if on_round is not None and not callable(on_round):
+        raise FedLabelsError(f"on_round must be a function, called with each round's record "
+                             f"(e.g. on_round=print), got {type(on_round).__name__}.")
+
+
 def _check_added_config(config: Any, cfg: RunConfig) -> None:
     """``config`` adds entries to the record; one that would replace what ran (``seed``,
     ``rounds``, ...) would make the record lie: a one-line error."""
@@ -156,6 +172,7 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
     there as :meth:`RunResult.save` does (its rounds table and models beside it); the files
     are checked before any data is loaded, and existing ones are replaced only with
     ``overwrite=True``. ``save=False`` leaves writing to the caller."""
+    _check_watching(progress)
     files = _planned_outputs(cfg, overwrite) if save else None
     result = _run_config(cfg, progress, threads, checkpoint, resume)
     _warn_caveats(result)
@@ -240,6 +257,7 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
         result_beside,
     )
 
+    _check_watching(progress)
     file = checkpoint_path(path)
     saved = load_checkpoint(file)
     if "alive_per_round" in (saved.meta.get("engine") or {}):  # a Flower ServerApp's
