@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import fedlabels
+import fedlabels as fl
 from fedlabels.results import RunResult
 
 
@@ -19,6 +19,16 @@ def test_to_frame_is_typed_as_the_dataframe_it_returns() -> None:
     hints = typing.get_type_hints(RunResult.to_frame, localns={"pd": pd})
     assert hints["return"] is pd.DataFrame
 
+
+
+@pytest.mark.parametrize("cls", [fl.Federation, RunResult])
+def test_preprocessing_is_typed_as_what_it_holds(cls: type) -> None:
+    # it was ``Any``: result.preprocessing.mean and the like went unchecked
+    from fedlabels.data.preprocessing import Preprocessing
+
+    hints = typing.get_type_hints(cls, localns={"Preprocessing": Preprocessing,
+                                                "IntLike": int, "pd": pd})
+    assert hints["preprocessing"] == Preprocessing | None
 
 # A typed user's calls, each as the docs show it and the function takes it at run time (a
 # numpy integer from ``np.arange``, a pathlib.Path, an image size as a number or a pair, a
@@ -48,7 +58,7 @@ def test_a_typed_users_calls_pass_mypy_strict(tmp_path: Path,
     api = pytest.importorskip("mypy.api")
     user = tmp_path / "user.py"
     user.write_text(USER_CODE)
-    monkeypatch.setenv("MYPYPATH", str(Path(fedlabels.__file__).resolve().parents[1]))
+    monkeypatch.setenv("MYPYPATH", str(Path(fl.__file__).resolve().parents[1]))
     # no config file: the user's own checker; fedlabels' modules followed silently (the
     # project's mypy configuration checks them), so only the user's lines can fail
     out, err, _ = api.run(["--config-file=", "--strict", "--follow-imports=silent",

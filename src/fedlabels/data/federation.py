@@ -15,6 +15,7 @@ from fedlabels.data.partition import PartitionSpec, parse_partition
 from fedlabels.data.partition import partition as partition_pool
 
 if TYPE_CHECKING:
+    from fedlabels.data.preprocessing import Preprocessing
     from fedlabels.data.public_pca import PublicPCA
 
 
@@ -52,8 +53,8 @@ class Federation:
     target_range: tuple[float, float] | None = None
     feature_names: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
-    # raw features -> model inputs (a fedlabels.results.predict.Preprocessing), to reuse the models
-    preprocessing: Any = field(default=None, repr=False, compare=False)
+    # raw features -> model inputs, to reuse the models (fedlabels.results.predict)
+    preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_clients(self) -> int:

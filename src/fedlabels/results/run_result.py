@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from fedlabels.data.federation import IntLike
+    from fedlabels.data.preprocessing import Preprocessing
 
 
 @dataclass
@@ -79,8 +80,8 @@ class RunResult:
     client_models: list[Any] = field(default_factory=list, repr=False, compare=False)
     # the federation's feature names, for inspecting those models (not written to JSON)
     feature_names: list[str] = field(default_factory=list, repr=False, compare=False)
-    # raw features -> model inputs (a fedlabels.results.predict.Preprocessing; not written to JSON)
-    preprocessing: Any = field(default=None, repr=False, compare=False)
+    # raw features -> model inputs (fedlabels.results.predict; not written to JSON)
+    preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         """One line: what ran and how it ended (no arrays, no per-round records)."""
