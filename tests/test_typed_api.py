@@ -4,6 +4,7 @@ than what the function accepts."""
 
 from __future__ import annotations
 
+import os
 import typing
 from pathlib import Path
 
@@ -52,16 +53,52 @@ fl.load_run("run.json").predict(X, client=np.int64(1))
 '''
 
 
-@pytest.mark.slow
-def test_a_typed_users_calls_pass_mypy_strict(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+# A misspelt public name: the lazy imports' module __getattr__ (returning Any) made every
+# attribute of ``fedlabels`` pass a checker, ``fl.rnu(...)`` included.
+TYPO_CODE = '''
+import fedlabels as fl
+
+fl.rnu("fedct", "wine")
+fl.load_federaton("wine")
+'''
+
+
+@pytest.fixture(scope="module")
+def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """mypy --strict on USER_CODE and TYPO_CODE, as a typed user's checker runs it."""
     api = pytest.importorskip("mypy.api")
-    user = tmp_path / "user.py"
-    user.write_text(USER_CODE)
-    monkeypatch.setenv("MYPYPATH", str(Path(fl.__file__).resolve().parents[1]))
-    # no config file: the user's own checker; fedlabels' modules followed silently (the
-    # project's mypy configuration checks them), so only the user's lines can fail
-    out, err, _ = api.run(["--config-file=", "--strict", "--follow-imports=silent",
-                           "--cache-dir", str(tmp_path / "cache"), str(user)])
-    errors = [line for line in out.splitlines() if line.startswith(str(user))]
-    assert not errors, "\n".join(errors) + err
+    folder = tmp_path_factory.mktemp("typed_user")
+    (folder / "user.py").write_text(USER_CODE)
+    (folder / "typo.py").write_text(TYPO_CODE)
+    before = os.environ.get("MYPYPATH")
+    root = Path(fl.__file__).resolve().parents[1]  # this checkout's src/, not an older install
+    if root.name not in ("site-packages", "dist-packages"):  # installed: mypy finds it there
+        os.environ["MYPYPATH"] = str(root)
+    try:
+        # no config file: the user's own checker; fedlabels' modules followed silently
+        # (the project's mypy configuration checks them), so only the user's lines fail
+        out, err, _ = api.run(["--config-file=", "--strict", "--follow-imports=silent",
+                               "--cache-dir", str(folder / "cache"),
+                               str(folder / "user.py"), str(folder / "typo.py")])
+    finally:
+        if before is None:
+            os.environ.pop("MYPYPATH", None)
+        else:
+            os.environ["MYPYPATH"] = before
+    return folder, out + err
+
+
+@pytest.mark.slow
+def test_a_typed_users_calls_pass_mypy_strict(mypy_output: tuple[Path, str]) -> None:
+    folder, out = mypy_output
+    assert f"{folder / 'typo.py'}:4: error" in out, out  # mypy ran, and read fedlabels
+    errors = [line for line in out.splitlines() if line.startswith(str(folder / "user.py"))]
+    assert not errors, "\n".join(errors)
+
+
+@pytest.mark.slow
+def test_a_misspelt_public_name_is_a_checkers_error(mypy_output: tuple[Path, str]) -> None:
+    folder, out = mypy_output
+    typo = str(folder / "typo.py")
+    assert f'{typo}:4: error: Module has no attribute "rnu"' in out, out
+    assert f'{typo}:5: error: Module has no attribute "load_federaton"' in out, out

@@ -56,17 +56,20 @@ if TYPE_CHECKING:
     from fedlabels.runs.config import RunConfig, load_config
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name, or a subpackage (``fedlabels.data``), on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
-        value = importlib.import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module 'fedlabels' has no attribute {name!r}")
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # a checker sees the imports above: ``fl.rnu(...)`` is its error, not Any
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name, or a subpackage (``fedlabels.data``), on first access (PEP
+        562)."""
+        module = _LAZY.get(name)
+        if module is not None:
+            value = getattr(importlib.import_module(module), name)
+        elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            value = importlib.import_module(f"{__name__}.{name}")
+        else:
+            raise AttributeError(f"module 'fedlabels' has no attribute {name!r}")
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
