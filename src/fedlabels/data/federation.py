@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClientData:
-    """One client's private labelled data."""
+    """One client's private labelled data: features ``X`` and class codes ``y``."""
 
     X: np.ndarray
     y: np.ndarray
@@ -37,6 +37,14 @@ class Federation:
     Labels are integers in ``[0, n_classes)``; ``class_names[k]`` is the original label of
     class ``k``. ``y_public`` are the true labels of U: clients and server never see them,
     the simulator uses them only to report how accurate the consensus is (a diagnostic).
+
+    ``name`` is the dataset's; ``clients`` holds each client's :class:`ClientData`;
+    ``X_public`` is U's features; ``X_test`` and ``y_test`` the test set; ``task`` is
+    ``"classification"`` or ``"regression"`` (targets mapped to [0, 1] by the public
+    ``target_range``, ``n_classes`` 0); ``feature_names`` name the columns; ``info``
+    records how the federation was built (partition, shift, public set, ...); and
+    ``preprocessing`` maps raw rows to the features (what ``RunResult.predict`` uses).
+    Build one with :func:`make_federation` or :func:`~fedlabels.data.load_federation`.
     """
 
     name: str

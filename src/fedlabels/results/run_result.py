@@ -64,7 +64,19 @@ class RoundRecord:
 
 @dataclass
 class RunResult:
-    """The outcome of one run of one method."""
+    """The outcome of one run of one method (what :func:`fedlabels.run` returns and
+    :func:`fedlabels.load_run` reads back).
+
+    ``method``, ``dataset`` and ``seed`` name the run; ``config`` is its recorded
+    configuration, ``federation`` the federation's summary (sizes, ``class_names``, ...),
+    ``models`` each client's model spec, ``rounds`` a :class:`RoundRecord` per round,
+    ``communication`` the bytes moved, ``wall_seconds`` its duration, and ``extra`` the
+    result JSON's other entries (``privacy``, ``clinical``, ``provenance``, ...: read them
+    as :attr:`privacy`, :attr:`clinical`, or :meth:`to_dict`). Kept in memory only, not in
+    the JSON: ``client_models`` (the clients' final models), ``feature_names`` and
+    ``preprocessing`` (raw rows to model inputs), which :meth:`predict` uses; a run read
+    by ``load_run`` has them from its models file.
+    """
 
     method: str
     dataset: str
