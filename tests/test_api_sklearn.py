@@ -132,6 +132,13 @@ def test_progress_and_on_round_are_checked_before_anything_trains(data, monkeypa
                 call()
 
 
+@pytest.mark.parametrize("given", ["run.toml", {"method": "fedct", "rounds": 1}])
+def test_run_config_of_a_path_or_dict_says_how_to_make_a_config(given):
+    # it was AttributeError: 'str' object has no attribute 'output'
+    with pytest.raises(FedLabelsError, match=r"fl.load_config\(.*fl.RunConfig\(\*\*settings"):
+        fl.run_config(given)
+
+
 def test_run_without_a_federation_says_how_to_build_one(data):
     X, _ = data
     with pytest.raises(FedLabelsError, match="make_federation"):

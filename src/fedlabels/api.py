@@ -172,6 +172,12 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
     there as :meth:`RunResult.save` does (its rounds table and models beside it); the files
     are checked before any data is loaded, and existing ones are replaced only with
     ``overwrite=True``. ``save=False`` leaves writing to the caller."""
+    if not isinstance(cfg, RunConfig):  # a TOML path or a dict failed on a missing attribute
+        from fedlabels.core.errors import FedLabelsError
+
+        raise FedLabelsError(f"run_config takes a RunConfig, got {type(cfg).__name__}: "
+                             "fl.run_config(fl.load_config(\"run.toml\")) for a TOML file, "
+                             "fl.run_config(fl.RunConfig(**settings)) for a dict.")
     _check_watching(progress)
     files = _planned_outputs(cfg, overwrite) if save else None
     result = _run_config(cfg, progress, threads, checkpoint, resume)
