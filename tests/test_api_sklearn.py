@@ -135,8 +135,13 @@ def test_progress_and_on_round_are_checked_before_anything_trains(data, monkeypa
 @pytest.mark.parametrize("given", ["run.toml", {"method": "fedct", "rounds": 1}])
 def test_run_config_of_a_path_or_dict_says_how_to_make_a_config(given):
     # it was AttributeError: 'str' object has no attribute 'output'
-    with pytest.raises(FedLabelsError, match=r"fl.load_config\(.*fl.RunConfig\(\*\*settings"):
+    with pytest.raises(FedLabelsError,
+                       match=r"fl.load_config\(.*fl.RunConfig.from_mapping\(settings"):
         fl.run_config(given)
+    # the call it names checks a dict's keys as a TOML file's (RunConfig(**settings) gave a
+    # TypeError without a suggestion)
+    with pytest.raises(FedLabelsError, match="did you mean 'rounds'"):
+        fl.RunConfig.from_mapping({"method": "fedct", "roundz": 1})
 
 
 def test_run_without_a_federation_says_how_to_build_one(data):

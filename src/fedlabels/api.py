@@ -177,7 +177,7 @@ def run_config(cfg: RunConfig, progress: bool | None = None,
 
         raise FedLabelsError(f"run_config takes a RunConfig, got {type(cfg).__name__}: "
                              "fl.run_config(fl.load_config(\"run.toml\")) for a TOML file, "
-                             "fl.run_config(fl.RunConfig(**settings)) for a dict.")
+                             "fl.run_config(fl.RunConfig.from_mapping(settings)) for a dict.")
     _check_watching(progress)
     files = _planned_outputs(cfg, overwrite) if save else None
     result = _run_config(cfg, progress, threads, checkpoint, resume)
