@@ -304,3 +304,53 @@ def test_a_trees_padding_bytes_do_not_reach_the_models_file(tmp_path):
     assert paths[0].read_bytes() == paths[1].read_bytes()
     back = read_models_file(paths[1])["models"][0]
     np.testing.assert_array_equal(back.predict(X), tree.predict(X))
+
+
+@pytest.mark.parametrize("payload", [
+    {"models": 1},  # no "$t"
+    {"$t": "nd", "i": 999},  # an array the file does not hold
+    {"$t": "scalar", "i": "x"},
+    {"$t": "objects", "shape": [5, 5], "v": [1]},
+    {"$t": "float", "v": "not a float"},
+    {"$t": "dict", "k": ["a", "b"], "v": [1]},
+])
+def test_a_malformed_manifest_is_one_line_not_a_traceback(tmp_path, payload):
+    _forge(tmp_path / "x.models.npz", payload)
+    with pytest.raises(FedLabelsError, match="not a valid fedlabels models file"):
+        read_models_file(tmp_path / "x.models.npz")
+
+
+@pytest.mark.parametrize("payload", [
+    {"$t": "dict", "k": ["seed"], "v": [1]},  # no models
+    {"$t": "dict", "k": ["models", "model_specs", "feature_names", "class_names",
+                         "class_descriptions", "preprocessing"],
+     "v": [[5], ["dt"], [], [], [], None]},  # a "model" that is a number
+    {"$t": "dict", "k": ["models", "model_specs", "feature_names", "class_names",
+                         "class_descriptions", "preprocessing"],
+     "v": [[], ["dt"], [], [], [], 7]},
+])
+def test_inspect_and_predict_refuse_a_payload_of_the_wrong_shape_in_one_line(
+        tmp_path, capsys, payload):
+    """Before, a forged file's ``{"models": 5}`` or a missing ``model_specs`` were a
+    ``KeyError``/``TypeError`` traceback (exit 1) in ``inspect`` and ``predict``."""
+    _forge(tmp_path / "x.models.npz", payload)
+    (tmp_path / "new.csv").write_text("a\n1\n")
+    for argv in (["inspect", str(tmp_path / "x.models.npz")],
+                 ["predict", str(tmp_path / "x.models.npz"), str(tmp_path / "new.csv"),
+                  "-o", str(tmp_path / "p.csv")]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and "not a valid fedlabels models file" in err, err
+        assert err.count("\n") == 1, err
+
+
+def test_predict_refuses_a_malformed_preprocessing_in_one_line(tmp_path, capsys):
+    _forge(tmp_path / "x.models.npz", {
+        "$t": "dict", "k": ["models", "model_specs", "feature_names", "class_names",
+                            "class_descriptions", "preprocessing"],
+        "v": [[], [], [], [], [], {"$t": "dict", "k": ["mean"], "v": [1]}]})
+    (tmp_path / "new.csv").write_text("a\n1\n")
+    code = main(["predict", str(tmp_path / "x.models.npz"), str(tmp_path / "new.csv"),
+                 "-o", str(tmp_path / "p.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "preprocessing is malformed" in err and err.count("\n") == 1, err

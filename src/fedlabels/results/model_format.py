@@ -347,7 +347,16 @@ def read_models_file(path: Path, trusted: frozenset[str] = frozenset()) -> dict[
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}); re-run "
                              "the run to write it again.")
-    payload = _Reader(arrays, trusted).decode(manifest["payload"])
+    try:
+        payload = _Reader(arrays, trusted).decode(manifest.get("payload"))
+    except FedLabelsError:
+        raise
+    except Exception as exc:  # a forged or damaged manifest: a missing key, a wrong type,
+        # an array index that is not in the file, nesting too deep (RecursionError), or
+        # state an allowed class refuses; a file this module wrote never raises here
+        raise FedLabelsError(f"{path} is not a valid fedlabels models file (an entry is "
+                             f"malformed: {type(exc).__name__}); re-run the run to write it "
+                             "again.") from None
     if not isinstance(payload, dict):
         raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}).")
     return payload

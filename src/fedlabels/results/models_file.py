@@ -88,7 +88,31 @@ def load_models(path: str | Path,
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
                              "the result JSON, except models it cannot save (it warned then) "
                              "and runs of older versions or other engines.")
-    return read_models_file(path, trusted)
+    return _checked_payload(read_models_file(path, trusted), path)
+
+
+#: the payload's entries that readers index, and the types :func:`save_models` writes
+_PAYLOAD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "models": list, "model_specs": list, "feature_names": list, "class_names": list,
+    "class_descriptions": list, "preprocessing": (dict, type(None))}
+
+
+def _checked_payload(payload: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``payload`` if it has the entries :func:`save_models` writes, of their types, and a
+    model that predicts for each client (a forged file's ``{"models": 5}`` was a traceback
+    in ``inspect`` and ``predict``); else a one-line error."""
+    for key, kind in _PAYLOAD_TYPES.items():
+        if not isinstance(payload.get(key), kind):
+            raise FedLabelsError(f"{path} is not a valid fedlabels models file (its "
+                                 f"{key!r} is missing or of the wrong type); re-run the run to "
+                                 "write it again.")
+    texts = payload["model_specs"] + payload["feature_names"] + payload["class_names"]
+    if not all(isinstance(t, str) for t in texts) or not all(
+            callable(getattr(m, "predict", None)) for m in payload["models"]):
+        raise FedLabelsError(f"{path} is not a valid fedlabels models file (a model or a "
+                             "name is not what fedlabels writes); re-run the run to write it "
+                             "again.")
+    return payload
 
 
 def _no_models_note(result: Path) -> str | None:

@@ -124,7 +124,11 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     if payload.get("preprocessing") is None:
         raise FedLabelsError(f"{result_path}: its models file stores no preprocessing (written "
                              "by an older version); rerun to predict with it.")
-    prep = Preprocessing.from_dict(payload["preprocessing"])
+    try:
+        prep = Preprocessing.from_dict(payload["preprocessing"])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        raise FedLabelsError(f"{result_path}: its models file's preprocessing is malformed; "
+                             "re-run the run to write it again.") from None
     data = Path(data_path)
     if image_column is not None:
         _check_image_column(prep, data)
