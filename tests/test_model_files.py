@@ -354,3 +354,74 @@ def test_predict_refuses_a_malformed_preprocessing_in_one_line(tmp_path, capsys)
                  "-o", str(tmp_path / "p.csv")])
     err = capsys.readouterr().err
     assert code == 2 and "preprocessing is malformed" in err and err.count("\n") == 1, err
+
+
+def _tree_file(tmp_path: Path, spec: str, damage) -> Path:
+    """A models file of a fitted ``spec`` whose first tree's nodes ``damage`` changes."""
+    X, y = load_iris(return_X_y=True)
+    model = build_learner(parse_model_spec(spec)[0], n_classes=3, random_state=0).fit(X, y)
+    path = tmp_path / "m.models.npz"
+    write_models_file(path, {"models": [model]})
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    nodes = next(k for k, a in arrays.items() if a.dtype.names and "left_child" in
+                 a.dtype.names)
+    arrays[nodes] = arrays[nodes].copy()
+    damage(arrays[nodes])
+    np.savez(path, **arrays)
+    return path
+
+
+def _child_past_the_end(nodes):
+    nodes["left_child"][0] = 10**9
+
+
+def _feature_past_the_end(nodes):
+    nodes["feature"][0] = 10**6
+
+
+def _child_pointing_back(nodes):
+    nodes["right_child"][0] = 0
+
+
+@pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=2)"])
+@pytest.mark.parametrize("damage", [_child_past_the_end, _feature_past_the_end,
+                                    _child_pointing_back])
+def test_a_tree_whose_nodes_point_outside_it_is_refused_not_a_crash(tmp_path, spec, damage):
+    """Before, such a file loaded and predicting with it read memory past the tree's arrays
+    (a segmentation fault of ``fedlabels inspect`` / ``predict``) or looped for ever. Run
+    in a subprocess so that a crash fails the test rather than ending pytest."""
+    import subprocess
+    import sys
+
+    path = _tree_file(tmp_path, spec, damage)
+    code = ("import sys, numpy as np\n"
+            "from fedlabels.core.errors import FedLabelsError\n"
+            "from fedlabels.results.model_format import read_models_file\n"
+            "try:\n"
+            f"    m = read_models_file(__import__('pathlib').Path({str(path)!r}))\n"
+            "except FedLabelsError as e:\n"
+            "    print('refused:', e); sys.exit(0)\n"
+            "m['models'][0].predict(np.zeros((4, 4)))\n"
+            "print('loaded')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ})
+    assert out.returncode == 0 and "refused:" in out.stdout and "point outside" in \
+        out.stdout, (out.returncode, out.stdout, out.stderr[-500:])
+
+
+@pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=2)"])
+def test_a_tree_for_more_features_than_its_model_takes_is_refused(tmp_path, spec):
+    """A forest hands its trees the rows it checked without their own check: a tree built
+    for 1000 features could name column 999 of a 4-column row."""
+    path = _tree_file(tmp_path, spec, lambda nodes: None)
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    text = str(arrays["manifest"][()])
+    forged = text.replace('"f": "sklearn.tree._tree:Tree", "args": {"$t": "tuple", "v": [4,',
+                          '"f": "sklearn.tree._tree:Tree", "args": {"$t": "tuple", "v": [1000,')
+    assert forged != text
+    arrays["manifest"] = np.array(forged)
+    np.savez(path, **arrays)
+    with pytest.raises(FedLabelsError, match="another number of features"):
+        read_models_file(path)

@@ -298,7 +298,41 @@ class _Reader:
                 setstate(state)
             else:
                 obj.__dict__.update(state)
+        _check_trees(obj)
         return obj
+
+
+def _check_trees(obj: Any) -> None:
+    """Refuse a scikit-learn tree whose nodes would send its C code out of its arrays.
+
+    ``Tree.__setstate__`` checks the arrays' dtype and shape only; prediction then follows
+    the children and reads the feature columns that the nodes name, unchecked, so a forged
+    file with a child index past the last node or a feature past the last column crashed
+    ``inspect`` and ``predict`` with a segmentation fault, and a child pointing back made
+    them loop for ever. A tree fedlabels fits numbers every child after its parent."""
+    from sklearn.tree._tree import Tree
+
+    if isinstance(obj, Tree):
+        nodes, count = obj.__getstate__()["nodes"], obj.node_count
+        left, right, feature = nodes["left_child"], nodes["right_child"], nodes["feature"]
+        index = np.arange(len(nodes))
+        leaf = (left == -1) & (right == -1)
+        inner = ~leaf & (left > index) & (right > index) & (left < count) & (right < count) \
+            & (feature >= 0) & (feature < obj.n_features)
+        if count != len(nodes) or count < 1 or not np.all(leaf | inner):
+            raise FedLabelsError("a models file holds a decision tree whose nodes point "
+                                 "outside it; load only models files fedlabels wrote.")
+        return
+    tree, n_in = getattr(obj, "tree_", None), getattr(obj, "n_features_in_", None)
+    members = getattr(obj, "estimators_", None)
+    trees = [e.tree_ for e in (members if isinstance(members, list) else [])
+             if isinstance(getattr(e, "tree_", None), Tree)]
+    if isinstance(tree, Tree):
+        trees.append(tree)
+    if trees and any(t.n_features != n_in for t in trees):  # a forest skips its trees' check
+        raise FedLabelsError("a models file holds a decision tree for another number of "
+                             "features than its model's; load only models files fedlabels "
+                             "wrote.")
 
 
 def write_models_file(path: Path, payload: Mapping[str, Any]) -> None:
