@@ -425,3 +425,44 @@ def test_a_tree_for_more_features_than_its_model_takes_is_refused(tmp_path, spec
     np.savez(path, **arrays)
     with pytest.raises(FedLabelsError, match="another number of features"):
         read_models_file(path)
+
+
+@pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
+@pytest.mark.parametrize("damaged", ["idx_array", "node_data"])
+def test_a_neighbour_tree_whose_index_lies_outside_its_data_is_refused(
+        tmp_path, algorithm, damaged):
+    """A KD-tree's or ball tree's state is not checked by scikit-learn: an index past the
+    data made ``predict`` read unmapped memory (a segmentation fault). In a subprocess so
+    that a crash fails the test rather than ending pytest."""
+    import subprocess
+    import sys
+
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, y = load_iris(return_X_y=True)
+    path = tmp_path / "m.models.npz"
+    write_models_file(path, {"models": [KNeighborsClassifier(algorithm=algorithm).fit(X, y)]})
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    if damaged == "idx_array":  # the tree's permutation of the 150 rows
+        key = next(k for k, a in arrays.items() if a.shape == (150,) and a.dtype.kind == "i"
+                   and sorted(a.tolist()) == list(range(150)) and (a != np.arange(150)).any())
+        arrays[key] = np.full_like(arrays[key], 10**8)
+    else:
+        key = next(k for k, a in arrays.items() if a.dtype.names and "is_leaf" in a.dtype.names)
+        arrays[key] = arrays[key].copy()
+        arrays[key]["is_leaf"] = 0  # the last level's nodes would have children past the end
+    np.savez(path, **arrays)
+    code = ("import sys, pathlib, numpy as np\n"
+            "from fedlabels.core.errors import FedLabelsError\n"
+            "from fedlabels.results.model_format import read_models_file\n"
+            "try:\n"
+            f"    m = read_models_file(pathlib.Path({str(path)!r}))\n"
+            "except FedLabelsError as e:\n"
+            "    print('refused:', e); sys.exit(0)\n"
+            "m['models'][0].predict(np.zeros((4, 4)))\n"
+            "print('loaded')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ})
+    assert out.returncode == 0 and "lie outside its data" in out.stdout, (
+        out.returncode, out.stdout, out.stderr[-500:])

@@ -310,8 +310,12 @@ def _check_trees(obj: Any) -> None:
     file with a child index past the last node or a feature past the last column crashed
     ``inspect`` and ``predict`` with a segmentation fault, and a child pointing back made
     them loop for ever. A tree fedlabels fits numbers every child after its parent."""
+    from sklearn.neighbors import BallTree, KDTree
     from sklearn.tree._tree import Tree
 
+    if isinstance(obj, KDTree | BallTree):
+        _check_binary_tree(obj)
+        return
     if isinstance(obj, Tree):
         nodes, count = obj.__getstate__()["nodes"], obj.node_count
         left, right, feature = nodes["left_child"], nodes["right_child"], nodes["feature"]
@@ -332,6 +336,32 @@ def _check_trees(obj: Any) -> None:
     if trees and any(t.n_features != n_in for t in trees):  # a forest skips its trees' check
         raise FedLabelsError("a models file holds a decision tree for another number of "
                              "features than its model's; load only models files fedlabels "
+                             "wrote.")
+
+
+def _check_binary_tree(tree: Any) -> None:
+    """Refuse a nearest-neighbour KD-tree or ball tree whose index or nodes lie outside its
+    data: ``__setstate__`` checks nothing, and a query then read past the arrays (a
+    segmentation fault of ``predict``). Its nodes form a complete binary tree, node ``i``'s
+    children ``2i+1`` and ``2i+2``, the last level's nodes leaves; each node's points are
+    ``idx_array[idx_start:idx_end]``, a permutation of the data's rows."""
+    state = tree.__getstate__()
+    data, index, nodes, bounds = (np.asarray(a) for a in state[:4])
+    levels, count, weights = state[5], state[6], state[12]
+    n = len(data) if data.ndim == 2 else -1
+    ok = (data.ndim == 2 and isinstance(levels, int) and 0 < levels < 64
+          and count == len(nodes) == 2 ** levels - 1
+          and bounds.shape[1:] == (count, data.shape[1])
+          and np.array_equal(np.sort(index), np.arange(n))
+          and (weights is None or np.shape(weights) == (n,)))
+    if ok:
+        start, end, leaf = nodes["idx_start"], nodes["idx_end"], nodes["is_leaf"]
+        last_level = 2 * np.arange(count) + 1 >= count
+        ok = bool(np.all((start >= 0) & (start <= end) & (end <= n))
+                  and np.all(leaf[last_level] != 0))
+    if not ok:
+        raise FedLabelsError(f"a models file holds a {type(tree).__name__} whose index or "
+                             "nodes lie outside its data; load only models files fedlabels "
                              "wrote.")
 
 
