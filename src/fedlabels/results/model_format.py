@@ -400,6 +400,9 @@ def _deflates(data: memoryview) -> bool:
 def read_models_file(path: Path, trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Read a file of :func:`write_models_file`; only allow-listed types are built, and
     your own networks' factories only from the modules in ``trusted``."""
+    from fedlabels.core.npz_size import check_inflated_size
+
+    check_inflated_size(path, "models file")
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}

@@ -220,6 +220,9 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
     changed since."""
     path = checkpoint_path(path)
     key = checkpoint_key() if key is None else key
+    from fedlabels.core.npz_size import check_inflated_size
+
+    check_inflated_size(path, "checkpoint")  # before its HMAC: that reads every array
     try:
         with np.load(path, allow_pickle=False) as npz:
             text = str(npz["meta"])

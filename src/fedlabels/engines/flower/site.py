@@ -83,6 +83,9 @@ def _path(node_config: dict[str, Any], key: str, who: str, folder: bool = False)
 
 
 def _load_npz(path: Path, who: str, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    from fedlabels.core.npz_size import check_inflated_size
+
+    check_inflated_size(path, f"{who}'s file")
     try:
         with np.load(path, allow_pickle=False) as data:
             missing = [k for k in keys if k not in data.files]
