@@ -849,3 +849,36 @@ def test_the_order_the_files_are_given_in_changes_no_value():
     assert np.std(finals, ddof=1) != np.std([finals[i] for i in (3, 1, 0, 2)], ddof=1)
     assert shuffled[0]["accuracy_std"] == given[0]["accuracy_std"] == np.std(finals, ddof=1)
     assert shuffled == given  # exactly: every float to its last digit
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(rounds=5),
+    lambda d: d.update(federation=[]),
+    lambda d: d.update(config="zz"),
+    lambda d: d.update(privacy="zz"),
+    lambda d: d.update(method=5),
+    lambda d: d["rounds"][0].update(accuracies="abc"),
+    lambda d: d["rounds"][0].update(round="a"),
+], ids=["rounds", "federation", "config", "privacy", "method", "accuracies", "round"])
+def test_a_result_of_the_wrong_types_is_one_line_in_report_and_plot(tmp_path, capsys,
+                                                                    change):
+    """A forged or damaged result JSON (``"federation": []``, accuracies of text, ...) was
+    an AttributeError/TypeError traceback (exit 1) in ``plot`` and ``report``."""
+    data = json.loads(json.dumps(_result("fedct", 0, [0.5, 0.6]).to_dict()))
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    for argv in (["plot", str(path), "-o", str(tmp_path / "p.png")],
+                 ["report", str(path), "-o", str(tmp_path / "r.html")]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and "not a valid fedlabels result" in err, err
+        assert err.count("\n") == 1, err
+
+
+def test_a_result_nested_too_deep_is_one_line(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["plot", str(path), "-o", str(tmp_path / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert "nested too deep" in err and err.count("\n") == 1, err

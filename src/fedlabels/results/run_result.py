@@ -416,9 +416,16 @@ def load_result(path: str | Path) -> RunResult:
         raise FedLabelsError(f"cannot read result {path}: {exc.strerror or exc}.") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise FedLabelsError(f"{path} is not a fedlabels result (not JSON).") from None
+    except RecursionError:  # [[[[...]]]]: json's own recursion limit
+        raise FedLabelsError(f"{path} is not a fedlabels result (JSON nested too deep)."
+                             ) from None
     missing = [k for k in _RESULT_KEYS if k not in data] if isinstance(data, dict) else ["keys"]
     if missing:
         raise FedLabelsError(f"{path} is not a fedlabels result (no {', '.join(missing)}).")
+    wrong = _wrong_types(data)
+    if wrong:
+        raise FedLabelsError(f"{path} is not a valid fedlabels result: its {wrong} is not of "
+                             "the type a run writes.")
     try:
         return _result_from_dict(data)
     except (KeyError, TypeError, AttributeError) as exc:
@@ -427,6 +434,52 @@ def load_result(path: str | Path) -> RunResult:
 
 _RESULT_KEYS = ("method", "dataset", "seed", "config", "federation", "models", "rounds",
                 "communication", "wall_seconds")
+
+
+#: a result's sections that are tables (``report``, ``plot`` and ``privacy_line`` read
+#: their keys), where present
+_TABLES = ("config", "federation", "communication", "final", "threat_model", "device",
+           "privacy", "provenance", "clinical")
+
+
+def _numbers(value: Any, whole: bool = False) -> bool:
+    """``value`` is a list of numbers (ints with ``whole``; None for a missing one)."""
+    kinds = int if whole else int | float
+    return isinstance(value, list) and all(v is None or isinstance(v, kinds) for v in value)
+
+
+def _wrong_types(data: dict[str, Any]) -> str | None:
+    """The first entry of a result JSON whose type is not what :meth:`RunResult.save_json`
+    writes (a forged or damaged file: ``"rounds": 5``, ``"federation": []`` and accuracies
+    of text were tracebacks in ``report`` and ``plot``), else None."""
+    checks: list[tuple[str, bool]] = [
+        ("method", isinstance(data["method"], str)),
+        ("dataset", isinstance(data["dataset"], str)),
+        ("seed", data["seed"] is None or isinstance(data["seed"], int)),
+        ("models", isinstance(data["models"], list)
+         and all(isinstance(m, str) for m in data["models"])),
+        ("wall_seconds", isinstance(data["wall_seconds"], int | float)),
+        *((k, isinstance(data[k], dict)) for k in _TABLES if data.get(k) is not None),
+        ("rounds", isinstance(data["rounds"], list)
+         and all(isinstance(r, dict) for r in data["rounds"]))]
+    wrong = next((name for name, ok in checks if not ok), None)
+    if wrong is not None:
+        return repr(wrong)
+    for i, r in enumerate(data["rounds"]):
+        fields = [("round", isinstance(r.get("round"), int)),
+                  ("local_steps", r.get("local_steps") is None
+                   or isinstance(r.get("local_steps"), int)),
+                  ("server", isinstance(r.get("server"), dict)),
+                  ("seconds", isinstance(r.get("seconds"), int | float)),
+                  ("bytes_up", _numbers(r.get("bytes_up"), whole=True)),
+                  ("bytes_down", _numbers(r.get("bytes_down"), whole=True)),
+                  *((k, r.get(k) is None or _numbers(r[k], whole=k in ("participants",
+                                                                       "replied")))
+                    for k in ("accuracies", "rmse", "r2", "participants", "replied"))]
+        bad = next((name for name, ok in fields if not ok), None)
+        if bad is not None:
+            return f"rounds[{i}].{bad}"
+    return None
 
 
 def _result_from_dict(data: dict[str, Any]) -> RunResult:
