@@ -136,3 +136,28 @@ def test_a_model_dir_under_home_is_found(seq_cls_dir, tmp_path, monkeypatch):
     (spec,) = parse_model_spec("hf(model_dir=~/bert)")
     learner = build_learner(spec, n_classes=2, random_state=0)
     assert learner.model_dir == str((tmp_path / "bert").resolve())
+
+
+@pytest.mark.parametrize("config, weights", [
+    ('{"model_type": "bogus"}', b"garbage"),  # an architecture transformers does not know
+    ('{"model_type": "bert", "auto_map": {"AutoModel": "evil.Model"}, "hidden_size": 8, '
+     '"num_attention_heads": 2, "num_hidden_layers": 1, "intermediate_size": 8, '
+     '"vocab_size": 10}', b"garbage"),  # remote code it asks for; damaged weights
+], ids=["unknown-architecture", "remote-code-and-damaged-weights"])
+def test_a_damaged_or_foreign_model_dir_is_one_line_and_runs_no_code(tmp_path, config,
+                                                                     weights):
+    """transformers' and safetensors' errors (paragraphs of advice) reached the user as a
+    traceback from ``load_base``, or several lines inside a client's fit error; the
+    directory's own code (``auto_map``) is never imported."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.learners.text_encoder import load_base
+
+    (tmp_path / "config.json").write_text(config)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(weights)
+    marker = tmp_path / "ran"
+    (tmp_path / "evil.py").write_text(f"import os\nos.mkdir({str(marker)!r})\n")
+    with pytest.raises(FedLabelsError, match="cannot load the encoder in") as info:
+        load_base(tmp_path)
+    assert "\n" not in str(info.value)
+    assert not marker.exists()

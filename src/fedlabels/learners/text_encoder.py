@@ -68,11 +68,20 @@ def load_base(path: str | Path) -> Base:
     # float32 whatever the directory stores (many ship float16 or bfloat16 weights, which
     # transformers would keep): the learner trains in float32, bf16 only as autocast
     # safetensors only: a pytorch_model.bin beside them is a pickle, never loaded
-    model = AutoModel.from_pretrained(key, local_files_only=True, use_safetensors=True,
-                                      hidden_dropout_prob=0.0,
-                                      attention_probs_dropout_prob=0.0, dtype=torch.float32)
+    try:
+        model = AutoModel.from_pretrained(key, local_files_only=True, use_safetensors=True,
+                                          hidden_dropout_prob=0.0,
+                                          attention_probs_dropout_prob=0.0,
+                                          dtype=torch.float32)
+        tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
+    except Exception as exc:  # a damaged or foreign directory: transformers' and
+        # safetensors' errors span paragraphs; one line, naming the directory
+        reason = " ".join(str(exc).split("\n\n")[0].split())[:300]
+        raise FedLabelsError(f"cannot load the encoder in {root} ({type(exc).__name__}: "
+                             f"{reason}); give a BERT-style model directory that "
+                             "save_pretrained wrote (config.json, tokenizer.json, "
+                             "model.safetensors).") from None
     model.eval().requires_grad_(False)
-    tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
     tokenizer.no_padding()
     pad = tokenizer.token_to_id("[PAD]")
     base = Base(root, model, tokenizer, int(model.config.hidden_size),
