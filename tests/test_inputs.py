@@ -517,3 +517,12 @@ def test_a_target_column_with_a_colon(tmp_path, table, capsys):
     assert fed.n_classes == len(set(table["target"]))
     out = tmp_path / "r.json"
     assert main([*RUN, "--dataset", f"csv:{path}:death:30d", "--output", str(out)]) == 0
+
+
+def test_a_config_nested_too_deep_is_one_line(tmp_path, capsys):
+    """``x = [[[[...]]]]`` 5,000 deep: tomllib's RecursionError was a traceback."""
+    toml = tmp_path / "deep.toml"
+    toml.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    assert main(["run", "--config", str(toml), "-o", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "nested too deep" in err and err.count("\n") == 1, err

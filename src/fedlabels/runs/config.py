@@ -413,6 +413,9 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
         data = _run_table(tomllib.loads(path.read_text(encoding="utf-8")), path)
     except tomllib.TOMLDecodeError as exc:
         raise FedLabelsError(f"config file {path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nested array: x = [[[[...]]]]
+        raise FedLabelsError(f"config file {path} is not a run configuration: its values "
+                             "are nested too deep.") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = str(exc).rstrip(".")
         raise FedLabelsError(f"cannot read config file {path}: {reason}.") from None
