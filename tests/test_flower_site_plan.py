@@ -229,3 +229,13 @@ def test_the_sequence_guard_keeps_rounds_and_kinds(tmp_path: Path) -> None:
     again.check_round(2, "a.train", frozenset())
     assert again.admit(8, False, 1, 0, "d1") is None  # a new run from scratch: reset
     again.check_round(0, "a.train", frozenset())
+
+
+def test_a_plan_nested_too_deep_is_one_line(tmp_path):
+    """json's RecursionError on ``[[[[...]]]]`` was a traceback in the site's ClientApp."""
+    from fedlabels.engines.flower.site_plan import load_site_plan
+
+    plan = tmp_path / "plan.json"
+    plan.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FedLabelsError, match="cannot be read as JSON"):
+        load_site_plan(plan)

@@ -46,7 +46,7 @@ def load_site_plan(path: str | Path) -> dict[str, Any]:
     path = Path(path).expanduser()
     try:
         plan = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: [[[[...]]]]
         raise FedLabelsError(f"the site's privacy-plan {str(path)!r} cannot be read as "
                              f"JSON ({type(exc).__name__}); fix the path in the node "
                              "config or rewrite the file.") from None
