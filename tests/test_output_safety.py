@@ -456,6 +456,18 @@ def test_deploy_prepare_refuses_a_non_empty_directory(tmp_path, capsys, no_train
                     "--method", "fedct"], "is a file")
 
 
+def test_deploy_prepare_refuses_a_result_path_that_exists(tmp_path, capsys, no_training):
+    """The ServerApp writes the result to ``-o`` after every round, replacing what is there:
+    ``deploy prepare -o existing.json`` was accepted, without --overwrite."""
+    pytest.importorskip("flwr")
+    (tmp_path / "keep.json").write_text("precious\n")
+    _fails(capsys, ["deploy", "prepare", "--out-dir", str(tmp_path / "app"), "--method",
+                    "fedct", "-o", str(tmp_path / "keep.json")], "keep.json exists",
+           "--overwrite")
+    assert (tmp_path / "keep.json").read_text() == "precious\n"
+    assert not (tmp_path / "app").exists()
+
+
 # ------------------------------------------------------------------ a run's own files
 
 

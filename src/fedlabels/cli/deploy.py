@@ -121,12 +121,14 @@ def _resumed_outputs(cfg: Any) -> dict[str, Path]:
 
 
 def cmd_deploy_prepare(args: argparse.Namespace) -> int:
-    from fedlabels.core.files import check_output_dir, result_path
+    from fedlabels.core.files import check_output_dir, check_outputs, result_path, run_inputs
     from fedlabels.engines.flower.prepare import prepare_run
 
     cfg = config_from_args(args)
-    if cfg.output:
-        result_path(cfg.output)
+    if cfg.output:  # the ServerApp writes it after every round, over whatever is there
+        check_outputs({"result": result_path(cfg.output)},
+                      run_inputs(cfg.dataset, args.config, cfg.public),
+                      overwrite=args.overwrite)
     check_output_dir(Path(args.out_dir), "deployment files", overwrite=args.overwrite)
     prepared = prepare_run(cfg, args.out_dir, output=cfg.output,
                            reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
