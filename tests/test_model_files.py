@@ -466,3 +466,30 @@ def test_a_neighbour_tree_whose_index_lies_outside_its_data_is_refused(
                          timeout=60, env={**os.environ})
     assert out.returncode == 0 and "lie outside its data" in out.stdout, (
         out.returncode, out.stdout, out.stderr[-500:])
+
+
+def test_predict_with_a_model_that_loads_but_cannot_predict_is_one_line(tmp_path, capsys):
+    """A forged tree whose classes lie past the run's loads (its arrays are consistent) and
+    then predicted a class code past the run's: an IndexError traceback in ``predict``."""
+    res = tmp_path / "res.json"
+    assert main(["run", "--model", "dt", "--rounds", "1", "--no-progress", "--output",
+                 str(res)]) == 0
+    path = models_path(res)
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    manifest = json.loads(str(arrays["manifest"][()]))
+    text = json.dumps(manifest)
+    at = text.index('"classes_"')
+    keys = json.loads(text[text.rindex('"k": ', 0, at) + 5:text.index("]", at) + 1])
+    state = text[text.index('"v": ', at) + 5:]
+    first = json.JSONDecoder().raw_decode(state)[0]  # the estimator's state values
+    classes = first[keys.index("classes_")]["i"]
+    arrays[f"a{classes}"] = arrays[f"a{classes}"] + 1000
+    np.savez(path, **arrays)
+    rows = tmp_path / "rows.csv"
+    capsys.readouterr()
+    features = load_models(res)["feature_names"]
+    rows.write_text(",".join(features) + "\n" + ",".join("0" for _ in features) + "\n")
+    code = main(["predict", str(res), str(rows), "-o", str(tmp_path / "p.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "could not predict" in err and err.count("\n") == 1, err

@@ -138,7 +138,8 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         files = image_paths(data, prep.image)
         assert files is not None  # a path names files
         return pd.DataFrame({"path": [str(f) for f in files],
-                             "prediction": predict(payload["models"], prep, files, client)})
+                             "prediction": _predicted(payload, prep, files, client,
+                                                      result_path)})
     sep = sep or run_sep(result_path) or ","
     from fedlabels.data.csv_table import TEXTS_AS_WRITTEN
 
@@ -170,11 +171,28 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         features = frame.to_numpy()
     else:
         features = frame
-    labels = pd.Series(predict(payload["models"], prep, features, client), index=frame.index,
-                       name="prediction")
+    labels = pd.Series(_predicted(payload, prep, features, client, result_path),
+                       index=frame.index, name="prediction")
     # as assign would (an input column "prediction" replaced), without its warning on a wide
     # table that read_csv left in one block per column
     return pd.concat([frame.drop(columns="prediction", errors="ignore"), labels], axis=1)
+
+
+def _predicted(payload: dict[str, Any], prep: Preprocessing, features: Any,
+               client: int | None, result_path: str | Path) -> np.ndarray:
+    """:func:`predict` with a models file's models. Loading checks what would crash or
+    run code; a model that loads but cannot predict (a forged file's classes past the
+    run's, an inconsistent support-vector model: an IndexError or ValueError) is one line
+    naming the file, not a traceback."""
+    try:
+        return predict(payload["models"], prep, features, client)
+    except FedLabelsError:
+        raise
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise FedLabelsError(f"the models in {result_path} could not predict "
+                             f"({type(exc).__name__}: {reason}); is its models file damaged? "
+                             "Re-run the run to write it again.") from None
 
 
 def _check_image_column(prep: Preprocessing, data: Path) -> None:
