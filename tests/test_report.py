@@ -882,3 +882,41 @@ def test_a_result_nested_too_deep_is_one_line(tmp_path, capsys):
     assert main(["plot", str(path), "-o", str(tmp_path / "p.png")]) == 2
     err = capsys.readouterr().err
     assert "nested too deep" in err and err.count("\n") == 1, err
+
+
+def test_a_result_that_is_a_device_or_a_pipe_is_refused_unread(tmp_path, capsys):
+    """A result path linked to /dev/zero was read for ever (a MemoryError traceback once
+    memory ran out), and a named pipe hung ``plot`` and ``report``."""
+    import threading
+    import time
+
+    os.mkfifo(tmp_path / "pipe.json")
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    done = threading.Event()
+
+    def feed() -> None:  # a reader that opens the pipe gets "{}" (not a hang): the test
+        while not done.is_set():  # then fails on the message, before /dev/zero is read
+            try:
+                fd = os.open(tmp_path / "pipe.json", os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader yet
+                time.sleep(0.01)
+                continue
+            os.write(fd, b"{}")
+            os.close(fd)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        _refused_unread(tmp_path, capsys)
+    finally:
+        done.set()
+        writer.join()
+
+
+def _refused_unread(tmp_path, capsys) -> None:
+    for name in ("pipe.json", "zero.json"):
+        for argv in (["plot", str(tmp_path / name), "-o", str(tmp_path / "p.png")],
+                     ["report", str(tmp_path / name), "-o", str(tmp_path / "r.html")]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert "is not a regular file" in err and err.count("\n") == 1, err

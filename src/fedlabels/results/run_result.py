@@ -410,6 +410,10 @@ def load_result(path: str | Path) -> RunResult:
     :class:`~fedlabels.core.errors.FedLabelsError`.
     """
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():  # /dev/zero, a pipe:
+        from fedlabels.core.files import not_a_file  # read for ever (a MemoryError) or hang
+
+        raise FedLabelsError(f"result {path} {not_a_file(path)}.")
     try:
         data = json.loads(path.read_text())
     except OSError as exc:
