@@ -493,3 +493,37 @@ def test_predict_with_a_model_that_loads_but_cannot_predict_is_one_line(tmp_path
     code = main(["predict", str(res), str(rows), "-o", str(tmp_path / "p.csv")])
     err = capsys.readouterr().err
     assert code == 2 and "could not predict" in err and err.count("\n") == 1, err
+
+
+def test_predict_refuses_data_that_is_a_device_or_a_pipe_unread(tmp_path, capsys):
+    """``fedlabels predict RESULT /dev/zero`` read until memory ran out; a named pipe hung."""
+    import threading
+    import time
+
+    res = tmp_path / "res.json"
+    assert main(["run", "--model", "dt", "--rounds", "1", "--no-progress", "--output",
+                 str(res)]) == 0
+    os.mkfifo(tmp_path / "rows.csv")
+    done = threading.Event()
+
+    def feed() -> None:  # without the check, a reader gets a table (it would hang else)
+        while not done.is_set():
+            try:
+                fd = os.open(tmp_path / "rows.csv", os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.01)
+                continue
+            os.write(fd, b"a\n1\n")
+            os.close(fd)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    capsys.readouterr()
+    try:
+        code = main(["predict", str(res), str(tmp_path / "rows.csv"), "-o",
+                     str(tmp_path / "p.csv")])
+    finally:
+        done.set()
+        writer.join()
+    err = capsys.readouterr().err
+    assert code == 2 and "is not a regular file" in err and err.count("\n") == 1, err

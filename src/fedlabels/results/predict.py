@@ -120,6 +120,11 @@ def predict_file(result_path: str | Path, data_path: str | Path,
 
     from fedlabels.results.models_file import load_models
 
+    data = Path(data_path)
+    if data.exists() and not data.is_file() and not data.is_dir():  # /dev/zero: read until
+        from fedlabels.core.files import not_a_file  # memory ran out; a pipe: a hang
+
+        raise FedLabelsError(f"data {data} {not_a_file(data)}.")
     payload = load_models(result_path, trust_modules)
     if payload.get("preprocessing") is None:
         raise FedLabelsError(f"{result_path}: its models file stores no preprocessing (written "
@@ -129,7 +134,6 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         raise FedLabelsError(f"{result_path}: its models file's preprocessing is malformed; "
                              "re-run the run to write it again.") from None
-    data = Path(data_path)
     if image_column is not None:
         _check_image_column(prep, data)
     if prep.image is not None and (data.is_dir() or data.suffix.lower() != ".csv"):
