@@ -118,3 +118,23 @@ def test_fetch_from_a_local_deb_is_cached_and_shared(tmp_path, capsys):
     assert set(meta["files"]) == {f"{t.rda}.rda" for t in mlbench.TABLES.values()}
     X, y = mlbench.load_table("letter")
     assert list(y) == ["x", "y"] and list(X.columns) == ["a"]
+
+
+def test_a_damaged_cache_file_is_one_line_saying_to_fetch_again():
+    """The cache's files were checked against their sha256 only when fetched: a truncated
+    ``.rda`` was an LZMAError traceback at every run, a replaced one was read as data."""
+    import hashlib
+
+    from fedlabels.core.errors import FedLabelsError
+
+    frame = pd.DataFrame({"F0": [1.0, 2.0, 3.0], "Class": ["a", "b", "a"]})
+    _fake_cache({"Vehicle": frame})
+    root = dataset_dir(mlbench.CACHE_NAME)
+    rda = root / "Vehicle.rda"
+    marker = root / mlbench.MLBENCH.marker
+    marker.write_text(json.dumps({"package": "synthetic", "files": {
+        "Vehicle.rda": hashlib.sha256(rda.read_bytes()).hexdigest()}}))
+    assert len(mlbench.read_table(mlbench.TABLES["vehicle"])) == 3  # intact: read
+    rda.write_bytes(rda.read_bytes()[:40])
+    with pytest.raises(FedLabelsError, match=r"sha256 differs.*fetch again"):
+        mlbench.read_table(mlbench.TABLES["vehicle"])

@@ -29,7 +29,7 @@ import numpy as np
 
 from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
 from fedlabels.downloads.cache import dataset_dir
-from fedlabels.downloads.fetch import DebSource
+from fedlabels.downloads.fetch import DebSource, check_fetched
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -179,7 +179,7 @@ def read_table(table: MlbenchTable, root: Path | None = None) -> pd.DataFrame:
             f"dataset {table.name!r} has not been fetched yet; run `fedlabels fetch "
             f"{table.name}` (or `fedlabels fetch mlbench`) once: it downloads Debian's "
             f"{MLBENCH.package} package (about 1 MB, all mlbench tables) into {root}.")
-    path = root / f"{table.rda}.rda"
+    path = check_fetched(root, MLBENCH.marker, f"{table.rda}.rda")
     if not path.is_file():
         raise FedLabelsError(f"{path} is missing from the mlbench cache; delete {root} and "
                              "fetch again.")

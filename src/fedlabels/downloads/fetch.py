@@ -55,6 +55,25 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_fetched(root: Path, marker: str, name: str) -> Path:
+    """``root/name``, a file ``fedlabels fetch`` recorded in ``root/marker`` with its sha256,
+    if it still has that sha256; else a one-line error saying to fetch again (a damaged or
+    changed cache file was a decompression traceback, or data other than what was
+    fetched). A marker without the file's hash (an older fetch) is trusted as before."""
+    import json
+
+    path = root / name
+    try:
+        expected = json.loads((root / marker).read_text()).get("files", {}).get(name)
+    except (OSError, ValueError, AttributeError):
+        expected = None
+    if isinstance(expected, str) and path.is_file() and _sha256(path) != expected:
+        raise FedLabelsError(f"{path} is not the file `fedlabels fetch` stored (its sha256 "
+                             f"differs): the cache is damaged or was changed; delete {root} "
+                             "and fetch again.")
+    return path
+
+
 @contextmanager
 def staging_dir(parent: Path, prefix: str) -> Iterator[str]:
     """A temporary directory ``parent/PREFIX*`` to stage a fetch in, removed at the end.
