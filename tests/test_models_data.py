@@ -138,3 +138,28 @@ def test_a_damaged_cache_file_is_one_line_saying_to_fetch_again():
     rda.write_bytes(rda.read_bytes()[:40])
     with pytest.raises(FedLabelsError, match=r"sha256 differs.*fetch again"):
         mlbench.read_table(mlbench.TABLES["vehicle"])
+
+
+def test_a_damaged_fashion_mnist_cache_is_one_line_saying_to_fetch_again():
+    """As the mlbench tables: a truncated IDX file was an EOFError traceback."""
+    import gzip
+    import hashlib
+
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.data.registry import FASHION_MNIST, _load_fashion_mnist
+
+    root = dataset_dir("fashion_mnist")
+    root.mkdir(parents=True)
+    files = {}
+    for name, header, n in (("train-images-idx3-ubyte.gz", 16, 784 * 2),
+                            ("train-labels-idx1-ubyte.gz", 8, 2),
+                            ("t10k-images-idx3-ubyte.gz", 16, 784),
+                            ("t10k-labels-idx1-ubyte.gz", 8, 1)):
+        (root / name).write_bytes(gzip.compress(bytes(header + n)))
+        files[name] = hashlib.sha256((root / name).read_bytes()).hexdigest()
+    (root / FASHION_MNIST.marker).write_text(json.dumps({"files": files}))
+    assert len(_load_fashion_mnist().y) == 2  # intact: read
+    damaged = root / "train-images-idx3-ubyte.gz"
+    damaged.write_bytes(damaged.read_bytes()[:20])
+    with pytest.raises(FedLabelsError, match=r"sha256 differs.*fetch again"):
+        _load_fashion_mnist()

@@ -89,10 +89,15 @@ def _load_fashion_mnist() -> LoadedDataset:
             "dataset 'fashion_mnist' has not been fetched yet; run `fedlabels fetch "
             f"fashion_mnist` once (it downloads Debian's {FASHION_MNIST.package} package, "
             f"about 31 MB, into {root}).")
-    X = _read_idx(root / "train-images-idx3-ubyte.gz", 16).reshape(-1, 784)
-    y = _read_idx(root / "train-labels-idx1-ubyte.gz", 8)
-    Xt = _read_idx(root / "t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784)
-    yt = _read_idx(root / "t10k-labels-idx1-ubyte.gz", 8)
+    from fedlabels.downloads.fetch import check_fetched
+
+    def read(name: str, header: int) -> np.ndarray:  # checked: a damaged file was a traceback
+        return _read_idx(check_fetched(root, FASHION_MNIST.marker, name), header)
+
+    X = read("train-images-idx3-ubyte.gz", 16).reshape(-1, 784)
+    y = read("train-labels-idx1-ubyte.gz", 8)
+    Xt = read("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784)
+    yt = read("t10k-labels-idx1-ubyte.gz", 8)
     # pixels to [0, 1] float32, as in the paper. The images stay uint8 (1 byte/pixel) and only
     # the rows a federation takes are converted: the 60,000 x 784 training set as float32
     # would be 188 MB, of which a default split uses a third
