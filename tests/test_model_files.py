@@ -527,3 +527,44 @@ def test_predict_refuses_data_that_is_a_device_or_a_pipe_unread(tmp_path, capsys
         writer.join()
     err = capsys.readouterr().err
     assert code == 2 and "is not a regular file" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("field, value", [("left_children", 10**8),
+                                          ("split_indices", 10**6)])
+def test_an_xgboost_tree_pointing_outside_itself_is_refused_not_a_crash(tmp_path, field,
+                                                                       value):
+    """XGBoost loads its trees' child and feature indices unchecked: a forged models file
+    loaded, and predicting read past the arrays (a segmentation fault). The booster's raw
+    bytes are UBJSON: the first element of the typed array ``field`` is overwritten (int32,
+    big-endian). In a subprocess so that a crash fails the test, not pytest."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("xgboost")
+    X, y = load_iris(return_X_y=True)
+    model = build_learner(parse_model_spec("xgboost(n_estimators=3)")[0], n_classes=3,
+                          random_state=0).fit(X, y)
+    path = tmp_path / "m.models.npz"
+    write_models_file(path, {"models": [model]})
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    key = next(k for k, a in arrays.items() if a.dtype == np.uint8
+               and b"left_children" in a.tobytes())
+    raw = bytearray(arrays[key].tobytes())
+    count = raw.find(b"#", raw.find(field.encode()))  # [$l#L<8-byte count><int32s>
+    raw[count + 10:count + 14] = value.to_bytes(4, "big")
+    arrays[key] = np.frombuffer(bytes(raw), dtype=np.uint8)
+    np.savez(path, **arrays)
+    code = ("import sys, pathlib, numpy as np\n"
+            "from fedlabels.core.errors import FedLabelsError\n"
+            "from fedlabels.results.model_format import read_models_file\n"
+            "try:\n"
+            f"    m = read_models_file(pathlib.Path({str(path)!r}))\n"
+            "except FedLabelsError as e:\n"
+            "    print('refused:', e); sys.exit(0)\n"
+            "m['models'][0].predict(np.zeros((4, 4)))\n"
+            "print('loaded')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ})
+    assert out.returncode == 0 and "point outside" in out.stdout, (
+        out.returncode, out.stdout, out.stderr[-500:])

@@ -313,6 +313,9 @@ def _check_trees(obj: Any) -> None:
     from sklearn.neighbors import BallTree, KDTree
     from sklearn.tree._tree import Tree
 
+    if _name(type(obj)) == "xgboost.core:Booster":
+        _check_booster(obj)
+        return
     if isinstance(obj, KDTree | BallTree):
         _check_binary_tree(obj)
         return
@@ -337,6 +340,42 @@ def _check_trees(obj: Any) -> None:
         raise FedLabelsError("a models file holds a decision tree for another number of "
                              "features than its model's; load only models files fedlabels "
                              "wrote.")
+
+
+def _check_booster(booster: Any) -> None:
+    """Refuse an XGBoost model whose trees point outside themselves: XGBoost loads a
+    child index past the last node, or a feature past the last column, unchecked, and
+    predicting then read past its arrays (a segmentation fault of ``predict``). Read from
+    the model's own JSON; a tree XGBoost grows numbers every child after its parent, and
+    fedlabels' models split on numbers only (no categorical splits)."""
+    try:
+        model = json.loads(bytes(booster.save_raw("json")))
+        learner = model["learner"]
+        features = int(learner["learner_model_param"]["num_feature"])
+        groups = max(int(learner["learner_model_param"].get("num_class", 0)), 1)
+        boosted = learner["gradient_booster"]["model"]
+        trees, info = boosted["trees"], boosted["tree_info"]
+        ok = len(info) == len(trees) and all(0 <= int(g) < groups for g in info)
+        for tree in trees if ok else []:
+            count = int(tree["tree_param"]["num_nodes"])
+            left, right = np.asarray(tree["left_children"]), np.asarray(tree["right_children"])
+            split = np.asarray(tree["split_indices"])
+            sizes = {len(tree[k]) for k in ("left_children", "right_children",
+                                            "split_indices", "split_conditions",
+                                            "default_left", "split_type", "base_weights")}
+            index = np.arange(count)
+            leaf = left == -1
+            inner = (left > index) & (right > index) & (left < count) & (right < count) \
+                & (split >= 0) & (split < features)
+            ok = (sizes == {count} and count >= 1 and bool(np.all(leaf | inner))
+                  and not any(tree["split_type"]))
+            if not ok:
+                break
+    except (KeyError, TypeError, ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise FedLabelsError("a models file holds an XGBoost model whose trees point outside "
+                             "themselves; load only models files fedlabels wrote.")
 
 
 def _check_binary_tree(tree: Any) -> None:
