@@ -11,7 +11,10 @@ arrays), never its tensors' pickles, less its optimiser's moments (the checkpoin
 those) and a user's optimiser and loss functions (training only). Nothing else is imported
 or called, so a forged file cannot run code; the one exception is your own network, whose
 factory is recorded by name and imported only from a module the reader trusts
-(:mod:`fedlabels.results.own_network`).
+(:mod:`fedlabels.results.own_network`). Native code that trusts its arrays is checked as
+it is rebuilt (scikit-learn's trees and neighbour trees, XGBoost's trees: an index
+outside them was a segmentation fault), an archive that inflates far beyond its size is
+refused unread (:mod:`fedlabels.core.npz_size`), and a malformed manifest is one line.
 """
 
 from __future__ import annotations
