@@ -261,3 +261,16 @@ def test_record_level_dp_fedavg_plans_at_least_what_each_client_spends(
         assert all(ev == planned[0] for ev in role.ledger.events), cid
         mine = Ledger(DELTA, None, list(role.ledger.events)).spent().epsilon
         assert mine <= Ledger(DELTA, None, planned).spent().epsilon + 1e-12
+
+
+def test_a_ledger_line_nested_too_deep_fails_its_integrity_check_in_one_line(tmp_path):
+    """json's RecursionError on a damaged line ``[[[[...]]]]`` was a traceback, not the
+    ledger's integrity refusal."""
+    from fedlabels.privacy.site_ledger import SiteLedger
+
+    X, y = np.zeros((4, 2)), np.array([0, 1, 0, 1])
+    ledger = SiteLedger.open(tmp_path, bytes(32), X, y, epsilon=1.0, delta=1e-5)
+    with open(ledger.path, "ab") as fh:
+        fh.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    with pytest.raises(FedLabelsError, match="failed its integrity check at entry 1"):
+        ledger.spent()

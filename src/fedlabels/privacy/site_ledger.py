@@ -89,7 +89,7 @@ class SiteLedger:
             try:
                 row = json.loads(line)
                 entry, n, mac = row["entry"], row["n"], row["mac"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):  # [[[[...]]]]
                 raise self._broken(i) from None
             if n != i or not same_tag(mac, tag(self.key, str(n).encode(), prev.encode(),
                                                _canonical(entry))):
