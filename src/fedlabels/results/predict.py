@@ -183,7 +183,7 @@ def predict_file(result_path: str | Path, data_path: str | Path,
 
 
 def _predicted(payload: dict[str, Any], prep: Preprocessing, features: Any,
-               client: int | None, result_path: str | Path) -> np.ndarray:
+               client: IntLike | None, result_path: str | Path) -> np.ndarray:
     """:func:`predict` with a models file's models. Loading checks what would crash or
     run code; a model that loads but cannot predict (a forged file's classes past the
     run's, an inconsistent support-vector model: an IndexError or ValueError) is one line
