@@ -546,3 +546,29 @@ def test_predict_never_writes_over_the_rows_it_reads(finished_run, tmp_path, cap
                            "--overwrite"], "refusing to write the predictions",
                   "that is the data file, not an output")
     assert "of this run" not in line and _sha(rows) == before
+
+
+@pytest.mark.parametrize(("data_mode", "expected"), [(0o600, 0o600), (0o640, 0o640),
+                                                    (0o644, 0o644)])
+def test_predictions_are_readable_by_no_more_than_the_rows_they_copy(
+        finished_run, tmp_path, capsys, data_mode, expected):
+    """The output holds the data file's rows: under the usual umask (022) it was 0644 even
+    for rows only their owner may read (0600); it now takes no more than the data file."""
+    import os
+
+    import pandas as pd
+
+    import fedlabels as fl
+
+    names = fl.load_run(finished_run).feature_names
+    rows = tmp_path / "rows.csv"
+    pd.DataFrame([[1.0] * len(names)] * 3, columns=names).to_csv(rows, index=False)
+    os.chmod(rows, data_mode)
+    out = tmp_path / "p.csv"
+    umask = os.umask(0o022)
+    try:
+        assert main(["predict", str(finished_run), str(rows), "-o", str(out)]) == 0
+    finally:
+        os.umask(umask)
+    capsys.readouterr()
+    assert out.stat().st_mode & 0o777 == expected

@@ -40,7 +40,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     frame = predict_file(args.result, args.data, client=args.client, sep=sep,
                          image_column=args.image_column, trust_modules=args.trust_module)
     with writing("the predictions"):
-        write_atomic(out, frame.to_csv(index=False, sep=sep))
+        # the rows as given, and their labels: readable by no more than the data file
+        write_atomic(out, frame.to_csv(index=False, sep=sep), no_wider_than=Path(args.data))
     who = (f"client {args.client}" if args.client is not None else
            "median of the clients" if run_task(args.result) == "regression" else
            "majority vote of the clients")

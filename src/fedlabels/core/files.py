@@ -208,13 +208,16 @@ def _default_mode() -> int:
 
 
 @contextmanager
-def atomic_path(path: str | Path, private: bool = False) -> Iterator[Path]:
+def atomic_path(path: str | Path, private: bool = False,
+                no_wider_than: Path | None = None) -> Iterator[Path]:
     """A temporary path beside ``path`` (same suffix) that replaces ``path`` on success.
 
     Write the file to the yielded path; if that raises (a full disk, Ctrl-C), the temporary
     file is removed and an existing ``path`` is left as it was. Parent directories are
     created. ``private``: the file is readable by its owner only (0600, whatever the umask),
-    for what holds private state; otherwise it gets the mode a plainly created file gets.
+    for what holds private state; otherwise it gets the mode a plainly created file gets,
+    less what ``no_wider_than`` (the file or folder it copies rows of) denies: a copy of
+    data its owner keeps to themselves is kept so too.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -225,17 +228,20 @@ def atomic_path(path: str | Path, private: bool = False) -> Iterator[Path]:
     try:
         yield tmp
         # mkstemp makes 0600; a shareable file gets what open() would give
-        os.chmod(tmp, 0o600 if private else _default_mode())
+        mode = 0o600 if private else _default_mode()
+        if no_wider_than is not None:
+            mode &= no_wider_than.stat().st_mode | 0o600
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
+def write_atomic(path: str | Path, text: str, no_wider_than: Path | None = None) -> Path:
     """Write ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
     path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+    with atomic_path(path, no_wider_than=no_wider_than) as tmp, open(tmp, "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
