@@ -55,6 +55,44 @@ def test_exact_accountant_closed_form_cases() -> None:
     assert rr_epsilon_exact(5, f, 1e-5) == pytest.approx(5 * a, rel=1e-5)
 
 
+def _delta_full_sum(epsilon: float, n: int, f: float) -> float:
+    """δ(ε) of n-fold bitwise RR summed over every k (the definition, O(n))."""
+    from scipy import stats
+
+    a = math.log((1 - f) / f)
+    k = np.arange(n + 1)
+    loss = (n - 2 * k) * a
+    counted = loss > epsilon  # max(0, 1 - e^{ε - loss}) is 0 elsewhere
+    return float(np.sum(stats.binom.pmf(k[counted], n, f) * -np.expm1(epsilon - loss[counted])))
+
+
+@pytest.mark.parametrize("n", [1, 40, 4000, 200_000])
+@pytest.mark.parametrize("f", [1e-6, 0.01, 0.3, 0.4938, 0.49983])
+def test_exact_delta_equals_the_full_sum_and_bounds_it(n: int, f: float) -> None:
+    for eps in (0.0, 0.5, 5.0, 40.0):
+        full, got = _delta_full_sum(eps, n, f), rr_delta_for_epsilon(eps, n, f)
+        assert got >= full * (1 - 1e-12)  # an upper bound of δ, never below it
+        assert got == pytest.approx(full, rel=1e-9, abs=1e-300)
+
+
+def test_exact_delta_work_grows_as_sqrt_n_not_n(monkeypatch: pytest.MonkeyPatch) -> None:
+    # n = T·s* grows with the rounds and a DP-FedCT run checks its budget every round: a
+    # sum over all n + 1 terms made round t cost O(t) (3,000 rounds of s* = 228: 6 s a round)
+    from scipy import stats
+
+    evaluated: list[int] = []
+    pmf = stats.binom.pmf
+
+    def counting(k: np.ndarray, *args: float) -> np.ndarray:
+        evaluated.append(np.size(k))
+        return pmf(k, *args)
+
+    monkeypatch.setattr(stats.binom, "pmf", counting)
+    n = 4_000_000
+    rr_delta_for_epsilon(20.0, n, 0.4938)
+    assert 0 < sum(evaluated) <= 100 * math.isqrt(n)  # a window around the mean, not ~n/2
+
+
 def test_many_weak_bits_compose_far_below_pure_epsilon() -> None:
     # s* = 4000 bits at pure ε = 100 per round: the (ε, δ) is an order of magnitude smaller
     eps = account_labels(_xor_events(100.0, 4000, 1), 1e-5).epsilon

@@ -9,7 +9,8 @@ Accountants
     differing bits released T times with flip probability f the privacy loss is
     (n - 2K)·a with n = T·s*, a = ln((1 - f)/f) and K ~ Binomial(n, f); then
     δ(ε) = E[(1 - e^{ε - loss})_+] is summed in closed form (this is the PLD of the
-    dominating pair, without discretisation).
+    dominating pair, without discretisation; summed over a window of the binomial, the mass
+    outside added, in O(√n): :func:`rr_delta_for_epsilon`).
 ``pld``
     dp-accounting's privacy-loss-distribution accountant. Randomized-response PLDs are
     self-composed with ``PrivacyLossDistribution.self_compose`` (dp-accounting 0.6.0's
@@ -81,21 +82,39 @@ def _quiet_absl() -> None:
 
 # ------------------------------------------------------------------ exact binary RR
 
+#: the exact accountant sums the binomial over its mean ± this many standard deviations (plus
+#: :data:`RR_WINDOW_SLACK` counts) and adds the whole mass outside as if every term there were
+#: 1: an upper bound of δ, equal to the full sum to float precision, whose cost grows as √n, not
+#: n (n = T·s* grows with the rounds: a DP-FedCT run checks its budget every round)
+RR_WINDOW_SDS = 40.0
+RR_WINDOW_SLACK = 64
+
+
 def rr_delta_for_epsilon(epsilon: float, n_bits: int, flip_prob: float) -> float:
     """δ(ε) of ``n_bits``-fold bitwise randomized response with flip probability f.
 
-    Exact: δ(ε) = Σ_k Bin(k; n, f) · max(0, 1 - exp(ε - (n - 2k)·a)), a = ln((1-f)/f).
+    δ(ε) = Σ_k Bin(k; n, f) · max(0, 1 - exp(ε - (n - 2k)·a)), a = ln((1-f)/f), summed over
+    the k within :data:`RR_WINDOW_SDS` standard deviations of the mean; each term outside is
+    at most its probability, so the binomial's mass outside the window is added (a valid
+    upper bound, equal to the full sum to float precision, in O(√n) work).
     """
     a = math.log((1.0 - flip_prob) / flip_prob)
-    k = np.arange(n_bits + 1)
+    mean = n_bits * flip_prob
+    width = RR_WINDOW_SDS * math.sqrt(n_bits * flip_prob * (1.0 - flip_prob)) + RR_WINDOW_SLACK
+    lo, hi = max(0, math.floor(mean - width)), min(n_bits, math.ceil(mean + width))
+    k = np.arange(lo, hi + 1)
     loss = (n_bits - 2 * k) * a
     mask = loss > epsilon
-    if not mask.any():
+    below = lo > 0 and n_bits * a > epsilon  # k < lo, whose loss exceeds loss[0], may count
+    above = hi < n_bits and (n_bits - 2 * (hi + 1)) * a > epsilon
+    if not (mask.any() or below or above):
         return 0.0
     from scipy import stats  # lazy: scipy.stats costs ~1 CPU-s per Flower ClientApp start
 
     pmf = stats.binom.pmf(k[mask], n_bits, flip_prob)
-    return float(np.sum(pmf * -np.expm1(epsilon - loss[mask])))
+    outside = ((float(stats.binom.cdf(lo - 1, n_bits, flip_prob)) if below else 0.0)
+               + (float(stats.binom.sf(hi, n_bits, flip_prob)) if above else 0.0))
+    return float(np.sum(pmf * -np.expm1(epsilon - loss[mask]))) + outside
 
 
 @functools.lru_cache(maxsize=1024)  # pure; a ledger accounts the same releases at each check
