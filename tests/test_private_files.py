@@ -53,9 +53,9 @@ def _dp_fedct(fed: Federation, rounds: int, **kw: Any) -> Any:
 def _rewrite_meta(path: Path, change: Any) -> None:
     with np.load(path, allow_pickle=False) as npz:
         entries = {k: npz[k] for k in npz.files}
-    meta = json.loads(str(entries["meta"]))
+    meta = json.loads(entries["meta"].tobytes().decode())
     change(meta)
-    entries["meta"] = np.array(json.dumps(meta, sort_keys=True))
+    entries["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
     with open(path, "wb") as fh:
         np.savez(fh, **entries)
 

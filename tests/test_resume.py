@@ -215,7 +215,7 @@ def test_checkpoint_is_atomic_and_holds_no_pickle(fed: Federation, tmp_path: Pat
     before = path.read_bytes()
     with np.load(path, allow_pickle=False) as npz:  # raises on any object array
         assert all(npz[k].dtype != object for k in npz.files)
-        assert json.loads(str(npz["meta"]))["format"] == ckpt_module.FORMAT
+        assert json.loads(npz["meta"].tobytes().decode())["format"] == ckpt_module.FORMAT
 
     def failing_savez(fh: Any, **arrays: Any) -> None:
         fh.write(b"PK\x03\x04 partial")
@@ -295,7 +295,7 @@ def gated_writer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gate: threadin
     real_write, real_add = ckpt_module.write_checkpoint, CommMeter.add
 
     def slow_write(path: Path, meta: dict[str, Any], *args: Any, **kw: Any) -> Path:
-        n = len(meta["records"])
+        n = len(json.loads(meta["records"].text))  # encoded once per record (EncodedJSON)
         if n == 1:
             assert gate.wait(60), "the gate never opened"
         out = real_write(path, meta, *args, **kw)
@@ -473,7 +473,7 @@ def test_the_pacing_spaces_checkpoints_by_their_cost() -> None:
     holds: list[int] = []
 
     def write(path: Path, meta: dict[str, Any], *args: Any, **kw: Any) -> Path:
-        holds.append(len(meta["records"]))
+        holds.append(len(json.loads(meta["records"].text)))
         now[0] += 1.0  # a write of one second
         return Path(path)
 

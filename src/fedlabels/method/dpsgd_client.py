@@ -25,7 +25,7 @@ from fedlabels.method.base import ClientRole
 from fedlabels.method.options import POSITIVE, PROBABILITY, option
 from fedlabels.method.state import StateValue, generator_from_state, generator_state
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
-from fedlabels.privacy.ledger import Ledger, events_from_json, events_to_json
+from fedlabels.privacy.ledger import Ledger, events_from_json
 
 #: the options only DP-SGD reads (declared once here, by every method that trains with it)
 DPSGD_OPTIONS = ("example_clip", "example_rate")
@@ -102,7 +102,7 @@ class SecretNoiseClient(ClientRole):
         rng = self._noise_rng
         return {**super().state_dict(),
                 "noise_rng": None if rng is None else generator_state(rng),
-                "ledger_events": events_to_json(self.ledger.events)}
+                "ledger_events": self.ledger.events_json()}
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
         super().load_state_dict(state)

@@ -193,6 +193,9 @@ class Ledger:
     what: str = "this party"
     per_client: bool = False
     gaussian_accountants: tuple[str, ...] | None = None
+    #: (event, its JSON) of the events encoded so far, in order (:meth:`events_json`)
+    _encoded: list[tuple[Any, str]] = field(default_factory=list, init=False, repr=False,
+                                            compare=False)
 
     def account(self, events: Sequence[Any], fast: bool = False) -> PrivacySpent:
         """What ``events`` spend under this ledger's accountant (``fast``: a valid bound by
@@ -248,6 +251,20 @@ class Ledger:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.spent().to_dict(), "target": self.target, "releases": len(self.events)}
+
+    def events_json(self) -> str:
+        """:func:`events_to_json` of :attr:`events`, each event encoded once: a client's state
+        holds its ledger, and a DP run checkpoints every round, so encoding the whole ledger
+        again each round cost O(T) a round. An event is re-encoded only where the list no
+        longer holds the very object encoded at that place (events are frozen)."""
+        done, events = self._encoded, self.events
+        keep = 0
+        while keep < min(len(done), len(events)) and done[keep][0] is events[keep]:
+            keep += 1
+        del done[keep:]
+        done.extend((ev, json.dumps(event_to_dict(ev), sort_keys=True))
+                    for ev in events[keep:])
+        return "[" + ", ".join(text for _, text in done) + "]"
 
     def target_view(self, unit: str, planned: int, released: int,
                     enforced: str = SERVER_ENFORCES) -> dict[str, Any] | None:
