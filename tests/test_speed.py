@@ -104,6 +104,26 @@ def test_lines_when_redirected_one_per_evaluation(verbosity):
     assert stream.getvalue() == "fedct on wine: round 1/3 (0.50 s, 200 B up per client)\n"
 
 
+def test_a_long_run_prints_a_line_every_line_seconds_with_the_time_left(verbosity,
+                                                                        monkeypatch):
+    """3,000 rounds of 30 ms (FedCT with dt, eval_every 1) printed 3,000 lines to a log:
+    now the first evaluation, one per line_seconds and the last, each saying the time left."""
+    import fedlabels.runs.progress as progress_module
+
+    clock = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock[0])
+    stream = _Stream(tty=False)
+    with RoundProgress(3000, "fedct on wine", True, stream) as shown:
+        for rnd in range(1, 3001):
+            clock[0] += 0.03
+            shown.update(_record(rnd, [0.9, 0.8]))
+    lines = stream.getvalue().splitlines()
+    assert 9 <= len(lines) <= 11  # 90 s of rounds: about one line per 10 s
+    assert lines[0] == "fedct on wine: round 1/3000: mean accuracy 0.850 (about 90 s left)"
+    assert all(line.endswith(" s left)") for line in lines[:-1])
+    assert lines[-1] == "fedct on wine: round 3000/3000: mean accuracy 0.850"
+
+
 def test_a_long_round_shows_its_steps(monkeypatch):
     """A round that shows nothing for quiet_seconds says which exchange it is in (a one-round
     XCLP on hundreds of clients printed nothing for minutes); a short one adds no line."""

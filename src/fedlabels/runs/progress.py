@@ -5,7 +5,8 @@ plain lines (``fedct on breast_cancer: round 5/20: mean accuracy 0.907``) when i
 redirected, so a log file never fills with bar redraws.
 
 The ``progress`` argument of :func:`fedlabels.run`, ``simulate`` and the demo: ``True`` shows
-progress (a bar on a terminal, a line per evaluation otherwise), ``False`` nothing, ``None``
+progress (a bar on a terminal, a line per evaluation otherwise: in a run of more than 100
+rounds at most one each 10 s, with the time left), ``False`` nothing, ``None``
 (the API default) a bar on a terminal and nothing otherwise. The verbosity is a process
 setting (the CLI's global ``-q`` / ``-v``): quiet shows no progress and no informational
 lines (only errors and the final table), verbose a line per round even on a terminal.
@@ -43,6 +44,11 @@ class RoundProgress:
     #: seconds without a line after which a step is shown as a line of its own (a one-round
     #: method on hundreds of clients, e.g. XCLP, otherwise printed nothing for minutes)
     quiet_seconds = QUIET_SECONDS
+    #: a run of more rounds than this shows an evaluation's line (redirected) only where
+    #: :attr:`line_seconds` have passed since the last one, and the first and last always,
+    #: with the time left: 3,000 rounds of 30 ms printed 3,000 lines
+    every_line_rounds = 100
+    line_seconds = 10.0
 
     def __init__(self, total: int, desc: str, progress: bool | None,
                  stream: TextIO | None = None) -> None:
@@ -50,7 +56,9 @@ class RoundProgress:
         self.stream = stream
         self.mode = progress_mode(progress, stream)
         self._bar: Any = None
-        self._shown = self._round_start = time.monotonic()
+        self._shown = self._round_start = self._started = time.monotonic()
+        self._line_at: float | None = None  # when the last evaluation's line was printed
+        self._first_round: int | None = None  # the round this session started after
         if self.mode == "bar":
             from tqdm.auto import tqdm
 
@@ -71,16 +79,35 @@ class RoundProgress:
             self._shown = now
 
     def update(self, record: RoundRecord) -> None:
-        self._shown = self._round_start = time.monotonic()
+        now = self._shown = self._round_start = time.monotonic()
+        if self._first_round is None:
+            self._first_round = record.round - 1  # a resumed run starts past round 0
         if self._bar is not None:
             self._bar.update(1)
             if record.accuracies:
                 self._bar.set_postfix(acc=f"{np.mean(record.accuracies):.3f}")
             elif record.rmse:  # regression
                 self._bar.set_postfix(rmse=f"{np.mean(record.rmse):.4g}")
-        elif self.mode == "rounds" or (self.mode == "evaluations"
-                                       and (record.accuracies or record.rmse)):
+        elif self.mode == "rounds":
             print(self.line(record), file=self.stream or sys.stderr, flush=True)
+        elif self.mode == "evaluations" and (record.accuracies or record.rmse):
+            long_run = self.total > self.every_line_rounds
+            if long_run and record.round < self.total and self._line_at is not None \
+                    and now - self._line_at < self.line_seconds:
+                return
+            self._line_at = now
+            print(self.line(record) + (self._left(record.round, now) if long_run else ""),
+                  file=self.stream or sys.stderr, flush=True)
+
+    def _left(self, done: int, now: float) -> str:
+        """`` (about 3 min left)``: the rounds to go at this session's mean round time."""
+        ran = done - (self._first_round or 0)
+        if done >= self.total or ran <= 0:
+            return ""
+        left = (now - self._started) / ran * (self.total - done)
+        text = (f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min" if left < 5400
+                else f"{left / 3600:.1f} h")
+        return f" (about {text} left)"
 
     def line(self, record: RoundRecord) -> str:
         text = f"{self.desc}: round {record.round}/{self.total}"
