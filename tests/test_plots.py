@@ -303,3 +303,21 @@ def test_a_curve_drawn_over_an_identical_one_says_so(runs):
     assert len(hidden) == 1 and "fedavg" not in hidden[0]
     first, _, under = hidden[0].replace("\n    ", " ").partition(" (the same curve as ")
     assert first.split(":")[0] in texts[1] and under.rstrip(")") in texts[0]  # #2 under #1
+
+
+def test_a_long_run_gets_a_readable_curve_not_a_bar_of_markers(runs):
+    """A marker on each of 3,000 rounds drew a solid bar over the curve: at most
+    MAX_MARKERS markers, the line still through every round."""
+    from copy import deepcopy
+    from dataclasses import replace
+
+    from fedlabels.reporting.plots import MAX_MARKERS
+
+    res = deepcopy(runs["fedct"])
+    last = res.rounds[-1]
+    res.rounds = [replace(last, round=r) for r in range(1, 3001)]
+    fig = accuracy_figure([res])
+    curve = max(fig.axes[0].lines, key=lambda ln: len(ln.get_xdata()))
+    n, every = len(curve.get_xdata()), curve.get_markevery()
+    assert n == 3000
+    assert 0 < (n if every is None else len(range(0, n, every))) <= MAX_MARKERS

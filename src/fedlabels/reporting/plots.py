@@ -27,6 +27,16 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#0
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
+#: most markers drawn on one curve: a marker on each of 3,000 rounds drew a solid bar
+MAX_MARKERS = 40
+
+
+def markevery(n_points: int) -> int:
+    """Every how many points a curve of ``n_points`` gets a marker (at most
+    :data:`MAX_MARKERS`; the line still joins every point)."""
+    return max(1, -(-n_points // MAX_MARKERS))
+
+
 def style(i: int) -> tuple[str, str]:
     """Colour and marker of the ``i``-th series: colours first, then markers, so series
     past the palette do not repeat an earlier one's look."""
@@ -348,14 +358,14 @@ def _plot_run(ax: Any, res: RunResult, frame: Any, label: str, colour: str,
     if "rmse_mean" in frame:  # regression: the mean client RMSE per round
         frame = frame.dropna(subset=["rmse_mean"])
         ax.plot(frame["round"], frame["rmse_mean"], marker=marker, ms=4, label=label,
-                color=colour)
+                color=colour, markevery=markevery(frame.shape[0]))
         return
     if "acc_mean" not in frame:  # stopped before its first evaluation: an empty entry
         ax.plot([], [], marker=marker, ms=4, label=f"{label} (not evaluated)")
         return
     frame = frame.dropna(subset=["acc_mean"])
     (line,) = ax.plot(frame["round"], frame["acc_mean"], marker=marker, ms=4, label=label,
-                      color=colour)
+                      color=colour, markevery=markevery(frame.shape[0]))
     ax.fill_between(frame["round"], frame["acc_min"], frame["acc_max"], alpha=0.15,
                     color=line.get_color())
     if frame.shape[0] and (res.extra.get("interrupted") or "interrupted" in label):

@@ -19,6 +19,7 @@ import numpy as np
 from fedlabels.reporting.plots import (
     REFERENCE_METHODS,
     TITLE_WIDTH,
+    markevery,
     new_figure,
     place_legend,
     style,
@@ -78,7 +79,7 @@ def curves_figure(configs: Sequence[Configuration],
     fig, ax = new_figure()
     for conf, rounds, mean, std in curves:
         (line,) = ax.plot(rounds, mean, marker=marker[conf.label], ms=4,
-                          color=colour[conf.label],
+                          color=colour[conf.label], markevery=markevery(len(rounds)),
                           label=f"{_label(conf)}: {mean[-1]:.3f} at the end")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for conf, value in refs:
