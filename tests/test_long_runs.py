@@ -20,6 +20,7 @@ from fedlabels.api import load_federation
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import simulate
 from fedlabels.learners import as_models
+from fedlabels.method import server_state
 from fedlabels.methods import METHODS
 from fedlabels.privacy import ledger as ledger_module
 from fedlabels.privacy.events import XorEvent
@@ -68,16 +69,29 @@ def test_dp_checkpoint_encodes_each_record_and_event_once(
         fed: Federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     records = _counting(monkeypatch, ckpt_module, "asdict")
     events = _counting(monkeypatch, ledger_module, "event_to_dict")
+    server_events: list[Any] = []
+    tree = server_state._tree
+
+    def counted_tree(value: Any) -> Any:
+        if type(value).__name__.endswith("Event"):
+            server_events.append(value)
+        return tree(value)
+
+    monkeypatch.setattr(server_state, "_tree", counted_tree)
     path = tmp_path / "run.checkpoint.npz"
     result = simulate(METHODS["dp-fedct"], fed, as_models("dt"), rounds=ROUNDS, seed=0,
                       progress=False, options={"epsilon_per_round": 1.0}, checkpoint=path,
                       workers=1)
     assert result.extra["provenance"]["checkpoints"]["written"] == ROUNDS  # every round
     # once per record and per client release, not again at each of the 8 checkpoints
-    # (before: 1 + 2 + ... + 8 = 36 records and 3 x 36 events encoded)
+    # (before: 1 + 2 + ... + 8 = 36 records and 3 x 36 client events encoded, and the
+    # server's ledger 8 times over)
     assert len(records) == ROUNDS
     assert len(events) == CLIENTS * ROUNDS
     saved = load_checkpoint(path)
+    in_ledger = json.loads(str(saved.server["events#json"]))
+    assert len(in_ledger) >= ROUNDS
+    assert len(server_events) == len(in_ledger)  # the server's ledger: each event once
     assert [r.to_dict() for r in saved.records] == [r.to_dict() for r in result.rounds]
     for state in saved.clients.values():
         released = events_from_json(str(state["ledger_events"]))

@@ -322,11 +322,12 @@ class ServerRole:
     def state_dict(self) -> dict[str, StateValue]:
         """Everything that changes across rounds, as plain state values."""
         from fedlabels.core.randomness import is_reproducible
-        from fedlabels.method.server_state import encode_attr
+        from fedlabels.method.server_state import encode_attr, encode_attr_cached
 
         out: dict[str, StateValue] = {}
+        cache = self.__dict__.setdefault("_encoded_state", {})  # lists' elements, once each
         for name in collect_declared(type(self), "state_attrs"):
-            out.update(encode_attr(name, getattr(self, name)))
+            out.update(encode_attr_cached(name, getattr(self, name), cache))
         for name in collect_declared(type(self), "secret_generators"):
             rng = getattr(self, name) if is_reproducible() else None
             out.update(encode_attr(name, rng))

@@ -43,6 +43,28 @@ def encode_attr(name: str, value: Any) -> State:
     return {f"{name}#json": json.dumps(_tree(value), sort_keys=True)}
 
 
+def _frozen(value: Any) -> bool:
+    params = getattr(type(value), "__dataclass_params__", None)
+    return bool(params is not None and params.frozen)
+
+
+def encode_attr_cached(name: str, value: Any, cache: dict[str, list[tuple[Any, str]]]
+                       ) -> State:
+    """:func:`encode_attr`, with a list of frozen dataclasses (a privacy ledger's events)
+    encoded an element at a time, each element once: ``cache[name]`` keeps (element, its
+    JSON) in order, reused where the list still holds the very object. A DP run
+    checkpoints every round, and encoding the whole ledger again cost O(T) a round."""
+    if not isinstance(value, list) or not all(_frozen(v) for v in value):
+        return encode_attr(name, value)
+    done = cache.setdefault(name, [])
+    keep = 0
+    while keep < min(len(done), len(value)) and done[keep][0] is value[keep]:
+        keep += 1
+    del done[keep:]
+    done.extend((v, json.dumps(_tree(v), sort_keys=True)) for v in value[keep:])
+    return {f"{name}#json": "[" + ", ".join(text for _, text in done) + "]"}
+
+
 def decode_attr(owner: Any, name: str, state: Mapping[str, StateValue]) -> None:
     """Set ``owner.name`` from the entries :func:`encode_attr` made."""
     if name in state:
