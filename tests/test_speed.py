@@ -119,9 +119,17 @@ def test_a_long_run_prints_a_line_every_line_seconds_with_the_time_left(verbosit
             shown.update(_record(rnd, [0.9, 0.8]))
     lines = stream.getvalue().splitlines()
     assert 9 <= len(lines) <= 11  # 90 s of rounds: about one line per 10 s
-    assert lines[0] == "fedct on wine: round 1/3000: mean accuracy 0.850 (about 90 s left)"
-    assert all(line.endswith(" s left)") for line in lines[:-1])
+    assert lines[0] == "fedct on wine: round 1/3000: mean accuracy 0.850"  # nothing timed
+    assert all(line.endswith(" s left)") for line in lines[1:-1])
+    assert lines[1].endswith(f"(about {0.03 * (3000 - 335):.0f} s left)")  # 10 s on
     assert lines[-1] == "fedct on wine: round 3000/3000: mean accuracy 0.850"
+    # a resumed run's first round also refits the models: not timed into what is left
+    clock[0], stream = 0.0, _Stream(tty=False)
+    with RoundProgress(300, "fedct on wine", True, stream) as shown:
+        for rnd in range(201, 301):
+            clock[0] += 20.0 if rnd == 201 else 0.25
+            shown.update(_record(rnd, [0.9, 0.8]))
+    assert stream.getvalue().splitlines()[1].endswith(f"(about {0.25 * (300 - 241):.0f} s left)")
 
 
 def test_a_long_round_shows_its_steps(monkeypatch):

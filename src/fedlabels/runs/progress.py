@@ -58,7 +58,7 @@ class RoundProgress:
         self._bar: Any = None
         self._shown = self._round_start = self._started = time.monotonic()
         self._line_at: float | None = None  # when the last evaluation's line was printed
-        self._first_round: int | None = None  # the round this session started after
+        self._first_round: int | None = None  # the first round this session shows
         if self.mode == "bar":
             from tqdm.auto import tqdm
 
@@ -80,8 +80,8 @@ class RoundProgress:
 
     def update(self, record: RoundRecord) -> None:
         now = self._shown = self._round_start = time.monotonic()
-        if self._first_round is None:
-            self._first_round = record.round - 1  # a resumed run starts past round 0
+        if self._first_round is None:  # the time left is timed from the end of this round
+            self._first_round, self._started = record.round, now  # (a resume refits in it)
         if self._bar is not None:
             self._bar.update(1)
             if record.accuracies:
@@ -100,8 +100,10 @@ class RoundProgress:
                   file=self.stream or sys.stderr, flush=True)
 
     def _left(self, done: int, now: float) -> str:
-        """`` (about 3 min left)``: the rounds to go at this session's mean round time."""
-        ran = done - (self._first_round or 0)
+        """`` (about 3 min left)``: the rounds to go at the mean time of this session's rounds
+        after its first (which, resumed, also refits the models: its time alone said 4 min
+        left of a 27 s extension)."""
+        ran = done - (self._first_round or done)
         if done >= self.total or ran <= 0:
             return ""
         left = (now - self._started) / ran * (self.total - done)
