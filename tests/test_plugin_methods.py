@@ -138,6 +138,14 @@ def test_api_finds_the_plugin_and_reports_the_broken_one(plugins: Path,
         fl.run("echo", breast_cancer_fed, options={"rounds_of_silenc": 1})
 
 
+def test_a_plugin_option_given_as_a_keyword_says_where_it_goes(plugins: Path,
+                                                              breast_cancer_fed: Any) -> None:
+    # no plug-in looked up yet: the message must still know rounds_of_silence is echo's
+    with pytest.raises(FedLabelsError, match=r"'rounds_of_silence' is a method option: put "
+                                             r"it in options=\{'rounds_of_silence': \.\.\.\}"):
+        fl.run("echo", breast_cancer_fed, rounds_of_silence=1)
+
+
 def _sent_labels(fed: Any, **kw: Any) -> tuple[dict[int, np.ndarray], Any]:
     """Each client's echo labels of the last round it answered, as the server got them."""
     from fedlabels.engines.inprocess import simulate

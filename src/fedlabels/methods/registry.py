@@ -141,4 +141,11 @@ def get_method(name: str) -> Method:
                          f"available: {', '.join(sorted(METHODS))}.")
 
 
-_options.load_option_users = METHODS.load_all
+def _load_option_users() -> None:
+    """Register every method, the installed plug-ins' too, so that OPTION_USERS is full (an
+    error about a plug-in's option then says it is one)."""
+    discover_methods()
+    METHODS.load_all()
+
+
+_options.load_option_users = _load_option_users
