@@ -125,6 +125,15 @@ def test_cli_lists_and_runs_the_plugin_and_names_the_broken_package(plugins: Pat
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+def test_a_plugin_option_given_as_a_flag_says_to_use_opt(plugins: Path,
+                                                        tmp_path: Path) -> None:
+    refused = _cli(plugins, "run", "--method", "echo", "--rounds-of-silence", "1", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "--rounds-of-silence is an option of method 'echo', not a flag: give it as " \
+           "--opt rounds_of_silence=VALUE" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
 def test_api_finds_the_plugin_and_reports_the_broken_one(plugins: Path,
                                                          breast_cancer_fed: Any) -> None:
     result = fl.run("echo", breast_cancer_fed, model="dt", rounds=2, seed=0,

@@ -52,7 +52,7 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             command = getattr(parsed, "command", None)
             self.error(f"unrecognized arguments: {' '.join(extras)}"
-                       f"{_suggestion(self, extras, command)}"
+                       f"{_option_hint(parsed, extras) or _suggestion(self, extras, command)}"
                        f"{getattr(parsed, 'unknown_hint', '')}",
                        f"{self.prog} {command}" if command else None)
         return parsed
@@ -69,6 +69,28 @@ def _suggestion(parser: argparse.ArgumentParser, extras: list[str], command: str
              for s in a.option_strings if s.startswith("--") and a.help != argparse.SUPPRESS]
     hints = (did_you_mean(t.split("=")[0], known) for t in extras if t.startswith("-"))
     return next((h for h in hints if h), "")
+
+
+def _option_hint(parsed: argparse.Namespace, extras: list[str]) -> str:
+    """`` (--top-k is an option of method 'x', not a flag: ...)`` for an unknown flag that
+    names an option of the chosen method (a plug-in's options have no flags)."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.methods.registry import get_method
+
+    method = getattr(parsed, "method", None)
+    if not isinstance(method, str):
+        return ""
+    try:
+        names = {info.name for info in get_method(method).options_class.declared()}
+    except FedLabelsError:
+        return ""
+    for token in extras:
+        flag = token.split("=")[0]
+        key = flag[2:].replace("-", "_")
+        if flag.startswith("--") and key in names:
+            return (f" ({flag} is an option of method {method!r}, not a flag: give it as "
+                    f"--opt {key}=VALUE)")
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
