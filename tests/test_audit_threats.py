@@ -269,3 +269,17 @@ def test_audit_plot_legends_sit_outside_the_axes(monkeypatch, tmp_path):
         legend = ax.get_legend().get_window_extent()
         assert not legend.overlaps(ax.get_window_extent()), ax.get_title()
         plt.close(fig)
+
+
+def test_a_subset_payload_without_its_subset_is_one_line_not_a_key_error():
+    from types import SimpleNamespace
+
+    from fedlabels.audit.recorder import Exchange
+    from fedlabels.comm import Message
+
+    ex = Exchange(round=0, cid=1, ordinal=1, down=Message("topk.train", config={"steps": 5}),
+                  up=Message("topk.labels"))
+    ctx = SimpleNamespace(n_public=10)
+    with pytest.raises(FedLabelsError, match=r"rows 'subset'.*subset_seed, subset_size.*"
+                                             r"'topk.train' request names none"):
+        audit_threats._public_indices(ex, "subset", 4, ctx)  # type: ignore[arg-type]

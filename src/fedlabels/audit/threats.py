@@ -190,6 +190,15 @@ def _public_indices(ex: Exchange, rows: str, n: int, ctx: ObservationContext) ->
     elif rows == "subset":
         from fedlabels.methods.distillation.fedmd import subset_indices
 
+        if not {"subset_seed", "subset_size"} <= set(ex.down.config):
+            raise FedLabelsError(
+                f"client {ex.cid}, round {ex.round + 1}: the audit cannot tell which points "
+                f"of U the {ex.up.kind!r} reply is about: a payload declared with rows "
+                "'subset' is about the subset the request names in its config "
+                "(subset_seed, subset_size: fedmd's subset_indices), and this "
+                f"{ex.down.kind!r} request names none; declare the payload with rows "
+                "'public' (one row per point of U) or 'queries' (the request's 'queries' "
+                "array), or audit another method.")
         idx = np.asarray(subset_indices(int(ex.down.config["subset_seed"]), ctx.n_public,
                                         int(ex.down.config["subset_size"])), dtype=np.int64)
     else:
