@@ -79,8 +79,8 @@ def test_bad_inputs_are_clear_errors():
         choose_malicious(4, 2, 0)
     with pytest.raises(FedLabelsError, match=r"flip \(sign-flipped"):
         RunConfig(method="fedavg", malicious=1, poison="targeted")
-    with pytest.raises(FedLabelsError, match=r"sends no labels or model parameters "
-                                             r"\(its threat model declares none\)"):
+    with pytest.raises(FedLabelsError, match=r"sends nothing an attack can change .*its "
+                                             r"threat model declares none of these\)"):
         RunConfig(method="xclp", malicious=1)
     with pytest.raises(FedLabelsError, match="needs --malicious"):
         RunConfig(poison="flip")
@@ -398,3 +398,19 @@ def test_dpsgd_labels_of_a_malicious_dp_fedct_client_are_corrupted(breast_cancer
     for cid in range(5):
         expected = 1 - honest[cid] if cid in bad else honest[cid]
         assert attacked[cid].tolist() == expected.tolist(), cid
+
+
+def test_labels_on_rows_an_attack_cannot_size_are_not_called_no_labels():
+    """A plug-in declaring hard labels on a subset of U it picks itself (rows 'subset') was
+    told it 'sends no labels'; the refusal names what an attack can change instead."""
+    from types import SimpleNamespace
+
+    from fedlabels.method.threat import Payload, ThreatModel
+
+    method = SimpleNamespace(name="topk", threat_model=ThreatModel(
+        view="hard-labels-on-queries", adversary="server", sees="labels", payloads=(
+            Payload("topk.labels", "labels", "hard-labels", rows="subset"),)))
+    with pytest.raises(FedLabelsError) as refused:
+        Attack.parse("flip").check(method)  # type: ignore[arg-type]
+    assert "sends no labels" not in str(refused.value)
+    assert "hard labels or votes on rows 'public' or 'queries'" in str(refused.value)

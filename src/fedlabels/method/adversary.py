@@ -96,10 +96,11 @@ class Attack:
                                      f"(it sends model parameters); its attacks: {listed}.")
         elif not corruptions(method.threat_model):
             raise FedLabelsError(
-                f"--malicious does not apply to method {method.name!r}: it sends no labels or "
-                "model parameters (its threat model declares none); use a method that "
-                "shares them, e.g. fedct or fedavg (`fedlabels methods` shows each method's "
-                "threat model).")
+                f"--malicious does not apply to method {method.name!r}: it sends nothing an "
+                "attack can change (hard labels or votes on rows 'public' or 'queries', "
+                "noisy one-hot rows on 'public', soft labels, weights or updates; its "
+                "threat model declares none of these); use a method that shares them, e.g. "
+                "fedct or fedavg (`fedlabels methods` shows each method's threat model).")
         if n_classes is not None and max(self.source, self.target) >= n_classes:
             raise FedLabelsError(f"attack {self}: class {max(self.source, self.target)} does "
                                  f"not exist (the dataset has {n_classes} classes).")
