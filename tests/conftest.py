@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 # Tests run one per core (pytest-xdist) on tiny arrays: a BLAS or OpenMP pool per process
 # only spins against the other workers (about 8 % of the suite's CPU time on 2 cores). Set
@@ -101,3 +104,33 @@ def cli_one_line_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> s
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     return err
+
+
+@contextlib.contextmanager
+def fed_fifo(path: Path, data: bytes) -> Iterator[None]:
+    """A named pipe at ``path`` that a thread keeps writing ``data`` into while the block
+    runs: a reader that opens it gets ``data`` and an end instead of hanging, so a test
+    that expects the pipe refused unread fails, not hangs, without the refusal."""
+    import threading
+    import time
+
+    os.mkfifo(path)
+    done = threading.Event()
+
+    def feed() -> None:
+        while not done.is_set():
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader yet
+                time.sleep(0.01)
+                continue
+            os.write(fd, data)
+            os.close(fd)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        writer.join()

@@ -384,6 +384,28 @@ def _child_pointing_back(nodes):
     nodes["right_child"][0] = 0
 
 
+def _refused_in_a_child(path: Path, needle: str, timeout: float = 60) -> None:
+    """Load the models file at ``path`` and predict four rows with its first model in a
+    subprocess (a crash fails the test rather than ending pytest): it must be refused in
+    one line holding ``needle``."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pathlib, numpy as np\n"
+            "from fedlabels.core.errors import FedLabelsError\n"
+            "from fedlabels.results.model_format import read_models_file\n"
+            "try:\n"
+            f"    m = read_models_file(pathlib.Path({str(path)!r}))\n"
+            "except FedLabelsError as e:\n"
+            "    print('refused:', e); sys.exit(0)\n"
+            "m['models'][0].predict(np.zeros((4, 4)))\n"
+            "print('loaded')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=timeout, env={**os.environ})
+    assert out.returncode == 0 and "refused:" in out.stdout and needle in out.stdout, (
+        out.returncode, out.stdout, out.stderr[-500:])
+
+
 @pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=2)"])
 @pytest.mark.parametrize("damage", [_child_past_the_end, _feature_past_the_end,
                                     _child_pointing_back])
@@ -391,23 +413,9 @@ def test_a_tree_whose_nodes_point_outside_it_is_refused_not_a_crash(tmp_path, sp
     """Before, such a file loaded and predicting with it read memory past the tree's arrays
     (a segmentation fault of ``fedlabels inspect`` / ``predict``) or looped for ever. Run
     in a subprocess so that a crash fails the test rather than ending pytest."""
-    import subprocess
-    import sys
 
     path = _tree_file(tmp_path, spec, damage)
-    code = ("import sys, numpy as np\n"
-            "from fedlabels.core.errors import FedLabelsError\n"
-            "from fedlabels.results.model_format import read_models_file\n"
-            "try:\n"
-            f"    m = read_models_file(__import__('pathlib').Path({str(path)!r}))\n"
-            "except FedLabelsError as e:\n"
-            "    print('refused:', e); sys.exit(0)\n"
-            "m['models'][0].predict(np.zeros((4, 4)))\n"
-            "print('loaded')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, env={**os.environ})
-    assert out.returncode == 0 and "refused:" in out.stdout and "point outside" in \
-        out.stdout, (out.returncode, out.stdout, out.stderr[-500:])
+    _refused_in_a_child(path, "point outside")
 
 
 @pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=2)"])
@@ -434,8 +442,6 @@ def test_a_neighbour_tree_whose_index_lies_outside_its_data_is_refused(
     """A KD-tree's or ball tree's state is not checked by scikit-learn: an index past the
     data made ``predict`` read unmapped memory (a segmentation fault). In a subprocess so
     that a crash fails the test rather than ending pytest."""
-    import subprocess
-    import sys
 
     from sklearn.neighbors import KNeighborsClassifier
 
@@ -453,19 +459,7 @@ def test_a_neighbour_tree_whose_index_lies_outside_its_data_is_refused(
         arrays[key] = arrays[key].copy()
         arrays[key]["is_leaf"] = 0  # the last level's nodes would have children past the end
     np.savez(path, **arrays)
-    code = ("import sys, pathlib, numpy as np\n"
-            "from fedlabels.core.errors import FedLabelsError\n"
-            "from fedlabels.results.model_format import read_models_file\n"
-            "try:\n"
-            f"    m = read_models_file(pathlib.Path({str(path)!r}))\n"
-            "except FedLabelsError as e:\n"
-            "    print('refused:', e); sys.exit(0)\n"
-            "m['models'][0].predict(np.zeros((4, 4)))\n"
-            "print('loaded')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, env={**os.environ})
-    assert out.returncode == 0 and "lie outside its data" in out.stdout, (
-        out.returncode, out.stdout, out.stderr[-500:])
+    _refused_in_a_child(path, "lie outside its data")
 
 
 def test_predict_with_a_model_that_loads_but_cannot_predict_is_one_line(tmp_path, capsys):
@@ -497,34 +491,16 @@ def test_predict_with_a_model_that_loads_but_cannot_predict_is_one_line(tmp_path
 
 def test_predict_refuses_data_that_is_a_device_or_a_pipe_unread(tmp_path, capsys):
     """``fedlabels predict RESULT /dev/zero`` read until memory ran out; a named pipe hung."""
-    import threading
-    import time
+    from conftest import fed_fifo
 
     res = tmp_path / "res.json"
     assert main(["run", "--model", "dt", "--rounds", "1", "--no-progress", "--output",
                  str(res)]) == 0
-    os.mkfifo(tmp_path / "rows.csv")
-    done = threading.Event()
-
-    def feed() -> None:  # without the check, a reader gets a table (it would hang else)
-        while not done.is_set():
-            try:
-                fd = os.open(tmp_path / "rows.csv", os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                time.sleep(0.01)
-                continue
-            os.write(fd, b"a\n1\n")
-            os.close(fd)
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
     capsys.readouterr()
-    try:
+    # without the check, a reader gets a table (it would hang else)
+    with fed_fifo(tmp_path / "rows.csv", b"a\n1\n"):
         code = main(["predict", str(res), str(tmp_path / "rows.csv"), "-o",
                      str(tmp_path / "p.csv")])
-    finally:
-        done.set()
-        writer.join()
     err = capsys.readouterr().err
     assert code == 2 and "is not a regular file" in err and err.count("\n") == 1, err
 
@@ -537,8 +513,6 @@ def test_an_xgboost_tree_pointing_outside_itself_is_refused_not_a_crash(tmp_path
     loaded, and predicting read past the arrays (a segmentation fault). The booster's raw
     bytes are UBJSON: the first element of the typed array ``field`` is overwritten (int32,
     big-endian). In a subprocess so that a crash fails the test, not pytest."""
-    import subprocess
-    import sys
 
     pytest.importorskip("xgboost")
     X, y = load_iris(return_X_y=True)
@@ -555,16 +529,4 @@ def test_an_xgboost_tree_pointing_outside_itself_is_refused_not_a_crash(tmp_path
     raw[count + 10:count + 14] = value.to_bytes(4, "big")
     arrays[key] = np.frombuffer(bytes(raw), dtype=np.uint8)
     np.savez(path, **arrays)
-    code = ("import sys, pathlib, numpy as np\n"
-            "from fedlabels.core.errors import FedLabelsError\n"
-            "from fedlabels.results.model_format import read_models_file\n"
-            "try:\n"
-            f"    m = read_models_file(pathlib.Path({str(path)!r}))\n"
-            "except FedLabelsError as e:\n"
-            "    print('refused:', e); sys.exit(0)\n"
-            "m['models'][0].predict(np.zeros((4, 4)))\n"
-            "print('loaded')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={**os.environ})
-    assert out.returncode == 0 and "point outside" in out.stdout, (
-        out.returncode, out.stdout, out.stderr[-500:])
+    _refused_in_a_child(path, "point outside", timeout=120)

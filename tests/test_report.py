@@ -887,30 +887,13 @@ def test_a_result_nested_too_deep_is_one_line(tmp_path, capsys):
 def test_a_result_that_is_a_device_or_a_pipe_is_refused_unread(tmp_path, capsys):
     """A result path linked to /dev/zero was read for ever (a MemoryError traceback once
     memory ran out), and a named pipe hung ``plot`` and ``report``."""
-    import threading
-    import time
+    from conftest import fed_fifo
 
-    os.mkfifo(tmp_path / "pipe.json")
     (tmp_path / "zero.json").symlink_to("/dev/zero")
-    done = threading.Event()
-
-    def feed() -> None:  # a reader that opens the pipe gets "{}" (not a hang): the test
-        while not done.is_set():  # then fails on the message, before /dev/zero is read
-            try:
-                fd = os.open(tmp_path / "pipe.json", os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:  # no reader yet
-                time.sleep(0.01)
-                continue
-            os.write(fd, b"{}")
-            os.close(fd)
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
-    try:
+    # a reader that opens the pipe gets "{}" (not a hang): the test then fails on the
+    # message, before /dev/zero is read
+    with fed_fifo(tmp_path / "pipe.json", b"{}"):
         _refused_unread(tmp_path, capsys)
-    finally:
-        done.set()
-        writer.join()
 
 
 def _refused_unread(tmp_path, capsys) -> None:
