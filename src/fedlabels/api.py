@@ -248,9 +248,9 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
     ``rounds`` extends a finished run to that many rounds; ``workers`` replaces the run's
     (see :mod:`fedlabels.engines.workers`); ``progress`` and ``threads`` as in :func:`run`.
-    The result equals the
-    uninterrupted run's (wall-clock aside) and its ``provenance.resumed`` says from which
-    round; the checkpoint keeps being updated; its caveats are warned as :func:`run`'s are.
+    The result equals the uninterrupted run's (wall-clock aside) and its
+    ``provenance.resumed`` says from which round; the checkpoint keeps being updated; its
+    caveats are warned as :func:`run`'s are.
     A run whose configuration names an ``output`` (which :func:`run_config` wrote) has its
     files beside the checkpoint (``X.json``, its rounds table and models) updated in place,
     as ``fedlabels resume`` does: it is the same run (``save=False``: not written).
