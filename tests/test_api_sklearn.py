@@ -286,3 +286,20 @@ def test_new_rows_the_models_cannot_read_are_named_by_column():
         r.predict(frame.iloc[:3].assign(dose=["1.5", "n/a", "2"]))
     as_text = r.predict(frame.iloc[:3].assign(dose=frame.dose.iloc[:3].astype(str)))
     np.testing.assert_array_equal(as_text, r.predict(frame.iloc[:3]))  # numbers as text: read
+
+
+@pytest.mark.parametrize("call", [lambda: fl.load_run(3), lambda: fl.resume(3),
+                                  lambda: fl.load_config(3), lambda: fl.inspect_models(3)])
+def test_a_path_argument_that_is_not_a_path_is_one_line(call):
+    # a TypeError from inside os (an AttributeError for inspect_models) before
+    with pytest.raises(FedLabelsError, match=r"must be a path \(a str or pathlib.Path\), "
+                                             r"got int"):
+        call()
+
+
+def test_a_saved_run_is_found_under_a_home_relative_path(tmp_path, monkeypatch, data):
+    X, y = data
+    monkeypatch.setenv("HOME", str(tmp_path))
+    fed = fl.make_federation(X, y, clients=3, seed=0)
+    fl.run("fedct", fed, model="dt", rounds=1, seed=0).save(tmp_path / "r.json")
+    assert fl.load_run("~/r.json").predict(X[:2]).shape == (2,)

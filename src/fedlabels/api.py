@@ -264,7 +264,9 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
     )
 
     _check_watching(progress)
-    file = checkpoint_path(path)
+    from fedlabels.core.files import given_path
+
+    file = checkpoint_path(given_path(path, "resume's path"))
     saved = load_checkpoint(file)
     if "alive_per_round" in (saved.meta.get("engine") or {}):  # a Flower ServerApp's
         raise FedLabelsError(
@@ -305,10 +307,12 @@ def load_run(path: str | Path, *, models: bool = True,
     A run of your own network (``module:mynets:make_net``, ``fl.TorchModel``) rebuilds it
     by importing its module, which runs that code: only with ``trust_modules=["mynets"]``
     (else a one-line error naming the module)."""
+    from fedlabels.core.files import given_path
     from fedlabels.data.preprocessing import Preprocessing
     from fedlabels.results import load_result
     from fedlabels.results.models_file import load_models
 
+    path = given_path(path, "load_run's path")
     result = load_result(path)
     if models:
         payload = load_models(path, trust_modules)

@@ -31,6 +31,15 @@ RESULT_SUFFIX = ".json"
 PICKLED_MODELS = ".models.pkl"
 
 
+def given_path(value: object, what: str) -> Path:
+    """``value`` as a :class:`~pathlib.Path` (``~`` expanded), or a one-line error naming
+    ``what`` if it is not a path (a number gave a TypeError from inside ``os``)."""
+    if not isinstance(value, str | os.PathLike):
+        raise FedLabelsError(f"{what} must be a path (a str or pathlib.Path), got "
+                             f"{type(value).__name__}.")
+    return Path(value).expanduser()
+
+
 def models_path(result_path: str | Path) -> Path:
     """Where the models of a result JSON live: ``x.json`` -> ``x.models.npz``."""
     path = Path(result_path)

@@ -256,8 +256,13 @@ def inspect_models(result: RunResult | str | Path,
     ``trust_modules``: modules whose network factories may be imported to rebuild a saved
     run's own network (``--trust-module``; importing runs their code).
     """
-    if isinstance(result, str | Path):
-        payload = load_models(result, trust_modules)
+    from fedlabels.results import RunResult
+
+    if not isinstance(result, RunResult):
+        from fedlabels.core.files import given_path
+
+        payload = load_models(given_path(result, "inspect_models' result (a RunResult or "
+                                                 "a result file)"), trust_modules)
         models, specs = payload["models"], payload["model_specs"]
         names = list(feature_names or payload["feature_names"] or [])
         classes = shown_names_of(payload)

@@ -404,9 +404,10 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     table, or a ``[run]`` table holding them plus an optional ``[options]`` table. Any other
     table, or keys beside a ``[run]`` table, is an error (they would be ignored).
     """
-    path = Path(path)
+    from fedlabels.core.files import given_path, not_a_file
+
+    path = given_path(path, "load_config's path")
     if not path.is_file():
-        from fedlabels.core.files import not_a_file
 
         raise FedLabelsError(f"config file {path} {not_a_file(path)}.")
     try:
