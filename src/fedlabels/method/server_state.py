@@ -56,13 +56,14 @@ def encode_attr_cached(name: str, value: Any, cache: dict[str, list[tuple[Any, s
     checkpoints every round, and encoding the whole ledger again cost O(T) a round."""
     if not isinstance(value, list) or not all(_frozen(v) for v in value):
         return encode_attr(name, value)
-    done = cache.setdefault(name, [])
-    keep = 0
-    while keep < min(len(done), len(value)) and done[keep][0] is value[keep]:
-        keep += 1
-    del done[keep:]
-    done.extend((v, json.dumps(_tree(v), sort_keys=True)) for v in value[keep:])
-    return {f"{name}#json": "[" + ", ".join(text for _, text in done) + "]"}
+    from fedlabels.core.json_list import json_list
+
+    return {f"{name}#json": json_list(value, _element_json, cache.setdefault(name, []))}
+
+
+def _element_json(value: Any) -> str:
+    """One element of a list as :func:`encode_attr` writes it."""
+    return json.dumps(_tree(value), sort_keys=True)
 
 
 def decode_attr(owner: Any, name: str, state: Mapping[str, StateValue]) -> None:

@@ -64,6 +64,11 @@ def event_from_dict(data: dict[str, Any]) -> Any:
     return cls(**{k: _tuples(v) for k, v in data.items() if k in names})
 
 
+def _event_json(event: Any) -> str:
+    """One event as :func:`events_to_json` writes it in its list."""
+    return json.dumps(event_to_dict(event), sort_keys=True)
+
+
 def events_to_json(events: Iterable[Any]) -> str:
     return json.dumps([event_to_dict(ev) for ev in events], sort_keys=True)
 
@@ -255,16 +260,11 @@ class Ledger:
     def events_json(self) -> str:
         """:func:`events_to_json` of :attr:`events`, each event encoded once: a client's state
         holds its ledger, and a DP run checkpoints every round, so encoding the whole ledger
-        again each round cost O(T) a round. An event is re-encoded only where the list no
-        longer holds the very object encoded at that place (events are frozen)."""
-        done, events = self._encoded, self.events
-        keep = 0
-        while keep < min(len(done), len(events)) and done[keep][0] is events[keep]:
-            keep += 1
-        del done[keep:]
-        done.extend((ev, json.dumps(event_to_dict(ev), sort_keys=True))
-                    for ev in events[keep:])
-        return "[" + ", ".join(text for _, text in done) + "]"
+        again each round cost O(T) a round (:func:`~fedlabels.core.json_list.json_list`;
+        events are frozen)."""
+        from fedlabels.core.json_list import json_list
+
+        return json_list(self.events, _event_json, self._encoded)
 
     def target_view(self, unit: str, planned: int, released: int,
                     enforced: str = SERVER_ENFORCES) -> dict[str, Any] | None:

@@ -197,6 +197,11 @@ def _mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray]) -> str:
     return tag(key, *parts)
 
 
+def _record_json(record: RoundRecord) -> str:
+    """One round record as a checkpoint's ``records`` list holds it."""
+    return json.dumps(asdict(record), sort_keys=True)
+
+
 @dataclass(frozen=True)
 class EncodedJSON:
     """A ``meta`` value already encoded as JSON text, written into the checkpoint as it is
@@ -531,16 +536,12 @@ class Keeper:
 
     def _records_json(self) -> str:
         """:attr:`records` as a JSON list, each record encoded once: a DP run checkpoints
-        every round, and encoding every record again each time cost O(T) a round (a
-        record is re-encoded only where the list no longer holds the object encoded at
-        that place)."""
-        done, records = self._encoded, self.records
-        keep = 0
-        while keep < min(len(done), len(records)) and done[keep][0] is records[keep]:
-            keep += 1
-        del done[keep:]
-        done.extend((r, json.dumps(asdict(r), sort_keys=True)) for r in records[keep:])
-        return "[" + ", ".join(text for _, text in done) + "]"
+        every round, and encoding every record again each time cost O(T) a round
+        (:func:`~fedlabels.core.json_list.json_list`: a record is not changed once
+        checkpointed)."""
+        from fedlabels.core.json_list import json_list
+
+        return json_list(self.records, _record_json, self._encoded)
 
     def _write(self, meta: dict[str, Any], server: State, clients: dict[int, State]) -> None:
         assert self.path is not None
