@@ -172,6 +172,14 @@ def not_a_file(path: str | Path) -> str:
     return "does not exist"
 
 
+def refuse_special_file(path: Path, what: str) -> None:
+    """A one-line error if ``path`` (the ``what``) is a device, pipe or socket, before it is
+    read: ``/dev/zero`` was read until memory ran out, and a named pipe hung the reader. A
+    missing path, a file or a directory is the caller's to handle."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise FedLabelsError(f"{what} {path} {not_a_file(path)}.")
+
+
 def _real(path: Path) -> Path:
     try:
         return Path(path).expanduser().resolve()

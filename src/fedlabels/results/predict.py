@@ -118,13 +118,11 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     """
     import pandas as pd
 
+    from fedlabels.core.files import refuse_special_file
     from fedlabels.results.models_file import load_models
 
     data = Path(data_path)
-    if data.exists() and not data.is_file() and not data.is_dir():  # /dev/zero: read until
-        from fedlabels.core.files import not_a_file  # memory ran out; a pipe: a hang
-
-        raise FedLabelsError(f"data {data} {not_a_file(data)}.")
+    refuse_special_file(data, "data")
     payload = load_models(result_path, trust_modules)
     if payload.get("preprocessing") is None:
         raise FedLabelsError(f"{result_path}: its models file stores no preprocessing (written "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.files import write_atomic
+from fedlabels.core.files import refuse_special_file, write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -410,10 +410,7 @@ def load_result(path: str | Path) -> RunResult:
     :class:`~fedlabels.core.errors.FedLabelsError`.
     """
     path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():  # /dev/zero, a pipe:
-        from fedlabels.core.files import not_a_file  # read for ever (a MemoryError) or hang
-
-        raise FedLabelsError(f"result {path} {not_a_file(path)}.")
+    refuse_special_file(path, "result")
     try:
         data = json.loads(path.read_text())
     except OSError as exc:
