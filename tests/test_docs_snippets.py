@@ -1,18 +1,21 @@
 """The commands and snippets in README.md and docs/*.md stay true to the code.
 
 Without running anything heavy: every ```python block compiles and names no private
-``fedlabels`` attribute; every ``fedlabels ...`` command line in a shell block is accepted by
-the CLI's parser and (run, audit, deploy) by the checks ``fedlabels`` makes before loading
-data (method, flags the method takes, ``--opt`` keys and values); every ``fedlabels ...``
-mention in the prose names an existing subcommand and only its flags; an error shown after
-``$ fedlabels ...`` is the error the CLI gives; every ``benchmarks/X.py`` command line uses
-only flags that X.py declares; every relative link reaches an existing file and heading; and
-every subcommand and user-facing flag of ``fedlabels`` is named in the docs.
+``fedlabels`` attribute; every ``fedlabels ...`` command line in a shell block is accepted
+by the CLI's parser and (run, audit, deploy) by the checks ``fedlabels`` makes before
+loading data (method, flags the method takes, ``--opt`` keys and values); every
+``fedlabels ...`` mention in the prose (also one wrapped over lines) names an existing
+subcommand and only its flags, and one that is a whole run, audit or deploy command passes
+the same checks as a shell line; an error shown after ``$ fedlabels ...`` is the error the
+CLI gives; every ``benchmarks/X.py`` command line uses only flags that X.py declares; every
+relative link reaches an existing file and heading; and every subcommand and user-facing
+flag of ``fedlabels`` is named in the docs.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import functools
 import io
@@ -149,17 +152,16 @@ def _write_mynets(folder: Path) -> None:
     (folder / "mynets.py").write_text(block.split("\nfed = ")[0], encoding="utf-8")
 
 
-@pytest.mark.parametrize("where,command,after", COMMANDS, ids=[c[0] for c in COMMANDS])
-def test_documented_command_is_accepted(where, command, after, tmp_path, monkeypatch):
+def _refusal(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """What ``fedlabels`` says against ``command`` before loading data: "" when it accepts
+    it, the error line otherwise, None when it only prints (``--version``, ``-h``)."""
     if "module:mynets:" in command:
         _write_mynets(tmp_path)
         monkeypatch.syspath_prepend(str(tmp_path))
         monkeypatch.delitem(sys.modules, "mynets", raising=False)  # this test's file
-    argv = _argv(command)
-    expected_error = after.startswith("fedlabels: error:") and command.startswith("fedlabels")
-    ns, error = _parse(argv)
+    ns, error = _parse(_argv(command))
     if ns is None and not error:  # --version, -h
-        return
+        return None
     if ns is not None and getattr(ns, "command", None) in ("run", "audit", "deploy") \
             and hasattr(ns, "opt") and not getattr(ns, "config", None) \
             and not any(s in command for s in NEEDS_USER_FILES):
@@ -167,6 +169,15 @@ def test_documented_command_is_accepted(where, command, after, tmp_path, monkeyp
             config_from_args(ns, simulator=ns.command == "run")
         except FedLabelsError as exc:
             error = f"fedlabels: error: {exc}"
+    return error
+
+
+@pytest.mark.parametrize("where,command,after", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_documented_command_is_accepted(where, command, after, tmp_path, monkeypatch):
+    expected_error = after.startswith("fedlabels: error:") and command.startswith("fedlabels")
+    error = _refusal(command, tmp_path, monkeypatch)
+    if error is None:
+        return
     if expected_error:  # a transcript: the docs show the error the CLI gives
         assert error == after, f"{where}: `{command}` now says\n{error}\nthe docs show\n{after}"
     else:
@@ -197,16 +208,44 @@ def _lines(path: Path) -> list[tuple[int, str, bool]]:
 
 
 def _inline_mentions() -> list[tuple[str, str]]:
+    """(where, mention) of each ``fedlabels ...`` code span in the prose, also one that a
+    paragraph wraps over several lines (the prose gives most figures' commands that way);
+    its whitespace joined to single spaces."""
     out = []
     for path in DOCS:
-        for n, line, inside in _lines(path):
-            if not inside:
-                out += [(f"{path.relative_to(ROOT)}:{n}", m.group(1))
-                        for m in re.finditer(r"`(fedlabels(?: [^`]*)?)`", line)]
+        prose = [(n, "" if inside or line.lstrip().startswith("```") else line)
+                 for n, line, inside in _lines(path)]
+        text = "\n".join(line for _, line in prose)
+        starts = [0]
+        for _, line in prose:
+            starts.append(starts[-1] + len(line) + 1)
+        for m in re.finditer(r"`(fedlabels(?: [^`]*)?)`", text):
+            if "\n\n" not in m.group(1):  # a code span ends with its paragraph
+                n = prose[bisect.bisect_right(starts, m.start()) - 1][0]
+                out.append((f"{path.relative_to(ROOT)}:{n}", " ".join(m.group(1).split())))
     return out
 
 
 INLINE = _inline_mentions()
+#: Prose mentions that are whole commands: a run, audit or deploy with its data set, no
+#: ``...`` and no placeholder (``N``, ``X.json``); these get the checks a shell line gets.
+WHOLE = [(w, m) for w, m in INLINE
+         if re.match(r"fedlabels (?:--threads \d+ |-q )?(?:run|audit|deploy local) ", m)
+         and "--dataset" in m and "..." not in m
+         and not any(PLACEHOLDER.match(t) for t in m.replace("=", " ").split())]
+
+
+def test_the_prose_has_whole_commands_to_check():
+    assert len(WHOLE) > 12  # the extraction still finds them (wrapped ones too)
+
+
+@pytest.mark.parametrize("where,command", WHOLE, ids=[w for w, _ in WHOLE])
+def test_whole_command_in_the_prose_is_accepted(where, command, tmp_path, monkeypatch):
+    """A command quoted in a paragraph, often the one a figure beside it was measured with,
+    parses and passes the checks made before loading data (a misspelt flag, option key or
+    value fails here, as it would for the reader who copies it)."""
+    error = _refusal(command, tmp_path, monkeypatch)
+    assert not error, f"{where}: `{command}` is refused: {error}"
 
 
 @pytest.mark.parametrize("where,mention", INLINE, ids=[w for w, _ in INLINE])
