@@ -7,9 +7,9 @@ loading data (method, flags the method takes, ``--opt`` keys and values); every
 ``fedlabels ...`` mention in the prose (also one wrapped over lines) names an existing
 subcommand and only its flags, and one that is a whole run, audit or deploy command passes
 the same checks as a shell line; an error shown after ``$ fedlabels ...`` is the error the
-CLI gives; every ``benchmarks/X.py`` command line uses only flags that X.py declares; every
-relative link reaches an existing file and heading; and every subcommand and user-facing
-flag of ``fedlabels`` is named in the docs.
+CLI gives; every ``benchmarks/X.py`` command, in a shell block or the prose, uses only flags
+that X.py declares; every relative link reaches an existing file and heading; and every
+subcommand and user-facing flag of ``fedlabels`` is named in the docs.
 """
 
 from __future__ import annotations
@@ -207,10 +207,10 @@ def _lines(path: Path) -> list[tuple[int, str, bool]]:
     return out
 
 
-def _inline_mentions() -> list[tuple[str, str]]:
-    """(where, mention) of each ``fedlabels ...`` code span in the prose, also one that a
-    paragraph wraps over several lines (the prose gives most figures' commands that way);
-    its whitespace joined to single spaces."""
+def _code_spans(pattern: str) -> list[tuple[str, str]]:
+    """(where, text) of each code span of the prose that ``pattern`` (its group 1: the text)
+    matches, also one that a paragraph wraps over several lines (the prose gives most
+    figures' commands that way); its whitespace joined to single spaces."""
     out = []
     for path in DOCS:
         prose = [(n, "" if inside or line.lstrip().startswith("```") else line)
@@ -219,11 +219,16 @@ def _inline_mentions() -> list[tuple[str, str]]:
         starts = [0]
         for _, line in prose:
             starts.append(starts[-1] + len(line) + 1)
-        for m in re.finditer(r"`(fedlabels(?: [^`]*)?)`", text):
+        for m in re.finditer(pattern, text):
             if "\n\n" not in m.group(1):  # a code span ends with its paragraph
                 n = prose[bisect.bisect_right(starts, m.start()) - 1][0]
                 out.append((f"{path.relative_to(ROOT)}:{n}", " ".join(m.group(1).split())))
     return out
+
+
+def _inline_mentions() -> list[tuple[str, str]]:
+    """(where, mention) of each ``fedlabels ...`` code span in the prose."""
+    return _code_spans(r"`(fedlabels(?: [^`]*)?)`")
 
 
 INLINE = _inline_mentions()
@@ -291,13 +296,13 @@ def test_python_snippets_compile_and_use_public_names():
 
 
 def _benchmark_lines() -> list[tuple[str, str, str]]:
-    """(where, script, its arguments) of each ``benchmarks/X.py`` command line."""
-    out = []
-    for path in DOCS:
-        for n, line, _ in _shell_lines(path):
-            for m in re.finditer(r"(benchmarks/\w+\.py)([^|;&#]*)", line):
-                out.append((f"{path.relative_to(ROOT)}:{n}", m.group(1), m.group(2)))
-    return out
+    """(where, script, its arguments) of each ``benchmarks/X.py`` command line, in a shell
+    block or a code span of the prose."""
+    lines = [(f"{path.relative_to(ROOT)}:{n}", line)
+             for path in DOCS for n, line, _ in _shell_lines(path)]
+    lines += _code_spans(r"`([^`]*benchmarks/\w+\.py[^`]*)`")
+    return [(where, m.group(1), m.group(2)) for where, line in lines
+            for m in re.finditer(r"(benchmarks/\w+\.py)([^|;&#]*)", line)]
 
 
 BENCH = _benchmark_lines()
