@@ -272,6 +272,29 @@ def test_canary_counts_and_bad_requests(digits):
         epsilon_lower_bound_audit("fedct", digits, DT, rounds=1, estimator="bayes")
 
 
+def test_too_many_canaries_are_refused_before_the_membership_audit_runs(monkeypatch, capsys,
+                                                                      tmp_path):
+    """--canaries beyond what the held-out split spares used to be refused by make_canaries,
+    after the whole membership audit (its federated run, reference models and attacks)."""
+    from fedlabels.audit import canaries as canaries_module
+    from fedlabels.audit import core
+    from fedlabels.cli import main
+
+    runs = []
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        raise AssertionError("the audited run started before the refusal")
+
+    monkeypatch.setattr(core, "simulate", counted)
+    monkeypatch.setattr(canaries_module, "simulate", counted)
+    assert main(["audit", "--method", "fedct", "--dataset", "breast_cancer", "--model", "dt",
+                 "--rounds", "1", "--test", "100", "--canaries", "81", "--no-progress",
+                 "--output", str(tmp_path / "r.json")]) == 2
+    assert runs == [] and not (tmp_path / "r.json").exists()
+    assert "81 canaries: the held-out split has 100 records" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_dp_fedavg_is_observed_through_its_final_global_model(digits):
     can = make_canaries(digits, 20, seed=1)

@@ -93,16 +93,22 @@ class Canaries:
     federation: Federation
 
 
+def check_canary_count(n: int, federation: Federation) -> None:
+    """``n`` canaries fit the held-out split with :data:`MIN_EVALUATION` records to spare."""
+    n_test = len(federation.y_test)
+    if n < 1 or n > n_test - MIN_EVALUATION:
+        raise FedLabelsError(f"{n} canaries: the held-out split has {n_test} records and keeps "
+                             f"at least {MIN_EVALUATION} for evaluation; use --canaries between "
+                             f"1 and {max(n_test - MIN_EVALUATION, 0)} (or a larger --test).")
+
+
 def make_canaries(federation: Federation, n: int, *, client: int = 0, seed: int = 0) -> Canaries:
     """Draw ``n`` held-out records (seeded) and relabel each to a random other class."""
     n_test = len(federation.y_test)
     if not 0 <= client < federation.n_clients:
         raise FedLabelsError(f"canary client {client} does not exist; the federation has "
                              f"clients 0..{federation.n_clients - 1}.")
-    if n < 1 or n > n_test - MIN_EVALUATION:
-        raise FedLabelsError(f"{n} canaries: the held-out split has {n_test} records and keeps "
-                             f"at least {MIN_EVALUATION} for evaluation; use --canaries between "
-                             f"1 and {max(n_test - MIN_EVALUATION, 0)} (or a larger --test).")
+    check_canary_count(n, federation)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xCA4A]))
     pick = rng.choice(n_test, size=n, replace=False)
     y_true = federation.y_test[pick]
@@ -302,4 +308,6 @@ def canaries_for(method: str, requested: int | None, federation: Federation) -> 
     if requested and canary_view(method) is None:
         raise FedLabelsError(f"--canaries: no canary audit for method {method!r}; use it with "
                              f"{', '.join(canary_methods())}, or --canaries 0.")
+    if requested:  # checked here, before the membership audit's run, not after it
+        check_canary_count(requested, federation)
     return requested
