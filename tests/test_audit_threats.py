@@ -283,3 +283,39 @@ def test_a_subset_payload_without_its_subset_is_one_line_not_a_key_error():
     with pytest.raises(FedLabelsError, match=r"rows 'subset'.*subset_seed, subset_size.*"
                                              r"'topk.train' request names none"):
         audit_threats._public_indices(ex, "subset", 4, ctx)  # type: ignore[arg-type]
+
+
+def test_an_unreadable_subset_reply_stops_the_audit_in_round_one(monkeypatch):
+    """A plug-in whose labels are declared rows='subset' but whose requests name no subset
+    (a client-chosen subset) was refused only after every round of the run; the recorder now
+    checks each reply as it arrives, so the run stops in round 1 and nothing else trains."""
+    from dataclasses import replace
+
+    from fedlabels.audit.recorder import _RoundTrackingServer
+    from fedlabels.method.threat import Payload
+    from fedlabels.methods import METHODS
+    from fedlabels.methods.fedct.fedct import FedCT
+
+    class SubsetFedCT(FedCT):
+        name = "fedct-subset"
+        threat_model = replace(FedCT.threat_model, payloads=(
+            Payload("fedct.labels", "labels", "hard-labels", rows="subset"),
+            *FedCT.threat_model.payloads[1:]))
+
+    monkeypatch.setitem(METHODS, "fedct-subset", SubsetFedCT())
+    rounds: list[int] = []
+    real = _RoundTrackingServer.run_round
+
+    def counted(self, rnd, grid):
+        rounds.append(rnd)
+        return real(self, rnd, grid)
+
+    monkeypatch.setattr(_RoundTrackingServer, "run_round", counted)
+    monkeypatch.setattr(audit_core, "ReferenceModels", None)  # never reached
+    fed = fl.load_federation("breast_cancer", clients=3, unlabeled=60, private_per_client=40,
+                             test=200, seed=0)
+    with pytest.raises(FedLabelsError, match=r"rows 'subset'.*'fedct.train' request names"):
+        audit_federation("fedct-subset", fed, "dt", rounds=4, period=2, seed=0, n_refs=2,
+                         n_members=15, n_population=20, aug_k=2, progress=False,
+                         attacks="loss")
+    assert rounds == [0]

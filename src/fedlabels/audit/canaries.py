@@ -31,13 +31,14 @@ the privacy noise, drawn from the OS CSPRNG, differs between runs).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import predict_proba_full
-from fedlabels.audit.threats import ObservationContext, extract_observations
+from fedlabels.audit.threats import ObservationContext, check_readable, extract_observations
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import is_reproducible
 from fedlabels.data import ClientData, Federation
@@ -196,7 +197,9 @@ def canary_scores(method: str, canaries: Canaries, include: np.ndarray, models: 
                              f"{', '.join(canary_methods())}.")
     fed, offset = with_canaries(canaries, np.asarray(include, dtype=bool))
     specs = expand_per_client(list(models), fed.n_clients)
-    recording = _KeepServer(impl, Recorder())
+    recording = _KeepServer(impl, Recorder(check=partial(check_readable,
+                                                         threat=impl.threat_model)
+                                           if view == "replies" else None))
     result = simulate(recording, fed, specs, rounds=rounds, period=period, seed=seed,
                       eval_every=eval_every, progress=progress,
                       options=impl.parse_options(dict(options or {})))

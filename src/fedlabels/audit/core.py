@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from fedlabels.audit.coverage import uncovered_note
 from fedlabels.audit.plan import AuditPlan, make_plan
 from fedlabels.audit.recorder import Recorder, RecordingMethod
 from fedlabels.audit.references import ReferenceModels, ReferenceOutputs
-from fedlabels.audit.threats import AuditView, Observation
+from fedlabels.audit.threats import AuditView, Observation, check_readable
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import Federation
 from fedlabels.engines import simulate
@@ -393,7 +394,12 @@ def audit_federation(method: str, federation: Federation, models: str | list[Any
     run_fed, offset = (plan.with_queries_in_public() if view.queries_in_public
                        else (plan.evaluation, None))
     keep = audit_rounds(rounds, views)
-    recorder = Recorder(keep=lambda r: r in keep, down=view.curious)
+    # the replies observe() reads are checked as they arrive (not after the last round)
+    reads_replies = (view.fixed_vul is None and not view.curious
+                     and view.threat != "released-model")
+    recorder = Recorder(keep=lambda r: r in keep, down=view.curious,
+                        check=partial(check_readable, threat=impl.threat_model)
+                        if reads_replies else None)
     if isinstance(models, str):  # "dt" or "dt,rf": model names, as fl.run takes them
         from fedlabels.learners import as_models
 

@@ -38,12 +38,16 @@ class Recorder:
 
     By default only exchanges with a ``protocol`` reply are kept, with the request's query
     indices (and an update's start weights); with ``down=True`` (the curious-client threat
-    model) every ``protocol`` request is kept whole, as the client decodes it.
+    model) every ``protocol`` request is kept whole, as the client decodes it. ``check``
+    (optional) is called on every kept exchange as it is recorded, so that a reply the audit
+    cannot read stops the run at once rather than after its last round.
     """
 
-    def __init__(self, keep: Callable[[int], bool] | None = None, down: bool = False) -> None:
+    def __init__(self, keep: Callable[[int], bool] | None = None, down: bool = False,
+                 check: Callable[[Exchange], None] | None = None) -> None:
         self.keep = keep or (lambda rnd: True)
         self.down = down
+        self.check = check
         self.round = -1
         self.exchanges: list[Exchange] = []
         self.protocol_replies: dict[int, int] = {}
@@ -66,8 +70,11 @@ class Recorder:
                 kept = Message(down.kind, arrays={k: v for k, v in down.arrays.items()
                                                   if k in wanted},
                                config=dict(down.config), category=down.category)
-            self.exchanges.append(Exchange(self.round, cid, max(ordinal, 1), kept,
-                                           decode_message(encode_message(up)), prev))
+            ex = Exchange(self.round, cid, max(ordinal, 1), kept,
+                          decode_message(encode_message(up)), prev)
+            if self.check is not None:
+                self.check(ex)
+            self.exchanges.append(ex)
 
     def rounds(self) -> list[int]:
         return sorted({e.round for e in self.exchanges})

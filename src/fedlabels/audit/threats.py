@@ -22,7 +22,7 @@ from fedlabels.audit.recorder import Exchange
 from fedlabels.comm import unpack_labels
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import build_learner
-from fedlabels.method.threat import ThreatModel
+from fedlabels.method.threat import Payload, ThreatModel
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,19 @@ def rebuild_model(spec: Any, weights: np.ndarray, ctx: ObservationContext) -> An
     return learner
 
 
+def _check_subset_named(ex: Exchange) -> None:
+    """A reply declared with rows 'subset' is about the subset its request names."""
+    if not {"subset_seed", "subset_size"} <= set(ex.down.config):
+        raise FedLabelsError(
+            f"client {ex.cid}, round {ex.round + 1}: the audit cannot tell which points "
+            f"of U the {ex.up.kind!r} reply is about: a payload declared with rows "
+            "'subset' is about the subset the request names in its config "
+            "(subset_seed, subset_size: fedmd's subset_indices), and this "
+            f"{ex.down.kind!r} request names none; declare the payload with rows "
+            "'public' (one row per point of U) or 'queries' (the request's 'queries' "
+            "array), or audit another method.")
+
+
 def _public_indices(ex: Exchange, rows: str, n: int, ctx: ObservationContext) -> np.ndarray:
     """Indices of U that a reply with ``n`` rows is about, from the payload's ``rows``."""
     if rows == "queries":
@@ -190,15 +203,7 @@ def _public_indices(ex: Exchange, rows: str, n: int, ctx: ObservationContext) ->
     elif rows == "subset":
         from fedlabels.methods.distillation.fedmd import subset_indices
 
-        if not {"subset_seed", "subset_size"} <= set(ex.down.config):
-            raise FedLabelsError(
-                f"client {ex.cid}, round {ex.round + 1}: the audit cannot tell which points "
-                f"of U the {ex.up.kind!r} reply is about: a payload declared with rows "
-                "'subset' is about the subset the request names in its config "
-                "(subset_seed, subset_size: fedmd's subset_indices), and this "
-                f"{ex.down.kind!r} request names none; declare the payload with rows "
-                "'public' (one row per point of U) or 'queries' (the request's 'queries' "
-                "array), or audit another method.")
+        _check_subset_named(ex)
         idx = np.asarray(subset_indices(int(ex.down.config["subset_seed"]), ctx.n_public,
                                         int(ex.down.config["subset_size"])), dtype=np.int64)
     else:
@@ -237,21 +242,36 @@ def _on_queries(cid: int, view: str, idx: np.ndarray, rows: np.ndarray, ordinal:
 ATTACKABLE = ("weights", "update", "hard-labels", "votes", "noisy-one-hot", "soft-labels")
 
 
-def observe(ex: Exchange, ordinal: int, view: str, ctx: ObservationContext,
-            threat: ThreatModel) -> Observation | None:
-    """What one recorded reply reveals about Q, read from the method's declared payloads."""
-    arrays = ex.up.arrays
+def _attacked_payload(ex: Exchange, threat: ThreatModel) -> Payload | None:
+    """The declared payload of a reply that the audit attacks (None: nothing attackable);
+    an array the threat model does not declare is an error."""
     declared = {}
-    for key in arrays:
+    for key in ex.up.arrays:
         payload = threat.payload(ex.up.kind, key)
         if payload is None:
             raise FedLabelsError(f"client {ex.cid} sent {ex.up.kind!r} array {key!r}, which "
                                  "the method's threat model does not declare.")
         declared[payload.content] = payload
     content = next((c for c in ATTACKABLE if c in declared), None)
-    if content is None:
+    return None if content is None else declared[content]
+
+
+def check_readable(ex: Exchange, threat: ThreatModel) -> None:
+    """Refuse, as the reply is recorded, what :func:`observe` would refuse after the run:
+    an undeclared array, or a 'subset' payload whose request names no subset."""
+    payload = _attacked_payload(ex, threat)
+    if payload is not None and payload.rows == "subset":
+        _check_subset_named(ex)
+
+
+def observe(ex: Exchange, ordinal: int, view: str, ctx: ObservationContext,
+            threat: ThreatModel) -> Observation | None:
+    """What one recorded reply reveals about Q, read from the method's declared payloads."""
+    arrays = ex.up.arrays
+    payload = _attacked_payload(ex, threat)
+    if payload is None:
         return None
-    payload = declared[content]
+    content = payload.content
     values = np.asarray(arrays[payload.key])
     if content in ("weights", "update"):  # parameters, or a (clipped) update
         weights = (values if content == "weights"
