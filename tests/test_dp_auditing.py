@@ -176,6 +176,41 @@ def test_clopper_pearson_audit_follows_the_formula_at_its_threshold():
         clopper_pearson_audit([], [1.0])
 
 
+def _cp_upper_by_root(k: int, n: int, a: float) -> float:
+    """CP upper bound as the root of P[Bin(n, p) <= k] = a (no Beta quantile involved)."""
+    from scipy.optimize import brentq
+
+    if k >= n:
+        return 1.0
+    return brentq(lambda p: stats.binom.cdf(k, n, p) - a, 1e-300, 1 - 1e-15, xtol=1e-15)
+
+
+@pytest.mark.parametrize(("fp", "fn", "n_in", "n_out"), [
+    (0, 0, 20, 20), (20, 0, 20, 20), (0, 20, 20, 20), (20, 20, 20, 20), (3, 5, 30, 40),
+    (1, 0, 50, 10), (10, 0, 10, 200), (0, 1, 1, 1), (0, 0, 1, 1)])
+@pytest.mark.parametrize("delta", [0.0, 1e-5, 0.1])
+def test_clopper_pearson_audit_on_count_tables_matches_an_independent_oracle(fp, fn, n_in,
+                                                                           n_out, delta):
+    """0/1 scores with fp false positives and fn false negatives at threshold 1, the edge
+    cases 0 and n included: ε_lb = max over the thresholds of max(log((1 - δ - FNR_hi) /
+    FPR_hi), log((1 - δ - FPR_hi) / FNR_hi), 0), the bounds found as binomial roots."""
+    s_in = np.r_[np.ones(n_in - fn), np.zeros(fn)]
+    s_out = np.r_[np.ones(fp), np.zeros(n_out - fp)]
+    thresholds = np.unique(np.r_[s_in, s_out])
+    a = 0.05 / (2 * len(thresholds))
+    expected = 0.0
+    for t in thresholds:
+        fpr_hi = _cp_upper_by_root(int((s_out >= t).sum()), n_out, a)
+        fnr_hi = _cp_upper_by_root(int((s_in < t).sum()), n_in, a)
+        for num, den in ((1 - delta - fnr_hi, fpr_hi), (1 - delta - fpr_hi, fnr_hi)):
+            if num > 0:
+                expected = max(expected, math.log(num / den))
+    out = clopper_pearson_audit(s_in, s_out, delta=delta, beta=0.05)
+    assert out["epsilon_lower_bound"] == pytest.approx(expected, abs=1e-9)
+    if fp in (0, n_out) and fn in (0, n_in) and (fp, fn) != (0, 0):
+        assert out["epsilon_lower_bound"] == 0.0  # every guess wrong one way: no evidence
+
+
 # ------------------------------------------------------------------ canary audits of runs
 
 import fedlabels as fl  # noqa: E402
