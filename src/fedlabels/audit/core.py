@@ -20,6 +20,7 @@ from fedlabels.audit.adversaries import (
     nothing_sent_back,
     observations_for,
 )
+from fedlabels.audit.class_mix import class_mix, class_mix_note
 from fedlabels.audit.coverage import uncovered_note
 from fedlabels.audit.plan import AuditPlan, make_plan
 from fedlabels.audit.recorder import Recorder, RecordingMethod
@@ -460,9 +461,13 @@ def audit_federation(method: str, federation: Federation, models: str | list[Any
     report.seconds["total"] = time.perf_counter() - t0
     privacy = merge_privacy(result, report)
     uncovered = uncovered_note(view.threat, impl.capabilities.canary_view, privacy)
+    mix = class_mix({c: plan.candidate_labels(c) for c in plan.clients}, plan.membership,
+                    seed=seed)
+    privacy["audit"]["class_mix"] = mix
+    mix_note = class_mix_note(mix)
     privacy["audit"]["notes"] = [*privacy["audit"]["notes"], *reliability_notes(
         privacy["audit"]["attacks"], int(plan.settings["n_members_per_client"])),
-        *([uncovered] if uncovered else [])]
+        *([mix_note] if mix_note else []), *([uncovered] if uncovered else [])]
     null_privacy = null.privacy()
     privacy.update(null_vul=null_privacy["vul"], null_vul_ci=null_privacy.get("vul_ci"))
     privacy["audit"]["null"] = {
