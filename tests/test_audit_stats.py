@@ -68,6 +68,40 @@ def test_bootstrap_vul_interval_covers_the_binormal_auc():
     assert np.mean(widths) == pytest.approx(2 * 1.96 * np.std(estimates), rel=0.15)
 
 
+def test_a_perfectly_separated_sample_gets_a_lower_bound_below_one():
+    """Every replicate of a perfectly separated sample is 1 again, so the bootstrap alone said
+    [1, 1] and never covered a true AUC below 1. The lower end is now the Clopper-Pearson bound
+    of k concordant disjoint pairs (scipy's Beta quantile), Bonferroni over clients and views;
+    over repetitions whose estimate is 1 it covers the true AUC."""
+    from scipy.stats import beta
+
+    rng = np.random.default_rng(4)
+    sizes, n_non = (15, 20, 25), 20
+    non = rng.standard_normal(n_non)
+    apart = {c: (rng.standard_normal(n) + 10, non) for c, n in enumerate(sizes)}
+    out = bootstrap_vul_ci({"a": {"r1": apart, "r2": apart}}, n_boot=200, fpr_targets=())
+    a = 0.025 / (3 * 2)
+    floor = np.mean([beta.ppf(a, min(n, n_non), 1) for n in sizes])
+    assert out["vul_ci"] == pytest.approx([floor, 1.0])
+    assert out["attacks"]["a"]["auc_ci"] == pytest.approx([floor, 1.0])
+
+    delta = 4.0  # binormal AUC Φ(4/√2) = 0.9977: most samples of this size separate fully
+    truth = norm.cdf(delta / np.sqrt(2))
+    hits = at_one = 0
+    for rep in range(150):
+        non = rng.standard_normal(n_non)
+        per_client = {c: (rng.normal(delta, 1, n), non) for c, n in enumerate(sizes)}
+        estimate = np.mean([roc_auc(np.r_[m, n], np.r_[np.ones(len(m)), np.zeros(len(n))])
+                            for m, n in per_client.values()])
+        if estimate < 1:
+            continue
+        at_one += 1
+        lo, hi = bootstrap_vul_ci({"a": {"v": per_client}}, n_boot=100, seed=rep,
+                                  fpr_targets=())["vul_ci"]
+        hits += lo <= truth <= hi
+    assert at_one >= 40 and hits / at_one >= 0.95, (at_one, hits)
+
+
 def test_bootstrap_takes_the_maximum_over_attacks_and_views():
     rng = np.random.default_rng(1)
     non = rng.standard_normal(200)

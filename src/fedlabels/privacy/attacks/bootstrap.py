@@ -109,6 +109,22 @@ def basic_interval(estimate: float, values: np.ndarray, level: float = 0.95) -> 
     return [float(np.clip(2 * estimate - hi, 0, 1)), float(np.clip(2 * estimate - lo, 0, 1))]
 
 
+def perfect_separation_floor(n_members: Mapping[int, int], n_nonmembers: int, n_pairs: int,
+                             level: float = 0.95) -> float:
+    """A lower confidence bound on a mean AUC over clients that the sample shows as 1.
+
+    Every member then outscores every non-member, so each client's first k = min(members,
+    non-members) member / non-member pairs (paired by position, which is independent of the
+    scores) are k independent concordant trials of probability AUC_c: AUC_c ≥ a^(1/k), the
+    one-sided Clopper-Pearson bound at a = (1 - level) / 2 / (clients · ``n_pairs``), holds
+    for every client and every one of the ``n_pairs`` attack / view pairs at once (Bonferroni;
+    the non-members are shared, so the clients are dependent). The bootstrap cannot give it:
+    every replicate of a perfectly separated sample is 1 again, and its interval is [1, 1].
+    """
+    a = (1 - level) / 2 / (len(n_members) * max(n_pairs, 1))
+    return float(np.mean([a ** (1 / min(n, n_nonmembers)) for n in n_members.values()]))
+
+
 def percentile_interval(values: np.ndarray, level: float = 0.95) -> list[float]:
     """[lo, hi] percentile interval of bootstrap replicates."""
     if not 0 < level < 1:
@@ -139,6 +155,8 @@ def bootstrap_vul_ci(scores: Mapping[str, Mapping[str, Mapping[int, ClientScores
     estimate); ``vul_ci`` bootstraps the maximum over all attacks and views. AUC intervals
     are basic intervals (:func:`basic_interval`, bias-corrected for the maximum), TPR
     intervals percentile intervals (bounded at 0, where the basic interval misbehaves).
+    Where an AUC estimate is 1 the replicates are all 1, and the lower end is
+    :func:`perfect_separation_floor` instead.
     """
     if not scores:
         raise FedLabelsError("bootstrap_vul_ci needs the scores of at least one attack.")
@@ -148,6 +166,7 @@ def bootstrap_vul_ci(scores: Mapping[str, Mapping[str, Mapping[int, ClientScores
     draws = draw_resamples(n_members, n_non, n_boot, seed)
     out: dict[str, Any] = {"n_boot": n_boot, "level": level, "attacks": {}}
     best, best_point = np.full(n_boot, -np.inf), -np.inf
+    n_pairs = 0  # attack / view pairs, for the perfect-separation floor's Bonferroni
     for attack, views in scores.items():
         aucs, tprs, points = [], [], []
         for per_client in views.values():
@@ -172,13 +191,21 @@ def bootstrap_vul_ci(scores: Mapping[str, Mapping[str, Mapping[int, ClientScores
         pick = auc_views.argmax(axis=0)
         auc_rep = auc_views[pick, np.arange(n_boot)]
         tpr_rep = np.stack(tprs)[pick, :, np.arange(n_boot)]  # (B, len(targets))
+        auc_ci = basic_interval(max(points), auc_rep, level)
+        if max(points) >= 1.0:  # perfectly separated: the bootstrap says [1, 1]
+            auc_ci[0] = min(auc_ci[0], perfect_separation_floor(n_members, n_non, len(points),
+                                                                level))
+        n_pairs += len(points)
         out["attacks"][attack] = {
-            "auc_ci": basic_interval(max(points), auc_rep, level),
+            "auc_ci": auc_ci,
             "tpr_ci": {str(f): (percentile_interval(tpr_rep[:, i], level)
                                 if resolvable(f, n_non) else None)
                        for i, f in enumerate(fpr_targets)}}
         best, best_point = np.maximum(best, auc_rep), max(best_point, max(points))
     out["vul_ci"] = basic_interval(best_point, best, level)
+    if best_point >= 1.0:
+        out["vul_ci"][0] = min(out["vul_ci"][0],
+                               perfect_separation_floor(n_members, n_non, n_pairs, level))
     return out
 
 
@@ -191,7 +218,9 @@ def vul_difference(a: Mapping[str, Any], b: Mapping[str, Any],
     interval for independent estimates. Two audits with the same seed share their
     candidates, which correlates their VULs positively and makes this interval conservative.
     The VULs differ when the interval excludes 0 (more powerful than requiring the two
-    intervals not to overlap, which tests at about the 0.6 % level instead of 5 %).
+    intervals not to overlap, which tests at about the 0.6 % level instead of 5 %). Its
+    coverage is about that of the two intervals it is built from
+    (``benchmarks/audit_interval_coverage.py``, docs/audit.md).
     """
     from scipy.stats import norm
 
