@@ -179,3 +179,32 @@ def test_make_federation_says_when_it_was_given_a_dataset_name_or_no_labels():
         fl.make_federation("breast_cancer", clients=3)
     with pytest.raises(FedLabelsError, match="needs the labels y"):
         fl.make_federation(np.zeros((10, 2)))
+
+
+def test_a_rare_class_is_always_in_the_drawn_test_split():
+    """6 rows of class 2 among 200, test = 20: the plain permutation left class 2 out of the
+    test set at 26 of these 50 seeds (shuttle's default split lacked one or two classes at
+    every seed 0-4); one row is now swapped in, the sets stay disjoint and of their sizes."""
+    rows = np.arange(200, dtype=float)
+    y = np.r_[np.zeros(97), np.ones(97), np.full(6, 2)].astype(int)
+    X = np.c_[rows, rows]
+    for seed in range(50):
+        fed = fl.make_federation(X, y, clients=4, unlabeled=60, test=20, seed=seed,
+                                 scale="none")
+        assert set(fed.y_test.tolist()) == {0, 1, 2}, seed
+        parts = [fed.X_test[:, 0], fed.X_public[:, 0], *(c.X[:, 0] for c in fed.clients)]
+        assert len(fed.y_test) == 20 and len(fed.X_public) == 60
+        assert np.array_equal(np.sort(np.concatenate(parts)), rows)
+        assert np.array_equal(y[fed.X_test[:, 0].astype(int)], fed.y_test)
+
+
+def test_every_class_in_test_swaps_one_row_per_missing_class_and_nothing_else():
+    from fedlabels.data.partition import every_class_in_test
+
+    y = np.array([0, 0, 0, 1, 1, 1, 2, 2, 3])  # class 3 has a single row: never moved
+    order = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8])
+    assert np.array_equal(every_class_in_test(order, y, 4), [0, 1, 6, 3, 4, 5, 2, 7, 8])
+    holds_all = np.array([0, 3, 6, 8, 1, 2, 4, 5, 7])
+    assert np.array_equal(every_class_in_test(holds_all, y, 4), holds_all)
+    out = every_class_in_test(order, y, 2)  # two test rows, three classes with two rows
+    assert sorted(out.tolist()) == list(range(9)) and len(set(y[out[:2]])) == 2

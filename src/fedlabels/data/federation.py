@@ -11,7 +11,7 @@ import numpy as np
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.renamed import renamed_keywords
 from fedlabels.data.lazy_rows import LazyRows
-from fedlabels.data.partition import PartitionSpec, parse_partition
+from fedlabels.data.partition import PartitionSpec, every_class_in_test, parse_partition
 from fedlabels.data.partition import partition as partition_pool
 
 if TYPE_CHECKING:
@@ -522,6 +522,8 @@ def make_federation(
                 raise FedLabelsError(f"test_fraction must lie in (0, 1), got {test_fraction}.")
             n_test = max(1, round(test_fraction * len(ya)))
         _check_size("test", n_test, len(ya) - 2, "--test")
+        if not regression:  # a rare class left out of the test split by the draw: swap one in
+            order = every_class_in_test(order, ya, n_test)
         Xt, yt = Xa[order[:n_test]], ya[order[:n_test]]
         pool = order[n_test:]
 

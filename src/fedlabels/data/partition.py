@@ -85,6 +85,29 @@ def parse_partition(spec: str | PartitionSpec) -> PartitionSpec:
     raise FedLabelsError(f"unknown partition {spec!r}{close}: {usage}")
 
 
+def every_class_in_test(order: np.ndarray, y: np.ndarray, n_test: int) -> np.ndarray:
+    """``order`` (a permutation of the rows whose first ``n_test`` are the test split) with
+    every class of at least two rows in the test split: a class the draw left out gets its
+    first row from the rest, swapped for the last test row of the class most frequent in the
+    test split (while that class keeps two rows there). No randomness is drawn, and where the
+    draw already holds every class ``order`` comes back unchanged (the same split as before).
+    """
+    y = np.asarray(y, dtype=np.int64)
+    out = np.array(order, copy=True)
+    k = int(y.max()) + 1
+    in_test = np.bincount(y[out[:n_test]], minlength=k)
+    for cls in np.flatnonzero((np.bincount(y, minlength=k) >= 2) & (in_test == 0)):
+        donor = int(np.argmax(in_test))
+        if in_test[donor] < 2:
+            break  # a test split smaller than the number of classes
+        i = int(np.flatnonzero(y[out[:n_test]] == donor)[-1])
+        j = n_test + int(np.flatnonzero(y[out[n_test:]] == cls)[0])
+        out[i], out[j] = out[j], out[i]
+        in_test[donor] -= 1
+        in_test[cls] += 1
+    return out
+
+
 def partition_iid(n: int, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Shuffle and split into m near-equal parts."""
     return [np.sort(p) for p in np.array_split(rng.permutation(n), n_clients)]
