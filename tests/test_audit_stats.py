@@ -128,6 +128,24 @@ def test_vul_difference_uses_the_interval_of_the_difference():
         vul_difference(a, {"vul": 0.5})
 
 
+@pytest.mark.parametrize("level", [0.8, 0.9, 0.99])
+def test_vul_difference_at_another_level_rescales_the_95_percent_inputs(level):
+    """The inputs are 95 % intervals whatever level is asked: their standard errors are
+    width / (2 · 1.959964), and the output uses scipy's z for ``level``. Before, the se was
+    read off with the output's z, so every level returned the 95 % interval."""
+    a = {"vul": 0.60, "vul_ci": [0.55, 0.65]}
+    b = {"vul": 0.50, "vul_ci": [0.44, 0.55]}
+    se = np.hypot(0.10, 0.11) / (2 * norm.ppf(0.975))
+    half = norm.ppf((1 + level) / 2) * se
+    d = vul_difference(a, b, level=level)
+    assert d["ci"] == pytest.approx([0.10 - half, 0.10 + half]) and d["level"] == level
+    same = vul_difference(a, b, level=level, input_level=level)  # inputs at that level
+    assert same["ci"] == pytest.approx([0.10 - np.hypot(0.10, 0.11) / 2,
+                                        0.10 + np.hypot(0.10, 0.11) / 2])
+    with pytest.raises(FedLabelsError, match="level"):
+        vul_difference(a, b, level=1.5)
+
+
 # --------------------------------------------------------------------------- label LiRA
 
 def test_label_lira_is_the_beta_binomial_tail():

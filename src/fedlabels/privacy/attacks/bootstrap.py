@@ -209,13 +209,14 @@ def bootstrap_vul_ci(scores: Mapping[str, Mapping[str, Mapping[int, ClientScores
     return out
 
 
-def vul_difference(a: Mapping[str, Any], b: Mapping[str, Any],
-                   level: float = 0.95) -> dict[str, Any]:
+def vul_difference(a: Mapping[str, Any], b: Mapping[str, Any], level: float = 0.95, *,
+                   input_level: float = 0.95) -> dict[str, Any]:
     """Whether two audits' VULs differ: an interval of VUL_a - VUL_b from their intervals.
 
-    ``a`` and ``b`` are ``privacy`` entries with ``vul`` and ``vul_ci``. Each interval gives a
-    standard error (width / (2 z)); the difference gets d ± z · sqrt(se_a² + se_b²), the
-    interval for independent estimates. Two audits with the same seed share their
+    ``a`` and ``b`` are ``privacy`` entries with ``vul`` and ``vul_ci`` (intervals at
+    ``input_level``: the audit's are 95 %). Each interval gives a standard error (width /
+    (2 z_in)); the difference gets d ± z · sqrt(se_a² + se_b²) at ``level``, the interval for
+    independent estimates. Two audits with the same seed share their
     candidates, which correlates their VULs positively and makes this interval conservative.
     The VULs differ when the interval excludes 0 (more powerful than requiring the two
     intervals not to overlap, which tests at about the 0.6 % level instead of 5 %). Its
@@ -224,11 +225,14 @@ def vul_difference(a: Mapping[str, Any], b: Mapping[str, Any],
     """
     from scipy.stats import norm
 
-    z = float(norm.ppf((1 + level) / 2))
+    for what, value in (("level", level), ("input_level", input_level)):
+        if not 0 < value < 1:
+            raise FedLabelsError(f"vul_difference: {what} must lie in (0, 1), got {value}.")
+    z, z_in = (float(norm.ppf((1 + v) / 2)) for v in (level, input_level))
     for name, p in (("first", a), ("second", b)):
         if p.get("vul") is None or p.get("vul_ci") is None:
             raise FedLabelsError(f"the {name} audit has no vul / vul_ci; re-run the audit.")
-    se = [(p["vul_ci"][1] - p["vul_ci"][0]) / (2 * z) for p in (a, b)]
+    se = [(p["vul_ci"][1] - p["vul_ci"][0]) / (2 * z_in) for p in (a, b)]
     d = float(a["vul"]) - float(b["vul"])
     half = z * float(np.hypot(*se))
     return {"difference": d, "ci": [d - half, d + half], "level": level,
