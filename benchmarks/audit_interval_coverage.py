@@ -11,7 +11,10 @@ three clients sharing one non-member sample. Scenarios (``--scenarios``):
 * ``single-single``: δ = 1 against δ = 0.3, one view each, independent;
 * ``shared``: δ = 0.6 against four null views, the *same* non-members (audits with one seed);
 * ``near1``: δ = 3 against δ = 2.2, 30 / 40 / 50 members, 40 non-members;
-* ``near1-small``: δ = 3.5 against δ = 1.5, 15 / 20 / 25 members, 20 non-members.
+* ``near1-small``: δ = 3.5 against δ = 1.5, 15 / 20 / 25 members, 20 non-members;
+* ``paired``: two attacks on the *same* candidates (one plan): score = a latent per record
+  shared by both + δ (1 and 0.6) for members + independent noise of sd 0.5, so each AUC is
+  Φ(δ / √2.5); ``bootstrap_vul_difference(..., paired=True)`` against ``vul_difference``.
 
     nice -n 10 python benchmarks/audit_interval_coverage.py --reps 400 --seed 0
 """
@@ -24,7 +27,12 @@ import json
 import numpy as np
 from scipy.stats import norm
 
-from fedlabels.privacy.attacks import bootstrap_vul_ci, roc_auc, vul_difference
+from fedlabels.privacy.attacks import (
+    bootstrap_vul_ci,
+    bootstrap_vul_difference,
+    roc_auc,
+    vul_difference,
+)
 
 #: scenario -> (audit A's views, audit B's views, member counts, non-members, shared)
 SCENARIOS = {
@@ -76,17 +84,49 @@ def coverage(name: str, reps: int, seed: int, n_boot: int) -> dict[str, float]:
             "truth_a": truth_a, "truth_b": truth_b, "reps": reps}
 
 
+def paired_coverage(reps: int, seed: int, n_boot: int) -> dict[str, float]:
+    sizes, n_non, deltas, s = (60, 100, 140), 100, (1.0, 0.6), 0.5
+    truth = float(np.subtract(*norm.cdf(np.array(deltas) / np.sqrt(2 * (1 + s * s)))))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, sum(map(ord, "paired"))]))
+    hits = {"paired": 0, "difference": 0}
+    widths: dict[str, list[float]] = {"paired": [], "difference": []}
+    for r in range(reps):
+        latent_non = rng.standard_normal(n_non)
+        latent = {c: rng.standard_normal(n) for c, n in enumerate(sizes)}
+        audits, entries = [], []
+        for d in deltas:
+            non = latent_non + s * rng.standard_normal(n_non)
+            views = {"v": {c: (latent[c] + d + s * rng.standard_normal(n), non)
+                           for c, n in enumerate(sizes)}}
+            audits.append({"a": views})
+            point = np.mean([roc_auc(np.r_[m, x], np.r_[np.ones(len(m)), np.zeros(len(x))])
+                             for m, x in views["v"].values()])
+            entries.append({"vul": float(point), "vul_ci": bootstrap_vul_ci(
+                {"a": views}, n_boot=n_boot, seed=r, fpr_targets=())["vul_ci"]})
+        for name, ci in (("paired", bootstrap_vul_difference(*audits, paired=True,
+                                                             n_boot=n_boot, seed=r)["ci"]),
+                         ("difference", vul_difference(*entries)["ci"])):
+            hits[name] += ci[0] <= truth <= ci[1]
+            widths[name].append(ci[1] - ci[0])
+    return {"paired": hits["paired"] / reps, "paired_width": float(np.mean(widths["paired"])),
+            "difference": hits["difference"] / reps,
+            "difference_width": float(np.mean(widths["difference"])), "truth": truth,
+            "reps": reps}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--scenarios", default=",".join((*SCENARIOS, "paired")))
     p.add_argument("--reps", type=int, default=400)
     p.add_argument("--n-boot", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     for name in args.scenarios.split(","):
-        if name not in SCENARIOS:
-            raise SystemExit(f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}")
-        out = coverage(name, args.reps, args.seed, args.n_boot)
+        if name not in (*SCENARIOS, "paired"):
+            raise SystemExit(f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}, "
+                             "paired")
+        out = (paired_coverage(args.reps, args.seed, args.n_boot) if name == "paired"
+               else coverage(name, args.reps, args.seed, args.n_boot))
         print(json.dumps({"scenario": name, **{k: round(v, 4) for k, v in out.items()}}),
               flush=True)
 

@@ -250,14 +250,20 @@ class AuditReport:
     n_boot: int = 1000
     _intervals: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
+    def scores(self) -> dict[str, dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]]:
+        """``scores[attack][view][client] = (member scores, non-member scores)``, as
+        :func:`~fedlabels.privacy.attacks.bootstrap_vul_ci` and
+        :func:`~fedlabels.privacy.attacks.bootstrap_vul_difference` take them."""
+        return {a: {v: {c: (r.scores[r.membership], r.scores[~r.membership])
+                        for c, r in per_client.items()
+                        if r.scores is not None and r.membership is not None}
+                    for v, per_client in views.items()}
+                for a, views in self.results.items()}
+
     def intervals(self) -> dict[str, Any]:
         """Bootstrap intervals of VUL and of every attack's AUC and TPRs (computed once)."""
         if self._intervals is None:
-            scores = {a: {v: {c: (r.scores[r.membership], r.scores[~r.membership])
-                              for c, r in per_client.items()
-                              if r.scores is not None and r.membership is not None}
-                          for v, per_client in views.items()}
-                      for a, views in self.results.items()}
+            scores = self.scores()
             self._intervals = bootstrap_vul_ci(scores, n_boot=self.n_boot,
                                                seed=int(self.settings.get("seed", 0)),
                                                fpr_targets=tuple(TPR_KEYS.values()))

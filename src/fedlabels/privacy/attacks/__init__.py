@@ -8,6 +8,7 @@ scores into ROC AUC (the papers' VUL), TPR at 1 % / 0.1 % FPR and the ROC curve 
 
 from fedlabels.privacy.attacks.bootstrap import (
     bootstrap_vul_ci,
+    bootstrap_vul_difference,
     draw_resamples,
     percentile_interval,
     vul_difference,
@@ -49,6 +50,7 @@ __all__ = [
     "AttackResult",
     "augmentation_attack",
     "bootstrap_vul_ci",
+    "bootstrap_vul_difference",
     "correct_label_counts",
     "draw_resamples",
     "evaluate_attack",

@@ -209,6 +209,66 @@ def bootstrap_vul_ci(scores: Mapping[str, Mapping[str, Mapping[int, ClientScores
     return out
 
 
+def _max_replicates(scores: Mapping[str, Mapping[str, Mapping[int, ClientScores]]],
+                    draws: Resamples) -> tuple[float, np.ndarray]:
+    """VUL (max over attacks and views of the mean AUC over clients) and its replicates."""
+    point, reps = -np.inf, np.full(draws.n_boot, -np.inf)
+    for views in scores.values():
+        for per_client in views.values():
+            if not per_client:
+                continue
+            aucs, points = [], []
+            for c, (mem, non) in per_client.items():
+                if c not in draws.members or draws.members[c].shape[1] != len(mem) \
+                        or draws.nonmembers.shape[1] != len(non):
+                    raise FedLabelsError(f"client {c}'s scores do not match the candidates "
+                                         "the resampling was drawn for.")
+                aucs.append(weighted_auc(mem, non, draws.members[c], draws.nonmembers))
+                points.append(weighted_auc(mem, non, np.ones(len(mem)), np.ones(len(non)))[0])
+            reps = np.maximum(reps, np.mean(aucs, axis=0))
+            point = max(point, float(np.mean(points)))
+    return point, reps
+
+
+def _candidate_counts(scores: Mapping[str, Mapping[str, Mapping[int, ClientScores]]]
+                      ) -> tuple[dict[int, int], int]:
+    if not scores:
+        raise FedLabelsError("a VUL difference needs the scores of at least one attack.")
+    first = next(iter(next(iter(scores.values())).values()))
+    return {c: len(m) for c, (m, _) in first.items()}, len(next(iter(first.values()))[1])
+
+
+def bootstrap_vul_difference(scores_a: Mapping[str, Mapping[str, Mapping[int, ClientScores]]],
+                             scores_b: Mapping[str, Mapping[str, Mapping[int, ClientScores]]],
+                             *, paired: bool, n_boot: int = 1000, seed: int = 0,
+                             level: float = 0.95) -> dict[str, Any]:
+    """Basic bootstrap interval of VUL_a - VUL_b from the two audits' scores (as
+    :func:`bootstrap_vul_ci` takes them; ``AuditReport.scores()``).
+
+    ``paired=True``: the two audits scored the *same* candidates (same federation, seed and
+    sizes: the members and non-members of one plan), so one resampling of those records
+    serves both, and the interval accounts for their correlation (the rule of
+    :func:`vul_difference` ignores it and is conservative). ``paired=False``: independent
+    audits, resampled independently (seeds ``seed`` and ``seed + 1``).
+    """
+    counts_a, non_a = _candidate_counts(scores_a)
+    counts_b, non_b = _candidate_counts(scores_b)
+    if paired and (counts_a != counts_b or non_a != non_b):
+        raise FedLabelsError(
+            f"paired: the audits scored different candidates ({counts_a} members per client "
+            f"and {non_a} non-members against {counts_b} and {non_b}); audit both with the "
+            "same federation, seed and sizes, or use paired=False.")
+    draws_a = draw_resamples(counts_a, non_a, n_boot, seed)
+    draws_b = draws_a if paired else draw_resamples(counts_b, non_b, n_boot, seed + 1)
+    point_a, reps_a = _max_replicates(scores_a, draws_a)
+    point_b, reps_b = _max_replicates(scores_b, draws_b)
+    d = point_a - point_b
+    lo, hi = percentile_interval(reps_a - reps_b, level)
+    ci = [float(np.clip(2 * d - hi, -1, 1)), float(np.clip(2 * d - lo, -1, 1))]
+    return {"difference": d, "ci": ci, "level": level, "paired": paired, "n_boot": n_boot,
+            "differs": not ci[0] <= 0 <= ci[1]}
+
+
 def vul_difference(a: Mapping[str, Any], b: Mapping[str, Any], level: float = 0.95, *,
                    input_level: float = 0.95) -> dict[str, Any]:
     """Whether two audits' VULs differ: an interval of VUL_a - VUL_b from their intervals.
