@@ -30,6 +30,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
+from fedlabels.learners.sk_inputs import fit_inputs, label_codes, predict_input
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 
@@ -96,10 +97,17 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         Adam weight decay.
     predict_batch_size : int, default=4096
         Rows per forward pass when predicting.
-    warm_start : bool, default=True
-        If True, :meth:`fit` continues from the current weights instead of re-initialising.
+    warm_start : bool, default=False
+        If True, :meth:`fit` continues from the current weights (and keeps the classes and
+        features of the first fit) instead of re-initialising. ``train_steps``, what the
+        federation calls each round, always continues.
     random_state : int or None, default=None
         Seeds weight initialisation and minibatch order.
+
+    :meth:`fit` and :meth:`predict` follow scikit-learn's conventions (``classes_`` are the
+    sorted labels of ``y``, any labels with ``n_classes=None``; ``n_features_in_``; input
+    checked by :mod:`fedlabels.learners.sk_inputs`); ``train_steps`` takes label indices
+    ``0..n_classes-1``.
     """
 
     #: ``train_steps`` takes ``aux_index`` (auxiliary rows gathered from a shared array)
@@ -164,7 +172,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, hidden_layer_sizes: Sequence[int] = (512, 512),
                  n_classes: int | None = None, learning_rate: float = 1e-3,
                  batch_size: int = 64, max_steps: int = 500, weight_decay: float = 0.0,
-                 predict_batch_size: int = 4096, warm_start: bool = True,
+                 predict_batch_size: int = 4096, warm_start: bool = False,
                  random_state: int | None = None) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
         self.n_classes = n_classes
@@ -380,18 +388,36 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self.steps_ += int(n_steps)
         return self
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> TorchMLPClassifier:
+    def fit(self, X: Any, y: Any) -> TorchMLPClassifier:
         """Train for ``max_steps`` steps (from scratch unless ``warm_start``)."""
-        if not self.warm_start and hasattr(self, "model_"):
-            del self.model_
-        return self.train_steps(X, y, int(self.max_steps))
+        warm = bool(self.warm_start) and hasattr(self, "model_")
+        X, y = fit_inputs(self, X, y, reset=not warm,
+                          numeric_y=self._target_dtype is not np.int64)
+        targets, n_outputs, classes = self._fit_targets(y, warm)
+        if not warm:
+            self._initialise(X.shape[1], n_outputs)
+            if classes is not None:
+                self.classes_ = classes
+        return self.train_steps(X, targets, int(self.max_steps))
+
+    def _fit_targets(self, y: np.ndarray, warm: bool
+                     ) -> tuple[np.ndarray, int, np.ndarray | None]:
+        """The training targets of ``y`` (label indices), the number of outputs, and the
+        classes (``None``: keep those of the warm-started model)."""
+        if warm:
+            return label_codes(y, self.classes_), len(self.classes_), None
+        classes = np.unique(y) if self.n_classes is None else np.arange(int(self.n_classes))
+        return label_codes(y, classes), len(classes), classes
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "model_")
 
     # ------------------------------------------------------------------ inference
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Class probabilities, computed in batches under ``eval()`` / ``no_grad`` (with the
-        other clients' in one vectorised pass when they predict together)."""
-        if not hasattr(self, "model_"):
-            raise FedLabelsError("this TorchMLPClassifier is not fitted yet; call fit first.")
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (columns in the order of ``classes_``), computed in batches
+        under ``eval()`` / ``no_grad`` (with the other clients' in one vectorised pass when
+        they predict together)."""
+        X = predict_input(self, X)
         if self._rendezvous is not None:  # predicted together with the other clients
             from fedlabels.learners.batch_jobs import PredictJob
 
@@ -429,8 +455,10 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 out.append(body(xb).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, 1), dtype=np.float32)
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.predict_proba(X).argmax(axis=1)
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of largest probability, one of ``classes_``."""
+        best = self.predict_proba(X).argmax(axis=1)
+        return np.asarray(self.classes_)[best]
 
     # ------------------------------------------------------------------ parameters
     def get_weights(self) -> np.ndarray:

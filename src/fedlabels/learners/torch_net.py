@@ -85,7 +85,7 @@ class TorchNetClassifier(TorchMLPClassifier):
                  input_shape: Sequence[int] | None = None, n_classes: int | None = None,
                  learning_rate: float = 1e-3, batch_size: int = 64, max_steps: int = 500,
                  weight_decay: float = 0.0, predict_batch_size: int = 1024,
-                 warm_start: bool = True, augment: bool = False, width: int = 64,
+                 warm_start: bool = False, augment: bool = False, width: int = 64,
                  optimizer: Callable[..., torch.optim.Optimizer] | None = None,
                  loss: Callable[..., torch.Tensor] | None = None,
                  random_state: int | None = None) -> None:

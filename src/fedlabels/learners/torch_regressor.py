@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 import torch
 from sklearn.base import RegressorMixin
+from sklearn.utils.metaestimators import available_if
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.sk_inputs import predict_input
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
 
@@ -36,12 +38,14 @@ class TorchMLPRegressor(RegressorMixin, TorchMLPClassifier):
     def _initialise(self, n_features: int, n_classes: int) -> None:
         super()._initialise(n_features, 1)
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def _fit_targets(self, y: np.ndarray, warm: bool
+                     ) -> tuple[np.ndarray, int, np.ndarray | None]:
+        return np.asarray(y, dtype=np.float32), 1, None
+
+    def predict(self, X: Any) -> np.ndarray:
         """The network's output, in batches under ``eval()`` / ``no_grad``."""
-        if not hasattr(self, "model_"):
-            raise FedLabelsError("this TorchMLPRegressor is not fitted yet; call fit first.")
+        X = predict_input(self, X)
         self._resident()
-        X = np.ascontiguousarray(X, dtype=np.float32)
         self.model_.eval()
         out = np.empty(len(X), dtype=np.float32)
         step = int(self.predict_batch_size)
@@ -51,5 +55,6 @@ class TorchMLPRegressor(RegressorMixin, TorchMLPClassifier):
                     torch.from_numpy(X[start : start + step]))[:, 0].numpy()
         return out / self.SCALE + self.CENTER
 
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+    @available_if(lambda self: False)  # a regressor has none: hasattr says so, as sklearn's
+    def predict_proba(self, X: Any) -> np.ndarray:
         raise FedLabelsError("a regressor has no class probabilities.")

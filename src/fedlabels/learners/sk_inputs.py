@@ -1,0 +1,84 @@
+"""scikit-learn's input conventions for the torch learners' ``fit`` and ``predict``.
+
+``fit`` takes what a scikit-learn estimator takes (numpy arrays, lists, pandas frames; any
+labels) and refuses what it cannot use (sparse, complex, NaN or inf, 1-D ``X``, unequal
+lengths, no rows) with one :class:`~fedlabels.core.errors.FedLabelsError` line, which is a
+``ValueError`` as scikit-learn's own are. Predicting before fitting raises
+:class:`NotFittedLearnerError`, both a ``FedLabelsError`` and scikit-learn's
+``NotFittedError``. The federation's own path (``train_steps`` on data the federation has
+already checked) is not re-validated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+from fedlabels.core.errors import FedLabelsError
+
+
+class NotFittedLearnerError(FedLabelsError, NotFittedError):
+    """A learner used before ``fit``: a ``FedLabelsError`` scikit-learn recognises too."""
+
+
+class InputTypeError(FedLabelsError, TypeError):
+    """Input of a type the learner cannot read (a ``TypeError`` as scikit-learn's is)."""
+
+
+def _one_line(exc: Exception) -> FedLabelsError:
+    kind = InputTypeError if isinstance(exc, TypeError) else FedLabelsError
+    return kind(" ".join(str(exc).split()))
+
+
+def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool,
+               numeric_y: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` as C-ordered float32 (n, d) and ``y`` as a 1-D array of the same length;
+    ``reset`` (a fresh fit) records ``n_features_in_`` (and ``feature_names_in_`` of a
+    frame), else ``X`` must match them."""
+    try:
+        X, y = validate_data(est, X, y, reset=reset, dtype=np.float32, order="C",
+                             y_numeric=numeric_y)
+        if not numeric_y:
+            check_classification_targets(y)
+    except (ValueError, TypeError) as exc:
+        raise _one_line(exc) from None
+    return X, y
+
+
+def predict_input(est: Any, X: Any) -> np.ndarray:
+    """``X`` as C-ordered float32 with the fitted number of features, all finite (no rows
+    is no error: a round may query none)."""
+    if not hasattr(est, "model_"):
+        raise NotFittedLearnerError(f"this {type(est).__name__} is not fitted yet; call fit "
+                                    "first.")
+    try:
+        out: np.ndarray = validate_data(est, X, reset=False, dtype=np.float32, order="C",
+                                         ensure_min_samples=0)
+    except (ValueError, TypeError) as exc:
+        raise _one_line(exc) from None
+    return out
+
+
+def label_codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Each label's index in ``classes`` (sorted); a label that is not one of them is an
+    error naming it."""
+    try:
+        codes = np.searchsorted(classes, y)
+        ok = codes < len(classes)
+        ok[ok] = classes[codes[ok]] == y[ok]
+    except TypeError:  # labels of another kind than the classes (text against ints)
+        ok = np.zeros(len(y), dtype=bool)
+        codes = np.zeros(len(y), dtype=np.int64)
+    if not ok.all():
+        unknown = np.unique(np.asarray(y[~ok], dtype=object).astype(str))[:5].tolist()
+        shown = classes[:10].tolist()
+        raise FedLabelsError(
+            f"y has labels {unknown} that are not among this model's classes {shown}"
+            f"{' ...' if len(classes) > 10 else ''}; with n_classes set, labels are the ints "
+            "0..n_classes-1 (leave n_classes=None to learn the labels of y), and a "
+            "warm-started fit keeps the classes of the first.")
+    return codes.astype(np.int64)
