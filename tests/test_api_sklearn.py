@@ -303,3 +303,37 @@ def test_a_saved_run_is_found_under_a_home_relative_path(tmp_path, monkeypatch, 
     fed = fl.make_federation(X, y, clients=3, seed=0)
     fl.run("fedct", fed, model="dt", rounds=1, seed=0).save(tmp_path / "r.json")
     assert fl.load_run("~/r.json").predict(X[:2]).shape == (2,)
+
+
+def test_a_misspelt_run_config_keyword_is_one_line_naming_the_valid_ones():
+    # Python's bare TypeError ("unexpected keyword argument 'roundz'") before
+    with pytest.raises(FedLabelsError, match=r"^unknown RunConfig keyword 'roundz' \(did you "
+                                             r"mean 'rounds'\?\); valid: .*, rounds, ") as info:
+        fl.RunConfig(method="fedct", roundz=3)
+    assert "\n" not in str(info.value)
+    with pytest.raises(FedLabelsError, match="--threads is a flag of the command"):
+        fl.RunConfig(threads=2)
+
+
+def test_run_config_takes_what_python_gives():
+    cfg = fl.RunConfig(method="fedct", rounds=np.int64(3), output=Path("run.json"),
+                       features=("a", "b"), drop=("c",))  # a Path and tuples were refused
+    assert (cfg.rounds, cfg.output, cfg.features, cfg.drop) == (3, "run.json", ["a", "b"],
+                                                                ["c"])
+    assert type(cfg.rounds) is int
+    assert cfg.to_dict() == fl.RunConfig.from_mapping(cfg.to_dict()).to_dict()
+
+
+def test_resume_checks_rounds_and_takes_numpy_integers(tmp_path):
+    cfg = fl.RunConfig(method="fedct", dataset="breast_cancer", model="dt", clients=3,
+                       rounds=1, seed=0, output=str(tmp_path / "run.json"))
+    fl.run_config(cfg, progress=False, checkpoint=tmp_path / "run.checkpoint.npz")
+    # a finished run compared rounds with its own: a TypeError for a str before
+    with pytest.raises(FedLabelsError, match=r"rounds must be an int in \[1, .*got '5'"):
+        fl.resume(tmp_path / "run.json", rounds="5", progress=False)
+    with pytest.raises(FedLabelsError, match=r"workers must be an int.*got 1.5"):
+        fl.resume(tmp_path / "run.json", rounds=2, workers=1.5, progress=False)
+    with pytest.warns(fl.RunCaveatWarning, match="extended from 1 to 2 rounds"):
+        result = fl.resume(tmp_path / "run.json", rounds=np.int64(2), threads=np.int64(1),
+                           workers=np.int64(1), progress=False, save=False)
+    assert len(result.rounds) == 2 and result.config["rounds"] == 2

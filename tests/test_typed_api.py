@@ -50,6 +50,14 @@ fl.load_federation("imagefolder:pets", image_size=32, public=Path("public"))
 fl.load_federation("imagefolder:pets", image_size=(32, 48))
 fl.inspect_models(Path("run.json"), feature_names=("a", "b", "c"), client=np.int64(0))
 fl.load_run("run.json").predict(X, client=np.int64(1))
+# RunConfig's constructor takes what its checks accept, not only the types it stores
+cfg = fl.RunConfig(method="fedct", rounds=np.int64(5), clients=np.int64(3),
+                   seed=np.int64(1), unlabeled_shift=np.float64(0.1), public=Path("u.csv"),
+                   output=Path("run.json"), batch_clients=True, image_size=(32, 48),
+                   target_range=(0, 400), features=("a", "b"), participation=np.int64(2))
+fl.run_config(cfg, threads=np.int64(1))
+fl.run("fedct", "wine", threads=np.int64(1), rounds=np.int64(2))
+fl.resume("run.json", rounds=np.int64(5), threads=np.int64(1), workers=np.int64(2))
 '''
 
 
@@ -60,6 +68,7 @@ import fedlabels as fl
 
 fl.rnu("fedct", "wine")
 fl.load_federaton("wine")
+fl.RunConfig(method="fedct", roundz=3)
 '''
 
 
@@ -102,3 +111,25 @@ def test_a_misspelt_public_name_is_a_checkers_error(mypy_output: tuple[Path, str
     typo = str(folder / "typo.py")
     assert f'{typo}:4: error: Module has no attribute "rnu"' in out, out
     assert f'{typo}:5: error: Module has no attribute "load_federaton"' in out, out
+    assert f'{typo}:6: error: Unexpected keyword argument "roundz" for "RunConfig"' in out, out
+
+
+def test_run_configs_typed_constructor_names_every_field_with_its_default() -> None:
+    """The constructor a checker sees (declared under TYPE_CHECKING, typed with what each
+    setting accepts) lists the dataclass's fields in order with their defaults."""
+    import ast
+    import dataclasses
+    import inspect
+
+    from fedlabels.runs import config
+
+    tree = ast.parse(inspect.getsource(config))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RunConfig")
+    init = next(f for block in cls.body if isinstance(block, ast.If)
+                for f in block.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    names = [a.arg for a in init.args.args[1:]]
+    fields = dataclasses.fields(config.RunConfig)
+    assert names == [f.name for f in fields]
+    for f, default in zip(fields, init.args.defaults, strict=True):
+        stated = ast.literal_eval(default)
+        assert stated == (... if f.name == "options" else f.default), f.name

@@ -16,6 +16,7 @@ from typing import Any
 
 from fedlabels.core.threads import set_threads
 from fedlabels.data import Federation, load_federation
+from fedlabels.data.federation import IntLike
 from fedlabels.engines import simulate
 from fedlabels.learners import as_models
 from fedlabels.methods import get_method
@@ -27,7 +28,7 @@ from fedlabels.runs.federation import federation_for
 def run(method: str, federation: Federation | str, *, model: Any = None,
         quorum: float | None = None, progress: bool | None = None,
         on_round: Callable[[RoundRecord], None] | None = None,
-        config: dict[str, Any] | None = None, threads: int | None = None,
+        config: dict[str, Any] | None = None, threads: IntLike | None = None,
         **params: Any) -> RunResult:
     """Run one method in the in-process simulator.
 
@@ -162,7 +163,7 @@ def _warn_caveats(result: RunResult) -> None:
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
-               threads: int | None = None, checkpoint: str | Path | None = None,
+               threads: IntLike | None = None, checkpoint: str | Path | None = None,
                resume: str | Path | None = None, *, overwrite: bool = False,
                save: bool = True) -> RunResult:
     """Run a :class:`RunConfig` (what ``fedlabels run`` does); ``progress`` and ``threads``
@@ -199,7 +200,7 @@ def _planned_outputs(cfg: RunConfig, overwrite: bool) -> dict[str, Path] | None:
     return files
 
 
-def _run_config(cfg: RunConfig, progress: bool | None, threads: int | None,
+def _run_config(cfg: RunConfig, progress: bool | None, threads: IntLike | None,
                 checkpoint: str | Path | None, resume: str | Path | None) -> RunResult:
     """:func:`run_config` without its warnings."""
     set_threads(threads)
@@ -241,8 +242,8 @@ def _run_on_flower(cfg: RunConfig, progress: bool | None,
     return run_on_ray(cfg, progress=progress, on_round=on_round)
 
 
-def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None = None,
-           threads: int | None = None, workers: int | None = None,
+def resume(path: str | Path, *, rounds: IntLike | None = None, progress: bool | None = None,
+           threads: IntLike | None = None, workers: IntLike | None = None,
            save: bool = True) -> RunResult:
     """Continue an interrupted run of :func:`run_config` (or ``fedlabels run``) from the
     checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
@@ -265,7 +266,12 @@ def resume(path: str | Path, *, rounds: int | None = None, progress: bool | None
 
     _check_watching(progress)
     from fedlabels.core.files import given_path
+    from fedlabels.runs.config import checked_value
+    from fedlabels.runs.spec import by_name
 
+    params = by_name(RunConfig)  # checked as a RunConfig checks them, before any file is read
+    rounds = None if rounds is None else checked_value(params["rounds"], rounds)
+    workers = None if workers is None else checked_value(params["workers"], workers)
     file = checkpoint_path(given_path(path, "resume's path"))
     saved = load_checkpoint(file)
     if "alive_per_round" in (saved.meta.get("engine") or {}):  # a Flower ServerApp's

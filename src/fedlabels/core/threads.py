@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from fedlabels.core.errors import FedLabelsError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENV_VAR = "FEDLABELS_THREADS"
 #: big-integer threads of the secure protocols (fedlabels.secure.parallel)
@@ -54,7 +58,7 @@ def torch_threads() -> int:
     return DEFAULT_THREADS if raw is None else _checked(raw, ENV_VAR)
 
 
-def set_threads(n: int | None) -> int:
+def set_threads(n: int | np.integer[Any] | None) -> int:
     """Set this process's (and its children's) torch threads; ``None`` keeps the setting.
 
     Applied to torch at once if it is loaded, otherwise when a run builds its learners.

@@ -3,16 +3,41 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.limits import MAX_ROUNDS, MAX_STEPS
 from fedlabels.runs.spec import ParamInfo, by_name, check_keys, declared, docs_table, param
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from fedlabels.data.federation import IntLike
+
+    #: what a float setting takes: a number, numpy's included
+    FloatLike = float | np.floating[Any] | np.integer[Any]
+
+_C = TypeVar("_C", bound=type)
+
+
+def _keywords_checked(cls: _C) -> _C:
+    """The dataclass's ``__init__``, with an unknown keyword a one-line error naming the
+    valid ones (as :meth:`RunConfig.from_mapping` says it) instead of Python's TypeError,
+    and former names read as the current ones."""
+    generated = vars(cls)["__init__"]
+
+    @functools.wraps(generated)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        generated(self, *args, **check_keys(cls, kwargs, "RunConfig keyword", keywords=True))
+
+    setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses assigning a method)
+    return cls
 
 
 def participation_arg(text: str) -> float | int:
@@ -28,6 +53,7 @@ def participation_arg(text: str) -> float | int:
 ENGINES = ("simulator", "flower-simulation")
 
 
+@_keywords_checked
 @dataclass
 class RunConfig:
     """Every parameter of one run, each declared once with :func:`param`.
@@ -177,6 +203,32 @@ class RunConfig:
         "generated flags, TOML an [options] table, Python options={...}", kind=dict,
         cli=False)
 
+    if TYPE_CHECKING:  # what the constructor takes (numpy numbers, a Path, a pair, True);
+        # the fields above are the types it stores, normalised by validate()
+        def __init__(self, method: str = "fedct", dataset: str = "breast_cancer",
+                     clients: IntLike = 5, model: str | None = None, rounds: IntLike = 20,
+                     period: IntLike = 50, unlabeled: IntLike | None = None,
+                     private: IntLike | None = None,
+                     private_per_client: IntLike | None = None,
+                     test: IntLike | None = None, partition: str = "iid",
+                     unlabeled_shift: FloatLike = 0.0,
+                     public: str | os.PathLike[str] | None = None,
+                     public_pca: IntLike | None = None, seed: IntLike = 0,
+                     eval_every: IntLike = 1, output: str | os.PathLike[str] | None = None,
+                     sep: str | None = None, features: str | Sequence[str] | None = None,
+                     drop: str | Sequence[str] | None = None, text_column: str | None = None,
+                     task: str | None = None,
+                     target_range: str | Sequence[float] | None = None,
+                     insecure_reproducible_noise: bool = False, malicious: IntLike = 0,
+                     poison: str | None = None, participation: FloatLike | None = None,
+                     dropout: FloatLike | None = None, deadline: FloatLike | None = None,
+                     device: str = "cpu", precision: str = "fp32",
+                     batch_clients: str | bool = "auto", cuda_graphs: str | bool = "off",
+                     offload: str = "auto", workers: IntLike | None = None,
+                     engine: str = "simulator",
+                     image_size: str | int | tuple[int, int] | None = None,
+                     image_column: str | None = None, options: dict[str, Any] = ...) -> None: ...
+
     def __post_init__(self) -> None:
         self.validate()
         from fedlabels.methods import get_method
@@ -280,8 +332,10 @@ def checked_value(info: ParamInfo, value: Any) -> Any:
     form), or a one-line error naming it; :meth:`RunConfig.validate` checks the
     combinations."""
     name = info.name
-    if name == "public" and isinstance(value, os.PathLike):  # a pathlib.Path from Python
+    if name in ("public", "output") and isinstance(value, os.PathLike):  # a pathlib.Path
         value = os.fspath(value)
+    if name in ("features", "drop") and isinstance(value, tuple):  # as load_federation's
+        value = list(value)
     if name == "image_size" and value is not None and not isinstance(value, str):
         from fedlabels.data.images import parse_size
 

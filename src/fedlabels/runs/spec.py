@@ -199,10 +199,11 @@ def unknown_key_message(key: str, valid: Iterable[str], what: str) -> str:
 
 
 def check_keys(cls: type, data: Mapping[str, Any], what: str, *, python: bool = False,
-               dashes: bool = False) -> dict[str, Any]:
+               dashes: bool = False, keywords: bool = False) -> dict[str, Any]:
     """``data`` with former names replaced by current ones; an unknown key is a one-line
-    error with a suggestion (``python``: only fl.run's keywords; ``dashes``: TOML keys may
-    be written ``eval-every``)."""
+    error with a suggestion (``python``: only fl.run's keywords; ``keywords``: Python
+    keywords, all of them valid, a method option advised as ``options={...}``; ``dashes``:
+    TOML keys may be written ``eval-every``)."""
     params = by_name(cls)
     valid = [n for n, info in params.items() if info.python or not python]
     renamed = former_names(cls)
@@ -211,7 +212,7 @@ def check_keys(cls: type, data: Mapping[str, Any], what: str, *, python: bool = 
         key = raw.replace("-", "_") if dashes else raw
         key = renamed.get(key, key)
         if key not in valid:
-            raise FedLabelsError(_unknown(raw, key, valid, params, what, python))
+            raise FedLabelsError(_unknown(raw, key, valid, params, what, python or keywords))
         if key in out:
             raise FedLabelsError(f"{what} {key!r} given twice (also as {raw!r}); keep one.")
         out[key] = value
