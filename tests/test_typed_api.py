@@ -44,8 +44,10 @@ import fedlabels as fl
 X = np.zeros((40, 3))
 y = np.arange(40) % 2
 for seed in np.arange(3):
-    fl.make_federation(X, y, clients=np.int64(3), unlabeled=np.int64(10), seed=seed)
-    fl.load_federation("wine", clients=np.int64(3), test=np.int64(30), seed=seed)
+    fl.make_federation(X, y, clients=np.int64(3), unlabeled=np.int64(10), seed=seed,
+                       public_pca=np.int64(2))
+    fl.load_federation("wine", clients=np.int64(3), test=np.int64(30), seed=seed,
+                       public_pca=np.int64(2))
 fl.load_federation("imagefolder:pets", image_size=32, public=Path("public"))
 fl.load_federation("imagefolder:pets", image_size=(32, 48))
 fl.inspect_models(Path("run.json"), feature_names=("a", "b", "c"), client=np.int64(0))

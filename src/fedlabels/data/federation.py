@@ -368,7 +368,7 @@ def make_federation(
     task: str = "classification",
     target_range: Any = None,
     unlabeled_shift: float = 0.0,
-    public_pca: int | None = None,
+    public_pca: IntLike | None = None,
     X_public: Any = None,
 ) -> Federation:
     """Split labelled data into a test set, a public unlabeled set U and m client sets.
@@ -563,7 +563,8 @@ def make_federation(
     if public_pca is not None:
         from fedlabels.data.public_pca import check_public_pca
 
-        check_public_pca(public_pca, len(X_public), 1 if text else Xa.shape[1], text)
+        public_pca = check_public_pca(public_pca, len(X_public), 1 if text else Xa.shape[1],
+                                      text)
     if text:
         scale = "none"
     if scale == "public":

@@ -98,7 +98,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                     features: str | Sequence[str] | None = None,
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
-                    unlabeled_shift: float = 0.0, public_pca: int | None = None,
+                    unlabeled_shift: float = 0.0, public_pca: IntLike | None = None,
                     image_size: str | int | tuple[int, int] | None = None,
                     image_column: str | None = None,
                     public: str | os.PathLike[str] | None = None) -> Federation:
