@@ -1,9 +1,11 @@
-"""The torch learners follow scikit-learn's estimator conventions: every check of
-``sklearn.utils.estimator_checks`` passes, except those that cannot apply (waived below, each
-with its reason; docs/usage.md lists them), and the conventions a user meets first are
-tested directly with an independent expectation."""
+"""The torch learners (and RuleFit) follow scikit-learn's estimator conventions: every
+check of ``sklearn.utils.estimator_checks`` passes, except those that cannot apply (waived
+below, each with its reason; docs/usage.md lists them), and the conventions a user meets
+first are tested directly with an independent expectation."""
 
 from __future__ import annotations
+
+from importlib.util import find_spec
 
 import numpy as np
 import pandas as pd
@@ -62,11 +64,21 @@ def _waived(estimator: object) -> dict[str, str]:
     return {}
 
 
+def _rulefit() -> list[object]:
+    """RuleFit (the ``rulefit`` spec, small), where imodels is installed."""
+    if find_spec("imodels") is None:
+        return []
+    from fedlabels.learners.tabular import make_rulefit
+
+    return [make_rulefit(n_classes=3, random_state=0, n_estimators=10, max_rules=20)]
+
+
 @parametrize_with_checks([
     TorchMLPClassifier(hidden_layer_sizes=(16,), **_FAST),
     TorchMLPRegressor(hidden_layer_sizes=(16,), **_FAST),
     TorchNetClassifier(network=flat_net, **_FAST),
     TorchNetClassifier(network="small", **_FAST),
+    *_rulefit(),
 ], expected_failed_checks=_waived)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

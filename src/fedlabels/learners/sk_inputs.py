@@ -34,13 +34,14 @@ def _one_line(exc: Exception) -> FedLabelsError:
     return kind(" ".join(str(exc).split()))
 
 
-def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool,
-               numeric_y: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``X`` as C-ordered float32 (n, d) and ``y`` as a 1-D array of the same length;
-    ``reset`` (a fresh fit) records ``n_features_in_`` (and ``feature_names_in_`` of a
-    frame), else ``X`` must match them."""
+def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool, numeric_y: bool,
+               dtype: Any = np.float32, order: str | None = "C"
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` as an (n, d) array of ``dtype`` (C-ordered float32: the torch learners') and
+    ``y`` as a 1-D array of the same length; ``reset`` (a fresh fit) records
+    ``n_features_in_`` (and ``feature_names_in_`` of a frame), else ``X`` must match them."""
     try:
-        X, y = validate_data(est, X, y, reset=reset, dtype=np.float32, order="C",
+        X, y = validate_data(est, X, y, reset=reset, dtype=dtype, order=order,
                              y_numeric=numeric_y)
         if not numeric_y:
             check_classification_targets(y)
@@ -49,14 +50,16 @@ def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool,
     return X, y
 
 
-def predict_input(est: Any, X: Any) -> np.ndarray:
-    """``X`` as C-ordered float32 with the fitted number of features, all finite (no rows
-    is no error: a round may query none)."""
-    if not hasattr(est, "model_"):
+def predict_input(est: Any, X: Any, *, fitted: str = "model_", dtype: Any = np.float32,
+                  order: str | None = "C") -> np.ndarray:
+    """``X`` as an array of ``dtype`` with the fitted number of features, all finite (no
+    rows is no error: a round may query none); before ``fit`` (no attribute ``fitted``)
+    :class:`NotFittedLearnerError`."""
+    if not hasattr(est, fitted):
         raise NotFittedLearnerError(f"this {type(est).__name__} is not fitted yet; call fit "
                                     "first.")
     try:
-        out: np.ndarray = validate_data(est, X, reset=False, dtype=np.float32, order="C",
+        out: np.ndarray = validate_data(est, X, reset=False, dtype=dtype, order=order,
                                          ensure_min_samples=0)
     except (ValueError, TypeError) as exc:
         raise _one_line(exc) from None

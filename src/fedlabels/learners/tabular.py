@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.sk_inputs import fit_inputs, predict_input
 
 
 def _require(module: str, package: str) -> Any:
@@ -138,10 +139,9 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
             memory_par=self.memory_par, cv=False, random_state=self.random_state)
 
     def fit(self, X: Any, y: Any) -> RuleFitClassifier:
-        X = np.asarray(X, dtype=float)
-        y = np.asarray(y)
+        X, y = fit_inputs(self, X, y, reset=True, numeric_y=False, dtype=np.float64,
+                          order=None)
         self.classes_ = np.unique(y)
-        self.n_features_in_ = X.shape[1]
         targets = [] if len(self.classes_) == 1 else (
             [self.classes_[1]] if len(self.classes_) == 2 else list(self.classes_))
         with warnings.catch_warnings():  # liblinear along the regularisation path
@@ -151,25 +151,25 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Logit of class 1 (binary), or one logit per class (one-vs-rest)."""
-        X = np.asarray(X, dtype=float)
+        X = predict_input(self, X, fitted="estimators_", dtype=np.float64, order=None)
         if not self.estimators_:
             return np.zeros(len(X))
         scores = np.stack([est.decision_function(X) for est in self.estimators_], axis=1)
         return scores[:, 0] if len(self.estimators_) == 1 else scores
 
     def predict(self, X: Any) -> np.ndarray:
-        if not self.estimators_:
-            return np.full(len(X), self.classes_[0])
         scores = self.decision_function(X)
+        if not self.estimators_:
+            return np.full(len(scores), self.classes_[0])
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=1)]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Logistic probabilities (binary) or normalised one-vs-rest probabilities."""
-        if not self.estimators_:
-            return np.ones((len(X), 1))
         scores = self.decision_function(X)
+        if not self.estimators_:
+            return np.ones((len(scores), 1))
         if scores.ndim == 1:
             p = 1.0 / (1.0 + np.exp(-scores))
             return np.stack([1 - p, p], axis=1)
