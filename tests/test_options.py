@@ -53,10 +53,9 @@ def test_invalid_values_are_one_line_errors(data, match):
     assert "\n" not in str(info.value)
 
 
-def test_unknown_key_names_the_methods_that_take_it():
-    OPTION_USERS.setdefault("epsilon", [])
-    if "dp-toy" not in OPTION_USERS["epsilon"]:
-        OPTION_USERS["epsilon"].append("dp-toy")
+def test_unknown_key_names_the_methods_that_take_it(monkeypatch):
+    # a copy, so the made-up method does not leak into later tests in this process
+    monkeypatch.setitem(OPTION_USERS, "epsilon", [*OPTION_USERS.get("epsilon", []), "dp-toy"])
     with pytest.raises(FedLabelsError, match=r"'epsilon' applies to .*dp-toy"):
         Toy.from_mapping({"epsilon": 1.0}, "toy")
 
