@@ -243,3 +243,30 @@ def test_pld_is_skipped_where_rdp_already_gives_a_huge_epsilon(monkeypatch) -> N
     assert huge.accountant == "rdp" and (0.0901, "pld") not in asked
     only_pld = accounting.tightest_gaussian(0.0901, 1.0, 1, 1e-5, ("pld",))  # asked for
     assert only_pld.accountant == "pld" and (0.0901, "pld") in asked
+
+
+def test_rr_rdp_of_a_growing_count_computes_one_curve(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A ledger accounts n, n + s*, n + 2s*, ... responses of one flip probability: RDP is
+    n times one response's curve, computed once (each count built a fresh RdpAccountant,
+    about 60 ms a DP-FedCT round), and ε equals a fresh accountant's to the last bit."""
+    import dp_accounting as dpa
+    from dp_accounting.rdp import rdp_privacy_accountant as rdpa
+
+    from fedlabels.privacy import accounting
+
+    curves: list[float] = []
+    real = rdpa._compute_randomized_response_rdp
+    monkeypatch.setattr(rdpa, "_compute_randomized_response_rdp",
+                        lambda p, *args: curves.append(p) or real(p, *args))
+    accounting._rr_epsilon.cache_clear()
+    if hasattr(accounting, "_rr_rdp_curve"):
+        accounting._rr_rdp_curve.cache_clear()
+    p = 2.0 * flip_probability(1.0, 8)
+    got = [accounting._rr_epsilon("rdp", (((p, 2), n),), 1e-5) for n in (8, 16, 24, 32)]
+    assert len(curves) == 1
+    monkeypatch.setattr(rdpa, "_compute_randomized_response_rdp", real)
+    for n, eps in zip((8, 16, 24, 32), got, strict=True):
+        acc = rdpa.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+        acc.compose(dpa.RandomizedResponseDpEvent(noise_parameter=p, num_buckets=2), n)
+        assert eps == acc.get_epsilon(1e-5)
