@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -131,27 +130,50 @@ def rr_epsilon_exact(n_bits: int, flip_prob: float, delta: float) -> float:
 
 # ------------------------------------------------------------------ label mechanisms
 
-def _rr_groups(events: Sequence[LabelEvent]) -> dict[tuple[float, int], int]:
-    """(noise_parameter p, buckets) -> number of composed dp-accounting RR mechanisms."""
-    groups: dict[tuple[float, int], int] = defaultdict(int)
-    for ev in events:
+@dataclass
+class LabelTally:
+    """What label accounting reads of XOR / k-ary RR releases, kept as they are added: Σ ε
+    (``basic``, summed left to right), the composed dp-accounting RR mechanisms per (noise
+    parameter p, buckets) in the order first seen (``groups``), whether any is k-ary, and
+    how many releases. A ledger keeps one running (:mod:`fedlabels.privacy.tally`), so a
+    check need not walk every release again."""
+
+    basic: float = 0.0
+    groups: dict[tuple[float, int], int] = field(default_factory=dict)
+    kary: bool = False
+    count: int = 0
+
+    @classmethod
+    def of(cls, events: Sequence[LabelEvent]) -> LabelTally:
+        tally = cls()
+        for ev in events:
+            tally.add(ev)
+        return tally
+
+    def add(self, ev: LabelEvent) -> None:
         if isinstance(ev, XorEvent):
-            groups[(2.0 * ev.flip_probability, 2)] += ev.sensitivity_bits
+            key = (2.0 * ev.flip_probability, 2)
+            n = ev.sensitivity_bits
         elif isinstance(ev, KaryRREvent):
             c = ev.n_classes
-            p = c / (math.exp(ev.epsilon_per_label) + c - 1)
-            groups[(p, c)] += ev.sensitivity_labels
+            key, n = (c / (math.exp(ev.epsilon_per_label) + c - 1), c), ev.sensitivity_labels
+            self.kary = True
         else:
             raise FedLabelsError(f"{type(ev).__name__} is not a label mechanism.")
-    return groups
+        self.basic += ev.epsilon  # a left fold, as a running total adds (not sum(): 3.12's
+        self.groups[key] = self.groups.get(key, 0) + n  # compensates)
+        self.count += 1
+
+    def copy(self) -> LabelTally:
+        return LabelTally(self.basic, dict(self.groups), self.kary, self.count)
 
 
-def _label_epsilon(events: Sequence[LabelEvent], delta: float, accountant: str) -> float:
+def _label_epsilon(tally: LabelTally, delta: float, accountant: str) -> float:
     if accountant == "basic":
-        return float(sum(ev.epsilon for ev in events))
-    groups = _rr_groups(events)
+        return float(tally.basic)
+    groups = tally.groups
     if accountant == "exact":
-        if any(isinstance(ev, KaryRREvent) for ev in events):
+        if tally.kary:
             raise FedLabelsError("the exact accountant covers bitwise XOR only; use pld/rdp.")
         if len(groups) != 1:
             raise FedLabelsError("the exact accountant needs one flip probability for all "
@@ -220,13 +242,19 @@ def account_labels(events: Sequence[LabelEvent], delta: float,
     Every accountant gives a valid upper bound, so their minimum is one too; ``accountant``
     names the one that attained it (``basic`` means pure ε-DP, reported with δ = 0).
     """
+    return account_label_tally(LabelTally.of(events), delta, accountants)
+
+
+def account_label_tally(tally: LabelTally, delta: float,
+                        accountants: tuple[str, ...] = XOR_ACCOUNTANTS) -> PrivacySpent:
+    """:func:`account_labels` of the releases ``tally`` counts."""
     check_delta(delta)
-    if not events:
+    if not tally.count:
         return PrivacySpent(0.0, 0.0, "none")
     results: dict[str, float] = {}
     for name in accountants:
         try:
-            results[name] = _label_epsilon(events, delta, name)
+            results[name] = _label_epsilon(tally, delta, name)
         except FedLabelsError:
             continue  # not applicable to these events (e.g. exact for k-ary RR)
         except ImportError:

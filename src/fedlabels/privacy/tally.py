@@ -1,0 +1,225 @@
+"""A party's releases as running totals: what accounting reads of them, kept as they come.
+
+:func:`~fedlabels.privacy.ledger.account_events` walks every event of a ledger, and a DP run
+checks its budget before every round: at 3,000 rounds that walk cost about 10 ms a client's
+ledger, a round. A :class:`Tally` keeps, per kind, exactly what that walk reads of the
+events: the label releases' Σ ε and composed randomized responses
+(:class:`~fedlabels.privacy.accounting.LabelTally`), the DP-SGD steps and the DP-FedAvg rounds
+per (σ, q), the composed GNMax RDP per σ (summed event by event, as the walk sums it) and
+the Laplace queries per (b, Δ₁). Adding an event is O(1); its (ε, δ) costs O(the distinct
+kinds), plus the accountants' own (memoised) work, whatever the number of events, and equals
+the full walk's (tests/test_privacy_tally.py checks it against ``account_events``).
+:class:`ClientTallies` does the same per client for a server's ledger
+(:func:`~fedlabels.privacy.ledger.account_per_client`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from fedlabels.privacy.accounting import LabelTally, PrivacySpent
+from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
+from fedlabels.privacy.events import (
+    GNMaxEvent,
+    KaryRREvent,
+    LaplaceNoisyMaxEvent,
+    SampledGaussianEvent,
+    XorEvent,
+)
+
+#: the accountants of Gaussian and DP-SGD events when any valid bound will do (a check
+#: within the target): RDP, fast; PLD is tighter but takes seconds per call
+FAST_ACCOUNTANTS = ("rdp",)
+
+
+def basic(parts: Sequence[PrivacySpent]) -> PrivacySpent:
+    """Basic composition of (ε_i, δ_i): (Σ ε_i, Σ δ_i); one part is returned as it is."""
+    used = [p for p in parts if p.accountant != "none"]
+    if not used:
+        return PrivacySpent(0.0, 0.0, "none")
+    if len(used) == 1:
+        return used[0]
+    return PrivacySpent(sum(p.epsilon for p in used), sum(p.delta for p in used),
+                        "basic composition of " + ", ".join(p.accountant for p in used))
+
+
+def dpsgd_spent(steps: dict[tuple[float, float], int], delta: float,
+                accountants: tuple[str, ...] | None = None) -> PrivacySpent:
+    """DP-SGD's (ε, δ) of ``steps`` per (σ, q), the settings composed by :func:`basic`."""
+    from fedlabels.privacy.dpsgd_accounting import DPSGD_ACCOUNTANTS, dpsgd_epsilon
+
+    return basic([dpsgd_epsilon(s, q, n, delta, accountants or DPSGD_ACCOUNTANTS)
+                  for (s, q), n in sorted(steps.items())])
+
+
+def client_part(event: Any, cid: int) -> Any:
+    """What client ``cid`` released of ``event`` (None: nothing). A DP-SGD round names its
+    clients' steps; an event of a method that names its clients says so with
+    ``client_part(cid)``; any other event is a release every client made alike."""
+    if isinstance(event, DPSGDRoundEvent):
+        steps = tuple((c, k) for c, k in event.steps if c == cid)
+        return replace(event, steps=steps) if steps else None
+    part = getattr(event, "client_part", None)
+    return event if part is None else part(cid)
+
+
+def named_clients(event: Any) -> tuple[int, ...]:
+    if isinstance(event, DPSGDRoundEvent):
+        return tuple(int(c) for c, _ in event.steps)
+    return tuple(int(c) for c in getattr(event, "clients", ()))
+
+
+@dataclass
+class _GNMaxTally:
+    """The GNMax batches of one σ: their settings (the first event of each; accounting
+    refuses more than one) and their data-independent RDP, summed as ``account_gnmax``
+    sums it."""
+
+    settings: dict[tuple[Any, ...], GNMaxEvent] = field(default_factory=dict)
+    rdp: Any = None
+    rdp_thr: Any = None
+
+    def add(self, ev: GNMaxEvent) -> None:
+        from fedlabels.privacy.gnmax import check_orders, gnmax_rdp_data_independent, threshold_rdp
+
+        self.settings.setdefault((ev.sigma, ev.threshold, ev.threshold_sigma), ev)
+        orders = check_orders(None)
+        if self.rdp is None:
+            self.rdp, self.rdp_thr = np.zeros_like(orders), np.zeros_like(orders)
+        self.rdp += ev.n_queries * gnmax_rdp_data_independent(float(ev.sigma), orders)
+        if ev.threshold is not None and ev.threshold_sigma is not None:
+            self.rdp_thr += ev.n_queries * threshold_rdp(ev.threshold_sigma, orders)
+
+    def copy(self) -> _GNMaxTally:
+        return _GNMaxTally(dict(self.settings), self.rdp.copy(), self.rdp_thr.copy())
+
+    def spent(self, delta: float) -> PrivacySpent:
+        from fedlabels.privacy.gnmax import check_orders
+        from fedlabels.privacy.validation import check_delta
+        from fedlabels.privacy.vote_accounting import _gnmax_setting, epsilon_from_rdp
+
+        check_delta(delta)
+        _gnmax_setting(list(self.settings.values()))  # one setting, or account_gnmax's error
+        eps, _ = epsilon_from_rdp(self.rdp + self.rdp_thr, delta, check_orders(None))
+        return PrivacySpent(eps, delta, "rdp")
+
+
+@dataclass
+class Tally:
+    """What :func:`~fedlabels.privacy.ledger.account_events` reads of one party's events (see
+    the module docstring); events of other kinds count for nothing, as there."""
+
+    labels: LabelTally = field(default_factory=LabelTally)
+    dpsgd: dict[tuple[float, float], int] = field(default_factory=dict)
+    gauss: dict[tuple[float, float], int] = field(default_factory=dict)
+    gnmax: dict[float, _GNMaxTally] = field(default_factory=dict)
+    laplace: dict[tuple[float, float], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, events: Iterable[Any]) -> Tally:
+        tally = cls()
+        for ev in events:
+            tally.add(ev)
+        return tally
+
+    def add(self, ev: Any) -> None:
+        if isinstance(ev, XorEvent | KaryRREvent):
+            self.labels.add(ev)
+        elif isinstance(ev, DPSGDRoundEvent):
+            key = (ev.noise_multiplier, ev.sample_rate)
+            self.dpsgd[key] = self.dpsgd.get(key, 0) + sum(int(k) for _, k in ev.steps)
+        elif isinstance(ev, SampledGaussianEvent):
+            key = (ev.noise_multiplier, ev.sampling_rate)
+            self.gauss[key] = self.gauss.get(key, 0) + 1
+        elif isinstance(ev, GNMaxEvent):
+            self.gnmax.setdefault(ev.sigma, _GNMaxTally()).add(ev)
+        elif isinstance(ev, LaplaceNoisyMaxEvent):
+            key = (ev.scale, ev.l1_sensitivity)
+            self.laplace[key] = self.laplace.get(key, 0) + ev.n_queries
+
+    def extend(self, new: Sequence[Any], history: Sequence[Any]) -> None:
+        """Add ``new``, released after ``history`` (the events tallied so far)."""
+        for ev in new:
+            self.add(ev)
+
+    def copy(self) -> Tally:
+        return Tally(self.labels.copy(), dict(self.dpsgd), dict(self.gauss),
+                     {s: g.copy() for s, g in self.gnmax.items()}, dict(self.laplace))
+
+    def spent(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
+              fast: bool = False) -> PrivacySpent:
+        """:func:`~fedlabels.privacy.ledger.account_events` of the events tallied."""
+        from fedlabels.privacy.accounting import (
+            account_label_tally,
+            default_gaussian_accountants,
+            tightest_gaussian,
+        )
+        from fedlabels.privacy.validation import check_delta
+        from fedlabels.privacy.vote_accounting import account_laplace
+
+        if fast:
+            gaussian_accountants = FAST_ACCOUNTANTS
+        parts = []
+        if self.labels.count:
+            parts.append(account_label_tally(self.labels, delta))
+        if self.dpsgd:
+            parts.append(dpsgd_spent(self.dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
+        for (sigma, q), n in sorted(self.gauss.items()):
+            check_delta(delta)
+            parts.append(tightest_gaussian(sigma, q, n, delta, gaussian_accountants
+                                           or default_gaussian_accountants(q)))
+        for sigma in sorted(self.gnmax):
+            parts.append(self.gnmax[sigma].spent(delta))
+        for (scale, l1), n in sorted(self.laplace.items()):
+            acc = account_laplace([LaplaceNoisyMaxEvent(scale, l1, n)], delta)
+            parts.append(PrivacySpent(acc.epsilon, acc.delta, acc.accountant))
+        return basic(parts)
+
+
+@dataclass
+class ClientTallies:
+    """A server's ledger of its clients' releases as running totals: a :class:`Tally` of
+    what each named client released (an event that names no clients counts for every
+    client), and of every event (the ledger as one party's, while none names a client)."""
+
+    whole: Tally = field(default_factory=Tally)
+    clients: dict[int, Tally] = field(default_factory=dict)
+
+    def extend(self, new: Sequence[Any], history: Sequence[Any]) -> None:
+        """Add ``new``, released after ``history``. A client named for the first time gets
+        its part of ``history`` tallied once (O(the events so far), once a client)."""
+        for i, ev in enumerate(new):
+            for cid in named_clients(ev):
+                if cid not in self.clients:
+                    before = [*history, *new[:i]]
+                    self.clients[cid] = Tally.of(p for prev in before
+                                                 if (p := client_part(prev, cid)) is not None)
+            self.whole.add(ev)
+            for cid, tally in self.clients.items():
+                part = client_part(ev, cid)
+                if part is not None:
+                    tally.add(part)
+
+    def copy(self) -> ClientTallies:
+        return ClientTallies(self.whole.copy(), {c: t.copy() for c, t in self.clients.items()})
+
+    def per_client(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
+                   fast: bool = False) -> tuple[PrivacySpent, dict[int, PrivacySpent]]:
+        """:func:`~fedlabels.privacy.ledger.account_per_client` of the events tallied."""
+        if not self.clients:
+            return self.whole.spent(delta, gaussian_accountants, fast), {}
+        per_client = {cid: self.clients[cid].spent(delta, gaussian_accountants, fast)
+                      for cid in sorted(self.clients)}
+        return max(per_client.values(), key=lambda s: s.epsilon), per_client
+
+    def spent(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
+              fast: bool = False) -> PrivacySpent:
+        return self.per_client(delta, gaussian_accountants, fast)[0]
+
+
+__all__ = ["FAST_ACCOUNTANTS", "ClientTallies", "Tally", "basic", "client_part",
+           "dpsgd_spent", "named_clients"]
