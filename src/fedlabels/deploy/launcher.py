@@ -490,8 +490,9 @@ def read_outcome(prepared: PreparedRun, returncode: int, logs: Path) -> RunResul
         reason = status.get("error") or (
             f"`flwr run` exited with code {returncode} and the ServerApp left no status "
             f"(status: {status.get('status')})")
-        kept = f" Results up to the last complete round are in {output}." \
-            if output.is_file() else ""
+        kept = (f" Results up to the last complete round are in {output} (a ServerApp "
+                "killed outright may have left out the last rounds, which its checkpoint "
+                "holds: resume the run)." if output.is_file() else "")
         reason = str(reason).rstrip(".")
         raise FedLabelsError(f"deployed run did not complete: {reason}.{kept} "
                              f"Logs: {logs}")

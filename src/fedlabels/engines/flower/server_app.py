@@ -12,8 +12,11 @@ does) on a :class:`FlowerGrid` instead of the in-process grid:
 3. after every round (the ``on_round`` hook), write a checkpoint beside the result (the
    engine's format, :mod:`fedlabels.runs.checkpoint`: the server role's state, the
    records, the meter, lost clients and message counts; the client states stay at the
-   sites), then the result JSON, the server's ``final_arrays()`` and the status file, all
-   atomically. A run whose spec says ``resume`` continues from that checkpoint, in a new
+   sites), then, paced (:data:`RESULT_SHARE` of the run's time at most), the result JSON
+   and the server's ``final_arrays()``, and the status file, all atomically; the result is
+   also written at the end, and on a stop, an error or an interrupt (a ServerApp killed
+   outright leaves the last paced one; the checkpoint holds every complete round). A run
+   whose spec says ``resume`` continues from that checkpoint, in a new
    Flower run (after a ServerApp or SuperLink crash), with the sites restoring their own
    saved state (:mod:`.snapshots`).
 
@@ -30,6 +33,7 @@ which clients were lost and why.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -68,11 +72,16 @@ from fedlabels.runs.loop import (
     terminate_as_interrupt,
     uses_iterative,
 )
+from fedlabels.runs.paced import PacedWrite
 from fedlabels.runs.session import build_server
 
 #: the engine a result of these apps names (``config.engine``, ``deployment.engine``) when
 #: they ran on real SuperLink and SuperNode processes; on Ray, ``flower-simulation``
 DEPLOYED_ENGINE = "flower"
+#: the share of a deployed run's time its result writes may take (:mod:`fedlabels.runs.paced`):
+#: one write holds every round (0.3-0.5 s at 3,000 rounds), so after every round it cost
+#: O(T) a round; the result is also written at the end, on a stop and on an error or interrupt
+RESULT_SHARE = 0.05
 
 FLOWER_WIRE_FORMAT = (WIRE_FORMAT + " (counted as in the simulator; on Flower the same arrays "
                       "travel as an ArrayRecord in protobuf)")
@@ -282,6 +291,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
         return result
 
     checkpoint = keeper.hook(None)
+    written = PacedWrite(RESULT_SHARE)  # the result grows with the rounds: paced
 
     def on_round(record: RoundRecord) -> None:
         record.server["clients_alive"] = float(len(fgrid.client_ids))
@@ -290,7 +300,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
                          "seq": {str(c): n for c, n in fgrid.seq.items()},
                          "alive_per_round": deployment["alive_per_round"]}
         checkpoint(record)  # then the result: a resume redoes at most this round
-        snapshot("running")
+        written(partial(snapshot, "running"))
         status.update(rounds_done=record.round)
         if announce is not None:
             announce(record)
@@ -307,6 +317,10 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
     except ClientsLost as exc:
         snapshot("stopped", str(exc))
         status.update(status="stopped", error=str(exc))
+        raise
+    except (Exception, KeyboardInterrupt, SystemExit):  # an error, SIGTERM, flwr stop
+        with contextlib.suppress(Exception):  # the run's own error is the one to report
+            written.flush()  # the last complete round's result, if the pacing put it off
         raise
     result = snapshot("completed")
     status.update(status="completed", error=None)
