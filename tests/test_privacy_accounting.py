@@ -270,3 +270,28 @@ def test_rr_rdp_of_a_growing_count_computes_one_curve(monkeypatch: pytest.Monkey
         acc = rdpa.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
         acc.compose(dpa.RandomizedResponseDpEvent(noise_parameter=p, num_buckets=2), n)
         assert eps == acc.get_epsilon(1e-5)
+
+
+def test_an_exact_epsilon_computes_the_binomial_window_once(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """The bisection for ε asks δ(ε) at some 40 values of ε; the window's probabilities do
+    not depend on ε, so they are computed once (each δ(ε) computed them again: at 3,000
+    DP-FedCT rounds, n = 684,000, most of a round's accounting)."""
+    from scipy import stats
+
+    from fedlabels.privacy import accounting
+
+    if hasattr(accounting, "_rr_window"):
+        accounting._rr_window.cache_clear()
+    calls: list[int] = []
+    pmf = stats.binom.pmf
+    monkeypatch.setattr(stats.binom, "pmf",
+                        lambda k, *a: calls.append(np.size(k)) or pmf(k, *a))
+    asked: list[float] = []
+    delta_of = accounting.rr_delta_for_epsilon
+    monkeypatch.setattr(accounting, "rr_delta_for_epsilon",
+                        lambda e, *a: asked.append(e) or delta_of(e, *a))
+    eps = accounting.rr_epsilon_exact.__wrapped__(684_000, 0.4938, 1e-5)
+    assert len(asked) > 20 and len(calls) == 1
+    assert delta_of(eps, 684_000, 0.4938) <= 1e-5
+    assert eps == accounting.rr_epsilon_exact.__wrapped__(684_000, 0.4938, 1e-5)

@@ -95,25 +95,39 @@ def rr_delta_for_epsilon(epsilon: float, n_bits: int, flip_prob: float) -> float
     δ(ε) = Σ_k Bin(k; n, f) · max(0, 1 - exp(ε - (n - 2k)·a)), a = ln((1-f)/f), summed over
     the k within :data:`RR_WINDOW_SDS` standard deviations of the mean; each term outside is
     at most its probability, so the binomial's mass outside the window is added (a valid
-    upper bound, equal to the full sum to float precision, in O(√n) work).
+    upper bound, equal to the full sum to float precision, in O(√n) work). The window's
+    probabilities do not depend on ε and are computed once per (n, f)
+    (:func:`_rr_window`): a bisection for ε asks for δ at some 40 values of ε.
     """
+    a, lo, hi, loss, pmf, mass_below, mass_above = _rr_window(n_bits, flip_prob)
+    mask = loss > epsilon
+    below = lo > 0 and n_bits * a > epsilon  # k < lo, whose loss exceeds loss[0], may count
+    above = hi < n_bits and (n_bits - 2 * (hi + 1)) * a > epsilon
+    if not (mask.any() or below or above):
+        return 0.0
+    outside = (mass_below if below else 0.0) + (mass_above if above else 0.0)
+    return float(np.sum(pmf[mask] * -np.expm1(epsilon - loss[mask]))) + outside
+
+
+@functools.lru_cache(maxsize=4)  # one (n, f) per bisection; a window is O(√n) floats
+def _rr_window(n_bits: int, flip_prob: float) -> tuple[float, int, int, np.ndarray,
+                                                       np.ndarray, float, float]:
+    """What :func:`rr_delta_for_epsilon` sums over, for any ε: a, the window [lo, hi] of k,
+    each k's privacy loss and probability, and the binomial's mass below and above it."""
+    from scipy import stats  # lazy: scipy.stats costs ~1 CPU-s per Flower ClientApp start
+
     a = math.log((1.0 - flip_prob) / flip_prob)
     mean = n_bits * flip_prob
     width = RR_WINDOW_SDS * math.sqrt(n_bits * flip_prob * (1.0 - flip_prob)) + RR_WINDOW_SLACK
     lo, hi = max(0, math.floor(mean - width)), min(n_bits, math.ceil(mean + width))
     k = np.arange(lo, hi + 1)
     loss = (n_bits - 2 * k) * a
-    mask = loss > epsilon
-    below = lo > 0 and n_bits * a > epsilon  # k < lo, whose loss exceeds loss[0], may count
-    above = hi < n_bits and (n_bits - 2 * (hi + 1)) * a > epsilon
-    if not (mask.any() or below or above):
-        return 0.0
-    from scipy import stats  # lazy: scipy.stats costs ~1 CPU-s per Flower ClientApp start
-
-    pmf = stats.binom.pmf(k[mask], n_bits, flip_prob)
-    outside = ((float(stats.binom.cdf(lo - 1, n_bits, flip_prob)) if below else 0.0)
-               + (float(stats.binom.sf(hi, n_bits, flip_prob)) if above else 0.0))
-    return float(np.sum(pmf * -np.expm1(epsilon - loss[mask]))) + outside
+    pmf = stats.binom.pmf(k, n_bits, flip_prob)
+    loss.setflags(write=False)
+    pmf.setflags(write=False)
+    return (a, lo, hi, loss, pmf,
+            float(stats.binom.cdf(lo - 1, n_bits, flip_prob)) if lo > 0 else 0.0,
+            float(stats.binom.sf(hi, n_bits, flip_prob)) if hi < n_bits else 0.0)
 
 
 @functools.lru_cache(maxsize=1024)  # pure; a ledger accounts the same releases at each check
