@@ -519,7 +519,7 @@ class Keeper:
         meta = {"identity": self.identity, "config": self.config,
                 "rounds_planned": self.rounds_planned,
                 "records": EncodedJSON(self._records_json()),
-                "meter": [[*k, n] for k, n in sorted(self.meter.bytes.items())],
+                "meter": self.meter.entries(),
                 "meter_sent": None if self.meter.sent is None else
                 [list(k) for k in sorted(self.meter.sent)],
                 "checkpoints": self._pace.saved(),

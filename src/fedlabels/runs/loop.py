@@ -17,7 +17,7 @@ from __future__ import annotations
 import signal
 import time
 import warnings
-from collections import defaultdict
+from array import array
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,14 +49,62 @@ WIRE_FORMAT = "fedlabels FLM1: 8-byte preamble + JSON header + raw little-endian
 class CommMeter:
     """Bytes of serialized payloads, by (round, client, direction, category), and which
     values the clients sent: ``sent`` holds (message kind, ``arrays``/``config``, key) of
-    every reply (``None``: not known, as for a run resumed from an older checkpoint)."""
+    every reply (``None``: not known, as for a run resumed from an older checkpoint).
+
+    Kept per round as an array of counts, indexed by the (client, direction, category) keys
+    every round shares: a flat dict of (round, client, direction, category) tuples held a
+    new 4-tuple, a dict slot and an int for every count, about 2 kB a round of 5 clients,
+    the largest part of what a long run keeps per round."""
 
     def __init__(self) -> None:
-        self.bytes: dict[tuple[int, int, str, str], int] = defaultdict(int)
+        self._keys: dict[tuple[int, str, str], int] = {}  # (client, direction, category)
+        self._order: list[tuple[int, str, str]] = []  # the keys by their index
+        #: each round's counts by key index (-1: none counted)
+        self._rounds: dict[int, array[int]] = {}
         self.sent: set[tuple[str, str, str]] | None = set()
 
     def add(self, rnd: int, cid: int, direction: str, category: str, n: int) -> None:
-        self.bytes[(rnd, cid, direction, category)] += n
+        key = (cid, direction, category)
+        i = self._keys.get(key)
+        if i is None:
+            i = self._keys[key] = len(self._order)
+            self._order.append(key)
+        counts = self._rounds.get(rnd)
+        if counts is None:
+            counts = self._rounds[rnd] = array("q")
+        if len(counts) <= i:
+            counts.extend([-1] * (i + 1 - len(counts)))
+        counts[i] = n if counts[i] < 0 else counts[i] + n
+
+    def _counts(self, rnd: int) -> Iterator[tuple[tuple[int, str, str], int]]:
+        return ((self._order[i], n) for i, n in enumerate(self._rounds[rnd]) if n >= 0)
+
+    @property
+    def bytes(self) -> dict[tuple[int, int, str, str], int]:
+        """Every count by (round, client, direction, category), built on each call."""
+        return {(rnd, *key): n for rnd in self._rounds for key, n in self._counts(rnd)}
+
+    def entries(self) -> list[list[Any]]:
+        """[round, client, direction, category, bytes] of every count, sorted (what a
+        checkpoint stores)."""
+        return [[rnd, *key, n] for rnd in sorted(self._rounds)
+                for key, n in sorted(self._counts(rnd))]
+
+    def per_client(self, rnd: int, cids: list[int], direction: str,
+                   category: str = "protocol") -> list[int]:
+        counts = self._rounds.get(rnd, array("q"))
+        out = []
+        for c in cids:
+            i = self._keys.get((c, direction, category))
+            out.append(counts[i] if i is not None and i < len(counts) and counts[i] >= 0
+                       else 0)
+        return out
+
+    def total(self, direction: str, category: str = "protocol") -> int:
+        wanted = [i for i, (_, d, g) in enumerate(self._order)
+                  if d == direction and g == category]
+        return sum(max(counts[i], 0) for counts in self._rounds.values()
+                   for i in wanted if i < len(counts))
 
     def replied(self, rnd: int, cid: int, reply: Message, n: int) -> None:
         """Client ``cid``'s ``reply`` of ``n`` serialized bytes in round ``rnd``."""
@@ -64,13 +112,6 @@ class CommMeter:
         if self.sent is not None:
             self.sent.update((reply.kind, "arrays", key) for key in reply.arrays)
             self.sent.update((reply.kind, "config", key) for key in reply.config)
-
-    def per_client(self, rnd: int, cids: list[int], direction: str,
-                   category: str = "protocol") -> list[int]:
-        return [self.bytes.get((rnd, c, direction, category), 0) for c in cids]
-
-    def total(self, direction: str, category: str = "protocol") -> int:
-        return sum(v for (_, _, d, g), v in self.bytes.items() if d == direction and g == category)
 
     def summary(self, wire_format: str = WIRE_FORMAT) -> dict[str, Any]:
         """Run totals: protocol bytes per direction, evaluation and control apart."""
