@@ -256,7 +256,7 @@ def test_ctrl_c_while_the_cli_starts_is_one_line(monkeypatch: pytest.MonkeyPatch
     traceback ending in KeyboardInterrupt; it is one line and exit status 130, as later."""
     import fedlabels.cli as cli
 
-    def interrupted() -> None:
+    def interrupted(**kwargs: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "build_parser", interrupted)

@@ -4,6 +4,7 @@ user types gets a "did you mean" suggestion."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 
@@ -17,7 +18,7 @@ from fedlabels.runs.config import RunConfig, load_config
 
 def _run_flags() -> set[str]:
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {s for a in sub.choices["run"]._actions for s in a.option_strings}
 
 

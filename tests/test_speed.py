@@ -42,6 +42,61 @@ def test_package_and_cli_parser_do_not_import_heavy_libraries(code):
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["--version"], ["plot", "--help"], ["report", "--help"], ["inspect", "--help"],
+    ["fetch", "--help"], ["bound", "convergence", "--help"], ["deploy", "certs", "--help"],
+    ["datasets"], ["models"]])
+def test_commands_that_use_no_method_import_none(argv):
+    """``run``'s method flags are generated from every method's declarations: a command
+    that uses no method does not build them (it imported all 16 methods and numpy for
+    ``fedlabels --help``), nor import torch or Flower; a help imports no numpy either."""
+    heavy = ("torch", "flwr", "sklearn", "matplotlib", "pandas",
+             *(("numpy",) if "--help" in argv or "--version" in argv else ()))
+    probe = (f"from fedlabels.cli import main\ntry:\n    main({argv!r})\n"
+             "except SystemExit:\n    pass\nimport sys\nprint(sorted(m for m in sys.modules if "
+             "m.startswith('fedlabels.methods.') and m != 'fedlabels.methods.registry' or "
+             f"m in {heavy!r}))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _choices(parser):
+    """A parser's subcommands by name (empty for a leaf)."""
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return subs[0].choices if subs else {}
+
+
+def _leaf_paths(parser, path=()):
+    choices = _choices(parser)
+    return [p for name, child in choices.items() for p in _leaf_paths(child, (*path, name))
+            ] if choices else [path]
+
+
+def test_a_subcommand_built_on_first_use_is_the_complete_one(capsys, monkeypatch):
+    """``main`` builds a subcommand's arguments when it is chosen; its help (flags, their
+    order, defaults, the methods' epilog) is that of the complete parser, which the docs'
+    tests read."""
+    import contextlib
+
+    from fedlabels.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "100")
+    complete = build_parser()
+    paths = _leaf_paths(complete)
+    assert ("run",) in paths and ("deploy", "local") in paths and len(paths) > 12
+    for path in paths:
+        expected = complete
+        for name in path:
+            expected = _choices(expected)[name]
+        with contextlib.suppress(SystemExit):
+            main([*path, "--help"])
+        assert capsys.readouterr().out == expected.format_help(), path
+
+
 def test_public_names_load_on_first_use():
     assert sorted(fl.__all__) == sorted(fl._LAZY)
     for name in fl.__all__:

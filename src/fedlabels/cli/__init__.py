@@ -7,7 +7,9 @@ One module per group of subcommands: :mod:`.run` (``run`` and ``resume``),
 :mod:`.bound`, :mod:`.misc` (``fetch``, ``inspect``, ``plot``, ``demo``), :mod:`.report`
 (``report``, ``predict``); :mod:`.method_flags` generates the method-option flags from the
 methods' declarations. The global flags (``-q``, ``-v``, ``--threads``) go before or after
-the subcommand. Building the parser imports neither torch, Flower nor dp-accounting.
+the subcommand. Building the parser imports neither torch, Flower nor dp-accounting, and
+:func:`main` adds a subcommand's arguments only when it is chosen (:mod:`.lazy`): ``run``'s
+method flags import every method, which ``fedlabels plot`` or ``--help`` does not need.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ class _Parser(argparse.ArgumentParser):
     command line means). Subcommands' parsers are of this class too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from fedlabels.cli.lazy import Subcommands
+
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.register("action", "parsers", Subcommands)  # a subcommand is built when chosen
 
     def error(self, message: str, prog: str | None = None) -> NoReturn:
         """Exit 2 with one line that ends by naming the help to read (``prog -h``)."""
@@ -93,20 +98,34 @@ def _option_hint(parsed: argparse.Namespace, extras: list[str]) -> str:
     return ""
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse._VersionAction):
+    """``--version``: the installed version, read from the package metadata when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from fedlabels.core.provenance import version
+
+        self.version = f"fedlabels {version()}"
+        super().__call__(parser, namespace, values, option_string)
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``fedlabels`` parser. With ``lazy``, a subcommand's arguments are added when it is
+    chosen (:mod:`fedlabels.cli.lazy`): ``fedlabels plot`` then imports no method to
+    generate ``run``'s method flags; without, every subcommand is complete."""
     from fedlabels.cli.audit import add_audit_parser
     from fedlabels.cli.bound import add_bound_parser
     from fedlabels.cli.deploy import add_deploy_parser
     from fedlabels.cli.info import add_info_parsers
+    from fedlabels.cli.lazy import complete, defer
     from fedlabels.cli.misc import add_misc_parsers
     from fedlabels.cli.report import add_report_parsers
     from fedlabels.cli.run import add_run_parser
-    from fedlabels.core.provenance import version
 
     parser = _Parser(
         prog="fedlabels",
         description="Federated learning that shares labels, not models.")
-    parser.add_argument("--version", action="version", version=f"fedlabels {version()}")
+    parser.add_argument("--version", action=_Version)
     add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_parser(sub)
@@ -117,8 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_bound_parser(sub)
     add_deploy_parser(sub)
     for command in _leaf_parsers(parser):  # `fedlabels run -q` as well as `fedlabels -q run`
-        add_global_flags(command, top=False)
+        defer(command, _subcommand_global_flags)
+        if not lazy:
+            complete(command)
     return parser
+
+
+def _subcommand_global_flags(p: argparse.ArgumentParser) -> None:
+    add_global_flags(p, top=False)
 
 
 def add_global_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -162,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from fedlabels.core.provenance import command_line
 
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     args = parser.parse_args(argv)
     if args.quiet and args.verbose:
         parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
     show_warnings_in_one_line()
     from fedlabels.core.threads import set_threads
-    from fedlabels.runs.progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
+    from fedlabels.core.verbosity import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
 
     before = verbosity()
     set_verbosity(QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)

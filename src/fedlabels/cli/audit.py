@@ -166,15 +166,22 @@ def audit_header(privacy: dict[str, Any]) -> str:
             f"{ci_text}")
 
 
-def add_audit_parser(sub: Any) -> None:
-    from fedlabels.cli.run_options import add_metric_flag, add_renamed_flags, run_parser
+def _fill_audit(p: argparse.ArgumentParser) -> None:
+    """``audit``'s flags after the run options."""
+    from fedlabels.cli.run_options import add_metric_flag, add_renamed_flags
 
-    p = run_parser(sub, "audit", help="run a method and attack what its server receives "
-                                      "(membership inference: VUL, TPR at low FPR, ROC)")
     add_metric_flag(p)
     add_audit_options(p)
     add_renamed_flags(p, only=("--attacks",))
     p.set_defaults(func=cmd_audit)
+
+
+def add_audit_parser(sub: Any) -> None:
+    from fedlabels.cli.run_options import run_parser
+
+    run_parser(sub, "audit", _fill_audit, help="run a method and attack what its server "
+                                               "receives (membership inference: VUL, TPR at "
+                                               "low FPR, ROC)")
 
 
 def refuse_placement(cfg: Any) -> None:

@@ -181,15 +181,8 @@ def cmd_deploy_certs(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_deploy_parser(sub: Any) -> None:
-    """Register ``deploy local``, ``deploy certs``, ``deploy prepare`` and ``deploy
-    ledger``."""
-    deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
-                                           "docs/deployment.md)")
-    dsub = deploy.add_subparsers(dest="deploy_command", required=True)
-
-    p = run_parser(dsub, "local", help="a real Flower deployment on 127.0.0.1: one SuperLink, "
-                                       "one SuperNode per client; same options as `run`")
+def _fill_local(p: argparse.ArgumentParser) -> None:
+    """``deploy local``'s flags after the run options."""
     _add_deploy_options(p)
     add_metric_flag(p)
     p.add_argument("--workdir", help="where site files, the app and process logs go (default: "
@@ -210,6 +203,27 @@ def add_deploy_parser(sub: Any) -> None:
                         "options")
     p.set_defaults(func=cmd_deploy_local)
 
+
+def _fill_prepare(p: argparse.ArgumentParser) -> None:
+    """``deploy prepare``'s flags after the run options."""
+    _add_deploy_options(p)
+    p.add_argument("--out-dir", required=True, help="directory to write the files to")
+    p.add_argument("--no-truth", action="store_true",
+                   help="do not let the ServerApp read the true labels of U (diagnostic)")
+    p.set_defaults(func=cmd_deploy_prepare)
+
+
+def add_deploy_parser(sub: Any) -> None:
+    """Register ``deploy local``, ``deploy certs``, ``deploy prepare`` and ``deploy
+    ledger``."""
+    deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
+                                           "docs/deployment.md)")
+    dsub = deploy.add_subparsers(dest="deploy_command", required=True)
+
+    run_parser(dsub, "local", _fill_local,
+               help="a real Flower deployment on 127.0.0.1: one SuperLink, one SuperNode per "
+                    "client; same options as `run`")
+
     p = dsub.add_parser("certs", help="make a CA, a SuperLink TLS certificate and SuperNode "
                                       "authentication keys")
     p.add_argument("--out-dir", required=True, help="directory to write the files to")
@@ -227,12 +241,8 @@ def add_deploy_parser(sub: Any) -> None:
                         "get the new ca.crt")
     p.set_defaults(func=cmd_deploy_certs)
 
-    p = run_parser(dsub, "prepare", help="write per-site data files, the shared public file "
-                                         "and the Flower app for a multi-machine run")
-    _add_deploy_options(p)
-    p.add_argument("--out-dir", required=True, help="directory to write the files to")
-    p.add_argument("--no-truth", action="store_true",
-                   help="do not let the ServerApp read the true labels of U (diagnostic)")
-    p.set_defaults(func=cmd_deploy_prepare)
+    run_parser(dsub, "prepare", _fill_prepare,
+               help="write per-site data files, the shared public file and the Flower app "
+                    "for a multi-machine run")
 
     add_ledger_parser(dsub)

@@ -58,7 +58,7 @@ def add_report_parsers(sub: Any) -> None:
                         "(report.html and summary.csv in it)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing page / summary table")
-    from fedlabels.core.clinical import SCALAR_METRICS
+    from fedlabels.core.metric_names import SCALAR_METRICS
 
     p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
                    help="the headline column of the table (default accuracy)")

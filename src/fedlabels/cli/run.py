@@ -107,14 +107,18 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
     return 0
 
 
-def add_run_parser(sub: Any) -> None:
-    p = run_parser(sub, "run", simulator=True, help="run one method on one dataset")
+def _fill_run(p: argparse.ArgumentParser) -> None:
+    """``run``'s flags after the run options."""
     add_metric_flag(p)
     p.add_argument("--no-checkpoint", action="store_true",
                    help="write no checkpoint X.checkpoint.npz (the run cannot be resumed; "
                         "saves writing every client's model as the run goes)")
     add_renamed_flags(p)
     p.set_defaults(func=cmd_run)
+
+
+def add_run_parser(sub: Any) -> None:
+    run_parser(sub, "run", _fill_run, simulator=True, help="run one method on one dataset")
     r = sub.add_parser("resume", help="continue an interrupted run from the checkpoint beside "
                                       "its result, or extend a finished one (--rounds N)",
                        description="Continue the run of RESULT.json from the checkpoint "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,7 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
 
 def add_metric_flag(p: argparse.ArgumentParser) -> None:
     """``--metric``: the headline column of the printed table (commands that print one)."""
-    from fedlabels.core.clinical import SCALAR_METRICS
+    from fedlabels.core.metric_names import SCALAR_METRICS
 
     p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
                    help="the headline column of the printed table: its mean, min and max "
@@ -235,12 +236,19 @@ def _slug(text: str, limit: int = 32) -> str:
     return slug or "x"
 
 
-def run_parser(sub: Any, name: str, *, simulator: bool = False,
-               **kwargs: Any) -> argparse.ArgumentParser:
-    """A subcommand with the run options and the list of methods in its epilog."""
-    from fedlabels.cli.method_flags import methods_epilog
+def run_parser(sub: Any, name: str, fill: Callable[[argparse.ArgumentParser], None], *,
+               simulator: bool = False, **kwargs: Any) -> None:
+    """A subcommand with the run options, the list of methods in its epilog, then what
+    ``fill`` adds; all built when the subcommand is first used (:mod:`fedlabels.cli.lazy`):
+    the method flags and the epilog import every method."""
+    from fedlabels.cli.lazy import defer
 
-    p = sub.add_parser(name, epilog=methods_epilog(),
-                       formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
-    add_run_options(p, simulator=simulator)
-    return p
+    def build(p: argparse.ArgumentParser) -> None:
+        from fedlabels.cli.method_flags import methods_epilog
+
+        p.epilog = methods_epilog()
+        add_run_options(p, simulator=simulator)
+        fill(p)
+
+    p = sub.add_parser(name, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    defer(p, build)

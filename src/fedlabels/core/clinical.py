@@ -14,12 +14,8 @@ from typing import Any
 
 import numpy as np
 
-#: scalar metrics, in the order tables show them (``--metric`` picks one as the headline)
-SCALAR_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "auroc", "sensitivity",
-                  "specificity")
-#: short column headings
-METRIC_HEADINGS = {"accuracy": "acc", "balanced_accuracy": "bal acc", "macro_f1": "macro-F1",
-                   "auroc": "AUROC", "sensitivity": "sens", "specificity": "spec"}
+from fedlabels.core.metric_names import METRIC_HEADINGS as METRIC_HEADINGS
+from fedlabels.core.metric_names import SCALAR_METRICS as SCALAR_METRICS
 
 
 def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> np.ndarray:

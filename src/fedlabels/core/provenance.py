@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from typing import Any
 
 from fedlabels.core.version import __version__
@@ -29,6 +28,8 @@ _command_line: list[str] | None = None
 
 def version() -> str:
     """The installed fedlabels version."""
+    from importlib import metadata  # ~40 ms: not at import (every command imports this)
+
     try:
         return metadata.version("fedlabels")
     except metadata.PackageNotFoundError:  # a source tree that is not installed
@@ -55,6 +56,8 @@ def library_versions() -> dict[str, str]:
 
 @functools.cache
 def _library_versions() -> dict[str, str]:
+    from importlib import metadata
+
     out = {}
     for dist, module in LIBRARIES.items():
         try:
