@@ -62,6 +62,20 @@ def test_commands_that_use_no_method_import_none(argv):
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_run_on_trees_imports_neither_torch_flower_nor_matplotlib():
+    """``fl.run`` loads what the run uses: a FedCT run of decision trees imports no torch
+    (a neural model's), Flower (a deployment's) or matplotlib (a plot's). A guard: no fix
+    was needed when it was written."""
+    code = ("import sys, fedlabels as fl\n"
+            "fl.run('fedct', 'breast_cancer', model='dt', clients=3, rounds=1, progress=False)\n"
+            "print(sorted(m for m in ('torch', 'flwr', 'ray', 'matplotlib', 'tqdm') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
 def _choices(parser):
     """A parser's subcommands by name (empty for a leaf)."""
     import argparse
