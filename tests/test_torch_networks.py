@@ -192,6 +192,33 @@ def test_hidden_features_of_a_cnn_and_refusal_for_a_non_sequential_module():
         own.hidden_features(X)
 
 
+def test_a_cnn_predicts_in_chunks_of_256_on_a_cpu_and_the_chunk_changes_no_probability():
+    """By default a network predicts 256 rows per forward pass on a CPU (faster than 1024
+    for the small CNN on one thread, docs/neural.md) and 1024 on a GPU; an explicit
+    predict_batch_size wins, and the chunking changes the probabilities by rounding only."""
+    rng = np.random.default_rng(0)
+    X = rng.random((600, 64), dtype=np.float32)
+    y = rng.integers(0, 3, 600)
+    cnn = TorchNetClassifier("small", n_classes=3, random_state=0).train_steps(X, y, 2)
+    assert cnn.predict_batch_size is None and cnn.predict_step() == 256
+    chunks: list[int] = []
+    hook = cnn.model_.register_forward_pre_hook(lambda _, args: chunks.append(len(args[0])))
+    by_default = cnn.predict_proba(X)
+    assert chunks == [256, 256, 88]
+    hook.remove()
+    for size in (1, 100, 1024):
+        cnn.set_params(predict_batch_size=size)
+        assert cnn.predict_step() == size
+        np.testing.assert_allclose(cnn.predict_proba(X), by_default, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(cnn.hidden_features(X), cnn.hidden_features(X, 256),
+                                   rtol=1e-5, atol=1e-6)
+    on_gpu = TorchNetClassifier("small", n_classes=3)
+    on_gpu.device = "cuda:0"  # the choice only: no GPU needed
+    assert on_gpu.predict_step() == 1024
+    with pytest.raises(FedLabelsError, match="predict_batch_size must be an int >= 1"):
+        TorchNetClassifier("small", n_classes=3, predict_batch_size=0).train_steps(X, y, 1)
+
+
 def test_your_own_module_through_fedct_with_unequal_clients_and_partial_participation():
     from user_nets import tiny_mlp
 

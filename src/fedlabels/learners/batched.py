@@ -329,7 +329,7 @@ def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> 
             np.ascontiguousarray(X0, dtype=np.float32)).to(device))
     outs = [np.empty((len(j.X), len(ln.classes_)), dtype=np.float32)
             for j, ln in zip(jobs, learners, strict=True)]
-    step = int(first.predict_batch_size)
+    step = first.predict_step()
     with torch.no_grad():
         for start in range(0, n_rows, step):
             if resident is not None:

@@ -180,7 +180,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self.batch_size = batch_size
         self.max_steps = max_steps
         self.weight_decay = weight_decay
-        self.predict_batch_size = predict_batch_size
+        self.predict_batch_size: int | None = predict_batch_size  # a network's may be None
         self.warm_start = warm_start
         self.random_state = random_state
 
@@ -426,12 +426,19 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             return job.out
         return self._predict_proba_alone(X)
 
+    def predict_step(self) -> int:
+        """Rows per forward pass when predicting: ``predict_batch_size`` (a network's default
+        depends on its device: :meth:`TorchNetClassifier.predict_step`)."""
+        if self.predict_batch_size is None:
+            raise FedLabelsError("predict_batch_size must be an int >= 1, got None.")
+        return int(self.predict_batch_size)
+
     def _predict_proba_alone(self, X: np.ndarray) -> np.ndarray:
         self._resident()
         X = np.ascontiguousarray(X, dtype=np.float32)
         self.model_.eval()
         out = np.empty((len(X), len(self.classes_)), dtype=np.float32)
-        step = int(self.predict_batch_size)
+        step = self.predict_step()
         with torch.no_grad():
             for start in range(0, len(X), step):
                 logits = self._forward(torch.from_numpy(X[start : start + step]), train=False)
@@ -445,7 +452,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self._resident()
         body = cast(nn.Sequential, self.model_)[:-1]
         body.eval()
-        step = int(batch or self.predict_batch_size)
+        step = int(batch or self.predict_step())
         X = np.ascontiguousarray(X, dtype=np.float32)
         out = []
         with torch.no_grad():

@@ -37,6 +37,13 @@ from fedlabels.learners.model_spec import (
 )
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
+#: rows per forward pass when predicting, when ``predict_batch_size`` is None: on a CPU the
+#: small CNN predicted 28x28 images in chunks of 256 in 0.61-0.80x the time of 1024 (one
+#: torch thread, the CLI's default; about equal with two; docs/neural.md has the command
+#: and the figures); a GPU keeps 1024
+PREDICT_BATCH_CPU = 256
+PREDICT_BATCH_GPU = 1024
+
 
 def guess_shape(n_features: int) -> tuple[int, int, int] | None:
     """(1, s, s) for s² features, (3, s, s) for 3s², else None."""
@@ -76,15 +83,18 @@ class TorchNetClassifier(TorchMLPClassifier):
     optimizer, loss : callable or None
         ``params -> Optimizer`` and ``(logits, y) -> loss``; ``None``: Adam with
         ``learning_rate`` and ``weight_decay``, and cross-entropy.
-    n_classes, learning_rate, batch_size, max_steps, weight_decay, predict_batch_size,
-    warm_start, random_state :
+    predict_batch_size : int or None, default=None
+        Rows per forward pass when predicting; None: by device, 256 on a CPU
+        (:data:`PREDICT_BATCH_CPU`), 1024 on a GPU.
+    n_classes, learning_rate, batch_size, max_steps, weight_decay, warm_start,
+    random_state :
         As for :class:`~fedlabels.learners.torch_mlp.TorchMLPClassifier`.
     """
 
     def __init__(self, network: str | Callable[..., nn.Module] = "small",
                  input_shape: Sequence[int] | None = None, n_classes: int | None = None,
                  learning_rate: float = 1e-3, batch_size: int = 64, max_steps: int = 500,
-                 weight_decay: float = 0.0, predict_batch_size: int = 1024,
+                 weight_decay: float = 0.0, predict_batch_size: int | None = None,
                  warm_start: bool = False, augment: bool = False, width: int = 64,
                  optimizer: Callable[..., torch.optim.Optimizer] | None = None,
                  loss: Callable[..., torch.Tensor] | None = None,
@@ -138,6 +148,12 @@ class TorchNetClassifier(TorchMLPClassifier):
     def supports_aux_weights(self) -> bool:
         return self.loss is None
 
+    def predict_step(self) -> int:
+        """Rows per forward pass when predicting: ``predict_batch_size``, or by device."""
+        if self.predict_batch_size is not None:
+            return int(self.predict_batch_size)
+        return PREDICT_BATCH_CPU if torch.device(self.device).type == "cpu" else PREDICT_BATCH_GPU
+
     def use_dataset_shape(self, shape: Sequence[int]) -> None:
         """Take the dataset's image shape unless one was given: a built-in architecture
         always, a factory only if it names ``input_shape`` (else it gets flat rows)."""
@@ -163,6 +179,8 @@ class TorchNetClassifier(TorchMLPClassifier):
         check_training_params({"lr": self.learning_rate, "weight_decay": self.weight_decay},
                               (), (), show=lambda v: v, label={"lr": "learning_rate (lr)"})
         for name in ("batch_size", "max_steps", "predict_batch_size", "width"):
+            if getattr(self, name) is None and name == "predict_batch_size":
+                continue  # by device
             if int(getattr(self, name)) < 1:
                 raise FedLabelsError(f"{name} must be an int >= 1, got {getattr(self, name)}.")
 

@@ -48,7 +48,7 @@ class TorchMLPRegressor(RegressorMixin, TorchMLPClassifier):
         self._resident()
         self.model_.eval()
         out = np.empty(len(X), dtype=np.float32)
-        step = int(self.predict_batch_size)
+        step = self.predict_step()
         with torch.no_grad():
             for start in range(0, len(X), step):
                 out[start : start + step] = self.model_(
