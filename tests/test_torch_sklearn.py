@@ -58,10 +58,37 @@ _CNN_WAIVED = {name: _NOT_IMAGES for name in (
     "check_n_features_in", "check_fit2d_predict1d")}
 
 
+_RUN_LABELS = ("with n_classes set (as a run sets it) the labels are the run's 0..n_classes-1 "
+               "and predict_proba has a column for each: the check's string labels, its "
+               "labels [1, 2, 3] and its binary fits with 3 columns are refused or differ by "
+               "design (n_classes=None passes them)")
+#: xgboost(n_classes=3): the checks that fit labels other than 0..2 or expect 2 columns
+_XGB_RUN_WAIVED = {name: _RUN_LABELS for name in (
+    "check_dtype_object", "check_classifiers_classes", "check_classifiers_train")}
+
+
 def _waived(estimator: object) -> dict[str, str]:
     if isinstance(estimator, TorchNetClassifier) and estimator.network == "small":
         return _CNN_WAIVED
+    if getattr(estimator, "n_classes", None) is not None and _is_xgboost(estimator):
+        return _XGB_RUN_WAIVED
     return {}
+
+
+def _is_xgboost(estimator: object) -> bool:
+    from fedlabels.learners.tabular import GlobalLabelClassifier
+
+    return isinstance(estimator, GlobalLabelClassifier)
+
+
+def _xgboost() -> list[object]:
+    """The ``xgboost`` spec's adapter (small), with the labels of y and with a run's
+    n_classes, where xgboost is installed."""
+    if find_spec("xgboost") is None:
+        return []
+    from fedlabels.learners.tabular import make_xgboost
+
+    return [make_xgboost(n_classes=n, random_state=0, n_estimators=10) for n in (None, 3)]
 
 
 def _rulefit() -> list[object]:
@@ -79,6 +106,7 @@ def _rulefit() -> list[object]:
     TorchNetClassifier(network=flat_net, **_FAST),
     TorchNetClassifier(network="small", **_FAST),
     *_rulefit(),
+    *_xgboost(),
 ], expected_failed_checks=_waived)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
@@ -202,3 +230,90 @@ def test_regressor_has_no_predict_proba_and_works_in_cross_validation():
     scores = cross_val_score(TorchMLPClassifier(hidden_layer_sizes=(16,), **_FAST), X,
                              np.array(["x", "y", "z"])[y], cv=3)
     assert scores.mean() > 0.9
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
+def test_the_xgboost_waivers_are_only_the_run_label_space():
+    """xgboost with n_classes=3 fails exactly the waived checks, each on its label space."""
+    pytest.importorskip("xgboost")
+    from sklearn.utils.estimator_checks import check_estimator
+
+    from fedlabels.learners.tabular import make_xgboost
+
+    est = make_xgboost(n_classes=3, random_state=0, n_estimators=10)
+    failed = {r["check_name"]: r["exception"] for r in check_estimator(est, on_fail=None)
+              if r["status"] == "failed"}
+    assert set(failed) == set(_XGB_RUN_WAIVED)
+    for name, exc in failed.items():
+        # classifiers_train compares predict_proba's 3 columns with the 2 classes it fitted
+        assert "n_classes" in str(exc) or name == "check_classifiers_train", (name, exc)
+
+
+def test_xgboost_adapter_labels_missing_values_and_bad_input():
+    xgboost = pytest.importorskip("xgboost")
+    from fedlabels.learners.tabular import GlobalLabelClassifier, make_xgboost
+
+    X, code = _blobs()
+    names = np.array(["cat", "dog", "emu"])
+    m = make_xgboost(n_classes=None, random_state=0, n_estimators=10).fit(X, names[code])
+    assert list(m.classes_) == ["cat", "dog", "emu"]
+    assert np.array_equal(m.predict(X), m.classes_[m.predict_proba(X).argmax(axis=1)])
+    assert np.mean(m.predict(X) == names[code]) > 0.9
+    # a run's label space: classes_ 0..C-1, a column per class, 0 for one the data lack
+    run = make_xgboost(n_classes=5, random_state=0, n_estimators=10).fit(X, code + 1)
+    assert list(run.classes_) == [0, 1, 2, 3, 4] and list(run.seen_) == [1, 2, 3]
+    proba = run.predict_proba(X)
+    assert proba.shape == (len(X), 5) and np.all(proba[:, [0, 4]] == 0)
+    assert set(run.predict(X).tolist()) <= {1, 2, 3}
+    with pytest.raises(FedLabelsError, match=r"labels \['7'\].*n_classes"):
+        make_xgboost(n_classes=5, random_state=0).fit(X, np.where(code == 2, 7, code))
+    # NaN is a missing value xgboost routes itself: the same predictions as XGBoost's own
+    holes = X.copy()
+    holes[::7, 1] = np.nan
+    ours = make_xgboost(n_classes=None, random_state=0, n_estimators=10).fit(holes, code)
+    own = xgboost.XGBClassifier(n_estimators=10, max_depth=6, learning_rate=0.3, n_jobs=1,
+                                random_state=0, tree_method="hist").fit(holes, code)
+    assert np.allclose(ours.predict_proba(holes), own.predict_proba(holes))
+    unfitted = GlobalLabelClassifier(xgboost.XGBClassifier())
+    with pytest.raises(NotFittedError, match="not fitted") as info:
+        unfitted.predict(X)
+    assert isinstance(info.value, FedLabelsError)
+    for args, needle in [((np.where(holes == holes, X, np.inf), code), "infinity"),
+                         ((X[:, 0], code), "Expected 2D array"), ((X, code[:-1]),
+                                                                 "inconsistent numbers")]:
+        with pytest.raises(FedLabelsError, match=needle) as bad:
+            make_xgboost(n_classes=None, random_state=0).fit(*args)
+        assert "\n" not in str(bad.value)
+    with pytest.raises(FedLabelsError, match=r"X has 3 features.*expecting 4"):
+        ours.predict(X[:, :3])
+    assert len(ours.predict(X[:0])) == 0 and ours.predict_proba(X[:0]).shape == (0, 3)
+
+
+def test_an_xgboost_model_of_before_keeps_predicting_in_the_run_label_space():
+    """A models file written before 2026-11-29 holds classes_ = the labels seen (no
+    columns_): loading maps them to the run's label space and predicts as before."""
+    pytest.importorskip("xgboost")
+    from fedlabels.learners.tabular import GlobalLabelClassifier, make_xgboost
+
+    X, code = _blobs()
+    new = make_xgboost(n_classes=5, random_state=0, n_estimators=10).fit(X, code + 1)
+    old_state = {k: v for k, v in new.__getstate__().items() if k not in ("columns_", "seen_")}
+    old_state["classes_"] = np.array([1, 2, 3])
+    old = GlobalLabelClassifier.__new__(GlobalLabelClassifier)
+    old.__setstate__(old_state)
+    assert list(old.classes_) == [0, 1, 2, 3, 4] and list(old.seen_) == [1, 2, 3]
+    assert np.array_equal(old.predict_proba(X), new.predict_proba(X))
+    assert np.array_equal(old.predict(X), new.predict(X))
+
+
+def test_an_xgboost_client_lacking_a_class_gives_probabilities_for_auroc():
+    """classes_ are the run's classes, so the clinical scores read predict_proba's columns
+    (before: classes_ were the 3 labels seen against 5 columns, and AUROC was 'n/a')."""
+    pytest.importorskip("xgboost")
+    from fedlabels.core.clinical import class_probabilities
+    from fedlabels.learners.tabular import make_xgboost
+
+    X, code = _blobs()
+    run = make_xgboost(n_classes=5, random_state=0, n_estimators=10).fit(X, code + 1)
+    full = class_probabilities(run, X, 5)
+    assert full is not None and np.array_equal(full, run.predict_proba(X))

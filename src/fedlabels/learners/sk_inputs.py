@@ -29,20 +29,25 @@ class InputTypeError(FedLabelsError, TypeError):
     """Input of a type the learner cannot read (a ``TypeError`` as scikit-learn's is)."""
 
 
+def _finite(allow_nan: bool) -> bool | str:
+    return "allow-nan" if allow_nan else True
+
+
 def _one_line(exc: Exception) -> FedLabelsError:
     kind = InputTypeError if isinstance(exc, TypeError) else FedLabelsError
     return kind(" ".join(str(exc).split()))
 
 
 def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool, numeric_y: bool,
-               dtype: Any = np.float32, order: str | None = "C"
+               dtype: Any = np.float32, order: str | None = "C", allow_nan: bool = False
                ) -> tuple[np.ndarray, np.ndarray]:
     """``X`` as an (n, d) array of ``dtype`` (C-ordered float32: the torch learners') and
     ``y`` as a 1-D array of the same length; ``reset`` (a fresh fit) records
-    ``n_features_in_`` (and ``feature_names_in_`` of a frame), else ``X`` must match them."""
+    ``n_features_in_`` (and ``feature_names_in_`` of a frame), else ``X`` must match them.
+    ``allow_nan``: NaN in ``X`` is a missing value the learner handles (inf is refused)."""
     try:
         X, y = validate_data(est, X, y, reset=reset, dtype=dtype, order=order,
-                             y_numeric=numeric_y)
+                             y_numeric=numeric_y, ensure_all_finite=_finite(allow_nan))
         if not numeric_y:
             check_classification_targets(y)
     except (ValueError, TypeError) as exc:
@@ -51,16 +56,17 @@ def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool, numeric_y: bool,
 
 
 def predict_input(est: Any, X: Any, *, fitted: str = "model_", dtype: Any = np.float32,
-                  order: str | None = "C") -> np.ndarray:
-    """``X`` as an array of ``dtype`` with the fitted number of features, all finite (no
-    rows is no error: a round may query none); before ``fit`` (no attribute ``fitted``)
-    :class:`NotFittedLearnerError`."""
+                  order: str | None = "C", allow_nan: bool = False) -> np.ndarray:
+    """``X`` as an array of ``dtype`` with the fitted number of features, all finite (but NaN
+    with ``allow_nan``; no rows is no error: a round may query none); before ``fit`` (no
+    attribute ``fitted``) :class:`NotFittedLearnerError`."""
     if not hasattr(est, fitted):
         raise NotFittedLearnerError(f"this {type(est).__name__} is not fitted yet; call fit "
                                     "first.")
     try:
         out: np.ndarray = validate_data(est, X, reset=False, dtype=dtype, order=order,
-                                         ensure_min_samples=0)
+                                         ensure_min_samples=0,
+                                         ensure_all_finite=_finite(allow_nan))
     except (ValueError, TypeError) as exc:
         raise _one_line(exc) from None
     return out
@@ -85,3 +91,4 @@ def label_codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
             "0..n_classes-1 (leave n_classes=None to learn the labels of y), and a "
             "warm-started fit keeps the classes of the first.")
     return codes.astype(np.int64)
+

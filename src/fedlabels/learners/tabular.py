@@ -25,7 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.sk_inputs import fit_inputs, predict_input
+from fedlabels.learners.sk_inputs import fit_inputs, label_codes, predict_input
 
 
 def _require(module: str, package: str) -> Any:
@@ -46,39 +46,66 @@ class GlobalLabelClassifier(ClassifierMixin, BaseEstimator):
     ----------
     estimator : classifier
         Needs labels ``0..k-1`` with every class present (e.g. ``xgboost.XGBClassifier``).
-    n_classes : int
-        The number of global classes C; ``predict_proba`` has C columns.
+    n_classes : int or None
+        The number of global classes C (a run sets it): ``classes_`` is ``0..C-1``,
+        ``predict_proba`` has C columns (0 for a class absent from ``y``) and a label outside
+        is an error. ``None``: ``classes_`` are the labels of ``y``, of any kind.
+
+    ``X`` may hold NaN (a missing value, which XGBoost routes natively, as scikit-learn's
+    ``HistGradientBoostingClassifier`` does); inf, 1-D, sparse or empty ``X`` is one line.
+    After ``fit``, ``seen_`` are the labels ``y`` held (what the inner estimator learnt).
     """
 
-    def __init__(self, estimator: Any = None, n_classes: int = 2) -> None:
+    def __init__(self, estimator: Any = None, n_classes: int | None = None) -> None:
         self.estimator = estimator
         self.n_classes = n_classes
 
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
     def fit(self, X: Any, y: Any) -> GlobalLabelClassifier:
-        y = np.asarray(y).astype(np.int64)
-        self.classes_, codes = np.unique(y, return_inverse=True)
-        if len(self.classes_) and (self.classes_.min() < 0
-                                   or self.classes_.max() >= self.n_classes):
-            raise FedLabelsError(f"labels must lie in 0..{self.n_classes - 1}; got "
-                                 f"{self.classes_.tolist()[:10]}.")
-        self.n_features_in_ = np.asarray(X).shape[1]
-        if len(self.classes_) == 1:  # nothing to separate: predict the one class seen
+        X, y = fit_inputs(self, X, y, reset=True, numeric_y=False, dtype="numeric",
+                          order=None, allow_nan=True)
+        seen, codes = np.unique(y, return_inverse=True)
+        if self.n_classes is None:
+            self.classes_, self.columns_ = seen, np.arange(len(seen))
+        else:
+            self.classes_ = np.arange(int(self.n_classes))
+            self.columns_ = label_codes(seen, self.classes_)
+        self.seen_ = self.classes_[self.columns_]
+        if len(seen) == 1:  # nothing to separate: predict the one class seen
             self.estimator_ = None
         else:
             self.estimator_ = clone(self.estimator).fit(X, codes)
         return self
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "estimator_" in state and "columns_" not in state:  # a models file of before
+            # 2026-11-29 kept the labels seen as classes_ (always ints in 0..n_classes-1)
+            state = {**state, "seen_": state["classes_"], "columns_": state["classes_"],
+                     "classes_": np.arange(int(state["n_classes"]))}
+        super().__setstate__(state)
+
+    def _input(self, X: Any) -> np.ndarray:
+        return predict_input(self, X, fitted="estimator_", dtype="numeric", order=None,
+                             allow_nan=True)
+
     def predict(self, X: Any) -> np.ndarray:
-        if self.estimator_ is None:
-            return np.full(len(X), self.classes_[0], dtype=np.int64)
-        return self.classes_[np.asarray(self.estimator_.predict(X)).astype(np.int64)]
+        X = self._input(X)
+        if self.estimator_ is None or not len(X):
+            return np.full(len(X), self.seen_[0], dtype=self.classes_.dtype)
+        codes = np.asarray(self.estimator_.predict(X)).astype(np.int64)
+        return self.seen_[codes]
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        out = np.zeros((len(X), self.n_classes))
+        X = self._input(X)
+        out = np.zeros((len(X), len(self.classes_)))
         if self.estimator_ is None:
-            out[:, self.classes_[0]] = 1.0
-        else:
-            out[:, self.classes_] = self.estimator_.predict_proba(X)
+            out[:, self.columns_[0]] = 1.0
+        elif len(X):
+            out[:, self.columns_] = self.estimator_.predict_proba(X)
         return out
 
     @property
@@ -215,7 +242,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
 
 # ------------------------------------------------------------------ factories
 
-def make_xgboost(n_classes: int, random_state: int, n_estimators: int = 100,
+def make_xgboost(n_classes: int | None, random_state: int, n_estimators: int = 100,
                  max_depth: int = 6, learning_rate: float = 0.3, n_jobs: int = 1,
                  **params: Any) -> GlobalLabelClassifier:
     """XGBoost (binary or multi-class objective, chosen by the classes present)."""

@@ -121,8 +121,9 @@ def describe_model(model: Any, feature_names: list[str] | None = None,
 
     seen = getattr(model, "classes_", None)
     inner, code_to_global = model, None
-    if isinstance(model, GlobalLabelClassifier):
-        inner, code_to_global = model.estimator_, model.classes_
+    if isinstance(model, GlobalLabelClassifier):  # classes_ are the run's, seen_ its data's
+        inner, code_to_global = model.estimator_, model.seen_
+        seen = code_to_global
     n_features = getattr(model, "n_features_in_", None) or len(feature_names or [])
     names = _names(feature_names, int(n_features or 0))
     out: dict[str, Any] = {
