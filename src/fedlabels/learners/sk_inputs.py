@@ -92,3 +92,30 @@ def label_codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
             "warm-started fit keeps the classes of the first.")
     return codes.astype(np.int64)
 
+
+def text_targets(n_texts: int, y: Any) -> np.ndarray:
+    """``y`` of a text learner's ``fit`` as a 1-D array of class labels, one per text (the
+    texts themselves are checked by the learner: a 1-D array of ``str``); otherwise one
+    :class:`~fedlabels.core.errors.FedLabelsError` line."""
+    from sklearn.utils.validation import column_or_1d
+
+    try:
+        y = column_or_1d(y, warn=True)
+        if len(y) != n_texts:
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                             f"[{n_texts}, {len(y)}]")
+        if not n_texts:
+            raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
+        if y.dtype.kind == "f" and not np.isfinite(y).all():
+            raise ValueError("Input y contains NaN or infinity.")
+        check_classification_targets(y)
+    except (ValueError, TypeError) as exc:
+        raise _one_line(exc) from None
+    return y
+
+
+def fit_classes(y: np.ndarray, n_classes: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``classes_`` by the learners' rule (the labels of ``y``, or ``0..n_classes-1`` when
+    set) and each label's index in them."""
+    classes = np.unique(y) if n_classes is None else np.arange(int(n_classes))
+    return classes, label_codes(y, classes)

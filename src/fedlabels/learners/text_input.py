@@ -97,3 +97,24 @@ def check_run_input(X: Any, models: list[Any], method: Any = None,
         refuse_text(X, *refusal)
     for cid, model in enumerate(models):
         check_learner_input(model, X, f"client {cid}'s model")
+
+
+def text_rows(X: Any, learner: str, hint: str) -> np.ndarray:
+    """``X`` of a text learner as a 1-D object array of ``str`` (a list, a 1-D array or a
+    pandas Series of texts); anything else is one line naming what it got (``hint``: what
+    to use for numeric features); no texts is an empty array (a round may predict none)."""
+    if is_text(X):
+        return as_text_array(X.to_numpy() if callable(getattr(X, "to_numpy", None)) else X)
+    shape = getattr(X, "shape", None)
+    if (shape is not None and tuple(shape) == (0,)) or (isinstance(X, list | tuple) and not X):
+        return np.empty(0, dtype=object)
+    if shape is not None and len(shape) == 2 and shape[1] == 1 and is_text(
+            np.asarray(X)[:, 0]):
+        got = f"a column of shape {tuple(shape)}: pass X[:, 0] or df['column']"
+    elif shape is not None and len(shape) != 1:
+        got = f"an array of shape {tuple(shape)}"
+    else:
+        got = "numeric features" if shape is not None or isinstance(X, list | tuple) else \
+            f"a value of type {type(X).__name__}"
+    raise FedLabelsError(f"{learner} takes text (a 1-D array of str, one text per row), got "
+                         f"{got}; {hint}.")

@@ -2,8 +2,9 @@
 
 A refit learner (scikit-learn): every ``fit`` learns the vocabulary and the IDF weights from
 the texts it is given and then the classifier, so in FedCT a client's vocabulary grows with
-the pseudo-labelled public texts. Predictions are in the federation's label space
-``0..C-1``; ``predict_proba`` has C columns even when the fitted data lack a class.
+the pseudo-labelled public texts. With ``n_classes`` set (a run sets it) predictions are in
+the federation's label space ``0..C-1`` and ``predict_proba`` has C columns even when the
+fitted data lack a class; with ``n_classes=None`` the classes are the labels of ``y``.
 Transforming is batched (``batch`` texts at a time) to bound the memory of the sparse
 matrix; the vectoriser and the solver themselves are vectorised C code.
 """
@@ -16,7 +17,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.text_input import as_text_array, is_text
+from fedlabels.learners.sk_inputs import NotFittedLearnerError, fit_classes, text_targets
+from fedlabels.learners.text_input import text_rows
 
 #: parameters of the ``tfidf`` spec and their checks (name -> (kind, lowest value))
 PARAMS: dict[str, tuple[type, float]] = {
@@ -56,8 +58,9 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_classes : int
-        The federation's number of classes C.
+    n_classes : int or None, default=None
+        The federation's number of classes C: ``classes_`` is ``0..C-1`` and a label outside
+        is an error. ``None``: ``classes_`` are the labels of ``y``, of any kind.
     max_features : int, default=20000
         Vocabulary size (most frequent n-grams).
     ngram : int or (int, int), default=(1, 2)
@@ -76,7 +79,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
 
     accepts_text: ClassVar[bool] = True
 
-    def __init__(self, n_classes: int = 2, max_features: int = 20000,
+    def __init__(self, n_classes: int | None = None, max_features: int = 20000,
                  ngram: Any = (1, 2), C: float = 4.0, min_df: int = 1,
                  sublinear: bool = True, batch: int = 4096,
                  random_state: int | None = None) -> None:
@@ -89,18 +92,26 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         self.batch = batch
         self.random_state = random_state
 
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array, tags.input_tags.string = False, True
+        return tags
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state.get("n_classes") is not None and "model_" in state:  # a models file of
+            # before 2026-11-29 kept the labels seen as classes_; the columns are 0..C-1
+            state = {**state, "classes_": np.arange(int(state["n_classes"]))}
+        super().__setstate__(state)
+
     def _texts(self, X: Any) -> np.ndarray:
-        if not is_text(X):
-            raise FedLabelsError("tfidf takes text (a 1-D array of str), not numeric "
-                                 "features; use a numeric model (e.g. logreg, mlp) here.")
-        return as_text_array(X)
+        return text_rows(X, "tfidf", "use a numeric model (e.g. logreg, mlp) here")
 
     def fit(self, X: Any, y: Any) -> TfidfClassifier:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
-        texts, y = self._texts(X), np.asarray(y).astype(np.int64)
-        self.classes_ = np.unique(y)
+        texts = self._texts(X)
+        self.classes_, y = fit_classes(text_targets(len(texts), y), self.n_classes)
         ngram = (self.ngram, self.ngram) if isinstance(self.ngram, int) else tuple(self.ngram)
         min_df = self.min_df if self.min_df <= len(texts) else 1
         self.vectorizer_ = TfidfVectorizer(max_features=self.max_features, ngram_range=ngram,
@@ -110,7 +121,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             features = self.vectorizer_.fit_transform(texts)
         except ValueError:  # every text empty or stop words only: no vocabulary
             self.vectorizer_ = None
-        if len(self.classes_) < 2 or self.vectorizer_ is None:
+        if len(np.unique(y)) < 2 or self.vectorizer_ is None:
             self.model_ = None  # nothing to separate: predict the majority class seen
             self.majority_ = int(np.bincount(y).argmax()) if len(y) else 0
             return self
@@ -119,9 +130,12 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities, C columns (classes never fitted get 0)."""
+        """Class probabilities, a column per class of ``classes_`` (one never fitted: 0)."""
+        if not hasattr(self, "model_"):
+            raise NotFittedLearnerError("this TfidfClassifier is not fitted yet; call fit "
+                                        "first.")
         texts = self._texts(X)
-        out = np.zeros((len(texts), self.n_classes))
+        out = np.zeros((len(texts), len(self.classes_)))
         if self.model_ is None:
             out[:, self.majority_] = 1.0
             return out
@@ -132,7 +146,8 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         return out
 
     def predict(self, X: Any) -> np.ndarray:
-        return np.asarray(self.predict_proba(X).argmax(axis=1), dtype=np.int64)
+        proba = self.predict_proba(X)
+        return np.asarray(self.classes_)[proba.argmax(axis=1)]
 
 
 def make_tfidf(n_classes: int, random_state: int, **params: Any) -> TfidfClassifier:
