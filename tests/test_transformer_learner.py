@@ -298,3 +298,53 @@ def test_fetch_checks_the_weights_and_is_atomic(tmp_path: Path,
     assert minilm.is_fetched()
     assert sorted(p.name for p in minilm.model_dir().iterdir()) == [
         "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+
+
+def test_sklearn_api_checks_and_conventions_on_text(tiny_dir: str) -> None:
+    """scikit-learn's conventions where they apply to text (test_text_sklearn.py says which):
+    the API checks that fit nothing, NotFittedError, classes_ of any labels, fit returns
+    self and keeps its parameters, refit starts afresh (warm_start=False, the default since
+    2026-11-29) and continues with warm_start=True, pickling keeps the labels."""
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    from test_text_sklearn import run_api_checks
+
+    run_api_checks(TransformerClassifier(model_dir=tiny_dir))
+    X, y = texts(60, 3)
+    m = learner(tiny_dir, n_classes=None, mode="frozen", learning_rate=1e-2, max_steps=30)
+    with pytest.raises(NotFittedError, match="not fitted") as info:
+        m.predict(X)
+    assert isinstance(info.value, FedLabelsError)
+    params = m.get_params()
+    names = np.array(["neg", "pos"])[y]
+    assert m.fit(X, names) is m and m.get_params() == params
+    assert list(m.classes_) == ["neg", "pos"] and set(m.predict(X)) <= {"neg", "pos"}
+    assert np.array_equal(m.predict(X), m.classes_[m.predict_proba(X).argmax(1)])
+    m.fit(X, y + 5)  # other labels: a fresh head, not a continuation
+    assert list(m.classes_) == [5, 6] and m.steps_ == 30
+    fresh = clone(m).fit(X, y + 5)
+    assert np.array_equal(m.get_weights(), fresh.get_weights())
+    again = pickle.loads(pickle.dumps(m))
+    assert list(again.classes_) == [5, 6]
+    assert np.array_equal(again.predict(X), m.predict(X))
+    warm = learner(tiny_dir, mode="frozen", max_steps=10, warm_start=True).fit(X, y)
+    warm.fit(X, y)
+    assert warm.steps_ == 20
+    with pytest.raises(FedLabelsError, match="warm-started fit keeps the classes"):
+        warm.fit(X, y + 1)
+    run = learner(tiny_dir, n_classes=4, mode="frozen", max_steps=5).fit(X, y + 1)
+    assert list(run.classes_) == [0, 1, 2, 3] and run.predict_proba(X).shape == (60, 4)
+    assert len(run.predict(X[:0])) == 0
+
+
+@pytest.mark.parametrize(("X", "y", "needle"), [
+    (np.zeros((4, 3)), [0, 1, 0, 1], r"got an array of shape \(4, 3\)"),
+    (np.array(["a b", "c d", "e"], dtype=object), [0, 1], "inconsistent numbers of samples"),
+    (np.array(["a b", "c d"], dtype=object), [0.5, 1.5], "Unknown label type"),
+    (np.array([], dtype=object), [], "0 sample"),
+])
+def test_bad_fit_input_is_one_line(tiny_dir: str, X: object, y: object, needle: str) -> None:
+    with pytest.raises(FedLabelsError, match=needle) as info:
+        learner(tiny_dir, mode="frozen", max_steps=2).fit(X, y)
+    assert "\n" not in str(info.value)

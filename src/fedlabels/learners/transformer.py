@@ -34,8 +34,14 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
+from fedlabels.learners.sk_inputs import (
+    NotFittedLearnerError,
+    fit_classes,
+    label_codes,
+    text_targets,
+)
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
-from fedlabels.learners.text_input import is_text
+from fedlabels.learners.text_input import is_text, text_rows
 from fedlabels.learners.torch_mlp import adam_step
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
@@ -175,6 +181,12 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         A linear layer, or one hidden ReLU layer as wide as the encoder, then linear.
     model_dir : str or None
         A local model directory; ``None`` is the fetched MiniLM (``fedlabels fetch minilm``).
+    n_classes : int or None
+        With it set (a run sets it) ``classes_`` is ``0..n_classes-1``; ``None``: the labels
+        of ``y`` in ``fit``, of any kind (``train_steps`` takes label indices).
+    warm_start : bool, default=False
+        ``fit`` continues from the last fit (its classes kept) instead of starting afresh;
+        ``train_steps``, what a run calls, always continues.
     """
 
     accepts_text: ClassVar[bool] = True
@@ -202,7 +214,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
                  batch_size: int = 16, learning_rate: float | None = None,
                  head: str = "linear", n_classes: int | None = None, max_steps: int = 100,
                  weight_decay: float = 0.0, predict_batch_size: int = 64,
-                 model_dir: str | None = None, warm_start: bool = True,
+                 model_dir: str | None = None, warm_start: bool = False,
                  random_state: int | None = None) -> None:
         self.mode, self.r, self.alpha, self.max_len = mode, r, alpha, max_len
         self.batch_size, self.learning_rate, self.head = batch_size, learning_rate, head
@@ -261,9 +273,16 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
 
     def _rows(self, X: Any) -> np.ndarray:
         if not is_text(X):
-            raise FedLabelsError("the minilm learner takes text (a 1-D array of str); this "
-                                 "data has numeric features: use a text dataset.")
+            X = text_rows(X, "the minilm learner", "use a text dataset")  # empty, or refused
         return self.table_.rows(X)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array, tags.input_tags.string = False, True
+        return tags
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "model_")
 
     def _cursor(self, key: int, n: int) -> BatchCursor:
         cursor = self._cursors.get(key)
@@ -380,17 +399,26 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         self.steps_ += int(n_steps)
         return self
 
-    def fit(self, X: Any, y: np.ndarray) -> TransformerClassifier:
-        """``max_steps`` steps (from scratch unless ``warm_start``)."""
-        if not self.warm_start and hasattr(self, "model_"):
-            del self.model_
-        return self.train_steps(X, y, int(self.max_steps))
+    def fit(self, X: Any, y: Any) -> TransformerClassifier:
+        """``max_steps`` steps (from scratch unless ``warm_start``) on texts ``X`` and labels
+        ``y`` of any kind (``classes_``: see ``n_classes``)."""
+        texts = text_rows(X, "the minilm learner", "use a text dataset")
+        y = text_targets(len(texts), y)
+        if bool(self.warm_start) and hasattr(self, "model_"):
+            targets = label_codes(y, self.classes_)
+        else:
+            self.__dict__.pop("model_", None)
+            classes, targets = fit_classes(y, self.n_classes)
+            self._initialise(1, len(classes))
+            self.classes_ = classes
+        return self.train_steps(texts, targets, int(self.max_steps))
 
     # ------------------------------------------------------------------ inference
     def hidden_features(self, X: Any, batch: int | None = None) -> np.ndarray:
         """The pooled encoder output per text (the head's input), batched, inference mode."""
         if not hasattr(self, "model_"):
-            raise FedLabelsError("this minilm learner is not fitted yet; call fit first.")
+            raise NotFittedLearnerError("this minilm learner is not fitted yet; call fit "
+                                        "first.")
         rows = self._rows(X)
         if self.mode == "frozen":
             return self.table_.embed(rows, int(batch or self.predict_batch_size)).copy()
@@ -411,7 +439,8 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
             return torch.softmax(self.head_(feats).float(), dim=1).cpu().numpy()
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.predict_proba(X).argmax(axis=1)
+        proba = self.predict_proba(X)
+        return np.asarray(self.classes_)[proba.argmax(axis=1)]
 
     # ------------------------------------------------------------------ parameters
     def get_weights(self) -> np.ndarray:
@@ -458,12 +487,15 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         directory on unpickling (a saved run holds adapters and head, not 90 MB per client)."""
         built = hasattr(self, "model_")
         return {"params": self.get_params(deep=False),
-                "state": self.state_dict() if built else None}
+                "state": self.state_dict() if built else None,
+                "classes": self.classes_ if built else None}
 
     def __setstate__(self, data: dict[str, Any]) -> None:
         self.__init__(**data["params"])  # type: ignore[misc]
         if data["state"] is not None:
             self.load_state_dict(data["state"])
+            if data.get("classes") is not None:  # the labels of y (a state keeps their count)
+                self.classes_ = data["classes"]
 
 
 class _StateView:
