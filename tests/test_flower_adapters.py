@@ -285,20 +285,6 @@ def test_dp_fedct_over_loopback_flower_equals_simulator(tmp_path: Path) -> None:
     assert deployed.extra["privacy"] == json.loads(json.dumps(simulated.extra["privacy"]))
 
 
-def test_core_simulator_and_cli_never_import_flwr() -> None:
-    import subprocess
-    import sys
-
-    code = ("import sys, fedlabels, fedlabels.cli\n"
-            "fedlabels.cli.build_parser()\n"
-            "fedlabels.run('fedct', 'breast_cancer', rounds=1, progress=False)\n"
-            "assert 'flwr' not in sys.modules, 'flwr was imported'\n"
-            "assert 'ray' not in sys.modules, 'ray was imported'\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-
-
 @pytest.mark.parametrize("method", ["fedavg", "fedct"])
 def test_non_square_images_deploy_as_they_simulate(tmp_path: Path, method: str) -> None:
     """Images 12 x 10 (not square): every party builds its CNN for the federation's image

@@ -64,9 +64,10 @@ def test_commands_that_use_no_method_import_none(argv):
 
 def test_a_run_on_trees_imports_neither_torch_flower_nor_matplotlib():
     """``fl.run`` loads what the run uses: a FedCT run of decision trees imports no torch
-    (a neural model's), Flower (a deployment's) or matplotlib (a plot's). A guard: no fix
-    was needed when it was written."""
-    code = ("import sys, fedlabels as fl\n"
+    (a neural model's), Flower (a deployment's) or matplotlib (a plot's), nor does building
+    the CLI's complete parser. A guard: no fix was needed when it was written."""
+    code = ("import sys, fedlabels as fl, fedlabels.cli\n"
+            "fedlabels.cli.build_parser()\n"
             "fl.run('fedct', 'breast_cancer', model='dt', clients=3, rounds=1, progress=False)\n"
             "print(sorted(m for m in ('torch', 'flwr', 'ray', 'matplotlib', 'tqdm') "
             "if m in sys.modules))")
