@@ -1,17 +1,19 @@
 """A ledger's running totals (fedlabels.privacy.tally): every check and ``spent`` equals the
-full walk over the events (``account_events`` / ``account_per_client``, the oracle) for
+full walk over the events (``_walk_events`` / ``_walk_per_client`` below, the oracle) for
 random, mixed sequences, after a restored state and after a refusal; and a check reads only
 the new events, however long the history."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
 
 from fedlabels.core.errors import BudgetRefusal
+from fedlabels.privacy.accounting import PrivacySpent
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
     GNMaxEvent,
@@ -20,17 +22,84 @@ from fedlabels.privacy.events import (
     SampledGaussianEvent,
     XorEvent,
 )
-from fedlabels.privacy.ledger import (
-    Ledger,
-    LedgerEvents,
-    account_events,
-    account_per_client,
-    events_from_json,
-)
+from fedlabels.privacy.ledger import Ledger, LedgerEvents, events_from_json
 from fedlabels.privacy.mechanisms import flip_probability
-from fedlabels.privacy.tally import ClientTallies
+from fedlabels.privacy.tally import (
+    FAST_ACCOUNTANTS,
+    ClientTallies,
+    basic,
+    client_part,
+    dpsgd_spent,
+    named_clients,
+)
 
 DELTA = 1e-5
+
+
+def _walk_dpsgd(events: Sequence[DPSGDRoundEvent], delta: float,
+                accountants: tuple[str, ...] | None = None) -> PrivacySpent:
+    steps: dict[tuple[float, float], int] = {}
+    for ev in events:
+        key = (ev.noise_multiplier, ev.sample_rate)
+        steps[key] = steps.get(key, 0) + sum(int(k) for _, k in ev.steps)
+    return dpsgd_spent(steps, delta, accountants)
+
+
+def _walk_events(events: Sequence[Any], delta: float,
+                 gaussian_accountants: tuple[str, ...] | None = None,
+                 fast: bool = False) -> PrivacySpent:
+    """The oracle: (ε, δ) of one party's events by walking every one (the ledger's accounting
+    before its running totals): each kind with its own accountant, kinds composed.
+
+    ``gaussian_accountants``: the accountants of sampled-Gaussian events (None: the
+    defaults of :func:`~fedlabels.privacy.accounting.account_gaussian`); ``fast``: Gaussian
+    and DP-SGD events by :data:`FAST_ACCOUNTANTS` only (a valid bound, maybe not the
+    tightest)."""
+    if fast:
+        gaussian_accountants = FAST_ACCOUNTANTS
+    from fedlabels.privacy.accounting import account_gaussian, account_labels
+    from fedlabels.privacy.vote_accounting import account_gnmax, account_laplace
+
+    labels = [ev for ev in events if isinstance(ev, XorEvent | KaryRREvent)]
+    dpsgd = [ev for ev in events if isinstance(ev, DPSGDRoundEvent)]
+    gauss = [ev for ev in events if isinstance(ev, SampledGaussianEvent)]
+    gnmax = [ev for ev in events if isinstance(ev, GNMaxEvent)]
+    laplace = [ev for ev in events if isinstance(ev, LaplaceNoisyMaxEvent)]
+    parts = []
+    if labels:
+        parts.append(account_labels(labels, delta))
+    if dpsgd:
+        parts.append(_walk_dpsgd(dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
+    for key in sorted({(ev.noise_multiplier, ev.sampling_rate) for ev in gauss}):
+        parts.append(account_gaussian(
+            [ev for ev in gauss if (ev.noise_multiplier, ev.sampling_rate) == key], delta,
+            gaussian_accountants))
+    for sigma in sorted({ev.sigma for ev in gnmax}):
+        acc = account_gnmax([ev for ev in gnmax if ev.sigma == sigma], delta, with_pld=False)
+        parts.append(PrivacySpent(acc.epsilon, delta, "rdp"))
+    for key in sorted({(ev.scale, ev.l1_sensitivity) for ev in laplace}):
+        acc_l = account_laplace([ev for ev in laplace
+                                 if (ev.scale, ev.l1_sensitivity) == key], delta)
+        parts.append(PrivacySpent(acc_l.epsilon, acc_l.delta, acc_l.accountant))
+    return basic(parts)
+
+
+def _walk_per_client(events: Sequence[Any], delta: float,
+                       gaussian_accountants: tuple[str, ...] | None = None, fast: bool = False
+                       ) -> tuple[PrivacySpent, dict[int, PrivacySpent]]:
+    """The oracle of a server's ledger: every client's (ε, δ) over what it released, and the
+    worst one.
+
+    A release that names no clients counts for every client; without any client named the
+    ledger is accounted as one party's."""
+    cids = sorted({c for ev in events for c in named_clients(ev)})
+    if not cids:
+        return _walk_events(events, delta, gaussian_accountants, fast), {}
+    per_client = {}
+    for cid in cids:
+        parts = [p for ev in events if (p := client_part(ev, cid)) is not None]
+        per_client[cid] = _walk_events(parts, delta, gaussian_accountants, fast)
+    return max(per_client.values(), key=lambda s: s.epsilon), per_client
 
 
 def _xor(eps: float, bits: int = 4) -> XorEvent:
@@ -72,9 +141,9 @@ def test_a_party_ledger_checks_and_spends_exactly_what_the_full_walk_accounts(se
         new = [_party_event(rng) for _ in range(rng.choice([1, 1, 2]))]
         for tight in (False, True):
             _same(ledger.check(new, tight=tight),
-                  account_events([*ledger.events, *new], DELTA, ("rdp",), fast=not tight))
+                  _walk_events([*ledger.events, *new], DELTA, ("rdp",), fast=not tight))
         ledger.record(*new, tight=rng.random() < 0.5)
-        _same(ledger.spent(), account_events(ledger.events, DELTA, ("rdp",)))
+        _same(ledger.spent(), _walk_events(ledger.events, DELTA, ("rdp",)))
 
 
 @dataclass(frozen=True)
@@ -109,15 +178,15 @@ def test_a_server_ledger_per_client_equals_the_full_walk_with_a_late_client(seed
                                                                            ) -> None:
     rng, calls = random.Random(seed), []
     ledger = Ledger(DELTA, per_client=True)
-    assert ledger.spent() == account_per_client([], DELTA)[0]
+    assert ledger.spent() == _walk_per_client([], DELTA)[0]
     for i in range(12):
         new = [_server_event(rng, calls, late=i >= 8)]
         _same(ledger.check(new, tight=False),
-              account_per_client([*ledger.events, *new], DELTA, fast=True)[0])
+              _walk_per_client([*ledger.events, *new], DELTA, fast=True)[0])
         ledger.record(*new, tight=False)
         tally = ledger._tally()
         assert isinstance(tally, ClientTallies)
-        assert tally.per_client(DELTA) == account_per_client(ledger.events, DELTA)
+        assert tally.per_client(DELTA) == _walk_per_client(ledger.events, DELTA)
     assert 7 in ledger._tally().clients or not any(  # the late client, where it came
         7 in getattr(ev, "clients", ()) for ev in ledger.events)
 
@@ -133,9 +202,9 @@ def test_a_restored_ledger_continues_from_its_events() -> None:
     saved = ledger.events_json()
     ledger.record(_party_event(rng), _party_event(rng))  # after the checkpoint
     ledger.events[:] = events_from_json(saved)  # the client's load_state_dict
-    _same(ledger.spent(), account_events(ledger.events, DELTA, ("rdp",)))
+    _same(ledger.spent(), _walk_events(ledger.events, DELTA, ("rdp",)))
     nxt = _party_event(rng)
-    _same(ledger.check([nxt]), account_events([*ledger.events, nxt], DELTA, ("rdp",)))
+    _same(ledger.check([nxt]), _walk_events([*ledger.events, nxt], DELTA, ("rdp",)))
 
     class Server(LedgerEvents):
         def __init__(self) -> None:
@@ -145,19 +214,19 @@ def test_a_restored_ledger_continues_from_its_events() -> None:
     server.ledger.record(DPSGDRoundEvent(1.1, 0.25, 1.0, ((0, 1), (1, 1))))
     server.ledger.spent()
     server.events = [DPSGDRoundEvent(1.1, 0.25, 1.0, ((1, 3),))] * 2  # a new list
-    assert server.ledger._tally().per_client(DELTA) == account_per_client(server.events, DELTA)
+    assert server.ledger._tally().per_client(DELTA) == _walk_per_client(server.events, DELTA)
 
 
 def test_a_refused_release_leaves_the_totals_as_the_events() -> None:
     ev, tiny = _xor(0.7), _xor(0.01)
-    ledger = Ledger(DELTA, target=account_events([ev] * 3 + [tiny], DELTA).epsilon)
+    ledger = Ledger(DELTA, target=_walk_events([ev] * 3 + [tiny], DELTA).epsilon)
     for _ in range(3):
         ledger.record(ev)
     with pytest.raises(BudgetRefusal):
         ledger.record(_xor(1.3, 2), ev)
     assert len(ledger.events) == 3
-    _same(ledger.spent(), account_events([ev] * 3, DELTA))
-    _same(ledger.check([tiny]), account_events([ev] * 3 + [tiny], DELTA))
+    _same(ledger.spent(), _walk_events([ev] * 3, DELTA))
+    _same(ledger.check([tiny]), _walk_events([ev] * 3 + [tiny], DELTA))
 
 
 class _CountedXor(XorEvent):

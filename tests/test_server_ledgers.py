@@ -21,7 +21,8 @@ from fedlabels.core.randomness import reproducible
 from fedlabels.engines.inprocess import InProcessGrid
 from fedlabels.learners import as_models
 from fedlabels.privacy.dpsgd_accounting import dpsgd_epsilon
-from fedlabels.privacy.ledger import Ledger, account_events, client_part, named_clients
+from fedlabels.privacy.ledger import Ledger, account_events
+from fedlabels.privacy.tally import client_part, named_clients
 from fedlabels.runs.loop import CommMeter, run_rounds, uses_iterative
 from fedlabels.runs.session import build_session
 

@@ -37,15 +37,7 @@ from fedlabels.privacy.events import (
     SampledGaussianEvent,
     XorEvent,
 )
-from fedlabels.privacy.tally import (
-    FAST_ACCOUNTANTS,
-    ClientTallies,
-    Tally,
-    basic,
-    client_part,
-    dpsgd_spent,
-    named_clients,
-)
+from fedlabels.privacy.tally import ClientTallies, Tally
 
 #: relative slack for the numerical error of a calibration (bisection / root finding)
 REL_TOL = 1e-6
@@ -88,68 +80,30 @@ def events_from_json(text: str) -> list[Any]:
     return [event_from_dict(d) for d in json.loads(text)]
 
 
-def _dpsgd_spent(events: Sequence[DPSGDRoundEvent], delta: float,
-                 accountants: tuple[str, ...] | None = None) -> PrivacySpent:
-    steps: dict[tuple[float, float], int] = {}
-    for ev in events:
-        key = (ev.noise_multiplier, ev.sample_rate)
-        steps[key] = steps.get(key, 0) + sum(int(k) for _, k in ev.steps)
-    return dpsgd_spent(steps, delta, accountants)
-
-
 def account_events(events: Sequence[Any], delta: float,
                    gaussian_accountants: tuple[str, ...] | None = None,
                    fast: bool = False) -> PrivacySpent:
-    """(ε, δ) of one party's events: each kind with its own accountant, kinds composed.
+    """(ε, δ) of one party's events: each kind with its own accountant, kinds composed
+    (:class:`~fedlabels.privacy.tally.Tally`, which a ledger also keeps running).
 
     ``gaussian_accountants``: the accountants of sampled-Gaussian events (None: the
     defaults of :func:`~fedlabels.privacy.accounting.account_gaussian`); ``fast``: Gaussian
-    and DP-SGD events by :data:`FAST_ACCOUNTANTS` only (a valid bound, maybe not the
-    tightest)."""
-    if fast:
-        gaussian_accountants = FAST_ACCOUNTANTS
-    from fedlabels.privacy.accounting import account_gaussian, account_labels
-    from fedlabels.privacy.vote_accounting import account_gnmax, account_laplace
-
-    labels = [ev for ev in events if isinstance(ev, XorEvent | KaryRREvent)]
-    dpsgd = [ev for ev in events if isinstance(ev, DPSGDRoundEvent)]
-    gauss = [ev for ev in events if isinstance(ev, SampledGaussianEvent)]
-    gnmax = [ev for ev in events if isinstance(ev, GNMaxEvent)]
-    laplace = [ev for ev in events if isinstance(ev, LaplaceNoisyMaxEvent)]
-    parts = []
-    if labels:
-        parts.append(account_labels(labels, delta))
-    if dpsgd:
-        parts.append(_dpsgd_spent(dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
-    for key in sorted({(ev.noise_multiplier, ev.sampling_rate) for ev in gauss}):
-        parts.append(account_gaussian(
-            [ev for ev in gauss if (ev.noise_multiplier, ev.sampling_rate) == key], delta,
-            gaussian_accountants))
-    for sigma in sorted({ev.sigma for ev in gnmax}):
-        acc = account_gnmax([ev for ev in gnmax if ev.sigma == sigma], delta, with_pld=False)
-        parts.append(PrivacySpent(acc.epsilon, delta, "rdp"))
-    for key in sorted({(ev.scale, ev.l1_sensitivity) for ev in laplace}):
-        acc_l = account_laplace([ev for ev in laplace
-                                 if (ev.scale, ev.l1_sensitivity) == key], delta)
-        parts.append(PrivacySpent(acc_l.epsilon, acc_l.delta, acc_l.accountant))
-    return basic(parts)
+    and DP-SGD events by :data:`~fedlabels.privacy.tally.FAST_ACCOUNTANTS` only (a valid
+    bound, maybe not the tightest)."""
+    return Tally.of(events).spent(delta, gaussian_accountants, fast)
 
 
 def account_per_client(events: Sequence[Any], delta: float,
                        gaussian_accountants: tuple[str, ...] | None = None, fast: bool = False
                        ) -> tuple[PrivacySpent, dict[int, PrivacySpent]]:
-    """A server's ledger: every client's (ε, δ) over what it released, and the worst one.
+    """A server's ledger: every client's (ε, δ) over what it released, and the worst one
+    (:class:`~fedlabels.privacy.tally.ClientTallies`).
 
     A release that names no clients counts for every client; without any client named the
     ledger is accounted as one party's."""
-    cids = sorted({c for ev in events for c in named_clients(ev)})
-    if not cids:
-        return account_events(events, delta, gaussian_accountants, fast), {}
-    per_client = {}
-    for cid in cids:
-        parts = [p for ev in events if (p := client_part(ev, cid)) is not None]
-        per_client[cid] = account_events(parts, delta, gaussian_accountants, fast)
-    return max(per_client.values(), key=lambda s: s.epsilon), per_client
+    tallies = ClientTallies()
+    tallies.extend(list(events), [])
+    return tallies.per_client(delta, gaussian_accountants, fast)
 
 
 #: a budget the server keeps (it adds the noise, or the guarantee is not against it)

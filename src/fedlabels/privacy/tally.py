@@ -1,14 +1,14 @@
 """A party's releases as running totals: what accounting reads of them, kept as they come.
 
-:func:`~fedlabels.privacy.ledger.account_events` walks every event of a ledger, and a DP run
-checks its budget before every round: at 3,000 rounds that walk cost about 10 ms a client's
-ledger, a round. A :class:`Tally` keeps, per kind, exactly what that walk reads of the
-events: the label releases' Σ ε and composed randomized responses
-(:class:`~fedlabels.privacy.accounting.LabelTally`), the DP-SGD steps and the DP-FedAvg rounds
-per (σ, q), the composed GNMax RDP per σ (summed event by event, as the walk sums it) and
-the Laplace queries per (b, Δ₁). Adding an event is O(1); its (ε, δ) costs O(the distinct
-kinds), plus the accountants' own (memoised) work, whatever the number of events, and equals
-the full walk's (tests/test_privacy_tally.py checks it against ``account_events``).
+Walking every event of a ledger at each check (a DP run checks its budget before every
+round) cost about 10 ms a client's ledger, a round, at 3,000 rounds. A :class:`Tally` keeps,
+per kind, exactly what that walk read of the events: the label releases' Σ ε and composed
+randomized responses (:class:`~fedlabels.privacy.accounting.LabelTally`), the DP-SGD steps
+and the DP-FedAvg rounds per (σ, q), the composed GNMax RDP per σ (summed event by event)
+and the Laplace queries per (b, Δ₁). Adding an event is O(1); its (ε, δ) costs O(the
+distinct kinds), plus the accountants' own (memoised) work, whatever the number of events.
+It is the ledger's one accounting: :func:`~fedlabels.privacy.ledger.account_events` is a
+:class:`Tally` of the events, and tests/test_privacy_tally.py checks it against the walk.
 :class:`ClientTallies` does the same per client for a server's ledger
 (:func:`~fedlabels.privacy.ledger.account_per_client`).
 """
@@ -110,8 +110,8 @@ class _GNMaxTally:
 
 @dataclass
 class Tally:
-    """What :func:`~fedlabels.privacy.ledger.account_events` reads of one party's events (see
-    the module docstring); events of other kinds count for nothing, as there."""
+    """What accounting reads of one party's events (see the module docstring); events of
+    other kinds count for nothing."""
 
     labels: LabelTally = field(default_factory=LabelTally)
     dpsgd: dict[tuple[float, float], int] = field(default_factory=dict)
@@ -152,7 +152,8 @@ class Tally:
 
     def spent(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
               fast: bool = False) -> PrivacySpent:
-        """:func:`~fedlabels.privacy.ledger.account_events` of the events tallied."""
+        """(ε, δ) of the events tallied: each kind with its own accountant, kinds composed
+        by :func:`basic`."""
         from fedlabels.privacy.accounting import (
             account_label_tally,
             default_gaussian_accountants,
@@ -209,7 +210,8 @@ class ClientTallies:
 
     def per_client(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
                    fast: bool = False) -> tuple[PrivacySpent, dict[int, PrivacySpent]]:
-        """:func:`~fedlabels.privacy.ledger.account_per_client` of the events tallied."""
+        """Every client's (ε, δ) over the events tallied, and the worst one (without any
+        client named: the events as one party's, and no client's)."""
         if not self.clients:
             return self.whole.spent(delta, gaussian_accountants, fast), {}
         per_client = {cid: self.clients[cid].spent(delta, gaussian_accountants, fast)
