@@ -25,7 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.sk_inputs import fit_inputs, label_codes, predict_input
+from fedlabels.learners.sk_inputs import fit_classes, fit_inputs, predict_input
 
 
 def _require(module: str, package: str) -> Any:
@@ -69,11 +69,7 @@ class GlobalLabelClassifier(ClassifierMixin, BaseEstimator):
         X, y = fit_inputs(self, X, y, reset=True, numeric_y=False, dtype="numeric",
                           order=None, allow_nan=True)
         seen, codes = np.unique(y, return_inverse=True)
-        if self.n_classes is None:
-            self.classes_, self.columns_ = seen, np.arange(len(seen))
-        else:
-            self.classes_ = np.arange(int(self.n_classes))
-            self.columns_ = label_codes(seen, self.classes_)
+        self.classes_, self.columns_ = fit_classes(seen, self.n_classes)  # seen's columns
         self.seen_ = self.classes_[self.columns_]
         if len(seen) == 1:  # nothing to separate: predict the one class seen
             self.estimator_ = None

@@ -30,7 +30,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
-from fedlabels.learners.sk_inputs import fit_inputs, label_codes, predict_input
+from fedlabels.learners.sk_inputs import fit_classes, fit_inputs, label_codes, predict_input
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 
@@ -406,8 +406,8 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         classes (``None``: keep those of the warm-started model)."""
         if warm:
             return label_codes(y, self.classes_), len(self.classes_), None
-        classes = np.unique(y) if self.n_classes is None else np.arange(int(self.n_classes))
-        return label_codes(y, classes), len(classes), classes
+        classes, codes = fit_classes(y, self.n_classes)
+        return codes, len(classes), classes
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "model_")
