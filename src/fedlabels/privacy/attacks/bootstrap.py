@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.intervals import normal_quantile
 from fedlabels.privacy.attacks.metrics import resolvable
 
 #: a client's (member scores, non-member scores); non-member rows must be the same records,
@@ -283,12 +284,10 @@ def vul_difference(a: Mapping[str, Any], b: Mapping[str, Any], level: float = 0.
     coverage is about that of the two intervals it is built from
     (``benchmarks/audit_interval_coverage.py``, docs/audit.md).
     """
-    from scipy.stats import norm
-
     for what, value in (("level", level), ("input_level", input_level)):
         if not 0 < value < 1:
             raise FedLabelsError(f"vul_difference: {what} must lie in (0, 1), got {value}.")
-    z, z_in = (float(norm.ppf((1 + v) / 2)) for v in (level, input_level))
+    z, z_in = (normal_quantile((1 + v) / 2) for v in (level, input_level))
     for name, p in (("first", a), ("second", b)):
         if p.get("vul") is None or p.get("vul_ci") is None:
             raise FedLabelsError(f"the {name} audit has no vul / vul_ci; re-run the audit.")
