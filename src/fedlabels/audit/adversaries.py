@@ -288,6 +288,15 @@ def attack_jobs(per_client: dict[int, list[Observation]]
     return sorted(jobs, key=lambda j: j[0])
 
 
+def reads_replies(view: AuditView) -> bool:
+    """Whether :func:`observations_for` reads the clients' replies for ``view``
+    (:func:`extract_observations`), so that the recorder must check each reply is readable
+    as it arrives: not for a fixed VUL (nothing is attacked), a curious server (the
+    messages sent back) or a released model (the models after the run)."""
+    return (view.fixed_vul is None and not view.curious
+            and view.threat != "released-model")
+
+
 def observations_for(view: AuditView, recorder: Recorder, recording: RecordingMethod,
                   plan: AuditPlan, run_fed: Federation, offset: int | None, specs: list[Any],
                   n_classes: int, period: int, seed: int, rounds: int, impl: Any

@@ -19,6 +19,7 @@ from fedlabels.audit.adversaries import (
     audit_view,
     nothing_sent_back,
     observations_for,
+    reads_replies,
 )
 from fedlabels.audit.class_mix import class_mix, class_mix_note
 from fedlabels.audit.coverage import uncovered_note
@@ -401,12 +402,10 @@ def audit_federation(method: str, federation: Federation, models: str | list[Any
     run_fed, offset = (plan.with_queries_in_public() if view.queries_in_public
                        else (plan.evaluation, None))
     keep = audit_rounds(rounds, views)
-    # the replies observe() reads are checked as they arrive (not after the last round)
-    reads_replies = (view.fixed_vul is None and not view.curious
-                     and view.threat != "released-model")
+    # the replies observations_for reads are checked as they arrive (not after the last round)
     recorder = Recorder(keep=lambda r: r in keep, down=view.curious,
                         check=partial(check_readable, threat=impl.threat_model)
-                        if reads_replies else None)
+                        if reads_replies(view) else None)
     if isinstance(models, str):  # "dt" or "dt,rf": model names, as fl.run takes them
         from fedlabels.learners import as_models
 
