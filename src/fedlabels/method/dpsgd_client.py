@@ -86,9 +86,9 @@ class SecretNoiseClient(ClientRole):
             first = not self.ledger.events  # this run's first release: its whole plan
             self.site_ledger.charge(events, run_plan=self.planned_events() if first else None,
                                     **self.charge_context, charge=self._site_charges)
-        # a bound within the target is all a check needs (the same decision; this ledger
-        # has no target): a tight PLD bound per round took seconds, and was thrown away
-        self.ledger.record(*events, tight=False)
+        # a decision is all a check needs (this ledger has no target): a tight PLD bound
+        # per round took seconds, and an ε per round (a bisection) was thrown away
+        self.ledger.add(*events)
 
     @property
     def noise_rng(self) -> np.random.Generator:

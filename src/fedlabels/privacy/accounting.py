@@ -109,6 +109,44 @@ def rr_delta_for_epsilon(epsilon: float, n_bits: int, flip_prob: float) -> float
     return float(np.sum(pmf[mask] * -np.expm1(epsilon - loss[mask]))) + outside
 
 
+def _rr_bounds(n_bits: int, flip_prob: float) -> tuple[float, int, int, np.ndarray,
+                                                       np.ndarray]:
+    """a, the window [lo, hi] of k :func:`rr_delta_for_epsilon` sums over, its k and each
+    k's privacy loss."""
+    a = math.log((1.0 - flip_prob) / flip_prob)
+    mean = n_bits * flip_prob
+    width = RR_WINDOW_SDS * math.sqrt(n_bits * flip_prob * (1.0 - flip_prob)) + RR_WINDOW_SLACK
+    lo, hi = max(0, math.floor(mean - width)), min(n_bits, math.ceil(mean + width))
+    k = np.arange(lo, hi + 1)
+    return a, lo, hi, k, (n_bits - 2 * k) * a
+
+
+def _rr_deltas(epsilons: Sequence[float], n_bits: int, flip_prob: float) -> list[float]:
+    """``rr_delta_for_epsilon(e, n_bits, flip_prob)`` for each e, the same floats, with the
+    binomial's probabilities computed once and only for the k the smallest e sums (the k
+    whose loss exceeds it: the same terms, in the same order, as the whole window's): for
+    a budget check's one or two δ(ε) near the budget about half the window's, and no
+    window kept."""
+    from scipy import stats
+
+    a, lo, hi, k, loss = _rr_bounds(n_bits, flip_prob)
+    summed = loss > min(epsilons)
+    loss = loss[summed]
+    pmf = stats.binom.pmf(k[summed], n_bits, flip_prob)
+    out = []
+    for epsilon in epsilons:
+        mask = loss > epsilon
+        below = lo > 0 and n_bits * a > epsilon
+        above = hi < n_bits and (n_bits - 2 * (hi + 1)) * a > epsilon
+        if not (mask.any() or below or above):
+            out.append(0.0)
+            continue
+        outside = ((float(stats.binom.cdf(lo - 1, n_bits, flip_prob)) if below else 0.0)
+                   + (float(stats.binom.sf(hi, n_bits, flip_prob)) if above else 0.0))
+        out.append(float(np.sum(pmf[mask] * -np.expm1(epsilon - loss[mask]))) + outside)
+    return out
+
+
 @functools.lru_cache(maxsize=4)  # one (n, f) per bisection; a window is O(√n) floats
 def _rr_window(n_bits: int, flip_prob: float) -> tuple[float, int, int, np.ndarray,
                                                        np.ndarray, float, float]:
@@ -116,12 +154,7 @@ def _rr_window(n_bits: int, flip_prob: float) -> tuple[float, int, int, np.ndarr
     each k's privacy loss and probability, and the binomial's mass below and above it."""
     from scipy import stats  # lazy: scipy.stats costs ~1 CPU-s per Flower ClientApp start
 
-    a = math.log((1.0 - flip_prob) / flip_prob)
-    mean = n_bits * flip_prob
-    width = RR_WINDOW_SDS * math.sqrt(n_bits * flip_prob * (1.0 - flip_prob)) + RR_WINDOW_SLACK
-    lo, hi = max(0, math.floor(mean - width)), min(n_bits, math.ceil(mean + width))
-    k = np.arange(lo, hi + 1)
-    loss = (n_bits - 2 * k) * a
+    a, lo, hi, k, loss = _rr_bounds(n_bits, flip_prob)
     pmf = stats.binom.pmf(k, n_bits, flip_prob)
     loss.setflags(write=False)
     pmf.setflags(write=False)
@@ -140,6 +173,31 @@ def rr_epsilon_exact(n_bits: int, flip_prob: float, delta: float) -> float:
     _, hi = bisect_monotone(lambda e: rr_delta_for_epsilon(e, n_bits, flip_prob) > delta,
                             lo, hi, rel_tol=1e-10, max_iter=200, tol_floor=1.0)
     return hi
+
+
+#: the half-width, relative to max(1, ε), of the band around a limit within which
+#: :func:`rr_epsilon_exact_within` asks the bisection itself: 10 times its tolerance
+RR_WITHIN_BAND = 1e-9
+
+
+def rr_epsilon_exact_within(limit: float, n_bits: int, flip_prob: float,
+                            delta: float) -> bool:
+    """Whether ``rr_epsilon_exact(n_bits, flip_prob, delta) <= limit``, the same answer from
+    two evaluations of δ(ε) (:func:`_rr_deltas`) instead of a bisection's ~40 (a budget
+    check needs only this). δ decreases with ε, the bisection's upper end ``hi`` has
+    δ(hi) <= δ and its lower end ``lo`` δ(lo) > δ, and it stops once
+    hi - lo <= 1e-10 · max(1, hi); so with
+    b = :data:`RR_WITHIN_BAND` · max(1, limit), δ(limit - b) <= δ puts lo below limit - b
+    and hi below ``limit``, and δ(limit + b) > δ puts hi above ``limit``. Between the two
+    (``limit`` within b of the point where δ(ε) crosses δ) the bisection answers."""
+    band = RR_WITHIN_BAND * max(1.0, limit)
+    if limit > band:
+        below, above = _rr_deltas((limit - band, limit + band), n_bits, flip_prob)
+        if below <= delta:
+            return True
+        if above > delta:
+            return False
+    return rr_epsilon_exact(n_bits, flip_prob, delta) <= limit
 
 
 # ------------------------------------------------------------------ label mechanisms
@@ -198,6 +256,30 @@ def _label_epsilon(tally: LabelTally, delta: float, accountant: str) -> float:
         return _rr_epsilon(accountant, tuple(groups.items()), delta)
     raise FedLabelsError(f"unknown accountant {accountant!r}; use one of "
                          f"{', '.join(XOR_ACCOUNTANTS)}.")
+
+
+def label_tally_within(tally: LabelTally, limit: float, delta: float,
+                       accountants: tuple[str, ...] = XOR_ACCOUNTANTS) -> bool:
+    """Whether ``account_label_tally(tally, delta, accountants).epsilon <= limit`` (the
+    same answer: the tightest accountant is within iff one is), asking the accountants from
+    the cheapest and the exact one by :func:`rr_epsilon_exact_within`, not its ε."""
+    check_delta(delta)
+    if not tally.count:
+        return limit >= 0.0
+    cost = {"basic": 0, "rdp": 1, "exact": 2, "pld": 3}
+    for name in sorted(accountants, key=lambda a: cost.get(a, len(cost))):
+        try:
+            if name == "exact":
+                if tally.kary or len(tally.groups) != 1:
+                    continue  # not applicable (as _label_epsilon refuses it)
+                ((p, _), n), = tally.groups.items()
+                if rr_epsilon_exact_within(limit, n, p / 2.0, delta):
+                    return True
+            elif _label_epsilon(tally, delta, name) <= limit:
+                return True
+        except (FedLabelsError, ImportError):
+            continue  # not applicable, or dp-accounting missing (as account_label_tally)
+    return False
 
 
 @functools.lru_cache(maxsize=64)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, NoReturn
 
 from fedlabels.core.errors import BudgetRefusal, FedLabelsError
 from fedlabels.privacy.accounting import PrivacySpent
@@ -195,26 +195,65 @@ class Ledger:
 
     def _checked(self, new: Sequence[Any],
                  tight: bool) -> tuple[PrivacySpent, Tally | ClientTallies]:
-        tally = self._tally().copy()
-        tally.extend(list(new), self.events)
+        tally = self._with(new)
+        return self._bound_within(tally, tight), tally
+
+    def _bound_within(self, tally: Tally | ClientTallies, tight: bool) -> PrivacySpent:
+        """The bound of ``tally`` (see :meth:`_bound`), refused beyond the target."""
         after = self._bound_of(lambda fast: tally.spent(self.delta, self.gaussian_accountants,
                                                         fast), tight)
         if self.target is not None and after.epsilon > self.target * (1.0 + REL_TOL):
-            before = self.spent().epsilon
-            raise BudgetRefusal(
-                f"privacy budget exceeded: {self.what} has spent ε = {before:.6g} over "
-                f"{len(self.events)} release(s); the next would bring it to ε = "
-                f"{after.epsilon:.6g} (δ = {self.delta:g}) > its budget ε = "
-                f"{self.target:.6g}. Refusing the release.")
-        return after, tally
+            self._refuse(after)
+        return after
+
+    def _with(self, new: Sequence[Any]) -> Tally | ClientTallies:
+        """The running totals with ``new`` added (a copy: the ledger's own are unchanged)."""
+        tally = self._tally().copy()
+        tally.extend(list(new), self.events)
+        return tally
+
+    def _refuse(self, after: PrivacySpent) -> NoReturn:
+        before = self.spent().epsilon
+        raise BudgetRefusal(
+            f"privacy budget exceeded: {self.what} has spent ε = {before:.6g} over "
+            f"{len(self.events)} release(s); the next would bring it to ε = "
+            f"{after.epsilon:.6g} (δ = {self.delta:g}) > its budget ε = "
+            f"{self.target:.6g}. Refusing the release.")
+
+    def _admitted(self, new: Sequence[Any]) -> Tally | ClientTallies:
+        tally = self._with(new)
+        if not tally.labels_only():  # accounted as check(tight=False) does (it may refuse
+            self._bound_within(tally, tight=False)  # the kinds' mix itself)
+        elif self.target is not None and not tally.within(
+                self.target * (1.0 + REL_TOL), self.delta, self.gaussian_accountants):
+            self._bound_within(tally, tight=False)  # the refusal, with its ε
+        return tally
+
+    def admit(self, new: Sequence[Any]) -> None:
+        """Refuse ``new`` where :meth:`check` with ``tight=False`` does (the same decision,
+        the same message). Where the ledger holds label releases only (DP-FedCT's xor and
+        kary), no ε is computed unless it refuses: without a target nothing is, with one
+        the check asks whether the releases stay within it
+        (:meth:`~fedlabels.privacy.tally.Tally.within`: one or two evaluations of the
+        exact accountant's δ(ε), not its ~40-step bisection for ε). A DP run checks before
+        every round; its ε is computed where it is asked (:meth:`spent`)."""
+        self._admitted(new)
+
+    def add(self, *new: Any) -> None:
+        """Record ``new`` events before they are released, refused where :meth:`admit`
+        refuses them (what :meth:`record` with ``tight=False`` does, without its ε)."""
+        self._keep(new, self._admitted(new))
 
     def record(self, *new: Any, tight: bool = True) -> PrivacySpent:
         """Record ``new`` events before they are released (refused beyond the target)."""
         after, tally = self._checked(new, tight)
+        self._keep(new, tally)
+        return after
+
+    def _keep(self, new: Sequence[Any], tally: Tally | ClientTallies) -> None:
         self.events.extend(new)
         events = self.events
         self._tallied = (tally, events, len(events), events[-1] if events else None)
-        return after
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.spent().to_dict(), "target": self.target, "releases": len(self.events)}

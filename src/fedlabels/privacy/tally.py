@@ -150,6 +150,24 @@ class Tally:
         return Tally(self.labels.copy(), dict(self.dpsgd), dict(self.gauss),
                      {s: g.copy() for s, g in self.gnmax.items()}, dict(self.laplace))
 
+    def labels_only(self) -> bool:
+        """Whether the events tallied are label releases only (or none)."""
+        return not (self.dpsgd or self.gauss or self.gnmax or self.laplace)
+
+    def within(self, limit: float, delta: float,
+               gaussian_accountants: tuple[str, ...] | None = None) -> bool:
+        """Whether the events tallied are within ``limit``: the fast bound's ε or the tight
+        one's is at most ``limit`` (a check's decision, ``Ledger.check(tight=False)``).
+        Label releases alone (DP-FedCT's) are decided without computing ε
+        (:func:`~fedlabels.privacy.accounting.label_tally_within`); any other kind by the
+        ε of :meth:`spent`."""
+        from fedlabels.privacy.accounting import label_tally_within
+
+        if self.labels_only():
+            return label_tally_within(self.labels, limit, delta)
+        return any(self.spent(delta, gaussian_accountants, fast).epsilon <= limit
+                   for fast in (True, False))
+
     def spent(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
               fast: bool = False) -> PrivacySpent:
         """(ε, δ) of the events tallied: each kind with its own accountant, kinds composed
@@ -221,6 +239,19 @@ class ClientTallies:
     def spent(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
               fast: bool = False) -> PrivacySpent:
         return self.per_client(delta, gaussian_accountants, fast)[0]
+
+    def labels_only(self) -> bool:
+        return self.whole.labels_only()  # (the whole tallies every event)
+
+    def within(self, limit: float, delta: float,
+               gaussian_accountants: tuple[str, ...] | None = None) -> bool:
+        """:meth:`Tally.within` of the worst client (every client's label releases within
+        ``limit``, decided client by client; other kinds by the worst client's ε)."""
+        parties = list(self.clients.values()) or [self.whole]
+        if all(t.labels_only() for t in parties):
+            return all(t.within(limit, delta, gaussian_accountants) for t in parties)
+        return any(self.spent(delta, gaussian_accountants, fast).epsilon <= limit
+                   for fast in (True, False))
 
 
 __all__ = ["FAST_ACCOUNTANTS", "ClientTallies", "Tally", "basic", "client_part",

@@ -304,15 +304,14 @@ class DPFedCTServer(LedgerEvents, VoteServer):
     def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         self.strategy.calibrate(self, grid)
         mech = self.strategy.round_config(self)
-        # stops before a release that would take any client beyond the target
-        self.ledger.check(self.strategy.round_events(self, mech, grid.client_ids, None),
-                          tight=False)
+        # stops before a release that would take any client beyond the target (a decision:
+        # the run's ε is computed when the result asks for it)
+        self.ledger.admit(self.strategy.round_events(self, mech, grid.client_ids, None))
         base = self.train_message(rnd)
         message = Message(base.kind, arrays=base.arrays, config={**base.config, **mech})
         replies = broadcast(grid, message, rnd)
         new = self.strategy.collect(self, replies, mech)
-        self.ledger.record(*self.strategy.round_events(self, mech, list(replies), replies),
-                           tight=False)
+        self.ledger.add(*self.strategy.round_events(self, mech, list(replies), replies))
         metrics = self.consensus_metrics(new)
         self.labels = new
         return metrics
