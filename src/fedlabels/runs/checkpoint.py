@@ -205,9 +205,28 @@ def _record_json(record: RoundRecord) -> str:
 @dataclass(frozen=True)
 class EncodedJSON:
     """A ``meta`` value already encoded as JSON text, written into the checkpoint as it is
-    (the round records, encoded once each rather than again at every checkpoint)."""
+    (the round records and the byte counts, encoded once each rather than again at every
+    checkpoint). ``last``: written after every other entry (where the records have always
+    been), else in its key's sorted place (as ``json.dumps(..., sort_keys=True)`` puts it)."""
 
     text: str
+    last: bool = True
+
+
+def _meta_json(meta: Mapping[str, Any]) -> str:
+    """``json.dumps(meta, sort_keys=True)`` with each :class:`EncodedJSON` value's text as
+    it is: in its key's place, or (``last``) after the other entries."""
+    def last(value: Any) -> bool:
+        return isinstance(value, EncodedJSON) and value.last
+
+    entries = sorted(meta.items(), key=lambda kv: kv[0])
+    pieces: list[str] = []  # joined once: the long texts (records, byte counts) copied once
+    for key, value in [*((k, v) for k, v in entries if not last(v)),
+                       *((k, v) for k, v in entries if last(v))]:
+        pieces += [", " if pieces else "{", json.dumps(key), ": ",
+                   value.text if isinstance(value, EncodedJSON)
+                   else json.dumps(value, sort_keys=True)]
+    return "".join([*pieces, "}"]) if pieces else "{}"
 
 
 def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
@@ -220,12 +239,7 @@ def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
     arrays: dict[str, np.ndarray] = {}
     states = _split({"server": server, **{f"client.{c}": s for c, s in clients.items()}},
                     arrays)
-    plain = {k: v for k, v in meta.items() if not isinstance(v, EncodedJSON)}
-    text = json.dumps({**plain, "format": FORMAT, "states": states}, sort_keys=True)
-    spliced = "".join(f", {json.dumps(k)}: {v.text}" for k, v in sorted(meta.items())
-                      if isinstance(v, EncodedJSON))
-    if spliced:
-        text = text[:-1] + spliced + "}"
+    text = _meta_json({**meta, "format": FORMAT, "states": states})
     # UTF-8 bytes: a numpy string takes 4 bytes a character, and the records make the text
     # grow with the rounds (3,000 rounds of FedCT: 13.7 MB instead of 3.4 MB)
     entries: dict[str, Any] = {"meta": np.frombuffer(text.encode(), dtype=np.uint8),
@@ -519,7 +533,7 @@ class Keeper:
         meta = {"identity": self.identity, "config": self.config,
                 "rounds_planned": self.rounds_planned,
                 "records": EncodedJSON(self._records_json()),
-                "meter": self.meter.entries(),
+                "meter": EncodedJSON(self.meter.entries_json(), last=False),
                 "meter_sent": None if self.meter.sent is None else
                 [list(k) for k in sorted(self.meter.sent)],
                 "checkpoints": self._pace.saved(),

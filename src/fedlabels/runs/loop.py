@@ -14,10 +14,12 @@ SuperNodes) and calls, in order:
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import warnings
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,6 +64,11 @@ class CommMeter:
         #: each round's counts by key index (-1: none counted)
         self._rounds: dict[int, array[int]] = {}
         self.sent: set[tuple[str, str, str]] | None = set()
+        #: :meth:`entries_json`'s parts: the rounds in order, each round's entries as JSON,
+        #: and the rounds counted since (to encode again)
+        self._json_rounds: list[int] = []
+        self._json: list[str] = []
+        self._stale: set[int] = set()
 
     def add(self, rnd: int, cid: int, direction: str, category: str, n: int) -> None:
         key = (cid, direction, category)
@@ -72,6 +79,7 @@ class CommMeter:
         counts = self._rounds.get(rnd)
         if counts is None:
             counts = self._rounds[rnd] = array("q")
+        self._stale.add(rnd)
         if len(counts) <= i:
             counts.extend([-1] * (i + 1 - len(counts)))
         counts[i] = n if counts[i] < 0 else counts[i] + n
@@ -89,6 +97,22 @@ class CommMeter:
         checkpoint stores)."""
         return [[rnd, *key, n] for rnd in sorted(self._rounds)
                 for key, n in sorted(self._counts(rnd))]
+
+    def entries_json(self) -> str:
+        """``json.dumps(self.entries())``, each round's part encoded once (and again where
+        a count of it changed): a DP run checkpoints every round, and sorting and encoding
+        every count again took O(T) a round (0.1 s at 8,000 rounds of 5 clients)."""
+        rounds, texts = self._json_rounds, self._json
+        for rnd in sorted(self._stale):
+            text = json.dumps([[rnd, *key, n] for key, n in sorted(self._counts(rnd))])[1:-1]
+            at = bisect_left(rounds, rnd)
+            if at < len(rounds) and rounds[at] == rnd:
+                texts[at] = text
+            else:
+                rounds.insert(at, rnd)
+                texts.insert(at, text)
+        self._stale.clear()
+        return f"[{', '.join(texts)}]"
 
     def per_client(self, rnd: int, cids: list[int], direction: str,
                    category: str = "protocol") -> list[int]:
