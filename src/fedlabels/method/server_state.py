@@ -48,17 +48,20 @@ def _frozen(value: Any) -> bool:
     return bool(params is not None and params.frozen)
 
 
-def encode_attr_cached(name: str, value: Any, cache: dict[str, list[tuple[Any, str]]]
-                       ) -> State:
+def encode_attr_cached(name: str, value: Any, cache: dict[str, list[Any]]) -> State:
     """:func:`encode_attr`, with a list of frozen dataclasses (a privacy ledger's events)
-    encoded an element at a time, each element once: ``cache[name]`` keeps (element, its
-    JSON) in order, reused where the list still holds the very object. A DP run
-    checkpoints every round, and encoding the whole ledger again cost O(T) a round."""
-    if not isinstance(value, list) or not all(_frozen(v) for v in value):
-        return encode_attr(name, value)
-    from fedlabels.core.json_list import json_list
+    encoded an element at a time, each element once: ``cache[name]`` keeps the elements and
+    their JSON in order, reused where the list still holds the very object (checked frozen
+    once). A DP run checkpoints every round, and encoding the whole ledger again cost O(T)
+    a round."""
+    from fedlabels.core.json_list import json_list, kept
 
-    return {f"{name}#json": json_list(value, _element_json, cache.setdefault(name, []))}
+    if not isinstance(value, list):
+        return encode_attr(name, value)
+    done = cache.setdefault(name, [])  # (the elements kept were checked frozen before)
+    if not all(_frozen(v) for v in value[kept(value, done):]):
+        return encode_attr(name, value)
+    return {f"{name}#json": json_list(value, _element_json, done)}
 
 
 def _element_json(value: Any) -> str:

@@ -126,8 +126,8 @@ class Ledger:
     what: str = "this party"
     per_client: bool = False
     gaussian_accountants: tuple[str, ...] | None = None
-    #: (event, its JSON) of the events encoded so far, in order (:meth:`events_json`)
-    _encoded: list[tuple[Any, str]] = field(default_factory=list, init=False, repr=False,
+    #: the events encoded so far and their JSON, in order (:meth:`events_json`)
+    _encoded: list[Any] = field(default_factory=list, init=False, repr=False,
                                             compare=False)
     #: the running totals of :attr:`events` (:meth:`_tally`): the tally, the list it counts,
     #: how many of its events and the last of them

@@ -383,8 +383,8 @@ class Keeper:
     _writer: threading.Thread | None = field(default=None, init=False, repr=False)
     _failure: BaseException | None = field(default=None, init=False, repr=False)
     _pace: CheckpointPace = field(default_factory=CheckpointPace, init=False, repr=False)
-    #: (record, its JSON) of the records encoded so far, in order (:meth:`_records_json`)
-    _encoded: list[tuple[RoundRecord, str]] = field(default_factory=list, init=False,
+    #: the records encoded so far and their JSON, in order (:meth:`_records_json`)
+    _encoded: list[Any] = field(default_factory=list, init=False,
                                                      repr=False)
 
     def fresh(self) -> list[RoundRecord]:
