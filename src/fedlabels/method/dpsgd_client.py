@@ -25,7 +25,7 @@ from fedlabels.method.base import ClientRole
 from fedlabels.method.options import POSITIVE, PROBABILITY, option
 from fedlabels.method.state import StateValue, generator_from_state, generator_state
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
-from fedlabels.privacy.ledger import Ledger, events_from_json
+from fedlabels.privacy.ledger import Ledger
 
 #: the options only DP-SGD reads (declared once here, by every method that trains with it)
 DPSGD_OPTIONS = ("example_clip", "example_rate")
@@ -112,7 +112,7 @@ class SecretNoiseClient(ClientRole):
         value = state["noise_rng"]
         self._noise_rng = None if value is None else generator_from_state(value)
         self._ledger = None
-        self.ledger.events[:] = events_from_json(str(state.get("ledger_events") or "[]"))
+        self.ledger.restore_json(str(state.get("ledger_events") or "[]"))
 
 
 class DPSGDClient(SecretNoiseClient):

@@ -22,6 +22,7 @@ state and the site ledger's file format): never pickle.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -76,8 +77,60 @@ def events_to_json(events: Iterable[Any]) -> str:
     return json.dumps([event_to_dict(ev) for ev in events], sort_keys=True)
 
 
+#: the most events one encoded list may expand to (a repeat count beyond it is refused)
+MAX_EVENTS = 10**8
+
+
 def events_from_json(text: str) -> list[Any]:
-    return [event_from_dict(d) for d in json.loads(text)]
+    """The events of :func:`events_to_json`'s or :meth:`Ledger.events_json`'s text (the
+    latter writes a run of equal events as ``{"event": ..., "repeat": n}``, n >= 2; the run
+    comes back as one event object, n times)."""
+    return _expand(_event_runs(text))
+
+
+def _expand(runs: list[tuple[Any, int]]) -> list[Any]:
+    out: list[Any] = []
+    for event, count in runs:
+        out.extend([event] * count)
+    return out
+
+
+def _event_runs(text: str) -> list[tuple[Any, int]]:
+    """(event, how many in a row) of an encoded list; a bad repeat is refused."""
+    items = json.loads(text)
+    if not isinstance(items, list):
+        raise FedLabelsError("a ledger's events must be a JSON list.")
+    runs: list[tuple[Any, int]] = []
+    total = 0
+    for item in items:
+        count = 1
+        if isinstance(item, dict) and "repeat" in item:
+            count = item["repeat"]
+            if set(item) != {"event", "repeat"} or isinstance(count, bool) \
+                    or not isinstance(count, int) or count < 2:
+                raise FedLabelsError(f"a ledger's repeated event must be {{\"event\": ..., "
+                                     f"\"repeat\": n}} with a whole n >= 2; got "
+                                     f"{str(item)[:80]}.")
+            item = item["event"]
+        if not isinstance(item, dict):
+            raise FedLabelsError(f"a ledger's event must be a JSON object; got "
+                                 f"{str(item)[:80]}.")
+        total += count
+        if total > MAX_EVENTS:
+            raise FedLabelsError(f"a ledger's events expand to more than {MAX_EVENTS:,}; "
+                                 "refusing it.")
+        runs.append((event_from_dict(item), count))
+    return runs
+
+
+def _runs_json(texts: Sequence[str]) -> str:
+    """The list of events whose JSON ``texts`` are given, a run of equal ones as one
+    ``{"event": ..., "repeat": n}``."""
+    parts = []
+    for text, group in itertools.groupby(texts):
+        count = sum(1 for _ in group)
+        parts.append(text if count == 1 else f'{{"event": {text}, "repeat": {count}}}')
+    return "[" + ", ".join(parts) + "]"
 
 
 def account_events(events: Sequence[Any], delta: float,
@@ -259,13 +312,30 @@ class Ledger:
         return {**self.spent().to_dict(), "target": self.target, "releases": len(self.events)}
 
     def events_json(self) -> str:
-        """:func:`events_to_json` of :attr:`events`, each event encoded once: a client's state
-        holds its ledger, and a DP run checkpoints every round, so encoding the whole ledger
-        again each round cost O(T) a round (:func:`~fedlabels.core.json_list.json_list`;
-        events are frozen)."""
-        from fedlabels.core.json_list import json_list
+        """:attr:`events` as JSON, each event encoded once, and a run of equal events in a
+        row as one ``{"event": ..., "repeat": n}`` (:func:`events_from_json` reads both):
+        a client's state holds its ledger, and a DP run checkpoints every round (the
+        simulator) or stores the state after every message (a Flower site, which builds
+        its role afresh for each one), so encoding the whole ledger again each time cost
+        O(T), and the text itself grew by one event a round (about 360 bytes for DP-FedCT)
+        where every round releases the same event. Events are frozen: an element is
+        encoded again only where the list no longer holds the object encoded there."""
+        done, events = self._encoded, self.events
+        keep = 0
+        while keep < min(len(done), len(events)) and done[keep][0] is events[keep]:
+            keep += 1
+        del done[keep:]
+        done.extend((event, _event_json(event)) for event in events[keep:])
+        return _runs_json([text for _, text in done])
 
-        return json_list(self.events, _event_json, self._encoded)
+    def restore_json(self, text: str) -> None:
+        """Set :attr:`events` to those of ``text`` (:meth:`events_json`), each run of equal
+        events decoded and kept encoded once (a role restored for every message does not
+        encode its whole ledger again)."""
+        runs = _event_runs(text)
+        self.events[:] = _expand(runs)
+        self._encoded[:] = [(event, encoded) for event, count in runs
+                            for encoded in [_event_json(event)] for _ in range(count)]
 
     def target_view(self, unit: str, planned: int, released: int,
                     enforced: str = SERVER_ENFORCES) -> dict[str, Any] | None:

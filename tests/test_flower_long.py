@@ -1,0 +1,102 @@
+"""A long Flower deployment costs a site the same per message at the end as at the start.
+
+Counting tests (bytes and records, never wall time): what a site stores and reads for one
+message must not grow with the rounds before it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.engines.flower import snapshots
+from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+from fedlabels.engines.flower.server_app import run_server
+from fedlabels.engines.flower.site_state import canonical_bytes
+from fedlabels.privacy import ledger as ledger_module
+from fedlabels.privacy.events import XorEvent
+from fedlabels.privacy.ledger import Ledger, events_from_json, events_to_json
+from fedlabels.runs.config import RunConfig
+
+
+def _xor(n_bits: int = 740) -> XorEvent:
+    f = 0.4
+    return XorEvent(4 * math.log((1 - f) / f), 4, f, n_bits)
+
+
+def test_a_ledger_of_repeated_releases_is_stored_once_with_its_count() -> None:
+    short = Ledger(1e-5, events=[_xor() for _ in range(10)]).events_json()
+    long = Ledger(1e-5, events=[_xor() for _ in range(1000)]).events_json()
+    assert len(long) - len(short) == 2  # "1000" for "10": one event and its count
+    mixed = [_xor(), _xor(), _xor(7), _xor(), _xor(7), _xor(7), _xor(7)]
+    text = Ledger(1e-5, events=list(mixed)).events_json()
+    assert events_from_json(text) == mixed  # runs kept in order
+    assert [item.get("repeat", 1) for item in json.loads(text)] == [2, 1, 1, 3]
+    assert events_from_json(events_to_json(mixed)) == mixed  # the plain list still reads
+
+
+def test_a_restored_ledger_encodes_each_run_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = Ledger(1e-5, events=[_xor() for _ in range(500)]).events_json()
+    calls: list[int] = []
+    original = ledger_module.event_to_dict
+
+    def counted(event: Any) -> Any:
+        calls.append(1)
+        return original(event)
+
+    monkeypatch.setattr(ledger_module, "event_to_dict", counted)
+    restored = Ledger(1e-5)
+    restored.restore_json(text)  # a site's role, restored for every message
+    restored.record(_xor())
+    again = restored.events_json()
+    assert len(calls) == 2  # the run's event and the new one, not 501 events
+    assert events_from_json(again) == [_xor()] * 501
+
+
+@pytest.mark.parametrize("item", [{"event": None, "repeat": 2}, {"repeat": 1},
+                                  {"event": {}, "repeat": 1}, {"event": {}, "repeat": True},
+                                  {"event": {}, "repeat": 2.0}, {"event": {}, "repeat": -3},
+                                  {"event": {}, "repeat": 2, "more": 1},
+                                  {"event": {}, "repeat": 10**9}, 7])
+def test_a_bad_repeat_is_refused(item: Any) -> None:
+    good = json.loads(events_to_json([_xor()]))[0]
+    if isinstance(item, dict) and item.get("event") == {}:
+        item = {**item, "event": good}
+    with pytest.raises(FedLabelsError):
+        events_from_json(json.dumps([good, item]))
+
+
+def _state_sizes(tmp_path: Path, rounds: int,
+                 monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
+    """Round -> bytes of site 0's sealed state after its message of that round."""
+    sizes: dict[int, int] = {}
+    save = snapshots.save_snapshot
+
+    def measured(folder: Path, seq: int, rnd: int, state: Any, partition_id: int,
+                 key: bytes) -> None:
+        if partition_id == 0:
+            sizes[rnd] = len(canonical_bytes(state, partition_id))
+        save(folder, seq, rnd, state, partition_id, key)
+
+    monkeypatch.setattr(snapshots, "save_snapshot", measured)
+    cfg = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
+                    rounds=rounds, seed=0, eval_every=rounds,
+                    options={"epsilon_per_round": 0.5, "mechanism": "xor"})
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
+    assert run_server(grid, server_context(prepared.spec)) is not None
+    return sizes
+
+
+def test_a_dp_sites_stored_state_does_not_grow_with_its_releases(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = _state_sizes(tmp_path, 12, monkeypatch)
+    # one release a round: the ledger in the state held one more event (about 360 bytes)
+    # after every round, so the snapshot, the HMAC and context.state grew with the run
+    assert sorted(sizes) == list(range(12)), sizes  # rounds 0..11
+    # (a few bytes vary with the noise generator's state: its numbers' digits)
+    assert abs(sizes[11] - sizes[2]) < 64, sizes
