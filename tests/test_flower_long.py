@@ -100,3 +100,94 @@ def test_a_dp_sites_stored_state_does_not_grow_with_its_releases(
     assert sorted(sizes) == list(range(12)), sizes  # rounds 0..11
     # (a few bytes vary with the noise generator's state: its numbers' digits)
     assert abs(sizes[11] - sizes[2]) < 64, sizes
+
+
+def _site_ledger(tmp_path: Path, epsilon: float | None = None) -> Any:
+    import numpy as np
+
+    from fedlabels.privacy.site_ledger import SiteLedger
+
+    X = np.arange(12, dtype=np.float32).reshape(4, 3)
+    return SiteLedger.open(tmp_path / "ledger", b"k" * 32, X, np.array([0, 1, 0, 1]),
+                           epsilon=epsilon, delta=1e-5)
+
+
+def _one_message(site: Any, seq: int) -> None:
+    """What a site does to its ledger for one DP message: the plan's budget, one charge."""
+    site.fix_plan_budget(lambda: None)
+    site.charge([_xor(0)], sequence="s", seq=seq, round=seq, charge=0)
+
+
+def _tags_of_one_message(tmp_path: Path, history: int,
+                         monkeypatch: pytest.MonkeyPatch) -> int:
+    from fedlabels.privacy import site_ledger
+
+    site = _site_ledger(tmp_path)
+    site.charge([_xor(0)] * history, sequence="s", seq=1, round=1, charge=0)
+    _one_message(site, 2)
+    calls: list[int] = []
+    original = site_ledger.tag
+
+    def counted(*args: Any) -> str:
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(site_ledger, "tag", counted)
+    _one_message(site, 3)
+    monkeypatch.setattr(site_ledger, "tag", original)
+    return len(calls)
+
+
+def test_a_charge_checks_the_new_entries_not_the_whole_ledger(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    few = _tags_of_one_message(tmp_path / "few", 3, monkeypatch)
+    many = _tags_of_one_message(tmp_path / "many", 1000, monkeypatch)
+    # before: every entry's tag checked three times a message (1,007 entries: 3,000 tags)
+    assert many == few <= 6, (few, many)
+
+
+def test_the_ledgers_head_follows_the_file_and_a_stale_or_forged_one_is_not_trusted(
+        tmp_path: Path) -> None:
+    from fedlabels.privacy.site_ledger import HEAD
+
+    site = _site_ledger(tmp_path, epsilon=100.0)
+    _one_message(site, 1)
+    head = site.path.with_name(HEAD)
+    assert head.stat().st_mode & 0o777 == 0o600
+    old = head.read_bytes()
+    for seq in (2, 3):
+        _one_message(site, seq)
+    head.write_bytes(old)  # an older head: the entries after it are read and checked
+    assert _site_ledger(tmp_path, 100.0).charge([_xor(0)], sequence="s", seq=4).epsilon \
+        == pytest.approx(Ledger(1e-5, events=[_xor(0)] * 4).spent().epsilon)
+    forged = json.loads(head.read_bytes())
+    forged["body"]["runs"] = []  # claims no releases: its tag fails, the file is read
+    head.write_text(json.dumps(forged))
+    assert _site_ledger(tmp_path, 100.0).charge([_xor(0)], sequence="s", seq=5).epsilon \
+        == pytest.approx(Ledger(1e-5, events=[_xor(0)] * 5).spent().epsilon)
+    head.unlink()
+    assert len(_site_ledger(tmp_path).events()) == 5
+
+
+def test_a_last_entry_cut_short_is_dropped_and_a_bad_complete_one_refused(
+        tmp_path: Path) -> None:
+    site = _site_ledger(tmp_path)
+    for seq in (1, 2):
+        _one_message(site, seq)
+    whole = site.path.read_bytes()
+    last = whole.splitlines(keepends=True)[-1]
+    for cut in (1, len(last) // 2, len(last) - 1):  # a crash during the append
+        site.path.write_bytes(whole + last[:cut].replace(b'"n": 2', b'"n": 3'))
+        assert len(_site_ledger(tmp_path).events()) == 2  # read without the torn line
+        _one_message(_site_ledger(tmp_path), 3)  # charged after cutting it off
+        assert site.path.read_bytes().startswith(whole)
+        assert len(_site_ledger(tmp_path).events()) == 3  # the whole chain checks
+        site.path.write_bytes(whole)
+        site.path.with_name("ledger.head").unlink()
+    # a complete line (its newline written) that fails its check is refused, not dropped
+    site.path.write_bytes(whole + last.replace(b'"n": 2', b'"n": 3'))
+    with pytest.raises(FedLabelsError, match="integrity check"):
+        _site_ledger(tmp_path).events()
+    with pytest.raises(FedLabelsError, match="integrity check"):
+        _one_message(_site_ledger(tmp_path), 3)
+
