@@ -191,3 +191,35 @@ def test_a_last_entry_cut_short_is_dropped_and_a_bad_complete_one_refused(
     with pytest.raises(FedLabelsError, match="integrity check"):
         _one_message(_site_ledger(tmp_path), 3)
 
+
+def test_the_launchers_process_record_keeps_only_what_may_still_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SuperNode starts a process per message: the launcher's record of its descendants
+    (``processes.json``, written again whenever a new one appears) held every one ever
+    seen, so it grew with the rounds; now those that are gone are dropped."""
+    import subprocess
+    import sys
+
+    from fedlabels.deploy import launcher as launcher_module
+    from fedlabels.deploy.launcher import LocalDeployment
+
+    deployment = LocalDeployment.__new__(LocalDeployment)  # no Flower process needed
+    deployment._seen, deployment.processes_file = {}, tmp_path / "processes.json"
+    root = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    deployment.procs = {"supernode_0": root}
+    try:
+        for _ in range(30):  # 30 messages, each a process that ran and was reaped
+            message = subprocess.Popen(["true"])
+            message.wait()
+            monkeypatch.setattr(launcher_module, "descendants",
+                                lambda roots, pid=message.pid: [live.pid, pid])
+            deployment._seen.setdefault(root.pid, None)
+            deployment._record()
+        recorded = json.loads(deployment.processes_file.read_text())
+        assert str(live.pid) in recorded and str(root.pid) in recorded
+        assert len(recorded) <= 3, recorded  # before: 32
+    finally:
+        for proc in (root, live):
+            proc.kill()
+            proc.wait()

@@ -47,6 +47,7 @@ from fedlabels.deploy.processes import (
     descendants,
     finalise_status,
     finished,
+    has_proc,
     parent,
     read_status,
     send,
@@ -182,8 +183,24 @@ class LocalDeployment:
         for pid in new:
             self._seen[pid] = start_time(pid)
         if new:
+            self._forget_gone(set(roots))
             record_processes(self.processes_file, self._seen)
         return found
+
+    def _forget_gone(self, started: set[int]) -> None:
+        """Drop the processes that are gone (reaped: no ``/proc`` entry, or their pid now
+        another process's) from the record; a SuperNode starts a process per message, so
+        the record, written again whenever a new one appears, grew with the rounds (17 kB
+        after 300 rounds of 3 sites). A zombie stays until it is reaped, and the processes
+        started directly are kept (their ``Popen`` reaps them)."""
+        if not has_proc():
+            return
+        for pid, began in list(self._seen.items()):
+            if pid in started:
+                continue
+            now = start_time(pid)
+            if now is None or (began is not None and now != began):
+                del self._seen[pid]
 
     def tracked(self) -> list[int]:
         """Live processes this deployment started, directly or not (orphans included)."""
