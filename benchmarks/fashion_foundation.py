@@ -88,7 +88,8 @@ def main() -> None:
     write_atomic(out / "summary.csv", frame.to_csv(index=False))
     write_atomic(out / "summary.md", markdown_table(frame))
     plot_accuracy(results, out / "accuracy.png",
-                  title=f"fashion_mnist, m = {args.clients}, seed {args.seed}")
+                  title=f"fashion_mnist, m = {args.clients}, seed {args.seed}",
+                  overwrite=True)  # as its results and summaries above
     print(frame.to_string(index=False))
 
 

@@ -321,3 +321,22 @@ def test_a_long_run_gets_a_readable_curve_not_a_bar_of_markers(runs):
     n, every = len(curve.get_xdata()), curve.get_markevery()
     assert n == 3000
     assert 0 < (n if every is None else len(range(0, n, every))) <= MAX_MARKERS
+
+
+def test_plot_accuracy_replaces_an_existing_file_only_when_told(runs, tmp_path):
+    """plot_accuracy (called by the demo, benchmarks and users' scripts) replaced an existing
+    file without asking, where fl.plot and ``fedlabels plot`` refuse without overwrite."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.reporting.plots import plot_accuracy
+
+    mine = tmp_path / "figure.png"
+    mine.write_bytes(b"a user's own figure")
+    with pytest.raises(FedLabelsError, match=r"figure\.png exists; pass overwrite=True"):
+        plot_accuracy([runs["fedct"]], mine)
+    assert mine.read_bytes() == b"a user's own figure"
+    with pytest.raises(FedLabelsError, match="exists; pass overwrite=True"):  # as fl.plot
+        fl.plot([runs["fedct"]], mine)
+    assert plot_accuracy([runs["fedct"]], mine, overwrite=True) == mine
+    assert mine.read_bytes().startswith(b"\x89PNG")
+    new = tmp_path / "new.pdf"  # a new file needs no flag
+    assert plot_accuracy([runs["fedct"]], new) == new and new.read_bytes()[:4] == b"%PDF"

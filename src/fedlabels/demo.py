@@ -87,7 +87,8 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
             [{**r, "warnings": "; ".join(r["warnings"])} for r in rows]).to_csv(index=False))
         plot_accuracy(results, files["accuracy.png"],
                       title=f"breast_cancer, m = 5, seed {seed}: FedCT (trees) and FedAvg "
-                            "(MLP)\nagainst local-only and centralized training")
+                            "(MLP)\nagainst local-only and centralized training",
+                      overwrite=True)  # checked with the others before the first run
     info(f"\nresults written to {output_dir}/ (per run TAG.json, TAG.rounds.csv and "
          "TAG.models.npz, summary.txt, summary.csv, accuracy.png)")
     return results

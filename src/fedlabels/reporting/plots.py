@@ -198,21 +198,25 @@ def write_plot(results: Sequence[RunResult | str | Path], out: Path, *,
                   overwrite=overwrite, overwrite_hint=overwrite_hint)
     loaded = [p if isinstance(p, RunResult) else load_result(p) for p in results]
     with writing(str(out)):
-        return plot_accuracy(loaded, out, title=title)
+        return plot_accuracy(loaded, out, title=title, overwrite=True)  # checked above
 
 
 def plot_accuracy(results: Sequence[RunResult], path: str | Path,
-                  title: str | None = None) -> Path:
+                  title: str | None = None, *, overwrite: bool = False) -> Path:
     """Mean client test accuracy per round (min-max band), one line per federated run,
     local-only and centralized runs as dashed reference lines, and the majority-class
     baseline when all runs share a dataset.
 
     The format follows the suffix of ``path`` (``.png``, ``.pdf``, ``.svg``, ...); the file
-    is written atomically.
+    is written atomically. An existing file is replaced only with ``overwrite=True`` (as
+    :func:`fedlabels.plot`), else refused before anything is drawn.
     """
+    from fedlabels.core.files import check_outputs
+
     if not results:
         raise FedLabelsError("nothing to plot: give at least one result.")
     fmt = figure_format(path)
+    check_outputs({"plot": Path(path)}, overwrite=overwrite, overwrite_hint="overwrite=True")
     fig = accuracy_figure(results, title)
     import matplotlib.pyplot as plt
 
