@@ -56,9 +56,11 @@ class RoundProgress:
         self.stream = stream
         self.mode = progress_mode(progress, stream)
         self._bar: Any = None
-        self._shown = self._round_start = self._started = time.monotonic()
+        self._shown = self._round_start = time.monotonic()
         self._line_at: float | None = None  # when the last evaluation's line was printed
-        self._first_round: int | None = None  # the first round this session shows
+        #: the first round this session shows and when it ended (the time left is timed
+        #: from there: a resumed run refits its models in that round)
+        self._first: tuple[int, float] | None = None
         if self.mode == "bar":
             from tqdm.auto import tqdm
 
@@ -80,8 +82,8 @@ class RoundProgress:
 
     def update(self, record: RoundRecord) -> None:
         now = self._shown = self._round_start = time.monotonic()
-        if self._first_round is None:  # the time left is timed from the end of this round
-            self._first_round, self._started = record.round, now  # (a resume refits in it)
+        if self._first is None:
+            self._first = record.round, now
         if self._bar is not None:
             self._bar.update(1)
             if record.accuracies:
@@ -103,10 +105,13 @@ class RoundProgress:
         """`` (about 3 min left)``: the rounds to go at the mean time of this session's rounds
         after its first (which, resumed, also refits the models: its time alone said 4 min
         left of a 27 s extension)."""
-        ran = done - (self._first_round or done)
-        if done >= self.total or ran <= 0:
+        if self._first is None or done >= self.total:
             return ""
-        left = (now - self._started) / ran * (self.total - done)
+        first_round, started = self._first
+        ran = done - first_round
+        if ran <= 0:
+            return ""
+        left = (now - started) / ran * (self.total - done)
         text = (f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min" if left < 5400
                 else f"{left / 3600:.1f} h")
         return f" (about {text} left)"
