@@ -173,3 +173,24 @@ def test_a_built_learner_of_another_width_is_rebuilt_by_a_state():
     fresh = TorchMLPClassifier(**PARAMS)
     fresh.load_state_dict(state)
     _same(fresh.train_steps(X, y, 4), wide.train_steps(X, y, 4), X)
+
+
+def test_a_state_without_its_optimiser_is_refused_unless_it_is_for_prediction():
+    """A state whose every ``opt.`` entry was missing loaded with a fresh Adam, so a damaged
+    checkpoint resumed training unseen; resuming now refuses it in one line, and only a
+    models file's load (``optimizer=False``: a network saved for prediction, or trained
+    with its own optimiser elsewhere) starts the optimiser fresh."""
+    X, y = _data()
+    a = TorchMLPClassifier(**PARAMS).train_steps(X, y, 5)
+    state = {k: v for k, v in a.state_dict().items() if not k.startswith("opt.")}
+    with pytest.raises(FedLabelsError, match=r"lacks its optimiser's entries \(opt\.\*\)") \
+            as info:
+        TorchMLPClassifier(**PARAMS).load_state_dict(state)
+    assert "\n" not in str(info.value)
+    b = TorchMLPClassifier(**PARAMS)
+    b.load_state_dict(state, optimizer=False)
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert b.steps_ == a.steps_ and not b.optimizer_.state_dict()["state"]  # fresh Adam
+    c = TorchMLPClassifier(**PARAMS)  # a whole state loads the same either way
+    c.load_state_dict(a.state_dict(), optimizer=False)
+    _same(a.train_steps(X, y, 3), c.train_steps(X, y, 3), X)

@@ -218,7 +218,8 @@ def simulate(
                 dict(config or {}), plan.settings.rounds, server, clients, meter, started,
                 client_states=None if pool is None else pool.states,
                 background=not releases_privacy(server))
-            done = keeper.fresh() if saved is None else keeper.restore(saved, plan.settings.rounds)
+            done = keeper.fresh() if saved is None else _restored(keeper, saved, resume,
+                                                                  plan.settings.rounds)
             try:
                 with RoundProgress(rounds, f"{method.name} on {federation.name}",
                                    progress) as shown:
@@ -275,6 +276,20 @@ def simulate(
             result.feature_names = list(federation.feature_names)
             result.preprocessing = federation.preprocessing
             return result
+
+
+def _restored(keeper: Keeper, saved: Any, resume: str | Path | None,
+              rounds: int) -> list[RoundRecord]:
+    """The records of checkpoint ``saved`` (read from ``resume``), its states loaded into
+    the roles; a state that cannot be loaded (a damaged or hand-made file) is refused in one
+    line naming the file."""
+    from fedlabels.core.errors import FedLabelsError
+
+    try:
+        return keeper.restore(saved, rounds)
+    except FedLabelsError as exc:
+        raise FedLabelsError(f"cannot resume from {checkpoint_path(resume or '')}: "
+                             f"{exc}") from None
 
 
 def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federation,

@@ -503,6 +503,8 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         """
         return mlp_state_dict(self)
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` of a learner built with the same parameters."""
-        load_mlp_state_dict(self, state)
+    def load_state_dict(self, state: Mapping[str, Any], *, optimizer: bool = True) -> None:
+        """Restore a :meth:`state_dict` of a learner built with the same parameters;
+        ``optimizer=False`` takes a state without the optimiser's entries (a models file's:
+        the optimiser starts fresh); see :func:`.torch_state.load_mlp_state_dict`."""
+        load_mlp_state_dict(self, state, optimizer=optimizer)

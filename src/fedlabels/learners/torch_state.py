@@ -81,8 +81,15 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
     return state
 
 
-def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
+def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any], *,
+                        optimizer: bool = True) -> None:
     """Restore a state from :meth:`state_dict` of a learner with the same parameters.
+
+    ``optimizer=True`` (resuming a run, a role's restore) needs the optimiser's entries
+    (``opt.*``), which every state a learner takes has: a built state without them is
+    refused, where it restarted Adam unseen. ``optimizer=False`` (a models file's state,
+    written for prediction: Adam's moments, and your own network's optimiser, left out)
+    loads what optimiser entries it has and starts the rest fresh.
 
     Raises :class:`~fedlabels.core.errors.FedLabelsError` if the state is malformed or was
     taken from a different architecture.
@@ -103,6 +110,11 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
                      "steps_", "_cursors"):
             mlp.__dict__.pop(attr, None)
         return
+    has_optimizer = any(k.startswith("opt.") for k in state)
+    if optimizer and not has_optimizer:
+        raise FedLabelsError("TorchMLPClassifier state lacks its optimiser's entries "
+                             "(opt.*), which every state a run checkpoints has: it cannot "
+                             "train on as it was (a damaged or hand-made state).")
     n_classes = int(_need(state, "n_classes"))
     if mlp.n_classes is not None and int(mlp.n_classes) != n_classes:
         raise FedLabelsError(f"TorchMLPClassifier state has {n_classes} classes, this "
@@ -121,7 +133,7 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any]) -> None:
         params[name] = torch.from_numpy(np.array(array)).to(tensor.dtype)
     mlp.model_.load_state_dict(params)
     mlp.model_.train(bool(_need(state, "model.training")))
-    if any(k.startswith("opt.") for k in state):  # else a state for prediction: fresh Adam
+    if has_optimizer:  # else (optimizer=False only) a state for prediction: fresh Adam
         _load_optimizer(mlp, state)
     mlp.rng_ = _restore_rng(state, "rng.")
     mlp.steps_ = int(_need(state, "steps"))

@@ -471,8 +471,9 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         """
         return {"minilm.mode": str(self.mode), **mlp_state_dict(_StateView(self))}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` of a learner built with the same parameters."""
+    def load_state_dict(self, state: Mapping[str, Any], *, optimizer: bool = True) -> None:
+        """Restore a :meth:`state_dict` of a learner built with the same parameters
+        (``optimizer=False``: a models file's state, the optimiser starts fresh)."""
         if state.get("minilm.mode") != self.mode:
             raise FedLabelsError(f"minilm state is for mode={state.get('minilm.mode')!r}, "
                                  f"this learner has mode={self.mode!r}.")
@@ -480,7 +481,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         if not bool(rest.get("built", False)):
             self.__dict__.pop("model_", None)
             return
-        load_mlp_state_dict(_StateView(self), rest)
+        load_mlp_state_dict(_StateView(self), rest, optimizer=optimizer)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle the parameters and :meth:`state_dict` only: the encoder is rebuilt from its

@@ -218,7 +218,8 @@ def _for_prediction(state: Mapping[str, Any]) -> dict[str, Any]:
     ``step``, ``exp_avg``, ``exp_avg_sq``: twice the weights, and per client, so they were
     two thirds of a FedAvg models file). Predicting and inspecting never read them; the
     loaded learner gets a fresh optimiser, as the learner's loader does for a state without
-    them. Resuming a run reads the checkpoint, which keeps them."""
+    them (``load_state_dict(state, optimizer=False)``). Resuming a run reads the checkpoint,
+    which keeps them, and refuses a state without its optimiser."""
     return {k: v for k, v in state.items() if not _OPTIMISER_SLOT.match(k)}
 
 
@@ -266,7 +267,7 @@ class _Reader:
         cls, params = _allowed(value["cls"]), self.decode(value["params"])
         if "network" not in value:
             learner = cls(**params)
-            learner.load_state_dict(self.decode(value["state"]))
+            learner.load_state_dict(self.decode(value["state"]), optimizer=False)
             return learner
         from fedlabels.learners.torch_net import TorchNetClassifier
         from fedlabels.results.own_network import rebuild_factory
@@ -278,7 +279,7 @@ class _Reader:
         learner = cls(**params)
         state = self.decode(value["state"])
         state["arch.network"] = learner._name()  # the record above names the network
-        learner.load_state_dict(state)
+        learner.load_state_dict(state, optimizer=False)
         stored = {k[len("model."):] for k in state
                   if k.startswith("model.") and k != "model.training"}
         if stored != set(learner.model_.state_dict()):  # strict: no weight left over
