@@ -5,18 +5,21 @@ crashed the vote), 20 vote rows from one client outvoted the others, soft labels
 over the average, a negative or NaN aggregation weight scaled or destroyed the global model,
 an evaluation without accuracy emptied the round's scores and crashed the result, and any
 reply missing an array crashed the run with a KeyError. The server now checks every reply
-(``ServerRole.check_reply``, :mod:`fedlabels.method.replies`): the simulator stops with one
-line naming the client, a Flower deployment drops the site as lost and goes on.
+(``ServerRole.check_reply``, :mod:`fedlabels.method.replies`). Both engines lose the client
+of a refused reply, record its round and why, and go on where the method can, else stop
+with one line naming them (the simulator stopped where a deployment went on).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.tree import DecisionTreeClassifier
 
 import fedlabels as fl
 from fedlabels.comm import Message, pack_labels
@@ -24,13 +27,15 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.inprocess import simulate
 from fedlabels.learners import as_models
 from fedlabels.methods import get_method
+from fedlabels.results.caveats import run_warnings
+from fedlabels.runs.lost import ClientsLost
 
 
 class Tamper:
-    """A grid whose client 0's replies ``change(request, reply)`` rewrites."""
+    """A grid whose client ``cid``'s replies ``change(request, reply)`` rewrites."""
 
-    def __init__(self, inner: Any, change: Any) -> None:
-        self.inner, self.change = inner, change
+    def __init__(self, inner: Any, change: Any, cid: int = 0) -> None:
+        self.inner, self.change, self.cid = inner, change, cid
 
     @property
     def client_ids(self) -> list[int]:
@@ -38,10 +43,10 @@ class Tamper:
 
     def exchange(self, messages: Any, rnd: int) -> dict[int, Message]:
         replies = self.inner.exchange(messages, rnd)
-        if 0 in replies:
-            changed = self.change(messages[0], replies[0])
+        if self.cid in replies:
+            changed = self.change(messages[self.cid], replies[self.cid])
             if changed is not None:
-                replies[0] = changed
+                replies[self.cid] = changed
         return replies
 
 
@@ -65,8 +70,7 @@ def _labels_of_class_c(reply: Message) -> Message:  # wine: 3 classes, 2 bits a 
 
 CASES = [
     ("fedct", "wine", "dt", {}, _on("fedct.train", _labels_of_class_c),
-     r"client 0's reply to fedct.train is malformed: its labels hold label 3, outside the 3 "
-     r"classes"),
+     r"malformed reply to fedct.train: its labels hold label 3, outside the 3 classes"),
     ("fedct", "wine", "dt", {}, _on("fedct.train", lambda r: _with(r, drop="labels")),
      r"its fedct.labels reply has no labels"),
     ("pate", "breast_cancer", "dt", {},
@@ -86,7 +90,7 @@ CASES = [
      r"holds NaN or inf in weights"),
     ("fedct", "breast_cancer", "dt", {},
      _on("evaluate", lambda r: _with(r, config={"accuracy": 7.5})),
-     r"client 0's reply to evaluate is malformed: its evaluation reply gives accuracy = 7.5"),
+     r"malformed reply to evaluate: its evaluation reply gives accuracy = 7.5"),
     ("fedavg", "diabetes", "mlp(hidden=8)", {},
      _on("evaluate", lambda r: _with(r, config={"rmse": -1.0})),
      r"its evaluation reply gives rmse = -1.0; expected a number in \[0, inf\]"),
@@ -101,24 +105,32 @@ def test_an_xclp_client_announcing_more_points_than_it_sends_is_named(secure):
     """It ran on into numpy's dimension error (or, under OT, an honest peer's)."""
     fed = fl.load_federation("breast_cancer", clients=3, seed=0)
     more = _on("xclp.setup", lambda r: _with(r, config={"n": r.config["n"] + 5}))
-    with pytest.raises(FedLabelsError, match=r"client 0's reply to xclp.hamming is "
-                                             r"malformed: its (bits|H_self) hold"):
-        simulate(get_method("xclp"), fed, as_models("decision_tree"), rounds=1, seed=0,
-                 options={"secure": secure}, progress=False,
-                 wrap_grid=lambda grid: Tamper(grid, more))
+    result = simulate(get_method("xclp"), fed, as_models("decision_tree"), rounds=1, seed=0,
+                      options={"secure": secure}, progress=False,
+                      wrap_grid=lambda grid: Tamper(grid, more))
+    reason = result.extra["lost"]["0"]["reason"]
+    assert re.match(r"malformed reply to xclp.hamming: its (bits|H_self) hold", reason), reason
 
 
 @pytest.mark.parametrize("method,dataset,model,options,change,match", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_the_simulator_names_the_client_of_a_malformed_reply(method, dataset, model, options,
+def test_the_simulator_loses_the_client_of_a_malformed_reply(method, dataset, model, options,
                                                              change, match):
+    """As a deployment: the reply is dropped, client 0 is lost from that round on (the
+    result says which round and why) and the run goes on with the 4 others, which these
+    methods accept."""
     fed = fl.load_federation(dataset, clients=5, seed=0)
     if dataset == "wine":
         assert len(fed.X_public) == WINE_U
-    with pytest.raises(FedLabelsError, match=match):
-        simulate(get_method(method), fed, as_models(model), rounds=2, period=5, seed=0,
-                 options=options, progress=False,
-                 wrap_grid=lambda grid: Tamper(grid, change))
+    result = simulate(get_method(method), fed, as_models(model), rounds=2, period=5, seed=0,
+                      options=options, progress=False,
+                      wrap_grid=lambda grid: Tamper(grid, change))
+    lost = result.extra["lost"]
+    assert list(lost) == ["0"] and lost["0"]["round"] == 1, lost
+    assert re.search(match, lost["0"]["reason"]), lost
+    scores = [r.accuracies if r.accuracies is not None else r.rmse for r in result.rounds]
+    assert [len(s) for s in scores if s is not None] == [4] * len(result.rounds)
+    assert any(line.startswith("lost client 0 in round 1") for line in run_warnings(result))
 
 
 def test_honest_replies_pass_every_check():
@@ -176,11 +188,89 @@ def test_a_deployment_drops_a_site_whose_reply_is_malformed(tmp_path: Path) -> N
     assert result is not None and len(result.rounds) == 2
     lost = result.extra["deployment"]["lost"]
     assert list(lost) == ["1"], lost
-    assert lost["1"]["reason"].startswith("malformed reply: its labels hold label 3, outside "
-                                          "the 3 classes")
+    assert lost["1"]["reason"].startswith("malformed reply to fedct.train: its labels hold "
+                                          "label 3, outside the 3 classes")
     status = json.loads(Path(prepared.spec.status).read_text())
     assert status["status"] == "completed" and "malformed reply" in json.dumps(status["lost"])
     assert len(result.final["client_accuracies"]) == 3
+    # the simulator, given the same reply from client 1, does what the deployment did
+    fed = fl.load_federation("wine", clients=4, seed=0)
+    sim = simulate(get_method("fedct"), fed, as_models("dt"), rounds=2, seed=0, progress=False,
+                   wrap_grid=lambda grid: Tamper(grid, _on("fedct.train", lambda r: _with(
+                       r, {"labels": pack_labels(np.full(n_public, 3), 4)})), cid=1))
+    assert sim.extra["lost"] == {"1": {k: lost["1"][k] for k in ("round", "reason")}}
+    assert [r.accuracies for r in sim.rounds] == [r.accuracies for r in result.rounds]
+
+
+class ShortOnU(DecisionTreeClassifier):
+    """A tree whose predictions on the public set (``n_public`` rows) miss their last 4
+    labels once it is fitted on more than ``n_public`` rows (FedCT's round 2: its private
+    data and the consensus on U)."""
+
+    def __init__(self, n_public: int = WINE_U, random_state: int | None = None) -> None:
+        super().__init__(random_state=random_state)
+        self.n_public = n_public
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, check_input: bool = True) -> Any:
+        self.fitted_rows_ = len(X)
+        return super().fit(X, y, sample_weight=sample_weight, check_input=check_input)
+
+    def predict(self, X: Any, check_input: bool = True) -> Any:
+        out = super().predict(X, check_input=check_input)
+        short = self.fitted_rows_ > self.n_public and len(X) == self.n_public
+        return out[:-4] if short else out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_learner_predicting_too_few_labels_loses_its_client_in_that_round(workers):
+    """A real learner (not a tampered grid) whose labels on U come 4 short in round 2: the
+    simulator stopped the run, a deployment went on without the site. Now client 0 is lost
+    in round 2 with the reason, the others go on (FedCT's vote takes 4 clients) and the
+    result and its warnings say so; with 3 clients, 2 would be left, too few for the vote,
+    and the run stops in one line naming the round, the client and the reason."""
+    fed = fl.load_federation("wine", clients=5, seed=0)
+    assert len(fed.X_public) == WINE_U and max(len(c) for c in fed.clients) < WINE_U
+    tree = DecisionTreeClassifier(random_state=0)
+    result = fl.run("fedct", fed, model=[ShortOnU(random_state=0)] + [tree] * 4, rounds=3,
+                    seed=0, progress=False, workers=workers)
+    assert result.extra["lost"] == {"0": {
+        "round": 2, "reason": "malformed reply to fedct.train: its labels hold 1 row(s) of 24 "
+                              "bytes; expected 1 of 25 (100 labels)"}}
+    assert [len(r.accuracies) for r in result.rounds] == [5, 4, 4]
+    assert result.rounds[1].bytes_up[0] > 0 and result.rounds[2].bytes_up[0] == 0
+    assert len(result.final["client_accuracies"]) == 4
+    fed3 = fl.load_federation("wine", clients=3, seed=0)
+    with pytest.raises(ClientsLost) as info:
+        fl.run("fedct", fed3, model=[ShortOnU(n_public=len(fed3.X_public), random_state=0),
+                                     tree, tree], rounds=3, seed=0, progress=False,
+               workers=workers)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("round 2: lost client 0: malformed reply to fedct.train: its "
+                              "labels hold 1 row(s)")
+    assert "Only 2 client(s) remain ([1, 2]), too few to go on" in message
+
+
+def test_a_lost_client_stays_lost_when_the_run_is_resumed(tmp_path: Path) -> None:
+    """The lost clients are kept in the checkpoint: a resumed run sends them nothing, as the
+    uninterrupted run did."""
+    fed = fl.load_federation("wine", clients=5, seed=0)
+    models = [ShortOnU(random_state=0)] + [DecisionTreeClassifier(random_state=0)] * 4
+    full = fl.run("fedct", fed, model=models, rounds=4, seed=0, progress=False)
+    path = tmp_path / "run.checkpoint.npz"
+
+    def stop(record: Any) -> None:
+        if record.round == 2:
+            raise KeyboardInterrupt
+
+    simulate(get_method("fedct"), fed, as_models(models), rounds=4, seed=0, progress=False,
+             checkpoint=path, on_round=stop)
+    resumed = simulate(get_method("fedct"), fed, as_models(models), rounds=4, seed=0,
+                       progress=False, resume=path)
+    assert resumed.extra["lost"] == full.extra["lost"] == {"0": {
+        "round": 2, "reason": full.extra["lost"]["0"]["reason"]}}
+    assert [r.accuracies for r in resumed.rounds] == [r.accuracies for r in full.rounds]
+    assert [r.bytes_up for r in resumed.rounds] == [r.bytes_up for r in full.rounds]
 
 
 
@@ -240,3 +330,17 @@ def test_a_sites_hello_is_checked_and_names_the_node(tmp_path: Path, key: str,
     with pytest.raises(FedLabelsError, match=rf"SuperNode 1002 answered hello with {key} = "
                                              rf"{value!r}; expected a whole number"):
         run_server(grid, server_context(prepared.spec))
+
+
+def test_under_partial_participation_a_lost_client_is_no_longer_a_participant():
+    """A round's record named a lost client among its participants and repliers."""
+    fed = fl.load_federation("wine", clients=5, seed=0)
+    models = [ShortOnU(random_state=0)] + [DecisionTreeClassifier(random_state=0)] * 4
+    result = fl.run("fedct", fed, model=models, rounds=6, seed=0, progress=False,
+                    participation=0.8)
+    lost_in = result.extra["lost"]["0"]["round"]
+    for record in result.rounds:
+        if record.round > lost_in:
+            assert 0 not in record.participants and 0 not in record.replied, record
+        elif record.round == lost_in:
+            assert 0 in record.participants and 0 not in record.replied, record

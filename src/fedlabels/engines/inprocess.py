@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,14 @@ from fedlabels.runs.checkpoint import (
 )
 from fedlabels.runs.loop import (
     CommMeter,
+    RunPlan,
     build_result,
     run_rounds,
     uses_iterative,
 )
+from fedlabels.runs.lost import check_survivors
 from fedlabels.runs.participation import Participation, ParticipationGrid
-from fedlabels.runs.progress import RoundProgress, StepsShown
+from fedlabels.runs.progress import RoundProgress, StepsShown, info
 from fedlabels.runs.run_lock import checkpoint_lock
 from fedlabels.runs.session import build_session
 
@@ -202,8 +205,9 @@ def simulate(
 
                 in_process = TogetherGrid(in_process, graphs=graphs,
                                           strict=batch_clients == "on")
-            grid: Grid = CheckedGrid(in_process if wrap_grid is None else wrap_grid(in_process),
-                                     server)
+            checked = CheckedGrid(in_process if wrap_grid is None else wrap_grid(in_process),
+                                  server)  # a malformed reply loses its client, as on Flower
+            grid: Grid = checked
             draw = None
             if policy is not None:
                 grid = selecting = ParticipationGrid(grid, policy, seed, [len(d) for d in datasets])
@@ -220,6 +224,8 @@ def simulate(
                 background=not releases_privacy(server))
             done = keeper.fresh() if saved is None else _restored(keeper, saved, resume,
                                                                   plan.settings.rounds)
+            checked.lost = {int(c): v for c, v in keeper.engine.get("lost", {}).items()}
+            checked.on_lost = partial(_lost, plan, learners, checked, keeper)
             try:
                 with RoundProgress(rounds, f"{method.name} on {federation.name}",
                                    progress) as shown:
@@ -253,6 +259,8 @@ def simulate(
                 extra["participation"] = policy.to_dict()
             if attack_used is not None:
                 extra["malicious"] = attack_record(method, bad, attack_used)
+            if checked.lost:
+                extra["lost"] = {str(c): dict(v) for c, v in sorted(checked.lost.items())}
             result = build_result(plan, server, records, meter, dataset=federation.name, seed=seed,
                                   config=dict(config or {}), federation=federation.summary(),
                                   started=started, extra=extra or None,
@@ -267,8 +275,8 @@ def simulate(
             elif records:  # stopped before the first round completed: no trained models to keep
                 result.client_models = [clients[c].model() for c in cids]
                 if federation.task != "regression":
-                    result.extra["clinical"] = final_clinical(
-                        clients, cids, federation, records[-1].accuracies,
+                    result.extra["clinical"] = final_clinical(  # the clients evaluated
+                        clients, grid.client_ids, federation, records[-1].accuracies,
                         None if pool is None else pool.test_outputs,
                         None if pool is not None or placement is None else getattr(
                             in_process, "inner", in_process))
@@ -276,6 +284,16 @@ def simulate(
             result.feature_names = list(federation.feature_names)
             result.preprocessing = federation.preprocessing
             return result
+
+
+def _lost(plan: RunPlan, learners: list[Any], checked: CheckedGrid, keeper: Keeper,
+          failed: dict[int, str], rnd: int) -> None:
+    """Clients lost in round ``rnd`` (``failed``: client -> why): kept for the checkpoint,
+    then the run goes on if the method takes the rest (a line says so), else stops
+    (:func:`fedlabels.runs.lost.check_survivors`), as a Flower deployment does."""
+    keeper.engine = {**keeper.engine,
+                     "lost": {str(c): dict(v) for c, v in checked.lost.items()}}
+    info(f"fedlabels: {check_survivors(plan, learners, checked.client_ids, failed, rnd)}")
 
 
 def _restored(keeper: Keeper, saved: Any, resume: str | Path | None,

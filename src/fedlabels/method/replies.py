@@ -4,12 +4,12 @@ A server role's :meth:`~fedlabels.method.base.ServerRole.check_reply` raises
 :class:`MalformedReply` for a reply it cannot use as its protocol says: missing arrays,
 wrong sizes, labels outside the classes, NaN or inf, soft labels that are not probabilities,
 an aggregation weight that is not a positive number, an evaluation score outside its range.
-The engines call it on every reply: the simulator stops with a one-line error naming the
-client (its clients are the user's own code), a Flower deployment drops the site as lost
-with the reason (``malformed reply: ...``) and goes on where the method can, as for a site
-that does not answer. Without these checks one client's reply crashed the whole run or, worse,
-moved a vote, an average or the consensus of every client beyond what one honest-looking
-client can (``docs/robustness.md``).
+The engines call it on every reply, and treat a refused one alike: the client is lost
+with the reason (``malformed reply to fedct.train: ...``) and the run goes on where the
+method can, as for a Flower site that does not answer, else stops with one line naming the
+round, the client and the reason (:mod:`fedlabels.runs.lost`). Without these checks one
+client's reply crashed the whole run or, worse, moved a vote, an average or the consensus
+of every client beyond what one honest-looking client can (``docs/robustness.md``).
 """
 
 from __future__ import annotations
@@ -148,9 +148,10 @@ def check_evaluation(reply: Message, task: str) -> None:
                                  f"number in [{low:g}, {high:g}]")
 
 
-def describe(cid: int, request: Message, problem: MalformedReply | Any) -> str:
-    """``client 3's reply to fedct.train is malformed: its labels ...``."""
-    return f"client {cid}'s reply to {request.kind} is malformed: {problem}"
+def lost_reason(request: Message, problem: MalformedReply | Any) -> str:
+    """Why a client whose reply the server refused is lost, on every engine:
+    ``malformed reply to fedct.train: its labels ...``."""
+    return f"malformed reply to {request.kind}: {problem}"
 
 
 def declined_evaluation() -> Any:

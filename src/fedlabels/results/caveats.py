@@ -120,8 +120,9 @@ def declined_evaluation_warning(res: RunResult) -> str | None:
 
 
 def lost_clients_warning(res: RunResult) -> str | None:
-    """A sentence when a deployment lost clients: the final figures are the others'."""
-    lost = (res.extra.get("deployment") or {}).get("lost") or {}
+    """A sentence when a run lost clients (a deployment's site that left, a client of any
+    engine whose reply was malformed): the final figures are the others'."""
+    lost = res.extra.get("lost") or (res.extra.get("deployment") or {}).get("lost") or {}
     if not lost:
         return None
     total = res.federation.get("n_clients") or res.config.get("clients")

@@ -310,7 +310,9 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
     rounds completed so far (possibly none, or none evaluated) with ``interrupted=True``.
     With ``draw`` (who takes part in a round: a
     :class:`~fedlabels.runs.participation.ParticipationGrid`'s ``draw``) each record names
-    the round's participants, and a round in which no reply can arrive is skipped.
+    the round's participants, and a round in which no reply can arrive is skipped; a client
+    lost before the round (:mod:`fedlabels.runs.lost`) is not a participant, one lost in it
+    did not reply.
     """
     records = [] if records is None else records
     interrupted = False
@@ -318,6 +320,7 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
         for rnd in range(len(records), rounds):
             t0 = time.perf_counter()
             drawn = draw(rnd) if draw is not None else None
+            alive = set(grid.client_ids) if drawn is not None else set()  # none lost yet
             if drawn is not None and not drawn.replying:
                 server_metrics: Mapping[str, float] = {"skipped": 1.0}  # nothing can arrive
             else:
@@ -344,8 +347,10 @@ def run_rounds(server: ServerRole, grid: Grid, meter: CommMeter, *, rounds: int,
                 bytes_up=meter.per_client(rnd, all_cids, "up"),
                 bytes_down=meter.per_client(rnd, all_cids, "down"),
                 seconds=time.perf_counter() - t0,
-                participants=None if drawn is None else list(drawn.selected),
-                replied=None if drawn is None else drawn.replying,
+                participants=None if drawn is None else [c for c in drawn.selected
+                                                         if c in alive],
+                replied=None if drawn is None else [c for c in drawn.replying
+                                                    if c in alive and c in grid.client_ids],
             )
             records.append(record)
             if on_round is not None:

@@ -284,8 +284,8 @@ class FlowerGrid:
     def _malformed(self, messages: Mapping[int, Message],
                    replies: dict[int, Message]) -> dict[int, str]:
         """Take the replies the server's check refuses out of ``replies``: client id ->
-        ``malformed reply: ...``."""
-        from fedlabels.method.replies import MalformedReply
+        ``malformed reply to KIND: ...`` (as the simulator's CheckedGrid)."""
+        from fedlabels.method.replies import MalformedReply, lost_reason
 
         bad: dict[int, str] = {}
         if self.check_reply is None:
@@ -294,7 +294,7 @@ class FlowerGrid:
             try:
                 self.check_reply(cid, messages[cid], replies[cid])
             except MalformedReply as exc:
-                bad[cid] = f"malformed reply: {exc}"
+                bad[cid] = lost_reason(messages[cid], exc)
                 del replies[cid]
                 self._evaluated.pop(cid, None)
         return bad

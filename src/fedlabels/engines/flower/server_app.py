@@ -72,6 +72,8 @@ from fedlabels.runs.loop import (
     terminate_as_interrupt,
     uses_iterative,
 )
+from fedlabels.runs.lost import ClientsLost as ClientsLost
+from fedlabels.runs.lost import check_survivors as survivors
 from fedlabels.runs.paced import PacedWrite
 from fedlabels.runs.session import build_server
 
@@ -95,10 +97,6 @@ def result_config(cfg: RunConfig) -> dict[str, Any]:
     if config["engine"] == "simulator":
         config["engine"] = DEPLOYED_ENGINE
     return config
-
-
-class ClientsLost(FedLabelsError):
-    """Too few clients remain for the method to continue."""
 
 
 def wait_for_nodes(grid: FlowerGridABC, n: int, timeout: float) -> list[int]:
@@ -383,24 +381,11 @@ def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
                     failed: dict[int, str], rnd: int, status: StatusFile) -> None:
     """After clients were lost: go on if the method accepts the rest, else stop."""
     status.update(lost=dict(fgrid.lost))
-    alive = fgrid.client_ids
-    detail = "; ".join(f"client {c} (SuperNode {fgrid.node_of[c]}): {why}"
-                       for c, why in failed.items())
-    if not alive:
-        raise ClientsLost(f"round {rnd + 1}: every client was lost ({detail})."
-                          + (BUDGET_SPENT_HINT if failed and all(
-                              "refused: budget" in why for why in failed.values()) else ""))
-    method = plan.method
-    if not method.capabilities.tolerates_lost_clients:
-        raise ClientsLost(f"round {rnd + 1}: lost {detail}; method {method.name!r} cannot go "
-                          "on without all its clients.")
-    try:
-        method.validate(len(alive), plan.settings, [learners[c] for c in alive])
-    except FedLabelsError as exc:
-        raise ClientsLost(f"round {rnd + 1}: lost {detail}. Only {len(alive)} client(s) "
-                          f"remain ({alive}), too few to go on: {exc}") from None
-    print(f"fedlabels: round {rnd + 1}: lost {detail}; continuing with clients {alive}.",
-          flush=True)
+    hint = BUDGET_SPENT_HINT if failed and all(
+        "refused: budget" in why for why in failed.values()) else ""
+    line = survivors(plan, learners, fgrid.client_ids, failed, rnd,
+                     lambda c: f"client {c} (SuperNode {fgrid.node_of[c]})", hint)
+    print(f"fedlabels: {line}", flush=True)
 
 
 def server_state_path(output: str | Path) -> Path:
