@@ -191,6 +191,14 @@ def test_a_state_without_its_optimiser_is_refused_unless_it_is_for_prediction():
     b.load_state_dict(state, optimizer=False)
     assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
     assert b.steps_ == a.steps_ and not b.optimizer_.state_dict()["state"]  # fresh Adam
+    moments = {k: v for k, v in a.state_dict().items()  # the hyper-parameters kept
+               if not (k.startswith("opt.") and not k.startswith("opt.group."))}
+    with pytest.raises(FedLabelsError, match=r"lacks Adam's moments"):
+        TorchMLPClassifier(**PARAMS).load_state_dict(moments)
+    TorchMLPClassifier(**PARAMS).load_state_dict(moments, optimizer=False)  # a models file's
+    untrained = TorchMLPClassifier(**PARAMS)
+    untrained.initialise(6, 3)  # no step yet: Adam has no moments, and none are needed
+    TorchMLPClassifier(**PARAMS).load_state_dict(untrained.state_dict())
     c = TorchMLPClassifier(**PARAMS)  # a whole state loads the same either way
     c.load_state_dict(a.state_dict(), optimizer=False)
     _same(a.train_steps(X, y, 3), c.train_steps(X, y, 3), X)

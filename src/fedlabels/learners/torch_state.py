@@ -8,6 +8,7 @@ then behaves bit-identically. Nothing is pickled.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,8 @@ import torch
 from fedlabels.core.errors import FedLabelsError
 
 _STATE_FORMAT = "fedlabels.torch_mlp/1"
+#: an optimiser's per-parameter slot (Adam's ``opt.0.exp_avg``), not a hyper-parameter
+_SLOT = re.compile(r"opt\.\d+\.")
 
 
 class BatchCursor:
@@ -133,6 +136,13 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any], *,
         params[name] = torch.from_numpy(np.array(array)).to(tensor.dtype)
     mlp.model_.load_state_dict(params)
     mlp.model_.train(bool(_need(state, "model.training")))
+    if optimizer and int(_need(state, "steps")) > 0 \
+            and isinstance(mlp.optimizer_, torch.optim.Adam) \
+            and not any(_SLOT.match(k) for k in state):
+        raise FedLabelsError("TorchMLPClassifier state lacks Adam's moments (opt.<i>.step, "
+                             "exp_avg, exp_avg_sq) after its training steps, which every "
+                             "state a run checkpoints has: it cannot train on as it was (a "
+                             "damaged or hand-made state).")
     if has_optimizer:  # else (optimizer=False only) a state for prediction: fresh Adam
         _load_optimizer(mlp, state)
     mlp.rng_ = _restore_rng(state, "rng.")
