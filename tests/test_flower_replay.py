@@ -25,6 +25,7 @@ from fedlabels.engines.flower.client_app import app as client_app
 from fedlabels.engines.flower.convert import META, from_record_dict
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
+from fedlabels.engines.flower.site_plan import plan_of
 from fedlabels.engines.flower.site_state import site_key
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
 from fedlabels.privacy.site_ledger import SiteLedger, read_ledgers
@@ -222,13 +223,14 @@ def test_without_a_lifetime_budget_a_site_allows_one_run_of_its_own_plan(
     assert "its lifetime budget is one run of the site's privacy-plan" in caplog.text
 
 
-def test_a_site_without_its_own_plan_records_every_rerun(tmp_path: Path) -> None:
-    """Without a privacy-plan the site follows the coordinator's plan (documented: it trusts
-    it); its ledger records each run's releases, unlimited unless ledger-epsilon is set."""
+def test_a_site_that_trusts_the_coordinator_records_every_rerun(tmp_path: Path) -> None:
+    """Without a privacy-plan and with trust-coordinator=true the site follows the
+    coordinator's plan (its explicit choice); its ledger records each run's releases,
+    unlimited unless ledger-epsilon is set, and each run's plan it followed."""
     cfg = _config(sensitivity="worst")
     prepared, first = loopback_deployment(cfg, tmp_path / "sites")
-    configs = [{k: v for k, v in c.node_config.items() if k != "privacy-plan"}
-               for c in first.contexts.values()]
+    configs = [{**{k: v for k, v in c.node_config.items() if k != "privacy-plan"},
+                "trust-coordinator": True} for c in first.contexts.values()]
     for run in (1, 2):
         result, grid = _rerun(prepared, configs)
         assert result is not None
@@ -236,6 +238,8 @@ def test_a_site_without_its_own_plan_records_every_rerun(tmp_path: Path) -> None
         node = grid.contexts[NODE].node_config
         (row,) = read_ledgers(node["ledger-dir"], site_key(Path(node["state-key"])), 1e-5)
         assert row["runs"] == run and row["releases"] == run * cfg.rounds
+        assert row["coordinator_runs"] == run
+        assert [p["plan"] for p in row["coordinator_plans"]] == [plan_of(cfg)] * run
 
 
 def _count_answers(monkeypatch: pytest.MonkeyPatch) -> list[int]:

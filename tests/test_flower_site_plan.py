@@ -16,7 +16,7 @@ from fedlabels.engines.flower.client_app import app as client_app
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site_plan import load_site_plan, site_config
-from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
+from fedlabels.engines.flower.spec import HELLO, RUN_CONFIG_KEY
 from fedlabels.runs.config import RunConfig
 
 SITE = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt",
@@ -70,7 +70,19 @@ def test_site_plan_file_is_checked(tmp_path: Path) -> None:
     path.write_text(json.dumps({"method": "fedct", "rounds": 2, "period": 1, "options": {}}))
     with pytest.raises(ParameterRefusal, match="privacy-plan says 'fedct'"):
         site_config(SITE, {"privacy-plan": str(path)})
-    assert site_config(SITE, {}) is SITE
+    assert site_config(SITE, {"trust-coordinator": True}) is SITE
+    with pytest.raises(ParameterRefusal, match="names no privacy-plan"):
+        site_config(SITE, {})  # neither a plan nor the opt-in
+    with pytest.raises(FedLabelsError, match="privacy-plan and trust-coordinator=true"):
+        site_config(SITE, {"privacy-plan": str(path), "trust-coordinator": "true"})
+    with pytest.raises(FedLabelsError, match="trust-coordinator must be true or false"):
+        site_config(SITE, {"trust-coordinator": "sure"})
+    from fedlabels.engines.flower.site import check_node_keys
+
+    with pytest.raises(FedLabelsError, match=r"'trust_coordinator' \(did you mean "
+                                             r"'trust-coordinator'\?\); a site reads .*"
+                                             r"privacy-plan, trust-coordinator, "):
+        check_node_keys({"trust_coordinator": True}, "site 0")
 
 
 def test_a_site_without_dp_refuses_rounds_beyond_its_plan_too(tmp_path: Path,
@@ -165,7 +177,7 @@ def test_site_model_rules(tmp_path: Path) -> None:
         site_config(replace(SITE, model="rf"), {"privacy-plan": str(path)})
     own = replace(SITE, model="module:json:loads")  # importable, never called here
     with pytest.raises(ParameterRefusal, match="named by the coordinator only"):
-        site_config(own, {})  # no plan: the site follows the run, but runs no module
+        site_config(own, {"trust-coordinator": True})  # follows the run, but runs no module
     path.write_text(json.dumps({**plan, "model": "module:json:loads"}))
     assert site_config(own, {"privacy-plan": str(path)}).model == own.model
     path.write_text(json.dumps({**plan, "model": 3}))
@@ -239,3 +251,129 @@ def test_a_plan_nested_too_deep_is_one_line(tmp_path):
     plan.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(FedLabelsError, match="cannot be read as JSON"):
         load_site_plan(plan)
+
+
+class _Holding(LoopbackGrid):
+    """The loopback grid, keeping every reply the server pulled: what the coordinator
+    actually holds."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.held: list = []
+
+    def pull_messages(self, message_ids):  # type: ignore[no-untyped-def]
+        out = list(super().pull_messages(message_ids))
+        self.held.extend(out)
+        return out
+
+
+#: what a coordinator asks of sites that joined a labels-only DP-FedCT federation (``SITE``)
+_ASKS = {
+    "fedavg": replace(SITE, method="fedavg", model="mlp(hidden=4)", options={}),
+    "less_noise": replace(SITE, options={"epsilon": 2000.0, "sensitivity": 40,
+                                         "mechanism": "xor"}),
+    "more_rounds": replace(SITE, rounds=4),
+}
+
+
+def _sites(tmp_path: Path, **extra: object) -> tuple[object, list[dict[str, object]]]:
+    """``SITE``'s prepared sites, each node config without its privacy-plan, plus ``extra``."""
+    prepared, _ = loopback_deployment(SITE, tmp_path)
+    nodes = []
+    for cid in range(SITE.clients):
+        node = dict(prepared.node_settings(cid))
+        del node["privacy-plan"]
+        nodes.append({**node, **extra})
+    return prepared, nodes
+
+
+@pytest.mark.parametrize("ask", sorted(_ASKS))
+def test_a_site_without_a_plan_or_opt_in_follows_no_coordinator(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, ask: str) -> None:
+    """A site that names no privacy-plan followed the coordinator's run config: FedAvg (its
+    model's parameters, to a site that joined a labels-only federation), less noise, more
+    rounds. Now it refuses every message, the hello and (replayed from a run the
+    coordinator made with sites that trust it) every protocol message, and nothing but
+    the refusal's category reaches the coordinator; nothing enters its ledger."""
+    run = _ASKS[ask]
+    prepared, nodes = _sites(tmp_path / "sites")
+    spec = replace(prepared.spec, run=run.to_dict())
+    grid = _Holding(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()})
+    with caplog.at_level(logging.ERROR, logger="fedlabels.site"), \
+            pytest.raises(FedLabelsError, match="setup failed"):
+        run_server(grid, server_context(spec))
+    assert len(grid.held) == SITE.clients
+    for reply in grid.held:  # what the coordinator holds: refusals, no content
+        assert reply.has_error() and not reply.has_content()
+        assert "refused: parameters" in reply.error.reason
+        assert "privacy-plan" not in reply.error.reason  # the reason stays at the site
+    assert caplog.text.count("names no privacy-plan") == SITE.clients
+    assert "trust-coordinator=true" in caplog.text
+
+    # the protocol messages themselves, sent without a hello: recorded from the same run
+    # with sites that trust the coordinator, then sent to the sites that do not
+    sent: list = []
+
+    def recording(message, context):  # type: ignore[no-untyped-def]
+        sent.append((context.node_id, _wire_copy(message)))
+        return client_app(message, context)
+
+    _, trusting = _sites(tmp_path / "trusting", **{"trust-coordinator": True})
+    honest = LoopbackGrid(recording, trusting, {RUN_CONFIG_KEY: spec.to_json()})
+    result = run_server(honest, server_context(spec))
+    assert result is not None and len(result.rounds) == run.rounds  # they follow it
+    protocol = [(n, m) for n, m in sent if _kind(m) != HELLO]
+    assert protocol
+    for node, message in protocol:
+        with pytest.raises(FedLabelsError, match=r"^refused: parameters"):
+            client_app(message, grid.contexts[node])
+    for node in nodes:
+        ledger = Path(str(node["ledger-dir"]))
+        assert not ledger.exists() or not any(p.is_file() for p in ledger.rglob("*"))
+
+
+def _wire_copy(message):  # type: ignore[no-untyped-def]
+    from flwr.app import Message
+    from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+
+    out = Message(recorddict_from_proto(recorddict_to_proto(message.content)),
+                  dst_node_id=message.metadata.dst_node_id,
+                  message_type=message.metadata.message_type, group_id="replay")
+    out.metadata.__dict__["_message_id"] = f"replay-{id(out)}"
+    return out
+
+
+def _kind(message) -> str:  # type: ignore[no-untyped-def]
+    from fedlabels.engines.flower.convert import from_record_dict
+
+    return from_record_dict(message.content)[0].kind
+
+
+def test_a_site_that_opts_in_follows_the_coordinator_and_says_so(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``trust-coordinator=true``: the site follows the coordinator's run config (here
+    FedAvg) as before, its log says so at the run's hello, and ``fedlabels deploy ledger``
+    shows the run and the plan it followed."""
+    from fedlabels.cli import main
+    from fedlabels.engines.flower.site_plan import plan_of
+
+    run = _ASKS["fedavg"]
+    prepared, nodes = _sites(tmp_path / "sites", **{"trust-coordinator": "true"})
+    spec = replace(prepared.spec, run=run.to_dict())
+    grid = LoopbackGrid(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()})
+    with caplog.at_level(logging.WARNING, logger="fedlabels.site"):
+        result = run_server(grid, server_context(spec))
+    assert result is not None and len(result.rounds) == run.rounds
+    assert caplog.text.count("follows the coordinator's run config") == SITE.clients
+    node = nodes[1]
+    capsys.readouterr()  # the server's round lines
+    assert main(["deploy", "ledger", "--ledger-dir", str(node["ledger-dir"]), "--state-key",
+                 str(node["state-key"]), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["datasets"]
+    assert row["coordinator_runs"] == 1 and row["releases"] == 0
+    assert [p["plan"] for p in row["coordinator_plans"]] == [
+        json.loads(json.dumps(plan_of(spec.config)))]
+    assert main(["deploy", "ledger", "--ledger-dir", str(node["ledger-dir"]), "--state-key",
+                 str(node["state-key"])]) == 0
+    assert "coordinator" in capsys.readouterr().out

@@ -87,7 +87,8 @@ def test_a_deployed_sites_role_answers_as_the_simulators(method, model):
     for cid, (message, reply) in grid.first.items():
         site = SiteData(cid, fed.clients[cid], fed.X_public, fed.X_test, fed.y_test,
                         [str(c) for c in fed.class_names], fed.public_scaling)
-        deployed = build_role(spec, site)  # the ClientApp's role of this site
+        # the ClientApp's role of this site, following the run's config
+        deployed = build_role(spec, site, {"trust-coordinator": True})
         assert type(deployed) is type(session.clients[cid])
         assert encode_message(deployed.handle(message)) == encode_message(reply), cid
 

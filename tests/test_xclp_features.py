@@ -107,5 +107,5 @@ def test_flower_site_carries_the_public_scaling(tmp_path):
         assert site.scaling is not None and fed.public_scaling is not None
         for a, b in zip(site.scaling, fed.public_scaling, strict=True):
             assert np.array_equal(a, b)
-        role = build_role(prepared.spec, site)
+        role = build_role(prepared.spec, site, prepared.node_settings(cid))
         assert np.array_equal(role.xclp_features(), simulated[cid].xclp_features())

@@ -3,7 +3,8 @@
 A site operator's view of ``<ledger-dir>/<dataset id>/ledger.jsonl``
 (:mod:`fedlabels.privacy.site_ledger`): per dataset, the releases and noiseless answers
 recorded, the runs they came from, the (ε, δ) they spend, the budget taken from the site's
-plan, checked under the site's state key. Reads only; makes no key. Importing this module
+plan, the runs in which it followed the coordinator's plan (``trust-coordinator=true``),
+checked under the site's state key. Reads only; makes no key. Importing this module
 does not import Flower.
 """
 
@@ -62,7 +63,7 @@ def _show(folder: Path, rows: list[dict[str, Any]]) -> None:
         return
     print(f"site ledgers in {folder}:")
     print(f"  {'dataset':<32}  {'runs':>4}  {'releases':>8}  {'noiseless':>9}  "
-          f"{'ε spent':>10}  {'δ':>7}  {'plan budget':>11}  last entry")
+          f"{'ε spent':>10}  {'δ':>7}  {'plan budget':>11}  {'coordinator':>11}  last entry")
     for r in rows:
         if "error" in r:
             print(f"  {r['dataset']:<32}  FAILED: {r['error']}")
@@ -71,10 +72,12 @@ def _show(folder: Path, rows: list[dict[str, Any]]) -> None:
         print(f"  {r['dataset']:<32}  {r['runs']:>4}  {r['releases']:>8}  "
               f"{r['noiseless_answers']:>9}  "
               f"{r['epsilon']:>10.4g}  {r['delta']:>7.0e}  {budget:>11}  "
-              f"{r['last_entry'] or '-'}")
+              f"{r['coordinator_runs']:>11}  {r['last_entry'] or '-'}")
     print("ε is each dataset's spend over all its runs, by its tightest accountant; the plan "
           "budget is the one-run budget a site without ledger-epsilon took from its plan "
-          "(a ledger-epsilon in the node config replaces it).")
+          "(a ledger-epsilon in the node config replaces it); coordinator counts the runs in "
+          "which the site followed the coordinator's plan (trust-coordinator=true, no "
+          "privacy-plan: --json lists those plans).")
 
 
 def add_ledger_parser(dsub: Any) -> None:

@@ -13,7 +13,9 @@ format and the dataset id; every later entry is one release event
 (:mod:`fedlabels.privacy.ledger`), the run and the message it answered, or a noiseless
 answer computed from the private data (``"noiseless"``: outside every guarantee, so no ε;
 recorded, and refused a second time where the budget is the site's plan's), or the budget
-a site without ``ledger-epsilon`` took from its plan (``"plan_budget"``, recorded once).
+a site without ``ledger-epsilon`` took from its plan (``"plan_budget"``, recorded once), or
+the coordinator's plan a site that trusts it (``trust-coordinator=true``, no plan of its own)
+followed in a run (``"coordinator_plan"``, once per run).
 
 :meth:`SiteLedger.charge` accounts every recorded event plus the new ones with
 :func:`~fedlabels.privacy.ledger.account_events` at the site's δ, refuses beyond the site's
@@ -273,6 +275,18 @@ class SiteLedger:
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"noiseless": what, "at": at, **about}], self._last, head)
 
+    def note_coordinator_plan(self, plan: dict[str, Any], **about: Any) -> None:
+        """Record that this site follows the coordinator's ``plan`` (method, rounds, period,
+        model, options) in the run ``about`` names, having no plan of its own: once per
+        sequence (a second note for the same ``sequence`` is not made)."""
+        with self._locked():
+            entries = self._lines()
+            if any("coordinator_plan" in e and _same_message(e, about, ("sequence",))
+                   for e in entries[1:]):
+                return
+            at = datetime.now(UTC).isoformat(timespec="seconds")
+            self._append([{"coordinator_plan": plan, "at": at, **about}], self._last)
+
     def fix_plan_budget(self, one_run: Callable[[], float | None]) -> float | None:
         """The dataset's lifetime budget taken from the site's plan: the one recorded, else
         ``one_run()`` (one run of the plan as this first run computes it; None: no plan to
@@ -403,7 +417,8 @@ def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:
 def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str, Any]]:
     """Every dataset ledger under a site's ledger ``folder``, checked under ``key`` and
     accounted at ``delta``: its :meth:`SiteLedger.summary`, the budget recorded from the
-    site's plan, and the time of its last entry; a ledger that fails its check gives
+    site's plan, the runs in which it followed the coordinator's plan (having none of its
+    own) and those plans, and the time of its last entry; a ledger that fails its check gives
     ``{"dataset": ..., "error": ...}`` instead. Nothing is written."""
     out: list[dict[str, Any]] = []
     for path in sorted(Path(folder).glob(f"*/{FILE}")):
@@ -418,7 +433,12 @@ def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str,
         # runs: the sequences that released (older entries, without one: their Flower run)
         runs = {e.get("sequence") or f"flower run {e.get('flower_run')}" for e in entries[1:]
                 if "event" in e or "noiseless" in e}
+        trusted = [e for e in entries[1:] if "coordinator_plan" in e]
         out.append({**row, "runs": len(runs), "path": str(path),
                     "plan_budget": _plan_budget(entries),
+                    # runs in which the site followed the coordinator's plan, having none
+                    "coordinator_runs": len({e.get("sequence") for e in trusted}),
+                    "coordinator_plans": [{"at": e.get("at"), "plan": e["coordinator_plan"]}
+                                          for e in trusted],
                     "last_entry": entries[-1].get("at") if len(entries) > 1 else None})
     return out

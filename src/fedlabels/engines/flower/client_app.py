@@ -37,7 +37,13 @@ from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label
-from fedlabels.engines.flower.site_plan import check_planned_round, site_config
+from fedlabels.engines.flower.site_plan import (
+    TRUST_KEY,
+    check_planned_round,
+    plan_of,
+    site_config,
+    trusts_coordinator,
+)
 from fedlabels.engines.flower.site_privacy import (
     key_path,
     open_site_ledger,
@@ -70,9 +76,9 @@ def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
 def build_role(spec: DeploySpec, site: SiteData,
                node_config: Mapping[str, Any] | None = None) -> ClientRole:
     """The client role of this site, as the simulator's session builds it for the same
-    client index (:func:`~fedlabels.runs.session.build_client_role`);
-    with a ``privacy-plan`` in the node config, under the site's own plan
-    (:func:`~.site_plan.site_config`)."""
+    client index (:func:`~fedlabels.runs.session.build_client_role`), under the site's own
+    ``privacy-plan``, or the run's where the node config says ``trust-coordinator=true``
+    (:func:`~.site_plan.site_config`; neither: refused)."""
     cfg = site_config(spec.config, dict(node_config or {}))
     cid = site.partition_id
     if cid >= cfg.clients:
@@ -129,6 +135,7 @@ def _handle(message: Message, context: Context) -> Message:
     node_config = dict(context.node_config)
     site = load_site(node_config, context.node_id)
     evaluates = site_evaluates(node_config)  # a bad value is refused at the first message
+    trusted = trusts_coordinator(node_config)  # no plan and no opt-in: refused, hello too
     spec = DeploySpec.from_run_config(dict(context.run_config))
     set_threads(site_threads(node_config, spec))
     ours, meta = from_record_dict(message.content)
@@ -138,6 +145,12 @@ def _handle(message: Message, context: Context) -> Message:
                              f"message for client {expected}.")
     after = None
     if ours.kind == HELLO:
+        if trusted:
+            _SITE_LOG.warning("%s: %s=true and no privacy-plan: this site follows the "
+                              "coordinator's run config (%s), and its ledger records "
+                              "without a plan's limit", node_label(node_config,
+                                                                   context.node_id),
+                              TRUST_KEY, plan_of(spec.config))
         reply = hello_reply(site, spec)
     else:
         key = site_state.site_key(key_path(node_config))
@@ -154,6 +167,9 @@ def _handle(message: Message, context: Context) -> Message:
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
         check_planned_round(node_config, rnd)
         role = build_role(spec, site, node_config)
+        if trusted and seq == 1:  # a run under the coordinator's plan: in the ledger first
+            ledger.note_coordinator_plan(plan_of(spec.config), run=snapshots.run_key(spec),
+                                         flower_run=context.run_id, sequence=guard.nonce)
         guard.check_round(rnd, ours.kind, role.multi_step_kinds)
         stored = context.state.get(SEQ)
         if isinstance(stored, ConfigRecord) and stored.get("seq") == seq - 1:

@@ -15,6 +15,9 @@ Node config keys (``flower-supernode --node-config '...'``):
     ``feature_names`` and, if the features were standardised, ``scale_mean`` / ``scale_std``
     (applied to CSV rows so they match U). Every site holds the same file.
 
+A site also names its privacy plan (``privacy-plan``, or ``trust-coordinator=true``:
+:mod:`.site_plan`) and its ledger (:mod:`.site_privacy`).
+
 This module does not import Flower.
 """
 
@@ -158,8 +161,22 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
 #: every node config key a site reads (here, and in site_state, snapshots, site_plan,
 #: site_privacy and client_app); ``num-partitions`` is Flower's own, which fedlabels ignores
 NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "state-key",
-                    "state-dir", "privacy-plan", "ledger-dir", "ledger-epsilon",
-                    "ledger-delta", "evaluate", "threads", "num-partitions")
+                    "state-dir", "privacy-plan", "trust-coordinator", "ledger-dir",
+                    "ledger-epsilon", "ledger-delta", "evaluate", "threads", "num-partitions")
+
+
+def node_flag(node_config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A true/false node config ``key`` (``true``/``yes``/``1``, ``false``/``no``/``0``);
+    another value is an error naming it."""
+    raw = node_config.get(key, default)
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise FedLabelsError(f"node config {key} must be true or false, got {raw!r}.")
 
 
 def check_node_keys(node_config: Mapping[str, Any], who: str) -> None:

@@ -13,20 +13,29 @@ release and step counts and the message kinds it answers follow the site's optio
 message asking for less noise or more releases is refused, and so is any message of a
 round beyond the plan's rounds, whatever the method. A run whose method differs is
 refused outright, and so is one whose model differs from the plan's ``model`` (optional;
-plans written before it have none). Without ``privacy-plan`` the site follows the run
-config (and so trusts the coordinator's plan), except that it never imports and runs a
-network of its own (``module:PKG:FACTORY``) that only the coordinator names: a site runs
-such code only where its plan's ``model`` names it. This module does not import Flower.
+plans written before it have none).
+
+A site without ``privacy-plan`` refuses every message, the hello included (``refused:
+parameters``; its log says to name a plan or opt in), unless its node config says
+``trust-coordinator=true``: then, and only then, it follows the coordinator's run config
+(method, options, noise, rounds) and so trusts the coordinator's plan, says so in its log
+at each run's hello and records each run's plan in its ledger
+(:meth:`~fedlabels.privacy.site_ledger.SiteLedger.note_coordinator_plan`). Even then it
+never imports and runs a network of its own (``module:PKG:FACTORY``) that only the
+coordinator names: a site runs such code only where its plan's ``model`` names it. This
+module does not import Flower.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
+from fedlabels.engines.flower.site import node_flag
 from fedlabels.runs.config import RunConfig
 
 PLAN_KEYS = ("method", "rounds", "period", "options")
@@ -64,11 +73,36 @@ def load_site_plan(path: str | Path) -> dict[str, Any]:
     return plan
 
 
-def site_config(run: RunConfig, node_config: dict[str, Any]) -> RunConfig:
-    """The configuration the site's client role is built from: the run's, with the method,
-    rounds, period and options of the site's own plan where it names one."""
+#: the node config key by which a site without a plan opts in to the coordinator's plan
+TRUST_KEY = "trust-coordinator"
+
+
+def trusts_coordinator(node_config: Mapping[str, Any]) -> bool:
+    """Whether the site follows the coordinator's run config (``trust-coordinator=true``, no
+    ``privacy-plan``) rather than its own plan; a site that names neither is refused
+    (:class:`ParameterRefusal`), and one that names both is a configuration error."""
+    trusts = node_flag(node_config, TRUST_KEY, False)
+    if node_config.get("privacy-plan"):
+        if trusts:
+            raise FedLabelsError(f"the node config names a privacy-plan and {TRUST_KEY}=true; "
+                                 "a site follows one of them: drop one.")
+        return False
+    if trusts:
+        return True
+    raise ParameterRefusal(
+        "this site names no privacy-plan in its node config, so it would follow whatever "
+        "method, noise and rounds the coordinator's run config asks; refusing. Name the "
+        "site's own plan, privacy-plan=/path/client_<i>.plan.json (the one `fedlabels "
+        f"deploy prepare` wrote, checked), or set {TRUST_KEY}=true to follow the "
+        "coordinator's run config.")
+
+
+def site_config(run: RunConfig, node_config: Mapping[str, Any]) -> RunConfig:
+    """The configuration the site's client role is built from: the method, rounds, period
+    and options of the site's own plan; the run's only where the site says
+    ``trust-coordinator=true`` (:func:`trusts_coordinator`)."""
     given = node_config.get("privacy-plan")
-    plan = load_site_plan(str(given)) if given else None
+    plan = None if trusts_coordinator(node_config) else load_site_plan(str(given))
     check_site_model(run, plan)
     if plan is None:
         return run
@@ -99,7 +133,7 @@ def check_site_model(run: RunConfig, plan: dict[str, Any] | None) -> None:
             f"add \"model\": {model!r} to the plan (deploy prepare writes it).")
 
 
-def check_planned_round(node_config: dict[str, Any], rnd: int) -> None:
+def check_planned_round(node_config: Mapping[str, Any], rnd: int) -> None:
     """Refuse a message of round ``rnd`` (0-based) beyond the rounds of the site's own plan,
     for every method: a coordinator may not make a site answer more often than its plan."""
     given = node_config.get("privacy-plan")

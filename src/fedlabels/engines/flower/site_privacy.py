@@ -9,7 +9,8 @@ Node config keys (``flower-supernode --node-config '...'``), set by the site ope
 ``ledger-epsilon``
     The lifetime ε budget of each dataset of this site over all runs (a positive number).
     Without it, a site with its own ``privacy-plan`` allows each dataset one run of that
-    plan (:func:`with_plan_budget`); a site without a plan records releases, unlimited.
+    plan (:func:`with_plan_budget`); a site without a plan (``trust-coordinator=true``:
+    :mod:`.site_plan`) records releases, unlimited.
 ``ledger-delta``
     The δ at which the ledger states ε (default 1e-5).
 ``evaluate``
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.engines.flower.site import node_flag
 from fedlabels.privacy.ledger import Ledger
 from fedlabels.privacy.site_ledger import SiteLedger
 
@@ -106,12 +108,4 @@ def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
 def site_evaluates(node_config: Mapping[str, Any]) -> bool:
     """The node config's ``evaluate`` (default true): false, the site declines evaluation
     requests (:func:`fedlabels.method.replies.declined_evaluation`)."""
-    raw = node_config.get("evaluate", True)
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("true", "yes", "1"):
-        return True
-    if text in ("false", "no", "0"):
-        return False
-    raise FedLabelsError(f"node config evaluate must be true or false, got {raw!r}.")
+    return node_flag(node_config, "evaluate", True)
