@@ -129,3 +129,23 @@ def test_prepare_tells_sites_about_their_budget_where_they_release_with_their_ow
                  "--rounds", "2", *argv, "--out-dir", str(tmp_path / "d")]) == 0
     out = capsys.readouterr().out
     assert ("allows one run of its plan" in out) is says
+
+
+def test_prepare_tells_the_sites_of_a_plug_in_method_that_releases_with_their_noise(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hint named dp-fedct and record-level dp-fedavg: a plug-in method whose sites
+    release with their own noise (and so get the one-run budget) was left out. It now
+    follows the sites' client role, as the site's ledger does."""
+    from fedlabels.cli import main
+    from fedlabels.methods import METHODS
+    from fedlabels.methods.fedct.dp_fedct import DPFedCT
+
+    class PluginDP(DPFedCT):
+        name = "dp-plugin"
+
+    monkeypatch.setitem(METHODS, "dp-plugin", PluginDP())
+    assert main(["deploy", "prepare", "--dataset", "breast_cancer", "--clients", "3",
+                 "--rounds", "2", "--method", "dp-plugin", "--opt", "epsilon=1", "--opt",
+                 "mechanism=xor", "--out-dir", str(tmp_path / "d")]) == 0
+    assert "allows one run of its plan" in capsys.readouterr().out

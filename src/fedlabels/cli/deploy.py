@@ -137,8 +137,7 @@ def cmd_deploy_prepare(args: argparse.Namespace) -> int:
           f"Flower app to {prepared.root}")
     for cid in range(len(prepared.client_paths)):
         print(f"  site {cid}: flower-supernode ... --node-config '{prepared.node_config(cid)}'")
-    if cfg.method == "dp-fedct" or (cfg.method == "dp-fedavg"
-                                     and cfg.options.get("level") == "record"):
+    if prepared.one_run_budget:  # the sites' client roles release with their own noise
         print("  each site's privacy ledger allows one run of its plan; a site adds "
               "ledger-epsilon=E for a lifetime budget over several runs, and evaluate=false "
               "to send no test score (docs/deployment.md)")

@@ -54,6 +54,9 @@ class PreparedRun:
     app_dir: Path
     federation: dict[str, Any]
     spec: DeploySpec
+    #: each site's client releases with its own noise and, without ``ledger-epsilon``, its
+    #: ledger allows one run of its plan (:func:`~.site_privacy.charges_site_ledger`)
+    one_run_budget: bool = False
 
     def node_settings(self, cid: int) -> dict[str, int | str]:
         """Client ``cid``'s SuperNode node config, as Flower's ``context.node_config``."""
@@ -146,6 +149,18 @@ def _validate(cfg: RunConfig, fed: Any, with_truth: bool) -> None:
     server.preflight()  # e.g. DP-FedCT's noise-only labels: refused before any process
 
 
+def _charges_site_ledger(cfg: RunConfig, fed: Any, data: Any) -> bool:
+    """Whether a site's client role (site 0's, built as its ClientApp builds it under the
+    plan ``prepare`` writes) charges the site's ledger, with a one-run plan budget."""
+    from fedlabels.engines.flower.site_privacy import charges_site_ledger
+    from fedlabels.runs.session import build_client_role
+
+    plan = deploy_plan(cfg, fed.n_classes, fed.n_features, fed.info.get("image_shape"))
+    role = build_client_role(plan, 0, data, X_public=fed.X_public, X_test=fed.X_test,
+                             y_test=fed.y_test, scaling=fed.public_scaling)
+    return charges_site_ledger(role)
+
+
 def app_pyproject(spec: DeploySpec) -> str:
     """The Flower app's ``pyproject.toml``; the spec travels as one run-config string."""
     return f"""# Written by fedlabels. Start: flwr run <this directory> <connection> --stream
@@ -198,6 +213,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
         raise FedLabelsError(f"expected {cfg.clients} partitions, got {fed.n_clients}.")
     datasets = site_datasets(method, fed.clients)  # centralized: refused
     _validate(cfg, fed, with_truth)  # before any file is written
+    one_run_budget = _charges_site_ledger(cfg, fed, datasets[0])
     shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
               "class_names": np.array(fed.class_names, dtype=str),
               "feature_names": np.array(fed.feature_names, dtype=str)}
@@ -239,4 +255,5 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                                             if k not in SITE_STATISTICS},
                              "federation_record": str(record)})
     app_dir = write_app(root / "app", spec)
-    return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, summary, spec)
+    return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, summary, spec,
+                       one_run_budget)

@@ -34,6 +34,7 @@ from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.flower.site import node_flag
+from fedlabels.method.dpsgd_client import SecretNoiseClient
 from fedlabels.privacy.ledger import Ledger
 from fedlabels.privacy.site_ledger import SiteLedger
 
@@ -85,6 +86,15 @@ def open_site_ledger(node_config: Mapping[str, Any], key: bytes, X: Any,
     """This site's ledger of the dataset (X, y), with the operator's budget and δ."""
     epsilon, delta = site_ledger_budget(node_config)
     return SiteLedger.open(ledger_dir(node_config), key, X, y, epsilon=epsilon, delta=delta)
+
+
+def charges_site_ledger(role: Any) -> bool:
+    """Whether a site whose client is ``role`` releases with its own noise and charges its
+    ledger: with a ``privacy-plan`` and no ``ledger-epsilon`` it then takes one run of that
+    plan as its lifetime budget (:func:`with_plan_budget`; every built-in such role's
+    options plan a total, which its method's validation requires). Computes nothing from
+    the data (``role.planned_events()`` may: an ``empirical`` s*)."""
+    return isinstance(role, SecretNoiseClient)
 
 
 def with_plan_budget(ledger: SiteLedger, node_config: Mapping[str, Any],
