@@ -420,3 +420,53 @@ def test_a_noiseless_answer_noted_but_never_sent_is_given_when_asked_again(
     reply = client_app(_copy(asked), ctx)  # the request again: answered now
     assert "bits" in from_record_dict(reply.content)[0].config
     assert _ledger(ctx, prepared).noiseless() == 1
+
+
+def test_a_crash_before_the_first_reply_of_a_later_run_is_not_charged_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new run's sequence name was kept only with its first reply (so that the record of
+    the run before stays whole for a resume): a site that crashed after charging the first
+    release of a second run, before replying, gave the same message a new name when it came
+    again and charged the release twice (conservative, but not exact). The name of a
+    sequence not yet answered is now kept beside the old record, so the charge of the
+    release never handed out covers the one made now."""
+    import fedlabels.engines.flower.client_app as site_app
+
+    cfg = _config(sensitivity="worst")
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [{**c.node_config, "ledger-epsilon": 100.0} for c in first.contexts.values()]
+    result, grid = _rerun(prepared, configs)  # run 1, whole
+    assert result is not None
+    assert len(_ledger(grid.contexts[NODE], prepared).events()) == cfg.rounds
+
+    real_save, failed = site_app.save_state, []
+
+    def crash_once(role: Any, records: Any, site: Any, key: bytes) -> None:
+        if site.partition_id == 0 and not failed:
+            failed.append(1)
+            raise OSError("the SuperNode was killed while saving")
+        real_save(role, records, site, key)
+
+    monkeypatch.setattr(site_app, "save_state", crash_once)
+    kept: list[Message] = []
+
+    def recording(message: Message, context: Context) -> Message:
+        if context.node_id == NODE and _seq_or_none(message) == 1:
+            kept.append(_copy(message))
+        return client_app(message, context)
+
+    run2 = LoopbackGrid(recording, configs, {RUN_CONFIG_KEY: prepared.spec.to_json()})
+    with contextlib.suppress(FedLabelsError):
+        run_server(run2, server_context(prepared.spec))
+    assert failed and kept
+    ctx = run2.contexts[NODE]
+    assert len(_ledger(ctx, prepared).events()) == cfg.rounds + 1  # charged, never sent
+    reply = client_app(_copy(kept[-1]), ctx)  # the same message again (a re-send)
+    assert reply.has_content()
+    assert len(_ledger(ctx, prepared).events()) == cfg.rounds + 1  # not charged again
+    assert _ours(client_app(_copy(kept[-1]), ctx)) == _ours(reply)  # now the stored reply
+
+
+def _seq_or_none(message: Message) -> int | None:
+    meta = message.content.config_records.get(META)
+    return None if meta is None or "seq" not in meta else int(meta["seq"])

@@ -26,7 +26,10 @@ its lifetime ledger (:mod:`fedlabels.privacy.site_ledger`), which a new run cann
 Replies are kept for the round in progress and the one before (what a ServerApp resumed from
 its last checkpoint re-sends). Each sequence has a random name (``nonce``, new with every run
 from scratch) that the site ledger's charges carry, so that a charge whose release was never
-handed out (a crash after the charge) is not made again when its number comes again.
+handed out (a crash after the charge) is not made again when its number comes again. A new
+sequence's name is on disk before anything is charged under it: the first sequence's in its
+record; a later one's beside the record of the run before (``pending``, with its Flower run),
+which stays whole for a resume until the new sequence's first reply replaces it.
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ class SequenceGuard:
     #: site ledger's charges name it, so a charge whose release was never handed out is
     #: recognised when its message number comes again (:meth:`SiteLedger.charge`)
     nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+    #: a new sequence not answered yet, kept beside the record of the run before it:
+    #: ``{"flower_run": ..., "nonce": ...}`` (None: none)
+    pending: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, path: Path, key: bytes) -> SequenceGuard:
@@ -102,6 +108,7 @@ class SequenceGuard:
         guard.replies = dict(body["replies"])
         guard.round, guard.kinds = int(body.get("round", -1)), list(body.get("kinds", []))
         guard.nonce = str(body.get("nonce") or guard.nonce)  # older records: a new name
+        guard.pending = body.get("pending")
         return guard
 
     def _mac(self, body: dict[str, Any]) -> str:
@@ -110,7 +117,7 @@ class SequenceGuard:
     def save(self) -> None:
         body = {"format": FORMAT, "flower_run": self.flower_run, "last": self.last,
                 "replies": self.replies, "round": self.round, "kinds": self.kinds,
-                "nonce": self.nonce}
+                "nonce": self.nonce, "pending": self.pending}
         write_private(self.path, json.dumps({"body": body, "mac": self._mac(body)}).encode())
 
     def admit(self, flower_run: int, resume: bool, seq: Any, rnd: Any,
@@ -123,15 +130,21 @@ class SequenceGuard:
                                  "whole number >= 1 (>= 0 for rounds).")
         first = not self.path.exists()
         if flower_run != self.flower_run and not resume:  # a new run from scratch
+            pending = self.pending if self.pending is not None \
+                and self.pending.get("flower_run") == flower_run else None
+            nonce = str(pending["nonce"]) if pending is not None else secrets.token_hex(16)
+            if pending is None and not first and seq == 1:
+                # a later sequence's name, on disk before anything is charged under it,
+                # beside the record of the run before (whole for a resume until this
+                # sequence's first reply): a crash before that reply keeps its name, so its
+                # charge covers the release made when the message comes again
+                self.pending = {"flower_run": flower_run, "nonce": nonce}
+                self.save()
             self.flower_run, self.last, self.replies = flower_run, 0, {}
-            self.round, self.kinds, self.nonce = -1, [], secrets.token_hex(16)
+            self.round, self.kinds, self.nonce = -1, [], nonce
         self.flower_run = flower_run
         if seq == self.last + 1:
-            # the first sequence's name is on disk before anything is charged under it; a
-            # later one's is saved with its first reply, not before: the record of the run
-            # before it stays whole for a resume until then (a crash before that first reply
-            # makes its charge count twice: conservative)
-            if first:
+            if first:  # the first sequence's name is on disk before anything is charged
                 self.save()
             return None
         stored = self.replies.get(str(seq))
@@ -166,7 +179,7 @@ class SequenceGuard:
             self.round, self.kinds = rnd, []
         if kind and kind not in self.kinds:
             self.kinds.append(kind)
-        self.last = seq
+        self.last, self.pending = seq, None  # the record is this sequence's now
         self.replies[str(seq)] = {"digest": digest, "round": rnd,
                                   "reply": hashlib.sha256(data).hexdigest()}
         old = [s for s, r in self.replies.items() if r["round"] < rnd - 1]
