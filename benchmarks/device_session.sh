@@ -79,9 +79,11 @@ if [ "$rest" -gt 30 ] && [ "$select" != none ]; then
     timeout $((rest + 10)) "$py" benchmarks/device_check.py --execute-long "$rest" \
         --parallel "$n" --select "$select" --out-dir "$long/runs" 2>&1 | tee -a "$out/check.log"
 fi
-# at most 16 MiB a file comes back: checkpoints, their temporary files and anything over
-# 4 MB (a run stopped before its checkpoint was removed) are left out, and named
-find "$long" -type f \( -name '*.checkpoint.npz' -o -name '*.tmp' -o -size +4M \) \
+# at most 16 MiB a file comes back: checkpoints and their journals, their temporary files
+# and anything over 4 MB (a run stopped before its checkpoint was removed) are left out, and
+# named
+find "$long" -type f \( -name '*.checkpoint.npz' -o -name '*.checkpoint.journal' \
+    -o -name '*.tmp' -o -size +4M \) \
     -printf 'left out of long.tar.gz: %P (%s bytes)\n' -delete | tee -a "$out/check.log"
 tar czf "$out/long.tar.gz" -C "$long" .
 echo "all ended after $((SECONDS - start)) s" | tee -a "$out/check.log"

@@ -13,7 +13,10 @@ directly, then one more round's parts are timed (CPU, the median of ``--repeat``
   sorted and encoded) and as ``meter.entries_json()`` after one more round;
 * ``ledger``: one ledger's events as JSON (``events_json``) after one more release;
 * ``write``: ``write_checkpoint`` of the records, byte counts and the 5 clients' and the
-  server's ledgers (CPU only: its fsync waits are not counted), the file's size.
+  server's ledgers (CPU only: its fsync waits are not counted), the file's size: in one
+  file (``whole``: all of it rewritten) and with a journal (``journaled``: the journal of
+  the T rounds written once, then each timed write adds one more round's record, byte
+  counts and ledger events), its state file's size and what the journal grows a write.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fedlabels.core.json_list import json_list
 from fedlabels.privacy.events import XorEvent
@@ -32,6 +36,7 @@ from fedlabels.privacy.ledger import Ledger
 from fedlabels.privacy.mechanisms import flip_probability
 from fedlabels.results import RoundRecord
 from fedlabels.runs.checkpoint import EncodedJSON, _record_json, write_checkpoint
+from fedlabels.runs.journal import Journal, journal_path
 from fedlabels.runs.loop import CommMeter
 
 BITS, CLIENTS, DELTA = 740, 5, 1e-5
@@ -101,17 +106,41 @@ def _measure(rounds: int, repeat: int) -> str:
         path = Path(tmp) / "run.checkpoint.npz"
         record = RoundRecord(1, None, [0.9] * CLIENTS, {"consensus_accuracy": 0.9},
                              [123_456] * CLIENTS, [234_567] * CLIENTS, 0.05)
-        meta = {"records": EncodedJSON(json_list([record] * rounds, _record_json, [])),
+        records: list[Any] = [[record] * rounds, []]
+        meta = {"records": EncodedJSON(json_list(records[0], _record_json, records[1])),
                 "meter": EncodedJSON(meter.entries_json(), last=False)}
         states = {cid: {"ledger_events": client.events_json()} for cid in range(CLIENTS)}
         server = {"events#json": client.events_json()}
         write = _cpu_ms(lambda i: write_checkpoint(path, meta, server, states, b"k" * 32),
                         repeat)
         size = path.stat().st_size / 1e6
+        journal = Journal(journal_path(path), b"k" * 32)
+        write_checkpoint(path, meta, server, states, journal=journal)  # the T rounds, once
+        later = [_one_round_more(meter, client, records, rounds + repeat + i)
+                 for i in range(repeat)]  # built first: the snapshot's join is not the write
+        grew = journal.length
+        journaled = _cpu_ms(lambda i: write_checkpoint(path, *later[i], journal=journal),
+                            repeat)
+        grew, state = (journal.length - grew) / repeat, path.stat().st_size
     return (f"{rounds} rounds: check {old:.2f} ms (ε by bisection) -> admit {none:.3f} ms "
             f"(no target), {within:.2f} ms (a target); byte counts {sorted_all:.2f} -> "
             f"{incremental:.3f} ms; one ledger's JSON {ledger_json:.2f} ms; the checkpoint's "
-            f"write {write:.1f} ms ({size:.1f} MB)")
+            f"write {write:.1f} ms ({size:.1f} MB) whole -> {journaled:.2f} ms journaled "
+            f"(state file {state / 1e3:.1f} kB, journal +{grew / 1e3:.1f} kB a write)")
+
+
+def _one_round_more(meter: CommMeter, client: Ledger, records: list[Any],
+                    rnd: int) -> tuple[dict[str, Any], dict[str, Any], dict[int, Any]]:
+    """The checkpoint's meta and states after one more round (``records``: the round
+    records and their :func:`json_list` cache)."""
+    _count_round(meter, rnd)
+    client.events.append(_release())
+    items, done = records
+    items.append(items[-1])
+    meta = {"records": EncodedJSON(json_list(items, _record_json, done)),
+            "meter": EncodedJSON(meter.entries_json(), last=False)}
+    events = client.events_json()
+    return meta, {"events#json": events}, {c: {"ledger_events": events} for c in range(CLIENTS)}
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def test_checkpoint_meta_is_utf8_not_four_bytes_a_character(
         meta = npz["meta"]
         text = meta.tobytes().decode()
         assert meta.nbytes == len(text.encode())  # a numpy str array: 4 bytes a character
-    assert len(json.loads(text)["records"]) == 3
+    assert "journal" in json.loads(text)  # the records are in the journal
     assert len(load_checkpoint(path).records) == 3
 
 

@@ -35,6 +35,7 @@ from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs import checkpoint as ckpt_module
 from fedlabels.runs.checkpoint import checkpoint_path, load_checkpoint
 from fedlabels.runs.config import RunConfig
+from fedlabels.runs.journal import journal_path
 
 CLIENTS, ROUNDS, PERIOD, SEED, NOISE_SEED = 3, 3, 4, 1, 7
 MLP = "mlp(hidden=8)"
@@ -239,7 +240,7 @@ def test_checkpoint_is_atomic_and_holds_no_pickle(fed: Federation, tmp_path: Pat
     before = path.read_bytes()
     with np.load(path, allow_pickle=False) as npz:  # raises on any object array
         assert all(npz[k].dtype != object for k in npz.files)
-        assert json.loads(npz["meta"].tobytes().decode())["format"] == ckpt_module.FORMAT
+        assert json.loads(npz["meta"].tobytes().decode())["format"] == ckpt_module.JOURNALED
 
     def failing_savez(fh: Any, **arrays: Any) -> None:
         fh.write(b"PK\x03\x04 partial")
@@ -249,7 +250,9 @@ def test_checkpoint_is_atomic_and_holds_no_pickle(fed: Federation, tmp_path: Pat
     with pytest.raises(FedLabelsError, match="No space left"):
         sim("fedavg", fed, resume=path)
     assert path.read_bytes() == before  # the previous checkpoint, untouched
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temporary left
+    # no temporary left; the journal's record of the round failed is beyond its checkpoint
+    assert sorted(p.name for p in tmp_path.iterdir()) == [journal_path(path).name, path.name]
+    assert [r.round for r in load_checkpoint(path).records] == [1]
 
 
 def test_python_api_resume_continues_a_run_config(tmp_path: Path) -> None:
@@ -324,6 +327,8 @@ def gated_writer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gate: threadin
             assert gate.wait(60), "the gate never opened"
         out = real_write(path, meta, *args, **kw)
         (tmp_path / f"after_{n}.checkpoint.npz").write_bytes(Path(path).read_bytes())
+        (tmp_path / f"after_{n}.checkpoint.journal").write_bytes(  # its history, as far
+            journal_path(Path(path)).read_bytes())  # as it goes (appended to only)
         events.append(("written", n, time.perf_counter()))
         return out
 
@@ -574,6 +579,7 @@ def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(
     does; a stale checkpoint of that name is refused without --overwrite and removed with it
     (else resume would continue the earlier run as this one); resume then says why not."""
     from fedlabels.cli import main
+    from fedlabels.cli.run import _size
 
     monkeypatch.chdir(tmp_path)
     args = ["run", "--method", "fedct", "--clients", str(CLIENTS), "--model", "dt",
@@ -584,11 +590,14 @@ def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(
     assert checkpoint_path(with_ckpt).exists()
     size = checkpoint_path(with_ckpt).stat().st_size
     said = capsys.readouterr().out  # where the kept checkpoint is, how large, what it is for
-    assert 10e3 <= size < 1e6  # a few trees and their states: tens of kB
-    assert f"checkpoint: {checkpoint_path(with_ckpt)} ({size / 1e3:.0f} kB), kept so that " \
+    journal = journal_path(checkpoint_path(with_ckpt))
+    assert 10e3 <= size + journal.stat().st_size < 1e6  # trees, states, history: tens of kB
+    assert f"checkpoint: {checkpoint_path(with_ckpt)} ({_size(size)}; its journal " \
+           f"{journal}, {_size(journal.stat().st_size)}), kept so that " \
            f"`fedlabels resume {with_ckpt} --rounds N` can extend the run" in said, said
     assert main([*args, "--output", str(without), "--no-checkpoint"]) == 0
     assert not checkpoint_path(without).exists()
+    assert not journal_path(checkpoint_path(without)).exists()
     assert "checkpoint:" not in capsys.readouterr().out
     a, b = json.loads(with_ckpt.read_text()), json.loads(without.read_text())
     for key in ("rounds", "final", "communication"):

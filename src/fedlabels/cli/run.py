@@ -26,7 +26,7 @@ from fedlabels.cli.run_options import (
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
-    from fedlabels.runs.checkpoint import SUFFIX
+    from fedlabels.runs.checkpoint import SUFFIX, remove_checkpoint
     from fedlabels.runs.loop import terminate_as_interrupt
 
     cfg = config_from_args(args, simulator=True)
@@ -36,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.no_checkpoint:
         # a checkpoint left by an earlier run of this name (replaced with --overwrite)
         # would be resumed as this run's
-        files["checkpoint"].unlink(missing_ok=True)
+        remove_checkpoint(files["checkpoint"])
         checkpoint = None
     with terminate_as_interrupt(), caveats_printed_not_warned():
         # SIGTERM keeps the completed rounds, like Ctrl-C
@@ -92,9 +92,14 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
          + (f"; models: {models})" if models.is_file() else ")"))
     kept = files["checkpoint"]
     if kept.is_file() and not result.extra.get("interrupted"):
-        info(f"checkpoint: {kept} ({_size(kept.stat().st_size)}), kept so that `fedlabels "
-             f"resume {shlex.quote(str(files['result']))} --rounds N` can extend the run; "
-             "delete it if not")
+        from fedlabels.runs.journal import journal_path
+
+        journal = journal_path(kept)
+        beside = (f"; its journal {journal}, {_size(journal.stat().st_size)}"
+                  if journal.is_file() else "")
+        info(f"checkpoint: {kept} ({_size(kept.stat().st_size)}{beside}), kept so that "
+             f"`fedlabels resume {shlex.quote(str(files['result']))} --rounds N` can extend "
+             "the run; delete it if not")
     where = device_line(result.extra.get("device") or {})
     if where:  # only where the run asked for more than the CPU, fp32, one by one
         info(where)

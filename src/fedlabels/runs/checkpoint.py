@@ -20,8 +20,18 @@ during a round resumes from the last file written. It is one ``.npz`` (read with
   the scalar entries of every role's state;
 * ``a0``, ``a1``, ...: the array entries of the roles' states, indexed from ``meta``.
 
+A run's checkpoint (:class:`Keeper`, format 3) keeps what grows with the rounds (the
+records, the meter's counts, the ledgers' events: long JSON lists) in its journal
+``X.checkpoint.journal`` instead, appended a checkpoint at a time, so a checkpoint writes
+about as much at round 20,000 as at round 10 (:mod:`fedlabels.runs.journal`: the journal
+first, fsynced, then the state file, which names the journal's length and last tag; a
+crash anywhere reads back the state and history of one round). A checkpoint written in one
+file (format 2: before the journal, and a Flower site's snapshots) is still read, and a run
+resumed from one goes on with a journal.
+
 The file is written with mode 0600 (a directory it creates is 0700) and authenticated:
-``mac`` is HMAC-SHA256 of ``meta`` and every array under the user's checkpoint key
+``mac`` is HMAC-SHA256 of ``meta`` and every array (and so of the journal's last tag,
+which authenticates the journal up to it) under the user's checkpoint key
 (:func:`checkpoint_key`: 32 bytes, made once, 0600, in ``$FEDLABELS_KEY_DIR`` or
 ``~/.config/fedlabels/``), and ``key_id`` names that key. ``resume`` refuses in one line a
 checkpoint changed since it was written (say ``rounds_planned`` edited to get around a
@@ -61,9 +71,11 @@ from fedlabels.method.base import ClientRole, ServerRole
 from fedlabels.method.state import State
 from fedlabels.method.state import copied as copied_state
 from fedlabels.results import RoundRecord, RunResult
+from fedlabels.runs.journal import Journal, append, journal_path, journaled, read_journal
 from fedlabels.runs.loop import CommMeter, RoundHook, RunPlan, model_names
 
 FORMAT = "fedlabels checkpoint 2"  # 2: authenticated (mac, key_id)
+JOURNALED = "fedlabels checkpoint 3"  # 3: with a journal (:mod:`fedlabels.runs.journal`)
 SUFFIX = ".checkpoint.npz"
 
 
@@ -81,6 +93,12 @@ def result_beside(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name[:-len(SUFFIX)] + ".json")
 
 
+def remove_checkpoint(path: Path) -> None:
+    """Remove a checkpoint: its state file, then its journal."""
+    path.unlink(missing_ok=True)
+    journal_path(path).unlink(missing_ok=True)
+
+
 @dataclass
 class Checkpoint:
     """What a checkpoint holds (see the module docstring)."""
@@ -88,6 +106,8 @@ class Checkpoint:
     meta: dict[str, Any]
     server: State
     clients: dict[int, State]
+    #: its journal as read (to append to), ``None`` for a checkpoint in one file
+    journal: Journal | None = None
 
     @property
     def records(self) -> list[RoundRecord]:
@@ -188,8 +208,8 @@ def _key_id(key: bytes) -> str:
     return hashlib.sha256(b"fedlabels key id" + key).hexdigest()[:16]
 
 
-def _mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray]) -> str:
-    parts: list[bytes | memoryview] = [FORMAT.encode(), text.encode()]
+def _mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray], fmt: str = FORMAT) -> str:
+    parts: list[bytes | memoryview] = [fmt.encode(), text.encode()]
     for name in sorted(arrays):
         array = np.ascontiguousarray(arrays[name])
         parts += [name.encode(), array.dtype.str.encode(), repr(array.shape).encode(),
@@ -230,24 +250,55 @@ def _meta_json(meta: Mapping[str, Any]) -> str:
 
 
 def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
-                     clients: Mapping[int, State], key: bytes | None = None) -> Path:
+                     clients: Mapping[int, State], key: bytes | None = None,
+                     journal: Journal | None = None) -> Path:
     """Write a checkpoint atomically (on any failure the previous file stays as it was),
-    0600, authenticated under ``key`` (default: :func:`checkpoint_key`). A ``meta`` value
-    may be :class:`EncodedJSON`."""
+    0600, authenticated under ``key`` (default: ``journal``'s, else :func:`checkpoint_key`).
+    A ``meta`` value may be :class:`EncodedJSON`. With ``journal`` (of this path, under the
+    same key), the long JSON lists (the :class:`EncodedJSON` values and a role's long
+    list-valued strings) go to it, appended first, what they added only."""
     path = Path(path)
-    key = checkpoint_key() if key is None else key
+    key = (journal.key if journal is not None else checkpoint_key()) if key is None else key
     arrays: dict[str, np.ndarray] = {}
     states = _split({"server": server, **{f"client.{c}": s for c, s in clients.items()}},
                     arrays)
-    text = _meta_json({**meta, "format": FORMAT, "states": states})
+    fmt = FORMAT
+    if journal is not None:
+        meta, fmt = _journaled(journal, meta, states), JOURNALED
+    text = _meta_json({**meta, "format": fmt, "states": states})
     # UTF-8 bytes: a numpy string takes 4 bytes a character, and the records make the text
     # grow with the rounds (3,000 rounds of FedCT: 13.7 MB instead of 3.4 MB)
     entries: dict[str, Any] = {"meta": np.frombuffer(text.encode(), dtype=np.uint8),
-                               "mac": np.array(_mac(key, text, arrays)),
+                               "mac": np.array(_mac(key, text, arrays, fmt)),
                                "key_id": np.array(_key_id(key)), **arrays}
     # streamed into the temporary file: tens of MB are not assembled in memory first
     write_private_with(path, lambda fh: np.savez(fh, **entries), tighten=False)
     return path
+
+
+def _journaled(journal: Journal, meta: dict[str, Any],
+                states: dict[str, Any]) -> dict[str, Any]:
+    """Append the long lists of ``meta`` and ``states`` (taken out of ``states``) to
+    ``journal``; the state file's ``meta``, naming the journal's part in ``journal``."""
+    entries = {f"meta/{k}": v.text for k, v in meta.items() if isinstance(v, EncodedJSON)}
+    for role, held in states.items():
+        for k, e in list(held.items()):
+            if journaled(e.get("value")):
+                entries[f"{role}/{k}"] = held.pop(k)["value"]
+    kept = {k: v for k, v in meta.items() if f"meta/{k}" not in entries}
+    return {**kept, "journal": append(journal, entries)}
+
+
+def _from_journal(journal: Journal, meta: dict[str, Any]) -> None:
+    """Put the entries ``meta`` says are in ``journal`` back where they were written from."""
+    states = meta["states"]
+    for name in meta.pop("journal")["entries"]:
+        role, key = name.split("/", 1)
+        text = journal.texts[name]
+        if role == "meta":
+            meta[key] = json.loads(text)
+        else:
+            states.setdefault(role, {})[key] = {"value": text}
 
 
 def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
@@ -264,16 +315,21 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
             raw = npz["meta"]  # UTF-8 bytes; a numpy string in files written before
             text = raw.tobytes().decode() if raw.dtype == np.uint8 else str(raw)
             meta = json.loads(text)
-            if meta.get("format") != FORMAT:
-                raise FedLabelsError(f"{path} is not a {FORMAT} (format "
-                                     f"{meta.get('format')!r}); start the run afresh.")
+            fmt = meta.get("format")
+            if fmt not in (FORMAT, JOURNALED):
+                raise FedLabelsError(f"{path} is not a {JOURNALED} (format "
+                                     f"{fmt!r}); start the run afresh.")
             arrays = {n: npz[n] for n in npz.files if n not in ("meta", "mac", "key_id")}
             if str(npz["key_id"]) != _key_id(key):
                 raise FedLabelsError(f"refusing checkpoint {path}: it was written under "
                                      "another key (another user's or machine's run).")
-            if not same_tag(str(npz["mac"]), _mac(key, text, arrays)):
+            if not same_tag(str(npz["mac"]), _mac(key, text, arrays, fmt)):
                 raise FedLabelsError(f"refusing checkpoint {path}: it was changed after it "
                                      "was written (its HMAC does not match).")
+            journal = None
+            if fmt == JOURNALED:
+                journal = read_journal(journal_path(path), key, meta["journal"])
+                _from_journal(journal, meta)
             states = meta.pop("states")
             server = _join(states.pop("server"), arrays)
             clients = {int(k.split(".", 1)[1]): _join(v, arrays) for k, v in states.items()}
@@ -285,7 +341,7 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
     except (OSError, ValueError, KeyError) as exc:
         reason = str(exc).rstrip(".")
         raise FedLabelsError(f"cannot read checkpoint {path}: {reason}.") from None
-    return Checkpoint(meta, server, clients)
+    return Checkpoint(meta, server, clients, journal)
 
 
 # --------------------------------------------------------------------------- a run's keeper
@@ -386,12 +442,14 @@ class Keeper:
     #: the records encoded so far and their JSON, in order (:meth:`_records_json`)
     _encoded: list[Any] = field(default_factory=list, init=False,
                                                      repr=False)
+    #: the checkpoint's journal as far as written (made at the first write, or restored)
+    _journal: Journal | None = field(default=None, init=False, repr=False)
 
     def fresh(self) -> list[RoundRecord]:
         """A new run (no records yet): a checkpoint left at the path by an earlier run is
         removed now, so a crash before round 1 cannot leave it to be resumed as this run's."""
         if self.path is not None:
-            self.path.unlink(missing_ok=True)
+            remove_checkpoint(self.path)
         return []
 
     def restore(self, ckpt: Checkpoint, rounds: int) -> list[RoundRecord]:
@@ -411,6 +469,9 @@ class Keeper:
         self.engine = dict(ckpt.meta.get("engine", {}))
         self.directory = str(ckpt.meta.get("directory", self.directory))
         self.records = ckpt.records
+        self._journal = ckpt.journal  # None (a checkpoint in one file): started afresh
+        if self._journal is not None:
+            self._journal.drop_tail()
         self._pace.carried(ckpt.meta.get("checkpoints"), len(self.records))  # on disk
         self.resumed = [*ckpt.meta["resumed"],
                         {"from_round": len(self.records),
@@ -559,8 +620,10 @@ class Keeper:
 
     def _write(self, meta: dict[str, Any], server: State, clients: dict[int, State]) -> None:
         assert self.path is not None
+        if self._journal is None:
+            self._journal = Journal(journal_path(self.path), checkpoint_key())
         with writing(str(self.path)):  # a full disk: a one-line error, the last one kept
-            write_checkpoint(self.path, meta, server, clients)
+            write_checkpoint(self.path, meta, server, clients, journal=self._journal)
 
     def stamp(self, result: RunResult) -> RunResult:
         """Record the resume history and what the checkpoints cost in ``provenance``, and
