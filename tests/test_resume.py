@@ -594,7 +594,8 @@ def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(
     assert 10e3 <= size + journal.stat().st_size < 1e6  # trees, states, history: tens of kB
     assert f"checkpoint: {checkpoint_path(with_ckpt)} ({_size(size)}; its journal " \
            f"{journal}, {_size(journal.stat().st_size)}), kept so that " \
-           f"`fedlabels resume {with_ckpt} --rounds N` can extend the run" in said, said
+           f"`fedlabels resume {with_ckpt} --rounds N` can extend the run; delete both " \
+           "if not" in said, said
     assert main([*args, "--output", str(without), "--no-checkpoint"]) == 0
     assert not checkpoint_path(without).exists()
     assert not journal_path(checkpoint_path(without)).exists()

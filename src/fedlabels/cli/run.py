@@ -99,7 +99,7 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
                   if journal.is_file() else "")
         info(f"checkpoint: {kept} ({_size(kept.stat().st_size)}{beside}), kept so that "
              f"`fedlabels resume {shlex.quote(str(files['result']))} --rounds N` can extend "
-             "the run; delete it if not")
+             f"the run; delete {'both' if beside else 'it'} if not")
     where = device_line(result.extra.get("device") or {})
     if where:  # only where the run asked for more than the CPU, fp32, one by one
         info(where)
