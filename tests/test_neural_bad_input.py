@@ -111,3 +111,14 @@ def test_a_shape_other_than_the_datasets_images_is_refused(tmp_path, capsys):
     assert not (tmp_path / "x.json").exists()
     assert main([*BASE, "--model", "cnn(arch=small,shape=1-8-8)",
                  "--output", str(tmp_path / "y.json")]) == 0
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedct"])
+def test_a_network_without_trainable_parameters(tmp_path, capsys, method):
+    # FedAvg built the server's initial weights with Adam, which raised "optimizer got an
+    # empty parameter list" as a traceback (exit 1); FedCT named TorchNetClassifier only
+    code = main([*BASE, "--method", method, "--model", "module:user_nets:no_weights",
+                 "--output", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "network user_nets:no_weights has no trainable parameters" in err

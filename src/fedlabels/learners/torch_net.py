@@ -216,6 +216,11 @@ class TorchNetClassifier(TorchMLPClassifier):
                 model: nn.Module = BUILDERS[self.network](self.shape_, n_classes, **kwargs)
             else:
                 model = self._call_factory(n_features, n_classes)
+        if not any(p.requires_grad for p in model.parameters()):  # Adam refuses it later
+            raise FedLabelsError(f"network {self._name()} has no trainable parameters (its "
+                                 f"{type(model).__name__} holds no nn.Parameter that "
+                                 "requires grad), so there is nothing to train; give it "
+                                 "layers with weights (nn.Linear, nn.Conv2d, ...).")
         self._check_output(model, n_features, n_classes)
         return model
 
