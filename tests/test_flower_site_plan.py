@@ -175,10 +175,10 @@ def test_site_model_rules(tmp_path: Path) -> None:
     assert site_config(SITE, {"privacy-plan": str(path)}).model == "decision_tree"
     with pytest.raises(ParameterRefusal, match="privacy-plan says 'dt'"):
         site_config(replace(SITE, model="rf"), {"privacy-plan": str(path)})
-    own = replace(SITE, model="module:json:loads")  # importable, never called here
+    own = replace(SITE, model="module:user_nets:tiny_mlp")  # importable, never called here
     with pytest.raises(ParameterRefusal, match="named by the coordinator only"):
         site_config(own, {"trust-coordinator": True})  # follows the run, but runs no module
-    path.write_text(json.dumps({**plan, "model": "module:json:loads"}))
+    path.write_text(json.dumps({**plan, "model": "module:user_nets:tiny_mlp"}))
     assert site_config(own, {"privacy-plan": str(path)}).model == own.model
     path.write_text(json.dumps({**plan, "model": 3}))
     with pytest.raises(FedLabelsError, match="model must be a model spec"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -122,3 +123,33 @@ def test_a_network_without_trainable_parameters(tmp_path, capsys, method):
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "network user_nets:no_weights has no trainable parameters" in err
+
+
+def test_a_factory_that_needs_an_argument_the_spec_does_not_give(tmp_path, capsys):
+    # it was a line naming TorchNetClassifier and "needs_depth() missing 1 required
+    # positional argument: 'depth'", after the data was loaded; now the spec is refused
+    one_line_exit_2(capsys, ["--model", "module:user_nets:needs_depth(lr=0.01)",
+                             "--output", str(tmp_path / "x.json")],
+                    "model factory module:user_nets:needs_depth needs depth, which the "
+                    "learner does not pass")
+    one_line_exit_2(capsys, ["--model", "module:user_nets:needs_depth(lr=0.01)",
+                             "--output", str(tmp_path / "x.json")],
+                    "give it in the spec: module:user_nets:needs_depth(lr=0.01,depth=...)")
+    assert main([*BASE, "--model", "module:user_nets:needs_depth(depth=1)",
+                 "--output", str(tmp_path / "y.json")]) == 0
+
+
+def test_torch_model_with_a_factory_that_needs_an_argument():
+    import functools
+
+    import fedlabels as fl
+    from fedlabels.learners.torch_net import TorchNetClassifier
+    from user_nets import needs_depth
+
+    with pytest.raises(FedLabelsError, match=r"needs depth, .* pass functools.partial\("
+                                             r"needs_depth, depth=\.\.\.\)"):
+        fl.TorchModel(needs_depth)
+    fl.TorchModel(functools.partial(needs_depth, depth=1))  # given: accepted
+    learner = TorchNetClassifier(network=needs_depth, n_classes=2, max_steps=1)
+    with pytest.raises(FedLabelsError, match="model factory user_nets:needs_depth needs depth"):
+        learner.fit(np.zeros((4, 3), np.float32), np.array([0, 1, 0, 1]))

@@ -151,3 +151,11 @@ class NoWeights(nn.Module):
 
 def no_weights(n_features: int, n_classes: int) -> nn.Module:
     return NoWeights(n_classes)
+
+
+def needs_depth(n_features: int, n_classes: int, depth: int) -> nn.Module:
+    """A factory with an argument of its own and no default: the spec must give it."""
+    layers: list[nn.Module] = []
+    for _ in range(depth):
+        layers += [nn.Linear(n_features, n_features), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(n_features, n_classes))

@@ -46,6 +46,14 @@ def factory_parameters(factory: Any) -> Mapping[str, inspect.Parameter]:
         return {}
 
 
+def missing_factory_arguments(factory: Any, given: Any = ()) -> list[str]:
+    """The parameters a factory needs (no default) that neither the learner passes
+    (:data:`FACTORY_ARGS`) nor ``given`` holds."""
+    return [n for n, p in factory_parameters(factory).items()
+            if p.default is p.empty and n not in FACTORY_ARGS and n not in given
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def check_training_params(params: dict[str, Any], ints: tuple[str, ...],
                           flags: tuple[str, ...], show: Any = _fmt,
                           label: dict[str, str] | None = None) -> None:

@@ -13,8 +13,10 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.model_spec import (
     FACTORY_ARGS,
     SPEC_NAMES,
+    ModelSpec,
     check_training_params,
     factory_parameters,
+    missing_factory_arguments,
 )
 
 ARCHITECTURES = ("cifar10", "pneumonia", "mri", "svhn", "small")
@@ -50,6 +52,14 @@ def split_factory_arguments(params: dict[str, Any], factory: Any,
             f"unknown parameter(s) {', '.join(unknown)} for module:{path}; the learner "
             f"takes {', '.join(PARAMS['module'])}, the factory "
             f"{', '.join(named) if named else 'nothing more'}{passed}.")
+    missing = missing_factory_arguments(factory, own)
+    if missing:
+        given = ModelSpec("module", {"factory": path, **params, **dict.fromkeys(missing, "...")})
+        raise FedLabelsError(
+            f"model factory module:{path} needs {', '.join(missing)}, which the learner does "
+            f"not pass (it passes those of {', '.join(FACTORY_ARGS)} that the factory "
+            f"names); give {'it' if len(missing) == 1 else 'them'} in the spec: {given}, or "
+            "a default in the factory.")
     return {k: params.pop(k) for k in own}
 
 

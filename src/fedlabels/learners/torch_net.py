@@ -34,6 +34,7 @@ from fedlabels.learners.model_spec import (
     SPEC_NAMES,
     check_training_params,
     factory_parameters,
+    missing_factory_arguments,
 )
 from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
@@ -232,6 +233,9 @@ class TorchNetClassifier(TorchMLPClassifier):
         params = factory_parameters(factory)
         takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
         kwargs = {k: v for k, v in values.items() if takes_all or k in params}
+        missing = missing_factory_arguments(factory, getattr(factory, "arguments", {}))
+        if missing:  # else a TypeError naming neither the factory's spec nor the fix
+            raise FedLabelsError(_needs_arguments(factory, missing))
         model = factory(**kwargs)
         if not isinstance(model, nn.Module):
             raise FedLabelsError(f"model factory {factory_name(factory)} returned "
@@ -335,6 +339,15 @@ def crop_and_flip(images: torch.Tensor, offsets: torch.Tensor,
     return shifted_crops(padded, offsets, flips, h, w).contiguous()
 
 
+def _needs_arguments(factory: Any, missing: list[str]) -> str:
+    name = getattr(factory, "__name__", "make_net")
+    shown = ", ".join(f"{k}=..." for k in missing)
+    return (f"model factory {factory_name(factory)} needs {', '.join(missing)}, which the "
+            f"learner does not pass (it passes those of n_features, n_classes, input_shape "
+            f"that the factory names); pass functools.partial({name}, {shown}) as the "
+            f"factory, or give {'it' if len(missing) == 1 else 'them'} a default.")
+
+
 def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClassifier:
     """Your own network as a learner: ``fl.run("fedct", fed, model=fl.TorchModel(make_net,
     lr=1e-3))``. ``factory`` returns an ``nn.Module`` mapping a batch to (batch, n_classes)
@@ -363,4 +376,7 @@ def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClas
         raise FedLabelsError(f"TorchModel{str(exc).replace('TorchNetClassifier.__init__()', '')}"
                              .rstrip() + "; see help(fl.TorchModel).") from None
     learner._validate_params()  # a wrong value now, not when the run fits it
+    missing = missing_factory_arguments(factory)
+    if missing:
+        raise FedLabelsError(_needs_arguments(factory, missing))
     return learner
