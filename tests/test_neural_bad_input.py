@@ -153,3 +153,35 @@ def test_torch_model_with_a_factory_that_needs_an_argument():
     learner = TorchNetClassifier(network=needs_depth, n_classes=2, max_steps=1)
     with pytest.raises(FedLabelsError, match="model factory user_nets:needs_depth needs depth"):
         learner.fit(np.zeros((4, 3), np.float32), np.array([0, 1, 0, 1]))
+
+
+@pytest.mark.parametrize("source,message", [
+    # a module that imports a package not installed was said not to be found itself
+    ("import fedlabels_not_installed_xyz\n",
+     "failed: it imports 'fedlabels_not_installed_xyz', which is not installed here"),
+    # any other error in the module's code was a traceback (exit 1)
+    ("def f(:\n", "failed: SyntaxError: invalid syntax ("),
+    ("import torch\n\nx = undefined_name\n",
+     "failed: NameError: name 'undefined_name' is not defined ("),
+    ("raise RuntimeError('no config file')\n", "failed: RuntimeError: no config file ("),
+])
+def test_a_module_whose_import_fails(tmp_path, capsys, monkeypatch, source, message):
+    import zlib
+
+    name = f"broken_user_nets_{zlib.crc32(source.encode())}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    one_line_exit_2(capsys, ["--model", f"module:{name}:make",
+                             "--output", str(tmp_path / "x.json")],
+                    f"importing '{name}' for model module:{name}:make {message}")
+    if "not installed" not in message:  # the file and line, and how to see the traceback
+        one_line_exit_2(capsys, ["--model", f"module:{name}:make",
+                                 "--output", str(tmp_path / "x.json")],
+                        f"{tmp_path / name}.py, line ")
+
+
+def test_a_module_that_is_not_there(tmp_path, capsys):
+    one_line_exit_2(capsys, ["--model", "module:no_such_user_nets:make",
+                             "--output", str(tmp_path / "x.json")],
+                    "cannot import 'no_such_user_nets' for model module:no_such_user_nets:make "
+                    "(No module named 'no_such_user_nets'); put it on PYTHONPATH")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import traceback
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
@@ -88,9 +89,8 @@ def import_factory(path: str) -> Any:
                              "e.g. module:mynets:make_cnn.")
     try:
         obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise FedLabelsError(f"cannot import {module!r} for model module:{path} ({exc}); "
-                             "put it on PYTHONPATH or install it.") from None
+    except Exception as exc:  # the module's own code failed: say where, in one line
+        raise FedLabelsError(_import_failure(module, path, exc)) from None
     where = getattr(obj, "__file__", None)  # another file of that name may come first
     for part in name.split("."):
         if not hasattr(obj, part):
@@ -101,6 +101,27 @@ def import_factory(path: str) -> Any:
         raise FedLabelsError(f"{path} is not callable; module: needs a factory returning a "
                              "torch.nn.Module.")
     return obj
+
+
+def _import_failure(module: str, path: str, exc: Exception) -> str:
+    """Why ``module`` did not import: not found, a module it imports not installed, or an
+    error in its code (with the file and line where it was raised)."""
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if missing is not None and (module == missing or module.startswith(missing + ".")):
+        return (f"cannot import {module!r} for model module:{path} ({exc}); put it on "
+                "PYTHONPATH or install it.")
+    if missing is not None:
+        return (f"importing {module!r} for model module:{path} failed: it imports "
+                f"{missing!r}, which is not installed here; install it, or remove that import.")
+    if isinstance(exc, SyntaxError):
+        where = f" ({exc.filename}, line {exc.lineno})"
+        reason = f"SyntaxError: {exc.msg}"
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return (f"importing {module!r} for model module:{path} failed: {reason}{where}; fix "
+            f"the module (python -c 'import {module}' shows the whole traceback).")
 
 
 def make_net(kind: str, n_classes: int, random_state: int, **params: Any) -> Any:
