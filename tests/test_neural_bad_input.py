@@ -185,3 +185,35 @@ def test_a_module_that_is_not_there(tmp_path, capsys):
                              "--output", str(tmp_path / "x.json")],
                     "cannot import 'no_such_user_nets' for model module:no_such_user_nets:make "
                     "(No module named 'no_such_user_nets'); put it on PYTHONPATH")
+
+
+def test_a_network_too_large_for_memory(tmp_path, capsys):
+    # torch's allocator failure came out as "client 0: model TorchNetClassifier failed to
+    # fit ... RuntimeError: [enforce fail at alloc_cpu.cpp:127] ...", with the advice for
+    # a client holding one class where it held one (as a small client may)
+    one_line_exit_2(capsys, ["--model", "module:user_nets:too_big",
+                             "--output", str(tmp_path / "x.json")],
+                    "network user_nets:too_big for inputs of rows of 64 features does not "
+                    "fit in memory (tried to allocate 256.0 TiB")
+
+
+def test_a_training_step_that_runs_out_of_memory(tmp_path, capsys):
+    code = main([*BASE, "--model", "module:user_nets:huge_activations", "--workers", "1",
+                 "--output", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "model module:user_nets:huge_activations ran out of memory training on" in err
+    assert "a smaller batch_size or network" in err and "one class" not in err
+
+
+def test_what_an_allocation_failure_says():
+    from fedlabels.core.errors import out_of_memory
+
+    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+                       "can't allocate memory: you tried to allocate 32768000000 bytes.")
+    assert out_of_memory(cpu) == "tried to allocate 30.5 GiB"
+    gpu = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.50 GiB (GPU 0)")
+    assert out_of_memory(gpu) == "tried to allocate 2.50 GiB"
+    assert out_of_memory(MemoryError()) == "out of memory"
+    assert out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
+    assert out_of_memory(ValueError("out of memory")) is None

@@ -159,3 +159,29 @@ def needs_depth(n_features: int, n_classes: int, depth: int) -> nn.Module:
     for _ in range(depth):
         layers += [nn.Linear(n_features, n_features), nn.ReLU()]
     return nn.Sequential(*layers, nn.Linear(n_features, n_classes))
+
+
+def too_big(n_features: int, n_classes: int) -> nn.Module:
+    """A hidden layer of 2^46 weights (256 TiB, beyond any address space): building it
+    fails at once in torch's allocator, under any overcommit setting."""
+    hidden = 2**46 // n_features
+    return nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
+
+
+class HugeActivations(nn.Module):
+    """Small weights, but a training forward pass whose intermediate (batch x 2^44 floats)
+    no machine holds; predicting (evaluation mode) is cheap."""
+
+    def __init__(self, n_features: int, n_classes: int) -> None:
+        super().__init__()
+        self.out = nn.Linear(n_features, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.out(x)
+        if self.training:
+            logits = logits + x.new_zeros(len(x), 2**44).sum(1, keepdim=True)
+        return logits
+
+
+def huge_activations(n_features: int, n_classes: int) -> nn.Module:
+    return HugeActivations(n_features, n_classes)

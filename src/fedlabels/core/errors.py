@@ -34,6 +34,26 @@ class ParameterRefusal(RefusedError):
     category = "refused: parameters"
 
 
+def out_of_memory(exc: BaseException) -> str | None:
+    """What ran out, if ``exc`` is an allocation failure (Python's ``MemoryError``, torch's
+    ``OutOfMemoryError`` on a GPU, its CPU allocator's ``RuntimeError``), as a short
+    phrase (``tried to allocate 30.5 GiB``); else None."""
+    import re
+
+    text = str(exc)
+    if not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or (isinstance(exc, RuntimeError)
+                and ("can't allocate memory" in text or "out of memory" in text.lower()))):
+        return None
+    size = re.search(r"tried to allocate (\d+) bytes", text)
+    if size:
+        n = int(size.group(1))
+        return "tried to allocate " + (f"{n / 2**40:.1f} TiB" if n >= 2**40 else
+                                        f"{n / 2**30:.1f} GiB")
+    size = re.search(r"[Tt]ried to allocate ([\d.]+ [KMGT]i?B)", text)  # torch's CUDA text
+    return f"tried to allocate {size.group(1)}" if size else "out of memory"
+
+
 def error_category(exc: BaseException) -> str:
     """What a site tells the server about an error: a category, never the text (which may
     describe its private data, e.g. the classes present)."""

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, out_of_memory
 from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
 from fedlabels.learners.consistency_loss import shifted_crops
 from fedlabels.learners.model_spec import (
@@ -211,12 +211,23 @@ class TorchNetClassifier(TorchMLPClassifier):
                                  "shape=C-H-W, or leave augment out.")
         with torch.random.fork_rng(devices=[]):  # seeded init, global RNG left as it was
             torch.manual_seed(seed)
-            if isinstance(self.network, str):
-                kwargs = {"width": int(self.width)} if self.network == "resnet18" else {}
-                assert self.shape_ is not None
-                model: nn.Module = BUILDERS[self.network](self.shape_, n_classes, **kwargs)
-            else:
-                model = self._call_factory(n_features, n_classes)
+            try:
+                if isinstance(self.network, str):
+                    kwargs = {"width": int(self.width)} if self.network == "resnet18" else {}
+                    assert self.shape_ is not None
+                    model: nn.Module = BUILDERS[self.network](self.shape_, n_classes,
+                                                              **kwargs)
+                else:
+                    model = self._call_factory(n_features, n_classes)
+            except (MemoryError, RuntimeError) as exc:
+                if (what := out_of_memory(exc)) is None:
+                    raise
+                inputs = "x".join(map(str, self.shape_)) if self.shape_ else \
+                    f"rows of {n_features} features"
+                raise FedLabelsError(
+                    f"network {self._name()} for inputs of {inputs} does not fit in memory "
+                    f"({what}); choose a smaller --image-size (image_size) or a smaller "
+                    "network.") from None
         if not any(p.requires_grad for p in model.parameters()):  # Adam refuses it later
             raise FedLabelsError(f"network {self._name()} has no trainable parameters (its "
                                  f"{type(model).__name__} holds no nn.Parameter that "

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError, RefusedError
+from fedlabels.core.errors import FedLabelsError, RefusedError, out_of_memory
 from fedlabels.data import ClientData
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative
 from fedlabels.method.options import MethodOptions, NoOptions
@@ -211,9 +211,17 @@ class ClientRole:
         except FedLabelsError:
             raise
         except Exception as exc:  # a user's model may fail in any way; say which client
+            spec = getattr(self.learner, "spec_text", None)  # your own network by its spec
+            name = spec() if callable(spec) else type(self.learner).__name__
+            if (what := out_of_memory(exc)) is not None:
+                raise LearnerFitError(
+                    f"client {self.cid}: model {name} ran out of "
+                    f"memory training on {len(y)} examples ({what}); use smaller inputs "
+                    "(--image-size), a smaller batch_size or network, or fewer --workers."
+                ) from exc
             present = np.unique(y).tolist()
             raise LearnerFitError(
-                f"client {self.cid}: model {type(self.learner).__name__} failed to fit on "
+                f"client {self.cid}: model {name} failed to fit on "
                 f"{len(y)} examples with classes {present[:10]}: {type(exc).__name__}: {exc}"
                 f"{one_class_hint(self.settings.task, present)}") from exc
         self.fitted = True
