@@ -408,3 +408,23 @@ def test_new_deep_images_are_scaled_as_the_runs_own(tmp_path):
     eight_bit_run = image_input((1, 2, 2), None, 255.0)  # a deep image scaled by its own bits
     np.testing.assert_allclose(new_image_rows(eight_bit_run, [path]),
                                round(2048 * 255 / 4095) / 255)
+
+
+@pytest.mark.parametrize("count", [3, 30])
+def test_a_table_of_image_paths_without_image_column_says_to_give_it(tmp_path, capsys,
+                                                                     count):
+    # 60 paths were refused as "an identifier?" with the advice to drop the column; 6 were
+    # one-hot encoded, a feature per file name, and trained on without a word
+    grey_folder(tmp_path, count=count)
+    rows = ["file,label"] + [f"{name}/{i:02d}.PNG,{name}" for name in ("dark", "light")
+                             for i in range(count)]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    code = main(["run", "--method", "fedct", "--dataset", f"csv:{tmp_path / 'table.csv'}:label",
+                 "--clients", "3", "--rounds", "1", "--period", "2", "--no-progress",
+                 "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "column 'file' holds image paths (e.g. 'dark/00.PNG')" in err
+    assert "give --image-column file (Python: image_column='file')" in err
+    with pytest.raises(FedLabelsError, match="image_column='file'"):
+        fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", clients=3)

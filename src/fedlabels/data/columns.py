@@ -130,6 +130,20 @@ def _decimal_comma_example(column: pd.Series) -> str | None:
     return str(text[matches].iloc[0])
 
 
+def _image_path_example(column: pd.Series) -> str | None:
+    """A value of a text column whose values (90 % of them or more) are image file
+    names (``imgs/cat/0.png``: a suffix that an image folder reads), or None."""
+    from fedlabels.data.images import SUFFIXES
+
+    if not _holds_text(column):
+        return None
+    text = column.dropna().head(200).astype(str).str.strip()
+    images = text.str.lower().str.endswith(SUFFIXES)
+    if text.empty or images.mean() < 0.9:
+        return None
+    return str(text[images].iloc[0])
+
+
 def _median_words(column: pd.Series) -> float:
     """The median number of words of a text column's values (0 for any other column)."""
     if not _holds_text(column):
@@ -161,6 +175,13 @@ def check_feature_columns(X: pd.DataFrame) -> None:
                              "give every column its own name (Python: X.columns = [...]) or "
                              "drop the copies (X.loc[:, ~X.columns.duplicated()]).")
     for name in X.columns:
+        path = _image_path_example(X[name])
+        if path is not None:
+            raise FedLabelsError(
+                f"column {str(name)!r} holds image paths (e.g. {path!r}), which one-hot "
+                "encoding would turn into a feature per file: to train on the images give "
+                f"--image-column {name} (Python: image_column={str(name)!r}), or leave it "
+                f"out with --drop {name}.")
         words = _median_words(X[name])
         if words > 3:
             raise FedLabelsError(
