@@ -572,3 +572,40 @@ def test_predictions_are_readable_by_no_more_than_the_rows_they_copy(
         os.umask(umask)
     capsys.readouterr()
     assert out.stat().st_mode & 0o777 == expected
+
+
+def test_an_interrupted_run_says_how_to_continue_it(tmp_path, capsys, monkeypatch):
+    # the line said the rounds were saved, and nothing of `fedlabels resume` (the line a
+    # finished run prints about its checkpoint is left out for an interrupted one)
+    import fedlabels.engines.inprocess as ip
+
+    real = ip.run_rounds
+
+    def stop_at_round_3(*args, **kwargs):
+        inner = kwargs.get("on_round")
+
+        def hook(record):  # after the run's own (its checkpoint writer)
+            if inner is not None:
+                inner(record)
+            if record.round == 3:
+                raise KeyboardInterrupt
+        return real(*args, **{**kwargs, "on_round": hook})
+
+    monkeypatch.setattr(ip, "run_rounds", stop_at_round_3)
+    out = tmp_path / "cut short.json"
+    assert main(["run", "--method", "fedct", "--model", "dt", "--rounds", "4",
+                 "--no-progress", "--output", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert (tmp_path / "cut short.checkpoint.npz").is_file()
+    line = next(x for x in err.splitlines() if "interrupted after round 3;" in x)
+    # "...; `fedlabels resume R` continues it", or, where the paced checkpoint is older,
+    # "...; its checkpoint holds round 1, where `fedlabels resume R` continues"
+    assert f"`fedlabels resume '{out}'` continues" in line, line
+    monkeypatch.undo()
+    assert main(["resume", str(out), "--no-progress"]) == 0  # the command it names
+    assert len(json.loads(out.read_text())["rounds"]) == 4
+    # without a checkpoint there is nothing to continue: no command is named
+    _interrupt(monkeypatch, in_exchange=False)
+    assert main(["run", "--method", "fedct", "--model", "dt", "--rounds", "4", "--no-progress",
+                 "--no-checkpoint", "--output", str(tmp_path / "b.json")]) == 130
+    assert "fedlabels resume" not in capsys.readouterr().err

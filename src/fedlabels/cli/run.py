@@ -106,8 +106,10 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
     line = privacy_line(result.extra.get("privacy") or {})
     if line:
         info(line)
-    if result.extra.get("interrupted"):
-        print(interrupted_message(result), file=sys.stderr)
+    if result.extra.get("interrupted"):  # and how to go on, where it can
+        resume = f"fedlabels resume {shlex.quote(str(files['result']))}" \
+            if kept.is_file() else None
+        print(interrupted_message(result, resume), file=sys.stderr)
         return 130
     return 0
 

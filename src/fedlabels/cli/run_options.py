@@ -178,16 +178,19 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
         print(line, file=sys.stderr)
 
 
-def interrupted_message(result: Any) -> str:
-    """What an interrupted run kept, in one line."""
+def interrupted_message(result: Any, resume: str | None = None) -> str:
+    """What an interrupted run kept, in one line; ``resume``: the command that continues
+    it (``fedlabels resume R.json``), where its checkpoint was kept."""
     if not result.rounds:
         return "fedlabels: interrupted before the first round completed; nothing to keep " \
                "but the configuration, which was saved"
     last = result.rounds[-1].round
     evaluated = "" if result.final is not None else " (none evaluated yet)"
     kept = result.extra.get("provenance", {}).get("checkpoints", {}).get("last_round")
-    resumes = "" if kept is None or kept == last else \
-        f"; its checkpoint holds round {kept}, where `fedlabels resume` continues"
+    resumes = f"; `{resume}` continues it" if resume else ""
+    if kept is not None and kept != last:
+        resumes = f"; its checkpoint holds round {kept}, where " \
+                  f"`{resume or 'fedlabels resume'}` continues"
     return f"fedlabels: interrupted after round {last}; the rounds completed so far " \
            f"were saved{evaluated}{resumes}"
 
