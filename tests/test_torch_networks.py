@@ -323,3 +323,23 @@ def test_a_result_names_your_own_network_as_a_spec_does(tmp_path):
     result.save(tmp_path / "r.json")
     assert " at 0x" not in (tmp_path / "r.json").read_text()
     assert json.loads((tmp_path / "r.json").read_text())["models"][0] == name
+
+
+def test_a_result_names_your_loss_settings():
+    """torch's repr of a loss shows none of its settings, so a run with
+    CrossEntropyLoss(label_smoothing=0.1) recorded loss=CrossEntropyLoss(), the same as the
+    default loss's; now the settings that differ from the class's defaults."""
+    import torch
+    from torch import nn
+
+    from user_nets import tiny_mlp
+
+    smoothed = fl.TorchModel(tiny_mlp, loss=nn.CrossEntropyLoss(label_smoothing=0.1))
+    assert smoothed.spec_text() == \
+        "module:user_nets:tiny_mlp(loss=CrossEntropyLoss(label_smoothing=0.1))"
+    weighted = fl.TorchModel(tiny_mlp, loss=nn.CrossEntropyLoss(weight=torch.ones(3),
+                                                                reduction="sum"))
+    assert weighted.spec_text() == \
+        "module:user_nets:tiny_mlp(loss=CrossEntropyLoss(reduction='sum',weight=tensor[3]))"
+    plain = fl.TorchModel(tiny_mlp, loss=nn.CrossEntropyLoss())
+    assert plain.spec_text() == "module:user_nets:tiny_mlp(loss=CrossEntropyLoss())"

@@ -61,6 +61,25 @@ def factory_name(factory: Any) -> str:
            f"{getattr(factory, '__qualname__', type(factory).__name__)}"
 
 
+def module_text(module: nn.Module) -> str:
+    """A loss module as it was built: ``CrossEntropyLoss(label_smoothing=0.1)``, its
+    plain settings that differ from the class's defaults (torch's own repr shows none:
+    ``CrossEntropyLoss()`` whatever the smoothing) and the shapes of its tensors (a class
+    weight); the repr where the class cannot be built without arguments."""
+    try:
+        default = type(module)()
+    except Exception:
+        return repr(module)
+    plain = (bool, int, float, str, type(None))
+    changed = {k: v for k, v in vars(module).items()
+               if not k.startswith("_") and k != "training" and isinstance(v, plain)
+               and getattr(default, k, object()) != v}
+    inner = [f"{k}={v!r}" for k, v in changed.items()]
+    inner += [f"{k}=tensor{list(v.shape)}" for k, v in  # a class weight: its shape
+              {**module._buffers, **module._parameters}.items() if v is not None]
+    return f"{type(module).__name__}({','.join(inner)})"
+
+
 def _has_dropout(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
 
@@ -140,6 +159,7 @@ class TorchNetClassifier(TorchMLPClassifier):
             params[names.get(name, name)] = (
                 factory_name(value) if inspect.isfunction(value) else
                 "-".join(map(str, value)) if isinstance(value, list | tuple) else
+                module_text(value) if isinstance(value, nn.Module) else
                 repr(value) if callable(value) else value)
         inner = ",".join(f"{k}={v}" for k, v in params.items())
         return f"module:{factory_name(factory)}" + (f"({inner})" if inner else "")
