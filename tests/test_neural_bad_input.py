@@ -217,3 +217,22 @@ def test_what_an_allocation_failure_says():
     assert out_of_memory(MemoryError()) == "out of memory"
     assert out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
     assert out_of_memory(ValueError("out of memory")) is None
+
+
+@pytest.mark.parametrize("method", ["fedavg", "feddf", "fedct"])
+def test_a_factory_that_raises(tmp_path, capsys, method):
+    # FedAvg and FedDF build the server's network outside a client's fit: a traceback
+    # (exit 1); the other methods named the client and TorchNetClassifier
+    code = main([*BASE, "--method", method, "--model", "module:user_nets:buggy",
+                 "--output", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "model factory user_nets:buggy raised ValueError: no layout for 64 features (" in err
+    assert "user_nets.py, line " in err and "called with n_features=64, n_classes=10" in err
+    import fedlabels as fl
+    from user_nets import buggy
+
+    with pytest.raises(FedLabelsError, match="model factory user_nets:buggy raised") as info:
+        fl.run(method, "digits", model=fl.TorchModel(buggy), clients=3, rounds=1, period=2,
+               progress=False)
+    assert isinstance(info.value.__cause__, ValueError)  # Python keeps the traceback

@@ -185,3 +185,8 @@ class HugeActivations(nn.Module):
 
 def huge_activations(n_features: int, n_classes: int) -> nn.Module:
     return HugeActivations(n_features, n_classes)
+
+
+def buggy(n_features: int, n_classes: int) -> nn.Module:
+    """A factory with a bug of its own: it raises."""
+    raise ValueError(f"no layout for {n_features} features")

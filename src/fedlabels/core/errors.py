@@ -34,6 +34,19 @@ class ParameterRefusal(RefusedError):
     category = "refused: parameters"
 
 
+def raised_at(exc: BaseException) -> str:
+    """``TypeName: first line (FILE, line N)``: an exception of a user's code in one line,
+    with where it was raised (a ``SyntaxError``: where the bad line is)."""
+    import traceback
+
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}{where}"
+
+
 def out_of_memory(exc: BaseException) -> str | None:
     """What ran out, if ``exc`` is an allocation failure (Python's ``MemoryError``, torch's
     ``OutOfMemoryError`` on a GPU, its CPU allocator's ``RuntimeError``), as a short

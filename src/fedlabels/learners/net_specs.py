@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import traceback
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, raised_at
 from fedlabels.learners.model_spec import (
     FACTORY_ARGS,
     SPEC_NAMES,
@@ -90,7 +89,7 @@ def import_factory(path: str) -> Any:
     try:
         obj: Any = importlib.import_module(module)
     except Exception as exc:  # the module's own code failed: say where, in one line
-        raise FedLabelsError(_import_failure(module, path, exc)) from None
+        raise FedLabelsError(_import_failure(module, path, exc)) from exc
     where = getattr(obj, "__file__", None)  # another file of that name may come first
     for part in name.split("."):
         if not hasattr(obj, part):
@@ -113,14 +112,7 @@ def _import_failure(module: str, path: str, exc: Exception) -> str:
     if missing is not None:
         return (f"importing {module!r} for model module:{path} failed: it imports "
                 f"{missing!r}, which is not installed here; install it, or remove that import.")
-    if isinstance(exc, SyntaxError):
-        where = f" ({exc.filename}, line {exc.lineno})"
-        reason = f"SyntaxError: {exc.msg}"
-    else:
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return (f"importing {module!r} for model module:{path} failed: {reason}{where}; fix "
+    return (f"importing {module!r} for model module:{path} failed: {raised_at(exc)}; fix "
             f"the module (python -c 'import {module}' shows the whole traceback).")
 
 

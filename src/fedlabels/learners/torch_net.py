@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlabels.core.errors import FedLabelsError, out_of_memory
+from fedlabels.core.errors import FedLabelsError, out_of_memory, raised_at
 from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
 from fedlabels.learners.consistency_loss import shifted_crops
 from fedlabels.learners.model_spec import (
@@ -267,7 +267,16 @@ class TorchNetClassifier(TorchMLPClassifier):
         missing = missing_factory_arguments(factory, getattr(factory, "arguments", {}))
         if missing:  # else a TypeError naming neither the factory's spec nor the fix
             raise FedLabelsError(_needs_arguments(factory, missing))
-        model = factory(**kwargs)
+        try:
+            model = factory(**kwargs)
+        except FedLabelsError:
+            raise
+        except (MemoryError, RuntimeError) as exc:
+            if out_of_memory(exc) is not None:
+                raise  # said with the input shape by _build_network
+            raise FedLabelsError(_factory_failed(factory, kwargs, exc)) from exc
+        except Exception as exc:  # your code: one line saying where (FedAvg's server too)
+            raise FedLabelsError(_factory_failed(factory, kwargs, exc)) from exc
         if not isinstance(model, nn.Module):
             raise FedLabelsError(f"model factory {factory_name(factory)} returned "
                                  f"{type(model).__name__}, not a torch.nn.Module; it must "
@@ -368,6 +377,13 @@ def crop_and_flip(images: torch.Tensor, offsets: torch.Tensor,
     pad = max(1, h // 8)
     padded = nn.functional.pad(images, (pad, pad, pad, pad))
     return shifted_crops(padded, offsets, flips, h, w).contiguous()
+
+
+def _factory_failed(factory: Any, kwargs: dict[str, Any], exc: Exception) -> str:
+    given = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+    return (f"model factory {factory_name(factory)} raised {raised_at(exc)} when called "
+            f"with {given or 'no arguments'}; fix the factory (call it so yourself to see "
+            "the whole traceback).")
 
 
 def _needs_arguments(factory: Any, missing: list[str]) -> str:
