@@ -40,6 +40,7 @@ from fedlabels.runs.checkpoint import (
 )
 from fedlabels.runs.journal import Journal, journal_path
 from fedlabels.runs.loop import CommMeter
+from test_resume import comparable
 
 KEY = b"k" * 32
 SRC = str(Path(ckpt_module.__file__).parents[2])
@@ -324,7 +325,7 @@ def test_a_dp_run_killed_between_its_two_writes_resumes_as_the_uninterrupted(
                             **scope["kw"], **more)
 
     resumed, full = run(resume=path), run()
-    assert _comparable(resumed) == _comparable(full)
+    assert comparable(resumed) == comparable(full)
     fed = load_federation("breast_cancer", clients=3, seed=1)
     for a, b in zip(resumed.client_models, full.client_models, strict=True):
         assert np.array_equal(a.predict(fed.X_test), b.predict(fed.X_test))
@@ -352,20 +353,9 @@ def test_a_checkpoint_in_one_file_still_resumes(tmp_path: Path) -> None:
                             **kw)
     with reproducible(7):
         longer = simulate(METHODS["dp-fedct"], fed, as_models("dt"), rounds=4, **kw)
-    assert _comparable(extended) == _comparable(longer)
+    assert comparable(extended) == comparable(longer)
     assert load_checkpoint(path).journal is not None
     assert len(load_checkpoint(path).records) == 4
-
-
-def _comparable(result: RunResult) -> Any:
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items()
-                    if k not in ("seconds", "wall_seconds", "provenance", "interrupted")}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-    return strip(result.to_dict())
 
 
 def test_journal_file_mode_is_kept_private_when_it_existed_wider(tmp_path: Path) -> None:
