@@ -22,7 +22,6 @@ state and the site ledger's file format): never pickle.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -123,14 +122,28 @@ def _event_runs(text: str) -> list[tuple[Any, int]]:
     return runs
 
 
-def _runs_json(texts: Sequence[str]) -> str:
-    """The list of events whose JSON ``texts`` are given, a run of equal ones as one
-    ``{"event": ..., "repeat": n}``."""
-    parts = []
-    for text, group in itertools.groupby(texts):
-        count = sum(1 for _ in group)
-        parts.append(text if count == 1 else f'{{"event": {text}, "repeat": {count}}}')
-    return "[" + ", ".join(parts) + "]"
+def _runs_json(runs: Sequence[list[Any]]) -> str:
+    """The JSON list of ``runs`` (``[event's JSON text, how many in a row]``), a run of more
+    than one as ``{"event": ..., "repeat": n}``."""
+    return "[" + ", ".join(text if count == 1 else f'{{"event": {text}, "repeat": {count}}}'
+                           for text, count in runs) + "]"
+
+
+def _add_to_runs(runs: list[list[Any]], texts: Iterable[str]) -> None:
+    """Append events' JSON ``texts`` to ``runs``, extending the last run where equal."""
+    for text in texts:
+        if runs and runs[-1][0] == text:
+            runs[-1][1] += 1
+        else:
+            runs.append([text, 1])
+
+
+def _cut_runs(runs: list[list[Any]], total: int, keep: int) -> None:
+    """Cut ``runs`` (``total`` events) to their first ``keep`` events, in place."""
+    while runs and total - runs[-1][1] >= keep:
+        total -= runs.pop()[1]
+    if runs and total > keep:
+        runs[-1][1] -= total - keep
 
 
 def account_events(events: Sequence[Any], delta: float,
@@ -320,13 +333,19 @@ class Ledger:
         O(T), and the text itself grew by one event a round (about 360 bytes for DP-FedCT)
         where every round releases the same event. Events are frozen: an element is
         encoded again only where the list no longer holds the object encoded there."""
+        from fedlabels.core.json_list import kept
+
         done, events = self._encoded, self.events
-        keep = 0
-        while keep < min(len(done), len(events)) and done[keep][0] is events[keep]:
-            keep += 1
-        del done[keep:]
-        done.extend((event, _event_json(event)) for event in events[keep:])
-        return _runs_json([text for _, text in done])
+        if not done:
+            done[:] = [[], []]  # the events encoded, and their JSON as runs
+        objects, runs = done
+        keep = kept(events, done)  # compared in C: no Python loop over the history
+        _cut_runs(runs, len(objects), keep)
+        del objects[keep:]
+        new = events[keep:]
+        objects.extend(new)
+        _add_to_runs(runs, map(_event_json, new))
+        return _runs_json(runs)
 
     def restore_json(self, text: str) -> None:
         """Set :attr:`events` to those of ``text`` (:meth:`events_json`), each run of equal
@@ -334,8 +353,11 @@ class Ledger:
         encode its whole ledger again)."""
         runs = _event_runs(text)
         self.events[:] = _expand(runs)
-        self._encoded[:] = [(event, encoded) for event, count in runs
-                            for encoded in [_event_json(event)] for _ in range(count)]
+        merged: list[list[Any]] = []  # equal runs in a row (an older text) become one
+        for event, count in runs:
+            _add_to_runs(merged, [_event_json(event)])
+            merged[-1][1] += count - 1
+        self._encoded[:] = [list(self.events), merged]
 
     def target_view(self, unit: str, planned: int, released: int,
                     enforced: str = SERVER_ENFORCES) -> dict[str, Any] | None:
