@@ -196,8 +196,11 @@ def test_an_edited_or_swapped_journal_is_refused_in_one_line(tmp_path: Path) -> 
     with pytest.raises(FedLabelsError, match="another key"):
         load_checkpoint(path, b"x" * 32)
     journal.unlink()
-    with pytest.raises(FedLabelsError, match="no journal"):
+    with pytest.raises(FedLabelsError, match="no journal") as refused:
         load_checkpoint(path, KEY)
+    # only the state file copied elsewhere: the line names the file to copy beside it
+    assert f"{journal} beside its checkpoint {path.name}" in str(refused.value)
+    assert "copy, move or restore both" in str(refused.value)
 
 
 class _Role:

@@ -246,7 +246,8 @@ def resume(path: str | Path, *, rounds: IntLike | None = None, progress: bool | 
            threads: IntLike | None = None, workers: IntLike | None = None,
            save: bool = True) -> RunResult:
     """Continue an interrupted run of :func:`run_config` (or ``fedlabels run``) from the
-    checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself);
+    checkpoint beside its result ``path`` (``X.json``, or ``X.checkpoint.npz`` itself: the
+    checkpoint is that file and its journal ``X.checkpoint.journal``, needed together);
     ``rounds`` extends a finished run to that many rounds; ``workers`` replaces the run's
     (see :mod:`fedlabels.engines.workers`); ``progress`` and ``threads`` as in :func:`run`.
     The result equals the uninterrupted run's (wall-clock aside) and its

@@ -118,8 +118,10 @@ def _fill_run(p: argparse.ArgumentParser) -> None:
     """``run``'s flags after the run options."""
     add_metric_flag(p)
     p.add_argument("--no-checkpoint", action="store_true",
-                   help="write no checkpoint X.checkpoint.npz (the run cannot be resumed; "
-                        "saves writing every client's model as the run goes)")
+                   help="write no checkpoint (X.checkpoint.npz and its journal "
+                        "X.checkpoint.journal; with --overwrite, one left by an earlier "
+                        "run of X is removed): the run cannot be resumed; saves writing "
+                        "every client's model as the run goes")
     add_renamed_flags(p)
     p.set_defaults(func=cmd_run)
 
@@ -129,8 +131,10 @@ def add_run_parser(sub: Any) -> None:
     r = sub.add_parser("resume", help="continue an interrupted run from the checkpoint beside "
                                       "its result, or extend a finished one (--rounds N)",
                        description="Continue the run of RESULT.json from the checkpoint "
-                                   "beside it (RESULT.checkpoint.npz), which holds its "
-                                   "configuration; its files are updated in place.")
+                                   "beside it: RESULT.checkpoint.npz and its journal "
+                                   "RESULT.checkpoint.journal (copy or move both "
+                                   "together), which hold its configuration and "
+                                   "history; its files are updated in place.")
     r.add_argument("result", metavar="RESULT.json", help="the result of `fedlabels run`")
     r.add_argument("--rounds", type=int, metavar="N", help="extend the run to N rounds")
     r.add_argument("--no-progress", action="store_true", help="hide the progress bar")

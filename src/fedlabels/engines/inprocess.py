@@ -145,9 +145,11 @@ def simulate(
     ``participation`` (a probability q in (0, 1] per client and round, or an int: exactly that
     many clients per round), ``dropout`` and ``deadline``: see
     :mod:`fedlabels.runs.participation`; the result's ``participation`` entry records them.
-    ``checkpoint`` is written at the end of rounds (:mod:`fedlabels.runs.checkpoint`), in
-    the background while the next rounds train, paced to take at most about 5 % of the
-    run (every round where rounds take seconds) and always after the last round;
+    ``checkpoint`` (``X.checkpoint.npz``; its history goes to the journal
+    ``X.checkpoint.journal`` beside it) is written at the end of rounds
+    (:mod:`fedlabels.runs.checkpoint`), in the background while the next rounds train,
+    paced to take at most about 5 % of the run (every round where rounds take seconds)
+    and always after the last round;
     ``resume`` continues the run of that checkpoint (the same federation, models and
     settings; ``rounds`` may extend it) and, unless ``checkpoint`` says otherwise, keeps
     writing it.

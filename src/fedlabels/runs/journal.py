@@ -155,9 +155,11 @@ def read_journal(path: Path, key: bytes, saved: Mapping[str, Any]) -> Journal:
         with open(path, "rb") as fh:
             data = fh.read(length)
     except FileNotFoundError:
-        raise FedLabelsError(f"no journal {path} beside its checkpoint: a checkpoint's "
-                             "history is kept there; restore it, or start the run "
-                             "afresh.") from None
+        state = path.with_name(path.name.removesuffix(".journal") + ".npz")
+        raise FedLabelsError(f"no journal {path} beside its checkpoint {state.name}: a "
+                             "checkpoint is these two files (the journal keeps its "
+                             "history); copy, move or restore both together, or start the "
+                             "run afresh.") from None
     if len(data) < length:
         raise FedLabelsError(f"refusing journal {path}: it is shorter ({len(data)} bytes) "
                              f"than its checkpoint says ({length}); it was cut after it "
