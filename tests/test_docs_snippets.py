@@ -414,3 +414,29 @@ def test_every_flag_says_what_it_does():
               for p in (parser, *_leaf_parsers(parser)) for a in p._actions
               if a.option_strings and a.help is None]
     assert not silent, f"flags without help: {silent}"
+
+
+def _node_configs() -> list[tuple[str, str]]:
+    """(where, text) of each SuperNode ``--node-config`` example (one naming
+    ``partition-id``) in the docs and the Compose files: from the flag to the end of its
+    code span, the shell's ``&``, the blank line or the Compose service's next key."""
+    found = []
+    for path in [*DOCS, *sorted((ROOT / "deploy" / "compose").glob("*.yml"))]:
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"--node-config", text):
+            window = re.split(r"`|\n\s*\n|\n\s*volumes:|['\"]\s*&",
+                              text[m.end():], maxsplit=1)[0]
+            if "partition-id=" in window:
+                line = text.count("\n", 0, m.start()) + 1
+                found.append((f"{path.relative_to(ROOT)}:{line}", window))
+    return found
+
+
+def test_every_site_set_up_names_a_plan_or_the_opt_in():
+    """A site without ``privacy-plan`` refuses every run unless ``trust-coordinator=true``:
+    a ``--node-config`` example with neither shows a site that takes part in nothing."""
+    configs = _node_configs()
+    assert len(configs) >= 3, configs  # deployment.md's two, site.yml's
+    bare = [where for where, text in configs
+            if "privacy-plan=" not in text and "trust-coordinator=true" not in text]
+    assert not bare, bare
