@@ -91,6 +91,9 @@ def test_a_foreign_checkpoint_is_refused(fed: Federation, tmp_path: Path,
         load_checkpoint(path)
     # said once, as a sentence (it was wrapped as "cannot read checkpoint ...: ... run)..")
     assert str(err.value).startswith("refusing checkpoint") and not str(err.value).endswith("..")
+    # and how to resume it on another machine: the key, and both files of the checkpoint
+    assert "FEDLABELS_KEY_DIR" in str(err.value) and "checkpoint.key" in str(err.value)
+    assert "run.checkpoint.npz and run.checkpoint.journal" in str(err.value)
     with pytest.raises(FedLabelsError, match="another key"):
         _dp_fedct(fed, 2, resume=path)
 

@@ -306,6 +306,11 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
     after checking it was written under ``key`` (default: :func:`checkpoint_key`) and not
     changed since."""
     path = checkpoint_path(path)
+    # the user's key: say how to resume elsewhere (a site's snapshots have the site's own)
+    elsewhere = "" if key is not None else (
+        "; resume it as the user and on the machine that wrote it, or with "
+        "FEDLABELS_KEY_DIR naming a directory that holds a copy of that user's "
+        f"checkpoint.key (and, beside each other, {path.name} and {journal_path(path).name})")
     key = checkpoint_key() if key is None else key
     from fedlabels.core.npz_size import check_inflated_size
 
@@ -322,7 +327,8 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
             arrays = {n: npz[n] for n in npz.files if n not in ("meta", "mac", "key_id")}
             if str(npz["key_id"]) != _key_id(key):
                 raise FedLabelsError(f"refusing checkpoint {path}: it was written under "
-                                     "another key (another user's or machine's run).")
+                                     f"another key (another user's or machine's run)"
+                                     f"{elsewhere}.")
             if not same_tag(str(npz["mac"]), _mac(key, text, arrays, fmt)):
                 raise FedLabelsError(f"refusing checkpoint {path}: it was changed after it "
                                      "was written (its HMAC does not match).")
