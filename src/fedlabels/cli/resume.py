@@ -1,11 +1,12 @@
 """``fedlabels resume RESULT.json [--rounds N]``: continue or extend a run.
 
-The run is rebuilt from the checkpoint beside its result (``RESULT.checkpoint.npz``, see
-:mod:`fedlabels.runs.checkpoint`), which holds its configuration, so the command takes
-nothing that would change it: only ``--rounds`` (extend a finished run), ``--no-progress``
-and ``--metric``. The run's own files (result, rounds table, models, checkpoint) are
-updated in place, without ``--overwrite``: it is the same run. A ``RESULT.json`` that a
-SIGKILL never let be written is fine: the checkpoint is enough.
+The run is rebuilt from the checkpoint beside its result (``RESULT.checkpoint.npz`` and its
+journal ``RESULT.checkpoint.journal``, see :mod:`fedlabels.runs.checkpoint`), which holds
+its configuration, so the command takes nothing that would change it: only ``--rounds``
+(extend a finished run), ``--no-progress``, ``--workers`` (how it runs) and ``--metric``.
+The run's own files (result, rounds table, models, checkpoint) are updated in place,
+without ``--overwrite``: it is the same run. A ``RESULT.json`` that a SIGKILL never let be
+written is fine: the checkpoint's two files are enough.
 """
 
 from __future__ import annotations
