@@ -440,3 +440,21 @@ def test_every_site_set_up_names_a_plan_or_the_opt_in():
     bare = [where for where, text in configs
             if "privacy-plan=" not in text and "trust-coordinator=true" not in text]
     assert not bare, bare
+
+
+def test_help_that_names_the_checkpoint_file_names_its_journal():
+    """A checkpoint is ``X.checkpoint.npz`` and its journal ``X.checkpoint.journal``: one
+    copied, moved or deleted without the other cannot be resumed, so help text that names
+    the one names the other (``resume -h`` and ``run --no-checkpoint`` named the .npz
+    alone)."""
+    parser = _parser()
+    texts = []
+    for p in (parser, *_leaf_parsers(parser)):
+        texts += [(p.prog, p.description), (p.prog, p.epilog)]
+        for a in p._actions:
+            texts.append((f"{p.prog} {'/'.join(a.option_strings)}", a.help))
+            if isinstance(a, argparse._SubParsersAction):
+                texts += [(f"{p.prog} {c.dest}", c.help) for c in a._choices_actions]
+    alone = [where for where, text in texts
+             if text and "checkpoint.npz" in text and "checkpoint.journal" not in text]
+    assert not alone, alone
