@@ -368,3 +368,22 @@ def test_journal_file_mode_is_kept_private_when_it_existed_wider(tmp_path: Path)
     write_checkpoint(path, *_round(1), journal=Journal(journal_path(path), KEY))
     assert stat.S_IMODE(journal_path(path).stat().st_mode) == 0o600
     _assert_round(path, 1)
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-checkpoint"]])
+def test_a_file_where_the_journal_goes_is_not_replaced_without_overwrite(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str]) -> None:
+    # a leftover X.checkpoint.journal (no X.checkpoint.npz) was replaced by a fresh run's
+    # journal, or deleted by --no-checkpoint, where a leftover .npz is refused
+    from fedlabels.cli import main
+
+    out = tmp_path / "b.json"
+    kept = journal_path(tmp_path / "b.checkpoint.npz")
+    kept.write_text("precious\n")
+    args = ["run", "--method", "fedct", "--clients", "3", "--model", "dt", "--rounds", "1",
+            "--seed", "1", "--no-progress", "-q", "--output", str(out), *flag]
+    assert main(args) == 2
+    assert f"{kept} exists; pass --overwrite" in capsys.readouterr().err
+    assert kept.read_text() == "precious\n" and not out.exists()
+    assert main([*args, "--overwrite"]) == 0
+    assert kept.exists() != bool(flag)  # replaced by the run's journal, or removed

@@ -27,11 +27,15 @@ from fedlabels.cli.run_options import (
 def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.api import run_config
     from fedlabels.runs.checkpoint import SUFFIX, remove_checkpoint
+    from fedlabels.runs.journal import journal_path
     from fedlabels.runs.loop import terminate_as_interrupt
 
     cfg = config_from_args(args, simulator=True)
     _check_metric_for_task(cfg, args.metric)
-    files = checked_outputs(cfg, args, checkpoint=SUFFIX)  # before any data is loaded
+    # before any data is loaded; the journal too: a fresh run replaces it, --no-checkpoint
+    # removes it, so one left beside no checkpoint is the user's to keep without --overwrite
+    files = checked_outputs(cfg, args, checkpoint=SUFFIX,
+                            journal=journal_path(Path(SUFFIX)).name)
     checkpoint: Path | None = files["checkpoint"]
     if args.no_checkpoint:
         # a checkpoint left by an earlier run of this name (replaced with --overwrite)
