@@ -230,6 +230,7 @@ COMMAND_FLAGS = {"metric": "--metric", "threads": "--threads", "quiet": "-q/--qu
 def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInfo],
              what: str, python: bool) -> str:
     """Why ``raw`` is refused, with the closest run parameter or method option."""
+    import fedlabels.methods  # noqa: F401  (registers the methods: their options are known)
     from fedlabels.method.options import option_users
 
     def where(name: str) -> str:
