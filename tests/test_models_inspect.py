@@ -78,6 +78,11 @@ def test_run_saves_models_and_inspect_prints_them(tmp_path, capsys):
     assert main(["inspect", str(saved), "--client", "3", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [d["kind"] for d in data] == ["xgboost"]
+    # the run's other files name it too (said "no saved models at r.checkpoint.models.npz")
+    for sibling in ("r.rounds.csv", "r.checkpoint.npz", "r.checkpoint.journal"):
+        assert models_path(tmp_path / sibling) == saved
+        assert main(["inspect", str(tmp_path / sibling), "--client", "3", "--json"]) == 0
+        assert [d["kind"] for d in json.loads(capsys.readouterr().out)] == ["xgboost"]
 
 
 def test_inspect_errors(tmp_path, capsys):

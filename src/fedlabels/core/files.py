@@ -41,11 +41,20 @@ def given_path(value: object, what: str) -> Path:
 
 
 def models_path(result_path: str | Path) -> Path:
-    """Where the models of a result JSON live: ``x.json`` -> ``x.models.npz``."""
+    """Where the models of a result JSON live: ``x.json`` -> ``x.models.npz`` (and from
+    the run's other files, its rounds table and checkpoint: ``x.checkpoint.npz`` ->
+    ``x.models.npz``, not ``x.checkpoint.models.npz``)."""
     path = Path(result_path)
     if path.name.endswith((".models.npz", PICKLED_MODELS)):
         return path
+    for sibling in RUN_SIBLINGS:
+        if path.name.endswith(sibling) and len(path.name) > len(sibling):
+            return path.with_name(path.name[:-len(sibling)] + ".models.npz")
     return path.with_suffix(".models.npz")
+
+
+#: the suffixes of a run's files beside its result ``x.json`` that name the run too
+RUN_SIBLINGS = (".rounds.csv", ".checkpoint.npz", ".checkpoint.journal")
 
 
 def rounds_path(result: str | Path) -> Path:
