@@ -271,3 +271,21 @@ def test_the_console_says_where_a_run_trained_when_it_asked_for_more_than_the_cp
                         "cuda_graphs": {"asked": "on", "graphed_calls": 12}})
     assert line == ("device: cuda:0 (NVIDIA H100), fp32, clients trained together, 12 calls "
                     "replayed as CUDA graphs")
+
+
+@pytest.mark.parametrize("method, options", [
+    ("dp-fedavg", {"level": "record", "epsilon": 5}),
+    ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 8}),
+])
+def test_dp_sgd_batch_norm_refusal_reads_the_same_for_a_spec_and_your_module(
+        fed, method, options):
+    """The papers' CNN (refused before the run, from its spec) and your own module
+    (refused by the client once built) got two wordings ('dp-fedavg level record
+    (client 0) trains ...' and 'client 0 trains ...'): one now."""
+    said = []
+    for model in ("cnn(arch=cifar10)", fl.TorchModel(with_batch_norm)):
+        with pytest.raises(FedLabelsError, match="batch normalisation") as caught:
+            fl.run(method, fed, model=model, rounds=1, options=options, progress=False)
+        said.append(str(caught.value))
+    assert said[0] == said[1]
+    assert said[0].startswith("client 0 trains with DP-SGD, which needs per-example")

@@ -323,7 +323,7 @@ class DPFedAvg(Method):
             from fedlabels.learners.dpsgd import check_dpsgd_learner
 
             for cid, learner in enumerate(learners):
-                check_dpsgd_learner(learner, f"dp-fedavg level record (client {cid})")
+                check_dpsgd_learner(learner, f"client {cid}")
 
     def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
         if settings.options_as(DPFedAvgOptions).epsilon is not None:

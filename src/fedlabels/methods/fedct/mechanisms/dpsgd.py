@@ -180,7 +180,7 @@ class DPSGDMechanism(LabelMechanism):
 
         for cid, learner in enumerate(learners):
             try:
-                check_dpsgd_learner(learner, f"dp-fedct --mechanism dpsgd (client {cid})")
+                check_dpsgd_learner(learner, f"client {cid}")
             except FedLabelsError as exc:
                 return str(exc)
         return None
