@@ -260,7 +260,8 @@ def test_the_console_says_where_a_run_trained_when_it_asked_for_more_than_the_cp
     assert main([*base, "--output", str(tmp_path / "a.json")]) == 0
     out = capsys.readouterr().out
     assert "device:" not in out  # the default: nothing more to say
-    assert out.splitlines()[2].startswith("fedct/mlp digits")  # the model beside the method
+    # the model's whole spec beside the method (not only its family: `fedct/mlp`)
+    assert out.splitlines()[2].startswith("fedct/mlp(hidden=8) digits")
     assert main([*base, "--device", "auto", "--batch-clients", "on", "--precision", "bf16",
                  "--output", str(tmp_path / "b.json")]) == 0
     out = capsys.readouterr().out

@@ -158,8 +158,9 @@ def show_table(result: Any, metric: str = "accuracy") -> None:
     from fedlabels.reporting.plots import model_text
     from fedlabels.results import format_table, table_warnings
 
-    row = result.summary_row()  # shown as the demo shows runs: method/model
-    label = f"{row['method']}/{model_text(result)}" if result.models else row["method"]
+    row = result.summary_row()  # method/model spec (`cnn(arch=cifar10)`, not only `cnn`)
+    label = f"{row['method']}/{model_text(result, arguments=True)}" if result.models \
+        else row["method"]
     print(format_table([{**row, "method": label}], metric=metric))
     clinical = result.extra.get("clinical") or {}
     if metric != "accuracy" and row.get("mean_rmse") is not None:

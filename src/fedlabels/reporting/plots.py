@@ -75,10 +75,11 @@ def changed_options(res: RunResult) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k not in defaults or defaults[k] != v}
 
 
-def model_text(res: RunResult) -> str:
+def model_text(res: RunResult, arguments: bool = False) -> str:
     """``decision_tree``, ``mlp`` or ``dt, rf`` (each distinct model once, arguments
-    dropped)."""
-    names = dict.fromkeys(m.split("(")[0] for m in res.models)
+    dropped; with ``arguments`` each distinct spec whole: ``cnn(arch=cifar10)``, as the
+    CLI's table names a run's model so that two runs can be told apart)."""
+    names = dict.fromkeys(m if arguments else m.split("(")[0] for m in res.models)
     if not names:  # a method that trains no model (label propagation)
         return "no model"
     return ", ".join(names) if len(names) <= 3 else f"{len(names)} models"
