@@ -206,6 +206,8 @@ def _main(argv: list[str] | None) -> int:
         with command_line(["fedlabels", *(sys.argv[1:] if argv is None else argv)]):
             code = args.func(args)
     except FedLabelsError as exc:
+        if getattr(exc, "internal", False):  # a client's failure in fedlabels' own code
+            raise  # (ClientError): its traceback, to report
         print(f"fedlabels: error: {exc}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from fedlabels.core.errors import LearnerOutputError
+
 
 def bits_per_label(n_classes: int) -> int:
     """Number of bits needed to encode one label out of ``n_classes`` (at least 1)."""
@@ -25,7 +27,7 @@ def pack_labels(labels: np.ndarray, n_classes: int) -> np.ndarray:
     if labels.ndim != 1:
         raise ValueError("labels must be one-dimensional")
     if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
-        raise ValueError(f"labels must lie in [0, {n_classes}); got range "
+        raise LearnerOutputError(f"labels must lie in [0, {n_classes}); got range "
                          f"[{labels.min()}, {labels.max()}]")
     bits = bits_per_label(n_classes)
     shifts = np.arange(bits - 1, -1, -1, dtype=np.uint32)

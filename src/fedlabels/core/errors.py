@@ -7,6 +7,7 @@ says what is wrong and how to fix it; the CLI prints it without a traceback.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 
 class FedLabelsError(ValueError):
@@ -32,6 +33,27 @@ class ParameterRefusal(RefusedError):
     """Less noise (or another mechanism) than the client's own options."""
 
     category = "refused: parameters"
+
+
+class LearnerOutputError(ValueError):
+    """What a learner produced cannot be sent (labels outside the classes): a fault of the
+    learner (the user's), not of fedlabels, when a client's handler raises it."""
+
+
+class ClientError(FedLabelsError):
+    """A client's handler raised while answering a message of the run (which client, round,
+    message kind and learner: :func:`fedlabels.engines.client_failure.client_failure`);
+    ``__cause__`` is the original exception. ``internal``: the failure lies in fedlabels'
+    own code, not in the user's learner or data (the CLI shows its traceback)."""
+
+    def __init__(self, message: str, internal: bool = False, original: Any = None) -> None:
+        super().__init__(message)
+        self.internal = internal
+        self.original = original
+        self.__cause__ = original
+
+    def __reduce__(self) -> Any:  # from a worker process: the cause comes along
+        return (type(self), (str(self), self.internal, self.original))
 
 
 def raised_at(exc: BaseException) -> str:

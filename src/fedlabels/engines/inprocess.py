@@ -25,6 +25,7 @@ import numpy as np
 from fedlabels.comm import Message, decode_message, encode_message
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
+from fedlabels.engines.client_failure import client_failure
 from fedlabels.engines.client_ledgers import reconcile_client_ledgers
 from fedlabels.engines.workers import WorkerGrid, in_process_only, resolve_workers
 from fedlabels.method.adversary import attack_record
@@ -79,6 +80,11 @@ class InProcessGrid:
             self.meter.add(rnd, cid, "down", messages[cid].category, len(down))
             try:
                 reply = self.clients[cid].handle(decode_message(down))
+            except BaseException as exc:
+                failure = client_failure(exc, cid, rnd, messages[cid].kind, self.clients[cid])
+                if failure is exc:
+                    raise
+                raise failure from exc
             finally:
                 self.after_turn(cid)
             up = encode_message(reply)

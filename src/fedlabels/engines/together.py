@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.engines.client_failure import client_failure
 from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
 from fedlabels.learners.batched import PredictJob, TrainJob, predict_together, train_together
 from fedlabels.learners.batched_distill import distill_together
@@ -145,7 +146,8 @@ class TogetherGrid:
             try:
                 results[cid] = self.inner.clients[cid].handle(decoded[cid])
             except BaseException as exc:
-                results[cid] = exc
+                results[cid] = client_failure(exc, cid, rnd, decoded[cid].kind,
+                                              self.inner.clients[cid])
             finally:
                 learner.__dict__.pop("_rendezvous", None)
                 rendezvous.finished()

@@ -30,12 +30,13 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from multiprocessing.connection import Connection, wait
 from typing import Any, NoReturn
 
 from fedlabels.comm import Message, decode_message, encode_message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import ClientError, FedLabelsError
 from fedlabels.core.parent_death import die_with_parent
 from fedlabels.core.randomness import current_source, is_reproducible
 from fedlabels.core.threads import (
@@ -45,6 +46,7 @@ from fedlabels.core.threads import (
     available_cores,
     torch_threads,
 )
+from fedlabels.engines.client_failure import client_failure
 from fedlabels.learners import is_iterative
 from fedlabels.method.base import ClientRole
 from fedlabels.runs.loop import CommMeter
@@ -147,7 +149,7 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int,
         if command == "stop":
             return
         if command == "handle":
-            _, batch, position = request
+            _, batch, position, rnd = request
             for cid, down in batch:
                 start, cpu = time.time(), time.thread_time()
                 try:
@@ -159,7 +161,13 @@ def _serve(conn: Connection, clients: dict[int, ClientRole], threads: int,
                     conn.send(("reply", cid, up, after,
                                (start, time.time(), time.thread_time() - cpu)))
                 except BaseException as exc:  # raised again by the simulator
-                    conn.send(("error", cid, _portable(exc), None,
+                    failure = client_failure(exc, cid, rnd, decode_message(down).kind,
+                                             clients[cid])
+                    if isinstance(failure, ClientError):  # its cause travels too, a bug's
+                        if failure.internal:  # with the worker's traceback
+                            exc.add_note("".join(traceback.format_exception(exc)).rstrip())
+                        failure.original = failure.__cause__ = _portable(exc)
+                    conn.send(("error", cid, _portable(failure), None,
                                (start, time.time(), time.thread_time() - cpu)))
                     break
             conn.send(("end",))
@@ -328,7 +336,7 @@ class WorkerGrid:
         position = current_source().getstate() if is_reproducible() else None  # type: ignore[union-attr]
         self._mark({"event": "dispatch", "round": rnd, "time": time.time()})
         for w, batch in batches.items():
-            self._send(w, ("handle", batch, position), batch[0][0], rnd)
+            self._send(w, ("handle", batch, position, rnd), batch[0][0], rnd)
         ups: dict[int, bytes] = {}
         errors: dict[int, BaseException] = {}
         open_ = {self.conns[w]: w for w in batches}
