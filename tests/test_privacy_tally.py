@@ -27,6 +27,7 @@ from fedlabels.privacy.mechanisms import flip_probability
 from fedlabels.privacy.tally import (
     FAST_ACCOUNTANTS,
     ClientTallies,
+    Tally,
     basic,
     client_part,
     dpsgd_spent,
@@ -265,3 +266,66 @@ def test_a_check_reads_the_new_releases_only_however_long_the_history(per_client
     short, long = _reads_of_one_check(5, per_client), _reads_of_one_check(300, per_client)
     assert long == short
     assert short[0] <= 2 * (3 if per_client else 1)  # the new release, once per party
+
+
+def _totals(tally: Tally) -> tuple[Any, ...]:
+    """Every total of ``tally``, exactly (arrays as lists: equal bit for bit)."""
+    gnmax = {s: (sorted(g.settings), g.rdp.tolist(), g.rdp_thr.tolist())
+             for s, g in tally.gnmax.items()}
+    return (tally.labels, tally.dpsgd, tally.gauss, gnmax, tally.laplace)
+
+
+def _random_runs(rng: random.Random, server: bool) -> list[tuple[Any, int]]:
+    calls: list[int] = []
+    return [(_server_event(rng, calls, late=i >= 5) if server else _party_event(rng),
+             rng.choice([1, 2, 3, 17, 400, 5000])) for i in range(rng.randint(1, 9))]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_run_of_equal_events_counts_as_its_events_one_by_one(seed: int) -> None:
+    """Tally.add(ev, n), ClientTallies.extend_runs and a ledger restored from runs (a site's
+    role, restored for every message) give the totals of adding every event in turn."""
+    rng = random.Random(seed)
+    runs = _random_runs(rng, server=False)
+    events = [ev for ev, n in runs for _ in range(n)]
+    at_once = Tally()
+    at_once.extend_runs(runs)
+    assert _totals(at_once) == _totals(Tally.of(events))  # the oracle: event by event
+    served = _random_runs(rng, server=True)
+    oracle = ClientTallies()
+    oracle.extend([ev for ev, n in served for _ in range(n)], [])
+    tallies = ClientTallies()
+    tallies.extend_runs(served)
+    assert _totals(tallies.whole) == _totals(oracle.whole)
+    assert {c: _totals(t) for c, t in tallies.clients.items()} == {
+        c: _totals(t) for c, t in oracle.clients.items()}
+    ledger = Ledger(DELTA, gaussian_accountants=("rdp",), events=list(events))
+    restored = Ledger(DELTA, gaussian_accountants=("rdp",))
+    restored.restore_json(ledger.events_json())
+    assert restored.events == events
+    _same(restored.spent(), _walk_events(events, DELTA, ("rdp",)))
+    nxt = _party_event(rng)
+    _same(restored.check([nxt]), _walk_events([*events, nxt], DELTA, ("rdp",)))
+
+
+def test_a_restored_ledger_counts_each_run_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Flower site's role, rebuilt for every message, counted all the run's releases into
+    its totals again (0.36 ms at 1,000 releases, 3.4 ms at 10,000): O(events); each run
+    of equal events now counts at once."""
+    added: list[int] = []
+    original = Tally.add
+
+    def counted(self: Tally, ev: Any, n: int = 1) -> None:
+        added.append(n)
+        original(self, ev, n)
+
+    monkeypatch.setattr(Tally, "add", counted)
+    for per_client in (False, True):
+        text = Ledger(DELTA, events=[_xor(0.7)] * 3000 + [_xor(0.3)] * 2
+                      + [_xor(0.7)] * 5000).events_json()
+        restored = Ledger(DELTA, per_client=per_client)
+        added.clear()
+        restored.restore_json(text)
+        restored.check([_xor(0.7)], tight=False)
+        assert len(restored.events) == 8002
+        assert sorted(added) == [1, 2, 3000, 5000]  # each run at once, and the new release

@@ -202,6 +202,22 @@ def rr_epsilon_exact_within(limit: float, n_bits: int, flip_prob: float,
 
 # ------------------------------------------------------------------ label mechanisms
 
+def repeat_add(total: Any, term: Any, n: int) -> Any:
+    """``total`` with ``term`` added ``n`` times one after the other (a float or an array,
+    bit for bit what a loop of ``total += term`` gives), in C: a run of n equal releases
+    counted at once."""
+    if n == 1:
+        return total + term
+    chunk = 4096
+    while n > 0:
+        k = min(n, chunk)
+        rows = np.empty((k + 1, *np.shape(total)))
+        rows[0], rows[1:] = total, term
+        total = np.add.accumulate(rows, axis=0)[-1]
+        n -= k
+    return float(total) if np.ndim(total) == 0 else total
+
+
 @dataclass
 class LabelTally:
     """What label accounting reads of XOR / k-ary RR releases, kept as they are added: Σ ε
@@ -222,19 +238,22 @@ class LabelTally:
             tally.add(ev)
         return tally
 
-    def add(self, ev: LabelEvent) -> None:
+    def add(self, ev: LabelEvent, n: int = 1) -> None:
+        """Add ``n`` releases equal to ``ev`` (the same totals as adding it ``n`` times: the
+        counts are multiplied, Σ ε summed left to right by :func:`repeat_add`)."""
         if isinstance(ev, XorEvent):
             key = (2.0 * ev.flip_probability, 2)
-            n = ev.sensitivity_bits
+            bits = ev.sensitivity_bits
         elif isinstance(ev, KaryRREvent):
             c = ev.n_classes
-            key, n = (c / (math.exp(ev.epsilon_per_label) + c - 1), c), ev.sensitivity_labels
+            key, bits = (c / (math.exp(ev.epsilon_per_label) + c - 1), c), ev.sensitivity_labels
             self.kary = True
         else:
             raise FedLabelsError(f"{type(ev).__name__} is not a label mechanism.")
-        self.basic += ev.epsilon  # a left fold, as a running total adds (not sum(): 3.12's
-        self.groups[key] = self.groups.get(key, 0) + n  # compensates)
-        self.count += 1
+        # a left fold, as a running total adds (not sum(): 3.12's compensates)
+        self.basic = repeat_add(self.basic, ev.epsilon, n)
+        self.groups[key] = self.groups.get(key, 0) + n * bits
+        self.count += n
 
     def copy(self) -> LabelTally:
         return LabelTally(self.basic, dict(self.groups), self.kary, self.count)

@@ -353,6 +353,10 @@ class Ledger:
         encode its whole ledger again)."""
         runs = _event_runs(text)
         self.events[:] = _expand(runs)
+        tally = ClientTallies() if self.per_client else Tally()
+        tally.extend_runs(runs)  # each run counted at once: O(runs), not O(events)
+        self._tallied = (tally, self.events, len(self.events),
+                         self.events[-1] if self.events else None)
         merged: list[list[Any]] = []  # equal runs in a row (an older text) become one
         for event, count in runs:
             _add_to_runs(merged, [_event_json(event)])

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.privacy.accounting import LabelTally, PrivacySpent
+from fedlabels.privacy.accounting import LabelTally, PrivacySpent, repeat_add
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
     GNMaxEvent,
@@ -83,16 +83,18 @@ class _GNMaxTally:
     rdp: Any = None
     rdp_thr: Any = None
 
-    def add(self, ev: GNMaxEvent) -> None:
+    def add(self, ev: GNMaxEvent, n: int = 1) -> None:
         from fedlabels.privacy.gnmax import check_orders, gnmax_rdp_data_independent, threshold_rdp
 
         self.settings.setdefault((ev.sigma, ev.threshold, ev.threshold_sigma), ev)
         orders = check_orders(None)
         if self.rdp is None:
             self.rdp, self.rdp_thr = np.zeros_like(orders), np.zeros_like(orders)
-        self.rdp += ev.n_queries * gnmax_rdp_data_independent(float(ev.sigma), orders)
+        self.rdp = repeat_add(self.rdp, ev.n_queries * gnmax_rdp_data_independent(
+            float(ev.sigma), orders), n)
         if ev.threshold is not None and ev.threshold_sigma is not None:
-            self.rdp_thr += ev.n_queries * threshold_rdp(ev.threshold_sigma, orders)
+            self.rdp_thr = repeat_add(self.rdp_thr, ev.n_queries * threshold_rdp(
+                ev.threshold_sigma, orders), n)
 
     def copy(self) -> _GNMaxTally:
         return _GNMaxTally(dict(self.settings), self.rdp.copy(), self.rdp_thr.copy())
@@ -126,20 +128,29 @@ class Tally:
             tally.add(ev)
         return tally
 
-    def add(self, ev: Any) -> None:
+    def add(self, ev: Any, n: int = 1) -> None:
+        """Add ``n`` releases equal to ``ev`` at once: every total is additive over equal
+        events (counts per (σ, q), (p, bits), (b, Δ₁); RDP and Σ ε summed as one by one),
+        so this is ``n`` calls' tally in O(1) Python steps (a restored run of
+        ``{"event": ..., "repeat": n}``, :meth:`extend_runs`)."""
         if isinstance(ev, XorEvent | KaryRREvent):
-            self.labels.add(ev)
+            self.labels.add(ev, n)
         elif isinstance(ev, DPSGDRoundEvent):
             key = (ev.noise_multiplier, ev.sample_rate)
-            self.dpsgd[key] = self.dpsgd.get(key, 0) + sum(int(k) for _, k in ev.steps)
+            self.dpsgd[key] = self.dpsgd.get(key, 0) + n * sum(int(k) for _, k in ev.steps)
         elif isinstance(ev, SampledGaussianEvent):
             key = (ev.noise_multiplier, ev.sampling_rate)
-            self.gauss[key] = self.gauss.get(key, 0) + 1
+            self.gauss[key] = self.gauss.get(key, 0) + n
         elif isinstance(ev, GNMaxEvent):
-            self.gnmax.setdefault(ev.sigma, _GNMaxTally()).add(ev)
+            self.gnmax.setdefault(ev.sigma, _GNMaxTally()).add(ev, n)
         elif isinstance(ev, LaplaceNoisyMaxEvent):
             key = (ev.scale, ev.l1_sensitivity)
-            self.laplace[key] = self.laplace.get(key, 0) + ev.n_queries
+            self.laplace[key] = self.laplace.get(key, 0) + n * ev.n_queries
+
+    def extend_runs(self, runs: Sequence[tuple[Any, int]]) -> None:
+        """Add ``runs`` of equal events ((event, how many in a row), in order)."""
+        for ev, n in runs:
+            self.add(ev, n)
 
     def extend(self, new: Sequence[Any], history: Sequence[Any]) -> None:
         """Add ``new``, released after ``history`` (the events tallied so far)."""
@@ -222,6 +233,22 @@ class ClientTallies:
                 part = client_part(ev, cid)
                 if part is not None:
                     tally.add(part)
+
+    def extend_runs(self, runs: Sequence[tuple[Any, int]]) -> None:
+        """:meth:`extend` of the events of ``runs`` ((event, how many in a row)) onto an
+        empty tally, each run added at once."""
+        for i, (ev, n) in enumerate(runs):
+            for cid in named_clients(ev):
+                if cid not in self.clients:
+                    self.clients[cid] = tally = Tally()
+                    for prev, m in runs[:i]:
+                        if (p := client_part(prev, cid)) is not None:
+                            tally.add(p, m)
+            self.whole.add(ev, n)
+            for cid, tally in self.clients.items():
+                part = client_part(ev, cid)
+                if part is not None:
+                    tally.add(part, n)
 
     def copy(self) -> ClientTallies:
         return ClientTallies(self.whole.copy(), {c: t.copy() for c, t in self.clients.items()})
