@@ -87,7 +87,7 @@ def events_from_json(text: str) -> list[Any]:
     return _expand(_event_runs(text))
 
 
-def _expand(runs: list[tuple[Any, int]]) -> list[Any]:
+def _expand(runs: Sequence[tuple[Any, int]]) -> list[Any]:
     out: list[Any] = []
     for event, count in runs:
         out.extend([event] * count)
@@ -129,13 +129,13 @@ def _runs_json(runs: Sequence[list[Any]]) -> str:
                            for text, count in runs) + "]"
 
 
-def _add_to_runs(runs: list[list[Any]], texts: Iterable[str]) -> None:
-    """Append events' JSON ``texts`` to ``runs``, extending the last run where equal."""
-    for text in texts:
-        if runs and runs[-1][0] == text:
-            runs[-1][1] += 1
-        else:
-            runs.append([text, 1])
+def _add_run(runs: list[list[Any]], text: str, count: int = 1) -> None:
+    """Append ``count`` events of JSON ``text`` to ``runs``, extending the last run where
+    it is the same event."""
+    if runs and runs[-1][0] == text:
+        runs[-1][1] += count
+    else:
+        runs.append([text, count])
 
 
 def _cut_runs(runs: list[list[Any]], total: int, keep: int) -> None:
@@ -344,7 +344,8 @@ class Ledger:
         del objects[keep:]
         new = events[keep:]
         objects.extend(new)
-        _add_to_runs(runs, map(_event_json, new))
+        for event in new:
+            _add_run(runs, _event_json(event))
         return _runs_json(runs)
 
     def restore_json(self, text: str) -> None:
@@ -352,16 +353,20 @@ class Ledger:
         events decoded and kept encoded once (a role restored for every message does not
         encode its whole ledger again)."""
         runs = _event_runs(text)
-        self.events[:] = _expand(runs)
-        tally = ClientTallies() if self.per_client else Tally()
-        tally.extend_runs(runs)  # each run counted at once: O(runs), not O(events)
-        self._tallied = (tally, self.events, len(self.events),
-                         self.events[-1] if self.events else None)
+        self.restore_runs(runs)
         merged: list[list[Any]] = []  # equal runs in a row (an older text) become one
         for event, count in runs:
-            _add_to_runs(merged, [_event_json(event)])
-            merged[-1][1] += count - 1
+            _add_run(merged, _event_json(event), count)
         self._encoded[:] = [list(self.events), merged]
+
+    def restore_runs(self, runs: Sequence[tuple[Any, int]]) -> None:
+        """Set :attr:`events` to ``runs`` ((event, how many in a row), in order), their
+        running totals counted a run at a time: O(runs), not O(events)."""
+        self.events[:] = _expand(runs)
+        tally = ClientTallies() if self.per_client else Tally()
+        tally.extend_runs(runs)
+        self._tallied = (tally, self.events, len(self.events),
+                         self.events[-1] if self.events else None)
 
     def target_view(self, unit: str, planned: int, released: int,
                     enforced: str = SERVER_ENFORCES) -> dict[str, Any] | None:

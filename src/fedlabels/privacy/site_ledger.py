@@ -213,6 +213,12 @@ class SiteLedger:
             "in the node config to allow more runs)" if self.plan_budget else "")
         return Ledger(self.delta, self.epsilon, events, what=what)
 
+    def _ledger_of_runs(self, runs: Sequence[Sequence[Any]]) -> Ledger:
+        """:meth:`_ledger` of a head's runs (each decoded once, counted a run at a time)."""
+        ledger = self._ledger([])
+        ledger.restore_runs([(event_from_dict(event), int(count)) for event, count in runs])
+        return ledger
+
     def charge(self, events: Sequence[Any], run_plan: Sequence[Any] | None = None,
                **about: Any) -> PrivacySpent:
         """Record ``events`` before their release; refuse beyond the lifetime budget.
@@ -229,12 +235,12 @@ class SiteLedger:
         crash or an error after the charge) and covers the release made now."""
         with self._locked():
             head = self._head()
-            past = _expand_runs(head["runs"])
+            past = self._ledger_of_runs(head["runs"])
             if _charged_unsent(head, events, about):
-                return self._ledger(past).spent()
+                return past.spent()
             if run_plan is not None and self.epsilon is not None:  # once a run: all entries
                 self._check_room(self._lines(), list(run_plan), about.get("sequence"))
-            after = self._ledger(past).check(events)
+            after = past.check(events)
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"event": event_to_dict(ev), "at": at, **about} for ev in events],
                          self._last, head)
@@ -362,14 +368,6 @@ def _fold(head: dict[str, Any], entries: Sequence[dict[str, Any]]) -> None:
             head["noiseless"].append([entry.get("sequence"), entry.get("seq")])
         if "plan_budget" in entry and head["plan_budget"] is None:
             head["plan_budget"] = float(entry["plan_budget"])
-
-
-def _expand_runs(runs: Sequence[Sequence[Any]]) -> list[Any]:
-    """The release events of a head's runs, in order (each run decoded once)."""
-    out: list[Any] = []
-    for event, count in runs:
-        out.extend([event_from_dict(event)] * int(count))
-    return out
 
 
 def _chain(data: bytes, n: int, prev: str, ledger: SiteLedger
