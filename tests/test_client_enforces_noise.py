@@ -98,3 +98,21 @@ def test_the_estimate_is_answered_once_from_the_clients_own_options(fed):
         "dpfedct.sensitivity", category="control",
         config={"neighbours": 3, "relation": "remove", "steps": 1, "model": ""}))
     assert other.config == reply.config
+
+
+@pytest.mark.parametrize("case", [XOR, KARY, SA, EMPIRICAL])
+@pytest.mark.parametrize("steps", [50, 0, -1, True, 2**62])
+def test_other_local_steps_than_the_clients_plan_are_refused(fed, case, steps):
+    """The local steps a round trains the released model with are the client's own
+    (``period``, what its plan and an empirical s* were made for), not the server's: a
+    server that asked 25 times the steps (or 2**62, or -1) got a release from a model its
+    sensitivity was never estimated for (found by a red-team pass). Replayed through the
+    codec, as a site receives it."""
+    from fedlabels.comm import decode_message, encode_message
+
+    message, client = _train(case, fed)
+    assert message.config["steps"] == client.settings.period  # the honest request
+    with pytest.raises(ParameterRefusal, match="local steps"):
+        client.handle(decode_message(encode_message(_with(message, steps=steps))))
+    assert client.releases == 0 and not client.ledger.events
+    assert client.handle(message).category == "protocol"  # the honest one is answered

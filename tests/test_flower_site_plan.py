@@ -55,6 +55,16 @@ def test_sites_refuse_more_rounds_than_their_plan(tmp_path: Path) -> None:
     assert "refused: budget" in text, text
 
 
+def test_sites_refuse_more_local_steps_than_their_plan(tmp_path: Path) -> None:
+    """The plan's period is the site's steps a round: a coordinator whose run config said
+    period 25 had the sites train 25 times their plan's steps before each release."""
+    grid, spec = _deviating_run(tmp_path, replace(SITE, period=25))
+    with pytest.raises(FedLabelsError):
+        run_server(grid, server_context(spec))
+    text = Path(spec.status).read_text()
+    assert "refused: parameters" in text, text
+
+
 def test_honest_run_with_site_plans_equals_the_plain_deployment(tmp_path: Path) -> None:
     prepared, grid = loopback_deployment(SITE, tmp_path / "sites")
     result = run_server(grid, server_context(prepared.spec))

@@ -173,13 +173,14 @@ class DPSGDClient(SecretNoiseClient):
         return steps
 
     def checked_steps(self, config: Mapping[str, Any]) -> int:
-        """The DP-SGD steps a round asks for: this client's own steps per round
+        """The local (DP-SGD) steps a round asks for: this client's own steps per round
         (``settings.period``), whatever else the message says (a negative number took steps
-        off its ledger while more were run, a larger one spent the plan early)."""
+        off its ledger while more were run, a larger one spent the plan early, or trained
+        the model a DP-FedCT client releases from beyond what its s* was estimated for)."""
         steps, own = config.get("steps"), int(self.settings.period)
         if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps != own:
-            raise ParameterRefusal(f"client {self.cid}: the server asked for {steps!r} DP-SGD "
-                                   f"steps but this client's plan takes {own} a round; "
+            raise ParameterRefusal(f"client {self.cid}: the server asked for {steps!r} local "
+                                   f"steps a round but this client's plan takes {own}; "
                                    "refusing to train.")
         return own
 

@@ -78,7 +78,8 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
 
     Its own options, never the server's message, decide its protection: it refuses a message
     that asks for another mechanism, less noise than its options calibrate
-    (:meth:`~.base.LabelMechanism.client_noise`) or a release beyond the planned rounds,
+    (:meth:`~.base.LabelMechanism.client_noise`), other local steps than its own
+    ``period`` or a release beyond the planned rounds,
     and answers the (noiseless) sensitivity estimate only where its options choose
     ``sensitivity=empirical``, once."""
 
@@ -111,6 +112,9 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
             raise ParameterRefusal(f"client {self.cid}: the server asked for mechanism "
                                    f"{asked!r} but this client's options say {mine!r}; "
                                    "refusing.")
+        # the model it releases from trains its own steps a round (what its plan and an
+        # empirical s* were made for), never the server's number
+        self.checked_steps(message.config)
         noise = self.strategy.client_noise(self, message.config)  # refuses less noise
         self.releases += 1
         return self.strategy.release(self, message, noise)
