@@ -470,3 +470,33 @@ def test_a_crash_before_the_first_reply_of_a_later_run_is_not_charged_twice(
 def _seq_or_none(message: Message) -> int | None:
     meta = message.content.config_records.get(META)
     return None if meta is None or "seq" not in meta else int(meta["seq"])
+
+
+def test_a_request_attached_to_a_message_is_answered_only_if_it_is_an_evaluation(
+        tmp_path: Path) -> None:
+    """A site answers the evaluation request a message may carry (``then``) right after
+    the message. A coordinator that attached a copy of round 1's train message instead got
+    a second release handled and charged (its reply dropped, the role's state changed), so
+    the site's one-run plan was spent by round 1 and round 2 was refused ``budget``; a
+    request that is not an evaluation is now refused before anything is handled."""
+    from fedlabels.engines.flower.convert import to_record_dict
+
+    class AttachTrain(LoopbackGrid):
+        def push_messages(self, messages):  # type: ignore[no-untyped-def]
+            batch = list(messages)
+            for m in batch:
+                ours, meta = from_record_dict(m.content)
+                if ours.category == "protocol" and meta.get("round") == 0:
+                    m.content = to_record_dict(ours, ours, **meta)
+            return super().push_messages(batch)
+
+    cfg = _config()
+    prepared, _ = loopback_deployment(cfg, tmp_path / "sites")
+    grid = AttachTrain(client_app, [prepared.node_settings(c) for c in range(cfg.clients)],
+                       {RUN_CONFIG_KEY: prepared.spec.to_json()})
+    with pytest.raises(FedLabelsError, match="every client was lost"):
+        run_server(grid, server_context(prepared.spec))
+    status = Path(prepared.spec.status).read_text()
+    assert "refused: message" in status and "refused: budget" not in status, status
+    for node, ctx in grid.contexts.items():
+        assert _ledger(ctx, prepared).events() == [], node  # nothing released or charged

@@ -31,7 +31,7 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedlabels.comm import Message as FLMessage
-from fedlabels.core.errors import FedLabelsError, error_category
+from fedlabels.core.errors import FedLabelsError, RefusedError, error_category
 from fedlabels.core.threads import set_threads
 from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
@@ -158,6 +158,12 @@ def _handle(message: Message, context: Context) -> Message:
         seq, rnd, folder = meta.get("seq"), meta.get("round"), snapshots.run_dir(node_config,
                                                                                  spec)
         request = attached_message(message.content)
+        if request is not None and (request.kind, request.category) != ("evaluate",
+                                                                         "evaluation"):
+            # answered after the message and its reply dropped if the role changed: any
+            # other kind would be a second release (charged) the site never planned
+            raise RefusedError(f"message refused: its attached request is a "
+                               f"{request.kind!r} ({request.category}), not an evaluation.")
         digest = message_digest(ours, request, rnd if isinstance(rnd, int) else -1)
         guard = SequenceGuard.load(ledger.path.parent / "runs" /
                                    f"{snapshots.run_key(spec)}.json", key)
