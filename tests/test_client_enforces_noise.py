@@ -12,7 +12,7 @@ import pytest
 
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
-from fedlabels.core.errors import BudgetRefusal, ParameterRefusal, RefusedError
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal, RefusedError
 from test_deviating_server import _role_factory, honest
 from test_method_contract import CLIENTS, DATASET, SEED, Case
 
@@ -116,3 +116,18 @@ def test_other_local_steps_than_the_clients_plan_are_refused(fed, case, steps):
         client.handle(decode_message(encode_message(_with(message, steps=steps))))
     assert client.releases == 0 and not client.ledger.events
     assert client.handle(message).category == "protocol"  # the honest one is answered
+
+
+@pytest.mark.parametrize(("case", "key"), [
+    (XOR, "flip_probability"), (KARY, "epsilon_per_label"), (SA, "vote_sigma"),
+    (DPSGD, "noise_multiplier")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), None, "nan"])
+def test_a_noise_parameter_that_is_not_a_finite_number_gets_no_release(fed, case, key, value):
+    """NaN compares false with everything, so a check written as ``asked < own`` would let
+    it through to the mechanism; through the codec, as a site receives it, every one of these
+    is refused or fails before a reply exists (a red-team pass: none was answered)."""
+    from fedlabels.comm import decode_message, encode_message
+
+    message, client = _train(case, fed)
+    with pytest.raises((FedLabelsError, TypeError, ValueError, OverflowError)):
+        client.handle(decode_message(encode_message(_with(message, **{key: value}))))
