@@ -41,6 +41,35 @@ def test_threads_reach_the_client_apps() -> None:
         site_threads({"partition-id": 0, "threads": "many"}, spec)
 
 
+@pytest.mark.parametrize("bad", ["0", "-2", "many", "1.5", "\u00b2", " ", True])
+def test_deploy_local_checks_threads_as_the_site_does(bad: Any) -> None:
+    """``deploy local --site-config threads=N`` is refused before anything starts by the
+    site's own check, with the site's message (it had a copy of the check with its own
+    wording); what it accepts reaches the site as the number the site accepts."""
+    from fedlabels.deploy.launcher import check_site_settings
+
+    spec = DeploySpec(run={})
+    with pytest.raises(FedLabelsError) as launcher:
+        check_site_settings({"threads": bad})
+    with pytest.raises(FedLabelsError) as site:
+        site_threads({"partition-id": 0, "threads": bad}, spec)
+    assert str(launcher.value) == str(site.value) == \
+        f"node config threads must be a whole number >= 1, got {bad!r}."
+    given = check_site_settings({"threads": "4"})["threads"]
+    assert given == 4 and site_threads({"partition-id": 0, "threads": given}, spec) == 4
+
+
+def test_deploy_local_cli_refuses_bad_threads_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from fedlabels.cli import main
+
+    code = main(["deploy", "local", "--method", "fedct", "--dataset", "breast_cancer",
+                 "--site-config", "threads=0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "node config threads must be a whole number >= 1, got '0'." in err
+    assert "Traceback" not in err
+
+
 def _report_preloaded(queue: Any) -> None:
     """Runs in a task process: which of the executor's preloads it found already imported."""
     from fedlabels.deploy.site_exec import PRELOAD

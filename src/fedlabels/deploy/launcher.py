@@ -524,6 +524,7 @@ SITE_SETTINGS = ("ledger-epsilon", "ledger-delta", "evaluate", "threads")
 def check_site_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` with each value checked as the site will read it (one-line errors)."""
     from fedlabels.core.errors import did_you_mean
+    from fedlabels.engines.flower.site import node_threads
     from fedlabels.engines.flower.site_privacy import site_evaluates, site_ledger_budget
 
     for key in settings:
@@ -535,14 +536,8 @@ def check_site_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     if "evaluate" in out:
         out["evaluate"] = site_evaluates(out)
     site_ledger_budget(out)  # ledger-epsilon, ledger-delta
-    if "threads" in out:
-        try:
-            out["threads"] = int(str(out["threads"]))
-        except ValueError:
-            out["threads"] = 0
-        if out["threads"] < 1:
-            raise FedLabelsError(f"site setting threads must be a whole number >= 1, got "
-                                 f"{settings['threads']!r}.")
+    if "threads" in out:  # the site's own check (its message), before anything starts
+        out["threads"] = node_threads(out)
     return out
 
 

@@ -36,7 +36,7 @@ from fedlabels.core.threads import set_threads
 from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
-from fedlabels.engines.flower.site import SiteData, load_site, node_label
+from fedlabels.engines.flower.site import SiteData, load_site, node_label, node_threads
 from fedlabels.engines.flower.site_plan import (
     TRUST_KEY,
     check_planned_round,
@@ -203,12 +203,9 @@ def _handle(message: Message, context: Context) -> Message:
 
 def site_threads(node_config: Mapping[str, Any], spec: DeploySpec) -> int:
     """Torch threads of this site's ClientApps: the node config's ``threads`` (the site's
-    choice), else the run's (``spec.threads``, from ``--threads``; default 1)."""
-    raw = node_config.get("threads", spec.threads)
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        raise FedLabelsError(f"{node_label(dict(node_config), None)}: threads must be a "
-                             f"whole number >= 1, got {raw!r}.")
-    return raw
+    choice), else the run's (``spec.threads``, from ``--threads``; default 1):
+    :func:`~.site.node_threads`."""
+    return node_threads(node_config, spec.threads)
 
 
 class FedLabelsClientApp(ClientApp):

@@ -179,6 +179,21 @@ def node_flag(node_config: Mapping[str, Any], key: str, default: bool) -> bool:
     raise FedLabelsError(f"node config {key} must be true or false, got {raw!r}.")
 
 
+def node_threads(node_config: Mapping[str, Any], default: Any = 1) -> int:
+    """The node config's ``threads`` (the torch threads of the site's ClientApps; ``default``
+    where it names none): a whole number >= 1, as a number or as digits (``deploy local
+    --site-config threads=N`` gives text). The one check of it, for the site and for ``deploy
+    local``, which refuses a bad value before anything starts."""
+    raw = node_config.get("threads", default)
+    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
+        value = int(raw.strip())
+    else:
+        value = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+    if value < 1:
+        raise FedLabelsError(f"node config threads must be a whole number >= 1, got {raw!r}.")
+    return value
+
+
 def check_node_keys(node_config: Mapping[str, Any], who: str) -> None:
     """Refuse a node config key the site does not read: a misspelt ``privacy-plan`` or
     ``ledger-epsilon`` would otherwise leave the site without the protection it names."""
