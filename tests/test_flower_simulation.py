@@ -303,7 +303,14 @@ def test_dp_run_on_ray_spends_what_the_simulator_spends(_: None, ray_cluster: st
     ray = fl.run("dp-fedct", "breast_cancer", engine=ENGINE, **kw)
     simulated = fl.run("dp-fedct", "breast_cancer", **kw)
     privacy = as_json(ray)["privacy"]
+    sites = privacy.pop("site_ledgers")  # each site's own ledger, as the site reported it
     assert privacy == as_json(simulated)["privacy"]
+    assert sites["source"] == "reported by the site, not verified by the coordinator"
+    assert sites["disagreements"] == [] and sorted(sites["sites"]) == ["0", "1", "2"]
+    for site in sites["sites"].values():  # one run of the plan: the coordinator's ε
+        assert site["releases"] == site["ledger_releases"] == 2
+        assert site["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-9)
+        assert site["budget_from"] == "privacy-plan"
     assert privacy["guarantee"] == "formal" and privacy["epsilon"] <= 1.0
     assert [(r.bytes_up, r.bytes_down) for r in ray.rounds] == \
         [(r.bytes_up, r.bytes_down) for r in simulated.rounds]

@@ -68,6 +68,7 @@ def _site_settings(pairs: list[str]) -> dict[str, str]:
 def cmd_deploy_local(args: argparse.Namespace) -> int:
     from fedlabels.core.files import writing
     from fedlabels.deploy.launcher import check_site_settings, deploy_local
+    from fedlabels.results import privacy_line, site_ledgers_line
 
     cfg = config_from_args(args)
     settings = check_site_settings(_site_settings(args.site_config))  # before anything
@@ -98,6 +99,10 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     if temporary:
         shutil.rmtree(workdir, ignore_errors=True)
     show_table(result, args.metric)
+    for line in (privacy_line(result.extra.get("privacy") or {}),
+                 site_ledgers_line(result.extra.get("privacy") or {})):
+        if line:
+            print(line)
     per_round = [r.seconds for r in result.rounds]
     print(f"\nresult: {out}  (rounds: {files['rounds table']}); mean wall time per round "
           f"{sum(per_round) / len(per_round):.1f} s over Flower")

@@ -86,7 +86,7 @@ def caveats_printed_not_warned() -> Iterator[None]:
 
 def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
     """Write the run's files, print its table; 130 for an interrupted run."""
-    from fedlabels.results import device_line, privacy_line
+    from fedlabels.results import device_line, privacy_line, site_ledgers_line
     from fedlabels.runs.progress import info
 
     save_result(result, files)
@@ -107,9 +107,10 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
     where = device_line(result.extra.get("device") or {})
     if where:  # only where the run asked for more than the CPU, fp32, one by one
         info(where)
-    line = privacy_line(result.extra.get("privacy") or {})
-    if line:
-        info(line)
+    for line in (privacy_line(result.extra.get("privacy") or {}),
+                 site_ledgers_line(result.extra.get("privacy") or {})):
+        if line:
+            info(line)
     if result.extra.get("interrupted"):  # and how to go on, where it can
         resume = f"fedlabels resume {shlex.quote(str(files['result']))}" \
             if kept.is_file() else None

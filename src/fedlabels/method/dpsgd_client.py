@@ -57,6 +57,8 @@ class SecretNoiseClient(ClientRole):
     charge_context: Mapping[str, Any] = {}
     #: the charges made for the message in hand (a site builds a role for each message)
     _site_charges: int = -1
+    #: what the site ledger has spent after this message's last charge (None: no charge)
+    site_spent: Any = None
 
     @property
     def ledger(self) -> Ledger:
@@ -84,8 +86,9 @@ class SecretNoiseClient(ClientRole):
             # which charge of this message (a role is built for each message on a site)
             self._site_charges += 1
             first = not self.ledger.events  # this run's first release: its whole plan
-            self.site_ledger.charge(events, run_plan=self.planned_events() if first else None,
-                                    **self.charge_context, charge=self._site_charges)
+            self.site_spent = self.site_ledger.charge(
+                events, run_plan=self.planned_events() if first else None,
+                **self.charge_context, charge=self._site_charges)
         # a decision is all a check needs (this ledger has no target): a tight PLD bound
         # per round took seconds, and an ε per round (a bisection) was thrown away
         self.ledger.add(*events)

@@ -49,7 +49,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,8 @@ class SiteLedger:
     #: the budget is one run of the site's privacy-plan (no ``ledger-epsilon`` was set): a
     #: second noiseless answer is refused too
     plan_budget: bool = False
+    #: the release events the ledger holds after the last :meth:`charge` (-1: none made)
+    releases: int = field(default=-1, init=False, compare=False)
 
     @classmethod
     def open(cls, folder: str | Path, key: bytes, X: np.ndarray, y: np.ndarray, *,
@@ -236,6 +238,7 @@ class SiteLedger:
         with self._locked():
             head = self._head()
             past = self._ledger_of_runs(head["runs"])
+            self.releases = sum(int(count) for _, count in head["runs"])
             if _charged_unsent(head, events, about):
                 return past.spent()
             if run_plan is not None and self.epsilon is not None:  # once a run: all entries
@@ -244,6 +247,7 @@ class SiteLedger:
             at = datetime.now(UTC).isoformat(timespec="seconds")
             self._append([{"event": event_to_dict(ev), "at": at, **about} for ev in events],
                          self._last, head)
+            self.releases += len(events)
         return after
 
     def _check_room(self, entries: Sequence[dict[str, Any]], plan: list[Any],

@@ -136,6 +136,48 @@ def _table(rows: Sequence[dict[str, Any]], all_cols: Sequence[tuple[str, str, Ce
         "\n</tbody></table>"
 
 
+def _site_ledgers(configs: Sequence[Configuration]) -> str:
+    """A table of every Flower site's own ledger figures (``privacy.site_ledgers``, reported
+    by the sites and not verified by the coordinator) beside the coordinator's ε; empty
+    where no result has them."""
+    esc = html.escape
+    rows = []
+    for conf in configs:
+        for run in conf.runs:
+            privacy = run.extra.get("privacy") or {}
+            block = privacy.get("site_ledgers") or {}
+            for cid, site in sorted((block.get("sites") or {}).items(),
+                                    key=lambda kv: int(kv[0])):
+                told = isinstance(site, dict) and "epsilon" in site
+
+                def cell(key: str, site: Any = site, told: bool = told) -> str:
+                    value = site.get(key) if told else None
+                    if isinstance(value, float) and key.endswith("delta"):
+                        return f"{value:g}"
+                    return fmt(value, whole=key.endswith("releases"))
+
+                budget = (f"{cell('budget')} ({site.get('budget_from') or 'none'})"
+                          if told and site.get("budget") is not None else
+                          ("none (recorded)" if told else MISSING))
+                rows.append(
+                    f"<tr><td>{esc(conf.label)}</td><td>{run.seed}</td><td>{esc(cid)}</td>"
+                    f"<td>{fmt(privacy.get('epsilon'))}</td><td>{cell('epsilon')}</td>"
+                    f"<td>{cell('delta')}</td><td>{cell('releases')}</td>"
+                    f"<td>{cell('ledger_epsilon')}</td><td>{cell('ledger_releases')}</td>"
+                    f"<td>{esc(budget)}</td></tr>")
+    if not rows:
+        return ""
+    head = ("<tr><th>configuration</th><th>seed</th><th>site</th><th>coordinator's ε</th>"
+            "<th>site's ε, this run</th><th>δ</th><th>releases</th><th>site's ε, lifetime"
+            "</th><th>lifetime releases</th><th>site's budget</th></tr>")
+    return ("<h2>Sites' own ledgers</h2>\n<p>What each Flower site's own privacy ledger "
+            "enforced, <b>reported by the site, not verified by the coordinator</b> (— : "
+            "the site reported nothing); the disagreements are listed under <i>Read with "
+            "care</i>.</p>\n"
+            f"<table><thead>{head}</thead><tbody>\n" + "\n".join(rows)
+            + "\n</tbody></table>\n")
+
+
 def _confusion(conf: Configuration) -> str | None:
     """The confusion matrix of the lowest seed, summed over clients (rows: truth)."""
     clinical = conf.runs[0].extra.get("clinical") or {}
@@ -200,5 +242,6 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
             f"Headline: <b>{esc(headline)}</b>.{pos_note}{base_note}</p>\n"
             f"{_table(rows, columns(metric), metric, flagged)}\n"
             "<h2>Communication and privacy</h2>\n"
-            f"{_table(rows, cost_columns(), metric, flagged)}\n{figs}\n{cms}\n"
+            f"{_table(rows, cost_columns(), metric, flagged)}\n{_site_ledgers(configs)}"
+            f"{figs}\n{cms}\n"
             f"<h2>Results</h2><ul>{files}</ul>\n</body></html>\n")

@@ -7,8 +7,9 @@ from fedlabels.results.run_result import (
     format_table,
     load_result,
     privacy_line,
+    site_ledgers_line,
     table_warnings,
 )
 
 __all__ = ["RoundRecord", "RunResult", "device_line", "format_table", "load_result",
-           "privacy_line", "table_warnings"]
+           "privacy_line", "site_ledgers_line", "table_warnings"]

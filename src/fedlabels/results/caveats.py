@@ -92,10 +92,23 @@ def run_warnings(res: RunResult) -> list[str]:
     line = delta_warning(res.extra.get("privacy") or {}, res.federation)
     if line:
         out.append(line)
-    for line in (lost_clients_warning(res), declined_evaluation_warning(res)):
+    for line in (lost_clients_warning(res), declined_evaluation_warning(res),
+                 site_ledgers_warning(res)):
         if line:
             out.append(line)
     return out
+
+
+def site_ledgers_warning(res: RunResult) -> str | None:
+    """A sentence when the Flower sites' own ledgers (``privacy.site_ledgers``: reported by
+    the sites, not verified by the coordinator) disagree with the coordinator's accounting
+    or a site reported nothing."""
+    block = (res.extra.get("privacy") or {}).get("site_ledgers") or {}
+    flags = block.get("disagreements") or []
+    if not flags:
+        return None
+    return ("the sites' own ledgers (reported by the sites, not verified by the coordinator) "
+            "disagree with the coordinator's privacy figures: " + "; ".join(map(str, flags)))
 
 
 def sites_declining_evaluation(res: RunResult) -> int:

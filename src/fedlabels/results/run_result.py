@@ -541,6 +541,36 @@ def privacy_line(privacy: dict[str, Any]) -> str | None:
             f"({guarantee_text(privacy)})" + _composed(privacy, eps))
 
 
+def site_ledgers_line(privacy: dict[str, Any]) -> str | None:
+    """``sites' own ledgers (...): this run ε = 2 (δ = 1e-05) at 3 of 3 sites, ...`` for a
+    Flower result whose sites reported their ledgers (``privacy.site_ledgers``)."""
+    block = privacy.get("site_ledgers")
+    if not isinstance(block, dict) or not isinstance(block.get("sites"), dict):
+        return None
+    sites = block["sites"]
+    told = [r for r in sites.values() if isinstance(r, dict) and "epsilon" in r]
+
+    def span(key: str) -> str:
+        values = sorted(float(r[key]) for r in told)
+        low, high = f"{values[0]:.4g}", f"{values[-1]:.4g}"
+        return low if low == high else f"{low}–{high}"
+
+    deltas = sorted({float(r["delta"]) for r in told})
+    budgets = [r["budget"] for r in told]
+    parts = [f"{len(told)} of {len(sites)} sites reported"]
+    if told:
+        parts.append(f"this run ε = {span('epsilon')} (δ = "
+                     f"{', '.join(f'{d:g}' for d in deltas)}), lifetime ε = "
+                     f"{span('ledger_epsilon')}" + (
+                         f" of budget(s) {', '.join(sorted({f'{b:.4g}' for b in budgets}))}"
+                         if all(isinstance(b, int | float) for b in budgets) else ""))
+    flags = block.get("disagreements") or []
+    parts.append(f"{len(flags)} disagreement(s) with the coordinator's figures"
+                 if flags else "no disagreement with the coordinator's figures")
+    return f"sites' own ledgers ({block.get('source', 'reported by the sites')}): " \
+        + ", ".join(parts)
+
+
 def guarantee_text(privacy: dict[str, Any]) -> str:
     """What a result's guarantee is and whom it holds against: ``formal, record-level,
     against the server and the other clients``, ``conditional on ...``, or ``guarantee:

@@ -13,7 +13,10 @@ Before any of that the site checks the message's number against its own record
 (:mod:`.sequence`: a rewound, replayed, out-of-order or negative number is refused; a
 re-send of a message already answered gets the stored reply), and a DP client role charges
 each release to the site's lifetime ledger on disk before making it
-(:mod:`.site_privacy`, :mod:`fedlabels.privacy.site_ledger`).
+(:mod:`.site_privacy`, :mod:`fedlabels.privacy.site_ledger`); a reply to a message that
+charged it carries what the ledger then says (``site_ledger`` in its header:
+:func:`~.site_privacy.ledger_report`, shown in the coordinator's result as the site's word:
+:mod:`.site_ledgers`).
 
 The state is plain values only (no pickles), sealed with an HMAC under a key only the site
 holds, and holds no private rows and no copy of U: see :mod:`.site_state`. ``context.state``
@@ -23,6 +26,7 @@ SuperLink.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +41,7 @@ from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label, node_threads
+from fedlabels.engines.flower.site_ledgers import SITE_LEDGER
 from fedlabels.engines.flower.site_plan import (
     TRUST_KEY,
     check_planned_round,
@@ -46,6 +51,7 @@ from fedlabels.engines.flower.site_plan import (
 )
 from fedlabels.engines.flower.site_privacy import (
     key_path,
+    ledger_report,
     open_site_ledger,
     site_evaluates,
     with_plan_budget,
@@ -198,6 +204,10 @@ def _handle(message: Message, context: Context) -> Message:
             snapshots.save_snapshot(folder, seq, rnd, role.state_dict(), site.partition_id,
                                     key)
         guard.accept(seq, rnd, digest, reply, after, ours.kind)
+        report = ledger_report(role, node_config)
+        if report is not None:  # the coordinator's result shows it (not verified there)
+            return Message(to_record_dict(reply, after, **{SITE_LEDGER: json.dumps(report)}),
+                           reply_to=message)
     return Message(to_record_dict(reply, after), reply_to=message)
 
 

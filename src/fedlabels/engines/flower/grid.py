@@ -26,6 +26,7 @@ from fedlabels.engines.flower.convert import (
     from_record_dict,
     to_record_dict,
 )
+from fedlabels.engines.flower.site_ledgers import SITE_LEDGER, read_report
 from fedlabels.engines.flower.spec import HELLO
 from fedlabels.runs.loop import CommMeter
 
@@ -78,6 +79,8 @@ class FlowerGrid:
         self.check_reply: Callable[[int, Message, Message], None] | None = None
         # bytes of the Flower messages themselves (convert.flower_bytes): rnd -> [down, up]
         self.flower_bytes: dict[int, list[int]] = {}
+        # cid -> the latest report of the site's own ledger (site_ledgers.read_report)
+        self.site_ledgers: dict[int, dict[str, Any]] = {}
 
     def _rejoined(self, waiting: Mapping[int, float], online: set[int], rnd: int) -> list[int]:
         """Waiting clients whose SuperNode is back: the same node id (a restarted SuperNode
@@ -232,13 +235,15 @@ class FlowerGrid:
                         failed[cid] = error_reason(reply.error.code, reply.error.reason or "")
                     continue
                 try:
-                    ours, _ = from_record_dict(reply.content)
+                    ours, meta = from_record_dict(reply.content)
                 except Exception as exc:  # a site's reply is untrusted input
                     failed[cid] = f"malformed reply: {' '.join(str(exc).split())[:300]}"
                     continue
                 self.meter.replied(rnd, cid, ours, len(encode_message(ours)))
                 self.flower_bytes.setdefault(rnd, [0, 0])[1] += flower_bytes(reply)
                 replies[cid] = ours
+                if SITE_LEDGER in meta:  # what the site's own ledger says (not verified)
+                    self.site_ledgers[cid] = read_report(meta[SITE_LEDGER], rnd)
                 answer = attached_message(reply.content)
                 if answer is not None and cid in requests:
                     self._evaluated[cid] = (rnd, requests[cid], answer)

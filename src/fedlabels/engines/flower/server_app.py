@@ -51,6 +51,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
 from fedlabels.core.private_files import write_private_with
 from fedlabels.engines.flower.grid import FlowerGrid
+from fedlabels.engines.flower.site_ledgers import site_ledgers_block
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ServerRole
 from fedlabels.results import RoundRecord, RunResult
@@ -282,6 +283,10 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
                               started=started, wire_format=FLOWER_WIRE_FORMAT,
                               extra={"deployment": dict(deployment),
                                      **({"rounds_run": rounds_note} if rounds_note else {})})
+        sites = site_ledgers_block(result.extra["privacy"], result.config, fgrid.site_ledgers,
+                                   fgrid.lost, cfg.clients)
+        if sites is not None:  # the sites' own word, beside the coordinator's accounting
+            result.extra["privacy"]["site_ledgers"] = sites
         keeper.stamp(result)
         if spec.output:
             result.save_json(spec.output, overwrite=True)
@@ -296,6 +301,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
         deployment["alive_per_round"].append(fgrid.client_ids)
         keeper.engine = {"lost": {str(c): v for c, v in fgrid.lost.items()},
                          "seq": {str(c): n for c, n in fgrid.seq.items()},
+                         "site_ledgers": {str(c): r for c, r in fgrid.site_ledgers.items()},
                          "alive_per_round": deployment["alive_per_round"]}
         checkpoint(record)  # then the result: a resume redoes at most this round
         written(partial(snapshot, "running"))
@@ -345,6 +351,8 @@ def checkpointed(spec: DeploySpec, plan: RunPlan, learners: list[Any], server: S
     records = keeper.restore(saved, plan.settings.rounds)
     fgrid.lost = {int(c): v for c, v in keeper.engine.get("lost", {}).items()}
     fgrid.seq.update({int(c): int(n) for c, n in keeper.engine.get("seq", {}).items()})
+    fgrid.site_ledgers = {int(c): dict(r) for c, r in
+                          keeper.engine.get("site_ledgers", {}).items()}
     print(f"fedlabels: resuming after round {len(records)} from {path}", flush=True)
     return keeper, records
 

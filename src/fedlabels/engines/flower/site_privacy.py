@@ -119,3 +119,36 @@ def site_evaluates(node_config: Mapping[str, Any]) -> bool:
     """The node config's ``evaluate`` (default true): false, the site declines evaluation
     requests (:func:`fedlabels.method.replies.declined_evaluation`)."""
     return node_flag(node_config, "evaluate", True)
+
+
+def ledger_report(role: Any, node_config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the site's ledger says after the message in hand, for the coordinator's result
+    (``site_ledger`` in the reply's header; None where the message charged nothing): this
+    run's releases and their (ε, δ) (the role's own ledger of the run), the ledger's
+    lifetime releases, ε at its δ and budget (``budget_from``: ``privacy-plan``: one run of
+    it; ``ledger-epsilon``: the operator's; None: recorded, not limited), and the plan the
+    site follows (None: the coordinator's, ``trust-coordinator=true``).
+
+    These are functions of the site's configuration (its plan's options, its node config's
+    budget and δ), of |U| and of how many releases its ledger holds, as every charged event
+    is: its noise comes from the options or the server's request and its s* from the
+    options and |U| (an ``empirical`` estimate is the server's: the ledger takes 2|U|),
+    never from the rows. The coordinator cannot check them."""
+    ledger, spent = getattr(role, "site_ledger", None), getattr(role, "site_spent", None)
+    if ledger is None or spent is None or ledger.releases < 0:
+        return None
+    from fedlabels.engines.flower.site_plan import load_site_plan
+
+    run = role.ledger
+    releases = len(run.events)
+    # the ledger holds this run's releases only, at the run's δ: its ε is the run's (else
+    # accounted again: a site with ledger-epsilon that allowed earlier runs)
+    alone = ledger.releases == releases and ledger.delta == run.delta
+    given = node_config.get("privacy-plan")
+    return {"epsilon": spent.epsilon if alone else run.spent().epsilon, "delta": run.delta,
+            "releases": releases, "ledger_epsilon": spent.epsilon,
+            "ledger_delta": ledger.delta, "ledger_releases": ledger.releases,
+            "budget": ledger.epsilon,
+            "budget_from": "privacy-plan" if ledger.plan_budget else
+            "ledger-epsilon" if ledger.epsilon is not None else None,
+            "plan": load_site_plan(str(given)) if given else None}
