@@ -196,3 +196,31 @@ def test_each_disagreement_is_named() -> None:
     for bad in ({"epsilon": math.inf}, {"epsilon": "1"}, {"releases": 1.5},
                 {"budget_from": "coordinator"}, {"plan": [1]}, {"budget": -1}):
         assert "malformed" in _report(**bad), bad
+
+
+def test_a_resumed_run_shows_the_reports_of_the_replies_given_again(tmp_path: Path) -> None:
+    """The ServerApp dies pulling round 3's replies (the sites answered and charged it); the
+    resumed run re-sends round 3 and each site gives its recorded reply again, with the
+    report recorded with it: the result shows 3 releases, not round 2's report."""
+    from dataclasses import replace
+
+    from test_flower_faults import Crash, CrashingGrid
+
+    cfg = replace(CFG, rounds=3)
+    prepared, _ = loopback_deployment(cfg, tmp_path / "sites")
+    spec = prepared.spec
+    nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
+    crashing = CrashingGrid(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()}, crash_at=4)
+    with pytest.raises(Crash):  # exchanges: hello, rounds 1, 2, 3 <- dies pulling
+        run_server(crashing, server_context(spec))
+    resumed = replace(spec, resume=True)
+    grid = LoopbackGrid(client_app, nodes, {RUN_CONFIG_KEY: resumed.to_json()})
+    result = run_server(grid, server_context(resumed, run_id=43))
+    assert result is not None
+    privacy = result.extra["privacy"]
+    block = privacy["site_ledgers"]
+    assert block["disagreements"] == []
+    for cid, site in block["sites"].items():
+        assert (site["round"], site["releases"], site["ledger_releases"]) == (3, 3, 3)
+        assert site["ledger_releases"] == _on_disk(prepared, int(cid))["releases"]
+        assert site["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-9)

@@ -175,7 +175,10 @@ def _handle(message: Message, context: Context) -> Message:
                                    f"{snapshots.run_key(spec)}.json", key)
         again = guard.admit(context.run_id, spec.resume, seq, rnd, digest)
         if again is not None:  # a re-send: the reply given then, never a new release
-            return Message(to_record_dict(*again), reply_to=message)
+            told = guard.report(seq) if isinstance(seq, int) else None
+            return Message(to_record_dict(again[0], again[1],
+                                          **({SITE_LEDGER: told} if told else {})),
+                           reply_to=message)
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
         check_planned_round(node_config, rnd)
         role = build_role(spec, site, node_config)
@@ -203,10 +206,11 @@ def _handle(message: Message, context: Context) -> Message:
         if folder is not None:
             snapshots.save_snapshot(folder, seq, rnd, role.state_dict(), site.partition_id,
                                     key)
-        guard.accept(seq, rnd, digest, reply, after, ours.kind)
-        report = ledger_report(role, node_config)
-        if report is not None:  # the coordinator's result shows it (not verified there)
-            return Message(to_record_dict(reply, after, **{SITE_LEDGER: json.dumps(report)}),
+        found = ledger_report(role, node_config)  # shown in the coordinator's result
+        report = None if found is None else json.dumps(found)
+        guard.accept(seq, rnd, digest, reply, after, ours.kind, report)
+        if report is not None:
+            return Message(to_record_dict(reply, after, **{SITE_LEDGER: report}),
                            reply_to=message)
     return Message(to_record_dict(reply, after), reply_to=message)
 

@@ -159,6 +159,11 @@ class SequenceGuard:
         raise RefusedError(f"message refused: number {seq} is {what} (this site last "
                              f"answered number {self.last} of this run).")
 
+    def report(self, seq: int) -> str | None:
+        """The site ledger's report recorded with the reply to message ``seq`` (None: none)."""
+        value = self.replies.get(str(seq), {}).get("report")
+        return value if isinstance(value, str) else None
+
     def check_round(self, rnd: int, kind: str, multi_step: frozenset[str]) -> None:
         """Refuse a new message (of ``kind``, round ``rnd``) whose round goes back, or a
         second message of a kind already answered in this round (unless in
@@ -171,8 +176,10 @@ class SequenceGuard:
                                "answers each message kind once per round).")
 
     def accept(self, seq: int, rnd: int, digest: str, reply: Message,
-               after: Message | None, kind: str = "") -> None:
-        """Record the reply to message ``seq`` (of round ``rnd`` and ``kind``) and save."""
+               after: Message | None, kind: str = "", report: str | None = None) -> None:
+        """Record the reply to message ``seq`` (of round ``rnd`` and ``kind``) and save;
+        ``report``: what the site's ledger said with it (given again with a re-send:
+        :meth:`report`)."""
         data = _pack(reply, after)
         write_private(self._reply_path(seq), data)
         if rnd != self.round:
@@ -181,7 +188,8 @@ class SequenceGuard:
             self.kinds.append(kind)
         self.last, self.pending = seq, None  # the record is this sequence's now
         self.replies[str(seq)] = {"digest": digest, "round": rnd,
-                                  "reply": hashlib.sha256(data).hexdigest()}
+                                  "reply": hashlib.sha256(data).hexdigest(),
+                                  **({"report": report} if report is not None else {})}
         old = [s for s, r in self.replies.items() if r["round"] < rnd - 1]
         self.replies = {s: r for s, r in self.replies.items() if s not in old}
         self.save()
