@@ -66,7 +66,17 @@ def test_site_settings_reach_every_site(tmp_path: Path, capsys: pytest.CaptureFi
     written = json.loads(out.read_text())
     assert written["final"] is None
     assert [r["server"]["evaluation_declined"] for r in written["rounds"]] == [3.0, 3.0]
-    assert "declined by the sites" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "declined by the sites" in printed
+    # what each real site's ledger enforced, as it reported it, beside the coordinator's ε
+    assert "sites' own ledgers (reported by the site, not verified by the coordinator): 3 " \
+        "of 3 sites reported" in printed
+    block = written["privacy"]["site_ledgers"]
+    assert block["disagreements"] == []
+    for site in block["sites"].values():
+        assert (site["releases"], site["budget"], site["budget_from"]) == \
+            (2, 3.0, "ledger-epsilon")
+        assert site["epsilon"] == pytest.approx(written["privacy"]["epsilon"], rel=1e-9)
     sites = tmp_path / "w" / "sites"
     for cid in range(3):
         assert main(["deploy", "ledger", "--json", "--ledger-dir",
