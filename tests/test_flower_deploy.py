@@ -61,7 +61,8 @@ def test_site_settings_reach_every_site(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["deploy", "local", "--method", "dp-fedct", "--dataset", "breast_cancer",
                  "--clients", "3", "--model", "dt", "--rounds", "2", "--opt", "epsilon=1",
                  "--opt", "mechanism=xor", "--site-config", "evaluate=false",
-                 "--site-config", "ledger-epsilon=3", "--workdir", str(tmp_path / "w"),
+                 "--site-config", "ledger-epsilon=3",
+                 "--site-config", "report-lifetime=true", "--workdir", str(tmp_path / "w"),
                  "-o", str(out), "--timeout", "400"]) == 0
     written = json.loads(out.read_text())
     assert written["final"] is None

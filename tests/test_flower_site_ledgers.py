@@ -21,13 +21,14 @@ from fedlabels.engines.flower.client_app import app as client_app
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site_ledgers import (
+    RUN_KEYS,
     SITE_LEDGER,
     SOURCE,
     read_report,
     site_ledgers_block,
 )
 from fedlabels.engines.flower.site_plan import load_site_plan
-from fedlabels.engines.flower.site_privacy import key_path, ledger_dir
+from fedlabels.engines.flower.site_privacy import REPORT_LIFETIME, key_path, ledger_dir
 from fedlabels.engines.flower.site_state import site_key
 from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
 from fedlabels.privacy.site_ledger import read_ledgers
@@ -76,8 +77,11 @@ def _on_disk(prepared: Any, cid: int) -> dict[str, Any]:
     return rows[0]
 
 
+LIFETIME = {REPORT_LIFETIME: "true"}
+
+
 def test_a_dp_result_shows_what_each_sites_ledger_enforced(tmp_path: Path) -> None:
-    prepared, result = _run(tmp_path)
+    prepared, result = _run(tmp_path, node=LIFETIME)
     privacy = result.extra["privacy"]
     block = privacy["site_ledgers"]
     assert block["source"] == SOURCE == "reported by the site, not verified by the coordinator"
@@ -106,10 +110,30 @@ def test_a_dp_result_shows_what_each_sites_ledger_enforced(tmp_path: Path) -> No
     assert saved["privacy"]["site_ledgers"] == json.loads(json.dumps(block))
 
 
+def test_the_lifetime_stays_at_the_site_unless_it_says_otherwise(tmp_path: Path) -> None:
+    """By default a site reports this run's figures and its plan only: its ledger's lifetime
+    (releases, ε, budget) would tell this coordinator about the site's other runs."""
+    prepared, result = _run(tmp_path, node={"ledger-epsilon": 100.0}, runs=2)
+    privacy = result.extra["privacy"]
+    block = privacy["site_ledgers"]
+    assert block["disagreements"] == []
+    for cid, site in block["sites"].items():
+        assert set(site) == RUN_KEYS | {"round"}
+        assert site["releases"] == CFG.rounds < _on_disk(prepared, int(cid))["releases"]
+        assert site["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-9)
+    line = site_ledgers_line(privacy)
+    assert line is not None and "3 of 3 sites reported" in line and "lifetime" not in line
+    from fedlabels.reporting.report import write_report
+
+    written, _ = write_report([result], tmp_path / "page.html")
+    page = written["report"].read_text()
+    assert "<h2>Sites' own ledgers</h2>" in page and "report-lifetime=true" in page
+
+
 def test_a_later_run_shows_the_sites_lifetime_beside_the_run(tmp_path: Path) -> None:
     """Sites whose operators allow more runs (ledger-epsilon): the second run's result shows
     this run's ε (the coordinator's) and the ledger's lifetime ε over both runs."""
-    prepared, result = _run(tmp_path, node={"ledger-epsilon": 100.0}, runs=2)
+    prepared, result = _run(tmp_path, node={"ledger-epsilon": 100.0, **LIFETIME}, runs=2)
     privacy = result.extra["privacy"]
     block = privacy["site_ledgers"]
     assert block["disagreements"] == []
@@ -193,6 +217,9 @@ def test_each_disagreement_is_named() -> None:
         "site 2's ledger spent ε = 3 in its lifetime, more than its own budget ε = 1",
         "site 3's privacy-plan is not the run's: rounds 4 (the run's 2); option epsilon "
         "8.0 (the run's 1.0)"]
+    run_only = {k: v for k, v in _report().items() if k in RUN_KEYS}
+    assert "malformed" not in read_report(json.dumps(run_only), 1)  # report-lifetime false
+    assert "malformed" in read_report(json.dumps({**run_only, "budget": 1.0}), 1)  # part of it
     for bad in ({"epsilon": math.inf}, {"epsilon": "1"}, {"releases": 1.5},
                 {"budget_from": "coordinator"}, {"plan": [1]}, {"budget": -1}):
         assert "malformed" in _report(**bad), bad
@@ -209,7 +236,7 @@ def test_a_resumed_run_shows_the_reports_of_the_replies_given_again(tmp_path: Pa
     cfg = replace(CFG, rounds=3)
     prepared, _ = loopback_deployment(cfg, tmp_path / "sites")
     spec = prepared.spec
-    nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
+    nodes = [{**prepared.node_settings(c), **LIFETIME} for c in range(cfg.clients)]
     crashing = CrashingGrid(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()}, crash_at=4)
     with pytest.raises(Crash):  # exchanges: hello, rounds 1, 2, 3 <- dies pulling
         run_server(crashing, server_context(spec))
@@ -224,3 +251,12 @@ def test_a_resumed_run_shows_the_reports_of_the_replies_given_again(tmp_path: Pa
         assert (site["round"], site["releases"], site["ledger_releases"]) == (3, 3, 3)
         assert site["ledger_releases"] == _on_disk(prepared, int(cid))["releases"]
         assert site["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-9)
+
+
+def test_deploy_local_passes_report_lifetime_as_the_site_reads_it() -> None:
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.deploy.launcher import check_site_settings
+
+    assert check_site_settings({REPORT_LIFETIME: "yes"}) == {REPORT_LIFETIME: True}
+    with pytest.raises(FedLabelsError, match="report-lifetime must be true or false"):
+        check_site_settings({REPORT_LIFETIME: "sometimes"})

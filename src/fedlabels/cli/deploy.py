@@ -199,7 +199,8 @@ def _fill_local(p: argparse.ArgumentParser) -> None:
                    help="the SuperLink keeps its state in this SQLite file (default: in memory)")
     p.add_argument("--site-config", metavar="KEY=VALUE", action="append", default=[],
                    help="a node config key every site adds (repeatable): ledger-epsilon=E "
-                        "(a lifetime budget), ledger-delta=D, evaluate=false (send no test "
+                        "(a lifetime budget), ledger-delta=D, report-lifetime=true (the "
+                        "result shows each ledger's lifetime), evaluate=false (send no test "
                         "score), threads=N; see docs/deployment.md")
     p.add_argument("--resume", action="store_true",
                    help="continue the run whose --output and --workdir are given from its last "

@@ -518,14 +518,18 @@ def read_outcome(prepared: PreparedRun, returncode: int, logs: Path) -> RunResul
 
 #: the node config keys ``deploy local`` lets every site add (``--site-config KEY=VALUE``);
 #: the others name the sites' files, which ``prepare`` writes
-SITE_SETTINGS = ("ledger-epsilon", "ledger-delta", "evaluate", "threads")
+SITE_SETTINGS = ("ledger-epsilon", "ledger-delta", "report-lifetime", "evaluate", "threads")
 
 
 def check_site_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` with each value checked as the site will read it (one-line errors)."""
     from fedlabels.core.errors import did_you_mean
-    from fedlabels.engines.flower.site import node_threads
-    from fedlabels.engines.flower.site_privacy import site_evaluates, site_ledger_budget
+    from fedlabels.engines.flower.site import node_flag, node_threads
+    from fedlabels.engines.flower.site_privacy import (
+        REPORT_LIFETIME,
+        site_evaluates,
+        site_ledger_budget,
+    )
 
     for key in settings:
         if key not in SITE_SETTINGS:
@@ -535,6 +539,8 @@ def check_site_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(settings)
     if "evaluate" in out:
         out["evaluate"] = site_evaluates(out)
+    if REPORT_LIFETIME in out:
+        out[REPORT_LIFETIME] = node_flag(out, REPORT_LIFETIME, False)
     site_ledger_budget(out)  # ledger-epsilon, ledger-delta
     if "threads" in out:  # the site's own check (its message), before anything starts
         out["threads"] = node_threads(out)

@@ -156,9 +156,9 @@ def _site_ledgers(configs: Sequence[Configuration]) -> str:
                         return f"{value:g}"
                     return fmt(value, whole=key.endswith("releases"))
 
-                budget = (f"{cell('budget')} ({site.get('budget_from') or 'none'})"
-                          if told and site.get("budget") is not None else
-                          ("none (recorded)" if told else MISSING))
+                budget = (MISSING if not told or "budget" not in site else  # report-lifetime
+                          f"{cell('budget')} ({site.get('budget_from') or 'none'})"
+                          if site.get("budget") is not None else "none (recorded)")
                 rows.append(
                     f"<tr><td>{esc(conf.label)}</td><td>{run.seed}</td><td>{esc(cid)}</td>"
                     f"<td>{fmt(privacy.get('epsilon'))}</td><td>{cell('epsilon')}</td>"
@@ -172,8 +172,9 @@ def _site_ledgers(configs: Sequence[Configuration]) -> str:
             "</th><th>lifetime releases</th><th>site's budget</th></tr>")
     return ("<h2>Sites' own ledgers</h2>\n<p>What each Flower site's own privacy ledger "
             "enforced, <b>reported by the site, not verified by the coordinator</b> (— : "
-            "the site reported nothing); the disagreements are listed under <i>Read with "
-            "care</i>.</p>\n"
+            "the site reported nothing; a site reports its lifetime figures only with "
+            "<code>report-lifetime=true</code> in its node config); the disagreements are "
+            "listed under <i>Read with care</i>.</p>\n"
             f"<table><thead>{head}</thead><tbody>\n" + "\n".join(rows)
             + "\n</tbody></table>\n")
 

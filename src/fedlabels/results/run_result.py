@@ -550,20 +550,24 @@ def site_ledgers_line(privacy: dict[str, Any]) -> str | None:
     sites = block["sites"]
     told = [r for r in sites.values() if isinstance(r, dict) and "epsilon" in r]
 
-    def span(key: str) -> str:
-        values = sorted(float(r[key]) for r in told)
+    def span(key: str, reports: list[dict[str, Any]]) -> str:
+        values = sorted(float(r[key]) for r in reports)
         low, high = f"{values[0]:.4g}", f"{values[-1]:.4g}"
         return low if low == high else f"{low}–{high}"
 
     deltas = sorted({float(r["delta"]) for r in told})
-    budgets = [r["budget"] for r in told]
+    lifetime = [r for r in told if "ledger_epsilon" in r]  # report-lifetime=true sites
     parts = [f"{len(told)} of {len(sites)} sites reported"]
     if told:
-        parts.append(f"this run ε = {span('epsilon')} (δ = "
-                     f"{', '.join(f'{d:g}' for d in deltas)}), lifetime ε = "
-                     f"{span('ledger_epsilon')}" + (
-                         f" of budget(s) {', '.join(sorted({f'{b:.4g}' for b in budgets}))}"
-                         if all(isinstance(b, int | float) for b in budgets) else ""))
+        parts.append(f"this run ε = {span('epsilon', told)} (δ = "
+                     f"{', '.join(f'{d:g}' for d in deltas)})")
+    if lifetime:
+        budgets = [r["budget"] for r in lifetime]
+        parts.append(f"lifetime ε = {span('ledger_epsilon', lifetime)}" + (
+            f" of budget(s) {', '.join(sorted({f'{b:.4g}' for b in budgets}))}"
+            if all(isinstance(b, int | float) for b in budgets) else "")
+            + ("" if len(lifetime) == len(told) else
+               f" at the {len(lifetime)} site(s) that report their lifetime"))
     flags = block.get("disagreements") or []
     parts.append(f"{len(flags)} disagreement(s) with the coordinator's figures"
                  if flags else "no disagreement with the coordinator's figures")

@@ -162,7 +162,8 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
 #: site_privacy and client_app); ``num-partitions`` is Flower's own, which fedlabels ignores
 NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "state-key",
                     "state-dir", "privacy-plan", "trust-coordinator", "ledger-dir",
-                    "ledger-epsilon", "ledger-delta", "evaluate", "threads", "num-partitions")
+                    "ledger-epsilon", "ledger-delta", "report-lifetime", "evaluate", "threads",
+                    "num-partitions")
 
 
 def node_flag(node_config: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -8,8 +8,9 @@ what the ledger says in its reply's header (``site_ledger``, JSON:
 result's ``privacy.site_ledgers`` shows them, marked as reported by the sites and not
 verified by the coordinator, with the disagreements (:func:`site_ledgers_block`): a site
 whose ledger spent more in this run than the coordinator's ε, one that states ε at another
-δ, one whose plan is not the run's, one that released more than its own budget, one that
-reported nothing (when others did) or something unreadable.
+δ, one whose plan is not the run's, one that released more than its own budget (where the
+site reports its lifetime figures, ``report-lifetime=true``), one that reported nothing
+(when others did) or something unreadable.
 
 This module does not import Flower.
 """
@@ -33,6 +34,12 @@ MAX_REPORT = 16_384
 _NUMBERS = ("epsilon", "delta", "ledger_epsilon", "ledger_delta")
 _COUNTS = ("releases", "ledger_releases")
 _BUDGET_FROM = ("privacy-plan", "ledger-epsilon", None)
+#: a report's keys: this run's figures and the plan, always
+RUN_KEYS = frozenset({"epsilon", "delta", "releases", "plan"})
+#: the ledger's lifetime figures, in a report only where the site's node config says
+#: ``report-lifetime=true``
+LIFETIME_KEYS = frozenset({"ledger_epsilon", "ledger_delta", "ledger_releases", "budget",
+                           "budget_from"})
 
 
 def read_report(text: Any, rnd: int) -> dict[str, Any]:
@@ -42,22 +49,21 @@ def read_report(text: Any, rnd: int) -> dict[str, Any]:
         if not isinstance(text, str) or len(text) > MAX_REPORT:
             raise ValueError(f"not text of at most {MAX_REPORT} characters")
         data = json.loads(text)
-        if not isinstance(data, dict) or set(data) != {*_NUMBERS, *_COUNTS, "budget",
-                                                        "budget_from", "plan"}:
+        if not isinstance(data, dict) or set(data) not in (RUN_KEYS, RUN_KEYS | LIFETIME_KEYS):
             raise ValueError("not the keys of a site ledger report")
-        for key in _NUMBERS:
+        for key in (k for k in _NUMBERS if k in data):
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float) \
                     or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{key} is not a number >= 0")
-        for key in _COUNTS:
+        for key in (k for k in _COUNTS if k in data):
             if isinstance(data[key], bool) or not isinstance(data[key], int) or data[key] < 0:
                 raise ValueError(f"{key} is not a whole number >= 0")
-        budget = data["budget"]
+        budget = data.get("budget")
         if budget is not None and (isinstance(budget, bool) or not isinstance(
                 budget, int | float) or not budget > 0):
             raise ValueError("budget is neither null nor a positive number")
-        if data["budget_from"] not in _BUDGET_FROM:
+        if data.get("budget_from") not in _BUDGET_FROM:
             raise ValueError("budget_from is not one of privacy-plan, ledger-epsilon, null")
         if data["plan"] is not None and not isinstance(data["plan"], dict):
             raise ValueError("plan is neither null nor a table")
@@ -112,7 +118,7 @@ def site_ledgers_block(privacy: Mapping[str, Any], config: Mapping[str, Any],
             flags.append(f"site {cid}'s ledger spent ε = {report['epsilon']:.6g} in this run "
                          f"({report['releases']} release(s)), more than the coordinator's "
                          f"ε = {eps:.6g}")
-        budget = report["budget"]
+        budget = report.get("budget")  # lifetime figures: only with report-lifetime=true
         if budget is not None and report["ledger_epsilon"] > budget * (1.0 + REL_TOL):
             flags.append(f"site {cid}'s ledger spent ε = {report['ledger_epsilon']:.6g} in "
                          f"its lifetime, more than its own budget ε = {budget:.6g}")

@@ -121,13 +121,19 @@ def site_evaluates(node_config: Mapping[str, Any]) -> bool:
     return node_flag(node_config, "evaluate", True)
 
 
+#: the node config key with which a site adds its ledger's lifetime figures to its reports
+REPORT_LIFETIME = "report-lifetime"
+
+
 def ledger_report(role: Any, node_config: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the site's ledger says after the message in hand, for the coordinator's result
     (``site_ledger`` in the reply's header; None where the message charged nothing): this
-    run's releases and their (ε, δ) (the role's own ledger of the run), the ledger's
-    lifetime releases, ε at its δ and budget (``budget_from``: ``privacy-plan``: one run of
-    it; ``ledger-epsilon``: the operator's; None: recorded, not limited), and the plan the
-    site follows (None: the coordinator's, ``trust-coordinator=true``).
+    run's releases and their (ε, δ) (the role's own ledger of the run) and the plan the site
+    follows (None: the coordinator's, ``trust-coordinator=true``). With
+    ``report-lifetime=true`` in the node config also the ledger's lifetime releases, ε at its
+    δ and budget (``budget_from``: ``privacy-plan``: one run of it; ``ledger-epsilon``: the
+    operator's; None: recorded, not limited); without it (the default) those stay at the
+    site, since they tell this coordinator about the site's other runs.
 
     These are functions of the site's configuration (its plan's options, its node config's
     budget and δ), of |U| and of how many releases its ledger holds, as every charged event
@@ -145,10 +151,12 @@ def ledger_report(role: Any, node_config: Mapping[str, Any]) -> dict[str, Any] |
     # accounted again: a site with ledger-epsilon that allowed earlier runs)
     alone = ledger.releases == releases and ledger.delta == run.delta
     given = node_config.get("privacy-plan")
-    return {"epsilon": spent.epsilon if alone else run.spent().epsilon, "delta": run.delta,
-            "releases": releases, "ledger_epsilon": spent.epsilon,
-            "ledger_delta": ledger.delta, "ledger_releases": ledger.releases,
-            "budget": ledger.epsilon,
-            "budget_from": "privacy-plan" if ledger.plan_budget else
-            "ledger-epsilon" if ledger.epsilon is not None else None,
-            "plan": load_site_plan(str(given)) if given else None}
+    report = {"epsilon": spent.epsilon if alone else run.spent().epsilon, "delta": run.delta,
+              "releases": releases,
+              "plan": load_site_plan(str(given)) if given else None}
+    if node_flag(node_config, REPORT_LIFETIME, False):
+        report |= {"ledger_epsilon": spent.epsilon, "ledger_delta": ledger.delta,
+                   "ledger_releases": ledger.releases, "budget": ledger.epsilon,
+                   "budget_from": "privacy-plan" if ledger.plan_budget else
+                   "ledger-epsilon" if ledger.epsilon is not None else None}
+    return report
