@@ -211,6 +211,41 @@ def test_a_declared_range_must_hold_every_target():
     assert fed.info["target_range_source"] == "declared"
 
 
+def test_a_range_taken_from_the_data_is_said_once_per_run(tmp_path, capsys):
+    """Without --target-range the range is the table's smallest and largest target, public
+    to every party: a run said nothing of it (only the result's target_range_source did)."""
+    from fedlabels.core.errors import FedLabelsWarning, RunCaveatWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ [10.0, -5.0, 2.0]
+    table = make_federation(X, y, clients=3, unlabeled=50, task="regression", seed=0)
+    lo, hi = table.info["target_range"]
+    assert (lo, hi) == (y.min(), y.max())
+    with pytest.warns(RunCaveatWarning) as caught:
+        run("local", table, model="logreg", rounds=1, seed=0, progress=False)
+    said = [str(w.message) for w in caught if "target range" in str(w.message)]
+    assert said == [f"the target range [{lo:g}, {hi:g}] was taken from the data (its smallest "
+                    "and largest target, test rows included) and is shared with every party, "
+                    "so it discloses those two targets; declare a documented range with "
+                    "--target-range LO,HI (Python: target_range=(LO, HI))"]
+    declared = make_federation(X, y, clients=3, unlabeled=50, task="regression", seed=0,
+                               target_range=(-100, 100))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FedLabelsWarning)
+        run("local", declared, model="logreg", rounds=1, seed=0, progress=False)
+    csv = tmp_path / "t.csv"  # the CLI prints it once, under the run
+    rows = np.column_stack([X, y])
+    csv.write_text("a,b,c,y\n" + "".join(",".join(map(repr, r)) + "\n" for r in rows.tolist()))
+    args = ["run", "--dataset", f"csv:{csv}:y", "--task", "regression", "--method", "local",
+            "--model", "logreg", "--rounds", "1", "--no-progress", "--output",
+            str(tmp_path / "r.json")]
+    assert main(args) == 0
+    assert capsys.readouterr().err.count("was taken from the data") == 1
+    assert main([*args, "--target-range=-100,100", "--overwrite"]) == 0
+    assert "was taken from the data" not in capsys.readouterr().err
+
+
 def test_constant_and_overflowing_targets_are_refused():
     X = np.random.default_rng(0).normal(size=(200, 3))
     # a declared range made a constant target pass; its R² came out as -2e26 (float noise)
@@ -336,7 +371,8 @@ def test_a_declared_range_far_wider_than_the_targets_is_warned_of():
                            target_range=(-1e5, 1e5))
     with pytest.warns(FedLabelsWarning, match=r"one level .* is 784\.3 of the target's units"):
         run("fedct", wide, model="logreg", rounds=1, seed=0, progress=False)
-    tight = make_federation(X, y, clients=3, unlabeled=50, task="regression", seed=0)
+    tight = make_federation(X, y, clients=3, unlabeled=50, task="regression", seed=0,
+                            target_range=(y.min(), y.max()))
     with warnings.catch_warnings():
         warnings.simplefilter("error", FedLabelsWarning)
         run("fedct", tight, model="logreg", rounds=1, seed=0, progress=False)

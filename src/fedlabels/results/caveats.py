@@ -1,5 +1,7 @@
 """What a reader must know before trusting a run's figure: an interrupted or extended run,
-accuracy within noise of the majority-class baseline, or below the local-only reference.
+accuracy within noise of the majority-class baseline, or below the local-only reference;
+and what the run disclosed that the user may not have chosen to (a regression target range
+taken from the data).
 
 Each function returns plain sentences; the CLI prints them as warnings and the report
 shows them beside the table.
@@ -85,6 +87,9 @@ def run_warnings(res: RunResult) -> list[str]:
         r2 = final.get("mean_r2")
         if r2 is not None and r2 <= 0:
             out.append(f"mean R² {r2:.3f} ≤ 0: no better than predicting the test mean")
+        line = table_range_warning(res.federation)
+        if line:
+            out.append(line)
     else:
         line = chance_warning(final.get("mean_accuracy"), majority_baseline(res))
         if line:
@@ -109,6 +114,20 @@ def site_ledgers_warning(res: RunResult) -> str | None:
         return None
     return ("the sites' own ledgers (reported by the sites, not verified by the coordinator) "
             "disagree with the coordinator's privacy figures: " + "; ".join(map(str, flags)))
+
+
+def table_range_warning(federation: dict[str, Any]) -> str | None:
+    """A sentence when a regression run's target range was taken from the table (no
+    ``--target-range``): the range is public to every party, so it discloses the smallest
+    and largest target, which may be private clients' records."""
+    bounds = federation.get("target_range")
+    if federation.get("target_range_source") != "table" or not bounds:
+        return None
+    lo, hi = bounds
+    return (f"the target range [{lo:g}, {hi:g}] was taken from the data (its smallest and "
+            "largest target, test rows included) and is shared with every party, so it "
+            "discloses those two targets; declare a documented range with --target-range "
+            "LO,HI (Python: target_range=(LO, HI))")
 
 
 def sites_declining_evaluation(res: RunResult) -> int:
