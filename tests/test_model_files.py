@@ -530,3 +530,86 @@ def test_an_xgboost_tree_pointing_outside_itself_is_refused_not_a_crash(tmp_path
     arrays[key] = np.frombuffer(bytes(raw), dtype=np.uint8)
     np.savez(path, **arrays)
     _refused_in_a_child(path, "point outside", timeout=120)
+
+
+
+def _array_of(node: object, attribute: str) -> int | None:
+    """The index of the first array that the manifest ``node`` stores under the dict key
+    ``attribute`` (an estimator's state, a torch learner's ``state_dict``)."""
+    if isinstance(node, list):
+        return next((i for v in node if (i := _array_of(v, attribute)) is not None), None)
+    if not isinstance(node, dict):
+        return None
+    if node.get("$t") == "nd":
+        return node["i"]
+    if node.get("$t") == "dict" and attribute in node["k"]:
+        return _array_of(node["v"][node["k"].index(attribute)], attribute)
+    return next((i for v in node.values() if (i := _array_of(v, attribute)) is not None),
+                None)
+
+
+def _edit(path: Path, attribute: str, edit) -> Path:
+    """Replace the models file's array ``attribute`` by ``edit(array)``, as a hand edit of
+    the ``.npz`` would."""
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    index = _array_of(json.loads(str(arrays["manifest"][()])), attribute)
+    arrays[f"a{index}"] = edit(arrays[f"a{index}"].copy())
+    np.savez(path, **arrays)
+    return path
+
+
+def _nan_first(a):
+    a.flat[0] = np.nan
+    return a
+
+
+@pytest.mark.parametrize(("spec", "attribute", "edit", "needle"), [
+    ("logreg", "coef_", _nan_first, r"its array models\[0\]\.coef_ holds 1 NaN"),
+    ("sk_mlp", "coefs_", _nan_first, r"its array models\[0\]\.coefs_\[0\] holds 1 NaN"),
+    ("mlp(hidden=8)", "model.0.weight", _nan_first,
+     r"its array models\[0\]\['model\.0\.weight'\] holds 1 NaN"),
+    ("logreg", "coef_", lambda a: a[:, :-1],
+     r"models\[0\]\.coef_ has shape \(3, 3\) where the model \(LogisticRegression, 4 input "
+     r"features\) needs 3x4"),
+    ("logreg", "intercept_", lambda a: a[:-1],
+     r"models\[0\]\.intercept_ has shape \(2,\) .* needs 3;"),
+    ("sk_mlp", "coefs_", lambda a: a[:-1],
+     r"models\[0\]\.coefs_\[0\] has shape \(3, 100\) .* needs 4x100"),
+])
+def test_an_edited_array_is_refused_at_load_naming_it(tmp_path, spec, attribute, edit, needle):
+    """A NaN weight loaded and predicted one class for every row without a word (NumPy's
+    argmax of NaN scores); a wrong-shaped one loaded and failed later in ``predict`` with a
+    broadcasting error naming no array."""
+    X, y = load_iris(return_X_y=True)
+    X = X.astype(np.float32)
+    model = build_learner(parse_model_spec(spec)[0], n_classes=3, random_state=0)
+    if hasattr(model, "train_steps"):
+        model.train_steps(X, y, 5)
+    else:
+        model.fit(X, y)
+    path = tmp_path / "m.models.npz"
+    write_models_file(path, {"models": [model]})
+    _edit(path, attribute, lambda a: a)  # the file as written: loads, predicts as the model
+    np.testing.assert_array_equal(read_models_file(path)["models"][0].predict(X),
+                                  model.predict(X))
+    _edit(path, attribute, edit)
+    with pytest.raises(FedLabelsError, match=f"{path} is not a valid fedlabels models file: "
+                                             f".*{needle}") as refused:
+        read_models_file(path)
+    assert "\n" not in str(refused.value)
+
+
+def test_predict_refuses_an_edited_array_in_one_line(tmp_path, capsys):
+    res = tmp_path / "res.json"
+    assert main(["run", "--model", "logreg", "--rounds", "1", "--no-progress", "--output",
+                 str(res)]) == 0
+    features = load_models(res)["feature_names"]
+    rows = tmp_path / "rows.csv"
+    rows.write_text(",".join(features) + "\n" + ",".join("0" for _ in features) + "\n")
+    _edit(models_path(res), "coef_", _nan_first)
+    capsys.readouterr()
+    code = main(["predict", str(res), str(rows), "-o", str(tmp_path / "p.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "coef_ holds 1 NaN" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "p.csv").exists()

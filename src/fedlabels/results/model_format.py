@@ -229,9 +229,10 @@ class _Reader:
         self.arrays = arrays
         self.trusted = trusted  # modules whose network factories may be imported
 
-    def decode(self, value: Any) -> Any:
+    def decode(self, value: Any, where: str = "") -> Any:
+        """The value an entry encodes; ``where`` names it (``models[0].coef_``) in an error."""
         if isinstance(value, list):
-            return [self.decode(v) for v in value]
+            return [self.decode(v, f"{where}[{i}]") for i, v in enumerate(value)]
         if not isinstance(value, dict):
             return value
         kind = value["$t"]
@@ -240,34 +241,35 @@ class _Reader:
         if kind == "scalar":
             return self.arrays[f"a{value['i']}"][()]
         if kind == "nd":
-            return np.array(self.arrays[f"a{value['i']}"])
+            return _finite(np.array(self.arrays[f"a{value['i']}"]), where)
         if kind == "objects":
             out = np.empty(len(value["v"]), dtype=object)
-            out[:] = [self.decode(v) for v in value["v"]]
+            out[:] = [self.decode(v, f"{where}[{i}]") for i, v in enumerate(value["v"])]
             return out.reshape(value["shape"])
         if kind in ("bytes", "bytearray"):
             raw = self.arrays[f"a{value['i']}"].tobytes()
             return raw if kind == "bytes" else bytearray(raw)
         if kind == "tuple":
-            return tuple(self.decode(v) for v in value["v"])
+            return tuple(self.decode(v, f"{where}[{i}]") for i, v in enumerate(value["v"]))
         if kind == "dict":
-            return dict(zip((self.decode(k) for k in value["k"]),
-                            (self.decode(v) for v in value["v"]), strict=True))
+            keys = [self.decode(k) for k in value["k"]]
+            return dict(zip(keys, (self.decode(v, _member(where, k))
+                                   for k, v in zip(keys, value["v"], strict=True)), strict=True))
         if kind == "dtype":
             return np.lib.format.descr_to_dtype(self.decode(value["v"]))
         if kind == "type":
             return _allowed(value["v"])
         if kind == "learner":
-            return self.learner(value)
+            return self.learner(value, where)
         if kind == "obj":
-            return self.rebuild(value)
+            return self.rebuild(value, where)
         raise FedLabelsError(f"a models file entry of unknown kind {kind!r}.")
 
-    def learner(self, value: Mapping[str, Any]) -> Any:
-        cls, params = _allowed(value["cls"]), self.decode(value["params"])
+    def learner(self, value: Mapping[str, Any], where: str = "") -> Any:
+        cls, params = _allowed(value["cls"]), self.decode(value["params"], where)
         if "network" not in value:
             learner = cls(**params)
-            learner.load_state_dict(self.decode(value["state"]), optimizer=False)
+            learner.load_state_dict(self.decode(value["state"], where), optimizer=False)
             return learner
         from fedlabels.learners.torch_net import TorchNetClassifier
         from fedlabels.results.own_network import rebuild_factory
@@ -277,7 +279,7 @@ class _Reader:
                                  "factory; load only models files fedlabels wrote.")
         params["network"] = rebuild_factory(value["network"], self.trusted, self.decode)
         learner = cls(**params)
-        state = self.decode(value["state"])
+        state = self.decode(value["state"], where)
         state["arch.network"] = learner._name()  # the record above names the network
         learner.load_state_dict(state, optimizer=False)
         stored = {k[len("model."):] for k in state
@@ -289,13 +291,13 @@ class _Reader:
                                  "was the factory changed since the run?")
         return learner
 
-    def rebuild(self, value: Mapping[str, Any]) -> Any:
-        func, args = _allowed(value["f"]), self.decode(value["args"])
+    def rebuild(self, value: Mapping[str, Any], where: str = "") -> Any:
+        func, args = _allowed(value["f"]), self.decode(value["args"], f"{where}(args)")
         if func is copyreg.__newobj__ and not (  # type: ignore[attr-defined]
                 args and isinstance(args[0], type)):
             raise FedLabelsError("a models file entry names no class to build.")
         obj = func(*args)  # __newobj__'s class was decoded through the allow-list
-        state = self.decode(value["state"])
+        state = self.decode(value["state"], where)
         if state is not None:
             setstate = getattr(obj, "__setstate__", None)
             if setstate is not None:
@@ -303,7 +305,90 @@ class _Reader:
             else:
                 obj.__dict__.update(state)
         _check_trees(obj)
+        _check_shapes(obj, where)
         return obj
+
+
+class MalformedArrayError(FedLabelsError):
+    """An array of a models file with NaN or infinite values (a model cannot predict)."""
+
+
+def _member(where: str, key: Any) -> str:
+    """``where``'s entry ``key``: an attribute name as ``.name``, other keys as ``[key]``."""
+    if isinstance(key, str) and key.isidentifier():
+        return f"{where}.{key}" if where else key
+    return f"{where}[{key!r}]"
+
+
+def _finite(array: np.ndarray, where: str) -> np.ndarray:
+    """``array`` if its floats (and its record fields' floats: a tree's thresholds) are all
+    finite, as every fitted model's are: a NaN weight predicted one class for every row
+    without a word (NumPy's argmax of NaN scores is 0)."""
+    fields = [array[n] for n in array.dtype.names] if array.dtype.names else [array]
+    if any(f.dtype.kind in "fc" and not np.all(np.isfinite(f)) for f in fields):
+        bad = sum(int(np.count_nonzero(~np.isfinite(f))) for f in fields if f.dtype.kind in "fc")
+        raise MalformedArrayError(f"its array {where or '(top level)'} holds {bad} NaN or "
+                                  "infinite value(s), so the model cannot predict (a damaged "
+                                  "or edited file, or a training that diverged)")
+    return array
+
+
+def _check_shapes(obj: Any, where: str) -> None:
+    """Refuse a scikit-learn estimator whose weights do not fit together or its input
+    width ``n_features_in_`` (a linear model's ``coef_`` and ``intercept_``, an MLP's
+    ``coefs_`` and ``intercepts_``, a scaler's statistics, naive Bayes' means, SVC's
+    support vectors): such a file loaded and its model failed in ``predict`` with NumPy's
+    broadcasting error. A model fedlabels fits always fits together."""
+    attrs = vars(obj) if hasattr(obj, "__dict__") else {}
+    given = attrs.get("n_features_in_")
+    if not isinstance(given, int | np.integer):
+        return
+    width = int(given)
+    want: list[tuple[str, tuple[int | None, ...]]] = []  # (attribute, shape; None: any)
+    coef = attrs.get("coef_")
+    if isinstance(coef, np.ndarray):
+        rows = coef.shape[0] if coef.ndim == 2 else None
+        want += [("coef_", (rows, width) if coef.ndim == 2 else (width,)),
+                 ("intercept_", (rows,) if coef.ndim == 2 else ())]
+    layers = attrs.get("coefs_")
+    if isinstance(layers, list) and all(isinstance(w, np.ndarray) for w in layers):
+        fan_in: int | None = width
+        for i, w in enumerate(layers):
+            want += [(f"coefs_[{i}]", (fan_in, w.shape[-1] if w.ndim == 2 else None)),
+                     (f"intercepts_[{i}]", (w.shape[-1] if w.ndim == 2 else None,))]
+            fan_in = w.shape[-1] if w.ndim == 2 else None
+    theta = attrs.get("theta_")
+    if not isinstance(theta, np.ndarray):  # a scaler's statistics (None: not kept)
+        want += [(name, (width,)) for name in ("mean_", "scale_", "var_", "data_min_",
+                                               "data_max_", "data_range_", "min_")
+                 if attrs.get(name) is not None]
+    else:  # naive Bayes: a mean and variance per class and feature
+        classes = len(attrs.get("classes_", ()))
+        want += [("theta_", (classes, width)), ("var_", (classes, width)),
+                 ("class_prior_", (classes,))]
+    if isinstance(attrs.get("support_vectors_"), np.ndarray):
+        want.append(("support_vectors_", (None, width)))
+    for name, shape in want:
+        value = _attr(attrs, name)
+        if value is None and name.startswith("intercept"):
+            continue  # fit_intercept=False
+        got = np.shape(value) if isinstance(value, np.ndarray | np.generic | float) else None
+        if got is None or len(got) != len(shape) or any(
+                w is not None and g != w for g, w in zip(got, shape, strict=True)):
+            shown = "x".join("?" if w is None else str(w) for w in shape) or "a scalar"
+            raise MalformedArrayError(
+                f"its array {where}.{name} has shape {got} where the model "
+                f"({type(obj).__name__}, {width} input features) needs {shown}")
+
+
+def _attr(attrs: Mapping[str, Any], name: str) -> Any:
+    """``attrs[name]``, or item ``i`` of the list ``attrs[base]`` for ``base[i]``."""
+    base, _, index = name.partition("[")
+    value = attrs.get(base)
+    if index:
+        i = int(index.rstrip("]"))
+        return value[i] if isinstance(value, list) and i < len(value) else None
+    return value
 
 
 def _check_trees(obj: Any) -> None:
@@ -459,6 +544,9 @@ def read_models_file(path: Path, trusted: frozenset[str] = frozenset()) -> dict[
                              "the run to write it again.")
     try:
         payload = _Reader(arrays, trusted).decode(manifest.get("payload"))
+    except MalformedArrayError as exc:
+        raise FedLabelsError(f"{path} is not a valid fedlabels models file: {exc}; re-run the "
+                             "run to write it again.") from None
     except FedLabelsError:
         raise
     except Exception as exc:  # a forged or damaged manifest: a missing key, a wrong type,
