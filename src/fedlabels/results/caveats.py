@@ -91,9 +91,10 @@ def run_warnings(res: RunResult) -> list[str]:
         if line:
             out.append(line)
     else:
-        line = chance_warning(final.get("mean_accuracy"), majority_baseline(res))
-        if line:
-            out.append(line)
+        for line in (chance_warning(final.get("mean_accuracy"), majority_baseline(res)),
+                     absent_class_warning(res.federation)):
+            if line:
+                out.append(line)
     line = delta_warning(res.extra.get("privacy") or {}, res.federation)
     if line:
         out.append(line)
@@ -114,6 +115,33 @@ def site_ledgers_warning(res: RunResult) -> str | None:
         return None
     return ("the sites' own ledgers (reported by the sites, not verified by the coordinator) "
             "disagree with the coordinator's privacy figures: " + "; ".join(map(str, flags)))
+
+
+#: partitions that split by label: a client without a class is what they were asked for
+LABEL_SKEW_PARTITIONS = ("dirichlet", "shards")
+
+
+def absent_class_warning(federation: dict[str, Any]) -> str | None:
+    """A sentence when a partition that does not split by label (iid, quantity, a site
+    column) left clients without any example of a class (a rare class, small clients): a
+    client's own model cannot predict it, which the accuracy alone does not show."""
+    counts = federation.get("client_class_counts") or []
+    partition = str(federation.get("partition") or "")
+    if not counts or partition.partition(":")[0] in LABEL_SKEW_PARTITIONS:
+        return None
+    table = np.asarray(counts)
+    if table.ndim != 2 or not (table == 0).any():
+        return None
+    names = shown_names_of(federation)
+    parts = []
+    for c in np.flatnonzero((table == 0).any(axis=0)):
+        name = names[c] if c < len(names) else str(c)
+        parts.append(f"{name!r} at {int((table[:, c] == 0).sum())} of {len(table)} clients "
+                     f"({int(table[:, c].sum())} example(s) in all their data)")
+    return (f"a class is absent from clients' data (partition {partition or '?'}): "
+            f"{'; '.join(parts)}; a client's own model cannot predict a class it never "
+            "saw, only what the others teach it can (fewer clients or more data per client "
+            "avoid it)")
 
 
 def table_range_warning(federation: dict[str, Any]) -> str | None:
