@@ -146,3 +146,31 @@ def test_run_configs_typed_constructor_names_every_field_with_its_default() -> N
     for f, default in zip(fields, init.args.defaults, strict=True):
         stated = ast.literal_eval(default)
         assert stated == (... if f.name == "options" else f.default), f.name
+
+
+def test_help_shows_what_each_run_config_field_takes() -> None:
+    """``help(fl.RunConfig)`` showed the types the fields store (``target_range: str |
+    None``, ``clients: int``), though the constructor takes a pair, a numpy integer, a
+    Path; only a checker saw the typed constructor. Its signature and docstring now say
+    what a checker reads there, field by field."""
+    import ast
+    import inspect
+    import pydoc
+
+    from fedlabels.runs import config
+
+    tree = ast.parse(inspect.getsource(config))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RunConfig")
+    init = next(f for block in cls.body if isinstance(block, ast.If)
+                for f in block.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    typed = {a.arg: ast.unparse(a.annotation) for a in init.args.args[1:] if a.annotation}
+    shown = inspect.signature(fl.RunConfig).parameters
+    assert list(shown) == list(typed)
+    page = pydoc.render_doc(fl.RunConfig, renderer=pydoc.plaintext)
+    for name, annotation in typed.items():
+        spelt = annotation.replace("IntLike", "int | numpy.integer").replace(
+            "FloatLike", "float | numpy.floating | numpy.integer")
+        assert shown[name].annotation == spelt, name
+        assert f" {name} : {spelt}\n" in page, name
+    assert "target_range : str | Sequence[float] | None" in page
+    assert shown["options"].default == {} and shown["clients"].default == 5

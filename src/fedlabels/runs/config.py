@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,15 +30,72 @@ _C = TypeVar("_C", bound=type)
 def _keywords_checked(cls: _C) -> _C:
     """The dataclass's ``__init__``, with an unknown keyword a one-line error naming the
     valid ones (as :meth:`RunConfig.from_mapping` says it) instead of Python's TypeError,
-    and former names read as the current ones."""
+    and former names read as the current ones; its signature and the class's docstring
+    say what each field takes (:func:`_taking`), as a checker reads it."""
     generated = vars(cls)["__init__"]
 
     @functools.wraps(generated)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         generated(self, *args, **check_keys(cls, kwargs, "RunConfig keyword", keywords=True))
 
+    __init__.__signature__ = _taking(cls)  # type: ignore[attr-defined]
     setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses assigning a method)
+    cls.__doc__ = (cls.__doc__ or "") + _fields_doc(cls)
     return cls
+
+
+#: the numbers a setting takes, as ``help()`` shows them (a checker reads the aliases)
+SHOWN_ALIASES = {"IntLike": "int | numpy.integer",
+                 "FloatLike": "float | numpy.floating | numpy.integer"}
+#: what the constructor takes where it is more than the type a field stores, which
+#: validate() normalises (a Path to its str, a pair to "LO,HI", True to "on"); an int or
+#: float field takes numpy's numbers too. The typed ``__init__`` under TYPE_CHECKING says
+#: the same to a checker (tests/test_typed_api.py checks that they agree)
+TAKES = {"public": "str | os.PathLike[str] | None", "output": "str | os.PathLike[str] | None",
+         "features": "str | Sequence[str] | None", "drop": "str | Sequence[str] | None",
+         "target_range": "str | Sequence[float] | None",
+         "participation": "FloatLike | None", "batch_clients": "str | bool",
+         "cuda_graphs": "str | bool", "image_size": "str | int | tuple[int, int] | None"}
+
+
+def taken_annotation(name: str, stored: str) -> str:
+    """What the field ``name`` (of the stored type ``stored``) takes, as a checker reads it."""
+    import re
+
+    if name in TAKES:
+        return TAKES[name]
+    return re.sub(r"\bfloat\b", "FloatLike", re.sub(r"\bint\b", "IntLike", stored))
+
+
+def shown(annotation: str) -> str:
+    """``annotation`` with the aliases spelt out, as ``help()`` shows it."""
+    for alias, meaning in SHOWN_ALIASES.items():
+        annotation = annotation.replace(alias, meaning)
+    return annotation
+
+
+def _taking(cls: type) -> inspect.Signature:
+    """The constructor's signature with what each field takes (``help(RunConfig)``)."""
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for f in fields(cls):
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
+        params.append(inspect.Parameter(
+            f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+            annotation=shown(taken_annotation(f.name, str(f.type)))))
+    return inspect.Signature(params, return_annotation="None")
+
+
+def _fields_doc(cls: type) -> str:
+    """A Parameters section: each field, what it takes, its default and its help."""
+    import textwrap
+
+    lines = ["", "    Parameters (what each field takes; it holds the value normalised: a Path",
+             '    as its str, a pair as "LO,HI", True as "on")', "    ----------"]
+    for f, info in zip(fields(cls), declared(cls), strict=True):
+        lines.append(f"    {info.name} : {shown(taken_annotation(info.name, str(f.type)))}")
+        lines += textwrap.wrap(f"{info.help} (default: {info.default_str()})", width=88,
+                               initial_indent=" " * 8, subsequent_indent=" " * 8)
+    return "\n".join(lines) + "\n"
 
 
 def participation_arg(text: str) -> float | int:
