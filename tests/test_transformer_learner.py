@@ -348,3 +348,27 @@ def test_bad_fit_input_is_one_line(tiny_dir: str, X: object, y: object, needle: 
     with pytest.raises(FedLabelsError, match=needle) as info:
         learner(tiny_dir, mode="frozen", max_steps=2).fit(X, y)
     assert "\n" not in str(info.value)
+
+
+def test_no_input_width_on_text_as_scikit_learns_text_estimators(tiny_dir: str) -> None:
+    """``n_features_in_`` was 1 after fitting texts; scikit-learn's estimators that take
+    raw text (a pipeline starting with TfidfVectorizer) have none, nor does the tfidf
+    learner. The saved state keeps its one text column (the format is unchanged)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    from fedlabels.learners.tfidf import TfidfClassifier
+
+    X, y = texts(40, 7)
+    sk = make_pipeline(TfidfVectorizer(), LogisticRegression()).fit(X, y)
+    m = learner(tiny_dir, mode="frozen", max_steps=3).fit(X, y)
+    assert hasattr(m, "classes_")
+    assert hasattr(m, "n_features_in_") == hasattr(sk, "n_features_in_") is False
+    assert not hasattr(TfidfClassifier().fit(X, y), "n_features_in_")
+    state = m.state_dict()
+    assert state["n_features_in"] == 1
+    back = learner(tiny_dir, mode="frozen", max_steps=3)
+    back.load_state_dict(state)
+    assert not hasattr(back, "n_features_in_")
+    assert np.array_equal(back.predict_proba(X), m.predict_proba(X))

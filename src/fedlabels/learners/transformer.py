@@ -256,8 +256,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         self.optimizer_ = torch.optim.Adam([p for _, p in self.trainable_], lr=float(lr),
                                            weight_decay=float(self.weight_decay))
         self.rng_ = np.random.default_rng(seed)
-        self.classes_ = np.arange(n_classes)
-        self.n_features_in_ = 1
+        self.classes_ = np.arange(n_classes)  # no n_features_in_: text has no columns
         self.steps_ = 0
         self._cursors: dict[int, BatchCursor] = {}
         self.model_ = self.head_  # "built" marker shared with the torch MLP's helpers
@@ -504,6 +503,9 @@ class _StateView:
     trainable parameters (the same tensors, so loading writes into the learner)."""
 
     hidden_layer_sizes = ()
+    #: the state format's input width: one column of text (the learner, as scikit-learn's
+    #: text estimators, has no ``n_features_in_``)
+    n_features_in_ = 1
 
     def __init__(self, learner: TransformerClassifier) -> None:
         object.__setattr__(self, "_learner", learner)
