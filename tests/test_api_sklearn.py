@@ -337,3 +337,26 @@ def test_resume_checks_rounds_and_takes_numpy_integers(tmp_path):
         result = fl.resume(tmp_path / "run.json", rounds=np.int64(2), threads=np.int64(1),
                            workers=np.int64(1), progress=False, save=False)
     assert len(result.rounds) == 2 and result.config["rounds"] == 2
+
+
+def test_a_federations_partition_and_sizes_are_recorded_so_reports_tell_them_apart(data):
+    # fl.run with a Federation recorded RunConfig's defaults (partition 'iid', no sizes)
+    # whatever the federation was, so fl.report pooled an iid and a Dirichlet run of one
+    # seed as two "seeds" of one configuration, and fl.plot numbered them #1 and #2
+    from fedlabels.reporting.plots import legend_labels
+    from fedlabels.reporting.report import group_runs
+
+    X, y = data
+    iid = fl.make_federation(X, y, clients=4, unlabeled=200, seed=0)
+    skewed = fl.make_federation(X, y, clients=4, unlabeled=100, partition="dirichlet:0.5",
+                                seed=0)
+    runs = [fl.run("fedct", fed, model="dt", rounds=1, progress=False)
+            for fed in (iid, skewed)]
+    for r, fed in zip(runs, (iid, skewed), strict=True):  # the federation's own record
+        assert r.config["partition"] == fed.info["partition"] == r.federation["partition"]
+        assert (r.config["unlabeled"], r.config["private"], r.config["test"]) == (
+            len(fed.X_public), sum(len(c) for c in fed.clients), len(fed.y_test))
+    assert runs[1].config["partition"] != "iid"
+    assert [len(c.runs) for c in group_runs(runs)] == [1, 1]
+    labels, _ = legend_labels(runs)
+    assert "dirichlet" in labels[1] and "#" not in "".join(labels)

@@ -97,7 +97,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
         return result
     if isinstance(federation, str):
         federation = federation_for(cfg, progress)
-    record = {**cfg.to_dict(), "clients": federation.n_clients, **(config or {})}
+    record = {**cfg.to_dict(), **(_built_with(federation) if not by_dataset else
+                                  {"clients": federation.n_clients}), **(config or {})}
     if model is None or isinstance(model, str):
         model = cfg.model  # aliases resolved: one name per model
     record["model"] = _model_record(model)
@@ -113,6 +114,23 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                       workers=cfg.workers)
     _warn_caveats(result)
     return result
+
+
+def _built_with(federation: Federation) -> dict[str, Any]:
+    """The settings a :class:`Federation` given to :func:`run` was built with, recorded in
+    the result's configuration in place of ``RunConfig``'s defaults (which said ``partition
+    'iid'`` and no sizes for any federation, so ``fl.report`` pooled runs on an iid and a
+    Dirichlet federation as one configuration's seeds)."""
+    info = federation.info
+    shift = info.get("unlabeled_shift")
+    pca = info.get("public_pca")
+    return {"clients": federation.n_clients,
+            "partition": info.get("partition"),  # None: a Federation built by hand
+            "unlabeled": len(federation.X_public),
+            "private": sum(len(c) for c in federation.clients),
+            "test": len(federation.y_test),
+            "unlabeled_shift": shift.get("S", 0.0) if isinstance(shift, dict) else 0.0,
+            "public_pca": pca.get("components") if isinstance(pca, dict) else None}
 
 
 def _check_watching(progress: Any, on_round: Any = None) -> None:
