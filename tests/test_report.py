@@ -686,7 +686,7 @@ def test_equal_values_over_seeds_show_no_spread():
     row = summary_rows(group_runs([_result("dp-fedct", s, [0.8], privacy=dp)
                                    for s in range(3)]))[0]
     assert (row["epsilon_mean"], row["epsilon_std"]) == (eps, 0.0)
-    (cell,) = [c(row) for h, _, c in cost_columns() if h == "ε"]
+    (cell,) = [c(row) for h, _, c in cost_columns() if h == "ε spent"]
     assert cell == "8.00"
 
 
@@ -903,3 +903,28 @@ def _refused_unread(tmp_path, capsys) -> None:
             assert main(argv) == 2
             err = capsys.readouterr().err
             assert "is not a regular file" in err and err.count("\n") == 1, err
+
+
+def test_epsilon_axis_and_column_say_spent_not_budget(monkeypatch):
+    """A run's ``privacy.epsilon`` is what it spent, below its ``epsilon`` budget where
+    clients sat rounds out: the ε axis said "total privacy budget" and put a run of budget
+    8 at 5.5, beside a legend naming epsilon=8."""
+    from fedlabels.reporting import report_figures
+    from fedlabels.reporting.report_page import cost_columns
+
+    spent = {"guarantee": "formal", "epsilon": 5.5, "delta": 1e-5,
+             "target": {"epsilon": 8.0, "delta": 1e-5}}
+    configs = group_runs([_result("dp-fedct", 0, [0.7], privacy=spent),
+                          _result("fedct", 0, [0.8])])
+    rows = summary_rows(configs)
+    drawn = []
+    monkeypatch.setattr(report_figures, "png", lambda fig: drawn.append(fig) or "")
+    report_figures.figures(configs, rows)
+    (axis,) = [f.axes[0] for f in drawn if "ε" in f.axes[0].get_xlabel()]
+    (x,) = {round(float(line.get_xdata()[0]), 6) for line in axis.lines
+            if len(line.get_xdata()) == 1}  # the DP run's point
+    assert x == spent["epsilon"]  # what is drawn is what was spent ...
+    label = axis.get_xlabel()
+    assert "spent" in label and "total privacy budget" not in label  # ... and says so
+    (header,) = [h for h, key, _ in cost_columns() if key == "epsilon_mean"]
+    assert "spent" in header

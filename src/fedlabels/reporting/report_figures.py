@@ -236,6 +236,12 @@ def _subtitle(fig: Any, text: str) -> Any:
     return fig
 
 
+#: what the ε axis shows: the ε each run spent (``privacy.epsilon``), which is below its
+#: ``epsilon`` budget where clients sat rounds out or the run stopped early
+EPSILON_AXIS = ("ε spent over the run, as accounted (at most its epsilon budget; lower is "
+                "more private)")
+
+
 def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
             ) -> list[tuple[str, str]]:
     """(heading, base64 PNG) of every figure that has data; each title names what ran."""
@@ -245,8 +251,8 @@ def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
         (f"{what} per round", curves_figure(configs, rows)),
         (f"{what} against communication", communication_figure(rows)),
         ("Privacy against utility: ε (DP runs)", privacy_figure(
-            rows, "epsilon_mean", "epsilon_std", "ε, total privacy budget (lower is more "
-            "private)", "One privacy level: its cost against the non-private runs (lines)"
+            rows, "epsilon_mean", "epsilon_std", EPSILON_AXIS,
+            "One privacy level: its cost against the non-private runs (lines)"
             if len({r["epsilon_mean"] for r in eps}) == 1
             else "Accuracy against ε: the price of privacy", "no DP", guarantee=True)),
         ("Privacy against utility: VUL (audited runs)", privacy_figure(

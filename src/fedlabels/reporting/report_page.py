@@ -90,7 +90,7 @@ def cost_columns() -> list[tuple[str, str, Cell]]:
         ("B/client total", "bytes_per_client_total",
          lambda r: fmt(r["bytes_per_client_total"], whole=True)),
         ("guarantee", "guarantee", lambda r: fmt(r["guarantee"])),
-        ("ε", "epsilon_mean", lambda r: fmt(r["epsilon_mean"], r["epsilon_std"])),
+        ("ε spent", "epsilon_mean", lambda r: fmt(r["epsilon_mean"], r["epsilon_std"])),
         ("δ", "delta", lambda r: MISSING if r["delta"] is None else f"{r['delta']:.0e}"),
         ("VUL", "vul_mean", lambda r: fmt(r["vul_mean"], r["vul_std"])),
         ("VUL 95 % interval", "vul_low", lambda r: MISSING if r["vul_low"] is None
