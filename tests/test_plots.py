@@ -340,3 +340,23 @@ def test_plot_accuracy_replaces_an_existing_file_only_when_told(runs, tmp_path):
     assert mine.read_bytes().startswith(b"\x89PNG")
     new = tmp_path / "new.pdf"  # a new file needs no flag
     assert plot_accuracy([runs["fedct"]], new) == new and new.read_bytes()[:4] == b"%PDF"
+
+
+def test_references_of_one_model_from_two_seeds_are_told_apart(runs):
+    """Two local-only runs of one model (seeds 0 and 1) were both drawn dashed in the
+    colour of the curve with that model: two identical lines, one legend style."""
+    fed = fl.load_federation("breast_cancer", clients=5, seed=1, partition="quantity:1")
+    other = fl.run("local", fed, model="dt", rounds=1, seed=1, progress=False)
+    fig = accuracy_figure([runs["fedct"], runs["local"], other])
+    try:
+        texts = _legend_texts(fig)
+        refs = [ln for ln in fig.axes[0].get_lines()
+                if ln.get_label() in texts and ln.get_label().startswith("local ·")]
+        assert len(refs) == 2
+        looks = {(matplotlib.colors.to_hex(ln.get_color()), ln.get_linestyle()) for ln in refs}
+        assert len(looks) == 2  # each reference its own look
+        assert {ln.get_linestyle() for ln in refs} == {"--"}  # both still local-only's dash
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)

@@ -301,6 +301,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     if not curves:  # references only: a round axis from their own records
         ax.set_xlim(0.5, max(max((rec.round for rec in r.rounds), default=1)
                              for r, _ in refs) + 0.5)
+    used: set[tuple[str, str]] = set()  # (colour, dash) of the references drawn
     for i, (res, label) in enumerate(refs):
         value = _final_value(res, regression)
         dash = "--" if res.method == "local" else ":"
@@ -308,6 +309,9 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
             ax.plot([], [], ls=dash, label=f"{label} (not evaluated)")
             continue
         colour = colours.setdefault(model_text(res), style(len(curves) + i)[0])
+        if (colour, dash) in used:  # another seed's reference of the model: drawn alike
+            colour = next((c for c in PALETTE if (c, dash) not in used), colour)
+        used.add((colour, dash))
         ax.axhline(value, ls=dash, lw=1.6, color=colour,
                    label=f"{label}: {value:.3f} (reference)")
     if not regression and len({r.dataset for r in results}) == 1:
