@@ -928,3 +928,35 @@ def test_epsilon_axis_and_column_say_spent_not_budget(monkeypatch):
     assert "spent" in label and "total privacy budget" not in label  # ... and says so
     (header,) = [h for h, key, _ in cost_columns() if key == "epsilon_mean"]
     assert "spent" in header
+
+
+def test_the_page_says_how_each_run_ran_and_what_its_guarantee_covers(tmp_path):
+    """The page named each result by its file or repr alone: not the command that made
+    it, not a Python run's partition or participation, not the neighbouring datasets or
+    the adversary of a DP guarantee."""
+    import html
+    import shlex
+
+    import fedlabels as fl
+
+    cli = tmp_path / "cli.json"
+    assert main(["-q", "run", "--method", "fedct", "--dataset", "wine", "--clients", "3",
+                 "--rounds", "1", "--seed", "2", "--output", str(cli)]) == 0
+    fed = fl.load_federation("wine", clients=3, partition="dirichlet:0.5", seed=0)
+    python_run = fl.run("fedct", fed, model="dt", rounds=1, participation=2, seed=1,
+                        progress=False)
+    dp = fl.run("dp-fedct", "wine", clients=3, rounds=1, progress=False,
+                options={"epsilon": 8, "mechanism": "xor"})
+    out = tmp_path / "rep.html"
+    fl.report([str(cli), python_run, dp], out)
+    page = html.unescape(out.read_text())
+    listed = page[page.index("<h2>Results"):]
+    saved = json.loads(cli.read_text())
+    assert shlex.join(saved["provenance"]["command_line"]) in listed  # the command
+    for text in ("partition='dirichlet:0.5,0.5'", "participation=2", "seed=1"):
+        assert text in listed, text  # a Python run's settings, from its record
+    privacy = dp.privacy
+    assert privacy["guarantee"] == "formal"
+    for text in (privacy["guarantee_against"], privacy["neighbouring"]):
+        assert text in listed
+    assert f"none ({python_run.privacy['reason']})" in listed

@@ -339,7 +339,7 @@ def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
                                                "once; each file is counted once."))
     page = render_html(rows, configs, figures(configs, rows),
                        [repr(p) if isinstance(p, RunResult) else str(p) for p in paths],
-                       warned, metric)
+                       warned, metric, runs=results)
     import pandas as pd
 
     with writing("the report"):

@@ -20,6 +20,7 @@ from fedlabels.core.clinical import SCALAR_METRICS
 
 if TYPE_CHECKING:
     from fedlabels.reporting.report import Configuration
+    from fedlabels.results import RunResult
 
 MISSING = "—"
 
@@ -114,7 +115,8 @@ _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
           "tr.flagged td{background:#fff4e0}"
           ".warn{background:#fff4e0;border-left:4px solid #e69500;padding:.5em 1em}"
           ".cm{display:inline-block;vertical-align:top;margin:0 1.5em 1em 0}"
-          "img{max-width:100%;display:block;margin-bottom:1.5em}")
+          "img{max-width:100%;display:block;margin-bottom:1.5em}"
+          "li{margin-bottom:.6em}code{overflow-wrap:anywhere}")
 
 
 def _table(rows: Sequence[dict[str, Any]], all_cols: Sequence[tuple[str, str, Cell]],
@@ -200,9 +202,11 @@ def _confusion(conf: Configuration) -> str | None:
 
 def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration],
                 figures: Sequence[tuple[str, str]], sources: Sequence[str],
-                warnings: Sequence[tuple[str, str]], metric: str = "accuracy") -> str:
+                warnings: Sequence[tuple[str, str]], metric: str = "accuracy",
+                runs: Sequence[RunResult] = ()) -> str:
     """The page: warnings, the summary table, the figures (embedded), the confusion
-    matrices and the result files used."""
+    matrices and the result files used (with ``runs``, the results in the order of
+    ``sources``: how each ran and what its privacy guarantee covers)."""
     esc = html.escape
     warn = ""
     if warnings:
@@ -226,7 +230,8 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
         shown = names[k] if k < len(names) else str(positive["name"])
         pos_note = (f" Sensitivity and specificity take <b>{esc(shown)}</b> as the positive "
                     f"class ({esc(positive['rule'])}).")
-    files = "".join(f"<li>{esc(s)}</li>" for s in sources)
+    files = "".join(f"<li>{esc(s)}" + ("" if res is None else _provenance(res)) + "</li>"
+                    for s, res in zip(sources, [*runs, *[None] * len(sources)], strict=False))
     regression = bool(configs) and all(c.regression for c in configs)
     headline = "RMSE and R² (regression)" if regression else _HEADINGS.get(metric, metric)
     bases = {r.get("majority_baseline") for r in rows}
@@ -245,4 +250,51 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
             "<h2>Communication and privacy</h2>\n"
             f"{_table(rows, cost_columns(), metric, flagged)}\n{_site_ledgers(configs)}"
             f"{figs}\n{cms}\n"
-            f"<h2>Results</h2><ul>{files}</ul>\n</body></html>\n")
+            "<h2>Results: how each ran and what its guarantee covers</h2>"
+            f"<ul>{files}</ul>\n</body></html>\n")
+
+
+def how_it_ran(res: RunResult) -> str:
+    """The command that ran ``res`` (``fedlabels run ...``, from its provenance) or, for a
+    run started from Python, its method, dataset, model and the settings it changed from
+    ``fedlabels run``'s defaults (the seed always): enough to run it again."""
+    import shlex
+
+    from fedlabels.reporting.plots import changed_options
+    from fedlabels.runs.config import RunConfig
+    from fedlabels.runs.spec import by_name
+
+    line = (res.extra.get("provenance") or {}).get("command_line")
+    if isinstance(line, list) and all(isinstance(a, str) for a in line):
+        return shlex.join(line)
+    config = res.config or {}
+    defaults = {k: p.default for k, p in by_name(RunConfig).items()}
+    shown = {"method": res.method, "dataset": res.dataset, "model": config.get("model"),
+             **{k: v for k, v in config.items() if k in defaults and k not in (
+                 "method", "dataset", "model", "options") and v != defaults[k]},
+             "seed": res.seed, **changed_options(res)}
+    return "from Python: " + ", ".join(f"{k}={v!r}" for k, v in shown.items()
+                                        if v is not None)
+
+
+def guarantee_text(res: RunResult) -> str:
+    """What the run's ``privacy`` says: ``none`` and why, or the guarantee, its (ε, δ),
+    against whom and the neighbouring datasets it is stated for."""
+    privacy = res.extra.get("privacy") or {}
+    guarantee = privacy.get("guarantee") or "not stated"
+    if guarantee == "none" or not privacy.get("guarantee_against"):
+        reason = privacy.get("reason")
+        return f"{guarantee}" + (f" ({reason})" if reason else "")
+    eps, delta = privacy.get("epsilon"), privacy.get("delta")
+    spent = "" if eps is None else f", ε = {fmt(eps)}" + (
+        "" if delta is None else f", δ = {delta:.0e}")
+    return (f"{guarantee}{spent}; against {privacy['guarantee_against']}; neighbouring "
+            f"datasets: {privacy.get('neighbouring') or 'not stated'}")
+
+
+def _provenance(res: RunResult) -> str:
+    """A result's list entry on the page after its name: how it ran and its guarantee."""
+    esc = html.escape
+    return (f"<br>ran: <code>{esc(how_it_ran(res))}</code>"
+            f"<br>privacy: {esc(guarantee_text(res))}")
+
