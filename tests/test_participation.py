@@ -361,3 +361,24 @@ def test_fedmd_a_client_that_missed_round_one_transfers_when_it_first_takes_part
     assert later and not set(later) & set(first)  # some joined after round 1, and worked
     # D0's labels went to each client once: in the first round it took part in
     assert sorted(labels_to) == sorted((rnd - 1, c) for c, rnd in joined.items())
+
+
+def test_the_rounds_table_counts_who_took_part_and_replied(unequal_fed, tmp_path):
+    """The rounds table (to_frame, X.rounds.csv) of a run with partial participation had no
+    sign of it: bytes_up_mean is over all clients, and a round no client was drawn for
+    read as a round of small uploads."""
+    res = fl.run("fedct", unequal_fed, model="dt", rounds=4, participation=3, dropout=0.4,
+                 seed=1, progress=False)
+    frame = res.to_frame()
+    assert frame["participants"].tolist() == [len(r.participants) for r in res.rounds] \
+        == [3] * 4  # K = 3 per round, as drawn
+    assert frame["replied"].tolist() == [len(r.replied) for r in res.rounds]
+    assert (frame["replied"] <= frame["participants"]).all()
+    assert frame.columns[-3:].tolist() == ["bytes_up_mean", "bytes_down_mean", "seconds"]
+    saved = res.save(tmp_path / "run.json")
+    import pandas as pd
+
+    table = pd.read_csv(saved.with_name("run.rounds.csv"))
+    assert table["participants"].tolist() == frame["participants"].tolist()
+    everyone = fl.run("fedct", unequal_fed, model="dt", rounds=1, progress=False)
+    assert "participants" not in everyone.to_frame()  # every client, every round

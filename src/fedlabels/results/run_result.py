@@ -252,16 +252,24 @@ class RunResult:
         return row
 
     def to_frame(self) -> pd.DataFrame:
-        """Per-round records as a pandas DataFrame (one row per round)."""
+        """Per-round records as a pandas DataFrame (one row per round); a run that took
+        clients out of rounds adds how many took part (``participants``) and replied."""
         import pandas as pd
 
         rows = []
+        # clients taken out of rounds (--participation, --dropout, --deadline): how many
+        # took part and replied, without which bytes_up_mean (over all clients) misleads
+        partial = any(r.participants is not None for r in self.rounds)
         for r in self.rounds:
             stats = r.accuracy_stats() or {}
             rows.append({"round": r.round, "local_steps": r.local_steps,
                          **{f"acc_{k}": v for k, v in stats.items()},
                          **({"rmse_mean": float(np.mean(r.rmse)), "r2_mean": float(np.mean(
                              r.r2 or []))} if r.rmse is not None else {}), **r.server,
+                         **({"participants": None if r.participants is None
+                             else len(r.participants),
+                             "replied": None if r.replied is None else len(r.replied)}
+                            if partial else {}),
                          "bytes_up_mean": float(np.mean(r.bytes_up)),
                          "bytes_down_mean": float(np.mean(r.bytes_down)),
                          "seconds": r.seconds})
