@@ -526,3 +526,15 @@ def test_a_config_nested_too_deep_is_one_line(tmp_path, capsys):
     assert main(["run", "--config", str(toml), "-o", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
     assert "nested too deep" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("method", sorted(NEEDS_BUDGET))
+def test_a_missing_budget_says_how_to_give_it_from_python_too(method):
+    """fl.run of a DP method without a budget named only the CLI's flags (--epsilon 8),
+    which fl.run does not take: epsilon=8 is refused as a method option given as a run
+    parameter."""
+    with pytest.raises(FedLabelsError) as caught:
+        fl.run(method, "wine", clients=3, rounds=1, progress=False)
+    message = str(caught.value)
+    assert "--epsilon" in message and "options={'epsilon': 8}" in message
+    assert len(message.splitlines()) == 1

@@ -130,7 +130,8 @@ class DPFedAvgOptions(MethodOptions):
         if (self.noise_multiplier is None) == (self.epsilon is None):
             raise FedLabelsError("dp-fedavg needs exactly one of noise_multiplier (σ, e.g. "
                                  "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
-                                 "e.g. --epsilon 8, σ is then calibrated).")
+                                 "e.g. --epsilon 8, σ is then calibrated); in Python: "
+                                 "fl.run(..., options={'epsilon': 8}).")
         if self.accountant == "analytic" and self.sample_rate < 1.0:
             raise FedLabelsError(f"dp-fedavg accountant analytic needs sample_rate 1, got "
                                  f"{self.sample_rate}; use rdp or pld with client sampling.")

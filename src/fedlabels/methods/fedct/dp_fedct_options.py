@@ -164,7 +164,8 @@ class DPFedCTOptions(VoteOptions):
         if (self.epsilon is None) == (self.epsilon_per_round is None):
             raise FedLabelsError("dp-fedct needs exactly one of epsilon (the total (ε, δ) "
                                  "budget of the run, e.g. --epsilon 8) and epsilon_per_round "
-                                 "(pure ε of each round's release, e.g. --epsilon-per-round 1).")
+                                 "(pure ε of each round's release, e.g. --epsilon-per-round 1); "
+                                 "in Python: fl.run(..., options={'epsilon': 8}).")
         self._check_trained_mechanisms()
         unused = [n for n in (*SITE_MODEL_OPTIONS, *LABELLER_OPTIONS) if n in self.given()]
         if unused and self.site_model != "private":

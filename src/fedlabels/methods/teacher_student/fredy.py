@@ -149,7 +149,8 @@ class FREDYOptions(TeacherStudentOptions):
             raise FedLabelsError("FREDY needs exactly one of --epsilon (the total (ε, δ) "
                                  "budget of the run over all queries, e.g. --epsilon 8) and "
                                  "--epsilon-per-query (the nominal per-query ε of the "
-                                 "paper's Laplace noisy-max, e.g. --epsilon-per-query 0.2).")
+                                 "paper's Laplace noisy-max, e.g. --epsilon-per-query 0.2); in "
+                                 "Python: fl.run(..., options={'epsilon': 8}).")
         if self.epsilon is not None and self.queries is None:
             raise FedLabelsError(
                 "fredy with a total --epsilon needs --queries Q: every query spends the "

@@ -158,7 +158,8 @@ class DPPATEOptions(PATEOptions):
         if self.noise_sigma is None and self.epsilon is None:
             raise FedLabelsError("DP-PATE needs --noise-sigma σ (GNMax noise on each vote "
                                  "count) or --epsilon (a total ε target at --delta, from "
-                                 "which σ is calibrated).")
+                                 "which σ is calibrated); in Python: fl.run(..., "
+                                 "options={'epsilon': 8}).")
         if self.noise_sigma is not None and self.epsilon is not None:
             raise FedLabelsError("DP-PATE takes --noise-sigma or --epsilon, not both: σ is "
                                  "either given or calibrated from the ε target.")
