@@ -133,10 +133,16 @@ class ParamInfo:
             wrong = value not in self.choices
         if wrong:
             kind = "true or false" if self.kind == (bool,) else "" if self.choices else \
-                f"{'an' if self.base_type[0] == 'i' else 'a'} {self.base_type}"
+                _IN_WORDS.get(self.base_type,
+                              f"{'an' if self.base_type[0] == 'i' else 'a'} {self.base_type}")
             raise FedLabelsError(f"{self.name} must be {' '.join(filter(None, (kind, limit)))}"
                                  f", got {value!r}.")
         return value
+
+
+#: a type union as an error message says it ("participation must be a float | int" read
+#: as code): what to give, in words
+_IN_WORDS = {"float | int": "a number", "str | list of str": "a name or a list of names"}
 
 
 def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str = "run",
