@@ -360,3 +360,19 @@ def test_references_of_one_model_from_two_seeds_are_told_apart(runs):
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_the_title_gives_the_curves_rounds_whatever_the_references_ran(runs):
+    """References ran fl.run's default 20 rounds beside curves of 4: R left the plot's
+    title (the report's title said R = 4), and appeared nowhere on the plot."""
+    import matplotlib.pyplot as plt
+
+    fed = fl.load_federation("breast_cancer", clients=5, seed=0, partition="quantity:1")
+    local = fl.run("local", fed, model="dt", seed=0, progress=False)
+    assert local.config["rounds"] != runs["fedct"].config["rounds"]
+    fig = accuracy_figure([runs["fedct"], local])
+    try:
+        assert fig.axes[0].get_title().startswith("breast_cancer, m = 5, R = 4, seed 0:")
+        assert not [t for t in _legend_texts(fig) if "R = " in t]
+    finally:
+        plt.close(fig)

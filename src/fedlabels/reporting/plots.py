@@ -121,7 +121,13 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
     from fedlabels.results.caveats import rounds_status
 
     described = [_describe(r) for r in results]
-    varying = [k for k in described[0] if len({d[k] for d in described}) > 1]
+    # a reference (local, centralized) is a line at its final value: its rounds (20 unless
+    # set) neither tell it apart nor keep the curves' shared R out of the title (the
+    # report's title counts the curves' alone)
+    curves = [d for d, r in zip(described, results, strict=True)
+              if r.method not in REFERENCE_METHODS] or described
+    varying = [k for k in described[0]
+               if len({d[k] for d in (curves if k == "rounds" else described)}) > 1]
     names = [run_name(r) for r in results]
     labels = []
     for name, d in zip(names, described, strict=True):  # only what tells alike names apart
@@ -139,8 +145,8 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
         labels = [label + f" #{i + 1}" for i, label in enumerate(labels)]
     labels = [label + (f" [{s}]" if (s := rounds_status(r)) else "")
               for label, r in zip(labels, results, strict=True)]
-    shared = [described[0][k] for k in ("dataset", "clients", "rounds", "seed")
-              if k not in varying]
+    shared = [curves[0][k] if k == "rounds" else described[0][k]
+              for k in ("dataset", "clients", "rounds", "seed") if k not in varying]
     return labels, ", ".join(shared)
 
 
