@@ -360,3 +360,19 @@ def test_a_federations_partition_and_sizes_are_recorded_so_reports_tell_them_apa
     assert [len(c.runs) for c in group_runs(runs)] == [1, 1]
     labels, _ = legend_labels(runs)
     assert "dirichlet" in labels[1] and "#" not in "".join(labels)
+
+
+def test_a_label_columns_name_or_a_test_share_is_refused_with_the_call_that_works(data):
+    """make_federation(df, "target") said 'X has 569 rows but y has 1 labels', and test=0.2
+    'test must be an integer' without naming test_fraction."""
+    X, y = data
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]).assign(target=y)
+    with pytest.raises(FedLabelsError) as caught:
+        fl.make_federation(frame, "target")
+    message = str(caught.value)
+    assert "X.drop(columns='target'), X['target']" in message and "rows" not in message
+    fed = fl.make_federation(frame.drop(columns="target"), frame["target"])  # what it says
+    assert fed.n_features == X.shape[1]
+    with pytest.raises(FedLabelsError, match=r"give test_fraction=0\.2\.$"):
+        fl.make_federation(X, y, test=0.2)
+    assert len(fl.make_federation(X, y, test_fraction=0.2).y_test) == round(0.2 * len(y))

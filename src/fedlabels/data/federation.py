@@ -433,6 +433,11 @@ def make_federation(
     if y is None:
         raise FedLabelsError("make_federation needs the labels y beside X: "
                              "fl.make_federation(X, y, clients=...).")
+    if isinstance(y, str):  # a column's name, as a CSV spec names its target
+        named = f"X.drop(columns={y!r}), X[{y!r}]" if y in getattr(X, "columns", ()) else \
+            "X, labels"
+        raise FedLabelsError(f"y is the text {y!r}, not the labels; pass the label column "
+                             f"itself: fl.make_federation({named}, ...).")
     _check_aligned(X, y, "X", "y")
     _check_aligned(X_test, y_test, "X_test", "y_test")
     _check_label_not_a_feature(X, y)
@@ -443,7 +448,10 @@ def make_federation(
         raise FedLabelsError(f"seed must be an integer >= 0, got {seed!r}.")
     for what, size in (("unlabeled", n_unlabeled), ("private", n_private), ("test", n_test)):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int | np.integer)):
-            raise FedLabelsError(f"{what} must be an integer >= 1 or None, got {size!r}.")
+            share = (f"; for a share of the rows give test_fraction={size!r}"
+                     if what == "test" and isinstance(size, float) and 0 < size < 1 else "")
+            raise FedLabelsError(f"{what} must be an integer >= 1 or None, got {size!r}"
+                                 f"{share}.")
     n_clients, seed = int(n_clients), int(seed)  # numpy integers as Python's
     n_unlabeled, n_private, n_test = (None if size is None else int(size)
                                       for size in (n_unlabeled, n_private, n_test))
