@@ -36,6 +36,7 @@ def test_preprocessing_is_typed_as_what_it_holds(cls: type) -> None:
 # tuple of names); checked by mypy itself, as the user's checker would.
 USER_CODE = '''
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,10 @@ cfg = fl.RunConfig(method="fedct", rounds=np.int64(5), clients=np.int64(3),
                    target_range=(0, 400), features=("a", "b"), participation=np.int64(2))
 fl.run_config(cfg, threads=np.int64(1))
 fl.run("fedct", "wine", threads=np.int64(1), rounds=np.int64(2))
+fl.run("fedct", "wine", participation=0.5, features=("a", "b"), public=Path("u.csv"),
+       image_size=(32, 48), options={"quorum": 0.8}, seed=np.int64(1))
+settings: dict[str, Any] = {"rounds": 2}
+fl.run("fedct", "wine", **settings)  # a dict of settings, as a sweep builds them
 fl.resume("run.json", rounds=np.int64(5), threads=np.int64(1), workers=np.int64(2))
 '''
 
@@ -71,6 +76,8 @@ import fedlabels as fl
 fl.rnu("fedct", "wine")
 fl.load_federaton("wine")
 fl.RunConfig(method="fedct", roundz=3)
+fl.run("fedct", "wine", roundz=3)
+fl.run("fedct", "wine", rounds="3")
 '''
 
 
@@ -125,6 +132,34 @@ def test_a_misspelt_public_name_is_a_checkers_error(mypy_output: tuple[Path, str
     assert f'{typo}:4: error: Module has no attribute "rnu"' in out, out
     assert f'{typo}:5: error: Module has no attribute "load_federaton"' in out, out
     assert f'{typo}:6: error: Unexpected keyword argument "roundz" for "RunConfig"' in out, out
+    # fl.run's **params were Any: a misspelt or mistyped run parameter passed the checker
+    assert f'{typo}:7: error: Unexpected keyword argument "roundz" for "run"' in out, out
+    assert f'{typo}:8: error: Argument "rounds" to "run" has incompatible type "str"' in out, out
+
+
+def test_run_params_are_typed_as_run_configs_constructor_takes_them() -> None:
+    """fl.run's typed keywords (RunParams) are its run parameters, each typed as
+    RunConfig's constructor takes it (options: or None)."""
+    import ast
+    import inspect
+
+    from fedlabels.runs import config
+    from fedlabels.runs.spec import by_name
+
+    tree = ast.parse(inspect.getsource(config))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RunConfig")
+    init = next(f for block in cls.body if isinstance(block, ast.If)
+                for f in block.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    takes = {a.arg: ast.unparse(a.annotation) for a in init.args.args[1:] if a.annotation}
+    params = next(n for block in tree.body if isinstance(block, ast.If)
+                  for n in block.body if isinstance(n, ast.ClassDef) and n.name == "RunParams")
+    typed = {f.target.id: ast.unparse(f.annotation) for f in params.body
+             if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)}
+    keywords = [k for k, p in by_name(config.RunConfig).items() if p.python and k != "model"]
+    assert list(typed) == keywords  # every run parameter fl.run takes in **params
+    for name, annotation in typed.items():
+        expected = "dict[str, Any] | None" if name == "options" else takes[name]
+        assert annotation == expected, name
 
 
 def test_run_configs_typed_constructor_names_every_field_with_its_default() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedlabels.core.threads import set_threads
 from fedlabels.data import Federation, load_federation
@@ -24,12 +24,17 @@ from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.config import RunConfig, refuse_model
 from fedlabels.runs.federation import federation_for
 
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from fedlabels.runs.config import RunParams
+
 
 def run(method: str, federation: Federation | str, *, model: Any = None,
         quorum: float | None = None, progress: bool | None = None,
         on_round: Callable[[RoundRecord], None] | None = None,
         config: dict[str, Any] | None = None, threads: IntLike | None = None,
-        **params: Any) -> RunResult:
+        **params: Unpack[RunParams]) -> RunResult:
     """Run one method in the in-process simulator.
 
     ``federation`` is a :class:`Federation` or a dataset name (what ``--dataset`` takes).

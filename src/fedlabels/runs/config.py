@@ -24,6 +24,50 @@ if TYPE_CHECKING:
     #: what a float setting takes: a number, numpy's included
     FloatLike = float | np.floating[Any] | np.integer[Any]
 
+    from typing import TypedDict
+
+    class RunParams(TypedDict, total=False):
+        """The run parameters :func:`fedlabels.run` takes as keywords (``**params``), typed
+        as :class:`RunConfig`'s constructor takes them, so that a checker refuses
+        ``rounds="3"`` or ``roundz=3`` (``**params: Any`` let both through to run time);
+        ``model`` is a keyword of its own."""
+
+        clients: IntLike
+        rounds: IntLike
+        period: IntLike
+        unlabeled: IntLike | None
+        private: IntLike | None
+        private_per_client: IntLike | None
+        test: IntLike | None
+        partition: str
+        unlabeled_shift: FloatLike
+        public: str | os.PathLike[str] | None
+        public_pca: IntLike | None
+        seed: IntLike
+        eval_every: IntLike
+        sep: str | None
+        features: str | Sequence[str] | None
+        drop: str | Sequence[str] | None
+        text_column: str | None
+        task: str | None
+        target_range: str | Sequence[float] | None
+        insecure_reproducible_noise: bool
+        malicious: IntLike
+        poison: str | None
+        participation: FloatLike | None
+        dropout: FloatLike | None
+        deadline: FloatLike | None
+        device: str
+        precision: str
+        batch_clients: str | bool
+        cuda_graphs: str | bool
+        offload: str
+        workers: IntLike | None
+        engine: str
+        image_size: str | int | tuple[int, int] | None
+        image_column: str | None
+        options: dict[str, Any] | None
+
 _C = TypeVar("_C", bound=type)
 
 
