@@ -376,3 +376,25 @@ def test_a_label_columns_name_or_a_test_share_is_refused_with_the_call_that_work
     with pytest.raises(FedLabelsError, match=r"give test_fraction=0\.2\.$"):
         fl.make_federation(X, y, test=0.2)
     assert len(fl.make_federation(X, y, test_fraction=0.2).y_test) == round(0.2 * len(y))
+
+
+def test_an_estimators_long_repr_is_recorded_and_shown_on_one_line(data):
+    """A Pipeline's repr spans lines (scikit-learn indents the next step by 16 spaces):
+    config.model kept the line break, and fl.plot's legend and the report's rows showed it."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from fedlabels.reporting.plots import legend_labels
+
+    X, y = data
+    fed = _federation(X, y)
+    pipes = [make_pipeline(StandardScaler(), LogisticRegression(C=c)) for c in (0.1, 10.0)]
+    assert "\n" in repr(pipes[0])  # scikit-learn's own repr breaks the line
+    runs = [fl.run("fedct", fed, model=p, rounds=1, progress=False) for p in pipes]
+    for r in runs:
+        assert "\n" not in r.config["model"] and "  " not in r.config["model"]
+        assert "StandardScaler()), ('logisticregression'" in r.config["model"]
+    labels, _ = legend_labels(runs)
+    assert "LogisticRegression(C=0.1)" in labels[0] and "LogisticRegression(C=10.0)" in labels[1]
+    assert not any("  " in label for label in labels)
