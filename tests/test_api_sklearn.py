@@ -398,3 +398,29 @@ def test_an_estimators_long_repr_is_recorded_and_shown_on_one_line(data):
     labels, _ = legend_labels(runs)
     assert "LogisticRegression(C=0.1)" in labels[0] and "LogisticRegression(C=10.0)" in labels[1]
     assert not any("  " in label for label in labels)
+
+
+@pytest.mark.parametrize("labels", [np.array([3, 7]), np.array(["benign", "malignant"])])
+def test_classes_are_the_labels_predict_returns(data, labels, tmp_path):
+    """A run had no classes_ and federation['class_names'] holds text ('3', '7'), so
+    confusion_matrix(y, pred, labels=...) of int labels found no label of its list."""
+    from sklearn.metrics import confusion_matrix
+
+    X, y01 = data
+    y = labels[y01]
+    r = fl.run("fedct", _federation(X, y), model="dt", rounds=1, progress=False)
+    assert r.federation["class_names"] == [str(v) for v in labels]  # text
+    np.testing.assert_array_equal(r.classes_, labels)  # the labels themselves
+    assert r.classes_.dtype.kind == y.dtype.kind
+    pred = r.predict(X)
+    assert set(pred.tolist()) <= set(r.classes_.tolist())
+    cm = confusion_matrix(y, pred, labels=r.classes_)
+    assert cm.sum() == len(y) and cm.trace() == (pred == y).sum()
+    r.save(tmp_path / "r.json")
+    np.testing.assert_array_equal(fl.load_run(tmp_path / "r.json").classes_, labels)
+    assert not hasattr(fl.load_run(tmp_path / "r.json", models=False), "classes_")
+
+
+def test_a_regression_run_has_no_classes():
+    r = fl.run("fedct", "diabetes", task="regression", clients=3, rounds=1, progress=False)
+    assert not hasattr(r, "classes_")

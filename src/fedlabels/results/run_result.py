@@ -184,6 +184,24 @@ class RunResult:
             raise FedLabelsError(f"cannot predict: {note}.")
         return predict(self.client_models, self.preprocessing, X_raw, client)
 
+    @property
+    def classes_(self) -> np.ndarray:
+        """The class labels, as :meth:`predict` returns them and in the order of the class
+        codes (sorted, as scikit-learn's ``classes_``): ints for int labels, strings for
+        strings (``federation["class_names"]`` holds them as text); for
+        ``confusion_matrix(y, result.predict(X), labels=result.classes_)``. A regression
+        run has none, and a run read without its models file lacks the labels' type:
+        both an ``AttributeError``, so ``hasattr`` says so."""
+        prep = self.preprocessing
+        if self.federation.get("task") == "regression" or (
+                prep is not None and prep.target_range is not None):
+            raise AttributeError("a regression run has no classes_; it predicts targets.")
+        if prep is None or not prep.class_names:
+            raise AttributeError("classes_ needs the run's preprocessing: read the run with "
+                                 "its models file, fl.load_run(PATH) (not models=False); "
+                                 "federation['class_names'] holds the labels as text.")
+        return prep.class_values()
+
     def bytes_up_per_round(self) -> list[list[int]]:
         """Protocol bytes uploaded: one list over rounds per client."""
         return [list(col) for col in zip(*(r.bytes_up for r in self.rounds), strict=True)]
