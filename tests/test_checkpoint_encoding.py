@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from fedlabels.api import load_federation
+from fedlabels.core.json_list import text_of
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import simulate
@@ -34,7 +35,7 @@ def _old_meta_text(meta: dict[str, Any], entries: list[list[Any]]) -> str:
     if "meter" in meta:  # else in the checkpoint's journal (checked when read back)
         plain["meter"] = entries
     text = json.dumps(plain, sort_keys=True)
-    spliced = "".join(f", {json.dumps(k)}: {v.text}" for k, v in sorted(meta.items())
+    spliced = "".join(f", {json.dumps(k)}: {text_of(v.text)}" for k, v in sorted(meta.items())
                       if isinstance(v, EncodedJSON) and k != "meter")
     return text[:-1] + spliced + "}" if spliced else text
 
@@ -66,11 +67,11 @@ def test_a_checkpoint_is_the_bytes_the_encoding_before_wrote(
         options: dict[str, Any], participation: float | None) -> None:
     entries: list[list[list[Any]]] = []  # the meter's, at each checkpoint's snapshot
     texts: list[str] = []
-    encode, entries_json = ckpt_module._meta_json, CommMeter.entries_json
+    encode, entries_view = ckpt_module._meta_json, CommMeter.entries_view
 
-    def kept(self: CommMeter) -> str:
+    def kept(self: CommMeter) -> Any:
         entries.append(self.entries())
-        return entries_json(self)
+        return entries_view(self)
 
     def compared(meta: dict[str, Any]) -> str:
         text = encode(meta)
@@ -78,7 +79,7 @@ def test_a_checkpoint_is_the_bytes_the_encoding_before_wrote(
         texts.append(text)
         return text
 
-    monkeypatch.setattr(CommMeter, "entries_json", kept)
+    monkeypatch.setattr(CommMeter, "entries_view", kept)
     monkeypatch.setattr(ckpt_module, "_meta_json", compared)
     path = tmp_path / "run.checkpoint.npz"
 

@@ -26,6 +26,7 @@ import pytest
 
 from fedlabels.api import load_federation, resume, run_config
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.json_list import text_of
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
 from fedlabels.engines.inprocess import simulate
@@ -322,7 +323,7 @@ def gated_writer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gate: threadin
     real_write, real_add = ckpt_module.write_checkpoint, CommMeter.add
 
     def slow_write(path: Path, meta: dict[str, Any], *args: Any, **kw: Any) -> Path:
-        n = len(json.loads(meta["records"].text))  # encoded once per record (EncodedJSON)
+        n = len(json.loads(text_of(meta["records"].text)))  # encoded once per record (EncodedJSON)
         if n == 1:
             assert gate.wait(60), "the gate never opened"
         out = real_write(path, meta, *args, **kw)
@@ -502,7 +503,7 @@ def test_the_pacing_spaces_checkpoints_by_their_cost() -> None:
     holds: list[int] = []
 
     def write(path: Path, meta: dict[str, Any], *args: Any, **kw: Any) -> Path:
-        holds.append(len(json.loads(meta["records"].text)))
+        holds.append(len(json.loads(text_of(meta["records"].text))))
         now[0] += 1.0  # a write of one second
         return Path(path)
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError, RefusedError, out_of_memory
+from fedlabels.core.json_list import JSONList
 from fedlabels.data import ClientData
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative
 from fedlabels.method.options import MethodOptions, NoOptions
@@ -329,13 +330,21 @@ class ServerRole:
 
     def state_dict(self) -> dict[str, StateValue]:
         """Everything that changes across rounds, as plain state values."""
+        from fedlabels.core.json_list import text_of
+
+        return {k: text_of(v) for k, v in self.state_views().items()}
+
+    def state_views(self) -> dict[str, StateValue | JSONList]:
+        """:meth:`state_dict`, a list of frozen dataclasses (a ledger's events) as its
+        :class:`~fedlabels.core.json_list.JSONList` (not joined: a checkpoint's journal
+        appends its new elements only)."""
         from fedlabels.core.randomness import is_reproducible
         from fedlabels.method.server_state import encode_attr, encode_attr_cached
 
-        out: dict[str, StateValue] = {}
+        out: dict[str, StateValue | JSONList] = {}
         cache = self.__dict__.setdefault("_encoded_state", {})  # lists' elements, once each
         for name in collect_declared(type(self), "state_attrs"):
-            out.update(encode_attr_cached(name, getattr(self, name), cache))
+            out.update(encode_attr_cached(name, getattr(self, name), cache, view=True))
         for name in collect_declared(type(self), "secret_generators"):
             rng = getattr(self, name) if is_reproducible() else None
             out.update(encode_attr(name, rng))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.json_list import JSONList
 from fedlabels.method.state import (
     State,
     StateValue,
@@ -48,20 +49,23 @@ def _frozen(value: Any) -> bool:
     return bool(params is not None and params.frozen)
 
 
-def encode_attr_cached(name: str, value: Any, cache: dict[str, list[Any]]) -> State:
+def encode_attr_cached(name: str, value: Any, cache: dict[str, list[Any]],
+                       view: bool = False) -> dict[str, StateValue | JSONList]:
     """:func:`encode_attr`, with a list of frozen dataclasses (a privacy ledger's events)
     encoded an element at a time, each element once: ``cache[name]`` keeps the elements and
     their JSON in order, reused where the list still holds the very object (checked frozen
     once). A DP run checkpoints every round, and encoding the whole ledger again cost O(T)
-    a round."""
-    from fedlabels.core.json_list import json_list, kept
+    a round. ``view``: such a list's text as its :class:`~fedlabels.core.json_list.JSONList`
+    (not joined)."""
+    from fedlabels.core.json_list import json_list_view, kept
 
     if not isinstance(value, list):
-        return encode_attr(name, value)
+        return dict(encode_attr(name, value))
     done = cache.setdefault(name, [])  # (the elements kept were checked frozen before)
     if not all(_frozen(v) for v in value[kept(value, done):]):
-        return encode_attr(name, value)
-    return {f"{name}#json": json_list(value, _element_json, done)}
+        return dict(encode_attr(name, value))
+    text = json_list_view(value, _element_json, done)
+    return {f"{name}#json": text if view else text.text}
 
 
 def _element_json(value: Any) -> str:

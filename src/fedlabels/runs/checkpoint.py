@@ -64,6 +64,7 @@ import numpy as np
 from fedlabels.core.array_table import ArrayTable, raw_bytes
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import writing
+from fedlabels.core.json_list import JSONList, json_list_view, text_of
 from fedlabels.core.private_files import private_key, same_tag, tag, write_private_with
 from fedlabels.core.provenance import version
 from fedlabels.core.randomness import current_source, is_reproducible
@@ -229,7 +230,7 @@ class EncodedJSON:
     checkpoint). ``last``: written after every other entry (where the records have always
     been), else in its key's sorted place (as ``json.dumps(..., sort_keys=True)`` puts it)."""
 
-    text: str
+    text: str | JSONList
     last: bool = True
 
 
@@ -244,7 +245,7 @@ def _meta_json(meta: Mapping[str, Any]) -> str:
     for key, value in [*((k, v) for k, v in entries if not last(v)),
                        *((k, v) for k, v in entries if last(v))]:
         pieces += [", " if pieces else "{", json.dumps(key), ": ",
-                   value.text if isinstance(value, EncodedJSON)
+                   text_of(value.text) if isinstance(value, EncodedJSON)
                    else json.dumps(value, sort_keys=True)]
     return "".join([*pieces, "}"]) if pieces else "{}"
 
@@ -254,9 +255,10 @@ def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
                      journal: Journal | None = None) -> Path:
     """Write a checkpoint atomically (on any failure the previous file stays as it was),
     0600, authenticated under ``key`` (default: ``journal``'s, else :func:`checkpoint_key`).
-    A ``meta`` value may be :class:`EncodedJSON`. With ``journal`` (of this path, under the
+    A ``meta`` value may be :class:`EncodedJSON`, a state's value a
+    :class:`~fedlabels.core.json_list.JSONList`. With ``journal`` (of this path, under the
     same key), the long JSON lists (the :class:`EncodedJSON` values and a role's long
-    list-valued strings) go to it, appended first, what they added only."""
+    list-valued strings and JSONLists) go to it, appended first, what they added only."""
     path = Path(path)
     key = (journal.key if journal is not None else checkpoint_key()) if key is None else key
     arrays: dict[str, np.ndarray] = {}
@@ -265,6 +267,10 @@ def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
     fmt = FORMAT
     if journal is not None:
         meta, fmt = _journaled(journal, meta, states), JOURNALED
+    for held in states.values():  # a short list stays in the state file, as text
+        for e in held.values():
+            if isinstance(e.get("value"), JSONList):
+                e["value"] = e["value"].text
     text = _meta_json({**meta, "format": fmt, "states": states})
     # UTF-8 bytes: a numpy string takes 4 bytes a character, and the records make the text
     # grow with the rounds (3,000 rounds of FedCT: 13.7 MB instead of 3.4 MB)
@@ -294,7 +300,7 @@ def _from_journal(journal: Journal, meta: dict[str, Any]) -> None:
     states = meta["states"]
     for name in meta.pop("journal")["entries"]:
         role, key = name.split("/", 1)
-        text = journal.texts[name]
+        text = journal.text(name)
         if role == "meta":
             meta[key] = json.loads(text)
         else:
@@ -600,7 +606,7 @@ class Keeper:
         meta = {"identity": self.identity, "config": self.config,
                 "rounds_planned": self.rounds_planned,
                 "records": EncodedJSON(self._records_json()),
-                "meter": EncodedJSON(self.meter.entries_json(), last=False),
+                "meter": EncodedJSON(self.meter.entries_view(), last=False),
                 "meter_sent": None if self.meter.sent is None else
                 [list(k) for k in sorted(self.meter.sent)],
                 "checkpoints": self._pace.saved(),
@@ -610,19 +616,17 @@ class Keeper:
                 "wall_seconds": self.previous_seconds + time.perf_counter() - self.started,
                 "resumed": self.resumed, "engine": self.engine,
                 "directory": self.directory}
-        server = self.server.state_dict()
+        server = _server_state(self.server)
         if copied:
             meta, server = copy.deepcopy(meta), copied_state(server)
         return meta, server, clients
 
-    def _records_json(self) -> str:
+    def _records_json(self) -> JSONList:
         """:attr:`records` as a JSON list, each record encoded once: a DP run checkpoints
         every round, and encoding every record again each time cost O(T) a round
-        (:func:`~fedlabels.core.json_list.json_list`: a record is not changed once
-        checkpointed)."""
-        from fedlabels.core.json_list import json_list
-
-        return json_list(self.records, _record_json, self._encoded)
+        (:func:`~fedlabels.core.json_list.json_list_view`: a record is not changed once
+        checkpointed); the journal appends the new records' text only."""
+        return json_list_view(self.records, _record_json, self._encoded)
 
     def _write(self, meta: dict[str, Any], server: State, clients: dict[int, State]) -> None:
         assert self.path is not None
@@ -641,6 +645,15 @@ class Keeper:
         if self.path is not None:
             provenance["checkpoints"] = self._pace.record()
         return result
+
+
+def _server_state(server: ServerRole) -> dict[str, Any]:
+    """``server``'s state as a checkpoint takes it: its lists of events as
+    :class:`~fedlabels.core.json_list.JSONList` (:meth:`ServerRole.state_views`), where its
+    class keeps the base's ``state_dict`` (one of its own is used as it is)."""
+    if type(server).state_dict is ServerRole.state_dict:
+        return server.state_views()
+    return server.state_dict()
 
 
 def _source_key() -> str:

@@ -15,6 +15,10 @@ only what each checkpoint added:
 * the state file says which length and last tag of the journal it goes with (its
   ``journal`` entry, under its own HMAC), and which of its entries come from the journal.
 
+A writer hands a list over as a :class:`~fedlabels.core.json_list.JSONList` (its elements'
+texts, not joined) where it can: the record then takes the elements added since the last
+append without the whole text being built or compared, and is the record the texts give.
+
 A checkpoint appends its record (fsynced) and then replaces the state file. A crash during
 the append, between the two or during the state file's write leaves the previous state
 file, which names a shorter journal: a reader takes that many bytes only (a torn or extra
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.json_list import JSONList, text_of
 from fedlabels.core.private_files import private_dir
 
 #: a string entry at least this long and holding a JSON list goes to the journal
@@ -51,7 +56,10 @@ def journal_path(state: Path) -> Path:
 
 
 def journaled(value: object) -> bool:
-    """Whether a state entry's value goes to the journal: a long JSON list's text."""
+    """Whether a state entry's value goes to the journal: a long JSON list's text (or
+    :class:`~fedlabels.core.json_list.JSONList`)."""
+    if isinstance(value, JSONList):
+        return len(value) >= MIN_CHARS
     return isinstance(value, str) and len(value) >= MIN_CHARS and value.startswith("[")
 
 
@@ -68,28 +76,41 @@ class Journal:
     key: bytes
     length: int = 0
     head: bytes = _START
-    texts: dict[str, str] = field(default_factory=dict)
+    #: (a writer's: as given, a :class:`~fedlabels.core.json_list.JSONList` or text)
+    texts: dict[str, str | JSONList] = field(default_factory=dict)
 
-    def append(self, entries: Mapping[str, str]) -> dict[str, Any]:
+    def append(self, entries: Mapping[str, str | JSONList]) -> dict[str, Any]:
         """Append what ``entries`` add to the texts held; the state file's ``journal``
-        entry (length, last tag, the entries' names). Raises with the journal as before."""
+        entry (length, last tag, the entries' names). Raises with the journal as before.
+        An entry given as a :class:`~fedlabels.core.json_list.JSONList` that extends the
+        one appended before hands over its new elements only (:meth:`JSONList.extension`):
+        neither text is joined or compared, so an append costs what it adds, not the
+        history's length; the record is the one its texts would give."""
         changes: dict[str, list[Any]] = {}
-        for name, text in entries.items():
+        for name, value in entries.items():
             old = self.texts.get(name)
-            if old is not None and (old is text or old == text):
-                continue
-            keep = len(old) - 1 if old else 0
-            if old is None or not text.startswith(old[:keep]):
-                keep = 0  # not an extension: the whole text again
-            changes[name] = [keep, text[keep:]]
+            if isinstance(value, JSONList) and isinstance(old, JSONList):
+                added = value.extension(old)
+                if added == "":
+                    continue  # the same text
+                if added is not None:
+                    changes[name] = [len(old) - 1, added]
+                    continue
+            change = _change(text_of(old), text_of(value))
+            if change is not None:
+                changes[name] = change
         if changes:
             payload = json.dumps(changes, sort_keys=True).encode()
             head = _tag(self.key, self.head, payload)
             self._write(_LENGTH.pack(len(payload)) + payload + head)
             self.length += _LENGTH.size + len(payload) + len(head)
             self.head = head
-            self.texts.update(entries)
+        self.texts.update(entries)  # (equal texts: the newer view extends further)
         return {"length": self.length, "tag": self.head.hex(), "entries": sorted(entries)}
+
+    def text(self, name: str) -> str:
+        """The text of entry ``name`` as appended (KeyError: none)."""
+        return str(text_of(self.texts[name]))
 
     def drop_tail(self) -> None:
         """Cut off what lies beyond :attr:`length` (a record torn by a crash, or one whose
@@ -134,11 +155,22 @@ class Journal:
                 os.close(dir_fd)
 
 
+def _change(old: str | None, text: str) -> list[Any] | None:
+    """A record's ``[keep, text]`` taking ``old`` to ``text`` (``None``: equal): the list's
+    new elements where ``text`` extends ``old`` (its closing bracket off), else all of it."""
+    if old is not None and (old is text or old == text):
+        return None
+    keep = len(old) - 1 if old else 0
+    if old is None or not text.startswith(old[:keep]):
+        keep = 0  # not an extension: the whole text again
+    return [keep, text[keep:]]
+
+
 class _Restart(Exception):
     """The journal file is shorter than its writer appended: write it afresh."""
 
 
-def append(journal: Journal, entries: Mapping[str, str]) -> dict[str, Any]:
+def append(journal: Journal, entries: Mapping[str, str | JSONList]) -> dict[str, Any]:
     """:meth:`Journal.append`, starting the journal afresh (every entry whole) where its
     file was cut or removed since the last append."""
     try:
@@ -184,7 +216,7 @@ def read_journal(path: Path, key: bytes, saved: Mapping[str, Any]) -> Journal:
     if at != length or not hmac.compare_digest(head, want):
         raise FedLabelsError(f"refusing journal {path}: it was changed after it was "
                              "written (its HMAC does not match its checkpoint's).")
-    texts = {name: "".join(parts) for name, parts in pieces.items()}
+    texts: dict[str, str | JSONList] = {name: "".join(parts) for name, parts in pieces.items()}
     return Journal(path, key, length, head, texts)
 
 
