@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import atomic_path
 from fedlabels.results import RunResult
@@ -300,10 +302,10 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     for i, (res, label) in enumerate(curves):
         colours.setdefault(model_text(res), style(i)[0])
         final = _final_value(res, regression)
-        frame = res.to_frame()
+        rows = res.round_rows()
         shown = label if final is None else f"{label}: {final:.3f} at the end"
-        shown += hidden_note(drawn, _points(frame, regression), label)
-        _plot_run(ax, res, frame, shown, *style(i))
+        shown += hidden_note(drawn, _points(rows, regression), label)
+        _plot_run(ax, res, rows, shown, *style(i))
     if not curves:  # references only: a round axis from their own records
         ax.set_xlim(0.5, max(max((rec.round for rec in r.rounds), default=1)
                              for r, _ in refs) + 0.5)
@@ -358,31 +360,52 @@ def hidden_note(drawn: dict[tuple[Any, ...], str], points: Sequence[Any], name: 
     return f" (the same curve as {first})" if first != name and key else ""
 
 
-def _points(frame: Any, regression: bool) -> list[tuple[Any, Any]]:
-    """The (round, value) points a run's curve draws (``frame``: its ``to_frame()``)."""
+def _evaluated(rows: Sequence[dict[str, Any]], column: str) -> list[dict[str, Any]] | None:
+    """The rows (:meth:`RunResult.round_rows`) with a value in ``column`` (``None``, NaN and
+    a missing key are none); ``None`` where no row has the column."""
+    if not any(column in row for row in rows):
+        return None
+    return [row for row in rows if not _missing(row.get(column))]
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float | np.floating) and math.isnan(value))
+
+
+def _values(rows: Sequence[dict[str, Any]], column: str) -> np.ndarray:
+    return np.asarray([row.get(column) for row in rows], dtype=float)
+
+
+def _rounds(rows: Sequence[dict[str, Any]]) -> np.ndarray:
+    return np.asarray([row["round"] for row in rows])
+
+
+def _points(rows: Sequence[dict[str, Any]], regression: bool) -> list[tuple[Any, Any]]:
+    """The (round, value) points a run's curve draws (``rows``: its ``round_rows()``)."""
     column = "rmse_mean" if regression else "acc_mean"
-    if column not in frame:
-        return []
-    frame = frame.dropna(subset=[column])
-    return list(zip(frame["round"].tolist(), frame[column].tolist(), strict=True))
+    kept = _evaluated(rows, column) or []
+    return [(row["round"], row[column]) for row in kept]
 
 
-def _plot_run(ax: Any, res: RunResult, frame: Any, label: str, colour: str,
-              marker: str = "o") -> None:
-    """One run's curve from ``frame`` (its ``to_frame()``)."""
-    if "rmse_mean" in frame:  # regression: the mean client RMSE per round
-        frame = frame.dropna(subset=["rmse_mean"])
-        ax.plot(frame["round"], frame["rmse_mean"], marker=marker, ms=4, label=label,
-                color=colour, markevery=markevery(frame.shape[0]))
+def _plot_run(ax: Any, res: RunResult, rows: Sequence[dict[str, Any]], label: str,
+              colour: str, marker: str = "o") -> None:
+    """One run's curve from ``rows`` (its ``round_rows()``)."""
+    regression = _evaluated(rows, "rmse_mean")
+    if regression is not None:  # regression: the mean client RMSE per round
+        ax.plot(_rounds(regression), _values(regression, "rmse_mean"),
+                marker=marker, ms=4, label=label, color=colour,
+                markevery=markevery(len(regression)))
         return
-    if "acc_mean" not in frame:  # stopped before its first evaluation: an empty entry
+    kept = _evaluated(rows, "acc_mean")
+    if kept is None:  # stopped before its first evaluation: an empty entry
         ax.plot([], [], marker=marker, ms=4, label=f"{label} (not evaluated)")
         return
-    frame = frame.dropna(subset=["acc_mean"])
-    (line,) = ax.plot(frame["round"], frame["acc_mean"], marker=marker, ms=4, label=label,
-                      color=colour, markevery=markevery(frame.shape[0]))
-    ax.fill_between(frame["round"], frame["acc_min"], frame["acc_max"], alpha=0.15,
+    rounds = _rounds(kept)
+    mean = _values(kept, "acc_mean")
+    (line,) = ax.plot(rounds, mean, marker=marker, ms=4, label=label,
+                      color=colour, markevery=markevery(len(kept)))
+    ax.fill_between(rounds, _values(kept, "acc_min"), _values(kept, "acc_max"), alpha=0.15,
                     color=line.get_color())
-    if frame.shape[0] and (res.extra.get("interrupted") or "interrupted" in label):
-        ax.plot(frame["round"].iloc[-1:], frame["acc_mean"].iloc[-1:], marker="X", ms=9,
+    if kept and (res.extra.get("interrupted") or "interrupted" in label):
+        ax.plot(rounds[-1:], mean[-1:], marker="X", ms=9,
                 color=line.get_color(), ls="none")

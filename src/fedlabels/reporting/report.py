@@ -340,9 +340,9 @@ def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
     page = render_html(rows, configs, figures(configs, rows),
                        [repr(p) if isinstance(p, RunResult) else str(p) for p in paths],
                        warned, metric, runs=results)
-    import pandas as pd
+    from fedlabels.reporting.rows_csv import rows_csv
 
     with writing("the report"):
-        write_atomic(outputs["summary table"], pd.DataFrame(rows).to_csv(index=False))
+        write_atomic(outputs["summary table"], rows_csv(rows))
         write_atomic(outputs["report"], page)
     return outputs, warned

@@ -269,11 +269,9 @@ class RunResult:
         row["warnings"] = run_warnings(self)
         return row
 
-    def to_frame(self) -> pd.DataFrame:
-        """Per-round records as a pandas DataFrame (one row per round); a run that took
-        clients out of rounds adds how many took part (``participants``) and replied."""
-        import pandas as pd
-
+    def round_rows(self) -> list[dict[str, Any]]:
+        """The rows of :meth:`to_frame`, one dict a round (a key only where the round has
+        the value), without pandas (a plot reads its curves from them)."""
         rows = []
         # clients taken out of rounds (--participation, --dropout, --deadline): how many
         # took part and replied, without which bytes_up_mean (over all clients) misleads
@@ -291,7 +289,14 @@ class RunResult:
                          "bytes_up_mean": float(np.mean(r.bytes_up)),
                          "bytes_down_mean": float(np.mean(r.bytes_down)),
                          "seconds": r.seconds})
-        frame = pd.DataFrame(rows)
+        return rows
+
+    def to_frame(self) -> pd.DataFrame:
+        """Per-round records as a pandas DataFrame (one row per round); a run that took
+        clients out of rounds adds how many took part (``participants``) and replied."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.round_rows())
         # one column order whatever round is evaluated first (a run evaluated every k rounds
         # has no accuracy in its first rows), so tables of different runs line up
         columns = list(frame.columns)
