@@ -14,8 +14,10 @@ import pytest
 
 from fedlabels.core.errors import BudgetRefusal
 from fedlabels.privacy.accounting import PrivacySpent
+from fedlabels.privacy.discrete_accounting import discrete_gaussian_spent
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
+    DiscreteGaussianEvent,
     GNMaxEvent,
     KaryRREvent,
     LaplaceNoisyMaxEvent,
@@ -64,6 +66,7 @@ def _walk_events(events: Sequence[Any], delta: float,
     labels = [ev for ev in events if isinstance(ev, XorEvent | KaryRREvent)]
     dpsgd = [ev for ev in events if isinstance(ev, DPSGDRoundEvent)]
     gauss = [ev for ev in events if isinstance(ev, SampledGaussianEvent)]
+    discrete = [ev for ev in events if isinstance(ev, DiscreteGaussianEvent)]
     gnmax = [ev for ev in events if isinstance(ev, GNMaxEvent)]
     laplace = [ev for ev in events if isinstance(ev, LaplaceNoisyMaxEvent)]
     parts = []
@@ -75,6 +78,9 @@ def _walk_events(events: Sequence[Any], delta: float,
         parts.append(account_gaussian(
             [ev for ev in gauss if (ev.noise_multiplier, ev.sampling_rate) == key], delta,
             gaussian_accountants))
+    for key in sorted({(ev.noise_multiplier, ev.sampling_rate) for ev in discrete}):
+        n = sum((ev.noise_multiplier, ev.sampling_rate) == key for ev in discrete)
+        parts.append(discrete_gaussian_spent(*key, n, delta))
     for sigma in sorted({ev.sigma for ev in gnmax}):
         acc = account_gnmax([ev for ev in gnmax if ev.sigma == sigma], delta, with_pld=False)
         parts.append(PrivacySpent(acc.epsilon, delta, "rdp"))
@@ -110,8 +116,8 @@ def _xor(eps: float, bits: int = 4) -> XorEvent:
 def _party_event(rng: random.Random) -> Any:
     """One release of a party's ledger, of any kind (accountants kept fast: few composed
     responses, q = 1 Gaussians)."""
-    kind = rng.choice(["xor", "xor", "xor2", "kary", "gauss", "gnmax", "gnmax_conf",
-                       "laplace", "dpsgd"])
+    kind = rng.choice(["xor", "xor", "xor2", "kary", "gauss", "discrete", "gnmax",
+                       "gnmax_conf", "laplace", "dpsgd"])
     if kind == "xor":
         return _xor(0.7)
     if kind == "xor2":
@@ -120,6 +126,9 @@ def _party_event(rng: random.Random) -> Any:
         return KaryRREvent(0.9, 2, 0.45, 3, 10)
     if kind == "gauss":
         return SampledGaussianEvent(rng.choice([1.5, 3.0]), 1.0, 1.0)
+    if kind == "discrete":
+        return DiscreteGaussianEvent(rng.choice([1.5, 3.0]), rng.choice([1.0, 0.5]), 1.0,
+                                     0.01, 101.0)
     if kind == "gnmax":
         return GNMaxEvent(rng.choice([4.0, 8.0]), n_queries=rng.randint(0, 5), n_answered=0)
     if kind == "gnmax_conf":

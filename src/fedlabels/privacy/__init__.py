@@ -5,14 +5,17 @@ record :mod:`~fedlabels.privacy.events` and :mod:`~fedlabels.privacy.accounting`
 mechanisms, DP-FedAvg) or :mod:`~fedlabels.privacy.vote_accounting` (GNMax, Laplace
 noisy-max) turns them into (ε, δ). Mechanisms: :mod:`~fedlabels.privacy.mechanisms` (XOR,
 k-ary RR), :mod:`~fedlabels.privacy.gnmax` (PATE's GNMax), :mod:`~fedlabels.privacy.noisy_max`
-(LNMax). dp-accounting is imported lazily (the ``dp`` extra). The convergence bound (Prop. 1)
-is not a privacy result: :mod:`fedlabels.analysis.convergence`.
+(LNMax), :mod:`~fedlabels.privacy.discrete_gaussian` (DP-FedAvg's discrete Gaussian on a
+fixed-point sum, accounted by :mod:`~fedlabels.privacy.discrete_accounting`). dp-accounting
+is imported lazily (the ``dp`` extra). The convergence bound (Prop. 1) is not a privacy
+result: :mod:`fedlabels.analysis.convergence`.
 """
 
 from fedlabels.privacy.events import (
     CLIENT_LEVEL,
     DISJOINT_TEACHERS,
     RECORD_LEVEL,
+    DiscreteGaussianEvent,
     GNMaxEvent,
     KaryRREvent,
     LaplaceNoisyMaxEvent,
@@ -39,6 +42,7 @@ __all__ = [
     "CLIENT_LEVEL",
     "DISJOINT_TEACHERS",
     "RECORD_LEVEL",
+    "DiscreteGaussianEvent",
     "GNMaxEvent",
     "KaryRREvent",
     "LaplaceNoisyMaxEvent",

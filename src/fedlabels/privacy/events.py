@@ -191,6 +191,29 @@ class SampledGaussianEvent:
 
 
 @dataclass(frozen=True)
+class DiscreteGaussianEvent:
+    """One DP-FedAvg round with ``noise="discrete"``: Poisson client sampling with rate q,
+    each clipped update (norm S) rounded to the integer grid ``grid`` (γ), the integer
+    vectors summed and independent discrete Gaussians N_Z(0, (σΔ)²) added to the sum.
+
+    Under add/remove-one-client the integer sum moves by an integer vector of ℓ2 norm at most
+    ``sensitivity`` = Δ = S/γ + √d/2 (in grid units), so one round's RDP is at most α/(2σ²)
+    (:mod:`fedlabels.privacy.discrete_accounting`).
+    """
+
+    noise_multiplier: float
+    sampling_rate: float
+    clip_norm: float
+    grid: float
+    sensitivity: float
+    neighbouring: str = CLIENT_LEVEL
+
+    def __post_init__(self) -> None:
+        require_positive(self, "noise_multiplier", "clip_norm", "grid", "sensitivity")
+        require_positive(self, "sampling_rate", at_most=1.0)
+
+
+@dataclass(frozen=True)
 class GNMaxEvent:
     """A batch of ``n_queries`` (confident) GNMax queries on teacher vote counts.
 
@@ -249,4 +272,5 @@ class LaplaceNoisyMaxEvent:
         return self.l1_sensitivity / self.scale
 
 
-Event = XorEvent | KaryRREvent | SampledGaussianEvent | GNMaxEvent | LaplaceNoisyMaxEvent
+Event = (XorEvent | KaryRREvent | SampledGaussianEvent | DiscreteGaussianEvent | GNMaxEvent
+         | LaplaceNoisyMaxEvent)

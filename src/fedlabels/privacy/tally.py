@@ -4,9 +4,10 @@ Walking every event of a ledger at each check (a DP run checks its budget before
 round) cost about 10 ms a client's ledger, a round, at 3,000 rounds. A :class:`Tally` keeps,
 per kind, exactly what that walk read of the events: the label releases' Σ ε and composed
 randomized responses (:class:`~fedlabels.privacy.accounting.LabelTally`), the DP-SGD steps
-and the DP-FedAvg rounds per (σ, q), the composed GNMax RDP per σ (summed event by event)
-and the Laplace queries per (b, Δ₁). Adding an event is O(1); its (ε, δ) costs O(the
-distinct kinds), plus the accountants' own (memoised) work, whatever the number of events.
+and the DP-FedAvg rounds per (σ, q) (continuous and discrete noise apart), the composed
+GNMax RDP per σ (summed event by event) and the Laplace queries per (b, Δ₁). Adding an
+event is O(1); its (ε, δ) costs O(the distinct kinds), plus the accountants' own (memoised)
+work, whatever the number of events.
 It is the ledger's one accounting: :func:`~fedlabels.privacy.ledger.account_events` is a
 :class:`Tally` of the events, and tests/test_privacy_tally.py checks it against the walk.
 :class:`ClientTallies` does the same per client for a server's ledger
@@ -24,6 +25,7 @@ import numpy as np
 from fedlabels.privacy.accounting import LabelTally, PrivacySpent, repeat_add
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
+    DiscreteGaussianEvent,
     GNMaxEvent,
     KaryRREvent,
     LaplaceNoisyMaxEvent,
@@ -118,6 +120,7 @@ class Tally:
     labels: LabelTally = field(default_factory=LabelTally)
     dpsgd: dict[tuple[float, float], int] = field(default_factory=dict)
     gauss: dict[tuple[float, float], int] = field(default_factory=dict)
+    discrete: dict[tuple[float, float], int] = field(default_factory=dict)
     gnmax: dict[float, _GNMaxTally] = field(default_factory=dict)
     laplace: dict[tuple[float, float], int] = field(default_factory=dict)
 
@@ -141,6 +144,9 @@ class Tally:
         elif isinstance(ev, SampledGaussianEvent):
             key = (ev.noise_multiplier, ev.sampling_rate)
             self.gauss[key] = self.gauss.get(key, 0) + n
+        elif isinstance(ev, DiscreteGaussianEvent):
+            key = (ev.noise_multiplier, ev.sampling_rate)
+            self.discrete[key] = self.discrete.get(key, 0) + n
         elif isinstance(ev, GNMaxEvent):
             self.gnmax.setdefault(ev.sigma, _GNMaxTally()).add(ev, n)
         elif isinstance(ev, LaplaceNoisyMaxEvent):
@@ -158,12 +164,12 @@ class Tally:
             self.add(ev)
 
     def copy(self) -> Tally:
-        return Tally(self.labels.copy(), dict(self.dpsgd), dict(self.gauss),
+        return Tally(self.labels.copy(), dict(self.dpsgd), dict(self.gauss), dict(self.discrete),
                      {s: g.copy() for s, g in self.gnmax.items()}, dict(self.laplace))
 
     def labels_only(self) -> bool:
         """Whether the events tallied are label releases only (or none)."""
-        return not (self.dpsgd or self.gauss or self.gnmax or self.laplace)
+        return not (self.dpsgd or self.gauss or self.discrete or self.gnmax or self.laplace)
 
     def within(self, limit: float, delta: float,
                gaussian_accountants: tuple[str, ...] | None = None) -> bool:
@@ -188,6 +194,7 @@ class Tally:
             default_gaussian_accountants,
             tightest_gaussian,
         )
+        from fedlabels.privacy.discrete_accounting import discrete_gaussian_spent
         from fedlabels.privacy.validation import check_delta
         from fedlabels.privacy.vote_accounting import account_laplace
 
@@ -202,6 +209,9 @@ class Tally:
             check_delta(delta)
             parts.append(tightest_gaussian(sigma, q, n, delta, gaussian_accountants
                                            or default_gaussian_accountants(q)))
+        for (sigma, q), n in sorted(self.discrete.items()):
+            # RDP only, whatever the continuous Gaussian's accountants (discrete_accounting)
+            parts.append(discrete_gaussian_spent(sigma, q, n, delta))
         for sigma in sorted(self.gnmax):
             parts.append(self.gnmax[sigma].spent(delta))
         for (scale, l1), n in sorted(self.laplace.items()):
