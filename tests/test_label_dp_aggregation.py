@@ -180,7 +180,8 @@ def test_noise_rows_unpack_to_one_hot_width() -> None:
 @pytest.mark.parametrize("name, flags", [
     ("dp-fedct", {"quorum", "epsilon", "epsilon_per_round", "delta", "sensitivity",
                   "mechanism"}),
-    ("dp-fedavg", {"clip", "noise_multiplier", "epsilon", "delta", "sample_rate"}),
+    ("dp-fedavg", {"clip", "noise_multiplier", "epsilon", "delta", "sample_rate", "noise",
+                   "grid"}),
     ("dd", set()),
     ("fedmd", set()),
 ])

@@ -23,6 +23,14 @@ Threat model: the server is trusted to add the noise (central DP): the guarantee
 every client's whole dataset against anyone who sees the global models (other clients, users
 of the final model), not against the server, which sees the clipped updates in the clear.
 
+``noise="discrete"`` closes the floating-point gap of that Gaussian (Mironov 2012): each
+client sends its clipped update rounded to an integer grid γ (``rint(clip(Δ_i)/γ)``, a
+compact integer payload), the server sums the integers exactly and adds independent discrete
+Gaussians N_Z(0, (σΔ)²) with Δ = S/γ + √d/2 (Canonne, Kamath & Steinke 2020), and
+w <- w + server_lr · γ · (sum + noise) / (q M) is post-processing of that integer vector
+(:mod:`fedlabels.privacy.discrete_gaussian`). It is accounted by RDP only
+(:mod:`fedlabels.privacy.discrete_accounting`; at q < 1 Zhu & Wang's general Poisson bound).
+
 ``level="record"`` is the record-level variant instead: DP-SGD at the clients, a formal
 record-level (ε, δ) against everyone, the server included
 (:mod:`fedlabels.methods.fedavg.dp_fedavg_record`).
@@ -74,13 +82,23 @@ from fedlabels.method.threat import (
     Payload,
     ThreatModel,
 )
+from fedlabels.privacy.discrete_gaussian import (
+    check_headroom,
+    default_grid,
+    encode_update,
+    integer_sensitivity,
+    payload_dtype,
+    sample_discrete_gaussian,
+    squared_norm,
+)
 from fedlabels.privacy.events import CLIENT_LEVEL
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 ACCOUNTANTS = ("analytic", "rdp", "pld")
 LEVELS = ("client", "record")
+NOISES = ("continuous", "discrete")
 #: client-level options that record-level DP-FedAvg does not read
-_CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant")
+_CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant", "noise", "grid")
 
 
 @dataclass(frozen=True)
@@ -103,6 +121,16 @@ class DPFedAvgOptions(MethodOptions):
         None, "accountant for calibrating σ and reporting ε (analytic needs sample_rate 1); "
         "none: analytic at q = 1, else RDP calibration and the tighter of PLD and RDP",
         kind=str, choices=ACCOUNTANTS, nullable=True)
+    noise: str = option(
+        "continuous", "continuous: Gaussian noise N(0, σ²S²) drawn in floating point on the "
+        "sum of float updates; discrete: clients send rint(update/grid) as integers, the "
+        "server adds discrete Gaussian noise N_Z(0, (σΔ)²), Δ = S/grid + √d/2, to the "
+        "integer sum (no floating-point noise in the release; RDP accountant only)",
+        kind=str, choices=NOISES, flag=True)
+    grid: float | None = option(
+        None, "noise discrete: the fixed-point grid γ of the client updates; none: "
+        "0.02·S/√d (d parameters), so the rounding adds 1 % to Δ", kind=float,
+        interval=DP_SCALE, nullable=True, flag=True)
     level: str = option(
         "client", "client: clipped updates, server-side noise, client-level (ε, δ) against "
         "observers of the model; record: DP-SGD at the clients, record-level (ε, δ) against "
@@ -132,6 +160,13 @@ class DPFedAvgOptions(MethodOptions):
                                  "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
                                  "e.g. --epsilon 8, σ is then calibrated); in Python: "
                                  "fl.run(..., options={'epsilon': 8}).")
+        if self.noise == "continuous" and "grid" in given:
+            raise FedLabelsError("dp-fedavg option grid applies only with noise discrete "
+                                 "(--noise discrete --grid G); noise continuous has no grid.")
+        if self.noise == "discrete" and self.accountant in ("analytic", "pld"):
+            raise FedLabelsError(f"dp-fedavg accountant {self.accountant} models the "
+                                 "continuous Gaussian; with noise discrete use accountant rdp "
+                                 "(or none).")
         if self.accountant == "analytic" and self.sample_rate < 1.0:
             raise FedLabelsError(f"dp-fedavg accountant analytic needs sample_rate 1, got "
                                  f"{self.sample_rate}; use rdp or pld with client sampling.")
@@ -145,7 +180,8 @@ def clip_update(update: np.ndarray, clip: float) -> tuple[np.ndarray, float]:
 
 
 class DPFedAvgClient(WeightsClient):
-    """Returns its clipped update instead of its weights."""
+    """Returns its clipped update instead of its weights (noise discrete: rounded to the
+    grid, as integers)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -157,15 +193,33 @@ class DPFedAvgClient(WeightsClient):
             raise ParameterRefusal(f"client {self.cid}: the server asked for clip = "
                                    f"{message.config['clip']!r} but this client's options say "
                                    f"{clip!r}; refusing.")
+        noise = self.options.noise
+        if str(message.config.get("noise", "continuous")) != noise:
+            raise ParameterRefusal(f"client {self.cid}: the server asked for noise = "
+                                   f"{message.config.get('noise', 'continuous')!r} but this "
+                                   f"client's options say {noise!r}; refusing.")
         start = np.array(message.arrays["weights"], dtype=np.float32)
+        grid = None
+        if noise == "discrete":  # the client's own γ: Δ and the noise are scaled to it
+            grid = self.options.grid or default_grid(clip, start.size)
+            if float(message.config["grid"]) != grid:
+                raise ParameterRefusal(f"client {self.cid}: the server asked for grid = "
+                                       f"{message.config['grid']!r} but this client's options "
+                                       f"say {grid!r}; refusing.")
         self.local_steps_from(message)
-        clipped, norm = clip_update(self.learner.get_weights() - start, clip)
+        update = self.learner.get_weights() - start
+        if grid is not None:
+            encoded, norm = encode_update(update, clip, grid)
+            return Message("dpfedavg.update", arrays={"update": encoded},
+                           config={"norm": norm})
+        clipped, norm = clip_update(update, clip)
         return Message("dpfedavg.update", arrays={"update": clipped},
                        config={"norm": norm})
 
 
 class DPFedAvgServer(LedgerEvents, GlobalModelServer):
-    """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²), accounts for ε."""
+    """Poisson-samples clients, sums clipped updates, adds N(0, σ²S²) (noise discrete: sums
+    their integer encodings exactly and adds N_Z(0, (σΔ)²)), accounts for ε."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events", "sampled", "clipped_fraction")
     secret_generators: ClassVar[tuple[str, ...]] = ("rng",)  # the Poisson sample and noise
@@ -176,63 +230,142 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
             calibrate_noise_multiplier,
             default_gaussian_accountants,
         )
-        from fedlabels.privacy.events import SampledGaussianEvent
+        from fedlabels.privacy.discrete_accounting import (
+            DISCRETE_ACCOUNTANTS,
+            calibrate_discrete_noise_multiplier,
+        )
 
         super().__init__(initial, settings.period)
         opts = settings.options_as(DPFedAvgOptions)
         self.clip, self.delta = opts.clip, opts.delta
         self.q, self.server_lr = opts.sample_rate, opts.server_lr
-        self.accountants = ((opts.accountant,) if opts.accountant is not None
+        self.noise = opts.noise
+        self.discrete = opts.noise == "discrete"
+        self.accountants = (DISCRETE_ACCOUNTANTS if self.discrete
+                            else (opts.accountant,) if opts.accountant is not None
                             else default_gaussian_accountants(self.q))
         self.target_epsilon = opts.epsilon
         sigma = opts.noise_multiplier
         if opts.epsilon is not None:
-            sigma = calibrate_noise_multiplier(opts.epsilon, self.delta, self.q,
-                                               settings.rounds, opts.accountant)
+            sigma = (calibrate_discrete_noise_multiplier(opts.epsilon, self.delta, self.q,
+                                                         settings.rounds) if self.discrete
+                     else calibrate_noise_multiplier(opts.epsilon, self.delta, self.q,
+                                                     settings.rounds, opts.accountant))
         if sigma is None:
             raise FedLabelsError("dp-fedavg needs noise_multiplier or epsilon.")
         self.sigma = sigma
         self.rounds = settings.rounds
+        self.grid = self.grid_source = self.sensitivity = None
+        if self.discrete:  # the integer grid and the sum's ℓ2 sensitivity in grid units
+            dim = int(self.weights.size)
+            self.grid = opts.grid or default_grid(self.clip, dim)
+            self.grid_source = "given" if opts.grid else "default 0.02·S/√d"
+            self.sensitivity = integer_sensitivity(self.clip, self.grid, dim)
+            payload_dtype(self.clip, self.grid)  # refuses a grid finer than int64 holds
+            check_headroom(self.clip, self.grid, dim, settings.n_clients, self.sigma)
         # one release per round; ε and the run's budget (the total epsilon) are views of it
         self.ledger = Ledger(self.delta, opts.epsilon, what="each client",
                              gaussian_accountants=self.accountants)
-        self.ledger.check_plan([SampledGaussianEvent(self.sigma, self.q, self.clip)]
-                               * settings.rounds, f"{settings.rounds} round(s)")
+        self.ledger.check_plan([self._event()] * settings.rounds, f"{settings.rounds} round(s)")
         self.rng: np.random.Generator | None = None  # made where the mechanism first runs
         self.sampled: list[int] = []
         self.clipped_fraction: list[float] = []
 
-    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
-        from fedlabels.privacy.events import SampledGaussianEvent
+    def _event(self) -> Any:
+        """The privacy event of one round."""
+        from fedlabels.privacy.events import DiscreteGaussianEvent, SampledGaussianEvent
 
+        if self.grid is not None and self.sensitivity is not None:
+            return DiscreteGaussianEvent(self.sigma, self.q, self.clip, self.grid,
+                                         self.sensitivity)
+        return SampledGaussianEvent(self.sigma, self.q, self.clip)
+
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
         # recorded before the round: a release beyond the target is refused before it is made
-        self.ledger.record(SampledGaussianEvent(self.sigma, self.q, self.clip), tight=False)
+        self.ledger.record(self._event(), tight=False)
         if self.rng is None:  # the Poisson sample and the noise: secret, from OS entropy
             self.rng = numpy_generator()
         cids = grid.client_ids
         picked = self.rng.random(len(cids)) < self.q
         chosen = [cid for cid, p in zip(cids, picked, strict=True) if p]
-        message = Message("dpfedavg.train", arrays={"weights": self.weights},
-                          config={"round": rnd, "steps": self.period, "clip": self.clip})
+        config: dict[str, Any] = {"round": rnd, "steps": self.period, "clip": self.clip,
+                                  "noise": self.noise}
+        if self.grid is not None:
+            config["grid"] = self.grid
+        message = Message("dpfedavg.train", arrays={"weights": self.weights}, config=config)
         replies = broadcast(grid, message, rnd, chosen) if chosen else {}
-        total = np.zeros(self.weights.shape, dtype=np.float64)
-        norms = []
-        for cid in sorted(replies):
-            total += replies[cid].arrays["update"]
-            norms.append(float(replies[cid].config["norm"]))
-        noise = self.rng.normal(0.0, self.sigma * self.clip, size=total.shape)
+        norms = [float(replies[cid].config["norm"]) for cid in sorted(replies)]
         expected = self.q * len(cids)  # fixed q·M, never the realised number of participants
-        self.weights = (self.weights + self.server_lr * (total + noise) / expected
-                        ).astype(np.float32)
+        if self.grid is not None:  # everything after the integer release is post-processing
+            released = self._discrete_release(replies, self.rng)
+            self.weights = (self.weights + self.server_lr * self.grid * released / expected
+                            ).astype(np.float32)
+        else:
+            total = np.zeros(self.weights.shape, dtype=np.float64)
+            for cid in sorted(replies):
+                total += replies[cid].arrays["update"]
+            noise = self.rng.normal(0.0, self.sigma * self.clip, size=total.shape)
+            self.weights = (self.weights + self.server_lr * (total + noise) / expected
+                            ).astype(np.float32)
         self.sampled.append(len(chosen))
         clipped = float(np.mean(np.asarray(norms) > self.clip)) if norms else 0.0
         self.clipped_fraction.append(clipped)
         return {"sampled_clients": float(len(chosen)), "clipped_fraction": clipped,
                 "mean_update_norm": float(np.mean(norms)) if norms else 0.0}
 
+    def _discrete_release(self, replies: dict[int, Message],
+                          rng: np.random.Generator) -> np.ndarray:
+        """The integer release of a discrete round: the exact int64 sum of the clients'
+        integer vectors plus N_Z(0, (σΔ)²) on every coordinate. A reply that is not an
+        integer vector of the model's size within ℓ2 norm Δ is refused: the noise is
+        calibrated to Δ."""
+        assert self.sensitivity is not None
+        total = np.zeros(self.weights.size, dtype=np.int64)
+        for cid in sorted(replies):
+            z = np.asarray(replies[cid].arrays["update"])
+            if z.dtype.kind not in "iu" or z.shape != self.weights.shape \
+                    or squared_norm(z) > self.sensitivity ** 2:
+                raise FedLabelsError(f"client {cid} sent an update that is not an integer "
+                                     f"vector of {self.weights.size} coordinates within ℓ2 "
+                                     f"norm Δ = {self.sensitivity:.6g} (grid {self.grid!r}); "
+                                     "the discrete noise is calibrated to Δ, refusing it.")
+            total += z.astype(np.int64).ravel()
+        noise = sample_discrete_gaussian(self.sigma * self.sensitivity, total.size, rng)
+        return (total + noise).reshape(self.weights.shape)
+
     def result_extra(self) -> dict[str, Any]:
         spent = self.ledger.spent()
-        return {"privacy": {
+        if self.grid is not None:
+            return {"privacy": self._privacy_block(spent) | self._discrete_block()}
+        return {"privacy": self._privacy_block(spent)}
+
+    def _discrete_block(self) -> dict[str, Any]:
+        return {
+            "mechanism": "discrete Gaussian N_Z(0, (σΔ)²) on the fixed-point integer sum of "
+                         "clipped client updates (Poisson client sampling)",
+            "noise": "discrete",
+            "grid": self.grid,
+            "grid_source": self.grid_source,
+            "noise_std_grid_units": self.sigma * (self.sensitivity or 0.0),
+            "sensitivity": {"value": self.sensitivity, "norm": "L2", "unit": "grid units",
+                            "source": "clipping of each client update to norm S and nearest "
+                                      "rounding to the grid γ: ‖rint(x/γ)‖₂ ≤ S/γ + √d/2 = Δ, "
+                                      "checked exactly on the integers by client and server "
+                                      "(add/remove one client moves the integer sum by at "
+                                      "most Δ)"},
+            "accounting": ("RDP α/(2σ²) per round (exact for integer α: CKS20 Thm 4), "
+                           "converted by dp-accounting's RDP conversion" if self.q >= 1.0 else
+                           "RDP by Zhu & Wang (2019)'s general Poisson-subsampling bound with "
+                           "ε(α) = α/(2σ²), at integer orders; converted by dp-accounting's "
+                           "RDP conversion"),
+            "floating_point": "the release is an integer vector (no floating-point noise "
+                              "sample leaves the server); the sampler's acceptance "
+                              "probabilities are float64, so its pmf is N_Z's up to float64 "
+                              "rounding",
+        }
+
+    def _privacy_block(self, spent: Any) -> dict[str, Any]:
+        return {
             "method": "dp-fedavg",
             "mechanism": "Poisson-subsampled Gaussian on the sum of clipped client updates",
             **spent.to_dict(),
@@ -254,7 +387,8 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
             "assumptions": list(DPFedAvg.threat_model.assumptions),
             "threat_model": "anyone observing the global models (other clients, users of the "
                             "model); not the server",
-        }}
+            "noise": "continuous",
+        }
 
 
 _WHO_WAS_SAMPLED = ("which clients the secret Poisson sample picked each round (a client not "
@@ -268,7 +402,8 @@ class DPFedAvg(Method):
 
     name = "dp-fedavg"
     description = ("DP-FedAvg: clipped client updates, Gaussian noise σS on the sum, Poisson "
-                   "client sampling; client-level (ε, δ) via dp-accounting (level record: "
+                   "client sampling; client-level (ε, δ) via dp-accounting (noise discrete: "
+                   "integer updates on a grid, discrete Gaussian on their sum; level record: "
                    "DP-SGD at the clients, record-level)")
     options_class = DPFedAvgOptions
     # secret Poisson sampling of clients, accounted for; the DP claim covers the global
@@ -293,8 +428,9 @@ class DPFedAvg(Method):
         ),
         payloads=(
             Payload("dpfedavg.update", "update", "update", note="central DP: the server sees "
-                    "each sampled client's clipped update in the clear; the guarantee is "
-                    "against observers of the global model, which carries the noise"),
+                    "each sampled client's clipped update in the clear (noise discrete: as "
+                    "integers on the grid γ); the guarantee is against observers of the global "
+                    "model, which carries the noise"),
             Payload("dpfedavg.update", "norm", "metric", source="config", note="the L2 norm "
                     "of the update before clipping, sent to the server in the clear"),
             Payload("dpfedavg.dp_update", "update", "update", covered=True, note="level "
