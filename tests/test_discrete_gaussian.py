@@ -189,9 +189,14 @@ def test_encoding_stays_within_its_integer_sensitivity() -> None:
     assert squared_norm(z) <= delta ** 2
 
 
-def test_squared_norm_is_exact_where_floats_are_not() -> None:
+def test_squared_norm_is_exact_where_floats_and_int64_are_not() -> None:
     z = np.array([3_037_000_499, 3_037_000_499, 1], dtype=np.int64)  # squares near 2^63
     assert squared_norm(z) == 2 * 3_037_000_499 ** 2 + 1
+    extreme = np.array([np.iinfo(np.int64).min, 7, np.iinfo(np.int64).max], dtype=np.int64)
+    assert squared_norm(extreme) == 2**126 + 49 + (2**63 - 1) ** 2
+    assert squared_norm(np.array([2**64 - 1], dtype=np.uint64)) == (2**64 - 1) ** 2
+    assert squared_norm(np.arange(-300, 300, dtype=np.int16)) == sum(v * v for v in
+                                                                      range(-300, 300))
 
 
 def test_integer_sum_plus_noise_cannot_overflow_int64() -> None:

@@ -73,14 +73,18 @@ def test_every_released_update_is_grid_times_an_integer_over_expected() -> None:
     assert [type(ev).__name__ for ev in srv.events] == ["DiscreteGaussianEvent"] * 3
 
 
-def test_server_refuses_an_update_beyond_its_sensitivity_or_not_integer() -> None:
+def test_server_drops_an_update_beyond_its_sensitivity_and_refuses_floats() -> None:
     d = 400
-    srv = _server(2, d, noise_multiplier=1.0, clip=1.0)
-    assert srv.sensitivity is not None
+    srv = _server(2, d, noise_multiplier=1e-6, clip=1.0)  # noise std 8e-4 grid units: 0
+    assert srv.sensitivity is not None and srv.grid is not None
     too_big = np.zeros(d, dtype=np.int64)
     too_big[0] = math.floor(srv.sensitivity) + 1
-    with pytest.raises(FedLabelsError, match="within ℓ2 norm Δ"):
-        srv.run_round(0, IntegerUpdates({0: too_big, 1: too_big}))  # type: ignore[arg-type]
+    fine = np.zeros(d, dtype=np.int16)
+    fine[1:4] = (5, -7, 300)
+    metrics = srv.run_round(0, IntegerUpdates({0: too_big, 1: fine}))  # type: ignore[arg-type]
+    assert metrics["dropped_updates"] == 1.0
+    # only the update within Δ reached the model: γ·z/(qM), to float32 rounding
+    np.testing.assert_allclose(srv.weights, srv.grid * fine / 2, rtol=1e-6, atol=0)
     floats = np.zeros(d, dtype=np.float32)
     with pytest.raises(FedLabelsError, match="not an integer"):
         srv.run_round(1, IntegerUpdates({0: floats, 1: floats}))  # type: ignore[arg-type]
@@ -236,3 +240,13 @@ def test_cli_flags_and_toml_reach_the_option(tmp_path: Path,
                  "--output", str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "noise discrete" in err[0]
+
+
+@pytest.mark.filterwarnings("ignore::fedlabels.core.errors.RunCaveatWarning")
+def test_a_scaled_poisoned_update_is_dropped_and_the_run_goes_on(fed: fl.Federation) -> None:
+    kw: dict[str, Any] = {"model": "mlp(hidden=8)", "rounds": 2, "seed": 0, "malicious": 1,
+                          "options": {"noise": "discrete", "noise_multiplier": 1.0}}
+    scaled = fl.run("dp-fedavg", fed, poison="constant", **kw)  # 10·z: beyond Δ
+    assert [r.server["dropped_updates"] for r in scaled.rounds] == [1.0, 1.0]
+    flipped = fl.run("dp-fedavg", fed, poison="flip", **kw)  # −z: within Δ
+    assert [r.server["dropped_updates"] for r in flipped.rounds] == [0.0, 0.0]

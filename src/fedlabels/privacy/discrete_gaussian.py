@@ -76,15 +76,23 @@ def check_headroom(clip: float, grid: float, dim: int, n_clients: int,
 
 
 def squared_norm(z: np.ndarray) -> int:
-    """‖z‖₂² of an integer vector, exactly (a Python int; int64 dot products on chunks short
-    enough not to overflow)."""
-    flat = np.asarray(z, dtype=np.int64).ravel()
+    """‖z‖₂² of an integer vector, exactly (a Python int): int64 dot products on chunks short
+    enough not to overflow, Python integers for any entry beyond 2^31 in magnitude."""
+    flat = np.asarray(z).ravel()
+    if flat.dtype.kind not in "iu":
+        raise FedLabelsError(f"squared_norm takes integers, got {flat.dtype}.")
     if flat.size == 0:
         return 0
-    peak = int(np.max(np.abs(flat)))
-    chunk = max(1, INT64_HEADROOM // max(1, peak * peak))
-    return sum(int(np.dot(flat[i:i + chunk], flat[i:i + chunk]))
-               for i in range(0, flat.size, chunk))
+    limit = 2**31 - 1
+    big = (flat > limit) | (flat < -limit)  # (no abs: it overflows at int64's minimum)
+    out = sum(int(v) * int(v) for v in flat[big])
+    small = flat[~big].astype(np.int64)
+    if small.size:
+        peak = int(max(small.max(), -small.min()))
+        chunk = max(1, INT64_HEADROOM // max(1, peak * peak))
+        out += sum(int(np.dot(small[i:i + chunk], small[i:i + chunk]))
+                   for i in range(0, small.size, chunk))
+    return out
 
 
 def encode_update(update: np.ndarray, clip: float, grid: float) -> tuple[np.ndarray, float]:

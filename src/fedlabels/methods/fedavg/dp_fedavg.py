@@ -296,10 +296,12 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
         replies = broadcast(grid, message, rnd, chosen) if chosen else {}
         norms = [float(replies[cid].config["norm"]) for cid in sorted(replies)]
         expected = self.q * len(cids)  # fixed q·M, never the realised number of participants
+        metrics: dict[str, float] = {}
         if self.grid is not None:  # everything after the integer release is post-processing
-            released = self._discrete_release(replies, self.rng)
+            released, dropped = self._discrete_release(replies, self.rng)
             self.weights = (self.weights + self.server_lr * self.grid * released / expected
                             ).astype(np.float32)
+            metrics["dropped_updates"] = float(dropped)
         else:
             total = np.zeros(self.weights.shape, dtype=np.float64)
             for cid in sorted(replies):
@@ -311,27 +313,32 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
         clipped = float(np.mean(np.asarray(norms) > self.clip)) if norms else 0.0
         self.clipped_fraction.append(clipped)
         return {"sampled_clients": float(len(chosen)), "clipped_fraction": clipped,
-                "mean_update_norm": float(np.mean(norms)) if norms else 0.0}
+                "mean_update_norm": float(np.mean(norms)) if norms else 0.0, **metrics}
 
     def _discrete_release(self, replies: dict[int, Message],
-                          rng: np.random.Generator) -> np.ndarray:
+                          rng: np.random.Generator) -> tuple[np.ndarray, int]:
         """The integer release of a discrete round: the exact int64 sum of the clients'
-        integer vectors plus N_Z(0, (σΔ)²) on every coordinate. A reply that is not an
-        integer vector of the model's size within ℓ2 norm Δ is refused: the noise is
-        calibrated to Δ."""
+        integer vectors plus N_Z(0, (σΔ)²) on every coordinate, and how many replies were
+        dropped. A reply that is not an integer vector of the model's size is refused; one
+        beyond ℓ2 norm Δ (only a client that breaks the encoding sends one) is dropped, as
+        if the client had sent zeros: each client then adds a vector within Δ to the sum,
+        which keeps every coordinate inside int64 and the noise calibrated to Δ."""
         assert self.sensitivity is not None
         total = np.zeros(self.weights.size, dtype=np.int64)
+        dropped = 0
         for cid in sorted(replies):
             z = np.asarray(replies[cid].arrays["update"])
-            if z.dtype.kind not in "iu" or z.shape != self.weights.shape \
-                    or squared_norm(z) > self.sensitivity ** 2:
+            if z.dtype.kind not in "iu" or z.shape != self.weights.shape:
                 raise FedLabelsError(f"client {cid} sent an update that is not an integer "
-                                     f"vector of {self.weights.size} coordinates within ℓ2 "
-                                     f"norm Δ = {self.sensitivity:.6g} (grid {self.grid!r}); "
-                                     "the discrete noise is calibrated to Δ, refusing it.")
+                                     f"vector of {self.weights.size} coordinates (got "
+                                     f"{z.dtype}, shape {z.shape}); noise discrete needs the "
+                                     "clients' fixed-point encodings.")
+            if squared_norm(z) > self.sensitivity ** 2:
+                dropped += 1
+                continue
             total += z.astype(np.int64).ravel()
         noise = sample_discrete_gaussian(self.sigma * self.sensitivity, total.size, rng)
-        return (total + noise).reshape(self.weights.shape)
+        return (total + noise).reshape(self.weights.shape), dropped
 
     def result_extra(self) -> dict[str, Any]:
         spent = self.ledger.spent()
@@ -445,6 +452,9 @@ class DPFedAvg(Method):
              "norms, published without noise"),
             ("rounds[].server.clipped_fraction", "fraction of sampled clients whose update "
              "was clipped, from the pre-clipping norms, published without noise"),
+            ("rounds[].server.dropped_updates", "noise discrete: the number of sampled "
+             "replies beyond ℓ2 norm Δ, dropped by the server (an honest client never sends "
+             "one), published without noise"),
             ("privacy.clipped_fraction_per_round", "the same fractions, every round"),
             ("rounds[].server.sampled_clients", "not computed from private data, but the "
              "subsampling analysis assumes the Poisson sample is hidden; its size is published"),
