@@ -106,8 +106,9 @@ class DPFedAvgOptions(MethodOptions):
     clip: float = option(1.0, "L2 clipping norm S of each client update", kind=float,
                          interval=POSITIVE, flag=True)
     noise_multiplier: float | None = option(
-        None, "noise multiplier σ (noise std σ·S on the sum of clipped updates); give this "
-        "or epsilon", kind=float, interval=DP_SCALE, nullable=True, flag=True)
+        None, "noise multiplier σ (noise std σ·S on the sum of clipped updates; noise "
+        "discrete: σ·Δ grid units on the integer sum); give this or epsilon", kind=float,
+        interval=DP_SCALE, nullable=True, flag=True)
     epsilon: float | None = option(
         None, "total (ε, δ) budget of the whole run (client-level); σ is calibrated to it over "
         "the run's rounds and every round is checked against it; give this or "
