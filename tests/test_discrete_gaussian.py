@@ -183,10 +183,25 @@ def test_encoding_stays_within_its_integer_sensitivity() -> None:
         assert norm == pytest.approx(float(np.linalg.norm(u.astype(np.float64))))
         clipped = u.astype(np.float64) * min(1.0, clip / norm)
         assert np.max(np.abs(z * grid - clipped)) <= grid / 2 * (1 + 1e-9)
-    # the worst case of the √d/2 term: every coordinate at a half-integer
-    half = np.full(d, 0.5 * grid, dtype=np.float64)
+    # the √d/2 term at its worst: every coordinate half a step from two integers (rint
+    # rounds 1.5 up to 2, 2.5 down to 2: the odd ones move away from zero)
+    half = np.full(d, 1.5 * grid, dtype=np.float64)
     z, _ = encode_update(half, clip, grid)
-    assert squared_norm(z) <= delta ** 2
+    assert squared_norm(z) == 4 * d <= delta ** 2
+
+
+def test_encoding_shrinks_until_the_integer_check_holds(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """Were float rounding to push ‖z‖ past Δ, the update is shrunk and rounded again: here
+    Δ is made 0.1 % too small for the clipped update, and the result still fits it."""
+    import fedlabels.privacy.discrete_gaussian as dg
+
+    clip, grid, d = 1.0, 1e-3, 100
+    tight = 0.999 * clip / grid
+    monkeypatch.setattr(dg, "integer_sensitivity", lambda c, g, n: tight)
+    u = np.full(d, 1.0, dtype=np.float32)  # clipped to norm 1: ‖x/γ‖ = 1000 > Δ
+    z, _ = dg.encode_update(u, clip, grid)
+    assert squared_norm(z) <= tight ** 2 and squared_norm(z) > (0.99 * tight) ** 2
 
 
 def test_squared_norm_is_exact_where_floats_and_int64_are_not() -> None:
