@@ -26,7 +26,8 @@ of the final model), not against the server, which sees the clipped updates in t
 ``noise="discrete"`` closes the floating-point gap of that Gaussian (Mironov 2012): each
 client sends its clipped update rounded to an integer grid γ (``rint(clip(Δ_i)/γ)``, a
 compact integer payload), the server sums the integers exactly and adds independent discrete
-Gaussians N_Z(0, (σΔ)²) with Δ = S/γ + √d/2 (Canonne, Kamath & Steinke 2020), and
+Gaussians of standard deviation σ·(S/γ + √d/2), the integer sum's ℓ2 sensitivity in grid
+units for a model of d parameters (Canonne, Kamath & Steinke 2020), and
 w <- w + server_lr · γ · (sum + noise) / (q M) is post-processing of that integer vector
 (:mod:`fedlabels.privacy.discrete_gaussian`). It is accounted by RDP only
 (:mod:`fedlabels.privacy.discrete_accounting`; at q < 1 Zhu & Wang's general Poisson bound).
