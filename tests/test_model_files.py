@@ -30,10 +30,10 @@ class _RunsCode:
         return (os.mkdir, (str(self.marker),))
 
 
-@pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=3)", "logreg", "sk_mlp",
-                                  "xgboost(n_estimators=3)", "rulefit(n_estimators=10)",
-                                  "mlp(hidden=8)"])
-def test_every_model_type_we_write_comes_back_predicting_the_same(tmp_path, spec):
+
+def _trained_on_iris(spec: str) -> tuple[np.ndarray, object]:
+    """Iris's features (float32) and a learner of ``spec`` trained on it (5 steps or a
+    fit)."""
     X, y = load_iris(return_X_y=True)
     X = X.astype(np.float32)
     model = build_learner(parse_model_spec(spec)[0], n_classes=3, random_state=0)
@@ -41,6 +41,13 @@ def test_every_model_type_we_write_comes_back_predicting_the_same(tmp_path, spec
         model.train_steps(X, y, 5)
     else:
         model.fit(X, y)
+    return X, model
+
+@pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=3)", "logreg", "sk_mlp",
+                                  "xgboost(n_estimators=3)", "rulefit(n_estimators=10)",
+                                  "mlp(hidden=8)"])
+def test_every_model_type_we_write_comes_back_predicting_the_same(tmp_path, spec):
+    X, model = _trained_on_iris(spec)
     write_models_file(tmp_path / "m.models.npz", {"models": [model], "seed": 3})
     back = read_models_file(tmp_path / "m.models.npz")
     assert back["seed"] == 3 and type(back["models"][0]) is type(model)
@@ -581,13 +588,7 @@ def test_an_edited_array_is_refused_at_load_naming_it(tmp_path, spec, attribute,
     """A NaN weight loaded and predicted one class for every row without a word (NumPy's
     argmax of NaN scores); a wrong-shaped one loaded and failed later in ``predict`` with a
     broadcasting error naming no array."""
-    X, y = load_iris(return_X_y=True)
-    X = X.astype(np.float32)
-    model = build_learner(parse_model_spec(spec)[0], n_classes=3, random_state=0)
-    if hasattr(model, "train_steps"):
-        model.train_steps(X, y, 5)
-    else:
-        model.fit(X, y)
+    X, model = _trained_on_iris(spec)
     path = tmp_path / "m.models.npz"
     write_models_file(path, {"models": [model]})
     _edit(path, attribute, lambda a: a)  # the file as written: loads, predicts as the model
