@@ -424,3 +424,64 @@ def test_classes_are_the_labels_predict_returns(data, labels, tmp_path):
 def test_a_regression_run_has_no_classes():
     r = fl.run("fedct", "diabetes", task="regression", clients=3, rounds=1, progress=False)
     assert not hasattr(r, "classes_")
+
+
+def _shares(result, X):
+    """Independent oracle: each class's share of the clients' votes on the scaled rows."""
+    prep = result.preprocessing
+    Z = ((X - prep.mean) / prep.std).astype(np.float32)
+    votes = np.stack([np.asarray(m.predict(Z), dtype=int) for m in result.client_models])
+    n = len(prep.class_names)
+    return np.array([np.bincount(col, minlength=n) for col in votes.T]) / len(votes)
+
+
+@pytest.mark.parametrize("loader", ["wine", "iris", "breast_cancer"])
+def test_predict_proba_is_the_vote_share_whose_argmax_predict_is(loader):
+    """A RunResult had predict and classes_ but no predict_proba or score. Its
+    predict_proba is the clients' vote shares, predict its argmax with the same tie rule
+    (the first class), and score is accuracy_score of predict, as scikit-learn's are."""
+    import sklearn.datasets
+
+    X, y01 = getattr(sklearn.datasets, f"load_{loader}")(return_X_y=True)
+    names = np.array(["c", "a", "b"])[: len(np.unique(y01))]
+    y = names[y01]  # string labels: classes_ sorted, not in code order of y01
+    fed = fl.make_federation(X, y, clients=4, unlabeled=len(y) // 3, seed=0)
+    r = fl.run("fedct", fed, model="dt", rounds=1, progress=False)
+    proba, pred = r.predict_proba(X), r.predict(X)
+    np.testing.assert_allclose(proba, _shares(r, X))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    top = np.sort(proba, axis=1)
+    tied = top[:, -1] == top[:, -2]
+    assert tied.any()  # 4 clients: 2-2 splits, where the tie rule decides
+    np.testing.assert_array_equal(pred, r.classes_[proba.argmax(axis=1)])
+    first_tied = [r.classes_[np.flatnonzero(p == p.max())[0]] for p in proba[tied]]
+    np.testing.assert_array_equal(pred[tied], first_tied)
+    one = r.predict_proba(X, client=2)  # one client's vote: its own predictions
+    np.testing.assert_array_equal(r.classes_[one.argmax(axis=1)], r.predict(X, client=2))
+    assert set(np.unique(one)) <= {0.0, 1.0}
+    w = np.random.default_rng(0).random(len(y))
+    assert r.score(X, y) == pytest.approx(accuracy_score(y, pred))
+    assert r.score(X, y, sample_weight=w) == pytest.approx(accuracy_score(y, pred,
+                                                                          sample_weight=w))
+    assert r.score(X, y, client=2) == pytest.approx(accuracy_score(y, r.predict(X, client=2)))
+    with pytest.raises(FedLabelsError, match="one label per row"):
+        r.score(X, y[:-1])
+
+
+def test_a_regression_run_scores_r2_and_has_no_predict_proba():
+    from sklearn.datasets import load_diabetes
+    from sklearn.metrics import r2_score
+
+    from fedlabels.results.scores import r2
+
+    r = fl.run("fedct", "diabetes", task="regression", clients=3, rounds=1, progress=False)
+    X, y = load_diabetes(return_X_y=True)
+    w = np.random.default_rng(0).random(len(y))
+    assert r.score(X, y) == pytest.approx(r2_score(y, r.predict(X)))
+    assert r.score(X, y, w) == pytest.approx(r2_score(y, r.predict(X), sample_weight=w))
+    assert not hasattr(r, "predict_proba")
+    with pytest.raises(AttributeError, match="regression run has no predict_proba"):
+        r.predict_proba(X)
+    constant = np.full(5, 2.0)  # r2_score's convention for a constant target
+    assert r2(constant, constant.copy()) == r2_score(constant, constant) == 1.0
+    assert r2(constant, constant + 1) == r2_score(constant, constant + 1) == 0.0

@@ -33,15 +33,30 @@ from fedlabels.data.preprocessing import Preprocessing
 
 def predict_codes(models: Sequence[Any], X: np.ndarray, n_classes: int,
                   client: IntLike | None = None) -> np.ndarray:
-    """Class codes from one client's model, or the majority vote of all (ties: lowest)."""
+    """Class codes from one client's model, or the majority vote of all (ties: lowest):
+    the argmax of :func:`vote_shares`, computed from the same counts."""
+    return _votes(models, X, n_classes, client).argmax(axis=1)
+
+
+def vote_shares(models: Sequence[Any], X: np.ndarray, n_classes: int,
+                client: IntLike | None = None) -> np.ndarray:
+    """Each row's share of the clients whose model predicts each class (rows sum to 1;
+    ``client``: that client's vote, one 1 per row). Their argmax, ties to the lowest code,
+    is :func:`predict_codes`."""
+    votes = _votes(models, X, n_classes, client)
+    return votes / votes.sum(axis=1, keepdims=True)
+
+
+def _votes(models: Sequence[Any], X: np.ndarray, n_classes: int,
+           client: IntLike | None) -> np.ndarray:
+    """How many of the chosen clients' models predict each class, per row."""
     client = _check_client(models, client)
-    if client is not None:
-        return np.asarray(models[client].predict(X), dtype=np.int64)
+    chosen = models if client is None else [models[client]]
     votes = np.zeros((len(X), n_classes), dtype=np.int64)
-    for model in models:
+    for model in chosen:
         codes = np.asarray(model.predict(X), dtype=np.int64)
         votes[np.arange(len(X)), codes] += 1
-    return votes.argmax(axis=1)
+    return votes
 
 
 def predict_targets(models: Sequence[Any], target_range: tuple[float, float], X: np.ndarray,
@@ -85,20 +100,40 @@ def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: A
     """Labels that ``models`` give the raw rows ``X_raw``, as the type of the training
     labels (ints for ints, strings for strings); for a regression run, predicted targets
     in the target's units (:func:`predict_targets`)."""
+    _check_preprocessing(preprocessing)
+    assert preprocessing is not None
+    if preprocessing.target_range is not None:
+        return predict_targets(models, preprocessing.target_range,
+                               preprocessing.transform(X_raw), client)
+    X = preprocessing.transform(X_raw)
+    codes = predict_codes(models, X, len(preprocessing.class_names), client)
+    return preprocessing.class_values()[codes]
+
+
+def predict_proba(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: Any,
+                  client: IntLike | None = None) -> np.ndarray:
+    """The clients' vote shares (:func:`vote_shares`) on the raw rows ``X_raw``, one column
+    per class in the order of ``preprocessing.class_values()``; a regression run has none."""
+    _check_preprocessing(preprocessing)
+    assert preprocessing is not None
+    if preprocessing.target_range is not None:
+        raise FedLabelsError("a regression run has no predict_proba; result.predict(X) gives "
+                             "its targets.")
+    return vote_shares(models, preprocessing.transform(X_raw),
+                       len(preprocessing.class_names), client)
+
+
+def _check_preprocessing(preprocessing: Preprocessing | None) -> None:
+    """Refuse a run that cannot turn raw rows into its models' inputs."""
     if preprocessing is None:
         raise FedLabelsError("this run has no stored preprocessing (a run loaded from JSON "
                              "alone, or from an older version): predict from the result path "
                              "so the saved models and preprocessing are read (in Python "
                              "fl.load_run(PATH), not models=False).")
-    if preprocessing.target_range is not None:
-        return predict_targets(models, preprocessing.target_range,
-                               preprocessing.transform(X_raw), client)
-    if not preprocessing.class_names:  # a regression run saved without its target range
+    if preprocessing.target_range is None and not preprocessing.class_names:
+        # a regression run saved without its target range
         raise FedLabelsError("this regression run's models file stores no target range "
                              "(written by an older version); rerun to predict with it.")
-    X = preprocessing.transform(X_raw)
-    codes = predict_codes(models, X, len(preprocessing.class_names), client)
-    return preprocessing.class_values()[codes]
 
 
 def predict_file(result_path: str | Path, data_path: str | Path,

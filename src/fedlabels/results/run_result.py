@@ -19,6 +19,8 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import refuse_special_file, write_atomic
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
     from fedlabels.data.federation import IntLike
@@ -179,10 +181,49 @@ class RunResult:
         """
         from fedlabels.results.predict import predict
 
+        self._check_models()
+        return predict(self.client_models, self.preprocessing, X_raw, client)
+
+    @property
+    def predict_proba(self) -> Callable[..., np.ndarray]:
+        """``predict_proba(X_raw, client=None)``: per row, the share of the clients whose
+        final model votes for each class, columns in the order of :attr:`classes_` (rows sum
+        to 1; with ``client``, that client's vote: a 1 in its class's column). These are vote
+        shares, not calibrated probabilities: with 5 clients they are multiples of 0.2. As
+        in scikit-learn, :meth:`predict` is ``classes_[predict_proba(X).argmax(axis=1)]``,
+        a tie going to the first class of ``classes_``. A regression run has none (an
+        ``AttributeError``, so ``hasattr`` says so)."""
+        if self._is_regression():
+            raise AttributeError("a regression run has no predict_proba; result.predict(X) "
+                                 "gives its targets.")
+        return self._predict_proba
+
+    def _predict_proba(self, X_raw: Any, client: IntLike | None = None) -> np.ndarray:
+        from fedlabels.results.predict import predict_proba
+
+        self._check_models()
+        return predict_proba(self.client_models, self.preprocessing, X_raw, client)
+
+    def score(self, X_raw: Any, y: Any, sample_weight: Any = None,
+              client: IntLike | None = None) -> float:
+        """As scikit-learn's ``score``: the accuracy of :meth:`predict` on ``X_raw`` against
+        the labels ``y`` (a regression run: R², ``r2_score``'s, 1.0 or 0.0 for a constant
+        ``y`` as it gives), weighted by ``sample_weight``; ``client`` as in :meth:`predict`."""
+        from fedlabels.results.scores import accuracy, r2
+
+        pred = self.predict(X_raw, client)
+        return r2(y, pred, sample_weight) if self._is_regression() else \
+            accuracy(y, pred, sample_weight)
+
+    def _is_regression(self) -> bool:
+        prep = self.preprocessing
+        return self.federation.get("task") == "regression" or (
+            prep is not None and prep.target_range is not None)
+
+    def _check_models(self) -> None:
         note = self.extra.get("no_models")
         if note and not self.client_models:
             raise FedLabelsError(f"cannot predict: {note}.")
-        return predict(self.client_models, self.preprocessing, X_raw, client)
 
     @property
     def classes_(self) -> np.ndarray:
@@ -193,8 +234,7 @@ class RunResult:
         run has none, and a run read without its models file lacks the labels' type:
         both an ``AttributeError``, so ``hasattr`` says so."""
         prep = self.preprocessing
-        if self.federation.get("task") == "regression" or (
-                prep is not None and prep.target_range is not None):
+        if self._is_regression():
             raise AttributeError("a regression run has no classes_; it predicts targets.")
         if prep is None or not prep.class_names:
             raise AttributeError("classes_ needs the run's preprocessing: read the run with "

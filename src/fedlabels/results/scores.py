@@ -1,0 +1,44 @@
+"""Scores of predictions as scikit-learn's ``score`` gives them (accuracy, R²), in numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import FedLabelsError
+
+
+def accuracy(y: Any, pred: np.ndarray, sample_weight: Any = None) -> float:
+    """The (weighted) share of ``pred`` equal to ``y``, as ``accuracy_score``."""
+    truth, weight = _paired(y, pred, sample_weight)
+    return float(np.average(truth == pred, weights=weight))
+
+
+def r2(y: Any, pred: np.ndarray, sample_weight: Any = None) -> float:
+    """The coefficient of determination, as ``r2_score``: 1 - SS_res / SS_tot (weighted);
+    for a constant ``y``, 1.0 when the predictions equal it, else 0.0."""
+    truth, weight = _paired(y, pred, sample_weight)
+    truth = truth.astype(np.float64)
+    w = np.ones(len(truth)) if weight is None else weight
+    residual = float(np.sum(w * (truth - pred) ** 2))
+    total = float(np.sum(w * (truth - np.average(truth, weights=w)) ** 2))
+    if total == 0.0:
+        return 1.0 if residual == 0.0 else 0.0
+    return 1.0 - residual / total
+
+
+def _paired(y: Any, pred: np.ndarray,
+            sample_weight: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """``y`` (and the weights) as 1-D arrays of ``pred``'s length, or a one-line error."""
+    truth = np.asarray(y)
+    if truth.ndim != 1 or len(truth) != len(pred):
+        raise FedLabelsError(f"y must be one label per row of X: {len(pred)} rows, got y of "
+                             f"shape {truth.shape}.")
+    if sample_weight is None:
+        return truth, None
+    weight = np.asarray(sample_weight, dtype=np.float64)
+    if weight.shape != truth.shape:
+        raise FedLabelsError(f"sample_weight must be one weight per row of X: {len(pred)} "
+                             f"rows, got shape {weight.shape}.")
+    return truth, weight
