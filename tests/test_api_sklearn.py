@@ -362,6 +362,31 @@ def test_a_federations_partition_and_sizes_are_recorded_so_reports_tell_them_apa
     assert "dirichlet" in labels[1] and "#" not in "".join(labels)
 
 
+def test_a_run_by_name_and_on_a_federation_of_one_setup_report_as_one_configuration():
+    """fl.run("fedct", "breast_cancer", partition="dirichlet:0.5") records the partition as
+    given and no sizes (as fedlabels run and a TOML do: test_run_spec), the same run on
+    load_federation(...) 'dirichlet:0.5,0.5' and its sizes: fl.report gave them as two
+    configurations of one seed each. It compares them as built: one configuration."""
+    from fedlabels.reporting.plots import legend_labels
+    from fedlabels.reporting.report import group_runs
+
+    setup = {"clients": 3, "partition": "dirichlet:0.5"}
+    by_name = fl.run("fedct", "breast_cancer", model="dt", rounds=1, progress=False, seed=0,
+                     **setup)
+    fed = fl.load_federation("breast_cancer", seed=1, **setup)
+    on_fed = fl.run("fedct", fed, model="dt", rounds=1, progress=False, seed=1)
+    cli = fl.run_config(fl.RunConfig(method="fedct", dataset="breast_cancer", model="dt",
+                                     rounds=1, seed=2, **setup), progress=False)
+    for r in (cli, by_name):  # the configuration as given
+        assert r.config["partition"] == "dirichlet:0.5" and r.config["private"] is None
+    assert on_fed.config["partition"] == "dirichlet:0.5,0.5"
+    assert on_fed.config["private"] == by_name.federation["n_private"]
+    groups = group_runs([by_name, on_fed, cli])
+    assert [[r.seed for r in g.runs] for g in groups] == [[0, 1, 2]]
+    labels, _ = legend_labels([by_name, on_fed, cli])
+    assert not any("dirichlet" in label for label in labels)  # not a difference
+
+
 def test_a_label_columns_name_or_a_test_share_is_refused_with_the_call_that_works(data):
     """make_federation(df, "target") said 'X has 569 rows but y has 1 labels', and test=0.2
     'test must be an integer' without naming test_fraction."""

@@ -107,7 +107,7 @@ def _describe(res: RunResult) -> dict[str, str]:
     config = res.config or {}
     return {"dataset": res.dataset,
             "clients": f"m = {res.federation.get('n_clients', config.get('clients', '?'))}",
-            "partition": str(config.get("partition", "")),
+            "partition": str(run_settings(res).get("partition", "")),
             "seed": f"seed {res.seed}",
             "rounds": f"R = {config.get('rounds', len(res.rounds))}"}
 
@@ -158,6 +158,7 @@ def run_settings(res: RunResult) -> dict[str, Any]:
     simulator's default (``engine=simulator``) beside a ``deployment`` entry, which names it.
     A run of ``flower-simulation`` keeps its engine and workers (Ray's CPUs)."""
     config = dict(res.config or {})
+    config.update(_as_built(res))
     deployed = res.extra.get("deployment")
     engine = config.get("engine")
     if isinstance(deployed, dict) and engine in (None, "simulator"):
@@ -166,6 +167,24 @@ def run_settings(res: RunResult) -> dict[str, Any]:
         config["engine"] = "flower deployment"
         config["workers"] = "one per site"
     return config
+
+
+def _as_built(res: RunResult) -> dict[str, Any]:
+    """The partition and sizes the run's federation was built with, from its result's
+    ``federation`` summary: the partition's canonical text (``dirichlet:0.5,0.5``, where
+    ``fedlabels run`` records ``dirichlet:0.5`` as given) and, for the sizes a configuration
+    left to the dataset (``None``), those built; so a run by dataset name, one on a
+    :class:`Federation` and a result of an earlier version read as one configuration."""
+    fed = res.federation or {}
+    config = res.config or {}
+    out: dict[str, Any] = {}
+    if isinstance(fed.get("partition"), str):
+        out["partition"] = fed["partition"]
+    for key, built in (("unlabeled", "n_public"), ("private", "n_private"),
+                       ("test", "n_test")):
+        if config.get(key) is None and isinstance(fed.get(built), int):
+            out[key] = fed[built]
+    return out
 
 
 def setting_differences(configs: Sequence[dict[str, Any]]) -> list[str]:

@@ -282,7 +282,7 @@ def _paired_differences(conf: Configuration, ref: Configuration) -> list[float]:
 
 def _reference_key(res: RunResult) -> str:
     return json.dumps([res.dataset, sorted(set(res.models)), res.federation.get("n_clients"),
-                       (res.config or {}).get("partition")], default=str)
+                       _config(res).get("partition")], default=str)
 
 
 def report_outputs(output: str | Path) -> dict[str, Path]:
