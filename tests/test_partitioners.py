@@ -9,7 +9,7 @@ import pytest
 import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.data.partition import largest_remainder, partition
+from fedlabels.data.partition import largest_remainder, parse_partition, partition
 from fedlabels.data.shift import label_tv
 from fedlabels.runs.config import RunConfig
 
@@ -263,3 +263,14 @@ def test_shift_through_cli_toml_and_api_is_recorded(tmp_path):
     # is left to draw a shifted U from (a clear error, from fl.run's own argument)
     with pytest.raises(FedLabelsError, match="smaller --private"):
         fl.run("local", "digits", model="dt", rounds=1, unlabeled_shift=0.2)
+
+
+@pytest.mark.parametrize("spec", ["dirichlet", "dirichlet:", "dirichlet:0", "dirichlet:1,2,3"])
+def test_a_bad_dirichlet_partition_names_both_accepted_forms(spec):
+    """The error listed only 'dirichlet:A1,A2', though 'dirichlet:A' is accepted."""
+    with pytest.raises(FedLabelsError) as caught:
+        fl.make_federation(np.random.default_rng(0).random((60, 3)), np.arange(60) % 2,
+                           partition=spec)
+    message = str(caught.value)
+    assert "'dirichlet:A1,A2' or 'dirichlet:A'" in message and "\n" not in message
+    assert str(parse_partition("dirichlet:0.5")) == "dirichlet:0.5,0.5"  # what A means

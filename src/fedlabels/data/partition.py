@@ -46,8 +46,9 @@ def parse_partition(spec: str | PartitionSpec) -> PartitionSpec:
         return spec
     raw = str(spec).strip()
     text = raw.lower()
-    usage = ("expected 'iid', 'dirichlet:A1,A2' (e.g. dirichlet:100,0.01), 'shards:K', "
-             "'quantity:A[,MIN]', 'powerlaw:A[,MIN]' or 'column:NAME'")
+    usage = ("expected 'iid', 'dirichlet:A1,A2' or 'dirichlet:A' (A1 = A2 = A; e.g. "
+             "dirichlet:100,0.01, dirichlet:0.5), 'shards:K', 'quantity:A[,MIN]', "
+             "'powerlaw:A[,MIN]' or 'column:NAME'")
     if text == "iid":
         return PartitionSpec("iid")
     kind, _, arg = text.partition(":")

@@ -193,9 +193,9 @@ class RunConfig:
     test: int | None = param(None, "test-set size (datasets without a test split)", kind=int,
                              minimum=1, group="data", federation=True,
                              default_text="the dataset's", renamed_from=("n_test",))
-    partition: str = param("iid", "iid, dirichlet:A1,A2, shards:K, quantity:A[,MIN], "
-                           "powerlaw:A[,MIN] or column:NAME (one client per value)", kind=str,
-                           group="data", federation=True)
+    partition: str = param("iid", "iid, dirichlet:A1,A2 (or dirichlet:A), shards:K, "
+                           "quantity:A[,MIN], powerlaw:A[,MIN] or column:NAME (one client "
+                           "per value)", kind=str, group="data", federation=True)
     unlabeled_shift: float = param(
         0.0, "S: draw U with class proportions (1-S) p + S u_H, half of the classes "
         "favoured; measured in the result", kind=float, minimum=0, maximum=1, group="data",
