@@ -317,3 +317,31 @@ def test_an_xgboost_client_lacking_a_class_gives_probabilities_for_auroc():
     run = make_xgboost(n_classes=5, random_state=0, n_estimators=10).fit(X, code + 1)
     full = class_probabilities(run, X, 5)
     assert full is not None and np.array_equal(full, run.predict_proba(X))
+
+
+@pytest.mark.parametrize("spec, task, values", [
+    ("mlp", "classification", {"hidden": (32,), "lr": 0.01}),
+    ("mlp", "regression", {"hidden": (32,), "lr": 0.01}),
+    ("cnn", "classification", {"arch": "svhn", "lr": 0.01, "shape": (3, 32, 32)}),
+])
+def test_set_params_with_a_model_specs_name_names_the_estimators(spec, task, values):
+    """clone(TorchMLPClassifier()).set_params(lr=0.01) raised scikit-learn's ValueError
+    listing the valid names, not saying that mlp(lr=...) is learning_rate here. The names
+    it gives are checked against what the spec builds (an independent oracle)."""
+    from fedlabels.learners import as_models
+    from fedlabels.learners.specs import build_learner
+
+    text = ",".join(f"{k}={'-'.join(map(str, v)) if isinstance(v, tuple) else v}"
+                    for k, v in values.items())
+    built = build_learner(as_models(f"{spec}({text})")[0], n_classes=2, random_state=0,
+                          task=task)
+    for name, value in values.items():
+        with pytest.raises(ValueError) as caught:
+            clone(built).set_params(**{name: value})
+        message = str(caught.value)
+        here = message.split(" is ")[1].split(" here")[0]
+        assert f"the model spec's {name} is {here} here" in message and "\n" not in message
+        assert built.get_params()[here] == value  # the spec's value lands in that parameter
+        assert clone(built).set_params(**{here: value}).get_params()[here] == value
+    with pytest.raises(ValueError, match="Invalid parameter 'bogus'"):  # scikit-learn's own
+        clone(built).set_params(bogus=1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -112,6 +112,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
 
     #: ``train_steps`` takes ``aux_index`` (auxiliary rows gathered from a shared array)
     supports_aux_index = True
+    #: the model spec's names of this estimator's parameters (``mlp(hidden=..., lr=...)``),
+    #: which :meth:`set_params` names when given one
+    _spec_names: ClassVar[dict[str, str]] = {"hidden": "hidden_layer_sizes", "lr": "learning_rate"}
     #: dtype of the training targets (the regressor subclass trains on float targets)
     _target_dtype: Any = np.int64
     #: where the network lives and its autocast precision; run settings (``place``), not
@@ -123,6 +126,19 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     _rendezvous: Any = None
     #: where the state rests between turns (``rest``); ``None``: resident on ``device``
     _home: str | None = None
+
+    def set_params(self, **params: Any) -> Any:
+        """As scikit-learn's; a model spec's name of a parameter (``lr``, ``hidden``) is
+        scikit-learn's ``ValueError`` in one line that names the parameter it stands for."""
+        valid = self.get_params(deep=False)
+        spec = [k for k in params if k in self._spec_names and k not in valid]
+        if spec:
+            as_here = "; ".join(f"the model spec's {k} is {self._spec_names[k]} here: "
+                                f"set_params({self._spec_names[k]}=...)" for k in spec)
+            raise ValueError(f"Invalid parameter {spec[0]!r} for estimator "
+                             f"{type(self).__name__}() ({as_here}). Valid parameters are: "
+                             f"{sorted(valid)}.")
+        return super().set_params(**params)
 
     def place(self, device: str, precision: str = "fp32") -> None:
         """Train and predict on ``device`` (``cpu``, ``cuda:N``) with ``precision``

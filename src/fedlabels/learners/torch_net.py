@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -110,6 +110,9 @@ class TorchNetClassifier(TorchMLPClassifier):
     random_state :
         As for :class:`~fedlabels.learners.torch_mlp.TorchMLPClassifier`.
     """
+
+    _spec_names: ClassVar[dict[str, str]] = {"lr": "learning_rate", "arch": "network",
+                                             "shape": "input_shape"}
 
     def __init__(self, network: str | Callable[..., nn.Module] = "small",
                  input_shape: Sequence[int] | None = None, n_classes: int | None = None,
