@@ -376,3 +376,26 @@ def test_the_title_gives_the_curves_rounds_whatever_the_references_ran(runs):
         assert not [t for t in _legend_texts(fig) if "R = " in t]
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("suffix", [": 0.789 at the end", ": 0.912 (reference)"])
+def test_a_legend_entry_is_never_broken_inside_its_value(suffix):
+    """A long entry wrapped inside its value: 'fedct · ...: 0.789 at the' / '    end'."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.plots import new_figure, place_legend
+
+    value = suffix[2:]
+    for extra in range(0, 40):
+        label = "fedct · mlp(hidden=64-32,lr=0.01) " + "x" * extra + suffix
+        fig, ax = new_figure()
+        try:
+            ax.plot([1, 2], [0.5, 0.6], label=label)
+            place_legend(fig, ax)
+            (text,) = _legend_texts(fig)
+        finally:
+            plt.close(fig)
+        lines = text.split("\n")
+        assert text.replace("\n    ", " ") == label  # only the breaks added
+        assert any(line.strip().endswith(value) for line in lines), lines  # one line
+        assert all(len(line) <= MAX_LABEL for line in lines)

@@ -95,11 +95,17 @@ def run_name(res: RunResult) -> str:
 
 def wrap(text: str, width: int = MAX_LABEL) -> str:
     """``text`` with each of its lines wrapped at ``width`` characters (continuations
-    indented), so a long name is read whole, not cut."""
+    indented), so a long name is read whole, not cut; a legend's value (``0.789 at the
+    end``, ``0.912 (reference)``) is kept on one line (it wrapped as ``0.789 at the`` /
+    ``end``)."""
+    import re
     import textwrap
 
+    glued = re.sub(r"\S+ (?:at the end|\(reference\))",  # glued: textwrap breaks at spaces
+                   lambda found: found.group(0).replace(" ", "\0"), text)
     return "\n".join(textwrap.fill(line, width, subsequent_indent="    ",
-                                    break_on_hyphens=False) for line in text.split("\n"))
+                                    break_on_hyphens=False)
+                      for line in glued.split("\n")).replace("\0", " ")
 
 
 def _describe(res: RunResult) -> dict[str, str]:
