@@ -136,6 +136,40 @@ def test_non_finite_features(bad):
         fl.make_federation(X, y, clients=2, unlabeled=50)
 
 
+@pytest.mark.parametrize("frame", [False, True])
+def test_missing_features_say_how_to_fill_them_without_other_rows(frame):
+    """The error asked to impute 'before federating', which a user does with the whole
+    table's medians: the test rows' and the other clients' values. It now gives a fill that
+    uses no other row's values; the fill it gives (run here as written) federates, and a
+    filled row does not change when the other rows do."""
+    X, y = _xy()
+    X[3, 2] = X[7, 0] = np.nan
+    if frame:
+        X = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+        fill = "pd.concat([X.fillna(0), X.isna().astype(float).add_suffix('_missing')], axis=1)"
+    else:
+        fill = "np.c_[np.where(np.isnan(X), 0.0, X), np.isnan(X)]"
+    with pytest.raises(FedLabelsError) as caught:
+        fl.make_federation(X, y, clients=2, unlabeled=50)
+    message = str(caught.value)
+    assert f"(in Python: {fill})" in message and "test rows" in message
+    assert "before federating" not in message and "\n" not in message
+
+    def filled(X):
+        return np.asarray(eval(fill, {"np": np, "pd": pd, "X": X}), dtype=float)
+
+    fed = fl.make_federation(filled(X), y, clients=2, unlabeled=50)
+    assert fed.n_features == 2 * np.shape(X)[1]
+    other = X * 2 + 1  # every other row's values changed: rows 3 and 7 fill alike
+    other_filled, mine = filled(other), filled(X)
+    np.testing.assert_array_equal(np.isnan(np.asarray(X, dtype=float)),
+                                  mine[:, np.shape(X)[1]:].astype(bool))
+    for row in (3, 7):
+        gaps = np.isnan(np.asarray(X, dtype=float)[row])
+        np.testing.assert_array_equal(mine[row][np.r_[gaps, gaps]],
+                                      other_filled[row][np.r_[gaps, gaps]])
+
+
 @pytest.mark.parametrize("labels,match", [
     (np.array([0.5, 1.0] * 50), "non-integral"),
     (np.array([1] * 100), "single class"),

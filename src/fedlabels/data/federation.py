@@ -184,8 +184,8 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
         return as_text_array(X), [str(getattr(X, "name", None) or "text")]
     if isinstance(X, LazyRows):
         if not _all_finite(X):
-            raise FedLabelsError(f"{what} contains non-finite values; impute or drop them "
-                                 "before federating.")
+            raise FedLabelsError(f"{what} contains non-finite values; "
+                                 f"{_gaps_hint(what, is_frame=False)}")
         return X, list(X.names) if X.names is not None else [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
         from fedlabels.data.columns import check_feature_columns
@@ -204,6 +204,7 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
                                      "category of their own, e.g. 'unknown').")
             X = pd.get_dummies(X, columns=categorical, dummy_na=False, dtype=float)
         names = [str(c) for c in X.columns]
+        names_given = True
         all_f32 = len(X.columns) > 0 and all(dt == np.float32 for dt in X.dtypes)
         arr = X.to_numpy(dtype=np.float32 if all_f32 else float, na_value=np.nan)
     else:
@@ -225,6 +226,7 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
         if arr.ndim > 2:
             arr = arr.reshape(len(arr), -1)
         names = [f"x{i}" for i in range(arr.shape[1])]
+        names_given = False
     if not _all_finite(arr):
         bad = ~np.isfinite(arr)
         cols = np.flatnonzero(bad.any(axis=0))
@@ -234,9 +236,23 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
             kinds.append(f"{int(np.isnan(arr).sum())} NaN")
         if np.isinf(arr).any():
             kinds.append(f"{int(np.isinf(arr).sum())} inf")
+        hint = _gaps_hint(what, is_frame=names_given) if np.isnan(arr).any() else \
+            "replace or drop them before federating."
         raise FedLabelsError(f"{what} contains non-finite values ({', '.join(kinds)}) in "
-                             f"column(s) {shown}; impute or drop them before federating.")
+                             f"column(s) {shown}; {hint}")
     return arr, names
+
+
+def _gaps_hint(what: str, is_frame: bool) -> str:
+    """How to drop or fill missing features without leaking: a median or mean of the
+    whole table carries the test rows' (and the other clients') values into training."""
+    fill = (f"pd.concat([{what}.fillna(0), {what}.isna().astype(float).add_suffix('_missing')]"
+            ", axis=1)" if is_frame else
+            f"np.c_[np.where(np.isnan({what}), 0.0, {what}), np.isnan({what})]")
+    return ("drop those rows, or fill each gap with a constant and add a 0/1 column that "
+            f"flags it, which uses no other row's values (in Python: {fill}); a median or "
+            "mean of the whole table would carry the test rows' and the other clients' values "
+            "into training.")
 
 
 def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
