@@ -392,7 +392,9 @@ class _Restoring:
 def _check_state(run: _Run) -> None:
     from fedlabels.core.randomness import reproducible
 
-    fresh, problems = run.fresh_role(), list[str]()
+    with reproducible(run.seed):  # the run's out-of-band setup (identity keys) is its first
+        fresh = run.fresh_role()  # secret draw: the twins get the live roles' configuration
+    problems = list[str]()
     with reproducible(run.seed):
         run.simulate(wrap_grid=lambda grid: _Restoring(grid, fresh, problems))
     if problems:

@@ -406,6 +406,10 @@ class MethodContext:
     # the public set U for a server role that holds it (FedDF distils on it); the simulator
     # sets it, the Flower ServerApp holds no copy of U (None)
     X_public: np.ndarray | None = None
+    # a client role's own share of the run's trusted setup (Method.trusted_setup: its
+    # identity key, the roster, the run id); set on each client's context only, never the
+    # server's; None: the method needs none, or the engine provides none
+    trust: Any = None
 
 
 #: how a canary audit observes a method (``fedlabels.audit.canaries``): the audited client's
@@ -473,6 +477,12 @@ class Method:
     #: why the method needs the true labels of part of U (FedMD's labelled D0), which a
     #: public set of the user's own (``public``) lacks; None: it needs none
     public_labels_note: ClassVar[str | None] = None
+
+    def trusted_setup(self, settings: Settings, n_clients: int) -> Any:
+        """What an in-process federation's out-of-band setup gives the clients (the
+        session builder calls it once a run and hands each client role ``.site(cid)``, its
+        own share); None (the default): the method needs no such setup."""
+        return None
 
     def no_models_note(self) -> str | None:
         """Why a run of this method keeps no models (None: it keeps its clients')."""

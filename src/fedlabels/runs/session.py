@@ -18,7 +18,7 @@ for the simulator's diagnostics, U for a server that distils on it) is decided h
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,9 @@ class RoleFactory:
     X_public: np.ndarray
     X_test: np.ndarray
     y_test: np.ndarray
+    # the run's out-of-band setup (``Method.trusted_setup``: identity keys, roster, run id):
+    # each client role gets its own share on its context, the server role none
+    trust: Any = None
 
     @property
     def client_sizes(self) -> list[int]:
@@ -72,7 +75,9 @@ class RoleFactory:
     def client(self, cid: int, learner: Any = None) -> ClientRole:
         """A new role of client ``cid`` (with a fresh learner from the plan unless one is
         given), as the session builds it and a deployment rebuilds it per message."""
-        return client_role(self.plan, self.context, cid, self.datasets[cid],
+        ctx = (self.context if self.trust is None
+               else replace(self.context, trust=self.trust.site(cid)))
+        return client_role(self.plan, ctx, cid, self.datasets[cid],
                            self.plan.learner(cid) if learner is None else learner,
                            self.X_public, self.X_test, self.y_test)
 
@@ -148,7 +153,7 @@ def role_factory(method: Method | str, federation: Federation, models: list[Any]
     ctx.scaling = federation.public_scaling
     ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)
     return RoleFactory(plan, ctx, datasets, federation.X_public, federation.X_test,
-                       federation.y_test)
+                       federation.y_test, method.trusted_setup(plan.settings, len(datasets)))
 
 
 def build_session(method: Method | str, federation: Federation, models: list[Any], *, rounds: int,
@@ -196,9 +201,12 @@ def build_server(plan: RunPlan, *, n_public: int, client_sizes: list[int],
 
 def build_client_role(plan: RunPlan, cid: int, data: ClientData, *, X_public: np.ndarray,
                       X_test: np.ndarray, y_test: np.ndarray,
-                      scaling: tuple[np.ndarray, np.ndarray] | None = None) -> ClientRole:
+                      scaling: tuple[np.ndarray, np.ndarray] | None = None,
+                      trust: Any = None) -> ClientRole:
     """One site's client role: client ``cid`` of the plan, on the site's own ``data``, U,
-    test set and U's ``scaling`` (with a fresh learner from the plan)."""
+    test set and U's ``scaling`` (with a fresh learner from the plan); ``trust``: the
+    site's share of the out-of-band setup (its identity key, the roster, the run id)."""
     ctx = plan.context()
     ctx.scaling = scaling
+    ctx.trust = trust
     return client_role(plan, ctx, cid, data, plan.learner(cid), X_public, X_test, y_test)

@@ -15,10 +15,14 @@ reorder, drop nor duplicate pieces undetected. A payload of one piece is sealed 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fedlabels.secure.keys import KeyPair, SecureProtocolError, open_sealed, seal, to_u8
+
+if TYPE_CHECKING:
+    from fedlabels.secure.identity import Authenticator
 
 #: plaintext bytes per sealed piece (below ChaCha20-Poly1305's limit of 2^31 − 1)
 PIECE = 1 << 30
@@ -26,12 +30,15 @@ _OVERHEAD = 12 + 16  # nonce and tag of each piece
 
 
 class PeerChannels:
-    """Client ``cid``'s channels to its peers in one XCLP session (derived, no own state)."""
+    """Client ``cid``'s channels to its peers in one XCLP session (derived, no own state);
+    ``auth`` signs and checks the values relayed in the clear (None: a site without an
+    identity key and roster, unauthenticated)."""
 
     def __init__(self, keypair: KeyPair, cid: int, session: int,
-                 peer_pubs: Mapping[int, bytes]) -> None:
+                 peer_pubs: Mapping[int, bytes], auth: Authenticator | None = None) -> None:
         self.cid = cid
         self.session = session
+        self.auth = auth
         self.keys = {c: keypair.shared_key(cid, c, pub, "channel")
                      for c, pub in peer_pubs.items()}
 

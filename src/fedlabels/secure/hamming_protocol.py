@@ -115,7 +115,7 @@ class HammingParty:
             out: Arrays = {"H_self": pack_self_block(H_self, self.n_bits)}
             if self.mode == "paillier":
                 self.roster = sorted({*peers, self.cid})
-                out.update(self._paillier_first(self.holds_for(peers)))
+                out.update(self._paillier_first(self.holds_for(peers), channels))
             else:
                 out.update(self._ot_first(lower, n_points, _need(channels)))
             return out
@@ -129,15 +129,20 @@ class HammingParty:
                 and paillier_holder(self.cid, c, self.roster) == self.cid]
 
     # ---------------------------------------------------------------- Paillier
-    def _paillier_first(self, evaluators: list[int]) -> Arrays:
+    def _paillier_first(self, evaluators: list[int], channels: PeerChannels | None) -> Arrays:
         if not evaluators:  # a key holder only if some pair assigns it the key
             return {}
         self.holder = ph.KeyHolder(self.key_bits,
                                    insecure_small_keys=self.insecure_small_keys)
         nb = self.key_bits // 8
-        return {"enc": ph.holder_encrypt(self.holder, self.bits, self.n_bits),
-                "pk_n": ph.int_to_u8([self.holder.n], nb)[0],
-                "pk_hs": ph.int_to_u8([int(self.holder.hs)], 2 * nb)[0]}
+        out = {"enc": ph.holder_encrypt(self.holder, self.bits, self.n_bits),
+               "pk_n": ph.int_to_u8([self.holder.n], nb)[0],
+               "pk_hs": ph.int_to_u8([int(self.holder.hs)], 2 * nb)[0]}
+        auth = channels.auth if channels is not None else None
+        if auth is not None:  # signed for each evaluator: the server relays them in the clear
+            value = _enc_digest(out["pk_n"], out["pk_hs"], out["enc"])
+            out.update({f"encsig_{k}": auth.sign("paillier-enc", k, value) for k in evaluators})
+        return out
 
     def _paillier_step(self, step: int, peers: list[int], n_points: Mapping[int, int],
                        arrays: Mapping[str, np.ndarray], channels: PeerChannels) -> Arrays:
@@ -146,6 +151,10 @@ class HammingParty:
         if step == 2:  # evaluator for every peer that holds the key of our pair
             bits = self.bits
             for j in (c for c in peers if c != self.cid and c not in mine):
+                if channels.auth is not None:  # the holder's own key and bits, for us
+                    channels.auth.verify(j, "paillier-enc", self.cid, arrays.get(f"encsig_{j}"),
+                                         _enc_digest(arrays[f"pk_n_{j}"], arrays[f"pk_hs_{j}"],
+                                                     arrays[f"enc_{j}"]))
                 n = int.from_bytes(arrays[f"pk_n_{j}"].tobytes(), "little")
                 hs = int.from_bytes(arrays[f"pk_hs_{j}"].tobytes(), "little")
                 res, masks = ph.evaluate(n, hs, self.key_bits, arrays[f"enc_{j}"],
@@ -243,6 +252,14 @@ class HammingParty:
         return obj
 
 
+def _enc_digest(pk_n: np.ndarray, pk_hs: np.ndarray, enc: np.ndarray) -> bytes:
+    """What a key holder's signature covers: its Paillier key and its encrypted bits."""
+    from fedlabels.secure.identity import digest
+
+    enc = np.asarray(enc)
+    return digest(pk_n, pk_hs, np.asarray(enc.shape, dtype="<i8"), enc)
+
+
 def _ids(state: Mapping[str, Any], prefix: str) -> list[int]:
     return sorted({int(key[len(prefix):].split(".", 1)[0]) for key in state
                    if key.startswith(prefix)})
@@ -295,6 +312,8 @@ def _paillier_rounds(P: list[int], first: Mapping[int, Mapping[str, np.ndarray]]
         arrays: Arrays = {}
         for j in (c for c in P if k in held_by(c, P)):
             arrays.update({f"pk_n_{j}": pk[j][0], f"pk_hs_{j}": pk[j][1], f"enc_{j}": pk[j][2]})
+            if f"encsig_{k}" in first[j]:  # the holder's signature for this evaluator
+                arrays[f"encsig_{j}"] = first[j][f"encsig_{k}"]
         msgs[k] = arrays
     rep2 = send(2, msgs)
     P = sorted(rep2)

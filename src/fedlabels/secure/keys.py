@@ -10,10 +10,14 @@
 * :func:`prg_uint64` expands a 32-byte key into a uint64 stream with ChaCha20 (the PRG of the
   pairwise masks in SecureRowSums).
 
-Security assumptions: the server is honest-but-curious and relays messages faithfully (the
-paper's non-hostile server); clients do not collude with it. Public keys are not
-authenticated (no PKI), so an actively malicious server could run a man-in-the-middle
-attack; Bonawitz et al. (2017) add signatures for that setting.
+Security assumptions: the server is honest-but-curious (the paper's non-hostile server);
+clients do not collude with it. The X25519 public keys are authenticated as Bonawitz et al.
+(2017) do: a site with an identity key (:mod:`fedlabels.secure.identity`: Ed25519, the
+roster of every site's identity public key distributed out of band) signs its key, bound to
+the run, and refuses a peer's key without its roster key's signature, so a server that
+deviates can neither insert a peer of its own nor run a man-in-the-middle. A site without an
+identity key (a role built with no trust) relays its key unsigned: there the server must
+relay faithfully.
 
 Stateful parties (:class:`KeyPair`, :class:`~fedlabels.secure.seed.SeedAgreement`, the
 SecureHamming parties) have ``to_state()`` / ``from_state()``: flat dicts of numpy arrays

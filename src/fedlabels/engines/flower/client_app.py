@@ -92,7 +92,8 @@ def build_role(spec: DeploySpec, site: SiteData,
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
     plan = deploy_plan(cfg, site.n_classes, site.n_features, site.image_shape)
     return build_client_role(plan, cid, site.private, X_public=site.X_public,
-                             X_test=site.X_test, y_test=site.y_test, scaling=site.scaling)
+                             X_test=site.X_test, y_test=site.y_test, scaling=site.scaling,
+                             trust=site.trust)
 
 
 def save_state(role: ClientRole, records: RecordDict, site: SiteData, key: bytes) -> None:

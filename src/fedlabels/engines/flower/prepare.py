@@ -6,6 +6,10 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
 * ``client_<i>.npz`` — site i's private ``X``, ``y`` (give each site only its own file);
 * ``shared.npz`` — the public U, the test set, class and feature names, and the
   standardisation of U (every site gets this one);
+* ``client_<i>.identity.key`` — XCLP's secure modes: site i's Ed25519 identity key (0600;
+  give each site only its own, never in the shared bundle); ``shared.npz`` then holds the
+  roster (every site's identity public key) and the run id, so a site checks its peers'
+  signed values against what it received out of band, never against a server message;
 * ``client_<i>.plan.json`` — site i's own privacy plan (method, rounds, period, model, options:
   :mod:`.site_plan`); its client obeys this file, not the coordinator's run config;
 * ``truth.npz`` — the true labels of U, a simulator-style diagnostic that stays with the
@@ -57,11 +61,14 @@ class PreparedRun:
     #: each site's client releases with its own noise and, without ``ledger-epsilon``, its
     #: ledger allows one run of its plan (:func:`~.site_privacy.charges_site_ledger`)
     one_run_budget: bool = False
+    #: each site's identity key file (XCLP's secure modes; empty: the method needs none)
+    identity_paths: tuple[Path, ...] = ()
 
     def node_settings(self, cid: int) -> dict[str, int | str]:
         """Client ``cid``'s SuperNode node config, as Flower's ``context.node_config``."""
+        identity = {"identity-key": str(self.identity_paths[cid])} if self.identity_paths else {}
         return {"partition-id": cid, "data-path": str(self.client_paths[cid]),
-                "shared-path": str(self.shared_path),
+                "shared-path": str(self.shared_path), **identity,
                 # the site makes this key (0600) on first use; it seals the client state
                 "state-key": str(self.root / f"client_{cid}.state.key"),
                 # snapshots of the client state, to rejoin after a restart or a resume
@@ -229,8 +236,21 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
         if image is not None:  # the value that became 255: a site's deep images alike
             shared["image_peak"] = np.asarray(float(image.get("peak", 255.0)))
     root.mkdir(parents=True, exist_ok=True)
+    plan = deploy_plan(cfg, fed.n_classes, fed.n_features, fed.info.get("image_shape"))
+    trust = method.trusted_setup(plan.settings, len(datasets))  # the out-of-band step
+    identity_paths = []
+    if trust is not None:
+        from fedlabels.secure.identity import roster_arrays
+
+        shared.update(roster_arrays(trust))
     client_paths = []
     for cid, data in enumerate(datasets):
+        key = root / f"client_{cid}.identity.key"
+        if trust is not None:  # the site's own, owner-only; the shared file has the roster
+            write_private(key, trust.identities[cid].private_bytes())
+            identity_paths.append(key)
+        else:
+            key.unlink(missing_ok=True)  # an earlier prepare's, in this folder
         path = root / f"client_{cid}.npz"
         _save_npz(path, {"X": data.X, "y": data.y}, private=True)
         write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
@@ -256,4 +276,4 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                              "federation_record": str(record)})
     app_dir = write_app(root / "app", spec)
     return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, summary, spec,
-                       one_run_budget)
+                       one_run_budget, tuple(identity_paths))

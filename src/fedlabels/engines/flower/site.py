@@ -15,6 +15,13 @@ Node config keys (``flower-supernode --node-config '...'``):
     ``feature_names`` and, if the features were standardised, ``scale_mean`` / ``scale_std``
     (applied to CSV rows so they match U). Every site holds the same file.
 
+``identity-key``
+    This site's Ed25519 identity key (32 raw bytes, owner-only), where the shared file holds
+    a roster (``roster_ids``, ``roster_keys``, ``run_id``: XCLP's secure modes): the site
+    signs what it publishes through the server and checks its peers' values against the
+    roster (:mod:`fedlabels.secure.identity`). ``deploy prepare`` writes
+    ``client_<i>.identity.key``; never put it in the shared bundle.
+
 A site also names its privacy plan (``privacy-plan``, or ``trust-coordinator=true``:
 :mod:`.site_plan`) and its ledger (:mod:`.site_privacy`).
 
@@ -50,6 +57,9 @@ class SiteData:
     scaling: tuple[np.ndarray, np.ndarray] | None = None
     # U's image shape (C, H, W) when the rows are images (shared.npz's image_shape)
     image_shape: tuple[int, int, int] | None = None
+    # the site's identity key, the roster and the run id (identity-key + the shared file's
+    # roster); becomes MethodContext.trust
+    trust: Any = None
 
     @property
     def n_classes(self) -> int:
@@ -160,7 +170,8 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
 
 #: every node config key a site reads (here, and in site_state, snapshots, site_plan,
 #: site_privacy and client_app); ``num-partitions`` is Flower's own, which fedlabels ignores
-NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "state-key",
+NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "identity-key",
+                    "state-key",
                     "state-dir", "privacy-plan", "trust-coordinator", "ledger-dir",
                     "ledger-epsilon", "ledger-delta", "report-lifetime", "evaluate", "threads",
                     "num-partitions")
@@ -254,7 +265,33 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
                     class_names=[str(c) for c in shared["class_names"]],
                     scaling=(shared["scale_mean"], shared["scale_std"])
                     if "scale_mean" in shared and "scale_std" in shared else None,
-                    image_shape=_image_shape(shared, X_public.shape[1], who))
+                    image_shape=_image_shape(shared, X_public.shape[1], who),
+                    trust=_site_trust(node_config, shared, pid, who))
+
+
+def _site_trust(node_config: Mapping[str, Any], shared: Mapping[str, np.ndarray], pid: int,
+                who: str) -> Any:
+    """The site's identity key and the shared roster: both or neither."""
+    has_roster, key = "roster_ids" in shared, node_config.get("identity-key")
+    if not has_roster and not key:
+        return None
+    if not has_roster:
+        raise FedLabelsError(f"{who}: node config names identity-key but the shared file has "
+                             "no roster; remove identity-key or use the shared file of the "
+                             "same `deploy prepare`.")
+    if not key:
+        raise FedLabelsError(f"{who}: the shared file holds a roster of identity keys; add "
+                             "identity-key=/path/to/client_I.identity.key (from `deploy "
+                             "prepare`) to the node config.")
+    from fedlabels.core.private_files import read_key
+    from fedlabels.secure.identity import site_trust
+
+    private = read_key(Path(str(key)).expanduser(), "identity key",
+                       "use the client_I.identity.key that `deploy prepare` wrote.")
+    try:
+        return site_trust(pid, private, shared)
+    except FedLabelsError as exc:
+        raise FedLabelsError(f"{who}: {exc}") from None
 
 
 def _image_shape(shared: Mapping[str, np.ndarray], n_features: int,

@@ -41,6 +41,7 @@ from fedlabels.propagation.core import (
 if TYPE_CHECKING:  # the secure extra is imported only by runs that use it
     from fedlabels.secure.channels import PeerChannels
     from fedlabels.secure.hamming_protocol import HammingParty
+    from fedlabels.secure.identity import Authenticator, SiteTrust
     from fedlabels.secure.keys import KeyPair
     from fedlabels.secure.seed import SeedAgreement
 
@@ -69,21 +70,27 @@ class XCLPClientCore(ClientRole):
     """Client side of Algorithm 1; subclasses supply the features and the partial labels.
 
     ``self.options`` is an :class:`~fedlabels.methods.xclp.options.XCLPProtocolOptions`.
+    ``trust`` (secure modes): this site's identity key, the federation's roster and run id,
+    from its own configuration (:mod:`fedlabels.secure.identity`); with it the site signs
+    what it publishes through the server and refuses a peer's value without a valid
+    signature. None: keys are relayed unauthenticated.
     """
 
     state_attrs: ClassVar[tuple[str, ...]] = (
-        "session", "mode", "n_points", "packed", "S_L", "own_offset", "own_masked",
+        "session", "group", "mode", "n_points", "packed", "S_L", "own_offset", "own_masked",
         "xclp_labels", "xclp_confidence", "xclp_scores", "xclp_class_counts",
         "rowsums_attempt")
     #: SecureHamming's steps and SecureRowSums' restarts come within one round
     multi_step_kinds: ClassVar[frozenset[str]] = frozenset({"xclp.hamming", "xclp.rowsums"})
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, trust: SiteTrust | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.trust = trust  # from the site's configuration, never from a message: not state
         for kind in PHASE_KINDS:  # the seed agreement only where its options are secure
             if kind != "seed" or self.options.secure != "none":
                 self.handlers[f"xclp.{kind}"] = getattr(self, f"on_{kind}")
         self.session = -1
+        self.group = ""  # the group the server announced at setup (ids, comma-separated)
         self.rowsums_attempt = -1  # the last SecureRowSums attempt answered this session
         self.mode = "none"
         # features, from setup until the LSH is computed; not state (they are the private
@@ -137,15 +144,32 @@ class XCLPClientCore(ClientRole):
         if self.keypair is None:
             raise FedLabelsError(f"client {self.cid}: a secure XCLP step arrived before "
                                  "xclp.setup.")
-        return PeerChannels(self.keypair, self.cid, self.session, self.peer_pubs)
+        return PeerChannels(self.keypair, self.cid, self.session, self.peer_pubs,
+                            self.authenticator())
+
+    def authenticator(self) -> Authenticator | None:
+        """Signs and checks relayed values for this session and group (None: no trust)."""
+        if self.trust is None:
+            return None
+        return self.trust.authenticator(self.session, ids(self.group))
 
     def own_rows(self) -> np.ndarray:
         return np.arange(self.own_offset, self.own_offset + self.n_points)
 
     # phases ---------------------------------------------------------------------------
     def on_setup(self, message: Message) -> Message:
-        """Features for this session; a key pair and a seed commitment (secure modes)."""
-        self.session = int(message.config.get("session", 0))
+        """Features for this session; a key pair and a seed commitment (secure modes),
+        signed with the site's identity key when it has one."""
+        session = int(message.config.get("session", 0))
+        if self.trust is not None and session <= self.session:  # a session is used once
+            raise RefusedError(f"client {self.cid}: xclp.setup for session {session} after "
+                               f"session {self.session}; refusing.")
+        self.session = session
+        group = ids(message.config.get("participants", ""))
+        if self.trust is not None and self.cid not in group:
+            raise FedLabelsError(f"client {self.cid}: xclp.setup names the group {group} "
+                                 "without this client; refusing.")
+        self.group = ",".join(map(str, sorted(group)))
         mine, asked = self.options.secure, str(message.config["secure"])
         if asked != mine:  # the client's own options decide how its rows are protected
             raise ParameterRefusal(f"client {self.cid}: the server asked for secure = "
@@ -171,12 +195,31 @@ class XCLPClientCore(ClientRole):
             self.seed_agreement = SeedAgreement(self.cid)
             arrays = {"pub": to_u8(self.keypair.public),
                       "commit": to_u8(self.seed_agreement.commitment)}
+            auth = self.authenticator()
+            if auth is not None:  # every peer of the group relies on this key and commitment
+                from fedlabels.secure.identity import ANY_PEER, digest
+
+                arrays["sig"] = auth.sign("x25519-key", ANY_PEER,
+                                          digest(arrays["pub"], arrays["commit"]))
         return Message("xclp.setup.reply", arrays=arrays, config={"n": self.n_points})
 
     def on_seed(self, message: Message) -> Message:
-        """Keep the peers' keys and commitments; send the seed contribution, sealed."""
+        """Keep the peers' keys and commitments (each checked against the peer's roster key
+        when this site has a roster); send the seed contribution, sealed."""
         participants = ids(message.config["participants"])
         peers = [c for c in participants if c != self.cid]
+        auth = self.authenticator()
+        if auth is not None:
+            from fedlabels.secure.identity import ANY_PEER, digest
+            from fedlabels.secure.keys import SecureProtocolError
+
+            outside = sorted(set(participants) - set(auth.group))
+            if outside:
+                raise SecureProtocolError(f"client {self.cid}: xclp.seed adds clients "
+                                          f"{outside} to the group of xclp.setup; refusing.")
+            for c in peers:  # before any of the peer's values is used
+                auth.verify(c, "x25519-key", ANY_PEER, message.arrays.get(f"sig_{c}"),
+                            digest(message.arrays[f"pub_{c}"], message.arrays[f"commit_{c}"]))
         self.commitments = {c: message.arrays[f"commit_{c}"].tobytes() for c in participants}
         self.peer_pubs = {c: message.arrays[f"pub_{c}"].tobytes() for c in peers}
         channels = self.channels()

@@ -34,6 +34,7 @@ from fedlabels.method.base import (
     Method,
     MethodContext,
     ServerRole,
+    Settings,
 )
 from fedlabels.method.blocks import (
     GlobalModelServer,
@@ -124,6 +125,16 @@ class _LabelPropagationMethod(Method):
         return {}
 
 
+def xclp_trusted_setup(options: XCLPProtocolOptions, n_clients: int) -> Any:
+    """Secure modes: the sites' identity keys, the roster and the run id
+    (:func:`fedlabels.secure.identity.trusted_setup`); secure=none: None."""
+    if options.secure == "none":
+        return None
+    from fedlabels.secure.identity import trusted_setup
+
+    return trusted_setup(range(n_clients))
+
+
 class _OneShotMethod(_LabelPropagationMethod):
     """``xclp`` and ``perclient-lp``: one exchange, on the input features (option
     ``features``: the clients get the federation's public scaling to undo it)."""
@@ -134,7 +145,6 @@ class _OneShotMethod(_LabelPropagationMethod):
 
     def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
         return {"scaling": ctx.scaling}
-
     def no_models_note(self) -> str:
         return (f"{self.name} trains no model: label propagation labels each client's own "
                 "points and its share of the test set, and the accuracies are those labels' "
@@ -279,6 +289,12 @@ class XCLP(_OneShotMethod):
     options_class = XCLPOptions
     threat_model = XCLP_THREAT
     client_class = XCLPClient
+
+    def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
+        return {**super().client_extra(ctx), "trust": ctx.trust}
+
+    def trusted_setup(self, settings: Settings, n_clients: int) -> Any:
+        return xclp_trusted_setup(settings.options_as(XCLPOptions), n_clients)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
@@ -430,6 +446,12 @@ class FedAvgXCLP(_LabelPropagationMethod):
 
     def validate(self, n_clients: int, settings: Any, learners: list[Any]) -> None:
         check_weight_learners("FedAvg+XCLP", learners)
+
+    def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
+        return {"trust": ctx.trust}
+
+    def trusted_setup(self, settings: Settings, n_clients: int) -> Any:
+        return xclp_trusted_setup(settings.options_as(FedAvgXCLPOptions), n_clients)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

@@ -146,9 +146,11 @@ class XCLPServerCore:
 
     # ---------------------------------------------------------------- phases
     def setup(self, run: _Run, setup_arrays: dict[str, np.ndarray]) -> None:
-        """Sizes, public keys and seed commitments (secure modes)."""
+        """Sizes, public keys and seed commitments (secure modes: the group announced to
+        every member, the sites' identity signatures where they have identity keys)."""
+        group = {"participants": _csv(run.members)} if self.opts.secure != "none" else {}
         replies = self._broadcast(run, Message("xclp.setup", arrays=dict(setup_arrays),
-                                               config=run.config), "setup")
+                                               config={**run.config, **group}), "setup")
         run.n_pts = {c: int(replies[c].config["n"]) for c in run.members}
         run.setup = {c: replies[c].arrays for c in run.members}
         opts = self.opts  # k < n before the expensive secure phase
@@ -165,12 +167,14 @@ class XCLPServerCore:
                     "ciphertexts), or fewer points / a smaller --lsh-bits.")
 
     def seed(self, run: _Run) -> None:
-        """Broadcast keys and commitments; collect each client's sealed seed reveals."""
+        """Broadcast keys, commitments (and their signatures); collect each client's sealed
+        seed reveals."""
         if self.opts.secure == "none":
             return
         P = run.members
         arrays = {**{f"pub_{c}": run.setup[c]["pub"] for c in P},
-                  **{f"commit_{c}": run.setup[c]["commit"] for c in P}}
+                  **{f"commit_{c}": run.setup[c]["commit"] for c in P},
+                  **{f"sig_{c}": run.setup[c]["sig"] for c in P if "sig" in run.setup[c]}}
         replies = self._broadcast(run, Message("xclp.seed", arrays=arrays, config={
             **run.config, "participants": _csv(P)}), "seed")
         run.sealed = {c: replies[c].arrays for c in run.members}

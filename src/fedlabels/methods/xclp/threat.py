@@ -23,6 +23,9 @@ XCLP_PAYLOADS = (
     Payload("xclp.setup.reply", "pub", "crypto", note="X25519 public key (secure modes)"),
     Payload("xclp.setup.reply", "commit", "crypto",
             note="SHA-256 commitment to the client's random seed contribution"),
+    Payload("xclp.setup.reply", "sig", "crypto",
+            note="Ed25519 signature of the site's identity key on its X25519 key and "
+                 "commitment, bound to the run id, session and group (sites with a roster)"),
     Payload("xclp.setup.reply", "n", "size", source="config",
             note="number of the client's XCLP points (private and test share)"),
     Payload("xclp.seed.reply", "to_{peer}", "crypto",
@@ -39,6 +42,9 @@ XCLP_PAYLOADS = (
             note="Paillier ciphertexts of the key holder's packed, transposed bits"),
     Payload(_HAM, "pk_n", "crypto", note="the key holder's Paillier modulus N (public)"),
     Payload(_HAM, "pk_hs", "crypto", note="the key holder's DJN base h_s (public)"),
+    Payload(_HAM, "encsig_{peer}", "crypto",
+            note="the key holder's Ed25519 signature on its Paillier key and encrypted bits "
+                 "for one evaluator, bound to the run, both ids (sites with a roster)"),
     Payload(_HAM, "res_{peer}", "crypto",
             note="masked, re-randomised ciphertexts under the peer's key, sealed for it "
                  "(ChaCha20-Poly1305), relayed to it"),
@@ -73,9 +79,25 @@ ONE_SHOT_EVALUATION = (
 )
 
 XCLP_ASSUMPTIONS = (
-    "no differential privacy: the protection is cryptographic, against a semi-honest server "
-    "that relays messages faithfully and does not collude with clients (clients are "
-    "semi-honest too)",
+    "no differential privacy: the protection is cryptographic, against a semi-honest "
+    "server (clients are semi-honest too); a site that colludes with the server is outside "
+    "it",
+    "sites with identity keys (Ed25519; the simulator's session builder and `deploy "
+    "prepare` give each site its own key and the roster of client id -> identity public "
+    "key, out of band, never through the server): every site signs its X25519 key and "
+    "seed commitment and, secure=paillier, its Paillier key and encrypted bits for each "
+    "evaluator, bound to the run id, session, group, purpose and both ids; a site refuses "
+    "a peer outside its roster and a missing, replayed or wrong signature, so a server "
+    "that deviates can neither insert a peer of its own (a Sybil), run a man-in-the-middle, "
+    "nor substitute a relayed value; other deviations (say a forged S_L) are not claimed, "
+    "nor a server run by whoever made the keys (`deploy prepare`'s coordinator holds them "
+    "all)",
+    "sites without identity keys (roles built without the out-of-band setup, e.g. "
+    "through the API with no trust): the keys and ciphertexts the server relays are not "
+    "authenticated, so a server that deviates can run a peer of its own or a "
+    "man-in-the-middle (every labelled point's label of the victim) and swap the Paillier "
+    "ciphertexts it relays (every LSH bit of the evaluator); there the guarantee holds "
+    "only against a server that relays messages faithfully",
     "secure=ot|paillier: the server learns no features, labels, LSH bits or LSH seed (the "
     "seed is agreed by commit-then-reveal, sealed per pair); SecureHamming gives it exactly "
     "the Hamming distances, SecureRowSums only uniformly masked words; a client learns its "
@@ -95,8 +117,6 @@ XCLP_ASSUMPTIONS = (
     "modes",
     "client groups (group_size): each group is a separate XCLP run; the server learns which "
     "clients it grouped, and nothing crosses groups",
-    "public keys are not authenticated (no PKI): an active server could run a "
-    "man-in-the-middle attack",
     "secure=none is a plaintext baseline: the server can approximately invert the LSH bits "
     "and recover each client's labels from its unmasked S_L Y_L",
 )
