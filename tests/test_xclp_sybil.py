@@ -321,3 +321,26 @@ def test_a_group_changed_after_setup_or_a_session_used_again_is_refused():
     _run(clients, opts, session=3)
     with pytest.raises(RefusedError, match=r"xclp\.setup for session 3 after session 3"):
         _run(clients, opts, session=3)
+
+
+def _modulus_as_ciphertext(message: Message) -> Message:
+    """The holder's first ciphertext replaced by its modulus N (not invertible mod N²)."""
+    enc = np.array(message.arrays["enc_0"], copy=True)
+    n = int.from_bytes(np.asarray(message.arrays["pk_n_0"]).tobytes(), "little")
+    enc[0] = np.frombuffer(n.to_bytes(enc.shape[1], "little"), dtype=np.uint8)
+    return _edited(message, enc_0=enc)
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda m: _edited(m, pk_n_0=_flip(m.arrays["pk_n_0"])), "modulus is even"),
+    (_modulus_as_ciphertext, "not invertible modulo N²")])
+def test_without_a_roster_a_tampered_key_or_ciphertext_is_refused_not_a_crash(change, why):
+    """Sites without identity keys cannot tell a relayed value was altered, but an altered
+    Paillier modulus (even) or a ciphertext sharing a factor with it is refused in one line;
+    before, the evaluator died in gmpy2.invert (ZeroDivisionError, 'a fault in fedlabels
+    itself')."""
+    from fedlabels.core.errors import FedLabelsError
+
+    clients, opts = _clients("paillier", (80, 60), {0: None, 1: None})
+    with pytest.raises(FedLabelsError, match=why):
+        _run(clients, opts, _on("xclp.hamming", 1, change, step=2))

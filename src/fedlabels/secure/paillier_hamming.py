@@ -389,6 +389,10 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
         raise FedLabelsError(f"SecureHamming: the key holder's Paillier modulus has "
                              f"{int(n).bit_length()} bits, the run agreed on "
                              f"key_bits={key_bits}.")
+    if int(n) % 2 == 0:  # a product of two large primes is odd: the relayed key was altered
+        raise FedLabelsError("SecureHamming: the key holder's Paillier modulus is even, so "
+                             "not a product of two primes: the key relayed to this client was "
+                             "altered; refusing.")
     group = slots_per_ciphertext(key_bits, n_bits)
     n_groups = -(-n_holder_points // group)
     fixed = FixedBase(n, hs, rerandomisation_bits(key_bits), uses=len(my_bits) * n_groups)
@@ -408,8 +412,13 @@ def evaluate(n: int, hs: int, key_bits: int, enc_bits: np.ndarray, n_holder_poin
         ones = sum(slot_base(n_bits) ** i for i in range(size))
         enc_ones = (1 + gmpy2.mpz(ones) * N) % N2
         C = cts[g * n_bits:(g + 1) * n_bits]
-        tables = map_chunks(partial(_subset_tables, C, enc_ones, n_bits, N2),
-                            range(n_chunks), 4)
+        try:
+            tables = map_chunks(partial(_subset_tables, C, enc_ones, n_bits, N2),
+                                range(n_chunks), 4)
+        except ZeroDivisionError:  # gmpy2.invert: a ciphertext shares a factor with N
+            raise FedLabelsError("SecureHamming: a ciphertext of the key holder is not "
+                                 "invertible modulo N²: its relayed key or ciphertexts were "
+                                 "altered; refusing.") from None
 
         def points(items: Sequence[tuple[list[int], tuple[int, int]]],
                    tables: list[list] = tables) -> list:
