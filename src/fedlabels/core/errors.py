@@ -6,7 +6,7 @@ says what is wrong and how to fix it; the CLI prints it without a traceback.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -33,6 +33,16 @@ class ParameterRefusal(RefusedError):
     """Less noise (or another mechanism) than the client's own options."""
 
     category = "refused: parameters"
+
+
+def refuse_other_value(cid: int, key: str, asked: Any, mine: Any,
+                       read: Callable[[Any], Any] = float, then: str = "refusing") -> None:
+    """The client's own option decides, never the server's message: a
+    :class:`ParameterRefusal` naming both where the server's ``key`` (``asked``, compared as
+    ``read(asked)``) is not the client's ``mine``."""
+    if read(asked) != mine:
+        raise ParameterRefusal(f"client {cid}: the server asked for {key} = {asked!r} but "
+                               f"this client's options say {mine!r}; {then}.")
 
 
 class LearnerOutputError(ValueError):

@@ -19,7 +19,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
+from fedlabels.core.errors import (
+    BudgetRefusal,
+    FedLabelsError,
+    ParameterRefusal,
+    refuse_other_value,
+)
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import ClientRole
 from fedlabels.method.options import POSITIVE, PROBABILITY, option
@@ -156,10 +161,8 @@ class DPSGDClient(SecretNoiseClient):
         refused before anything trains. Returns the round's steps."""
         opts = self.options
         for key in DPSGD_OPTIONS:
-            if float(config[key]) != getattr(opts, key):
-                raise ParameterRefusal(f"client {self.cid}: the server asked for {key} = "
-                                     f"{config[key]!r} but this client's options say "
-                                     f"{getattr(opts, key)!r}; refusing to train.")
+            refuse_other_value(self.cid, key, config[key], getattr(opts, key),
+                               then="refusing to train")
         planned, sigma = self.planned_dp_steps(), self.own_sigma()
         if planned is None or sigma is None:
             return self.checked_steps(config)

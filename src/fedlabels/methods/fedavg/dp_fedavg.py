@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError, ParameterRefusal
+from fedlabels.core.errors import FedLabelsError, refuse_other_value
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
@@ -191,23 +191,15 @@ class DPFedAvgClient(WeightsClient):
 
     def train_update(self, message: Message) -> Message:
         clip = self.options.clip  # the client's own S: the server's noise is scaled to it
-        if float(message.config["clip"]) != clip:
-            raise ParameterRefusal(f"client {self.cid}: the server asked for clip = "
-                                   f"{message.config['clip']!r} but this client's options say "
-                                   f"{clip!r}; refusing.")
+        refuse_other_value(self.cid, "clip", message.config["clip"], clip)
         noise = self.options.noise
-        if str(message.config.get("noise", "continuous")) != noise:
-            raise ParameterRefusal(f"client {self.cid}: the server asked for noise = "
-                                   f"{message.config.get('noise', 'continuous')!r} but this "
-                                   f"client's options say {noise!r}; refusing.")
+        refuse_other_value(self.cid, "noise", message.config.get("noise", "continuous"), noise,
+                           read=str)
         start = np.array(message.arrays["weights"], dtype=np.float32)
         grid = None
         if noise == "discrete":  # the client's own γ: Δ and the noise are scaled to it
             grid = self.options.grid or default_grid(clip, start.size)
-            if float(message.config["grid"]) != grid:
-                raise ParameterRefusal(f"client {self.cid}: the server asked for grid = "
-                                       f"{message.config['grid']!r} but this client's options "
-                                       f"say {grid!r}; refusing.")
+            refuse_other_value(self.cid, "grid", message.config["grid"], grid)
         self.local_steps_from(message)
         update = self.learner.get_weights() - start
         if grid is not None:
