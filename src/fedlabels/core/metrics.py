@@ -26,12 +26,16 @@ def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float(np.sqrt(np.mean(diff * diff)))
 
 
-def r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Coefficient of determination 1 - SS_res / SS_tot (as scikit-learn's ``r2_score``;
-    a constant ``y_true`` gives 1.0 for a perfect prediction, else 0.0)."""
+def r2(y_true: np.ndarray, y_pred: np.ndarray,
+       sample_weight: np.ndarray | None = None) -> float:
+    """Coefficient of determination 1 - SS_res / SS_tot, weighted by ``sample_weight`` (as
+    scikit-learn's ``r2_score``; a constant ``y_true`` gives 1.0 for a perfect prediction,
+    else 0.0)."""
     y = np.asarray(y_true, dtype=np.float64)
-    res = float(np.sum((y - np.asarray(y_pred, dtype=np.float64)) ** 2))
-    tot = float(np.sum((y - y.mean()) ** 2))
+    w = 1.0 if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    mean = y.mean() if sample_weight is None else np.average(y, weights=w)
+    res = float(np.sum(w * (y - np.asarray(y_pred, dtype=np.float64)) ** 2))
+    tot = float(np.sum(w * (y - mean) ** 2))
     if tot == 0.0:
         return 1.0 if res == 0.0 else 0.0
     return 1.0 - res / tot

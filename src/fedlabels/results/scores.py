@@ -16,16 +16,12 @@ def accuracy(y: Any, pred: np.ndarray, sample_weight: Any = None) -> float:
 
 
 def r2(y: Any, pred: np.ndarray, sample_weight: Any = None) -> float:
-    """The coefficient of determination, as ``r2_score``: 1 - SS_res / SS_tot (weighted);
-    for a constant ``y``, 1.0 when the predictions equal it, else 0.0."""
+    """The coefficient of determination, as ``r2_score`` (:func:`fedlabels.core.metrics.r2`,
+    weighted); for a constant ``y``, 1.0 when the predictions equal it, else 0.0."""
+    from fedlabels.core.metrics import r2 as r2_of
+
     truth, weight = _paired(y, pred, sample_weight)
-    truth = truth.astype(np.float64)
-    w = np.ones(len(truth)) if weight is None else weight
-    residual = float(np.sum(w * (truth - pred) ** 2))
-    total = float(np.sum(w * (truth - np.average(truth, weights=w)) ** 2))
-    if total == 0.0:
-        return 1.0 if residual == 0.0 else 0.0
-    return 1.0 - residual / total
+    return r2_of(truth, pred, weight)
 
 
 def _paired(y: Any, pred: np.ndarray,
