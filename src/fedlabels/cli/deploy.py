@@ -1,4 +1,5 @@
-"""``fedlabels deploy local | certs | prepare | ledger``: Flower deployments.
+"""``fedlabels deploy local | certs | prepare | identity | roster | ledger``: Flower
+deployments.
 
 Importing this module does not import Flower; the commands do, when they run.
 """
@@ -12,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fedlabels.cli.deploy_identity import add_identity_parsers
 from fedlabels.cli.deploy_ledger import add_ledger_parser
 from fedlabels.cli.run_options import (
     add_metric_flag,
@@ -137,17 +139,42 @@ def cmd_deploy_prepare(args: argparse.Namespace) -> int:
     check_output_dir(Path(args.out_dir), "deployment files", overwrite=args.overwrite)
     prepared = prepare_run(cfg, args.out_dir, output=cfg.output,
                            reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
-                           with_truth=not args.no_truth)
+                           with_truth=not args.no_truth,
+                           identity_public=args.identity_public)
     print(f"wrote {len(prepared.client_paths)} site files, {prepared.shared_path.name} and the "
           f"Flower app to {prepared.root}")
     for cid in range(len(prepared.client_paths)):
         print(f"  site {cid}: flower-supernode ... --node-config '{prepared.node_config(cid)}'")
+    _show_roster(prepared)
     if prepared.one_run_budget:  # the sites' client roles release with their own noise
         print("  each site's privacy ledger allows one run of its plan; a site adds "
               "ledger-epsilon=E for a lifetime budget over several runs, and evaluate=false "
               "to send no test score (docs/deployment.md)")
     print(f"then: flwr run {prepared.app_dir} <connection> --stream")
     return 0
+
+
+def _show_roster(prepared: Any) -> None:
+    """Who holds the identity keys, the sites' key fingerprints and the roster's."""
+    if prepared.roster_sha256 is None:
+        return
+    if prepared.identity_paths:
+        print("  this coordinator made every site's identity key (client_<i>.identity.key) "
+              "and so holds every site's private key: the signatures do not protect the "
+              "sites from it or from a server it runs; to keep the keys at the sites, each "
+              "runs `fedlabels deploy identity` and you pass --identity-public DIR")
+    else:
+        print("  the roster holds the sites' own public keys (no private key was made here); "
+              "check each against the fingerprint its site read to you:")
+        from fedlabels.secure.roster import key_fingerprint
+
+        for cid, key in sorted(prepared.roster.items()):
+            print(f"    client {cid}: {key_fingerprint(key)}")
+        print("  each site adds identity-key=<its client_<i>.identity.key> to its node config")
+    print(f"  roster fingerprint: {prepared.roster_sha256}; each site prints its own copy's "
+          "(`fedlabels deploy roster --shared shared.npz`), compares it with every other "
+          "site over a channel this coordinator does not run, and pins it "
+          "(roster-sha256=<fingerprint> in its node config)")
 
 
 def cmd_deploy_certs(args: argparse.Namespace) -> int:
@@ -215,12 +242,17 @@ def _fill_prepare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", required=True, help="directory to write the files to")
     p.add_argument("--no-truth", action="store_true",
                    help="do not let the ServerApp read the true labels of U (diagnostic)")
+    p.add_argument("--identity-public", metavar="DIR",
+                   help="xclp/fedavg-xclp with --opt secure=ot|paillier: the folder of the "
+                        "sites' own client_<i>.identity.pub (`fedlabels deploy identity`); "
+                        "the roster is built from them and no private key is made (default: "
+                        "make every site's key here, so this coordinator holds them all)")
     p.set_defaults(func=cmd_deploy_prepare)
 
 
 def add_deploy_parser(sub: Any) -> None:
-    """Register ``deploy local``, ``deploy certs``, ``deploy prepare`` and ``deploy
-    ledger``."""
+    """Register ``deploy local``, ``certs``, ``prepare``, ``identity``, ``roster`` and
+    ``ledger``."""
     deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
                                            "docs/deployment.md)")
     dsub = deploy.add_subparsers(dest="deploy_command", required=True)
@@ -250,4 +282,5 @@ def add_deploy_parser(sub: Any) -> None:
                help="write per-site data files, the shared public file and the Flower app "
                     "for a multi-machine run")
 
+    add_identity_parsers(dsub)
     add_ledger_parser(dsub)

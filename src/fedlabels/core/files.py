@@ -272,3 +272,48 @@ def write_atomic(path: str | Path, text: str, no_wider_than: Path | None = None)
         fh.flush()
         os.fsync(fh.fileno())
     return path
+
+
+def write_new(path: str | Path, data: bytes, what: str, private: bool = False) -> Path:
+    """Create ``path`` holding ``data``, never replacing a file there: written to a temporary
+    file beside it (fsynced), then hard-linked into place, so a reader sees no file or the
+    whole of it and an existing file (made meanwhile too) is refused in one line naming the
+    ``what``. ``private``: mode 0600, the folder made 0700 where missing (an existing one is
+    left as it is); otherwise the mode a plainly created file gets. Where the file system
+    has no hard links the file is created exclusively in place."""
+    from fedlabels.core.private_files import private_dir
+
+    path = Path(path)
+    if private:
+        private_dir(path.parent, tighten=False)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    mode = 0o600 if private else _default_mode()
+    exists = FedLabelsError(f"{what} {path} exists; refusing to overwrite it (move it away "
+                            "first if you mean to replace it).")
+    if path.exists() or path.is_symlink():
+        raise exists
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise exists from None
+        except OSError:  # no hard links here (FAT, some network file systems)
+            try:
+                made = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            except FileExistsError:
+                raise exists from None
+            with os.fdopen(made, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -17,7 +17,9 @@ line naming the peer) a peer outside its roster, a missing or a wrong signature.
 
 In the simulator the session builder is the trusted setup (:func:`trusted_setup`): it draws
 every client's identity key and the run id and hands each client role its own private key
-and the roster (:meth:`FederationTrust.site`), never the server role.
+and the roster (:meth:`FederationTrust.site`), never the server role. In a deployment a
+site makes its own key and sends only its public half; the sites pin the roster's
+fingerprint (:mod:`fedlabels.secure.roster`).
 """
 
 from __future__ import annotations
@@ -101,29 +103,24 @@ class FederationTrust:
         return SiteTrust(cid, self.identities[cid], self.roster, self.run_id)
 
 
-def roster_arrays(trust: FederationTrust) -> dict[str, np.ndarray]:
-    """The public part of ``trust`` as arrays (what every deployed site receives)."""
-    ids = sorted(trust.identities)
-    return {"roster_ids": np.asarray(ids, dtype=np.int64),
-            "roster_keys": np.stack([to_u8(trust.identities[c].public) for c in ids]),
-            "run_id": to_u8(trust.run_id)}
-
-
 def site_trust(cid: int, private: bytes, arrays: Mapping[str, np.ndarray]) -> SiteTrust:
     """A deployed site's trust: its own key file's ``private`` bytes and the roster and run
-    id of :func:`roster_arrays`; refused unless the roster holds this site's public key."""
+    id of the shared file (:func:`~fedlabels.secure.roster.roster_arrays`); refused unless
+    the roster holds this site's own public key at its own id."""
     from fedlabels.core.errors import FedLabelsError
+    from fedlabels.secure.roster import key_fingerprint, read_roster
 
-    ids = [int(c) for c in np.asarray(arrays["roster_ids"])]
-    keys = np.asarray(arrays["roster_keys"], dtype=np.uint8)
-    if keys.shape != (len(ids), 32) or len(set(ids)) != len(ids):
-        raise FedLabelsError("the roster must hold one 32-byte Ed25519 key per client id.")
+    roster, run_id = read_roster(arrays)
     identity = Identity(private)
-    roster = {c: keys[i].tobytes() for i, c in enumerate(ids)}
     if roster.get(int(cid)) != identity.public:
+        listed = roster.get(int(cid))
+        held = "no key" if listed is None else f"key {key_fingerprint(listed)[:16]}"
         raise FedLabelsError(f"site {cid}'s identity key is not the roster's key for client "
-                             f"{cid}; use the identity key and shared file of one prepare.")
-    return SiteTrust(int(cid), identity, roster, np.asarray(arrays["run_id"]).tobytes())
+                             f"{cid} (the roster has {held}, this site's key is "
+                             f"{key_fingerprint(identity.public)[:16]}); refusing: use the "
+                             "shared file of the prepare that took this site's key, and ask "
+                             "the coordinator why its roster differs.")
+    return SiteTrust(int(cid), identity, roster, run_id)
 
 
 def trusted_setup(cids: Iterable[int]) -> FederationTrust:

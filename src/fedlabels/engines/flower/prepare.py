@@ -9,7 +9,10 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
 * ``client_<i>.identity.key`` — XCLP's secure modes: site i's Ed25519 identity key (0600;
   give each site only its own, never in the shared bundle); ``shared.npz`` then holds the
   roster (every site's identity public key) and the run id, so a site checks its peers'
-  signed values against what it received out of band, never against a server message;
+  signed values against what it received out of band, never against a server message.
+  The coordinator then holds every site's private key; with ``identity_public`` (the
+  folder of the sites' own ``client_<i>.identity.pub``, :mod:`.site_keys`) the roster is
+  built from those and no private key is made;
 * ``client_<i>.plan.json`` — site i's own privacy plan (method, rounds, period, model, options:
   :mod:`.site_plan`); its client obeys this file, not the coordinator's run config;
 * ``truth.npz`` — the true labels of U, a simulator-style diagnostic that stays with the
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +64,14 @@ class PreparedRun:
     #: each site's client releases with its own noise and, without ``ledger-epsilon``, its
     #: ledger allows one run of its plan (:func:`~.site_privacy.charges_site_ledger`)
     one_run_budget: bool = False
-    #: each site's identity key file (XCLP's secure modes; empty: the method needs none)
+    #: each site's identity key file, made here (XCLP's secure modes; empty: the method
+    #: needs none, or the sites made their own keys)
     identity_paths: tuple[Path, ...] = ()
+    #: the fingerprint of the run id and the roster (None: no roster), for the sites to
+    #: compare out of band and pin (node config ``roster-sha256``)
+    roster_sha256: str | None = None
+    #: each site's identity public key (the roster; empty: none)
+    roster: dict[int, bytes] = field(default_factory=dict)
 
     def node_settings(self, cid: int) -> dict[str, int | str]:
         """Client ``cid``'s SuperNode node config, as Flower's ``context.node_config``."""
@@ -200,15 +209,36 @@ def write_app(app_dir: Path, spec: DeploySpec) -> Path:
     return app_dir
 
 
+def _sites_roster(method: Any, options: Any, n_clients: int,
+                  identity_public: str | Path) -> dict[int, bytes]:
+    """The roster of the sites' own public keys in ``identity_public`` (no private key is
+    made), refused where the method has no identity keys."""
+    from fedlabels.method.base import Settings
+
+    settings = Settings(n_classes=2, n_clients=n_clients, options=options)
+    if method.trusted_setup(settings, 0) is None:  # the setup of no client: makes no key
+        raise FedLabelsError(f"--identity-public is for the identity keys of xclp and "
+                             f"fedavg-xclp with --opt secure=ot|paillier; {method.name} with "
+                             "these options has none: remove --identity-public.")
+    from fedlabels.engines.flower.site_keys import read_public_keys
+
+    return read_public_keys(identity_public, n_clients)
+
+
 def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None = None,
                 reply_timeout: float = 300.0, node_timeout: float = 120.0,
-                poll_interval: float = 0.2, with_truth: bool = True) -> PreparedRun:
-    """Split the data as ``fedlabels run`` would and write the site files and the app."""
+                poll_interval: float = 0.2, with_truth: bool = True,
+                identity_public: str | Path | None = None) -> PreparedRun:
+    """Split the data as ``fedlabels run`` would and write the site files and the app;
+    ``identity_public``: the folder of the sites' own identity public keys (XCLP's secure
+    modes), from which the roster is built (no private key is made)."""
     from fedlabels.runs.federation import federation_for
 
     reject_reproducible_noise(cfg)
     method = get_method(cfg.method)
-    method.parse_options(cfg.options)  # unknown or invalid options fail before any data loads
+    options = method.parse_options(cfg.options)  # unknown or invalid: before any data loads
+    sites_roster = None if identity_public is None else \
+        _sites_roster(method, options, cfg.clients, identity_public)  # before any data too
     root = Path(root).resolve()
     fed = federation_for(cfg)
     with_truth = with_truth and fed.y_public is not None  # a U of your own has no labels
@@ -237,20 +267,28 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
             shared["image_peak"] = np.asarray(float(image.get("peak", 255.0)))
     root.mkdir(parents=True, exist_ok=True)
     plan = deploy_plan(cfg, fed.n_classes, fed.n_features, fed.info.get("image_shape"))
-    trust = method.trusted_setup(plan.settings, len(datasets))  # the out-of-band step
-    identity_paths = []
-    if trust is not None:
-        from fedlabels.secure.identity import roster_arrays
+    if sites_roster is None:  # the out-of-band step, made here: every site's key
+        trust = method.trusted_setup(plan.settings, len(datasets))
+        roster, run_id = ({}, b"") if trust is None else (trust.roster, trust.run_id)
+    else:  # the sites' own public keys and a fresh run id: no private key made here
+        from fedlabels.core.randomness import token_bytes
 
-        shared.update(roster_arrays(trust))
+        trust, roster, run_id = None, sites_roster, token_bytes(16)
+    identity_paths = []
+    fingerprint = None
+    if roster:
+        from fedlabels.secure.roster import roster_arrays, roster_fingerprint
+
+        shared.update(roster_arrays(roster, run_id))
+        fingerprint = roster_fingerprint(roster, run_id)
     client_paths = []
     for cid, data in enumerate(datasets):
         key = root / f"client_{cid}.identity.key"
         if trust is not None:  # the site's own, owner-only; the shared file has the roster
             write_private(key, trust.identities[cid].private_bytes())
             identity_paths.append(key)
-        else:
-            key.unlink(missing_ok=True)  # an earlier prepare's, in this folder
+        else:  # an earlier prepare's, in this folder: the sites' own keys replace it
+            key.unlink(missing_ok=True)
         path = root / f"client_{cid}.npz"
         _save_npz(path, {"X": data.X, "y": data.y}, private=True)
         write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
@@ -276,4 +314,4 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                              "federation_record": str(record)})
     app_dir = write_app(root / "app", spec)
     return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, summary, spec,
-                       one_run_budget, tuple(identity_paths))
+                       one_run_budget, tuple(identity_paths), fingerprint, roster)

@@ -19,8 +19,14 @@ Node config keys (``flower-supernode --node-config '...'``):
     This site's Ed25519 identity key (32 raw bytes, owner-only), where the shared file holds
     a roster (``roster_ids``, ``roster_keys``, ``run_id``: XCLP's secure modes): the site
     signs what it publishes through the server and checks its peers' values against the
-    roster (:mod:`fedlabels.secure.identity`). ``deploy prepare`` writes
-    ``client_<i>.identity.key``; never put it in the shared bundle.
+    roster (:mod:`fedlabels.secure.identity`). The site makes it with ``fedlabels deploy
+    identity`` (or ``deploy prepare`` writes ``client_<i>.identity.key``, and then the
+    coordinator holds it too); never put it in the shared bundle. The roster must hold this
+    key at ``partition-id``.
+``roster-sha256``
+    The roster fingerprint (hash of the run id and the sorted roster) that the sites compared
+    with one another out of band: a shared file whose roster differs is refused
+    (:mod:`.site_keys`).
 
 A site also names its privacy plan (``privacy-plan``, or ``trust-coordinator=true``:
 :mod:`.site_plan`) and its ledger (:mod:`.site_privacy`).
@@ -171,7 +177,7 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
 #: every node config key a site reads (here, and in site_state, snapshots, site_plan,
 #: site_privacy and client_app); ``num-partitions`` is Flower's own, which fedlabels ignores
 NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "identity-key",
-                    "state-key",
+                    "roster-sha256", "state-key",
                     "state-dir", "privacy-plan", "trust-coordinator", "ledger-dir",
                     "ledger-epsilon", "ledger-delta", "report-lifetime", "evaluate", "threads",
                     "num-partitions")
@@ -271,24 +277,32 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
 
 def _site_trust(node_config: Mapping[str, Any], shared: Mapping[str, np.ndarray], pid: int,
                 who: str) -> Any:
-    """The site's identity key and the shared roster: both or neither."""
+    """The site's identity key and the shared roster: both or neither; the roster must match
+    the site's pin (``roster-sha256``) and hold the site's own key at its id."""
     has_roster, key = "roster_ids" in shared, node_config.get("identity-key")
-    if not has_roster and not key:
+    pin = node_config.get("roster-sha256")
+    if not has_roster and not key and pin is None:
         return None
     if not has_roster:
-        raise FedLabelsError(f"{who}: node config names identity-key but the shared file has "
-                             "no roster; remove identity-key or use the shared file of the "
-                             "same `deploy prepare`.")
+        given = "identity-key" if key else "roster-sha256"  # pinned a roster, got none
+        raise FedLabelsError(f"{who}: node config names {given} but the shared file has no "
+                             f"roster; remove {given} or use the shared file of the same "
+                             "`deploy prepare`.")
     if not key:
         raise FedLabelsError(f"{who}: the shared file holds a roster of identity keys; add "
-                             "identity-key=/path/to/client_I.identity.key (from `deploy "
-                             "prepare`) to the node config.")
+                             "identity-key=/path/to/client_I.identity.key (the site's own, "
+                             "from `fedlabels deploy identity` or `deploy prepare`) to the "
+                             "node config.")
     from fedlabels.core.private_files import read_key
+    from fedlabels.engines.flower.site_keys import check_roster_pin
     from fedlabels.secure.identity import site_trust
 
     private = read_key(Path(str(key)).expanduser(), "identity key",
-                       "use the client_I.identity.key that `deploy prepare` wrote.")
+                       "use the client_I.identity.key that `deploy identity` (or `deploy "
+                       "prepare`) wrote.")
     try:
+        if pin is not None:
+            check_roster_pin(pin, dict(shared))
         return site_trust(pid, private, shared)
     except FedLabelsError as exc:
         raise FedLabelsError(f"{who}: {exc}") from None
