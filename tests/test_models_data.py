@@ -44,10 +44,39 @@ def test_encode_table_drop_policy():
 def test_encode_table_indicator_policy():
     X, y = mlbench.encode_table(_mixed_frame(), "Class", missing="indicator")
     assert len(y) == 5  # only the row without a target is dropped
-    np.testing.assert_array_equal(X["num"], [1, 2, 3.5, 5, 6])  # median of 1, 2, 5, 6
+    np.testing.assert_array_equal(X["num"], [1, 2, 0, 5, 6])  # the gap: 0, flagged
     np.testing.assert_array_equal(X["num_missing"], [0, 0, 1, 0, 0])
     np.testing.assert_array_equal(X["flag_missing"], [0, 0, 0, 1, 0])
     assert not X.isna().any().any()
+
+
+def test_indicator_fill_of_a_row_uses_no_other_row():
+    """The table is encoded before it is split into clients, U and the test set: a gap's
+    fill must not depend on the other rows (a column median carried the test rows' and
+    the other clients' values into every filled row). Oracle: each row encoded on its own
+    (the level lists are the factor's, so one row encodes as in the table)."""
+    rng = np.random.default_rng(0)
+    n = 40
+    frame = pd.DataFrame({
+        "num": np.where(rng.random(n) < 0.3, np.nan, rng.normal(50.0, 10.0, n)),
+        "rank": pd.Categorical(rng.choice(["lo", "mid", "hi", None], n),
+                               categories=["lo", "mid", "hi"], ordered=True),
+        "Class": rng.normal(size=n),
+    })
+    frame.loc[0, ["num", "rank"]] = np.nan  # row 0 has both gaps, as has no row alone
+    frame.loc[1, ["num", "rank"]] = [3.0, "hi"]
+    X, _ = mlbench.encode_table(frame, "Class", missing="indicator", numeric_target=True)
+    for i in range(n):
+        alone, _ = mlbench.encode_table(pd.concat([frame.iloc[[i]], frame.iloc[[0]]]), "Class",
+                                        missing="indicator", numeric_target=True)
+        np.testing.assert_array_equal(alone.iloc[0][X.columns].to_numpy(), X.iloc[i])
+    # another row's values (a test row's, another client's) changed: row 0 encodes alike
+    other = frame.copy()
+    other.loc[2:, "num"] = other.loc[2:, "num"] * 10 + 7
+    other.loc[2:, "rank"] = "hi"
+    X2, _ = mlbench.encode_table(other, "Class", missing="indicator", numeric_target=True)
+    np.testing.assert_array_equal(X2.iloc[0], X.iloc[0])
+    assert X.loc[0, "num_missing"] == X.loc[0, "rank_missing"] == 1
 
 
 def test_encode_table_bad_input():

@@ -11,11 +11,13 @@ table to numeric features explicitly (:func:`encode_table`):
   every split has the same columns.
 * **missing values**: rows with a missing target are dropped; rows with any missing feature
   are dropped too (``missing="drop"``, the default), and the count is reported. The
-  alternative ``missing="indicator"`` keeps the rows, fills a numeric gap with the column
-  median and adds a ``name_missing`` 0/1 column (categorical gaps get all-zero indicators).
-  The four classification tables (LetterRecognition, Shuttle, DNA, Vehicle) have no gaps;
-  of the regression tables (BostonHousing, Ozone, Servo) only Ozone has, and uses
-  ``missing="indicator"`` (V9 alone lacks 139 of 366 values: dropping would lose 40%).
+  alternative ``missing="indicator"`` keeps the rows, fills a gap with the constant 0 and
+  adds a ``name_missing`` 0/1 column that flags it (an unordered factor's gap is all-zero
+  level columns). The fill uses no other row: the table is encoded before it is split, so
+  a column median would carry the test rows' and every client's values into the rows of
+  the others. The four classification tables (LetterRecognition, Shuttle, DNA, Vehicle)
+  have no gaps; of the regression tables (BostonHousing, Ozone, Servo) only Ozone has, and
+  uses ``missing="indicator"`` (V9 alone lacks 139 of 366 values: dropping would lose 40%).
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ TABLES: dict[str, MlbenchTable] = {t.name: t for t in (
                  "Boston housing, 506 x 13, regression (median home value, $1000s)",
                  {"n_unlabeled": 200, "n_private": None, "n_test": 100}, task="regression"),
     MlbenchTable("Ozone", "Ozone", "V4",
-                 "LA ozone 1976, 361 days x 12 (month/day factors one-hot), regression "
-                 "(daily max ozone); gaps median-filled with indicators",
+                 "LA ozone 1976, 361 days x 12 (month, day, weekday one-hot: 66 features), "
+                 "regression (daily max ozone); a gap is 0 beside a _missing 0/1 column",
                  {"n_unlabeled": 140, "n_private": None, "n_test": 72}, task="regression",
                  missing="indicator"),
     MlbenchTable("Servo", "Servo", "Class",
@@ -147,8 +149,8 @@ def encode_table(frame: pd.DataFrame, target: str, missing: str = "drop",
             codes = cat.cat.codes.to_numpy()  # -1 = missing
             if cat.cat.ordered:
                 values = codes.astype(float)
-                if (codes < 0).any():
-                    values[codes < 0] = np.median(codes[codes >= 0]) if (codes >= 0).any() else 0
+                if (codes < 0).any():  # only with missing="indicator"
+                    values[codes < 0] = 0.0  # a constant: no other row's level
                     columns[f"{key}_missing"] = (codes < 0).astype(float)
                 columns[key] = values
             elif len(levels) <= 2:
@@ -163,7 +165,7 @@ def encode_table(frame: pd.DataFrame, target: str, missing: str = "drop",
             values = col.to_numpy(dtype=float, na_value=np.nan)
             gaps = np.isnan(values)
             if gaps.any():  # only with missing="indicator"
-                values = np.where(gaps, np.nanmedian(values) if (~gaps).any() else 0.0, values)
+                values = np.where(gaps, 0.0, values)  # a constant: no other row's value
                 columns[f"{key}_missing"] = gaps.astype(float)
             columns[key] = values
     X = pd.DataFrame(columns, index=features.index)
