@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,11 @@ from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.engines.flower.server_app import run_server
 from fedlabels.privacy.site_ledger import SiteLedger
 from fedlabels.runs.config import RunConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from fedlabels.engines.flower.prepare import PreparedRun
 
 CFG = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1,
                 period=1, seed=0)
@@ -149,3 +155,68 @@ def test_prepare_tells_the_sites_of_a_plug_in_method_that_releases_with_their_no
                  "--rounds", "2", "--method", "dp-plugin", "--opt", "epsilon=1", "--opt",
                  "mechanism=xor", "--out-dir", str(tmp_path / "d")]) == 0
     assert "allows one run of its plan" in capsys.readouterr().out
+
+
+def _prepared_from_table(frame: pd.DataFrame, csv: Path, root: Path) -> PreparedRun:
+    frame.to_csv(csv, index=False)
+    cfg = RunConfig(method="fedct", dataset=f"csv:{csv}:label", clients=3, model="dt",
+                    rounds=1, period=1, seed=0, unlabeled=200, test=100)
+    return prepare_run(cfg, root, with_truth=False)
+
+
+def _raw_row_of(frame: pd.DataFrame, prepared: PreparedRun, site: int) -> int:
+    """The table's row that became site ``site``'s first private row (U's z-scoring undone)."""
+    shared = np.load(prepared.shared_path)
+    first = np.load(prepared.client_paths[site])["X"][0].astype(np.float64)
+    raw = first * shared["scale_std"] + shared["scale_mean"]
+    features = frame.drop(columns=["label"]).to_numpy(dtype=np.float64)
+    return int(np.argmin(np.abs(features - raw).sum(axis=1)))
+
+
+def _site_view(prepared: PreparedRun, site: int) -> dict[str, Any]:
+    """What site ``site`` receives: its own file, U and the run config (paths aside)."""
+    shared = np.load(prepared.shared_path)
+    config = json.dumps(prepared.spec.to_json()).replace(str(prepared.root), "ROOT")
+    return {"X": np.load(prepared.client_paths[site])["X"], "X_public": shared["X_public"],
+            "config": config}
+
+
+def test_one_sites_rows_reach_no_other_site(tmp_path: Path) -> None:
+    """Change one private row of site 0 (or one test row): every other site's file, U and
+    the run config every site receives stay as they were. The run config carried the
+    U-vs-private distances of the pooled private rows (federation.unlabeled_shift: label TV
+    against U's true labels, feature SMD), a statistic of every site's rows."""
+    from sklearn.datasets import load_breast_cancer
+
+    bunch = load_breast_cancer(as_frame=True)
+    frame = bunch.data.assign(label=bunch.target)
+    csv = tmp_path / "table.csv"
+    before = _prepared_from_table(frame, csv, tmp_path / "a")
+    row = _raw_row_of(frame, before, site=0)
+    changed = frame.copy()
+    changed.iloc[row, :5] = changed.iloc[row, :5] * 3 + 1
+    changed.loc[row, "label"] = 1 - changed.loc[row, "label"]
+    after = _prepared_from_table(changed, csv, tmp_path / "b")
+    assert not np.array_equal(np.load(before.client_paths[0])["X"],
+                              np.load(after.client_paths[0])["X"])  # site 0's own row moved
+    for site in (1, 2):
+        mine, theirs = _site_view(before, site), _site_view(after, site)
+        np.testing.assert_array_equal(mine["X"], theirs["X"])
+        np.testing.assert_array_equal(mine["X_public"], theirs["X_public"])
+        assert mine["config"] == theirs["config"]
+    # the ServerApp's record still holds the distances, from the coordinator's own file
+    assert set(after.spec.federation()["unlabeled_shift"]) >= {"label_tv", "feature_smd"}
+    # a test row: no site's private rows, U or run config change either
+    shared = np.load(before.shared_path)
+    test_raw = (np.load(before.shared_path)["X_test"][0].astype(np.float64)
+                * shared["scale_std"] + shared["scale_mean"])
+    features = frame.drop(columns=["label"]).to_numpy(dtype=np.float64)
+    test_row = int(np.argmin(np.abs(features - test_raw).sum(axis=1)))
+    moved = frame.copy()
+    moved.iloc[test_row, :5] = moved.iloc[test_row, :5] * 3 + 1
+    tested = _prepared_from_table(moved, csv, tmp_path / "c")
+    for site in (0, 1, 2):
+        mine, theirs = _site_view(before, site), _site_view(tested, site)
+        np.testing.assert_array_equal(mine["X"], theirs["X"])
+        np.testing.assert_array_equal(mine["X_public"], theirs["X_public"])
+        assert mine["config"] == theirs["config"]

@@ -111,9 +111,27 @@ def _save_npz(path: Path, arrays: dict[str, Any], private: bool = False) -> None
     os.replace(tmp, path)
 
 
-#: what the coordinator's summary knows of each site's data: kept out of the app's run config,
-#: which every site receives, in a file only the ServerApp reads
-SITE_STATISTICS = ("client_sizes", "client_class_counts")
+#: what the coordinator's summary knows of the sites' private rows: each site's size and class
+#: counts, U-vs-private distances measured on the pooled private rows (and U's true labels),
+#: and how many rows of a given U copy a labelled row; kept out of the app's run config,
+#: which every site receives, in a file only the ServerApp reads ("a.b": key b of a)
+SITE_STATISTICS = ("client_sizes", "client_class_counts", "unlabeled_shift",
+                   "public.copies_of_labelled_rows")
+
+
+def split_summary(summary: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The federation summary as (what every site may read, the coordinator's record of
+    :data:`SITE_STATISTICS`)."""
+    shared = {k: dict(v) if isinstance(v, Mapping) else v for k, v in summary.items()}
+    record: dict[str, Any] = {}
+    for key in SITE_STATISTICS:
+        outer, _, inner = key.partition(".")
+        if not inner:
+            if outer in shared:
+                record[outer] = shared.pop(outer)
+        elif isinstance(shared.get(outer), dict) and inner in shared[outer]:
+            record.setdefault(outer, {})[inner] = shared[outer].pop(inner)
+    return shared, record
 
 
 def _public_pca_arrays(pre: Any) -> dict[str, np.ndarray]:
@@ -301,16 +319,16 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     else:
         truth_path.unlink(missing_ok=True)  # an earlier prepare's, in this folder
     summary = fed.summary()
+    public_summary, site_statistics = split_summary(summary)
     record = root / "federation_record.json"
-    write_private(record, json.dumps({k: summary[k] for k in SITE_STATISTICS}).encode())
+    write_private(record, json.dumps(site_statistics).encode())
     out = Path(output).resolve() if output else root / "result.json"
     spec = DeploySpec(run=cfg.to_dict(), output=str(out),
                       status=str(out.with_name(out.stem + ".status.json")),
                       truth=str(truth_path) if with_truth else "",
                       reply_timeout=reply_timeout, node_timeout=node_timeout,
                       poll_interval=poll_interval, threads=torch_threads(),
-                      extra={"federation": {k: v for k, v in summary.items()
-                                            if k not in SITE_STATISTICS},
+                      extra={"federation": public_summary,
                              "federation_record": str(record)})
     app_dir = write_app(root / "app", spec)
     return PreparedRun(root, client_paths, shared_path, truth_path, app_dir, summary, spec,

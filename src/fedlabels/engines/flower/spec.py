@@ -68,12 +68,16 @@ class DeploySpec:
 
     def federation(self) -> dict[str, Any]:
         """The federation summary the result records: the public part in the run config
-        (every site receives it), each site's sizes and class counts from the coordinator's
-        own record file where the ServerApp can read it (``deploy prepare`` writes it)."""
+        (every site receives it), the statistics of the sites' private rows (sizes, class
+        counts, U-vs-private distances) from the coordinator's own record file where the
+        ServerApp can read it (``deploy prepare`` writes it)."""
         summary = dict(self.extra.get("federation", {}))
         record = self.extra.get("federation_record")
         if record and Path(record).is_file():
-            summary.update(json.loads(Path(record).read_text()))
+            for key, value in json.loads(Path(record).read_text()).items():
+                mine = summary.get(key)  # "public": its other keys are in the run config
+                summary[key] = {**mine, **value} if isinstance(mine, dict) and \
+                    isinstance(value, dict) else value
         return summary
 
     def run_identity(self, plan: RunPlan) -> dict[str, Any]:
