@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -168,6 +170,36 @@ def test_missing_features_say_how_to_fill_them_without_other_rows(frame):
         gaps = np.isnan(np.asarray(X, dtype=float)[row])
         np.testing.assert_array_equal(mine[row][np.r_[gaps, gaps]],
                                       other_filled[row][np.r_[gaps, gaps]])
+
+
+def test_public_median_fills_each_gap_with_us_median_only():
+    """missing="public-median": a gap is the median of U's observed values of its column
+    (checked against a nanmedian over U's own raw rows, found by their row numbers), in
+    every set, and a saved preprocessing fills new rows alike; inf stays an error."""
+    from fedlabels.data.preprocessing import Preprocessing
+
+    rng = np.random.default_rng(1)
+    X = np.c_[np.arange(200.0), rng.normal(size=(200, 2)) * [1, 50] + [0, 900]]
+    X[:, 1:][rng.random((200, 2)) < 0.3] = np.nan
+    y = (np.nan_to_num(X[:, 1]) > 0).astype(int)
+    fed = fl.make_federation(X, y, clients=2, unlabeled=50, scale="none",
+                             missing="public-median")
+    u_rows = fed.X_public[:, 0].astype(int)
+    fill = np.nanmedian(X[u_rows], axis=0)
+    np.testing.assert_allclose(fed.preprocessing.fill[1:], fill[1:])
+    assert np.isnan(fed.preprocessing.fill[0]) and fed.info["missing"]["columns"] == ["x1", "x2"]
+    assert not np.allclose(np.nanmedian(X, axis=0)[1:], fill[1:])  # not the whole table's
+    saved = Preprocessing.from_dict(json.loads(json.dumps(fed.preprocessing.to_dict())))
+    for part in (fed.X_public, fed.X_test, *(c.X for c in fed.clients)):
+        rows = part[:, 0].astype(int)
+        expected = np.where(np.isnan(X[rows]), fill, X[rows]).astype(np.float32)
+        np.testing.assert_array_equal(part, expected)
+        np.testing.assert_array_equal(saved.transform(X[rows]), expected)
+    X[5, 1] = np.inf
+    with pytest.raises(FedLabelsError, match="non-finite"):
+        fl.make_federation(X, y, clients=2, unlabeled=50, missing="public-median")
+    with pytest.raises(FedLabelsError, match="missing must be one of 'refuse', 'public-median'"):
+        fl.make_federation(X, y, clients=2, unlabeled=50, missing="median")
 
 
 @pytest.mark.parametrize("labels,match", [

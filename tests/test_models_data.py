@@ -44,10 +44,12 @@ def test_encode_table_drop_policy():
 def test_encode_table_indicator_policy():
     X, y = mlbench.encode_table(_mixed_frame(), "Class", missing="indicator")
     assert len(y) == 5  # only the row without a target is dropped
-    np.testing.assert_array_equal(X["num"], [1, 2, 0, 5, 6])  # the gap: 0, flagged
+    # gaps stay NaN, flagged: the federation fills them after the split, from U
+    np.testing.assert_array_equal(X["num"], [1, 2, np.nan, 5, 6])
     np.testing.assert_array_equal(X["num_missing"], [0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(X["flag"], [0, 1, 1, np.nan, 1])
     np.testing.assert_array_equal(X["flag_missing"], [0, 0, 0, 1, 0])
-    assert not X.isna().any().any()
+    assert X.isna().sum().sum() == 2
 
 
 def test_indicator_fill_of_a_row_uses_no_other_row():
@@ -77,6 +79,55 @@ def test_indicator_fill_of_a_row_uses_no_other_row():
     X2, _ = mlbench.encode_table(other, "Class", missing="indicator", numeric_target=True)
     np.testing.assert_array_equal(X2.iloc[0], X.iloc[0])
     assert X.loc[0, "num_missing"] == X.loc[0, "rank_missing"] == 1
+
+
+def _ozone_like(n: int, seed: int = 0) -> pd.DataFrame:
+    """An Ozone-shaped table: target V4, gaps in V5 and V9, V6 the row's number."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"V4": rng.normal(10, 3, n), "V5": rng.normal(5750, 100, n),
+                          "V6": np.arange(n, dtype=float), "V9": rng.normal(57, 12, n)})
+    frame.loc[rng.random(n) < 0.1, "V5"] = np.nan
+    frame.loc[rng.random(n) < 0.4, "V9"] = np.nan
+    return frame
+
+
+def _raw_rows(fed: fl.Federation, X: np.ndarray) -> np.ndarray:
+    """Each row's number (V6), read back through U's z-scoring."""
+    col = fed.feature_names.index("V6")
+    pre = fed.preprocessing
+    return np.rint(X[:, col] * pre.std[col] + pre.mean[col]).astype(int)
+
+
+def test_ozone_gaps_are_filled_with_us_medians_after_the_split():
+    """Ozone's gaps: U's median of each column (an independent nanmedian over U's raw
+    rows), the same in every set and in predict; changing a test row or one client's row
+    leaves U's and the other clients' inputs as they were."""
+    frame = _ozone_like(120)
+    _fake_cache({"Ozone": frame})
+    sizes = {"clients": 3, "unlabeled": 40, "test": 20, "seed": 0}
+    fed = fl.load_federation("Ozone", **sizes)
+    assert fed.info["missing"]["columns"] == ["V5", "V9"]
+    u_rows = _raw_rows(fed, fed.X_public)
+    for name in ("V5", "V9"):
+        col = fed.feature_names.index(name)
+        expected = np.nanmedian(frame[name].to_numpy()[u_rows])
+        assert fed.preprocessing.fill[col] == pytest.approx(expected)
+        assert np.nanmedian(frame[name]) != pytest.approx(expected)  # not the table's
+    # every set: observed values as they were, gaps U's median (then U's z-scoring)
+    raw = fed.preprocessing.transform(mlbench.load_table("Ozone")[0])  # gaps NaN, flagged
+    for X in (fed.X_public, fed.X_test, *(c.X for c in fed.clients)):
+        np.testing.assert_allclose(X, raw[_raw_rows(fed, X)], rtol=1e-6, atol=1e-6)
+    # a test row and a row of client 0 changed, values and gaps: nobody else's inputs move
+    changed = frame.copy()
+    for row in (_raw_rows(fed, fed.X_test)[0], _raw_rows(fed, fed.clients[0].X)[0]):
+        changed.loc[row, ["V5", "V9"]] = [np.nan, 1e4]
+    shutil.rmtree(dataset_dir(mlbench.CACHE_NAME))
+    _fake_cache({"Ozone": changed})
+    again = fl.load_federation("Ozone", **sizes)
+    np.testing.assert_array_equal(again.X_public, fed.X_public)
+    for c in (1, 2):
+        np.testing.assert_array_equal(again.clients[c].X, fed.clients[c].X)
+    assert not np.array_equal(again.clients[0].X, fed.clients[0].X)
 
 
 def test_encode_table_bad_input():

@@ -163,8 +163,10 @@ def _hash_array(h: Any, arr: Any) -> None:
         h.update(np.ascontiguousarray(a).data)
 
 
-def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, list[str]]:
+def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
+                      ) -> tuple[np.ndarray | LazyRows, list[str]]:
     """Convert an array or DataFrame to a finite float matrix; one-hot encodes categoricals.
+    With ``gaps`` a numeric NaN stays (to be filled after the split); inf is still an error.
 
     float32 and float64 input keeps its dtype (float32 data is not widened); anything else
     becomes float64. Array input that already has such a dtype is returned without a copy,
@@ -227,7 +229,7 @@ def as_feature_matrix(X: Any, what: str = "X") -> tuple[np.ndarray | LazyRows, l
             arr = arr.reshape(len(arr), -1)
         names = [f"x{i}" for i in range(arr.shape[1])]
         names_given = False
-    if not _all_finite(arr):
+    if not _all_finite(arr) and not (gaps and not np.isinf(arr).any()):
         bad = ~np.isfinite(arr)
         cols = np.flatnonzero(bad.any(axis=0))
         shown = ", ".join(names[c] for c in cols[:5]) + (" ..." if len(cols) > 5 else "")
@@ -386,6 +388,7 @@ def make_federation(
     unlabeled_shift: float = 0.0,
     public_pca: IntLike | None = None,
     X_public: Any = None,
+    missing: str = "refuse",
 ) -> Federation:
     """Split labelled data into a test set, a public unlabeled set U and m client sets.
 
@@ -438,6 +441,12 @@ def make_federation(
         ``unlabeled_shift`` are refused, and ``y_public`` is None. A DataFrame is one-hot
         encoded together with X (its columns must be X's). The scaling and ``public_pca``
         are fitted on it; ``info["public"]`` records its size and SHA-256.
+    missing : {"refuse", "public-median"}
+        Feature gaps (NaN) are an error (``"refuse"``), or each is filled after the split
+        with the median of U's observed values of its column (0 where U has none), fitted
+        on U only, like the scaling (:mod:`fedlabels.data.gaps`); ``info["missing"]``
+        names the filled columns and ``predict`` fills new rows alike. Flag the gaps with
+        0/1 columns first if they may mean something. An ``X_test`` given has no gaps.
 
     The sizes are named as the run parameters (``fedlabels run --clients``); their former
     names ``n_clients``, ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more
@@ -478,6 +487,9 @@ def make_federation(
         raise FedLabelsError("give test (a size) or test_fraction (a share), not both.")
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
+    from fedlabels.data.gaps import check_missing
+
+    gaps = check_missing(missing) == "public-median"
     spec = parse_partition(partition)
     from fedlabels.data.partition import split_column
     from fedlabels.data.preprocessing import Preprocessing, label_dtype
@@ -499,9 +511,9 @@ def make_federation(
         X, sites, site_names = split_column(X, spec.column, n_clients)
     if given:
         X, Xp = _with_public(X, X_public)
-    Xa, feature_names = as_feature_matrix(X, "X")  # an ndarray, or LazyRows read by rows
+    Xa, feature_names = as_feature_matrix(X, "X", gaps)  # an ndarray, or LazyRows by rows
     if given:
-        Xa, Xp = _split_public(Xa, Xp)
+        Xa, Xp = _split_public(Xa, Xp, gaps)
     if regression:
         ya, yt_unit, target_range, range_source = unit_targets(y, y_test, target_range)
         class_names: list[str] = []
@@ -584,6 +596,13 @@ def make_federation(
         else Xa[public_idx]
     mean = std = None
     text = Xa.ndim == 1  # text features (as_feature_matrix): nothing to scale
+    fill = None
+    if gaps and isinstance(Xa, np.ndarray):  # after the split: U's medians, U's only
+        from fedlabels.data.gaps import fill_gaps, public_medians
+
+        fill = public_medians(X_public, Xa, Xt)
+        if fill is not None:
+            Xa, Xt, X_public = (fill_gaps(a, fill) for a in (Xa, Xt, X_public))
     if public_pca is not None:
         from fedlabels.data.public_pca import check_public_pca
 
@@ -654,12 +673,16 @@ def make_federation(
         class_names=class_names,
         feature_names=feature_names if pca is None else pca.feature_names(),
         preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std, text=text,
-                                       pca=pca,
+                                       pca=pca, fill=fill,
                                        label_dtype=None if regression else label_dtype(y),
                                        target_range=target_range if regression else None),
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private), "unlabeled_shift": measured,
               **({"public_pca": pca.record()} if pca is not None else {}),
+              **({"missing": {"fill": "median of U's observed values",
+                              "columns": [feature_names[c] for c in
+                                          np.flatnonzero(~np.isnan(fill))]}}
+                 if fill is not None else {}),
               **({"public": {"source": "given", "n_public": len(X_public_scaled),
                              "sha256": array_sha256(X_public_scaled),
                              "copies_of_labelled_rows": copies,
@@ -768,13 +791,13 @@ def _with_public(X: Any, X_public: Any) -> tuple[Any, Any]:
     return both, len(X_public)
 
 
-def _split_public(Xa: Any, Xp: Any) -> tuple[Any, Any]:
+def _split_public(Xa: Any, Xp: Any, gaps: bool = False) -> tuple[Any, Any]:
     """The rows of X and of U: the tail of one matrix (``Xp`` its length), or U's own."""
     if isinstance(Xp, int):
         if Xp == 0:
             raise FedLabelsError("X_public has no rows; U needs at least one.")
         return Xa[: len(Xa) - Xp], Xa[len(Xa) - Xp:]
-    Xu, _ = as_feature_matrix(Xp, "X_public")
+    Xu, _ = as_feature_matrix(Xp, "X_public", gaps)
     if Xu.ndim != Xa.ndim or (Xa.ndim == 2 and Xu.shape[1] != Xa.shape[1]):
         raise FedLabelsError(f"X_public has {Xu.shape[1] if Xu.ndim == 2 else 'text'} "
                              f"features, X has {Xa.shape[1] if Xa.ndim == 2 else 'text'}; give "

@@ -194,7 +194,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                           scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,
                           unlabeled_shift=unlabeled_shift, public_pca=public_pca,
-                          X_public=X_public)
+                          X_public=X_public, missing=info.missing)
     if public is not None:
         from fedlabels.data.public_set import public_path
 

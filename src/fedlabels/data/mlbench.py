@@ -11,13 +11,15 @@ table to numeric features explicitly (:func:`encode_table`):
   every split has the same columns.
 * **missing values**: rows with a missing target are dropped; rows with any missing feature
   are dropped too (``missing="drop"``, the default), and the count is reported. The
-  alternative ``missing="indicator"`` keeps the rows, fills a gap with the constant 0 and
-  adds a ``name_missing`` 0/1 column that flags it (an unordered factor's gap is all-zero
-  level columns). The fill uses no other row: the table is encoded before it is split, so
-  a column median would carry the test rows' and every client's values into the rows of
-  the others. The four classification tables (LetterRecognition, Shuttle, DNA, Vehicle)
-  have no gaps; of the regression tables (BostonHousing, Ozone, Servo) only Ozone has, and
-  uses ``missing="indicator"`` (V9 alone lacks 139 of 366 values: dropping would lose 40%).
+  alternative ``missing="indicator"`` keeps the rows, leaves a gap NaN and adds a
+  ``name_missing`` 0/1 column that flags it (an unordered factor's gap is all-zero level
+  columns). Nothing is filled here: the table is encoded before it is split, so a column
+  median would carry the test rows' and every client's values into the rows of the others;
+  the federation fills the gaps after the split with U's medians
+  (``make_federation(missing="public-median")``). The four classification tables
+  (LetterRecognition, Shuttle, DNA, Vehicle) have no gaps; of the regression tables
+  (BostonHousing, Ozone, Servo) only Ozone has, and uses ``missing="indicator"`` (V9 alone
+  lacks 139 of 366 values: dropping would lose 40%).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ TABLES: dict[str, MlbenchTable] = {t.name: t for t in (
                  {"n_unlabeled": 200, "n_private": None, "n_test": 100}, task="regression"),
     MlbenchTable("Ozone", "Ozone", "V4",
                  "LA ozone 1976, 361 days x 12 (month, day, weekday one-hot: 66 features), "
-                 "regression (daily max ozone); a gap is 0 beside a _missing 0/1 column",
+                 "regression (daily max ozone); a gap is U's median beside a _missing 0/1 column",
                  {"n_unlabeled": 140, "n_private": None, "n_test": 72}, task="regression",
                  missing="indicator"),
     MlbenchTable("Servo", "Servo", "Class",
@@ -113,7 +115,8 @@ def encode_table(frame: pd.DataFrame, target: str, missing: str = "drop",
     target : str
         Name of the class column.
     missing : {"drop", "indicator"}
-        Policy for missing feature values.
+        Policy for missing feature values ("indicator": gaps stay NaN, flagged by a
+        ``name_missing`` column, for the federation to fill after the split).
     log : callable, optional
         Receives a message when rows are dropped.
     numeric_target : bool
@@ -150,13 +153,14 @@ def encode_table(frame: pd.DataFrame, target: str, missing: str = "drop",
             if cat.cat.ordered:
                 values = codes.astype(float)
                 if (codes < 0).any():  # only with missing="indicator"
-                    values[codes < 0] = 0.0  # a constant: no other row's level
+                    values[codes < 0] = np.nan  # filled after the split (U's median)
                     columns[f"{key}_missing"] = (codes < 0).astype(float)
                 columns[key] = values
             elif len(levels) <= 2:
                 columns[key] = (codes == len(levels) - 1).astype(float) if len(levels) == 2 \
                     else np.zeros(len(codes))
                 if (codes < 0).any():
+                    columns[key][codes < 0] = np.nan  # filled after the split (U's median)
                     columns[f"{key}_missing"] = (codes < 0).astype(float)
             else:
                 for i, level in enumerate(levels):
@@ -164,8 +168,7 @@ def encode_table(frame: pd.DataFrame, target: str, missing: str = "drop",
         else:
             values = col.to_numpy(dtype=float, na_value=np.nan)
             gaps = np.isnan(values)
-            if gaps.any():  # only with missing="indicator"
-                values = np.where(gaps, 0.0, values)  # a constant: no other row's value
+            if gaps.any():  # only with missing="indicator": left NaN, flagged
                 columns[f"{key}_missing"] = gaps.astype(float)
             columns[key] = values
     X = pd.DataFrame(columns, index=features.index)

@@ -49,13 +49,17 @@ class Preprocessing:
     # a regression run: the public target range [lo, hi] whose unit scale the models
     # predict on, so predictions go back to the target's units; None: classification
     target_range: tuple[float, float] | None = None
+    # missing="public-median": per feature, the value a gap (NaN) becomes, U's median of
+    # the column (NaN: a column without gaps, which stays an error); None: no gaps filled
+    fill: np.ndarray | None = None
 
     @classmethod
     def of(cls, X: Any, feature_names: Sequence[str], class_names: Sequence[str],
            mean: np.ndarray | None, std: np.ndarray | None,
            text: bool = False, pca: PublicPCA | None = None,
            label_dtype: str | None = None,
-           target_range: tuple[float, float] | None = None) -> Preprocessing:
+           target_range: tuple[float, float] | None = None,
+           fill: np.ndarray | None = None) -> Preprocessing:
         """The preprocessing of raw ``X`` (an array or a DataFrame) into ``feature_names``."""
         import pandas as pd
 
@@ -70,7 +74,8 @@ class Preprocessing:
                    categorical=tuple(str(c) for c in categorical_columns(X)) if is_frame else (),
                    mean=None if mean is None else np.asarray(mean, dtype=np.float64),
                    std=None if std is None else np.asarray(std, dtype=np.float64), pca=pca,
-                   label_dtype=label_dtype, target_range=target_range)
+                   label_dtype=label_dtype, target_range=target_range,
+                   fill=None if fill is None else np.asarray(fill, dtype=np.float64))
 
     def class_values(self) -> np.ndarray:
         """The class labels as the type of the original ``y`` (``class_names`` are text)."""
@@ -127,6 +132,10 @@ class Preprocessing:
             X = _floats(lambda: rows.astype(np.float64))
         if len(X) == 0:
             raise FedLabelsError(f"{what} has no rows; give at least one row to predict.")
+        if self.fill is not None and X.shape[1] == len(self.fill):  # as the training rows
+            from fedlabels.data.gaps import fill_gaps
+
+            X = fill_gaps(X, self.fill)
         finite = np.isfinite(X)
         if not finite.all():
             names = self.feature_names if X.shape[1] == len(self.feature_names) else None
@@ -167,7 +176,9 @@ class Preprocessing:
                 **({"pca": self.pca.to_dict()} if self.pca is not None else {}),
                 **({"image": self.image} if self.image is not None else {}),
                 **({"target_range": list(self.target_range)}
-                   if self.target_range is not None else {})}
+                   if self.target_range is not None else {}),
+                **({"fill": [None if np.isnan(v) else float(v) for v in self.fill]}
+                   if self.fill is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
@@ -182,7 +193,9 @@ class Preprocessing:
                    pca=None if data.get("pca") is None else PublicPCA.from_dict(data["pca"]),
                    image=None if data.get("image") is None else dict(data["image"]),
                    target_range=None if data.get("target_range") is None else
-                   (float(data["target_range"][0]), float(data["target_range"][1])))
+                   (float(data["target_range"][0]), float(data["target_range"][1])),
+                   fill=None if data.get("fill") is None else
+                   np.array([np.nan if v is None else v for v in data["fill"]], dtype=float))
 
 
 def label_dtype(y: Any) -> str:

@@ -52,6 +52,7 @@ class DatasetInfo:
     fetched_marker: Callable[[], Path] | None = None
     target: str | None = None  # the label column of a table (a CSV's TARGET)
     task: str = "classification"  # or "regression" (a numeric target)
+    missing: str = "refuse"  # make_federation's policy for feature gaps (NaN)
 
     @property
     def needs_fetch(self) -> bool:
@@ -176,7 +177,8 @@ def _register_mlbench() -> None:
             f"({table.rda})",
             _mlbench_loader(table.name), defaults=dict(table.defaults),
             fetch=mlbench.fetch_mlbench, fetched_marker=mlbench.fetched_marker,
-            task=table.task))
+            task=table.task,
+            missing="public-median" if table.missing == "indicator" else "refuse"))
     FETCH_GROUPS["mlbench"] = mlbench.fetch_mlbench
 
 

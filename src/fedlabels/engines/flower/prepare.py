@@ -157,8 +157,8 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
         return None  # a table's image column: pixels in [0, 1] (digits' 8x8 rows do scale)
     if cfg.public is not None:  # a U of the user's own: the statistics it was scaled with
         return ref.public_scaling
-    _, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
-    unscaled = make_federation(raw.X, raw.y, clients=cfg.clients,
+    info, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
+    unscaled = make_federation(raw.X, raw.y, clients=cfg.clients, missing=info.missing,
                                unlabeled=len(ref.X_public),
                                private=int(ref.info["n_private"]),
                                test=None if raw.X_test is not None else len(ref.y_test),
