@@ -13,6 +13,7 @@ point's label of the victim; with the pin the sites compared, the victim refuses
 
 from __future__ import annotations
 
+import logging
 import shutil
 import stat
 from pathlib import Path
@@ -24,7 +25,7 @@ from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.engines.flower.site import load_site
-from fedlabels.engines.flower.site_keys import make_site_identity
+from fedlabels.engines.flower.site_keys import make_site_identity, unpinned_roster_warning
 from fedlabels.runs.config import RunConfig
 from fedlabels.secure.identity import Identity
 from fedlabels.secure.roster import (
@@ -125,7 +126,7 @@ def test_prepare_from_the_sites_public_keys_makes_no_private_key(tmp_path):
 
 
 def test_a_deployed_run_with_site_made_keys_signs_what_the_server_relays(tmp_path,
-                                                                        monkeypatch):
+                                                                        monkeypatch, caplog):
     from fedlabels.engines.flower.client_app import app as deployed_client_app
     from fedlabels.engines.flower.loopback import LoopbackGrid, server_context
     from fedlabels.engines.flower.server_app import run_server
@@ -147,9 +148,43 @@ def test_a_deployed_run_with_site_made_keys_signs_what_the_server_relays(tmp_pat
     nodes = [_node(prepared, c, keys[c], **{"roster-sha256": prepared.roster_sha256})
              for c in range(3)]
     grid = LoopbackGrid(deployed_client_app, nodes, {RUN_CONFIG_KEY: prepared.spec.to_json()})
-    result = run_server(grid, server_context(prepared.spec))
+    with caplog.at_level(logging.WARNING, logger="fedlabels.site"):
+        result = run_server(grid, server_context(prepared.spec))
     assert result is not None and result.extra["xclp"]["rowsum_members"] == [0, 1, 2]
     assert sorted(checked) == [(a, b) for a in range(3) for b in range(3) if a != b]
+    assert _unpinned_warnings(caplog) == [0, 0, 0]  # pinned: no warning
+
+
+def _unpinned_warnings(caplog) -> list[int]:
+    """How often each site's log said it has no roster pin."""
+    said = [r.getMessage() for r in caplog.records if "no roster-sha256" in r.getMessage()]
+    return [sum(f"partition-id={c} " in m for m in said) for c in range(3)]
+
+
+def test_a_site_without_a_pin_says_so_once_per_run(tmp_path, caplog):
+    """A site that loads a roster without roster-sha256 warns in its log at the first
+    message of each run (not at every message: load_site runs for each), saying how to pin
+    (a pinned site says nothing: the deployed run above)."""
+    from fedlabels.engines.flower.client_app import app as deployed_client_app
+    from fedlabels.engines.flower.loopback import LoopbackGrid, server_context
+    from fedlabels.engines.flower.server_app import run_server
+    from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
+
+    keys, pubs = _sites(tmp_path)
+    prepared = prepare_run(_cfg(), tmp_path / "coordinator", reply_timeout=5.0,
+                           node_timeout=2.0, poll_interval=0.0, with_truth=False,
+                           identity_public=pubs)
+    nodes = [_node(prepared, c, keys[c]) for c in range(3)]
+    for _ in range(2):  # two runs of the same sites, each a new Flower run
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="fedlabels.site"):
+            grid = LoopbackGrid(deployed_client_app, nodes,
+                                {RUN_CONFIG_KEY: prepared.spec.to_json()})
+            assert run_server(grid, server_context(prepared.spec)) is not None
+        assert _unpinned_warnings(caplog) == [1, 1, 1]
+    assert "fedlabels deploy roster --shared FILE" in caplog.text
+    assert unpinned_roster_warning(True, {"roster-sha256": "0" * 64}) is None
+    assert unpinned_roster_warning(False, {}) is None
 
 
 def _pub(tmp_path: Path, cid: int, text: str | bytes) -> None:

@@ -41,6 +41,7 @@ from fedlabels.engines.flower import site_state, snapshots
 from fedlabels.engines.flower.convert import attached_message, from_record_dict, to_record_dict
 from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label, node_threads
+from fedlabels.engines.flower.site_keys import unpinned_roster_warning
 from fedlabels.engines.flower.site_ledgers import SITE_LEDGER
 from fedlabels.engines.flower.site_plan import (
     TRUST_KEY,
@@ -125,7 +126,9 @@ def handle(message: Message, context: Context) -> Message:
 
     An error reaches the server as its category only (``refused: budget``, ``refused:
     parameters``, ``error: data``, ...: :func:`~fedlabels.core.errors.error_category`); its
-    text, which may describe the site's data, goes to the site's log."""
+    text, which may describe the site's data, goes to the site's log. A site that holds a
+    roster without a ``roster-sha256`` pin says so in its log at a run's first message
+    (:func:`~.site_keys.unpinned_roster_warning`)."""
     try:
         return _handle(message, context)
     except Exception as exc:
@@ -174,6 +177,11 @@ def _handle(message: Message, context: Context) -> Message:
         digest = message_digest(ours, request, rnd if isinstance(rnd, int) else -1)
         guard = SequenceGuard.load(ledger.path.parent / "runs" /
                                    f"{snapshots.run_key(spec)}.json", key)
+        if guard.flower_run != context.run_id:  # this run's first message at this site
+            unpinned = unpinned_roster_warning(site.trust is not None, node_config)
+            if unpinned is not None:
+                _SITE_LOG.warning("%s: %s", node_label(node_config, context.node_id),
+                                  unpinned)
         again = guard.admit(context.run_id, spec.resume, seq, rnd, digest)
         if again is not None:  # a re-send: the reply given then, never a new release
             told = guard.report(seq) if isinstance(seq, int) else None

@@ -6,7 +6,8 @@ the OS CSPRNG goes to ``client_<i>.identity.key`` (0600, never replaced), its pu
 ``client_<i>.identity.pub``, which it sends to the coordinator, reading the key's
 fingerprint to it out of band. ``deploy prepare --identity-public DIR`` builds the roster
 from those files (:func:`read_public_keys`) and makes no private key. A site's node config
-``roster-sha256`` pins the roster's fingerprint (:func:`check_roster_pin`).
+``roster-sha256`` pins the roster's fingerprint (:func:`check_roster_pin`); a site without
+the pin says so in its log once per run (:func:`unpinned_roster_warning`).
 
 This module does not import Flower.
 """
@@ -14,8 +15,10 @@ This module does not import Flower.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -135,3 +138,17 @@ def check_roster_pin(pin: object, shared: dict[str, np.ndarray]) -> None:
                              f"pinned roster-sha256 {expected}; refusing: its roster or run "
                              "id differs from the one the sites compared (compare `fedlabels "
                              "deploy roster --shared FILE` with the other sites again).")
+
+
+def unpinned_roster_warning(has_trust: bool, node_config: Mapping[str, Any]) -> str | None:
+    """What a site's log says, once per run, when it holds a roster (``has_trust``: its
+    identity key and the shared file's roster) without ``roster-sha256``; None: pinned, or
+    no roster."""
+    if not has_trust or node_config.get("roster-sha256") is not None:
+        return None
+    return ("the shared file holds a roster of identity keys but the node config has no "
+            "roster-sha256: a coordinator that deviates can give this site a roster with a "
+            "key of its own at a peer's id and run that peer (it then gets every labelled "
+            "point's label of this site's XCLP rows); pin it: compare the roster fingerprint "
+            "of `fedlabels deploy roster --shared FILE --public client_I.identity.pub` with "
+            "the other sites and add roster-sha256=<fingerprint> to the node config")
