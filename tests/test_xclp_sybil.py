@@ -344,3 +344,27 @@ def test_without_a_roster_a_tampered_key_or_ciphertext_is_refused_not_a_crash(ch
     clients, opts = _clients("paillier", (80, 60), {0: None, 1: None})
     with pytest.raises(FedLabelsError, match=why):
         _run(clients, opts, _on("xclp.hamming", 1, change, step=2))
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_second_seed_message_in_a_session_is_refused(trusted):
+    """A server sends xclp.seed once a session; a second one (here the honest one sent
+    again after the seed reveals) would have the site seal its seed contribution once more,
+    to whatever peer keys the message names, and is refused, with or without a roster."""
+    from fedlabels.core.errors import RefusedError
+
+    fed = trusted_setup(range(2))
+    clients, opts = _clients("ot", (50, 60),
+                             {c: fed.site(c) if trusted else None for c in range(2)})
+    sent: dict[str, Message] = {}
+
+    def again(messages):
+        m = messages.get(0)
+        if m is not None and m.kind == "xclp.seed":
+            sent["seed"] = m
+        elif m is not None and m.kind == "xclp.hamming" and "seed" in sent:
+            clients[0].handle(sent.pop("seed"))  # the same seed message, a second time
+        return messages
+
+    with pytest.raises(RefusedError, match=r"client 0: a second xclp\.seed in session 0"):
+        _run(clients, opts, again)

@@ -205,7 +205,12 @@ class XCLPClientCore(ClientRole):
 
     def on_seed(self, message: Message) -> Message:
         """Keep the peers' keys and commitments (each checked against the peer's roster key
-        when this site has a roster); send the seed contribution, sealed."""
+        when this site has a roster); send the seed contribution, sealed. Once a session:
+        a second xclp.seed would have the site seal its contribution again, to whatever
+        keys that message names."""
+        if self.commitments:
+            raise RefusedError(f"client {self.cid}: a second xclp.seed in session "
+                               f"{self.session}; refusing.")
         participants = ids(message.config["participants"])
         peers = [c for c in participants if c != self.cid]
         auth = self.authenticator()
