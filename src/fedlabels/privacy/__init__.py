@@ -6,7 +6,9 @@ mechanisms, DP-FedAvg) or :mod:`~fedlabels.privacy.vote_accounting` (GNMax, Lapl
 noisy-max) turns them into (ε, δ). Mechanisms: :mod:`~fedlabels.privacy.mechanisms` (XOR,
 k-ary RR), :mod:`~fedlabels.privacy.gnmax` (PATE's GNMax), :mod:`~fedlabels.privacy.noisy_max`
 (LNMax), :mod:`~fedlabels.privacy.discrete_gaussian` (DP-FedAvg's discrete Gaussian on a
-fixed-point sum, accounted by :mod:`~fedlabels.privacy.discrete_accounting`). dp-accounting
+fixed-point sum, accounted by :mod:`~fedlabels.privacy.discrete_accounting`; a sum of
+clients' discrete Gaussian shares under secure aggregation by
+:mod:`~fedlabels.privacy.distributed_discrete`). dp-accounting
 is imported lazily (the ``dp`` extra). The convergence bound (Prop. 1) is not a privacy
 result: :mod:`fedlabels.analysis.convergence`.
 """
@@ -16,6 +18,7 @@ from fedlabels.privacy.events import (
     DISJOINT_TEACHERS,
     RECORD_LEVEL,
     DiscreteGaussianEvent,
+    DistributedDiscreteGaussianEvent,
     GNMaxEvent,
     KaryRREvent,
     LaplaceNoisyMaxEvent,
@@ -43,6 +46,7 @@ __all__ = [
     "DISJOINT_TEACHERS",
     "RECORD_LEVEL",
     "DiscreteGaussianEvent",
+    "DistributedDiscreteGaussianEvent",
     "GNMaxEvent",
     "KaryRREvent",
     "LaplaceNoisyMaxEvent",

@@ -214,6 +214,44 @@ class DiscreteGaussianEvent:
 
 
 @dataclass(frozen=True)
+class DistributedDiscreteGaussianEvent:
+    """One answered attempt of DP-FedAvg with ``aggregation="secure"``: each member of a
+    group of at least ``shares`` clients rounds its clipped update (norm S) to the integer
+    grid γ, adds its own share N_Z(0, (σΔ)²/shares) and masks the vector; the server learns
+    only the group's sum, whose noise is a sum of at least ``shares`` discrete Gaussians.
+
+    Under add/remove-one-client the sum moves by an integer vector of ℓ2 norm at most
+    ``sensitivity`` = Δ = S/γ + √d/2 in ``dimension`` = d coordinates; the RDP is Kairouz,
+    Liu & Steinke's bound on a sum of discrete Gaussians
+    (:mod:`fedlabels.privacy.distributed_discrete`). ``clients``: the members it was asked
+    of (a server's ledger; none: the one party whose ledger holds it).
+    """
+
+    noise_multiplier: float
+    shares: int
+    clip_norm: float
+    grid: float
+    sensitivity: float
+    dimension: int
+    clients: tuple[int, ...] = ()
+    neighbouring: str = CLIENT_LEVEL
+
+    def __post_init__(self) -> None:
+        require_positive(self, "noise_multiplier", "clip_norm", "grid", "sensitivity")
+        require_count(self, "shares", "dimension")
+        if self.shares < 1 or self.dimension < 1:
+            raise _field_error(self, "shares" if self.shares < 1 else "dimension", ">= 1")
+
+    def client_part(self, cid: int) -> DistributedDiscreteGaussianEvent | None:
+        """What client ``cid`` released of this event (None: it was not asked)."""
+        if self.clients and cid not in self.clients:
+            return None
+        return DistributedDiscreteGaussianEvent(
+            self.noise_multiplier, self.shares, self.clip_norm, self.grid, self.sensitivity,
+            self.dimension, (), self.neighbouring)
+
+
+@dataclass(frozen=True)
 class GNMaxEvent:
     """A batch of ``n_queries`` (confident) GNMax queries on teacher vote counts.
 

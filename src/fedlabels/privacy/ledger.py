@@ -32,6 +32,7 @@ from fedlabels.privacy.accounting import PrivacySpent
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
     DiscreteGaussianEvent,
+    DistributedDiscreteGaussianEvent,
     GNMaxEvent,
     KaryRREvent,
     LaplaceNoisyMaxEvent,
@@ -44,8 +45,8 @@ from fedlabels.privacy.tally import ClientTallies, Tally
 REL_TOL = 1e-6
 
 EVENT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
-    XorEvent, KaryRREvent, SampledGaussianEvent, DiscreteGaussianEvent, GNMaxEvent,
-    LaplaceNoisyMaxEvent, DPSGDRoundEvent)}
+    XorEvent, KaryRREvent, SampledGaussianEvent, DiscreteGaussianEvent,
+    DistributedDiscreteGaussianEvent, GNMaxEvent, LaplaceNoisyMaxEvent, DPSGDRoundEvent)}
 
 
 def _tuples(value: Any) -> Any:

@@ -4,7 +4,8 @@ Walking every event of a ledger at each check (a DP run checks its budget before
 round) cost about 10 ms a client's ledger, a round, at 3,000 rounds. A :class:`Tally` keeps,
 per kind, exactly what that walk read of the events: the label releases' Σ ε and composed
 randomized responses (:class:`~fedlabels.privacy.accounting.LabelTally`), the DP-SGD steps
-and the DP-FedAvg rounds per (σ, q) (continuous and discrete noise apart), the composed
+and the DP-FedAvg rounds per (σ, q) (continuous and discrete noise apart; secure aggregation's
+per (σ, shares, Δ, d)), the composed
 GNMax RDP per σ (summed event by event) and the Laplace queries per (b, Δ₁). Adding an
 event is O(1); its (ε, δ) costs O(the distinct kinds), plus the accountants' own (memoised)
 work, whatever the number of events.
@@ -26,6 +27,7 @@ from fedlabels.privacy.accounting import LabelTally, PrivacySpent, repeat_add
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
     DiscreteGaussianEvent,
+    DistributedDiscreteGaussianEvent,
     GNMaxEvent,
     KaryRREvent,
     LaplaceNoisyMaxEvent,
@@ -121,6 +123,8 @@ class Tally:
     dpsgd: dict[tuple[float, float], int] = field(default_factory=dict)
     gauss: dict[tuple[float, float], int] = field(default_factory=dict)
     discrete: dict[tuple[float, float], int] = field(default_factory=dict)
+    #: secure-aggregation DP-FedAvg releases per (σ, shares, Δ, d)
+    distributed: dict[tuple[float, int, float, int], int] = field(default_factory=dict)
     gnmax: dict[float, _GNMaxTally] = field(default_factory=dict)
     laplace: dict[tuple[float, float], int] = field(default_factory=dict)
 
@@ -147,6 +151,9 @@ class Tally:
         elif isinstance(ev, DiscreteGaussianEvent):
             key = (ev.noise_multiplier, ev.sampling_rate)
             self.discrete[key] = self.discrete.get(key, 0) + n
+        elif isinstance(ev, DistributedDiscreteGaussianEvent):
+            dkey = (ev.noise_multiplier, ev.shares, ev.sensitivity, ev.dimension)
+            self.distributed[dkey] = self.distributed.get(dkey, 0) + n
         elif isinstance(ev, GNMaxEvent):
             self.gnmax.setdefault(ev.sigma, _GNMaxTally()).add(ev, n)
         elif isinstance(ev, LaplaceNoisyMaxEvent):
@@ -165,11 +172,13 @@ class Tally:
 
     def copy(self) -> Tally:
         return Tally(self.labels.copy(), dict(self.dpsgd), dict(self.gauss), dict(self.discrete),
-                     {s: g.copy() for s, g in self.gnmax.items()}, dict(self.laplace))
+                     dict(self.distributed), {s: g.copy() for s, g in self.gnmax.items()},
+                     dict(self.laplace))
 
     def labels_only(self) -> bool:
         """Whether the events tallied are label releases only (or none)."""
-        return not (self.dpsgd or self.gauss or self.discrete or self.gnmax or self.laplace)
+        return not (self.dpsgd or self.gauss or self.discrete or self.distributed
+                    or self.gnmax or self.laplace)
 
     def within(self, limit: float, delta: float,
                gaussian_accountants: tuple[str, ...] | None = None) -> bool:
@@ -195,6 +204,7 @@ class Tally:
             tightest_gaussian,
         )
         from fedlabels.privacy.discrete_accounting import discrete_gaussian_spent
+        from fedlabels.privacy.distributed_discrete import distributed_discrete_spent
         from fedlabels.privacy.validation import check_delta
         from fedlabels.privacy.vote_accounting import account_laplace
 
@@ -212,6 +222,8 @@ class Tally:
         for (sigma, q), n in sorted(self.discrete.items()):
             # RDP only, whatever the continuous Gaussian's accountants (discrete_accounting)
             parts.append(discrete_gaussian_spent(sigma, q, n, delta))
+        for (sigma, shares, sens, dim), n in sorted(self.distributed.items()):
+            parts.append(distributed_discrete_spent(sigma, shares, sens, dim, n, delta))
         for sigma in sorted(self.gnmax):
             parts.append(self.gnmax[sigma].spent(delta))
         for (scale, l1), n in sorted(self.laplace.items()):
