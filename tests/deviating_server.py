@@ -32,9 +32,10 @@ LEAST_NOISE: dict[str, Any] = {
     "flip_probability": 0.0, "epsilon_per_label": 1e3, "vote_sigma": 0.0,
     "noise_multiplier": 0.0, "example_clip": 1e6, "example_rate": 1.0, "clip": 1e6,
     "teachers": 1, "data_dependent": True, "subset_size": 10**6,
+    "grid": 1e6, "noise": "continuous", "aggregation": "plain",
 }
 #: parameters where a larger value means more noise (the others: smaller is noisier)
-NOISIER_ABOVE = {"flip_probability", "vote_sigma", "noise_multiplier"}
+NOISIER_ABOVE = {"flip_probability", "vote_sigma", "noise_multiplier", "discrete_share_sigma"}
 #: a request that computes on private data without noise (DP-FedCT's sensitivity estimate)
 SENSITIVITY_REQUEST = Message("dpfedct.sensitivity", category="control", config={
     "neighbours": 3, "relation": "remove", "steps": 1, "model": ""})
@@ -82,13 +83,14 @@ def spying(monkeypatch: Any) -> Iterator[NoiseSpy]:
     """Install a :class:`NoiseSpy` on the mechanisms clients draw noise with."""
     import fedlabels.learners.dpsgd as dpsgd
     import fedlabels.methods.fedct.sensitivity as sens
+    import fedlabels.privacy.discrete_gaussian as dg
     import fedlabels.privacy.gnmax as gnmax
     import fedlabels.privacy.mechanisms as mech
 
     spy = NoiseSpy()
     real = {"xor": mech.xor_release, "kary": mech.kary_release, "gnmax": gnmax.gnmax_aggregate,
             "dpsgd": dpsgd.dpsgd_steps, "sens": sens.empirical_sensitivity,
-            "handle": ClientRole.handle}
+            "share": dg.sample_discrete_gaussian, "handle": ClientRole.handle}
 
     def xor_release(bits: Any, f: float, rng: Any) -> Any:
         spy.record("flip_probability", min(f, 1.0 - f), 1)
@@ -111,6 +113,12 @@ def spying(monkeypatch: Any) -> Iterator[NoiseSpy]:
         spy.record("example_rate", config.sample_rate, 0)
         return taken
 
+    def sample_discrete_gaussian(sigma: float, size: int, rng: Any) -> Any:
+        # a client's own discrete Gaussian share (DP-FedAvg aggregation secure); the
+        # server's draws are not a client's (no client is handling a message then)
+        spy.record("discrete_share_sigma", sigma, 1)
+        return real["share"](sigma, size, rng)
+
     def empirical_sensitivity(*a: Any, **kw: Any) -> Any:
         if spy.active:
             spy.noiseless[spy.active[-1]] += 1
@@ -128,6 +136,7 @@ def spying(monkeypatch: Any) -> Iterator[NoiseSpy]:
     monkeypatch.setattr(gnmax, "gnmax_aggregate", gnmax_aggregate)
     monkeypatch.setattr(dpsgd, "dpsgd_steps", dpsgd_steps)
     monkeypatch.setattr(sens, "empirical_sensitivity", empirical_sensitivity)
+    monkeypatch.setattr(dg, "sample_discrete_gaussian", sample_discrete_gaussian)
     monkeypatch.setattr(ClientRole, "handle", handle)
     yield spy
 

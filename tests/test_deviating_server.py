@@ -30,6 +30,7 @@ from deviating_server import (
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError, RefusedError
+from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
 from fedlabels.method.base import ClientRole
 from fedlabels.methods import METHODS
@@ -69,8 +70,10 @@ def small_run(case: Case, fed: Federation) -> _Run:
 
 
 def _role_factory(case: Case, fed: Federation) -> Callable[[int], ClientRole]:
-    """Client roles built as the simulator builds them (same plan, seeds and data)."""
-    return small_run(case, fed).fresh_role()
+    """Client roles built as the simulator builds them (same plan, seeds and data, and the
+    honest run's trusted setup: the identity keys its clients signed with)."""
+    with reproducible(SEED):  # the out-of-band setup's own stream (core/randomness.py)
+        return small_run(case, fed).fresh_role()
 
 
 class _Recording:
@@ -94,7 +97,8 @@ def honest(case: Case, fed: Federation) -> tuple[dict[int, Trace], NoiseSpy]:
     """What every client was sent in an honest run, and what its mechanisms did (cached)."""
     if _key(case) not in _HONEST:
         traces: dict[int, Trace] = {}
-        with pytest.MonkeyPatch.context() as mp, spying(mp) as spy:
+        # under the seed's stream: the trusted setup _role_factory's roles share
+        with pytest.MonkeyPatch.context() as mp, spying(mp) as spy, reproducible(SEED):
             small_run(case, fed).simulate(wrap_grid=lambda grid: _Recording(grid, traces))
         _HONEST[_key(case)] = traces, spy
     return _HONEST[_key(case)]

@@ -97,6 +97,27 @@ def current_source() -> _SystemSource | ReproducibleSource:
 
 
 @contextmanager
+def out_of_band() -> Iterator[None]:
+    """An out-of-band step (a run's trusted setup: identity keys, run id), which a
+    deployment makes before the run: under :func:`reproducible` (tests) its draws come from
+    a stream of their own, keyed from the test's, and leave the run's stream where it was,
+    so the simulator and a deployment prepared beforehand draw the same secrets in the run.
+    Outside tests: the OS source, unchanged."""
+    global _source
+    previous = _source
+    if not isinstance(previous, ReproducibleSource):
+        yield
+        return
+    side = ReproducibleSource(0)
+    side.key = hashlib.sha256(b"fedlabels out of band|" + previous.key).digest()
+    _source = side
+    try:
+        yield
+    finally:
+        _source = previous
+
+
+@contextmanager
 def reproducible(seed: int) -> Iterator[ReproducibleSource]:
     """Within the block, secret randomness is a deterministic stream: INSECURE, tests only."""
     global _source

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fedlabels.core.randomness import out_of_band
 from fedlabels.data import ClientData, Federation
 from fedlabels.learners import expand_per_client
 from fedlabels.learners.text_input import check_run_input
@@ -152,8 +153,10 @@ def role_factory(method: Method | str, federation: Federation, models: list[Any]
     ctx = plan.context(truth_public=federation.y_public)
     ctx.scaling = federation.public_scaling
     ctx.X_public = federation.X_public  # a server role that distils on U (FedDF)
+    with out_of_band():  # made before the run, as a deployment's prepare makes it
+        trust = method.trusted_setup(plan.settings, len(datasets))
     return RoleFactory(plan, ctx, datasets, federation.X_public, federation.X_test,
-                       federation.y_test, method.trusted_setup(plan.settings, len(datasets)))
+                       federation.y_test, trust)
 
 
 def build_session(method: Method | str, federation: Federation, models: list[Any], *, rounds: int,

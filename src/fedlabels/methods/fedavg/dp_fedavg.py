@@ -32,6 +32,11 @@ w <- w + server_lr · γ · (sum + noise) / (q M) is post-processing of that int
 (:mod:`fedlabels.privacy.discrete_gaussian`). It is accounted by RDP only
 (:mod:`fedlabels.privacy.discrete_accounting`; at q < 1 Zhu & Wang's general Poisson bound).
 
+``aggregation="secure"`` (with ``noise="discrete"``) moves the noise to the clients and
+hides each update from the server: every client adds its own discrete Gaussian share and
+masks its integer update mod 2^k, and the server learns only the group's sum, a client-level
+(ε, δ) against the server too (:mod:`fedlabels.methods.fedavg.dp_fedavg_secure`).
+
 ``level="record"`` is the record-level variant instead: DP-SGD at the clients, a formal
 record-level (ε, δ) against everyone, the server included
 (:mod:`fedlabels.methods.fedavg.dp_fedavg_record`).
@@ -98,8 +103,13 @@ from fedlabels.privacy.ledger import Ledger, LedgerEvents
 ACCOUNTANTS = ("analytic", "rdp", "pld")
 LEVELS = ("client", "record")
 NOISES = ("continuous", "discrete")
+AGGREGATIONS = ("plain", "secure")
 #: client-level options that record-level DP-FedAvg does not read
-_CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant", "noise", "grid")
+_CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant", "noise", "grid",
+                      "aggregation", "min_group")
+#: what aggregation secure runs with (the one line naming the valid combination)
+SECURE_NEEDS = ("aggregation secure runs with level client, noise discrete, sample_rate 1 "
+                "and accountant rdp or none (e.g. --noise discrete --opt aggregation=secure)")
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,16 @@ class DPFedAvgOptions(MethodOptions):
         choices=LEVELS)
     example_clip: float = example_clip_option("level record")
     example_rate: float = example_rate_option("level record")
+    aggregation: str = option(
+        "plain", "plain: the server sees each clipped update and adds the noise (no guarantee "
+        "against the server); secure: each client adds its own share of discrete Gaussian "
+        "noise and masks its integer update so that the server learns only the group's sum "
+        "(client-level (ε, δ) against the server too; needs noise discrete, "
+        "methods/fedavg/dp_fedavg_secure.py)", kind=str, choices=AGGREGATIONS)
+    min_group: int | None = option(
+        None, "aggregation secure: the smallest group a client answers; its noise share has "
+        "variance (σΔ)²/min_group, so min_group honest members carry the full noise; none: "
+        "every client of the run", kind=int, interval=Interval(1, None), nullable=True)
 
     def check(self) -> None:
         given = self.given()
@@ -162,6 +182,21 @@ class DPFedAvgOptions(MethodOptions):
                                  "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
                                  "e.g. --epsilon 8, σ is then calibrated); in Python: "
                                  "fl.run(..., options={'epsilon': 8}).")
+        if self.aggregation == "secure":
+            wrong = [f"{k} {v}" for k, v in (("noise", self.noise),
+                                             ("sample_rate", self.sample_rate),
+                                             ("accountant", self.accountant))
+                     if (k == "noise" and v != "discrete")
+                     or (k == "sample_rate" and v != 1.0)
+                     or (k == "accountant" and v not in (None, "rdp"))]
+            if wrong:
+                why = ("; the server picks each group, so there is no sample secret from it "
+                       "to amplify by" if self.sample_rate != 1.0 else "")
+                raise FedLabelsError(f"dp-fedavg aggregation secure does not run with "
+                                     f"{', '.join(wrong)}: {SECURE_NEEDS}{why}.")
+        elif "min_group" in given:
+            raise FedLabelsError("dp-fedavg option min_group applies only with aggregation "
+                                 f"secure; {SECURE_NEEDS}.")
         if self.noise == "continuous" and "grid" in given:
             raise FedLabelsError("dp-fedavg option grid applies only with noise discrete "
                                  "(--noise discrete --grid G); noise continuous has no grid.")
@@ -404,8 +439,9 @@ class DPFedAvg(Method):
     name = "dp-fedavg"
     description = ("DP-FedAvg: clipped client updates, Gaussian noise σS on the sum, Poisson "
                    "client sampling; client-level (ε, δ) via dp-accounting (noise discrete: "
-                   "integer updates on a grid, discrete Gaussian on their sum; level record: "
-                   "DP-SGD at the clients, record-level)")
+                   "integer updates on a grid, discrete Gaussian on their sum; aggregation "
+                   "secure: each client adds its noise share and masks, the server learns "
+                   "only the sum; level record: DP-SGD at the clients, record-level)")
     options_class = DPFedAvgOptions
     # secret Poisson sampling of clients, accounted for; the DP claim covers the global
     # models, so a canary audit observes the final one
@@ -440,6 +476,15 @@ class DPFedAvg(Method):
             Payload("dpfedavg.dp_update", "n", "metric", source="config", note="level "
                     "record: the client's number of records (aggregation weight), in the "
                     "clear"),
+            Payload("dpfedavg.masked", "masked", "update", covered=True, note="aggregation "
+                    "secure: the client's integer update plus its own discrete Gaussian "
+                    "share, masked mod 2^k by pairwise masks that cancel only in the group's "
+                    "sum (formal client-level (ε, δ) against the server too, set per run in "
+                    "privacy)"),
+            Payload("dpfedavg.key", "pub", "crypto", note="aggregation secure: the client's "
+                    "fresh X25519 public key of the round (no private data)"),
+            Payload("dpfedavg.key", "sig", "crypto", note="aggregation secure: the "
+                    "client's identity-key signature of its round key (no private data)"),
             *EVALUATION_PAYLOADS),
         outside=(
             ("rounds[].server.mean_update_norm", "mean of the clients' pre-clipping update "
@@ -453,6 +498,13 @@ class DPFedAvg(Method):
             ("rounds[].server.sampled_clients", "not computed from private data, but the "
              "subsampling analysis assumes the Poisson sample is hidden; its size is published"),
             ("privacy.sampled_clients_per_round", "the same sample sizes, every round"),
+            ("rounds[].server.attempts", "aggregation secure: the attempts a round took "
+             "(who answered is the server's view, not private data), published without "
+             "noise"),
+            ("rounds[].server.group_size", "aggregation secure: the size of the group whose "
+             "sum was decoded (0: none), published without noise"),
+            ("privacy.attempts_per_round", "the same attempts, every round"),
+            ("privacy.decoded_group_per_round", "the same group sizes, every round"),
             *((key, _WHO_WAS_SAMPLED) for key in (
                 "rounds[].bytes_up", "rounds[].bytes_down", "communication.bytes_up_per_round",
                 "communication.bytes_down_per_round")),
@@ -472,9 +524,22 @@ class DPFedAvg(Method):
                     "rounds; rerun with the new --rounds, or give --noise-multiplier")
         return super().extension_refusal(settings, learners)
 
+    def trusted_setup(self, settings: Settings, n_clients: int) -> Any:
+        """aggregation secure: the sites' identity keys, the roster and the run id
+        (:func:`fedlabels.secure.identity.trusted_setup`); otherwise none."""
+        if settings.options_as(DPFedAvgOptions).aggregation != "secure":
+            return None
+        from fedlabels.secure.identity import trusted_setup
+
+        return trusted_setup(range(n_clients))
+
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
         opts = ctx.settings.options_as(DPFedAvgOptions)
+        if opts.aggregation == "secure":
+            from fedlabels.methods.fedavg.dp_fedavg_secure import DPFedAvgSecureServer
+
+            return DPFedAvgSecureServer(initial_weights(learners, ctx), ctx.settings, opts)
         if opts.level == "record":
             from fedlabels.methods.fedavg.dp_fedavg_record import DPFedAvgRecordServer
 
@@ -484,7 +549,13 @@ class DPFedAvg(Method):
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
                     X_public: np.ndarray | None, X_test: np.ndarray,
                     y_test: np.ndarray) -> ClientRole:
-        if ctx.settings.options_as(DPFedAvgOptions).level == "record":
+        opts = ctx.settings.options_as(DPFedAvgOptions)
+        if opts.aggregation == "secure":
+            from fedlabels.methods.fedavg.dp_fedavg_secure import DPFedAvgSecureClient
+
+            return DPFedAvgSecureClient(cid, data, learner, ctx.settings, None, X_test, y_test,
+                                        trust=ctx.trust)
+        if opts.level == "record":
             from fedlabels.methods.fedavg.dp_fedavg_record import DPFedAvgRecordClient
 
             return DPFedAvgRecordClient(cid, data, learner, ctx.settings, None, X_test, y_test)

@@ -1,0 +1,431 @@
+"""DP-FedAvg with distributed noise under secure aggregation (``aggregation="secure"``).
+
+Kairouz, Liu & Steinke (2021), with Bonawitz et al. (2017)'s pairwise masks. Each round:
+
+1. ``dpfedavg.keys``: the server announces the round's group; each member that accepts it
+   draws a fresh X25519 key pair and returns its public key signed with its identity key
+   (:mod:`fedlabels.secure.identity`, bound to the run, the round, the group and the
+   member's σ, S, γ, min_group, k and d, which every peer checks against its own).
+2. ``dpfedavg.train`` (attempt a = 0, 1, ...): the global weights, the members of this
+   attempt and their signed keys. A member checks everything against its own configuration
+   (its options, its roster), charges the release to its own ledger, trains, rounds its
+   clipped update to the grid (z = rint(clip(Δ)/γ), ‖z‖₂ ≤ Δ = S/γ + √d/2), adds its own
+   share e ~ N_Z(0, (σΔ)²/min_group) drawn from its OS-entropy generator, and returns
+   z + e + M mod 2^k (:mod:`fedlabels.secure.masked_sum`).
+3. Where every member answered, the masks cancel and the server decodes the sum
+   Σ z + Σ e; w <- w + η·γ·sum/M (M: the run's clients). Where one did not, the sum stays
+   masked: the server starts attempt a + 1 with the members that answered, under a new view
+   (new masks) and with new noise; every attempt a member answered is charged.
+
+What each client decides from its own configuration, never from a message: S, γ, σ (given,
+or calibrated from its ε over its planned rounds), the smallest group it answers
+(``min_group``, default every client of the run), the ring's bits k, its roster. It refuses
+a group smaller than ``min_group``, without itself, with a member outside its roster, a key
+without its member's signature, an attempt it already answered, and any release beyond its ε.
+
+Accounting (:mod:`fedlabels.privacy.distributed_discrete`): the server's sum holds at least
+``min_group`` shares of std σΔ/√min_group, a release of the distributed discrete Gaussian,
+charged once per answered attempt. Ring: k is the smallest with 2^{k−1} above
+n·(⌈S/γ⌉ + 1) + 40·σΔ·√(n/min_group) for n = the run's clients (the noise is beyond 40
+standard deviations with probability below e^{-800}), so an honest group's sum never
+wraps; parameters needing more than 64 bits are refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.core.errors import BudgetRefusal, FedLabelsError, RefusedError, refuse_other_value
+from fedlabels.method.base import Grid, Settings
+from fedlabels.method.blocks import GlobalModelServer, WeightsClient
+from fedlabels.method.dpsgd_client import SecretNoiseClient
+from fedlabels.method.state import State, StateValue, prefixed, unprefixed
+from fedlabels.privacy.discrete_gaussian import (
+    NOISE_TAIL_SDS,
+    coordinate_bound,
+    default_grid,
+    encode_update,
+    integer_sensitivity,
+)
+from fedlabels.privacy.events import DistributedDiscreteGaussianEvent
+from fedlabels.privacy.ledger import Ledger, LedgerEvents
+
+#: the attempts a server makes per round before it gives the round up
+MAX_ATTEMPTS = 3
+#: the signature purpose of a member's round key
+KEY_PURPOSE = "dpfedavg-round-key"
+
+
+def members(text: Any) -> list[int]:
+    """``"0,2,3"`` -> [0, 2, 3] (groups travel as config strings)."""
+    return sorted({int(t) for t in str(text).split(",") if t != ""})
+
+
+def members_text(group: list[int]) -> str:
+    return ",".join(str(c) for c in sorted(group))
+
+
+class SecureParameters:
+    """One party's parameters of the mechanism, all from its own options and plan: S, γ,
+    Δ, d, σ, the smallest group, each share's std and the ring's bits."""
+
+    def __init__(self, options: Any, settings: Settings, dim: int) -> None:
+        from fedlabels.privacy.distributed_discrete import (
+            MIN_SHARE_SIGMA,
+            calibrate_distributed_noise_multiplier,
+        )
+        from fedlabels.secure.masked_sum import ring_bits
+
+        self.clip, self.dim, self.delta = float(options.clip), int(dim), float(options.delta)
+        self.grid = float(options.grid or default_grid(self.clip, self.dim))
+        self.sensitivity = integer_sensitivity(self.clip, self.grid, self.dim)
+        n = int(settings.n_clients)
+        self.min_group = int(options.min_group or n)
+        if self.min_group > n:
+            raise FedLabelsError(f"dp-fedavg min_group {self.min_group} exceeds the run's "
+                                 f"{n} clients; no group could be answered.")
+        self.epsilon, self.rounds = options.epsilon, int(settings.rounds)
+        sigma = options.noise_multiplier
+        if sigma is None:
+            sigma = calibrate_distributed_noise_multiplier(
+                options.epsilon, self.delta, self.min_group, self.sensitivity, self.dim,
+                self.rounds)
+        self.sigma = float(sigma)
+        self.share_sigma = self.sigma * self.sensitivity / math.sqrt(self.min_group)
+        if self.share_sigma < MIN_SHARE_SIGMA:
+            raise FedLabelsError(f"dp-fedavg aggregation secure: each client's noise share "
+                                 f"σΔ/√min_group = {self.share_sigma:.3g} grid units is below "
+                                 f"{MIN_SHARE_SIGMA}, where the sum's bound does not hold; "
+                                 "raise the noise multiplier or use a finer --grid.")
+        worst = (n * coordinate_bound(self.clip, self.grid)
+                 + NOISE_TAIL_SDS * self.share_sigma * math.sqrt(n))
+        self.bits = ring_bits(worst)
+
+    def fingerprint(self) -> bytes:
+        """What a member's key signature binds of its parameters: a peer checks it against
+        its own, so every member of a group adds shares of the same size (a member with a
+        smaller share would leave the others with less noise than they account for)."""
+        return (np.asarray([self.sigma, self.clip, self.grid], dtype="<f8").tobytes()
+                + np.asarray([self.min_group, self.bits, self.dim], dtype="<i8").tobytes())
+
+    def event(self, clients: tuple[int, ...] = ()) -> DistributedDiscreteGaussianEvent:
+        """One answered attempt (``clients``: the members asked, on a server's ledger)."""
+        return DistributedDiscreteGaussianEvent(self.sigma, self.min_group, self.clip,
+                                                self.grid, self.sensitivity, self.dim,
+                                                tuple(sorted(clients)))
+
+
+class DPFedAvgSecureClient(SecretNoiseClient, WeightsClient):
+    """A member of the secure aggregation: its own noise share, masks, checks and ledger."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("key_round", "key_group", "attempt")
+    #: a round's attempts after dropouts come within one round
+    multi_step_kinds: ClassVar[frozenset[str]] = frozenset({"dpfedavg.train"})
+
+    def __init__(self, *args: Any, trust: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.trust = trust  # from the site's configuration, never from a message: not state
+        self.handlers["dpfedavg.keys"] = self.on_keys
+        self.handlers["dpfedavg.train"] = self.on_train
+        self.key_round = -1  # the round of the key pair held
+        self.key_group = ""  # the group announced with it
+        self.attempt = -1  # the last attempt answered in that round
+        self.keypair: Any = None
+        self._params: SecureParameters | None = None
+
+    def params(self) -> SecureParameters:
+        """This client's own parameters (its options, its plan, its own model's size)."""
+        if self._params is None:
+            self.ensure_built()
+            dim = int(np.asarray(self.learner.get_weights()).size)
+            self._params = SecureParameters(self.options, self.settings, dim)
+        return self._params
+
+    @property
+    def ledger(self) -> Ledger:
+        """This client's releases, refused beyond its own ε (when it has one)."""
+        if self._ledger is None:
+            self._ledger = Ledger(float(self.options.delta), self.options.epsilon,
+                                  what=f"client {self.cid}")
+        return self._ledger
+
+    def planned_events(self) -> list[Any] | None:
+        params = self.params()
+        return [params.event()] * params.rounds
+
+    def _authenticator(self, rnd: int, group: list[int]) -> Any:
+        if self.trust is None:
+            raise RefusedError(f"client {self.cid}: secure aggregation needs this site's "
+                               "identity key and roster (prepare the deployment with "
+                               "aggregation secure); refusing.")
+        return self.trust.authenticator(rnd, group)  # refuses members outside the roster
+
+    def _check_group(self, group: list[int], what: str) -> None:
+        need = self.params().min_group
+        if self.cid not in group:
+            raise RefusedError(f"client {self.cid}: {what} names the group {group} without "
+                               "this client; refusing.")
+        if len(group) < need:
+            raise RefusedError(f"client {self.cid}: {what} names a group of {len(group)} "
+                               f"but this client answers groups of at least {need} "
+                               "(min_group); refusing.")
+
+    def on_keys(self, message: Message) -> Message:
+        """A fresh key pair for the round, its public key signed for the announced group."""
+        from fedlabels.secure.identity import ANY_PEER, digest
+        from fedlabels.secure.keys import KeyPair, to_u8
+
+        rnd = int(message.config["round"])
+        if rnd <= self.key_round:  # a round's keys once: masks are never reused
+            raise RefusedError(f"client {self.cid}: dpfedavg.keys for round {rnd} after "
+                               f"round {self.key_round}; refusing.")
+        group = members(message.config["participants"])
+        self._check_group(group, "dpfedavg.keys")
+        auth = self._authenticator(rnd, group)
+        self.keypair = KeyPair()
+        self.key_round, self.key_group, self.attempt = rnd, members_text(group), -1
+        pub = to_u8(self.keypair.public)
+        return Message("dpfedavg.key", arrays={
+            "pub": pub, "sig": auth.sign(KEY_PURPOSE, ANY_PEER,
+                                         digest(pub, self.params().fingerprint()))})
+
+    def on_train(self, message: Message) -> Message:
+        """One attempt: checks, the charge, training, the noisy masked integer update."""
+        from fedlabels.privacy.discrete_gaussian import sample_discrete_gaussian
+
+        params = self.params()
+        config = message.config
+        refuse_other_value(self.cid, "aggregation", config.get("aggregation", "plain"),
+                           "secure", read=str)
+        refuse_other_value(self.cid, "noise", config.get("noise", "continuous"), "discrete",
+                           read=str)
+        refuse_other_value(self.cid, "clip", config["clip"], params.clip)
+        refuse_other_value(self.cid, "grid", config["grid"], params.grid)
+        refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
+        rnd, attempt = int(config["round"]), int(config["attempt"])
+        if self.keypair is None or rnd != self.key_round:
+            raise RefusedError(f"client {self.cid}: dpfedavg.train for round {rnd} without "
+                               "this round's dpfedavg.keys; refusing.")
+        if attempt <= self.attempt:  # fresh masks and fresh noise for every attempt
+            raise RefusedError(f"client {self.cid}: attempt {attempt} of round {rnd} again "
+                               f"(answered up to {self.attempt}); refusing.")
+        group = members(config["participants"])
+        self._check_group(group, "dpfedavg.train")
+        keyed = members(self.key_group)
+        outside = sorted(set(group) - set(keyed))
+        if outside:
+            raise RefusedError(f"client {self.cid}: dpfedavg.train adds clients {outside} "
+                               "to the round's group; refusing.")
+        peers = self._verified_keys(message, rnd, keyed, group)
+        start = np.array(message.arrays["weights"], dtype=np.float32)
+        if start.size != params.dim:
+            raise RefusedError(f"client {self.cid}: the global weights have {start.size} "
+                               f"values, this client's model {params.dim}; refusing.")
+        self.attempt = attempt
+        self.charge(params.event())  # before anything leaves; refused beyond its ε
+        self.local_steps_from(message)
+        z, _ = encode_update(self.learner.get_weights() - start, params.clip, params.grid)
+        noise = sample_discrete_gaussian(params.share_sigma, params.dim, self.noise_rng)
+        return Message("dpfedavg.masked", arrays={
+            "masked": self._masked(z.astype(np.int64).ravel() + noise, rnd, attempt, group,
+                                   peers)})
+
+    def _verified_keys(self, message: Message, rnd: int, keyed: list[int],
+                       group: list[int]) -> dict[int, bytes]:
+        """The group's public keys, each checked against its member's roster key."""
+        from fedlabels.secure.identity import ANY_PEER, digest
+
+        auth = self._authenticator(rnd, keyed)
+        peers = {}
+        for c in group:
+            if c == self.cid:
+                continue
+            pub = message.arrays.get(f"pub_{c}")
+            if pub is None:
+                raise RefusedError(f"client {self.cid}: dpfedavg.train lacks client {c}'s "
+                                   "key; refusing.")
+            # signed over the peer's parameters: checked against this client's own
+            auth.verify(c, KEY_PURPOSE, ANY_PEER, message.arrays.get(f"sig_{c}"),
+                        digest(np.asarray(pub, dtype=np.uint8), self.params().fingerprint()))
+            peers[c] = np.asarray(pub, dtype=np.uint8).tobytes()
+        return peers
+
+    def _masked(self, values: np.ndarray, rnd: int, attempt: int, group: list[int],
+                peers: Mapping[int, bytes]) -> np.ndarray:
+        from fedlabels.secure.masked_sum import group_view, mask_keys, mask_vector
+
+        keys = mask_keys(self.keypair, self.cid, peers, group_view(rnd, attempt, group))
+        return mask_vector(values, self.cid, keys, attempt, self.params().bits)
+
+    def state_dict(self) -> State:
+        state = super().state_dict()
+        if self.keypair is not None:
+            state.update(prefixed("keypair", self.keypair.to_state()))
+        return state
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        super().load_state_dict(state)
+        part = unprefixed("keypair", state)
+        self.keypair = None
+        if part:
+            from fedlabels.secure.keys import KeyPair
+
+            self.keypair = KeyPair.from_state(part)
+
+
+class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
+    """Announces each round's group, relays the signed keys, sums the masked vectors."""
+
+    state_attrs: ClassVar[tuple[str, ...]] = ("events", "attempts", "group_sizes")
+
+    def __init__(self, initial: np.ndarray, settings: Settings, options: Any) -> None:
+        super().__init__(initial, settings.period)
+        self.options = options
+        self.params = SecureParameters(options, settings, int(np.asarray(initial).size))
+        self.server_lr = float(options.server_lr)
+        self.n_clients = int(settings.n_clients)
+        self.ledger = Ledger(self.params.delta, options.epsilon, what="each client",
+                             per_client=True)
+        self.ledger.check_plan([self.params.event()] * settings.rounds,
+                               f"{settings.rounds} round(s)")
+        self.attempts: list[int] = []  # per round: the attempts made
+        self.group_sizes: list[int] = []  # per round: the group whose sum was decoded (0: none)
+
+    def check_reply(self, cid: int, request: Message, reply: Message) -> None:
+        from fedlabels.method.replies import MalformedReply
+        from fedlabels.secure.masked_sum import ring_dtype
+
+        super().check_reply(cid, request, reply)
+        expect = {"dpfedavg.key": {"pub": (np.dtype(np.uint8), 32),
+                                   "sig": (np.dtype(np.uint8), 64)},
+                  "dpfedavg.masked": {"masked": (ring_dtype(self.params.bits),
+                                                 int(self.weights.size))}}.get(reply.kind)
+        for key, (dtype, size) in (expect or {}).items():
+            arr = reply.arrays.get(key)
+            if arr is None or np.asarray(arr).dtype != dtype or np.asarray(arr).size != size:
+                raise MalformedReply(f"client {cid}'s {reply.kind} needs {key} as {size} "
+                                     f"values of {dtype}.")
+
+    def run_round(self, rnd: int, grid: Grid) -> dict[str, float]:
+        group = sorted(grid.client_ids)
+        announce = Message("dpfedavg.keys", config={"round": rnd,
+                                                    "participants": members_text(group)})
+        keys = grid.exchange({c: announce for c in group}, rnd) if group else {}
+        group = sorted(keys)
+        attempts, decoded = 0, 0
+        while attempts < MAX_ATTEMPTS and len(group) >= self.params.min_group:
+            try:  # every member asked is charged, on the server's ledger as on its own
+                self.ledger.add(self.params.event(tuple(group)))
+            except BudgetRefusal:
+                break  # an honest server stops asking once a member's budget is spent
+            replies = grid.exchange(self._train_messages(rnd, attempts, group, keys), rnd)
+            attempts += 1
+            if set(replies) == set(group):
+                self._apply(replies)
+                decoded = len(group)
+                break
+            group = sorted(replies)  # the masks of a missing member never cancel: again
+        self.attempts.append(attempts)
+        self.group_sizes.append(decoded)
+        return {"attempts": float(attempts), "group_size": float(decoded)}
+
+    def _train_messages(self, rnd: int, attempt: int, group: list[int],
+                        keys: Mapping[int, Message]) -> dict[int, Message]:
+        p = self.params
+        arrays: dict[str, np.ndarray] = {"weights": self.weights}
+        for c in group:
+            arrays[f"pub_{c}"] = keys[c].arrays["pub"]
+            arrays[f"sig_{c}"] = keys[c].arrays["sig"]
+        message = Message("dpfedavg.train", arrays=arrays, config={
+            "round": rnd, "attempt": attempt, "participants": members_text(group),
+            "steps": self.period, "clip": p.clip, "grid": p.grid, "noise": "discrete",
+            "aggregation": "secure", "bits": p.bits})
+        return {c: message for c in group}
+
+    def _apply(self, replies: Mapping[int, Message]) -> None:
+        """The decoded sum (integers, noise included) applied: post-processing."""
+        from fedlabels.secure.masked_sum import ring_sum
+
+        total = ring_sum((replies[c].arrays["masked"] for c in sorted(replies)),
+                         self.params.bits, int(self.weights.size))
+        step = self.server_lr * self.params.grid * total.reshape(self.weights.shape)
+        self.weights = (self.weights + step / self.n_clients).astype(np.float32)
+
+    def result_extra(self) -> dict[str, Any]:
+        p = self.params
+        spent = self.ledger.spent()
+        return {"privacy": {
+            "method": "dp-fedavg",
+            "aggregation": "secure",
+            "mechanism": "distributed discrete Gaussian under secure aggregation: each "
+                         "client adds N_Z(0, (σΔ)²/min_group) to its integer update and masks "
+                         "it; the server learns only the group's sum",
+            **spent.to_dict(),
+            "noise_multiplier": p.sigma,
+            "noise_multiplier_source": (f"calibrated from target epsilon {p.epsilon}"
+                                        if options_epsilon(self.options) else "given"),
+            "noise": "discrete",
+            "clip_norm": p.clip,
+            "grid": p.grid,
+            "min_group": p.min_group,
+            "share_std_grid_units": p.share_sigma,
+            "ring_bits": p.bits,
+            "sensitivity": {"value": p.sensitivity, "norm": "L2", "unit": "grid units",
+                            "source": "clipping to S and nearest rounding to the grid γ, "
+                                      "checked exactly on the integers by each client"},
+            "attempts_per_round": self.attempts,
+            "decoded_group_per_round": self.group_sizes,
+            "rounds_accounted": len(self.attempts),
+            "releases_accounted": len(self.events),
+            "target": self.ledger.target_view("attempt", p.rounds, len(self.events),
+                                              enforced=CLIENTS_ENFORCE),
+            "accounting": "RDP of a sum of min_group discrete Gaussian shares (Kairouz, Liu "
+                          "& Steinke 2021, Prop. 14, with its τ term), one release per "
+                          "attempt a client answered, converted by dp-accounting's RDP "
+                          "conversion; no subsampling",
+            "guarantee": "formal",
+            "guarantee_against": GUARANTEE_AGAINST,
+            "neighbouring": p.event().neighbouring,
+            "unit": "per client (its whole dataset), over the whole run; the worst client",
+            "assumptions": list(SECURE_ASSUMPTIONS),
+        }}
+
+
+def options_epsilon(options: Any) -> bool:
+    return options.noise_multiplier is None and options.epsilon is not None
+
+
+CLIENTS_ENFORCE = ("each client charges every attempt it answers to its own ledger and "
+                   "refuses one beyond its own ε; the server stops asking at the same point")
+GUARANTEE_AGAINST = ("the server (honest-but-curious or deviating: it sees only masked "
+                     "vectors and the group's noisy sum), other clients and anyone observing "
+                     "the global models; against a server colluding with t members of a "
+                     "group of n, the noise left is the n − t honest shares, σ scaled by "
+                     "√((n − t)/min_group)")
+SECURE_ASSUMPTIONS = (
+    "each client follows the protocol: it clips, rounds, adds its own share from its OS "
+    "entropy and masks; the noise and σ come from its own options, never from a message",
+    "at least min_group members of every group whose sum is decoded are honest and do not "
+    "collude with the server (colluding members know their shares: with t of them in a "
+    "group of n, the honest noise has variance (n − t)(σΔ)²/min_group)",
+    "the roster of identity keys is distributed out of band (no Sybil keys); X25519, "
+    "HKDF-SHA256, ChaCha20 and Ed25519 are secure",
+    "the guarantee covers the server's whole view and the sequence of global models; a "
+    "forged dropout makes a client answer another attempt, each charged as a release",
+    "outside it: who is in each group, the group sizes and attempts, the model's size, the "
+    "grid, the ring's bits, the round keys, and the clients' local models after their last "
+    "local training",
+)
+
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "DPFedAvgSecureClient",
+    "DPFedAvgSecureServer",
+    "SecureParameters",
+]

@@ -1,0 +1,290 @@
+"""DP-FedAvg with ``aggregation="secure"``: the masks cancel in the group's sum and nowhere
+else, the server cannot read a client's update from what it holds (it can without secure
+aggregation), a deviating server is refused, every answered attempt is charged, the noise
+is not the run seed's, and the inapplicable options are one-line errors (the accountant:
+tests/test_distributed_discrete.py)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import fedlabels as fl
+from fedlabels.comm import Message
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError
+from fedlabels.engines.inprocess import CommMeter, InProcessGrid
+from fedlabels.learners import as_models
+from fedlabels.methods.fedavg import dp_fedavg_secure
+from fedlabels.methods.fedavg.dp_fedavg import DPFedAvgOptions
+from fedlabels.privacy import discrete_gaussian
+from fedlabels.privacy.distributed_discrete import distributed_discrete_epsilon
+from fedlabels.runs.session import Session, build_session
+from fedlabels.secure import masked_sum
+from fedlabels.secure.identity import Identity
+from fedlabels.secure.keys import SecureProtocolError
+
+SECURE = {"noise": "discrete", "aggregation": "secure", "noise_multiplier": 1.0}
+
+
+@pytest.fixture(scope="module")
+def fed() -> fl.Federation:
+    return fl.load_federation("breast_cancer", clients=3, seed=0)
+
+
+def session(fed: fl.Federation, rounds: int = 2, seed: int = 0, **options: Any) -> Session:
+    return build_session("dp-fedavg", fed, as_models("mlp(hidden=8)"), rounds=rounds,
+                         period=2, seed=seed, options={**SECURE, **options})
+
+
+class Spy:
+    """Records what each client masks (its integer update plus noise) and its noise."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.values: dict[int, np.ndarray] = {}
+        self.noise: list[tuple[float, np.ndarray]] = []
+        mask, sample = masked_sum.mask_vector, discrete_gaussian.sample_discrete_gaussian
+
+        def mask_vector(values: np.ndarray, my_id: int, *args: Any) -> np.ndarray:
+            self.values[my_id] = np.asarray(values, dtype=np.int64).copy()
+            return mask(values, my_id, *args)
+
+        def sampler(sigma: float, size: int, rng: np.random.Generator) -> np.ndarray:
+            out = sample(sigma, size, rng)
+            self.noise.append((sigma, out.copy()))
+            return out
+
+        monkeypatch.setattr(masked_sum, "mask_vector", mask_vector)
+        monkeypatch.setattr(discrete_gaussian, "sample_discrete_gaussian", sampler)
+
+
+class Recording:
+    """A grid that keeps every reply, and may swallow chosen ones (a forged dropout: the
+    client answered, the server says it did not)."""
+
+    def __init__(self, inner: InProcessGrid, swallow: set[tuple[int, int, int]] | None = None
+                 ) -> None:
+        if swallow is None:
+            swallow = set()
+        self.inner, self.swallow = inner, set(swallow)
+        self.replies: list[tuple[int, Message, Message]] = []
+
+    @property
+    def client_ids(self) -> list[int]:
+        return self.inner.client_ids
+
+    def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
+        replies = self.inner.exchange(messages, rnd)
+        out = {}
+        for cid, reply in replies.items():
+            self.replies.append((cid, messages[cid], reply))
+            request = messages[cid]
+            attempt = int(request.config.get("attempt", -1))
+            if request.kind == "dpfedavg.train" and (rnd, attempt, cid) in self.swallow:
+                continue
+            out[cid] = reply
+        return out
+
+
+def grid_of(s: Session, swallow: set[tuple[int, int, int]] | None = None) -> Recording:
+    if swallow is None:
+        swallow = set()
+    return Recording(InProcessGrid(s.clients, CommMeter()), swallow)
+
+
+def test_masks_cancel_in_the_group_sum_exactly(fed: fl.Federation,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = Spy(monkeypatch)
+    s = session(fed)
+    server = s.server
+    assert isinstance(server, dp_fedavg_secure.DPFedAvgSecureServer)
+    before = server.weights.astype(np.float64).copy()
+    grid = grid_of(s)
+    assert server.run_round(0, grid)["group_size"] == 3.0
+    plain = sum(spy.values[c] for c in range(3))
+    masked = [r.arrays["masked"] for _, q, r in grid.replies if r.kind == "dpfedavg.masked"]
+    p = server.params
+    assert np.array_equal(masked_sum.ring_sum(masked, p.bits, plain.size), plain)
+    # the global step is γ·sum/M of that exact integer sum
+    step = (server.weights.astype(np.float64) - before) * 3 / p.grid
+    np.testing.assert_allclose(step.ravel(), plain, atol=1e-2 * max(1, np.abs(plain).max()))
+    # a sum that lacks one member stays masked: nothing like the plain sum of the others
+    partial = masked_sum.ring_sum(masked[:2], p.bits, plain.size)
+    others = spy.values[0] + spy.values[1]
+    assert np.mean(partial == others) < 0.01
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(a.astype(np.float64), b.astype(np.float64))[0, 1])
+
+
+def test_server_cannot_read_an_update_it_can_read_without_secure_aggregation(
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: read client 0's update from its reply, as the signed integers it holds.
+    Without secure aggregation (noise discrete, aggregation plain) the reply is the update;
+    with it the reply is uniform in Z_{2^k} and uncorrelated with the update."""
+    from fedlabels.privacy.discrete_gaussian import encode_update
+
+    plain_s = build_session("dp-fedavg", fed, as_models("mlp(hidden=8)"), rounds=1, period=2,
+                            seed=0, options={"noise": "discrete", "noise_multiplier": 1.0})
+    grid = grid_of(plain_s)
+    plain_s.server.run_round(0, grid)
+    read = next(r.arrays["update"] for c, _, r in grid.replies if c == 0)
+    learner = plain_s.clients[0].learner
+    start = next(q.arrays["weights"] for c, q, _ in grid.replies if c == 0)
+    truth, _ = encode_update(learner.get_weights() - start, 1.0, plain_s.server.grid)
+    assert np.array_equal(read, truth)  # the attack succeeds without secure aggregation
+
+    spy = Spy(monkeypatch)
+    s = session(fed, rounds=1)
+    grid = grid_of(s)
+    s.server.run_round(0, grid)
+    bits = s.server.params.bits
+    held = next(r.arrays["masked"] for c, _, r in grid.replies
+            if c == 0 and r.kind == "dpfedavg.masked")
+    signed = masked_sum.ring_sum([held], bits, held.size)
+    noise = spy.noise[0][1]
+    update = spy.values[0] - noise  # what client 0 rounded: its update on the grid
+    assert abs(_correlation(signed, update)) < 0.3  # 5 sd of a null correlation at d = 258
+    assert not np.array_equal(signed, update)
+    # each residue is uniform on [0, 2^k) (Kolmogorov-Smirnov against the uniform)
+    assert stats.kstest(held.astype(np.float64) / 2 ** bits, "uniform").pvalue > 1e-3
+
+
+def test_forged_dropout_charges_every_answered_attempt(fed: fl.Federation) -> None:
+    s = session(fed, rounds=2, min_group=2)
+    server = s.server
+    grid = grid_of(s, swallow=frozenset({(0, 0, 2)}))  # round 0, attempt 0: client 2's reply "lost"
+    first = server.run_round(0, grid)
+    assert first == {"attempts": 2.0, "group_size": 2.0}
+    server.run_round(1, grid)
+    p = server.params
+    answered = {0: 3, 1: 3, 2: 2}  # attempts each client answered over the two rounds
+    for cid, n in answered.items():
+        ledger = s.clients[cid].ledger  # type: ignore[attr-defined]
+        assert len(ledger.events) == n
+        want = distributed_discrete_epsilon(p.sigma, 2, p.sensitivity, p.dim, n, 1e-5)
+        assert ledger.spent().epsilon == pytest.approx(want, rel=1e-12)
+    from fedlabels.privacy.ledger import account_per_client
+
+    _worst, each = account_per_client(server.events, 1e-5)
+    assert {c: e.epsilon for c, e in each.items()} == pytest.approx(
+        {c: distributed_discrete_epsilon(p.sigma, 2, p.sensitivity, p.dim, n, 1e-5)
+         for c, n in answered.items()})
+
+
+def _keys_round(s: Session, group: str, rnd: int = 0) -> dict[int, Message]:
+    announce = Message("dpfedavg.keys", config={"round": rnd, "participants": group})
+    return {c: s.clients[c].handle(announce) for c in (0, 1, 2)}
+
+
+def _train(keys: Mapping[int, Message], group: list[int], rnd: int = 0, attempt: int = 0,
+           **config: Any) -> Message:
+    p = config.pop("params")
+    arrays: dict[str, np.ndarray] = {"weights": config.pop("weights")}
+    for c in group:
+        arrays[f"pub_{c}"] = keys[c].arrays["pub"]
+        arrays[f"sig_{c}"] = keys[c].arrays["sig"]
+    return Message("dpfedavg.train", arrays=arrays, config={
+        "round": rnd, "attempt": attempt, "participants": ",".join(map(str, group)),
+        "steps": 1, "clip": p.clip, "grid": p.grid, "noise": "discrete",
+        "aggregation": "secure", "bits": p.bits, **config})
+
+
+def test_a_deviating_server_is_refused(fed: fl.Federation,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    s = session(fed, min_group=3)
+    client = s.clients[0]
+    with pytest.raises(RefusedError, match="at least 3"):  # a group below min_group
+        client.handle(Message("dpfedavg.keys", config={"round": 0, "participants": "0,1"}))
+    with pytest.raises(SecureProtocolError, match=r"\[7\].*roster"):  # a Sybil
+        client.handle(Message("dpfedavg.keys", config={"round": 0,
+                                                       "participants": "0,1,2,7"}))
+    keys = _keys_round(s, "0,1,2")
+    p, weights = s.server.params, s.server.weights
+    # a key swapped for the server's own, signed by an identity outside the roster
+    forged = dict(keys)
+    mallory = Identity()
+    from fedlabels.secure.identity import ANY_PEER, digest
+    from fedlabels.secure.keys import KeyPair, to_u8
+
+    pub = to_u8(KeyPair().public)
+    statement = s.clients[1].trust.authenticator(0, [0, 1, 2])._statement(  # type: ignore
+        dp_fedavg_secure.KEY_PURPOSE, 1, ANY_PEER, digest(pub, p.fingerprint()))
+    forged[1] = Message("dpfedavg.key", arrays={"pub": pub,
+                                                "sig": to_u8(mallory.sign(statement))})
+    with pytest.raises(SecureProtocolError, match="signature"):
+        client.handle(_train(forged, [0, 1, 2], params=p, weights=weights))
+    # a member whose own options give smaller shares (min_group 2: a group of 2 would
+    # carry the client's accounted noise, not a group of 3): its signed key is refused
+    from dataclasses import replace
+
+    other = session(fed, min_group=3)
+    small = other.clients[1]
+    small._params = dp_fedavg_secure.SecureParameters(  # type: ignore[attr-defined]
+        replace(small.options, min_group=2), small.settings, p.dim)
+    other_keys = _keys_round(other, "0,1,2")
+    with pytest.raises(SecureProtocolError, match="client 1's dpfedavg-round-key"):
+        other.clients[0].handle(_train(other_keys, [0, 1, 2], params=p, weights=weights))
+    # less noise, or no secure aggregation, than the client's own options
+    for change in ({"aggregation": "plain"}, {"noise": "continuous"},
+                   {"grid": p.grid * 2}, {"clip": p.clip * 10}):
+        with pytest.raises(ParameterRefusal):
+            client.handle(_train(keys, [0, 1, 2], params=p, weights=weights, **change))
+    with pytest.raises(RefusedError, match="at least 3"):  # shrunk at train time
+        client.handle(_train(keys, [0, 1], params=p, weights=weights))
+    assert not client.ledger.events  # nothing released, nothing charged
+    spy = Spy(monkeypatch)
+    client.handle(_train(keys, [0, 1, 2], params=p, weights=weights))
+    with pytest.raises(RefusedError, match="attempt 0 of round 0 again"):  # mask reuse
+        client.handle(_train(keys, [0, 1, 2], params=p, weights=weights))
+    # the share's σ is the client's own σΔ/√min_group, whatever the group announced
+    assert spy.noise[0][0] == pytest.approx(p.sigma * p.sensitivity / math.sqrt(3))
+
+
+def test_the_share_is_not_the_run_seeds(fed: fl.Federation,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = Spy(monkeypatch)
+    for _ in range(2):
+        s = session(fed, rounds=1, seed=5)
+        s.server.run_round(0, grid_of(s))
+    assert len(spy.noise) == 6
+    assert not np.array_equal(spy.noise[0][1], spy.noise[3][1])  # same seed, new noise
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"noise_multiplier": 1.0, "aggregation": "secure"}, "noise continuous"),
+    ({"noise_multiplier": 1.0, "aggregation": "secure", "noise": "discrete",
+      "sample_rate": 0.5}, "sample_rate 0.5"),
+    ({"noise_multiplier": 1.0, "aggregation": "secure", "noise": "discrete",
+      "accountant": "pld"}, "accountant pld"),
+    ({"epsilon": 4.0, "aggregation": "secure", "level": "record"}, "level client"),
+    ({"noise_multiplier": 1.0, "noise": "discrete", "min_group": 2}, "aggregation secure"),
+    ({"noise_multiplier": 1.0, "aggregation": "mixed"}, "plain"),
+])
+def test_inapplicable_combinations_are_one_line_errors(options: dict[str, Any],
+                                                       match: str) -> None:
+    with pytest.raises(FedLabelsError, match=match) as err:
+        DPFedAvgOptions.from_mapping(options, "dp-fedavg")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.filterwarnings("ignore::fedlabels.core.errors.RunCaveatWarning")
+def test_a_secure_run_states_its_guarantee(fed: fl.Federation) -> None:
+    r = fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=2, seed=0,
+               options={"noise": "discrete", "aggregation": "secure", "epsilon": 8.0,
+                        "min_group": 2})
+    p = r.extra["privacy"]
+    assert p["aggregation"] == "secure" and p["guarantee"] == "formal"
+    assert "the server" in p["guarantee_against"] and p["min_group"] == 2
+    assert p["epsilon"] <= 8.0 and p["attempts_per_round"] == [1, 1]
+    sens = p["sensitivity"]["value"]
+    assert p["share_std_grid_units"] == pytest.approx(
+        p["noise_multiplier"] * sens / math.sqrt(2))
+    with pytest.raises(FedLabelsError, match="min_group 4 exceeds"):
+        fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=1, seed=0,
+               options={**SECURE, "min_group": 4})
