@@ -288,3 +288,23 @@ def test_a_secure_run_states_its_guarantee(fed: fl.Federation) -> None:
     with pytest.raises(FedLabelsError, match="min_group 4 exceeds"):
         fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=1, seed=0,
                options={**SECURE, "min_group": 4})
+
+
+def test_rounds_that_decoded_no_sum_are_a_run_caveat(fed: fl.Federation) -> None:
+    """Dropouts below min_group (the default: every client) leave rounds with no decoded
+    sum; the run says which, not only a flat accuracy curve."""
+    from fedlabels.results.caveats import undecoded_rounds_warning
+
+    with pytest.warns(fl.RunCaveatWarning, match=r"decoded no sum under secure aggregation"):
+        res = fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=4, seed=0, dropout=0.5,
+                     options={"noise": "discrete", "aggregation": "secure", "epsilon": 8.0})
+    decoded = res.extra["privacy"]["decoded_group_per_round"]
+    skipped = [i + 1 for i, size in enumerate(decoded) if not size]
+    assert skipped  # with 3 clients and a dropout of 0.5, some round lacks one
+    line = undecoded_rounds_warning(res)
+    assert line is not None and f"{len(skipped)} of {len(decoded)} rounds" in line
+    assert "min_group = 3" in line
+    everyone = fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=2, seed=0,
+                      options={"noise": "discrete", "aggregation": "secure", "epsilon": 8.0})
+    assert all(everyone.extra["privacy"]["decoded_group_per_round"])
+    assert undecoded_rounds_warning(everyone) is None

@@ -99,7 +99,7 @@ def run_warnings(res: RunResult) -> list[str]:
     if line:
         out.append(line)
     for line in (lost_clients_warning(res), declined_evaluation_warning(res),
-                 site_ledgers_warning(res)):
+                 site_ledgers_warning(res), undecoded_rounds_warning(res)):
         if line:
             out.append(line)
     return out
@@ -177,6 +177,24 @@ def declined_evaluation_warning(res: RunResult) -> str | None:
     of = f" of {total}" if isinstance(total, int) else ""
     return (f"{declined}{of} site(s) declined evaluation (node config evaluate=false): the "
             "accuracy is the other sites'")
+
+
+def undecoded_rounds_warning(res: RunResult) -> str | None:
+    """A sentence when rounds of a run under secure aggregation (DP-FedAvg ``aggregation
+    secure``) decoded no sum, so the global model did not move in them: the group that
+    answered was below ``min_group``, or members dropped out in every attempt."""
+    privacy = res.extra.get("privacy") or {}
+    decoded = privacy.get("decoded_group_per_round")
+    if not isinstance(decoded, list) or all(decoded):
+        return None
+    skipped = [i + 1 for i, size in enumerate(decoded) if not size]
+    shown = ", ".join(map(str, skipped[:8])) + (", ..." if len(skipped) > 8 else "")
+    which = f"round{'s' if len(skipped) > 1 else ''} {shown}"
+    return (f"{len(skipped)} of {len(decoded)} rounds ({which}) decoded no sum under "
+            "secure aggregation, so the global model did not change in them: fewer clients "
+            f"answered than min_group = {privacy.get('min_group')}, or a member dropped out "
+            "in every attempt; a smaller --opt min_group lets smaller groups through (each "
+            "client's noise share grows to keep ε)")
 
 
 def lost_clients_warning(res: RunResult) -> str | None:
