@@ -78,12 +78,18 @@ def test_a_forged_file_naming_other_callables_is_refused(tmp_path, entry):
     assert not marker.exists()
 
 
-def test_an_object_array_is_not_unpickled(tmp_path):
+@pytest.mark.parametrize(("manifest", "refused"), [
+    ({}, "is not a fedlabels models file"),
+    ({"format": "fedlabels-models/2", "payload": {"$t": "dict", "k": ["models"],
+                                                  "v": [[{"$t": "nd", "i": 0}]]}},
+     r"cannot be read as a fedlabels models file \(ValueError\)"),  # the array asked for
+])
+def test_an_object_array_is_not_unpickled(tmp_path, manifest, refused):
     marker = tmp_path / "made"
     payload = np.empty(1, dtype=object)
     payload[0] = _RunsCode(marker)
-    np.savez(tmp_path / "x.models.npz", manifest=np.array("{}"), a0=payload)
-    with pytest.raises(FedLabelsError, match="cannot be read"):
+    np.savez(tmp_path / "x.models.npz", manifest=np.array(json.dumps(manifest)), a0=payload)
+    with pytest.raises(FedLabelsError, match=refused):
         read_models_file(tmp_path / "x.models.npz")
     assert not marker.exists()
 

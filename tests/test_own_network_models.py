@@ -135,8 +135,9 @@ def test_a_tampered_own_network_file_is_refused_in_one_line(nets, tmp_path, rows
         arrays[f"a{entry['i']}"] = np.zeros((3, 3), dtype=np.float32)
 
     _tamper(models_file, wrong_shape)
+    loaded = fl.load_run(path, trust_modules=[MODULE])  # the models are built when used
     with pytest.raises(FedLabelsError, match=r"model.0.weight has shape \(3, 3\)") as err:
-        fl.load_run(path, trust_modules=[MODULE])
+        loaded.predict(rows)
     assert len(str(err.value).splitlines()) == 1
 
     def other_module(manifest, arrays):
@@ -161,5 +162,5 @@ def test_a_tampered_own_network_file_is_refused_in_one_line(nets, tmp_path, rows
     _tamper(models_file, imported_function)
     with pytest.raises(FedLabelsError, match=rf"names {MODULE}:torch.load, which is not a "
                                              rf"function or class that module") as err:
-        fl.load_run(path, trust_modules=[MODULE])
+        fl.load_run(path, trust_modules=[MODULE]).predict(rows)
     assert len(str(err.value).splitlines()) == 1

@@ -334,19 +334,23 @@ def load_run(path: str | Path, *, models: bool = True,
     :meth:`RunResult.save` wrote it) with, unless ``models=False``, its clients' models and
     preprocessing from ``X.models.npz`` beside it, so that ``load_run(path).predict(new)``
     works as on the run's own result (loading the models file never runs code from it).
+    The models file is read and its names and preprocessing checked now; its models are
+    built (and their arrays checked: a NaN or a wrong shape is a one-line error naming the
+    array) when first used, by ``predict``, ``predict_proba``, ``score``, ``save`` or
+    ``client_models``, so reading a run for its figures or rounds does not build them.
     A run of your own network (``module:mynets:make_net``, ``fl.TorchModel``) rebuilds it
     by importing its module, which runs that code: only with ``trust_modules=["mynets"]``
     (else a one-line error naming the module)."""
     from fedlabels.core.files import given_path
     from fedlabels.data.preprocessing import Preprocessing
     from fedlabels.results import load_result
-    from fedlabels.results.models_file import load_models
+    from fedlabels.results.models_file import open_models
 
     path = given_path(path, "load_run's path")
     result = load_result(path)
     if models:
-        payload = load_models(path, trust_modules)
-        result.client_models = list(payload["models"])
+        payload, decode = open_models(path, trust_modules)
+        result.decode_models_on_use(decode)
         result.feature_names = list(payload.get("feature_names") or [])
         saved = payload.get("preprocessing")
         result.preprocessing = None if saved is None else Preprocessing.from_dict(saved)

@@ -11,6 +11,7 @@ nearest neighbours on constant data: 220 times, at 10 MB).
 
 from __future__ import annotations
 
+import io
 import os
 import zipfile
 from pathlib import Path
@@ -23,13 +24,13 @@ RATIO = 64
 SLACK = 256 << 20
 
 
-def check_inflated_size(path: str | Path, what: str) -> None:
-    """Refuse (one line) the ``.npz`` at ``path`` (the ``what``) if its members inflate to
-    more than :data:`RATIO` times its size plus :data:`SLACK`. Not a zip, or unreadable:
-    nothing to say here, ``np.load`` reports it."""
+def check_inflated_size(path: str | Path, what: str, data: bytes | None = None) -> None:
+    """Refuse (one line) the ``.npz`` at ``path`` (the ``what``; ``data``: its bytes, read
+    already) if its members inflate to more than :data:`RATIO` times its size plus
+    :data:`SLACK`. Not a zip, or unreadable: nothing to say here, ``np.load`` reports it."""
     try:
-        size = os.path.getsize(path)
-        with zipfile.ZipFile(path) as zf:
+        size = os.path.getsize(path) if data is None else len(data)
+        with zipfile.ZipFile(path if data is None else io.BytesIO(data)) as zf:
             inflated = sum(info.file_size for info in zf.infolist())
     except (OSError, zipfile.BadZipFile, ValueError):
         return

@@ -528,33 +528,118 @@ def _deflates(data: memoryview) -> bool:
 def read_models_file(path: Path, trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Read a file of :func:`write_models_file`; only allow-listed types are built, and
     your own networks' factories only from the modules in ``trusted``."""
-    from fedlabels.core.npz_size import check_inflated_size
+    archive = ModelsArchive(path, trusted)
+    return {key: archive.decode(key) for key in archive.entries}
 
-    check_inflated_size(path, "models file")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        manifest = json.loads(str(arrays.pop("manifest")[()]))
-    except Exception as exc:  # not an npz of ours, truncated, or an object array
-        raise FedLabelsError(f"{path} cannot be read as a fedlabels models file "
-                             f"({type(exc).__name__}); re-run the run to write it "
-                             "again.") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}); re-run "
-                             "the run to write it again.")
-    try:
-        payload = _Reader(arrays, trusted).decode(manifest.get("payload"))
-    except MalformedArrayError as exc:
-        raise FedLabelsError(f"{path} is not a valid fedlabels models file: {exc}; re-run the "
-                             "run to write it again.") from None
-    except FedLabelsError:
-        raise
-    except Exception as exc:  # a forged or damaged manifest: a missing key, a wrong type,
-        # an array index that is not in the file, nesting too deep (RecursionError), or
-        # state an allowed class refuses; a file this module wrote never raises here
-        raise FedLabelsError(f"{path} is not a valid fedlabels models file (an entry is "
-                             f"malformed: {type(exc).__name__}); re-run the run to write it "
-                             "again.") from None
-    if not isinstance(payload, dict):
-        raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}).")
-    return payload
+
+class ModelsArchive:
+    """A models file read once (its bytes kept, its manifest parsed), whose payload's
+    entries are decoded one at a time, when asked: ``fl.load_run`` decodes the names and the
+    preprocessing at once and the models (the bulk of the work) when they are first used.
+    Every error is one line naming the file; a malformed array is named when its entry is
+    decoded."""
+
+    def __init__(self, path: Path, trusted: frozenset[str] = frozenset()) -> None:
+        from fedlabels.core.npz_size import check_inflated_size
+
+        self.path, self.trusted = path, trusted
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise FedLabelsError(f"{path} cannot be read as a fedlabels models file "
+                                 f"({type(exc).__name__}); re-run the run to write it "
+                                 "again.") from None
+        check_inflated_size(path, "models file", data)
+        try:  # the bytes read once: what is decoded later is what was checked here
+            self._npz = np.load(io.BytesIO(data), allow_pickle=False)
+            manifest = json.loads(str(self._npz["manifest"][()]))
+        except Exception as exc:  # not an npz of ours, truncated, or an object array
+            raise FedLabelsError(f"{path} cannot be read as a fedlabels models file "
+                                 f"({type(exc).__name__}); re-run the run to write it "
+                                 "again.") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT}); re-run "
+                                 "the run to write it again.")
+        entries = _entries(manifest.get("payload"))
+        if entries is None:  # not a table of names: decoded whole, to say what it is
+            payload = self._decoded(manifest.get("payload"), "")
+            raise FedLabelsError(f"{path} is not a fedlabels models file ({FORMAT})."
+                                 if not isinstance(payload, dict) else
+                                 f"{path} is not a valid fedlabels models file (an entry is "
+                                 "malformed); re-run the run to write it again.")
+        self.entries: dict[str, Any] = entries  # name -> value as encoded (a list: a list)
+
+    def decode(self, key: str) -> Any:
+        """The value of entry ``key``, its arrays read from the bytes kept."""
+        return self._decoded(self.entries[key], _member("", key))
+
+    def check_networks(self, key: str = "models") -> None:
+        """Refuse now (one line), building nothing, a list ``key`` of models one of which is
+        your own network from a module not trusted, or one that cannot be rebuilt."""
+        from fedlabels.results.own_network import trusted_factory
+
+        entries = self.entries.get(key)
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and entry.get("$t") == "learner" and "network" in entry:
+                trusted_factory(entry["network"], self.trusted,
+                                lambda value: self._decoded(value, key))
+
+    def _decoded(self, value: Any, where: str) -> Any:
+        path = self.path
+        try:
+            return _Reader(_ArraysRead(self._npz), self.trusted).decode(value, where)
+        except MalformedArrayError as exc:
+            raise FedLabelsError(f"{path} is not a valid fedlabels models file: {exc}; re-run "
+                                 "the run to write it again.") from None
+        except _UnreadableArray as exc:
+            raise FedLabelsError(f"{path} cannot be read as a fedlabels models file ({exc}); "
+                                 "re-run the run to write it again.") from None
+        except FedLabelsError:
+            raise
+        except Exception as exc:  # a forged or damaged manifest: a missing key, a wrong type,
+            # an array index that is not in the file, nesting too deep (RecursionError), or
+            # state an allowed class refuses; a file this module wrote never raises here
+            raise FedLabelsError(f"{path} is not a valid fedlabels models file (an entry is "
+                                 f"malformed: {type(exc).__name__}); re-run the run to write "
+                                 "it again.") from None
+
+
+def _entries(payload: Any) -> dict[str, Any] | None:
+    """The encoded payload (a dict of names) as {name: encoded value}; None if it is not
+    one (a forged manifest)."""
+    if not isinstance(payload, dict) or payload.get("$t") != "dict":
+        return None
+    keys, values = payload.get("k"), payload.get("v")
+    if not isinstance(keys, list) or not isinstance(values, list) \
+            or len(keys) != len(values) or not all(isinstance(k, str) for k in keys):
+        return None
+    return dict(zip(keys, values, strict=True))
+
+
+class _UnreadableArray(Exception):
+    """A member of the archive that ``np.load`` cannot read without pickle, or at all."""
+
+
+class _ArraysRead(Mapping[str, np.ndarray]):
+    """An ``.npz``'s arrays, each read from it when first asked for (an array several
+    models share, FedAvg's global weights, once)."""
+
+    def __init__(self, npz: Any) -> None:
+        self.npz = npz
+        self.read: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.read:
+            try:
+                self.read[name] = self.npz[name]
+            except KeyError:
+                raise
+            except Exception as exc:  # a damaged member, or an object array (no pickle)
+                raise _UnreadableArray(type(exc).__name__) from None
+        return self.read[name]
+
+    def __iter__(self) -> Any:
+        return iter(self.npz.files)
+
+    def __len__(self) -> int:
+        return len(self.npz.files)

@@ -12,7 +12,7 @@ Earlier versions' ``.models.pkl`` files are refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,17 @@ def load_models(path: str | Path,
     """Read a payload written by :func:`save_models` (from a ``.json`` or ``.models.npz``);
     only the model types fedlabels writes are built, nothing is unpickled; your own network
     only if its factory's module is in ``trust_modules`` (importing it runs its code)."""
-    from fedlabels.results.model_format import read_models_file
+    payload, models = open_models(path, trust_modules)
+    return {**payload, "models": models()}
+
+
+def open_models(path: str | Path, trust_modules: Iterable[str] | None = None
+                ) -> tuple[dict[str, Any], Callable[[], list[Any]]]:
+    """:func:`load_models` in two steps: the file is read and its entries other than the
+    models decoded and checked now; the models are built (and their arrays checked) by the
+    function returned, from the bytes read now (``fl.load_run``: when first used). Every
+    error is one line."""
+    from fedlabels.results.model_format import ModelsArchive
     from fedlabels.results.own_network import trusted_modules
 
     trusted = trusted_modules(trust_modules)
@@ -88,7 +98,11 @@ def load_models(path: str | Path,
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
                              "the result JSON, except models it cannot save (it warned then) "
                              "and runs of older versions or other engines.")
-    return _checked_payload(read_models_file(path, trusted), path)
+    archive = ModelsArchive(path, trusted)
+    payload = {key: archive.decode(key) for key in archive.entries if key != "models"}
+    _check_entries(payload, archive.entries.get("models"), path)
+    archive.check_networks("models")  # your own network's trust: now, not on first use
+    return payload, lambda: _checked_models(archive.decode("models"), path)
 
 
 #: the payload's entries that readers index, and the types :func:`save_models` writes
@@ -97,22 +111,28 @@ _PAYLOAD_TYPES: dict[str, type | tuple[type, ...]] = {
     "class_descriptions": list, "preprocessing": (dict, type(None))}
 
 
-def _checked_payload(payload: dict[str, Any], path: Path) -> dict[str, Any]:
-    """``payload`` if it has the entries :func:`save_models` writes, of their types, and a
-    model that predicts for each client (a forged file's ``{"models": 5}`` was a traceback
-    in ``inspect`` and ``predict``); else a one-line error."""
+def _check_entries(payload: dict[str, Any], models: Any, path: Path) -> None:
+    """Refuse (one line) a ``payload`` (``models`` aside, as encoded: a list is a list)
+    without the entries :func:`save_models` writes, or with one of another type (a forged
+    file's ``{"models": 5}`` was a traceback in ``inspect`` and ``predict``)."""
     for key, kind in _PAYLOAD_TYPES.items():
-        if not isinstance(payload.get(key), kind):
+        if not isinstance(models if key == "models" else payload.get(key), kind):
             raise FedLabelsError(f"{path} is not a valid fedlabels models file (its "
                                  f"{key!r} is missing or of the wrong type); re-run the run to "
                                  "write it again.")
     texts = payload["model_specs"] + payload["feature_names"] + payload["class_names"]
-    if not all(isinstance(t, str) for t in texts) or not all(
-            callable(getattr(m, "predict", None)) for m in payload["models"]):
-        raise FedLabelsError(f"{path} is not a valid fedlabels models file (a model or a "
-                             "name is not what fedlabels writes); re-run the run to write it "
-                             "again.")
-    return payload
+    if not all(isinstance(t, str) for t in texts):
+        raise FedLabelsError(f"{path} is not a valid fedlabels models file (a name is not "
+                             "what fedlabels writes); re-run the run to write it again.")
+
+
+def _checked_models(models: Any, path: Path) -> list[Any]:
+    """``models`` if each one predicts; else a one-line error."""
+    if not isinstance(models, list) or not all(
+            callable(getattr(m, "predict", None)) for m in models):
+        raise FedLabelsError(f"{path} is not a valid fedlabels models file (a model is not "
+                             "what fedlabels writes); re-run the run to write it again.")
+    return models
 
 
 def _no_models_note(result: Path) -> str | None:

@@ -85,12 +85,11 @@ def unrebuildable_note(record: dict[str, Any]) -> str:
             "module:mynets:make_net), then run again")
 
 
-def rebuild_factory(record: Any, trusted: frozenset[str],
-                    decode: Callable[[Any], Any]) -> Any:
-    """The factory ``record`` names, imported only if its module is in ``trusted`` (or a
-    package of it is); ``decode`` reads its keyword arguments."""
-    from fedlabels.learners.net_specs import BoundFactory, import_factory
-
+def trusted_factory(record: Any, trusted: frozenset[str], decode: Callable[[Any], Any]
+                    ) -> tuple[str, str, dict[str, Any]]:
+    """The module, name and keyword arguments of the factory ``record`` names, if it can be
+    rebuilt and its module is in ``trusted`` (or a package of it is); else a one-line error.
+    Nothing is imported: ``fl.load_run`` checks this before it builds any model."""
     if not isinstance(record, dict):
         raise FedLabelsError("a models file entry names no network factory.")
     if "unrebuildable" in record:
@@ -111,6 +110,16 @@ def rebuild_factory(record: Any, trusted: frozenset[str],
             f"the models file's network is your own code ({spec}); rebuilding it imports and "
             f"runs module {module!r}, so it is done only if you trust that code: pass "
             f"--trust-module {module} (Python: fl.load_run(path, trust_modules=[{module!r}])).")
+    return module, name, kwargs
+
+
+def rebuild_factory(record: Any, trusted: frozenset[str],
+                    decode: Callable[[Any], Any]) -> Any:
+    """The factory ``record`` names, imported only if its module is in ``trusted`` (or a
+    package of it is); ``decode`` reads its keyword arguments."""
+    from fedlabels.learners.net_specs import BoundFactory, import_factory
+
+    module, name, kwargs = trusted_factory(record, trusted, decode)
     factory = import_factory(f"{module}:{name}")
     if not _defined_in(factory, module, name):  # not what a run records: refuse to call it
         raise FedLabelsError(f"the models file names {module}:{name}, which is not a function "

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import refuse_special_file, write_atomic
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     import pandas as pd
 
@@ -64,6 +64,43 @@ class RoundRecord:
         return out
 
 
+class _ModelsOnFirstUse:
+    """:attr:`RunResult.client_models`: a list, or (a run read by ``fl.load_run``) the
+    function that decodes the models from its file, called when the attribute is first
+    read; its list is then kept. A failed decoding raises each time, keeping the function."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _ModelsOnFirstUse: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> list[Any]: ...
+
+    def __get__(self, obj: object | None, owner: type | None = None
+                ) -> list[Any] | _ModelsOnFirstUse:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.slot]
+        if isinstance(value, _Decode):
+            value = obj.__dict__[self.slot] = value.decode()
+        return cast("list[Any]", value)
+
+    def __set__(self, obj: object, value: Iterable[Any]) -> None:
+        given: object = value
+        obj.__dict__[self.slot] = [] if given is self else \
+            value if isinstance(value, list) else list(value)
+
+    def defer(self, obj: object, decode: Callable[[], list[Any]]) -> None:
+        obj.__dict__[self.slot] = _Decode(decode)
+
+
+@dataclass(frozen=True)
+class _Decode:
+    decode: Callable[[], list[Any]]
+
+
 @dataclass
 class RunResult:
     """The outcome of one run of one method (what :func:`fedlabels.run` returns and
@@ -77,7 +114,8 @@ class RunResult:
     as :attr:`privacy`, :attr:`clinical`, or :meth:`to_dict`). Kept in memory only, not in
     the JSON: ``client_models`` (the clients' final models), ``feature_names`` and
     ``preprocessing`` (raw rows to model inputs), which :meth:`predict` uses; a run read
-    by ``load_run`` has them from its models file.
+    by ``load_run`` has them from its models file, its ``client_models`` decoded when first
+    used (:meth:`decode_models_on_use`).
     """
 
     method: str
@@ -91,11 +129,18 @@ class RunResult:
     wall_seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
     # the clients' final models (in-process runs only; not written to JSON)
-    client_models: list[Any] = field(default_factory=list, repr=False, compare=False)
+    client_models: _ModelsOnFirstUse = field(default=_ModelsOnFirstUse(), repr=False,
+                                             compare=False)
     # the federation's feature names, for inspecting those models (not written to JSON)
     feature_names: list[str] = field(default_factory=list, repr=False, compare=False)
     # raw features -> model inputs (fedlabels.results.predict; not written to JSON)
     preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
+
+    def decode_models_on_use(self, decode: Callable[[], list[Any]]) -> None:
+        """Have :attr:`client_models` be ``decode()``, called when it is first read
+        (``predict``, ``predict_proba``, ``score``, ``save`` or the attribute itself), not
+        now: ``fl.load_run`` gives a run's figures without building its models."""
+        type(self).client_models.defer(self, decode)
 
     def __repr__(self) -> str:
         """One line: what ran and how it ended (no arrays, no per-round records)."""

@@ -1,0 +1,119 @@
+"""``fl.load_run`` reads the models file once and builds the clients' models when they are
+first used; a damaged file is still refused in one line, naming the array."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import fedlabels as fl
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import models_path
+from fedlabels.results import model_format
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A FedCT run with logistic regressions on wine (3 clients), saved, and raw rows."""
+    from sklearn.datasets import load_wine
+
+    path = tmp_path_factory.mktemp("run") / "r.json"
+    result = fl.run("fedct", "wine", model="logreg", clients=3, rounds=1, seed=0,
+                    progress=False)
+    result.save(path)
+    rows = load_wine(as_frame=True).data.iloc[:40]
+    return path, result, rows
+
+
+def _built(monkeypatch) -> list[str]:
+    """The objects the models file's reader builds from now on (class names)."""
+    built: list[str] = []
+    rebuild = model_format._Reader.rebuild
+
+    def counting(self, value, where=""):
+        obj = rebuild(self, value, where)
+        built.append(type(obj).__name__)
+        return obj
+
+    monkeypatch.setattr(model_format._Reader, "rebuild", counting)
+    return built
+
+
+def test_load_run_builds_the_models_on_first_use_from_the_bytes_read_at_load(
+        saved, tmp_path, monkeypatch):
+    """load_run built every client's model at load, for a run read only for its figures
+    (a forest's 10 clients: 0.44 s of CPU, docs/usage.md); now reading the result builds
+    none, and predict, score and client_models build them once, from the file as it was
+    read (a file replaced since is not read)."""
+    path, result, rows = saved
+    copy = tmp_path / "r.json"
+    shutil.copy(path, copy)
+    shutil.copy(models_path(path), models_path(copy))
+    built = _built(monkeypatch)
+    loaded = fl.load_run(copy)
+    assert loaded.final == result.final and list(loaded.classes_) == list(result.classes_)
+    assert built == []  # the figures, the classes, the names: no model built
+    other = fl.run("fedct", "wine", model="logreg", clients=4, rounds=1, seed=1,
+                   progress=False)
+    other.save(copy, overwrite=True)  # the file replaced after load_run read it
+    expected = result.predict(rows)
+    assert np.array_equal(loaded.predict(rows), expected)
+    assert built.count("LogisticRegression") == 3
+    assert loaded.score(rows, expected) == 1.0 and len(loaded.client_models) == 3
+    assert built.count("LogisticRegression") == 3  # built once
+    X = result.preprocessing.transform(rows)
+    for mine, again in zip(result.client_models, loaded.client_models, strict=True):
+        assert np.array_equal(mine.predict_proba(X), again.predict_proba(X))
+
+
+def _edit_coef(path, edit) -> None:
+    """Rewrite the first client's ``coef_`` array of the models file at ``path``."""
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    manifest = json.loads(str(arrays["manifest"][()]))
+    payload = manifest["payload"]
+    first = payload["v"][payload["k"].index("models")][0]
+
+    def coef(node):
+        if isinstance(node, dict):
+            if node.get("$t") == "dict" and "coef_" in node["k"]:
+                return node["v"][node["k"].index("coef_")]["i"]
+            return next((i for v in node.values() if (i := coef(v)) is not None), None)
+        if isinstance(node, list):
+            return next((i for v in node if (i := coef(v)) is not None), None)
+        return None
+
+    key = f"a{coef(first)}"
+    arrays[key] = edit(arrays[key].copy())
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(("edit", "refused"), [
+    (lambda a: np.where(np.arange(a.size).reshape(a.shape) == 0, np.nan, a),
+     r"its array models\[0\]\.coef_ holds 1 NaN or infinite value"),
+    (lambda a: a[:, :-1], r"its array models\[0\]\.coef_ has shape \(3, 12\) where the model "
+                          r"\(LogisticRegression, 13 input features\) needs 3x13"),
+], ids=["nan", "shape"])
+def test_a_damaged_array_is_refused_on_first_use_naming_it(saved, tmp_path, edit, refused):
+    """The run's figures read as before; every use of the models says, in one line and
+    each time, which array is damaged (a NaN weight predicted one class for every row)."""
+    path, result, rows = saved
+    copy = tmp_path / "r.json"
+    shutil.copy(path, copy)
+    shutil.copy(models_path(path), models_path(copy))
+    _edit_coef(models_path(copy), edit)
+    loaded = fl.load_run(copy)
+    assert loaded.final == result.final and loaded.to_frame().shape == result.to_frame().shape
+    uses = [lambda: loaded.predict(rows), lambda: loaded.predict_proba(rows),
+            lambda: loaded.score(rows, result.predict(rows)), lambda: loaded.client_models,
+            lambda: loaded.save(tmp_path / "again.json")]
+    for use in uses + uses[:1]:  # refused again, not taken as no models
+        with pytest.raises(FedLabelsError, match=f"{models_path(copy)} is not a valid "
+                                                 f"fedlabels models file: {refused}") as err:
+            use()
+        assert "\n" not in str(err.value)
+    assert not (tmp_path / "again.json").exists()
+    assert fl.load_run(copy, models=False).client_models == []
