@@ -13,6 +13,7 @@ import fedlabels as fl
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import models_path
 from fedlabels.results import model_format
+from fedlabels.results.model_format import write_models_file
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +118,27 @@ def test_a_damaged_array_is_refused_on_first_use_naming_it(saved, tmp_path, edit
         assert "\n" not in str(err.value)
     assert not (tmp_path / "again.json").exists()
     assert fl.load_run(copy, models=False).client_models == []
+
+
+def test_a_models_file_of_an_earlier_version_without_class_descriptions_loads(saved,
+                                                                            tmp_path):
+    """A models file written before class_descriptions was added (fedlabels of 26-28 Nov
+    2026: the same format, that entry absent) was refused as 'not a valid fedlabels models
+    file (its class_descriptions is missing)'; it reads as no descriptions."""
+    from fedlabels.results.models_file import load_models
+
+    path, result, rows = saved
+    old = tmp_path / "old.json"
+    shutil.copy(path, old)
+    payload = load_models(path)
+    assert payload["class_descriptions"] == []
+    del payload["class_descriptions"]  # what save_models wrote then
+    write_models_file(models_path(old), payload)
+    loaded = fl.load_run(old)
+    assert np.array_equal(loaded.predict(rows), result.predict(rows))
+    assert load_models(old)["class_descriptions"] == []
+    payload["class_descriptions"] = "not a list"  # present and wrong: still refused
+    write_models_file(models_path(old), payload)
+    with pytest.raises(FedLabelsError, match=r"its 'class_descriptions' is missing or of the "
+                                             r"wrong type"):
+        fl.load_run(old)

@@ -109,12 +109,18 @@ def open_models(path: str | Path, trust_modules: Iterable[str] | None = None
 _PAYLOAD_TYPES: dict[str, type | tuple[type, ...]] = {
     "models": list, "model_specs": list, "feature_names": list, "class_names": list,
     "class_descriptions": list, "preprocessing": (dict, type(None))}
+#: entries written since the format's first version, and what a file without them means
+_ADDED_LATER: dict[str, Any] = {"class_descriptions": []}  # none described (before 11-28)
 
 
 def _check_entries(payload: dict[str, Any], models: Any, path: Path) -> None:
     """Refuse (one line) a ``payload`` (``models`` aside, as encoded: a list is a list)
     without the entries :func:`save_models` writes, or with one of another type (a forged
-    file's ``{"models": 5}`` was a traceback in ``inspect`` and ``predict``)."""
+    file's ``{"models": 5}`` was a traceback in ``inspect`` and ``predict``); an entry
+    added since the format's first version is filled in where an earlier fedlabels left it
+    out."""
+    for key, default in _ADDED_LATER.items():
+        payload.setdefault(key, default)
     for key, kind in _PAYLOAD_TYPES.items():
         if not isinstance(models if key == "models" else payload.get(key), kind):
             raise FedLabelsError(f"{path} is not a valid fedlabels models file (its "
