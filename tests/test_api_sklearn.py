@@ -387,6 +387,39 @@ def test_a_run_by_name_and_on_a_federation_of_one_setup_report_as_one_configurat
     assert not any("dirichlet" in label for label in labels)  # not a difference
 
 
+def test_a_cli_run_and_a_federation_run_of_one_setup_report_one_partition_and_sizes(
+        tmp_path):
+    """`fedlabels run --private-per-client 20` records private null and private_per_client
+    20; fl.run on load_federation(..., private_per_client=20) recorded private 60 and no
+    private_per_client, so fl.report gave one setup as two configurations
+    ('private_per_client=20' / 'no private_per_client'). The api's record of a Federation
+    and the report's reading of a result now come from one function of the federation's
+    summary (results/built.py): the same partition, the same sizes, one configuration."""
+    from fedlabels.cli import main
+    from fedlabels.data.partition import parse_partition
+    from fedlabels.reporting.plots import run_settings
+    from fedlabels.reporting.report import group_runs
+
+    out = tmp_path / "cli.json"
+    assert main(["run", "--method", "fedct", "--dataset", "breast_cancer", "--model", "dt",
+                 "--rounds", "1", "--clients", "3", "--partition", "dirichlet:0.5",
+                 "--private-per-client", "20", "--seed", "0", "--no-progress", "--output",
+                 str(out)]) == 0
+    cli = fl.load_run(out, models=False)
+    assert cli.config["partition"] == "dirichlet:0.5" and cli.config["private"] is None
+    fed = fl.load_federation("breast_cancer", clients=3, partition="dirichlet:0.5",
+                             private_per_client=20, seed=1)
+    on_fed = fl.run("fedct", fed, model="dt", rounds=1, progress=False, seed=1)
+    canonical = str(parse_partition("dirichlet:0.5"))  # the partitioner's own text
+    assert canonical != "dirichlet:0.5"
+    assert on_fed.config["partition"] == run_settings(on_fed)["partition"] == canonical
+    assert run_settings(cli)["partition"] == canonical
+    total = sum(len(c) for c in fed.clients)
+    assert total == 20 * 3 == on_fed.config["private"] == run_settings(cli)["private"]
+    assert run_settings(cli)["private_per_client"] is None
+    assert [[r.seed for r in g.runs] for g in group_runs([cli, on_fed])] == [[0, 1]]
+
+
 def test_a_label_columns_name_or_a_test_share_is_refused_with_the_call_that_works(data):
     """make_federation(df, "target") said 'X has 569 rows but y has 1 labels', and test=0.2
     'test must be an integer' without naming test_fraction."""

@@ -125,17 +125,11 @@ def _built_with(federation: Federation) -> dict[str, Any]:
     """The settings a :class:`Federation` given to :func:`run` was built with, recorded in
     the result's configuration in place of ``RunConfig``'s defaults (which said ``partition
     'iid'`` and no sizes for any federation, so ``fl.report`` pooled runs on an iid and a
-    Dirichlet federation as one configuration's seeds)."""
-    info = federation.info
-    shift = info.get("unlabeled_shift")
-    pca = info.get("public_pca")
-    return {"clients": federation.n_clients,
-            "partition": info.get("partition"),  # None: a Federation built by hand
-            "unlabeled": len(federation.X_public),
-            "private": sum(len(c) for c in federation.clients),
-            "test": len(federation.y_test),
-            "unlabeled_shift": shift.get("S", 0.0) if isinstance(shift, dict) else 0.0,
-            "public_pca": pca.get("components") if isinstance(pca, dict) else None}
+    Dirichlet federation as one configuration's seeds); read as ``fl.report`` reads a
+    result's federation (:func:`~fedlabels.results.built.built_settings`)."""
+    from fedlabels.results.built import built_settings
+
+    return built_settings(federation.summary())
 
 
 def _check_watching(progress: Any, on_round: Any = None) -> None:

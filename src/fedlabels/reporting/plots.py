@@ -177,19 +177,25 @@ def run_settings(res: RunResult) -> dict[str, Any]:
 
 def _as_built(res: RunResult) -> dict[str, Any]:
     """The partition and sizes the run's federation was built with, from its result's
-    ``federation`` summary: the partition's canonical text (``dirichlet:0.5,0.5``, where
-    ``fedlabels run`` records ``dirichlet:0.5`` as given) and, for the sizes a configuration
-    left to the dataset (``None``), those built; so a run by dataset name, one on a
-    :class:`Federation` and a result of an earlier version read as one configuration."""
-    fed = res.federation or {}
+    ``federation`` summary, read as ``fl.run`` records a :class:`Federation`'s
+    (:func:`~fedlabels.results.built.built_settings`): the partition's canonical text
+    (``dirichlet:0.5,0.5``, where ``fedlabels run`` records ``dirichlet:0.5`` as given)
+    and, for the sizes a configuration left to the dataset (``None``), those built, the
+    private examples as their total (``private_per_client`` asks for it another way); so a
+    run by dataset name, one on a :class:`Federation` and a result of an earlier version
+    read as one configuration."""
+    from fedlabels.results.built import built_settings
+
+    built = built_settings(res.federation or {})
     config = res.config or {}
     out: dict[str, Any] = {}
-    if isinstance(fed.get("partition"), str):
-        out["partition"] = fed["partition"]
-    for key, built in (("unlabeled", "n_public"), ("private", "n_private"),
-                       ("test", "n_test")):
-        if config.get(key) is None and isinstance(fed.get(built), int):
-            out[key] = fed[built]
+    if built["partition"] is not None:
+        out["partition"] = built["partition"]
+    for key in ("unlabeled", "private", "test"):
+        if config.get(key) is None and key in built:
+            out[key] = built[key]
+    if config.get("private_per_client") is not None and "private" in built:
+        out["private"], out["private_per_client"] = built["private"], None
     return out
 
 

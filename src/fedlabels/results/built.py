@@ -1,0 +1,34 @@
+"""How a run's federation was built, as the run parameters that build it, read from the
+federation's summary (:meth:`~fedlabels.data.federation.Federation.summary`, a result's
+``federation``): the one reading of it that ``fl.run`` records for a :class:`Federation`
+(``api``) and that ``fl.report`` and ``fl.plot`` compare runs by (``reporting/plots``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def built_settings(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``clients``; ``partition`` as its canonical text (``dirichlet:0.5,0.5`` where it was
+    asked as ``dirichlet:0.5``; ``None``: none recorded, a federation built by hand or a
+    result of an earlier version); the sizes built, ``unlabeled``, ``private`` (over all
+    clients: ``private_per_client`` asks for the same total another way) and ``test``;
+    ``unlabeled_shift`` (its S) and ``public_pca`` (its components). A size or count the
+    summary lacks is left out."""
+    out: dict[str, Any] = {}
+    if isinstance(summary.get("n_clients"), int):
+        out["clients"] = summary["n_clients"]
+    partition = summary.get("partition")
+    out["partition"] = partition if isinstance(partition, str) else None
+    sizes = summary.get("client_sizes")
+    private = sum(sizes) if isinstance(sizes, list) and all(
+        isinstance(s, int) for s in sizes) else summary.get("n_private")
+    for key, built in (("unlabeled", summary.get("n_public")), ("private", private),
+                       ("test", summary.get("n_test"))):
+        if isinstance(built, int):
+            out[key] = built
+    shift, pca = summary.get("unlabeled_shift"), summary.get("public_pca")
+    out["unlabeled_shift"] = shift.get("S", 0.0) if isinstance(shift, dict) else 0.0
+    out["public_pca"] = pca.get("components") if isinstance(pca, dict) else None
+    return out
