@@ -3,7 +3,9 @@ tfidf learner, text-vs-numeric refusals and an end-to-end FedCT run on text."""
 
 import io
 import json
+import sys
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -142,6 +144,42 @@ def test_csv_text_column_is_the_single_feature(tmp_path):
         load_federation(f"csv:{path}:stars", text_column="reveiw")
     with pytest.raises(FedLabelsError, match=r"'stars' is the target"):
         load_federation(f"csv:{path}:stars", text_column="stars")
+
+
+_OPENED: list[str] | None = None  # what the audit hook below records, while a list
+_HOOKED: list[bool] = []  # an audit hook stays for the process: added once
+
+
+def _record_opens(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED is not None and isinstance(args[0], str | Path):
+        _OPENED.append(str(Path(args[0]).resolve()))
+
+
+def test_a_text_column_is_parsed_from_one_read_of_the_table(tmp_path):
+    """--text-column read a csv: table twice: with pandas' defaults, then its text column
+    again as written ('NA' a text), so a table rewritten between the two reads paired one
+    version's texts with the other's labels and rows. The file is opened once now (counted
+    by Python's audit events) and both parses read those bytes; each text keeps the label
+    its row has in the file."""
+    import pandas as pd
+
+    global _OPENED
+    path = _csv(tmp_path)
+    table = pd.read_csv(path, keep_default_na=False)
+    written = dict(zip(table["review"], table["stars"], strict=True))
+    if not _HOOKED:
+        sys.addaudithook(_record_opens)
+        _HOOKED.append(True)
+    _OPENED = []
+    try:
+        fed = load_federation(f"csv:{path}:stars", clients=3, text_column="review", seed=0)
+        opened = [p for p in _OPENED if p == str(path.resolve())]
+    finally:
+        _OPENED = None
+    assert len(opened) == 1
+    pairs = [(t, fed.class_names[c]) for d in fed.clients for t, c in zip(d.X, d.y,
+                                                                            strict=True)]
+    assert len(pairs) > 0 and all(written[t] == label for t, label in pairs)
 
 
 def test_a_text_column_without_text_column_says_to_name_it(tmp_path):

@@ -49,10 +49,18 @@ def _separator_hint(path: Path, header: str, sep: str) -> str:
             f"{flag} (TOML: sep = {found!r}).")
 
 
-def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any, Any]:
-    """Features (a DataFrame) and the target column of ``path``; every problem one line."""
+def read_csv_table(path: Path, target: str, sep: str | None = None,
+                   text_column: str | None = None) -> tuple[Any, Any]:
+    """Features (a DataFrame) and the target column of ``path``; every problem one line.
+    ``text_column`` (``--text-column``): that column read as written ("NA", "None" and
+    "null" are texts; :data:`TEXTS_AS_WRITTEN`), the others as pandas reads them, from one
+    read of the file."""
     sep = normalise_sep(sep) or ","
-    frame = read_csv_frame(path, sep, f" (one of them {target!r})")
+    data = None if text_column is None else _file_bytes(path)
+    frame = read_csv_frame(path, sep, f" (one of them {target!r})", data=data)
+    if text_column is not None and text_column in frame.columns and text_column != target:
+        written = read_csv_frame(path, sep, texts=True, usecols=[text_column], data=data)
+        frame[text_column] = written[text_column].to_numpy()
     columns = [str(c) for c in frame.columns]
     if target not in columns:
         hint = _separator_hint(path, _first_line(path), sep) if len(columns) == 1 else ""
@@ -75,22 +83,39 @@ def read_csv_table(path: Path, target: str, sep: str | None = None) -> tuple[Any
 TEXTS_AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}
 
 
-def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *,
-                   texts: bool = False, usecols: list[str] | None = None) -> Any:
-    """The table in ``path`` as a DataFrame (separator ``sep``, default ``,``); a missing,
-    empty, non-UTF-8 or unparsable file is one line naming it. ``texts``: cells read as
-    written, only empty ones missing (:data:`TEXTS_AS_WRITTEN`); ``usecols``: those
-    columns only."""
-    import pandas as pd  # lazily: importing fedlabels must not load pandas
+def _file_bytes(path: Path) -> bytes:
+    """The bytes of the CSV file ``path`` (one line if it is not a readable file)."""
+    _check_is_file(path)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise FedLabelsError(f"cannot read CSV file {path}: {exc.strerror or exc}.") from None
 
-    sep = normalise_sep(sep) or ","
+
+def _check_is_file(path: Path) -> None:
     if not path.is_file():
         from fedlabels.core.files import not_a_file
 
         raise FedLabelsError(f"CSV file {path} {not_a_file(path)}.")
+
+
+def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *,
+                   texts: bool = False, usecols: list[str] | None = None,
+                   data: bytes | None = None) -> Any:
+    """The table in ``path`` as a DataFrame (separator ``sep``, default ``,``); a missing,
+    empty, non-UTF-8 or unparsable file is one line naming it. ``texts``: cells read as
+    written, only empty ones missing (:data:`TEXTS_AS_WRITTEN`); ``usecols``: those
+    columns only; ``data``: the file's bytes, read already (the file is not read again)."""
+    import io
+
+    import pandas as pd  # lazily: importing fedlabels must not load pandas
+
+    sep = normalise_sep(sep) or ","
+    if data is None:
+        _check_is_file(path)
     try:
-        return pd.read_csv(path, sep=sep, usecols=usecols,
-                           **(TEXTS_AS_WRITTEN if texts else {}))
+        return pd.read_csv(path if data is None else io.BytesIO(data), sep=sep,
+                           usecols=usecols, **(TEXTS_AS_WRITTEN if texts else {}))
     except pd.errors.EmptyDataError:
         raise FedLabelsError(f"CSV file {path} is empty: it needs a header line naming the "
                              f"columns{columns_hint} and at least one row.") from None

@@ -28,7 +28,8 @@ def load_table(dataset: str, *, sep: str | None = None,
     ``image_size``, which also applies to an ``imagefolder:``; :mod:`fedlabels.data.images`).
     """
     info = get_dataset(dataset, sep=sep, image_size=image_size)
-    raw = info.load()
+    raw = info.load() if text_column is None or info.load_texts is None else \
+        info.load_texts(text_column)  # a table's texts as written, from one read of it
     if image_column is not None:
         from fedlabels.data.federation import LazyRows
         from fedlabels.data.images import (
@@ -48,10 +49,9 @@ def load_table(dataset: str, *, sep: str | None = None,
                              image_input=image_input(images.shape, parse_size(image_size),
                                                      images.peak, image_column))
     if text_column is not None:
-        from fedlabels.data.text import text_feature, texts_as_written
+        from fedlabels.data.text import text_feature
 
-        X = texts_as_written(info, raw.X, text_column, sep)
-        return info, replace(raw, X=text_feature(info, X, text_column, features, drop))
+        return info, replace(raw, X=text_feature(info, raw.X, text_column, features, drop))
     if features is None and drop is None and info.target is None:
         return info, raw
     from fedlabels.data.columns import drop_index_columns, parse_columns, select_columns

@@ -51,6 +51,8 @@ class DatasetInfo:
     fetch: Callable[..., Path] | None = None
     fetched_marker: Callable[[], Path] | None = None
     target: str | None = None  # the label column of a table (a CSV's TARGET)
+    # a table's load with one column read as written (--text-column: "NA" is a text)
+    load_texts: Callable[[str], LoadedDataset] | None = None
     task: str = "classification"  # or "regression" (a numeric target)
     missing: str = "refuse"  # make_federation's policy for feature gaps (NaN)
 
@@ -215,14 +217,14 @@ def _csv_info(spec: str, sep: str | None) -> DatasetInfo:
         raise FedLabelsError(f"invalid CSV dataset {spec!r}; use csv:PATH:TARGET_COLUMN.")
     path = Path(path_str).expanduser()
 
-    def load() -> LoadedDataset:
+    def load(text_column: str | None = None) -> LoadedDataset:
         from fedlabels.data.csv_table import read_csv_table
 
-        return LoadedDataset(*read_csv_table(path, target, sep))
+        return LoadedDataset(*read_csv_table(path, target, sep, text_column))
 
     return DatasetInfo(spec, f"user table {path}, target {target!r}", "local CSV", load,
                        defaults={"n_unlabeled": None, "n_private": None, "n_test": None},
-                       target=target)
+                       target=target, load_texts=load)
 
 
 def _image_folder_info(spec: str, image_size: str | None) -> DatasetInfo:

@@ -178,24 +178,6 @@ def load_text_set(name: str) -> tuple[Any, Any]:
     return sign_labels(*parse_ground_truth((root / s.filename).read_bytes()))
 
 
-def texts_as_written(info: Any, X: Any, column: str, sep: str | None) -> Any:
-    """A ``csv:`` table's features with its text ``column`` read again as written: a text
-    "NA", "None" or "null" is a text, not a missing value (pandas' default)."""
-    import pandas as pd
-
-    if not info.name.startswith("csv:") or not isinstance(X, pd.DataFrame) \
-            or column not in X.columns:
-        return X  # text_feature says what is wrong
-    from pathlib import Path
-
-    from fedlabels.core.files import csv_parts
-    from fedlabels.data.csv_table import read_csv_frame
-
-    table = Path(csv_parts(info.name)[0]).expanduser()
-    written = read_csv_frame(table, sep, texts=True, usecols=[column])[column]
-    return X.assign(**{column: written.to_numpy()})
-
-
 def text_feature(info: Any, X: Any, column: str, features: Any, drop: Any) -> Any:
     """A table's ``column`` as the text ``X`` (``--text-column``): every row a ``str``."""
     import pandas as pd  # lazily: importing fedlabels must not load pandas
