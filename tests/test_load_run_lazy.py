@@ -142,3 +142,41 @@ def test_a_models_file_of_an_earlier_version_without_class_descriptions_loads(sa
     with pytest.raises(FedLabelsError, match=r"its 'class_descriptions' is missing or of the "
                                              r"wrong type"):
         fl.load_run(old)
+
+
+@pytest.mark.parametrize("key", ["round", "local_steps", "accuracies", "server", "bytes_up",
+                                 "bytes_down", "seconds"])
+def test_a_round_record_without_an_entry_is_one_line_naming_it(saved, tmp_path, key):
+    """Every version writes these entries of a round; a damaged file without local_steps or
+    accuracies was refused as 'not a valid fedlabels result (KeyError('local_steps'))'."""
+    path = saved[0]
+    data = json.loads(path.read_text())
+    del data["rounds"][-1][key]
+    edited = tmp_path / "r.json"
+    edited.write_text(json.dumps(data))
+    last = len(data["rounds"]) - 1
+    with pytest.raises(FedLabelsError, match=rf"its rounds\[{last}\]\.{key} is missing") as err:
+        fl.load_run(edited, models=False)
+    assert "Error(" not in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["class", "accuracy", "half_width_95"])
+def test_a_clinical_baseline_without_an_entry_is_estimated_not_a_key_error(saved, tmp_path,
+                                                                         key):
+    """A result whose clinical baseline lacked an entry loaded, and its summary row, the
+    report and the plot then stopped with a KeyError; the baseline is estimated from the
+    training classes then, as for a result that records none."""
+    from fedlabels.results.caveats import majority_baseline
+
+    data = json.loads(saved[0].read_text())
+    del data["clinical"]["baseline"][key]
+    edited = tmp_path / "r.json"
+    edited.write_text(json.dumps(data))
+    loaded = fl.load_run(edited, models=False)
+    loaded.summary_row()
+    fl.report(loaded, tmp_path / "page.html")
+    fl.plot(loaded, tmp_path / "plot.png")
+    del data["clinical"]
+    edited.write_text(json.dumps(data))
+    assert majority_baseline(loaded) == majority_baseline(fl.load_run(edited, models=False))
+    assert majority_baseline(loaded)["estimated"] is True

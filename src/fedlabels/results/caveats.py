@@ -44,8 +44,10 @@ def majority_baseline(res: RunResult) -> dict[str, Any] | None:
     ``clinical`` entry, else estimated from the training class counts and the test size."""
     clinical = res.extra.get("clinical") or {}
     names = shown_names_of(res.federation)
-    if clinical.get("baseline"):
-        base = dict(clinical["baseline"])
+    recorded = clinical.get("baseline")
+    if isinstance(recorded, dict) and isinstance(recorded.get("class"), int) and all(
+            isinstance(recorded.get(k), int | float) for k in ("accuracy", "half_width_95")):
+        base = dict(recorded)  # else (a damaged entry: a KeyError was raised) estimated
         if base["class"] < len(names):
             base["name"] = names[base["class"]]
         return base

@@ -539,6 +539,10 @@ def load_result(path: str | Path) -> RunResult:
     missing = [k for k in _RESULT_KEYS if k not in data] if isinstance(data, dict) else ["keys"]
     if missing:
         raise FedLabelsError(f"{path} is not a fedlabels result (no {', '.join(missing)}).")
+    absent = _absent_round_entry(data["rounds"])
+    if absent:
+        raise FedLabelsError(f"{path} is not a valid fedlabels result: its {absent} is "
+                             "missing (every version writes it: a damaged or edited file).")
     wrong = _wrong_types(data)
     if wrong:
         raise FedLabelsError(f"{path} is not a valid fedlabels result: its {wrong} is not of "
@@ -551,6 +555,17 @@ def load_result(path: str | Path) -> RunResult:
 
 _RESULT_KEYS = ("method", "dataset", "seed", "config", "federation", "models", "rounds",
                 "communication", "wall_seconds")
+#: what every round record holds, in every version (the others are read where present)
+_ROUND_KEYS = ("round", "local_steps", "accuracies", "server", "bytes_up", "bytes_down",
+               "seconds")
+
+
+def _absent_round_entry(rounds: Any) -> str | None:
+    """``rounds[i].key`` of the first entry of :data:`_ROUND_KEYS` a round record lacks (it
+    was ``not a valid fedlabels result (KeyError('local_steps'))``), else None."""
+    records = rounds if isinstance(rounds, list) else []
+    return next((f"rounds[{i}].{key}" for i, r in enumerate(records) if isinstance(r, dict)
+                 for key in _ROUND_KEYS if key not in r), None)
 
 
 #: a result's sections that are tables (``report``, ``plot`` and ``privacy_line`` read
