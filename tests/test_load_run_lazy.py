@@ -70,6 +70,19 @@ def test_load_run_builds_the_models_on_first_use_from_the_bytes_read_at_load(
         assert np.array_equal(mine.predict_proba(X), again.predict_proba(X))
 
 
+def test_a_loaded_run_pickles_and_copies_with_its_models(saved):
+    """A result of load_run pickled (multiprocessing, joblib) before its models were
+    built: 'Can't pickle local object'; it pickles with them built, as before."""
+    import copy
+    import pickle
+
+    path, result, rows = saved
+    for again in (pickle.loads(pickle.dumps(fl.load_run(path))),
+                  copy.deepcopy(fl.load_run(path))):
+        assert np.array_equal(again.predict(rows), result.predict(rows))
+        assert again.final == result.final
+
+
 def _edit_coef(path, edit) -> None:
     """Rewrite the first client's ``coef_`` array of the models file at ``path``."""
     with np.load(path) as npz:

@@ -142,6 +142,12 @@ class RunResult:
         now: ``fl.load_run`` gives a run's figures without building its models."""
         type(self).client_models.defer(self, decode)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What ``pickle`` and ``copy`` take: the models decoded first (a function to decode
+        them pickled as no object: a result of ``load_run`` could not be pickled)."""
+        self.client_models  # noqa: B018 -- decoded now
+        return dict(self.__dict__)
+
     def __repr__(self) -> str:
         """One line: what ran and how it ended (no arrays, no per-round records)."""
         f = self.final or {}
