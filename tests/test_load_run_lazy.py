@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -193,3 +194,28 @@ def test_a_clinical_baseline_without_an_entry_is_estimated_not_a_key_error(saved
     edited.write_text(json.dumps(data))
     assert majority_baseline(loaded) == majority_baseline(fl.load_run(edited, models=False))
     assert majority_baseline(loaded)["estimated"] is True
+
+
+def test_a_models_file_without_the_labels_type_warns_that_labels_come_as_text(saved,
+                                                                           tmp_path):
+    """A models file written before the labels' type was recorded (0ea1ed1: its
+    preprocessing has no label_dtype) predicts the labels as text, so score against int
+    labels was 0.0 without a word; loading it now warns so."""
+    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.results.models_file import load_models
+
+    path, result, rows = saved
+    old = tmp_path / "old.json"
+    shutil.copy(path, old)
+    payload = load_models(path)
+    del payload["preprocessing"]["label_dtype"]  # what save_models wrote then
+    write_models_file(models_path(old), payload)
+    with pytest.warns(FedLabelsWarning, match=r"did not record the labels' type: predict "
+                                              r"gives the labels as text \('0', '1', '2'\)"):
+        loaded = fl.load_run(old)
+    expected = result.predict(rows)
+    assert expected.dtype.kind == "i"
+    assert list(loaded.predict(rows)) == [str(v) for v in expected]  # what it warns of
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FedLabelsWarning)
+        fl.load_run(path)  # a file that records the type: no warning

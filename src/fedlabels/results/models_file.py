@@ -101,6 +101,7 @@ def open_models(path: str | Path, trust_modules: Iterable[str] | None = None
     archive = ModelsArchive(path, trusted)
     payload = {key: archive.decode(key) for key in archive.entries if key != "models"}
     _check_entries(payload, archive.entries.get("models"), path)
+    _warn_untyped_labels(payload, path)
     archive.check_networks("models")  # your own network's trust: now, not on first use
     return payload, lambda: _checked_models(archive.decode("models"), path)
 
@@ -130,6 +131,24 @@ def _check_entries(payload: dict[str, Any], models: Any, path: Path) -> None:
     if not all(isinstance(t, str) for t in texts):
         raise FedLabelsError(f"{path} is not a valid fedlabels models file (a name is not "
                              "what fedlabels writes); re-run the run to write it again.")
+
+
+def _warn_untyped_labels(payload: dict[str, Any], path: Path) -> None:
+    """Warn when the file's preprocessing does not record the labels' type (a file written
+    by fedlabels of 26 Nov 2026): predictions are then the labels as text, so comparing them
+    with int labels (``score``, ``accuracy_score``) found no match, without a word."""
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    saved = payload.get("preprocessing")
+    if not isinstance(saved, dict) or "label_dtype" in saved or not saved.get("class_names"):
+        return
+    shown = ", ".join(repr(str(c)) for c in saved["class_names"][:3])
+    warnings.warn(FedLabelsWarning(
+        f"{path} was written by a fedlabels that did not record the labels' type: predict "
+        f"gives the labels as text ({shown}); compare them with y.astype(str), or re-run "
+        "the run to save its models again."), stacklevel=4)
 
 
 def _checked_models(models: Any, path: Path) -> list[Any]:
