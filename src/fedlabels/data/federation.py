@@ -187,7 +187,7 @@ def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
     if isinstance(X, LazyRows):
         if not _all_finite(X):
             raise FedLabelsError(f"{what} contains non-finite values; "
-                                 f"{_gaps_hint(what, is_frame=False)}")
+                                 f"{_gaps_hint(what, is_frame=False, median=False)}")
         return X, list(X.names) if X.names is not None else [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
         from fedlabels.data.columns import check_feature_columns
@@ -245,16 +245,22 @@ def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
     return arr, names
 
 
-def _gaps_hint(what: str, is_frame: bool) -> str:
+def _gaps_hint(what: str, is_frame: bool, median: bool = True) -> str:
     """How to drop or fill missing features without leaking: a median or mean of the
-    whole table carries the test rows' (and the other clients') values into training."""
+    whole table carries the test rows' (and the other clients') values into training;
+    ``median``: U's medians after the split (``missing="public-median"``) apply too."""
     fill = (f"pd.concat([{what}.fillna(0), {what}.isna().astype(float).add_suffix('_missing')]"
             ", axis=1)" if is_frame else
             f"np.c_[np.where(np.isnan({what}), 0.0, {what}), np.isnan({what})]")
-    return ("drop those rows, or fill each gap with a constant and add a 0/1 column that "
-            f"flags it, which uses no other row's values (in Python: {fill}); a median or "
-            "mean of the whole table would carry the test rows' and the other clients' values "
-            "into training.")
+    after = ("fill each gap after the split with the median of U's values of its column, "
+             "fitted on U only (--missing public-median; Python: missing=\"public-median\"),"
+             " or " if median else "")
+    flag = ("; add the 0/1 columns before a median fill too if a gap may mean something"
+            if median else "")
+    return (f"drop those rows, {after}fill each gap with a constant and add a 0/1 column "
+            f"that flags it, which uses no other row's values (in Python: {fill}){flag}; a "
+            "median or mean of the whole table would carry the test rows' and the other "
+            "clients' values into training.")
 
 
 def encode_labels(y: Any, what: str = "y") -> tuple[np.ndarray, list[str]]:
@@ -445,8 +451,10 @@ def make_federation(
         Feature gaps (NaN) are an error (``"refuse"``), or each is filled after the split
         with the median of U's observed values of its column (0 where U has none), fitted
         on U only, like the scaling (:mod:`fedlabels.data.gaps`); ``info["missing"]``
-        names the filled columns and ``predict`` fills new rows alike. Flag the gaps with
-        0/1 columns first if they may mean something. An ``X_test`` given has no gaps.
+        names the columns that had gaps (none: nothing is filled), and ``predict`` fills a
+        new row's gaps in any column alike. Flag the gaps with 0/1 columns first if they
+        may mean something. Text and image features are refused (they have no numeric
+        columns).
 
     The sizes are named as the run parameters (``fedlabels run --clients``); their former
     names ``n_clients``, ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more
@@ -511,6 +519,8 @@ def make_federation(
         X, sites, site_names = split_column(X, spec.column, n_clients)
     if given:
         X, Xp = _with_public(X, X_public)
+    if gaps:
+        _check_numeric(X)
     Xa, feature_names = as_feature_matrix(X, "X", gaps)  # an ndarray, or LazyRows by rows
     if given:
         Xa, Xp = _split_public(Xa, Xp, gaps)
@@ -596,13 +606,13 @@ def make_federation(
         else Xa[public_idx]
     mean = std = None
     text = Xa.ndim == 1  # text features (as_feature_matrix): nothing to scale
-    fill = None
-    if gaps and isinstance(Xa, np.ndarray):  # after the split: U's medians, U's only
-        from fedlabels.data.gaps import fill_gaps, public_medians
+    fill = gapped = None
+    if gaps and isinstance(Xa, np.ndarray):  # after the split: U's medians, U's rows only
+        from fedlabels.data.gaps import fill_gaps, gapped_columns, public_medians
 
-        fill = public_medians(X_public, Xa, Xt)
-        if fill is not None:
-            Xa, Xt, X_public = (fill_gaps(a, fill) for a in (Xa, Xt, X_public))
+        gapped = gapped_columns(feature_names, Xa, Xt, X_public)
+        fill = public_medians(X_public)
+        Xa, Xt, X_public = (fill_gaps(a, fill) for a in (Xa, Xt, X_public))
     if public_pca is not None:
         from fedlabels.data.public_pca import check_public_pca
 
@@ -679,10 +689,9 @@ def make_federation(
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private), "unlabeled_shift": measured,
               **({"public_pca": pca.record()} if pca is not None else {}),
-              **({"missing": {"fill": "median of U's observed values",
-                              "columns": [feature_names[c] for c in
-                                          np.flatnonzero(~np.isnan(fill))]}}
-                 if fill is not None else {}),
+              **({"missing": {"policy": "public-median",
+                              "fill": "median of U's observed values of each column",
+                              "columns": gapped}} if gapped is not None else {}),
               **({"public": {"source": "given", "n_public": len(X_public_scaled),
                              "sha256": array_sha256(X_public_scaled),
                              "copies_of_labelled_rows": copies,
@@ -789,6 +798,17 @@ def _with_public(X: Any, X_public: Any) -> tuple[Any, Any]:
     Xp.columns = theirs
     both = pd.concat([X.set_axis(columns, axis=1), Xp[columns]], ignore_index=True)
     return both, len(X_public)
+
+
+def _check_numeric(X: Any) -> None:
+    """Refuse a gap fill for text or image features, before their rows are read."""
+    from fedlabels.data.gaps import refuse_fill
+    from fedlabels.learners.text_input import is_text
+
+    if isinstance(X, LazyRows):
+        refuse_fill("images", "X")
+    if is_text(X):
+        refuse_fill("text", "X")
 
 
 def _split_public(Xa: Any, Xp: Any, gaps: bool = False) -> tuple[Any, Any]:

@@ -4,13 +4,17 @@ A table is encoded before it is split into the test set, U and the clients' rows
 fitted on the whole table (a column median) would carry the test rows' and every client's
 values into the rows of the others. Here each gap (NaN) is filled with the median of U's
 observed values of its column (0 where U has none), which every party holds, as it holds
-U's mean and std for the z-scoring; the fill travels with the models
-(:class:`~fedlabels.data.preprocessing.Preprocessing`), so ``predict`` fills new rows alike.
+U's mean and std for the z-scoring. The fill has a value for every column, so it depends on
+U alone (not on which rows elsewhere have gaps); it travels with the models
+(:class:`~fedlabels.data.preprocessing.Preprocessing`), so ``predict`` fills new rows alike,
+and in ``shared.npz`` on Flower, so a site fills its own rows alike.
 Flag the gaps first if they may mean something (a ``name_missing`` 0/1 column, as the
 mlbench loader does): the fill alone hides them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,22 +32,44 @@ def check_missing(missing: object) -> str:
     return str(missing)
 
 
-def public_medians(X_public: np.ndarray, *others: np.ndarray) -> np.ndarray | None:
-    """Per column, the median of U's observed values where U or any of ``others`` has a gap
-    (0 where U observed none), NaN where no set has one; None: no gap anywhere."""
-    sets = (X_public, *others)
-    if any(a.ndim != 2 for a in sets):  # text: no numeric gaps
-        return None
-    gapped = np.zeros(X_public.shape[1], dtype=bool)
+def refuse_fill(features: str, dataset: str = "the data") -> None:
+    """The error for ``missing="public-median"`` where the features are ``"text"`` or
+    ``"images"``, which have no numeric column to take a median of."""
+    why = ("a missing text is an empty cell, refused on its own: drop those rows"
+           if features == "text" else "an image has every pixel, so there is no gap to fill")
+    raise FedLabelsError(f"missing 'public-median' fills the gaps of numeric table columns "
+                         f"with U's medians, but the features of {dataset} are {features} "
+                         f"({why}): leave missing out.")
+
+
+def check_fill_applies(dataset: str, text_column: str | None,
+                       image_column: str | None) -> None:
+    """Refuse ``missing="public-median"`` before any data loads where the settings make the
+    features text or images (a registered text or image dataset is refused once loaded)."""
+    if text_column is not None:
+        refuse_fill("text", f"{dataset} with text_column {text_column!r}")
+    if image_column is not None:
+        refuse_fill("images", f"{dataset} with image_column {image_column!r}")
+    if dataset.startswith("imagefolder:"):
+        refuse_fill("images", dataset)
+
+
+def public_medians(X_public: np.ndarray) -> np.ndarray:
+    """Per column, the median of U's observed values (0 where U observed none)."""
+    fill = np.zeros(X_public.shape[1])
+    for c in range(X_public.shape[1]):
+        seen = X_public[:, c][~np.isnan(X_public[:, c])]
+        if len(seen):
+            fill[c] = float(np.median(seen.astype(np.float64)))
+    return fill
+
+
+def gapped_columns(names: Sequence[str], *sets: np.ndarray) -> list[str]:
+    """The names of the columns with a gap in any of ``sets`` (a statistic of their rows)."""
+    gapped = np.zeros(len(names), dtype=bool)
     for a in sets:
         gapped |= np.isnan(a).any(axis=0)
-    if not gapped.any():
-        return None
-    fill = np.full(X_public.shape[1], np.nan)
-    for c in np.flatnonzero(gapped):
-        seen = X_public[:, c][~np.isnan(X_public[:, c])]
-        fill[c] = float(np.median(seen.astype(np.float64))) if len(seen) else 0.0
-    return fill
+    return [names[int(c)] for c in np.flatnonzero(gapped)]
 
 
 def fill_gaps(a: np.ndarray, fill: np.ndarray) -> np.ndarray:

@@ -101,7 +101,8 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                     unlabeled_shift: float = 0.0, public_pca: IntLike | None = None,
                     image_size: str | int | tuple[int, int] | None = None,
                     image_column: str | None = None,
-                    public: str | os.PathLike[str] | None = None) -> Federation:
+                    public: str | os.PathLike[str] | None = None,
+                    missing: str | None = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     The keywords are the run parameters that build a federation, named as in ``fedlabels
@@ -127,6 +128,9 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     (Fashion-MNIST: a folder of 28x28 images, or a CSV of its 0-255 pixels ``x0..x783``;
     :mod:`fedlabels.data.public_set`); no U is then drawn from the dataset and
     ``unlabeled`` and ``unlabeled_shift`` are refused.
+    ``missing`` (``None``: the dataset's, ``"public-median"`` for Ozone, else
+    ``"refuse"``) is that of :func:`make_federation`: ``"public-median"`` fills a table's
+    gaps after the split with U's medians; a text or image dataset refuses it.
     """
     from fedlabels.data.targets import resolve_task
 
@@ -141,12 +145,18 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
 
         check_image_settings(dataset, image_size, image_column, text_column)
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
+    if missing is not None:  # as RunConfig checks it: before any data loads
+        from fedlabels.data.gaps import check_fill_applies, check_missing
+
+        if check_missing(missing) == "public-median":
+            check_fill_applies(dataset, text_column, image_column)
     info = get_dataset(dataset, sep=sep, image_size=image_size)
     task = resolve_task(dataset, info.task, task)
     features = _with_partition_column(features, partition)
     info, raw = load_table(dataset, sep=sep, features=features, drop=drop,
                            text_column=text_column, image_size=image_size,
                            image_column=image_column)
+    missing = missing_policy(info, raw, missing, dataset)
     defaults = info.defaults
     if private_per_client is not None:
         if n_private is not None:
@@ -167,7 +177,8 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
         refuse_drawn_u(n_unlabeled, unlabeled_shift)  # before U is read
         spec = parse_partition(partition)
         X_public = read_public(info, raw, public, sep=sep, features=features, drop=drop,
-                               partition_column=spec.column if spec.kind == "column" else None)
+                               partition_column=spec.column if spec.kind == "column" else None,
+                               gaps=missing == "public-median")
     n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
     if n_private is None and X_public is None:  # a default sized beside a drawn U
         n_private = defaults.get("n_private")
@@ -194,7 +205,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                           scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,
                           unlabeled_shift=unlabeled_shift, public_pca=public_pca,
-                          X_public=X_public, missing=info.missing)
+                          X_public=X_public, missing=missing)
     if public is not None:
         from fedlabels.data.public_set import public_path
 
@@ -208,6 +219,23 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
         # new images (or their paths) are read as these were when predicting
         fed = replace(fed, preprocessing=replace(fed.preprocessing, image=raw.image_input))
     return fed
+
+
+def missing_policy(info: DatasetInfo, raw: LoadedDataset, missing: str | None,
+                   dataset: str) -> str:
+    """The gap policy of a run on ``dataset``: ``missing``, else the dataset's own; the fill
+    refused for a registered dataset of images (its ``image_shape``) or texts."""
+    if missing is None:
+        return info.missing
+    if missing == "public-median":
+        from fedlabels.data.gaps import refuse_fill
+        from fedlabels.learners.text_input import is_text
+
+        if raw.image_shape is not None:
+            refuse_fill("images", dataset)
+        if is_text(raw.X):
+            refuse_fill("text", dataset)
+    return missing
 
 
 def _with_partition_column(features: str | Sequence[str] | None,

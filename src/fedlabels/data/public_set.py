@@ -49,10 +49,11 @@ def array_sha256(X: Any) -> str:
 def read_public(info: Any, raw: Any, public: Any, *, sep: str | None = None,
                 features: str | Sequence[str] | None = None,
                 drop: str | Sequence[str] | None = None,
-                partition_column: str | None = None) -> Any:
+                partition_column: str | None = None, gaps: bool = False) -> Any:
     """U's raw features from ``public``, shaped as the training rows ``raw.X`` are: pixel
     rows (:class:`LazyRows`) for a run on image files, else a DataFrame (or a text Series)
-    of the training table's feature columns."""
+    of the training table's feature columns; ``gaps`` (``missing="public-median"``): empty
+    cells of its numeric columns stay, filled after the split with U's own medians."""
     from fedlabels.data.lazy_rows import LazyRows
 
     path = public_path(public)
@@ -60,7 +61,7 @@ def read_public(info: Any, raw: Any, public: Any, *, sep: str | None = None,
         return _public_images(path, raw.image_input)
     if isinstance(raw.X, LazyRows):  # a registered dataset's pixel rows (Fashion-MNIST)
         return _public_rows(info, raw.X, raw.image_shape, path, sep)
-    return _public_table(info, raw, path, sep, features, drop, partition_column)
+    return _public_table(info, raw, path, sep, features, drop, partition_column, gaps)
 
 
 def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
@@ -184,21 +185,25 @@ def _check_separator(frame: Any, path: Path, sep: str | None, n_features: int,
                          f"separated; {fix}.")
 
 
-def _no_empty_cells(frame: Any, path: Path, needed: Sequence[str]) -> None:
-    """One line naming the data rows and columns of a public CSV's empty cells."""
-    empty = frame.isna().any(axis=1).to_numpy()
+def _no_empty_cells(frame: Any, path: Path, needed: Sequence[str],
+                    allowed: Sequence[str] = (), hint: str = "") -> None:
+    """One line naming the data rows and columns of a public CSV's empty cells, but for
+    those of the columns ``allowed`` (numeric ones, with ``missing="public-median"``);
+    ``hint`` ends the error."""
+    checked = [c for c in needed if c not in allowed]
+    empty = frame[checked].isna().any(axis=1).to_numpy()
     if empty.any():
         rows = np.flatnonzero(empty)
         shown = ", ".join(str(r + 1) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
-        columns = [c for c in needed if frame[c].isna().any()]
+        columns = [c for c in checked if frame[c].isna().any()]
         raise FedLabelsError(f"public CSV file {path} has {len(rows)} row(s) with empty cells "
                              f"(data row(s) {shown}; column(s) {_show(columns)}); fill or drop "
-                             "them.")
+                             f"them{hint}.")
 
 
 def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
                   features: str | Sequence[str] | None, drop: str | Sequence[str] | None,
-                  partition_column: str | None) -> Any:
+                  partition_column: str | None, gaps: bool = False) -> Any:
     import pandas as pd
 
     from fedlabels.data.columns import drop_index_columns, parse_columns
@@ -250,7 +255,13 @@ def _public_table(info: Any, raw: Any, path: Path, sep: str | None,
         raise FedLabelsError(f"public CSV file {path} {' and '.join(parts)}; give it the "
                              f"training table's feature columns ({_show(needed)}).")
     frame = frame[needed]
-    _no_empty_cells(frame, path, needed)
+    if gaps:  # numeric gaps stay, to be filled with U's medians after the split
+        _no_empty_cells(frame, path, needed,
+                        [c for c in needed if pd.api.types.is_numeric_dtype(X[c])])
+    else:
+        _no_empty_cells(frame, path, needed, hint=" (numeric gaps: or --missing public-median, "
+                        "Python missing=\"public-median\", which fills them with U's medians "
+                        "after the split)")
     numeric = [c for c in needed if pd.api.types.is_numeric_dtype(X[c])
                and not pd.api.types.is_numeric_dtype(frame[c])]
     if numeric:

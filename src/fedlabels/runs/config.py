@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         engine: str
         image_size: str | int | tuple[int, int] | None
         image_column: str | None
+        missing: str | None
         options: dict[str, Any] | None
 
 _C = TypeVar("_C", bound=type)
@@ -300,6 +301,15 @@ class RunConfig:
     image_column: str | None = param(
         None, "a csv: table's column of image paths, read as the only feature", kind=str,
         group="table", federation=True, metavar="NAME", hashed_at_default=False)
+    missing: str | None = param(
+        None, "feature gaps (NaN, an empty cell) of a table: refuse them, or fill each after "
+        "the split with the median of U's values of its column (public-median: fitted on U "
+        "only, saved with the models, shipped to Flower sites in shared.npz); a table "
+        "without gaps is unchanged; text and images refuse public-median", kind=str,
+        group="table", choices=("refuse", "public-median"),  # fedlabels.data.gaps.MISSING
+        federation=True, hashed_at_default=False,
+        default_text="the dataset's: public-median for Ozone, refuse for the others and "
+        "csv: tables")
     options: dict[str, Any] = param(
         {}, "the method's options (`fedlabels methods NAME`): CLI --opt KEY=VALUE and the "
         "generated flags, TOML an [options] table, Python options={...}", kind=dict,
@@ -329,7 +339,8 @@ class RunConfig:
                      offload: str = "auto", workers: IntLike | None = None,
                      engine: str = "simulator",
                      image_size: str | int | tuple[int, int] | None = None,
-                     image_column: str | None = None, options: dict[str, Any] = ...) -> None: ...
+                     image_column: str | None = None, missing: str | None = None,
+                     options: dict[str, Any] = ...) -> None: ...
 
     def __post_init__(self) -> None:
         self.validate()
@@ -378,6 +389,10 @@ class RunConfig:
 
             check_image_settings(self.dataset, self.image_size, self.image_column,
                                  self.text_column)
+        if self.missing == "public-median":
+            from fedlabels.data.gaps import check_fill_applies
+
+            check_fill_applies(self.dataset, self.text_column, self.image_column)
 
     def _check_public(self) -> None:
         """A given U replaces the drawn one: no size or shift to draw it with, and no method

@@ -4,8 +4,10 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
 ``fedlabels run`` does for the same options and seed, and writes
 
 * ``client_<i>.npz`` — site i's private ``X``, ``y`` (give each site only its own file);
-* ``shared.npz`` — the public U, the test set, class and feature names, and the
-  standardisation of U (every site gets this one);
+* ``shared.npz`` — the public U, the test set, class and feature names, the
+  standardisation of U and, with ``missing="public-median"``, U's median of each column
+  (``fill``, from U's rows only: a site fills the gaps of its own raw rows with it); every
+  site gets this one;
 * ``client_<i>.identity.key`` — XCLP's secure modes: site i's Ed25519 identity key (0600;
   give each site only its own, never in the shared bundle); ``shared.npz`` then holds the
   roster (every site's identity public key) and the run id, so a site checks its peers'
@@ -113,10 +115,12 @@ def _save_npz(path: Path, arrays: dict[str, Any], private: bool = False) -> None
 
 #: what the coordinator's summary knows of the sites' private rows: each site's size and class
 #: counts, U-vs-private distances measured on the pooled private rows (and U's true labels),
-#: and how many rows of a given U copy a labelled row; kept out of the app's run config,
-#: which every site receives, in a file only the ServerApp reads ("a.b": key b of a)
+#: how many rows of a given U copy a labelled row, and which columns have a gap in any
+#: row (the sites', the test set's; shared.npz's fill is U's alone); kept out of the app's
+#: run config, which every site receives, in a file only the ServerApp reads ("a.b": key b
+#: of a)
 SITE_STATISTICS = ("client_sizes", "client_class_counts", "unlabeled_shift",
-                   "public.copies_of_labelled_rows")
+                   "public.copies_of_labelled_rows", "missing.columns")
 
 
 def split_summary(summary: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -151,14 +155,15 @@ def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] |
     The split is redone unscaled with the same seed and sizes, which selects the same rows.
     """
     from fedlabels.data import get_dataset, make_federation
-    from fedlabels.data.loading import load_table
+    from fedlabels.data.loading import load_table, missing_policy
 
     if cfg.image_column is not None or get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
         return None  # a table's image column: pixels in [0, 1] (digits' 8x8 rows do scale)
     if cfg.public is not None:  # a U of the user's own: the statistics it was scaled with
         return ref.public_scaling
     info, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
-    unscaled = make_federation(raw.X, raw.y, clients=cfg.clients, missing=info.missing,
+    unscaled = make_federation(raw.X, raw.y, clients=cfg.clients,
+                               missing=missing_policy(info, raw, cfg.missing, cfg.dataset),
                                unlabeled=len(ref.X_public),
                                private=int(ref.info["n_private"]),
                                test=None if raw.X_test is not None else len(ref.y_test),
@@ -278,6 +283,8 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
             shared["scale_mean"], shared["scale_std"] = scaling
     else:  # a site's raw CSV rows are z-scored by U, then projected onto U's components
         shared.update(_public_pca_arrays(fed.preprocessing))
+    if fed.preprocessing is not None and fed.preprocessing.fill is not None:
+        shared["fill"] = fed.preprocessing.fill  # U's medians: a site's raw gaps alike
     if "image_shape" in fed.info:  # a site may bring its own image folder
         shared["image_shape"] = np.asarray(fed.info["image_shape"], dtype=np.int64)
         image = None if fed.preprocessing is None else fed.preprocessing.image

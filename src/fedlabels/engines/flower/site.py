@@ -13,7 +13,9 @@ Node config keys (``flower-supernode --node-config '...'``):
 ``shared-path``
     The shared public ``.npz``: ``X_public`` (U), ``X_test``, ``y_test``, ``class_names``,
     ``feature_names`` and, if the features were standardised, ``scale_mean`` / ``scale_std``
-    (applied to CSV rows so they match U). Every site holds the same file.
+    (applied to CSV rows so they match U); with ``missing="public-median"``, ``fill``: U's
+    median of each column, which fills the gaps (empty cells) of CSV rows before the
+    scaling. Every site holds the same file.
 
 ``identity-key``
     This site's Ed25519 identity key (32 raw bytes, owner-only), where the shared file holds
@@ -131,6 +133,10 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
         raise FedLabelsError(f"{who}: CSV {path} lacks feature column(s) {missing[:5]} of the "
                              f"shared public set U ({len(features)} features).")
     X = frame[features].to_numpy(dtype=np.float64)
+    if "fill" in shared:  # U's medians (missing="public-median"): the site's gaps as U's
+        from fedlabels.data.gaps import fill_gaps
+
+        X = fill_gaps(X, shared["fill"])
     if "scale_mean" in shared:
         X = (X - shared["scale_mean"]) / shared["scale_std"]
     if "pca_components" in shared:  # U's principal components, as the federation's rows
@@ -257,8 +263,13 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
         raise FedLabelsError(f"{who}: private data {data_path} has {len(X)} rows and {len(y)} "
                              "labels; it needs at least one labelled example.")
     if not np.all(np.isfinite(X)):
+        fill = (" (or have the run prepared with --missing public-median, whose shared.npz "
+                "holds U's medians, and give this site's raw rows as a CSV)"
+                if "fill" not in shared else "" if data_path.suffix.lower() == ".csv" else
+                " (or give this site's raw rows as a CSV: its gaps are then filled with "
+                "shared.npz's fill, U's medians)")
         raise FedLabelsError(f"{who}: private data {data_path} contains NaN or inf; impute or "
-                             "drop those rows.")
+                             f"drop those rows{fill}.")
     y = np.asarray(y)
     if y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= n_classes:
         raise FedLabelsError(f"{who}: labels in {data_path} must be class indices in "
