@@ -220,3 +220,25 @@ def test_one_sites_rows_reach_no_other_site(tmp_path: Path) -> None:
         np.testing.assert_array_equal(mine["X"], theirs["X"])
         np.testing.assert_array_equal(mine["X_public"], theirs["X_public"])
         assert mine["config"] == theirs["config"]
+
+
+@pytest.mark.parametrize("array", ["scale_mean", "scale_std", "feature_names"])
+def test_sites_holding_shared_files_that_differ_beside_u_disagree_at_the_hello(
+        tmp_path: Path, array: str) -> None:
+    """A site's hello fingerprints U and the rest of its shared file: with the same U but
+    another scaling (or names), its public_digest differs and the ServerApp refuses the
+    sites as holding different shared files (before, only U was compared, so such a site
+    trained on rows scaled otherwise without a word)."""
+    from fedlabels.engines.flower.site import load_site
+
+    prepared = prepare_run(CFG, tmp_path / "run", with_truth=False)
+    digests = {load_site(prepared.node_settings(c)).public_digest() for c in range(3)}
+    assert len(digests) == 1
+    shared = dict(np.load(prepared.shared_path))
+    other = shared[array].copy()
+    other[0] = other[0] * 2 + 1 if other.dtype.kind == "f" else "renamed"
+    np.savez(tmp_path / "other_shared.npz", **{**shared, array: other})
+    moved = {**prepared.node_settings(1), "shared-path": str(tmp_path / "other_shared.npz")}
+    site = load_site(moved)
+    np.testing.assert_array_equal(site.X_public, load_site(prepared.node_settings(1)).X_public)
+    assert site.public_digest() not in digests

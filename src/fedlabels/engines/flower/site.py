@@ -68,6 +68,9 @@ class SiteData:
     # the site's identity key, the roster and the run id (identity-key + the shared file's
     # roster); becomes MethodContext.trust
     trust: Any = None
+    # a fingerprint of the shared file's arrays besides U and the test set (U's scaling and
+    # gap fill, PCA, names, roster, ...): sites holding different ones disagree at the hello
+    shared_digest: str = ""
 
     @property
     def n_classes(self) -> int:
@@ -78,8 +81,29 @@ class SiteData:
         return int(self.X_public.shape[1])
 
     def public_digest(self) -> str:
-        """A fingerprint of U; all sites must hold the same public set."""
-        return hashlib.sha256(np.ascontiguousarray(self.X_public).tobytes()).hexdigest()[:16]
+        """A fingerprint of U and of the rest of the shared file; all sites must hold the
+        same (a site whose shared file scaled or filled its rows otherwise, with the same U,
+        would train on rows the others' model does not expect)."""
+        h = hashlib.sha256(np.ascontiguousarray(self.X_public).tobytes())
+        h.update(self.shared_digest.encode())
+        return h.hexdigest()[:16]
+
+
+#: the shared file's large arrays, left out of :func:`shared_digest` (U is hashed by
+#: :meth:`SiteData.public_digest`; the test set only scores)
+_LARGE_SHARED = frozenset({"X_public", "X_test", "y_test"})
+
+
+def shared_digest(shared: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of the shared file's other arrays (U's scaling and gap fill, PCA, names,
+    roster, ...), by name, dtype and shape, in name order; cheap, as a site loads its files
+    for every message."""
+    h = hashlib.sha256(b"fedlabels-shared-v1")
+    for name in sorted(set(shared) - _LARGE_SHARED):
+        a = np.ascontiguousarray(shared[name])
+        h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes() if a.dtype.kind != "O" else repr(a.tolist()).encode())
+    return h.hexdigest()
 
 
 def node_label(node_config: dict[str, Any], node_id: int | None) -> str:
@@ -283,7 +307,8 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
                     scaling=(shared["scale_mean"], shared["scale_std"])
                     if "scale_mean" in shared and "scale_std" in shared else None,
                     image_shape=_image_shape(shared, X_public.shape[1], who),
-                    trust=_site_trust(node_config, shared, pid, who))
+                    trust=_site_trust(node_config, shared, pid, who),
+                    shared_digest=shared_digest(shared))
 
 
 def _site_trust(node_config: Mapping[str, Any], shared: Mapping[str, np.ndarray], pid: int,
