@@ -106,14 +106,14 @@ def test_masks_cancel_in_the_group_sum_exactly(fed: fl.Federation,
     grid = grid_of(s)
     assert server.run_round(0, grid)["group_size"] == 3.0
     plain = sum(spy.values[c] for c in range(3))
-    masked = [r.arrays["masked"] for _, q, r in grid.replies if r.kind == "dpfedavg.masked"]
+    masked = {c: r.arrays["masked"] for c, q, r in grid.replies if r.kind == "dpfedavg.masked"}
     p = server.params
     assert np.array_equal(masked_sum.ring_sum(masked, p.bits, plain.size), plain)
     # the global step is γ·sum/M of that exact integer sum
     step = (server.weights.astype(np.float64) - before) * 3 / p.grid
     np.testing.assert_allclose(step.ravel(), plain, atol=1e-2 * max(1, np.abs(plain).max()))
     # a sum that lacks one member stays masked: nothing like the plain sum of the others
-    partial = masked_sum.ring_sum(masked[:2], p.bits, plain.size)
+    partial = masked_sum.ring_sum({c: masked[c] for c in (0, 1)}, p.bits, plain.size)
     others = spy.values[0] + spy.values[1]
     assert np.mean(partial == others) < 0.01
 
@@ -146,13 +146,15 @@ def test_server_cannot_read_an_update_it_can_read_without_secure_aggregation(
     bits = s.server.params.bits
     held = next(r.arrays["masked"] for c, _, r in grid.replies
             if c == 0 and r.kind == "dpfedavg.masked")
-    signed = masked_sum.ring_sum([held], bits, held.size)
+    dim = s.server.params.dim
+    signed = masked_sum.ring_sum({0: held}, bits, dim)
+    residues = masked_sum.unpack_residues(held, bits, dim)
     noise = spy.noise[0][1]
     update = spy.values[0] - noise  # what client 0 rounded: its update on the grid
     assert abs(_correlation(signed, update)) < 0.3  # 5 sd of a null correlation at d = 258
     assert not np.array_equal(signed, update)
     # each residue is uniform on [0, 2^k) (Kolmogorov-Smirnov against the uniform)
-    assert stats.kstest(held.astype(np.float64) / 2 ** bits, "uniform").pvalue > 1e-3
+    assert stats.kstest(residues.astype(np.float64) / 2 ** bits, "uniform").pvalue > 1e-3
 
 
 def test_forged_dropout_charges_every_answered_attempt(fed: fl.Federation) -> None:
@@ -308,3 +310,53 @@ def test_rounds_that_decoded_no_sum_are_a_run_caveat(fed: fl.Federation) -> None
                       options={"noise": "discrete", "aggregation": "secure", "epsilon": 8.0})
     assert all(everyone.extra["privacy"]["decoded_group_per_round"])
     assert undecoded_rounds_warning(everyone) is None
+
+
+@pytest.mark.parametrize("bits", range(1, 65))
+def test_residues_pack_to_exactly_k_bits_and_back(bits: int) -> None:
+    """Independent oracle: the packed bytes as one little-endian Python int hold residue i
+    at bits [i·k, (i+1)·k)."""
+    rng = np.random.default_rng(bits)
+    size = 21  # not a multiple of 8: the last byte is partial
+    top = np.uint64((1 << bits) - 1)
+    residues = rng.integers(0, 2 ** 63, size, dtype=np.uint64) * np.uint64(2) + \
+        rng.integers(0, 2, size, dtype=np.uint64)  # the full 64 bits, then cut to k
+    residues &= top
+    packed = masked_sum.pack_residues(residues, bits)
+    assert packed.dtype == np.uint8 and packed.size == math.ceil(size * bits / 8)
+    as_int = int.from_bytes(packed.tobytes(), "little")
+    for i in (0, 1, 7, 8, size - 1):
+        assert (as_int >> (i * bits)) & ((1 << bits) - 1) == int(residues[i])
+    assert as_int >> (size * bits) == 0  # the padding is zeros
+    assert np.array_equal(masked_sum.unpack_residues(packed, bits, size), residues)
+
+
+def test_packing_spans_chunks() -> None:
+    rng = np.random.default_rng(0)
+    size = masked_sum._CHUNK * 2 + 5
+    residues = rng.integers(0, 2 ** 19, size, dtype=np.uint64)
+    packed = masked_sum.pack_residues(residues, 19)
+    assert packed.size == math.ceil(size * 19 / 8)
+    assert np.array_equal(masked_sum.unpack_residues(packed, 19, size), residues)
+
+
+@pytest.mark.parametrize("change", [-1, 1])
+def test_a_masked_vector_of_another_length_is_refused_naming_its_client(
+        fed: fl.Federation, change: int) -> None:
+    """A truncated or oversized payload: refused in one line naming the client by the
+    server's check of the reply and by the sum itself, never a crash."""
+    from fedlabels.method.replies import MalformedReply
+
+    s = session(fed, rounds=1)
+    grid = grid_of(s)
+    s.server.run_round(0, grid)
+    p = s.server.params
+    masked = {c: r.arrays["masked"] for c, _, r in grid.replies if r.kind == "dpfedavg.masked"}
+    assert all(m.size == math.ceil(p.dim * p.bits / 8) for m in masked.values())
+    request = next(q for c, q, r in grid.replies if c == 1 and r.kind == "dpfedavg.masked")
+    wrong = np.resize(masked[1], masked[1].size + change)
+    with pytest.raises(MalformedReply, match=r"client 1's dpfedavg\.masked"):
+        s.server.check_reply(1, request, Message("dpfedavg.masked", arrays={"masked": wrong}))
+    with pytest.raises(FedLabelsError, match="client 1's masked vector") as err:
+        masked_sum.ring_sum({**masked, 1: wrong}, p.bits, p.dim)
+    assert "\n" not in str(err.value)

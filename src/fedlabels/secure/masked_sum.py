@@ -12,6 +12,11 @@ There is no dropout recovery: a sum that lacks a member keeps that member's mask
 uniform; the server starts a new attempt with the members left, and the view (hence every
 mask) of a new attempt is new.
 
+Wire format: each member sends its residues packed to exactly k bits
+(:func:`pack_residues`, ⌈d·k/8⌉ bytes, least significant bit first); the server unpacks each
+after checking its length (:func:`unpack_residues`), so a vector of another length is a
+one-line refusal naming its sender.
+
 Ring size: :func:`ring_bits` is the smallest k with 2^{k−1} above the largest magnitude the
 sum may take, so the signed residue of the sum mod 2^k (:func:`ring_sum`) is the integer sum
 itself; the caller bounds that magnitude (with overwhelming probability, for noise).
@@ -48,12 +53,54 @@ def ring_bits(worst: float) -> int:
     return bits
 
 
-def ring_dtype(bits: int) -> np.dtype:
-    """The narrowest unsigned integer type that holds a residue mod 2^``bits``."""
-    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
-        if bits <= 8 * np.dtype(dtype).itemsize:
-            return np.dtype(dtype)
-    raise FedLabelsError(f"a ring of {bits} bits is beyond {MAX_BITS}.")
+#: values packed per chunk (a multiple of 8, so every chunk is whole bytes): bounds the
+#: bit matrix of :func:`pack_residues` and :func:`unpack_residues` to 4 MiB
+_CHUNK = 1 << 16
+
+
+def packed_size(size: int, bits: int) -> int:
+    """The bytes of ``size`` residues mod 2^``bits`` packed to ``bits`` bits each."""
+    return -(-int(size) * int(bits) // 8)
+
+
+def pack_residues(residues: np.ndarray, bits: int) -> np.ndarray:
+    """Residues mod 2^``bits`` (unsigned, each below 2^``bits``) packed to exactly ``bits``
+    bits each, least significant bit first: :func:`packed_size` bytes (uint8)."""
+    _check_bits(bits)
+    words = np.ascontiguousarray(np.asarray(residues).ravel(), dtype="<u8")
+    out = []
+    for start in range(0, words.size, _CHUNK):
+        chunk = words[start:start + _CHUNK].view(np.uint8).reshape(-1, 8)
+        plane = np.unpackbits(chunk, axis=1, bitorder="little")[:, :bits]
+        out.append(np.packbits(plane.ravel(), bitorder="little"))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.uint8)
+
+
+def unpack_residues(packed: np.ndarray, bits: int, size: int, who: str = "a masked vector"
+                    ) -> np.ndarray:
+    """Inverse of :func:`pack_residues`: ``size`` residues (uint64). Refused in one line
+    naming ``who`` unless ``packed`` is exactly :func:`packed_size` bytes."""
+    _check_bits(bits)
+    arr = np.asarray(packed).ravel()
+    want = packed_size(size, bits)
+    if arr.dtype != np.uint8 or arr.size != want:
+        raise FedLabelsError(f"{who} must be {want} bytes ({size} residues of {bits} bits "
+                             f"packed), got {arr.size} values of {arr.dtype}; refusing it.")
+    out = np.empty(size, dtype="<u8")
+    step = _CHUNK * bits // 8  # the bytes of one chunk
+    for i, start in enumerate(range(0, size, _CHUNK)):
+        n = min(_CHUNK, size - start)
+        plane = np.unpackbits(arr[i * step:i * step + packed_size(n, bits)], count=n * bits,
+                              bitorder="little").reshape(n, bits)
+        full = np.zeros((n, 64), dtype=np.uint8)
+        full[:, :bits] = plane
+        out[start:start + n] = np.packbits(full, axis=1, bitorder="little").view("<u8").ravel()
+    return out.astype(np.uint64)
+
+
+def _check_bits(bits: int) -> None:
+    if not 1 <= int(bits) <= MAX_BITS:
+        raise FedLabelsError(f"a ring has 1 to {MAX_BITS} bits, got {bits}.")
 
 
 def _modulus_mask(bits: int) -> np.uint64:
@@ -76,26 +123,23 @@ def mask_keys(keypair: KeyPair, my_id: int, peer_publics: Mapping[int, bytes],
 
 def mask_vector(values: np.ndarray, my_id: int, keys: Mapping[int, bytes], attempt: int,
                 bits: int) -> np.ndarray:
-    """``values`` (integers) plus this member's pairwise mask, mod 2^``bits``, as
-    :func:`ring_dtype`."""
+    """``values`` (integers) plus this member's pairwise mask, mod 2^``bits``, packed
+    (:func:`pack_residues`)."""
     x = np.asarray(values).ravel()
     if x.dtype.kind not in "iu":
         raise FedLabelsError(f"a masked sum takes integers, got {x.dtype}.")
     word = x.astype(np.int64).view(np.uint64)  # two's complement: x mod 2^64
     masked = (word + pairwise_mask(my_id, dict(keys), x.size, attempt)) & _modulus_mask(bits)
-    return masked.astype(ring_dtype(bits))
+    return pack_residues(masked, bits)
 
 
-def ring_sum(parts: Iterable[np.ndarray], bits: int, size: int) -> np.ndarray:
-    """The sum of the members' masked vectors mod 2^``bits`` as signed integers (int64)
-    in [−2^{k−1}, 2^{k−1})."""
+def ring_sum(parts: Mapping[int, np.ndarray], bits: int, size: int) -> np.ndarray:
+    """The sum of the members' packed masked vectors (member -> :func:`mask_vector`) mod
+    2^``bits`` as signed integers (int64) in [−2^{k−1}, 2^{k−1}); a vector of another
+    length is refused naming its member."""
     total = np.zeros(size, dtype=np.uint64)
-    for part in parts:
-        arr = np.asarray(part)
-        if arr.dtype != ring_dtype(bits) or arr.size != size:
-            raise FedLabelsError(f"a masked vector must be {size} residues of type "
-                                 f"{ring_dtype(bits)}, got {arr.size} of {arr.dtype}.")
-        total += arr.ravel().astype(np.uint64)
+    for cid in sorted(parts):
+        total += unpack_residues(parts[cid], bits, size, f"client {cid}'s masked vector")
     total &= _modulus_mask(bits)
     signed = total.astype(np.int64) if bits < 64 else total.view(np.int64)
     if bits < 64:
@@ -103,5 +147,5 @@ def ring_sum(parts: Iterable[np.ndarray], bits: int, size: int) -> np.ndarray:
     return signed.astype(np.int64)
 
 
-__all__ = ["MAX_BITS", "group_view", "mask_keys", "mask_vector", "ring_bits", "ring_dtype",
-           "ring_sum"]
+__all__ = ["MAX_BITS", "group_view", "mask_keys", "mask_vector", "pack_residues",
+           "packed_size", "ring_bits", "ring_sum", "unpack_residues"]

@@ -11,7 +11,7 @@ Kairouz, Liu & Steinke (2021), with Bonawitz et al. (2017)'s pairwise masks. Eac
    (its options, its roster), charges the release to its own ledger, trains, rounds its
    clipped update to the grid (z = rint(clip(Δ)/γ), ‖z‖₂ ≤ Δ = S/γ + √d/2), adds its own
    share e ~ N_Z(0, (σΔ)²/min_group) drawn from its OS-entropy generator, and returns
-   z + e + M mod 2^k (:mod:`fedlabels.secure.masked_sum`).
+   z + e + M mod 2^k, packed to k bits a value (:mod:`fedlabels.secure.masked_sum`).
 3. Where every member answered, the masks cancel and the server decodes the sum
    Σ z + Σ e; w <- w + η·γ·sum/M (M: the run's clients). Where one did not, the sum stays
    masked: the server starts attempt a + 1 with the members that answered, under a new view
@@ -298,13 +298,13 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
 
     def check_reply(self, cid: int, request: Message, reply: Message) -> None:
         from fedlabels.method.replies import MalformedReply
-        from fedlabels.secure.masked_sum import ring_dtype
+        from fedlabels.secure.masked_sum import packed_size
 
         super().check_reply(cid, request, reply)
         expect = {"dpfedavg.key": {"pub": (np.dtype(np.uint8), 32),
                                    "sig": (np.dtype(np.uint8), 64)},
-                  "dpfedavg.masked": {"masked": (ring_dtype(self.params.bits),
-                                                 int(self.weights.size))}}.get(reply.kind)
+                  "dpfedavg.masked": {"masked": (np.dtype(np.uint8), packed_size(
+                      int(self.weights.size), self.params.bits))}}.get(reply.kind)
         for key, (dtype, size) in (expect or {}).items():
             arr = reply.arrays.get(key)
             if arr is None or np.asarray(arr).dtype != dtype or np.asarray(arr).size != size:
@@ -351,7 +351,7 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
         """The decoded sum (integers, noise included) applied: post-processing."""
         from fedlabels.secure.masked_sum import ring_sum
 
-        total = ring_sum((replies[c].arrays["masked"] for c in sorted(replies)),
+        total = ring_sum({c: replies[c].arrays["masked"] for c in replies},
                          self.params.bits, int(self.weights.size))
         step = self.server_lr * self.params.grid * total.reshape(self.weights.shape)
         self.weights = (self.weights + step / self.n_clients).astype(np.float32)
