@@ -84,3 +84,58 @@ def test_a_resumed_run_still_names_what_it_sent_before(fed: Federation,
     resumed = dp_fedct(fed, EMPIRICAL, resume=path)
     assert resumed.extra["provenance"]["resumed"][0]["from_round"] == 1
     assert outside(resumed) >= SENSITIVITY_REPLY
+
+
+#: round metrics a DP-FedAvg server publishes as post-processing of its release
+DP_FEDAVG_POST_PROCESSING: set[str] = set()
+#: one small run of each DP-FedAvg mode: what it publishes differs
+DP_FEDAVG_MODES = {
+    "plain": {"epsilon": 8.0},
+    "plain-discrete-sampled": {"epsilon": 8.0, "noise": "discrete", "sample_rate": 0.7},
+    "secure": {"epsilon": 8.0, "noise": "discrete", "aggregation": "secure"},
+    "record": {"epsilon": 8.0, "level": "record"},
+}
+BYTE_COUNTS = {"rounds[].bytes_up", "rounds[].bytes_down", "communication.bytes_up_per_round",
+               "communication.bytes_down_per_round"}
+
+
+def published(data: dict[str, Any], name: str) -> bool:
+    """Whether the result ``data`` (``RunResult.to_dict()``) holds the value ``name``
+    (``rounds[].server.key``, ``rounds[].key`` or a dotted path such as
+    ``privacy.attempts_per_round``) or, for ``message:key``, its clients sent it."""
+    if ":" in name:
+        return any(f"{p['message']}:{p['key']}" == name and p["sent"]
+                   for p in data["threat_model"]["payloads"])
+    if name.startswith("rounds[]."):
+        *inner, key = name.removeprefix("rounds[].").split(".")
+        rounds = [r[inner[0]] if inner else r for r in data["rounds"]]
+        return any(key in r for r in rounds)
+    node: Any = data
+    for part in name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+@pytest.mark.parametrize("mode", sorted(DP_FEDAVG_MODES))
+def test_each_dp_fedavg_mode_names_exactly_what_it_publishes(fed: Federation,
+                                                             mode: str) -> None:
+    """Read from a real run of each mode: every value ``outside_guarantee`` names is one the
+    result publishes or a client sent (plain mode's mean_update_norm is not in a secure or
+    record run), every round metric and uncovered payload sent is named, and the byte
+    counts are named exactly where they show a secret Poisson sample."""
+    options = DP_FEDAVG_MODES[mode]
+    data = simulate(METHODS["dp-fedavg"], fed, as_models("mlp(hidden=8)"), rounds=2, period=1,
+                    seed=0, progress=False, options=options).to_dict()
+    names = {o["name"] for o in data["privacy"]["outside_guarantee"]}
+    assert len(names) == len(data["privacy"]["outside_guarantee"])  # one entry a value
+    assert {n for n in names if not published(data, n)} == set()
+    metrics = {k for r in data["rounds"] for k in r["server"]} - DP_FEDAVG_POST_PROCESSING
+    assert {f"rounds[].server.{k}" for k in metrics} <= names
+    uncovered = {f"{p['message']}:{p['key']}" for p in data["threat_model"]["payloads"]
+                 if p["sent"] and not p["covered_by_guarantee"]}
+    assert uncovered <= names
+    secret_sample = options.get("sample_rate", 1.0) < 1 and "level" not in options
+    assert (names >= BYTE_COUNTS) == secret_sample
+    assert not (BYTE_COUNTS & names) or secret_sample

@@ -11,7 +11,7 @@ the contract test checks that every value a client actually sends is declared.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +86,10 @@ class ThreatModel:
     neighbouring relation (None without a guarantee). ``outside`` names values the server
     computes from unprotected data and publishes (round metrics, result entries), each with
     a one-line reason; with the payloads that are not ``covered`` they form the result's
-    ``privacy.outside_guarantee``.
+    ``privacy.outside_guarantee``. A method whose modes publish different values declares
+    none here and has each mode's server list its own (:func:`outside_entries`, under
+    ``privacy.outside_guarantee`` of its ``result_extra``), so a result never names a value
+    it does not publish.
     """
 
     view: str
@@ -145,7 +148,7 @@ class ThreatModel:
                       "reason": p.note or f"{CONTENTS[p.content]}, sent without the mechanism"}
                      for p in self.payloads
                      if not p.covered and (sent is None or p.sent_in(sent))]
-        return [*uncovered, *({"name": name, "reason": why} for name, why in self.outside)]
+        return [*uncovered, *outside_entries(self.outside)]
 
     def privacy(self, sent: Sent | None = None) -> dict[str, Any]:
         """The declared part of a result's ``privacy`` entry (a server refines it per run).
@@ -163,6 +166,11 @@ class ThreatModel:
             out["conditional_on"] = "; ".join(self.assumptions)
         out["outside_guarantee"] = self.outside_guarantee(sent)
         return out
+
+
+def outside_entries(pairs: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+    """(name, reason) pairs as ``privacy.outside_guarantee`` entries."""
+    return [{"name": name, "reason": why} for name, why in pairs]
 
 
 NO_MECHANISM = "no differential-privacy mechanism"

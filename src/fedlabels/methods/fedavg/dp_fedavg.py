@@ -424,6 +424,7 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
             "threat_model": "anyone observing the global models (other clients, users of the "
                             "model); not the server",
             "noise": "continuous",
+            "outside_guarantee": plain_outside(self.discrete, self.q),
         }
 
 
@@ -431,6 +432,35 @@ _WHO_WAS_SAMPLED = ("which clients the secret Poisson sample picked each round (
                     "sampled sends and receives 0 bytes): the subsampling analysis assumes "
                     "the sample is hidden, so ε does not hold against a reader of these "
                     "per-client byte counts")
+
+
+def plain_outside(discrete: bool, sample_rate: float) -> list[dict[str, str]]:
+    """What client-level DP-FedAvg with aggregation plain publishes outside its guarantee:
+    the noiseless statistics of the pre-clipping norms, the sample sizes, with noise
+    discrete the dropped replies, and below sample rate 1 who was sampled (the byte
+    counts)."""
+    from fedlabels.method.threat import outside_entries
+
+    size = ("not computed from private data, but the subsampling analysis assumes the "
+            "Poisson sample is hidden; its size is published" if sample_rate < 1.0 else
+            "every client at sample_rate 1 (not computed from private data), published")
+    pairs = [
+        ("rounds[].server.mean_update_norm", "mean of the clients' pre-clipping update "
+         "norms, published without noise"),
+        ("rounds[].server.clipped_fraction", "fraction of sampled clients whose update "
+         "was clipped, from the pre-clipping norms, published without noise"),
+        ("privacy.clipped_fraction_per_round", "the same fractions, every round"),
+        ("rounds[].server.sampled_clients", size),
+        ("privacy.sampled_clients_per_round", "the same sample sizes, every round")]
+    if discrete:
+        pairs.append(("rounds[].server.dropped_updates", "noise discrete: the number of "
+                      "sampled replies beyond ℓ2 norm Δ, dropped by the server (an honest "
+                      "client never sends one), published without noise"))
+    if sample_rate < 1.0:
+        pairs += [(key, _WHO_WAS_SAMPLED) for key in (
+            "rounds[].bytes_up", "rounds[].bytes_down", "communication.bytes_up_per_round",
+            "communication.bytes_down_per_round")]
+    return outside_entries(pairs)
 
 
 class DPFedAvg(Method):
@@ -486,29 +516,9 @@ class DPFedAvg(Method):
             Payload("dpfedavg.key", "sig", "crypto", note="aggregation secure: the "
                     "client's identity-key signature of its round key (no private data)"),
             *EVALUATION_PAYLOADS),
-        outside=(
-            ("rounds[].server.mean_update_norm", "mean of the clients' pre-clipping update "
-             "norms, published without noise"),
-            ("rounds[].server.clipped_fraction", "fraction of sampled clients whose update "
-             "was clipped, from the pre-clipping norms, published without noise"),
-            ("rounds[].server.dropped_updates", "noise discrete: the number of sampled "
-             "replies beyond ℓ2 norm Δ, dropped by the server (an honest client never sends "
-             "one), published without noise"),
-            ("privacy.clipped_fraction_per_round", "the same fractions, every round"),
-            ("rounds[].server.sampled_clients", "not computed from private data, but the "
-             "subsampling analysis assumes the Poisson sample is hidden; its size is published"),
-            ("privacy.sampled_clients_per_round", "the same sample sizes, every round"),
-            ("rounds[].server.attempts", "aggregation secure: the attempts a round took "
-             "(who answered is the server's view, not private data), published without "
-             "noise"),
-            ("rounds[].server.group_size", "aggregation secure: the size of the group whose "
-             "sum was decoded (0: none), published without noise"),
-            ("privacy.attempts_per_round", "the same attempts, every round"),
-            ("privacy.decoded_group_per_round", "the same group sizes, every round"),
-            *((key, _WHO_WAS_SAMPLED) for key in (
-                "rounds[].bytes_up", "rounds[].bytes_down", "communication.bytes_up_per_round",
-                "communication.bytes_down_per_round")),
-        ))
+        # each mode publishes other values: its server lists them (plain_outside,
+        # dp_fedavg_record.RECORD_OUTSIDE, dp_fedavg_secure.SECURE_OUTSIDE)
+        outside=())
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         check_weight_learners("DP-FedAvg", learners)

@@ -29,6 +29,7 @@ from fedlabels.method.blocks import (
     weighted_mean,
 )
 from fedlabels.method.dpsgd_client import DPSGDClient, dpsgd_round_config
+from fedlabels.method.threat import outside_entries
 from fedlabels.methods.fedct.mechanisms.dpsgd import planned_dpsgd_rounds
 from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
@@ -45,6 +46,14 @@ RECORD_ASSUMPTIONS = (
     "every local step on private data is a DP-SGD step and is accounted; the updates, the "
     "global models and the weighting by client size are post-processing",
     "client sizes (the aggregation weights) and evaluation replies are outside the guarantee",
+)
+
+#: what level record publishes outside its guarantee (besides the clients' sizes ``n``)
+RECORD_OUTSIDE = (
+    ("rounds[].server.sampled_clients", "how many clients the server's sample asked (not "
+     "computed from private data; the record-level analysis does not assume it hidden), "
+     "published"),
+    ("privacy.sampled_clients_per_round", "the same sample sizes, every round"),
 )
 
 
@@ -133,4 +142,5 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
             "assumptions": list(RECORD_ASSUMPTIONS),
             "threat_model": "the server and everyone else see each sampled client's update "
                             "(post-processing of its DP-SGD steps)",
+            "outside_guarantee": outside_entries(RECORD_OUTSIDE),
         }}

@@ -45,6 +45,7 @@ from fedlabels.method.base import Grid, Settings
 from fedlabels.method.blocks import GlobalModelServer, WeightsClient
 from fedlabels.method.dpsgd_client import SecretNoiseClient
 from fedlabels.method.state import State, StateValue, prefixed, unprefixed
+from fedlabels.method.threat import outside_entries
 from fedlabels.privacy.discrete_gaussian import (
     NOISE_TAIL_SDS,
     coordinate_bound,
@@ -393,6 +394,7 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
             "neighbouring": p.event().neighbouring,
             "unit": "per client (its whole dataset), over the whole run; the worst client",
             "assumptions": list(SECURE_ASSUMPTIONS),
+            "outside_guarantee": outside_entries(SECURE_OUTSIDE),
         }}
 
 
@@ -420,6 +422,18 @@ SECURE_ASSUMPTIONS = (
     "outside it: who is in each group, the group sizes and attempts, the model's size, the "
     "grid, the ring's bits, the round keys, and the clients' local models after their last "
     "local training",
+)
+
+
+#: what aggregation secure publishes outside its guarantee (it sends no update norm, and
+#: its groups are the server's choice, not a secret sample)
+SECURE_OUTSIDE = (
+    ("rounds[].server.attempts", "the attempts a round took (who answered is the server's "
+     "view, not private data), published without noise"),
+    ("rounds[].server.group_size", "the size of the group whose sum was decoded (0: none), "
+     "published without noise"),
+    ("privacy.attempts_per_round", "the same attempts, every round"),
+    ("privacy.decoded_group_per_round", "the same group sizes, every round"),
 )
 
 
