@@ -1,0 +1,124 @@
+"""DP-FedAvg's secure aggregation over the Flower loopback path (the real ServerApp and
+ClientApp in this process, as in test_flower_faults.py): a site answers round 1's first
+attempt, then its SuperNode dies before the reply reaches the server. The server retries
+with the three others under fresh masks and decodes their sum; every attempt a site answered
+is charged in its own ledger on disk (the dead site's too), and the round's attempts, the
+decoded groups and every client's ε are the simulator's for the same dropout. (A site's
+lifetime budget is one run of its plan unless its node config sets ledger-epsilon: without
+it every site refuses the retry, a release beyond the plan.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+from flwr.app import Message as FlowerMessage
+
+from fedlabels.api import load_federation
+from fedlabels.comm import Message
+from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
+from fedlabels.engines.flower.server_app import run_server
+from fedlabels.engines.flower.site_privacy import key_path, ledger_dir
+from fedlabels.engines.flower.site_state import site_key
+from fedlabels.engines.inprocess import CommMeter, InProcessGrid
+from fedlabels.learners import as_models
+from fedlabels.privacy.ledger import account_per_client
+from fedlabels.privacy.site_ledger import read_ledgers
+from fedlabels.runs.config import RunConfig
+from fedlabels.runs.session import build_session
+
+pytest.importorskip("flwr")
+
+CFG = RunConfig(method="dp-fedavg", dataset="breast_cancer", clients=4, model="mlp(hidden=8)",
+                rounds=2, period=1, seed=0,
+                options={"noise": "discrete", "aggregation": "secure",
+                         "noise_multiplier": 1.0, "min_group": 3})
+#: the site that drops out, the round and attempt whose reply it never delivers
+SITE, ROUND, ATTEMPT = 3, 1, 0
+
+
+def dropped(kind: str, config: Mapping[str, object], rnd: int | None = None) -> bool:
+    return (kind == "dpfedavg.train" and int(str(config["round"] if rnd is None else rnd))
+            == ROUND and int(str(config["attempt"])) == ATTEMPT)
+
+
+class DiesAfterAnswering(LoopbackGrid):
+    """Site SITE handles the dropped attempt (it trains, charges and masks), then its
+    SuperNode dies before the reply is pulled: the server never sees it."""
+
+    def push_messages(self, messages: Iterable[FlowerMessage]) -> Iterable[str]:
+        batch = list(messages)
+        ids = list(super().push_messages(batch))
+        for msg, mid in zip(batch, ids, strict=True):
+            node = msg.metadata.dst_node_id
+            records = msg.content.config_records
+            if node == 1001 + SITE and dropped(str(records["fedlabels"]["kind"]),
+                                               records["config"]):
+                assert mid in self.replies  # it answered
+                del self.replies[mid]
+                self.dead.add(node)
+        return ids
+
+
+class SimulatorDropout:
+    """The simulator's grid with the same dropout: SITE's reply to the attempt is lost and
+    the site gets no further message (as a lost client)."""
+
+    def __init__(self, inner: InProcessGrid) -> None:
+        self.inner, self.gone = inner, False
+
+    @property
+    def client_ids(self) -> list[int]:
+        return [c for c in self.inner.client_ids if not (self.gone and c == SITE)]
+
+    def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
+        sent = {c: m for c, m in messages.items() if not (self.gone and c == SITE)}
+        replies = self.inner.exchange(sent, rnd)
+        if SITE in sent and dropped(sent[SITE].kind, sent[SITE].config, rnd):
+            self.gone = True
+            del replies[SITE]
+        return replies
+
+
+def test_a_site_dying_after_answering_is_retried_without_it_and_charged(
+        tmp_path: Path) -> None:
+    prepared, first = loopback_deployment(CFG, tmp_path / "sites", reply_timeout=20.0)
+    # a site's lifetime budget is one run of its plan (one release a round) unless its node
+    # config allows more: the retry is a third release
+    configs = [{**c.node_config, "ledger-epsilon": 100.0} for c in first.contexts.values()]
+    grid = DiesAfterAnswering(first.client_app, configs, dict(
+        next(iter(first.contexts.values())).run_config))
+    deployed = run_server(grid, server_context(prepared.spec))
+    assert deployed is not None
+    privacy = deployed.extra["privacy"]
+    # round 1: attempt 0 lacks the dead site's masked vector, attempt 1 decodes the others
+    assert privacy["attempts_per_round"] == [1, 2]
+    assert privacy["decoded_group_per_round"] == [4, 3]
+    assert [r.server["attempts"] for r in deployed.rounds] == [1.0, 2.0]
+
+    # every site's own ledger on disk: each attempt it answered, the dead site's too
+    answered = {0: 3, 1: 3, 2: 3, SITE: 2}
+    on_disk = {}
+    for cid, n in answered.items():
+        settings = prepared.node_settings(cid)
+        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
+        assert len(rows) == 1 and rows[0]["releases"] == n, (cid, rows)
+        on_disk[cid] = rows[0]["epsilon"]
+
+    # the simulator's retry after the same dropout
+    fed = load_federation(CFG.dataset, clients=CFG.clients, seed=CFG.seed)
+    session = build_session(CFG.method, fed, as_models(CFG.model), rounds=CFG.rounds,
+                            period=CFG.period, seed=CFG.seed, options=dict(CFG.options))
+    sim = SimulatorDropout(InProcessGrid(session.clients, CommMeter()))
+    metrics = [session.server.run_round(r, sim) for r in range(CFG.rounds)]
+    assert [m["attempts"] for m in metrics] == [1.0, 2.0]
+    sim_privacy = session.server.result_extra()["privacy"]
+    assert sim_privacy["decoded_group_per_round"] == privacy["decoded_group_per_round"]
+    assert sim_privacy["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-12)
+    for cid, n in answered.items():
+        ledger = session.clients[cid].ledger  # type: ignore[attr-defined]
+        assert len(ledger.events) == n
+        assert ledger.spent().epsilon == pytest.approx(on_disk[cid], rel=1e-9)
+    _worst, each = account_per_client(session.server.events, 1e-5)
+    assert {c: e.epsilon for c, e in each.items()} == pytest.approx(on_disk, rel=1e-9)
