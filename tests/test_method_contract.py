@@ -90,22 +90,42 @@ class Case:
                             seed=SEED, checks=checks)
 
 
+def _which(options: dict[str, Any]) -> str:
+    return (f"secure={options['secure']}" if "secure" in options
+            else f"mechanism={options.get('mechanism', 'default')}"
+            + (f",site_model={options['site_model']}" if "site_model" in options else "")
+            + (",pseudo_filter" if "pseudo_filter" in options else ""))
+
+
+def _apart(variants: list[dict[str, Any]]) -> list[str]:
+    """Each variant by the options that tell it from the others (``default``: it sets
+    none of them), e.g. ``noise=discrete,aggregation=secure``."""
+    keys = [k for k in dict.fromkeys(k for v in variants for k in v)
+            if len({repr(v.get(k)) for v in variants}) > 1]
+    return [",".join(f"{k}={v[k]}" for k in keys if k in v) or "default" for v in variants]
+
+
 def _cases() -> list[Any]:
     out = []
     for name in sorted(METHODS):
         variants = OPTIONS.get(name, [{}])
-        for options in variants:
-            which = (f"secure={options['secure']}" if "secure" in options
-                     else f"mechanism={options.get('mechanism', 'default')}"
-                     + (f",site_model={options['site_model']}" if "site_model" in options
-                        else "")
-                     + (",pseudo_filter" if "pseudo_filter" in options else ""))
-            label = name if len(variants) == 1 else f"{name}[{which}]"
-            out.append(pytest.param(Case(name, options), id=label))
+        which = [_which(options) for options in variants]
+        if len(set(which)) < len(which):  # the usual options do not tell them apart
+            which = _apart(variants)
+        for options, label in zip(variants, which, strict=True):
+            out.append(pytest.param(Case(name, options),
+                                    id=name if len(variants) == 1 else f"{name}[{label}]"))
     return out
 
 
 CASES = _cases()
+
+
+def test_every_case_has_its_own_readable_id() -> None:
+    """(pytest suffixes 0, 1, 2 to ids that repeat: three dp-fedavg cases were once all
+    ``dp-fedavg[mechanism=default]``.)"""
+    ids = [p.id for p in CASES]
+    assert len(set(ids)) == len(ids)
 FIRST_CASES = [pytest.param(Case(name, OPTIONS.get(name, [{}])[0]), id=name)
                for name in sorted(METHODS)]
 

@@ -151,7 +151,8 @@ class DPFedAvgOptions(MethodOptions):
     example_clip: float = example_clip_option("level record")
     example_rate: float = example_rate_option("level record")
     aggregation: str = option(
-        "plain", "plain: the server sees each clipped update and adds the noise (no guarantee "
+        "plain", "how the clients' updates reach the server: plain: the server sees each "
+        "clipped update and adds the noise (no guarantee "
         "against the server); secure: each client adds its own share of discrete Gaussian "
         "noise and masks its integer update so that the server learns only the group's sum "
         "(client-level (ε, δ) against the server too; needs noise discrete, "
