@@ -55,20 +55,12 @@ from fedlabels.privacy.discrete_gaussian import (
 )
 from fedlabels.privacy.events import DistributedDiscreteGaussianEvent
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
+from fedlabels.secure.masked_sum import members, members_text
 
 #: the attempts a server makes per round before it gives the round up
 MAX_ATTEMPTS = 3
 #: the signature purpose of a member's round key
 KEY_PURPOSE = "dpfedavg-round-key"
-
-
-def members(text: Any) -> list[int]:
-    """``"0,2,3"`` -> [0, 2, 3] (groups travel as config strings)."""
-    return sorted({int(t) for t in str(text).split(",") if t != ""})
-
-
-def members_text(group: list[int]) -> str:
-    return ",".join(str(c) for c in sorted(group))
 
 
 class SecureParameters:

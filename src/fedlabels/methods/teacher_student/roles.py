@@ -213,7 +213,8 @@ class ConstantModel:
 class TeacherStudentClient(ClientRole):
     """A teacher that votes on queries, then trains the (shared-seed) student."""
 
-    state_attrs = ("student_index", "student_y", "student_seed", "student_fitted")
+    state_attrs: ClassVar[tuple[str, ...]] = ("student_index", "student_y", "student_seed",
+                                              "student_fitted")
 
     def __init__(self, *args: Any, scaling: tuple[np.ndarray, np.ndarray] | None = None,
                  **kwargs: Any) -> None:
@@ -251,6 +252,15 @@ class TeacherStudentClient(ClientRole):
     def vote(self, message: Message) -> Message:
         """Each teacher's one label per query: on a row of U, or on a cluster of U (its
         majority prediction over the members); one packed row per teacher."""
+        labels, teacher_acc = self.teacher_labels(message)
+        packed = [pack_labels(row, self.settings.n_classes) for row in labels]
+        return Message("pate.votes",
+                       arrays={"labels": packed[0] if len(packed) == 1 else np.stack(packed)},
+                       config={"teacher_accuracy": teacher_acc})
+
+    def teacher_labels(self, message: Message) -> tuple[list[np.ndarray], float]:
+        """Each teacher's labels on the message's queries (one array of Q per teacher) and
+        the teachers' mean test accuracy."""
         C = self.settings.n_classes
         if "cluster_seed" in message.config:
             Q = int(message.config["clusters"])
@@ -264,12 +274,9 @@ class TeacherStudentClient(ClientRole):
             def labels_of(model: Any) -> np.ndarray:
                 return np.asarray(model.predict(rows)).astype(np.int64)
         teachers = self.teachers(message)
-        packed = [pack_labels(labels_of(t), C) for t in teachers]
         teacher_acc = float(np.mean([np.mean(np.asarray(t.predict(self.X_test)) == self.y_test)
                                      for t in teachers]))
-        return Message("pate.votes",
-                       arrays={"labels": packed[0] if len(packed) == 1 else np.stack(packed)},
-                       config={"teacher_accuracy": teacher_acc})
+        return [labels_of(t) for t in teachers], teacher_acc
 
     # ---------------------------------------------------------------- student
     @property
@@ -439,13 +446,8 @@ class TeacherStudentServer(ServerRole):
                 self.queries = np.sort(self.rng.choice(self.n_public, self.n_queries,
                                                        replace=False)).astype(np.uint32)
                 extra = {"queries": self.queries, **extra}
-            vote = Message("pate.vote", arrays=extra, config=vote_config)
-            replies = broadcast(grid, vote, rnd)
-            votes = np.concatenate([
-                np.stack([unpack_labels(row, self.n_queries, self.settings.n_classes)
-                          for row in np.atleast_2d(replies[c].arrays["labels"])])
-                for c in sorted(replies)])  # one row per teacher (a client may hold several)
-            self.counts = vote_counts(votes, self.settings.n_classes)
+            self.counts, replies = self.collect_counts(
+                rnd, grid, Message("pate.vote", arrays=extra, config=vote_config))
             self.labels = self.aggregate(self.counts)
             metrics = self.release_metrics(replies)
             config["student_seed"] = int(self.rng.integers(0, 2**31 - 1))
@@ -457,6 +459,16 @@ class TeacherStudentServer(ServerRole):
         else:
             broadcast(grid, Message("pate.student", config=config, category="control"), rnd)
         return metrics
+
+    def collect_counts(self, rnd: int, grid: Grid, vote: Message
+                       ) -> tuple[np.ndarray, dict[int, Message]]:
+        """The (Q, C) vote counts of the teachers that answer ``vote``, and their replies."""
+        replies = broadcast(grid, vote, rnd)
+        votes = np.concatenate([
+            np.stack([unpack_labels(row, self.n_queries, self.settings.n_classes)
+                      for row in np.atleast_2d(replies[c].arrays["labels"])])
+            for c in sorted(replies)])  # one row per teacher (a client may hold several)
+        return vote_counts(votes, self.settings.n_classes), replies
 
     def release_metrics(self, replies: dict[int, Message]) -> dict[str, float]:
         assert self.labels is not None and self.counts is not None
