@@ -51,7 +51,7 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
                   "pseudo_warmup": 1, "finetune_steps": 3}],
     "dp-fedavg": [{"epsilon": 8.0}, {"epsilon": 8.0, "level": "record"},
                   {"epsilon": 8.0, "noise": "discrete", "aggregation": "secure"}],
-    "dp-pate": [{"epsilon": 2.0}],
+    "dp-pate": [{"epsilon": 2.0}, {"epsilon": 8.0, "aggregation": "secure"}],
     "fredy": [{"epsilon": 1.0, "queries": 40}],
     "xclp": [{**XCLP_SMALL, "test_points": 20, "secure": "ot"},
              {**XCLP_SMALL, "test_points": 20, "secure": "paillier"}],

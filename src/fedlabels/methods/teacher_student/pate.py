@@ -37,7 +37,9 @@ votes with one teacher per 8 private records (at most 10), and the student is ``
 (measured best on digits and breast_cancer; docs/privacy.md, Defaults).
 
 Options: :class:`PATEOptions` and :class:`DPPATEOptions`, with the teacher client and the
-plain server in :mod:`~fedlabels.methods.teacher_student.pate_roles`.
+plain server in :mod:`~fedlabels.methods.teacher_student.pate_roles`. ``aggregation=secure``
+moves the noise to the clients under secure aggregation
+(:mod:`~fedlabels.methods.teacher_student.pate_secure`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from fedlabels.method.options import MethodOptions
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     HONEST_BUT_CURIOUS_SERVER,
+    Payload,
     ThreatModel,
 )
 from fedlabels.methods.teacher_student.pate_roles import (
@@ -121,6 +124,21 @@ class DPPATEServer(LedgerEvents, PATEServer):
 
 # ------------------------------------------------------------------ methods
 
+#: what a teacher holder sends with aggregation secure (instead of its votes)
+SECURE_PAYLOADS = (
+    Payload("pate.masked", "masked", "votes", rows="queries", covered=True,
+            note="aggregation secure: the client's integer vote counts plus its own discrete "
+                 "Gaussian share, masked mod 2^k by pairwise masks that cancel only in the "
+                 "group's sum (formal record-level (ε, δ) against the server too, set per run "
+                 "in privacy)"),
+    Payload("pate.masked", "teacher_accuracy", "metric", source="config",
+            note="aggregation secure: the teachers' mean test accuracy, in the clear"),
+    Payload("pate.key", "pub", "crypto", note="aggregation secure: the client's fresh X25519 "
+            "public key of the round (no private data)"),
+    Payload("pate.key", "sig", "crypto", note="aggregation secure: the client's "
+            "identity-key signature of its round key (no private data)"),
+)
+
 _SEES = ("each teacher's hard-label votes on the Q queries of U (once, in round 1) and its "
          "teacher's test accuracy")
 
@@ -177,11 +195,45 @@ class DPPATE(PATE):
             "the data-dependent ε is reported beside the guarantee and is not itself DP",
             "the teachers' test accuracies are released without noise, outside the guarantee",
         ),
-        payloads=(*VOTE_PAYLOADS, *EVALUATION_PAYLOADS),
+        payloads=(*VOTE_PAYLOADS, *SECURE_PAYLOADS, *EVALUATION_PAYLOADS),
         outside=(*RELEASE_OUTSIDE,
                  ("privacy.epsilon_data_dependent", "data-dependent bound computed from the "
-                  "raw vote counts; not itself differentially private")))
+                  "raw vote counts; not itself differentially private"),
+                 ("rounds[].server.attempts", "aggregation secure: the attempts the vote "
+                  "took (who answered is the server's view, not private data)"),
+                 ("rounds[].server.group_size", "aggregation secure: the size of the group "
+                  "whose sum was decoded"),
+                 ("pate.teachers", "aggregation secure: the teachers of the decoded group, "
+                  "from the clients' sizes")))
     server_class = DPPATEServer
+
+    def trusted_setup(self, settings: Settings, n_clients: int) -> Any:
+        """aggregation secure: the sites' identity keys, the roster and the run id
+        (:func:`fedlabels.secure.identity.trusted_setup`); otherwise none."""
+        if settings.options_as(DPPATEOptions).aggregation != "secure":
+            return None
+        from fedlabels.secure.identity import trusted_setup
+
+        return trusted_setup(range(n_clients))
+
+    def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
+                    client_sizes: list[int]) -> ServerRole:
+        if ctx.settings.options_as(DPPATEOptions).aggregation == "secure":
+            from fedlabels.methods.teacher_student.pate_secure import SecurePATEServer
+
+            return SecurePATEServer(ctx.settings, n_public, ctx.server_seed, ctx.truth_public,
+                                    client_sizes)
+        return super().make_server(ctx, n_public, learners, client_sizes)
+
+    def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
+                    X_public: np.ndarray | None, X_test: np.ndarray,
+                    y_test: np.ndarray) -> ClientRole:
+        if ctx.settings.options_as(DPPATEOptions).aggregation == "secure":
+            from fedlabels.methods.teacher_student.pate_secure import SecurePATEClient
+
+            return SecurePATEClient(cid, data, learner, ctx.settings, X_public, X_test,
+                                    y_test, scaling=ctx.scaling, trust=ctx.trust)
+        return super().make_client(cid, data, learner, ctx, X_public, X_test, y_test)
 
 
 __all__ = ["DPPATE", "PATE", "DPPATEOptions", "DPPATEServer", "PATEClient", "PATEOptions",

@@ -1,5 +1,6 @@
 """PATE's options, its teacher-holding client and its plain server, shared by PATE and
-DP-PATE (:mod:`~fedlabels.methods.teacher_student.pate`)."""
+DP-PATE's two aggregations (the server's GNMax, :mod:`~fedlabels.methods.teacher_student.pate`,
+and secure aggregation, :mod:`~fedlabels.methods.teacher_student.pate_secure`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ from fedlabels.methods.teacher_student.roles import (
 
 # ------------------------------------------------------------------ options
 
+AGGREGATIONS = ("plain", "secure")
+#: what aggregation secure runs with (the one line naming the valid combination)
+SECURE_NEEDS = ("aggregation secure runs with --noise-sigma or --epsilon and no threshold "
+                "(e.g. --epsilon 8 --opt aggregation=secure)")
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,26 @@ class DPPATEOptions(PATEOptions):
     threshold_sigma: float | None = option(
         None, "confident GNMax: noise σ₁ of the threshold check (needs threshold)",
         kind=float, interval=DP_SCALE, nullable=True)
+    aggregation: str = option(
+        "plain", "plain: the aggregator sees each teacher's votes and adds the GNMax noise "
+        "(no guarantee against it); secure: each client adds its own discrete Gaussian "
+        "share to its vote counts and masks them, so the server learns only the noisy sum "
+        "(record-level (ε, δ) against the server too; "
+        "methods/teacher_student/pate_secure.py)", kind=str, choices=AGGREGATIONS)
+    min_group: int | None = option(
+        None, "aggregation secure: the smallest group a client answers; its share has "
+        "variance σ²/min_group, so min_group honest members carry the full noise; none: "
+        "every client of the run", kind=int, interval=Interval(1, None), nullable=True)
+
     def check(self) -> None:
         super().check()
+        if self.aggregation == "secure" and self.threshold is not None:
+            raise FedLabelsError(f"dp-pate aggregation secure does not run with confident "
+                                 f"GNMax (threshold): its check would need a second noisy "
+                                 f"sum; {SECURE_NEEDS}.")
+        if self.aggregation != "secure" and "min_group" in self.given():
+            raise FedLabelsError(f"dp-pate option min_group applies only with aggregation "
+                                 f"secure; {SECURE_NEEDS}.")
         if self.noise_sigma is None and self.epsilon is None:
             raise FedLabelsError("DP-PATE needs --noise-sigma σ (GNMax noise on each vote "
                                  "count) or --epsilon (a total ε target at --delta, from "
@@ -191,5 +214,5 @@ class PATEServer(TeacherStudentServer):
                                     "accuracies are the student's"}}
 
 
-__all__ = ["DPPATEOptions", "PATEClient", "PATEOptions",
+__all__ = ["AGGREGATIONS", "SECURE_NEEDS", "DPPATEOptions", "PATEClient", "PATEOptions",
            "PATEServer"]
