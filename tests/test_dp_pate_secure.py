@@ -114,7 +114,7 @@ def test_masks_cancel_in_the_group_sum_exactly(fed: fl.Federation,
     plain = sum(spy.values[c] for c in range(3))
     p = server.params
     held = masked_replies(grid)
-    assert np.array_equal(masked_sum.ring_sum(held.values(), p.bits, p.dim), plain)
+    assert np.array_equal(masked_sum.ring_sum(held, p.bits, p.dim), plain)
     assert server.counts is not None and np.array_equal(server.counts.ravel(), plain)
     # the noisy sum is the teachers' true counts plus every share
     truth = sum(np.asarray(s.clients[c].round_counts).ravel()  # type: ignore[attr-defined]
@@ -125,7 +125,7 @@ def test_masks_cancel_in_the_group_sum_exactly(fed: fl.Federation,
     assert server.labels is not None
     assert np.array_equal(server.labels, plain.reshape(Q, 2).argmax(axis=1))
     # a sum that lacks one member stays masked: nothing like the others' noisy counts
-    partial = masked_sum.ring_sum([held[0], held[1]], p.bits, p.dim)
+    partial = masked_sum.ring_sum({0: held[0], 1: held[1]}, p.bits, p.dim)
     assert np.mean(partial == spy.values[0] + spy.values[1]) < 0.05
 
 
@@ -151,7 +151,9 @@ def test_server_cannot_read_votes_it_can_read_without_secure_aggregation(
     s.server.run_round(0, grid)
     held = masked_replies(grid)[0]
     bits = s.server.params.bits  # type: ignore[attr-defined]
-    signed = masked_sum.ring_sum([held], bits, held.size)
+    dim = s.server.params.dim  # type: ignore[attr-defined]
+    signed = masked_sum.ring_sum({0: held}, bits, dim)
+    residues = masked_sum.unpack_residues(held, bits, dim)
     # its counts plus its own share alone (σ/√3 of the σ accounted) are not what it holds
     assert np.mean(signed == spy.values[0]) < 0.05
     votes = np.asarray(s.clients[0].round_counts).argmax(axis=1)  # type: ignore
@@ -161,7 +163,7 @@ def test_server_cannot_read_votes_it_can_read_without_secure_aggregation(
     corr = np.corrcoef(signed.astype(np.float64), counts.astype(np.float64))[0, 1]
     assert abs(corr) < 0.4  # 4.4 sd of a null correlation at 120 counts
     # each residue is uniform on [0, 2^k) (Kolmogorov-Smirnov against the uniform)
-    assert stats.kstest(held.astype(np.float64) / 2 ** bits, "uniform").pvalue > 1e-3
+    assert stats.kstest(residues.astype(np.float64) / 2 ** bits, "uniform").pvalue > 1e-3
 
 
 def test_one_release_is_q_per_query_releases_at_shift_root_2q() -> None:

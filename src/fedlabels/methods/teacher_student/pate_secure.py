@@ -342,13 +342,13 @@ class SecurePATEServer(LedgerEvents, PATEServer):
 
     def check_reply(self, cid: int, request: Message, reply: Message) -> None:
         from fedlabels.method.replies import MalformedReply
-        from fedlabels.secure.masked_sum import ring_dtype
+        from fedlabels.secure.masked_sum import packed_size
 
         super().check_reply(cid, request, reply)
         expect = {"pate.key": {"pub": (np.dtype(np.uint8), 32),
                                "sig": (np.dtype(np.uint8), 64)},
-                  "pate.masked": {"masked": (ring_dtype(self.params.bits),
-                                             self.params.dim)}}.get(reply.kind)
+                  "pate.masked": {"masked": (np.dtype(np.uint8), packed_size(
+                      self.params.dim, self.params.bits))}}.get(reply.kind)
         for key, (dtype, size) in (expect or {}).items():
             arr = reply.arrays.get(key)
             if arr is None or np.asarray(arr).dtype != dtype or np.asarray(arr).size != size:
@@ -382,7 +382,8 @@ class SecurePATEServer(LedgerEvents, PATEServer):
             replies = grid.exchange({c: message for c in group}, rnd)
             self.attempts += 1
             if set(replies) == set(group):
-                total = ring_sum((replies[c].arrays["masked"] for c in group), p.bits, p.dim)
+                total = ring_sum({c: replies[c].arrays["masked"] for c in group}, p.bits,
+                                 p.dim)
                 self.group_size = len(group)
                 self.n_teachers = sum(self.teachers_of(c) for c in group)
                 return total.reshape(p.queries, p.classes), replies
