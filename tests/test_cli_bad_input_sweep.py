@@ -80,3 +80,33 @@ def test_fetch_dataset_refuses_a_file_for_a_bundled_dataset(tmp_path) -> None:
 
     with pytest.raises(FedLabelsError, match="--from-deb does not apply to 'digits'"):
         fetch_dataset("digits", from_deb=str(tmp_path / "f.deb"))
+
+
+# --- a new user's walk through the command line (2026-11-29) ------------------------------
+
+def _usage_error(argv: list[str], capsys) -> str:
+    """The one line of an argparse usage error (exit status 2)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("argv", [[], ["-q"], ["deploy"], ["bound"]])
+def test_no_subcommand_names_the_subcommands(argv: list[str], capsys) -> None:
+    # `fedlabels` alone said "the following arguments are required: command" (deploy_command,
+    # bound): the parser's internal names, not what to type
+    import argparse
+
+    from fedlabels.cli import build_parser
+
+    parser = build_parser()
+    for word in (a for a in argv if not a.startswith("-")):
+        parser = next(a for a in parser._actions
+                      if isinstance(a, argparse._SubParsersAction)).choices[word]
+    choices = next(a for a in parser._actions
+                   if isinstance(a, argparse._SubParsersAction)).choices
+    line = _usage_error(argv, capsys)
+    assert line.startswith(f"fedlabels: error: give a subcommand: {', '.join(choices)} "), line
+    assert "the following arguments" not in line and "_command" not in line

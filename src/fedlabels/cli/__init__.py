@@ -36,8 +36,20 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str, prog: str | None = None) -> NoReturn:
         """Exit 2 with one line that ends by naming the help to read (``prog -h``)."""
+        message = self._no_subcommand(message)
         self.exit(2, f"fedlabels: error: {message}{self._hint(message)} "
                      f"(see `{prog or self.prog} -h`)\n")
+
+    def _no_subcommand(self, message: str) -> str:
+        """``give a subcommand: run, resume, ...`` for argparse's "the following arguments
+        are required: command" (``fedlabels`` alone named its internal ``dest``: command,
+        deploy_command, bound)."""
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        missing = message.removeprefix("the following arguments are required: ").split(", ")
+        if subs and subs[0].dest in missing and subs[0].choices:
+            names = ", ".join(dict.fromkeys(subs[0].choices))
+            return f"give a subcommand: {names}"
+        return message
 
     def _hint(self, message: str) -> str:
         """A "did you mean" for an invalid choice; "" when there is nothing close (unknown
