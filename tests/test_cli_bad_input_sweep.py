@@ -110,3 +110,45 @@ def test_no_subcommand_names_the_subcommands(argv: list[str], capsys) -> None:
     line = _usage_error(argv, capsys)
     assert line.startswith(f"fedlabels: error: give a subcommand: {', '.join(choices)} "), line
     assert "the following arguments" not in line and "_command" not in line
+
+
+@pytest.fixture
+def iris_run(tmp_path):
+    """A one-round run on iris from a CSV table, and a CSV of rows to label."""
+    from sklearn.datasets import load_iris
+
+    table = load_iris(as_frame=True).frame
+    table.to_csv(tmp_path / "iris.csv", index=False)
+    table.drop(columns="target").head(5).to_csv(tmp_path / "new.csv", index=False)
+    out = tmp_path / "run.json"
+    assert main(["run", "--dataset", f"csv:{tmp_path / 'iris.csv'}:target", "--clients", "3",
+                 "--rounds", "1", "--no-progress", "--no-checkpoint", "-o", str(out)]) == 0
+    return out, tmp_path / "new.csv"
+
+
+def test_predict_with_its_arguments_swapped(iris_run, tmp_path, capsys) -> None:
+    # `predict new.csv run.json` said "no saved models at new.models.npz", and
+    # `predict run.json run.json` a pandas tokenizing error
+    result, data = iris_run
+    capsys.readouterr()
+    out = tmp_path / "p.csv"
+    for args, order in (([data, result], True), ([result, result], False)):
+        assert main(["predict", *map(str, args), "-o", str(out)]) == 2
+        _one_line(capsys, "predict takes the run's result first, then the CSV of rows to "
+                          "label: `fedlabels predict RESULT.json DATA.csv -o OUT.csv`")
+        assert not out.exists()
+        assert main(["predict", *map(str, args), "-o", str(out)]) == 2
+        assert ("the arguments are the other way round" in capsys.readouterr().err) is order
+    assert main(["predict", str(result), str(data), "-o", str(out)]) == 0  # as it says
+    assert len(out.read_text().splitlines()) == 6
+
+
+@pytest.mark.parametrize("name", ["new.csv", "new.tsv", "notes"])
+def test_inspect_of_a_file_that_is_no_run(name: str, iris_run, capsys) -> None:
+    # `inspect new.csv` said "no saved models at new.models.npz", as if new.csv were a run
+    _, data = iris_run
+    given = data.with_name(name)
+    data.rename(given)
+    capsys.readouterr()
+    assert main(["inspect", str(given)]) == 2
+    _one_line(capsys, f"{given} is not a run's result: give the result JSON a run wrote")

@@ -29,6 +29,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from fedlabels.data.csv_table import normalise_sep
     from fedlabels.results.predict import predict_file, run_sep, run_task
 
+    if Path(args.data).suffix.lower() == ".json":  # a CSV parser error said nothing useful
+        order = ("the arguments are the other way round: " if
+                 Path(args.result).suffix.lower() != ".json" else "")
+        raise FedLabelsError(f"{order}the data {args.data} is a JSON file; predict takes the "
+                             "run's result first, then the CSV of rows to label: `fedlabels "
+                             "predict RESULT.json DATA.csv -o OUT.csv`.")
     out = Path(args.output).expanduser()
     if out.suffix.lower() != ".csv":
         raise FedLabelsError(f"--output {args.output}: the predictions are CSV, give a path "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.files import PICKLED_MODELS, atomic_path, models_path
+from fedlabels.core.files import PICKLED_MODELS, RUN_SIBLINGS, atomic_path, models_path
 
 
 def save_models(result: Any, result_path: str | Path) -> Path:
@@ -94,6 +94,10 @@ def open_models(path: str | Path, trust_modules: Iterable[str] | None = None
     note = _no_models_note(given)
     if note and not path.is_file():
         raise FedLabelsError(f"{given} has no models file: {note}.")
+    if not path.is_file() and not _names_a_run(given):
+        # `fedlabels predict new.csv run.json` said "no saved models at new.models.npz"
+        raise FedLabelsError(f"{given} is not a run's result: give the result JSON a run "
+                             "wrote (X.json; its models file X.models.npz lies beside it).")
     if not path.is_file():
         raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
                              "the result JSON, except models it cannot save (it warned then) "
@@ -158,6 +162,13 @@ def _checked_models(models: Any, path: Path) -> list[Any]:
         raise FedLabelsError(f"{path} is not a valid fedlabels models file (a model is not "
                              "what fedlabels writes); re-run the run to write it again.")
     return models
+
+
+def _names_a_run(given: Path) -> bool:
+    """Whether ``given`` is named as a run's file: its result ``X.json``, its models file or
+    one of :data:`RUN_SIBLINGS` (not a data table such as ``new.csv``)."""
+    name = given.name.lower()
+    return name.endswith((".json", ".models.npz", PICKLED_MODELS, *RUN_SIBLINGS))
 
 
 def _no_models_note(result: Path) -> str | None:
