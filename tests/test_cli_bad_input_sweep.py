@@ -152,3 +152,23 @@ def test_inspect_of_a_file_that_is_no_run(name: str, iris_run, capsys) -> None:
     capsys.readouterr()
     assert main(["inspect", str(given)]) == 2
     _one_line(capsys, f"{given} is not a run's result: give the result JSON a run wrote")
+
+
+def test_a_csv_given_as_the_dataset(tmp_path, monkeypatch, capsys) -> None:
+    # `--dataset iris.csv` listed the registered datasets only; it names csv:PATH:TARGET
+    from sklearn.datasets import load_wine
+
+    monkeypatch.chdir(tmp_path)
+    load_wine(as_frame=True).frame.to_csv("wine.csv", index=False)
+    (tmp_path / "images").mkdir()
+    for given, form in (("wine.csv", "csv:wine.csv:TARGET"), ("nope.csv", "csv:nope.csv:TARGET"),
+                        ("images", "imagefolder:images")):
+        for extra in ([], ["--sep", ";"]):
+            assert main(["run", "--dataset", given, *extra, "--rounds", "1"]) == 2
+            _one_line(capsys, f"unknown dataset {given!r}: ")
+            assert main(["run", "--dataset", given, *extra, "--rounds", "1"]) == 2
+            assert form in capsys.readouterr().err
+    assert main(["run", "--dataset", "csv:wine.csv:target", "--clients", "3", "--rounds", "1",
+                 "--no-progress", "--no-checkpoint", "-o", "r.json"]) == 0  # as it says
+    assert main(["run", "--dataset", "wnie", "--rounds", "1"]) == 2  # a name: as before
+    _one_line(capsys, "unknown dataset 'wnie' (did you mean 'wine'?); available:")

@@ -271,6 +271,8 @@ def get_dataset(name: str, *, sep: str | None = None,
         return _image_folder_info(name, image_size)
     if name.startswith("csv:"):
         return _csv_info(name, sep)
+    if name not in REGISTRY and _as_path_hint(name):
+        raise FedLabelsError(f"unknown dataset {name!r}: {_as_path_hint(name)}.")
     if sep is not None:
         raise FedLabelsError(f"--sep applies to csv:PATH:TARGET tables only, not to the "
                              f"registered dataset {name!r}.")
@@ -280,6 +282,19 @@ def get_dataset(name: str, *, sep: str | None = None,
         raise FedLabelsError(f"unknown dataset {name!r}{did_you_mean(name, REGISTRY)}; available: "
                              f"{', '.join(sorted(REGISTRY))}, csv:PATH:TARGET or "
                              "imagefolder:PATH.") from None
+
+
+def _as_path_hint(name: str) -> str:
+    """How to name the file or folder ``name`` as a dataset (``--dataset new.csv`` listed
+    the registered names only); "" when ``name`` looks like no path."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return (f"a folder of images, one sub-folder per class, is imagefolder:{name}; a "
+                "table is csv:PATH:TARGET")
+    if path.is_file() or path.suffix.lower() in (".csv", ".tsv", ".txt"):
+        return (f"a table of your own is csv:{name}:TARGET, TARGET the name of its label "
+                "column")
+    return ""
 
 
 def check_from_deb(name: str, from_deb: str | Path | None) -> None:
