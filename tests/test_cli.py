@@ -80,7 +80,7 @@ def test_datasets_and_models_listings(capsys):
 
 def test_fetch_errors_are_clear(tmp_path, capsys):
     assert main(["fetch", "fashion_mnist", "--from-deb", str(tmp_path / "none.deb")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert "none.deb does not exist" in capsys.readouterr().err
     assert main(["fetch", "breast_cancer"]) == 0
     assert "nothing to fetch" in capsys.readouterr().out
 

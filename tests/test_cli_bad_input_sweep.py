@@ -172,3 +172,24 @@ def test_a_csv_given_as_the_dataset(tmp_path, monkeypatch, capsys) -> None:
                  "--no-progress", "--no-checkpoint", "-o", "r.json"]) == 0  # as it says
     assert main(["run", "--dataset", "wnie", "--rounds", "1"]) == 2  # a name: as before
     _one_line(capsys, "unknown dataset 'wnie' (did you mean 'wine'?); available:")
+
+
+def test_fetch_without_a_network_says_to_use_from_deb(tmp_path, monkeypatch, capsys) -> None:
+    # apt's failure alone ("Temporary failure resolving ...") did not say what to do offline
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apt-get").write_text("#!/bin/sh\necho 'E: Failed to fetch http://x/y'\n"
+                                  "echo '  Temporary failure resolving x' >&2\nexit 100\n")
+    (fake / "apt-get").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{__import__('os').environ['PATH']}")
+    assert main(["fetch", "vehicle"]) == 2
+    _one_line(capsys, "Temporary failure resolving x; without a network here, download "
+                      "r-cran-mlbench's .deb on another machine (`apt-get download "
+                      "r-cran-mlbench`) and pass it with --from-deb FILE.")
+
+
+@pytest.mark.parametrize("name", ["vehicle", "tweets"])
+def test_fetch_from_a_directory(name: str, tmp_path, capsys) -> None:
+    # --from-deb DIR said "DIR: no such file"
+    assert main(["fetch", name, "--from-deb", str(tmp_path)]) == 2
+    _one_line(capsys, f"--from-deb {tmp_path} is a directory; give the downloaded ")

@@ -129,7 +129,10 @@ def fetch_vader(from_deb: str | Path | None = None,
         tmp = Path(tmp_str)
         path = _download_sdist(tmp, log) if from_deb is None else Path(from_deb)
         if not path.is_file():
-            raise FedLabelsError(f"--from-deb {path}: no such file")
+            from fedlabels.core.files import not_a_file
+
+            raise FedLabelsError(f"--from-deb {path} {not_a_file(path)}; give the downloaded "
+                                 f"{SDIST}.")
         data = path.read_bytes()
         digest = _sha256(data)
         if digest != SDIST_SHA256:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.files import not_a_file
 from fedlabels.downloads.cache import dataset_dir
 
 
@@ -116,14 +117,15 @@ def pip_download(requirement: str, into: Path, *flags: str) -> None:
                              "it with --from-deb PATH.")
 
 
-def _run(cmd: list[str], cwd: Path) -> None:
+def _run(cmd: list[str], cwd: Path, then: str = "") -> None:
+    """Run ``cmd`` in ``cwd``; its failure is one line ending in ``then`` (what to do)."""
     if shutil.which(cmd[0]) is None:
         raise FedLabelsError(f"'{cmd[0]}' is not available on this machine; fetch the .deb "
                              "elsewhere and pass it with --from-deb PATH.")
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise FedLabelsError(f"'{' '.join(cmd)}' failed (exit {proc.returncode}): "
-                             f"{proc.stderr.strip()[-500:]}")
+                             f"{' '.join(proc.stderr.split())[-500:]}{then}")
 
 
 def fetch_deb_dataset(name: str, source: DebSource, from_deb: str | Path | None = None,
@@ -138,7 +140,11 @@ def fetch_deb_dataset(name: str, source: DebSource, from_deb: str | Path | None 
         tmp = Path(tmp_str)
         if from_deb is None:
             log(f"{name}: apt-get download {source.package} ...")
-            _run(["apt-get", "download", source.package], cwd=tmp)
+            # offline, the reason was apt's alone: say how to fetch without a network
+            _run(["apt-get", "download", source.package], cwd=tmp,
+                 then=f"; without a network here, download {source.package}'s .deb on "
+                      f"another machine (`apt-get download {source.package}`) and pass it "
+                      "with --from-deb FILE.")
             debs = sorted(tmp.glob(f"{source.package}_*.deb"))
             if not debs:
                 raise FedLabelsError(f"apt-get produced no {source.package} .deb")
@@ -146,13 +152,16 @@ def fetch_deb_dataset(name: str, source: DebSource, from_deb: str | Path | None 
         else:
             deb = Path(from_deb)
             if not deb.is_file():
-                raise FedLabelsError(f"--from-deb {deb}: no such file")
+                raise FedLabelsError(f"--from-deb {deb} {not_a_file(deb)}; give the "
+                                     f"downloaded {source.package} .deb file.")
         size = deb.stat().st_size
         if source.deb_size and size != source.deb_size:
             log(f"{name}: warning: {deb.name} is {size} bytes, expected {source.deb_size} "
                 f"for version {source.version}; using it anyway")
         unpacked = tmp / "unpacked"
-        _run(["dpkg-deb", "-x", str(deb.resolve()), str(unpacked)], cwd=tmp)
+        _run(["dpkg-deb", "-x", str(deb.resolve()), str(unpacked)], cwd=tmp,
+             then="" if from_deb is None else
+             f"; is --from-deb {deb} the {source.package} .deb?")
         staged = tmp / "staged"
         staged.mkdir()
         files = {}
