@@ -193,3 +193,26 @@ def test_fetch_from_a_directory(name: str, tmp_path, capsys) -> None:
     # --from-deb DIR said "DIR: no such file"
     assert main(["fetch", name, "--from-deb", str(tmp_path)]) == 2
     _one_line(capsys, f"--from-deb {tmp_path} is a directory; give the downloaded ")
+
+
+def test_plot_and_report_of_a_run_folder_glob(tmp_path, capsys) -> None:
+    # `fedlabels plot results/*` (not results/*.json) said "X.rounds.csv is not a fedlabels
+    # result (not JSON)" and no more
+    out = tmp_path / "run.json"
+    assert main(["run", "--dataset", "wine", "--clients", "3", "--rounds", "1", "--no-progress",
+                 "-o", str(out)]) == 0
+    siblings = sorted(p for p in tmp_path.iterdir() if p != out)
+    assert {p.name for p in siblings} >= {"run.rounds.csv", "run.models.npz",
+                                          "run.checkpoint.npz", "run.checkpoint.journal"}
+    capsys.readouterr()
+    for sibling in siblings:
+        for command in (["plot", str(sibling), "-o", str(tmp_path / "a.png")],
+                        ["report", str(sibling), "-o", str(tmp_path / "a.html")]):
+            assert main(command) == 2
+            _one_line(capsys, f"{sibling} is not a fedlabels result (not JSON); it is a file a "
+                              f"run writes beside its result: give the result {out}.")
+    (tmp_path / "notes.txt").write_text("a, b\n")
+    assert main(["plot", str(tmp_path / "notes.txt"), "-o", str(tmp_path / "a.png")]) == 2
+    _one_line(capsys, "(not JSON); give the result JSON files of runs (X.json, e.g. "
+                      "results/*.json).")
+    assert main(["plot", str(out), "-o", str(tmp_path / "a.png")]) == 0  # as it says

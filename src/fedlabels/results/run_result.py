@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any, cast, overload
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.core.files import refuse_special_file, write_atomic
+from fedlabels.core.files import (
+    PICKLED_MODELS,
+    RUN_SIBLINGS,
+    refuse_special_file,
+    write_atomic,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -525,6 +530,19 @@ def table_warnings(rows: list[dict[str, Any]]) -> list[str]:
             for w in r.get("warnings") or []]
 
 
+def _result_beside(path: Path) -> str:
+    """What to give instead of ``path``, which is not JSON: for a file a run writes beside
+    its result, that result; for another name not ending in ``.json`` (``fedlabels plot
+    results/*`` also names the plot and the rounds tables), result JSON files; else ""."""
+    for suffix in (*RUN_SIBLINGS, ".models.npz", PICKLED_MODELS):
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            result = path.with_name(path.name[:-len(suffix)] + ".json")
+            return f"; it is a file a run writes beside its result: give the result {result}"
+    if path.suffix.lower() != ".json":
+        return "; give the result JSON files of runs (X.json, e.g. results/*.json)"
+    return ""
+
+
 def load_result(path: str | Path) -> RunResult:
     """Read a result JSON written by :meth:`RunResult.save_json`.
 
@@ -538,7 +556,8 @@ def load_result(path: str | Path) -> RunResult:
     except OSError as exc:
         raise FedLabelsError(f"cannot read result {path}: {exc.strerror or exc}.") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise FedLabelsError(f"{path} is not a fedlabels result (not JSON).") from None
+        raise FedLabelsError(f"{path} is not a fedlabels result (not JSON)"
+                             f"{_result_beside(path)}.") from None
     except RecursionError:  # [[[[...]]]]: json's own recursion limit
         raise FedLabelsError(f"{path} is not a fedlabels result (JSON nested too deep)."
                              ) from None
