@@ -95,6 +95,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             print(f"fedlabels: deployment files and logs kept in {workdir}")
+            _say_how_to_resume(args, cfg, out, workdir)
         raise
     with writing(str(files["rounds table"])):
         result.save_csv(files["rounds table"], overwrite=True)
@@ -109,6 +110,27 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     print(f"\nresult: {out}  (rounds: {files['rounds table']}); mean wall time per round "
           f"{sum(per_round) / len(per_round):.1f} s over Flower")
     return 0
+
+
+def _say_how_to_resume(args: argparse.Namespace, cfg: Any, out: Path, workdir: Path) -> None:
+    """After a run that stopped with its checkpoint beside ``out`` (Ctrl-C, a timeout, lost
+    sites), the flags that continue it: an interrupted run said only "interrupted"."""
+    import shlex
+    import sys
+
+    from fedlabels.runs.checkpoint import checkpoint_path
+
+    if not checkpoint_path(out).is_file():
+        return  # no round completed: nothing to resume, a new run starts over
+    flags = [] if args.resume else ["--resume"]
+    if not args.workdir:
+        flags += ["--workdir", str(workdir)]
+    if not cfg.output:  # nor in --config's file
+        flags += ["--output", str(out)]
+    then = f"with {shlex.join(flags)} added" if flags else "again"
+    print(f"fedlabels: its completed rounds are checkpointed beside {out}: the same command "
+          f"{then} continues the run (docs/deployment.md, Crash and resume)",
+          file=sys.stderr)
 
 
 def _resumed_outputs(cfg: Any) -> dict[str, Path]:

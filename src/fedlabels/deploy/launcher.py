@@ -482,7 +482,13 @@ class LocalDeployment:
 
 
 def _echo_progress(log: Path, offset: int) -> int:
-    """Print the ServerApp's own progress lines (``fedlabels: ...``) that ``flwr run`` logged."""
+    """Print the ServerApp's own progress lines (``fedlabels: ...``) that ``flwr run`` logged
+    to stderr, as a simulated run's progress (stdout keeps the table and the paths); with
+    ``-q``, no round's line."""
+    import sys
+
+    from fedlabels.core.verbosity import QUIET, verbosity
+
     try:
         with open(log, "rb") as fh:
             fh.seek(offset)
@@ -491,8 +497,9 @@ def _echo_progress(log: Path, offset: int) -> int:
         return offset
     end = chunk.rfind(b"\n") + 1
     for line in chunk[:end].decode(errors="replace").splitlines():
-        if line.startswith("fedlabels:"):
-            print(line, flush=True)
+        quiet = line.startswith("fedlabels: round ") and verbosity() == QUIET
+        if line.startswith("fedlabels:") and not quiet:
+            print(line, file=sys.stderr, flush=True)
     return offset + end
 
 

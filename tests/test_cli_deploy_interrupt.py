@@ -1,0 +1,85 @@
+"""`fedlabels deploy local` stopped mid-run (Ctrl-C, 2026-11-29 walk): it printed only "files and
+logs kept in DIR" and "interrupted", not how to continue; and its round lines went to stdout,
+where `fedlabels run` keeps only the table and the paths (its progress goes to stderr)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fedlabels.cli import main
+
+BASE = ["deploy", "local", "--dataset", "wine", "--clients", "3", "--rounds", "4"]
+
+
+@pytest.fixture
+def fake_deploy(monkeypatch) -> list[dict[str, Any]]:
+    """``deploy_local`` replaced by one that starts nothing: it records its arguments, makes
+    the logs folder, checkpoints round 1 beside the output and is interrupted there."""
+    import fedlabels.deploy.launcher as launcher
+    from fedlabels.runs.checkpoint import checkpoint_path
+
+    calls: list[dict[str, Any]] = []
+
+    def interrupted(cfg: Any, *, workdir: Path, output: Path, **kwargs: Any) -> Any:
+        calls.append({"workdir": Path(workdir), "output": Path(output), **kwargs})
+        (Path(workdir) / "logs").mkdir(parents=True, exist_ok=True)
+        if kwargs.get("timeout") != 1.0:  # --timeout 1: stopped before round 1 ended
+            Path(output).parent.mkdir(parents=True, exist_ok=True)
+            checkpoint_path(output).write_bytes(b"round 1")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launcher, "deploy_local", interrupted)
+    return calls
+
+
+@pytest.mark.parametrize("given", [[], ["--workdir", "W"], ["-o", "r.json"],
+                                   ["--workdir", "W", "-o", "r.json"]])
+def test_an_interrupted_deployment_says_how_to_resume(given: list[str], fake_deploy, tmp_path,
+                                                      monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main([*BASE, *given]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "fedlabels: interrupted", err
+    first = fake_deploy[0]
+    assert err[-2].startswith(f"fedlabels: its completed rounds are checkpointed beside "
+                              f"{first['output']}: the same command with ")
+    flags = shlex.split(err[-2].split(" with ", 1)[1].split(" added ")[0])
+    # the command as the line says continues that run: same workdir, same output, resumed
+    assert main([*BASE, *given, *flags]) == 130
+    again = fake_deploy[1]
+    assert again["resume"] is True and not first["resume"]
+    assert again["workdir"] == first["workdir"] and again["output"] == first["output"]
+    assert "the same command again continues the run" in capsys.readouterr().err
+
+
+def test_no_resume_line_before_a_round_completed(fake_deploy, tmp_path, monkeypatch,
+                                                 capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main([*BASE, "--timeout", "1"]) == 130
+    err = capsys.readouterr().err
+    assert "checkpointed" not in err and err.strip().endswith("fedlabels: interrupted")
+
+
+def test_round_lines_go_to_stderr_and_not_with_quiet(tmp_path, capsys) -> None:
+    from fedlabels.core.verbosity import NORMAL, QUIET, set_verbosity
+    from fedlabels.deploy.launcher import _echo_progress
+
+    log = tmp_path / "flwr_run.log"
+    lines = ["INFO : starting", "fedlabels: round 1/4 done in 3.1 s, mean accuracy 0.85",
+             "fedlabels: resuming after round 1 from r.checkpoint.npz"]
+    log.write_text("\n".join(lines) + "\npartial")
+    assert _echo_progress(log, 0) == len("\n".join(lines)) + 1
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.splitlines() == lines[1:]
+    set_verbosity(QUIET)
+    try:
+        _echo_progress(log, 0)
+    finally:
+        set_verbosity(NORMAL)
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.splitlines() == lines[2:]
+
