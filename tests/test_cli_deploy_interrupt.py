@@ -83,3 +83,24 @@ def test_round_lines_go_to_stderr_and_not_with_quiet(tmp_path, capsys) -> None:
     out = capsys.readouterr()
     assert out.out == "" and out.err.splitlines() == lines[2:]
 
+
+def test_a_resume_with_output_finds_the_sites_state_of_a_run_without(tmp_path) -> None:
+    # `deploy local` without --output wrote to a default name; its resume needs --output
+    # (the line above gives it), so the resumed run's settings held output = that path where
+    # the interrupted run's held None: the sites' state folder (named by a fingerprint of the
+    # settings) differed, and every site refused round 5 ("last answered number 0")
+    pytest.importorskip("flwr")
+    from fedlabels.engines.flower.prepare import prepare_run
+    from fedlabels.engines.flower.snapshots import run_dir
+    from fedlabels.runs.config import RunConfig
+
+    out = tmp_path / "results" / "r.json"
+    cfg = RunConfig(dataset="wine", clients=3, rounds=4)
+    node = {"state-dir": str(tmp_path / "state")}
+    first = prepare_run(cfg, tmp_path / "sites", output=out)  # as deploy local does
+    resumed = prepare_run(cfg.replace(output=str(out)), tmp_path / "sites", output=out)
+    assert resumed.spec.run["output"] != first.spec.run["output"]
+    assert run_dir(node, resumed.spec) == run_dir(node, first.spec)
+    other = prepare_run(cfg, tmp_path / "other", output=tmp_path / "elsewhere.json")
+    longer = prepare_run(cfg.replace(rounds=5), tmp_path / "sites", output=out)
+    assert len({run_dir(node, s.spec) for s in (first, other, longer)}) == 3  # other runs

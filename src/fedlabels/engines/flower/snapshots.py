@@ -41,8 +41,10 @@ _NAME = re.compile(r"seq_(\d+)_r(\d+)\.checkpoint\.npz")
 
 
 def run_key(spec: DeploySpec) -> str:
-    """A fingerprint of the run (its settings, not the ``resume`` flag)."""
-    data = {**asdict(spec), "resume": False}
+    """A fingerprint of the run (its settings, not the ``resume`` flag, nor whether the
+    output path was given as a run setting: ``deploy local`` without ``--output`` writes to
+    a default name, and its resume, which needs ``--output``, found no site's state)."""
+    data = {**asdict(spec), "resume": False, "run": {**spec.run, "output": None}}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
