@@ -72,6 +72,13 @@ def run_demo(output_dir: Path, seed: int = 0, progress: bool = True,
             res.save_csv(files[f"{tag} rounds table"], overwrite=True)
             save_models(res, files[f"{tag} result"])
         results.append(res)
+        if res.extra.get("interrupted"):  # Ctrl-C stopped this run: stop the demo too (the
+            # next runs went on, for a minute or more, and the demo then exited 0)
+            done = res.rounds[-1].round if res.rounds else 0
+            print(f"fedlabels: the demo was interrupted in {tag} after round {done} of "
+                  f"{rounds}; the runs so far are in {output_dir}/, and no summary was "
+                  "written (run the demo again with --overwrite)", file=sys.stderr)
+            raise KeyboardInterrupt
     rows = [{**r.summary_row(), "method": f"{r.method}/{r.models[0].split('(')[0]}"}
             for r in results]
     table = format_table(rows)

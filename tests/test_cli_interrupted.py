@@ -1,6 +1,7 @@
-"""`fedlabels deploy local` stopped mid-run (Ctrl-C, 2026-11-29 walk): it printed only "files and
-logs kept in DIR" and "interrupted", not how to continue; and its round lines went to stdout,
-where `fedlabels run` keeps only the table and the paths (its progress goes to stderr)."""
+"""Commands stopped mid-run (Ctrl-C, 2026-11-29 walk): `fedlabels deploy local` printed only
+"files and logs kept in DIR" and "interrupted", not how to continue, and its round lines went
+to stdout, where `fedlabels run` keeps only the table and the paths; `fedlabels demo` went on
+with its other runs."""
 
 from __future__ import annotations
 
@@ -104,3 +105,28 @@ def test_a_resume_with_output_finds_the_sites_state_of_a_run_without(tmp_path) -
     other = prepare_run(cfg, tmp_path / "other", output=tmp_path / "elsewhere.json")
     longer = prepare_run(cfg.replace(rounds=5), tmp_path / "sites", output=out)
     assert len({run_dir(node, s.spec) for s in (first, other, longer)}) == 3  # other runs
+
+
+def test_ctrl_c_in_the_demo_stops_the_demo(tmp_path, monkeypatch, capsys) -> None:
+    # a Ctrl-C during FedCT's run stopped that run only: the demo went on with its five
+    # other runs, wrote its summary and exited 0
+    from fedlabels.methods.fedct.fedct import FedCTServer
+
+    plain = FedCTServer.run_round
+
+    def stopped_in_round_3(server: Any, rnd: int, grid: Any) -> Any:
+        if rnd == 2:  # 0-based: the third round
+            raise KeyboardInterrupt
+        return plain(server, rnd, grid)
+
+    monkeypatch.setattr(FedCTServer, "run_round", stopped_in_round_3)
+    out = tmp_path / "demo"
+    assert main(["demo", "--output-dir", str(out), "--no-progress"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-2:] == [f"fedlabels: the demo was interrupted in fedct_decision_tree after "
+                        f"round 2 of 20; the runs so far are in {out}/, and no summary was "
+                        "written (run the demo again with --overwrite)",
+                        "fedlabels: interrupted"], err
+    assert sorted(p.name for p in out.iterdir()) == [
+        "fedct_decision_tree.json", "fedct_decision_tree.models.npz",
+        "fedct_decision_tree.rounds.csv"]  # the interrupted run's files, nothing after it
