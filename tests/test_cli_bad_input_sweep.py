@@ -112,6 +112,48 @@ def test_no_subcommand_names_the_subcommands(argv: list[str], capsys) -> None:
     assert "the following arguments" not in line and "_command" not in line
 
 
+def _subcommands(words: list[str]) -> list[str]:
+    """The subcommands the full parser has under ``words`` (``[]``: the top level)."""
+    import argparse
+
+    from fedlabels.cli import build_parser
+
+    parser = build_parser()
+    for word in words:
+        parser = next(a for a in parser._actions
+                      if isinstance(a, argparse._SubParsersAction)).choices[word]
+    return list(next(a for a in parser._actions
+                     if isinstance(a, argparse._SubParsersAction)).choices)
+
+
+@pytest.mark.parametrize(("level", "word", "near"), [
+    ([], "breast_cancer", ""), ([], "rnu", " (did you mean 'run'?)"),
+    (["deploy"], "lcoal", " (did you mean 'local'?)"), (["bound"], "foo", "")])
+def test_an_unknown_subcommand_is_named_as_one(level: list[str], word: str, near: str,
+                                                capsys) -> None:
+    # "argument command: invalid choice: 'rnu' (choose from ...)": the parser's own name
+    line = _usage_error([*level, word, "run"], capsys)
+    names = ", ".join(_subcommands(level))
+    assert line.startswith(f"fedlabels: error: {word!r} is not a subcommand; choose from "
+                           f"{names}{near} "), line
+
+
+@pytest.mark.parametrize(("command", "words", "flags"), [
+    (["run"], ["fedct", "breast_cancer"], "--method fedct --dataset breast_cancer"),
+    (["audit"], ["wine", "dp-fedct"], "--dataset wine --method dp-fedct"),
+    (["deploy", "prepare", "--out-dir", "d"], ["csv:t.csv:y"], "--dataset csv:t.csv:y"),
+    (["run"], ["fedct", "nothing"], "--method fedct")])
+def test_a_method_and_dataset_given_as_words(command: list[str], words: list[str], flags: str,
+                                             capsys) -> None:
+    # `fedlabels run fedct breast_cancer` said only "unrecognized arguments: fedct
+    # breast_cancer"
+    line = _usage_error([*command, *words], capsys)
+    assert line.startswith(f"fedlabels: error: unrecognized arguments: {' '.join(words)} (a "
+                           f"method and a dataset are given as flags: {flags}) (see "), line
+    line = _usage_error(["run", "--rounds", "1", "extra"], capsys)  # other words: as before
+    assert line == "fedlabels: error: unrecognized arguments: extra (see `fedlabels run -h`)"
+
+
 @pytest.fixture
 def iris_run(tmp_path):
     """A one-round run on iris from a CSV table, and a CSV of rows to label."""

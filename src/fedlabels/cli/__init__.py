@@ -36,19 +36,28 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str, prog: str | None = None) -> NoReturn:
         """Exit 2 with one line that ends by naming the help to read (``prog -h``)."""
-        message = self._no_subcommand(message)
-        self.exit(2, f"fedlabels: error: {message}{self._hint(message)} "
+        hint = self._hint(message)
+        self.exit(2, f"fedlabels: error: {self._subcommand_named(message)}{hint} "
                      f"(see `{prog or self.prog} -h`)\n")
 
-    def _no_subcommand(self, message: str) -> str:
-        """``give a subcommand: run, resume, ...`` for argparse's "the following arguments
-        are required: command" (``fedlabels`` alone named its internal ``dest``: command,
-        deploy_command, bound)."""
+    def _subcommand_named(self, message: str) -> str:
+        """``message`` with argparse's internal name of the subcommand (``command``,
+        ``deploy_command``, ``bound``) put in words: "the following arguments are required:
+        command" is ``give a subcommand: run, resume, ...``, and "argument command: invalid
+        choice: 'x' (choose from ...)" is ``'x' is not a subcommand (choose from ...)``."""
+        import re
+
         subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or not subs[0].choices:
+            return message
+        dest, names = subs[0].dest, ", ".join(dict.fromkeys(subs[0].choices))
         missing = message.removeprefix("the following arguments are required: ").split(", ")
-        if subs and subs[0].dest in missing and subs[0].choices:
-            names = ", ".join(dict.fromkeys(subs[0].choices))
+        if dest in missing:
             return f"give a subcommand: {names}"
+        choice = re.fullmatch(rf"argument {re.escape(dest)}: invalid choice: ('[^']*') .*",
+                              message)
+        if choice:
+            return f"{choice.group(1)} is not a subcommand; choose from {names}"
         return message
 
     def _hint(self, message: str) -> str:
@@ -70,6 +79,7 @@ class _Parser(argparse.ArgumentParser):
             command = getattr(parsed, "command", None)
             self.error(f"unrecognized arguments: {' '.join(extras)}"
                        f"{_option_hint(parsed, extras) or _suggestion(self, extras, command)}"
+                       f"{_flag_for_words(parsed, extras)}"
                        f"{getattr(parsed, 'unknown_hint', '')}",
                        f"{self.prog} {command}" if command else None)
         return parsed
@@ -86,6 +96,23 @@ def _suggestion(parser: argparse.ArgumentParser, extras: list[str], command: str
              for s in a.option_strings if s.startswith("--") and a.help != argparse.SUPPRESS]
     hints = (did_you_mean(t.split("=")[0], known) for t in extras if t.startswith("-"))
     return next((h for h in hints if h), "")
+
+
+def _flag_for_words(parsed: argparse.Namespace, extras: list[str]) -> str:
+    """`` (a method and a dataset are flags: --method fedct --dataset wine)`` for the words
+    of ``fedlabels run fedct wine`` that name a method or a dataset, where the subcommand
+    takes those flags; "" otherwise."""
+    if not hasattr(parsed, "method") or not hasattr(parsed, "dataset"):
+        return ""
+    from fedlabels.data.registry import REGISTRY
+    from fedlabels.methods.registry import METHODS
+
+    flags = [f"--method {w}" if w in METHODS else f"--dataset {w}"
+             for w in extras if not w.startswith("-") and (
+                 w in METHODS or w in REGISTRY or w.startswith(("csv:", "imagefolder:")))]
+    if not flags:
+        return ""
+    return f" (a method and a dataset are given as flags: {' '.join(flags)})"
 
 
 def _option_hint(parsed: argparse.Namespace, extras: list[str]) -> str:
