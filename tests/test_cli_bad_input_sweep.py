@@ -258,3 +258,22 @@ def test_plot_and_report_of_a_run_folder_glob(tmp_path, capsys) -> None:
     _one_line(capsys, "(not JSON); give the result JSON files of runs (X.json, e.g. "
                       "results/*.json).")
     assert main(["plot", str(out), "-o", str(tmp_path / "a.png")]) == 0  # as it says
+
+
+@pytest.mark.parametrize(("given", "example"), [
+    ("results/", "results/run.json"), ("results", "results/run.json"),
+    ("out/new/", "out/new/run.json"), ("results/.json", "results/run.json"),
+    (".json", "run.json")])
+def test_an_output_that_names_a_folder(given: str, example: str, tmp_path, monkeypatch,
+                                       capsys) -> None:
+    # `-o results/` said "give a path ending in .json (the rounds table goes beside it as
+    # results.rounds.csv)", and `-o .json` "... as .json.rounds.csv"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    for command in (["run", "--dataset", "wine", "--clients", "3", "--rounds", "1"],
+                    ["resume"]):
+        assert main([*command, *(["-o"] if command[0] == "run" else []), given]) == 2
+        _one_line(capsys, f"{given}: give a ")
+        assert main([*command, *(["-o"] if command[0] == "run" else []), given]) == 2
+        assert f"(e.g. {example})" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["results"]  # nothing written

@@ -67,9 +67,16 @@ def result_path(output: str | Path, option: str = "--output") -> Path:
     """``output`` as a result path; it must end in ``.json`` (the rounds table and the models
     go beside it, so a ``.csv`` name would collide with them)."""
     path = Path(output).expanduser()
-    if not path.name or path.name in (".", ".."):
+    if not path.name or path.name in (".", "..") or str(output).endswith(("/", os.sep)) or (
+            path.is_dir() and path.suffix.lower() != RESULT_SUFFIX):
+        # `-o results/` said "... goes beside it as results.rounds.csv" (a folder X.json:
+        # "is a directory", later)
         raise FedLabelsError(f"{option} {output}: give a file name ending in .json (e.g. "
-                             "run.json), not a directory.")
+                             f"{path / 'run.json' if path.name else 'run.json'}), not a "
+                             "directory.")
+    if path.name.lower() == RESULT_SUFFIX:  # a name that is only the suffix
+        raise FedLabelsError(f"{option} {output}: give a name before .json (e.g. "
+                             f"{path.with_name('run.json')}).")
     if path.suffix.lower() != RESULT_SUFFIX:
         raise FedLabelsError(f"{option} {output}: the result is JSON, give a path ending in "
                              f".json (the rounds table goes beside it as "
