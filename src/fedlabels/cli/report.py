@@ -29,7 +29,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from fedlabels.data.csv_table import normalise_sep
     from fedlabels.results.predict import predict_file, run_sep, run_task
 
-    if Path(args.data).suffix.lower() == ".json":  # a CSV parser error said nothing useful
+    data = Path(args.data).expanduser()
+    if data.suffix.lower() == ".json" and data.is_file():  # pandas' parser error said nothing
         order = ("the arguments are the other way round: " if
                  Path(args.result).suffix.lower() != ".json" else "")
         raise FedLabelsError(f"{order}the data {args.data} is a JSON file; predict takes the "
