@@ -138,6 +138,21 @@ def test_an_unknown_subcommand_is_named_as_one(level: list[str], word: str, near
                            f"{names}{near} "), line
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["-V"], "; -V is no flag of fedlabels (see "),
+    (["--verion"], "; --verion is no flag of fedlabels (did you mean '--version'?) (see "),
+    (["--threads=2", "-x"], "; -x is no flag of fedlabels (see "),
+    (["--threads", "-1"], " (see "),  # a value, not a flag
+    (["version"], " (did you mean '--version'?) (see "),
+    (["help"], " (did you mean '--help'?) (see ")])
+def test_a_flag_or_word_for_the_version(argv: list[str], said: str, capsys) -> None:
+    # `fedlabels -V` said only that a subcommand was missing, `fedlabels version` that it is
+    # no subcommand: neither named what the user wanted
+    line = _usage_error(argv, capsys)
+    names = ", ".join(_subcommands([]))
+    assert line.endswith(f"{names}{said}`fedlabels -h`)"), line
+
+
 @pytest.mark.parametrize(("command", "words", "flags"), [
     (["run"], ["fedct", "breast_cancer"], "--method fedct --dataset breast_cancer"),
     (["audit"], ["wine", "dp-fedct"], "--dataset wine --method dp-fedct"),

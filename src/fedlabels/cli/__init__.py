@@ -52,13 +52,29 @@ class _Parser(argparse.ArgumentParser):
             return message
         dest, names = subs[0].dest, ", ".join(dict.fromkeys(subs[0].choices))
         missing = message.removeprefix("the following arguments are required: ").split(", ")
-        if dest in missing:
-            return f"give a subcommand: {names}"
-        choice = re.fullmatch(rf"argument {re.escape(dest)}: invalid choice: ('[^']*') .*",
+        if dest in missing:  # and a flag it does not know (`fedlabels -V`) said nothing
+            return f"give a subcommand: {names}{self._unknown_flags()}"
+        choice = re.fullmatch(rf"argument {re.escape(dest)}: invalid choice: '([^']*)' .*",
                               message)
         if choice:
-            return f"{choice.group(1)} is not a subcommand; choose from {names}"
+            word = choice.group(1)
+            flag = f" (did you mean '--{word}'?)" if f"--{word}" in \
+                self._option_string_actions else ""  # `fedlabels version`
+            return f"{word!r} is not a subcommand; choose from {names}{flag}"
         return message
+
+    def _unknown_flags(self) -> str:
+        """``; --verion is no flag of fedlabels (did you mean '--version'?)`` for the first
+        flag of the command line (:meth:`parse_args`) that this parser does not know."""
+        from fedlabels.core.errors import did_you_mean
+
+        known = [s for s in self._option_string_actions if s.startswith("--")]
+        for token in getattr(self, "_argv", []):
+            flag = token.split("=")[0]
+            if flag.startswith("-") and flag not in self._option_string_actions \
+                    and not self._negative_number_matcher.match(flag):  # a value: -1
+                return f"; {flag} is no flag of {self.prog}{did_you_mean(flag, known)}"
+        return ""
 
     def _hint(self, message: str) -> str:
         """A "did you mean" for an invalid choice; "" when there is nothing close (unknown
@@ -74,6 +90,7 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """As argparse does, but a misspelt flag gets the closest one of its subcommand."""
+        self._argv = list(sys.argv[1:] if args is None else args)  # for the errors' hints
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             command = getattr(parsed, "command", None)
