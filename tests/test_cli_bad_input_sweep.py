@@ -295,3 +295,20 @@ def test_an_output_that_names_a_folder(given: str, example: str, tmp_path, monke
         assert main([*command, *(["-o"] if command[0] == "run" else []), given]) == 2
         assert f"(e.g. {example})" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["results"]  # nothing written
+
+
+def test_deploy_local_with_a_file_as_its_workdir(tmp_path, monkeypatch, capsys) -> None:
+    # it started, failed making the folder, and said "deployment files and logs kept in
+    # FILE"
+    import fedlabels.deploy.launcher as launcher
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the deployment started")
+
+    monkeypatch.setattr(launcher, "deploy_local", started)
+    work = tmp_path / "notes.txt"
+    work.write_text("mine\n")
+    assert main(["deploy", "local", "--dataset", "wine", "--clients", "3", "--workdir",
+                 str(work), "-o", str(tmp_path / "r.json")]) == 2
+    _one_line(capsys, f"--workdir {work} is a file, not a directory; give a folder")
+    assert work.read_text() == "mine\n"

@@ -77,6 +77,10 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     if args.resume and not args.workdir:
         raise FedLabelsError("--resume continues a run in its --workdir (its sites' saved "
                              "state is there); give the interrupted run's --workdir.")
+    if args.workdir and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
+        # it failed after start-up, and "files and logs kept in" named the file
+        raise FedLabelsError(f"--workdir {args.workdir} is a file, not a directory; give a "
+                             "folder for the site files and logs.")
     # before anything is started; a resumed run updates its own files
     files = checked_outputs(cfg, args, models=False) if not args.resume else \
         _resumed_outputs(cfg)
