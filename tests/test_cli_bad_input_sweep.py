@@ -312,3 +312,17 @@ def test_deploy_local_with_a_file_as_its_workdir(tmp_path, monkeypatch, capsys) 
                  str(work), "-o", str(tmp_path / "r.json")]) == 2
     _one_line(capsys, f"--workdir {work} is a file, not a directory; give a folder")
     assert work.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("command", [
+    ["deploy", "local"], ["deploy", "ledger"], ["deploy", "certs", "--out-dir", "x", "--host",
+                                                "y"],
+    ["bound", "convergence", "--clients", "3", "--unlabeled", "3", "--c", "1", "--t0", "3"],
+    ["run"]])
+def test_an_unknown_flag_names_the_help_of_its_own_subcommand(command: list[str],
+                                                              capsys) -> None:
+    # `deploy local --bogus 1` said "(see `fedlabels deploy -h`)", which lists the deploy
+    # subcommands, not the flags
+    line = _usage_error([*command, "--bogus", "1"], capsys)
+    words = command[:2] if command[0] in ("deploy", "bound") else command[:1]
+    assert line.endswith(f"(see `fedlabels {' '.join(words)} -h`)"), line

@@ -94,11 +94,15 @@ class _Parser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             command = getattr(parsed, "command", None)
+            # `deploy local` and `bound convergence`: the help to read is the leaf's
+            leaf = getattr(parsed, "deploy_command", None) if command == "deploy" else \
+                getattr(parsed, "bound", None) if command == "bound" else None
             self.error(f"unrecognized arguments: {' '.join(extras)}"
                        f"{_option_hint(parsed, extras) or _suggestion(self, extras, command)}"
                        f"{_flag_for_words(parsed, extras)}"
                        f"{getattr(parsed, 'unknown_hint', '')}",
-                       f"{self.prog} {command}" if command else None)
+                       " ".join(w for w in (self.prog, command, leaf) if w) if command
+                       else None)
         return parsed
 
 
