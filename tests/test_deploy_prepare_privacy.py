@@ -242,3 +242,49 @@ def test_sites_holding_shared_files_that_differ_beside_u_disagree_at_the_hello(
     site = load_site(moved)
     np.testing.assert_array_equal(site.X_public, load_site(prepared.node_settings(1)).X_public)
     assert site.public_digest() not in digests
+
+
+def _numbered_table(tmp_path: Path) -> tuple[str, pd.DataFrame]:
+    """A CSV of 600 rows: ``n`` the row's number, gaps in ``b``, a ``site`` column."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    n = 600
+    frame = pd.DataFrame({"n": np.arange(n, dtype=float), "a": rng.normal(size=n),
+                          "b": rng.normal(50, 10, n), "c": rng.normal(-3, 2, n),
+                          "site": rng.choice(["north", "south", "east"], n)})
+    frame["label"] = np.where(frame.a > 0, "yes", "no")
+    frame.loc[rng.random(n) < 0.2, "b"] = np.nan
+    path = tmp_path / "numbered.csv"
+    frame.to_csv(path, index=False)
+    return f"csv:{path}:label", frame
+
+
+@pytest.mark.parametrize("settings", [
+    {"partition": "column:site", "features": "n,a,b,c"},  # the column read, not a feature
+    {"partition": "column:site"},
+    {"unlabeled_shift": 0.3, "unlabeled": 60, "private": 200, "drop": "site"},  # U drawn shifted
+], ids=["column-features", "column", "shift"])
+def test_shared_scaling_is_the_one_that_scaled_the_sites_rows(tmp_path: Path,
+                                                             settings: dict[str, Any]) -> None:
+    """``shared.npz``'s U, ``scale_mean``/``scale_std`` and ``fill`` are those of the
+    federation the sites' files were cut from: U's z-scoring undone gives the table's own
+    rows (found by their number ``n``, gaps filled with ``fill``), whose mean, std and
+    medians they are; and U is the simulator's (``fl.load_federation``) for the settings."""
+    import fedlabels as fl
+
+    dataset, frame = _numbered_table(tmp_path)
+    cfg = RunConfig(method="fedct", dataset=dataset, clients=3, model="dt", rounds=1,
+                    period=1, seed=2, missing="public-median", **settings)
+    shared = np.load(prepare_run(cfg, tmp_path / "run", with_truth=False).shared_path)
+    mean, std, fill = shared["scale_mean"], shared["scale_std"], shared["fill"]
+    raw_u = shared["X_public"].astype(np.float64) * std + mean
+    rows = np.rint(raw_u[:, 0]).astype(int)
+    table = frame.loc[rows, ["n", "a", "b", "c"]].to_numpy(dtype=np.float64)
+    np.testing.assert_array_equal(fill, np.nanmedian(table, axis=0))
+    table = np.where(np.isnan(table), fill, table)
+    np.testing.assert_allclose(raw_u, table, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mean, table.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(std, table.std(axis=0), rtol=1e-12)
+    fed = fl.load_federation(dataset, clients=3, seed=2, missing="public-median", **settings)
+    np.testing.assert_array_equal(shared["X_public"], fed.X_public)

@@ -149,32 +149,6 @@ def _public_pca_arrays(pre: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _public_scaling(cfg: RunConfig, ref: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """Mean and std that standardised U (for sites that bring raw CSV rows).
-
-    The split is redone unscaled with the same seed and sizes, which selects the same rows.
-    """
-    from fedlabels.data import get_dataset, make_federation
-    from fedlabels.data.loading import load_table, missing_policy
-
-    if cfg.image_column is not None or get_dataset(cfg.dataset, sep=cfg.sep).scale != "public":
-        return None  # a table's image column: pixels in [0, 1] (digits' 8x8 rows do scale)
-    if cfg.public is not None:  # a U of the user's own: the statistics it was scaled with
-        return ref.public_scaling
-    info, raw = load_table(cfg.dataset, sep=cfg.sep, features=cfg.features, drop=cfg.drop)
-    unscaled = make_federation(raw.X, raw.y, clients=cfg.clients,
-                               missing=missing_policy(info, raw, cfg.missing, cfg.dataset),
-                               unlabeled=len(ref.X_public),
-                               private=int(ref.info["n_private"]),
-                               test=None if raw.X_test is not None else len(ref.y_test),
-                               X_test=raw.X_test, y_test=raw.y_test, partition=cfg.partition,
-                               scale="none", seed=cfg.seed, name=cfg.dataset)
-    mean = unscaled.X_public.astype(np.float64).mean(axis=0)
-    std = unscaled.X_public.astype(np.float64).std(axis=0)
-    std[std == 0] = 1.0
-    return mean, std
-
-
 def _validate(cfg: RunConfig, fed: Any, with_truth: bool) -> None:
     """Reject a configuration the method cannot run now, not after the processes started:
     the server role is built as the ServerApp will build it (with U's labels where the run
@@ -278,7 +252,9 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
               "class_names": np.array(fed.class_names, dtype=str),
               "feature_names": np.array(fed.feature_names, dtype=str)}
     if cfg.public_pca is None:
-        scaling = _public_scaling(cfg, fed)
+        # the statistics that z-scored the sites' rows: the federation's own (one split, so
+        # its partition column, unlabeled_shift, fill and task are the run's)
+        scaling = fed.public_scaling
         if scaling is not None:
             shared["scale_mean"], shared["scale_std"] = scaling
     else:  # a site's raw CSV rows are z-scored by U, then projected onto U's components
