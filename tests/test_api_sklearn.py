@@ -420,6 +420,41 @@ def test_a_cli_run_and_a_federation_run_of_one_setup_report_one_partition_and_si
     assert [[r.seed for r in g.runs] for g in group_runs([cli, on_fed])] == [[0, 1]]
 
 
+def test_table_settings_of_a_run_by_name_and_on_a_federation_group_as_built(tmp_path):
+    """fl.run on load_federation(csv, features=...) recorded RunConfig's defaults for the
+    table settings (no features, no task, no sep), so it landed apart from the same run by
+    name and together with a run on other columns. The federation records them in one form
+    (features 'a,b' and ['a', 'b'] alike, task and sep resolved): equivalent runs group
+    together, runs on other columns or a dropped column stay apart."""
+    from fedlabels.reporting.plots import run_settings
+    from fedlabels.reporting.report import group_runs
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(240, 4)), columns=["a", "b", "c", "d"])
+    frame["target"] = np.where(frame.a + frame.b > 0, "p", "q")
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    dataset = f"csv:{tmp_path / 't.csv'}:target"
+
+    def on_fed(seed: int, **table: object) -> fl.RunResult:
+        fed = fl.load_federation(dataset, clients=3, seed=seed, **table)
+        return fl.run("fedct", fed, model="dt", rounds=1, progress=False, seed=seed)
+
+    def by_name(seed: int, **table: object) -> fl.RunResult:
+        return fl.run("fedct", dataset, clients=3, model="dt", rounds=1, progress=False,
+                      seed=seed, **table)
+
+    same = [by_name(0, features="a,b,c"), on_fed(1, features="a,b,c"),
+            on_fed(2, features=["a", "b", "c"]),
+            by_name(3, features=" a, b,c", task="classification", sep=",")]
+    other = [on_fed(4, features="a,b,d"), by_name(5, features="a,b,d"),
+             on_fed(6, drop="d"), on_fed(7)]
+    assert on_fed(8, features="a,b,c").config["features"] == ["a", "b", "c"]
+    assert run_settings(same[0])["features"] == ["a", "b", "c"]
+    groups = group_runs([*same, *other])
+    assert [[r.seed for r in g.runs] for g in groups] == [[0, 1, 2, 3], [4, 5], [6], [7]]
+    assert "features=a,b,c" in groups[0].label and "features=a,b,d" in groups[1].label
+
+
 def test_a_label_columns_name_or_a_test_share_is_refused_with_the_call_that_works(data):
     """make_federation(df, "target") said 'X has 569 rows but y has 1 labels', and test=0.2
     'test must be an integer' without naming test_fraction."""

@@ -152,6 +152,20 @@ def test_resume_on_changed_data_says_the_data_changed(fed: Federation,
         sim("fedct", edited, resume=path)
 
 
+def test_a_checkpoint_of_an_earlier_version_resumes_on_the_federation_as_now_loaded(
+        fed: Federation, tmp_path: Path) -> None:
+    """A federation now records the table settings it was loaded with (``loaded_with``),
+    which a federation of an earlier version lacked: a record of settings, not of the data,
+    so it is no part of a checkpoint's identity and an interrupted run still resumes."""
+    from dataclasses import replace
+
+    assert "loaded_with" in fed.info
+    earlier = replace(fed, info={k: v for k, v in fed.info.items() if k != "loaded_with"})
+    path = tmp_path / "run.checkpoint.npz"
+    sim("fedct", earlier, checkpoint=path, on_round=interrupt_after(1))
+    assert_same_run(sim("fedct", fed), sim("fedct", fed, resume=path), fed.X_test)
+
+
 def test_resume_refuses_another_run_and_fewer_rounds(fed: Federation, tmp_path: Path) -> None:
     path = tmp_path / "run.checkpoint.npz"
     sim("fedct", fed, checkpoint=path, on_round=interrupt_after(1))

@@ -152,6 +152,11 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
             check_fill_applies(dataset, text_column, image_column)
     info = get_dataset(dataset, sep=sep, image_size=image_size)
     task = resolve_task(dataset, info.task, task)
+    from fedlabels.data.loaded_with import loaded_with
+
+    settings = loaded_with(dataset, sep=sep, features=features, drop=drop,
+                           text_column=text_column, task=task, target_range=target_range,
+                           public=public, image_size=image_size, image_column=image_column)
     features = _with_partition_column(features, partition)
     info, raw = load_table(dataset, sep=sep, features=features, drop=drop,
                            text_column=text_column, image_size=image_size,
@@ -218,6 +223,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     if raw.image_input is not None and fed.preprocessing is not None:
         # new images (or their paths) are read as these were when predicting
         fed = replace(fed, preprocessing=replace(fed.preprocessing, image=raw.image_input))
+    fed.info["loaded_with"] = settings  # what a run on it records (results/built.py)
     return fed
 
 

@@ -93,6 +93,15 @@ class InProcessGrid:
         return replies
 
 
+def _identity_summary(federation: Federation) -> dict[str, Any]:
+    """The federation's summary as a checkpoint's identity holds it: without
+    ``loaded_with``, a record of the table settings (not of the data, which the summary's
+    sizes and the fingerprint cover), so a checkpoint of an earlier version still resumes."""
+    summary = federation.summary()
+    summary.pop("loaded_with", None)
+    return summary
+
+
 def releases_privacy(server: Any) -> bool:
     """Whether the run's rounds are DP releases (its server keeps a privacy ledger). Such a
     run checkpoints every round before anything of it is shown (the round's progress line,
@@ -223,7 +232,7 @@ def simulate(
             cids = grid.client_ids
             kept = checkpoint is not None or saved is not None
             keeper = Keeper(None if checkpoint is None else Path(checkpoint), run_identity(
-                plan, seed=seed, eval_every=eval_every, federation=federation.summary(),
+                plan, seed=seed, eval_every=eval_every, federation=_identity_summary(federation),
                 insecure_reproducible_noise=insecure_reproducible_noise, malicious=malicious,
                 attack=attack, participation=participation, dropout=dropout, deadline=deadline,
                 data=federation.fingerprint() if kept else None),

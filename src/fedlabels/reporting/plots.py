@@ -196,6 +196,9 @@ def _as_built(res: RunResult) -> dict[str, Any]:
             out[key] = built[key]
     if config.get("private_per_client") is not None and "private" in built:
         out["private"], out["private_per_client"] = built["private"], None
+    from fedlabels.data.loaded_with import LOADED_KEYS
+
+    out.update({k: built[k] for k in LOADED_KEYS if k in built})  # 'a,b' read as [a, b]
     return out
 
 
@@ -209,12 +212,15 @@ def setting_differences(configs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
-    """``rounds=5, audit``: scalar settings with their value, nested ones by name, one the
-    others have and this one does not as ``no audit``."""
+    """``rounds=5, audit``: scalar settings with their value (a list of names, such as
+    ``features``, as ``features=a,b``), nested ones by name, one the others have and this
+    one does not as ``no audit``."""
     shown = []
     for key in keys:
         value = config.get(key)
-        if isinstance(value, dict | list):
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            shown.append(f"{key}={','.join(value)}")
+        elif isinstance(value, dict | list):
             shown.append(key if value else f"no {key}")
         elif value is None:
             shown.append(f"no {key}")

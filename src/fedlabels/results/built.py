@@ -14,8 +14,11 @@ def built_settings(summary: Mapping[str, Any]) -> dict[str, Any]:
     asked as ``dirichlet:0.5``; ``None``: none recorded, a federation built by hand or a
     result of an earlier version); the sizes built, ``unlabeled``, ``private`` (over all
     clients: ``private_per_client`` asks for the same total another way) and ``test``;
-    ``unlabeled_shift`` (its S) and ``public_pca`` (its components). A size or count the
-    summary lacks is left out."""
+    ``unlabeled_shift`` (its S) and ``public_pca`` (its components); the table settings
+    of a loaded federation (``loaded_with``: ``features``, ``sep``, ``task``, ...) in their
+    canonical form (:mod:`fedlabels.data.loaded_with`). A size or count the summary lacks
+    is left out, and so are the table settings of a federation built by hand or a result
+    of an earlier version."""
     out: dict[str, Any] = {}
     if isinstance(summary.get("n_clients"), int):
         out["clients"] = summary["n_clients"]
@@ -31,4 +34,9 @@ def built_settings(summary: Mapping[str, Any]) -> dict[str, Any]:
     shift, pca = summary.get("unlabeled_shift"), summary.get("public_pca")
     out["unlabeled_shift"] = shift.get("S", 0.0) if isinstance(shift, dict) else 0.0
     out["public_pca"] = pca.get("components") if isinstance(pca, dict) else None
+    loaded = summary.get("loaded_with")
+    if isinstance(loaded, dict):
+        from fedlabels.data.loaded_with import LOADED_KEYS
+
+        out.update({k: loaded[k] for k in LOADED_KEYS if k in loaded})
     return out

@@ -1,0 +1,40 @@
+"""The table settings a federation was loaded with, in one canonical form, recorded in its
+``info`` (``loaded_with``) so that a run on a :class:`~fedlabels.data.Federation` and the
+same run by dataset name read as one configuration (``fl.report``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+#: the settings recorded, named as the run parameters
+LOADED_KEYS = ("sep", "features", "drop", "text_column", "task", "target_range", "public",
+               "image_size", "image_column")
+
+
+def loaded_with(dataset: str, *, sep: str | None, features: str | Sequence[str] | None,
+                drop: str | Sequence[str] | None, text_column: str | None, task: str,
+                target_range: Any, public: str | os.PathLike[str] | None,
+                image_size: str | None, image_column: str | None) -> dict[str, Any]:
+    """The settings as one value each: a ``csv:`` table's separator (``,`` when not given;
+    ``None`` for other datasets), ``features`` as a list in the given order and ``drop``
+    as a sorted list (``'a,b'`` and ``['a', 'b']`` alike), the task resolved (the dataset's
+    own when not given), ``target_range`` as ``[lo, hi]``, ``public`` as an absolute path
+    and ``image_size`` as ``HxW``; ``text_column`` and ``image_column`` as given."""
+    from fedlabels.data.columns import parse_columns
+    from fedlabels.data.csv_table import normalise_sep
+    from fedlabels.data.images import parse_size
+    from fedlabels.data.targets import parse_target_range
+
+    keep, remove = parse_columns(features, "--features"), parse_columns(drop, "--drop")
+    size = parse_size(image_size)
+    bounds = parse_target_range(target_range)
+    return {"sep": (normalise_sep(sep) or ",") if dataset.startswith("csv:") else None,
+            "features": keep, "drop": None if remove is None else sorted(remove),
+            "text_column": text_column, "task": task,
+            "target_range": None if bounds is None else [float(b) for b in bounds],
+            "public": None if public is None else str(Path(public).expanduser().resolve()),
+            "image_size": None if size is None else f"{size[0]}x{size[1]}",
+            "image_column": image_column}
