@@ -240,11 +240,18 @@ def test_distill_steps_together_equal_each_clients_own(spec, private, device, ba
     sizes, least = (SIZES, 40) if batches_of == "unequal" else ((70, 75, 130, 99), 64)
     clients, public, _ = digits_clients(sizes)
     seq, bat = learners(spec, 4), placed(spec, 4, device)
+    # the CNN: 2 steps a call. Its batched convolutions sum in another order, and Adam, which
+    # divides each coordinate's step by that coordinate's own gradient scale, turns their
+    # rounding in a near-zero gradient coordinate into a step of about lr the other way,
+    # which later steps spread: at 6 steps a call the weights parted by up to 5 % of their
+    # scale on an AVX-512 Xeon (0.03 % at 2 steps), where another CPU's kernels kept them
+    # within 0.2 %
+    steps = 2 if spec.startswith("cnn") else 6
     for _ in range(2):
-        for job in distill_jobs(seq, clients, public, 6, private, 0.7, least):
+        for job in distill_jobs(seq, clients, public, steps, private, 0.7, least):
             job.learner.distill_steps(job.X_soft, job.P_soft, job.n_steps, X=job.X, y=job.y,
                                       weight=job.weight)
-        jobs = distill_jobs(bat, clients, public, 6, private, 0.7, least)
+        jobs = distill_jobs(bat, clients, public, steps, private, 0.7, least)
         assert distill_groups(jobs) == [[0, 1, 2, 3]]
         assert _Plan(jobs, torch.device("cpu"), 1)._equal == (batches_of == "equal")
         distill_together(jobs)
