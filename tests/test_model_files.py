@@ -397,38 +397,101 @@ def _child_pointing_back(nodes):
     nodes["right_child"][0] = 0
 
 
-def _refused_in_a_child(path: Path, needle: str, timeout: float = 60) -> None:
-    """Load the models file at ``path`` and predict four rows with its first model in a
-    subprocess (a crash fails the test rather than ending pytest): it must be refused in
-    one line holding ``needle``."""
+# The loader of the damaged files: one process that has imported the reader and scikit-learn
+# (1.5-2 CPU-s a Python process, for each of this module's 12 damaged files before) forks a
+# fresh child for each file, so that each file is still read and predicted with in a process
+# of its own, whose crash or endless loop fails its test and leaves pytest (and the loader)
+# standing. It forks while it has one thread only (checked): no lock held by another thread
+# is copied locked, and the children start their own thread pools.
+_LOADER = """
+import json, os, pathlib, signal, sys, time, traceback
+import numpy as np
+import sklearn.ensemble, sklearn.neighbors, sklearn.tree
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.results.model_format import read_models_file
+
+assert len(os.listdir("/proc/self/task")) == 1, "the loader must fork with one thread"
+
+
+def load(path, out):
+    try:
+        m = read_models_file(pathlib.Path(path))
+    except FedLabelsError as e:
+        out.write(f"refused: {e}\\n")
+        return 0
+    m["models"][0].predict(np.zeros((4, 4)))
+    out.write("loaded\\n")
+    return 0
+
+
+for line in sys.stdin:
+    path, timeout = json.loads(line)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        with os.fdopen(w, "w") as out:
+            try:
+                code = load(path, out)
+            except BaseException:
+                out.write(traceback.format_exc())
+                code = 1
+        os._exit(code)
+    os.close(w)
+    deadline = time.monotonic() + timeout
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    with os.fdopen(r) as child:
+        text = child.read()
+    code = os.waitstatus_to_exitcode(done[1]) if done[0] else f"still running after {timeout} s"
+    print(json.dumps([code, text]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def loader():
+    """The loader process (``_LOADER``), started once for this module's damaged files."""
     import subprocess
     import sys
 
-    code = ("import sys, pathlib, numpy as np\n"
-            "from fedlabels.core.errors import FedLabelsError\n"
-            "from fedlabels.results.model_format import read_models_file\n"
-            "try:\n"
-            f"    m = read_models_file(pathlib.Path({str(path)!r}))\n"
-            "except FedLabelsError as e:\n"
-            "    print('refused:', e); sys.exit(0)\n"
-            "m['models'][0].predict(np.zeros((4, 4)))\n"
-            "print('loaded')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=timeout, env={**os.environ})
-    assert out.returncode == 0 and "refused:" in out.stdout and needle in out.stdout, (
-        out.returncode, out.stdout, out.stderr[-500:])
+    # numpy's BLAS starts no threads of its own at import with one thread asked for
+    pools = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+    proc = subprocess.Popen([sys.executable, "-c", _LOADER], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, **pools})
+    yield proc
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+def _refused_in_a_child(loader, path: Path, needle: str, timeout: float = 60) -> None:
+    """Load the models file at ``path`` and predict four rows with its first model in a
+    child process of ``loader`` (a crash fails the test rather than ending pytest): it must
+    be refused in one line holding ``needle``."""
+    assert loader.stdin is not None and loader.stdout is not None
+    loader.stdin.write(json.dumps([str(path), timeout]) + "\n")
+    loader.stdin.flush()
+    reply = loader.stdout.readline()
+    assert reply, f"the loader ended (exit {loader.poll()})"
+    code, text = json.loads(reply)
+    assert code == 0 and text.startswith("refused:") and needle in text, (code, text)
+    assert text.count("\n") == 1, text
 
 
 @pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=2)"])
 @pytest.mark.parametrize("damage", [_child_past_the_end, _feature_past_the_end,
                                     _child_pointing_back])
-def test_a_tree_whose_nodes_point_outside_it_is_refused_not_a_crash(tmp_path, spec, damage):
+def test_a_tree_whose_nodes_point_outside_it_is_refused_not_a_crash(tmp_path, loader, spec,
+                                                                   damage):
     """Before, such a file loaded and predicting with it read memory past the tree's arrays
     (a segmentation fault of ``fedlabels inspect`` / ``predict``) or looped for ever. Run
     in a subprocess so that a crash fails the test rather than ending pytest."""
 
     path = _tree_file(tmp_path, spec, damage)
-    _refused_in_a_child(path, "point outside")
+    _refused_in_a_child(loader, path, "point outside")
 
 
 @pytest.mark.parametrize("spec", ["dt", "rf(n_estimators=2)"])
@@ -451,7 +514,7 @@ def test_a_tree_for_more_features_than_its_model_takes_is_refused(tmp_path, spec
 @pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
 @pytest.mark.parametrize("damaged", ["idx_array", "node_data"])
 def test_a_neighbour_tree_whose_index_lies_outside_its_data_is_refused(
-        tmp_path, algorithm, damaged):
+        tmp_path, loader, algorithm, damaged):
     """A KD-tree's or ball tree's state is not checked by scikit-learn: an index past the
     data made ``predict`` read unmapped memory (a segmentation fault). In a subprocess so
     that a crash fails the test rather than ending pytest."""
@@ -472,7 +535,7 @@ def test_a_neighbour_tree_whose_index_lies_outside_its_data_is_refused(
         arrays[key] = arrays[key].copy()
         arrays[key]["is_leaf"] = 0  # the last level's nodes would have children past the end
     np.savez(path, **arrays)
-    _refused_in_a_child(path, "lie outside its data")
+    _refused_in_a_child(loader, path, "lie outside its data")
 
 
 def test_predict_with_a_model_that_loads_but_cannot_predict_is_one_line(tmp_path, capsys):
@@ -520,8 +583,8 @@ def test_predict_refuses_data_that_is_a_device_or_a_pipe_unread(tmp_path, capsys
 
 @pytest.mark.parametrize("field, value", [("left_children", 10**8),
                                           ("split_indices", 10**6)])
-def test_an_xgboost_tree_pointing_outside_itself_is_refused_not_a_crash(tmp_path, field,
-                                                                       value):
+def test_an_xgboost_tree_pointing_outside_itself_is_refused_not_a_crash(tmp_path, loader,
+                                                                       field, value):
     """XGBoost loads its trees' child and feature indices unchecked: a forged models file
     loaded, and predicting read past the arrays (a segmentation fault). The booster's raw
     bytes are UBJSON: the first element of the typed array ``field`` is overwritten (int32,
@@ -542,7 +605,7 @@ def test_an_xgboost_tree_pointing_outside_itself_is_refused_not_a_crash(tmp_path
     raw[count + 10:count + 14] = value.to_bytes(4, "big")
     arrays[key] = np.frombuffer(bytes(raw), dtype=np.uint8)
     np.savez(path, **arrays)
-    _refused_in_a_child(path, "point outside", timeout=120)
+    _refused_in_a_child(loader, path, "point outside", timeout=120)
 
 
 
