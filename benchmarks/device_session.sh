@@ -20,7 +20,8 @@
 # ~/.cache/fedlabels (about 34 MiB).
 #
 #   bash benchmarks/device_session.sh 560 9,10,12,13,15,16
-#   DRY_RUN=1 bash benchmarks/device_session.sh 60 9    # CPU only: checks the script (tests)
+#   DRY_RUN=1 CHECK_PERCENT=50 bash benchmarks/device_session.sh 800 9  # CPU only, tiny:
+#   checks the script, the check's rows all there (settings too) (tests/test_device_check.py)
 set -u
 budget=${1:-480}
 select=${2:-9,10,11,12,13,14,15,16,17}
@@ -36,7 +37,7 @@ prof=$(mktemp -d)
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/check.log"
 dry=()
-if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests --skip-settings); fi
+if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests); fi
 # CHECK_PERCENT: the check's share of the budget; CHECK_FLAGS: more of its flags (e.g.
 # --skip-gather, measured on the H200 already)
 timeout $((budget * ${CHECK_PERCENT:-40} / 100)) "$py" benchmarks/device_check.py \
