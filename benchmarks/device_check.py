@@ -144,6 +144,7 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
 
     stamps: list[float] = []
     profilers: list[object] = []
+    third_started: list[float] = []  # after the profilers' start, which is no round's
 
     def on_round(record: object) -> None:
         if device.startswith("cuda"):
@@ -160,18 +161,20 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
             profilers[:] = [ops, python]
             ops.start()
             python.enable()
-            stamps[1] = time.perf_counter()  # the profilers' start is not the round's
+            third_started.append(time.perf_counter())
         else:
             ops, python = profilers
             python.disable()  # type: ignore[attr-defined]
             ops.stop()  # type: ignore[attr-defined]
-            write_profiles(ops, python, profile_dir, device, stamps[2] - stamps[1],
+            write_profiles(ops, python, profile_dir, device, stamps[2] - third_started[0],
                            profile_name)
 
     fl.run(method, fed, model=model, rounds=4, period=period, seed=0, progress=False,
            threads=1, workers=1, device=device, eval_every=2, on_round=on_round,
            precision=precision, cuda_graphs=cuda_graphs)
-    train = stamps[2] - stamps[1]
+    # the second round (a round and the evaluation) ends at stamps[1]; the third, a round
+    # alone, starts there or, profiled, once the profilers have started
+    train = stamps[2] - (third_started[0] if third_started else stamps[1])
     return train, max(0.0, stamps[1] - stamps[0] - train)
 
 
