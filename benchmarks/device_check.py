@@ -417,10 +417,12 @@ def long_run_argv(line: str, out_dir: Path, index: int,
 
 def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
                       select: list[int] | None = None,
-                      keep_checkpoints: bool = False) -> list[dict[str, object]]:
+                      keep_checkpoints: bool = False,
+                      grace: float = 5.0) -> list[dict[str, object]]:
     """Run the long runs in ``LONG_RUNS`` order, ``parallel`` at a time, until ``seconds``
-    have passed; runs still going then are stopped and reported as such, with the last
-    round they evaluated. Each run's output goes to ``out_dir/NN.log`` (a ``fedlabels run``
+    have passed; runs still going then are stopped (SIGTERM, and SIGKILL for one still
+    there ``grace`` seconds later) and reported as such, with the last round they
+    evaluated. Each run's output goes to ``out_dir/NN.log`` (a ``fedlabels run``
     also writes ``NN.json`` and ``NN.rounds.csv``); it writes no checkpoint
     (``NN.checkpoint.npz``, 45-100 MB at the paper's scale, rewritten as the run goes) unless
     ``keep_checkpoints``, and any left (a run of another kind) is removed when it ends.
@@ -478,7 +480,7 @@ def execute_long_runs(seconds: float, parallel: int, out_dir: Path,
     for index in list(running):
         proc = running[index][0]
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
