@@ -404,7 +404,7 @@ def _child_pointing_back(nodes):
 # standing. It forks while it has one thread only (checked): no lock held by another thread
 # is copied locked, and the children start their own thread pools.
 _LOADER = """
-import json, os, pathlib, signal, sys, time, traceback
+import json, os, pathlib, select, signal, sys, time, traceback
 import numpy as np
 import sklearn.ensemble, sklearn.neighbors, sklearn.tree
 from fedlabels.core.errors import FedLabelsError
@@ -438,16 +438,20 @@ for line in sys.stdin:
                 code = 1
         os._exit(code)
     os.close(w)
-    deadline = time.monotonic() + timeout
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if done[0] == 0:
+    # what the child writes, read as it comes (a long traceback fills no pipe), until it
+    # ends or its time is up
+    deadline, chunks, killed = time.monotonic() + timeout, [], False
+    while (left := deadline - time.monotonic()) > 0 and select.select([r], [], [], left)[0]:
+        if not (chunk := os.read(r, 65536)):
+            break
+        chunks.append(chunk)
+    else:
         os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    with os.fdopen(r) as child:
-        text = child.read()
-    code = os.waitstatus_to_exitcode(done[1]) if done[0] else f"still running after {timeout} s"
-    print(json.dumps([code, text]), flush=True)
+        killed = True
+    os.close(r)
+    status = os.waitpid(pid, 0)[1]
+    code = f"still running after {timeout} s" if killed else os.waitstatus_to_exitcode(status)
+    print(json.dumps([code, b"".join(chunks).decode(errors="replace")]), flush=True)
 """
 
 
