@@ -137,9 +137,10 @@ def round_seconds(method: str, fed: fl.Federation, model: str, period: int,
     up, the second is one round and one evaluation, the third a round alone (the last's
     evaluation also computes the run's final summary, not part of every evaluation).
 
-    With ``profile_dir``, the second round runs under ``torch.profiler`` (every thread's torch
-    operations, and the GPU's kernels on a GPU) and ``cProfile``; their tables are written
-    there as ``profile_<device><profile_name>_ops.txt`` and ``..._python.txt``."""
+    With ``profile_dir``, the third round (a round alone) runs under ``torch.profiler``
+    (every thread's torch operations, and the GPU's kernels on a GPU) and ``cProfile``;
+    their tables are written there as ``profile_<device><profile_name>_ops.txt`` and
+    ``..._python.txt``."""
     import cProfile
 
     stamps: list[float] = []
