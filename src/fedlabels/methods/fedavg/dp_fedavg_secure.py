@@ -44,7 +44,7 @@ from fedlabels.core.errors import BudgetRefusal, FedLabelsError, RefusedError, r
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.blocks import GlobalModelServer, WeightsClient
 from fedlabels.method.dpsgd_client import SecretNoiseClient
-from fedlabels.method.state import State, StateValue, prefixed, unprefixed
+from fedlabels.method.secure_member import SecureSumMember
 from fedlabels.method.threat import outside_entries
 from fedlabels.privacy.discrete_gaussian import (
     NOISE_TAIL_SDS,
@@ -55,7 +55,7 @@ from fedlabels.privacy.discrete_gaussian import (
 )
 from fedlabels.privacy.events import DistributedDiscreteGaussianEvent
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
-from fedlabels.secure.masked_sum import members, members_text
+from fedlabels.secure.masked_sum import members_text
 
 #: the attempts a server makes per round before it gives the round up
 MAX_ATTEMPTS = 3
@@ -113,22 +113,21 @@ class SecureParameters:
                                                 tuple(sorted(clients)))
 
 
-class DPFedAvgSecureClient(SecretNoiseClient, WeightsClient):
+class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
     """A member of the secure aggregation: its own noise share, masks, checks and ledger."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("key_round", "key_group", "attempt")
     #: a round's attempts after dropouts come within one round
     multi_step_kinds: ClassVar[frozenset[str]] = frozenset({"dpfedavg.train"})
+    keys_kind, key_reply_kind, attempt_kind = "dpfedavg.keys", "dpfedavg.key", "dpfedavg.train"
+    key_purpose = KEY_PURPOSE
 
     def __init__(self, *args: Any, trust: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.trust = trust  # from the site's configuration, never from a message: not state
         self.handlers["dpfedavg.keys"] = self.on_keys
         self.handlers["dpfedavg.train"] = self.on_train
-        self.key_round = -1  # the round of the key pair held
-        self.key_group = ""  # the group announced with it
-        self.attempt = -1  # the last attempt answered in that round
-        self.keypair: Any = None
+        self.init_member()
         self._params: SecureParameters | None = None
 
     def params(self) -> SecureParameters:
@@ -151,42 +150,6 @@ class DPFedAvgSecureClient(SecretNoiseClient, WeightsClient):
         params = self.params()
         return [params.event()] * params.rounds
 
-    def _authenticator(self, rnd: int, group: list[int]) -> Any:
-        if self.trust is None:
-            raise RefusedError(f"client {self.cid}: secure aggregation needs this site's "
-                               "identity key and roster (prepare the deployment with "
-                               "aggregation secure); refusing.")
-        return self.trust.authenticator(rnd, group)  # refuses members outside the roster
-
-    def _check_group(self, group: list[int], what: str) -> None:
-        need = self.params().min_group
-        if self.cid not in group:
-            raise RefusedError(f"client {self.cid}: {what} names the group {group} without "
-                               "this client; refusing.")
-        if len(group) < need:
-            raise RefusedError(f"client {self.cid}: {what} names a group of {len(group)} "
-                               f"but this client answers groups of at least {need} "
-                               "(min_group); refusing.")
-
-    def on_keys(self, message: Message) -> Message:
-        """A fresh key pair for the round, its public key signed for the announced group."""
-        from fedlabels.secure.identity import ANY_PEER, digest
-        from fedlabels.secure.keys import KeyPair, to_u8
-
-        rnd = int(message.config["round"])
-        if rnd <= self.key_round:  # a round's keys once: masks are never reused
-            raise RefusedError(f"client {self.cid}: dpfedavg.keys for round {rnd} after "
-                               f"round {self.key_round}; refusing.")
-        group = members(message.config["participants"])
-        self._check_group(group, "dpfedavg.keys")
-        auth = self._authenticator(rnd, group)
-        self.keypair = KeyPair()
-        self.key_round, self.key_group, self.attempt = rnd, members_text(group), -1
-        pub = to_u8(self.keypair.public)
-        return Message("dpfedavg.key", arrays={
-            "pub": pub, "sig": auth.sign(KEY_PURPOSE, ANY_PEER,
-                                         digest(pub, self.params().fingerprint()))})
-
     def on_train(self, message: Message) -> Message:
         """One attempt: checks, the charge, training, the noisy masked integer update."""
         from fedlabels.privacy.discrete_gaussian import sample_discrete_gaussian
@@ -200,21 +163,7 @@ class DPFedAvgSecureClient(SecretNoiseClient, WeightsClient):
         refuse_other_value(self.cid, "clip", config["clip"], params.clip)
         refuse_other_value(self.cid, "grid", config["grid"], params.grid)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
-        rnd, attempt = int(config["round"]), int(config["attempt"])
-        if self.keypair is None or rnd != self.key_round:
-            raise RefusedError(f"client {self.cid}: dpfedavg.train for round {rnd} without "
-                               "this round's dpfedavg.keys; refusing.")
-        if attempt <= self.attempt:  # fresh masks and fresh noise for every attempt
-            raise RefusedError(f"client {self.cid}: attempt {attempt} of round {rnd} again "
-                               f"(answered up to {self.attempt}); refusing.")
-        group = members(config["participants"])
-        self._check_group(group, "dpfedavg.train")
-        keyed = members(self.key_group)
-        outside = sorted(set(group) - set(keyed))
-        if outside:
-            raise RefusedError(f"client {self.cid}: dpfedavg.train adds clients {outside} "
-                               "to the round's group; refusing.")
-        peers = self._verified_keys(message, rnd, keyed, group)
+        rnd, attempt, group, peers = self.checked_attempt(message)
         start = np.array(message.arrays["weights"], dtype=np.float32)
         if start.size != params.dim:
             raise RefusedError(f"client {self.cid}: the global weights have {start.size} "
@@ -225,50 +174,8 @@ class DPFedAvgSecureClient(SecretNoiseClient, WeightsClient):
         z, _ = encode_update(self.learner.get_weights() - start, params.clip, params.grid)
         noise = sample_discrete_gaussian(params.share_sigma, params.dim, self.noise_rng)
         return Message("dpfedavg.masked", arrays={
-            "masked": self._masked(z.astype(np.int64).ravel() + noise, rnd, attempt, group,
-                                   peers)})
-
-    def _verified_keys(self, message: Message, rnd: int, keyed: list[int],
-                       group: list[int]) -> dict[int, bytes]:
-        """The group's public keys, each checked against its member's roster key."""
-        from fedlabels.secure.identity import ANY_PEER, digest
-
-        auth = self._authenticator(rnd, keyed)
-        peers = {}
-        for c in group:
-            if c == self.cid:
-                continue
-            pub = message.arrays.get(f"pub_{c}")
-            if pub is None:
-                raise RefusedError(f"client {self.cid}: dpfedavg.train lacks client {c}'s "
-                                   "key; refusing.")
-            # signed over the peer's parameters: checked against this client's own
-            auth.verify(c, KEY_PURPOSE, ANY_PEER, message.arrays.get(f"sig_{c}"),
-                        digest(np.asarray(pub, dtype=np.uint8), self.params().fingerprint()))
-            peers[c] = np.asarray(pub, dtype=np.uint8).tobytes()
-        return peers
-
-    def _masked(self, values: np.ndarray, rnd: int, attempt: int, group: list[int],
-                peers: Mapping[int, bytes]) -> np.ndarray:
-        from fedlabels.secure.masked_sum import group_view, mask_keys, mask_vector
-
-        keys = mask_keys(self.keypair, self.cid, peers, group_view(rnd, attempt, group))
-        return mask_vector(values, self.cid, keys, attempt, self.params().bits)
-
-    def state_dict(self) -> State:
-        state = super().state_dict()
-        if self.keypair is not None:
-            state.update(prefixed("keypair", self.keypair.to_state()))
-        return state
-
-    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
-        super().load_state_dict(state)
-        part = unprefixed("keypair", state)
-        self.keypair = None
-        if part:
-            from fedlabels.secure.keys import KeyPair
-
-            self.keypair = KeyPair.from_state(part)
+            "masked": self.masked(z.astype(np.int64).ravel() + noise, rnd, attempt, group,
+                                  peers)})
 
 
 class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):

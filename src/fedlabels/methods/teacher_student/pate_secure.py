@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -51,18 +50,17 @@ from fedlabels.core.errors import (
     BudgetRefusal,
     FedLabelsError,
     LearnerOutputError,
-    RefusedError,
     refuse_other_value,
 )
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.dpsgd_client import SecretNoiseClient
-from fedlabels.method.state import State, StateValue, prefixed, unprefixed
+from fedlabels.method.secure_member import SecureSumMember
 from fedlabels.methods.teacher_student.pate_roles import DPPATEOptions, PATEClient, PATEServer
 from fedlabels.methods.teacher_student.roles import n_queries
 from fedlabels.privacy.discrete_gaussian import NOISE_TAIL_SDS
 from fedlabels.privacy.events import DISJOINT_TEACHERS, DistributedDiscreteGaussianEvent
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
-from fedlabels.secure.masked_sum import members, members_text
+from fedlabels.secure.masked_sum import members_text
 
 #: the attempts a server makes before it gives the vote up
 MAX_ATTEMPTS = 3
@@ -136,13 +134,15 @@ def query_digest(message: Message) -> str:
     return hashlib.sha256(b"rows|" + rows.tobytes()).hexdigest()
 
 
-class SecurePATEClient(SecretNoiseClient, PATEClient):
+class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
     """A teacher holder in the secure aggregation: its own share, masks, checks and ledger."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("key_round", "key_group", "attempt",
                                               "counts_for", "round_counts", "round_accuracy")
     #: a vote's attempts after dropouts come within one round
     multi_step_kinds: ClassVar[frozenset[str]] = frozenset({"pate.secure_vote"})
+    keys_kind, key_reply_kind, attempt_kind = "pate.keys", "pate.key", "pate.secure_vote"
+    key_purpose = KEY_PURPOSE
 
     def __init__(self, *args: Any, trust: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,13 +150,10 @@ class SecurePATEClient(SecretNoiseClient, PATEClient):
         self.handlers["pate.keys"] = self.on_keys
         self.handlers["pate.secure_vote"] = self.on_vote
         self.handlers.pop("pate.vote", None)  # never the votes in the clear
-        self.key_round = -1  # the round of the key pair held
-        self.key_group = ""  # the group announced with it
-        self.attempt = -1  # the last attempt answered in that round
+        self.init_member()
         self.counts_for = ""  # the queries the stored counts answer
         self.round_counts: np.ndarray | None = None  # this client's (Q, C) vote counts
         self.round_accuracy = 0.0
-        self.keypair: Any = None
         self._params: SecureVoteParameters | None = None
 
     def params(self) -> SecureVoteParameters:
@@ -177,42 +174,6 @@ class SecurePATEClient(SecretNoiseClient, PATEClient):
 
     def planned_events(self) -> list[Any] | None:
         return [self.params().event()]
-
-    def _authenticator(self, rnd: int, group: list[int]) -> Any:
-        if self.trust is None:
-            raise RefusedError(f"client {self.cid}: secure aggregation needs this site's "
-                               "identity key and roster (prepare the deployment with "
-                               "aggregation secure); refusing.")
-        return self.trust.authenticator(rnd, group)  # refuses members outside the roster
-
-    def _check_group(self, group: list[int], what: str) -> None:
-        need = self.params().min_group
-        if self.cid not in group:
-            raise RefusedError(f"client {self.cid}: {what} names the group {group} without "
-                               "this client; refusing.")
-        if len(group) < need:
-            raise RefusedError(f"client {self.cid}: {what} names a group of {len(group)} "
-                               f"but this client answers groups of at least {need} "
-                               "(min_group); refusing.")
-
-    def on_keys(self, message: Message) -> Message:
-        """A fresh key pair for the round, its public key signed for the announced group."""
-        from fedlabels.secure.identity import ANY_PEER, digest
-        from fedlabels.secure.keys import KeyPair, to_u8
-
-        rnd = int(message.config["round"])
-        if rnd <= self.key_round:  # a round's keys once: masks are never reused
-            raise RefusedError(f"client {self.cid}: pate.keys for round {rnd} after round "
-                               f"{self.key_round}; refusing.")
-        group = members(message.config["participants"])
-        self._check_group(group, "pate.keys")
-        auth = self._authenticator(rnd, group)
-        self.keypair = KeyPair()
-        self.key_round, self.key_group, self.attempt = rnd, members_text(group), -1
-        pub = to_u8(self.keypair.public)
-        return Message("pate.key", arrays={
-            "pub": pub, "sig": auth.sign(KEY_PURPOSE, ANY_PEER,
-                                         digest(pub, self.params().fingerprint()))})
 
     def _check_queries(self, message: Message) -> None:
         """The server asks the client's own Q queries of its own kind (more queries would
@@ -235,27 +196,13 @@ class SecurePATEClient(SecretNoiseClient, PATEClient):
                            "secure", read=str)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
         self._check_queries(message)
-        rnd, attempt = int(config["round"]), int(config["attempt"])
-        if self.keypair is None or rnd != self.key_round:
-            raise RefusedError(f"client {self.cid}: pate.secure_vote for round {rnd} without "
-                               "this round's pate.keys; refusing.")
-        if attempt <= self.attempt:  # fresh masks and fresh noise for every attempt
-            raise RefusedError(f"client {self.cid}: attempt {attempt} of round {rnd} again "
-                               f"(answered up to {self.attempt}); refusing.")
-        group = members(config["participants"])
-        self._check_group(group, "pate.secure_vote")
-        keyed = members(self.key_group)
-        outside = sorted(set(group) - set(keyed))
-        if outside:
-            raise RefusedError(f"client {self.cid}: pate.secure_vote adds clients {outside} "
-                               "to the round's group; refusing.")
-        peers = self._verified_keys(message, rnd, keyed, group)
+        rnd, attempt, group, peers = self.checked_attempt(message)
         counts = self._counts(message)
         self.attempt = attempt
         self.charge(params.event())  # before anything leaves; refused beyond its ε
         noise = sample_discrete_gaussian(params.share_sigma, params.dim, self.noise_rng)
         return Message("pate.masked", arrays={
-            "masked": self._masked(counts.ravel() + noise, rnd, attempt, group, peers)},
+            "masked": self.masked(counts.ravel() + noise, rnd, attempt, group, peers)},
             config={"teacher_accuracy": self.round_accuracy})
 
     def _counts(self, message: Message) -> np.ndarray:
@@ -276,48 +223,6 @@ class SecurePATEClient(SecretNoiseClient, PATEClient):
                                  f"the {self.params().teachers_bound} teachers the ring was "
                                  "sized for.")
         return counts
-
-    def _verified_keys(self, message: Message, rnd: int, keyed: list[int],
-                       group: list[int]) -> dict[int, bytes]:
-        """The group's public keys, each checked against its member's roster key."""
-        from fedlabels.secure.identity import ANY_PEER, digest
-
-        auth = self._authenticator(rnd, keyed)
-        peers = {}
-        for c in group:
-            if c == self.cid:
-                continue
-            pub = message.arrays.get(f"pub_{c}")
-            if pub is None:
-                raise RefusedError(f"client {self.cid}: pate.secure_vote lacks client {c}'s "
-                                   "key; refusing.")
-            # signed over the peer's parameters: checked against this client's own
-            auth.verify(c, KEY_PURPOSE, ANY_PEER, message.arrays.get(f"sig_{c}"),
-                        digest(np.asarray(pub, dtype=np.uint8), self.params().fingerprint()))
-            peers[c] = np.asarray(pub, dtype=np.uint8).tobytes()
-        return peers
-
-    def _masked(self, values: np.ndarray, rnd: int, attempt: int, group: list[int],
-                peers: Mapping[int, bytes]) -> np.ndarray:
-        from fedlabels.secure.masked_sum import group_view, mask_keys, mask_vector
-
-        keys = mask_keys(self.keypair, self.cid, peers, group_view(rnd, attempt, group))
-        return mask_vector(values, self.cid, keys, attempt, self.params().bits)
-
-    def state_dict(self) -> State:
-        state = super().state_dict()
-        if self.keypair is not None:
-            state.update(prefixed("keypair", self.keypair.to_state()))
-        return state
-
-    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
-        super().load_state_dict(state)
-        part = unprefixed("keypair", state)
-        self.keypair = None
-        if part:
-            from fedlabels.secure.keys import KeyPair
-
-            self.keypair = KeyPair.from_state(part)
 
 
 class SecurePATEServer(LedgerEvents, PATEServer):

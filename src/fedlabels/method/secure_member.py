@@ -1,0 +1,152 @@
+"""A client's part in a round of secure aggregation (DP-FedAvg's and DP-PATE's
+``aggregation="secure"``): its round key, the checks of every attempt and its masks.
+
+Each round the server announces the group (``keys_kind``); the member draws a fresh X25519
+key pair and returns its public key signed with its identity key over the run, the round,
+the group and its own noise parameters (``params().fingerprint()``), which every peer
+checks against its own. Each attempt (``attempt_kind``) the member checks, before anything
+is computed on its data: this round's key exists, the attempt is new (fresh masks and
+fresh noise every time), the group holds it, is at least its own ``min_group`` and adds no
+one to the group it keyed for, and every peer's key carries that peer's signature over the
+same parameters. The subclass then computes its integer vector, charges its ledger, adds
+its own noise share and masks it (:meth:`SecureSumMember.masked`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedlabels.comm import Message
+from fedlabels.core.errors import RefusedError
+from fedlabels.method.state import State, StateValue, prefixed, unprefixed
+from fedlabels.secure.masked_sum import members, members_text
+
+
+class SecureSumMember:
+    """Mixin for a client role (put it first among the bases): the round key, the checks
+    of an attempt and the masks. The subclass sets the kinds and ``key_purpose``, and
+    ``params()`` (with ``min_group``, ``bits`` and ``fingerprint()``); ``cid`` and
+    ``trust`` (the site's identity key and roster, from its own configuration) come with
+    the role."""
+
+    keys_kind: ClassVar[str]  # the server's announcement of a round's group
+    key_reply_kind: ClassVar[str]  # the member's signed round key
+    attempt_kind: ClassVar[str]  # one attempt: the keys and what to compute
+    key_purpose: ClassVar[str]  # what a round key's signature is for
+    cid: int
+    trust: Any
+
+    def init_member(self) -> None:
+        """The member's state before its first round (call from ``__init__``)."""
+        self.key_round = -1  # the round of the key pair held
+        self.key_group = ""  # the group announced with it
+        self.attempt = -1  # the last attempt answered in that round
+        self.keypair: Any = None
+
+    def params(self) -> Any:
+        raise NotImplementedError
+
+    def _authenticator(self, rnd: int, group: list[int]) -> Any:
+        if self.trust is None:
+            raise RefusedError(f"client {self.cid}: secure aggregation needs this site's "
+                               "identity key and roster (prepare the deployment with "
+                               "aggregation secure); refusing.")
+        return self.trust.authenticator(rnd, group)  # refuses members outside the roster
+
+    def _check_group(self, group: list[int], what: str) -> None:
+        need = self.params().min_group
+        if self.cid not in group:
+            raise RefusedError(f"client {self.cid}: {what} names the group {group} without "
+                               "this client; refusing.")
+        if len(group) < need:
+            raise RefusedError(f"client {self.cid}: {what} names a group of {len(group)} "
+                               f"but this client answers groups of at least {need} "
+                               "(min_group); refusing.")
+
+    def on_keys(self, message: Message) -> Message:
+        """A fresh key pair for the round, its public key signed for the announced group."""
+        from fedlabels.secure.identity import ANY_PEER, digest
+        from fedlabels.secure.keys import KeyPair, to_u8
+
+        rnd = int(message.config["round"])
+        if rnd <= self.key_round:  # a round's keys once: masks are never reused
+            raise RefusedError(f"client {self.cid}: {self.keys_kind} for round {rnd} after "
+                               f"round {self.key_round}; refusing.")
+        group = members(message.config["participants"])
+        self._check_group(group, self.keys_kind)
+        auth = self._authenticator(rnd, group)
+        self.keypair = KeyPair()
+        self.key_round, self.key_group, self.attempt = rnd, members_text(group), -1
+        pub = to_u8(self.keypair.public)
+        return Message(self.key_reply_kind, arrays={
+            "pub": pub, "sig": auth.sign(self.key_purpose, ANY_PEER,
+                                         digest(pub, self.params().fingerprint()))})
+
+    def checked_attempt(self, message: Message) -> tuple[int, int, list[int], dict[int, bytes]]:
+        """(round, attempt, group, the peers' verified keys) of an attempt message, after
+        every check of the module docstring; the attempt is not yet marked answered."""
+        rnd, attempt = int(message.config["round"]), int(message.config["attempt"])
+        keys = self.keys_kind
+        if self.keypair is None or rnd != self.key_round:
+            raise RefusedError(f"client {self.cid}: {self.attempt_kind} for round {rnd} "
+                               f"without this round's {keys}; refusing.")
+        if attempt <= self.attempt:  # fresh masks and fresh noise for every attempt
+            raise RefusedError(f"client {self.cid}: attempt {attempt} of round {rnd} again "
+                               f"(answered up to {self.attempt}); refusing.")
+        group = members(message.config["participants"])
+        self._check_group(group, self.attempt_kind)
+        keyed = members(self.key_group)
+        outside = sorted(set(group) - set(keyed))
+        if outside:
+            raise RefusedError(f"client {self.cid}: {self.attempt_kind} adds clients "
+                               f"{outside} to the round's group; refusing.")
+        return rnd, attempt, group, self._verified_keys(message, rnd, keyed, group)
+
+    def _verified_keys(self, message: Message, rnd: int, keyed: list[int],
+                       group: list[int]) -> dict[int, bytes]:
+        """The group's public keys, each checked against its member's roster key."""
+        from fedlabels.secure.identity import ANY_PEER, digest
+
+        auth = self._authenticator(rnd, keyed)
+        peers = {}
+        for c in group:
+            if c == self.cid:
+                continue
+            pub = message.arrays.get(f"pub_{c}")
+            if pub is None:
+                raise RefusedError(f"client {self.cid}: {self.attempt_kind} lacks client "
+                                   f"{c}'s key; refusing.")
+            # signed over the peer's parameters: checked against this client's own
+            auth.verify(c, self.key_purpose, ANY_PEER, message.arrays.get(f"sig_{c}"),
+                        digest(np.asarray(pub, dtype=np.uint8), self.params().fingerprint()))
+            peers[c] = np.asarray(pub, dtype=np.uint8).tobytes()
+        return peers
+
+    def masked(self, values: np.ndarray, rnd: int, attempt: int, group: list[int],
+               peers: Mapping[int, bytes]) -> np.ndarray:
+        """``values`` plus this member's pairwise masks for the attempt's view, packed."""
+        from fedlabels.secure.masked_sum import group_view, mask_keys, mask_vector
+
+        keys = mask_keys(self.keypair, self.cid, peers, group_view(rnd, attempt, group))
+        return mask_vector(values, self.cid, keys, attempt, self.params().bits)
+
+    def state_dict(self) -> State:
+        state: State = super().state_dict()  # type: ignore[misc]
+        if self.keypair is not None:
+            state.update(prefixed("keypair", self.keypair.to_state()))
+        return state
+
+    def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
+        super().load_state_dict(state)  # type: ignore[misc]
+        part = unprefixed("keypair", state)
+        self.keypair = None
+        if part:
+            from fedlabels.secure.keys import KeyPair
+
+            self.keypair = KeyPair.from_state(part)
+
+
+__all__ = ["SecureSumMember"]
