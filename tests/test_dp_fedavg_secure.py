@@ -360,3 +360,16 @@ def test_a_masked_vector_of_another_length_is_refused_naming_its_client(
     with pytest.raises(FedLabelsError, match="client 1's masked vector") as err:
         masked_sum.ring_sum({**masked, 1: wrong}, p.bits, p.dim)
     assert "\n" not in str(err.value)
+
+
+def test_a_secure_runs_threat_model_states_what_its_server_sees(fed: fl.Federation) -> None:
+    """The result's threat_model of a secure run names the deviating server and the masked
+    view, not the plain mode's "each clipped update in the clear"."""
+    secure = fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=1, seed=0,
+                    options={"noise": "discrete", "aggregation": "secure", "epsilon": 8.0})
+    plain = fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=1, seed=0,
+                   options={"noise": "discrete", "epsilon": 8.0})
+    seen, told = secure.extra["threat_model"], plain.extra["threat_model"]
+    assert "masked" in seen["sees"] and "in the clear" not in seen["sees"]
+    assert "deviate" in seen["adversary"] and "trusted to add the noise" not in seen["adversary"]
+    assert "in the clear" in told["sees"] and "trusted to add the noise" in told["adversary"]

@@ -317,6 +317,9 @@ def test_a_secure_run_states_its_guarantee(fed: fl.Federation) -> None:
     assert "epsilon_data_dependent" not in p
     assert p["sensitivity"]["value"] == pytest.approx(math.sqrt(2 * p["queries"]))
     assert p["share_std_votes"] == pytest.approx(p["noise_sigma"] / math.sqrt(2))
+    seen = r.extra["threat_model"]  # the secure view, not the trusted aggregator's
+    assert "masked" in seen["sees"] and "deviate" in seen["adversary"]
+    assert "trusted aggregator" not in seen["adversary"]
     with pytest.raises(FedLabelsError, match="min_group 4 exceeds"):
         fl.run("dp-pate", fed, rounds=1, seed=0, options={**SECURE, "min_group": 4})
 

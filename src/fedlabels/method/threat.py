@@ -125,10 +125,15 @@ class ThreatModel:
 
     def as_run(self, privacy: Mapping[str, Any], sent: Sent | None) -> dict[str, Any]:
         """The declaration as one run instantiated it (a result's ``threat_model``): the
-        guarantee, its party, the neighbouring relation and the assumptions of the run's
-        ``privacy`` (which a server refines per run: DP-FedCT's depend on its options), and
+        guarantee, its party, the neighbouring relation, the assumptions, and the adversary and
+        what it sees where given, of the run's ``privacy`` (which a server refines per run:
+        DP-FedCT's depend on its options; secure aggregation's server sees masked values), and
         each payload marked ``sent`` where the run's ``sent`` values are known."""
         out = self.to_dict()
+        # a mode whose server sees other values than the method's default (secure
+        # aggregation: masked vectors and a sum) states its own adversary and view
+        out["adversary"] = privacy.get("adversary") or self.adversary
+        out["sees"] = privacy.get("sees") or self.sees
         out["guarantee"] = privacy.get("guarantee", self.guarantee)
         out["against"] = privacy.get("guarantee_against") or self.against
         out["neighbouring"] = privacy.get("neighbouring", self.neighbouring)

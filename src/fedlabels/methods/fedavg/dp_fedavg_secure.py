@@ -290,6 +290,8 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
                           "conversion; no subsampling",
             "guarantee": "formal",
             "guarantee_against": GUARANTEE_AGAINST,
+            "adversary": SECURE_ADVERSARY,
+            "sees": SECURE_SEES,
             "neighbouring": p.event().neighbouring,
             "unit": "per client (its whole dataset), over the whole run; the worst client",
             "assumptions": list(SECURE_ASSUMPTIONS),
@@ -303,6 +305,13 @@ def options_epsilon(options: Any) -> bool:
 
 CLIENTS_ENFORCE = ("each client charges every attempt it answers to its own ledger and "
                    "refuses one beyond its own ε; the server stops asking at the same point")
+SECURE_ADVERSARY = ("a server that may deviate from the protocol (announce small groups, "
+                    "forge dropouts, relay other keys or ask for less noise: each refused or "
+                    "charged by the clients) and does not collude with clients (with t "
+                    "colluding members of a group of n, n − t noise shares are left)")
+SECURE_SEES = ("each member's update plus its noise share, masked mod 2^k with its pairwise "
+               "masks (uniform), and the noisy sum of a whole group's updates; never one "
+               "client's update")
 GUARANTEE_AGAINST = ("the server (honest-but-curious or deviating: it sees only masked "
                      "vectors and the group's noisy sum), other clients and anyone observing "
                      "the global models; against a server colluding with t members of a "

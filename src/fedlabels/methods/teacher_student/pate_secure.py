@@ -333,6 +333,8 @@ class SecurePATEServer(LedgerEvents, PATEServer):
                           "data-dependent bound (it would read the noiseless counts)",
             "guarantee": "formal",
             "guarantee_against": GUARANTEE_AGAINST,
+            "adversary": SECURE_ADVERSARY,
+            "sees": SECURE_SEES,
             "neighbouring": DISJOINT_TEACHERS,
             "unit": "per private record of each client, over the whole run; the worst client",
             "assumptions": list(SECURE_ASSUMPTIONS),
@@ -353,6 +355,13 @@ class SecurePATEServer(LedgerEvents, PATEServer):
 
 CLIENTS_ENFORCE = ("each client charges every attempt it answers to its own ledger and "
                    "refuses one beyond its own ε; the server stops asking at the same point")
+SECURE_ADVERSARY = ("a server that may deviate from the protocol (announce small groups, "
+                    "forge dropouts, relay other keys or ask other queries: each refused or "
+                    "charged by the clients) and does not collude with clients (with t "
+                    "colluding members of a group of n, n − t noise shares are left)")
+SECURE_SEES = ("each member's vote counts plus its noise shares, masked mod 2^k with its pairwise "
+               "masks (uniform), and the noisy sum of a whole group's counts; never one "
+               "client's votes")
 GUARANTEE_AGAINST = ("the server (honest-but-curious or deviating: it sees only masked "
                      "vote counts and the group's noisy sum), other clients and anyone who "
                      "sees the released labels or the student; against a server colluding "
