@@ -21,12 +21,12 @@ from fedlabels.engines.inprocess import CommMeter, InProcessGrid
 from fedlabels.learners import as_models
 from fedlabels.methods.fedavg import dp_fedavg_secure
 from fedlabels.methods.fedavg.dp_fedavg import DPFedAvgOptions
-from fedlabels.privacy import discrete_gaussian
 from fedlabels.privacy.distributed_discrete import distributed_discrete_epsilon
 from fedlabels.runs.session import Session, build_session
 from fedlabels.secure import masked_sum
 from fedlabels.secure.identity import Identity
 from fedlabels.secure.keys import SecureProtocolError
+from secure_sum_spy import Spy
 
 SECURE = {"noise": "discrete", "aggregation": "secure", "noise_multiplier": 1.0}
 
@@ -40,26 +40,6 @@ def session(fed: fl.Federation, rounds: int = 2, seed: int = 0, **options: Any) 
     return build_session("dp-fedavg", fed, as_models("mlp(hidden=8)"), rounds=rounds,
                          period=2, seed=seed, options={**SECURE, **options})
 
-
-class Spy:
-    """Records what each client masks (its integer update plus noise) and its noise."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.values: dict[int, np.ndarray] = {}
-        self.noise: list[tuple[float, np.ndarray]] = []
-        mask, sample = masked_sum.mask_vector, discrete_gaussian.sample_discrete_gaussian
-
-        def mask_vector(values: np.ndarray, my_id: int, *args: Any) -> np.ndarray:
-            self.values[my_id] = np.asarray(values, dtype=np.int64).copy()
-            return mask(values, my_id, *args)
-
-        def sampler(sigma: float, size: int, rng: np.random.Generator) -> np.ndarray:
-            out = sample(sigma, size, rng)
-            self.noise.append((sigma, out.copy()))
-            return out
-
-        monkeypatch.setattr(masked_sum, "mask_vector", mask_vector)
-        monkeypatch.setattr(discrete_gaussian, "sample_discrete_gaussian", sampler)
 
 
 class Recording:

@@ -23,7 +23,6 @@ from fedlabels.learners import as_models
 from fedlabels.method.base import Settings
 from fedlabels.methods.teacher_student import pate_secure
 from fedlabels.methods.teacher_student.pate import DPPATEOptions
-from fedlabels.privacy import discrete_gaussian
 from fedlabels.privacy.distributed_discrete import (
     distributed_discrete_epsilon,
     distributed_discrete_rdp,
@@ -33,6 +32,7 @@ from fedlabels.runs.session import Session, build_session
 from fedlabels.secure import masked_sum
 from fedlabels.secure.identity import Identity
 from fedlabels.secure.keys import SecureProtocolError
+from secure_sum_spy import Spy
 
 Q = 60  # random queries: 60 rows of U, 2 classes, 120 counts
 SECURE = {"aggregation": "secure", "noise_sigma": 4.0, "queries": Q,
@@ -48,26 +48,6 @@ def session(fed: fl.Federation, seed: int = 0, **options: Any) -> Session:
     return build_session("dp-pate", fed, as_models("dt"), rounds=1, period=1, seed=seed,
                          options={**SECURE, **options})
 
-
-class Spy:
-    """Records what each client masks (its counts plus noise) and its noise shares."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.values: dict[int, np.ndarray] = {}
-        self.noise: list[tuple[float, np.ndarray]] = []
-        mask, sample = masked_sum.mask_vector, discrete_gaussian.sample_discrete_gaussian
-
-        def mask_vector(values: np.ndarray, my_id: int, *args: Any) -> np.ndarray:
-            self.values[my_id] = np.asarray(values, dtype=np.int64).copy()
-            return mask(values, my_id, *args)
-
-        def sampler(sigma: float, size: int, rng: np.random.Generator) -> np.ndarray:
-            out = sample(sigma, size, rng)
-            self.noise.append((sigma, out.copy()))
-            return out
-
-        monkeypatch.setattr(masked_sum, "mask_vector", mask_vector)
-        monkeypatch.setattr(discrete_gaussian, "sample_discrete_gaussian", sampler)
 
 
 class Recording:
