@@ -42,6 +42,22 @@ def test_the_mechanism_flag_sets_the_option(tmp_path):
     assert data["privacy"]["mechanism"] == "k-ary randomized response"
 
 
+def test_flag_choices_are_shown_as_typed(capsys):
+    """--help and the invalid-choice error list ``none``, not Python's ``None``; both
+    spellings still select the default mechanism."""
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = capsys.readouterr().out
+    assert "subsample-aggregate,none}" in help_text and "None}" not in help_text
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--method", "dp-fedct", "--mechanism", "bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "'none'" in err and "None" not in err
+    flags = build_parser().parse_args(["run", "--mechanism", "none"])
+    assert vars(flags)["method_option:mechanism"] is None
+
+
 @pytest.mark.parametrize("alias, canonical", [
     ("dt", "decision_tree"), ("tree", "decision_tree"), ("rf(n_estimators=5)",
                                                          "random_forest(n_estimators=5)"),

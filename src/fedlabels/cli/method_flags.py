@@ -20,6 +20,18 @@ WIDTH = 100
 _DEST = "method_option:"  # namespace prefix of the generated flags (never clashes)
 
 
+class Choices(list[Any]):
+    """The parsed values a flag takes (``in`` tests these), listed as users type them
+    (``none`` for None) in ``--help`` and errors."""
+
+    def __init__(self, values: Any) -> None:
+        self.values = list(values)
+        super().__init__("none" if v is None else str(v) for v in self.values)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.values
+
+
 @dataclass(frozen=True)
 class MethodFlag:
     """One generated flag: an option name and the (method, declaration) pairs behind it."""
@@ -67,7 +79,8 @@ class MethodFlag:
         if any(info.choices is None or info.convert is not None for info in infos):
             return None
         nullable = [None] if any(info.nullable for info in infos) else []
-        return list(dict.fromkeys([*(c for info in infos for c in info.choices), *nullable]))
+        return Choices(dict.fromkeys([*(c for info in infos for c in info.choices), *nullable]))
+
 
     def help(self) -> str:
         """The declarations' help, grouped by the methods that share it."""
