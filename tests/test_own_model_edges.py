@@ -199,16 +199,26 @@ def test_fedavg_takes_a_factory_with_its_own_arguments(tmp_path, monkeypatch, fe
                rounds=1, progress=False)
 
 
-def test_a_precision_for_models_that_are_not_torchs_is_a_warning(fed):
-    with pytest.warns(FedLabelsWarning, match="precision bf16 applies to torch models"):
-        result = fl.run("fedct", fed, model="dt", rounds=1, precision="bf16", progress=False)
-    # the result says what the run computed in, and what was asked
-    assert result.extra["device"]["precision"] == "fp32"
-    assert result.extra["device"]["precision_asked"] == "bf16"
+def test_a_precision_for_models_that_are_not_torchs_is_refused(fed):
+    with pytest.raises(FedLabelsError, match="precision bf16 applies to torch models"):
+        fl.run("fedct", fed, model="dt", rounds=1, precision="bf16", progress=False)
     torch_run = fl.run("fedct", fed, model="mlp(hidden=8)", rounds=1, precision="bf16",
                        progress=False)
     assert torch_run.extra["device"]["precision"] == "bf16"
     assert "precision_asked" not in torch_run.extra["device"]
+    # one torch client is enough: the precision applies to it
+    mixed = fl.run("fedct", fed, model="dt,mlp(hidden=8),dt", rounds=1, precision="bf16",
+                   progress=False)
+    assert mixed.extra["device"]["precision"] == "bf16"
+
+
+def test_the_cli_refuses_a_precision_no_model_uses(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["run", "--model", "logreg", "--precision", "bf16", "--rounds", "1",
+                 "--no-progress", "--output", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err.strip()
+    assert "applies to torch models" in err and "\n" not in err
 
 
 def test_an_hf_spec_names_itself_in_its_unknown_parameter_error(tmp_path):

@@ -265,7 +265,7 @@ def simulate(
                 if pool is not None:
                     pool.close()
             extra: dict[str, Any] = {"interrupted": True} if interrupted else {}
-            extra["device"] = {**plan.device_record(learners), "batched_clients": together,
+            extra["device"] = {**plan.device_record(), "batched_clients": together,
                                "cuda_graphs": {"asked": cuda_graphs, "graphed_calls":
                                                in_process.graphed_calls if together else 0},
                                "offload": {"asked": offload, "offloaded_clients": []}

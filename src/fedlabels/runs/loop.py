@@ -216,25 +216,21 @@ class RunPlan:
             devices = self.devices()
             place_learners(learners, [devices[c] for c in cids], self.precision)
         elif self.precision != "fp32" and learners:
-            import warnings
+            applies = "applies to torch models (mlp, cnn, your own module, minilm)"
+            if len(cids) == len(self.specs):  # the whole run: refuse what it would not use
+                raise FedLabelsError(
+                    f"precision {self.precision} {applies}; this run has none: drop "
+                    "--precision (precision= in Python) or use a torch model.")
+            warnings.warn(FedLabelsWarning(  # one site of a deployment: others may be torch
+                f"precision {self.precision} {applies}; client {cids[0]}'s model is not "
+                "one, so it computes as in fp32."), stacklevel=2)
 
-            from fedlabels.core.errors import FedLabelsWarning
-
-            warnings.warn(FedLabelsWarning(
-                f"precision {self.precision} applies to torch models (mlp, cnn, your own "
-                "module, minilm); this run has none, so it computes as in fp32."),
-                stacklevel=2)
-
-    def device_record(self, learners: list[Any] | None = None) -> dict[str, Any]:
-        """The result's ``device`` entry: devices used, their names, precision. Given the
-        run's ``learners``, the precision is what they computed in: fp32 where none is a
-        torch model (``precision_asked`` then keeps what was asked)."""
+    def device_record(self) -> dict[str, Any]:
+        """The result's ``device`` entry: devices used, their names, precision (a run with
+        no torch model never gets past :meth:`learners` with one other than fp32)."""
         from fedlabels.learners.devices import summary
 
-        record = summary(self.devices(), self.precision, self.device)
-        if learners and self.precision != "fp32" and not _any_torch(learners):
-            record.update(precision="fp32", precision_asked=self.precision)
-        return record
+        return summary(self.devices(), self.precision, self.device)
 
     def context(self, truth_public: np.ndarray | None = None) -> MethodContext:
         return MethodContext(self.settings, list(self.client_seeds), self.server_seed,
