@@ -326,3 +326,16 @@ def test_an_unknown_flag_names_the_help_of_its_own_subcommand(command: list[str]
     line = _usage_error([*command, "--bogus", "1"], capsys)
     words = command[:2] if command[0] in ("deploy", "bound") else command[:1]
     assert line.endswith(f"(see `fedlabels {' '.join(words)} -h`)"), line
+
+
+def test_deploy_prepare_refuses_no_progress_it_would_ignore(tmp_path, capsys) -> None:
+    """`deploy prepare` writes files and runs nothing: --no-progress (inherited from the run
+    options) is an unknown flag there, and still a flag of `deploy local`."""
+    out = tmp_path / "d"
+    with pytest.raises(SystemExit) as exc:
+        main(["deploy", "prepare", "--out-dir", str(out), "--no-progress"])
+    assert exc.value.code == 2 and not out.exists()
+    _one_line(capsys, "--no-progress")
+    with pytest.raises(SystemExit) as exc:
+        main(["deploy", "local", "--help"])
+    assert exc.value.code == 0 and "--no-progress" in capsys.readouterr().out

@@ -304,7 +304,7 @@ def add_deploy_parser(sub: Any) -> None:
                         "get the new ca.crt")
     p.set_defaults(func=cmd_deploy_certs)
 
-    run_parser(dsub, "prepare", _fill_prepare,
+    run_parser(dsub, "prepare", _fill_prepare, progress=False,  # it writes files, runs nothing
                help="write per-site data files, the shared public file and the Flower app "
                     "for a multi-machine run")
 

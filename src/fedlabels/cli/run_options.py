@@ -12,15 +12,18 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.runs.spec import add_run_flags, declared
 
 
-def add_run_options(p: argparse.ArgumentParser, *, simulator: bool = False) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, simulator: bool = False,
+                    progress: bool = True) -> None:
     """The run parameters' flags (generated from
     :class:`~fedlabels.runs.config.RunConfig`; with ``simulator`` the simulator-only ones
-    too), ``--config`` and the method flags."""
+    too), ``--config``, ``--overwrite``, ``--no-progress`` (unless a command that runs
+    nothing: not ``progress``) and the method flags."""
     p.add_argument("--config", help="TOML file with the same keys as these options "
                                     "(method options in an [options] table)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace output files that exist (default: refuse)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    if progress:
+        p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     from fedlabels.runs.config import RunConfig
 
     add_run_flags(p, RunConfig, simulator=simulator)
@@ -241,7 +244,7 @@ def _slug(text: str, limit: int = 32) -> str:
 
 
 def run_parser(sub: Any, name: str, fill: Callable[[argparse.ArgumentParser], None], *,
-               simulator: bool = False, **kwargs: Any) -> None:
+               simulator: bool = False, progress: bool = True, **kwargs: Any) -> None:
     """A subcommand with the run options, the list of methods in its epilog, then what
     ``fill`` adds; all built when the subcommand is first used (:mod:`fedlabels.cli.lazy`):
     the method flags and the epilog import every method."""
@@ -251,7 +254,7 @@ def run_parser(sub: Any, name: str, fill: Callable[[argparse.ArgumentParser], No
         from fedlabels.cli.method_flags import methods_epilog
 
         p.epilog = methods_epilog()
-        add_run_options(p, simulator=simulator)
+        add_run_options(p, simulator=simulator, progress=progress)
         fill(p)
 
     p = sub.add_parser(name, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
