@@ -5,6 +5,7 @@ correct answer)."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -339,3 +340,18 @@ def test_deploy_prepare_refuses_no_progress_it_would_ignore(tmp_path, capsys) ->
     with pytest.raises(SystemExit) as exc:
         main(["deploy", "local", "--help"])
     assert exc.value.code == 0 and "--no-progress" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--balanced", "maybe"], ["--opt", "balanced=maybe"]])
+def test_a_bad_boolean_lists_the_spellings_taken(tmp_path, capsys, argv) -> None:
+    """Each spelling the error names is one the same flag then takes."""
+    out = tmp_path / "r.json"
+    assert main(["run", *argv, "--rounds", "1", "--no-progress", "--output", str(out)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.count("\n") == 0 and "balanced must be bool" in line and not out.exists()
+    spellings = re.findall(r"\b(true|false|yes|no)\b", line.split("got 'maybe'")[1])
+    assert set(spellings) == {"true", "false", "yes", "no"}
+    for word in spellings:
+        assert main(["run", *argv[:-1], argv[-1].replace("maybe", word.upper()),
+                     "--rounds", "1", "--no-progress", "--output", str(out),
+                     "--overwrite"]) == 0

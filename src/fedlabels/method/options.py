@@ -118,8 +118,10 @@ class OptionInfo:
         if isinstance(value, bool) and bool not in self.kind:
             raise FedLabelsError(f"{where} must be {self.type_name}, got {value!r}.")
         if not isinstance(value, self.kind):
+            spell = ("; give true or false (yes or no on the command line)"
+                     if bool in self.kind else "")
             raise FedLabelsError(f"{where} must be {self.type_name}, got {value!r} "
-                                 f"({type(value).__name__}).")
+                                 f"({type(value).__name__}){spell}.")
         if self.choices is not None and value not in self.choices:
             close = did_you_mean(str(value), map(str, self.choices))
             raise FedLabelsError(f"{where} must be one of "
