@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pytest
 
 from fedlabels.cli import main
@@ -355,3 +356,23 @@ def test_a_bad_boolean_lists_the_spellings_taken(tmp_path, capsys, argv) -> None
         assert main(["run", *argv[:-1], argv[-1].replace("maybe", word.upper()),
                      "--rounds", "1", "--no-progress", "--output", str(out),
                      "--overwrite"]) == 0
+
+
+@pytest.mark.parametrize("which", ["dataset", "public"])
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, capsys, which) -> None:
+    """pandas would rename the second 'f1' to 'f1.1' and read it as a feature of its own."""
+    rng = np.random.default_rng(0)
+    good = "f1,f2,y\n" + "".join(f"{a:.3f},{b:.3f},{i % 2}\n"
+                                 for i, (a, b) in enumerate(rng.normal(size=(40, 2))))
+    dup = "f1,f2,f1" + ",y" * (which == "dataset") + "\n" + "".join(
+        f"{a:.3f},{b:.3f},{c:.3f}" + f",{i % 2}" * (which == "dataset") + "\n"
+        for i, (a, b, c) in enumerate(rng.normal(size=(40, 3))))
+    (tmp_path / "data.csv").write_text(dup if which == "dataset" else good)
+    (tmp_path / "public.csv").write_text(dup)
+    out = tmp_path / "r.json"
+    argv = ["run", "--dataset", f"csv:{tmp_path / 'data.csv'}:y", "--clients", "3",
+            "--rounds", "1", "--no-progress", "--output", str(out)]
+    assert main([*argv, *(["--public", str(tmp_path / "public.csv")]
+                          if which == "public" else [])]) == 2
+    _one_line(capsys, "'f1' more than once")
+    assert not out.exists()

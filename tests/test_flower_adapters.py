@@ -258,6 +258,12 @@ def test_csv_site_matches_npz_site(tmp_path: Path) -> None:
     np.testing.assert_array_equal(csv_site.private.y, npz_site.private.y)
     np.testing.assert_allclose(csv_site.private.X, npz_site.private.X, atol=1e-5)
     assert load_breast_cancer().data.shape[1] == len(names)
+    # a header naming a column twice: pandas would read the second as 'mean radius.1'
+    pd.concat([frame, frame.iloc[:, :1] + 1.0], axis=1).to_csv(tmp_path / "site0.csv",
+                                                                index=False)
+    with pytest.raises(FedLabelsError, match=r"partition-id=0.*'mean radius' more than once"):
+        load_site({"partition-id": 0, "data-path": str(tmp_path / "site0.csv"),
+                   "target": "label", "shared-path": str(prepared.shared_path)})
 
 
 def test_centralized_cannot_be_deployed(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +115,11 @@ def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *
     if data is None:
         _check_is_file(path)
     try:
-        return pd.read_csv(path if data is None else io.BytesIO(data), sep=sep,
-                           usecols=usecols, **(TEXTS_AS_WRITTEN if texts else {}))
+        frame = pd.read_csv(path if data is None else io.BytesIO(data), sep=sep,
+                            usecols=usecols, **(TEXTS_AS_WRITTEN if texts else {}))
+        if usecols is None and any(_MANGLED.fullmatch(str(c)) for c in frame.columns):
+            _check_unique_header(path, sep, data)
+        return frame
     except pd.errors.EmptyDataError:
         raise FedLabelsError(f"CSV file {path} is empty: it needs a header line naming the "
                              f"columns{columns_hint} and at least one row.") from None
@@ -129,6 +133,25 @@ def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *
                              + _separator_hint(path, _first_line(path), sep)) from None
     except OSError as exc:
         raise FedLabelsError(f"cannot read CSV file {path}: {exc.strerror or exc}.") from None
+
+
+#: how pandas renames the second of two columns with one name ("a" -> "a.1")
+_MANGLED = re.compile(r".*\.[0-9]+")
+
+
+def _check_unique_header(path: Path, sep: str, data: bytes | None) -> None:
+    """A one-line error naming the header's duplicated column names, if it has any."""
+    import io
+
+    import pandas as pd
+
+    source = path if data is None else io.BytesIO(data)
+    header = [str(h) for h in pd.read_csv(source, sep=sep, header=None, nrows=1, dtype=str,
+                                          keep_default_na=False).iloc[0]]
+    twice = [h for h in dict.fromkeys(header) if h and header.count(h) > 1]
+    if twice:
+        raise FedLabelsError(f"CSV file {path} names column(s) {', '.join(map(repr, twice))} "
+                             "more than once in its header; give each column its own name.")
 
 
 def _first_line(path: Path) -> str:

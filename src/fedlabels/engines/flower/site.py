@@ -144,9 +144,12 @@ def _load_npz(path: Path, who: str, keys: tuple[str, ...]) -> dict[str, np.ndarr
 
 def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
                       who: str) -> tuple[np.ndarray, np.ndarray]:
-    import pandas as pd
+    from fedlabels.data.csv_table import read_csv_frame
 
-    frame = pd.read_csv(path)
+    try:  # a missing, empty or unparsable file, or a header naming a column twice: one line
+        frame = read_csv_frame(path)
+    except FedLabelsError as exc:
+        raise FedLabelsError(f"{who}: {exc}") from None
     if target not in frame.columns:
         raise FedLabelsError(f"{who}: CSV {path} has no label column {target!r}; columns: "
                              f"{list(frame.columns)[:10]}.")
