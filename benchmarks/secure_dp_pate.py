@@ -15,13 +15,11 @@ the accuracies vary from run to run; the byte counts and σ do not.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import warnings
 from typing import Any
 
 import fedlabels as fl
-from secure_dp_fedavg import cpu_seconds, protocol_bytes
+from secure_dp_fedavg import interleaved, print_table, write_rows
 
 MODES: dict[str, dict[str, Any]] = {
     "GNMax, server adds the noise": {},
@@ -46,37 +44,12 @@ def main() -> None:
         return fl.run("dp-pate", fed, rounds=1, seed=args.seed,
                       options={**options, "epsilon": args.epsilon})
 
-    for options in MODES.values():  # warm-up: imports, the accountants' caches
-        run(options)
-    runs: dict[str, list[tuple[dict[str, Any], float]]] = {name: [] for name in MODES}
-    for _ in range(args.reps):
-        for name, options in MODES.items():
-            start = cpu_seconds()
-            result = run(options)
-            runs[name].append((result.to_dict(), cpu_seconds() - start))
+    runs = interleaved(run, MODES, args.reps)
     print(f"{args.dataset}, {args.clients} clients, dp-pate defaults at ε = {args.epsilon:g}, "
           f"δ = 1e-5, seed {args.seed}, {args.reps} runs per mode")
-    print("| mode | σ | ε spent | bytes up / client | bytes down / client | ring bits "
-          "| student accuracy, each run | CPU s (median) |")
-    print("|---|---|---|---|---|---|---|---|")
-    rows = []
-    for name, done in runs.items():
-        d = done[0][0]
-        p = d["privacy"]
-        row = {"mode": name, "sigma": p["noise_sigma"],
-               "epsilon": p["epsilon"], "bytes_up": protocol_bytes(d, "bytes_up"),
-               "bytes_down": protocol_bytes(d, "bytes_down"), "ring_bits": p.get("ring_bits"),
-               "accuracy": [r["final"]["mean_accuracy"] for r, _ in done],
-               "cpu_s": statistics.median(c for _, c in done)}
-        rows.append(row)
-        accs = ", ".join(f"{a:.3f}" for a in row["accuracy"])
-        print(f"| {name} | {row['sigma']:.4g} | {row['epsilon']:.4g} | {row['bytes_up']:,.0f} "
-              f"| {row['bytes_down']:,.0f} | {row['ring_bits'] or '—'} | {accs} | "
-              f"{row['cpu_s']:.2f} |")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"args": vars(args), "rows": rows}, f, indent=1)
-
+    rows = print_table(runs, "noise_sigma", "bytes up / client | bytes down / client",
+                       "student accuracy")
+    write_rows(args, rows)
 
 if __name__ == "__main__":
     main()
