@@ -40,7 +40,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import PrivacySpent, _require_dp_accounting
-from fedlabels.privacy.search import bisect_monotone
+from fedlabels.privacy.search import smallest_noise
 from fedlabels.privacy.validation import (
     check_delta,
     check_epsilon,
@@ -135,18 +135,7 @@ def calibrate_discrete_noise_multiplier(target_epsilon: float, delta: float,
     def eps(sigma: float) -> float:
         return discrete_gaussian_epsilon(sigma, sampling_rate, rounds, delta)
 
-    lo = 1e-3
-    if eps(lo) <= target_epsilon:
-        return lo  # more noise than needed is still (target ε, δ)-DP
-    hi = 1.0
-    while eps(hi) > target_epsilon:
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e6:
-            raise FedLabelsError(f"no noise multiplier up to 1e6 reaches ε = {target_epsilon} "
-                                 f"over {rounds} round(s); raise the target.")
-    _, hi = bisect_monotone(lambda s: eps(s) > target_epsilon, lo, hi, rel_tol=1e-6,
-                            max_iter=100)
-    return hi
+    return smallest_noise(eps, target_epsilon, 1e-3, 1.0, f"{rounds} round(s)")
 
 
 __all__ = ["DISCRETE_ACCOUNTANTS", "INTEGER_ORDERS", "calibrate_discrete_noise_multiplier",

@@ -37,7 +37,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import PrivacySpent, _require_dp_accounting
-from fedlabels.privacy.search import bisect_monotone
+from fedlabels.privacy.search import smallest_noise
 from fedlabels.privacy.validation import check_delta, check_epsilon, check_noise_multiplier
 
 #: the smallest share standard deviation the bound holds for (KLS21 Prop. 14)
@@ -128,17 +128,7 @@ def calibrate_distributed_noise_multiplier(target_epsilon: float, delta: float, 
         return distributed_discrete_epsilon(sigma, shares, sensitivity, dim, releases, delta)
 
     lo = max(1e-3, lowest)
-    if eps(lo) <= target_epsilon:
-        return lo
-    hi = 2.0 * lo
-    while eps(hi) > target_epsilon:
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e6:
-            raise FedLabelsError(f"no noise multiplier up to 1e6 reaches ε = {target_epsilon} "
-                                 f"over {releases} release(s); raise the target.")
-    _, hi = bisect_monotone(lambda s: eps(s) > target_epsilon, lo, hi, rel_tol=1e-6,
-                            max_iter=100)
-    return hi
+    return smallest_noise(eps, target_epsilon, lo, 2.0 * lo, f"{releases} release(s)")
 
 
 __all__ = ["MIN_SHARE_SIGMA", "calibrate_distributed_noise_multiplier",
