@@ -28,9 +28,8 @@ from fedlabels.secure.masked_sum import members, members_text
 class SecureSumMember:
     """Mixin for a client role (put it first among the bases): the round key, the checks
     of an attempt and the masks. The subclass sets the kinds and ``key_purpose``, and
-    ``params()`` (with ``min_group``, ``bits`` and ``fingerprint()``); ``cid`` and
-    ``trust`` (the site's identity key and roster, from its own configuration) come with
-    the role."""
+    ``params()`` (with ``min_group``, ``bits`` and ``fingerprint()``), and calls
+    :meth:`init_member` with the site's trust."""
 
     keys_kind: ClassVar[str]  # the server's announcement of a round's group
     key_reply_kind: ClassVar[str]  # the member's signed round key
@@ -38,9 +37,14 @@ class SecureSumMember:
     key_purpose: ClassVar[str]  # what a round key's signature is for
     cid: int
     trust: Any
+    handlers: dict[str, Any]
 
-    def init_member(self) -> None:
-        """The member's state before its first round (call from ``__init__``)."""
+    def init_member(self, trust: Any) -> None:
+        """The member's trust (the site's identity key and roster, from its own
+        configuration, never from a message: not state), its round-key handler and its
+        state before its first round (call from ``__init__``)."""
+        self.trust = trust
+        self.handlers[self.keys_kind] = self.on_keys
         self.key_round = -1  # the round of the key pair held
         self.key_group = ""  # the group announced with it
         self.attempt = -1  # the last attempt answered in that round

@@ -119,9 +119,8 @@ def members_text(group: Iterable[int]) -> str:
 
 def group_view(rnd: int, attempt: int, group: Iterable[int]) -> bytes:
     """A digest of what a member was told: the round, the attempt and the members."""
-    members = ",".join(str(int(c)) for c in sorted(group))
-    return hashlib.sha256(f"fedlabels-secagg-view|{int(rnd)}|{int(attempt)}|{members}"
-                          .encode()).digest()
+    text = f"fedlabels-secagg-view|{int(rnd)}|{int(attempt)}|{members_text(group)}"
+    return hashlib.sha256(text.encode()).digest()
 
 
 def mask_keys(keypair: KeyPair, my_id: int, peer_publics: Mapping[int, bytes],

@@ -124,10 +124,8 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
 
     def __init__(self, *args: Any, trust: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.trust = trust  # from the site's configuration, never from a message: not state
-        self.handlers["dpfedavg.keys"] = self.on_keys
         self.handlers["dpfedavg.train"] = self.on_train
-        self.init_member()
+        self.init_member(trust)
         self._params: SecureParameters | None = None
 
     def params(self) -> SecureParameters:

@@ -146,11 +146,9 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
 
     def __init__(self, *args: Any, trust: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.trust = trust  # from the site's configuration, never from a message: not state
-        self.handlers["pate.keys"] = self.on_keys
         self.handlers["pate.secure_vote"] = self.on_vote
         self.handlers.pop("pate.vote", None)  # never the votes in the clear
-        self.init_member()
+        self.init_member(trust)
         self.counts_for = ""  # the queries the stored counts answer
         self.round_counts: np.ndarray | None = None  # this client's (Q, C) vote counts
         self.round_accuracy = 0.0
