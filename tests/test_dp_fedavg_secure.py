@@ -138,7 +138,7 @@ def test_server_cannot_read_an_update_it_can_read_without_secure_aggregation(
 
 
 def test_forged_dropout_charges_every_answered_attempt(fed: fl.Federation) -> None:
-    s = session(fed, rounds=2, min_group=2)
+    s = session(fed, rounds=2, min_group=2, retries=1)
     server = s.server
     grid = grid_of(s, swallow=frozenset({(0, 0, 2)}))  # round 0, attempt 0: client 2's reply "lost"
     first = server.run_round(0, grid)
@@ -246,6 +246,7 @@ def test_the_share_is_not_the_run_seeds(fed: fl.Federation,
       "accountant": "pld"}, "accountant pld"),
     ({"epsilon": 4.0, "aggregation": "secure", "level": "record"}, "level client"),
     ({"noise_multiplier": 1.0, "noise": "discrete", "min_group": 2}, "aggregation secure"),
+    ({"noise_multiplier": 1.0, "noise": "discrete", "retries": 2}, "retries applies only"),
     ({"noise_multiplier": 1.0, "aggregation": "mixed"}, "plain"),
 ])
 def test_inapplicable_combinations_are_one_line_errors(options: dict[str, Any],
@@ -353,3 +354,83 @@ def test_a_secure_runs_threat_model_states_what_its_server_sees(fed: fl.Federati
     assert "masked" in seen["sees"] and "in the clear" not in seen["sees"]
     assert "deviate" in seen["adversary"] and "trusted to add the noise" not in seen["adversary"]
     assert "in the clear" in told["sees"] and "trusted to add the noise" in told["adversary"]
+
+
+@pytest.mark.parametrize("budget", [{"noise_multiplier": 1.0},
+                                    {"noise_multiplier": None, "epsilon": 50.0}])
+def test_a_server_forging_dropouts_gets_at_most_rounds_plus_retries(
+        fed: fl.Federation, budget: dict[str, Any]) -> None:
+    """A deviating server forges a dropout after every attempt, skips rounds and asks
+    rounds beyond the plan: client 0 answers one attempt a round so far plus its retries,
+    rounds + retries in all (without its own ε as with it), and refuses every other."""
+    from fedlabels.core.errors import BudgetRefusal
+
+    rounds, retries = 2, 1
+    s = session(fed, rounds=rounds, min_group=2, retries=retries, **budget)
+    p, weights = s.server.params, s.server.weights
+    answered: list[tuple[int, int]] = []
+    for rnd in (0, 1, 3):  # round 3: beyond the plan's 2
+        keys = _keys_round(s, "0,1,2", rnd)
+        for attempt in range(3):
+            try:
+                s.clients[0].handle(_train(keys, [0, 1], rnd=rnd, attempt=attempt, params=p,
+                                           weights=weights, steps=2))
+            except BudgetRefusal as exc:
+                assert "option retries" in str(exc) and "\n" not in str(exc)
+            else:
+                answered.append((rnd, attempt))
+    # round 0: its release and the one retry; round 1: its own release; no more
+    assert answered == [(0, 0), (0, 1), (1, 0)]
+    assert len(s.clients[0].ledger.events) == rounds + retries  # type: ignore[attr-defined]
+
+
+def test_an_honest_server_retries_within_the_allowance_only(fed: fl.Federation) -> None:
+    """A member that drops out of every attempt: with retries 1 the first round is retried
+    once and decoded without it; the next round (it answered again) has no retry left and
+    is given up, rather than taking a later round's release."""
+    s = session(fed, rounds=3, min_group=2, retries=1)
+    drop = {(r, a, 2) for r in range(3) for a in range(3)}
+    grid = grid_of(s, swallow=drop)
+    metrics = [s.server.run_round(r, grid) for r in range(3)]
+    assert [m["attempts"] for m in metrics] == [2.0, 1.0, 1.0]
+    assert [m["group_size"] for m in metrics] == [2.0, 0.0, 0.0]
+    for cid in range(3):  # within rounds + retries each, and never refused
+        assert len(s.clients[cid].ledger.events) <= 4  # type: ignore[attr-defined]
+    privacy = s.server.result_extra()["privacy"]
+    assert privacy["retries"] == 1 and privacy["releases_planned"] == 4
+
+
+def test_epsilon_is_calibrated_for_rounds_plus_retries(fed: fl.Federation) -> None:
+    """Oracle: the accountant at the σ each party found. Rounds + retries releases fit ε,
+    one more does not (so σ is no larger than needed); without retries σ covers the rounds
+    only, and is smaller."""
+    rounds, retries, eps = 3, 2, 4.0
+    s = session(fed, rounds=rounds, min_group=2, retries=retries, noise_multiplier=None,
+                epsilon=eps)
+    p = s.server.params
+    client = s.clients[0].params()  # type: ignore[attr-defined]
+    assert client.sigma == p.sigma and p.releases == rounds + retries
+
+    def spent(sigma: float, releases: int) -> float:
+        return distributed_discrete_epsilon(sigma, 2, p.sensitivity, p.dim, releases, 1e-5)
+
+    assert spent(p.sigma, rounds + retries) <= eps * (1 + 1e-9)
+    assert spent(p.sigma * 0.999, rounds + retries) > eps
+    plain = session(fed, rounds=rounds, min_group=2, noise_multiplier=None, epsilon=eps)
+    assert plain.server.params.sigma < p.sigma
+    assert spent(plain.server.params.sigma, rounds + retries) > eps
+    assert len(s.clients[0].planned_events()) == rounds + retries  # type: ignore[attr-defined]
+
+
+def test_a_plan_that_cannot_retry_says_so(fed: fl.Federation) -> None:
+    from fedlabels.core.errors import FedLabelsWarning
+
+    with pytest.warns(FedLabelsWarning, match="retries = 0.*--opt retries=A") as record:
+        session(fed, rounds=1, min_group=2)
+    assert all("\n" not in str(w.message) for w in record)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FedLabelsWarning)
+        session(fed, rounds=1)  # min_group: every client, so no retry could decode
+        session(fed, rounds=1, min_group=2, retries=1)

@@ -171,7 +171,7 @@ def test_one_release_is_q_per_query_releases_at_shift_root_2q() -> None:
 
 
 def test_forged_dropout_charges_every_answered_attempt(fed: fl.Federation) -> None:
-    s = session(fed, min_group=2)
+    s = session(fed, min_group=2, retries=1)
     server = s.server
     grid = grid_of(s, swallow=frozenset({(0, 2)}))  # attempt 0: client 2's reply "lost"
     metrics = server.run_round(0, grid)
@@ -276,6 +276,7 @@ def test_the_share_is_not_the_run_seeds(fed: fl.Federation,
     ({"noise_sigma": 4.0, "aggregation": "secure", "threshold": 3.0,
       "threshold_sigma": 2.0}, "confident GNMax"),
     ({"noise_sigma": 4.0, "min_group": 2}, "aggregation secure"),
+    ({"noise_sigma": 4.0, "retries": 1}, "retries applies only"),
     ({"noise_sigma": 4.0, "aggregation": "mixed"}, "plain"),
 ])
 def test_inapplicable_combinations_are_one_line_errors(options: dict[str, Any],
@@ -317,3 +318,51 @@ def test_a_teacher_label_outside_the_classes_is_refused_before_the_charge(
     with pytest.raises(LearnerOutputError, match=r"\[0, 2\)"):
         client.handle(_vote(keys, [0, 1, 2], s.server.params))  # type: ignore[attr-defined]
     assert not client.ledger.events  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("budget", [{"noise_sigma": 4.0},
+                                    {"noise_sigma": None, "epsilon": 50.0}])
+def test_a_server_forging_dropouts_gets_at_most_one_vote_plus_retries(
+        fed: fl.Federation, budget: dict[str, Any]) -> None:
+    """A deviating server forges a dropout after every attempt (and announces a second
+    round): client 0 answers 1 + retries attempts in all, without its own ε as with it."""
+    from fedlabels.core.errors import BudgetRefusal
+
+    s = session(fed, min_group=2, retries=1, **budget)
+    p = s.server.params  # type: ignore[attr-defined]
+    answered = []
+    for rnd in (0, 1):
+        keys = _keys_round(s, "0,1,2", rnd)
+        for attempt in range(3):
+            try:
+                s.clients[0].handle(_vote(keys, [0, 1], p, attempt=attempt, round=rnd))
+            except BudgetRefusal as exc:
+                assert "option retries" in str(exc) and "\n" not in str(exc)
+            else:
+                answered.append((rnd, attempt))
+    assert answered == [(0, 0), (0, 1)]
+    assert len(s.clients[0].ledger.events) == 2  # type: ignore[attr-defined]
+
+
+def test_without_retries_an_honest_server_asks_no_retry(fed: fl.Federation) -> None:
+    """A dropout with retries 0: the server asks no second attempt (each client's plan
+    would refuse it) and stops in one line naming the option; with retries 1 and
+    epsilon, σ covers both releases (oracle: the accountant at the σ found)."""
+    from fedlabels.core.errors import FedLabelsWarning
+
+    with pytest.warns(FedLabelsWarning, match="retries = 0"):
+        s = session(fed, min_group=2)
+    with pytest.raises(FedLabelsError, match="--opt retries=A") as err:
+        s.server.run_round(0, grid_of(s, swallow=frozenset({(0, 2)})))
+    assert "\n" not in str(err.value)
+    assert [len(c.ledger.events) for c in s.clients.values()] == [1, 1, 1]  # type: ignore
+    s = session(fed, min_group=2, retries=1, noise_sigma=None, epsilon=8.0)
+    p = s.server.params  # type: ignore[attr-defined]
+    assert p.releases == 2 and len(s.clients[0].planned_events()) == 2  # type: ignore
+
+    def spent(multiplier: float, releases: int) -> float:
+        return distributed_discrete_epsilon(multiplier, 2, math.sqrt(2 * Q), 2 * Q,
+                                            releases, 1e-5)
+
+    assert spent(p.noise_multiplier, 2) <= 8.0 * (1 + 1e-9)
+    assert spent(p.noise_multiplier * 0.999, 2) > 8.0

@@ -3,14 +3,19 @@ ClientApp in this process, as in test_flower_faults.py): a site answers round 1'
 attempt, then its SuperNode dies before the reply reaches the server. The server retries
 with the three others under fresh masks and decodes their sum; every attempt a site answered
 is charged in its own ledger on disk (the dead site's too), and the round's attempts, the
-decoded groups and every client's ε are the simulator's for the same dropout. (A site's
-lifetime budget is one run of its plan unless its node config sets ledger-epsilon: without
-it every site refuses the retry, a release beyond the plan.)"""
+decoded groups and every client's ε are the simulator's for the same dropout. The retry is
+a release beyond one a round: the sites' plans allow it with ``retries`` (their lifetime
+budget, one run of the plan, then covers it); without it the server asks no retry and gives
+the round up, and sites whose plan allows fewer retries than the coordinator's refuse it,
+the run stopping in one line that names the option."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flwr.app import Message as FlowerMessage
@@ -33,7 +38,7 @@ pytest.importorskip("flwr")
 CFG = RunConfig(method="dp-fedavg", dataset="breast_cancer", clients=4, model="mlp(hidden=8)",
                 rounds=2, period=1, seed=0,
                 options={"noise": "discrete", "aggregation": "secure",
-                         "noise_multiplier": 1.0, "min_group": 3})
+                         "noise_multiplier": 1.0, "min_group": 3, "retries": 1})
 #: the site that drops out, the round and attempt whose reply it never delivers
 SITE, ROUND, ATTEMPT = 3, 1, 0
 
@@ -81,14 +86,27 @@ class SimulatorDropout:
         return replies
 
 
+def deployment(cfg: RunConfig, tmp_path: Path,
+               site_options: Mapping[str, object] | None = None
+               ) -> tuple[Any, DiesAfterAnswering]:
+    """``cfg`` prepared over the loopback grid whose site SITE dies after answering;
+    ``site_options`` replace options in every site's own privacy-plan."""
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites", reply_timeout=20.0)
+    configs = [dict(c.node_config) for c in first.contexts.values()]
+    for config in configs if site_options else ():
+        path = Path(str(config["privacy-plan"]))
+        plan = json.loads(path.read_text())
+        plan["options"].update(site_options)
+        path.write_text(json.dumps(plan))
+    return prepared, DiesAfterAnswering(first.client_app, configs, dict(
+        next(iter(first.contexts.values())).run_config))
+
+
 def test_a_site_dying_after_answering_is_retried_without_it_and_charged(
         tmp_path: Path) -> None:
-    prepared, first = loopback_deployment(CFG, tmp_path / "sites", reply_timeout=20.0)
-    # a site's lifetime budget is one run of its plan (one release a round) unless its node
-    # config allows more: the retry is a third release
-    configs = [{**c.node_config, "ledger-epsilon": 100.0} for c in first.contexts.values()]
-    grid = DiesAfterAnswering(first.client_app, configs, dict(
-        next(iter(first.contexts.values())).run_config))
+    # no ledger-epsilon: each site's lifetime budget is one run of its plan, whose
+    # retries = 1 covers the retry (a third release)
+    prepared, grid = deployment(CFG, tmp_path)
     deployed = run_server(grid, server_context(prepared.spec))
     assert deployed is not None
     privacy = deployed.extra["privacy"]
@@ -122,3 +140,37 @@ def test_a_site_dying_after_answering_is_retried_without_it_and_charged(
         assert ledger.spent().epsilon == pytest.approx(on_disk[cid], rel=1e-9)
     _worst, each = account_per_client(session.server.events, 1e-5)
     assert {c: e.epsilon for c, e in each.items()} == pytest.approx(on_disk, rel=1e-9)
+
+
+def test_without_retries_the_round_is_given_up_and_the_run_goes_on(tmp_path: Path) -> None:
+    """The same dropout where neither the run nor the sites allow a retry: the coordinator
+    asks none (each site would refuse it), round 2 decodes no sum and the run completes
+    with the three others; each site answered one attempt a round."""
+    options = {k: v for k, v in CFG.options.items() if k != "retries"}
+    prepared, grid = deployment(replace(CFG, options=options), tmp_path)
+    deployed = run_server(grid, server_context(prepared.spec))
+    assert deployed is not None
+    privacy = deployed.extra["privacy"]
+    assert privacy["attempts_per_round"] == [1, 1]
+    assert privacy["decoded_group_per_round"] == [4, 0]
+    for cid in range(CFG.clients):
+        settings = prepared.node_settings(cid)
+        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
+        assert rows[0]["releases"] == 2, (cid, rows)
+
+
+def test_sites_allowing_fewer_retries_refuse_the_retry_naming_the_option(
+        tmp_path: Path) -> None:
+    """The coordinator allows a retry its sites' own plans do not: every living site refuses
+    the retried attempt before anything is charged, and the run stops in one line that
+    names the plans' option retries."""
+    from fedlabels.runs.lost import ClientsLost
+
+    prepared, grid = deployment(CFG, tmp_path, site_options={"retries": 0})
+    with pytest.raises(ClientsLost, match="option retries of its own privacy-plan") as err:
+        run_server(grid, server_context(prepared.spec))
+    assert "\n" not in str(err.value) and "refused: budget" in str(err.value)
+    for cid in range(CFG.clients):  # one release a round, the refused retry uncharged
+        settings = prepared.node_settings(cid)
+        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
+        assert rows[0]["releases"] == 2, (cid, rows)

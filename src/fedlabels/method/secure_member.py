@@ -8,19 +8,21 @@ checks against its own. Each attempt (``attempt_kind``) the member checks, befor
 is computed on its data: this round's key exists, the attempt is new (fresh masks and
 fresh noise every time), the group holds it, is at least its own ``min_group`` and adds no
 one to the group it keyed for, and every peer's key carries that peer's signature over the
-same parameters. The subclass then computes its integer vector, charges its ledger, adds
-its own noise share and masks it (:meth:`SecureSumMember.masked`).
+same parameters. The subclass then computes its integer vector, charges its ledger
+(:meth:`SecureSumMember.charge_attempt`: never beyond the releases its own plan allows
+through the round, one a round plus its ``retries``), adds its own noise share and masks it
+(:meth:`SecureSumMember.masked`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import RefusedError
+from fedlabels.core.errors import BudgetRefusal, RefusedError
 from fedlabels.method.state import State, StateValue, prefixed, unprefixed
 from fedlabels.secure.masked_sum import members, members_text
 
@@ -28,8 +30,8 @@ from fedlabels.secure.masked_sum import members, members_text
 class SecureSumMember:
     """Mixin for a client role (put it first among the bases): the round key, the checks
     of an attempt and the masks. The subclass sets the kinds and ``key_purpose``, and
-    ``params()`` (with ``min_group``, ``bits`` and ``fingerprint()``), and calls
-    :meth:`init_member` with the site's trust."""
+    ``params()`` (with ``min_group``, ``bits``, ``retries``, ``releases_by(rnd)`` and
+    ``fingerprint()``), and calls :meth:`init_member` with the site's trust."""
 
     keys_kind: ClassVar[str]  # the server's announcement of a round's group
     key_reply_kind: ClassVar[str]  # the member's signed round key
@@ -129,6 +131,22 @@ class SecureSumMember:
             peers[c] = np.asarray(pub, dtype=np.uint8).tobytes()
         return peers
 
+    def charge_attempt(self, rnd: int, attempt: int, event: Any) -> None:
+        """Charge one answered attempt, refused (:class:`BudgetRefusal`) where it goes
+        beyond what this client's own plan allows through round ``rnd``: one release a
+        planned round plus its ``retries`` (so a server that forges dropouts gets at most
+        rounds + retries releases, and an honest one's retries never take a later round's)."""
+        params = self.params()
+        done = len(self.ledger.events)  # type: ignore[attr-defined]
+        allowed = int(params.releases_by(rnd))
+        if done + 1 > allowed:
+            raise BudgetRefusal(
+                f"client {self.cid}: attempt {attempt} of round {rnd} would be release "
+                f"{done + 1}, beyond the {allowed} this client allows through that round (one "
+                f"a round plus retries = {params.retries}, option retries in its plan); "
+                "refusing.")
+        self.charge(event)  # type: ignore[attr-defined]
+
     def masked(self, values: np.ndarray, rnd: int, attempt: int, group: list[int],
                peers: Mapping[int, bytes]) -> np.ndarray:
         """``values`` plus this member's pairwise masks for the attempt's view, packed."""
@@ -153,4 +171,33 @@ class SecureSumMember:
             self.keypair = KeyPair.from_state(part)
 
 
-__all__ = ["SecureSumMember"]
+def answered(events: Sequence[Any], cid: int) -> int:
+    """How many releases of ``events`` (a server's ledger: each names its members) asked
+    client ``cid``."""
+    return sum(cid in event.clients for event in events)
+
+
+def allowance_spent(events: Sequence[Any], group: Sequence[int], allowed: int) -> list[int]:
+    """The members of ``group`` that answered ``allowed`` releases already (an honest server
+    asks them no further attempt: :meth:`SecureSumMember.charge_attempt` would refuse)."""
+    return [c for c in group if answered(events, c) >= allowed]
+
+
+def warn_without_retries(method: str, params: Any, then: str) -> None:
+    """Warn at plan time where ``min_group`` is below the run's clients (so a group could
+    go on after a dropout) but the plan allows no retried attempt (``retries`` 0)."""
+    if params.retries or params.min_group >= params.n_clients:
+        return
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    warnings.warn(FedLabelsWarning(
+        f"{method} aggregation secure: min_group {params.min_group} of {params.n_clients} "
+        f"clients lets a group go on after a dropout, but retries = 0, so each client "
+        f"answers one attempt a {params.unit} and {then}; --opt retries=A lets each client "
+        "answer A retried attempts over the run, each charged as one more release (with "
+        "--epsilon, σ is calibrated for them all)."), stacklevel=3)
+
+
+__all__ = ["SecureSumMember", "allowance_spent", "answered", "warn_without_retries"]

@@ -184,7 +184,8 @@ def declined_evaluation_warning(res: RunResult) -> str | None:
 def undecoded_rounds_warning(res: RunResult) -> str | None:
     """A sentence when rounds of a run under secure aggregation (DP-FedAvg ``aggregation
     secure``) decoded no sum, so the global model did not move in them: the group that
-    answered was below ``min_group``, or members dropped out in every attempt."""
+    answered was below ``min_group``, or members dropped out in every attempt or once the
+    clients' ``retries`` were spent."""
     privacy = res.extra.get("privacy") or {}
     decoded = privacy.get("decoded_group_per_round")
     if not isinstance(decoded, list) or all(decoded):
@@ -195,8 +196,10 @@ def undecoded_rounds_warning(res: RunResult) -> str | None:
     return (f"{len(skipped)} of {len(decoded)} rounds ({which}) decoded no sum under "
             "secure aggregation, so the global model did not change in them: fewer clients "
             f"answered than min_group = {privacy.get('min_group')}, or a member dropped out "
-            "in every attempt; a smaller --opt min_group lets smaller groups through (each "
-            "client's noise share grows to keep ε)")
+            "in every attempt or once the clients' retried attempts (retries = "
+            f"{privacy.get('retries', 0)}) were spent; a smaller --opt min_group lets smaller "
+            "groups through (each client's noise share grows to keep ε), --opt retries=A "
+            "lets A rounds be retried after a dropout (each a release)")
 
 
 def lost_clients_warning(res: RunResult) -> str | None:

@@ -385,12 +385,24 @@ BUDGET_SPENT_HINT = (
     "the interrupted run.")
 
 
+#: added where the method retries attempts of secure aggregation: a retry is a release
+RETRY_HINT = (
+    " Under aggregation secure a retried attempt after a dropout is one more release: a "
+    "site answers one attempt a round (dp-pate: one vote) plus the option retries of its "
+    "own privacy-plan (ledger-epsilon does not raise that count), so a coordinator "
+    "allowed more retries than its sites is refused; give the run and every site's plan "
+    "the same --opt retries=A (deploy prepare writes it into each client_<i>.plan.json; "
+    "docs/privacy.md, 'Dropouts').")
+
+
 def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
                     failed: dict[int, str], rnd: int, status: StatusFile) -> None:
     """After clients were lost: go on if the method accepts the rest, else stop."""
     status.update(lost=dict(fgrid.lost))
     hint = BUDGET_SPENT_HINT if failed and all(
         "refused: budget" in why for why in failed.values()) else ""
+    if hint and getattr(plan.settings.options, "aggregation", None) == "secure":
+        hint += RETRY_HINT
     line = survivors(plan, learners, fgrid.client_ids, failed, rnd,
                      lambda c: f"client {c} (SuperNode {fgrid.node_of[c]})", hint)
     print(f"fedlabels: {line}", flush=True)

@@ -106,7 +106,7 @@ NOISES = ("continuous", "discrete")
 AGGREGATIONS = ("plain", "secure")
 #: client-level options that record-level DP-FedAvg does not read
 _CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant", "noise", "grid",
-                      "aggregation", "min_group")
+                      "aggregation", "min_group", "retries")
 #: what aggregation secure runs with (the one line naming the valid combination)
 SECURE_NEEDS = ("aggregation secure runs with level client, noise discrete, sample_rate 1 "
                 "and accountant rdp or none (e.g. --noise discrete --opt aggregation=secure)")
@@ -161,6 +161,11 @@ class DPFedAvgOptions(MethodOptions):
         None, "aggregation secure: the smallest group a client answers; its noise share has "
         "variance (σΔ)²/min_group, so min_group honest members carry the full noise; none: "
         "every client of the run", kind=int, interval=Interval(1, None), nullable=True)
+    retries: int = option(
+        0, "aggregation secure: the attempts a client answers over the run beyond one a round "
+        "(a round retried after a dropout); each is a release, so with epsilon σ is "
+        "calibrated for rounds + retries releases; 0: a round with a dropout is given up",
+        kind=int, interval=Interval(0, None))
 
     def check(self) -> None:
         given = self.given()
@@ -195,8 +200,9 @@ class DPFedAvgOptions(MethodOptions):
                        "to amplify by" if self.sample_rate != 1.0 else "")
                 raise FedLabelsError(f"dp-fedavg aggregation secure does not run with "
                                      f"{', '.join(wrong)}: {SECURE_NEEDS}{why}.")
-        elif "min_group" in given:
-            raise FedLabelsError("dp-fedavg option min_group applies only with aggregation "
+        elif "min_group" in given or "retries" in given:
+            which = "min_group" if "min_group" in given else "retries"
+            raise FedLabelsError(f"dp-fedavg option {which} applies only with aggregation "
                                  f"secure; {SECURE_NEEDS}.")
         if self.noise == "continuous" and "grid" in given:
             raise FedLabelsError("dp-fedavg option grid applies only with noise discrete "

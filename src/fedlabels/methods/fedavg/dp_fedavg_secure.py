@@ -17,11 +17,18 @@ Kairouz, Liu & Steinke (2021), with Bonawitz et al. (2017)'s pairwise masks. Eac
    masked: the server starts attempt a + 1 with the members that answered, under a new view
    (new masks) and with new noise; every attempt a member answered is charged.
 
+Retries are releases: a client answers at most one attempt a planned round plus its own
+``retries`` (the allowance its plan declares, spent over the run), so a server that forges
+dropouts gets at most rounds + retries releases from it; with ``epsilon`` its σ is
+calibrated for that many, so the stated ε covers every retry it allows. The server asks
+no member beyond that (the round is then given up).
+
 What each client decides from its own configuration, never from a message: S, γ, σ (given,
-or calibrated from its ε over its planned rounds), the smallest group it answers
-(``min_group``, default every client of the run), the ring's bits k, its roster. It refuses
-a group smaller than ``min_group``, without itself, with a member outside its roster, a key
-without its member's signature, an attempt it already answered, and any release beyond its ε.
+or calibrated from its ε over its planned releases), the smallest group it answers
+(``min_group``, default every client of the run), its ``retries``, the ring's bits k, its
+roster. It refuses a group smaller than ``min_group``, without itself, with a member outside
+its roster, a key without its member's signature, an attempt it already answered, an
+attempt beyond its allowance, and any release beyond its ε.
 
 Accounting (:mod:`fedlabels.privacy.distributed_discrete`): the server's sum holds at least
 ``min_group`` shares of std σΔ/√min_group, a release of the distributed discrete Gaussian,
@@ -44,7 +51,11 @@ from fedlabels.core.errors import BudgetRefusal, FedLabelsError, RefusedError, r
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.blocks import GlobalModelServer, WeightsClient
 from fedlabels.method.dpsgd_client import SecretNoiseClient
-from fedlabels.method.secure_member import SecureSumMember
+from fedlabels.method.secure_member import (
+    SecureSumMember,
+    allowance_spent,
+    warn_without_retries,
+)
 from fedlabels.method.threat import outside_entries
 from fedlabels.privacy.discrete_gaussian import (
     NOISE_TAIL_SDS,
@@ -65,7 +76,8 @@ KEY_PURPOSE = "dpfedavg-round-key"
 
 class SecureParameters:
     """One party's parameters of the mechanism, all from its own options and plan: S, γ,
-    Δ, d, σ, the smallest group, each share's std and the ring's bits."""
+    Δ, d, σ, the smallest group, the releases it allows (rounds + retries), each share's std
+    and the ring's bits."""
 
     def __init__(self, options: Any, settings: Settings, dim: int) -> None:
         from fedlabels.privacy.distributed_discrete import (
@@ -82,12 +94,15 @@ class SecureParameters:
         if self.min_group > n:
             raise FedLabelsError(f"dp-fedavg min_group {self.min_group} exceeds the run's "
                                  f"{n} clients; no group could be answered.")
+        self.n_clients, self.unit = n, "round"
         self.epsilon, self.rounds = options.epsilon, int(settings.rounds)
+        self.retries = int(options.retries)
+        self.releases = self.rounds + self.retries  # the most a client answers in the run
         sigma = options.noise_multiplier
         if sigma is None:
             sigma = calibrate_distributed_noise_multiplier(
                 options.epsilon, self.delta, self.min_group, self.sensitivity, self.dim,
-                self.rounds)
+                self.releases)
         self.sigma = float(sigma)
         self.share_sigma = self.sigma * self.sensitivity / math.sqrt(self.min_group)
         if self.share_sigma < MIN_SHARE_SIGMA:
@@ -98,6 +113,11 @@ class SecureParameters:
         worst = (n * coordinate_bound(self.clip, self.grid)
                  + NOISE_TAIL_SDS * self.share_sigma * math.sqrt(n))
         self.bits = ring_bits(worst)
+
+    def releases_by(self, rnd: int) -> int:
+        """The releases a client answers through round ``rnd`` (0-based): one a planned
+        round so far, plus its retries."""
+        return min(rnd + 1, self.rounds) + self.retries
 
     def fingerprint(self) -> bytes:
         """What a member's key signature binds of its parameters: a peer checks it against
@@ -146,7 +166,7 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
 
     def planned_events(self) -> list[Any] | None:
         params = self.params()
-        return [params.event()] * params.rounds
+        return [params.event()] * params.releases
 
     def on_train(self, message: Message) -> Message:
         """One attempt: checks, the charge, training, the noisy masked integer update."""
@@ -167,7 +187,8 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
             raise RefusedError(f"client {self.cid}: the global weights have {start.size} "
                                f"values, this client's model {params.dim}; refusing.")
         self.attempt = attempt
-        self.charge(params.event())  # before anything leaves; refused beyond its ε
+        # before anything leaves; refused beyond its ε or its plan's releases
+        self.charge_attempt(rnd, attempt, params.event())
         self.local_steps_from(message)
         z, _ = encode_update(self.learner.get_weights() - start, params.clip, params.grid)
         noise = sample_discrete_gaussian(params.share_sigma, params.dim, self.noise_rng)
@@ -189,8 +210,10 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
         self.n_clients = int(settings.n_clients)
         self.ledger = Ledger(self.params.delta, options.epsilon, what="each client",
                              per_client=True)
-        self.ledger.check_plan([self.params.event()] * settings.rounds,
-                               f"{settings.rounds} round(s)")
+        p = self.params
+        self.ledger.check_plan([p.event()] * p.releases,
+                               f"{p.rounds} round(s) and {p.retries} retried attempt(s)")
+        warn_without_retries("dp-fedavg", p, "a round with a dropout is given up")
         self.attempts: list[int] = []  # per round: the attempts made
         self.group_sizes: list[int] = []  # per round: the group whose sum was decoded (0: none)
 
@@ -217,6 +240,8 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
         group = sorted(keys)
         attempts, decoded = 0, 0
         while attempts < MAX_ATTEMPTS and len(group) >= self.params.min_group:
+            if allowance_spent(self.events, group, self.params.releases_by(rnd)):
+                break  # a member's plan allows no further release this round: given up
             try:  # every member asked is charged, on the server's ledger as on its own
                 self.ledger.add(self.params.event(tuple(group)))
             except BudgetRefusal:
@@ -272,6 +297,8 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
             "grid": p.grid,
             "min_group": p.min_group,
             "share_std_grid_units": p.share_sigma,
+            "retries": p.retries,
+            "releases_planned": p.releases,
             "ring_bits": p.bits,
             "sensitivity": {"value": p.sensitivity, "norm": "L2", "unit": "grid units",
                             "source": "clipping to S and nearest rounding to the grid γ, "
@@ -280,7 +307,7 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
             "decoded_group_per_round": self.group_sizes,
             "rounds_accounted": len(self.attempts),
             "releases_accounted": len(self.events),
-            "target": self.ledger.target_view("attempt", p.rounds, len(self.events),
+            "target": self.ledger.target_view("attempt", p.releases, len(self.events),
                                               enforced=CLIENTS_ENFORCE),
             "accounting": "RDP of a sum of min_group discrete Gaussian shares (Kairouz, Liu "
                           "& Steinke 2021, Prop. 14, with its τ term), one release per "
@@ -302,7 +329,8 @@ def options_epsilon(options: Any) -> bool:
 
 
 CLIENTS_ENFORCE = ("each client charges every attempt it answers to its own ledger and "
-                   "refuses one beyond its own ε; the server stops asking at the same point")
+                   "refuses one beyond its own ε or beyond one a round plus its retries; the "
+                   "server stops asking at the same point")
 SECURE_ADVERSARY = ("a server that may deviate from the protocol (announce small groups, "
                     "forge dropouts, relay other keys or ask for less noise: each refused or "
                     "charged by the clients) and does not collude with clients (with t "
@@ -324,7 +352,8 @@ SECURE_ASSUMPTIONS = (
     "the roster of identity keys is distributed out of band (no Sybil keys); X25519, "
     "HKDF-SHA256, ChaCha20 and Ed25519 are secure",
     "the guarantee covers the server's whole view and the sequence of global models; a "
-    "forged dropout makes a client answer another attempt, each charged as a release",
+    "forged dropout makes a client answer another attempt, each charged as a release, at "
+    "most rounds + retries in all (its own plan's)",
     "outside it: who is in each group, the group sizes and attempts, the model's size, the "
     "grid, the ring's bits, the round keys, and the clients' local models after their last "
     "local training",

@@ -106,6 +106,11 @@ class DPPATEOptions(PATEOptions):
         None, "aggregation secure: the smallest group a client answers; its share has "
         "variance σ²/min_group, so min_group honest members carry the full noise; none: "
         "every client of the run", kind=int, interval=Interval(1, None), nullable=True)
+    retries: int = option(
+        0, "aggregation secure: the attempts a client answers beyond the one vote (the vote "
+        "retried after a dropout); each is a release, so with epsilon σ is calibrated for "
+        "1 + retries releases; 0: a dropout stops the vote", kind=int,
+        interval=Interval(0, None))
 
     def check(self) -> None:
         super().check()
@@ -113,9 +118,10 @@ class DPPATEOptions(PATEOptions):
             raise FedLabelsError(f"dp-pate aggregation secure does not run with confident "
                                  f"GNMax (threshold): its check would need a second noisy "
                                  f"sum; {SECURE_NEEDS}.")
-        if self.aggregation != "secure" and "min_group" in self.given():
-            raise FedLabelsError(f"dp-pate option min_group applies only with aggregation "
-                                 f"secure; {SECURE_NEEDS}.")
+        for name in ("min_group", "retries"):
+            if self.aggregation != "secure" and name in self.given():
+                raise FedLabelsError(f"dp-pate option {name} applies only with aggregation "
+                                     f"secure; {SECURE_NEEDS}.")
         if self.noise_sigma is None and self.epsilon is None:
             raise FedLabelsError("DP-PATE needs --noise-sigma σ (GNMax noise on each vote "
                                  "count) or --epsilon (a total ε target at --delta, from "

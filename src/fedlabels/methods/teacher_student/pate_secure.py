@@ -19,6 +19,10 @@ Bonawitz et al. (2017)'s pairwise masks (:mod:`fedlabels.secure.masked_sum`). In
    new shares); every attempt a member answered is charged. No decoded sum: nothing is
    released and the run stops with an error.
 
+Retries are releases: a client answers at most 1 + ``retries`` attempts (the allowance its
+own plan declares), so a server that forges dropouts gets no more from it; with ``epsilon``
+its σ is calibrated for 1 + retries releases, so the stated ε covers them all.
+
 Accounting (:mod:`fedlabels.privacy.distributed_discrete`). Under the method's relation
 (:data:`~fedlabels.privacy.events.DISJOINT_TEACHERS`: one record of one teacher replaced)
 one teacher's vote moves on a query: -1 in one class, +1 in another, ℓ2 √2, ℓ1 2. The
@@ -54,7 +58,11 @@ from fedlabels.core.errors import (
 )
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.dpsgd_client import SecretNoiseClient
-from fedlabels.method.secure_member import SecureSumMember
+from fedlabels.method.secure_member import (
+    SecureSumMember,
+    allowance_spent,
+    warn_without_retries,
+)
 from fedlabels.methods.teacher_student.pate_roles import DPPATEOptions, PATEClient, PATEServer
 from fedlabels.methods.teacher_student.roles import n_queries
 from fedlabels.privacy.discrete_gaussian import NOISE_TAIL_SDS
@@ -70,7 +78,7 @@ KEY_PURPOSE = "pate-round-key"
 
 class SecureVoteParameters:
     """One party's parameters of the mechanism, all from its own options and plan: Q, C,
-    the shift Δ = √(2Q), σ (given, or calibrated from its ε for one release), the
+    the shift Δ = √(2Q), σ (given, or calibrated from its ε for 1 + retries releases), the
     smallest group, each share's std and the ring's bits."""
 
     def __init__(self, options: DPPATEOptions, settings: Settings, n_public: int) -> None:
@@ -86,6 +94,9 @@ class SecureVoteParameters:
         self.sensitivity = math.sqrt(2 * self.queries)  # one teacher's votes on Q queries
         self.delta, self.epsilon = float(options.delta), options.epsilon
         n = int(settings.n_clients)
+        self.n_clients, self.unit = n, "vote"
+        self.retries = int(options.retries)
+        self.releases = 1 + self.retries  # the most a client answers in the run
         self.min_group = int(options.min_group or n)
         if self.min_group > n:
             raise FedLabelsError(f"dp-pate min_group {self.min_group} exceeds the run's {n} "
@@ -95,7 +106,8 @@ class SecureVoteParameters:
         else:
             assert options.epsilon is not None  # DPPATEOptions.check: one of the two
             self.noise_multiplier = calibrate_distributed_noise_multiplier(
-                options.epsilon, self.delta, self.min_group, self.sensitivity, self.dim, 1)
+                options.epsilon, self.delta, self.min_group, self.sensitivity, self.dim,
+                self.releases)
         self.sigma = self.noise_multiplier * self.sensitivity  # std of the sum per count
         self.share_sigma = self.sigma / math.sqrt(self.min_group)
         if self.share_sigma < MIN_SHARE_SIGMA:
@@ -109,6 +121,10 @@ class SecureVoteParameters:
         self.teachers_bound = int(most)
         worst = n * most + NOISE_TAIL_SDS * self.share_sigma * math.sqrt(n)
         self.bits = ring_bits(worst)
+
+    def releases_by(self, rnd: int) -> int:
+        """The releases a client answers (one vote, in whichever round): 1 + retries."""
+        return self.releases
 
     def fingerprint(self) -> bytes:
         """What a member's key signature binds of its parameters: a peer checks it against
@@ -171,7 +187,7 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
         return self._ledger
 
     def planned_events(self) -> list[Any] | None:
-        return [self.params().event()]
+        return [self.params().event()] * self.params().releases
 
     def _check_queries(self, message: Message) -> None:
         """The server asks the client's own Q queries of its own kind (more queries would
@@ -197,7 +213,8 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
         rnd, attempt, group, peers = self.checked_attempt(message)
         counts = self._counts(message)
         self.attempt = attempt
-        self.charge(params.event())  # before anything leaves; refused beyond its ε
+        # before anything leaves; refused beyond its ε or 1 + its retries
+        self.charge_attempt(rnd, attempt, params.event())
         noise = sample_discrete_gaussian(params.share_sigma, params.dim, self.noise_rng)
         return Message("pate.masked", arrays={
             "masked": self.masked(counts.ravel() + noise, rnd, attempt, group, peers)},
@@ -238,7 +255,10 @@ class SecurePATEServer(LedgerEvents, PATEServer):
         self.params = SecureVoteParameters(opts, settings, n_public)
         self.ledger = Ledger(self.params.delta, opts.epsilon, what="each client",
                              per_client=True)
-        self.ledger.check_plan([self.params.event()], "one vote")
+        p = self.params
+        self.ledger.check_plan([p.event()] * p.releases,
+                               f"one vote and {p.retries} retried attempt(s)")
+        warn_without_retries("dp-pate", p, "a dropout stops the run")
         self.attempts = 0  # the attempts the vote took
         self.group_size = 0  # the members whose sum was decoded (0: none)
         self.n_teachers = 0  # their teachers (from the sizes the server holds)
@@ -270,6 +290,8 @@ class SecurePATEServer(LedgerEvents, PATEServer):
         keys = grid.exchange({c: announce for c in group}, rnd) if group else {}
         group = sorted(keys)
         while self.attempts < MAX_ATTEMPTS and len(group) >= p.min_group:
+            if allowance_spent(self.events, group, p.releases):
+                break  # a member's plan allows no further attempt
             try:  # every member asked is charged, on the server's ledger as on its own
                 self.ledger.add(p.event(tuple(group)))
             except BudgetRefusal:
@@ -294,8 +316,10 @@ class SecurePATEServer(LedgerEvents, PATEServer):
         raise FedLabelsError(f"dp-pate aggregation secure: no group of at least "
                              f"{p.min_group} clients answered a whole attempt "
                              f"({self.attempts} made, at most {MAX_ATTEMPTS}, each within "
-                             "the clients' ε); nothing was released. Rerun with fewer "
-                             "dropouts, a smaller --opt min_group or a larger --epsilon.")
+                             f"the clients' ε and 1 + retries = {p.releases} attempts); nothing "
+                             "was released. Rerun with fewer dropouts, a smaller --opt "
+                             "min_group or --opt retries=A (each site's plan too: A more "
+                             "releases).")
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
         """The argmax of the noisy counts (ties -> smallest class): post-processing."""
@@ -321,8 +345,10 @@ class SecurePATEServer(LedgerEvents, PATEServer):
                             "per query, √(2Q) over the Q·C counts"},
             "attempts": self.attempts,
             "decoded_group": self.group_size,
+            "retries": p.retries,
+            "releases_planned": p.releases,
             "releases_accounted": len(self.events),
-            "target": self.ledger.target_view("attempt", 1, len(self.events),
+            "target": self.ledger.target_view("attempt", p.releases, len(self.events),
                                               enforced=CLIENTS_ENFORCE),
             "accounting": "RDP of a sum of min_group discrete Gaussian shares (Kairouz, Liu "
                           "& Steinke 2021, Prop. 14, with its τ term) on the Q·C counts, "
@@ -352,7 +378,8 @@ class SecurePATEServer(LedgerEvents, PATEServer):
 
 
 CLIENTS_ENFORCE = ("each client charges every attempt it answers to its own ledger and "
-                   "refuses one beyond its own ε; the server stops asking at the same point")
+                   "refuses one beyond its own ε or beyond 1 + its retries; the server stops "
+                   "asking at the same point")
 SECURE_ADVERSARY = ("a server that may deviate from the protocol (announce small groups, "
                     "forge dropouts, relay other keys or ask other queries: each refused or "
                     "charged by the clients) and does not collude with clients (with t "
