@@ -7,7 +7,8 @@ decoded groups and every client's ε are the simulator's for the same dropout. T
 a release beyond one a round: the sites' plans allow it with ``retries`` (their lifetime
 budget, one run of the plan, then covers it); without it the server asks no retry and gives
 the round up, and sites whose plan allows fewer retries than the coordinator's refuse it,
-the run stopping in one line that names the option."""
+the run stopping in one line that names the option. DP-PATE's secure vote is checked the
+same way."""
 
 from __future__ import annotations
 
@@ -41,11 +42,17 @@ CFG = RunConfig(method="dp-fedavg", dataset="breast_cancer", clients=4, model="m
                          "noise_multiplier": 1.0, "min_group": 3, "retries": 1})
 #: the site that drops out, the round and attempt whose reply it never delivers
 SITE, ROUND, ATTEMPT = 3, 1, 0
+#: the attempt kinds and their round (DP-PATE votes once, in round 0)
+DROPPED_ROUND = {"dpfedavg.train": ROUND, "pate.secure_vote": 0}
+PATE = RunConfig(method="dp-pate", dataset="breast_cancer", clients=4, model="dt", rounds=1,
+                 period=1, seed=0,
+                 options={"aggregation": "secure", "noise_sigma": 4.0, "queries": 30,
+                          "query_selection": "random", "min_group": 3, "retries": 1})
 
 
 def dropped(kind: str, config: Mapping[str, object], rnd: int | None = None) -> bool:
-    return (kind == "dpfedavg.train" and int(str(config["round"] if rnd is None else rnd))
-            == ROUND and int(str(config["attempt"])) == ATTEMPT)
+    return (kind in DROPPED_ROUND and int(str(config["round"] if rnd is None else rnd))
+            == DROPPED_ROUND[kind] and int(str(config["attempt"])) == ATTEMPT)
 
 
 class DiesAfterAnswering(LoopbackGrid):
@@ -174,3 +181,35 @@ def test_sites_allowing_fewer_retries_refuse_the_retry_naming_the_option(
         settings = prepared.node_settings(cid)
         rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
         assert rows[0]["releases"] == 2, (cid, rows)
+
+
+def test_a_dp_pate_site_dying_after_voting_is_retried_as_in_the_simulator(
+        tmp_path: Path) -> None:
+    """DP-PATE's secure vote with the same dropout and retries=1 in every site's plan: the
+    vote is retried with the three others and decoded; each site's ledger on disk, the
+    attempts and ε are the simulator's (same σ: the plans are the run's)."""
+    prepared, grid = deployment(PATE, tmp_path)
+    deployed = run_server(grid, server_context(prepared.spec))
+    assert deployed is not None
+    privacy = deployed.extra["privacy"]
+    assert (privacy["attempts"], privacy["decoded_group"]) == (2, 3)
+    answered = {0: 2, 1: 2, 2: 2, SITE: 1}
+    on_disk = {}
+    for cid, n in answered.items():
+        settings = prepared.node_settings(cid)
+        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
+        assert len(rows) == 1 and rows[0]["releases"] == n, (cid, rows)
+        on_disk[cid] = rows[0]["epsilon"]
+    fed = load_federation(PATE.dataset, clients=PATE.clients, seed=PATE.seed)
+    session = build_session(PATE.method, fed, as_models(PATE.model), rounds=PATE.rounds,
+                            period=PATE.period, seed=PATE.seed, options=dict(PATE.options))
+    sim = SimulatorDropout(InProcessGrid(session.clients, CommMeter()))
+    session.server.run_round(0, sim)
+    sim_privacy = session.server.result_extra()["privacy"]
+    assert (sim_privacy["attempts"], sim_privacy["decoded_group"]) == (2, 3)
+    assert sim_privacy["noise_sigma"] == privacy["noise_sigma"]
+    assert sim_privacy["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-12)
+    for cid, n in answered.items():
+        ledger = session.clients[cid].ledger  # type: ignore[attr-defined]
+        assert len(ledger.events) == n
+        assert ledger.spent().epsilon == pytest.approx(on_disk[cid], rel=1e-9)
