@@ -202,6 +202,21 @@ def test_predict_with_its_arguments_swapped(iris_run, tmp_path, capsys) -> None:
     assert len(out.read_text().splitlines()) == 6
 
 
+def test_predict_refuses_a_header_naming_a_column_twice(iris_run, tmp_path, capsys) -> None:
+    """pandas renamed the second 'petal width (cm)' to 'petal width (cm).1' and predict
+    labelled the rows with the first one, the other silently left out (exit 0)."""
+    result, data = iris_run
+    header, *rows = data.read_text().splitlines()
+    dup = tmp_path / "dup.csv"
+    dup.write_text("\n".join([header + ",petal width (cm)", *(r + ",9.9" for r in rows)]) + "\n")
+    capsys.readouterr()
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(result), str(dup), "-o", str(out)]) == 2
+    _one_line(capsys, "names column(s) 'petal width (cm)' more than once")
+    assert not out.exists()
+    assert main(["predict", str(result), str(data), "-o", str(out)]) == 0  # the header as written
+
+
 @pytest.mark.parametrize("name", ["new.csv", "new.tsv", "notes"])
 def test_inspect_of_a_file_that_is_no_run(name: str, iris_run, capsys) -> None:
     # `inspect new.csv` said "no saved models at new.models.npz", as if new.csv were a run

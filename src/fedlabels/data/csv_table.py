@@ -117,8 +117,8 @@ def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *
     try:
         frame = pd.read_csv(path if data is None else io.BytesIO(data), sep=sep,
                             usecols=usecols, **(TEXTS_AS_WRITTEN if texts else {}))
-        if usecols is None and any(_MANGLED.fullmatch(str(c)) for c in frame.columns):
-            _check_unique_header(path, sep, data)
+        if usecols is None:
+            refuse_repeated_columns(frame, path, sep, data)
         return frame
     except pd.errors.EmptyDataError:
         raise FedLabelsError(f"CSV file {path} is empty: it needs a header line naming the "
@@ -137,6 +137,15 @@ def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *
 
 #: how pandas renames the second of two columns with one name ("a" -> "a.1")
 _MANGLED = re.compile(r".*\.[0-9]+")
+
+
+def refuse_repeated_columns(frame: Any, path: Path, sep: str,
+                            data: bytes | None = None) -> None:
+    """A one-line error if the header line of ``path`` (or of ``data``, its bytes), which
+    ``frame`` was read from, names a column more than once (pandas renames the second
+    ``a`` to ``a.1``); the header is read again only when a column name looks renamed."""
+    if any(_MANGLED.fullmatch(str(c)) for c in frame.columns):
+        _check_unique_header(path, sep, data)
 
 
 def _check_unique_header(path: Path, sep: str, data: bytes | None) -> None:

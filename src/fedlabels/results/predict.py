@@ -178,7 +178,7 @@ def predict_file(result_path: str | Path, data_path: str | Path,
                              "prediction": _predicted(payload, prep, files, client,
                                                       result_path)})
     sep = sep or run_sep(result_path) or ","
-    from fedlabels.data.csv_table import TEXTS_AS_WRITTEN
+    from fedlabels.data.csv_table import TEXTS_AS_WRITTEN, refuse_repeated_columns
 
     try:
         as_str = {c: str for c in prep.categorical}
@@ -192,6 +192,8 @@ def predict_file(result_path: str | Path, data_path: str | Path,
     numbers_only = (prep.columns is None and not prep.text) or prep.image is not None
     if numbers_only and _header_is_data(frame):  # no header line: its first row is data
         frame = pd.read_csv(data_path, header=None, sep=sep)
+    else:  # pandas renamed a column named twice ('a.1'), as the training table refuses
+        refuse_repeated_columns(frame, data, sep)
     if prep.columns is not None and len(frame.columns) == 1 and len(prep.columns) > 1:
         raise FedLabelsError(f"{data_path} reads as one column {str(frame.columns[0])[:40]!r} "
                              f"with separator {sep!r}; give its separator (--sep ';' "
