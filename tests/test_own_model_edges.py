@@ -221,6 +221,45 @@ def test_the_cli_refuses_a_precision_no_model_uses(capsys, tmp_path):
     assert "applies to torch models" in err and "\n" not in err
 
 
+def test_a_deployment_refuses_a_precision_no_model_uses_as_run_does(capsys, tmp_path):
+    """deploy prepare (and so deploy local) refuses before writing a file, the ServerApp of
+    an app that asks for it anyway before any round, each with run's line; a site whose own
+    model is not torch, in a run with a torch client, warns and computes in fp32."""
+    import json
+    import warnings
+    from dataclasses import replace
+    from pathlib import Path
+
+    from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+    from fedlabels.engines.flower.server_app import run_server
+    from fedlabels.engines.flower.spec import deploy_plan
+    from fedlabels.runs.config import RunConfig
+
+    args = ["--dataset", "wine", "--clients", "3", "--model", "logreg", "--precision", "bf16",
+            "--rounds", "1"]
+    assert main(["run", *args, "--no-progress", "--output", str(tmp_path / "r.json")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert main(["deploy", "prepare", *args, "--out-dir", str(tmp_path / "sites")]) == 2
+    assert capsys.readouterr().err.strip() == line and "\n" not in line
+    assert not (tmp_path / "sites").exists()
+    cfg = RunConfig(method="fedct", dataset="wine", clients=3, model="logreg", rounds=1,
+                    period=1, seed=0)
+    prepared, grid = loopback_deployment(cfg, tmp_path / "app")
+    spec = replace(prepared.spec, run={**prepared.spec.run, "precision": "bf16"})
+    with pytest.raises(FedLabelsError) as refused:
+        run_server(grid, server_context(spec))
+    status = json.loads(Path(spec.status).read_text())
+    assert status["status"] == "failed" and status["rounds_done"] == 0
+    assert line.endswith(status["error"]) and line.endswith(str(refused.value))
+    mixed = deploy_plan(replace(cfg, model="logreg,mlp(hidden=4),logreg", precision="bf16"),
+                        3, 13)
+    with pytest.warns(FedLabelsWarning, match="client 0's model is not one"):
+        mixed.learner(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FedLabelsWarning)
+        mixed.learner(1)  # the torch site: bf16, no warning
+
+
 def test_an_hf_spec_names_itself_in_its_unknown_parameter_error(tmp_path):
     with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) foo; hf takes"):
         fl.run("fedct", "digits", model=f"hf(model_dir={tmp_path},foo=1)", progress=False)
