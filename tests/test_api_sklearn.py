@@ -425,7 +425,7 @@ def test_table_settings_of_a_run_by_name_and_on_a_federation_group_as_built(tmp_
     table settings (no features, no task, no sep), so it landed apart from the same run by
     name and together with a run on other columns. The federation records them in one form
     (features 'a,b' and ['a', 'b'] alike, task and sep resolved): equivalent runs group
-    together, runs on other columns or a dropped column stay apart."""
+    together (dropping d keeps a, b and c), runs on other columns stay apart."""
     from fedlabels.reporting.plots import run_settings
     from fedlabels.reporting.report import group_runs
 
@@ -451,8 +451,52 @@ def test_table_settings_of_a_run_by_name_and_on_a_federation_group_as_built(tmp_
     assert on_fed(8, features="a,b,c").config["features"] == ["a", "b", "c"]
     assert run_settings(same[0])["features"] == ["a", "b", "c"]
     groups = group_runs([*same, *other])
-    assert [[r.seed for r in g.runs] for g in groups] == [[0, 1, 2, 3], [4, 5], [6], [7]]
+    assert [[r.seed for r in g.runs] for g in groups] == [[0, 1, 2, 3, 6], [4, 5], [7]]
     assert "features=a,b,c" in groups[0].label and "features=a,b,d" in groups[1].label
+
+
+def test_one_choice_of_columns_said_another_way_is_one_report_group(tmp_path):
+    """features in another order, every column listed against none, a dropped column against
+    the others listed: each split one setup into two report groups. The federation now
+    records the columns kept, in one form; equal choices group, other columns do not. A
+    federation made from arrays recorded no task, so a classification and a regression run
+    were one group."""
+    from fedlabels.reporting.report import group_runs
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(240, 4)), columns=["a", "b", "c", "d"])
+    frame["target"] = np.where(frame.a + frame.c > 0, "p", "q")
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    dataset = f"csv:{tmp_path / 't.csv'}:target"
+
+    def run(seed: int, by_name: bool, **table: object) -> fl.RunResult:
+        fed = dataset if by_name else fl.load_federation(dataset, clients=3, seed=seed,
+                                                         **table)
+        return fl.run("fedct", fed, model="dt", rounds=1, progress=False, seed=seed,
+                      **({"clients": 3, **table} if by_name else {}))
+
+    abc = [run(0, True, features="a,b,c"), run(1, False, features="c,a,b"),
+           run(2, True, drop="d")]
+    every = [run(3, False), run(4, True, features="d,c,b,a"),
+             run(5, False, features=["a", "b", "c", "d"])]
+    abd = [run(6, False, features="b,a,d")]
+    groups = group_runs([*abc, *every, *abd])
+    assert [[r.seed for r in g.runs] for g in groups] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert "features=a,b,c" in groups[0].label and "features=a,b,d" in groups[2].label
+    # an oracle of "one setup": the same seed gives the same run, however the columns are said
+    for seed, again, first in ((0, run(0, False, drop="d"), abc[0]),
+                               (3, run(3, True, features="a,b,c,d"), every[0])):
+        assert again.final_record.accuracies == first.final_record.accuracies, seed
+
+    X = frame[["a", "b", "c", "d"]].to_numpy()
+    made = [fl.run("fedct", fl.make_federation(X, frame.target, clients=3, seed=s),
+                   model="dt", rounds=1, progress=False, seed=s) for s in (0, 1)]
+    regression = fl.run("fedct", fl.make_federation(X, frame.a + frame.c, clients=3,
+                                                    task="regression", target_range=(-9, 9)),
+                        model="dt", rounds=1, progress=False, seed=2)
+    groups = group_runs([*made, regression])
+    assert [[r.seed for r in g.runs] for g in groups] == [[0, 1], [2]]
+    assert "task=classification" in groups[0].label and "task=regression" in groups[1].label
 
 
 def test_a_label_columns_name_or_a_test_share_is_refused_with_the_call_that_works(data):

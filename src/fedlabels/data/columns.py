@@ -76,6 +76,19 @@ def select_columns(X: Any, features: Sequence[str] | None, drop: Sequence[str] |
     return X.loc[:, [X.columns[columns.index(c)] for c in keep]]
 
 
+def chosen_columns(columns: Sequence[str], features: Sequence[str] | None,
+                   drop: Sequence[str] | None, split_off: str | None = None
+                   ) -> list[str] | None:
+    """The columns of a table's feature ``columns`` that ``features`` and ``drop`` keep
+    (as :func:`drop_index_columns` and :func:`select_columns` keep them), in one form:
+    ``None`` where they are the columns kept when neither is given, else sorted (an order
+    lays out the same columns); ``split_off``, a ``column:NAME`` partition's column (read,
+    then split off), is not listed."""
+    default = [c for c in columns if not _INDEX_COLUMN.fullmatch(c)]
+    kept = set(features if features is not None else default) - set(drop or ())
+    return None if kept == set(default) else sorted(kept - {split_off})
+
+
 def drop_index_columns(X: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
     """Drop pandas index columns (``Unnamed: 0``) with a warning, unless listed in ``keep``."""
     index_cols = [c for c in X.columns

@@ -19,10 +19,12 @@ def loaded_with(dataset: str, *, sep: str | None, features: str | Sequence[str] 
                 target_range: Any, public: str | os.PathLike[str] | None,
                 image_size: str | None, image_column: str | None) -> dict[str, Any]:
     """The settings as one value each: a ``csv:`` table's separator (``,`` when not given;
-    ``None`` for other datasets), ``features`` as a list in the given order and ``drop``
-    as a sorted list (``'a,b'`` and ``['a', 'b']`` alike), the task resolved (the dataset's
-    own when not given), ``target_range`` as ``[lo, hi]``, ``public`` as an absolute path
-    and ``image_size`` as ``HxW``; ``text_column`` and ``image_column`` as given."""
+    ``None`` for other datasets), ``features`` and ``drop`` as lists (``'a,b'`` and
+    ``['a', 'b']`` alike; the loader, once it has read the table, records instead the
+    columns they keep, in one form: :func:`fedlabels.data.columns.chosen_columns`), the
+    task resolved (the dataset's own when not given), ``target_range`` as ``[lo, hi]``,
+    ``public`` as an absolute path and ``image_size`` as ``HxW``; ``text_column`` and
+    ``image_column`` as given."""
     from fedlabels.data.columns import parse_columns
     from fedlabels.data.csv_table import normalise_sep
     from fedlabels.data.images import parse_size

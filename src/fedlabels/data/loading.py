@@ -27,6 +27,18 @@ def load_table(dataset: str, *, sep: str | None = None,
     ``image_column`` makes the images a CSV table's column names its features (resized to
     ``image_size``, which also applies to an ``imagefolder:``; :mod:`fedlabels.data.images`).
     """
+    info, raw, _ = _load_table(dataset, sep=sep, features=features, drop=drop,
+                               text_column=text_column, image_size=image_size,
+                               image_column=image_column)
+    return info, raw
+
+
+def _load_table(dataset: str, *, sep: str | None, features: str | Sequence[str] | None,
+                drop: str | Sequence[str] | None, text_column: str | None,
+                image_size: str | None, image_column: str | None
+                ) -> tuple[DatasetInfo, LoadedDataset, list[str] | None]:
+    """:func:`load_table`'s entry and data, and the table's feature columns before
+    ``features`` and ``drop`` chose (``None``: images, texts or an unnamed matrix)."""
     info = get_dataset(dataset, sep=sep, image_size=image_size)
     raw = info.load() if text_column is None or info.load_texts is None else \
         info.load_texts(text_column)  # a table's texts as written, from one read of it
@@ -47,20 +59,36 @@ def load_table(dataset: str, *, sep: str | None = None,
                                              names=pixel_names(images.shape)),
                              image_shape=images.shape,
                              image_input=image_input(images.shape, parse_size(image_size),
-                                                     images.peak, image_column))
+                                                     images.peak, image_column)), None
     if text_column is not None:
         from fedlabels.data.text import text_feature
 
-        return info, replace(raw, X=text_feature(info, raw.X, text_column, features, drop))
+        return info, replace(raw, X=text_feature(info, raw.X, text_column, features,
+                                                 drop)), None
     if features is None and drop is None and info.target is None:
-        return info, raw
+        return info, raw, None
     from fedlabels.data.columns import drop_index_columns, parse_columns, select_columns
 
     keep, remove = parse_columns(features, "--features"), parse_columns(drop, "--drop")
     X = raw.X
+    columns = [str(c) for c in X.columns] if hasattr(X, "columns") else None
     if info.target is not None:  # a user table
         X = drop_index_columns(X, keep=[*(keep or ()), *(remove or ())])
-    return info, replace(raw, X=select_columns(X, keep, remove, info.target))
+    return info, replace(raw, X=select_columns(X, keep, remove, info.target)), columns
+
+
+def _chosen(columns: list[str] | None, features: Any, drop: Any,
+            split_off: str | None) -> dict[str, Any]:
+    """The ``features`` and ``drop`` a federation records (``loaded_with``): for a table,
+    the columns they kept of its ``columns`` in one form (:func:`~.columns.chosen_columns`;
+    ``drop`` then ``None``), so that one choice said two ways reads as one."""
+    from fedlabels.data.columns import chosen_columns, parse_columns
+
+    keep, remove = parse_columns(features, "--features"), parse_columns(drop, "--drop")
+    if columns is None:  # an unnamed matrix, or texts or images: as given, in one order
+        return {"features": None if keep is None else sorted(keep),
+                "drop": None if remove is None else sorted(remove)}
+    return {"features": chosen_columns(columns, keep, remove, split_off), "drop": None}
 
 
 def _check_arguments(dataset: Any, sep: Any, features: Any, drop: Any) -> None:
@@ -157,10 +185,13 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     settings = loaded_with(dataset, sep=sep, features=features, drop=drop,
                            text_column=text_column, task=task, target_range=target_range,
                            public=public, image_size=image_size, image_column=image_column)
+    asked = features
     features = _with_partition_column(features, partition)
-    info, raw = load_table(dataset, sep=sep, features=features, drop=drop,
-                           text_column=text_column, image_size=image_size,
-                           image_column=image_column)
+    info, raw, columns = _load_table(dataset, sep=sep, features=features, drop=drop,
+                                     text_column=text_column, image_size=image_size,
+                                     image_column=image_column)
+    settings.update(_chosen(columns, asked if columns is None else features, drop,
+                            _split_column(partition)))
     missing = missing_policy(info, raw, missing, dataset)
     defaults = info.defaults
     if private_per_client is not None:
@@ -255,3 +286,11 @@ def _with_partition_column(features: str | Sequence[str] | None,
     if spec.kind != "column" or keep is None or spec.column in keep:
         return features
     return [*keep, spec.column]
+
+
+def _split_column(partition: str) -> str | None:
+    """The column of a ``column:NAME`` partition (its clients, never a feature)."""
+    from fedlabels.data.partition import parse_partition
+
+    spec = parse_partition(partition)
+    return spec.column if spec.kind == "column" else None

@@ -16,9 +16,10 @@ def built_settings(summary: Mapping[str, Any]) -> dict[str, Any]:
     clients: ``private_per_client`` asks for the same total another way) and ``test``;
     ``unlabeled_shift`` (its S) and ``public_pca`` (its components); the table settings
     of a loaded federation (``loaded_with``: ``features``, ``sep``, ``task``, ...) in their
-    canonical form (:mod:`fedlabels.data.loaded_with`). A size or count the summary lacks
-    is left out, and so are the table settings of a federation built by hand or a result
-    of an earlier version."""
+    canonical form (:mod:`fedlabels.data.loaded_with`), and of one made from arrays
+    (``make_federation``) its ``task`` and declared ``target_range``. A size or count the
+    summary lacks is left out, and so are the table settings of a federation built by
+    hand or a result of an earlier version."""
     out: dict[str, Any] = {}
     if isinstance(summary.get("n_clients"), int):
         out["clients"] = summary["n_clients"]
@@ -39,4 +40,19 @@ def built_settings(summary: Mapping[str, Any]) -> dict[str, Any]:
         from fedlabels.data.loaded_with import LOADED_KEYS
 
         out.update({k: loaded[k] for k in LOADED_KEYS if k in loaded})
+        if isinstance(out.get("features"), list):  # earlier versions kept the order given
+            out["features"] = sorted(out["features"])
+    elif isinstance(summary.get("n_classes"), int):  # make_federation's: no table settings
+        out.update(_task_of(summary))
     return out
+
+
+def _task_of(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``task`` and ``target_range`` of a federation made from arrays, as a loaded
+    one records them: the task (a regression has no classes), the range where declared."""
+    task = summary.get("task")
+    if not isinstance(task, str):
+        task = "regression" if summary["n_classes"] == 0 else "classification"
+    declared = summary.get("target_range_source") == "declared"
+    bounds = summary.get("target_range") if declared else None
+    return {"task": task, "target_range": bounds if isinstance(bounds, list) else None}
