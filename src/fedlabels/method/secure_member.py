@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
+from fedlabels.comm.id_lists import members, members_text
 from fedlabels.core.errors import BudgetRefusal, RefusedError
 from fedlabels.method.state import State, StateValue, prefixed, unprefixed
-from fedlabels.secure.masked_sum import members, members_text
 
 
 class SecureSumMember:

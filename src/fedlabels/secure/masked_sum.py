@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from fedlabels.comm.id_lists import members_text
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.secure.keys import KeyPair
 from fedlabels.secure.rowsums import bind_keys, pairwise_mask
@@ -107,16 +108,6 @@ def _modulus_mask(bits: int) -> np.uint64:
     return np.uint64((1 << bits) - 1)
 
 
-def members(text: object) -> list[int]:
-    """``"0,2,3"`` -> [0, 2, 3] (groups travel as config strings)."""
-    return sorted({int(t) for t in str(text).split(",") if t != ""})
-
-
-def members_text(group: Iterable[int]) -> str:
-    """[3, 0, 2] -> ``"0,2,3"``."""
-    return ",".join(str(int(c)) for c in sorted(group))
-
-
 def group_view(rnd: int, attempt: int, group: Iterable[int]) -> bytes:
     """A digest of what a member was told: the round, the attempt and the members."""
     text = f"fedlabels-secagg-view|{int(rnd)}|{int(attempt)}|{members_text(group)}"
@@ -156,5 +147,5 @@ def ring_sum(parts: Mapping[int, np.ndarray], bits: int, size: int) -> np.ndarra
     return signed.astype(np.int64)
 
 
-__all__ = ["MAX_BITS", "group_view", "mask_keys", "mask_vector", "members", "members_text",
+__all__ = ["MAX_BITS", "group_view", "mask_keys", "mask_vector",
            "pack_residues", "packed_size", "ring_bits", "ring_sum", "unpack_residues"]

@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
+from fedlabels.comm.id_lists import members_text
 from fedlabels.core.errors import BudgetRefusal, FedLabelsError, RefusedError, refuse_other_value
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.blocks import GlobalModelServer, WeightsClient
@@ -66,7 +67,6 @@ from fedlabels.privacy.discrete_gaussian import (
 )
 from fedlabels.privacy.events import DistributedDiscreteGaussianEvent
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
-from fedlabels.secure.masked_sum import members_text
 
 #: the attempts a server makes per round before it gives the round up
 MAX_ATTEMPTS = 3

@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
+from fedlabels.comm.id_lists import members_text
 from fedlabels.consensus import vote_counts
 from fedlabels.core.errors import (
     BudgetRefusal,
@@ -68,7 +69,6 @@ from fedlabels.methods.teacher_student.roles import n_queries
 from fedlabels.privacy.discrete_gaussian import NOISE_TAIL_SDS
 from fedlabels.privacy.events import DISJOINT_TEACHERS, DistributedDiscreteGaussianEvent
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
-from fedlabels.secure.masked_sum import members_text
 
 #: the attempts a server makes before it gives the vote up
 MAX_ATTEMPTS = 3

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
+from fedlabels.comm.id_lists import listed
 from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError
 from fedlabels.method.base import ClientRole
 from fedlabels.method.state import (
@@ -46,11 +47,6 @@ if TYPE_CHECKING:  # the secure extra is imported only by runs that use it
     from fedlabels.secure.seed import SeedAgreement
 
 PHASE_KINDS = ("setup", "seed", "hamming", "influence", "rowsums", "result")
-
-
-def ids(text: Any) -> list[int]:
-    """``"0,2,3"`` -> [0, 2, 3] (client lists travel as config strings)."""
-    return [int(t) for t in str(text).split(",") if t != ""]
 
 
 def row_ranges(text: Any, participants: list[int]) -> dict[int, np.ndarray]:
@@ -151,7 +147,7 @@ class XCLPClientCore(ClientRole):
         """Signs and checks relayed values for this session and group (None: no trust)."""
         if self.trust is None:
             return None
-        return self.trust.authenticator(self.session, ids(self.group))
+        return self.trust.authenticator(self.session, listed(self.group))
 
     def own_rows(self) -> np.ndarray:
         return np.arange(self.own_offset, self.own_offset + self.n_points)
@@ -165,7 +161,7 @@ class XCLPClientCore(ClientRole):
             raise RefusedError(f"client {self.cid}: xclp.setup for session {session} after "
                                f"session {self.session}; refusing.")
         self.session = session
-        group = ids(message.config.get("participants", ""))
+        group = listed(message.config.get("participants", ""))
         if self.trust is not None and self.cid not in group:
             raise FedLabelsError(f"client {self.cid}: xclp.setup names the group {group} "
                                  "without this client; refusing.")
@@ -211,7 +207,7 @@ class XCLPClientCore(ClientRole):
         if self.commitments:
             raise RefusedError(f"client {self.cid}: a second xclp.seed in session "
                                f"{self.session}; refusing.")
-        participants = ids(message.config["participants"])
+        participants = listed(message.config["participants"])
         peers = [c for c in participants if c != self.cid]
         auth = self.authenticator()
         if auth is not None:
@@ -235,7 +231,7 @@ class XCLPClientCore(ClientRole):
     def on_hamming(self, message: Message) -> Message:
         """Step 1: LSH bits and the first SecureHamming message; later steps: relay answers."""
         step = int(message.config["step"])
-        peers = [c for c in ids(message.config["peers"]) if c != self.cid]
+        peers = [c for c in listed(message.config["peers"]) if c != self.cid]
         n_points = {c: int(message.config[f"n_{c}"]) for c in peers}
         if step == 1:
             return self._hamming_first(message, peers, n_points)
@@ -299,7 +295,7 @@ class XCLPClientCore(ClientRole):
                                f"(answered up to {self.rowsums_attempt}); refusing.")
         y = self.xclp_partial_labels()
         Zbar = S_L @ one_hot(y[np.flatnonzero(y >= 0)], self.settings.n_classes)
-        participants = ids(message.config["participants"])
+        participants = listed(message.config["participants"])
         rows = row_ranges(message.config["row_ranges"], participants)
         if self.cid not in rows or not np.array_equal(rows[self.cid], self.own_rows()):
             raise FedLabelsError(f"client {self.cid}: xclp.rowsums names rows that are not "
@@ -344,7 +340,7 @@ class XCLPClientCore(ClientRole):
             else:
                 counts = unmask_counts(total, bytes(_need(self.lsh_seed_used, self.cid,
                                                           "hamming")),
-                                       ids(message.config["participants"]),
+                                       listed(message.config["participants"]),
                                        int(message.config["attempt"]))
             self.xclp_class_counts = counts.copy()
             Z = balance_scores(Z, counts)

@@ -27,6 +27,7 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.comm.codec import encode_message
+from fedlabels.comm.id_lists import members_text
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.method.base import Grid
 from fedlabels.methods.xclp.options import XCLPProtocolOptions
@@ -87,10 +88,6 @@ def _protocol_bytes(messages: Iterable[Message]) -> int:
     return sum(len(encode_message(m)) for m in messages if m.category == "protocol")
 
 
-def _csv(items: list[int] | list[str]) -> str:
-    return ",".join(map(str, items))
-
-
 class XCLPServerCore:
     """Server side of Algorithm 1; :meth:`run` drives the phases for one session."""
 
@@ -148,7 +145,7 @@ class XCLPServerCore:
     def setup(self, run: _Run, setup_arrays: dict[str, np.ndarray]) -> None:
         """Sizes, public keys and seed commitments (secure modes: the group announced to
         every member, the sites' identity signatures where they have identity keys)."""
-        group = {"participants": _csv(run.members)} if self.opts.secure != "none" else {}
+        group = {"participants": members_text(run.members)} if self.opts.secure != "none" else {}
         replies = self._broadcast(run, Message("xclp.setup", arrays=dict(setup_arrays),
                                                config={**run.config, **group}), "setup")
         run.n_pts = {c: int(replies[c].config["n"]) for c in run.members}
@@ -176,7 +173,7 @@ class XCLPServerCore:
                   **{f"commit_{c}": run.setup[c]["commit"] for c in P},
                   **{f"sig_{c}": run.setup[c]["sig"] for c in P if "sig" in run.setup[c]}}
         replies = self._broadcast(run, Message("xclp.seed", arrays=arrays, config={
-            **run.config, "participants": _csv(P)}), "seed")
+            **run.config, "participants": members_text(P)}), "seed")
         run.sealed = {c: replies[c].arrays for c in run.members}
 
     def hamming(self, run: _Run) -> None:
@@ -187,7 +184,7 @@ class XCLPServerCore:
         def message(step: int, arrays: dict[str, np.ndarray], members: list[int]) -> Message:
             return Message("xclp.hamming", arrays=arrays,
                            config={**run.config, **peers_cfg, "step": step,
-                                   "peers": _csv(members), "lsh_seed": self.opts.lsh_seed})
+                                   "peers": members_text(members), "lsh_seed": self.opts.lsh_seed})
 
         P = run.members
         first = {c: message(1, {f"from_{p}": run.sealed[p][f"to_{c}"] for p in P if p != c}
@@ -251,9 +248,9 @@ class XCLPServerCore:
                 raise FedLabelsError("every client dropped out before SecureRowSums "
                                      "completed; no labels can be propagated.")
             members = run.members
-            spans = _csv([f"{run.rows[c][0]}:{run.rows[c][-1] + 1}" for c in members])
+            spans = ",".join(f"{run.rows[c][0]}:{run.rows[c][-1] + 1}" for c in members)
             msg = Message("xclp.rowsums", config={**run.config, "attempt": run.attempts,
-                                                  "participants": _csv(members),
+                                                  "participants": members_text(members),
                                                   "row_ranges": spans})
             replies = self._broadcast(run, msg, "within-rowsums")
             run.attempts += 1
@@ -272,7 +269,7 @@ class XCLPServerCore:
         config = dict(run.config)
         if run.counts is not None:
             extra = {"counts": run.counts}
-            config.update(participants=_csv(run.members), attempt=run.attempts - 1)
+            config.update(participants=members_text(run.members), attempt=run.attempts - 1)
         self._exchange(run, {c: Message("xclp.result",
                                         arrays={"rows": run.total[run.rows[c]], **extra},
                                         config=config) for c in run.members}, "result")
