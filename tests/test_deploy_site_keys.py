@@ -274,6 +274,36 @@ def test_the_roster_fingerprint_binds_the_run_id_and_every_entry_not_their_order
     assert fp != roster_fingerprint({0: roster[0], 1: roster[2], 2: roster[1]}, run_id)
 
 
+def test_a_sites_own_public_file_is_read_within_the_coordinators_limits(tmp_path, capsys):
+    """deploy roster --public read the site's .pub on its own terms: a named pipe was read
+    (and /dev/zero until memory ran out), and a key line padded past 1024 bytes, which the
+    coordinator refuses, was taken. It now reads it as the coordinator reads the sites'."""
+    import os
+    import threading
+
+    _, pubs = _sites(tmp_path)
+    prepared = prepare_run(_cfg(), tmp_path / "c", with_truth=False, identity_public=pubs)
+    roster = ["deploy", "roster", "--shared", str(prepared.shared_path), "--public"]
+    line = (pubs / "client_1.identity.pub").read_text()
+    padded = tmp_path / "padded.pub"
+    padded.write_text(line + " " * 2000)
+    assert main([*roster, str(padded)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--public {padded} is not a site's identity public key (over 1024 bytes)" in err
+    pipe = tmp_path / "pipe.pub"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_text(line), daemon=True)
+    writer.start()  # it writes the key once a reader opens the pipe
+    try:
+        assert main([*roster, str(pipe)]) == 2
+    finally:
+        os.close(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer end
+        writer.join(5)
+    err = capsys.readouterr().err.strip()
+    assert "the public key" in err and str(pipe) in err and "\n" not in err
+    assert main([*roster, str(pubs / "client_1.identity.pub")]) == 0  # the file itself
+
+
 def _equivocated(prepared, tmp_path: Path, entry: int) -> tuple[Path, Identity]:
     """The coordinator's shared file for one site: client ``entry``'s roster key replaced
     by a key of the coordinator's own (the run id and everything else as prepared)."""

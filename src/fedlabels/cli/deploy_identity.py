@@ -58,14 +58,11 @@ def cmd_deploy_roster(args: argparse.Namespace) -> int:
 
 
 def _own_entry(public: Path, roster: dict[int, bytes]) -> int:
-    """The site's client id, refused unless the roster holds its public key at that id."""
-    from fedlabels.secure.roster import parse_public_key
+    """The site's client id, refused unless the roster holds its public key at that id (the
+    file read as the coordinator reads the sites' files: :func:`~.site_keys.read_public_file`)."""
+    from fedlabels.engines.flower.site_keys import read_public_file
 
-    try:
-        text = public.read_text(encoding="ascii")[:1024]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FedLabelsError(f"cannot read --public {public} ({exc}).") from None
-    cid, key = parse_public_key(text, f"--public {public}")
+    cid, key = read_public_file(public, where=f"--public {public}")
     if roster.get(cid) != key:
         raise FedLabelsError(f"the roster does not hold this site's key ({public}) at client "
                              f"{cid}; refusing: do not pin it, and ask the coordinator why.")

@@ -66,30 +66,41 @@ def make_site_identity(folder: str | Path, cid: int) -> SiteIdentityFiles:
     return SiteIdentityFiles(key, public, key_fingerprint(identity.public))
 
 
-def _read_public(path: Path, cid: int) -> bytes:
+def read_public_file(path: Path, cid: int | None = None, where: str | None = None
+                     ) -> tuple[int, bytes]:
+    """The client id and the key of a site's ``client_<i>.identity.pub`` at ``path``
+    (named ``where`` in errors, default the path), refused in one line: a device, pipe or
+    socket, a file over 1024 bytes, an unreadable file, text that is not one key line,
+    a key that is not a valid Ed25519 key, and, given ``cid``, the key of another client."""
+    where = str(path) if where is None else where
+    site = "the site" if cid is None else f"site {cid}"
     refuse_special_file(path, "the public key")
-    if path.stat().st_size > _MAX_PUBLIC_FILE:
-        raise FedLabelsError(f"{path} is not a site's identity public key (over "
-                             f"{_MAX_PUBLIC_FILE} bytes); ask site {cid} for its .pub file "
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise FedLabelsError(f"cannot read {where} ({exc.strerror or exc}).") from None
+    if size > _MAX_PUBLIC_FILE:
+        raise FedLabelsError(f"{where} is not a site's identity public key (over "
+                             f"{_MAX_PUBLIC_FILE} bytes); ask {site} for its .pub file "
                              "again.")
     try:
         text = path.read_text(encoding="ascii")
     except UnicodeDecodeError:
         text = ""
     except OSError as exc:
-        raise FedLabelsError(f"cannot read {path} ({exc.strerror or exc}).") from None
-    listed, public = parse_public_key(text, str(path))
-    if listed != cid:
-        raise FedLabelsError(f"{path} holds the key of client {listed}, not of client {cid}; "
+        raise FedLabelsError(f"cannot read {where} ({exc.strerror or exc}).") from None
+    listed, public = parse_public_key(text, where)
+    if cid is not None and listed != cid:
+        raise FedLabelsError(f"{where} holds the key of client {listed}, not of client {cid}; "
                              "name each site's file client_<its id>.identity.pub.")
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
         Ed25519PublicKey.from_public_bytes(public)
     except ValueError:
-        raise FedLabelsError(f"{path} is not a valid Ed25519 public key; ask site {cid} for "
+        raise FedLabelsError(f"{where} is not a valid Ed25519 public key; ask {site} for "
                              "its .pub file again.") from None
-    return public
+    return listed, public
 
 
 def read_public_keys(folder: str | Path, n_clients: int) -> dict[int, bytes]:
@@ -120,7 +131,7 @@ def read_public_keys(folder: str | Path, n_clients: int) -> dict[int, bytes]:
                              "--out-dir DIR` and sends client_I.identity.pub.")
     roster: dict[int, bytes] = {}
     for cid in range(n_clients):
-        public = _read_public(given[cid], cid)
+        _, public = read_public_file(given[cid], cid)
         twin = next((c for c, k in roster.items() if k == public), None)
         if twin is not None:
             raise FedLabelsError(f"clients {twin} and {cid} sent the same public key; each "
