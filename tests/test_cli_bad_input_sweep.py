@@ -217,6 +217,25 @@ def test_predict_refuses_a_header_naming_a_column_twice(iris_run, tmp_path, caps
     assert main(["predict", str(result), str(data), "-o", str(out)]) == 0  # the header as written
 
 
+def test_result_predict_refuses_a_frame_naming_a_column_twice(iris_run) -> None:
+    """A DataFrame may hold two columns of one name: result.predict failed with pandas'
+    TypeError 'arg must be a list, tuple, 1-d array, or Series', a traceback."""
+    import pandas as pd
+
+    from fedlabels import load_run
+    from fedlabels.core.errors import FedLabelsError
+
+    result, data = iris_run
+    rows = pd.read_csv(data)
+    run = load_run(result)
+    twice = pd.concat([rows, rows[["petal width (cm)"]] + 1.0], axis=1)
+    with pytest.raises(FedLabelsError, match=r"names column\(s\) 'petal width \(cm\)' more "
+                                             "than once") as caught:
+        run.predict(twice)
+    assert "\n" not in str(caught.value)
+    assert len(run.predict(rows)) == len(rows)  # each column once: labelled
+
+
 @pytest.mark.parametrize("name", ["new.csv", "new.tsv", "notes"])
 def test_inspect_of_a_file_that_is_no_run(name: str, iris_run, capsys) -> None:
     # `inspect new.csv` said "no saved models at new.models.npz", as if new.csv were a run

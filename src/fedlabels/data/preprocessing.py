@@ -118,6 +118,11 @@ class Preprocessing:
             if missing:
                 raise FedLabelsError(f"{what} lacks column(s) {', '.join(missing[:5])} the "
                                      f"models were trained on ({len(self.columns)} columns).")
+            given = list(frame.columns)
+            twice = [c for c in self.columns if given.count(c) > 1]
+            if twice:  # frame[c] would be a table of both, and the rows unreadable
+                raise FedLabelsError(f"{what} names column(s) {', '.join(map(repr, twice))} "
+                                     "more than once; give each column its own name.")
             frame = frame[self.columns]
             cats = list(self.categorical)
             _check_new_columns(frame, cats)
