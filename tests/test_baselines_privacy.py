@@ -25,7 +25,7 @@ from fedlabels.privacy.vote_accounting import (
     calibrate_gnmax_sigma,
     epsilon_from_rdp,
     gaussian_exact_epsilon,
-    gnmax_pld_epsilon,
+    gnmax_exact_epsilon,
     laplace_epsilon,
 )
 
@@ -92,7 +92,7 @@ def test_exact_gaussian_epsilon_matches_the_pld_accountant():
     sigma, q, delta = 10.0, 50, 1e-5
     acc = pld_privacy_accountant.PLDAccountant()
     acc.compose(dpa.GaussianDpEvent(sigma / math.sqrt(2.0)), q)
-    assert gnmax_pld_epsilon(sigma, q, delta) == pytest.approx(acc.get_epsilon(delta),
+    assert gnmax_exact_epsilon(sigma, q, delta) == pytest.approx(acc.get_epsilon(delta),
                                                                rel=2e-3)
     # δ(ε) of the analytic Gaussian mechanism, evaluated at our ε, is δ
     mu = math.sqrt(2.0 * q) / sigma
@@ -140,15 +140,16 @@ def test_gnmax_account_reports_both_bounds():
     counts[np.arange(1000), top] = 240  # 250 teachers, strong consensus
     counts[np.arange(1000), (top + 1) % 10] = 10
     acc = account_gnmax([gnmax_event(counts, np.ones(1000, bool), 40.0)], 1e-5)
-    assert acc.epsilon == pytest.approx(5.378, abs=2e-3)
+    assert acc.epsilon_rdp == pytest.approx(5.378, abs=2e-3)
     assert acc.epsilon_data_dependent < 1.0 < acc.epsilon
-    assert acc.epsilon_pld == pytest.approx(4.983, abs=2e-3)  # privacy.md §2.4 (PLD)
+    assert acc.epsilon == pytest.approx(4.983, abs=2e-3)  # privacy.md §2.4 (PLD)
     d = acc.to_dict()
     assert "NOT itself differentially private" in d["epsilon_data_dependent_note"]
 
 
-def test_calibrated_sigma_reaches_the_target():
-    sigma = calibrate_gnmax_sigma(2.0, 500, 1e-5)
+def test_rdp_calibrated_sigma_reaches_the_target_by_rdp():
+    # the exact calibration (the default) is tested in tests/test_gnmax_calibration.py
+    sigma = calibrate_gnmax_sigma(2.0, 500, 1e-5, accountant="rdp")
     eps, _ = epsilon_from_rdp(500 * gnmax_rdp_data_independent(sigma), 1e-5)
     assert eps == pytest.approx(2.0, rel=1e-4)
 

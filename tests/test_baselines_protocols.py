@@ -115,12 +115,19 @@ def test_dp_pate_noise_changes_labels_and_is_accounted(breast_cancer_fed, tmp_pa
                  noise_sigma=3.0, delta=1e-5)
     privacy = result.extra["privacy"]
     assert privacy["mechanism"] == "GNMax" and privacy["noise_sigma"] == 3.0
-    # data-independent: 100 queries of RDP λ/σ², converted by compute_epsilon
+    # data-independent: 100 Gaussian mechanisms of std σ and L2 sensitivity √2, composed
+    # by dp-accounting's analytic Gaussian (one mechanism of multiplier σ/√(2·100)); the RDP
+    # sum of λ/σ² beside it
+    import dp_accounting as dpa
+
     from fedlabels.privacy.gnmax import gnmax_rdp_data_independent
     from fedlabels.privacy.vote_accounting import epsilon_from_rdp
 
-    expected, _ = epsilon_from_rdp(100 * gnmax_rdp_data_independent(3.0), 1e-5)
-    assert privacy["epsilon"] == pytest.approx(expected)
+    expected = dpa.get_epsilon_gaussian(3.0 / (2 * 100) ** 0.5, 1e-5)
+    assert privacy["epsilon"] == pytest.approx(expected, rel=1e-6)
+    assert privacy["accountant"] == "exact_gaussian"
+    rdp, _ = epsilon_from_rdp(100 * gnmax_rdp_data_independent(3.0), 1e-5)
+    assert privacy["epsilon_by_accountant"]["rdp_data_independent"] == pytest.approx(rdp)
     assert privacy["epsilon_data_dependent"] <= privacy["epsilon"]
     assert privacy["delta"] == 1e-5 and "disjoint" in " ".join(privacy["assumptions"])
     assert result.rounds[0].server["labels_equal_plain_argmax"] < 1.0  # σ = 3 vs 5 votes

@@ -68,8 +68,9 @@ def test_gnmax_event_records_what_the_data_independent_bound_needs():
 
 
 @pytest.mark.parametrize("sigma,queries", [(2.0, 50), (9.54, 50), (40.0, 1000)])
-def test_plain_gnmax_epsilon_is_the_sum_of_lambda_over_sigma_squared(sigma, queries):
+def test_plain_gnmax_rdp_bound_is_the_sum_of_lambda_over_sigma_squared(sigma, queries):
     import dp_accounting as dpa
+    from dp_accounting.pld import pld_privacy_accountant
     from dp_accounting.rdp import rdp_privacy_accountant as rdpa
 
     counts = _consensus_counts(queries)
@@ -77,15 +78,21 @@ def test_plain_gnmax_epsilon_is_the_sum_of_lambda_over_sigma_squared(sigma, quer
     account = account_gnmax([event], DELTA)
     # Σ over the answered queries of λ/σ², converted by hand on the same orders
     rdp = sum(DEFAULT_ORDERS / sigma**2 for _ in range(queries))
-    assert account.epsilon == pytest.approx(_rdp_to_epsilon(rdp, DEFAULT_ORDERS, DELTA),
-                                            rel=1e-12)
+    assert account.epsilon_rdp == pytest.approx(_rdp_to_epsilon(rdp, DEFAULT_ORDERS, DELTA),
+                                                rel=1e-12)
     # and dp-accounting's own RDP accountant (its order grid): a Gaussian of multiplier σ/√2
     acc = rdpa.RdpAccountant()
     acc.compose(dpa.GaussianDpEvent(sigma / math.sqrt(2.0)), queries)
-    assert account.epsilon == pytest.approx(acc.get_epsilon(DELTA), rel=2e-3)
+    assert account.epsilon_rdp == pytest.approx(acc.get_epsilon(DELTA), rel=2e-3)
+    # the guarantee: the same Q Gaussian mechanisms composed by dp-accounting's PLD
+    pld = pld_privacy_accountant.PLDAccountant()
+    pld.compose(dpa.GaussianDpEvent(sigma / math.sqrt(2.0)), queries)
+    assert account.epsilon == pytest.approx(pld.get_epsilon(DELTA), rel=2e-3)
     d = account.to_dict()
     assert d["epsilon"] == account.epsilon and d["queries"] == d["answered"] == queries
     assert d["mechanism"] == "GNMax" and d["delta"] == DELTA
+    assert d["accountant"] == "exact_gaussian"
+    assert d["epsilon_by_accountant"]["rdp_data_independent"] == account.epsilon_rdp
 
 
 def test_confident_gnmax_charges_every_asked_query_and_its_threshold_check():
@@ -96,14 +103,14 @@ def test_confident_gnmax_charges_every_asked_query_and_its_threshold_check():
     ev = GNMaxEvent(sigma, q, 37, threshold=30.0, threshold_sigma=s1)
     account = account_gnmax([ev], DELTA)
     rdp = q * DEFAULT_ORDERS / sigma**2 + q * DEFAULT_ORDERS / (2.0 * s1**2)
-    assert account.epsilon == pytest.approx(_rdp_to_epsilon(rdp, DEFAULT_ORDERS, DELTA),
+    assert account.epsilon_rdp == pytest.approx(_rdp_to_epsilon(rdp, DEFAULT_ORDERS, DELTA),
                                             rel=1e-12)
     # the exact counterpart: 2Q Gaussian mechanisms, composed by dp-accounting's PLD
     pld = pld_privacy_accountant.PLDAccountant()
     pld.compose(dpa.GaussianDpEvent(sigma / math.sqrt(2.0)), q)
     pld.compose(dpa.GaussianDpEvent(s1), q)
-    assert account.epsilon_pld == pytest.approx(pld.get_epsilon(DELTA), rel=2e-3)
-    assert account.epsilon_pld < account.epsilon
+    assert account.epsilon == pytest.approx(pld.get_epsilon(DELTA), rel=2e-3)
+    assert account.epsilon < account.epsilon_rdp
     assert account.epsilon_data_dependent is None  # no log q̃ recorded
     assert account.n_queries == q and account.n_answered == 37
     assert account.to_dict()["mechanism"] == "confident GNMax"
@@ -116,7 +123,7 @@ def test_gnmax_batches_compose_like_one_batch():
     parts = [gnmax_event(counts[i:i + 30], answered[i:i + 30], 10.0) for i in (0, 30, 60)]
     three = account_gnmax(parts, DELTA)
     assert three.epsilon == pytest.approx(one.epsilon, rel=1e-12)
-    assert three.epsilon_pld == pytest.approx(one.epsilon_pld, rel=1e-9)
+    assert three.epsilon_rdp == pytest.approx(one.epsilon_rdp, rel=1e-12)
     assert three.epsilon_data_dependent == pytest.approx(one.epsilon_data_dependent,
                                                          rel=1e-12)
     assert three.n_queries == 90

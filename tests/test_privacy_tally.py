@@ -82,8 +82,8 @@ def _walk_events(events: Sequence[Any], delta: float,
         n = sum((ev.noise_multiplier, ev.sampling_rate) == key for ev in discrete)
         parts.append(discrete_gaussian_spent(*key, n, delta))
     for sigma in sorted({ev.sigma for ev in gnmax}):
-        acc = account_gnmax([ev for ev in gnmax if ev.sigma == sigma], delta, with_pld=False)
-        parts.append(PrivacySpent(acc.epsilon, delta, "rdp"))
+        acc = account_gnmax([ev for ev in gnmax if ev.sigma == sigma], delta)
+        parts.append(PrivacySpent(acc.epsilon, delta, "exact_gaussian"))
     for key in sorted({(ev.scale, ev.l1_sensitivity) for ev in laplace}):
         acc_l = account_laplace([ev for ev in laplace
                                  if (ev.scale, ev.l1_sensitivity) == key], delta)
@@ -279,7 +279,7 @@ def test_a_check_reads_the_new_releases_only_however_long_the_history(per_client
 
 def _totals(tally: Tally) -> tuple[Any, ...]:
     """Every total of ``tally``, exactly (arrays as lists: equal bit for bit)."""
-    gnmax = {s: (sorted(g.settings), g.rdp.tolist(), g.rdp_thr.tolist())
+    gnmax = {s: (sorted(g.settings), g.queries)
              for s, g in tally.gnmax.items()}
     return (tally.labels, tally.dpsgd, tally.gauss, gnmax, tally.laplace)
 

@@ -8,8 +8,10 @@ move from one class to another), so the count vector changes by -1 in one class 
 another: **L2 sensitivity √2**. That holds only when every record trains exactly one teacher
 (disjoint teacher data); see docs/baselines.md for FREDY, where it does not.
 
-* **Data-independent bound** (Prop. 8): RDP(λ) = λ / σ² per answered query — a Gaussian
-  mechanism with noise multiplier σ/√2. This is the guarantee.
+* **Data-independent bound** (Prop. 8): RDP(λ) = λ / σ² per asked query — a Gaussian
+  mechanism with noise multiplier σ/√2. The guarantee composes these Gaussian mechanisms
+  exactly (one with μ = √(2Q)/σ; :mod:`fedlabels.privacy.vote_accounting`), tighter than
+  the RDP sum, which is reported beside it.
 * **Data-dependent bound** (Prop. 7, Thm. 6, Prop. 10): tighter when the teachers agree, but
   a function of the private votes; it is *not itself differentially private* unless released
   through smooth sensitivity (not implemented), so results report it as such.
@@ -19,8 +21,9 @@ another: **L2 sensitivity √2**. That holds only when every record trains exact
 
 This module holds the mechanism (:func:`gnmax_aggregate`) and the per-query formulas only.
 Callers record a :class:`~fedlabels.privacy.events.GNMaxEvent` (:func:`gnmax_event`) and
-:func:`fedlabels.privacy.vote_accounting.account_gnmax` composes the events (RDP adds per order,
-converted with dp-accounting's ``compute_epsilon``) into (ε, δ).
+:func:`fedlabels.privacy.vote_accounting.account_gnmax` composes the events into (ε, δ): exactly
+as one Gaussian mechanism (the guarantee), and by RDP (adds per order, converted with
+dp-accounting's ``compute_epsilon``) beside it.
 """
 
 from __future__ import annotations

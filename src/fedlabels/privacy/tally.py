@@ -5,10 +5,10 @@ round) cost about 10 ms a client's ledger, a round, at 3,000 rounds. A :class:`T
 per kind, exactly what that walk read of the events: the label releases' Σ ε and composed
 randomized responses (:class:`~fedlabels.privacy.accounting.LabelTally`), the DP-SGD steps
 and the DP-FedAvg rounds per (σ, q) (continuous and discrete noise apart; secure aggregation's
-per (σ, shares, Δ, d)), the composed
-GNMax RDP per σ (summed event by event) and the Laplace queries per (b, Δ₁). Adding an
-event is O(1); its (ε, δ) costs O(the distinct kinds), plus the accountants' own (memoised)
-work, whatever the number of events.
+per (σ, shares, Δ, d)), the GNMax queries per σ (composed exactly as one Gaussian
+mechanism) and the Laplace queries per (b, Δ₁). Adding an event is O(1); its (ε, δ)
+costs O(the distinct kinds), plus the accountants' own (memoised) work, whatever the
+number of events.
 It is the ledger's one accounting: :func:`~fedlabels.privacy.ledger.account_events` is a
 :class:`Tally` of the events, and tests/test_privacy_tally.py checks it against the walk.
 :class:`ClientTallies` does the same per client for a server's ledger
@@ -21,9 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
-from fedlabels.privacy.accounting import LabelTally, PrivacySpent, repeat_add
+from fedlabels.privacy.accounting import LabelTally, PrivacySpent
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.events import (
     DiscreteGaussianEvent,
@@ -80,38 +78,32 @@ def named_clients(event: Any) -> tuple[int, ...]:
 @dataclass
 class _GNMaxTally:
     """The GNMax batches of one σ: their settings (the first event of each; accounting
-    refuses more than one) and their data-independent RDP, summed as ``account_gnmax``
-    sums it."""
+    refuses more than one) and their queries, which ``account_gnmax``'s exact Gaussian
+    composition reads (μ² adds per query)."""
 
     settings: dict[tuple[Any, ...], GNMaxEvent] = field(default_factory=dict)
-    rdp: Any = None
-    rdp_thr: Any = None
+    queries: int = 0
 
     def add(self, ev: GNMaxEvent, n: int = 1) -> None:
-        from fedlabels.privacy.gnmax import check_orders, gnmax_rdp_data_independent, threshold_rdp
-
         self.settings.setdefault((ev.sigma, ev.threshold, ev.threshold_sigma), ev)
-        orders = check_orders(None)
-        if self.rdp is None:
-            self.rdp, self.rdp_thr = np.zeros_like(orders), np.zeros_like(orders)
-        self.rdp = repeat_add(self.rdp, ev.n_queries * gnmax_rdp_data_independent(
-            float(ev.sigma), orders), n)
-        if ev.threshold is not None and ev.threshold_sigma is not None:
-            self.rdp_thr = repeat_add(self.rdp_thr, ev.n_queries * threshold_rdp(
-                ev.threshold_sigma, orders), n)
+        self.queries += n * int(ev.n_queries)
 
     def copy(self) -> _GNMaxTally:
-        return _GNMaxTally(dict(self.settings), self.rdp.copy(), self.rdp_thr.copy())
+        return _GNMaxTally(dict(self.settings), self.queries)
 
     def spent(self, delta: float) -> PrivacySpent:
-        from fedlabels.privacy.gnmax import check_orders
         from fedlabels.privacy.validation import check_delta
-        from fedlabels.privacy.vote_accounting import _gnmax_setting, epsilon_from_rdp
+        from fedlabels.privacy.vote_accounting import (
+            GNMAX_ACCOUNTANT,
+            _gnmax_setting,
+            gnmax_exact_epsilon,
+        )
 
         check_delta(delta)
-        _gnmax_setting(list(self.settings.values()))  # one setting, or account_gnmax's error
-        eps, _ = epsilon_from_rdp(self.rdp + self.rdp_thr, delta, check_orders(None))
-        return PrivacySpent(eps, delta, "rdp")
+        # one setting, or account_gnmax's error
+        sigma, _, threshold_sigma = _gnmax_setting(list(self.settings.values()))
+        eps = gnmax_exact_epsilon(sigma, self.queries, delta, threshold_sigma)
+        return PrivacySpent(eps, delta, GNMAX_ACCOUNTANT)
 
 
 @dataclass

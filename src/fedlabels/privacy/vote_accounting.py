@@ -7,10 +7,13 @@ into (ε, δ). The per-query formulas live with the
 mechanisms (:mod:`fedlabels.privacy.gnmax`, :mod:`fedlabels.privacy.noisy_max`).
 
 GNMax (Papernot et al. 2018)
-    ``rdp`` data-independent: Σ_queries λ/σ² (+ λ/(2σ₁²) per threshold check), converted with
-    dp-accounting's ``compute_epsilon`` — the guarantee. ``exact_gaussian``: the same Gaussian
-    mechanisms composed exactly (Balle & Wang 2018). The data-dependent bound (Thm. 6 /
-    Prop. 10) is reported separately and is *not* itself DP.
+    ``exact_gaussian`` data-independent — the guarantee, and what σ is calibrated to: Q
+    queries are Q Gaussian mechanisms of L2 sensitivity √2 (and, confident, Q threshold
+    checks of sensitivity 1 with σ₁), post-processed by argmax; they compose exactly to one
+    Gaussian mechanism with μ = √(2Q/σ² + Q/σ₁²), whose (ε, δ) is the analytic Gaussian's
+    (Balle & Wang 2018). ``rdp``: Σ_queries λ/σ² (+ λ/(2σ₁²) per check), converted with
+    dp-accounting's ``compute_epsilon``, reported beside it (looser). The data-dependent
+    bound (Thm. 6 / Prop. 10) is RDP, reported separately and *not* itself DP.
 Laplace noisy-max
     ``basic`` (pure sequential composition, Q·Δ₁/b, δ = 0), ``rdp`` and ``pld`` from
     dp-accounting with ``LaplaceDpEvent(noise_multiplier = b / Δ₁)`` under ADD_OR_REMOVE_ONE
@@ -63,45 +66,61 @@ def epsilon_from_rdp(rdp: np.ndarray, delta: float, orders: Any = None) -> tuple
     return float(eps), float(order)
 
 
+def _gaussian_log_delta(mu: float, eps: float) -> float:
+    """log δ(ε) of a Gaussian mechanism of ratio μ: log(Φ(μ/2 - ε/μ) - e^ε Φ(-μ/2 - ε/μ))."""
+    from scipy import special  # lazily: importing fedlabels must not load scipy
+
+    a = float(special.log_ndtr(mu / 2.0 - eps / mu))
+    b = eps + float(special.log_ndtr(-mu / 2.0 - eps / mu))
+    return a + math.log(-math.expm1(b - a)) if b < a else -math.inf
+
+
+@functools.lru_cache(maxsize=1024)  # pure; a ledger asks at every check
 def gaussian_exact_epsilon(mu: float, delta: float) -> float:
     """Exact ε(δ) of a Gaussian mechanism with sensitivity/σ ratio ``mu`` (Balle & Wang 2018).
 
-    δ(ε) = Φ(μ/2 - ε/μ) - e^ε Φ(-μ/2 - ε/μ), inverted by bisection in log space. Q composed
-    Gaussian mechanisms with ratios μ_i are exactly one with μ = sqrt(Σ μ_i²), so this is the
-    tight (PLD) accounting of the data-independent GNMax analysis, without a PLD grid.
+    δ(ε) = Φ(μ/2 - ε/μ) - e^ε Φ(-μ/2 - ε/μ), inverted by bisection in log space (the upper
+    end: never below the exact ε). Q composed Gaussian mechanisms with ratios μ_i are
+    exactly one with μ = sqrt(Σ μ_i²), so this is the tight (PLD) accounting of the
+    data-independent GNMax analysis, without a PLD grid.
     """
-    from scipy import special  # lazily: importing fedlabels must not load scipy
-
     check_delta(delta)
     if mu <= 0:
         return 0.0
-
-    def log_delta(eps: float) -> float:
-        a = special.log_ndtr(mu / 2.0 - eps / mu)
-        b = eps + special.log_ndtr(-mu / 2.0 - eps / mu)
-        return a + float(np.log(-np.expm1(b - a))) if b < a else -np.inf
-
     target = math.log(delta)
-    if log_delta(0.0) <= target:
+    if _gaussian_log_delta(mu, 0.0) <= target:
         return 0.0
     lo, hi = 0.0, 1.0
-    while log_delta(hi) > target:
+    while _gaussian_log_delta(mu, hi) > target:
         lo, hi = hi, 2.0 * hi
-    _, hi = bisect_monotone(lambda e: log_delta(e) > target, lo, hi, rel_tol=1e-10,
-                            max_iter=200)
+    _, hi = bisect_monotone(lambda e: _gaussian_log_delta(mu, e) > target, lo, hi,
+                            rel_tol=1e-10, max_iter=200)
     return hi
 
 
 # ------------------------------------------------------------------ GNMax
 
+#: the accountant of the GNMax guarantee (:func:`gnmax_exact_epsilon`)
+GNMAX_ACCOUNTANT = "exact_gaussian"
+#: what :data:`GNMAX_ACCOUNTANT` is, as a result states it
+GNMAX_ACCOUNTANT_NOTE = (
+    "exact_gaussian: the data-independent GNMax analysis (Papernot et al. 2018) is Q Gaussian "
+    "mechanisms of L2 sensitivity √2 on the vote counts (and, confident, Q threshold checks "
+    "of sensitivity 1 with σ₁), post-processed by argmax; they compose exactly to one "
+    "Gaussian mechanism with μ = √(2Q/σ² + Q/σ₁²), whose (ε, δ) is the analytic Gaussian's "
+    "(Balle & Wang 2018). The RDP bound of the same analysis is reported beside it (looser)")
+#: the accountants a GNMax σ may be calibrated with (:func:`calibrate_gnmax_sigma`)
+GNMAX_CALIBRATION_ACCOUNTANTS = (GNMAX_ACCOUNTANT, "rdp")
+
+
 @dataclass(frozen=True)
 class GNMaxAccount:
     """(ε, δ) of Q (confident) GNMax queries, data-independent and data-dependent."""
 
-    epsilon: float                      # data-independent RDP bound: the guarantee
+    epsilon: float                      # data-independent, exact Gaussian: the guarantee
     delta: float
-    order: float
-    epsilon_pld: float | None           # exact (PLD-tight) ε of the same Gaussian mechanisms
+    order: float                        # the optimal RDP order of ``epsilon_rdp``
+    epsilon_rdp: float                  # data-independent RDP bound of the same queries
     epsilon_data_dependent: float | None  # NOT itself DP (a function of the private votes)
     order_data_dependent: float | None
     n_queries: int
@@ -114,11 +133,10 @@ class GNMaxAccount:
     def to_dict(self) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon, "delta": self.delta,
-            "accountant": "rdp (GNMax data-independent bound, Papernot et al. 2018 Prop. 8; "
-                          "dp-accounting compute_epsilon)",
+            "accountant": GNMAX_ACCOUNTANT, "accountant_note": GNMAX_ACCOUNTANT_NOTE,
             "rdp_order": self.order,
-            "epsilon_by_accountant": {"rdp_data_independent": self.epsilon,
-                                      "exact_gaussian_data_independent": self.epsilon_pld},
+            "epsilon_by_accountant": {"exact_gaussian_data_independent": self.epsilon,
+                                      "rdp_data_independent": self.epsilon_rdp},
             "epsilon_data_dependent": self.epsilon_data_dependent,
             "epsilon_data_dependent_note": (
                 "data-dependent RDP bound (Thm. 6 / Prop. 10): computed from the private vote "
@@ -151,26 +169,31 @@ def _gnmax_setting(events: Sequence[GNMaxEvent]) -> tuple[float, float | None, f
     return sigma, threshold, threshold_sigma if threshold is not None else None
 
 
-def gnmax_pld_epsilon(sigma: float, n_queries: int, delta: float,
-                      threshold_sigma: float | None = None) -> float:
-    """Tight data-independent ε of Q GNMax queries (and threshold checks), exact Gaussian.
-
-    Each query is a Gaussian mechanism with ratio √2/σ (and √1/σ₁ for the check).
-    """
+def gnmax_mu(sigma: float, n_queries: int, threshold_sigma: float | None = None) -> float:
+    """μ = √(Σ μ_i²) of Q GNMax queries: ratio √2/σ each (and 1/σ₁ per threshold check)."""
     mu2 = n_queries * 2.0 / sigma**2
     if threshold_sigma is not None:
         mu2 += n_queries / threshold_sigma**2
-    return gaussian_exact_epsilon(math.sqrt(mu2), delta)
+    return math.sqrt(mu2)
 
 
-def account_gnmax(events: Sequence[GNMaxEvent], delta: float, orders: Any = None,
-                  with_pld: bool = True) -> GNMaxAccount:
+def gnmax_exact_epsilon(sigma: float, n_queries: int, delta: float,
+                        threshold_sigma: float | None = None) -> float:
+    """Tight data-independent ε of Q GNMax queries (and threshold checks), exact Gaussian:
+    the GNMax guarantee."""
+    return gaussian_exact_epsilon(gnmax_mu(sigma, n_queries, threshold_sigma), delta)
+
+
+def account_gnmax(events: Sequence[GNMaxEvent], delta: float,
+                  orders: Any = None) -> GNMaxAccount:
     """(ε, δ) of a run of (confident) GNMax batches, one :class:`GNMaxEvent` each.
 
-    Data-independent (the guarantee): every asked query pays λ/σ² (answered or not — the set
-    of answered queries is itself private) plus, with a threshold, λ/(2σ₁²). Data-dependent
-    (reported, not DP): the threshold checks plus Thm. 6 on the answered queries' log q̃
-    (Papernot et al. 2018, §4.3); ``None`` when an event carries no log q̃.
+    Data-independent (the guarantee): every asked query is a Gaussian mechanism, answered or
+    not (the set of answered queries is itself private), plus, with a threshold, its check;
+    ε by the exact composition (:func:`gnmax_exact_epsilon`), and the RDP bound λ/σ² (+
+    λ/(2σ₁²)) a query beside it. Data-dependent (reported, not DP): the threshold checks
+    plus Thm. 6 on the answered queries' log q̃ (Papernot et al. 2018, §4.3); ``None`` when
+    an event carries no log q̃.
     """
     check_delta(delta)
     orders = check_orders(orders)
@@ -183,7 +206,8 @@ def account_gnmax(events: Sequence[GNMaxEvent], delta: float, orders: Any = None
         rdp += ev.n_queries * gnmax_rdp_data_independent(sigma, orders)
         if threshold_sigma is not None:  # set exactly when confident (_gnmax_setting)
             rdp_thr += ev.n_queries * threshold_rdp(threshold_sigma, orders)
-    eps, order = epsilon_from_rdp(rdp + rdp_thr, delta, orders)
+    eps_rdp, order = epsilon_from_rdp(rdp + rdp_thr, delta, orders)
+    eps = min(gnmax_exact_epsilon(sigma, n_q, delta, threshold_sigma), eps_rdp)
     eps_dd = order_dd = None
     known = [ev.data_dependent_log_q for ev in events if ev.data_dependent_log_q is not None]
     if len(known) == len(events):
@@ -191,42 +215,55 @@ def account_gnmax(events: Sequence[GNMaxEvent], delta: float, orders: Any = None
         dd = gnmax_rdp_data_dependent_sum(log_q, sigma, orders) + rdp_thr
         eps_dd, order_dd = epsilon_from_rdp(dd, delta, orders)
         eps_dd = min(eps_dd, eps)
-    eps_pld = None
-    if with_pld and n_q > 0:
-        eps_pld = gnmax_pld_epsilon(sigma, n_q, delta, threshold_sigma)
-    return GNMaxAccount(eps, delta, order, eps_pld, eps_dd, order_dd, n_q, n_answered, sigma,
+    return GNMaxAccount(eps, delta, order, eps_rdp, eps_dd, order_dd, n_q, n_answered, sigma,
                         threshold, threshold_sigma)
 
 
 def gnmax_epsilon(sigma: float, n_queries: int, delta: float, orders: Any = None) -> float:
-    """ε at δ of Q plain GNMax queries: the data-independent RDP bound (the guarantee)."""
+    """ε at δ of Q plain GNMax queries by the data-independent RDP bound (looser than
+    :func:`gnmax_exact_epsilon`, the guarantee)."""
     orders = check_orders(orders)
     return epsilon_from_rdp(n_queries * orders / sigma**2, delta, orders)[0]
 
 
 def calibrate_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
-                          orders: Any = None) -> float:
-    """The smallest σ whose Q-query data-independent GNMax bound is at most ``target_epsilon``."""
+                          orders: Any = None, accountant: str = GNMAX_ACCOUNTANT) -> float:
+    """The smallest σ (to 1e-9 relative, rounded up) whose Q plain GNMax queries are
+    (``target_epsilon``, δ)-DP by ``accountant``: ``exact_gaussian`` (the guarantee's, the
+    default) or ``rdp`` (the looser RDP bound, on ``orders``; more noise)."""
     check_delta(delta)
+    if accountant not in GNMAX_CALIBRATION_ACCOUNTANTS:
+        raise FedLabelsError(f"unknown GNMax calibration accountant {accountant!r}; use one "
+                             f"of {', '.join(GNMAX_CALIBRATION_ACCOUNTANTS)}.")
+    if not (target_epsilon > 0 and math.isfinite(target_epsilon)):
+        raise FedLabelsError(f"target epsilon must be a finite number > 0, got "
+                             f"{target_epsilon!r}.")
+    orders_key = tuple(check_orders(orders).tolist()) if accountant == "rdp" else ()
     return _calibrated_gnmax_sigma(float(target_epsilon), int(n_queries), float(delta),
-                                   tuple(check_orders(orders).tolist()))
+                                   accountant, orders_key)
 
 
-@functools.lru_cache(maxsize=256)  # pure; ~40 accountant calls, and every party asks alike
+@functools.lru_cache(maxsize=256)  # pure, and every party asks alike
 def _calibrated_gnmax_sigma(target_epsilon: float, n_queries: int, delta: float,
-                            orders_key: tuple[float, ...]) -> float:
-    orders = np.asarray(orders_key, dtype=float)
+                            accountant: str, orders_key: tuple[float, ...]) -> float:
+    if accountant == "rdp":
+        orders = np.asarray(orders_key, dtype=float)
 
-    def eps(sigma: float) -> float:
-        return gnmax_epsilon(sigma, n_queries, delta, orders)
+        def too_little(sigma: float) -> bool:
+            return gnmax_epsilon(sigma, n_queries, delta, orders) > target_epsilon
+    else:
+        log_delta = math.log(delta)
+
+        def too_little(sigma: float) -> bool:  # ε(μ) > target ⟺ δ(target; μ) > δ
+            mu = gnmax_mu(sigma, n_queries)
+            return _gaussian_log_delta(mu, target_epsilon) > log_delta
 
     lo, hi = 1e-3, 1.0
-    while eps(hi) > target_epsilon:
+    while too_little(hi):
         hi *= 2.0
         if hi > 1e9:
             raise FedLabelsError(f"cannot reach epsilon {target_epsilon} with GNMax.")
-    _, hi = bisect_monotone(lambda s: eps(s) > target_epsilon, lo, hi, rel_tol=1e-9,
-                            max_iter=100)
+    _, hi = bisect_monotone(too_little, lo, hi, rel_tol=1e-9, max_iter=100)
     return hi
 
 

@@ -25,12 +25,14 @@ The clients are the **teachers**, each trained on its own (disjoint) private dat
 Privacy (``privacy`` in the result JSON): ``--epsilon`` is the run's total budget over all
 queries (σ calibrated from it, the release checked against it); the GNMax noise is drawn by
 the aggregator from OS entropy, never from the run seed (which also picks the queries).
-ε from the data-independent GNMax RDP bound
-(:mod:`fedlabels.privacy.gnmax`), the data-dependent bound reported separately and marked as
-not itself DP. Plain PATE has no noise and no guarantee. The GNMax sensitivity assumes each
-private record trains one teacher — true here (clients hold disjoint data, and a client's
-teachers disjoint parts of it); a teacher casts one vote per query whether the query is a
-row or a cluster, so one record still moves at most one vote per query.
+ε from the data-independent GNMax analysis composed exactly (the Q queries are one Gaussian
+mechanism, :func:`~fedlabels.privacy.vote_accounting.gnmax_exact_epsilon`; σ is calibrated
+with the same accountant), its RDP bound and the data-dependent bound reported beside it,
+the latter marked as not itself DP. Plain PATE has no noise and no guarantee. The GNMax
+sensitivity assumes each private record trains one teacher — true here (clients hold
+disjoint data, and a client's teachers disjoint parts of it); a teacher casts one vote per
+query whether the query is a row or a cluster, so one record still moves at most one vote
+per query.
 
 With ``--epsilon`` and nothing else chosen, DP-PATE asks 20 cluster queries, each client
 votes with one teacher per 8 private records (at most 10), and the student is ``logreg``
@@ -78,7 +80,8 @@ from fedlabels.privacy.vote_accounting import account_gnmax, calibrate_gnmax_sig
 
 
 class DPPATEServer(LedgerEvents, PATEServer):
-    """GNMax (optionally confident GNMax) aggregation with RDP accounting."""
+    """GNMax (optionally confident GNMax) aggregation, accounted by the exact Gaussian
+    composition."""
 
     state_attrs: ClassVar[tuple[str, ...]] = ("events",)
 
@@ -172,7 +175,7 @@ class PATE(TeacherStudentMethod):
 class DPPATE(PATE):
     name = "dp-pate"
     description = ("DP-PATE: PATE with GNMax (optionally confident GNMax) vote aggregation, "
-                   "RDP accounting")
+                   "exact Gaussian accounting")
     options_class = DPPATEOptions
     #: logistic-regression teachers: at ε = 8 they beat decision trees on every dataset
     #: measured (docs/privacy.md, Defaults: digits 0.762 against 0.418, breast_cancer 0.928

@@ -18,12 +18,15 @@ elsewhere (post-processing).
 Privacy, per client, record-level with one record of one client added or removed: the
 record trains one teacher, so one vote moves (or appears) — L2 sensitivity √2 on the vote
 counts. (A replacement is a removal plus an addition, two parts: group privacy, 2ε.) Every
-released label is a GNMax query, RDP λ/σ² (Papernot et al. 2018, Prop. 8); a client's ε
-composes every label it released in every round (adaptively; the teachers' use of P is
-post-processing), and σ is calibrated so the planned rounds × |Q_t| labels meet
-``epsilon``. With ``data_dependent`` each client also sends the data-dependent RDP of its own
-vote counts (Thm. 6): reported beside the guarantee, computed from private votes and so
-**not itself DP** (no smooth-sensitivity release), and sent outside the guarantee.
+released label is a GNMax query, a Gaussian mechanism of ratio √2/σ post-processed by argmax;
+a client's ε composes every label it released in every round (adaptively; the teachers' use
+of P is post-processing) exactly, as one Gaussian mechanism of μ = √(2·labels)/σ (Balle &
+Wang 2018's analytic Gaussian; the RDP bound λ/σ² a label, Papernot et al. 2018 Prop. 8, is
+reported beside it), and σ is calibrated with the same accountant so the planned rounds ×
+|Q_t| labels meet ``epsilon``. With ``data_dependent`` each client also sends the
+data-dependent RDP of its own vote counts (Thm. 6): reported beside the guarantee, computed
+from private votes and so **not itself DP** (no smooth-sensitivity release), and sent
+outside the guarantee.
 """
 
 from __future__ import annotations
@@ -127,7 +130,8 @@ def teacher_votes(client: DPFedCTClient, rows: np.ndarray, k: int, steps: int) -
 
 
 class SubsampleAggregateMechanism(LabelMechanism):
-    """GNMax of each client's own k teachers on the round's queries; GNMax RDP per label."""
+    """GNMax of each client's own k teachers on the round's queries; the labels accounted
+    as one Gaussian mechanism (exact composition)."""
 
     name = "subsample-aggregate"
     summary = ("subsample-aggregate: each client's k teachers (disjoint parts of its data) "
@@ -251,7 +255,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
             "guarantee_against": "the server and the other clients (every label a client "
                                  "sends), and anyone who sees the consensus",
             "neighbouring": SA_NEIGHBOURING, "composition": "adaptive, over every label each "
-            "client released in every round (RDP adds per order)",
+            "client released in every round (exact: Gaussian mechanisms compose to one, μ² adds)",
             "unit": "per client (one record of it), over the whole run; the worst client",
             "assumptions": list(SA_ASSUMPTIONS),
             "threat_model": "the server sees each client's GNMax labels on the round's "
@@ -259,8 +263,8 @@ class SubsampleAggregateMechanism(LabelMechanism):
 
 
 def account_subsample_aggregate(events: list[Any], delta: float) -> dict[str, Any]:
-    """Per client: ε of the GNMax labels it released (data-independent RDP, the guarantee;
-    exact Gaussian and, if sent, the data-dependent bound beside it); the worst client."""
+    """Per client: ε of the GNMax labels it released (data-independent exact Gaussian, the
+    guarantee; RDP and, if sent, the data-dependent bound beside it); the worst client."""
     from fedlabels.privacy.events import GNMaxEvent
     from fedlabels.privacy.gnmax import check_orders
     from fedlabels.privacy.vote_accounting import account_gnmax, epsilon_from_rdp
