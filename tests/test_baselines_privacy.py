@@ -23,6 +23,7 @@ from fedlabels.privacy.vote_accounting import (
     account_gnmax,
     account_laplace,
     calibrate_gnmax_sigma,
+    calibrate_laplace_scale,
     epsilon_from_rdp,
     gaussian_exact_epsilon,
     gnmax_exact_epsilon,
@@ -203,6 +204,50 @@ def test_laplace_accounting_against_closed_forms():
     # non-disjoint teachers: L1 sensitivity 2n scales the per-query guarantee by n
     basic_25 = laplace_epsilon(b, q, delta, "basic", l1_sensitivity=2.0 * 25)
     assert basic_25 == pytest.approx(25 * q * eps_q)
+
+
+def _kov_log_delta(eps: float, eps0: float, k: int) -> float:
+    """log δ(ε) of k composed ε₀-DP mechanisms by Kairouz, Oh & Viswanath (2015), Thm. 3.3's
+    sum: Σ_i C(k, i) max(0, e^{(k-i)ε₀} - e^{ε + iε₀}) / (1 + e^{ε₀})^k, in logs."""
+    i = np.arange(k + 1)
+    a, b = (k - i) * eps0, eps + i * eps0
+    keep = a > b
+    a, b, i = a[keep], b[keep], i[keep]
+    log_terms = (special.gammaln(k + 1) - special.gammaln(i + 1) - special.gammaln(k - i + 1)
+                 + a + np.log(-np.expm1(b - a)))
+    return float(special.logsumexp(log_terms) - k * np.logaddexp(0.0, eps0))
+
+
+@pytest.mark.parametrize("b,q,l1", [(31.46, 20, 2.0), (37.89, 1000, 2.0), (23.16, 20, 10.0),
+                                    (6.76, 40, 6.0)])
+def test_laplace_optimal_composition_against_kairouz_oh_viswanath(b, q, l1):
+    import dp_accounting as dpa
+    from dp_accounting.pld import pld_privacy_accountant
+
+    delta, eps0 = 1e-5, l1 / b
+    eps = laplace_epsilon(b, q, delta, "optimal", l1)
+    assert eps <= q * eps0
+    assert _kov_log_delta(eps, eps0, q) == pytest.approx(math.log(delta), abs=1e-6)
+    assert _kov_log_delta(eps * (1 - 1e-4), eps0, q) > math.log(delta)
+    # an upper bound on the Laplace mechanisms' own (PLD) ε, as every ε₀-DP composition's
+    pld = pld_privacy_accountant.PLDAccountant(
+        neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    pld.compose(dpa.LaplaceDpEvent(noise_multiplier=b / l1), q)
+    assert eps >= pld.get_epsilon(delta) * (1 - 1e-3)
+
+
+def test_laplace_scale_is_calibrated_to_the_optimal_composition_where_it_is_tightest():
+    from scipy.optimize import brentq
+
+    delta, q = 1e-5, 20
+    b = calibrate_laplace_scale(1.0, q, delta)
+    assert laplace_epsilon(b, q, delta, "optimal") == pytest.approx(1.0, rel=1e-6)
+    # the calibration before (the tighter of basic and RDP) needed more noise
+    b_rdp = brentq(lambda s: laplace_epsilon(s, q, delta, "rdp") - 1.0, 1.0, 1e3, rtol=1e-12)
+    assert b < 0.97 * b_rdp and laplace_epsilon(b, q, delta, "rdp") > 1.0
+    account = account_laplace([LaplaceNoisyMaxEvent(b, 2.0, q)], delta)
+    assert account.epsilon <= 1.0 * (1 + 1e-9)
+    assert account.by_accountant["optimal"] == pytest.approx(1.0, rel=1e-6)
 
 
 # ------------------------------------------------------------------ bad input
