@@ -87,18 +87,25 @@ def test_spread_labels_give_members_their_cluster_label_and_keep_abstentions():
 
 
 def test_cluster_queries_cost_what_random_queries_cost(fed):
-    """The ledger's ε for Q clusters at σ is the RDP bound Q·λ/σ² converted by hand."""
+    """The ledger's ε for Q clusters at σ is Q Gaussian mechanisms (L2 √2) composed exactly,
+    dp-accounting's analytic Gaussian of multiplier σ/√(2Q); the RDP bound Q·λ/σ² converted
+    by hand beside it."""
+    import dp_accounting as dpa
+
     sigma, q = 2.0, 6
-    eps = []
+    eps, rdp_eps = [], []
     for selection in ("random", "clusters"):
         _, server, _ = _run("dp-pate", "dt", {"queries": q, "noise_sigma": sigma,
                                               "query_selection": selection}, fed, False)
         eps.append(server.privacy["epsilon"])
+        rdp_eps.append(server.privacy["epsilon_by_accountant"]["rdp_data_independent"])
+    exact = dpa.get_epsilon_gaussian(sigma / np.sqrt(2 * q), 1e-5)
+    assert eps[0] == eps[1] == pytest.approx(exact, rel=1e-6)
     orders = DEFAULT_ORDERS[DEFAULT_ORDERS > 1.01]
     rdp = q * orders / sigma**2
     by_hand = float(np.min(rdp + np.log1p(-1.0 / orders)
                            - np.log(1e-5 * orders) / (orders - 1.0)))
-    assert eps[0] == eps[1] == pytest.approx(by_hand, rel=1e-9)
+    assert rdp_eps[0] == rdp_eps[1] == pytest.approx(by_hand, rel=1e-9)
 
 
 def test_teachers_per_client_vote_on_disjoint_parts_chosen_without_the_values(fed):
