@@ -56,14 +56,24 @@ def _run(fed: fl.Federation, **options: Any) -> fl.RunResult:
     return fl.run("dp-fedct", fed, options={**BASE, **options}, **RUN)
 
 
+@pytest.fixture(scope="module")
+def plain(fed: fl.Federation) -> tuple[fl.RunResult, list[tuple[int, bytes]]]:
+    """The run without site options and every labels payload it sent, run once for the
+    tests that compare a run with options to it (the noise is reproducible: seeded)."""
+    with pytest.MonkeyPatch.context() as mp:
+        sent = _sent(mp)
+        return _run(fed), list(sent)
+
+
 def _accuracies(result: fl.RunResult) -> list[Any]:
     return [r.accuracies for r in result.rounds]
 
 
-def test_defaults_given_reproduce_the_run_without_them(fed: fl.Federation) -> None:
-    plain, given = _run(fed), _run(fed, **DEFAULTS)
-    assert _accuracies(plain) == _accuracies(given)
-    assert plain.extra["privacy"]["epsilon"] == given.extra["privacy"]["epsilon"]
+def test_defaults_given_reproduce_the_run_without_them(
+        fed: fl.Federation, plain: tuple[fl.RunResult, Any]) -> None:
+    given = _run(fed, **DEFAULTS)
+    assert _accuracies(plain[0]) == _accuracies(given)
+    assert plain[0].extra["privacy"]["epsilon"] == given.extra["privacy"]["epsilon"]
 
 
 @pytest.mark.parametrize("options", [
@@ -72,18 +82,17 @@ def test_defaults_given_reproduce_the_run_without_them(fed: fl.Federation) -> No
     {"pseudo_filter": "agree", "own_confidence": 0.25, "finetune_steps": 5},
 ])
 def test_options_change_the_site_model_not_what_is_sent(
-        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]) -> None:
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any],
+        plain: tuple[fl.RunResult, list[tuple[int, bytes]]]) -> None:
     """Every labels payload and the ε are those of the default run; the site's accuracy is
     not (the site model trained on something else)."""
+    default, sent_plain = plain
     sent = _sent(monkeypatch)
-    plain = _run(fed)
-    sent_plain = list(sent)
-    sent.clear()
     shaped = _run(fed, **options)
     assert sent == sent_plain and len(sent) == 3 * 2
-    p, q = plain.extra["privacy"], shaped.extra["privacy"]
+    p, q = default.extra["privacy"], shaped.extra["privacy"]
     assert (q["epsilon"], q["epsilon_per_client"]) == (p["epsilon"], p["epsilon_per_client"])
-    assert _accuracies(plain) != _accuracies(shaped)
+    assert _accuracies(default) != _accuracies(shaped)
 
 
 def test_reported_epsilon_is_the_ledgers_and_the_oracles(fed: fl.Federation,
@@ -109,9 +118,11 @@ def test_reported_epsilon_is_the_ledgers_and_the_oracles(fed: fl.Federation,
 
 
 def test_labeller_lr_sets_the_dp_labellers_rate_and_nothing_else(
-        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch) -> None:
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch,
+        plain: tuple[fl.RunResult, list[tuple[int, bytes]]]) -> None:
     """The labeller's Adam runs at labeller_lr, the site's own model at its spec's rate; the
     labels sent change, the DP-SGD steps and every client's ε do not."""
+    default, sent_plain = plain
     rates: set[tuple[float, float]] = set()
     release = DPSGDMechanism.release
 
@@ -122,17 +133,13 @@ def test_labeller_lr_sets_the_dp_labellers_rate_and_nothing_else(
                    client.learner.optimizer_.param_groups[0]["lr"]))
         return reply
 
-    sent = _sent(monkeypatch)
-    plain = _run(fed)
-    sent_plain = list(sent)
-    sent.clear()
     monkeypatch.setattr(DPSGDMechanism, "release", spy)
     sent = _sent(monkeypatch)
     tuned = _run(fed, labeller_lr=0.004)
     assert rates == {(0.004, 0.001)}
     assert [c for c, _ in sent] == [c for c, _ in sent_plain]
     assert sent != sent_plain  # the labeller learnt at another rate
-    p, q = plain.extra["privacy"], tuned.extra["privacy"]
+    p, q = default.extra["privacy"], tuned.extra["privacy"]
     assert (q["epsilon"], q["epsilon_per_client"], q["steps_per_client"]) == (
         p["epsilon"], p["epsilon_per_client"], p["steps_per_client"])
 
