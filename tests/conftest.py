@@ -38,6 +38,21 @@ def breast_cancer_fed():
     return fl.load_federation("breast_cancer", clients=5, seed=0)
 
 
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``fedlabels demo --no-progress`` run once (~5 CPU-s) for the tests that only read
+    what it wrote: its folder and what it said on stderr (its dataset cache a fresh one)."""
+    import io
+
+    from fedlabels.cli import main
+
+    folder, err = tmp_path_factory.mktemp("demo"), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(err):
+        mp.setenv("FEDLABELS_CACHE", str(tmp_path_factory.mktemp("demo_cache")))
+        assert main(["demo", "--output-dir", str(folder), "--no-progress"]) == 0
+    return folder, err.getvalue()
+
+
 def digits_with_sizes(sizes: tuple[int, ...], n_unlabeled: int, n_test: int) -> fl.Federation:
     """A digits federation whose clients hold ``sizes`` records (unequal clients)."""
     from dataclasses import replace

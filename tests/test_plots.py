@@ -137,7 +137,7 @@ def test_metric_picks_the_headline_and_chance_runs_are_warned(tmp_path, capsys):
     assert res.extra["clinical"]["metrics"]["auroc"]["mean"] == pytest.approx(0.5)
 
 
-def test_demo_plot_shows_references_and_fits(tmp_path, capsys):
+def test_demo_plot_shows_references_and_fits(demo_run):
     from PIL import Image
 
     from fedlabels.demo import demo_warnings
@@ -147,10 +147,10 @@ def test_demo_plot_shows_references_and_fits(tmp_path, capsys):
             {"method": "local/decision_tree", "dataset": "d", "mean_acc": 0.84, "warnings": []}]
     (line,) = demo_warnings(rows)
     assert "fedct/decision_tree" in line and "below the local-only reference 0.840" in line
-    assert main(["demo", "--output-dir", str(tmp_path), "--no-progress"]) == 0
-    with Image.open(tmp_path / "accuracy.png") as img:
+    folder, err = demo_run  # `fedlabels demo --no-progress`, run once for the session
+    with Image.open(folder / "accuracy.png") as img:
         assert img.size[0] <= 1000 and img.size[1] <= 700
-    assert "warning" not in capsys.readouterr().err  # the demo's runs all learn
+    assert "warning" not in err  # the demo's runs all learn
 
 
 def test_an_extended_run_is_flagged(runs):

@@ -263,12 +263,11 @@ _PROBE = ("<script>window.addEventListener('load', () => document.body.setAttrib
 
 
 @pytest.mark.slow
-def test_report_of_the_demo_renders_in_a_headless_browser(tmp_path):
+def test_report_of_the_demo_renders_in_a_headless_browser(tmp_path, request):
     from PIL import Image
 
-    browser = _browser()
-    demo = tmp_path / "demo"
-    assert main(["demo", "--output-dir", str(demo), "--no-progress"]) == 0
+    browser = _browser()  # skips before the demo runs where there is no browser
+    demo, _ = request.getfixturevalue("demo_run")  # `fedlabels demo`, once for the session
     results = sorted(str(p) for p in demo.glob("*.json"))
     assert len(results) >= 6
     assert main(["report", *results, "-o", str(tmp_path / "rep")]) == 0
