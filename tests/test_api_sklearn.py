@@ -269,6 +269,17 @@ def test_repr_is_short_and_hides_the_labels_of_u(data, result):
     assert f"{result.final['mean_accuracy']:.4f}" in text
 
 
+def test_a_clients_repr_is_its_sizes_and_one_is_not_plural(data):
+    """``fed.clients`` in a notebook showed every client's arrays (the dataclass's repr);
+    a one-client federation and a one-round run read "1 clients", "1 rounds"."""
+    X, y = data
+    fed = fl.make_federation(X, y, clients=1, seed=0)
+    assert repr(fed.clients) == f"[ClientData({len(fed.clients[0])} rows, 30 features)]"
+    assert "1 client of [" in repr(fed)
+    one = fl.run("local", fed, model="dt", rounds=1, progress=False)
+    assert ", 1 round, " in repr(one)
+
+
 def test_new_rows_the_models_cannot_read_are_named_by_column():
     """A missing category would encode as an unknown one (all zeros) and a text value in a
     numeric column would fail deep in numpy: both are one line naming the column."""

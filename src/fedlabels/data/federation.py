@@ -29,6 +29,12 @@ class ClientData:
     def __len__(self) -> int:
         return len(self.y)
 
+    def __repr__(self) -> str:
+        """Sizes only (``ClientData(76 rows, 30 features)``): no arrays, as a
+        :class:`Federation`'s."""
+        width = 1 if self.X.ndim == 1 else int(self.X.shape[1])
+        return f"ClientData({_count(len(self), 'row')}, {_count(width, 'feature')})"
+
 
 @dataclass(frozen=True)
 class Federation:
@@ -73,7 +79,7 @@ class Federation:
         """Sizes only: no arrays (and never U's hidden labels)."""
         sizes = [len(c) for c in self.clients]
         what = "regression" if self.task == "regression" else f"{self.n_classes} classes"
-        return (f"Federation({self.name!r}, {self.n_clients} clients of {sizes}, "
+        return (f"Federation({self.name!r}, {_count(self.n_clients, 'client')} of {sizes}, "
                 f"|U| = {len(self.X_public)}, test {len(self.y_test)}, {self.n_features} "
                 f"features, {what}, partition {self.info.get('partition', 'iid')!r})")
 
@@ -133,6 +139,11 @@ class Federation:
 # float64, which would double the memory of the whole dataset before it is split
 _KEPT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _CHUNK_ELEMENTS = 1 << 18  # values per block when checking / scaling large matrices
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 client``, ``3 clients``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _block_rows(arr: np.ndarray | LazyRows) -> int:

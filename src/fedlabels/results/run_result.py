@@ -167,8 +167,9 @@ class RunResult:
         if eps is not None:  # a DP run: its guarantee
             outcome += (f"; ε = {eps:.4g}, δ = {privacy.get('delta', 0.0):g}, "
                         f"{privacy.get('guarantee', 'none')}")
+        rounds = len(self.rounds)
         return (f"RunResult({self.method!r} on {self.dataset!r}, seed {self.seed}, "
-                f"{len(self.rounds)} rounds, {outcome})")
+                f"{rounds} round{'' if rounds == 1 else 's'}, {outcome})")
 
     @property
     def privacy(self) -> dict[str, Any]:
