@@ -616,6 +616,26 @@ def test_predict_proba_is_the_vote_share_whose_argmax_predict_is(loader):
         r.score(X, y[:-1])
 
 
+def test_score_against_labels_of_another_type_is_an_error_as_in_scikit_learn(data):
+    """A run trained on text labels scored against their int codes (or the reverse) gave
+    0.0 without a word; scikit-learn's accuracy_score refuses the mix, and so does score."""
+    from sklearn.metrics import accuracy_score
+
+    X, y01 = data
+    names = np.array(["benign", "malignant"])
+    r = fl.run("fedct", _federation(X, names[y01]), model="dt", rounds=1, progress=False)
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        accuracy_score(y01, r.predict(X))  # the oracle: scikit-learn refuses it too
+    with pytest.raises(FedLabelsError, match="y holds number labels but the run predicts "
+                                             "text labels"):
+        r.score(X, y01)
+    assert r.score(X, names[y01]) == pytest.approx(accuracy_score(names[y01], r.predict(X)))
+    ints = fl.run("fedct", _federation(X, y01), model="dt", rounds=1, progress=False)
+    with pytest.raises(FedLabelsError, match="y holds text labels but the run predicts "
+                                             "number labels"):
+        ints.score(X, y01.astype(str))
+
+
 def test_a_regression_run_scores_r2_and_has_no_predict_proba():
     from sklearn.datasets import load_diabetes
     from sklearn.metrics import r2_score

@@ -10,9 +10,23 @@ from fedlabels.core.errors import FedLabelsError
 
 
 def accuracy(y: Any, pred: np.ndarray, sample_weight: Any = None) -> float:
-    """The (weighted) share of ``pred`` equal to ``y``, as ``accuracy_score``."""
+    """The (weighted) share of ``pred`` equal to ``y``, as ``accuracy_score``; labels of
+    ``y`` that are text against predictions that are numbers (or the reverse) are its
+    one-line error, not an accuracy of 0."""
     truth, weight = _paired(y, pred, sample_weight)
+    kinds = {_kind(v) for v in set(truth.tolist())}
+    shown = {_kind(v) for v in pred[:1].tolist()}
+    if shown and kinds != shown:
+        raise FedLabelsError(
+            f"y holds {' and '.join(sorted(kinds))} labels but the run predicts "
+            f"{shown.pop()} labels (its classes_, the training y's type): score against "
+            "labels of that type, e.g. y mapped back to the names it was trained on.")
     return float(np.average(truth == pred, weights=weight))
+
+
+def _kind(label: Any) -> str:
+    """``text`` or ``number``, as scikit-learn tells label types apart."""
+    return "text" if isinstance(label, str) else "number"
 
 
 def r2(y: Any, pred: np.ndarray, sample_weight: Any = None) -> float:
