@@ -345,3 +345,43 @@ def test_set_params_with_a_model_specs_name_names_the_estimators(spec, task, val
         assert clone(built).set_params(**{here: value}).get_params()[here] == value
     with pytest.raises(ValueError, match="Invalid parameter 'bogus'"):  # scikit-learn's own
         clone(built).set_params(bogus=1)
+
+
+def test_an_int_hidden_layer_sizes_is_one_layer_as_in_scikit_learn():
+    """MLPClassifier(hidden_layer_sizes=64) is one layer of 64; here it was Python's
+    TypeError "'int' object is not iterable" from deep in fit."""
+    from sklearn.neural_network import MLPClassifier
+
+    X, y = _blobs()
+    ours = TorchMLPClassifier(hidden_layer_sizes=8, **_FAST).fit(X, y)
+    theirs = MLPClassifier(hidden_layer_sizes=8, max_iter=5).fit(X, y)  # the oracle
+    widths = [m.out_features for m in ours.model_ if isinstance(m, nn.Linear)]
+    assert widths[:-1] == [c.shape[1] for c in theirs.coefs_[:-1]] == [8]
+    as_tuple = TorchMLPClassifier(hidden_layer_sizes=(8,), **_FAST).fit(X, y)
+    assert np.array_equal(ours.predict_proba(X), as_tuple.predict_proba(X))
+    assert TorchMLPRegressor(hidden_layer_sizes=np.int64(4), **_FAST).fit(X, y).score(X, y)
+
+
+@pytest.mark.parametrize("make, params, needle", [
+    (TorchMLPClassifier, {"hidden_layer_sizes": "64-32"}, "hidden_layer_sizes must be"),
+    (TorchMLPClassifier, {"hidden_layer_sizes": (8, 0)}, "hidden_layer_sizes must be"),
+    (TorchMLPClassifier, {"max_steps": "5"}, r"max_steps must be an int >= 1, got '5'"),
+    (TorchMLPClassifier, {"max_steps": 2.5}, r"max_steps must be an int >= 1, got 2.5"),
+    (TorchMLPClassifier, {"batch_size": True}, "batch_size must be an int >= 1"),
+    (TorchMLPRegressor, {"learning_rate": "0.01"},
+     r"learning_rate \(lr\) must be a number > 0, got '0.01'"),
+    (TorchMLPClassifier, {"learning_rate": float("nan")}, r"learning_rate \(lr\) must be a"),
+    (TorchMLPClassifier, {"weight_decay": -1.0}, "weight_decay must be a number >= 0"),
+    (lambda **p: TorchNetClassifier(network=flat_net, **p), {"max_steps": "5"},
+     "max_steps must be an int >= 1"),
+])
+def test_a_parameter_of_the_wrong_type_is_one_line_naming_it(make, params, needle):
+    """max_steps="5" and 2.5 were taken as 5 and 2 (int() of them), learning_rate="0.01"
+    was a bare TypeError ('>' not supported) and a negative weight_decay torch's own error;
+    scikit-learn's estimators refuse each, naming the parameter."""
+    X, y = _blobs()
+    with pytest.raises(FedLabelsError, match=needle) as info:
+        make(**{**_FAST, **params}).fit(X, y)
+    assert "\n" not in str(info.value)
+    numpy_ints = {"max_steps": np.int64(5), "batch_size": np.int32(16)}
+    assert make(**{**_FAST, **numpy_ints}).fit(X, y).predict(X).shape == y.shape  # GridSearch

@@ -17,6 +17,8 @@ becomes its input (:meth:`TorchMLPClassifier._inputs`: reshaping to images, augm
 
 from __future__ import annotations
 
+import math
+import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, cast
@@ -76,13 +78,40 @@ def release_gradients(opt: torch.optim.Optimizer) -> None:
     opt.zero_grad(set_to_none=True)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_numbers(est: Any, ints: Sequence[str]) -> None:
+    """A torch learner's ``learning_rate`` (> 0) and ``weight_decay`` (>= 0) are finite
+    numbers and each of ``ints`` an int >= 1 (numpy's too; ``None`` passes for a
+    ``predict_batch_size`` chosen by device), else a one-line error naming the parameter,
+    as scikit-learn's ``InvalidParameterError``: ``max_steps="5"`` or ``2.5`` were taken
+    as 5 and 2, ``learning_rate="0.01"`` was a bare TypeError."""
+    for name, positive in (("learning_rate", True), ("weight_decay", False)):
+        value = getattr(est, name)
+        x = float(value) if isinstance(value, numbers.Real) and \
+            not isinstance(value, bool) else math.nan
+        if not (math.isfinite(x) and (x > 0 if positive else x >= 0)):
+            shown = f"{name} (lr)" if positive else name  # the spec's name beside it
+            raise FedLabelsError(f"{shown} must be a number {'>' if positive else '>='} 0, "
+                                 f"got {value!r}.")
+    for name in ints:
+        value = getattr(est, name)
+        if value is None and name == "predict_batch_size":
+            continue
+        if not _is_int(value) or int(value) < 1:
+            raise FedLabelsError(f"{name} must be an int >= 1, got {value!r}.")
+
+
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     """Fully connected ReLU network trained with Adam and cross-entropy.
 
     Parameters
     ----------
-    hidden_layer_sizes : sequence of int, default=(512, 512)
-        Widths of the hidden layers. ``(512, 512)`` on 784 inputs and 10 classes is the
+    hidden_layer_sizes : int or sequence of int, default=(512, 512)
+        Widths of the hidden layers (an int is one layer, as in scikit-learn's
+        ``MLPClassifier``). ``(512, 512)`` on 784 inputs and 10 classes is the
         FashionMNIST architecture of the FedCT paper (Table 11; 669,706 parameters).
     n_classes : int or None, default=None
         Number of output units; ``None`` infers ``max(y) + 1`` at the first fit. Federated
@@ -185,7 +214,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         """The mean and the per-sample training loss (cross-entropy)."""
         return nn.CrossEntropyLoss(), nn.CrossEntropyLoss(reduction="none")
 
-    def __init__(self, hidden_layer_sizes: Sequence[int] = (512, 512),
+    def __init__(self, hidden_layer_sizes: int | Sequence[int] = (512, 512),
                  n_classes: int | None = None, learning_rate: float = 1e-3,
                  batch_size: int = 64, max_steps: int = 500, weight_decay: float = 0.0,
                  predict_batch_size: int = 4096, warm_start: bool = False,
@@ -201,16 +230,21 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ set-up
+    def hidden_sizes(self) -> tuple[int, ...]:
+        """``hidden_layer_sizes`` as a tuple of ints (an int is one layer), or a one-line
+        error."""
+        sizes = self.hidden_layer_sizes
+        if _is_int(sizes):
+            sizes = (sizes,)  # type: ignore[assignment]
+        if isinstance(sizes, str) or not isinstance(sizes, Sequence | np.ndarray) or \
+                not all(_is_int(h) and int(h) >= 1 for h in sizes):
+            raise FedLabelsError(f"hidden_layer_sizes must be a positive int or a sequence of "
+                                 f"them, e.g. 64 or (64, 32), got {sizes!r}.")
+        return tuple(int(h) for h in sizes)
+
     def _validate_params(self) -> None:
-        sizes = tuple(self.hidden_layer_sizes)
-        if any(int(h) < 1 for h in sizes):
-            raise FedLabelsError(f"hidden_layer_sizes must be positive ints, got {sizes}.")
-        for name in ("learning_rate",):
-            if not getattr(self, name) > 0:
-                raise FedLabelsError(f"{name} must be > 0, got {getattr(self, name)}.")
-        for name in ("batch_size", "max_steps", "predict_batch_size"):
-            if int(getattr(self, name)) < 1:
-                raise FedLabelsError(f"{name} must be an int >= 1, got {getattr(self, name)}.")
+        self.hidden_sizes()
+        check_numbers(self, ("batch_size", "max_steps", "predict_batch_size"))
 
     def _initialise(self, n_features: int, n_classes: int) -> None:
         self._validate_params()
@@ -229,9 +263,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         torch_gen = torch.Generator().manual_seed(seed)
         layers: list[nn.Module] = []
         width = n_features
-        for h in self.hidden_layer_sizes:
-            layers += [nn.Linear(width, int(h)), nn.ReLU()]
-            width = int(h)
+        for h in self.hidden_sizes():
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
         layers.append(nn.Linear(width, n_classes))
         model = nn.Sequential(*layers)
         with torch.no_grad():  # seeded init, independent of the global torch RNG

@@ -32,11 +32,10 @@ from fedlabels.learners.cnn import ARCHITECTURES, BUILDERS
 from fedlabels.learners.consistency_loss import shifted_crops
 from fedlabels.learners.model_spec import (
     SPEC_NAMES,
-    check_training_params,
     factory_parameters,
     missing_factory_arguments,
 )
-from fedlabels.learners.torch_mlp import TorchMLPClassifier
+from fedlabels.learners.torch_mlp import TorchMLPClassifier, check_numbers
 
 #: rows per forward pass when predicting, when ``predict_batch_size`` is None: on a CPU the
 #: small CNN predicted 28x28 images in chunks of 256 in 0.61-0.80x the time of 1024 (one
@@ -200,13 +199,7 @@ class TorchNetClassifier(TorchMLPClassifier):
         if not isinstance(self.network, str) and not callable(self.network):
             raise FedLabelsError(f"network must be an architecture name or a callable "
                                  f"returning a torch.nn.Module, got {self.network!r}.")
-        check_training_params({"lr": self.learning_rate, "weight_decay": self.weight_decay},
-                              (), (), show=lambda v: v, label={"lr": "learning_rate (lr)"})
-        for name in ("batch_size", "max_steps", "predict_batch_size", "width"):
-            if getattr(self, name) is None and name == "predict_batch_size":
-                continue  # by device
-            if int(getattr(self, name)) < 1:
-                raise FedLabelsError(f"{name} must be an int >= 1, got {getattr(self, name)}.")
+        check_numbers(self, ("batch_size", "max_steps", "predict_batch_size", "width"))
 
     def _shape(self, n_features: int) -> tuple[int, int, int] | None:
         if self.input_shape is not None:

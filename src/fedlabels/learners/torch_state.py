@@ -216,8 +216,9 @@ def architecture(mlp: Any) -> dict[str, Any]:
     own = getattr(mlp, "architecture_state", None)
     if callable(own):
         return {f"arch.{k}": v for k, v in own().items()}
-    return {"arch.hidden_layer_sizes": np.asarray([int(h) for h in mlp.hidden_layer_sizes],
-                                                  dtype=np.int64)}
+    own_sizes = getattr(mlp, "hidden_sizes", None)  # the MLPs' (an int is one layer)
+    sizes = own_sizes() if callable(own_sizes) else mlp.hidden_layer_sizes
+    return {"arch.hidden_layer_sizes": np.asarray([int(h) for h in sizes], dtype=np.int64)}
 
 
 def _shown(value: Any) -> str:
