@@ -385,3 +385,25 @@ def test_a_parameter_of_the_wrong_type_is_one_line_naming_it(make, params, needl
     assert "\n" not in str(info.value)
     numpy_ints = {"max_steps": np.int64(5), "batch_size": np.int32(16)}
     assert make(**{**_FAST, **numpy_ints}).fit(X, y).predict(X).shape == y.shape  # GridSearch
+
+
+def test_read_only_rows_are_taken_without_torchs_warning():
+    """Read-only rows (a float32 pandas frame's values under pandas' copy-on-write, a
+    read-only memmap) warned torch's "The given NumPy array is not writable ... undefined
+    behavior" in fit and predict. torch warns once per process, so a fresh one fits and
+    predicts with warnings as errors."""
+    import subprocess
+    import sys
+
+    code = """if True:
+        import numpy as np
+        from fedlabels.learners.torch_mlp import TorchMLPClassifier
+        X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+        X.flags.writeable = False
+        m = TorchMLPClassifier(hidden_layer_sizes=(4,), max_steps=2).fit(X, np.arange(40) % 2)
+        assert len(m.predict(X)) == 40 and not X.flags.writeable
+        print("quiet")
+    """
+    done = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "quiet", done.stderr[-2000:]

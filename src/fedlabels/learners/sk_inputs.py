@@ -52,7 +52,7 @@ def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool, numeric_y: bool,
             check_classification_targets(y)
     except (ValueError, TypeError) as exc:
         raise _one_line(exc) from None
-    return X, y
+    return _writable(X), y
 
 
 def predict_input(est: Any, X: Any, *, fitted: str = "model_", dtype: Any = np.float32,
@@ -69,7 +69,14 @@ def predict_input(est: Any, X: Any, *, fitted: str = "model_", dtype: Any = np.f
                                          ensure_all_finite=_finite(allow_nan))
     except (ValueError, TypeError) as exc:
         raise _one_line(exc) from None
-    return out
+    return _writable(out)
+
+
+def _writable(X: np.ndarray) -> np.ndarray:
+    """``X``, copied if it is read-only (a float32 pandas frame's values under pandas'
+    copy-on-write, a read-only memmap): torch warned "The given NumPy array is not
+    writable" when it took such rows; the learners never write to them."""
+    return X if X.flags.writeable else X.copy()
 
 
 def label_codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
