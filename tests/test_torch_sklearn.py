@@ -407,3 +407,23 @@ def test_read_only_rows_are_taken_without_torchs_warning():
     done = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "quiet", done.stderr[-2000:]
+
+
+def test_the_docs_say_where_to_import_each_estimator_from():
+    """docs/usage.md named the estimator classes but not their modules, so a reader could
+    not import them; the section's first code block imports every class it names, and
+    runs."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text("utf-8")
+    section = text.split("### The torch learners are scikit-learn estimators")[1]
+    section = section.split("\n## ")[0].split("\n### ")[0]
+    block = section.split("```python\n")[1].split("```")[0]
+    from sklearn.utils import all_estimators
+
+    theirs = {name for name, _ in all_estimators()}  # MLPClassifier, ...: scikit-learn's
+    named = set(re.findall(r"`([A-Z][A-Za-z]+(?:Classifier|Regressor))`", section)) - theirs
+    scope: dict[str, object] = {}
+    exec(block, scope)  # the docs' own snippet
+    assert named and named <= set(scope), sorted(named - set(scope))
