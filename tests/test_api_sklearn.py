@@ -280,6 +280,32 @@ def test_a_clients_repr_is_its_sizes_and_one_is_not_plural(data):
     assert ", 1 round, " in repr(one)
 
 
+def test_a_federation_or_a_sparse_matrix_as_rows_is_one_line_naming_the_fix(
+        data, result, frame_result):
+    """make_federation(fed, y) said "X must be numeric; could not convert it to floats
+    (float() argument must be ... not 'Federation')", a sparse X "(setting an array element
+    with a sequence.)", and result.predict of either "got shape ()"."""
+    from scipy import sparse
+
+    X, y = data
+    fed = _federation(X, y)
+    rows = sparse.csr_matrix(X[:5])
+    cases = [(lambda: fl.make_federation(fed, y), r"X is already a Federation \(Federation\("
+              r".*fl.run\(method, federation\)"),
+             (lambda: fl.make_federation(rows, y[:5]), r"X is a scipy sparse matrix.*"
+              r"X.toarray\(\)"),
+             (lambda: fl.make_federation(X, y, X_test=rows, y_test=y[:5]),
+              r"X_test is a scipy sparse matrix.*X_test.toarray\(\)"),
+             (lambda: result.predict(rows), r"scipy sparse matrix; pass dense rows"),
+             (lambda: result.predict(fed), r"the data is a Federation; predict takes raw rows"),
+             (lambda: frame_result.predict(rows), r"scipy sparse matrix; pass dense rows")]
+    for call, needle in cases:
+        with pytest.raises(FedLabelsError, match=needle) as info:
+            call()
+        assert "\n" not in str(info.value)
+    assert np.array_equal(result.predict(rows.toarray()), result.predict(X[:5]))
+
+
 def test_new_rows_the_models_cannot_read_are_named_by_column():
     """A missing category would encode as an unknown one (all zeros) and a text value in a
     numeric column would fail deep in numpy: both are one line naming the column."""

@@ -221,6 +221,14 @@ def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
         all_f32 = len(X.columns) > 0 and all(dt == np.float32 for dt in X.dtypes)
         arr = X.to_numpy(dtype=np.float32 if all_f32 else float, na_value=np.nan)
     else:
+        if isinstance(X, Federation):
+            raise FedLabelsError(f"{what} is already a Federation ({X!r}): run it with "
+                                 "fl.run(method, federation); make_federation takes the "
+                                 "features and labels, make_federation(X, y, ...).")
+        if type(X).__module__.startswith("scipy.sparse"):
+            raise FedLabelsError(f"{what} is a scipy sparse matrix; the models take dense "
+                                 f"rows: pass {what}.toarray() (for text, pass the texts "
+                                 "and use --model tfidf).")
         if np.iscomplexobj(X):
             raise FedLabelsError(f"{what} is complex; the models take real numbers: pass e.g. "
                                  "its real and imaginary parts as columns "

@@ -163,6 +163,12 @@ class Preprocessing:
             raise FedLabelsError("the data is a pandas Series (1-D); pass a DataFrame of rows: "
                                  "one row as df.iloc[[i]] (double brackets) or "
                                  "row.to_frame().T.")
+        if type(X_raw).__module__.startswith("scipy.sparse"):
+            raise FedLabelsError("the data is a scipy sparse matrix; pass dense rows, "
+                                 "X.toarray().")
+        if hasattr(X_raw, "clients") and type(X_raw).__name__ == "Federation":
+            raise FedLabelsError("the data is a Federation; predict takes raw rows laid out "
+                                 "like the training data (a DataFrame or an array).")
         X = np.asarray(X_raw)
         if X.ndim == 1 and len(X) == n_columns and n_columns > 1:
             raise FedLabelsError(f"the data is one row as a 1-D array of {n_columns} values; "
