@@ -112,10 +112,16 @@ def test_a_numpy_client_index_is_that_client(data, result):
 
 
 @pytest.mark.parametrize("watch, needle", [({"on_round": 3}, "on_round must be a function"),
+                                            ({"on_round": lambda: None},
+                                             r"on_round is called with each round's record, "
+                                             r"one argument; <lambda> cannot take it"),
+                                            ({"on_round": lambda rec, total: None},
+                                             "cannot take it"),
                                             ({"progress": "no"}, "progress must be True")])
 def test_progress_and_on_round_are_checked_before_anything_trains(data, monkeypatch, watch,
                                                                    needle):
-    # on_round=3 was a TypeError after round 1 had trained; progress="no" showed progress
+    # on_round=3 (and a function of no argument) was a TypeError after round 1 had
+    # trained; progress="no" showed progress
     import fedlabels.api
 
     def no_run(*args, **kwargs):
@@ -188,6 +194,18 @@ def test_a_two_column_y_says_so(data):
     X, y = data
     with pytest.raises(FedLabelsError, match=r"one label per row.*\(569, 2\)"):
         fl.make_federation(X, np.c_[y, y], clients=3, unlabeled=100)
+
+
+def test_callables_that_take_the_record_are_taken_as_on_round(data):
+    seen: list[int] = []
+
+    def note(record, extra=None):  # a default after the record is fine
+        seen.append(record.round)
+
+    fl.run("fedct", _federation(*data), model="dt", rounds=2, progress=False, on_round=note)
+    fl.run("fedct", _federation(*data), model="dt", rounds=1, progress=False,
+           on_round=lambda *records: seen.append(len(records)))
+    assert seen == [1, 2, 1]
 
 
 def test_save_json_refuses_to_overwrite_a_wrong_suffix_and_a_directory(result, tmp_path):

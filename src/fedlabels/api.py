@@ -145,6 +145,24 @@ def _check_watching(progress: Any, on_round: Any = None) -> None:
     if on_round is not None and not callable(on_round):
         raise FedLabelsError(f"on_round must be a function, called with each round's record "
                              f"(e.g. on_round=print), got {type(on_round).__name__}.")
+    if on_round is not None and not _takes_one_argument(on_round):
+        raise FedLabelsError(f"on_round is called with each round's record, one argument; "
+                             f"{getattr(on_round, '__name__', 'it')} cannot take it: write "
+                             "e.g. on_round=lambda record: ...")
+
+
+def _takes_one_argument(func: Any) -> bool:
+    """Whether ``func(record)`` binds (a lambda of no argument failed with a TypeError after
+    the first round had trained); a callable without a signature (a builtin) is taken."""
+    import inspect
+
+    try:
+        inspect.signature(func).bind(None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read
+        return True
+    return True
 
 
 def _check_added_config(config: Any, cfg: RunConfig) -> None:
