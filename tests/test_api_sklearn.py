@@ -208,6 +208,16 @@ def test_callables_that_take_the_record_are_taken_as_on_round(data):
     assert seen == [1, 2, 1]
 
 
+def test_a_json_saved_alone_says_how_to_save_or_read_it_from_python(result, tmp_path):
+    """load_run of result.save_json's file said only that `fedlabels run` writes the
+    models; from Python it is result.save, or models=False to read the JSON alone."""
+    path = result.save_json(tmp_path / "run.json")
+    with pytest.raises(FedLabelsError, match=r"result.save\(path\) write them .*"
+                                             r"fl.load_run\(path, models=False\)"):
+        fl.load_run(path)
+    assert fl.load_run(path, models=False).to_frame().equals(result.to_frame())
+
+
 def test_save_json_refuses_to_overwrite_a_wrong_suffix_and_a_directory(result, tmp_path):
     path = tmp_path / "run.json"
     assert result.save_json(path) == path

@@ -99,9 +99,12 @@ def open_models(path: str | Path, trust_modules: Iterable[str] | None = None
         raise FedLabelsError(f"{given} is not a run's result: give the result JSON a run "
                              "wrote (X.json; its models file X.models.npz lies beside it).")
     if not path.is_file():
-        raise FedLabelsError(f"no saved models at {path}; `fedlabels run` writes them beside "
-                             "the result JSON, except models it cannot save (it warned then) "
-                             "and runs of older versions or other engines.")
+        raise FedLabelsError(f"no saved models at {path}; `fedlabels run` and, in Python, "
+                             "result.save(path) write them beside the result JSON "
+                             "(result.save_json writes the JSON alone: read it with "
+                             "fl.load_run(path, models=False)), except models a run cannot "
+                             "save (it warned then) and runs of older versions or other "
+                             "engines.")
     archive = ModelsArchive(path, trusted)
     payload = {key: archive.decode(key) for key in archive.entries if key != "models"}
     _check_entries(payload, archive.entries.get("models"), path)
