@@ -87,7 +87,8 @@ def check_numbers(est: Any, ints: Sequence[str]) -> None:
     numbers and each of ``ints`` an int >= 1 (numpy's too; ``None`` passes for a
     ``predict_batch_size`` chosen by device), else a one-line error naming the parameter,
     as scikit-learn's ``InvalidParameterError``: ``max_steps="5"`` or ``2.5`` were taken
-    as 5 and 2, ``learning_rate="0.01"`` was a bare TypeError."""
+    as 5 and 2, ``learning_rate="0.01"`` was a bare TypeError; ``random_state`` is None or an
+    int in [0, 2**32) (a ``RandomState`` or -1 failed in ``int()`` or numpy's seeding)."""
     for name, positive in (("learning_rate", True), ("weight_decay", False)):
         value = getattr(est, name)
         x = float(value) if isinstance(value, numbers.Real) and \
@@ -102,6 +103,11 @@ def check_numbers(est: Any, ints: Sequence[str]) -> None:
             continue
         if not _is_int(value) or int(value) < 1:
             raise FedLabelsError(f"{name} must be an int >= 1, got {value!r}.")
+    seed = est.random_state
+    if seed is not None and (not _is_int(seed) or not 0 <= int(seed) < 2**32):
+        raise FedLabelsError(f"random_state must be None or an int in [0, 2**32), which "
+                             f"seeds the weights and minibatches, got {seed!r} (a "
+                             "RandomState: pass an int drawn from it).")
 
 
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
