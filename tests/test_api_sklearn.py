@@ -334,6 +334,32 @@ def test_a_federation_or_a_sparse_matrix_as_rows_is_one_line_naming_the_fix(
     assert np.array_equal(result.predict(rows.toarray()), result.predict(X[:5]))
 
 
+def test_n_features_in_and_feature_names_in_are_the_raw_columns_as_scikit_learns(
+        data, result, tmp_path):
+    """A result has predict, predict_proba, score and classes_ as an estimator, but had no
+    n_features_in_ or feature_names_in_; they count and name the raw columns predict takes,
+    as scikit-learn's estimator fitted on the same input does (the oracle)."""
+    from sklearn.dummy import DummyClassifier
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"dose": rng.normal(size=300), "ward": rng.choice(["a", "b"], 300),
+                          "site": rng.choice(["s1", "s2", "s3"], 300)})
+    y = (frame.dose > 0).astype(int)
+    r = fl.run("fedct", fl.make_federation(frame, y, clients=3, partition="column:site",
+                                           seed=0), model="dt", rounds=1, progress=False)
+    oracle = DummyClassifier().fit(frame.drop(columns="site"), y)  # site picks the client
+    assert list(r.feature_names_in_) == list(oracle.feature_names_in_) == ["dose", "ward"]
+    assert r.n_features_in_ == oracle.n_features_in_ == 2
+    X, y01 = data
+    on_array = DummyClassifier().fit(X, y01)
+    assert result.n_features_in_ == on_array.n_features_in_ == 30
+    assert not hasattr(result, "feature_names_in_") and not hasattr(on_array,
+                                                                     "feature_names_in_")
+    path = r.save(tmp_path / "run.json")
+    assert list(fl.load_run(path).feature_names_in_) == ["dose", "ward"]
+    assert not hasattr(fl.load_run(path, models=False), "n_features_in_")
+
+
 def test_new_rows_the_models_cannot_read_are_named_by_column():
     """A missing category would encode as an unknown one (all zeros) and a text value in a
     numeric column would fail deep in numpy: both are one line naming the column."""

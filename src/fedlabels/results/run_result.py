@@ -299,6 +299,36 @@ class RunResult:
                                  "federation['class_names'] holds the labels as text.")
         return prep.class_values()
 
+    @property
+    def n_features_in_(self) -> int:
+        """The number of raw columns :meth:`predict` takes, as scikit-learn's: a DataFrame's
+        columns as trained (before one-hot encoding; not a ``column:NAME`` partition's), an
+        array's columns. A text or image-file run, and one read without its models file,
+        have none: an ``AttributeError``, so ``hasattr`` says so."""
+        prep = self._input_preprocessing("n_features_in_")
+        return len(prep.columns) if prep.columns is not None else len(prep.feature_names)
+
+    @property
+    def feature_names_in_(self) -> np.ndarray:
+        """The raw column names :meth:`predict` matches a DataFrame's by, as
+        scikit-learn's: for a run trained on a DataFrame or a table; none (an
+        ``AttributeError``) for one on an array, as an estimator fitted on one has none."""
+        prep = self._input_preprocessing("feature_names_in_")
+        if prep.columns is None:
+            raise AttributeError("feature_names_in_: this run was trained on an array, "
+                                 "whose columns have no names (n_features_in_ counts them).")
+        return np.asarray(prep.columns, dtype=object)
+
+    def _input_preprocessing(self, attr: str) -> Preprocessing:
+        prep = self.preprocessing
+        if prep is None:
+            raise AttributeError(f"{attr} needs the run's preprocessing: read the run with "
+                                 "its models file, fl.load_run(PATH) (not models=False).")
+        if prep.text or prep.image is not None:
+            raise AttributeError(f"a run on {'text' if prep.text else 'image files'} has no "
+                                 f"{attr}: its inputs are not columns.")
+        return prep
+
     def bytes_up_per_round(self) -> list[list[int]]:
         """Protocol bytes uploaded: one list over rounds per client."""
         return [list(col) for col in zip(*(r.bytes_up for r in self.rounds), strict=True)]
