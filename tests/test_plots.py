@@ -258,6 +258,34 @@ def test_the_majority_baseline_is_that_of_every_run_not_the_first(runs):
         plt.close(fig)
 
 
+def test_an_estimated_baseline_does_not_widen_a_measured_one(runs):
+    """A run without a measured baseline (PATE scores its student, so no ``clinical``) has
+    one estimated from the training classes; beside measured runs of the same test set it
+    drew a band "0.605 to 0.612 over the runs' test sets". Alone it says it is estimated."""
+    import copy
+
+    import matplotlib.pyplot as plt
+
+    from fedlabels.results.caveats import majority_baseline
+
+    pate = copy.deepcopy(runs["fedct"])
+    pate.extra["clinical"] = {"unavailable": "scores something else"}
+    measured, estimated = majority_baseline(runs["fedct"]), majority_baseline(pate)
+    assert estimated["estimated"] and estimated["accuracy"] != measured["accuracy"]
+    for results, value, note in (([runs["fedct"], pate], measured["accuracy"], False),
+                                 ([pate], estimated["accuracy"], True)):
+        fig = accuracy_figure(results)
+        try:
+            _, labels = fig.axes[0].get_legend_handles_labels()
+            (entry,) = [t for t in labels if t.startswith("majority class")]
+            assert f": {value:.3f}" in entry and " to " not in entry
+            assert ("estimated from the training classes" in entry) is note
+            (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == entry]
+            assert line.get_ydata()[0] == pytest.approx(value)
+        finally:
+            plt.close(fig)
+
+
 def test_the_title_says_what_all_runs_share_dataset_clients_rounds_seed(runs):
     """A one-run plot did not say its seed or rounds anywhere."""
     import matplotlib.pyplot as plt

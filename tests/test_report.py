@@ -587,6 +587,32 @@ def test_a_configuration_has_one_colour_in_every_figure():
     assert len(set(by_figure[0].values())) == len(rows)
 
 
+def test_the_round_figure_draws_the_majority_baseline_when_configurations_differ_in_it():
+    """Seeds with other test sets give other baselines; the report's round figure then
+    drew none at all, where ``fedlabels plot`` draws a band over them."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import curves_figure
+
+    results = []
+    for method in ("fedct", "local"):
+        for seed, base in ((0, 0.6), (1, 0.55)):
+            res = _result(method, seed, [0.7, 0.8])
+            res.extra["clinical"] = {"baseline": {"class": 0, "accuracy": base,
+                                                  "half_width_95": 0.05}}
+            results.append(res)
+    configs = group_runs(results[:2] + results[2:3])  # local ran seed 0 only
+    rows = summary_rows(configs)
+    assert len({r["majority_baseline"] for r in rows}) == 2
+    fig = curves_figure(configs, rows)
+    try:
+        _, labels = fig.axes[0].get_legend_handles_labels()
+        (entry,) = [t for t in labels if t.startswith("majority class")]
+        assert "0.550 to 0.600 over the runs' test sets" in entry
+    finally:
+        plt.close(fig)
+
+
 def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
     """An audited run beside a plain one: the plain one reads "no audit", not "(other
     settings)"."""

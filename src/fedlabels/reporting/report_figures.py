@@ -19,6 +19,7 @@ import numpy as np
 from fedlabels.reporting.plots import (
     REFERENCE_METHODS,
     TITLE_WIDTH,
+    draw_majority,
     markevery,
     new_figure,
     place_legend,
@@ -87,10 +88,8 @@ def curves_figure(configs: Sequence[Configuration],
                    color=colour[conf.label], label=f"{_label(conf)}: {value:.3f} (reference)")
     if not curves:
         ax.set_xlim(0.5, 1.5)
-    base = {r["majority_baseline"] for r in rows}
-    if not regression and len(base) == 1 and None not in base:
-        ax.axhline(base.pop(), color="0.45", lw=1.2, ls="-.",
-                   label=f"majority class: {rows[0]['majority_baseline']:.3f}")
+    if not regression:  # as fedlabels plot draws it (it was left out where rows differed)
+        draw_majority(ax, [r for c in configs for r in c.runs])
     whole_rounds(ax)
     ax.set_xlabel("communication round")
     what = "RMSE" if regression else "accuracy"
