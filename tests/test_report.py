@@ -613,6 +613,24 @@ def test_the_round_figure_draws_the_majority_baseline_when_configurations_differ
         plt.close(fig)
 
 
+def test_a_report_of_several_datasets_says_they_are_not_comparable(tmp_path):
+    """Runs of breast_cancer, digits and letter shared one table and one accuracy axis,
+    and nothing on the page said their values do not compare."""
+    import html as html_module
+
+    from fedlabels.reporting.report import write_report
+
+    results = [_result("fedct", 0, [0.7, 0.8]), _result("fedct", 0, [0.3, 0.4])]
+    results[1].dataset = "other"
+    outputs, warned = write_report(results, tmp_path / "r.html")
+    (line,) = [w for c, w in warned if "datasets" in w]
+    assert "2 datasets (toy, other)" in line and "comparable only between rows" in line
+    assert line in html_module.unescape(outputs["report"].read_text())
+    _, warned = write_report([results[0], _result("fedavg", 0, [0.5])],
+                             tmp_path / "one.html")
+    assert not [w for _, w in warned if "datasets" in w]  # one dataset: nothing to say
+
+
 def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
     """An audited run beside a plain one: the plain one reads "no audit", not "(other
     settings)"."""

@@ -285,6 +285,14 @@ def _reference_key(res: RunResult) -> str:
                        _config(res).get("partition")], default=str)
 
 
+def mixed_datasets_warning(datasets: Sequence[str]) -> str:
+    """The sentence that says a report holds runs of several datasets, whose values are
+    not comparable across them."""
+    return (f"these results are of {len(datasets)} datasets ({', '.join(datasets)}): their "
+            "accuracies and costs are comparable only between rows of one dataset, though "
+            "the figures draw them on shared axes (a report per dataset compares them).")
+
+
 def report_outputs(output: str | Path) -> dict[str, Path]:
     """``X.html`` -> ``X.html`` and ``X.summary.csv``; any other path is a directory for
     ``report.html`` and ``summary.csv``."""
@@ -334,6 +342,9 @@ def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
     configs = group_runs(results)
     rows = summary_rows(configs)
     warned = configuration_warnings(configs, rows)
+    datasets = list(dict.fromkeys(r.dataset for r in results))
+    if len(datasets) > 1:  # each row names its dataset; the figures share their axes
+        warned.insert(0, ("the results given", mixed_datasets_warning(datasets)))
     if repeated:
         warned.insert(0, ("the results given", f"{', '.join(repeated[:3])} given more than "
                                                "once; each file is counted once."))
