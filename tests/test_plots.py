@@ -99,6 +99,29 @@ def test_an_interrupted_run_is_flagged_in_the_legend_and_the_table(runs, capsys)
     assert table.splitlines()[-1].endswith("interrupted after round 1 of 12")
 
 
+def test_an_interrupted_curve_says_the_round_its_value_is_of(runs):
+    """An interrupted run's entry read "[interrupted after round 1 of 12]: 0.912 at the
+    end", in the plot and in the report's round figure: it never reached its end."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report import group_runs, summary_rows
+    from fedlabels.reporting.report_figures import curves_figure
+
+    res = _interrupted()
+    value = f"{res.final['mean_accuracy']:.3f}"
+    configs = group_runs([runs["fedct"], res])
+    for fig in (accuracy_figure([runs["fedct"], res]),
+                curves_figure(configs, summary_rows(configs))):
+        try:
+            _, labels = fig.axes[0].get_legend_handles_labels()
+            (entry,) = [t for t in labels if "interrupted" in t]
+            assert entry.endswith(f"{value} at round 1")
+            (whole,) = [t for t in labels if t.startswith("fedct") and t != entry]
+            assert whole.endswith(" at the end")
+        finally:
+            plt.close(fig)
+
+
 def test_table_names_whole_datasets_and_regression_headers():
     from fedlabels.results import format_table
 
@@ -406,7 +429,8 @@ def test_the_title_gives_the_curves_rounds_whatever_the_references_ran(runs):
         plt.close(fig)
 
 
-@pytest.mark.parametrize("suffix", [": 0.789 at the end", ": 0.912 (reference)"])
+@pytest.mark.parametrize("suffix", [": 0.789 at the end", ": 0.789 at round 59",
+                                    ": 0.912 (reference)"])
 def test_a_legend_entry_is_never_broken_inside_its_value(suffix):
     """A long entry wrapped inside its value: 'fedct · ...: 0.789 at the' / '    end'."""
     import matplotlib.pyplot as plt

@@ -96,12 +96,12 @@ def run_name(res: RunResult) -> str:
 def wrap(text: str, width: int = MAX_LABEL) -> str:
     """``text`` with each of its lines wrapped at ``width`` characters (continuations
     indented), so a long name is read whole, not cut; a legend's value (``0.789 at the
-    end``, ``0.912 (reference)``) is kept on one line (it wrapped as ``0.789 at the`` /
-    ``end``)."""
+    end``, ``0.789 at round 59``, ``0.912 (reference)``) is kept on one line (it wrapped
+    as ``0.789 at the`` / ``end``)."""
     import re
     import textwrap
 
-    glued = re.sub(r"\S+ (?:at the end|\(reference\))",  # glued: textwrap breaks at spaces
+    glued = re.sub(r"\S+ (?:at the end|at round \d+|\(reference\))",  # textwrap breaks at spaces
                    lambda found: found.group(0).replace(" ", "\0"), text)
     return "\n".join(textwrap.fill(line, width, subsequent_indent="    ",
                                     break_on_hyphens=False)
@@ -340,7 +340,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
         colours.setdefault(model_text(res), style(i)[0])
         final = _final_value(res, regression)
         rows = res.round_rows()
-        shown = label if final is None else f"{label}: {final:.3f} at the end"
+        shown = label if final is None else f"{label}: {final:.3f} {where_it_ends(res)}"
         shown += hidden_note(drawn, _points(rows, regression), label)
         _plot_run(ax, res, rows, shown, *style(i))
     if not curves:  # references only: a round axis from their own records
@@ -396,6 +396,18 @@ def draw_majority(ax: Any, results: Sequence[RunResult]) -> None:
         ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
                    label=f"majority class (always {names}): {values[0]:.3f} to "
                          f"{values[-1]:.3f} over the runs' test sets{estimated}")
+
+
+def where_it_ends(res: RunResult, last: int | None = None) -> str:
+    """``at the end``, or for an interrupted run ``at round 59`` (its last evaluated round,
+    ``last`` where given): it did not reach the end it planned."""
+    from fedlabels.results.caveats import rounds_status
+
+    if not (rounds_status(res) or "").startswith("interrupted"):
+        return "at the end"
+    if last is None:
+        last = int((res.final or {}).get("round") or (res.rounds[-1].round if res.rounds else 0))
+    return f"at round {last}"
 
 
 def _final_value(res: RunResult, regression: bool) -> float | None:

@@ -24,6 +24,7 @@ from fedlabels.reporting.plots import (
     new_figure,
     place_legend,
     style,
+    where_it_ends,
     whole_rounds,
     wrap,
 )
@@ -64,6 +65,13 @@ def _label(conf: Configuration) -> str:
     return conf.label + (f" [{status[0]}]" if status else "")
 
 
+def _ends(conf: Configuration, rounds: np.ndarray) -> str:
+    """``at the end``, or ``at round N`` where a run of the configuration was interrupted
+    (``rounds``: the rounds its curve has)."""
+    interrupted = [r for r in conf.runs if where_it_ends(r) != "at the end"]
+    return where_it_ends(interrupted[0], int(rounds[-1])) if interrupted else "at the end"
+
+
 def curves_figure(configs: Sequence[Configuration],
                   rows: Sequence[dict[str, Any]]) -> Any | None:
     """Mean over seeds of the mean client accuracy (RMSE) per round, ± std band; references
@@ -81,7 +89,7 @@ def curves_figure(configs: Sequence[Configuration],
     for conf, rounds, mean, std in curves:
         (line,) = ax.plot(rounds, mean, marker=marker[conf.label], ms=4,
                           color=colour[conf.label], markevery=markevery(len(rounds)),
-                          label=f"{_label(conf)}: {mean[-1]:.3f} at the end")
+                          label=f"{_label(conf)}: {mean[-1]:.3f} {_ends(conf, rounds)}")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for conf, value in refs:
         ax.axhline(value, ls="--" if conf.runs[0].method == "local" else ":", lw=1.6,
