@@ -54,7 +54,8 @@ def test_legends_are_short_and_the_plot_area_large(runs):
     results = list(runs.values())
     labels, _ = legend_labels(results)
     assert all(len(label) <= MAX_LABEL for label in labels), labels
-    assert labels[0] == "fedct · decision_tree (quorum=0.8)"  # changed options only
+    # changed options only, and the participation the other curve does not share
+    assert labels[0] == "fedct · decision_tree (quorum=0.8), participation 0.6"
     assert labels[1] == "fedavg · mlp"
     fig = accuracy_figure(results)
     try:
@@ -315,9 +316,40 @@ def test_the_title_says_what_all_runs_share_dataset_clients_rounds_seed(runs):
 
     fig = accuracy_figure([runs["fedct"]])
     try:
-        assert fig.axes[0].get_title().startswith("breast_cancer, m = 5, R = 4, seed 0:")
+        assert fig.axes[0].get_title().startswith(
+            "breast_cancer, m = 5, partition quantity:1, R = 4, participation 0.6, seed 0:")
     finally:
         plt.close(fig)
+
+
+def test_partial_participation_and_the_partition_are_said_in_plot_and_report(runs):
+    """50 clients at participation 0.3 on a label-skewed partition: neither the plot's
+    title, nor its legend, nor the report's titles said so; the curves read like full
+    rounds of iid clients."""
+    import copy
+
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report import group_runs
+    from fedlabels.reporting.report_figures import what_ran
+
+    full = copy.deepcopy(runs["fedct"])
+    full.config["participation"] = None
+    fig = accuracy_figure([runs["fedct"], full, runs["local"]])
+    try:  # shared: in the title; not shared: in the entry of the run it applies to
+        title = fig.axes[0].get_title().replace("\n    ", " ")
+        assert title.startswith("breast_cancer, m = 5, partition quantity:1, R = 4, seed 0:")
+        _, labels = fig.axes[0].get_legend_handles_labels()
+        assert labels[0] == (f"fedct · decision_tree (quorum=0.8), participation 0.6: "
+                             f"{runs['fedct'].final['mean_accuracy']:.3f} at the end")
+        assert labels[1].startswith("fedct · decision_tree (quorum=0.8): ")
+        assert not [lb for lb in labels if lb.startswith("local") and "particip" in lb]
+    finally:
+        plt.close(fig)
+    assert what_ran(group_runs([runs["fedct"], runs["local"]])) == (
+        "breast_cancer, m = 5, partition quantity:1, R = 4, participation 0.6, seed 0")
+    assert what_ran(group_runs([runs["fedct"], full])) == (
+        "breast_cancer, m = 5, partition quantity:1, R = 4, participation 0.6, 1, seed 0")
 
 
 def test_a_long_dataset_name_wraps_the_title_within_the_figure(runs):
@@ -352,8 +384,9 @@ def test_a_curve_drawn_over_an_identical_one_says_so(runs):
     plt.close(fig)
     hidden = [t for t in texts if "the same curve as" in t]
     assert len(hidden) == 1 and "fedavg" not in hidden[0]
+    flat = [t.replace("\n    ", " ") for t in texts]  # as wrapped into the legend
     first, _, under = hidden[0].replace("\n    ", " ").partition(" (the same curve as ")
-    assert first.split(":")[0] in texts[1] and under.rstrip(")") in texts[0]  # #2 under #1
+    assert first.split(":")[0] in flat[1] and under.rstrip(")") in flat[0]  # #2 under #1
 
 
 def test_a_long_run_gets_a_readable_curve_not_a_bar_of_markers(runs):
@@ -423,7 +456,8 @@ def test_the_title_gives_the_curves_rounds_whatever_the_references_ran(runs):
     assert local.config["rounds"] != runs["fedct"].config["rounds"]
     fig = accuracy_figure([runs["fedct"], local])
     try:
-        assert fig.axes[0].get_title().startswith("breast_cancer, m = 5, R = 4, seed 0:")
+        assert fig.axes[0].get_title().startswith(
+            "breast_cancer, m = 5, partition quantity:1, R = 4, participation 0.6, seed 0:")
         assert not [t for t in _legend_texts(fig) if "R = " in t]
     finally:
         plt.close(fig)

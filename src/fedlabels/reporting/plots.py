@@ -109,18 +109,49 @@ def wrap(text: str, width: int = MAX_LABEL) -> str:
 
 
 def _describe(res: RunResult) -> dict[str, str]:
-    """What else can tell runs apart in a legend."""
+    """What else can tell runs apart in a legend (``""``: the setting's default)."""
     config = res.config or {}
     return {"dataset": res.dataset,
             "clients": f"m = {res.federation.get('n_clients', config.get('clients', '?'))}",
             "partition": str(run_settings(res).get("partition", "")),
             "seed": f"seed {res.seed}",
-            "rounds": f"R = {config.get('rounds', len(res.rounds))}"}
+            "rounds": f"R = {config.get('rounds', len(res.rounds))}",
+            **{key: f"{key} {value}" if value else "" for key, value in sorted(
+                participating(res).items())}}
+
+
+def participating(res: RunResult) -> dict[str, Any]:
+    """How many clients took part in a round: ``participation`` and ``dropout`` as the run
+    set them (``None``: all of them)."""
+    config = res.config or {}
+    q = config.get("participation")
+    return {"participation": None if q in (None, 1, 1.0) else q,
+            "dropout": config.get("dropout") or None}
+
+
+#: settings a title names when the curves share them (a reference, which runs no rounds,
+#: neither shares nor breaks them), and a legend entry names where they differ
+ROUND_SETTINGS = ("rounds", "participation", "dropout")
+
+
+def title_text(described: Sequence[dict[str, str]], curves: Sequence[dict[str, str]],
+               varying: Sequence[str]) -> str:
+    """``breast_cancer, m = 50, partition dirichlet:0.5, R = 8, participation 0.3, seed 0``:
+    what all runs share, the partition where it is not ``iid``, the round settings where
+    they are not their defaults."""
+    shared = []
+    for key in ("dataset", "clients", "partition", "rounds", "participation", "dropout",
+                "seed"):
+        value = (curves if key in ROUND_SETTINGS else described)[0][key]
+        if key in varying or not value or (key == "partition" and value == "iid"):
+            continue
+        shared.append(f"partition {value}" if key == "partition" else value)
+    return ", ".join(shared)
 
 
 def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
     """One distinct label per run and a title naming what all runs share (dataset,
-    clients, rounds, seed).
+    clients, partition, rounds, participation, seed: :func:`title_text`).
 
     Labels are :func:`run_name` plus every other attribute (dataset, clients, partition,
     seed, rounds) that differs between the runs, and the run's status when it was
@@ -135,16 +166,19 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
     curves = [d for d, r in zip(described, results, strict=True)
               if r.method not in REFERENCE_METHODS] or described
     varying = [k for k in described[0]
-               if len({d[k] for d in (curves if k == "rounds" else described)}) > 1]
+               if len({d[k] for d in (curves if k in ROUND_SETTINGS else described)}) > 1]
     names = [run_name(r) for r in results]
     labels = []
-    for name, d in zip(names, described, strict=True):  # only what tells alike names apart
+    for name, d, res in zip(names, described, results, strict=True):
         alike = [e for n, e in zip(names, described, strict=True) if n == name]
-        labels.append(name + "".join(f", {d[k]}" for k in varying
-                                     if k == "dataset" or len({e[k] for e in alike}) > 1))
+        labels.append(name + "".join(  # the dataset and how many took part, else only what
+            f", {d[k]}" for k in varying if d[k] and (  # tells alike names apart
+                k == "dataset" or len({e[k] for e in alike}) > 1
+                or (k in ROUND_SETTINGS[1:] and res.method not in REFERENCE_METHODS))))
     for label in {x for x in labels if labels.count(x) > 1}:  # the settings that differ
         at = [i for i, x in enumerate(labels) if x == label]
-        shown = ("dataset", "clients", "partition", "seed", "rounds", "output", "overwrite")
+        shown = ("dataset", "clients", "partition", "seed", *ROUND_SETTINGS, "output",
+                 "overwrite")
         configs = [{k: v for k, v in run_settings(results[i]).items() if k not in shown}
                    for i in at]
         for i, text in zip(at, setting_differences(configs), strict=True):
@@ -153,9 +187,7 @@ def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
         labels = [label + f" #{i + 1}" for i, label in enumerate(labels)]
     labels = [label + (f" [{s}]" if (s := rounds_status(r)) else "")
               for label, r in zip(labels, results, strict=True)]
-    shared = [curves[0][k] if k == "rounds" else described[0][k]
-              for k in ("dataset", "clients", "rounds", "seed") if k not in varying]
-    return labels, ", ".join(shared)
+    return labels, title_text(described, curves, varying)
 
 
 def run_settings(res: RunResult) -> dict[str, Any]:

@@ -22,7 +22,9 @@ from fedlabels.reporting.plots import (
     draw_majority,
     markevery,
     new_figure,
+    participating,
     place_legend,
+    run_settings,
     style,
     where_it_ends,
     whole_rounds,
@@ -220,18 +222,26 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
 
 
 def what_ran(configs: Sequence[Configuration]) -> str:
-    """``breast_cancer, m = 5, R = 3, seeds 0, 1, 2``: the datasets, clients, rounds and
-    seeds of the runs (each value once), for titles."""
+    """``breast_cancer, m = 5, R = 3, seeds 0, 1, 2``: the datasets, clients, partition
+    (where not ``iid``), rounds, participation and dropout (where set) and seeds of the runs
+    (each value once), for titles."""
     runs = [r for c in configs for r in c.runs]
 
     def each(values: Sequence[Any]) -> str:
         return ", ".join(str(v) for v in dict.fromkeys(values))
 
     seeds = sorted({r.seed for r in runs})
-    rounds = each([(r.config or {}).get("rounds", len(r.rounds)) for r in runs
-                   if r.method not in REFERENCE_METHODS] or ["-"])
+    curves = [r for r in runs if r.method not in REFERENCE_METHODS]
+    rounds = each([(r.config or {}).get("rounds", len(r.rounds)) for r in curves] or ["-"])
+    partitions = [str(run_settings(r).get("partition") or "iid") for r in runs]
+    took_part = [participating(r) for r in curves]
+    how = "".join(f", {key} {each([t[key] or full for t in took_part])}"
+                  for key, full in (("participation", 1), ("dropout", 0))
+                  if any(t[key] for t in took_part))
     return (f"{each([r.dataset for r in runs])}, m = "
-            f"{each([r.federation.get('n_clients', '?') for r in runs])}, R = {rounds}, "
+            f"{each([r.federation.get('n_clients', '?') for r in runs])}, "
+            + (f"partition {each(partitions)}, " if set(partitions) != {"iid"} else "")
+            + f"R = {rounds}{how}, "
             f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
 
 
