@@ -631,6 +631,24 @@ def test_a_report_of_several_datasets_says_they_are_not_comparable(tmp_path):
     assert not [w for _, w in warned if "datasets" in w]  # one dataset: nothing to say
 
 
+def test_a_run_without_a_guarantee_shows_no_delta(tmp_path):
+    """PATE without GNMax records δ = 0 beside guarantee none: the page showed it as
+    '0e+00' in the δ column, a privacy figure for a run that has no guarantee."""
+    import html as html_module
+
+    from fedlabels.reporting.report import write_report
+
+    plain = {"guarantee": "none", "epsilon": None, "delta": 0.0}
+    dp = {"guarantee": "formal", "epsilon": 2.0, "delta": 1e-5}
+    results = [_result("pate", 0, [0.8], privacy=plain),
+               _result("dp-fedct", 0, [0.7], privacy=dp)]
+    rows = summary_rows(group_runs(results))
+    assert rows[0]["delta"] is None and rows[1]["delta"] == 1e-5
+    outputs, _ = write_report(results, tmp_path / "r.html")
+    page = html_module.unescape(outputs["report"].read_text())
+    assert "0e+00" not in page and "1e-05" in page
+
+
 def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
     """An audited run beside a plain one: the plain one reads "no audit", not "(other
     settings)"."""

@@ -175,7 +175,8 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
         eps, eps_std = _mean_std(conf.privacy_values("epsilon"))
         vul, vul_std = _mean_std(conf.privacy_values("vul"))
         low, high = _vul_interval(conf)
-        deltas = conf.privacy_values("delta")
+        deltas = conf.privacy_values("delta") if any(g not in (None, "none")
+                                                      for g in guarantees) else []
         rows.append({
             "configuration": conf.label, "method": first.method, "dataset": first.dataset,
             "models": ";".join(sorted(set(first.models))),
