@@ -649,6 +649,32 @@ def test_a_run_without_a_guarantee_shows_no_delta(tmp_path):
     assert "0e+00" not in page and "1e-05" in page
 
 
+def test_a_reference_is_dashed_alike_in_the_round_and_the_privacy_figures():
+    """The round figure dashes local-only and dots centralized; the ε figure dashed its
+    lines by their position, so centralized (the first row) was dashed there."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import curves_figure, privacy_figure
+
+    dp = {"guarantee": "formal", "epsilon": 2.0, "delta": 1e-5}
+    results = [_result("centralized", 0, [0.9]), _result("local", 0, [0.6]),
+               _result("fedct", 0, [0.7, 0.8]), _result("dp-fedct", 0, [0.5, 0.7], privacy=dp)]
+    configs = group_runs(results)
+    rows = summary_rows(configs)
+    dashes = []
+    for fig in (curves_figure(configs, rows),
+                privacy_figure(rows, "epsilon_mean", "epsilon_std", "ε", "t", "no DP")):
+        try:
+            dashes.append({ln.get_label().split(" ·")[0]: ln.get_linestyle()
+                           for ln in fig.axes[0].get_lines()
+                           if ln.get_label().startswith(("local", "centralized", "fedct"))})
+        finally:
+            plt.close(fig)
+    assert dashes[0]["local"] == dashes[1]["local"] == "--"
+    assert dashes[0]["centralized"] == dashes[1]["centralized"] == ":"
+    assert dashes[1]["fedct"] not in ("--", ":")  # not read as a reference
+
+
 def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
     """An audited run beside a plain one: the plain one reads "no audit", not "(other
     settings)"."""

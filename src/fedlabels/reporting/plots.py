@@ -22,6 +22,8 @@ from fedlabels.results import RunResult
 
 #: methods drawn as references rather than as curves
 REFERENCE_METHODS = ("local", "centralized")
+#: how a reference's line is dashed, in every figure: local-only dashed, centralized dotted
+REFERENCE_DASH = {"local": "--", "centralized": ":"}
 #: Okabe & Ito's colour-blind-safe colours (their yellow left out: unreadable on white);
 #: matplotlib's default cycle set red against green
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
@@ -381,7 +383,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     used: set[tuple[str, str]] = set()  # (colour, dash) of the references drawn
     for i, (res, label) in enumerate(refs):
         value = _final_value(res, regression)
-        dash = "--" if res.method == "local" else ":"
+        dash = REFERENCE_DASH[res.method]
         if value is None:
             ax.plot([], [], ls=dash, label=f"{label} (not evaluated)")
             continue

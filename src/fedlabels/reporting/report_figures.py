@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedlabels.reporting.plots import (
+    REFERENCE_DASH,
     REFERENCE_METHODS,
     TITLE_WIDTH,
     draw_majority,
@@ -94,7 +95,7 @@ def curves_figure(configs: Sequence[Configuration],
                           label=f"{_label(conf)}: {mean[-1]:.3f} {_ends(conf, rounds)}")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for conf, value in refs:
-        ax.axhline(value, ls="--" if conf.runs[0].method == "local" else ":", lw=1.6,
+        ax.axhline(value, ls=REFERENCE_DASH[conf.runs[0].method], lw=1.6,
                    color=colour[conf.label], label=f"{_label(conf)}: {value:.3f} (reference)")
     if not curves:
         ax.set_xlim(0.5, 1.5)
@@ -201,8 +202,8 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
             ax.annotate(f"{r[x]:.3g}", (r[x], r[f"{m}_mean"]), textcoords="offset points",
                         xytext=(8, 6), fontsize=9)
     others = [r for r in rows if r[x] is None and r[f"{m}_mean"] is not None]
-    for j, r in enumerate(others):
-        ax.axhline(r[f"{m}_mean"], lw=1.2, ls=("--", ":", "-.")[j % 3],
+    for r in others:  # a reference is dashed as in the round figure; others dash-dotted
+        ax.axhline(r[f"{m}_mean"], lw=1.2, ls=REFERENCE_DASH.get(r["method"], "-."),
                    color=colour[r["configuration"]],
                    label=f"{r['configuration']}: {r[f'{m}_mean']:.3f} ({missing})")
     hi = max(r[x] + _x_bars(r, x, xerr)[1] for r in points)
