@@ -675,6 +675,37 @@ def test_a_reference_is_dashed_alike_in_the_round_and_the_privacy_figures():
     assert dashes[1]["fedct"] not in ("--", ":")  # not read as a reference
 
 
+def test_the_page_says_which_configuration_scored_best_and_under_what_guarantee(tmp_path):
+    """The page listed the rows in the order given: which one won, by how much and under
+    which guarantee was left to the reader to work out from two tables."""
+    import html as html_module
+
+    from fedlabels.reporting.report import write_report
+
+    dp = {"guarantee": "formal", "epsilon": 2.0, "delta": 1e-5, "guarantee_against": "x"}
+    none = {"guarantee": "none"}
+    results = [_result("local", s, [a], privacy=none) for s, a in ((0, 0.6), (1, 0.62))]
+    results += [_result("fedct", s, [0.7, a], privacy=none) for s, a in ((0, 0.9), (1, 0.92))]
+    results += [_result("fedavg", s, [0.7, a], privacy=none) for s, a in ((0, 0.8), (1, 0.84))]
+    results += [_result("dp-fedct", s, [0.5, a], privacy=dp) for s, a in ((0, 0.7), (1, 0.8))]
+    outputs, _ = write_report(results, tmp_path / "r.html")
+    page = html_module.unescape(outputs["report"].read_text())
+    (lead,) = [line for line in page.splitlines() if line.startswith("<p>Best accuracy")]
+    assert "<b>fedct · dt</b>: 0.910 ± 0.014 over 2 seeds, privacy none" in lead
+    assert "next: <b>fedavg · dt</b>: 0.820 ± 0.028" in lead
+    assert "a difference of 0.0900)" in lead  # apart by more than their spreads
+    assert "Best with a privacy guarantee: <b>dp-fedct · dt</b>: 0.750 ± 0.071" in lead
+    assert "ε = 2.00 spent" in lead
+    outputs, _ = write_report(results[:4], tmp_path / "close.html")  # local and fedct
+    page = html_module.unescape(outputs["report"].read_text())
+    assert "no clear winner" not in page
+    # fedct 0.70 ± 0.28 against local 0.61 ± 0.014: apart by less than their spreads
+    results[3] = _result("fedct", 1, [0.7, 0.5], privacy=none)
+    outputs, _ = write_report(results[:4], tmp_path / "tie.html")
+    page = html_module.unescape(outputs["report"].read_text())
+    assert "within their spreads over seeds: no clear winner" in page
+
+
 def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
     """An audited run beside a plain one: the plain one reads "no audit", not "(other
     settings)"."""

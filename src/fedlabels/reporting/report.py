@@ -320,6 +320,7 @@ def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
     from fedlabels.core.files import check_outputs, writing
     from fedlabels.reporting.plots import one_task
     from fedlabels.reporting.report_figures import figures
+    from fedlabels.reporting.report_lead import lead_sentence
     from fedlabels.reporting.report_page import render_html
 
     if not paths:
@@ -351,7 +352,8 @@ def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
                                                "once; each file is counted once."))
     page = render_html(rows, configs, figures(configs, rows),
                        [repr(p) if isinstance(p, RunResult) else str(p) for p in paths],
-                       warned, metric, runs=results)
+                       warned, metric, runs=results,
+                       lead=lead_sentence(rows, metric, all(c.regression for c in configs)))
     from fedlabels.reporting.rows_csv import rows_csv
 
     with writing("the report"):

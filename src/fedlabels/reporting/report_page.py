@@ -49,14 +49,15 @@ def fmt(value: Any, spread: float | None = None, whole: bool = False) -> str:
 
 Cell = Callable[[dict[str, Any]], str]
 
-_HEADINGS = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
+#: the table's heading of each headline metric
+HEADINGS = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
              "macro_f1": "macro-F1", "auroc": "AUROC", "sensitivity": "sensitivity",
              "specificity": "specificity"}
 
 
 def _metric_column(name: str) -> tuple[str, str, Cell]:
     key = "accuracy" if name == "accuracy" else name
-    return (_HEADINGS[name], f"{key}_mean",
+    return (HEADINGS[name], f"{key}_mean",
             lambda r: fmt(r[f"{key}_mean"], r[f"{key}_std"]))
 
 
@@ -203,10 +204,11 @@ def _confusion(conf: Configuration) -> str | None:
 def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration],
                 figures: Sequence[tuple[str, str]], sources: Sequence[str],
                 warnings: Sequence[tuple[str, str]], metric: str = "accuracy",
-                runs: Sequence[RunResult] = ()) -> str:
-    """The page: warnings, the summary table, the figures (embedded), the confusion
-    matrices and the result files used (with ``runs``, the results in the order of
-    ``sources``: how each ran and what its privacy guarantee covers)."""
+                runs: Sequence[RunResult] = (), lead: str = "") -> str:
+    """The page: warnings, ``lead`` (HTML: which configuration scored best), the summary
+    table, the figures (embedded), the confusion matrices and the result files used (with
+    ``runs``, the results in the order of ``sources``: how each ran and what its privacy
+    guarantee covers)."""
     esc = html.escape
     warn = ""
     if warnings:
@@ -233,7 +235,8 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
     files = "".join(f"<li>{esc(s)}" + ("" if res is None else _provenance(res)) + "</li>"
                     for s, res in zip(sources, [*runs, *[None] * len(sources)], strict=False))
     regression = bool(configs) and all(c.regression for c in configs)
-    headline = "RMSE and R² (regression)" if regression else _HEADINGS.get(metric, metric)
+    lead = f"<p>{lead}</p>\n" if lead else ""
+    headline = "RMSE and R² (regression)" if regression else HEADINGS.get(metric, metric)
     bases = {r.get("majority_baseline") for r in rows}
     base = next(iter(bases)) if len(bases) == 1 else None
     base_note = "" if base is None else (
@@ -246,7 +249,7 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
             "clients' final models on the test set: the mean over clients, then mean ± "
             "standard deviation over seeds (— where a run has no such value). "
             f"Headline: <b>{esc(headline)}</b>.{pos_note}{base_note}</p>\n"
-            f"{_table(rows, columns(metric), metric, flagged)}\n"
+            f"{lead}{_table(rows, columns(metric), metric, flagged)}\n"
             "<h2>Communication and privacy</h2>\n"
             f"{_table(rows, cost_columns(), metric, flagged)}\n{_site_ledgers(configs)}"
             f"{figs}\n{cms}\n"
