@@ -352,6 +352,35 @@ def test_partial_participation_and_the_partition_are_said_in_plot_and_report(run
         "breast_cancer, m = 5, partition quantity:1, R = 4, participation 0.6, 1, seed 0")
 
 
+def test_a_dp_curve_says_its_guarantee_and_the_epsilon_it_spent():
+    """A DP-FedAvg and a DP-FedCT curve both read 'epsilon=8.0': a client-level ε against
+    observers of the model and a record-level ε against the server read alike, and the
+    entry gave the budget, not the ε spent. Both per-round figures now say them."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report import group_runs, summary_rows
+    from fedlabels.reporting.report_figures import curves_figure
+    from fedlabels.results.run_result import guarantee_text
+
+    dp = fl.run("dp-fedct", "breast_cancer", model="dt", rounds=2, seed=0, progress=False,
+                options={"epsilon": 8.0, "mechanism": "xor"})
+    plain = fl.run("fedct", "breast_cancer", model="dt", rounds=2, seed=0, progress=False)
+    privacy = dp.extra["privacy"]
+    assert privacy["guarantee"] == "formal"
+    expected = guarantee_text(privacy)  # "formal, <unit>, against <party>"
+    assert ", against " in expected
+    configs = group_runs([dp, plain])
+    for fig in (accuracy_figure([dp, plain]), curves_figure(configs, summary_rows(configs))):
+        try:
+            _, labels = fig.axes[0].get_legend_handles_labels()
+            (entry,) = [t for t in labels if t.startswith("dp-fedct")]
+            assert expected in entry and f"ε = {privacy['epsilon']:.2f} spent" in entry
+            (other,) = [t for t in labels if t.startswith("fedct")]
+            assert "\n" not in other and "ε" not in other  # no guarantee: nothing added
+        finally:
+            plt.close(fig)
+
+
 def test_a_long_dataset_name_wraps_the_title_within_the_figure(runs):
     """A csv: dataset's path went into the title on one line, wider than the figure."""
     import copy

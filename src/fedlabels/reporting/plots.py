@@ -375,6 +375,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
         final = _final_value(res, regression)
         rows = res.round_rows()
         shown = label if final is None else f"{label}: {final:.3f} {where_it_ends(res)}"
+        shown += guarantee_line(res.extra.get("privacy") or {})
         shown += hidden_note(drawn, _points(rows, regression), label)
         _plot_run(ax, res, rows, shown, *style(i))
     if not curves:  # references only: a round axis from their own records
@@ -430,6 +431,20 @@ def draw_majority(ax: Any, results: Sequence[RunResult]) -> None:
         ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
                    label=f"majority class (always {names}): {values[0]:.3f} to "
                          f"{values[-1]:.3f} over the runs' test sets{estimated}")
+
+
+def guarantee_line(privacy: dict[str, Any]) -> str:
+    """A legend entry's second line for a run with a privacy guarantee: ``formal,
+    record-level, against the server and the other clients; ε = 7.37 spent`` (the ε of
+    two methods can be of other units and adversaries, and the entry's ``epsilon=8.0`` is
+    the budget); ``""`` for a run without one."""
+    from fedlabels.results.run_result import guarantee_text
+
+    if privacy.get("guarantee") in (None, "none"):
+        return ""
+    eps = privacy.get("epsilon")
+    spent = f"; ε = {eps:.2f} spent" if isinstance(eps, int | float) else ""
+    return f"\n    {guarantee_text(privacy)}{spent}"
 
 
 def where_it_ends(res: RunResult, last: int | None = None) -> str:

@@ -21,6 +21,7 @@ from fedlabels.reporting.plots import (
     REFERENCE_METHODS,
     TITLE_WIDTH,
     draw_majority,
+    guarantee_line,
     markevery,
     new_figure,
     participating,
@@ -90,9 +91,13 @@ def curves_figure(configs: Sequence[Configuration],
     colour, marker = colours(rows), markers(rows)
     fig, ax = new_figure()
     for conf, rounds, mean, std in curves:
+        privacy = conf.runs[0].extra.get("privacy") or {}
+        if len(eps := conf.privacy_values("epsilon")) > 1:  # the seeds' mean ε spent
+            privacy = {**privacy, "epsilon": float(np.mean(eps))}
         (line,) = ax.plot(rounds, mean, marker=marker[conf.label], ms=4,
                           color=colour[conf.label], markevery=markevery(len(rounds)),
-                          label=f"{_label(conf)}: {mean[-1]:.3f} {_ends(conf, rounds)}")
+                          label=f"{_label(conf)}: {mean[-1]:.3f} {_ends(conf, rounds)}"
+                                f"{guarantee_line(privacy)}")
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for conf, value in refs:
         ax.axhline(value, ls=REFERENCE_DASH[conf.runs[0].method], lw=1.6,
