@@ -123,6 +123,29 @@ def test_an_interrupted_curve_says_the_round_its_value_is_of(runs):
             plt.close(fig)
 
 
+def test_a_run_stopped_before_its_first_evaluation_keeps_the_palette(runs):
+    """A run interrupted before round 1 finished has an empty '(not evaluated)' entry;
+    it was drawn in matplotlib's own blue, outside the palette, next to the local
+    reference's blue."""
+    import copy
+
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from fedlabels.reporting.plots import PALETTE
+
+    empty = copy.deepcopy(runs["fedct"])
+    empty.rounds = []
+    empty.extra["interrupted"] = True
+    fig = accuracy_figure([empty, runs["local"]])
+    try:
+        handles, labels = fig.axes[0].get_legend_handles_labels()
+        (handle,) = [h for h, t in zip(handles, labels, strict=True) if "not evaluated" in t]
+        assert to_hex(handle.get_color()).upper() in PALETTE
+    finally:
+        plt.close(fig)
+
+
 def test_table_names_whole_datasets_and_regression_headers():
     from fedlabels.results import format_table
 

@@ -385,10 +385,10 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     for i, (res, label) in enumerate(refs):
         value = _final_value(res, regression)
         dash = REFERENCE_DASH[res.method]
-        if value is None:
-            ax.plot([], [], ls=dash, label=f"{label} (not evaluated)")
-            continue
         colour = colours.setdefault(model_text(res), style(len(curves) + i)[0])
+        if value is None:  # in the palette too (matplotlib's own blue was drawn)
+            ax.plot([], [], ls=dash, color=colour, label=f"{label} (not evaluated)")
+            continue
         if (colour, dash) in used:  # another seed's reference of the model: drawn alike
             colour = next((c for c in PALETTE if (c, dash) not in used), colour)
         used.add((colour, dash))
@@ -511,7 +511,7 @@ def _plot_run(ax: Any, res: RunResult, rows: Sequence[dict[str, Any]], label: st
         return
     kept = _evaluated(rows, "acc_mean")
     if kept is None:  # stopped before its first evaluation: an empty entry
-        ax.plot([], [], marker=marker, ms=4, label=f"{label} (not evaluated)")
+        ax.plot([], [], marker=marker, ms=4, color=colour, label=f"{label} (not evaluated)")
         return
     rounds = _rounds(kept)
     mean = _values(kept, "acc_mean")
