@@ -706,6 +706,17 @@ def test_the_page_says_which_configuration_scored_best_and_under_what_guarantee(
     assert "within their spreads over seeds: no clear winner" in page
 
 
+def test_a_report_of_one_configuration_draws_no_lone_communication_point():
+    """A report of one configuration drew 'accuracy against communication' as one point
+    on an empty log axis: nothing to compare, its bytes already in the table."""
+    from fedlabels.reporting.report_figures import figures
+
+    one = group_runs([_result("fedct", s, [0.7, 0.8]) for s in (0, 1)])
+    two = group_runs([_result("fedct", 0, [0.7, 0.8]), _result("local", 0, [0.6])])
+    assert [t for t, _ in figures(one, summary_rows(one))] == ["Accuracy per round"]
+    assert "Accuracy against communication" in [t for t, _ in figures(two, summary_rows(two))]
+
+
 def test_configurations_that_read_alike_are_told_apart_by_what_one_lacks():
     """An audited run beside a plain one: the plain one reads "no audit", not "(other
     settings)"."""

@@ -131,11 +131,12 @@ def utility(rows: Sequence[dict[str, Any]]) -> str:
 
 def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
     """Final accuracy against bytes uploaded per client per round (log); runs that send
-    nothing sit at a marked "0" position left of the smallest positive value."""
+    nothing sit at a marked "0" position left of the smallest positive value. ``None`` for
+    fewer than two configurations (a lone point on an empty panel)."""
     m = utility(rows)
     points = [r for r in rows if r["bytes_up_per_client_round"] is not None
               and r[f"{m}_mean"] is not None]
-    if not points:
+    if len(points) < 2:  # one point compares with nothing: its bytes are in the table
         return None
     positive = [r["bytes_up_per_client_round"] for r in points
                 if r["bytes_up_per_client_round"] > 0]
