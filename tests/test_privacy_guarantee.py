@@ -117,6 +117,8 @@ def test_non_dp_methods_say_none(results: dict[str, Any]) -> None:
         p = results[name]["privacy"]
         assert p["guarantee"] == "none"
         assert p["reason"] == "no differential-privacy mechanism"
+        # no (ε, δ) beside "none": a δ of 0 would read as a pure guarantee
+        assert p.get("epsilon") is None and p.get("delta") is None, name
 
 
 def test_dp_methods_name_party_relation_and_what_is_outside(results: dict[str, Any]) -> None:

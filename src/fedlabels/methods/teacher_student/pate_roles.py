@@ -202,7 +202,7 @@ class PATEServer(TeacherStudentServer):
 
     def aggregate(self, counts: np.ndarray) -> np.ndarray:
         """Label each query from its vote counts (plain argmax; ties -> smallest class)."""
-        self.privacy = {"epsilon": math.inf, "delta": 0.0, "accountant": "none",
+        self.privacy = {"epsilon": math.inf, "delta": None, "accountant": "none",
                         "mechanism": "argmax (no noise)",
                         "assumptions": ["no noise is added: PATE without GNMax gives no "
                                         "differential-privacy guarantee"]}
