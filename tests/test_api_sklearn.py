@@ -156,6 +156,30 @@ def test_run_without_a_federation_says_how_to_build_one(data):
         fl.run("fedct", X)
 
 
+def test_a_federation_where_a_name_goes_is_one_line_naming_the_call_that_runs_it(data):
+    """fl.run(fed, "fedct") and fl.RunConfig(dataset=fed) said only "method (dataset) must
+    be a str, got Federation(...)"."""
+    X, y = data
+    fed = fl.make_federation(X[:200], y[:200], clients=2, unlabeled=50, seed=0)
+    cases = [(lambda: fl.run(fed, "fedct"), r"takes the method first.*"
+              r"fl.run\('fedct', federation\), not fl.run\(federation, 'fedct'\)"),
+             (lambda: fl.run(fed, "breast_cancer"), r"first argument is a method's name.*, got "
+              r"a Federation: fl.run\(method, federation\)"),
+             (lambda: fl.run(X, y), r"first argument is a method's name.*, got ndarray"),
+             (lambda: fl.RunConfig(dataset=fed), r"dataset is a dataset's name, got a "
+              r"Federation: run a Federation with fl.run\(method, federation\)"),
+             (lambda: fl.RunConfig(method=fed), r"method is a method's name, got a "
+              r"Federation: run a Federation with fl.run\(method, federation\)"),
+             (lambda: fl.RunConfig(dataset=pd.DataFrame(X)), r"got a DataFrame of shape "
+              r"\(569, 30\).*fl.make_federation\(X, y"),
+             (lambda: fl.load_federation(fed), r"got a Federation, which is loaded already: "
+              r"run it with fl.run\(method, federation\)")]
+    for call, needle in cases:
+        with pytest.raises(FedLabelsError, match=needle) as info:
+            call()
+        assert "\n" not in str(info.value) and "Federation(" not in str(info.value)
+
+
 def test_duplicated_columns_are_named(data):
     X, y = data
     frame = pd.DataFrame(X[:, :3], columns=["radius", "radius", "texture"])

@@ -19,7 +19,7 @@ from fedlabels.data import Federation, load_federation
 from fedlabels.data.federation import IntLike
 from fedlabels.engines import simulate
 from fedlabels.learners import as_models
-from fedlabels.methods import get_method
+from fedlabels.methods import METHODS, get_method
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.config import RunConfig, refuse_model
 from fedlabels.runs.federation import federation_for
@@ -64,6 +64,7 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
 
     set_threads(threads)  # a bad count fails before any data is loaded
     _check_watching(progress, on_round)
+    _check_method_first(method, federation)
     if not isinstance(federation, str | Federation):
         raise FedLabelsError(f"run() takes a Federation or a dataset name, got "
                              f"{type(federation).__name__}; for your own X and y build one "
@@ -119,6 +120,24 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
                       workers=cfg.workers)
     _warn_caveats(result)
     return result
+
+
+def _check_method_first(method: Any, federation: Any) -> None:
+    """A method's name first, then the data: ``fl.run(fed, "fedct")`` named the swap only
+    as "method must be a str, got Federation(...)"."""
+    from fedlabels.core.errors import FedLabelsError
+
+    if isinstance(method, str):
+        return
+    if isinstance(method, Federation) and isinstance(federation, str) \
+            and federation in METHODS:
+        raise FedLabelsError(f"run() takes the method first, then the federation: "
+                             f"fl.run({federation!r}, federation), not "
+                             f"fl.run(federation, {federation!r}).")
+    given = "a Federation" if isinstance(method, Federation) else type(method).__name__
+    raise FedLabelsError(f"run()'s first argument is a method's name (fedlabels methods "
+                         f"lists them), got {given}: fl.run(method, federation), e.g. "
+                         "fl.run('fedct', federation).")
 
 
 def _built_with(federation: Federation) -> dict[str, Any]:

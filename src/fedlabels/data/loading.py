@@ -101,6 +101,10 @@ def _check_arguments(dataset: Any, sep: Any, features: Any, drop: Any) -> None:
                              f"path {os.fspath(dataset)!r}: use "
                              f"'csv:{os.fspath(dataset)}:TARGET' (TARGET: the label column).")
     if not isinstance(dataset, str):
+        if isinstance(dataset, Federation):
+            raise FedLabelsError("dataset must be a name (fedlabels datasets) or a "
+                                 "'csv:PATH:TARGET' string, got a Federation, which is "
+                                 "loaded already: run it with fl.run(method, federation).")
         if hasattr(dataset, "shape"):  # your own data (a DataFrame, an array): not its repr
             raise FedLabelsError(f"dataset must be a name (fedlabels datasets) or a "
                                  f"'csv:PATH:TARGET' string, got a {type(dataset).__name__} "

@@ -466,6 +466,8 @@ def checked_value(info: ParamInfo, value: Any) -> Any:
     if isinstance(value, bool) and info.choices is not None \
             and {"on", "off"} <= set(info.choices):  # TOML's and Python's true/false
         value = "on" if value else "off"
+    if name in ("method", "dataset") and not isinstance(value, str):
+        _refuse_data_as_name(name, value)
     value = info.validate(value)  # numpy numbers as Python's
     if name == "output" and value is not None and not value.strip():
         raise FedLabelsError("output is empty; give a result path ending in .json, or "
@@ -497,6 +499,23 @@ def checked_value(info: ParamInfo, value: Any) -> Any:
 
         check_precision(value)
     return value
+
+
+def _refuse_data_as_name(name: str, value: Any) -> None:
+    """A Federation or your own rows where a name goes (``fl.RunConfig(dataset=fed)``),
+    refused with the call that runs them ("must be a str, got Federation(...)" before)."""
+    from fedlabels.data import Federation
+
+    what = f"{name} is {'a method' if name == 'method' else 'a dataset'}'s name"
+    if isinstance(value, Federation):
+        raise FedLabelsError(f"{what}, got a Federation: run a Federation with "
+                             "fl.run(method, federation), e.g. fl.run('fedct', federation); "
+                             "RunConfig takes a dataset's name (what --dataset takes).")
+    if hasattr(value, "shape"):  # a DataFrame, an array: not its repr
+        raise FedLabelsError(f"{what}, got a {type(value).__name__} of shape "
+                             f"{tuple(value.shape)}: run your own X and y with "
+                             "fl.run(method, fl.make_federation(X, y, clients=5, "
+                             "unlabeled=...)).")
 
 
 def _check_file_values(data: Mapping[str, Any], path: Path) -> None:
