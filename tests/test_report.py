@@ -549,11 +549,34 @@ def test_the_rounds_table_has_one_column_order_whichever_round_is_evaluated_firs
         r.accuracies = None
     for r in (*every.rounds, *thinned.rounds):
         r.server["agreement"] = 0.9
+        r.local_steps = 5 * r.round  # torch learners: 5 steps a round
     columns = list(every.to_frame().columns)
     assert list(thinned.to_frame().columns) == columns
     assert columns[:3] == ["round", "local_steps", "acc_mean"]
     assert columns[-3:] == ["bytes_up_mean", "bytes_down_mean", "seconds"]
     assert thinned.to_frame()["acc_mean"].isna().tolist() == [True, True, False]
+
+
+@pytest.mark.filterwarnings("ignore::fedlabels.core.errors.RunCaveatWarning")  # tiny models
+def test_a_run_of_refit_models_has_no_local_steps_column_and_a_torch_run_counts_them(
+        tmp_path):
+    """A FedCT run of decision trees (models refit each round, no steps) had a local_steps
+    column of None (dtype object) in to_frame and an empty one in its rounds CSV; a torch
+    run's column counts the plan's steps: round × period."""
+    import fedlabels as fl
+
+    fed = fl.load_federation("breast_cancer", clients=3, unlabeled=40, seed=0)
+    trees = fl.run("fedct", fed, model="dt", rounds=2, seed=0, progress=False)
+    frame = trees.to_frame()
+    assert "local_steps" not in frame.columns
+    assert not any(frame[c].isna().all() for c in frame.columns)
+    header = trees.save_csv(tmp_path / "trees.csv").read_text().splitlines()[0]
+    assert "local_steps" not in header.split(",")
+    net = fl.run("fedct", fed, model="mlp(hidden=4)", rounds=2, period=3, seed=0,
+                 progress=False)
+    steps = net.to_frame()["local_steps"]
+    assert steps.dtype == np.int64 and steps.tolist() == [3 * r for r in (1, 2)]
+    assert list(net.to_frame().columns)[:2] == ["round", "local_steps"]
 
 
 def test_a_configuration_has_one_colour_in_every_figure():

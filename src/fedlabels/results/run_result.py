@@ -405,7 +405,10 @@ class RunResult:
         partial = any(r.participants is not None for r in self.rounds)
         for r in self.rounds:
             stats = r.accuracy_stats() or {}
-            rows.append({"round": r.round, "local_steps": r.local_steps,
+            rows.append({"round": r.round,
+                         # models refit each round (scikit-learn) take no steps: no column
+                         **({"local_steps": r.local_steps} if r.local_steps is not None
+                            else {}),
                          **{f"acc_{k}": v for k, v in stats.items()},
                          **({"rmse_mean": float(np.mean(r.rmse)), "r2_mean": float(np.mean(
                              r.r2 or []))} if r.rmse is not None else {}), **r.server,
@@ -420,7 +423,8 @@ class RunResult:
 
     def to_frame(self) -> pd.DataFrame:
         """Per-round records as a pandas DataFrame (one row per round); a run that took
-        clients out of rounds adds how many took part (``participants``) and replied."""
+        clients out of rounds adds how many took part (``participants``) and replied, and a
+        run of iterative (torch) learners the clients' ``local_steps`` so far."""
         import pandas as pd
 
         frame = pd.DataFrame(self.round_rows())
