@@ -55,6 +55,23 @@ def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool, numeric_y: bool,
     return _writable(X), y
 
 
+def refuse_fit_params(est: Any, params: dict[str, Any]) -> None:
+    """``fit``'s keywords beyond ``X`` and ``y`` are refused in one line (an
+    :class:`InputTypeError`, a ``TypeError`` as Python's for an unknown keyword): the torch
+    learners draw minibatch rows uniformly, so a ``sample_weight`` (``None`` is no weight)
+    would be ignored; ``has_fit_parameter(est, "sample_weight")`` stays False."""
+    name = f"{type(est).__name__}.fit"
+    if params.get("sample_weight") is not None:
+        raise InputTypeError(f"{name} takes no sample_weight: its minibatches draw rows "
+                             "uniformly. For whole-number weights w repeat the rows, "
+                             "fit(np.repeat(X, w, axis=0), np.repeat(y, w)); else use an "
+                             "estimator whose fit takes one (has_fit_parameter(est, "
+                             "'sample_weight') says which).")
+    other = sorted(k for k in params if k != "sample_weight")
+    if other:
+        raise InputTypeError(f"{name} takes X and y only, got {', '.join(other)}.")
+
+
 def predict_input(est: Any, X: Any, *, fitted: str = "model_", dtype: Any = np.float32,
                   order: str | None = "C", allow_nan: bool = False) -> np.ndarray:
     """``X`` as an array of ``dtype`` with the fitted number of features, all finite (but NaN

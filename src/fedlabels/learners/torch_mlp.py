@@ -32,7 +32,13 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
-from fedlabels.learners.sk_inputs import fit_classes, fit_inputs, label_codes, predict_input
+from fedlabels.learners.sk_inputs import (
+    fit_classes,
+    fit_inputs,
+    label_codes,
+    predict_input,
+    refuse_fit_params,
+)
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 
@@ -444,8 +450,10 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self.steps_ += int(n_steps)
         return self
 
-    def fit(self, X: Any, y: Any) -> TorchMLPClassifier:
-        """Train for ``max_steps`` steps (from scratch unless ``warm_start``)."""
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> TorchMLPClassifier:
+        """Train for ``max_steps`` steps (from scratch unless ``warm_start``); no
+        ``sample_weight`` (``fit_params`` are refused in one line)."""
+        refuse_fit_params(self, fit_params)
         warm = bool(self.warm_start) and hasattr(self, "model_")
         X, y = fit_inputs(self, X, y, reset=not warm,
                           numeric_y=self._target_dtype is not np.int64)

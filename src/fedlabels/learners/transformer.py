@@ -38,6 +38,7 @@ from fedlabels.learners.sk_inputs import (
     NotFittedLearnerError,
     fit_classes,
     label_codes,
+    refuse_fit_params,
     text_targets,
 )
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
@@ -398,9 +399,10 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         self.steps_ += int(n_steps)
         return self
 
-    def fit(self, X: Any, y: Any) -> TransformerClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> TransformerClassifier:
         """``max_steps`` steps (from scratch unless ``warm_start``) on texts ``X`` and labels
-        ``y`` of any kind (``classes_``: see ``n_classes``)."""
+        ``y`` of any kind (``classes_``: see ``n_classes``); no ``sample_weight``."""
+        refuse_fit_params(self, fit_params)
         texts = text_rows(X, "the minilm learner", "use a text dataset")
         y = text_targets(len(texts), y)
         if bool(self.warm_start) and hasattr(self, "model_"):
