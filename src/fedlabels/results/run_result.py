@@ -37,6 +37,8 @@ class RoundRecord:
     """What happened in one communication round."""
 
     round: int
+    # the schedule's steps so far, round × period, for iterative learners (a method's extra
+    # steps, e.g. FedCT's warm-up, and rounds a client sat out are not counted); None else
     local_steps: int | None
     accuracies: list[float] | None
     server: dict[str, float]
