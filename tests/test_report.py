@@ -159,6 +159,8 @@ def test_one_precision_rule():
     assert fmt(0.85, 0.0707) == "0.850 ± 0.071"
     assert fmt(0.9070175) == "0.907" and fmt(52.123) == "52.1"
     assert fmt(25170.0, whole=True) == "25,170" and fmt(None) == MISSING
+    assert fmt(25170.0, 3.4, whole=True) == "25,170 ± 3"
+    assert fmt(145.0, 0.3, whole=True) == "145 ± 0.3"  # not '145 ± 0': the runs differ
 
 
 def test_empty_columns_are_left_out_and_caveats_shown(tmp_path):

@@ -41,7 +41,10 @@ def fmt(value: Any, spread: float | None = None, whole: bool = False) -> str:
         return str(value)
     if whole:
         text = f"{value:,.0f}"
-        return text if not spread else f"{text} ± {spread:,.0f}"
+        if not spread:
+            return text
+        # a spread that rounds to 0 keeps one significant digit: '± 0' would say none
+        return f"{text} ± {spread:,.0f}" if spread >= 0.5 else f"{text} ± {spread:.1g}"
     d = decimals(float(value), spread)
     text = f"{value:,.{d}f}"
     return text if not spread else f"{text} ± {spread:,.{d}f}"
