@@ -1114,3 +1114,30 @@ def test_the_page_says_how_each_run_ran_and_what_its_guarantee_covers(tmp_path):
     for text in (privacy["guarantee_against"], privacy["neighbouring"]):
         assert text in listed
     assert f"none ({python_run.privacy['reason']})" in listed
+
+
+def test_each_dataset_names_its_own_positive_class(tmp_path):
+    """The sentence naming the positive class of sensitivity and specificity came from the
+    first configuration, so a report of two binary datasets named one dataset's class for
+    both."""
+    import html as html_module
+
+    from fedlabels.reporting.report import write_report
+
+    def binary(dataset: str, names: list[str], k: int) -> RunResult:
+        result = _result("fedct", 0, [0.7, 0.8])
+        result.dataset = dataset
+        result.federation = {"n_clients": 2, "class_names": names}
+        result.extra["clinical"] = {"positive_class": {"class": k, "name": names[k],
+                                                       "rule": "the rarer training class"}}
+        return result
+
+    outputs, _ = write_report([binary("toy", ["benign", "malignant"], 1),
+                               binary("other", ["sick", "well"], 0)], tmp_path / "r.html")
+    page = html_module.unescape(outputs["report"].read_text())
+    assert "malignant on toy (the rarer training class)" in page.replace("<b>", "").replace(
+        "</b>", "")
+    assert "sick on other" in page.replace("<b>", "").replace("</b>", "")
+    outputs, _ = write_report([binary("toy", ["benign", "malignant"], 1)], tmp_path / "one.html")
+    page = html_module.unescape(outputs["report"].read_text())
+    assert "take <b>malignant</b> as the positive class" in page

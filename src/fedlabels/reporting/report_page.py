@@ -33,6 +33,31 @@ def decimals(value: float, spread: float | None = None) -> int:
     return int(min(6, max(0, digits - 1 - math.floor(math.log10(ref)))))
 
 
+def _positive_note(configs: Sequence[Any]) -> str:
+    """The sentence naming the positive class of sensitivity and specificity: one class, or
+    one per dataset where the report's datasets have their own (each dataset's first
+    configuration that records one)."""
+    esc = html.escape
+    per_dataset: dict[str, tuple[str, str]] = {}
+    for c in configs:
+        run = c.runs[0]
+        positive = (run.extra.get("clinical") or {}).get("positive_class")
+        if not positive or run.dataset in per_dataset:
+            continue
+        names, k = shown_names_of(run.federation), positive["class"]
+        shown = names[k] if k < len(names) else str(positive["name"])
+        per_dataset[run.dataset] = (shown, str(positive["rule"]))
+    if not per_dataset:
+        return ""
+    if len(set(per_dataset.values())) == 1:
+        shown, rule = next(iter(per_dataset.values()))
+        return (f" Sensitivity and specificity take <b>{esc(shown)}</b> as the positive "
+                f"class ({esc(rule)}).")
+    each = "; ".join(f"<b>{esc(shown)}</b> on {esc(d)} ({esc(rule)})"
+                     for d, (shown, rule) in per_dataset.items())
+    return f" Sensitivity and specificity take as the positive class: {each}."
+
+
 def fmt(value: Any, spread: float | None = None, whole: bool = False) -> str:
     """A table cell: '—' when missing, else the value (± spread) by the precision rule."""
     if value is None:
@@ -226,15 +251,7 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
     matrices = [m for c in configs if (m := _confusion(c)) is not None]
     cms = ("<h2>Confusion matrices</h2>\n<p>Rows: true class; columns: predicted class; "
            "the final models on the test set.</p>\n" + "\n".join(matrices)) if matrices else ""
-    positive, names = next(((p, shown_names_of(c.runs[0].federation)) for c in configs
-                            if (p := (c.runs[0].extra.get("clinical") or {})
-                                .get("positive_class"))), (None, []))
-    pos_note = ""
-    if positive is not None:
-        k = positive["class"]
-        shown = names[k] if k < len(names) else str(positive["name"])
-        pos_note = (f" Sensitivity and specificity take <b>{esc(shown)}</b> as the positive "
-                    f"class ({esc(positive['rule'])}).")
+    pos_note = _positive_note(configs)
     files = "".join(f"<li>{esc(s)}" + ("" if res is None else _provenance(res)) + "</li>"
                     for s, res in zip(sources, [*runs, *[None] * len(sources)], strict=False))
     regression = bool(configs) and all(c.regression for c in configs)
