@@ -5,7 +5,9 @@ Accountants
 ``basic``
     Pure-DP sequential composition: ε = Σ ε_i, δ = 0 (XOR and k-ary RR releases only).
 ``exact``
-    The exact (ε, δ) curve of the composition of bitwise randomized response. For s*
+    The exact (ε, δ) curve of composed randomized response of one noise parameter: k-ary
+    RR's in :mod:`fedlabels.privacy.kary_exact`, binary's (XOR's bits, 2-class k-ary RR)
+    here. For s*
     differing bits released T times with flip probability f the privacy loss is
     (n - 2K)·a with n = T·s*, a = ln((1 - f)/f) and K ~ Binomial(n, f); then
     δ(ε) = E[(1 - e^{ε - loss})_+] is summed in closed form (this is the PLD of the
@@ -190,14 +192,30 @@ def rr_epsilon_exact_within(limit: float, n_bits: int, flip_prob: float,
     b = :data:`RR_WITHIN_BAND` · max(1, limit), δ(limit - b) <= δ puts lo below limit - b
     and hi below ``limit``, and δ(limit + b) > δ puts hi above ``limit``. Between the two
     (``limit`` within b of the point where δ(ε) crosses δ) the bisection answers."""
+    return _exact_within(limit, delta, lambda es: _rr_deltas(es, n_bits, flip_prob),
+                         lambda: rr_epsilon_exact(n_bits, flip_prob, delta))
+
+
+def kary_epsilon_exact_within(limit: float, n: int, p: float, k: int, delta: float) -> bool:
+    """Whether ``kary_epsilon_exact(n, p, k, delta) <= limit``, decided as
+    :func:`rr_epsilon_exact_within` decides it for binary randomized response."""
+    from fedlabels.privacy.kary_exact import kary_deltas, kary_epsilon_exact
+
+    return _exact_within(limit, delta, lambda es: kary_deltas(es, n, p, k),
+                         lambda: kary_epsilon_exact(n, p, k, delta))
+
+
+def _exact_within(limit: float, delta: float,
+                  deltas: Callable[[Sequence[float]], list[float]],
+                  epsilon: Callable[[], float]) -> bool:
     band = RR_WITHIN_BAND * max(1.0, limit)
     if limit > band:
-        below, above = _rr_deltas((limit - band, limit + band), n_bits, flip_prob)
+        below, above = deltas((limit - band, limit + band))
         if below <= delta:
             return True
         if above > delta:
             return False
-    return rr_epsilon_exact(n_bits, flip_prob, delta) <= limit
+    return epsilon() <= limit
 
 
 # ------------------------------------------------------------------ label mechanisms
@@ -264,13 +282,15 @@ def _label_epsilon(tally: LabelTally, delta: float, accountant: str) -> float:
         return float(tally.basic)
     groups = tally.groups
     if accountant == "exact":
-        if tally.kary:
-            raise FedLabelsError("the exact accountant covers bitwise XOR only; use pld/rdp.")
         if len(groups) != 1:
-            raise FedLabelsError("the exact accountant needs one flip probability for all "
-                                 "releases; use pld/rdp.")
-        ((p, _), n), = groups.items()
-        return rr_epsilon_exact(n, p / 2.0, delta)
+            raise FedLabelsError("the exact accountant needs one noise parameter and one "
+                                 "number of classes for all releases; use pld/rdp.")
+        ((p, k), n), = groups.items()
+        if k == 2:  # binary randomized response (XOR's bits, 2-class k-ary RR)
+            return rr_epsilon_exact(n, p / 2.0, delta)
+        from fedlabels.privacy.kary_exact import kary_epsilon_exact
+
+        return kary_epsilon_exact(n, p, k, delta)
     if accountant in ("rdp", "pld"):
         return _rr_epsilon(accountant, tuple(groups.items()), delta)
     raise FedLabelsError(f"unknown accountant {accountant!r}; use one of "
@@ -289,10 +309,11 @@ def label_tally_within(tally: LabelTally, limit: float, delta: float,
     for name in sorted(accountants, key=lambda a: cost.get(a, len(cost))):
         try:
             if name == "exact":
-                if tally.kary or len(tally.groups) != 1:
+                if len(tally.groups) != 1:
                     continue  # not applicable (as _label_epsilon refuses it)
-                ((p, _), n), = tally.groups.items()
-                if rr_epsilon_exact_within(limit, n, p / 2.0, delta):
+                ((p, k), n), = tally.groups.items()
+                if (rr_epsilon_exact_within(limit, n, p / 2.0, delta) if k == 2
+                        else kary_epsilon_exact_within(limit, n, p, k, delta)):
                     return True
             elif _label_epsilon(tally, delta, name) <= limit:
                 return True
@@ -419,10 +440,12 @@ def _largest_round_epsilon(total: Callable[[float], float], target: float,
 def calibrate_kary_round_epsilon(total_epsilon: float, delta: float, rounds: int,
                                  sensitivity_labels: int, n_classes: int) -> float:
     """The largest per-round ε (= ε per label × s*_labels) whose R-fold composition of k-ary
-    randomized response stays within ``total_epsilon`` at δ by the RDP accountant (basic
-    composition's ``total_epsilon / rounds`` is the lower end: ε / R per round composes to
-    the target purely, so a run never gets less than that). RDP over the R · s*_labels
-    composed responses is far below their pure sum when s*_labels is large."""
+    randomized response stays within ``total_epsilon`` at δ by the tightest of the exact
+    accountant (:mod:`fedlabels.privacy.kary_exact`; binary RR's for 2 classes) and RDP over
+    the R · s*_labels composed responses, at least basic composition's
+    ``total_epsilon / rounds`` (the lower end of the search). The run's ε is computed from
+    the same noise parameter p a ledger keys the releases by, so the server's ledger and
+    each client's state the ε calibrated here (``exact``: it is never above RDP's)."""
     check_epsilon(total_epsilon, "total epsilon")
     check_delta(delta)
     from fedlabels.privacy.mechanisms import kary_replace_probability
@@ -430,8 +453,14 @@ def calibrate_kary_round_epsilon(total_epsilon: float, delta: float, rounds: int
     def total(eps_round: float) -> float:
         eps_label = eps_round / sensitivity_labels
         kary_replace_probability(eps_label, n_classes)  # refuses an ε₁ beyond float64
-        p = n_classes / (math.exp(eps_label) + n_classes - 1)
-        return _rr_epsilon("rdp", (((p, n_classes), rounds * sensitivity_labels),), delta)
+        p = n_classes / (math.exp(eps_label) + n_classes - 1)  # as LabelTally.add keys it
+        tally = LabelTally(groups={(p, n_classes): rounds * sensitivity_labels}, kary=True,
+                           count=rounds)
+        exact = _label_epsilon(tally, delta, "exact")
+        try:
+            return min(exact, _label_epsilon(tally, delta, "rdp"))
+        except ImportError:  # dp-accounting missing: the exact accountant alone
+            return exact
 
     return _largest_round_epsilon(total, total_epsilon, rounds)
 

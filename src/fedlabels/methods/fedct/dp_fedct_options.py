@@ -51,8 +51,9 @@ def _sensitivity_spec(value: Any) -> Any:
 class DPFedCTOptions(VoteOptions):
     epsilon: float | None = option(
         None, "total (ε, δ) budget of the whole run per client; the per-round ε is "
-        "calibrated from it over the run's rounds (xor: exact accountant; kary: basic "
-        "composition, ε/rounds) and every release is checked against it; give this or "
+        "calibrated from it over the run's rounds (xor: exact accountant; kary: the "
+        "tightest of its exact accountant and RDP) and every release is checked against "
+        "it; give this or "
         "epsilon_per_round", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     epsilon_per_round: float | None = option(
         None, "pure ε of one round's label release per client (no run target: the total is "

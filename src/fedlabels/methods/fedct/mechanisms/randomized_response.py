@@ -57,8 +57,8 @@ def label_round_epsilon(target: float, delta: float, rounds: int, mechanism: str
     """DP-FedCT's per-round ε calibrated from a total (ε, δ) over ``rounds``.
 
     xor: the largest pure per-round ε whose exact composition stays within the target;
-    kary: the largest whose RDP composition does (at least ε / rounds, basic
-    composition's)."""
+    kary: the largest whose exact k-ary composition does (or RDP's, if ever tighter; at
+    least ε / rounds, basic composition's)."""
     from fedlabels.privacy.accounting import (
         calibrate_kary_round_epsilon,
         calibrate_xor_round_epsilon,

@@ -1,0 +1,167 @@
+"""The exact accountant of composed k-ary randomized response and DP-FedCT kary's calibration.
+
+Oracles: brute-force enumeration of every output of tiny products, dp-accounting's PLD built
+from the pair's two probability mass functions and self-composed, binary randomized
+response's exact accountant (k = 2), and the RDP accountant the calibration used before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fedlabels as fl
+from fedlabels.privacy.accounting import (
+    LabelTally,
+    _label_epsilon,
+    _largest_round_epsilon,
+    account_labels,
+    calibrate_kary_round_epsilon,
+    label_tally_within,
+    rr_delta_for_epsilon,
+)
+from fedlabels.privacy.events import KaryRREvent
+from fedlabels.privacy.kary_exact import kary_delta_for_epsilon, kary_epsilon_exact
+
+DELTA = 1e-5
+
+
+def _p(eps1: float, k: int) -> float:
+    return k / (math.exp(eps1) + k - 1)  # as LabelTally.add keys a release
+
+
+def _pair(p: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """One response's output distributions for true labels 0 and 1."""
+    upper = np.full(k, p / k)
+    upper[0] += 1.0 - p
+    return upper, upper[[1, 0, *range(2, k)]]
+
+
+def _brute_delta(epsilon: float, n: int, p: float, k: int) -> float:
+    P, Q = _pair(p, k)
+    total = 0.0
+    for out in itertools.product(range(k), repeat=n):
+        idx = list(out)
+        total += max(0.0, float(np.prod(P[idx]) - math.exp(epsilon) * np.prod(Q[idx])))
+    return total
+
+
+@pytest.mark.parametrize("n, k, eps1", [(3, 3, 1.0), (4, 4, 0.5), (5, 3, 2.0), (2, 5, 0.3),
+                                         (6, 3, 0.1)])
+def test_exact_delta_equals_brute_force_enumeration(n: int, k: int, eps1: float) -> None:
+    p = _p(eps1, k)
+    for epsilon in (0.0, 0.2, 0.7, 1.5, 3.0):
+        want = _brute_delta(epsilon, n, p, k)
+        got = kary_delta_for_epsilon(epsilon, n, p, k)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-15), (n, k, epsilon)
+
+
+@pytest.mark.parametrize("n, k, eps1", [(50, 5, 0.25), (400, 10, 0.1), (20, 3, 0.5)])
+def test_exact_delta_matches_dp_accounting_pld_of_the_two_pmfs(n: int, k: int,
+                                                               eps1: float) -> None:
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    p = _p(eps1, k)
+    P, Q = _pair(p, k)
+    # dp-accounting rounds each loss up (pessimistic) or down (optimistic) to its grid: the
+    # exact δ and ε lie between the two estimates, which differ by about the grid's spacing
+    interval = 1e-5
+    upper, lower = (pld.from_two_probability_mass_functions(
+        {o: math.log(v) for o, v in enumerate(Q)}, {o: math.log(v) for o, v in enumerate(P)},
+        pessimistic_estimate=pessimistic, value_discretization_interval=interval
+        ).self_compose(n) for pessimistic in (True, False))
+    for epsilon in (0.5, 1.0, 2.0):
+        got = kary_delta_for_epsilon(epsilon, n, p, k)
+        lo, hi = lower.get_delta_for_epsilon(epsilon), upper.get_delta_for_epsilon(epsilon)
+        assert lo - 1e-12 <= got <= hi + 1e-12, (n, k, epsilon)
+        assert hi - lo <= 0.02 * hi  # the bracket is tight enough to mean something
+    eps = kary_epsilon_exact(n, p, k, DELTA)
+    lo, hi = lower.get_epsilon_for_delta(DELTA), upper.get_epsilon_for_delta(DELTA)
+    assert lo - 1e-9 <= eps <= hi + 1e-9
+    assert hi - lo <= 0.01 * hi
+
+
+@pytest.mark.parametrize("n, eps1", [(1, 0.7), (40, 0.3), (5000, 0.02)])
+def test_two_classes_are_binary_randomized_response(n: int, eps1: float) -> None:
+    p = _p(eps1, 2)
+    for epsilon in (0.0, 0.5, 2.0):
+        assert kary_delta_for_epsilon(epsilon, n, p, 2) == pytest.approx(
+            rr_delta_for_epsilon(epsilon, n, p / 2), rel=1e-12, abs=1e-15)
+
+
+def test_a_large_composition_is_summed_once_and_fast() -> None:
+    import time
+
+    p = _p(0.005, 10)
+    start = time.process_time()
+    eps = kary_epsilon_exact(100_000, p, 10, DELTA)
+    assert time.process_time() - start < 5.0
+    assert kary_delta_for_epsilon(eps, 100_000, p, 10) <= DELTA
+    assert kary_delta_for_epsilon(eps * (1 - 1e-6), 100_000, p, 10) > DELTA
+
+
+def _run_epsilon(eps_round: float, rounds: int, labels: int, k: int,
+                 accountants: tuple[str, ...] = ("basic", "exact", "rdp")) -> Any:
+    eps1 = eps_round / labels
+    events = [KaryRREvent(eps_round, labels, eps1, k, 100)] * rounds
+    return account_labels(events, DELTA, accountants)
+
+
+@pytest.mark.parametrize("total, rounds, labels, k", [(4.0, 10, 100, 10), (1.0, 5, 50, 4),
+                                                      (8.0, 20, 30, 3), (4.0, 3, 370, 2)])
+def test_calibration_meets_the_target_by_the_exact_accountant(total: float, rounds: int,
+                                                              labels: int, k: int) -> None:
+    eps_round = calibrate_kary_round_epsilon(total, DELTA, rounds, labels, k)
+    spent = _run_epsilon(eps_round, rounds, labels, k)
+    assert spent.accountant == "exact"  # what the ledgers will report
+    assert spent.epsilon <= total
+    assert spent.epsilon == pytest.approx(total, rel=1e-5)
+    # a slightly larger per-round ε exceeds the target
+    assert _run_epsilon(eps_round * (1 + 1e-4), rounds, labels, k).epsilon > total
+    tally = LabelTally.of([KaryRREvent(eps_round, labels, eps_round / labels, k, 100)]
+                          * rounds)
+    assert label_tally_within(tally, total, DELTA)
+
+
+def test_calibration_is_not_the_rdp_accountant_s() -> None:
+    total, rounds, labels, k = 4.0, 10, 100, 10
+    eps_round = calibrate_kary_round_epsilon(total, DELTA, rounds, labels, k)
+
+    def rdp_total(e: float) -> float:
+        tally = LabelTally(groups={(_p(e / labels, k), k): rounds * labels}, kary=True,
+                           count=rounds)
+        return _label_epsilon(tally, DELTA, "rdp")
+
+    before = _largest_round_epsilon(rdp_total, total, rounds)
+    # RDP would spend more than the target at the calibrated ε: its calibration is smaller
+    assert _run_epsilon(eps_round, rounds, labels, k, ("rdp",)).epsilon > total
+    assert eps_round > before * 1.01
+
+
+def test_a_kary_run_and_every_clients_ledger_state_the_exact_epsilon(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import digits_with_sizes
+    from fedlabels.methods import METHODS
+
+    fed = digits_with_sizes((40, 60, 50), n_unlabeled=30, n_test=40)
+    method, roles = METHODS["dp-fedct"], {}
+    orig = method.make_client
+
+    def keep(cid: int, *args: Any, **kwargs: Any) -> Any:
+        roles[cid] = orig(cid, *args, **kwargs)
+        return roles[cid]
+
+    monkeypatch.setattr(method, "make_client", keep)
+    p = fl.run("dp-fedct", fed, model="dt", rounds=3, period=2, seed=0,
+               options={"epsilon": 3.0, "mechanism": "kary", "sensitivity": 8}
+               ).extra["privacy"]
+    assert p["accountant"] == "exact" and p["epsilon"] <= 3.0
+    assert p["epsilon"] == pytest.approx(3.0, rel=1e-5)
+    assert p["epsilon_per_round"] == calibrate_kary_round_epsilon(3.0, DELTA, 3, 4, 10)
+    for cid, role in roles.items():
+        mine = role.ledger.spent()
+        assert (mine.accountant, mine.epsilon) == (p["accountant"], p["epsilon"]), cid
