@@ -38,7 +38,7 @@ from fedlabels.privacy.search import bisect_monotone
 
 #: the window's half-width in standard deviations of m and of #a given m (the probability
 #: outside is added to δ, so this trades tightness below float precision for speed only)
-KARY_WINDOW_SDS = 12.0
+KARY_WINDOW_SDS = 8.0
 KARY_WINDOW_SLACK = 32
 #: rows of m summed at a time (bounds the memory of the window's grid)
 _CHUNK_ROWS = 256
