@@ -391,7 +391,8 @@ def load_run(path: str | Path, *, models: bool = True,
 def plot(results: RunResult | str | Path | Sequence[RunResult | str | Path],
          path: str | Path, *, title: str | None = None, overwrite: bool = False) -> Path:
     """Draw what ``fedlabels plot`` draws (mean client accuracy per round, local-only and
-    centralized as reference lines, the majority-class baseline; docs/usage.md, 'Plots') for
+    centralized as reference lines, the majority-class baseline or, for regression, the
+    training-mean baseline; docs/usage.md, 'Plots') for
     results of :func:`run` or saved result files, to ``path`` (the format from its suffix:
     ``.png``, ``.pdf``, ``.svg``, ...), headed ``title`` (``None``: the runs' shared dataset
     and what is drawn). An existing file is replaced only with ``overwrite=True``. Returns

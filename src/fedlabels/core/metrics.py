@@ -52,6 +52,18 @@ def regression_scores(y_true: np.ndarray, y_pred: np.ndarray,
     return {"rmse": (hi - lo) * rmse(y_true, y_pred), "r2": r2(y_true, y_pred)}
 
 
+def mean_baseline(train_targets: np.ndarray, y_test: np.ndarray,
+                  target_range: tuple[float, float]) -> dict[str, Any]:
+    """The regressor that always predicts the mean of the pooled private training targets
+    (unit-scaled, as a federation holds them): that mean in the target's units, its test
+    RMSE (the target's units) and R², and the test size."""
+    lo, hi = target_range
+    mean = float(np.mean(np.asarray(train_targets, dtype=np.float64)))
+    y = np.asarray(y_test, dtype=np.float64)
+    return {"predicts": "the training mean", "mean": lo + (hi - lo) * mean,
+            **regression_scores(y, np.full(len(y), mean), target_range), "n_test": len(y)}
+
+
 def evaluation_scores(replies: Mapping[int, Any]) -> dict[str, list[float]]:
     """The metrics of evaluation replies (``Message`` objects), one list per key over the
     clients in id order: ``accuracy``, or ``rmse`` and ``r2``; none when nothing replied.

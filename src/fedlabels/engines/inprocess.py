@@ -297,6 +297,8 @@ def simulate(
                         None if pool is None else pool.test_outputs,
                         None if pool is not None or placement is None else getattr(
                             in_process, "inner", in_process))
+                else:
+                    result.extra["clinical"] = {"baseline": regression_baseline(federation)}
             result.wall_seconds += time.perf_counter() - tail
             result.feature_names = list(federation.feature_names)
             result.preprocessing = federation.preprocessing
@@ -357,6 +359,17 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
         return {"unavailable": "this method's evaluation scores something other than each "
                                "client's model on the test set"}
     return summary
+
+
+def regression_baseline(federation: Federation) -> dict[str, Any]:
+    """The result's ``clinical.baseline`` of a regression run: the constant predictor of
+    the pooled private training targets' mean, scored on the test set
+    (:func:`fedlabels.core.metrics.mean_baseline`), as the majority-class baseline takes
+    the pooled private training labels."""
+    from fedlabels.core.metrics import mean_baseline
+
+    return mean_baseline(np.concatenate([c.y for c in federation.clients]), federation.y_test,
+                         federation.target_range or (0.0, 1.0))
 
 
 def placement_for(offload: str, plan: Any, clients: Mapping[int, Any]) -> Any:

@@ -285,7 +285,7 @@ def plot_accuracy(results: Sequence[RunResult], path: str | Path,
                   title: str | None = None, *, overwrite: bool = False) -> Path:
     """Mean client test accuracy per round (min-max band), one line per federated run,
     local-only and centralized runs as dashed reference lines, and the majority-class
-    baseline when all runs share a dataset.
+    baseline (regression: the training-mean baseline's RMSE) when all runs share a dataset.
 
     The format follows the suffix of ``path`` (``.png``, ``.pdf``, ``.svg``, ...); the file
     is written atomically. An existing file is replaced only with ``overwrite=True`` (as
@@ -394,7 +394,9 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
         used.add((colour, dash))
         ax.axhline(value, ls=dash, lw=1.6, color=colour,
                    label=f"{label}: {value:.3f} (reference)")
-    if not regression:
+    if regression:
+        draw_training_mean(ax, results)
+    else:
         draw_majority(ax, results)
     ax.set_xlabel("communication round")
     whole_rounds(ax)
@@ -431,6 +433,26 @@ def draw_majority(ax: Any, results: Sequence[RunResult]) -> None:
         ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
                    label=f"majority class (always {names}): {values[0]:.3f} to "
                          f"{values[-1]:.3f} over the runs' test sets{estimated}")
+
+
+def draw_training_mean(ax: Any, results: Sequence[RunResult]) -> None:
+    """The training-mean baseline of regression ``results`` when they share a dataset (the
+    RMSE of always predicting the pooled private training targets' mean): a grey dash-dot
+    line, or a grey band where their test sets give different values; nothing where no run
+    records it (a result written before 2026-11-29)."""
+    from fedlabels.results.caveats import training_mean_baseline
+
+    if len({r.dataset for r in results}) != 1:
+        return
+    values = sorted({round(float(b["rmse"]), 12) for r in results
+                     if (b := training_mean_baseline(r)) is not None})
+    if len(values) == 1:
+        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.",
+                   label=f"predict the training mean: RMSE {values[0]:.3f}")
+    elif values:  # test sets differ (seeds): one run's would mislead
+        ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
+                   label=f"predict the training mean: RMSE {values[0]:.3f} to "
+                         f"{values[-1]:.3f} over the runs' test sets")
 
 
 def guarantee_line(privacy: dict[str, Any]) -> str:

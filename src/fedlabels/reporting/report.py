@@ -228,13 +228,16 @@ def _placement(conf: Configuration) -> dict[str, Any]:
 
 def _clinical_cells(conf: Configuration) -> dict[str, Any]:
     from fedlabels.core.clinical import SCALAR_METRICS
-    from fedlabels.results.caveats import majority_baseline
+    from fedlabels.results.caveats import majority_baseline, training_mean_baseline
 
     out: dict[str, Any] = {}
     for name in SCALAR_METRICS[1:]:
         out[f"{name}_mean"], out[f"{name}_std"] = _mean_std(conf.clinical_values(name))
     bases = [b["accuracy"] for r in conf.runs if (b := majority_baseline(r)) is not None]
     out["majority_baseline"] = float(np.mean(bases)) if bases and not conf.regression else None
+    means = [b for r in conf.runs if (b := training_mean_baseline(r)) is not None]
+    for key in ("rmse", "r2"):  # the mean over the seeds that record it
+        out[f"mean_baseline_{key}"] = float(np.mean([b[key] for b in means])) if means else None
     return out
 
 

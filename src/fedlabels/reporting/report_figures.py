@@ -21,6 +21,7 @@ from fedlabels.reporting.plots import (
     REFERENCE_METHODS,
     TITLE_WIDTH,
     draw_majority,
+    draw_training_mean,
     guarantee_line,
     markevery,
     new_figure,
@@ -104,7 +105,9 @@ def curves_figure(configs: Sequence[Configuration],
                    color=colour[conf.label], label=f"{_label(conf)}: {value:.3f} (reference)")
     if not curves:
         ax.set_xlim(0.5, 1.5)
-    if not regression:  # as fedlabels plot draws it (it was left out where rows differed)
+    if regression:  # as fedlabels plot draws it
+        draw_training_mean(ax, [r for c in configs for r in c.runs])
+    else:  # as fedlabels plot draws it (it was left out where rows differed)
         draw_majority(ax, [r for c in configs for r in c.runs])
     whole_rounds(ax)
     ax.set_xlabel("communication round")

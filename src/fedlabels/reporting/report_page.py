@@ -97,6 +97,8 @@ def columns(metric: str) -> list[tuple[str, str, Cell]]:
         *_FIRST,
         *(_metric_column(m) for m in order),
         ("majority-class baseline", "majority_baseline", lambda r: fmt(r["majority_baseline"])),
+        ("training-mean baseline RMSE", "mean_baseline_rmse",
+         lambda r: fmt(r["mean_baseline_rmse"])),
         ("RMSE", "rmse_mean", lambda r: fmt(r["rmse_mean"], r["rmse_std"])),
         ("R²", "r2_mean", lambda r: fmt(r["r2_mean"], r["r2_std"])),
         ("status", "status", lambda r: fmt(r["status"])),
@@ -152,8 +154,9 @@ def _table(rows: Sequence[dict[str, Any]], all_cols: Sequence[tuple[str, str, Ce
            metric: str, flagged: set[str]) -> str:
     esc = html.escape
     cols = shown_columns(rows, all_cols)
-    if len({r.get("majority_baseline") for r in rows}) == 1:  # said once, above the table
-        cols = [c for c in cols if c[1] != "majority_baseline"]
+    for key in ("majority_baseline", "mean_baseline_rmse"):  # said once, above the table
+        if len({r.get(key) for r in rows}) == 1:
+            cols = [c for c in cols if c[1] != key]
     head_key = f"{metric}_mean"
     th = "".join(f'<th{" class=head" if key == head_key else ""}>{esc(h)}</th>'
                  for h, key, _ in cols)
@@ -262,6 +265,12 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
     base_note = "" if base is None else (
         f" The majority-class baseline (always the commonest training class) scores "
         f"<b>{fmt(base)}</b>: a model must beat it clearly to have learnt anything.")
+    means = {(r.get("mean_baseline_rmse"), r.get("mean_baseline_r2")) for r in rows}
+    rmse, r2 = next(iter(means)) if len(means) == 1 else (None, None)
+    if rmse is not None:
+        base_note += (f" Predicting the training mean (always the mean of the pooled private "
+                      f"training targets) scores RMSE <b>{fmt(rmse)}</b> (R² {fmt(r2)}): a "
+                      "model must beat it clearly to have learnt anything.")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>fedlabels report: {ran}</title><style>{_STYLE}</style></head><body>\n"
             f"<h1>fedlabels report: {ran}</h1>\n{warn}"

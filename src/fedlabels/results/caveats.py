@@ -63,6 +63,21 @@ def majority_baseline(res: RunResult) -> dict[str, Any] | None:
             "estimated": True}
 
 
+def training_mean_baseline(res: RunResult) -> dict[str, Any] | None:
+    """A regression run's constant predictor of the pooled private training targets' mean:
+    its ``mean``, test ``rmse`` and ``r2`` as the run recorded them (``clinical.baseline``);
+    ``None`` for a classification run and for a result without it (one written before
+    2026-11-29)."""
+    if res.federation.get("task") != "regression":
+        return None
+    recorded = (res.extra.get("clinical") or {}).get("baseline")
+    if isinstance(recorded, dict) and all(isinstance(recorded.get(k), int | float)
+                                          and not isinstance(recorded.get(k), bool)
+                                          for k in ("mean", "rmse", "r2")):
+        return dict(recorded)
+    return None
+
+
 def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None) -> str | None:
     """A sentence when ``accuracy`` is not clearly above the majority-class baseline."""
     if accuracy is None or baseline is None:

@@ -186,7 +186,8 @@ class RunResult:
     def clinical(self) -> dict[str, Any]:
         """The clients' final models on the test set, as the result JSON's ``clinical``
         (``metrics``, ``confusion_matrices``, ``baseline``, ...; docs/usage.md, 'Clinical
-        metrics'); ``{}`` where none was recorded (regression, a Flower deployment)."""
+        metrics'); for a regression run only ``baseline``, the training-mean predictor's
+        ``mean``, ``rmse`` and ``r2``; ``{}`` where none was recorded (a Flower deployment)."""
         return dict(self.extra.get("clinical") or {})
 
     @property
