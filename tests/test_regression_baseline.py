@@ -94,3 +94,21 @@ def test_an_older_result_without_it_plots_and_reports_without_it(tmp_path, resul
         plt.close(fig)
     page = write_report([path], tmp_path / "rep")[0]["report"].read_text()
     assert "RMSE" in page and "training mean" not in page
+
+
+def test_runs_of_other_test_sets_draw_a_band(tmp_path, result):
+    """Seeds with other test sets give other baselines: one run's line would mislead."""
+    path = result.save_json(tmp_path / "a.json")
+    data = json.loads(path.read_text())
+    data["seed"] = 1
+    data["clinical"]["baseline"]["rmse"] += 2.0
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps(data))
+    low = result.clinical["baseline"]["rmse"]
+    fig = accuracy_figure([load_result(path), load_result(other)])
+    try:
+        _, labels = fig.axes[0].get_legend_handles_labels()
+        assert (f"predict the training mean: RMSE {low:.3f} to {low + 2:.3f} over the runs' "
+                "test sets") in labels
+    finally:
+        plt.close(fig)
