@@ -111,6 +111,22 @@ def spy_fedct_votes(monkeypatch, record) -> None:  # type: ignore[no-untyped-def
     monkeypatch.setattr(FedCTServer, "run_round", server_round)
 
 
+def keep_client_roles(monkeypatch: pytest.MonkeyPatch, method_name: str) -> dict:
+    """The client roles a run of ``method_name`` builds, by client id (a spy on
+    ``make_client``), for tests that read a client's own ledger or state."""
+    from fedlabels.methods import METHODS
+
+    method, roles = METHODS[method_name], {}
+    orig = method.make_client
+
+    def keep(cid, *args, **kwargs):  # type: ignore[no-untyped-def]
+        roles[cid] = orig(cid, *args, **kwargs)
+        return roles[cid]
+
+    monkeypatch.setattr(method, "make_client", keep)
+    return roles
+
+
 def cli_one_line_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
     """The error of ``fedlabels ARGS``, checked to be one line (no traceback) with exit 2."""
     from fedlabels.cli import main

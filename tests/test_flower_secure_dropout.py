@@ -109,6 +109,35 @@ def deployment(cfg: RunConfig, tmp_path: Path,
         next(iter(first.contexts.values())).run_config))
 
 
+def ledgers_on_disk(prepared: Any, answered: Mapping[int, int]) -> dict[int, float]:
+    """Each site's ε from its own ledger on disk, which holds one run of ``answered[cid]``
+    releases (every attempt it answered, the dead site's too)."""
+    on_disk = {}
+    for cid, n in answered.items():
+        settings = prepared.node_settings(cid)
+        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
+        assert len(rows) == 1 and rows[0]["releases"] == n, (cid, rows)
+        on_disk[cid] = rows[0]["epsilon"]
+    return on_disk
+
+
+def simulated(cfg: RunConfig) -> tuple[Any, SimulatorDropout]:
+    """The simulator's session of ``cfg`` and its grid where SITE drops out as on Flower."""
+    fed = load_federation(cfg.dataset, clients=cfg.clients, seed=cfg.seed)
+    session = build_session(cfg.method, fed, as_models(cfg.model), rounds=cfg.rounds,
+                            period=cfg.period, seed=cfg.seed, options=dict(cfg.options))
+    return session, SimulatorDropout(InProcessGrid(session.clients, CommMeter()))
+
+
+def same_ledgers(session: Any, answered: Mapping[int, int], on_disk: Mapping[int, float]
+                 ) -> None:
+    """The simulator's clients answered as the sites did and spent what their files say."""
+    for cid, n in answered.items():
+        ledger = session.clients[cid].ledger
+        assert len(ledger.events) == n
+        assert ledger.spent().epsilon == pytest.approx(on_disk[cid], rel=1e-9)
+
+
 def test_a_site_dying_after_answering_is_retried_without_it_and_charged(
         tmp_path: Path) -> None:
     # no ledger-epsilon: each site's lifetime budget is one run of its plan, whose
@@ -124,27 +153,16 @@ def test_a_site_dying_after_answering_is_retried_without_it_and_charged(
 
     # every site's own ledger on disk: each attempt it answered, the dead site's too
     answered = {0: 3, 1: 3, 2: 3, SITE: 2}
-    on_disk = {}
-    for cid, n in answered.items():
-        settings = prepared.node_settings(cid)
-        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
-        assert len(rows) == 1 and rows[0]["releases"] == n, (cid, rows)
-        on_disk[cid] = rows[0]["epsilon"]
+    on_disk = ledgers_on_disk(prepared, answered)
 
     # the simulator's retry after the same dropout
-    fed = load_federation(CFG.dataset, clients=CFG.clients, seed=CFG.seed)
-    session = build_session(CFG.method, fed, as_models(CFG.model), rounds=CFG.rounds,
-                            period=CFG.period, seed=CFG.seed, options=dict(CFG.options))
-    sim = SimulatorDropout(InProcessGrid(session.clients, CommMeter()))
+    session, sim = simulated(CFG)
     metrics = [session.server.run_round(r, sim) for r in range(CFG.rounds)]
     assert [m["attempts"] for m in metrics] == [1.0, 2.0]
     sim_privacy = session.server.result_extra()["privacy"]
     assert sim_privacy["decoded_group_per_round"] == privacy["decoded_group_per_round"]
     assert sim_privacy["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-12)
-    for cid, n in answered.items():
-        ledger = session.clients[cid].ledger  # type: ignore[attr-defined]
-        assert len(ledger.events) == n
-        assert ledger.spent().epsilon == pytest.approx(on_disk[cid], rel=1e-9)
+    same_ledgers(session, answered, on_disk)
     _worst, each = account_per_client(session.server.events, 1e-5)
     assert {c: e.epsilon for c, e in each.items()} == pytest.approx(on_disk, rel=1e-9)
 
@@ -194,22 +212,11 @@ def test_a_dp_pate_site_dying_after_voting_is_retried_as_in_the_simulator(
     privacy = deployed.extra["privacy"]
     assert (privacy["attempts"], privacy["decoded_group"]) == (2, 3)
     answered = {0: 2, 1: 2, 2: 2, SITE: 1}
-    on_disk = {}
-    for cid, n in answered.items():
-        settings = prepared.node_settings(cid)
-        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
-        assert len(rows) == 1 and rows[0]["releases"] == n, (cid, rows)
-        on_disk[cid] = rows[0]["epsilon"]
-    fed = load_federation(PATE.dataset, clients=PATE.clients, seed=PATE.seed)
-    session = build_session(PATE.method, fed, as_models(PATE.model), rounds=PATE.rounds,
-                            period=PATE.period, seed=PATE.seed, options=dict(PATE.options))
-    sim = SimulatorDropout(InProcessGrid(session.clients, CommMeter()))
+    on_disk = ledgers_on_disk(prepared, answered)
+    session, sim = simulated(PATE)
     session.server.run_round(0, sim)
     sim_privacy = session.server.result_extra()["privacy"]
     assert (sim_privacy["attempts"], sim_privacy["decoded_group"]) == (2, 3)
     assert sim_privacy["noise_sigma"] == privacy["noise_sigma"]
     assert sim_privacy["epsilon"] == pytest.approx(privacy["epsilon"], rel=1e-12)
-    for cid, n in answered.items():
-        ledger = session.clients[cid].ledger  # type: ignore[attr-defined]
-        assert len(ledger.events) == n
-        assert ledger.spent().epsilon == pytest.approx(on_disk[cid], rel=1e-9)
+    same_ledgers(session, answered, on_disk)

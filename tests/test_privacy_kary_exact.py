@@ -144,18 +144,10 @@ def test_calibration_is_not_the_rdp_accountant_s() -> None:
 
 def test_a_kary_run_and_every_clients_ledger_state_the_exact_epsilon(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import digits_with_sizes
-    from fedlabels.methods import METHODS
+    from conftest import digits_with_sizes, keep_client_roles
 
     fed = digits_with_sizes((40, 60, 50), n_unlabeled=30, n_test=40)
-    method, roles = METHODS["dp-fedct"], {}
-    orig = method.make_client
-
-    def keep(cid: int, *args: Any, **kwargs: Any) -> Any:
-        roles[cid] = orig(cid, *args, **kwargs)
-        return roles[cid]
-
-    monkeypatch.setattr(method, "make_client", keep)
+    roles = keep_client_roles(monkeypatch, "dp-fedct")
     p = fl.run("dp-fedct", fed, model="dt", rounds=3, period=2, seed=0,
                options={"epsilon": 3.0, "mechanism": "kary", "sensitivity": 8}
                ).extra["privacy"]

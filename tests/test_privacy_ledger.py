@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import fedlabels as fl
-from conftest import digits_with_sizes
+from conftest import digits_with_sizes, keep_client_roles
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import dpsgd as dpsgd_module
 from fedlabels.privacy.accounting import account_labels, rr_epsilon_exact
@@ -214,17 +214,8 @@ def test_each_clients_ledger_spends_what_the_server_reports(
         monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], model: str) -> None:
     """Honest runs: the client's own ledger (one event per release, recorded by the client)
     and the server's accounting of what it received give the same ε, client by client."""
-    from fedlabels.methods import METHODS
-
     fed = digits_with_sizes((40, 90, 60), n_unlabeled=40, n_test=60)
-    method, roles = METHODS["dp-fedct"], {}
-    orig = method.make_client
-
-    def keep(cid: int, *args: Any, **kwargs: Any) -> Any:
-        roles[cid] = orig(cid, *args, **kwargs)
-        return roles[cid]
-
-    monkeypatch.setattr(method, "make_client", keep)
+    roles = keep_client_roles(monkeypatch, "dp-fedct")
     p = fl.run("dp-fedct", fed, model=model, rounds=3, period=3, seed=1,
                options=options).extra["privacy"]
     per_client = p.get("epsilon_per_client") or {}
@@ -241,17 +232,8 @@ def test_record_level_dp_fedavg_plans_at_least_what_each_client_spends(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A Flower site's default lifetime budget is its plan's events: under Poisson client
     sampling a client trains in some rounds only, each round one of the planned events."""
-    from fedlabels.methods import METHODS
-
     fed = digits_with_sizes((40, 90, 60), n_unlabeled=40, n_test=60)
-    method, roles = METHODS["dp-fedavg"], {}
-    orig = method.make_client
-
-    def keep(cid: int, *args: Any, **kwargs: Any) -> Any:
-        roles[cid] = orig(cid, *args, **kwargs)
-        return roles[cid]
-
-    monkeypatch.setattr(method, "make_client", keep)
+    roles = keep_client_roles(monkeypatch, "dp-fedavg")
     fl.run("dp-fedavg", fed, model="mlp(hidden=8)", rounds=4, period=2, seed=1,
            options={"level": "record", "epsilon": 4.0, "example_rate": 0.2})
     assert any(role.ledger.events for role in roles.values())
