@@ -131,6 +131,12 @@ class SecureSumMember:
             peers[c] = np.asarray(pub, dtype=np.uint8).tobytes()
         return peers
 
+    def planned_events(self) -> list[Any] | None:
+        """What this client's own plan releases over the run: one release a planned round
+        (or vote) plus its ``retries``, each its parameters' event."""
+        params = self.params()
+        return [params.event()] * params.releases
+
     def charge_attempt(self, rnd: int, attempt: int, event: Any) -> None:
         """Charge one answered attempt, refused (:class:`BudgetRefusal`) where it goes
         beyond what this client's own plan allows through round ``rnd``: one release a
@@ -171,6 +177,23 @@ class SecureSumMember:
             self.keypair = KeyPair.from_state(part)
 
 
+#: the options that apply only with aggregation secure
+SECURE_ONLY_OPTIONS = ("min_group", "retries")
+
+
+def refuse_secure_only(method: str, aggregation: str, given: Any, needs: str) -> None:
+    """Refuse :data:`SECURE_ONLY_OPTIONS` given to ``method`` without aggregation secure
+    (``needs``: what aggregation secure runs with)."""
+    if aggregation == "secure":
+        return
+    for name in SECURE_ONLY_OPTIONS:
+        if name in given:
+            from fedlabels.core.errors import FedLabelsError
+
+            raise FedLabelsError(f"{method} option {name} applies only with aggregation "
+                                 f"secure; {needs}.")
+
+
 def answered(events: Sequence[Any], cid: int) -> int:
     """How many releases of ``events`` (a server's ledger: each names its members) asked
     client ``cid``."""
@@ -200,4 +223,5 @@ def warn_without_retries(method: str, params: Any, then: str) -> None:
         "--epsilon, σ is calibrated for them all)."), stacklevel=3)
 
 
-__all__ = ["SecureSumMember", "allowance_spent", "answered", "warn_without_retries"]
+__all__ = ["SECURE_ONLY_OPTIONS", "SecureSumMember", "allowance_spent", "answered",
+           "refuse_secure_only", "warn_without_retries"]

@@ -82,6 +82,7 @@ from fedlabels.method.options import (
     delta_option,
     option,
 )
+from fedlabels.method.secure_member import refuse_secure_only
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
     HONEST_BUT_CURIOUS_SERVER,
@@ -200,10 +201,7 @@ class DPFedAvgOptions(MethodOptions):
                        "to amplify by" if self.sample_rate != 1.0 else "")
                 raise FedLabelsError(f"dp-fedavg aggregation secure does not run with "
                                      f"{', '.join(wrong)}: {SECURE_NEEDS}{why}.")
-        elif "min_group" in given or "retries" in given:
-            which = "min_group" if "min_group" in given else "retries"
-            raise FedLabelsError(f"dp-fedavg option {which} applies only with aggregation "
-                                 f"secure; {SECURE_NEEDS}.")
+        refuse_secure_only("dp-fedavg", self.aggregation, given, SECURE_NEEDS)
         if self.noise == "continuous" and "grid" in given:
             raise FedLabelsError("dp-fedavg option grid applies only with noise discrete "
                                  "(--noise discrete --grid G); noise continuous has no grid.")

@@ -164,10 +164,6 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
                                   what=f"client {self.cid}")
         return self._ledger
 
-    def planned_events(self) -> list[Any] | None:
-        params = self.params()
-        return [params.event()] * params.releases
-
     def on_train(self, message: Message) -> Message:
         """One attempt: checks, the charge, training, the noisy masked integer update."""
         from fedlabels.privacy.discrete_gaussian import sample_discrete_gaussian

@@ -15,6 +15,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import clone_fresh_learner
 from fedlabels.method.base import Settings, fit_or_train
 from fedlabels.method.options import DP_SCALE, STEPS, Interval, delta_option, option
+from fedlabels.method.secure_member import refuse_secure_only
 from fedlabels.methods.teacher_student.roles import (
     QUERY_SELECTIONS,
     ConstantModel,
@@ -118,10 +119,7 @@ class DPPATEOptions(PATEOptions):
             raise FedLabelsError(f"dp-pate aggregation secure does not run with confident "
                                  f"GNMax (threshold): its check would need a second noisy "
                                  f"sum; {SECURE_NEEDS}.")
-        for name in ("min_group", "retries"):
-            if self.aggregation != "secure" and name in self.given():
-                raise FedLabelsError(f"dp-pate option {name} applies only with aggregation "
-                                     f"secure; {SECURE_NEEDS}.")
+        refuse_secure_only("dp-pate", self.aggregation, self.given(), SECURE_NEEDS)
         if self.noise_sigma is None and self.epsilon is None:
             raise FedLabelsError("DP-PATE needs --noise-sigma σ (GNMax noise on each vote "
                                  "count) or --epsilon (a total ε target at --delta, from "

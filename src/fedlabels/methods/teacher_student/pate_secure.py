@@ -186,9 +186,6 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
             self._ledger = Ledger(float(opts.delta), opts.epsilon, what=f"client {self.cid}")
         return self._ledger
 
-    def planned_events(self) -> list[Any] | None:
-        return [self.params().event()] * self.params().releases
-
     def _check_queries(self, message: Message) -> None:
         """The server asks the client's own Q queries of its own kind (more queries would
         move its teachers' votes on more counts than it accounts for)."""
