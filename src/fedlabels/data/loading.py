@@ -283,13 +283,12 @@ def _with_partition_column(features: str | Sequence[str] | None,
                            partition: str) -> str | Sequence[str] | None:
     """``features`` plus the column of a ``column:NAME`` partition (read, then split off)."""
     from fedlabels.data.columns import parse_columns
-    from fedlabels.data.partition import parse_partition
 
-    spec = parse_partition(partition)
+    column = _split_column(partition)
     keep = parse_columns(features, "--features")
-    if spec.kind != "column" or keep is None or spec.column in keep:
+    if column is None or keep is None or column in keep:
         return features
-    return [*keep, spec.column]
+    return [*keep, column]
 
 
 def _split_column(partition: str) -> str | None:
