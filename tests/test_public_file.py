@@ -12,7 +12,7 @@ import pytest
 import fedlabels as fl
 from conftest import cli_one_line_error as _error
 from fedlabels.cli import main
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
 
 
 @pytest.fixture(autouse=True)
@@ -129,8 +129,10 @@ def test_features_and_drop_apply_to_the_public_table_alike(tmp_path: Path) -> No
     np.testing.assert_allclose(fed.X_public, (raw - raw.mean(0)) / raw.std(0), atol=1e-5)
 
 
-def test_categorical_columns_are_one_hot_encoded_with_the_training_rows(
+def test_categorical_columns_are_one_hot_encoded_with_us_categories(
         tmp_path: Path) -> None:
+    """The one-hot columns are U's categories (public): 'red', which only the clients'
+    rows hold, is no column (it was one, fitted on every row, until 2026-11-29)."""
     import pandas as pd
 
     rng = np.random.default_rng(0)
@@ -141,9 +143,10 @@ def test_categorical_columns_are_one_hot_encoded_with_the_training_rows(
     # U's only colour is one the training rows hold too, and a new one
     pd.DataFrame({"x": [0.0, 1.0, 2.0], "colour": ["blue", "green", "blue"]}).to_csv(
         tmp_path / "u.csv", index=False)
-    fed = fl.load_federation(f"csv:{tmp_path / 'p.csv'}:y", clients=2,
-                             public=str(tmp_path / "u.csv"))
-    assert fed.feature_names == ["x", "colour_blue", "colour_green", "colour_red"]
+    with pytest.warns(FedLabelsWarning, match="'colour' occurs in no row of U"):
+        fed = fl.load_federation(f"csv:{tmp_path / 'p.csv'}:y", clients=2,
+                                 public=str(tmp_path / "u.csv"))
+    assert fed.feature_names == ["x", "colour_blue", "colour_green"]
     assert len(fed.X_public) == 3
 
 

@@ -420,7 +420,10 @@ def make_federation(
     Parameters
     ----------
     X, y : array-like or DataFrame / Series
-        Features and labels. Labels may be integers ``0..C-1`` or strings (mapped).
+        Features and labels. Labels may be integers ``0..C-1`` or strings (mapped). A
+        DataFrame's text columns are one-hot encoded with U's categories (fitted after the
+        split on U's rows; a pandas ``Categorical`` keeps all its declared categories): a
+        category no row of U holds is no column, and rows holding it encode it as none.
     clients : int, default=5
         Number of clients m (>= 1), as ``fedlabels run``'s default.
     unlabeled : int, optional
@@ -464,8 +467,9 @@ def make_federation(
         A public unlabeled set U of your own (the features of X, no labels): then no U is
         drawn from X, every row not held out to test goes to the clients, ``unlabeled`` and
         ``unlabeled_shift`` are refused, and ``y_public`` is None. A DataFrame is one-hot
-        encoded together with X (its columns must be X's). The scaling and ``public_pca``
-        are fitted on it; ``info["public"]`` records its size and SHA-256.
+        encoded with its own categories (its columns must be X's). The one-hot columns,
+        the scaling and ``public_pca`` are fitted on it; ``info["public"]`` records its size
+        and SHA-256.
     missing : {"refuse", "public-median"}
         Feature gaps (NaN) are an error (``"refuse"``), or each is filled after the split
         with the median of U's observed values of its column (0 where U has none), fitted
@@ -620,6 +624,11 @@ def make_federation(
                              "Python: private=...) or check the labels.")
     parts = partition_pool(ya[private_idx], n_clients, spec, part_rng,
                            groups=None if sites is None else sites[private_idx])
+    if _is_frame(X):  # one-hot columns of U's categories only
+        n_public = len(Xp) if given else 0
+        Xa, Xt, Xp, feature_names = _public_categories(
+            X, np.arange(len(X) - n_public, len(X)) if given else public_idx,
+            Xa, Xt, Xp if given else None, feature_names)
 
     X_public = (Xp[:] if isinstance(Xp, LazyRows) else np.array(Xp)) if given \
         else Xa[public_idx]
@@ -723,6 +732,42 @@ def make_federation(
         task=task,
         target_range=target_range if regression else None,
     )
+
+
+def _is_frame(X: Any) -> bool:
+    import sys
+
+    pd = sys.modules.get("pandas")  # no pandas loaded: no DataFrame
+    return pd is not None and isinstance(X, pd.DataFrame)
+
+
+def _public_categories(X: Any, public_rows: np.ndarray, Xa: Any, Xt: Any, Xp: Any,
+                       feature_names: list[str]) -> tuple[Any, Any, Any, list[str]]:
+    """``Xa``, ``Xt``, a given U ``Xp`` and ``feature_names`` without the one-hot columns
+    of categories that no row of U holds (:func:`~.preprocessing.categories_not_in_public`),
+    with a warning naming their columns (not the categories: a client's or the test
+    set's values)."""
+    from fedlabels.data.preprocessing import categories_not_in_public
+
+    absent = set(categories_not_in_public(X, public_rows))
+    if not absent:
+        return Xa, Xt, Xp, feature_names
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    keep = [i for i, name in enumerate(feature_names) if name not in absent]
+    columns = sorted({str(c) for c in X.columns
+                      if any(a.startswith(f"{c}_") for a in absent)})
+    warnings.warn(FedLabelsWarning(
+        f"{len(absent)} categor{'y' if len(absent) == 1 else 'ies'} of column(s) "
+        f"{', '.join(map(repr, columns))} occur{'s' * (len(absent) == 1)} in no row of U: "
+        "the one-hot columns are "
+        "U's categories (public), so rows of a client or the test set holding one encode "
+        "it as none (all zeros); declare the categories (a pandas Categorical) to keep "
+        "them."), stacklevel=4)
+    return (Xa[:, keep], Xt[:, keep], None if Xp is None else Xp[:, keep],
+            [feature_names[i] for i in keep])
 
 
 def refuse_drawn_u(unlabeled: IntLike | None, shift: float) -> None:

@@ -26,6 +26,23 @@ def categorical_columns(frame: Any) -> list[str]:
             or isinstance(frame[c].dtype, pd.CategoricalDtype)]
 
 
+def categories_not_in_public(frame: Any, public_rows: np.ndarray) -> list[str]:
+    """The one-hot columns of ``frame``'s categorical columns whose category no row of U
+    (``public_rows``) holds: the encoding is fitted on U, which is public, so a category
+    that only the test set or a client holds is no column (those rows encode it as none,
+    all zeros). A pandas ``Categorical``'s declared categories all stay (schema, not data)."""
+    import pandas as pd
+
+    fitted = [c for c in categorical_columns(frame)
+              if not isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    if not fitted:
+        return []
+    part = frame[fitted]
+    every = pd.get_dummies(part, columns=fitted, dtype=float).columns
+    public = set(pd.get_dummies(part.iloc[public_rows], columns=fitted, dtype=float).columns)
+    return [str(c) for c in every if c not in public]
+
+
 @dataclass(frozen=True)
 class Preprocessing:
     """Raw features -> model inputs, as the federation did it."""
@@ -110,28 +127,12 @@ class Preprocessing:
             X = new_image_rows(self.image, X_raw)
         elif self.columns is not None:
             if isinstance(X_raw, pd.DataFrame):  # names as recorded: pd.DataFrame(a)'s 0 is "0"
-                frame = X_raw.set_axis([str(c) for c in X_raw.columns], axis=1)
+                frame = X_raw
             else:
                 frame = pd.DataFrame(self._rows(X_raw, len(self.columns)),
                                      columns=self.columns)
-            missing = [c for c in self.columns if c not in frame.columns]
-            if missing:
-                raise FedLabelsError(f"{what} lacks column(s) {', '.join(missing[:5])} the "
-                                     f"models were trained on ({len(self.columns)} columns).")
-            given = list(frame.columns)
-            twice = [c for c in self.columns if given.count(c) > 1]
-            if twice:  # frame[c] would be a table of both, and the rows unreadable
-                raise FedLabelsError(f"{what} names column(s) {', '.join(map(repr, twice))} "
-                                     "more than once; give each column its own name.")
-            frame = frame[self.columns]
-            cats = list(self.categorical)
-            _check_new_columns(frame, cats)
-            _warn_unseen_categories(frame, cats, self.feature_names, stacklevel)
-            if cats:
-                frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
-                                       dtype=float)
-            frame = frame.reindex(columns=self.feature_names, fill_value=0.0)
-            X = _floats(lambda: frame.to_numpy(dtype=np.float64, na_value=np.nan))
+            X = encode_frame(frame, self.columns, self.categorical, self.feature_names, what,
+                             stacklevel + 1)
         else:
             rows = self._rows(X_raw, len(self.feature_names))
             X = _floats(lambda: rows.astype(np.float64))
@@ -233,6 +234,36 @@ def class_values(class_names: Sequence[str], dtype: str | None) -> np.ndarray:
     if kind in "US":
         return np.asarray(class_names, dtype=str)
     return np.asarray(class_names, dtype=object)
+
+
+def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
+                 feature_names: Sequence[str], what: str = "the data",
+                 stacklevel: int = 7) -> np.ndarray:
+    """A table's raw ``columns`` (by name, in any order) as ``feature_names`` (float64, gaps
+    NaN): the ``categorical`` ones one-hot encoded with the categories ``feature_names``
+    name, so that a category they lack encodes as none (all zeros, with a warning at
+    ``stacklevel``). How ``predict`` and a site's CSV rows are read."""
+    import pandas as pd
+
+    frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise FedLabelsError(f"{what} lacks column(s) {', '.join(missing[:5])} the "
+                             f"models were trained on ({len(columns)} columns).")
+    given = list(frame.columns)
+    twice = [c for c in columns if given.count(c) > 1]
+    if twice:  # frame[c] would be a table of both, and the rows unreadable
+        raise FedLabelsError(f"{what} names column(s) {', '.join(map(repr, twice))} "
+                             "more than once; give each column its own name.")
+    frame = frame[list(columns)]
+    cats = list(categorical)
+    _check_new_columns(frame, cats)
+    _warn_unseen_categories(frame, cats, feature_names, stacklevel)
+    if cats:
+        frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
+                               dtype=float)
+    frame = frame.reindex(columns=list(feature_names), fill_value=0.0)
+    return _floats(lambda: frame.to_numpy(dtype=np.float64, na_value=np.nan))
 
 
 def _check_new_columns(frame: Any, categorical: list[str]) -> None:

@@ -259,6 +259,10 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
             shared["scale_mean"], shared["scale_std"] = scaling
     else:  # a site's raw CSV rows are z-scored by U, then projected onto U's components
         shared.update(_public_pca_arrays(fed.preprocessing))
+    if fed.preprocessing is not None and fed.preprocessing.categorical:
+        # a site's raw CSV rows one-hot encoded with U's categories, as the simulator's
+        shared["raw_columns"] = np.array(fed.preprocessing.columns, dtype=str)
+        shared["categorical"] = np.array(fed.preprocessing.categorical, dtype=str)
     if fed.preprocessing is not None and fed.preprocessing.fill is not None:
         shared["fill"] = fed.preprocessing.fill  # U's medians: a site's raw gaps alike
     if "image_shape" in fed.info:  # a site may bring its own image folder

@@ -13,7 +13,9 @@ Node config keys (``flower-supernode --node-config '...'``):
 ``shared-path``
     The shared public ``.npz``: ``X_public`` (U), ``X_test``, ``y_test``, ``class_names``,
     ``feature_names`` and, if the features were standardised, ``scale_mean`` / ``scale_std``
-    (applied to CSV rows so they match U); with ``missing="public-median"``, ``fill``: U's
+    (applied to CSV rows so they match U); for a table with categorical columns,
+    ``raw_columns`` and ``categorical``: a CSV holds the table's own columns and those are
+    one-hot encoded with U's categories; with ``missing="public-median"``, ``fill``: U's
     median of each column, which fills the gaps (empty cells) of CSV rows before the
     scaling. Every site holds the same file.
 
@@ -155,11 +157,14 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
                              f"{list(frame.columns)[:10]}.")
     raw = shared.get("raw_feature_names", shared["feature_names"])  # public_pca: raw columns
     features = [str(f) for f in raw]
-    missing = [f for f in features if f not in frame.columns]
-    if missing:
-        raise FedLabelsError(f"{who}: CSV {path} lacks feature column(s) {missing[:5]} of the "
-                             f"shared public set U ({len(features)} features).")
-    X = frame[features].to_numpy(dtype=np.float64)
+    if "categorical" in shared:  # the table's own columns, one-hot encoded as U's were
+        X = _one_hot_rows(frame, shared, features, f"{who}: CSV {path}")
+    else:
+        missing = [f for f in features if f not in frame.columns]
+        if missing:
+            raise FedLabelsError(f"{who}: CSV {path} lacks feature column(s) {missing[:5]} "
+                                 f"of the shared public set U ({len(features)} features).")
+        X = frame[features].to_numpy(dtype=np.float64)
     if "fill" in shared:  # U's medians (missing="public-median"): the site's gaps as U's
         from fedlabels.data.gaps import fill_gaps
 
@@ -178,6 +183,17 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
         raise FedLabelsError(f"{who}: CSV {path} has label(s) {unknown[:5]} that are not among "
                              f"the federation's classes {list(lookup)}.")
     return X.astype(np.float32), np.array([lookup[v] for v in labels], dtype=np.int64)
+
+
+def _one_hot_rows(frame: Any, shared: Mapping[str, np.ndarray], features: list[str],
+                  what: str) -> np.ndarray:
+    """A site's raw rows (``shared``'s ``raw_columns``) with its ``categorical`` columns
+    one-hot encoded into ``features``, U's categories: one that U lacks encodes as none
+    (all zeros, with a warning), as the simulator encodes it."""
+    from fedlabels.data.preprocessing import encode_frame
+
+    return encode_frame(frame, [str(c) for c in shared["raw_columns"]],
+                        [str(c) for c in shared["categorical"]], features, what)
 
 
 def _private_from_images(path: Path, shared: dict[str, np.ndarray],
