@@ -321,8 +321,9 @@ def test_a_numeric_target_read_as_classes_says_what_to_do():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 3))
     price = np.round(100.0 * X[:, 0] + 500.0).astype(np.int64)
-    with pytest.warns(FedLabelsWarning, match="integer classes for 400 rows.*--task regression"):
-        make_federation(X, price, clients=3, unlabeled=80)
+    with pytest.warns(FedLabelsWarning, match="integer classes for 400 rows.*--task regression"
+                      ), pytest.raises(FedLabelsError, match="occur in no client's rows"):
+        make_federation(X, price, clients=3, unlabeled=80)  # a price no client holds
     with pytest.raises(FedLabelsError, match="use --task regression"):
         make_federation(X, price + 0.5, clients=3, unlabeled=80)
     few = np.arange(400) % 25  # 25 classes of 16 rows: a class label, no warning

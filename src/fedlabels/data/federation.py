@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -414,6 +415,7 @@ def make_federation(
     public_pca: IntLike | None = None,
     X_public: Any = None,
     missing: str = "refuse",
+    classes: str | Sequence[Any] | None = None,
 ) -> Federation:
     """Split labelled data into a test set, a public unlabeled set U and m client sets.
 
@@ -479,6 +481,14 @@ def make_federation(
         may mean something. Text and image features are refused (they have no numeric
         columns).
 
+    classes : str or sequence, optional
+        The declared class list (``"a,b,c"`` or the labels), which every party receives:
+        a label it lacks is an error, a class no row holds is a class all the same. Not
+        given: a pandas ``Categorical`` y's categories, else the classes the clients' rows
+        hold (a class that only the test set or U holds is an error naming it; it was a
+        class of its own until 2026-11-29). Sorted as ``encode_labels`` sorts
+        (:mod:`fedlabels.data.classes`).
+
     The sizes are named as the run parameters (``fedlabels run --clients``); their former
     names ``n_clients``, ``n_unlabeled``, ``n_private`` and ``n_test`` are read for one more
     release, with a warning.
@@ -518,8 +528,10 @@ def make_federation(
         raise FedLabelsError("give test (a size) or test_fraction (a share), not both.")
     if scale not in ("public", "none"):
         raise FedLabelsError(f"scale must be 'public' or 'none', got {scale!r}.")
+    from fedlabels.data.classes import as_declared, check_clients_hold, declared_classes
     from fedlabels.data.gaps import check_missing
 
+    declared = None
     gaps = check_missing(missing) == "public-median"
     spec = parse_partition(partition)
     from fedlabels.data.partition import split_column
@@ -554,6 +566,11 @@ def make_federation(
         raise FedLabelsError("a target range applies to a regression task only.")
     else:
         ya, class_names = encode_labels(y, "y")
+        declared = declared_classes(y, classes)
+        if declared is not None:
+            ya, class_names = as_declared(ya, class_names, declared), declared
+    if classes is not None and regression:
+        raise FedLabelsError("classes applies to a classification task only.")
     if len(Xa) != len(ya):
         raise FedLabelsError(f"X has {len(Xa)} rows but y has {len(ya)} labels.")
     if len(class_names) < 2 and not regression:
@@ -622,6 +639,8 @@ def make_federation(
                              f"({class_names[int(ya[private_idx][0])]!r}), so no client can "
                              "learn to tell classes apart; use more private data (--private; "
                              "Python: private=...) or check the labels.")
+    if not regression and declared is None:  # the clients' classes, not the test set's
+        check_clients_hold(class_names, ya[private_idx])
     parts = partition_pool(ya[private_idx], n_clients, spec, part_rng,
                            groups=None if sites is None else sites[private_idx])
     if _is_frame(X):  # one-hot columns of U's categories only

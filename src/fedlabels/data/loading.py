@@ -134,7 +134,8 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                     image_size: str | int | tuple[int, int] | None = None,
                     image_column: str | None = None,
                     public: str | os.PathLike[str] | None = None,
-                    missing: str | None = None) -> Federation:
+                    missing: str | None = None,
+                    classes: str | Sequence[str] | None = None) -> Federation:
     """Build a federation from a registered dataset (or ``csv:PATH:TARGET``).
 
     The keywords are the run parameters that build a federation, named as in ``fedlabels
@@ -163,6 +164,9 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     ``missing`` (``None``: the dataset's, ``"public-median"`` for Ozone, else
     ``"refuse"``) is that of :func:`make_federation`: ``"public-median"`` fills a table's
     gaps after the split with U's medians; a text or image dataset refuses it.
+    ``classes`` (``"a,b,c"`` or a list) declares the class list, that of
+    :func:`make_federation`; not given: a registered dataset's documented classes, else
+    the classes the clients' rows hold.
     """
     from fedlabels.data.targets import resolve_task
 
@@ -188,7 +192,8 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
 
     settings = loaded_with(dataset, sep=sep, features=features, drop=drop,
                            text_column=text_column, task=task, target_range=target_range,
-                           public=public, image_size=image_size, image_column=image_column)
+                           public=public, image_size=image_size, image_column=image_column,
+                           classes=classes)
     asked = features
     features = _with_partition_column(features, partition)
     info, raw, columns = _load_table(dataset, sep=sep, features=features, drop=drop,
@@ -245,7 +250,9 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                           scale="none" if image_column is not None else info.scale,
                           seed=seed, name=dataset, task=task, target_range=target_range,
                           unlabeled_shift=unlabeled_shift, public_pca=public_pca,
-                          X_public=X_public, missing=missing)
+                          X_public=X_public, missing=missing,
+                          classes=classes if classes is not None or task == "regression"
+                          else raw.classes)
     if public is not None:
         from fedlabels.data.public_set import public_path
 

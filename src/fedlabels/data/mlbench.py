@@ -173,6 +173,10 @@ def encode_table(frame: pd.DataFrame, target: str, missing: str = "drop",
             columns[key] = values
     X = pd.DataFrame(columns, index=features.index)
     y = frame[target].astype(float if numeric_target else str).rename(target)
+    if not numeric_target and isinstance(frame[target].dtype, pd.CategoricalDtype):
+        # the factor's levels are the table's declared classes (fedlabels.data.classes)
+        levels = [str(level) for level in frame[target].cat.categories]
+        y = y.astype(pd.CategoricalDtype(levels))
     return X.reset_index(drop=True), y.reset_index(drop=True)
 
 

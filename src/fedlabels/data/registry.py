@@ -31,6 +31,9 @@ class LoadedDataset:
     # what a label means where the labels are codes ({"8": "Bag"}): shown beside the label
     # where a person reads a class (fedlabels.core.class_names), never instead of it
     class_descriptions: dict[str, str] | None = None
+    # the dataset's documented classes (its label codes as text), the federation's class
+    # list whatever rows a split gives the clients (fedlabels.data.classes); None: none
+    classes: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,10 @@ def _sklearn(loader: str, image_shape: tuple[int, int, int] | None = None,
         bunch = getattr(sklearn.datasets, loader)(as_frame=True)
         descriptions = {str(k): str(name) for k, name in enumerate(bunch.target_names)} \
             if described else None
+        classes = None if bunch.get("target_names") is None else \
+            [str(k) for k in range(len(bunch.target_names))]  # the codes 0..K-1
         return LoadedDataset(bunch.data, bunch.target, image_shape=image_shape,
-                             class_descriptions=descriptions)
+                             class_descriptions=descriptions, classes=classes)
 
     return load
 
@@ -107,7 +112,8 @@ def _load_fashion_mnist() -> LoadedDataset:
     return LoadedDataset(LazyRows(X, _unit_float32), y.astype(np.int64),
                          LazyRows(Xt, _unit_float32), yt.astype(np.int64), (1, 28, 28),
                          class_descriptions={str(k): name for k, name in
-                                             enumerate(FASHION_MNIST_CLASSES)})
+                                             enumerate(FASHION_MNIST_CLASSES)},
+                         classes=[str(k) for k in range(len(FASHION_MNIST_CLASSES))])
 
 
 #: what Fashion-MNIST's label codes 0-9 mean (the dataset's README, zalandoresearch)

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         image_size: str | int | tuple[int, int] | None
         image_column: str | None
         missing: str | None
+        classes: str | Sequence[str] | None
         options: dict[str, Any] | None
 
 _C = TypeVar("_C", bound=type)
@@ -98,6 +99,7 @@ SHOWN_ALIASES = {"IntLike": "int | numpy.integer",
 #: the same to a checker (tests/test_typed_api.py checks that they agree)
 TAKES = {"public": "str | os.PathLike[str] | None", "output": "str | os.PathLike[str] | None",
          "features": "str | Sequence[str] | None", "drop": "str | Sequence[str] | None",
+         "classes": "str | Sequence[str] | None",
          "target_range": "str | Sequence[float] | None",
          "participation": "FloatLike | None", "batch_clients": "str | bool",
          "cuda_graphs": "str | bool", "image_size": "str | int | tuple[int, int] | None"}
@@ -310,6 +312,11 @@ class RunConfig:
         federation=True, hashed_at_default=False,
         default_text="the dataset's: public-median for Ozone, refuse for the others and "
         "csv: tables")
+    classes: str | list[str] | None = param(
+        None, "the class labels of a classification task, comma-separated: declared task "
+        "metadata that every party receives (a label outside it is refused)", kind=(str, list),
+        group="table", federation=True, metavar="A,B,...", hashed_at_default=False,
+        default_text="the dataset's documented classes, else those the clients' rows hold")
     options: dict[str, Any] = param(
         {}, "the method's options (`fedlabels methods NAME`): CLI --opt KEY=VALUE and the "
         "generated flags, TOML an [options] table, Python options={...}", kind=dict,
@@ -340,6 +347,7 @@ class RunConfig:
                      engine: str = "simulator",
                      image_size: str | int | tuple[int, int] | None = None,
                      image_column: str | None = None, missing: str | None = None,
+                     classes: str | Sequence[str] | None = None,
                      options: dict[str, Any] = ...) -> None: ...
 
     def __post_init__(self) -> None:
@@ -378,6 +386,12 @@ class RunConfig:
                 policy.check_clients(self.clients)
         if self.target_range is not None and self.task == "classification":
             raise FedLabelsError("target_range applies to a regression task only.")
+        if self.classes is not None:
+            from fedlabels.data.classes import parse_classes
+
+            parse_classes(self.classes)  # checked here, before any data loads
+            if self.task == "regression":
+                raise FedLabelsError("classes applies to a classification task only.")
         if self.engine != "simulator":
             self._check_engine()
         if self.cuda_graphs == "on":
@@ -451,7 +465,7 @@ def checked_value(info: ParamInfo, value: Any) -> Any:
     name = info.name
     if name in ("public", "output") and isinstance(value, os.PathLike):  # a pathlib.Path
         value = os.fspath(value)
-    if name in ("features", "drop") and isinstance(value, tuple):  # as load_federation's
+    if name in ("features", "drop", "classes") and isinstance(value, tuple):  # as lists
         value = list(value)
     if name == "image_size" and value is not None and not isinstance(value, str):
         from fedlabels.data.images import parse_size
