@@ -53,8 +53,8 @@ def epsilons() -> None:
 
 
 def calibrated() -> None:
-    from fedlabels.privacy.accounting import calibrate_noise_multiplier
     from fedlabels.privacy.discrete_accounting import calibrate_discrete_noise_multiplier
+    from fedlabels.privacy.gaussian_calibration import calibrate_noise_multiplier
 
     for q in (1.0, 0.1):
         cont = calibrate_noise_multiplier(8.0, DELTA, q, 50)

@@ -59,10 +59,12 @@ def test_reported_epsilon_is_the_tighter_of_pld_and_rdp() -> None:
 
 
 def test_calibrated_sigma_reaches_the_target() -> None:
+    """σ is calibrated to the reported (PLD) ε: within the target, 0.1 % less σ beyond it."""
     sigma = calibrate_dpsgd(4.0, 1e-5, 0.05, 300)
-    assert dpsgd_epsilon(sigma, 0.05, 300, 1e-5, ("rdp",)).epsilon == pytest.approx(
-        4.0, rel=1e-3)
-    assert dpsgd_epsilon(0.9 * sigma, 0.05, 300, 1e-5, ("rdp",)).epsilon > 4.0
+    reported = dpsgd_epsilon(sigma, 0.05, 300, 1e-5)
+    assert reported.accountant == "pld"
+    assert reported.epsilon == pytest.approx(4.0, rel=3e-3) and reported.epsilon <= 4.0
+    assert dpsgd_epsilon(0.999 * sigma, 0.05, 300, 1e-5).epsilon > 4.0
 
 
 # ------------------------------------------------------------------ clipping
@@ -178,7 +180,9 @@ def test_clients_do_not_account_each_round_with_pld(fed: fl.Federation,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A client's ledger has no target, yet its charge asked the tight (PLD) accountant
     for the steps so far every round (seconds a round, the bound thrown away); it needs no
-    bound then, and the result's ε (PLD, the steps taken) is accounted once, at the end."""
+    bound then, and the result's ε (PLD, the steps taken) is accounted once, at the end.
+    The server's budget check asks PLD only where RDP's bound of the steps so far is over
+    the target (σ is calibrated to PLD's ε): its last rounds, never the first's 4 steps."""
     from fedlabels.privacy import dpsgd_accounting
 
     asked: list[int] = []
@@ -194,7 +198,8 @@ def test_clients_do_not_account_each_round_with_pld(fed: fl.Federation,
     result = fl.run("dp-fedct", fed, model=MLP, rounds=3, period=4, seed=2,
                     options={"mechanism": "dpsgd", "epsilon": 4.0, "example_rate": 0.1})
     p = result.extra["privacy"]
-    assert set(asked) == set(p["steps_per_client"].values()) == {12}
+    assert set(p["steps_per_client"].values()) == {12} and 12 in asked
+    assert set(asked) <= {8, 12}
     assert p["accountant"] == "pld" and p["epsilon"] <= 4.0 * (1 + 1e-6)
 
 

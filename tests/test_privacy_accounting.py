@@ -11,13 +11,13 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import (
     account_gaussian,
     account_labels,
-    calibrate_noise_multiplier,
     calibrate_xor_round_epsilon,
     gaussian_epsilon,
     rr_delta_for_epsilon,
     rr_epsilon_exact,
 )
 from fedlabels.privacy.events import KaryRREvent, SampledGaussianEvent, XorEvent
+from fedlabels.privacy.gaussian_calibration import calibrate_noise_multiplier
 from fedlabels.privacy.mechanisms import flip_probability
 
 
@@ -197,7 +197,7 @@ def test_calibration_hits_the_target() -> None:
             dpa.PoissonSampledDpEvent(0.5, dpa.GaussianDpEvent(s)), 5),
         8.0, 1e-5, bracket_interval=dpa.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-5)
     assert sigma_rdp == fresh  # the same σ, to the bit
-    # (PLD calibration works the same way but takes ~40 s here: not in the unit tests)
+    # (PLD calibration: tests/test_gaussian_calibration.py)
     # more rounds need more noise
     assert calibrate_noise_multiplier(10.0, 1e-5, 1.0, 40) > sigma
 

@@ -297,10 +297,11 @@ def test_dp_fedavg_server_refuses_the_round_beyond_its_target() -> None:
 
 
 def test_a_plan_over_the_target_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fedlabels.privacy import accounting
+    from fedlabels.privacy import gaussian_calibration as calibration
 
     # a calibration that returned too little noise for the planned rounds
-    monkeypatch.setattr(accounting, "calibrate_noise_multiplier", lambda *a, **k: 0.5)
+    monkeypatch.setattr(calibration, "calibrate_gaussian",
+                        lambda *a, **k: calibration.GaussianCalibration(0.5, "rdp"))
     with pytest.raises(FedLabelsError, match="the plan of 5 round"):
         _fedavg_server(5, epsilon=1.0)
 

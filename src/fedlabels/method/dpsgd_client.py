@@ -137,13 +137,15 @@ class DPSGDClient(SecretNoiseClient):
 
     def own_sigma(self) -> float | None:
         """The DP-SGD σ this client's ε calibrates over its planned steps (None: no total
-        budget)."""
-        from fedlabels.privacy.dpsgd_accounting import calibrate_dpsgd
+        budget); its ledger states the accountant that calibrated it."""
+        from fedlabels.privacy.dpsgd_accounting import dpsgd_calibration
 
         planned, opts = self.planned_dp_steps(), self.options
         if planned is None:
             return None
-        return calibrate_dpsgd(opts.epsilon, opts.delta, opts.example_rate, planned)
+        own = dpsgd_calibration(opts.epsilon, opts.delta, opts.example_rate, planned)
+        self.ledger.calibrated_by = own.accountant
+        return own.sigma
 
     def planned_events(self) -> list[Any] | None:
         """Each planned round's ``period`` DP-SGD steps at the σ this client's ε calibrates."""

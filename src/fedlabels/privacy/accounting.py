@@ -507,9 +507,10 @@ def default_gaussian_accountants(sampling_rate: float) -> tuple[str, ...]:
 
 
 def default_calibration_accountant(sampling_rate: float) -> str:
-    """``analytic`` at q = 1 (exact); ``rdp`` else (fast; its σ is also valid under PLD,
-    which is tighter, so the reported ε may come out below the target)."""
-    return "analytic" if sampling_rate >= 1.0 else "rdp"
+    """``analytic`` at q = 1 (exact); ``pld`` else, the tighter of the two reported
+    (:mod:`fedlabels.privacy.gaussian_calibration`, which falls back to ``rdp`` where PLD
+    cannot be afforded)."""
+    return "analytic" if sampling_rate >= 1.0 else "pld"
 
 
 @functools.lru_cache(maxsize=256)  # pure in its arguments; a ledger asks again at every check
@@ -605,74 +606,3 @@ def tightest_gaussian(noise_multiplier: float, sampling_rate: float, steps: int,
         results[name] = gaussian_epsilon(noise_multiplier, sampling_rate, steps, delta, name)
     best = min(results, key=results.__getitem__)
     return PrivacySpent(results[best], delta, best, results)
-
-
-class _MemoisedRdp:
-    """The accountant ``calibrate_dp_mechanism`` asks for, answering with
-    :func:`gaussian_epsilon` (``RdpAccountant``'s own numbers, memoised): its bracket search
-    and Brent's method evaluate the lower end more than once, and every calibration at one
-    sampling rate shares that σ's curve (the slowest to compute)."""
-
-    def __init__(self, sampling_rate: float, rounds: int) -> None:
-        import dp_accounting as dpa
-
-        self.ledger, self.sigma = dpa.NoOpDpEvent(), 0.0
-        self.sampling_rate, self.rounds = sampling_rate, rounds
-
-    def compose(self, noise_multiplier: float) -> _MemoisedRdp:
-        self.sigma = noise_multiplier
-        return self
-
-    def get_epsilon(self, delta: float) -> float:
-        return gaussian_epsilon(self.sigma, self.sampling_rate, self.rounds, delta, "rdp")
-
-
-@functools.lru_cache(maxsize=64)  # pure in its arguments
-def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rate: float,
-                               rounds: int, accountant: str | None = None) -> float:
-    """The smallest σ whose ``rounds``-fold (subsampled) Gaussian is (target ε, δ)-DP.
-
-    ``analytic`` (the default for q = 1) inverts the analytic Gaussian mechanism exactly;
-    ``rdp`` (the default for q < 1) and ``pld`` use ``dp_accounting.calibrate_dp_mechanism``
-    (Brent's method on the accountant), PLD bracketed below the RDP answer (PLD is about
-    20x slower on a 2-core machine).
-    """
-    _require_dp_accounting()
-    import dp_accounting as dpa
-
-    check_epsilon(target_epsilon, "target epsilon")
-    check_delta(delta)
-    check_sampling_rate(sampling_rate)
-    if rounds < 1:
-        raise FedLabelsError(f"rounds must be >= 1, got {rounds}.")
-    accountant = accountant or default_calibration_accountant(sampling_rate)
-    if accountant == "analytic":
-        if sampling_rate < 1.0:
-            raise FedLabelsError("the analytic Gaussian calibration needs sampling rate 1.")
-        return float(dpa.get_sigma_gaussian(target_epsilon, delta)) * math.sqrt(rounds)
-
-    lower = 1e-3
-    if gaussian_epsilon(lower, sampling_rate, rounds, delta, "rdp") <= target_epsilon:
-        return lower  # more noise than needed is still (target ε, δ)-DP
-    sigma_rdp = float(dpa.calibrate_dp_mechanism(
-        lambda: _MemoisedRdp(sampling_rate, rounds), lambda sigma: sigma,
-        target_epsilon, delta, bracket_interval=dpa.LowerEndpointAndGuess(lower, 1.0),
-        tol=1e-5))
-    if accountant == "rdp":
-        return sigma_rdp
-    if accountant != "pld":
-        raise FedLabelsError(f"unknown accountant {accountant!r}; use analytic, rdp or pld.")
-    # PLD is tighter than RDP, so its σ lies below σ_rdp; bracket it there (PLD at a tiny σ
-    # needs a huge discretisation grid)
-    low = 0.7 * sigma_rdp
-    for _ in range(6):
-        if gaussian_epsilon(low, sampling_rate, rounds, delta, "pld") > target_epsilon:
-            break
-        low *= 0.7
-    else:
-        return low
-    return float(dpa.calibrate_dp_mechanism(
-        lambda: _gaussian_accountant("pld"),
-        lambda sigma: _gaussian_event(sigma, sampling_rate, rounds),
-        target_epsilon, delta, bracket_interval=dpa.ExplicitBracketInterval(low, sigma_rdp),
-        tol=1e-4 * sigma_rdp))

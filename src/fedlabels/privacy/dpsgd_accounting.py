@@ -7,8 +7,9 @@ A :class:`DPSGDRoundEvent` records the steps each client actually took in one ro
 client's (ε, δ) is that of its own total steps, via dp-accounting's PLD and RDP accountants
 (:func:`fedlabels.privacy.accounting.gaussian_epsilon`, the same code that accounts DP-FedAvg,
 with steps in place of rounds), the tighter one reported. σ is calibrated from the target
-(ε, δ) over the *planned* steps (rounds × local steps), with RDP, so the reported PLD ε may
-come out below the target.
+(ε, δ) over the *planned* steps (rounds × local steps) to that PLD ε (RDP's where PLD cannot
+be afforded, :mod:`fedlabels.privacy.gaussian_calibration`), so the reported ε meets the
+target.
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ from functools import lru_cache
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.privacy.accounting import (
-    PrivacySpent,
-    calibrate_noise_multiplier,
-    tightest_gaussian,
-)
+from fedlabels.privacy.accounting import PrivacySpent, tightest_gaussian
 from fedlabels.privacy.events import is_count, require_positive
+from fedlabels.privacy.gaussian_calibration import GaussianCalibration, calibrate_gaussian
 from fedlabels.privacy.validation import check_delta
 
 #: what DP-SGD's neighbouring datasets are (the Poisson-subsampling analysis)
@@ -91,11 +89,18 @@ def account_dpsgd(events: Sequence[DPSGDRoundEvent], delta: float,
             "epsilon_per_client": {cid: s.epsilon for cid, s in per_client.items()}}
 
 
-@lru_cache(maxsize=64)
-def calibrate_dpsgd(target_epsilon: float, delta: float, sample_rate: float,
-                    planned_steps: int) -> float:
-    """The smallest σ (RDP) whose ``planned_steps`` DP-SGD steps are (target ε, δ)-DP."""
+def dpsgd_calibration(target_epsilon: float, delta: float, sample_rate: float,
+                      planned_steps: int) -> GaussianCalibration:
+    """The smallest σ whose ``planned_steps`` DP-SGD steps are (target ε, δ)-DP under the
+    tighter of the reported accountants (PLD; RDP where PLD cannot be afforded), and which
+    one calibrated it (:func:`~fedlabels.privacy.gaussian_calibration.calibrate_gaussian`,
+    memoised)."""
     if planned_steps < 1:
         raise FedLabelsError(f"DP-SGD needs at least one planned step, got {planned_steps}.")
-    return calibrate_noise_multiplier(target_epsilon, delta, sample_rate, planned_steps,
-                                      "rdp")
+    return calibrate_gaussian(target_epsilon, delta, sample_rate, planned_steps, "pld")
+
+
+def calibrate_dpsgd(target_epsilon: float, delta: float, sample_rate: float,
+                    planned_steps: int) -> float:
+    """σ of :func:`dpsgd_calibration`."""
+    return dpsgd_calibration(target_epsilon, delta, sample_rate, planned_steps).sigma

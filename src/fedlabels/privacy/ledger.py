@@ -186,7 +186,9 @@ class Ledger:
     ``target``: the ε the party will not exceed (None: recorded, not limited); ``delta``:
     the δ every ε of this ledger is stated at. ``per_client``: a server's ledger of its
     clients' releases, whose ε is the worst client's (:func:`account_per_client`);
-    ``gaussian_accountants``: see :func:`account_events`."""
+    ``gaussian_accountants``: see :func:`account_events`; ``calibrated_by``: the accountant
+    that calibrated the party's noise to its target (None: not calibrated), stated in
+    :meth:`to_dict` and :meth:`target_view`."""
 
     delta: float
     target: float | None = None
@@ -194,6 +196,7 @@ class Ledger:
     what: str = "this party"
     per_client: bool = False
     gaussian_accountants: tuple[str, ...] | None = None
+    calibrated_by: str | None = None
     #: the events encoded so far and their JSON, in order (:meth:`events_json`)
     _encoded: list[Any] = field(default_factory=list, init=False, repr=False,
                                             compare=False)
@@ -324,7 +327,9 @@ class Ledger:
         self._tallied = (tally, events, len(events), events[-1] if events else None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.spent().to_dict(), "target": self.target, "releases": len(self.events)}
+        calibrated = {} if self.calibrated_by is None else {"calibrated_by": self.calibrated_by}
+        return {**self.spent().to_dict(), "target": self.target, "releases": len(self.events),
+                **calibrated}
 
     def events_json(self) -> str:
         """:attr:`events` as JSON, each event encoded once, and a run of equal events in a
@@ -377,9 +382,10 @@ class Ledger:
         ``enforced`` says who keeps the releases within it."""
         if self.target is None:
             return None
+        calibrated = {} if self.calibrated_by is None else {"calibrated_by": self.calibrated_by}
         return {"epsilon": self.target, "delta": self.delta, "unit": unit, "planned": planned,
                 "released": released, "accountant": self.spent().accountant,
-                "enforced": enforced}
+                **calibrated, "enforced": enforced}
 
 
 class LedgerEvents:

@@ -131,8 +131,10 @@ class DPFedAvgOptions(MethodOptions):
     server_lr: float = option(1.0, "server learning rate η applied to the noisy mean update",
                               kind=float, interval=POSITIVE)
     accountant: str | None = option(
-        None, "accountant for calibrating σ and reporting ε (analytic needs sample_rate 1); "
-        "none: analytic at q = 1, else RDP calibration and the tighter of PLD and RDP",
+        None, "accountant for calibrating σ and reporting ε (analytic needs sample_rate 1; "
+        "rdp calibrates in well under a second, pld in seconds); none: analytic at q = 1, "
+        "else σ calibrated to PLD's ε (RDP's where PLD cannot be afforded) and the tighter "
+        "of PLD and RDP reported",
         kind=str, choices=ACCOUNTANTS, nullable=True)
     noise: str = option(
         "continuous", "continuous: Gaussian noise N(0, σ²S²) drawn in floating point on the "
@@ -260,13 +262,14 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
     reply_weights = "update"
 
     def __init__(self, initial: np.ndarray, settings: Settings) -> None:
-        from fedlabels.privacy.accounting import (
-            calibrate_noise_multiplier,
-            default_gaussian_accountants,
-        )
+        from fedlabels.privacy.accounting import default_gaussian_accountants
         from fedlabels.privacy.discrete_accounting import (
             DISCRETE_ACCOUNTANTS,
             calibrate_discrete_noise_multiplier,
+        )
+        from fedlabels.privacy.gaussian_calibration import (
+            GaussianCalibration,
+            calibrate_gaussian,
         )
 
         super().__init__(initial, settings.period)
@@ -280,11 +283,15 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
                             else default_gaussian_accountants(self.q))
         self.target_epsilon = opts.epsilon
         sigma = opts.noise_multiplier
+        #: how σ was calibrated (None: given): the accountant whose ε meets the target
+        self.calibration: GaussianCalibration | None = None
         if opts.epsilon is not None:
-            sigma = (calibrate_discrete_noise_multiplier(opts.epsilon, self.delta, self.q,
-                                                         settings.rounds) if self.discrete
-                     else calibrate_noise_multiplier(opts.epsilon, self.delta, self.q,
-                                                     settings.rounds, opts.accountant))
+            self.calibration = (
+                GaussianCalibration(calibrate_discrete_noise_multiplier(
+                    opts.epsilon, self.delta, self.q, settings.rounds), "rdp")
+                if self.discrete else calibrate_gaussian(opts.epsilon, self.delta, self.q,
+                                                         settings.rounds, opts.accountant))
+            sigma = self.calibration.sigma
         if sigma is None:
             raise FedLabelsError("dp-fedavg needs noise_multiplier or epsilon.")
         self.sigma = sigma
@@ -299,7 +306,9 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
             check_headroom(self.clip, self.grid, dim, settings.n_clients, self.sigma)
         # one release per round; ε and the run's budget (the total epsilon) are views of it
         self.ledger = Ledger(self.delta, opts.epsilon, what="each client",
-                             gaussian_accountants=self.accountants)
+                             gaussian_accountants=self.accountants,
+                             calibrated_by=None if self.calibration is None
+                             else self.calibration.accountant)
         self.ledger.check_plan([self._event()] * settings.rounds, f"{settings.rounds} round(s)")
         self.rng: np.random.Generator | None = None  # made where the mechanism first runs
         self.sampled: list[int] = []
@@ -411,9 +420,11 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
             "mechanism": "Poisson-subsampled Gaussian on the sum of clipped client updates",
             **spent.to_dict(),
             "noise_multiplier": self.sigma,
-            "noise_multiplier_source": ("calibrated from target epsilon "
-                                        f"{self.target_epsilon}" if self.target_epsilon
-                                        is not None else "given"),
+            "noise_multiplier_source": (f"calibrated from target epsilon "
+                                        f"{self.target_epsilon} by "
+                                        f"{self.calibration.accountant}"
+                                        if self.calibration is not None else "given"),
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "clip_norm": self.clip,
             "sample_rate": self.q,
             "rounds_accounted": len(self.events),

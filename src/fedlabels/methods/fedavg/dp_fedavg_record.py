@@ -35,7 +35,7 @@ from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
     DPSGDRoundEvent,
     account_dpsgd,
-    calibrate_dpsgd,
+    dpsgd_calibration,
 )
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
@@ -85,11 +85,14 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
         super().__init__(initial, settings.period)
         self.options, self.delta = options, options.delta
         self.q, self.server_lr = options.sample_rate, options.server_lr
-        self.sigma = calibrate_dpsgd(options.epsilon, self.delta, options.example_rate,
-                                     settings.rounds * settings.period)
+        self.calibration = dpsgd_calibration(options.epsilon, self.delta,
+                                             options.example_rate,
+                                             settings.rounds * settings.period)
+        self.sigma = self.calibration.sigma
         self.rounds = settings.rounds
         # every client's DP-SGD rounds; ε and the run's budget are views of it
-        self.ledger = Ledger(self.delta, options.epsilon, what="each client", per_client=True)
+        self.ledger = Ledger(self.delta, options.epsilon, what="each client", per_client=True,
+                             calibrated_by=self.calibration.accountant)
         self.ledger.check_plan(planned_dpsgd_rounds(settings.rounds, settings.period,
                                                     self.sigma, options),
                                f"{settings.rounds} round(s)")
@@ -128,6 +131,7 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
             **account_dpsgd(self.events, self.delta),  # per client; ε: the ledger's
             **self.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
+            "calibration": self.calibration.to_dict(),
             "example_rate": self.options.example_rate,
             "example_clip": self.options.example_clip,
             "sample_rate": self.q,

@@ -40,11 +40,12 @@ from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
     DPSGDRoundEvent,
     account_dpsgd,
-    calibrate_dpsgd,
+    dpsgd_calibration,
 )
 
 if TYPE_CHECKING:
     from fedlabels.methods.fedct.dp_fedct import DPFedCTClient, DPFedCTServer
+    from fedlabels.privacy.gaussian_calibration import GaussianCalibration
 
 DPSGD_AGAINST = ("the server and the other clients (everything a client sends), and anyone "
                  "who sees the consensus or the clients' labels")
@@ -85,6 +86,7 @@ class DPSGDMechanism(LabelMechanism):
 
     def __init__(self) -> None:
         self.sigma: float | None = None  # calibrated from the options (deterministic)
+        self.calibration: GaussianCalibration | None = None
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
@@ -130,8 +132,10 @@ class DPSGDMechanism(LabelMechanism):
             return
         opts, settings = server.options, server.settings
         assert opts.epsilon is not None  # DPFedCTOptions.check: dpsgd needs a total ε
-        self.sigma = calibrate_dpsgd(opts.epsilon, server.delta, opts.example_rate,
-                                     settings.rounds * settings.period)
+        self.calibration = dpsgd_calibration(opts.epsilon, server.delta, opts.example_rate,
+                                             settings.rounds * settings.period)
+        self.sigma = self.calibration.sigma
+        server.ledger.calibrated_by = self.calibration.accountant
         server.ledger.check_plan(planned_dpsgd_rounds(settings.rounds, settings.period,
                                                       self.sigma, opts),
                                  f"{settings.rounds} round(s)")
@@ -158,6 +162,7 @@ class DPSGDMechanism(LabelMechanism):
             **account_dpsgd(server.events, server.delta),  # per client; ε: the ledger's
             **server.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "example_rate": server.options.example_rate,
             "example_clip": server.options.example_clip,
             "site_model": SITE_MODELS[server.options.site_model],
