@@ -214,6 +214,11 @@ def test_without_a_lifetime_budget_a_site_allows_one_run_of_its_own_plan(
     assert 0 < released[NODE] <= cfg.rounds
     spent = _ledger(grid.contexts[NODE], prepared).spent().epsilon
     assert spent <= result.extra["privacy"]["epsilon"] * (1 + 1e-6)
+    # a DP-SGD site's entries name the accountant that calibrated its own σ
+    entries = _ledger(grid.contexts[NODE], prepared)._lines()[1:]
+    dpsgd = [e for e in entries if e.get("event", {}).get("type") == "DPSGDRoundEvent"]
+    assert bool(dpsgd) == ("dpsgd" in options.values() or "record" in options.values())
+    assert all(e["calibrated_by"] == "pld" for e in dpsgd)
     for _ in (2, 3):
         with pytest.raises(FedLabelsError, match="Every site's privacy budget is spent"):
             run_server(LoopbackGrid(client_app, configs, {

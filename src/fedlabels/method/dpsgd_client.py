@@ -91,9 +91,12 @@ class SecretNoiseClient(ClientRole):
             # which charge of this message (a role is built for each message on a site)
             self._site_charges += 1
             first = not self.ledger.events  # this run's first release: its whole plan
+            plan = self.planned_events() if first else None
+            # each entry names the accountant that calibrated the noise (DP-SGD's own σ)
+            calibrated = self.ledger.calibrated_by
             self.site_spent = self.site_ledger.charge(
-                events, run_plan=self.planned_events() if first else None,
-                **self.charge_context, charge=self._site_charges)
+                events, run_plan=plan, **self.charge_context, charge=self._site_charges,
+                **({} if calibrated is None else {"calibrated_by": calibrated}))
         # a decision is all a check needs (this ledger has no target): a tight PLD bound
         # per round took seconds, and an ε per round (a bisection) was thrown away
         self.ledger.add(*events)
