@@ -265,6 +265,9 @@ def test_a_secure_run_states_its_guarantee(fed: fl.Federation) -> None:
     assert p["aggregation"] == "secure" and p["guarantee"] == "formal"
     assert "the server" in p["guarantee_against"] and p["min_group"] == 2
     assert p["epsilon"] <= 8.0 and p["attempts_per_round"] == [1, 1]
+    # σ is calibrated to the RDP bound on a sum of shares, and the result says so
+    assert p["calibration"] == {"accountant": "rdp"}
+    assert p["target"]["calibrated_by"] == "rdp"
     sens = p["sensitivity"]["value"]
     assert p["share_std_grid_units"] == pytest.approx(
         p["noise_multiplier"] * sens / math.sqrt(2))

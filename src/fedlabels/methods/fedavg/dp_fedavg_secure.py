@@ -161,7 +161,9 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
         """This client's releases, refused beyond its own ε (when it has one)."""
         if self._ledger is None:
             self._ledger = Ledger(float(self.options.delta), self.options.epsilon,
-                                  what=f"client {self.cid}")
+                                  what=f"client {self.cid}",
+                                  calibrated_by=_CALIBRATED_BY if options_epsilon(
+                                      self.options) else None)
         return self._ledger
 
     def on_train(self, message: Message) -> Message:
@@ -205,7 +207,8 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
         self.server_lr = float(options.server_lr)
         self.n_clients = int(settings.n_clients)
         self.ledger = Ledger(self.params.delta, options.epsilon, what="each client",
-                             per_client=True)
+                             per_client=True, calibrated_by=_CALIBRATED_BY
+                             if options_epsilon(options) else None)
         p = self.params
         self.ledger.check_plan([p.event()] * p.releases,
                                f"{p.rounds} round(s) and {p.retries} retried attempt(s)")
@@ -288,6 +291,8 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
             "noise_multiplier": p.sigma,
             "noise_multiplier_source": (f"calibrated from target epsilon {p.epsilon}"
                                         if options_epsilon(self.options) else "given"),
+            "calibration": ({"accountant": _CALIBRATED_BY} if options_epsilon(self.options)
+                            else None),
             "noise": "discrete",
             "clip_norm": p.clip,
             "grid": p.grid,
@@ -318,6 +323,10 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
             "assumptions": list(SECURE_ASSUMPTIONS),
             "outside_guarantee": outside_entries(SECURE_OUTSIDE),
         }}
+
+
+#: the accountant σ is calibrated to under secure aggregation (the bound on a sum of shares)
+_CALIBRATED_BY = "rdp"
 
 
 def options_epsilon(options: Any) -> bool:
