@@ -236,6 +236,32 @@ def test_canary_audit_never_exceeds_the_claim(fed: fl.Federation, method: str,
     assert not out["falsifies_claim"]
 
 
+@pytest.mark.parametrize("shortfall, refused", [(0.005, False), (0.02, True)])
+def test_a_server_sigma_a_search_step_below_the_clients_is_topped_up_by_the_client(
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch, shortfall: float,
+        refused: bool) -> None:
+    """The same PLD calibration on another machine may end a search step (0.1 %) below the
+    client's: the client then adds its own σ and charges its ledger for it (not the
+    server's), so its guarantee holds; a σ further below is a deviating server, refused."""
+    from conftest import keep_client_roles
+    from fedlabels.methods.fedavg import dp_fedavg_record
+
+    roles = keep_client_roles(monkeypatch, "dp-fedavg")
+    original = dp_fedavg_record.dpsgd_round_config
+    monkeypatch.setattr(dp_fedavg_record, "dpsgd_round_config",
+                        lambda sigma, options: original(sigma * (1 - shortfall), options))
+    options = {"level": "record", "epsilon": 4.0, "example_rate": 0.2, "sample_rate": 1.0}
+    if refused:
+        with pytest.raises(FedLabelsError, match="below the σ"):
+            fl.run("dp-fedavg", fed, model=MLP, rounds=2, period=2, seed=0, options=options)
+        return
+    fl.run("dp-fedavg", fed, model=MLP, rounds=2, period=2, seed=0, options=options)
+    for cid, role in roles.items():
+        own = role.own_sigma()
+        assert role.ledger.events, cid
+        assert {ev.noise_multiplier for ev in role.ledger.events} == {own}, cid
+
+
 @pytest.mark.parametrize("batch_clients", ["off", "on"])
 @pytest.mark.parametrize("change, match", [
     ({"example_rate": 0.9}, "example_rate"),

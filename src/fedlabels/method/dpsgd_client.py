@@ -32,6 +32,10 @@ from fedlabels.method.state import StateValue, generator_from_state, generator_s
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
 from fedlabels.privacy.ledger import Ledger
 
+#: how far below the client's own σ a server's may be before it is refused: the same
+#: calibration on another machine may end a search step (0.1 %) apart; the client then adds
+#: its own σ (:meth:`DPSGDClient.round_sigma`)
+SIGMA_AGREEMENT = 0.01
 #: the options only DP-SGD reads (declared once here, by every method that trains with it)
 DPSGD_OPTIONS = ("example_clip", "example_rate")
 
@@ -171,7 +175,7 @@ class DPSGDClient(SecretNoiseClient):
         planned, sigma = self.planned_dp_steps(), self.own_sigma()
         if planned is None or sigma is None:
             return self.checked_steps(config)
-        if float(config["noise_multiplier"]) < sigma * (1 - 1e-9):
+        if float(config["noise_multiplier"]) < sigma * (1 - SIGMA_AGREEMENT):
             raise ParameterRefusal(f"client {self.cid}: the server asked for DP-SGD noise σ = "
                                  f"{float(config['noise_multiplier']):.6g}, below the σ = "
                                  f"{sigma:.6g} this client's ε = {opts.epsilon} needs; "
@@ -182,6 +186,16 @@ class DPSGDClient(SecretNoiseClient):
                 f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
                 f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
         return steps
+
+    def round_sigma(self, config: Mapping[str, Any]) -> float:
+        """The σ this client's steps add: the server's, or the client's own where that is
+        larger. A σ more than :data:`SIGMA_AGREEMENT` below the client's own is refused by
+        :meth:`check_dpsgd_round`; within it (the same calibration computed on another
+        machine, whose floating point may end one search step apart) the client adds its
+        own σ, so its guarantee holds whatever the server computed, and the server's
+        accounting at its smaller σ only overstates ε."""
+        asked, own = float(config["noise_multiplier"]), self.own_sigma()
+        return asked if own is None else max(asked, own)
 
     def checked_steps(self, config: Mapping[str, Any]) -> int:
         """The local (DP-SGD) steps a round asks for: this client's own steps per round
@@ -210,7 +224,7 @@ class DPSGDClient(SecretNoiseClient):
         check_dpsgd_learner(learner, f"client {self.cid}")
         cfg = message.config
         steps = self.check_dpsgd_round(cfg)
-        config = DPSGDConfig(float(cfg["noise_multiplier"]), float(cfg["example_rate"]),
+        config = DPSGDConfig(self.round_sigma(cfg), float(cfg["example_rate"]),
                              float(cfg["example_clip"]))
         self.charge(DPSGDRoundEvent(config.noise_multiplier, config.sample_rate,
                                     config.clip, ((self.cid, steps),)))
