@@ -37,15 +37,15 @@ def test_a_learning_rate_that_is_no_number_is_one_line_exit_2(tmp_path, capsys, 
     code = main(["run", "--dataset", "digits", "--model", spec, "--output",
                  str(tmp_path / "r.json"), "--no-progress"])
     err = capsys.readouterr().err
-    assert code == 2 and "must be a number" in err and "Traceback" not in err
+    assert code == 2 and "must be a finite number" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 
 def test_torch_model_checks_its_parameters_when_made():
-    with pytest.raises(FedLabelsError, match=r"learning_rate \(lr\) must be a number > 0, "
+    with pytest.raises(FedLabelsError, match=r"learning_rate \(lr\) must be a finite number > 0, "
                                              r"got 'abc'"):
         fl.TorchModel(linear, lr="abc")
-    with pytest.raises(FedLabelsError, match="weight_decay must be a number >= 0"):
+    with pytest.raises(FedLabelsError, match="weight_decay must be a finite number >= 0"):
         fl.TorchModel(linear, weight_decay=-0.1)
     with pytest.raises(FedLabelsError, match=r"^TorchModel got an unexpected keyword "
                                              r"argument 'foo'; see help\(fl.TorchModel\)"):

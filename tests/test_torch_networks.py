@@ -215,7 +215,7 @@ def test_a_cnn_predicts_in_chunks_of_256_on_a_cpu_and_the_chunk_changes_no_proba
     on_gpu = TorchNetClassifier("small", n_classes=3)
     on_gpu.device = "cuda:0"  # the choice only: no GPU needed
     assert on_gpu.predict_step() == 1024
-    with pytest.raises(FedLabelsError, match="predict_batch_size must be an int >= 1"):
+    with pytest.raises(FedLabelsError, match="predict_batch_size must be an integer >= 1"):
         TorchNetClassifier("small", n_classes=3, predict_batch_size=0).train_steps(X, y, 1)
 
 

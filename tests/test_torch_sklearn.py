@@ -365,18 +365,18 @@ def test_an_int_hidden_layer_sizes_is_one_layer_as_in_scikit_learn():
 @pytest.mark.parametrize("make, params, needle", [
     (TorchMLPClassifier, {"hidden_layer_sizes": "64-32"}, "hidden_layer_sizes must be"),
     (TorchMLPClassifier, {"hidden_layer_sizes": (8, 0)}, "hidden_layer_sizes must be"),
-    (TorchMLPClassifier, {"max_steps": "5"}, r"max_steps must be an int >= 1, got '5'"),
-    (TorchMLPClassifier, {"max_steps": 2.5}, r"max_steps must be an int >= 1, got 2.5"),
-    (TorchMLPClassifier, {"batch_size": True}, "batch_size must be an int >= 1"),
+    (TorchMLPClassifier, {"max_steps": "5"}, r"max_steps must be an integer >= 1, got '5'"),
+    (TorchMLPClassifier, {"max_steps": 2.5}, r"max_steps must be an integer >= 1, got 2.5"),
+    (TorchMLPClassifier, {"batch_size": True}, "batch_size must be an integer >= 1"),
     (TorchMLPRegressor, {"learning_rate": "0.01"},
-     r"learning_rate \(lr\) must be a number > 0, got '0.01'"),
+     r"learning_rate \(lr\) must be a finite number > 0, got '0.01'"),
     (TorchMLPClassifier, {"learning_rate": float("nan")}, r"learning_rate \(lr\) must be a"),
-    (TorchMLPClassifier, {"weight_decay": -1.0}, "weight_decay must be a number >= 0"),
+    (TorchMLPClassifier, {"weight_decay": -1.0}, "weight_decay must be a finite number >= 0"),
     (lambda **p: TorchNetClassifier(network=flat_net, **p), {"max_steps": "5"},
-     "max_steps must be an int >= 1"),
+     "max_steps must be an integer >= 1"),
     (TorchMLPClassifier, {"random_state": np.random.RandomState(0)},
-     r"random_state must be None or an int in \[0, 2\*\*32\).*got RandomState"),
-    (TorchMLPRegressor, {"random_state": -1}, r"random_state must be None or an int"),
+     r"random_state must be None or an integer in \[0, 2\*\*32\).*got RandomState"),
+    (TorchMLPRegressor, {"random_state": -1}, r"random_state must be None or an integer"),
 ])
 def test_a_parameter_of_the_wrong_type_is_one_line_naming_it(make, params, needle):
     """max_steps="5" and 2.5 were taken as 5 and 2 (int() of them), learning_rate="0.01"

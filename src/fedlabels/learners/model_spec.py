@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+import math
+import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,25 +56,48 @@ def missing_factory_arguments(factory: Any, given: Any = ()) -> list[str]:
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
-def check_training_params(params: dict[str, Any], ints: tuple[str, ...],
-                          flags: tuple[str, ...], show: Any = _fmt,
-                          label: dict[str, str] | None = None) -> None:
-    """The training parameters torch learner specs share: ``lr`` > 0, ``weight_decay``
-    >= 0, each of ``ints`` an integer >= 1 and each of ``flags`` true or false (absent
-    ones take their defaults); ``show`` formats a bad value for the message, ``label``
-    names a parameter in it (a learner's ``learning_rate (lr)``)."""
+def is_integer(value: Any) -> bool:
+    """An integer, Python's or numpy's (``np.int64(5)``), never a bool (``True`` is 1)."""
+    return isinstance(value, numbers.Integral) and not _is_bool(value)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b"
+
+
+def check_training_params(params: Mapping[str, Any], ints: tuple[str, ...] = (),
+                          flags: tuple[str, ...] = (), optional: tuple[str, ...] = (),
+                          show: Callable[[Any], Any] = _fmt,
+                          label: Mapping[str, str] | None = None) -> None:
+    """The training parameters of the torch learners, one check for a spec when it is parsed
+    (``mlp(lr=0.01)``) and a learner when it is fitted (``learning_rate``, given as ``lr``):
+    ``lr`` a finite number > 0, ``weight_decay`` a finite number >= 0, each of ``ints`` an
+    integer >= 1 (or ``None`` where named in ``optional``) and each of ``flags`` true or
+    false; Python's and numpy's numbers alike, never a bool for a number (absent ones take
+    their defaults). ``show`` formats a bad value for the one-line error, ``label`` names a
+    parameter in it (a learner's ``learning_rate (lr)``)."""
     from fedlabels.core.errors import FedLabelsError
 
-    for name in ("lr", "weight_decay"):
-        value = params.get(name, 1e-3 if name == "lr" else 0.0)
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or not (value > 0 if name == "lr" else value >= 0):
-            raise FedLabelsError(f"{(label or {}).get(name, name)} must be a number "
-                                 f"{'>' if name == 'lr' else '>='} 0, got {show(value)!r}.")
+    def name_of(name: str) -> str:
+        return (label or {}).get(name, name)
+
+    for name, strict in (("lr", True), ("weight_decay", False)):
+        value = params.get(name, 1e-3 if strict else 0.0)
+        x = float(value) if isinstance(value, numbers.Real) and not _is_bool(value) \
+            else math.nan
+        if not (math.isfinite(x) and (x > 0 if strict else x >= 0)):
+            raise FedLabelsError(f"{name_of(name)} must be a finite number "
+                                 f"{'>' if strict else '>='} 0, got {show(value)!r}.")
     for name in ints:
         value = params.get(name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise FedLabelsError(f"{name} must be an integer >= 1, got {show(value)!r}.")
+        if value is None and name in optional:
+            continue
+        if not is_integer(value) or value < 1:
+            raise FedLabelsError(f"{name_of(name)} must be an integer >= 1"
+                                 f"{' or None' if name in optional else ''}, got "
+                                 f"{show(value)!r}.")
     for name in flags:
-        if not isinstance(params.get(name, True), bool):
-            raise FedLabelsError(f"{name} must be true or false, got {show(params[name])!r}.")
+        value = params.get(name, True)
+        if not _is_bool(value):
+            raise FedLabelsError(f"{name_of(name)} must be true or false, got "
+                                 f"{show(value)!r}.")

@@ -73,7 +73,8 @@ def check_net(kind: str, params: dict[str, Any]) -> None:
     if kind == "cnn" and params.get("arch", "small") not in ARCHITECTURES:
         raise FedLabelsError(f"arch must be one of {', '.join(ARCHITECTURES)}, got "
                              f"{params['arch']!r}.")
-    check_training_params(params, _INTS, ("warm_start", "augment"), show=lambda v: v)
+    check_training_params(params, _INTS, ("warm_start", "augment"),
+                          optional=("predict_batch_size",), show=lambda v: v)
     shape = params.get("shape")
     if shape is not None and not (isinstance(shape, tuple) and len(shape) == 3):
         raise FedLabelsError(f"shape must be C-H-W (three positive integers joined by '-'), "

@@ -17,8 +17,6 @@ becomes its input (:meth:`TorchMLPClassifier._inputs`: reshaping to images, augm
 
 from __future__ import annotations
 
-import math
-import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, cast
@@ -32,6 +30,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
+from fedlabels.learners.model_spec import check_training_params, is_integer
 from fedlabels.learners.sk_inputs import (
     fit_classes,
     fit_inputs,
@@ -84,36 +83,24 @@ def release_gradients(opt: torch.optim.Optimizer) -> None:
     opt.zero_grad(set_to_none=True)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def check_numbers(est: Any, ints: Sequence[str]) -> None:
-    """A torch learner's ``learning_rate`` (> 0) and ``weight_decay`` (>= 0) are finite
-    numbers and each of ``ints`` an int >= 1 (numpy's too; ``None`` passes for a
-    ``predict_batch_size`` chosen by device), else a one-line error naming the parameter,
-    as scikit-learn's ``InvalidParameterError``: ``max_steps="5"`` or ``2.5`` were taken
-    as 5 and 2, ``learning_rate="0.01"`` was a bare TypeError; ``random_state`` is None or an
-    int in [0, 2**32) (a ``RandomState`` or -1 failed in ``int()`` or numpy's seeding)."""
-    for name, positive in (("learning_rate", True), ("weight_decay", False)):
-        value = getattr(est, name)
-        x = float(value) if isinstance(value, numbers.Real) and \
-            not isinstance(value, bool) else math.nan
-        if not (math.isfinite(x) and (x > 0 if positive else x >= 0)):
-            shown = f"{name} (lr)" if positive else name  # the spec's name beside it
-            raise FedLabelsError(f"{shown} must be a number {'>' if positive else '>='} 0, "
-                                 f"got {value!r}.")
-    for name in ints:
-        value = getattr(est, name)
-        if value is None and name == "predict_batch_size":
-            continue
-        if not _is_int(value) or int(value) < 1:
-            raise FedLabelsError(f"{name} must be an int >= 1, got {value!r}.")
+def check_numbers(est: Any, ints: Sequence[str], flags: Sequence[str] = ("warm_start",),
+                  optional: Sequence[str] = ()) -> None:
+    """A torch learner's ``learning_rate``, ``weight_decay``, ``ints`` (``optional`` ones
+    may be None) and ``flags``, checked by its spec's check
+    (:func:`~fedlabels.learners.model_spec.check_training_params`), so a learner and its
+    spec take the same values; ``random_state`` is None or an integer in [0, 2**32) (a
+    ``RandomState`` or -1 failed in ``int()`` or numpy's seeding). A one-line error naming
+    the parameter, as scikit-learn's ``InvalidParameterError``: ``max_steps="5"`` or ``2.5``
+    were taken as 5 and 2, ``learning_rate="0.01"`` was a bare TypeError."""
+    params = {"lr": est.learning_rate, "weight_decay": est.weight_decay,
+              **{name: getattr(est, name) for name in (*ints, *flags)}}
+    check_training_params(params, tuple(ints), tuple(flags), tuple(optional),
+                          show=lambda value: value, label={"lr": "learning_rate (lr)"})
     seed = est.random_state
-    if seed is not None and (not _is_int(seed) or not 0 <= int(seed) < 2**32):
-        raise FedLabelsError(f"random_state must be None or an int in [0, 2**32), which "
+    if seed is not None and (not is_integer(seed) or not 0 <= int(seed) < 2**32):
+        raise FedLabelsError(f"random_state must be None or an integer in [0, 2**32), which "
                              f"seeds the weights and minibatches, got {seed!r} (a "
-                             "RandomState: pass an int drawn from it).")
+                             "RandomState: pass an integer drawn from it).")
 
 
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
@@ -246,10 +233,10 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         """``hidden_layer_sizes`` as a tuple of ints (an int is one layer), or a one-line
         error."""
         sizes = self.hidden_layer_sizes
-        if _is_int(sizes):
+        if is_integer(sizes):
             sizes = (sizes,)  # type: ignore[assignment]
         if isinstance(sizes, str) or not isinstance(sizes, Sequence | np.ndarray) or \
-                not all(_is_int(h) and int(h) >= 1 for h in sizes):
+                not all(is_integer(h) and int(h) >= 1 for h in sizes):
             raise FedLabelsError(f"hidden_layer_sizes must be a positive int or a sequence of "
                                  f"them, e.g. 64 or (64, 32), got {sizes!r}.")
         return tuple(int(h) for h in sizes)
@@ -494,7 +481,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         """Rows per forward pass when predicting: ``predict_batch_size`` (a network's default
         depends on its device: :meth:`TorchNetClassifier.predict_step`)."""
         if self.predict_batch_size is None:
-            raise FedLabelsError("predict_batch_size must be an int >= 1, got None.")
+            raise FedLabelsError("predict_batch_size must be an integer >= 1, got None.")
         return int(self.predict_batch_size)
 
     def _predict_proba_alone(self, X: np.ndarray) -> np.ndarray:

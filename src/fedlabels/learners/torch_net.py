@@ -199,7 +199,8 @@ class TorchNetClassifier(TorchMLPClassifier):
         if not isinstance(self.network, str) and not callable(self.network):
             raise FedLabelsError(f"network must be an architecture name or a callable "
                                  f"returning a torch.nn.Module, got {self.network!r}.")
-        check_numbers(self, ("batch_size", "max_steps", "predict_batch_size", "width"))
+        check_numbers(self, ("batch_size", "max_steps", "predict_batch_size", "width"),
+                      ("warm_start", "augment"), optional=("predict_batch_size",))
 
     def _shape(self, n_features: int) -> tuple[int, int, int] | None:
         if self.input_shape is not None:

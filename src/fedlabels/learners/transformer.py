@@ -34,6 +34,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
+from fedlabels.learners.model_spec import check_training_params, is_integer
 from fedlabels.learners.sk_inputs import (
     NotFittedLearnerError,
     fit_classes,
@@ -51,8 +52,7 @@ HEADS = ("linear", "mlp")
 #: Adam step size per mode when ``lr`` is not given
 DEFAULT_LR = {"frozen": 1e-3, "lora": 5e-4, "full": 5e-5}
 _INTS = {"r": 1, "alpha": 1, "max_len": 2, "batch": 1, "max_steps": 1, "predict_batch": 1}
-_NUMS = {"lr": 0.0, "weight_decay": 0.0}  # > 0, except weight_decay >= 0
-SPEC_PARAMS = ("mode", "head", "model_dir", "warm_start", *_INTS, *_NUMS)
+SPEC_PARAMS = ("mode", "head", "model_dir", "warm_start", *_INTS, "lr", "weight_decay")
 
 
 def check_minilm(params: Mapping[str, Any], name: str = "minilm") -> None:
@@ -68,16 +68,9 @@ def check_minilm(params: Mapping[str, Any], name: str = "minilm") -> None:
                                  f"{params[name]!r}.")
     for name, low in _INTS.items():
         value = params.get(name, low)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if not is_integer(value) or value < low:
             raise FedLabelsError(f"{name} must be an integer >= {low}, got {value!r}.")
-    for name, zero in _NUMS.items():
-        num, strict = params.get(name, 1.0), name != "weight_decay"
-        if isinstance(num, bool) or not isinstance(num, int | float) or (
-                num <= zero if strict else num < zero):
-            raise FedLabelsError(f"{name} must be a number {'>' if strict else '>='} 0, "
-                                 f"got {num!r}.")
-    if not isinstance(params.get("warm_start", True), bool):
-        raise FedLabelsError("warm_start must be true or false.")
+    check_training_params(params, flags=("warm_start",), show=lambda value: value)
     if ("r" in params or "alpha" in params) and params.get("mode", "lora") != "lora":
         raise FedLabelsError("r and alpha apply only to mode=lora.")
 
@@ -228,6 +221,13 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         """Build encoder, head and optimizer (``n_features`` is ignored: the input is text)."""
         if self.mode not in MODES or self.head not in HEADS:
             raise FedLabelsError(f"mode must be one of {MODES} and head one of {HEADS}.")
+        check_training_params(  # the minilm spec's check, under the learner's names
+            {"weight_decay": self.weight_decay, "batch_size": self.batch_size,
+             "max_steps": self.max_steps, "predict_batch_size": self.predict_batch_size,
+             "r": self.r, "alpha": self.alpha, "warm_start": self.warm_start,
+             **({} if self.learning_rate is None else {"lr": self.learning_rate})},
+            ("batch_size", "max_steps", "predict_batch_size", "r", "alpha"), ("warm_start",),
+            show=lambda value: value, label={"lr": "learning_rate (lr)"})
         if self.model_dir is None:
             from fedlabels.downloads.minilm import require_model_dir
 

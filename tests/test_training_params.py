@@ -1,0 +1,120 @@
+"""One check of the torch learners' training parameters, on the spec path (a ``--model``
+string, a ``ModelSpec``) and the learner path (``fit``): each case here was taken by one path
+and refused by the other, or refused by both in other words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlabels.cli import main
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.model_spec import ModelSpec
+from fedlabels.learners.specs import build_learner, parse_model_spec
+from fedlabels.learners.torch_mlp import TorchMLPClassifier
+from fedlabels.learners.torch_net import TorchNetClassifier
+
+_X = np.random.default_rng(0).normal(size=(24, 4)).astype(np.float32)
+_Y = np.arange(24) % 2
+
+
+def _flat(n_features: int, n_classes: int):  # a network of your own (flat rows)
+    from torch import nn
+
+    return nn.Linear(n_features, n_classes)
+
+
+def _learners(params: dict):
+    """The MLP and a network learner with ``params`` under the learners' own names."""
+    named = {"max_steps": 2, **{{"lr": "learning_rate"}.get(k, k): v
+                                for k, v in params.items()}}
+    yield TorchMLPClassifier(hidden_layer_sizes=4, **named)
+    yield TorchNetClassifier(network=_flat, **named)
+
+
+def _spec_error(spec: str) -> str:
+    with pytest.raises(FedLabelsError) as info:
+        parse_model_spec(spec)
+    return str(info.value)
+
+
+def _fit_error(learner) -> str:
+    with pytest.raises(FedLabelsError) as info:
+        learner.fit(_X, _Y)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("params, needle", [
+    ({"lr": "inf"}, r"lr\)? must be a finite number > 0, got '?inf'?"),
+    ({"lr": "nan"}, r"lr\)? must be a finite number > 0"),
+    ({"weight_decay": "inf"}, r"weight_decay must be a finite number >= 0, got '?inf'?"),
+    ({"warm_start": "1"}, r"warm_start must be true or false, got '?1'?"),
+    ({"max_steps": "true"}, r"max_steps must be an integer >= 1, got '?True'?"),
+])
+def test_a_value_is_refused_alike_by_a_spec_and_by_its_learner(params, needle):
+    """lr=inf and weight_decay=inf passed a spec (the learner refused them when fitted),
+    warm_start=1 passed the learner (the spec refused it), and the two said "int" and
+    "integer": one check now refuses each on both paths in the same words."""
+    import re
+
+    body = ",".join(f"{k}={v}" for k, v in params.items())
+    for kind in ("mlp", "cnn"):
+        assert re.search(needle, _spec_error(f"{kind}({body})")), kind
+    for learner in _learners({k: _value(v) for k, v in params.items()}):
+        message = _fit_error(learner)
+        assert re.search(needle, message) and "\n" not in message, message
+
+
+def _value(text: str):
+    return {"inf": float("inf"), "nan": float("nan"), "1": 1, "true": True}[text]
+
+
+def test_numpy_numbers_are_taken_by_a_spec_as_by_its_learner():
+    """A spec refused np.float32(0.01) and np.int64(2) ("must be a number > 0, got
+    np.float32(0.01)"), which the learner and scikit-learn's grid searches take."""
+    numpy_params = {"lr": np.float32(0.01), "weight_decay": np.float64(0.0),
+                    "max_steps": np.int64(2), "batch_size": np.int32(8),
+                    "warm_start": np.False_}
+    for kind in ("mlp", "cnn", "module"):
+        params = dict(numpy_params, **({"factory": f"{__name__}:_flat"}
+                                       if kind == "module" else {}))
+        if kind == "cnn":
+            params["shape"] = (1, 2, 2)
+        learner = build_learner(ModelSpec(kind, params), n_classes=2, random_state=0)
+        assert learner.fit(_X, _Y).predict(_X).shape == _Y.shape
+    for learner in _learners(numpy_params):
+        assert learner.fit(_X, _Y).predict(_X).shape == _Y.shape
+
+
+def test_predict_batch_size_none_is_what_the_learner_takes_on_both_paths():
+    """A network learner chooses its rows per pass by device with predict_batch_size=None,
+    which cnn(predict_batch_size=none) refused; the MLP has no such choice and took None at
+    fit, to fail at predict."""
+    spec = parse_model_spec("cnn(predict_batch_size=none)")[0]
+    assert spec.params == {"predict_batch_size": None}
+    assert "predict_batch_size must be an integer >= 1, got 'None'" in _spec_error(
+        "mlp(predict_batch_size=none)")
+    mlp, net = _learners({"predict_batch_size": None})
+    assert "predict_batch_size must be an integer >= 1, got None" in _fit_error(mlp)
+    assert net.fit(_X, _Y).predict(_X).shape == _Y.shape
+
+
+def test_the_command_line_refuses_an_infinite_learning_rate_before_any_data(tmp_path,
+                                                                             capsys):
+    code = main(["run", "--dataset", "digits", "--model", "mlp(lr=inf)", "--output",
+                 str(tmp_path / "r.json"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "lr must be a finite number > 0, got 'inf'" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r.json").exists()
+
+
+def test_the_text_learner_and_its_spec_refuse_an_infinite_learning_rate():
+    """minilm(lr=inf) passed the spec and TransformerClassifier(learning_rate=inf) had no
+    check at all (Adam takes inf); both are refused before a model is loaded."""
+    from fedlabels.learners.transformer import TransformerClassifier
+
+    assert "lr must be a finite number > 0, got inf" in _spec_error("minilm(lr=inf)")
+    with pytest.raises(FedLabelsError, match=r"learning_rate \(lr\) must be a finite "
+                                             r"number > 0, got inf"):
+        TransformerClassifier(learning_rate=float("inf"), model_dir="/nonexistent").fit(
+            ["a b", "c d"], [0, 1])
