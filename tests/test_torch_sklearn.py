@@ -430,35 +430,3 @@ def test_the_docs_say_where_to_import_each_estimator_from():
     scope: dict[str, object] = {}
     exec(block, scope)  # the docs' own snippet
     assert named and named <= set(scope), sorted(named - set(scope))
-
-
-@pytest.mark.parametrize("make", [
-    lambda: TorchMLPClassifier(hidden_layer_sizes=(8,), **_FAST),
-    lambda: TorchMLPRegressor(hidden_layer_sizes=(8,), **_FAST),
-    lambda: TorchNetClassifier(network=flat_net, **_FAST)])
-def test_a_sample_weight_is_refused_in_one_line_as_has_fit_parameter_says(make):
-    """fit(X, y, sample_weight=w) was Python's bare TypeError ("unexpected keyword
-    argument"); scikit-learn's has_fit_parameter says these fits take none, so the refusal
-    is one line saying what to do, before anything is fitted (no weight ignored)."""
-    from sklearn.utils.validation import has_fit_parameter
-
-    X, y = _blobs(30)
-    est = make()
-    assert not has_fit_parameter(est, "sample_weight")
-    for kw, needle in (({"sample_weight": np.ones(len(y))}, r"fit takes no sample_weight: "
-                        r".*fit\(np.repeat\(X, w, axis=0\), np.repeat\(y, w\)\)"),
-                       ({"classes": [0, 1, 2]}, r"fit takes X and y only, got classes")):
-        with pytest.raises(FedLabelsError, match=f"{type(est).__name__}.{needle}") as info:
-            est.fit(X, y, **kw)
-        assert isinstance(info.value, TypeError) and "\n" not in str(info.value)
-        assert not hasattr(est, "model_")
-    assert est.fit(X, y, sample_weight=None) is est and hasattr(est, "model_")
-
-
-def test_the_text_learners_refuse_a_sample_weight_before_loading_anything():
-    from fedlabels.learners.transformer import TransformerClassifier
-
-    with pytest.raises(FedLabelsError, match=r"TransformerClassifier\.fit takes no "
-                       r"sample_weight"):
-        TransformerClassifier(mode="frozen").fit(["a b", "c d"], [0, 1],
-                                                 sample_weight=[1.0, 2.0])

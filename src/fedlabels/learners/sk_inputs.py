@@ -55,18 +55,23 @@ def fit_inputs(est: Any, X: Any, y: Any, *, reset: bool, numeric_y: bool,
     return _writable(X), y
 
 
-def refuse_fit_params(est: Any, params: dict[str, Any]) -> None:
+#: why the torch learners take no ``sample_weight``
+UNIFORM_MINIBATCHES = "its minibatches draw rows uniformly"
+
+
+def refuse_fit_params(est: Any, params: dict[str, Any],
+                      why: str = UNIFORM_MINIBATCHES) -> None:
     """``fit``'s keywords beyond ``X`` and ``y`` are refused in one line (an
-    :class:`InputTypeError`, a ``TypeError`` as Python's for an unknown keyword): the torch
-    learners draw minibatch rows uniformly, so a ``sample_weight`` (``None`` is no weight)
-    would be ignored; ``has_fit_parameter(est, "sample_weight")`` stays False."""
+    :class:`InputTypeError`, a ``TypeError`` as Python's for an unknown keyword), before
+    anything is fitted: a ``sample_weight`` (``None`` is no weight) would be ignored, for
+    the reason ``why`` says, so the line says what to do instead;
+    ``has_fit_parameter(est, "sample_weight")`` stays False."""
     name = f"{type(est).__name__}.fit"
     if params.get("sample_weight") is not None:
-        raise InputTypeError(f"{name} takes no sample_weight: its minibatches draw rows "
-                             "uniformly. For whole-number weights w repeat the rows, "
-                             "fit(np.repeat(X, w, axis=0), np.repeat(y, w)); else use an "
-                             "estimator whose fit takes one (has_fit_parameter(est, "
-                             "'sample_weight') says which).")
+        raise InputTypeError(f"{name} takes no sample_weight: {why}. For whole-number "
+                             "weights w repeat the rows, fit(np.repeat(X, w, axis=0), "
+                             "np.repeat(y, w)); else use an estimator whose fit takes one "
+                             "(has_fit_parameter(est, 'sample_weight') says which).")
     other = sorted(k for k in params if k != "sample_weight")
     if other:
         raise InputTypeError(f"{name} takes X and y only, got {', '.join(other)}.")

@@ -25,7 +25,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.sk_inputs import fit_classes, fit_inputs, predict_input
+from fedlabels.learners.sk_inputs import (
+    fit_classes,
+    fit_inputs,
+    predict_input,
+    refuse_fit_params,
+)
 
 
 def _require(module: str, package: str) -> Any:
@@ -65,7 +70,10 @@ class GlobalLabelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.allow_nan = True
         return tags
 
-    def fit(self, X: Any, y: Any) -> GlobalLabelClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> GlobalLabelClassifier:
+        """Fit a clone of ``estimator`` on the labels ``y`` holds; no ``sample_weight``."""
+        refuse_fit_params(self, fit_params, "it passes no weights to its estimator (fit "
+                          "that one with them to weight rows)")
         X, y = fit_inputs(self, X, y, reset=True, numeric_y=False, dtype="numeric",
                           order=None, allow_nan=True)
         seen, codes = np.unique(y, return_inverse=True)
@@ -161,7 +169,11 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
             n_estimators=self.n_estimators, include_linear=self.include_linear,
             memory_par=self.memory_par, cv=False, random_state=self.random_state)
 
-    def fit(self, X: Any, y: Any) -> RuleFitClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> RuleFitClassifier:
+        """One binary rule model per class present (one for two classes); no
+        ``sample_weight``."""
+        refuse_fit_params(self, fit_params, "imodels' rule generator and its L1 path "
+                          "weight every row alike")
         X, y = fit_inputs(self, X, y, reset=True, numeric_y=False, dtype=np.float64,
                           order=None)
         self.classes_ = np.unique(y)

@@ -17,7 +17,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.sk_inputs import NotFittedLearnerError, fit_classes, text_targets
+from fedlabels.learners.sk_inputs import (
+    NotFittedLearnerError,
+    fit_classes,
+    refuse_fit_params,
+    text_targets,
+)
 from fedlabels.learners.text_input import text_rows
 
 #: parameters of the ``tfidf`` spec and their checks (name -> (kind, lowest value))
@@ -106,7 +111,11 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def _texts(self, X: Any) -> np.ndarray:
         return text_rows(X, "tfidf", "use a numeric model (e.g. logreg, mlp) here")
 
-    def fit(self, X: Any, y: Any) -> TfidfClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> TfidfClassifier:
+        """The vocabulary and IDF of the texts ``X``, then the logistic regression; no
+        ``sample_weight``."""
+        refuse_fit_params(self, fit_params, "its vocabulary and IDF count every text once, "
+                          "so a weight would not be a repeated row")
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
