@@ -24,6 +24,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
@@ -103,6 +104,16 @@ def check_numbers(est: Any, ints: Sequence[str], flags: Sequence[str] = ("warm_s
                              "RandomState: pass an integer drawn from it).")
 
 
+def fit_seed(random_state: Any) -> int:
+    """The seed of a fit's weights and minibatches: ``random_state`` itself, so a fit
+    repeats; ``None`` draws a fresh one from numpy's global generator, as scikit-learn's
+    ``check_random_state(None)`` does (so ``np.random.seed`` makes it repeat). A run always
+    passes each client its seed derived from the run seed."""
+    if random_state is None:
+        return int(check_random_state(None).randint(np.iinfo(np.int32).max))
+    return int(random_state)
+
+
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     """Fully connected ReLU network trained with Adam and cross-entropy.
 
@@ -130,7 +141,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         features of the first fit) instead of re-initialising. ``train_steps``, what the
         federation calls each round, always continues.
     random_state : int or None, default=None
-        Seeds weight initialisation and minibatch order.
+        Seeds weight initialisation and minibatch order: an int repeats a fit; ``None`` draws
+        a fresh seed at each fit from numpy's global generator, as scikit-learn's
+        estimators do (a run passes each client its seed derived from the run's).
 
     :meth:`fit` and :meth:`predict` follow scikit-learn's conventions (``classes_`` are the
     sorted labels of ``y``, any labels with ``n_classes=None``; ``n_features_in_``; input
@@ -248,7 +261,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     def _initialise(self, n_features: int, n_classes: int) -> None:
         self._validate_params()
         self._home = None
-        seed = 0 if self.random_state is None else int(self.random_state)
+        seed = fit_seed(self.random_state)
         self.model_ = self._build_network(n_features, n_classes, seed).to(self.device)
         self.optimizer_ = self._make_optimizer(self.model_)
         self.rng_ = np.random.default_rng(seed)

@@ -44,7 +44,7 @@ from fedlabels.learners.sk_inputs import (
 )
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
 from fedlabels.learners.text_input import is_text, text_rows
-from fedlabels.learners.torch_mlp import adam_step
+from fedlabels.learners.torch_mlp import adam_step, fit_seed
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 MODES = ("frozen", "lora", "full")
@@ -181,6 +181,9 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
     warm_start : bool, default=False
         ``fit`` continues from the last fit (its classes kept) instead of starting afresh;
         ``train_steps``, what a run calls, always continues.
+    random_state : int or None, default=None
+        Seeds the head, LoRA's adapters and minibatch order, as the torch MLP's (``None``:
+        a fresh seed at each fit).
     """
 
     accepts_text: ClassVar[bool] = True
@@ -234,7 +237,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
             path: str | Path = require_model_dir()
         else:
             path = self.model_dir
-        seed = 0 if self.random_state is None else int(self.random_state)
+        seed = fit_seed(self.random_state)
         self.base_ = load_base(path)
         self.table_ = TokenTable.of(self.base_, int(self.max_len))
         self.encoder_ = encoder_for(self.base_, self.mode, self.r, self.alpha, seed)
