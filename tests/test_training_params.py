@@ -118,3 +118,33 @@ def test_the_text_learner_and_its_spec_refuse_an_infinite_learning_rate():
                                              r"number > 0, got inf"):
         TransformerClassifier(learning_rate=float("inf"), model_dir="/nonexistent").fit(
             ["a b", "c d"], [0, 1])
+
+
+@pytest.mark.parametrize("spec, needle", [
+    (ModelSpec("mlp", {"lr": float("inf")}),
+     r"^model spec 'mlp\(lr=inf\)': lr must be a finite number > 0, got 'inf'\.$"),
+    (ModelSpec("cnn", {"warm_start": 1}),
+     r"^model spec 'cnn\(warm_start=1\)': warm_start must be true or false, got 1\.$"),
+    (ModelSpec("mlpp"), r"^unknown model 'mlpp' \(did you mean 'mlp'\?\); available: "),
+])
+def test_a_model_spec_given_in_python_is_checked_as_its_string_before_any_data(
+        monkeypatch, spec, needle):
+    """fl.run(model=ModelSpec(...)) skipped the spec's check: lr=inf failed only when the
+    first client fitted, after the data loaded, and an unknown name or an alias (dt) was a
+    bare KeyError; it is checked as its string is, before the data loads."""
+    import fedlabels as fl
+    import fedlabels.api
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was loaded before the model spec was checked")
+
+    monkeypatch.setattr(fedlabels.api, "federation_for", no_data)
+    with pytest.raises(FedLabelsError, match=needle):
+        fl.run("fedct", "breast_cancer", model=spec, rounds=1, progress=False)
+
+
+def test_a_model_spec_given_by_an_alias_runs_as_its_model():
+    from fedlabels.learners.specs import as_models
+
+    assert as_models(ModelSpec("dt", {"max_depth": 3})) == [
+        ModelSpec("decision_tree", {"max_depth": 3})]

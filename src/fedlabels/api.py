@@ -92,6 +92,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     impl = get_method(cfg.method)
     if model is not None and not impl.capabilities.trains_models:
         refuse_model(impl, model)
+    if model is not None and not isinstance(model, str):
+        as_models(model)  # a ModelSpec checked before any data loads, as RunConfig a string
     parsed = impl.parse_options(cfg.options)
     if cfg.engine != "simulator":
         if not by_dataset or not (model is None or isinstance(model, str)):

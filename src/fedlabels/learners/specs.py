@@ -117,15 +117,22 @@ def parse_model_spec(text: str) -> list[ModelSpec]:
                     raise FedLabelsError(f"model parameter {item!r} in {part!r} must be "
                                          "key=value.")
                 params[key.strip()] = _parse_value(value)
-        canonical = resolve_model_name(name)
-        check = MODELS[canonical].check
-        if check is not None:
-            try:
-                check(params)
-            except FedLabelsError as exc:
-                raise FedLabelsError(f"model spec {part!r}: {exc}") from None
-        specs.append(ModelSpec(canonical, params))
+        specs.append(checked_spec(ModelSpec(name, params), part))
     return specs
+
+
+def checked_spec(spec: ModelSpec, shown: str | None = None) -> ModelSpec:
+    """``spec`` under its model's name (an alias resolved, an unknown name one line) with
+    its parameters checked by the model's check, as a spec string is when parsed;
+    ``shown`` is the spec as the user wrote it, for the message."""
+    canonical = resolve_model_name(spec.name)
+    check = MODELS[canonical].check
+    if check is not None:
+        try:
+            check(dict(spec.params))
+        except FedLabelsError as exc:
+            raise FedLabelsError(f"model spec {shown or str(spec)!r}: {exc}") from None
+    return spec if canonical == spec.name else ModelSpec(canonical, dict(spec.params))
 
 
 def canonical_model_spec(text: str) -> str:
@@ -364,8 +371,8 @@ def as_models(model: Any) -> list[Any]:
     """Model specs from a spec string, a :class:`ModelSpec`, an estimator, or a list of them."""
     if isinstance(model, str):
         return parse_model_spec(model)
-    if isinstance(model, ModelSpec):
-        return [model]
+    if isinstance(model, ModelSpec):  # checked as its string would be
+        return [checked_spec(model)]
     if isinstance(model, list | tuple):
         out: list[Any] = []
         for m in model:
