@@ -5,32 +5,14 @@ new estimator is covered or this test names it)."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
 from importlib.util import find_spec
 
 import numpy as np
 import pytest
-from sklearn.base import BaseEstimator
 from sklearn.utils.validation import has_fit_parameter
 
-import fedlabels.learners
 from fedlabels.core.errors import FedLabelsError
-
-
-def _estimators() -> dict[str, type]:
-    """The public scikit-learn estimators defined in fedlabels' public learner modules."""
-    found = {}
-    for info in pkgutil.iter_modules(fedlabels.learners.__path__, "fedlabels.learners."):
-        if info.name.rsplit(".", 1)[1].startswith("_"):
-            continue
-        module = importlib.import_module(info.name)
-        for name, obj in vars(module).items():
-            if inspect.isclass(obj) and issubclass(obj, BaseEstimator) \
-                    and obj.__module__ == info.name and not name.startswith("_"):
-                found[name] = obj
-    return found
+from package_estimators import package_estimators
 
 
 def _logreg():
@@ -56,7 +38,7 @@ _SMALL = {
     "RuleFitClassifier": (lambda c: c(n_estimators=5, max_rules=5, random_state=0),
                           find_spec("imodels") is not None),
 }
-_ESTIMATORS = _estimators()
+_ESTIMATORS = package_estimators()
 
 
 def test_every_estimator_of_the_package_is_covered():
