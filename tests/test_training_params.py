@@ -148,3 +148,16 @@ def test_a_model_spec_given_by_an_alias_runs_as_its_model():
 
     assert as_models(ModelSpec("dt", {"max_depth": 3})) == [
         ModelSpec("decision_tree", {"max_depth": 3})]
+
+
+def test_a_run_records_a_model_spec_as_the_string_that_names_it():
+    """A run given a ModelSpec recorded its dataclass repr (``ModelSpec(name='dt', ...)``)
+    as the result's model, which legends and report rows showed; it records the spec as
+    the same run given the string does."""
+    import fedlabels as fl
+    from conftest import digits_with_sizes
+
+    fed = digits_with_sizes((30, 40, 30), n_unlabeled=30, n_test=40)
+    given = fl.run("fedct", fed, model=ModelSpec("dt", {"max_depth": 3}), rounds=1, seed=0)
+    typed = fl.run("fedct", fed, model="dt(max_depth=3)", rounds=1, seed=0)
+    assert given.config["model"] == typed.config["model"] == "decision_tree(max_depth=3)"

@@ -465,17 +465,22 @@ def _refuse_lost(what: str, path: str, started_in: str | None) -> None:
 
 
 def _model_record(model: Any) -> str:
-    """A run's ``model`` as its result's configuration records it: a spec string as given;
+    """A run's ``model`` as its result's configuration records it: a spec string as given,
+    and a :class:`ModelSpec` as its string, aliases resolved (not its dataclass repr);
     your own network (``fl.TorchModel``) as the spec that names it, not its repr (which
     named no module and held a memory address); another estimator by its repr, on one line
     (scikit-learn breaks a long one, a Pipeline's, over lines indented by 16 spaces, which
     legends and report rows showed as such)."""
     import re
 
+    from fedlabels.learners.model_spec import ModelSpec
+    from fedlabels.learners.specs import checked_spec
+
     def one(item: Any) -> str:
         spec = getattr(item, "spec_text", None)
-        return item if isinstance(item, str) else spec() if callable(spec) else \
-            re.sub(r"\s*\n\s*", " ", repr(item))
+        return item if isinstance(item, str) else str(checked_spec(item)) \
+            if isinstance(item, ModelSpec) \
+            else spec() if callable(spec) else re.sub(r"\s*\n\s*", " ", repr(item))
 
     if isinstance(model, list | tuple):
         return ",".join(one(item) for item in model)
