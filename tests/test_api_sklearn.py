@@ -614,6 +614,53 @@ def test_one_choice_of_columns_said_another_way_is_one_report_group(tmp_path):
     assert "task=classification" in groups[0].label and "task=regression" in groups[1].label
 
 
+def test_runs_on_other_arrays_under_one_name_are_two_configurations(tmp_path):
+    """Two make_federation runs on other data under the default name ``custom`` were one
+    configuration in fl.report and fl.plot (the result recorded no trace of the data). The
+    summary records the SHA-256 of the arrays given, the same whatever the seed and
+    partition: runs on the same arrays group, runs on other arrays do not; results without
+    it (earlier versions) group as before, and so do loaded federations."""
+    from fedlabels.reporting.plots import legend_labels
+    from fedlabels.reporting.report import group_runs
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] > 0).astype(int)
+    other = X.copy()
+    other[7, 2] += 1.0  # one value differs
+
+    def run(data: np.ndarray, seed: int, **kw: object) -> fl.RunResult:
+        fed = fl.make_federation(data, y, clients=3, seed=seed, **kw)
+        return fl.run("fedct", fed, model="dt", rounds=1, progress=False, seed=seed)
+
+    same = [run(X, 0), run(X, 1)]
+    moved = run(X, 2, partition="iid")
+    changed = run(other, 3)
+    digests = [r.federation["data_sha256"] for r in (*same, moved, changed)]
+    assert len(digests[0]) == 64 and digests[:3] == [digests[0]] * 3 != digests[3:]
+    groups = group_runs([*same, moved, changed])
+    assert [[r.seed for r in g.runs] for g in groups] == [[0, 1, 2], [3]]
+    assert f"data sha256 {digests[0][:12]}" in groups[0].label
+    labels, _ = legend_labels([same[0], changed])
+    assert labels[0] != labels[1]
+    changed.save(tmp_path / "changed.json")  # the digest survives the result file
+    assert fl.load_run(tmp_path / "changed.json", models=False).federation[
+        "data_sha256"] == digests[3]
+    for res in (*same, moved, changed):  # a result of an earlier version: no digest
+        del res.federation["data_sha256"]
+    assert [[r.seed for r in g.runs] for g in group_runs([*same, moved, changed])] == [
+        [0, 1, 2, 3]]
+    assert fl.make_federation(pd.DataFrame(X, columns=["a", "b", "c"]), y).info[
+        "data_sha256"] != digests[0]  # the feature names are part of the data
+    from fedlabels.engines.flower.prepare import split_summary
+    from fedlabels.results.built import data_fingerprint
+
+    loaded = fl.load_federation("breast_cancer", clients=3).summary()
+    assert "data_sha256" in loaded and data_fingerprint(loaded) is None
+    shared, record = split_summary(loaded)  # the sites receive no digest of their rows
+    assert "data_sha256" not in shared and record["data_sha256"] == loaded["data_sha256"]
+
+
 def test_a_label_columns_name_or_a_test_share_is_refused_with_the_call_that_works(data):
     """make_federation(df, "target") said 'X has 569 rows but y has 1 labels', and test=0.2
     'test must be an integer' without naming test_fraction."""

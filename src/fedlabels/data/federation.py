@@ -175,6 +175,27 @@ def _hash_array(h: Any, arr: Any) -> None:
         h.update(np.ascontiguousarray(a).data)
 
 
+def data_sha256(arrays: dict[str, Any], names: dict[str, Any]) -> str:
+    """SHA-256 of the data a federation is built from, before the split: each array's name,
+    dtype, shape and bytes (a :class:`LazyRows` its stored source's; text each row's UTF-8
+    bytes, length-prefixed) and the feature, class and site ``names`` (JSON). Equal data
+    give equal digests whatever the seed, partition or sizes; the digest holds no data."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256(json.dumps(names, sort_keys=True, default=str).encode())
+    for key, arr in arrays.items():
+        a = arr.source if isinstance(arr, LazyRows) else np.asarray(arr)
+        h.update(f"\0{key}\0{a.dtype.str}{a.shape}".encode())
+        if a.dtype == object:
+            for v in a.ravel():
+                data = str(v).encode()
+                h.update(len(data).to_bytes(8, "little") + data)
+        else:
+            h.update(np.ascontiguousarray(a).data)
+    return h.hexdigest()
+
+
 def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
                       ) -> tuple[np.ndarray | LazyRows, list[str]]:
     """Convert an array or DataFrame to a finite float matrix; one-hot encodes categoricals.
@@ -612,6 +633,11 @@ def make_federation(
             order = every_class_in_test(order, ya, n_test)
         Xt, yt = Xa[order[:n_test]], ya[order[:n_test]]
         pool = order[n_test:]
+    built_from = data_sha256(  # before anything of it is drawn, filled or scaled
+        {"X": Xa, "y": ya, **({"X_test": Xt, "y_test": yt} if X_test is not None else {}),
+         **({"X_public": Xp} if given else {}),
+         **({"sites": sites} if sites is not None else {})},
+        {"features": feature_names, "classes": class_names, "sites": site_names})
 
     if given:
         n_unlabeled = 0
@@ -734,7 +760,8 @@ def make_federation(
                                        label_dtype=None if regression else label_dtype(y),
                                        target_range=target_range if regression else None),
         info={"partition": str(spec), "seed": seed, "scale": scale,
-              "n_private": int(n_private), "unlabeled_shift": measured,
+              "n_private": int(n_private), "data_sha256": built_from,
+              "unlabeled_shift": measured,
               **({"public_pca": pca.record()} if pca is not None else {}),
               **({"missing": {"policy": "public-median",
                               "fill": "median of U's observed values of each column",

@@ -95,10 +95,12 @@ class InProcessGrid:
 
 def _identity_summary(federation: Federation) -> dict[str, Any]:
     """The federation's summary as a checkpoint's identity holds it: without
-    ``loaded_with``, a record of the table settings (not of the data, which the summary's
-    sizes and the fingerprint cover), so a checkpoint of an earlier version still resumes."""
+    ``loaded_with``, a record of the table settings, and ``data_sha256``, of the data before
+    the split (the summary's sizes and the federation's fingerprint cover the data), so a
+    checkpoint of an earlier version still resumes."""
     summary = federation.summary()
     summary.pop("loaded_with", None)
+    summary.pop("data_sha256", None)
     return summary
 
 

@@ -217,8 +217,9 @@ def _as_built(res: RunResult) -> dict[str, Any]:
     and, for the sizes a configuration left to the dataset (``None``), those built, the
     private examples as their total (``private_per_client`` asks for it another way); so a
     run by dataset name, one on a :class:`Federation` and a result of an earlier version
-    read as one configuration."""
-    from fedlabels.results.built import built_settings
+    read as one configuration. A federation made from arrays adds the fingerprint of its
+    data (``data_sha256``), so runs on other arrays under one name stay apart."""
+    from fedlabels.results.built import built_settings, data_fingerprint
 
     built = built_settings(res.federation or {})
     config = res.config or {}
@@ -233,6 +234,8 @@ def _as_built(res: RunResult) -> dict[str, Any]:
     from fedlabels.data.loaded_with import LOADED_KEYS
 
     out.update({k: built[k] for k in LOADED_KEYS if k in built})  # 'a,b' read as [a, b]
+    if (digest := data_fingerprint(res.federation or {})) is not None:
+        out["data_sha256"] = digest
     return out
 
 
@@ -252,7 +255,9 @@ def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
     shown = []
     for key in keys:
         value = config.get(key)
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        if key == "data_sha256" and isinstance(value, str):  # 64 hex digits: the first 12
+            shown.append(f"data sha256 {value[:12]}")
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             shown.append(f"{key}={','.join(value)}")
         elif isinstance(value, dict | list):
             shown.append(key if value else f"no {key}")

@@ -1,7 +1,8 @@
 """How a run's federation was built, as the run parameters that build it, read from the
 federation's summary (:meth:`~fedlabels.data.federation.Federation.summary`, a result's
 ``federation``): the one reading of it that ``fl.run`` records for a :class:`Federation`
-(``api``) and that ``fl.report`` and ``fl.plot`` compare runs by (``reporting/plots``)."""
+(``api``) and that ``fl.report`` and ``fl.plot`` compare runs by (``reporting/plots``), and
+the fingerprint of the data a federation made from arrays was built from."""
 
 from __future__ import annotations
 
@@ -56,3 +57,12 @@ def _task_of(summary: Mapping[str, Any]) -> dict[str, Any]:
     declared = summary.get("target_range_source") == "declared"
     bounds = summary.get("target_range") if declared else None
     return {"task": task, "target_range": bounds if isinstance(bounds, list) else None}
+
+
+def data_fingerprint(summary: Mapping[str, Any]) -> str | None:
+    """The SHA-256 of the arrays a federation made from arrays (``make_federation``) was
+    built from (its ``data_sha256``), which tells runs on other data under one name
+    (``custom``) apart; ``None`` for a loaded federation (its dataset and table settings
+    name its data) and for a result of an earlier version, which group as before."""
+    digest = summary.get("data_sha256")
+    return digest if isinstance(digest, str) and "loaded_with" not in summary else None

@@ -115,12 +115,13 @@ def _save_npz(path: Path, arrays: dict[str, Any], private: bool = False) -> None
 
 #: what the coordinator's summary knows of the sites' private rows: each site's size and class
 #: counts, U-vs-private distances measured on the pooled private rows (and U's true labels),
-#: how many rows of a given U copy a labelled row, and which columns have a gap in any
-#: row (the sites', the test set's; shared.npz's fill is U's alone); kept out of the app's
+#: how many rows of a given U copy a labelled row, which columns have a gap in any row (the
+#: sites', the test set's; shared.npz's fill is U's alone) and the SHA-256 of all the rows
+#: the federation was built from (``data_sha256``); kept out of the app's
 #: run config, which every site receives, in a file only the ServerApp reads ("a.b": key b
 #: of a)
 SITE_STATISTICS = ("client_sizes", "client_class_counts", "unlabeled_shift",
-                   "public.copies_of_labelled_rows", "missing.columns")
+                   "public.copies_of_labelled_rows", "missing.columns", "data_sha256")
 
 
 def split_summary(summary: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

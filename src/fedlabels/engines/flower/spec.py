@@ -82,12 +82,16 @@ class DeploySpec:
 
     def run_identity(self, plan: RunPlan) -> dict[str, Any]:
         """What a resumed deployment must share with its checkpoint (as the simulator's
-        :func:`~fedlabels.runs.checkpoint.run_identity`, engine ``flower``)."""
+        :func:`~fedlabels.runs.checkpoint.run_identity`, engine ``flower``), without the
+        digest of the data before the split (``data_sha256``: a checkpoint of an earlier
+        version has none; the sizes and U's fingerprint tie it to its data)."""
         from fedlabels.runs.checkpoint import run_identity
 
         cfg = self.config
+        federation = self.federation()
+        federation.pop("data_sha256", None)
         return run_identity(plan, seed=cfg.seed, eval_every=cfg.eval_every,
-                            federation=self.federation(), engine="flower")
+                            federation=federation, engine="flower")
 
     @property
     def config(self) -> RunConfig:
