@@ -174,7 +174,8 @@ def _train(keys: Mapping[int, Message], group: list[int], rnd: int = 0, attempt:
     return Message("dpfedavg.train", arrays=arrays, config={
         "round": rnd, "attempt": attempt, "participants": ",".join(map(str, group)),
         "steps": 1, "clip": p.clip, "grid": p.grid, "noise": "discrete",
-        "aggregation": "secure", "bits": p.bits, **config})
+        "aggregation": "secure", "bits": p.bits, "retries": p.retries,
+        "noise_multiplier": p.sigma, **config})
 
 
 def test_a_deviating_server_is_refused(fed: fl.Federation,
@@ -214,7 +215,8 @@ def test_a_deviating_server_is_refused(fed: fl.Federation,
         other.clients[0].handle(_train(other_keys, [0, 1, 2], params=p, weights=weights))
     # less noise, or no secure aggregation, than the client's own options
     for change in ({"aggregation": "plain"}, {"noise": "continuous"},
-                   {"grid": p.grid * 2}, {"clip": p.clip * 10}):
+                   {"grid": p.grid * 2}, {"clip": p.clip * 10},
+                   {"noise_multiplier": p.sigma / 2}, {"noise_multiplier": None}):
         with pytest.raises(ParameterRefusal):
             client.handle(_train(keys, [0, 1, 2], params=p, weights=weights, **change))
     with pytest.raises(RefusedError, match="at least 3"):  # shrunk at train time

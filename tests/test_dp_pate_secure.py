@@ -208,7 +208,8 @@ def _vote(keys: Mapping[int, Message], group: list[int], p: Any, attempt: int = 
         arrays[f"sig_{c}"] = keys[c].arrays["sig"]
     return Message("pate.secure_vote", arrays=arrays, config={
         "round": 0, "attempt": attempt, "participants": ",".join(map(str, group)),
-        "steps": 1, "aggregation": "secure", "bits": p.bits, **config})
+        "steps": 1, "aggregation": "secure", "bits": p.bits, "retries": p.retries,
+        "noise_multiplier": p.noise_multiplier, **config})
 
 
 def test_a_deviating_server_is_refused(fed: fl.Federation,
@@ -247,7 +248,8 @@ def test_a_deviating_server_is_refused(fed: fl.Federation,
     # no secure aggregation, another ring, more queries (a larger shift than accounted),
     # clusters instead of rows
     for change in ({"aggregation": "plain"}, {"bits": p.bits + 8}, {"queries": Q + 1},
-                   {"cluster_seed": 3, "clusters": Q}):
+                   {"cluster_seed": 3, "clusters": Q},
+                   {"noise_multiplier": p.noise_multiplier / 2}):
         with pytest.raises(ParameterRefusal):
             client.handle(_vote(keys, [0, 1, 2], p, **change))
     with pytest.raises(RefusedError, match="at least 3"):  # shrunk at vote time

@@ -201,6 +201,34 @@ def test_sites_allowing_fewer_retries_refuse_the_retry_naming_the_option(
         assert rows[0]["releases"] == 2, (cid, rows)
 
 
+@pytest.mark.parametrize(("cfg", "site_options", "named"), [
+    (replace(CFG, options={**{k: v for k, v in CFG.options.items() if k != "noise_multiplier"},
+                           "epsilon": 8.0}), {"retries": 0}, "the site's retries is 0"),
+    (replace(PATE, options={**{k: v for k, v in PATE.options.items() if k != "noise_sigma"},
+                            "epsilon": 8.0}), {"retries": 2}, "the site's retries is 2"),
+    (CFG, {"noise_multiplier": 1.5}, "the site's noise_multiplier is 1.5")],
+    ids=["dp-fedavg-retries", "dp-pate-retries", "dp-fedavg-sigma"])
+def test_a_coordinator_with_other_retries_under_epsilon_is_refused_naming_them(
+        tmp_path: Path, cfg: RunConfig, site_options: dict[str, object], named: str) -> None:
+    """Under epsilon σ is calibrated for the releases rounds + retries: a coordinator whose
+    retries differ from the sites' plans asked for another σ, and was refused as 'refused:
+    parameters' (the ring's bits differed) without naming retries. Every site refuses the
+    first attempt before anything is charged, and the coordinator's one line names the
+    option and the site's own value (as for σ itself), with the hint on retries."""
+    from fedlabels.runs.lost import ClientsLost
+
+    prepared, grid = deployment(cfg, tmp_path, site_options=site_options)
+    with pytest.raises(ClientsLost) as err:
+        run_server(grid, server_context(prepared.spec))
+    line = str(err.value)
+    assert "\n" not in line and f"refused: parameters ({named})" in line
+    assert ("option retries of its own privacy-plan" in line) == ("retries" in named)
+    for cid in range(cfg.clients):  # refused before anything was charged
+        settings = prepared.node_settings(cid)
+        rows = read_ledgers(ledger_dir(settings), site_key(key_path(settings)), 1e-5)
+        assert sum(r["releases"] for r in rows) == 0, (cid, rows)
+
+
 def test_a_dp_pate_site_dying_after_voting_is_retried_as_in_the_simulator(
         tmp_path: Path) -> None:
     """DP-PATE's secure vote with the same dropout and retries=1 in every site's plan: the

@@ -30,19 +30,28 @@ class BudgetRefusal(RefusedError):
 
 
 class ParameterRefusal(RefusedError):
-    """Less noise (or another mechanism) than the client's own options."""
+    """Less noise (or another mechanism) than the client's own options. ``named``: the
+    option and the client's own value (``the site's retries is 0``), which the server
+    learns with the category (:func:`error_category`); give it only for a value of the
+    client's options, never one computed from its data."""
 
     category = "refused: parameters"
+
+    def __init__(self, message: str, named: str | None = None) -> None:
+        super().__init__(message)
+        self.named = named
 
 
 def refuse_other_value(cid: int, key: str, asked: Any, mine: Any,
                        read: Callable[[Any], Any] = float, then: str = "refusing") -> None:
     """The client's own option decides, never the server's message: a
     :class:`ParameterRefusal` naming both where the server's ``key`` (``asked``, compared as
-    ``read(asked)``) is not the client's ``mine``."""
-    if read(asked) != mine:
+    ``read(asked)``; ``None``: the message lacks it) is not the client's ``mine``, which
+    must be a value of its options: the server learns the option and ``mine``."""
+    if asked is None or read(asked) != mine:
         raise ParameterRefusal(f"client {cid}: the server asked for {key} = {asked!r} but "
-                               f"this client's options say {mine!r}; {then}.")
+                               f"this client's options say {mine!r}; {then}.",
+                               named=f"the site's {key} is {mine!r}")
 
 
 class LearnerOutputError(ValueError):
@@ -101,7 +110,11 @@ def out_of_memory(exc: BaseException) -> str | None:
 
 def error_category(exc: BaseException) -> str:
     """What a site tells the server about an error: a category, never the text (which may
-    describe its private data, e.g. the classes present)."""
+    describe its private data, e.g. the classes present); a :class:`ParameterRefusal` adds
+    the option that differs and the site's own value where it names them (``refused:
+    parameters (the site's retries is 0)``)."""
+    if isinstance(exc, ParameterRefusal) and exc.named:
+        return f"{exc.category} ({exc.named})"
     if isinstance(exc, RefusedError):
         return exc.category
     if isinstance(exc, FedLabelsError):

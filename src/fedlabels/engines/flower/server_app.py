@@ -390,7 +390,8 @@ RETRY_HINT = (
     " Under aggregation secure a retried attempt after a dropout is one more release: a "
     "site answers one attempt a round (dp-pate: one vote) plus the option retries of its "
     "own privacy-plan (ledger-epsilon does not raise that count), so a coordinator "
-    "allowed more retries than its sites is refused; give the run and every site's plan "
+    "allowed more retries than its sites is refused (with epsilon, which calibrates σ for "
+    "those releases, any other number of retries is); give the run and every site's plan "
     "the same --opt retries=A (deploy prepare writes it into each client_<i>.plan.json; "
     "docs/privacy.md, 'Dropouts').")
 
@@ -401,7 +402,8 @@ def check_survivors(plan: RunPlan, learners: list[Any], fgrid: FlowerGrid,
     status.update(lost=dict(fgrid.lost))
     hint = BUDGET_SPENT_HINT if failed and all(
         "refused: budget" in why for why in failed.values()) else ""
-    if hint and getattr(plan.settings.options, "aggregation", None) == "secure":
+    retries = any("the site's retries is" in why for why in failed.values())
+    if (hint or retries) and getattr(plan.settings.options, "aggregation", None) == "secure":
         hint += RETRY_HINT
     line = survivors(plan, learners, fgrid.client_ids, failed, rnd,
                      lambda c: f"client {c} (SuperNode {fgrid.node_of[c]})", hint)

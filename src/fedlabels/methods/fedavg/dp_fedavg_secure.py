@@ -178,6 +178,11 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
                            read=str)
         refuse_other_value(self.cid, "clip", config["clip"], params.clip)
         refuse_other_value(self.cid, "grid", config["grid"], params.grid)
+        if options_epsilon(self.options):  # σ calibrated for rounds + retries releases
+            refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
+                               read=int)
+        refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
+                           params.sigma)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
         rnd, attempt, group, peers = self.checked_attempt(message)
         start = np.array(message.arrays["weights"], dtype=np.float32)
@@ -266,7 +271,8 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
         message = Message("dpfedavg.train", arrays=arrays, config={
             "round": rnd, "attempt": attempt, "participants": members_text(group),
             "steps": self.period, "clip": p.clip, "grid": p.grid, "noise": "discrete",
-            "aggregation": "secure", "bits": p.bits})
+            "aggregation": "secure", "bits": p.bits, "retries": p.retries,
+            "noise_multiplier": p.sigma})
         return {c: message for c in group}
 
     def _apply(self, replies: Mapping[int, Message]) -> None:

@@ -205,6 +205,12 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
         config = message.config
         refuse_other_value(self.cid, "aggregation", config.get("aggregation", "plain"),
                            "secure", read=str)
+        own = self.settings.options_as(DPPATEOptions)
+        if own.noise_sigma is None:  # σ calibrated from ε for 1 + retries releases
+            refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
+                               read=int)
+        refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
+                           params.noise_multiplier)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
         self._check_queries(message)
         rnd, attempt, group, peers = self.checked_attempt(message)
@@ -300,7 +306,8 @@ class SecurePATEServer(LedgerEvents, PATEServer):
             message = Message("pate.secure_vote", arrays=arrays, config={
                 **vote.config, "round": rnd, "attempt": self.attempts,
                 "participants": members_text(group), "aggregation": "secure",
-                "bits": p.bits})
+                "bits": p.bits, "retries": p.retries,
+                "noise_multiplier": p.noise_multiplier})
             replies = grid.exchange({c: message for c in group}, rnd)
             self.attempts += 1
             if set(replies) == set(group):
