@@ -112,3 +112,49 @@ def test_runs_of_other_test_sets_draw_a_band(tmp_path, result):
                 "test sets") in labels
     finally:
         plt.close(fig)
+
+
+def test_the_warning_compares_with_the_baseline_the_report_draws(rows, result):
+    """The warning said 'mean R² ≤ 0: no better than predicting the test mean', a predictor
+    the report does not draw (its line is the training mean's RMSE): a run worse than the
+    drawn line went unflagged where its R² was above 0, and one better than the line was
+    flagged where its R² was not. It now compares the mean RMSE with the drawn baseline's;
+    a result without the baseline keeps the R² sentence."""
+    from fedlabels.results.caveats import regression_warning, run_warnings
+
+    base = result.clinical["baseline"]
+    assert base["r2"] < 0  # the private targets' mean lies above the test targets'
+    below, above = base["rmse"] * 0.99, base["rmse"] * 1.01
+    r2_below = 1 - (1 - base["r2"]) * 0.99**2  # R² of RMSE `below` on the same test set
+    assert r2_below < 0  # beats the drawn line, not the test mean: no warning
+    assert regression_warning(below, r2_below, base) is None
+    line = regression_warning(above, 0.01, base)  # worse than the line, R² above 0
+    assert line is not None and f"{above:.4g}" in line and f"{base['rmse']:.4g}" in line
+    assert "training-mean baseline" in line and "test" not in line
+    assert regression_warning(base["rmse"], None, base) is not None  # equal: not below
+    assert regression_warning(above, 0.01, None) is None  # earlier results: R² only
+    assert "test targets' own mean" in str(regression_warning(None, -0.2, None))
+    import copy
+
+    def warned(rmse: float, r2: float) -> list[str]:  # the run, its clients scored so
+        res = copy.deepcopy(result)
+        rec = res.final_record
+        rec.rmse, rec.r2 = [rmse] * len(rec.rmse), [r2] * len(rec.r2)
+        return [w for w in run_warnings(res) if "R²" in w or "RMSE" in w]
+
+    assert warned(below, r2_below) == []
+    assert warned(above, 0.01) == [line]
+
+
+def test_a_model_of_noise_targets_is_flagged_against_the_training_mean():
+    """Targets independent of the features: the clients' trees fit noise, and their test
+    RMSE is above that of the training mean the report draws."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 3))
+    y = 50.0 + 10.0 * rng.normal(size=200)
+    fed = make_federation(X, y, clients=2, task="regression", target_range=(LO, HI), seed=0)
+    res = run("local", fed, model="dt", rounds=1, seed=0, progress=False)
+    from fedlabels.results.caveats import run_warnings
+
+    assert res.final["mean_rmse"] > res.clinical["baseline"]["rmse"]
+    assert [w for w in run_warnings(res) if "training-mean baseline's" in w]

@@ -92,6 +92,24 @@ def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None) -> s
             "the models learnt next to nothing")
 
 
+def regression_warning(rmse: float | None, r2: float | None,
+                       baseline: dict[str, Any] | None) -> str | None:
+    """A sentence when the mean test RMSE is not below the training-mean baseline's (the
+    line ``fedlabels plot`` and the report draw: :func:`training_mean_baseline`); for a
+    result without it (written before 2026-11-29), when the mean R² is ≤ 0, no better than
+    the test targets' own mean."""
+    if baseline is None:
+        if r2 is None or r2 > 0:
+            return None
+        return f"mean R² {r2:.3f} ≤ 0: no better than predicting the test targets' own mean"
+    if rmse is None or rmse < baseline["rmse"]:
+        return None
+    return (f"mean RMSE {rmse:.4g} is not below the training-mean baseline's "
+            f"{baseline['rmse']:.4g} (R² {baseline['r2']:.3f}), which always predicts the mean "
+            f"of the pooled private training targets, {baseline['mean']:.4g}: the models "
+            "learnt next to nothing")
+
+
 def run_warnings(res: RunResult) -> list[str]:
     """Every caveat of one run, as sentences."""
     out = []
@@ -101,12 +119,11 @@ def run_warnings(res: RunResult) -> list[str]:
                    if status.startswith("interrupted") else status)
     final = res.final or {}
     if res.federation.get("task") == "regression":
-        r2 = final.get("mean_r2")
-        if r2 is not None and r2 <= 0:
-            out.append(f"mean R² {r2:.3f} ≤ 0: no better than predicting the test mean")
-        line = table_range_warning(res.federation)
-        if line:
-            out.append(line)
+        for line in (regression_warning(final.get("mean_rmse"), final.get("mean_r2"),
+                                        training_mean_baseline(res)),
+                     table_range_warning(res.federation)):
+            if line:
+                out.append(line)
     else:
         for line in (chance_warning(final.get("mean_accuracy"), majority_baseline(res)),
                      absent_class_warning(res.federation)):
