@@ -36,7 +36,7 @@ SETTINGS = [(4.0, 3, 370, 2), (8.0, 10, 2, 10), (4.0, 10, 10, 10), (8.0, 10, 10,
 
 def _tally(eps_round: float, rounds: int, labels: int, k: int) -> LabelTally:
     p = k / (math.exp(eps_round / labels) + k - 1)  # as LabelTally.add keys a release
-    return LabelTally(groups={(p, k): rounds * labels}, kary=True, count=rounds)
+    return LabelTally(groups={(p, k): rounds * labels}, count=rounds)
 
 
 def rdp_calibration(total: float, rounds: int, labels: int, k: int) -> float:

@@ -132,8 +132,7 @@ def test_calibration_is_not_the_rdp_accountant_s() -> None:
     eps_round = calibrate_kary_round_epsilon(total, DELTA, rounds, labels, k)
 
     def rdp_total(e: float) -> float:
-        tally = LabelTally(groups={(_p(e / labels, k), k): rounds * labels}, kary=True,
-                           count=rounds)
+        tally = LabelTally(groups={(_p(e / labels, k), k): rounds * labels}, count=rounds)
         return _label_epsilon(tally, DELTA, "rdp")
 
     before = _largest_round_epsilon(rdp_total, total, rounds)
@@ -157,3 +156,17 @@ def test_a_kary_run_and_every_clients_ledger_state_the_exact_epsilon(
     for cid, role in roles.items():
         mine = role.ledger.spent()
         assert (mine.accountant, mine.epsilon) == (p["accountant"], p["epsilon"]), cid
+
+
+def test_a_two_class_kary_tally_is_binary_rrs() -> None:
+    """LabelTally kept a flag 'any release is k-ary' that nothing read once the exact
+    accountant took k-ary RR (a group's buckets say which RR it is): a 2-class k-ary RR
+    release is binary RR, and its tally is now that of XOR releases of the same flip
+    probability, to the field (the flag told them apart)."""
+    from fedlabels.privacy.events import XorEvent
+
+    eps1, s, n = 0.5, 3, 40  # p = 2f exactly in floating point at this ε₁
+    kary = LabelTally.of([KaryRREvent(s * eps1, s, eps1, 2, n)] * 4)
+    xor = LabelTally.of([XorEvent(s * eps1, s, 1.0 / (1.0 + math.exp(eps1)), n)] * 4)
+    assert kary == xor and kary.copy() == kary
+    assert _label_epsilon(kary, DELTA, "exact") == _label_epsilon(xor, DELTA, "exact")

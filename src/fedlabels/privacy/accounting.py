@@ -240,13 +240,13 @@ def repeat_add(total: Any, term: Any, n: int) -> Any:
 class LabelTally:
     """What label accounting reads of XOR / k-ary RR releases, kept as they are added: Σ ε
     (``basic``, summed left to right), the composed dp-accounting RR mechanisms per (noise
-    parameter p, buckets) in the order first seen (``groups``), whether any is k-ary, and
-    how many releases. A ledger keeps one running (:mod:`fedlabels.privacy.tally`), so a
-    check need not walk every release again."""
+    parameter p, buckets) in the order first seen (``groups``: a group's buckets tell
+    k-ary RR from binary, which 2-class k-ary RR is), and how many releases. A ledger keeps
+    one running (:mod:`fedlabels.privacy.tally`), so a check need not walk every release
+    again."""
 
     basic: float = 0.0
     groups: dict[tuple[float, int], int] = field(default_factory=dict)
-    kary: bool = False
     count: int = 0
 
     @classmethod
@@ -265,7 +265,6 @@ class LabelTally:
         elif isinstance(ev, KaryRREvent):
             c = ev.n_classes
             key, bits = (c / (math.exp(ev.epsilon_per_label) + c - 1), c), ev.sensitivity_labels
-            self.kary = True
         else:
             raise FedLabelsError(f"{type(ev).__name__} is not a label mechanism.")
         # a left fold, as a running total adds (not sum(): 3.12's compensates)
@@ -274,7 +273,7 @@ class LabelTally:
         self.count += n
 
     def copy(self) -> LabelTally:
-        return LabelTally(self.basic, dict(self.groups), self.kary, self.count)
+        return LabelTally(self.basic, dict(self.groups), self.count)
 
 
 def _label_epsilon(tally: LabelTally, delta: float, accountant: str) -> float:
@@ -454,8 +453,7 @@ def calibrate_kary_round_epsilon(total_epsilon: float, delta: float, rounds: int
         eps_label = eps_round / sensitivity_labels
         kary_replace_probability(eps_label, n_classes)  # refuses an ε₁ beyond float64
         p = n_classes / (math.exp(eps_label) + n_classes - 1)  # as LabelTally.add keys it
-        tally = LabelTally(groups={(p, n_classes): rounds * sensitivity_labels}, kary=True,
-                           count=rounds)
+        tally = LabelTally(groups={(p, n_classes): rounds * sensitivity_labels}, count=rounds)
         exact = _label_epsilon(tally, delta, "exact")
         try:
             return min(exact, _label_epsilon(tally, delta, "rdp"))
