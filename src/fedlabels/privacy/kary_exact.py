@@ -20,10 +20,11 @@ one pair is dominated by the product of that pair (Zhu, Dong & Wang 2022, Thm. 1
 b) is Binomial(n, q + r) and, given m, #a is Binomial(m, q / (q + r)): k-ary RR on the pair is
 binary RR with flip probability 1 / (e^a + 1), answered with probability q + r. The sum runs
 over a window of (m, #a) within :data:`KARY_WINDOW_SDS` standard deviations of each mean
-(plus :data:`KARY_WINDOW_SLACK` counts) and adds the whole probability outside it as if every
-term there were 1: an upper bound of δ, equal to the full sum to float precision. The
-window's probabilities do not depend on ε: they are collapsed once per (n, p, k) to the
-distribution of #a - #b > 0 (losses <= 0 add nothing at ε >= 0).
+(plus :data:`KARY_WINDOW_SLACK` counts) and adds a Chernoff bound of the probability outside
+it as if every term there were 1: an upper bound of δ, above the full sum by ~1e-14 and a
+rounding margin (summed in log space from a table of ln j!, each term raised by 64 ulps of
+the largest log term). The window's probabilities do not depend on ε: they are collapsed
+once per (n, p, k) to the distribution of #a - #b > 0 (losses <= 0 add nothing at ε >= 0).
 """
 
 from __future__ import annotations
@@ -57,37 +58,83 @@ def _window(n: np.ndarray | int, prob: float) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+@functools.lru_cache(maxsize=4)  # one n per calibration: its p varies, the table does not
+def _log_factorials(n: int) -> np.ndarray:
+    """ln(j!) for j = 0..n."""
+    from scipy.special import gammaln
+
+    table = gammaln(np.arange(n + 1, dtype=np.float64) + 1.0)
+    table.setflags(write=False)
+    return table
+
+
+def _log_binom_pmf(lf: np.ndarray, x: np.ndarray, size: int, prob: float) -> np.ndarray:
+    """ln P(Binomial(size, prob) = x) from the table ``lf`` of ln(j!)."""
+    from scipy.special import xlog1py, xlogy
+
+    return lf[size] - lf[x] - lf[size - x] + xlogy(x, prob) + xlog1py(size - x, -prob)
+
+
+def _chernoff_tails(lo: np.ndarray, hi: np.ndarray, size: np.ndarray,
+                    prob: float) -> np.ndarray:
+    """Upper bounds of P(X < lo) + P(X > hi) for X ~ Binomial(size, prob) and a window
+    [lo, hi] about its mean: P(X <= x) <= exp(-size · KL(x/size ‖ prob)) below the mean,
+    and likewise above (Chernoff); 0 where the window reaches the support's end."""
+    from scipy.special import xlog1py, xlogy
+
+    def bound(x: np.ndarray) -> np.ndarray:
+        frac = x / np.maximum(size, 1)
+        kl = (xlogy(frac, frac) - xlogy(frac, prob) + xlogy(1.0 - frac, 1.0 - frac)
+              - xlog1py(1.0 - frac, -prob))
+        return np.exp(-size * np.maximum(kl, 0.0))
+
+    below = np.where(lo > 0, bound(np.maximum(lo - 1, 0).astype(float)), 0.0)
+    above = np.where(hi < size, bound(np.minimum(hi + 1, size).astype(float)), 0.0)
+    return np.asarray(below + above, dtype=float)
+
+
 @functools.lru_cache(maxsize=8)  # one (n, p, k) per bisection for ε; a ledger's check reuses it
 def _kary_losses(n: int, p: float, k: int) -> tuple[float, np.ndarray, np.ndarray, float]:
-    """a, the positive values d of #a - #b within the window, their probabilities, and the
-    probability outside the window."""
-    from scipy import stats  # lazy: scipy.stats costs ~1 CPU-s at import
+    """a, the positive values d of #a - #b within the window, upper bounds of their
+    probabilities, and an upper bound of the probability outside the window.
 
+    The probabilities are summed in log space from a table of ln(j!) (each term a few
+    table reads, not scipy's binomial pmf) and raised by a margin of 64 ulps of the
+    largest log term, which bounds their rounding; the mass outside is bounded by
+    Chernoff's tail bound. Both keep δ an upper bound."""
     a = kary_loss(p, k)
     r = p / k
     q = 1.0 - p + r
     informative = min(1.0, q + r)
     g = q / (q + r)
+    lf = _log_factorials(n)
     m_lo, m_hi = (int(v) for v in _window(n, informative))
-    outside = (float(stats.binom.cdf(m_lo - 1, n, informative)) if m_lo > 0 else 0.0) \
-        + (float(stats.binom.sf(m_hi, n, informative)) if m_hi < n else 0.0)
+    m = np.arange(m_lo, m_hi + 1)
+    w = np.exp(_log_binom_pmf(lf, m, n, informative))
+    outside = float(_chernoff_tails(np.array([m_lo]), np.array([m_hi]), np.array([n]),
+                                    informative)[0])
+    i_lo, i_hi = _window(m, g)
+    outside += float(np.sum(w * _chernoff_tails(i_lo, i_hi, m, g)))
+    first = np.maximum(i_lo, m // 2 + 1)  # d = 2i - m > 0 only
+    # ln P(i | m) = ln m! - ln i! - ln (m - i)! + i ln g + (m - i) ln(1 - g); 0 < g < 1
+    slope = math.log(g) - math.log1p(-g)
+    with np.errstate(divide="ignore"):  # w = 0: a row of no weight
+        row_terms = lf[m] + m * math.log1p(-g) + np.log(w)
     by_d = np.zeros(n + 1)
-    for start in range(m_lo, m_hi + 1, _CHUNK_ROWS):
-        m = np.arange(start, min(start + _CHUNK_ROWS, m_hi + 1))
-        w = stats.binom.pmf(m, n, informative)
-        i_lo, i_hi = _window(m, g)
-        outside += float(np.sum(w * (stats.binom.cdf(i_lo - 1, m, g)
-                                     + stats.binom.sf(i_hi, m, g))))
-        first = np.maximum(i_lo, m // 2 + 1)  # d = 2i - m > 0 only
-        span = int(np.max(i_hi - first, initial=-1)) + 1
+    for start in range(0, len(m), _CHUNK_ROWS):
+        rows = slice(start, start + _CHUNK_ROWS)
+        mr, lo, hi = m[rows, None], first[rows, None], i_hi[rows, None]
+        span = int(np.max(hi - lo, initial=-1)) + 1
         if span <= 0:
             continue
-        i = first[:, None] + np.arange(span)[None, :]
-        inside = i <= i_hi[:, None]
-        mm = np.broadcast_to(m[:, None], i.shape)
-        weight = w[:, None] * stats.binom.pmf(np.where(inside, i, 0), mm, g)
-        d = 2 * i - mm
-        np.add.at(by_d, d[inside], weight[inside])
+        i = np.minimum(lo + np.arange(span)[None, :], hi)  # beyond hi: weight 0 below
+        weight = np.exp(row_terms[rows, None] - lf[i] - lf[mr - i] + i * slope)
+        weight[lo + np.arange(span)[None, :] > hi] = 0.0
+        d = np.maximum(2 * i - mr, 0)  # d <= 0 only where the weight is 0
+        by_d += np.bincount(d.ravel(), weights=weight.ravel(), minlength=n + 1)
+    terms = float(lf[n]) + n * sum(abs(math.log(v)) for v in
+                                   (informative, 1.0 - informative, g, 1.0 - g) if v > 0.0)
+    by_d *= math.exp(64 * np.finfo(float).eps * terms)  # the log terms' rounding, bounded
     d_pos = np.flatnonzero(by_d)
     pmf = by_d[d_pos]
     losses = d_pos * a
