@@ -402,15 +402,26 @@ def _child_pointing_back(nodes):
 # fresh child for each file, so that each file is still read and predicted with in a process
 # of its own, whose crash or endless loop fails its test and leaves pytest (and the loader)
 # standing. It forks while it has one thread only (checked): no lock held by another thread
-# is copied locked, and the children start their own thread pools.
+# is copied locked, and the children start their own thread pools. The check counts every
+# thread of the process where /proc lists them (Linux), else Python's threads (macOS and
+# other systems without /proc: a native pool would go uncounted there, which the BLAS and
+# OpenMP settings of ``loader`` keep from starting).
 _LOADER = """
-import json, os, pathlib, select, signal, sys, time, traceback
+import json, os, pathlib, select, signal, sys, threading, time, traceback
 import numpy as np
 import sklearn.ensemble, sklearn.neighbors, sklearn.tree
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.results.model_format import read_models_file
 
-assert len(os.listdir("/proc/self/task")) == 1, "the loader must fork with one thread"
+
+def threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except FileNotFoundError:
+        return threading.active_count()
+
+
+assert threads() == 1, "the loader must fork with one thread"
 
 
 def load(path, out):
@@ -469,6 +480,32 @@ def loader():
     assert proc.stdin is not None
     proc.stdin.close()
     proc.wait(timeout=60)
+
+
+def test_the_loader_checks_its_threads_without_proc() -> None:
+    """The loader's one-thread check listed /proc/self/task, which exists on Linux only:
+    elsewhere the loader died of FileNotFoundError before reading a file. Without /proc
+    (every listing of it refused here) it counts Python's threads and starts; a second
+    Python thread still stops it."""
+    import subprocess
+    import sys
+
+    no_proc = ("import os\n_listdir = os.listdir\n"
+               "def listdir(path='.'):\n"
+               "    if str(path).startswith('/proc'):\n"
+               "        raise FileNotFoundError(path)\n"
+               "    return _listdir(path)\n"
+               "os.listdir = listdir\n")
+    pools = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+    env = {**os.environ, **pools}
+    started = subprocess.run([sys.executable, "-c", no_proc + _LOADER], input="",
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert started.returncode == 0, started.stderr
+    thread = ("import threading\nthreading.Thread(target=threading.Event().wait, "
+              "daemon=True).start()\n")
+    refused = subprocess.run([sys.executable, "-c", no_proc + thread + _LOADER], input="",
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode != 0 and "one thread" in refused.stderr
 
 
 def _refused_in_a_child(loader, path: Path, needle: str, timeout: float = 60) -> None:
