@@ -209,6 +209,14 @@ def _pub(tmp_path: Path, cid: int, text: str | bytes) -> None:
      "is not a site's identity public key"),
     (lambda t: _pub(t, 5, (t / "received" / "client_0.identity.pub").read_text()),
      "holds client_5.identity.pub but the run has 3 clients"),
+    # 32 bytes that cryptography's from_public_bytes takes: the identity (small order: any
+    # signature R = identity, S = 0 verifies), y = p (not canonical), y = 2 (no point)
+    (lambda t: _pub(t, 1, public_key_text(1, b"\x01" + bytes(31))),
+     r"is not a valid Ed25519 public key \(of small order"),
+    (lambda t: _pub(t, 1, public_key_text(1, (2**255 - 19).to_bytes(32, "little"))),
+     r"is not a valid Ed25519 public key \(not canonical"),
+    (lambda t: _pub(t, 1, public_key_text(1, b"\x02" + bytes(31))),
+     r"is not a valid Ed25519 public key \(not a point"),
     (lambda t: shutil.copy(t / "site1" / "client_1.identity.key", t / "received"),
      "holds client_1.identity.key, a site's private identity key"),
     (lambda t: shutil.rmtree(t / "received"), "is not a directory"),

@@ -13,7 +13,10 @@ roster, the XCLP session number and the group the server announced), the purpose
 ids (``dst`` = :data:`ANY_PEER` for a value broadcast to every peer, such as the X25519
 key), so a signature cannot be replayed across runs, sessions, groups, purposes or roles. A
 site verifies before it uses a relayed value and refuses (:class:`SecureProtocolError`, one
-line naming the peer) a peer outside its roster, a missing or a wrong signature.
+line naming the peer) a peer outside its roster, a missing or a wrong signature, and a
+roster key that is not canonical, no point or of small order
+(:mod:`fedlabels.secure.ed25519_point`: OpenSSL verifies a forged signature under a
+small-order key).
 
 In the simulator the session builder is the trusted setup (:func:`trusted_setup`): it draws
 every client's identity key and the run id and hands each client role its own private key
@@ -162,6 +165,12 @@ class Authenticator:
         if signature is None:
             raise SecureProtocolError(f"client {me}: client {peer}'s {purpose} came without "
                                       "its signature; refusing.")
+        from fedlabels.secure.ed25519_point import key_problem
+
+        why = key_problem(bytes(key))  # OpenSSL verifies a forgery under a small-order key
+        if why is not None:
+            raise SecureProtocolError(f"client {me}: client {peer}'s roster key is {why}; "
+                                      f"refusing its {purpose}.")
         try:
             Ed25519PublicKey.from_public_bytes(key).verify(
                 np.asarray(signature).tobytes(), self._statement(purpose, peer, dst,

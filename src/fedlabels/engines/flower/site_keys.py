@@ -71,7 +71,9 @@ def read_public_file(path: Path, cid: int | None = None, where: str | None = Non
     """The client id and the key of a site's ``client_<i>.identity.pub`` at ``path``
     (named ``where`` in errors, default the path), refused in one line: a device, pipe or
     socket, a file over 1024 bytes, an unreadable file, text that is not one key line,
-    a key that is not a valid Ed25519 key, and, given ``cid``, the key of another client."""
+    a key that is not a valid Ed25519 key (not canonical, no point of the curve, or of small
+    order: :func:`~fedlabels.secure.ed25519_point.key_problem`), and, given ``cid``, the key
+    of another client."""
     where = str(path) if where is None else where
     site = "the site" if cid is None else f"site {cid}"
     refuse_special_file(path, "the public key")
@@ -93,13 +95,12 @@ def read_public_file(path: Path, cid: int | None = None, where: str | None = Non
     if cid is not None and listed != cid:
         raise FedLabelsError(f"{where} holds the key of client {listed}, not of client {cid}; "
                              "name each site's file client_<its id>.identity.pub.")
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from fedlabels.secure.ed25519_point import key_problem
 
-    try:
-        Ed25519PublicKey.from_public_bytes(public)
-    except ValueError:
-        raise FedLabelsError(f"{where} is not a valid Ed25519 public key; ask {site} for "
-                             "its .pub file again.") from None
+    why = key_problem(public)  # cryptography's from_public_bytes takes any 32 bytes
+    if why is not None:
+        raise FedLabelsError(f"{where} is not a valid Ed25519 public key ({why}); ask {site} "
+                             "for its .pub file again.")
     return listed, public
 
 
