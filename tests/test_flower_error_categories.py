@@ -53,3 +53,20 @@ def test_the_server_learns_the_category_not_the_text(tmp_path: Path, monkeypatch
     (KeyError("secret"), "error: internal")])
 def test_categories(error: Exception, category: str) -> None:
     assert error_category(error) == category
+
+
+def test_a_refused_option_is_named_with_the_sites_value_not_the_text() -> None:
+    """A refusal of an option the server's message states otherwise names the option and
+    the client's own value (a value of its options), not the text, also after a worker
+    process sent it back (pickled)."""
+    import pickle
+
+    from fedlabels.core.errors import refuse_other_value
+
+    with pytest.raises(ParameterRefusal) as caught:
+        refuse_other_value(3, "retries", 1, 0, read=int)
+    assert error_category(caught.value) == "refused: parameters (the site's retries is 0)"
+    assert error_category(pickle.loads(pickle.dumps(caught.value))) == \
+        "refused: parameters (the site's retries is 0)"
+    with pytest.raises(ParameterRefusal, match="asked for bits = None"):  # a key left out
+        refuse_other_value(3, "bits", None, 20, read=int)
