@@ -216,14 +216,17 @@ def test_a_deviating_server_is_refused(fed: fl.Federation,
     # less noise, or no secure aggregation, than the client's own options
     for change in ({"aggregation": "plain"}, {"noise": "continuous"},
                    {"grid": p.grid * 2}, {"clip": p.clip * 10},
-                   {"noise_multiplier": p.sigma / 2}, {"noise_multiplier": None}):
+                   {"noise_multiplier": p.sigma / 2}, {"noise_multiplier": p.sigma * 1.001},
+                   {"noise_multiplier": None}):
         with pytest.raises(ParameterRefusal):
             client.handle(_train(keys, [0, 1, 2], params=p, weights=weights, **change))
     with pytest.raises(RefusedError, match="at least 3"):  # shrunk at train time
         client.handle(_train(keys, [0, 1], params=p, weights=weights))
     assert not client.ledger.events  # nothing released, nothing charged
     spy = Spy(monkeypatch)
-    client.handle(_train(keys, [0, 1, 2], params=p, weights=weights))
+    # the σ the coordinator calibrated on another machine, a last digit apart, is taken
+    client.handle(_train(keys, [0, 1, 2], params=p, weights=weights,
+                         noise_multiplier=p.sigma * (1 + 1e-9)))
     with pytest.raises(RefusedError, match="attempt 0 of round 0 again"):  # mask reuse
         client.handle(_train(keys, [0, 1, 2], params=p, weights=weights))
     # the share's σ is the client's own σΔ/√min_group, whatever the group announced

@@ -6,6 +6,7 @@ says what is wrong and how to fix it; the CLI prints it without a traceback.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -43,12 +44,16 @@ class ParameterRefusal(RefusedError):
 
 
 def refuse_other_value(cid: int, key: str, asked: Any, mine: Any,
-                       read: Callable[[Any], Any] = float, then: str = "refusing") -> None:
+                       read: Callable[[Any], Any] = float, then: str = "refusing",
+                       rel_tol: float = 0.0) -> None:
     """The client's own option decides, never the server's message: a
     :class:`ParameterRefusal` naming both where the server's ``key`` (``asked``, compared as
     ``read(asked)``; ``None``: the message lacks it) is not the client's ``mine``, which
-    must be a value of its options: the server learns the option and ``mine``."""
-    if asked is None or read(asked) != mine:
+    must be a value of its options: the server learns the option and ``mine``. ``rel_tol``:
+    a computed value (a σ each party calibrates from the same options) may differ by that
+    relative amount, another machine's floating point."""
+    if asked is None or (read(asked) != mine if not rel_tol else
+                         not math.isclose(read(asked), mine, rel_tol=rel_tol)):
         raise ParameterRefusal(f"client {cid}: the server asked for {key} = {asked!r} but "
                                f"this client's options say {mine!r}; {then}.",
                                named=f"the site's {key} is {mine!r}")

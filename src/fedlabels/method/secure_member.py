@@ -179,6 +179,10 @@ class SecureSumMember:
 
 #: the options that apply only with aggregation secure
 SECURE_ONLY_OPTIONS = ("min_group", "retries")
+#: how far the σ a secure attempt names may differ from the one a client calibrates from its
+#: own options (the same calibration, another machine's floating point); the client adds
+#: its own share of noise whatever the message says
+SIGMA_REL_TOL = 1e-6
 
 
 def refuse_secure_only(method: str, aggregation: str, given: Any, needs: str) -> None:

@@ -53,6 +53,7 @@ from fedlabels.method.base import Grid, Settings
 from fedlabels.method.blocks import GlobalModelServer, WeightsClient
 from fedlabels.method.dpsgd_client import SecretNoiseClient
 from fedlabels.method.secure_member import (
+    SIGMA_REL_TOL,
     SecureSumMember,
     allowance_spent,
     warn_without_retries,
@@ -182,7 +183,7 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
             refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
                                read=int)
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
-                           params.sigma)
+                           params.sigma, rel_tol=SIGMA_REL_TOL)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
         rnd, attempt, group, peers = self.checked_attempt(message)
         start = np.array(message.arrays["weights"], dtype=np.float32)

@@ -60,6 +60,7 @@ from fedlabels.core.errors import (
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.dpsgd_client import SecretNoiseClient
 from fedlabels.method.secure_member import (
+    SIGMA_REL_TOL,
     SecureSumMember,
     allowance_spent,
     warn_without_retries,
@@ -210,7 +211,7 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
             refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
                                read=int)
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
-                           params.noise_multiplier)
+                           params.noise_multiplier, rel_tol=SIGMA_REL_TOL)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
         self._check_queries(message)
         rnd, attempt, group, peers = self.checked_attempt(message)
