@@ -187,6 +187,39 @@ def test_a_module_that_is_not_there(tmp_path, capsys):
                     "(No module named 'no_such_user_nets'); put it on PYTHONPATH")
 
 
+@pytest.mark.parametrize("spec,fix", [
+    # a file where the import name belongs: "cannot parse model spec", or for nets.py
+    # "cannot import 'nets.py' ... (No module named 'nets.py'; 'nets' is not a package)"
+    ("module:/home/me/lab/nets.py:make(hidden=8)",
+     "names the file /home/me/lab/nets.py, but module: takes an import name: put its folder "
+     "on the module path and give module:nets:make(hidden=8) (PYTHONPATH=/home/me/lab "),
+    ("module:nets.py:make", "give module:nets:make (PYTHONPATH=. "),
+    ("module:lab/nets:make", "give module:nets:make (PYTHONPATH=lab "),
+])
+def test_a_module_spec_that_names_a_file(tmp_path, capsys, spec, fix):
+    one_line_exit_2(capsys, ["--model", spec, "--output", str(tmp_path / "x.json")], fix)
+
+
+def test_a_module_in_the_current_directory_says_how_to_find_it(tmp_path, capsys,
+                                                                monkeypatch):
+    # the fedlabels command does not search the current directory (python -m does): the
+    # user's nets.py beside them was "No module named ...; put it on PYTHONPATH" alone
+    (tmp_path / "cwd_user_nets_q.py").write_text("def make(n_features, n_classes): pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", ".")])
+    one_line_exit_2(capsys, ["--model", "module:cwd_user_nets_q:make",
+                             "--output", str(tmp_path / "x.json")],
+                    "(cwd_user_nets_q.py is in the current directory, which the fedlabels "
+                    "command does not search: run PYTHONPATH=. fedlabels ..., or python -m "
+                    "fedlabels ...)")
+
+
+def test_a_misspelt_factory_gets_the_close_name(tmp_path, capsys):
+    one_line_exit_2(capsys, ["--model", "module:user_nets:tiny_mpl",
+                             "--output", str(tmp_path / "x.json")],
+                    "module 'user_nets' has no 'tiny_mpl' (did you mean 'tiny_mlp'?)")
+
+
 def test_a_network_too_large_for_memory(tmp_path, capsys):
     # torch's allocator failure came out as "client 0: model TorchNetClassifier failed to
     # fit ... RuntimeError: [enforce fail at alloc_cpu.cpp:127] ...", with the advice for

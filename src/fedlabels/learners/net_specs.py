@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from pathlib import Path
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError, raised_at
+from fedlabels.core.errors import FedLabelsError, did_you_mean, raised_at
 from fedlabels.learners.model_spec import (
     FACTORY_ARGS,
     SPEC_NAMES,
@@ -94,8 +95,10 @@ def import_factory(path: str) -> Any:
     where = getattr(obj, "__file__", None)  # another file of that name may come first
     for part in name.split("."):
         if not hasattr(obj, part):
-            raise FedLabelsError(f"module {module!r} has no {name!r} (model module:{path}; "
-                                 f"imported from {where or 'a namespace package'}).")
+            close = did_you_mean(part, [n for n in dir(obj) if not n.startswith("_")])
+            raise FedLabelsError(f"module {module!r} has no {name!r}{close} (model "
+                                 f"module:{path}; imported from "
+                                 f"{where or 'a namespace package'}).")
         obj = getattr(obj, part)
     if not callable(obj):
         raise FedLabelsError(f"{path} is not callable; module: needs a factory returning a "
@@ -109,12 +112,24 @@ def _import_failure(module: str, path: str, exc: Exception) -> str:
     missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
     if missing is not None and (module == missing or module.startswith(missing + ".")):
         return (f"cannot import {module!r} for model module:{path} ({exc}); put it on "
-                "PYTHONPATH or install it.")
+                f"PYTHONPATH or install it{_in_working_directory(missing)}.")
     if missing is not None:
         return (f"importing {module!r} for model module:{path} failed: it imports "
                 f"{missing!r}, which is not installed here; install it, or remove that import.")
     return (f"importing {module!r} for model module:{path} failed: {raised_at(exc)}; fix "
             f"the module (python -c 'import {module}' shows the whole traceback).")
+
+
+def _in_working_directory(missing: str) -> str:
+    """`` (x.py is in the current directory, ...)`` where the module not found is there: the
+    ``fedlabels`` command, unlike ``python -m``, does not look in the current directory."""
+    top = missing.split(".")[0]
+    here = Path.cwd()
+    found = next((f for f in (f"{top}.py", f"{top}/") if (here / f).exists()), None)
+    if found is None:
+        return ""
+    return (f" ({found} is in the current directory, which the fedlabels command does not "
+            "search: run PYTHONPATH=. fedlabels ..., or python -m fedlabels ...)")
 
 
 def make_net(kind: str, n_classes: int, random_state: int, **params: Any) -> Any:

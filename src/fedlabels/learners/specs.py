@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError, did_you_mean
@@ -89,6 +90,19 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
+def _file_as_module(part: str) -> str | None:
+    """The one-line fix for a ``module:`` spec that names a file (``module:nets/my.py:make``)
+    where the module's import name belongs; None for any other spec."""
+    where, sep, rest = part[len("module:"):].partition(":")
+    if not sep or not (where.endswith(".py") or "/" in where or "\\" in where):
+        return None
+    path = PurePath(where.replace("\\", "/"))
+    folder = str(path.parent) if str(path.parent) != "." else "."
+    return (f"model spec {part!r} names the file {where}, but module: takes an import name: "
+            f"put its folder on the module path and give module:{path.stem}:{rest} "
+            f"(PYTHONPATH={folder} fedlabels run ...; in Python, sys.path).")
+
+
 def parse_model_spec(text: str) -> list[ModelSpec]:
     """Parse a (possibly per-client) spec string into a list of :class:`ModelSpec`."""
     specs = []
@@ -100,7 +114,9 @@ def parse_model_spec(text: str) -> list[ModelSpec]:
         if factory:  # your own torch network: module:pkg.mod:factory(params)
             match = re.fullmatch(r"(module)\s*(?:\((.*)\))?",
                                  f"module({factory.group(2) or ''})", flags=re.S)
-        elif part.startswith("module:"):
+        if part.startswith("module:") and (file_hint := _file_as_module(part)):
+            raise FedLabelsError(file_hint)
+        if part.startswith("module:") and not factory:
             raise FedLabelsError(f"cannot parse model spec {part!r}; use "
                                  "module:PACKAGE.MODULE:FACTORY or module:P.M:F(key=value,...).")
         if not match:
