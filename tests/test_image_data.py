@@ -310,3 +310,25 @@ def test_an_image_beside_the_class_folders_is_left_out_with_a_warning(tmp_path):
     with pytest.warns(FedLabelsWarning, match=r"1 image\(s\) directly in it \(stray.PNG\)"):
         files, labels, classes = image_folder_files(tmp_path / "imgs")
     assert len(files) == len(labels) == 9 + 14 + 20 and classes == list(CLASSES)
+
+
+def test_an_image_over_pillows_warning_limit_is_named(tmp_path, monkeypatch):
+    # Pillow's DecompressionBombWarning names no file ("Image size (100000000 pixels)
+    # exceeds limit ..."): in a folder of thousands the user could not tell which
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 150)  # warns over 150, refuses over 300
+    make_folder(tmp_path / "imgs", sizes=(2, 2, 2))  # 12 x 10: 120 pixels
+    big = tmp_path / "imgs" / "dog" / "big.png"
+    Image.fromarray(np.zeros((12, 15, 3), np.uint8)).save(big)  # 180 pixels
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_image_folder(tmp_path / "imgs", size=(12, 10))
+    said = [str(w.message) for w in caught]
+    assert [m for m in said if str(big) in m] == [  # once, though the file is opened twice
+        f"image {big} is 12x15 (height x width), 180 pixels, over Pillow's decompression-bomb "
+        "limit of 150; it is read, slowly and in much memory: shrink it if it is not meant to "
+        "be that large."]
+    assert all(issubclass(w.category, FedLabelsWarning) for w in caught), said

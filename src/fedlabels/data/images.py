@@ -166,18 +166,41 @@ def full_scale(brightest: float) -> float:
     return float(2**bits - 1)
 
 
-def _opened(path: Path) -> Any:
-    """``path`` opened by Pillow (headers read), or a one-line error naming it."""
+def _opened(path: Path, warn: bool = True) -> Any:
+    """``path`` opened by Pillow (headers read), or a one-line error naming it; ``warn``:
+    say so if it is over Pillow's decompression-bomb warning limit (:func:`_warn_large`)."""
+    import warnings
+
     from PIL import Image, UnidentifiedImageError
 
     try:
-        return Image.open(path)
+        with warnings.catch_warnings():  # Pillow's warning names no file: ours names it
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(path)
+        limit = Image.MAX_IMAGE_PIXELS
+        if warn and limit is not None and img.size[0] * img.size[1] > limit:
+            _warn_large(path, img.size, limit)
+        return img
     except Image.DecompressionBombError as exc:
         raise FedLabelsError(f"image {path} is too large to read safely ({exc}); shrink it "
                              "or remove the file.") from None
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise FedLabelsError(f"cannot read image {path}: {exc}; replace or remove the "
                              "file.") from None
+
+
+def _warn_large(path: Path, size: tuple[int, int], limit: int) -> None:
+    """Say which image is over Pillow's decompression-bomb warning limit (it is read;
+    Pillow's own warning names no file)."""
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    w, h = size
+    warnings.warn(FedLabelsWarning(
+        f"image {path} is {h}x{w} (height x width), {w * h:,} pixels, over Pillow's "
+        f"decompression-bomb limit of {limit:,}; it is read, slowly and in much memory: "
+        "shrink it if it is not meant to be that large."), stacklevel=3)
 
 
 def _deep(mode: str) -> bool:
@@ -261,7 +284,7 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
     shown = started = time.monotonic()
     for i, path in enumerate(files):
         shown = _say_how_far(i, len(files), started, shown)
-        with _opened(path) as img:
+        with _opened(path, warn=False) as img:  # said by _header
             try:
                 upright = ImageOps.exif_transpose(img)
                 if _deep(upright.mode):  # scaled in float, then 8 bits
