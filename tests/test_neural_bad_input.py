@@ -102,6 +102,31 @@ def test_a_hugging_face_directory_without_weights(tmp_path, capsys):
                     "its weights as pytorch_model.bin, a pickle, which fedlabels never loads")
 
 
+def test_a_hugging_face_directory_with_a_slow_tokenizer_only(tmp_path, capsys, monkeypatch):
+    # an older BERT checkpoint ships vocab.txt, no tokenizer.json: the message said only
+    # "save the model and its fast tokenizer there"; it gives the line that writes it, and
+    # that line works (run here as the user would)
+    pytest.importorskip("transformers")
+    import re
+
+    hf = tmp_path / "bert"
+    hf.mkdir()
+    (hf / "config.json").write_text('{"model_type": "bert"}')
+    (hf / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ngood\nbad\n")
+    code = main([*BASE, "--model", f"hf(model_dir={hf})", "--output", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"hf model_dir {hf} has no tokenizer.json; it has the slow tokenizer's vocab.txt: " \
+           "write the fast one once with python -c" in err
+    (line,) = re.findall(r'python -c "([^"]+)"', err)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    exec(line, {})  # the line as the user would paste it
+    assert (hf / "tokenizer.json").is_file()
+    one_line_exit_2(capsys, ["--model", f"hf(model_dir={hf})",
+                             "--output", str(tmp_path / "x.json")],
+                    f"hf model_dir {hf} has no weights")  # the next thing it lacks
+
+
 def test_a_shape_other_than_the_datasets_images_is_refused(tmp_path, capsys):
     # digits records its images as 1x8x8: 1-4-16 (also 64 pixels) was taken silently, so
     # the network saw each image cut in two halves side by side

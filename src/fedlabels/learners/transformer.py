@@ -90,6 +90,24 @@ _WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 _PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
+_SAVE_HINT = "save the model and its fast tokenizer there (save_pretrained)."
+#: the files of a slow (Python) tokenizer, which transformers converts to tokenizer.json
+_SLOW_TOKENIZER = ("vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+
+
+def _slow_tokenizer_fix(root: Path) -> str:
+    """How to write ``tokenizer.json`` into ``root`` from its slow tokenizer's files (an
+    older BERT checkpoint ships ``vocab.txt`` only); "" when it has none."""
+    found = [name for name in _SLOW_TOKENIZER if (root / name).is_file()]
+    if not found or not (root / "config.json").is_file():
+        return ""
+    where = str(root).replace("'", "\\'")
+    return (f"it has the slow tokenizer's {found[0]}: write the fast one once with python -c "
+            f"\"from transformers import AutoTokenizer as T; T.from_pretrained('{where}')"
+            f".save_pretrained('{where}')\" (it adds tokenizer.json).")
+
+
 def check_hf(params: Mapping[str, Any]) -> None:
     """``hf(model_dir=PATH, ...)``: a local model directory with its config, tokenizer and
     weights (checked when the spec is parsed), and the parameters of ``minilm``."""
@@ -102,8 +120,8 @@ def check_hf(params: Mapping[str, Any]) -> None:
         raise FedLabelsError(f"hf model_dir {root} is not a directory.")
     for name in ("config.json", "tokenizer.json"):
         if not (root / name).is_file():
-            raise FedLabelsError(f"hf model_dir {root} has no {name}; save the model and its "
-                                 "fast tokenizer there (save_pretrained).")
+            raise FedLabelsError(f"hf model_dir {root} has no {name}; "
+                                 f"{_slow_tokenizer_fix(root) or _SAVE_HINT}")
     if not any((root / name).is_file() for name in _WEIGHTS):
         if any((root / name).is_file() for name in _PICKLED_WEIGHTS):
             raise FedLabelsError(f"hf model_dir {root} has its weights as pytorch_model.bin, "
