@@ -332,3 +332,27 @@ def test_an_image_over_pillows_warning_limit_is_named(tmp_path, monkeypatch):
         "limit of 150; it is read, slowly and in much memory: shrink it if it is not meant to "
         "be that large."]
     assert all(issubclass(w.category, FedLabelsWarning) for w in caught), said
+
+
+def test_building_an_image_federation_fits_the_memory_check(tmp_path, monkeypatch):
+    # 120 images at --image-size 3000 (3.2 GB of pixels) passed the check, which allowed 5x
+    # the pixels for a 24 GB machine, and the run was killed by the kernel's OOM killer: the
+    # build took 10.3x (the shift measure copied the clients' rows, then to float64)
+    import tracemalloc
+
+    from fedlabels.data import images, shift
+
+    monkeypatch.setattr(shift, "_BLOCK_ELEMENTS", 1 << 12, raising=False)  # large images
+    make_folder(tmp_path / "imgs", sizes=(80, 80, 80))  # enough rows that the pixels dominate
+    folder = f"imagefolder:{tmp_path / 'imgs'}"
+    fl.load_federation(folder, clients=2, seed=0, image_size=8)  # imports, once
+    peaks = {}
+    for side in (64, 128):
+        tracemalloc.start()
+        try:
+            fl.load_federation(folder, clients=2, seed=0, image_size=side)
+            peaks[side] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    per_pixel_byte = (peaks[128] - peaks[64]) / (240 * 3 * (128**2 - 64**2))
+    assert 4 < per_pixel_byte <= images.LOAD_PEAK  # the float32 rows at least

@@ -274,3 +274,21 @@ def test_a_bad_dirichlet_partition_names_both_accepted_forms(spec):
     message = str(caught.value)
     assert "'dirichlet:A1,A2' or 'dirichlet:A'" in message and "\n" not in message
     assert str(parse_partition("dirichlet:0.5")) == "dirichlet:0.5,0.5"  # what A means
+
+
+def test_feature_smd_in_blocks_of_rows_equals_it_at_once(monkeypatch):
+    # large images: the moments of the clients' rows are summed a block at a time, not of
+    # one float64 copy of them all; the figure is the formula's on the rows together
+    from fedlabels.data import shift
+
+    rng = np.random.default_rng(0)
+    public = rng.normal(0.3, 1.0, (40, 7)).astype(np.float32)
+    clients = [rng.normal(0.0, s, (n, 7)).astype(np.float32) for n, s in ((9, 1), (13, 2), (1, 3))]
+    clients[0][:, 2] = 5.0  # a column constant in one client only
+    rows = np.concatenate(clients).astype(np.float64)
+    sd = rows.std(axis=0)
+    expected = np.mean(np.abs(public.mean(axis=0, dtype=np.float64) - rows.mean(axis=0)) / sd)
+    assert shift.feature_smd(public, clients) == pytest.approx(expected, rel=1e-12)
+    monkeypatch.setattr(shift, "_BLOCK_ELEMENTS", 10)  # blocks of one row, across clients
+    assert shift.feature_smd(public, clients) == pytest.approx(expected, rel=1e-12)
+    assert shift.feature_smd(public, [np.ones((3, 7), np.float32)]) == 0.0  # all constant

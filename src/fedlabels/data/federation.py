@@ -742,7 +742,7 @@ def make_federation(
             "clients' or the test set's): a public set must hold no private records "
             "(docs/privacy.md, 'A public set of your own'); drop them from it."),
             stacklevel=3)
-    measured = measure_shift(shift, X_public_scaled, np.concatenate([c.X for c in sites_data]),
+    measured = measure_shift(shift, X_public_scaled, [c.X for c in sites_data],
                              None if regression else y_public,
                              None if regression else yp, len(class_names), favoured)
     return Federation(

@@ -235,15 +235,22 @@ def _memory_bytes() -> int | None:
         return None
 
 
+#: the most memory building a federation of images takes, per byte of their pixels: the
+#: uint8 pixels and the float32 rows of U, the clients and the test set (5.5 measured,
+#: tests/test_image_data.py; 10.3 before the shift measure stopped copying the clients' rows)
+LOAD_PEAK = 6
+
+
 def _pixel_array(n: int, channels: int, h: int, w: int) -> np.ndarray:
-    """The uint8 rows for ``n`` images, refused in one line where they (and the models'
-    float32 copy, four times as large) would not fit in this machine's memory."""
+    """The uint8 rows for ``n`` images, refused in one line where building a federation of
+    them (:data:`LOAD_PEAK` times their bytes) would not fit in this machine's memory."""
     need = n * channels * h * w
     have = _memory_bytes()
     gib = 2.0 ** 30
     why = (f"{n} images of {channels}x{h}x{w} need {need / gib:.1f} GiB as pixels and "
-           f"{4 * need / gib:.1f} GiB as the models' float32 inputs")
-    if have is not None and 5 * need > have:
+           f"{4 * need / gib:.1f} GiB as the models' float32 inputs, "
+           f"{LOAD_PEAK * need / gib:.1f} GiB while the federation is built")
+    if have is not None and LOAD_PEAK * need > have:
         raise FedLabelsError(f"{why}; this machine has {have / gib:.1f} GiB: choose a smaller "
                              "--image-size (image_size), e.g. 64x64.")
     try:

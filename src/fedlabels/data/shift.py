@@ -23,6 +23,7 @@ left out). Both go into the result's ``federation.unlabeled_shift``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -80,18 +81,41 @@ def label_tv(y_a: np.ndarray, y_b: np.ndarray, n_classes: int) -> float:
     return float(0.5 * np.abs(pa - pb).sum())
 
 
-def feature_smd(X_a: np.ndarray, X_b: np.ndarray) -> float:
-    """Mean over features of ``|mean_a - mean_b| / sd_b`` (features constant in b skipped)."""
+#: rows of b (elements) above which feature_smd sums its moments a block of rows at a time
+_BLOCK_ELEMENTS = 1 << 24
+
+
+def _moments(blocks: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and standard deviations of the rows of ``blocks`` together, in float64,
+    summed :data:`_BLOCK_ELEMENTS` at a time: no float64 or concatenated copy of them all
+    (for large images that copy was 8 bytes a pixel, twice the float32 rows themselves)."""
+    n = sum(len(b) for b in blocks)
+    step = max(1, _BLOCK_ELEMENTS // max(1, blocks[0].shape[1]))
+    pieces = [b[i:i + step] for b in blocks for i in range(0, len(b), step)]
+    mean = sum(p.sum(axis=0, dtype=np.float64) for p in pieces) / n
+    var = sum(np.square(p - mean).sum(axis=0) for p in pieces) / n
+    return mean, np.sqrt(var)
+
+
+def feature_smd(X_a: np.ndarray, X_b: np.ndarray | Sequence[np.ndarray]) -> float:
+    """Mean over features of ``|mean_a - mean_b| / sd_b`` (features constant in b skipped);
+    ``X_b`` may be given as blocks of rows (the clients' own), read in place when large."""
+    blocks = [X_b] if isinstance(X_b, np.ndarray) else list(X_b)
     mean_a = X_a.mean(axis=0, dtype=np.float64)
-    mean_b = X_b.mean(axis=0, dtype=np.float64)
-    sd_b = X_b.std(axis=0, dtype=np.float64)
+    if sum(b.size for b in blocks) > _BLOCK_ELEMENTS:
+        mean_b, sd_b = _moments(blocks)
+    else:  # as always: small sets are summed at once (the same figures as before)
+        X_b = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+        mean_b = X_b.mean(axis=0, dtype=np.float64)
+        sd_b = X_b.std(axis=0, dtype=np.float64)
     used = sd_b > 1e-12
     if not used.any():
         return 0.0
     return float(np.mean(np.abs(mean_a - mean_b)[used] / sd_b[used]))
 
 
-def measure_shift(shift: float, X_public: np.ndarray, X_private: np.ndarray,
+def measure_shift(shift: float, X_public: np.ndarray,
+                  X_private: np.ndarray | Sequence[np.ndarray],
                   y_public: np.ndarray | None, y_private: np.ndarray | None, n_classes: int,
                   favoured: list[int] | None = None) -> dict[str, Any]:
     """The result's ``unlabeled_shift`` record: S, the favoured classes and the measures."""
