@@ -356,3 +356,22 @@ def test_building_an_image_federation_fits_the_memory_check(tmp_path, monkeypatc
             tracemalloc.stop()
     per_pixel_byte = (peaks[128] - peaks[64]) / (240 * 3 * (128**2 - 64**2))
     assert 4 < per_pixel_byte <= images.LOAD_PEAK  # the float32 rows at least
+
+
+def test_one_file_reached_twice_through_a_link_is_refused(tmp_path, capsys):
+    # a link to the cat folder inside dog/ trained every cat image as a dog too, silently
+    root = tmp_path / "imgs"
+    make_folder(root)
+    (root / "dog" / "cats").symlink_to(root / "cat", target_is_directory=True)
+    code = main(["run", "--method", "fedct", "--dataset", f"imagefolder:{root}", "--model",
+                 "cnn", "--clients", "3", "--rounds", "1", "--no-progress", "--output",
+                 str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert (f"image folder {root} reaches the file {root / 'cat' / '000.png'} from two class "
+            "folders (cat, dog): cat/000.png and dog/cats/000.png (a symbolic link)") in err
+    (root / "dog" / "cats").unlink()
+    (root / "owl" / "again.png").symlink_to(root / "owl" / "003.png")  # twice in one class
+    with pytest.raises(FedLabelsError, match=r"from class folder owl twice: owl/003\.png and "
+                                             r"owl/again\.png"):
+        load_image_folder(root, size=None)

@@ -142,6 +142,7 @@ def image_folder_files(root: Path, min_classes: int = 2
                                  f"({', '.join(SUFFIXES)}); add some or remove the folder.")
         files += found
         labels += [k] * len(found)
+    _refuse_twice_reached(root, files)
     stray = sorted(p.name for p in root.iterdir() if p.suffix.lower() in SUFFIXES
                    and p.is_file() and not _hidden(Path(p.name)))
     if stray:  # beside class folders an image has no class: say so rather than drop it unseen
@@ -154,6 +155,23 @@ def image_folder_files(root: Path, min_classes: int = 2
             f"image folder {root}: {len(stray)} image(s) directly in it ({shown}) belong to no "
             "class folder and are left out; move each into its class's folder."), stacklevel=2)
     return files, np.asarray(labels, dtype=np.int64), classes
+
+
+def _refuse_twice_reached(root: Path, files: list[Path]) -> None:
+    """One line where two paths of an image folder are one file (symbolic links): in two
+    class folders it would train as both classes, in one it could be in the test set and in
+    a client's data alike (before, it was read twice without a word)."""
+    first: dict[str, Path] = {}
+    for path in files:
+        real = os.path.realpath(path)
+        if real in first:
+            a, b = (p.relative_to(root) for p in (first[real], path))
+            which = (f"two class folders ({a.parts[0]}, {b.parts[0]})" if a.parts[0] !=
+                     b.parts[0] else f"class folder {a.parts[0]} twice")
+            raise FedLabelsError(f"image folder {root} reaches the file {real} from {which}: "
+                                 f"{a} and {b} (a symbolic link); an image is read once, in "
+                                 "one class: remove the link or one of the paths.")
+        first[real] = path
 
 
 def full_scale(brightest: float) -> float:
