@@ -294,3 +294,21 @@ def test_a_factory_that_raises(tmp_path, capsys, method):
         fl.run(method, "digits", model=fl.TorchModel(buggy), clients=3, rounds=1, period=2,
                progress=False)
     assert isinstance(info.value.__cause__, ValueError)  # Python keeps the traceback
+
+
+@pytest.mark.parametrize("args,hint", [
+    # --augment was "unrecognized arguments: --augment" alone; --batch-size 32 suggested
+    # --batch-clients, a simulator setting
+    (["--model", "cnn", "--augment"],
+     "(--augment is a parameter of the model, not a flag: --model 'cnn(augment=true)')"),
+    (["--model", "cnn(arch=small)", "--batch-size", "32"],
+     "(--batch-size is a parameter of the model, not a flag: --model "
+     "'cnn(arch=small,batch_size=32)')"),
+    (["--lr=0.01"], "(--lr is a parameter of the model, not a flag: --model 'mlp(lr=0.01)')"),
+])
+def test_a_model_parameter_given_as_a_flag_says_where_it_goes(capsys, args, hint):
+    with pytest.raises(SystemExit) as stop:
+        main([*BASE, *args])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and hint in err and "did you mean" not in err, err
+    assert len(err.strip().splitlines()) == 1

@@ -97,8 +97,9 @@ class _Parser(argparse.ArgumentParser):
             # `deploy local` and `bound convergence`: the help to read is the leaf's
             leaf = getattr(parsed, "deploy_command", None) if command == "deploy" else \
                 getattr(parsed, "bound", None) if command == "bound" else None
-            self.error(f"unrecognized arguments: {' '.join(extras)}"
-                       f"{_option_hint(parsed, extras) or _suggestion(self, extras, command)}"
+            hint = _option_hint(parsed, extras) or _model_parameter_hint(parsed, extras) \
+                or _suggestion(self, extras, command)
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}"
                        f"{_flag_for_words(parsed, extras)}"
                        f"{getattr(parsed, 'unknown_hint', '')}",
                        " ".join(w for w in (self.prog, command, leaf) if w) if command
@@ -155,6 +156,30 @@ def _option_hint(parsed: argparse.Namespace, extras: list[str]) -> str:
         if flag.startswith("--") and key in names:
             return (f" ({flag} is an option of method {method!r}, not a flag: give it as "
                     f"--opt {key}=VALUE)")
+    return ""
+
+
+def _model_parameter_hint(parsed: argparse.Namespace, extras: list[str]) -> str:
+    """`` (--augment is a parameter of the model, not a flag: --model 'cnn(augment=true)')``
+    for an unknown flag naming a torch network's parameter, where the subcommand takes
+    ``--model``; "" otherwise."""
+    if not hasattr(parsed, "model"):
+        return ""
+    from fedlabels.learners.net_specs import PARAMS
+
+    names = {name for params in PARAMS.values() for name in params} | {"hidden"}
+    for i, token in enumerate(extras):
+        flag, _, value = token.partition("=")
+        key = flag[2:].replace("-", "_")
+        if flag.startswith("--") and key in names:
+            following = extras[i + 1] if i + 1 < len(extras) else "-"
+            given = value or (following if not following.startswith("-") else
+                              "true" if key in ("augment", "warm_start") else "VALUE")
+            model = str(parsed.model or ("cnn" if key in ("arch", "augment", "shape") else
+                                         "resnet18" if key == "width" else "mlp"))
+            spec = f"{model[:-1]},{key}={given})" if model.endswith(")") else \
+                f"{model}({key}={given})"
+            return f" ({flag} is a parameter of the model, not a flag: --model '{spec}')"
     return ""
 
 
