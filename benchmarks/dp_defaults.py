@@ -29,15 +29,18 @@ RECOMMENDED = {**EPS, "mechanism": "dpsgd", "site_model": "private", "quorum": 0
 CASES: dict[str, list[tuple[str, str, str | None, dict[str, Any]]]] = {
     "local": [("local dt", "local", "dt", {}), ("local mlp", "local", MLP, {}),
               ("fedct mlp", "fedct", MLP, {})],
-    "pate": [(f"dp-pate Q={q} {s}", "dp-pate", None,
-              {**EPS, "queries": q, "student_model": s})
+    # dp-pate's defaults before cluster queries: dt teachers, one per client, random queries
+    "pate": [(f"dp-pate Q={q} {s}", "dp-pate", "dt",
+              {**EPS, "queries": q, "student_model": s, "query_selection": "random",
+               "teachers_per_client": 1})
              for q in ("U", 10, 20, 50) for s in ("logreg", "dt")],
     "fredy": [(f"fredy Q={q} {s}", "fredy", None, {**EPS, "queries": q, "student_model": s})
               for q, s in (("U", "mlp"), (5, "logreg"))],
     # dp-pate's defaults with --epsilon (clusters, Q = 20, one teacher per 8 records, at
-    # most 10 per client, logreg student) with the default (dt) and logreg teachers; then
+    # most 10 per client, logreg student) with dt teachers (the default model until
+    # fb442a0) and logreg teachers (the default model now); then
     # explicit ablations: clusters alone, teachers per client alone, both
-    "clusters": [("dp-pate default, dt teachers", "dp-pate", None, EPS),
+    "clusters": [("dp-pate default, dt teachers", "dp-pate", "dt", EPS),
                  ("dp-pate default, logreg teachers", "dp-pate", "logreg", EPS),
                  ("dp-pate default + unscaled, logreg teachers", "dp-pate", "logreg",
                   {**EPS, "cluster_space": "unscaled"}),
