@@ -349,6 +349,14 @@ def test_dp_pate_is_observed_through_its_released_labels(digits):
     assert out["epsilon_lower_bound"] <= out["claimed_epsilon"]
 
 
+def test_plain_pate_is_audited_at_the_default_delta(digits):
+    """A non-DP result states delta None (plain PATE since 44a89f5); the audit takes the
+    documented 10⁻⁵ for a method without a guarantee instead of failing on float(None)."""
+    out = epsilon_lower_bound_audit("pate", digits, DT, rounds=1, seed=2, n_canaries=20)
+    assert out["delta"] == 1e-5
+    assert 0 <= out["epsilon_lower_bound"] < math.inf
+
+
 @pytest.mark.slow
 def test_cli_audit_reports_the_lower_bound_next_to_the_claim(tmp_path, capsys):
     import json

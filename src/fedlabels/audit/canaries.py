@@ -246,7 +246,8 @@ def epsilon_lower_bound_audit(method: str, federation: Federation, models: list[
                 out.append(float(score[0]))
     claim = dict(result.extra.get("privacy") or {})
     claimed = claim.get("epsilon")
-    d = float(claim.get("delta", 1e-5) if delta is None else delta)
+    own = claim.get("delta")  # None: no guarantee (pate, fedct, fedavg)
+    d = float(delta if delta is not None else 1e-5 if own is None else own)
     if estimator == "one-run":
         found = one_run_audit(scores, include, delta=d, beta=beta)
     else:
