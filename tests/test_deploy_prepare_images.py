@@ -65,8 +65,9 @@ def test_a_sites_deep_images_are_scaled_as_the_federations(tmp_path: Path) -> No
     _deep_folder(tmp_path / "site", {"b": 3000})
     site = load_site({"partition-id": 0, "data-path": str(tmp_path / "site"),
                       "shared-path": str(tmp_path / "dep" / "shared.npz")})
-    # the oracle: the federation's own reading of the same images (its peak, 65,535)
+    # the oracle: the federation's own reading of the same images (the 16-bit format's
+    # full scale, 65,535, as the site's; no peak declared, so none in shared.npz)
     fed = load_image_folder(tmp_path / "fed", None)
-    assert fed.peak == 65535.0
+    assert fed.peak is None and "image_peak" not in np.load(tmp_path / "dep" / "shared.npz")
     own = fed.pixels[fed.labels == fed.classes.index("b")].astype(np.float32) / 255.0
     np.testing.assert_array_equal(np.sort(site.private.X, axis=0), np.sort(own, axis=0))

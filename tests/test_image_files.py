@@ -14,7 +14,7 @@ from PIL import Image
 import fedlabels as fl
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
-from fedlabels.data.images import full_scale, load_image_folder, read_images
+from fedlabels.data.images import format_peak, load_image_folder, read_images
 
 
 def grey_folder(root, count=30, side=8, levels=(70, 170)):
@@ -31,27 +31,46 @@ def grey_folder(root, count=30, side=8, levels=(70, 170)):
     return pixels
 
 
-@pytest.mark.parametrize("brightest,scale", [(0.0, 255.0), (200.0, 255.0), (255.0, 255.0),
-                                             (256.0, 511.0), (4000.0, 4095.0),
-                                             (4095.0, 4095.0), (40000.0, 65535.0),
-                                             (0.5, 1.0), (1.0, 255.0)])
-def test_full_scale_is_the_largest_value_of_the_brightest_pixels_bits(brightest, scale):
-    assert full_scale(brightest) == scale
+@pytest.mark.parametrize("mode,rawmode,scale", [("L", "L", 255.0), ("RGB", "RGB", 255.0),
+                                                ("1", "1", 255.0), ("I;16", "I;16B", 65535.0),
+                                                ("I", "I;16B", 65535.0),
+                                                ("I", "I;32S", 2.0**31 - 1), ("F", "F;32F", 1.0)])
+def test_format_peak_is_the_formats_full_scale(mode, rawmode, scale):
+    assert format_peak(mode, rawmode) == scale
 
 
-def test_sixteen_bit_greys_are_scaled_by_their_bit_depth_not_clipped(tmp_path):
-    # 12-bit values stored in 16 bits, as X-rays often are: 4,095 becomes 255
+def _twelve_bit_folder(root):
+    """12-bit values stored in 16 bits, as X-rays often are (one pixel of 4,095)."""
     values = {"dark": 1000, "light": 3000}
     for name, v in values.items():
-        (tmp_path / name).mkdir()
+        (root / name).mkdir()
         arr = np.full((4, 6), v, dtype=np.uint16)
         arr[0, 0] = 4095 if name == "light" else v
-        Image.fromarray(arr).save(tmp_path / name / "a.png")
-    assert Image.open(tmp_path / "dark" / "a.png").mode == "I;16"
-    X, _, _, shape, peak = load_image_folder(tmp_path, None)
+        Image.fromarray(arr).save(root / name / "a.png")
+    assert Image.open(root / "dark" / "a.png").mode == "I;16"
+
+
+def test_declared_peak_scales_twelve_bit_greys_not_clipped(tmp_path):
+    _twelve_bit_folder(tmp_path)
+    X, _, _, shape, peak = load_image_folder(tmp_path, None, peak=4095.0)
     assert shape == (1, 4, 6) and peak == 4095.0
     assert X[0, 1] == round(1000 * 255 / 4095) and X[1, 1] == round(3000 * 255 / 4095)
     assert X[1, 0] == 255 and len(set(X[0].tolist())) == 1  # not all white, as clipping gave
+
+
+def test_undeclared_peak_is_the_16_bit_formats_not_the_brightest_pixels(tmp_path):
+    # before: 4,095, the full scale of the brightest pixel of every image (test ones too)
+    _twelve_bit_folder(tmp_path)
+    X, _, _, _, peak = load_image_folder(tmp_path, None)
+    assert peak is None
+    assert X[0, 1] == round(1000 * 255 / 65535) and X[1, 0] == round(4095 * 255 / 65535)
+
+
+def test_a_pixel_above_the_declared_peak_is_an_error_naming_the_file(tmp_path):
+    _twelve_bit_folder(tmp_path)
+    with pytest.raises(FedLabelsError, match=r"light/a\.png has a pixel of 4095, above "
+                       r"4000.*--image-peak"):
+        load_image_folder(tmp_path, None, peak=4000.0)
 
 
 def test_exif_orientation_turns_an_image_upright(tmp_path):
@@ -405,9 +424,11 @@ def test_new_deep_images_are_scaled_as_the_runs_own(tmp_path):
     Image.fromarray(np.full((2, 2), 2048, dtype=np.uint16)).save(path)
     deep_run = image_input((1, 2, 2), None, 4095.0)  # trained on 12-bit images
     np.testing.assert_allclose(new_image_rows(deep_run, [path]), round(2048 * 255 / 4095) / 255)
-    eight_bit_run = image_input((1, 2, 2), None, 255.0)  # a deep image scaled by its own bits
-    np.testing.assert_allclose(new_image_rows(eight_bit_run, [path]),
-                               round(2048 * 255 / 4095) / 255)
+    undeclared = image_input((1, 2, 2), None, None)  # a deep image by its format's scale
+    np.testing.assert_allclose(new_image_rows(undeclared, [path]),
+                               round(2048 * 255 / 65535) / 255)
+    with pytest.raises(FedLabelsError, match=r"deep\.png has a pixel of 2048, above 255"):
+        new_image_rows(image_input((1, 2, 2), None, 255.0), [path])  # clipped before
 
 
 @pytest.mark.parametrize("count", [3, 30])

@@ -256,7 +256,8 @@ def _digest_as_before(cfg: RunConfig) -> str:
     later = {"device": "cpu", "precision": "fp32", "batch_clients": "auto", "offload": "auto",
              "cuda_graphs": "off",
              "image_size": None, "image_column": None, "workers": None, "public": None,
-             "engine": "simulator", "missing": None, "classes": None}
+             "engine": "simulator", "missing": None, "classes": None,
+             "image_mode": None, "image_peak": None}
     settings = {("attack" if k == "poison" else k): v for k, v in cfg.to_dict().items()
                 if k != "output" and not (k in later and v == later[k])}
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str)

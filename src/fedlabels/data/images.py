@@ -2,13 +2,16 @@
 column of image paths (``image_column``).
 
 Image files (PNG, JPEG, BMP, GIF, WebP, TIFF) are read through Pillow, turned upright by
-their EXIF orientation, converted to grey (``L``) when every image is grey, else to RGB, and
-resized to ``image_size`` (``HxW``) when one is declared; without it every image must
-already have one size. Hidden files and folders (``.name``) and ``__MACOSX`` are skipped.
-Images of more than 8 bits (16-bit grey PNG or TIFF, 32-bit integer or float) are scaled
-linearly so that their full scale, :func:`full_scale` of the brightest pixel of the dataset
-(4,095 for 12-bit X-rays stored in 16 bits, 65,535 for 16-bit ones), becomes 255; the
-dataset records that ``peak`` so that new images are scaled alike when predicting. Pixels
+their EXIF orientation, converted to the declared ``image_mode`` (``grey`` or ``rgb``) or,
+undeclared, to grey (``L``) when every file's format is grey (its header's mode, not its
+pixels), else to RGB, and resized to ``image_size`` (``HxW``) when one is declared; without
+it every image must already have one size. Hidden files and folders (``.name``) and
+``__MACOSX`` are skipped. Images of more than 8 bits (16-bit grey PNG or TIFF, 32-bit
+integer or float) are scaled linearly so that the declared ``image_peak`` (4,095 for 12-bit
+X-rays stored in 16 bits) becomes 255, else their format's full scale (:func:`format_peak`:
+65,535 for 16 bits, 1.0 for float), never their pixels'; a pixel above it is a one-line
+error naming the file; the dataset records a declared peak so that new images are scaled
+alike when predicting. 8-bit images always scale by 255. Pixels
 are kept as uint8 rows of C·H·W values (the federation converts the rows it takes to
 float32 in [0, 1]) and the dataset records its (C, H, W), so CNN learners see (N, C, H, W).
 The pixels of a folder, or of a table's image column, are cached in the fedlabels cache
@@ -38,20 +41,24 @@ from fedlabels.core.verbosity import QUIET_SECONDS  # decoding says how far it i
 SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _GREY = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
 _SKIPPED = ("__MACOSX",)  # macOS' archive folders (copies of resource forks)
-_CACHE_FORMAT = "fedlabels.imagefolder/2"
+_CACHE_FORMAT = "fedlabels.imagefolder/3"  # 3: peak from the format
 #: EXIF orientations that turn an image a quarter (its width and height swap)
 _QUARTER_TURNS = (5, 6, 7, 8)
 _TRAINED_ON = ("the models were trained on {} images and the run declared no image_size to "
                "resize to: resize it first.")
 
 
+#: ``image_mode`` as declared -> Pillow's mode
+MODES = {"grey": "L", "rgb": "RGB"}
+
+
 class Images(NamedTuple):
-    """Pixels read from image files: uint8 rows (N, C·H·W), (C, H, W), and the value that
-    became 255 (:func:`full_scale`; 255 for 8-bit images)."""
+    """Pixels read from image files: uint8 rows (N, C·H·W), (C, H, W), and the declared
+    value of deep images that became 255 (``None``: each image's :func:`format_peak`)."""
 
     pixels: np.ndarray
     shape: tuple[int, int, int]
-    peak: float
+    peak: float | None
 
 
 def parse_size(text: Any) -> tuple[int, int] | None:
@@ -70,10 +77,44 @@ def parse_size(text: Any) -> tuple[int, int] | None:
     return h, int(match.group(2) or h)
 
 
+def parse_mode(text: Any) -> str | None:
+    """``image_mode`` -> Pillow's mode: ``"grey"`` -> ``"L"``, ``"rgb"`` -> ``"RGB"``;
+    None -> None (the files' formats decide)."""
+    if text is None:
+        return None
+    if not isinstance(text, str) or text.strip().lower() not in MODES:
+        raise FedLabelsError(f"image_mode must be one of {', '.join(MODES)}, got {text!r}.")
+    return MODES[text.strip().lower()]
+
+
+def parse_peak(value: Any) -> float | None:
+    """``image_peak``, the value of a deep image that becomes 255 (a positive number, e.g.
+    4095 for 12-bit images); None -> None (each image's format decides)."""
+    if value is None:
+        return None
+    try:
+        peak = float(value)
+    except (TypeError, ValueError):
+        peak = float("nan")
+    if isinstance(value, bool) or not np.isfinite(peak) or peak <= 0:
+        raise FedLabelsError(f"image_peak must be a positive number (the value of images of "
+                             f"more than 8 bits that becomes 255, e.g. 4095 for 12-bit "
+                             f"images), got {value!r}.")
+    return peak
+
+
+#: the image settings and the data they apply to
+_IMAGE_ONLY = ("image_size", "image_mode", "image_peak")
+
+
 def check_image_settings(dataset: str, image_size: str | None, image_column: str | None,
-                         text_column: str | None) -> None:
-    """``image_size`` applies to image data, ``image_column`` to a ``csv:`` table."""
+                         text_column: str | None, image_mode: str | None = None,
+                         image_peak: Any = None) -> None:
+    """``image_size``, ``image_mode`` and ``image_peak`` apply to image data,
+    ``image_column`` to a ``csv:`` table."""
     parse_size(image_size)
+    parse_mode(image_mode)
+    parse_peak(image_peak)
     is_folder = dataset.startswith("imagefolder:")
     if image_column is not None:
         if not dataset.startswith("csv:"):
@@ -81,9 +122,12 @@ def check_image_settings(dataset: str, image_size: str | None, image_column: str
                                  "imagefolder: dataset has its images in class folders.")
         if text_column is not None:
             raise FedLabelsError("give text_column or image_column, not both.")
-    elif image_size is not None and not is_folder:
-        raise FedLabelsError("image_size applies to an imagefolder: dataset or a csv: table "
-                             "with image_column; remove it.")
+    elif not is_folder:
+        given = [name for name, value in zip(_IMAGE_ONLY, (image_size, image_mode, image_peak),
+                                             strict=True) if value is not None]
+        if given:
+            raise FedLabelsError(f"{given[0]} applies to an imagefolder: dataset or a csv: "
+                                 "table with image_column; remove it.")
 
 
 def _hidden(relative: Path) -> bool:
@@ -174,14 +218,18 @@ def _refuse_twice_reached(root: Path, files: list[Path]) -> None:
         first[real] = path
 
 
-def full_scale(brightest: float) -> float:
-    """The value that becomes 255 for images whose brightest pixel is ``brightest``: 255
-    for 8-bit values, else the largest value of as many bits (4,095 for 12-bit data, 65,535
-    for 16-bit); 1.0 for float images in [0, 1]."""
-    if 0.0 < brightest <= 1.0 and not float(brightest).is_integer():
+def format_peak(mode: str, rawmode: str = "") -> float:
+    """The full scale of an image's format, from its header (no pixel decoded): 255 for 8
+    bits a channel, 65,535 for 16-bit integers, 2**31 - 1 for 32-bit ones (Pillow's ``I``),
+    1.0 for float; ``rawmode`` (the file's stored layout) tells a 16-bit file that Pillow
+    opens as ``I``."""
+    if not _deep(mode):
+        return 255.0
+    if mode == "F":
         return 1.0
-    bits = max(8, int(np.ceil(np.log2(max(float(brightest), 1.0) + 1.0))))
-    return float(2**bits - 1)
+    if "16" in mode or rawmode.startswith("I;16"):
+        return 65535.0
+    return float(2**31 - 1)
 
 
 def _opened(path: Path, warn: bool = True) -> Any:
@@ -227,15 +275,17 @@ def _deep(mode: str) -> bool:
 
 
 def _header(path: Path) -> tuple[str, tuple[int, int], float]:
-    """An image's mode, its upright (width, height), and its brightest value if it holds
-    more than 8 bits a pixel (0 otherwise: decoding it is then left to the reading)."""
+    """An image's mode, its upright (width, height), and its format's full scale
+    (:func:`format_peak`), from its header: the pixels are left to the reading."""
     with _opened(path) as img:
+        rawmode = str(img.tile[0][3][0] if isinstance(img.tile[0][3], tuple)
+                      else img.tile[0][3]) if img.tile else ""
         try:  # a PNG's EXIF may follow its pixels: reading it may decode them
             turned = img.getexif().get(0x0112, 1) in _QUARTER_TURNS
-            brightest = float(img.getextrema()[1]) if _deep(img.mode) else 0.0
         except (OSError, SyntaxError, ValueError) as exc:
             raise _corrupt(path, exc) from None
-        return img.mode, (img.size[1], img.size[0]) if turned else img.size, brightest
+        return (img.mode, (img.size[1], img.size[0]) if turned else img.size,
+                format_peak(img.mode, rawmode))
 
 
 def _corrupt(path: Path, exc: BaseException) -> FedLabelsError:
@@ -281,10 +331,11 @@ def _pixel_array(n: int, channels: int, h: int, w: int) -> np.ndarray:
 def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | None = None,
                 peak: float | None = None, resize: bool = True,
                 reference: str = _TRAINED_ON) -> Images:
-    """The images' pixels: grey if every image is (or ``mode="L"``), else RGB; resized to
-    ``size`` (height, width) if given (``resize=False``: each must already have it, else one
-    line ending in ``reference`` with that size), else all of one size; deep images scaled
-    by ``peak`` (default: :func:`full_scale` of their brightest pixel)."""
+    """The images' pixels in ``mode`` (``L``, ``RGB``; default: grey if every file's format
+    is), resized to ``size`` (height, width) if given (``resize=False``: each must already
+    have it, else one line ending in ``reference`` with that size), else all of one size;
+    deep images scaled by ``peak`` (default: each one's :func:`format_peak`), a pixel above
+    it a one-line error naming the file."""
     from PIL import Image, ImageOps
 
     headers = [_header(path) for path in files]
@@ -301,22 +352,22 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
                              "--image-size HxW (image_size) to resize them.")
     if mode is None:
         mode = "L" if all(m in _GREY for m, _, _ in headers) else "RGB"
-    if peak is None:
-        peak = full_scale(max((b for _, _, b in headers), default=0.0))
     w, h = next(iter(sizes)) if size is None else (size[1], size[0])
     channels = 1 if mode == "L" else 3
     out = _pixel_array(len(files), channels, h, w)
     shown = started = time.monotonic()
-    for i, path in enumerate(files):
+    for i, (path, (_, _, scale)) in enumerate(zip(files, headers, strict=True)):
         shown = _say_how_far(i, len(files), started, shown)
         with _opened(path, warn=False) as img:  # said by _header
             try:
                 upright = ImageOps.exif_transpose(img)
                 if _deep(upright.mode):  # scaled in float, then 8 bits
                     grey = upright.convert("F")
+                    _check_peak(path, grey, scale if peak is None else peak, peak is None)
                     if grey.size != (w, h):
                         grey = grey.resize((w, h), Image.Resampling.BILINEAR)
-                    values = np.asarray(grey, dtype=np.float32) * np.float32(255.0 / peak)
+                    values = np.asarray(grey, dtype=np.float32) * np.float32(
+                        255.0 / (scale if peak is None else peak))
                     pixels = Image.fromarray(np.clip(np.rint(values), 0, 255)
                                              .astype(np.uint8)).convert(mode)
                 else:
@@ -327,7 +378,18 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
                 raise _corrupt(path, exc) from None
         arr = np.asarray(pixels, dtype=np.uint8).reshape(h, w, channels)
         out[i] = arr.transpose(2, 0, 1).reshape(-1)  # channels first: (C, H, W)
-    return Images(out, (channels, h, w), float(peak))
+    return Images(out, (channels, h, w), None if peak is None else float(peak))
+
+
+def _check_peak(path: Path, grey: Any, peak: float, from_format: bool) -> None:
+    """A deep image's brightest pixel against the value that becomes 255: above it is an
+    error naming the file (clipping would change the pixels unseen)."""
+    brightest = float(grey.getextrema()[1])
+    if brightest > peak:
+        whose = "its format's full scale" if from_format else "the declared image_peak"
+        raise FedLabelsError(f"image {path} has a pixel of {brightest:g}, above {peak:g}, "
+                             f"{whose}, which becomes 255; declare the images' full scale, "
+                             "at least that pixel, with --image-peak (image_peak).")
 
 
 def _say_how_far(done: int, total: int, started: float, shown: float) -> float:
@@ -369,13 +431,13 @@ def _read_cache(path: Path) -> Images | None:
     try:
         with np.load(path, allow_pickle=False) as data:
             pixels, shape, check = data["pixels"], data["shape"], str(data["sha256"])
-            peak = float(data["peak"])
+            peak: float | None = float(data["peak"])  # NaN: none declared
     except (OSError, KeyError, ValueError):
         return None
     if hashlib.sha256(pixels.tobytes()).hexdigest() != check:
         return None  # damaged: rebuilt from the images
     c, h, w = (int(s) for s in shape)
-    return Images(pixels, (c, h, w), peak)
+    return Images(pixels, (c, h, w), None if peak is None or np.isnan(peak) else peak)
 
 
 def _write_cache(path: Path, images: Images) -> None:
@@ -384,7 +446,7 @@ def _write_cache(path: Path, images: Images) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         np.savez(fh, pixels=images.pixels, shape=np.asarray(images.shape, dtype=np.int64),
-                 peak=np.asarray(images.peak),
+                 peak=np.asarray(np.nan if images.peak is None else images.peak),
                  sha256=np.asarray(hashlib.sha256(images.pixels.tobytes()).hexdigest()))
     os.replace(tmp, path)
 
@@ -420,14 +482,14 @@ class ImageFolder(NamedTuple):
     labels: np.ndarray
     classes: list[str]
     shape: tuple[int, int, int]
-    peak: float
+    peak: float | None
 
 
 def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2,
                       mode: str | None = None, peak: float | None = None) -> ImageFolder:
     """An image folder's images and labels (:class:`ImageFolder`), cached; ``mode`` (``L``
-    or ``RGB``) converts them all to those channels (default: grey if every one is);
-    ``peak`` scales deep images as another reading did (default: their own full scale)."""
+    or ``RGB``) converts them all to those channels (default: grey if every file's format
+    is); ``peak`` scales deep images (default: their format's full scale)."""
     root = Path(root).expanduser()
     files, labels, classes = image_folder_files(root, min_classes)
     forced = mode if peak is None else f"{mode}|{peak:g}"
@@ -436,9 +498,12 @@ def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classe
     return ImageFolder(images.pixels, labels, classes, images.shape, images.peak)
 
 
-def _paths_key(table: Path, files: list[Path], size: tuple[int, int] | None) -> str:
-    """A table's images' cache entry, their resolved paths in order (:func:`_entry_key`)."""
-    return _entry_key(f"{_CACHE_FORMAT}|paths|{table.resolve()}|{size}", files,
+def _paths_key(table: Path, files: list[Path], size: tuple[int, int] | None,
+               mode: str | None = None, peak: float | None = None) -> str:
+    """A table's images' cache entry, their resolved paths in order (:func:`_entry_key`);
+    a declared mode or peak is an entry of its own."""
+    declared = "" if mode is None and peak is None else f"|{mode}|{peak}"
+    return _entry_key(f"{_CACHE_FORMAT}|paths|{table.resolve()}|{size}{declared}", files,
                       Path.resolve)
 
 
@@ -477,8 +542,10 @@ def column_paths(values: Any, column: str, base: Path, where: str) -> list[Path]
     return files
 
 
-def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any) -> Images:
-    """The images a table's ``column`` names (paths relative to the table's folder)."""
+def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any,
+                        mode: str | None = None, peak: float | None = None) -> Images:
+    """The images a table's ``column`` names (paths relative to the table's folder), in the
+    declared ``mode`` and scaled by the declared ``peak`` (:func:`read_images`)."""
     if info.target is None or not info.name.startswith("csv:"):
         raise FedLabelsError("image_column applies to a csv:PATH:TARGET table only.")
     from fedlabels.core.files import csv_parts
@@ -489,17 +556,19 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any) -> Im
         raise FedLabelsError(f"table {table} {missing_column(column, frame.columns)}.")
     files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)
-    return _cached_images(files, size, _paths_key(table, files, size))
+    return _cached_images(files, size, _paths_key(table, files, size, mode, peak), mode,
+                          peak=peak)
 
 
-def image_input(shape: tuple[int, int, int], size: tuple[int, int] | None, peak: float,
-                column: str | None = None) -> dict[str, Any]:
+def image_input(shape: tuple[int, int, int], size: tuple[int, int] | None,
+                peak: float | None, column: str | None = None) -> dict[str, Any]:
     """How a run read its images, recorded with its models so that new images are read
-    alike (:func:`new_image_rows`): (C, H, W), the declared size, the value that became 255,
-    and a table's image column."""
+    alike (:func:`new_image_rows`): (C, H, W), the declared size, the declared value of
+    deep images that became 255 (``None``: each image's format's), and a table's image
+    column."""
     return {"shape": [int(s) for s in shape],
             "size": None if size is None else [int(size[0]), int(size[1])],
-            "peak": float(peak), "column": column}
+            "peak": None if peak is None else float(peak), "column": column}
 
 
 def image_paths(X_raw: Any, spec: Mapping[str, Any]) -> list[Path] | None:
@@ -547,6 +616,13 @@ def table_image_paths(frame: Any, spec: Mapping[str, Any], folder: Path) -> list
     return column_paths(frame[column].tolist(), str(column), folder, "the table")
 
 
+def recorded_peak(spec: Mapping[str, Any]) -> float | None:
+    """The declared peak a run recorded (:func:`image_input`); ``None``: each image's
+    format's full scale."""
+    peak = spec.get("peak")
+    return None if peak is None else float(peak)
+
+
 def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:
     """New images as a run's models take them: float32 rows of C·H·W pixels in [0, 1],
     read as the run read its own (:func:`image_input`), from files (:func:`image_paths`)
@@ -555,10 +631,8 @@ def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:
     files = image_paths(X_raw, spec)
     if files is not None:
         declared = spec.get("size")
-        peak = float(spec.get("peak", 255.0))  # an 8-bit run: a deep new image, its own scale
         images = read_images(files, (h, w), mode="L" if c == 1 else "RGB",
-                             peak=None if peak == 255.0 else peak,
-                             resize=declared is not None)
+                             peak=recorded_peak(spec), resize=declared is not None)
         return unit_float32(images.pixels)
     X = np.asarray(X_raw)
     if X.ndim == 4 and X.shape[1:] == (c, h, w):

@@ -17,7 +17,8 @@ def load_table(dataset: str, *, sep: str | None = None,
                features: str | Sequence[str] | None = None,
                drop: str | Sequence[str] | None = None,
                text_column: str | None = None, image_size: str | None = None,
-               image_column: str | None = None) -> tuple[DatasetInfo, LoadedDataset]:
+               image_column: str | None = None, image_mode: str | None = None,
+               image_peak: float | None = None) -> tuple[DatasetInfo, LoadedDataset]:
     """A dataset's entry and its raw data, with the feature columns chosen.
 
     ``sep`` is a CSV table's field separator (default ``,``); ``features`` keeps only the
@@ -25,21 +26,25 @@ def load_table(dataset: str, *, sep: str | None = None,
     index column of a CSV table (``Unnamed: 0``) is dropped with a warning unless named.
     ``text_column`` makes a CSV table's text column the single (text) feature;
     ``image_column`` makes the images a CSV table's column names its features (resized to
-    ``image_size``, which also applies to an ``imagefolder:``; :mod:`fedlabels.data.images`).
+    ``image_size``, which also applies to an ``imagefolder:``, as do ``image_mode`` and
+    ``image_peak``; :mod:`fedlabels.data.images`).
     """
     info, raw, _ = _load_table(dataset, sep=sep, features=features, drop=drop,
                                text_column=text_column, image_size=image_size,
-                               image_column=image_column)
+                               image_column=image_column, image_mode=image_mode,
+                               image_peak=image_peak)
     return info, raw
 
 
 def _load_table(dataset: str, *, sep: str | None, features: str | Sequence[str] | None,
                 drop: str | Sequence[str] | None, text_column: str | None,
-                image_size: str | None, image_column: str | None
+                image_size: str | None, image_column: str | None,
+                image_mode: str | None = None, image_peak: float | None = None
                 ) -> tuple[DatasetInfo, LoadedDataset, list[str] | None]:
     """:func:`load_table`'s entry and data, and the table's feature columns before
     ``features`` and ``drop`` chose (``None``: images, texts or an unnamed matrix)."""
-    info = get_dataset(dataset, sep=sep, image_size=image_size)
+    info = get_dataset(dataset, sep=sep, image_size=image_size, image_mode=image_mode,
+                       image_peak=image_peak)
     raw = info.load() if text_column is None or info.load_texts is None else \
         info.load_texts(text_column)  # a table's texts as written, from one read of it
     if image_column is not None:
@@ -47,12 +52,15 @@ def _load_table(dataset: str, *, sep: str | None, features: str | Sequence[str] 
         from fedlabels.data.images import (
             image_column_pixels,
             image_input,
+            parse_mode,
+            parse_peak,
             parse_size,
             pixel_names,
             unit_float32,
         )
 
-        images = image_column_pixels(info, raw, image_column, image_size)
+        images = image_column_pixels(info, raw, image_column, image_size,
+                                     parse_mode(image_mode), parse_peak(image_peak))
         # the table's other columns stay beside the pixels: a column:NAME partition's sites
         others = raw.X.drop(columns=[image_column])
         return info, replace(raw, X=LazyRows(images.pixels, unit_float32, table=others,
@@ -132,7 +140,8 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                     target_range: Any = None, text_column: str | None = None,
                     unlabeled_shift: float = 0.0, public_pca: IntLike | None = None,
                     image_size: str | int | tuple[int, int] | None = None,
-                    image_column: str | None = None,
+                    image_column: str | None = None, image_mode: str | None = None,
+                    image_peak: float | None = None,
                     public: str | os.PathLike[str] | None = None,
                     missing: str | None = None,
                     classes: str | Sequence[str] | None = None) -> Federation:
@@ -152,7 +161,10 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     table; ``unlabeled_shift`` and ``public_pca`` are those of :func:`make_federation`. With
     ``partition="column:NAME"`` the column NAME is read even when ``features`` leaves it
     out (it becomes the clients, never a feature). ``image_size`` (``"HxW"``, one side as
-    a number, or a pair) and ``image_column``: see :func:`load_table`; an image dataset
+    a number, or a pair), ``image_column``, ``image_mode`` (``"grey"``, ``"rgb"``; not given:
+    grey if every image file's format is) and ``image_peak`` (the value of images of more
+    than 8 bits that becomes 255; not given: their format's full scale): see
+    :func:`load_table`; an image dataset
     records its (C, H, W) in the federation's ``image_shape`` (unless ``public_pca``
     replaces the pixels); one whose labels are codes records what they mean in
     ``class_descriptions`` (Fashion-MNIST's ``8`` is ``Bag``).
@@ -176,29 +188,32 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
 
         size = parse_size(image_size)
         image_size = None if size is None else f"{size[0]}x{size[1]}"
-    if image_size is not None or image_column is not None:  # as RunConfig checks them
-        from fedlabels.data.images import check_image_settings
+    if any(v is not None for v in (image_size, image_column, image_mode, image_peak)):
+        from fedlabels.data.images import check_image_settings  # as RunConfig checks them
 
-        check_image_settings(dataset, image_size, image_column, text_column)
+        check_image_settings(dataset, image_size, image_column, text_column, image_mode,
+                             image_peak)
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if missing is not None:  # as RunConfig checks it: before any data loads
         from fedlabels.data.gaps import check_fill_applies, check_missing
 
         if check_missing(missing) == "public-median":
             check_fill_applies(dataset, text_column, image_column)
-    info = get_dataset(dataset, sep=sep, image_size=image_size)
+    info = get_dataset(dataset, sep=sep, image_size=image_size, image_mode=image_mode,
+                       image_peak=image_peak)
     task = resolve_task(dataset, info.task, task)
     from fedlabels.data.loaded_with import loaded_with
 
     settings = loaded_with(dataset, sep=sep, features=features, drop=drop,
                            text_column=text_column, task=task, target_range=target_range,
                            public=public, image_size=image_size, image_column=image_column,
-                           classes=classes)
+                           classes=classes, image_mode=image_mode, image_peak=image_peak)
     asked = features
     features = _with_partition_column(features, partition)
     info, raw, columns = _load_table(dataset, sep=sep, features=features, drop=drop,
                                      text_column=text_column, image_size=image_size,
-                                     image_column=image_column)
+                                     image_column=image_column, image_mode=image_mode,
+                                     image_peak=image_peak)
     settings.update(_chosen(columns, asked if columns is None else features, drop,
                             _split_column(partition)))
     missing = missing_policy(info, raw, missing, dataset)

@@ -76,6 +76,7 @@ def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
         _cached_images,
         image_files,
         pixel_names,
+        recorded_peak,
         unit_float32,
     )
     from fedlabels.data.lazy_rows import LazyRows
@@ -90,12 +91,11 @@ def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
                              "add the unlabelled images (sub-folders too) or fix the path.")
     c, h, w = (int(s) for s in spec["shape"])
     mode = "L" if c == 1 else "RGB"
-    peak = float(spec.get("peak", 255.0))
+    peak = recorded_peak(spec)  # None: a deep image by its format's full scale
     resize = spec.get("size") is not None
-    key = _cache_key(folder, files, (h, w), f"{mode}|{peak:g}|{'resize' if resize else 'as-is'}")
-    # an 8-bit run: a deep public image is scaled by its own full scale (as predict reads)
-    images = _cached_images(files, (h, w), key, mode, peak=None if peak == 255.0 else peak,
-                            resize=resize, reference=reference)
+    key = _cache_key(folder, files, (h, w), f"{mode}|{peak}|{'resize' if resize else 'as-is'}")
+    images = _cached_images(files, (h, w), key, mode, peak=peak, resize=resize,
+                            reference=reference)
     if rows is not None:
         return LazyRows(images.pixels, rows.convert, dtype=rows.dtype, names=rows.names)
     return LazyRows(images.pixels, unit_float32, names=pixel_names(images.shape))
@@ -116,7 +116,7 @@ def _public_rows(info: Any, rows: Any, shape: tuple[int, int, int] | None, path:
                                  f"CSV file of its {d} columns ({_show(names, 3)}).")
         c, h, w = (int(s) for s in shape)
         kind = "grey" if c == 1 else "RGB"
-        return _public_images(path, {"shape": [c, h, w], "size": None, "peak": 255.0}, rows,
+        return _public_images(path, {"shape": [c, h, w], "size": None, "peak": None}, rows,
                               reference=f"dataset {info.name!r} has {{}} {kind} images: "
                                         "resize it to that size.")
     import pandas as pd

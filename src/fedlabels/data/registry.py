@@ -233,14 +233,15 @@ def _csv_info(spec: str, sep: str | None) -> DatasetInfo:
                        target=target, load_texts=load)
 
 
-def _image_folder_info(spec: str, image_size: str | None) -> DatasetInfo:
-    from fedlabels.data.images import parse_size
+def _image_folder_info(spec: str, image_size: str | None, image_mode: str | None = None,
+                       image_peak: float | None = None) -> DatasetInfo:
+    from fedlabels.data.images import parse_mode, parse_peak, parse_size
 
     root = Path(spec[len("imagefolder:"):]).expanduser()
     if not str(root) or spec == "imagefolder:":
         raise FedLabelsError("invalid dataset 'imagefolder:'; use imagefolder:PATH (one "
                              "sub-folder of PNG/JPEG images per class).")
-    size = parse_size(image_size)
+    size, mode, peak = parse_size(image_size), parse_mode(image_mode), parse_peak(image_peak)
 
     def load() -> LoadedDataset:
         from fedlabels.data.images import (
@@ -250,7 +251,7 @@ def _image_folder_info(spec: str, image_size: str | None) -> DatasetInfo:
             unit_float32,
         )
 
-        folder = load_image_folder(root, size)
+        folder = load_image_folder(root, size, mode=mode, peak=peak)
         return LoadedDataset(LazyRows(folder.pixels, unit_float32,
                                       names=pixel_names(folder.shape)),
                              np.asarray(folder.classes, dtype=object)[folder.labels],
@@ -262,19 +263,21 @@ def _image_folder_info(spec: str, image_size: str | None) -> DatasetInfo:
                        scale="none")
 
 
-def get_dataset(name: str, *, sep: str | None = None,
-                image_size: str | None = None) -> DatasetInfo:
+def get_dataset(name: str, *, sep: str | None = None, image_size: str | None = None,
+                image_mode: str | None = None, image_peak: float | None = None) -> DatasetInfo:
     """Look a dataset up by name, or build the entry for ``csv:PATH:TARGET`` or
     ``imagefolder:PATH``.
 
     ``sep`` is the field separator of a CSV table (default ``,``); ``image_size`` (``HxW``)
-    resizes an image folder's images.
+    resizes an image folder's images, ``image_mode`` (``grey``, ``rgb``) and
+    ``image_peak`` declare their channels and deep images' full scale
+    (:mod:`fedlabels.data.images`).
     """
     if name.startswith("imagefolder:"):
         if sep is not None:
             raise FedLabelsError("--sep (sep) applies to csv:PATH:TARGET tables only, not to "
                                  "an imagefolder: dataset; remove it.")
-        return _image_folder_info(name, image_size)
+        return _image_folder_info(name, image_size, image_mode, image_peak)
     if name.startswith("csv:"):
         return _csv_info(name, sep)
     if name not in REGISTRY and _as_path_hint(name):

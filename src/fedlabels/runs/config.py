@@ -68,6 +68,8 @@ if TYPE_CHECKING:
         image_column: str | None
         missing: str | None
         classes: str | Sequence[str] | None
+        image_mode: str | None
+        image_peak: FloatLike | None
         options: dict[str, Any] | None
 
 _C = TypeVar("_C", bound=type)
@@ -317,6 +319,17 @@ class RunConfig:
         "metadata that every party receives (a label outside it is refused)", kind=(str, list),
         group="table", federation=True, metavar="A,B,...", hashed_at_default=False,
         default_text="the dataset's documented classes, else those the clients' rows hold")
+    image_mode: str | None = param(
+        None, "the images' channels, declared: grey (1) or rgb (3), every image converted to "
+        "it (every party receives it)", kind=str, group="table", choices=("grey", "rgb"),
+        federation=True, hashed_at_default=False,
+        default_text="grey if every image file's format is grey, else rgb")
+    image_peak: float | None = param(
+        None, "the value of images of more than 8 bits (16-bit PNG/TIFF, float) that becomes "
+        "255, e.g. 4095 for 12-bit images; a pixel above it is an error; 8-bit images scale "
+        "by 255", kind=float, group="table", federation=True, metavar="V",
+        hashed_at_default=False, default_text="the format's full scale (65535 for 16 bits, "
+        "1 for float)")
     options: dict[str, Any] = param(
         {}, "the method's options (`fedlabels methods NAME`): CLI --opt KEY=VALUE and the "
         "generated flags, TOML an [options] table, Python options={...}", kind=dict,
@@ -348,6 +361,7 @@ class RunConfig:
                      image_size: str | int | tuple[int, int] | None = None,
                      image_column: str | None = None, missing: str | None = None,
                      classes: str | Sequence[str] | None = None,
+                     image_mode: str | None = None, image_peak: FloatLike | None = None,
                      options: dict[str, Any] = ...) -> None: ...
 
     def __post_init__(self) -> None:
@@ -398,11 +412,12 @@ class RunConfig:
             from fedlabels.learners.devices import check_cuda_graphs
 
             check_cuda_graphs(self.device, self.batch_clients)
-        if self.image_size is not None or self.image_column is not None:
+        if any(getattr(self, k) is not None for k in ("image_size", "image_column",
+                                                      "image_mode", "image_peak")):
             from fedlabels.data.images import check_image_settings
 
             check_image_settings(self.dataset, self.image_size, self.image_column,
-                                 self.text_column)
+                                 self.text_column, self.image_mode, self.image_peak)
         if self.missing == "public-median":
             from fedlabels.data.gaps import check_fill_applies
 

@@ -18,5 +18,6 @@ def federation_for(cfg: RunConfig, progress: bool | None = None) -> Federation:
             drop=cfg.drop, text_column=cfg.text_column, task=cfg.task,
             target_range=cfg.target_range, unlabeled_shift=cfg.unlabeled_shift,
             public_pca=cfg.public_pca, image_size=cfg.image_size,
-            image_column=cfg.image_column, public=cfg.public, missing=cfg.missing,
+            image_column=cfg.image_column, image_mode=cfg.image_mode,
+            image_peak=cfg.image_peak, public=cfg.public, missing=cfg.missing,
             classes=cfg.classes)

@@ -269,8 +269,8 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     if "image_shape" in fed.info:  # a site may bring its own image folder
         shared["image_shape"] = np.asarray(fed.info["image_shape"], dtype=np.int64)
         image = None if fed.preprocessing is None else fed.preprocessing.image
-        if image is not None:  # the value that became 255: a site's deep images alike
-            shared["image_peak"] = np.asarray(float(image.get("peak", 255.0)))
+        if image is not None and image.get("peak") is not None:  # declared: a site's alike
+            shared["image_peak"] = np.asarray(float(image["peak"]))
     root.mkdir(parents=True, exist_ok=True)
     plan = deploy_plan(cfg, fed.n_classes, fed.n_features, fed.info.get("image_shape"))
     if sites_roster is None:  # the out-of-band step, made here: every site's key

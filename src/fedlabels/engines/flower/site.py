@@ -206,13 +206,12 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
         raise FedLabelsError(f"{who}: data-path {path} is a folder of images, but the shared "
                              "public set U is not images (shared.npz has no image_shape).")
     c, h, w = (int(s) for s in shared["image_shape"])
-    # deep images scaled as U's were (an 8-bit federation: by their own bit depth, as
-    # predict reads them); before, always by the site's own brightest pixel
-    peak = float(shared["image_peak"]) if "image_peak" in shared else 255.0
+    # deep images scaled by the coordinator's declared peak, else by their format's full
+    # scale, as the simulator reads them (never by the site's own brightest pixel)
+    peak = float(shared["image_peak"]) if "image_peak" in shared else None
     try:  # U's channels: a site's grey images join a colour U (and back), as predict does
         pixels, y, classes, _, _ = load_image_folder(path, (h, w), min_classes=1,
-                                                     mode="L" if c == 1 else "RGB",
-                                                     peak=None if peak == 255.0 else peak)
+                                                     mode="L" if c == 1 else "RGB", peak=peak)
     except FedLabelsError as exc:
         raise FedLabelsError(f"{who}: {exc}") from None
     lookup = {str(name): i for i, name in enumerate(shared["class_names"])}
