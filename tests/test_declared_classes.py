@@ -107,3 +107,22 @@ def test_classes_is_a_run_parameter_checked_before_any_data(
     fed = fl.load_federation(f"csv:{path}:label", clients=3, seed=1, classes="a,b,rare")
     assert fed.class_names == ["a", "b", "rare"]
     assert fed.info["loaded_with"]["classes"] == ["a", "b", "rare"]
+
+
+@pytest.mark.parametrize("labels,test_label,shown", [
+    (("a", "b"), "c", "'c'"), ((0, 1), 2, "2")])
+def test_a_test_label_outside_the_declared_classes_names_them_and_classes(
+        labels: tuple[object, object], test_label: object, shown: str) -> None:
+    # it said "y_test has class 'c' which does not occur in y", whatever the declaration
+    X, _ = _table()
+    y = np.array([labels[i % 2] for i in range(len(X))])
+    y_test = np.array([labels[0], test_label, labels[1]])
+    declared = [str(v) for v in labels]
+    with pytest.raises(FedLabelsError, match=rf"^y_test has class {shown} that the declared "
+                       rf"classes \({', '.join(declared)}\) lack; add it to classes "
+                       r"\(--classes\)"):
+        make_federation(X, y, clients=3, unlabeled=30, X_test=X[:3], y_test=y_test,
+                        classes=declared)
+    with pytest.raises(FedLabelsError, match=rf"^y_test has class {shown} which does not "
+                       "occur in y"):
+        make_federation(X, y, clients=3, unlabeled=30, X_test=X[:3], y_test=y_test)

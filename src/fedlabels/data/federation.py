@@ -620,7 +620,8 @@ def make_federation(
         if Xt.ndim == 2 and Xt.shape[1] != Xa.shape[1]:
             raise FedLabelsError(f"feature dimensions do not match: X has {Xa.shape[1]} "
                                  f"features, X_test has {Xt.shape[1]}.")
-        yt = np.asarray(yt_unit) if regression else _encode_like(y_test, class_names)
+        yt = np.asarray(yt_unit) if regression else _encode_like(y_test, class_names,
+                                                                 declared)
         pool = order
     else:
         if n_test is None:
@@ -986,18 +987,31 @@ def _to_float32(a: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,
     return out
 
 
-def _encode_like(y: Any, class_names: list[str]) -> np.ndarray:
-    """Encode test labels with the classes found in the training labels."""
+def _encode_like(y: Any, class_names: list[str],
+                 declared: list[str] | None = None) -> np.ndarray:
+    """Encode test labels with the class list (``declared``: the declared one, which the
+    error names; else the training labels')."""
     values = np.asarray(y).ravel()
     if values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0):
         values = values.astype(np.int64)  # 1.0 is the class "1"
     if values.dtype.kind in "iu" and class_names == [str(i) for i in range(len(class_names))]:
-        if values.min() < 0 or values.max() >= len(class_names):
-            raise FedLabelsError("y_test has classes that do not occur in y.")
+        outside = values[(values < 0) | (values >= len(class_names))]
+        if len(outside):
+            raise _unknown_test_class(outside[0], declared)
         return values.astype(np.int64)
     lookup = {c: i for i, c in enumerate(class_names)}
     try:
         return np.array([lookup[str(v)] for v in values], dtype=np.int64)
     except KeyError as exc:
-        raise FedLabelsError(f"y_test has class {exc.args[0]!r} which does not occur in y.") \
-            from None
+        raise _unknown_test_class(exc.args[0], declared) from None
+
+
+def _unknown_test_class(label: Any, declared: list[str] | None) -> FedLabelsError:
+    """A test label outside the class list: the declared list and ``--classes`` where one
+    was declared (it said "does not occur in y", which a declared class need not)."""
+    shown = str(label) if isinstance(label, np.integer) else repr(label)
+    if declared is None:
+        return FedLabelsError(f"y_test has class {shown} which does not occur in y.")
+    return FedLabelsError(f"y_test has class {shown} that the declared classes "
+                          f"({', '.join(declared)}) lack; add it to classes (--classes) or "
+                          "drop those rows.")
