@@ -115,3 +115,29 @@ def test_a_sites_raw_csv_rows_are_encoded_as_the_simulator_encodes_them(
     for row, label in zip(npz_site.private.X, npz_site.private.y, strict=True):
         match = np.flatnonzero(np.abs(csv_site.private.X - row).max(axis=1) < 1e-5)
         assert len(match) and label in csv_site.private.y[match]
+
+
+
+def _warned_at(call: object) -> list[str]:
+    """The files the 'in no row of U' warnings of ``call()`` point at."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()  # type: ignore[operator]
+    return [w.filename for w in caught if "in no row of U" in str(w.message)]
+
+
+def test_the_category_warning_points_at_the_users_call(tmp_path: Path) -> None:
+    # stacklevel=4 pointed at fedlabels/data/loading.py through load_federation
+    import fedlabels as fl
+
+    X, y = _table(60)
+    X.loc[0, "c"] = "rare"  # one row: a client's or the test set's (warned), or U's
+    path = tmp_path / "t.csv"
+    X.assign(label=y).to_csv(path, index=False)
+    loaded = [_warned_at(lambda seed=seed: fl.load_federation(f"csv:{path}:label", clients=3,
+                                                              seed=seed)) for seed in range(8)]
+    direct = [_warned_at(lambda seed=seed: make_federation(X, y, clients=3, unlabeled=20,
+                                                           seed=seed)) for seed in range(8)]
+    for shown in (loaded, direct):
+        assert any(shown), "some seed leaves 'rare' out of U"
+        assert all(files == [__file__] for files in shown if files), shown

@@ -135,6 +135,24 @@ class FedLabelsWarning(UserWarning):
     """Something was changed or ignored on the user's behalf (e.g. a dropped index column)."""
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` at which a warning raised by the caller of this function points
+    at the first frame outside fedlabels: the user's call, however many of fedlabels' own
+    functions (``fl.run``, ``load_federation``, keyword wrappers) lie between (a fixed
+    level points at one of them for some entry points)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            package):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 class RunCaveatWarning(FedLabelsWarning):
     """What a reader must know before trusting a run's figure (near chance, interrupted),
     as ``fl.run`` says it; the CLI prints the same sentences itself."""

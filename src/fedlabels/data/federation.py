@@ -801,7 +801,7 @@ def _public_categories(X: Any, public_rows: np.ndarray, Xa: Any, Xt: Any, Xp: An
         return Xa, Xt, Xp, feature_names
     import warnings
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
     keep = [i for i, name in enumerate(feature_names) if name not in absent]
     columns = sorted({str(c) for c in X.columns
@@ -812,7 +812,7 @@ def _public_categories(X: Any, public_rows: np.ndarray, Xa: Any, Xt: Any, Xp: An
         "the one-hot columns are "
         "U's categories (public), so rows of a client or the test set holding one encode "
         "it as none (all zeros); declare the categories (a pandas Categorical) to keep "
-        "them."), stacklevel=4)
+        "them."), stacklevel=user_stacklevel())  # 4 pointed at load_federation's body
     return (Xa[:, keep], Xt[:, keep], None if Xp is None else Xp[:, keep],
             [feature_names[i] for i in keep])
 
