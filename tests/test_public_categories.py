@@ -4,6 +4,7 @@ none (all zeros), and a site's raw CSV rows are encoded as the simulator encodes
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlabels.core.errors import FedLabelsWarning
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
 from fedlabels.data import make_federation
 from fedlabels.engines.flower.prepare import prepare_run
 from fedlabels.engines.flower.site import load_site
@@ -141,3 +142,16 @@ def test_the_category_warning_points_at_the_users_call(tmp_path: Path) -> None:
     for shown in (loaded, direct):
         assert any(shown), "some seed leaves 'rare' out of U"
         assert all(files == [__file__] for files in shown if files), shown
+
+
+def test_the_class_label_warnings_point_at_the_users_call() -> None:
+    # stacklevel=4 pointed at fedlabels/core/renamed.py (make_federation's keyword wrapper)
+    X, _ = _table(60)
+    near = pd.Series(np.where(np.arange(60) % 3 == 0, "yes", "YES"))
+    many = pd.Series(np.arange(60) % 40)  # 40 integer classes for 60 rows: a quantity?
+    for y, said in ((near, "differ only in case"), (many, "integer classes for 60 rows")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with contextlib.suppress(FedLabelsError):  # 40 classes: too few rows to split
+                make_federation(X, y, clients=3, unlabeled=20, seed=0)
+        assert [w.filename for w in caught if said in str(w.message)] == [__file__]

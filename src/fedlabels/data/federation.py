@@ -370,21 +370,21 @@ def _warn_numeric_classes(n_classes: int, n_rows: int, what: str) -> None:
     20 classes and on average fewer than two rows per class."""
     import warnings
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
     if n_classes > 20 and 2 * n_classes > n_rows:
         warnings.warn(FedLabelsWarning(
             f"{what} has {n_classes} integer classes for {n_rows} rows (under two rows a "
             "class): if it is a numeric quantity, use --task regression (Python: "
             "task=\"regression\")."),
-            stacklevel=4)
+            stacklevel=user_stacklevel())
 
 
 def _warn_near_duplicate_classes(classes: list[str], what: str) -> None:
     """Warn where classes differ only in case or surrounding spaces ('yes', 'YES', 'yes ')."""
     import warnings
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
     groups: dict[str, list[str]] = {}
     for c in classes:
@@ -395,7 +395,7 @@ def _warn_near_duplicate_classes(classes: list[str], what: str) -> None:
         warnings.warn(FedLabelsWarning(
             f"{what} has classes that differ only in case or spaces ({shown}): each is a class "
             "of its own; clean them first if they are one (e.g. y.str.strip().str.lower())."),
-            stacklevel=4)
+            stacklevel=user_stacklevel())
 
 
 def _check_size(name: str, value: int | None, available: int, flag: str) -> None:
