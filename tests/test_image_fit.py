@@ -132,3 +132,16 @@ def test_a_sites_mixed_folder_reads_as_the_simulators(tmp_path: Path,
     own = load_image_folder(root, None, mode="RGB", peak=peak)
     rows = own.pixels[own.labels == own.classes.index("b")].astype(np.float32) / 255.0
     np.testing.assert_array_equal(site.private.X, rows)  # the same files, in one order
+
+
+def test_float_images_scale_by_one_unless_a_peak_is_declared(tmp_path: Path) -> None:
+    from fedlabels.data.images import read_images
+
+    unit, wide = tmp_path / "unit.tif", tmp_path / "wide.tif"
+    Image.fromarray(np.full((2, 2), 0.5, dtype=np.float32)).save(unit)
+    Image.fromarray(np.full((2, 2), 3.0, dtype=np.float32)).save(wide)
+    assert read_images([unit], None).pixels.tolist() == [[128] * 4]
+    with pytest.raises(FedLabelsError, match=r"wide\.tif has a pixel of 3, above 1, its "
+                       r"format's full scale.*--image-peak"):
+        read_images([unit, wide], None)
+    assert read_images([wide], None, peak=4.0).pixels.tolist() == [[round(3 * 255 / 4)] * 4]

@@ -278,14 +278,14 @@ def _header(path: Path) -> tuple[str, tuple[int, int], float]:
     """An image's mode, its upright (width, height), and its format's full scale
     (:func:`format_peak`), from its header: the pixels are left to the reading."""
     with _opened(path) as img:
-        rawmode = str(img.tile[0][3][0] if isinstance(img.tile[0][3], tuple)
-                      else img.tile[0][3]) if img.tile else ""
+        args = img.tile[0][3] if img.tile else None  # the decoder's (rawmode, ...)
+        rawmode = args[0] if isinstance(args, tuple) and args else args
         try:  # a PNG's EXIF may follow its pixels: reading it may decode them
             turned = img.getexif().get(0x0112, 1) in _QUARTER_TURNS
         except (OSError, SyntaxError, ValueError) as exc:
             raise _corrupt(path, exc) from None
         return (img.mode, (img.size[1], img.size[0]) if turned else img.size,
-                format_peak(img.mode, rawmode))
+                format_peak(img.mode, rawmode if isinstance(rawmode, str) else ""))
 
 
 def _corrupt(path: Path, exc: BaseException) -> FedLabelsError:
