@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -145,3 +146,24 @@ def test_the_site_executor_says_why_it_gets_no_task(tmp_path: Path,
     with pytest.raises(SystemExit) as exc:  # an empty secret: refused before serving
         site_exec(["--superexec-auth-secret-file", str(empty)])
     assert exc.value.code == 2 and "must not be empty" in capsys.readouterr().err
+
+
+def test_the_site_executor_stops_on_ctrl_c_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # Ctrl-C of a site's executor printed a KeyboardInterrupt traceback (found by starting
+    # one by hand and pressing it); now one line and the shell's exit status for SIGINT
+    from fedlabels.deploy import site_exec
+
+    def interrupted(*_: Any, **__: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(site_exec, "serve", interrupted)
+    stopped: BaseException | None = None
+    try:  # without the fix a KeyboardInterrupt, which would end pytest itself
+        site_exec.main(["--runtime-api-address", "127.0.0.1:9094"])
+    except BaseException as exc:  # the test looks at what came out
+        stopped = exc
+    err = capsys.readouterr().err
+    assert isinstance(stopped, SystemExit) and stopped.code == 130
+    assert err.splitlines()[-1].startswith("fedlabels site executor: stopped (Ctrl-C)")

@@ -183,7 +183,12 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(str(exc))
     print(f"fedlabels site executor: serving the SuperNode at {args.runtime_api_address}"
           + (" (authenticated)" if secret else ""), file=sys.stderr)
-    serve(args.runtime_api_address, auth_secret=secret)
+    try:
+        serve(args.runtime_api_address, auth_secret=secret)
+    except KeyboardInterrupt:  # Ctrl-C: the operator stopped it; a traceback said nothing
+        print("fedlabels site executor: stopped (Ctrl-C), with any task it was running; "
+              "this site answers no message until it is started again", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":
