@@ -77,6 +77,9 @@ def run_task(runtime_api_address: str, token: str, parent_pid: int | None) -> No
     """One ClientApp task: Flower's ``run_clientapp`` with the FAB checked, never loaded."""
     import flwr.supernode.runtime.run_clientapp as flower_task
 
+    from fedlabels.engines.flower.site_log import log_to_stderr
+
+    log_to_stderr()  # what the site sent, per message, for its operator
     # the two steps that would install and import the FAB's code (flwr pinned to 1.41.0)
     vars(flower_task).update(install_from_fab=lambda content, **_: check_fab(content),
                              get_load_client_app_fn=_pinned_loader)

@@ -43,6 +43,7 @@ from fedlabels.engines.flower.sequence import SequenceGuard, message_digest
 from fedlabels.engines.flower.site import SiteData, load_site, node_label, node_threads
 from fedlabels.engines.flower.site_keys import unpinned_roster_warning
 from fedlabels.engines.flower.site_ledgers import SITE_LEDGER
+from fedlabels.engines.flower.site_log import answered
 from fedlabels.engines.flower.site_plan import (
     TRUST_KEY,
     check_planned_round,
@@ -51,6 +52,7 @@ from fedlabels.engines.flower.site_plan import (
     trusts_coordinator,
 )
 from fedlabels.engines.flower.site_privacy import (
+    REPORT_LIFETIME,
     key_path,
     ledger_report,
     open_site_ledger,
@@ -61,6 +63,8 @@ from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
 from fedlabels.method import ClientRole
 from fedlabels.method.dpsgd_client import SecretNoiseClient
 from fedlabels.method.replies import declined_evaluation
+from fedlabels.method.threat import ThreatModel
+from fedlabels.methods import get_method
 from fedlabels.runs.session import build_client_role
 
 SEQ = "fedlabels.seq"  # context.state: the number of the last message handled
@@ -162,6 +166,10 @@ def _handle(message: Message, context: Context) -> Message:
                                                                    context.node_id),
                               TRUST_KEY, plan_of(spec.config))
         reply = hello_reply(site, spec)
+        _SITE_LOG.info("%s: answered the coordinator's hello: its number of examples (%d; "
+                       "outside any guarantee, kept in the run's result), U's fingerprint, "
+                       "sizes and classes (public)", node_label(node_config, context.node_id),
+                       len(site.private))
     else:
         key = site_state.site_key(key_path(node_config))
         ledger = open_site_ledger(node_config, key, site.private.X, site.private.y)
@@ -185,6 +193,9 @@ def _handle(message: Message, context: Context) -> Message:
         again = guard.admit(context.run_id, spec.resume, seq, rnd, digest)
         if again is not None:  # a re-send: the reply given then, never a new release
             told = guard.report(seq) if isinstance(seq, int) else None
+            _SITE_LOG.info("%s: round %s, message %s (%s): sent again the reply it gave then "
+                           "(no new release)", node_label(node_config, context.node_id),
+                           rnd + 1 if isinstance(rnd, int) else rnd, seq, ours.kind)
             return Message(to_record_dict(again[0], again[1],
                                           **({SITE_LEDGER: told} if told else {})),
                            reply_to=message)
@@ -218,10 +229,21 @@ def _handle(message: Message, context: Context) -> Message:
         found = ledger_report(role, node_config)  # shown in the coordinator's result
         report = None if found is None else json.dumps(found)
         guard.accept(seq, rnd, digest, reply, after, ours.kind, report)
+        if _SITE_LOG.isEnabledFor(logging.INFO):  # what left the site, for its operator
+            own = ledger_report(role, {**node_config, REPORT_LIFETIME: True})
+            _SITE_LOG.info("%s", answered(node_label(node_config, context.node_id), seq,
+                                          rnd + 1, ours.kind, (reply, after),
+                                          site_threat(spec, node_config), own))
         if report is not None:
             return Message(to_record_dict(reply, after, **{SITE_LEDGER: report}),
                            reply_to=message)
     return Message(to_record_dict(reply, after), reply_to=message)
+
+
+def site_threat(spec: DeploySpec, node_config: Mapping[str, Any]) -> ThreatModel:
+    """The threat model of the method this site runs: its plan's (or the run's, where it
+    trusts the coordinator), as :func:`build_role` builds it."""
+    return get_method(site_config(spec.config, dict(node_config)).method).threat_model
 
 
 def site_threads(node_config: Mapping[str, Any], spec: DeploySpec) -> int:
