@@ -173,7 +173,7 @@ def test_a_site_without_a_pin_says_so_once_per_run(tmp_path, caplog):
     keys, pubs = _sites(tmp_path)
     prepared = prepare_run(_cfg(), tmp_path / "coordinator", reply_timeout=5.0,
                            node_timeout=2.0, poll_interval=0.0, with_truth=False,
-                           identity_public=pubs)
+                           identity_public=pubs, overwrite=True)  # run twice on purpose
     nodes = [_node(prepared, c, keys[c]) for c in range(3)]
     for _ in range(2):  # two runs of the same sites, each a new Flower run
         caplog.clear()

@@ -3,6 +3,7 @@ ClientApp over an in-process Flower Grid (state through ``context.state`` only).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -22,6 +23,7 @@ from fedlabels.comm import Message, pack_labels
 from fedlabels.consensus import majority_vote
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import reproducible
+from fedlabels.engines.flower.client_app import app as deployed_client_app
 from fedlabels.engines.flower.convert import (
     flower_message_type,
     from_record_dict,
@@ -393,3 +395,24 @@ def test_a_pull_that_flower_never_ends_stops_the_run_at_the_deadline(
     assert time.monotonic() - started < 30  # not the 60 s the pull would have taken
     status = json.loads(Path(spec.status).read_text())
     assert status["status"] == "stopped" and status["rounds_done"] == 1
+
+
+def test_a_new_run_of_an_app_keeps_the_result_an_earlier_run_wrote(tmp_path: Path) -> None:
+    # found by submitting one prepared app twice (`flwr run` again): the second ServerApp
+    # replaced the first run's result, status and checkpoint; now it refuses to start,
+    # leaving every byte of them, unless the app was written with --overwrite
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt",
+                    rounds=1, seed=0)
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
+    spec = dataclasses.replace(prepared.spec, overwrite=False)  # as deploy prepare writes it
+    assert run_server(grid, server_context(spec)) is not None
+    kept = {p: p.read_bytes() for p in Path(spec.output).parent.glob("result*")}
+    assert Path(spec.output) in kept and Path(spec.status) in kept
+    with pytest.raises(FedLabelsError, match=r"result\.json exists: an earlier run of this "
+                                             r"app wrote it.*--overwrite"):
+        run_server(grid, server_context(spec, run_id=43))
+    assert {p: p.read_bytes() for p in Path(spec.output).parent.glob("result*")} == kept
+    again = dataclasses.replace(spec, overwrite=True)  # --overwrite: the user asked
+    nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
+    rerun = LoopbackGrid(deployed_client_app, nodes, {RUN_CONFIG_KEY: again.to_json()})
+    assert run_server(rerun, server_context(again)) is not None

@@ -93,7 +93,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
                               reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
                               timeout=args.timeout, secure=args.tls,
                               progress=not args.no_progress, database=args.database,
-                              resume=args.resume)
+                              resume=args.resume, overwrite=args.overwrite)
     except BaseException:
         if temporary and not (workdir / "logs").exists():  # nothing was started
             shutil.rmtree(workdir, ignore_errors=True)
@@ -166,7 +166,7 @@ def cmd_deploy_prepare(args: argparse.Namespace) -> int:
     prepared = prepare_run(cfg, args.out_dir, output=cfg.output,
                            reply_timeout=args.reply_timeout, node_timeout=args.node_timeout,
                            with_truth=not args.no_truth,
-                           identity_public=args.identity_public)
+                           identity_public=args.identity_public, overwrite=args.overwrite)
     print(f"wrote {len(prepared.client_paths)} site files, {prepared.shared_path.name} and the "
           f"Flower app to {prepared.root}")
     for cid in range(len(prepared.client_paths)):

@@ -558,7 +558,7 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
                  reply_timeout: float = 120.0, node_timeout: float = 60.0,
                  timeout: float = 3600.0, secure: bool = False,
                  progress: bool = False, database: str | Path | None = None,
-                 resume: bool = False,
+                 resume: bool = False, overwrite: bool = False,
                  site_settings: Mapping[str, Any] | None = None) -> RunResult:
     """Run ``cfg`` over a SuperLink and ``cfg.clients`` SuperNodes on 127.0.0.1.
 
@@ -569,7 +569,8 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
     ``output`` (default ``workdir/sites/result.json``); returns the result. ``secure=True``
     runs with TLS and SuperNode authentication (fresh CA and node keys under ``workdir``).
     A second deployment of the same ``output`` or ``workdir`` while one runs is refused
-    before anything starts (both would write one result, checkpoint and site state).
+    before anything starts (both would write one result, checkpoint and site state);
+    ``overwrite``: the run may replace a result at ``output`` (else its ServerApp refuses).
     """
     from fedlabels.engines.flower import require_flwr
 
@@ -582,15 +583,15 @@ def deploy_local(cfg: RunConfig, *, workdir: str | Path, output: str | Path | No
         return _deploy_local(cfg, workdir, out, reply_timeout=reply_timeout,
                              node_timeout=node_timeout, timeout=timeout, secure=secure,
                              progress=progress, database=database, resume=resume,
-                             site_settings=settings)
+                             overwrite=overwrite, site_settings=settings)
 
 
 def _deploy_local(cfg: RunConfig, workdir: Path, output: Path, *, reply_timeout: float,
                   node_timeout: float, timeout: float, secure: bool, progress: bool,
-                  database: str | Path | None, resume: bool,
+                  database: str | Path | None, resume: bool, overwrite: bool,
                   site_settings: Mapping[str, Any]) -> RunResult:
     prepared = prepare_run(cfg, workdir / "sites", output=output, reply_timeout=reply_timeout,
-                           node_timeout=node_timeout)
+                           node_timeout=node_timeout, overwrite=overwrite)
     if resume:  # the same sites (split again identically), their saved state, the checkpoint
         check_resumable(prepared)  # before any process starts or any status is written
         prepared = resumable(prepared)

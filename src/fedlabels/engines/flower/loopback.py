@@ -142,10 +142,11 @@ def loopback_deployment(cfg: RunConfig, root: str | Path, *, reply_timeout: floa
     """Prepare ``cfg``'s sites under ``root``, and a grid of the real ClientApp over them.
 
     ``run_server(grid, server_context(prepared.spec))`` then runs the deployed run in this
-    process (replies are pulled without waiting: ``poll_interval`` is 0).
+    process (replies are pulled without waiting: ``poll_interval`` is 0). Its app is written
+    with ``overwrite``: a test may run it again from scratch, as a coordinator that means to.
     """
     prepared = prepare_run(cfg, root, reply_timeout=reply_timeout, node_timeout=2.0,
-                           poll_interval=0.0)
+                           poll_interval=0.0, overwrite=True)
     nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
     grid = LoopbackGrid(deployed_client_app, nodes, {RUN_CONFIG_KEY: prepared.spec.to_json()},
                         die_after=die_after, hang_after=hang_after)

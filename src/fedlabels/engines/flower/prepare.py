@@ -226,10 +226,12 @@ def _sites_roster(method: Any, options: Any, n_clients: int,
 def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None = None,
                 reply_timeout: float = 300.0, node_timeout: float = 120.0,
                 poll_interval: float = 0.2, with_truth: bool = True,
-                identity_public: str | Path | None = None) -> PreparedRun:
+                identity_public: str | Path | None = None,
+                overwrite: bool = False) -> PreparedRun:
     """Split the data as ``fedlabels run`` would and write the site files and the app;
     ``identity_public``: the folder of the sites' own identity public keys (XCLP's secure
-    modes), from which the roster is built (no private key is made)."""
+    modes), from which the roster is built (no private key is made); ``overwrite``: the
+    app's run may replace a result at ``output`` (else its ServerApp refuses to)."""
     from fedlabels.runs.federation import federation_for
 
     reject_reproducible_noise(cfg)
@@ -316,6 +318,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
                       truth=str(truth_path) if with_truth else "",
                       reply_timeout=reply_timeout, node_timeout=node_timeout,
                       poll_interval=poll_interval, threads=torch_threads(),
+                      overwrite=overwrite,
                       extra={"federation": public_summary,
                              "federation_record": str(record)})
     app_dir = write_app(root / "app", spec)

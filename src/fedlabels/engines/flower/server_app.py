@@ -52,7 +52,7 @@ from fedlabels.core.files import write_atomic
 from fedlabels.core.private_files import write_private_with
 from fedlabels.engines.flower.grid import FlowerGrid
 from fedlabels.engines.flower.site_ledgers import site_ledgers_block
-from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
+from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan, refuse_existing_output
 from fedlabels.method import ServerRole
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.checkpoint import (
@@ -188,6 +188,7 @@ def run_server(grid: FlowerGridABC, context: Context, *,
     """The ServerApp main loop (see the module docstring); ``on_round`` is called with each
     finished round's record in place of the per-round line."""
     spec = DeploySpec.from_run_config(dict(context.run_config))
+    refuse_existing_output(spec)  # before the status file, which is the earlier run's too
     status = StatusFile(spec.status)
     try:
         with terminate_as_interrupt():  # SIGTERM (e.g. `flwr stop`) as Ctrl-C

@@ -53,6 +53,10 @@ class DeploySpec:
     resume : bool
         Continue the run of the checkpoint beside ``output`` (after a ServerApp or SuperLink
         crash) instead of starting afresh.
+    overwrite : bool
+        A new run may replace a result (and checkpoint) at ``output``: ``--overwrite`` given
+        to ``deploy prepare`` or ``deploy local``. Otherwise the ServerApp of a new run
+        refuses to start where one exists (:func:`refuse_existing_output`).
     """
 
     run: dict[str, Any]
@@ -64,6 +68,7 @@ class DeploySpec:
     poll_interval: float = 0.2
     threads: int = 1
     resume: bool = False
+    overwrite: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def federation(self) -> dict[str, Any]:
@@ -121,6 +126,24 @@ class DeploySpec:
                                  f"{unknown}; valid keys: "
                                  f"{', '.join(f.name for f in fields(cls))}.")
         return cls(**data)
+
+
+def refuse_existing_output(spec: DeploySpec) -> None:
+    """A new run (not a resume) does not replace the result or checkpoint an earlier run of
+    the same app left at ``spec.output``, unless the app was written with ``--overwrite``:
+    submitting an app twice (``flwr run`` again) replaced the first run's result, status
+    and checkpoint without a word."""
+    if spec.resume or spec.overwrite or not spec.output:
+        return
+    from fedlabels.runs.checkpoint import checkpoint_path
+
+    for found in (Path(spec.output), checkpoint_path(spec.output)):
+        if found.exists():
+            raise FedLabelsError(
+                f"{found} exists: an earlier run of this app wrote it, and this new run "
+                "would replace it. Resume that run (the app's spec with \"resume\": true; "
+                "deploy local --resume), move its files away, or write the app again with "
+                "another --output (or --overwrite to replace them).")
 
 
 def reject_reproducible_noise(cfg: RunConfig) -> None:
