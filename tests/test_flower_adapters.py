@@ -21,7 +21,7 @@ from flwr.common.serde import (
 from fedlabels.api import load_federation, run_config
 from fedlabels.comm import Message, pack_labels
 from fedlabels.consensus import majority_vote
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, error_category
 from fedlabels.core.randomness import reproducible
 from fedlabels.engines.flower.client_app import app as deployed_client_app
 from fedlabels.engines.flower.convert import (
@@ -266,6 +266,17 @@ def test_csv_site_matches_npz_site(tmp_path: Path) -> None:
     with pytest.raises(FedLabelsError, match=r"partition-id=0.*'mean radius' more than once"):
         load_site({"partition-id": 0, "data-path": str(tmp_path / "site0.csv"),
                    "target": "label", "shared-path": str(prepared.shared_path)})
+    # a cell that is not a number (a decimal comma): a bare ValueError before, which the
+    # coordinator saw as error: internal; now one line naming the column, row and value
+    texts = frame.astype(object)
+    texts.loc[2, "mean texture"] = "12,5"
+    texts.to_csv(tmp_path / "site0.csv", index=False)
+    with pytest.raises(FedLabelsError, match=r"partition-id=0: CSV .*site0\.csv column "
+                                             r"'mean texture' holds '12,5' in data row 3, "
+                                             r"not a number") as refused:
+        load_site({"partition-id": 0, "data-path": str(tmp_path / "site0.csv"),
+                   "target": "label", "shared-path": str(prepared.shared_path)})
+    assert error_category(refused.value) == "error: data"
 
 
 def test_centralized_cannot_be_deployed(tmp_path: Path) -> None:

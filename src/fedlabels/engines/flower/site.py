@@ -164,7 +164,7 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
         if missing:
             raise FedLabelsError(f"{who}: CSV {path} lacks feature column(s) {missing[:5]} "
                                  f"of the shared public set U ({len(features)} features).")
-        X = frame[features].to_numpy(dtype=np.float64)
+        X = _numbers(frame, features, path, who)
     if "fill" in shared:  # U's medians (missing="public-median"): the site's gaps as U's
         from fedlabels.data.gaps import fill_gaps
 
@@ -194,6 +194,26 @@ def _one_hot_rows(frame: Any, shared: Mapping[str, np.ndarray], features: list[s
 
     return encode_frame(frame, [str(c) for c in shared["raw_columns"]],
                         [str(c) for c in shared["categorical"]], features, what)
+
+
+def _numbers(frame: Any, features: list[str], path: Path, who: str) -> np.ndarray:
+    """The CSV's feature columns as float64. A cell that is not a number (a decimal comma,
+    a unit, a word) is one line naming its column, data row and value: it was a bare
+    ``could not convert string to float`` that the coordinator saw as ``error: internal``."""
+    import pandas as pd
+
+    for column in features:
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values):
+            continue
+        bad = (values.notna() & pd.to_numeric(values, errors="coerce").isna()).to_numpy()
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise FedLabelsError(f"{who}: CSV {path} column {column!r} holds "
+                                 f"{values.iloc[row]!r} in data row {row + 1}, not a number; "
+                                 "write the features as plain numbers (a decimal point, no "
+                                 "units) and leave a missing value empty.")
+    return frame[features].apply(pd.to_numeric).to_numpy(dtype=np.float64)
 
 
 def _private_from_images(path: Path, shared: dict[str, np.ndarray],
