@@ -75,6 +75,8 @@ def test_site_key_is_private_and_stable(tmp_path: Path) -> None:
     key = site_state.site_key(path)
     assert len(key) == KEY_BYTES
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # the folder made for it too (0755 before: a site following the docs' state-key path)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert site_state.site_key(path) == key  # made once, then read
     path.chmod(0o644)
     with pytest.raises(FedLabelsError, match="chmod 600"):

@@ -126,7 +126,8 @@ def site_key(path: Path) -> bytes:
     secrets) never makes it predictable.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # a folder made for the key is the owner's only (it was 0755), as the ledger's
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_key_once(path)  # whole or absent to a process reading it meanwhile
     except OSError as exc:
         raise FedLabelsError(f"cannot create the site's state key {path} ({exc}); give a "
