@@ -167,3 +167,22 @@ def test_the_site_executor_stops_on_ctrl_c_in_one_line(monkeypatch: pytest.Monke
     err = capsys.readouterr().err
     assert isinstance(stopped, SystemExit) and stopped.code == 130
     assert err.splitlines()[-1].startswith("fedlabels site executor: stopped (Ctrl-C)")
+
+
+def test_the_fleet_proxy_says_what_it_serves(monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # started by hand (docs/deployment.md, step 3) it printed nothing at all: uvicorn runs
+    # at log level warning; now one line on stderr says where it listens and what it passes
+    import uvicorn
+
+    from fedlabels.deploy import fleet_proxy
+
+    ran: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.append(kw))
+    monkeypatch.setattr(fleet_proxy, "FleetProxy", lambda *_: None)  # no CA file read
+    fleet_proxy.serve("0.0.0.0", 9092, "https://127.0.0.1:9093", certfile="s.crt", keyfile="s.key",
+          ca_cert="ca.crt")
+    assert ran and ran[0]["port"] == 9092
+    assert capsys.readouterr().err == (
+        "fedlabels fleet proxy: starting on 0.0.0.0:9092; forwarding only the Fleet API "
+        "(POST /v1/fleet/...) to https://127.0.0.1:9093, 403 for everything else\n")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import ssl
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,10 @@ def serve(listen_host: str, listen_port: int, upstream: str, *, certfile: str, k
     if not upstream.startswith("https://"):
         raise FedLabelsError(f"the fleet proxy forwards to the SuperLink over TLS; give "
                              f"--superlink as https://127.0.0.1:PORT, not {upstream!r}.")
+    # uvicorn runs at log level warning: without this line the coordinator saw nothing
+    print(f"fedlabels fleet proxy: starting on {listen_host}:{listen_port}; forwarding only "
+          f"the Fleet API (POST /v1/fleet/...) to {upstream}, 403 for everything else",
+          file=sys.stderr, flush=True)
     uvicorn.run(FleetProxy(upstream, ca_cert), host=listen_host, port=listen_port,
                 ssl_certfile=certfile, ssl_keyfile=keyfile, log_level="warning",
                 server_header=False, proxy_headers=False)
