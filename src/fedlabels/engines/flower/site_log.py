@@ -33,13 +33,16 @@ _BUDGET_FROM = {"privacy-plan": "one run of its privacy-plan",
 
 
 def log_to_stderr() -> None:
-    """Print the site's log lines (INFO and above) on stderr, once per process: the site's
-    executor calls it in each task process (without a handler, Python prints warnings and
-    errors only)."""
+    """Print the site's log lines (INFO and above) on stderr, each after its local time,
+    once per process: the site's executor calls it in each task process (without a handler,
+    Python prints warnings and errors only, without a time)."""
     log = logging.getLogger(SITE_LOGGER)
     if not any(getattr(h, "fedlabels_site", False) for h in log.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        # the time: a long run's progress, and when a refusal happened (Flower's own
+        # lines in the same log carry none)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s",
+                                               datefmt="%Y-%m-%d %H:%M:%S"))
         handler.fedlabels_site = True  # type: ignore[attr-defined]
         log.addHandler(handler)
     log.setLevel(logging.INFO)
