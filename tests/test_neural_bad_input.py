@@ -127,6 +127,51 @@ def test_a_hugging_face_directory_with_a_slow_tokenizer_only(tmp_path, capsys, m
                     f"hf model_dir {hf} has no weights")  # the next thing it lacks
 
 
+def test_the_conversion_of_pytorch_model_bin_leaves_the_users_directory_as_it_was(
+        tmp_path, capsys, monkeypatch):
+    # the advice was AutoModel.from_pretrained(DIR).save_pretrained(DIR, ...), which
+    # rewrote the user's config.json (as BertModel) in place; it writes a new directory now,
+    # and that line works (run here as the user would)
+    pytest.importorskip("transformers")
+    import re
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertForSequenceClassification
+
+    hf = tmp_path / "bert"
+    hf.mkdir()
+    tok = Tokenizer(models.WordLevel({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3,
+                                      "good": 4}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(hf / "tokenizer.json"))
+    config = BertConfig(vocab_size=5, hidden_size=8, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=16,
+                        max_position_embeddings=16, num_labels=2)
+    config.save_pretrained(str(hf))
+    torch.save(BertForSequenceClassification(config).state_dict(), hf / "pytorch_model.bin")
+    before = {p.name: p.read_bytes() for p in hf.iterdir()}
+    code = main([*BASE, "--model", f"hf(model_dir={hf})", "--output", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "a pickle, which fedlabels never loads" in err
+    (line,) = re.findall(r'python -c "([^"]+)"', err)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    exec(line, {})  # the line as the user would paste it
+    assert {p.name: p.read_bytes() for p in hf.iterdir()} == before  # byte for byte
+    new = tmp_path / "bert-safetensors"
+    assert f"give model_dir={new}." in err
+    with pytest.raises(FileExistsError):  # run twice, it writes over nothing
+        exec(line, {})
+    from fedlabels.learners.text_encoder import load_base
+    from fedlabels.learners.transformer import check_hf
+
+    check_hf({"model_dir": str(new)})
+    loaded = dict(load_base(new).model.named_parameters())
+    saved = torch.load(hf / "pytorch_model.bin", weights_only=True)
+    assert torch.equal(loaded["embeddings.word_embeddings.weight"],
+                       saved["bert.embeddings.word_embeddings.weight"])
+
+
 def test_a_shape_other_than_the_datasets_images_is_refused(tmp_path, capsys):
     # digits records its images as 1x8x8: 1-4-16 (also 64 pixels) was taken silently, so
     # the network saw each image cut in two halves side by side

@@ -108,6 +108,20 @@ def _slow_tokenizer_fix(root: Path) -> str:
             f".save_pretrained('{where}')\" (it adds tokenizer.json).")
 
 
+def _pickle_fix(root: Path) -> str:
+    """How to convert ``root``'s ``pytorch_model.bin`` into a new directory (``root`` is
+    left as it is: ``save_pretrained`` there would rewrite the user's ``config.json``)."""
+    base = root.resolve()
+    new = base.parent / f"{base.name or 'model'}-safetensors"
+    where, to = (str(path).replace("'", "\\'") for path in (root, new))
+    return ("convert it once into a new directory (yours is left as it is; os.mkdir refuses "
+            "one that exists) with python -c \"import os, shutil; from transformers import "
+            f"AutoModel as M; d, o = '{where}', '{to}'; os.mkdir(o); "
+            "M.from_pretrained(d).save_pretrained(o); "
+            "shutil.copy2(os.path.join(d, 'tokenizer.json'), o)\" "
+            f"and give model_dir={new}.")
+
+
 def check_hf(params: Mapping[str, Any]) -> None:
     """``hf(model_dir=PATH, ...)``: a local model directory with its config, tokenizer and
     weights (checked when the spec is parsed), and the parameters of ``minilm``."""
@@ -126,9 +140,7 @@ def check_hf(params: Mapping[str, Any]) -> None:
         if any((root / name).is_file() for name in _PICKLED_WEIGHTS):
             raise FedLabelsError(f"hf model_dir {root} has its weights as pytorch_model.bin, "
                                  "a pickle, which fedlabels never loads from a file you pass; "
-                                 "convert it once: AutoModel.from_pretrained(DIR)"
-                                 ".save_pretrained(DIR, safe_serialization=True) writes "
-                                 "model.safetensors.")
+                                 f"{_pickle_fix(root)}")
         raise FedLabelsError(f"hf model_dir {root} has no weights ({_WEIGHTS[0]}); save the "
                              "model with save_pretrained, or copy its weights.")
     limit = position_limit(root)
