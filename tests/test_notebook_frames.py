@@ -182,6 +182,33 @@ def test_dp_fedcts_refusal_names_the_recommendation_as_python_takes_it():
     assert result.privacy["guarantee"] == "formal"
 
 
+@pytest.mark.parametrize("model,kept", [
+    ("cnn(arch=small)", True), ("mlp(hidden=16)", True),
+    ("cnn(arch=small,shape=1-8-8)", True), ("dt", False)])
+def test_dp_fedcts_refusal_keeps_a_model_dp_sgd_trains(model, kept):
+    # the advice was --model 'mlp(hidden=128)' whatever the user's model, replacing a CNN
+    # DP-SGD trains as it is; it keeps such a model and replaces only one DP-SGD cannot train
+    fed = fl.load_federation("digits", clients=3, seed=0)
+    with pytest.raises(FedLabelsError, match="Choose the mechanism") as err:
+        fl.run("dp-fedct", fed, model=model, rounds=3, seed=0, options={"epsilon": 1})
+    message = str(err.value)
+    assert ("with your --model as given" in message) is kept
+    assert ("mlp(hidden=128)" in message) is not kept
+    assert ("fl.run(..., quorum=0.8)" in message) is kept
+
+
+def test_dp_sgds_verdict_on_a_runs_models():
+    from fedlabels.learners import build_learner, parse_model_spec
+    from fedlabels.learners.dpsgd import dpsgd_fit
+
+    def built(spec):
+        return build_learner(parse_model_spec(spec)[0], n_classes=10, random_state=0)
+
+    assert dpsgd_fit([built("cnn(arch=small)"), built("mlp(hidden=8)")]) == "yours"
+    assert dpsgd_fit([built("cnn(arch=small)"), built("cnn(arch=cifar10)")]) == "no-batch-norm"
+    assert dpsgd_fit([built("cnn(arch=cifar10)"), built("dt")]) == "mlp"
+
+
 def test_config_adds_to_the_record_but_cannot_rewrite_what_ran():
     fed = fl.load_federation("breast_cancer", clients=3, seed=0)
     with pytest.raises(FedLabelsError, match=r"'seed', 'rounds' are settings of the run"):

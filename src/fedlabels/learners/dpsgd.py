@@ -83,6 +83,24 @@ def check_dpsgd_learner(learner: Any, who: str) -> None:
             "supported (no maintained DP tree fits this protocol yet).")
 
 
+def dpsgd_fit(learners: list[Any]) -> str:
+    """What DP-SGD makes of a run's ``learners``: ``"yours"`` (it trains every one),
+    ``"no-batch-norm"`` (a torch network with batch normalisation or its own loss) or
+    ``"mlp"`` (another learner: a torch network must replace it)."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    kinds = []
+    for learner in learners:
+        try:
+            check_dpsgd_learner(learner, "")
+            kinds.append("yours")
+        except FedLabelsError:
+            torch_net = isinstance(learner, TorchMLPClassifier) and \
+                learner._target_dtype is np.int64
+            kinds.append("no-batch-norm" if torch_net else "mlp")
+    return next((k for k in ("mlp", "no-batch-norm") if k in kinds), "yours")
+
+
 def _has_batch_norm(learner: Any) -> bool:
     """Whether the learner's network (built, or as its spec would build it) normalises
     over the batch."""

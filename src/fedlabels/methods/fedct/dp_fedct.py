@@ -271,6 +271,7 @@ class DPFedCTServer(LedgerEvents, VoteServer):
                              per_client=True)
         self.seed = 0  # the run's server seed (make_server): public choices, e.g. queries
         self.text_learners = False  # the clients learn from text (make_server): no dpsgd
+        self.dpsgd_model = "mlp"  # what DP-SGD makes of the clients' models (dpsgd_fit)
         self.epsilon_round: float | None = None
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
@@ -395,12 +396,14 @@ class DPFedCT(Method):
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
+        from fedlabels.learners.dpsgd import dpsgd_fit
         from fedlabels.learners.text_input import accepts_text
 
         server = DPFedCTServer(ctx.settings, n_public, ctx.truth_public)
         server.seed = ctx.server_seed  # subsample-aggregate's query subsets (public choice)
         # text learners cannot take DP-SGD's mlp: what a refusal recommends (no data read)
         server.text_learners = any(accepts_text(ln) for ln in learners)
+        server.dpsgd_model = dpsgd_fit(learners)  # whether the advice keeps the user's model
         return server
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
