@@ -147,7 +147,7 @@ def test_an_image_size_too_large_for_memory_is_one_line_exit_2(tmp_path, capsys,
     """--image-size 100000x100000 ended in numpy's _ArrayMemoryError and a traceback."""
     import fedlabels.data.images as images
 
-    monkeypatch.setattr(images, "_memory_bytes", lambda: 24 * 2**30)  # CI's machine
+    monkeypatch.setattr(images, "_memory_bytes", lambda: (24 * 2**30, "available"))
     grey_folder(tmp_path / "imgs", count=3)
     code = main(["run", "--dataset", f"imagefolder:{tmp_path / 'imgs'}", "--model", "dt",
                  "--clients", "3", "--image-size", "100000x100000", "--output",
@@ -155,6 +155,39 @@ def test_an_image_size_too_large_for_memory_is_one_line_exit_2(tmp_path, capsys,
     err = capsys.readouterr().err
     assert code == 2 and "6 images of 1x100000x100000 need 55.9 GiB as pixels" in err, err
     assert "choose a smaller --image-size" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_memory_check_takes_the_available_memory(tmp_path, monkeypatch):
+    # it compared with the physical memory: on a machine others share a run passed the
+    # check and was killed; it takes MemAvailable where the system says, and names which
+    import fedlabels.data.images as images
+
+    grey_folder(tmp_path / "imgs", count=3)  # 6 images
+    need = images.LOAD_PEAK * 6 * 600 * 600  # each size below once: a read is cached
+    monkeypatch.setattr(images, "_physical_bytes", lambda: 100 * need)
+    monkeypatch.setattr(images, "_available_bytes", lambda: need // 2)
+    with pytest.raises(FedLabelsError, match=r"GiB available \(MemAvailable\): choose a "):
+        images.load_image_folder(tmp_path / "imgs", (600, 600))
+    monkeypatch.setattr(images, "_available_bytes", lambda: None)  # not Linux: physical
+    images.load_image_folder(tmp_path / "imgs", (600, 601))
+    monkeypatch.setattr(images, "_physical_bytes", lambda: need // 2)
+    with pytest.raises(FedLabelsError, match=r"GiB in all \(its free memory unknown\)"):
+        images.load_image_folder(tmp_path / "imgs", (600, 602))
+
+
+def test_available_memory_is_read_from_proc_meminfo():
+    import fedlabels.data.images as images
+
+    try:
+        with open("/proc/meminfo") as meminfo:
+            kb = next(int(line.split()[1]) for line in meminfo
+                      if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        pytest.skip("no MemAvailable here")
+    got = images._available_bytes()
+    assert got is not None and abs(got - kb * 1024) < 2**30  # it moves between the reads
+    physical = images._physical_bytes()
+    assert physical is None or got <= physical
 
 
 @pytest.mark.parametrize("cell,message", [

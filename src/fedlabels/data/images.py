@@ -293,7 +293,20 @@ def _corrupt(path: Path, exc: BaseException) -> FedLabelsError:
                           "the file.")
 
 
-def _memory_bytes() -> int | None:
+def _available_bytes() -> int | None:
+    """The memory that can be taken without swapping (``MemAvailable`` of /proc/meminfo,
+    which Linux has; None elsewhere)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _physical_bytes() -> int | None:
     """The machine's physical memory (None where the system does not say)."""
     import os
 
@@ -301,6 +314,16 @@ def _memory_bytes() -> int | None:
         return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def _memory_bytes() -> tuple[int, str] | None:
+    """The memory a federation may take and what that figure is: the available memory
+    where the system says (other processes' memory is not ours), else the physical."""
+    available = _available_bytes()
+    if available is not None:
+        return available, "available (MemAvailable)"
+    physical = _physical_bytes()
+    return None if physical is None else (physical, "in all (its free memory unknown)")
 
 
 #: the most memory building a federation of images takes, per byte of their pixels: the
@@ -311,16 +334,17 @@ LOAD_PEAK = 6
 
 def _pixel_array(n: int, channels: int, h: int, w: int) -> np.ndarray:
     """The uint8 rows for ``n`` images, refused in one line where building a federation of
-    them (:data:`LOAD_PEAK` times their bytes) would not fit in this machine's memory."""
+    them (:data:`LOAD_PEAK` times their bytes) would not fit in this machine's available
+    memory."""
     need = n * channels * h * w
-    have = _memory_bytes()
+    memory = _memory_bytes()
     gib = 2.0 ** 30
     why = (f"{n} images of {channels}x{h}x{w} need {need / gib:.1f} GiB as pixels and "
            f"{4 * need / gib:.1f} GiB as the models' float32 inputs, "
            f"{LOAD_PEAK * need / gib:.1f} GiB while the federation is built")
-    if have is not None and LOAD_PEAK * need > have:
-        raise FedLabelsError(f"{why}; this machine has {have / gib:.1f} GiB: choose a smaller "
-                             "--image-size (image_size), e.g. 64x64.")
+    if memory is not None and LOAD_PEAK * need > memory[0]:
+        raise FedLabelsError(f"{why}; this machine has {memory[0] / gib:.1f} GiB {memory[1]}: "
+                             "choose a smaller --image-size (image_size), e.g. 64x64.")
     try:
         return np.empty((n, channels * h * w), dtype=np.uint8)
     except MemoryError:
