@@ -139,6 +139,10 @@ def test_a_test_size_is_named_as_unused_where_the_dataset_has_its_own_split(monk
                                               r".*test=50 is not used"):
         fed = loading.load_federation("toy_split", clients=2, test=50, seed=0)
     assert len(fed.y_test) == 30
+    # it pointed at fedlabels/core/renamed.py (stacklevel=2), not at the user's call
+    with pytest.warns(FedLabelsWarning, match="own test split") as caught:
+        fl.load_federation("toy_split", clients=2, test=50, seed=0)
+    assert [w.filename for w in caught if "own test split" in str(w.message)] == [__file__]
 
 
 def test_a_factorys_own_arguments_come_from_the_spec(tmp_path, monkeypatch, fed):

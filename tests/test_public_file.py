@@ -183,9 +183,11 @@ def test_copies_of_labelled_rows_in_u_are_counted_and_warned_of(tmp_path: Path) 
     private = pd.read_csv(tmp_path / "private.csv").drop(columns=["target"])
     leaky = pd.concat([frame, private.iloc[[3, 50, 100, 150, 299]]], ignore_index=True)
     leaky.to_csv(public, index=False)
-    with pytest.warns(fl.FedLabelsWarning, match="holds 5 row"):
+    with pytest.warns(fl.FedLabelsWarning, match="holds 5 row") as caught:
         fed = fl.load_federation(dataset, clients=3, public=str(public))
     assert fed.info["public"]["copies_of_labelled_rows"] == 5
+    # it pointed at fedlabels/data/loading.py (stacklevel=3), not at the user's call
+    assert [w.filename for w in caught if "holds 5 row" in str(w.message)] == [__file__]
     frame.to_csv(public, index=False)  # a clean U: nothing to warn of
     import warnings
 

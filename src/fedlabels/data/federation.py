@@ -736,13 +736,13 @@ def make_federation(
     if copies:
         import warnings
 
-        from fedlabels.core.errors import FedLabelsWarning
+        from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
         warnings.warn(FedLabelsWarning(
             f"the public set U holds {copies} row(s) identical to labelled rows (the "
             "clients' or the test set's): a public set must hold no private records "
             "(docs/privacy.md, 'A public set of your own'); drop them from it."),
-            stacklevel=3)
+            stacklevel=user_stacklevel())  # 3 pointed inside fedlabels
     measured = measure_shift(shift, X_public_scaled, [c.X for c in sites_data],
                              None if regression else y_public,
                              None if regression else yp, len(class_names), favoured)

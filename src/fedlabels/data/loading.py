@@ -245,12 +245,12 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     if n_test is not None and raw.X_test is not None:
         import warnings
 
-        from fedlabels.core.errors import FedLabelsWarning
+        from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
         warnings.warn(FedLabelsWarning(
             f"{dataset} has its own test split ({len(raw.y_test)} rows), which every run "
             f"evaluates on: test={n_test} is not used (eval_every thins the evaluations)."),
-            stacklevel=2)
+            stacklevel=user_stacklevel())  # 2 pointed at core/renamed.py's keyword wrapper
     n_test = n_test if n_test is not None else defaults.get("n_test")
     if X_public is not None:
         n_unlabeled = None
