@@ -192,7 +192,7 @@ def test_dp_fedcts_refusal_keeps_a_model_dp_sgd_trains(model, kept):
     with pytest.raises(FedLabelsError, match="Choose the mechanism") as err:
         fl.run("dp-fedct", fed, model=model, rounds=3, seed=0, options={"epsilon": 1})
     message = str(err.value)
-    assert ("with your --model as given" in message) is kept
+    assert ("your --model as given: DP-SGD trains it" in message) is kept
     assert ("mlp(hidden=128)" in message) is not kept
     assert ("fl.run(..., quorum=0.8)" in message) is kept
 

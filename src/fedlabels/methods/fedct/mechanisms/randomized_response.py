@@ -173,22 +173,22 @@ def _choose_mechanism(server: Any) -> str:
         return ("On text DP-SGD's mlp does not apply (it takes numeric features): choose "
                 "--mechanism xor or --mechanism kary explicitly, with a larger " + run_anyway
                 + " (docs/privacy.md, Defaults).")
-    cli, python = _DPSGD_MODEL[getattr(server, "dpsgd_model", "mlp")]
+    flag, why, python = _DPSGD_MODEL[getattr(server, "dpsgd_model", "mlp")]
     return ("Choose the mechanism: recommended --mechanism dpsgd --opt site_model=private "
-            f"--quorum 0.8 --opt labeller_lr=0.01 {cli} (docs/privacy.md, Defaults; in "
+            f"--quorum 0.8 --opt labeller_lr=0.01{flag} (docs/privacy.md, Defaults; {why}; in "
             f"Python: fl.run(..., {python}quorum=0.8) with options 'mechanism': 'dpsgd', "
             "'site_model': 'private', 'labeller_lr': 0.01); or --mechanism xor (options "
             "'mechanism': 'xor') to run it anyway, with a larger " + run_anyway + ".")
 
 
 #: the model of the recommended dpsgd run, by what DP-SGD makes of the clients' models
-#: (learners.dpsgd.dpsgd_fit): (the command line's words, fl.run's keyword)
+#: (learners.dpsgd.dpsgd_fit): (the flag, why, fl.run's keyword)
 _DPSGD_MODEL = {
-    "yours": ("with your --model as given (DP-SGD trains it)", ""),
-    "no-batch-norm": ("and a --model of a network without batch normalisation or a loss of "
-                      "its own, e.g. 'cnn(arch=small)' (DP-SGD needs per-example gradients "
-                      "of cross-entropy)", "model='cnn(arch=small)', "),
-    "mlp": ("--model 'mlp(hidden=128)' (DP-SGD trains torch networks only)",
+    "yours": ("", "your --model as given: DP-SGD trains it", ""),
+    "no-batch-norm": (" --model 'cnn(arch=small)'", "or another network without batch "
+                      "normalisation or a loss of its own: DP-SGD needs per-example gradients "
+                      "of cross-entropy", "model='cnn(arch=small)', "),
+    "mlp": (" --model 'mlp(hidden=128)'", "DP-SGD trains torch networks only",
             "model='mlp(hidden=128)', "),
 }
 
