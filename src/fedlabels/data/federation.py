@@ -167,6 +167,12 @@ def _hash_array(h: Any, arr: Any) -> None:
         return
     a = np.asarray(arr)
     h.update(f"{a.dtype.str}{a.shape}".encode())
+    _hash_values(h, a)
+
+
+def _hash_values(h: Any, a: np.ndarray) -> None:
+    """Feed an array's values to ``h``: its bytes, or (text) each value's UTF-8 bytes,
+    length-prefixed."""
     if a.dtype == object:
         for v in a.ravel():
             data = str(v).encode()
@@ -187,12 +193,7 @@ def data_sha256(arrays: dict[str, Any], names: dict[str, Any]) -> str:
     for key, arr in arrays.items():
         a = arr.source if isinstance(arr, LazyRows) else np.asarray(arr)
         h.update(f"\0{key}\0{a.dtype.str}{a.shape}".encode())
-        if a.dtype == object:
-            for v in a.ravel():
-                data = str(v).encode()
-                h.update(len(data).to_bytes(8, "little") + data)
-        else:
-            h.update(np.ascontiguousarray(a).data)
+        _hash_values(h, a)
     return h.hexdigest()
 
 
