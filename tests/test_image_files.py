@@ -73,6 +73,18 @@ def test_a_pixel_above_the_declared_peak_is_an_error_naming_the_file(tmp_path):
         load_image_folder(tmp_path, None, peak=4000.0)
 
 
+def test_new_images_above_a_runs_recorded_peak_say_what_predict_can_do(tmp_path):
+    """At predict the peak is the run's (its models file): the message named --image-peak,
+    which predict has not, as if it could be declared there."""
+    from fedlabels.data.images import new_image_rows
+
+    _twelve_bit_folder(tmp_path)
+    spec = {"shape": (1, 4, 6), "peak": 4000.0}
+    with pytest.raises(FedLabelsError, match=r"light/a\.png has a pixel of 4095, above 4000.*"
+                       r"trained on images scaled by it.*train again"):
+        new_image_rows(spec, [str(tmp_path / "light" / "a.png")])
+
+
 def test_exif_orientation_turns_an_image_upright(tmp_path):
     arr = np.zeros((16, 24), np.uint8)  # 16 high, 24 wide as stored
     arr[:4] = 255

@@ -354,12 +354,13 @@ def _pixel_array(n: int, channels: int, h: int, w: int) -> np.ndarray:
 
 def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | None = None,
                 peak: float | None = None, resize: bool = True,
-                reference: str = _TRAINED_ON) -> Images:
+                reference: str = _TRAINED_ON, peak_fix: str = "") -> Images:
     """The images' pixels in ``mode`` (``L``, ``RGB``; default: grey if every file's format
     is), resized to ``size`` (height, width) if given (``resize=False``: each must already
     have it, else one line ending in ``reference`` with that size), else all of one size;
     deep images scaled by ``peak`` (default: each one's :func:`format_peak`), a pixel above
-    it a one-line error naming the file."""
+    it a one-line error naming the file and ending in ``peak_fix`` (default: declare the
+    peak)."""
     from PIL import Image, ImageOps
 
     headers = [_header(path) for path in files]
@@ -387,7 +388,8 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
                 upright = ImageOps.exif_transpose(img)
                 if _deep(upright.mode):  # scaled in float, then 8 bits
                     grey = upright.convert("F")
-                    _check_peak(path, grey, scale if peak is None else peak, peak is None)
+                    _check_peak(path, grey, scale if peak is None else peak, peak is None,
+                                peak_fix)
                     if grey.size != (w, h):
                         grey = grey.resize((w, h), Image.Resampling.BILINEAR)
                     values = np.asarray(grey, dtype=np.float32) * np.float32(
@@ -405,15 +407,16 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
     return Images(out, (channels, h, w), None if peak is None else float(peak))
 
 
-def _check_peak(path: Path, grey: Any, peak: float, from_format: bool) -> None:
+def _check_peak(path: Path, grey: Any, peak: float, from_format: bool, fix: str = "") -> None:
     """A deep image's brightest pixel against the value that becomes 255: above it is an
     error naming the file (clipping would change the pixels unseen)."""
     brightest = float(grey.getextrema()[1])
     if brightest > peak:
         whose = "its format's full scale" if from_format else "the declared image_peak"
         raise FedLabelsError(f"image {path} has a pixel of {brightest:g}, above {peak:g}, "
-                             f"{whose}, which becomes 255; declare the images' full scale, "
-                             "at least that pixel, with --image-peak (image_peak).")
+                             f"{whose}, which becomes 255; " + (
+                                 fix or "declare the images' full scale, at least that "
+                                 "pixel, with --image-peak (image_peak)."))
 
 
 def _say_how_far(done: int, total: int, started: float, shown: float) -> float:
@@ -655,8 +658,12 @@ def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:
     files = image_paths(X_raw, spec)
     if files is not None:
         declared = spec.get("size")
-        images = read_images(files, (h, w), mode="L" if c == 1 else "RGB",
-                             peak=recorded_peak(spec), resize=declared is not None)
+        peak = recorded_peak(spec)
+        images = read_images(files, (h, w), mode="L" if c == 1 else "RGB", peak=peak,
+                             resize=declared is not None, peak_fix=(
+                                 "the models were trained on images scaled by it and take "
+                                 "new ones alike: give images within it, or train again "
+                                 "with a larger --image-peak." if peak is not None else ""))
         return unit_float32(images.pixels)
     X = np.asarray(X_raw)
     if X.ndim == 4 and X.shape[1:] == (c, h, w):
