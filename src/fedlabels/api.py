@@ -211,11 +211,11 @@ def _warn_caveats(result: RunResult) -> None:
     ``fedlabels run`` prints them."""
     import warnings
 
-    from fedlabels.core.errors import RunCaveatWarning
+    from fedlabels.core.errors import RunCaveatWarning, user_stacklevel
     from fedlabels.results.caveats import run_warnings
 
     for line in run_warnings(result):
-        warnings.warn(RunCaveatWarning(line), stacklevel=3)
+        warnings.warn(RunCaveatWarning(line), stacklevel=user_stacklevel())
 
 
 def run_config(cfg: RunConfig, progress: bool | None = None,
@@ -419,7 +419,12 @@ def report(results: RunResult | str | Path | Sequence[RunResult | str | Path],
     import warnings
 
     from fedlabels.core.clinical import SCALAR_METRICS
-    from fedlabels.core.errors import FedLabelsError, RunCaveatWarning, did_you_mean
+    from fedlabels.core.errors import (
+        FedLabelsError,
+        RunCaveatWarning,
+        did_you_mean,
+        user_stacklevel,
+    )
     from fedlabels.reporting.report import write_report
 
     if metric not in SCALAR_METRICS:
@@ -428,7 +433,8 @@ def report(results: RunResult | str | Path | Sequence[RunResult | str | Path],
     outputs, warned = write_report(_results_given(results), output, overwrite=overwrite,
                                    metric=metric, overwrite_hint="overwrite=True")
     for configuration, line in warned:
-        warnings.warn(RunCaveatWarning(f"{configuration}: {line}"), stacklevel=2)
+        warnings.warn(RunCaveatWarning(f"{configuration}: {line}"),
+                      stacklevel=user_stacklevel())
     return outputs
 
 

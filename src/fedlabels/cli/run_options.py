@@ -122,7 +122,7 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
     if "models file" in files and result.client_models:  # for `fedlabels inspect`
         import warnings
 
-        from fedlabels.core.errors import FedLabelsWarning
+        from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
         from fedlabels.results.model_format import UnsavableModelError
         from fedlabels.results.models_file import save_models
 
@@ -132,7 +132,7 @@ def save_result(result: Any, files: dict[str, Path]) -> None:
         except UnsavableModelError as exc:  # a model the safe format does not write
             warnings.warn(FedLabelsWarning(f"the models file was not written ({exc}); "
                                            "`fedlabels predict` and `inspect` need it."),
-                          stacklevel=2)
+                          stacklevel=user_stacklevel())
 
 
 def add_metric_flag(p: argparse.ArgumentParser) -> None:

@@ -56,4 +56,5 @@ def _warn_once(function: str, old: str, new: str) -> None:
     _WARNED.add((function, old))
     warnings.warn(f"{function}(): {old}= is now {new}= (the run parameter's name, as in "
                   f"`fedlabels run --{new.replace('_', '-')}`); {old} goes away in the next "
-                  "release.", RenamedKeywordWarning, stacklevel=3)
+                  "release.", RenamedKeywordWarning,
+                  stacklevel=3)  # the wrapper's caller: the call that used the old keyword

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning, user_stacklevel
 
 #: a non-numeric column with more distinct values than this fraction of the rows (and at
 #: least ``_MIN_DISTINCT``) looks like an identifier, not a category
@@ -96,7 +96,7 @@ def drop_index_columns(X: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFram
     if index_cols:
         warnings.warn(f"dropped column(s) {_show(index_cols)}: a pandas index written by "
                       "to_csv is row order, not a feature (name it in --features to keep it)",
-                      FedLabelsWarning, stacklevel=2)
+                      FedLabelsWarning, stacklevel=user_stacklevel())
         X = X.drop(columns=index_cols)
     return X
 
@@ -220,7 +220,7 @@ def check_feature_columns(X: pd.DataFrame) -> None:
                       "consecutive range): an identifier, not a feature; in a file sorted by "
                       f"label it stands for the label. Drop {'it' if one else 'them'} with "
                       f"--drop {','.join(counters)} (Python: X.drop(columns=[...])).",
-                      FedLabelsWarning, stacklevel=4)
+                      FedLabelsWarning, stacklevel=user_stacklevel())
     for name in X.columns:
         col = X[name]
         if pd.api.types.is_bool_dtype(col) or (pd.api.types.is_numeric_dtype(col)

@@ -192,12 +192,13 @@ def image_folder_files(root: Path, min_classes: int = 2
     if stray:  # beside class folders an image has no class: say so rather than drop it unseen
         import warnings
 
-        from fedlabels.core.errors import FedLabelsWarning
+        from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
         shown = ", ".join(stray[:3]) + (" ..." if len(stray) > 3 else "")
         warnings.warn(FedLabelsWarning(
             f"image folder {root}: {len(stray)} image(s) directly in it ({shown}) belong to no "
-            "class folder and are left out; move each into its class's folder."), stacklevel=2)
+            "class folder and are left out; move each into its class's folder."),
+            stacklevel=user_stacklevel())
     return files, np.asarray(labels, dtype=np.int64), classes
 
 
@@ -260,13 +261,13 @@ def _warn_large(path: Path, size: tuple[int, int], limit: int) -> None:
     Pillow's own warning names no file)."""
     import warnings
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
     w, h = size
     warnings.warn(FedLabelsWarning(
         f"image {path} is {h}x{w} (height x width), {w * h:,} pixels, over Pillow's "
         f"decompression-bomb limit of {limit:,}; it is read, slowly and in much memory: "
-        "shrink it if it is not meant to be that large."), stacklevel=3)
+        "shrink it if it is not meant to be that large."), stacklevel=user_stacklevel())
 
 
 def _deep(mode: str) -> bool:

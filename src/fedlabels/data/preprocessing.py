@@ -114,11 +114,10 @@ class Preprocessing:
             X = self.pca.project(X)
         return X.astype(np.float32)
 
-    def encode(self, X_raw: Any, what: str = "the data", stacklevel: int = 6) -> np.ndarray:
+    def encode(self, X_raw: Any, what: str = "the data") -> np.ndarray:
         """Raw rows -> ``feature_names`` as float64, one-hot encoded as the training rows
         were (their columns by name, in any order; unknown categories as all zeros, with a
-        warning at ``stacklevel`` from its ``warnings.warn``), before any scaling; ``what``
-        names the rows in errors."""
+        warning at the user's call), before any scaling; ``what`` names the rows in errors."""
         import pandas as pd
 
         if self.image is not None:
@@ -131,8 +130,7 @@ class Preprocessing:
             else:
                 frame = pd.DataFrame(self._rows(X_raw, len(self.columns)),
                                      columns=self.columns)
-            X = encode_frame(frame, self.columns, self.categorical, self.feature_names, what,
-                             stacklevel + 1)
+            X = encode_frame(frame, self.columns, self.categorical, self.feature_names, what)
         else:
             rows = self._rows(X_raw, len(self.feature_names))
             X = _floats(lambda: rows.astype(np.float64))
@@ -237,12 +235,11 @@ def class_values(class_names: Sequence[str], dtype: str | None) -> np.ndarray:
 
 
 def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
-                 feature_names: Sequence[str], what: str = "the data",
-                 stacklevel: int = 7) -> np.ndarray:
+                 feature_names: Sequence[str], what: str = "the data") -> np.ndarray:
     """A table's raw ``columns`` (by name, in any order) as ``feature_names`` (float64, gaps
     NaN): the ``categorical`` ones one-hot encoded with the categories ``feature_names``
-    name, so that a category they lack encodes as none (all zeros, with a warning at
-    ``stacklevel``). How ``predict`` and a site's CSV rows are read."""
+    name, so that a category they lack encodes as none (all zeros, with a warning at the
+    user's call). How ``predict`` and a site's CSV rows are read."""
     import pandas as pd
 
     frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
@@ -258,7 +255,7 @@ def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
     frame = frame[list(columns)]
     cats = list(categorical)
     _check_new_columns(frame, cats)
-    _warn_unseen_categories(frame, cats, feature_names, stacklevel)
+    _warn_unseen_categories(frame, cats, feature_names)
     if cats:
         frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
                                dtype=float)
@@ -290,7 +287,7 @@ def _check_new_columns(frame: Any, categorical: list[str]) -> None:
 
 
 def _warn_unseen_categories(frame: Any, categorical: list[str],
-                            feature_names: Sequence[str], stacklevel: int) -> None:
+                            feature_names: Sequence[str]) -> None:
     """Warn, naming the column, where new rows hold categories the training data had not:
     they encode as all zeros (as no category). A column of numbers where training had text
     codes ('01', '02') is the usual cause: read the column as text."""
@@ -298,7 +295,7 @@ def _warn_unseen_categories(frame: Any, categorical: list[str],
 
     import pandas as pd
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
     for column in categorical:
         prefix = f"{column}_"
@@ -314,7 +311,7 @@ def _warn_unseen_categories(frame: Any, categorical: list[str],
         warnings.warn(FedLabelsWarning(
             f"column {column!r}: {int(values.isin(unseen).sum())} of {len(values)} rows hold "
             f"categories not seen in training ({shown}); they encode as no category "
-            f"(all zeros){hint}."), stacklevel=stacklevel)
+            f"(all zeros){hint}."), stacklevel=user_stacklevel())
 
 
 def _floats(convert: Any) -> np.ndarray:

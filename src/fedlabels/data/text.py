@@ -218,7 +218,7 @@ def _check_is_text(X: Any, column: str) -> None:
 
     import pandas as pd
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
     from fedlabels.data.columns import _median_words
 
     values = X[column]
@@ -235,7 +235,7 @@ def _check_is_text(X: Any, column: str) -> None:
         warnings.warn(FedLabelsWarning(
             f"--text-column {column!r} has only {distinct} distinct values in {len(values)} "
             f"rows: a category, not free text, so a text model learns one word per category"
-            f"{elsewhere}."), stacklevel=5)
+            f"{elsewhere}."), stacklevel=user_stacklevel())
 
 
 def text_rows(X_raw: Any, column: str) -> np.ndarray:

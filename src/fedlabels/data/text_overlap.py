@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsWarning
+from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
 #: share of the test texts seen in training at which a warning is given
 WARN_SHARE = 0.01
@@ -33,5 +33,5 @@ def test_texts_seen(X_test: np.ndarray, seen: Iterable[np.ndarray], column: str 
             f"{n} of the {len(X_test)} test texts ({n / len(X_test):.1%}) also occur verbatim "
             "in the clients' private texts or in U, so the test accuracy counts them as unseen "
             "and is inflated; drop duplicate texts from the table first (pandas: "
-            f"df.drop_duplicates(subset={column!r}))."), stacklevel=4)
+            f"df.drop_duplicates(subset={column!r}))."), stacklevel=user_stacklevel())
     return n

@@ -217,14 +217,14 @@ def warn_without_retries(method: str, params: Any, then: str) -> None:
         return
     import warnings
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
     warnings.warn(FedLabelsWarning(
         f"{method} aggregation secure: min_group {params.min_group} of {params.n_clients} "
         f"clients lets a group go on after a dropout, but retries = 0, so each client "
         f"answers one attempt a {params.unit} and {then}; --opt retries=A lets each client "
         "answer A retried attempts over the run, each charged as one more release (with "
-        "--epsilon, σ is calibrated for them all)."), stacklevel=3)
+        "--epsilon, σ is calibrated for them all)."), stacklevel=user_stacklevel())
 
 
 __all__ = ["SECURE_ONLY_OPTIONS", "SecureSumMember", "allowance_spent", "answered",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning, user_stacklevel
 from fedlabels.propagation.knn import knn_from_bits, knn_from_hamming
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ def solve_cg(W: sp.spmatrix, B: np.ndarray, alpha: float, rtol: float = 1e-10,
         warnings.warn(f"conjugate gradient stopped at its iteration limit ({max_iter}) with "
                       f"{unconverged} of {len(rs)} columns unconverged (relative residual up "
                       f"to {worst:.2g} > {rtol:g}); lower alpha or check the graph.",
-                      FedLabelsWarning, stacklevel=2)
+                      FedLabelsWarning, stacklevel=user_stacklevel())
     return X[:, 0] if squeeze else X
 
 

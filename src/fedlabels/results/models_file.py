@@ -48,14 +48,15 @@ def _warn_unrebuildable(models: list[Any]) -> None:
     """Warn once if a client's own network cannot be rebuilt from the file (a lambda)."""
     import warnings
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
     from fedlabels.results.own_network import factory_record, unrebuildable_note
 
     for model in models:
         network = getattr(model, "network", None)
         if callable(network) and "unrebuildable" in (record := factory_record(network)):
             warnings.warn(FedLabelsWarning(f"the models file holds the weights, but "
-                                           f"{unrebuildable_note(record)}."), stacklevel=3)
+                                           f"{unrebuildable_note(record)}."),
+                          stacklevel=user_stacklevel())
             return
 
 
@@ -146,7 +147,7 @@ def _warn_untyped_labels(payload: dict[str, Any], path: Path) -> None:
     with int labels (``score``, ``accuracy_score``) found no match, without a word."""
     import warnings
 
-    from fedlabels.core.errors import FedLabelsWarning
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
     saved = payload.get("preprocessing")
     if not isinstance(saved, dict) or "label_dtype" in saved or not saved.get("class_names"):
@@ -155,7 +156,7 @@ def _warn_untyped_labels(payload: dict[str, Any], path: Path) -> None:
     warnings.warn(FedLabelsWarning(
         f"{path} was written by a fedlabels that did not record the labels' type: predict "
         f"gives the labels as text ({shown}); compare them with y.astype(str), or re-run "
-        "the run to save its models again."), stacklevel=4)
+        "the run to save its models again."), stacklevel=user_stacklevel())
 
 
 def _checked_models(models: Any, path: Path) -> list[Any]:

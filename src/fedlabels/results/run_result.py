@@ -462,7 +462,7 @@ class RunResult:
         warning, as ``fedlabels run`` does; the result and its table are written."""
         import warnings
 
-        from fedlabels.core.errors import FedLabelsWarning
+        from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
         from fedlabels.core.files import check_outputs, result_path, run_inputs, run_outputs
         from fedlabels.results.model_format import UnsavableModelError
         from fedlabels.results.models_file import save_models
@@ -477,7 +477,8 @@ class RunResult:
                 save_models(self, files["result"])
             except UnsavableModelError as exc:
                 warnings.warn(FedLabelsWarning(f"the models file was not written ({exc}); "
-                                               "predict and inspect need it."), stacklevel=2)
+                                               "predict and inspect need it."),
+                              stacklevel=user_stacklevel())
         self.save_json(files["result"], overwrite=True)
         self.save_csv(files["rounds table"], overwrite=True)
         return files["result"]

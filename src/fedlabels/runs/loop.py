@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning, user_stacklevel
 from fedlabels.core.json_list import ElementTexts, JSONList
 from fedlabels.core.metrics import declined, evaluation_scores
 from fedlabels.core.provenance import provenance
@@ -223,7 +223,7 @@ class RunPlan:
                     "--precision (precision= in Python) or use a torch model.")
             warnings.warn(FedLabelsWarning(  # one site of a deployment: others may be torch
                 f"precision {self.precision} {applies}; client {cids[0]}'s model is not "
-                "one, so it computes as in fp32."), stacklevel=2)
+                "one, so it computes as in fp32."), stacklevel=user_stacklevel())
 
     def device_record(self) -> dict[str, Any]:
         """The result's ``device`` entry: devices used, their names, precision (a run with
@@ -284,7 +284,7 @@ def rounds_to_run(plan: RunPlan, learners: list[Any]) -> tuple[int, dict[str, An
             "reason": f"{name} exchanges all its messages in round {used} and later rounds "
                       "would change nothing, so the run stopped after it"}
     warnings.warn(f"{name} uses {used} round(s); ran {used} of the {requested} requested",
-                  FedLabelsWarning, stacklevel=2)
+                  FedLabelsWarning, stacklevel=user_stacklevel())
     return used, note
 
 

@@ -81,14 +81,14 @@ class FedCTRegressionClient(ClientRole):
         if len(y) > 1 and float(y.std()) < step:
             import warnings
 
-            from fedlabels.core.errors import FedLabelsWarning
+            from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
             lo, hi = self.settings.target_range or (0.0, 1.0)
             warnings.warn(FedLabelsWarning(
                 f"fedct at {self.bits} bits: one level of the target range [{lo:g}, {hi:g}] "
                 f"is {(hi - lo) * step:.4g} of the target's units, wider than the spread of "
                 "a client's targets, so its releases cannot tell them apart; declare a "
-                "tighter --target-range or raise --bits."), stacklevel=2)
+                "tighter --target-range or raise --bits."), stacklevel=user_stacklevel())
 
     def training_data(self) -> TrainingData:
         if self.pseudo_y is None:
