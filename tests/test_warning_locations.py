@@ -7,6 +7,7 @@ one warning through a public entry point and checks the recorded warning names t
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -266,3 +267,54 @@ def test_a_network_the_models_file_cannot_rebuild(tmp_path):
         result = fl.run("fedct", fed, model=model, rounds=1, progress=False)
     _at_this_file(lambda: result.save(tmp_path / "r.json"), "cannot be rebuilt")
 
+
+# ------------------------------------------------------------------ what a command prints
+
+
+def _python_default(message, category, filename, lineno, file=None, line=None):
+    """Python's own ``showwarning`` (pytest replaces it while it records warnings)."""
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def test_a_site_task_prints_a_warning_as_the_cli_does(monkeypatch, capsys):
+    """A task process of the site's executor (``python -m fedlabels.deploy.site_exec``)
+    printed Python's ``.../fedlabels/data/preprocessing.py:NNN: FedLabelsWarning: ...`` and
+    the source line for a site's rows with a new category; now ``fedlabels: warning: ...``,
+    one line, as ``fedlabels`` commands print it."""
+    flower_task = pytest.importorskip("flwr.supernode.runtime.run_clientapp")
+    from fedlabels.data.preprocessing import encode_frame
+    from fedlabels.deploy import site_exec
+
+    for name in ("install_from_fab", "get_load_client_app_fn"):  # run_task replaces them
+        monkeypatch.setattr(flower_task, name, getattr(flower_task, name))
+    rows = pd.DataFrame({"c": ["x", "w"]})
+    monkeypatch.setattr(flower_task, "run_clientapp",
+                        lambda **_: encode_frame(rows, ["c"], ["c"], ["c_x", "c_y"]))
+    with warnings.catch_warnings():  # restores pytest's showwarning after
+        warnings.simplefilter("always")
+        warnings.showwarning = _python_default  # what a fresh process has
+        site_exec.run_task("127.0.0.1:1", "token", None)
+    said = capsys.readouterr().err.splitlines()
+    assert said == ["fedlabels: warning: column 'c': 1 of 2 rows hold categories not seen in "
+                    "training ('w'); they encode as no category (all zeros)."], said
+
+
+def test_the_deployed_server_prints_a_warning_as_the_cli_does(monkeypatch, capsys):
+    """The deployed ServerApp's process (``flwr-serverapp``) printed a warning of the run's
+    plan in Python's form: ``fedlabels deploy local --method pate --rounds 3`` wrote
+    ``.../fedlabels/engines/flower/server_app.py:266: FedLabelsWarning: pate uses 1
+    round(s); ...`` and the source line into logs/flwr_run.log."""
+    pytest.importorskip("flwr")
+    from fedlabels.engines.flower import server_app
+
+    def plan(grid: Any, context: Any) -> None:
+        warnings.warn(fl.FedLabelsWarning("pate uses 1 round(s); ran 1 of the 3 requested"),
+                      stacklevel=2)
+
+    monkeypatch.setattr(server_app, "run_server", plan)
+    with warnings.catch_warnings():  # restores pytest's showwarning after
+        warnings.simplefilter("always")
+        warnings.showwarning = _python_default
+        server_app.main(None, None)  # type: ignore[arg-type]
+    said = capsys.readouterr().err.splitlines()
+    assert said == ["fedlabels: warning: pate uses 1 round(s); ran 1 of the 3 requested"], said

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
 
 PINNED_CLIENTAPP = "fedlabels.engines.flower.client_app:app"
 #: imported once by the fork server that every task process is forked from; not this module:
@@ -74,12 +74,15 @@ def _pinned_loader(**_: Any) -> Callable[..., Any]:
 
 
 def run_task(runtime_api_address: str, token: str, parent_pid: int | None) -> None:
-    """One ClientApp task: Flower's ``run_clientapp`` with the FAB checked, never loaded."""
+    """One ClientApp task: Flower's ``run_clientapp`` with the FAB checked, never loaded;
+    its warnings (new categories in the site's rows, ...) print as ``fedlabels: warning: ...``
+    lines, as the CLI's do."""
     import flwr.supernode.runtime.run_clientapp as flower_task
 
     from fedlabels.engines.flower.site_log import log_to_stderr
 
     log_to_stderr()  # what the site sent, per message, for its operator
+    show_warnings_in_one_line()  # a warning as the CLI prints it, not a path in fedlabels
     # the two steps that would install and import the FAB's code (flwr pinned to 1.41.0)
     vars(flower_task).update(install_from_fab=lambda content, **_: check_fab(content),
                              get_load_client_app_fn=_pinned_loader)

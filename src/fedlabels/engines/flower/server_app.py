@@ -47,7 +47,7 @@ from flwr.serverapp import Grid as FlowerGridABC
 from flwr.serverapp import ServerApp
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
 from fedlabels.core.files import write_atomic
 from fedlabels.core.private_files import write_private_with
 from fedlabels.engines.flower.grid import FlowerGrid
@@ -434,4 +434,7 @@ app = ServerApp()
 
 @app.main()
 def main(grid: FlowerGridABC, context: Context) -> None:
+    """The deployed ServerApp (its own ``flwr-serverapp`` process; the simulation engine
+    runs :func:`run_server` itself): its warnings print as the CLI's, one line each."""
+    show_warnings_in_one_line()
     run_server(grid, context)
