@@ -120,8 +120,12 @@ def test_a_hugging_face_directory_with_a_slow_tokenizer_only(tmp_path, capsys, m
            "write the fast one once with python -c" in err
     (line,) = re.findall(r'python -c "([^"]+)"', err)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = {f.name: f.read_bytes() for f in hf.iterdir()}
     exec(line, {})  # the line as the user would paste it
     assert (hf / "tokenizer.json").is_file()
+    # it adds tokenizer.json alone: save_pretrained(DIR) also rewrote the user's files
+    assert {f.name: f.read_bytes() for f in hf.iterdir() if f.name != "tokenizer.json"} \
+        == before
     one_line_exit_2(capsys, ["--model", f"hf(model_dir={hf})",
                              "--output", str(tmp_path / "x.json")],
                     f"hf model_dir {hf} has no weights")  # the next thing it lacks

@@ -98,14 +98,17 @@ _SLOW_TOKENIZER = ("vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe
 
 def _slow_tokenizer_fix(root: Path) -> str:
     """How to write ``tokenizer.json`` into ``root`` from its slow tokenizer's files (an
-    older BERT checkpoint ships ``vocab.txt`` only); "" when it has none."""
+    older BERT checkpoint ships ``vocab.txt`` only), and that file alone (``save_pretrained``
+    there would rewrite the user's tokenizer files); "" when it has none."""
     found = [name for name in _SLOW_TOKENIZER if (root / name).is_file()]
     if not found or not (root / "config.json").is_file():
         return ""
     where = str(root).replace("'", "\\'")
     return (f"it has the slow tokenizer's {found[0]}: write the fast one once with python -c "
-            f"\"from transformers import AutoTokenizer as T; T.from_pretrained('{where}')"
-            f".save_pretrained('{where}')\" (it adds tokenizer.json).")
+            f"\"import os; from transformers import AutoTokenizer as T; d = '{where}'; "
+            "p = os.path.join(d, 'tokenizer.json'); assert not os.path.exists(p), p; "
+            "T.from_pretrained(d).backend_tokenizer.save(p)\" (it adds tokenizer.json and "
+            "changes no other file).")
 
 
 def _pickle_fix(root: Path) -> str:
