@@ -45,6 +45,9 @@ def test_prepared_files_keep_each_sites_data_to_itself(tmp_path: Path) -> None:
     summary = prepared.spec.federation()  # the ServerApp's view: the record merged in
     assert summary["client_sizes"] == prepared.federation["client_sizes"]
     assert summary["client_class_counts"] == prepared.federation["client_class_counts"]
+    for cid in range(len(prepared.client_paths)):  # a text file: it ends its last line
+        plan = prepared.root / f"client_{cid}.plan.json"
+        assert plan.read_text().endswith("}\n"), plan
     again = prepare_run(CFG, tmp_path / "run", with_truth=True)
     assert _mode(again.truth_path) == 0o600
     assert len(np.load(again.truth_path)["y_public"]) == summary["n_public"]

@@ -299,7 +299,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
             key.unlink(missing_ok=True)
         path = root / f"client_{cid}.npz"
         _save_npz(path, {"X": data.X, "y": data.y}, private=True)
-        write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1))
+        write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1) + "\n")
         client_paths.append(path)
     shared_path = root / "shared.npz"
     _save_npz(shared_path, shared)
