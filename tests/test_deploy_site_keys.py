@@ -183,8 +183,9 @@ def test_a_site_without_a_pin_says_so_once_per_run(tmp_path, caplog):
             assert run_server(grid, server_context(prepared.spec)) is not None
         assert _unpinned_warnings(caplog) == [1, 1, 1]
     assert "fedlabels deploy roster --shared FILE" in caplog.text
-    assert unpinned_roster_warning(True, {"roster-sha256": "0" * 64}) is None
-    assert unpinned_roster_warning(False, {}) is None
+    assert "every labelled point's label of this site's XCLP rows" in caplog.text
+    assert unpinned_roster_warning(True, {"roster-sha256": "0" * 64}, "stake") is None
+    assert unpinned_roster_warning(False, {}, "stake") is None
 
 
 def _pub(tmp_path: Path, cid: int, text: str | bytes) -> None:
@@ -401,3 +402,29 @@ def test_a_bad_pin_or_a_pin_without_a_roster_is_refused(tmp_path):
         load_site({**plain.node_settings(0), "roster-sha256": prepared.roster_sha256})
     with pytest.raises(FedLabelsError, match="did you mean 'roster-sha256'"):
         load_site({**node, "roster_sha256": prepared.roster_sha256})
+
+
+@pytest.mark.parametrize("method, options", [
+    ("dp-pate", {"aggregation": "secure", "noise_sigma": 4.0, "queries": 10,
+                 "query_selection": "random", "min_group": 3}),
+    ("dp-fedavg", {"noise": "discrete", "aggregation": "secure", "noise_multiplier": 1.0,
+                   "min_group": 3})])
+def test_an_unpinned_secure_aggregation_site_names_what_its_method_stakes(
+        tmp_path, caplog, method, options):
+    """The warning of a site without a pin names what the coordinator gets from the method
+    the site runs: under secure aggregation its own noisy share, not XCLP rows."""
+    from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+    from fedlabels.engines.flower.server_app import run_server
+    from fedlabels.methods import get_method
+
+    cfg = RunConfig(method=method, dataset="breast_cancer", clients=3, rounds=1, period=1,
+                    seed=0, model="mlp(hidden=4)" if method == "dp-fedavg" else "dt",
+                    options=options)
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
+    with caplog.at_level(logging.WARNING, logger="fedlabels.site"):
+        assert run_server(grid, server_context(prepared.spec)) is not None
+    said = [r.getMessage() for r in caplog.records if "no roster-sha256" in r.getMessage()]
+    assert len(said) == 3
+    stake = get_method(method).roster_stake
+    assert all(stake in m and "XCLP" not in m for m in said), said
+    assert "noise share" in stake and stake != get_method("xclp").roster_stake

@@ -477,6 +477,11 @@ class Method:
     #: why the method needs the true labels of part of U (FedMD's labelled D0), which a
     #: public set of the user's own (``public``) lacks; None: it needs none
     public_labels_note: ClassVar[str | None] = None
+    #: what a deviating coordinator gets from a site whose roster of identity keys
+    #: (:meth:`trusted_setup`) it changed unseen, putting a key of its own at a peer's id
+    #: and running that peer (a deployed site without ``roster-sha256`` says so in its log)
+    roster_stake: ClassVar[str] = ("it then takes part in this site's secure protocols as "
+                                   "that peer")
 
     def trusted_setup(self, settings: Settings, n_clients: int) -> Any:
         """What an in-process federation's out-of-band setup gives the clients (the

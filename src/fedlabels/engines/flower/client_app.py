@@ -60,7 +60,7 @@ from fedlabels.engines.flower.site_privacy import (
     with_plan_budget,
 )
 from fedlabels.engines.flower.spec import HELLO, DeploySpec, deploy_plan
-from fedlabels.method import ClientRole
+from fedlabels.method import ClientRole, Method
 from fedlabels.method.dpsgd_client import SecretNoiseClient
 from fedlabels.method.replies import declined_evaluation
 from fedlabels.method.threat import ThreatModel
@@ -186,7 +186,8 @@ def _handle(message: Message, context: Context) -> Message:
         guard = SequenceGuard.load(ledger.path.parent / "runs" /
                                    f"{snapshots.run_key(spec)}.json", key)
         if guard.flower_run != context.run_id:  # this run's first message at this site
-            unpinned = unpinned_roster_warning(site.trust is not None, node_config)
+            unpinned = unpinned_roster_warning(site.trust is not None, node_config,
+                                               site_method(spec, node_config).roster_stake)
             if unpinned is not None:
                 _SITE_LOG.warning("%s: %s", node_label(node_config, context.node_id),
                                   unpinned)
@@ -240,10 +241,15 @@ def _handle(message: Message, context: Context) -> Message:
     return Message(to_record_dict(reply, after), reply_to=message)
 
 
+def site_method(spec: DeploySpec, node_config: Mapping[str, Any]) -> Method:
+    """The method this site runs: its plan's (or the run's, where it trusts the
+    coordinator), as :func:`build_role` builds it."""
+    return get_method(site_config(spec.config, dict(node_config)).method)
+
+
 def site_threat(spec: DeploySpec, node_config: Mapping[str, Any]) -> ThreatModel:
-    """The threat model of the method this site runs: its plan's (or the run's, where it
-    trusts the coordinator), as :func:`build_role` builds it."""
-    return get_method(site_config(spec.config, dict(node_config)).method).threat_model
+    """The threat model of the method this site runs (:func:`site_method`)."""
+    return site_method(spec, node_config).threat_model
 
 
 def site_threads(node_config: Mapping[str, Any], spec: DeploySpec) -> int:

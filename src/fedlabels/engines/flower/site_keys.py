@@ -152,15 +152,17 @@ def check_roster_pin(pin: object, shared: dict[str, np.ndarray]) -> None:
                              "deploy roster --shared FILE` with the other sites again).")
 
 
-def unpinned_roster_warning(has_trust: bool, node_config: Mapping[str, Any]) -> str | None:
+def unpinned_roster_warning(has_trust: bool, node_config: Mapping[str, Any],
+                            stake: str) -> str | None:
     """What a site's log says, once per run, when it holds a roster (``has_trust``: its
     identity key and the shared file's roster) without ``roster-sha256``; None: pinned, or
-    no roster."""
+    no roster. ``stake``: what the coordinator then gets from the method this site runs
+    (:attr:`~fedlabels.method.base.Method.roster_stake`)."""
     if not has_trust or node_config.get("roster-sha256") is not None:
         return None
     return ("the shared file holds a roster of identity keys but the node config has no "
             "roster-sha256: a coordinator that deviates can give this site a roster with a "
-            "key of its own at a peer's id and run that peer (it then gets every labelled "
-            "point's label of this site's XCLP rows); pin it: compare the roster fingerprint "
-            "of `fedlabels deploy roster --shared FILE --public client_I.identity.pub` with "
-            "the other sites and add roster-sha256=<fingerprint> to the node config")
+            f"key of its own at a peer's id and run that peer ({stake}); pin it: compare "
+            "the roster fingerprint of `fedlabels deploy roster --shared FILE --public "
+            "client_I.identity.pub` with the other sites and add roster-sha256=<fingerprint> "
+            "to the node config")

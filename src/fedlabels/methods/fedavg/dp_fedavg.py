@@ -489,6 +489,9 @@ class DPFedAvg(Method):
                    "secure: each client adds its noise share and masks, the server learns "
                    "only the sum; level record: DP-SGD at the clients, record-level)")
     options_class = DPFedAvgOptions
+    roster_stake = ("as every peer of this site's secure-aggregation group it then removes "
+                    "their masks and noise shares and sees this site's clipped update with "
+                    "its own noise share only, below the run's ε")
     # secret Poisson sampling of clients, accounted for; the DP claim covers the global
     # models, so a canary audit observes the final one
     capabilities = Capabilities(requires_weights=True, uses_public=False,

@@ -177,6 +177,9 @@ class DPPATE(PATE):
     description = ("DP-PATE: PATE with GNMax (optionally confident GNMax) vote aggregation, "
                    "exact Gaussian accounting")
     options_class = DPPATEOptions
+    roster_stake = ("as every peer of this site's secure-aggregation group it then removes "
+                    "their masks and noise shares and sees this site's vote counts with its "
+                    "own noise share only, below the run's ε")
     #: logistic-regression teachers: at ε = 8 they beat decision trees on every dataset
     #: measured (docs/privacy.md, Defaults: digits 0.762 against 0.418, breast_cancer 0.928
     #: against 0.854); ``--model`` chooses another

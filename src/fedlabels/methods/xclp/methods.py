@@ -101,6 +101,7 @@ def hidden_features(learner: Any, X: np.ndarray, batch: int = 4096) -> np.ndarra
 
 
 class _LabelPropagationMethod(Method):
+    roster_stake = "it then gets every labelled point's label of this site's XCLP rows"
     """What the three methods share: clients with data, partial labels seeded per client."""
 
     client_class: ClassVar[Callable[..., ClientRole]]
