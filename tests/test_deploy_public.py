@@ -60,3 +60,22 @@ def test_a_deployment_on_a_given_u_completes_and_records_it(tmp_path: Path) -> N
     assert result.federation["public"]["path"] == str(public)
     assert result.federation["n_public"] == len(_tables(tmp_path)[2])
     assert all("consensus_accuracy" not in r.server for r in result.rounds)
+
+
+def test_prepare_says_which_node_config_values_are_its_own_paths(tmp_path, capsys):
+    """The printed node configs hold the coordinator's paths: the output names every key
+    whose value is one of them, to be replaced on a site's own machine."""
+    from fedlabels.engines.flower.prepare import prepare_run
+
+    out = tmp_path / "run"
+    assert main(["deploy", "prepare", "--method", "xclp", "--opt", "secure=ot", "--dataset",
+                 "breast_cancer", "--clients", "3", "--out-dir", str(out), "--seed", "0"]) == 0
+    printed = capsys.readouterr().out
+    note = next(line for line in printed.splitlines() if "this machine's" in line)
+    cfg = RunConfig(method="xclp", dataset="breast_cancer", clients=3, seed=0,
+                    options={"secure": "ot"})
+    settings = prepare_run(cfg, tmp_path / "again").node_settings(0)
+    paths = [k for k, v in settings.items() if isinstance(v, str) and "/" in v]
+    assert "identity-key" in paths and "ledger-dir" in paths
+    assert all(f" {k}" in note for k in paths), (paths, note)
+    assert str(out) in note

@@ -171,6 +171,7 @@ def cmd_deploy_prepare(args: argparse.Namespace) -> int:
           f"Flower app to {prepared.root}")
     for cid in range(len(prepared.client_paths)):
         print(f"  site {cid}: flower-supernode ... --node-config '{prepared.node_config(cid)}'")
+    print(_paths_note(prepared))
     _show_roster(prepared)
     if prepared.one_run_budget:  # the sites' client roles release with their own noise
         print("  each site's privacy ledger allows one run of its plan; a site adds "
@@ -178,6 +179,23 @@ def cmd_deploy_prepare(args: argparse.Namespace) -> int:
               "to send no test score (docs/deployment.md)")
     print(f"then: flwr run {prepared.app_dir} <connection> --stream")
     return 0
+
+
+#: the node config's paths to files the coordinator sends a site, and to the site's own
+#: private files (made there and kept across runs)
+SENT_PATHS = ("data-path", "shared-path", "privacy-plan", "identity-key")
+SITE_OWN_PATHS = ("state-key", "state-dir", "ledger-dir")
+
+
+def _paths_note(prepared: Any) -> str:
+    """What a site replaces in the printed node configs: every path is this machine's."""
+    settings = prepared.node_settings(0)
+    sent = ", ".join(k for k in SENT_PATHS if k in settings)
+    own = ", ".join(k for k in SITE_OWN_PATHS if k in settings)
+    return (f"  every path above is this machine's (under {prepared.root}): right for sites "
+            f"on this machine only; a site on its own machine gives {sent} as where it keeps "
+            f"the files you send it, and {own} as a private folder of its own, kept across "
+            "runs (docs/deployment.md)")
 
 
 def _show_roster(prepared: Any) -> None:
