@@ -427,3 +427,44 @@ def test_a_new_run_of_an_app_keeps_the_result_an_earlier_run_wrote(tmp_path: Pat
     nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
     rerun = LoopbackGrid(deployed_client_app, nodes, {RUN_CONFIG_KEY: again.to_json()})
     assert run_server(rerun, server_context(again)) is not None
+
+
+def test_a_csv_site_may_name_a_class_by_its_documented_meaning(tmp_path: Path) -> None:
+    """breast_cancer's classes are 0/1; scikit-learn documents them as malignant/benign, and
+    a site's CSV with those names maps them to the same indices. An unknown label is refused
+    naming every accepted label; a shared file without the meanings accepts the codes only."""
+    import pandas as pd
+    from sklearn.datasets import load_breast_cancer
+
+    from fedlabels.engines.flower.site import label_lookup, load_site
+
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=1)
+    prepared = prepare_run(cfg, tmp_path / "sites")
+    with np.load(prepared.shared_path) as npz:
+        shared = {k: npz[k] for k in npz.files}
+    npz_site = load_site(prepared.node_settings(0))
+    raw = npz_site.private.X.astype(np.float64) * shared["scale_std"] + shared["scale_mean"]
+    frame = pd.DataFrame(raw, columns=[str(n) for n in shared["feature_names"]])
+    meanings = load_breast_cancer().target_names  # the oracle: scikit-learn's own names
+    frame["label"] = meanings[npz_site.private.y]
+    assert set(frame["label"]) == {"malignant", "benign"}
+    csv = tmp_path / "site0.csv"
+    frame.to_csv(csv, index=False)
+    node = {"partition-id": 0, "data-path": str(csv), "target": "label",
+            "shared-path": str(prepared.shared_path)}
+    np.testing.assert_array_equal(load_site(node).private.y, npz_site.private.y)
+    frame.loc[0, "label"] = "Benign"
+    frame.to_csv(csv, index=False)
+    with pytest.raises(FedLabelsError, match=r"\['Benign'\] .* one of '0' or 'malignant', "
+                                             r"'1' or 'benign'\.$"):
+        load_site(node)
+    del shared["class_descriptions"]  # a shared file that does not carry them
+    np.savez(tmp_path / "old_shared.npz", **shared)
+    frame["label"] = meanings[npz_site.private.y]
+    frame.to_csv(csv, index=False)
+    with pytest.raises(FedLabelsError, match=r"write each label as one of '0', '1'\.$"):
+        load_site({**node, "shared-path": str(tmp_path / "old_shared.npz")})
+    # a meaning that is another class's name, or describes two classes, names none
+    lookup, _ = label_lookup({"class_names": np.array(["0", "1", "2"]),
+                              "class_descriptions": np.array(["1", "x", "x"])})
+    assert lookup == {"0": 0, "1": 1, "2": 2}

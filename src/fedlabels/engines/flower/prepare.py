@@ -254,6 +254,8 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
               "class_names": np.array(fed.class_names, dtype=str),
               "feature_names": np.array(fed.feature_names, dtype=str)}
+    if fed.info.get("class_descriptions"):  # documented meanings: a site's CSV may use them
+        shared["class_descriptions"] = np.array(fed.info["class_descriptions"], dtype=str)
     if cfg.public_pca is None:
         # the statistics that z-scored the sites' rows: the federation's own (one split, so
         # its partition column, unlabeled_shift, fill and task are the run's)

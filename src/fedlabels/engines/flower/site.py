@@ -9,10 +9,12 @@ Node config keys (``flower-supernode --node-config '...'``):
     (``fedlabels deploy prepare`` writes these), or a ``.csv`` whose columns are the shared
     feature names plus the label column named by ``target``.
 ``target``
-    Label column of a CSV ``data-path`` (labels as in ``class_names`` of the shared file).
+    Label column of a CSV ``data-path`` (labels as in ``class_names`` of the shared file,
+    or their documented meanings in its ``class_descriptions``: :func:`label_lookup`).
 ``shared-path``
     The shared public ``.npz``: ``X_public`` (U), ``X_test``, ``y_test``, ``class_names``,
-    ``feature_names`` and, if the features were standardised, ``scale_mean`` / ``scale_std``
+    ``feature_names``, ``class_descriptions`` where the dataset documents what its labels
+    mean, and, if the features were standardised, ``scale_mean`` / ``scale_std``
     (applied to CSV rows so they match U); for a table with categorical columns,
     ``raw_columns`` and ``categorical``: a CSV holds the table's own columns and those are
     one-hot encoded with U's categories; with ``missing="public-median"``, ``fill``: U's
@@ -176,13 +178,30 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
 
         X = PublicPCA(shared["pca_mean"], shared["pca_components"], shared["pca_scale"],
                       explained_variance=float("nan")).project(X)
-    lookup = {str(c): i for i, c in enumerate(shared["class_names"])}
+    lookup, accepted = label_lookup(shared)
     labels = frame[target].astype(str).to_numpy()
     unknown = sorted(set(labels) - set(lookup))
     if unknown:
         raise FedLabelsError(f"{who}: CSV {path} has label(s) {unknown[:5]} that are not among "
-                             f"the federation's classes {list(lookup)}.")
+                             f"the federation's classes; write each label as {accepted}.")
     return X.astype(np.float32), np.array([lookup[v] for v in labels], dtype=np.int64)
+
+
+def label_lookup(shared: Mapping[str, np.ndarray]) -> tuple[dict[str, int], str]:
+    """The labels a site's own rows may carry, each with its class index, and how to list
+    them: the shared file's ``class_names``, and where its ``class_descriptions`` give a
+    class's documented meaning (breast_cancer's ``0`` is ``malignant``) that meaning too,
+    unless it is another class's name or describes two classes."""
+    names = [str(c) for c in shared["class_names"]]
+    lookup = {name: i for i, name in enumerate(names)}
+    described = [str(d) for d in shared.get("class_descriptions", [])]
+    if len(described) != len(names):  # none described (or a shared file before 11-30)
+        return lookup, "one of " + ", ".join(map(repr, names))
+    meaning = [d if d and d not in lookup and described.count(d) == 1 else ""
+               for d in described]
+    lookup |= {d: i for i, d in enumerate(meaning) if d}
+    return lookup, "one of " + ", ".join(f"{n!r} or {d!r}" if d else repr(n)
+                                         for n, d in zip(names, meaning, strict=True))
 
 
 def _one_hot_rows(frame: Any, shared: Mapping[str, np.ndarray], features: list[str],
@@ -234,11 +253,11 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
                                                      mode="L" if c == 1 else "RGB", peak=peak)
     except FedLabelsError as exc:
         raise FedLabelsError(f"{who}: {exc}") from None
-    lookup = {str(name): i for i, name in enumerate(shared["class_names"])}
+    lookup, accepted = label_lookup(shared)
     unknown = sorted(set(classes) - set(lookup))
     if unknown:
         raise FedLabelsError(f"{who}: class folder(s) {unknown[:5]} in {path} are not among "
-                             f"the federation's classes {list(lookup)}.")
+                             f"the federation's classes; name each folder {accepted}.")
     return unit_float32(pixels), np.array([lookup[classes[k]] for k in y], dtype=np.int64)
 
 
