@@ -47,9 +47,12 @@ def test_the_operator_sees_the_releases_the_spend_and_the_plan_budget(
     assert row["releases"] == 2 and row["noiseless_answers"] == 0 and row["runs"] == 1
     assert row["epsilon"] == pytest.approx(eps, rel=1e-6)
     assert row["plan_budget"] == pytest.approx(eps, rel=1e-6)  # one run of the plan
+    assert (row["budget"], row["budget_from"]) == (row["plan_budget"], "privacy-plan")
+    assert abs(row["left"]) < 1e-9 * eps  # the run spent all of its one run
     assert row["delta"] == 1e-5
     code, table = _ledger(root, capsys=capsys)
-    assert code == 0 and row["dataset"] in table and "plan budget" in table
+    assert code == 0 and row["dataset"] in table and "privacy-plan" in table
+    assert f"{row['budget']:.4g}" in table
 
 
 def test_a_tampered_ledger_is_reported_and_the_command_fails(

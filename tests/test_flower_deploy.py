@@ -85,6 +85,8 @@ def test_site_settings_reach_every_site(tmp_path: Path, capsys: pytest.CaptureFi
                      str(sites / f"client_{cid}.state.key")]) == 0
         (row,) = json.loads(capsys.readouterr().out)["datasets"]
         assert row["releases"] == 2 and row["plan_budget"] is None
+        assert (row["budget"], row["budget_from"]) == (3.0, "ledger-epsilon")
+        assert row["left"] == pytest.approx(3.0 - written["privacy"]["epsilon"], rel=1e-9)
     assert _wait_gone(tmp_path / "w") == []
 
 

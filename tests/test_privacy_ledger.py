@@ -81,6 +81,51 @@ def test_the_plan_budget_is_recorded_once_and_never_recomputed(tmp_path: Path) -
     assert read_ledgers(tmp_path / "ledger", b"k" * 32, DELTA)[0]["plan_budget"] == 1.0
 
 
+def test_the_operators_budget_is_recorded_and_deploy_ledger_shows_what_is_left(
+        tmp_path: Path) -> None:
+    """A site's ledger-epsilon is recorded in its ledger (chained as every entry) before the
+    first release under it, again only when the operator changes or removes it, and
+    read_ledgers shows it and what is left, the spend accounted independently here."""
+    from dataclasses import replace
+
+    ev, key = _xor(), b"k" * 32
+
+    def row() -> dict:
+        (only,) = read_ledgers(tmp_path / "ledger", key, DELTA)
+        return only
+
+    site = _site(tmp_path, epsilon=2.0)
+    site.charge([ev], run="a", seq=1)
+    site.charge([ev], run="a", seq=2)
+    spent = account_events([ev, ev], DELTA).epsilon
+    shown = row()
+    assert (shown["budget"], shown["budget_from"], shown["budget_delta"]) == \
+        (2.0, "ledger-epsilon", DELTA)
+    assert shown["left"] == pytest.approx(2.0 - spent, rel=1e-12)
+    notes = lambda: [line for line in site.path.read_text().splitlines()  # noqa: E731
+                     if '"ledger_epsilon"' in line]
+    assert len(notes()) == 1  # the same budget is not recorded again
+    _site(tmp_path, epsilon=3.0).note_noiseless("s*", sequence="b", seq=1)
+    assert len(notes()) == 2 and row()["budget"] == 3.0
+    _site(tmp_path, epsilon=None).charge([ev], run="c", seq=1)  # ledger-epsilon removed
+    assert len(notes()) == 3
+    shown = row()
+    assert (shown["budget"], shown["budget_from"], shown["left"]) == (None, None, None)
+    plan = replace(_site(tmp_path), epsilon=10.0, plan_budget=True)  # one run of a plan
+    plan.fix_plan_budget(lambda: 10.0)
+    plan.charge([ev], run="d", seq=1)
+    shown = row()
+    assert (shown["budget"], shown["budget_from"]) == (10.0, "privacy-plan")
+    assert shown["left"] == pytest.approx(10.0 - account_events([ev] * 4, DELTA).epsilon)
+    assert len(notes()) == 3  # a plan's budget is the plan_budget entry, not a new note
+    lines = site.path.read_text().splitlines()  # a larger budget, forged: caught
+    i = next(i for i, line in enumerate(lines) if '"ledger_epsilon"' in line)
+    forged = json.loads(lines[i])
+    forged["entry"]["ledger_epsilon"] = 20.0
+    site.path.write_text("\n".join([*lines[:i], json.dumps(forged), *lines[i + 1:]]) + "\n")
+    assert f"integrity check at entry {i}" in row()["error"]
+
+
 def test_site_ledger_persists_per_dataset_and_holds_a_lifetime_budget(tmp_path: Path) -> None:
     ev = _xor()
     budget = account_labels([ev] * 2, DELTA).epsilon

@@ -2,9 +2,10 @@
 
 A site operator's view of ``<ledger-dir>/<dataset id>/ledger.jsonl``
 (:mod:`fedlabels.privacy.site_ledger`): per dataset, the releases and noiseless answers
-recorded, the runs they came from, the (ε, δ) they spend, the budget taken from the site's
-plan, the runs in which it followed the coordinator's plan (``trust-coordinator=true``),
-checked under the site's state key. Reads only; makes no key. Importing this module
+recorded, the runs they came from, the (ε, δ) they spend, the lifetime budget the site
+recorded (its ``ledger-epsilon``, else one run of its plan) and what is left of it, the runs
+in which it followed the coordinator's plan (``trust-coordinator=true``), checked under the
+site's state key. Reads only; makes no key. Importing this module
 does not import Flower.
 """
 
@@ -63,21 +64,27 @@ def _show(folder: Path, rows: list[dict[str, Any]]) -> None:
         return
     print(f"site ledgers in {folder}:")
     print(f"  {'dataset':<32}  {'runs':>4}  {'releases':>8}  {'noiseless':>9}  "
-          f"{'ε spent':>10}  {'δ':>7}  {'plan budget':>11}  {'coordinator':>11}  last entry")
+          f"{'ε spent':>10}  {'δ':>7}  {'budget':>8}  {'left':>8}  {'budget from':<14}  "
+          f"{'coordinator':>11}  last entry")
     for r in rows:
         if "error" in r:
             print(f"  {r['dataset']:<32}  FAILED: {r['error']}")
             continue
-        budget = "-" if r["plan_budget"] is None else f"{r['plan_budget']:.4g}"
+        budget, left = ("-", "-") if r["budget"] is None else \
+            (f"{r['budget']:.4g}", f"{r['left']:.4g}")
         print(f"  {r['dataset']:<32}  {r['runs']:>4}  {r['releases']:>8}  "
               f"{r['noiseless_answers']:>9}  "
-              f"{r['epsilon']:>10.4g}  {r['delta']:>7.0e}  {budget:>11}  "
+              f"{r['epsilon']:>10.4g}  {r['delta']:>7.0e}  {budget:>8}  {left:>8}  "
+              f"{r['budget_from'] or '-':<14}  "
               f"{r['coordinator_runs']:>11}  {r['last_entry'] or '-'}")
-    print("ε is each dataset's spend over all its runs, by its tightest accountant; the plan "
-          "budget is the one-run budget a site without ledger-epsilon took from its plan "
-          "(a ledger-epsilon in the node config replaces it); coordinator counts the runs in "
-          "which the site followed the coordinator's plan (trust-coordinator=true, no "
-          "privacy-plan: --json lists those plans).")
+    print("ε is each dataset's spend over all its runs, by its tightest accountant; the budget "
+          "is the dataset's lifetime ε as the site recorded it: its node config's "
+          "ledger-epsilon as last used (budget from ledger-epsilon), else the one run of its "
+          "plan a site without one took (privacy-plan), and left is the budget less the spend, "
+          "both at the budget's δ (--json: budget_delta); '-': none recorded (the site sets "
+          "none, or a ledger-epsilon used only before 11-30, recorded from its next release "
+          "on); coordinator counts the runs in which the site followed the coordinator's plan "
+          "(trust-coordinator=true, no privacy-plan: --json lists those plans).")
 
 
 def add_ledger_parser(dsub: Any) -> None:

@@ -12,10 +12,14 @@ directory: that is the site operator, who can also change the budget). Entry 0 n
 format and the dataset id; every later entry is one release event
 (:mod:`fedlabels.privacy.ledger`), the run and the message it answered, or a noiseless
 answer computed from the private data (``"noiseless"``: outside every guarantee, so no ε;
-recorded, and refused a second time where the budget is the site's plan's), or the budget
-a site without ``ledger-epsilon`` took from its plan (``"plan_budget"``, recorded once), or
-the coordinator's plan a site that trusts it (``trust-coordinator=true``, no plan of its own)
-followed in a run (``"coordinator_plan"``, once per run).
+recorded, and refused a second time where the budget is the site's plan's), or the budget a
+site without ``ledger-epsilon`` took from its plan (``"plan_budget"``, recorded once), or
+the operator's ``ledger-epsilon`` and its δ (``"ledger_epsilon"``: recorded before the first
+release or noiseless answer made under it, and again where the operator changes or removes
+it, so ``fedlabels deploy ledger`` shows the budget and what is left; ledgers written before
+11-30 record none until their next release), or the coordinator's plan a site that trusts it
+(``trust-coordinator=true``, no plan of its own) followed in a run (``"coordinator_plan"``,
+once per run).
 
 :meth:`SiteLedger.charge` accounts every recorded event plus the new ones with
 :func:`~fedlabels.privacy.ledger.account_events` at the site's δ, refuses beyond the site's
@@ -27,13 +31,14 @@ A site charges for every message of a run, so a charge must not read the whole l
 a DP-FedCT deployment). Beside the ledger, ``ledger.head`` (0600, HMAC under the site's key)
 seals what a charge needs of the entries so far: their number, the bytes they fill, the last
 tag of the chain, the release events as runs of equal events in order, the plan's budget,
-the noiseless answers and the last message charged per sequence. A charge reads the head and
-checks only the entries appended after it; a head that is missing, fails its tag, or does
-not continue into the file (the file is shorter, or the bytes after it are no chained
-entries) makes it read and check the whole ledger, as before, and seal a new head. The
-accounting therefore always comes from checked entries. The head is a cache, written after
-each append without fsync: a stale one is caught up from the file. An edit of entries the
-head covers does not change what a charge accounts; ``fedlabels deploy ledger``
+the operator's budget as last recorded, the noiseless answers and the last message charged
+per sequence. A charge reads the head and checks only the entries appended after it; a head
+that is missing, fails its tag, or does not continue into the file (the file is shorter, or
+the bytes after it are no chained entries) makes it read and check the whole ledger, as
+before, and seal a new head. The accounting therefore always comes from checked entries. The
+head is a cache, written after each append without fsync: a stale one is caught up from the
+file. An edit of entries the head covers does not change what a charge accounts;
+``fedlabels deploy ledger``
 (:func:`read_ledgers`) checks every entry.
 
 A last line cut short (no newline: a crash or power loss during its append, before the
@@ -138,7 +143,8 @@ class SiteLedger:
                     self._seal(head)
                 return head
         entries = self._lines()
-        head = {"runs": [], "plan_budget": None, "noiseless": [], "recent": {}}
+        head = {"runs": [], "plan_budget": None, "budget": None, "noiseless": [],
+                "recent": {}}
         _fold(head, entries[1:])
         self._seal(head)
         return head
@@ -245,7 +251,8 @@ class SiteLedger:
                 self._check_room(self._lines(), list(run_plan), about.get("sequence"))
             after = past.check(events)
             at = datetime.now(UTC).isoformat(timespec="seconds")
-            self._append([{"event": event_to_dict(ev), "at": at, **about} for ev in events],
+            self._append([*self._budget_note(head, at),
+                          *({"event": event_to_dict(ev), "at": at, **about} for ev in events)],
                          self._last, head)
             self.releases += len(events)
         return after
@@ -283,7 +290,21 @@ class SiteLedger:
                     "budget is one run of its privacy-plan (set ledger-epsilon in the node "
                     "config to allow more runs).")
             at = datetime.now(UTC).isoformat(timespec="seconds")
-            self._append([{"noiseless": what, "at": at, **about}], self._last, head)
+            self._append([*self._budget_note(head, at), {"noiseless": what, "at": at, **about}],
+                         self._last, head)
+
+    def _budget_note(self, head: dict[str, Any], at: str) -> list[dict[str, Any]]:
+        """The entry recording the operator's budget (``ledger-epsilon`` and the ledger's δ;
+        None: none set) where it differs from the one last recorded (``head["budget"]``;
+        a head sealed before 11-30 has none); else none. A budget taken from the site's
+        plan is recorded by :meth:`fix_plan_budget` instead."""
+        operator = None if self.plan_budget else self.epsilon
+        recorded = head.get("budget")
+        if recorded is None and operator is None:
+            return []
+        if recorded is not None and recorded == [operator, self.delta]:
+            return []
+        return [{"ledger_epsilon": operator, "delta": self.delta, "at": at}]
 
     def note_coordinator_plan(self, plan: dict[str, Any], **about: Any) -> None:
         """Record that this site follows the coordinator's ``plan`` (method, rounds, period,
@@ -372,6 +393,8 @@ def _fold(head: dict[str, Any], entries: Sequence[dict[str, Any]]) -> None:
             head["noiseless"].append([entry.get("sequence"), entry.get("seq")])
         if "plan_budget" in entry and head["plan_budget"] is None:
             head["plan_budget"] = float(entry["plan_budget"])
+        if "ledger_epsilon" in entry:
+            head["budget"] = [entry["ledger_epsilon"], entry["delta"]]
 
 
 def _chain(data: bytes, n: int, prev: str, ledger: SiteLedger
@@ -410,6 +433,29 @@ def _plan_budget(entries: Sequence[dict[str, Any]]) -> float | None:
     return next((float(e["plan_budget"]) for e in entries[1:] if "plan_budget" in e), None)
 
 
+def _budget(entries: Sequence[dict[str, Any]], delta: float) -> dict[str, Any]:
+    """The dataset's lifetime budget as the ledger records it, and what is left of it:
+    the operator's ``ledger-epsilon`` as last recorded, else the one run of its plan the site
+    took (``budget_from``: ``ledger-epsilon`` or ``privacy-plan``; None: none recorded, the
+    site sets none, or a ledger-epsilon before 11-30, which was not recorded). ``left`` is the
+    budget less the spend at the budget's own δ (``budget_delta``); the ledger's other
+    figures are at ``delta``."""
+    operator = [e for e in entries[1:] if "ledger_epsilon" in e]
+    plan = [e for e in entries[1:] if "plan_budget" in e]
+    if operator and operator[-1]["ledger_epsilon"] is not None:
+        budget, at, source = float(operator[-1]["ledger_epsilon"]), operator[-1], \
+            "ledger-epsilon"
+    elif plan:
+        budget, at, source = float(plan[0]["plan_budget"]), plan[0], "privacy-plan"
+    else:
+        return {"budget": None, "budget_from": None, "budget_delta": None, "left": None}
+    at_delta = float(at.get("delta", delta))
+    left = budget - Ledger(at_delta, None, _events(entries)).spent().epsilon
+    if abs(left) <= budget * REL_TOL:  # spent to the budget (as a charge compares them)
+        left = 0.0
+    return {"budget": budget, "budget_from": source, "budget_delta": at_delta, "left": left}
+
+
 def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:
     """The release events of a ledger's entries (entry 0 is the header; noiseless answers
     carry no event)."""
@@ -418,10 +464,11 @@ def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:
 
 def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str, Any]]:
     """Every dataset ledger under a site's ledger ``folder``, checked under ``key`` and
-    accounted at ``delta``: its :meth:`SiteLedger.summary`, the budget recorded from the
-    site's plan, the runs in which it followed the coordinator's plan (having none of its
-    own) and those plans, and the time of its last entry; a ledger that fails its check gives
-    ``{"dataset": ..., "error": ...}`` instead. Nothing is written."""
+    accounted at ``delta``: its :meth:`SiteLedger.summary`, the budget recorded from the site's
+    plan, the lifetime budget and what is left of it (:func:`_budget`), the runs in which it
+    followed the coordinator's plan (having none of its own) and those plans, and the time
+    of its last entry; a ledger that fails its check gives ``{"dataset": ..., "error":
+    ...}`` instead. Nothing is written."""
     out: list[dict[str, Any]] = []
     for path in sorted(Path(folder).glob(f"*/{FILE}")):
         ledger = SiteLedger(path, key, path.parent.name, None, delta)
@@ -437,7 +484,7 @@ def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str,
                 if "event" in e or "noiseless" in e}
         trusted = [e for e in entries[1:] if "coordinator_plan" in e]
         out.append({**row, "runs": len(runs), "path": str(path),
-                    "plan_budget": _plan_budget(entries),
+                    "plan_budget": _plan_budget(entries), **_budget(entries, delta),
                     # runs in which the site followed the coordinator's plan, having none
                     "coordinator_runs": len({e.get("sequence") for e in trusted}),
                     "coordinator_plans": [{"at": e.get("at"), "plan": e["coordinator_plan"]}

@@ -7,7 +7,9 @@ Node config keys (``flower-supernode --node-config '...'``), set by the site ope
     ``$FLWR_HOME/fedlabels-ledger``, or ``~/.flwr/fedlabels-ledger``). Keep it across runs:
     it is the site's memory of what it released.
 ``ledger-epsilon``
-    The lifetime ε budget of each dataset of this site over all runs (a positive number).
+    The lifetime ε budget of each dataset of this site over all runs (a positive number),
+    recorded in the dataset's ledger when it is first used or changed (``deploy ledger``
+    shows it and what is left).
     Without it, a site with its own ``privacy-plan`` allows each dataset one run of that
     plan (:func:`with_plan_budget`); a site without a plan (``trust-coordinator=true``:
     :mod:`.site_plan`) records releases, unlimited.
