@@ -234,8 +234,10 @@ def test_bad_public_keys_are_refused_before_anything_is_written(tmp_path, change
 def test_public_keys_for_a_run_without_identity_keys_are_refused(tmp_path, method, secure):
     _, pubs = _sites(tmp_path)
     with pytest.raises(FedLabelsError, match=f"{method} with these options has none: remove "
-                                             "--identity-public"):
+                                             "--identity-public") as info:
         prepare_run(_cfg(secure or "ot", method), tmp_path / "c", identity_public=pubs)
+    # the secure aggregation of dp-fedavg and dp-pate takes identity keys too: named
+    assert "dp-fedavg and dp-pate with --opt aggregation=secure" in str(info.value)
 
 
 def test_the_command_line_says_who_holds_the_keys(tmp_path, capsys):

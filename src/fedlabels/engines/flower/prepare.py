@@ -8,7 +8,8 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
   standardisation of U and, with ``missing="public-median"``, U's median of each column
   (``fill``, from U's rows only: a site fills the gaps of its own raw rows with it); every
   site gets this one;
-* ``client_<i>.identity.key`` — XCLP's secure modes: site i's Ed25519 identity key (0600;
+* ``client_<i>.identity.key`` — XCLP's secure modes and DP-FedAvg's / DP-PATE's secure
+  aggregation: site i's Ed25519 identity key (0600;
   give each site only its own, never in the shared bundle); ``shared.npz`` then holds the
   roster (every site's identity public key) and the run id, so a site checks its peers'
   signed values against what it received out of band, never against a server message.
@@ -66,8 +67,8 @@ class PreparedRun:
     #: each site's client releases with its own noise and, without ``ledger-epsilon``, its
     #: ledger allows one run of its plan (:func:`~.site_privacy.charges_site_ledger`)
     one_run_budget: bool = False
-    #: each site's identity key file, made here (XCLP's secure modes; empty: the method
-    #: needs none, or the sites made their own keys)
+    #: each site's identity key file, made here (XCLP's secure modes, secure aggregation;
+    #: empty: the method needs none, or the sites made their own keys)
     identity_paths: tuple[Path, ...] = ()
     #: the fingerprint of the run id and the roster (None: no roster), for the sites to
     #: compare out of band and pin (node config ``roster-sha256``)
@@ -216,7 +217,8 @@ def _sites_roster(method: Any, options: Any, n_clients: int,
     settings = Settings(n_classes=2, n_clients=n_clients, options=options)
     if method.trusted_setup(settings, 0) is None:  # the setup of no client: makes no key
         raise FedLabelsError(f"--identity-public is for the identity keys of xclp and "
-                             f"fedavg-xclp with --opt secure=ot|paillier; {method.name} with "
+                             f"fedavg-xclp with --opt secure=ot|paillier, and of dp-fedavg "
+                             f"and dp-pate with --opt aggregation=secure; {method.name} with "
                              "these options has none: remove --identity-public.")
     from fedlabels.engines.flower.site_keys import read_public_keys
 
