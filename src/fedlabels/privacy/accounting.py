@@ -550,14 +550,16 @@ def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _pld_of_one_step(noise_multiplier: float, sampling_rate: float) -> Any:
+def _pld_of_one_step(noise_multiplier: float, sampling_rate: float,
+                     discretization: float = PLD_DISCRETIZATION) -> Any:
     """The PLD of one Poisson-subsampled Gaussian step, as ``PLDAccountant`` builds it
-    (seconds to build; memoised, T steps self-compose it)."""
+    (seconds to build; memoised, T steps self-compose it); ``discretization``: the value
+    discretisation interval (a coarser one for the calibration's search)."""
     import dp_accounting as dpa
     from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
 
     return from_gaussian_mechanism(
-        standard_deviation=noise_multiplier, value_discretization_interval=PLD_DISCRETIZATION,
+        standard_deviation=noise_multiplier, value_discretization_interval=discretization,
         sampling_prob=sampling_rate,
         neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
 

@@ -25,6 +25,7 @@ from typing import Any
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import (
     PLD_ABOVE_RDP_EPSILON,
+    _pld_of_one_step,
     _require_dp_accounting,
     default_calibration_accountant,
     gaussian_epsilon,
@@ -141,13 +142,7 @@ def _coarse_pld_epsilon(sigma: float, sampling_rate: float, rounds: int,
                         delta: float) -> float:
     """The PLD ε at :data:`PLD_SEARCH_DISCRETIZATION` (one step's PLD built and composed
     as :func:`gaussian_epsilon` does at the reported discretisation)."""
-    import dp_accounting as dpa
-    from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
-
-    one = from_gaussian_mechanism(
-        standard_deviation=sigma, value_discretization_interval=PLD_SEARCH_DISCRETIZATION,
-        sampling_prob=sampling_rate,
-        neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    one = _pld_of_one_step(sigma, sampling_rate, PLD_SEARCH_DISCRETIZATION)
     return float(one.self_compose(rounds).get_epsilon_for_delta(delta))
 
 
