@@ -388,13 +388,11 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
             try:
                 upright = ImageOps.exif_transpose(img)
                 if _deep(upright.mode):  # scaled in float, then 8 bits
-                    grey = upright.convert("F")
-                    _check_peak(path, grey, scale if peak is None else peak, peak is None,
-                                peak_fix)
+                    grey, top = upright.convert("F"), scale if peak is None else peak
+                    _check_peak(path, grey, top, peak is None, peak_fix)
                     if grey.size != (w, h):
                         grey = grey.resize((w, h), Image.Resampling.BILINEAR)
-                    values = np.asarray(grey, dtype=np.float32) * np.float32(
-                        255.0 / (scale if peak is None else peak))
+                    values = np.asarray(grey, dtype=np.float32) * np.float32(255.0 / top)
                     pixels = Image.fromarray(np.clip(np.rint(values), 0, 255)
                                              .astype(np.uint8)).convert(mode)
                 else:
@@ -459,13 +457,13 @@ def _read_cache(path: Path) -> Images | None:
     try:
         with np.load(path, allow_pickle=False) as data:
             pixels, shape, check = data["pixels"], data["shape"], str(data["sha256"])
-            peak: float | None = float(data["peak"])  # NaN: none declared
+            peak = float(data["peak"])  # NaN: none declared
     except (OSError, KeyError, ValueError):
         return None
     if hashlib.sha256(pixels.tobytes()).hexdigest() != check:
         return None  # damaged: rebuilt from the images
     c, h, w = (int(s) for s in shape)
-    return Images(pixels, (c, h, w), None if peak is None or np.isnan(peak) else peak)
+    return Images(pixels, (c, h, w), None if np.isnan(peak) else peak)
 
 
 def _write_cache(path: Path, images: Images) -> None:
