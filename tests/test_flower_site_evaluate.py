@@ -22,8 +22,9 @@ CFG = RunConfig(method="dp-fedct", dataset="breast_cancer", clients=3, model="dt
                 seed=0, options={"epsilon": 1.0, "mechanism": "xor"})
 
 
-def _run(tmp_path: Path, declining: set[int], value: Any = False) -> tuple[Any, list[Any]]:
-    prepared, first = loopback_deployment(CFG, tmp_path / "sites")
+def _run(tmp_path: Path, declining: set[int], value: Any = False,
+         cfg: RunConfig = CFG) -> tuple[Any, list[Any]]:
+    prepared, first = loopback_deployment(cfg, tmp_path / "sites")
     configs = [{**c.node_config, **({"evaluate": value} if c.node_config["partition-id"]
                                     in declining else {})} for c in first.contexts.values()]
     sent: list[tuple[int, Any]] = []
@@ -81,3 +82,21 @@ def test_a_bad_evaluate_value_is_refused_by_the_site(
     with pytest.raises(FedLabelsError):
         _run(tmp_path, {0, 1, 2}, value="sometimes")
     assert "node config evaluate must be true or false, got 'sometimes'" in caplog.text
+
+
+@pytest.mark.parametrize("aggregation", ["plain", "secure"])
+def test_a_declining_site_sends_no_teacher_accuracy_in_its_votes(
+        tmp_path: Path, aggregation: str) -> None:
+    """DP-PATE's vote reply carries the teachers' test accuracy (on the test set the
+    coordinator ships): a protocol reply, not an evaluation, so it left a site with
+    evaluate=false, and a coordinator with a test set of chosen records learnt, noiseless,
+    whether the site's teachers label them right."""
+    cfg = RunConfig(method="dp-pate", dataset="breast_cancer", clients=3, model="dt",
+                    rounds=1, seed=0, options={"epsilon": 8.0, "aggregation": aggregation})
+    result, sent = _run(tmp_path, {1}, cfg=cfg)
+    assert result is not None and len(result.rounds) == 1
+    votes = [(p, m) for p, m in sent if m.kind in ("pate.votes", "pate.masked")]
+    assert {p for p, _ in votes} == {0, 1, 2}
+    for part, message in votes:
+        assert ("teacher_accuracy" in message.config) == (part != 1)
+    assert 0.0 <= result.rounds[0].server["teacher_mean_accuracy"] <= 1.0

@@ -111,6 +111,9 @@ class ClientRole:
     #: message kinds the protocol sends this role several times within one round (a
     #: multi-step exchange); a Flower site answers any other kind once per round
     multi_step_kinds: ClassVar[frozenset[str]] = frozenset()
+    #: whether a protocol reply may carry a score on the test set (PATE's teacher accuracy);
+    #: a Flower site with ``evaluate=false`` sets it False, so no test score leaves it
+    reports_test_scores: bool = True
 
     def __init__(self, cid: int, data: ClientData, learner: Any, settings: Settings,
                  X_public: np.ndarray | None, X_test: np.ndarray, y_test: np.ndarray) -> None:

@@ -96,9 +96,12 @@ def build_role(spec: DeploySpec, site: SiteData,
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
     plan = deploy_plan(cfg, site.n_classes, site.n_features, site.image_shape)
-    return build_client_role(plan, cid, site.private, X_public=site.X_public,
+    role = build_client_role(plan, cid, site.private, X_public=site.X_public,
                              X_test=site.X_test, y_test=site.y_test, scaling=site.scaling,
                              trust=site.trust)
+    # evaluate=false: no test score leaves the site, in an evaluation or a protocol reply
+    role.reports_test_scores = site_evaluates(dict(node_config or {}))
+    return role
 
 
 def save_state(role: ClientRole, records: RecordDict, site: SiteData, key: bytes) -> None:

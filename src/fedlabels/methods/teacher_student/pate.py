@@ -135,7 +135,8 @@ SECURE_PAYLOADS = (
                  "group's sum (formal record-level (ε, δ) against the server too, set per run "
                  "in privacy)"),
     Payload("pate.masked", "teacher_accuracy", "metric", source="config",
-            note="aggregation secure: the teachers' mean test accuracy, in the clear"),
+            note="aggregation secure: the teachers' mean test accuracy, in the clear (not "
+                 "sent by a Flower site with evaluate=false)"),
     Payload("pate.key", "pub", "crypto", note="aggregation secure: the client's fresh X25519 "
             "public key of the round (no private data)"),
     Payload("pate.key", "sig", "crypto", note="aggregation secure: the client's "

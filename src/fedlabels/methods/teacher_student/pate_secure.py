@@ -222,7 +222,7 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
         noise = sample_discrete_gaussian(params.share_sigma, params.dim, self.noise_rng)
         return Message("pate.masked", arrays={
             "masked": self.masked(counts.ravel() + noise, rnd, attempt, group, peers)},
-            config={"teacher_accuracy": self.round_accuracy})
+            config=self.teacher_score(self.round_accuracy))
 
     def _counts(self, message: Message) -> np.ndarray:
         """This client's (Q, C) integer vote counts on the message's queries: its teachers

@@ -185,7 +185,7 @@ VOTE_PAYLOADS = (
                  "labels are released"),
     Payload("pate.votes", "teacher_accuracy", "metric", source="config",
             note="the teacher's test accuracy, a statistic of the teacher model released "
-                 "without noise"),
+                 "without noise (not sent by a Flower site with evaluate=false)"),
 )
 
 #: what the server computes from the raw votes and publishes beside the noisy release
@@ -256,11 +256,17 @@ class TeacherStudentClient(ClientRole):
         packed = [pack_labels(row, self.settings.n_classes) for row in labels]
         return Message("pate.votes",
                        arrays={"labels": packed[0] if len(packed) == 1 else np.stack(packed)},
-                       config={"teacher_accuracy": teacher_acc})
+                       config=self.teacher_score(teacher_acc))
+
+    def teacher_score(self, accuracy: float) -> dict[str, int | float | str | bool]:
+        """The vote reply's ``teacher_accuracy``: none where the client reports no test
+        score (:attr:`~fedlabels.method.base.ClientRole.reports_test_scores`)."""
+        return {"teacher_accuracy": accuracy} if self.reports_test_scores else {}
 
     def teacher_labels(self, message: Message) -> tuple[list[np.ndarray], float]:
         """Each teacher's labels on the message's queries (one array of Q per teacher) and
-        the teachers' mean test accuracy."""
+        the teachers' mean test accuracy (NaN, not computed, where the client reports no
+        test score)."""
         C = self.settings.n_classes
         if "cluster_seed" in message.config:
             Q = int(message.config["clusters"])
@@ -275,7 +281,8 @@ class TeacherStudentClient(ClientRole):
                 return np.asarray(model.predict(rows)).astype(np.int64)
         teachers = self.teachers(message)
         teacher_acc = float(np.mean([np.mean(np.asarray(t.predict(self.X_test)) == self.y_test)
-                                     for t in teachers]))
+                                     for t in teachers])) if self.reports_test_scores \
+            else float("nan")
         return [labels_of(t) for t in teachers], teacher_acc
 
     # ---------------------------------------------------------------- student
@@ -474,8 +481,9 @@ class TeacherStudentServer(ServerRole):
         assert self.labels is not None and self.counts is not None
         answered = self.labels != ABSTAIN
         plain = self.counts.argmax(axis=1)
-        out = {"teacher_mean_accuracy": float(np.mean([replies[c].config["teacher_accuracy"]
-                                                       for c in sorted(replies)])),
+        scores = [float(replies[c].config["teacher_accuracy"]) for c in sorted(replies)
+                  if "teacher_accuracy" in replies[c].config]  # none from a declining site
+        out = {"teacher_mean_accuracy": float(np.mean(scores)) if scores else float("nan"),
                "answered_fraction": float(answered.mean()),
                "labels_equal_plain_argmax": float(np.mean(self.labels[answered]
                                                           == plain[answered]))
