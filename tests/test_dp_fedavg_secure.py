@@ -442,3 +442,48 @@ def test_a_plan_that_cannot_retry_says_so(fed: fl.Federation) -> None:
         warnings.simplefilter("error", FedLabelsWarning)
         session(fed, rounds=1)  # min_group: every client, so no retry could decode
         session(fed, rounds=1, min_group=2, retries=1)
+
+
+@pytest.mark.parametrize("held", [0, 1, 20])
+def test_crafted_weights_do_not_show_which_records_a_client_holds(
+        held: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finite global weights that overflow on records with x_0 > t (an infinite logit) made
+    the client's local update NaN exactly when it held such a record, and its refusal to
+    encode it told the server so, with no noise: a search over t finds the client's records.
+    Whatever t, the client now answers with a masked vector; where the update is not finite,
+    it is a zero update (the oracle: its noise share set to zero, the vector it masks)."""
+    from test_deviating_server import _role_factory, honest
+    from test_dpsgd_crafted_weights import _crafted
+    from test_method_contract import CLIENTS, DATASET, SEED, Case
+
+    case = Case("dp-fedavg", {"epsilon": 8.0, "noise": "discrete", "aggregation": "secure"})
+    fed = fl.load_federation(DATASET, clients=CLIENTS, seed=SEED)
+    traces, _ = honest(case, fed)
+    keys = next(m for m in traces[0] if m.kind == "dpfedavg.keys")
+    train = next(m for m in traces[0] if m.kind == "dpfedavg.train")
+    client = _role_factory(case, fed)(0)
+    client.handle(keys)
+    client.ensure_built()
+    x = np.asarray(client.data.X, dtype=np.float32)[:, 0]
+    threshold = float(np.sort(x)[len(x) - held - 1]) if held else float(x.max()) + 1.0
+    assert int((x > threshold).sum()) == held  # the client's records above it
+    _crafted(client.learner.model_, 0, threshold)
+    weights = np.asarray(client.learner.get_weights(), dtype=np.float32)
+    assert np.isfinite(weights).all()
+    sent: list[np.ndarray] = []
+    masked = client.masked
+
+    def spy(vector: np.ndarray, *args: Any) -> np.ndarray:
+        sent.append(np.array(vector))
+        return masked(vector, *args)
+
+    monkeypatch.setattr(client, "masked", spy)
+    monkeypatch.setattr("fedlabels.privacy.discrete_gaussian.sample_discrete_gaussian",
+                        lambda sigma, size, rng: np.zeros(size, dtype=np.int64))
+    reply = client.handle(Message(train.kind, arrays={**train.arrays, "weights": weights},
+                                  config=dict(train.config)))
+    assert reply.kind == "dpfedavg.masked"  # FedLabelsError on main when held > 0
+    assert len(sent) == 1 and len(client.ledger.events) == 1
+    assert sent[0].any() != bool(held)  # an honest update is not zero
+    assert all(np.isfinite(v).all() for v in client.state_dict().values()
+               if isinstance(v, np.ndarray) and v.dtype.kind == "f")

@@ -40,6 +40,7 @@ wraps; parameters needing more than 64 bits are refused.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -193,12 +194,37 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
         self.attempt = attempt
         # before anything leaves; refused beyond its ε or its plan's releases
         self.charge_attempt(rnd, attempt, params.event())
-        self.local_steps_from(message)
-        z, _ = encode_update(self.learner.get_weights() - start, params.clip, params.grid)
+        z, _ = encode_update(self.finite_update(message, start), params.clip, params.grid)
         noise = sample_discrete_gaussian(params.share_sigma, params.dim, self.noise_rng)
         return Message("dpfedavg.masked", arrays={
             "masked": self.masked(z.astype(np.int64).ravel() + noise, rnd, attempt, group,
                                   peers)})
+
+
+    def finite_update(self, message: Message, start: np.ndarray) -> np.ndarray:
+        """The local steps from the message's weights ``start`` and their update; zeros
+        where it is not finite. Finite global weights can overflow on chosen records only
+        (an infinite logit for x_k > t), so a refusal, or a NaN, would tell the server
+        without noise that this client holds such a record; a zero update, masked with the
+        client's noise share, tells it nothing (and the learner is as before the steps)."""
+        from fedlabels.learners import is_iterative
+
+        self.ensure_built()
+        before = self.learner.state_dict() if is_iterative(self.learner) else None
+        self.local_steps_from(message)
+        update = self.learner.get_weights() - start
+        if np.isfinite(update).all():
+            return update
+        _LOG.warning("client %d: its update from the server's weights is not finite (weights "
+                     "that overflow on some of its records?); it sends a zero update with "
+                     "its noise share, which tells the server nothing of them", self.cid)
+        if before is not None:  # no NaN kept in its weights or optimiser state
+            self.learner.load_state_dict(before)
+        self.learner.set_weights(start)
+        return np.zeros_like(update)
+
+
+_LOG = logging.getLogger(__name__)
 
 
 class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
