@@ -218,6 +218,32 @@ def drive(role: ClientRole, trace: Trace) -> list[str]:
     return errors
 
 
+def outcomes(role: ClientRole, trace: Trace) -> list[str]:
+    """What the server learns of each message of ``trace`` sent to ``role``: the reply's
+    kind, or the error category a Flower site sends in its place."""
+    from fedlabels.core.errors import error_category
+
+    seen = []
+    for message in trace:
+        try:
+            seen.append(role.handle(_copy(message)).kind)
+        except Exception as exc:
+            seen.append(error_category(exc))
+    return seen
+
+
+def with_neighbour(role: ClientRole) -> ClientRole:
+    """``role`` on a neighbouring dataset: its record with the largest first feature
+    replaced by a copy of the one with the smallest (same size and order otherwise)."""
+    from fedlabels.data import ClientData
+
+    X, y = np.array(role.data.X), np.array(role.data.y)
+    top, bottom = int(np.argmax(X[:, 0])), int(np.argmin(X[:, 0]))
+    X[top], y[top] = X[bottom], y[bottom]
+    role.data = ClientData(X, y)
+    return role
+
+
 def check_within_plan(honest: NoiseSpy, deviated: NoiseSpy,
                       planned_noiseless: Mapping[int, int]) -> list[str]:
     """What the deviating server got beyond the client's own plan (empty: nothing)."""

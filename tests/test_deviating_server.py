@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 
 from deviating_server import (
@@ -25,7 +26,9 @@ from deviating_server import (
     Trace,
     check_within_plan,
     drive,
+    outcomes,
     spying,
+    with_neighbour,
 )
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
@@ -119,6 +122,55 @@ def test_client_stays_within_its_own_plan(case: Case, deviation: str,
                 drive(fresh(cid), scenario)
             problems += check_within_plan(plan, spy, plan.noiseless)
     assert not problems, "\n".join(problems)
+
+
+def _holds_against_a_deviating_server(case: Case) -> bool:
+    """The cases privacy.md's party table says hold against a server that deviates."""
+    options = case.options
+    return case.method == "dp-fedct" or (
+        case.method == "dp-fedavg" and (options.get("level") == "record"
+                                        or options.get("aggregation") == "secure")) or (
+        case.method == "dp-pate" and options.get("aggregation") == "secure")
+
+
+GUARDED = [p for p in ALL_CASES if _holds_against_a_deviating_server(p.values[0])]
+
+
+@pytest.mark.parametrize("deviation", sorted(DEVIATIONS))
+@pytest.mark.parametrize("case", GUARDED)
+def test_whether_a_client_answers_does_not_depend_on_its_records(
+        case: Case, deviation: str, federation: Federation) -> None:
+    """A refusal reaches the server in the clear (its category), without noise: which
+    messages a client answers must be the same on neighbouring datasets."""
+    traces, _ = honest(case, federation)
+    fresh = _role_factory(case, federation)
+    for scenario in DEVIATIONS[deviation](traces[0]):
+        assert outcomes(fresh(0), scenario) == outcomes(with_neighbour(fresh(0)), scenario)
+
+
+@pytest.mark.parametrize("case", [p for p in GUARDED if p.values[0].method == "dp-fedavg"])
+def test_crafted_weights_get_the_same_answers_from_neighbouring_datasets(
+        case: Case, federation: Federation) -> None:
+    """Every message's weights crafted to overflow (an infinite logit) on records with x_0
+    above all but the client's largest: only the record the neighbour lacks sets it off.
+    Until 2026-11-30 the secure client refused to encode the non-finite update ('error:
+    data') where its neighbour answered."""
+    from test_dpsgd_crafted_weights import _crafted
+
+    traces, _ = honest(case, federation)
+    fresh = _role_factory(case, federation)
+    role = fresh(0)
+    role.ensure_built()
+    x = np.sort(np.asarray(role.data.X, dtype=np.float32)[:, 0])
+    _crafted(role.learner.model_, 0, float(x[-2]))
+    weights = np.asarray(role.learner.get_weights(), dtype=np.float32)
+    scenario = [Message(m.kind, category=m.category, config=dict(m.config),
+                        arrays={**m.arrays, **({"weights": weights} if "weights" in m.arrays
+                                               else {})}) for m in traces[0]]
+    assert any("weights" in m.arrays for m in scenario)
+    seen = outcomes(fresh(0), scenario)
+    assert seen == outcomes(with_neighbour(fresh(0)), scenario)
+    assert not any(s.startswith(("error", "refused")) for s in seen), seen
 
 
 @pytest.mark.parametrize("case", ALL_CASES)
