@@ -173,7 +173,7 @@ def _train(keys: Mapping[int, Message], group: list[int], rnd: int = 0, attempt:
         arrays[f"sig_{c}"] = keys[c].arrays["sig"]
     return Message("dpfedavg.train", arrays=arrays, config={
         "round": rnd, "attempt": attempt, "participants": ",".join(map(str, group)),
-        "steps": 1, "clip": p.clip, "grid": p.grid, "noise": "discrete",
+        "steps": 2, "clip": p.clip, "grid": p.grid, "noise": "discrete",  # period 2
         "aggregation": "secure", "bits": p.bits, "retries": p.retries,
         "noise_multiplier": p.sigma, **config})
 
@@ -217,7 +217,9 @@ def test_a_deviating_server_is_refused(fed: fl.Federation,
     for change in ({"aggregation": "plain"}, {"noise": "continuous"},
                    {"grid": p.grid * 2}, {"clip": p.clip * 10},
                    {"noise_multiplier": p.sigma / 2}, {"noise_multiplier": p.sigma * 1.001},
-                   {"noise_multiplier": None}):
+                   {"noise_multiplier": None},
+                   # local steps it did not plan (2^62 kept the site training for good)
+                   {"steps": 25}, {"steps": -1}, {"steps": 2**62}, {"steps": True}):
         with pytest.raises(ParameterRefusal):
             client.handle(_train(keys, [0, 1, 2], params=p, weights=weights, **change))
     with pytest.raises(RefusedError, match="at least 3"):  # shrunk at train time

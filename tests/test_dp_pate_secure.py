@@ -35,6 +35,7 @@ from fedlabels.secure.keys import SecureProtocolError
 from secure_sum_spy import Spy
 
 Q = 60  # random queries: 60 rows of U, 2 classes, 120 counts
+TEACHER_STEPS = 20  # the clients' own: 20 rounds of period 1 (no teacher_steps option)
 SECURE = {"aggregation": "secure", "noise_sigma": 4.0, "queries": Q,
           "query_selection": "random"}
 
@@ -208,7 +209,7 @@ def _vote(keys: Mapping[int, Message], group: list[int], p: Any, attempt: int = 
         arrays[f"sig_{c}"] = keys[c].arrays["sig"]
     return Message("pate.secure_vote", arrays=arrays, config={
         "round": 0, "attempt": attempt, "participants": ",".join(map(str, group)),
-        "steps": 1, "aggregation": "secure", "bits": p.bits, "retries": p.retries,
+        "steps": TEACHER_STEPS, "aggregation": "secure", "bits": p.bits, "retries": p.retries,
         "noise_multiplier": p.noise_multiplier, **config})
 
 
@@ -249,7 +250,10 @@ def test_a_deviating_server_is_refused(fed: fl.Federation,
     # clusters instead of rows
     for change in ({"aggregation": "plain"}, {"bits": p.bits + 8}, {"queries": Q + 1},
                    {"cluster_seed": 3, "clusters": Q},
-                   {"noise_multiplier": p.noise_multiplier / 2}):
+                   {"noise_multiplier": p.noise_multiplier / 2},
+                   # teacher steps it did not plan (2^62 kept the site training for good)
+                   {"steps": 25 * TEACHER_STEPS}, {"steps": -1}, {"steps": 2**62},
+                   {"steps": True}):
         with pytest.raises(ParameterRefusal):
             client.handle(_vote(keys, [0, 1, 2], p, **change))
     with pytest.raises(RefusedError, match="at least 3"):  # shrunk at vote time

@@ -82,6 +82,20 @@ class SecretNoiseClient(ClientRole):
         planned releases); None where its options plan no total."""
         return None
 
+    def checked_steps(self, config: Mapping[str, Any], own: int | None = None) -> int:
+        """The local steps a message asks for: this client's own (``own``, default its steps
+        per round, ``settings.period``), whatever else the message says (a negative number
+        took DP-SGD steps off its ledger while more were run, a larger one spent the plan
+        early, trained the model a DP-FedCT client releases from beyond what its s* was
+        estimated for, or, 2⁶², kept a site training for good)."""
+        steps = config.get("steps")
+        own = int(self.settings.period) if own is None else int(own)
+        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps != own:
+            raise ParameterRefusal(f"client {self.cid}: the server asked for {steps!r} local "
+                                   f"steps but this client's plan takes {own}; refusing to "
+                                   "train.")
+        return own
+
     def note_noiseless(self, what: str) -> None:
         """Record, on a Flower site, a noiseless answer computed from private data (outside
         the guarantee) before it is given; the site ledger may refuse it."""
@@ -196,18 +210,6 @@ class DPSGDClient(SecretNoiseClient):
         accounting at its smaller σ only overstates ε."""
         asked, own = float(config["noise_multiplier"]), self.own_sigma()
         return asked if own is None else max(asked, own)
-
-    def checked_steps(self, config: Mapping[str, Any]) -> int:
-        """The local (DP-SGD) steps a round asks for: this client's own steps per round
-        (``settings.period``), whatever else the message says (a negative number took steps
-        off its ledger while more were run, a larger one spent the plan early, or trained
-        the model a DP-FedCT client releases from beyond what its s* was estimated for)."""
-        steps, own = config.get("steps"), int(self.settings.period)
-        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps != own:
-            raise ParameterRefusal(f"client {self.cid}: the server asked for {steps!r} local "
-                                   f"steps a round but this client's plan takes {own}; "
-                                   "refusing to train.")
-        return own
 
     def dpsgd_train(self, message: Message, X_aux: np.ndarray | None = None,
                     y_aux: np.ndarray | None = None,

@@ -186,6 +186,7 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
                            params.sigma, rel_tol=SIGMA_REL_TOL)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
+        self.checked_steps(config)  # its own local steps a round, never the server's
         rnd, attempt, group, peers = self.checked_attempt(message)
         start = np.array(message.arrays["weights"], dtype=np.float32)
         if start.size != params.dim:

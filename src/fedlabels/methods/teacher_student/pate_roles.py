@@ -142,6 +142,12 @@ class DPPATEOptions(PATEOptions):
                                  "covers plain GNMax only.")
 
 
+def teacher_steps(settings: Settings) -> int:
+    """The steps a teacher trains (for torch models): ``teacher_steps``, else 20 rounds'."""
+    opts = settings.options_as(PATEOptions)
+    return int(20 * settings.period if opts.teacher_steps is None else opts.teacher_steps)
+
+
 # ------------------------------------------------------------------ client
 
 
@@ -186,7 +192,7 @@ class PATEServer(TeacherStudentServer):
                  truth_public: np.ndarray | None = None,
                  client_sizes: list[int] | None = None) -> None:
         opts = settings.options_as(PATEOptions)
-        steps = 20 * settings.period if opts.teacher_steps is None else opts.teacher_steps
+        steps = teacher_steps(settings)
         super().__init__(settings, opts, n_public, seed, truth_public, steps)
         self.client_sizes = client_sizes
 

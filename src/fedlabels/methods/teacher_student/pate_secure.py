@@ -65,7 +65,12 @@ from fedlabels.method.secure_member import (
     allowance_spent,
     warn_without_retries,
 )
-from fedlabels.methods.teacher_student.pate_roles import DPPATEOptions, PATEClient, PATEServer
+from fedlabels.methods.teacher_student.pate_roles import (
+    DPPATEOptions,
+    PATEClient,
+    PATEServer,
+    teacher_steps,
+)
 from fedlabels.methods.teacher_student.roles import n_queries
 from fedlabels.privacy.discrete_gaussian import NOISE_TAIL_SDS
 from fedlabels.privacy.events import DISJOINT_TEACHERS, DistributedDiscreteGaussianEvent
@@ -213,6 +218,7 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
                            params.noise_multiplier, rel_tol=SIGMA_REL_TOL)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
+        self.checked_steps(config, teacher_steps(self.settings))  # never the server's
         self._check_queries(message)
         rnd, attempt, group, peers = self.checked_attempt(message)
         counts = self._counts(message)
