@@ -230,6 +230,12 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
             "masked": self.masked(counts.ravel() + noise, rnd, attempt, group, peers)},
             config=self.teacher_score(self.round_accuracy))
 
+    def train_student(self, message: Message) -> Message:
+        """The student's steps a round are the client's own (``period``), never the
+        server's (2⁶² kept a site training for good)."""
+        self.checked_steps(message.config)
+        return super().train_student(message)
+
     def _counts(self, message: Message) -> np.ndarray:
         """This client's (Q, C) integer vote counts on the message's queries: its teachers
         vote once per query set (a retry reuses them; iterative teachers train once)."""
