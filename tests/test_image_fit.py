@@ -14,7 +14,7 @@ from PIL import Image
 
 import fedlabels as fl
 from fedlabels.cli import main
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
 from fedlabels.data.images import load_image_folder
 
 
@@ -89,8 +89,15 @@ def test_one_rgb_test_image_changes_nothing_else_when_the_mode_is_declared(
     assert before.info["image_shape"] == after.info["image_shape"] == [1, 4, 4]
     for mine, theirs in zip(_others(before), _others(after), strict=True):
         np.testing.assert_array_equal(mine, theirs)
-    # undeclared, the files' formats decide: one colour file makes every image RGB
-    assert _load(root).info["image_shape"] == [3, 4, 4]
+    # undeclared, U's files decide (before 2026-11-30 every file's: this test image made
+    # every party's images RGB); the colour test image is read grey, said once
+    with pytest.warns(FedLabelsWarning, match=r"^1 image file\(s\) of the clients or the "
+                      r"test set are stored in colour.*--image-mode rgb"):
+        undeclared = _load(root)
+    assert undeclared.info["image_shape"] == [1, 4, 4]
+    for mine, theirs in zip(_others(after), _others(undeclared), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(after.X_test, undeclared.X_test)
     assert _load(root, image_mode="rgb").info["image_shape"] == [3, 4, 4]
 
 
@@ -115,9 +122,9 @@ def test_a_sites_mixed_folder_reads_as_the_simulators(tmp_path: Path,
 
     root = tmp_path / "fed"
     _mixed_folder(root)
-    colour = root / "b" / "00.png"  # one RGB file: undeclared, every image is RGB
-    arr = np.asarray(Image.open(colour))
-    Image.fromarray(np.stack([arr, arr, arr // 2], axis=-1)).save(colour)
+    for colour in sorted(root.glob("b/*.png"))[::2]:  # 8-bit RGB files, some of them in U:
+        arr = np.asarray(Image.open(colour))           # undeclared, every image is RGB
+        Image.fromarray(np.stack([arr, arr, arr // 2], axis=-1)).save(colour)
     assert main(["deploy", "prepare", "--dataset", f"imagefolder:{root}", "--clients", "3",
                  "--model", "dt", "--rounds", "1", *declared,
                  "--out-dir", str(tmp_path / "dep")]) == 0

@@ -1,6 +1,6 @@
 """A public set of your own for a run on image files: a folder of images (sub-folders too, no
-labels), read at the private images' size and grey/RGB mode through the same reader and
-cache; bad folders are one line."""
+labels), read at the private images' size through the same reader and cache, its files
+deciding the channels (grey or RGB) where none is declared; bad folders are one line."""
 
 from __future__ import annotations
 
@@ -62,10 +62,10 @@ def test_a_public_folder_is_u_and_fedct_runs_on_it(tmp_path: Path) -> None:
     assert len(result.rounds) == 2
 
 
-def test_public_images_take_the_private_images_mode_and_declared_size(tmp_path: Path) -> None:
+def test_public_images_decide_the_mode_and_take_the_declared_size(tmp_path: Path) -> None:
     from test_image_data import make_folder
 
-    make_folder(tmp_path / "imgs", rgb=False)  # grey private images: U is read grey too
+    make_folder(tmp_path / "imgs", rgb=False)  # grey private images, RGB U: read RGB
     paths = _public_folder(tmp_path / "pub", shape=(16, 16))
     dataset = f"imagefolder:{tmp_path / 'imgs'}"
     with pytest.raises(FedLabelsError, match=r"u01.png is 16x16 .* the private images are "
@@ -73,11 +73,13 @@ def test_public_images_take_the_private_images_mode_and_declared_size(tmp_path: 
         fl.load_federation(dataset, clients=2, public=str(tmp_path / "pub"))
     fed = fl.load_federation(dataset, clients=2, public=str(tmp_path / "pub"),
                              image_size="8x8")
-    assert fed.X_public.shape == (7, 64)
-    resized = [np.asarray(Image.open(p).convert("L").resize((8, 8),
-                                                             Image.Resampling.BILINEAR),
-                          dtype=np.float32).reshape(-1) / 255 for p in paths]
+    assert fed.X_public.shape == (7, 3 * 64) and fed.info["image_shape"] == [3, 8, 8]
+    resized = [np.asarray(Image.open(p).resize((8, 8), Image.Resampling.BILINEAR),
+                          dtype=np.float32).transpose(2, 0, 1).reshape(-1) / 255 for p in paths]
     np.testing.assert_allclose(fed.X_public, np.stack(resized), atol=1e-6)
+    rgb = fl.load_federation(dataset, clients=2, public=str(tmp_path / "pub"),
+                             image_size="8x8", image_mode="rgb")  # as declared RGB
+    np.testing.assert_array_equal(fed.X_test, rgb.X_test)
 
 
 def test_public_images_are_cached_as_image_folders_are(tmp_path: Path,

@@ -662,6 +662,13 @@ def make_federation(
     else:
         public_idx = pool[:n_unlabeled]
     private_idx = pool[n_unlabeled : n_unlabeled + n_private]
+    from fedlabels.data.image_channels import ImageRows
+
+    if isinstance(Xa, ImageRows) and not given:  # undeclared channels: U's files decide
+        Xa = Xa.for_public(public_idx)
+        feature_names = list(Xa.names or feature_names)
+        if X_test is None:
+            Xt = Xa[order[:n_test]]
     if len(np.unique(ya[private_idx])) < 2 and not regression:
         raise FedLabelsError(f"the {n_private} private training examples hold a single class "
                              f"({class_names[int(ya[private_idx][0])]!r}), so no client can "

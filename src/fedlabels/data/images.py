@@ -4,17 +4,18 @@ column of image paths (``image_column``).
 Image files (PNG, JPEG, BMP, GIF, WebP, TIFF) are read through Pillow, turned upright by
 their EXIF orientation, converted to the declared ``image_mode`` (``grey`` or ``rgb``) or,
 undeclared, to grey (``L``) when every file's format is grey (its header's mode, not its
-pixels), else to RGB, and resized to ``image_size`` (``HxW``) when one is declared; without
-it every image must already have one size. Hidden files and folders (``.name``) and
-``__MACOSX`` are skipped. Images of more than 8 bits (16-bit grey PNG or TIFF, 32-bit
-integer or float) are scaled linearly so that the declared ``image_peak`` (4,095 for 12-bit
-X-rays stored in 16 bits) becomes 255, else their format's full scale (:func:`format_peak`:
-65,535 for 16 bits, 1.0 for float), never their pixels'; a pixel above it is a one-line
-error naming the file; the dataset records a declared peak so that new images are scaled
-alike when predicting. 8-bit images always scale by 255. Pixels
-are kept as uint8 rows of C·H·W values (the federation converts the rows it takes to
-float32 in [0, 1]) and the dataset records its (C, H, W), so CNN learners see (N, C, H, W).
-The pixels of a folder, or of a table's image column, are cached in the fedlabels cache
+pixels), else to RGB (a federation then takes U's files' channels,
+:mod:`fedlabels.data.image_channels`), and resized to ``image_size`` (``HxW``) when one is
+declared; without it every image must already have one size. Hidden files and folders
+(``.name``) and ``__MACOSX`` are skipped. Images of more than 8 bits (16-bit grey PNG or
+TIFF, 32-bit integer or float) are scaled linearly so that the declared ``image_peak``
+(4,095 for 12-bit X-rays stored in 16 bits) becomes 255, else their format's full scale
+(:func:`format_peak`: 65,535 for 16 bits, 1.0 for float), never their pixels'; a pixel above
+it is a one-line error naming the file; the dataset records a declared peak so that new
+images are scaled alike when predicting. 8-bit images always scale by 255. Pixels are kept
+as uint8 rows of C·H·W values (the federation converts the rows it takes to float32 in [0,
+1]) and the dataset records its (C, H, W), so CNN learners see (N, C, H, W). The pixels of a
+folder, or of a table's image column, are cached in the fedlabels cache
 (``imagefolder/<key>.npz``, owner-readable only), keyed by the files' names (a table's:
 their resolved paths, in the table's order), sizes and modification times and the image
 size, with a SHA-256 of the pixels that is checked on every load (a cache that fails it is
@@ -41,7 +42,8 @@ from fedlabels.core.verbosity import QUIET_SECONDS  # decoding says how far it i
 SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _GREY = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
 _SKIPPED = ("__MACOSX",)  # macOS' archive folders (copies of resource forks)
-_CACHE_FORMAT = "fedlabels.imagefolder/3"  # 3: peak from the format
+_CACHE_FORMAT = "fedlabels.imagefolder/3"  # 3: peak from the format (an entry without
+# `colour`, each file's format, is read again: the undeclared channels are U's files')
 #: EXIF orientations that turn an image a quarter (its width and height swap)
 _QUARTER_TURNS = (5, 6, 7, 8)
 _TRAINED_ON = ("the models were trained on {} images and the run declared no image_size to "
@@ -53,12 +55,14 @@ MODES = {"grey": "L", "rgb": "RGB"}
 
 
 class Images(NamedTuple):
-    """Pixels read from image files: uint8 rows (N, C·H·W), (C, H, W), and the declared
-    value of deep images that became 255 (``None``: each image's :func:`format_peak`)."""
+    """Pixels read from image files: uint8 rows (N, C·H·W), (C, H, W), the declared
+    value of deep images that became 255 (``None``: each image's :func:`format_peak`), and
+    whether each file's format is colour (its header's mode; ``None``: not known)."""
 
     pixels: np.ndarray
     shape: tuple[int, int, int]
     peak: float | None
+    colour: np.ndarray | None = None
 
 
 def parse_size(text: Any) -> tuple[int, int] | None:
@@ -403,7 +407,8 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
                 raise _corrupt(path, exc) from None
         arr = np.asarray(pixels, dtype=np.uint8).reshape(h, w, channels)
         out[i] = arr.transpose(2, 0, 1).reshape(-1)  # channels first: (C, H, W)
-    return Images(out, (channels, h, w), None if peak is None else float(peak))
+    return Images(out, (channels, h, w), None if peak is None else float(peak),
+                  np.array([m not in _GREY for m, _, _ in headers], dtype=bool))
 
 
 def _check_peak(path: Path, grey: Any, peak: float, from_format: bool, fix: str = "") -> None:
@@ -458,12 +463,13 @@ def _read_cache(path: Path) -> Images | None:
         with np.load(path, allow_pickle=False) as data:
             pixels, shape, check = data["pixels"], data["shape"], str(data["sha256"])
             peak = float(data["peak"])  # NaN: none declared
+            colour = data["colour"].astype(bool)  # an older entry has none: read again
     except (OSError, KeyError, ValueError):
         return None
-    if hashlib.sha256(pixels.tobytes()).hexdigest() != check:
+    if hashlib.sha256(pixels.tobytes()).hexdigest() != check or len(colour) != len(pixels):
         return None  # damaged: rebuilt from the images
     c, h, w = (int(s) for s in shape)
-    return Images(pixels, (c, h, w), None if np.isnan(peak) else peak)
+    return Images(pixels, (c, h, w), None if np.isnan(peak) else peak, colour)
 
 
 def _write_cache(path: Path, images: Images) -> None:
@@ -473,6 +479,7 @@ def _write_cache(path: Path, images: Images) -> None:
     with os.fdopen(fd, "wb") as fh:
         np.savez(fh, pixels=images.pixels, shape=np.asarray(images.shape, dtype=np.int64),
                  peak=np.asarray(np.nan if images.peak is None else images.peak),
+                 colour=np.asarray(images.colour, dtype=bool),
                  sha256=np.asarray(hashlib.sha256(images.pixels.tobytes()).hexdigest()))
     os.replace(tmp, path)
 
@@ -516,12 +523,21 @@ def load_image_folder(root: str | Path, size: tuple[int, int] | None, min_classe
     """An image folder's images and labels (:class:`ImageFolder`), cached; ``mode`` (``L``
     or ``RGB``) converts them all to those channels (default: grey if every file's format
     is); ``peak`` scales deep images (default: their format's full scale)."""
+    images, labels, classes = folder_images(root, size, min_classes, mode, peak)
+    return ImageFolder(images.pixels, labels, classes, images.shape, images.peak)
+
+
+def folder_images(root: str | Path, size: tuple[int, int] | None, min_classes: int = 2,
+                  mode: str | None = None, peak: float | None = None
+                  ) -> tuple[Images, np.ndarray, list[str]]:
+    """:func:`load_image_folder`'s images (with each file's format, :class:`Images`), labels
+    and class names."""
     root = Path(root).expanduser()
     files, labels, classes = image_folder_files(root, min_classes)
     forced = mode if peak is None else f"{mode}|{peak:g}"
     images = _cached_images(files, size, _cache_key(root, files, size, forced), mode,
                             peak=peak)
-    return ImageFolder(images.pixels, labels, classes, images.shape, images.peak)
+    return images, labels, classes
 
 
 def _paths_key(table: Path, files: list[Path], size: tuple[int, int] | None,

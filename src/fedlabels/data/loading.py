@@ -59,12 +59,18 @@ def _load_table(dataset: str, *, sep: str | None, features: str | Sequence[str] 
             unit_float32,
         )
 
-        images = image_column_pixels(info, raw, image_column, image_size,
-                                     parse_mode(image_mode), parse_peak(image_peak))
+        mode, peak = parse_mode(image_mode), parse_peak(image_peak)
+        images = image_column_pixels(info, raw, image_column, image_size, mode, peak)
         # the table's other columns stay beside the pixels: a column:NAME partition's sites
         others = raw.X.drop(columns=[image_column])
-        return info, replace(raw, X=LazyRows(images.pixels, unit_float32, table=others,
-                                             names=pixel_names(images.shape)),
+        rows = LazyRows(images.pixels, unit_float32, table=others,
+                        names=pixel_names(images.shape))
+        if mode is None:  # undeclared: U's files decide the channels (data/image_channels.py)
+            from fedlabels.data.image_channels import ImageRows
+
+            rows = ImageRows(images, lambda forced: image_column_pixels(
+                info, raw, image_column, image_size, forced, peak), table=others)
+        return info, replace(raw, X=rows,
                              image_shape=images.shape,
                              image_input=image_input(images.shape, parse_size(image_size),
                                                      images.peak, image_column)), None
@@ -162,7 +168,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     ``partition="column:NAME"`` the column NAME is read even when ``features`` leaves it
     out (it becomes the clients, never a feature). ``image_size`` (``"HxW"``, one side as
     a number, or a pair), ``image_column``, ``image_mode`` (``"grey"``, ``"rgb"``; not given:
-    grey if every image file's format is) and ``image_peak`` (the value of images of more
+    grey if every image file of U is) and ``image_peak`` (the value of images of more
     than 8 bits that becomes 255; not given: their format's full scale): see
     :func:`load_table`; an image dataset
     records its (C, H, W) in the federation's ``image_shape`` (unless ``public_pca``
@@ -231,6 +237,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     X_public = None
     if public is not None:
         from fedlabels.data.federation import refuse_drawn_u
+        from fedlabels.data.image_channels import ImageRows
         from fedlabels.data.partition import parse_partition
         from fedlabels.data.public_set import read_public
 
@@ -239,6 +246,8 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
         X_public = read_public(info, raw, public, sep=sep, features=features, drop=drop,
                                partition_column=spec.column if spec.kind == "column" else None,
                                gaps=missing == "public-median")
+        if isinstance(X_public, ImageRows) and isinstance(raw.X, ImageRows):
+            raw = replace(raw, X=raw.X.in_mode(X_public.mode()))  # U's files' channels
     n_unlabeled = n_unlabeled if n_unlabeled is not None else defaults.get("n_unlabeled")
     if n_private is None and X_public is None:  # a default sized beside a drawn U
         n_private = defaults.get("n_private")
@@ -275,11 +284,16 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
     if raw.class_descriptions and task != "regression":
         fed.info["class_descriptions"] = [raw.class_descriptions.get(name, "")
                                           for name in fed.class_names]
-    if raw.image_shape is not None and public_pca is None:
-        fed.info["image_shape"] = [int(s) for s in raw.image_shape]
-    if raw.image_input is not None and fed.preprocessing is not None:
+    shape = raw.image_shape
+    if shape is not None and fed.preprocessing is not None:  # channels undeclared: U's
+        _, h, w = shape
+        shape = (len(fed.preprocessing.feature_names) // (h * w), h, w)
+    if shape is not None and public_pca is None:
+        fed.info["image_shape"] = [int(s) for s in shape]
+    if raw.image_input is not None and fed.preprocessing is not None and shape is not None:
         # new images (or their paths) are read as these were when predicting
-        fed = replace(fed, preprocessing=replace(fed.preprocessing, image=raw.image_input))
+        fed = replace(fed, preprocessing=replace(
+            fed.preprocessing, image={**raw.image_input, "shape": [int(s) for s in shape]}))
     fed.info["loaded_with"] = settings  # what a run on it records (results/built.py)
     return fed
 

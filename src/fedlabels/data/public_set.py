@@ -3,8 +3,9 @@ rows: a CSV table of the training table's feature columns, or a folder of images
 
 A table is read with the run's separator; its columns must be the training table's (those
 ``features``/``drop`` leave out may stand in it and are left out alike); the target column
-is refused (U is unlabelled). Images are read as the run's own (their size, grey or RGB,
-their scale), through the same reader and cache (:mod:`fedlabels.data.images`). A
+is refused (U is unlabelled). Images are read as the run's own (their size, their scale;
+the declared channels, else U's own files decide them, :mod:`fedlabels.data.image_channels`),
+through the same reader and cache (:mod:`fedlabels.data.images`). A
 registered dataset of unnamed pixel rows (Fashion-MNIST) takes a folder of images of its
 own size, or a CSV of its columns ``x0, x1, ...`` holding the values as it stores them
 (0-255 integers); either is converted to the models' inputs as its own rows are.
@@ -57,8 +58,11 @@ def read_public(info: Any, raw: Any, public: Any, *, sep: str | None = None,
     from fedlabels.data.lazy_rows import LazyRows
 
     path = public_path(public)
-    if raw.image_input is not None:
-        return _public_images(path, raw.image_input)
+    if raw.image_input is not None:  # undeclared channels (ImageRows): U's own files'
+        from fedlabels.data.image_channels import ImageRows
+
+        return _public_images(path, raw.image_input,
+                              undeclared=isinstance(raw.X, ImageRows))
     if isinstance(raw.X, LazyRows):  # a registered dataset's pixel rows (Fashion-MNIST)
         return _public_rows(info, raw.X, raw.image_shape, path, sep)
     return _public_table(info, raw, path, sep, features, drop, partition_column, gaps)
@@ -67,9 +71,11 @@ def read_public(info: Any, raw: Any, public: Any, *, sep: str | None = None,
 def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
                    reference: str = "the private images are {} and no --image-size "
                                     "(image_size) is declared to resize to: resize it, or "
-                                    "declare one.") -> Any:
+                                    "declare one.", undeclared: bool = False) -> Any:
     """U's pixel rows from a folder of images read as ``spec`` says (:func:`image_input`);
-    ``rows``: the dataset's own :class:`LazyRows`, whose conversion and names they take."""
+    ``rows``: the dataset's own :class:`LazyRows`, whose conversion and names they take;
+    ``undeclared``: no image_mode was declared, so U's files decide its channels (an
+    :class:`~fedlabels.data.image_channels.ImageRows`)."""
     from fedlabels.data.images import (
         SUFFIXES,
         _cache_key,
@@ -93,9 +99,17 @@ def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
     mode = "L" if c == 1 else "RGB"
     peak = recorded_peak(spec)  # None: a deep image by its format's full scale
     resize = spec.get("size") is not None
-    key = _cache_key(folder, files, (h, w), f"{mode}|{peak}|{'resize' if resize else 'as-is'}")
-    images = _cached_images(files, (h, w), key, mode, peak=peak, resize=resize,
-                            reference=reference)
+
+    def read(forced: str | None) -> Any:
+        how = f"{forced}|{peak}|{'resize' if resize else 'as-is'}"
+        return _cached_images(files, (h, w), _cache_key(folder, files, (h, w), how), forced,
+                              peak=peak, resize=resize, reference=reference)
+
+    if undeclared:
+        from fedlabels.data.image_channels import ImageRows
+
+        return ImageRows(read(None), read)
+    images = read(mode)
     if rows is not None:
         return LazyRows(images.pixels, rows.convert, dtype=rows.dtype, names=rows.names)
     return LazyRows(images.pixels, unit_float32, names=pixel_names(images.shape))

@@ -244,19 +244,19 @@ def _image_folder_info(spec: str, image_size: str | None, image_mode: str | None
     size, mode, peak = parse_size(image_size), parse_mode(image_mode), parse_peak(image_peak)
 
     def load() -> LoadedDataset:
-        from fedlabels.data.images import (
-            image_input,
-            load_image_folder,
-            pixel_names,
-            unit_float32,
-        )
+        from fedlabels.data.images import folder_images, image_input, pixel_names, unit_float32
 
-        folder = load_image_folder(root, size, mode=mode, peak=peak)
-        return LoadedDataset(LazyRows(folder.pixels, unit_float32,
-                                      names=pixel_names(folder.shape)),
-                             np.asarray(folder.classes, dtype=object)[folder.labels],
-                             image_shape=folder.shape,
-                             image_input=image_input(folder.shape, size, folder.peak))
+        images, labels, classes = folder_images(root, size, mode=mode, peak=peak)
+        rows: LazyRows = LazyRows(images.pixels, unit_float32, names=pixel_names(images.shape))
+        if mode is None:  # undeclared: U's files decide the channels (data/image_channels.py)
+            from fedlabels.data.image_channels import ImageRows
+
+            rows = ImageRows(images, lambda forced: folder_images(root, size, mode=forced,
+                                                                  peak=peak)[0])
+        return LoadedDataset(rows,
+                             np.asarray(classes, dtype=object)[labels],
+                             image_shape=images.shape,
+                             image_input=image_input(images.shape, size, images.peak))
 
     return DatasetInfo(spec, f"image folder {root}", "local images", load,
                        defaults={"n_unlabeled": None, "n_private": None, "n_test": None},

@@ -323,7 +323,7 @@ class RunConfig:
         None, "the images' channels, declared: grey (1) or rgb (3), every image converted to "
         "it (every party receives it)", kind=str, group="table", choices=("grey", "rgb"),
         federation=True, hashed_at_default=False,
-        default_text="grey if every image file's format is grey, else rgb")
+        default_text="grey if every image file of U is grey, else rgb")
     image_peak: float | None = param(
         None, "the value of images of more than 8 bits (16-bit PNG/TIFF, float) that becomes "
         "255, e.g. 4095 for 12-bit images; a pixel above it is an error; 8-bit images scale "
