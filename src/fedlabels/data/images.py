@@ -606,11 +606,13 @@ def image_input(shape: tuple[int, int, int], size: tuple[int, int] | None,
                 peak: float | None, column: str | None = None) -> dict[str, Any]:
     """How a run read its images, recorded with its models so that new images are read
     alike (:func:`new_image_rows`): (C, H, W), the declared size, the declared value of
-    deep images that became 255 (``None``: each image's format's), and a table's image
-    column."""
+    deep images that became 255 (``None``: each image's format's) and where it came from
+    (``peak_from``: ``image_peak`` or ``format``; :func:`recorded_peak`), and a table's
+    image column."""
     return {"shape": [int(s) for s in shape],
             "size": None if size is None else [int(size[0]), int(size[1])],
-            "peak": None if peak is None else float(peak), "column": column}
+            "peak": None if peak is None else float(peak),
+            "peak_from": "format" if peak is None else "image_peak", "column": column}
 
 
 def image_paths(X_raw: Any, spec: Mapping[str, Any]) -> list[Path] | None:
@@ -660,9 +662,14 @@ def table_image_paths(frame: Any, spec: Mapping[str, Any], folder: Path) -> list
 
 def recorded_peak(spec: Mapping[str, Any]) -> float | None:
     """The declared peak a run recorded (:func:`image_input`); ``None``: each image's
-    format's full scale."""
+    format's full scale. A record without ``peak_from`` (models files written before
+    2026-11-30) held the value that became 255 as fitted on the images: 255 for a run on
+    8-bit images, whose deep new images took their own scale (so ``None``), else the deep
+    images' fitted full scale, which scaled them (so that value)."""
     peak = spec.get("peak")
-    return None if peak is None else float(peak)
+    if peak is None or ("peak_from" not in spec and float(peak) == 255.0):
+        return None
+    return float(peak)
 
 
 def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:

@@ -1,0 +1,68 @@
+"""How deep images are scaled where nothing is declared, and what a models file of an
+earlier version meant by its recorded peak."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import fedlabels as fl
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.data.images import new_image_rows
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDLABELS_CACHE", str(tmp_path / "cache"))
+
+
+def _sixteen_bit(path: Path, value: int) -> Path:
+    Image.fromarray(np.full((4, 6), value, dtype=np.uint16)).save(path)
+    assert Image.open(path).mode == "I;16"
+    return path
+
+
+def test_an_earlier_models_files_peak_of_255_reads_as_undeclared(tmp_path: Path) -> None:
+    # before: the 255 an 8-bit run recorded (the value that became 255, as fitted before
+    # 2026-11-30) read as a declared --image-peak 255, so a 16-bit image was refused
+    new = _sixteen_bit(tmp_path / "new.png", 3000)
+    by_format = np.full((1, 24), round(3000 * 255 / 65535) / 255, dtype=np.float32)
+    old = {"shape": [1, 4, 6], "size": None, "peak": 255.0, "column": None}
+    np.testing.assert_array_equal(new_image_rows(old, [new]), by_format)
+    # an earlier deep run's fitted scale scaled its images: new ones alike
+    fitted = {**old, "peak": 4095.0}
+    np.testing.assert_allclose(new_image_rows(fitted, [new]), round(3000 * 255 / 4095) / 255)
+    declared = {**old, "peak_from": "image_peak"}  # today's record of a declared 255
+    with pytest.raises(FedLabelsError, match=r"pixel of 3000, above 255"):
+        new_image_rows(declared, [new])
+
+
+def test_a_run_predicts_from_a_models_file_in_the_earlier_layout(tmp_path: Path) -> None:
+    from fedlabels.results.model_format import read_models_file, write_models_file
+
+    root = tmp_path / "imgs"
+    rng = np.random.default_rng(0)
+    for k, name in enumerate(("dark", "light")):
+        (root / name).mkdir(parents=True)
+        for i in range(8):
+            arr = np.clip(rng.normal(60 + 120 * k, 10, (4, 6)), 0, 255).astype(np.uint8)
+            Image.fromarray(arr).save(root / name / f"{i}.png")
+    result = fl.run("local", f"imagefolder:{root}", model="dt", clients=2, rounds=1, seed=0)
+    out = tmp_path / "run.json"
+    result.save(out)
+    models = out.with_name("run.models.npz")
+    payload = read_models_file(models)
+    image = payload["preprocessing"]["image"]
+    payload["preprocessing"]["image"] = {"shape": image["shape"], "size": image["size"],
+                                         "peak": 255.0, "column": image["column"]}
+    write_models_file(models, payload)  # as fedlabels wrote it before 2026-11-30
+    assert "peak_from" not in json.dumps(read_models_file(models)["preprocessing"])
+    loaded = fl.load_run(out)
+    deep = _sixteen_bit(tmp_path / "deep.png", 60000)  # light: 233 of 255
+    eight = tmp_path / "eight.png"
+    Image.fromarray(np.full((4, 6), 233, dtype=np.uint8)).save(eight)
+    assert list(loaded.predict([deep])) == list(loaded.predict([eight]))
