@@ -66,3 +66,15 @@ def test_a_run_predicts_from_a_models_file_in_the_earlier_layout(tmp_path: Path)
     eight = tmp_path / "eight.png"
     Image.fromarray(np.full((4, 6), 233, dtype=np.uint8)).save(eight)
     assert list(loaded.predict([deep])) == list(loaded.predict([eight]))
+
+
+def test_a_pixel_above_the_scale_is_said_as_such_not_as_a_corrupt_file(tmp_path: Path) -> None:
+    from fedlabels.data.images import read_images
+
+    # before: "image X is corrupt or truncated (image X has a pixel of 3000, ...)"
+    new = _sixteen_bit(tmp_path / "new.png", 3000)
+    with pytest.raises(FedLabelsError) as caught:
+        read_images([new], None, peak=2000.0)
+    assert str(caught.value).startswith(f"image {new} has a pixel of 3000, above 2000, the "
+                                        "declared image_peak")
+    assert "corrupt" not in str(caught.value)

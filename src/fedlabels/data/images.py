@@ -403,6 +403,8 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
                     pixels = upright.convert(mode)
                     if pixels.size != (w, h):
                         pixels = pixels.resize((w, h), Image.Resampling.BILINEAR)
+            except FedLabelsError:  # a ValueError of ours (_check_peak): not a corrupt file
+                raise
             except (OSError, SyntaxError, ValueError) as exc:
                 raise _corrupt(path, exc) from None
         arr = np.asarray(pixels, dtype=np.uint8).reshape(h, w, channels)
