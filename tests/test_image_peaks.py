@@ -78,3 +78,26 @@ def test_a_pixel_above_the_scale_is_said_as_such_not_as_a_corrupt_file(tmp_path:
     assert str(caught.value).startswith(f"image {new} has a pixel of 3000, above 2000, the "
                                         "declared image_peak")
     assert "corrupt" not in str(caught.value)
+
+
+def _int32(path: Path, value: int) -> Path:
+    Image.fromarray(np.full((4, 6), value, dtype=np.int32)).save(path)
+    assert Image.open(path).mode == "I"
+    return path
+
+
+def test_undeclared_32_bit_integer_images_are_refused_naming_the_file(tmp_path: Path) -> None:
+    from fedlabels.data.images import read_images
+
+    # before: scaled by 2**31 - 1, every pixel below 8,421,505 read 0 (black), without a word
+    wide = _int32(tmp_path / "wide.tif", 3000)
+    with pytest.raises(FedLabelsError, match=r"^image \S*wide\.tif holds 32-bit integers, "
+                       r"whose format's full scale \(2,147,483,647\) would read its pixels "
+                       r"black; declare .* with --image-peak \(image_peak\)\.$"):
+        read_images([wide], None)
+    assert read_images([wide], None, peak=4095.0).pixels.tolist() == [
+        [round(3000 * 255 / 4095)] * 24]
+    spec = {"shape": [1, 4, 6], "size": None, "peak": None, "peak_from": "format"}
+    with pytest.raises(FedLabelsError, match=r"32-bit integers.*the run declared no "
+                       r"--image-peak.*train again"):
+        new_image_rows(spec, [wide])  # predict cannot declare it: the run can

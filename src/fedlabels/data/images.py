@@ -223,6 +223,10 @@ def _refuse_twice_reached(root: Path, files: list[Path]) -> None:
         first[real] = path
 
 
+#: the full scale of 32-bit integer images (Pillow's ``I``): undeclared, no peak to take
+INT32_SCALE = float(2**31 - 1)
+
+
 def format_peak(mode: str, rawmode: str = "") -> float:
     """The full scale of an image's format, from its header (no pixel decoded): 255 for 8
     bits a channel, 65,535 for 16-bit integers, 2**31 - 1 for 32-bit ones (Pillow's ``I``),
@@ -234,7 +238,7 @@ def format_peak(mode: str, rawmode: str = "") -> float:
         return 1.0
     if "16" in mode or rawmode.startswith("I;16"):
         return 65535.0
-    return float(2**31 - 1)
+    return INT32_SCALE
 
 
 def _opened(path: Path, warn: bool = True) -> Any:
@@ -380,6 +384,8 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
         raise FedLabelsError(f"images differ in size ({f1} is {s1[1]}x{s1[0]}, {f2} is "
                              f"{s2[1]}x{s2[0]}, height x width); declare one size with "
                              "--image-size HxW (image_size) to resize them.")
+    if peak is None:
+        _refuse_int32(files, headers, peak_fix)
     if mode is None:
         mode = "L" if all(m in _GREY for m, _, _ in headers) else "RGB"
     w, h = next(iter(sizes)) if size is None else (size[1], size[0])
@@ -411,6 +417,20 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
         out[i] = arr.transpose(2, 0, 1).reshape(-1)  # channels first: (C, H, W)
     return Images(out, (channels, h, w), None if peak is None else float(peak),
                   np.array([m not in _GREY for m, _, _ in headers], dtype=bool))
+
+
+def _refuse_int32(files: list[Path], headers: list[tuple[str, tuple[int, int], float]],
+                  fix: str = "") -> None:
+    """One line naming the first 32-bit integer image read without a declared peak: their
+    format's full scale, 2**31 - 1, would turn any pixel below 8,421,505 into 0 (black)."""
+    wide = [path for path, (_, _, scale) in zip(files, headers, strict=True)
+            if scale == INT32_SCALE]
+    if wide:
+        more = f" (and {len(wide) - 1} more)" if len(wide) > 1 else ""
+        raise FedLabelsError(f"image {wide[0]}{more} holds 32-bit integers, whose format's "
+                             "full scale (2,147,483,647) would read its pixels black; " + (
+                                 fix or "declare the images' full scale (the value that "
+                                 "becomes 255, e.g. 65535) with --image-peak (image_peak)."))
 
 
 def _check_peak(path: Path, grey: Any, peak: float, from_format: bool, fix: str = "") -> None:
@@ -687,7 +707,10 @@ def new_image_rows(spec: Mapping[str, Any], X_raw: Any) -> np.ndarray:
                              resize=declared is not None, peak_fix=(
                                  "the models were trained on images scaled by it and take "
                                  "new ones alike: give images within it, or train again "
-                                 "with a larger --image-peak." if peak is not None else ""))
+                                 "with a larger --image-peak." if peak is not None else
+                                 "the run declared no --image-peak, so its models take "
+                                 "deep images by their format's full scale: train again "
+                                 "declaring the images' full scale with --image-peak."))
         return unit_float32(images.pixels)
     X = np.asarray(X_raw)
     if X.ndim == 4 and X.shape[1:] == (c, h, w):
