@@ -4,6 +4,7 @@ earlier version meant by its recorded peak."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +102,33 @@ def test_undeclared_32_bit_integer_images_are_refused_naming_the_file(tmp_path: 
     with pytest.raises(FedLabelsError, match=r"32-bit integers.*the run declared no "
                        r"--image-peak.*train again"):
         new_image_rows(spec, [wide])  # predict cannot declare it: the run can
+
+
+def test_negative_deep_pixels_are_read_as_zero_and_said_once(tmp_path: Path) -> None:
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning
+
+    # before: clipped to 0 without a word
+    root = tmp_path / "imgs"
+    for k, name in enumerate(("a", "b")):
+        (root / name).mkdir(parents=True)
+        for i in range(6):
+            arr = np.full((4, 6), 0.25 + 0.5 * k, dtype=np.float32)
+            if name == "b" and i < 2:
+                arr[0, :3] = -0.5  # two images hold negative pixels
+            Image.fromarray(arr).save(root / name / f"{i}.tif")
+    first = root / "b" / "0.tif"
+    said = (rf"^2 deep image\(s\) hold pixels below 0, the first {first}: they are read as "
+            r"0 \(black\)")
+    for _ in range(2):  # read, then from the cache: said each time
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fl.load_federation(f"imagefolder:{root}", clients=2, seed=0)
+        lines = [str(w.message) for w in caught if issubclass(w.category, FedLabelsWarning)]
+        assert len(lines) == 1 and re.match(said, lines[0]), lines
+    spec = {"shape": [1, 4, 6], "size": None, "peak": None, "peak_from": "format"}
+    with pytest.warns(FedLabelsWarning, match=r"^1 deep image\(s\) hold pixels below 0"):
+        rows = new_image_rows(spec, [first])
+    expected = np.rint(np.clip(np.asarray(Image.open(first)), 0, None) * 255) / 255
+    np.testing.assert_allclose(rows.reshape(4, 6), expected, atol=1e-7)

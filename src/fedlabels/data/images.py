@@ -57,12 +57,14 @@ MODES = {"grey": "L", "rgb": "RGB"}
 class Images(NamedTuple):
     """Pixels read from image files: uint8 rows (N, C·H·W), (C, H, W), the declared
     value of deep images that became 255 (``None``: each image's :func:`format_peak`), and
-    whether each file's format is colour (its header's mode; ``None``: not known)."""
+    whether each file's format is colour (its header's mode; ``None``: not known) and holds
+    a deep pixel below 0 (read as 0, :func:`warn_negative`)."""
 
     pixels: np.ndarray
     shape: tuple[int, int, int]
     peak: float | None
     colour: np.ndarray | None = None
+    negative: np.ndarray | None = None  # each file: a deep pixel below 0, read as 0
 
 
 def parse_size(text: Any) -> tuple[int, int] | None:
@@ -392,6 +394,7 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
     channels = 1 if mode == "L" else 3
     out = _pixel_array(len(files), channels, h, w)
     shown = started = time.monotonic()
+    negative = np.zeros(len(files), dtype=bool)
     for i, (path, (_, _, scale)) in enumerate(zip(files, headers, strict=True)):
         shown = _say_how_far(i, len(files), started, shown)
         with _opened(path, warn=False) as img:  # said by _header
@@ -399,7 +402,7 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
                 upright = ImageOps.exif_transpose(img)
                 if _deep(upright.mode):  # scaled in float, then 8 bits
                     grey, top = upright.convert("F"), scale if peak is None else peak
-                    _check_peak(path, grey, top, peak is None, peak_fix)
+                    negative[i] = _check_peak(path, grey, top, peak is None, peak_fix) < 0
                     if grey.size != (w, h):
                         grey = grey.resize((w, h), Image.Resampling.BILINEAR)
                     values = np.asarray(grey, dtype=np.float32) * np.float32(255.0 / top)
@@ -415,8 +418,9 @@ def read_images(files: list[Path], size: tuple[int, int] | None, mode: str | Non
                 raise _corrupt(path, exc) from None
         arr = np.asarray(pixels, dtype=np.uint8).reshape(h, w, channels)
         out[i] = arr.transpose(2, 0, 1).reshape(-1)  # channels first: (C, H, W)
+    warn_negative(files, negative)
     return Images(out, (channels, h, w), None if peak is None else float(peak),
-                  np.array([m not in _GREY for m, _, _ in headers], dtype=bool))
+                  np.array([m not in _GREY for m, _, _ in headers], dtype=bool), negative)
 
 
 def _refuse_int32(files: list[Path], headers: list[tuple[str, tuple[int, int], float]],
@@ -433,16 +437,35 @@ def _refuse_int32(files: list[Path], headers: list[tuple[str, tuple[int, int], f
                                  "becomes 255, e.g. 65535) with --image-peak (image_peak)."))
 
 
-def _check_peak(path: Path, grey: Any, peak: float, from_format: bool, fix: str = "") -> None:
+def _check_peak(path: Path, grey: Any, peak: float, from_format: bool, fix: str = "") -> float:
     """A deep image's brightest pixel against the value that becomes 255: above it is an
-    error naming the file (clipping would change the pixels unseen)."""
-    brightest = float(grey.getextrema()[1])
+    error naming the file (clipping would change the pixels unseen). Returns its darkest
+    pixel."""
+    darkest, brightest = (float(v) for v in grey.getextrema())
     if brightest > peak:
         whose = "its format's full scale" if from_format else "the declared image_peak"
         raise FedLabelsError(f"image {path} has a pixel of {brightest:g}, above {peak:g}, "
                              f"{whose}, which becomes 255; " + (
                                  fix or "declare the images' full scale, at least that "
                                  "pixel, with --image-peak (image_peak)."))
+    return darkest
+
+
+def warn_negative(files: list[Path], negative: np.ndarray | None) -> None:
+    """One warning naming the first file and the count of deep images (float, 32-bit) with
+    pixels below 0, which are read as 0 (black): the scale keeps 0 at 0, so they cannot be
+    kept; before 2026-11-30 they were clipped without a word."""
+    if negative is None or not negative.any():
+        return
+    import warnings
+
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
+
+    first = files[int(np.argmax(negative))]
+    warnings.warn(FedLabelsWarning(
+        f"{int(negative.sum())} deep image(s) hold pixels below 0, the first {first}: they "
+        "are read as 0 (black), the scale keeping 0 at 0; shift such images to start at 0 "
+        "if their negative values mean something."), stacklevel=user_stacklevel())
 
 
 def _say_how_far(done: int, total: int, started: float, shown: float) -> float:
@@ -486,12 +509,14 @@ def _read_cache(path: Path) -> Images | None:
             pixels, shape, check = data["pixels"], data["shape"], str(data["sha256"])
             peak = float(data["peak"])  # NaN: none declared
             colour = data["colour"].astype(bool)  # an older entry has none: read again
+            negative = data["negative"].astype(bool)
     except (OSError, KeyError, ValueError):
         return None
-    if hashlib.sha256(pixels.tobytes()).hexdigest() != check or len(colour) != len(pixels):
+    if hashlib.sha256(pixels.tobytes()).hexdigest() != check or \
+            not len(colour) == len(negative) == len(pixels):
         return None  # damaged: rebuilt from the images
     c, h, w = (int(s) for s in shape)
-    return Images(pixels, (c, h, w), None if np.isnan(peak) else peak, colour)
+    return Images(pixels, (c, h, w), None if np.isnan(peak) else peak, colour, negative)
 
 
 def _write_cache(path: Path, images: Images) -> None:
@@ -502,6 +527,7 @@ def _write_cache(path: Path, images: Images) -> None:
         np.savez(fh, pixels=images.pixels, shape=np.asarray(images.shape, dtype=np.int64),
                  peak=np.asarray(np.nan if images.peak is None else images.peak),
                  colour=np.asarray(images.colour, dtype=bool),
+                 negative=np.asarray(images.negative, dtype=bool),
                  sha256=np.asarray(hashlib.sha256(images.pixels.tobytes()).hexdigest()))
     os.replace(tmp, path)
 
@@ -518,6 +544,7 @@ def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str,
     cache = folder / f"{key}.npz"
     cached = _read_cache(cache) if cache.is_file() else None
     if cached is not None and len(cached.pixels) == len(files):
+        warn_negative(files, cached.negative)  # said on every read, as read_images says it
         return cached
     images = read_images(files, size, mode, peak=peak, resize=resize, reference=reference)
     with contextlib.suppress(OSError):  # a read-only cache: the images are read next time
