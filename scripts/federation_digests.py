@@ -29,7 +29,8 @@ def main() -> None:
                 fed = fl.load_federation(name, clients=5, seed=seed)
             except DatasetNotFetchedError:
                 break
-            what = [fed.fingerprint(), fed.class_names, fed.feature_names, fed.n_classes]
+            what = [fed.fingerprint(), fed.class_names, list(fed.feature_names),
+                    fed.n_classes]
             out[f"{name}/{seed}"] = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:12]
     print(json.dumps(out, indent=0))
 

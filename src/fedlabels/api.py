@@ -384,7 +384,7 @@ def load_run(path: str | Path, *, models: bool = True,
     if models:
         payload, decode = open_models(path, trust_modules)
         result.decode_models_on_use(decode)
-        result.feature_names = list(payload.get("feature_names") or [])
+        result.feature_names = payload.get("feature_names") or []
         saved = payload.get("preprocessing")
         result.preprocessing = None if saved is None else Preprocessing.from_dict(saved)
     return result

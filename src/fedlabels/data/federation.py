@@ -66,7 +66,7 @@ class Federation:
     # (fedlabels.data.targets) and n_classes is 0
     task: str = "classification"
     target_range: tuple[float, float] | None = None
-    feature_names: list[str] = field(default_factory=list)
+    feature_names: Sequence[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     # raw features -> model inputs, to reuse the models (fedlabels.results.predict)
     preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
@@ -189,7 +189,19 @@ def data_sha256(arrays: dict[str, Any], names: dict[str, Any]) -> str:
     import hashlib
     import json
 
-    h = hashlib.sha256(json.dumps(names, sort_keys=True, default=str).encode())
+    from fedlabels.data.pixel_names import PixelNames, json_names
+
+    features = names.get("features")
+    if isinstance(features, PixelNames):  # their JSON in pieces, not 27 million strings
+        mark = "\0features\0"
+        head, tail = json.dumps({**names, "features": mark}, sort_keys=True,
+                                default=str).split(json.dumps(mark))
+        h = hashlib.sha256(head.encode())
+        for piece in json_names(features):
+            h.update(piece.encode())
+        h.update(tail.encode())
+    else:
+        h = hashlib.sha256(json.dumps(names, sort_keys=True, default=str).encode())
     for key, arr in arrays.items():
         a = arr.source if isinstance(arr, LazyRows) else np.asarray(arr)
         h.update(f"\0{key}\0{a.dtype.str}{a.shape}".encode())
@@ -198,7 +210,7 @@ def data_sha256(arrays: dict[str, Any], names: dict[str, Any]) -> str:
 
 
 def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
-                      ) -> tuple[np.ndarray | LazyRows, list[str]]:
+                      ) -> tuple[np.ndarray | LazyRows, Sequence[str]]:
     """Convert an array or DataFrame to a finite float matrix; one-hot encodes categoricals.
     With ``gaps`` a numeric NaN stays (to be filled after the split); inf is still an error.
 
@@ -222,7 +234,10 @@ def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
         if not _all_finite(X):
             raise FedLabelsError(f"{what} contains non-finite values; "
                                  f"{_gaps_hint(what, is_frame=False, median=False)}")
-        return X, list(X.names) if X.names is not None else [f"x{i}" for i in range(X.shape[1])]
+        from fedlabels.data.pixel_names import names_copy
+
+        return X, names_copy(X.names) if X.names is not None else \
+            [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
         from fedlabels.data.columns import check_feature_columns
         from fedlabels.data.preprocessing import categorical_columns
@@ -666,7 +681,7 @@ def make_federation(
 
     if isinstance(Xa, ImageRows) and not given:  # undeclared channels: U's files decide
         Xa = Xa.for_public(public_idx)
-        feature_names = list(Xa.names or feature_names)
+        feature_names = feature_names if Xa.names is None else Xa.names
         if X_test is None:
             Xt = Xa[order[:n_test]]
     if len(np.unique(ya[private_idx])) < 2 and not regression:
@@ -797,7 +812,7 @@ def _is_frame(X: Any) -> bool:
 
 
 def _public_categories(X: Any, public_rows: np.ndarray, Xa: Any, Xt: Any, Xp: Any,
-                       feature_names: list[str]) -> tuple[Any, Any, Any, list[str]]:
+                       feature_names: Sequence[str]) -> tuple[Any, Any, Any, Sequence[str]]:
     """``Xa``, ``Xt``, a given U ``Xp`` and ``feature_names`` without the one-hot columns
     of categories that no row of U holds (:func:`~.preprocessing.categories_not_in_public`),
     with a warning naming their columns (not the categories: a client's or the test
@@ -874,7 +889,8 @@ def _check_label_not_a_feature(X: Any, y: Any) -> None:
                              f"X.drop(columns={same[0]!r}).")
 
 
-def _test_like(X: Any, X_test: Any, feature_names: list[str], site_column: str | None) -> Any:
+def _test_like(X: Any, X_test: Any, feature_names: Sequence[str],
+               site_column: str | None) -> Any:
     """``X_test`` as :func:`as_feature_matrix` reads X. Beside a DataFrame X, a DataFrame is
     read as ``predict`` reads new rows: X's columns by name (the ``column:NAME`` partition's
     column ignored), one-hot encoded with X's categories (one X lacks encodes as none, with a
@@ -950,7 +966,7 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _check_range(X: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None,
-                 names: list[str]) -> None:
+                 names: Sequence[str]) -> None:
     """A one-line error naming the columns whose values overflow when scaled (float64
     statistics) or stored as float32 model inputs."""
     with np.errstate(all="ignore"):

@@ -30,7 +30,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -598,12 +598,13 @@ def _paths_key(table: Path, files: list[Path], size: tuple[int, int] | None,
                       Path.resolve)
 
 
-def pixel_names(shape: tuple[int, int, int]) -> list[str]:
+def pixel_names(shape: tuple[int, int, int]) -> Sequence[str]:
     """The features' names of image rows (C, H, W) laid out channels first: ``row3_col5``
-    for grey images, ``ch1_row3_col5`` for colour (what inspect shows a tree's split on)."""
-    c, h, w = shape
-    cells = [f"row{y}_col{x}" for y in range(h) for x in range(w)]
-    return cells if c == 1 else [f"ch{k}_{cell}" for k in range(c) for cell in cells]
+    for grey images, ``ch1_row3_col5`` for colour (what inspect shows a tree's split on),
+    each made when read (:class:`~fedlabels.data.pixel_names.PixelNames`)."""
+    from fedlabels.data.pixel_names import PixelNames
+
+    return PixelNames(shape)
 
 
 def unit_float32(pixels: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ class LazyRows:
 
     def __init__(self, source: np.ndarray, convert: Callable[[np.ndarray], np.ndarray],
                  dtype: Any = np.float32, table: Any = None,
-                 names: list[str] | None = None) -> None:
+                 names: Sequence[str] | None = None) -> None:
         if source.ndim != 2:
             raise FedLabelsError(f"LazyRows needs a 2-D source, got shape {source.shape}.")
         if names is not None and len(names) != source.shape[1]:

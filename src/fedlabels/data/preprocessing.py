@@ -47,7 +47,7 @@ def categories_not_in_public(frame: Any, public_rows: np.ndarray) -> list[str]:
 class Preprocessing:
     """Raw features -> model inputs, as the federation did it."""
 
-    feature_names: list[str]
+    feature_names: Sequence[str]
     class_names: list[str]
     columns: list[str] | None = None  # the raw input columns (None: array input)
     categorical: tuple[str, ...] = ()  # raw columns one-hot encoded into feature_names
@@ -82,10 +82,10 @@ class Preprocessing:
 
         is_frame = isinstance(X, pd.DataFrame)
         if text:
-            return cls(feature_names=[str(f) for f in feature_names],
+            return cls(feature_names=_names(feature_names),
                        class_names=[str(c) for c in class_names], text=True,
                        label_dtype=label_dtype, target_range=target_range)
-        return cls(feature_names=[str(f) for f in feature_names],
+        return cls(feature_names=_names(feature_names),
                    class_names=[str(c) for c in class_names],
                    columns=[str(c) for c in X.columns] if is_frame else None,
                    categorical=tuple(str(c) for c in categorical_columns(X)) if is_frame else (),
@@ -178,7 +178,10 @@ class Preprocessing:
         return X
 
     def to_dict(self) -> dict[str, Any]:
-        return {"feature_names": self.feature_names, "class_names": self.class_names,
+        from fedlabels.data.pixel_names import names_record
+
+        return {"feature_names": names_record(self.feature_names),
+                "class_names": self.class_names,
                 "label_dtype": self.label_dtype,
                 "columns": self.columns, "categorical": list(self.categorical),
                 "mean": None if self.mean is None else self.mean.tolist(),
@@ -192,9 +195,10 @@ class Preprocessing:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
+        from fedlabels.data.pixel_names import names_of_record
         from fedlabels.data.public_pca import PublicPCA
 
-        return cls(feature_names=list(data["feature_names"]),
+        return cls(feature_names=names_of_record(data["feature_names"]),
                    class_names=list(data["class_names"]), columns=data.get("columns"),
                    categorical=tuple(data.get("categorical") or ()),
                    mean=None if data.get("mean") is None else np.asarray(data["mean"]),
@@ -206,6 +210,14 @@ class Preprocessing:
                    (float(data["target_range"][0]), float(data["target_range"][1])),
                    fill=None if data.get("fill") is None else
                    np.array([np.nan if v is None else v for v in data["fill"]], dtype=float))
+
+
+def _names(feature_names: Sequence[str]) -> Sequence[str]:
+    """Feature names as text; pixel names as they are (made when read)."""
+    from fedlabels.data.pixel_names import PixelNames
+
+    return feature_names if isinstance(feature_names, PixelNames) else \
+        [str(f) for f in feature_names]
 
 
 def label_dtype(y: Any) -> str:

@@ -302,7 +302,9 @@ def simulate(
                 else:
                     result.extra["clinical"] = {"baseline": regression_baseline(federation)}
             result.wall_seconds += time.perf_counter() - tail
-            result.feature_names = list(federation.feature_names)
+            from fedlabels.data.pixel_names import names_copy
+
+            result.feature_names = names_copy(federation.feature_names)
             result.preprocessing = federation.preprocessing
             return result
 

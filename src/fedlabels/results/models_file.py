@@ -22,6 +22,7 @@ from fedlabels.core.files import PICKLED_MODELS, RUN_SIBLINGS, atomic_path, mode
 
 def save_models(result: Any, result_path: str | Path) -> Path:
     """Write the run's final client models (and names to read them by), atomically."""
+    from fedlabels.data.pixel_names import names_record
     from fedlabels.results.model_format import write_models_file
 
     path = models_path(result_path)
@@ -30,7 +31,7 @@ def save_models(result: Any, result_path: str | Path) -> Path:
         "dataset": result.dataset,
         "seed": result.seed,
         "model_specs": list(result.models),
-        "feature_names": list(getattr(result, "feature_names", []) or []),
+        "feature_names": names_record(getattr(result, "feature_names", []) or []),
         "class_names": list(result.federation.get("class_names", [])),
         "class_descriptions": list(result.federation.get("class_descriptions", [])),
         "models": list(result.client_models),
@@ -116,7 +117,7 @@ def open_models(path: str | Path, trust_modules: Iterable[str] | None = None
 
 #: the payload's entries that readers index, and the types :func:`save_models` writes
 _PAYLOAD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "models": list, "model_specs": list, "feature_names": list, "class_names": list,
+    "models": list, "model_specs": list, "feature_names": (list, dict), "class_names": list,
     "class_descriptions": list, "preprocessing": (dict, type(None))}
 #: entries written since the format's first version, and what a file without them means
 _ADDED_LATER: dict[str, Any] = {"class_descriptions": []}  # none described (before 11-28)
@@ -135,10 +136,18 @@ def _check_entries(payload: dict[str, Any], models: Any, path: Path) -> None:
             raise FedLabelsError(f"{path} is not a valid fedlabels models file (its "
                                  f"{key!r} is missing or of the wrong type); re-run the run to "
                                  "write it again.")
-    texts = payload["model_specs"] + payload["feature_names"] + payload["class_names"]
-    if not all(isinstance(t, str) for t in texts):
+    from fedlabels.data.pixel_names import PixelNames, names_of_record
+
+    try:  # pixel names as their shape ({"pixels": [C, H, W]}), else each name
+        names: Any = names_of_record(payload["feature_names"])
+    except FedLabelsError:
+        names = [None]
+    texts = payload["model_specs"] + payload["class_names"]
+    if not all(isinstance(t, str) for t in texts) or not (
+            isinstance(names, PixelNames) or all(isinstance(t, str) for t in names)):
         raise FedLabelsError(f"{path} is not a valid fedlabels models file (a name is not "
                              "what fedlabels writes); re-run the run to write it again.")
+    payload["feature_names"] = names
 
 
 def _warn_untyped_labels(payload: dict[str, Any], path: Path) -> None:

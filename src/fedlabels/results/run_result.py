@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, overload
@@ -139,7 +140,7 @@ class RunResult:
     client_models: _ModelsOnFirstUse = field(default=_ModelsOnFirstUse(), repr=False,
                                              compare=False)
     # the federation's feature names, for inspecting those models (not written to JSON)
-    feature_names: list[str] = field(default_factory=list, repr=False, compare=False)
+    feature_names: Sequence[str] = field(default_factory=list, repr=False, compare=False)
     # raw features -> model inputs (fedlabels.results.predict; not written to JSON)
     preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
 

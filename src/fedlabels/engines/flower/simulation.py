@@ -266,6 +266,8 @@ def attach_final_models(result: RunResult, cfg: RunConfig, spec: DeploySpec,
     if federation.task != "regression" and result.rounds:
         result.extra["clinical"] = final_clinical(clients, cids, federation,
                                                   result.rounds[-1].accuracies)
-    result.feature_names = list(federation.feature_names)
+    from fedlabels.data.pixel_names import names_copy
+
+    result.feature_names = names_copy(federation.feature_names)
     result.preprocessing = federation.preprocessing
 
