@@ -101,3 +101,28 @@ def test_a_tables_image_column_takes_us_channels_too(tmp_path: Path) -> None:
         fed = _load(dataset, image_column="file")
     assert fed.info["image_shape"] == [1, 4, 4]
     _same(fed, _load(dataset, image_column="file", image_mode="grey"))
+
+
+def test_a_sites_colour_files_read_grey_are_said(tmp_path: Path) -> None:
+    """A Flower site reads its folder in shared.npz's channels (U's): its colour files
+    beside a grey U are read grey, said once with their count."""
+    import shutil
+
+    from fedlabels.cli import main
+    from fedlabels.engines.flower.site import load_site
+
+    root = tmp_path / "fed"
+    _grey_folder(root)
+    assert main(["deploy", "prepare", "--dataset", f"imagefolder:{root}", "--clients", "3",
+                 "--model", "dt", "--rounds", "1", "--out-dir", str(tmp_path / "dep")]) == 0
+    assert np.load(tmp_path / "dep" / "shared.npz")["image_shape"].tolist() == [1, 4, 4]
+    site_root = tmp_path / "site"
+    shutil.copytree(root / "b", site_root / "b")
+    for path in sorted((site_root / "b").glob("*.png"))[:3]:
+        _colour(path)
+    with pytest.warns(FedLabelsWarning, match=r"3 image file\(s\) of \S+ are stored in colour, "
+                      r"but the federation's images are grey \(shared\.npz's image_shape"):
+        site = load_site({"partition-id": 0, "data-path": str(site_root),
+                          "shared-path": str(tmp_path / "dep" / "shared.npz")})
+    grey = load_image_folder(site_root, None, min_classes=1, mode="L").pixels
+    np.testing.assert_array_equal(site.private.X, grey.astype(np.float32) / 255)

@@ -239,7 +239,7 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
                          who: str) -> tuple[np.ndarray, np.ndarray]:
     """A site's own image folder (one sub-folder per class, named as in ``class_names``),
     resized to the federation's image shape, pixels in [0, 1] as U's."""
-    from fedlabels.data.images import load_image_folder, unit_float32
+    from fedlabels.data.images import folder_images, unit_float32
 
     if "image_shape" not in shared:
         raise FedLabelsError(f"{who}: data-path {path} is a folder of images, but the shared "
@@ -249,10 +249,20 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
     # scale, as the simulator reads them (never by the site's own brightest pixel)
     peak = float(shared["image_peak"]) if "image_peak" in shared else None
     try:  # U's channels: a site's grey images join a colour U (and back), as predict does
-        pixels, y, classes, _, _ = load_image_folder(path, (h, w), min_classes=1,
-                                                     mode="L" if c == 1 else "RGB", peak=peak)
+        images, y, classes = folder_images(path, (h, w), min_classes=1,
+                                           mode="L" if c == 1 else "RGB", peak=peak)
     except FedLabelsError as exc:
         raise FedLabelsError(f"{who}: {exc}") from None
+    pixels = images.pixels
+    if c == 1 and images.colour is not None and images.colour.any():
+        import warnings
+
+        from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
+
+        warnings.warn(FedLabelsWarning(
+            f"{who}: {int(images.colour.sum())} image file(s) of {path} are stored in colour, "
+            "but the federation's images are grey (shared.npz's image_shape, U's channels): "
+            "they are read grey."), stacklevel=user_stacklevel())
     lookup, accepted = label_lookup(shared)
     unknown = sorted(set(classes) - set(lookup))
     if unknown:
