@@ -78,8 +78,41 @@ def training_mean_baseline(res: RunResult) -> dict[str, Any] | None:
     return None
 
 
-def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None) -> str | None:
-    """A sentence when ``accuracy`` is not clearly above the majority-class baseline."""
+def balanced_above_chance(clinical: dict[str, Any] | None
+                          ) -> tuple[float, float, float] | None:
+    """(mean balanced accuracy, its 95 % half-width, chance) where the clients' mean
+    balanced accuracy lies clearly above chance, 1/C for the C classes of the test set
+    (what any constant answer scores, the majority class's included), else ``None``.
+    The half-width is Wald's of a mean of C recalls, each over its class's test rows
+    (the clients' mean recall of each class, from their confusion matrices)."""
+    clinical = clinical or {}
+    ba = ((clinical.get("metrics") or {}).get("balanced_accuracy") or {}).get("mean")
+    matrices = clinical.get("confusion_matrices") or []
+    if not isinstance(ba, int | float) or not matrices:
+        return None
+    try:
+        cms = np.asarray(matrices, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    if cms.ndim != 3 or cms.shape[1] != cms.shape[2]:
+        return None
+    support = cms[0].sum(axis=1)  # every client is scored on the same test set
+    present = support > 0
+    if present.sum() < 2:
+        return None
+    recalls = (np.diagonal(cms, axis1=1, axis2=2)[:, present] / support[present]).mean(axis=0)
+    c = int(present.sum())
+    half = 1.96 * math.sqrt(float(np.sum(recalls * (1 - recalls) / support[present]))) / c
+    chance = 1.0 / c
+    return (float(ba), half, chance) if ba - half > chance else None
+
+
+def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None,
+                   clinical: dict[str, Any] | None = None) -> str | None:
+    """A sentence when ``accuracy`` is not clearly above the majority-class baseline; it
+    says the models learnt next to nothing only where the balanced accuracy of the run's
+    ``clinical`` entry is not clearly above chance either (on imbalanced classes a model
+    that finds the rare class scores below the majority class's accuracy)."""
     if accuracy is None or baseline is None:
         return None
     base, half = float(baseline["accuracy"]), float(baseline["half_width_95"])
@@ -87,9 +120,18 @@ def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None) -> s
         return None
     how = "below" if accuracy < base - half else "within noise of"
     source = " (estimated from the training classes)" if baseline.get("estimated") else ""
-    return (f"mean accuracy {accuracy:.3f} is {how} the majority-class baseline {base:.3f} "
-            f"± {half:.3f}{source}, which always answers {baseline.get('name')!r}: "
-            "the models learnt next to nothing")
+    text = (f"mean accuracy {accuracy:.3f} is {how} the majority-class baseline {base:.3f} "
+            f"± {half:.3f}{source}, which always answers {baseline.get('name')!r}")
+    learnt = balanced_above_chance(clinical)
+    if learnt is None:
+        return f"{text}: the models learnt next to nothing"
+    ba, ba_half, chance = learnt
+    trade = (", and trade accuracy on the commonest class for the others" if how == "below"
+             else "")
+    return (f"{text}, but their balanced accuracy {ba:.3f} ± {ba_half:.3f} is above chance, "
+            f"{chance:.3f}: they learnt{trade}; on imbalanced classes judge them by "
+            "balanced accuracy, AUROC, sensitivity and specificity (--metric "
+            "balanced_accuracy; Python: result.clinical)")
 
 
 def regression_warning(rmse: float | None, r2: float | None,
@@ -125,7 +167,8 @@ def run_warnings(res: RunResult) -> list[str]:
             if line:
                 out.append(line)
     else:
-        for line in (chance_warning(final.get("mean_accuracy"), majority_baseline(res)),
+        for line in (chance_warning(final.get("mean_accuracy"), majority_baseline(res),
+                                    res.extra.get("clinical")),
                      absent_class_warning(res.federation)):
             if line:
                 out.append(line)

@@ -1,0 +1,70 @@
+"""On imbalanced classes a model that finds the rare class scores below the majority
+class's accuracy: the caveat says so, and claims that the models learnt next to nothing only
+where their balanced accuracy is not clearly above chance either."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, confusion_matrix
+
+import fedlabels as fl
+from fedlabels.results.caveats import chance_warning
+
+NOTHING = "the models learnt next to nothing"
+
+
+def _clinical(y_true: np.ndarray, predictions: list[np.ndarray]) -> dict:
+    """A ``clinical`` entry as a run records it, computed with scikit-learn."""
+    bas = [balanced_accuracy_score(y_true, p) for p in predictions]
+    return {"metrics": {"balanced_accuracy": {"mean": float(np.mean(bas))}},
+            "confusion_matrices": [confusion_matrix(y_true, p, labels=[0, 1]).tolist()
+                                   for p in predictions]}
+
+
+def _baseline(y_true: np.ndarray) -> dict:
+    p = float(np.mean(y_true == 0))
+    return {"class": 0, "name": "no", "accuracy": p,
+            "half_width_95": 1.96 * np.sqrt(p * (1 - p) / len(y_true))}
+
+
+def test_a_model_that_finds_the_rare_class_is_not_said_to_have_learnt_nothing():
+    rng = np.random.default_rng(0)
+    y = np.r_[np.zeros(540, int), np.ones(60, int)]
+    # recall 0.7 on 'no', 0.6 on 'yes': accuracy 0.69, far below the baseline's 0.90
+    pred = np.where(y == 0, rng.random(600) > 0.7, rng.random(600) < 0.6).astype(int)
+    acc = accuracy_score(y, pred)
+    text = chance_warning(acc, _baseline(y), _clinical(y, [pred, pred]))
+    assert text is not None and f"mean accuracy {acc:.3f} is below" in text
+    assert NOTHING not in text
+    ba = balanced_accuracy_score(y, pred)
+    assert f"balanced accuracy {ba:.3f} ±" in text and "above chance, 0.500" in text
+    assert "trade accuracy on the commonest class" in text
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.3])
+def test_a_constant_or_random_answer_has_learnt_next_to_nothing(rate):
+    rng = np.random.default_rng(1)
+    y = np.r_[np.zeros(540, int), np.ones(60, int)]
+    pred = (rng.random(600) < rate).astype(int)  # independent of the truth
+    text = chance_warning(accuracy_score(y, pred), _baseline(y), _clinical(y, [pred]))
+    assert text is not None and text.endswith(NOTHING)
+
+
+def test_fl_run_of_a_class_weighted_model_on_an_imbalanced_table_says_it_learnt():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 4))
+    y = np.where(X[:, 0] + rng.normal(scale=1.0, size=1500) > 2.0, "yes", "no")
+    fed = fl.make_federation(X, y, clients=3, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fl.run("fedct", fed, model=LogisticRegression(class_weight="balanced"),
+                        rounds=1, seed=0, progress=False)
+    said = [str(w.message) for w in caught if issubclass(w.category, fl.RunCaveatWarning)]
+    assert result.mean_accuracy < result.clinical["baseline"]["accuracy"]
+    assert result.clinical["metrics"]["balanced_accuracy"]["mean"] > 0.7
+    assert len(said) == 1 and "below the majority-class baseline" in said[0]
+    assert NOTHING not in said[0] and "balanced accuracy" in said[0]
