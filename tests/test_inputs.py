@@ -206,6 +206,20 @@ def test_exploding_columns_rejected_in_the_python_api(table):
     assert fed.n_features == 5 + 3  # a real category is one-hot encoded
 
 
+def test_a_column_of_durations_is_refused_naming_how_to_make_it_numbers(table):
+    """A timedelta64 column (a length of stay) is not numeric to pandas: it was one-hot
+    encoded, a feature per distinct duration ('los_0 days 00:00:00', ...), without a word."""
+    days = pd.to_timedelta(np.arange(len(table)) % 10, unit="D")
+    X = table.drop(columns="target").assign(los=days)
+    with pytest.raises(FedLabelsError, match=r"column 'los' holds durations .*"
+                       r"X\['los'\]\.dt\.total_seconds\(\) / 86400.*"
+                       r"X\.drop\(columns=\['los'\]\)"):
+        fl.make_federation(X, table["target"], clients=3, unlabeled=40)
+    fixed = X.assign(los=X["los"].dt.total_seconds() / 86400)  # as the message says
+    fed = fl.make_federation(fixed, table["target"], clients=3, unlabeled=40)
+    assert fed.n_features == 5 + 1
+
+
 # ------------------------------------------------------------------ labels
 
 

@@ -106,6 +106,11 @@ def _problem(column: pd.Series) -> str | None:
     if pd.api.types.is_datetime64_any_dtype(column) or isinstance(column.dtype,
                                                                   pd.PeriodDtype):
         return "holds dates/times, which one-hot encoding would treat as categories"
+    if pd.api.types.is_timedelta64_dtype(column):  # numbers to pandas? no: not numeric
+        name = str(column.name)
+        return ("holds durations (timedelta64), which one-hot encoding would treat as "
+                "categories; give them as numbers (Python: "
+                f"X[{name!r}] = X[{name!r}].dt.total_seconds() / 86400, in days)")
     values = column.dropna()
     if values.empty or isinstance(column.dtype, pd.CategoricalDtype):
         return None
@@ -219,7 +224,7 @@ def check_feature_columns(X: pd.DataFrame) -> None:
                       f"hold{'s' if one else ''} the numbers of the rows (every value once, a "
                       "consecutive range): an identifier, not a feature; in a file sorted by "
                       f"label it stands for the label. Drop {'it' if one else 'them'} with "
-                      f"--drop {','.join(counters)} (Python: X.drop(columns=[...])).",
+                      f"--drop {','.join(counters)} (Python: X.drop(columns={counters!r})).",
                       FedLabelsWarning, stacklevel=user_stacklevel())
     for name in X.columns:
         col = X[name]
@@ -235,4 +240,4 @@ def check_feature_columns(X: pd.DataFrame) -> None:
         others = f" (also {_show(list(problems)[1:])})" if len(problems) > 1 else ""
         raise FedLabelsError(
             f"column {first!r} {why}{others}; drop it with --drop {','.join(problems)} "
-            "(Python: X.drop(columns=[...])) or choose columns with --features.")
+            f"(Python: X.drop(columns={list(problems)!r})) or choose columns with --features.")
