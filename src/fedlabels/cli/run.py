@@ -34,8 +34,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_metric_for_task(cfg, args.metric)
     # before any data is loaded; the journal too: a fresh run replaces it, --no-checkpoint
     # removes it, so one left beside no checkpoint is the user's to keep without --overwrite
-    files = checked_outputs(cfg, args, checkpoint=SUFFIX,
-                            journal=journal_path(Path(SUFFIX)).name)
+    extra: dict[str, Any] = {"checkpoint": SUFFIX, "journal": journal_path(Path(SUFFIX)).name}
+    if args.report:
+        extra.update({"report": ".html", "report summary": ".summary.csv"})
+    files = checked_outputs(cfg, args, **extra)
     checkpoint: Path | None = files["checkpoint"]
     if args.no_checkpoint:
         # a checkpoint left by an earlier run of this name (replaced with --overwrite)
@@ -94,6 +96,12 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
     models = files["models file"]
     info(f"\nresult: {files['result']}  (rounds: {files['rounds table']}"
          + (f"; models: {models})" if models.is_file() else ")"))
+    if "report" in files:  # checked before the run; its caveats are printed under the table
+        from fedlabels.reporting.report import write_report
+
+        written, _ = write_report([files["result"]], files["report"], overwrite=True,
+                                  metric=metric)
+        info(f"report: {written['report']}  (summary: {written['summary table']})")
     kept = files["checkpoint"]
     if kept.is_file() and not result.extra.get("interrupted"):
         from fedlabels.runs.journal import journal_path
@@ -127,6 +135,10 @@ def _fill_run(p: argparse.ArgumentParser) -> None:
                         "X.checkpoint.journal; with --overwrite, one left by an earlier "
                         "run of X is removed): the run cannot be resumed; saves writing "
                         "every client's model as the run goes")
+    p.add_argument("--report", action="store_true",
+                   help="also write the run's HTML report beside its result, X.html and "
+                        "X.summary.csv (as `fedlabels report X.json -o X.html`; "
+                        "replaced only with --overwrite)")
     add_renamed_flags(p)
     p.set_defaults(func=cmd_run)
 
