@@ -718,7 +718,7 @@ def test_the_page_says_which_configuration_scored_best_and_under_what_guarantee(
     (lead,) = [line for line in page.splitlines() if line.startswith("<p>Best accuracy")]
     assert "<b>fedct · dt</b>: 0.910 ± 0.014 over 2 seeds, privacy none" in lead
     assert "next: <b>fedavg · dt</b>: 0.820 ± 0.028" in lead
-    assert "a difference of 0.0900)" in lead  # apart by more than their spreads
+    assert "a difference of 0.090)" in lead  # apart by more than their spreads
     assert "Best with a privacy guarantee: <b>dp-fedct · dt</b>: 0.750 ± 0.071" in lead
     assert "ε = 2.00 spent" in lead
     outputs, _ = write_report(results[:4], tmp_path / "close.html")  # local and fedct
@@ -729,6 +729,36 @@ def test_the_page_says_which_configuration_scored_best_and_under_what_guarantee(
     outputs, _ = write_report(results[:4], tmp_path / "tie.html")
     page = html_module.unescape(outputs["report"].read_text())
     assert "within their spreads over seeds: no clear winner" in page
+
+
+def test_the_lead_says_when_its_best_learnt_nothing_and_gives_the_gap_as_shown(tmp_path):
+    """On imbalanced classes (90 % one class) the lead named as best accuracy a
+    configuration the warnings above said learnt next to nothing, without a word; and the
+    difference of 0.905 and 0.904 read 'a difference of 0.00100', a float's rounding."""
+    import html as html_module
+
+    from fedlabels.reporting.report import write_report
+
+    def run(method: str, acc: float) -> RunResult:
+        res = _result(method, 0, [acc])
+        # the majority class is 90 % of the training labels: 0.900 ± 0.019 on 1,000 rows
+        res.federation.update(client_class_counts=[[90, 10], [90, 10]], n_test=1000)
+        return res
+
+    outputs, _ = write_report([run("fedct", 0.905), run("local", 0.904)], tmp_path / "a.html")
+    page = html_module.unescape(outputs["report"].read_text())
+    (lead,) = [line for line in page.splitlines() if line.startswith("<p>Best accuracy")]
+    assert "(a difference of 0.001)" in lead
+    assert lead.count("whose models learnt next to nothing") == 2  # both within noise
+    outputs, _ = write_report([run("fedavg", 0.95), run("fedct", 0.905)], tmp_path / "b.html")
+    page = html_module.unescape(outputs["report"].read_text())
+    (lead,) = [line for line in page.splitlines() if line.startswith("<p>Best accuracy")]
+    best, following = lead.split("; next:")
+    assert "learnt next to nothing" not in best  # 0.95 is clearly above 0.900 + 0.019
+    assert "<b>fedct · dt</b>: 0.905 over 1 seed, privacy not stated, whose models learnt " \
+           "next to nothing" in following
+    assert "(a difference of 0.045)" in lead
+    assert "a model must beat it clearly to have learnt anything" not in page
 
 
 def test_a_report_of_one_configuration_draws_no_lone_communication_point():

@@ -312,6 +312,13 @@ def report_outputs(output: str | Path) -> dict[str, Path]:
     return {"report": out / "report.html", "summary table": out / "summary.csv"}
 
 
+def _learnt_nothing(configs: Sequence[Configuration]) -> set[str]:
+    """The configurations whose every run's models learnt next to nothing."""
+    from fedlabels.results.caveats import learnt_next_to_nothing
+
+    return {c.label for c in configs if c.runs and all(map(learnt_next_to_nothing, c.runs))}
+
+
 def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
                  overwrite: bool = False, metric: str = "accuracy",
                  overwrite_hint: str = "--overwrite"
@@ -356,7 +363,8 @@ def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
     page = render_html(rows, configs, figures(configs, rows),
                        [repr(p) if isinstance(p, RunResult) else str(p) for p in paths],
                        warned, metric, runs=results,
-                       lead=lead_sentence(rows, metric, all(c.regression for c in configs)))
+                       lead=lead_sentence(rows, metric, all(c.regression for c in configs),
+                                          idle=_learnt_nothing(configs)))
     from fedlabels.reporting.rows_csv import rows_csv
 
     with writing("the report"):

@@ -264,7 +264,9 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
     base = next(iter(bases)) if len(bases) == 1 else None
     base_note = "" if base is None else (
         f" The majority-class baseline (always the commonest training class) scores "
-        f"<b>{fmt(base)}</b>: a model must beat it clearly to have learnt anything.")
+        f"accuracy <b>{fmt(base)}</b> (and balanced accuracy 1/C for C classes, as any "
+        "constant answer does): a model has learnt where it beats that accuracy clearly, "
+        "or, on imbalanced classes, where its balanced accuracy is clearly above 1/C.")
     means = {(r.get("mean_baseline_rmse"), r.get("mean_baseline_r2")) for r in rows}
     rmse, r2 = next(iter(means)) if len(means) == 1 else (None, None)
     if rmse is not None:

@@ -134,6 +134,19 @@ def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None,
             "balanced_accuracy; Python: result.clinical)")
 
 
+def learnt_next_to_nothing(res: RunResult) -> bool:
+    """Whether the run's caveats say its models learnt next to nothing: its mean accuracy
+    not clearly above the majority-class baseline nor its balanced accuracy above chance
+    (:func:`chance_warning`), or a regression run's RMSE not below the training mean's."""
+    final = res.final or {}
+    if res.federation.get("task") == "regression":
+        return regression_warning(final.get("mean_rmse"), final.get("mean_r2"),
+                                  training_mean_baseline(res)) is not None
+    clinical = res.extra.get("clinical")
+    return (chance_warning(final.get("mean_accuracy"), majority_baseline(res), clinical)
+            is not None and balanced_above_chance(clinical) is None)
+
+
 def regression_warning(rmse: float | None, r2: float | None,
                        baseline: dict[str, Any] | None) -> str | None:
     """A sentence when the mean test RMSE is not below the training-mean baseline's (the
