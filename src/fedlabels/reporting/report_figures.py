@@ -36,6 +36,7 @@ from fedlabels.reporting.plots import (
 
 if TYPE_CHECKING:
     from fedlabels.reporting.report import Configuration
+    from fedlabels.results.run_result import RunResult
 
 
 #: what the figures' bars are (the VUL's horizontal ones: its 95 % interval)
@@ -132,10 +133,21 @@ def utility(rows: Sequence[dict[str, Any]]) -> str:
     return "rmse" if regression else "accuracy"
 
 
-def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
+def _draw_baseline(ax: Any, runs: Sequence[RunResult], m: str) -> None:
+    """The majority-class (or, for RMSE, the training-mean) baseline of ``runs``, as the
+    round figure and ``fedlabels plot`` draw it: points at it learnt next to nothing."""
+    if m == "rmse":
+        draw_training_mean(ax, runs)
+    else:
+        draw_majority(ax, runs)
+
+
+def communication_figure(rows: Sequence[dict[str, Any]],
+                         runs: Sequence[RunResult] = ()) -> Any | None:
     """Final accuracy against bytes uploaded per client per round (log); runs that send
     nothing sit at a marked "0" position left of the smallest positive value. ``None`` for
-    fewer than two configurations (a lone point on an empty panel)."""
+    fewer than two configurations (a lone point on an empty panel). ``runs``: the rows'
+    results, whose baseline is drawn (:func:`_draw_baseline`)."""
     m = utility(rows)
     points = [r for r in rows if r["bytes_up_per_client_round"] is not None
               and r[f"{m}_mean"] is not None]
@@ -158,6 +170,7 @@ def communication_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
     ticks = [t for t in ax.get_xticks() if t > zero_at * 3]
     ax.set_xticks([zero_at, *ticks], ["0\n(none)", *(_bytes(t) for t in ticks)])
     ax.set_xlim(zero_at / 2, max([lo, *positive]) * 3)
+    _draw_baseline(ax, runs, m)
     ax.set_xlabel("bytes uploaded per client per round (log scale; 0 = no communication)")
     ax.set_ylabel(f"final mean client test {_NAME[m]}\n({BARS})")
     ax.set_title(f"{_NAME[m].capitalize() if m == 'accuracy' else 'RMSE'} against "
@@ -186,12 +199,14 @@ def _x_bars(r: dict[str, Any], x: str, xerr: str | tuple[str, str]) -> tuple[flo
 
 
 def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str, str],
-                   xlabel: str, title: str, missing: str, guarantee: bool = False
-                   ) -> Any | None:
+                   xlabel: str, title: str, missing: str, guarantee: bool = False,
+                   runs: Sequence[RunResult] = ()) -> Any | None:
     """Accuracy against a privacy measure; configurations without one (non-private runs,
     references) are horizontal lines, so a single private point still has context.
     ``xerr``: the key of a ± spread, or the (low, high) keys of an interval around ``x``;
-    ``guarantee``: each point's legend entry states its guarantee (unit, against whom).
+    ``guarantee``: each point's legend entry states its guarantee (unit, against whom);
+    ``runs``: the rows' results, whose baseline is drawn (:func:`_draw_baseline`): private
+    points at it cost nothing only because nothing was learnt.
     """
     m = utility(rows)
     points = [r for r in rows if r[x] is not None and r[f"{m}_mean"] is not None]
@@ -215,6 +230,7 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
         ax.axhline(r[f"{m}_mean"], lw=1.2, ls=REFERENCE_DASH.get(r["method"], "-."),
                    color=colour[r["configuration"]],
                    label=f"{r['configuration']}: {r[f'{m}_mean']:.3f} ({missing})")
+    _draw_baseline(ax, runs, m)
     hi = max(r[x] + _x_bars(r, x, xerr)[1] for r in points)
     lo = min(r[x] - _x_bars(r, x, xerr)[0] for r in points)
     if x.startswith("epsilon"):
@@ -274,19 +290,21 @@ def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
     """(heading, base64 PNG) of every figure that has data; each title names what ran."""
     eps = [r for r in rows if r["epsilon_mean"] is not None]
     what = "RMSE" if configs and all(c.regression for c in configs) else "Accuracy"
+    runs = [r for c in configs for r in c.runs]
     made = [
         (f"{what} per round", curves_figure(configs, rows)),
-        (f"{what} against communication", communication_figure(rows)),
+        (f"{what} against communication", communication_figure(rows, runs)),
         ("Privacy against utility: ε (DP runs)", privacy_figure(
             rows, "epsilon_mean", "epsilon_std", EPSILON_AXIS,
             "One privacy level: its cost against the non-private runs (lines)"
             if len({r["epsilon_mean"] for r in eps}) == 1
-            else "Accuracy against ε: the price of privacy", "no DP", guarantee=True)),
+            else "Accuracy against ε: the price of privacy", "no DP", guarantee=True,
+            runs=runs)),
         ("Privacy against utility: VUL (audited runs)", privacy_figure(
             rows, "vul_mean", ("vul_low", "vul_high"), "VUL: membership attack ROC AUC "
             "(0.5 = no leak); horizontal bars: its 95 % interval, as in the table",
             "Accuracy against measured leakage: further left is more private",
-            "not audited")),
+            "not audited", runs=runs)),
     ]
     ran = what_ran(configs)
     return [(title, png(_subtitle(fig, ran))) for title, fig in made if fig is not None]
