@@ -384,6 +384,27 @@ def test_n_features_in_and_feature_names_in_are_the_raw_columns_as_scikit_learns
     assert not hasattr(fl.load_run(path, models=False), "n_features_in_")
 
 
+@pytest.mark.parametrize("categorical", [False, True])
+def test_a_gap_in_a_category_names_the_pandas_line_that_fills_it(data, categorical):
+    """The refusal said 'impute or drop them first (or give them a category of their own)',
+    whose obvious line, fillna('unknown'), raises TypeError on a pandas Categorical; and
+    --missing public-median, which the numeric gaps' message names, does not fill it."""
+    X, y = data
+    ward = pd.Series(np.where(np.arange(len(y)) % 7 == 0, None, np.where(y == 1, "a", "b")))
+    frame = pd.DataFrame({"ward": ward.astype("category") if categorical else ward,
+                          "x": X[:, 0]})
+    with pytest.raises(FedLabelsError) as refused:
+        fl.make_federation(frame, y, clients=3, unlabeled=100, missing="public-median")
+    said = str(refused.value)
+    assert "--missing public-median does not fill" in said
+    line = said.split("(pandas: ")[1].split(") or drop")[0]  # the line, run as given
+    assert line.startswith("X['ward'] = X['ward']")
+    scope = {"X": frame.copy()}  # the name the line uses
+    exec(line, {}, scope)
+    fed = fl.make_federation(scope["X"], y, clients=3, unlabeled=100)
+    assert "ward_unknown" in fed.feature_names
+
+
 def test_new_rows_the_models_cannot_read_are_named_by_column():
     """A missing category would encode as an unknown one (all zeros) and a text value in a
     numeric column would fail deep in numpy: both are one line naming the column."""

@@ -250,9 +250,15 @@ def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
             if len(missing):  # get_dummies would encode them as no category, silently
                 named = ", ".join(f"{c!r} ({n} row{'s' * (n > 1)})"
                                   for c, n in missing.items())
-                raise FedLabelsError(f"{what} has missing values in categorical column(s) "
-                                     f"{named}; impute or drop them first (or give them a "
-                                     "category of their own, e.g. 'unknown').")
+                first = str(missing.index[0])
+                fill = (".cat.add_categories('unknown').fillna('unknown')"
+                        if isinstance(X[missing.index[0]].dtype, pd.CategoricalDtype)
+                        else ".fillna('unknown')")
+                raise FedLabelsError(
+                    f"{what} has missing values in categorical column(s) {named}, which "
+                    "--missing public-median does not fill (it fills numeric columns); give "
+                    f"them a category of their own in the table (pandas: {what}[{first!r}] = "
+                    f"{what}[{first!r}]{fill}) or drop those rows.")
             X = pd.get_dummies(X, columns=categorical, dummy_na=False, dtype=float)
         names = [str(c) for c in X.columns]
         names_given = True
