@@ -20,6 +20,7 @@ def test_run_report_writes_the_page_that_fedlabels_report_writes(tmp_path, capsy
     again = (tmp_path / "again.summary.csv").read_text()
     assert summary.read_text() == again
     assert "Headline: <b>AUROC</b>" in page.read_text()
+    assert "<p>1 result, 1 configuration. " in page.read_text()  # was '1 results, 1 configurations'
 
 
 def test_run_report_refuses_an_existing_page_before_the_run(tmp_path, capsys):

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 MISSING = "—"
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 result``, ``2 results``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def decimals(value: float, spread: float | None = None) -> int:
     """Decimals of a cell: two significant digits of the spread, else three of the value."""
     ref, digits = (spread, 2) if spread else (abs(value), 3)
@@ -276,7 +281,8 @@ def render_html(rows: Sequence[dict[str, Any]], configs: Sequence[Configuration]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>fedlabels report: {ran}</title><style>{_STYLE}</style></head><body>\n"
             f"<h1>fedlabels report: {ran}</h1>\n{warn}"
-            f"<p>{len(sources)} results, {len(rows)} configurations. Metrics of the "
+            f"<p>{_count(len(sources), 'result')}, {_count(len(rows), 'configuration')}. "
+            "Metrics of the "
             "clients' final models on the test set: the mean over clients, then mean ± "
             "standard deviation over seeds (— where a run has no such value). "
             f"Headline: <b>{esc(headline)}</b>.{pos_note}{base_note}</p>\n"
