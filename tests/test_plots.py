@@ -537,3 +537,44 @@ def test_a_legend_entry_is_never_broken_inside_its_value(suffix):
         assert text.replace("\n    ", " ") == label  # only the breaks added
         assert any(line.strip().endswith(value) for line in lines), lines  # one line
         assert all(len(line) <= MAX_LABEL for line in lines)
+
+
+def test_a_curve_below_the_majority_line_that_learnt_says_its_balanced_accuracy():
+    """On a table with 9.5 % positives a class-weighted model's curve sat at accuracy 0.68,
+    far below the majority-class line at 0.905, and read as learning nothing, though its
+    balanced accuracy was 0.61 (chance 0.5); its entry (in fedlabels plot and the report's
+    round figure) now says so, and a run that answers the commonest class does not."""
+    import warnings
+
+    from sklearn.linear_model import LogisticRegression
+
+    from fedlabels.reporting.report import group_runs, summary_rows
+    from fedlabels.reporting.report_figures import curves_figure
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 4))
+    y = np.where(X[:, 0] + rng.normal(scale=1.0, size=1500) > 2.0, "yes", "no")
+    fed = fl.make_federation(X, y, clients=3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fl.RunCaveatWarning)
+        weighted = fl.run("fedct", fed, model=LogisticRegression(class_weight="balanced"),
+                          rounds=2, seed=0, progress=False)
+        local = fl.run("local", fed, model=LogisticRegression(class_weight="balanced"),
+                       seed=0, progress=False)
+        plain = fl.run("fedct", fed, model="dt(max_depth=1)", rounds=2, seed=0,
+                       progress=False)
+    assert weighted.mean_accuracy < weighted.clinical["baseline"]["accuracy"]
+    ba = weighted.clinical["metrics"]["balanced_accuracy"]["mean"]
+    note = f"balanced accuracy {ba:.3f}, above chance 0.500: it learnt"
+    configs = group_runs([weighted, local, plain])
+    for fig in (accuracy_figure([weighted, local, plain]),
+                curves_figure(configs, summary_rows(configs))):
+        try:
+            texts = [" ".join(t.split()) for t in _legend_texts(fig)]
+            (entry,) = [t for t in texts if t.startswith("fedct · LogisticRegression")]
+            assert note in entry
+            (ref,) = [t for t in texts if t.startswith("local")]
+            assert "above chance 0.500: it learnt" in ref
+            assert not [t for t in texts if "decision_tree" in t and "it learnt" in t]
+        finally:
+            matplotlib.pyplot.close(fig)

@@ -381,6 +381,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
         rows = res.round_rows()
         shown = label if final is None else f"{label}: {final:.3f} {where_it_ends(res)}"
         shown += guarantee_line(res.extra.get("privacy") or {})
+        shown += "" if regression else learnt_note([res])
         shown += hidden_note(drawn, _points(rows, regression), label)
         _plot_run(ax, res, rows, shown, *style(i))
     if not curves:  # references only: a round axis from their own records
@@ -398,7 +399,8 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
             colour = next((c for c in PALETTE if (c, dash) not in used), colour)
         used.add((colour, dash))
         ax.axhline(value, ls=dash, lw=1.6, color=colour,
-                   label=f"{label}: {value:.3f} (reference)")
+                   label=f"{label}: {value:.3f} (reference)"
+                         + ("" if regression else learnt_note([res])))
     if regression:
         draw_training_mean(ax, results)
     else:
@@ -472,6 +474,33 @@ def guarantee_line(privacy: dict[str, Any]) -> str:
     eps = privacy.get("epsilon")
     spent = f"; ε = {eps:.2f} spent" if isinstance(eps, int | float) else ""
     return f"\n    {guarantee_text(privacy)}{spent}"
+
+
+def learnt_note(runs: Sequence[RunResult]) -> str:
+    """A legend entry's line for classification runs whose accuracy is not clearly above
+    the majority-class line drawn beside them but whose balanced accuracy is clearly above
+    chance (:func:`fedlabels.results.caveats.balanced_above_chance`; every run, their mean):
+    ``balanced accuracy 0.607, above chance 0.500: it learnt (imbalanced classes)``, so a
+    curve below that line is not read as learning nothing; ``""`` otherwise."""
+    from fedlabels.results.caveats import (
+        balanced_above_chance,
+        chance_warning,
+        majority_baseline,
+    )
+
+    found = []
+    for res in runs:
+        clinical = res.extra.get("clinical")
+        above = balanced_above_chance(clinical)
+        if above is None or chance_warning((res.final or {}).get("mean_accuracy"),
+                                           majority_baseline(res), clinical) is None:
+            return ""
+        found.append(above)
+    if not found:
+        return ""
+    ba, chance = float(np.mean([f[0] for f in found])), found[0][2]
+    return (f"\n    balanced accuracy {ba:.3f}, above chance {chance:.3f}: it learnt "
+            "(imbalanced classes)")
 
 
 def where_it_ends(res: RunResult, last: int | None = None) -> str:

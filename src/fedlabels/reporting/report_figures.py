@@ -23,6 +23,7 @@ from fedlabels.reporting.plots import (
     draw_majority,
     draw_training_mean,
     guarantee_line,
+    learnt_note,
     markevery,
     new_figure,
     participating,
@@ -99,11 +100,13 @@ def curves_figure(configs: Sequence[Configuration],
         (line,) = ax.plot(rounds, mean, marker=marker[conf.label], ms=4,
                           color=colour[conf.label], markevery=markevery(len(rounds)),
                           label=f"{_label(conf)}: {mean[-1]:.3f} {_ends(conf, rounds)}"
-                                f"{guarantee_line(privacy)}")
+                                f"{guarantee_line(privacy)}"
+                                + ("" if regression else learnt_note(conf.runs)))
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for conf, value in refs:
         ax.axhline(value, ls=REFERENCE_DASH[conf.runs[0].method], lw=1.6,
-                   color=colour[conf.label], label=f"{_label(conf)}: {value:.3f} (reference)")
+                   color=colour[conf.label], label=f"{_label(conf)}: {value:.3f} (reference)"
+                   + ("" if regression else learnt_note(conf.runs)))
     if not curves:
         ax.set_xlim(0.5, 1.5)
     if regression:  # as fedlabels plot draws it
