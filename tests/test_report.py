@@ -1176,6 +1176,12 @@ def test_the_page_says_how_each_run_ran_and_what_its_guarantee_covers(tmp_path):
     assert privacy["guarantee"] == "formal"
     for text in (privacy["guarantee_against"], privacy["neighbouring"]):
         assert text in listed
+    # and what the guarantee leaves outside (a privacy officer's question): every value
+    # the result names, with its reason (the page stated the rest of the guarantee only)
+    assert privacy["outside_guarantee"]  # the test accuracies, the clients' sizes, ...
+    for entry in privacy["outside_guarantee"]:
+        assert f"{entry['name']} ({entry['reason']})" in listed
+    assert "outside the guarantee: " in listed
     assert f"none ({python_run.privacy['reason']})" in listed
 
 

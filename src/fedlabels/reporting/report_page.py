@@ -319,7 +319,8 @@ def how_it_ran(res: RunResult) -> str:
 
 def guarantee_text(res: RunResult) -> str:
     """What the run's ``privacy`` says: ``none`` and why, or the guarantee, its (ε, δ),
-    against whom and the neighbouring datasets it is stated for."""
+    against whom, the neighbouring datasets it is stated for and what it leaves outside
+    (``privacy.outside_guarantee``: each value's name and why)."""
     privacy = res.extra.get("privacy") or {}
     guarantee = privacy.get("guarantee") or "not stated"
     if guarantee == "none" or not privacy.get("guarantee_against"):
@@ -328,8 +329,11 @@ def guarantee_text(res: RunResult) -> str:
     eps, delta = privacy.get("epsilon"), privacy.get("delta")
     spent = "" if eps is None else f", ε = {fmt(eps)}" + (
         "" if delta is None else f", δ = {delta:.0e}")
+    outside = [o for o in privacy.get("outside_guarantee") or [] if isinstance(o, dict)]
+    left = "; ".join(f"{o.get('name')} ({o.get('reason')})" for o in outside)
     return (f"{guarantee}{spent}; against {privacy['guarantee_against']}; neighbouring "
-            f"datasets: {privacy.get('neighbouring') or 'not stated'}")
+            f"datasets: {privacy.get('neighbouring') or 'not stated'}"
+            + (f"; outside the guarantee: {left}" if left else ""))
 
 
 def _provenance(res: RunResult) -> str:
