@@ -31,3 +31,21 @@ def test_run_report_refuses_an_existing_page_before_the_run(tmp_path, capsys):
     assert page.read_text() == "mine" and not (tmp_path / "run.json").exists()
     assert main([*RUN, "-o", str(tmp_path / "run.json"), "--report", "--overwrite"]) == 0
     assert page.read_text() != "mine" and "fedlabels report" in page.read_text()
+
+
+def test_a_flag_named_after_another_command_says_it_is_one(capsys):
+    """`fedlabels run ... --plot` was answered "did you mean '--report'?", a flag that does
+    something else; a flag that names a command says so."""
+    for flag, command in (("--plot", "run"), ("--predict", "run"), ("--plot", "report")):
+        argv = ["report", "x.json", "-o", "x.html", flag] if command == "report" else \
+            [*RUN, flag]
+        try:
+            code = main(argv)
+        except SystemExit as stop:
+            code = stop.code
+        assert code == 2
+        name = flag.removeprefix("--")
+        err = capsys.readouterr().err
+        assert f"({flag} is no flag of {command}: {name} is a command of its own, " \
+               f"`fedlabels {name} -h`)" in err
+        assert "did you mean" not in err

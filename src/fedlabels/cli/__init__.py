@@ -97,14 +97,29 @@ class _Parser(argparse.ArgumentParser):
             # `deploy local` and `bound convergence`: the help to read is the leaf's
             leaf = getattr(parsed, "deploy_command", None) if command == "deploy" else \
                 getattr(parsed, "bound", None) if command == "bound" else None
-            hint = _option_hint(parsed, extras) or _model_parameter_hint(parsed, extras) \
-                or _suggestion(self, extras, command)
+            hint = _command_hint(self, extras, command) or _option_hint(parsed, extras) \
+                or _model_parameter_hint(parsed, extras) or _suggestion(self, extras, command)
             self.error(f"unrecognized arguments: {' '.join(extras)}{hint}"
                        f"{_flag_for_words(parsed, extras)}"
                        f"{getattr(parsed, 'unknown_hint', '')}",
                        " ".join(w for w in (self.prog, command, leaf) if w) if command
                        else None)
         return parsed
+
+
+def _command_hint(parser: argparse.ArgumentParser, extras: list[str],
+                  command: str | None) -> str:
+    """`` (--plot is no flag of run: plot is a command of its own, `fedlabels plot -h`)`` for
+    the first unknown flag that names another subcommand (a misspelt flag's nearest,
+    '--report' for '--plot', would do something else); "" otherwise."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    names = set(subs[0].choices) if subs else set()
+    for token in extras:
+        name = token.split("=")[0].removeprefix("--")
+        if token.startswith("--") and name in names and name != command:
+            return (f" (--{name} is no flag of {command or parser.prog}: {name} is a command "
+                    f"of its own, `fedlabels {name} -h`)")
+    return ""
 
 
 def _suggestion(parser: argparse.ArgumentParser, extras: list[str], command: str | None) -> str:
