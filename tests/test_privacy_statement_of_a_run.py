@@ -139,3 +139,20 @@ def test_each_dp_fedavg_mode_names_exactly_what_it_publishes(fed: Federation,
     secret_sample = options.get("sample_rate", 1.0) < 1 and "level" not in options
     assert (names >= BYTE_COUNTS) == secret_sample
     assert not (BYTE_COUNTS & names) or secret_sample
+
+
+@pytest.mark.parametrize(("options", "models_outside"), [
+    ({"epsilon": 8.0, "mechanism": "xor", "sensitivity": "worst"}, True),
+    ({"epsilon": 8.0, "mechanism": "kary", "sensitivity": "worst"}, True),
+    ({"epsilon": 8.0, "mechanism": "dpsgd", "site_model": "private"}, True),
+    ({"epsilon": 8.0, "mechanism": "dpsgd", "site_model": "dp"}, False),
+])
+def test_the_clients_final_models_are_named_where_the_mechanism_did_not_train_them(
+        fed: Federation, options: dict[str, Any], models_outside: bool) -> None:
+    """A DP-FedCT result said the clients' final models (the models file's, result.predict's)
+    nowhere, though but for dpsgd's site_model=dp they are trained on private records
+    without the mechanism."""
+    model = "mlp(hidden=8)" if options["mechanism"] == "dpsgd" else "dt"
+    result = simulate(METHODS["dp-fedct"], fed, as_models(model), rounds=2, period=1, seed=0,
+                      progress=False, options=options)
+    assert ("client_models" in outside(result)) is models_outside

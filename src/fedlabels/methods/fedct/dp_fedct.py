@@ -329,7 +329,20 @@ class DPFedCTServer(LedgerEvents, VoteServer):
                 *privacy.get("outside_guarantee", []),
                 {"name": "privacy.sensitivity.details", "reason": "sensitivity empirical: the "
                  "per-client estimates, computed from private data without noise"}]
+        if not (self.options.mechanism == "dpsgd" and self.options.site_model == "dp"):
+            privacy["outside_guarantee"] = [*privacy.get("outside_guarantee", []),
+                                            CLIENT_MODELS_OUTSIDE]
         return {"privacy": privacy}
+
+
+#: a client's final model where it is not the DP model whose labels it shares (every
+#: mechanism but ``dpsgd`` with ``site_model=dp``)
+CLIENT_MODELS_OUTSIDE = {
+    "name": "client_models",
+    "reason": "each client's final model (the one evaluated; the simulator's X.models.npz and "
+              "checkpoints, readable by their owner only): trained on the client's private "
+              "records without the mechanism, kept by the client and never sent, so not to be "
+              "released as private"}
 
 
 class DPFedCT(Method):
