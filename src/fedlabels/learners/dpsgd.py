@@ -183,10 +183,15 @@ def clipped_gradient_sum(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, c
              for a, b in zip(inputs, back, strict=True))
     norms = torch.sqrt(torch.as_tensor(sq))
     ok, scale = clip_scale(norms, clip)  # a non-finite example: 0, its a and b too (0·inf)
+    # on the CPU, where reading it costs no wait, a batch of finite examples (the usual
+    # case) skips the masks, each a copy of a layer's inputs that would change nothing
+    masked = xb.device.type != "cpu" or not bool(ok.all())
     summed: list[torch.Tensor] = []
     for a, b in zip(inputs, back, strict=True):
-        sb = torch.where(ok[:, None], b * scale[:, None], 0.0)
-        summed += [sb.T @ torch.where(ok[:, None], a, 0.0), sb.sum(dim=0)]
+        sb = b * scale[:, None]
+        if masked:
+            sb, a = torch.where(ok[:, None], sb, 0.0), torch.where(ok[:, None], a, 0.0)
+        summed += [sb.T @ a, sb.sum(dim=0)]
     return summed, norms
 
 
@@ -238,18 +243,19 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
         # own draws, from the learner's seeded generator), as its plain steps do
         summed, _ = clipped_gradient_sum(model, mlp._inputs(Xt[idx].to(dev), True),
                                          yt[idx].to(dev), clip)
-        noisy = [s + torch.from_numpy(rng.standard_normal(tuple(s.shape), dtype=np.float32))
-                 .to(dev) * (config.noise_multiplier * clip) for s in summed]
+        # in place: the sums and the drawn noise are this step's own tensors
+        noisy = [s.add_(torch.from_numpy(rng.standard_normal(tuple(s.shape), dtype=np.float32))
+                        .to(dev).mul_(config.noise_multiplier * clip)) for s in summed]
         weight = expected
         if n_aux:  # public: clipped like the private examples (no source dominates), no noise
             aidx = torch.from_numpy(aux.next())
             xa = Xa[aidx] if rows is None else Xa[rows[aidx]]
             public, _ = clipped_gradient_sum(model, mlp._inputs(xa.to(dev), True),
                                              ya[aidx].to(dev), clip)
-            noisy = [g + a for g, a in zip(noisy, public, strict=True)]
+            noisy = [g.add_(a) for g, a in zip(noisy, public, strict=True)]
             weight += len(aidx)
         for p, g in zip(params, noisy, strict=True):
-            p.grad = g / weight
+            p.grad = g.div_(weight)
         adam_step(opt)
     release_gradients(opt)
     mlp.steps_ += int(n_steps)
