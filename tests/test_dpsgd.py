@@ -110,28 +110,37 @@ def test_clipping_is_per_example() -> None:
     assert min(norms) > clip and max(norms) > 10 * clip  # every example was clipped
 
 
-def test_a_finite_batch_on_the_cpu_is_summed_without_masks(monkeypatch: Any) -> None:
-    """The masks that keep a non-finite example out copy every layer's inputs: on the CPU
-    a batch of finite examples skips them (test_clipping_is_per_example checks its sums),
-    and one non-finite example brings them back (its a and b would give 0·inf)."""
-    where, calls = torch.where, []
+@pytest.mark.parametrize("closed_form", [True, False])
+def test_a_finite_batch_on_the_cpu_is_summed_without_masks(monkeypatch: Any,
+                                                           closed_form: bool) -> None:
+    """The masks that keep a non-finite example out copy every layer's inputs (the closed
+    form) or every per-example gradient (torch.func's, any network): on the CPU a batch of
+    finite examples skips them (test_clipping_is_per_example and test_torch_networks check
+    the sums), and one non-finite example brings them back."""
+    calls = []
 
-    def counted(*args: Any, **kwargs: Any) -> torch.Tensor:
-        calls.append(1)
-        return where(*args, **kwargs)
+    class Counted:  # torch as the module sees it, its torch.where calls counted
+        def __getattr__(self, name: str) -> Any:
+            return getattr(torch, name)
 
-    monkeypatch.setattr(torch, "where", counted)
+        def where(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+            calls.append(1)
+            return torch.where(*args, **kwargs)
+
+    monkeypatch.setattr(dpsgd_module, "torch", Counted())
+    summed_by = clipped_gradient_sum if closed_form else dpsgd_module._clipped_sum_func
     rng = np.random.default_rng(2)
     x = torch.from_numpy(rng.normal(size=(9, 5)).astype(np.float32))
     y = torch.from_numpy(rng.integers(0, 3, 9))
     model = _mlp().model_
-    clipped_gradient_sum(model, x, y, 0.05)
+    summed_by(model, x, y, 0.05)
     assert len(calls) == 1  # clip_scale's, over the norms alone
     x[4, 0], calls[:] = np.inf, []
-    summed, _ = clipped_gradient_sum(model, x, y, 0.05)
-    assert len(calls) == 1 + 2 * 3  # b and a of each of the 3 linear layers
+    summed, _ = summed_by(model, x, y, 0.05)
+    # closed form: b and a of each of the 3 linear layers; torch.func: each of 6 parameters
+    assert len(calls) == 1 + 6
     keep = torch.arange(9) != 4
-    without, _ = clipped_gradient_sum(model, x[keep], y[keep], 0.05)
+    without, _ = summed_by(model, x[keep], y[keep], 0.05)
     for got, want in zip(summed, without, strict=True):
         torch.testing.assert_close(got, want)
 

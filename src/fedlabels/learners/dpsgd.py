@@ -139,9 +139,13 @@ def _clipped_sum_func(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, clip
     per = vmap(grad(loss), in_dims=(None, 0, 0), randomness="different")(params, xb, yb)
     norms = torch.sqrt(sum(per[n].flatten(1).pow(2).sum(1) for n in names))
     ok, scale = clip_scale(norms, clip)
-    return [torch.where(ok.view(-1, *[1] * (per[n].dim() - 1)),
-                        per[n] * scale.view(-1, *[1] * (per[n].dim() - 1)), 0.0).sum(0)
-            for n in names], norms
+    masked = xb.device.type != "cpu" or not bool(ok.all())  # as clipped_gradient_sum's
+    summed = []
+    for n in names:
+        shape = (-1, *[1] * (per[n].dim() - 1))
+        scaled = per[n] * scale.view(shape)
+        summed.append((torch.where(ok.view(shape), scaled, 0.0) if masked else scaled).sum(0))
+    return summed, norms
 
 
 def clip_scale(norms: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
