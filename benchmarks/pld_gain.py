@@ -7,16 +7,15 @@ the data split, the model initialisation and the client sampling's seed are shar
 noise is the OS CSPRNG's and differs. The difference PLD − RDP in mean test accuracy is
 averaged over the repetitions with a Student-t 95 % interval. Settings (δ = 1e-5):
 
-* ``client``: client-level DP-FedAvg, ``sample_rate`` q < 1. RDP arm: ``noise_multiplier``
-  given as RDP's σ for (ε, δ, q, rounds) (``calibrate_gaussian(..., "rdp")``); PLD arm:
-  ``epsilon`` (the default calibration). Both report the PLD ε.
+* ``client``: client-level DP-FedAvg, ``sample_rate`` q < 1, calibrated over the rounds.
 * ``record``: record-level DP-FedAvg (``level=record``: DP-SGD at ``example_rate`` < 1,
-  rounds × period steps). It has no ``noise_multiplier`` option, so the RDP arm replaces
-  the server's calibration (``dp_fedavg_record.dpsgd_calibration``) by RDP's; each client
-  adds the larger of the server's σ and its own (``DPSGDClient.round_sigma``), i.e. RDP's.
-  The σ each run used is read back from its result and checked.
-* ``fedct``: DP-FedCT ``mechanism=dpsgd`` (the same DP-SGD accountant, rounds × period
-  steps; the RDP arm replaces ``mechanisms.dpsgd.dpsgd_calibration`` the same way).
+  calibrated over rounds × period steps).
+* ``fedct``: DP-FedCT ``mechanism=dpsgd`` (the same DP-SGD accountant and steps).
+
+In every setting the RDP arm gives ``noise_multiplier`` as RDP's σ for the same (ε, δ, q,
+compositions) (``calibrate_gaussian(..., "rdp")``; each DP-SGD client enforces it as its
+own σ) and the PLD arm gives ``epsilon`` (the default calibration). Both report the PLD ε;
+the σ each run used is read back from its result and checked.
 
 The docs' run::
 
@@ -32,8 +31,7 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,9 +41,7 @@ import torch
 from scipy import stats
 
 import fedlabels as fl
-from fedlabels.methods.fedavg import dp_fedavg_record
-from fedlabels.methods.fedct.mechanisms import dpsgd as fedct_dpsgd
-from fedlabels.privacy.gaussian_calibration import GaussianCalibration, calibrate_gaussian
+from fedlabels.privacy.gaussian_calibration import calibrate_gaussian
 
 DELTA = 1e-5
 
@@ -80,8 +76,6 @@ SMOKE = (
     Setting("fedct", "fedct", "digits", 3, 0, 100, "mlp(hidden=8)", 2, 2, 0.5),
     Setting("client", "client", "digits", 20, 0, 100, "mlp(hidden=8)", 2, 2, 0.5),
 )
-#: where each DP-SGD method's server calibrates σ (replaced for the RDP arm)
-SERVER_CALIBRATION = {"record": dp_fedavg_record, "fedct": fedct_dpsgd}
 
 
 def rdp_sigma(epsilon: float, setting: Setting) -> float:
@@ -89,39 +83,21 @@ def rdp_sigma(epsilon: float, setting: Setting) -> float:
     return calibrate_gaussian(epsilon, DELTA, setting.rate, setting.steps(), "rdp").sigma
 
 
-@contextmanager
-def rdp_server_calibration(level: str) -> Iterator[None]:
-    """The DP-SGD server of ``level`` (record | fedct) calibrates σ with RDP, not PLD."""
-    module: Any = SERVER_CALIBRATION[level]
-    original = module.dpsgd_calibration
-
-    def by_rdp(target: float, delta: float, rate: float, steps: int) -> GaussianCalibration:
-        return calibrate_gaussian(target, delta, rate, steps, "rdp")
-
-    module.dpsgd_calibration = by_rdp
-    try:
-        yield
-    finally:
-        module.dpsgd_calibration = original
-
-
 def run_arm(fed: Any, setting: Setting, epsilon: float, arm: str, seed: int) -> dict[str, Any]:
     """One run of ``arm`` (rdp | pld): its accuracy, σ and reported (PLD) ε."""
     options: dict[str, Any] = {"delta": DELTA}
+    options.update({"epsilon": epsilon} if arm == "pld"
+                   else {"noise_multiplier": rdp_sigma(epsilon, setting)})
     if setting.level == "client":
         options["sample_rate"] = setting.rate
-        options.update({"epsilon": epsilon} if arm == "pld"
-                       else {"noise_multiplier": rdp_sigma(epsilon, setting)})
     else:
-        options.update(example_rate=setting.rate, epsilon=epsilon,
+        options.update(example_rate=setting.rate,
                        **({"level": "record"} if setting.level == "record"
                           else {"mechanism": "dpsgd"}))
     method = "dp-fedct" if setting.level == "fedct" else "dp-fedavg"
-    with (rdp_server_calibration(setting.level) if arm == "rdp" and setting.level != "client"
-          else _nothing()):
-        res = fl.run(method, fed, model=setting.model, rounds=setting.rounds,
-                     period=setting.period, seed=seed, eval_every=setting.rounds,
-                     progress=False, options=options)
+    res = fl.run(method, fed, model=setting.model, rounds=setting.rounds,
+                 period=setting.period, seed=seed, eval_every=setting.rounds,
+                 progress=False, options=options)
     privacy = (res.extra or {})["privacy"]
     expected = (rdp_sigma(epsilon, setting) if arm == "rdp" else calibrate_gaussian(
         epsilon, DELTA, setting.rate, setting.steps(), "pld").sigma)
@@ -131,11 +107,6 @@ def run_arm(fed: Any, setting: Setting, epsilon: float, arm: str, seed: int) -> 
     return {"accuracy": float((res.final or {})["mean_accuracy"]),
             "sigma": float(privacy["noise_multiplier"]),
             "epsilon_reported": float(privacy["epsilon"])}
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def interval(diffs: Sequence[float]) -> tuple[float, float, float]:

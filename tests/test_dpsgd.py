@@ -242,7 +242,7 @@ def test_clients_do_not_account_each_round_with_pld(fed: fl.Federation,
     ("dp-fedct", {"mechanism": "dpsgd", "epsilon_per_round": 1.0}, "needs the total"),
     ("dp-fedct", {"mechanism": "dpsgd", "epsilon": 1.0, "sensitivity": 4}, "do not apply"),
     ("dp-fedct", {"epsilon": 1.0, "example_clip": 2.0}, "only with --mechanism dpsgd"),
-    ("dp-fedavg", {"level": "record", "noise_multiplier": 1.0}, "apply only with level"),
+    ("dp-fedavg", {"level": "record", "epsilon": 1.0, "clip": 2.0}, "apply only with level"),
     ("dp-fedavg", {"epsilon": 1.0, "example_rate": 0.1}, "only with level record"),
 ])
 def test_inapplicable_options_are_errors(fed: fl.Federation, method: str,

@@ -191,6 +191,11 @@ _EVERY_SITE_RELEASE = [
                         "label_queries": 20}),
     ("dp-fedavg", "mlp(hidden=4)", {"level": "record", "epsilon": 8.0,
                                     "example_rate": 0.5, "sample_rate": 1.0}),
+    # σ given instead of a total ε: the plan's steps at that σ are the budget
+    ("dp-fedct", "mlp(hidden=4)", {"mechanism": "dpsgd", "noise_multiplier": 1.5,
+                                   "example_rate": 0.5}),
+    ("dp-fedavg", "mlp(hidden=4)", {"level": "record", "noise_multiplier": 1.5,
+                                    "example_rate": 0.5, "sample_rate": 1.0}),
 ]
 
 
@@ -203,7 +208,8 @@ def test_without_a_lifetime_budget_a_site_allows_one_run_of_its_own_plan(
     the lifetime budget of its dataset: a coordinator that starts the deployment again gets
     a budget refusal, not the plan's releases again with fresh noise (every protocol in
     which a site releases with its own noise)."""
-    opts = {"epsilon": 1.0, **options} if method == "dp-fedct" else dict(options)
+    opts = ({"epsilon": 1.0, **options} if method == "dp-fedct"
+            and "noise_multiplier" not in options else dict(options))
     cfg = RunConfig(method=method, dataset="breast_cancer", clients=3, model=model,
                     rounds=2, period=2, seed=0, options=opts)
     prepared, first = loopback_deployment(cfg, tmp_path / "sites")
@@ -215,11 +221,16 @@ def test_without_a_lifetime_budget_a_site_allows_one_run_of_its_own_plan(
     assert 0 < released[NODE] <= cfg.rounds
     spent = _ledger(grid.contexts[NODE], prepared).spent().epsilon
     assert spent <= result.extra["privacy"]["epsilon"] * (1 + 1e-6)
-    # a DP-SGD site's entries name the accountant that calibrated its own σ
+    # a DP-SGD site's entries name the accountant that calibrated its own σ, or that its
+    # plan gave σ
     entries = _ledger(grid.contexts[NODE], prepared)._lines()[1:]
     dpsgd = [e for e in entries if e.get("event", {}).get("type") == "DPSGDRoundEvent"]
     assert bool(dpsgd) == ("dpsgd" in options.values() or "record" in options.values())
-    assert all(e["calibrated_by"] == "pld" for e in dpsgd)
+    how = "given" if "noise_multiplier" in options else "pld"
+    assert all(e["calibrated_by"] == how for e in dpsgd)
+    assert all(e["event"]["noise_multiplier"] == options.get("noise_multiplier",
+                                                             e["event"]["noise_multiplier"])
+               for e in dpsgd)
     for _ in (2, 3):
         with pytest.raises(FedLabelsError, match="Every site's privacy budget is spent"):
             run_server(LoopbackGrid(client_app, configs, {

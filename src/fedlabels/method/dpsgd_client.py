@@ -53,6 +53,17 @@ def example_rate_option(context: str) -> Any:
                   "noise, docs/privacy.md §7c)", kind=float, interval=PROBABILITY)
 
 
+def one_of_sigma_and_epsilon(who: str, noise_multiplier: float | None,
+                             epsilon: float | None) -> None:
+    """Refuse options that give both or neither of σ (``noise_multiplier``) and a target ε
+    (``epsilon``, from which σ is calibrated); ``who``: the method (and mode) they are of."""
+    if (noise_multiplier is None) == (epsilon is None):
+        raise FedLabelsError(f"{who} needs exactly one of noise_multiplier (σ, e.g. "
+                             "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
+                             "e.g. --epsilon 8, σ is then calibrated); in Python: "
+                             "fl.run(..., options={'epsilon': 8}).")
+
+
 class SecretNoiseClient(ClientRole):
     """A client role with a secret noise generator kept in its state (``noise_rng``) and
     the ledger of what it released (``ledger``, state ``ledger_events``)."""
@@ -151,25 +162,31 @@ class DPSGDClient(SecretNoiseClient):
     dp_steps: int = 0
 
     def planned_dp_steps(self) -> int | None:
-        """The steps the noise was calibrated for (None: no total budget to enforce)."""
-        if getattr(self.settings.options, "epsilon", None) is None:
+        """The steps this client's noise is planned for: its rounds × period where its
+        options give σ (``noise_multiplier``) or a total ε to calibrate it (None: neither,
+        nothing to enforce)."""
+        opts = self.settings.options
+        if getattr(opts, "epsilon", None) is None and \
+                getattr(opts, "noise_multiplier", None) is None:
             return None
         return self.settings.rounds * self.settings.period
 
     def own_sigma(self) -> float | None:
-        """The DP-SGD σ this client's ε calibrates over its planned steps (None: no total
-        budget); its ledger states the accountant that calibrated it."""
-        from fedlabels.privacy.dpsgd_accounting import dpsgd_calibration
+        """The DP-SGD σ of this client's own options: its ``noise_multiplier``, else what
+        its ε calibrates over its planned steps (None: neither); its ledger states which
+        (``calibrated_by``: the accountant, or ``given``)."""
+        from fedlabels.privacy.dpsgd_accounting import dpsgd_noise, sigma_calibrated_by
 
         planned, opts = self.planned_dp_steps(), self.options
         if planned is None:
             return None
-        own = dpsgd_calibration(opts.epsilon, opts.delta, opts.example_rate, planned)
-        self.ledger.calibrated_by = own.accountant
-        return own.sigma
+        sigma, calibration = dpsgd_noise(getattr(opts, "noise_multiplier", None),
+                                         opts.epsilon, opts.delta, opts.example_rate, planned)
+        self.ledger.calibrated_by = sigma_calibrated_by(calibration)
+        return sigma
 
     def planned_events(self) -> list[Any] | None:
-        """Each planned round's ``period`` DP-SGD steps at the σ this client's ε calibrates."""
+        """Each planned round's ``period`` DP-SGD steps at this client's own σ."""
         sigma, opts = self.own_sigma(), self.options
         if sigma is None:
             return None
@@ -179,9 +196,9 @@ class DPSGDClient(SecretNoiseClient):
 
     def check_dpsgd_round(self, config: Mapping[str, Any]) -> int:
         """The client's own options, not the server's message, decide its protection: a
-        round whose q or C differ from them, whose σ is below the σ they calibrate, whose
-        step count is not the client's own or whose steps go beyond the planned number is
-        refused before anything trains. Returns the round's steps."""
+        round whose q or C differ from them, whose σ is below the σ they give or calibrate,
+        whose step count is not the client's own or whose steps go beyond the planned
+        number is refused before anything trains. Returns the round's steps."""
         opts = self.options
         for key in DPSGD_OPTIONS:
             refuse_other_value(self.cid, key, config[key], getattr(opts, key),
@@ -190,14 +207,15 @@ class DPSGDClient(SecretNoiseClient):
         if planned is None or sigma is None:
             return self.checked_steps(config)
         if float(config["noise_multiplier"]) < sigma * (1 - SIGMA_AGREEMENT):
+            needs = (f"this client's ε = {opts.epsilon} needs" if opts.epsilon is not None
+                     else "this client's noise_multiplier gives")
             raise ParameterRefusal(f"client {self.cid}: the server asked for DP-SGD noise σ = "
                                  f"{float(config['noise_multiplier']):.6g}, below the σ = "
-                                 f"{sigma:.6g} this client's ε = {opts.epsilon} needs; "
-                                 "refusing.")
+                                 f"{sigma:.6g} {needs}; refusing.")
         steps = self.checked_steps(config)
         if self.dp_steps + steps > planned:
             raise BudgetRefusal(
-                f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was calibrated "
+                f"client {self.cid}: privacy budget exceeded: the DP-SGD noise was planned "
                 f"for {planned} local steps, {self.dp_steps} taken; refusing {steps} more.")
         return steps
 

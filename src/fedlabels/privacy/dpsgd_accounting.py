@@ -9,7 +9,7 @@ client's (ε, δ) is that of its own total steps, via dp-accounting's PLD and RD
 with steps in place of rounds), the tighter one reported. σ is calibrated from the target
 (ε, δ) over the *planned* steps (rounds × local steps) to that PLD ε (RDP's where PLD cannot
 be afforded, :mod:`fedlabels.privacy.gaussian_calibration`), so the reported ε meets the
-target.
+target; or it is given (``noise_multiplier``, :func:`dpsgd_noise`) and ε is what it spends.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from typing import Any
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import PrivacySpent, tightest_gaussian
 from fedlabels.privacy.events import is_count, require_positive
-from fedlabels.privacy.gaussian_calibration import GaussianCalibration, calibrate_gaussian
+from fedlabels.privacy.gaussian_calibration import (
+    SIGMA_GIVEN,
+    GaussianCalibration,
+    calibrate_gaussian,
+)
 from fedlabels.privacy.validation import check_delta
 
 #: what DP-SGD's neighbouring datasets are (the Poisson-subsampling analysis)
@@ -98,6 +102,32 @@ def dpsgd_calibration(target_epsilon: float, delta: float, sample_rate: float,
     if planned_steps < 1:
         raise FedLabelsError(f"DP-SGD needs at least one planned step, got {planned_steps}.")
     return calibrate_gaussian(target_epsilon, delta, sample_rate, planned_steps, "pld")
+
+
+def dpsgd_noise(noise_multiplier: float | None, target_epsilon: float | None, delta: float,
+                sample_rate: float, planned_steps: int
+                ) -> tuple[float, GaussianCalibration | None]:
+    """A party's DP-SGD σ from its own options: ``noise_multiplier`` where given (no
+    calibration: None), else :func:`dpsgd_calibration` of ``target_epsilon``."""
+    if noise_multiplier is not None:
+        return float(noise_multiplier), None
+    if target_epsilon is None:
+        raise FedLabelsError("DP-SGD needs noise_multiplier or epsilon.")
+    calibration = dpsgd_calibration(target_epsilon, delta, sample_rate, planned_steps)
+    return calibration.sigma, calibration
+
+
+def sigma_calibrated_by(calibration: GaussianCalibration | None) -> str:
+    """A ledger's ``calibrated_by`` for σ from :func:`dpsgd_noise`: the accountant that
+    calibrated it, or ``given``."""
+    return SIGMA_GIVEN if calibration is None else calibration.accountant
+
+
+def sigma_source(target_epsilon: float | None, calibration: GaussianCalibration | None) -> str:
+    """A result's ``noise_multiplier_source``: how σ came (DP-FedAvg's wording)."""
+    if calibration is None:
+        return SIGMA_GIVEN
+    return f"calibrated from target epsilon {target_epsilon} by {calibration.accountant}"
 
 
 def calibrate_dpsgd(target_epsilon: float, delta: float, sample_rate: float,

@@ -34,6 +34,9 @@ from fedlabels.privacy.search import bisect_monotone
 from fedlabels.privacy.validation import check_delta, check_epsilon, check_sampling_rate
 
 CALIBRATION_ACCOUNTANTS = ("analytic", "rdp", "pld")
+#: how σ came where a party's options gave it (``noise_multiplier``) instead of a target to
+#: calibrate it to: a ledger's ``calibrated_by``, a result's ``noise_multiplier_source``
+SIGMA_GIVEN = "given"
 #: the PLD calibration's tightness: σ·(1 - this) exceeds the target under the reported PLD
 CALIBRATION_RTOL = 1e-3
 #: the PLD discretisation of the search (10x coarser than the reported one: its ε is within

@@ -187,8 +187,9 @@ class Ledger:
     the δ every ε of this ledger is stated at. ``per_client``: a server's ledger of its
     clients' releases, whose ε is the worst client's (:func:`account_per_client`);
     ``gaussian_accountants``: see :func:`account_events`; ``calibrated_by``: the accountant
-    that calibrated the party's noise to its target (None: not calibrated), stated in
-    :meth:`to_dict` and :meth:`target_view`."""
+    that calibrated the party's noise to its target, or ``given`` where its options gave σ
+    (:data:`~fedlabels.privacy.gaussian_calibration.SIGMA_GIVEN`; None: neither stated),
+    stated in :meth:`to_dict` and :meth:`target_view`."""
 
     delta: float
     target: float | None = None

@@ -73,6 +73,7 @@ from fedlabels.method.dpsgd_client import (
     DPSGD_OPTIONS,
     example_clip_option,
     example_rate_option,
+    one_of_sigma_and_epsilon,
 )
 from fedlabels.method.options import (
     DP_SCALE,
@@ -106,8 +107,8 @@ LEVELS = ("client", "record")
 NOISES = ("continuous", "discrete")
 AGGREGATIONS = ("plain", "secure")
 #: client-level options that record-level DP-FedAvg does not read
-_CLIENT_LEVEL_ONLY = ("clip", "noise_multiplier", "accountant", "noise", "grid",
-                      "aggregation", "min_group", "retries")
+_CLIENT_LEVEL_ONLY = ("clip", "accountant", "noise", "grid", "aggregation", "min_group",
+                      "retries")
 #: what aggregation secure runs with (the one line naming the valid combination)
 SECURE_NEEDS = ("aggregation secure runs with level client, noise discrete, sample_rate 1 "
                 "and accountant rdp or none (e.g. --noise discrete --opt aggregation=secure)")
@@ -119,11 +120,13 @@ class DPFedAvgOptions(MethodOptions):
                          interval=POSITIVE, flag=True)
     noise_multiplier: float | None = option(
         None, "noise multiplier σ (noise std σ·S on the sum of clipped updates; noise "
-        "discrete: σ·Δ grid units on the integer sum); give this or epsilon", kind=float,
-        interval=DP_SCALE, nullable=True, flag=True)
+        "discrete: σ·Δ grid units on the integer sum; level record: DP-SGD's noise std σ·C "
+        "on each step's sum of clipped example gradients, each client adding its own); give "
+        "this or epsilon", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     epsilon: float | None = option(
-        None, "total (ε, δ) budget of the whole run (client-level); σ is calibrated to it over "
-        "the run's rounds and every round is checked against it; give this or "
+        None, "total (ε, δ) budget of the whole run (client-level; level record: per record "
+        "of a client); σ is calibrated to it over the run's rounds (level record: rounds × "
+        "period DP-SGD steps) and every round is checked against it; give this or "
         "noise_multiplier", kind=float, interval=DP_SCALE, nullable=True, flag=True)
     delta: float = delta_option("δ of the client-level (ε, δ) guarantee")
     sample_rate: float = option(1.0, "Poisson client-sampling rate q", kind=float,
@@ -177,20 +180,16 @@ class DPFedAvgOptions(MethodOptions):
             if unused:
                 raise FedLabelsError(f"dp-fedavg option(s) {', '.join(unused)} apply only "
                                      "with level client; level record clips each example "
-                                     "(example_clip) and calibrates σ from --epsilon.")
-            if self.epsilon is None:
-                raise FedLabelsError("dp-fedavg level record needs the total budget --epsilon "
-                                     "(σ of DP-SGD is calibrated to it over all local steps).")
+                                     "(example_clip) and takes its σ from --noise-multiplier "
+                                     "or calibrates it from --epsilon.")
+            one_of_sigma_and_epsilon("dp-fedavg level record", self.noise_multiplier,
+                                     self.epsilon)
             return
         unused = [n for n in DPSGD_OPTIONS if n in given]
         if unused:
             raise FedLabelsError(f"dp-fedavg option(s) {', '.join(unused)} apply only with "
                                  "level record (--level record).")
-        if (self.noise_multiplier is None) == (self.epsilon is None):
-            raise FedLabelsError("dp-fedavg needs exactly one of noise_multiplier (σ, e.g. "
-                                 "--noise-multiplier 1.0) and epsilon (a target ε over the run, "
-                                 "e.g. --epsilon 8, σ is then calibrated); in Python: "
-                                 "fl.run(..., options={'epsilon': 8}).")
+        one_of_sigma_and_epsilon("dp-fedavg", self.noise_multiplier, self.epsilon)
         if self.aggregation == "secure":
             wrong = [f"{k} {v}" for k, v in (("noise", self.noise),
                                              ("sample_rate", self.sample_rate),

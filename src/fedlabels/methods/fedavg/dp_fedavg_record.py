@@ -8,7 +8,8 @@ global weights, takes ``period`` DP-SGD steps on its private data
 averages the updates weighted by the clients' sizes. Every update is post-processing of the
 client's DP-SGD steps, so each client's transcript is (ε, δ)-DP for one of its records
 (added or removed) against **everyone, the server included**, with σ calibrated from the
-total ε over rounds × period steps and the steps each client actually took accounted with
+total ε over rounds × period steps (or given: ``noise_multiplier``, each client enforcing
+its own) and the steps each client actually took accounted with
 PLD / RDP (:mod:`fedlabels.privacy.dpsgd_accounting`) — the same accountant as
 DP-FedCT's ``dpsgd`` mechanism.
 """
@@ -35,7 +36,9 @@ from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
     DPSGDRoundEvent,
     account_dpsgd,
-    dpsgd_calibration,
+    dpsgd_noise,
+    sigma_calibrated_by,
+    sigma_source,
 )
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
@@ -85,14 +88,14 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
         super().__init__(initial, settings.period)
         self.options, self.delta = options, options.delta
         self.q, self.server_lr = options.sample_rate, options.server_lr
-        self.calibration = dpsgd_calibration(options.epsilon, self.delta,
-                                             options.example_rate,
-                                             settings.rounds * settings.period)
-        self.sigma = self.calibration.sigma
+        # σ given (noise_multiplier), or calibrated from the total ε over every planned step
+        self.sigma, self.calibration = dpsgd_noise(options.noise_multiplier, options.epsilon,
+                                                   self.delta, options.example_rate,
+                                                   settings.rounds * settings.period)
         self.rounds = settings.rounds
         # every client's DP-SGD rounds; ε and the run's budget are views of it
         self.ledger = Ledger(self.delta, options.epsilon, what="each client", per_client=True,
-                             calibrated_by=self.calibration.accountant)
+                             calibrated_by=sigma_calibrated_by(self.calibration))
         self.ledger.check_plan(planned_dpsgd_rounds(settings.rounds, settings.period,
                                                     self.sigma, options),
                                f"{settings.rounds} round(s)")
@@ -131,7 +134,8 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
             **account_dpsgd(self.events, self.delta),  # per client; ε: the ledger's
             **self.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
-            "calibration": self.calibration.to_dict(),
+            "noise_multiplier_source": sigma_source(self.options.epsilon, self.calibration),
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "example_rate": self.options.example_rate,
             "example_clip": self.options.example_clip,
             "sample_rate": self.q,

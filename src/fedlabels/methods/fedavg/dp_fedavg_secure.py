@@ -68,6 +68,7 @@ from fedlabels.privacy.discrete_gaussian import (
     integer_sensitivity,
 )
 from fedlabels.privacy.events import DistributedDiscreteGaussianEvent
+from fedlabels.privacy.gaussian_calibration import SIGMA_GIVEN
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 #: the attempts a server makes per round before it gives the round up
@@ -165,7 +166,7 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
             self._ledger = Ledger(float(self.options.delta), self.options.epsilon,
                                   what=f"client {self.cid}",
                                   calibrated_by=_CALIBRATED_BY if options_epsilon(
-                                      self.options) else None)
+                                      self.options) else SIGMA_GIVEN)
         return self._ledger
 
     def on_train(self, message: Message) -> Message:

@@ -18,7 +18,8 @@ Each mechanism is a strategy of :mod:`fedlabels.methods.fedct.mechanisms`.
 
 The options (:class:`DPFedCTOptions`: the run's total (ε, δ) budget ``epsilon``, from which
 the per-round ε is calibrated and against which every release is checked, or a pure
-``epsilon_per_round``; the sensitivity s* —
+``epsilon_per_round``; ``dpsgd`` a total ``epsilon`` or DP-SGD's ``noise_multiplier``;
+the sensitivity s* —
 worst case 2|U|, an empirical estimate, Prop. 2 or a given number of bits — and the
 mechanism) are FedCT's plus the privacy ones; ``fedlabels methods dp-fedct`` lists them.
 
@@ -402,7 +403,11 @@ class DPFedCT(Method):
             raise FedLabelsError(refusal)
 
     def extension_refusal(self, settings: Settings, learners: list[Any]) -> str | None:
-        if settings.options_as(DPFedCTOptions).epsilon is not None:
+        options = settings.options_as(DPFedCTOptions)
+        if options.epsilon is not None and options.mechanism == "dpsgd":
+            return ("DP-SGD's σ is calibrated from the total ε over the planned rounds' "
+                    "steps; rerun with the new --rounds, or give --noise-multiplier")
+        if options.epsilon is not None:
             return ("the total ε is split over the planned rounds (the per-round ε depends on "
                     "them); rerun with the new --rounds, or use --epsilon-per-round")
         return super().extension_refusal(settings, learners)

@@ -14,6 +14,7 @@ from fedlabels.method.dpsgd_client import (
     DPSGD_OPTIONS,
     example_clip_option,
     example_rate_option,
+    one_of_sigma_and_epsilon,
 )
 from fedlabels.method.options import (
     DP_SCALE,
@@ -54,11 +55,17 @@ class DPFedCTOptions(VoteOptions):
         "calibrated from it over the run's rounds (xor: exact accountant; kary: the "
         "tightest of its exact accountant and RDP) and every release is checked against "
         "it; give this or "
-        "epsilon_per_round", kind=float, interval=DP_SCALE, nullable=True, flag=True)
+        "epsilon_per_round (dpsgd: or noise_multiplier)", kind=float, interval=DP_SCALE,
+        nullable=True, flag=True)
     epsilon_per_round: float | None = option(
         None, "pure ε of one round's label release per client (no run target: the total is "
         "whatever the rounds compose to); give this or epsilon", kind=float,
         interval=DP_SCALE, nullable=True, flag=True)
+    noise_multiplier: float | None = option(
+        None, "dpsgd: DP-SGD's noise multiplier σ (noise std σ·C on each step's sum of "
+        "clipped example gradients, each client adding its own; no run target: ε is what "
+        "the steps spend); give this or epsilon", kind=float, interval=DP_SCALE,
+        nullable=True, flag=True)
     delta: float = delta_option("δ of the (ε, δ) of the composition over rounds")
     mechanism: str = option(  # None becomes "xor" (__post_init__)
         None, "xor: bitwise randomized response on the one-hot rows; kary: k-ary randomized "
@@ -162,12 +169,13 @@ class DPFedCTOptions(VoteOptions):
 
     def check(self) -> None:
         super().check()
-        if (self.epsilon is None) == (self.epsilon_per_round is None):
+        self._check_trained_mechanisms()
+        if self.mechanism != "dpsgd" and (self.epsilon is None) == \
+                (self.epsilon_per_round is None):
             raise FedLabelsError("dp-fedct needs exactly one of epsilon (the total (ε, δ) "
                                  "budget of the run, e.g. --epsilon 8) and epsilon_per_round "
                                  "(pure ε of each round's release, e.g. --epsilon-per-round 1); "
                                  "in Python: fl.run(..., options={'epsilon': 8}).")
-        self._check_trained_mechanisms()
         unused = [n for n in (*SITE_MODEL_OPTIONS, *LABELLER_OPTIONS) if n in self.given()]
         if unused and self.site_model != "private":
             raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} shape the site's own "
@@ -207,10 +215,14 @@ class DPFedCTOptions(VoteOptions):
                                          f"with --mechanism {mechanism}; got mechanism "
                                          f"{self.mechanism!r}.")
                 continue
-            if self.epsilon is None:
+            sigma = " or --noise-multiplier σ" if mechanism == "dpsgd" else ""
+            if self.epsilon_per_round is not None or (self.epsilon is None and not sigma):
                 raise FedLabelsError(f"dp-fedct --mechanism {mechanism} needs the total budget "
-                                     "--epsilon (σ is calibrated to the whole run), not "
-                                     "--epsilon-per-round.")
+                                     f"--epsilon (σ is calibrated to the whole run){sigma}, "
+                                     "not --epsilon-per-round.")
+            if sigma:
+                one_of_sigma_and_epsilon("dp-fedct --mechanism dpsgd", self.noise_multiplier,
+                                         self.epsilon)
             unused = [n for n in _SENSITIVITY_OPTIONS if n in given]
             if unused:
                 raise FedLabelsError(f"dp-fedct option(s) {', '.join(unused)} do not apply to "
@@ -226,7 +238,8 @@ LABELLER_OPTIONS = ("labeller_lr",)
 #: mechanisms that train the shared labels' models privately: their own options, and why
 #: they have no label sensitivity s*
 _TRAINED_MECHANISMS = {
-    "dpsgd": ((*DPSGD_OPTIONS, "site_model", *SITE_MODEL_OPTIONS, *LABELLER_OPTIONS),
+    "dpsgd": ((*DPSGD_OPTIONS, "noise_multiplier", "site_model", *SITE_MODEL_OPTIONS,
+               *LABELLER_OPTIONS),
               "it has no label sensitivity s*: DP-SGD clips "
                                               "each example's gradient instead"),
     "subsample-aggregate": (_SA_ONLY, "its sensitivity is one teacher vote, L2 √2, not s*"),

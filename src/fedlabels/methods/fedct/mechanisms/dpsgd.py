@@ -40,7 +40,9 @@ from fedlabels.privacy.dpsgd_accounting import (
     RECORD_ADD_REMOVE,
     DPSGDRoundEvent,
     account_dpsgd,
-    dpsgd_calibration,
+    dpsgd_noise,
+    sigma_calibrated_by,
+    sigma_source,
 )
 
 if TYPE_CHECKING:
@@ -131,11 +133,11 @@ class DPSGDMechanism(LabelMechanism):
         if self.sigma is not None:
             return
         opts, settings = server.options, server.settings
-        assert opts.epsilon is not None  # DPFedCTOptions.check: dpsgd needs a total ε
-        self.calibration = dpsgd_calibration(opts.epsilon, server.delta, opts.example_rate,
-                                             settings.rounds * settings.period)
-        self.sigma = self.calibration.sigma
-        server.ledger.calibrated_by = self.calibration.accountant
+        # σ given (noise_multiplier), or calibrated from the total ε over every planned step
+        self.sigma, self.calibration = dpsgd_noise(opts.noise_multiplier, opts.epsilon,
+                                                   server.delta, opts.example_rate,
+                                                   settings.rounds * settings.period)
+        server.ledger.calibrated_by = sigma_calibrated_by(self.calibration)
         server.ledger.check_plan(planned_dpsgd_rounds(settings.rounds, settings.period,
                                                       self.sigma, opts),
                                  f"{settings.rounds} round(s)")
@@ -162,6 +164,7 @@ class DPSGDMechanism(LabelMechanism):
             **account_dpsgd(server.events, server.delta),  # per client; ε: the ledger's
             **server.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
+            "noise_multiplier_source": sigma_source(server.options.epsilon, self.calibration),
             "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "example_rate": server.options.example_rate,
             "example_clip": server.options.example_clip,
