@@ -33,7 +33,7 @@ SETTINGS = [("dp-sgd (q 0.25, 1000 steps)", 0.25, 1000),
 
 
 def _fresh() -> None:
-    for memo in (calibrate_gaussian, accounting.gaussian_epsilon, accounting._pld_of_one_step,
+    for memo in (calibrate_gaussian, accounting.gaussian_epsilon, accounting.pld_of_one_step,
                  accounting._rdp_of_one_step):
         memo.cache_clear()
 

@@ -82,7 +82,7 @@ def test_calibration_is_deterministic() -> None:
     first = calibrate_gaussian(2.0, DELTA, 0.5, 10)
     calibrate_gaussian.cache_clear()
     accounting.gaussian_epsilon.cache_clear()
-    accounting._pld_of_one_step.cache_clear()
+    accounting.pld_of_one_step.cache_clear()
     assert calibrate_gaussian(2.0, DELTA, 0.5, 10) == first
 
 

@@ -474,7 +474,9 @@ def _gaussian_event(noise_multiplier: float, sampling_rate: float, rounds: int) 
     return dpa.SelfComposedDpEvent(step, rounds)
 
 
-def _require_dp_accounting() -> None:
+def require_dp_accounting() -> None:
+    """Refuse, in one line naming the install, where dp-accounting (the ``dp`` extra) is
+    missing: every accountant and calibration of the Gaussian mechanisms needs it."""
     try:
         import dp_accounting  # noqa: F401
     except ImportError:
@@ -483,7 +485,7 @@ def _require_dp_accounting() -> None:
 
 
 def _gaussian_accountant(name: str) -> Any:
-    _require_dp_accounting()
+    require_dp_accounting()
     import dp_accounting as dpa
     from dp_accounting.pld import pld_privacy_accountant
     from dp_accounting.rdp import rdp_privacy_accountant
@@ -529,7 +531,7 @@ def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
         if sampling_rate < 1.0:
             raise FedLabelsError("the analytic Gaussian accountant needs sampling rate 1; use "
                                  "pld or rdp with client sampling.")
-        _require_dp_accounting()
+        require_dp_accounting()
         import dp_accounting as dpa
 
         return float(dpa.get_epsilon_gaussian(noise_multiplier / math.sqrt(rounds), delta))
@@ -541,7 +543,7 @@ def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
     if accountant == "pld" and sampling_rate < 1.0:  # as PLDAccountant composes T steps
         from dp_accounting.pld.privacy_loss_distribution import identity
 
-        steps = _pld_of_one_step(noise_multiplier, sampling_rate).self_compose(rounds)
+        steps = pld_of_one_step(noise_multiplier, sampling_rate).self_compose(rounds)
         return float(identity(value_discretization_interval=PLD_DISCRETIZATION)
                      .compose(steps).get_epsilon_for_delta(delta))
     acc = _gaussian_accountant(accountant)
@@ -550,7 +552,7 @@ def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _pld_of_one_step(noise_multiplier: float, sampling_rate: float,
+def pld_of_one_step(noise_multiplier: float, sampling_rate: float,
                      discretization: float = PLD_DISCRETIZATION) -> Any:
     """The PLD of one Poisson-subsampled Gaussian step, as ``PLDAccountant`` builds it
     (seconds to build; memoised, T steps self-compose it); ``discretization``: the value

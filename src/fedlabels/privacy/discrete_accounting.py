@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.privacy.accounting import PrivacySpent, _require_dp_accounting
+from fedlabels.privacy.accounting import PrivacySpent, require_dp_accounting
 from fedlabels.privacy.search import smallest_noise
 from fedlabels.privacy.validation import (
     check_delta,
@@ -107,7 +107,7 @@ def discrete_gaussian_rdp(noise_multiplier: float, sampling_rate: float
 def discrete_gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
                               delta: float) -> float:
     """ε at δ of ``rounds`` discrete-Gaussian rounds (add/remove one client), by RDP."""
-    _require_dp_accounting()
+    require_dp_accounting()
     from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 
     check_delta(delta)

@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.privacy.accounting import PrivacySpent, _require_dp_accounting
+from fedlabels.privacy.accounting import PrivacySpent, require_dp_accounting
 from fedlabels.privacy.search import smallest_noise
 from fedlabels.privacy.validation import check_delta, check_epsilon, check_noise_multiplier
 
@@ -96,7 +96,7 @@ def distributed_discrete_rdp(noise_multiplier: float, shares: int, sensitivity: 
 def distributed_discrete_epsilon(noise_multiplier: float, shares: int, sensitivity: float,
                                  dim: int, releases: int, delta: float) -> float:
     """ε at δ of ``releases`` distributed discrete Gaussian releases, by RDP."""
-    _require_dp_accounting()
+    require_dp_accounting()
     from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 
     check_delta(delta)

@@ -25,10 +25,10 @@ from typing import Any
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.accounting import (
     PLD_ABOVE_RDP_EPSILON,
-    _pld_of_one_step,
-    _require_dp_accounting,
     default_calibration_accountant,
     gaussian_epsilon,
+    pld_of_one_step,
+    require_dp_accounting,
 )
 from fedlabels.privacy.search import bisect_monotone
 from fedlabels.privacy.validation import check_delta, check_epsilon, check_sampling_rate
@@ -93,7 +93,7 @@ def calibrate_gaussian(target_epsilon: float, delta: float, sampling_rate: float
     """The smallest σ whose ``rounds``-fold (subsampled) Gaussian is (target ε, δ)-DP under
     ``accountant`` (None: ``analytic`` at q = 1, ``pld`` else), and the accountant that
     calibrated it (``rdp`` where PLD falls back, see the module)."""
-    _require_dp_accounting()
+    require_dp_accounting()
     import dp_accounting as dpa
 
     check_epsilon(target_epsilon, "target epsilon")
@@ -145,7 +145,7 @@ def _coarse_pld_epsilon(sigma: float, sampling_rate: float, rounds: int,
                         delta: float) -> float:
     """The PLD ε at :data:`PLD_SEARCH_DISCRETIZATION` (one step's PLD built and composed
     as :func:`gaussian_epsilon` does at the reported discretisation)."""
-    one = _pld_of_one_step(sigma, sampling_rate, PLD_SEARCH_DISCRETIZATION)
+    one = pld_of_one_step(sigma, sampling_rate, PLD_SEARCH_DISCRETIZATION)
     return float(one.self_compose(rounds).get_epsilon_for_delta(delta))
 
 

@@ -95,13 +95,13 @@ class _GNMaxTally:
         from fedlabels.privacy.validation import check_delta
         from fedlabels.privacy.vote_accounting import (
             GNMAX_ACCOUNTANT,
-            _gnmax_setting,
             gnmax_exact_epsilon,
+            gnmax_setting,
         )
 
         check_delta(delta)
         # one setting, or account_gnmax's error
-        sigma, _, threshold_sigma = _gnmax_setting(list(self.settings.values()))
+        sigma, _, threshold_sigma = gnmax_setting(list(self.settings.values()))
         eps = gnmax_exact_epsilon(sigma, self.queries, delta, threshold_sigma)
         return PrivacySpent(eps, delta, GNMAX_ACCOUNTANT)
 

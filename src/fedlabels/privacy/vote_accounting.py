@@ -154,7 +154,9 @@ class GNMaxAccount:
         }
 
 
-def _gnmax_setting(events: Sequence[GNMaxEvent]) -> tuple[float, float | None, float | None]:
+def gnmax_setting(events: Sequence[GNMaxEvent]) -> tuple[float, float | None, float | None]:
+    """The one (σ, threshold, σ₁) of ``events``, checked (GNMax accounting composes one
+    setting); an error names what is wrong."""
     if not events:
         raise FedLabelsError("GNMax accounting needs at least one GNMaxEvent.")
     settings = {(ev.sigma, ev.threshold, ev.threshold_sigma) for ev in events}
@@ -199,14 +201,14 @@ def account_gnmax(events: Sequence[GNMaxEvent], delta: float,
     """
     check_delta(delta)
     orders = check_orders(orders)
-    sigma, threshold, threshold_sigma = _gnmax_setting(events)
+    sigma, threshold, threshold_sigma = gnmax_setting(events)
     n_q = sum(ev.n_queries for ev in events)
     n_answered = sum(ev.n_answered for ev in events)
     rdp = np.zeros_like(orders)
     rdp_thr = np.zeros_like(orders)
     for ev in events:
         rdp += ev.n_queries * gnmax_rdp_data_independent(sigma, orders)
-        if threshold_sigma is not None:  # set exactly when confident (_gnmax_setting)
+        if threshold_sigma is not None:  # set exactly when confident (gnmax_setting)
             rdp_thr += ev.n_queries * threshold_rdp(threshold_sigma, orders)
     eps_rdp, order = epsilon_from_rdp(rdp + rdp_thr, delta, orders)
     eps = min(gnmax_exact_epsilon(sigma, n_q, delta, threshold_sigma), eps_rdp)
