@@ -39,7 +39,7 @@ from fedlabels.privacy.events import (
     SampledGaussianEvent,
     XorEvent,
 )
-from fedlabels.privacy.tally import ClientTallies, Tally
+from fedlabels.privacy.tally import ClientTallies, Tally, parties
 
 #: relative slack for the numerical error of a calibration (bisection / root finding)
 REL_TOL = 1e-6
@@ -205,6 +205,10 @@ class Ledger:
     #: how many of its events and the last of them
     _tallied: tuple[Tally | ClientTallies, list[Any], int, Any] | None = field(
         default=None, init=False, repr=False, compare=False)
+    #: the parties' tallies of the plan :meth:`check_plan` found within the target, and its
+    #: bound (:meth:`_within_plan`)
+    _plan: tuple[list[Tally], PrivacySpent] | None = field(default=None, init=False,
+                                                           repr=False, compare=False)
 
     def account(self, events: Sequence[Any], fast: bool = False) -> PrivacySpent:
         """What ``events`` spend under this ledger's accountant (``fast``: a valid bound by
@@ -233,12 +237,10 @@ class Ledger:
         self._tallied = (tally, events, len(events), events[-1] if events else None)
         return tally
 
-    def _bound(self, events: Sequence[Any], tight: bool) -> PrivacySpent:
-        """The tight ε of ``events``; with ``tight`` False a fast bound when it is within
-        the target or there is none (the tight one decides when the fast one does not fit)."""
-        return self._bound_of(lambda fast: self.account(events, fast=fast), tight)
-
     def _bound_of(self, account: Any, tight: bool) -> PrivacySpent:
+        """The tight ε of ``account(fast=False)``; with ``tight`` False the fast bound when
+        it is within the target or there is none (the tight one decides when the fast one
+        does not fit)."""
         if not tight:
             fast = account(True)
             if self.target is None or fast.epsilon <= self.target * (1.0 + REL_TOL):
@@ -250,17 +252,37 @@ class Ledger:
         already exceed the target."""
         if self.target is None:
             return
-        after = self._bound(planned, tight=False)
+        tally = ClientTallies() if self.per_client else Tally()
+        tally.extend(list(planned), [])
+        after = self._bound_of(lambda fast: tally.spent(self.delta, self.gaussian_accountants,
+                                                        fast), tight=False)
         if after.epsilon > self.target * (1.0 + REL_TOL):
             raise FedLabelsError(
                 f"privacy budget exceeded: the plan of {what} would spend ε = "
                 f"{after.epsilon:.6g} (δ = {self.delta:g}) > {self.what}'s budget ε = "
                 f"{self.target:.6g}. Refusing to start; plan fewer releases or more noise.")
+        self._plan = (parties(tally), after)
+
+    def _within_plan(self, tally: Tally | ClientTallies) -> PrivacySpent | None:
+        """The plan's bound where every party of ``tally`` released fewer of the same
+        mechanisms than one of the plan :meth:`check_plan` found within the target (a valid
+        bound of theirs, within it: :meth:`Tally.fewer_than`); None otherwise. So a server
+        with PLD's σ, whose RDP bound is above the target in its last planned rounds,
+        checks them without a PLD of each (docs/privacy.md §4, "DP-FedAvg")."""
+        if self._plan is None or self.target is None:
+            return None
+        plan, bound = self._plan
+        if bound.epsilon > self.target * (1.0 + REL_TOL) or bound.delta > self.delta:
+            return None
+        if all(any(mine.fewer_than(theirs) for theirs in plan) for mine in parties(tally)):
+            return bound
+        return None
 
     def check(self, new: Sequence[Any], tight: bool = True) -> PrivacySpent:
         """What the ledger would spend with ``new`` added; refuse it beyond the target.
         ``tight`` False: a check that needs only a bound within the target (a server's, a
-        client's); the same decision, and the fast bound returned where it is within.
+        client's); the same decision, and the plan's bound returned where the plan covers
+        the events (:meth:`_within_plan`), else the fast bound where it is within.
         Accounted from the running totals plus ``new``: the same (ε, δ) as accounting every
         event again (:meth:`account`), in O(the distinct kinds of event)."""
         return self._checked(new, tight)[0]
@@ -271,7 +293,10 @@ class Ledger:
         return self._bound_within(tally, tight), tally
 
     def _bound_within(self, tally: Tally | ClientTallies, tight: bool) -> PrivacySpent:
-        """The bound of ``tally`` (see :meth:`_bound`), refused beyond the target."""
+        """The bound of ``tally`` (see :meth:`_bound`; with ``tight`` False the plan's where
+        it covers ``tally``, :meth:`_within_plan`), refused beyond the target."""
+        if not tight and (planned := self._within_plan(tally)) is not None:
+            return planned
         after = self._bound_of(lambda fast: tally.spent(self.delta, self.gaussian_accountants,
                                                         fast), tight)
         if self.target is not None and after.epsilon > self.target * (1.0 + REL_TOL):

@@ -167,6 +167,20 @@ class Tally:
                      dict(self.distributed), {s: g.copy() for s, g in self.gnmax.items()},
                      dict(self.laplace))
 
+    def fewer_than(self, other: Tally) -> bool:
+        """Whether every release tallied here is one ``other`` tallies at least as often, with
+        the same noise (per (σ, q), (σ, shares, Δ, d), (b, Δ₁)): fewer of the same
+        mechanisms spend no more (their transcript is post-processing of the larger one's),
+        so any valid bound on ``other`` bounds these. Label releases and GNMax batches are
+        not compared (False where any is tallied here)."""
+        if self.labels.count or self.gnmax:
+            return False
+        pairs: tuple[tuple[dict[Any, int], dict[Any, int]], ...] = (
+            (self.dpsgd, other.dpsgd), (self.gauss, other.gauss),
+            (self.discrete, other.discrete), (self.distributed, other.distributed),
+            (self.laplace, other.laplace))
+        return all(n <= theirs.get(key, 0) for mine, theirs in pairs for key, n in mine.items())
+
     def labels_only(self) -> bool:
         """Whether the events tallied are label releases only (or none)."""
         return not (self.dpsgd or self.gauss or self.discrete or self.distributed
@@ -295,5 +309,13 @@ class ClientTallies:
                    for fast in (True, False))
 
 
+def parties(tally: Tally | ClientTallies) -> list[Tally]:
+    """The tallies whose worst ε is ``tally``'s: itself, or a server's per client (without
+    any client named: the whole, as :meth:`ClientTallies.per_client` accounts it)."""
+    if isinstance(tally, Tally):
+        return [tally]
+    return list(tally.clients.values()) or [tally.whole]
+
+
 __all__ = ["FAST_ACCOUNTANTS", "ClientTallies", "Tally", "basic", "client_part",
-           "dpsgd_spent", "named_clients"]
+           "dpsgd_spent", "named_clients", "parties"]
