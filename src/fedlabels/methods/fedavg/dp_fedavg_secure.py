@@ -181,9 +181,10 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
                            read=str)
         refuse_other_value(self.cid, "clip", config["clip"], params.clip)
         refuse_other_value(self.cid, "grid", config["grid"], params.grid)
-        if options_epsilon(self.options):  # σ calibrated for rounds + retries releases
-            refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
-                               read=int)
+        # the releases it answers are its own plan's: another allowance is refused at the
+        # first attempt, before anything is charged (under epsilon also its σ's releases)
+        refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
+                           read=int)
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
                            params.sigma, rel_tol=SIGMA_REL_TOL)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)

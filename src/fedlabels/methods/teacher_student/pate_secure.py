@@ -211,10 +211,10 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
         config = message.config
         refuse_other_value(self.cid, "aggregation", config.get("aggregation", "plain"),
                            "secure", read=str)
-        own = self.settings.options_as(DPPATEOptions)
-        if own.noise_sigma is None:  # σ calibrated from ε for 1 + retries releases
-            refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
-                               read=int)
+        # the releases it answers are its own plan's: another allowance is refused at the
+        # first attempt, before anything is charged (under epsilon also its σ's releases)
+        refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
+                           read=int)
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
                            params.noise_multiplier, rel_tol=SIGMA_REL_TOL)
         refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
