@@ -43,7 +43,7 @@ def cmd_deploy_roster(args: argparse.Namespace) -> int:
     if "roster_ids" not in arrays or "roster_keys" not in arrays:
         raise FedLabelsError(f"{path} holds no roster (only xclp and fedavg-xclp with "
                              "--opt secure=ot|paillier have one).")
-    roster, run_id = read_roster(arrays)
+    roster, run_id = read_roster(arrays, str(path))
     mine = _own_entry(Path(args.public).expanduser(), roster) if args.public else None
     print(f"roster fingerprint of {path} (run id {run_id.hex()}, {len(roster)} sites):")
     print(f"  {roster_fingerprint(roster, run_id)}")

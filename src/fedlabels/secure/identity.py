@@ -106,14 +106,16 @@ class FederationTrust:
         return SiteTrust(cid, self.identities[cid], self.roster, self.run_id)
 
 
-def site_trust(cid: int, private: bytes, arrays: Mapping[str, np.ndarray]) -> SiteTrust:
+def site_trust(cid: int, private: bytes, arrays: Mapping[str, np.ndarray],
+               where: str = "the shared file") -> SiteTrust:
     """A deployed site's trust: its own key file's ``private`` bytes and the roster and run
-    id of the shared file (:func:`~fedlabels.secure.roster.roster_arrays`); refused unless
-    the roster holds this site's own public key at its own id."""
+    id of the shared file (:func:`~fedlabels.secure.roster.roster_arrays`, every key checked
+    as it is read; ``where``: the file, for errors); refused unless the roster holds this
+    site's own public key at its own id."""
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.secure.roster import key_fingerprint, read_roster
 
-    roster, run_id = read_roster(arrays)
+    roster, run_id = read_roster(arrays, where)
     identity = Identity(private)
     if roster.get(int(cid)) != identity.public:
         listed = roster.get(int(cid))

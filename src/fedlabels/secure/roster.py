@@ -50,16 +50,38 @@ def roster_arrays(roster: Mapping[int, bytes], run_id: bytes) -> dict[str, np.nd
             "run_id": np.frombuffer(bytes(run_id), dtype=np.uint8).copy()}
 
 
-def read_roster(arrays: Mapping[str, np.ndarray]) -> tuple[dict[int, bytes], bytes]:
-    """(roster, run id) of the shared file's arrays (:func:`roster_arrays`), checked."""
+def read_roster(arrays: Mapping[str, np.ndarray],
+                where: str = "the shared file") -> tuple[dict[int, bytes], bytes]:
+    """(roster, run id) of the shared file's arrays (:func:`roster_arrays`), every entry
+    checked as it is read: one 32-byte key per distinct client id >= 0, each a valid
+    Ed25519 public key (:func:`~fedlabels.secure.ed25519_point.key_problem`: canonical, a
+    point of the curve, not of small order), and a run id. Refused in one line naming
+    ``where`` (the file), the entry and what is wrong."""
+    from fedlabels.secure.ed25519_point import key_problem
+
     bad = any(k not in arrays for k in ("roster_ids", "roster_keys", "run_id"))
-    ids = [] if bad else [int(c) for c in np.asarray(arrays["roster_ids"]).reshape(-1)]
+    raw_ids = np.zeros(0) if bad else np.asarray(arrays["roster_ids"]).reshape(-1)
+    ids = [int(c) for c in raw_ids] if raw_ids.dtype.kind in "iu" else []
     keys = np.zeros(0) if bad else np.asarray(arrays["roster_keys"])
-    if (bad or keys.dtype != np.uint8 or keys.shape != (len(ids), 32)
-            or len(set(ids)) != len(ids)):
-        raise FedLabelsError("the roster must hold one 32-byte Ed25519 key per client id "
-                             "and a run id; use the shared file `deploy prepare` wrote.")
+    if (bad or raw_ids.dtype.kind not in "iu" or keys.dtype != np.uint8
+            or keys.shape != (len(ids), 32) or len(set(ids)) != len(ids)
+            or any(c < 0 for c in ids)):
+        raise FedLabelsError(f"{where}: the roster must hold one 32-byte Ed25519 key per "
+                             "distinct client id (0, 1, ...) and a run id; use the shared "
+                             "file `deploy prepare` wrote.")
     run_id = np.asarray(arrays["run_id"], dtype=np.uint8).tobytes()
+    if not run_id:
+        raise FedLabelsError(f"{where}: the roster's run id is empty, so a signature of "
+                             "this run would verify in any other; use the shared file "
+                             "`deploy prepare` wrote.")
+    for i, cid in enumerate(ids):
+        why = key_problem(keys[i].tobytes())
+        if why is not None:
+            raise FedLabelsError(f"{where}: the roster's key for client {cid} (entry {i}, "
+                                 f"fingerprint {key_fingerprint(keys[i].tobytes())[:16]}) is "
+                                 f"not a valid Ed25519 public key ({why}); refusing the "
+                                 f"roster: ask the coordinator for the shared file prepared "
+                                 f"from client {cid}'s own client_{cid}.identity.pub.")
     return {c: keys[i].tobytes() for i, c in enumerate(ids)}, run_id
 
 

@@ -403,10 +403,11 @@ def _site_trust(node_config: Mapping[str, Any], shared: Mapping[str, np.ndarray]
     private = read_key(Path(str(key)).expanduser(), "identity key",
                        "use the client_I.identity.key that `deploy identity` (or `deploy "
                        "prepare`) wrote.")
+    where = f"shared-path {node_config.get('shared-path')}"  # the roster's file
     try:
         if pin is not None:
-            check_roster_pin(pin, dict(shared))
-        return site_trust(pid, private, shared)
+            check_roster_pin(pin, dict(shared), where)
+        return site_trust(pid, private, shared, where)
     except FedLabelsError as exc:
         raise FedLabelsError(f"{who}: {exc}") from None
 

@@ -141,10 +141,12 @@ def read_public_keys(folder: str | Path, n_clients: int) -> dict[int, bytes]:
     return roster
 
 
-def check_roster_pin(pin: object, shared: dict[str, np.ndarray]) -> None:
-    """Refuse a shared file whose roster fingerprint is not the pinned ``pin``."""
+def check_roster_pin(pin: object, shared: dict[str, np.ndarray],
+                     where: str = "the shared file") -> None:
+    """Refuse a shared file (``where``, for errors) whose roster fingerprint is not the
+    pinned ``pin``."""
     expected = check_fingerprint(str(pin), "node config roster-sha256")
-    actual = roster_fingerprint(*read_roster(shared))
+    actual = roster_fingerprint(*read_roster(shared, where))
     if actual != expected:
         raise FedLabelsError(f"the shared file's roster has fingerprint {actual}, not the "
                              f"pinned roster-sha256 {expected}; refusing: its roster or run "
