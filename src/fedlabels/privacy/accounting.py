@@ -424,14 +424,20 @@ def _largest_round_epsilon(total: Callable[[float], float], target: float,
     ``target``, searched upwards from basic composition's ``target / rounds``: for a large
     s* the (ε, δ) of many weak responses is far below their pure ε, so the per-round pure ε
     may exceed the total target."""
+    return _largest_within(lambda e: total(e) <= target, target, rounds)
+
+
+def _largest_within(within: Callable[[float], bool], target: float, rounds: int) -> float:
+    """:func:`_largest_round_epsilon` of the decision ``within(ε)`` (whether the run's
+    total at per-round ε stays within ``target``), all the search asks of the total."""
     lo = hi = target / rounds
     for _ in range(80):
-        if total(hi) > target:
+        if not within(hi):
             break
         lo, hi = hi, 2.0 * hi
     else:
         return hi
-    lo, _ = bisect_monotone(lambda e: total(e) <= target, lo, hi, rel_tol=1e-6, max_iter=60)
+    lo, _ = bisect_monotone(within, lo, hi, rel_tol=1e-6, max_iter=60)
     return lo
 
 
@@ -449,18 +455,22 @@ def calibrate_kary_round_epsilon(total_epsilon: float, delta: float, rounds: int
     check_delta(delta)
     from fedlabels.privacy.mechanisms import kary_replace_probability
 
-    def total(eps_round: float) -> float:
+    def within(eps_round: float) -> bool:
+        """Whether min(exact, RDP) <= the target: the exact accountant decides first
+        (:func:`label_tally_within`: one or two δ(ε), the same answer as its ε), and RDP's
+        ε (a fresh curve for each p) is computed only where the exact one is above it."""
         eps_label = eps_round / sensitivity_labels
         kary_replace_probability(eps_label, n_classes)  # refuses an ε₁ beyond float64
         p = n_classes / (math.exp(eps_label) + n_classes - 1)  # as LabelTally.add keys it
         tally = LabelTally(groups={(p, n_classes): rounds * sensitivity_labels}, count=rounds)
-        exact = _label_epsilon(tally, delta, "exact")
+        if label_tally_within(tally, total_epsilon, delta, ("exact",)):
+            return True
         try:
-            return min(exact, _label_epsilon(tally, delta, "rdp"))
+            return _label_epsilon(tally, delta, "rdp") <= total_epsilon
         except ImportError:  # dp-accounting missing: the exact accountant alone
-            return exact
+            return False
 
-    return _largest_round_epsilon(total, total_epsilon, rounds)
+    return _largest_within(within, total_epsilon, rounds)
 
 
 # ------------------------------------------------------------------ DP-FedAvg
