@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.seeds import RandomStateLike, fit_seed
 from fedlabels.learners.sk_inputs import (
     fit_classes,
     fit_inputs,
@@ -143,8 +144,9 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         the FedCT paper's code (rules only).
     memory_par : float, default=0.01
         Shrinkage of the boosted tree generator.
-    random_state : int or None
-        Seeds the tree generator and the solver.
+    random_state : int, RandomState, Generator or None
+        Seeds the tree generator and the solver: one seed a fit, drawn as the torch MLP's
+        (:func:`~fedlabels.learners.seeds.fit_seed`).
 
     Notes
     -----
@@ -155,7 +157,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, tree_size: int = 4, max_rules: int = 200, n_estimators: int = 100,
                  include_linear: bool = False, memory_par: float = 0.01,
-                 random_state: int | None = None) -> None:
+                 random_state: RandomStateLike = None) -> None:
         self.tree_size = tree_size
         self.max_rules = max_rules
         self.n_estimators = n_estimators
@@ -163,11 +165,11 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         self.memory_par = memory_par
         self.random_state = random_state
 
-    def _binary(self) -> Any:
+    def _binary(self, seed: int) -> Any:
         return _binary_rulefit_class()(
             tree_size=self.tree_size, max_rules=self.max_rules,
             n_estimators=self.n_estimators, include_linear=self.include_linear,
-            memory_par=self.memory_par, cv=False, random_state=self.random_state)
+            memory_par=self.memory_par, cv=False, random_state=seed)
 
     def fit(self, X: Any, y: Any, **fit_params: Any) -> RuleFitClassifier:
         """One binary rule model per class present (one for two classes); no
@@ -176,12 +178,13 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
                           "weight every row alike")
         X, y = fit_inputs(self, X, y, reset=True, numeric_y=False, dtype=np.float64,
                           order=None)
+        seed = fit_seed(self.random_state)
         self.classes_ = np.unique(y)
         targets = [] if len(self.classes_) == 1 else (
             [self.classes_[1]] if len(self.classes_) == 2 else list(self.classes_))
         with warnings.catch_warnings():  # liblinear along the regularisation path
             warnings.simplefilter("ignore", ConvergenceWarning)
-            self.estimators_ = [self._binary().fit(X, (y == c).astype(int)) for c in targets]
+            self.estimators_ = [self._binary(seed).fit(X, (y == c).astype(int)) for c in targets]
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:

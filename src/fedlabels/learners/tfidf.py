@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.seeds import RandomStateLike, fit_seed
 from fedlabels.learners.sk_inputs import (
     NotFittedLearnerError,
     fit_classes,
@@ -78,8 +79,9 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         ``1 + log(tf)`` term frequencies.
     batch : int, default=4096
         Texts transformed at a time in ``predict``.
-    random_state : int or None
-        Seeds the solver.
+    random_state : int, RandomState, Generator or None
+        Seeds the solver: one seed a fit, drawn as the torch MLP's
+        (:func:`~fedlabels.learners.seeds.fit_seed`).
     """
 
     accepts_text: ClassVar[bool] = True
@@ -87,7 +89,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, n_classes: int | None = None, max_features: int = 20000,
                  ngram: Any = (1, 2), C: float = 4.0, min_df: int = 1,
                  sublinear: bool = True, batch: int = 4096,
-                 random_state: int | None = None) -> None:
+                 random_state: RandomStateLike = None) -> None:
         self.n_classes = n_classes
         self.max_features = max_features
         self.ngram = ngram
@@ -119,6 +121,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
+        seed = fit_seed(self.random_state)
         texts = self._texts(X)
         self.classes_, y = fit_classes(text_targets(len(texts), y), self.n_classes)
         ngram = (self.ngram, self.ngram) if isinstance(self.ngram, int) else tuple(self.ngram)
@@ -135,7 +138,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
             self.majority_ = int(np.bincount(y).argmax()) if len(y) else 0
             return self
         self.model_ = LogisticRegression(C=self.C, max_iter=1000,
-                                         random_state=self.random_state).fit(features, y)
+                                         random_state=seed).fit(features, y)
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:

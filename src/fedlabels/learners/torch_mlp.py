@@ -24,7 +24,6 @@ from typing import Any, ClassVar, cast
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils import check_random_state
 from torch import nn
 
 from fedlabels.core.errors import FedLabelsError
@@ -32,6 +31,7 @@ from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.model_spec import check_training_params, is_integer
+from fedlabels.learners.seeds import RandomStateLike, check_random_state_param, fit_seed
 from fedlabels.learners.sk_inputs import (
     fit_classes,
     fit_inputs,
@@ -89,29 +89,15 @@ def check_numbers(est: Any, ints: Sequence[str], flags: Sequence[str] = ("warm_s
     """A torch learner's ``learning_rate``, ``weight_decay``, ``ints`` (``optional`` ones
     may be None) and ``flags``, checked by its spec's check
     (:func:`~fedlabels.learners.model_spec.check_training_params`), so a learner and its
-    spec take the same values; ``random_state`` is None or an integer in [0, 2**32) (a
-    ``RandomState`` or -1 failed in ``int()`` or numpy's seeding). A one-line error naming
-    the parameter, as scikit-learn's ``InvalidParameterError``: ``max_steps="5"`` or ``2.5``
-    were taken as 5 and 2, ``learning_rate="0.01"`` was a bare TypeError."""
+    spec take the same values; ``random_state`` as :mod:`fedlabels.learners.seeds` takes it
+    (-1 failed in numpy's seeding). A one-line error naming the parameter, as
+    scikit-learn's ``InvalidParameterError``: ``max_steps="5"`` or ``2.5`` were taken as 5
+    and 2, ``learning_rate="0.01"`` was a bare TypeError."""
     params = {"lr": est.learning_rate, "weight_decay": est.weight_decay,
               **{name: getattr(est, name) for name in (*ints, *flags)}}
     check_training_params(params, tuple(ints), tuple(flags), tuple(optional),
                           show=lambda value: value, label={"lr": "learning_rate (lr)"})
-    seed = est.random_state
-    if seed is not None and (not is_integer(seed) or not 0 <= int(seed) < 2**32):
-        raise FedLabelsError(f"random_state must be None or an integer in [0, 2**32), which "
-                             f"seeds the weights and minibatches, got {seed!r} (a "
-                             "RandomState: pass an integer drawn from it).")
-
-
-def fit_seed(random_state: Any) -> int:
-    """The seed of a fit's weights and minibatches: ``random_state`` itself, so a fit
-    repeats; ``None`` draws a fresh one from numpy's global generator, as scikit-learn's
-    ``check_random_state(None)`` does (so ``np.random.seed`` makes it repeat). A run always
-    passes each client its seed derived from the run seed."""
-    if random_state is None:
-        return int(check_random_state(None).randint(np.iinfo(np.int32).max))
-    return int(random_state)
+    check_random_state_param(est.random_state)
 
 
 class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
@@ -140,10 +126,11 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         If True, :meth:`fit` continues from the current weights (and keeps the classes and
         features of the first fit) instead of re-initialising. ``train_steps``, what the
         federation calls each round, always continues.
-    random_state : int or None, default=None
+    random_state : int, RandomState, Generator or None, default=None
         Seeds weight initialisation and minibatch order: an int repeats a fit; ``None`` draws
-        a fresh seed at each fit from numpy's global generator, as scikit-learn's
-        estimators do (a run passes each client its seed derived from the run's).
+        a fresh seed at each fit from numpy's global generator, and a ``RandomState`` (or
+        ``Generator``) one from itself, as scikit-learn's estimators do (a run passes each
+        client its seed derived from the run's).
 
     :meth:`fit` and :meth:`predict` follow scikit-learn's conventions (``classes_`` are the
     sorted labels of ``y``, any labels with ``n_classes=None``; ``n_features_in_``; input
@@ -230,7 +217,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                  n_classes: int | None = None, learning_rate: float = 1e-3,
                  batch_size: int = 64, max_steps: int = 500, weight_decay: float = 0.0,
                  predict_batch_size: int = 4096, warm_start: bool = False,
-                 random_state: int | None = None) -> None:
+                 random_state: RandomStateLike = None) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
         self.n_classes = n_classes
         self.learning_rate = learning_rate

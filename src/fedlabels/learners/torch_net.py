@@ -35,6 +35,7 @@ from fedlabels.learners.model_spec import (
     factory_parameters,
     missing_factory_arguments,
 )
+from fedlabels.learners.seeds import RandomStateLike
 from fedlabels.learners.torch_mlp import TorchMLPClassifier, check_numbers
 
 #: rows per forward pass when predicting, when ``predict_batch_size`` is None: on a CPU the
@@ -120,7 +121,7 @@ class TorchNetClassifier(TorchMLPClassifier):
                  warm_start: bool = False, augment: bool = False, width: int = 64,
                  optimizer: Callable[..., torch.optim.Optimizer] | None = None,
                  loss: Callable[..., torch.Tensor] | None = None,
-                 random_state: int | None = None) -> None:
+                 random_state: RandomStateLike = None) -> None:
         self.network = network
         self.input_shape = input_shape
         self.n_classes = n_classes

@@ -35,6 +35,7 @@ from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
 from fedlabels.learners.model_spec import check_training_params, is_integer
+from fedlabels.learners.seeds import RandomStateLike, fit_seed
 from fedlabels.learners.sk_inputs import (
     NotFittedLearnerError,
     fit_classes,
@@ -44,7 +45,7 @@ from fedlabels.learners.sk_inputs import (
 )
 from fedlabels.learners.text_encoder import TokenTable, encoder_for, load_base, mean_pool
 from fedlabels.learners.text_input import is_text, text_rows
-from fedlabels.learners.torch_mlp import adam_step, fit_seed
+from fedlabels.learners.torch_mlp import adam_step
 from fedlabels.learners.torch_state import BatchCursor, load_mlp_state_dict, mlp_state_dict
 
 MODES = ("frozen", "lora", "full")
@@ -214,9 +215,9 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
     warm_start : bool, default=False
         ``fit`` continues from the last fit (its classes kept) instead of starting afresh;
         ``train_steps``, what a run calls, always continues.
-    random_state : int or None, default=None
+    random_state : int, RandomState, Generator or None, default=None
         Seeds the head, LoRA's adapters and minibatch order, as the torch MLP's (``None``:
-        a fresh seed at each fit).
+        a fresh seed at each fit; an instance: one draw from it at each fit).
     """
 
     accepts_text: ClassVar[bool] = True
@@ -245,7 +246,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
                  head: str = "linear", n_classes: int | None = None, max_steps: int = 100,
                  weight_decay: float = 0.0, predict_batch_size: int = 64,
                  model_dir: str | None = None, warm_start: bool = False,
-                 random_state: int | None = None) -> None:
+                 random_state: RandomStateLike = None) -> None:
         self.mode, self.r, self.alpha, self.max_len = mode, r, alpha, max_len
         self.batch_size, self.learning_rate, self.head = batch_size, learning_rate, head
         self.n_classes, self.max_steps, self.weight_decay = n_classes, max_steps, weight_decay
