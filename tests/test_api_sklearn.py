@@ -465,9 +465,9 @@ def test_resume_checks_rounds_and_takes_numpy_integers(tmp_path):
                        rounds=1, seed=0, output=str(tmp_path / "run.json"))
     fl.run_config(cfg, progress=False, checkpoint=tmp_path / "run.checkpoint.npz")
     # a finished run compared rounds with its own: a TypeError for a str before
-    with pytest.raises(FedLabelsError, match=r"rounds must be an int in \[1, .*got '5'"):
+    with pytest.raises(FedLabelsError, match=r"rounds must be an integer in \[1, .*got '5'"):
         fl.resume(tmp_path / "run.json", rounds="5", progress=False)
-    with pytest.raises(FedLabelsError, match=r"workers must be an int.*got 1.5"):
+    with pytest.raises(FedLabelsError, match=r"workers must be an integer.*got 1.5"):
         fl.resume(tmp_path / "run.json", rounds=2, workers=1.5, progress=False)
     with pytest.warns(fl.RunCaveatWarning, match="extended from 1 to 2 rounds"):
         result = fl.resume(tmp_path / "run.json", rounds=np.int64(2), threads=np.int64(1),

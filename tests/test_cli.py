@@ -42,7 +42,7 @@ def test_toml_config_with_cli_override(tmp_path):
     (["--method", "fedsgd"], "unknown method 'fedsgd'"),
     (["--model", "nonsense"], "unknown model 'nonsense'"),
     (["--dataset", "mnist_hd"], "unknown dataset 'mnist_hd'"),
-    (["--clients", "0"], "clients must be an int >= 1"),
+    (["--clients", "0"], "clients must be an integer >= 1"),
     (["--clients", "2"], "at least 3 clients"),
     (["--quorum", "1.2"], "quorum must lie in"),
     (["--unlabeled", "100000"], "set --unlabeled between"),

@@ -29,8 +29,8 @@ REFUSED = [  # (arguments, what the line names) ; the crash each gave before
     (["--method", "dp-fedct", "--mechanism", "kary", "--epsilon", "1e6"],
      "per label is above 700"),  # OverflowError: math range error
     # counts that set a run's length: each ran until Ctrl-C (the method's flag or --opt)
-    (["--rounds", str(10 ** 30)], "rounds must be an int in [1, 1000000], got 1000000"),
-    (["--period", "1000001"], "period must be an int in [1, 1000000], got 1000001"),
+    (["--rounds", str(10 ** 30)], "rounds must be an integer in [1, 1000000], got 1000000"),
+    (["--period", "1000001"], "period must be an integer in [1, 1000000], got 1000001"),
     (["--model", "mlp(hidden=4)", "--warmup-steps", str(10 ** 30)],
      "fedct option warmup_steps must lie in [0, 1000000]"),
     (["--model", "mlp(hidden=4)", "--finetune-steps", "1000001"],
@@ -197,4 +197,4 @@ def test_resume_refuses_rounds_beyond_the_bound(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert main(["resume", str(out), "--rounds", str(10 ** 30), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "rounds must be an int in [1, 1000000]" in err[0], err
+    assert len(err) == 1 and "rounds must be an integer in [1, 1000000]" in err[0], err

@@ -187,7 +187,8 @@ def test_object_without_predict_is_rejected_at_construction(breast_cancer_fed):
 
 
 def test_bad_model_parameters():
-    with pytest.raises(fl.FedLabelsError, match="rulefit: max_rules must be an int >= 1"):
+    with pytest.raises(fl.FedLabelsError, match=r"^model spec 'rulefit\(max_rules=0\)': "
+                       r"max_rules must be an integer >= 1, got '0'\.$"):
         build_learner(parse_model_spec("rulefit(max_rules=0)")[0], n_classes=2, random_state=0)
 
 

@@ -126,8 +126,8 @@ def test_regression_and_unscaled_data_are_projected_too():
 
 
 @pytest.mark.parametrize("k,message", [
-    (0, "public_pca must be an int >= 1"),
-    (True, "public_pca must be an int >= 1"),
+    (0, "public_pca must be an integer >= 1"),
+    (True, "public_pca must be an integer >= 1"),
     (21, "at most 20 components exist"),
 ])
 def test_bad_k_is_one_line_error(k, message):
@@ -142,7 +142,7 @@ def test_k_above_the_size_of_u_is_refused():
     _fed(X, y, public_pca=20)  # min(|U|, d) itself is allowed
     with pytest.raises(FedLabelsError, match=r"U has 12 rows of 20 features.*between 1 and 12"):
         make_federation(X, y, clients=3, unlabeled=12, seed=0, public_pca=13)
-    with pytest.raises(FedLabelsError, match="public_pca must be an int >= 1"):
+    with pytest.raises(FedLabelsError, match="public_pca must be an integer >= 1"):
         RunConfig(dataset="digits", public_pca=0)
 
 

@@ -268,8 +268,8 @@ def _digest_as_before(cfg: RunConfig) -> str:
     ({"rounnds": 3}, r"unknown config key 'rounnds' \(did you mean 'rounds'\?\); valid: "),
     ({"n_client": 3}, r"did you mean 'clients'\?"),
     ({"quorum": 0.5}, r"'quorum' is a method option: put it in the \[options\] table"),
-    ({"rounds": 0}, r"rounds must be an int in \[1, 1000000\], got 0\."),
-    ({"unlabeled_shift": 2}, r"unlabeled_shift must be a float in \[0, 1\]"),
+    ({"rounds": 0}, r"rounds must be an integer in \[1, 1000000\], got 0\."),
+    ({"unlabeled_shift": 2}, r"unlabeled_shift must be a number in \[0, 1\]"),
     ({"task": "ranking"}, r"task must be one of classification, regression, got 'ranking'"),
     ({"insecure_reproducible_noise": "yes"}, r"must be true or false"),
     ({"features": ["a", 1]}, "features must be a name or a list of names"),
@@ -289,7 +289,7 @@ def test_unknown_or_bad_keys_are_one_line_errors(data, message):
                            r"result.save\(PATH\)"),
     ({"dataset": "digits"}, r"'dataset' is not a keyword of run\(\): pass the dataset as "
                             r"run\(\)'s second argument"),
-    ({"clients": 0}, r"clients must be an int >= 1, got 0"),
+    ({"clients": 0}, r"clients must be an integer >= 1, got 0"),
 ])
 def test_fl_run_refuses_what_the_cli_refuses_before_loading_data(params, message,
                                                                  monkeypatch):
@@ -428,8 +428,8 @@ def test_abbreviated_flags_are_refused(capsys):
 
 
 @pytest.mark.parametrize("toml, flags, names", [
-    ('rounds = "ten"\n', ["--rounds", "1"], "rounds must be an int in [1, 1000000], got 'ten'"),
-    ('[run]\nclients = 2.5\n', ["--clients", "3"], "clients must be an int >= 1, got 2.5"),
+    ('rounds = "ten"\n', ["--rounds", "1"], "rounds must be an integer in [1, 1000000], got 'ten'"),
+    ('[run]\nclients = 2.5\n', ["--clients", "3"], "clients must be an integer >= 1, got 2.5"),
     ('device = "gpu7"\n', ["--device", "cpu"], "device must be one of auto, cpu"),
     ('batch_clients = 3\n', ["--batch-clients", "off"], "batch_clients must be"),
     ('model = "mlp(hidden=abc)"\n', ["--model", "dt"], "hidden must be layer widths"),
@@ -470,7 +470,7 @@ def test_load_config_checks_the_files_values_under_its_overrides(tmp_path):
     assert (cfg.rounds, cfg.options) == (2, {"quorum": 0.6})
     path.write_text('rounds = -1\n')
     with pytest.raises(FedLabelsError, match=rf"config file {re.escape(str(path))}: rounds "
-                                             r"must be an int in \[1, 1000000\], got -1\."):
+                                             r"must be an integer in \[1, 1000000\], got -1\."):
         load_config(path, rounds=2)
 
 

@@ -113,7 +113,7 @@ def test_the_text_learner_and_its_spec_refuse_an_infinite_learning_rate():
     check at all (Adam takes inf); both are refused before a model is loaded."""
     from fedlabels.learners.transformer import TransformerClassifier
 
-    assert "lr must be a finite number > 0, got inf" in _spec_error("minilm(lr=inf)")
+    assert "lr must be a finite number > 0, got 'inf'" in _spec_error("minilm(lr=inf)")
     with pytest.raises(FedLabelsError, match=r"learning_rate \(lr\) must be a finite "
                                              r"number > 0, got inf"):
         TransformerClassifier(learning_rate=float("inf"), model_dir="/nonexistent").fit(
@@ -124,7 +124,7 @@ def test_the_text_learner_and_its_spec_refuse_an_infinite_learning_rate():
     (ModelSpec("mlp", {"lr": float("inf")}),
      r"^model spec 'mlp\(lr=inf\)': lr must be a finite number > 0, got 'inf'\.$"),
     (ModelSpec("cnn", {"warm_start": 1}),
-     r"^model spec 'cnn\(warm_start=1\)': warm_start must be true or false, got 1\.$"),
+     r"^model spec 'cnn\(warm_start=1\)': warm_start must be true or false, got '1'\.$"),
     (ModelSpec("mlpp"), r"^unknown model 'mlpp' \(did you mean 'mlp'\?\); available: "),
 ])
 def test_a_model_spec_given_in_python_is_checked_as_its_string_before_any_data(
@@ -161,3 +161,53 @@ def test_a_run_records_a_model_spec_as_the_string_that_names_it():
     given = fl.run("fedct", fed, model=ModelSpec("dt", {"max_depth": 3}), rounds=1, seed=0)
     typed = fl.run("fedct", fed, model="dt(max_depth=3)", rounds=1, seed=0)
     assert given.config["model"] == typed.config["model"] == "decision_tree(max_depth=3)"
+
+
+#: a bad value of every spec parser, and its refusal's end: the value quoted as the spec
+#: writes it (cnn, module: and minilm said "got inf", mlp "got 'inf'"), an integer in the
+#: words of every parser (rulefit, and the run parameters, said "an int"; rulefit took
+#: tree_size=2.5 at parse and failed at build)
+_SPEC_REFUSALS = [
+    ("mlp(lr=inf)", "lr must be a finite number > 0, got 'inf'."),
+    ("cnn(lr=inf)", "lr must be a finite number > 0, got 'inf'."),
+    ("module:torch.nn:Linear(lr=inf)", "lr must be a finite number > 0, got 'inf'."),
+    ("minilm(lr=inf)", "lr must be a finite number > 0, got 'inf'."),
+    ("mlp(max_steps=2.5)", "max_steps must be an integer >= 1, got '2.5'."),
+    ("cnn(max_steps=2.5)", "max_steps must be an integer >= 1, got '2.5'."),
+    ("module:torch.nn:Linear(batch_size=0)", "batch_size must be an integer >= 1, got '0'."),
+    ("minilm(r=0)", "r must be an integer >= 1, got '0'."),
+    ("rulefit(tree_size=2.5)", "tree_size must be an integer >= 1, got '2.5'."),
+    ("rulefit(max_rules=x)", "max_rules must be an integer >= 1, got 'x'."),
+    ("tfidf(min_df=0)", "min_df must be an integer >= 1, got '0'."),
+    ("tfidf(C=-1)", "C must be a number > 0, got '-1'."),
+    ("cnn(warm_start=2)", "warm_start must be true or false, got '2'."),
+    ("rulefit(linear=2)", "linear must be true or false, got '2'."),
+    ("tfidf(sublinear=2)", "sublinear must be true or false, got '2'."),
+    ("cnn(shape=1-2)", "shape must be C-H-W (three positive integers joined by '-'), "
+                       "got '1-2'."),
+    ("cnn(arch=zz)", "got 'zz'."),
+    ("minilm(mode=x)", "got 'x'."),
+    ("mlp(hidden=a)", "got 'a'."),
+]
+
+
+@pytest.mark.parametrize("spec, ending", _SPEC_REFUSALS)
+def test_every_spec_parser_quotes_the_value_and_says_integer_alike(spec, ending):
+    text = _spec_error(spec)
+    assert text == f"model spec {spec!r}: {text.split(': ', 1)[1]}" and text.endswith(ending)
+    assert " int " not in text and "\n" not in text
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"rounds": 2.5}, "rounds must be an integer in [1, 1000000], got 2.5."),
+    ({"clients": 0}, "clients must be an integer >= 1, got 0."),
+    ({"unlabeled_shift": "x"}, "unlabeled_shift must be a number in [0, 1], got 'x'."),
+])
+def test_the_run_parameters_say_integer_as_the_spec_parsers(kwargs, needle):
+    """The run parameters said 'must be an int' and 'a float', where every spec parser says
+    'an integer' and 'a number'."""
+    from fedlabels.runs.config import RunConfig
+
+    with pytest.raises(FedLabelsError) as info:
+        RunConfig(method="fedct", dataset="breast_cancer", **kwargs).validate()
+    assert str(info.value) == needle

@@ -190,7 +190,7 @@ def test_workers_setting_is_checked_and_defaults_to_the_cores(
     for bad in (0, -1, 1.5, True):
         with pytest.raises(FedLabelsError, match="workers must be a whole number >= 1"):
             resolve_workers(bad, 3)  # type: ignore[arg-type]
-    with pytest.raises(FedLabelsError, match="workers must be an int >= 1, got 0"):
+    with pytest.raises(FedLabelsError, match="workers must be an integer >= 1, got 0"):
         RunConfig(workers=0)
     # the larger clients are spread first; every client lands on exactly one worker
     shares = assign({0: 10, 1: 300, 2: 40, 3: 250, 4: 5}, 2)
@@ -217,7 +217,7 @@ def test_workers_from_toml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture
         [r.accuracies for r in whole.rounds]
     assert main(["run", "--workers", "0", "--output", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
-    assert "workers must be an int >= 1, got 0" in err and "Traceback" not in err
+    assert "workers must be an integer >= 1, got 0" in err and "Traceback" not in err
     assert main(["audit", "--config", str(toml), "--output", str(tmp_path / "a.json")]) == 2
     assert "workers: simulator settings that only `fedlabels run` takes" in \
         capsys.readouterr().err

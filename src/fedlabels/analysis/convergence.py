@@ -50,11 +50,11 @@ def _check(clients: int, n_unlabeled: int, c: float, t0: int) -> None:
     if isinstance(clients, bool) or not isinstance(clients, int) or clients < 3:
         raise FedLabelsError(f"Prop. 1 needs m >= 3 clients, got {clients!r}.")
     if isinstance(n_unlabeled, bool) or not isinstance(n_unlabeled, int) or n_unlabeled < 1:
-        raise FedLabelsError(f"|U| must be an int >= 1, got {n_unlabeled!r}.")
+        raise FedLabelsError(f"|U| must be an integer >= 1, got {n_unlabeled!r}.")
     if not isinstance(c, int | float) or isinstance(c, bool) or not math.isfinite(c) or c <= 0:
         raise FedLabelsError(f"c must be a finite number > 0 (a_t >= 1 - c/t), got {c!r}.")
     if isinstance(t0, bool) or not isinstance(t0, int) or t0 < 1:
-        raise FedLabelsError(f"t0 must be an int >= 1, got {t0!r}.")
+        raise FedLabelsError(f"t0 must be an integer >= 1, got {t0!r}.")
     if t0 < 2 * c:
         raise FedLabelsError(f"t0 = {t0} < 2c = {2 * c:g}: Prop. 1 needs a_t0 = 1 - c/t0 >= "
                              "1/2, i.e. t0 >= 2c.")

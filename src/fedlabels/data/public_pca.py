@@ -59,7 +59,7 @@ class PublicPCA:
 def check_public_pca(k: Any, n_public: int, n_features: int, text: bool) -> int:
     """``k`` checked against U: an int in ``[1, min(|U|, d)]``, numeric features only."""
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise FedLabelsError(f"public_pca must be an int >= 1 (the number of U's principal "
+        raise FedLabelsError(f"public_pca must be an integer >= 1 (the number of U's principal "
                              f"components to keep), got {k!r}; leave it unset for none.")
     if text:
         raise FedLabelsError("public_pca projects numeric features and this dataset's feature "

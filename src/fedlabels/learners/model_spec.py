@@ -34,6 +34,12 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def quoted(value: Any) -> str:
+    """A spec's value as the spec writes it, quoted, for an error: ``got 'inf'``,
+    ``got '1-2'`` (every spec parser's refusal shows the value so)."""
+    return repr(_fmt(value))
+
+
 #: a torch spec's names for its learner's parameters (``fl.TorchModel`` takes them too)
 SPEC_NAMES = {"lr": "learning_rate", "shape": "input_shape"}
 #: what the learner calls your own network's factory with (those it names), never a spec
@@ -67,14 +73,15 @@ def _is_bool(value: Any) -> bool:
 
 def check_training_params(params: Mapping[str, Any], ints: tuple[str, ...] = (),
                           flags: tuple[str, ...] = (), optional: tuple[str, ...] = (),
-                          show: Callable[[Any], Any] = _fmt,
+                          show: Callable[[Any], str] = quoted,
                           label: Mapping[str, str] | None = None) -> None:
     """The training parameters of the torch learners, one check for a spec when it is parsed
     (``mlp(lr=0.01)``) and a learner when it is fitted (``learning_rate``, given as ``lr``):
     ``lr`` a finite number > 0, ``weight_decay`` a finite number >= 0, each of ``ints`` an
     integer >= 1 (or ``None`` where named in ``optional``) and each of ``flags`` true or
     false; Python's and numpy's numbers alike, never a bool for a number (absent ones take
-    their defaults). ``show`` formats a bad value for the one-line error, ``label`` names a
+    their defaults). ``show`` formats a bad value for the one-line error (a spec's
+    :func:`quoted`; a learner's ``repr``), ``label`` names a
     parameter in it (a learner's ``learning_rate (lr)``)."""
     from fedlabels.core.errors import FedLabelsError
 
@@ -87,7 +94,7 @@ def check_training_params(params: Mapping[str, Any], ints: tuple[str, ...] = (),
             else math.nan
         if not (math.isfinite(x) and (x > 0 if strict else x >= 0)):
             raise FedLabelsError(f"{name_of(name)} must be a finite number "
-                                 f"{'>' if strict else '>='} 0, got {show(value)!r}.")
+                                 f"{'>' if strict else '>='} 0, got {show(value)}.")
     for name in ints:
         value = params.get(name, 1)
         if value is None and name in optional:
@@ -95,9 +102,34 @@ def check_training_params(params: Mapping[str, Any], ints: tuple[str, ...] = (),
         if not is_integer(value) or value < 1:
             raise FedLabelsError(f"{name_of(name)} must be an integer >= 1"
                                  f"{' or None' if name in optional else ''}, got "
-                                 f"{show(value)!r}.")
+                                 f"{show(value)}.")
     for name in flags:
         value = params.get(name, True)
         if not _is_bool(value):
             raise FedLabelsError(f"{name_of(name)} must be true or false, got "
-                                 f"{show(value)!r}.")
+                                 f"{show(value)}.")
+
+
+RULEFIT_PARAMS = ("tree_size", "max_rules", "n_estimators", "linear", "memory_par")
+
+
+def check_rulefit(params: dict[str, Any]) -> None:
+    """The ``rulefit`` spec's parameters, checked when the spec is parsed (as every spec's:
+    an unknown one named with those it takes, a bad value quoted as written)."""
+    from fedlabels.core.errors import FedLabelsError
+
+    unknown = sorted(set(params) - set(RULEFIT_PARAMS))
+    if unknown:
+        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; rulefit takes "
+                             f"{', '.join(RULEFIT_PARAMS)}.")
+    for name in ("tree_size", "max_rules", "n_estimators"):
+        value = params.get(name, 1)
+        if not is_integer(value) or value < 1:
+            raise FedLabelsError(f"{name} must be an integer >= 1, got {quoted(value)}.")
+    if not isinstance(params.get("linear", False), bool):
+        raise FedLabelsError(f"linear must be true or false, got {quoted(params['linear'])}.")
+    memory_par = params.get("memory_par", 0.01)
+    if _is_bool(memory_par) or not isinstance(memory_par, numbers.Real) \
+            or not 0 < float(memory_par) < math.inf:
+        raise FedLabelsError(f"memory_par must be a finite number > 0, got "
+                             f"{quoted(memory_par)}.")

@@ -18,6 +18,7 @@ from fedlabels.learners.model_spec import (
     check_training_params,
     factory_parameters,
     missing_factory_arguments,
+    quoted,
 )
 
 ARCHITECTURES = ("cifar10", "pneumonia", "mri", "svhn", "small")
@@ -73,13 +74,13 @@ def check_net(kind: str, params: dict[str, Any]) -> None:
                              f"{', '.join(PARAMS[kind])}.")
     if kind == "cnn" and params.get("arch", "small") not in ARCHITECTURES:
         raise FedLabelsError(f"arch must be one of {', '.join(ARCHITECTURES)}, got "
-                             f"{params['arch']!r}.")
+                             f"{quoted(params['arch'])}.")
     check_training_params(params, _INTS, ("warm_start", "augment"),
-                          optional=("predict_batch_size",), show=lambda v: v)
+                          optional=("predict_batch_size",))
     shape = params.get("shape")
     if shape is not None and not (isinstance(shape, tuple) and len(shape) == 3):
         raise FedLabelsError(f"shape must be C-H-W (three positive integers joined by '-'), "
-                             f"got {shape!r}.")
+                             f"got {quoted(shape)}.")
 
 
 def import_factory(path: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.learners.builders import Factory, _sk, _torch_mlp
-from fedlabels.learners.model_spec import ModelSpec, _fmt, check_training_params
+from fedlabels.learners.model_spec import ModelSpec, check_rulefit, check_training_params, quoted
 from fedlabels.learners.text_input import register_text_model as _register_text_model
 
 
@@ -232,7 +232,7 @@ def _check_mlp(params: dict[str, Any]) -> None:
     if not isinstance(sizes, tuple) or not sizes or any(
             isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in sizes):
         raise FedLabelsError(f"hidden must be layer widths like 512 or 512-256 (positive "
-                             f"integers joined by '-'), got {_fmt(hidden)!r}.")
+                             f"integers joined by '-'), got {quoted(hidden)}.")
     check_training_params(params, _MLP_INTS, ("warm_start",))
 
 
@@ -314,7 +314,7 @@ register_model("xgboost", _xgboost,
 register_model("rulefit", _rulefit,
                "RuleFit (imodels): rules of boosted trees of size 4, at most 200 rules, "
                "one-vs-rest for C > 2; rulefit(tree_size=4,max_rules=200,linear=false)",
-               aliases=("rule_fit",))
+               aliases=("rule_fit",), check=check_rulefit)
 
 
 # ------------------------------------------------------------------ text models

@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.model_spec import check_rulefit
 from fedlabels.learners.seeds import RandomStateLike, fit_seed
 from fedlabels.learners.sk_inputs import (
     fit_classes,
@@ -273,10 +274,8 @@ def make_rulefit(n_classes: int, random_state: int, tree_size: int = 4, max_rule
                  memory_par: float = 0.01) -> RuleFitClassifier:
     """RuleFit from imodels, tree size 4, at most 200 rules (the FedCT paper's settings)."""
     _require("imodels", "imodels")
-    for name, value in (("tree_size", tree_size), ("max_rules", max_rules),
-                        ("n_estimators", n_estimators)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise FedLabelsError(f"rulefit: {name} must be an int >= 1, got {value!r}.")
+    check_rulefit({"tree_size": tree_size, "max_rules": max_rules,
+                   "n_estimators": n_estimators, "linear": linear, "memory_par": memory_par})
     return RuleFitClassifier(tree_size=tree_size, max_rules=max_rules,
                              n_estimators=n_estimators, include_linear=bool(linear),
                              memory_par=memory_par, random_state=random_state)

@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.learners.model_spec import quoted
 from fedlabels.learners.seeds import RandomStateLike, fit_seed
 from fedlabels.learners.sk_inputs import (
     NotFittedLearnerError,
@@ -48,15 +49,16 @@ def check_tfidf(params: dict[str, Any]) -> None:
         if not ok or (value <= low if kind is float else value < low):
             rel = ">" if kind is float else ">="
             raise FedLabelsError(f"{name} must be {'an integer' if kind is int else 'a number'}"
-                                 f" {rel} {low:g}, got {value!r}.")
+                                 f" {rel} {low:g}, got {quoted(value)}.")
     ngram = params.get("ngram", (1, 2))
     pair = (ngram, ngram) if isinstance(ngram, int) and not isinstance(ngram, bool) else ngram
     if not (isinstance(pair, tuple) and len(pair) == 2 and all(
             isinstance(n, int) and n >= 1 for n in pair) and pair[0] <= pair[1]):
         raise FedLabelsError(f"ngram must be N or LO-HI with 1 <= LO <= HI (e.g. 1-2), got "
-                             f"{ngram!r}.")
+                             f"{quoted(ngram)}.")
     if not isinstance(params.get("sublinear", True), bool):
-        raise FedLabelsError(f"sublinear must be true or false, got {params['sublinear']!r}.")
+        raise FedLabelsError(f"sublinear must be true or false, got "
+                             f"{quoted(params['sublinear'])}.")
 
 
 class TfidfClassifier(ClassifierMixin, BaseEstimator):

@@ -96,7 +96,7 @@ def check_numbers(est: Any, ints: Sequence[str], flags: Sequence[str] = ("warm_s
     params = {"lr": est.learning_rate, "weight_decay": est.weight_decay,
               **{name: getattr(est, name) for name in (*ints, *flags)}}
     check_training_params(params, tuple(ints), tuple(flags), tuple(optional),
-                          show=lambda value: value, label={"lr": "learning_rate (lr)"})
+                          show=repr, label={"lr": "learning_rate (lr)"})
     check_random_state_param(est.random_state)
 
 

@@ -34,7 +34,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
-from fedlabels.learners.model_spec import check_training_params, is_integer
+from fedlabels.learners.model_spec import check_training_params, is_integer, quoted
 from fedlabels.learners.seeds import RandomStateLike, fit_seed
 from fedlabels.learners.sk_inputs import (
     NotFittedLearnerError,
@@ -66,12 +66,12 @@ def check_minilm(params: Mapping[str, Any], name: str = "minilm") -> None:
     for name, choices in (("mode", MODES), ("head", HEADS)):
         if name in params and params[name] not in choices:
             raise FedLabelsError(f"{name} must be one of {', '.join(choices)}, got "
-                                 f"{params[name]!r}.")
+                                 f"{quoted(params[name])}.")
     for name, low in _INTS.items():
         value = params.get(name, low)
         if not is_integer(value) or value < low:
-            raise FedLabelsError(f"{name} must be an integer >= {low}, got {value!r}.")
-    check_training_params(params, flags=("warm_start",), show=lambda value: value)
+            raise FedLabelsError(f"{name} must be an integer >= {low}, got {quoted(value)}.")
+    check_training_params(params, flags=("warm_start",))
     if ("r" in params or "alpha" in params) and params.get("mode", "lora") != "lora":
         raise FedLabelsError("r and alpha apply only to mode=lora.")
 
@@ -264,7 +264,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
              "r": self.r, "alpha": self.alpha, "warm_start": self.warm_start,
              **({} if self.learning_rate is None else {"lr": self.learning_rate})},
             ("batch_size", "max_steps", "predict_batch_size", "r", "alpha"), ("warm_start",),
-            show=lambda value: value, label={"lr": "learning_rate (lr)"})
+            show=repr, label={"lr": "learning_rate (lr)"})
         if self.model_dir is None:
             from fedlabels.downloads.minilm import require_model_dir
 

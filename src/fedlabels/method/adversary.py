@@ -158,7 +158,7 @@ class Attack:
 def choose_malicious(n_clients: int, k: int, seed: int) -> list[int]:
     """The K malicious clients, a seeded draw from the run seed; K must be below half."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise FedLabelsError(f"--malicious must be an int >= 0, got {k!r}.")
+        raise FedLabelsError(f"--malicious must be an integer >= 0, got {k!r}.")
     if 2 * k >= n_clients and k > 0:
         raise FedLabelsError(f"--malicious {k} of {n_clients} clients is not below half; use "
                              f"at most {(n_clients - 1) // 2} (or more clients).")

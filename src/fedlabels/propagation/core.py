@@ -37,13 +37,13 @@ if TYPE_CHECKING:
 def check_params(n_points: int, k: int, alpha: float, n_bits: int) -> None:
     """Reject bad propagation settings with a message that says how to fix them."""
     if isinstance(n_bits, bool) or not isinstance(n_bits, int | np.integer) or n_bits < 1:
-        raise FedLabelsError(f"the LSH length L (--lsh-bits) must be an int >= 1, got "
+        raise FedLabelsError(f"the LSH length L (--lsh-bits) must be an integer >= 1, got "
                              f"{n_bits!r}; the XCLP paper uses 4096, 256-1024 work well.")
     if not 0.0 < float(alpha) < 1.0:
         raise FedLabelsError(f"alpha (--alpha) must lie strictly between 0 and 1, got "
                              f"{alpha!r}; 0.99 is the usual choice.")
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise FedLabelsError(f"k (--knn) must be an int >= 1, got {k!r}.")
+        raise FedLabelsError(f"k (--knn) must be an integer >= 1, got {k!r}.")
     if n_points <= k:
         raise FedLabelsError(f"k (--knn) = {k} must be smaller than the number of points "
                              f"in the graph ({n_points}); lower --knn or add data.")

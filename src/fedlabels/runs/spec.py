@@ -140,9 +140,10 @@ class ParamInfo:
         return value
 
 
-#: a type union as an error message says it ("participation must be a float | int" read
-#: as code): what to give, in words
-_IN_WORDS = {"float | int": "a number", "str | list of str": "a name or a list of names"}
+#: a type as an error message says it ("participation must be a float | int" read as code):
+#: what to give, in the words of every parser's refusal ("an integer", as a model spec's)
+_IN_WORDS = {"int": "an integer", "float": "a number", "float | int": "a number",
+             "str | list of str": "a name or a list of names"}
 
 
 def param(default: Any, help: str, *, kind: type | tuple[type, ...], group: str = "run",
