@@ -169,3 +169,27 @@ def test_cli_audit_of_a_dp_run_prints_its_guarantee(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "privacy: ε = 8, δ = 1e-05 (formal" in printed
     assert json.loads(out.read_text())["privacy"]["guarantee"] == "formal"
+
+
+def test_audits_under_other_threats_or_counts_get_other_default_names(
+        tmp_path, monkeypatch, capsys):
+    """Every audit of one run was named ..._seed0_audit_HASH whatever its --threat, so
+    docs/audit.md's commands in sequence (forged-u, then fixed-u) needed --overwrite and
+    replaced the first; the name carries the threat and hashes the audit's settings, and
+    the same audit again is still refused without --overwrite, the first left as it was."""
+    monkeypatch.chdir(tmp_path)
+    base = ["audit", "--method", "fedct", "--dataset", "breast_cancer", "--clients", "3",
+            "--model", "dt", "--rounds", "1", "--unlabeled", "80", "--private-per-client",
+            "40", "--test", "300", "--mia-attacks", "loss", "--audit-members", "20",
+            "--audit-refs", "2", "--audit-population", "30", "--no-progress"]
+    for extra in (["--threat", "forged-u"], ["--threat", "fixed-u"], ["--audit-refs", "3"]):
+        assert main(base + extra) == 0
+    names = sorted(p.name for p in (tmp_path / "results").glob("*.json"))
+    assert len(names) == 3, names
+    assert sum("_audit-forged-u_" in n for n in names) == 2
+    assert sum("_audit-fixed-u_" in n for n in names) == 1
+    capsys.readouterr()
+    kept = {p: p.read_bytes() for p in (tmp_path / "results").iterdir()}
+    assert main([*base, "--threat", "fixed-u"]) == 2
+    assert "pass --overwrite to replace it" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in (tmp_path / "results").iterdir()} == kept

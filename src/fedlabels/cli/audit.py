@@ -103,14 +103,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
     audit_view(cfg.method, args.threat)  # fail before loading data
     check_counts(args.audit_refs, args.audit_views, args.audit_aug)
     attacks = parse_attacks(args.mia_attacks)
-    files = checked_outputs(cfg, args, models=False, roc=".roc.png", curves=".vul_rounds.png",
-                            tag="_audit")
-    models = as_models(cfg.model)
-    federation = federation_for(cfg)
-    n_canaries = canaries_for(cfg.method, args.canaries, federation)
     audit_cfg = {"attacks": attacks, "members": args.audit_members, "refs": args.audit_refs,
                  "views": args.audit_views, "population": args.audit_population,
                  "aug": args.audit_aug, "clients": args.audit_clients, "threat": args.threat}
+    # the default name tells audits apart: the threat in words, every audit setting hashed
+    files = checked_outputs(cfg, args, models=False, roc=".roc.png", curves=".vul_rounds.png",
+                            tag=f"_audit-{args.threat}",
+                            hashed={"audit": {**audit_cfg, "canaries": args.canaries}})
+    models = as_models(cfg.model)
+    federation = federation_for(cfg)
+    n_canaries = canaries_for(cfg.method, args.canaries, federation)
     # --insecure-reproducible-noise: the audited run's noise repeats from the seed (stamped)
     with (reproducible(cfg.seed) if cfg.insecure_reproducible_noise else nullcontext(),
           terminate_as_interrupt()):  # SIGTERM takes the Ctrl-C path, as in `run`

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +94,15 @@ def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> An
 
 
 def checked_outputs(cfg: Any, args: argparse.Namespace, *, models: bool = True,
-                    tag: str = "", **extra: str) -> dict[str, Path]:
+                    tag: str = "", hashed: Mapping[str, Any] | None = None,
+                    **extra: str) -> dict[str, Path]:
     """The output files of a run, checked before any data is loaded (see
     :mod:`fedlabels.core.files`): the result JSON, its rounds table, the models file (with
-    ``models``) and ``extra`` files named by the result's suffix (``roc=".roc.png"``)."""
+    ``models``) and ``extra`` files named by the result's suffix (``roc=".roc.png"``);
+    ``tag`` and ``hashed`` as :func:`default_output` takes them."""
     from fedlabels.core.files import check_outputs, result_path, run_inputs, run_outputs
 
-    out = result_path(cfg.output) if cfg.output else default_output(cfg, tag)
+    out = result_path(cfg.output) if cfg.output else default_output(cfg, tag, hashed)
     files = run_outputs(out)
     if not models:
         del files["models file"]
@@ -199,13 +201,15 @@ def interrupted_message(result: Any, resume: str | None = None) -> str:
            f"were saved{evaluated}{resumes}"
 
 
-def default_output(cfg: Any, tag: str = "") -> Path:
+def default_output(cfg: Any, tag: str = "", hashed: Mapping[str, Any] | None = None) -> Path:
     """``results/METHOD_DATASET_MODEL_mCLIENTS_PARTITION_seedSEED[TAG]_HASH.json``.
 
     ``HASH`` is the first 6 hex digits of the SHA-256 of the whole configuration (every key
     but ``output`` and how the run is executed, ``workers`` and ``engine``: the same result;
     method options included), so runs that differ in anything — rounds, an
     option — get different names, and the same configuration always gets the same one.
+    ``hashed``: a command's own settings besides the run's (the audit's threat and counts),
+    hashed with them (a plain run's name is unchanged).
     """
     import hashlib
     import json
@@ -221,6 +225,8 @@ def default_output(cfg: Any, tag: str = "") -> Path:
 
     settings = hashed_settings(RunConfig, {k: v for k, v in cfg.to_dict().items()
                                            if k not in ("output", "workers", "engine")})
+    if hashed:
+        settings = {**settings, **hashed}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     parts = [cfg.method, _slug(dataset), _slug(str(cfg.model or "default")),
              f"m{cfg.clients}", _slug(cfg.partition), f"seed{cfg.seed}{tag}",
