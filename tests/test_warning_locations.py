@@ -318,3 +318,58 @@ def test_the_deployed_server_prints_a_warning_as_the_cli_does(monkeypatch, capsy
         server_app.main(None, None)  # type: ignore[arg-type]
     said = capsys.readouterr().err.splitlines()
     assert said == ["fedlabels: warning: pate uses 1 round(s); ran 1 of the 3 requested"], said
+
+
+# ------------------------------------------------------------------ worker threads
+
+
+def _unconverged_solve():
+    """fedlabels' conjugate gradient stopped after one iteration: it warns."""
+    import functools
+
+    import scipy.sparse as sp
+
+    from fedlabels.propagation.core import solve_cg
+
+    W = sp.csr_matrix(np.array([[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]))
+    return functools.partial(solve_cg, W, np.eye(3), 0.99, max_iter=1)
+
+
+def _warned_in(thread_target: Callable[[], Any]) -> list[tuple[str, int]]:
+    import threading
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        worker = threading.Thread(target=thread_target)
+        worker.start()
+        worker.join()
+    return [(w.filename, w.lineno) for w in caught if "conjugate gradient" in str(w.message)]
+
+
+def test_a_warning_in_a_worker_thread_names_the_call_that_started_the_work():
+    """A warning raised by fedlabels' code in a worker thread fedlabels started (clients
+    trained together, the crypto pool, the checkpoint writer) pointed at threading.py: the
+    first frame outside fedlabels was threading's bootstrap. It names the user's call that
+    started the work (here this test's line that hands the work to a thread)."""
+    from fedlabels.core.user_frames import carry_caller
+
+    started_at = sys._getframe().f_lineno + 1
+    work = carry_caller(_unconverged_solve())
+    assert _warned_in(work) == [(__file__, started_at)]
+
+
+def test_a_worker_without_a_carried_call_points_past_threading_and_concurrent():
+    """Without a carried call, a warning from a worker running the user's own function
+    names that function's line, past threading's and concurrent.futures' frames; one
+    running fedlabels' code alone names the thread's outermost frame, as before."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def users_function():
+        return _unconverged_solve()()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(users_function).result()
+    assert [w.filename for w in caught if "conjugate" in str(w.message)] == [__file__]
+    assert [f for f, _ in _warned_in(_unconverged_solve())] == [__import__("threading").__file__]

@@ -137,20 +137,17 @@ class FedLabelsWarning(UserWarning):
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` at which a warning raised by the caller of this function points
-    at the first frame outside fedlabels: the user's call, however many of fedlabels' own
-    functions (``fl.run``, ``load_federation``, keyword wrappers) lie between (a fixed
-    level points at one of them for some entry points)."""
-    import os
+    at the first frame outside fedlabels, :mod:`threading` and :mod:`concurrent.futures`:
+    the user's call, however many of fedlabels' own functions (``fl.run``,
+    ``load_federation``, keyword wrappers) lie between (a fixed level points at one of them
+    for some entry points). Code that may run in a worker thread of fedlabels' own warns
+    with :func:`fedlabels.core.user_frames.warn_user`, which names the call that started
+    the work there (a level can only name a frame of the warning thread)."""
     import sys
 
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame = sys._getframe(1)  # the function that warns: stacklevel 1
-    level = 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-            package):
-        frame = frame.f_back
-        level += 1
-    return level
+    from fedlabels.core.user_frames import first_user_frame
+
+    return first_user_frame(sys._getframe(1))[1]
 
 
 class RunCaveatWarning(FedLabelsWarning):

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedlabels.comm import Message, decode_message, encode_message
+from fedlabels.core.user_frames import carry_caller
 from fedlabels.engines.client_failure import client_failure
 from fedlabels.learners.batch_jobs import DistillJob, DPSGDJob
 from fedlabels.learners.batched import PredictJob, TrainJob, predict_together, train_together
@@ -155,7 +156,7 @@ class TogetherGrid:
                 if callable(after_turn):  # weights resting off the device move out
                     after_turn(cid)
 
-        threads = [threading.Thread(target=work, args=(cid, k), daemon=True)
+        threads = [threading.Thread(target=carry_caller(work), args=(cid, k), daemon=True)
                    for k, cid in enumerate(cids)]
         for t in threads:
             t.start()

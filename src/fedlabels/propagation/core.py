@@ -19,13 +19,13 @@ the same :func:`knn_graph_from_hamming`, so plaintext and secure graphs are iden
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError, FedLabelsWarning, user_stacklevel
+from fedlabels.core.errors import FedLabelsError, FedLabelsWarning
+from fedlabels.core.user_frames import warn_user
 from fedlabels.propagation.knn import knn_from_bits, knn_from_hamming
 
 if TYPE_CHECKING:
@@ -186,10 +186,9 @@ def solve_cg(W: sp.spmatrix, B: np.ndarray, alpha: float, rtol: float = 1e-10,
     unconverged = int(np.count_nonzero(rs > target))
     if unconverged:
         worst = float(np.sqrt(np.max(rs / np.maximum(target, 1e-300)))) * rtol
-        warnings.warn(f"conjugate gradient stopped at its iteration limit ({max_iter}) with "
-                      f"{unconverged} of {len(rs)} columns unconverged (relative residual up "
-                      f"to {worst:.2g} > {rtol:g}); lower alpha or check the graph.",
-                      FedLabelsWarning, stacklevel=user_stacklevel())
+        warn_user(f"conjugate gradient stopped at its iteration limit ({max_iter}) with "
+                  f"{unconverged} of {len(rs)} columns unconverged (relative residual up to "
+                  f"{worst:.2g} > {rtol:g}); lower alpha or check the graph.", FedLabelsWarning)
     return X[:, 0] if squeeze else X
 
 

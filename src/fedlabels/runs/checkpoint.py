@@ -68,6 +68,7 @@ from fedlabels.core.json_list import JSONList, json_list_view, text_of
 from fedlabels.core.private_files import private_key, same_tag, tag, write_private_with
 from fedlabels.core.provenance import version
 from fedlabels.core.randomness import current_source, is_reproducible
+from fedlabels.core.user_frames import carry_caller
 from fedlabels.method.base import ClientRole, ServerRole
 from fedlabels.method.state import State
 from fedlabels.method.state import copied as copied_state
@@ -546,7 +547,7 @@ class Keeper:
         snapshot = self._snapshot(copied=True)
         copied = self.clock()
         pace.taken(now, copied - now, len(self.records))
-        self._writer = threading.Thread(target=self._write_in_background,
+        self._writer = threading.Thread(target=carry_caller(self._write_in_background),
                                         args=(*snapshot, pace), name="fedlabels-checkpoint")
         self._writer.start()
 

@@ -21,6 +21,7 @@ from typing import TypeVar
 import gmpy2
 
 from fedlabels.core.threads import CRYPTO_ENV_VAR, crypto_threads
+from fedlabels.core.user_frames import carry_caller
 
 ENV_VAR = CRYPTO_ENV_VAR
 __all__ = ["ENV_VAR", "crypto_threads", "map_chunks"]
@@ -43,4 +44,4 @@ def map_chunks(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T],
             return fn(part)
 
     with ThreadPoolExecutor(threads, thread_name_prefix="fedlabels-crypto") as pool:
-        return [r for out in pool.map(run, parts) for r in out]
+        return [r for out in pool.map(carry_caller(run), parts) for r in out]

@@ -79,16 +79,15 @@ class FedCTRegressionClient(ClientRole):
         y = np.asarray(self.data.y, dtype=np.float64)
         step = 1.0 / ((1 << self.bits) - 1)
         if len(y) > 1 and float(y.std()) < step:
-            import warnings
-
-            from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
+            from fedlabels.core.errors import FedLabelsWarning
+            from fedlabels.core.user_frames import warn_user
 
             lo, hi = self.settings.target_range or (0.0, 1.0)
-            warnings.warn(FedLabelsWarning(
+            warn_user(FedLabelsWarning(
                 f"fedct at {self.bits} bits: one level of the target range [{lo:g}, {hi:g}] "
                 f"is {(hi - lo) * step:.4g} of the target's units, wider than the spread of "
                 "a client's targets, so its releases cannot tell them apart; declare a "
-                "tighter --target-range or raise --bits."), stacklevel=user_stacklevel())
+                "tighter --target-range or raise --bits."))
 
     def training_data(self) -> TrainingData:
         if self.pseudo_y is None:
