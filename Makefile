@@ -1,5 +1,6 @@
-# Two entry points for a fresh machine: `make demo` and `make test` (ruff, mypy, pytest);
-# `make check` is the fast loop: the same without the real-process tests.
+# Two entry points for a fresh machine: `make demo` and `make test` (ruff, mypy, pytest; CI
+# runs it, every test); `make check` is the fast loop: the same without the real-process
+# tests and without the tests marked `slow` (longer end-to-end runs).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -17,6 +18,8 @@ PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS)
 # the rest: each worker starts on a contiguous half (a file's module fixtures and cached
 # runs are built once, not on both workers) and an idle worker steals from the other's tail
 REST := --dist worksteal -m "not realprocess"
+# `make check`: the rest without the slow ones too
+FAST := --dist worksteal -m "not realprocess and not slow"
 # the files that mark tests realprocess (the mark is written in each: `pytest.mark.realprocess`),
 # so the real-process pytest's workers collect 6 files, not all 150 (~5 CPU-s each)
 REAL_FILES = $(shell grep -l realprocess tests/test_*.py)
@@ -63,7 +66,7 @@ test: $(STAMP)
 check: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
-	@$(TEST_TMP) export TMPDIR="$$tmp"; $(PYTEST) $(REST) --basetemp="$$tmp/rest"
+	@$(TEST_TMP) export TMPDIR="$$tmp"; $(PYTEST) $(FAST) --basetemp="$$tmp/rest"
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
