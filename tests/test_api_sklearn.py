@@ -417,11 +417,33 @@ def test_new_rows_the_models_cannot_read_are_named_by_column():
     with pytest.raises(FedLabelsError, match=r"missing values in categorical column\(s\) "
                                              r"'ward' \(1\); impute or drop them"):
         r.predict(new)
-    with pytest.raises(FedLabelsError, match=r"column 'dose' holds non-numeric values "
-                                             r"\(e.g. 'n/a'\)"):
+    with pytest.raises(FedLabelsError, match=r"^the data column 'dose' holds 'n/a' in data "
+                                             r"row 2, not a number; write the features"):
         r.predict(frame.iloc[:3].assign(dose=["1.5", "n/a", "2"]))
     as_text = r.predict(frame.iloc[:3].assign(dose=frame.dose.iloc[:3].astype(str)))
     np.testing.assert_array_equal(as_text, r.predict(frame.iloc[:3]))  # numbers as text: read
+
+
+def test_a_sites_csv_and_new_rows_are_checked_for_numbers_alike(tmp_path):
+    """A site's CSV (engines/flower/site._numbers) and predict's new rows
+    (preprocessing._check_new_columns) checked the same cells twice, in two wordings, and a
+    site's categorical table went through the second, which named neither the site nor its
+    file; one check, one message after the rows' name."""
+    from fedlabels.data.preprocessing import encode_frame
+    from fedlabels.engines.flower.site import _numbers
+
+    frame = pd.DataFrame({"dose": ["1.5", "2", "12,5"], "ward": ["a", "b", "a"]})
+    messages = []
+    for read in (lambda: _numbers(frame, ["dose"], tmp_path / "s.csv", "partition-id=0"),
+                 lambda: encode_frame(frame, ["dose", "ward"], ["ward"],
+                                      ["dose", "ward_a", "ward_b"],
+                                      f"partition-id=0: CSV {tmp_path / 's.csv'}")):
+        with pytest.raises(FedLabelsError) as info:
+            read()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith(f"partition-id=0: CSV {tmp_path / 's.csv'} column 'dose' "
+                                  "holds '12,5' in data row 3, not a number")
 
 
 @pytest.mark.parametrize("call", [lambda: fl.load_run(3), lambda: fl.resume(3),

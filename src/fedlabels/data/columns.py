@@ -241,3 +241,20 @@ def check_feature_columns(X: pd.DataFrame) -> None:
         raise FedLabelsError(
             f"column {first!r} {why}{others}; drop it with --drop {','.join(problems)} "
             f"(Python: X.drop(columns={list(problems)!r})) or choose columns with --features.")
+
+
+def check_numbers(frame: pd.DataFrame, columns: Sequence[str], what: str = "the data") -> None:
+    """A one-line error naming the first cell of ``columns`` that is not a number (a
+    decimal comma, a unit, a word; a gap is none), its column, data row and value: how a
+    site's CSV rows and ``predict``'s new rows are read (``what`` names the rows)."""
+    for column in columns:
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values):
+            continue
+        bad = (values.notna() & pd.to_numeric(values, errors="coerce").isna()).to_numpy()
+        if bad.any():
+            row = int(bad.argmax())
+            raise FedLabelsError(f"{what} column {column!r} holds {values.iloc[row]!r} in data "
+                                 f"row {row + 1}, not a number; write the features as plain "
+                                 "numbers (a decimal point, no units) and leave a missing "
+                                 "value empty.")

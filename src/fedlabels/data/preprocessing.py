@@ -266,7 +266,7 @@ def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
                              "more than once; give each column its own name.")
     frame = frame[list(columns)]
     cats = list(categorical)
-    _check_new_columns(frame, cats)
+    _check_new_columns(frame, cats, what)
     _warn_unseen_categories(frame, cats, feature_names)
     if cats:
         frame = pd.get_dummies(frame.astype({c: str for c in cats}), columns=cats,
@@ -275,11 +275,11 @@ def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
     return _floats(lambda: frame.to_numpy(dtype=np.float64, na_value=np.nan))
 
 
-def _check_new_columns(frame: Any, categorical: list[str]) -> None:
+def _check_new_columns(frame: Any, categorical: list[str], what: str) -> None:
     """A one-line error naming the columns of new rows the models cannot read: a missing
     category (it would encode as an unknown one, all zeros, silently), or text in a column
-    the models read as numbers."""
-    import pandas as pd
+    the models read as numbers (:func:`~fedlabels.data.columns.check_numbers`)."""
+    from fedlabels.data.columns import check_numbers
 
     if categorical:
         missing = frame[categorical].isna().sum()
@@ -288,14 +288,7 @@ def _check_new_columns(frame: Any, categorical: list[str]) -> None:
             named = ", ".join(f"{c!r} ({n})" for c, n in missing.items())
             raise FedLabelsError(f"the data has missing values in categorical column(s) "
                                  f"{named}; impute or drop them first.")
-    for column in frame.columns:
-        if column in categorical or pd.api.types.is_numeric_dtype(frame[column]):
-            continue
-        values = frame[column]
-        bad = values[pd.to_numeric(values, errors="coerce").isna() & values.notna()]
-        if len(bad):
-            raise FedLabelsError(f"column {column!r} holds non-numeric values (e.g. "
-                                 f"{bad.iloc[0]!r}) where the models were trained on numbers.")
+    check_numbers(frame, [c for c in frame.columns if c not in categorical], what)
 
 
 def _warn_unseen_categories(frame: Any, categorical: list[str],

@@ -217,21 +217,14 @@ def _one_hot_rows(frame: Any, shared: Mapping[str, np.ndarray], features: list[s
 
 def _numbers(frame: Any, features: list[str], path: Path, who: str) -> np.ndarray:
     """The CSV's feature columns as float64. A cell that is not a number (a decimal comma,
-    a unit, a word) is one line naming its column, data row and value: it was a bare
-    ``could not convert string to float`` that the coordinator saw as ``error: internal``."""
+    a unit, a word) is one line naming its column, data row and value, as ``predict``'s
+    (:func:`~fedlabels.data.columns.check_numbers`): it was a bare ``could not convert
+    string to float`` that the coordinator saw as ``error: internal``."""
     import pandas as pd
 
-    for column in features:
-        values = frame[column]
-        if pd.api.types.is_numeric_dtype(values):
-            continue
-        bad = (values.notna() & pd.to_numeric(values, errors="coerce").isna()).to_numpy()
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise FedLabelsError(f"{who}: CSV {path} column {column!r} holds "
-                                 f"{values.iloc[row]!r} in data row {row + 1}, not a number; "
-                                 "write the features as plain numbers (a decimal point, no "
-                                 "units) and leave a missing value empty.")
+    from fedlabels.data.columns import check_numbers
+
+    check_numbers(frame, features, f"{who}: CSV {path}")
     return frame[features].apply(pd.to_numeric).to_numpy(dtype=np.float64)
 
 
