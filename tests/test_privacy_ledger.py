@@ -126,6 +126,34 @@ def test_the_operators_budget_is_recorded_and_deploy_ledger_shows_what_is_left(
     assert f"integrity check at entry {i}" in row()["error"]
 
 
+def test_deploy_ledger_accounts_each_ledger_once_and_shows_a_full_rescans_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_ledgers decoded and accounted a ledger's whole history twice (its summary, and
+    _budget again for what is left, at the same δ); it accounts it once per δ, and shows
+    what a full rescan of the ledger accounts independently."""
+    from fedlabels.privacy import ledger as ledger_module
+
+    key = b"k" * 32
+    site = _site(tmp_path, epsilon=9.0)
+    events = [_xor(0.5), _xor(0.3, bits=4), _xor(0.7)]
+    for seq, ev in enumerate(events, start=1):
+        site.charge([ev], run="a", seq=seq)
+    counted: list[float] = []
+    spent = ledger_module.Ledger.spent
+
+    def counting(self: Any) -> Any:
+        counted.append(self.delta)
+        return spent(self)
+
+    monkeypatch.setattr(ledger_module.Ledger, "spent", counting)
+    (row,) = read_ledgers(tmp_path / "ledger", key, DELTA)
+    assert counted == [DELTA]
+    rescan = account_events(events, DELTA)
+    assert row["epsilon"] == pytest.approx(rescan.epsilon, rel=1e-12)
+    assert row["left"] == pytest.approx(9.0 - rescan.epsilon, rel=1e-12)
+    assert row["releases"] == 3 and row["budget_delta"] == DELTA
+
+
 def test_site_ledger_persists_per_dataset_and_holds_a_lifetime_budget(tmp_path: Path) -> None:
     ev = _xor()
     budget = account_labels([ev] * 2, DELTA).epsilon

@@ -344,14 +344,17 @@ class SiteLedger:
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
-    def summary(self, entries: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def summary(self, entries: Sequence[dict[str, Any]] | None = None,
+                spent: PrivacySpent | None = None) -> dict[str, Any]:
         """The dataset's releases, noiseless answers and (ε, δ) (of ``entries``, already
-        read and checked: :meth:`_lines`; else read now)."""
+        read and checked: :meth:`_lines`; else read now; ``spent``: their spend at the
+        ledger's δ, already accounted)."""
         entries = self._lines() if entries is None else entries
         events = _events(entries)
+        spent = self._ledger(events).spent() if spent is None else spent
         return {"dataset": self.dataset, "releases": len(events),
                 "noiseless_answers": _noiseless(entries),
-                "lifetime_epsilon": self.epsilon, **self._ledger(events).spent().to_dict()}
+                "lifetime_epsilon": self.epsilon, **spent.to_dict()}
 
 
 #: what names one charge of one message of one sequence (see :meth:`SiteLedger.charge`)
@@ -433,13 +436,15 @@ def _plan_budget(entries: Sequence[dict[str, Any]]) -> float | None:
     return next((float(e["plan_budget"]) for e in entries[1:] if "plan_budget" in e), None)
 
 
-def _budget(entries: Sequence[dict[str, Any]], delta: float) -> dict[str, Any]:
+def _budget(entries: Sequence[dict[str, Any]], delta: float,
+            spent_at: Callable[[float], PrivacySpent] | None = None) -> dict[str, Any]:
     """The dataset's lifetime budget as the ledger records it, and what is left of it:
     the operator's ``ledger-epsilon`` as last recorded, else the one run of its plan the site
     took (``budget_from``: ``ledger-epsilon`` or ``privacy-plan``; None: none recorded, the
     site sets none, or a ledger-epsilon before 11-30, which was not recorded). ``left`` is the
     budget less the spend at the budget's own δ (``budget_delta``); the ledger's other
-    figures are at ``delta``."""
+    figures are at ``delta``. ``spent_at(δ)``: the entries' spend at δ, accounted once for
+    every figure that needs it (:func:`_accounted`); else accounted here."""
     operator = [e for e in entries[1:] if "ledger_epsilon" in e]
     plan = [e for e in entries[1:] if "plan_budget" in e]
     if operator and operator[-1]["ledger_epsilon"] is not None:
@@ -450,10 +455,23 @@ def _budget(entries: Sequence[dict[str, Any]], delta: float) -> dict[str, Any]:
     else:
         return {"budget": None, "budget_from": None, "budget_delta": None, "left": None}
     at_delta = float(at.get("delta", delta))
-    left = budget - Ledger(at_delta, None, _events(entries)).spent().epsilon
+    left = budget - (spent_at or _accounted(_events(entries)))(at_delta).epsilon
     if abs(left) <= budget * REL_TOL:  # spent to the budget (as a charge compares them)
         left = 0.0
     return {"budget": budget, "budget_from": source, "budget_delta": at_delta, "left": left}
+
+
+def _accounted(events: list[Any]) -> Callable[[float], PrivacySpent]:
+    """The spend of ``events`` at a δ, each δ accounted once (a ledger's summary and its
+    budget's remainder share it where their δ is one)."""
+    done: dict[float, PrivacySpent] = {}
+
+    def spent_at(delta: float) -> PrivacySpent:
+        if delta not in done:
+            done[delta] = Ledger(delta, None, events).spent()
+        return done[delta]
+
+    return spent_at
 
 
 def _events(entries: Sequence[dict[str, Any]]) -> list[Any]:
@@ -477,14 +495,16 @@ def read_ledgers(folder: str | Path, key: bytes, delta: float) -> list[dict[str,
         except FedLabelsError as exc:
             out.append({"dataset": path.parent.name, "path": str(path), "error": str(exc)})
             continue
-        row = ledger.summary(entries)
+        spent_at = _accounted(_events(entries))  # the events decoded and accounted once
+        row = ledger.summary(entries, spent_at(delta))
         row.pop("lifetime_epsilon")
         # runs: the sequences that released (older entries, without one: their Flower run)
         runs = {e.get("sequence") or f"flower run {e.get('flower_run')}" for e in entries[1:]
                 if "event" in e or "noiseless" in e}
         trusted = [e for e in entries[1:] if "coordinator_plan" in e]
         out.append({**row, "runs": len(runs), "path": str(path),
-                    "plan_budget": _plan_budget(entries), **_budget(entries, delta),
+                    "plan_budget": _plan_budget(entries),
+                    **_budget(entries, delta, spent_at),
                     # runs in which the site followed the coordinator's plan, having none
                     "coordinator_runs": len({e.get("sequence") for e in trusted}),
                     "coordinator_plans": [{"at": e.get("at"), "plan": e["coordinator_plan"]}
