@@ -699,7 +699,9 @@ def make_federation(
         check_clients_hold(class_names, ya[private_idx])
     parts = partition_pool(ya[private_idx], n_clients, spec, part_rng,
                            groups=None if sites is None else sites[private_idx])
-    if _is_frame(X):  # one-hot columns of U's categories only
+    import pandas as pd  # loaded already: as_feature_matrix read X
+
+    if isinstance(X, pd.DataFrame):  # one-hot columns of U's categories only
         n_public = len(Xp) if given else 0
         Xa, Xt, Xp, feature_names = _public_categories(
             X, np.arange(len(X) - n_public, len(X)) if given else public_idx,
@@ -808,13 +810,6 @@ def make_federation(
         task=task,
         target_range=target_range if regression else None,
     )
-
-
-def _is_frame(X: Any) -> bool:
-    import sys
-
-    pd = sys.modules.get("pandas")  # no pandas loaded: no DataFrame
-    return pd is not None and isinstance(X, pd.DataFrame)
 
 
 def _public_categories(X: Any, public_rows: np.ndarray, Xa: Any, Xt: Any, Xp: Any,
