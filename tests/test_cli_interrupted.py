@@ -85,6 +85,48 @@ def test_round_lines_go_to_stderr_and_not_with_quiet(tmp_path, capsys) -> None:
     assert out.out == "" and out.err.splitlines() == lines[2:]
 
 
+@pytest.mark.parametrize("progress", [False, True])
+def test_the_servers_warning_reaches_the_console_once_progress_or_not(
+        tmp_path, monkeypatch, capsys, progress) -> None:
+    """``deploy local --method pate --rounds 3 --no-progress`` (and the Python API, whose
+    progress is off) left the ServerApp's "pate uses 1 round(s)" in logs/flwr_run.log only:
+    the log was read for progress alone. It is warned in the launching process, progress or
+    not, so the CLI prints it as one line (and with progress not a second time); the round
+    lines still follow progress."""
+    import subprocess
+    import sys
+    import warnings
+    from types import SimpleNamespace
+
+    from fedlabels.core.errors import FedLabelsWarning, show_warnings_in_one_line
+    from fedlabels.deploy.launcher import LocalDeployment
+
+    dep = LocalDeployment.__new__(LocalDeployment)  # no SuperLink: a stand-in `flwr run`
+    dep.logs, dep.echo, dep.unfinished_runs = tmp_path / "logs", progress, []
+    dep.logs.mkdir()
+    dep.prepared = SimpleNamespace(app_dir=tmp_path, spec=SimpleNamespace(
+        status=str(tmp_path / "status.json")))
+    monkeypatch.setattr(dep, "_cli_config", lambda: None)
+    lines = ["INFO : starting", "fedlabels: warning: pate uses 1 round(s); ran 1 of the 3 "
+             "requested", "fedlabels: round 1/1 done in 8.7 s, mean accuracy 0.9035"]
+    log = dep.logs / "flwr_run.log"
+    writes = f"open({str(log)!r}, 'w').write({chr(10).join(lines) + chr(10)!r})"
+    monkeypatch.setattr(dep, "_spawn", lambda *a: subprocess.Popen([sys.executable, "-c",
+                                                                   writes]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert dep.run_app(timeout=60) == 0
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (FedLabelsWarning, "pate uses 1 round(s); ran 1 of the 3 requested")]
+    assert capsys.readouterr().err.splitlines() == ([lines[2]] if progress else [])
+    with warnings.catch_warnings():  # as the CLI shows it: one line
+        warnings.simplefilter("always")
+        show_warnings_in_one_line()
+        dep.run_app(timeout=60)
+    said = capsys.readouterr().err.splitlines()
+    assert said.count(lines[1]) == 1 and len(said) == 1 + progress, said
+
+
 def test_a_resume_with_output_finds_the_sites_state_of_a_run_without(tmp_path) -> None:
     # `deploy local` without --output wrote to a default name; its resume needs --output
     # (the line above gives it), so the resumed run's settings held output = that path where

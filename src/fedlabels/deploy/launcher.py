@@ -356,8 +356,7 @@ class LocalDeployment:
         log, offset = self.logs / "flwr_run.log", 0
         try:
             while proc.poll() is None:
-                if self.echo:
-                    offset = _echo_progress(log, offset)
+                offset = _echo_progress(log, offset, self.echo)
                 if time.monotonic() > deadline:
                     raise RunTimeout(f"the deployed run did not finish within {timeout:g} "
                                      f"s; logs are in {self.logs}.")
@@ -376,8 +375,7 @@ class LocalDeployment:
                 run_id = self._submitted_run_id()
                 if run_id is not None:
                     self.unfinished_runs.append(run_id)
-        if self.echo:
-            _echo_progress(log, offset)
+        _echo_progress(log, offset, self.echo)
         return proc.returncode if proc.returncode is not None else 0
 
     def superlink_death(self) -> str | None:
@@ -481,12 +479,17 @@ class LocalDeployment:
         self.stop()
 
 
-def _echo_progress(log: Path, offset: int) -> int:
+def _echo_progress(log: Path, offset: int, progress: bool = True) -> int:
     """Print the ServerApp's own progress lines (``fedlabels: ...``) that ``flwr run`` logged
     to stderr, as a simulated run's progress (stdout keeps the table and the paths); with
-    ``-q``, no round's line."""
+    ``-q``, no round's line; without ``progress`` none. Its warnings (``fedlabels: warning:
+    pate uses 1 round(s); ...``) are warned here, progress or not, as a simulated run warns
+    them: the CLI prints each as the same one line, Python gets a ``FedLabelsWarning`` (they
+    reached logs/flwr_run.log only without progress). Returns the offset read to."""
     import sys
+    import warnings
 
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
     from fedlabels.core.verbosity import QUIET, verbosity
 
     try:
@@ -497,10 +500,17 @@ def _echo_progress(log: Path, offset: int) -> int:
         return offset
     end = chunk.rfind(b"\n") + 1
     for line in chunk[:end].decode(errors="replace").splitlines():
+        if line.startswith(_WARNING):
+            warnings.warn(FedLabelsWarning(line[len(_WARNING):]), stacklevel=user_stacklevel())
+            continue
         quiet = line.startswith("fedlabels: round ") and verbosity() == QUIET
-        if line.startswith("fedlabels:") and not quiet:
+        if progress and line.startswith("fedlabels:") and not quiet:
             print(line, file=sys.stderr, flush=True)
     return offset + end
+
+
+#: how the ServerApp prints a warning (core.errors.show_warnings_in_one_line)
+_WARNING = "fedlabels: warning: "
 
 
 def read_outcome(prepared: PreparedRun, returncode: int, logs: Path) -> RunResult:
