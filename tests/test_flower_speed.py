@@ -37,7 +37,7 @@ def test_threads_reach_the_client_apps() -> None:
     assert DeploySpec.from_run_config({"fedlabels": spec.to_json()}).threads == 3
     assert site_threads({"partition-id": 0}, spec) == 3
     assert site_threads({"partition-id": 0, "threads": 2}, spec) == 2
-    with pytest.raises(FedLabelsError, match="threads must be a whole number"):
+    with pytest.raises(FedLabelsError, match="threads must be an integer"):
         site_threads({"partition-id": 0, "threads": "many"}, spec)
 
 
@@ -54,7 +54,7 @@ def test_deploy_local_checks_threads_as_the_site_does(bad: Any) -> None:
     with pytest.raises(FedLabelsError) as site:
         site_threads({"partition-id": 0, "threads": bad}, spec)
     assert str(launcher.value) == str(site.value) == \
-        f"node config threads must be a whole number >= 1, got {bad!r}."
+        f"node config threads must be an integer >= 1, got {bad!r}."
     given = check_site_settings({"threads": "4"})["threads"]
     assert given == 4 and site_threads({"partition-id": 0, "threads": given}, spec) == 4
 
@@ -66,7 +66,7 @@ def test_deploy_local_cli_refuses_bad_threads_in_one_line(
     code = main(["deploy", "local", "--method", "fedct", "--dataset", "breast_cancer",
                  "--site-config", "threads=0"])
     err = capsys.readouterr().err
-    assert code == 2 and "node config threads must be a whole number >= 1, got '0'." in err
+    assert code == 2 and "node config threads must be an integer >= 1, got '0'." in err
     assert "Traceback" not in err
 
 

@@ -328,7 +328,7 @@ def test_a_sites_hello_is_checked_and_names_the_node(tmp_path: Path, key: str,
         lambda ours: Message(ours.kind, config={**ours.config, key: value},
                              category=ours.category))
     with pytest.raises(FedLabelsError, match=rf"SuperNode 1002 answered hello with {key} = "
-                                             rf"{value!r}; expected a whole number"):
+                                             rf"{value!r}; expected an integer"):
         run_server(grid, server_context(prepared.spec))
 
 

@@ -234,5 +234,5 @@ def test_a_tampered_site_ledger_entry_with_negative_steps_does_not_load():
     entry = json.loads(json.dumps(event_to_dict(DPSGDRoundEvent(1.0, 0.1, 1.0, ((0, 4),)))))
     assert event_from_dict(entry).steps == ((0, 4),)
     tampered = {**entry, "steps": [[0, 4], [0, -4]]}
-    with pytest.raises(FedLabelsError, match="whole numbers >= 0"):
+    with pytest.raises(FedLabelsError, match="integers >= 0"):
         event_from_dict(tampered)

@@ -332,7 +332,7 @@ def test_run_threads_argument(threads_restored):
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_bad_thread_count_fails_before_loading_data(threads_restored, bad):
-    with pytest.raises(FedLabelsError, match="threads must be a whole number >= 1"):
+    with pytest.raises(FedLabelsError, match="threads must be an integer >= 1"):
         fl.run("fedct", "no_such_dataset", threads=bad)
 
 
@@ -346,4 +346,4 @@ def test_cli_threads_flag_and_environment(tmp_path, threads_restored, monkeypatc
     monkeypatch.setenv(ENV_VAR, "many")
     assert main(["-q", "run", "--dataset", "wine", "--output", str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "FEDLABELS_THREADS must be a whole number" in err
+    assert err.count("\n") == 1 and "FEDLABELS_THREADS must be an integer" in err

@@ -211,3 +211,28 @@ def test_the_run_parameters_say_integer_as_the_spec_parsers(kwargs, needle):
     with pytest.raises(FedLabelsError) as info:
         RunConfig(method="fedct", dataset="breast_cancer", **kwargs).validate()
     assert str(info.value) == needle
+
+
+@pytest.mark.parametrize("call, message", [
+    ("threads", "threads must be an integer >= 1, got 0."),
+    ("workers", "workers must be an integer >= 1 (1: every client in this process), got 0."),
+    ("node", "node config threads must be an integer >= 1, got '0'."),
+])
+def test_the_process_settings_say_integer_as_the_run_parameters(call, message):
+    """threads, workers and a site's node config threads said 'a whole number', where the
+    run parameters and every spec parser say 'an integer'."""
+    from fedlabels.core.threads import set_threads
+    from fedlabels.engines.workers import resolve_workers
+
+    calls = {"threads": lambda: set_threads(0), "workers": lambda: resolve_workers(0, 3),
+             "node": lambda: _node_threads()({"threads": "0"})}
+    with pytest.raises(FedLabelsError) as info:
+        calls[call]()
+    assert str(info.value) == message
+
+
+def _node_threads():
+    pytest.importorskip("flwr")
+    from fedlabels.engines.flower.site import node_threads
+
+    return node_threads

@@ -181,14 +181,14 @@ def test_workers_setting_is_checked_and_defaults_to_the_cores(
     monkeypatch.setenv("FEDLABELS_WORKERS", "2")  # conftest's 1 would hide the default
     assert resolve_workers(None, 100) == 2
     monkeypatch.setenv("FEDLABELS_WORKERS", "two")
-    with pytest.raises(FedLabelsError, match="FEDLABELS_WORKERS must be a whole number"):
+    with pytest.raises(FedLabelsError, match="FEDLABELS_WORKERS must be an integer"):
         resolve_workers(None, 3)
     monkeypatch.delenv("FEDLABELS_WORKERS")
     assert resolve_workers(None, 100) == cores
     assert resolve_workers(None, 1) == 1
     assert resolve_workers(8, 3) == 3  # never more workers than clients
     for bad in (0, -1, 1.5, True):
-        with pytest.raises(FedLabelsError, match="workers must be a whole number >= 1"):
+        with pytest.raises(FedLabelsError, match="workers must be an integer >= 1"):
             resolve_workers(bad, 3)  # type: ignore[arg-type]
     with pytest.raises(FedLabelsError, match="workers must be an integer >= 1, got 0"):
         RunConfig(workers=0)

@@ -33,7 +33,7 @@ def _checked(value: object, where: str) -> int:
     except ValueError:
         n = 0
     if n < 1 or str(n) != str(value).strip():
-        raise FedLabelsError(f"{where} must be a whole number >= 1, got {value!r}.")
+        raise FedLabelsError(f"{where} must be an integer >= 1, got {value!r}.")
     return n
 
 

@@ -94,7 +94,7 @@ def resolve_workers(workers: int | None, n_clients: int, one_process: str | None
         where = ENV_WORKERS
         workers = int(raw) if raw.strip().isdigit() else raw  # type: ignore[assignment]
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise FedLabelsError(f"{where} must be a whole number >= 1 (1: every client in this "
+        raise FedLabelsError(f"{where} must be an integer >= 1 (1: every client in this "
                              f"process), got {workers!r}.")
     return min(workers, max(1, n_clients))
 

@@ -213,7 +213,7 @@ def dpsgd_steps(mlp: Any, X: np.ndarray, y: np.ndarray, n_steps: int, config: DP
     (:mod:`fedlabels.learners.batched_dpsgd`), drawn from the same ``rng``.
     """
     if int(n_steps) != n_steps or n_steps < 0:
-        raise FedLabelsError(f"DP-SGD steps must be a whole number >= 0, got {n_steps!r}.")
+        raise FedLabelsError(f"DP-SGD steps must be an integer >= 0, got {n_steps!r}.")
     X = np.ascontiguousarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     mlp._ensure_initialised(X, y)

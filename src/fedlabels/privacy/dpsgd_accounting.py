@@ -51,7 +51,7 @@ class DPSGDRoundEvent:
         require_positive(self, "noise_multiplier", "clip")
         require_positive(self, "sample_rate", at_most=1.0)
         if not all(is_count(k) for _, k in self.steps):
-            raise FedLabelsError(f"DPSGDRoundEvent: steps must be whole numbers >= 0, got "
+            raise FedLabelsError(f"DPSGDRoundEvent: steps must be integers >= 0, got "
                                  f"{self.steps!r}.")
 
 

@@ -36,7 +36,7 @@ def require_count(event: Any, *names: str) -> None:
     """Each named field of ``event`` is a count (:func:`is_count`)."""
     for name in names:
         if not is_count(getattr(event, name)):
-            raise _field_error(event, name, "a whole number >= 0")
+            raise _field_error(event, name, "an integer >= 0")
 
 
 def require_positive(event: Any, *names: str, at_most: float = math.inf,

@@ -149,7 +149,7 @@ def greet(grid: FlowerGridABC, nodes: list[int], n_clients: int,
     return by_pid, {pid: info[node] for pid, node in by_pid.items()}
 
 
-#: what a site's hello must give: whole numbers >= the minimum, and text
+#: what a site's hello must give: integers >= the minimum, and text
 _HELLO_COUNTS = {"partition_id": 0, "n_examples": 1, "n_features": 1, "n_public": 1,
                  "n_classes": 1}
 _HELLO_TEXT = ("public_digest",)
@@ -163,7 +163,7 @@ def _check_hello(node: int, hello: dict[str, Any]) -> None:
         value = hello.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise FedLabelsError(f"SuperNode {node} answered hello with {key} = {value!r}; "
-                                 f"expected a whole number >= {low} (is it running this "
+                                 f"expected an integer >= {low} (is it running this "
                                  "version of fedlabels' ClientApp?).")
     for key in _HELLO_TEXT:
         if not isinstance(hello.get(key), str):
@@ -218,7 +218,7 @@ def hello_image_shape(text: object, n_features: int) -> tuple[int, int, int] | N
     parts = value.split("-")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise FedLabelsError(f"the SuperNodes' hello names the image shape {value!r}; "
-                             "expected C-H-W with three positive whole numbers (the sites' "
+                             "expected C-H-W with three positive integers (the sites' "
                              "shared.npz image_shape).")
     c, h, w = (int(p) for p in parts)
     if c * h * w != n_features:

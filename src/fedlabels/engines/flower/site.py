@@ -289,7 +289,7 @@ def node_flag(node_config: Mapping[str, Any], key: str, default: bool) -> bool:
 
 def node_threads(node_config: Mapping[str, Any], default: Any = 1) -> int:
     """The node config's ``threads`` (the torch threads of the site's ClientApps; ``default``
-    where it names none): a whole number >= 1, as a number or as digits (``deploy local
+    where it names none): an integer >= 1, as a number or as digits (``deploy local
     --site-config threads=N`` gives text). The one check of it, for the site and for ``deploy
     local``, which refuses a bad value before anything starts."""
     raw = node_config.get("threads", default)
@@ -298,7 +298,7 @@ def node_threads(node_config: Mapping[str, Any], default: Any = 1) -> int:
     else:
         value = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
     if value < 1:
-        raise FedLabelsError(f"node config threads must be a whole number >= 1, got {raw!r}.")
+        raise FedLabelsError(f"node config threads must be an integer >= 1, got {raw!r}.")
     return value
 
 

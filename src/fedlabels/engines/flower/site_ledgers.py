@@ -58,7 +58,7 @@ def read_report(text: Any, rnd: int) -> dict[str, Any]:
                 raise ValueError(f"{key} is not a number >= 0")
         for key in (k for k in _COUNTS if k in data):
             if isinstance(data[key], bool) or not isinstance(data[key], int) or data[key] < 0:
-                raise ValueError(f"{key} is not a whole number >= 0")
+                raise ValueError(f"{key} is not an integer >= 0")
         budget = data.get("budget")
         if budget is not None and (isinstance(budget, bool) or not isinstance(
                 budget, int | float) or not budget > 0):
