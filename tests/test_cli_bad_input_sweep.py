@@ -383,7 +383,7 @@ def test_a_bad_boolean_lists_the_spellings_taken(tmp_path, capsys, argv) -> None
     out = tmp_path / "r.json"
     assert main(["run", *argv, "--rounds", "1", "--no-progress", "--output", str(out)]) == 2
     line = capsys.readouterr().err.strip()
-    assert line.count("\n") == 0 and "balanced must be bool" in line and not out.exists()
+    assert line.count("\n") == 0 and "balanced must be true or false" in line and not out.exists()
     spellings = re.findall(r"\b(true|false|yes|no)\b", line.split("got 'maybe'")[1])
     assert set(spellings) == {"true", "false", "yes", "no"}
     for word in spellings:

@@ -35,7 +35,7 @@ def run(fed: Any, rounds: int = 4, **kwargs: Any) -> fl.RunResult:
     ({"pseudo_weight": 0}, r"pseudo_weight must lie in \(0, 100\]"),
     ({"pseudo_weight": -1.0}, r"pseudo_weight must lie in \(0, 100\]"),
     ({"pseudo_warmup": -1}, r"pseudo_warmup must lie in \[0, inf\]"),
-    ({"pseudo_warmup": 2.5}, "pseudo_warmup must be int"),
+    ({"pseudo_warmup": 2.5}, "pseudo_warmup must be an integer"),
     ({"vote_power": -0.5}, r"vote_power must lie in \[0, 100\]"),
     ({"vote_power": float("nan")}, "vote_power must be finite"),
 ])
@@ -206,7 +206,7 @@ def test_balanced_is_validated_and_changes_the_consensus():
     from fedlabels.methods.fedct.fedct import consensus_function
 
     method = get_method("fedct")
-    with pytest.raises(FedLabelsError, match="balanced must be bool"):
+    with pytest.raises(FedLabelsError, match="balanced must be true or false"):
         method.parse_options({"balanced": 1})
     with pytest.raises(FedLabelsError, match="without --robust"):
         method.parse_options({"balanced": True, "robust": "trimmed"})

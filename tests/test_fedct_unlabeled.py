@@ -47,7 +47,7 @@ def run(fed: Any, rounds: int = 3, **kwargs: Any) -> fl.RunResult:
     ({"consistency_weight": 1, "consistency_augment": "dropout", "consistency_strength": 1},
      "dropout probability.*below 1"),
     ({"warmup_steps": -1}, r"warmup_steps must lie in \[0, 1000000\]"),
-    ({"finetune_steps": 2.5}, "finetune_steps must be int"),
+    ({"finetune_steps": 2.5}, "finetune_steps must be an integer"),
 ])
 def test_bad_values_are_one_line_errors(options, match):
     with pytest.raises(FedLabelsError, match=match) as err:

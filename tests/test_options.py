@@ -41,10 +41,10 @@ def test_defaults_and_valid_values():
     ({"rate": 0}, r"rate must lie in \(0, 1\]"),
     ({"rate": float("nan")}, "rate must be finite"),
     ({"count": 0}, r"count must lie in \[1, inf\]"),
-    ({"count": 2.5}, "count must be int"),
-    ({"count": True}, "count must be int"),
+    ({"count": 2.5}, "count must be an integer"),
+    ({"count": True}, "count must be an integer"),
     ({"mode": "c"}, "mode must be one of a, b, none"),
-    ({"rate": "x"}, "rate must be float"),
+    ({"rate": "x"}, "rate must be a number"),
     ({"mode": "b"}, "mode b needs cap"),
 ])
 def test_invalid_values_are_one_line_errors(data, match):

@@ -435,7 +435,7 @@ def test_abbreviated_flags_are_refused(capsys):
     ('model = "mlp(hidden=abc)"\n', ["--model", "dt"], "hidden must be layer widths"),
     ('method = "fedctt"\n', ["--method", "fedct"], "unknown method 'fedctt'"),
     ('[options]\nquorum = "high"\n', ["--quorum", "0.5"],
-     "fedct option quorum must be float | None, got 'high'"),
+     "fedct option quorum must be a number or none, got 'high'"),
     ('options = 3\n', ["--opt", "quorum=0.5"], "options must be a table"),  # a traceback
 ])
 def test_a_wrong_value_in_a_config_file_is_refused_even_where_a_flag_overrides_it(

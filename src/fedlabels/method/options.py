@@ -88,6 +88,15 @@ class OptionInfo:
         return text + (" | None" if self.nullable else "")
 
     @property
+    def in_words(self) -> str:
+        """What to give, in the words of every refusal: ``an integer``, ``a number or
+        none``, ``true or false`` (``type_name`` is the help table's ``int | None``)."""
+        words = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
+        kinds = [k for k in self.kind if not (k is int and float in self.kind)]
+        text = " or ".join(words.get(k, f"a {k.__name__}") for k in kinds)
+        return text + (" or none" if self.nullable else "")
+
+    @property
     def summary(self) -> str:
         """Type, constraint and default, e.g. ``float | None; in (0, 1]; default none``."""
         parts = [self.type_name]
@@ -116,11 +125,11 @@ class OptionInfo:
         if float in self.kind and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if isinstance(value, bool) and bool not in self.kind:
-            raise FedLabelsError(f"{where} must be {self.type_name}, got {value!r}.")
+            raise FedLabelsError(f"{where} must be {self.in_words}, got {value!r}.")
         if not isinstance(value, self.kind):
             spell = ("; give true or false (yes or no on the command line)"
                      if bool in self.kind else "")
-            raise FedLabelsError(f"{where} must be {self.type_name}, got {value!r} "
+            raise FedLabelsError(f"{where} must be {self.in_words}, got {value!r} "
                                  f"({type(value).__name__}){spell}.")
         if self.choices is not None and value not in self.choices:
             close = did_you_mean(str(value), map(str, self.choices))
