@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
 
-from fedlabels.consensus import ABSTAIN, majority_vote, qualified_majority, vote_counts
+from fedlabels.consensus import (
+    ABSTAIN,
+    kappa_rows,
+    leave_one_out_kappa,
+    majority_vote,
+    qualified_majority,
+    vote_counts,
+)
 
 
 def test_majority_vote_picks_the_plurality():
@@ -41,3 +48,21 @@ def test_quorum_boundary_is_inclusive():
 def test_quorum_outside_unit_interval(quorum):
     with pytest.raises(ValueError, match="quorum"):
         qualified_majority(np.zeros((3, 2), dtype=int), 2, quorum)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_leave_one_out_kappa_equals_the_argmax_of_each_clients_others(seed):
+    # the (m, n, C) copy it no longer builds: each client's vote taken out of the counts,
+    # then numpy's argmax; integer weights make ties (also with the reduced count)
+    rng = np.random.default_rng(seed)
+    m, n, c = int(rng.integers(1, 9)), int(rng.integers(1, 60)), int(rng.integers(1, 5))
+    votes = rng.integers(0, c, (m, n))
+    for w in (rng.integers(0, 3, m).astype(float), rng.random(m), np.zeros(m)):
+        counts = vote_counts(votes, c, w)
+        top = np.empty((m, n), dtype=np.int64)
+        for i in range(m):
+            others = counts.copy()
+            others[np.arange(n), votes[i]] -= w[i]
+            top[i] = others.argmax(axis=1)
+        want = kappa_rows(votes, top, c)
+        assert leave_one_out_kappa(votes, c, w).tobytes() == want.tobytes()

@@ -126,12 +126,19 @@ def peer_kappa(votes: np.ndarray, n_classes: int) -> np.ndarray:
 def leave_one_out_kappa(votes: np.ndarray, n_classes: int, weights: np.ndarray) -> np.ndarray:
     """Cohen's κ of each client with the weighted plurality of the *other* clients, shape
     (m,): no client can agree with a vote it dominates itself."""
-    votes = np.asarray(votes)
-    m, n = votes.shape
-    counts = vote_counts(votes, n_classes, weights)
-    others = np.repeat(counts[None], m, axis=0)  # (m, n, C)
-    others[np.arange(m)[:, None], np.arange(n)[None, :], votes] -= np.asarray(weights)[:, None]
-    return kappa_rows(votes, others.argmax(axis=2), n_classes)
+    votes, weights = np.asarray(votes), np.asarray(weights, np.float64)
+    n = votes.shape[1]
+    counts, cols = vote_counts(votes, n_classes, weights), np.arange(n)
+    # the others' counts are the counts with the client's own vote taken out, so their
+    # argmax needs no (m, n, C) copy: the best class besides the client's vote (the first
+    # or second of the counts) against the client's reduced count, ties to the smaller index
+    first = counts.argmax(axis=1)
+    rest = counts.astype(np.float64)  # a copy; float even for an empty U
+    rest[cols, first] = -np.inf
+    best = np.where(votes == first, rest.argmax(axis=1), first)  # (m, n)
+    best_count, own = counts[cols, best], counts[cols, votes] - weights[:, None]
+    wins = (own > best_count) | ((own == best_count) & (votes < best))
+    return kappa_rows(votes, np.where(wins, votes, best), n_classes)
 
 
 def balanced_vote(votes: np.ndarray, n_classes: int,
