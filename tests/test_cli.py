@@ -111,9 +111,15 @@ def test_importing_the_package_does_not_load_torch():
     assert proc.stdout.strip() == "False"  # torch loads only when a torch model is used
 
 
-def test_a_run_of_trees_does_not_load_torch():
-    code = ("import sys, fedlabels as fl; fl.run('fedct', 'wine', clients=3, model='dt', "
-            "rounds=1, progress=False); print('torch' in sys.modules)")
+@pytest.mark.parametrize("method, options", [
+    ("fedct", {}),
+    # DP-FedCT's server asked whether DP-SGD could train the learners (for a refusal's
+    # wording), importing torch (5 s) for trees
+    ("dp-fedct", {"mechanism": "kary", "epsilon_per_round": 4}),
+])
+def test_a_run_of_trees_does_not_load_torch(method, options):
+    code = (f"import sys, fedlabels as fl; fl.run({method!r}, 'wine', clients=3, model='dt', "
+            f"rounds=1, progress=False, options={options!r}); print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr

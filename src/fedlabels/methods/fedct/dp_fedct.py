@@ -36,6 +36,7 @@ seed, which the server knows.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -414,14 +415,19 @@ class DPFedCT(Method):
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:
-        from fedlabels.learners.dpsgd import dpsgd_fit
         from fedlabels.learners.text_input import accepts_text
 
         server = DPFedCTServer(ctx.settings, n_public, ctx.truth_public)
         server.seed = ctx.server_seed  # subsample-aggregate's query subsets (public choice)
         # text learners cannot take DP-SGD's mlp: what a refusal recommends (no data read)
         server.text_learners = any(accepts_text(ln) for ln in learners)
-        server.dpsgd_model = dpsgd_fit(learners)  # whether the advice keeps the user's model
+        # whether the advice keeps the user's model (else "mlp", as initialised); a model
+        # DP-SGD can train is a torch network, so with torch not loaded none is one, and a
+        # refusal's wording does not import torch (seconds) for a run of trees
+        if "torch" in sys.modules:
+            from fedlabels.learners.dpsgd import dpsgd_fit
+
+            server.dpsgd_model = dpsgd_fit(learners)
         return server
 
     def make_client(self, cid: int, data: ClientData, learner: Any, ctx: MethodContext,
