@@ -573,18 +573,20 @@ def test_a_background_checkpoint_copies_live_arrays(tmp_path: Path) -> None:
 
 
 def test_the_checkpoint_mac_hashes_arrays_as_their_bytes() -> None:
-    """The MAC reads the arrays' memory without copying it; the digest is the one of their
-    bytes (checkpoints written before stay valid)."""
+    """The MAC of formats 2 and 3 reads the arrays' memory without copying it; the digest is
+    the one of their bytes (checkpoints written before stay valid)."""
     from fedlabels.core.private_files import tag
 
     arrays = {"a": np.arange(12, dtype=">i4").reshape(3, 4), "b": np.array(2.5),
               "c": np.zeros(0), "d": np.ones((2, 3), bool)[:, ::2],
               "e": np.array(["2026-11-27"], dtype="datetime64[D]")}
-    parts: list[bytes] = [ckpt_module.FORMAT.encode(), b"meta"]
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
-        parts += [name.encode(), a.dtype.str.encode(), repr(a.shape).encode(), a.tobytes()]
-    assert ckpt_module._mac(b"k" * 32, "meta", arrays) == tag(b"k" * 32, *parts)
+    for fmt in ckpt_module.BYTES_MAC:
+        parts: list[bytes] = [fmt.encode(), b"meta"]
+        for name in sorted(arrays):
+            a = np.ascontiguousarray(arrays[name])
+            parts += [name.encode(), a.dtype.str.encode(), repr(a.shape).encode(),
+                      a.tobytes()]
+        assert ckpt_module._bytes_mac(b"k" * 32, "meta", arrays, fmt) == tag(b"k" * 32, *parts)
 
 
 def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(

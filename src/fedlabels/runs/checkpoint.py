@@ -20,18 +20,20 @@ during a round resumes from the last file written. It is one ``.npz`` (read with
   the scalar entries of every role's state;
 * ``a0``, ``a1``, ...: the array entries of the roles' states, indexed from ``meta``.
 
-A run's checkpoint (:class:`Keeper`, format 3) keeps what grows with the rounds (the
+A run's checkpoint (:class:`Keeper`, format 5) keeps what grows with the rounds (the
 records, the meter's counts, the ledgers' events: long JSON lists) in its journal
 ``X.checkpoint.journal`` instead, appended a checkpoint at a time, so a checkpoint writes
 about as much at round 20,000 as at round 10 (:mod:`fedlabels.runs.journal`: the journal
 first, fsynced, then the state file, which names the journal's length and last tag; a
-crash anywhere reads back the state and history of one round). A checkpoint written in one
-file (format 2: before the journal, and a Flower site's snapshots) is still read, and a run
-resumed from one goes on with a journal.
+crash anywhere reads back the state and history of one round). A checkpoint in one file
+(format 4: a Flower site's snapshots; format 2, before the journal) is still read, and a run
+resumed from one goes on with a journal. Formats 2 and 3 (before 2026-11-30) are read and
+verified by their rule, an HMAC over the arrays' bytes.
 
 The file is written with mode 0600 (a directory it creates is 0700) and authenticated:
-``mac`` is HMAC-SHA256 of ``meta`` and every array (and so of the journal's last tag,
-which authenticates the journal up to it) under the user's checkpoint key
+``mac`` is HMAC-SHA256 of ``meta`` and every array's name, dtype, shape and SHA-256 digest
+of its bytes (and so of the journal's last tag, which authenticates the journal up to it)
+under the user's checkpoint key
 (:func:`checkpoint_key`: 32 bytes, made once, 0600, in ``$FEDLABELS_KEY_DIR`` or
 ``~/.config/fedlabels/``), and ``key_id`` names that key. ``resume`` refuses in one line a
 checkpoint changed since it was written (say ``rounds_planned`` edited to get around a
@@ -61,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.array_table import ArrayTable, raw_bytes
+from fedlabels.core.array_table import ArrayTable, array_digest, raw_bytes
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import writing
 from fedlabels.core.json_list import JSONList, json_list_view, text_of
@@ -76,8 +78,13 @@ from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.journal import Journal, append, journal_path, journaled, read_journal
 from fedlabels.runs.loop import CommMeter, RoundHook, RunPlan, model_names
 
-FORMAT = "fedlabels checkpoint 2"  # 2: authenticated (mac, key_id)
-JOURNALED = "fedlabels checkpoint 3"  # 3: with a journal (:mod:`fedlabels.runs.journal`)
+FORMAT = "fedlabels checkpoint 4"  # 4: one file, the MAC over the arrays' digests
+JOURNALED = "fedlabels checkpoint 5"  # 5: and a journal (:mod:`fedlabels.runs.journal`)
+#: the formats before, read and verified by their rule (the MAC over the arrays' bytes)
+FORMAT_2 = "fedlabels checkpoint 2"  # 2: authenticated (mac, key_id)
+JOURNALED_3 = "fedlabels checkpoint 3"  # 3: with a journal
+BYTES_MAC = (FORMAT_2, JOURNALED_3)
+WITH_JOURNAL = (JOURNALED, JOURNALED_3)
 SUFFIX = ".checkpoint.npz"
 
 
@@ -172,14 +179,13 @@ def refuse_finished(checkpoint: Path, saved: Checkpoint, rounds: int | None) -> 
 
 
 # --------------------------------------------------------------------------- file format
-def _split(states: Mapping[str, State], arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Scalars stay in the JSON; arrays go to ``arrays`` and are referenced by name. An
+def _split(states: Mapping[str, State], table: ArrayTable) -> dict[str, Any]:
+    """Scalars stay in the JSON; arrays go to ``table`` and are referenced by name. An
     array equal in dtype, shape and bytes to one already there is stored once and named
     by every entry holding it (FedAvg's clients end a round on the same global weights:
     100 copies of them and their optimiser state were 364 MB); the reader builds a fresh
     array for every reference, so code reading the older layout reads this one too."""
     out: dict[str, Any] = {}
-    table = ArrayTable(arrays)
     for role, state in states.items():
         entries: dict[str, Any] = {}
         for key, value in state.items():
@@ -210,7 +216,24 @@ def _key_id(key: bytes) -> str:
     return hashlib.sha256(b"fedlabels key id" + key).hexdigest()[:16]
 
 
-def _mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray], fmt: str = FORMAT) -> str:
+def _mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray],
+         digests: Mapping[str, bytes] | None = None, fmt: str = FORMAT) -> str:
+    """HMAC-SHA256 of ``fmt``, ``text`` and each array's name, dtype, shape and SHA-256 of
+    its bytes (``digests``, those :class:`ArrayTable` computed; else computed here). As
+    binding as the HMAC over the bytes themselves (the rule of formats 2 and 3, kept in
+    :func:`_bytes_mac`): two arrays' bytes under one digest would be a SHA-256 collision.
+    It saves the second pass over every array a checkpoint writes."""
+    parts: list[bytes | memoryview] = [fmt.encode(), text.encode()]
+    for name in sorted(arrays):
+        array = arrays[name]
+        digest = array_digest(array) if digests is None else digests[name]
+        parts += [name.encode(), array.dtype.str.encode(), repr(array.shape).encode(),
+                  digest]
+    return tag(key, *parts)
+
+
+def _bytes_mac(key: bytes, text: str, arrays: Mapping[str, np.ndarray], fmt: str) -> str:
+    """The MAC of formats 2 and 3: HMAC-SHA256 over the arrays' bytes."""
     parts: list[bytes | memoryview] = [fmt.encode(), text.encode()]
     for name in sorted(arrays):
         array = np.ascontiguousarray(arrays[name])
@@ -262,9 +285,10 @@ def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
     list-valued strings and JSONLists) go to it, appended first, what they added only."""
     path = Path(path)
     key = (journal.key if journal is not None else checkpoint_key()) if key is None else key
-    arrays: dict[str, np.ndarray] = {}
+    table = ArrayTable()
     states = _split({"server": server, **{f"client.{c}": s for c, s in clients.items()}},
-                    arrays)
+                    table)
+    arrays = table.arrays
     fmt = FORMAT
     if journal is not None:
         meta, fmt = _journaled(journal, meta, states), JOURNALED
@@ -276,7 +300,7 @@ def write_checkpoint(path: str | Path, meta: dict[str, Any], server: State,
     # UTF-8 bytes: a numpy string takes 4 bytes a character, and the records make the text
     # grow with the rounds (3,000 rounds of FedCT: 13.7 MB instead of 3.4 MB)
     entries: dict[str, Any] = {"meta": np.frombuffer(text.encode(), dtype=np.uint8),
-                               "mac": np.array(_mac(key, text, arrays, fmt)),
+                               "mac": np.array(_mac(key, text, arrays, table.digests, fmt)),
                                "key_id": np.array(_key_id(key)), **arrays}
     # streamed into the temporary file: tens of MB are not assembled in memory first
     write_private_with(path, lambda fh: np.savez(fh, **entries), tighten=False)
@@ -328,7 +352,7 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
             text = raw.tobytes().decode() if raw.dtype == np.uint8 else str(raw)
             meta = json.loads(text)
             fmt = meta.get("format")
-            if fmt not in (FORMAT, JOURNALED):
+            if fmt not in (FORMAT, JOURNALED, *BYTES_MAC):
                 raise FedLabelsError(f"{path} is not a {JOURNALED} (format "
                                      f"{fmt!r}); start the run afresh.")
             arrays = {n: npz[n] for n in npz.files if n not in ("meta", "mac", "key_id")}
@@ -336,11 +360,13 @@ def load_checkpoint(path: str | Path, key: bytes | None = None) -> Checkpoint:
                 raise FedLabelsError(f"refusing checkpoint {path}: it was written under "
                                      f"another key (another user's or machine's run)"
                                      f"{elsewhere}.")
-            if not same_tag(str(npz["mac"]), _mac(key, text, arrays, fmt)):
+            mac = _bytes_mac(key, text, arrays, fmt) if fmt in BYTES_MAC \
+                else _mac(key, text, arrays, fmt=fmt)
+            if not same_tag(str(npz["mac"]), mac):
                 raise FedLabelsError(f"refusing checkpoint {path}: it was changed after it "
                                      "was written (its HMAC does not match).")
             journal = None
-            if fmt == JOURNALED:
+            if fmt in WITH_JOURNAL:
                 journal = read_journal(journal_path(path), key, meta["journal"])
                 _from_journal(journal, meta)
             states = meta.pop("states")
