@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.serde import recorddict_to_proto
 
@@ -45,3 +46,32 @@ def test_deployment_reports_flower_bytes_next_to_ours(tmp_path: Path) -> None:
     for way in ("down", "up"):
         ours, flower = report[f"fedlabels_{way}"], report[f"flower_{way}"]
         assert ours > 0 and ours <= flower <= ours + 3_000 * 2 * messages, (way, ours, flower)
+
+
+def test_an_evaluation_served_with_a_reply_is_encoded_once_and_counted_as_encoded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An evaluation answered with the client's last protocol reply is counted at its
+    encoded size: the request sent and the one it answered encoded once each (it was
+    encoded twice, to compare and to count), the answer once; a request other than the one
+    answered is not served."""
+    from fedlabels.comm import Message as Ours
+    from fedlabels.comm import encode_message
+    from fedlabels.engines.flower import grid as grid_module
+    from fedlabels.runs.loop import CommMeter
+
+    def evaluation(n: int) -> Ours:
+        return Ours("evaluate", arrays={"rows": np.arange(n)}, category="evaluation")
+
+    meter = CommMeter()
+    grid = grid_module.FlowerGrid(None, {0: 5, 1: 6}, meter)
+    answer = Ours("score", config={"accuracy": 0.5}, category="evaluation")
+    grid._evaluated = {0: (3, evaluation(4), answer), 1: (3, evaluation(4), answer)}
+    encoded: list[int] = []
+    monkeypatch.setattr(grid_module, "encode_message",
+                        lambda m: (encoded.append(id(m)), encode_message(m))[1])
+    sent = {0: evaluation(4), 1: evaluation(5)}  # client 1's is not the one it answered
+    assert grid._answered(sent, 3) == {0: answer}
+    assert encoded.count(id(sent[0])) == 1 and encoded.count(id(sent[1])) == 1
+    assert encoded.count(id(answer)) == 1 and len(encoded) == 5  # and the 2 answered
+    assert meter.bytes == {(3, 0, "down", "evaluation"): len(encode_message(sent[0])),
+                           (3, 0, "up", "evaluation"): len(encode_message(answer))}

@@ -122,10 +122,12 @@ class FlowerGrid:
         served: dict[int, Message] = {}
         for cid, msg in messages.items():
             done = self._evaluated.pop(cid, None)
-            if done is None or done[0] != rnd or msg.category != "evaluation" \
-                    or encode_message(done[1]) != encode_message(msg):
+            if done is None or done[0] != rnd or msg.category != "evaluation":
                 continue
-            self.meter.add(rnd, cid, "down", msg.category, len(encode_message(msg)))
+            sent = encode_message(msg)  # compared and counted: encoded once
+            if encode_message(done[1]) != sent:
+                continue
+            self.meter.add(rnd, cid, "down", msg.category, len(sent))
             self.meter.replied(rnd, cid, done[2], len(encode_message(done[2])))
             served[cid] = done[2]
         return served
