@@ -475,3 +475,51 @@ def test_a_signal_to_the_process_group_is_an_interrupt_and_the_run_resumes(
                              timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert len(json.loads(out.read_text())["rounds"]) == 150
+
+
+class _Echo(ClientRole):
+    """A client replying with the sum of the array it was sent."""
+
+    def __init__(self) -> None:
+        self.handlers = {"echo": self.echo}
+
+    def echo(self, message: Message) -> Message:
+        return Message("echo", {"sum": np.array([message.arrays["x"].sum()])})
+
+
+def test_a_broadcast_is_encoded_once_and_pickled_once_per_worker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One Message for every client is encoded once (it was once per client) and its bytes
+    shared, so a worker's batch pickles one copy for its two clients; the bytes each client
+    is counted are still its message's encoded size, and other messages are encoded each."""
+    import pickle
+
+    from fedlabels.comm import encode_message
+    from fedlabels.engines import workers
+
+    encoded: list[int] = []
+    monkeypatch.setattr(workers, "encode_message",
+                        lambda m: (encoded.append(id(m)), encode_message(m))[1])
+    meter = CommMeter()
+    grid = WorkerGrid({cid: _Echo() for cid in range(4)}, meter, 2,  # type: ignore[arg-type]
+                      dict.fromkeys(range(4), 1))
+    sent: list[int] = []
+    real_send = grid._send
+    monkeypatch.setattr(grid, "_send", lambda w, request, *a: (
+        sent.append(len(pickle.dumps(request))), real_send(w, request, *a))[1])
+    broadcast = Message("echo", {"x": np.arange(100_000, dtype=np.float64)})
+    try:
+        replies = grid.exchange(dict.fromkeys(range(4), broadcast), 0)
+        assert encoded == [id(broadcast)]
+        assert len(sent) == 2 and max(sent) < 1.2 * len(encode_message(broadcast))
+        own = {cid: Message("echo", {"x": np.full(3, float(cid))}) for cid in range(4)}
+        again = grid.exchange(own, 1)
+    finally:
+        grid.close()
+    assert {c: float(r.arrays["sum"][0]) for c, r in replies.items()} == \
+        dict.fromkeys(range(4), float(broadcast.arrays["x"].sum()))
+    assert sorted(encoded[1:]) == sorted(id(m) for m in own.values())
+    assert {c: float(r.arrays["sum"][0]) for c, r in again.items()} == {0: 0, 1: 3, 2: 6, 3: 9}
+    assert meter.per_client(0, [0, 1, 2, 3], "down") == [len(encode_message(broadcast))] * 4
+    assert meter.per_client(1, [0, 1, 2, 3], "down") == \
+        [len(encode_message(own[c])) for c in range(4)]

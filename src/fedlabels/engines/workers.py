@@ -306,10 +306,17 @@ class WorkerGrid:
 
     def exchange(self, messages: Mapping[int, Message], rnd: int) -> dict[int, Message]:
         self.start()
-        encoded = {}
+        encoded: dict[int, bytes] = {}
+        # a broadcast (one Message for every client) is encoded once and its bytes shared:
+        # pickle sends a worker one copy of them for all its clients
+        by_message: dict[int, bytes] = {}
         for cid in sorted(messages):
-            encoded[cid] = encode_message(messages[cid])
-            self.meter.add(rnd, cid, "down", messages[cid].category, len(encoded[cid]))
+            msg = messages[cid]
+            data = by_message.get(id(msg))
+            if data is None:
+                data = by_message[id(msg)] = encode_message(msg)
+            encoded[cid] = data
+            self.meter.add(rnd, cid, "down", msg.category, len(data))
         if is_reproducible():  # one stream, drawn in client order: clients take turns
             ups: dict[int, bytes] = {}
             for cid in sorted(encoded):
