@@ -57,6 +57,7 @@ from fedlabels.method.blocks import (
     encode_consensus,
     vote_consensus,
 )
+from fedlabels.method.message_config import whole
 from fedlabels.method.options import STEPS_OR_NONE, Interval, MethodOptions, option
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
@@ -255,7 +256,8 @@ class FedCTClient(ClientRole):
             self.set_pseudo_labels(decode_consensus(message.arrays, len(self.public),
                                                     self.settings.n_classes))
         if "top_votes" in message.arrays:
-            voters = int(message.config["voters"])
+            # 0 voters divided by zero (infinite weights): at most every client voted
+            voters = whole(message.config, "voters", self.cid, 1, self.settings.n_clients)
             share = decode_votes(message.arrays, len(self.public), voters) / voters
             self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
         d, steps = self.training_data(), int(message.config["steps"])

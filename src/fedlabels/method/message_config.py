@@ -1,0 +1,58 @@
+"""The values a client reads from a server's message config, checked where they are read.
+
+A deviating server can put anything in a config (NaN, None, ``'x'``, ``True``, 2⁶²); a bare
+``int(...)`` made that an ``error: internal``. These readers refuse a value that is not of
+the field's kind and range (:class:`~fedlabels.core.errors.ParameterRefusal`, whose category
+names the field and the range the client takes, nothing of its data)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fedlabels.core.errors import ParameterRefusal
+
+#: the largest seed a message may carry (numpy's legacy generators take 32 bits)
+SEED_MAX = 2**32 - 1
+
+
+def _refuse(cid: int, key: str, value: Any, wanted: str) -> ParameterRefusal:
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return ParameterRefusal(f"client {cid}: the server's {key} = {shown} is not {wanted}; "
+                            "refusing.", named=f"{key} must be {wanted}")
+
+
+def whole(config: Mapping[str, Any], key: str, cid: int, low: int = 0,
+          high: int | None = None) -> int:
+    """``config[key]`` as a whole number in [``low``, ``high``] (an int, not a bool, a float
+    or a text), else a refusal naming ``key``."""
+    value = config.get(key)
+    wanted = (f"a whole number from {low} to {high}" if high is not None
+              else f"a whole number of at least {low}")
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or (
+            value < low or (high is not None and value > high)):
+        raise _refuse(cid, key, value, wanted)
+    return int(value)
+
+
+def real(config: Mapping[str, Any], key: str, cid: int) -> float:
+    """``config[key]`` as a finite number (an int or a float, not a bool or a text), else a
+    refusal naming ``key``."""
+    value = config.get(key)
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number) \
+            or not math.isfinite(float(value)):
+        raise _refuse(cid, key, value, "a finite number")
+    return float(value)
+
+
+def id_text(config: Mapping[str, Any], key: str, cid: int) -> str:
+    """``config[key]`` as client ids written ``"0,2,3"`` (:mod:`fedlabels.comm.id_lists`),
+    else a refusal naming ``key``."""
+    value = config.get(key)
+    if not isinstance(value, str) or not all(t.isdigit() for t in value.split(",") if t):
+        raise _refuse(cid, key, value, "client ids written as '0,2,3'")
+    return value
