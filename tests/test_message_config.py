@@ -3,6 +3,9 @@ client refuses them (``refused: parameters``, naming the field), never ``error: 
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
 import pytest
 
 from deviating_server import drive
@@ -10,7 +13,7 @@ from fedlabels.api import load_federation
 from fedlabels.comm import Message
 from fedlabels.core.errors import ParameterRefusal, error_category
 from fedlabels.data import Federation
-from test_deviating_server import _role_factory, honest
+from test_deviating_server import ALL_CASES, _role_factory, honest
 from test_method_contract import CLIENTS, DATASET, MLP, SEED, Case
 
 
@@ -47,3 +50,51 @@ def test_fedct_refuses_zero_voters(federation: Federation) -> None:
         assert error_category(refused.value).startswith("refused: parameters (voters ")
     role = _role_factory(case, federation)(0)
     assert not drive(role, trace[:at + 1])  # the honest count is taken
+
+
+#: what a deviating server put in a config field: each made ``error: internal`` somewhere
+#: until 2026-11-30 (a bare ``int(...)`` or ``float(...)`` of the value, or numpy's seeds)
+GARBAGE = [float("nan"), None, "x", -1, 2**62, True]
+
+
+#: methods whose clients read no number from a server's config
+UNCHECKED = {"perclient-lp"}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
+
+
+@pytest.mark.parametrize("case", ALL_CASES)
+def test_garbage_config_values_are_refused_never_internal(case: Case,
+                                                          federation: Federation) -> None:
+    """Every config field of the first message of each kind an honest run sends, set to
+    each of :data:`GARBAGE`: the client answers (a field it does not read) or refuses,
+    never ``error: internal``, and a ``refused: parameters`` names the field; where the
+    client reads a number, NaN, None, ``'x'`` or ``True`` in it is such a refusal."""
+    traces, _ = honest(case, federation)
+    fresh = _role_factory(case, federation)
+    trace, done, problems, refused = traces[0], set(), [], 0
+    for i, message in enumerate(trace):
+        if (message.kind, tuple(sorted(message.config))) in done:
+            continue
+        done.add((message.kind, tuple(sorted(message.config))))
+        before = fresh(0)
+        drive(before, trace[:i])
+        for key, honest_value in sorted(message.config.items()):
+            for value in GARBAGE:
+                if value == 2**62 and key.endswith("steps"):
+                    continue  # a step count: test_step_counts_are_bounded
+                role = copy.deepcopy(before)
+                try:
+                    role.handle(_changed(message, **{key: value}))
+                    seen = "answered"
+                except Exception as exc:
+                    seen = error_category(exc)
+                if seen in ("error: internal", "refused: parameters"):  # no field named
+                    problems.append(f"{message.kind} {key}={value!r}: {seen}")
+                elif (_is_number(honest_value) and not _is_number(value)
+                      and seen.startswith("refused: parameters (")):
+                    refused += 1
+    assert not problems, "\n".join(problems)
+    assert refused or case.method in UNCHECKED, "no field's garbage was refused"

@@ -52,8 +52,13 @@ def refuse_other_value(cid: int, key: str, asked: Any, mine: Any,
     must be a value of its options: the server learns the option and ``mine``. ``rel_tol``:
     a computed value (a σ each party calibrates from the same options) may differ by that
     relative amount, another machine's floating point."""
-    if asked is None or (read(asked) != mine if not rel_tol else
-                         not math.isclose(read(asked), mine, rel_tol=rel_tol)):
+    try:  # NaN, None or 'x' from a deviating server: another value, not an internal error
+        value = None if asked is None or isinstance(asked, bool) else read(asked)
+        other = value is None or (value != mine if not rel_tol else
+                                  not math.isclose(value, mine, rel_tol=rel_tol))
+    except (TypeError, ValueError, OverflowError):
+        other = True
+    if other:
         raise ParameterRefusal(f"client {cid}: the server asked for {key} = {asked!r} but "
                                f"this client's options say {mine!r}; {then}.",
                                named=f"the site's {key} is {mine!r}")

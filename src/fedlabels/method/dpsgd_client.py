@@ -27,6 +27,7 @@ from fedlabels.core.errors import (
 )
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import ClientRole
+from fedlabels.method.message_config import real
 from fedlabels.method.options import POSITIVE, PROBABILITY, option
 from fedlabels.method.state import StateValue, generator_from_state, generator_state
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
@@ -104,7 +105,7 @@ class SecretNoiseClient(ClientRole):
         if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps != own:
             raise ParameterRefusal(f"client {self.cid}: the server asked for {steps!r} local "
                                    f"steps but this client's plan takes {own}; refusing to "
-                                   "train.")
+                                   "train.", named=f"the site's steps is {own}")
         return own
 
     def note_noiseless(self, what: str) -> None:
@@ -206,12 +207,13 @@ class DPSGDClient(SecretNoiseClient):
         planned, sigma = self.planned_dp_steps(), self.own_sigma()
         if planned is None or sigma is None:
             return self.checked_steps(config)
-        if float(config["noise_multiplier"]) < sigma * (1 - SIGMA_AGREEMENT):
+        if real(config, "noise_multiplier", self.cid) < sigma * (1 - SIGMA_AGREEMENT):
             needs = (f"this client's ε = {opts.epsilon} needs" if opts.epsilon is not None
                      else "this client's noise_multiplier gives")
             raise ParameterRefusal(f"client {self.cid}: the server asked for DP-SGD noise σ = "
                                  f"{float(config['noise_multiplier']):.6g}, below the σ = "
-                                 f"{sigma:.6g} {needs}; refusing.")
+                                 f"{sigma:.6g} {needs}; refusing.",
+                                 named=f"the site's noise_multiplier is {sigma:.6g}")
         steps = self.checked_steps(config)
         if self.dp_steps + steps > planned:
             raise BudgetRefusal(
@@ -226,7 +228,7 @@ class DPSGDClient(SecretNoiseClient):
         machine, whose floating point may end one search step apart) the client adds its
         own σ, so its guarantee holds whatever the server computed, and the server's
         accounting at its smaller σ only overstates ε."""
-        asked, own = float(config["noise_multiplier"]), self.own_sigma()
+        asked, own = real(config, "noise_multiplier", self.cid), self.own_sigma()
         return asked if own is None else max(asked, own)
 
     def dpsgd_train(self, message: Message, X_aux: np.ndarray | None = None,

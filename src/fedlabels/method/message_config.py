@@ -27,9 +27,12 @@ def _refuse(cid: int, key: str, value: Any, wanted: str) -> ParameterRefusal:
 
 
 def whole(config: Mapping[str, Any], key: str, cid: int, low: int = 0,
-          high: int | None = None) -> int:
+          high: int | None = None, default: int | None = None) -> int:
     """``config[key]`` as a whole number in [``low``, ``high``] (an int, not a bool, a float
-    or a text), else a refusal naming ``key``."""
+    or a text; ``default`` where the config lacks it, if given), else a refusal naming
+    ``key``."""
+    if default is not None and key not in config:
+        return default
     value = config.get(key)
     wanted = (f"a whole number from {low} to {high}" if high is not None
               else f"a whole number of at least {low}")
@@ -49,10 +52,10 @@ def real(config: Mapping[str, Any], key: str, cid: int) -> float:
     return float(value)
 
 
-def id_text(config: Mapping[str, Any], key: str, cid: int) -> str:
-    """``config[key]`` as client ids written ``"0,2,3"`` (:mod:`fedlabels.comm.id_lists`),
-    else a refusal naming ``key``."""
-    value = config.get(key)
+def id_text(config: Mapping[str, Any], key: str, cid: int, default: str | None = None) -> str:
+    """``config[key]`` as client ids written ``"0,2,3"`` (:mod:`fedlabels.comm.id_lists`;
+    ``default`` where the config lacks it, if given), else a refusal naming ``key``."""
+    value = config.get(key, default)
     if not isinstance(value, str) or not all(t.isdigit() for t in value.split(",") if t):
         raise _refuse(cid, key, value, "client ids written as '0,2,3'")
     return value

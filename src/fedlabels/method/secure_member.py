@@ -24,6 +24,7 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.comm.id_lists import members, members_text
 from fedlabels.core.errors import BudgetRefusal, RefusedError
+from fedlabels.method.message_config import id_text, whole
 from fedlabels.method.state import State, StateValue, prefixed, unprefixed
 
 
@@ -77,11 +78,11 @@ class SecureSumMember:
         from fedlabels.secure.identity import ANY_PEER, digest
         from fedlabels.secure.keys import KeyPair, to_u8
 
-        rnd = int(message.config["round"])
+        rnd = whole(message.config, "round", self.cid)
         if rnd <= self.key_round:  # a round's keys once: masks are never reused
             raise RefusedError(f"client {self.cid}: {self.keys_kind} for round {rnd} after "
                                f"round {self.key_round}; refusing.")
-        group = members(message.config["participants"])
+        group = members(id_text(message.config, "participants", self.cid))
         self._check_group(group, self.keys_kind)
         auth = self._authenticator(rnd, group)
         self.keypair = KeyPair()
@@ -94,7 +95,8 @@ class SecureSumMember:
     def checked_attempt(self, message: Message) -> tuple[int, int, list[int], dict[int, bytes]]:
         """(round, attempt, group, the peers' verified keys) of an attempt message, after
         every check of the module docstring; the attempt is not yet marked answered."""
-        rnd, attempt = int(message.config["round"]), int(message.config["attempt"])
+        rnd = whole(message.config, "round", self.cid)
+        attempt = whole(message.config, "attempt", self.cid)
         keys = self.keys_kind
         if self.keypair is None or rnd != self.key_round:
             raise RefusedError(f"client {self.cid}: {self.attempt_kind} for round {rnd} "
@@ -102,7 +104,7 @@ class SecureSumMember:
         if attempt <= self.attempt:  # fresh masks and fresh noise for every attempt
             raise RefusedError(f"client {self.cid}: attempt {attempt} of round {rnd} again "
                                f"(answered up to {self.attempt}); refusing.")
-        group = members(message.config["participants"])
+        group = members(id_text(message.config, "participants", self.cid))
         self._check_group(group, self.attempt_kind)
         keyed = members(self.key_group)
         outside = sorted(set(group) - set(keyed))

@@ -40,6 +40,7 @@ from fedlabels.method.base import (
     ServerRole,
     Settings,
 )
+from fedlabels.method.message_config import SEED_MAX, whole
 from fedlabels.method.options import STEPS, Interval, MethodOptions, option
 from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
@@ -115,20 +116,23 @@ class FedMDClient(ClientRole):
         n_public = len(U)
         if "public_labels" in message.arrays and not self.transferred:
             # transfer learning on D₀, then private data
-            n_lab = int(cfg["n_labeled"])
+            n_lab = whole(cfg, "n_labeled", self.cid, 0, n_public)
             y0 = unpack_labels(message.arrays["public_labels"], n_lab, self.settings.n_classes)
-            self.train_on(U[:n_lab], y0, int(cfg["transfer_steps"]))
-            self.train_on(self.data.X, self.data.y, int(cfg["transfer_steps"]))
+            transfer = whole(cfg, "transfer_steps", self.cid)
+            self.train_on(U[:n_lab], y0, transfer)
+            self.train_on(self.data.X, self.data.y, transfer)
             self.transferred = True
         if "consensus" in message.arrays:  # digest, then revisit
             target = received_probabilities(message, "consensus", None,
                                             self.settings.n_classes, self.cid)
             # d_{t-1} from the seed it was drawn from: a client that missed round t-1
             # (partial participation, a dropout) digests the consensus too
-            previous = subset_indices(int(cfg["consensus_seed"]), n_public, len(target))
-            self.learner.distill_steps(U[previous], target, int(cfg["digest_steps"]))
-            self.train_on(self.data.X, self.data.y, int(cfg["steps"]))
-        subset = subset_indices(int(cfg["subset_seed"]), n_public, int(cfg["subset_size"]))
+            previous = subset_indices(whole(cfg, "consensus_seed", self.cid, 0, SEED_MAX),
+                                      n_public, len(target))
+            self.learner.distill_steps(U[previous], target, whole(cfg, "digest_steps", self.cid))
+            self.train_on(self.data.X, self.data.y, whole(cfg, "steps", self.cid))
+        subset = subset_indices(whole(cfg, "subset_seed", self.cid, 0, SEED_MAX), n_public,
+                                whole(cfg, "subset_size", self.cid, 0, n_public))
         probs = self.model().predict_proba(U[subset]).astype(self.dtype)
         return Message("fedmd.scores", arrays={"scores": probs})
 

@@ -56,6 +56,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.blocks import VoteServer, broadcast, check_voters, vote_consensus
 from fedlabels.method.dpsgd_client import DPSGDClient
+from fedlabels.method.message_config import whole
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import (
     DEVIATING_SERVER,
@@ -113,7 +114,7 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         if asked != mine:  # the client's own options decide how its data is protected
             raise ParameterRefusal(f"client {self.cid}: the server asked for mechanism "
                                    f"{asked!r} but this client's options say {mine!r}; "
-                                   "refusing.")
+                                   "refusing.", named=f"the site's mechanism is {mine!r}")
         # the model it releases from trains its own steps a round (what its plan and an
         # empirical s* were made for), never the server's number
         self.checked_steps(message.config)
@@ -164,7 +165,7 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         """After the last round's training, ``finetune_steps`` plain steps of the site's own
         model on its private data alone (never sent)."""
         steps = int(getattr(self.options, "finetune_steps", 0))
-        if steps and int(message.config["round"]) == self.settings.rounds - 1:
+        if steps and whole(message.config, "round", self.cid) == self.settings.rounds - 1:
             self.train_on(self.data.X, self.data.y, steps)
 
     def sensitivity_bits(self) -> int:

@@ -260,8 +260,8 @@ class FedCTClient(ClientRole):
             voters = whole(message.config, "voters", self.cid, 1, self.settings.n_clients)
             share = decode_votes(message.arrays, len(self.public), voters) / voters
             self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
-        d, steps = self.training_data(), int(message.config["steps"])
-        opts, rnd = self.settings.options, int(message.config["round"])
+        d, steps = self.training_data(), whole(message.config, "steps", self.cid)
+        opts, rnd = self.settings.options, whole(message.config, "round", self.cid)
         if self.trains_with_u_options and unlabeled_enabled(opts):
             self.train_with_u(d, steps, rnd)
             return

@@ -14,6 +14,7 @@ from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import clone_fresh_learner
 from fedlabels.method.base import Settings, fit_or_train
+from fedlabels.method.message_config import whole
 from fedlabels.method.options import DP_SCALE, STEPS, Interval, delta_option, option
 from fedlabels.method.secure_member import refuse_secure_only
 from fedlabels.methods.teacher_student.roles import (
@@ -167,7 +168,7 @@ class PATEClient(TeacherStudentClient):
         if k == 1:
             return super().teachers(message)
         order = np.random.default_rng([0x7EAC, self.cid]).permutation(len(self.data.y))
-        return [self._part_teacher(part, int(message.config["steps"]))
+        return [self._part_teacher(part, whole(message.config, "steps", self.cid))
                 for part in np.array_split(order, k)]
 
     def _part_teacher(self, part: np.ndarray, steps: int) -> Any:

@@ -59,6 +59,7 @@ from fedlabels.core.errors import (
 )
 from fedlabels.method.base import Grid, Settings
 from fedlabels.method.dpsgd_client import SecretNoiseClient
+from fedlabels.method.message_config import SEED_MAX, whole
 from fedlabels.method.secure_member import (
     SIGMA_REL_TOL,
     SecureSumMember,
@@ -146,11 +147,12 @@ class SecureVoteParameters:
             self.dim, tuple(sorted(clients)), DISJOINT_TEACHERS)
 
 
-def query_digest(message: Message) -> str:
+def query_digest(message: Message, cid: int) -> str:
     """What a vote message asks: the cluster seed and count, or the query rows."""
     config = message.config
     if "cluster_seed" in config:
-        text = f"clusters|{int(config['cluster_seed'])}|{int(config['clusters'])}"
+        text = (f"clusters|{whole(config, 'cluster_seed', cid, 0, SEED_MAX)}|"
+                f"{whole(config, 'clusters', cid, 1)}")
         return hashlib.sha256(text.encode()).hexdigest()
     rows = np.asarray(message.arrays["queries"], dtype="<i8")
     return hashlib.sha256(b"rows|" + rows.tobytes()).hexdigest()
@@ -199,7 +201,7 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
         clusters = "cluster_seed" in message.config
         refuse_other_value(self.cid, "query_selection", "clusters" if clusters else "random",
                            params.selection, read=str)
-        asked = int(message.config["clusters"]) if clusters \
+        asked = whole(message.config, "clusters", self.cid, 1) if clusters \
             else int(np.asarray(message.arrays["queries"]).size)
         refuse_other_value(self.cid, "queries", asked, params.queries, read=int)
 
@@ -239,7 +241,7 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
     def _counts(self, message: Message) -> np.ndarray:
         """This client's (Q, C) integer vote counts on the message's queries: its teachers
         vote once per query set (a retry reuses them; iterative teachers train once)."""
-        asked = query_digest(message)
+        asked = query_digest(message, self.cid)
         if self.round_counts is None or self.counts_for != asked:
             labels, accuracy = self.teacher_labels(message)
             votes, C = np.stack(labels), self.settings.n_classes

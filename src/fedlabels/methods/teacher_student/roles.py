@@ -39,6 +39,7 @@ from fedlabels.method.base import (
     fit_or_train,
 )
 from fedlabels.method.blocks import broadcast, decode_consensus, encode_consensus
+from fedlabels.method.message_config import SEED_MAX, whole
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import Payload
@@ -233,7 +234,7 @@ class TeacherStudentClient(ClientRole):
     def train_teacher(self, message: Message) -> None:
         """Train the teacher before it votes (a refit teacher fits once)."""
         if is_iterative(self.learner) or not self.fitted:
-            self.train_on(self.data.X, self.data.y, int(message.config["steps"]))
+            self.train_on(self.data.X, self.data.y, whole(message.config, "steps", self.cid))
 
     def teachers(self, message: Message) -> list[Any]:
         """The models that vote: this client's teacher (trained first)."""
@@ -269,8 +270,9 @@ class TeacherStudentClient(ClientRole):
         test score)."""
         C = self.settings.n_classes
         if "cluster_seed" in message.config:
-            Q = int(message.config["clusters"])
-            assignment = self.clusters(int(message.config["cluster_seed"]), Q)
+            Q = whole(message.config, "clusters", self.cid, 1, len(self.public))
+            assignment = self.clusters(whole(message.config, "cluster_seed", self.cid, 0,
+                                             SEED_MAX), Q)
 
             def labels_of(model: Any) -> np.ndarray:
                 return cluster_votes(np.asarray(model.predict(self.public)), assignment, Q, C)
@@ -330,17 +332,18 @@ class TeacherStudentClient(ClientRole):
     def receive_release(self, message: Message) -> None:
         """Keep the released labelled queries and build the student from the sent seed."""
         if "cluster_seed" in message.config:  # a label per cluster labels its members
-            n_clusters = int(message.config["clusters"])
+            n_clusters = whole(message.config, "clusters", self.cid, 1, len(self.public))
             labels = spread_labels(
                 decode_consensus(message.arrays, n_clusters, self.settings.n_classes),
-                self.clusters(int(message.config["cluster_seed"]), n_clusters))
+                self.clusters(whole(message.config, "cluster_seed", self.cid, 0, SEED_MAX),
+                              n_clusters))
             queries = np.arange(len(labels), dtype=np.int64)
         else:
             queries = np.asarray(message.arrays["queries"], dtype=np.int64)
             labels = decode_consensus(message.arrays, len(queries), self.settings.n_classes)
         keep = labels != ABSTAIN
         self.student_index, self.student_y = queries[keep], labels[keep]
-        self.student_seed = int(message.config["student_seed"])
+        self.student_seed = whole(message.config, "student_seed", self.cid, 0, SEED_MAX)
         self.student_fitted = False
         self._student = self._build_student(self.student_seed)
         if len(self.student_y) == 0:
@@ -355,7 +358,7 @@ class TeacherStudentClient(ClientRole):
             raise FedLabelsError(f"client {self.cid}: student training before the release.")
         # an iterative student takes its steps every round; a refit one is fitted once
         if not self.student_fitted or is_iterative(self._student):
-            self._fit_student(int(message.config["steps"]))
+            self._fit_student(whole(message.config, "steps", self.cid))
         return Message("pate.student.done", category="control")
 
     def evaluate(self, message: Message) -> Message:

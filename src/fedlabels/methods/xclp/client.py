@@ -22,6 +22,7 @@ from fedlabels.comm import Message
 from fedlabels.comm.id_lists import listed
 from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError
 from fedlabels.method.base import ClientRole
+from fedlabels.method.message_config import id_text, whole
 from fedlabels.method.state import (
     State,
     StateValue,
@@ -52,7 +53,8 @@ PHASE_KINDS = ("setup", "seed", "hamming", "influence", "rowsums", "result")
 def row_ranges(text: Any, participants: list[int]) -> dict[int, np.ndarray]:
     """``"0:24,42:63"`` with participants [0, 2] -> {0: rows 0..23, 2: rows 42..62}."""
     spans = [t.split(":") for t in str(text).split(",") if t != ""]
-    if len(spans) != len(participants) or any(len(s) != 2 for s in spans):
+    if len(spans) != len(participants) or any(
+            len(s) != 2 or not all(p.isdigit() for p in s) for s in spans):
         raise FedLabelsError(f"xclp.rowsums: row ranges {text!r} do not match the "
                              f"participants {participants}.")
     rows = {c: np.arange(int(a), int(b)) for c, (a, b) in zip(participants, spans, strict=True)}
@@ -156,12 +158,12 @@ class XCLPClientCore(ClientRole):
     def on_setup(self, message: Message) -> Message:
         """Features for this session; a key pair and a seed commitment (secure modes),
         signed with the site's identity key when it has one."""
-        session = int(message.config.get("session", 0))
+        session = whole(message.config, "session", self.cid, default=0)
         if self.trust is not None and session <= self.session:  # a session is used once
             raise RefusedError(f"client {self.cid}: xclp.setup for session {session} after "
                                f"session {self.session}; refusing.")
         self.session = session
-        group = listed(message.config.get("participants", ""))
+        group = listed(id_text(message.config, "participants", self.cid, default=""))
         if self.trust is not None and self.cid not in group:
             raise FedLabelsError(f"client {self.cid}: xclp.setup names the group {group} "
                                  "without this client; refusing.")
@@ -170,7 +172,7 @@ class XCLPClientCore(ClientRole):
         if asked != mine:  # the client's own options decide how its rows are protected
             raise ParameterRefusal(f"client {self.cid}: the server asked for secure = "
                                    f"{asked!r} but this client's options say {mine!r}; "
-                                   "refusing.")
+                                   "refusing.", named=f"the site's secure is {mine!r}")
         self.mode = mine
         V = np.asarray(self.xclp_features(message), dtype=np.float32)
         if len(V) == 0:
@@ -207,7 +209,7 @@ class XCLPClientCore(ClientRole):
         if self.commitments:
             raise RefusedError(f"client {self.cid}: a second xclp.seed in session "
                                f"{self.session}; refusing.")
-        participants = listed(message.config["participants"])
+        participants = listed(id_text(message.config, "participants", self.cid))
         peers = [c for c in participants if c != self.cid]
         auth = self.authenticator()
         if auth is not None:
@@ -230,9 +232,9 @@ class XCLPClientCore(ClientRole):
 
     def on_hamming(self, message: Message) -> Message:
         """Step 1: LSH bits and the first SecureHamming message; later steps: relay answers."""
-        step = int(message.config["step"])
-        peers = [c for c in listed(message.config["peers"]) if c != self.cid]
-        n_points = {c: int(message.config[f"n_{c}"]) for c in peers}
+        step = whole(message.config, "step", self.cid)
+        peers = [c for c in listed(id_text(message.config, "peers", self.cid)) if c != self.cid]
+        n_points = {c: whole(message.config, f"n_{c}", self.cid) for c in peers}
         if step == 1:
             return self._hamming_first(message, peers, n_points)
         party = _need(self.hamming, self.cid, "hamming")
@@ -249,7 +251,7 @@ class XCLPClientCore(ClientRole):
         labeled = np.flatnonzero(self.xclp_partial_labels() >= 0).astype(np.int32)
         channels = None
         if self.mode == "none":
-            seed: bytes | int = int(message.config["lsh_seed"])
+            seed: bytes | int = whole(message.config, "lsh_seed", self.cid)
         else:
             channels = self.channels()
             reveals = {c: channels.open(message.arrays, c, "seed") for c in peers}
@@ -275,7 +277,7 @@ class XCLPClientCore(ClientRole):
             raise RefusedError(f"client {self.cid}: a second xclp.influence in session "
                                f"{self.session}; refusing.")
         self.S_L = np.asarray(message.arrays["S_L"], dtype=np.float64)
-        self.own_offset = int(message.config["offset"])
+        self.own_offset = whole(message.config, "offset", self.cid)
         return Message("xclp.influence.reply", config={"ok": True})
 
     def on_rowsums(self, message: Message) -> Message:
@@ -289,13 +291,13 @@ class XCLPClientCore(ClientRole):
         )
 
         S_L = _need(self.S_L, self.cid, "influence")
-        attempt = int(message.config["attempt"])
+        attempt = whole(message.config, "attempt", self.cid)
         if attempt <= self.rowsums_attempt:  # a mask is used once: never the same attempt
             raise RefusedError(f"client {self.cid}: xclp.rowsums attempt {attempt} again "
                                f"(answered up to {self.rowsums_attempt}); refusing.")
         y = self.xclp_partial_labels()
         Zbar = S_L @ one_hot(y[np.flatnonzero(y >= 0)], self.settings.n_classes)
-        participants = listed(message.config["participants"])
+        participants = listed(id_text(message.config, "participants", self.cid))
         rows = row_ranges(message.config["row_ranges"], participants)
         if self.cid not in rows or not np.array_equal(rows[self.cid], self.own_rows()):
             raise FedLabelsError(f"client {self.cid}: xclp.rowsums names rows that are not "
@@ -340,8 +342,9 @@ class XCLPClientCore(ClientRole):
             else:
                 counts = unmask_counts(total, bytes(_need(self.lsh_seed_used, self.cid,
                                                           "hamming")),
-                                       listed(message.config["participants"]),
-                                       int(message.config["attempt"]))
+                                       listed(id_text(message.config, "participants",
+                                                      self.cid)),
+                                       whole(message.config, "attempt", self.cid))
             self.xclp_class_counts = counts.copy()
             Z = balance_scores(Z, counts)
         self.xclp_labels, self.xclp_confidence = labels_and_confidence(Z, normalise=balanced)

@@ -101,5 +101,5 @@ def refuse_less_noise(client: DPFedCTClient, key: str, asked: float, own: float,
     if not ok:
         raise ParameterRefusal(f"client {client.cid}: the server asked for {key} = {asked:.6g}, "
                                f"less noise than the {own:.6g} this client's options "
-                               "calibrate; refusing.")
+                               "calibrate; refusing.", named=f"the site's {key} is {own:.6g}")
     return asked

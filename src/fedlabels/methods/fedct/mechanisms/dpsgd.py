@@ -126,7 +126,7 @@ class DPSGDMechanism(LabelMechanism):
         if asked != mine:
             raise ParameterRefusal(f"client {client.cid}: the server asked for site_model = "
                                  f"{asked!r} but this client's options say {mine!r}; refusing "
-                                 "to train.")
+                                 "to train.", named=f"the site's site_model is {mine!r}")
         return str(mine)
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:

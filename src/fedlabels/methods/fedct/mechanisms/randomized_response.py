@@ -20,6 +20,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.randomness import numpy_generator
 from fedlabels.method.base import Grid
 from fedlabels.method.blocks import broadcast
+from fedlabels.method.message_config import real
 from fedlabels.methods.fedct.mechanisms.base import (
     CLIENTS_ENFORCE,
     LabelMechanism,
@@ -206,7 +207,7 @@ class XorMechanism(_RandomizedResponse):
         return {"flip_probability": flip_probability(eps, sens.bits)}
 
     def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
-        f = float(config["flip_probability"])  # f and 1 - f protect alike
+        f = real(config, "flip_probability", client.cid)  # f and 1 - f protect alike
         refuse_less_noise(client, "flip_probability", min(f, 1.0 - f),
                           client.own_noise()["flip_probability"], noisier_above=True)
         return {"flip_probability": f}
@@ -297,7 +298,7 @@ class KaryMechanism(_RandomizedResponse):
 
     def client_noise(self, client: DPFedCTClient, config: Mapping[str, Any]) -> dict[str, Any]:
         return {"epsilon_per_label": refuse_less_noise(
-            client, "epsilon_per_label", float(config["epsilon_per_label"]),
+            client, "epsilon_per_label", real(config, "epsilon_per_label", client.cid),
             client.own_noise()["epsilon_per_label"], noisier_above=False)}
 
     def release(self, client: DPFedCTClient, message: Message,

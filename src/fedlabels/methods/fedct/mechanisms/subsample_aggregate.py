@@ -42,6 +42,7 @@ from fedlabels.comm import Message, pack_labels, unpack_labels
 from fedlabels.consensus import ABSTAIN, vote_counts
 from fedlabels.learners import is_iterative
 from fedlabels.method.base import Grid
+from fedlabels.method.message_config import SEED_MAX, real, whole
 from fedlabels.methods.distillation.fedmd import subset_indices
 from fedlabels.methods.fedct.mechanisms.base import (
     CLIENTS_ENFORCE,
@@ -159,19 +160,20 @@ class SubsampleAggregateMechanism(LabelMechanism):
         from fedlabels.core.errors import BudgetRefusal, ParameterRefusal
 
         own = client.own_noise()
-        sigma = refuse_less_noise(client, "vote_sigma", float(config["vote_sigma"]),
+        sigma = refuse_less_noise(client, "vote_sigma", real(config, "vote_sigma", client.cid),
                                   own["vote_sigma"], noisier_above=True)
-        size = int(config["subset_size"])
+        size = whole(config, "subset_size", client.cid)
         if not 0 < size <= own["subset_size"]:
             raise BudgetRefusal(f"client {client.cid}: the server asked for {size} labels, "
                                 f"this client's options plan {own['subset_size']} per round; "
                                 "refusing.")
-        if int(config["teachers"]) != own["teachers"]:
+        if whole(config, "teachers", client.cid, 1) != own["teachers"]:
             raise ParameterRefusal(f"client {client.cid}: the server asked for "
                                    f"{config['teachers']} teachers, this client's options "
-                                   f"say {own['teachers']}; refusing.")
+                                   f"say {own['teachers']}; refusing.",
+                                   named=f"the site's teachers is {own['teachers']}")
         return {**own, "vote_sigma": sigma, "subset_size": size,
-                "subset_seed": int(config["subset_seed"])}
+                "subset_seed": whole(config, "subset_seed", client.cid, 0, SEED_MAX)}
 
     def release(self, client: DPFedCTClient, message: Message,
                 noise: dict[str, Any]) -> Message:
