@@ -121,13 +121,13 @@ def test_teachers_per_client_vote_on_disjoint_parts_chosen_without_the_values(fe
             self.rows = rows
 
     role._part_teacher = lambda part, steps: seen.append(part) or Spy(part)  # type: ignore
-    role.teachers(type("M", (), {"config": {"steps": 1}})())
+    role.teachers(type("M", (), {"config": {"steps": role.own_teacher_steps()}})())
     parts = [p.tolist() for p in seen]
     assert len(parts) == 4 and sorted(np.concatenate(seen).tolist()) == list(range(sizes[1]))
     assert max(map(len, parts)) - min(map(len, parts)) <= 1
     role.data = type(role.data)(role.data.X[::-1].copy(), role.data.y[::-1].copy())
     seen.clear()
-    role.teachers(type("M", (), {"config": {"steps": 1}})())
+    role.teachers(type("M", (), {"config": {"steps": role.own_teacher_steps()}})())
     assert [p.tolist() for p in seen] == parts  # the same positions whatever the records
 
 

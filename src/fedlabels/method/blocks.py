@@ -20,7 +20,7 @@ from fedlabels.consensus import ABSTAIN, balanced_vote, majority_vote, qualified
 from fedlabels.core.errors import FedLabelsError, RefusedError
 from fedlabels.learners import has_weights
 from fedlabels.method.base import ClientRole, Grid, MethodContext, ServerRole, Settings
-from fedlabels.method.message_config import whole
+from fedlabels.method.message_config import own_count
 
 Consensus = Callable[[np.ndarray], np.ndarray]
 
@@ -132,7 +132,8 @@ class WeightsClient(ClientRole):
         """Load the global weights, then take ``steps`` local steps on the private data."""
         self.load_weights(message)
         self.ensure_built()
-        self.train_on(self.data.X, self.data.y, whole(message.config, "steps", self.cid))
+        self.train_on(self.data.X, self.data.y, own_count(message.config, "steps", self.cid,
+                                                                 self.settings.period))
 
     def weights_reply(self, kind: str) -> Message:
         """The local weights and the data size they are weighted by."""

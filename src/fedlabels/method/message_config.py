@@ -59,3 +59,17 @@ def id_text(config: Mapping[str, Any], key: str, cid: int, default: str | None =
     if not isinstance(value, str) or not all(t.isdigit() for t in value.split(",") if t):
         raise _refuse(cid, key, value, "client ids written as '0,2,3'")
     return value
+
+
+def own_count(config: Mapping[str, Any], key: str, cid: int, own: int) -> int:
+    """``own``, a count of the client's own plan (its steps a round, its teachers' steps),
+    where ``config[key]`` says the same, else a refusal naming ``key`` and ``own``: the
+    server's count is never trained (2⁶² kept a site training for good)."""
+    value = config.get(key)
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) \
+            or value != own:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ParameterRefusal(f"client {cid}: the server asked for {key} = {shown} but this "
+                               f"client's plan takes {own}; refusing to train.",
+                               named=f"the site's {key} is {own}")
+    return int(own)

@@ -24,7 +24,7 @@ from fedlabels.method.base import (
     ServerRole,
 )
 from fedlabels.method.blocks import broadcast
-from fedlabels.method.message_config import whole
+from fedlabels.method.message_config import own_count
 from fedlabels.method.threat import EVALUATION_PAYLOADS, HONEST_BUT_CURIOUS_SERVER, ThreatModel
 
 
@@ -36,7 +36,8 @@ class LocalClient(ClientRole):
     def train(self, message: Message) -> Message:
         # a refit learner on unchanged data gives the same model: fit it once
         if is_iterative(self.learner) or not self.fitted:
-            self.train_on(self.data.X, self.data.y, whole(message.config, "steps", self.cid))
+            self.train_on(self.data.X, self.data.y, own_count(message.config, "steps", self.cid,
+                                                                 self.settings.period))
         return Message("local.done", category="control")
 
 

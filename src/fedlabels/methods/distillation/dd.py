@@ -39,7 +39,7 @@ from fedlabels.method.base import (
     Settings,
 )
 from fedlabels.method.blocks import broadcast
-from fedlabels.method.message_config import whole
+from fedlabels.method.message_config import own_count
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.replies import received_probabilities
 from fedlabels.method.threat import (
@@ -111,7 +111,7 @@ class DDClient(ClientRole):
         if "soft" in message.arrays:
             self.targets = received_probabilities(message, "soft", len(self.public),
                                                   self.settings.n_classes, self.cid)
-        steps = whole(message.config, "steps", self.cid)
+        steps = own_count(message.config, "steps", self.cid, self.settings.period)
         if self.targets is None:
             self.train_on(self.data.X, self.data.y, steps)
         else:

@@ -42,7 +42,7 @@ from fedlabels.method.base import (
     Settings,
 )
 from fedlabels.method.blocks import broadcast
-from fedlabels.method.message_config import SEED_MAX, whole
+from fedlabels.method.message_config import SEED_MAX, own_count, whole
 from fedlabels.method.options import POSITIVE, STEPS, Interval, MethodOptions, option
 from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
@@ -113,13 +113,17 @@ class DSFLClient(ClientRole):
 
     def train(self, message: Message) -> Message:
         cfg, U = message.config, self.public
+        opts = self.settings.options_as(DSFLOptions)
+        own_distill = self.settings.period if opts.distill_steps is None else opts.distill_steps
         if "soft" in message.arrays:  # distil on the subset the aggregate is about
             rows = subset_indices(whole(cfg, "soft_seed", self.cid, 0, SEED_MAX), len(U),
                                   whole(cfg, "soft_size", self.cid, 0, len(U)))
             target = received_probabilities(message, "soft", len(rows),
                                             self.settings.n_classes, self.cid)
-            self.learner.distill_steps(U[rows], target, whole(cfg, "distill_steps", self.cid))
-        self.train_on(self.data.X, self.data.y, whole(cfg, "steps", self.cid))
+            self.learner.distill_steps(U[rows], target,
+                                       own_count(cfg, "distill_steps", self.cid, own_distill))
+        self.train_on(self.data.X, self.data.y,
+                      own_count(cfg, "steps", self.cid, self.settings.period))
         rows = subset_indices(whole(cfg, "subset_seed", self.cid, 0, SEED_MAX), len(U),
                               whole(cfg, "subset_size", self.cid, 0, len(U)))
         probs = self.model().predict_proba(U[rows]).astype(self.dtype)

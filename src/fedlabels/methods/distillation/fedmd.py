@@ -40,7 +40,7 @@ from fedlabels.method.base import (
     ServerRole,
     Settings,
 )
-from fedlabels.method.message_config import SEED_MAX, whole
+from fedlabels.method.message_config import SEED_MAX, own_count, whole
 from fedlabels.method.options import STEPS, Interval, MethodOptions, option
 from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
@@ -83,6 +83,13 @@ def subset_indices(seed: int, n_public: int, size: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_public, size=size, replace=False))
 
 
+def fedmd_steps(settings: Settings) -> tuple[int, int]:
+    """(transfer steps, digest steps): the options', else 5 rounds' and one round's."""
+    opts = settings.options_as(FedMDOptions)
+    return (5 * settings.period if opts.transfer_steps is None else opts.transfer_steps,
+            settings.period if opts.digest_steps is None else opts.digest_steps)
+
+
 def fedmd_sizes(options: FedMDOptions, n_public: int) -> tuple[int, int]:
     """(|D₀|, |d_t|) from the options (or their defaults), checked against |U|."""
     n_lab = (options.public_labeled if options.public_labeled is not None
@@ -114,11 +121,14 @@ class FedMDClient(ClientRole):
         if U is None:
             raise FedLabelsError(f"client {self.cid}: FedMD needs the public set U.")
         n_public = len(U)
+        # the steps of this client's own options, as the server computes them
+        transfer_steps, digest = fedmd_steps(self.settings)
+        steps = own_count(cfg, "steps", self.cid, self.settings.period)
         if "public_labels" in message.arrays and not self.transferred:
             # transfer learning on D₀, then private data
             n_lab = whole(cfg, "n_labeled", self.cid, 0, n_public)
             y0 = unpack_labels(message.arrays["public_labels"], n_lab, self.settings.n_classes)
-            transfer = whole(cfg, "transfer_steps", self.cid)
+            transfer = own_count(cfg, "transfer_steps", self.cid, transfer_steps)
             self.train_on(U[:n_lab], y0, transfer)
             self.train_on(self.data.X, self.data.y, transfer)
             self.transferred = True
@@ -129,8 +139,9 @@ class FedMDClient(ClientRole):
             # (partial participation, a dropout) digests the consensus too
             previous = subset_indices(whole(cfg, "consensus_seed", self.cid, 0, SEED_MAX),
                                       n_public, len(target))
-            self.learner.distill_steps(U[previous], target, whole(cfg, "digest_steps", self.cid))
-            self.train_on(self.data.X, self.data.y, whole(cfg, "steps", self.cid))
+            self.learner.distill_steps(U[previous], target,
+                                       own_count(cfg, "digest_steps", self.cid, digest))
+            self.train_on(self.data.X, self.data.y, steps)
         subset = subset_indices(whole(cfg, "subset_seed", self.cid, 0, SEED_MAX), n_public,
                                 whole(cfg, "subset_size", self.cid, 0, n_public))
         probs = self.model().predict_proba(U[subset]).astype(self.dtype)
@@ -146,10 +157,7 @@ class FedMDServer(ServerRole):
         opts = settings.options_as(FedMDOptions)
         self.settings = settings
         self.n_labeled, self.subset_size = fedmd_sizes(opts, n_public)
-        self.transfer_steps = (opts.transfer_steps if opts.transfer_steps is not None
-                               else 5 * settings.period)
-        self.digest_steps = (opts.digest_steps if opts.digest_steps is not None
-                             else settings.period)
+        self.transfer_steps, self.digest_steps = fedmd_steps(settings)
         self.truth_public = truth_public
         self.n_public = n_public
         self.dtype = SOFT_DTYPES[opts.soft_dtype]

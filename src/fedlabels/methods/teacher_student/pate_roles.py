@@ -14,7 +14,7 @@ from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import clone_fresh_learner
 from fedlabels.method.base import Settings, fit_or_train
-from fedlabels.method.message_config import whole
+from fedlabels.method.message_config import own_count
 from fedlabels.method.options import DP_SCALE, STEPS, Interval, delta_option, option
 from fedlabels.method.secure_member import refuse_secure_only
 from fedlabels.methods.teacher_student.roles import (
@@ -163,12 +163,16 @@ class PATEClient(TeacherStudentClient):
     only vote; they are not kept (the client's model after the vote is the student).
     """
 
+    def own_teacher_steps(self) -> int:
+        return teacher_steps(self.settings)
+
     def teachers(self, message: Message) -> list[Any]:
         k = self.settings.options_as(PATEOptions).teachers_per_client_count(len(self.data.y))
         if k == 1:
             return super().teachers(message)
         order = np.random.default_rng([0x7EAC, self.cid]).permutation(len(self.data.y))
-        return [self._part_teacher(part, whole(message.config, "steps", self.cid))
+        return [self._part_teacher(part, own_count(message.config, "steps", self.cid,
+                                                          self.own_teacher_steps()))
                 for part in np.array_split(order, k)]
 
     def _part_teacher(self, part: np.ndarray, steps: int) -> Any:

@@ -39,7 +39,7 @@ from fedlabels.method.base import (
     fit_or_train,
 )
 from fedlabels.method.blocks import broadcast, decode_consensus, encode_consensus
-from fedlabels.method.message_config import SEED_MAX, whole
+from fedlabels.method.message_config import SEED_MAX, own_count, whole
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import Payload
@@ -234,7 +234,12 @@ class TeacherStudentClient(ClientRole):
     def train_teacher(self, message: Message) -> None:
         """Train the teacher before it votes (a refit teacher fits once)."""
         if is_iterative(self.learner) or not self.fitted:
-            self.train_on(self.data.X, self.data.y, whole(message.config, "steps", self.cid))
+            self.train_on(self.data.X, self.data.y, own_count(message.config, "steps", self.cid,
+                                                              self.own_teacher_steps()))
+
+    def own_teacher_steps(self) -> int:
+        """The steps this client's plan trains a teacher before a vote."""
+        return int(self.settings.period)
 
     def teachers(self, message: Message) -> list[Any]:
         """The models that vote: this client's teacher (trained first)."""
@@ -358,7 +363,7 @@ class TeacherStudentClient(ClientRole):
             raise FedLabelsError(f"client {self.cid}: student training before the release.")
         # an iterative student takes its steps every round; a refit one is fitted once
         if not self.student_fitted or is_iterative(self._student):
-            self._fit_student(whole(message.config, "steps", self.cid))
+            self._fit_student(own_count(message.config, "steps", self.cid, self.settings.period))
         return Message("pate.student.done", category="control")
 
     def evaluate(self, message: Message) -> Message:

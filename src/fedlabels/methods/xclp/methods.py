@@ -44,7 +44,7 @@ from fedlabels.method.blocks import (
     initial_weights,
     size_weighted_average,
 )
-from fedlabels.method.message_config import whole
+from fedlabels.method.message_config import own_count
 from fedlabels.methods.xclp.client import XCLPClientCore
 from fedlabels.methods.xclp.groups import outcomes_record, run_groups
 from fedlabels.methods.xclp.options import (
@@ -382,7 +382,7 @@ class FedAvgXCLPClient(XCLPClientCore, WeightsClient):
                                               self.settings.n_classes, opts)
         if pseudo is not None and conf is not None and opts.balance == "class":
             conf = conf * class_loss_weights(counts)[pseudo]  # per-class loss weights
-        steps = whole(message.config, "steps", self.cid)
+        steps = own_count(message.config, "steps", self.cid, self.settings.period)
         if pseudo is not None and conf is not None and unl.any() and lab.any():
             self.learner.train_steps(X[lab], self.partial[lab], steps, X[unl], pseudo[unl],
                                      w_aux=conf[unl])
