@@ -1210,3 +1210,38 @@ def test_each_dataset_names_its_own_positive_class(tmp_path):
     outputs, _ = write_report([binary("toy", ["benign", "malignant"], 1)], tmp_path / "one.html")
     page = html_module.unescape(outputs["report"].read_text())
     assert "take <b>malignant</b> as the positive class" in page
+
+
+def test_a_run_at_exactly_the_baseline_is_drawn_over_it():
+    """FedCT's no-DP line at 0.900 in the ε figure, the majority class's value, was hidden
+    under the grey baseline drawn after it at the same zorder: the baseline is drawn beneath
+    every run, in each figure that draws it."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import (
+        EPSILON_AXIS,
+        communication_figure,
+        privacy_figure,
+    )
+
+    dp = {"guarantee": "formal", "epsilon": 1.0, "delta": 1e-5}
+    runs = [_result("dp-fedct", 0, [0.85], privacy=dp), _result("fedct", 0, [0.9]),
+            _result("local", 0, [0.9])]
+    for r in runs:  # 90 % of the training labels are class 0: the baseline is 0.900
+        r.federation.update(client_class_counts=[[90, 10], [90, 10]], n_test=1000)
+    rows = summary_rows(group_runs(runs))
+    for fig in (privacy_figure(rows, "epsilon_mean", "epsilon_std", EPSILON_AXIS, "t",
+                               "no DP", runs=runs), communication_figure(rows, runs)):
+        try:
+            ax = fig.axes[0]
+            artists = ax.get_children()
+            order = sorted(range(len(artists)), key=lambda i: (artists[i].get_zorder(), i))
+            drawn = [artists[i] for i in order]  # matplotlib's drawing order
+            (base,) = [a for a in drawn if str(a.get_label()).startswith("majority class")]
+            runs_drawn = [a for a in drawn if isinstance(a, plt.Line2D) and a is not base
+                          and not str(a.get_label()).startswith("_")]
+            runs_drawn += [a for c in ax.containers for a in c.get_children()]
+            assert runs_drawn
+            assert all(drawn.index(a) > drawn.index(base) for a in runs_drawn)
+        finally:
+            plt.close(fig)

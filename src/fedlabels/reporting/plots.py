@@ -416,13 +416,18 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     return fig
 
 
+#: the baselines' zorder: beneath the runs' lines and points (matplotlib draws lines at 2 and
+#: a later line over an earlier one), so a run at exactly the baseline's value stays in view
+BASELINE_ZORDER = 1.5
+
+
 def draw_majority(ax: Any, results: Sequence[RunResult]) -> None:
     """The majority-class baseline of ``results`` when they share a dataset: a grey dash-dot
     line, or a grey band where their test sets give different values. Baselines measured on
     a run's test set are drawn; one estimated from the training classes (a run without its
     own, such as PATE's) only when no run has a measured one, and then says so (beside a
     measured one it widened the band: 0.605 to 0.612 "over the runs' test sets" for runs of
-    one test set)."""
+    one test set). Drawn beneath the runs (:data:`BASELINE_ZORDER`)."""
     from fedlabels.results.caveats import majority_baseline
 
     if len({r.dataset for r in results}) != 1:
@@ -434,7 +439,7 @@ def draw_majority(ax: Any, results: Sequence[RunResult]) -> None:
     estimated = " (estimated from the training classes)" if any(
         b.get("estimated") for b in bases) else ""
     if len(values) == 1:
-        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.",
+        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.", zorder=BASELINE_ZORDER,
                    label=f"majority class (always {names}): {values[0]:.3f}{estimated}")
     elif values:  # test sets differ (seeds, audit splits): one run's would mislead
         ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
@@ -446,7 +451,8 @@ def draw_training_mean(ax: Any, results: Sequence[RunResult]) -> None:
     """The training-mean baseline of regression ``results`` when they share a dataset (the
     RMSE of always predicting the pooled private training targets' mean): a grey dash-dot
     line, or a grey band where their test sets give different values; nothing where no run
-    records it (a result written before 2026-11-29)."""
+    records it (a result written before 2026-11-29). Drawn beneath the runs
+    (:data:`BASELINE_ZORDER`)."""
     from fedlabels.results.caveats import training_mean_baseline
 
     if len({r.dataset for r in results}) != 1:
@@ -454,7 +460,7 @@ def draw_training_mean(ax: Any, results: Sequence[RunResult]) -> None:
     values = sorted({round(float(b["rmse"]), 12) for r in results
                      if (b := training_mean_baseline(r)) is not None})
     if len(values) == 1:
-        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.",
+        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.", zorder=BASELINE_ZORDER,
                    label=f"predict the training mean: RMSE {values[0]:.3f}")
     elif values:  # test sets differ (seeds): one run's would mislead
         ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
