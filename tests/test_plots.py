@@ -184,6 +184,25 @@ def test_metric_picks_the_headline_and_chance_runs_are_warned(tmp_path, capsys):
     assert res.extra["clinical"]["metrics"]["auroc"]["mean"] == pytest.approx(0.5)
 
 
+def test_progress_says_it_shows_accuracy_when_another_metric_is_chosen(tmp_path, capsys):
+    """With --metric balanced_accuracy each progress line read 'mean accuracy 0.812' and
+    nothing said that the rounds record accuracy only: a line before the run says so; none
+    with the default metric or without progress."""
+    out = tmp_path / "r.json"
+    args = ["run", "--method", "fedct", "--dataset", "breast_cancer", "--model", "dt",
+            "--rounds", "1", "--unlabeled", "60", "--output", str(out)]
+    assert main([*args, "--metric", "balanced_accuracy"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    rounds = [i for i, line in enumerate(err) if ": mean accuracy " in line]
+    notes = [i for i, line in enumerate(err) if "--metric balanced_accuracy" in line]
+    assert rounds and len(notes) == 1 and notes[0] < rounds[0]
+    assert "mean test accuracy, the one metric the rounds record" in err[notes[0]]
+    assert main([*args, "--overwrite"]) == 0
+    assert "--metric" not in capsys.readouterr().err
+    assert main([*args, "--overwrite", "--no-progress", "--metric", "auroc"]) == 0
+    assert "--metric" not in capsys.readouterr().err
+
+
 def test_demo_plot_shows_references_and_fits(demo_run):
     from PIL import Image
 

@@ -88,6 +88,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedlabels.cli.run_options import (
         checked_outputs,
         config_from_args,
+        note_progress_metric,
         save_result,
         show_table,
     )
@@ -113,6 +114,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     models = as_models(cfg.model)
     federation = federation_for(cfg)
     n_canaries = canaries_for(cfg.method, args.canaries, federation)
+    note_progress_metric(args)
     # --insecure-reproducible-noise: the audited run's noise repeats from the seed (stamped)
     with (reproducible(cfg.seed) if cfg.insecure_reproducible_noise else nullcontext(),
           terminate_as_interrupt()):  # SIGTERM takes the Ctrl-C path, as in `run`

@@ -19,6 +19,7 @@ from fedlabels.cli.run_options import (
     add_metric_flag,
     checked_outputs,
     config_from_args,
+    note_progress_metric,
     run_parser,
     show_table,
 )
@@ -86,6 +87,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
         _resumed_outputs(cfg)
     out = files["result"]
     temporary = args.workdir is None
+    note_progress_metric(args)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fedlabels-deploy-"))
     try:
         result = deploy_local(cfg, workdir=workdir, output=out,

@@ -32,6 +32,9 @@ def resumed_run(args: argparse.Namespace) -> tuple[Any, dict[str, Path]]:
                              f"{files['checkpoint']} beside it (a run writes one as it goes; "
                              "a run that completed no round, or ran with "
                              "--no-checkpoint, has none).")
+    from fedlabels.cli.run_options import note_progress_metric
+
+    note_progress_metric(args)
     with terminate_as_interrupt():  # SIGTERM keeps the completed rounds, like Ctrl-C
         result = resume(files["checkpoint"], rounds=args.rounds,
                         progress=not args.no_progress, workers=args.workers,

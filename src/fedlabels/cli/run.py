@@ -18,6 +18,7 @@ from fedlabels.cli.run_options import (
     checked_outputs,
     config_from_args,
     interrupted_message,
+    note_progress_metric,
     run_parser,
     save_result,
     show_table,
@@ -44,6 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # would be resumed as this run's
         remove_checkpoint(files["checkpoint"])
         checkpoint = None
+    note_progress_metric(args)
     with terminate_as_interrupt(), caveats_printed_not_warned():
         # SIGTERM keeps the completed rounds, like Ctrl-C
         result = run_config(cfg, progress=not args.no_progress, checkpoint=checkpoint,

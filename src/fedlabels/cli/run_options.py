@@ -147,6 +147,23 @@ def add_metric_flag(p: argparse.ArgumentParser) -> None:
                         "accuracy)")
 
 
+def note_progress_metric(args: argparse.Namespace) -> None:
+    """Before a run whose progress is shown, with ``--metric`` other than accuracy: a line on
+    stderr (where progress goes) saying that each round's progress is the mean accuracy, the
+    one classification metric the rounds record, and that ``--metric``'s is the final
+    models', in the table at the end."""
+    import sys
+
+    from fedlabels.runs.progress import progress_mode
+
+    metric = getattr(args, "metric", "accuracy")
+    if metric == "accuracy" or progress_mode(not args.no_progress, sys.stderr) == "off":
+        return
+    print(f"progress shows each round's mean test accuracy, the one metric the rounds record; "
+          f"--metric {metric} is the final models', in the table at the end.",
+          file=sys.stderr, flush=True)
+
+
 def add_trust_module_flag(p: argparse.ArgumentParser) -> None:
     """``--trust-module MODULE`` (repeatable): rebuild a run's own network by importing it."""
     p.add_argument("--trust-module", action="append", default=[], metavar="MODULE",

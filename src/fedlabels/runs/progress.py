@@ -2,7 +2,9 @@
 
 Progress goes to stderr (stdout keeps the tables and paths): a bar when stderr is a terminal,
 plain lines (``fedct on breast_cancer: round 5/20: mean accuracy 0.907``) when it is
-redirected, so a log file never fills with bar redraws.
+redirected, so a log file never fills with bar redraws. A round shows the mean accuracy (RMSE
+for regression), the one metric the rounds record; the CLI says so before a run with another
+``--metric`` (:func:`fedlabels.cli.run_options.note_progress_metric`).
 
 The ``progress`` argument of :func:`fedlabels.run`, ``simulate`` and the demo: ``True`` shows
 progress (a bar on a terminal, a line per evaluation otherwise: in a run of more than 100
