@@ -1245,3 +1245,40 @@ def test_a_run_at_exactly_the_baseline_is_drawn_over_it():
             assert all(drawn.index(a) > drawn.index(base) for a in runs_drawn)
         finally:
             plt.close(fig)
+
+
+def test_a_missing_column_at_predict_lists_the_columns_and_what_an_empty_cell_gets(tmp_path,
+                                                                                   capsys):
+    """predict on rows without 'dose' said 'lacks column(s) dose the models were trained on
+    (4 columns)': not which four, nor whether the column may come with empty cells. It names
+    them all and says whether the run fills an empty numeric cell (U's median) or refuses it;
+    fedlabels predict names the CSV file."""
+    import fedlabels as fl
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"age": rng.normal(50, 9, 200), "dose": rng.normal(5, 2, 200),
+                      "sex": rng.choice(["f", "m"], 200)})
+    y = (X["age"] + 3 * X["dose"] > 65).astype(int)
+    expected = "'age', 'dose', 'sex'"
+    for missing, says in (("refuse", "the run filled no gaps (missing='refuse'), so an "
+                                     "empty cell is refused"),
+                          ("public-median", "an empty cell of a numeric column is filled "
+                                            "with U's median")):
+        fed = fl.make_federation(X, y, clients=3, seed=0, missing=missing)
+        res = fl.run("fedct", fed, model="dt", rounds=1, progress=False)
+        with pytest.raises(fl.FedLabelsError) as err:
+            res.predict(X.drop(columns="dose"))
+        text = str(err.value)
+        assert "\n" not in text and f"(1 of the 3 the models were trained on: {expected})" \
+            in text and says in text and "'dose'" in text
+        if missing == "public-median":  # as the message says: an empty dose is filled
+            assert len(res.predict(X.assign(dose=np.nan))) == len(X)
+    with pytest.raises(fl.FedLabelsError, match=r"lacks column\(s\) 'sex' .* a categorical "
+                       r"column needs a value in every row\.$"):
+        res.predict(X.drop(columns="sex"))
+    out = tmp_path / "r.json"
+    res.save(out)
+    X.drop(columns="dose").to_csv(tmp_path / "new.csv", index=False)
+    assert main(["predict", str(out), str(tmp_path / "new.csv"), "-o",
+                 str(tmp_path / "p.csv")]) == 2
+    assert f"{tmp_path / 'new.csv'} lacks column(s) 'dose'" in capsys.readouterr().err

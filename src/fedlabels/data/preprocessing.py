@@ -98,16 +98,16 @@ class Preprocessing:
         """The class labels as the type of the original ``y`` (``class_names`` are text)."""
         return class_values(self.class_names, self.label_dtype)
 
-    def transform(self, X_raw: Any) -> np.ndarray:
+    def transform(self, X_raw: Any, what: str = "the data") -> np.ndarray:
         """Raw rows -> the float32 model inputs (unknown categories encode as all zeros, with
-        a warning naming the column);
+        a warning naming the column; ``what`` names the rows in errors);
         for a run on image files, images (files, a folder, a table's image column or pixel
         rows: :func:`fedlabels.data.images.new_image_rows`)."""
         if self.text:
             from fedlabels.data.text import text_rows
 
             return text_rows(X_raw, self.feature_names[0])
-        X = self.encode(X_raw)
+        X = self.encode(X_raw, what)
         if self.mean is not None and self.std is not None:
             X = (X - self.mean) / self.std
         if self.pca is not None:
@@ -130,7 +130,8 @@ class Preprocessing:
             else:
                 frame = pd.DataFrame(self._rows(X_raw, len(self.columns)),
                                      columns=self.columns)
-            X = encode_frame(frame, self.columns, self.categorical, self.feature_names, what)
+            X = encode_frame(frame, self.columns, self.categorical, self.feature_names, what,
+                             filled=self.fill is not None)
         else:
             rows = self._rows(X_raw, len(self.feature_names))
             X = _floats(lambda: rows.astype(np.float64))
@@ -247,18 +248,20 @@ def class_values(class_names: Sequence[str], dtype: str | None) -> np.ndarray:
 
 
 def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
-                 feature_names: Sequence[str], what: str = "the data") -> np.ndarray:
+                 feature_names: Sequence[str], what: str = "the data",
+                 filled: bool = False) -> np.ndarray:
     """A table's raw ``columns`` (by name, in any order) as ``feature_names`` (float64, gaps
     NaN): the ``categorical`` ones one-hot encoded with the categories ``feature_names``
     name, so that a category they lack encodes as none (all zeros, with a warning at the
-    user's call). How ``predict`` and a site's CSV rows are read."""
+    user's call). How ``predict`` and a site's CSV rows are read; ``filled``: the run fills
+    a numeric gap with U's median (``missing="public-median"``), as a missing column's
+    error says."""
     import pandas as pd
 
     frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise FedLabelsError(f"{what} lacks column(s) {', '.join(missing[:5])} the "
-                             f"models were trained on ({len(columns)} columns).")
+        raise FedLabelsError(_lacks(what, missing, columns, categorical, filled))
     given = list(frame.columns)
     twice = [c for c in columns if given.count(c) > 1]
     if twice:  # frame[c] would be a table of both, and the rows unreadable
@@ -273,6 +276,29 @@ def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
                                dtype=float)
     frame = frame.reindex(columns=list(feature_names), fill_value=0.0)
     return _floats(lambda: frame.to_numpy(dtype=np.float64, na_value=np.nan))
+
+
+def _lacks(what: str, missing: Sequence[str], columns: Sequence[str],
+           categorical: Sequence[str], filled: bool) -> str:
+    """The one-line error for rows without some of the training ``columns``: the missing
+    ones, every expected one (the first 20 and the count), and whether an empty cell of the
+    added column is filled as in training (``filled``: U's median) or refused."""
+    listed = ", ".join(repr(c) for c in columns[:20]) + (
+        f", ... ({len(columns)} in all)" if len(columns) > 20 else "")
+    numeric = [c for c in missing if c not in categorical]
+    if filled and numeric:
+        cells = ("an empty cell of a numeric column is filled with U's median of it, as the "
+                 "run's missing='public-median' filled the training rows (a categorical "
+                 "column needs a value in every row)")
+    elif filled:
+        cells = "a categorical column needs a value in every row"
+    else:
+        cells = ("every row needs a value in it: the run filled no gaps (missing='refuse'), "
+                 "so an empty cell is refused")
+    return (f"{what} lacks column(s) {', '.join(map(repr, missing[:5]))}"
+            f"{' ...' if len(missing) > 5 else ''} ({len(missing)} of the {len(columns)} the "
+            f"models were trained on: {listed}); add {'it' if len(missing) == 1 else 'them'} "
+            f"under {'that name' if len(missing) == 1 else 'those names'}: {cells}.")
 
 
 def _check_new_columns(frame: Any, categorical: list[str], what: str) -> None:

@@ -96,16 +96,16 @@ def client_index(client: Any, n_clients: int) -> int | None:
 
 
 def predict(models: Sequence[Any], preprocessing: Preprocessing | None, X_raw: Any,
-            client: IntLike | None = None) -> np.ndarray:
+            client: IntLike | None = None, what: str = "the data") -> np.ndarray:
     """Labels that ``models`` give the raw rows ``X_raw``, as the type of the training
     labels (ints for ints, strings for strings); for a regression run, predicted targets
-    in the target's units (:func:`predict_targets`)."""
+    in the target's units (:func:`predict_targets`). ``what`` names the rows in errors."""
     _check_preprocessing(preprocessing)
     assert preprocessing is not None
     if preprocessing.target_range is not None:
         return predict_targets(models, preprocessing.target_range,
-                               preprocessing.transform(X_raw), client)
-    X = preprocessing.transform(X_raw)
+                               preprocessing.transform(X_raw, what), client)
+    X = preprocessing.transform(X_raw, what)
     codes = predict_codes(models, X, len(preprocessing.class_names), client)
     return preprocessing.class_values()[codes]
 
@@ -176,7 +176,7 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         assert files is not None  # a path names files
         return pd.DataFrame({"path": [str(f) for f in files],
                              "prediction": _predicted(payload, prep, files, client,
-                                                      result_path)})
+                                                      result_path, str(data))})
     sep = sep or run_sep(result_path) or ","
     from fedlabels.data.csv_table import TEXTS_AS_WRITTEN, refuse_repeated_columns
 
@@ -210,7 +210,7 @@ def predict_file(result_path: str | Path, data_path: str | Path,
         features = frame.to_numpy()
     else:
         features = frame
-    labels = pd.Series(_predicted(payload, prep, features, client, result_path),
+    labels = pd.Series(_predicted(payload, prep, features, client, result_path, str(data)),
                        index=frame.index, name="prediction")
     # as assign would (an input column "prediction" replaced), without its warning on a wide
     # table that read_csv left in one block per column
@@ -218,13 +218,14 @@ def predict_file(result_path: str | Path, data_path: str | Path,
 
 
 def _predicted(payload: dict[str, Any], prep: Preprocessing, features: Any,
-               client: IntLike | None, result_path: str | Path) -> np.ndarray:
-    """:func:`predict` with a models file's models. Loading checks what would crash or
-    run code; a model that loads but cannot predict (a forged file's classes past the
-    run's, an inconsistent support-vector model: an IndexError or ValueError) is one line
-    naming the file, not a traceback."""
+               client: IntLike | None, result_path: str | Path,
+               what: str = "the data") -> np.ndarray:
+    """:func:`predict` with a models file's models (``what``: the rows, in errors). Loading
+    checks what would crash or run code; a model that loads but cannot predict (a forged
+    file's classes past the run's, an inconsistent support-vector model: an IndexError or
+    ValueError) is one line naming the file, not a traceback."""
     try:
-        return predict(payload["models"], prep, features, client)
+        return predict(payload["models"], prep, features, client, what)
     except FedLabelsError:
         raise
     except Exception as exc:

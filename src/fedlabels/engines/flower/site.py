@@ -212,7 +212,8 @@ def _one_hot_rows(frame: Any, shared: Mapping[str, np.ndarray], features: list[s
     from fedlabels.data.preprocessing import encode_frame
 
     return encode_frame(frame, [str(c) for c in shared["raw_columns"]],
-                        [str(c) for c in shared["categorical"]], features, what)
+                        [str(c) for c in shared["categorical"]], features, what,
+                        filled="fill" in shared)
 
 
 def _numbers(frame: Any, features: list[str], path: Path, who: str) -> np.ndarray:
