@@ -494,3 +494,42 @@ def test_a_table_of_image_paths_without_image_column_says_to_give_it(tmp_path, c
     assert "give --image-column file (Python: image_column='file')" in err
     with pytest.raises(FedLabelsError, match="image_column='file'"):
         fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", clients=3)
+
+
+def test_a_client_count_the_method_refuses_is_refused_before_any_data_loads(tmp_path, capsys,
+                                                                            monkeypatch):
+    """fedlabels run --clients 2 on an image folder decoded every image (and warned about
+    them) before FedCT's majority vote refused 2 clients: the method's client count under
+    its options is checked before any data loads, for every data source, on the command
+    line and in fl.run; a regression FedCT (a median, no vote) still takes 2 clients."""
+    import fedlabels as fl
+    import fedlabels.runs.federation as federation
+    from fedlabels.cli import main
+    from fedlabels.methods.registry import get_method
+    from fedlabels.runs.config import RunConfig
+
+    loaded: list[str] = []
+
+    def no_loading(dataset: str, **kwargs: object) -> None:
+        loaded.append(dataset)
+        raise AssertionError(f"{dataset} was loaded")
+
+    monkeypatch.setattr(federation, "load_federation", no_loading)
+    for dataset in (f"imagefolder:{tmp_path}", f"csv:{tmp_path / 't.csv'}:y", "breast_cancer"):
+        for method, clients, says in (("fedct", "2", "needs at least 3 clients"),
+                                      ("pate", "1", "needs at least 2 teachers"),
+                                      ("dp-fedct --epsilon 8", "2", "at least 3 clients")):
+            assert main(["run", "--method", *method.split(), "--dataset", dataset,
+                         "--clients", clients, "-o", str(tmp_path / "r.json")]) == 2
+            err = capsys.readouterr().err
+            assert says in err and err.count("\n") == 1
+        with pytest.raises(fl.FedLabelsError, match="needs at least 3 clients"):
+            fl.run("fedct", dataset, clients=2)
+    assert loaded == []
+    federation.check_before_data(RunConfig(method="fedct", dataset="diabetes", clients=2),
+                                 get_method("fedct"),
+                                 get_method("fedct").parse_options({}))
+    with pytest.raises(fl.FedLabelsError, match="needs at least 3 clients"):
+        federation.check_before_data(RunConfig(method="fedct", dataset="breast_cancer",
+                                               clients=2), get_method("fedct"),
+                                     get_method("fedct").parse_options({}))

@@ -22,7 +22,7 @@ from fedlabels.learners import as_models
 from fedlabels.methods import METHODS, get_method
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.config import RunConfig, refuse_model
-from fedlabels.runs.federation import federation_for
+from fedlabels.runs.federation import check_before_data, federation_for
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -95,6 +95,8 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     if model is not None and not isinstance(model, str):
         as_models(model)  # a ModelSpec checked before any data loads, as RunConfig a string
     parsed = impl.parse_options(cfg.options)
+    if isinstance(federation, str):
+        check_before_data(cfg, impl, parsed)
     if cfg.engine != "simulator":
         if not by_dataset or not (model is None or isinstance(model, str)):
             raise FedLabelsError(f"engine {cfg.engine!r} writes its sites from a dataset name "
@@ -262,6 +264,7 @@ def _run_config(cfg: RunConfig, progress: bool | None, threads: IntLike | None,
     set_threads(threads)
     impl = get_method(cfg.method)  # fail on an unknown method or option before loading data
     options = impl.parse_options(cfg.options)
+    check_before_data(cfg, impl, options)
     if cfg.engine != "simulator":
         return _run_on_flower(cfg, progress, None, checkpoint, resume)
     models = as_models(cfg.model)

@@ -89,7 +89,10 @@ def config_from_args(args: argparse.Namespace, *, simulator: bool = False) -> An
                                  "`fedlabels run` takes; remove them.")
     method = get_method(cfg.method)
     check_flags(method, flagged)
-    method.parse_options(cfg.options)  # unknown keys and bad values: an error, no data loaded
+    # unknown keys and bad values, and the client count they refuse: an error, no data loaded
+    from fedlabels.runs.federation import check_before_data
+
+    check_before_data(cfg, method, method.parse_options(cfg.options))
     return cfg
 
 

@@ -533,6 +533,11 @@ class Method:
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         """Reject what the options alone cannot decide (clients, learners), clearly."""
 
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        """Reject a client count that the options and the task refuse alone (a majority vote
+        of 2): run before any data loads, with ``settings``' sizes from the data unknown (its
+        ``n_classes`` and ``n_features`` 0); :meth:`validate` calls it too."""
+
     def sized_for(self, options: MethodOptions, n_public: int) -> MethodOptions:
         """``options`` with every size that depends on |U| fixed for a public set of
         ``n_public`` points. The audit calls it with the ordinary |U| before it appends its

@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fedlabels.core.verbosity import progress_asked
 from fedlabels.data import Federation, load_federation
 from fedlabels.runs.config import RunConfig
+
+if TYPE_CHECKING:
+    from fedlabels.method import Method, MethodOptions
+
+
+def check_before_data(cfg: RunConfig, method: Method, options: MethodOptions) -> None:
+    """What of a run its parameters decide without its data, checked before any data loads
+    (an image folder's decoding took minutes before a refusal): the options (parsed by the
+    caller) and the method's client count under them (:meth:`Method.check_clients`). What
+    needs the data stays where the data is: the classes and features, the learners
+    (``Method.validate``), |U| (queries), the participation check."""
+    from fedlabels.method import Settings
+
+    task = cfg.task
+    if task is None:  # a csv: table or an image folder is classification unless --task says
+        from fedlabels.data.registry import get_dataset
+
+        task = "classification" if cfg.dataset.startswith(("csv:", "imagefolder:")) else \
+            get_dataset(cfg.dataset).task
+    method.check_clients(cfg.clients, Settings(
+        n_classes=0, n_clients=cfg.clients, rounds=cfg.rounds, period=cfg.period,
+        options=options, task=task))
 
 
 def federation_for(cfg: RunConfig, progress: bool | None = None) -> Federation:

@@ -397,9 +397,12 @@ class DPFedCT(Method):
               for key in ("bits", "max_changed_labels", "mean_changed_labels")),
             *EVALUATION_PAYLOADS))
 
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        check_voters("DP-FedCT", n_clients, settings.options_as(DPFedCTOptions).quorum)
+
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         options = settings.options_as(DPFedCTOptions)
-        check_voters("DP-FedCT", n_clients, options.quorum)
+        self.check_clients(n_clients, settings)
         refusal = mechanism_for(options.mechanism).refusal(settings, learners)
         if refusal:
             raise FedLabelsError(refusal)

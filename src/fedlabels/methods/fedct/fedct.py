@@ -434,8 +434,14 @@ class FedCT(Method):
                                      "consensus is robust by --target-consensus (median or "
                                      "trimmed-mean): drop --robust.")
             return  # a median / trimmed mean needs no tie-free majority
+        self.check_clients(n_clients, settings)
+
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        opts = settings.options_as(FedCTOptions)
+        if settings.task == "regression":  # a median / trimmed mean needs no majority
+            return
         check_voters("FedCT", n_clients, opts.quorum)
-        if robust != "none" and n_clients < 3:
+        if opts.robust != "none" and n_clients < 3:
             raise FedLabelsError(f"a robust consensus needs at least 3 clients to tell an "
                                  f"outlier from the rest, got {n_clients}; use more clients.")
 

@@ -284,8 +284,11 @@ class FREDY(TeacherStudentMethod):
         outside=RELEASE_OUTSIDE)
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        check_teachers("FREDY", n_clients, settings)
+        self.check_clients(n_clients, settings)
         check_weight_learners("FREDY", learners)
+
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        check_teachers("FREDY", n_clients, settings)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

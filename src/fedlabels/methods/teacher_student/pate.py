@@ -159,6 +159,9 @@ class PATE(TeacherStudentMethod):
     server_class: ClassVar[type[PATEServer]] = PATEServer
 
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        self.check_clients(n_clients, settings)
+
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
         check_teachers(self.name.upper(), n_clients, settings)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
