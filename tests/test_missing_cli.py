@@ -186,3 +186,27 @@ def test_a_deployment_fills_each_sites_gaps_with_us_medians(tmp_path: Path) -> N
     again = np.load(tmp_path / "again" / "shared.npz")
     np.testing.assert_array_equal(again["fill"], shared["fill"])
     np.testing.assert_array_equal(again["X_public"], shared["X_public"])
+
+
+def test_a_csv_tables_gaps_are_named_by_its_file_and_column(tmp_path: Path, capsys) -> None:
+    """From the command line a CSV with an empty cell was refused as 'X contains non-finite
+    values (1 NaN) in column(s) b', Python's name for the table: the line names the CSV
+    file, its columns and the first gap's data row; the Python API on a DataFrame keeps X."""
+    dataset, frame = _table(tmp_path)
+    path = dataset.split(":")[1]
+    first = int(np.flatnonzero(frame["b"].isna().to_numpy())[0]) + 1
+    assert main(["run", "--dataset", dataset, "--clients", "3", "--rounds", "1",
+                 "--model", "dt", "-o", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert (f"CSV file {path} has empty cells in column(s) 'b' ({int(frame.b.isna().sum())}),"
+            f" 'c' ({int(frame.c.isna().sum())}) (the first in column 'b', data row {first})"
+            in err and "--missing public-median" in err and err.count("\n") == 1)
+    text = frame.assign(a=np.where(np.arange(len(frame)) == 7, None,
+                                   np.where(frame.a > 0, "hi", "lo")))
+    text.to_csv(tmp_path / "text.csv", index=False)
+    with pytest.raises(FedLabelsError, match=r"text\.csv has empty cells in column\(s\) 'a' "
+                       r"\(1\) \(the first in column 'a', data row 8\); write a category"):
+        fl.load_federation(f"csv:{tmp_path / 'text.csv'}:y", clients=3,
+                           missing="public-median")
+    with pytest.raises(FedLabelsError, match=r"^X contains non-finite values"):
+        fl.make_federation(frame.drop(columns="y"), frame.y, clients=3)
