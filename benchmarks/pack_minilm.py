@@ -42,7 +42,7 @@ def pack(out_cache: Path) -> Path:
 
     from fedlabels.core.errors import FedLabelsError
     from fedlabels.downloads.cache import dataset_dir
-    from fedlabels.downloads.fetch import _sha256, commit_staged
+    from fedlabels.downloads.fetch import commit_staged, file_sha256
     from fedlabels.downloads.minilm import _MARKER, CACHE_NAME, require_model_dir
 
     source = require_model_dir()
@@ -74,7 +74,7 @@ def pack(out_cache: Path) -> Path:
         original = json.loads((fetched / _MARKER).read_text())
         commit_staged(staging, target, {
             "copy": COPY_MARK, "dtype": "float16", "of": original,
-            "files": {name: _sha256(model / name) for name in (*FILES, "model.safetensors")}},
+            "files": {name: file_sha256(model / name) for name in (*FILES, "model.safetensors")}},
             _MARKER)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

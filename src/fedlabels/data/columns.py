@@ -162,7 +162,7 @@ def _image_path_example(column: pd.Series) -> str | None:
     return str(text[images].iloc[0])
 
 
-def _median_words(column: pd.Series) -> float:
+def median_words(column: pd.Series) -> float:
     """The median number of words of a text column's values (0 for any other column)."""
     if not _holds_text(column):
         return 0.0
@@ -200,7 +200,7 @@ def check_feature_columns(X: pd.DataFrame) -> None:
                 "encoding would turn into a feature per file: to train on the images give "
                 f"--image-column {name} (Python: image_column={str(name)!r}), or leave it "
                 f"out with --drop {name}.")
-        words = _median_words(X[name])
+        words = median_words(X[name])
         if words > 3:
             raise FedLabelsError(
                 f"column {str(name)!r} holds free text (a median of {words:g} words a row), "

@@ -27,7 +27,8 @@ def normalise_sep(sep: str | None) -> str | None:
     return sep
 
 
-def _sep_name(sep: str) -> str:
+def separator_name(sep: str) -> str:
+    """``sep`` as an error shows it (the tab named)."""
     return {"\t": "'\\t' (tab)"}.get(sep, repr(sep))
 
 
@@ -46,8 +47,8 @@ def _separator_hint(path: Path, header: str, sep: str) -> str:
     if not found:
         return ""
     flag = "--sep '\\t'" if found == "\t" else f"--sep '{found}'"
-    return (f" It looks {_sep_name(found)}-separated, not {_sep_name(sep)}-separated: give "
-            f"{flag} (TOML: sep = {found!r}).")
+    return (f" It looks {separator_name(found)}-separated, not "
+            f"{separator_name(sep)}-separated: give {flag} (TOML: sep = {found!r}).")
 
 
 def read_csv_table(path: Path, target: str, sep: str | None = None,
@@ -64,13 +65,13 @@ def read_csv_table(path: Path, target: str, sep: str | None = None,
         frame[text_column] = written[text_column].to_numpy()
     columns = [str(c) for c in frame.columns]
     if target not in columns:
-        hint = _separator_hint(path, _first_line(path), sep) if len(columns) == 1 else ""
+        hint = _separator_hint(path, first_line(path), sep) if len(columns) == 1 else ""
         raise FedLabelsError(f"CSV file {path} {missing_column(target, columns)}.{hint}")
     if frame.empty:
         raise FedLabelsError(f"CSV file {path} has a header but no rows of data.")
     if len(columns) == 1:
         raise FedLabelsError(f"CSV file {path} has only the target column {target!r}, no "
-                             "features." + _separator_hint(path, _first_line(path), sep))
+                             "features." + _separator_hint(path, first_line(path), sep))
     missing = np.flatnonzero(frame[target].isna().to_numpy())
     if len(missing):
         rows = ", ".join(str(r + 1) for r in missing[:5]) + (" ..." if len(missing) > 5 else "")
@@ -130,7 +131,7 @@ def read_csv_frame(path: Path, sep: str | None = None, columns_hint: str = "", *
     except pd.errors.ParserError as exc:
         reason = " ".join(str(exc).split())
         raise FedLabelsError(f"CSV file {path} cannot be parsed: {reason}."
-                             + _separator_hint(path, _first_line(path), sep)) from None
+                             + _separator_hint(path, first_line(path), sep)) from None
     except OSError as exc:
         raise FedLabelsError(f"cannot read CSV file {path}: {exc.strerror or exc}.") from None
 
@@ -163,6 +164,7 @@ def _check_unique_header(path: Path, sep: str, data: bytes | None) -> None:
                              "more than once in its header; give each column its own name.")
 
 
-def _first_line(path: Path) -> str:
+def first_line(path: Path) -> str:
+    """The file's header line, at most 64 KiB of it, as text."""
     with path.open("rb") as fh:
         return fh.readline(65536).decode("utf-8", errors="replace").strip()

@@ -495,8 +495,8 @@ def _entry_key(group: str, files: list[Path], name: Any) -> str:
     return f"{head}-{digest.hexdigest()[:24]}"
 
 
-def _cache_key(root: Path, files: list[Path], size: tuple[int, int] | None,
-               mode: str | None = None) -> str:
+def folder_cache_key(root: Path, files: list[Path], size: tuple[int, int] | None,
+                     mode: str | None = None) -> str:
     """A folder's cache entry, its files named relative to it (:func:`_entry_key`); a
     forced ``mode`` (``L``, ``RGB``) is an entry of its own."""
     group = f"{_CACHE_FORMAT}|{root.resolve()}|{size}" + (f"|{mode}" if mode else "")
@@ -532,9 +532,9 @@ def _write_cache(path: Path, images: Images) -> None:
     os.replace(tmp, path)
 
 
-def _cached_images(files: list[Path], size: tuple[int, int] | None, key: str,
-                   mode: str | None = None, peak: float | None = None, resize: bool = True,
-                   reference: str = _TRAINED_ON) -> Images:
+def cached_images(files: list[Path], size: tuple[int, int] | None, key: str,
+                  mode: str | None = None, peak: float | None = None, resize: bool = True,
+                  reference: str = _TRAINED_ON) -> Images:
     """``read_images(files, size, mode)``, from the cache entry ``key`` where it holds them; a new
     entry replaces its group's stale ones (the same folder or table and size, older files),
     so a folder whose images change keeps one entry per size, not one per change."""
@@ -584,7 +584,7 @@ def folder_images(root: str | Path, size: tuple[int, int] | None, min_classes: i
     root = Path(root).expanduser()
     files, labels, classes = image_folder_files(root, min_classes)
     forced = mode if peak is None else f"{mode}|{peak:g}"
-    images = _cached_images(files, size, _cache_key(root, files, size, forced), mode,
+    images = cached_images(files, size, folder_cache_key(root, files, size, forced), mode,
                             peak=peak)
     return images, labels, classes
 
@@ -648,7 +648,7 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any,
         raise FedLabelsError(f"table {table} {missing_column(column, frame.columns)}.")
     files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)
-    return _cached_images(files, size, _paths_key(table, files, size, mode, peak), mode,
+    return cached_images(files, size, _paths_key(table, files, size, mode, peak), mode,
                           peak=peak)
 
 

@@ -78,8 +78,8 @@ def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
     :class:`~fedlabels.data.image_channels.ImageRows`)."""
     from fedlabels.data.images import (
         SUFFIXES,
-        _cache_key,
-        _cached_images,
+        cached_images,
+        folder_cache_key,
         image_files,
         pixel_names,
         recorded_peak,
@@ -102,7 +102,7 @@ def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
 
     def read(forced: str | None) -> Any:
         how = f"{forced}|{peak}|{'resize' if resize else 'as-is'}"
-        return _cached_images(files, (h, w), _cache_key(folder, files, (h, w), how), forced,
+        return cached_images(files, (h, w), folder_cache_key(folder, files, (h, w), how), forced,
                               peak=peak, resize=resize, reference=reference)
 
     if undeclared:
@@ -180,22 +180,22 @@ def _check_separator(frame: Any, path: Path, sep: str | None, n_features: int,
                      dataset: str) -> None:
     """One line where a public CSV read as one column looks split by another separator
     (its header line ``a;b;c`` taken as one column's name)."""
-    from fedlabels.data.csv_table import _first_line, _sep_name, normalise_sep, other_separator
+    from fedlabels.data.csv_table import first_line, normalise_sep, other_separator, separator_name
 
     used = normalise_sep(sep) or ","
-    found = other_separator(_first_line(path), used) if len(frame.columns) == 1 \
+    found = other_separator(first_line(path), used) if len(frame.columns) == 1 \
         and n_features > 1 else ""
     if not found:
         return
     if dataset.startswith("csv:"):
         flag = "'\\t'" if found == "\t" else repr(found)
         fix = (f"give --sep {flag} (TOML: sep = {found!r}; it reads the table and U alike), "
-               f"or re-save U {_sep_name(used)}-separated")
+               f"or re-save U {separator_name(used)}-separated")
     else:  # --sep is a csv: table's, refused beside a registered dataset's name
         fix = ("the public CSV of a registered dataset is comma-separated (--sep applies to "
                "csv:PATH:TARGET tables): re-save it with commas")
     raise FedLabelsError(f"public CSV file {path} has one column, not the {n_features} "
-                         f"feature columns of {dataset!r}: it looks {_sep_name(found)}-"
+                         f"feature columns of {dataset!r}: it looks {separator_name(found)}-"
                          f"separated; {fix}.")
 
 

@@ -219,10 +219,10 @@ def _check_is_text(X: Any, column: str) -> None:
     import pandas as pd
 
     from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
-    from fedlabels.data.columns import _median_words
+    from fedlabels.data.columns import median_words
 
     values = X[column]
-    texts = [str(c) for c in X.columns if str(c) != column and _median_words(X[c]) > 1]
+    texts = [str(c) for c in X.columns if str(c) != column and median_words(X[c]) > 1]
     elsewhere = (f"; the table's columns of words: {', '.join(repr(c) for c in texts[:5])}"
                  if texts else "")
     if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):

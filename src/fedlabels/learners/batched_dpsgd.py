@@ -40,7 +40,7 @@ from torch import nn
 from fedlabels.learners.batch_jobs import DPSGDJob
 from fedlabels.learners.batched import (
     RowPool,
-    _architecture,
+    architecture_of,
     aux_rows,
     batch_key,
     stacked_adam,
@@ -75,7 +75,7 @@ def _per_example_kind(learner: Any) -> str | None:
         return "linear"
     # batch statistics mix a batch's examples (DP-SGD refuses them); a buffer would be read
     # from the stacked network's meta copy
-    arch = _architecture(learner.model_)
+    arch = architecture_of(learner.model_)
     if arch is None or arch.batch_norm or arch.buffers:
         return None
     return "func" if inputs in (TorchMLPClassifier._inputs, TorchNetClassifier._inputs) \

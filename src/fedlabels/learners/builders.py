@@ -10,7 +10,11 @@ from fedlabels.core.errors import FedLabelsError
 Factory = Callable[..., Any]
 
 
-def _sk(cls_path: str, rename: dict[str, str] | None = None, **defaults: Any) -> Factory:
+def sklearn_factory(cls_path: str, rename: dict[str, str] | None = None,
+                    **defaults: Any) -> Factory:
+    """The factory of the scikit-learn estimator ``cls_path`` (``module.Class``): the spec's
+    parameters over ``defaults``, renamed by ``rename``, the run's seed as ``random_state``
+    where the estimator takes one, parameters it refuses in one line."""
     module_name, cls_name = cls_path.rsplit(".", 1)
 
     def factory(n_classes: int, random_state: int, **params: Any) -> Any:
@@ -57,8 +61,10 @@ def check_param_names(model: str, params: dict[str, Any], *class_paths: str,
                              f"{', '.join(sorted(names))}.")
 
 
-def _torch_mlp(n_classes: int, random_state: int, hidden: Any = (512, 512),
-               lr: float = 1e-3, **params: Any) -> Any:
+def torch_mlp_factory(n_classes: int, random_state: int, hidden: Any = (512, 512),
+                      lr: float = 1e-3, **params: Any) -> Any:
+    """The ``mlp`` spec's :class:`~fedlabels.learners.torch_mlp.TorchMLPClassifier`:
+    ``hidden`` an int or a tuple of layer widths, ``lr`` its learning rate."""
     from fedlabels.learners.torch_mlp import TorchMLPClassifier
 
     if isinstance(hidden, int):

@@ -25,23 +25,23 @@ from __future__ import annotations
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
-from fedlabels.learners.builders import Factory, _sk, _torch_mlp
+from fedlabels.learners.builders import Factory, sklearn_factory, torch_mlp_factory
 
 
 def _torch_mlp_regressor(n_classes: int, random_state: int, **params: Any) -> Any:
     from fedlabels.learners.torch_regressor import TorchMLPRegressor
 
     # the classifier factory maps the spec's parameters; the regressor takes the same ones
-    params = _torch_mlp(n_classes=1, random_state=random_state, **params).get_params()
+    params = torch_mlp_factory(n_classes=1, random_state=random_state, **params).get_params()
     return TorchMLPRegressor(**{**params, "n_classes": 1})
 
 
 def _xgboost_regressor(n_classes: int, random_state: int, n_estimators: int = 100,
                        max_depth: int = 6, learning_rate: float = 0.3, n_jobs: int = 1,
                        **params: Any) -> Any:
-    from fedlabels.learners.tabular import _require
+    from fedlabels.learners.tabular import require_package
 
-    xgboost = _require("xgboost", "xgboost")
+    xgboost = require_package("xgboost", "xgboost")
     try:
         return xgboost.XGBRegressor(n_estimators=n_estimators, max_depth=max_depth,
                                     learning_rate=learning_rate, n_jobs=n_jobs,
@@ -52,12 +52,13 @@ def _xgboost_regressor(n_classes: int, random_state: int, n_estimators: int = 10
 
 #: canonical spec name -> regressor factory
 REGRESSORS: dict[str, Factory] = {
-    "decision_tree": _sk("sklearn.tree.DecisionTreeRegressor", criterion="squared_error"),
-    "random_forest": _sk("sklearn.ensemble.RandomForestRegressor", n_estimators=100),
-    "logreg": _sk("sklearn.linear_model.Ridge", alpha=1.0),
-    "sk_mlp": _sk("sklearn.neural_network.MLPRegressor",
-                  rename={"hidden": "hidden_layer_sizes"}, hidden_layer_sizes=(100,),
-                  max_iter=500),
+    "decision_tree": sklearn_factory("sklearn.tree.DecisionTreeRegressor",
+                                     criterion="squared_error"),
+    "random_forest": sklearn_factory("sklearn.ensemble.RandomForestRegressor", n_estimators=100),
+    "logreg": sklearn_factory("sklearn.linear_model.Ridge", alpha=1.0),
+    "sk_mlp": sklearn_factory("sklearn.neural_network.MLPRegressor",
+                              rename={"hidden": "hidden_layer_sizes"},
+                              hidden_layer_sizes=(100,), max_iter=500),
     "mlp": _torch_mlp_regressor,
     "xgboost": _xgboost_regressor,
 }

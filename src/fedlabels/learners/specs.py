@@ -15,7 +15,7 @@ from pathlib import PurePath
 from typing import Any
 
 from fedlabels.core.errors import FedLabelsError, did_you_mean
-from fedlabels.learners.builders import Factory, _sk, _torch_mlp
+from fedlabels.learners.builders import Factory, sklearn_factory, torch_mlp_factory
 from fedlabels.learners.model_spec import ModelSpec, check_rulefit, check_training_params, quoted
 from fedlabels.learners.text_input import register_text_model as _register_text_model
 
@@ -245,28 +245,29 @@ def _names_of(model: str, *class_paths: str, rename: dict[str, str] | None = Non
                                             extra=extra)
 
 
-register_model("decision_tree", _sk("sklearn.tree.DecisionTreeClassifier",
-                                    criterion="gini", min_samples_split=2),
+register_model("decision_tree", sklearn_factory("sklearn.tree.DecisionTreeClassifier",
+                                                criterion="gini", min_samples_split=2),
                "CART decision tree (Gini, min_samples_split=2)", aliases=("dt", "tree"),
                check=_names_of("decision_tree", "sklearn.tree.DecisionTreeClassifier",
                                "sklearn.tree.DecisionTreeRegressor"))
-register_model("random_forest", _sk("sklearn.ensemble.RandomForestClassifier",
-                                    n_estimators=100),
+register_model("random_forest", sklearn_factory("sklearn.ensemble.RandomForestClassifier",
+                                                n_estimators=100),
                "random forest, 100 trees", aliases=("rf",),
                check=_names_of("random_forest", "sklearn.ensemble.RandomForestClassifier",
                                "sklearn.ensemble.RandomForestRegressor"))
-register_model("logreg", _sk("sklearn.linear_model.LogisticRegression", max_iter=2000),
+register_model("logreg", sklearn_factory("sklearn.linear_model.LogisticRegression",
+                                         max_iter=2000),
                "L2-regularised logistic regression", aliases=("lr", "logistic_regression"),
                check=_names_of("logreg", "sklearn.linear_model.LogisticRegression",
                                "sklearn.linear_model.Ridge"))
-register_model("sk_mlp", _sk("sklearn.neural_network.MLPClassifier",
-                             rename={"hidden": "hidden_layer_sizes"},
-                             hidden_layer_sizes=(100,), max_iter=500),
+register_model("sk_mlp", sklearn_factory("sklearn.neural_network.MLPClassifier",
+                                         rename={"hidden": "hidden_layer_sizes"},
+                                         hidden_layer_sizes=(100,), max_iter=500),
                "scikit-learn MLPClassifier (refit from scratch)",
                check=_names_of("sk_mlp", "sklearn.neural_network.MLPClassifier",
                                "sklearn.neural_network.MLPRegressor",
                                rename={"hidden": "hidden_layer_sizes"}))
-register_model("mlp", _torch_mlp,
+register_model("mlp", torch_mlp_factory,
                "torch MLP, warm-started iterative training; mlp(hidden=512-512,lr=0.001,"
                "batch_size=64)", aliases=("torch_mlp",), check=_check_mlp)
 

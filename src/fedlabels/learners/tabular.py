@@ -35,7 +35,8 @@ from fedlabels.learners.sk_inputs import (
 )
 
 
-def _require(module: str, package: str) -> Any:
+def require_package(module: str, package: str) -> Any:
+    """``module`` imported, or a one-line refusal naming ``package`` and the tabular extra."""
     import importlib
 
     try:
@@ -123,7 +124,7 @@ class GlobalLabelClassifier(ClassifierMixin, BaseEstimator):
 
 def _binary_rulefit_class() -> type:
     """imodels' RuleFitClassifier with a vectorised rule transform and a bisection search."""
-    _require("imodels", "imodels")
+    require_package("imodels", "imodels")
     from fedlabels.learners._rulefit_binary import BinaryRuleFit
 
     return BinaryRuleFit
@@ -258,7 +259,7 @@ def make_xgboost(n_classes: int | None, random_state: int, n_estimators: int = 1
                  max_depth: int = 6, learning_rate: float = 0.3, n_jobs: int = 1,
                  **params: Any) -> GlobalLabelClassifier:
     """XGBoost (binary or multi-class objective, chosen by the classes present)."""
-    xgboost = _require("xgboost", "xgboost")
+    xgboost = require_package("xgboost", "xgboost")
     try:
         inner = xgboost.XGBClassifier(n_estimators=n_estimators, max_depth=max_depth,
                                       learning_rate=learning_rate, n_jobs=n_jobs,
@@ -273,7 +274,7 @@ def make_rulefit(n_classes: int, random_state: int, tree_size: int = 4, max_rule
                  n_estimators: int = 100, linear: bool = False,
                  memory_par: float = 0.01) -> RuleFitClassifier:
     """RuleFit from imodels, tree size 4, at most 200 rules (the FedCT paper's settings)."""
-    _require("imodels", "imodels")
+    require_package("imodels", "imodels")
     check_rulefit({"tree_size": tree_size, "max_rules": max_rules,
                    "n_estimators": n_estimators, "linear": linear, "memory_par": memory_par})
     return RuleFitClassifier(tree_size=tree_size, max_rules=max_rules,
