@@ -486,12 +486,15 @@ def _gaussian_event(noise_multiplier: float, sampling_rate: float, rounds: int) 
 
 def require_dp_accounting() -> None:
     """Refuse, in one line naming the install, where dp-accounting (the ``dp`` extra) is
-    missing: every accountant and calibration of the Gaussian mechanisms needs it."""
+    missing: every accountant and calibration of a Gaussian mechanism (continuous, discrete,
+    a secure sum's discrete shares) needs it."""
     try:
         import dp_accounting  # noqa: F401
     except ImportError:
-        raise FedLabelsError("DP-FedAvg accounting needs dp-accounting: pip install "
-                             "'fedlabels[dp]' (dp-accounting==0.6.0).") from None
+        raise FedLabelsError("accounting or calibrating a Gaussian mechanism (DP-FedAvg, "
+                             "DP-SGD, the discrete Gaussian of --noise discrete and of secure "
+                             "aggregation) needs dp-accounting: pip install 'fedlabels[dp]' "
+                             "(dp-accounting==0.6.0).") from None
 
 
 def _gaussian_accountant(name: str) -> Any:

@@ -100,6 +100,7 @@ from fedlabels.privacy.discrete_gaussian import (
     squared_norm,
 )
 from fedlabels.privacy.events import CLIENT_LEVEL
+from fedlabels.privacy.gaussian_calibration import SIGMA_GIVEN
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 ACCOUNTANTS = ("analytic", "rdp", "pld")
@@ -422,7 +423,7 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
             "noise_multiplier_source": (f"calibrated from target epsilon "
                                         f"{self.target_epsilon} by "
                                         f"{self.calibration.accountant}"
-                                        if self.calibration is not None else "given"),
+                                        if self.calibration is not None else SIGMA_GIVEN),
             "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "clip_norm": self.clip,
             "sample_rate": self.q,

@@ -326,7 +326,7 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
             **spent.to_dict(),
             "noise_multiplier": p.sigma,
             "noise_multiplier_source": (f"calibrated from target epsilon {p.epsilon}"
-                                        if options_epsilon(self.options) else "given"),
+                                        if options_epsilon(self.options) else SIGMA_GIVEN),
             "calibration": ({"accountant": _CALIBRATED_BY} if options_epsilon(self.options)
                             else None),
             "noise": "discrete",
