@@ -41,6 +41,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.privacy.events import KaryRREvent, SampledGaussianEvent, XorEvent
+from fedlabels.privacy.gaussian_pld import gaussian_pld
 from fedlabels.privacy.search import bisect_monotone
 from fedlabels.privacy.validation import (
     check_delta,
@@ -568,15 +569,10 @@ def gaussian_epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
 def pld_of_one_step(noise_multiplier: float, sampling_rate: float,
                      discretization: float = PLD_DISCRETIZATION) -> Any:
     """The PLD of one Poisson-subsampled Gaussian step, as ``PLDAccountant`` builds it
-    (seconds to build; memoised, T steps self-compose it); ``discretization``: the value
-    discretisation interval (a coarser one for the calibration's search)."""
-    import dp_accounting as dpa
-    from dp_accounting.pld.privacy_loss_distribution import from_gaussian_mechanism
-
-    return from_gaussian_mechanism(
-        standard_deviation=noise_multiplier, value_discretization_interval=discretization,
-        sampling_prob=sampling_rate,
-        neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    (:func:`~fedlabels.privacy.gaussian_pld.gaussian_pld`; memoised, T steps self-compose
+    it); ``discretization``: the value discretisation interval (a coarser one for the
+    calibration's search)."""
+    return gaussian_pld(noise_multiplier, sampling_rate, discretization)
 
 
 @functools.lru_cache(maxsize=256)
