@@ -178,8 +178,9 @@ def test_noise_rows_unpack_to_one_hot_width() -> None:
 
 
 @pytest.mark.parametrize("name, flags", [
+    # noise_multiplier: dpsgd's given σ (the flag dp-fedavg's already was)
     ("dp-fedct", {"quorum", "epsilon", "epsilon_per_round", "delta", "sensitivity",
-                  "mechanism"}),
+                  "mechanism", "noise_multiplier"}),
     ("dp-fedavg", {"clip", "noise_multiplier", "epsilon", "delta", "sample_rate", "noise",
                    "grid"}),
     ("dd", set()),
