@@ -772,6 +772,17 @@ def test_a_report_of_one_configuration_draws_no_lone_communication_point():
     assert "Accuracy against communication" in [t for t, _ in figures(two, summary_rows(two))]
 
 
+def _majority_runs(dp_fedct: float, fedct: float, local: float) -> list:
+    """DP-FedCT at ε = 1, FedCT and local-only with these final accuracies on a task whose
+    training labels are 90 % class 0 (the majority-class baseline 0.900)."""
+    dp = {"guarantee": "formal", "epsilon": 1.0, "delta": 1e-5}
+    runs = [_result("dp-fedct", 0, [dp_fedct], privacy=dp), _result("fedct", 0, [fedct]),
+            _result("local", 0, [local])]
+    for r in runs:
+        r.federation.update(client_class_counts=[[90, 10], [90, 10]], n_test=1000)
+    return runs
+
+
 def test_the_privacy_and_communication_figures_draw_the_majority_class_baseline():
     """On imbalanced classes DP-FedCT at ε = 1 and ε = 8, FedCT and local-only all sat at
     0.904-0.905, the accuracy of always answering the commonest class: the ε figure read
@@ -784,11 +795,7 @@ def test_the_privacy_and_communication_figures_draw_the_majority_class_baseline(
         privacy_figure,
     )
 
-    dp = {"guarantee": "formal", "epsilon": 1.0, "delta": 1e-5}
-    runs = [_result("dp-fedct", 0, [0.904], privacy=dp), _result("fedct", 0, [0.905]),
-            _result("local", 0, [0.9])]
-    for r in runs:  # 90 % of the training labels are class 0: it scores 0.900
-        r.federation.update(client_class_counts=[[90, 10], [90, 10]], n_test=1000)
+    runs = _majority_runs(0.904, 0.905, 0.9)
     configs = group_runs(runs)
     rows = summary_rows(configs)
     for fig in (communication_figure(rows, runs),
@@ -1224,11 +1231,7 @@ def test_a_run_at_exactly_the_baseline_is_drawn_over_it():
         privacy_figure,
     )
 
-    dp = {"guarantee": "formal", "epsilon": 1.0, "delta": 1e-5}
-    runs = [_result("dp-fedct", 0, [0.85], privacy=dp), _result("fedct", 0, [0.9]),
-            _result("local", 0, [0.9])]
-    for r in runs:  # 90 % of the training labels are class 0: the baseline is 0.900
-        r.federation.update(client_class_counts=[[90, 10], [90, 10]], n_test=1000)
+    runs = _majority_runs(0.85, 0.9, 0.9)
     rows = summary_rows(group_runs(runs))
     for fig in (privacy_figure(rows, "epsilon_mean", "epsilon_std", EPSILON_AXIS, "t",
                                "no DP", runs=runs), communication_figure(rows, runs)):
