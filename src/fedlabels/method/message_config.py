@@ -28,14 +28,14 @@ def _refuse(cid: int, key: str, value: Any, wanted: str) -> ParameterRefusal:
 
 def whole(config: Mapping[str, Any], key: str, cid: int, low: int = 0,
           high: int | None = None, default: int | None = None) -> int:
-    """``config[key]`` as a whole number in [``low``, ``high``] (an int, not a bool, a float
+    """``config[key]`` as an integer in [``low``, ``high``] (an int, not a bool, a float
     or a text; ``default`` where the config lacks it, if given), else a refusal naming
     ``key``."""
     if default is not None and key not in config:
         return default
     value = config.get(key)
-    wanted = (f"a whole number from {low} to {high}" if high is not None
-              else f"a whole number of at least {low}")
+    wanted = (f"an integer from {low} to {high}" if high is not None
+              else f"an integer of at least {low}")
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or (
             value < low or (high is not None and value > high)):
         raise _refuse(cid, key, value, wanted)

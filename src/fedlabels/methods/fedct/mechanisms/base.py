@@ -94,12 +94,13 @@ CLIENTS_ENFORCE = ("each client: its own options set its noise and number of rel
 def refuse_less_noise(client: DPFedCTClient, key: str, asked: float, own: float,
                       noisier_above: bool) -> float:
     """``asked`` if it is at least as noisy as ``own`` (larger when ``noisier_above``),
-    else a :class:`~fedlabels.errors.ParameterRefusal`."""
+    else a :class:`~fedlabels.errors.ParameterRefusal` naming ``key`` to the server but not
+    ``own``, which ``sensitivity=empirical`` computes from the client's data (its s*)."""
     from fedlabels.core.errors import ParameterRefusal
 
     ok = (asked >= own * (1 - 1e-9)) if noisier_above else (0.0 <= asked <= own * (1 + 1e-9))
     if not ok:
         raise ParameterRefusal(f"client {client.cid}: the server asked for {key} = {asked:.6g}, "
                                f"less noise than the {own:.6g} this client's options "
-                               "calibrate; refusing.", named=f"the site's {key} is {own:.6g}")
+                               "calibrate; refusing.", named=f"less noise than the site's {key}")
     return asked
