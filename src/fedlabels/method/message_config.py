@@ -19,10 +19,14 @@ from fedlabels.core.errors import ParameterRefusal
 SEED_MAX = 2**32 - 1
 
 
-def _refuse(cid: int, key: str, value: Any, wanted: str) -> ParameterRefusal:
+def _shown(value: Any) -> str:
+    """``value``'s repr, at most 40 characters (a deviating server's value may be huge)."""
     shown = repr(value)
-    shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    return ParameterRefusal(f"client {cid}: the server's {key} = {shown} is not {wanted}; "
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _refuse(cid: int, key: str, value: Any, wanted: str) -> ParameterRefusal:
+    return ParameterRefusal(f"client {cid}: the server's {key} = {_shown(value)} is not {wanted}; "
                             "refusing.", named=f"{key} must be {wanted}")
 
 
@@ -68,8 +72,7 @@ def own_count(config: Mapping[str, Any], key: str, cid: int, own: int) -> int:
     value = config.get(key)
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) \
             or value != own:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise ParameterRefusal(f"client {cid}: the server asked for {key} = {shown} but this "
-                               f"client's plan takes {own}; refusing to train.",
+        raise ParameterRefusal(f"client {cid}: the server asked for {key} = {_shown(value)} "
+                               f"but this client's plan takes {own}; refusing to train.",
                                named=f"the site's {key} is {own}")
     return int(own)
