@@ -75,6 +75,7 @@ from fedlabels.methods.teacher_student.pate_roles import (
 from fedlabels.methods.teacher_student.roles import n_queries
 from fedlabels.privacy.discrete_gaussian import NOISE_TAIL_SDS
 from fedlabels.privacy.events import DISJOINT_TEACHERS, DistributedDiscreteGaussianEvent
+from fedlabels.privacy.gaussian_calibration import SIGMA_GIVEN
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
 
 #: the attempts a server makes before it gives the vote up
@@ -353,7 +354,7 @@ class SecurePATEServer(LedgerEvents, PATEServer):
             **self.ledger.spent().to_dict(),
             "noise_sigma": p.sigma,
             "noise_sigma_source": (f"calibrated from target epsilon {p.epsilon}"
-                                   if p.epsilon is not None else "given"),
+                                   if p.epsilon is not None else SIGMA_GIVEN),
             "min_group": p.min_group,
             "share_std_votes": p.share_sigma,
             "ring_bits": p.bits,
