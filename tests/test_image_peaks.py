@@ -21,10 +21,15 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FEDLABELS_CACHE", str(tmp_path / "cache"))
 
 
-def _sixteen_bit(path: Path, value: int) -> Path:
-    Image.fromarray(np.full((4, 6), value, dtype=np.uint16)).save(path)
-    assert Image.open(path).mode == "I;16"
+def _flat(path: Path, value: int, dtype: type, mode: str) -> Path:
+    """A 4 x 6 image of ``value`` in ``dtype``, which Pillow stores as ``mode``."""
+    Image.fromarray(np.full((4, 6), value, dtype=dtype)).save(path)
+    assert Image.open(path).mode == mode
     return path
+
+
+def _sixteen_bit(path: Path, value: int) -> Path:
+    return _flat(path, value, np.uint16, "I;16")
 
 
 def test_an_earlier_models_files_peak_of_255_reads_as_undeclared(tmp_path: Path) -> None:
@@ -82,9 +87,7 @@ def test_a_pixel_above_the_scale_is_said_as_such_not_as_a_corrupt_file(tmp_path:
 
 
 def _int32(path: Path, value: int) -> Path:
-    Image.fromarray(np.full((4, 6), value, dtype=np.int32)).save(path)
-    assert Image.open(path).mode == "I"
-    return path
+    return _flat(path, value, np.int32, "I")
 
 
 def test_undeclared_32_bit_integer_images_are_refused_naming_the_file(tmp_path: Path) -> None:

@@ -2,33 +2,22 @@
 the tightest of the two at every step of its search, computing RDP's curve afresh for each
 step's noise; the decision min(exact, RDP) <= target is the same when the exact accountant's
 within-check answers first, so the per-round ε is the same to the bit (oracle: the search
-run on the former total, min of the two accountants' ε, through the same search code)."""
+run on the former total, min of the two accountants' ε, through the same search code:
+benchmarks/kary_calibration_rdp.py's ``before``)."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
+from conftest import load_benchmark
 from fedlabels.privacy import accounting, mechanisms
-from fedlabels.privacy.accounting import (
-    LabelTally,
-    account_label_tally,
-    calibrate_kary_round_epsilon,
-)
+from fedlabels.privacy.accounting import calibrate_kary_round_epsilon
 
-DELTA = 1e-5
+#: the benchmark's former calibration (RDP at every step) is the oracle, at its δ
+BENCHMARK = load_benchmark("kary_calibration_rdp")
+DELTA = BENCHMARK.DELTA
 GRID = [(4.0, 3, 37, 2), (1.0, 10, 10, 5), (8.0, 5, 40, 10), (2.0, 1, 25, 3),
         (8.0, 20, 50, 2), (0.5, 4, 12, 4)]
-
-
-def _former(total: float, rounds: int, labels: int, k: int) -> float:
-    def run_total(eps_round: float) -> float:
-        p = k / (math.exp(eps_round / labels) + k - 1)
-        tally = LabelTally(groups={(p, k): rounds * labels}, count=rounds)
-        return account_label_tally(tally, DELTA, ("exact", "rdp")).epsilon
-
-    return accounting._largest_round_epsilon(run_total, total, rounds)
 
 
 @pytest.mark.parametrize("total, rounds, labels, k", GRID)
@@ -36,7 +25,7 @@ def test_the_per_round_epsilon_is_the_former_to_the_bit(total: float, rounds: in
                                                         labels: int, k: int) -> None:
     calibrate_kary_round_epsilon.cache_clear()
     assert calibrate_kary_round_epsilon(total, DELTA, rounds, labels, k) == \
-        _former(total, rounds, labels, k)
+        BENCHMARK.before(total, rounds, labels, k)
 
 
 def test_rdp_is_computed_only_where_the_exact_accountant_is_above_the_target(
