@@ -1285,3 +1285,64 @@ def test_a_missing_column_at_predict_lists_the_columns_and_what_an_empty_cell_ge
     assert main(["predict", str(out), str(tmp_path / "new.csv"), "-o",
                  str(tmp_path / "p.csv")]) == 2
     assert f"{tmp_path / 'new.csv'} lacks column(s) 'dose'" in capsys.readouterr().err
+
+
+def _clinical_runs() -> list:
+    """_majority_runs with each run's balanced accuracy and macro-F1 (accuracy 0.904, 0.905,
+    0.9; balanced accuracy 0.61, 0.72, 0.55) and two-class confusion matrices."""
+    runs = _majority_runs(0.904, 0.905, 0.9)
+    for r, ba in zip(runs, (0.61, 0.72, 0.55), strict=True):
+        r.extra["clinical"] = {
+            "metrics": {"balanced_accuracy": {"mean": ba}, "macro_f1": {"mean": ba - 0.1}},
+            "confusion_matrices": [[[880, 20], [60, 40]]] * 2}
+    return runs
+
+
+@pytest.mark.parametrize("metric", ["balanced_accuracy", "macro_f1"])
+def test_the_communication_and_privacy_figures_plot_the_chosen_metric(metric):
+    """With --metric balanced_accuracy the communication and ε figures plotted accuracy
+    (and the majority class's accuracy as their baseline) while the table's headline was
+    another metric; they plot it, with its baseline where it has one (a constant answer's
+    balanced accuracy, 1/C) and none for a metric without one (macro-F1)."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import (
+        EPSILON_AXIS,
+        communication_figure,
+        figures,
+        privacy_figure,
+    )
+    from fedlabels.reporting.report_page import HEADINGS
+
+    runs = _clinical_runs()
+    configs = group_runs(runs)
+    rows = summary_rows(configs)
+    wanted = {r["configuration"]: r[f"{metric}_mean"] for r in rows}
+    assert wanted != {r["configuration"]: r["accuracy_mean"] for r in rows}
+    for fig in (communication_figure(rows, runs, metric),
+                privacy_figure(rows, "epsilon_mean", "epsilon_std", EPSILON_AXIS, "t",
+                               "no DP", runs=runs, metric=metric)):
+        try:
+            ax = fig.axes[0]
+            assert HEADINGS[metric] in ax.get_ylabel()
+            assert "accuracy" not in ax.get_ylabel().replace("balanced accuracy", "")
+            drawn = {ln.get_label(): ln for ln in ax.get_lines()}
+            drawn.update({c.get_label().split("\n")[0]: c.lines[0] for c in ax.containers})
+            for conf, value in wanted.items():  # a point, or a horizontal line for no DP
+                line = drawn.get(conf) or next(ln for label, ln in drawn.items()
+                                               if label.startswith(f"{conf}: "))
+                assert line.get_ydata()[0] == pytest.approx(value)
+            bases = [ln for label, ln in drawn.items() if label.startswith("majority class")]
+            shown = " ".join(" ".join(t.get_text().split()) for t in fig.legends[0].get_texts())
+            if metric == "balanced_accuracy":
+                (base,) = bases
+                assert base.get_ydata()[0] == pytest.approx(1 / 2)  # two classes
+                assert "balanced accuracy 1/C = 0.500" in shown
+            else:
+                assert not bases and "majority class" not in shown
+        finally:
+            plt.close(fig)
+    titles = [t for t, _ in figures(configs, rows, metric)]
+    heading = HEADINGS[metric][0].upper() + HEADINGS[metric][1:]
+    assert f"{heading} against communication" in titles
+    assert "Accuracy per round" in titles  # the rounds record accuracy only

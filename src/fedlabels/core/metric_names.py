@@ -7,3 +7,7 @@ SCALAR_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "auroc", "sensiti
 #: short column headings
 METRIC_HEADINGS = {"accuracy": "acc", "balanced_accuracy": "bal acc", "macro_f1": "macro-F1",
                    "auroc": "AUROC", "sensitivity": "sens", "specificity": "spec"}
+#: each metric's name in the report's headings and figures
+METRIC_NAMES = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
+                "macro_f1": "macro-F1", "auroc": "AUROC", "sensitivity": "sensitivity",
+                "specificity": "specificity"}

@@ -447,6 +447,28 @@ def draw_majority(ax: Any, results: Sequence[RunResult]) -> None:
                          f"{values[-1]:.3f} over the runs' test sets{estimated}")
 
 
+def draw_constant_balanced(ax: Any, results: Sequence[RunResult]) -> None:
+    """The balanced accuracy of always answering the majority class (1/C, as any constant
+    answer scores; :func:`~fedlabels.results.caveats.constant_balanced_accuracy`) when the
+    ``results`` share a dataset: a grey dash-dot line, or a band where their test sets have
+    other numbers of classes; nothing where no run records its confusion matrices. Drawn
+    beneath the runs (:data:`BASELINE_ZORDER`)."""
+    from fedlabels.results.caveats import constant_balanced_accuracy
+
+    if len({r.dataset for r in results}) != 1:
+        return
+    values = sorted({round(v, 12) for r in results
+                     if (v := constant_balanced_accuracy(r)) is not None})
+    if len(values) == 1:
+        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.", zorder=BASELINE_ZORDER,
+                   label=f"majority class (any constant answer): balanced accuracy 1/C = "
+                         f"{values[0]:.3f}")
+    elif values:
+        ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
+                   label=f"majority class (any constant answer): balanced accuracy 1/C = "
+                         f"{values[0]:.3f} to {values[-1]:.3f} over the runs' test sets")
+
+
 def draw_training_mean(ax: Any, results: Sequence[RunResult]) -> None:
     """The training-mean baseline of regression ``results`` when they share a dataset (the
     RMSE of always predicting the pooled private training targets' mean): a grey dash-dot

@@ -360,7 +360,7 @@ def write_report(paths: Sequence[str | Path | RunResult], output: str | Path,
     if repeated:
         warned.insert(0, ("the results given", f"{', '.join(repeated[:3])} given more than "
                                                "once; each file is counted once."))
-    page = render_html(rows, configs, figures(configs, rows),
+    page = render_html(rows, configs, figures(configs, rows, metric),
                        [repr(p) if isinstance(p, RunResult) else str(p) for p in paths],
                        warned, metric, runs=results,
                        lead=lead_sentence(rows, metric, all(c.regression for c in configs),

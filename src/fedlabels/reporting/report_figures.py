@@ -1,6 +1,6 @@
-"""The figures of ``fedlabels report``, as base64 PNG: accuracy per round, accuracy against
-communication, and accuracy against privacy (ε, VUL). A configuration has one colour in all
-of them.
+"""The figures of ``fedlabels report``, as base64 PNG: accuracy per round, the headline
+metric (``--metric``) against communication and against privacy (ε, VUL). A configuration
+has one colour in all of them.
 
 Local-only and centralized configurations are references: horizontal lines in the round
 and privacy plots, and points at a marked "no communication" position left of the log
@@ -20,6 +20,7 @@ from fedlabels.reporting.plots import (
     REFERENCE_DASH,
     REFERENCE_METHODS,
     TITLE_WIDTH,
+    draw_constant_balanced,
     draw_majority,
     draw_training_mean,
     guarantee_line,
@@ -124,34 +125,55 @@ def curves_figure(configs: Sequence[Configuration],
     return fig
 
 
-#: the y axis of the summary figures, by the rows' metric
+#: the y axis of the summary figures, by the rows' metric (``--metric``'s headings else)
 _NAME = {"accuracy": "accuracy", "rmse": "RMSE (target's units)"}
 
 
-def utility(rows: Sequence[dict[str, Any]]) -> str:
-    """``rmse`` when the rows are regression runs (they have no accuracy), else
-    ``accuracy``: the summary figures plot it, so a regression report keeps them."""
+def metric_name(m: str) -> str:
+    """How the summary figures name the metric ``m`` (``balanced accuracy``, ``AUROC``)."""
+    from fedlabels.core.metric_names import METRIC_NAMES
+
+    return _NAME.get(m) or METRIC_NAMES.get(m, m)
+
+
+def _headed(m: str) -> str:
+    """:func:`metric_name` to begin a title with (``AUROC`` kept as it is)."""
+    name = "RMSE" if m == "rmse" else metric_name(m)
+    return name[:1].upper() + name[1:]
+
+
+def utility(rows: Sequence[dict[str, Any]], metric: str = "accuracy") -> str:
+    """What the summary figures plot: ``rmse`` when the rows are regression runs (they have
+    no accuracy), so a regression report keeps them; else ``metric`` (the report's
+    ``--metric``) where a row has it, else ``accuracy``."""
     regression = rows and all(r["accuracy_mean"] is None and r["rmse_mean"] is not None
                               for r in rows)
-    return "rmse" if regression else "accuracy"
+    if regression:
+        return "rmse"
+    return metric if any(r.get(f"{metric}_mean") is not None for r in rows) else "accuracy"
 
 
 def _draw_baseline(ax: Any, runs: Sequence[RunResult], m: str) -> None:
-    """The majority-class (or, for RMSE, the training-mean) baseline of ``runs``, as the
-    round figure and ``fedlabels plot`` draw it: points at it learnt next to nothing."""
+    """The baseline of ``runs`` for the metric ``m``, as the round figure and ``fedlabels
+    plot`` draw it: points at it learnt next to nothing. The majority class's accuracy, the
+    balanced accuracy 1/C any constant answer scores, or, for RMSE, the training mean's;
+    none for another metric (no majority-class baseline recorded for it)."""
     if m == "rmse":
         draw_training_mean(ax, runs)
-    else:
+    elif m == "accuracy":
         draw_majority(ax, runs)
+    elif m == "balanced_accuracy":
+        draw_constant_balanced(ax, runs)
 
 
 def communication_figure(rows: Sequence[dict[str, Any]],
-                         runs: Sequence[RunResult] = ()) -> Any | None:
-    """Final accuracy against bytes uploaded per client per round (log); runs that send
-    nothing sit at a marked "0" position left of the smallest positive value. ``None`` for
-    fewer than two configurations (a lone point on an empty panel). ``runs``: the rows'
-    results, whose baseline is drawn (:func:`_draw_baseline`)."""
-    m = utility(rows)
+                         runs: Sequence[RunResult] = (),
+                         metric: str = "accuracy") -> Any | None:
+    """Final ``metric`` (:func:`utility`) against bytes uploaded per client per round
+    (log); runs that send nothing sit at a marked "0" position left of the smallest positive
+    value. ``None`` for fewer than two configurations (a lone point on an empty panel).
+    ``runs``: the rows' results, whose baseline is drawn (:func:`_draw_baseline`)."""
+    m = utility(rows, metric)
     points = [r for r in rows if r["bytes_up_per_client_round"] is not None
               and r[f"{m}_mean"] is not None]
     if len(points) < 2:  # one point compares with nothing: its bytes are in the table
@@ -175,10 +197,10 @@ def communication_figure(rows: Sequence[dict[str, Any]],
     ax.set_xlim(zero_at / 2, max([lo, *positive]) * 3)
     _draw_baseline(ax, runs, m)
     ax.set_xlabel("bytes uploaded per client per round (log scale; 0 = no communication)")
-    ax.set_ylabel(f"final mean client test {_NAME[m]}\n({BARS})")
-    ax.set_title(f"{_NAME[m].capitalize() if m == 'accuracy' else 'RMSE'} against "
-                 f"communication: {'higher' if m == 'accuracy' else 'lower'} and further "
-                 "left is better", fontsize=11)
+    ax.set_ylabel(f"final mean client test {metric_name(m)}\n({BARS})")
+    ax.set_title(f"{_headed(m)} against communication: "
+                 f"{'lower' if m == 'rmse' else 'higher'} and further left is better",
+                 fontsize=11)
     place_legend(fig, ax)
     return fig
 
@@ -203,15 +225,16 @@ def _x_bars(r: dict[str, Any], x: str, xerr: str | tuple[str, str]) -> tuple[flo
 
 def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str, str],
                    xlabel: str, title: str, missing: str, guarantee: bool = False,
-                   runs: Sequence[RunResult] = ()) -> Any | None:
-    """Accuracy against a privacy measure; configurations without one (non-private runs,
-    references) are horizontal lines, so a single private point still has context.
+                   runs: Sequence[RunResult] = (), metric: str = "accuracy") -> Any | None:
+    """Final ``metric`` (:func:`utility`) against a privacy measure; configurations
+    without one (non-private runs, references) are horizontal lines, so a single private
+    point still has context.
     ``xerr``: the key of a ± spread, or the (low, high) keys of an interval around ``x``;
     ``guarantee``: each point's legend entry states its guarantee (unit, against whom);
     ``runs``: the rows' results, whose baseline is drawn (:func:`_draw_baseline`): private
     points at it cost nothing only because nothing was learnt.
     """
-    m = utility(rows)
+    m = utility(rows, metric)
     points = [r for r in rows if r[x] is not None and r[f"{m}_mean"] is not None]
     if not points:
         return None
@@ -244,7 +267,7 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
         xlabel += "\nnot comparable between guarantees of other units or adversaries (legend)"
     ax.set_xlabel(xlabel)
     bars = BARS if isinstance(xerr, str) else f"vertical {BARS}"
-    ax.set_ylabel(f"final mean client test {_NAME[m]}\n({bars})")
+    ax.set_ylabel(f"final mean client test {metric_name(m)}\n({bars})")
     ax.set_title(title, fontsize=11)
     place_legend(fig, ax)
     return fig
@@ -288,26 +311,29 @@ EPSILON_AXIS = ("ε spent over the run, as accounted (at most its epsilon budget
                 "more private)")
 
 
-def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]]
-            ) -> list[tuple[str, str]]:
-    """(heading, base64 PNG) of every figure that has data; each title names what ran."""
+def figures(configs: Sequence[Configuration], rows: Sequence[dict[str, Any]],
+            metric: str = "accuracy") -> list[tuple[str, str]]:
+    """(heading, base64 PNG) of every figure that has data; each title names what ran.
+    The communication, ε and VUL figures plot ``metric`` (the report's ``--metric``; the
+    rounds record accuracy only, so the round figure plots accuracy)."""
     eps = [r for r in rows if r["epsilon_mean"] is not None]
     what = "RMSE" if configs and all(c.regression for c in configs) else "Accuracy"
+    summary = _headed(utility(rows, metric)) if rows else what
     runs = [r for c in configs for r in c.runs]
     made = [
         (f"{what} per round", curves_figure(configs, rows)),
-        (f"{what} against communication", communication_figure(rows, runs)),
+        (f"{summary} against communication", communication_figure(rows, runs, metric)),
         ("Privacy against utility: ε (DP runs)", privacy_figure(
             rows, "epsilon_mean", "epsilon_std", EPSILON_AXIS,
             "One privacy level: its cost against the non-private runs (lines)"
             if len({r["epsilon_mean"] for r in eps}) == 1
-            else "Accuracy against ε: the price of privacy", "no DP", guarantee=True,
-            runs=runs)),
+            else f"{summary} against ε: the price of privacy", "no DP", guarantee=True,
+            runs=runs, metric=metric)),
         ("Privacy against utility: VUL (audited runs)", privacy_figure(
             rows, "vul_mean", ("vul_low", "vul_high"), "VUL: membership attack ROC AUC "
             "(0.5 = no leak); horizontal bars: its 95 % interval, as in the table",
-            "Accuracy against measured leakage: further left is more private",
-            "not audited", runs=runs)),
+            f"{summary} against measured leakage: further left is more private",
+            "not audited", runs=runs, metric=metric)),
     ]
     ran = what_ran(configs)
     return [(title, png(_subtitle(fig, ran))) for title, fig in made if fig is not None]

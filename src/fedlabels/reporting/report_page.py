@@ -17,6 +17,7 @@ import numpy as np
 
 from fedlabels.core.class_names import shown_class_names, shown_names_of
 from fedlabels.core.clinical import SCALAR_METRICS
+from fedlabels.core.metric_names import METRIC_NAMES
 
 if TYPE_CHECKING:
     from fedlabels.reporting.report import Configuration
@@ -83,9 +84,7 @@ def fmt(value: Any, spread: float | None = None, whole: bool = False) -> str:
 Cell = Callable[[dict[str, Any]], str]
 
 #: the table's heading of each headline metric
-HEADINGS = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
-             "macro_f1": "macro-F1", "auroc": "AUROC", "sensitivity": "sensitivity",
-             "specificity": "specificity"}
+HEADINGS = METRIC_NAMES
 
 
 def _metric_column(name: str) -> tuple[str, str, Cell]:

@@ -78,6 +78,30 @@ def training_mean_baseline(res: RunResult) -> dict[str, Any] | None:
     return None
 
 
+def _confusion_matrices(clinical: dict[str, Any]) -> np.ndarray | None:
+    """The clients' confusion matrices of a ``clinical`` entry (clients, C, C), or ``None``
+    where it has none or a damaged one."""
+    matrices = clinical.get("confusion_matrices") or []
+    if not matrices:
+        return None
+    try:
+        cms = np.asarray(matrices, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return cms if cms.ndim == 3 and cms.shape[1] == cms.shape[2] else None
+
+
+def constant_balanced_accuracy(res: RunResult) -> float | None:
+    """The balanced accuracy every constant answer (the majority class's included) scores on
+    the run's test set: 1/C for its C classes present, from the clients' confusion matrices
+    (``None`` without them, or for fewer than two classes)."""
+    cms = _confusion_matrices(res.extra.get("clinical") or {})
+    if cms is None:
+        return None
+    present = int((cms[0].sum(axis=1) > 0).sum())
+    return 1.0 / present if present >= 2 else None
+
+
 def balanced_above_chance(clinical: dict[str, Any] | None
                           ) -> tuple[float, float, float] | None:
     """(mean balanced accuracy, its 95 % half-width, chance) where the clients' mean
@@ -87,14 +111,8 @@ def balanced_above_chance(clinical: dict[str, Any] | None
     (the clients' mean recall of each class, from their confusion matrices)."""
     clinical = clinical or {}
     ba = ((clinical.get("metrics") or {}).get("balanced_accuracy") or {}).get("mean")
-    matrices = clinical.get("confusion_matrices") or []
-    if not isinstance(ba, int | float) or not matrices:
-        return None
-    try:
-        cms = np.asarray(matrices, dtype=float)
-    except (TypeError, ValueError):
-        return None
-    if cms.ndim != 3 or cms.shape[1] != cms.shape[2]:
+    cms = _confusion_matrices(clinical)
+    if not isinstance(ba, int | float) or cms is None:
         return None
     support = cms[0].sum(axis=1)  # every client is scored on the same test set
     present = support > 0
