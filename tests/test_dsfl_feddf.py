@@ -185,3 +185,49 @@ def test_feddf_refuses_a_server_without_u_and_non_torch_models(fed):
     assert "simulator" in FLOWER_REFUSAL
     with pytest.raises(FedLabelsError, match="mlp"):
         fl.run("feddf", fed, model="dt", rounds=1, progress=False)
+
+
+@pytest.mark.parametrize("method, shown", [("dd", "DD"), ("fedmd", "FedMD"),
+                                           ("ds-fl", "DS-FL")])
+def test_soft_label_methods_refuse_one_client_before_any_data_loads(method, shown, tmp_path,
+                                                                     capsys, monkeypatch):
+    """DD, FedMD and DS-FL said 'needs at least 2 clients' only in validate, after the data
+    had loaded (an image folder decoded every image first): Method.check_clients says it
+    from the options alone, as FedCT's and PATE's, on the command line and in fl.run."""
+    import fedlabels.runs.federation as federation
+    from fedlabels.cli import main
+
+    def no_loading(dataset: str, **kwargs: object) -> None:
+        raise AssertionError(f"{dataset} was loaded")
+
+    monkeypatch.setattr(federation, "load_federation", no_loading)
+    for dataset in (f"imagefolder:{tmp_path}", "breast_cancer"):
+        assert main(["run", "--method", method, "--dataset", dataset, "--clients", "1",
+                     "-o", str(tmp_path / "r.json")]) == 2
+        err = capsys.readouterr().err
+        assert f"{shown} needs at least 2 clients, got 1." in err and err.count("\n") == 1
+        with pytest.raises(FedLabelsError, match=f"{shown} needs at least 2 clients"):
+            fl.run(method, dataset, clients=1)
+
+
+def test_dsfl_refuses_trees_before_building_every_client_s_model(fed, monkeypatch):
+    """DS-FL (and DD, FedMD) with trees built all m learners (200 clients: seconds) before
+    validate refused them; one learner of each distinct model is checked first."""
+    import fedlabels.runs.loop as loop
+
+    built: list[int] = []
+    make = loop.make_learners
+
+    def counting(specs: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
+        built.append(len(specs))
+        return make(specs, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "make_learners", counting)
+    with pytest.raises(FedLabelsError, match="DS-FL trains every client towards averaged "
+                                             "soft labels"):
+        fl.run("ds-fl", fed, model="dt", rounds=1)
+    assert built == [1]  # the first client's tree, never all three
+    built.clear()
+    with pytest.raises(FedLabelsError, match="got DecisionTreeClassifier"):
+        fl.run("dd", fed, model=["dt", "mlp(hidden=8)", "dt"], rounds=1)
+    assert built == [1, 1]  # one of each distinct model

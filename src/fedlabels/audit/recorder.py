@@ -146,6 +146,15 @@ class RecordingMethod(Method):
     def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
         self.inner.validate(n_clients, settings, learners)
 
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        self.inner.check_clients(n_clients, settings)
+
+    def check_models(self, learners: list[Any]) -> None:
+        self.inner.check_models(learners)
+
+    def checks_models(self) -> bool:
+        return self.inner.checks_models()
+
     def client_datasets(self, clients: list[ClientData]) -> list[ClientData]:
         return self.inner.client_datasets(clients)
 

@@ -538,6 +538,15 @@ class Method:
         of 2): run before any data loads, with ``settings``' sizes from the data unknown (its
         ``n_classes`` and ``n_features`` 0); :meth:`validate` calls it too."""
 
+    def check_models(self, learners: list[Any]) -> None:
+        """Reject learners of a kind the method cannot train (a tree where soft targets need
+        gradient steps): run on one learner of each distinct model before the others are
+        built (:meth:`checks_models`); :meth:`validate` calls it too."""
+
+    def checks_models(self) -> bool:
+        """Whether this method overrides :meth:`check_models` (else nothing is probed)."""
+        return type(self).check_models is not Method.check_models
+
     def sized_for(self, options: MethodOptions, n_public: int) -> MethodOptions:
         """``options`` with every size that depends on |U| fixed for a public set of
         ``n_public`` points. The audit calls it with the ordinary |U| before it appends its

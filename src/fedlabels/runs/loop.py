@@ -189,6 +189,17 @@ class RunPlan:
         self._configure(learners, list(range(len(learners))))
         return learners
 
+    def checked_learners(self) -> list[Any]:
+        """:meth:`learners`, after the method's :meth:`~Method.check_models` of one fresh
+        learner of each distinct model spec, so that a model it refuses is refused before
+        the rest are built (200 trees for DS-FL)."""
+        if self.method.checks_models():
+            first: dict[str, int] = {}
+            for cid, spec in enumerate(self.specs):
+                first.setdefault(repr(spec), cid)
+            self.method.check_models([self.learner(cid) for cid in first.values()])
+        return self.learners()
+
     def learner(self, cid: int) -> Any:
         learner = make_learners([self.specs[cid]], [self.client_seeds[cid]],
                                 self.settings.n_classes, self.settings.task)[0]

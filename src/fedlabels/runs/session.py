@@ -176,7 +176,7 @@ def build_session(method: Method | str, federation: Federation, models: list[Any
                          options=options, device=device, precision=precision,
                          participation=participation)
     plan, method = roles.plan, roles.plan.method
-    learners = plan.learners()
+    learners = plan.checked_learners()
     method.validate(len(roles.datasets), plan.settings, learners)
     if resuming is not None:
         check_extension(plan, learners, resuming)
@@ -196,7 +196,7 @@ def build_server(plan: RunPlan, *, n_public: int, client_sizes: list[int],
     and the server role, for sites holding ``client_sizes`` private examples and |U| =
     ``n_public``; the server holds no copy of U (``truth_public``: U's true labels, for
     diagnostics, where the operator has them)."""
-    learners = plan.learners()
+    learners = plan.checked_learners()
     plan.method.validate(len(client_sizes), plan.settings, learners)
     ctx = plan.context(truth_public=truth_public)
     return learners, server_role(plan, ctx, n_public, learners, client_sizes)

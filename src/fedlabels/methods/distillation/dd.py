@@ -66,10 +66,14 @@ class DDOptions(MethodOptions):
     soft_dtype: str = soft_dtype_option()
 
 
-def check_soft_learners(method: str, n_clients: int, learners: list[Any]) -> None:
-    """Soft-label methods need 2 clients, ``distill_steps`` and ``predict_proba`` (an mlp)."""
+def check_soft_clients(method: str, n_clients: int) -> None:
+    """Soft-label methods average the soft labels of at least 2 clients."""
     if n_clients < 2:
         raise FedLabelsError(f"{method} needs at least 2 clients, got {n_clients}.")
+
+
+def check_soft_learners(method: str, learners: list[Any]) -> None:
+    """Soft-label methods need ``distill_steps`` and ``predict_proba`` (an mlp)."""
     bad = sorted({type(ln).__name__ for ln in learners
                   if not (callable(getattr(ln, "distill_steps", None))
                           and callable(getattr(ln, "predict_proba", None)))})
@@ -84,6 +88,25 @@ def check_soft_learners(method: str, n_clients: int, learners: list[Any]) -> Non
             f"loss, which needs a model trained by gradient steps on soft targets (for this "
             f"data: {which}); got {', '.join(bad)}. Use --model {use}, or --method fedct for "
             "models that can only be fitted on hard labels.")
+
+
+class SoftLabelMethod(Method):
+    """A method whose clients distil towards averaged soft labels (DD, FedMD, DS-FL): at
+    least 2 clients, checked before any data loads, and models trained by gradient steps on
+    soft targets, checked before all are built."""
+
+    #: the method's name in its refusals (``DS-FL``)
+    shown_name: ClassVar[str]
+
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        check_soft_clients(self.shown_name, n_clients)
+
+    def check_models(self, learners: list[Any]) -> None:
+        check_soft_learners(self.shown_name, learners)
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        self.check_clients(n_clients, settings)
+        self.check_models(learners)
 
 
 def average_soft(replies: dict[int, Message], key: str = "soft") -> np.ndarray:
@@ -163,7 +186,8 @@ class DDServer(ServerRole):
                                 "loss": "soft cross-entropy to the averaged probabilities"}}
 
 
-class DistributedDistillation(Method):
+class DistributedDistillation(SoftLabelMethod):
+    shown_name = "DD"
     name = "dd"
     # distillation on soft labels needs gradient steps
     capabilities = Capabilities(default_model="mlp")
@@ -177,9 +201,6 @@ class DistributedDistillation(Method):
         guarantee="none",
         payloads=(Payload("dd.soft", "soft", "soft-labels", rows="public"),
                   *EVALUATION_PAYLOADS))
-
-    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        check_soft_learners("DD", n_clients, learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

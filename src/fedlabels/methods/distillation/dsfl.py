@@ -36,7 +36,6 @@ from fedlabels.method.base import (
     Capabilities,
     ClientRole,
     Grid,
-    Method,
     MethodContext,
     ServerRole,
     Settings,
@@ -53,8 +52,8 @@ from fedlabels.method.threat import (
 )
 from fedlabels.methods.distillation.dd import (
     SOFT_DTYPES,
+    SoftLabelMethod,
     average_soft,
-    check_soft_learners,
     soft_dtype_option,
 )
 from fedlabels.methods.distillation.fedmd import subset_indices
@@ -192,7 +191,8 @@ class DSFLServer(ServerRole):
             "loss": "soft cross-entropy to the ERA aggregate, then private steps"}}
 
 
-class DSFL(Method):
+class DSFL(SoftLabelMethod):
+    shown_name = "DS-FL"
     name = "ds-fl"
     # distillation on soft labels needs gradient steps
     capabilities = Capabilities(default_model="mlp")
@@ -207,9 +207,6 @@ class DSFL(Method):
         guarantee="none",
         payloads=(Payload("dsfl.soft", "soft", "soft-labels", rows="subset"),
                   *EVALUATION_PAYLOADS))
-
-    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        check_soft_learners("DS-FL", n_clients, learners)
 
     def make_server(self, ctx: MethodContext, n_public: int, learners: list[Any],
                     client_sizes: list[int]) -> ServerRole:

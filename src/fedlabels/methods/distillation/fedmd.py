@@ -35,7 +35,6 @@ from fedlabels.method.base import (
     Capabilities,
     ClientRole,
     Grid,
-    Method,
     MethodContext,
     ServerRole,
     Settings,
@@ -51,8 +50,8 @@ from fedlabels.method.threat import (
 )
 from fedlabels.methods.distillation.dd import (
     SOFT_DTYPES,
+    SoftLabelMethod,
     average_soft,
-    check_soft_learners,
     soft_dtype_option,
 )
 
@@ -207,7 +206,8 @@ class FedMDServer(ServerRole):
                                                  "their true labels (FedMD's D0)"}}
 
 
-class FedMD(Method):
+class FedMD(SoftLabelMethod):
+    shown_name = "FedMD"
     name = "fedmd"
     # distillation on soft labels needs gradient steps
     capabilities = Capabilities(default_model="mlp")
@@ -223,9 +223,6 @@ class FedMD(Method):
         guarantee="none",
         payloads=(Payload("fedmd.scores", "scores", "soft-labels", rows="subset"),
                   *EVALUATION_PAYLOADS))
-
-    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
-        check_soft_learners("FedMD", n_clients, learners)
 
     def sized_for(self, options: MethodOptions, n_public: int) -> MethodOptions:
         """``options`` with |D₀| and |d_t| fixed from a public set of ``n_public`` points.
