@@ -210,3 +210,29 @@ def test_a_csv_tables_gaps_are_named_by_its_file_and_column(tmp_path: Path, caps
                            missing="public-median")
     with pytest.raises(FedLabelsError, match=r"^X contains non-finite values"):
         fl.make_federation(frame.drop(columns="y"), frame.y, clients=3)
+
+
+def test_a_csv_tables_gaps_and_a_python_tables_are_one_check(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """loading.check_table_gaps repeated as_feature_matrix's check of a table's gaps (its
+    categorical ones) in a copy of its own; both go through data.gaps.check_frame_gaps, a
+    csv: table's worded by its file, a DataFrame's by Python's name."""
+    import fedlabels.data.gaps as gaps
+
+    seen: list[str | None] = []
+    check = gaps.check_frame_gaps
+
+    def recorded(frame, categorical, fills, what="X", source=None):
+        seen.append(source)
+        return check(frame, categorical, fills, what, source)
+
+    monkeypatch.setattr(gaps, "check_frame_gaps", recorded)
+    dataset, frame = _table(tmp_path)
+    path = dataset.split(":")[1]
+    with pytest.raises(FedLabelsError, match=f"CSV file {path} has empty cells"):
+        fl.load_federation(dataset, clients=3)
+    text = frame.assign(a=np.where(np.arange(len(frame)) == 7, None, "x")).drop(columns="y")
+    with pytest.raises(FedLabelsError, match=r"^X has missing values in categorical column\(s\) "
+                                             r"'a' \(1 row\)"):
+        fl.make_federation(text, frame.y, clients=3, missing="public-median")
+    assert seen == [path, None]

@@ -119,6 +119,35 @@ def test_a_sites_raw_csv_rows_are_encoded_as_the_simulator_encodes_them(
 
 
 
+def test_a_numeric_sites_csv_without_a_feature_column_is_refused_as_predict_refuses_it(
+        tmp_path: Path) -> None:
+    """A numeric site CSV without a feature column read 'lacks feature column(s) ['b'] of
+    the shared public set U (2 features)'; a categorical site's rows and predict said which
+    columns were expected and whether an empty cell is filled: one message for all."""
+    from fedlabels.data.preprocessing import encode_frame
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"a": rng.normal(size=90), "b": rng.normal(size=90)})
+    table["label"] = np.where(table.a > 0, "yes", "no")
+    path = tmp_path / "table.csv"
+    table.to_csv(path, index=False)
+    cfg = RunConfig(method="fedct", dataset=f"csv:{path}:label", clients=3, model="dt",
+                    rounds=1, seed=0)
+    prepared = prepare_run(cfg, tmp_path / "sites")
+    site_csv = tmp_path / "site0.csv"
+    table.drop(columns="b").to_csv(site_csv, index=False)
+    with pytest.raises(FedLabelsError) as refused:
+        load_site({"partition-id": 0, "data-path": str(site_csv), "target": "label",
+                   "shared-path": str(prepared.shared_path)})
+    with pytest.raises(FedLabelsError) as simulator:  # the simulator's reader of raw rows
+        encode_frame(table.drop(columns="b"), ["a", "b"], [], ["a", "b"],
+                     f"SuperNode partition-id=0: CSV {site_csv}")
+    said = str(refused.value)
+    assert said == str(simulator.value) and said.count("\n") == 0
+    assert "lacks column(s) 'b' (1 of the 2 the models were trained on: 'a', 'b')" in said
+    assert "every row needs a value in it" in said
+
+
 def _warned_at(call: object) -> list[str]:
     """The files the 'in no row of U' warnings of ``call()`` point at."""
     with warnings.catch_warnings(record=True) as caught:

@@ -240,25 +240,13 @@ def as_feature_matrix(X: Any, what: str = "X", gaps: bool = False
             [f"x{i}" for i in range(X.shape[1])]
     if isinstance(X, pd.DataFrame):
         from fedlabels.data.columns import check_feature_columns
+        from fedlabels.data.gaps import check_frame_gaps
         from fedlabels.data.preprocessing import categorical_columns
 
         check_feature_columns(X)  # no ID, date or stray-token column is one-hot encoded
         categorical = categorical_columns(X)
+        check_frame_gaps(X, categorical, gaps, what)  # get_dummies: a gap as no category
         if categorical:
-            missing = X[categorical].isna().sum()
-            missing = missing[missing > 0]
-            if len(missing):  # get_dummies would encode them as no category, silently
-                named = ", ".join(f"{c!r} ({n} row{'s' * (n > 1)})"
-                                  for c, n in missing.items())
-                first = str(missing.index[0])
-                fill = (".cat.add_categories('unknown').fillna('unknown')"
-                        if isinstance(X[missing.index[0]].dtype, pd.CategoricalDtype)
-                        else ".fillna('unknown')")
-                raise FedLabelsError(
-                    f"{what} has missing values in categorical column(s) {named}, which "
-                    "--missing public-median does not fill (it fills numeric columns); give "
-                    f"them a category of their own in the table (pandas: {what}[{first!r}] = "
-                    f"{what}[{first!r}]{fill}) or drop those rows.")
             X = pd.get_dummies(X, columns=categorical, dummy_na=False, dtype=float)
         names = [str(c) for c in X.columns]
         names_given = True

@@ -15,6 +15,7 @@ mlbench loader does): the fill alone hides them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,3 +79,54 @@ def fill_gaps(a: np.ndarray, fill: np.ndarray) -> np.ndarray:
     if not gaps.any():
         return a
     return np.where(gaps, fill.astype(a.dtype), a)
+
+
+def check_frame_gaps(frame: Any, categorical: Sequence[str], fills: bool, what: str = "X",
+                     source: str | None = None) -> None:
+    """A table's empty feature cells as one line, before its rows are read: gaps of a
+    ``categorical`` column (one-hot encoded) always, as the fill takes numeric columns only
+    and the encoding would read a gap as no category, silently; and, for a ``csv:`` table
+    (``source``, its file), numeric gaps where the run fills none (``fills`` False). A CSV
+    file's line names the file, the columns with gaps and how many, and the first gap's data
+    row, with the fixes as flags; a Python table's (``what``) gives the pandas fix, and its
+    numeric gaps are :func:`~fedlabels.data.federation.as_feature_matrix`'s finite check's,
+    as an array's. The one check of both."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        return
+    gaps = frame.isna()
+    if not gaps.to_numpy().any():
+        return
+    numeric = source is not None and not fills
+    cols = [c for c in frame.columns if gaps[c].any() and (c in categorical or numeric)]
+    if not cols:
+        return
+    counts = {c: int(gaps[c].sum()) for c in cols}
+    first = cols[0]
+    if source is None:
+        named = ", ".join(f"{c!r} ({n} row{'s' * (n > 1)})" for c, n in counts.items())
+        fill = (".cat.add_categories('unknown').fillna('unknown')"
+                if isinstance(frame[first].dtype, pd.CategoricalDtype) else ".fillna('unknown')")
+        shown = str(first)
+        raise FedLabelsError(
+            f"{what} has missing values in categorical column(s) {named}, which --missing "
+            "public-median does not fill (it fills numeric columns); give them a category of "
+            f"their own in the table (pandas: {what}[{shown!r}] = {what}[{shown!r}]{fill}) "
+            "or drop those rows.")
+    row = int(np.flatnonzero(gaps[first].to_numpy())[0])
+    named = ", ".join(f"{str(c)!r} ({n})" for c, n in list(counts.items())[:5]) + (
+        " ..." if len(cols) > 5 else "")
+    if first in categorical:
+        fix = (f"write a category of its own (such as unknown) in the empty cells of column "
+               f"{str(first)!r} or drop those rows: --missing public-median fills numeric "
+               "columns only")
+    else:
+        fix = ("drop those rows, fill each gap after the split with the median of U's values "
+               "of its column (--missing public-median; Python: missing=\"public-median\"), "
+               "or write a constant in them beside a 0/1 column (such as "
+               f"{first!s}_missing) that flags them; a median or "
+               "mean of the whole table would carry the test rows' and the other clients' "
+               "values into training")
+    raise FedLabelsError(f"CSV file {source} has empty cells in column(s) {named} (the first "
+                         f"in column {str(first)!r}, data row {row + 1}); {fix}.")

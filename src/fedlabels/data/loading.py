@@ -269,8 +269,12 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
         n_unlabeled = max(1, (n_rows - n_test_eff) // 2)
     if dataset.startswith("csv:"):  # named by its file and columns, not as Python's X
         from fedlabels.core.files import csv_parts
+        from fedlabels.data.gaps import check_frame_gaps
+        from fedlabels.data.preprocessing import categorical_columns
 
-        check_table_gaps(raw.X, csv_parts(dataset)[0], missing == "public-median")
+        if hasattr(raw.X, "columns"):  # a table (text is one column of str)
+            check_frame_gaps(raw.X, categorical_columns(raw.X), missing == "public-median",
+                             source=csv_parts(dataset)[0])
     fed = make_federation(raw.X, raw.y, clients=n_clients, unlabeled=n_unlabeled,
                           private=n_private,
                           test=n_test if raw.X_test is None else None, X_test=raw.X_test,
@@ -337,41 +341,3 @@ def _split_column(partition: str) -> str | None:
 
     spec = parse_partition(partition)
     return spec.column if spec.kind == "column" else None
-
-
-def check_table_gaps(frame: Any, source: str, fills: bool) -> None:
-    """A ``csv:`` table's empty feature cells as one line naming the file (``source``), the
-    columns and the first gap's data row, before the table is read as X (whose error names
-    Python's ``X``): numeric gaps where the run fills none (``fills`` False), and gaps of a
-    categorical column always (the fill takes numeric columns only)."""
-    import numpy as np
-    import pandas as pd
-
-    from fedlabels.data.preprocessing import categorical_columns
-
-    if not isinstance(frame, pd.DataFrame):
-        return
-    gaps = frame.isna()
-    if not gaps.to_numpy().any():
-        return
-    categorical = set(categorical_columns(frame))
-    cols = [c for c in frame.columns if gaps[c].any() and (not fills or c in categorical)]
-    if not cols:
-        return
-    first = cols[0]
-    row = int(np.flatnonzero(gaps[first].to_numpy())[0])
-    named = ", ".join(f"{str(c)!r} ({int(gaps[c].sum())})" for c in cols[:5]) + (
-        " ..." if len(cols) > 5 else "")
-    if first in categorical:
-        fix = (f"write a category of its own (such as unknown) in the empty cells of column "
-               f"{str(first)!r} or drop those rows: --missing public-median fills numeric "
-               "columns only")
-    else:
-        fix = ("drop those rows, fill each gap after the split with the median of U's values "
-               "of its column (--missing public-median; Python: missing=\"public-median\"), "
-               "or write a constant in them beside a 0/1 column (such as "
-               f"{first!s}_missing) that flags them; a median or "
-               "mean of the whole table would carry the test rows' and the other clients' "
-               "values into training")
-    raise FedLabelsError(f"CSV file {source} has empty cells in column(s) {named} (the first "
-                         f"in column {str(first)!r}, data row {row + 1}); {fix}.")

@@ -261,7 +261,7 @@ def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
     frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise FedLabelsError(_lacks(what, missing, columns, categorical, filled))
+        raise FedLabelsError(lacks_columns(what, missing, columns, categorical, filled))
     given = list(frame.columns)
     twice = [c for c in columns if given.count(c) > 1]
     if twice:  # frame[c] would be a table of both, and the rows unreadable
@@ -278,11 +278,12 @@ def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
     return _floats(lambda: frame.to_numpy(dtype=np.float64, na_value=np.nan))
 
 
-def _lacks(what: str, missing: Sequence[str], columns: Sequence[str],
-           categorical: Sequence[str], filled: bool) -> str:
-    """The one-line error for rows without some of the training ``columns``: the missing
-    ones, every expected one (the first 20 and the count), and whether an empty cell of the
-    added column is filled as in training (``filled``: U's median) or refused."""
+def lacks_columns(what: str, missing: Sequence[str], columns: Sequence[str],
+                  categorical: Sequence[str], filled: bool) -> str:
+    """The one-line error for rows without some of the training ``columns`` (``predict``'s
+    and a Flower site's CSV): the missing ones, every expected one (the first 20 and the
+    count), and whether an empty cell of the added column is filled as in training
+    (``filled``: U's median) or refused."""
     listed = ", ".join(repr(c) for c in columns[:20]) + (
         f", ... ({len(columns)} in all)" if len(columns) > 20 else "")
     numeric = [c for c in missing if c not in categorical]

@@ -163,9 +163,11 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
         X = _one_hot_rows(frame, shared, features, f"{who}: CSV {path}")
     else:
         missing = [f for f in features if f not in frame.columns]
-        if missing:
-            raise FedLabelsError(f"{who}: CSV {path} lacks feature column(s) {missing[:5]} "
-                                 f"of the shared public set U ({len(features)} features).")
+        if missing:  # as the simulator's predict and a categorical site's rows say it
+            from fedlabels.data.preprocessing import lacks_columns
+
+            raise FedLabelsError(lacks_columns(f"{who}: CSV {path}", missing, features, [],
+                                               "fill" in shared))
         X = _numbers(frame, features, path, who)
     if "fill" in shared:  # U's medians (missing="public-median"): the site's gaps as U's
         from fedlabels.data.gaps import fill_gaps
