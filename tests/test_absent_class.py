@@ -58,3 +58,28 @@ def test_a_split_by_label_or_every_class_everywhere_says_nothing(rare):
     skewed = {"partition": "dirichlet:0.1,0.1", "client_class_counts": [[5, 0], [0, 5]]}
     assert absent_class_warning(skewed) is None  # what a label-skew split is asked for
     assert "'1' at 1 of 2 clients" in absent_class_warning({**skewed, "partition": "iid"})
+
+
+def test_the_warning_of_many_absent_classes_is_one_short_line_that_names_them():
+    """With 26 classes (letter), 25 absent somewhere, the warning described each in one
+    1.5 kB line; it describes the classes absent at the most clients, names a few more and
+    counts the rest, each long class name cut."""
+    from fedlabels.results.caveats import absent_class_warning
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(1, 9, (10, 26))
+    rows, cols = np.indices((10, 26))
+    counts[((rows + cols) % 3 == 0) & (cols > 0)] = 0  # 1..25 absent at 3 or 4 clients
+    counts[:, 5] = [0] * 7 + [2, 3, 4]  # class 5: absent at the most clients (7 of 10)
+    lacking = (counts == 0).sum(axis=0)
+    for names in ([chr(97 + i) for i in range(26)], [f"class {i} " * 20 for i in range(26)]):
+        said = absent_class_warning({"partition": "iid", "client_class_counts": counts.tolist(),
+                                     "class_names": names})
+        assert said is not None and "\n" not in said and len(said) < 700, said
+        absent = int((lacking > 0).sum())
+        assert said.startswith(f"{absent} of 26 classes are absent from clients' data")
+        assert f"at 7 of 10 clients ({counts[:, 5].sum()} example(s) in all their data)" in said
+        shown = names[5] if len(names[5]) <= 24 else names[5][:23] + "…"
+        assert f"{shown!r} at 7 of 10" in said
+        assert f"({absent - 8} more)" in said  # 3 described, 5 named, the rest counted
+        assert repr(names[0]) not in said and "…" in said  # class 0 is everywhere
