@@ -119,3 +119,37 @@ def test_a_secure_dp_fedavg_client_given_sigma_says_so_in_its_ledger() -> None:
                                                            "aggregation": "secure", **options})
         assert {c.ledger.calibrated_by  # type: ignore[attr-defined]
                 for c in session.clients.values()} == {how}
+
+
+@pytest.mark.filterwarnings("ignore::fedlabels.RunCaveatWarning")  # tiny, noisy models
+@pytest.mark.parametrize("method, mode", [
+    *CASES, ("dp-fedavg", {}),
+    ("dp-fedavg", {"noise": "discrete", "aggregation": "secure"})])
+def test_a_servers_ledger_and_the_result_say_a_given_sigma_was_given(
+        fed: fl.Federation, monkeypatch: pytest.MonkeyPatch, method: str,
+        mode: dict[str, Any]) -> None:
+    """With --noise-multiplier the clients' ledgers said calibrated_by: given while client-
+    and secure DP-FedAvg's server ledger left it empty; every server's ledger says it, the
+    result's privacy.calibrated_by too (the ledger's, as a target's says it when σ is
+    calibrated) and the report's privacy line ('σ given')."""
+    from fedlabels.engines.inprocess import CommMeter, InProcessGrid
+    from fedlabels.learners import as_models
+    from fedlabels.reporting.report_page import guarantee_text
+    from fedlabels.runs.session import build_session
+
+    options = {**mode, "delta": DELTA, "noise_multiplier": SIGMA,
+               **({"example_rate": RATE} if mode in [m for _, m in CASES] else {})}
+    session = build_session(method, fed, as_models(MLP), rounds=ROUNDS, period=PERIOD,
+                            seed=0, options=options)
+    session.server.run_round(0, InProcessGrid(session.clients, CommMeter()))  # DP-FedCT's
+    assert session.server.ledger.calibrated_by == "given"  # σ comes in its first round
+    result = fl.run(method, fed, model=MLP, rounds=ROUNDS, period=PERIOD, seed=0,
+                    progress=False, options=options)
+    assert result.extra["privacy"]["calibrated_by"] == "given"
+    assert "σ given" in guarantee_text(result)
+    calibrated = fl.run(method, fed, model=MLP, rounds=ROUNDS, period=PERIOD, seed=0,
+                        progress=False, options={**options, "noise_multiplier": None,
+                                                 "epsilon": 8.0})
+    p = calibrated.extra["privacy"]
+    assert p["calibrated_by"] == p["target"]["calibrated_by"] != "given"
+    assert f"σ calibrated by {p['calibrated_by']}" in guarantee_text(calibrated)

@@ -328,6 +328,9 @@ def guarantee_text(res: RunResult) -> str:
     eps, delta = privacy.get("epsilon"), privacy.get("delta")
     spent = "" if eps is None else f", ε = {fmt(eps)}" + (
         "" if delta is None else f", δ = {delta:.0e}")
+    calibrated = privacy.get("calibrated_by")  # the server ledger's: σ given, or by whom
+    if isinstance(calibrated, str):
+        spent += "; σ given" if calibrated == "given" else f"; σ calibrated by {calibrated}"
     outside = [o for o in privacy.get("outside_guarantee") or [] if isinstance(o, dict)]
     left = "; ".join(f"{o.get('name')} ({o.get('reason')})" for o in outside)
     return (f"{guarantee}{spent}; against {privacy['guarantee_against']}; neighbouring "

@@ -307,7 +307,7 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
         # one release per round; ε and the run's budget (the total epsilon) are views of it
         self.ledger = Ledger(self.delta, opts.epsilon, what="each client",
                              gaussian_accountants=self.accountants,
-                             calibrated_by=None if self.calibration is None
+                             calibrated_by=SIGMA_GIVEN if self.calibration is None
                              else self.calibration.accountant)
         self.ledger.check_plan([self._event()] * settings.rounds, f"{settings.rounds} round(s)")
         self.rng: np.random.Generator | None = None  # made where the mechanism first runs
@@ -424,6 +424,7 @@ class DPFedAvgServer(LedgerEvents, GlobalModelServer):
                                         f"{self.target_epsilon} by "
                                         f"{self.calibration.accountant}"
                                         if self.calibration is not None else SIGMA_GIVEN),
+            "calibrated_by": self.ledger.calibrated_by,  # the server's ledger: given or whom
             "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "clip_norm": self.clip,
             "sample_rate": self.q,

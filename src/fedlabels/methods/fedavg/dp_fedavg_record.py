@@ -135,6 +135,7 @@ class DPFedAvgRecordServer(LedgerEvents, GlobalModelServer):
             **self.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
             "noise_multiplier_source": sigma_source(self.options.epsilon, self.calibration),
+            "calibrated_by": self.ledger.calibrated_by,  # the server's ledger: given or whom
             "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "example_rate": self.options.example_rate,
             "example_clip": self.options.example_clip,

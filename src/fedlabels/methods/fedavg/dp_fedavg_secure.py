@@ -243,7 +243,7 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
         self.n_clients = int(settings.n_clients)
         self.ledger = Ledger(self.params.delta, options.epsilon, what="each client",
                              per_client=True, calibrated_by=_CALIBRATED_BY
-                             if options_epsilon(options) else None)
+                             if options_epsilon(options) else SIGMA_GIVEN)
         p = self.params
         self.ledger.check_plan([p.event()] * p.releases,
                                f"{p.rounds} round(s) and {p.retries} retried attempt(s)")
@@ -327,6 +327,7 @@ class DPFedAvgSecureServer(LedgerEvents, GlobalModelServer):
             "noise_multiplier": p.sigma,
             "noise_multiplier_source": (f"calibrated from target epsilon {p.epsilon}"
                                         if options_epsilon(self.options) else SIGMA_GIVEN),
+            "calibrated_by": self.ledger.calibrated_by,  # the server's ledger: given or whom
             "calibration": ({"accountant": _CALIBRATED_BY} if options_epsilon(self.options)
                             else None),
             "noise": "discrete",

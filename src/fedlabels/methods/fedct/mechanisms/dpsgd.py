@@ -165,6 +165,7 @@ class DPSGDMechanism(LabelMechanism):
             **server.ledger.spent().to_dict(),
             "noise_multiplier": self.sigma,
             "noise_multiplier_source": sigma_source(server.options.epsilon, self.calibration),
+            "calibrated_by": server.ledger.calibrated_by,  # the server's ledger: given or whom
             "calibration": None if self.calibration is None else self.calibration.to_dict(),
             "example_rate": server.options.example_rate,
             "example_clip": server.options.example_clip,
