@@ -1299,13 +1299,14 @@ def _clinical_runs() -> list:
 
 
 @pytest.mark.parametrize("metric", ["balanced_accuracy", "macro_f1"])
-def test_the_communication_and_privacy_figures_plot_the_chosen_metric(metric):
+def test_the_communication_and_privacy_figures_plot_the_chosen_metric(metric, tmp_path):
     """With --metric balanced_accuracy the communication and ε figures plotted accuracy
     (and the majority class's accuracy as their baseline) while the table's headline was
     another metric; they plot it, with its baseline where it has one (a constant answer's
     balanced accuracy, 1/C) and none for a metric without one (macro-F1)."""
     import matplotlib.pyplot as plt
 
+    from fedlabels.reporting.report import write_report
     from fedlabels.reporting.report_figures import (
         EPSILON_AXIS,
         communication_figure,
@@ -1346,3 +1347,5 @@ def test_the_communication_and_privacy_figures_plot_the_chosen_metric(metric):
     heading = HEADINGS[metric][0].upper() + HEADINGS[metric][1:]
     assert f"{heading} against communication" in titles
     assert "Accuracy per round" in titles  # the rounds record accuracy only
+    outputs, _ = write_report(runs, tmp_path / "r.html", metric=metric)  # --metric reaches it
+    assert f"<h2>{heading} against communication</h2>" in outputs["report"].read_text()
