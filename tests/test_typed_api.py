@@ -36,11 +36,14 @@ def test_preprocessing_is_typed_as_what_it_holds(cls: type) -> None:
 # tuple of names); checked by mypy itself, as the user's checker would.
 USER_CODE = '''
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_type
 
 import numpy as np
 
 import fedlabels as fl
+from fedlabels.learners.tabular import GlobalLabelClassifier
+from fedlabels.learners.torch_net import TorchNetClassifier
+from fedlabels.learners.torch_regressor import TorchMLPRegressor
 
 X = np.zeros((40, 3))
 y = np.arange(40) % 2
@@ -65,6 +68,13 @@ fl.run("fedct", "wine", participation=0.5, features=("a", "b"), public=Path("u.c
 settings: dict[str, Any] = {"rounds": 2}
 fl.run("fedct", "wine", **settings)  # a dict of settings, as a sweep builds them
 fl.resume("run.json", rounds=np.int64(5), threads=np.int64(1), workers=np.int64(2))
+# fit returns the estimator it is called on: a subclass's fit was typed as the base class
+# (assert_type: a class with an untyped base, scikit-learn's, passes any assignment)
+assert_type(TorchMLPRegressor(max_steps=1).fit(X, y.astype(float)), TorchMLPRegressor)
+assert_type(TorchNetClassifier(max_steps=1).fit(X, y), TorchNetClassifier)
+class MyLabels(GlobalLabelClassifier):
+    pass
+assert_type(MyLabels().fit(X, y), MyLabels)
 '''
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
@@ -73,7 +73,7 @@ class GlobalLabelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.allow_nan = True
         return tags
 
-    def fit(self, X: Any, y: Any, **fit_params: Any) -> GlobalLabelClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> Self:
         """Fit a clone of ``estimator`` on the labels ``y`` holds; no ``sample_weight``."""
         refuse_fit_params(self, fit_params, "it passes no weights to its estimator (fit "
                           "that one with them to weight rows)")
@@ -173,7 +173,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
             n_estimators=self.n_estimators, include_linear=self.include_linear,
             memory_par=self.memory_par, cv=False, random_state=seed)
 
-    def fit(self, X: Any, y: Any, **fit_params: Any) -> RuleFitClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> Self:
         """One binary rule model per class present (one for two classes); no
         ``sample_weight``."""
         refuse_fit_params(self, fit_params, "imodels' rule generator and its L1 path "

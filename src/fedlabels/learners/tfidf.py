@@ -11,7 +11,7 @@ matrix; the vectoriser and the solver themselves are vectorised C code.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -115,7 +115,7 @@ class TfidfClassifier(ClassifierMixin, BaseEstimator):
     def _texts(self, X: Any) -> np.ndarray:
         return text_rows(X, "tfidf", "use a numeric model (e.g. logreg, mlp) here")
 
-    def fit(self, X: Any, y: Any, **fit_params: Any) -> TfidfClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> Self:
         """The vocabulary and IDF of the texts ``X``, then the logistic regression; no
         ``sample_weight``."""
         refuse_fit_params(self, fit_params, "its vocabulary and IDF count every text once, "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 import torch
@@ -313,7 +313,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                     X_aux: np.ndarray | None = None, y_aux: np.ndarray | None = None,
                     w_aux: np.ndarray | None = None,
                     aux_index: np.ndarray | None = None,
-                    consistency: Consistency | None = None) -> TorchMLPClassifier:
+                    consistency: Consistency | None = None) -> Self:
         """Take ``n_steps`` Adam steps, warm-starting from the current weights.
 
         Each step uses one minibatch of ``(X, y)`` and, if given, one minibatch of
@@ -388,7 +388,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
 
     def distill_steps(self, X_soft: np.ndarray, P_soft: np.ndarray, n_steps: int,
                       X: np.ndarray | None = None, y: np.ndarray | None = None,
-                      weight: float = 1.0) -> TorchMLPClassifier:
+                      weight: float = 1.0) -> Self:
         """Take ``n_steps`` Adam steps towards soft targets (knowledge distillation).
 
         Each step's loss is ``weight · mean_j H(P_soft[j], softmax(model(X_soft[j])))`` (soft
@@ -437,7 +437,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self.steps_ += int(n_steps)
         return self
 
-    def fit(self, X: Any, y: Any, **fit_params: Any) -> TorchMLPClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> Self:
         """Train for ``max_steps`` steps (from scratch unless ``warm_start``); no
         ``sample_weight`` (``fit_params`` are refused in one line)."""
         refuse_fit_params(self, fit_params)
@@ -537,7 +537,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
                 p.copy_(flat_t[offset : offset + p.numel()].view_as(p).to(p.device))
                 offset += p.numel()
 
-    def initialise(self, n_features: int, n_classes: int) -> TorchMLPClassifier:
+    def initialise(self, n_features: int, n_classes: int) -> Self:
         """Build the network without training (used for FedAvg's common initialisation)."""
         self._initialise(n_features, n_classes)
         return self

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
@@ -299,7 +299,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         self._cursors: dict[int, BatchCursor] = {}
         self.model_ = self.head_  # "built" marker shared with the torch MLP's helpers
 
-    def initialise(self, n_features: int, n_classes: int) -> TransformerClassifier:
+    def initialise(self, n_features: int, n_classes: int) -> Self:
         """Build without training (FedAvg's common initialisation)."""
         self._initialise(n_features, n_classes)
         return self
@@ -355,7 +355,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
     def train_steps(self, X: Any, y: np.ndarray, n_steps: int, X_aux: Any = None,
                     y_aux: np.ndarray | None = None, w_aux: np.ndarray | None = None,
                     aux_index: np.ndarray | None = None,
-                    consistency: Consistency | None = None) -> TransformerClassifier:
+                    consistency: Consistency | None = None) -> Self:
         """``n_steps`` Adam steps from the current weights; each on one minibatch of
         ``(X, y)`` plus, if given, one of ``(X_aux, y_aux)`` (optionally weighted by
         ``w_aux``; ``aux_index`` selects rows of ``X_aux``), as the torch MLP's;
@@ -404,7 +404,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def distill_steps(self, X_soft: Any, P_soft: np.ndarray, n_steps: int, X: Any = None,
-                      y: np.ndarray | None = None, weight: float = 1.0) -> TransformerClassifier:
+                      y: np.ndarray | None = None, weight: float = 1.0) -> Self:
         """``n_steps`` Adam steps towards soft targets (plus private cross-entropy if
         ``(X, y)`` is given), as the torch MLP's ``distill_steps``."""
         P = torch.from_numpy(np.asarray(P_soft, dtype=np.float32))
@@ -436,7 +436,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         self.steps_ += int(n_steps)
         return self
 
-    def fit(self, X: Any, y: Any, **fit_params: Any) -> TransformerClassifier:
+    def fit(self, X: Any, y: Any, **fit_params: Any) -> Self:
         """``max_steps`` steps (from scratch unless ``warm_start``) on texts ``X`` and labels
         ``y`` of any kind (``classes_``: see ``n_classes``); no ``sample_weight``."""
         refuse_fit_params(self, fit_params)
