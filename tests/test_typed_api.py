@@ -56,6 +56,7 @@ fl.load_federation("imagefolder:pets", image_size=32, public=Path("public"))
 fl.load_federation("imagefolder:pets", image_size=(32, 48))
 fl.inspect_models(Path("run.json"), feature_names=("a", "b", "c"), client=np.int64(0))
 fl.load_run("run.json").predict(X, client=np.int64(1))
+fl.load_run("run.json").predict_proba(X, client=np.int64(1))
 # RunConfig's constructor takes what its checks accept, not only the types it stores
 cfg = fl.RunConfig(method="fedct", rounds=np.int64(5), clients=np.int64(3),
                    seed=np.int64(1), unlabeled_shift=np.float64(0.1), public=Path("u.csv"),
@@ -88,6 +89,7 @@ fl.load_federaton("wine")
 fl.RunConfig(method="fedct", roundz=3)
 fl.run("fedct", "wine", roundz=3)
 fl.run("fedct", "wine", rounds="3")
+fl.load_run("run.json").predict_proba([[0.0]], clinet=1)
 '''
 
 
@@ -145,6 +147,9 @@ def test_a_misspelt_public_name_is_a_checkers_error(mypy_output: tuple[Path, str
     # fl.run's **params were Any: a misspelt or mistyped run parameter passed the checker
     assert f'{typo}:7: error: Unexpected keyword argument "roundz" for "run"' in out, out
     assert f'{typo}:8: error: Argument "rounds" to "run" has incompatible type "str"' in out, out
+    # predict_proba (a property, so hasattr says a regression run has none) was typed
+    # Callable[..., ndarray]: a misspelt keyword of the function it returns passed
+    assert f'{typo}:9: error: Unexpected keyword argument "clinet"' in out, out
 
 
 def test_run_params_are_typed_as_run_configs_constructor_takes_them() -> None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, Protocol, cast, overload
 
 import numpy as np
 
@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
     from fedlabels.data.federation import IntLike
     from fedlabels.data.preprocessing import Preprocessing
+
+
+class PredictProba(Protocol):
+    """What :attr:`RunResult.predict_proba` is: ``predict_proba(X_raw, client=None)``."""
+
+    def __call__(self, X_raw: Any, client: IntLike | None = None) -> np.ndarray: ...
 
 
 @dataclass
@@ -246,7 +252,7 @@ class RunResult:
         return predict(self.client_models, self.preprocessing, X_raw, client)
 
     @property
-    def predict_proba(self) -> Callable[..., np.ndarray]:
+    def predict_proba(self) -> PredictProba:
         """``predict_proba(X_raw, client=None)``: per row, the share of the clients whose
         final model votes for each class, columns in the order of :attr:`classes_` (rows sum
         to 1; with ``client``, that client's vote: a 1 in its class's column). These are vote
