@@ -465,8 +465,9 @@ def make_federation(
     private : int, optional
         Total number of private labelled examples over all clients; default: all that remain.
     test : int, optional
-        Test-set size, when no explicit ``X_test`` is given; default ``test_fraction * n``
-        (``test_fraction``: 0.2 unless given; give one of the two).
+        Test-set size, when no explicit ``X_test`` is given; default ``test_fraction * n``.
+    test_fraction : float, optional
+        The share of the rows held out to test, 0.2 unless given; give ``test`` or this.
     X_test, y_test : optional
         An explicit test set (e.g. a dataset's official split); then nothing of X is held out.
         Beside a DataFrame X, a DataFrame X_test is read as ``RunResult.predict`` reads new
@@ -483,10 +484,14 @@ def make_federation(
         leaks nothing private and gives all clients the same preprocessing.
     seed : int
         Seeds the split and the partition.
+    name : str, default="custom"
+        The federation's name, which a result records as its ``dataset``.
     task : {"classification", "regression"}
         With ``"regression"`` y is a numeric target, mapped to ``[0, 1]`` by
-        ``target_range`` (``(lo, hi)`` or ``"LO,HI"``; default the range of all of y and
-        y_test), and only label-free partitions are allowed (:mod:`fedlabels.data.targets`).
+        ``target_range``, and only label-free partitions are allowed
+        (:mod:`fedlabels.data.targets`).
+    target_range : (lo, hi) or "LO,HI", optional
+        A regression's public target range; default the range of all of y and y_test.
     unlabeled_shift : float
         S in [0, 1]: U drawn with class proportions ``(1 - S) p + S u_H``
         (:mod:`fedlabels.data.shift`); 0 (the default) leaves U as it always was. The shift

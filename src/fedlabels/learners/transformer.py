@@ -212,6 +212,12 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
     n_classes : int or None
         With it set (a run sets it) ``classes_`` is ``0..n_classes-1``; ``None``: the labels
         of ``y`` in ``fit``, of any kind (``train_steps`` takes label indices).
+    max_steps : int, default=100
+        Adam steps of ``fit``.
+    weight_decay : float, default=0.0
+        Adam's L2 penalty on the trained parameters.
+    predict_batch_size : int, default=64
+        Texts per pass of the encoder when predicting or embedding.
     warm_start : bool, default=False
         ``fit`` continues from the last fit (its classes kept) instead of starting afresh;
         ``train_steps``, what a run calls, always continues.

@@ -54,6 +54,9 @@ class LoopbackGrid(Grid):
     hang_after : dict of int to int, optional
         Like ``die_after`` but the node stays listed as connected (only the reply timeout
         can detect it).
+    run_id : int, optional
+        The Flower run id every context carries; default a new one per grid, as a new
+        deployed run has.
     """
 
     def __init__(self, client_app: Any, node_configs: list[dict[str, Any]],

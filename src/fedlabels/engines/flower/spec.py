@@ -57,6 +57,10 @@ class DeploySpec:
         A new run may replace a result (and checkpoint) at ``output``: ``--overwrite`` given
         to ``deploy prepare`` or ``deploy local``. Otherwise the ServerApp of a new run
         refuses to start where one exists (:func:`refuse_existing_output`).
+    extra : dict
+        What ``deploy prepare`` adds for the result: ``federation``, the public summary of
+        the federation, and ``federation_record``, the path of the coordinator's record of
+        the sites' statistics (:meth:`federation` reads both).
     """
 
     run: dict[str, Any]

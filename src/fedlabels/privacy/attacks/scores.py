@@ -167,7 +167,8 @@ def rmia_offline(px_target: np.ndarray, px_refs: np.ndarray, pz_target: np.ndarr
     ----------
     px_target, pz_target : p(y|x) of the target on the candidates x and the population z.
     px_refs, pz_refs : (k, n) and (k, n_z) the same for k reference models.
-    a : offline scaling in [0, 1]; gamma : ratio threshold >= 1.
+    a : offline scaling in [0, 1].
+    gamma : ratio threshold γ >= 1.
 
     Returns
     -------
@@ -261,6 +262,7 @@ def shokri_attack(shadow_X: np.ndarray, shadow_membership: np.ndarray,
     shadow_X : (n_s, f) features of the shadow models' outputs (see :func:`shadow_features`).
     shadow_membership : (n_s,) 1 if the shadow model trained on that record.
     target_X : (n, f) the same features of the target's outputs on the candidates.
+    seed : seeds the attack classifier (:func:`fit_shokri`).
     """
     if shadow_X.shape[1] != target_X.shape[1]:
         raise FedLabelsError(f"shadow features have {shadow_X.shape[1]} columns, the target's "
