@@ -1,5 +1,6 @@
 """``help()`` on the public API says what each function takes: every public name of
-``fedlabels`` (and every public method and property of its classes) has a docstring, and
+``fedlabels`` (and every public method and property of its classes), and every function
+and class the docs import from the package's modules, has a docstring, and
 a function's docstring names each of its parameters (the project's style: in the prose, as
 ``name``), a dataclass's docstring each of its fields (a run's settings, ``RunConfig``'s
 fields, are documented where they are declared)."""
@@ -7,9 +8,11 @@ fields, are documented where they are declared)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +37,25 @@ def _public() -> Iterator[tuple[str, Callable[..., Any]]]:
                 yield f"{name}.{attr}", value
 
 
+def _imported_by_the_docs() -> Iterator[tuple[str, Callable[..., Any]]]:
+    """Every function and class a docs page or the README imports from ``fedlabels``
+    (``from fedlabels.learners.torch_mlp import TorchMLPClassifier``): the API a user is
+    shown beside ``fl.``'s names."""
+    root = Path(__file__).resolve().parents[1]
+    imports = re.compile(r"^\s*from (fedlabels(?:\.\w+)*) import (?:\(([^)]*)\)|([^\n#]+))",
+                         re.M)
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for match in imports.finditer(page.read_text(encoding="utf-8")):
+            module = importlib.import_module(match.group(1))
+            for entry in (match.group(2) or match.group(3)).split(","):
+                name = entry.split()[0] if entry.split() else ""
+                obj = getattr(module, name, None) if name else None
+                if callable(obj) and not isinstance(obj, type(re)):
+                    yield f"{match.group(1)}.{name}", obj
+
+
 PUBLIC = dict(_public())
+PUBLIC.update(_imported_by_the_docs())
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))
@@ -65,3 +86,7 @@ def test_the_check_sees_what_it_checks() -> None:
             "load_federation", "TorchModel", "RunResult.predict",
             "RunResult.save"} <= set(PUBLIC)
     assert "title" in inspect.signature(PUBLIC["plot"]).parameters
+    # and the names the docs import from the package's modules
+    assert {"fedlabels.testing.check_method", "fedlabels.learners.register_model",
+            "fedlabels.learners.torch_regressor.TorchMLPRegressor",
+            "fedlabels.method.options.option"} <= set(PUBLIC)

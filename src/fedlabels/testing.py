@@ -75,7 +75,9 @@ def check_method(method: Method | str, *, options: Mapping[str, Any] | None = No
 
     ``options`` are the method's options for the runs (those it needs, e.g. an ε);
     ``model`` the model spec of every client (default: the method's default model, a small
-    MLP where that is ``mlp``). Returns the names of the checks that ran and passed (a
+    MLP where that is ``mlp``); ``dataset`` (a registered name), ``clients``, ``rounds``,
+    ``period`` (local steps per round) and ``seed`` set up the small runs the checks make;
+    ``checks`` chooses among :data:`CHECKS`. Returns the names of the checks that ran and passed (a
     skipped ``flower`` check is not among them); raises :class:`ContractViolation` naming
     the first one that failed. While it runs, ``method`` is the registered method of its
     name (the Flower ClientApp resolves methods by name).

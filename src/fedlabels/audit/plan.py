@@ -171,6 +171,10 @@ def make_plan(federation: Federation, *, n_members: int = 200, n_attacker: int |
     client's private set; ``n_attacker`` defaults to twice the mean client size (so each
     reference model trains on half of it, as large as a client's set); all shrink in
     proportion when the held-out split is too small (``settings["sizing"]`` says so).
+    The records come from ``federation``; ``n_population`` population points, ``aug_k``
+    copies of each candidate perturbed by ``aug_sigma`` (the module docstring), and at
+    least ``min_evaluation`` test records kept for ACC. ``clients`` are the attacked clients
+    (default: all); ``seed`` seeds every draw.
     """
     m = federation.n_clients
     clients = list(range(m)) if clients is None else sorted(set(clients))

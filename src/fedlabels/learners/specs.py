@@ -39,7 +39,8 @@ def register_model(name: str, factory: Factory, description: str,
                    aliases: tuple[str, ...] = (),
                    check: Callable[[dict[str, Any]], None] | None = None,
                    text: bool = False) -> None:
-    """Make a model available by name (and aliases) in specs; ``check`` validates a spec's
+    """Make a model available by name (and aliases) in specs, with the one-line
+    ``description`` that ``fedlabels models`` lists; ``check`` validates a spec's
     parameters when it is parsed, so a bad value fails before any data is loaded; ``text``:
     the model takes raw text ``X`` (a 1-D array of strings), so text datasets accept it.
 

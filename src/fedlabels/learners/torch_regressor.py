@@ -19,7 +19,9 @@ class TorchMLPRegressor(RegressorMixin, TorchMLPClassifier):
     """The torch MLP with one linear output trained on mean squared error.
 
     Same parameters as :class:`~fedlabels.learners.torch_mlp.TorchMLPClassifier`
-    (``n_classes`` is fixed to 1 output); ``predict`` returns the output itself.
+    (``hidden_layer_sizes``, ``learning_rate``, ``batch_size``, ``max_steps``,
+    ``weight_decay``, ``predict_batch_size``, ``warm_start``, ``random_state``;
+    ``n_classes`` is fixed to 1 output); ``predict`` returns the output itself.
     """
 
     _target_dtype = np.float32

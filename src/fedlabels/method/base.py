@@ -97,6 +97,11 @@ def one_class_hint(task: str, present: list[Any]) -> str:
 class ClientRole:
     """Base client: private data, a learner, the test set for evaluation, and dispatch.
 
+    Client ``cid`` holds its ``data`` and ``learner``; ``settings`` are the run's (the same
+    at every party), ``X_public`` the public set U's features (None for a method whose
+    clients hold no U: ``Capabilities.uses_public`` False) and ``X_test``, ``y_test`` the
+    test set it evaluates its model on.
+
     Subclasses register handlers for their message kinds in ``handlers`` and name the
     attributes that make up their state in ``state_attrs`` (plain arrays and scalars;
     the names of all classes in the MRO are collected). Roles with other state (key

@@ -27,7 +27,8 @@ Consensus = Callable[[np.ndarray], np.ndarray]
 
 def broadcast(grid: Grid, message: Message, rnd: int,
               cids: list[int] | None = None) -> dict[int, Message]:
-    """Send the same ``message`` to ``cids`` (default: every client the grid has)."""
+    """Send the same ``message`` to ``cids`` (default: every client the grid has) through
+    ``grid`` in round ``rnd``."""
     targets = grid.client_ids if cids is None else cids
     return grid.exchange({cid: message for cid in targets}, rnd)
 

@@ -33,7 +33,8 @@ T = TypeVar("T", bound="MethodOptions")
 
 @dataclass(frozen=True)
 class Interval:
-    """A numeric range; ``closed`` says which ends belong to it."""
+    """A numeric range from ``low`` to ``high`` (None: unbounded on that side); ``closed``
+    says which ends belong to it."""
 
     low: float | None = None
     high: float | None = None
@@ -151,9 +152,12 @@ def option(default: Any, help: str, *, kind: type | tuple[type, ...],
            convert: Callable[[Any], Any] | None = None) -> Any:
     """Declare one option field of a :class:`MethodOptions` dataclass.
 
-    ``kind`` is the accepted type(s) (an int is accepted for a float); ``flag=True`` gives
-    it a ``--name-with-dashes`` flag on ``fedlabels run`` besides ``--opt name=value``;
-    ``convert`` normalises input (e.g. lower-case a keyword) before the checks.
+    ``default`` is its value when not given, ``help`` the one line ``fedlabels methods`` and
+    ``--help`` show; ``interval`` (an :class:`Interval`) or ``choices`` bound the values it
+    takes, and ``nullable=True`` takes None too. ``kind`` is the accepted type(s) (an int
+    is accepted for a float); ``flag=True`` gives it a ``--name-with-dashes`` flag on
+    ``fedlabels run`` besides ``--opt name=value``; ``convert`` normalises input (e.g.
+    lower-case a keyword) before the checks.
     """
     kinds = kind if isinstance(kind, tuple) else (kind,)
     meta = {"fedlabels_option": OptionInfo(

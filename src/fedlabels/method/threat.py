@@ -44,7 +44,12 @@ GUARANTEES = ("formal", "conditional", "none")
 
 @dataclass(frozen=True)
 class Payload:
-    """One value a client sends: ``message`` kind, ``key`` of an array or config entry."""
+    """One value a client sends: ``message`` kind, ``key`` of an array or config entry.
+
+    ``content`` is what it is (a key of :data:`CONTENTS`), ``rows`` which public rows it is
+    about (one of :data:`ROWS`), ``covered`` whether the method's guarantee covers it,
+    ``source`` ``arrays`` or ``config`` (where ``key`` is), ``note`` a remark for the result.
+    """
 
     message: str
     key: str
@@ -80,7 +85,8 @@ class Payload:
 class ThreatModel:
     """What a method assumes and protects.
 
-    ``view`` names the attacker's view for the audit (e.g. ``hard-labels-on-queries``);
+    ``adversary`` is who attacks and ``sees`` what it sees of a client, in words; ``view``
+    names the attacker's view for the audit (e.g. ``hard-labels-on-queries``);
     ``guarantee`` is ``formal``, ``conditional`` (on ``assumptions``) or ``none``;
     ``against`` is the party the guarantee is stated against; ``neighbouring`` the
     neighbouring relation (None without a guarantee). ``outside`` names values the server

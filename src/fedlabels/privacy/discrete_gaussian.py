@@ -38,12 +38,14 @@ NOISE_TAIL_SDS = 40.0
 
 
 def default_grid(clip: float, dim: int) -> float:
-    """γ = 2 · 1 % · S/√d: the rounding term √d/2 of Δ is 1 % of S/γ."""
+    """The grid γ = 2 · 1 % · S/√d of a vector of ``dim`` d entries clipped to ℓ2 norm
+    ``clip`` S: the rounding term √d/2 of Δ is 1 % of S/γ."""
     return 2.0 * DEFAULT_ROUNDING_SHARE * clip / math.sqrt(dim)
 
 
 def integer_sensitivity(clip: float, grid: float, dim: int) -> float:
-    """Δ = S/γ + √d/2: the ℓ2 bound of a client's integer vector rint(x/γ), ‖x‖₂ ≤ S."""
+    """Δ = S/γ + √d/2: the ℓ2 bound of a client's integer vector rint(x/γ), ‖x‖₂ ≤ S, of
+    ``dim`` d entries clipped to ``clip`` S and rounded to the ``grid`` γ."""
     return clip / grid + math.sqrt(dim) / 2.0
 
 

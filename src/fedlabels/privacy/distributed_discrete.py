@@ -118,8 +118,9 @@ def calibrate_distributed_noise_multiplier(target_epsilon: float, delta: float, 
                                            sensitivity: float, dim: int,
                                            releases: int) -> float:
     """The smallest σ (to 1e-6 relative, rounded up) whose ``releases`` releases are
-    (target ε, δ)-DP by :func:`distributed_discrete_epsilon`; each share's std σΔ/√shares
-    is kept >= 1/2."""
+    (``target_epsilon``, ``delta``)-DP by :func:`distributed_discrete_epsilon`, for the ℓ2
+    ``sensitivity`` Δ of a ``dim``-dimensional sum of ``shares`` shares; each share's std
+    σΔ/√shares is kept >= 1/2."""
     check_epsilon(target_epsilon, "target epsilon")
     check_delta(delta)
     lowest = MIN_SHARE_SIGMA * math.sqrt(shares) / sensitivity  # σ of a share std of 1/2

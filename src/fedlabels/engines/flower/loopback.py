@@ -133,7 +133,8 @@ class LoopbackGrid(Grid):
 
 
 def server_context(spec: DeploySpec, run_id: int = 42) -> Context:
-    """A ServerApp ``Context`` carrying ``spec`` in its run config."""
+    """A ServerApp ``Context`` of Flower run ``run_id`` carrying ``spec`` in its run
+    config."""
     return Context(run_id=run_id, node_id=SERVER_NODE_ID, node_config={},
                    state=RecordDict(), run_config={RUN_CONFIG_KEY: spec.to_json()})
 
@@ -147,6 +148,8 @@ def loopback_deployment(cfg: RunConfig, root: str | Path, *, reply_timeout: floa
     ``run_server(grid, server_context(prepared.spec))`` then runs the deployed run in this
     process (replies are pulled without waiting: ``poll_interval`` is 0). Its app is written
     with ``overwrite``: a test may run it again from scratch, as a coordinator that means to.
+    ``reply_timeout`` is the spec's; ``die_after`` and ``hang_after`` make sites crash or
+    hang, as :class:`LoopbackGrid`'s.
     """
     prepared = prepare_run(cfg, root, reply_timeout=reply_timeout, node_timeout=2.0,
                            poll_interval=0.0, overwrite=True)

@@ -185,7 +185,8 @@ class StatusFile:
 
 def run_server(grid: FlowerGridABC, context: Context, *,
                on_round: Callable[[RoundRecord], None] | None = None) -> RunResult | None:
-    """The ServerApp main loop (see the module docstring); ``on_round`` is called with each
+    """The ServerApp main loop (see the module docstring) over Flower's ``grid``, the run
+    described by ``context``'s run config (a :class:`DeploySpec`); ``on_round`` is called with each
     finished round's record in place of the per-round line."""
     spec = DeploySpec.from_run_config(dict(context.run_config))
     refuse_existing_output(spec)  # before the status file, which is the earlier run's too

@@ -49,7 +49,8 @@ def roc_curve_points(scores: np.ndarray, membership: np.ndarray) -> tuple[np.nda
 
 
 def roc_auc(scores: np.ndarray, membership: np.ndarray) -> float:
-    """Area under the ROC curve; ties count one half (Mann-Whitney U / (n_in n_out))."""
+    """Area under the ROC curve of the attack's ``scores`` against the true ``membership``
+    (1: a member); ties count one half (Mann-Whitney U / (n_in n_out))."""
     s, m = check_membership(scores, membership)
     from scipy.stats import rankdata
 
