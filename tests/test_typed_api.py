@@ -63,6 +63,9 @@ cfg = fl.RunConfig(method="fedct", rounds=np.int64(5), clients=np.int64(3),
                    output=Path("run.json"), batch_clients=True, image_size=(32, 48),
                    target_range=(0, 400), features=("a", "b"), participation=np.int64(2))
 fl.run_config(cfg, threads=np.int64(1))
+fl.load_config("run.toml", method="fedct", dataset="wine", rounds=np.int64(3),
+               output=Path("run.json"), options={"quorum": 0.8})
+cfg.replace(rounds=np.int64(2), model="dt", public=Path("u.csv"))
 fl.run("fedct", "wine", threads=np.int64(1), rounds=np.int64(2))
 fl.run("fedct", "wine", participation=0.5, features=("a", "b"), public=Path("u.csv"),
        image_size=(32, 48), options={"quorum": 0.8}, seed=np.int64(1))
@@ -90,6 +93,8 @@ fl.RunConfig(method="fedct", roundz=3)
 fl.run("fedct", "wine", roundz=3)
 fl.run("fedct", "wine", rounds="3")
 fl.load_run("run.json").predict_proba([[0.0]], clinet=1)
+fl.load_config("run.toml", roundz=3)
+fl.RunConfig().replace(rounds="3")
 '''
 
 
@@ -150,6 +155,11 @@ def test_a_misspelt_public_name_is_a_checkers_error(mypy_output: tuple[Path, str
     # predict_proba (a property, so hasattr says a regression run has none) was typed
     # Callable[..., ndarray]: a misspelt keyword of the function it returns passed
     assert f'{typo}:9: error: Unexpected keyword argument "clinet"' in out, out
+    # load_config's overrides and RunConfig.replace's changes were **Any
+    assert f'{typo}:10: error: Unexpected keyword argument "roundz" for "load_config"' in out, \
+        out
+    assert f'{typo}:11: error: Argument "rounds" to "replace" of "RunConfig" has incompatible ' \
+        'type "str"' in out, out
 
 
 def test_run_params_are_typed_as_run_configs_constructor_takes_them() -> None:

@@ -10,7 +10,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.limits import MAX_ROUNDS, MAX_STEPS
@@ -71,6 +71,16 @@ if TYPE_CHECKING:
         image_mode: str | None
         image_peak: FloatLike | None
         options: dict[str, Any] | None
+
+    class ConfigKeys(RunParams, total=False):
+        """Every setting of a :class:`RunConfig` as a keyword (:func:`load_config`'s
+        ``overrides``, :meth:`RunConfig.replace`'s ``changes``): the run parameters and the
+        method, dataset, model and output, typed as the constructor takes them."""
+
+        method: str
+        dataset: str
+        model: str | None
+        output: str | os.PathLike[str] | None
 
 _C = TypeVar("_C", bound=type)
 
@@ -459,7 +469,7 @@ class RunConfig:
         """The settings by their names (what a result records as its ``config``)."""
         return asdict(self)
 
-    def replace(self, **changes: Any) -> RunConfig:
+    def replace(self, **changes: Unpack[ConfigKeys]) -> RunConfig:
         """A copy with ``changes`` applied, checked as :meth:`from_mapping` checks keys."""
         data = self.to_dict()
         data.update(changes)
@@ -615,7 +625,7 @@ def _run_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return data
 
 
-def load_config(path: str | Path, **overrides: Any) -> RunConfig:
+def load_config(path: str | Path, **overrides: Unpack[ConfigKeys]) -> RunConfig:
     """Read the TOML file ``path`` and apply ``overrides`` (run keys, as ``fl.run`` takes
     them).
 
@@ -641,10 +651,11 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
         raise FedLabelsError(f"cannot read config file {path}: {reason}.") from None
     given = _normalise_keys(data)
     _check_file_values(given, path)
+    changes: dict[str, Any] = dict(overrides)
     merged = {**given,
-              **{k: v for k, v in _normalise_keys(overrides).items() if v is not None}}
-    if "options" in overrides and "options" in given:
-        merged["options"] = {**given["options"], **overrides["options"]}
+              **{k: v for k, v in _normalise_keys(changes).items() if v is not None}}
+    if "options" in changes and "options" in given:
+        merged["options"] = {**given["options"], **changes["options"]}
     cfg = RunConfig(**merged)
     if given.get("options"):
         _check_file_options(given["options"], cfg.method, path)
