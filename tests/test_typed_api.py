@@ -66,6 +66,13 @@ fl.run_config(cfg, threads=np.int64(1))
 fl.load_config("run.toml", method="fedct", dataset="wine", rounds=np.int64(3),
                output=Path("run.json"), options={"quorum": 0.8})
 cfg.replace(rounds=np.int64(2), model="dt", public=Path("u.csv"))
+# your own network, as docs/neural.md builds it
+import torch
+def make_net(n_features: int, n_classes: int) -> torch.nn.Module:
+    return torch.nn.Linear(n_features, n_classes)
+fl.TorchModel(make_net, lr=1e-3, batch_size=64, shape=(1, 28, 28))
+fl.TorchModel(make_net, optimizer=lambda params: torch.optim.SGD(params, lr=0.05),
+              loss=torch.nn.CrossEntropyLoss(label_smoothing=0.1), random_state=0)
 fl.run("fedct", "wine", threads=np.int64(1), rounds=np.int64(2))
 fl.run("fedct", "wine", participation=0.5, features=("a", "b"), public=Path("u.csv"),
        image_size=(32, 48), options={"quorum": 0.8}, seed=np.int64(1))
@@ -95,6 +102,8 @@ fl.run("fedct", "wine", rounds="3")
 fl.load_run("run.json").predict_proba([[0.0]], clinet=1)
 fl.load_config("run.toml", roundz=3)
 fl.RunConfig().replace(rounds="3")
+import torch
+fl.TorchModel(torch.nn.Linear, lrr=1e-3)
 '''
 
 
@@ -160,6 +169,8 @@ def test_a_misspelt_public_name_is_a_checkers_error(mypy_output: tuple[Path, str
         out
     assert f'{typo}:11: error: Argument "rounds" to "replace" of "RunConfig" has incompatible ' \
         'type "str"' in out, out
+    # fl.TorchModel's **params were Any (a misspelt keyword failed at run time only)
+    assert f'{typo}:13: error: Unexpected keyword argument "lrr" for "TorchModel"' in out, out
 
 
 def test_run_params_are_typed_as_run_configs_constructor_takes_them() -> None:
@@ -234,3 +245,19 @@ def test_help_shows_what_each_run_config_field_takes() -> None:
         assert f" {name} : {spelt}\n" in page, name
     assert "target_range : str | Sequence[float] | None" in page
     assert shown["options"].default == {} and shown["clients"].default == 5
+
+
+def test_torch_models_typed_keywords_are_torch_net_classifiers_parameters() -> None:
+    """fl.TorchModel's typed keywords are TorchNetClassifier's parameters (its own network
+    aside), each typed as the constructor takes it, and the spec names lr and shape."""
+    import inspect
+
+    from fedlabels.learners.model_spec import SPEC_NAMES
+    from fedlabels.learners.torch_net import TorchModelParams, TorchNetClassifier
+
+    takes = {name: p.annotation for name, p in
+             inspect.signature(TorchNetClassifier).parameters.items() if name != "network"}
+    typed = {name: ref.__forward_arg__ for name, ref in TorchModelParams.__annotations__.items()}
+    assert set(typed) == set(takes) | set(SPEC_NAMES)
+    for name, annotation in typed.items():
+        assert annotation == takes[SPEC_NAMES.get(name, name)], name

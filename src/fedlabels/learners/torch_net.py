@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 import numpy as np
 import torch
@@ -393,7 +393,31 @@ def _needs_arguments(factory: Any, missing: list[str]) -> str:
             f"factory, or give {'it' if len(missing) == 1 else 'them'} a default.")
 
 
-def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClassifier:
+class TorchModelParams(TypedDict, total=False):
+    """:func:`TorchModel`'s keywords: :class:`TorchNetClassifier`'s parameters but
+    ``network`` (the factory), typed as its constructor takes them, and the spec names
+    ``lr`` and ``shape`` (``learning_rate``, ``input_shape``), so that a checker refuses a
+    misspelt one."""
+
+    lr: float
+    shape: Sequence[int] | None
+    input_shape: Sequence[int] | None
+    n_classes: int | None
+    learning_rate: float
+    batch_size: int
+    max_steps: int
+    weight_decay: float
+    predict_batch_size: int | None
+    warm_start: bool
+    augment: bool
+    width: int
+    optimizer: Callable[..., torch.optim.Optimizer] | None
+    loss: Callable[..., torch.Tensor] | None
+    random_state: RandomStateLike
+
+
+def TorchModel(factory: Callable[..., nn.Module],
+               **params: Unpack[TorchModelParams]) -> TorchNetClassifier:
     """Your own network as a learner: ``fl.run("fedct", fed, model=fl.TorchModel(make_net,
     lr=1e-3))``. ``factory`` returns an ``nn.Module`` mapping a batch to (batch, n_classes)
     logits; ``lr`` is ``learning_rate``; the other parameters are those of
@@ -406,17 +430,18 @@ def TorchModel(factory: Callable[..., nn.Module], **params: Any) -> TorchNetClas
     if not callable(factory):
         raise FedLabelsError(f"TorchModel needs a callable returning a torch.nn.Module, got "
                              f"{factory!r}.")
-    params = {SPEC_NAMES.get(k, k): v for k, v in params.items()}  # lr, shape as in specs
-    own = sorted(set(params) & set(factory_parameters(factory))
+    # lr, shape as in specs
+    given: dict[str, Any] = {SPEC_NAMES.get(k, k): v for k, v in params.items()}
+    own = sorted(set(given) & set(factory_parameters(factory))
                  - set(inspect.signature(TorchNetClassifier).parameters))
     if own:
         name = getattr(factory, "__name__", "the factory")
-        shown = ", ".join(f"{k}={params[k]!r}" for k in own)
+        shown = ", ".join(f"{k}={given[k]!r}" for k in own)
         what = "is an argument" if len(own) == 1 else "are arguments"
         raise FedLabelsError(f"{', '.join(own)} {what} of {name}, not of TorchModel: pass "
                              f"functools.partial({name}, {shown}) as the factory.")
     try:
-        learner = TorchNetClassifier(network=factory, **params)
+        learner = TorchNetClassifier(network=factory, **given)
     except TypeError as exc:
         raise FedLabelsError(f"TorchModel{str(exc).replace('TorchNetClassifier.__init__()', '')}"
                              .rstrip() + "; see help(fl.TorchModel).") from None
