@@ -107,6 +107,16 @@ fl.TorchModel(torch.nn.Linear, lrr=1e-3)
 '''
 
 
+def _method_skeleton() -> str:
+    """The method skeleton of docs/architecture.md, which a method's author copies."""
+    import re
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+    block = re.search(r"## Writing a method.*?```python\n(.*?)```", doc.read_text(), re.DOTALL)
+    assert block, "docs/architecture.md lost its method skeleton"
+    return block.group(1)
+
+
 @pytest.fixture(scope="module")
 def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """mypy --strict on USER_CODE and TYPO_CODE, as a typed user's checker runs it."""
@@ -125,7 +135,8 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         folder.mkdir(parents=True, exist_ok=True)
         if not (folder.parent / ".gitignore").exists():  # as mypy writes it in its cache
             (folder.parent / ".gitignore").write_text("# Automatically created by mypy\n*\n")
-    for name, code in (("user.py", USER_CODE), ("typo.py", TYPO_CODE)):
+    for name, code in (("user.py", USER_CODE), ("typo.py", TYPO_CODE),
+                       ("method.py", _method_skeleton())):
         if not (folder / name).exists() or (folder / name).read_text() != code:
             (folder / name).write_text(code)
     try:
@@ -134,7 +145,8 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         out, err, _ = api.run(["--config-file=", "--strict", "--follow-imports=silent",
                                "--show-absolute-path",
                                "--cache-dir", str(folder / "cache"),
-                               str(folder / "user.py"), str(folder / "typo.py")])
+                               str(folder / "user.py"), str(folder / "typo.py"),
+                               str(folder / "method.py")])
     finally:
         if before is None:
             os.environ.pop("MYPYPATH", None)
@@ -148,6 +160,15 @@ def test_a_typed_users_calls_pass_mypy_strict(mypy_output: tuple[Path, str]) -> 
     folder, out = mypy_output
     assert f"{folder / 'typo.py'}:4: error" in out, out  # mypy ran, and read fedlabels
     errors = [line for line in out.splitlines() if line.startswith(str(folder / "user.py"))]
+    assert not errors, "\n".join(errors)
+
+
+@pytest.mark.slow
+def test_the_docs_method_skeleton_passes_mypy_strict(mypy_output: tuple[Path, str]) -> None:
+    # it was unannotated and passed self.X_public (None for a method without U) to
+    # predict: a typed author's copy failed the checker
+    folder, out = mypy_output
+    errors = [line for line in out.splitlines() if line.startswith(str(folder / "method.py"))]
     assert not errors, "\n".join(errors)
 
 

@@ -43,9 +43,11 @@ class Grid(Protocol):
 class Settings:
     """What every role of a run knows: sizes the engine sets and the method's options.
 
-    ``n_classes``, ``n_features``, ``n_clients`` and ``rounds`` come from the federation and
-    the run, never from user options; ``options`` is the method's validated
-    :class:`~fedlabels.method.options.MethodOptions`.
+    ``n_classes``, ``n_features``, ``n_clients``, ``rounds`` and ``period`` (local steps per
+    round) come from the federation and the run, never from user options; ``options`` is
+    the method's validated :class:`~fedlabels.method.options.MethodOptions`; ``task`` is
+    ``classification`` or ``regression`` (targets in [0, 1], mapped from the federation's
+    public ``target_range``; ``n_classes`` 0).
     """
 
     n_classes: int
@@ -402,7 +404,14 @@ class ServerRole:
 
 @dataclass
 class MethodContext:
-    """What a method needs to build its roles for a run."""
+    """What a method needs to build its roles for a run.
+
+    ``settings`` are the run's :class:`Settings`; ``seeds`` one seed per client role and
+    ``server_seed`` the server's, derived from the run seed; ``truth_public`` U's true
+    labels (simulator diagnostics only); ``scaling`` U's (mean, std) that z-scored the
+    features; ``X_public`` U for a server role that holds it; ``trust`` a client role's own
+    share of the run's trusted setup (each as commented below).
+    """
 
     settings: Settings
     seeds: list[int]  # one per client role, derived from the run seed
