@@ -847,3 +847,36 @@ def test_a_regression_run_scores_r2_and_has_no_predict_proba():
     constant = np.full(5, 2.0)  # r2_score's convention for a constant target
     assert r2(constant, constant.copy()) == r2_score(constant, constant) == 1.0
     assert r2(constant, constant + 1) == r2_score(constant, constant + 1) == 0.0
+
+
+@pytest.mark.parametrize("weight", [[1.0, np.nan, 1.0, 1.0], [1.0, np.inf, 1.0, 1.0],
+                                    [0.0, 0.0, 0.0, 0.0], "abcd", ["a", "b", "c", "d"]])
+@pytest.mark.parametrize("which", ["accuracy", "r2"])
+def test_score_refuses_the_weights_scikit_learn_refuses_in_one_line(weight, which):
+    """A NaN or infinite weight gave a score of nan, all-zero weights numpy's
+    ZeroDivisionError and text its ValueError; scikit-learn's accuracy_score and r2_score
+    refuse each, and so does score, in one line."""
+    from sklearn.metrics import accuracy_score, r2_score
+
+    from fedlabels.results import scores
+
+    y, pred = np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])
+    oracle = accuracy_score if which == "accuracy" else r2_score
+    with pytest.raises((ValueError, TypeError)):
+        oracle(y, pred, sample_weight=weight)
+    with pytest.raises(FedLabelsError, match=r"^sample_weight ") as info:
+        getattr(scores, which)(y, pred, weight)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("weight", [[1, 2, 3, 4], [-1.0, 1.0, 2.0, 0.0], [0, 0, 1, 0]])
+def test_weighted_scores_are_scikit_learns(weight):
+    from sklearn.metrics import accuracy_score, r2_score
+
+    from fedlabels.results import scores
+
+    y, pred = np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])
+    assert scores.accuracy(y, pred, weight) == pytest.approx(
+        accuracy_score(y, pred, sample_weight=weight))
+    yr, pr = np.array([0.1, 0.5, 0.9, 0.3]), np.array([0.2, 0.4, 0.7, 0.3])
+    assert scores.r2(yr, pr, weight) == pytest.approx(r2_score(yr, pr, sample_weight=weight))

@@ -47,8 +47,22 @@ def _paired(y: Any, pred: np.ndarray,
                              f"shape {truth.shape}.")
     if sample_weight is None:
         return truth, None
-    weight = np.asarray(sample_weight, dtype=np.float64)
+    try:
+        weight = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise FedLabelsError(f"sample_weight must be numbers, one per row of X, got "
+                             f"{_shown(sample_weight)}.") from None
     if weight.shape != truth.shape:
         raise FedLabelsError(f"sample_weight must be one weight per row of X: {len(pred)} "
                              f"rows, got shape {weight.shape}.")
+    if not np.isfinite(weight).all():  # np.average gave nan, scikit-learn refuses them
+        raise FedLabelsError(f"sample_weight holds {int((~np.isfinite(weight)).sum())} "
+                             "NaN or infinite weight(s): give finite numbers.")
+    if not weight.any():  # np.average's ZeroDivisionError
+        raise FedLabelsError("sample_weight is all zeros: give at least one non-zero weight.")
     return truth, weight
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
