@@ -53,6 +53,10 @@ for seed in np.arange(3):
     fl.load_federation("wine", clients=np.int64(3), test=np.int64(30), seed=seed,
                        public_pca=np.int64(2))
 fl.load_federation("imagefolder:pets", image_size=32, public=Path("public"))
+# a share or shift as numpy gives it, as fl.run's unlabeled_shift takes it (RunParams)
+fl.make_federation(X, y, unlabeled_shift=np.float32(0.1), test_fraction=np.float32(0.2))
+fl.load_federation("imagefolder:pets", unlabeled_shift=np.float32(0.1),
+                   image_peak=np.float32(4095))
 fl.load_federation("imagefolder:pets", image_size=(32, 48))
 fl.inspect_models(Path("run.json"), feature_names=("a", "b", "c"), client=np.int64(0))
 fl.load_run("run.json").predict(X, client=np.int64(1))

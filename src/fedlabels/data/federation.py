@@ -419,6 +419,8 @@ def _check_size(name: str, value: int | None, available: int, flag: str) -> None
 
 #: a count or seed as Python or numpy gives it (``5`` or ``np.int64(5)``, e.g. from ``np.arange``)
 IntLike = int | np.integer[Any]
+#: a share or shift as Python or numpy gives it (``0.2``, ``np.float32(0.2)``)
+FloatLike = float | np.floating[Any] | np.integer[Any]
 
 FORMER_SIZES = {"n_clients": "clients", "n_unlabeled": "unlabeled", "n_private": "private",
                 "n_test": "test"}  # the keywords' names before they were the run parameters'
@@ -433,7 +435,7 @@ def make_federation(
     unlabeled: IntLike | None = None,
     private: IntLike | None = None,
     test: IntLike | None = None,
-    test_fraction: float | None = None,
+    test_fraction: FloatLike | None = None,
     X_test: Any = None,
     y_test: Any = None,
     partition: str | PartitionSpec = "iid",
@@ -442,7 +444,7 @@ def make_federation(
     name: str = "custom",
     task: str = "classification",
     target_range: Any = None,
-    unlabeled_shift: float = 0.0,
+    unlabeled_shift: FloatLike = 0.0,
     public_pca: IntLike | None = None,
     X_public: Any = None,
     missing: str = "refuse",
@@ -834,7 +836,7 @@ def _public_categories(X: Any, public_rows: np.ndarray, Xa: Any, Xt: Any, Xp: An
             [feature_names[i] for i in keep])
 
 
-def refuse_drawn_u(unlabeled: IntLike | None, shift: float) -> None:
+def refuse_drawn_u(unlabeled: IntLike | None, shift: FloatLike) -> None:
     """Beside a public set of the user's own (``public``, ``X_public``): sizes that draw U
     from the labelled rows are a one-line error."""
     if unlabeled is not None or shift:

@@ -9,7 +9,13 @@ from typing import Any
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.renamed import renamed_keywords
-from fedlabels.data.federation import FORMER_SIZES, Federation, IntLike, make_federation
+from fedlabels.data.federation import (
+    FORMER_SIZES,
+    Federation,
+    FloatLike,
+    IntLike,
+    make_federation,
+)
 from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
 
 
@@ -144,10 +150,10 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                     features: str | Sequence[str] | None = None,
                     drop: str | Sequence[str] | None = None, task: str | None = None,
                     target_range: Any = None, text_column: str | None = None,
-                    unlabeled_shift: float = 0.0, public_pca: IntLike | None = None,
+                    unlabeled_shift: FloatLike = 0.0, public_pca: IntLike | None = None,
                     image_size: str | int | tuple[int, int] | None = None,
                     image_column: str | None = None, image_mode: str | None = None,
-                    image_peak: float | None = None,
+                    image_peak: FloatLike | None = None,
                     public: str | os.PathLike[str] | None = None,
                     missing: str | None = None,
                     classes: str | Sequence[str] | None = None) -> Federation:
@@ -199,6 +205,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
 
         check_image_settings(dataset, image_size, image_column, text_column, image_mode,
                              image_peak)
+    peak = None if image_peak is None else float(image_peak)  # checked above (numpy's too)
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if missing is not None:  # as RunConfig checks it: before any data loads
         from fedlabels.data.gaps import check_fill_applies, check_missing
@@ -206,20 +213,20 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
         if check_missing(missing) == "public-median":
             check_fill_applies(dataset, text_column, image_column)
     info = get_dataset(dataset, sep=sep, image_size=image_size, image_mode=image_mode,
-                       image_peak=image_peak)
+                       image_peak=peak)
     task = resolve_task(dataset, info.task, task)
     from fedlabels.data.loaded_with import loaded_with
 
     settings = loaded_with(dataset, sep=sep, features=features, drop=drop,
                            text_column=text_column, task=task, target_range=target_range,
                            public=public, image_size=image_size, image_column=image_column,
-                           classes=classes, image_mode=image_mode, image_peak=image_peak)
+                           classes=classes, image_mode=image_mode, image_peak=peak)
     asked = features
     features = _with_partition_column(features, partition)
     info, raw, columns = _load_table(dataset, sep=sep, features=features, drop=drop,
                                      text_column=text_column, image_size=image_size,
                                      image_column=image_column, image_mode=image_mode,
-                                     image_peak=image_peak)
+                                     image_peak=peak)
     settings.update(_chosen(columns, asked if columns is None else features, drop,
                             _split_column(partition)))
     missing = missing_policy(info, raw, missing, dataset)

@@ -17,14 +17,9 @@ from fedlabels.core.limits import MAX_ROUNDS, MAX_STEPS
 from fedlabels.runs.spec import ParamInfo, by_name, check_keys, declared, docs_table, param
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from fedlabels.data.federation import IntLike
-
-    #: what a float setting takes: a number, numpy's included
-    FloatLike = float | np.floating[Any] | np.integer[Any]
-
     from typing import TypedDict
+
+    from fedlabels.data.federation import FloatLike, IntLike
 
     class RunParams(TypedDict, total=False):
         """The run parameters :func:`fedlabels.run` takes as keywords (``**params``), typed
