@@ -468,6 +468,8 @@ def test_load_config_checks_the_files_values_under_its_overrides(tmp_path):
     path.write_text('rounds = 5\nmodel = "dt"\n[options]\nquorum = 0.5\n')
     cfg = load_config(path, rounds=2, options={"quorum": 0.6})
     assert (cfg.rounds, cfg.options) == (2, {"quorum": 0.6})
+    cfg = load_config(path, options=None)  # None keeps the file's value, as for other keys
+    assert (cfg.rounds, cfg.options) == (5, {"quorum": 0.5})
     path.write_text('rounds = -1\n')
     with pytest.raises(FedLabelsError, match=rf"config file {re.escape(str(path))}: rounds "
                                              r"must be an integer in \[1, 1000000\], got -1\."):

@@ -649,7 +649,7 @@ def load_config(path: str | Path, **overrides: Unpack[ConfigKeys]) -> RunConfig:
     changes: dict[str, Any] = dict(overrides)
     merged = {**given,
               **{k: v for k, v in _normalise_keys(changes).items() if v is not None}}
-    if "options" in changes and "options" in given:
+    if changes.get("options") is not None and "options" in given:
         merged["options"] = {**given["options"], **changes["options"]}
     cfg = RunConfig(**merged)
     if given.get("options"):
