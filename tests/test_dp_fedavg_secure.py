@@ -379,7 +379,7 @@ def test_a_server_forging_dropouts_gets_at_most_rounds_plus_retries(
     s = session(fed, rounds=rounds, min_group=2, retries=retries, **budget)
     p, weights = s.server.params, s.server.weights
     answered: list[tuple[int, int]] = []
-    for rnd in (0, 1, 3):  # round 3: beyond the plan's 2
+    for rnd in (0, 1):
         keys = _keys_round(s, "0,1,2", rnd)
         for attempt in range(3):
             try:
@@ -389,6 +389,14 @@ def test_a_server_forging_dropouts_gets_at_most_rounds_plus_retries(
                 assert "option retries" in str(exc) and "\n" not in str(exc)
             else:
                 answered.append((rnd, attempt))
+    # round 3, beyond the plan's 2: refused at its keys (until 2026-11-30 keyed, then its
+    # attempts refused by the allowance alone)
+    from fedlabels.core.errors import ParameterRefusal, error_category
+
+    with pytest.raises(ParameterRefusal) as refused:
+        _keys_round(s, "0,1,2", 3)
+    assert error_category(refused.value) == ("refused: parameters (round must be an integer "
+                                             "from 0 to 1)")
     # round 0: its release and the one retry; round 1: its own release; no more
     assert answered == [(0, 0), (0, 1), (1, 0)]
     assert len(s.clients[0].ledger.events) == rounds + retries  # type: ignore[attr-defined]

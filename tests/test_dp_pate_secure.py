@@ -332,12 +332,18 @@ def test_a_server_forging_dropouts_gets_at_most_one_vote_plus_retries(
         fed: fl.Federation, budget: dict[str, Any]) -> None:
     """A deviating server forges a dropout after every attempt (and announces a second
     round): client 0 answers 1 + retries attempts in all, without its own ε as with it."""
-    from fedlabels.core.errors import BudgetRefusal
+    from fedlabels.core.errors import BudgetRefusal, ParameterRefusal, error_category
 
     s = session(fed, min_group=2, retries=1, **budget)
     p = s.server.params  # type: ignore[attr-defined]
     answered = []
     for rnd in (0, 1):
+        if rnd == 1:  # beyond the plan's one round: refused at its keys since 2026-11-30
+            with pytest.raises(ParameterRefusal) as refused:
+                _keys_round(s, "0,1,2", rnd)
+            assert error_category(refused.value) == ("refused: parameters (round must be an "
+                                                     "integer from 0 to 0)")
+            continue
         keys = _keys_round(s, "0,1,2", rnd)
         for attempt in range(3):
             try:

@@ -14,7 +14,7 @@ from fedlabels.comm import Message
 from fedlabels.core.errors import ParameterRefusal, error_category
 from fedlabels.data import Federation
 from test_deviating_server import ALL_CASES, _role_factory, honest
-from test_method_contract import CLIENTS, DATASET, MLP, SEED, Case
+from test_method_contract import CLIENTS, DATASET, MLP, ROUNDS, SEED, Case
 
 
 class _TorchCase(Case):
@@ -57,6 +57,10 @@ def test_fedct_refuses_zero_voters(federation: Federation) -> None:
 GARBAGE = [float("nan"), None, "x", -1, 2**62, True]
 
 
+#: rounds beyond the client's own plan of ``ROUNDS`` rounds (0-based): until 2026-11-30 a
+#: client that reads ``round`` took any of them (2⁶² set a secure round key past every round)
+BEYOND_PLAN = [ROUNDS, 2**62]
+
 #: step counts a client does not read: its options decide them (the s* request's, the
 #: teachers' of subsample-aggregate)
 UNREAD_STEPS = {("dpfedct.sensitivity", "steps"), ("fedct.train", "teacher_steps")}
@@ -75,7 +79,10 @@ def test_garbage_config_values_are_refused_never_internal(case: Case,
     """Every config field of the first message of each kind an honest run sends, set to
     each of :data:`GARBAGE`: the client answers (a field it does not read) or refuses,
     never ``error: internal``, and a ``refused: parameters`` names the field; where the
-    client reads a number, NaN, None, ``'x'`` or ``True`` in it is such a refusal."""
+    client reads a number, NaN, None, ``'x'`` or ``True`` in it is such a refusal. Where a
+    client reads ``round`` (it refuses ``'x'`` there), a round beyond its own plan
+    (:data:`BEYOND_PLAN`) is refused as one: ``round must be an integer from 0 to`` the
+    plan's last round."""
     traces, _ = honest(case, federation)
     fresh = _role_factory(case, federation)
     trace, done, problems, refused = traces[0], set(), [], 0
@@ -86,13 +93,15 @@ def test_garbage_config_values_are_refused_never_internal(case: Case,
         before = fresh(0)
         drive(before, trace[:i])
         for key, honest_value in sorted(message.config.items()):
-            for value in GARBAGE:
+            seen_as: dict[str, str] = {}
+            for value in GARBAGE + (BEYOND_PLAN if key == "round" else []):
                 role = copy.deepcopy(before)
                 try:
                     role.handle(_changed(message, **{key: value}))
                     seen = "answered"
                 except Exception as exc:
                     seen = error_category(exc)
+                seen_as[repr(value)] = seen
                 if seen in ("error: internal", "refused: parameters"):  # no field named
                     problems.append(f"{message.kind} {key}={value!r}: {seen}")
                 elif key.endswith("steps") and value != honest_value and (
@@ -103,5 +112,11 @@ def test_garbage_config_values_are_refused_never_internal(case: Case,
                 elif (_is_number(honest_value) and not _is_number(value)
                       and seen.startswith("refused: parameters (")):
                     refused += 1
+            within = f"refused: parameters (round must be an integer from 0 to {ROUNDS - 1})"
+            if key == "round" and seen_as["'x'"].startswith("refused: parameters (round "):
+                problems += [f"{message.kind} round={value}: {seen_as[repr(value)]} (the "
+                             "plan's rounds expected)" for value in BEYOND_PLAN
+                             if seen_as[repr(value)] != within]
     assert not problems, "\n".join(problems)
     assert refused or case.method in UNCHECKED, "no field's garbage was refused"
+

@@ -46,6 +46,13 @@ def whole(config: Mapping[str, Any], key: str, cid: int, low: int = 0,
     return int(value)
 
 
+def planned_round(config: Mapping[str, Any], cid: int, rounds: int) -> int:
+    """``config["round"]``, a round of the client's own plan (0-based, below ``rounds``, its
+    plan's number of rounds), else a refusal naming ``round``: a round beyond the plan
+    (2⁶²) would set a round-keyed state (a secure round key, a schedule) past every round."""
+    return whole(config, "round", cid, 0, rounds - 1)
+
+
 def real(config: Mapping[str, Any], key: str, cid: int) -> float:
     """``config[key]`` as a finite number (an int or a float, not a bool or a text), else a
     refusal naming ``key``."""

@@ -24,7 +24,7 @@ import numpy as np
 from fedlabels.comm import Message
 from fedlabels.comm.id_lists import members, members_text
 from fedlabels.core.errors import BudgetRefusal, RefusedError
-from fedlabels.method.message_config import id_text, whole
+from fedlabels.method.message_config import id_text, planned_round, whole
 from fedlabels.method.state import State, StateValue, prefixed, unprefixed
 
 
@@ -39,6 +39,7 @@ class SecureSumMember:
     attempt_kind: ClassVar[str]  # one attempt: the keys and what to compute
     key_purpose: ClassVar[str]  # what a round key's signature is for
     cid: int
+    settings: Any
     trust: Any
     handlers: dict[str, Any]
 
@@ -78,7 +79,7 @@ class SecureSumMember:
         from fedlabels.secure.identity import ANY_PEER, digest
         from fedlabels.secure.keys import KeyPair, to_u8
 
-        rnd = whole(message.config, "round", self.cid)
+        rnd = planned_round(message.config, self.cid, self.settings.rounds)
         if rnd <= self.key_round:  # a round's keys once: masks are never reused
             raise RefusedError(f"client {self.cid}: {self.keys_kind} for round {rnd} after "
                                f"round {self.key_round}; refusing.")
@@ -95,7 +96,7 @@ class SecureSumMember:
     def checked_attempt(self, message: Message) -> tuple[int, int, list[int], dict[int, bytes]]:
         """(round, attempt, group, the peers' verified keys) of an attempt message, after
         every check of the module docstring; the attempt is not yet marked answered."""
-        rnd = whole(message.config, "round", self.cid)
+        rnd = planned_round(message.config, self.cid, self.settings.rounds)
         attempt = whole(message.config, "attempt", self.cid)
         keys = self.keys_kind
         if self.keypair is None or rnd != self.key_round:

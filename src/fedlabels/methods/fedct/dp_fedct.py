@@ -56,7 +56,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.blocks import VoteServer, broadcast, check_voters, vote_consensus
 from fedlabels.method.dpsgd_client import DPSGDClient
-from fedlabels.method.message_config import whole
+from fedlabels.method.message_config import planned_round
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import (
     DEVIATING_SERVER,
@@ -165,7 +165,8 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         """After the last round's training, ``finetune_steps`` plain steps of the site's own
         model on its private data alone (never sent)."""
         steps = int(getattr(self.options, "finetune_steps", 0))
-        if steps and whole(message.config, "round", self.cid) == self.settings.rounds - 1:
+        last = self.settings.rounds - 1
+        if steps and planned_round(message.config, self.cid, self.settings.rounds) == last:
             self.train_on(self.data.X, self.data.y, steps)
 
     def sensitivity_bits(self) -> int:

@@ -57,7 +57,7 @@ from fedlabels.method.blocks import (
     encode_consensus,
     vote_consensus,
 )
-from fedlabels.method.message_config import own_count, whole
+from fedlabels.method.message_config import own_count, planned_round, whole
 from fedlabels.method.options import STEPS_OR_NONE, Interval, MethodOptions, option
 from fedlabels.method.threat import (
     EVALUATION_PAYLOADS,
@@ -262,7 +262,8 @@ class FedCTClient(ClientRole):
             self.pseudo_share = share if self.pseudo_index is None else share[self.pseudo_index]
         d, steps = self.training_data(), own_count(message.config, "steps", self.cid,
                                                                  self.settings.period)
-        opts, rnd = self.settings.options, whole(message.config, "round", self.cid)
+        opts = self.settings.options
+        rnd = planned_round(message.config, self.cid, self.settings.rounds)
         if self.trains_with_u_options and unlabeled_enabled(opts):
             self.train_with_u(d, steps, rnd)
             return
