@@ -120,3 +120,41 @@ def test_garbage_config_values_are_refused_never_internal(case: Case,
     assert not problems, "\n".join(problems)
     assert refused or case.method in UNCHECKED, "no field's garbage was refused"
 
+
+#: malformed ``row_ranges`` (XCLP's SecureRowSums): until 2026-11-30 each was ``error:
+#: data``, or ``error: internal`` (a range past the joint graph, a missing field)
+def _bad_row_ranges(honest: str, n_rows: int) -> list[object]:
+    spans = honest.split(",")
+    (a, b), rest = spans[0].split(":"), spans[1:]
+    return [None, "x", 7, ",".join(spans[:-1]), ",".join([*spans, "0:1"]),
+            ",".join([f"{b}:{a}", *rest]) if a != b else "1:0," + ",".join(rest),
+            ",".join([*spans[:-1], f"{spans[-1].split(':')[0]}:{n_rows + 1}"]),
+            ",".join([*spans[:-1], f"0:{2**62}"]), ",".join([f"{a}:{int(b) - 1}", *rest]),
+            ",".join([spans[0], *(f"{a}:{b}" for _ in rest)])]
+
+
+#: the plaintext XCLP case: a fresh role replays its honest messages (the secure cases'
+#: relayed messages are sealed to the honest run's keys); the ranges are read before the mode
+PLAIN_XCLP = [p for p in ALL_CASES if "xclp" in p.values[0].method
+              and p.values[0].options.get("secure") == "none"]
+
+
+@pytest.mark.parametrize("case", PLAIN_XCLP)
+def test_malformed_row_ranges_are_refused_naming_the_field(case: Case,
+                                                           federation: Federation) -> None:
+    """Each of :func:`_bad_row_ranges` in the honest SecureRowSums message: ``refused:
+    parameters (row_ranges must ...)``; the honest ranges are answered."""
+    traces, _ = honest(case, federation)
+    trace = traces[0]
+    at = next(i for i, m in enumerate(trace) if m.kind == "xclp.rowsums")
+    before = _role_factory(case, federation)(0)
+    assert not drive(before, trace[:at])
+    n_rows = len(before.S_L)
+    honest_ranges = trace[at].config["row_ranges"]
+    assert copy.deepcopy(before).handle(trace[at]).kind == "xclp.rowsums.reply"
+    for ranges in _bad_row_ranges(honest_ranges, n_rows):
+        role = copy.deepcopy(before)
+        with pytest.raises(ParameterRefusal) as refused:
+            role.handle(_changed(trace[at], row_ranges=ranges))
+        assert error_category(refused.value).startswith(
+            "refused: parameters (row_ranges must "), (ranges, error_category(refused.value))

@@ -50,17 +50,30 @@ if TYPE_CHECKING:  # the secure extra is imported only by runs that use it
 PHASE_KINDS = ("setup", "seed", "hamming", "influence", "rowsums", "result")
 
 
-def row_ranges(text: Any, participants: list[int]) -> dict[int, np.ndarray]:
-    """``"0:24,42:63"`` with participants [0, 2] -> {0: rows 0..23, 2: rows 42..62}."""
-    spans = [t.split(":") for t in str(text).split(",") if t != ""]
-    if len(spans) != len(participants) or any(
-            len(s) != 2 or not all(p.isdigit() for p in s) for s in spans):
-        raise FedLabelsError(f"xclp.rowsums: row ranges {text!r} do not match the "
-                             f"participants {participants}.")
-    rows = {c: np.arange(int(a), int(b)) for c, (a, b) in zip(participants, spans, strict=True)}
+def row_ranges(text: Any, participants: list[int],
+               n_rows: int | None = None) -> dict[int, np.ndarray]:
+    """``"0:24,42:63"`` with participants [0, 2] -> {0: rows 0..23, 2: rows 42..62}: one
+    range ``a:b`` (a <= b, within the ``n_rows`` rows of the joint graph where given) per
+    participant, disjoint; else a refusal naming ``row_ranges`` (what it must be, nothing
+    of the client's data)."""
+    shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
+    spans = [t.split(":") for t in text.split(",") if t != ""] if isinstance(text, str) \
+        else []
+    whole_spans = len(spans) == len(participants) and all(
+        len(s) == 2 and all(p.isascii() and p.isdigit() for p in s) for s in spans)
+    bounds = [(int(a), int(b)) for a, b in spans] if whole_spans else []
+    if not whole_spans or any(a > b or (n_rows is not None and b > n_rows)
+                              for a, b in bounds):
+        within = "" if n_rows is None else f" within 0:{n_rows}"
+        raise ParameterRefusal(f"xclp.rowsums: row ranges {shown} are not one range a:b"
+                               f"{within} for each of the participants {participants}; "
+                               "refusing.", named=f"row_ranges must be one range a:b{within} "
+                               "a participant")
+    rows = {c: np.arange(a, b) for c, (a, b) in zip(participants, bounds, strict=True)}
     every = np.concatenate(list(rows.values())) if rows else np.zeros(0, dtype=np.int64)
     if len(np.unique(every)) != len(every):
-        raise RefusedError(f"xclp.rowsums: row ranges {text!r} overlap; refusing.")
+        raise ParameterRefusal(f"xclp.rowsums: row ranges {shown} overlap; refusing.",
+                               named="row_ranges must not overlap")
     return rows
 
 
@@ -298,10 +311,12 @@ class XCLPClientCore(ClientRole):
         y = self.xclp_partial_labels()
         Zbar = S_L @ one_hot(y[np.flatnonzero(y >= 0)], self.settings.n_classes)
         participants = listed(id_text(message.config, "participants", self.cid))
-        rows = row_ranges(message.config["row_ranges"], participants)
+        rows = row_ranges(message.config.get("row_ranges"), participants, len(S_L))
         if self.cid not in rows or not np.array_equal(rows[self.cid], self.own_rows()):
-            raise FedLabelsError(f"client {self.cid}: xclp.rowsums names rows that are not "
-                                 "this client's own as its rows (or leaves it out).")
+            raise ParameterRefusal(f"client {self.cid}: xclp.rowsums names rows that are not "
+                                   "this client's own as its rows (or leaves it out); "
+                                   "refusing.", named="row_ranges must give this client its "
+                                   "own rows")
         send = participant_rows(rows, self.cid)  # never a departed client's rows
         self.rowsums_attempt = attempt
         arrays = self._counts_part(y, attempt)
