@@ -86,8 +86,9 @@ def test_only_empirical_clients_answer_the_noiseless_estimate(fed, case):
 
 def test_the_estimate_is_answered_once_from_the_clients_own_options(fed):
     client = _role_factory(EMPIRICAL, fed)(0)
+    own = client.settings.period  # its steps must be the client's own (since 2026-11-30)
     asked = Message("dpfedct.sensitivity", category="control",
-                    config={"neighbours": 50, "relation": "both", "steps": 1, "model": "rf"})
+                    config={"neighbours": 50, "relation": "both", "steps": own, "model": "rf"})
     reply = client.handle(asked)
     assert reply.config["bits"] >= 0 and client.sensitivity_answers == 1
     with pytest.raises(BudgetRefusal, match="once"):
@@ -96,7 +97,7 @@ def test_the_estimate_is_answered_once_from_the_clients_own_options(fed):
     # same estimate, the one of the client's own options
     other = _role_factory(EMPIRICAL, fed)(0).handle(Message(
         "dpfedct.sensitivity", category="control",
-        config={"neighbours": 3, "relation": "remove", "steps": 1, "model": ""}))
+        config={"neighbours": 3, "relation": "remove", "steps": own, "model": ""}))
     assert other.config == reply.config
 
 

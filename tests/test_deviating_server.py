@@ -32,7 +32,7 @@ from deviating_server import (
 )
 from fedlabels.api import load_federation
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError, error_category
 from fedlabels.core.randomness import reproducible
 from fedlabels.data import Federation
 from fedlabels.method.base import ClientRole
@@ -150,26 +150,27 @@ def test_whether_a_client_answers_does_not_depend_on_its_records(
 
 @pytest.mark.parametrize("case", GUARDED)
 def test_every_step_count_is_the_clients_own(case: Case, federation: Federation) -> None:
-    """Each message that names local steps (a round's, a teacher's, the student's), after
-    the honest messages before it, is refused with 25 times or minus its steps: the client
-    trains its own plan's steps, never the server's (until 2026-11-30 secure dp-fedavg's
-    and dp-pate's clients trained any number, 2^62 too)."""
+    """Each step count a message names (a round's, a teacher's, the student's, the s*
+    estimate's learners'), after the honest messages before it, is refused with 25 times or
+    minus its value: the client trains its own plan's steps, never the server's (until
+    2026-11-30 secure dp-fedavg's and dp-pate's clients trained any number, 2^62 too, and
+    the s* request's and subsample-aggregate's teacher steps were sent but unread)."""
     traces, _ = honest(case, federation)
     fresh = _role_factory(case, federation)
     trace = traces[0]
-    # the s* request's steps are unread: the estimate takes the client's own options
-    asked = [i for i, m in enumerate(trace)
-             if "steps" in m.config and m.kind != "dpfedct.sensitivity"]
+    asked = [(i, key) for i, m in enumerate(trace) for key in m.config if key.endswith("steps")]
     assert asked
-    for i in asked:
-        for steps in (25 * int(trace[i].config["steps"]), -1):
+    for i, key in asked:
+        for steps in (25 * int(trace[i].config[key]), -1):
             role = fresh(0)
             assert not drive(role, trace[:i])
             changed = Message(trace[i].kind, arrays=dict(trace[i].arrays),
-                              config={**trace[i].config, "steps": steps},
+                              config={**trace[i].config, key: steps},
                               category=trace[i].category)
-            with pytest.raises(ParameterRefusal, match="steps"):
+            with pytest.raises(ParameterRefusal) as refused:
                 role.handle(changed)
+            assert error_category(refused.value).startswith(
+                f"refused: parameters (the site's {key} is "), (trace[i].kind, key)
 
 
 @pytest.mark.parametrize("case", [p for p in GUARDED if p.values[0].method == "dp-fedavg"])

@@ -61,10 +61,6 @@ GARBAGE = [float("nan"), None, "x", -1, 2**62, True]
 #: client that reads ``round`` took any of them (2⁶² set a secure round key past every round)
 BEYOND_PLAN = [ROUNDS, 2**62]
 
-#: step counts a client does not read: its options decide them (the s* request's, the
-#: teachers' of subsample-aggregate)
-UNREAD_STEPS = {("dpfedct.sensitivity", "steps"), ("fedct.train", "teacher_steps")}
-
 #: methods whose clients read no number from a server's config
 UNCHECKED = {"perclient-lp"}
 
@@ -104,8 +100,7 @@ def test_garbage_config_values_are_refused_never_internal(case: Case,
                 seen_as[repr(value)] = seen
                 if seen in ("error: internal", "refused: parameters"):  # no field named
                     problems.append(f"{message.kind} {key}={value!r}: {seen}")
-                elif key.endswith("steps") and value != honest_value and (
-                        message.kind, key) not in UNREAD_STEPS and not seen.startswith(
+                elif key.endswith("steps") and value != honest_value and not seen.startswith(
                         f"refused: parameters (the site's {key} is "):
                     problems.append(f"{message.kind} {key}={value!r}: {seen} (the site's "
                                     "own steps expected)")

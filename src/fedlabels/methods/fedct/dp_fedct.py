@@ -56,7 +56,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.blocks import VoteServer, broadcast, check_voters, vote_consensus
 from fedlabels.method.dpsgd_client import DPSGDClient
-from fedlabels.method.message_config import planned_round
+from fedlabels.method.message_config import own_count, planned_round
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import (
     DEVIATING_SERVER,
@@ -224,8 +224,7 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         spec = opts.sensitivity_model
         learner = (build_learner(parse_model_spec(spec)[0], n_classes=self.settings.n_classes,
                                  random_state=self.seed) if spec else self.learner)
-        steps = (self.settings.period if opts.sensitivity_steps is None
-                 else opts.sensitivity_steps)
+        steps = self.sensitivity_steps()
         est = empirical_sensitivity(
             learner, self.data.X, self.data.y, U, self.settings.n_classes,
             n_neighbours=min(opts.sensitivity_neighbours, len(self.data.y)),
@@ -235,10 +234,18 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
                                          d["mean_changed_labels"]], dtype=np.float64)
         return self.own_sensitivity
 
+    def sensitivity_steps(self) -> int:
+        """The steps each of the s* estimate's learners trains: the client's own
+        ``sensitivity_steps``, else its plan's period."""
+        own = self.options.sensitivity_steps
+        return int(self.settings.period if own is None else own)
+
     def estimate_sensitivity(self, message: Message) -> Message:
         """This client's empirical s* (bits), from its own options, answered once: the
         answer is computed from private data without noise (outside the formal
-        guarantee), so a second request is refused."""
+        guarantee), so a second request is refused, and so is a request whose ``steps``
+        are not the client's own (:meth:`sensitivity_steps`)."""
+        own_count(message.config, "steps", self.cid, self.sensitivity_steps())
         if self.sensitivity_answers:
             raise BudgetRefusal(f"client {self.cid}: the sensitivity estimate is answered "
                                 "once per run; refusing another.")

@@ -42,7 +42,7 @@ from fedlabels.comm import Message, pack_labels, unpack_labels
 from fedlabels.consensus import ABSTAIN, vote_counts
 from fedlabels.learners import is_iterative
 from fedlabels.method.base import Grid
-from fedlabels.method.message_config import SEED_MAX, real, whole
+from fedlabels.method.message_config import SEED_MAX, own_count, real, whole
 from fedlabels.methods.distillation.fedmd import subset_indices
 from fedlabels.methods.fedct.mechanisms.base import (
     CLIENTS_ENFORCE,
@@ -172,6 +172,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
                                    f"{config['teachers']} teachers, this client's options "
                                    f"say {own['teachers']}; refusing.",
                                    named=f"the site's teachers is {own['teachers']}")
+        own_count(config, "teacher_steps", client.cid, own["teacher_steps"])  # never 2⁶²
         return {**own, "vote_sigma": sigma, "subset_size": size,
                 "subset_seed": whole(config, "subset_seed", client.cid, 0, SEED_MAX)}
 
