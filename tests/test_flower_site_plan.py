@@ -15,7 +15,7 @@ from fedlabels.core.errors import FedLabelsError, ParameterRefusal
 from fedlabels.engines.flower.client_app import app as client_app
 from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
 from fedlabels.engines.flower.server_app import run_server
-from fedlabels.engines.flower.site_plan import load_site_plan, site_config
+from fedlabels.engines.flower.site_plan import load_site_plan, plan_of, site_config
 from fedlabels.engines.flower.spec import HELLO, RUN_CONFIG_KEY
 from fedlabels.runs.config import RunConfig
 
@@ -390,3 +390,59 @@ def test_a_site_that_opts_in_follows_the_coordinator_and_says_so(
     assert main(["deploy", "ledger", "--ledger-dir", str(node["ledger-dir"]), "--state-key",
                  str(node["state-key"])]) == 0
     assert "coordinator" in capsys.readouterr().out
+
+
+def _trusting_run(tmp_path: Path, run: RunConfig, **node: object) -> tuple[LoopbackGrid, object]:
+    """Sites with ``trust-coordinator=true`` (no plan) and node config ``node``; the
+    coordinator's run config says ``run``."""
+    prepared, _ = loopback_deployment(replace(run, period=1), tmp_path / "sites")
+    spec = replace(prepared.spec, run=run.to_dict())
+    nodes = [{**{k: v for k, v in prepared.node_settings(c).items() if k != "privacy-plan"},
+              "trust-coordinator": True, **node} for c in range(run.clients)]
+    return LoopbackGrid(client_app, nodes, {RUN_CONFIG_KEY: spec.to_json()}), spec
+
+
+def _outcome(grid: LoopbackGrid, spec: object) -> str:
+    """``answered`` where the run completed, else the sites' categories in its status."""
+    try:
+        run_server(grid, server_context(spec))
+    except FedLabelsError:
+        return Path(spec.status).read_text()  # type: ignore[attr-defined]
+    return "answered"
+
+
+@pytest.mark.parametrize(("run", "node", "named"), [
+    # the coordinator's period, up to the run config's limit (10⁶ a round) until 2026-11-30
+    (replace(SITE, period=10**6), {}, "period is above the site's max-steps 10000"),
+    (replace(SITE, method="fedct", options={}, period=3), {"max-steps": "2"},
+     "period is above the site's max-steps 2"),
+    # a count the site derives from the period, named in a message: PATE's teachers' 20
+    (replace(SITE, method="pate", options={}, period=1), {"max-steps": 19},
+     "steps is above the site's max-steps 19"),
+    (replace(SITE, method="pate", options={"teacher_steps": 50}, period=1), {"max-steps": 49},
+     "teacher_steps is above the site's max-steps 49"),
+])
+def test_a_trusting_site_refuses_more_steps_than_its_max_steps(
+        tmp_path: Path, run: RunConfig, node: dict[str, object], named: str) -> None:
+    """With ``trust-coordinator=true`` the site takes the coordinator's run config, but no
+    step count above its own ``max-steps`` (default 10,000): refused before it trains,
+    naming the count and its bound; a run within the bound is answered."""
+    seen = _outcome(*_trusting_run(tmp_path / "over", run, **node))
+    assert f"refused: parameters ({named})" in seen, seen
+    bound = {"max-steps": int(str(named.rsplit(" ", 1)[1])) + 1} if node else {}
+    if run.period < 10**6:
+        assert _outcome(*_trusting_run(tmp_path / "within", run, **bound)) == "answered"
+
+
+def test_max_steps_is_checked_and_only_beside_trust_coordinator(tmp_path: Path) -> None:
+    from fedlabels.engines.flower.site import check_node_keys
+
+    check_node_keys({"max-steps": 5}, "site 0")  # a key the site reads
+    for bad in ("x", 0, -3, True, 2.5):
+        with pytest.raises(FedLabelsError, match="max-steps must be an integer >= 1"):
+            site_config(SITE, {"trust-coordinator": True, "max-steps": bad})
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_of(SITE)))
+    with pytest.raises(FedLabelsError, match=r"privacy-plan and max-steps.*drop max-steps"):
+        site_config(SITE, {"privacy-plan": str(path), "max-steps": 5})
+    assert site_config(SITE, {"trust-coordinator": True, "max-steps": 1}) is SITE  # period 1

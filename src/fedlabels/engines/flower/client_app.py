@@ -47,6 +47,7 @@ from fedlabels.engines.flower.site_log import answered
 from fedlabels.engines.flower.site_plan import (
     TRUST_KEY,
     check_planned_round,
+    check_steps,
     plan_of,
     site_config,
     trusts_coordinator,
@@ -205,6 +206,7 @@ def _handle(message: Message, context: Context) -> Message:
                            reply_to=message)
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
         check_planned_round(node_config, rnd)
+        check_steps(ours.config, node_config, "message")  # trust-coordinator: max-steps
         role = build_role(spec, site, node_config)
         if trusted and seq == 1:  # a run under the coordinator's plan: in the ledger first
             ledger.note_coordinator_plan(plan_of(spec.config), run=snapshots.run_key(spec),

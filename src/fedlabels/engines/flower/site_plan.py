@@ -22,8 +22,12 @@ parameters``; its log says to name a plan or opt in), unless its node config say
 at each run's hello and records each run's plan in its ledger
 (:meth:`~fedlabels.privacy.site_ledger.SiteLedger.note_coordinator_plan`). Even then it
 never imports and runs a network of its own (``module:PKG:FACTORY``) that only the
-coordinator names: a site runs such code only where its plan's ``model`` names it. This
-module does not import Flower.
+coordinator names: a site runs such code only where its plan's ``model`` names it, and it
+trains no step count above its own ``max-steps`` (node config, default
+:data:`DEFAULT_MAX_STEPS`): the run config's ``period`` and ``*_steps`` options, and every
+``*steps`` a message names (a count derived from the period, PATE's teachers' 20 periods).
+A site with a plan trains its plan's counts, so ``max-steps`` beside ``privacy-plan`` is an
+error. This module does not import Flower.
 """
 
 from __future__ import annotations
@@ -75,6 +79,10 @@ def load_site_plan(path: str | Path) -> dict[str, Any]:
 
 #: the node config key by which a site without a plan opts in to the coordinator's plan
 TRUST_KEY = "trust-coordinator"
+#: the node config key of a site's bound on the step counts the coordinator names
+MAX_STEPS_KEY = "max-steps"
+#: ``max-steps`` where the node config names none: 2⁶² kept a site training for good
+DEFAULT_MAX_STEPS = 10_000
 
 
 def trusts_coordinator(node_config: Mapping[str, Any]) -> bool:
@@ -86,7 +94,13 @@ def trusts_coordinator(node_config: Mapping[str, Any]) -> bool:
         if trusts:
             raise FedLabelsError(f"the node config names a privacy-plan and {TRUST_KEY}=true; "
                                  "a site follows one of them: drop one.")
+        if MAX_STEPS_KEY in node_config:
+            raise FedLabelsError(f"the node config names a privacy-plan and {MAX_STEPS_KEY}, "
+                                 "which bounds the coordinator's step counts only where "
+                                 f"{TRUST_KEY}=true; the plan's are the site's: drop "
+                                 f"{MAX_STEPS_KEY}.")
         return False
+    max_steps(node_config)  # a bad value is refused at the first message, the hello too
     if trusts:
         return True
     raise ParameterRefusal(
@@ -105,6 +119,7 @@ def site_config(run: RunConfig, node_config: Mapping[str, Any]) -> RunConfig:
     plan = None if trusts_coordinator(node_config) else load_site_plan(str(given))
     check_site_model(run, plan)
     if plan is None:
+        check_steps({"period": run.period, **run.options}, node_config, "run config")
         return run
     if plan["method"] != run.method:
         raise ParameterRefusal(f"the run uses method {run.method!r} but this site's "
@@ -143,3 +158,37 @@ def check_planned_round(node_config: Mapping[str, Any], rnd: int) -> None:
     if rnd + 1 > rounds:
         raise BudgetRefusal(f"round {rnd + 1} is beyond this site's privacy-plan of {rounds} "
                             "round(s); refusing.")
+
+
+def max_steps(node_config: Mapping[str, Any]) -> int:
+    """The node config's ``max-steps`` (:data:`DEFAULT_MAX_STEPS` where it names none): an
+    integer >= 1, as a number or as digits; another value is an error naming it."""
+    raw = node_config.get(MAX_STEPS_KEY, DEFAULT_MAX_STEPS)
+    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
+        value = int(raw.strip())
+    else:
+        value = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+    if value < 1:
+        raise FedLabelsError(f"node config {MAX_STEPS_KEY} must be an integer >= 1, got "
+                             f"{raw!r}.")
+    return value
+
+
+def check_steps(counts: Mapping[str, Any], node_config: Mapping[str, Any],
+                where: str) -> None:
+    """Refuse a step count of ``counts`` (the coordinator's run config, or a message's
+    config, ``where``) above the site's ``max-steps``, for a site with
+    ``trust-coordinator=true`` (a site with a plan trains its plan's counts): each key
+    ``period`` or ending in ``steps`` whose value is an integer (another kind is the role's
+    to refuse)."""
+    if node_config.get("privacy-plan"):
+        return
+    bound = max_steps(node_config)
+    for key, value in counts.items():
+        if (key == "period" or key.endswith("steps")) and isinstance(value, int) \
+                and not isinstance(value, bool) and value > bound:
+            shown = value if value < 10**12 else f"{value:.3g}"
+            raise ParameterRefusal(f"the coordinator's {where} asks this site for {key} = "
+                                   f"{shown}, above its {MAX_STEPS_KEY} {bound}; refusing "
+                                   f"(raise {MAX_STEPS_KEY} in the node config to allow it).",
+                                   named=f"{key} is above the site's {MAX_STEPS_KEY} {bound}")
