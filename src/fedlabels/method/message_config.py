@@ -19,14 +19,14 @@ from fedlabels.core.errors import ParameterRefusal
 SEED_MAX = 2**32 - 1
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """``value``'s repr, at most 40 characters (a deviating server's value may be huge)."""
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _refuse(cid: int, key: str, value: Any, wanted: str) -> ParameterRefusal:
-    return ParameterRefusal(f"client {cid}: the server's {key} = {_shown(value)} is not {wanted}; "
+    return ParameterRefusal(f"client {cid}: the server's {key} = {shown(value)} is not {wanted}; "
                             "refusing.", named=f"{key} must be {wanted}")
 
 
@@ -79,7 +79,7 @@ def own_count(config: Mapping[str, Any], key: str, cid: int, own: int) -> int:
     value = config.get(key)
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) \
             or value != own:
-        raise ParameterRefusal(f"client {cid}: the server asked for {key} = {_shown(value)} "
+        raise ParameterRefusal(f"client {cid}: the server asked for {key} = {shown(value)} "
                                f"but this client's plan takes {own}; refusing to train.",
                                named=f"the site's {key} is {own}")
     return int(own)

@@ -22,7 +22,7 @@ from fedlabels.comm import Message
 from fedlabels.comm.id_lists import listed
 from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError
 from fedlabels.method.base import ClientRole
-from fedlabels.method.message_config import id_text, whole
+from fedlabels.method.message_config import id_text, shown, whole
 from fedlabels.method.state import (
     State,
     StateValue,
@@ -56,7 +56,6 @@ def row_ranges(text: Any, participants: list[int],
     range ``a:b`` (a <= b, within the ``n_rows`` rows of the joint graph where given) per
     participant, disjoint; else a refusal naming ``row_ranges`` (what it must be, nothing
     of the client's data)."""
-    shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
     spans = [t.split(":") for t in text.split(",") if t != ""] if isinstance(text, str) \
         else []
     whole_spans = len(spans) == len(participants) and all(
@@ -65,14 +64,14 @@ def row_ranges(text: Any, participants: list[int],
     if not whole_spans or any(a > b or (n_rows is not None and b > n_rows)
                               for a, b in bounds):
         within = "" if n_rows is None else f" within 0:{n_rows}"
-        raise ParameterRefusal(f"xclp.rowsums: row ranges {shown} are not one range a:b"
+        raise ParameterRefusal(f"xclp.rowsums: row ranges {shown(text)} are not one range a:b"
                                f"{within} for each of the participants {participants}; "
                                "refusing.", named=f"row_ranges must be one range a:b{within} "
                                "a participant")
     rows = {c: np.arange(a, b) for c, (a, b) in zip(participants, bounds, strict=True)}
     every = np.concatenate(list(rows.values())) if rows else np.zeros(0, dtype=np.int64)
     if len(np.unique(every)) != len(every):
-        raise ParameterRefusal(f"xclp.rowsums: row ranges {shown} overlap; refusing.",
+        raise ParameterRefusal(f"xclp.rowsums: row ranges {shown(text)} overlap; refusing.",
                                named="row_ranges must not overlap")
     return rows
 
