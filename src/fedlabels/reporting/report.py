@@ -161,7 +161,7 @@ def _vul_interval(conf: Configuration) -> tuple[float | None, float | None]:
 def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
     """One row per configuration; ``None`` where a run has no such value."""
     rows = []
-    for conf in configs:
+    for conf, settings in zip(configs, setting_cells(configs), strict=True):
         first = conf.runs[0]
         acc, acc_std = _mean_std(conf.final_accuracies())
         rmse, rmse_std = _mean_std(conf.final_values("mean_rmse"))
@@ -181,7 +181,7 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
             "configuration": conf.label, "method": first.method, "dataset": first.dataset,
             "models": ";".join(sorted(set(first.models))),
             "clients": first.federation.get("n_clients"), "n_seeds": len(conf.runs),
-            "seeds": " ".join(str(s) for s in conf.seeds),
+            "seeds": " ".join(str(s) for s in conf.seeds), **settings,
             "accuracy_mean": acc, "accuracy_std": acc_std,
             "rmse_mean": rmse, "rmse_std": rmse_std, "r2_mean": r2, "r2_std": r2_std,
             "bytes_up_per_client_round": per_round,
@@ -195,6 +195,39 @@ def summary_rows(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
             **_placement(conf),
         })
     return rows
+
+
+#: run settings every summary row names, whether or not the configurations differ in them
+_ALWAYS = ("partition", "rounds")
+#: run settings that other columns give already (``models``, ``clients``) or that are
+#: not one value (``options``: a column each)
+_OWN_COLUMNS = ("method", "dataset", "model", "clients", "options")
+
+
+def setting_cells(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
+    """Each configuration's settings as summary columns, so that rows can be joined and
+    pivoted without parsing their labels: ``partition`` and ``rounds`` always, every other
+    run setting in which the configurations differ, and ``options.NAME`` for each method
+    option some configuration changed from its default (its value as the run recorded it;
+    empty where it is unset or the method has no such option)."""
+    from fedlabels.reporting.plots import changed_options
+
+    settings = [_config(c.runs[0]) for c in configs]
+    differ = sorted({k for s in settings for k in s if k not in _OWN_COLUMNS
+                     and k not in _ALWAYS and len({_cell(t.get(k)) for t in settings}) > 1})
+    options = sorted({k for c in configs for k in changed_options(c.runs[0])})
+    return [{**{k: _cell(s.get(k)) for k in (*_ALWAYS, *differ)},
+             **{f"options.{k}": _cell((s.get("options") or {}).get(k)) for k in options}}
+            for s in settings]
+
+
+def _cell(value: Any) -> Any:
+    """A setting as one CSV cell: a list of names as ``a,b``, a table as JSON."""
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
 
 
 def _guarantee(res: RunResult) -> str | None:
