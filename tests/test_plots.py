@@ -535,9 +535,11 @@ def test_the_title_gives_the_curves_rounds_whatever_the_references_ran(runs):
 
 
 @pytest.mark.parametrize("suffix", [": 0.789 at the end", ": 0.789 at round 59",
-                                    ": 0.912 (reference)"])
+                                    ": 0.912 (reference)", ": 0.956 (no DP)",
+                                    ": 0.849 (not audited)"])
 def test_a_legend_entry_is_never_broken_inside_its_value(suffix):
-    """A long entry wrapped inside its value: 'fedct · ...: 0.789 at the' / '    end'."""
+    """A long entry wrapped inside its value: 'fedct · ...: 0.789 at the' / '    end', and
+    the privacy figures' lines without ε or VUL: 'fedavg · ...: 0.956 (no' / '    DP)'."""
     import matplotlib.pyplot as plt
 
     from fedlabels.reporting.plots import new_figure, place_legend

@@ -98,13 +98,13 @@ def run_name(res: RunResult) -> str:
 def wrap(text: str, width: int = MAX_LABEL) -> str:
     """``text`` with each of its lines wrapped at ``width`` characters (continuations
     indented), so a long name is read whole, not cut; a legend's value (``0.789 at the
-    end``, ``0.789 at round 59``, ``0.912 (reference)``) is kept on one line (it wrapped
-    as ``0.789 at the`` / ``end``)."""
+    end``, ``0.789 at round 59``, ``0.912 (reference)``, ``0.956 (no DP)``) is kept on one
+    line (it wrapped as ``0.789 at the`` / ``end`` and ``0.956 (no`` / ``DP)``)."""
     import re
     import textwrap
 
-    glued = re.sub(r"\S+ (?:at the end|at round \d+|\(reference\))",  # textwrap breaks at spaces
-                   lambda found: found.group(0).replace(" ", "\0"), text)
+    glued = re.sub(r"\S+ (?:at the end|at round \d+)|(?<!\S)\d\S* \([^()\n]{1,24}\)",
+                   lambda found: found.group(0).replace(" ", "\0"), text)  # kept whole
     return "\n".join(textwrap.fill(line, width, subsequent_indent="    ",
                                     break_on_hyphens=False)
                       for line in glued.split("\n")).replace("\0", " ")
