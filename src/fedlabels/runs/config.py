@@ -566,6 +566,8 @@ def _check_file_values(data: Mapping[str, Any], path: Path) -> None:
                     raise FedLabelsError(f"options must be a table ([options]), got "
                                          f"{value!r}.")
                 continue  # checked against the run's method in load_config
+            if isinstance(value, list) and list not in params[key].kind:
+                raise FedLabelsError(_one_run(key, value, path, f"--{key.replace('_', '-')}"))
             value = checked_value(params[key], value)
             if key == "method":
                 get_method(value)
@@ -583,9 +585,26 @@ def _check_file_options(options: Mapping[str, Any], method: str, path: Path) -> 
     from fedlabels.methods import get_method
 
     try:
+        kinds = {i.name: i.kind for i in get_method(method).options_class.declared()}
+        for key, value in options.items():
+            if isinstance(value, list) and list not in kinds.get(key, (list,)):
+                raise FedLabelsError(_one_run(key, value, path, f"--opt {key}=", "[options] "))
         get_method(method).options_class.check_each(options, method)
     except FedLabelsError as exc:
         raise FedLabelsError(f"config file {path}: {exc}") from None
+
+
+def _one_run(key: str, values: list[Any], path: Path, flag: str, table: str = "") -> str:
+    """The refusal of a list where a run takes one value (``seed = [0, 1, 2]``), with the
+    sweep to run instead: one run per value, compared by ``fedlabels report``."""
+    import shlex
+
+    shown = " ".join(shlex.quote(str(v)) for v in values[:5]) + (" ..." if values[5:] else "")
+    flag += "$v" if flag.endswith("=") else " $v"
+    return (f"{table}{key} takes one value, got a list {values!r}: a config file is one run; "
+            f"run it once per value (for v in {shown}; do fedlabels run --config "
+            f"{shlex.quote(str(path))} {flag}; done) and compare the runs with fedlabels "
+            "report (runs that differ only in their seed are one row, mean ± std over seeds).")
 
 
 def _normalise_keys(data: dict[str, Any]) -> dict[str, Any]:
