@@ -223,6 +223,23 @@ def _x_bars(r: dict[str, Any], x: str, xerr: str | tuple[str, str]) -> tuple[flo
     return max(0.0, r[x] - low), max(0.0, high - r[x])
 
 
+def side_by_side(xs: Sequence[float], span: float) -> list[float]:
+    """Shifts that draw points at (nearly) one x side by side, centred on it, 1.5 % of the
+    axis ``span`` apart: at one ε, DP-FedCT's and DP-FedAvg's points and bars hid each
+    other. Points within 1 % of the span of the group's first are one x."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(xs)), key=lambda i: xs[i]):
+        if groups and xs[i] - xs[groups[-1][0]] <= 0.01 * span:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    shifts = [0.0] * len(xs)
+    for group in groups:
+        for k, i in enumerate(group):
+            shifts[i] = (k - (len(group) - 1) / 2) * 0.015 * span
+    return shifts
+
+
 def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str, str],
                    xlabel: str, title: str, missing: str, guarantee: bool = False,
                    runs: Sequence[RunResult] = (), metric: str = "accuracy") -> Any | None:
@@ -240,9 +257,14 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
         return None
     colour, marker = colours(rows), markers(rows)
     fig, ax = new_figure()
-    for r in points:
+    hi = max(r[x] + _x_bars(r, x, xerr)[1] for r in points)
+    lo = min(r[x] - _x_bars(r, x, xerr)[0] for r in points)
+    limits = (0, hi * 1.25 if hi > 0 else 1) if x.startswith("epsilon") else \
+        (min(0.45, lo - 0.02), max(1.0, hi + 0.02))  # ε from 0: one point is not centred
+    shifts = side_by_side([r[x] for r in points], limits[1] - limits[0])
+    for r, shift in zip(points, shifts, strict=True):
         left, right = _x_bars(r, x, xerr)
-        ax.errorbar(r[x], r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
+        ax.errorbar(r[x] + shift, r[f"{m}_mean"], yerr=r[f"{m}_std"] or 0,
                     xerr=[[left], [right]], fmt=marker[r["configuration"]], ms=7,
                     capsize=3,
                     color=colour[r["configuration"]],
@@ -257,12 +279,9 @@ def privacy_figure(rows: Sequence[dict[str, Any]], x: str, xerr: str | tuple[str
                    color=colour[r["configuration"]],
                    label=f"{r['configuration']}: {r[f'{m}_mean']:.3f} ({missing})")
     _draw_baseline(ax, runs, m)
-    hi = max(r[x] + _x_bars(r, x, xerr)[1] for r in points)
-    lo = min(r[x] - _x_bars(r, x, xerr)[0] for r in points)
-    if x.startswith("epsilon"):
-        ax.set_xlim(0, hi * 1.25 if hi > 0 else 1)  # ε from 0: one point is not centred alone
-    else:
-        ax.set_xlim(min(0.45, lo - 0.02), max(1.0, hi + 0.02))
+    ax.set_xlim(*limits)
+    if any(shifts):
+        xlabel += "\npoints at one value are drawn side by side, 1.5 % of the axis apart"
     if guarantee and len({r["guarantee"] for r in points}) > 1:
         xlabel += "\nnot comparable between guarantees of other units or adversaries (legend)"
     ax.set_xlabel(xlabel)
