@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,8 @@ def main() -> None:
                                  partition=args.partition, seed=seed)
         for variant, method, options in parsed:
             if (config, variant, seed) in done:
+                print(f"{config} {variant} seed {seed}: kept from {out}, not rerun "
+                      "(give --out NEW to measure it again)", file=sys.stderr)
                 continue
             t0 = time.process_time()
             res = fl.run(method, fed, model=args.model, rounds=args.rounds, period=args.period,

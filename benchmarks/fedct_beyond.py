@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,8 @@ def main() -> None:
         fed = load(setting, seed)
         for variant, method, options in parsed:
             if (name, variant, seed) in done:
+                print(f"{name} {variant} seed {seed}: kept from {out}, not rerun "
+                      "(give --out NEW to measure it again)", file=sys.stderr)
                 continue
             t0 = time.process_time()
             res = fl.run(method, fed, model=setting["model"], rounds=setting["rounds"],

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,8 @@ def main() -> None:
     done = {(r["setting"], r["seed"], r["steps"]) for r in rows}
     for seed in (int(s) for s in args.seeds.split(",")):
         if (name, seed, args.steps) in done:
+            print(f"{name} seed {seed} steps {args.steps}: kept from {out}, not rerun "
+                  "(give --out NEW to measure it again)", file=sys.stderr)
             continue
         rows.append(one_seed(setting, name, seed, args.steps))
         out.parent.mkdir(parents=True, exist_ok=True)

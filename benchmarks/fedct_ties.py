@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,8 @@ def main() -> None:
                     for variant in VARIANTS:
                         k = (ds, model, seed, variant, rounds, args.period)
                         if k in done:
+                            print(f"{k}: kept from {args.out}, not rerun (give --out NEW "
+                                  "to measure it again)", file=sys.stderr)
                             continue
                         rec = run_one(ds, model, seed, variant, rounds, args.period)
                         records.append(rec)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,8 @@ def main() -> None:
                     todo = {"method": method, "options": options, "seed": seed, "k": k,
                             "attack": attack}
                     if key(todo) in done:
+                        print(f"{key(todo)}: kept from {out}, not rerun (give --out NEW "
+                              "to measure it again)", file=sys.stderr)
                         continue
                     row = one_run(fed, method, options, model, k, attack, args, seed)
                     rows.append(row)

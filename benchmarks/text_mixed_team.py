@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,8 @@ def main() -> None:
                 if args.opt and label.startswith("fedct"):
                     cfg["options"] = args.opt
                 if run_key(cfg) in done:
+                    print(f"{label} |U|={u} seed={seed}: kept from {out}, not rerun "
+                          "(give --out NEW to measure it again)", file=sys.stderr)
                     continue
                 rec = one_run(args, label, u, seed)
                 data["runs"].append({"config": cfg, **rec})
