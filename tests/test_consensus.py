@@ -6,6 +6,7 @@ from fedlabels.consensus import (
     kappa_rows,
     leave_one_out_kappa,
     majority_vote,
+    peer_kappa,
     qualified_majority,
     vote_counts,
 )
@@ -66,3 +67,32 @@ def test_leave_one_out_kappa_equals_the_argmax_of_each_clients_others(seed):
             top[i] = others.argmax(axis=1)
         want = kappa_rows(votes, top, c)
         assert leave_one_out_kappa(votes, c, w).tobytes() == want.tobytes()
+
+
+def _peer_kappa_loop(votes, c):
+    # the former peer_kappa: kappa_rows of every client with client j, one j at a time
+    m = votes.shape[0]
+    pairs = np.stack([np.maximum(kappa_rows(votes, votes[j], c), 0.0) for j in range(m)])
+    return (pairs.sum(axis=0) - np.diag(pairs)) / max(m - 1, 1)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_peer_kappa_equals_the_loop_over_clients_to_the_bit(seed):
+    # few classes and examples make ties and equal labellings; classes beyond the votes'
+    # (absent) and constant clients (chance agreement 1) occur; a block of one row as well
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+    c = int(rng.integers(1, 6))
+    truth = rng.integers(0, c, n)
+    votes = np.where(rng.random((m, n)) < rng.random((m, 1)), truth, rng.integers(0, c, (m, n)))
+    votes[: m // 4] = rng.integers(0, c, (m // 4, 1))  # constant clients
+    for classes in (c, c + 3):
+        want = _peer_kappa_loop(votes, classes)
+        assert peer_kappa(votes, classes).tobytes() == want.tobytes()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("fedlabels.consensus._CHANCE_BLOCK", 1)
+        assert peer_kappa(votes, c).tobytes() == _peer_kappa_loop(votes, c).tobytes()
+
+
+def test_peer_kappa_of_no_examples_is_zero():
+    assert peer_kappa(np.zeros((3, 0), dtype=int), 2).tolist() == [0.0, 0.0, 0.0]
