@@ -125,6 +125,35 @@ def test_clients_predict_together_what_they_predict_one_by_one(spec):
             np.testing.assert_array_equal(job.out.argmax(1)[clear], ref.argmax(1)[clear])
 
 
+@pytest.mark.parametrize("spec", ["mlp(hidden=32-16)", "cnn(arch=small)"])
+def test_a_group_predicts_predict_batch_size_rows_in_all_a_pass(spec):
+    # m clients' chunks of predict_batch_size rows each held m times one client's
+    # activations (DS-FL's mlp at 50 clients peaked at 1.5 GB): a pass takes that many in all
+    clients, (X_all, _), _ = digits_clients((40, 75, 130, 61))
+    models = learners(spec, 4)
+    seen: list[int] = []
+    for m, (X, y) in zip(models, clients, strict=True):
+        m.train_steps(X, y, 2)
+        m.predict_batch_size = 100
+        alone = m._inputs
+
+        def counted(x, *args, _alone=alone, **kwargs):
+            seen.append(len(x))
+            return _alone(x, *args, **kwargs)
+        m._inputs = counted
+    U = X_all[:333]
+    for jobs in ([PredictJob(m, U) for m in models],
+                 [PredictJob(m, X) for m, (X, _) in zip(models, clients, strict=True)]):
+        seen.clear()
+        predict_together(jobs)
+        shared = jobs[0].X is jobs[1].X
+        per_pass = 1 if shared else 4  # a shared U's chunk once, else each client's own
+        assert max(seen) * 4 <= 100 and len(seen) % per_pass == 0, seen
+        for job in jobs:
+            np.testing.assert_allclose(job.out, job.learner._predict_proba_alone(job.X),
+                                       rtol=1e-5, atol=1e-6)
+
+
 def test_different_architectures_predict_in_their_own_groups():
     clients, (X_all, _), _ = digits_clients((40, 50, 60, 70))
     models = learners("mlp(hidden=8)", 2) + learners("mlp(hidden=16)", 1) + \

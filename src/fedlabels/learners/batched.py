@@ -329,7 +329,9 @@ def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> 
             np.ascontiguousarray(X0, dtype=np.float32)).to(device))
     outs = [np.empty((len(j.X), len(ln.classes_)), dtype=np.float32)
             for j, ln in zip(jobs, learners, strict=True)]
-    step = first.predict_step()
+    # predict_step() rows in all, as one learner's pass alone: a chunk of that many rows for
+    # every client held m times its activations (DS-FL's mlp at 50 clients: 1.5 GB peak)
+    step = max(1, first.predict_step() // len(jobs))
     with torch.no_grad():
         for start in range(0, n_rows, step):
             if resident is not None:
