@@ -716,3 +716,19 @@ def test_the_byte_meter_keeps_little_per_round_and_checkpoints_its_sorted_counts
     assert meter.total("up") == sum(n for (_, _, d, g), n in flat.items()
                                     if d == "up" and g == "protocol")
     assert meter.per_client(7, [3, 4, 9], "up", "control") == [5, 0, 0]
+
+
+def test_clients_predicting_together_in_short_chunks_resume_as_uninterrupted(
+        fed: Federation, tmp_path: Path) -> None:
+    # batch_clients on: a chunk of predict_batch_size rows in all, 2 of each of 3 clients
+    # (U and the test set in many chunks); the resumed run predicts as the uninterrupted one
+    model = as_models("mlp(hidden=8,predict_batch_size=7)")
+
+    def run(**kw: Any) -> RunResult:  # DS-FL draws no noise (threads refuse a stream)
+        return simulate(METHODS["ds-fl"], fed, model, rounds=ROUNDS, period=PERIOD,
+                        seed=SEED, progress=False, batch_clients="on", **kw)
+
+    full = run()
+    path = tmp_path / "run.checkpoint.npz"
+    run(checkpoint=path, on_round=interrupt_after(1))
+    assert_same_run(full, run(resume=path), fed.X_test)
