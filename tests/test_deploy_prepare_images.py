@@ -71,3 +71,24 @@ def test_a_sites_deep_images_are_scaled_as_the_federations(tmp_path: Path) -> No
     assert fed.peak is None and "image_peak" not in np.load(tmp_path / "dep" / "shared.npz")
     own = fed.pixels[fed.labels == fed.classes.index("b")].astype(np.float32) / 255.0
     np.testing.assert_array_equal(np.sort(site.private.X, axis=0), np.sort(own, axis=0))
+
+
+def test_shared_npz_holds_an_images_pixel_names_as_their_shape(tmp_path: Path) -> None:
+    """shared.npz held a string per pixel (27 million for 3 x 3000 x 3000 images); it holds
+    their (C, H, W), read back as the federation's names; a file written the old way (the
+    strings) still reads."""
+    from fedlabels.data.pixel_names import PixelNames
+    from fedlabels.engines.flower.site import shared_feature_names
+
+    _deep_folder(tmp_path / "fed", {"a": 40000, "b": 3000})
+    assert main(["deploy", "prepare", "--dataset", f"imagefolder:{tmp_path / 'fed'}",
+                 "--clients", "3", "--model", "dt", "--rounds", "1",
+                 "--out-dir", str(tmp_path / "dep")]) == 0
+    shared = dict(np.load(tmp_path / "dep" / "shared.npz"))
+    assert "feature_names" not in shared and shared["pixel_names"].tolist() == [1, 6, 6]
+    names = shared_feature_names(shared)
+    want = [f"row{y}_col{x}" for y in range(6) for x in range(6)]
+    assert isinstance(names, PixelNames) and list(names) == want
+    old = {k: v for k, v in shared.items() if k != "pixel_names"}
+    old["feature_names"] = np.array(want, dtype=str)  # as prepare wrote it before
+    assert shared_feature_names(old) == want

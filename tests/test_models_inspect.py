@@ -144,3 +144,53 @@ def test_inspect_says_when_inputs_are_principal_components(capsys):
                     progress=False)
     desc = fl.inspect_models(result, client=1)[0]
     assert "principal components" in desc["units"] and "pc" in desc["text"]
+
+
+
+def _former_text(tree, names, scaling, **kwargs):
+    """The former tree text: export_text with the list of every name, then each threshold
+    of the feature so named in the data's units."""
+    import re
+
+    from sklearn.tree import export_text
+
+    text = export_text(tree, feature_names=list(names), **kwargs)
+    if scaling is None:
+        return text
+    index = {n: i for i, n in enumerate(names)}
+
+    def undo(m):
+        j = index[m.group(2)]
+        value = float(m.group(4)) * float(scaling[1][j]) + float(scaling[0][j])
+        return f"{m.group(1)}{m.group(2)} {m.group(3)} {value:.4g}"
+
+    return re.sub(r"^(.*?\|--- )(.+) (<=|>)\s+(-?[\d.]+(?:e[-+]?\d+)?)$", undo, text,
+                  flags=re.M)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_trees_text_makes_only_the_pixel_names_it_splits_on(scaled, monkeypatch):
+    """inspect built a list of every feature's name for export_text (27 million pixel names
+    for 3 x 3000 x 3000 images); the text is the former one, and only the names of the
+    features the tree splits on are made."""
+    import numpy as np
+    from sklearn.tree import DecisionTreeClassifier
+
+    from fedlabels.data.pixel_names import PixelNames
+    from fedlabels.reporting.inspect import describe_model
+
+    rng = np.random.default_rng(0)
+    X = rng.random((80, 3 * 5 * 4))
+    y = (X[:, 7] > 0.5).astype(int) + (X[:, 41] > 0.3)
+    tree = DecisionTreeClassifier(max_depth=3, random_state=0).fit(X, y)
+    names = PixelNames((3, 5, 4))
+    scaling = (rng.random(60), rng.random(60) + 0.5) if scaled else None
+    want = _former_text(tree, names, scaling, class_names=["a", "b", "c"],
+                        decimals=6 if scaled else 3)
+    made: list[int] = []
+    real = PixelNames._name
+    monkeypatch.setattr(PixelNames, "_name", lambda self, i: made.append(i) or real(self, i))
+    monkeypatch.setattr(PixelNames, "__iter__", lambda self: pytest.fail("every name made"))
+    got = describe_model(tree, names, ["a", "b", "c"], scaling=scaling)
+    assert got["text"] == want
+    assert made and set(made) <= {int(f) for f in tree.tree_.feature if f >= 0}

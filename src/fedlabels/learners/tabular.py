@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Sequence
 from typing import Any, Self
 
 import numpy as np
@@ -216,7 +217,7 @@ class RuleFitClassifier(ClassifierMixin, BaseEstimator):
         p = 1.0 / (1.0 + np.exp(-scores))
         return p / p.sum(axis=1, keepdims=True)
 
-    def rules(self, feature_names: list[str] | None = None) -> list[dict[str, Any]]:
+    def rules(self, feature_names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The fitted rules: ``{"class", "rule", "coef", "support", "importance"}``.
 
         Sorted by importance |coef| * sqrt(s (1 - s)) (Friedman & Popescu), largest first.

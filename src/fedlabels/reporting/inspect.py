@@ -27,6 +27,7 @@ import numpy as np
 
 from fedlabels.core.class_names import shown_names_of
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.data.pixel_names import PixelNames, names_copy
 from fedlabels.results.models_file import load_models
 from fedlabels.results.predict import client_index
 
@@ -36,13 +37,38 @@ if TYPE_CHECKING:
 
 # ------------------------------------------------------------------ descriptions
 
-def _names(feature_names: list[str] | None, n: int) -> list[str]:
+def _names(feature_names: Sequence[str] | None, n: int) -> Sequence[str]:
+    """The ``n`` features' names: an image's :class:`PixelNames` as they are (each made when
+    read), others as strings; ``x0``, ``x1``, ... without names of that count."""
     if feature_names and len(feature_names) == n:
-        return [str(f) for f in feature_names]
+        return feature_names if isinstance(feature_names, PixelNames) else \
+            [str(f) for f in feature_names]
     return [f"x{i}" for i in range(n)]
 
 
-def _top(values: np.ndarray, names: list[str], top: int) -> list[tuple[str, float]]:
+#: a split line of ``export_text`` without names: ``|--- feature_12 <= 0.50``
+_SPLIT = re.compile(r"^(.*?\|--- )feature_(\d+) (<=|>)(\s+)(-?[\d.]+(?:e[-+]?\d+)?)$", re.M)
+
+
+def _tree_text(tree: Any, names: Sequence[str],
+               scaling: tuple[np.ndarray, np.ndarray] | None, **kwargs: Any) -> str:
+    """``export_text`` of ``tree`` with the names of the features it splits on, and with
+    ``scaling`` (U's mean and std) each threshold ``z`` of feature ``j`` in the data's own
+    units, ``z * std[j] + mean[j]``. Only the names used are made: export_text's own
+    ``feature_names`` takes a list of every name (27 million for 3 x 3000 x 3000 images)."""
+    from sklearn.tree import export_text
+
+    def named(m: re.Match[str]) -> str:
+        j = int(m.group(2))
+        if scaling is None or j >= len(scaling[0]):
+            return f"{m.group(1)}{names[j]} {m.group(3)}{m.group(4)}{m.group(5)}"
+        value = float(m.group(5)) * float(scaling[1][j]) + float(scaling[0][j])
+        return f"{m.group(1)}{names[j]} {m.group(3)} {value:.4g}"
+
+    return _SPLIT.sub(named, export_text(tree, **kwargs))
+
+
+def _top(values: np.ndarray, names: Sequence[str], top: int) -> list[tuple[str, float]]:
     values = np.asarray(values, dtype=float).ravel()
     order = np.argsort(-np.abs(values), kind="stable")[:top]
     return [(names[i], float(values[i])) for i in order if values[i] != 0]
@@ -51,23 +77,6 @@ def _top(values: np.ndarray, names: list[str], top: int) -> list[tuple[str, floa
 def _class_label(c: Any, class_names: list[str] | None) -> str:
     c = int(c)
     return class_names[c] if class_names and 0 <= c < len(class_names) else str(c)
-
-
-def _unscaled_tree_text(text: str, names: list[str], mean: np.ndarray,
-                       std: np.ndarray) -> str:
-    """``export_text`` with each threshold ``z`` of feature ``j`` turned back into the data's
-    own units, ``z * std[j] + mean[j]``."""
-    index = {n: i for i, n in enumerate(names)}
-
-    def undo(m: re.Match[str]) -> str:
-        j = index.get(m.group(2))
-        if j is None or j >= len(mean):
-            return m.group(0)
-        value = float(m.group(4)) * float(std[j]) + float(mean[j])
-        return f"{m.group(1)}{m.group(2)} {m.group(3)} {value:.4g}"
-
-    return re.sub(r"^(.*?\|--- )(.+) (<=|>)\s+(-?[\d.]+(?:e[-+]?\d+)?)$", undo, text,
-                  flags=re.M)
 
 
 def units_note(preprocessing: Any) -> str:
@@ -104,7 +113,7 @@ def _target_range(preprocessing: Any) -> tuple[float, float] | None:
     return None if value is None else (float(value[0]), float(value[1]))
 
 
-def describe_model(model: Any, feature_names: list[str] | None = None,
+def describe_model(model: Any, feature_names: Sequence[str] | None = None,
                    class_names: list[str] | None = None, top: int = 10,
                    scaling: tuple[np.ndarray, np.ndarray] | None = None,
                    target_range: tuple[float, float] | None = None) -> dict[str, Any]:
@@ -141,21 +150,13 @@ def describe_model(model: Any, feature_names: list[str] | None = None,
         with contextlib.suppress(ValueError, AttributeError):  # e.g. a linear booster
             out["feature_importances"] = _top(inner.feature_importances_, names, top)
     if kind == "DecisionTreeClassifier":
-        from sklearn.tree import export_text
-
         cls = [_class_label(c, class_names) for c in inner.classes_]
-        text = export_text(inner, feature_names=names, class_names=cls,
-                           decimals=3 if scaling is None else 6)
-        if scaling is not None:
-            text = _unscaled_tree_text(text, names, *scaling)
+        text = _tree_text(inner, names, scaling, class_names=cls,
+                          decimals=3 if scaling is None else 6)
         out.update(kind="decision_tree", depth=int(inner.get_depth()),
                    n_leaves=int(inner.get_n_leaves()), text=text)
     elif kind == "DecisionTreeRegressor":
-        from sklearn.tree import export_text
-
-        text = export_text(inner, feature_names=names, decimals=6)
-        if scaling is not None:
-            text = _unscaled_tree_text(text, names, *scaling)
+        text = _tree_text(inner, names, scaling, decimals=6)
         lo, hi = target_range or (0.0, 1.0)
         text = re.sub(r"value: \[(-?[\d.]+(?:e[-+]?\d+)?)\]",
                       lambda m: f"value: {lo + (hi - lo) * float(m.group(1)):.6g}", text)
@@ -265,12 +266,12 @@ def inspect_models(result: RunResult | str | Path,
         payload = load_models(given_path(result, "inspect_models' result (a RunResult or "
                                                  "a result file)"), trust_modules)
         models, specs = payload["models"], payload["model_specs"]
-        names = list(feature_names or payload["feature_names"] or [])
+        names = names_copy(feature_names or payload["feature_names"] or [])
         classes = shown_names_of(payload)
         preprocessing = payload.get("preprocessing")
     else:
         models, specs = list(result.client_models), list(result.models)
-        names = list(feature_names or getattr(result, "feature_names", []) or [])
+        names = names_copy(feature_names or getattr(result, "feature_names", []) or [])
         classes = shown_names_of(result.federation)
         preprocessing = getattr(result, "preprocessing", None)
     scaling = _scaling(preprocessing)

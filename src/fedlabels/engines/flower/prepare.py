@@ -4,7 +4,8 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
 ``fedlabels run`` does for the same options and seed, and writes
 
 * ``client_<i>.npz`` — site i's private ``X``, ``y`` (give each site only its own file);
-* ``shared.npz`` — the public U, the test set, class and feature names, the
+* ``shared.npz`` — the public U, the test set, class and feature names (an image's pixel
+  names as their (C, H, W) shape, ``pixel_names``: :func:`.site.names_arrays`), the
   standardisation of U and, with ``missing="public-median"``, U's median of each column
   (``fill``, from U's rows only: a site fills the gaps of its own raw rows with it); every
   site gets this one;
@@ -41,6 +42,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
 from fedlabels.core.private_files import write_private, write_private_with
 from fedlabels.core.threads import torch_threads
+from fedlabels.engines.flower.site import names_arrays
 from fedlabels.engines.flower.site_plan import plan_of
 from fedlabels.engines.flower.spec import (
     RUN_CONFIG_KEY,
@@ -255,7 +257,7 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
     one_run_budget = _charges_site_ledger(cfg, fed, datasets[0])
     shared = {"X_public": fed.X_public, "X_test": fed.X_test, "y_test": fed.y_test,
               "class_names": np.array(fed.class_names, dtype=str),
-              "feature_names": np.array(fed.feature_names, dtype=str)}
+              **names_arrays(fed.feature_names)}
     if fed.info.get("class_descriptions"):  # documented meanings: a site's CSV may use them
         shared["class_descriptions"] = np.array(fed.info["class_descriptions"], dtype=str)
     if cfg.public_pca is None:

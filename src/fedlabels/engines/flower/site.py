@@ -13,7 +13,8 @@ Node config keys (``flower-supernode --node-config '...'``):
     or their documented meanings in its ``class_descriptions``: :func:`label_lookup`).
 ``shared-path``
     The shared public ``.npz``: ``X_public`` (U), ``X_test``, ``y_test``, ``class_names``,
-    ``feature_names``, ``class_descriptions`` where the dataset documents what its labels
+    ``feature_names`` (images: ``pixel_names``, their (C, H, W) shape),
+    ``class_descriptions`` where the dataset documents what its labels
     mean, and, if the features were standardised, ``scale_mean`` / ``scale_std``
     (applied to CSV rows so they match U); for a table with categorical columns,
     ``raw_columns`` and ``categorical``: a CSV holds the table's own columns and those are
@@ -43,7 +44,7 @@ This module does not import Flower.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError, did_you_mean
 from fedlabels.data import ClientData
+from fedlabels.data.pixel_names import PixelNames
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,23 @@ def _load_npz(path: Path, who: str, keys: tuple[str, ...]) -> dict[str, np.ndarr
         raise FedLabelsError(f"{who}: cannot read {path} as an .npz file ({exc}).") from None
 
 
+def names_arrays(names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Feature names as ``shared.npz`` holds them: an image's pixel names as their (C, H, W)
+    shape (``pixel_names``; a string per pixel took 27 million strings for 3 x 3000 x 3000
+    images), other names as a string array (``feature_names``)."""
+    if isinstance(names, PixelNames):
+        return {"pixel_names": np.array(names.shape, dtype=np.int64)}
+    return {"feature_names": np.array(list(names), dtype=str)}
+
+
+def shared_feature_names(shared: Mapping[str, np.ndarray]) -> Sequence[str]:
+    """:func:`names_arrays`' names (a file written before pixel_names, with a string per
+    pixel, reads as its strings)."""
+    if "pixel_names" in shared:
+        return PixelNames(tuple(int(v) for v in np.asarray(shared["pixel_names"]).ravel()))
+    return [str(f) for f in shared["feature_names"]]
+
+
 def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
                       who: str) -> tuple[np.ndarray, np.ndarray]:
     from fedlabels.data.csv_table import read_csv_frame
@@ -157,8 +176,8 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
     if target not in frame.columns:
         raise FedLabelsError(f"{who}: CSV {path} has no label column {target!r}; columns: "
                              f"{list(frame.columns)[:10]}.")
-    raw = shared.get("raw_feature_names", shared["feature_names"])  # public_pca: raw columns
-    features = [str(f) for f in raw]
+    raw = shared.get("raw_feature_names")  # public_pca: raw columns
+    features = [str(f) for f in (shared_feature_names(shared) if raw is None else raw)]
     if "categorical" in shared:  # the table's own columns, one-hot encoded as U's were
         X = _one_hot_rows(frame, shared, features, f"{who}: CSV {path}")
     else:
@@ -326,7 +345,11 @@ def load_site(node_config: dict[str, Any], node_id: int | None = None) -> SiteDa
         raise FedLabelsError(f"{who}: node config needs partition-id=I with I in 0..m-1 (this "
                              f"site's client index); got {pid!r}.")
     shared = _load_npz(_path(node_config, "shared-path", who), who,
-                       ("X_public", "X_test", "y_test", "class_names", "feature_names"))
+                       ("X_public", "X_test", "y_test", "class_names"))
+    if "feature_names" not in shared and "pixel_names" not in shared:
+        raise FedLabelsError(f"{who}: {_path(node_config, 'shared-path', who)} lacks the "
+                             f"array(s) ['feature_names'] (or an image's pixel_names); it "
+                             f"has {sorted(shared)}.")
     data_path = _path(node_config, "data-path", who, folder=True)
     if data_path.is_dir():
         X, y = _private_from_images(data_path, shared, who)
