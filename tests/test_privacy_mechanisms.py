@@ -216,3 +216,33 @@ def test_bad_epsilon_rejected(eps: float) -> None:
 def test_bad_sensitivity_rejected_by_mechanism() -> None:
     with pytest.raises(FedLabelsError, match="sensitivity"):
         flip_probability(1.0, 0)
+
+
+def test_consensus_tie_break_never_overturns_a_strict_lead() -> None:
+    """The jitter only breaks ties: where one class has strictly the most raw bits, the
+    consensus is that class (brute force over the raw counts), at any flip probability."""
+    rng = np.random.default_rng(11)
+    noisy = (rng.random((5, 20_000, 4)) < 0.5).astype(np.uint8)
+    raw = noisy.sum(axis=0)
+    top = raw.max(axis=1, keepdims=True)
+    unique = (raw == top).sum(axis=1) == 1
+    for f in (0.05, 0.3, 0.45):
+        labels = bit_count_consensus(noisy, f, rng)
+        np.testing.assert_array_equal(labels[unique], raw[unique].argmax(axis=1))
+        assert np.all(raw[np.arange(len(labels)), labels] == top[:, 0])  # ties: a top class
+
+
+def test_consensus_quorum_keeps_a_share_exactly_at_the_quorum() -> None:
+    """At a negligible flip probability the quorum is the plain qualified majority's (a top
+    share equal to the quorum is kept, one below it abstains)."""
+    from fedlabels.consensus import qualified_majority
+
+    rng = np.random.default_rng(12)
+    votes = np.array([[0, 0, 1, 2], [0, 1, 1, 0], [0, 0, 1, 1], [2, 2, 2, 2]])  # (m, n)
+    f = flip_probability(60.0, 2)  # ~1e-13: the debiased counts are the raw ones
+    noisy = np.stack([one_hot(v, 3) for v in votes])
+    for quorum in (0.75, 0.5):
+        expected = qualified_majority(votes, 3, quorum)
+        labels = bit_count_consensus(noisy, f, rng, quorum=quorum)
+        np.testing.assert_array_equal(labels[expected != ABSTAIN], expected[expected != ABSTAIN])
+        assert np.all(labels[expected == ABSTAIN] == ABSTAIN)
