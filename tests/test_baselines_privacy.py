@@ -57,6 +57,20 @@ def test_confident_gnmax_abstains_below_the_threshold():
     assert release.threshold_noise.std() == pytest.approx(0.5, rel=0.05)
 
 
+def test_confident_gnmax_threshold_check_is_noisy():
+    """The check max + N(0, σ₁²) >= T decides which queries are answered: one σ₁ below T,
+    a share 1 - Φ(1) of them is (normal tail, 5 s.d. of the binomial share), none without
+    the noise, and each answer is the noise it reports added to the top count."""
+    n, s1, threshold = 20_000, 2.0, 10.0
+    counts = np.tile([threshold - s1, 0.0, 1.0], (n, 1))
+    release = gnmax_aggregate(counts, 1.0, np.random.default_rng(3), threshold=threshold,
+                              threshold_sigma=s1)
+    share = float(norm.sf(1.0))
+    assert abs(release.answered.mean() - share) < 5 * math.sqrt(share * (1 - share) / n)
+    np.testing.assert_array_equal(release.answered,
+                                  counts.max(axis=1) + release.threshold_noise >= threshold)
+
+
 def test_laplace_noise_has_scale_two_over_epsilon():
     # L1 sensitivity 2 (one vote moves) -> b = 2 / eps; Laplace(b): E|X| = b, std = sqrt(2) b
     eps = 0.5
