@@ -167,6 +167,43 @@ def test_noise_comes_from_the_secret_source_not_the_seed() -> None:
     np.testing.assert_array_equal(c, d)
 
 
+def test_a_step_adds_noise_of_std_sigma_c_over_q_n_to_a_poisson_sample(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a step hands Adam: the clipped sum of a Poisson sample at rate q plus
+    N(0, σ²C²) on every coordinate, over the fixed q·n (never the realised sample's size).
+    At σ = 10⁴ the noise is all but the whole gradient, so each step's gradient·q·n/C has
+    std σ over its 771 coordinates (within 5 of its s.d. of 2.5 %, however many records
+    the step sampled); over 200 steps the mean sample size is q·n within 5 s.d."""
+    grads: list[np.ndarray] = []
+    sizes: list[int] = []
+    adam, clipped_sum = dpsgd_module.adam_step, dpsgd_module.clipped_gradient_sum
+
+    def spy_adam(opt: Any) -> None:
+        grads.append(np.concatenate([p.grad.detach().numpy().ravel()
+                                     for g in opt.param_groups for p in g["params"]]))
+        adam(opt)
+
+    def spy_sum(model: Any, xb: Any, yb: Any, clip: float) -> Any:
+        sizes.append(len(yb))
+        return clipped_sum(model, xb, yb, clip)
+
+    monkeypatch.setattr(dpsgd_module, "adam_step", spy_adam)
+    monkeypatch.setattr(dpsgd_module, "clipped_gradient_sum", spy_sum)
+    rng = np.random.default_rng(4)
+    n, clip = 100, 0.5
+    X, y = rng.normal(size=(n, 5)), rng.integers(0, 3, n)
+    mlp = TorchMLPClassifier(hidden_layer_sizes=(32, 16), n_classes=3,
+                             random_state=3).initialise(5, 3)
+    sigma, q = 1e4, 0.05
+    dpsgd_steps(mlp, X, y, 50, DPSGDConfig(sigma, q, clip), rng)
+    scaled = np.stack(grads) * q * n / clip  # (steps, coordinates)
+    assert scaled.shape == (50, 771) and len(set(sizes)) > 3  # samples of several sizes
+    assert np.all(np.abs(scaled.std(axis=1) / sigma - 1) < 5 / np.sqrt(2 * 771))
+    sizes.clear()
+    dpsgd_steps(mlp, X, y, 200, DPSGDConfig(1.0, 0.3, clip), rng)
+    assert abs(np.mean(sizes) - 0.3 * n) < 5 * np.sqrt(n * 0.3 * 0.7 / len(sizes))
+
+
 # ------------------------------------------------------------------ the methods
 
 
