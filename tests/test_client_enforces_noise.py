@@ -8,6 +8,8 @@ asked. Each message here is an honest run's message with one value changed.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from fedlabels.api import load_federation
@@ -74,6 +76,32 @@ def test_more_noise_than_asked_for_is_accepted(fed):
     noisier = (client.own_noise()["flip_probability"] + 0.5) / 2  # closer to 1/2
     reply = client.handle(_with(message, flip_probability=noisier))
     assert reply.kind == "dpfedct.bits" and client.releases == 1
+
+
+def test_a_complement_flip_probability_is_charged_as_the_same_noise(fed):
+    """f and 1 - f flip bits alike (the complement is post-processing): a server asking for
+    1 - f gets a release charged at the ε of f, bits · ln((1 - f)/f) > 0, never a negative ε
+    from ln(f/(1 - f))."""
+    message, client = _train(XOR, fed)
+    own = client.own_noise()["flip_probability"]
+    reply = client.handle(_with(message, flip_probability=1.0 - own))
+    assert reply.kind == "dpfedct.bits" and client.releases == 1
+    (event,) = client.ledger.events
+    bits = client.sensitivity_bits()
+    assert event.flip_probability == pytest.approx(own, rel=1e-12)
+    assert event.epsilon == pytest.approx(bits * math.log((1 - own) / own), rel=1e-9)
+
+
+def test_a_kary_client_charges_every_label_an_odd_bit_count_may_change(fed):
+    """s* = 41 bits: a changed label flips 2 bits of its one-hot row, so up to ⌈41/2⌉ = 21
+    labels may change and a release is charged 21·ε₁ (20 would undercharge)."""
+    message, client = _train(Case("dp-fedct", {"epsilon": 4.0, "sensitivity": 41,
+                                               "mechanism": "kary"}), fed)
+    client.handle(message)
+    (event,) = client.ledger.events
+    eps_label = client.own_noise()["epsilon_per_label"]
+    assert event.sensitivity_labels == 21
+    assert event.epsilon == pytest.approx(21 * eps_label, rel=1e-12)
 
 
 @pytest.mark.parametrize("case", [DPSGD, SA, XOR])
