@@ -16,7 +16,7 @@ import pytest
 
 from fedlabels.comm import Message
 from fedlabels.method.base import Settings
-from fedlabels.methods.fedavg.dp_fedavg import DPFedAvgOptions, DPFedAvgServer
+from fedlabels.methods.fedavg.dp_fedavg import DPFedAvgOptions, DPFedAvgServer, clip_update
 
 
 class ConstantUpdates:
@@ -69,3 +69,16 @@ def test_one_update_moves_the_mean_by_update_over_expected_clients() -> None:
     srv.run_round(0, grid)
     assert srv.weights[0] == pytest.approx(clip / m, rel=1e-4)
     assert grid.asked == [m]
+
+
+def test_clipping_scales_an_update_down_to_the_clip_never_up() -> None:
+    """clip(Δ) = Δ · min(1, S/‖Δ‖): an update within S is sent as it is, one beyond it along
+    its direction with norm S (the formula; a factor above 1 would change the update, not
+    only bound it)."""
+    rng = np.random.default_rng(0)
+    direction = rng.normal(size=50)
+    direction /= np.linalg.norm(direction)
+    for norm in (0.1, 0.49, 0.9, 2.0, 30.0):
+        clipped, seen = clip_update((norm * direction).astype(np.float32), 1.0)
+        assert seen == pytest.approx(norm, rel=1e-6)
+        np.testing.assert_allclose(clipped, min(norm, 1.0) * direction, rtol=1e-5, atol=1e-7)
