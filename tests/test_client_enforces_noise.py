@@ -104,6 +104,20 @@ def test_a_kary_client_charges_every_label_an_odd_bit_count_may_change(fed):
     assert event.epsilon == pytest.approx(21 * eps_label, rel=1e-12)
 
 
+def test_a_dpsgd_client_refuses_one_step_beyond_its_plan(fed):
+    """The noise is calibrated for rounds × period steps: a round that would take the
+    client one step past them is refused before it trains (and one that ends on them is
+    not)."""
+    message, client = _train(DPSGD, fed)
+    planned, steps = client.planned_dp_steps(), message.config["steps"]
+    client.dp_steps = planned - steps + 1
+    with pytest.raises(BudgetRefusal, match="planned"):
+        client.handle(message)
+    client.dp_steps = planned - steps
+    client.handle(message)
+    assert client.dp_steps == planned
+
+
 @pytest.mark.parametrize("case", [DPSGD, SA, XOR])
 def test_only_empirical_clients_answer_the_noiseless_estimate(fed, case):
     client = _role_factory(case, fed)(0)
