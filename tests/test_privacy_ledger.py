@@ -46,6 +46,20 @@ def test_the_budget_is_a_view_of_the_events_and_refuses_before_recording() -> No
     assert len(ledger.events) == 3  # the refused release was never recorded
 
 
+def test_the_budget_refuses_an_overspend_of_a_hundredth_of_a_percent() -> None:
+    """The check allows only float noise (a relative 1e-6) above the target: releases whose
+    ε exceeds it by 1e-4 of it are refused, ones 1e-7 of it above it admitted."""
+    ev = _xor()
+    two = account_labels([ev] * 2, DELTA).epsilon
+    over = Ledger(DELTA, target=two * (1 - 1e-4))
+    over.record(ev)
+    with pytest.raises(FedLabelsError, match="budget exceeded"):
+        over.record(ev)
+    within = Ledger(DELTA, target=two * (1 - 1e-7))
+    within.record(ev)
+    assert within.record(ev).epsilon == pytest.approx(two, rel=1e-12)
+
+
 def test_kinds_compose_and_events_round_trip_as_json() -> None:
     xor, kary = _xor(), KaryRREvent(0.6, 2, 0.3, 3, 10)
     sgd = DPSGDRoundEvent(1.1, 0.2, 1.0, ((0, 5),))
