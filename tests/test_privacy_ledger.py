@@ -19,7 +19,7 @@ from fedlabels.core.errors import FedLabelsError
 from fedlabels.learners import dpsgd as dpsgd_module
 from fedlabels.privacy.accounting import account_labels, rr_epsilon_exact
 from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent, dpsgd_epsilon
-from fedlabels.privacy.events import KaryRREvent, XorEvent
+from fedlabels.privacy.events import KaryRREvent, LaplaceNoisyMaxEvent, XorEvent
 from fedlabels.privacy.ledger import Ledger, account_events, events_from_json, events_to_json
 from fedlabels.privacy.mechanisms import flip_probability
 from fedlabels.privacy.site_ledger import SiteLedger, read_ledgers
@@ -65,10 +65,39 @@ def test_kinds_compose_and_events_round_trip_as_json() -> None:
     sgd = DPSGDRoundEvent(1.1, 0.2, 1.0, ((0, 5),))
     events = [xor, kary, sgd, DPSGDRoundEvent(1.1, 0.2, 1.0, ((0, 7),))]
     spent = account_events(events, DELTA)
-    labels = account_labels([xor, kary], DELTA).epsilon
-    assert spent.epsilon == pytest.approx(labels + dpsgd_epsilon(1.1, 0.2, 12, DELTA).epsilon)
+    # two kinds that spend a δ each: each at δ / 2, so the ledger's δ holds in all
+    labels = account_labels([xor, kary], DELTA / 2).epsilon
+    assert spent.epsilon == pytest.approx(labels + dpsgd_epsilon(1.1, 0.2, 12,
+                                                                 DELTA / 2).epsilon)
+    assert spent.delta == pytest.approx(DELTA)
     assert events_from_json(events_to_json(events)) == events
     assert account_events([], DELTA).epsilon == 0.0
+
+
+@pytest.mark.parametrize("events", [
+    [DPSGDRoundEvent(1.0, 0.01, 1.0, ((0, 100),)), DPSGDRoundEvent(1.0, 0.02, 1.0, ((0, 100),))],
+    [DPSGDRoundEvent(1.0, 0.01, 1.0, ((0, 100),)), DPSGDRoundEvent(2.0, 0.01, 1.0, ((0, 50),)),
+     LaplaceNoisyMaxEvent(2.0, 2.0, 3)],
+])
+def test_kinds_that_each_spend_a_delta_stay_within_the_ledgers_delta(events) -> None:
+    """Basic composition adds the δ's: k parts at the ledger's δ each would be (Σ ε, k·δ), a
+    δ the ledger's budget never allowed (a site's ledger over runs of two DP-SGD settings
+    reported δ = 2e-5 at δ = 1e-5). Each part is accounted at δ / k; oracle: the parts'
+    own accountants at δ / k, summed."""
+    ledger = Ledger(delta=DELTA)
+    ledger.events.extend(events)
+    spent = ledger.spent()
+    sgd = [e for e in events if isinstance(e, DPSGDRoundEvent)]
+    rest = [e for e in events if not isinstance(e, DPSGDRoundEvent)]
+    k = len(sgd) + (1 if rest else 0)
+    expected = sum(dpsgd_epsilon(e.noise_multiplier, e.sample_rate, e.steps[0][1],
+                                 DELTA / k).epsilon for e in sgd)
+    expected += account_events(rest, DELTA / k).epsilon if rest else 0.0
+    assert spent.delta <= DELTA * (1 + 1e-12)
+    assert spent.epsilon == pytest.approx(expected, rel=1e-9)
+    budget = Ledger(delta=DELTA, target=expected * 0.999)  # the split δ's ε decides
+    with pytest.raises(FedLabelsError, match="privacy budget exceeded"):
+        budget.record(*events)
 
 
 def _site(tmp_path: Path, key: bytes = b"k" * 32, epsilon: float | None = None,

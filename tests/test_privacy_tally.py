@@ -15,7 +15,7 @@ import pytest
 from fedlabels.core.errors import BudgetRefusal
 from fedlabels.privacy.accounting import PrivacySpent
 from fedlabels.privacy.discrete_accounting import discrete_gaussian_spent
-from fedlabels.privacy.dpsgd_accounting import DPSGDRoundEvent
+from fedlabels.privacy.dpsgd_accounting import DPSGD_ACCOUNTANTS, DPSGDRoundEvent, dpsgd_epsilon
 from fedlabels.privacy.events import (
     DiscreteGaussianEvent,
     GNMaxEvent,
@@ -32,7 +32,6 @@ from fedlabels.privacy.tally import (
     Tally,
     basic,
     client_part,
-    dpsgd_spent,
     named_clients,
 )
 
@@ -40,12 +39,13 @@ DELTA = 1e-5
 
 
 def _walk_dpsgd(events: Sequence[DPSGDRoundEvent], delta: float,
-                accountants: tuple[str, ...] | None = None) -> PrivacySpent:
+                accountants: tuple[str, ...] | None = None) -> list[PrivacySpent]:
     steps: dict[tuple[float, float], int] = {}
     for ev in events:
         key = (ev.noise_multiplier, ev.sample_rate)
         steps[key] = steps.get(key, 0) + sum(int(k) for _, k in ev.steps)
-    return dpsgd_spent(steps, delta, accountants)
+    return [dpsgd_epsilon(s, q, n, delta, accountants or DPSGD_ACCOUNTANTS)
+            for (s, q), n in sorted(steps.items())]
 
 
 def _walk_events(events: Sequence[Any], delta: float,
@@ -57,7 +57,16 @@ def _walk_events(events: Sequence[Any], delta: float,
     ``gaussian_accountants``: the accountants of sampled-Gaussian events (None: the
     defaults of :func:`~fedlabels.privacy.accounting.account_gaussian`); ``fast``: Gaussian
     and DP-SGD events by :data:`FAST_ACCOUNTANTS` only (a valid bound, maybe not the
-    tightest)."""
+    tightest). Basic composition adds the δ's: where k parts spend one, each at δ / k."""
+    parts = _walk_parts(events, delta, gaussian_accountants, fast)
+    k = sum(p.accountant != "none" and p.delta > 0 for p in parts)
+    return basic(_walk_parts(events, delta / k, gaussian_accountants, fast) if k > 1
+                 else parts)
+
+
+def _walk_parts(events: Sequence[Any], delta: float,
+                gaussian_accountants: tuple[str, ...] | None,
+                fast: bool) -> list[PrivacySpent]:
     if fast:
         gaussian_accountants = FAST_ACCOUNTANTS
     from fedlabels.privacy.accounting import account_gaussian, account_labels
@@ -73,7 +82,7 @@ def _walk_events(events: Sequence[Any], delta: float,
     if labels:
         parts.append(account_labels(labels, delta))
     if dpsgd:
-        parts.append(_walk_dpsgd(dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
+        parts.extend(_walk_dpsgd(dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
     for key in sorted({(ev.noise_multiplier, ev.sampling_rate) for ev in gauss}):
         parts.append(account_gaussian(
             [ev for ev in gauss if (ev.noise_multiplier, ev.sampling_rate) == key], delta,
@@ -88,7 +97,7 @@ def _walk_events(events: Sequence[Any], delta: float,
         acc_l = account_laplace([ev for ev in laplace
                                  if (ev.scale, ev.l1_sensitivity) == key], delta)
         parts.append(PrivacySpent(acc_l.epsilon, acc_l.delta, acc_l.accountant))
-    return basic(parts)
+    return parts
 
 
 def _walk_per_client(events: Sequence[Any], delta: float,

@@ -14,7 +14,9 @@ those, one that names none for every client; ε is the worst client's).
 
 Events of different kinds (a site that took part in an XOR run and a DP-SGD run on the same
 data) compose by basic composition of the per-kind (ε, δ): sound for any order, tight when
-one kind is used, which is every single run.
+one kind is used, which is every single run. Where k kinds (or settings) each spend a δ,
+each is accounted at δ / k, so the ledger's δ holds in all
+(:func:`~fedlabels.privacy.tally.composed`).
 
 :func:`events_to_json` / :func:`events_from_json` write events as plain JSON (the client
 state and the site ledger's file format): never pickle.

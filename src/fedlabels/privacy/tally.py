@@ -17,7 +17,7 @@ It is the ledger's one accounting: :func:`~fedlabels.privacy.ledger.account_even
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,13 +49,31 @@ def basic(parts: Sequence[PrivacySpent]) -> PrivacySpent:
                         "basic composition of " + ", ".join(p.accountant for p in used))
 
 
+def composed(parts_at: Callable[[float], list[PrivacySpent]], delta: float) -> PrivacySpent:
+    """:func:`basic` of the parts ``parts_at(δ)`` gives, within ``delta`` in all: basic
+    composition adds the δ's, so where k > 1 parts spend a δ each is accounted at δ / k
+    (the parts that spend none, pure-ε ones, keep theirs); one kind has the whole δ."""
+    parts = parts_at(delta)
+    with_delta = sum(p.accountant != "none" and p.delta > 0 for p in parts)
+    if with_delta > 1:
+        parts = parts_at(delta / with_delta)
+    return basic(parts)
+
+
 def dpsgd_spent(steps: dict[tuple[float, float], int], delta: float,
                 accountants: tuple[str, ...] | None = None) -> PrivacySpent:
-    """DP-SGD's (ε, δ) of ``steps`` per (σ, q), the settings composed by :func:`basic`."""
+    """DP-SGD's (ε, δ) of ``steps`` per (σ, q), the settings composed within ``delta`` by
+    :func:`composed`."""
+    return composed(lambda d: dpsgd_parts(steps, d, accountants), delta)
+
+
+def dpsgd_parts(steps: dict[tuple[float, float], int], delta: float,
+                accountants: tuple[str, ...] | None = None) -> list[PrivacySpent]:
+    """DP-SGD's (ε, δ) of ``steps`` per (σ, q), one part a setting, each at ``delta``."""
     from fedlabels.privacy.dpsgd_accounting import DPSGD_ACCOUNTANTS, dpsgd_epsilon
 
-    return basic([dpsgd_epsilon(s, q, n, delta, accountants or DPSGD_ACCOUNTANTS)
-                  for (s, q), n in sorted(steps.items())])
+    return [dpsgd_epsilon(s, q, n, delta, accountants or DPSGD_ACCOUNTANTS)
+            for (s, q), n in sorted(steps.items())]
 
 
 def client_part(event: Any, cid: int) -> Any:
@@ -202,8 +220,13 @@ class Tally:
 
     def spent(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
               fast: bool = False) -> PrivacySpent:
-        """(ε, δ) of the events tallied: each kind with its own accountant, kinds composed
-        by :func:`basic`."""
+        """(ε, δ) of the events tallied: each kind (each setting of DP-SGD and Gaussian
+        releases) with its own accountant, composed within ``delta`` by :func:`composed`."""
+        return composed(lambda d: self.parts(d, gaussian_accountants, fast), delta)
+
+    def parts(self, delta: float, gaussian_accountants: tuple[str, ...] | None = None,
+              fast: bool = False) -> list[PrivacySpent]:
+        """The (ε, δ) of each kind (each setting) of the events tallied, each at ``delta``."""
         from fedlabels.privacy.accounting import (
             account_label_tally,
             default_gaussian_accountants,
@@ -220,7 +243,7 @@ class Tally:
         if self.labels.count:
             parts.append(account_label_tally(self.labels, delta))
         if self.dpsgd:
-            parts.append(dpsgd_spent(self.dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
+            parts.extend(dpsgd_parts(self.dpsgd, delta, FAST_ACCOUNTANTS if fast else None))
         for (sigma, q), n in sorted(self.gauss.items()):
             check_delta(delta)
             parts.append(tightest_gaussian(sigma, q, n, delta, gaussian_accountants
@@ -235,7 +258,7 @@ class Tally:
         for (scale, l1), n in sorted(self.laplace.items()):
             acc = account_laplace([LaplaceNoisyMaxEvent(scale, l1, n)], delta)
             parts.append(PrivacySpent(acc.epsilon, acc.delta, acc.accountant))
-        return basic(parts)
+        return parts
 
 
 @dataclass
@@ -317,5 +340,5 @@ def parties(tally: Tally | ClientTallies) -> list[Tally]:
     return list(tally.clients.values()) or [tally.whole]
 
 
-__all__ = ["FAST_ACCOUNTANTS", "ClientTallies", "Tally", "basic", "client_part",
-           "dpsgd_spent", "named_clients", "parties"]
+__all__ = ["FAST_ACCOUNTANTS", "ClientTallies", "Tally", "basic", "client_part", "composed",
+           "dpsgd_parts", "dpsgd_spent", "named_clients", "parties"]
