@@ -160,7 +160,12 @@ def test_one_precision_rule():
     assert fmt(0.9070175) == "0.907" and fmt(52.123) == "52.1"
     assert fmt(25170.0, whole=True) == "25,170" and fmt(None) == MISSING
     assert fmt(25170.0, 3.4, whole=True) == "25,170 ± 3"
-    assert fmt(145.0, 0.3, whole=True) == "145 ± 0.3"  # not '145 ± 0': the runs differ
+    # bytes are whole, their spread too; '± 0' would say the runs agree
+    assert fmt(1118311.0, 0.2, whole=True) == "1,118,311 ± < 1"
+    assert fmt(145.0, 0.5, whole=True) == "145 ± < 1"  # 0.5 rounds to even: 0
+    # three significant digits counted after rounding: 0.99996 -> 1.00, not 1.000
+    assert fmt(0.99996) == "1.00" and fmt(9.9996) == "10.0" and fmt(0.0099996) == "0.0100"
+    assert fmt(0.5, 0.09996) == "0.50 ± 0.10"  # the spread's two digits, after rounding
 
 
 def test_empty_columns_are_left_out_and_caveats_shown(tmp_path):

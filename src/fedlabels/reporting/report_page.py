@@ -3,7 +3,7 @@ that have values; one precision rule), the figures, the confusion matrices, the 
 
 Precision: a value with a spread shows the spread to two significant digits and the mean
 to the same decimals (``0.925 ± 0.016``); a single value shows three significant digits;
-bytes and counts are whole numbers.
+bytes and counts are whole numbers, their spread too (``± < 1`` below one).
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ def _count(n: int, noun: str) -> str:
 
 
 def decimals(value: float, spread: float | None = None) -> int:
-    """Decimals of a cell: two significant digits of the spread, else three of the value."""
+    """Decimals of a cell: two significant digits of the spread, else three of the value
+    (counted after rounding, so 0.99996 has two decimals: ``1.00``)."""
     ref, digits = (spread, 2) if spread else (abs(value), 3)
     if not ref or not math.isfinite(ref):
         return 3
+    ref = float(f"{ref:.{digits - 1}e}")  # rounding may carry to the next power of ten
     return int(min(6, max(0, digits - 1 - math.floor(math.log10(ref)))))
 
 
@@ -74,8 +76,10 @@ def fmt(value: Any, spread: float | None = None, whole: bool = False) -> str:
         text = f"{value:,.0f}"
         if not spread:
             return text
-        # a spread that rounds to 0 keeps one significant digit: '± 0' would say none
-        return f"{text} ± {spread:,.0f}" if spread >= 0.5 else f"{text} ± {spread:.1g}"
+        # whole numbers have a whole spread; one that rounds to 0 reads '< 1', as '± 0'
+        # would say the runs agree
+        whole_spread = f"{spread:,.0f}"
+        return f"{text} ± {'< 1' if whole_spread == '0' else whole_spread}"
     d = decimals(float(value), spread)
     text = f"{value:,.{d}f}"
     return text if not spread else f"{text} ± {spread:,.{d}f}"
