@@ -68,3 +68,64 @@ def test_fl_run_of_a_class_weighted_model_on_an_imbalanced_table_says_it_learnt(
     assert result.clinical["metrics"]["balanced_accuracy"]["mean"] > 0.7
     assert len(said) == 1 and "below the majority-class baseline" in said[0]
     assert NOTHING not in said[0] and "balanced accuracy" in said[0]
+
+
+
+def _result(y: np.ndarray, pred: np.ndarray) -> object:
+    """A classification run's result as learnt_note reads it, of one client."""
+    from types import SimpleNamespace
+
+    c = int(y.max()) + 1
+    p = float(np.bincount(y).max() / y.size)
+    clinical = {"metrics": {"balanced_accuracy": {"mean": balanced_accuracy_score(y, pred)}},
+                "confusion_matrices": [confusion_matrix(y, pred, labels=range(c)).tolist()],
+                "baseline": {"class": 0, "accuracy": p,
+                             "half_width_95": 1.96 * np.sqrt(p * (1 - p) / y.size)}}
+    return SimpleNamespace(extra={"clinical": clinical},
+                           final={"mean_accuracy": accuracy_score(y, pred)},
+                           federation={"n_test": y.size,
+                                       "client_class_counts": [np.bincount(y).tolist()]})
+
+
+def _balanced(hits: int) -> object:
+    """10 balanced classes of 200 test rows; a model that answers class 0 but for ``hits``
+    rows of each other class: accuracy within noise of the majority class's 0.100 ± 0.013,
+    balanced accuracy (1 + 9 · hits / 200) / 10 above chance by the test set."""
+    y = np.repeat(np.arange(10), 200)
+    pred = np.zeros(2000, int)
+    for k in range(1, 10):
+        pred[np.flatnonzero(y == k)[:hits]] = k
+    return _result(y, pred)
+
+
+def test_the_learnt_note_says_imbalanced_only_on_imbalanced_classes():
+    """DP-FedAvg on digits (10 balanced classes) near chance was said to have learnt
+    '(imbalanced classes)'."""
+    from fedlabels.reporting.plots import learnt_note
+    from fedlabels.results.caveats import balanced_above_chance
+
+    run = _balanced(2)
+    ba, half, _ = balanced_above_chance(run.extra["clinical"])
+    assert learnt_note([run]) == (f"\n    balanced accuracy {ba:.3f} ± {half:.3f} (test set), "
+                                  "above chance 0.100: it learnt")
+    rng = np.random.default_rng(0)  # 540 'no', 60 'yes', recall 0.7 and 0.6
+    y = np.r_[np.zeros(540, int), np.ones(60, int)]
+    pred = np.where(y == 0, rng.random(600) > 0.7, rng.random(600) < 0.6).astype(int)
+    assert learnt_note([_result(y, pred)]).endswith("it learnt (imbalanced classes)")
+
+
+def test_the_learnt_note_over_seeds_needs_their_interval_above_chance():
+    """Each seed's run above chance by its test set is not enough for several seeds: their
+    mean's 95 % t-interval must lie above chance too (oracle: scipy's one-sample t-test)."""
+    from scipy import stats
+
+    from fedlabels.reporting.plots import learnt_note
+
+    for hits, said in (((1, 1, 2), False), ((2, 2, 1), True)):
+        runs = [_balanced(h) for h in hits]
+        bas = [r.extra["clinical"]["metrics"]["balanced_accuracy"]["mean"] for r in runs]
+        assert all(learnt_note([r]) for r in runs)  # each above chance on its own
+        p = stats.ttest_1samp(bas, 0.1, alternative="greater").pvalue
+        assert bool(p < 0.025) is said
+        note = learnt_note(runs)
+        assert bool(note) is said and ("(3 seeds), above chance 0.100" in note) is said

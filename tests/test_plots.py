@@ -586,16 +586,17 @@ def test_a_curve_below_the_majority_line_that_learnt_says_its_balanced_accuracy(
                        progress=False)
     assert weighted.mean_accuracy < weighted.clinical["baseline"]["accuracy"]
     ba = weighted.clinical["metrics"]["balanced_accuracy"]["mean"]
-    note = f"balanced accuracy {ba:.3f}, above chance 0.500: it learnt"
+    note = f"balanced accuracy {ba:.3f} ± "
     configs = group_runs([weighted, local, plain])
     for fig in (accuracy_figure([weighted, local, plain]),
                 curves_figure(configs, summary_rows(configs))):
         try:
             texts = [" ".join(t.split()) for t in _legend_texts(fig)]
             (entry,) = [t for t in texts if t.startswith("fedct · LogisticRegression")]
-            assert note in entry
+            assert note in entry and "above chance 0.500: it learnt (imbalanced classes)" \
+                in entry
             (ref,) = [t for t in texts if t.startswith("local")]
-            assert "above chance 0.500: it learnt" in ref
+            assert "above chance 0.500: it learnt (imbalanced classes)" in ref
             assert not [t for t in texts if "decision_tree" in t and "it learnt" in t]
         finally:
             matplotlib.pyplot.close(fig)

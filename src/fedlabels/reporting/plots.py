@@ -507,12 +507,17 @@ def guarantee_line(privacy: dict[str, Any]) -> str:
 def learnt_note(runs: Sequence[RunResult]) -> str:
     """A legend entry's line for classification runs whose accuracy is not clearly above
     the majority-class line drawn beside them but whose balanced accuracy is clearly above
-    chance (:func:`fedlabels.results.caveats.balanced_above_chance`; every run, their mean):
-    ``balanced accuracy 0.607, above chance 0.500: it learnt (imbalanced classes)``, so a
-    curve below that line is not read as learning nothing; ``""`` otherwise."""
+    chance: every run's by its test set's 95 % interval
+    (:func:`fedlabels.results.caveats.balanced_above_chance`) and, for two or more runs
+    (seeds), their mean's t-interval too. It states that evidence, ``balanced accuracy
+    0.607 ± 0.072 (test set), above chance 0.500: it learnt``, so a curve below that line is
+    not read as learning nothing, and adds ``(imbalanced classes)`` only where every run's
+    are (:func:`fedlabels.results.caveats.classes_imbalanced`); ``""`` otherwise."""
+    from fedlabels.core.intervals import t_half_width
     from fedlabels.results.caveats import (
         balanced_above_chance,
         chance_warning,
+        classes_imbalanced,
         majority_baseline,
     )
 
@@ -526,9 +531,17 @@ def learnt_note(runs: Sequence[RunResult]) -> str:
         found.append(above)
     if not found:
         return ""
-    ba, chance = float(np.mean([f[0] for f in found])), found[0][2]
-    return (f"\n    balanced accuracy {ba:.3f}, above chance {chance:.3f}: it learnt "
-            "(imbalanced classes)")
+    bas, chance = [f[0] for f in found], found[0][2]
+    ba = float(np.mean(bas))
+    if len(found) >= 2:
+        half, over = t_half_width(bas), f"{len(found)} seeds"
+        if ba - half <= chance:  # each run above chance, their mean not clearly so
+            return ""
+    else:
+        half, over = found[0][1], "test set"
+    why = " (imbalanced classes)" if all(classes_imbalanced(r) for r in runs) else ""
+    return (f"\n    balanced accuracy {ba:.3f} ± {half:.3f} ({over}), above chance "
+            f"{chance:.3f}: it learnt{why}")
 
 
 def where_it_ends(res: RunResult, last: int | None = None) -> str:

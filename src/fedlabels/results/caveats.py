@@ -125,6 +125,21 @@ def balanced_above_chance(clinical: dict[str, Any] | None
     return (float(ba), half, chance) if ba - half > chance else None
 
 
+def classes_imbalanced(res: RunResult) -> bool:
+    """Whether the run's majority class is clearly commoner than 1/C of its C classes: the
+    majority-class baseline's accuracy less its 95 % half-width above 1/C (the test set's
+    classes, from the confusion matrices; else the training classes')."""
+    base = majority_baseline(res)
+    chance = constant_balanced_accuracy(res)
+    if chance is None:
+        counts = [sum(col) for col in zip(*(res.federation.get("client_class_counts") or []),
+                                          strict=True)]
+        present = sum(1 for n in counts if n)
+        chance = 1.0 / present if present >= 2 else None
+    return (base is not None and chance is not None
+            and float(base["accuracy"]) - float(base["half_width_95"]) > chance)
+
+
 def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None,
                    clinical: dict[str, Any] | None = None) -> str | None:
     """A sentence when ``accuracy`` is not clearly above the majority-class baseline; it
