@@ -126,6 +126,37 @@ def test_no_clinical_entry_contradicts_the_recorded_accuracy(breast_cancer_fed):
         part.final["client_accuracies"])
 
 
+def test_pates_row_shows_the_baseline_of_the_test_set_it_is_scored_on(breast_cancer_fed):
+    """PATE's clinical metrics are unavailable (it scores its student), and its report row
+    showed a majority-class baseline estimated from the training classes (0.117) beside the
+    other rows' 0.096 measured on the same test set. Its result records the measured one
+    (oracle: the commonest pooled training class's share of the test labels), and a row
+    without one shows none."""
+    import copy
+    import warnings
+
+    import fedlabels as fl
+    from fedlabels.reporting.report import group_runs, summary_rows
+
+    fed = breast_cancer_fed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pate = fl.run("pate", fed, rounds=1, seed=0, progress=False)
+        fedct = fl.run("fedct", fed, model="dt", rounds=1, seed=0, progress=False)
+    train = np.bincount(np.concatenate([c.y for c in fed.clients]), minlength=2)
+    expected = float(np.mean(fed.y_test == np.argmax(train)))
+    assert "unavailable" in pate.extra["clinical"]
+    assert pate.extra["clinical"]["baseline"]["accuracy"] == pytest.approx(expected)
+    assert expected != pytest.approx(train.max() / train.sum())  # the estimate differs
+    old = copy.deepcopy(pate)  # a result written before the baseline was recorded
+    old.extra["clinical"] = {"unavailable": "scores something else"}
+    def row_baseline(res: fl.RunResult) -> float | None:
+        return summary_rows(group_runs([res]))[0]["majority_baseline"]
+
+    assert row_baseline(pate) == pytest.approx(row_baseline(fedct)) == pytest.approx(expected)
+    assert row_baseline(old) is None
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_torch_clients_final_metrics_predict_the_test_set_once(breast_cancer_fed,
                                                                 monkeypatch, workers):

@@ -339,7 +339,8 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
                    grid: Any = None) -> dict[str, Any]:
     """Clinical metrics of each client's final model on the test set (see
     :mod:`fedlabels.core.clinical`). Where the last round's evaluation scored something else
-    (a student, transductive labels), the entry says so instead of contradicting it.
+    (a student, transductive labels), the entry says so instead of contradicting it, and
+    keeps the majority-class baseline of the test set that evaluation scored.
     ``test_outputs``: each client's test predictions and class probabilities where they
     were computed already (by the worker that held the client). ``grid``'s ``after_turn``
     (an :class:`InProcessGrid` whose clients rest off their device) follows each client's
@@ -361,7 +362,8 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
     accuracies = summary["metrics"]["accuracy"]["clients"]
     if last_accuracies is not None and not np.allclose(accuracies, last_accuracies):
         return {"unavailable": "this method's evaluation scores something other than each "
-                               "client's model on the test set"}
+                               "client's model on the test set",
+                "baseline": summary["baseline"]}
     return summary
 
 

@@ -266,7 +266,10 @@ def _clinical_cells(conf: Configuration) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in SCALAR_METRICS[1:]:
         out[f"{name}_mean"], out[f"{name}_std"] = _mean_std(conf.clinical_values(name))
-    bases = [b["accuracy"] for r in conf.runs if (b := majority_baseline(r)) is not None]
+    # measured on the test set only: an estimate from the training classes (a result
+    # without one) is another number than the one the other rows of that test set show
+    bases = [b["accuracy"] for r in conf.runs
+             if (b := majority_baseline(r)) is not None and not b.get("estimated")]
     out["majority_baseline"] = float(np.mean(bases)) if bases and not conf.regression else None
     means = [b for r in conf.runs if (b := training_mean_baseline(r)) is not None]
     for key in ("rmse", "r2"):  # the mean over the seeds that record it
