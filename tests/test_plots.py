@@ -600,3 +600,31 @@ def test_a_curve_below_the_majority_line_that_learnt_says_its_balanced_accuracy(
             assert not [t for t in texts if "decision_tree" in t and "it learnt" in t]
         finally:
             matplotlib.pyplot.close(fig)
+
+
+def _cielab(colour: str) -> np.ndarray:
+    """CIELAB (D65) of a colour, from its sRGB."""
+    from matplotlib.colors import to_rgb
+
+    c = np.array(to_rgb(colour))
+    c = np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                    [0.0193, 0.1192, 0.9505]]) @ c / [0.95047, 1.0, 1.08883]
+    f = np.where(xyz > 216 / 24389, np.cbrt(xyz), (24389 / 27 * xyz + 16) / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_twenty_configurations_have_twenty_colours_and_the_first_seven_stay():
+    """With 7 colours the 8th configuration took the 1st one's colour, told apart by its
+    marker only. Now the first 20 have colours of their own, any two of them and the
+    baselines' grey (0.45) at least 20 CIELAB units apart (a just-visible difference is
+    about 2), and every configuration a (colour, marker) of its own."""
+    from fedlabels.reporting.plots import MARKERS, PALETTE, style
+
+    okabe_ito = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000"]
+    assert [style(i)[0] for i in range(7)] == okabe_ito
+    assert len({style(i)[0] for i in range(20)}) == 20
+    n = len(PALETTE) * len(MARKERS)
+    assert n >= 140 and len({style(i) for i in range(n)}) == n
+    labs = [_cielab(c) for c in (*PALETTE, "0.45")]
+    assert min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[i + 1:]) >= 20

@@ -24,10 +24,14 @@ from fedlabels.results import RunResult
 REFERENCE_METHODS = ("local", "centralized")
 #: how a reference's line is dashed, in every figure: local-only dashed, centralized dotted
 REFERENCE_DASH = {"local": "--", "centralized": ":"}
-#: Okabe & Ito's colour-blind-safe colours (their yellow left out: unreadable on white);
-#: matplotlib's default cycle set red against green
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
-#: markers: with the colour, a style no other of the first 49 series has
+#: Okabe & Ito's colour-blind-safe colours first (their yellow left out: unreadable on
+#: white; matplotlib's default cycle set red against green), then 13 more, each the one of
+#: tab10, Dark2 and Tol's muted colours farthest (CIELAB) from those before it and from the
+#: baselines' grey, so 20 configurations have 20 colours (before, the 8th repeated the 1st)
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000",
+           "#4B0092", "#666600", "#E7298A", "#66A61E", "#8B0000", "#882255", "#BCBD22",
+           "#9467BD", "#17BECF", "#A6761D", "#006D2C", "#B15928", "#D62728")
+#: markers: with the colour, a style no other of the first 140 series has
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
