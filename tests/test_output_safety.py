@@ -133,7 +133,7 @@ def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, capsys):
     assert (tmp_path / "r.rounds.csv").read_text() == "keep\n"
     assert main([*BASE, "--output", str(out), "--overwrite"]) == 0
     assert json.loads(out.read_text())["method"] == "fedct"
-    assert (tmp_path / "r.rounds.csv").read_text().startswith("round,")
+    assert (tmp_path / "r.rounds.csv").read_text().startswith("method,")
 
 
 def test_default_names_differ_per_configuration(tmp_path, monkeypatch, capsys):

@@ -559,7 +559,7 @@ def test_the_rounds_table_has_one_column_order_whichever_round_is_evaluated_firs
         r.local_steps = 5 * r.round  # torch learners: 5 steps a round
     columns = list(every.to_frame().columns)
     assert list(thinned.to_frame().columns) == columns
-    assert columns[:3] == ["round", "local_steps", "acc_mean"]
+    assert columns[:9] == [*RUN_COLUMNS, "round", "local_steps", "acc_mean"]
     assert columns[-3:] == ["bytes_up_mean", "bytes_down_mean", "seconds"]
     assert thinned.to_frame()["acc_mean"].isna().tolist() == [True, True, False]
 
@@ -576,14 +576,47 @@ def test_a_run_of_refit_models_has_no_local_steps_column_and_a_torch_run_counts_
     trees = fl.run("fedct", fed, model="dt", rounds=2, seed=0, progress=False)
     frame = trees.to_frame()
     assert "local_steps" not in frame.columns
-    assert not any(frame[c].isna().all() for c in frame.columns)
+    assert not any(frame[c].isna().all() for c in frame.columns if c != "epsilon")  # no DP
     header = trees.save_csv(tmp_path / "trees.csv").read_text().splitlines()[0]
     assert "local_steps" not in header.split(",")
     net = fl.run("fedct", fed, model="mlp(hidden=4)", rounds=2, period=3, seed=0,
                  progress=False)
     steps = net.to_frame()["local_steps"]
     assert steps.dtype == np.int64 and steps.tolist() == [3 * r for r in (1, 2)]
-    assert list(net.to_frame().columns)[:2] == ["round", "local_steps"]
+    assert list(net.to_frame().columns)[:8] == [*RUN_COLUMNS, "round", "local_steps"]
+
+
+#: the columns that lead every rounds table: which run a row is of
+RUN_COLUMNS = ["method", "dataset", "models", "seed", "partition", "epsilon"]
+
+
+@pytest.mark.filterwarnings("ignore::fedlabels.core.errors.RunCaveatWarning")  # tiny models
+def test_the_rounds_tables_of_a_sweep_concatenated_say_which_run_each_row_is(tmp_path):
+    """X.rounds.csv had no column naming its run (method, seed, partition, ε), so the
+    tables of a sweep concatenated lost each row's run; pandas' concat and groupby on the
+    CSVs give each run's own rows back (the oracle: each run's to_frame alone)."""
+    import pandas as pd
+
+    import fedlabels as fl
+
+    fed = fl.load_federation("breast_cancer", clients=3, unlabeled=40, seed=0)
+    runs = {(method, seed): fl.run(method, fed, model=model, rounds=2, period=2, seed=seed,
+                                   options=options, progress=False)
+            for method, model, options in (("fedct", "dt", {}),
+                                           ("dp-fedavg", "mlp(hidden=4)", {"epsilon": 4}))
+            for seed in (0, 1)}
+    paths = [res.save_csv(tmp_path / f"{m}_{s}.rounds.csv") for (m, s), res in runs.items()]
+    table = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    assert list(table.columns[:6]) == RUN_COLUMNS
+    groups = table.groupby(["method", "seed"])
+    assert set(groups.groups) == set(runs)
+    for (method, seed), rows in groups:
+        alone = runs[(method, seed)].to_frame()
+        assert rows["round"].tolist() == alone["round"].tolist() == [1, 2]
+        assert rows["acc_mean"].tolist() == pytest.approx(alone["acc_mean"].tolist())
+        assert set(rows["partition"]) == {"iid"} and set(rows["dataset"]) == {"breast_cancer"}
+    eps = table.groupby("method", dropna=False)["epsilon"].agg(lambda e: set(e.fillna(-1)))
+    assert eps["dp-fedavg"] == {4.0} and eps["fedct"] == {-1}  # no DP: empty
 
 
 def test_a_configuration_has_one_colour_in_every_figure():

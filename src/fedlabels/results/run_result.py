@@ -431,17 +431,41 @@ class RunResult:
                          "seconds": r.seconds})
         return rows
 
+    def run_columns(self) -> dict[str, Any]:
+        """What tells this run's rows from another's in a table of many runs: ``method``,
+        ``dataset``, ``models`` (each distinct spec, ``;``-joined), ``seed``, ``partition``
+        (as built, ``dirichlet:0.5,0.5``) and ``epsilon`` (the total ε budget the run was
+        given, else the ε its accountant reports; ``nan`` for a run without one)."""
+        from fedlabels.results.built import built_settings
+
+        options = (self.config or {}).get("options") or {}
+        spent = (self.extra.get("privacy") or {}).get("epsilon")
+        epsilon = next((float(v) for v in (options.get("epsilon"), spent)
+                        if isinstance(v, int | float) and not isinstance(v, bool)),
+                       float("nan"))
+        partition = (built_settings(self.federation or {}).get("partition")
+                     or (self.config or {}).get("partition"))
+        return {"method": self.method, "dataset": self.dataset,
+                "models": ";".join(dict.fromkeys(self.models)), "seed": self.seed,
+                "partition": partition, "epsilon": epsilon}
+
     def to_frame(self) -> pd.DataFrame:
-        """Per-round records as a pandas DataFrame (one row per round); a run that took
-        clients out of rounds adds how many took part (``participants``) and replied, and a
-        run of iterative (torch) learners the clients' ``local_steps`` so far."""
+        """Per-round records as a pandas DataFrame (one row per round), led by the run's
+        :meth:`run_columns` (so the tables of a sweep can be concatenated and grouped); a
+        run that took clients out of rounds adds how many took part (``participants``) and
+        replied, and a run of iterative (torch) learners the clients' ``local_steps`` so
+        far."""
         import pandas as pd
 
         frame = pd.DataFrame(self.round_rows())
+        for i, (name, value) in enumerate(self.run_columns().items()):
+            if name not in frame:  # a server metric of that name is the method's own
+                frame.insert(i, name, [value] * len(frame))
         # one column order whatever round is evaluated first (a run evaluated every k rounds
         # has no accuracy in its first rows), so tables of different runs line up
         columns = list(frame.columns)
-        head = ["round", "local_steps", *(c for c in columns if c.startswith("acc_")),
+        head = [*self.run_columns(), "round", "local_steps",
+                *(c for c in columns if c.startswith("acc_")),
                 *(c for c in ("rmse_mean", "r2_mean") if c in columns)]
         tail = ["bytes_up_mean", "bytes_down_mean", "seconds"]
         middle = [c for c in columns if c not in head and c not in tail]
