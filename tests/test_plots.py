@@ -442,18 +442,19 @@ def test_a_long_dataset_name_wraps_the_title_within_the_figure(runs):
 
 
 def test_a_curve_drawn_over_an_identical_one_says_so(runs):
-    """Two runs with the same accuracy every round (two seeds of a method that converged
-    alike) drew one curve over the other: the hidden one had a legend entry and no line."""
+    """Two runs with the same accuracy every round (two configurations of a method that
+    converged alike) drew one curve over the other: the hidden one had a legend entry and
+    no line. (Two seeds of one configuration are one line since 2026-11-30.)"""
     import copy
 
     import matplotlib.pyplot as plt
 
     twin = copy.deepcopy(runs["fedct"])
-    twin.config["seed"] = 7
+    twin.config["eval_every"] = 2  # another configuration with the same curve
     fig = accuracy_figure([runs["fedct"], twin, runs["fedavg"]])
     texts = _legend_texts(fig)
     plt.close(fig)
-    hidden = [t for t in texts if "the same curve as" in t]
+    hidden = [t for t in texts if "the same curve as" in t.replace("\n    ", " ")]
     assert len(hidden) == 1 and "fedavg" not in hidden[0]
     flat = [t.replace("\n    ", " ") for t in texts]  # as wrapped into the legend
     first, _, under = hidden[0].replace("\n    ", " ").partition(" (the same curve as ")
@@ -498,9 +499,11 @@ def test_plot_accuracy_replaces_an_existing_file_only_when_told(runs, tmp_path):
 
 
 def test_references_of_one_model_from_two_seeds_are_told_apart(runs):
-    """Two local-only runs of one model (seeds 0 and 1) were both drawn dashed in the
-    colour of the curve with that model: two identical lines, one legend style."""
-    fed = fl.load_federation("breast_cancer", clients=5, seed=1, partition="quantity:1")
+    """Two local-only runs of one model (seeds 0 and 1, now one configuration's line; here
+    two configurations) were both drawn dashed in the colour of the curve with that model:
+    two identical lines, one legend style."""
+    fed = fl.load_federation("breast_cancer", clients=5, seed=1, partition="quantity:1",
+                             unlabeled=100)
     other = fl.run("local", fed, model="dt", rounds=1, seed=1, progress=False)
     fig = accuracy_figure([runs["fedct"], runs["local"], other])
     try:
@@ -628,3 +631,49 @@ def test_twenty_configurations_have_twenty_colours_and_the_first_seven_stay():
     assert n >= 140 and len({style(i) for i in range(n)}) == n
     labs = [_cielab(c) for c in (*PALETTE, "0.45")]
     assert min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[i + 1:]) >= 20
+
+
+def _toy(method: str, seed: int, accs: list[float], rounds: int | None = None):
+    """A result of two clients whose mean accuracy per round is ``accs``."""
+    from fedlabels.results import RoundRecord, RunResult
+
+    records = [RoundRecord(round=i + 1, local_steps=None, accuracies=[a - 0.05, a + 0.05],
+                           server={}, bytes_up=[1, 1], bytes_down=[1, 1], seconds=0.1)
+               for i, a in enumerate(accs)]
+    return RunResult(method=method, dataset="toy", seed=seed,
+                     config={"method": method, "rounds": rounds or len(accs), "seed": seed},
+                     federation={"n_clients": 2}, models=["dt", "dt"], rounds=records,
+                     communication={}, wall_seconds=1.0)
+
+
+def test_a_sweep_over_seeds_is_one_line_a_configuration_with_a_band_over_seeds():
+    """fedlabels plot drew every run of a sweep as a line of its own (31 curves for 31
+    seeds); runs that differ only in their seed are one line, their mean, in a band from
+    the lowest seed to the highest, grouped as fedlabels report groups them."""
+    from fedlabels.reporting.report import group_runs
+
+    fedct = [_toy("fedct", s, [0.5 + 0.1 * s, 0.6 + 0.1 * s]) for s in range(4)]
+    longer = [_toy("fedct", s, [0.4, 0.5, 0.6], rounds=3) for s in (0, 1)]
+    local = [_toy("local", s, [0.3 + 0.1 * s]) for s in range(4)]
+    results = [*fedct, *longer, *local]
+    assert len(group_runs(results)) == 3  # as the report counts them
+    fig = accuracy_figure(results)
+    ax = fig.axes[0]
+    drawn = [ln for ln in ax.get_lines() if ln.get_label() and not ln.get_label().startswith("_")]
+    curves = [ln for ln in drawn if len(ln.get_xdata()) > 1 and ln.get_linestyle() == "-"]
+    assert len(curves) == 2  # the two fedct configurations, not six runs
+    first = next(c for c in curves if len(c.get_xdata()) == 2)
+    assert first.get_ydata().tolist() == pytest.approx([0.65, 0.75])  # the seeds' mean
+    bands = [c for c in ax.collections if len(c.get_paths())]
+    band = next(b for b in bands if b.get_facecolor()[0][:3].tolist()
+                == pytest.approx(list(matplotlib.colors.to_rgb(first.get_color()))))
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(0.5) and ys.max() == pytest.approx(0.9)  # min–max seeds
+    refs = [ln for ln in drawn if ln.get_linestyle() == "--"]
+    assert len(refs) == 1 and refs[0].get_ydata()[0] == pytest.approx(0.45)  # 4 seeds' mean
+    texts = _legend_texts(fig)
+    assert sum("mean of 4 seeds" in t for t in texts) == 2  # fedct and local
+    assert sum("mean of 2 seeds" in t and "R = 3" in t for t in texts) == 1
+    assert "min–max over seeds" in ax.get_ylabel()
+    assert not any("seed 0" in t for t in texts)
+    matplotlib.pyplot.close(fig)

@@ -395,7 +395,9 @@ def load_run(path: str | Path, *, models: bool = True,
 
 def plot(results: RunResult | str | Path | Sequence[RunResult | str | Path],
          path: str | Path, *, title: str | None = None, overwrite: bool = False) -> Path:
-    """Draw what ``fedlabels plot`` draws (mean client accuracy per round, local-only and
+    """Draw what ``fedlabels plot`` draws (mean client accuracy per round, one line a run
+    or, for runs that differ only in their seed, a configuration's mean over seeds in a
+    min–max band, local-only and
     centralized as reference lines, the majority-class baseline or, for regression, the
     training-mean baseline; docs/usage.md, 'Plots') for
     results of :func:`run` or saved result files, to ``path`` (the format from its suffix:

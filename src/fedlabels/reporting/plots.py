@@ -1,7 +1,8 @@
 """Plots of run results (matplotlib, headless).
 
 Legends name a run by ``method · model`` and only the options it changed from their
-defaults; local-only and centralized runs are references (horizontal lines), the
+defaults; runs that differ only in their seed are one line, their mean over seeds; local-only
+and centralized runs are references (horizontal lines), the
 majority-class baseline is drawn where all runs share a dataset, and interrupted or
 extended runs say so in their legend entry.
 """
@@ -155,17 +156,19 @@ def title_text(described: Sequence[dict[str, str]], curves: Sequence[dict[str, s
     return ", ".join(shared)
 
 
-def legend_labels(results: Sequence[RunResult]) -> tuple[list[str], str]:
+def legend_labels(results: Sequence[RunResult], seeds: bool = True
+                  ) -> tuple[list[str], str]:
     """One distinct label per run and a title naming what all runs share (dataset,
     clients, partition, rounds, participation, seed: :func:`title_text`).
 
     Labels are :func:`run_name` plus every other attribute (dataset, clients, partition,
     seed, rounds) that differs between the runs, and the run's status when it was
-    interrupted or extended; runs alike in all of these are numbered.
+    interrupted or extended; runs alike in all of these are numbered. Without ``seeds``
+    (``results`` stand for configurations of several seeds) no label or title names one.
     """
     from fedlabels.results.caveats import rounds_status
 
-    described = [_describe(r) for r in results]
+    described = [{**_describe(r), **({} if seeds else {"seed": ""})} for r in results]
     # a reference (local, centralized) is a line at its final value: its rounds (20 unless
     # set) neither tell it apart nor keep the curves' shared R out of the title (the
     # report's title counts the curves' alone)
@@ -211,6 +214,27 @@ def run_settings(res: RunResult) -> dict[str, Any]:
         config["engine"] = "flower deployment"
         config["workers"] = "one per site"
     return config
+
+
+#: run settings that do not change what is run: runs alike but for these are one configuration
+NOT_CONFIG = ("seed", "output", "overwrite")
+
+
+def configuration_key(res: RunResult) -> str:
+    """What a run is, but for its seed: runs of one key are one configuration (a row of
+    ``fedlabels report``, one line of a plot over seeds)."""
+    config = {k: v for k, v in run_settings(res).items() if k not in NOT_CONFIG}
+    return json.dumps([res.method, res.dataset, res.models, config], sort_keys=True,
+                      default=str)
+
+
+def seed_groups(results: Sequence[RunResult]) -> list[list[RunResult]]:
+    """``results`` by configuration (:func:`configuration_key`), in first-seen order, each
+    one's runs in seed order."""
+    groups: dict[str, list[RunResult]] = {}
+    for res in results:
+        groups.setdefault(configuration_key(res), []).append(res)
+    return [sorted(g, key=lambda r: r.seed) for g in groups.values()]
 
 
 def _as_built(res: RunResult) -> dict[str, Any]:
@@ -369,8 +393,13 @@ def one_task(results: Sequence[RunResult], verb: str) -> bool:
 
 
 def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> Any:
-    """The figure :func:`plot_accuracy` writes (kept open for the caller)."""
+    """The figure :func:`plot_accuracy` writes (kept open for the caller): one line a run,
+    or, where some runs differ only in their seed, one a configuration
+    (:func:`seeds_figure`)."""
     regression = one_task(results, "plot")
+    groups = seed_groups(results)
+    if any(len(g) > 1 for g in groups):
+        return seeds_figure(groups, regression, title)
     labels, shared = legend_labels(results)
     fig, ax = new_figure()
     curves = [(r, lb) for r, lb in zip(results, labels, strict=True)
@@ -416,6 +445,73 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
     what = "test RMSE per round" if regression else "test accuracy per round"
     ax.set_title(wrap(title or (f"{shared}: {what}" if shared else what.capitalize()),
                       TITLE_WIDTH), fontsize=11)  # a csv: dataset's path can be long
+    place_legend(fig, ax)
+    return fig
+
+
+def seeds_figure(groups: Sequence[Sequence[RunResult]], regression: bool,
+                 title: str | None = None) -> Any:
+    """One line a configuration (``groups``: :func:`seed_groups`): the mean over its seeds
+    of the mean client accuracy (RMSE) at the rounds all its seeds evaluated, in a band
+    from the lowest seed's to the highest's; a reference a horizontal line at its seeds'
+    mean final value. Labels as :func:`legend_labels` names the configurations, with
+    ``mean of N seeds``."""
+    firsts = [g[0] for g in groups]
+    labels, shared = legend_labels(firsts, seeds=False)
+    fig, ax = new_figure()
+    curves = [(g, lb) for g, lb in zip(groups, labels, strict=True)
+              if g[0].method not in REFERENCE_METHODS]
+    colours: dict[str, str] = {}
+    for i, (runs, label) in enumerate(curves):
+        colour, marker = style(i)
+        colours.setdefault(model_text(runs[0]), colour)
+        per_run = [dict(_points(r.round_rows(), regression)) for r in runs]
+        rounds = sorted(set.intersection(*(set(p) for p in per_run)))
+        seeds = f"mean of {len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}"
+        if not rounds:
+            ax.plot([], [], marker=marker, color=colour, label=f"{label} ({seeds}, not "
+                                                              "evaluated)")
+            continue
+        values = np.array([[float(p[k]) for k in rounds] for p in per_run])
+        mean = values.mean(axis=0)
+        eps = [v for r in runs if isinstance(v := (r.extra.get("privacy") or {})
+                                             .get("epsilon"), int | float)]
+        privacy = {**(runs[0].extra.get("privacy") or {}),
+                   **({"epsilon": float(np.mean(eps))} if eps else {})}
+        (line,) = ax.plot(rounds, mean, marker=marker, ms=4, color=colour,
+                          markevery=markevery(len(rounds)),
+                          label=f"{label} ({seeds}): {mean[-1]:.3f} "
+                                f"{where_it_ends(runs[0], rounds[-1])}"
+                                + guarantee_line(privacy)
+                                + ("" if regression else learnt_note(runs)))
+        ax.fill_between(rounds, values.min(axis=0), values.max(axis=0), alpha=0.15,
+                        color=line.get_color())
+    if not curves:
+        ax.set_xlim(0.5, 1.5)
+    for i, (runs, label) in enumerate((g, lb) for g, lb in zip(groups, labels, strict=True)
+                                      if g[0].method in REFERENCE_METHODS):
+        finals = [v for r in runs if (v := _final_value(r, regression)) is not None]
+        colour = colours.setdefault(model_text(runs[0]), style(len(curves) + i)[0])
+        dash = REFERENCE_DASH[runs[0].method]
+        seeds = f"mean of {len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}"
+        if not finals:
+            ax.plot([], [], ls=dash, color=colour, label=f"{label} (not evaluated)")
+            continue
+        ax.axhline(float(np.mean(finals)), ls=dash, lw=1.6, color=colour,
+                   label=f"{label} ({seeds}): {np.mean(finals):.3f} (reference)")
+    results = [r for g in groups for r in g]
+    if regression:
+        draw_training_mean(ax, results)
+    else:
+        draw_majority(ax, results)
+    ax.set_xlabel("communication round")
+    whole_rounds(ax)
+    what = "RMSE" if regression else "accuracy"
+    ax.set_ylabel(f"mean client test {what}, mean over seeds\n(band: min–max over seeds"
+                  + ("; lower is better)" if regression else ")"))
+    text = f"test {what} per round over seeds"
+    ax.set_title(wrap(title or (f"{shared}: {text}" if shared else text.capitalize()),
+                      TITLE_WIDTH), fontsize=11)
     place_legend(fig, ax)
     return fig
 

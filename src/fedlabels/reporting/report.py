@@ -25,11 +25,9 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
-from fedlabels.reporting.plots import setting_differences
+from fedlabels.reporting.plots import NOT_CONFIG as _NOT_CONFIG
+from fedlabels.reporting.plots import configuration_key, setting_differences
 from fedlabels.results import RunResult, load_result
-
-# config entries that do not change what is run
-_NOT_CONFIG = ("seed", "output", "overwrite")
 
 
 @dataclass
@@ -89,11 +87,6 @@ def _config(res: RunResult) -> dict[str, Any]:
     return {k: v for k, v in run_settings(res).items() if k not in _NOT_CONFIG}
 
 
-def _config_key(res: RunResult) -> str:
-    return json.dumps([res.method, res.dataset, res.models, _config(res)], sort_keys=True,
-                      default=str)
-
-
 def _label(res: RunResult, datasets: int) -> str:
     from fedlabels.reporting.plots import run_name
 
@@ -107,7 +100,7 @@ def group_runs(results: Sequence[RunResult]) -> list[Configuration]:
     groups: dict[str, Configuration] = {}
     datasets = len({r.dataset for r in results})
     for res in results:
-        groups.setdefault(_config_key(res),
+        groups.setdefault(configuration_key(res),
                           Configuration(_label(res, datasets), [])).runs.append(res)
     out = list(groups.values())
     for conf in out:
