@@ -51,10 +51,12 @@ class RecordingGrid(InProcessGrid):
         return replies
 
 
-def build(method, fed, policy, *, model="decision_tree", options=None, seed=0, period=5):
-    """A server and clients of ``method`` on a ParticipationGrid over a RecordingGrid."""
-    session = build_session(method, fed, as_models(model), rounds=1, period=period, seed=seed,
-                            options=options)
+def build(method, fed, policy, *, model="decision_tree", options=None, seed=0, period=5,
+          rounds=9):
+    """A server and clients of ``method`` on a ParticipationGrid over a RecordingGrid,
+    planned for ``rounds`` (a client refuses a round beyond its plan)."""
+    session = build_session(method, fed, as_models(model), rounds=rounds, period=period,
+                            seed=seed, options=options)
     inner = RecordingGrid(session.clients, CommMeter())
     sizes = session.client_sizes
     return SimpleNamespace(
