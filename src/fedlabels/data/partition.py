@@ -116,11 +116,14 @@ def partition_iid(n: int, n_clients: int, rng: np.random.Generator) -> list[np.n
 
 def largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
     """Integers proportional to ``weights`` that sum to ``total`` (Hamilton's method: floors,
-    then one more to the largest remainders; ties to the lower index)."""
+    then one more to the largest remainders; ties to the lower index). Remainders are
+    compared to 9 decimals: equal quotas' remainders differ in the last bits of a float
+    (2/3 came out as 0.66666666666666_61, _65 and _79), which broke ties by rounding."""
     share = total * np.asarray(weights, dtype=float) / float(np.sum(weights))
     counts = np.floor(share).astype(np.int64)
     extra = total - int(counts.sum())
-    counts[np.argsort(-(share - counts), kind="stable")[:extra]] += 1
+    remainder = np.round(share - counts, 9)
+    counts[np.argsort(-remainder, kind="stable")[:extra]] += 1
     return counts
 
 
