@@ -38,10 +38,10 @@ def test_fedavg_xclp_runs_with_client_sampling(breast_cancer_fed):
     res = fl.run("fedavg-xclp", breast_cancer_fed, model="mlp(hidden=32-16)", rounds=4,
                  period=10, seed=0,
                  options={"lsh_bits": 64, "knn": 4, "labeled_fraction": 0.3,
-                          "client_fraction": 0.6, "warmup_rounds": 1, "secure": "none"})
+                          "client_fraction": 0.5, "warmup_rounds": 1, "secure": "none"})
     info = res.extra["xclp"]
     assert len(info["rounds"]) == 3  # XCLP ran in every round after the warm-up
-    assert all(len(r["members"]) == 3 for r in info["rounds"])  # ceil(0.6 * 5) sampled
+    assert all(len(r["members"]) == 3 for r in info["rounds"])  # ceil(0.5 * 5) sampled, not 2
     assert res.final["mean_accuracy"] > 0.8
     assert len(set(res.final["client_accuracies"])) == 1  # all evaluate the global model
 
