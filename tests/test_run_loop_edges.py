@@ -1,0 +1,43 @@
+"""The run loop at its edges: k selected clients equal to all of them, a dropped client is
+never also late, the last round is always evaluated, and round t's record counts the local
+steps of t rounds."""
+
+from __future__ import annotations
+
+import fedlabels as fl
+from fedlabels.runs.loop import evaluation_due
+from fedlabels.runs.participation import Participation, draw_round
+
+
+def test_selecting_every_client_by_count_is_allowed():
+    policy = Participation.parse(4)
+    assert policy is not None
+    policy.check_clients(4)
+    assert draw_round(policy, 0, 0, [10, 20, 30, 40]).selected == (0, 1, 2, 3)
+
+
+def test_a_dropped_client_is_not_also_late():
+    policy = Participation.parse(1.0, dropout=0.5, deadline=0.5)
+    assert policy is not None
+    sizes = [5, 50, 500, 5000] * 5  # the large ones miss a 0.5 deadline
+    both = 0
+    for rnd in range(20):
+        draw = draw_round(policy, 3, rnd, sizes)
+        assert not set(draw.late) & set(draw.dropped)
+        assert set(draw.late) == {c for c in draw.selected if c not in draw.dropped
+                                  and draw.times[c] > 0.5}
+        both += len(draw.dropped) > 0 and len(draw.late) > 0
+    assert both > 0
+
+
+def test_evaluation_is_due_every_k_rounds_and_at_the_last():
+    due = [r for r in range(10) if evaluation_due(r, 10, 4)]
+    assert due == [3, 7, 9]
+    assert [r for r in range(5) if evaluation_due(r, 5, 1)] == [0, 1, 2, 3, 4]
+    assert [r for r in range(5) if evaluation_due(r, 5, 10)] == [4]
+
+
+def test_round_records_count_the_local_steps_so_far(breast_cancer_fed):
+    res = fl.run("fedavg", breast_cancer_fed, model="mlp(hidden=4)", rounds=3, period=5,
+                 seed=0, progress=False)
+    assert [r.local_steps for r in res.rounds] == [5, 10, 15]
