@@ -41,3 +41,38 @@ def test_round_records_count_the_local_steps_so_far(breast_cancer_fed):
     res = fl.run("fedavg", breast_cancer_fed, model="mlp(hidden=4)", rounds=3, period=5,
                  seed=0, progress=False)
     assert [r.local_steps for r in res.rounds] == [5, 10, 15]
+
+
+def test_a_late_client_gets_no_second_message_in_its_round():
+    """A round of two exchanges (XCLP's, PATE's release): a client late in the first does
+    the work, its reply is discarded, and the second exchange of that round skips it;
+    evaluation still reaches it, and the next round it is drawn afresh."""
+    from fedlabels.comm import Message
+    from fedlabels.runs.participation import ParticipationGrid
+
+    sizes = [5, 50, 500, 5000]
+    policy = Participation.parse(1.0, deadline=0.5)
+    assert policy is not None
+
+    class Inner:
+        def __init__(self) -> None:
+            self.client_ids = [0, 1, 2, 3]
+            self.delivered: list[set[int]] = []
+
+        def exchange(self, messages, rnd):
+            self.delivered.append(set(messages))
+            return {c: Message("reply") for c in messages}
+
+    inner = Inner()
+    grid = ParticipationGrid(inner, policy, 0, sizes)
+    late = set(grid.draw(0).late)
+    assert late  # the 5000-row client misses a 0.5 deadline
+    everyone = {c: Message("work") for c in range(4)}
+    assert set(grid.exchange(everyone, 0)) == {0, 1, 2, 3} - late
+    assert inner.delivered[-1] == {0, 1, 2, 3}
+    grid.exchange(everyone, 0)
+    assert inner.delivered[-1] == {0, 1, 2, 3} - late
+    grid.exchange({c: Message("evaluate", category="evaluation") for c in range(4)}, 0)
+    assert inner.delivered[-1] == {0, 1, 2, 3}
+    grid.exchange(everyone, 1)
+    assert inner.delivered[-1] == {0, 1, 2, 3}
