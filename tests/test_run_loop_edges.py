@@ -76,3 +76,29 @@ def test_a_late_client_gets_no_second_message_in_its_round():
     assert inner.delivered[-1] == {0, 1, 2, 3}
     grid.exchange(everyone, 1)
     assert inner.delivered[-1] == {0, 1, 2, 3}
+
+
+def test_a_resumed_runs_wall_time_includes_the_time_before_the_interruption(
+        breast_cancer_fed, tmp_path):
+    """The interrupted part takes over 1.5 s (its hook sleeps after round 1, then stops
+    the run after round 2), the checkpoint records it, and the resumed result's
+    wall_seconds adds it to the resumed part's own time."""
+    import time
+
+    from fedlabels.runs.checkpoint import load_checkpoint
+    from test_resume import sim
+
+    path = tmp_path / "run.checkpoint.npz"
+
+    def slow_interrupt(record):
+        if record.round == 1:
+            time.sleep(1.5)
+        else:
+            raise KeyboardInterrupt
+
+    sim("fedct", breast_cancer_fed, rounds=4, checkpoint=path, on_round=slow_interrupt)
+    before = float(load_checkpoint(path).meta["wall_seconds"])
+    assert before >= 1.5
+    started = time.perf_counter()
+    resumed = sim("fedct", breast_cancer_fed, rounds=4, resume=path)
+    assert before <= resumed.wall_seconds <= before + time.perf_counter() - started
