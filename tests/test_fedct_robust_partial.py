@@ -1,7 +1,8 @@
 """FedCT's robust consensus when only some clients reply (partial participation): the trim
-counts the clients that voted, the history goes to the clients by id, and the clients that
-did not vote keep theirs. The server is driven directly with a grid that answers for a
-chosen subset of 10 clients; the oracle is a count written out here."""
+counts the clients that voted, the history goes to the clients by id, the clients that did
+not vote keep theirs, and the reputation vote blends the past rounds' agreement with this
+round's. The server is driven directly with a grid that answers for a chosen subset of 10
+clients; the oracle is a count written out here."""
 
 from __future__ import annotations
 
@@ -65,3 +66,18 @@ def test_reputation_counts_rounds_only_for_the_clients_that_voted():
     absent = [6, 8]  # never voted: the weight of a client before its first round
     assert server.reputation(np.array(absent)).tolist() == [1.0, 1.0]
     assert server.agreement_sum[absent].tolist() == [0.0, 0.0]
+
+
+def test_reputation_carries_the_past_rounds_into_this_rounds_vote():
+    """Round 0: clients 0-2 agree, 3 and 4 label at random (weights near 0). Round 1:
+    client 2 joins 3 and 4 on another labelling. This round alone is 3 votes to 2; with the
+    past rounds blended in, clients 0 and 1 (agreement 1 so far) outweigh them."""
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, C, N)
+    other = (truth + 1) % C
+    server = _server(robust="reputation")
+    server.run_round(0, SubsetGrid({0: truth, 1: truth, 2: truth,
+                                    3: rng.integers(0, C, N), 4: rng.integers(0, C, N)}))
+    server.run_round(1, SubsetGrid({0: truth, 1: truth, 2: other, 3: other, 4: other}))
+    assert server.labels is not None
+    assert server.labels.tolist() == truth.tolist()
