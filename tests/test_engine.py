@@ -100,7 +100,7 @@ def test_seed_determines_the_whole_pipeline():
 
 def test_fedct_torch_clients_train_on_the_consensus():
     fed = fl.load_federation("breast_cancer", clients=3, seed=0)
-    settings = Settings(n_classes=2, n_features=fed.n_features, n_clients=3, period=4,
+    settings = Settings(n_classes=2, n_features=fed.n_features, n_clients=3, rounds=2, period=4,
                         options=FedCTOptions())
     from fedlabels.learners import build_learner, parse_model_spec
 
