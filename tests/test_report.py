@@ -1387,3 +1387,27 @@ def test_the_communication_and_privacy_figures_plot_the_chosen_metric(metric, tm
     assert "Accuracy per round" in titles  # the rounds record accuracy only
     outputs, _ = write_report(runs, tmp_path / "r.html", metric=metric)  # --metric reaches it
     assert f"<h2>{heading} against communication</h2>" in outputs["report"].read_text()
+
+
+def test_the_round_figure_says_which_curve_hides_another():
+    """Two configurations with the same mean every round (DP-FedCT at ε = 1 and ε = 4,
+    both 0.439) drew one curve over the other, the hidden one's entry silent about it."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import curves_figure
+
+    results = [_result("dp-fedct", 0, [0.4, 0.439], privacy={"guarantee": "formal"}),
+               _result("fedct", 0, [0.4, 0.439]), _result("fedavg", 0, [0.4, 0.5])]
+    results[0].config["epsilon"] = 1.0
+    configs = group_runs(results)
+    rows = summary_rows(configs)
+    fig = curves_figure(configs, rows)
+    try:
+        _, labels = fig.axes[0].get_legend_handles_labels()
+        texts = [t.replace("\n    ", " ") for t in labels]
+        hiding = [t for t in texts if "the same curve as" in t]
+        first = configs[0].label
+        assert hiding == [next(t for t in texts if t.startswith(configs[1].label))]
+        assert hiding[0].endswith(f"(the same curve as {first})")
+    finally:
+        plt.close(fig)

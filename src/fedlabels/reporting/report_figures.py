@@ -24,6 +24,7 @@ from fedlabels.reporting.plots import (
     draw_majority,
     draw_training_mean,
     guarantee_line,
+    hidden_note,
     learnt_note,
     markevery,
     new_figure,
@@ -83,7 +84,8 @@ def _ends(conf: Configuration, rounds: np.ndarray) -> str:
 def curves_figure(configs: Sequence[Configuration],
                   rows: Sequence[dict[str, Any]]) -> Any | None:
     """Mean over seeds of the mean client accuracy (RMSE) per round, ± std band; references
-    as horizontal lines at their final value."""
+    as horizontal lines at their final value. A curve that hides one drawn before it says
+    so (:func:`~fedlabels.reporting.plots.hidden_note`), as ``fedlabels plot`` does."""
     regression = all(c.regression for c in configs)
     curves = [(c, *c.curve()) for c in configs if not _is_reference(c)]
     curves = [t for t in curves if len(t[1])]
@@ -94,6 +96,7 @@ def curves_figure(configs: Sequence[Configuration],
         return None
     colour, marker = colours(rows), markers(rows)
     fig, ax = new_figure()
+    drawn: dict[tuple[Any, ...], str] = {}  # a curve's points -> the first drawn there
     for conf, rounds, mean, std in curves:
         privacy = conf.runs[0].extra.get("privacy") or {}
         if len(eps := conf.privacy_values("epsilon")) > 1:  # the seeds' mean ε spent
@@ -102,7 +105,9 @@ def curves_figure(configs: Sequence[Configuration],
                           color=colour[conf.label], markevery=markevery(len(rounds)),
                           label=f"{_label(conf)}: {mean[-1]:.3f} {_ends(conf, rounds)}"
                                 f"{guarantee_line(privacy)}"
-                                + ("" if regression else learnt_note(conf.runs)))
+                                + ("" if regression else learnt_note(conf.runs))
+                                + hidden_note(drawn, list(zip(rounds, mean, strict=True)),
+                                              conf.label))
         ax.fill_between(rounds, mean - std, mean + std, alpha=0.15, color=line.get_color())
     for conf, value in refs:
         ax.axhline(value, ls=REFERENCE_DASH[conf.runs[0].method], lw=1.6,
