@@ -129,3 +129,20 @@ def test_the_learnt_note_over_seeds_needs_their_interval_above_chance():
         assert bool(p < 0.025) is said
         note = learnt_note(runs)
         assert bool(note) is said and ("(3 seeds), above chance 0.100" in note) is said
+
+
+def test_the_caveat_advises_by_whether_the_classes_are_imbalanced():
+    """The caveat said 'on imbalanced classes judge them by balanced accuracy' of a run on
+    10 balanced classes too; it words its advice by caveats.classes_imbalanced."""
+    from fedlabels.results.caveats import classes_imbalanced, run_warnings
+
+    rng = np.random.default_rng(0)  # 540 'no', 60 'yes', recall 0.7 and 0.6
+    y = np.r_[np.zeros(540, int), np.ones(60, int)]
+    pred = np.where(y == 0, rng.random(600) > 0.7, rng.random(600) < 0.6).astype(int)
+    for run, imbalanced in ((_balanced(2), False), (_result(y, pred), True)):
+        run.config, run.rounds = {}, []
+        assert classes_imbalanced(run) is imbalanced
+        (said,) = [t for t in run_warnings(run) if "majority-class baseline" in t]
+        assert "they learnt" in said
+        assert ("on imbalanced classes judge them by" in said) is imbalanced
+        assert ("the classes are balanced" in said) is not imbalanced

@@ -141,11 +141,13 @@ def classes_imbalanced(res: RunResult) -> bool:
 
 
 def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None,
-                   clinical: dict[str, Any] | None = None) -> str | None:
+                   clinical: dict[str, Any] | None = None,
+                   imbalanced: bool | None = None) -> str | None:
     """A sentence when ``accuracy`` is not clearly above the majority-class baseline; it
     says the models learnt next to nothing only where the balanced accuracy of the run's
     ``clinical`` entry is not clearly above chance either (on imbalanced classes a model
-    that finds the rare class scores below the majority class's accuracy)."""
+    that finds the rare class scores below the majority class's accuracy). Its advice is
+    worded by ``imbalanced`` (:func:`classes_imbalanced`; ``None``: not known)."""
     if accuracy is None or baseline is None:
         return None
     base, half = float(baseline["accuracy"]), float(baseline["half_width_95"])
@@ -161,10 +163,15 @@ def chance_warning(accuracy: float | None, baseline: dict[str, Any] | None,
     ba, ba_half, chance = learnt
     trade = (", and trade accuracy on the commonest class for the others" if how == "below"
              else "")
+    if imbalanced is False:
+        advice = ("the classes are balanced, so balanced accuracy reads as accuracy does, "
+                  "with an interval of the models' own recalls")
+    else:
+        advice = ("on imbalanced classes " if imbalanced else "") + (
+            "judge them by balanced accuracy, AUROC, sensitivity and specificity")
     return (f"{text}, but their balanced accuracy {ba:.3f} ± {ba_half:.3f} is above chance, "
-            f"{chance:.3f}: they learnt{trade}; on imbalanced classes judge them by "
-            "balanced accuracy, AUROC, sensitivity and specificity (--metric "
-            "balanced_accuracy; Python: result.clinical)")
+            f"{chance:.3f}: they learnt{trade}; {advice} (--metric balanced_accuracy; "
+            "Python: result.clinical)")
 
 
 def learnt_next_to_nothing(res: RunResult) -> bool:
@@ -214,7 +221,7 @@ def run_warnings(res: RunResult) -> list[str]:
                 out.append(line)
     else:
         for line in (chance_warning(final.get("mean_accuracy"), majority_baseline(res),
-                                    res.extra.get("clinical")),
+                                    res.extra.get("clinical"), classes_imbalanced(res)),
                      absent_class_warning(res.federation)):
             if line:
                 out.append(line)
