@@ -1411,3 +1411,26 @@ def test_the_round_figure_says_which_curve_hides_another():
         assert hiding[0].endswith(f"(the same curve as {first})")
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("ends", [(12, 3, 5), (3, 12, 12)])
+def test_a_sweep_says_how_many_of_its_seeds_were_interrupted(ends):
+    """fedlabels plot's line of a configuration over seeds took its status and 'at round N'
+    from the first seed alone: 'at the end' where seeds 1 and 2 stopped at rounds 3 and 5,
+    '[interrupted after round 3 of 12]' where seed 0 alone stopped."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.plots import accuracy_figure
+
+    runs = [_result("fedct", seed, list(np.linspace(0.5, 0.8, 12))[:n], rounds_config=12)
+            for seed, n in enumerate(ends)]
+    stopped = [n for n in ends if n < 12]
+    fig = accuracy_figure(runs)
+    try:
+        _, labels = fig.axes[0].get_legend_handles_labels()
+        (entry,) = [t.replace("\n    ", " ") for t in labels if t.startswith("fedct")]
+        assert f"[{len(stopped)} of 3 seeds interrupted]" in entry
+        assert "interrupted after" not in entry
+        assert entry.endswith(f" at round {min(stopped)}")
+    finally:
+        plt.close(fig)

@@ -455,9 +455,11 @@ def seeds_figure(groups: Sequence[Sequence[RunResult]], regression: bool,
     of the mean client accuracy (RMSE) at the rounds all its seeds evaluated, in a band
     from the lowest seed's to the highest's; a reference a horizontal line at its seeds'
     mean final value. Labels as :func:`legend_labels` names the configurations, with
-    ``mean of N seeds``."""
+    ``mean of N seeds`` and how many were interrupted (``[2 of 3 seeds interrupted]``;
+    the value is ``at round N`` where any was)."""
     firsts = [g[0] for g in groups]
     labels, shared = legend_labels(firsts, seeds=False)
+    labels = [_of_seeds(lb, g) for lb, g in zip(labels, groups, strict=True)]
     fig, ax = new_figure()
     curves = [(g, lb) for g, lb in zip(groups, labels, strict=True)
               if g[0].method not in REFERENCE_METHODS]
@@ -481,7 +483,7 @@ def seeds_figure(groups: Sequence[Sequence[RunResult]], regression: bool,
         (line,) = ax.plot(rounds, mean, marker=marker, ms=4, color=colour,
                           markevery=markevery(len(rounds)),
                           label=f"{label} ({seeds}): {mean[-1]:.3f} "
-                                f"{where_it_ends(runs[0], rounds[-1])}"
+                                f"{_seeds_end(runs, rounds[-1])}"
                                 + guarantee_line(privacy)
                                 + ("" if regression else learnt_note(runs)))
         ax.fill_between(rounds, values.min(axis=0), values.max(axis=0), alpha=0.15,
@@ -654,6 +656,35 @@ def where_it_ends(res: RunResult, last: int | None = None) -> str:
     if last is None:
         last = int((res.final or {}).get("round") or (res.rounds[-1].round if res.rounds else 0))
     return f"at round {last}"
+
+
+def seeds_status(runs: Sequence[RunResult]) -> str | None:
+    """How many of a configuration's seeds ``runs`` were interrupted or extended (``2 of 3
+    seeds interrupted``), or ``None`` where each ran the rounds it planned."""
+    from fedlabels.results.caveats import rounds_status
+
+    said = [s for r in runs if (s := rounds_status(r)) is not None]
+    counts = {w: sum(s.startswith(w) for s in said) for w in ("interrupted", "extended")}
+    return "; ".join(f"{k} of {len(runs)} seeds {w}" for w, k in counts.items() if k) or None
+
+
+def _of_seeds(label: str, runs: Sequence[RunResult]) -> str:
+    """A configuration's ``label`` (:func:`legend_labels` of its first seed) with the status
+    of all its seeds (:func:`seeds_status`) in place of the first seed's alone."""
+    from fedlabels.results.caveats import rounds_status
+
+    if len(runs) == 1:
+        return label
+    first = rounds_status(runs[0])
+    label = label.removesuffix(f" [{first}]") if first else label
+    return label + (f" [{said}]" if (said := seeds_status(runs)) else "")
+
+
+def _seeds_end(runs: Sequence[RunResult], last: int) -> str:
+    """``at the end``, or ``at round N`` (``last``, the last round all ``runs`` evaluated)
+    where any of them was interrupted, not only the first."""
+    ends = [where_it_ends(r, last) for r in runs]
+    return next((e for e in ends if e != "at the end"), "at the end")
 
 
 def _final_value(res: RunResult, regression: bool) -> float | None:
