@@ -64,3 +64,26 @@ def test_fedavg_xclp_trains_a_model_and_keeps_it():
     result = fl.run("fedavg-xclp", "breast_cancer", clients=3, rounds=1, progress=False,
                     model="mlp(hidden=8)")
     assert len(result.client_models) == 3 and "no_models" not in result.extra
+
+
+@pytest.mark.parametrize(("method", "points"), [("xclp", 20), ("perclient-lp", None)])
+def test_the_baseline_is_each_clients_on_its_own_share_of_the_test_set(method, points):
+    """XCLP's clinical entry recorded no baseline (each client is scored on its own share
+    of the test set), so the report's row showed none; it records the majority class's
+    accuracy on each client's share, which the row shows."""
+    import numpy as np
+
+    from fedlabels.reporting.report import group_runs, summary_rows
+
+    fed = fl.load_federation("breast_cancer", clients=3, seed=0)
+    result = fl.run(method, fed, rounds=1, seed=0, progress=False,
+                    options={"test_points": points})
+    y = np.asarray(fed.y_test)
+    majority = np.argmax(np.bincount(np.concatenate([c.y for c in fed.clients])))
+    shares = [rows[:points] for rows in np.array_split(np.arange(len(y)), 3)]
+    expected = [float(np.mean(y[rows] == majority)) for rows in shares]
+    base = result.extra["clinical"]["baseline"]
+    assert base["class"] == majority
+    assert base["clients"] == pytest.approx(expected)
+    assert summary_rows(group_runs([result]))[0]["majority_baseline"] == pytest.approx(
+        np.mean(expected))

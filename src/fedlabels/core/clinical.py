@@ -110,6 +110,21 @@ def majority_baseline(train_counts: Sequence[int], y_test: np.ndarray) -> dict[s
     return {"class": k, "accuracy": acc, "half_width_95": half}
 
 
+def shares_baseline(train_counts: Sequence[int], y_test: np.ndarray,
+                    shares: Sequence[np.ndarray]) -> dict[str, Any]:
+    """:func:`majority_baseline` where each client is scored on its own share of the test
+    set (``shares``: its rows, disjoint): the commonest training class's accuracy on each
+    share (``clients``), their mean, and that mean's 95 % half-width (the shares'
+    binomial variances summed, over the number of clients squared)."""
+    per = [majority_baseline(train_counts, np.asarray(y_test)[rows]) for rows in shares]
+    halves = np.array([b["half_width_95"] for b in per])
+    return {"class": per[0]["class"],
+            "accuracy": float(np.mean([b["accuracy"] for b in per])),
+            "half_width_95": float(np.sqrt(np.sum(halves ** 2)) / len(per)),
+            "clients": [b["accuracy"] for b in per],
+            "scored_on": "each client's own share of the test set"}
+
+
 def aggregate(per_client: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Mean, min and max over clients of each scalar metric (``None`` if any client lacks
     it), and the per-client values."""

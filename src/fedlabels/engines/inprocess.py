@@ -290,7 +290,9 @@ def simulate(
             tail = time.perf_counter()  # the final test predictions count as the run's time,
             # with workers (made in finish) as in one process (made here)
             if records and not method.capabilities.trains_models:
-                result.extra["clinical"] = {"unavailable": method.no_models_note()}
+                result.extra["clinical"] = {"unavailable": method.no_models_note(),
+                                            **shares_baseline_of(method, plan, federation,
+                                                                 grid.client_ids)}
             elif records:  # stopped before the first round completed: no trained models to keep
                 result.client_models = [clients[c].model() for c in cids]
                 if federation.task != "regression":
@@ -365,6 +367,24 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
                                "client's model on the test set",
                 "baseline": summary["baseline"]}
     return summary
+
+
+def shares_baseline_of(method: Any, plan: RunPlan, federation: Federation,
+                       cids: list[int]) -> dict[str, Any]:
+    """``{"baseline": ...}`` of a classification run whose clients are each scored on their
+    own share of the test set (:meth:`Method.test_rows`; XCLP): each client's majority-class
+    baseline on its share (:func:`fedlabels.core.clinical.shares_baseline`); ``{}`` where
+    they are scored on all of it, for regression, or where a share is empty."""
+    from fedlabels.core.clinical import shares_baseline
+
+    n_test = len(federation.y_test)
+    shares = [method.test_rows(plan.settings, n_test, c) for c in cids]
+    if federation.task == "regression" or not shares or any(
+            s is None or not len(s) for s in shares):
+        return {}
+    counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)
+                     for c in federation.clients], axis=0)
+    return {"baseline": shares_baseline(counts.tolist(), federation.y_test, shares)}
 
 
 def regression_baseline(federation: Federation) -> dict[str, Any]:

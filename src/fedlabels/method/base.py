@@ -506,6 +506,11 @@ class Method:
         own share); None (the default): the method needs no such setup."""
         return None
 
+    def test_rows(self, settings: Settings, n_test: int, cid: int) -> np.ndarray | None:
+        """The rows of the test set client ``cid`` is scored on, where not all of them
+        (``None``, the default)."""
+        return None
+
     def no_models_note(self) -> str | None:
         """Why a run of this method keeps no models (None: it keeps its clients')."""
         if self.capabilities.trains_models:

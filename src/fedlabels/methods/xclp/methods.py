@@ -147,6 +147,13 @@ class _OneShotMethod(_LabelPropagationMethod):
 
     def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
         return {"scaling": ctx.scaling}
+
+    def test_rows(self, settings: Settings, n_test: int, cid: int) -> np.ndarray:
+        """Client ``cid``'s share of the test set, as :class:`OneShotClient` labels it."""
+        rows = evaluation_slice(n_test, settings.n_clients, cid)
+        points = getattr(settings.options, "test_points", None)
+        return rows if points is None else rows[:points]
+
     def no_models_note(self) -> str:
         return (f"{self.name} trains no model: label propagation labels each client's own "
                 "points and its share of the test set, and the accuracies are those labels' "
