@@ -1434,3 +1434,30 @@ def test_a_sweep_says_how_many_of_its_seeds_were_interrupted(ends):
         assert entry.endswith(f" at round {min(stopped)}")
     finally:
         plt.close(fig)
+
+
+def test_report_names_the_checkpoints_kept_beside_its_results(tmp_path, capsys):
+    """`fedlabels run -q` keeps its checkpoint without a word; `fedlabels report` of its
+    result says on stderr how many are kept, their size and which to delete, not on the
+    page."""
+    from fedlabels.cli.run import size_text
+    from fedlabels.runs.checkpoint import checkpoint_path
+    from fedlabels.runs.journal import journal_path
+
+    args = ["run", "--method", "fedct", "--clients", "3", "--model", "dt", "--rounds", "1",
+            "--seed", "0", "--no-progress", "-q"]
+    kept, without = tmp_path / "a.json", tmp_path / "b.json"
+    assert main([*args, "--output", str(kept)]) == 0
+    assert main([*args, "--output", str(without), "--no-checkpoint"]) == 0
+    assert "checkpoint" not in "".join(capsys.readouterr())
+    files = [checkpoint_path(kept), journal_path(checkpoint_path(kept))]
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    assert main(["report", str(kept), str(without), "-o", str(tmp_path / "r.html")]) == 0
+    out, err = capsys.readouterr()
+    (line,) = [t for t in err.splitlines() if "checkpoint" in t]
+    assert line.startswith("fedlabels: 1 checkpoint kept beside these results (")
+    assert f"({size_text(size)} with its journal)" in line
+    assert line.endswith(f": {checkpoint_path(kept)}") and "checkpoint" not in out
+    assert "checkpoint.npz" not in (tmp_path / "r.html").read_text()
+    assert main(["report", str(without), "-o", str(tmp_path / "s.html")]) == 0
+    assert "checkpoint" not in "".join(capsys.readouterr())

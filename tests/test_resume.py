@@ -596,7 +596,7 @@ def test_cli_run_without_checkpoint_writes_none_and_cannot_be_resumed(
     does; a stale checkpoint of that name is refused without --overwrite and removed with it
     (else resume would continue the earlier run as this one); resume then says why not."""
     from fedlabels.cli import main
-    from fedlabels.cli.run import _size
+    from fedlabels.cli.run import size_text as _size
 
     monkeypatch.chdir(tmp_path)
     args = ["run", "--method", "fedct", "--clients", str(CLIENTS), "--model", "dt",

@@ -18,7 +18,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"wrote {outputs['report']} and {outputs['summary table']}")
     for conf, line in warned:
         print(f"fedlabels: warning: {conf}: {line}", file=sys.stderr)
+    kept = kept_checkpoints(args.results)
+    if kept:  # `fedlabels run -q` said nothing of them
+        print(kept, file=sys.stderr)
     return 0
+
+
+def kept_checkpoints(results: list[str], named: int = 3) -> str | None:
+    """One line on the checkpoints kept beside ``results`` (``x.checkpoint.npz`` beside
+    ``x.json``, and its journal): how many, their size, why they are kept and which to
+    delete (the first ``named`` by name); ``None`` where there are none."""
+    from pathlib import Path
+
+    from fedlabels.cli.run import size_text
+    from fedlabels.runs.checkpoint import checkpoint_path
+    from fedlabels.runs.journal import journal_path
+
+    found = dict.fromkeys(c for r in results
+                          if (c := checkpoint_path(Path(r).expanduser())).is_file())
+    if not found:
+        return None
+    journals = [j for c in found if (j := journal_path(c)).is_file()]
+    size = sum(p.stat().st_size for p in [*found, *journals])
+    n = len(found)
+    names = ", ".join(str(c) for c in list(found)[:named]) + (
+        f" and {n - named} more" if n > named else "")
+    return (f"fedlabels: {n} checkpoint{'' if n == 1 else 's'} kept beside these results "
+            f"({size_text(size)}{_with(journals, n)}), so that "
+            f"`fedlabels resume RESULT.json --rounds N` can go on with a run; delete "
+            f"RESULT.checkpoint.npz{' and RESULT.checkpoint.journal' if journals else ''} "
+            f"of those you will not resume: {names}")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -54,6 +83,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
            "majority vote of the clients")
     print(f"wrote {len(frame)} prediction{'' if len(frame) == 1 else 's'} ({who}) to {out}")
     return 0
+
+
+def _with(journals: list[Any], n: int) -> str:
+    return "" if not journals else " with its journal" if n == 1 else " with their journals"
 
 
 def add_report_parsers(sub: Any) -> None:

@@ -109,9 +109,9 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
         from fedlabels.runs.journal import journal_path
 
         journal = journal_path(kept)
-        beside = (f"; its journal {journal}, {_size(journal.stat().st_size)}"
+        beside = (f"; its journal {journal}, {size_text(journal.stat().st_size)}"
                   if journal.is_file() else "")
-        info(f"checkpoint: {kept} ({_size(kept.stat().st_size)}{beside}), kept so that "
+        info(f"checkpoint: {kept} ({size_text(kept.stat().st_size)}{beside}), kept so that "
              f"`fedlabels resume {shlex.quote(str(files['result']))} --rounds N` can extend "
              f"the run; delete {'both' if beside else 'it'} if not")
     where = device_line(result.extra.get("device") or {})
@@ -165,7 +165,7 @@ def add_run_parser(sub: Any) -> None:
                    "run's configuration")
 
 
-def _size(n_bytes: int) -> str:
+def size_text(n_bytes: int) -> str:
     """``4.2 kB``, ``42 kB``, ``420 kB``, ``96 MB``: a file's size, decimal units."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n_bytes >= size:
