@@ -1461,3 +1461,23 @@ def test_report_names_the_checkpoints_kept_beside_its_results(tmp_path, capsys):
     assert "checkpoint.npz" not in (tmp_path / "r.html").read_text()
     assert main(["report", str(without), "-o", str(tmp_path / "s.html")]) == 0
     assert "checkpoint" not in "".join(capsys.readouterr())
+
+
+def test_the_round_figure_says_how_many_seeds_were_interrupted():
+    """The report's round figure named the first interrupted seed's status alone ('[seed
+    1: interrupted after round 3 of 12]') where seeds 1 and 2 were."""
+    import matplotlib.pyplot as plt
+
+    from fedlabels.reporting.report_figures import curves_figure
+
+    runs = [_result("fedct", seed, list(np.linspace(0.5, 0.8, 12))[:n], rounds_config=12)
+            for seed, n in enumerate((12, 3, 5))]
+    configs = group_runs(runs)
+    fig = curves_figure(configs, summary_rows(configs))
+    try:
+        _, labels = fig.axes[0].get_legend_handles_labels()
+        (entry,) = [t.replace("\n    ", " ") for t in labels if t.startswith("fedct")]
+        assert "[2 of 3 seeds interrupted]" in entry and "seed 1:" not in entry
+        assert entry.endswith(" at round 3")
+    finally:
+        plt.close(fig)

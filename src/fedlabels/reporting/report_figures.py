@@ -31,6 +31,7 @@ from fedlabels.reporting.plots import (
     participating,
     place_legend,
     run_settings,
+    seeds_status,
     style,
     where_it_ends,
     whole_rounds,
@@ -70,8 +71,11 @@ def markers(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
 
 
 def _label(conf: Configuration) -> str:
+    """The configuration's name and, where some of its runs were interrupted or extended,
+    how many (``[2 of 3 seeds interrupted]``; one run's status as it is)."""
     status = conf.statuses()
-    return conf.label + (f" [{status[0]}]" if status else "")
+    said = seeds_status(conf.runs) if len(conf.runs) > 1 else (status[0] if status else None)
+    return conf.label + (f" [{said}]" if said else "")
 
 
 def _ends(conf: Configuration, rounds: np.ndarray) -> str:
