@@ -235,3 +235,37 @@ def test_kept_test_predictions_are_used_only_for_the_model_that_made_them(breast
     role.learner.set_weights(weights)
     role.learner.train_steps(role.data.X, role.data.y, 1)  # one more step
     assert role.test_outputs()[1] is not kept[2]
+
+
+class _Raising:
+    """A fitted stand-in whose ``predict_proba`` raises ``error``."""
+
+    classes_ = np.arange(3)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        raise self.error
+
+
+def test_a_fault_in_predict_proba_is_raised_not_taken_for_no_probabilities():
+    X = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="shapes do not match"):
+        class_probabilities(_Raising(ValueError("shapes do not match")), X, 3)
+
+
+@pytest.mark.parametrize("error", [AttributeError("no probabilities"),
+                                   NotImplementedError("hard labels only")])
+def test_a_learner_without_probabilities_gives_none(error):
+    assert class_probabilities(_Raising(error), np.zeros((4, 2)), 3) is None
+
+
+def test_an_unfitted_scikit_learn_model_gives_none():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import SVC
+
+    X = np.zeros((4, 2))
+    assert class_probabilities(LogisticRegression(), X, 3) is None  # NotFittedError
+    svc = SVC(probability=False).fit(np.arange(8.0).reshape(4, 2), [0, 1, 0, 1])
+    assert class_probabilities(svc, X, 3) is None  # no predict_proba

@@ -142,13 +142,15 @@ def aggregate(per_client: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]
 
 def class_probabilities(model: Any, X: np.ndarray, n_classes: int) -> np.ndarray | None:
     """``model.predict_proba(X)`` as one column per global class, or ``None`` when the
-    model gives no probabilities (hard-label learners: AUROC is then n/a)."""
+    model gives no probabilities (hard-label learners: AUROC is then n/a): it has no
+    ``predict_proba``, or it raises ``AttributeError`` (scikit-learn's ``NotFittedError``
+    among them) or ``NotImplementedError``. Any other error is a fault and is raised."""
     proba_fn = getattr(model, "predict_proba", None)
     if proba_fn is None:
         return None
     try:
         proba = np.asarray(proba_fn(X), dtype=np.float64)
-    except Exception:  # a learner whose predict_proba is not usable here: no scores
+    except (AttributeError, NotImplementedError):  # what a learner without them raises
         return None
     classes = np.asarray(getattr(model, "classes_", np.arange(proba.shape[1])))
     if proba.ndim != 2 or proba.shape[1] != len(classes):
