@@ -732,3 +732,59 @@ def test_clients_predicting_together_in_short_chunks_resume_as_uninterrupted(
     path = tmp_path / "run.checkpoint.npz"
     run(checkpoint=path, on_round=interrupt_after(1))
     assert_same_run(full, run(resume=path), fed.X_test)
+
+
+def test_a_background_checkpoint_copies_a_learners_state_once(tmp_path: Path) -> None:
+    """A torch learner's ``state_dict`` copies its tensors already: the snapshot keeps those
+    arrays (not copied a second time), copies the role's live ones, and the file holds the
+    round's end while the learner trains on."""
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+    from fedlabels.method.state import prefixed
+    from fedlabels.runs.checkpoint import Keeper
+    from fedlabels.runs.loop import CommMeter
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    mlp = TorchMLPClassifier(hidden_layer_sizes=(8,), n_classes=2, batch_size=16,
+                             random_state=0).train_steps(X, y, 3)
+    given: list[dict[str, Any]] = []
+
+    class Role:
+        secret_state: tuple[str, ...] = ()
+
+        def __init__(self, learner: bool) -> None:
+            self.live, self.learner = np.zeros(10), learner
+
+        def state_dict(self) -> dict[str, Any]:
+            if not self.learner:  # the server
+                return {"live": self.live}
+            given.append(mlp.state_dict())
+            return {"live": self.live, **prefixed("learner", given[-1])}
+
+    client = Role(learner=True)
+    path = tmp_path / "run.checkpoint.npz"
+    keeper = Keeper(path, {}, {}, 2, Role(learner=False), {0: client}, CommMeter(),  # type: ignore[arg-type]
+                    background=True)
+    _, _, clients = keeper._snapshot(copied=True)
+    made = {f"learner.{k}": v for k, v in given[-1].items() if isinstance(v, np.ndarray)}
+    weights = [p.detach().numpy() for p in mlp.model_.parameters()]
+    assert any(k.startswith("learner.opt.") for k in made)
+    for key, array in made.items():
+        if key.startswith(("learner.model.", "learner.opt.")):
+            assert clients[0][key] is array, key  # not copied again
+            assert not any(np.shares_memory(array, w) for w in weights), key
+    assert clients[0]["live"] is not client.live and not np.shares_memory(
+        clients[0]["live"], client.live)
+    after_round = keeper.hook(None)
+    after_round(RoundRecord(round=1, local_steps=1, accuracies=None, server={}, bytes_up=[0],
+                            bytes_down=[0], seconds=0.0))
+    end = {k: v.copy() for k, v in given[-1].items() if isinstance(v, np.ndarray)}
+    mlp.train_steps(X, y, 3)  # the next round changes the learner in place, at once
+    client.live += 1.0
+    keeper.barrier()
+    saved = load_checkpoint(path).clients[0]
+    assert not saved["live"].any()
+    assert not np.array_equal(mlp.state_dict()["model.0.weight"], end["model.0.weight"])
+    for key, array in end.items():
+        assert np.array_equal(saved[f"learner.{key}"], array), key

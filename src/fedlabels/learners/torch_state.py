@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.own_arrays import made_for_caller
 
 _STATE_FORMAT = "fedlabels.torch_mlp/1"
 #: an optimiser's per-parameter slot (Adam's ``opt.0.exp_avg``), not a hyper-parameter
@@ -50,7 +51,10 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
     ``n_features_in``, ``n_classes``, ``steps``, ``model.training``, ``model.<name>``
     (parameters), ``opt.group.<hyper-parameter>[.<i>]``, ``opt.<param index>.<slot>``
     (Adam's ``step``, ``exp_avg``, ``exp_avg_sq``), ``rng.<path>`` (the numpy bit
-    generator's state, 128-bit ints as decimal strings) and ``cursor.<id>.<field>``.
+    generator's state, 128-bit ints as decimal strings) and ``cursor.<id>.<field>``. The
+    weights' and the optimiser's arrays are copies made for the caller alone
+    (:func:`~fedlabels.core.own_arrays.made_for_caller`: a checkpoint does not copy them
+    again).
     """
     state: dict[str, Any] = {"format": _STATE_FORMAT, "built": hasattr(mlp, "model_"),
                              **architecture(mlp)}
@@ -60,7 +64,7 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
                   "n_classes": len(mlp.classes_), "steps": int(mlp.steps_),
                   "model.training": bool(mlp.model_.training)})
     for name, tensor in mlp.model_.state_dict().items():
-        state[f"model.{name}"] = tensor.detach().cpu().numpy().copy()
+        state[f"model.{name}"] = made_for_caller(tensor.detach().cpu().numpy().copy())
     opt_state = mlp.optimizer_.state_dict()
     (group,) = opt_state["param_groups"]
     for key, value in group.items():
@@ -74,7 +78,7 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
     for index, slots in opt_state["state"].items():
         for slot, value in slots.items():
             state[f"opt.{int(index)}.{slot}"] = (
-                value.detach().cpu().numpy().copy() if torch.is_tensor(value)
+                made_for_caller(value.detach().cpu().numpy().copy()) if torch.is_tensor(value)
                 else _plain_scalar(value))
     _flatten_rng(mlp.rng_.bit_generator.state, "rng.", state)
     for key, cursor in sorted(mlp._cursors.items()):

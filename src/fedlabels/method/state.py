@@ -14,6 +14,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.own_arrays import is_made_for_caller
 
 StateValue: TypeAlias = np.ndarray | int | float | str | bool | None
 State: TypeAlias = dict[str, StateValue]
@@ -49,6 +50,15 @@ def state_to_bytes(value: StateValue) -> bytes:
 def copied(state: Mapping[str, StateValue]) -> State:
     """``state`` with its arrays copied (a role's arrays may be its live ones)."""
     return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in state.items()}
+
+
+def own_copies(state: Mapping[str, StateValue]) -> State:
+    """``state`` with arrays that nothing else holds: its arrays copied, but for those a
+    learner's ``state_dict`` made for its caller alone (its weights, copied from its tensors
+    already: :func:`~fedlabels.core.own_arrays.made_for_caller`), which are kept as they
+    are. Unlike :func:`copied`, the result may share those arrays with ``state``."""
+    return {k: v.copy() if isinstance(v, np.ndarray) and not is_made_for_caller(v) else v
+            for k, v in state.items()}
 
 
 def prefixed(prefix: str, state: Mapping[str, StateValue]) -> State:

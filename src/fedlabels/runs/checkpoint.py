@@ -72,8 +72,7 @@ from fedlabels.core.provenance import version
 from fedlabels.core.randomness import current_source, is_reproducible
 from fedlabels.core.user_frames import carry_caller
 from fedlabels.method.base import ClientRole, ServerRole
-from fedlabels.method.state import State
-from fedlabels.method.state import copied as copied_state
+from fedlabels.method.state import State, own_copies
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.journal import Journal, append, journal_path, journaled, read_journal
 from fedlabels.runs.loop import CommMeter, RoundHook, RunPlan, model_names
@@ -618,8 +617,9 @@ class Keeper:
         self._pace.wrote(len(self.records))
 
     def _snapshot(self, copied: bool) -> tuple[dict[str, Any], State, dict[int, State]]:
-        """Everything a checkpoint holds, as of now; ``copied``: arrays copied, so the next
-        round may change the roles while the file is written."""
+        """Everything a checkpoint holds, as of now; ``copied``: arrays of its own, so the
+        next round may change the roles while the file is written (a role's arrays copied,
+        a learner's state, copied by its ``state_dict`` already, not copied again)."""
         assert self.path is not None
         received = None if self.client_states is None else self.client_states()
         secret = not is_reproducible()
@@ -628,7 +628,7 @@ class Keeper:
             state = role.state_dict() if received is None else dict(received[cid])
             if secret:  # noise Generators: drawn afresh after a resume
                 state.update(dict.fromkeys(type(role).secret_state))
-            clients[cid] = copied_state(state) if copied and received is None else state
+            clients[cid] = own_copies(state) if copied and received is None else state
         source = current_source()
         meta = {"identity": self.identity, "config": self.config,
                 "rounds_planned": self.rounds_planned,
@@ -645,7 +645,7 @@ class Keeper:
                 "directory": self.directory}
         server = _server_state(self.server)
         if copied:
-            meta, server = copy.deepcopy(meta), copied_state(server)
+            meta, server = copy.deepcopy(meta), own_copies(server)
         return meta, server, clients
 
     def _records_json(self) -> JSONList:
