@@ -547,12 +547,13 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         return sum(p.numel() for p in self.model_.parameters())
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
-        """The whole mutable state as flat keys -> ndarrays / scalars (no pickle).
+    def state_dict(self, *, optimizer_slots: bool = True) -> dict[str, Any]:
+        """The whole mutable state as flat keys -> ndarrays / scalars (no pickle);
+        ``optimizer_slots=False``: without Adam's moments (a models file's state).
 
         See :func:`fedlabels.learners.torch_state.mlp_state_dict` for the keys.
         """
-        return mlp_state_dict(self)
+        return mlp_state_dict(self, optimizer_slots=optimizer_slots)
 
     def load_state_dict(self, state: Mapping[str, Any], *, optimizer: bool = True) -> None:
         """Restore a :meth:`state_dict` of a learner built with the same parameters;

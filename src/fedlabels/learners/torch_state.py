@@ -42,7 +42,7 @@ class BatchCursor:
         return idx
 
 
-def mlp_state_dict(mlp: Any) -> dict[str, Any]:
+def mlp_state_dict(mlp: Any, *, optimizer_slots: bool = True) -> dict[str, Any]:
     """The learner's whole mutable state as flat keys → ndarrays / scalars (no pickle).
 
     A learner built with the same constructor parameters that then calls
@@ -54,7 +54,8 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
     generator's state, 128-bit ints as decimal strings) and ``cursor.<id>.<field>``. The
     weights' and the optimiser's arrays are copies made for the caller alone
     (:func:`~fedlabels.core.own_arrays.made_for_caller`: a checkpoint does not copy them
-    again).
+    again). ``optimizer_slots=False`` leaves out ``opt.<param index>.<slot>`` (twice the
+    weights; a models file's state, for prediction, keeps none) without copying them.
     """
     state: dict[str, Any] = {"format": _STATE_FORMAT, "built": hasattr(mlp, "model_"),
                              **architecture(mlp)}
@@ -75,7 +76,7 @@ def mlp_state_dict(mlp: Any) -> dict[str, Any]:
                           for i, v in enumerate(value)})
         else:
             state[f"opt.group.{key}"] = _plain_scalar(value)
-    for index, slots in opt_state["state"].items():
+    for index, slots in opt_state["state"].items() if optimizer_slots else ():
         for slot, value in slots.items():
             state[f"opt.{int(index)}.{slot}"] = (
                 made_for_caller(value.detach().cpu().numpy().copy()) if torch.is_tensor(value)

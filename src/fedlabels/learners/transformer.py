@@ -509,11 +509,13 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
         return sum(p.numel() for _, p in self.trainable_)
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, *, optimizer_slots: bool = True) -> dict[str, Any]:
         """The whole mutable state (trainable weights, Adam moments, minibatch RNG and
-        cursors, counters) as flat keys -> arrays / scalars; the frozen weights are not in it.
+        cursors, counters) as flat keys -> arrays / scalars; the frozen weights are not in it
+        (``optimizer_slots=False``: nor Adam's moments, a models file's state).
         """
-        return {"minilm.mode": str(self.mode), **mlp_state_dict(_StateView(self))}
+        return {"minilm.mode": str(self.mode),
+                **mlp_state_dict(_StateView(self), optimizer_slots=optimizer_slots)}
 
     def load_state_dict(self, state: Mapping[str, Any], *, optimizer: bool = True) -> None:
         """Restore a :meth:`state_dict` of a learner built with the same parameters
