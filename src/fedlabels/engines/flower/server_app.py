@@ -45,6 +45,7 @@ import numpy as np
 from flwr.app import Context
 from flwr.serverapp import Grid as FlowerGridABC
 from flwr.serverapp import ServerApp
+from flwr.supercore.exit import ExitCode, flwr_exit
 
 from fedlabels.comm import Message
 from fedlabels.core.errors import FedLabelsError, show_warnings_in_one_line
@@ -436,6 +437,11 @@ app = ServerApp()
 @app.main()
 def main(grid: FlowerGridABC, context: Context) -> None:
     """The deployed ServerApp (its own ``flwr-serverapp`` process; the simulation engine
-    runs :func:`run_server` itself): its warnings print as the CLI's, one line each."""
+    runs :func:`run_server` itself): its warnings print as the CLI's, one line each, and a
+    run that stops on a :class:`FedLabelsError` (every site lost or refusing, a site's data
+    error at the hello) ends as a failed Flower run with that one line, not a traceback."""
     show_warnings_in_one_line()
-    run_server(grid, context)
+    try:
+        run_server(grid, context)
+    except FedLabelsError as exc:  # run_server recorded it in the status file
+        flwr_exit(ExitCode.SERVERAPP_EXCEPTION, f"fedlabels: error: {exc}")
