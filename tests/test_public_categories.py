@@ -124,7 +124,7 @@ def test_a_numeric_sites_csv_without_a_feature_column_is_refused_as_predict_refu
     """A numeric site CSV without a feature column read 'lacks feature column(s) ['b'] of
     the shared public set U (2 features)'; a categorical site's rows and predict said which
     columns were expected and whether an empty cell is filled: one message for all."""
-    from fedlabels.data.preprocessing import encode_frame
+    from fedlabels.data.preprocessing import SHARED_U_HAS, encode_frame
 
     rng = np.random.default_rng(0)
     table = pd.DataFrame({"a": rng.normal(size=90), "b": rng.normal(size=90)})
@@ -141,10 +141,12 @@ def test_a_numeric_sites_csv_without_a_feature_column_is_refused_as_predict_refu
                    "shared-path": str(prepared.shared_path)})
     with pytest.raises(FedLabelsError) as simulator:  # the simulator's reader of raw rows
         encode_frame(table.drop(columns="b"), ["a", "b"], [], ["a", "b"],
-                     f"SuperNode partition-id=0: CSV {site_csv}")
+                     f"SuperNode partition-id=0: CSV {site_csv}", of=SHARED_U_HAS)
     said = str(refused.value)
     assert said == str(simulator.value) and said.count("\n") == 0
-    assert "lacks column(s) 'b' (1 of the 2 the models were trained on: 'a', 'b')" in said
+    # a site's rows are read before any model exists: the columns are U's, not a model's
+    assert "lacks column(s) 'b' (1 of the 2 columns of the shared public set U: 'a', 'b')" \
+        in said
     assert "every row needs a value in it" in said
 
 

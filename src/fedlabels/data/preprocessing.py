@@ -247,21 +247,27 @@ def class_values(class_names: Sequence[str], dtype: str | None) -> np.ndarray:
     return np.asarray(class_names, dtype=object)
 
 
+#: whose columns new rows lack, in :func:`lacks_columns`' error: ``predict``'s
+TRAINED_ON = "the models were trained on"
+#: a Flower site's: its rows are read before any model exists
+SHARED_U_HAS = "columns of the shared public set U"
+
+
 def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
                  feature_names: Sequence[str], what: str = "the data",
-                 filled: bool = False) -> np.ndarray:
+                 filled: bool = False, of: str = TRAINED_ON) -> np.ndarray:
     """A table's raw ``columns`` (by name, in any order) as ``feature_names`` (float64, gaps
     NaN): the ``categorical`` ones one-hot encoded with the categories ``feature_names``
     name, so that a category they lack encodes as none (all zeros, with a warning at the
     user's call). How ``predict`` and a site's CSV rows are read; ``filled``: the run fills
     a numeric gap with U's median (``missing="public-median"``), as a missing column's
-    error says."""
+    error says; ``of``: whose columns they are, in that error (:func:`lacks_columns`)."""
     import pandas as pd
 
     frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise FedLabelsError(lacks_columns(what, missing, columns, categorical, filled))
+        raise FedLabelsError(lacks_columns(what, missing, columns, categorical, filled, of))
     given = list(frame.columns)
     twice = [c for c in columns if given.count(c) > 1]
     if twice:  # frame[c] would be a table of both, and the rows unreadable
@@ -279,7 +285,7 @@ def encode_frame(frame: Any, columns: Sequence[str], categorical: Sequence[str],
 
 
 def lacks_columns(what: str, missing: Sequence[str], columns: Sequence[str],
-                  categorical: Sequence[str], filled: bool) -> str:
+                  categorical: Sequence[str], filled: bool, of: str = TRAINED_ON) -> str:
     """The one-line error for rows without some of the training ``columns`` (``predict``'s
     and a Flower site's CSV): the missing ones, every expected one (the first 20 and the
     count), and whether an empty cell of the added column is filled as in training
@@ -297,8 +303,8 @@ def lacks_columns(what: str, missing: Sequence[str], columns: Sequence[str],
         cells = ("every row needs a value in it: the run filled no gaps (missing='refuse'), "
                  "so an empty cell is refused")
     return (f"{what} lacks column(s) {', '.join(map(repr, missing[:5]))}"
-            f"{' ...' if len(missing) > 5 else ''} ({len(missing)} of the {len(columns)} the "
-            f"models were trained on: {listed}); add {'it' if len(missing) == 1 else 'them'} "
+            f"{' ...' if len(missing) > 5 else ''} ({len(missing)} of the {len(columns)} "
+            f"{of}: {listed}); add {'it' if len(missing) == 1 else 'them'} "
             f"under {'that name' if len(missing) == 1 else 'those names'}: {cells}.")
 
 

@@ -183,10 +183,10 @@ def _private_from_csv(path: Path, target: str, shared: dict[str, np.ndarray],
     else:
         missing = [f for f in features if f not in frame.columns]
         if missing:  # as the simulator's predict and a categorical site's rows say it
-            from fedlabels.data.preprocessing import lacks_columns
+            from fedlabels.data.preprocessing import SHARED_U_HAS, lacks_columns
 
             raise FedLabelsError(lacks_columns(f"{who}: CSV {path}", missing, features, [],
-                                               "fill" in shared))
+                                               "fill" in shared, SHARED_U_HAS))
         X = _numbers(frame, features, path, who)
     if "fill" in shared:  # U's medians (missing="public-median"): the site's gaps as U's
         from fedlabels.data.gaps import fill_gaps
@@ -230,11 +230,11 @@ def _one_hot_rows(frame: Any, shared: Mapping[str, np.ndarray], features: list[s
     """A site's raw rows (``shared``'s ``raw_columns``) with its ``categorical`` columns
     one-hot encoded into ``features``, U's categories: one that U lacks encodes as none
     (all zeros, with a warning), as the simulator encodes it."""
-    from fedlabels.data.preprocessing import encode_frame
+    from fedlabels.data.preprocessing import SHARED_U_HAS, encode_frame
 
     return encode_frame(frame, [str(c) for c in shared["raw_columns"]],
                         [str(c) for c in shared["categorical"]], features, what,
-                        filled="fill" in shared)
+                        filled="fill" in shared, of=SHARED_U_HAS)
 
 
 def _numbers(frame: Any, features: list[str], path: Path, who: str) -> np.ndarray:
