@@ -10,6 +10,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 
 class FedLabelsError(ValueError):
     """Invalid input or configuration, with a message meant for the user."""
@@ -195,6 +197,15 @@ def show_warnings_in_one_line() -> None:
 
     show.fedlabels = True  # type: ignore[attr-defined]
     warnings.showwarning = show
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error shows it, at most 40 characters (a value from a deviating
+    server or from a file may be huge): its repr, an array's as the tuple of its values."""
+    if isinstance(value, np.ndarray):
+        value = tuple(value.reshape(-1)[:40].tolist())  # 40 values are past 40 characters
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

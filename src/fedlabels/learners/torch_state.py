@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, shown
 from fedlabels.core.own_arrays import made_for_caller
 
 _STATE_FORMAT = "fedlabels.torch_mlp/1"
@@ -112,7 +112,7 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any], *,
                 else str(theirs) == str(mine))
         if not same:
             raise FedLabelsError(f"torch learner state is for {arch_key[len('arch.'):]}="
-                                 f"{_shown(theirs)}, this learner has {_shown(mine)}.")
+                                 f"{shown(theirs)}, this learner has {shown(mine)}.")
     if not bool(_need(state, "built")):
         for attr in ("model_", "optimizer_", "rng_", "classes_", "n_features_in_",
                      "steps_", "_cursors"):
@@ -224,12 +224,6 @@ def architecture(mlp: Any) -> dict[str, Any]:
     own_sizes = getattr(mlp, "hidden_sizes", None)  # the MLPs' (an int is one layer)
     sizes = own_sizes() if callable(own_sizes) else mlp.hidden_layer_sizes
     return {"arch.hidden_layer_sizes": np.asarray([int(h) for h in sizes], dtype=np.int64)}
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        return str(tuple(int(v) for v in value.reshape(-1)))
-    return str(value)
 
 
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")

@@ -13,16 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import ParameterRefusal
+from fedlabels.core.errors import ParameterRefusal, shown
 
 #: the largest seed a message may carry (numpy's legacy generators take 32 bits)
 SEED_MAX = 2**32 - 1
-
-
-def shown(value: Any) -> str:
-    """``value``'s repr, at most 40 characters (a deviating server's value may be huge)."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _refuse(cid: int, key: str, value: Any, wanted: str) -> ParameterRefusal:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, shown
 
 
 def accuracy(y: Any, pred: np.ndarray, sample_weight: Any = None) -> float:
@@ -51,7 +51,7 @@ def _paired(y: Any, pred: np.ndarray,
         weight = np.asarray(sample_weight, dtype=np.float64)
     except (TypeError, ValueError):
         raise FedLabelsError(f"sample_weight must be numbers, one per row of X, got "
-                             f"{_shown(sample_weight)}.") from None
+                             f"{shown(sample_weight)}.") from None
     if weight.shape != truth.shape:
         raise FedLabelsError(f"sample_weight must be one weight per row of X: {len(pred)} "
                              f"rows, got shape {weight.shape}.")
@@ -61,8 +61,3 @@ def _paired(y: Any, pred: np.ndarray,
     if not weight.any():  # np.average's ZeroDivisionError
         raise FedLabelsError("sample_weight is all zeros: give at least one non-zero weight.")
     return truth, weight
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
