@@ -446,3 +446,46 @@ def test_max_steps_is_checked_and_only_beside_trust_coordinator(tmp_path: Path) 
     with pytest.raises(FedLabelsError, match=r"privacy-plan and max-steps.*drop max-steps"):
         site_config(SITE, {"privacy-plan": str(path), "max-steps": 5})
     assert site_config(SITE, {"trust-coordinator": True, "max-steps": 1}) is SITE  # period 1
+
+
+@pytest.mark.parametrize(("run", "node", "named"), [
+    # the coordinator's rounds, up to the run config's limit (10⁶) until 2026-11-30
+    (replace(SITE, method="fedct", options={}, rounds=1001), {},
+     "rounds is above the site's max-rounds 1000"),
+    (replace(SITE, method="fedct", options={}, rounds=3), {"max-rounds": "2"},
+     "rounds is above the site's max-rounds 2"),
+])
+def test_a_trusting_site_refuses_more_rounds_than_its_max_rounds(
+        tmp_path: Path, run: RunConfig, node: dict[str, object], named: str) -> None:
+    """With ``trust-coordinator=true`` the site takes the coordinator's rounds, but not
+    more than its own ``max-rounds`` (default 1,000): refused before it trains, naming the
+    bound; a run within it is answered."""
+    seen = _outcome(*_trusting_run(tmp_path / "over", run, **node))
+    assert f"refused: parameters ({named})" in seen, seen
+    if run.rounds < 1000:
+        within = {"max-rounds": run.rounds}
+        assert _outcome(*_trusting_run(tmp_path / "within", run, **within)) == "answered"
+
+
+def test_max_rounds_is_checked_and_bounds_every_message_of_a_trusting_site(
+        tmp_path: Path) -> None:
+    from fedlabels.core.errors import BudgetRefusal
+    from fedlabels.engines.flower.site import check_node_keys
+    from fedlabels.engines.flower.site_plan import check_planned_round
+
+    check_node_keys({"max-rounds": 5}, "site 0")  # a key the site reads
+    for bad in ("x", 0, -3, True, 2.5):
+        with pytest.raises(FedLabelsError, match="max-rounds must be an integer >= 1"):
+            site_config(SITE, {"trust-coordinator": True, "max-rounds": bad})
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_of(SITE)))
+    with pytest.raises(FedLabelsError, match=r"privacy-plan and max-rounds.*drop max-rounds"):
+        site_config(SITE, {"privacy-plan": str(path), "max-rounds": 5})
+    assert site_config(SITE, {"trust-coordinator": True, "max-rounds": 2}) is SITE  # 2 rounds
+    # a message's round (0-based) beyond max-rounds, whatever the run config said
+    trusting = {"trust-coordinator": True, "max-rounds": 3}
+    check_planned_round(trusting, 2)
+    with pytest.raises(BudgetRefusal, match="round 4 is beyond this site's max-rounds 3"):
+        check_planned_round(trusting, 3)
+    with pytest.raises(BudgetRefusal, match="max-rounds 1000"):
+        check_planned_round({"trust-coordinator": True}, 1000)

@@ -290,7 +290,8 @@ def _private_from_images(path: Path, shared: dict[str, np.ndarray],
 #: site_privacy and client_app); ``num-partitions`` is Flower's own, which fedlabels ignores
 NODE_CONFIG_KEYS = ("partition-id", "data-path", "target", "shared-path", "identity-key",
                     "roster-sha256", "state-key",
-                    "state-dir", "privacy-plan", "trust-coordinator", "max-steps", "ledger-dir",
+                    "state-dir", "privacy-plan", "trust-coordinator", "max-steps",
+                    "max-rounds", "ledger-dir",
                     "ledger-epsilon", "ledger-delta", "report-lifetime", "evaluate", "threads",
                     "num-partitions")
 

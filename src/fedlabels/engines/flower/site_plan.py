@@ -25,9 +25,11 @@ never imports and runs a network of its own (``module:PKG:FACTORY``) that only t
 coordinator names: a site runs such code only where its plan's ``model`` names it, and it
 trains no step count above its own ``max-steps`` (node config, default
 :data:`DEFAULT_MAX_STEPS`): the run config's ``period`` and ``*_steps`` options, and every
-``*steps`` a message names (a count derived from the period, PATE's teachers' 20 periods).
-A site with a plan trains its plan's counts, so ``max-steps`` beside ``privacy-plan`` is an
-error. This module does not import Flower.
+``*steps`` a message names (a count derived from the period, PATE's teachers' 20 periods),
+and answers no run of more rounds than its own ``max-rounds`` (default
+:data:`DEFAULT_MAX_ROUNDS`), nor a message of a round beyond it. A site with a plan trains
+its plan's counts and rounds, so ``max-steps`` or ``max-rounds`` beside ``privacy-plan`` is
+an error. This module does not import Flower.
 """
 
 from __future__ import annotations
@@ -83,6 +85,11 @@ TRUST_KEY = "trust-coordinator"
 MAX_STEPS_KEY = "max-steps"
 #: ``max-steps`` where the node config names none: 2⁶² kept a site training for good
 DEFAULT_MAX_STEPS = 10_000
+#: the node config key of a site's bound on the rounds the coordinator's run config names
+MAX_ROUNDS_KEY = "max-rounds"
+#: ``max-rounds`` where the node config names none (the docs' longest run is 400 rounds;
+#: the run config allows 10⁶)
+DEFAULT_MAX_ROUNDS = 1_000
 
 
 def trusts_coordinator(node_config: Mapping[str, Any]) -> bool:
@@ -94,13 +101,15 @@ def trusts_coordinator(node_config: Mapping[str, Any]) -> bool:
         if trusts:
             raise FedLabelsError(f"the node config names a privacy-plan and {TRUST_KEY}=true; "
                                  "a site follows one of them: drop one.")
-        if MAX_STEPS_KEY in node_config:
-            raise FedLabelsError(f"the node config names a privacy-plan and {MAX_STEPS_KEY}, "
-                                 "which bounds the coordinator's step counts only where "
-                                 f"{TRUST_KEY}=true; the plan's are the site's: drop "
-                                 f"{MAX_STEPS_KEY}.")
+        for key, what in ((MAX_STEPS_KEY, "step counts"), (MAX_ROUNDS_KEY, "rounds")):
+            if key in node_config:
+                raise FedLabelsError(f"the node config names a privacy-plan and {key}, "
+                                     f"which bounds the coordinator's {what} only where "
+                                     f"{TRUST_KEY}=true; the plan's are the site's: drop "
+                                     f"{key}.")
         return False
     max_steps(node_config)  # a bad value is refused at the first message, the hello too
+    max_rounds(node_config)
     if trusts:
         return True
     raise ParameterRefusal(
@@ -120,6 +129,7 @@ def site_config(run: RunConfig, node_config: Mapping[str, Any]) -> RunConfig:
     check_site_model(run, plan)
     if plan is None:
         check_steps({"period": run.period, **run.options}, node_config, "run config")
+        check_rounds(run.rounds, node_config)
         return run
     if plan["method"] != run.method:
         raise ParameterRefusal(f"the run uses method {run.method!r} but this site's "
@@ -149,10 +159,14 @@ def check_site_model(run: RunConfig, plan: dict[str, Any] | None) -> None:
 
 
 def check_planned_round(node_config: Mapping[str, Any], rnd: int) -> None:
-    """Refuse a message of round ``rnd`` (0-based) beyond the rounds of the site's own plan,
-    for every method: a coordinator may not make a site answer more often than its plan."""
+    """Refuse a message of round ``rnd`` (0-based) beyond the rounds of the site's own plan
+    (with ``trust-coordinator=true``, beyond its ``max-rounds``), for every method: a
+    coordinator may not make a site answer more often than its plan."""
     given = node_config.get("privacy-plan")
     if not given:
+        if rnd + 1 > (bound := max_rounds(node_config)):
+            raise BudgetRefusal(f"round {rnd + 1} is beyond this site's {MAX_ROUNDS_KEY} "
+                                f"{bound}; refusing.")
         return
     rounds = int(load_site_plan(str(given))["rounds"])
     if rnd + 1 > rounds:
@@ -160,18 +174,38 @@ def check_planned_round(node_config: Mapping[str, Any], rnd: int) -> None:
                             "round(s); refusing.")
 
 
-def max_steps(node_config: Mapping[str, Any]) -> int:
-    """The node config's ``max-steps`` (:data:`DEFAULT_MAX_STEPS` where it names none): an
-    integer >= 1, as a number or as digits; another value is an error naming it."""
-    raw = node_config.get(MAX_STEPS_KEY, DEFAULT_MAX_STEPS)
+def _node_bound(node_config: Mapping[str, Any], key: str, default: int) -> int:
+    """The node config's ``key`` (``default`` where it names none): an integer >= 1, as a
+    number or as digits; another value is an error naming it."""
+    raw = node_config.get(key, default)
     if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
         value = int(raw.strip())
     else:
         value = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
     if value < 1:
-        raise FedLabelsError(f"node config {MAX_STEPS_KEY} must be an integer >= 1, got "
-                             f"{raw!r}.")
+        raise FedLabelsError(f"node config {key} must be an integer >= 1, got {raw!r}.")
     return value
+
+
+def max_steps(node_config: Mapping[str, Any]) -> int:
+    """The node config's ``max-steps`` (:data:`DEFAULT_MAX_STEPS` where it names none)."""
+    return _node_bound(node_config, MAX_STEPS_KEY, DEFAULT_MAX_STEPS)
+
+
+def max_rounds(node_config: Mapping[str, Any]) -> int:
+    """The node config's ``max-rounds`` (:data:`DEFAULT_MAX_ROUNDS` where it names none)."""
+    return _node_bound(node_config, MAX_ROUNDS_KEY, DEFAULT_MAX_ROUNDS)
+
+
+def check_rounds(rounds: int, node_config: Mapping[str, Any]) -> None:
+    """Refuse the coordinator's run config of ``rounds`` rounds above the site's
+    ``max-rounds``, for a site with ``trust-coordinator=true``."""
+    bound = max_rounds(node_config)
+    if rounds > bound:
+        raise ParameterRefusal(f"the coordinator's run config asks this site for rounds = "
+                               f"{rounds}, above its {MAX_ROUNDS_KEY} {bound}; refusing "
+                               f"(raise {MAX_ROUNDS_KEY} in the node config to allow it).",
+                               named=f"rounds is above the site's {MAX_ROUNDS_KEY} {bound}")
 
 
 def check_steps(counts: Mapping[str, Any], node_config: Mapping[str, Any],
