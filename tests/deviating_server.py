@@ -37,9 +37,10 @@ LEAST_NOISE: dict[str, Any] = {
 #: parameters where a larger value means more noise (the others: smaller is noisier)
 NOISIER_ABOVE = {"flip_probability", "vote_sigma", "noise_multiplier", "discrete_share_sigma"}
 #: a request that computes on private data without noise (DP-FedCT's sensitivity estimate);
-#: its steps are the contract cases' period, the clients' own (another is refused)
+#: its steps, neighbours, relation and model are the contract cases' (period 2,
+#: sensitivity_neighbours 3, the defaults), the clients' own (another is refused)
 SENSITIVITY_REQUEST = Message("dpfedct.sensitivity", category="control", config={
-    "neighbours": 3, "relation": "remove", "steps": 2, "model": ""})
+    "neighbours": 3, "relation": "both", "steps": 2, "model": ""})
 
 
 @dataclass

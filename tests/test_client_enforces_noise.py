@@ -130,17 +130,36 @@ def test_the_estimate_is_answered_once_from_the_clients_own_options(fed):
     client = _role_factory(EMPIRICAL, fed)(0)
     own = client.settings.period  # its steps must be the client's own (since 2026-11-30)
     asked = Message("dpfedct.sensitivity", category="control",
-                    config={"neighbours": 50, "relation": "both", "steps": own, "model": "rf"})
+                    config={"neighbours": 3, "relation": "both", "steps": own, "model": ""})
     reply = client.handle(asked)
     assert reply.config["bits"] >= 0 and client.sensitivity_answers == 1
     with pytest.raises(BudgetRefusal, match="once"):
         client.handle(asked)
-    # the server's neighbours, relation and model are ignored: another request gives the
-    # same estimate, the one of the client's own options
-    other = _role_factory(EMPIRICAL, fed)(0).handle(Message(
-        "dpfedct.sensitivity", category="control",
-        config={"neighbours": 3, "relation": "remove", "steps": own, "model": ""}))
-    assert other.config == reply.config
+
+
+@pytest.mark.parametrize(("key", "other"), [
+    ("neighbours", 50), ("neighbours", True), ("neighbours", "3"), ("neighbours", None),
+    ("relation", "remove"), ("relation", 3), ("model", "rf"), ("model", None)])
+def test_an_estimate_request_for_another_question_is_refused(fed, key, other):
+    """The s* request's neighbours, relation and model were unread (the client's own
+    options decided), so a server that asked for 50 neighbours, remove or a random forest
+    got the estimate of 3, both and the client's learner, without knowing it (until
+    2026-11-30); another value is refused naming the field only, and nothing is
+    estimated."""
+    from fedlabels.comm import decode_message, encode_message
+    from fedlabels.core.errors import error_category
+
+    client = _role_factory(EMPIRICAL, fed)(0)
+    config = {"neighbours": 3, "relation": "both", "steps": client.settings.period,
+              "model": "", key: other}
+    if other is None:
+        del config[key]
+    asked = decode_message(encode_message(Message("dpfedct.sensitivity", category="control",
+                                                  config=config)))
+    with pytest.raises(ParameterRefusal) as refused:
+        client.handle(asked)
+    assert error_category(refused.value) == f"refused: parameters ({key} is not the site's own)"
+    assert client.sensitivity_answers == 0 and client.own_sensitivity is None
 
 
 @pytest.mark.parametrize("case", [XOR, KARY, SA, EMPIRICAL])

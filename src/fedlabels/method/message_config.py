@@ -77,3 +77,18 @@ def own_count(config: Mapping[str, Any], key: str, cid: int, own: int) -> int:
                                f"but this client's plan takes {own}; refusing to train.",
                                named=f"the site's {key} is {own}")
     return int(own)
+
+
+def own_value(config: Mapping[str, Any], key: str, cid: int, own: int | str) -> int | str:
+    """``own``, an integer or a text of the client's own options, where ``config[key]`` is
+    the same (of its kind: ``True`` is not 1, ``"3"`` not 3), else a refusal naming ``key``
+    only (the value may be a model spec of the site's own): a server that asked for another
+    would get an answer to another question than it asked, without knowing it."""
+    value = config.get(key)
+    kind = isinstance(value, str) if isinstance(own, str) else (
+        isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_))
+    if not kind or value != own:
+        raise ParameterRefusal(f"client {cid}: the server asked for {key} = {shown(value)} "
+                               f"but this client's options say {shown(own)}; refusing.",
+                               named=f"{key} is not the site's own")
+    return own

@@ -56,7 +56,7 @@ from fedlabels.method.base import (
 )
 from fedlabels.method.blocks import VoteServer, broadcast, check_voters, vote_consensus
 from fedlabels.method.dpsgd_client import DPSGDClient
-from fedlabels.method.message_config import own_count, planned_round
+from fedlabels.method.message_config import own_count, own_value, planned_round
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import (
     DEVIATING_SERVER,
@@ -244,8 +244,14 @@ class DPFedCTClient(DPSGDClient, FedCTClient):
         """This client's empirical s* (bits), from its own options, answered once: the
         answer is computed from private data without noise (outside the formal
         guarantee), so a second request is refused, and so is a request whose ``steps``
-        are not the client's own (:meth:`sensitivity_steps`)."""
+        are not the client's own (:meth:`sensitivity_steps`), nor its ``neighbours``,
+        ``relation`` and ``model`` (its options' ``sensitivity_*``)."""
         own_count(message.config, "steps", self.cid, self.sensitivity_steps())
+        opts = self.options
+        for key, own in (("neighbours", opts.sensitivity_neighbours),
+                         ("relation", opts.sensitivity_relation),
+                         ("model", opts.sensitivity_model)):
+            own_value(message.config, key, self.cid, own)
         if self.sensitivity_answers:
             raise BudgetRefusal(f"client {self.cid}: the sensitivity estimate is answered "
                                 "once per run; refusing another.")
