@@ -489,3 +489,29 @@ def test_max_rounds_is_checked_and_bounds_every_message_of_a_trusting_site(
         check_planned_round(trusting, 3)
     with pytest.raises(BudgetRefusal, match="max-rounds 1000"):
         check_planned_round({"trust-coordinator": True}, 1000)
+
+
+def test_a_site_reads_its_plan_once_a_run_and_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan file was read again for every message (three times and more: the role, the
+    round check, the ledger report), so a file changed under a running site changed the
+    plan in mid-run. Each site reads it once a run, at its first message, and keeps it in
+    its message record: here every file is rewritten to 1 round right after that read,
+    and the 2-round run is still answered to its end (the next run takes the new file)."""
+    from fedlabels.engines.flower import site_plan
+
+    reads: list[str] = []
+    real = site_plan.load_site_plan
+
+    def read_then_change(path: str | Path) -> dict[str, object]:
+        plan = real(path)
+        reads.append(str(path))
+        Path(path).write_text(json.dumps({**plan, "rounds": 1}))
+        return plan
+
+    monkeypatch.setattr(site_plan, "load_site_plan", read_then_change)
+    prepared, grid = loopback_deployment(SITE, tmp_path / "sites")
+    result = run_server(grid, server_context(prepared.spec))
+    assert result is not None and len(result.rounds) == SITE.rounds
+    assert sorted(reads) == sorted(prepared.node_settings(c)["privacy-plan"]
+                                   for c in range(SITE.clients))

@@ -48,6 +48,7 @@ from fedlabels.engines.flower.site_plan import (
     TRUST_KEY,
     check_planned_round,
     check_steps,
+    own_plan,
     plan_of,
     site_config,
     trusts_coordinator,
@@ -86,18 +87,19 @@ def hello_reply(site: SiteData, spec: DeploySpec) -> FLMessage:
 
 
 def build_role(spec: DeploySpec, site: SiteData,
-               node_config: Mapping[str, Any] | None = None) -> ClientRole:
+               node_config: Mapping[str, Any] | None = None,
+               plan: dict[str, Any] | None = None) -> ClientRole:
     """The client role of this site, as the simulator's session builds it for the same
     client index (:func:`~fedlabels.runs.session.build_client_role`), under the site's own
-    ``privacy-plan``, or the run's where the node config says ``trust-coordinator=true``
-    (:func:`~.site_plan.site_config`; neither: refused)."""
-    cfg = site_config(spec.config, dict(node_config or {}))
+    ``privacy-plan`` (``plan``, where the run pinned it), or the run's where the node config
+    says ``trust-coordinator=true`` (:func:`~.site_plan.site_config`; neither: refused)."""
+    cfg = site_config(spec.config, dict(node_config or {}), plan)
     cid = site.partition_id
     if cid >= cfg.clients:
         raise FedLabelsError(f"partition-id {cid} is out of range for a run with "
                              f"{cfg.clients} clients (0..{cfg.clients - 1}).")
-    plan = deploy_plan(cfg, site.n_classes, site.n_features, site.image_shape)
-    role = build_client_role(plan, cid, site.private, X_public=site.X_public,
+    run_plan = deploy_plan(cfg, site.n_classes, site.n_features, site.image_shape)
+    role = build_client_role(run_plan, cid, site.private, X_public=site.X_public,
                              X_test=site.X_test, y_test=site.y_test, scaling=site.scaling,
                              trust=site.trust)
     # evaluate=false: no test score leaves the site, in an evaluation or a protocol reply
@@ -189,9 +191,14 @@ def _handle(message: Message, context: Context) -> Message:
         digest = message_digest(ours, request, rnd if isinstance(rnd, int) else -1)
         guard = SequenceGuard.load(ledger.path.parent / "runs" /
                                    f"{snapshots.run_key(spec)}.json", key)
+        # the site's plan, read once a run: as pinned at its first answered message (a
+        # new run from scratch reads the file again; a resume keeps the run's)
+        fresh = guard.flower_run != context.run_id and not spec.resume
+        plan = own_plan(node_config, None if fresh else guard.plan)
         if guard.flower_run != context.run_id:  # this run's first message at this site
             unpinned = unpinned_roster_warning(site.trust is not None, node_config,
-                                               site_method(spec, node_config).roster_stake)
+                                               site_method(spec, node_config,
+                                                           plan).roster_stake)
             if unpinned is not None:
                 _SITE_LOG.warning("%s: %s", node_label(node_config, context.node_id),
                                   unpinned)
@@ -205,9 +212,10 @@ def _handle(message: Message, context: Context) -> Message:
                                           **({SITE_LEDGER: told} if told else {})),
                            reply_to=message)
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
-        check_planned_round(node_config, rnd)
+        guard.plan = plan  # saved with the reply (guard.accept)
+        check_planned_round(node_config, rnd, plan)
         check_steps(ours.config, node_config, "message")  # trust-coordinator: max-steps
-        role = build_role(spec, site, node_config)
+        role = build_role(spec, site, node_config, plan)
         if trusted and seq == 1:  # a run under the coordinator's plan: in the ledger first
             ledger.note_coordinator_plan(plan_of(spec.config), run=snapshots.run_key(spec),
                                          flower_run=context.run_id, sequence=guard.nonce)
@@ -232,29 +240,31 @@ def _handle(message: Message, context: Context) -> Message:
         if folder is not None:
             snapshots.save_snapshot(folder, seq, rnd, role.state_dict(), site.partition_id,
                                     key)
-        found = ledger_report(role, node_config)  # shown in the coordinator's result
+        found = ledger_report(role, node_config, plan)  # shown in the coordinator's result
         report = None if found is None else json.dumps(found)
         guard.accept(seq, rnd, digest, reply, after, ours.kind, report)
         if _SITE_LOG.isEnabledFor(logging.INFO):  # what left the site, for its operator
-            own = ledger_report(role, {**node_config, REPORT_LIFETIME: True})
+            own = ledger_report(role, {**node_config, REPORT_LIFETIME: True}, plan)
             _SITE_LOG.info("%s", answered(node_label(node_config, context.node_id), seq,
                                           rnd + 1, ours.kind, (reply, after),
-                                          site_threat(spec, node_config), own))
+                                          site_threat(spec, node_config, plan), own))
         if report is not None:
             return Message(to_record_dict(reply, after, **{SITE_LEDGER: report}),
                            reply_to=message)
     return Message(to_record_dict(reply, after), reply_to=message)
 
 
-def site_method(spec: DeploySpec, node_config: Mapping[str, Any]) -> Method:
-    """The method this site runs: its plan's (or the run's, where it trusts the
-    coordinator), as :func:`build_role` builds it."""
-    return get_method(site_config(spec.config, dict(node_config)).method)
+def site_method(spec: DeploySpec, node_config: Mapping[str, Any],
+                plan: dict[str, Any] | None = None) -> Method:
+    """The method this site runs: its plan's (``plan``, where the run pinned it; or the
+    run's, where it trusts the coordinator), as :func:`build_role` builds it."""
+    return get_method(site_config(spec.config, dict(node_config), plan).method)
 
 
-def site_threat(spec: DeploySpec, node_config: Mapping[str, Any]) -> ThreatModel:
+def site_threat(spec: DeploySpec, node_config: Mapping[str, Any],
+                plan: dict[str, Any] | None = None) -> ThreatModel:
     """The threat model of the method this site runs (:func:`site_method`)."""
-    return site_method(spec, node_config).threat_model
+    return site_method(spec, node_config, plan).threat_model
 
 
 def site_threads(node_config: Mapping[str, Any], spec: DeploySpec) -> int:

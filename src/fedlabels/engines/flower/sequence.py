@@ -88,6 +88,9 @@ class SequenceGuard:
     #: a new sequence not answered yet, kept beside the record of the run before it:
     #: ``{"flower_run": ..., "nonce": ...}`` (None: none)
     pending: dict[str, Any] | None = None
+    #: the site's privacy-plan as read at the run's first message it answered (None: not
+    #: read yet, or no plan): the run keeps it, a changed file applies from the next run
+    plan: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, path: Path, key: bytes) -> SequenceGuard:
@@ -109,6 +112,7 @@ class SequenceGuard:
         guard.round, guard.kinds = int(body.get("round", -1)), list(body.get("kinds", []))
         guard.nonce = str(body.get("nonce") or guard.nonce)  # older records: a new name
         guard.pending = body.get("pending")
+        guard.plan = body.get("plan")
         return guard
 
     def _mac(self, body: dict[str, Any]) -> str:
@@ -117,7 +121,7 @@ class SequenceGuard:
     def save(self) -> None:
         body = {"format": FORMAT, "flower_run": self.flower_run, "last": self.last,
                 "replies": self.replies, "round": self.round, "kinds": self.kinds,
-                "nonce": self.nonce, "pending": self.pending}
+                "nonce": self.nonce, "pending": self.pending, "plan": self.plan}
         write_private(self.path, json.dumps({"body": body, "mac": self._mac(body)}).encode())
 
     def admit(self, flower_run: int, resume: bool, seq: Any, rnd: Any,
@@ -141,7 +145,7 @@ class SequenceGuard:
                 self.pending = {"flower_run": flower_run, "nonce": nonce}
                 self.save()
             self.flower_run, self.last, self.replies = flower_run, 0, {}
-            self.round, self.kinds, self.nonce = -1, [], nonce
+            self.round, self.kinds, self.nonce, self.plan = -1, [], nonce, None
         self.flower_run = flower_run
         if seq == self.last + 1:
             if first:  # the first sequence's name is on disk before anything is charged

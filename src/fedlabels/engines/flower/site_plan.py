@@ -13,7 +13,9 @@ release and step counts and the message kinds it answers follow the site's optio
 message asking for less noise or more releases is refused, and so is any message of a
 round beyond the plan's rounds, whatever the method. A run whose method differs is
 refused outright, and so is one whose model differs from the plan's ``model`` (optional;
-plans written before it have none).
+plans written before it have none). The file is read once a run (:func:`own_plan`): the
+plan read at the run's first message is kept in the site's message record
+(:attr:`~.sequence.SequenceGuard.plan`), so a changed file applies from the next run.
 
 A site without ``privacy-plan`` refuses every message, the hello included (``refused:
 parameters``; its log says to name a plan or opt in), unless its node config says
@@ -120,12 +122,22 @@ def trusts_coordinator(node_config: Mapping[str, Any]) -> bool:
         "coordinator's run config.")
 
 
-def site_config(run: RunConfig, node_config: Mapping[str, Any]) -> RunConfig:
+def own_plan(node_config: Mapping[str, Any],
+             pinned: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The site's own plan: ``pinned`` (the run's, as read at its first message:
+    :attr:`~.sequence.SequenceGuard.plan`) where given, else its ``privacy-plan`` file read
+    now; None where the site trusts the coordinator (:func:`trusts_coordinator`)."""
+    if trusts_coordinator(node_config):
+        return None
+    return pinned if pinned is not None else load_site_plan(str(node_config["privacy-plan"]))
+
+
+def site_config(run: RunConfig, node_config: Mapping[str, Any],
+                pinned: dict[str, Any] | None = None) -> RunConfig:
     """The configuration the site's client role is built from: the method, rounds, period
-    and options of the site's own plan; the run's only where the site says
+    and options of the site's own plan (:func:`own_plan`); the run's only where the site says
     ``trust-coordinator=true`` (:func:`trusts_coordinator`)."""
-    given = node_config.get("privacy-plan")
-    plan = None if trusts_coordinator(node_config) else load_site_plan(str(given))
+    plan = own_plan(node_config, pinned)
     check_site_model(run, plan)
     if plan is None:
         check_steps({"period": run.period, **run.options}, node_config, "run config")
@@ -158,17 +170,18 @@ def check_site_model(run: RunConfig, plan: dict[str, Any] | None) -> None:
             f"add \"model\": {model!r} to the plan (deploy prepare writes it).")
 
 
-def check_planned_round(node_config: Mapping[str, Any], rnd: int) -> None:
+def check_planned_round(node_config: Mapping[str, Any], rnd: int,
+                        pinned: dict[str, Any] | None = None) -> None:
     """Refuse a message of round ``rnd`` (0-based) beyond the rounds of the site's own plan
-    (with ``trust-coordinator=true``, beyond its ``max-rounds``), for every method: a
-    coordinator may not make a site answer more often than its plan."""
-    given = node_config.get("privacy-plan")
-    if not given:
+    (:func:`own_plan`; with ``trust-coordinator=true``, beyond its ``max-rounds``), for
+    every method: a coordinator may not make a site answer more often than its plan."""
+    plan = own_plan(node_config, pinned)
+    if plan is None:
         if rnd + 1 > (bound := max_rounds(node_config)):
             raise BudgetRefusal(f"round {rnd + 1} is beyond this site's {MAX_ROUNDS_KEY} "
                                 f"{bound}; refusing.")
         return
-    rounds = int(load_site_plan(str(given))["rounds"])
+    rounds = int(plan["rounds"])
     if rnd + 1 > rounds:
         raise BudgetRefusal(f"round {rnd + 1} is beyond this site's privacy-plan of {rounds} "
                             "round(s); refusing.")

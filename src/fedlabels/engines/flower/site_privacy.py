@@ -127,7 +127,8 @@ def site_evaluates(node_config: Mapping[str, Any]) -> bool:
 REPORT_LIFETIME = "report-lifetime"
 
 
-def ledger_report(role: Any, node_config: Mapping[str, Any]) -> dict[str, Any] | None:
+def ledger_report(role: Any, node_config: Mapping[str, Any],
+                  plan: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """What the site's ledger says after the message in hand, for the coordinator's result
     (``site_ledger`` in the reply's header; None where the message charged nothing): this
     run's releases and their (ε, δ) (the role's own ledger of the run) and the plan the site
@@ -141,21 +142,20 @@ def ledger_report(role: Any, node_config: Mapping[str, Any]) -> dict[str, Any] |
     budget and δ), of |U| and of how many releases its ledger holds, as every charged event
     is: its noise comes from the options or the server's request and its s* from the
     options and |U| (an ``empirical`` estimate is the server's: the ledger takes 2|U|),
-    never from the rows. The coordinator cannot check them."""
+    never from the rows. The coordinator cannot check them. ``plan``: the site's plan as
+    the run pinned it (:func:`~.site_plan.own_plan`; None: read the file, if any)."""
     ledger, spent = getattr(role, "site_ledger", None), getattr(role, "site_spent", None)
     if ledger is None or spent is None or ledger.releases < 0:
         return None
-    from fedlabels.engines.flower.site_plan import load_site_plan
+    from fedlabels.engines.flower.site_plan import own_plan
 
     run = role.ledger
     releases = len(run.events)
     # the ledger holds this run's releases only, at the run's δ: its ε is the run's (else
     # accounted again: a site with ledger-epsilon that allowed earlier runs)
     alone = ledger.releases == releases and ledger.delta == run.delta
-    given = node_config.get("privacy-plan")
     report = {"epsilon": spent.epsilon if alone else run.spent().epsilon, "delta": run.delta,
-              "releases": releases,
-              "plan": load_site_plan(str(given)) if given else None}
+              "releases": releases, "plan": own_plan(node_config, plan)}
     if node_flag(node_config, REPORT_LIFETIME, False):
         report |= {"ledger_epsilon": spent.epsilon, "ledger_delta": ledger.delta,
                    "ledger_releases": ledger.releases, "budget": ledger.epsilon,
