@@ -21,7 +21,7 @@ DELTA = 1e-5
 CASES = [(1.0, 0.1, 10), (2.0, 0.2, 25)]
 
 
-def _oracle(name: str, sigma: float, q: float, steps: int) -> float:
+def _oracle(name: str, sigma: float, q: float, steps: int, delta: float = DELTA) -> float:
     """dp-accounting's own accountant, fresh, composing the Poisson-subsampled Gaussian."""
     import dp_accounting as dpa
     from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
@@ -32,7 +32,7 @@ def _oracle(name: str, sigma: float, q: float, steps: int) -> float:
            if name == "pld" else RdpAccountant(neighboring_relation=rel))
     acc.compose(dpa.SelfComposedDpEvent(
         dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(sigma)), steps))
-    return float(acc.get_epsilon(DELTA))
+    return float(acc.get_epsilon(delta))
 
 
 @pytest.mark.parametrize("target, q, steps", CASES)
@@ -49,6 +49,25 @@ def test_pld_sigma_meets_the_target_tightly_below_rdps(target: float, q: float,
     spent = accounting.tightest_gaussian(pld.sigma, q, steps, DELTA,
                                          accounting.default_gaussian_accountants(q))
     assert spent.accountant == "pld" and spent.epsilon <= target
+
+
+#: (ε, q, T, δ) over the grid's range, every coordinate varied; the last three (large σ,
+#: most clients sampled, many rounds) are where the search's coarse PLD is a step or more
+#: above the reported one; a larger ε at a small q costs the oracle's PLD seconds
+GRID = [(0.3, 0.02, 3, 1e-6), (0.3, 0.1, 20, 1e-3), (1.0, 0.1, 60, 1e-3), (1.0, 0.5, 3, 1e-6),
+        (2.0, 0.5, 20, 1e-6), (4.0, 0.1, 20, 1e-6), (0.3, 0.8, 100, 1e-6),
+        (0.5, 0.9, 300, 1e-6), (0.1, 0.9, 100, 1e-3)]
+
+
+@pytest.mark.parametrize("target, q, steps, delta", GRID)
+def test_pld_calibration_is_within_the_target_and_tight_over_a_grid(
+        target: float, q: float, steps: int, delta: float) -> None:
+    """dp-accounting's PLD accountant at the reported discretisation is the oracle: the
+    calibrated σ's ε is at most the target, σ·(1 - CALIBRATION_RTOL)'s above it."""
+    pld = calibrate_gaussian(target, delta, q, steps)
+    assert pld.accountant == "pld" and not pld.note
+    assert _oracle("pld", pld.sigma, q, steps, delta) <= target
+    assert _oracle("pld", pld.sigma * (1 - CALIBRATION_RTOL), q, steps, delta) > target
 
 
 def test_q1_is_analytic_and_unchanged() -> None:
