@@ -392,3 +392,20 @@ def test_a_claim_under_replacement_is_not_falsified_by_added_canaries():
     assert _falsifies({"epsilon": 1.0, "neighbouring": RECORD_LEVEL}, 5.0) is True
     assert _falsifies({"epsilon": 8.0, "neighbouring": RECORD_LEVEL}, 5.0) is False
     assert _falsifies({}, 5.0) is None
+
+
+def test_a_bound_above_the_claim_falsifies_it_and_one_at_it_does_not():
+    from fedlabels.audit.canaries import _falsifies
+    from fedlabels.privacy.events import RECORD_LEVEL
+
+    claim = {"epsilon": 1.0, "neighbouring": RECORD_LEVEL}
+    assert _falsifies(claim, 1.01) is True
+    assert _falsifies(claim, 1.0) is False
+
+
+def test_a_dp_method_is_audited_at_its_own_delta(digits):
+    """The audit's δ is the claim's (here the option's 10⁻³), not the default 10⁻⁵."""
+    out = epsilon_lower_bound_audit("dp-fedct", digits, DT, rounds=1, period=5, seed=0,
+                                    n_canaries=20, options={"epsilon": 1.0, "delta": 1e-3,
+                                                            "mechanism": "xor"})
+    assert out["delta"] == 1e-3
