@@ -238,6 +238,22 @@ def test_site_ledger_refuses_what_it_did_not_write(tmp_path: Path, forge: str) -
         SiteLedger(site.path, key, site.dataset, None, DELTA).events()
 
 
+def test_a_forged_head_does_not_give_back_spent_budget(tmp_path: Path) -> None:
+    """The sealed head is a cache under the key: one rewritten without it (the runs spent
+    emptied, the MAC kept) is ignored and the ledger read whole, so the budget still holds."""
+    ev = _xor()
+    budget = account_labels([ev] * 2, DELTA).epsilon
+    site = _site(tmp_path, epsilon=budget)
+    site.charge([ev], run="a", seq=1)
+    site.charge([ev], run="b", seq=1)
+    head_path = site.path.with_name("ledger.head")
+    saved = json.loads(head_path.read_text())
+    saved["body"]["runs"] = []
+    head_path.write_text(json.dumps(saved))
+    with pytest.raises(FedLabelsError, match="budget exceeded"):
+        _site(tmp_path, epsilon=budget).charge([ev], run="c", seq=1)
+
+
 def test_a_charge_is_on_disk_before_the_release(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The release that follows a charge crashes: the charge is already in the file."""
