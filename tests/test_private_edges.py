@@ -6,9 +6,6 @@ from __future__ import annotations
 import os
 import stat
 
-import pytest
-
-from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.private_files import private_dir
 
 
@@ -29,3 +26,15 @@ def test_an_existing_folder_is_tightened_to_0700_unless_told_not_to(tmp_path):
     assert _mode(results) == 0o755
     made = private_dir(tmp_path / "new" / "deeper", tighten=False)
     assert _mode(made) == 0o700
+
+
+def test_an_append_makes_an_open_file_0600_and_keeps_its_bytes(tmp_path):
+    from fedlabels.core.private_files import append_private
+
+    ledger = tmp_path / "site" / "ledger.jsonl"
+    ledger.parent.mkdir()
+    ledger.write_bytes(b"first\n")
+    ledger.chmod(0o644)
+    append_private(ledger, b"second\n")
+    assert _mode(ledger) == 0o600
+    assert ledger.read_bytes() == b"first\nsecond\n"
