@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
+
+from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.private_files import private_dir
 
 
@@ -38,3 +41,48 @@ def test_an_append_makes_an_open_file_0600_and_keeps_its_bytes(tmp_path):
     append_private(ledger, b"second\n")
     assert _mode(ledger) == 0o600
     assert ledger.read_bytes() == b"first\nsecond\n"
+
+
+def test_a_short_append_is_cut_off_again(tmp_path, monkeypatch):
+    # a full disk mid-entry: the ledger keeps what it held, never a torn entry
+    from fedlabels.core import private_files
+
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_bytes(b"first\n")
+    real_write = os.write
+    calls = []
+
+    def short_write(fd, data):
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:3])) if len(calls) == 1 else 0
+
+    monkeypatch.setattr(private_files.os, "write", short_write)
+    with pytest.raises(FedLabelsError, match=r"could not append to .*ledger\.jsonl: wrote 3 of "
+                                             r"13 bytes; it was left as it was before"):
+        private_files.append_private(ledger, b'{"eps": 1.0}\n')
+    monkeypatch.undo()
+    assert ledger.read_bytes() == b"first\n"
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o660])
+def test_a_key_others_can_read_is_refused(tmp_path, mode):
+    from fedlabels.core.private_files import KEY_BYTES, read_key
+
+    key = tmp_path / "checkpoint.key"
+    key.write_bytes(b"k" * KEY_BYTES)
+    key.chmod(mode)
+    with pytest.raises(FedLabelsError, match=f"is accessible by others \\(mode {mode:o}\\)"):
+        read_key(key, "checkpoint key", "make a new one.")
+    key.chmod(0o600)
+    assert read_key(key, "checkpoint key", "make a new one.") == b"k" * KEY_BYTES
+
+
+@pytest.mark.parametrize("size", [31, 33, 64])
+def test_a_key_of_another_length_is_refused(tmp_path, size):
+    from fedlabels.core.private_files import read_key
+
+    key = tmp_path / "checkpoint.key"
+    key.write_bytes(b"k" * size)
+    key.chmod(0o600)
+    with pytest.raises(FedLabelsError, match=f"has {size} bytes, not 32; make a new one."):
+        read_key(key, "checkpoint key", "make a new one.")
