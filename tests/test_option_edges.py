@@ -1,0 +1,32 @@
+"""The edges of a method option's validation (method.options): an empty value, the ends of
+an interval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.method.options import PROBABILITY, Interval, MethodOptions, option
+
+
+@dataclass(frozen=True)
+class _Options(MethodOptions):
+    rate: float = option(0.5, "a rate", kind=float, interval=PROBABILITY)
+    cap: float | None = option(None, "a cap", kind=float, nullable=True)
+
+
+def test_none_is_refused_where_the_option_has_a_value_by_default():
+    with pytest.raises(FedLabelsError, match="demo option rate cannot be empty; rate "):
+        _Options.from_mapping({"rate": None}, "demo")
+    assert _Options.from_mapping({"cap": None}, "demo").cap is None
+
+
+@pytest.mark.parametrize("closed, low_in, high_in", [
+    ("both", True, True), ("left", True, False), ("right", False, True),
+    ("neither", False, False)])
+def test_an_intervals_ends_belong_to_it_as_it_says(closed, low_in, high_in):
+    span = Interval(1.0, 2.0, closed)
+    assert (1.0 in span, 2.0 in span, 1.5 in span) == (low_in, high_in, True)
+    assert 0.999 not in span and 2.001 not in span
