@@ -30,3 +30,13 @@ def test_an_intervals_ends_belong_to_it_as_it_says(closed, low_in, high_in):
     span = Interval(1.0, 2.0, closed)
     assert (1.0 in span, 2.0 in span, 1.5 in span) == (low_in, high_in, True)
     assert 0.999 not in span and 2.001 not in span
+
+
+@pytest.mark.parametrize("text, value", [
+    ("yes", True), ("True", True), (" no ", False), ("FALSE", False), ("none", None),
+    ("null", None), ("3", 3), ("0.25", 0.25), (" fedct ", "fedct")])
+def test_an_opt_value_is_read_as_the_cli_documents(text, value):
+    from fedlabels.method.options import parse_flag_value
+
+    got = parse_flag_value(text)
+    assert got == value and type(got) is type(value)

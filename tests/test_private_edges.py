@@ -86,3 +86,15 @@ def test_a_key_of_another_length_is_refused(tmp_path, size):
     key.chmod(0o600)
     with pytest.raises(FedLabelsError, match=f"has {size} bytes, not 32; make a new one."):
         read_key(key, "checkpoint key", "make a new one.")
+
+
+def test_a_tag_matches_only_in_full():
+    from fedlabels.core.private_files import same_tag, tag
+
+    key = b"k" * 32
+    expected = tag(key, b"meta", b"arrays")
+    last = "0" if expected[-1] != "0" else "1"
+    assert same_tag(expected, expected)
+    assert not same_tag(expected[:-1] + last, expected)  # one hex digit changed, at the end
+    assert not same_tag(expected.encode(), expected)  # bytes, not the stored text
+    assert tag(key, b"ab", b"c") != tag(key, b"a", b"bc")  # the parts' lengths are framed
