@@ -15,6 +15,7 @@ from fedlabels.method.options import PROBABILITY, Interval, MethodOptions, optio
 class _Options(MethodOptions):
     rate: float = option(0.5, "a rate", kind=float, interval=PROBABILITY)
     cap: float | None = option(None, "a cap", kind=float, nullable=True)
+    top_k: int = option(1, "how many", kind=int)
 
 
 def test_none_is_refused_where_the_option_has_a_value_by_default():
@@ -40,3 +41,11 @@ def test_an_opt_value_is_read_as_the_cli_documents(text, value):
 
     got = parse_flag_value(text)
     assert got == value and type(got) is type(value)
+
+
+def test_an_option_key_may_be_written_with_dashes():
+    # --opt top-k=3 as the flags are spelled; an unknown key still names the valid ones
+    assert _Options.from_mapping({"top-k": 3}, "demo").top_k == 3
+    with pytest.raises(FedLabelsError, match=r"has no option 'top_n'.*its options: rate, cap, "
+                                             "top_k"):
+        _Options.from_mapping({"top-n": 3}, "demo")
