@@ -49,3 +49,13 @@ def test_an_option_key_may_be_written_with_dashes():
     with pytest.raises(FedLabelsError, match=r"has no option 'top_n'.*its options: rate, cap, "
                                              "top_k"):
         _Options.from_mapping({"top-n": 3}, "demo")
+
+
+def test_nan_is_refused_by_an_interval_open_above():
+    @dataclass(frozen=True)
+    class _Open(MethodOptions):
+        scale: float = option(1.0, "a scale", kind=float, interval=Interval(0.0, None))
+
+    with pytest.raises(FedLabelsError, match=r"scale must lie in \[0, inf\], got nan"):
+        _Open.from_mapping({"scale": float("nan")}, "demo")
+    assert _Open.from_mapping({"scale": 1e300}, "demo").scale == 1e300

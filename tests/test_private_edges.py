@@ -98,3 +98,16 @@ def test_a_tag_matches_only_in_full():
     assert not same_tag(expected[:-1] + last, expected)  # one hex digit changed, at the end
     assert not same_tag(expected.encode(), expected)  # bytes, not the stored text
     assert tag(key, b"ab", b"c") != tag(key, b"a", b"bc")  # the parts' lengths are framed
+
+
+def test_a_checkpoint_leaves_the_users_results_folder_as_it_is(tmp_path):
+    # the checkpoint is 0600; the folder it is written into is the user's (tighten=False)
+    from fedlabels.runs.checkpoint import load_checkpoint, write_checkpoint
+
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o755)
+    key = b"k" * 32
+    path = write_checkpoint(results / "run.checkpoint.npz", {"records": []}, {}, {}, key=key)
+    assert _mode(results) == 0o755 and _mode(path) == 0o600
+    assert load_checkpoint(path, key=key).meta["records"] == []
