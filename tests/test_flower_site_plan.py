@@ -434,18 +434,22 @@ def test_a_trusting_site_refuses_more_steps_than_its_max_steps(
         assert _outcome(*_trusting_run(tmp_path / "within", run, **bound)) == "answered"
 
 
-def test_max_steps_is_checked_and_only_beside_trust_coordinator(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("key", "within"), [("max-steps", 1), ("max-rounds", 2)])
+def test_a_site_bound_is_checked_and_only_beside_trust_coordinator(
+        tmp_path: Path, key: str, within: int) -> None:
+    """``max-steps`` and ``max-rounds``: keys the site reads, integers >= 1, refused beside a
+    privacy plan (which bounds both); ``within``: SITE's period and rounds."""
     from fedlabels.engines.flower.site import check_node_keys
 
-    check_node_keys({"max-steps": 5}, "site 0")  # a key the site reads
+    check_node_keys({key: 5}, "site 0")  # a key the site reads
     for bad in ("x", 0, -3, True, 2.5):
-        with pytest.raises(FedLabelsError, match="max-steps must be an integer >= 1"):
-            site_config(SITE, {"trust-coordinator": True, "max-steps": bad})
+        with pytest.raises(FedLabelsError, match=f"{key} must be an integer >= 1"):
+            site_config(SITE, {"trust-coordinator": True, key: bad})
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan_of(SITE)))
-    with pytest.raises(FedLabelsError, match=r"privacy-plan and max-steps.*drop max-steps"):
-        site_config(SITE, {"privacy-plan": str(path), "max-steps": 5})
-    assert site_config(SITE, {"trust-coordinator": True, "max-steps": 1}) is SITE  # period 1
+    with pytest.raises(FedLabelsError, match=rf"privacy-plan and {key}.*drop {key}"):
+        site_config(SITE, {"privacy-plan": str(path), key: 5})
+    assert site_config(SITE, {"trust-coordinator": True, key: within}) is SITE
 
 
 @pytest.mark.parametrize(("run", "node", "named"), [
@@ -467,21 +471,10 @@ def test_a_trusting_site_refuses_more_rounds_than_its_max_rounds(
         assert _outcome(*_trusting_run(tmp_path / "within", run, **within)) == "answered"
 
 
-def test_max_rounds_is_checked_and_bounds_every_message_of_a_trusting_site(
-        tmp_path: Path) -> None:
+def test_max_rounds_bounds_every_message_of_a_trusting_site() -> None:
     from fedlabels.core.errors import BudgetRefusal
-    from fedlabels.engines.flower.site import check_node_keys
     from fedlabels.engines.flower.site_plan import check_planned_round
 
-    check_node_keys({"max-rounds": 5}, "site 0")  # a key the site reads
-    for bad in ("x", 0, -3, True, 2.5):
-        with pytest.raises(FedLabelsError, match="max-rounds must be an integer >= 1"):
-            site_config(SITE, {"trust-coordinator": True, "max-rounds": bad})
-    path = tmp_path / "plan.json"
-    path.write_text(json.dumps(plan_of(SITE)))
-    with pytest.raises(FedLabelsError, match=r"privacy-plan and max-rounds.*drop max-rounds"):
-        site_config(SITE, {"privacy-plan": str(path), "max-rounds": 5})
-    assert site_config(SITE, {"trust-coordinator": True, "max-rounds": 2}) is SITE  # 2 rounds
     # a message's round (0-based) beyond max-rounds, whatever the run config said
     trusting = {"trust-coordinator": True, "max-rounds": 3}
     check_planned_round(trusting, 2)

@@ -369,6 +369,17 @@ def place_legend(fig: Any, ax: Any) -> None:
         fig.set_figheight(fig.get_figheight() + max(0.0, rows - 6) * 0.17)  # axes keep size
 
 
+def _round_axes(ax: Any, results: Sequence[RunResult], regression: bool) -> None:
+    """A per-round figure's baseline (the training mean's RMSE, or the majority class) and
+    its x axis of whole rounds."""
+    if regression:
+        draw_training_mean(ax, results)
+    else:
+        draw_majority(ax, results)
+    ax.set_xlabel("communication round")
+    whole_rounds(ax)
+
+
 def whole_rounds(ax: Any) -> None:
     """Round ticks at whole rounds; a run of one or two rounds gets its rounds alone (the
     locator would tick 0.96, 0.98, ... around a single point)."""
@@ -434,12 +445,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
         ax.axhline(value, ls=dash, lw=1.6, color=colour,
                    label=f"{label}: {value:.3f} (reference)"
                          + ("" if regression else learnt_note([res])))
-    if regression:
-        draw_training_mean(ax, results)
-    else:
-        draw_majority(ax, results)
-    ax.set_xlabel("communication round")
-    whole_rounds(ax)
+    _round_axes(ax, results, regression)
     ax.set_ylabel("mean client test RMSE\n(the target's units; lower is better)" if regression
                   else "mean client test accuracy\n(band: min–max over clients)")
     what = "test RMSE per round" if regression else "test accuracy per round"
@@ -501,13 +507,7 @@ def seeds_figure(groups: Sequence[Sequence[RunResult]], regression: bool,
             continue
         ax.axhline(float(np.mean(finals)), ls=dash, lw=1.6, color=colour,
                    label=f"{label} ({seeds}): {np.mean(finals):.3f} (reference)")
-    results = [r for g in groups for r in g]
-    if regression:
-        draw_training_mean(ax, results)
-    else:
-        draw_majority(ax, results)
-    ax.set_xlabel("communication round")
-    whole_rounds(ax)
+    _round_axes(ax, [r for g in groups for r in g], regression)
     what = "RMSE" if regression else "accuracy"
     ax.set_ylabel(f"mean client test {what}, mean over seeds\n(band: min–max over seeds"
                   + ("; lower is better)" if regression else ")"))
