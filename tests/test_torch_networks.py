@@ -160,7 +160,7 @@ def test_cnn_state_round_trip_with_batch_norm_and_augmentation():
     np.testing.assert_array_equal(a.get_weights(), b.get_weights())
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     other = TorchNetClassifier("svhn", n_classes=4, random_state=2)
-    with pytest.raises(FedLabelsError, match="network=cifar10"):
+    with pytest.raises(FedLabelsError, match="network='cifar10', this learner has 'svhn'"):
         other.load_state_dict(state)
 
 

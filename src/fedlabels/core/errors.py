@@ -7,10 +7,9 @@ says what is wrong and how to fix it; the CLI prints it without a traceback.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
-
-import numpy as np
 
 
 class FedLabelsError(ValueError):
@@ -202,7 +201,8 @@ def show_warnings_in_one_line() -> None:
 def shown(value: Any) -> str:
     """``value`` as an error shows it, at most 40 characters (a value from a deviating
     server or from a file may be huge): its repr, an array's as the tuple of its values."""
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")  # no array without numpy: `fedlabels --help` imports none
+    if np is not None and isinstance(value, np.ndarray):
         value = tuple(value.reshape(-1)[:40].tolist())  # 40 values are past 40 characters
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
