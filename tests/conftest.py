@@ -26,6 +26,18 @@ torch.set_num_threads(1)
 os.environ.setdefault("FEDLABELS_WORKERS", "1")
 
 
+@pytest.fixture
+def no_data(monkeypatch):  # type: ignore[no-untyped-def]
+    """Fail the test if a run loads data: its inputs (options, parameters, config values,
+    client counts) must be refused before."""
+    import fedlabels.runs.federation
+
+    def refuse(dataset, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"{dataset} was loaded before the run's inputs were checked")
+
+    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Tests never see (or write) the user's real dataset cache."""

@@ -136,17 +136,6 @@ def _exit_code(argv):
         return exc.code
 
 
-@pytest.fixture
-def no_data(monkeypatch):
-    """Fail the test if a command loads data (option errors must come first)."""
-    import fedlabels.runs.federation
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("data was loaded before the options were checked")
-
-    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
-
-
 def _one_line_error(capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err

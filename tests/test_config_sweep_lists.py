@@ -21,14 +21,8 @@ from fedlabels.runs.config import load_config
      "for v in 1 4; do fedlabels run --config {} --opt epsilon=$v; done"),
 ])
 def test_a_list_for_one_value_names_the_sweep_to_run(toml, loop, tmp_path, capsys,
-                                                      monkeypatch):
+                                                      monkeypatch, no_data):
     """'seed must be an integer >= 0, got [0, 1, 2]' said nothing of how to sweep."""
-    import fedlabels.runs.federation
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("data was loaded")
-
-    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "sweep.toml"
     path.write_text(toml)

@@ -190,17 +190,12 @@ def test_feddf_refuses_a_server_without_u_and_non_torch_models(fed):
 @pytest.mark.parametrize("method, shown", [("dd", "DD"), ("fedmd", "FedMD"),
                                            ("ds-fl", "DS-FL")])
 def test_soft_label_methods_refuse_one_client_before_any_data_loads(method, shown, tmp_path,
-                                                                     capsys, monkeypatch):
+                                                                     capsys, no_data):
     """DD, FedMD and DS-FL said 'needs at least 2 clients' only in validate, after the data
     had loaded (an image folder decoded every image first): Method.check_clients says it
     from the options alone, as FedCT's and PATE's, on the command line and in fl.run."""
-    import fedlabels.runs.federation as federation
     from fedlabels.cli import main
 
-    def no_loading(dataset: str, **kwargs: object) -> None:
-        raise AssertionError(f"{dataset} was loaded")
-
-    monkeypatch.setattr(federation, "load_federation", no_loading)
     for dataset in (f"imagefolder:{tmp_path}", "breast_cancer"):
         assert main(["run", "--method", method, "--dataset", dataset, "--clients", "1",
                      "-o", str(tmp_path / "r.json")]) == 2

@@ -291,14 +291,7 @@ def test_unknown_or_bad_keys_are_one_line_errors(data, message):
                             r"run\(\)'s second argument"),
     ({"clients": 0}, r"clients must be an integer >= 1, got 0"),
 ])
-def test_fl_run_refuses_what_the_cli_refuses_before_loading_data(params, message,
-                                                                 monkeypatch):
-    import fedlabels.runs.federation
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("data was loaded before the parameters were checked")
-
-    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
+def test_fl_run_refuses_what_the_cli_refuses_before_loading_data(params, message, no_data):
     with pytest.raises(FedLabelsError, match=message):
         fl.run("fedct", "breast_cancer", **params)
 
@@ -439,16 +432,10 @@ def test_abbreviated_flags_are_refused(capsys):
     ('options = 3\n', ["--opt", "quorum=0.5"], "options must be a table"),  # a traceback
 ])
 def test_a_wrong_value_in_a_config_file_is_refused_even_where_a_flag_overrides_it(
-        toml, flags, names, tmp_path, capsys, monkeypatch):
+        toml, flags, names, tmp_path, capsys, monkeypatch, no_data):
     """`rounds = "ten"` in the file and `--rounds 3` on the command line ran 3 rounds
     without a word about the file: a wrong value the user wrote is an error, one line that
     names the file and the key, before any data is loaded."""
-    import fedlabels.runs.federation
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("data was loaded")
-
-    monkeypatch.setattr(fedlabels.runs.federation, "load_federation", refuse)
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "x.toml"
     path.write_text(toml)
