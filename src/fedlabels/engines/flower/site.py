@@ -315,13 +315,20 @@ def node_threads(node_config: Mapping[str, Any], default: Any = 1) -> int:
     where it names none): an integer >= 1, as a number or as digits (``deploy local
     --site-config threads=N`` gives text). The one check of it, for the site and for ``deploy
     local``, which refuses a bad value before anything starts."""
-    raw = node_config.get("threads", default)
+    return node_integer(node_config, "threads", default)
+
+
+def node_integer(node_config: Mapping[str, Any], key: str, default: Any) -> int:
+    """The node config's ``key`` (``default`` where it names none): an integer >= 1, as a
+    number or as digits (``--site-config KEY=N`` gives text); another value is an error
+    naming it."""
+    raw = node_config.get(key, default)
     if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
         value = int(raw.strip())
     else:
         value = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
     if value < 1:
-        raise FedLabelsError(f"node config threads must be an integer >= 1, got {raw!r}.")
+        raise FedLabelsError(f"node config {key} must be an integer >= 1, got {raw!r}.")
     return value
 
 

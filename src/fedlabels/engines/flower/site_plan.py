@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from fedlabels.core.errors import BudgetRefusal, FedLabelsError, ParameterRefusal
-from fedlabels.engines.flower.site import node_flag
+from fedlabels.engines.flower.site import node_flag, node_integer
 from fedlabels.runs.config import RunConfig
 
 PLAN_KEYS = ("method", "rounds", "period", "options")
@@ -187,27 +187,14 @@ def check_planned_round(node_config: Mapping[str, Any], rnd: int,
                             "round(s); refusing.")
 
 
-def _node_bound(node_config: Mapping[str, Any], key: str, default: int) -> int:
-    """The node config's ``key`` (``default`` where it names none): an integer >= 1, as a
-    number or as digits; another value is an error naming it."""
-    raw = node_config.get(key, default)
-    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
-        value = int(raw.strip())
-    else:
-        value = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
-    if value < 1:
-        raise FedLabelsError(f"node config {key} must be an integer >= 1, got {raw!r}.")
-    return value
-
-
 def max_steps(node_config: Mapping[str, Any]) -> int:
     """The node config's ``max-steps`` (:data:`DEFAULT_MAX_STEPS` where it names none)."""
-    return _node_bound(node_config, MAX_STEPS_KEY, DEFAULT_MAX_STEPS)
+    return node_integer(node_config, MAX_STEPS_KEY, DEFAULT_MAX_STEPS)
 
 
 def max_rounds(node_config: Mapping[str, Any]) -> int:
     """The node config's ``max-rounds`` (:data:`DEFAULT_MAX_ROUNDS` where it names none)."""
-    return _node_bound(node_config, MAX_ROUNDS_KEY, DEFAULT_MAX_ROUNDS)
+    return node_integer(node_config, MAX_ROUNDS_KEY, DEFAULT_MAX_ROUNDS)
 
 
 def check_rounds(rounds: int, node_config: Mapping[str, Any]) -> None:
