@@ -369,7 +369,7 @@ def place_legend(fig: Any, ax: Any) -> None:
         fig.set_figheight(fig.get_figheight() + max(0.0, rows - 6) * 0.17)  # axes keep size
 
 
-def _round_axes(ax: Any, results: Sequence[RunResult], regression: bool) -> None:
+def round_axes(ax: Any, results: Sequence[RunResult], regression: bool) -> None:
     """A per-round figure's baseline (the training mean's RMSE, or the majority class) and
     its x axis of whole rounds."""
     if regression:
@@ -445,7 +445,7 @@ def accuracy_figure(results: Sequence[RunResult], title: str | None = None) -> A
         ax.axhline(value, ls=dash, lw=1.6, color=colour,
                    label=f"{label}: {value:.3f} (reference)"
                          + ("" if regression else learnt_note([res])))
-    _round_axes(ax, results, regression)
+    round_axes(ax, results, regression)
     ax.set_ylabel("mean client test RMSE\n(the target's units; lower is better)" if regression
                   else "mean client test accuracy\n(band: min–max over clients)")
     what = "test RMSE per round" if regression else "test accuracy per round"
@@ -475,7 +475,7 @@ def seeds_figure(groups: Sequence[Sequence[RunResult]], regression: bool,
         colours.setdefault(model_text(runs[0]), colour)
         per_run = [dict(_points(r.round_rows(), regression)) for r in runs]
         rounds = sorted(set.intersection(*(set(p) for p in per_run)))
-        seeds = f"mean of {len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}"
+        seeds = _seeds_text(runs)
         if not rounds:
             ax.plot([], [], marker=marker, color=colour, label=f"{label} ({seeds}, not "
                                                               "evaluated)")
@@ -501,13 +501,13 @@ def seeds_figure(groups: Sequence[Sequence[RunResult]], regression: bool,
         finals = [v for r in runs if (v := _final_value(r, regression)) is not None]
         colour = colours.setdefault(model_text(runs[0]), style(len(curves) + i)[0])
         dash = REFERENCE_DASH[runs[0].method]
-        seeds = f"mean of {len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}"
+        seeds = _seeds_text(runs)
         if not finals:
             ax.plot([], [], ls=dash, color=colour, label=f"{label} (not evaluated)")
             continue
         ax.axhline(float(np.mean(finals)), ls=dash, lw=1.6, color=colour,
                    label=f"{label} ({seeds}): {np.mean(finals):.3f} (reference)")
-    _round_axes(ax, [r for g in groups for r in g], regression)
+    round_axes(ax, [r for g in groups for r in g], regression)
     what = "RMSE" if regression else "accuracy"
     ax.set_ylabel(f"mean client test {what}, mean over seeds\n(band: min–max over seeds"
                   + ("; lower is better)" if regression else ")"))
@@ -540,13 +540,7 @@ def draw_majority(ax: Any, results: Sequence[RunResult]) -> None:
     names = ", ".join(f"'{n}'" for n in dict.fromkeys(str(b.get("name")) for b in bases))
     estimated = " (estimated from the training classes)" if any(
         b.get("estimated") for b in bases) else ""
-    if len(values) == 1:
-        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.", zorder=BASELINE_ZORDER,
-                   label=f"majority class (always {names}): {values[0]:.3f}{estimated}")
-    elif values:  # test sets differ (seeds, audit splits): one run's would mislead
-        ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
-                   label=f"majority class (always {names}): {values[0]:.3f} to "
-                         f"{values[-1]:.3f} over the runs' test sets{estimated}")
+    _draw_baseline(ax, values, f"majority class (always {names}): ", estimated)
 
 
 def draw_constant_balanced(ax: Any, results: Sequence[RunResult]) -> None:
@@ -561,14 +555,8 @@ def draw_constant_balanced(ax: Any, results: Sequence[RunResult]) -> None:
         return
     values = sorted({round(v, 12) for r in results
                      if (v := constant_balanced_accuracy(r)) is not None})
-    if len(values) == 1:
-        ax.axhline(values[0], color="0.45", lw=1.2, ls="-.", zorder=BASELINE_ZORDER,
-                   label=f"majority class (any constant answer): balanced accuracy 1/C = "
-                         f"{values[0]:.3f}")
-    elif values:
-        ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
-                   label=f"majority class (any constant answer): balanced accuracy 1/C = "
-                         f"{values[0]:.3f} to {values[-1]:.3f} over the runs' test sets")
+    _draw_baseline(ax, values, "majority class (any constant answer): balanced accuracy "
+                   "1/C = ")
 
 
 def draw_training_mean(ax: Any, results: Sequence[RunResult]) -> None:
@@ -583,13 +571,21 @@ def draw_training_mean(ax: Any, results: Sequence[RunResult]) -> None:
         return
     values = sorted({round(float(b["rmse"]), 12) for r in results
                      if (b := training_mean_baseline(r)) is not None})
+    _draw_baseline(ax, values, "predict the training mean: RMSE ")
+
+
+def _draw_baseline(ax: Any, values: Sequence[float], what: str, after: str = "") -> None:
+    """A baseline's grey dash-dot line at its one value (beneath the runs:
+    :data:`BASELINE_ZORDER`), or a grey band over its ``values`` where the runs' test sets
+    give different ones (one run's would mislead); labelled ``what`` + the value(s) +
+    ``after``; nothing without values."""
     if len(values) == 1:
         ax.axhline(values[0], color="0.45", lw=1.2, ls="-.", zorder=BASELINE_ZORDER,
-                   label=f"predict the training mean: RMSE {values[0]:.3f}")
-    elif values:  # test sets differ (seeds): one run's would mislead
+                   label=f"{what}{values[0]:.3f}{after}")
+    elif values:
         ax.axhspan(values[0], values[-1], color="0.45", alpha=0.12, lw=0,
-                   label=f"predict the training mean: RMSE {values[0]:.3f} to "
-                         f"{values[-1]:.3f} over the runs' test sets")
+                   label=f"{what}{values[0]:.3f} to {values[-1]:.3f} over the runs' test "
+                         f"sets{after}")
 
 
 def guarantee_line(privacy: dict[str, Any]) -> str:
@@ -678,6 +674,11 @@ def _of_seeds(label: str, runs: Sequence[RunResult]) -> str:
     first = rounds_status(runs[0])
     label = label.removesuffix(f" [{first}]") if first else label
     return label + (f" [{said}]" if (said := seeds_status(runs)) else "")
+
+
+def _seeds_text(runs: Sequence[RunResult]) -> str:
+    """``mean of N seeds``, or ``seed S`` for a configuration of one."""
+    return f"mean of {len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}"
 
 
 def _seeds_end(runs: Sequence[RunResult], last: int) -> str:

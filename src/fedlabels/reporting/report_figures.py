@@ -30,11 +30,11 @@ from fedlabels.reporting.plots import (
     new_figure,
     participating,
     place_legend,
+    round_axes,
     run_settings,
     seeds_status,
     style,
     where_it_ends,
-    whole_rounds,
     wrap,
 )
 
@@ -119,12 +119,8 @@ def curves_figure(configs: Sequence[Configuration],
                    + ("" if regression else learnt_note(conf.runs)))
     if not curves:
         ax.set_xlim(0.5, 1.5)
-    if regression:  # as fedlabels plot draws it
-        draw_training_mean(ax, [r for c in configs for r in c.runs])
-    else:  # as fedlabels plot draws it (it was left out where rows differed)
-        draw_majority(ax, [r for c in configs for r in c.runs])
-    whole_rounds(ax)
-    ax.set_xlabel("communication round")
+    # as fedlabels plot draws them (the majority class was left out where rows differed)
+    round_axes(ax, [r for c in configs for r in c.runs], regression)
     what = "RMSE" if regression else "accuracy"
     better = "; lower is better" if regression else ""
     ax.set_ylabel(f"mean client test {what}\n(band: ± std over seeds{better})")
