@@ -220,12 +220,17 @@ def run_settings(res: RunResult) -> dict[str, Any]:
 NOT_CONFIG = ("seed", "output", "overwrite")
 
 
+def configuration(res: RunResult) -> dict[str, Any]:
+    """The run's settings (:func:`run_settings`) but those that do not change what is run
+    (:data:`NOT_CONFIG`: its seed, where it was written)."""
+    return {k: v for k, v in run_settings(res).items() if k not in NOT_CONFIG}
+
+
 def configuration_key(res: RunResult) -> str:
     """What a run is, but for its seed: runs of one key are one configuration (a row of
     ``fedlabels report``, one line of a plot over seeds)."""
-    config = {k: v for k, v in run_settings(res).items() if k not in NOT_CONFIG}
-    return json.dumps([res.method, res.dataset, res.models, config], sort_keys=True,
-                      default=str)
+    return json.dumps([res.method, res.dataset, res.models, configuration(res)],
+                      sort_keys=True, default=str)
 
 
 def seed_groups(results: Sequence[RunResult]) -> list[list[RunResult]]:

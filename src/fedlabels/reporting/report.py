@@ -25,8 +25,7 @@ import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import write_atomic
-from fedlabels.reporting.plots import NOT_CONFIG as _NOT_CONFIG
-from fedlabels.reporting.plots import configuration_key, setting_differences
+from fedlabels.reporting.plots import configuration, configuration_key, setting_differences
 from fedlabels.results import RunResult, load_result
 
 
@@ -81,12 +80,6 @@ class Configuration:
                 and math.isfinite(v)]
 
 
-def _config(res: RunResult) -> dict[str, Any]:
-    from fedlabels.reporting.plots import run_settings
-
-    return {k: v for k, v in run_settings(res).items() if k not in _NOT_CONFIG}
-
-
 def _label(res: RunResult, datasets: int) -> str:
     from fedlabels.reporting.plots import run_name
 
@@ -109,7 +102,7 @@ def group_runs(results: Sequence[RunResult]) -> list[Configuration]:
     for conf in out:
         by_label.setdefault(conf.label, []).append(conf)
     for alike in (confs for confs in by_label.values() if len(confs) > 1):
-        configs = [_config(c.runs[0]) for c in alike]
+        configs = [configuration(c.runs[0]) for c in alike]
         for conf, text in zip(alike, setting_differences(configs), strict=True):
             conf.label += f" ({text})"
     return out
@@ -205,7 +198,7 @@ def setting_cells(configs: Sequence[Configuration]) -> list[dict[str, Any]]:
     empty where it is unset or the method has no such option)."""
     from fedlabels.reporting.plots import changed_options
 
-    settings = [_config(c.runs[0]) for c in configs]
+    settings = [configuration(c.runs[0]) for c in configs]
     differ = sorted({k for s in settings for k in s if k not in _OWN_COLUMNS
                      and k not in _ALWAYS and len({_cell(t.get(k)) for t in settings}) > 1})
     options = sorted({k for c in configs for k in changed_options(c.runs[0])})
@@ -315,7 +308,7 @@ def _paired_differences(conf: Configuration, ref: Configuration) -> list[float]:
 
 def _reference_key(res: RunResult) -> str:
     return json.dumps([res.dataset, sorted(set(res.models)), res.federation.get("n_clients"),
-                       _config(res).get("partition")], default=str)
+                       configuration(res).get("partition")], default=str)
 
 
 def mixed_datasets_warning(datasets: Sequence[str]) -> str:
