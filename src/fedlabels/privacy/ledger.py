@@ -239,15 +239,15 @@ class Ledger:
         self._tallied = (tally, events, len(events), events[-1] if events else None)
         return tally
 
-    def _bound_of(self, account: Any, tight: bool) -> PrivacySpent:
-        """The tight ε of ``account(fast=False)``; with ``tight`` False the fast bound when
-        it is within the target or there is none (the tight one decides when the fast one
-        does not fit)."""
+    def _bound_of(self, tally: Tally | ClientTallies, tight: bool) -> PrivacySpent:
+        """The tight (ε, δ) of ``tally``; with ``tight`` False the fast bound when it is
+        within the target or there is none (the tight one decides when the fast one does
+        not fit)."""
         if not tight:
-            fast = account(True)
+            fast = tally.spent(self.delta, self.gaussian_accountants, True)
             if self.target is None or fast.epsilon <= self.target * (1.0 + REL_TOL):
                 return fast
-        return account(False)
+        return tally.spent(self.delta, self.gaussian_accountants, False)
 
     def check_plan(self, planned: Sequence[Any], what: str) -> None:
         """Refuse to start when the ``planned`` events (``what``: e.g. "5 round(s)") would
@@ -256,8 +256,7 @@ class Ledger:
             return
         tally = ClientTallies() if self.per_client else Tally()
         tally.extend(list(planned), [])
-        after = self._bound_of(lambda fast: tally.spent(self.delta, self.gaussian_accountants,
-                                                        fast), tight=False)
+        after = self._bound_of(tally, tight=False)
         if after.epsilon > self.target * (1.0 + REL_TOL):
             raise FedLabelsError(
                 f"privacy budget exceeded: the plan of {what} would spend ε = "
@@ -295,12 +294,11 @@ class Ledger:
         return self._bound_within(tally, tight), tally
 
     def _bound_within(self, tally: Tally | ClientTallies, tight: bool) -> PrivacySpent:
-        """The bound of ``tally`` (see :meth:`_bound`; with ``tight`` False the plan's where
+        """The bound of ``tally`` (:meth:`_bound_of`; with ``tight`` False the plan's where
         it covers ``tally``, :meth:`_within_plan`), refused beyond the target."""
         if not tight and (planned := self._within_plan(tally)) is not None:
             return planned
-        after = self._bound_of(lambda fast: tally.spent(self.delta, self.gaussian_accountants,
-                                                        fast), tight)
+        after = self._bound_of(tally, tight)
         if self.target is not None and after.epsilon > self.target * (1.0 + REL_TOL):
             self._refuse(after)
         return after
