@@ -20,9 +20,9 @@ import numpy as np
 
 from fedlabels.comm import Message
 from fedlabels.comm.id_lists import listed
-from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal, RefusedError, shown
 from fedlabels.method.base import ClientRole
-from fedlabels.method.message_config import id_text, shown, whole
+from fedlabels.method.message_config import id_text, whole
 from fedlabels.method.state import (
     State,
     StateValue,
