@@ -357,10 +357,9 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
         outputs.append(clients[c].test_outputs())
         if grid is not None:
             grid.after_turn(c)
-    counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)
-                     for c in federation.clients], axis=0)
     summary = clinical_summary(outputs, federation.y_test, federation.n_classes,
-                               counts.tolist(), [str(n) for n in federation.class_names])
+                               training_class_counts(federation),
+                               [str(n) for n in federation.class_names])
     accuracies = summary["metrics"]["accuracy"]["clients"]
     if last_accuracies is not None and not np.allclose(accuracies, last_accuracies):
         return {"unavailable": "this method's evaluation scores something other than each "
@@ -382,9 +381,15 @@ def shares_baseline_of(method: Any, plan: RunPlan, federation: Federation,
     if federation.task == "regression" or not shares or any(
             s is None or not len(s) for s in shares):
         return {}
-    counts = np.sum([np.bincount(c.y, minlength=federation.n_classes)
-                     for c in federation.clients], axis=0)
-    return {"baseline": shares_baseline(counts.tolist(), federation.y_test, shares)}
+    return {"baseline": shares_baseline(training_class_counts(federation), federation.y_test,
+                                        shares)}
+
+
+def training_class_counts(federation: Federation) -> list[int]:
+    """Each class's count over every client's private training labels (the majority-class
+    baseline's class is the commonest of them)."""
+    return np.sum([np.bincount(c.y, minlength=federation.n_classes)
+                   for c in federation.clients], axis=0).tolist()
 
 
 def regression_baseline(federation: Federation) -> dict[str, Any]:

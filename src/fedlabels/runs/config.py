@@ -585,11 +585,12 @@ def _check_file_options(options: Mapping[str, Any], method: str, path: Path) -> 
     from fedlabels.methods import get_method
 
     try:
-        kinds = {i.name: i.kind for i in get_method(method).options_class.declared()}
+        declared = get_method(method).options_class
+        kinds = {i.name: i.kind for i in declared.declared()}
         for key, value in options.items():
             if isinstance(value, list) and list not in kinds.get(key, (list,)):
                 raise FedLabelsError(_one_run(key, value, path, f"--opt {key}=", "[options] "))
-        get_method(method).options_class.check_each(options, method)
+        declared.check_each(options, method)
     except FedLabelsError as exc:
         raise FedLabelsError(f"config file {path}: {exc}") from None
 
