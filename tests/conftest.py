@@ -26,6 +26,17 @@ torch.set_num_threads(1)
 os.environ.setdefault("FEDLABELS_WORKERS", "1")
 
 
+class RunsCode:
+    """What a malicious pickle does: call a function of its choice while loading (here it
+    makes the directory ``marker``, the proof that the file's code ran)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (os.mkdir, (str(self.marker),))
+
+
 @pytest.fixture
 def no_data(monkeypatch):  # type: ignore[no-untyped-def]
     """Fail the test if a run loads data: its inputs (options, parameters, config values,

@@ -12,23 +12,13 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_iris
 
+from conftest import RunsCode
 from fedlabels.cli import main
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.files import models_path
 from fedlabels.learners import build_learner, parse_model_spec
 from fedlabels.results.model_format import read_models_file, write_models_file
 from fedlabels.results.models_file import load_models
-
-
-class _RunsCode:
-    """What a malicious pickle does: call a function of its choice while loading."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.mkdir, (str(self.marker),))
-
 
 
 def _trained_on_iris(spec: str) -> tuple[np.ndarray, object]:
@@ -87,7 +77,7 @@ def test_a_forged_file_naming_other_callables_is_refused(tmp_path, entry):
 def test_an_object_array_is_not_unpickled(tmp_path, manifest, refused):
     marker = tmp_path / "made"
     payload = np.empty(1, dtype=object)
-    payload[0] = _RunsCode(marker)
+    payload[0] = RunsCode(marker)
     np.savez(tmp_path / "x.models.npz", manifest=np.array(json.dumps(manifest)), a0=payload)
     with pytest.raises(FedLabelsError, match=refused):
         read_models_file(tmp_path / "x.models.npz")
@@ -102,7 +92,7 @@ def test_predict_never_loads_a_received_pickle(tmp_path, capsys):
     models_path(res).unlink()
     marker = tmp_path / "made"
     with open(tmp_path / "res.models.pkl", "wb") as fh:  # a received file, owned by us
-        pickle.dump({"format": "fedlabels-models/1", "x": _RunsCode(marker)}, fh)
+        pickle.dump({"format": "fedlabels-models/1", "x": RunsCode(marker)}, fh)
     (tmp_path / "res.models.pkl").chmod(0o600)
     new = tmp_path / "new.csv"
     new.write_text("a\n1\n")

@@ -7,30 +7,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
+from conftest import RunsCode
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.runs.checkpoint import FORMAT, load_checkpoint
-
-
-class _Creates:
-    """Unpickled, it opens (creates) ``path``: the proof that the file's code ran."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
-        return (open, (str(self.path), "w"))
 
 
 @pytest.mark.parametrize("member", ["meta", "w0"])
 def test_a_checkpoint_carrying_a_pickle_is_refused_and_its_code_never_runs(
         tmp_path: Path, member: str) -> None:
     marker = tmp_path / "ran"
-    evil = np.array([_Creates(marker)], dtype=object)
+    evil = np.array([RunsCode(marker)], dtype=object)
     meta = np.frombuffer(json.dumps({"format": FORMAT}).encode(), dtype=np.uint8)
     members = {"meta": meta, "key_id": np.array("x"), "mac": np.array("y")}
     members[member] = evil
@@ -50,11 +40,11 @@ def test_a_sites_file_and_an_image_cache_entry_carrying_a_pickle_never_run_it(
 
     marker = tmp_path / "ran"
     path = tmp_path / "site.npz"
-    np.savez(path, X=np.array([_Creates(marker)], dtype=object), y=np.zeros(1))
+    np.savez(path, X=np.array([RunsCode(marker)], dtype=object), y=np.zeros(1))
     with pytest.raises(FedLabelsError, match=r"^site 0: cannot read .* as an \.npz file"):
         _load_npz(path, "site 0", ("X", "y"))
     entry = tmp_path / "cache.npz"
-    np.savez(entry, pixels=np.array([_Creates(marker)], dtype=object), shape=np.array([1, 1, 1]),
+    np.savez(entry, pixels=np.array([RunsCode(marker)], dtype=object), shape=np.array([1, 1, 1]),
              sha256=np.array("x"), peak=np.array(np.nan), colour=np.zeros(1),
              negative=np.zeros(1))
     assert _read_cache(entry) is None
