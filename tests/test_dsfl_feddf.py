@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from itertools import pairwise
 from typing import Any
@@ -187,13 +188,17 @@ def test_feddf_refuses_a_server_without_u_and_non_torch_models(fed):
         fl.run("feddf", fed, model="dt", rounds=1, progress=False)
 
 
-@pytest.mark.parametrize("method, shown", [("dd", "DD"), ("fedmd", "FedMD"),
-                                           ("ds-fl", "DS-FL")])
-def test_soft_label_methods_refuse_one_client_before_any_data_loads(method, shown, tmp_path,
-                                                                     capsys, no_data):
+@pytest.mark.parametrize("method, shown, alone", [
+    ("dd", "DD", "local"), ("fedmd", "FedMD", "local"), ("ds-fl", "DS-FL", "local"),
+    ("feddf", "FedDF", "fedavg"), ("xclp", "XCLP", "perclient-lp"),
+    ("fedavg-xclp", "FedAvg+XCLP", "perclient-lp")])
+def test_methods_of_several_clients_refuse_one_before_any_data_loads(
+        method, shown, alone, tmp_path, capsys, no_data):
     """DD, FedMD and DS-FL said 'needs at least 2 clients' only in validate, after the data
-    had loaded (an image folder decoded every image first): Method.check_clients says it
-    from the options alone, as FedCT's and PATE's, on the command line and in fl.run."""
+    had loaded (an image folder decoded every image first), and FedDF (an ensemble of one),
+    XCLP and FedAvg+XCLP (label propagation across one client) ran with one client:
+    Method.check_clients refuses it from the options alone, as FedCT's and PATE's, on the
+    command line (exit 2, one line naming the fix) and in fl.run."""
     from fedlabels.cli import main
 
     for dataset in (f"imagefolder:{tmp_path}", "breast_cancer"):
@@ -201,8 +206,19 @@ def test_soft_label_methods_refuse_one_client_before_any_data_loads(method, show
                      "-o", str(tmp_path / "r.json")]) == 2
         err = capsys.readouterr().err
         assert f"{shown} needs at least 2 clients, got 1." in err and err.count("\n") == 1
-        with pytest.raises(FedLabelsError, match=f"{shown} needs at least 2 clients"):
+        assert "--clients 2 or more" in err and f"--method {alone}" in err
+        with pytest.raises(FedLabelsError, match=re.escape(f"{shown} needs at least 2 clients")):
             fl.run(method, dataset, clients=1)
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("method, model", [("feddf", "mlp(hidden=4)"), ("xclp", None),
+                                           ("fedavg-xclp", "mlp(hidden=4)")])
+def test_one_client_of_a_federation_is_refused_when_the_run_is_built(method, model):
+    """A Federation passed to fl.run skips the check before data: validate refuses it."""
+    fed = fl.load_federation("breast_cancer", clients=1, seed=0)
+    with pytest.raises(FedLabelsError, match="needs at least 2 clients, got 1"):
+        fl.run(method, fed, model=model, rounds=1, progress=False)
 
 
 def test_dsfl_refuses_trees_before_building_every_client_s_model(fed, monkeypatch):

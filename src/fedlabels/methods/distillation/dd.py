@@ -69,7 +69,10 @@ class DDOptions(MethodOptions):
 def check_soft_clients(method: str, n_clients: int) -> None:
     """Soft-label methods average the soft labels of at least 2 clients."""
     if n_clients < 2:
-        raise FedLabelsError(f"{method} needs at least 2 clients, got {n_clients}.")
+        raise FedLabelsError(f"{method} needs at least 2 clients, got {n_clients}. It "
+                             "averages the clients' soft labels, and one client's average is "
+                             "its own; use --clients 2 or more (Python: clients=2), or "
+                             "--method local for one client alone.")
 
 
 def check_soft_learners(method: str, learners: list[Any]) -> None:

@@ -152,7 +152,16 @@ class FedDF(Method):
         guarantee="none",
         payloads=FedAvg.threat_model.payloads)
 
+    def check_clients(self, n_clients: int, settings: Any) -> None:
+        """An ensemble of one is that client's own model: FedDF is then FedAvg of one."""
+        if n_clients < 2:
+            raise FedLabelsError(
+                f"FedDF needs at least 2 clients, got {n_clients}. It distils the ensemble "
+                "of the clients' models, and an ensemble of one client is its own model; use "
+                "--clients 2 or more (Python: clients=2), or --method fedavg for one client.")
+
     def validate(self, n_clients: int, settings: Any, learners: list[Any]) -> None:
+        self.check_clients(n_clients, settings)
         check_weight_learners("FedDF", learners)
         if not callable(getattr(learners[0], "distill_steps", None)):
             raise FedLabelsError("FedDF distils at the server and needs a model trained by "

@@ -127,6 +127,16 @@ class _LabelPropagationMethod(Method):
         return {}
 
 
+def check_cross_clients(method: str, n_clients: int) -> None:
+    """XCLP propagates labels across clients: with one there is no other client, and the
+    run is per-client LP under another name."""
+    if n_clients < 2:
+        raise FedLabelsError(
+            f"{method} needs at least 2 clients, got {n_clients}. It propagates labels across "
+            "clients, and with one it is per-client label propagation; use --clients 2 or "
+            "more (Python: clients=2), or --method perclient-lp for one client alone.")
+
+
 def xclp_trusted_setup(options: XCLPProtocolOptions, n_clients: int) -> Any:
     """Secure modes: the sites' identity keys, the roster and the run id
     (:func:`fedlabels.secure.identity.trusted_setup`); secure=none: None."""
@@ -302,6 +312,12 @@ class XCLP(_OneShotMethod):
     def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
         return {**super().client_extra(ctx), "trust": ctx.trust}
 
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        check_cross_clients("XCLP", n_clients)
+
+    def validate(self, n_clients: int, settings: Settings, learners: list[Any]) -> None:
+        self.check_clients(n_clients, settings)
+
     def trusted_setup(self, settings: Settings, n_clients: int) -> Any:
         return xclp_trusted_setup(settings.options_as(XCLPOptions), n_clients)
 
@@ -453,7 +469,11 @@ class FedAvgXCLP(_LabelPropagationMethod):
     capabilities = replace(_LabelPropagationMethod.capabilities, requires_weights=True,
                            own_client_sampling="client_fraction")
 
+    def check_clients(self, n_clients: int, settings: Settings) -> None:
+        check_cross_clients("FedAvg+XCLP", n_clients)
+
     def validate(self, n_clients: int, settings: Any, learners: list[Any]) -> None:
+        self.check_clients(n_clients, settings)
         check_weight_learners("FedAvg+XCLP", learners)
 
     def client_extra(self, ctx: MethodContext) -> dict[str, Any]:
