@@ -141,8 +141,11 @@ def test_a_servers_ledger_and_the_result_say_a_given_sigma_was_given(
                **({"example_rate": RATE} if mode in [m for _, m in CASES] else {})}
     session = build_session(method, fed, as_models(MLP), rounds=ROUNDS, period=PERIOD,
                             seed=0, options=options)
-    session.server.run_round(0, InProcessGrid(session.clients, CommMeter()))  # DP-FedCT's
-    assert session.server.ledger.calibrated_by == "given"  # σ comes in its first round
+    # as built, before round 1 (DP-FedCT's dpsgd set it in round 1 until 2026-11-30)
+    assert session.server.ledger.calibrated_by == "given"
+    assert session.server.result_extra()["privacy"]["calibrated_by"] == "given"
+    session.server.run_round(0, InProcessGrid(session.clients, CommMeter()))
+    assert session.server.ledger.calibrated_by == "given"
     result = fl.run(method, fed, model=MLP, rounds=ROUNDS, period=PERIOD, seed=0,
                     progress=False, options=options)
     assert result.extra["privacy"]["calibrated_by"] == "given"
@@ -153,3 +156,6 @@ def test_a_servers_ledger_and_the_result_say_a_given_sigma_was_given(
     p = calibrated.extra["privacy"]
     assert p["calibrated_by"] == p["target"]["calibrated_by"] != "given"
     assert f"σ calibrated by {p['calibrated_by']}" in guarantee_text(calibrated)
+    built = build_session(method, fed, as_models(MLP), rounds=ROUNDS, period=PERIOD, seed=0,
+                          options={**options, "noise_multiplier": None, "epsilon": 8.0})
+    assert built.server.ledger.calibrated_by == p["calibrated_by"]  # before round 1 too

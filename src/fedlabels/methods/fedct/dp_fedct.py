@@ -290,6 +290,8 @@ class DPFedCTServer(LedgerEvents, VoteServer):
         self.text_learners = False  # the clients learn from text (make_server): no dpsgd
         self.dpsgd_model = "mlp"  # what DP-SGD makes of the clients' models (dpsgd_fit)
         self.epsilon_round: float | None = None
+        if self.strategy.calibrates_at_build:  # dpsgd: the ledger's calibrated_by from now
+            self.strategy.calibrate(self, None)
 
     def load_state_dict(self, state: Mapping[str, StateValue]) -> None:
         """Labels, events and s* as saved; the per-round ε is recalibrated from s*

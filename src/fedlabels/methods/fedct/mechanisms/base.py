@@ -27,6 +27,10 @@ class LabelMechanism:
     summary: ClassVar[str]
     #: whether the Hamming sensitivity s* of the label matrix calibrates the noise
     uses_sensitivity: ClassVar[bool] = True
+    #: whether :meth:`calibrate` takes the options alone (no client, no server seed): the
+    #: server then calibrates when it is built, so that its ledger states how σ came
+    #: (``calibrated_by``) before round 1, as DP-FedAvg's does
+    calibrates_at_build: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ client side
     def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:

@@ -85,6 +85,7 @@ class DPSGDMechanism(LabelMechanism):
     summary = ("dpsgd: clients train with DP-SGD (Poisson sampling, per-example clipping, "
                "Gaussian noise) and share their models' hard labels on U")
     uses_sensitivity = False
+    calibrates_at_build = True  # σ from noise_multiplier, or from ε over the planned steps
 
     def __init__(self) -> None:
         self.sigma: float | None = None  # calibrated from the options (deterministic)
