@@ -87,3 +87,38 @@ def test_the_baseline_is_each_clients_on_its_own_share_of_the_test_set(method, p
     assert base["clients"] == pytest.approx(expected)
     assert summary_rows(group_runs([result]))[0]["majority_baseline"] == pytest.approx(
         np.mean(expected))
+
+
+def _key_paths(value: object, at: str = "") -> set[str]:
+    """Every key of a JSON object, nested, as a path (``clinical/baseline/clients``)."""
+    if not isinstance(value, dict):
+        return set()
+    return {p for k, v in value.items()
+            for p in (f"{at}/{k}", *_key_paths(v, f"{at}/{k}"))}
+
+
+def test_the_flower_simulation_records_the_simulators_fields(tmp_path):
+    """The Flower simulation (its ServerApp over the deployed ClientApps, here on the
+    loopback grid, then its finish_result) recorded no clinical.baseline for xclp while the
+    simulator did: both result JSONs have the same keys, but for what names the engine
+    (provenance, deployment), and the same clinical entry."""
+    import json
+
+    from fedlabels.api import run_config
+    from fedlabels.engines.flower.loopback import loopback_deployment, server_context
+    from fedlabels.engines.flower.server_app import run_server
+    from fedlabels.engines.flower.simulation import ENGINE, finish_result
+
+    cfg = RunConfig(method="xclp", dataset="breast_cancer", clients=3, rounds=1, seed=0)
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
+    nodes = [prepared.node_settings(c) for c in range(cfg.clients)]
+    flower = finish_result(run_server(grid, server_context(prepared.spec)), cfg,
+                           prepared.spec, nodes, {"name": ENGINE})
+    simulated = run_config(cfg, progress=False, save=False)
+    documents = [json.loads(json.dumps(r.to_dict(), default=str)) for r in (flower, simulated)]
+    for doc in documents:
+        for engine_only in ("provenance", "deployment"):
+            doc.pop(engine_only, None)
+    assert _key_paths(documents[0]) == _key_paths(documents[1])
+    assert flower.extra["clinical"] == simulated.extra["clinical"]
+    assert "baseline" in flower.extra["clinical"]

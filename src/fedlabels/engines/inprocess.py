@@ -290,9 +290,8 @@ def simulate(
             tail = time.perf_counter()  # the final test predictions count as the run's time,
             # with workers (made in finish) as in one process (made here)
             if records and not method.capabilities.trains_models:
-                result.extra["clinical"] = {"unavailable": method.no_models_note(),
-                                            **shares_baseline_of(method, plan, federation,
-                                                                 grid.client_ids)}
+                result.extra["clinical"] = no_models_clinical(plan, federation,
+                                                              grid.client_ids)
             elif records:  # stopped before the first round completed: no trained models to keep
                 result.client_models = [clients[c].model() for c in cids]
                 if federation.task != "regression":
@@ -366,6 +365,15 @@ def final_clinical(clients: dict[int, Any], cids: list[int], federation: Federat
                                "client's model on the test set",
                 "baseline": summary["baseline"]}
     return summary
+
+
+def no_models_clinical(plan: RunPlan, federation: Federation,
+                       cids: list[int]) -> dict[str, Any]:
+    """The result's ``clinical`` of a method that trains no model (XCLP), on every engine:
+    why none, and the majority-class baseline of the shares its clients ``cids`` were
+    scored on (:func:`shares_baseline_of`)."""
+    return {"unavailable": plan.method.no_models_note(),
+            **shares_baseline_of(plan.method, plan, federation, cids)}
 
 
 def shares_baseline_of(method: Any, plan: RunPlan, federation: Federation,

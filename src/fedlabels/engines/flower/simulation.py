@@ -42,7 +42,7 @@ from fedlabels.engines.flower.server_app import run_server
 from fedlabels.engines.flower.site import load_site
 from fedlabels.engines.flower.site_privacy import key_path
 from fedlabels.engines.flower.site_state import site_key
-from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec
+from fedlabels.engines.flower.spec import RUN_CONFIG_KEY, DeploySpec, deploy_plan
 from fedlabels.results import RoundRecord, RunResult
 from fedlabels.runs.config import RunConfig
 from fedlabels.runs.progress import VERBOSE, RoundProgress, verbosity
@@ -216,9 +216,17 @@ def _run(cfg: RunConfig, root: Path, progress: bool | None,
     if result is None:
         raise FedLabelsError("the Flower simulation ended before its first evaluated round; "
                              "nothing to report.")
-    result.extra.setdefault("provenance", {})["engine"] = {
+    return finish_result(result, cfg, spec, nodes, {
         "name": ENGINE, "ray": address or "local", **cluster.get("seen", {}),
-        "cpus_per_client": backend["client_resources"]["num_cpus"]}
+        "cpus_per_client": backend["client_resources"]["num_cpus"]})
+
+
+def finish_result(result: RunResult, cfg: RunConfig, spec: DeploySpec,
+                  nodes: list[dict[str, Any]], engine: dict[str, Any]) -> RunResult:
+    """The ServerApp's ``result`` completed with what the simulator records beside its
+    rounds: ``engine`` as ``provenance.engine``, the device settings, and the clients'
+    final models with their clinical metrics (:func:`attach_final_models`)."""
+    result.extra.setdefault("provenance", {})["engine"] = engine
     device = result.extra.setdefault("device", {})
     device.setdefault("batched_clients", False)  # as the simulator records its settings
     device.setdefault("cuda_graphs", {"asked": cfg.cuda_graphs, "graphed_calls": 0})  # off
@@ -240,14 +248,20 @@ def attach_final_models(result: RunResult, cfg: RunConfig, spec: DeploySpec,
                         nodes: list[dict[str, Any]]) -> None:
     """The clients' final models (from each site's last snapshot) into ``result``, with
     their clinical metrics, as the simulator records them."""
-    from fedlabels.engines.inprocess import final_clinical
+    from fedlabels.engines.inprocess import final_clinical, no_models_clinical
     from fedlabels.runs.federation import federation_for
 
-    note = result.extra.get("no_models")
-    if note:  # its clients train none (label propagation)
-        result.extra["clinical"] = {"unavailable": note}
-        return
     lost = {int(c) for c in result.extra.get("deployment", {}).get("lost", {})}
+    note = result.extra.get("no_models")
+    if note:  # its clients train none (label propagation): why, and their shares' baseline
+        if not result.rounds:
+            result.extra["clinical"] = {"unavailable": note}
+            return
+        federation = federation_for(cfg)
+        plan = deploy_plan(cfg, federation.n_classes, federation.n_features)
+        result.extra["clinical"] = no_models_clinical(
+            plan, federation, [c for c in range(len(nodes)) if c not in lost])
+        return
     clients = {}
     for cid, node in enumerate(nodes):
         if cid in lost:  # as the simulator keeps the models of the clients still there
