@@ -360,6 +360,37 @@ def test_relative_links_reach_files_and_headings():
     assert not broken, "\n".join(broken)
 
 
+#: a table's second line: ``|---|:---:|``
+TABLE_DELIMITER = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
+
+
+def _table_row(line: str) -> bool:
+    """Whether ``line`` is a table's row (``| a | b |``; ``|U| = 20`` wrapped in prose is
+    not: it does not end with a bar)."""
+    text = line.strip()
+    return len(text) > 1 and text.startswith("|") and text.endswith("|")
+
+
+def test_every_table_is_whole():
+    """docs/xclp.md's methods table had a paragraph between its rows, and docs/engines.md's
+    engines table a blank line: the rows after it rendered as a line of text with bars. Each
+    table starts after a blank line (or a comment) with a header and its delimiter row."""
+    broken = []
+    for path in DOCS:
+        lines = _lines(path)
+        for k, (n, line, inside) in enumerate(lines):
+            if inside or not _table_row(line) or (k and _table_row(lines[k - 1][1])):
+                continue
+            before = lines[k - 1][1].strip() if k else ""
+            follows = lines[k + 1][1].strip() if k + 1 < len(lines) else ""
+            if before and not before.startswith("<!--"):
+                broken.append(f"{path.relative_to(ROOT)}:{n}: a table row after prose")
+            elif not TABLE_DELIMITER.match(follows):
+                broken.append(f"{path.relative_to(ROOT)}:{n}: a table without its delimiter "
+                              "row (|---|) below the header, or split by a blank line")
+    assert not broken, "\n".join(broken)
+
+
 def _doc_text() -> str:
     return "\n".join(p.read_text(encoding="utf-8") for p in DOCS)
 
