@@ -677,3 +677,28 @@ def test_a_sweep_over_seeds_is_one_line_a_configuration_with_a_band_over_seeds()
     assert "min–max over seeds" in ax.get_ylabel()
     assert not any("seed 0" in t for t in texts)
     matplotlib.pyplot.close(fig)
+
+
+def test_plot_takes_reports_metric_names_and_refuses_all_but_accuracy(runs, tmp_path, capsys):
+    """fedlabels report took --metric and plot did not (argparse: 'unrecognized arguments');
+    a round records accuracy alone, so plot takes report's names and draws accuracy, and
+    refuses another in one line (before reading any result) naming report --metric."""
+    out = tmp_path / "a.png"
+    for metric in ("balanced_accuracy", "macro_f1", "auroc"):
+        assert main(["plot", str(tmp_path / "absent.json"), "--metric", metric,
+                     "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--metric {metric} cannot be plotted per round" in err
+        assert f"fedlabels report RESULT... -o report.html --metric {metric}" in err
+        with pytest.raises(fl.FedLabelsError, match=f"metric={metric!r}"):
+            fl.plot(runs["fedct"], out, metric=metric)
+    with pytest.raises(SystemExit) as exited:  # argparse's choices, as report's
+        main(["plot", "x.json", "--metric", "f1", "-o", str(out)])
+    assert exited.value.code == 2
+    assert "choose from 'accuracy', 'balanced_accuracy'" in capsys.readouterr().err
+    with pytest.raises(fl.FedLabelsError, match="did you mean 'macro_f1'"):
+        fl.plot(runs["fedct"], out, metric="macro_f2")
+    assert not out.exists()
+    saved = runs["fedct"].save(tmp_path / "r.json")
+    assert main(["plot", str(saved), "--metric", "accuracy", "-o", str(out)]) == 0
+    assert out.stat().st_size > 0

@@ -394,7 +394,8 @@ def load_run(path: str | Path, *, models: bool = True,
 
 
 def plot(results: RunResult | str | Path | Sequence[RunResult | str | Path],
-         path: str | Path, *, title: str | None = None, overwrite: bool = False) -> Path:
+         path: str | Path, *, title: str | None = None, overwrite: bool = False,
+         metric: str = "accuracy") -> Path:
     """Draw what ``fedlabels plot`` draws (mean client accuracy per round, one line a run
     or, for runs that differ only in their seed, a configuration's mean over seeds in a
     min–max band, local-only and
@@ -402,12 +403,13 @@ def plot(results: RunResult | str | Path | Sequence[RunResult | str | Path],
     training-mean baseline; docs/usage.md, 'Plots') for
     results of :func:`run` or saved result files, to ``path`` (the format from its suffix:
     ``.png``, ``.pdf``, ``.svg``, ...), headed ``title`` (``None``: the runs' shared dataset
-    and what is drawn). An existing file is replaced only with ``overwrite=True``. Returns
-    the path."""
+    and what is drawn). An existing file is replaced only with ``overwrite=True``.
+    ``metric``: accuracy, the one metric a round records; another of :func:`report`'s is
+    refused (it is computed once, on the final models). Returns the path."""
     from fedlabels.reporting.plots import write_plot
 
     return write_plot(_results_given(results), Path(path).expanduser(), title=title,
-                      overwrite=overwrite, overwrite_hint="overwrite=True")
+                      overwrite=overwrite, overwrite_hint="overwrite=True", metric=metric)
 
 
 def report(results: RunResult | str | Path | Sequence[RunResult | str | Path],

@@ -41,7 +41,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from fedlabels.reporting.plots import write_plot
 
-    print(write_plot(args.results, Path(args.output), overwrite=args.overwrite))
+    print(write_plot(args.results, Path(args.output), overwrite=args.overwrite,
+                     metric=args.metric))
     return 0
 
 
@@ -80,6 +81,11 @@ def add_misc_parsers(sub: Any) -> None:
                         "(default results/accuracy.png)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the output file if it exists (default: refuse)")
+    from fedlabels.core.metric_names import SCALAR_METRICS
+
+    p.add_argument("--metric", choices=SCALAR_METRICS, default="accuracy",
+                   help="accuracy (the default) is the one metric a round records; another "
+                        "is refused, saying to use fedlabels report --metric")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("demo", help="FedCT vs FedAvg vs local vs centralized on breast_cancer")

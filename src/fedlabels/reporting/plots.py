@@ -301,15 +301,36 @@ def _settings(config: dict[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(shown) or "other settings"
 
 
+def check_plot_metric(metric: str) -> None:
+    """Refuse a ``metric`` other than accuracy: a round records each client's test accuracy
+    alone (RMSE and R² for regression), the other metrics of ``fedlabels report --metric``
+    are computed once, on the final models (``clinical.metrics``), so there is no curve of
+    them to draw."""
+    from fedlabels.core.errors import did_you_mean
+    from fedlabels.core.metric_names import SCALAR_METRICS
+
+    if metric not in SCALAR_METRICS:
+        raise FedLabelsError(f"metric {metric!r} is not one of {', '.join(SCALAR_METRICS)}"
+                             f"{did_you_mean(str(metric), SCALAR_METRICS)}.")
+    if metric != "accuracy":
+        raise FedLabelsError(
+            f"--metric {metric} cannot be plotted per round: a round records the clients' "
+            f"test accuracy only, and {metric} is computed once, on the final models; see it "
+            f"with fedlabels report RESULT... -o report.html --metric {metric} "
+            f"(fl.report(..., metric={metric!r})), or drop --metric.")
+
+
 def write_plot(results: Sequence[RunResult | str | Path], out: Path, *,
                title: str | None = None, overwrite: bool = False,
-               overwrite_hint: str = "--overwrite") -> Path:
+               overwrite_hint: str = "--overwrite", metric: str = "accuracy") -> Path:
     """``fedlabels plot`` and ``fl.plot``: :func:`plot_accuracy` of results (objects or
-    result files) to ``out``, after checking its format and that it replaces no input and,
-    unless ``overwrite``, no existing file (``overwrite_hint`` says how to ask)."""
+    result files) to ``out``, after checking ``metric`` (:func:`check_plot_metric`), its
+    format and that it replaces no input and, unless ``overwrite``, no existing file
+    (``overwrite_hint`` says how to ask)."""
     from fedlabels.core.files import check_outputs, writing
     from fedlabels.results import load_result
 
+    check_plot_metric(metric)
     figure_format(out)
     check_outputs({"plot": out}, {f"result {p}": Path(p) for p in results
                                   if not isinstance(p, RunResult)},
