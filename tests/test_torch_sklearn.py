@@ -250,6 +250,28 @@ def test_regressor_has_no_predict_proba_and_works_in_cross_validation():
     assert scores.mean() > 0.9
 
 
+def test_a_fitted_regressor_has_outputs_and_no_classes_as_scikit_learns():
+    """A regressor has no ``classes_`` (scikit-learn's ``MLPRegressor`` is the oracle), fitted,
+    warm-started or restored from its state; ``n_outputs_`` counts the network's outputs."""
+    from sklearn.neural_network import MLPClassifier, MLPRegressor
+
+    X, y = _blobs()
+    target = X @ np.array([0.1, 0.2, -0.1, 0.05])
+    theirs = MLPRegressor(hidden_layer_sizes=(4,), max_iter=5).fit(X, target)
+    reg = TorchMLPRegressor(hidden_layer_sizes=(16,), warm_start=True, **_FAST)
+    for fitted in (reg.fit(X, target), reg.fit(X, target)):  # the second is warm
+        assert hasattr(fitted, "classes_") is hasattr(theirs, "classes_") is False
+        assert fitted.n_outputs_ == theirs.n_outputs_ == 1
+    restored = TorchMLPRegressor(hidden_layer_sizes=(16,), warm_start=True, **_FAST)
+    restored.load_state_dict(reg.state_dict())
+    assert not hasattr(restored, "classes_") and restored.n_outputs_ == 1
+    np.testing.assert_array_equal(restored.predict(X), reg.predict(X))
+    labels = np.array(["x", "y", "z"])[y]
+    clf = TorchMLPClassifier(hidden_layer_sizes=(16,), **_FAST).fit(X, labels)
+    mine = MLPClassifier(hidden_layer_sizes=(4,), max_iter=5).fit(X, labels)
+    assert clf.n_outputs_ == mine.n_outputs_ == len(clf.classes_) == 3
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
 def test_the_xgboost_waivers_are_only_the_run_label_space():
     """xgboost with n_classes=3 fails exactly the waived checks, each on its label space."""

@@ -327,7 +327,7 @@ def _predict_group(jobs: list[PredictJob], rows: ResidentRows | None = None) -> 
         X0 = jobs[0].X
         resident = rows.get((X0,), device, lambda: torch.from_numpy(
             np.ascontiguousarray(X0, dtype=np.float32)).to(device))
-    outs = [np.empty((len(j.X), len(ln.classes_)), dtype=np.float32)
+    outs = [np.empty((len(j.X), int(ln.n_outputs_)), dtype=np.float32)
             for j, ln in zip(jobs, learners, strict=True)]
     # predict_step() rows in all, as one learner's pass alone: a chunk of that many rows for
     # every client held m times its activations (DS-FL's mlp at 50 clients: 1.5 GB peak)

@@ -96,7 +96,7 @@ class _Plan:
                  masks: bool = False) -> None:
         self.remaining = int(steps)
         learners = [j.learner for j in jobs]
-        n_classes = len(learners[0].classes_)
+        n_classes = int(learners[0].n_outputs_)
         pool = RowPool(int(learners[0].n_features_in_))
         targets: list[np.ndarray] = []
         n_targets = 0

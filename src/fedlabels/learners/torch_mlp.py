@@ -145,6 +145,8 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
     _spec_names: ClassVar[dict[str, str]] = {"hidden": "hidden_layer_sizes", "lr": "learning_rate"}
     #: dtype of the training targets (the regressor subclass trains on float targets)
     _target_dtype: Any = np.int64
+    #: whether the outputs are classes (``classes_``); the regressor's one output is not
+    _has_classes: ClassVar[bool] = True
     #: where the network lives and its autocast precision; run settings (``place``), not
     #: model parameters: the same model gives the same result on the CPU in float32
     device: str = "cpu"
@@ -252,7 +254,11 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self.model_ = self._build_network(n_features, n_classes, seed).to(self.device)
         self.optimizer_ = self._make_optimizer(self.model_)
         self.rng_ = np.random.default_rng(seed)
-        self.classes_ = np.arange(n_classes)
+        self.n_outputs_ = n_classes  # the network's outputs, what fedlabels' own code reads
+        if self._has_classes:
+            self.classes_ = np.arange(n_classes)
+        else:  # a regressor has no classes_ (scikit-learn's convention)
+            self.__dict__.pop("classes_", None)
         self.n_features_in_ = n_features
         self.steps_ = 0
         self._cursors: dict[int, BatchCursor] = {}
@@ -405,9 +411,9 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
             n_classes = self.n_classes if self.n_classes is not None else Ps.shape[1]
             self._initialise(Xs.shape[1], int(n_classes))
         self._resident()
-        if Ps.shape[1] != len(self.classes_):
+        if Ps.shape[1] != self.n_outputs_:
             raise FedLabelsError(f"soft targets have {Ps.shape[1]} classes, the model "
-                                 f"{len(self.classes_)}.")
+                                 f"{self.n_outputs_}.")
         if self._rendezvous is not None:  # distilled together with the other clients
             from fedlabels.learners.batch_jobs import DistillJob
 
@@ -488,7 +494,7 @@ class TorchMLPClassifier(ClassifierMixin, BaseEstimator):
         self._resident()
         X = np.ascontiguousarray(X, dtype=np.float32)
         self.model_.eval()
-        out = np.empty((len(X), len(self.classes_)), dtype=np.float32)
+        out = np.empty((len(X), self.n_outputs_), dtype=np.float32)
         step = self.predict_step()
         with torch.no_grad():
             for start in range(0, len(X), step):

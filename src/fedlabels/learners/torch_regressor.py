@@ -21,10 +21,12 @@ class TorchMLPRegressor(RegressorMixin, TorchMLPClassifier):
     Same parameters as :class:`~fedlabels.learners.torch_mlp.TorchMLPClassifier`
     (``hidden_layer_sizes``, ``learning_rate``, ``batch_size``, ``max_steps``,
     ``weight_decay``, ``predict_batch_size``, ``warm_start``, ``random_state``;
-    ``n_classes`` is fixed to 1 output); ``predict`` returns the output itself.
+    ``n_classes`` is fixed to 1 output); ``predict`` returns the output itself. Fitted, it
+    has ``n_outputs_`` (1) and, as scikit-learn's regressors, no ``classes_``.
     """
 
     _target_dtype = np.float32
+    _has_classes = False  # one output, n_outputs_ = 1; no classes_ (scikit-learn's way)
     #: the network learns ``(y - CENTER) * SCALE``: targets of a regression federation lie
     #: in [0, 1] (its public range), which this maps to about [-2, 2], the scale a freshly
     #: initialised network outputs and Adam's step size suit (the same map at every client,

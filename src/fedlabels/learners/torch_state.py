@@ -62,7 +62,7 @@ def mlp_state_dict(mlp: Any, *, optimizer_slots: bool = True) -> dict[str, Any]:
     if not state["built"]:
         return state
     state.update({"n_features_in": int(mlp.n_features_in_),
-                  "n_classes": len(mlp.classes_), "steps": int(mlp.steps_),
+                  "n_classes": int(mlp.n_outputs_), "steps": int(mlp.steps_),
                   "model.training": bool(mlp.model_.training)})
     for name, tensor in mlp.model_.state_dict().items():
         state[f"model.{name}"] = made_for_caller(tensor.detach().cpu().numpy().copy())
@@ -114,8 +114,8 @@ def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any], *,
             raise FedLabelsError(f"torch learner state is for {arch_key[len('arch.'):]}="
                                  f"{shown(theirs)}, this learner has {shown(mine)}.")
     if not bool(_need(state, "built")):
-        for attr in ("model_", "optimizer_", "rng_", "classes_", "n_features_in_",
-                     "steps_", "_cursors"):
+        for attr in ("model_", "optimizer_", "rng_", "classes_", "n_outputs_",
+                     "n_features_in_", "steps_", "_cursors"):
             mlp.__dict__.pop(attr, None)
         return
     has_optimizer = any(k.startswith("opt.") for k in state)
@@ -207,7 +207,7 @@ def _reusable(mlp: Any, state: Mapping[str, Any], n_features: int, n_classes: in
             getattr(mlp, "optimizer_", None) is None:
         return False
     if getattr(mlp, "n_features_in_", None) != n_features or \
-            len(getattr(mlp, "classes_", ())) != n_classes:
+            getattr(mlp, "n_outputs_", None) != n_classes:
         return False
     own = model.state_dict()
     stored = {k[len("model."):] for k in state if k.startswith("model.") and k != "model.training"}
