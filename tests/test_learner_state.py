@@ -99,6 +99,25 @@ def test_state_is_a_snapshot_not_a_view():
     assert np.array_equal(a.get_weights(), b.get_weights())
 
 
+def test_writing_into_the_state_leaves_the_learner_unchanged():
+    """The state's weights and Adam moments are arrays of their own (copied once on every
+    device): writing into them changes neither the network nor its optimiser."""
+    X, y = _data()
+    a = TorchMLPClassifier(**PARAMS).train_steps(X, y, 3)
+    weights = a.get_weights().copy()
+    moments = [s["exp_avg"].clone() for s in a.optimizer_.state.values()]
+    state = a.state_dict()
+    written = [k for k, v in state.items() if k.startswith(("model.", "opt.0."))
+               and isinstance(v, np.ndarray) and v.size > 1]
+    assert any(k.startswith("model.") for k in written) and "opt.0.exp_avg" in written
+    for key in written:
+        state[key][...] = 123.0
+    assert np.array_equal(a.get_weights(), weights)
+    for kept, now in zip(moments, (s["exp_avg"] for s in a.optimizer_.state.values()),
+                         strict=True):
+        assert np.array_equal(kept.numpy(), now.numpy())
+
+
 def test_never_trained_learner_round_trips():
     X, y = _data()
     state = TorchMLPClassifier(**PARAMS).state_dict()

@@ -65,7 +65,7 @@ def mlp_state_dict(mlp: Any, *, optimizer_slots: bool = True) -> dict[str, Any]:
                   "n_classes": int(mlp.n_outputs_), "steps": int(mlp.steps_),
                   "model.training": bool(mlp.model_.training)})
     for name, tensor in mlp.model_.state_dict().items():
-        state[f"model.{name}"] = made_for_caller(tensor.detach().cpu().numpy().copy())
+        state[f"model.{name}"] = made_for_caller(own_array(tensor))
     opt_state = mlp.optimizer_.state_dict()
     (group,) = opt_state["param_groups"]
     for key, value in group.items():
@@ -79,7 +79,7 @@ def mlp_state_dict(mlp: Any, *, optimizer_slots: bool = True) -> dict[str, Any]:
     for index, slots in opt_state["state"].items() if optimizer_slots else ():
         for slot, value in slots.items():
             state[f"opt.{int(index)}.{slot}"] = (
-                made_for_caller(value.detach().cpu().numpy().copy()) if torch.is_tensor(value)
+                made_for_caller(own_array(value)) if torch.is_tensor(value)
                 else _plain_scalar(value))
     _flatten_rng(mlp.rng_.bit_generator.state, "rng.", state)
     for key, cursor in sorted(mlp._cursors.items()):
@@ -87,6 +87,15 @@ def mlp_state_dict(mlp: Any, *, optimizer_slots: bool = True) -> dict[str, Any]:
                       f"cursor.{key}.batch_size": int(cursor.batch_size),
                       f"cursor.{key}.order": np.asarray(cursor.order, dtype=np.int64)})
     return state
+
+
+def own_array(tensor: torch.Tensor) -> np.ndarray:
+    """``tensor`` as a numpy array of its own, copied once: a CPU tensor's ``numpy()`` shares
+    its memory (so it is copied), a device tensor's ``cpu()`` is already a copy."""
+    tensor = tensor.detach()
+    if tensor.device.type == "cpu":
+        return tensor.numpy().copy()
+    return tensor.cpu().numpy()
 
 
 def load_mlp_state_dict(mlp: Any, state: Mapping[str, Any], *,
