@@ -237,6 +237,54 @@ def test_kept_test_predictions_are_used_only_for_the_model_that_made_them(breast
     assert role.test_outputs()[1] is not kept[2]
 
 
+def _old_digest(model):
+    """The digest as it was computed before (the oracle): SHA-256 of get_weights()'s bytes."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(model.get_weights()).tobytes()).digest()
+
+
+def test_the_weights_digest_is_that_of_get_weights_for_every_kind_of_network():
+    """The fingerprint hashes an MLP's parameters where they lie: the digest of get_weights'
+    vector, for a trained MLP, a CNN, a network with a transposed (non-contiguous) weight and
+    one of float64 parameters (hashed through get_weights); any weight changed changes it."""
+    import torch
+    from torch import nn
+
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+    from fedlabels.learners.torch_net import TorchNetClassifier
+    from fedlabels.method.base import _fingerprint, _weights_digest
+
+    class Transposed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.arange(12.0).reshape(4, 3).t())  # 3x4, strided
+            self.b = nn.Parameter(torch.ones(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x.to(self.w.dtype) @ self.w + self.b).float()
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)).astype(np.float32), rng.integers(0, 4, 40)
+    mlp = TorchMLPClassifier(hidden_layer_sizes=(8, 5), n_classes=4, max_steps=3,
+                             random_state=0).fit(X, y)
+    cnn = TorchNetClassifier(network="small", n_classes=4, max_steps=1, random_state=0)
+    cnn.fit(rng.normal(size=(8, 64)).astype(np.float32), rng.integers(0, 4, 8))
+    strided = TorchNetClassifier(network=lambda **_: Transposed(), n_classes=4, max_steps=1,
+                                 random_state=0).fit(X, y)
+    assert not strided.model_.w.is_contiguous()
+    wide = TorchNetClassifier(network=lambda **_: Transposed().double(), n_classes=4,
+                              random_state=0).initialise(3, 4)
+    for model in (mlp, cnn, strided, wide):
+        assert _weights_digest(model) == _old_digest(model)
+    before = _fingerprint(mlp)
+    weights = mlp.get_weights()
+    weights[-1] += 1.0  # the last bias of the last layer
+    mlp.set_weights(weights)
+    assert _fingerprint(mlp)[:2] == before[:2] and _fingerprint(mlp) != before
+    assert _weights_digest(mlp) == _old_digest(mlp)
+
+
 class _Raising:
     """A fitted stand-in whose ``predict_proba`` raises ``error``."""
 

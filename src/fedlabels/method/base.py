@@ -650,13 +650,31 @@ def make_learners(specs: list[Any], seeds: list[int], n_classes: int,
 
 def _fingerprint(model: Any) -> tuple[Any, ...]:
     """What identifies a torch classifier's current function: the object, its step count
-    and a digest of its weights (FedAvg replaces weights without a step): SHA-256 of the
-    weights' buffer as it is, without a copy (every evaluation pays for it)."""
+    and a digest of its weights (FedAvg replaces weights without a step): SHA-256 of
+    ``get_weights()``'s bytes (every evaluation pays for it, :func:`_weights_digest`)."""
+    return (id(model), int(getattr(model, "steps_", -1)), _weights_digest(model))
+
+
+def _weights_digest(model: Any) -> bytes:
+    """SHA-256 of ``model.get_weights()``'s bytes; the MLP's float32 parameters on the CPU are
+    hashed where they lie, one after another: the same digest, without building the flat
+    vector of ``get_weights`` (a new allocation per call, most of the former cost)."""
     import hashlib
 
-    weights = np.ascontiguousarray(model.get_weights())
-    return (id(model), int(getattr(model, "steps_", -1)),
-            hashlib.sha256(weights.data).digest())
+    import torch
+
+    from fedlabels.core.array_table import raw_bytes
+    from fedlabels.learners.torch_mlp import TorchMLPClassifier
+
+    own = type(model).get_weights is TorchMLPClassifier.get_weights
+    params = list(model.model_.parameters()) if own else []
+    if not params or any(p.device.type != "cpu" or p.dtype != torch.float32
+                         for p in params):  # get_weights converts or gathers: hash its vector
+        return hashlib.sha256(raw_bytes(np.ascontiguousarray(model.get_weights()))).digest()
+    digest = hashlib.sha256()
+    for p in params:
+        digest.update(raw_bytes(np.ascontiguousarray(p.detach().numpy())))
+    return digest.digest()
 
 
 def _predicts_the_argmax(model: Any, n_classes: int) -> bool:
