@@ -341,6 +341,23 @@ def test_provenance_names_the_xgboost_that_is_installed():
     assert any(versions.get(d) == metadata.version(d) for d in dists)
 
 
+def test_the_distributions_of_a_module_are_those_importlib_maps_it_to():
+    """provenance finds the distribution of a module without packages_distributions' scan of
+    every distribution's metadata: the same names, in the same order, for each module of a
+    distribution without top_level.txt (found from its file list), each library's, one that
+    is in no file list, and a module no distribution holds."""
+    from importlib import metadata
+
+    from fedlabels.core.provenance import LIBRARIES, _distributions_of
+
+    everything = metadata.packages_distributions()
+    inferred = {m for d in metadata.distributions() if not d.read_text("top_level.txt")
+                for m in metadata._top_level_inferred(d)}  # type: ignore[attr-defined]
+    modules = sorted(inferred)[:20] + list(LIBRARIES.values()) + ["no_such_module_here"]
+    for module in modules:
+        assert _distributions_of(module) == everything.get(module, []), module
+
+
 def test_provenance_lists_installed_libraries_whichever_process_imported_them():
     """torch imported only in worker processes (--workers 2) was left out of the result's
     libraries, which then differed from the same run with --workers 1."""

@@ -5,7 +5,9 @@
 read from the installed distributions: every one of :data:`LIBRARIES` that is installed,
 used by the run or not, so the entry does not depend on which process imported what (a run
 with ``--workers 2`` imports torch in its workers only). They are read once per process (a
-scan of every installed distribution, 0.3 s, was repeated at the end of each run).
+scan of every installed distribution, 0.3 s, was repeated at the end of each run), and a
+library installed under another distribution's name (``xgboost-cpu``) is found without
+reading every distribution's metadata and file list.
 """
 
 from __future__ import annotations
@@ -63,9 +65,33 @@ def _library_versions() -> dict[str, str]:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            for other in metadata.packages_distributions().get(module, []):
+            for other in _distributions_of(module):
                 out[other] = metadata.version(other)
     return out
+
+
+def _distributions_of(module: str) -> list[str]:
+    """``importlib.metadata.packages_distributions().get(module, [])``, without reading
+    every distribution's metadata and file list: a distribution's ``top_level.txt``, else
+    its file list only where its text names ``module`` at all, and the name of those that
+    provide it (the whole scan took a second on a loaded machine, once a run)."""
+    from importlib import metadata
+
+    inferred = getattr(metadata, "_top_level_inferred", None)
+    if inferred is None:  # a Python whose importlib lacks it: the whole scan
+        return list(metadata.packages_distributions().get(module, []))
+    names = []
+    for dist in metadata.distributions():
+        declared = (dist.read_text("top_level.txt") or "").split()
+        if declared:
+            provides = module in declared
+        else:  # what packages_distributions infers from the file list, where it can hold it
+            listed = "".join(dist.read_text(name) or "" for name in (
+                "RECORD", "installed-files.txt", "SOURCES.txt"))
+            provides = module in listed and module in inferred(dist)
+        if provides:
+            names.append(dist.metadata["Name"])
+    return names
 
 
 def provenance(started: float) -> dict[str, Any]:
