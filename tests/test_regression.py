@@ -211,6 +211,29 @@ def test_a_declared_range_must_hold_every_target():
     assert fed.info["target_range_source"] == "declared"
 
 
+def test_a_target_range_is_typed_as_each_form_it_takes():
+    """target_range was typed Any: make_federation, load_federation and the recorded settings
+    name TargetRangeLike (fl.run's keywords too, checked by mypy), and each form it names is
+    one range."""
+    from typing import get_type_hints
+
+    from fedlabels.data.loaded_with import loaded_with
+    from fedlabels.data.loading import load_federation
+    from fedlabels.data.targets import TargetRangeLike
+
+    for function in (make_federation, load_federation, loaded_with):
+        assert get_type_hints(function)["target_range"] == TargetRangeLike, function
+    X = np.random.default_rng(0).normal(size=(120, 3))
+    y = np.clip(X @ [3.0, -1.0, 1.0], -9.5, 9.5)
+    forms = ["-10,10", [-10, 10], (-10.0, 10.0), np.array([-10, 10]),
+             (np.float32(-10), np.int64(10))]
+    for form in forms:
+        fed = make_federation(X, y, clients=3, unlabeled=40, task="regression",
+                              target_range=form)
+        assert fed.target_range == (-10.0, 10.0), form
+        assert fed.info["target_range"] == [-10.0, 10.0]
+
+
 def test_a_range_taken_from_the_data_is_said_once_per_run(tmp_path, capsys):
     """Without --target-range the range is the table's smallest and largest target, public
     to every party: a run said nothing of it (only the result's target_range_source did)."""

@@ -14,6 +14,7 @@ from fedlabels.core.renamed import renamed_keywords
 from fedlabels.data.lazy_rows import LazyRows
 from fedlabels.data.partition import PartitionSpec, every_class_in_test, parse_partition
 from fedlabels.data.partition import partition as partition_pool
+from fedlabels.data.targets import TargetRangeLike
 
 if TYPE_CHECKING:
     from fedlabels.data.preprocessing import Preprocessing
@@ -443,7 +444,7 @@ def make_federation(
     seed: IntLike = 0,
     name: str = "custom",
     task: str = "classification",
-    target_range: Any = None,
+    target_range: TargetRangeLike = None,
     unlabeled_shift: FloatLike = 0.0,
     public_pca: IntLike | None = None,
     X_public: Any = None,
@@ -597,8 +598,9 @@ def make_federation(
     Xa, feature_names = as_feature_matrix(X, "X", gaps)  # an ndarray, or LazyRows by rows
     if given:
         Xa, Xp = _split_public(Xa, Xp, gaps)
+    bounds: tuple[float, float] | None = None  # the range used (a regression's)
     if regression:
-        ya, yt_unit, target_range, range_source = unit_targets(y, y_test, target_range)
+        ya, yt_unit, bounds, range_source = unit_targets(y, y_test, target_range)
         class_names: list[str] = []
     elif target_range is not None:
         raise FedLabelsError("a target range applies to a regression task only.")
@@ -785,7 +787,7 @@ def make_federation(
         preprocessing=Preprocessing.of(X, feature_names, class_names, mean, std, text=text,
                                        pca=pca, fill=fill,
                                        label_dtype=None if regression else label_dtype(y),
-                                       target_range=target_range if regression else None),
+                                       target_range=bounds),
         info={"partition": str(spec), "seed": seed, "scale": scale,
               "n_private": int(n_private), "data_sha256": built_from,
               "unlabeled_shift": measured,
@@ -800,10 +802,10 @@ def make_federation(
                                        "U's true labels)"}} if given else {}),
               **({"test_texts_seen": seen_texts} if seen_texts is not None else {}),
               **({"client_sites": site_names} if site_names is not None else {}),
-              **({"task": task, "target_range": list(target_range),
-                  "target_range_source": range_source} if regression else {})},
+              **({"task": task, "target_range": list(bounds),
+                  "target_range_source": range_source} if bounds is not None else {})},
         task=task,
-        target_range=target_range if regression else None,
+        target_range=bounds,
     )
 
 

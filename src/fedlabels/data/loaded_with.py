@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fedlabels.data.targets import TargetRangeLike
+
 #: the settings recorded, named as the run parameters
 LOADED_KEYS = ("sep", "features", "drop", "text_column", "task", "target_range", "public",
                "image_size", "image_column", "classes", "image_mode", "image_peak")
@@ -16,7 +18,7 @@ LOADED_KEYS = ("sep", "features", "drop", "text_column", "task", "target_range",
 
 def loaded_with(dataset: str, *, sep: str | None, features: str | Sequence[str] | None,
                 drop: str | Sequence[str] | None, text_column: str | None, task: str,
-                target_range: Any, public: str | os.PathLike[str] | None,
+                target_range: TargetRangeLike, public: str | os.PathLike[str] | None,
                 image_size: str | None, image_column: str | None,
                 classes: str | Sequence[str] | None = None, image_mode: str | None = None,
                 image_peak: float | None = None) -> dict[str, Any]:

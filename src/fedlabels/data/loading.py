@@ -17,6 +17,7 @@ from fedlabels.data.federation import (
     make_federation,
 )
 from fedlabels.data.registry import DatasetInfo, LoadedDataset, get_dataset
+from fedlabels.data.targets import TargetRangeLike
 
 
 def load_table(dataset: str, *, sep: str | None = None,
@@ -149,7 +150,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
                     seed: IntLike = 0, sep: str | None = None,
                     features: str | Sequence[str] | None = None,
                     drop: str | Sequence[str] | None = None, task: str | None = None,
-                    target_range: Any = None, text_column: str | None = None,
+                    target_range: TargetRangeLike = None, text_column: str | None = None,
                     unlabeled_shift: FloatLike = 0.0, public_pca: IntLike | None = None,
                     image_size: str | int | tuple[int, int] | None = None,
                     image_column: str | None = None, image_mode: str | None = None,

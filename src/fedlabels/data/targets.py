@@ -12,11 +12,16 @@ and FedAvg averages models with one output scale. Metrics go back to original un
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from fedlabels.core.errors import FedLabelsError
+
+#: a declared target range as given: ``"LO,HI"``, a pair of numbers (a list, a tuple, a
+#: numpy array; Python's or numpy's numbers) or ``None`` (the range of the targets read)
+TargetRangeLike = str | Sequence[float | np.floating[Any] | np.integer[Any]] | np.ndarray | None
 
 TASKS = ("classification", "regression")
 #: partitions that do not look at the labels (the only ones a regression task can take)
@@ -49,7 +54,7 @@ def numeric_targets(y: Any, what: str = "y") -> np.ndarray:
     return out
 
 
-def parse_target_range(value: Any) -> tuple[float, float] | None:
+def parse_target_range(value: TargetRangeLike) -> tuple[float, float] | None:
     """``"LO,HI"`` or a pair of numbers -> ``(lo, hi)`` with ``lo < hi``; None stays None."""
     if value is None:
         return None
@@ -64,8 +69,8 @@ def parse_target_range(value: Any) -> tuple[float, float] | None:
     return lo, hi
 
 
-def unit_targets(y: Any, y_test: Any, target_range: Any) -> tuple[np.ndarray, np.ndarray | None,
-                                                                  tuple[float, float], str]:
+def unit_targets(y: Any, y_test: Any, target_range: TargetRangeLike
+                 ) -> tuple[np.ndarray, np.ndarray | None, tuple[float, float], str]:
     """``(y, y_test)`` mapped to the unit interval, the range used and where it came from."""
     ya = numeric_targets(y, "y")
     yt = None if y_test is None else numeric_targets(y_test, "y_test")
