@@ -266,6 +266,9 @@ def test_a_fitted_regressor_has_outputs_and_no_classes_as_scikit_learns():
     restored.load_state_dict(reg.state_dict())
     assert not hasattr(restored, "classes_") and restored.n_outputs_ == 1
     np.testing.assert_array_equal(restored.predict(X), reg.predict(X))
+    from fedlabels.reporting.inspect import describe_model
+
+    assert describe_model(reg)["classes_seen"] is None  # fedlabels inspect: "classes seen: 0"
     labels = np.array(["x", "y", "z"])[y]
     clf = TorchMLPClassifier(hidden_layer_sizes=(16,), **_FAST).fit(X, labels)
     mine = MLPClassifier(hidden_layer_sizes=(4,), max_iter=5).fit(X, labels)
