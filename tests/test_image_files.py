@@ -533,3 +533,32 @@ def test_a_client_count_the_method_refuses_is_refused_before_any_data_loads(tmp_
         federation.check_before_data(RunConfig(method="fedct", dataset="breast_cancer",
                                                clients=2), get_method("fedct"),
                                      get_method("fedct").parse_options({}))
+
+
+@pytest.mark.parametrize("name,value", [("features", "age"), ("drop", "age"),
+                                        ("features", "file")])
+def test_features_or_drop_beside_an_image_column_is_refused_not_ignored(tmp_path, capsys,
+                                                                        monkeypatch, name,
+                                                                        value):
+    """--features age beside --image-column ran on the pixels alone without a word (the
+    images are the only features), as did --drop: refused in one line, before any data
+    loads, on the command line and in Python."""
+    import fedlabels.runs.federation as federation
+
+    pixels = grey_folder(tmp_path / "imgs", count=6)
+    rows = ["file,label,age"] + [f"imgs/{p.parent.name}/{p.name},{p.parent.name},{40 + i}"
+                                 for i, p in enumerate(pixels)]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    data = f"csv:{tmp_path / 'table.csv'}:label"
+    says = (f"{name} chooses a table's feature columns, but with image_column 'file' the "
+            f"images are the only features")
+    with pytest.raises(FedLabelsError, match=says):
+        fl.load_federation(data, clients=3, image_column="file", **{name: value})
+    monkeypatch.setattr(federation, "load_federation", lambda *a, **k: pytest.fail("loaded"))
+    code = main(["run", "--method", "fedct", "--dataset", data, "--image-column", "file",
+                 f"--{name}", value, "--clients", "3", "--rounds", "1", "--no-progress",
+                 "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(FedLabelsError, match=says):
+        fl.run("fedct", data, clients=3, image_column="file", **{name: value})

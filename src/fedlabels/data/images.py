@@ -115,9 +115,11 @@ _IMAGE_ONLY = ("image_size", "image_mode", "image_peak")
 
 def check_image_settings(dataset: str, image_size: str | None, image_column: str | None,
                          text_column: str | None, image_mode: str | None = None,
-                         image_peak: Any = None) -> None:
+                         image_peak: Any = None, features: Any = None,
+                         drop: Any = None) -> None:
     """``image_size``, ``image_mode`` and ``image_peak`` apply to image data,
-    ``image_column`` to a ``csv:`` table."""
+    ``image_column`` to a ``csv:`` table, whose images are then its only features (so
+    ``features`` and ``drop``, which choose columns, do not apply)."""
     parse_size(image_size)
     parse_mode(image_mode)
     parse_peak(image_peak)
@@ -128,6 +130,12 @@ def check_image_settings(dataset: str, image_size: str | None, image_column: str
                                  "imagefolder: dataset has its images in class folders.")
         if text_column is not None:
             raise FedLabelsError("give text_column or image_column, not both.")
+        chosen = [n for n, v in (("features", features), ("drop", drop)) if v is not None]
+        if chosen:  # else ignored without a word: --features age did not add age
+            raise FedLabelsError(
+                f"{chosen[0]} chooses a table's feature columns, but with image_column "
+                f"{image_column!r} the images are the only features (the table's other "
+                f"columns are not read as features); leave {chosen[0]} out.")
     elif not is_folder:
         given = [name for name, value in zip(_IMAGE_ONLY, (image_size, image_mode, image_peak),
                                              strict=True) if value is not None]

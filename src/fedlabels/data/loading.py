@@ -205,7 +205,7 @@ def load_federation(dataset: str, *, clients: IntLike = 5, unlabeled: IntLike | 
         from fedlabels.data.images import check_image_settings  # as RunConfig checks them
 
         check_image_settings(dataset, image_size, image_column, text_column, image_mode,
-                             image_peak)
+                             image_peak, features, drop)
     peak = None if image_peak is None else float(image_peak)  # checked above (numpy's too)
     n_clients, n_unlabeled, n_private, n_test = clients, unlabeled, private, test
     if missing is not None:  # as RunConfig checks it: before any data loads

@@ -422,7 +422,8 @@ class RunConfig:
             from fedlabels.data.images import check_image_settings
 
             check_image_settings(self.dataset, self.image_size, self.image_column,
-                                 self.text_column, self.image_mode, self.image_peak)
+                                 self.text_column, self.image_mode, self.image_peak,
+                                 self.features, self.drop)
         if self.missing == "public-median":
             from fedlabels.data.gaps import check_fill_applies
 
