@@ -296,6 +296,24 @@ def test_a_misspelt_scikit_learn_parameter_fails_when_parsed(spec, match, tmp_pa
                                 f"csv:{tmp_path / 'missing.csv'}:y"], "unknown parameter")
 
 
+@pytest.mark.parametrize("spec,match", [
+    ("mlp(hiden=4)", r"hiden \(did you mean 'hidden'\?\); mlp takes"),
+    ("cnn(arhc=small)", r"arhc \(did you mean 'arch'\?\); cnn takes"),
+    ("resnet18(widht=4)", r"widht \(did you mean 'width'\?\); resnet18 takes"),
+    ("rulefit(max_rulez=3)", r"max_rulez \(did you mean 'max_rules'\?\); rulefit takes"),
+    ("tfidf(ngrams=2)", r"ngrams \(did you mean 'ngram'\?\); tfidf takes"),
+    ("minilm(mdoe=lora)", r"mdoe \(did you mean 'mode'\?\); minilm takes"),
+])
+def test_a_misspelt_parameter_of_fedlabels_own_models_names_the_closest(spec, match, tmp_path,
+                                                                        capsys):
+    """docs/usage.md promised the closest name for an unknown parameter; dt's said it, the
+    torch networks', mlp's, rulefit's and the text learners' listed the valid ones only."""
+    with pytest.raises(FedLabelsError, match=r"': unknown parameter\(s\) " + match):
+        parse_model_spec(spec)
+    _fails_in_one_line(capsys, [*RUN, "--model", spec, "--dataset",
+                                f"csv:{tmp_path / 'missing.csv'}:y"], "did you mean")
+
+
 def test_the_names_of_a_classifier_and_its_regressor_are_both_taken():
     assert parse_model_spec("logreg(alpha=2.0)")[0].params == {"alpha": 2.0}  # Ridge's
     assert parse_model_spec("sk_mlp(hidden=8-4)")[0].params == {"hidden": (8, 4)}

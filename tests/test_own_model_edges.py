@@ -171,10 +171,13 @@ def test_a_factorys_own_arguments_come_from_the_spec(tmp_path, monkeypatch, fed)
     wide = fl.run("fedct", fed, model="module:mynets_kw:any_net(hidden=5)", rounds=1,
                   progress=False)
     assert wide.client_models[0].model_[0].out_features == 5  # **kwargs takes any
-    with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) width for "
+    with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) width .*for "
                                              r"module:mynets_kw:kw_net; the learner takes lr, "
                                              r".*the factory hidden, depth\."):
         fl.run("fedct", fed, model="module:mynets_kw:kw_net(width=3)", progress=False)
+    with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) hiden \(did you mean "
+                                             r"'hidden'\?\) for module:mynets_kw:kw_net;"):
+        fl.run("fedct", fed, model="module:mynets_kw:kw_net(hiden=3)", progress=False)
     with pytest.raises(FedLabelsError, match=r"unknown parameter\(s\) n_classes .*the learner "
                                              r"passes them"):
         fl.run("fedct", fed, model="module:mynets_kw:any_net(n_classes=3)", progress=False)

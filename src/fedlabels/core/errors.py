@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
@@ -219,6 +219,12 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     options = {key(c): str(c) for c in choices}
     close = difflib.get_close_matches(key(name), list(options), n=1, cutoff=0.6)
     return f" (did you mean {options[close[0]]!r}?)" if close else ""
+
+
+def unknown_parameters(unknown: Sequence[str], choices: Iterable[str]) -> str:
+    """``unknown parameter(s) a, b (did you mean 'x'?)``: a model spec's unknown parameters,
+    with the choice closest to the first."""
+    return f"unknown parameter(s) {', '.join(unknown)}{did_you_mean(unknown[0], choices)}"
 
 
 def missing_column(name: str, columns: Iterable[object], shown: int = 20) -> str:

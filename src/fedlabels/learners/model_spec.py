@@ -116,11 +116,11 @@ RULEFIT_PARAMS = ("tree_size", "max_rules", "n_estimators", "linear", "memory_pa
 def check_rulefit(params: dict[str, Any]) -> None:
     """The ``rulefit`` spec's parameters, checked when the spec is parsed (as every spec's:
     an unknown one named with those it takes, a bad value quoted as written)."""
-    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.core.errors import FedLabelsError, unknown_parameters
 
     unknown = sorted(set(params) - set(RULEFIT_PARAMS))
     if unknown:
-        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; rulefit takes "
+        raise FedLabelsError(f"{unknown_parameters(unknown, RULEFIT_PARAMS)}; rulefit takes "
                              f"{', '.join(RULEFIT_PARAMS)}.")
     for name in ("tree_size", "max_rules", "n_estimators"):
         value = params.get(name, 1)

@@ -10,7 +10,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError, did_you_mean, raised_at
+from fedlabels.core.errors import FedLabelsError, did_you_mean, raised_at, unknown_parameters
 from fedlabels.learners.model_spec import (
     FACTORY_ARGS,
     SPEC_NAMES,
@@ -51,7 +51,8 @@ def split_factory_arguments(params: dict[str, Any], factory: Any,
         passed = " (n_features, n_classes, input_shape: the learner passes them)" \
             if reserved else ""
         raise FedLabelsError(
-            f"unknown parameter(s) {', '.join(unknown)} for module:{path}; the learner "
+            f"{unknown_parameters(unknown, [*PARAMS['module'], *named])} for "
+            f"module:{path}; the learner "
             f"takes {', '.join(PARAMS['module'])}, the factory "
             f"{', '.join(named) if named else 'nothing more'}{passed}.")
     missing = missing_factory_arguments(factory, own)
@@ -70,7 +71,7 @@ def check_net(kind: str, params: dict[str, Any]) -> None:
     arguments are checked against its signature, :func:`split_factory_arguments`)."""
     unknown = [] if kind == "module" else sorted(set(params) - set(PARAMS[kind]))
     if unknown:
-        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; {kind} takes "
+        raise FedLabelsError(f"{unknown_parameters(unknown, PARAMS[kind])}; {kind} takes "
                              f"{', '.join(PARAMS[kind])}.")
     if kind == "cnn" and params.get("arch", "small") not in ARCHITECTURES:
         raise FedLabelsError(f"arch must be one of {', '.join(ARCHITECTURES)}, got "

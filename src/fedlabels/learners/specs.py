@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from fedlabels.core.errors import FedLabelsError, did_you_mean
+from fedlabels.core.errors import FedLabelsError, did_you_mean, unknown_parameters
 from fedlabels.learners.builders import Factory, sklearn_factory, torch_mlp_factory
 from fedlabels.learners.model_spec import ModelSpec, check_rulefit, check_training_params, quoted
 from fedlabels.learners.text_input import register_text_model as _register_text_model
@@ -226,7 +226,7 @@ def _check_mlp(params: dict[str, Any]) -> None:
     """The torch MLP's parameters, checked without importing torch."""
     unknown = sorted(set(params) - set(_MLP_PARAMS))
     if unknown:
-        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; mlp takes "
+        raise FedLabelsError(f"{unknown_parameters(unknown, _MLP_PARAMS)}; mlp takes "
                              f"{', '.join(_MLP_PARAMS)}.")
     hidden = params.get("hidden", (512, 512))
     sizes = (hidden,) if isinstance(hidden, int) and not isinstance(hidden, bool) else hidden

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, unknown_parameters
 from fedlabels.learners.model_spec import quoted
 from fedlabels.learners.seeds import RandomStateLike, fit_seed
 from fedlabels.learners.sk_inputs import (
@@ -38,7 +38,7 @@ def check_tfidf(params: dict[str, Any]) -> None:
     known = (*PARAMS, "ngram", "sublinear")
     unknown = sorted(set(params) - set(known))
     if unknown:
-        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; tfidf takes "
+        raise FedLabelsError(f"{unknown_parameters(unknown, known)}; tfidf takes "
                              f"{', '.join(known)}.")
     for name, (kind, low) in PARAMS.items():
         if name not in params:

@@ -30,7 +30,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, unknown_parameters
 from fedlabels.learners.consistency import Consistency
 from fedlabels.learners.consistency_loss import consistency_loss
 from fedlabels.learners.devices import autocast
@@ -61,7 +61,7 @@ def check_minilm(params: Mapping[str, Any], name: str = "minilm") -> None:
     spec is parsed."""
     unknown = sorted(set(params) - set(SPEC_PARAMS))
     if unknown:
-        raise FedLabelsError(f"unknown parameter(s) {', '.join(unknown)}; {name} takes "
+        raise FedLabelsError(f"{unknown_parameters(unknown, SPEC_PARAMS)}; {name} takes "
                              f"{', '.join(SPEC_PARAMS)}.")
     for name, choices in (("mode", MODES), ("head", HEADS)):
         if name in params and params[name] not in choices:
