@@ -183,6 +183,35 @@ def test_a_factorys_own_arguments_come_from_the_spec(tmp_path, monkeypatch, fed)
         fl.run("fedct", fed, model="module:mynets_kw:any_net(n_classes=3)", progress=False)
 
 
+def test_a_factorys_width_is_not_taken_as_resnet18s_and_ignored():
+    """fl.TorchModel(make_net, width=4) passed width to the learner, where it is ResNet-18's
+    first-stage width, so the factory built its default width while the result recorded
+    module:...:make_net(width=4), a spec that builds another network."""
+    import functools
+
+    from fedlabels.learners.torch_net import TorchNetClassifier
+
+    def make_net(n_features, n_classes, width=8):
+        return nn.Sequential(nn.Linear(n_features, width), nn.ReLU(),
+                             nn.Linear(width, n_classes))
+
+    with pytest.raises(FedLabelsError, match=r"^width is an argument of make_net, not of "
+                                             r"TorchModel: pass functools.partial\(make_net, "
+                                             r"width=4\) as the factory\.$"):
+        fl.TorchModel(make_net, width=4)
+    with pytest.raises(FedLabelsError, match=r"^width=4 is the width of network='resnet18', "
+                                             r"which network .*linear does not use; leave it "
+                                             r"out\.$"):
+        fl.TorchModel(linear, width=4)
+    X, y = np.random.default_rng(0).random((12, 6), dtype=np.float32), np.arange(12) % 3
+    with pytest.raises(FedLabelsError, match=r"functools.partial\(make_net, width=4\)\)\.$"):
+        TorchNetClassifier(network=make_net, width=4, max_steps=1).fit(X, y)
+    with pytest.raises(FedLabelsError, match="which network small does not use"):
+        TorchNetClassifier(network="small", width=4, max_steps=1).fit(np.zeros((3, 784)), y[:3])
+    net = fl.TorchModel(functools.partial(make_net, width=4), max_steps=1).fit(X, y).model_
+    assert net[0].out_features == 4  # the way that is taken
+
+
 def test_fedavg_takes_a_factory_with_its_own_arguments(tmp_path, monkeypatch, fed):
     # each client's learner holds its own bound factory: FedAvg's same-architecture check
     # compared their default reprs (object addresses) and refused every such spec

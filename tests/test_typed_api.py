@@ -274,14 +274,16 @@ def test_help_shows_what_each_run_config_field_takes() -> None:
 
 def test_torch_models_typed_keywords_are_torch_net_classifiers_parameters() -> None:
     """fl.TorchModel's typed keywords are TorchNetClassifier's parameters (its own network
-    aside), each typed as the constructor takes it, and the spec names lr and shape."""
+    aside, and width, ResNet-18's, which a factory refuses), each typed as the constructor
+    takes it, and the spec names lr and shape."""
     import inspect
 
     from fedlabels.learners.model_spec import SPEC_NAMES
     from fedlabels.learners.torch_net import TorchModelParams, TorchNetClassifier
 
     takes = {name: p.annotation for name, p in
-             inspect.signature(TorchNetClassifier).parameters.items() if name != "network"}
+             inspect.signature(TorchNetClassifier).parameters.items()
+             if name not in ("network", "width")}
     typed = {name: ref.__forward_arg__ for name, ref in TorchModelParams.__annotations__.items()}
     assert set(typed) == set(takes) | set(SPEC_NAMES)
     for name, annotation in typed.items():

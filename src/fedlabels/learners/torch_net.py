@@ -99,7 +99,8 @@ class TorchNetClassifier(TorchMLPClassifier):
     augment : bool, default=False
         Random crop (zero padding H // 8) and horizontal flip of training images.
     width : int, default=64
-        Channels of ResNet-18's first stage.
+        Channels of ResNet-18's first stage; another network refuses another value (a
+        factory's own ``width`` goes in ``functools.partial(factory, width=...)``).
     optimizer, loss : callable or None
         ``params -> Optimizer`` and ``(logits, y) -> loss``; ``None``: Adam with
         ``learning_rate`` and ``weight_decay``, and cross-entropy.
@@ -202,6 +203,14 @@ class TorchNetClassifier(TorchMLPClassifier):
                                  f"returning a torch.nn.Module, got {self.network!r}.")
         check_numbers(self, ("batch_size", "max_steps", "predict_batch_size", "width"),
                       ("warm_start", "augment"), optional=("predict_batch_size",))
+        if self.width != 64 and self.network != "resnet18":  # else ignored without a word
+            own = "" if isinstance(self.network, str) or \
+                "width" not in factory_parameters(self.network) else \
+                f" (the factory's own width: functools.partial(" \
+                f"{getattr(self.network, '__name__', 'factory')}, width={self.width!r}))"
+            raise FedLabelsError(f"width={self.width!r} is the width of network='resnet18', "
+                                 f"which network {self._name()} does not use; leave it "
+                                 f"out{own}.")
 
     def _shape(self, n_features: int) -> tuple[int, int, int] | None:
         if self.input_shape is not None:
@@ -410,7 +419,6 @@ class TorchModelParams(TypedDict, total=False):
     predict_batch_size: int | None
     warm_start: bool
     augment: bool
-    width: int
     optimizer: Callable[..., torch.optim.Optimizer] | None
     loss: Callable[..., torch.Tensor] | None
     random_state: RandomStateLike
@@ -432,8 +440,9 @@ def TorchModel(factory: Callable[..., nn.Module],
                              f"{factory!r}.")
     # lr, shape as in specs
     given: dict[str, Any] = {SPEC_NAMES.get(k, k): v for k, v in params.items()}
+    # width is resnet18's alone: the factory's own width, else a refusal by _validate_params
     own = sorted(set(given) & set(factory_parameters(factory))
-                 - set(inspect.signature(TorchNetClassifier).parameters))
+                 - (set(inspect.signature(TorchNetClassifier).parameters) - {"width"}))
     if own:
         name = getattr(factory, "__name__", "the factory")
         shown = ", ".join(f"{k}={given[k]!r}" for k in own)
