@@ -109,7 +109,9 @@ def test_hidden_files_macos_folders_and_other_formats(tmp_path, capsys):
     (dark / "notes.txt").write_text("not an image")
     Image.fromarray(pixels[dark / "01.png"]).save(dark / "extra.BMP")
     Image.fromarray(pixels[dark / "02.png"]).save(dark / "extra.tiff")
-    X, y, classes, _, _ = load_image_folder(tmp_path / "imgs", None)
+    with pytest.warns(FedLabelsWarning, match=r"1 file\(s\) .* left out \(1 .txt; the first "
+                                              r"dark/notes.txt\)"):  # the hidden ones unsaid
+        X, y, classes, _, _ = load_image_folder(tmp_path / "imgs", None)
     assert classes == ["dark", "light"]
     assert np.bincount(y).tolist() == [6, 4]  # four PNGs, a BMP and a TIFF; nothing hidden
     np.testing.assert_array_equal(X[4], pixels[dark / "01.png"].reshape(-1))  # extra.BMP
@@ -562,3 +564,32 @@ def test_features_or_drop_beside_an_image_column_is_refused_not_ignored(tmp_path
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
     with pytest.raises(FedLabelsError, match=says):
         fl.run("fedct", data, clients=3, image_column="file", **{name: value})
+
+
+def test_files_that_are_no_image_it_reads_are_said_not_left_out_unseen(tmp_path):
+    """A class folder of PNGs and DICOM scans trained on the PNGs alone without a word; so
+    did a public folder, and predict on a folder predicted its PNGs alone."""
+    grey_folder(tmp_path / "imgs", count=6)
+    for name in ("dark/s1.dcm", "dark/s2.dcm", "light/README"):
+        (tmp_path / "imgs" / name).write_bytes(b"DICM")
+    (tmp_path / "imgs" / "labels.csv").write_text("not in a class folder\n")
+    (tmp_path / "imgs" / "light" / ".DS_Store").write_bytes(b"hidden")
+    data = f"imagefolder:{tmp_path / 'imgs'}"
+    says = (r"image folder .*imgs: 3 file\(s\) that are no image fedlabels reads are left out "
+            r"\(2 .dcm, 1 no suffix; the first dark/s1.dcm\); it reads .png, .*a DICOM .dcm")
+    with pytest.warns(FedLabelsWarning, match=says) as caught:
+        fed = fl.load_federation(data, clients=3, seed=0)
+    assert len([w for w in caught if "left out" in str(w.message)]) == 1
+    assert fed.n_classes == 2 and len(fed.y_test) + sum(len(c.y) for c in fed.clients) \
+        + len(fed.X_public) == 12  # the PNGs alone
+    pub = tmp_path / "pub"
+    pub.mkdir()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(pub / "u.png")
+    (pub / "u2.dcm").write_bytes(b"DICM")
+    with pytest.warns(FedLabelsWarning, match=r"image folder .*pub: 1 file\(s\) .*\(1 .dcm; "
+                                              r"the first u2.dcm\)"):
+        fl.load_federation(data, clients=3, seed=0, public=str(pub))
+    result = fl.run("local", data, model="dt", clients=3, progress=False)
+    with pytest.warns(FedLabelsWarning, match=r"dark: 2 file\(s\) .*\(2 .dcm; the first "
+                                              r"s1.dcm\)"):
+        assert len(result.predict(str(tmp_path / "imgs" / "dark"))) == 6

@@ -149,10 +149,11 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") or part in _SKIPPED for part in relative.parts)
 
 
-def image_files(folder: Path) -> list[Path]:
+def image_files(folder: Path, left_out: list[Path] | None = None) -> list[Path]:
     """The image files under ``folder`` (sub-folders too, symbolic links to folders
     followed, each real folder once), sorted; hidden ones skipped; a broken link to an image
-    is a one-line error naming it (it was skipped without a word)."""
+    is a one-line error naming it (it was skipped without a word). The other files (a
+    DICOM ``.dcm``, notes) are appended to ``left_out`` for :func:`warn_left_out`."""
     import os
 
     found: list[Path] = []
@@ -166,7 +167,11 @@ def image_files(folder: Path) -> list[Path]:
         dirs[:] = [d for d in dirs if not _hidden(Path(d))]
         for name in files:
             path = Path(top) / name
-            if path.suffix.lower() not in SUFFIXES or _hidden(path.relative_to(folder)):
+            if _hidden(path.relative_to(folder)):
+                continue
+            if path.suffix.lower() not in SUFFIXES:
+                if left_out is not None and path.is_file():
+                    left_out.append(path)
                 continue
             if not path.exists():
                 raise FedLabelsError(f"image {path} is a broken symbolic link (to "
@@ -174,6 +179,26 @@ def image_files(folder: Path) -> list[Path]:
             if path.is_file():
                 found.append(path)
     return sorted(found)
+
+
+def warn_left_out(folder: Path, left_out: list[Path]) -> None:
+    """One warning for the files under ``folder`` that are no image fedlabels reads (they
+    were left out without a word: a folder of DICOM scans beside PNGs trained on the PNGs)."""
+    if not left_out:
+        return
+    import warnings
+    from collections import Counter
+
+    from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
+
+    kinds = Counter(p.suffix.lower() or "no suffix" for p in left_out)
+    counts = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    first = min(left_out).relative_to(folder)
+    warnings.warn(FedLabelsWarning(
+        f"image folder {folder}: {len(left_out)} file(s) that are no image fedlabels reads are "
+        f"left out ({counts}; the first {first}); it reads {', '.join(SUFFIXES)}: convert "
+        "those that are images (a DICOM .dcm too) to one of them."),
+        stacklevel=user_stacklevel())
 
 
 def image_folder_files(root: Path, min_classes: int = 2
@@ -193,14 +218,16 @@ def image_folder_files(root: Path, min_classes: int = 2
                              f"{', holding the images' if loose else ''}.")
     files: list[Path] = []
     labels: list[int] = []
+    left_out: list[Path] = []
     for k, name in enumerate(classes):
-        found = image_files(root / name)
+        found = image_files(root / name, left_out)
         if not found:
             raise FedLabelsError(f"class folder {root / name} has no images "
                                  f"({', '.join(SUFFIXES)}); add some or remove the folder.")
         files += found
         labels += [k] * len(found)
     _refuse_twice_reached(root, files)
+    warn_left_out(root, left_out)
     stray = sorted(p.name for p in root.iterdir() if p.suffix.lower() in SUFFIXES
                    and p.is_file() and not _hidden(Path(p.name)))
     if stray:  # beside class folders an image has no class: say so rather than drop it unseen
@@ -682,9 +709,11 @@ def image_paths(X_raw: Any, spec: Mapping[str, Any]) -> list[Path] | None:
     if isinstance(X_raw, str | os.PathLike):
         path = Path(X_raw).expanduser()
         if path.is_dir():
-            files = image_files(path)
+            left_out: list[Path] = []
+            files = image_files(path, left_out)
             if not files:
                 raise FedLabelsError(f"folder {path} holds no images ({', '.join(SUFFIXES)}).")
+            warn_left_out(path, left_out)
             return files
         if not path.is_file():
             raise FedLabelsError(f"{path} does not exist; give an image file, a folder of "

@@ -84,6 +84,7 @@ def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
         pixel_names,
         recorded_peak,
         unit_float32,
+        warn_left_out,
     )
     from fedlabels.data.lazy_rows import LazyRows
 
@@ -91,10 +92,12 @@ def _public_images(folder: Path, spec: dict[str, Any], rows: Any = None,
         what = "is a file" if folder.is_file() else "does not exist"
         raise FedLabelsError(f"public {folder} {what}; for a run on images give a folder of "
                              f"images ({', '.join(SUFFIXES)}; sub-folders too, no labels).")
-    files = image_files(folder)
+    left_out: list[Path] = []
+    files = image_files(folder, left_out)
     if not files:
         raise FedLabelsError(f"public folder {folder} holds no images ({', '.join(SUFFIXES)}); "
                              "add the unlabelled images (sub-folders too) or fix the path.")
+    warn_left_out(folder, left_out)
     c, h, w = (int(s) for s in spec["shape"])
     mode = "L" if c == 1 else "RGB"
     peak = recorded_peak(spec)  # None: a deep image by its format's full scale
