@@ -5,6 +5,7 @@ run applied to new images (files, a folder, a table, pixel rows)."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -593,3 +594,18 @@ def test_files_that_are_no_image_it_reads_are_said_not_left_out_unseen(tmp_path)
     with pytest.warns(FedLabelsWarning, match=r"dark: 2 file\(s\) .*\(2 .dcm; the first "
                                               r"s1.dcm\)"):
         assert len(result.predict(str(tmp_path / "imgs" / "dark"))) == 6
+
+
+def test_a_class_folder_of_dicom_files_alone_says_what_it_holds(tmp_path, capsys):
+    """It said "has no images ...; add some", as of an empty folder, though it held scans."""
+    grey_folder(tmp_path / "imgs", count=3)
+    (tmp_path / "imgs" / "effusion").mkdir()
+    for name in ("a.dcm", "b.dcm"):
+        (tmp_path / "imgs" / "effusion" / name).write_bytes(b"DICM")
+    code = main(["run", "--dataset", f"imagefolder:{tmp_path / 'imgs'}", "--no-progress",
+                 "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert re.search(r"class folder .*effusion has no images \(.png, .*\) but 2 other "
+                     r"file\(s\) \(2 .dcm\); convert those that are images to one of them or "
+                     r"remove the folder\.$", err.strip()), err

@@ -181,18 +181,24 @@ def image_files(folder: Path, left_out: list[Path] | None = None) -> list[Path]:
     return sorted(found)
 
 
+def _suffix_counts(paths: list[Path]) -> str:
+    """``3 .dcm, 1 .txt``: the files by suffix, the commonest first."""
+    from collections import Counter
+
+    kinds = Counter(p.suffix.lower() or "no suffix" for p in paths)
+    return ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+
+
 def warn_left_out(folder: Path, left_out: list[Path]) -> None:
     """One warning for the files under ``folder`` that are no image fedlabels reads (they
     were left out without a word: a folder of DICOM scans beside PNGs trained on the PNGs)."""
     if not left_out:
         return
     import warnings
-    from collections import Counter
 
     from fedlabels.core.errors import FedLabelsWarning, user_stacklevel
 
-    kinds = Counter(p.suffix.lower() or "no suffix" for p in left_out)
-    counts = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    counts = _suffix_counts(left_out)
     first = min(left_out).relative_to(folder)
     warnings.warn(FedLabelsWarning(
         f"image folder {folder}: {len(left_out)} file(s) that are no image fedlabels reads are "
@@ -220,10 +226,15 @@ def image_folder_files(root: Path, min_classes: int = 2
     labels: list[int] = []
     left_out: list[Path] = []
     for k, name in enumerate(classes):
+        before = len(left_out)
         found = image_files(root / name, left_out)
         if not found:
+            others = _suffix_counts(left_out[before:])
+            held = f" but {len(left_out) - before} other file(s) ({others})" if others else ""
+            fix = "convert those that are images to one of them" if others else "add some"
             raise FedLabelsError(f"class folder {root / name} has no images "
-                                 f"({', '.join(SUFFIXES)}); add some or remove the folder.")
+                                 f"({', '.join(SUFFIXES)}){held}; {fix} or remove the "
+                                 "folder.")
         files += found
         labels += [k] * len(found)
     _refuse_twice_reached(root, files)
