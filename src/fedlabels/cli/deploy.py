@@ -1,4 +1,4 @@
-"""``fedlabels deploy local | certs | prepare | identity | roster | ledger``: Flower
+"""``fedlabels deploy local | certs | prepare | resume | identity | roster | ledger``: Flower
 deployments.
 
 Importing this module does not import Flower; the commands do, when they run.
@@ -15,6 +15,7 @@ from typing import Any
 
 from fedlabels.cli.deploy_identity import add_identity_parsers
 from fedlabels.cli.deploy_ledger import add_ledger_parser
+from fedlabels.cli.deploy_resume import add_resume_parser
 from fedlabels.cli.run_options import (
     add_metric_flag,
     checked_outputs,
@@ -297,8 +298,8 @@ def _fill_prepare(p: argparse.ArgumentParser) -> None:
 
 
 def add_deploy_parser(sub: Any) -> None:
-    """Register ``deploy local``, ``certs``, ``prepare``, ``identity``, ``roster`` and
-    ``ledger``."""
+    """Register ``deploy local``, ``certs``, ``prepare``, ``resume``, ``identity``,
+    ``roster`` and ``ledger``."""
     deploy = sub.add_parser("deploy", help="run on Flower SuperLink/SuperNodes (see "
                                            "docs/deployment.md)")
     dsub = deploy.add_subparsers(dest="deploy_command", required=True)
@@ -328,5 +329,6 @@ def add_deploy_parser(sub: Any) -> None:
                help="write per-site data files, the shared public file and the Flower app "
                     "for a multi-machine run")
 
+    add_resume_parser(dsub)
     add_identity_parsers(dsub)
     add_ledger_parser(dsub)

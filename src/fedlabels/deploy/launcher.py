@@ -635,22 +635,10 @@ def _deploy_local(cfg: RunConfig, workdir: Path, output: Path, *, reply_timeout:
 def check_resumable(prepared: PreparedRun) -> None:
     """Refuse, before anything starts, to resume a finished run or a checkpoint of another
     run (what the ServerApp would refuse once every process had started, writing a failed
-    status over the run's own)."""
-    from fedlabels.engines.flower.spec import deploy_plan
-    from fedlabels.runs.checkpoint import (
-        checkpoint_path,
-        load_checkpoint,
-        refuse_another_run,
-        refuse_finished,
-    )
+    status over the run's own): :func:`.resume_app.check_resumable`."""
+    from fedlabels.deploy.resume_app import check_resumable as check
 
-    spec, fed = prepared.spec, prepared.federation
-    path = checkpoint_path(spec.output)
-    saved = load_checkpoint(path)
-    refuse_finished(path, saved, None)
-    plan = deploy_plan(spec.config, int(fed["n_classes"]), int(fed["n_features"]),
-                       fed.get("image_shape"))
-    refuse_another_run(saved, spec.run_identity(plan))
+    check(prepared.spec, prepared.federation)
 
 
 def resumable(prepared: PreparedRun) -> PreparedRun:

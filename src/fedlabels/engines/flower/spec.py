@@ -145,8 +145,9 @@ def refuse_existing_output(spec: DeploySpec) -> None:
         if found.exists():
             raise FedLabelsError(
                 f"{found} exists: an earlier run of this app wrote it, and this new run "
-                "would replace it. Resume that run (the app's spec with \"resume\": true; "
-                "deploy local --resume), move its files away, or write the app again with "
+                "would replace it. Resume that run (`fedlabels deploy resume <this app> "
+                "--out-dir DIR` writes its app; deploy local --resume), move its files away, "
+                "or write the app again with "
                 "another --output (or --overwrite to replace them).")
 
 
