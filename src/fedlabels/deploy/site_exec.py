@@ -12,7 +12,10 @@ SuperNode's Runtime API (loopback):
 
 * :func:`serve` asks the SuperNode for ClientApp tasks (``AcquireTask``, as
   ``flower-superexec`` does) and starts one task process per message, forked from a fork
-  server that has imported the ClientApp path once (:data:`PRELOAD`);
+  server that has imported the ClientApp path once (:data:`PRELOAD`); when nothing listens
+  at the SuperNode's address any more (killed, restarting) it stops the tasks still running
+  (:func:`stop_tasks`: they hold the site's data, and Flower's task retries for ever) and
+  waits for the SuperNode to come back;
 * a task process (:func:`run_task`) runs Flower's own ``run_clientapp`` loop with two steps
   replaced: the FAB is **never installed or imported** — it is only read to check that it
   names fedlabels' ClientApp (:data:`PINNED_CLIENTAPP`), else the task fails with an error
@@ -110,23 +113,36 @@ def serve(runtime_api_address: str, poll_intervals: tuple[float, float] = POLL_I
     if auth_secret:
         interceptors.append(SuperExecAuthHttpInterceptor(
             master_secret=auth_secret, protected_methods=AUTH_METHODS))
+    # one try a request: a SuperNode that does not answer is this loop's to handle (Flower's
+    # retried for ever, up to 20 s apart, and the executor could not see it was gone)
+    invoker = make_simple_http_retry_invoker()
+    invoker.max_tries = 1
     client = RuntimeHttpClient.from_server_address(
         server_address=runtime_api_address, insecure=True, root_certificates=None,
-        interceptors=interceptors, retry_invoker=make_simple_http_retry_invoker())
+        interceptors=interceptors, retry_invoker=invoker)
     tasks = _task_context()
     children: list[multiprocessing.context.ForkServerProcess] = []
     first, longest = poll_intervals
     interval = first
+    down = False  # the SuperNode did not answer the last request
     try:
         while not stop():
             try:
                 res = client.AcquireTask(AcquireTaskRequest(
                     supported_task_types=[TaskType.CLIENT_APP], agentapp_fab_hashes=[]))
             except Exception as exc:  # the SuperNode restarts: wait for it, keep serving
-                print(f"fedlabels site executor: {_why_not(runtime_api_address, exc)}; "
-                      "retrying", file=sys.stderr)
+                if supernode_gone(exc):
+                    children = stop_tasks(children, runtime_api_address)
+                if not down:  # once, not once a second
+                    print(f"fedlabels site executor: {_why_not(runtime_api_address, exc)}; "
+                          "retrying every second", file=sys.stderr)
+                down = True
                 time.sleep(max(longest, 1.0))
                 continue
+            if down:
+                print(f"fedlabels site executor: the SuperNode at {runtime_api_address} "
+                      "answers again; serving it", file=sys.stderr)
+                down = False
             if res.HasField("task") and res.token:
                 child = tasks.Process(target=run_task, daemon=True,
                                       args=(runtime_api_address, res.token, os.getpid()))
@@ -141,6 +157,38 @@ def serve(runtime_api_address: str, poll_intervals: tuple[float, float] = POLL_I
         client.close()
         for child in children:
             child.terminate()
+
+
+def supernode_gone(exc: BaseException) -> bool:
+    """Whether a request failed because nothing listens at the SuperNode's address (its
+    process ended: killed, crashed or restarting), not because it was slow or refused us."""
+    import httpx
+
+    return isinstance(exc, httpx.ConnectError)
+
+
+def stop_tasks(children: list[Any], address: str, grace: float = 2.0) -> list[Any]:
+    """Stop the task processes still running for a SuperNode that is gone; none is left.
+
+    A task holds the site's data and its client role while it answers a message, and
+    Flower's ``run_clientapp`` retries its requests to the SuperNode for ever: it outlived
+    its SuperNode, unseen. It cannot answer any more (its token was the dead SuperNode's);
+    the restarted SuperNode gets the message again and a new task answers it. SIGTERM (the
+    task's own handler ends it), SIGKILL after ``grace`` seconds."""
+    live = [c for c in children if c.is_alive()]
+    for child in live:
+        child.terminate()
+    deadline = time.monotonic() + grace
+    for child in live:
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join(1.0)
+    if live:
+        print(f"fedlabels site executor: the SuperNode at {address} is gone; stopped its "
+              f"{len(live)} running task(s), which held the site's data and could not answer "
+              "(a restarted SuperNode gets the message again)", file=sys.stderr)
+    return []
 
 
 def _why_not(address: str, exc: BaseException) -> str:
