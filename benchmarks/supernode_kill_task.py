@@ -1,0 +1,64 @@
+"""How long a site's task process outlives its SuperNode, over real Flower processes.
+
+Starts ``LocalDeployment`` (a SuperLink and two sites, each a SuperNode with the pinned
+executor, ``fedlabels.deploy.site_exec``) for FedCT on breast_cancer (decision trees, seed 3,
+200 rounds, a quorum), waits until site 0's executor runs a task (a process forked for one
+message; it holds the site's data), SIGKILLs that site's SuperNode (``kill_supernode``) and
+prints how long the task still runs (at most ``--wait`` seconds), then the executor's log.
+Run it from the checkout whose code it measures (``PYTHONPATH=<its src>``):
+
+    PYTHONPATH=src .venv/bin/python benchmarks/supernode_kill_task.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    import fedlabels
+    from fedlabels.deploy.launcher import LocalDeployment
+    from fedlabels.deploy.processes import descendants, parent, start_time
+    from fedlabels.deploy.watchdog import running
+    from fedlabels.engines.flower.prepare import prepare_run
+    from fedlabels.runs.config import RunConfig
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wait", type=float, default=30.0,
+                        help="seconds to watch the task after the kill (default 30)")
+    args = parser.parse_args()
+    print(f"fedlabels from {fedlabels.__file__}")
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=2, model="dt",
+                    rounds=200, seed=3, options={"quorum": 1.0})
+    tmp = Path(tempfile.mkdtemp(prefix="fedlabels-supernode-kill-"))
+    prepared = prepare_run(cfg, tmp / "sites", output=tmp / "result.json",
+                           reply_timeout=120, node_timeout=60)
+    with LocalDeployment(prepared, tmp) as dep:
+        dep.start()
+        threading.Thread(target=lambda: dep.run_app(300), daemon=True).start()
+        executor = dep.procs["site_exec_0"].pid
+        started = time.monotonic()
+        task = None
+        while task is None and time.monotonic() - started < 240:
+            task = next((p for p in descendants([executor])  # the fork server's children
+                         if parent(p) != executor and running(p, None)), None)
+            time.sleep(0.02)
+        if task is None:
+            raise SystemExit("no task process seen within 240 s")
+        began = start_time(task)
+        dep.kill_supernode(0)
+        killed = time.monotonic()
+        while running(task, began) and time.monotonic() - killed < args.wait:
+            time.sleep(0.05)
+        state = "still running" if running(task, began) else "gone"
+        print(f"task {task}: {state} {time.monotonic() - killed:.1f} s after its SuperNode "
+              "was SIGKILLed")
+        print((dep.logs / "site_exec_0.log").read_text(errors="replace")[-800:])
+
+
+if __name__ == "__main__":
+    main()
