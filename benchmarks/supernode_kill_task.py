@@ -2,9 +2,12 @@
 
 Starts ``LocalDeployment`` (a SuperLink and two sites, each a SuperNode with the pinned
 executor, ``fedlabels.deploy.site_exec``) for FedCT on breast_cancer (decision trees, seed 3,
-200 rounds, a quorum), waits until site 0's executor runs a task (a process forked for one
-message; it holds the site's data), SIGKILLs that site's SuperNode (``kill_supernode``) and
-prints how long the task still runs (at most ``--wait`` seconds), then the executor's log.
+200 rounds, a quorum), waits until, after round 1, site 0's executor runs a task (a
+process forked for one message; it holds the site's data), SIGKILLs that site's SuperNode
+(``kill_supernode``) and prints how long the task still runs (at most ``--wait`` seconds),
+then the executor's log.
+``--restart``: SIGTERM the SuperNode and start it again at once (``restart_supernode``)
+instead, and also wait for the run's next round (the site rejoins).
 Run it from the checkout whose code it measures (``PYTHONPATH=<its src>``):
 
     PYTHONPATH=src .venv/bin/python benchmarks/supernode_kill_task.py
@@ -13,10 +16,18 @@ Run it from the checkout whose code it measures (``PYTHONPATH=<its src>``):
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+
+def _rounds_done(status: Path) -> int:
+    try:
+        return int(json.loads(status.read_text()).get("rounds_done", 0))
+    except (OSError, ValueError):
+        return 0
 
 
 def main() -> None:
@@ -30,6 +41,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wait", type=float, default=30.0,
                         help="seconds to watch the task after the kill (default 30)")
+    parser.add_argument("--restart", action="store_true",
+                        help="restart the SuperNode instead of killing it")
     args = parser.parse_args()
     print(f"fedlabels from {fedlabels.__file__}")
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=2, model="dt",
@@ -44,19 +57,30 @@ def main() -> None:
         started = time.monotonic()
         task = None
         while task is None and time.monotonic() - started < 240:
-            task = next((p for p in descendants([executor])  # the fork server's children
-                         if parent(p) != executor and running(p, None)), None)
+            if _rounds_done(dep.status_path) >= 1:  # a round's task, not the hello's
+                task = next((p for p in descendants([executor])  # the fork server's children
+                             if parent(p) != executor and running(p, None)), None)
             time.sleep(0.02)
         if task is None:
             raise SystemExit("no task process seen within 240 s")
         began = start_time(task)
-        dep.kill_supernode(0)
+        rounds = _rounds_done(dep.status_path)
+        if args.restart:
+            dep.restart_supernode(0)
+        else:
+            dep.kill_supernode(0)
         killed = time.monotonic()
         while running(task, began) and time.monotonic() - killed < args.wait:
             time.sleep(0.05)
         state = "still running" if running(task, began) else "gone"
         print(f"task {task}: {state} {time.monotonic() - killed:.1f} s after its SuperNode "
-              "was SIGKILLed")
+              f"was {'restarted' if args.restart else 'SIGKILLed'}")
+        while args.restart and _rounds_done(dep.status_path) <= rounds + 1 \
+                and time.monotonic() - killed < 240:
+            time.sleep(0.2)
+        if args.restart:
+            print(f"rounds done: {rounds} at the restart, {_rounds_done(dep.status_path)} "
+                  f"{time.monotonic() - killed:.1f} s later")
         print((dep.logs / "site_exec_0.log").read_text(errors="replace")[-800:])
 
 
