@@ -26,11 +26,12 @@ from fedlabels.deploy.watchdog import running
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 SUPERNODE = """
-import sys, time
+import sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from flwr.proto.runtime_pb2 import AcquireTaskResponse
 
 given = []
+said = threading.Lock()  # one whole line per request: the task's requests come at once
 
 class Runtime(BaseHTTPRequestHandler):
     def log_message(self, *args):
@@ -39,7 +40,9 @@ class Runtime(BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         if not self.path.endswith("/acquire-task"):  # the task's: held open
-            print("task", self.path, flush=True)
+            with said:
+                sys.stdout.write(f"task {self.path}\\n")
+                sys.stdout.flush()
             time.sleep(600)
         res = AcquireTaskResponse()
         if not given:
