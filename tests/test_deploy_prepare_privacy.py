@@ -48,6 +48,7 @@ def test_prepared_files_keep_each_sites_data_to_itself(tmp_path: Path) -> None:
     for cid in range(len(prepared.client_paths)):  # a text file: it ends its last line
         plan = prepared.root / f"client_{cid}.plan.json"
         assert plan.read_text().endswith("}\n"), plan
+        assert _mode(plan) == 0o600, plan  # site i's, as its data file (it was 0644)
     again = prepare_run(CFG, tmp_path / "run", with_truth=True)
     assert _mode(again.truth_path) == 0o600
     assert len(np.load(again.truth_path)["y_public"]) == summary["n_public"]

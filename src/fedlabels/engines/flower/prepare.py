@@ -18,7 +18,8 @@ For a registered dataset (or ``csv:PATH:TARGET``) this splits the data exactly a
   folder of the sites' own ``client_<i>.identity.pub``, :mod:`.site_keys`) the roster is
   built from those and no private key is made;
 * ``client_<i>.plan.json`` — site i's own privacy plan (method, rounds, period, model, options:
-  :mod:`.site_plan`); its client obeys this file, not the coordinator's run config;
+  :mod:`.site_plan`; 0600, as the site's other files); its client obeys this file, not the
+  coordinator's run config;
 * ``truth.npz`` — the true labels of U, a simulator-style diagnostic that stays with the
   coordinator (a real deployment has no such file);
 * ``app/pyproject.toml`` — the Flower app (``flwr run app <connection>``) whose run config
@@ -305,7 +306,9 @@ def prepare_run(cfg: RunConfig, root: str | Path, *, output: str | Path | None =
             key.unlink(missing_ok=True)
         path = root / f"client_{cid}.npz"
         _save_npz(path, {"X": data.X, "y": data.y}, private=True)
-        write_atomic(root / f"client_{cid}.plan.json", json.dumps(plan_of(cfg), indent=1) + "\n")
+        # given to site i alone, with its data: 0600 as its other files
+        write_private(root / f"client_{cid}.plan.json",
+                      (json.dumps(plan_of(cfg), indent=1) + "\n").encode())
         client_paths.append(path)
     shared_path = root / "shared.npz"
     _save_npz(shared_path, shared)
