@@ -508,3 +508,36 @@ def test_a_site_reads_its_plan_once_a_run_and_keeps_it(
     assert result is not None and len(result.rounds) == SITE.rounds
     assert sorted(reads) == sorted(prepared.node_settings(c)["privacy-plan"]
                                    for c in range(SITE.clients))
+
+
+def test_a_site_keeps_the_plan_of_a_run_whose_first_message_it_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan was pinned with the run's first *answered* reply: a site that refused the
+    first message (here: less noise than its plan) read the file again at the next, so a
+    file changed in between (here: to the coordinator's lowered ε) was the site's plan in
+    mid-run. It is pinned at the first message, answered or refused: the coordinator's next
+    try in the same Flower run is refused again, and no site reads its file twice."""
+    from fedlabels.engines.flower import site_plan
+
+    lowered = replace(SITE, options={"epsilon": 2000.0, "sensitivity": 40, "mechanism": "xor"})
+    reads: list[str] = []
+    real = site_plan.load_site_plan
+
+    def read_then_lower(path: str | Path) -> dict[str, object]:
+        plan = real(path)
+        reads.append(str(path))
+        Path(path).write_text(json.dumps(plan_of(lowered)))
+        return plan
+
+    monkeypatch.setattr(site_plan, "load_site_plan", read_then_lower)
+    grid, spec = _deviating_run(tmp_path, lowered)
+    for attempt in range(2):  # the same Flower run (its contexts, a restarted ServerApp)
+        again = grid if attempt == 0 else LoopbackGrid(
+            client_app, [dict(c.node_config) for c in grid.contexts.values()],
+            {RUN_CONFIG_KEY: spec.to_json()}, run_id=grid.run_id)
+        with pytest.raises(FedLabelsError):  # every site refuses: the server stops
+            run_server(again, server_context(spec))
+        text = Path(spec.status).read_text()
+        assert "refused: parameters (less noise than the site's flip_probability)" \
+            in text, text  # (unpinned, the lowered file was read: the ledger refused)
+    assert len(reads) == len(set(reads)) == SITE.clients, reads

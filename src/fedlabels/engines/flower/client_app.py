@@ -191,10 +191,9 @@ def _handle(message: Message, context: Context) -> Message:
         digest = message_digest(ours, request, rnd if isinstance(rnd, int) else -1)
         guard = SequenceGuard.load(ledger.path.parent / "runs" /
                                    f"{snapshots.run_key(spec)}.json", key)
-        # the site's plan, read once a run: as pinned at its first answered message (a
-        # new run from scratch reads the file again; a resume keeps the run's)
-        fresh = guard.flower_run != context.run_id and not spec.resume
-        plan = own_plan(node_config, None if fresh else guard.plan)
+        # the site's plan, read once a run: as pinned at its first message, answered or
+        # refused (a new run from scratch reads the file again; a resume keeps the run's)
+        plan = own_plan(node_config, guard.pinned(context.run_id, spec.resume))
         if guard.flower_run != context.run_id:  # this run's first message at this site
             unpinned = unpinned_roster_warning(site.trust is not None, node_config,
                                                site_method(spec, node_config,
@@ -202,7 +201,7 @@ def _handle(message: Message, context: Context) -> Message:
             if unpinned is not None:
                 _SITE_LOG.warning("%s: %s", node_label(node_config, context.node_id),
                                   unpinned)
-        again = guard.admit(context.run_id, spec.resume, seq, rnd, digest)
+        again = guard.admit(context.run_id, spec.resume, seq, rnd, digest, plan)
         if again is not None:  # a re-send: the reply given then, never a new release
             told = guard.report(seq) if isinstance(seq, int) else None
             _SITE_LOG.info("%s: round %s, message %s (%s): sent again the reply it gave then "
@@ -212,7 +211,6 @@ def _handle(message: Message, context: Context) -> Message:
                                           **({SITE_LEDGER: told} if told else {})),
                            reply_to=message)
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
-        guard.plan = plan  # saved with the reply (guard.accept)
         check_planned_round(node_config, rnd, plan)
         check_steps(ours.config, node_config, "message")  # trust-coordinator: max-steps
         role = build_role(spec, site, node_config, plan)

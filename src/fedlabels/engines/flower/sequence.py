@@ -29,7 +29,9 @@ from scratch) that the site ledger's charges carry, so that a charge whose relea
 handed out (a crash after the charge) is not made again when its number comes again. A new
 sequence's name is on disk before anything is charged under it: the first sequence's in its
 record; a later one's beside the record of the run before (``pending``, with its Flower run),
-which stays whole for a resume until the new sequence's first reply replaces it.
+which stays whole for a resume until the new sequence's first reply replaces it. The site's
+privacy-plan for the run is pinned the same way (in the record, or ``pending``'s), at the
+run's first message, answered or refused (:meth:`SequenceGuard.pinned`).
 """
 
 from __future__ import annotations
@@ -88,8 +90,9 @@ class SequenceGuard:
     #: a new sequence not answered yet, kept beside the record of the run before it:
     #: ``{"flower_run": ..., "nonce": ...}`` (None: none)
     pending: dict[str, Any] | None = None
-    #: the site's privacy-plan as read at the run's first message it answered (None: not
-    #: read yet, or no plan): the run keeps it, a changed file applies from the next run
+    #: the site's privacy-plan as read at the run's first message, answered or refused
+    #: (None: not read yet, or no plan): the run keeps it, a changed file applies from the
+    #: next run (:meth:`pinned`, :meth:`admit`)
     plan: dict[str, Any] | None = None
 
     @classmethod
@@ -124,10 +127,21 @@ class SequenceGuard:
                 "nonce": self.nonce, "pending": self.pending, "plan": self.plan}
         write_private(self.path, json.dumps({"body": body, "mac": self._mac(body)}).encode())
 
-    def admit(self, flower_run: int, resume: bool, seq: Any, rnd: Any,
-              digest: str) -> tuple[Message, Message | None] | None:
+    def pinned(self, flower_run: int, resume: bool) -> dict[str, Any] | None:
+        """The plan pinned for Flower run ``flower_run`` (a ``resume`` of this record's run
+        keeps its plan): None where none is, and the site reads its file."""
+        if flower_run == self.flower_run or resume:
+            return self.plan
+        if self.pending is not None and self.pending.get("flower_run") == flower_run:
+            return self.pending.get("plan")
+        return None
+
+    def admit(self, flower_run: int, resume: bool, seq: Any, rnd: Any, digest: str,
+              plan: dict[str, Any] | None = None) -> tuple[Message, Message | None] | None:
         """None: a new message to handle; a stored (reply, attached answer) to give again;
-        or a refusal (:class:`FedLabelsError`)."""
+        or a refusal (:class:`FedLabelsError`). ``plan``: the site's plan for the run
+        (:meth:`pinned`, else as read now), on disk with the run's sequence before the
+        message is handled or refused, so a later message of the run keeps it."""
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 \
                 or isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0:
             raise RefusedError("message refused: its sequence or round number is not a "
@@ -137,19 +151,25 @@ class SequenceGuard:
             pending = self.pending if self.pending is not None \
                 and self.pending.get("flower_run") == flower_run else None
             nonce = str(pending["nonce"]) if pending is not None else secrets.token_hex(16)
-            if pending is None and not first and seq == 1:
-                # a later sequence's name, on disk before anything is charged under it,
-                # beside the record of the run before (whole for a resume until this
+            if not first and (pending is None or pending.get("plan") != plan):
+                # a later sequence's name and plan, on disk before anything is charged under
+                # it, beside the record of the run before (whole for a resume until this
                 # sequence's first reply): a crash before that reply keeps its name, so its
                 # charge covers the release made when the message comes again
-                self.pending = {"flower_run": flower_run, "nonce": nonce}
+                self.pending = {"flower_run": flower_run, "nonce": nonce, "plan": plan}
                 self.save()
             self.flower_run, self.last, self.replies = flower_run, 0, {}
-            self.round, self.kinds, self.nonce, self.plan = -1, [], nonce, None
+            self.round, self.kinds, self.nonce, self.plan = -1, [], nonce, plan
+            # the first sequence's name and plan are on disk before anything is charged
+            changed = first
+        else:  # this record's run, or its resume: a plan read now (none pinned) is pinned
+            pins = self.plan is None and plan is not None
+            self.plan = plan if pins else self.plan
+            changed = first or pins
         self.flower_run = flower_run
+        if changed:
+            self.save()
         if seq == self.last + 1:
-            if first:  # the first sequence's name is on disk before anything is charged
-                self.save()
             return None
         stored = self.replies.get(str(seq))
         if seq <= self.last and stored is not None and stored["digest"] == digest:

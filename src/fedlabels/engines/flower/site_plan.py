@@ -14,8 +14,8 @@ message asking for less noise or more releases is refused, and so is any message
 round beyond the plan's rounds, whatever the method. A run whose method differs is
 refused outright, and so is one whose model differs from the plan's ``model`` (optional;
 plans written before it have none). The file is read once a run (:func:`own_plan`): the
-plan read at the run's first message is kept in the site's message record
-(:attr:`~.sequence.SequenceGuard.plan`), so a changed file applies from the next run.
+plan read at the run's first message (answered or refused) is kept in the site's message
+record (:attr:`~.sequence.SequenceGuard.plan`), so a changed file applies from the next run.
 
 A site without ``privacy-plan`` refuses every message, the hello included (``refused:
 parameters``; its log says to name a plan or opt in), unless its node config says
