@@ -477,11 +477,57 @@ def test_max_rounds_bounds_every_message_of_a_trusting_site() -> None:
 
     # a message's round (0-based) beyond max-rounds, whatever the run config said
     trusting = {"trust-coordinator": True, "max-rounds": 3}
-    check_planned_round(trusting, 2)
+    check_planned_round(trusting, 2, 5)
     with pytest.raises(BudgetRefusal, match="round 4 is beyond this site's max-rounds 3"):
-        check_planned_round(trusting, 3)
+        check_planned_round(trusting, 3, 5)
     with pytest.raises(BudgetRefusal, match="max-rounds 1000"):
-        check_planned_round({"trust-coordinator": True}, 1000)
+        check_planned_round({"trust-coordinator": True}, 1000, 2000)
+    # and beyond the run config's rounds, below max-rounds
+    with pytest.raises(BudgetRefusal, match=r"round 3 is beyond the coordinator's run "
+                                            r"config of 2 round\(s\)"):
+        check_planned_round(trusting, 2, 2)
+
+
+def test_a_site_counts_the_rounds_it_answers_itself(tmp_path: Path) -> None:
+    """The site's own count of a run's rounds, not the messages' numbers, bounds how many
+    it answers: round numbers 0 and 5 are two rounds (kept in its sealed record), a third
+    is refused under a 2-round plan although its number 1 is within the plan."""
+    from fedlabels.comm import Message
+    from fedlabels.core.errors import BudgetRefusal
+    from fedlabels.engines.flower.sequence import SequenceGuard
+    from fedlabels.engines.flower.site_plan import check_planned_round
+
+    path, key = tmp_path / "runs" / "r.json", b"k" * 32
+    guard, reply = SequenceGuard(path, key), Message("x.reply")
+    for seq, rnd in ((1, 0), (2, 0), (3, 5)):
+        assert guard.admit(7, False, seq, rnd, f"d{seq}") is None
+        guard.accept(seq, rnd, f"d{seq}", reply, None, f"kind{seq}")
+    guard = SequenceGuard.load(path, key)
+    assert guard.rounds_answered == 2 and guard.rounds_with(5) == 2
+    assert guard.rounds_with(6) == 3
+    planned = {"method": "fedct", "rounds": 2, "period": 1, "options": {}}
+    plan_site = {"privacy-plan": "unread"}  # the pinned plan is the site's
+    check_planned_round(plan_site, 1, 2, planned, guard.rounds_with(5))
+    with pytest.raises(BudgetRefusal, match=r"has answered 2 round\(s\) of this run \(its "
+                                            r"own count\); another is beyond this site's "
+                                            r"privacy-plan of 2 round\(s\)"):
+        check_planned_round(plan_site, 1, 2, planned, 3)
+    with pytest.raises(BudgetRefusal, match="another is beyond the coordinator's run config"):
+        check_planned_round({"trust-coordinator": True}, 0, 2, None, 3)
+
+
+def test_a_trusting_site_answers_no_round_beyond_the_run_configs(tmp_path: Path) -> None:
+    """A trusting site's bound on a message's round was its ``max-rounds`` (1,000), not the
+    run config's ``rounds``: a coordinator whose ServerApp ran a third round of a 2-round
+    run config had it answered by a method whose client never reads the round (FedAvg).
+    Now the third round is refused (``refused: budget``) after two answered."""
+    run = replace(SITE, method="fedavg", model="mlp", options={}, rounds=2)
+    grid, spec = _trusting_run(tmp_path, run)
+    longer = replace(spec, run=replace(run, rounds=3).to_dict())  # the ServerApp's own
+    with pytest.raises(FedLabelsError):  # every site refuses round 3: the server stops
+        run_server(grid, server_context(longer))
+    status = json.loads(Path(spec.status).read_text())  # type: ignore[attr-defined]
+    assert status["rounds_done"] == 2 and "refused: budget" in json.dumps(status), status
 
 
 def test_a_site_reads_its_plan_once_a_run_and_keeps_it(

@@ -211,7 +211,7 @@ def _handle(message: Message, context: Context) -> Message:
                                           **({SITE_LEDGER: told} if told else {})),
                            reply_to=message)
         assert isinstance(seq, int) and isinstance(rnd, int)  # admitted
-        check_planned_round(node_config, rnd, plan)
+        check_planned_round(node_config, rnd, spec.config.rounds, plan, guard.rounds_with(rnd))
         check_steps(ours.config, node_config, "message")  # trust-coordinator: max-steps
         role = build_role(spec, site, node_config, plan)
         if trusted and seq == 1:  # a run under the coordinator's plan: in the ledger first

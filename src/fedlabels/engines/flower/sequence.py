@@ -83,6 +83,8 @@ class SequenceGuard:
     #: the latest round answered, and the message kinds answered in it
     round: int = -1
     kinds: list[str] = field(default_factory=list)
+    #: the site's own count of the rounds of this run it answered (:meth:`rounds_with`)
+    rounds_answered: int = 0
     #: this sequence's random name (new with every run from scratch, kept by a resume): the
     #: site ledger's charges name it, so a charge whose release was never handed out is
     #: recognised when its message number comes again (:meth:`SiteLedger.charge`)
@@ -113,6 +115,8 @@ class SequenceGuard:
         guard.flower_run, guard.last = body["flower_run"], int(body["last"])
         guard.replies = dict(body["replies"])
         guard.round, guard.kinds = int(body.get("round", -1)), list(body.get("kinds", []))
+        # older records: at least the rounds up to the latest (their numbers never go back)
+        guard.rounds_answered = int(body.get("rounds_answered", guard.round + 1))
         guard.nonce = str(body.get("nonce") or guard.nonce)  # older records: a new name
         guard.pending = body.get("pending")
         guard.plan = body.get("plan")
@@ -124,6 +128,7 @@ class SequenceGuard:
     def save(self) -> None:
         body = {"format": FORMAT, "flower_run": self.flower_run, "last": self.last,
                 "replies": self.replies, "round": self.round, "kinds": self.kinds,
+                "rounds_answered": self.rounds_answered,
                 "nonce": self.nonce, "pending": self.pending, "plan": self.plan}
         write_private(self.path, json.dumps({"body": body, "mac": self._mac(body)}).encode())
 
@@ -160,6 +165,7 @@ class SequenceGuard:
                 self.save()
             self.flower_run, self.last, self.replies = flower_run, 0, {}
             self.round, self.kinds, self.nonce, self.plan = -1, [], nonce, plan
+            self.rounds_answered = 0
             # the first sequence's name and plan are on disk before anything is charged
             changed = first
         else:  # this record's run, or its resume: a plan read now (none pinned) is pinned
@@ -199,6 +205,11 @@ class SequenceGuard:
             raise RefusedError(f"message refused: a second {kind} in round {rnd} (this site "
                                "answers each message kind once per round).")
 
+    def rounds_with(self, rnd: int) -> int:
+        """The rounds of this run the site will have answered once it answers a message of
+        round ``rnd``: its own count, one more where ``rnd`` is not the latest round's."""
+        return self.rounds_answered + (rnd != self.round)
+
     def accept(self, seq: int, rnd: int, digest: str, reply: Message,
                after: Message | None, kind: str = "", report: str | None = None) -> None:
         """Record the reply to message ``seq`` (of round ``rnd`` and ``kind``) and save;
@@ -208,6 +219,7 @@ class SequenceGuard:
         write_private(self._reply_path(seq), data)
         if rnd != self.round:
             self.round, self.kinds = rnd, []
+            self.rounds_answered += 1
         if kind and kind not in self.kinds:
             self.kinds.append(kind)
         self.last, self.pending = seq, None  # the record is this sequence's now

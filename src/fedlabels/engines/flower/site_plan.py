@@ -29,9 +29,12 @@ trains no step count above its own ``max-steps`` (node config, default
 :data:`DEFAULT_MAX_STEPS`): the run config's ``period`` and ``*_steps`` options, and every
 ``*steps`` a message names (a count derived from the period, PATE's teachers' 20 periods),
 and answers no run of more rounds than its own ``max-rounds`` (default
-:data:`DEFAULT_MAX_ROUNDS`), nor a message of a round beyond it. A site with a plan trains
-its plan's counts and rounds, so ``max-steps`` or ``max-rounds`` beside ``privacy-plan`` is
-an error. This module does not import Flower.
+:data:`DEFAULT_MAX_ROUNDS`), nor a message of a round beyond the run config's ``rounds``
+(:func:`check_planned_round`). Every site also counts the rounds of a run it answers
+itself (:meth:`~.sequence.SequenceGuard.rounds_with`) and answers no more than its plan's
+(or that run config's) rounds, whatever the messages' round numbers. A site with a plan
+trains its plan's counts and rounds, so ``max-steps`` or ``max-rounds`` beside
+``privacy-plan`` is an error. This module does not import Flower.
 """
 
 from __future__ import annotations
@@ -170,21 +173,29 @@ def check_site_model(run: RunConfig, plan: dict[str, Any] | None) -> None:
             f"add \"model\": {model!r} to the plan (deploy prepare writes it).")
 
 
-def check_planned_round(node_config: Mapping[str, Any], rnd: int,
-                        pinned: dict[str, Any] | None = None) -> None:
+def check_planned_round(node_config: Mapping[str, Any], rnd: int, run_rounds: int,
+                        pinned: dict[str, Any] | None = None,
+                        answering: int | None = None) -> None:
     """Refuse a message of round ``rnd`` (0-based) beyond the rounds of the site's own plan
-    (:func:`own_plan`; with ``trust-coordinator=true``, beyond its ``max-rounds``), for
-    every method: a coordinator may not make a site answer more often than its plan."""
+    (:func:`own_plan`; with ``trust-coordinator=true``, the run config's ``run_rounds`` up
+    to its ``max-rounds``), for every method, and one that would make ``answering`` (the
+    site's own count of the run's rounds it answers, whatever the messages' round numbers
+    say) go beyond them: a coordinator may not make a site answer more often than its
+    plan."""
     plan = own_plan(node_config, pinned)
     if plan is None:
-        if rnd + 1 > (bound := max_rounds(node_config)):
-            raise BudgetRefusal(f"round {rnd + 1} is beyond this site's {MAX_ROUNDS_KEY} "
-                                f"{bound}; refusing.")
-        return
-    rounds = int(plan["rounds"])
+        bound = max_rounds(node_config)
+        rounds, what = ((run_rounds, f"the coordinator's run config of {run_rounds} "
+                                     "round(s)") if run_rounds <= bound
+                        else (bound, f"this site's {MAX_ROUNDS_KEY} {bound}"))
+    else:
+        rounds = int(plan["rounds"])
+        what = f"this site's privacy-plan of {rounds} round(s)"
     if rnd + 1 > rounds:
-        raise BudgetRefusal(f"round {rnd + 1} is beyond this site's privacy-plan of {rounds} "
-                            "round(s); refusing.")
+        raise BudgetRefusal(f"round {rnd + 1} is beyond {what}; refusing.")
+    if answering is not None and answering > rounds:
+        raise BudgetRefusal(f"this site has answered {answering - 1} round(s) of this run "
+                            f"(its own count); another is beyond {what}; refusing.")
 
 
 def max_steps(node_config: Mapping[str, Any]) -> int:
