@@ -296,6 +296,12 @@ DOWN = [
     ("fedct", "wine", "dt", lambda m: _with(m, {"consensus": m.arrays["consensus"][:2]})
      if "consensus" in m.arrays else None,
      r"the consensus holds 2 values of uint8; expected 25 bytes \(100 labels\)"),
+    # U's labelled slice D₀ with label 3 of wine's 3 classes (2 bits a label): was unpacked
+    # as it came and trained on
+    ("fedmd", "wine", "mlp(hidden=8)", lambda m: _with(
+        m, {"public_labels": np.full_like(m.arrays["public_labels"], 0xFF)})
+     if "public_labels" in m.arrays else None,
+     r"the public_labels holds label 3, outside the 3 classes"),
     ("dd", "breast_cancer", "mlp(hidden=8)", lambda m: _with(
         m, {"soft": np.full_like(m.arrays["soft"], np.nan)}) if "soft" in m.arrays else None,
      r"client 0: refusing the dd.train message: .*NaN or inf|not probability rows"),

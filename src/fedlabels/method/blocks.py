@@ -217,19 +217,27 @@ def encode_consensus(labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray
     return arrays
 
 
-def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> np.ndarray:
-    """The consensus a message carries, refused (:class:`RefusedError`) where it is not ``n``
-    labels of the classes (a truncated one read as class 0 for the missing rows, a label of
-    C made the client train a class that does not exist)."""
-    packed = np.asarray(arrays["consensus"])
+def decode_labels(arrays: dict[str, np.ndarray], key: str, n: int,
+                  n_classes: int) -> np.ndarray:
+    """The ``n`` packed labels of ``n_classes`` classes a message carries under ``key``,
+    refused (:class:`RefusedError`) where they are not (a truncated array read as class 0
+    for the missing rows, a label of C made the client train a class that does not
+    exist)."""
+    packed = np.asarray(arrays[key])
     width = packed_size(n, n_classes)
     if packed.dtype != np.uint8 or packed.size != width:
-        raise RefusedError(f"the consensus holds {packed.size} values of {packed.dtype}; "
+        raise RefusedError(f"the {key} holds {packed.size} values of {packed.dtype}; "
                            f"expected {width} bytes ({n} labels).")
     labels = unpack_labels(packed, n, n_classes)
     if labels.size and labels.max() >= n_classes:
-        raise RefusedError(f"the consensus holds label {int(labels.max())}, outside the "
+        raise RefusedError(f"the {key} holds label {int(labels.max())}, outside the "
                            f"{n_classes} classes.")
+    return labels
+
+
+def decode_consensus(arrays: dict[str, np.ndarray], n: int, n_classes: int) -> np.ndarray:
+    """The consensus a message carries (:func:`decode_labels`), with its abstentions."""
+    labels = decode_labels(arrays, "consensus", n, n_classes)
     if "keep" in arrays:
         keep = np.asarray(arrays["keep"])
         if keep.dtype != np.uint8 or keep.size != -(-n // 8):

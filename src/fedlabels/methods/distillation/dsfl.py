@@ -41,7 +41,7 @@ from fedlabels.method.base import (
     Settings,
 )
 from fedlabels.method.blocks import broadcast
-from fedlabels.method.message_config import SEED_MAX, own_count, whole
+from fedlabels.method.message_config import SEED_MAX, own_count, own_value, whole
 from fedlabels.method.options import POSITIVE, STEPS, Interval, MethodOptions, option
 from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
@@ -114,9 +114,12 @@ class DSFLClient(ClientRole):
         cfg, U = message.config, self.public
         opts = self.settings.options_as(DSFLOptions)
         own_distill = self.settings.period if opts.distill_steps is None else opts.distill_steps
+        # the open subset's size is the client's own (public_subset): a server asking for
+        # all of U had soft labels on more rows released than the plan
+        own_size = len(U) if opts.public_subset is None else opts.public_subset
         if "soft" in message.arrays:  # distil on the subset the aggregate is about
             rows = subset_indices(whole(cfg, "soft_seed", self.cid, 0, SEED_MAX), len(U),
-                                  whole(cfg, "soft_size", self.cid, 0, len(U)))
+                                  int(own_value(cfg, "soft_size", self.cid, own_size)))
             target = received_probabilities(message, "soft", len(rows),
                                             self.settings.n_classes, self.cid)
             self.learner.distill_steps(U[rows], target,
@@ -124,7 +127,7 @@ class DSFLClient(ClientRole):
         self.train_on(self.data.X, self.data.y,
                       own_count(cfg, "steps", self.cid, self.settings.period))
         rows = subset_indices(whole(cfg, "subset_seed", self.cid, 0, SEED_MAX), len(U),
-                              whole(cfg, "subset_size", self.cid, 0, len(U)))
+                              int(own_value(cfg, "subset_size", self.cid, own_size)))
         probs = self.model().predict_proba(U[rows]).astype(self.dtype)
         return Message("dsfl.soft", arrays={"soft": probs})
 

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fedlabels.comm import Message, pack_labels, unpack_labels
+from fedlabels.comm import Message, pack_labels
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
@@ -39,7 +39,8 @@ from fedlabels.method.base import (
     ServerRole,
     Settings,
 )
-from fedlabels.method.message_config import SEED_MAX, own_count, whole
+from fedlabels.method.blocks import decode_labels
+from fedlabels.method.message_config import SEED_MAX, own_count, own_value, whole
 from fedlabels.method.options import STEPS, Interval, MethodOptions, option
 from fedlabels.method.replies import check_subset_soft, received_probabilities
 from fedlabels.method.threat import (
@@ -122,17 +123,22 @@ class FedMDClient(ClientRole):
         n_public = len(U)
         # the steps of this client's own options, as the server computes them
         transfer_steps, digest = fedmd_steps(self.settings)
+        # |D₀| and |d_t| of this client's own options: a server asking for all of U had
+        # scores on more rows released than the plan
+        own_labeled, own_subset = fedmd_sizes(self.settings.options_as(FedMDOptions),
+                                              n_public)
         steps = own_count(cfg, "steps", self.cid, self.settings.period)
         if "public_labels" in message.arrays and not self.transferred:
             # transfer learning on D₀, then private data
-            n_lab = whole(cfg, "n_labeled", self.cid, 0, n_public)
-            y0 = unpack_labels(message.arrays["public_labels"], n_lab, self.settings.n_classes)
+            n_lab = int(own_value(cfg, "n_labeled", self.cid, own_labeled))
+            y0 = decode_labels(message.arrays, "public_labels", n_lab,
+                               self.settings.n_classes)
             transfer = own_count(cfg, "transfer_steps", self.cid, transfer_steps)
             self.train_on(U[:n_lab], y0, transfer)
             self.train_on(self.data.X, self.data.y, transfer)
             self.transferred = True
         if "consensus" in message.arrays:  # digest, then revisit
-            target = received_probabilities(message, "consensus", None,
+            target = received_probabilities(message, "consensus", own_subset,
                                             self.settings.n_classes, self.cid)
             # d_{t-1} from the seed it was drawn from: a client that missed round t-1
             # (partial participation, a dropout) digests the consensus too
@@ -142,7 +148,7 @@ class FedMDClient(ClientRole):
                                        own_count(cfg, "digest_steps", self.cid, digest))
             self.train_on(self.data.X, self.data.y, steps)
         subset = subset_indices(whole(cfg, "subset_seed", self.cid, 0, SEED_MAX), n_public,
-                                whole(cfg, "subset_size", self.cid, 0, n_public))
+                                int(own_value(cfg, "subset_size", self.cid, own_subset)))
         probs = self.model().predict_proba(U[subset]).astype(self.dtype)
         return Message("fedmd.scores", arrays={"scores": probs})
 
