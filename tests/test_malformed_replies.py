@@ -302,6 +302,11 @@ DOWN = [
         m, {"public_labels": np.full_like(m.arrays["public_labels"], 0xFF)})
      if "public_labels" in m.arrays else None,
      r"the public_labels holds label 3, outside the 3 classes"),
+    # a vote on a row past U (0 - 1 as uint32) was error: internal (an IndexError)
+    ("pate", "wine", "dt", lambda m: _with(m, {"queries": m.arrays["queries"] - 1})
+     if "queries" in m.arrays else None,
+     r"the server's queries \(\d+ values of uint32\) are not this client's own \d+ distinct "
+     r"rows of U"),
     ("dd", "breast_cancer", "mlp(hidden=8)", lambda m: _with(
         m, {"soft": np.full_like(m.arrays["soft"], np.nan)}) if "soft" in m.arrays else None,
      r"client 0: refusing the dd.train message: .*NaN or inf|not probability rows"),

@@ -27,7 +27,7 @@ import numpy as np
 
 from fedlabels.comm import Message, pack_labels, unpack_labels
 from fedlabels.consensus import ABSTAIN, vote_counts
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal, refuse_other_value
 from fedlabels.learners import build_learner, clone_fresh_learner, is_iterative, parse_model_spec
 from fedlabels.method.base import (
     Capabilities,
@@ -39,7 +39,7 @@ from fedlabels.method.base import (
     fit_or_train,
 )
 from fedlabels.method.blocks import broadcast, decode_consensus, encode_consensus
-from fedlabels.method.message_config import SEED_MAX, own_count, whole
+from fedlabels.method.message_config import SEED_MAX, own_count, own_value, whole
 from fedlabels.method.options import Interval, MethodOptions, option
 from fedlabels.method.state import StateValue, prefixed, unprefixed
 from fedlabels.method.threat import Payload
@@ -274,7 +274,8 @@ class TeacherStudentClient(ClientRole):
         the teachers' mean test accuracy (NaN, not computed, where the client reports no
         test score)."""
         C = self.settings.n_classes
-        if "cluster_seed" in message.config:
+        rows = self.asked_queries(message)
+        if rows is None:
             Q = whole(message.config, "clusters", self.cid, 1, len(self.public))
             assignment = self.clusters(whole(message.config, "cluster_seed", self.cid, 0,
                                              SEED_MAX), Q)
@@ -282,15 +283,38 @@ class TeacherStudentClient(ClientRole):
             def labels_of(model: Any) -> np.ndarray:
                 return cluster_votes(np.asarray(model.predict(self.public)), assignment, Q, C)
         else:
-            rows = self.public[np.asarray(message.arrays["queries"], dtype=np.int64)]
+            asked = self.public[rows]
 
             def labels_of(model: Any) -> np.ndarray:
-                return np.asarray(model.predict(rows)).astype(np.int64)
+                return np.asarray(model.predict(asked)).astype(np.int64)
         teachers = self.teachers(message)
         teacher_acc = float(np.mean([np.mean(np.asarray(t.predict(self.X_test)) == self.y_test)
                                      for t in teachers])) if self.reports_test_scores \
             else float("nan")
         return [labels_of(t) for t in teachers], teacher_acc
+
+    def asked_queries(self, message: Message) -> np.ndarray | None:
+        """The rows of U a vote or a release is about (None: Q clusters of U), refused
+        (:class:`ParameterRefusal`) unless they are the client's own Q queries of its own
+        ``query_selection``, each a row of U once: a server asking for all of U had every
+        row voted on by a client whose plan said Q (a row past U was ``error: internal``)."""
+        opts = self.settings.options_as(TeacherStudentOptions)
+        own = n_queries(opts, len(self.public))
+        clusters = "cluster_seed" in message.config
+        refuse_other_value(self.cid, "query_selection", "clusters" if clusters else "random",
+                           opts.selection(), read=str)
+        if clusters:
+            own_value(message.config, "clusters", self.cid, own)
+            return None
+        rows = np.asarray(message.arrays.get("queries", []))
+        if rows.ndim != 1 or rows.dtype.kind not in "iu" or rows.size != own \
+                or (own and (rows.min() < 0 or rows.max() >= len(self.public))) \
+                or np.unique(rows).size != rows.size:
+            raise ParameterRefusal(f"client {self.cid}: the server's queries ({rows.size} "
+                                   f"values of {rows.dtype}) are not this client's own {own} "
+                                   "distinct rows of U; refusing.",
+                                   named=f"the site's queries is {own}")
+        return rows.astype(np.int64)
 
     # ---------------------------------------------------------------- student
     @property
@@ -336,7 +360,8 @@ class TeacherStudentClient(ClientRole):
 
     def receive_release(self, message: Message) -> None:
         """Keep the released labelled queries and build the student from the sent seed."""
-        if "cluster_seed" in message.config:  # a label per cluster labels its members
+        asked = self.asked_queries(message)
+        if asked is None:  # a label per cluster labels its members
             n_clusters = whole(message.config, "clusters", self.cid, 1, len(self.public))
             labels = spread_labels(
                 decode_consensus(message.arrays, n_clusters, self.settings.n_classes),
@@ -344,7 +369,7 @@ class TeacherStudentClient(ClientRole):
                               n_clusters))
             queries = np.arange(len(labels), dtype=np.int64)
         else:
-            queries = np.asarray(message.arrays["queries"], dtype=np.int64)
+            queries = asked
             labels = decode_consensus(message.arrays, len(queries), self.settings.n_classes)
         keep = labels != ABSTAIN
         self.student_index, self.student_y = queries[keep], labels[keep]
