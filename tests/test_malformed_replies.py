@@ -301,7 +301,7 @@ DOWN = [
     ("fedmd", "wine", "mlp(hidden=8)", lambda m: _with(
         m, {"public_labels": np.full_like(m.arrays["public_labels"], 0xFF)})
      if "public_labels" in m.arrays else None,
-     r"the public_labels holds label 3, outside the 3 classes"),
+     r"the public_labels holds label 3, outside 0..2"),
     # a vote on a row past U (0 - 1 as uint32) was error: internal (an IndexError)
     ("pate", "wine", "dt", lambda m: _with(m, {"queries": m.arrays["queries"] - 1})
      if "queries" in m.arrays else None,

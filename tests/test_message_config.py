@@ -52,6 +52,30 @@ def test_fedct_refuses_zero_voters(federation: Federation) -> None:
     assert not drive(role, trace[:at + 1])  # the honest count is taken
 
 
+def test_fedct_refuses_top_votes_that_are_not_its_voters_counts(
+        federation: Federation) -> None:
+    """Until 2026-11-30 the top-vote counts were unpacked as they came: a truncated array
+    read as 0 votes for the missing rows, a count above the voters as a vote share above 1
+    (a loss weight above the weighting's)."""
+    from fedlabels.core.errors import RefusedError
+
+    case = _TorchCase("fedct", {"vote_power": 1.0})
+    traces, _ = honest(case, federation)
+    trace = traces[0]
+    at = next(i for i, m in enumerate(trace) if "top_votes" in m.arrays)
+    honest_votes = trace[at].arrays["top_votes"]
+    # every bit set, with 2 voters named: counts of 3 in the 2 bits a count of 0..2 takes
+    for votes, voters, match in (
+            (honest_votes[:1], CLIENTS, r"the top_votes holds 1 values of uint8"),
+            (np.full_like(honest_votes, 0xFF), 2, r"the top_votes holds count 3, outside 0..2")):
+        role = _role_factory(case, federation)(0)
+        assert not drive(role, trace[:at])
+        changed = Message(trace[at].kind, arrays={**trace[at].arrays, "top_votes": votes},
+                          config={**trace[at].config, "voters": voters})
+        with pytest.raises(RefusedError, match=match):
+            role.handle(changed)
+
+
 #: what a deviating server put in a config field: each made ``error: internal`` somewhere
 #: until 2026-11-30 (a bare ``int(...)`` or ``float(...)`` of the value, or numpy's seeds)
 GARBAGE = [float("nan"), None, "x", -1, 2**62, True]

@@ -217,21 +217,21 @@ def encode_consensus(labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray
     return arrays
 
 
-def decode_labels(arrays: dict[str, np.ndarray], key: str, n: int,
-                  n_classes: int) -> np.ndarray:
-    """The ``n`` packed labels of ``n_classes`` classes a message carries under ``key``,
-    refused (:class:`RefusedError`) where they are not (a truncated array read as class 0
-    for the missing rows, a label of C made the client train a class that does not
-    exist)."""
+def decode_labels(arrays: dict[str, np.ndarray], key: str, n: int, n_classes: int,
+                  item: str = "label") -> np.ndarray:
+    """The ``n`` packed values in 0..``n_classes`` - 1 (labels, or counts: ``item``) a
+    message carries under ``key``, refused (:class:`RefusedError`) where they are not (a
+    truncated array read as class 0 for the missing rows, a label of C made the client
+    train a class that does not exist)."""
     packed = np.asarray(arrays[key])
     width = packed_size(n, n_classes)
     if packed.dtype != np.uint8 or packed.size != width:
         raise RefusedError(f"the {key} holds {packed.size} values of {packed.dtype}; "
-                           f"expected {width} bytes ({n} labels).")
+                           f"expected {width} bytes ({n} {item}s).")
     labels = unpack_labels(packed, n, n_classes)
     if labels.size and labels.max() >= n_classes:
-        raise RefusedError(f"the {key} holds label {int(labels.max())}, outside the "
-                           f"{n_classes} classes.")
+        raise RefusedError(f"the {key} holds {item} {int(labels.max())}, outside "
+                           f"0..{n_classes - 1}.")
     return labels
 
 

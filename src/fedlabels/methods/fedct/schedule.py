@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from fedlabels.comm import pack_labels, unpack_labels
+from fedlabels.comm import pack_labels
 from fedlabels.consensus import ABSTAIN
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.method.base import Settings
@@ -63,7 +63,13 @@ def encode_votes(counts: np.ndarray, n_voters: int) -> dict[str, np.ndarray]:
 
 
 def decode_votes(arrays: dict[str, np.ndarray], n: int, n_voters: int) -> np.ndarray:
-    return unpack_labels(arrays["top_votes"], n, n_voters + 1)
+    """The ``n`` top-vote counts a message carries, each at most ``n_voters``, refused
+    (:class:`~fedlabels.core.errors.RefusedError`) otherwise: a truncated array was read
+    as 0 votes, a count above the voters as a share above 1 (a loss weight above the
+    vote weighting's)."""
+    from fedlabels.method.blocks import decode_labels
+
+    return decode_labels(arrays, "top_votes", n, n_voters + 1, item="count")
 
 
 def example_weights(opts: Any, rnd: int, share: np.ndarray | None, n: int) -> np.ndarray:
