@@ -355,3 +355,60 @@ def test_under_partial_participation_a_lost_client_is_no_longer_a_participant():
             assert 0 not in record.participants and 0 not in record.replied, record
         elif record.round == lost_in:
             assert 0 in record.participants and 0 not in record.replied, record
+
+
+def _without(kind: str, key: str) -> Any:
+    """A request of ``kind`` without its config ``key`` (a server that left it out)."""
+    def change(m: Message) -> Message | None:
+        if m.kind != kind or key not in m.config:
+            return None
+        return Message(m.kind, arrays=dict(m.arrays),
+                       config={k: v for k, v in m.config.items() if k != key},
+                       category=m.category)
+    return change
+
+
+def _regression_consensus_cut(m: Message) -> Message | None:
+    return _with(m, {"consensus": m.arrays["consensus"][:2]}) \
+        if "consensus" in m.arrays else None
+
+
+def _regression_steps(m: Message) -> Message | None:
+    return Message(m.kind, arrays=dict(m.arrays), config={**m.config, "steps": 2**62},
+                   category=m.category) if "steps" in m.config else None
+
+
+# A key the client compares with its own option, left out of the request, was read with
+# config[key]: a KeyError, answered as 'error: internal' rather than refused naming it.
+# FedCT's regression client trained the server's step count and read a truncated consensus
+# as level 0 for the missing rows.
+MISSING = [
+    ("dp-fedavg", "breast_cancer", "mlp(hidden=8)", {"noise_multiplier": 1.0},
+     _without("dpfedavg.train", "clip"),
+     r"the server asked for clip = None but this client's options say"),
+    ("dp-fedct", "breast_cancer", "mlp(hidden=8)",
+     {"mechanism": "dpsgd", "noise_multiplier": 1.0, "example_clip": 1.0},
+     _without("fedct.train", "example_clip"),
+     r"the server asked for example_clip = None but this client's options say"),
+    ("xclp", "wine", None, {}, _without("xclp.setup", "secure"),
+     r"the server asked for secure = 'None' but this client's options say"),
+    ("fedct", "diabetes", "dt", {}, _regression_consensus_cut,
+     r"the consensus holds 2 values of uint8; expected \d+ bytes \(\d+ levels\)"),
+    ("fedct", "diabetes", "dt", {}, _regression_steps,
+     r"the server asked for steps = 4611686018427387904 but this client's plan takes 5"),
+]
+
+
+@pytest.mark.parametrize("method,dataset,model,options,change,match", MISSING,
+                         ids=["dp-fedavg-clip", "dp-fedct-example_clip", "xclp-secure",
+                              "fedct-regression-consensus", "fedct-regression-steps"])
+def test_a_client_refuses_a_request_lacking_or_overstating_what_it_checks(
+        method: str, dataset: str, model: str | None, options: dict[str, Any], change: Any,
+        match: str) -> None:
+    from fedlabels.core.errors import RefusedError
+
+    fed = fl.load_federation(dataset, clients=3, seed=0)
+    models = as_models(model or get_method(method).model_default())
+    with pytest.raises(RefusedError, match=match):
+        simulate(get_method(method), fed, models, rounds=2, period=5, seed=0,
+                 progress=False, options=options, wrap_grid=lambda grid: TamperDown(grid, change))

@@ -202,7 +202,7 @@ class DPSGDClient(SecretNoiseClient):
         number is refused before anything trains. Returns the round's steps."""
         opts = self.options
         for key in DPSGD_OPTIONS:
-            refuse_other_value(self.cid, key, config[key], getattr(opts, key),
+            refuse_other_value(self.cid, key, config.get(key), getattr(opts, key),
                                then="refusing to train")
         planned, sigma = self.planned_dp_steps(), self.own_sigma()
         if planned is None or sigma is None:

@@ -233,7 +233,7 @@ class DPFedAvgClient(WeightsClient):
 
     def train_update(self, message: Message) -> Message:
         clip = self.options.clip  # the client's own S: the server's noise is scaled to it
-        refuse_other_value(self.cid, "clip", message.config["clip"], clip)
+        refuse_other_value(self.cid, "clip", message.config.get("clip"), clip)
         noise = self.options.noise
         refuse_other_value(self.cid, "noise", message.config.get("noise", "continuous"), noise,
                            read=str)
@@ -241,7 +241,7 @@ class DPFedAvgClient(WeightsClient):
         grid = None
         if noise == "discrete":  # the client's own γ: Δ and the noise are scaled to it
             grid = self.options.grid or default_grid(clip, start.size)
-            refuse_other_value(self.cid, "grid", message.config["grid"], grid)
+            refuse_other_value(self.cid, "grid", message.config.get("grid"), grid)
         self.local_steps_from(message)
         update = self.learner.get_weights() - start
         if grid is not None:

@@ -179,15 +179,15 @@ class DPFedAvgSecureClient(SecureSumMember, SecretNoiseClient, WeightsClient):
                            "secure", read=str)
         refuse_other_value(self.cid, "noise", config.get("noise", "continuous"), "discrete",
                            read=str)
-        refuse_other_value(self.cid, "clip", config["clip"], params.clip)
-        refuse_other_value(self.cid, "grid", config["grid"], params.grid)
+        refuse_other_value(self.cid, "clip", config.get("clip"), params.clip)
+        refuse_other_value(self.cid, "grid", config.get("grid"), params.grid)
         # the releases it answers are its own plan's: another allowance is refused at the
         # first attempt, before anything is charged (under epsilon also its σ's releases)
         refuse_other_value(self.cid, "retries", config.get("retries"), params.retries,
                            read=int)
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
                            params.sigma, rel_tol=SIGMA_REL_TOL)
-        refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
+        refuse_other_value(self.cid, "bits", config.get("bits"), params.bits, read=int)
         self.checked_steps(config)  # its own local steps a round, never the server's
         rnd, attempt, group, peers = self.checked_attempt(message)
         start = np.array(message.arrays["weights"], dtype=np.float32)

@@ -30,6 +30,8 @@ from fedlabels.consensus_regression import (
 from fedlabels.core.errors import FedLabelsError
 from fedlabels.core.metrics import rmse
 from fedlabels.method.base import ClientRole, Grid, ServerRole, Settings, TrainingData
+from fedlabels.method.blocks import decode_labels
+from fedlabels.method.message_config import own_count
 
 DEFAULT_BITS = 8
 DEFAULT_TRIM = 0.2
@@ -95,11 +97,13 @@ class FedCTRegressionClient(ClientRole):
         return TrainingData(self.data.X, self.data.y, self.public, self.pseudo_y)
 
     def train(self, message: Message) -> Message:
-        if "consensus" in message.arrays:
-            self.pseudo_y = dequantise(unpack_levels(message.arrays["consensus"],
-                                                     len(self.public), self.bits), self.bits)
+        if "consensus" in message.arrays:  # a truncated array read as level 0 unchecked
+            levels = decode_labels(message.arrays, "consensus", len(self.public),
+                                   1 << self.bits, item="level")
+            self.pseudo_y = dequantise(levels, self.bits)
         d = self.training_data()
-        self.train_on(d.X, d.y, int(message.config["steps"]), d.X_aux, d.y_aux)
+        self.train_on(d.X, d.y, own_count(message.config, "steps", self.cid,
+                                          self.settings.period), d.X_aux, d.y_aux)
         levels = quantise(self.predict(self.public), self.bits)
         return Message("fedct.predictions",
                        arrays={"predictions": pack_levels(levels, self.bits)})

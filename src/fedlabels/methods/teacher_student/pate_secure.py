@@ -220,7 +220,7 @@ class SecurePATEClient(SecureSumMember, SecretNoiseClient, PATEClient):
                            read=int)
         refuse_other_value(self.cid, "noise_multiplier", config.get("noise_multiplier"),
                            params.noise_multiplier, rel_tol=SIGMA_REL_TOL)
-        refuse_other_value(self.cid, "bits", config["bits"], params.bits, read=int)
+        refuse_other_value(self.cid, "bits", config.get("bits"), params.bits, read=int)
         self.checked_steps(config, teacher_steps(self.settings))  # never the server's
         self._check_queries(message)
         rnd, attempt, group, peers = self.checked_attempt(message)

@@ -180,7 +180,7 @@ class XCLPClientCore(ClientRole):
             raise FedLabelsError(f"client {self.cid}: xclp.setup names the group {group} "
                                  "without this client; refusing.")
         self.group = ",".join(map(str, sorted(group)))
-        mine, asked = self.options.secure, str(message.config["secure"])
+        mine, asked = self.options.secure, str(message.config.get("secure"))
         if asked != mine:  # the client's own options decide how its rows are protected
             raise ParameterRefusal(f"client {self.cid}: the server asked for secure = "
                                    f"{asked!r} but this client's options say {mine!r}; "
