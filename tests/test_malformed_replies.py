@@ -392,6 +392,9 @@ MISSING = [
      r"the server asked for example_clip = None but this client's options say"),
     ("xclp", "wine", None, {}, _without("xclp.setup", "secure"),
      r"the server asked for secure = 'None' but this client's options say"),
+    ("fedavg-xclp", "breast_cancer", "mlp(hidden=8)", {},
+     _without("fxclp.train", "propagation"),
+     r"the server asked for propagation = None but this client's options say 'cross'"),
     ("fedct", "diabetes", "dt", {}, _regression_consensus_cut,
      r"the consensus holds 2 values of uint8; expected \d+ bytes \(\d+ levels\)"),
     ("fedct", "diabetes", "dt", {}, _regression_steps,
@@ -401,7 +404,8 @@ MISSING = [
 
 @pytest.mark.parametrize("method,dataset,model,options,change,match", MISSING,
                          ids=["dp-fedavg-clip", "dp-fedct-example_clip", "xclp-secure",
-                              "fedct-regression-consensus", "fedct-regression-steps"])
+                              "fedavg-xclp-propagation", "fedct-regression-consensus",
+                              "fedct-regression-steps"])
 def test_a_client_refuses_a_request_lacking_or_overstating_what_it_checks(
         method: str, dataset: str, model: str | None, options: dict[str, Any], change: Any,
         match: str) -> None:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedlabels.comm import Message
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, ParameterRefusal, shown
 from fedlabels.data import ClientData
 from fedlabels.method.base import (
     Capabilities,
@@ -392,7 +392,12 @@ class FedAvgXCLPClient(XCLPClientCore, WeightsClient):
         opts, X = self.options, self.data.X
         lab = self.partial >= 0
         unl = ~lab
-        propagation = str(message.config["propagation"])
+        propagation = message.config.get("propagation")
+        if propagation not in (opts.propagation, "none"):  # its own option, or a warm-up round
+            raise ParameterRefusal(
+                f"client {self.cid}: the server asked for propagation = {shown(propagation)} "
+                f"but this client's options say {opts.propagation!r} ('none' in its warm-up "
+                "rounds); refusing.", named="propagation is not the site's own")
         pseudo: np.ndarray | None = None
         conf: np.ndarray | None = None
         counts = class_counts(self.partial, self.settings.n_classes)
