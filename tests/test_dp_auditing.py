@@ -409,3 +409,59 @@ def test_a_dp_method_is_audited_at_its_own_delta(digits):
                                     n_canaries=20, options={"epsilon": 1.0, "delta": 1e-3,
                                                             "mechanism": "xor"})
     assert out["delta"] == 1e-3
+
+
+def _spied_scores(monkeypatch):
+    """canary_scores' recording method, kept for an oracle read off its raw records."""
+    from fedlabels.audit import canaries as canaries_module
+
+    seen = []
+
+    def spy(kind, method, *args):
+        seen.append(method)
+        return scores_of(kind, method, *args)
+
+    scores_of = canaries_module._scores
+    monkeypatch.setattr(canaries_module, "_scores", spy)
+    return seen
+
+
+def test_xor_rows_are_scored_at_the_canarys_label_not_its_true_class(digits, monkeypatch):
+    """DP-FedCT's XOR rows are read as probabilities: the score is the (smoothed) bit of the
+    canary's wrong label, averaged over the rounds, recomputed here from the raw bits."""
+    from fedlabels.privacy.mechanisms import unpack_rows
+
+    seen = _spied_scores(monkeypatch)
+    can = make_canaries(digits, 30, seed=4)
+    include = inclusion_draw(30, seed=4)
+    scores, _ = canary_scores("dp-fedct", can, include, DT, rounds=2, period=5, seed=4,
+                              options={"epsilon": 8.0, "mechanism": "xor"})
+    fed, offset = with_canaries(can, include)
+    n_pub, c = len(fed.X_public), fed.n_classes
+    per = []
+    for ex in seen[0].recorder.exchanges:
+        if ex.cid != 0:
+            continue
+        bits = unpack_rows(ex.up.arrays["bits"], n_pub, c)[offset:].astype(float)
+        per.append([(bits[i, can.y[i]] + 1e-3) / (bits[i].sum() + c * 1e-3)
+                    for i in range(30)])
+    assert len(per) == 2
+    np.testing.assert_allclose(scores, np.mean(per, axis=0), rtol=1e-12)
+
+
+def test_an_unreleased_canary_scores_a_half(digits, monkeypatch):
+    """PATE releases labels on its queries only (abstentions left out): a canary that got no
+    released label scores ½, one that got one scores 1 if it is the canary's label, else 0."""
+    seen = _spied_scores(monkeypatch)
+    can = make_canaries(digits, 40, seed=5)
+    include = inclusion_draw(40, seed=5)
+    scores, _ = canary_scores("pate", can, include, DT, rounds=1, seed=5,
+                              options={"queries": 20})
+    _, offset = with_canaries(can, include)
+    role = seen[0].clients[0]
+    released = dict(zip((int(i) for i in role.student_index),
+                        (int(v) for v in role.student_y), strict=True))
+    expected = [0.5 if offset + i not in released else float(released[offset + i] == can.y[i])
+                for i in range(40)]
+    assert expected.count(0.5) >= 20  # at most 20 queries: half the canaries unreleased
+    np.testing.assert_array_equal(scores, expected)
