@@ -388,3 +388,60 @@ def test_a_ledger_line_nested_too_deep_fails_its_integrity_check_in_one_line(tmp
         fh.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
     with pytest.raises(FedLabelsError, match="failed its integrity check at entry 1"):
         ledger.spent()
+
+
+def test_a_ledger_of_another_dataset_put_in_its_place_is_refused(tmp_path: Path) -> None:
+    """Entry 0 names the dataset: a ledger of other data under the same key (whole chain
+    valid, fewer releases) copied over this dataset's is refused, not read as its history."""
+    site = _site(tmp_path)
+    site.charge([_xor()], seq=1)
+    site.charge([_xor()], seq=2)
+    other = _site(tmp_path, X=np.ones((4, 3), dtype=np.float32))
+    assert other.events() == []
+    site.path.write_bytes(other.path.read_bytes())
+    site.path.with_name("ledger.head").unlink()
+    with pytest.raises(FedLabelsError, match="integrity check at entry 0"):
+        _site(tmp_path).events()
+    with pytest.raises(FedLabelsError, match="integrity check at entry 0"):
+        _site(tmp_path).charge([_xor()], seq=3)
+
+
+def test_a_sealed_head_of_another_dataset_is_not_taken(tmp_path: Path) -> None:
+    """The head's MAC is under the site's key, not the dataset's: one of another dataset
+    whose size matches this ledger exactly (nothing after it to check) must not stand in
+    for this dataset's releases."""
+    mine, theirs = _xor(0.5), _xor(2.0)
+    x_other = np.ones((4, 3), dtype=np.float32)
+
+    def size(folder: Path, X: np.ndarray | None, ev: XorEvent, run: str) -> int:
+        site = _site(folder, X=X)
+        site.charge([ev], run=run, seq=1)
+        return site.path.stat().st_size
+
+    gap = size(tmp_path / "dry", None, mine, "") - size(tmp_path / "dry", x_other, theirs, "")
+    size(tmp_path, None, mine, "m" * max(-gap, 0))  # the two ledgers: the same bytes
+    size(tmp_path, x_other, theirs, "t" * max(gap, 0))
+    site, other = _site(tmp_path), _site(tmp_path, X=x_other)
+    assert site.path.stat().st_size == other.path.stat().st_size
+    site.path.with_name("ledger.head").write_bytes(
+        other.path.with_name("ledger.head").read_bytes())
+    spent = _site(tmp_path).charge([mine], seq=2)
+    assert spent.epsilon == pytest.approx(account_events([mine, mine], DELTA).epsilon, rel=1e-12)
+    assert account_events([theirs, mine], DELTA).epsilon > spent.epsilon * 1.5
+    assert _site(tmp_path).events() == [mine, mine]
+
+
+def test_a_head_beyond_the_end_of_the_ledger_is_not_trusted(tmp_path: Path) -> None:
+    """The ledger restored from an older copy while its head stays (it seals more entries
+    than the file holds): the charge reads the file whole and appends after what it holds,
+    so the chain checks; taking the head would number the next entry past the file."""
+    site = _site(tmp_path)
+    site.charge([_xor(0.5)], seq=1)
+    older = site.path.read_bytes()
+    site.charge([_xor(0.7)], seq=2)
+    site.charge([_xor(0.9)], seq=3)
+    site.path.write_bytes(older)
+    spent = _site(tmp_path).charge([_xor(0.3)], seq=4)
+    assert _site(tmp_path).events() == [_xor(0.5), _xor(0.3)]
+    assert spent.epsilon == pytest.approx(
+        account_events([_xor(0.5), _xor(0.3)], DELTA).epsilon, rel=1e-12)
