@@ -497,3 +497,24 @@ def test_crafted_weights_do_not_show_which_records_a_client_holds(
     assert sent[0].any() != bool(held)  # an honest update is not zero
     assert all(np.isfinite(v).all() for v in client.state_dict().values()
                if isinstance(v, np.ndarray) and v.dtype.kind == "f")
+
+
+def test_a_rounds_keys_are_drawn_once_and_an_attempt_needs_that_rounds_keys(
+        fed: fl.Federation) -> None:
+    """Keys announced again for a round (a fresh key pair that forgets the attempts
+    answered, so attempt 0 would be answered twice) are refused; so is an attempt of round 1
+    to a client still holding round 0's key, though its peers' round-1 keys are validly
+    signed. Nothing is charged for either; the round's own attempt is answered."""
+    s = session(fed, min_group=3)
+    client = s.clients[0]
+    keys = _keys_round(s, "0,1,2")
+    p, weights = s.server.params, s.server.weights
+    with pytest.raises(RefusedError, match="for round 0 after round 0"):
+        client.handle(Message("dpfedavg.keys", config={"round": 0, "participants": "0,1,2"}))
+    announce = Message("dpfedavg.keys", config={"round": 1, "participants": "0,1,2"})
+    later = {**keys, **{c: s.clients[c].handle(announce) for c in (1, 2)}}
+    with pytest.raises(RefusedError, match="for round 1 without this round's"):
+        client.handle(_train(later, [0, 1, 2], rnd=1, attempt=1, params=p, weights=weights))
+    assert not client.ledger.events  # type: ignore[attr-defined]
+    client.handle(_train(keys, [0, 1, 2], params=p, weights=weights))
+    assert len(client.ledger.events) == 1  # type: ignore[attr-defined]
