@@ -495,10 +495,12 @@ def test_predict_never_writes_over_the_runs_own_files(finished_run, tmp_path, ca
     assert _sha(target) == before
 
 
-def test_resuming_a_finished_run_leaves_its_files_alone(finished_run, capsys):
+@pytest.mark.parametrize("more", [[], ["--rounds", "2"]])
+def test_resuming_a_finished_run_leaves_its_files_alone(finished_run, capsys, more):
+    """Without --rounds, or with its planned 2 (nothing to extend), the run is finished."""
     files = sorted(finished_run.parent.iterdir())
     before = {p.name: _sha(p) for p in files}
-    _fails(capsys, ["resume", str(finished_run)], "is a finished run (2 round(s)",
+    _fails(capsys, ["resume", str(finished_run), *more], "is a finished run (2 round(s)",
            "--rounds N")
     assert {p.name: _sha(p) for p in sorted(finished_run.parent.iterdir())} == before
 
@@ -509,6 +511,8 @@ def test_resume_of_a_finished_run_in_python_is_refused(finished_run):
     wall = json.loads(finished_run.read_text())["wall_seconds"]
     with pytest.raises(FedLabelsError, match="finished"):
         fl.resume(finished_run)
+    with pytest.raises(FedLabelsError, match="finished"):
+        fl.resume(finished_run, rounds=2)
     assert json.loads(finished_run.read_text())["wall_seconds"] == wall
 
 
