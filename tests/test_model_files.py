@@ -772,3 +772,21 @@ def test_predict_refuses_an_edited_array_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "coef_ holds 1 NaN" in err and err.count("\n") == 1, err
     assert not (tmp_path / "p.csv").exists()
+
+
+@pytest.mark.parametrize("fmt", ["fedlabels-models/1", "fedlabels-models/3", None])
+def test_a_models_file_naming_another_format_is_refused(tmp_path, fmt):
+    """A whole, readable file whose manifest names another format (or none) is refused,
+    not read as this one."""
+    _, model = _trained_on_iris("dt")
+    path = tmp_path / "m.models.npz"
+    write_models_file(path, {"models": [model]})
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    manifest = json.loads(str(arrays["manifest"][()]))
+    assert manifest["format"] == "fedlabels-models/2"
+    manifest["format"] = fmt
+    arrays["manifest"] = np.array(json.dumps(manifest))
+    np.savez(path, **arrays)
+    with pytest.raises(FedLabelsError, match=r"is not a fedlabels models file \("):
+        read_models_file(path)

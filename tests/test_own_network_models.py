@@ -164,3 +164,30 @@ def test_a_tampered_own_network_file_is_refused_in_one_line(nets, tmp_path, rows
                                              rf"function or class that module") as err:
         fl.load_run(path, trust_modules=[MODULE]).predict(rows)
     assert len(str(err.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize(("change", "refused"), [
+    ("drop", r"lacks the entry 'model\.0\.weight'"),
+    ("add", r"weights do not fit network .*entries 9\.weight differ"),
+])
+def test_an_own_network_file_missing_a_weight_or_holding_another_is_refused(
+        nets, tmp_path, rows, change, refused):
+    """The stored weights must be exactly the network's: one left out would keep the freshly
+    built layer's random values, one more is no weight of this network."""
+    path = tmp_path / "r.json"
+    _run(f"module:{MODULE}:make(max_steps=5)", path)
+
+    def edit(manifest, arrays):
+        state = _learners(manifest)[1]["state"]
+        at = state["k"].index("model.0.weight")
+        if change == "drop":
+            del state["k"][at], state["v"][at]
+        else:
+            state["k"].append("model.9.weight")
+            state["v"].append(state["v"][at])
+
+    _tamper(tmp_path / "r.models.npz", edit)
+    loaded = fl.load_run(path, trust_modules=[MODULE])
+    with pytest.raises(FedLabelsError, match=refused) as err:
+        loaded.predict(rows)
+    assert len(str(err.value).splitlines()) == 1
