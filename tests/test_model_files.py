@@ -790,3 +790,29 @@ def test_a_models_file_naming_another_format_is_refused(tmp_path, fmt):
     np.savez(path, **arrays)
     with pytest.raises(FedLabelsError, match=r"is not a fedlabels models file \("):
         read_models_file(path)
+
+
+@pytest.mark.parametrize("shift", [-2, 5])
+def test_a_trees_node_count_beside_its_nodes_cannot_reach_outside_them(tmp_path, shift):
+    """A forged node_count: scikit-learn's ``Tree.__setstate__`` clamps one above the nodes
+    stored to them, and ``__getstate__`` hands back node_count nodes, so the loader sees a
+    count that agrees with its nodes; one below leaves children past the count: refused."""
+    X, model = _trained_on_iris("dt")
+    path = tmp_path / "m.models.npz"
+    write_models_file(path, {"models": [model]})
+    n = model.tree_.node_count
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    text = str(arrays["manifest"][()])
+    old = f'"node_count", "nodes", "values"], "v": [{model.tree_.max_depth}, {n},'
+    assert text.count(old) == 1
+    arrays["manifest"] = np.array(text.replace(old, old.replace(f" {n},", f" {n + shift},")))
+    np.savez(path, **arrays)
+    if shift < 0:
+        with pytest.raises(FedLabelsError, match="point outside"):
+            read_models_file(path)
+        return
+    tree = read_models_file(path)["models"][0].tree_
+    assert tree.node_count == len(tree.__getstate__()["nodes"]) == n
+    np.testing.assert_array_equal(read_models_file(path)["models"][0].predict(X),
+                                  model.predict(X))
