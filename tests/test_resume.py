@@ -788,3 +788,29 @@ def test_a_background_checkpoint_copies_a_learners_state_once(tmp_path: Path) ->
     assert not np.array_equal(mlp.state_dict()["model.0.weight"], end["model.0.weight"])
     for key, array in end.items():
         assert np.array_equal(saved[f"learner.{key}"], array), key
+
+
+@pytest.mark.parametrize(("differ", "says"), [
+    ({"data"}, "the data changed"), ({"federation"}, "the data changed"),
+    ({"federation", "data"}, "the data changed"),
+    ({"seed", "data"}, "another run: it differs in data, seed;"),
+])
+def test_a_checkpoint_differing_only_in_its_data_says_so(differ: set[str], says: str) -> None:
+    """The data, the federation it builds, or both differ with the settings the same: the
+    one-line error says the data changed; any setting beside them: another run."""
+    from fedlabels.runs.checkpoint import Checkpoint, refuse_another_run
+
+    saved = {"seed": 0, "federation": {"n": 3}, "data": "abc", "method": "fedct"}
+    now = {**saved, **{k: f"other {k}" for k in differ}}
+    with pytest.raises(FedLabelsError, match=says):
+        refuse_another_run(Checkpoint({"identity": saved}, {}, {}), now)
+    refuse_another_run(Checkpoint({"identity": saved}, {}, {}), dict(saved))  # the same run
+
+
+def test_a_checkpoint_of_an_unknown_format_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "r.checkpoint.npz"
+    meta = json.dumps({"format": "fedlabels checkpoint 99"}).encode()
+    np.savez(path, meta=np.frombuffer(meta, dtype=np.uint8), key_id=np.array("x"),
+             mac=np.array("y"))
+    with pytest.raises(FedLabelsError, match=r"is not a .*\(format 'fedlabels checkpoint 99'\)"):
+        load_checkpoint(path, key=b"k" * 32)
