@@ -98,6 +98,8 @@ def test_worst_and_given_sensitivity() -> None:
     w = worst_case_sensitivity(370)
     assert w.bits == 740 and w.formal and w.source == "worst"
     assert given_sensitivity(20, 370).bits == 20
+    # a fraction of a bit is rounded up: the noise is calibrated for at least what was given
+    assert given_sensitivity(20.5, 370).bits == 21 and resolve_sensitivity("0.2", 10).bits == 1
     with pytest.raises(FedLabelsError, match="exceeds the worst case 2\\|U\\| = 740"):
         given_sensitivity(741, 370)
     for bad in (0, -3):
