@@ -297,3 +297,24 @@ def test_an_exact_epsilon_computes_the_binomial_window_once(monkeypatch: pytest.
     assert len(asked) > 20 and len(calls) == 1
     assert delta_of(eps, 684_000, 0.4938) <= 1e-5
     assert eps == accounting.rr_epsilon_exact.__wrapped__(684_000, 0.4938, 1e-5)
+
+
+def test_dpsgd_accounting_reports_the_client_with_the_most_steps_and_one_setting() -> None:
+    """Each client's ε is that of its own steps summed over the rounds; the run's is the
+    worst client's, whichever order the clients come in; two (σ, q) settings are refused."""
+    from fedlabels.privacy.dpsgd_accounting import (
+        DPSGDRoundEvent,
+        account_dpsgd,
+        dpsgd_epsilon,
+    )
+
+    events = [DPSGDRoundEvent(1.1, 0.1, 1.0, ((0, 5), (1, 2), (2, 3))),
+              DPSGDRoundEvent(1.1, 0.1, 1.0, ((1, 2), (2, 4)))]
+    out = account_dpsgd(events, 1e-5, ("rdp",))
+    assert out["steps_per_client"] == {0: 5, 1: 4, 2: 7}
+    each = {c: dpsgd_epsilon(1.1, 0.1, k, 1e-5, ("rdp",)).epsilon for c, k in
+            {0: 5, 1: 4, 2: 7}.items()}
+    assert out["epsilon_per_client"] == each
+    assert out["epsilon"] == each[2] == max(each.values())
+    with pytest.raises(FedLabelsError, match=r"one \(σ, q\)"):
+        account_dpsgd([*events, DPSGDRoundEvent(2.0, 0.1, 1.0, ((0, 1),))], 1e-5)
