@@ -18,6 +18,7 @@ from fedlabels.privacy.discrete_accounting import discrete_gaussian_spent
 from fedlabels.privacy.dpsgd_accounting import DPSGD_ACCOUNTANTS, DPSGDRoundEvent, dpsgd_epsilon
 from fedlabels.privacy.events import (
     DiscreteGaussianEvent,
+    DistributedDiscreteGaussianEvent,
     GNMaxEvent,
     KaryRREvent,
     LaplaceNoisyMaxEvent,
@@ -290,13 +291,30 @@ def _totals(tally: Tally) -> tuple[Any, ...]:
     """Every total of ``tally``, exactly (arrays as lists: equal bit for bit)."""
     gnmax = {s: (sorted(g.settings), g.queries)
              for s, g in tally.gnmax.items()}
-    return (tally.labels, tally.dpsgd, tally.gauss, gnmax, tally.laplace)
+    return (tally.labels, tally.dpsgd, tally.gauss, tally.discrete, tally.distributed, gnmax,
+            tally.laplace)
 
 
 def _random_runs(rng: random.Random, server: bool) -> list[tuple[Any, int]]:
     calls: list[int] = []
     return [(_server_event(rng, calls, late=i >= 5) if server else _party_event(rng),
              rng.choice([1, 2, 3, 17, 400, 5000])) for i in range(rng.randint(1, 9))]
+
+
+@pytest.mark.parametrize("ev", [
+    _xor(0.7), KaryRREvent(0.9, 2, 0.45, 3, 10), SampledGaussianEvent(1.5, 0.5, 1.0),
+    DiscreteGaussianEvent(1.5, 0.5, 1.0, 0.01, 101.0),
+    DistributedDiscreteGaussianEvent(1.2, 3, 1.0, 0.01, 120.0, 400),
+    GNMaxEvent(4.0, n_queries=3, n_answered=0), LaplaceNoisyMaxEvent(10.0, 2.0, 3),
+    DPSGDRoundEvent(1.2, 0.2, 1.0, ((0, 2), (1, 1))),
+], ids=lambda ev: type(ev).__name__)
+def test_a_run_of_seven_equal_events_of_each_kind_counts_seven(ev: Any) -> None:
+    """Every kind's total is added n at a time for a run of n equal events (a restored
+    ledger's ``{"event": ..., "repeat": n}``): the same totals and ε as seven one by one."""
+    at_once, one_by_one = Tally(), Tally.of([ev] * 7)
+    at_once.add(ev, 7)
+    assert _totals(at_once) == _totals(one_by_one) != _totals(Tally.of([ev]))
+    _same(at_once.spent(DELTA, ("rdp",)), one_by_one.spent(DELTA, ("rdp",)))
 
 
 @pytest.mark.parametrize("seed", range(4))
