@@ -250,3 +250,27 @@ def test_at_n_1e5_the_bound_is_above_scipys_and_takes_a_fraction_of_its_cpu() ->
     eps = kary_epsilon_exact(n, p, k, DELTA)
     assert _reference_delta(eps, by_d, outside, a) <= DELTA
     assert now < 0.5 * before, (now, before)
+
+
+def _label_events(kind: str) -> list[Any]:
+    from fedlabels.privacy.events import XorEvent
+    from fedlabels.privacy.mechanisms import flip_probability
+
+    if kind == "xor":
+        return [XorEvent(0.8, 16, flip_probability(0.8, 16), 400)] * 6
+    k = 2 if kind == "kary2" else 10
+    return [KaryRREvent(0.9, 30, 0.03, k, 100)] * 4
+
+
+@pytest.mark.parametrize("kind", ["xor", "kary2", "kary10"])
+def test_the_label_budget_check_admits_up_to_the_accounted_epsilon_and_no_further(
+        kind: str) -> None:
+    """label_tally_within decides as the ε account_labels reports (here the exact
+    accountant's): within a hair above it, refused a hair below (binary randomized response
+    at flip probability p/2 for dp-accounting's noise parameter p)."""
+    events = _label_events(kind)
+    spent = account_labels(events, DELTA)
+    assert spent.accountant == "exact"
+    tally = LabelTally.of(events)
+    assert label_tally_within(tally, spent.epsilon * (1 + 1e-6), DELTA)
+    assert not label_tally_within(tally, spent.epsilon * (1 - 1e-6), DELTA)
