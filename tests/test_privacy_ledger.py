@@ -60,6 +60,17 @@ def test_the_budget_refuses_an_overspend_of_a_hundredth_of_a_percent() -> None:
     assert within.record(ev).epsilon == pytest.approx(two, rel=1e-12)
 
 
+def test_a_plan_over_the_budget_by_a_hundredth_of_a_percent_is_refused_at_the_start() -> None:
+    """check_plan allows the same float noise as a release's check: a plan whose ε exceeds
+    the target by 1e-4 of it is refused before anything is released, one 1e-7 above it
+    starts."""
+    plan = [_xor()] * 3
+    three = account_labels(plan, DELTA).epsilon
+    with pytest.raises(FedLabelsError, match="the plan of 3 round"):
+        Ledger(DELTA, target=three * (1 - 1e-4)).check_plan(plan, "3 round(s)")
+    Ledger(DELTA, target=three * (1 - 1e-7)).check_plan(plan, "3 round(s)")
+
+
 def test_kinds_compose_and_events_round_trip_as_json() -> None:
     xor, kary = _xor(), KaryRREvent(0.6, 2, 0.3, 3, 10)
     sgd = DPSGDRoundEvent(1.1, 0.2, 1.0, ((0, 5),))
