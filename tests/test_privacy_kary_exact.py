@@ -274,3 +274,10 @@ def test_the_label_budget_check_admits_up_to_the_accounted_epsilon_and_no_furthe
     tally = LabelTally.of(events)
     assert label_tally_within(tally, spent.epsilon * (1 + 1e-6), DELTA)
     assert not label_tally_within(tally, spent.epsilon * (1 - 1e-6), DELTA)
+
+
+def test_a_delta_is_never_above_one():
+    """The 64-ulp rounding margin on the loss terms lifted δ(0) of 200,000 responses to
+    1.00000004, not a probability (still an upper bound: δ ≤ 1 always holds)."""
+    got = kary_delta_for_epsilon(0.0, 200_000, 0.9, 10)
+    assert 0.99 < got <= 1.0
