@@ -292,3 +292,59 @@ def test_feature_smd_in_blocks_of_rows_equals_it_at_once(monkeypatch):
     monkeypatch.setattr(shift, "_BLOCK_ELEMENTS", 10)  # blocks of one row, across clients
     assert shift.feature_smd(public, clients) == pytest.approx(expected, rel=1e-12)
     assert shift.feature_smd(public, [np.ones((3, 7), np.float32)]) == 0.0  # all constant
+
+
+def test_column_partition_orders_numeric_sites_as_numbers():
+    """Client i is the i-th distinct value in numeric order for a numeric column: site 2
+    before site 10 (as text, "10" sorts first)."""
+    n = 300
+    X = pd.DataFrame({"row": np.arange(n, dtype=float),
+                      "site": np.array([2, 10, 33])[np.arange(n) % 3]})
+    y = (np.arange(n) // 3) % 2
+    fed = fl.make_federation(X, y, clients=3, unlabeled=60, test=30, scale="none",
+                             partition="column:site")
+    assert fed.info["client_sites"] == ["2", "10", "33"]
+    for client, site in zip(fed.clients, [2, 10, 33], strict=True):
+        assert set(X["site"].to_numpy()[client.X[:, 0].astype(int)]) == {site}
+
+
+def test_shards_may_give_every_client_every_class():
+    """shards:K with K = C (the number of classes) is allowed: every client holds every
+    class, and each class's rows are shared out among all of them."""
+    y = _labels(300, c=4)
+    parts = partition(y, 3, "shards:4", np.random.default_rng(0))
+    _check_disjoint_cover(parts, len(y), 3)
+    assert all(set(y[p].tolist()) == {0, 1, 2, 3} for p in parts)
+    with pytest.raises(FedLabelsError, match="K from 1 to 4"):
+        partition(y, 3, "shards:5", np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kind", ["quantity:0.5", "powerlaw:1"])
+def test_a_minimum_that_takes_every_row_gives_each_client_exactly_it(kind):
+    """n = m * MIN is enough: every client gets exactly MIN rows; one row less is refused."""
+    y = _labels(40, c=2)
+    parts = partition(y, 4, f"{kind},10", np.random.default_rng(3))
+    _check_disjoint_cover(parts, 40, 4)
+    assert [len(p) for p in parts] == [10, 10, 10, 10]
+    with pytest.raises(FedLabelsError, match="needs 40 private examples; only 39"):
+        partition(y[:39], 4, f"{kind},10", np.random.default_rng(3))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_shifted_u_never_takes_a_private_row(seed):
+    """U is drawn from the pool's rows that are neither private nor test: at S = 1 the
+    favoured classes need rows from past the private block, and none of the private rows
+    (those of S = 0) may be among U's, whatever the class counts ask."""
+    from fedlabels.data.shift import shifted_public
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, 200)
+    pool = rng.permutation(200)[20:]  # 20 rows held out to test
+    n_unlabeled, n_private = 30, 70
+    u, favoured = shifted_public(pool, y, n_unlabeled, n_private, 1.0, 4,
+                                 np.random.default_rng(seed))
+    private = set(pool[n_unlabeled:n_unlabeled + n_private].tolist())
+    assert len(u) == n_unlabeled == len(set(u.tolist()))
+    assert not private & set(u.tolist())
+    assert set(u.tolist()) <= set(pool.tolist())
+    assert set(y[u].tolist()) <= set(favoured)
