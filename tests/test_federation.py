@@ -275,3 +275,68 @@ def test_every_class_in_test_swaps_one_row_per_missing_class_and_nothing_else():
     assert np.array_equal(every_class_in_test(holds_all, y, 4), holds_all)
     out = every_class_in_test(order, y, 2)  # two test rows, three classes with two rows
     assert sorted(out.tolist()) == list(range(9)) and len(set(y[out[:2]])) == 2
+
+
+@pytest.mark.parametrize("n, fraction", [(203, None), (97, 0.3)])
+def test_default_sizes_follow_their_documented_formulas(n, fraction):
+    """test = round(test_fraction * n) (0.2 unless given), |U| = half of the rest (floor),
+    the clients all the others: each size from its formula, counted by hand."""
+    X, y = _xy(n)
+    fed = fl.make_federation(X, y, clients=3, test_fraction=fraction, scale="none")
+    n_test = round((0.2 if fraction is None else fraction) * n)
+    assert len(fed.y_test) == n_test
+    assert len(fed.X_public) == (n - n_test) // 2
+    assert sum(len(c) for c in fed.clients) == n - n_test - (n - n_test) // 2
+
+
+def test_the_largest_sizes_that_leave_a_row_for_the_rest_are_the_limits():
+    """test takes at most n - 2 rows (one for U, one for a client) and U all but one of the
+    rest: one more is refused by the size's own error, naming its flag."""
+    X, y = _xy(40, c=2)
+    with pytest.raises(FedLabelsError, match=r"^test = 39 .*between 1 and 38"):
+        fl.make_federation(X, y, clients=1, test=39)
+    with pytest.raises(FedLabelsError, match=r"^unlabeled \(\|U\|\) = 30 .*between 1 and 29"):
+        fl.make_federation(X, y, clients=1, test=10, unlabeled=30)
+
+
+def test_the_fingerprint_changes_with_a_single_client_label():
+    """A resumed run compares fingerprints: two federations equal but for one label of one
+    client must differ (the sizes and the features alone are the same)."""
+    from dataclasses import replace
+
+    X, y = _xy()
+    fed = fl.make_federation(X, y, clients=3, unlabeled=50)
+    first = fed.clients[1]
+    flipped = first.y.copy()
+    flipped[0] = (flipped[0] + 1) % fed.n_classes
+    other = replace(fed, clients=[fed.clients[0], fl.ClientData(first.X, flipped),
+                                  fed.clients[2]])
+    assert other.fingerprint() != fed.fingerprint()
+    assert replace(fed, clients=list(fed.clients)).fingerprint() == fed.fingerprint()
+
+
+def test_digests_of_texts_tell_where_one_text_ends():
+    """Texts are hashed length-prefixed: ["ab", "c"] and ["a", "bc"] (the same bytes run
+    together) give different digests, in the data's SHA-256 and in the fingerprint."""
+    from dataclasses import replace
+
+    from fedlabels.data.federation import data_sha256
+
+    one = np.array(["ab", "c"], dtype=object)
+    two = np.array(["a", "bc"], dtype=object)
+    assert data_sha256({"X": one}, {}) != data_sha256({"X": two}, {})
+    texts = np.array([f"text {i % 7} word{i}" for i in range(60)], dtype=object)
+    fed = fl.make_federation(texts, np.arange(60) % 2, clients=2, unlabeled=10, test=10)
+    assert replace(fed, X_public=one).fingerprint() != replace(fed, X_public=two).fingerprint()
+
+
+def test_values_that_overflow_once_centred_on_us_mean_are_refused():
+    """The range check bounds |x - mean| / std by (|x| + |mean|) / std: a client value of
+    -2**127 below U's constant 2**127 (std 0, so 1) becomes -2**128 after z-scoring, beyond
+    float32 (though each value alone is within it), and is refused rather than stored as
+    -inf."""
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.normal(size=(60, 1)), np.full((60, 1), -2.0**127)]
+    U = np.c_[rng.normal(size=(30, 1)), np.full((30, 1), 2.0**127)]
+    with pytest.raises(FedLabelsError, match=r"X column\(s\) x1 hold values too large"):
+        fl.make_federation(X, np.arange(60) % 2, clients=2, test=10, X_public=U)
