@@ -329,3 +329,36 @@ def test_a_public_csv_split_by_another_separator_says_so(
     err = _error(capsys, [*base, "--dataset", "breast_cancer"])
     assert "looks ';'-separated; the public CSV of a registered dataset is comma-separated" \
         in err
+
+
+def test_a_u_row_equal_to_rows_of_two_labelled_sets_counts_once() -> None:
+    """copies_of_labelled counts rows of U, not matches: a U row that a client and the test
+    set both hold (and one a client holds twice) is one copy each; oracle: a set of tuples."""
+    from fedlabels.data.public_set import copies_of_labelled
+
+    rng = np.random.default_rng(0)
+    client, test = rng.normal(size=(20, 3)), rng.normal(size=(10, 3))
+    test[4] = client[7]
+    client[9] = client[2]
+    U = np.vstack([rng.normal(size=(5, 3)), client[7], client[2], test[0]])
+    labelled = {tuple(r) for a in (client, test) for r in a}
+    assert copies_of_labelled(U, [client, test]) == sum(tuple(r) in labelled for r in U) == 3
+
+
+def test_a_column_partitions_site_column_may_be_left_out_of_u(tmp_path: Path) -> None:
+    """With column:NAME the site column is no feature, so a public CSV need not hold it
+    (a U of no site's); the clients are the sites all the same."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 240
+    table = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                          "site": np.array(["north", "south", "west"])[np.arange(n) % 3],
+                          "label": np.arange(n) % 2})
+    table.to_csv(tmp_path / "t.csv", index=False)
+    pd.DataFrame({"a": rng.normal(size=50), "b": rng.normal(size=50)}).to_csv(
+        tmp_path / "u.csv", index=False)
+    fed = fl.load_federation(f"csv:{tmp_path / 't.csv'}:label", clients=3,
+                             partition="column:site", public=str(tmp_path / "u.csv"))
+    assert fed.info["client_sites"] == ["north", "south", "west"]
+    assert len(fed.X_public) == 50 and fed.feature_names == ["a", "b"]

@@ -128,3 +128,20 @@ def test_bad_public_folders_are_one_line(tmp_path: Path,
     assert str(broken) in _error(capsys, [*base, str(tmp_path / "bad")])
     (tmp_path / "one.png").write_bytes((tmp_path / "bad" / "u00.png").read_bytes())
     assert "give a folder of images" in _error(capsys, [*base, str(tmp_path / "one.png")])
+
+
+def test_a_u_resized_once_is_not_taken_from_the_cache_where_no_size_is_declared(
+        tmp_path: Path) -> None:
+    """U's cache entry names whether it was resized: U read at a declared 12x10 (the
+    private images' size) is cached, and a later run declaring no size still refuses U's
+    16x16 files instead of taking the resized pixels from the cache."""
+    from test_image_data import make_folder
+
+    make_folder(tmp_path / "imgs")  # 12x10
+    _public_folder(tmp_path / "pub", shape=(16, 16))
+    dataset = f"imagefolder:{tmp_path / 'imgs'}"
+    fed = fl.load_federation(dataset, clients=2, public=str(tmp_path / "pub"),
+                             image_size="12x10")
+    assert fed.info["image_shape"] == [3, 12, 10]
+    with pytest.raises(FedLabelsError, match=r"u01.png is 16x16 .* no --image-size"):
+        fl.load_federation(dataset, clients=2, public=str(tmp_path / "pub"))
