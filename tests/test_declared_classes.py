@@ -126,3 +126,16 @@ def test_a_test_label_outside_the_declared_classes_names_them_and_classes(
     with pytest.raises(FedLabelsError, match=rf"^y_test has class {shown} which does not "
                        "occur in y"):
         make_federation(X, y, clients=3, unlabeled=30, X_test=X[:3], y_test=y_test)
+
+
+def test_declared_integer_classes_are_in_numeric_order_as_the_labels_are() -> None:
+    """--classes 10,2,1 declares the classes 1, 2, 10 in that order (numbers in numeric
+    order, as encode_labels orders integer labels): each row keeps its own label."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = np.array([1, 2, 10])[np.arange(120) % 3]
+    fed = make_federation(X, y, clients=2, unlabeled=30, classes="10,2,1", seed=0)
+    assert fed.class_names == ["1", "2", "10"]
+    plain = make_federation(X, y, clients=2, unlabeled=30, seed=0)
+    assert plain.class_names == fed.class_names
+    assert np.array_equal(fed.y_test, plain.y_test)

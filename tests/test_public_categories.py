@@ -186,3 +186,18 @@ def test_the_class_label_warnings_point_at_the_users_call() -> None:
             with contextlib.suppress(FedLabelsError):  # 40 classes: too few rows to split
                 make_federation(X, y, clients=3, unlabeled=20, seed=0)
         assert [w.filename for w in caught if said in str(w.message)] == [__file__]
+
+
+def test_new_rows_encode_a_category_they_lack_as_zero_and_refuse_a_repeated_column() -> None:
+    """encode_frame lays new rows out as feature_names: a one-hot column of a category
+    none of them holds is 0 (oracle: the one-hot code written by hand), and a column named
+    twice is a one-line error (frame[c] would be both)."""
+    from fedlabels.data.preprocessing import encode_frame
+
+    names = ["a", "c_x", "c_y", "c_z"]
+    rows = pd.DataFrame({"c": ["x", "y", "x"], "a": [1.5, -2.0, 0.0]})
+    got = encode_frame(rows, ["a", "c"], ["c"], names)
+    np.testing.assert_array_equal(got, [[1.5, 1, 0, 0], [-2.0, 0, 1, 0], [0.0, 1, 0, 0]])
+    twice = pd.DataFrame([[1.0, "x", 2.0]], columns=["a", "c", "a"])
+    with pytest.raises(FedLabelsError, match="names column\\(s\\) 'a' more than once"):
+        encode_frame(twice, ["a", "c"], ["c"], names)
