@@ -139,3 +139,16 @@ def test_declared_integer_classes_are_in_numeric_order_as_the_labels_are() -> No
     plain = make_federation(X, y, clients=2, unlabeled=30, seed=0)
     assert plain.class_names == fed.class_names
     assert np.array_equal(fed.y_test, plain.y_test)
+
+
+def test_classes_given_as_integral_floats_name_the_integer_labels() -> None:
+    """classes=np.array([1., 2., 10.]) (a float array, e.g. np.unique of float labels)
+    declares the classes 1, 2, 10, as encode_labels writes the labels 1.0, 2.0, 10.0."""
+    from fedlabels.data.classes import parse_classes
+
+    assert parse_classes(np.array([10.0, 1.0, 2.0])) == ["1", "2", "10"]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = np.array([1, 2, 10])[np.arange(60) % 3]
+    fed = make_federation(X, y, clients=2, unlabeled=20, classes=np.unique(y.astype(float)))
+    assert fed.class_names == ["1", "2", "10"]
