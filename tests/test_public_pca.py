@@ -224,3 +224,18 @@ def test_a_deploy_site_with_raw_csv_rows_gets_them_projected(tmp_path):
     assert site.private.X.shape == (30, 4)
     want = fed.preprocessing.transform(wine.data.head(30))
     np.testing.assert_allclose(site.private.X, want, atol=1e-5)
+
+
+def test_a_component_u_has_no_variance_along_keeps_scale_one():
+    """U of rank 1 (the second feature twice the first): its second component holds no
+    variance, so it keeps scale 1 instead of dividing by a singular value of ~1e-16, and a
+    row off U's line projects to a value of its own size, not ~1e16."""
+    from fedlabels.data.public_pca import fit_public_pca
+
+    t = np.random.default_rng(0).normal(size=50)
+    pca = fit_public_pca(np.c_[t, 2 * t], 2)
+    assert pca.scale[1] == 1.0 and pca.scale[0] == pytest.approx(np.sqrt(5) * t.std(ddof=1))
+    off = np.array([[2.0, -1.0]])
+    u = np.array([1.0, 2.0]) / np.sqrt(5)  # U's line; the component is its normal
+    centred = off[0] - pca.mean
+    assert abs(pca.project(off)[0, 1]) == pytest.approx(np.linalg.norm(centred - centred @ u * u))
