@@ -150,7 +150,7 @@ def test_features_and_drop(tmp_path, table, capsys):
     assert json.loads(out.read_text())["federation"]["n_features"] == 2
     _fails_in_one_line(capsys, [*RUN, "--dataset", spec, "--drop", "nope"], "'nope'", "f0")
     _fails_in_one_line(capsys, [*RUN, "--dataset", spec, "--features", "f0,target"],
-                       "target")
+                       "names the target column 'target'")  # not 'no column': it is one
     _fails_in_one_line(capsys, [*RUN, "--dataset", spec, "--drop", "f0,f1,f2,f3,f4,id"],
                        "no feature column")
 
