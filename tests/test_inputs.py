@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -125,6 +126,30 @@ def test_index_column_is_dropped_with_a_warning(tmp_path, table):
     with pytest.warns(FedLabelsWarning, match="Unnamed: 0"):
         fed = fl.load_federation(f"csv:{path}:target", clients=3)
     assert fed.feature_names == [f"f{i}" for i in range(5)]
+
+
+def test_an_index_column_named_in_features_is_kept(tmp_path, table):
+    """--features "Unnamed: 0" keeps the pandas index column it names (it is dropped only
+    when not asked for)."""
+    path = _csv(tmp_path, "indexed.csv", table, index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FedLabelsWarning)  # it holds the row numbers
+        fed = fl.load_federation(f"csv:{path}:target", clients=3,
+                                 features=["Unnamed: 0", "f0"])
+    assert fed.feature_names == ["Unnamed: 0", "f0"]
+
+
+def test_a_column_choice_said_two_ways_is_recorded_as_one():
+    """chosen_columns records what features and drop keep: dropping b of a, b, c is
+    choosing c and a; the default choice (and the index column it leaves out) is None."""
+    from fedlabels.data.columns import chosen_columns
+
+    columns = ["a", "b", "c", "Unnamed: 0"]
+    assert chosen_columns(columns, None, ["b"]) == ["a", "c"]
+    assert chosen_columns(columns, ["c", "a"], None) == ["a", "c"]
+    assert chosen_columns(columns, ["a", "b"], ["b"]) == ["a"]
+    assert chosen_columns(columns, None, None) is None
+    assert chosen_columns(columns, ["c", "b", "a"], None) is None
 
 
 def test_index_column_warning_is_one_line_in_the_cli(tmp_path, table, capsys):
