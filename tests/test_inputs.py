@@ -597,3 +597,17 @@ def test_a_missing_budget_says_how_to_give_it_from_python_too(method):
     message = str(caught.value)
     assert "--epsilon" in message and "options={'epsilon': 8}" in message
     assert len(message.splitlines()) == 1
+
+
+def test_a_tables_default_u_is_half_the_rows_left_after_the_test_split(tmp_path):
+    """A csv: table of n rows: test = round(0.2 n), |U| = floor((n - test) / 2), the
+    clients the rest (203 rows: 41, 81, 81); a given test size moves U alike."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=203), "b": rng.normal(size=203),
+                          "label": np.arange(203) % 2})
+    spec = f"csv:{_csv(tmp_path, 't.csv', frame)}:label"
+    fed = fl.load_federation(spec, clients=3)
+    assert (len(fed.y_test), len(fed.X_public), sum(len(c) for c in fed.clients)) == \
+        (41, 81, 81)
+    fed = fl.load_federation(spec, clients=3, test=63)
+    assert (len(fed.y_test), len(fed.X_public)) == (63, 70)
