@@ -135,3 +135,15 @@ def test_negative_deep_pixels_are_read_as_zero_and_said_once(tmp_path: Path) -> 
         rows = new_image_rows(spec, [first])
     expected = np.rint(np.clip(np.asarray(Image.open(first)), 0, None) * 255) / 255
     np.testing.assert_allclose(rows.reshape(4, 6), expected, atol=1e-7)
+
+
+def test_a_pixel_at_the_declared_peak_is_255_and_one_above_it_is_refused(tmp_path: Path) -> None:
+    """The declared peak is the value that becomes 255: a pixel equal to it reads as 1.0,
+    one a unit above it is an error naming the file (no clipping unseen)."""
+    spec = {"shape": [1, 4, 6], "size": None, "peak": 4095.0, "peak_from": "image_peak",
+            "column": None}
+    at = _sixteen_bit(tmp_path / "at.png", 4095)
+    np.testing.assert_array_equal(new_image_rows(spec, [at]), np.ones((1, 24), np.float32))
+    above = _sixteen_bit(tmp_path / "above.png", 4096)
+    with pytest.raises(FedLabelsError, match=r"above.png has a pixel of 4096, above 4095"):
+        new_image_rows(spec, [above])
