@@ -362,3 +362,11 @@ def test_a_column_partitions_site_column_may_be_left_out_of_u(tmp_path: Path) ->
                              partition="column:site", public=str(tmp_path / "u.csv"))
     assert fed.info["client_sites"] == ["north", "south", "west"]
     assert len(fed.X_public) == 50 and fed.feature_names == ["a", "b"]
+
+
+def test_load_federation_refuses_sizes_of_a_drawn_u_beside_a_public_file(tmp_path: Path) -> None:
+    """unlabeled (|U|) draws U from the labelled rows: beside public it is refused in one
+    line, not ignored."""
+    dataset, public, _ = _tables(tmp_path)
+    with pytest.raises(FedLabelsError, match=r"unlabeled and unlabeled_shift draw U"):
+        fl.load_federation(dataset, clients=3, public=str(public), unlabeled=50)
