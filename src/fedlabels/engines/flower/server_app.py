@@ -5,7 +5,9 @@ does) on a :class:`FlowerGrid` instead of the in-process grid:
 
 1. wait until the run's ``clients`` SuperNodes are connected, then ask each who it is
    (partition id, data shape, a fingerprint of U) and stop with a clear error naming the
-   node if a site has no usable data or data that does not match U;
+   node if a site has no usable data or data that does not match U (a node that leaves
+   before it answers may be replaced by one that connects within ``node_timeout``:
+   :class:`HelloGrid`);
 2. ``plan_run`` (the same method, options, settings, model specs and seeds as the
    simulator), the server role (:func:`~fedlabels.runs.session.build_server`), then
    ``run_rounds``;
@@ -36,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -115,17 +117,23 @@ def wait_for_nodes(grid: FlowerGridABC, n: int, timeout: float) -> list[int]:
         time.sleep(0.5)
 
 
-def greet(grid: FlowerGridABC, nodes: list[int], n_clients: int,
-          timeout: float) -> tuple[dict[int, int], dict[int, dict[str, Any]]]:
-    """Ask every node who it is; map client id -> node id and check the sites agree."""
-    meter = CommMeter()
-    probe = FlowerGrid(grid, dict(enumerate(nodes)), meter, reply_timeout=timeout)
+def greet(grid: FlowerGridABC, nodes: list[int], n_clients: int, timeout: float,
+          rejoin_timeout: float = 0.0,
+          ) -> tuple[dict[int, int], dict[int, dict[str, Any]], list[dict[str, Any]]]:
+    """Ask every node who it is; map client id -> node id and check the sites agree. A node
+    that leaves before it answers (a SuperNode restarted during the hello) may be replaced,
+    within ``rejoin_timeout`` seconds, by a node that connects meanwhile (:class:`HelloGrid`);
+    the third value lists those replacements (``round`` 0, ``client``, ``node_id``,
+    ``replaced``)."""
+    probe = HelloGrid(grid, dict(enumerate(nodes)), CommMeter(), reply_timeout=timeout)
+    probe.rejoin_timeout = rejoin_timeout
     replies = probe.exchange({i: Message(HELLO, category="control")
                               for i in range(len(nodes))}, -1)
     if probe.lost:
         raise FedLabelsError("SuperNode setup failed: " + "; ".join(
-            f"node {info['node_id']}: {info['reason']}" for info in probe.lost.values()))
-    info = {nodes[i]: dict(r.config) for i, r in replies.items()}
+            f"node {info['node_id']}: {info['reason']}" for info in probe.lost.values())
+            + HELLO_LOST_HINT)
+    info = {probe.node_of[i]: dict(r.config) for i, r in replies.items()}
     for node, hello in info.items():
         _check_hello(node, hello)
     by_pid: dict[int, int] = {}
@@ -147,7 +155,46 @@ def greet(grid: FlowerGridABC, nodes: list[int], n_clients: int,
                 + ", ".join(f"node {n} (partition-id {info[n]['partition_id']}) has {v}"
                             for n, v in values.items())
                 + "); every site must hold the same shared file.")
-    return by_pid, {pid: info[node] for pid, node in by_pid.items()}
+    rejoined = [{"round": 0, "client": int(info[r["node_id"]]["partition_id"]),
+                 "node_id": r["node_id"], "replaced": nodes[r["client"]]}
+                for r in probe.rejoined]
+    for r in (r for r in rejoined if r["node_id"] != r["replaced"]):
+        print(f"fedlabels: hello: SuperNode {r['replaced']} left before it answered; "
+              f"SuperNode {r['node_id']}, connected meanwhile, answered as partition-id "
+              f"{r['client']}", flush=True)
+    return by_pid, {pid: info[node] for pid, node in by_pid.items()}, rejoined
+
+
+#: what the coordinator reads when a SuperNode was lost at the hello
+HELLO_LOST_HINT = (". A site whose SuperNode left during the hello may start it again "
+                   "within --node-timeout; otherwise start the run again once every site's "
+                   "SuperNode is connected.")
+
+
+class HelloGrid(FlowerGrid):
+    """The hello's exchange, whose clients are the connected nodes (not yet sites): a node
+    that leaves before it answers (Flower's "node unavailable", or gone from the node list)
+    waits ``rejoin_timeout`` seconds for its node id to come back (a restart with the same
+    key) or for a node that connected meanwhile (a restart without authentication: a new
+    node id), which is asked the hello in its place.
+
+    Nothing is taken on trust from the node replaced: before the hello no node is a site
+    yet, so the new node's answer goes through every check the others' do (its own
+    partition id, exactly 0..m-1, the same U). Once rounds run, a node's place is its
+    partition's (:meth:`FlowerGrid._rejoined`)."""
+
+    def _rejoined(self, waiting: Mapping[int, float], online: set[int], rnd: int) -> list[int]:
+        if self.rejoin_timeout <= 0:
+            return []
+        back = [c for c in waiting if self.node_of[c] in online]
+        new = sorted(online - set(self.node_of.values()) - self._probed)
+        for cid, node in zip([c for c in waiting if c not in back], new, strict=False):
+            self._probed.update((node, self.node_of[cid]))  # neither stands in again
+            self.node_of[cid] = node
+            back.append(cid)
+        for cid in back:
+            self.rejoined.append({"round": rnd + 1, "client": cid, "node_id": self.node_of[cid]})
+        return back
 
 
 #: what a site's hello must give: integers >= the minimum, and text
@@ -241,7 +288,8 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
                              f"{cfg.clients} clients; stop the extra SuperNodes (a site started "
                              "twice, or a SuperNode of another federation), or, if every one "
                              "is a site of this run, raise --clients.")
-    node_of, hello = greet(grid, nodes, cfg.clients, spec.reply_timeout)
+    node_of, hello, hello_rejoined = greet(grid, nodes, cfg.clients, spec.reply_timeout,
+                                           spec.node_timeout)
     first = hello[0]
     plan = deploy_plan(cfg, int(first["n_classes"]), int(first["n_features"]),
                        hello_image_shape(first.get("image_shape", ""),
@@ -259,6 +307,7 @@ def _run(grid: FlowerGridABC, spec: DeploySpec, status: StatusFile,
     fgrid.on_lost = partial(check_survivors, plan, learners, fgrid, status=status)
     fgrid.check_reply = server.check_reply  # a malformed reply loses its site
     fgrid.rejoin_timeout, fgrid.public_digest = spec.node_timeout, str(first["public_digest"])
+    fgrid.rejoined = hello_rejoined  # round 0: at the hello
     deployment: dict[str, Any] = {
         "engine": DEPLOYED_ENGINE, "client_node_ids": {str(c): n for c, n in node_of.items()},
         "setup_seconds": time.perf_counter() - started, "alive_per_round": []}

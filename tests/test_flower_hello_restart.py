@@ -1,0 +1,90 @@
+"""A SuperNode restarted during the hello (before round 1), over the loopback grid: the node
+that connects meanwhile is asked the hello in its place and held to the same checks; with no
+node back, the setup fails within ``--node-timeout`` in one line saying what to do."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flwr.app import Context, Message, RecordDict
+
+from fedlabels.api import run_config
+from fedlabels.core.errors import FedLabelsError
+from fedlabels.engines.flower.client_app import app as client_app
+from fedlabels.engines.flower.loopback import LoopbackGrid, loopback_deployment, server_context
+from fedlabels.engines.flower.server_app import run_server
+from fedlabels.engines.flower.spec import RUN_CONFIG_KEY
+from fedlabels.runs.config import RunConfig
+
+CFG = RunConfig(method="fedct", dataset="breast_cancer", clients=3, model="dt", rounds=2,
+                seed=2)
+NEW_NODE = 2001
+
+
+class RestartAtHello(LoopbackGrid):
+    """Node ``gone``'s SuperNode stops when the hello reaches it (no reply) and, unless
+    ``comes_back`` is None, starts again under the new node id 2001 with the node config of
+    site ``comes_back`` (its own, or another site's)."""
+
+    def __init__(self, *args: Any, gone: int, comes_back: int | None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.gone, self.comes_back = gone, comes_back
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        batch = list(messages)
+        if any(m.metadata.dst_node_id == self.gone for m in batch) and self.gone not in self.dead:
+            self.dead.add(self.gone)
+            if self.comes_back is not None:
+                config = dict(self.contexts[1001 + self.comes_back].node_config)
+                self.contexts[NEW_NODE] = Context(
+                    run_id=self.run_id, node_id=NEW_NODE, node_config=config,
+                    state=RecordDict(), run_config=dict(self.contexts[self.gone].run_config))
+        return super().push_messages(batch)
+
+
+def _grid(tmp_path: Path, comes_back: int | None) -> tuple[Any, RestartAtHello]:
+    prepared, grid = loopback_deployment(CFG, tmp_path / "sites")
+    configs = [dict(c.node_config) for c in grid.contexts.values()]
+    restarting = RestartAtHello(client_app, configs,
+                                {RUN_CONFIG_KEY: prepared.spec.to_json()},
+                                gone=1002, comes_back=comes_back)
+    return prepared, restarting
+
+
+def test_supernode_restarted_during_the_hello_answers_it_and_the_run_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prepared, grid = _grid(tmp_path, comes_back=1)
+    deployed = run_server(grid, server_context(prepared.spec))
+    assert deployed is not None
+    simulated = run_config(CFG)
+    assert [r.accuracies for r in deployed.rounds] == [r.accuracies for r in simulated.rounds]
+    deployment = deployed.extra["deployment"]
+    assert deployment["lost"] == {}
+    assert deployment["client_node_ids"] == {"0": 1001, "1": NEW_NODE, "2": 1003}
+    assert deployment["rejoined"] == [{"round": 0, "client": 1, "node_id": NEW_NODE,
+                                       "replaced": 1002}]
+    assert "SuperNode 1002 left before it answered" in capsys.readouterr().out
+
+
+def test_a_new_node_claiming_another_sites_partition_is_refused(tmp_path: Path) -> None:
+    """The stand-in is no site yet: it may not take a partition another node answered for."""
+    prepared, grid = _grid(tmp_path, comes_back=0)
+    with pytest.raises(FedLabelsError, match="both have partition-id=0"):
+        run_server(grid, server_context(prepared.spec))
+
+
+def test_a_node_that_leaves_the_hello_for_good_fails_the_setup_within_node_timeout(
+        tmp_path: Path) -> None:
+    prepared, grid = _grid(tmp_path, comes_back=None)
+    began = time.monotonic()
+    with pytest.raises(FedLabelsError) as error:
+        run_server(grid, server_context(prepared.spec))
+    line = str(error.value)
+    assert "\n" not in line and "node 1002" in line
+    assert f"not back within {prepared.spec.node_timeout:g} s" in line
+    assert "start the run again once every site's SuperNode is connected" in line
+    assert time.monotonic() - began < prepared.spec.reply_timeout
