@@ -8,6 +8,9 @@ process forked for one message; it holds the site's data), SIGKILLs that site's 
 then the executor's log.
 ``--restart``: SIGTERM the SuperNode and start it again at once (``restart_supernode``)
 instead, and also wait for the run's next round (the site rejoins).
+``--hello`` (with ``--restart``): restart it while its task of the hello runs (before round
+1) instead; the ServerApp's line on the hello (the node that answered in its place, or the
+setup's failure) is printed at the end.
 Run it from the checkout whose code it measures (``PYTHONPATH=<its src>``):
 
     PYTHONPATH=src .venv/bin/python benchmarks/supernode_kill_task.py
@@ -30,6 +33,13 @@ def _rounds_done(status: Path) -> int:
         return 0
 
 
+def _status(status: Path) -> str:
+    try:
+        return str(json.loads(status.read_text()).get("status", ""))
+    except (OSError, ValueError):
+        return ""
+
+
 def main() -> None:
     import fedlabels
     from fedlabels.deploy.launcher import LocalDeployment
@@ -43,7 +53,11 @@ def main() -> None:
                         help="seconds to watch the task after the kill (default 30)")
     parser.add_argument("--restart", action="store_true",
                         help="restart the SuperNode instead of killing it")
+    parser.add_argument("--hello", action="store_true",
+                        help="with --restart: restart during the hello, before round 1")
     args = parser.parse_args()
+    if args.hello and not args.restart:
+        parser.error("--hello needs --restart")
     print(f"fedlabels from {fedlabels.__file__}")
     cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=2, model="dt",
                     rounds=200, seed=3, options={"quorum": 1.0})
@@ -57,7 +71,9 @@ def main() -> None:
         started = time.monotonic()
         task = None
         while task is None and time.monotonic() - started < 240:
-            if _rounds_done(dep.status_path) >= 1:  # a round's task, not the hello's
+            done = _rounds_done(dep.status_path)
+            at_hello = done == 0 and _status(dep.status_path) != "running"
+            if at_hello if args.hello else done >= 1:  # the hello's task, or a round's
                 task = next((p for p in descendants([executor])  # the fork server's children
                              if parent(p) != executor and running(p, None)), None)
             time.sleep(0.02)
@@ -82,6 +98,10 @@ def main() -> None:
             print(f"rounds done: {rounds} at the restart, {_rounds_done(dep.status_path)} "
                   f"{time.monotonic() - killed:.1f} s later")
         print((dep.logs / "site_exec_0.log").read_text(errors="replace")[-800:])
+        for log in sorted(dep.logs.glob("*.log")):  # the ServerApp's word on the hello
+            for line in log.read_text(errors="replace").splitlines():
+                if "hello: SuperNode" in line or "setup failed" in line:
+                    print(f"{log.name}: {line.strip()}")
 
 
 if __name__ == "__main__":
