@@ -1,6 +1,7 @@
 """A SuperNode restarted during the hello (before round 1), over the loopback grid: the node
-that connects meanwhile is asked the hello in its place and held to the same checks; with no
-node back, the setup fails within ``--node-timeout`` in one line saying what to do."""
+that connects meanwhile (or the same node id, back) is asked the hello in its place and held
+to the same checks; with no node back, the setup fails within ``--node-timeout`` in one line
+saying what to do."""
 
 from __future__ import annotations
 
@@ -46,13 +47,30 @@ class RestartAtHello(LoopbackGrid):
         return super().push_messages(batch)
 
 
-def _grid(tmp_path: Path, comes_back: int | None,
-          reply_timeout: float = 5.0) -> tuple[Any, RestartAtHello]:
+class SameIdAtHello(RestartAtHello):
+    """Node ``gone`` restarts with the same key (SuperNode authentication): listed again, with
+    its ``context.state`` empty, from the second node listing after it stopped."""
+
+    def get_node_ids(self) -> Iterable[int]:
+        if self.gone in self.dead:
+            self.listings = getattr(self, "listings", 0) + 1
+            if self.listings > 1:
+                self.dead.discard(self.gone)
+                self.contexts[self.gone].state = RecordDict()
+        return super().get_node_ids()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        if getattr(self, "listings", 0) > 1:  # back: it answers as any node
+            return LoopbackGrid.push_messages(self, messages)
+        return super().push_messages(messages)
+
+
+def _grid(tmp_path: Path, comes_back: int | None, reply_timeout: float = 5.0,
+          kind: type[RestartAtHello] = RestartAtHello) -> tuple[Any, RestartAtHello]:
     prepared, grid = loopback_deployment(CFG, tmp_path / "sites", reply_timeout=reply_timeout)
     configs = [dict(c.node_config) for c in grid.contexts.values()]
-    restarting = RestartAtHello(client_app, configs,
-                                {RUN_CONFIG_KEY: prepared.spec.to_json()},
-                                gone=1002, comes_back=comes_back)
+    restarting = kind(client_app, configs, {RUN_CONFIG_KEY: prepared.spec.to_json()},
+                      gone=1002, comes_back=comes_back)
     return prepared, restarting
 
 
@@ -69,6 +87,18 @@ def test_supernode_restarted_during_the_hello_answers_it_and_the_run_starts(
     assert deployment["rejoined"] == [{"round": 0, "client": 1, "node_id": NEW_NODE,
                                        "replaced": 1002}]
     assert "SuperNode 1002 left before it answered" in capsys.readouterr().out
+
+
+def test_a_supernode_back_with_its_node_id_during_the_hello_answers_it(
+        tmp_path: Path) -> None:
+    prepared, grid = _grid(tmp_path, comes_back=None, kind=SameIdAtHello)
+    deployed = run_server(grid, server_context(prepared.spec))
+    assert deployed is not None
+    deployment = deployed.extra["deployment"]
+    assert deployment["lost"] == {}
+    assert deployment["client_node_ids"] == {"0": 1001, "1": 1002, "2": 1003}
+    assert deployment["rejoined"] == [{"round": 0, "client": 1, "node_id": 1002,
+                                       "replaced": 1002}]
 
 
 def test_a_new_node_claiming_another_sites_partition_is_refused(tmp_path: Path) -> None:
