@@ -228,6 +228,10 @@ def test_without_a_lifetime_budget_a_site_allows_one_run_of_its_own_plan(
     assert bool(dpsgd) == ("dpsgd" in options.values() or "record" in options.values())
     how = "given" if "noise_multiplier" in options else "pld"
     assert all(e["calibrated_by"] == how for e in dpsgd)
+    # and a subsample-aggregate site's the accountant of its GNMax σ
+    gnmax = [e for e in entries if e.get("event", {}).get("type") == "GNMaxEvent"]
+    assert bool(gnmax) == ("subsample-aggregate" in options.values())
+    assert all(e["calibrated_by"] == "exact_gaussian" for e in gnmax)
     assert all(e["event"]["noise_multiplier"] == options.get("noise_multiplier",
                                                              e["event"]["noise_multiplier"])
                for e in dpsgd)

@@ -143,3 +143,32 @@ def test_secure_dp_pate_stays_on_the_distributed_discrete_bound():
     ledger.record(p.event())
     assert ledger.spent().accountant == "rdp"
     assert ledger.spent().epsilon == pytest.approx(8.0, rel=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::fedlabels.core.errors.RunCaveatWarning")
+def test_subsample_aggregate_states_the_accountant_that_calibrated_sigma(fed):
+    """Its server ledger left ``calibrated_by`` empty, so the result and the report did not
+    say how σ came (dpsgd and DP-FedAvg do): the server's ledger names the accountant from
+    the moment it is built, the result and the report say it, each client's ledger too, and
+    it is the accountant whose calibration gives the σ used (not RDP's, more noise)."""
+    from fedlabels.engines.inprocess import CommMeter, InProcessGrid
+    from fedlabels.learners import as_models
+    from fedlabels.reporting.report_page import guarantee_text
+    from fedlabels.runs.session import build_session
+
+    options = {"mechanism": "subsample-aggregate", "epsilon": 2.0, "teachers": 3,
+               "label_queries": 20}
+    session = build_session("dp-fedct", fed, as_models("dt"), rounds=2, period=2, seed=1,
+                            options=options)
+    how = session.server.ledger.calibrated_by  # as built, before round 1
+    assert how == "exact_gaussian"
+    assert session.server.result_extra()["privacy"]["calibrated_by"] == how
+    session.server.run_round(0, InProcessGrid(session.clients, CommMeter()))
+    assert {c.ledger.calibrated_by for c in session.clients.values()} == {how}
+    result = fl.run("dp-fedct", fed, model="dt", rounds=2, period=2, seed=1, progress=False,
+                    options=options)
+    p = result.extra["privacy"]
+    assert p["calibrated_by"] == p["target"]["calibrated_by"] == how
+    assert f"σ calibrated by {how}" in guarantee_text(result)
+    assert p["noise_sigma"] == calibrate_gnmax_sigma(2.0, 40, DELTA, accountant=how)
+    assert p["noise_sigma"] < calibrate_gnmax_sigma(2.0, 40, DELTA, accountant="rdp")

@@ -138,18 +138,21 @@ class SubsampleAggregateMechanism(LabelMechanism):
     summary = ("subsample-aggregate: each client's k teachers (disjoint parts of its data) "
                "vote on the round's queries of U; the noisy argmax (GNMax) is released")
     uses_sensitivity = False
+    calibrates_at_build = True  # σ from the total ε over the planned rounds × queries
 
     def __init__(self) -> None:
         self.sigma: float | None = None
 
     # ------------------------------------------------------------------ client side
     def own_noise(self, client: DPFedCTClient) -> dict[str, Any]:
-        """σ, k, the queries per round and the teachers' steps from the client's options."""
-        from fedlabels.privacy.vote_accounting import calibrate_gnmax_sigma
+        """σ, k, the queries per round and the teachers' steps from the client's options;
+        its ledger states the accountant that calibrated σ (``calibrated_by``)."""
+        from fedlabels.privacy.vote_accounting import GNMAX_ACCOUNTANT, calibrate_gnmax_sigma
 
         opts, rounds = client.options, client.settings.rounds
         n = len(client.public)
         q = n if opts.label_queries is None else min(int(opts.label_queries), n)
+        client.ledger.calibrated_by = GNMAX_ACCOUNTANT
         return {"vote_sigma": calibrate_gnmax_sigma(opts.epsilon, rounds * q, opts.delta),
                 "subset_size": q, "teachers": opts.teachers,
                 "teacher_steps": (client.settings.period if opts.teacher_steps is None
@@ -205,13 +208,14 @@ class SubsampleAggregateMechanism(LabelMechanism):
         return server.n_public if q is None else min(int(q), server.n_public)
 
     def calibrate(self, server: DPFedCTServer, grid: Grid | None) -> None:
-        from fedlabels.privacy.vote_accounting import calibrate_gnmax_sigma
+        from fedlabels.privacy.vote_accounting import GNMAX_ACCOUNTANT, calibrate_gnmax_sigma
 
         if self.sigma is not None:
             return
         opts, rounds, q = server.options, server.settings.rounds, self.queries(server)
         assert opts.epsilon is not None  # DPFedCTOptions.check: a total ε
         self.sigma = calibrate_gnmax_sigma(opts.epsilon, rounds * q, server.delta)
+        server.ledger.calibrated_by = GNMAX_ACCOUNTANT  # calibrate_gnmax_sigma's default
         server.ledger.check_plan([SubsampleAggregateEvent(self.sigma, q, (0,))] * rounds,
                                  f"{rounds} round(s)")
 
@@ -250,6 +254,7 @@ class SubsampleAggregateMechanism(LabelMechanism):
         return {**account_subsample_aggregate(server.events, server.delta),
             "epsilon": spent.epsilon, "delta": spent.delta,
             "mechanism": self.summary, "vote_aggregator": "GNMax per client (no threshold)",
+            "calibrated_by": server.ledger.calibrated_by,  # the server's ledger: whom
             "teachers": server.options.teachers, "label_queries_per_round": (
                 self.queries(server) if self.sigma is not None else None),
             "target": server.ledger.target_view("round", server.settings.rounds,
