@@ -219,6 +219,26 @@ def test_a_tables_bad_image_paths_name_the_row(tmp_path, cell, message):
                            image_column="file")
 
 
+@pytest.mark.parametrize("damage,message", [
+    ("garbage", r"cannot be read"),  # no image Pillow knows: its header
+    ("half", r"is corrupt or truncated"),  # a PNG cut short: its pixels
+])
+def test_a_tables_unreadable_image_names_the_row(tmp_path, damage, message):
+    # a corrupt file named its path only, unlike an empty cell or a missing file
+    grey_folder(tmp_path, count=3)
+    bad = tmp_path / "light" / "01.png"
+    data = bad.read_bytes()
+    bad.write_bytes(b"not an image at all" if damage == "garbage" else data[: len(data) // 2])
+    rows = ["file,label", "dark/00.png,dark", "light/00.png,light", "light/01.png,light",
+            "dark/01.png,dark"]
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    where = r"\(data row 3 of .*table.csv, column 'file'\)"
+    with pytest.raises(FedLabelsError, match=rf"^image .*/light/01.png {where} {message} "
+                                             r"\(.*\); replace or remove the file.$"):
+        fl.load_federation(f"csv:{tmp_path / 'table.csv'}:label", clients=2,
+                           image_column="file")
+
+
 def test_image_size_may_be_a_number_or_a_pair_in_python_and_toml(tmp_path, capsys):
     grey_folder(tmp_path / "imgs", count=12)
     data = f"imagefolder:{tmp_path / 'imgs'}"

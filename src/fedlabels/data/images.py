@@ -67,6 +67,19 @@ class Images(NamedTuple):
     negative: np.ndarray | None = None  # each file: a deep pixel below 0, read as 0
 
 
+class ImageFileError(FedLabelsError):
+    """What is wrong with one image file, in one line: ``image PATH WHAT``."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"image {path} {what}")
+        self.path, self.what = path, what
+
+    def at(self, where: str) -> ImageFileError:
+        """The same error saying where the path came from (``where``: a table's data row
+        and column), as a missing file's does."""
+        return ImageFileError(self.path, f"({where}) {self.what}")
+
+
 def parse_size(text: Any) -> tuple[int, int] | None:
     """``"32x48"`` -> (32, 48) (height, width); ``"32"`` or 32 -> (32, 32); a pair (32, 48)
     -> (32, 48); None -> None."""
@@ -305,11 +318,11 @@ def _opened(path: Path, warn: bool = True) -> Any:
             _warn_large(path, img.size, limit)
         return img
     except Image.DecompressionBombError as exc:
-        raise FedLabelsError(f"image {path} is too large to read safely ({exc}); shrink it "
-                             "or remove the file.") from None
+        raise ImageFileError(path, f"is too large to read safely ({exc}); shrink it or "
+                                   "remove the file.") from None
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
-        raise FedLabelsError(f"cannot read image {path}: {exc}; replace or remove the "
-                             "file.") from None
+        raise ImageFileError(path, f"cannot be read ({exc}); replace or remove the "
+                                   "file.") from None
 
 
 def _warn_large(path: Path, size: tuple[int, int], limit: int) -> None:
@@ -345,9 +358,9 @@ def _header(path: Path) -> tuple[str, tuple[int, int], float]:
                 format_peak(img.mode, rawmode if isinstance(rawmode, str) else ""))
 
 
-def _corrupt(path: Path, exc: BaseException) -> FedLabelsError:
-    return FedLabelsError(f"image {path} is corrupt or truncated ({exc}); replace or remove "
-                          "the file.")
+def _corrupt(path: Path, exc: BaseException) -> ImageFileError:
+    return ImageFileError(path, f"is corrupt or truncated ({exc}); replace or remove the "
+                                "file.")
 
 
 def _available_bytes() -> int | None:
@@ -490,10 +503,10 @@ def _check_peak(path: Path, grey: Any, peak: float, from_format: bool, fix: str 
     darkest, brightest = (float(v) for v in grey.getextrema())
     if brightest > peak:
         whose = "its format's full scale" if from_format else "the declared image_peak"
-        raise FedLabelsError(f"image {path} has a pixel of {brightest:g}, above {peak:g}, "
-                             f"{whose}, which becomes 255; " + (
-                                 fix or "declare the images' full scale, at least that "
-                                 "pixel, with --image-peak (image_peak)."))
+        raise ImageFileError(path, f"has a pixel of {brightest:g}, above {peak:g}, {whose}, "
+                                   "which becomes 255; " + (
+                                       fix or "declare the images' full scale, at least "
+                                       "that pixel, with --image-peak (image_peak)."))
     return darkest
 
 
@@ -663,7 +676,8 @@ def unit_float32(pixels: np.ndarray) -> np.ndarray:
 def column_paths(values: Any, column: str, base: Path, where: str) -> list[Path]:
     """The image files a column names (relative paths from ``base``), checked: an empty
     cell, a missing file or a folder is one line naming the row (1-based, as a spreadsheet
-    shows the data rows) and ``where`` the column is."""
+    shows the data rows) and ``where`` the column is (a file that cannot be read:
+    :func:`image_column_pixels`)."""
     files = []
     for row, value in enumerate(list(values), start=1):
         if value is None or (isinstance(value, float) and np.isnan(value)) or \
@@ -683,7 +697,9 @@ def column_paths(values: Any, column: str, base: Path, where: str) -> list[Path]
 def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any,
                         mode: str | None = None, peak: float | None = None) -> Images:
     """The images a table's ``column`` names (paths relative to the table's folder), in the
-    declared ``mode`` and scaled by the declared ``peak`` (:func:`read_images`)."""
+    declared ``mode`` and scaled by the declared ``peak`` (:func:`read_images`); a file that
+    cannot be read is one line naming its data row, as :func:`column_paths` names those of
+    an empty cell or a missing file."""
     if info.target is None or not info.name.startswith("csv:"):
         raise FedLabelsError("image_column applies to a csv:PATH:TARGET table only.")
     from fedlabels.core.files import csv_parts
@@ -694,8 +710,14 @@ def image_column_pixels(info: Any, raw: Any, column: str, image_size: Any,
         raise FedLabelsError(f"table {table} {missing_column(column, frame.columns)}.")
     files = column_paths(frame[column].tolist(), column, table.parent, str(table))
     size = parse_size(image_size)
-    return cached_images(files, size, _paths_key(table, files, size, mode, peak), mode,
-                          peak=peak)
+    try:
+        return cached_images(files, size, _paths_key(table, files, size, mode, peak), mode,
+                              peak=peak)
+    except ImageFileError as exc:  # a corrupt file: its row, as a missing one's
+        if exc.path not in files:
+            raise
+        row = files.index(exc.path) + 1
+        raise exc.at(f"data row {row} of {table}, column {column!r}") from None
 
 
 def image_input(shape: tuple[int, int, int], size: tuple[int, int] | None,
