@@ -125,6 +125,41 @@ def test_no_suggestion_for_a_name_unlike_any():
     assert "did you mean" not in str(err.value) and "available:" in str(err.value)
 
 
+METRICS = ["accuracy", "balanced_accuracy", "macro_f1", "auroc"]
+NET = ["lr", "weight_decay", "batch_size", "max_steps", "hidden", "depth"]
+
+
+@pytest.mark.parametrize("name, choices, hint", [
+    ("widht", [*NET, "width"], "width"),  # two letters swapped
+    ("hiden", NET, "hidden"),  # one left out
+    ("mlo", ["mlp", "cnn", "dt"], "mlp"),  # one changed in 3 letters (ratio 0.67)
+    ("--rou", ["--rate", "--rounds", "--rounds-of-silence"], "--rounds"),  # begun
+    ("Lable", ["label", "file"], "label"),
+    ("auc", METRICS, "auroc"),
+    ("width", NET, None),  # was 'depth': difflib's ratio 0.6, 3 letters of 5
+    ("f1", METRICS, None),
+    ("c", ["a", "b", "none"], None),
+])
+def test_a_suggestion_is_a_likely_misspelling_and_nothing_else(name, choices, hint):
+    from fedlabels.core.errors import closest, did_you_mean
+
+    assert closest(name, choices) == hint
+    assert did_you_mean(name, choices) == ("" if hint is None else
+                                           f" (did you mean {hint!r}?)")
+
+
+def test_method_options_and_run_keys_suggest_alike():
+    """Method options and run keys had difflib's own cutoff (0.6): 'depth' for width."""
+    from fedlabels.method.options import unknown_option_message
+    from fedlabels.runs.spec import unknown_key_message
+
+    for text in (unknown_option_message("m", "width", NET),
+                 unknown_key_message("width", NET, "key")):
+        assert "did you mean" not in text
+    assert "(did you mean 'hidden'?)" in unknown_option_message("m", "hiden", NET)
+    assert "(did you mean 'hidden'?)" in unknown_key_message("Hiden", NET, "key")
+
+
 @pytest.mark.parametrize("argv, hint", [
     (["run", "--epsilom", "8"], "did you mean '--epsilon'?"),
     (["run", "--modle", "dt"], "did you mean '--model'?"),

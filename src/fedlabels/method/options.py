@@ -18,7 +18,6 @@ Values the engine sets (number of clients, features, rounds) are not options; th
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -246,10 +245,7 @@ def unknown_option_message(method: str, key: str, valid: list[str], *,
         text = f"{flag} does not apply to method {method!r} (its options: {listed})"
         return text + (f"; it applies to {', '.join(users)}." if users else ".")
     text = f"method {method!r} has no option {key!r}"
-    close = difflib.get_close_matches(key, valid, n=1)
-    if close:
-        text += f" (did you mean {close[0]!r}?)"
-    text += f"; its options: {listed}."
+    text += did_you_mean(key, valid) + f"; its options: {listed}."
     if users:
         text += f" {key!r} applies to {', '.join(users)}."
     return text

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedlabels.core.declared import field_infos
-from fedlabels.core.errors import FedLabelsError
+from fedlabels.core.errors import FedLabelsError, closest, did_you_mean
 from fedlabels.core.limits import number_text
 
 _META = "fedlabels_run_param"
@@ -199,10 +198,7 @@ def unknown_key_message(key: str, valid: Iterable[str], what: str) -> str:
     """``unknown WHAT 'x' (did you mean 'y'?); valid: a, b, ...`` in one line."""
     valid = sorted(valid)
     text = f"unknown {what} {key!r}"
-    close = difflib.get_close_matches(key, valid, n=1)
-    if close:
-        text += f" (did you mean {close[0]!r}?)"
-    return text + f"; valid: {', '.join(valid)}."
+    return text + did_you_mean(key, valid) + f"; valid: {', '.join(valid)}."
 
 
 def check_keys(cls: type, data: Mapping[str, Any], what: str, *, python: bool = False,
@@ -261,10 +257,9 @@ def _unknown(raw: str, key: str, valid: list[str], params: Mapping[str, ParamInf
     if "did you mean" not in text:
         from fedlabels.method.options import OPTION_USERS
 
-        close = difflib.get_close_matches(key, list(OPTION_USERS), n=1)
-        if close:
-            return text + f" Did you mean the method option {close[0]!r} (in " \
-                          f"{where(close[0])})?"
+        close = closest(key, OPTION_USERS)
+        if close is not None:
+            return text + f" Did you mean the method option {close!r} (in {where(close)})?"
     return text
 
 
