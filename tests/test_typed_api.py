@@ -66,6 +66,11 @@ cfg = fl.RunConfig(method="fedct", rounds=np.int64(5), clients=np.int64(3),
                    seed=np.int64(1), unlabeled_shift=np.float64(0.1), public=Path("u.csv"),
                    output=Path("run.json"), batch_clients=True, image_size=(32, 48),
                    target_range=(0, 400), features=("a", "b"), participation=np.int64(2))
+# a target range as numpy gives it (a pair of numpy's numbers, an array), as
+# make_federation's target_range takes it
+fl.RunConfig(task="regression", target_range=(np.float32(0), np.int64(400)))
+fl.RunConfig(task="regression", target_range=np.array([0.0, 400.0]))
+fl.run("local", "diabetes", task="regression", target_range=np.array([0.0, 400.0]))
 fl.run_config(cfg, threads=np.int64(1))
 fl.load_config("run.toml", method="fedct", dataset="wine", rounds=np.int64(3),
                output=Path("run.json"), options={"quorum": 0.8})
@@ -264,11 +269,14 @@ def test_help_shows_what_each_run_config_field_takes() -> None:
     assert list(shown) == list(typed)
     page = pydoc.render_doc(fl.RunConfig, renderer=pydoc.plaintext)
     for name, annotation in typed.items():
-        spelt = annotation.replace("IntLike", "int | numpy.integer").replace(
-            "FloatLike", "float | numpy.floating | numpy.integer")
+        spelt = annotation
+        for alias, meaning in config.SHOWN_ALIASES.items():
+            spelt = spelt.replace(alias, meaning)
         assert shown[name].annotation == spelt, name
         assert f" {name} : {spelt}\n" in page, name
-    assert "target_range : str | Sequence[float] | None" in page
+    # what parse_target_range takes (a numpy pair, an array), not a sequence of floats alone
+    assert ("target_range : str | Sequence[float | numpy.floating | numpy.integer] | "
+            "numpy.ndarray | None") in page
     assert shown["options"].default == {} and shown["clients"].default == 5
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import TypedDict
 
     from fedlabels.data.federation import FloatLike, IntLike
+    from fedlabels.data.targets import TargetRangeLike
 
     class RunParams(TypedDict, total=False):
         """The run parameters :func:`fedlabels.run` takes as keywords (``**params``), typed
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
         drop: str | Sequence[str] | None
         text_column: str | None
         task: str | None
-        target_range: str | Sequence[float] | None
+        target_range: TargetRangeLike
         insecure_reproducible_noise: bool
         malicious: IntLike
         poison: str | None
@@ -99,7 +100,9 @@ def _keywords_checked(cls: _C) -> _C:
 
 #: the numbers a setting takes, as ``help()`` shows them (a checker reads the aliases)
 SHOWN_ALIASES = {"IntLike": "int | numpy.integer",
-                 "FloatLike": "float | numpy.floating | numpy.integer"}
+                 "FloatLike": "float | numpy.floating | numpy.integer",
+                 "TargetRangeLike": "str | Sequence[float | numpy.floating | numpy.integer] "
+                                    "| numpy.ndarray | None"}
 #: what the constructor takes where it is more than the type a field stores, which
 #: validate() normalises (a Path to its str, a pair to "LO,HI", True to "on"); an int or
 #: float field takes numpy's numbers too. The typed ``__init__`` under TYPE_CHECKING says
@@ -107,7 +110,7 @@ SHOWN_ALIASES = {"IntLike": "int | numpy.integer",
 TAKES = {"public": "str | os.PathLike[str] | None", "output": "str | os.PathLike[str] | None",
          "features": "str | Sequence[str] | None", "drop": "str | Sequence[str] | None",
          "classes": "str | Sequence[str] | None",
-         "target_range": "str | Sequence[float] | None",
+         "target_range": "TargetRangeLike",
          "participation": "FloatLike | None", "batch_clients": "str | bool",
          "cuda_graphs": "str | bool", "image_size": "str | int | tuple[int, int] | None"}
 
@@ -355,7 +358,7 @@ class RunConfig:
                      sep: str | None = None, features: str | Sequence[str] | None = None,
                      drop: str | Sequence[str] | None = None, text_column: str | None = None,
                      task: str | None = None,
-                     target_range: str | Sequence[float] | None = None,
+                     target_range: TargetRangeLike = None,
                      insecure_reproducible_noise: bool = False, malicious: IntLike = 0,
                      poison: str | None = None, participation: FloatLike | None = None,
                      dropout: FloatLike | None = None, deadline: FloatLike | None = None,
