@@ -172,3 +172,21 @@ def test_subsample_aggregate_states_the_accountant_that_calibrated_sigma(fed):
     assert f"σ calibrated by {how}" in guarantee_text(result)
     assert p["noise_sigma"] == calibrate_gnmax_sigma(2.0, 40, DELTA, accountant=how)
     assert p["noise_sigma"] < calibrate_gnmax_sigma(2.0, 40, DELTA, accountant="rdp")
+
+
+@pytest.mark.parametrize("options,how", [({"epsilon": 8.0}, "exact_gaussian"),
+                                         ({"noise_sigma": 30.0}, "given")])
+def test_dp_pate_states_whether_sigma_was_given_or_calibrated_and_by_whom(fed, options, how):
+    """DP-PATE's ledger left ``calibrated_by`` empty, so the result and the report did not
+    say how σ came; a calibrated σ is the accountant's whose calibration gives it."""
+    from fedlabels.reporting.report_page import guarantee_text
+
+    result = fl.run("dp-pate", fed, rounds=1, seed=0, progress=False,
+                    options={**options, "queries": 20})
+    p = result.extra["privacy"]
+    assert p["calibrated_by"] == how
+    assert ("; σ given" if how == "given" else f"σ calibrated by {how}") in \
+        guarantee_text(result)
+    if how != "given":
+        assert p["target"]["calibrated_by"] == how
+        assert p["noise_sigma"] == calibrate_gnmax_sigma(8.0, 20, DELTA, accountant=how)

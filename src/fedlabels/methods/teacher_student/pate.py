@@ -74,9 +74,14 @@ from fedlabels.methods.teacher_student.roles import (
     check_teachers,
 )
 from fedlabels.privacy.events import DISJOINT_TEACHERS, GNMaxEvent
+from fedlabels.privacy.gaussian_calibration import SIGMA_GIVEN
 from fedlabels.privacy.gnmax import gnmax_aggregate, gnmax_event
 from fedlabels.privacy.ledger import Ledger, LedgerEvents
-from fedlabels.privacy.vote_accounting import account_gnmax, calibrate_gnmax_sigma
+from fedlabels.privacy.vote_accounting import (
+    GNMAX_ACCOUNTANT,
+    account_gnmax,
+    calibrate_gnmax_sigma,
+)
 
 
 class DPPATEServer(LedgerEvents, PATEServer):
@@ -100,6 +105,8 @@ class DPPATEServer(LedgerEvents, PATEServer):
             self.sigma = calibrate_gnmax_sigma(opts.epsilon, self.n_queries, self.delta)
         # the released labels, each batch recorded once; ε and the budget are views of it
         self.ledger = Ledger(self.delta, opts.epsilon, what="each teacher")
+        self.ledger.calibrated_by = SIGMA_GIVEN if opts.noise_sigma is not None \
+            else GNMAX_ACCOUNTANT  # calibrate_gnmax_sigma's default
         self.ledger.check_plan(self._asked(self.n_queries), f"{self.n_queries} query(s)")
 
     def _asked(self, n_queries: int) -> list[GNMaxEvent]:
@@ -118,6 +125,7 @@ class DPPATEServer(LedgerEvents, PATEServer):
         account = account_gnmax(self.events, self.delta)  # beside ε: the other bounds
         self.privacy = {**account.to_dict(), "epsilon": self.ledger.spent().epsilon,
                         "calibrated_from_epsilon": self.calibrated_from,
+                        "calibrated_by": self.ledger.calibrated_by,
                         "target": self.ledger.target_view(
                             "query", self.n_queries, sum(ev.n_queries for ev in self.events)),
                         "assumptions": [DISJOINT_TEACHERS, "the server that sees the vote "
