@@ -101,3 +101,54 @@ def test_a_fault_in_fedlabels_keeps_its_traceback(tmp_path, monkeypatch):
                                    "TypeError: ")
         assert str(exc).endswith("This is a fault in fedlabels itself: please report it "
                                  "with the traceback.")
+
+
+def _raised_by(code: str, filename: str, **names: object) -> BaseException:
+    """The exception ``code`` (compiled as if from ``filename``) raises, its traceback
+    starting in that code (this test's own frame, outside fedlabels, left out)."""
+    scope = dict(names)
+    try:
+        exec(compile(code, filename, "exec"), scope)
+    except BaseException as exc:  # the exception under test
+        assert exc.__traceback__ is not None
+        return exc.with_traceback(exc.__traceback__.tb_next)
+    raise AssertionError("the code raised nothing")
+
+
+class _Role:
+    def __init__(self, learner: object) -> None:
+        self.learner = learner
+
+
+def test_a_fault_in_generated_code_is_fedlabels_own():
+    """Frames of generated code (``<string>``: a dataclass's ``__setattr__``, ...) are no
+    evidence of the user's code. ``os.path.abspath`` made ``<string>`` a path under the
+    working directory, so the check for ``<`` never matched and a frozen message written to
+    by fedlabels itself was reported as the user's fault, without its traceback."""
+    from dataclasses import FrozenInstanceError
+
+    from fedlabels.comm import Message
+    from fedlabels.engines.client_failure import client_failure
+
+    message = Message("fedct.train")
+    try:
+        message.kind = "other"  # type: ignore[misc]
+    except FrozenInstanceError as exc:
+        assert exc.__traceback__ is not None
+        raised = exc.with_traceback(exc.__traceback__.tb_next)  # from the generated frame on
+    assert raised.__traceback__ is not None
+    assert raised.__traceback__.tb_frame.f_code.co_filename.startswith("<")
+    failure = client_failure(raised, 0, -1, "hello", _Role(None))
+    assert isinstance(failure, ClientError) and failure.internal
+    assert "between rounds" in str(failure)
+
+
+def test_code_typed_at_a_prompt_is_the_users():
+    """A learner's code typed at the Python prompt (``<stdin>``) is the user's, as a file of
+    theirs is: one line, no request to report a fedlabels bug."""
+    from fedlabels.engines.client_failure import client_failure
+
+    exc = _raised_by("def forward():\n    raise ValueError('shapes')\nforward()\n", "<stdin>")
+    failure = client_failure(exc, 1, 0, "fedct.train", _Role(None))
+    assert isinstance(failure, ClientError) and not failure.internal
+    assert "This is a fault in fedlabels" not in str(failure)

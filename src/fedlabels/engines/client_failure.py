@@ -15,6 +15,9 @@ from fedlabels.core.errors import ClientError, FedLabelsError, LearnerOutputErro
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/fedlabels
 _LIBRARIES = tuple({os.path.abspath(sysconfig.get_paths()[k])
                     for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+#: file names of code Python generates (a dataclass's methods, importlib, numpy's dispatch):
+#: no sign of the user's code, unlike ``<stdin>`` or a notebook cell's ``<ipython-input-...>``
+_GENERATED = ("<string>", "<frozen ", "<__array_function__")
 
 
 def client_failure(exc: BaseException, cid: int, rnd: int, kind: str,
@@ -53,8 +56,9 @@ def _users_fault(exc: BaseException, learner: Any) -> bool:
         frame = tb.tb_frame
         if learner is not None and not own and frame.f_locals.get("self") is learner:
             return True
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith((_PACKAGE, *_LIBRARIES)) and not path.startswith("<"):
+        name = frame.f_code.co_filename  # made absolute, "<string>" would be a user's path
+        if not name.startswith(_GENERATED) \
+                and not os.path.abspath(name).startswith((_PACKAGE, *_LIBRARIES)):
             return True
         tb = tb.tb_next
     return False
