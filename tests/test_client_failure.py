@@ -120,6 +120,34 @@ class _Role:
         self.learner = learner
 
 
+def test_fedlabels_own_errors_and_interrupts_pass_through_unwrapped():
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.engines.client_failure import client_failure
+
+    for exc in (FedLabelsError("client 2: its data is empty."), KeyboardInterrupt()):
+        assert client_failure(exc, 2, 0, "fedct.train", _Role(None)) is exc
+
+
+def test_a_fedlabels_learners_own_method_failing_is_fedlabels_fault():
+    """A learner class of fedlabels' own whose method raises inside fedlabels' files is a
+    fault of fedlabels (traceback kept), though ``self`` is the role's learner."""
+    import os
+
+    from fedlabels.engines.client_failure import _PACKAGE, client_failure
+
+    inside = os.path.join(_PACKAGE, "learners", "imagined.py")
+    exc = _raised_by("class Own:\n"
+                     "    __module__ = 'fedlabels.learners.imagined'\n"
+                     "    def predict(self):\n"
+                     "        return 1 / 0\n"
+                     "learner = Own()\n"
+                     "learner.predict()\n", inside)
+    learner = exc.__traceback__.tb_next.tb_frame.f_locals["self"]  # type: ignore[union-attr]
+    failure = client_failure(exc, 0, 1, "fedct.train", _Role(learner))
+    assert isinstance(failure, ClientError) and failure.internal
+    assert failure.__cause__ is exc and "round 2" in str(failure)
+
+
 def test_a_fault_in_generated_code_is_fedlabels_own():
     """Frames of generated code (``<string>``: a dataclass's ``__setattr__``, ...) are no
     evidence of the user's code. ``os.path.abspath`` made ``<string>`` a path under the
