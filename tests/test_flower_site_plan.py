@@ -612,3 +612,14 @@ def test_sites_refuse_labels_on_more_rows_than_their_plan(
         run_server(grid, server_context(spec))
     status = Path(spec.status).read_text()
     assert f"refused: parameters ({named})" in status, status
+
+
+def test_sites_calibrate_by_their_plans_rounds_not_the_runs(tmp_path: Path) -> None:
+    """A run config of fewer rounds than the plan's would have each release spend more of
+    the plan's ε (less noise a round): the sites calibrate their noise by their plan's rounds,
+    so the server's release of 1 round at the whole ε is refused as less noise."""
+    grid, spec = _deviating_run(tmp_path, replace(SITE, rounds=1))
+    with pytest.raises(FedLabelsError):
+        run_server(grid, server_context(spec))
+    text = Path(spec.status).read_text()
+    assert "refused: parameters" in text and "less noise than the site's" in text, text
