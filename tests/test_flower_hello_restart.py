@@ -119,3 +119,45 @@ def test_a_node_that_leaves_the_hello_for_good_fails_the_setup_within_node_timeo
     assert f"not back within {prepared.spec.node_timeout:g} s" in line
     assert "start the run again once every site's SuperNode is connected" in line
     assert time.monotonic() - began < prepared.spec.reply_timeout / 2  # node_timeout is 2 s
+
+
+class MalformedNewNodeMidRun(LoopbackGrid):
+    """Node 1002 stops at round 2; a new node 2001 with site 1's node config connects and
+    answers the server's hello probe with ``partition_id = 'one'`` (not this fedlabels'
+    ClientApp, or a forged one)."""
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        batch = list(messages)
+        rounds = {m.content.config_records["fedlabels"].get("round") for m in batch
+                  if "fedlabels" in m.content.config_records}
+        if 1 in rounds and 1002 not in self.dead:
+            self.dead.add(1002)
+            self.contexts[NEW_NODE] = Context(
+                run_id=self.run_id, node_id=NEW_NODE,
+                node_config=dict(self.contexts[1002].node_config), state=RecordDict(),
+                run_config=dict(self.contexts[1002].run_config))
+        return super().push_messages(batch)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        replies = list(super().pull_messages(message_ids))
+        for reply in replies:
+            if reply.metadata.src_node_id == NEW_NODE and reply.has_content():
+                reply.content.config_records["config"]["partition_id"] = "one"
+        return replies
+
+
+def test_a_malformed_hello_of_a_node_joining_mid_run_is_no_rejoin(tmp_path: Path) -> None:
+    """A node connecting mid-run was asked the hello and its ``partition_id`` read with
+    ``int(...)``: 'one' raised out of the round's exchange and ended the run. It is not taken
+    for the site it might be; that site is lost when its time is up, and the run goes on."""
+    cfg = RunConfig(method="fedct", dataset="breast_cancer", clients=4, model="dt",
+                    rounds=3, seed=2, options={"quorum": 1.0})
+    prepared, grid = loopback_deployment(cfg, tmp_path / "sites")
+    configs = [dict(c.node_config) for c in grid.contexts.values()]
+    faulty = MalformedNewNodeMidRun(client_app, configs,
+                                    {RUN_CONFIG_KEY: prepared.spec.to_json()})
+    result = run_server(faulty, server_context(prepared.spec))
+    assert result is not None
+    assert list(result.extra["deployment"]["lost"]) == ["1"]
+    assert result.extra["deployment"].get("rejoined", []) == []
+    assert len(result.rounds) == 3

@@ -97,8 +97,9 @@ class FlowerGrid:
                                reply_timeout=min(self.reply_timeout, 60.0))
             for i, hello in probe.exchange({i: Message(HELLO, category="control")
                                             for i in range(len(new))}, -1).items():
-                cid = int(hello.config["partition_id"])
-                if cid in missing and hello.config["public_digest"] == self.public_digest:
+                cid = hello.config.get("partition_id")  # its own word: checked, never int()
+                if isinstance(cid, int) and not isinstance(cid, bool) and cid in missing \
+                        and hello.config.get("public_digest") == self.public_digest:
                     self.node_of[cid] = new[i]
                     back.append(cid)
         for cid in back:
