@@ -29,7 +29,12 @@ from fedlabels.methods import METHODS
 from fedlabels.methods.fedct.dp_fedct import DPFedCTOptions
 from fedlabels.methods.fedct.sensitivity import FLOOR_BITS, empirical_sensitivity
 from fedlabels.privacy.dpsgd_accounting import RECORD_ADD_REMOVE
-from fedlabels.privacy.events import CLIENT_LEVEL, DISJOINT_TEACHERS, RECORD_LEVEL
+from fedlabels.privacy.events import (
+    CLIENT_LEVEL,
+    DISJOINT_TEACHERS,
+    RECORD_LEVEL,
+    WHOLE_DATASET,
+)
 
 ROUNDS, PERIOD, SEED = 2, 3, 1
 SMALL_XCLP = {"lsh_bits": 32, "knn": 3, "labeled_fraction": 0.3, "secure": "none"}
@@ -238,5 +243,37 @@ def test_the_privacy_line_keeps_the_party_a_guarantee_does_not_hold_against() ->
                                               "clients, users of the final model); not the "
                                               "server"})
     assert line is not None
-    assert line.endswith("(formal, client-level, against anyone observing the global "
-                         "models; not the server)")
+    assert line.endswith("(formal, client-level (one client added or removed), against "
+                         "anyone observing the global models; not the server)")
+
+
+@pytest.mark.parametrize(("neighbouring", "relation"), [
+    (RECORD_ADD_REMOVE, "record-level (one record added or removed)"),
+    (RECORD_LEVEL, "record-level (one record removed or replaced)"),
+    (DISJOINT_TEACHERS, "record-level (one record replaced)"),
+    (CLIENT_LEVEL, "client-level (one client added or removed)"),
+    (WHOLE_DATASET, "client-level under replacement")])
+def test_the_privacy_line_names_the_change_its_epsilon_holds_for(neighbouring: str,
+                                                                  relation: str) -> None:
+    """The line said `record-level` alone, for DP-SGD's add-or-remove ε and for PATE's
+    replace-one ε alike, though replacing a record costs up to twice the ε of adding or
+    removing one: a reader could not tell which the ε was."""
+    from fedlabels.results import privacy_line
+
+    line = privacy_line({"guarantee": "formal", "epsilon": 1.0, "delta": 1e-5,
+                         "neighbouring": neighbouring, "guarantee_against": "the server"})
+    assert line == f"privacy: ε = 1, δ = 1e-05 (formal, {relation}, against the server)"
+
+
+def test_a_conditional_privacy_line_names_its_relation_and_party() -> None:
+    """A conditional guarantee (an estimated s*) printed only `conditional on s* = ...`:
+    neither what one individual is nor whom the ε holds against."""
+    from fedlabels.results import privacy_line
+
+    line = privacy_line({"guarantee": "conditional", "epsilon": 3.0, "delta": 1e-5,
+                         "conditional_on": "s* = 12 bits, empirical estimate, not a bound",
+                         "neighbouring": RECORD_LEVEL,
+                         "guarantee_against": "the server: each client enforces it"})
+    assert line == ("privacy: ε = 3, δ = 1e-05 (conditional on s* = 12 bits, empirical "
+                    "estimate, not a bound; record-level (one record removed or replaced), "
+                    "against the server)")

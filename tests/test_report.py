@@ -1021,13 +1021,13 @@ def test_the_guarantee_says_its_unit_and_against_whom_in_table_and_figure(tmp_pa
         res.save_json(path)
     assert main(["report", *map(str, paths), "-o", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
-    assert ("<td>formal, client-level, against anyone observing the global models; "
-            "not the server</td>") in page
+    assert ("<td>formal, client-level (one client added or removed), against anyone "
+            "observing the global models; not the server</td>") in page
     assert "<td>formal, record-level, against the server and the other clients</td>" in page
     rows = summary_rows(group_runs(runs))
     fig = privacy_figure(rows, "epsilon_mean", "epsilon_std", "ε", "t", "no DP",
                          guarantee=True)
-    entries = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    entries = [" ".join(t.get_text().split()) for leg in fig.legends for t in leg.get_texts()]
     assert any("dp-fedavg" in e and "client-level" in e and "not the server" in e
                for e in entries)
     assert any("dp-fedct" in e and "record-level, against the server" in e for e in entries)

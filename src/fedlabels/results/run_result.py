@@ -802,16 +802,33 @@ def site_ledgers_line(privacy: dict[str, Any]) -> str | None:
 
 
 def guarantee_text(privacy: dict[str, Any]) -> str:
-    """What a result's guarantee is and whom it holds against: ``formal, record-level,
-    against the server and the other clients``, ``conditional on ...``, or ``guarantee:
-    none - <reason>``."""
+    """What a result's guarantee is, for which neighbouring datasets and whom it holds
+    against: ``formal, record-level (one record added or removed), against the server and
+    the other clients``, ``conditional on ...; record-level (...), against ...``, or
+    ``guarantee: none - <reason>``."""
     guarantee = privacy.get("guarantee", "none")
+    stated = ", ".join(x for x in (_relation(privacy), _against(privacy)) if x)
     if guarantee == "conditional":
-        return f"conditional on {privacy.get('conditional_on')}"
+        return f"conditional on {privacy.get('conditional_on')}" + (
+            f"; {stated}" if stated else "")
     if guarantee == "formal":
-        relation = str(privacy.get("neighbouring") or "").split(":")[0]
-        return ", ".join(x for x in ("formal", relation, _against(privacy)) if x)
+        return ", ".join(x for x in ("formal", stated) if x)
     return f"guarantee: none - {privacy.get('reason', 'not stated')}"
+
+
+#: how a neighbouring relation names its change, earliest in its text first
+_CHANGES = ("added or removed", "removed or replaced", "replaced")
+
+
+def _relation(privacy: dict[str, Any]) -> str:
+    """``record-level (one record added or removed)``: the unit a guarantee protects and
+    the change of it the ε holds for (under replacement, ε of adding or removing doubles)."""
+    unit, _, rest = str(privacy.get("neighbouring") or "").partition(":")
+    found = sorted((rest.find(c), c) for c in _CHANGES if c in rest)
+    if not unit or "replacement" in unit or not found:
+        return unit
+    return f"{unit} (one {'client' if unit.startswith('client') else 'record'} " \
+           f"{found[0][1]})"
 
 
 def _against(privacy: dict[str, Any]) -> str:
