@@ -38,6 +38,14 @@ def test_dp_fedct_default_mechanism_refuses_noise_and_names_the_recommendation(
     assert ("--mechanism dpsgd --opt site_model=private --quorum 0.8 --opt labeller_lr=0.01 "
             "--model 'mlp(hidden=128)'") in line
     assert not out.exists()  # stopped before round 1: nothing written
+    assert main([*DP_RUN, "--method", "dp-fedct", "--sensitivity", "700",
+                 "--output", str(out)]) == 2
+    given = _one_line(capsys)  # a record-level s*: dpsgd's unit is the same, nothing to say
+    assert "Choose the mechanism" in given and "whole dataset" not in given
+    # the default --sensitivity worst protects each client's whole dataset; the recommended
+    # dpsgd's ε protects one record: the switch weakens the promise, and the line says so
+    assert ("it protects one record of each client (record-level, one record added or "
+            "removed), not each client's whole dataset") in line
     # the recommendation, as written, runs
     import shlex
 

@@ -167,7 +167,8 @@ NOISE_FLIP_PROBABILITY = 0.45
 
 def _choose_mechanism(server: Any) -> str:
     """What the refusal of a noise-only default recommends: DP-SGD, with the user's model
-    where DP-SGD trains it (else what to change), which text learners cannot take, so for
+    where DP-SGD trains it (else what to change), and that its ε protects one record where
+    ``worst``'s protected the client's whole dataset; text learners cannot take it, so for
     them the randomized responses with less noise per label."""
     run_anyway = "--epsilon, fewer --rounds or a smaller U (--unlabeled, or fewer rows in --public)"
     if getattr(server, "text_learners", False):
@@ -175,11 +176,16 @@ def _choose_mechanism(server: Any) -> str:
                 "--mechanism xor or --mechanism kary explicitly, with a larger " + run_anyway
                 + " (docs/privacy.md, Defaults).")
     flag, why, python = _DPSGD_MODEL[getattr(server, "dpsgd_model", "mlp")]
+    sensitivity = getattr(server, "sensitivity", None)
+    weaker = ("; at the same ε it protects one record of each client (record-level, one "
+              "record added or removed), not each client's whole dataset as xor with "
+              "--sensitivity worst does" if getattr(sensitivity, "source", "") == "worst"
+              else "")
     return ("Choose the mechanism: recommended --mechanism dpsgd --opt site_model=private "
             f"--quorum 0.8 --opt labeller_lr=0.01{flag} (docs/privacy.md, Defaults; {why}; in "
             f"Python: fl.run(..., {python}quorum=0.8) with options 'mechanism': 'dpsgd', "
-            "'site_model': 'private', 'labeller_lr': 0.01); or --mechanism xor (options "
-            "'mechanism': 'xor') to run it anyway, with a larger " + run_anyway + ".")
+            f"'site_model': 'private', 'labeller_lr': 0.01){weaker}; or --mechanism xor "
+            "(options 'mechanism': 'xor') to run it anyway, with a larger " + run_anyway + ".")
 
 
 #: the model of the recommended dpsgd run, by what DP-SGD makes of the clients' models
