@@ -187,7 +187,8 @@ def write_table(record: dict[str, Any], path: Path) -> None:
 GUARANTEES = {
     "DP-FedCT (empirical s*)": "record-level, against the server; conditional on the "
                                "measured s*",
-    "DP-FedCT (worst s* = 2|U|)": "record-level, against the server; formal",
+    "DP-FedCT (worst s* = 2|U|)": "client-level under replacement (a client's whole "
+                                  "dataset), against the server; formal",
     "DP-FedAvg": "client-level; not against the server; formal",
 }
 #: marker and line of each DP curve, the same in both figures

@@ -1,4 +1,5 @@
-"""benchmarks/privacy_utility.py's figure: DP-FedCT (record-level, against the server) and
+"""benchmarks/privacy_utility.py's figure: DP-FedCT (record-level or, with the worst-case s*,
+client-level under replacement; against the server) and
 DP-FedAvg (client-level, not against the server) share one ε axis, and the figure says so."""
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ def test_the_panels_say_each_guarantee_and_name_the_dataset(tmp_path, monkeypatc
     curves = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
     assert any("DP-FedAvg" in c and "client-level" in c and "not against the server" in c
                for c in curves)
-    assert any("DP-FedCT (worst" in c and "record-level, against the server" in c
-               for c in curves)
+    # s* = 2|U| covers any two datasets of a client: its whole dataset, not one record (the
+    # legend said record-level, the run's own statement client-level under replacement)
+    assert any("DP-FedCT (worst" in c and "client-level under replacement" in c
+               and "against the server" in c for c in curves)
     assert any("conditional on the measured s*" in c for c in curves)
     for ax in fig.axes:
         assert "Fashion-MNIST" in ax.get_title() and "not comparable" in ax.get_xlabel()
