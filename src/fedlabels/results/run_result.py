@@ -849,5 +849,6 @@ def _composed(privacy: dict[str, Any], eps: float) -> str:
     if not (isinstance(per_round, int | float) and isinstance(rounds, int)
             and isinstance(basic, int | float)) or eps >= basic * (1 - 1e-9):
         return ""
-    return (f"; {rounds} round(s) at ε = {per_round:.4g} each compose to {eps:.4g} at this δ "
-            f"({privacy.get('accountant')} accountant; their sum is {basic:.4g})")
+    return (f"; {rounds} round(s) of pure ε = {per_round:.4g} each (at δ = 0; less at this "
+            f"δ) compose to {eps:.4g} at this δ ({privacy.get('accountant')} accountant; "
+            f"their sum is {basic:.4g})")
