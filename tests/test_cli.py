@@ -245,6 +245,22 @@ def test_methods_listing_shows_default_model_and_threat_model(capsys):
     assert "default model: none (it trains no model)" in out
 
 
+def test_methods_listing_names_the_relation_and_what_a_conditional_guarantee_needs(capsys):
+    """`fedlabels methods dp-fedct` said `guarantee conditional` and nothing on what it is
+    conditional on (that the default --sensitivity worst makes it formal) nor what one
+    protected individual is; dp-fedavg's listing did not say its unit was a whole client."""
+    from fedlabels.methods import get_method
+
+    assert main(["methods", "dp-fedct", "dp-fedavg"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for name in ("dp-fedct", "dp-fedavg"):
+        declared = get_method(name).threat_model.privacy()
+        assert f"neighbouring: {declared['neighbouring']}" in out
+    conditional = get_method("dp-fedct").threat_model.privacy()["conditional_on"]
+    assert "proven for sensitivity worst" in conditional  # the oracle says when it is formal
+    assert f"conditional on: {conditional}" in out
+
+
 def test_ctrl_c_while_the_cli_starts_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """A Ctrl-C in the first second (the subcommands' modules being imported) was a

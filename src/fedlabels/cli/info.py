@@ -67,6 +67,11 @@ def format_method(method: Any) -> str:
         else ""
     lines += _wrap(f"{threat.view}, guarantee {threat.guarantee}{against}",
                    "    threat model: ", 8)
+    if threat.guarantee != "none":  # whom the ε protects, and what a conditional one needs
+        declared = threat.privacy()
+        lines += _wrap(declared["neighbouring"], "    neighbouring: ", 8)
+        if "conditional_on" in declared:
+            lines += _wrap(declared["conditional_on"], "    conditional on: ", 8)
     declared_caps = capability_summary(method.capabilities)
     if declared_caps:
         lines += _wrap(declared_caps, "    capabilities: ", 8)
