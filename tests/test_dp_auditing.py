@@ -394,6 +394,23 @@ def test_a_claim_under_replacement_is_not_falsified_by_added_canaries():
     assert _falsifies({}, 5.0) is None
 
 
+def test_a_client_level_claim_is_not_falsified_by_one_added_record():
+    """DP-FedAvg's client-level ε bounds one whole client added or removed; a canary record
+    added to a client moves its clipped update by up to 2S, twice the sensitivity the noise
+    is calibrated to, so a correct run could be reported FALSIFIED at a bound below 2ε."""
+    from fedlabels.audit.canaries import _falsifies, format_lower_bound
+    from fedlabels.privacy.events import CLIENT_LEVEL, WHOLE_DATASET
+
+    assert _falsifies({"epsilon": 1.0, "neighbouring": CLIENT_LEVEL}, 1.5) is None
+    # any two datasets of a client (dp-fedct's worst case) include one record more or less
+    assert _falsifies({"epsilon": 1.0, "neighbouring": WHOLE_DATASET}, 1.5) is True
+    line = format_lower_bound({"estimator": "one-run", "correct": 9, "guesses": 10,
+                               "n_canaries": 100, "epsilon_lower_bound": 1.5, "beta": 0.05,
+                               "delta": 1e-5, "claimed_epsilon": 1.0,
+                               "falsifies_claim": None})
+    assert "FALSIFIED" not in line and "not comparable" in line and "up to 2ε" in line
+
+
 def test_a_bound_above_the_claim_falsifies_it_and_one_at_it_does_not():
     from fedlabels.audit.canaries import _falsifies
     from fedlabels.privacy.events import RECORD_LEVEL

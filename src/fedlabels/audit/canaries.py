@@ -290,8 +290,10 @@ def format_lower_bound(entry: dict[str, Any]) -> str:
     claim = entry.get("claimed_epsilon")
     verdict = ("no claim" if claim is None else
                f"claimed ε = {claim:.4g}" + (" — FALSIFIED" if entry["falsifies_claim"] else
-                                            " under replacement: the canaries add or remove "
-                                            "records, not comparable"
+                                            ", not comparable: the canaries add or remove one "
+                                            "record of a client, which a claim for one record "
+                                            "replaced or one whole client bounds only by "
+                                            "group privacy (up to 2ε)"
                                             if entry["falsifies_claim"] is None else ""))
     ceiling = entry.get("epsilon_ceiling")
     reach = "" if ceiling is None else (

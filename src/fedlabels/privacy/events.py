@@ -71,8 +71,10 @@ DISJOINT_TEACHERS = ("record-level: one private record of one teacher replaced b
 
 def covers_add_remove(neighbouring: str) -> bool:
     """Whether a claim under ``neighbouring`` bounds adding or removing one record (what a
-    canary audit does); a claim under replacement only does not."""
-    return neighbouring != DISJOINT_TEACHERS
+    canary audit does). A claim under replacement only does not, nor one of a whole client
+    added or removed: a record added to a client replaces that client's contribution (the
+    clipped update moves by up to 2S), bounded only by group privacy, up to 2ε."""
+    return neighbouring not in (DISJOINT_TEACHERS, CLIENT_LEVEL)
 
 
 SENSITIVITY_SOURCES = ("empirical", "prop2", "worst", "given")
