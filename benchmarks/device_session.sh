@@ -16,14 +16,20 @@
 # What comes back (the device tool returns at most 8 files from $OUT): check.log,
 # profiles.tar.gz (the profile tables of the Fashion-MNIST round, of a call of 100 clients
 # trained together and of the LoRA round), workers16.json with WORKERS16, and long.tar.gz
-# (each run's log, result, per-round table and summary.json; checkpoints removed). Data: carry .devcache holding fashion_mnist/ and vader/ from
-# ~/.cache/fedlabels (about 34 MiB).
+# (each run's log, result, per-round table and summary.json; checkpoints removed).
+# Data: carry .devcache holding fashion_mnist/ and vader/ from ~/.cache/fedlabels (about 34 MiB).
 #
 #   bash benchmarks/device_session.sh 560 9,10,12,13,15,16
 #   DRY_RUN=1 CHECK_PERCENT=50 bash benchmarks/device_session.sh 800 9  # CPU only, tiny:
 #   checks the script, the check's rows all there (settings too) (tests/test_device_check.py)
+#
+# A part that overruns its limit gets SIGTERM, and SIGKILL KILL_AFTER (10) s later (timeout -k:
+# a process deaf to SIGTERM, or stuck in a driver call, must not hold up the parts after it);
+# what it printed stays in check.log, and the parts after it run in what is left.
 set -u
 budget=${1:-480}
+kill_after=${KILL_AFTER:-10}
+limited() { timeout -k "$kill_after" "$@"; }  # limited SECONDS COMMAND..: SIGTERM, then SIGKILL
 select=${2:-9,10,11,12,13,14,15,16,17}
 out=${OUT:-benchmarks/results/device_session}
 mkdir -p "$out"
@@ -34,13 +40,14 @@ start=$SECONDS
 left() { echo $((budget - (SECONDS - start))); }
 long=$(mktemp -d)
 prof=$(mktemp -d)
+trap 'rm -rf "$long" "$prof"' EXIT  # packed into $out by then
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/check.log"
 dry=()
 if [ -n "${DRY_RUN:-}" ]; then dry=(--dry-run --skip-tests); fi
 # CHECK_PERCENT: the check's share of the budget; CHECK_FLAGS: more of its flags (e.g.
 # --skip-gather, measured on the H200 already)
-timeout $((budget * ${CHECK_PERCENT:-40} / 100)) "$py" benchmarks/device_check.py \
+limited $((budget * ${CHECK_PERCENT:-40} / 100)) "$py" benchmarks/device_check.py \
     --skip-text-run --skip-cpu-text --skip-offload --profile "$prof" ${CHECK_FLAGS:-} \
     "${dry[@]}" 2>&1 | tee -a "$out/check.log"
 tar czf "$out/profiles.tar.gz" -C "$prof" .
@@ -51,25 +58,25 @@ if [ "$e2e" -gt 30 ]; then
     t0=$SECONDS
     # end to end as a user runs it: its paced checkpoints (--keep-checkpoints; the
     # files are left out of what comes back)
-    timeout $((e2e + 15)) "$py" benchmarks/device_check.py --execute-long "$e2e" --parallel 1 \
-        --keep-checkpoints --select 23 --out-dir "$long/e2e" 2>&1 | tee -a "$out/check.log"
+    limited $((e2e + 15)) "$py" benchmarks/device_check.py --execute-long "$e2e" \
+        --parallel 1 --keep-checkpoints --select 23 --out-dir "$long/e2e" 2>&1 | tee -a "$out/check.log"
     rest=$(( e2e - (SECONDS - t0) ))
     if ! grep -q '"status": "done"' "$long/e2e/summary.json" 2>/dev/null && [ "$rest" -gt 30 ]; then
         # the graphs failed or ran out of time: the run without them (the check's rows
         # compare a round with and without)
-        timeout $((rest + 15)) "$py" benchmarks/device_check.py --execute-long "$rest" \
+        limited $((rest + 15)) "$py" benchmarks/device_check.py --execute-long "$rest" \
             --parallel 1 --keep-checkpoints --select 0 --out-dir "$long/e2e-eager" 2>&1 \
             | tee -a "$out/check.log"
     fi
 fi
 
 if [ "${TEXT_RUN:-1}" != 0 ] && [ "$(left)" -gt 260 ]; then
-    timeout 240 "$py" benchmarks/device_check.py --text-run-only "${dry[@]}" 2>&1 \
+    limited 240 "$py" benchmarks/device_check.py --text-run-only "${dry[@]}" 2>&1 \
         | tee -a "$out/check.log"
 fi
 
 if [ -n "${WORKERS16:-}" ] && [ "$(left)" -gt 260 ]; then
-    timeout 240 "$py" benchmarks/workers_speedup.py --workers "$WORKERS16" --repeats 1 \
+    limited 240 "$py" benchmarks/workers_speedup.py --workers "$WORKERS16" --repeats 1 \
         --cases "${WORKERS16_CASES:-fedct-rf-32,fedavg-mlp-32}" --probe '' \
         --output "$out/workers16.json" 2>&1 | tee -a "$out/check.log"
 fi
@@ -77,7 +84,7 @@ fi
 rest=$(( $(left) - 20 ))
 if [ "$rest" -gt 30 ] && [ "$select" != none ]; then
     n=$(echo "$select" | tr ',' '\n' | wc -l)
-    timeout $((rest + 10)) "$py" benchmarks/device_check.py --execute-long "$rest" \
+    limited $((rest + 10)) "$py" benchmarks/device_check.py --execute-long "$rest" \
         --parallel "$n" --select "$select" --out-dir "$long/runs" 2>&1 | tee -a "$out/check.log"
 fi
 # at most 16 MiB a file comes back: checkpoints and their journals, their temporary files

@@ -125,6 +125,29 @@ def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(
                 "./profile_cpu_text_ops.txt"} <= set(archive.getnames())
 
 
+def test_a_part_deaf_to_sigterm_is_killed_and_the_session_goes_on(tmp_path):
+    """A part past its limit gets SIGTERM, then SIGKILL (``timeout -k``): before, a process
+    that ignored SIGTERM (or hung in a driver call) held the session until the device
+    tool's own limit, and nothing after it ran or was packed."""
+    import os
+    import subprocess
+
+    stub = tmp_path / "python"  # the check: deaf to SIGTERM, it would sleep for 60 s
+    stub.write_text("#!/bin/bash\ntrap '' TERM\necho deaf check started\nsleep 60\n")
+    stub.chmod(0o755)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": str(stub),
+           "CHECK_PERCENT": "10", "KILL_AFTER": "1"}
+    started = time.monotonic()
+    done = subprocess.run(["bash", "benchmarks/device_session.sh", "20", "none"],
+                          cwd=SCRIPT.parents[1], env=env, capture_output=True, text=True,
+                          timeout=50)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 20  # its 2 s, 1 s of grace, the packing
+    log = (tmp_path / "out" / "check.log").read_text()
+    assert "deaf check started" in log and "check ended after" in log
+    assert "all ended after" in log and (tmp_path / "out" / "long.tar.gz").is_file()
+
+
 def test_the_long_runs_are_valid_command_lines(capsys):
     from fedlabels.cli import build_parser
     from fedlabels.cli.run_options import config_from_args
