@@ -111,6 +111,7 @@ def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(
     log = (dry_session / "check.log").read_text()
     assert "DRY RUN" in log and "FedCT Fashion-MNIST round" in log
     assert "whole LoRA MiniLM FedCT run on cpu (m=3, T=2 rounds" in log  # the LoRA step
+    assert "LoRA run: round 2 of 2 after " in log  # its pace, should it be cut short
     assert "long run 23" in log and "long run 00" in log and "long run 09" in log
     assert "all ended after" in log
     with tarfile.open(dry_session / "long.tar.gz") as archive:
@@ -123,6 +124,28 @@ def test_the_one_call_session_script_runs_its_three_parts_and_packs_the_results(
     with tarfile.open(dry_session / "profiles.tar.gz") as archive:
         assert {"./profile_cpu_ops.txt", "./profile_cpu_100clients_python.txt",
                 "./profile_cpu_text_ops.txt"} <= set(archive.getnames())
+
+
+def session_function(call: str) -> str:
+    """What ``call`` prints with benchmarks/device_session.sh sourced (its functions only)."""
+    import subprocess
+
+    done = subprocess.run(["bash", "-c", f"source benchmarks/device_session.sh; {call}"],
+                          cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=30,
+                          check=True)
+    return done.stdout.strip()
+
+
+def test_the_text_run_gets_what_the_documented_session_leaves_it():
+    """``CHECK_PERCENT=45 ... device_session.sh 560 none``: the check may take 252 s and the
+    end-to-end run about 110 s (93 s on the H200, its eager fallback), which leaves 198 s.
+    Before, the text run started only where 260 s were left, so that session never ran it
+    (and 200 s of the lent machine went unused); now it gets all but 20 s of what is left,
+    at most 240 s, and none under 120 s."""
+    left = 560 - 560 * 45 // 100 - 110
+    assert session_function(f"part_limit {left}") == "178"
+    assert session_function("part_limit 400; part_limit 260") == "240\n240"
+    assert session_function("part_limit 140; part_limit 139") == "120\n0"
 
 
 def test_a_part_deaf_to_sigterm_is_killed_and_the_session_goes_on(tmp_path):
