@@ -679,7 +679,13 @@ def main(argv: list[str] | None = None) -> int:
         return text_run_only(scale, gpu or "cpu", args.minilm)
     if not has_gpu and not args.dry_run:
         print("no CUDA GPU here: only the CPU column is measured", file=sys.stderr)
+    started = time.monotonic()
+
+    def so_far(part: str) -> None:  # where the check's time goes, should it be cut short
+        print(f"(check: {time.monotonic() - started:.0f} s before {part})", flush=True)
+
     code = 0 if args.skip_tests else run_cuda_tests(args.dry_run)
+    so_far("the rows")
     notes: list[str] = []
     torch.set_num_threads(1)
     name = torch.cuda.get_device_name(0) if has_gpu else "no GPU"
@@ -770,6 +776,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{figures['per_client_build_ms']:.2f} against {figures['device_build_ms']:.2f} "
               f"ms ({figures['build_speedup']:.1f}x)", flush=True)
     if not args.skip_settings and (gpu is not None or args.dry_run):
+        so_far("the settings rows")
         device = gpu or "cpu"
         print(f"{'settings: a FedCT round on ' + device:<62} {'fp32 s':>9} {'other s':>9} "
               f"{'cost':>8}", flush=True)
@@ -781,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         for m, base, half, det in zip(models, fp32, bf16, exact, strict=True):
             print_setting(f"  {m}, --precision bf16", base, half)
             print_setting(f"  {m}, deterministic kernels", base, det)
+    so_far("the LoRA round")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.minilm or minilm_shaped_dir(Path(tmp), tiny=args.dry_run)
         if args.minilm is None:

@@ -68,6 +68,9 @@ def test_dry_run_measures_every_row_on_the_cpu(dry_session):
     # the whole-run estimate is 400 training rounds and 20 evaluations (to the printed digits)
     assert seconds[2] == pytest.approx(400 * seconds[0] + 20 * seconds[1], abs=0.5)
     assert "DRY RUN" in out
+    # where the check's time went, for the next lent machine's budget
+    for part in ("the rows", "the settings rows", "the LoRA round"):
+        assert f" s before {part})" in out
     # the step by hand against autograd, side by side: both timed, weights within rounding
     (by_hand,) = [line for line in out.splitlines() if line.startswith("the MLP's step by")]
     before, after = (float(x) for x in by_hand.split(": ")[1].split(" ms")[0].split(" -> "))
