@@ -6,7 +6,8 @@ client's generator drew, and divides by q·n. What each path hands its optimiser
 it. The generator is wrapped (test only) so that its noise draws are zeros (clipping alone)
 or recorded normals (the noise's scale and where it goes); the Poisson sample comes from
 the wrapped generator unchanged, and the oracle replays it from the same seed. Adam's step
-is wrapped by a recorder of what it is handed.
+is wrapped by a recorder of what it is handed. Public auxiliary rows (FedCT's U) add their
+own clipped gradients, without noise, and count in the divisor.
 """
 
 from __future__ import annotations
@@ -145,3 +146,52 @@ def test_clients_steps_together_are_each_clipped_sum_plus_its_noise(monkeypatch,
         want = step_of(totals[c], noise, config, len(y))
         for got, w in zip(stacked, want, strict=True):
             torch.testing.assert_close(got[c], w, rtol=1e-4, atol=1e-6)
+
+
+def public_rows(c):
+    """Client ``c``'s auxiliary set: a public pool and the rows of it, with labels, that
+    it trains on (``aux_index``, unsorted, so rows ``0..k-1`` of the pool are not them)."""
+    rng = np.random.default_rng(50 + c)
+    Xu, yu = digits_clients((60,), seed=7 + c)[0][0]
+    index = rng.choice(len(yu), size=20 + 3 * c, replace=False)
+    return Xu, yu[index], index
+
+
+@pytest.mark.parametrize("together", [False, True])
+def test_public_rows_add_their_clipped_gradients_without_noise_and_count_in_the_divisor(
+        monkeypatch, together):
+    models, clients, clip = setup(SPECS[0], 0.5)
+    config = DPSGDConfig(noise_multiplier=0.7, sample_rate=0.4, clip=clip)
+    for m in models:  # one public minibatch of all its rows: the oracle knows which
+        m.batch_size = 1000
+    seen = recorder(monkeypatch, batched_dpsgd if together else dpsgd)
+    rngs = [NoiseOf(c, False) for c in range(len(SIZES))]
+    publics = [public_rows(c) for c in range(len(SIZES))]
+    wants = []
+    for c, (m, (X, y)) in enumerate(zip(models, clients, strict=True)):
+        Xu, yu, index = publics[c]
+        inputs = torch.from_numpy(Xu[index])
+        public = oracle(m.model_, inputs, torch.from_numpy(yu.astype(np.int64)),
+                        range(len(yu)), clip)
+        wants.append((clipped_sum(m, X, y, config, c), public, len(yu)))
+    jobs = [DPSGDJob(m, X, y, 1, config, rng, Xu, yu, index) for m, (X, y), rng,
+            (Xu, yu, index) in zip(models, clients, rngs, publics, strict=True)]
+    if together:
+        assert batched_dpsgd.dpsgd_groups(jobs) == [[0, 1, 2]]
+        batched_dpsgd.dpsgd_together(jobs, threads=1)
+    else:
+        for job in jobs:
+            dpsgd.dpsgd_steps(job.learner, job.X, job.y, 1, config, job.rng, job.X_aux,
+                              job.y_aux, job.aux_index)
+    for c, (m, (_, y)) in enumerate(zip(models, clients, strict=True)):
+        private, public, n_public = wants[c]
+        sizes = [p.numel() for p in m.model_.parameters()]
+        noise = np.split(np.concatenate([d.ravel() for d in rngs[c].draws]),
+                         np.cumsum(sizes)[:-1])
+        sigma_c = config.noise_multiplier * clip
+        weight = config.sample_rate * len(y) + n_public  # q·n plus the public batch
+        got = seen[0] if together else seen[c]
+        for k, (t, a, z) in enumerate(zip(private, public, noise, strict=True)):
+            want = (t + sigma_c * torch.from_numpy(z).reshape(t.shape) + a) / weight
+            torch.testing.assert_close(got[k][c] if together else got[k], want,
+                                       rtol=1e-4, atol=1e-6)
