@@ -136,3 +136,78 @@ def test_a_resting_model_keeps_no_gradients():
         assert m.steps_ == 3
         assert all(p.grad is None for p in m.model_.parameters())
         assert len(m.optimizer_.state) == len(list(m.model_.parameters()))  # Adam's kept
+
+
+def _recorded_gradients(monkeypatch):
+    """Each gradient ``train_steps`` / ``distill_steps`` hands to Adam, and the weights it
+    was taken at, recorded."""
+    from fedlabels.learners import torch_mlp
+
+    seen, step = [], torch_mlp.adam_step
+
+    def record(opt):
+        params = [p for g in opt.param_groups for p in g["params"]]
+        seen.append(([p.grad.detach().clone() for p in params],
+                     [p.detach().clone() for p in params]))
+        step(opt)
+
+    monkeypatch.setattr(torch_mlp, "adam_step", record)
+    return seen
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_step_is_the_gradient_of_the_mean_loss_on_private_and_pseudo_labelled_rows(
+        monkeypatch, weighted):
+    """Oracle: autograd of (Σ_private CE + Σ_aux w·CE) / (private rows + aux rows) at each
+    step's weights, the auxiliary rows ``X_aux[aux_index]`` (unsorted, so not the first
+    rows of ``X_aux``); a batch larger than either set takes every row. Two steps: the
+    second's gradient is its own, not added to the first's."""
+    X, y = _data(n=40)
+    Xu, _ = _data(n=70, seed=1)
+    rng = np.random.default_rng(3)
+    index = rng.choice(len(Xu), size=25, replace=False)
+    yu = rng.integers(0, 3, size=25)
+    w = rng.uniform(0.1, 1.0, size=25).astype(np.float32) if weighted else None
+    m = TorchMLPClassifier(hidden_layer_sizes=(8,), n_classes=3, batch_size=1000,
+                           random_state=0).initialise(X.shape[1], 3)
+    seen = _recorded_gradients(monkeypatch)
+    m.train_steps(X, y, 2, X_aux=Xu, y_aux=yu, w_aux=w, aux_index=index)
+    ce = torch.nn.functional.cross_entropy
+    weights = torch.ones(25) if w is None else torch.from_numpy(w)
+    names = [n for n, _ in m.model_.named_parameters()]
+    assert len(seen) == 2
+    for got, at in seen:
+        params = {n: p.requires_grad_() for n, p in zip(names, at, strict=True)}
+
+        def net(x, params=params):
+            return torch.func.functional_call(m.model_, params, (torch.from_numpy(x),))
+
+        loss = (ce(net(X), torch.from_numpy(y), reduction="sum")
+                + (ce(net(Xu[index]), torch.from_numpy(yu), reduction="none")
+                   * weights).sum()) / (40 + 25)
+        want = torch.autograd.grad(loss, list(params.values()))
+        for g, e in zip(got, want, strict=True):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-7)
+
+
+def test_a_distillation_step_is_the_gradient_of_weighted_soft_plus_private_loss(
+        monkeypatch):
+    """Oracle: autograd of ``weight · mean_j H(P_j, softmax(f(X_soft_j))) + mean CE`` on the
+    private rows, on a copy of the network (batches larger than the sets: every row)."""
+    import copy
+
+    X, y = _data(n=30)
+    Xs, _ = _data(n=20, seed=2)
+    P = np.random.default_rng(4).dirichlet(np.ones(3), size=20).astype(np.float32)
+    m = TorchMLPClassifier(hidden_layer_sizes=(8,), n_classes=3, batch_size=1000,
+                           random_state=0).initialise(X.shape[1], 3)
+    before = copy.deepcopy(m.model_)
+    seen = _recorded_gradients(monkeypatch)
+    m.distill_steps(Xs, P, 1, X=X, y=y, weight=0.3)
+    logp = torch.log_softmax(before(torch.from_numpy(Xs)), dim=1)
+    loss = 0.3 * -(torch.from_numpy(P) * logp).sum(1).mean() + \
+        torch.nn.functional.cross_entropy(before(torch.from_numpy(X)), torch.from_numpy(y))
+    want = torch.autograd.grad(loss, list(before.parameters()))
+    ((got, _),) = seen
+    for g, e in zip(got, want, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-7)
