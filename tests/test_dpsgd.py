@@ -363,3 +363,24 @@ def test_record_level_dp_fedavg_clients_refuse_a_server_that_lowers_their_protec
                options={"level": "record", "epsilon": 4.0, "example_rate": 0.2,
                         "sample_rate": 1.0})
     assert stacked == []  # no DP-SGD step was taken with the server's parameters
+
+
+@pytest.mark.parametrize("clip", [0.0, -1.0])
+def test_a_clip_that_is_not_positive_is_refused(clip: float) -> None:
+    with pytest.raises(FedLabelsError, match="clipping norm must be > 0"):
+        DPSGDConfig(noise_multiplier=1.0, sample_rate=0.1, clip=clip)
+
+
+def test_steps_taken_are_counted_and_a_negative_count_is_refused() -> None:
+    """The learner counts every DP-SGD step (``steps_``, what a state carries); -1 steps
+    were taken as none and counted as -1."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((30, 5)).astype(np.float32), np.arange(30) % 3
+    m = TorchMLPClassifier(hidden_layer_sizes=(4,), n_classes=3, random_state=0)
+    config = DPSGDConfig(noise_multiplier=1.0, sample_rate=0.3, clip=1.0)
+    secret = randomness.numpy_generator()
+    assert dpsgd_steps(m, X, y, 3, config, secret) == 3
+    assert m.steps_ == 3
+    with pytest.raises(FedLabelsError, match="integer >= 0"):
+        dpsgd_steps(m, X, y, -1, config, secret)
+    assert m.steps_ == 3
