@@ -211,3 +211,18 @@ def test_a_distillation_step_is_the_gradient_of_weighted_soft_plus_private_loss(
     ((got, _),) = seen
     for g, e in zip(got, want, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("n, batch", [(6, 2), (7, 2), (5, 5)])
+def test_every_epoch_of_minibatches_takes_each_row_once(n, batch):
+    """A cursor's batches go through a permutation: the first n // batch batches hold
+    distinct rows (an epoch whose rows divide into batches takes every row), the next
+    batch starts a new permutation, and n <= batch is every row each step."""
+    from fedlabels.learners.torch_state import BatchCursor
+
+    cursor = BatchCursor(n, batch, np.random.default_rng(0))
+    for _ in range(3):  # epochs
+        rows = np.concatenate([cursor.next() for _ in range(max(1, n // batch))])
+        assert len(rows) == len(set(rows.tolist())) == (n // batch) * batch
+        if n % batch == 0 or n <= batch:
+            assert sorted(rows.tolist()) == list(range(n))
