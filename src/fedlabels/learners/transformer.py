@@ -301,6 +301,7 @@ class TransformerClassifier(ClassifierMixin, BaseEstimator):
                                            weight_decay=float(self.weight_decay))
         self.rng_ = np.random.default_rng(seed)
         self.classes_ = np.arange(n_classes)  # no n_features_in_: text has no columns
+        self.n_outputs_ = n_classes  # the head's outputs, what fedlabels' own code reads
         self.steps_ = 0
         self._cursors: dict[int, BatchCursor] = {}
         self.model_ = self.head_  # "built" marker shared with the torch MLP's helpers
