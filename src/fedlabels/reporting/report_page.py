@@ -131,7 +131,7 @@ def cost_columns() -> list[tuple[str, str, Cell]]:
          lambda r: fmt(r["bytes_per_client_total"], whole=True)),
         ("guarantee", "guarantee", lambda r: fmt(r["guarantee"])),
         ("ε spent", "epsilon_mean", lambda r: fmt(r["epsilon_mean"], r["epsilon_std"])),
-        ("δ", "delta", lambda r: MISSING if r["delta"] is None else f"{r['delta']:.0e}"),
+        ("δ", "delta", lambda r: MISSING if r["delta"] is None else f"{r['delta']:g}"),
         ("VUL", "vul_mean", lambda r: fmt(r["vul_mean"], r["vul_std"])),
         ("VUL 95 % interval", "vul_low", lambda r: MISSING if r["vul_low"] is None
          else f"[{fmt(r['vul_low'])}, {fmt(r['vul_high'])}]"
@@ -331,7 +331,7 @@ def guarantee_text(res: RunResult) -> str:
         return f"{guarantee}" + (f" ({reason})" if reason else "")
     eps, delta = privacy.get("epsilon"), privacy.get("delta")
     spent = "" if eps is None else f", ε = {fmt(eps)}" + (
-        "" if delta is None else f", δ = {delta:.0e}")
+        "" if delta is None else f", δ = {delta:g}")  # 1.4e-5 is not 1e-05
     calibrated = privacy.get("calibrated_by")  # the server ledger's: σ given, or by whom
     if isinstance(calibrated, str):
         spent += "; σ given" if calibrated == "given" else f"; σ calibrated by {calibrated}"
