@@ -96,7 +96,7 @@ def test_a_finished_or_foreign_run_is_refused_before_a_resume_starts(tmp_path: P
     import pytest
 
     from fedlabels.core.errors import FedLabelsError
-    from fedlabels.deploy.launcher import check_resumable
+    from fedlabels.deploy.resume_app import check_resumable
 
     prepared, grid = loopback_deployment(CFG, tmp_path / "sites")
     assert run_server(grid, server_context(prepared.spec)) is not None
@@ -105,15 +105,15 @@ def test_a_finished_or_foreign_run_is_refused_before_a_resume_starts(tmp_path: P
     again = prepare_run(CFG, tmp_path / "sites", output=out)
     with pytest.raises(FedLabelsError, match=r"is a finished run \(1 round\(s\) run\); "
                                              r"nothing to resume"):
-        check_resumable(again)
+        check_resumable(again.spec, again.federation)
     other = prepare_run(replace_seed(CFG, 1), tmp_path / "other", output=out)
     data = json.loads(Path(out).read_text())
     data["deployment"]["status"] = "running"  # as a run stopped after its round is written
     Path(out).write_text(json.dumps(data))
-    check_resumable(again)  # an unfinished run of the same settings: resumable
+    check_resumable(again.spec, again.federation)  # unfinished, the same settings
     with pytest.raises(FedLabelsError, match="the checkpoint is of another run: it differs "
                                              "in client_seeds, federation, seed"):
-        check_resumable(other)
+        check_resumable(other.spec, other.federation)
     assert Path(prepared.spec.status).read_text() == status_before  # nothing written
 
 

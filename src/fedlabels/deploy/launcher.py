@@ -603,7 +603,11 @@ def _deploy_local(cfg: RunConfig, workdir: Path, output: Path, *, reply_timeout:
     prepared = prepare_run(cfg, workdir / "sites", output=output, reply_timeout=reply_timeout,
                            node_timeout=node_timeout, overwrite=overwrite)
     if resume:  # the same sites (split again identically), their saved state, the checkpoint
-        check_resumable(prepared)  # before any process starts or any status is written
+        from fedlabels.deploy.resume_app import check_resumable
+
+        # before any process starts or any status is written (the ServerApp would refuse it
+        # once every process had started, writing a failed status over the run's own)
+        check_resumable(prepared.spec, prepared.federation)
         prepared = resumable(prepared)
     dep = LocalDeployment(prepared, workdir, secure=secure, echo=progress, database=database,
                           site_settings=site_settings)
@@ -630,15 +634,6 @@ def _deploy_local(cfg: RunConfig, workdir: Path, output: Path, *, reply_timeout:
     finalise_status(status, "failed", f"the ServerApp ended without a final status (killed "
                     f"or crashed; `flwr run` exited with code {code}); see {dep.logs}")
     return read_outcome(prepared, code, dep.logs)
-
-
-def check_resumable(prepared: PreparedRun) -> None:
-    """Refuse, before anything starts, to resume a finished run or a checkpoint of another
-    run (what the ServerApp would refuse once every process had started, writing a failed
-    status over the run's own): :func:`.resume_app.check_resumable`."""
-    from fedlabels.deploy.resume_app import check_resumable as check
-
-    check(prepared.spec, prepared.federation)
 
 
 def resumable(prepared: PreparedRun) -> PreparedRun:
