@@ -226,3 +226,21 @@ def test_every_epoch_of_minibatches_takes_each_row_once(n, batch):
         assert len(rows) == len(set(rows.tolist())) == (n // batch) * batch
         if n % batch == 0 or n <= batch:
             assert sorted(rows.tolist()) == list(range(n))
+
+
+def test_each_epoch_of_minibatches_is_a_new_permutation():
+    """A cursor that kept its first permutation for good (no reshuffle between epochs)
+    passed every test: each epoch still takes every row once. The next epoch's order is a
+    new draw of the cursor's own generator (the same seed, the same sequence)."""
+    from fedlabels.learners.torch_state import BatchCursor
+
+    def epochs(seed: int) -> list[np.ndarray]:
+        cursor = BatchCursor(100, 10, np.random.default_rng(seed))
+        return [np.concatenate([cursor.next() for _ in range(10)]) for _ in range(3)]
+
+    first = epochs(0)
+    assert not np.array_equal(first[0], first[1])
+    assert not np.array_equal(first[1], first[2])
+    rng = np.random.default_rng(0)  # the same generator, drawn as the cursor draws it
+    assert [e.tolist() for e in first] == [rng.permutation(100).tolist() for _ in range(3)]
+    assert all(np.array_equal(a, b) for a, b in zip(first, epochs(0), strict=True))
