@@ -139,6 +139,22 @@ def test_the_lead_names_the_best_run_with_a_guarantee_when_the_two_best_have_non
     assert "Best with a privacy guarantee" not in lead_sentence(no, "accuracy", False)
 
 
+def test_no_clear_winner_is_said_up_to_a_gap_equal_to_the_two_spreads():
+    """The boundary of 'within their spreads over seeds' (gap <= std₁ + std₂) had no test
+    near it: a gap equal to the spreads (exact in binary: 0.25 = 0.125 + 0.125) is no clear
+    winner, a gap a hair above them is one; no spread at all says nothing."""
+    from fedlabels.reporting.report_lead import lead_sentence
+
+    def lead(std_b: float | None) -> str:
+        return lead_sentence([_row("a", 0.75, 0.125), _row("b", 0.5, std_b)], "accuracy",
+                             False)
+
+    assert "no clear winner" in lead(0.125)
+    assert "no clear winner" not in lead(0.124)
+    assert "no clear winner" not in lead_sentence([_row("a", 0.75), _row("b", 0.5)],
+                                                  "accuracy", False)
+
+
 def test_balanced_accuracy_is_above_chance_only_beyond_its_wald_half_width():
     from fedlabels.results.caveats import balanced_above_chance
 
