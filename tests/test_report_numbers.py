@@ -368,3 +368,19 @@ def test_the_columns_name_only_settings_in_which_configurations_differ():
     cells = setting_cells(group_runs(runs))
     assert [set(c) for c in cells] == [{"partition", "rounds", "workers"}] * 2
     assert [c["workers"] for c in cells] == [1, 2]
+
+
+def test_a_configuration_is_said_to_learn_nothing_only_when_every_seed_did(monkeypatch):
+    """A configuration one of whose seeds learnt next to nothing was not tested: 'any'
+    for 'all' passed, and the lead would have called a configuration idle for one bad
+    seed. Only configurations whose every run learnt nothing are named (and none of an
+    empty one)."""
+    from fedlabels.reporting import report
+    from fedlabels.results import caveats
+
+    idle = {"x1", "x2", "y1"}
+    monkeypatch.setattr(caveats, "learnt_next_to_nothing", lambda run: run in idle)
+    configs = [report.Configuration("x", ["x1", "x2"]),
+               report.Configuration("y", ["y1", "y2"]),
+               report.Configuration("z", [])]
+    assert report._learnt_nothing(configs) == {"x"}
