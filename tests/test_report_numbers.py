@@ -283,7 +283,8 @@ def test_the_guarantee_names_whom_it_holds_against_and_whom_not():
                 "epsilon_by_accountant": {"basic": 4.0}, "accountant": "rdp"}
     assert "compose" not in (privacy_line(composed) or "x")  # ε is the sum: nothing to say
     line = privacy_line({**composed, "epsilon": 2.5})
-    assert line is not None and "4 round(s) at ε = 1 each compose to 2.5" in line
+    assert line is not None and \
+        "4 round(s) of pure ε = 1 each (at δ = 0; less at this δ) compose to 2.5" in line
 
 
 def test_the_sites_ledgers_line_gives_the_range_of_the_sites_epsilons():
