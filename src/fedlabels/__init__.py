@@ -35,6 +35,7 @@ _LAZY = {
     "load_run": "fedlabels.api",
     "make_federation": "fedlabels.data",
     "plot": "fedlabels.api",
+    "privacy_plan": "fedlabels.api",
     "report": "fedlabels.api",
     "resume": "fedlabels.api",
     "run": "fedlabels.api",
@@ -42,7 +43,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from fedlabels.api import load_run, plot, report, resume, run, run_config
+    from fedlabels.api import load_run, plot, privacy_plan, report, resume, run, run_config
     from fedlabels.core.errors import (
         DatasetNotFetchedError,
         FedLabelsError,
@@ -95,6 +96,7 @@ __all__ = [
     "load_run",
     "make_federation",
     "plot",
+    "privacy_plan",
     "report",
     "resume",
     "run",

@@ -126,6 +126,50 @@ def run(method: str, federation: Federation | str, *, model: Any = None,
     return result
 
 
+def privacy_plan(method: str, federation: Federation | str, *, model: Any = None,
+                 quorum: float | None = None, threads: IntLike | None = None,
+                 **params: Unpack[RunParams]) -> dict[str, Any]:
+    """What :func:`run` with the same arguments will promise, without running it: the
+    options checked and the data loaded as the run does, its session built (the DP servers
+    calibrate their noise), nothing trained, released or written. ``federation`` (a
+    :class:`Federation` or a dataset name), ``model``, ``quorum``, ``threads`` and the run
+    ``params`` are :func:`run`'s. Returns ``method``,
+    ``dataset``, ``clients``, ``rounds``, ``n_public`` (|U|) and ``privacy``, the result's
+    ``privacy`` entry as a finished run records it, its ``epsilon`` and ``delta`` those of
+    every planned release (``planned`` says what they are: a run that releases less, as one
+    stopped early, spends less); a refusal the run would make before round 1 is raised
+    (:mod:`fedlabels.runs.budget_plan`)."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.runs.budget_plan import privacy_plan as plan_of
+    from fedlabels.runs.spec import check_keys
+
+    set_threads(threads)
+    _check_method_first(method, federation)
+    given = check_keys(RunConfig, params, "run parameter", python=True)
+    if given.get("options", {}) is None:
+        del given["options"]
+    if quorum is not None:
+        given["options"] = {**(given.get("options") or {}), "quorum": quorum}
+    if not isinstance(federation, str | Federation):
+        raise FedLabelsError(f"privacy_plan() takes a Federation or a dataset name, got "
+                             f"{type(federation).__name__}.")
+    name = federation if isinstance(federation, str) else federation.name
+    cfg = RunConfig(method=method, dataset=name,
+                    model=model if isinstance(model, str) else None, **given)
+    impl = get_method(cfg.method)
+    parsed = impl.parse_options(cfg.options)
+    if isinstance(federation, str):
+        check_before_data(cfg, impl, parsed)
+        federation = federation_for(cfg, False)
+    return plan_of(cfg.method, federation, as_models(cfg.model if model is None or
+                                                     isinstance(model, str) else model),
+                   rounds=cfg.rounds, period=cfg.period, seed=cfg.seed, options=parsed,
+                   device=cfg.device, precision=cfg.precision,
+                   participation=cfg.participation, dropout=cfg.dropout,
+                   deadline=cfg.deadline, malicious=cfg.malicious, attack=cfg.poison,
+                   insecure_reproducible_noise=cfg.insecure_reproducible_noise)
+
+
 def _check_method_first(method: Any, federation: Any) -> None:
     """A method's name first, then the data: ``fl.run(fed, "fedct")`` named the swap only
     as "method must be a str, got Federation(...)"."""
@@ -526,4 +570,5 @@ def _check_relative_data(dataset: str, started_in: str | None,
                  started_in)
 
 
-__all__ = ["load_federation", "load_run", "plot", "report", "resume", "run", "run_config"]
+__all__ = ["load_federation", "load_run", "plot", "privacy_plan", "report", "resume", "run",
+           "run_config"]

@@ -31,6 +31,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fedlabels.runs.journal import journal_path
     from fedlabels.runs.loop import terminate_as_interrupt
 
+    if args.dry_run:
+        return _dry_run(args)
     cfg = config_from_args(args, simulator=True)
     _check_metric_for_task(cfg, args.metric)
     # before any data is loaded; the journal too: a fresh run replaces it, --no-checkpoint
@@ -51,6 +53,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run_config(cfg, progress=not args.no_progress, checkpoint=checkpoint,
                             save=False)  # written by _finish
     return _finish(result, files, args.metric)
+
+
+#: flags that ask a run to write something, refused with --dry-run (which writes nothing)
+_WRITING_FLAGS = {"output": "--output", "report": "--report", "overwrite": "--overwrite",
+                  "no_checkpoint": "--no-checkpoint"}
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the options checked and the data loaded as the run would, the
+    session built (the DP servers calibrate), the privacy statement and the plan printed;
+    nothing trained, released or written (:func:`fedlabels.api.privacy_plan`)."""
+    from fedlabels.core.errors import FedLabelsError
+    from fedlabels.results import privacy_line
+    from fedlabels.results.run_result import guarantee_text
+
+    given = [flag for key, flag in _WRITING_FLAGS.items() if getattr(args, key, None)]
+    if given:
+        raise FedLabelsError(f"--dry-run writes nothing; remove {', '.join(given)}.")
+    cfg = config_from_args(args, simulator=True)
+    from fedlabels.api import privacy_plan
+    from fedlabels.runs.config import RunConfig
+
+    params = {k: v for k, v in cfg.to_dict().items()
+              if k not in ("method", "dataset", "model")
+              and v != RunConfig.__dataclass_fields__[k].default}
+    plan = privacy_plan(cfg.method, cfg.dataset, model=cfg.model, **params)
+    privacy = plan["privacy"]
+    print(f"plan: {plan['method']} on {plan['dataset']}, {plan['clients']} clients, "
+          f"{plan['rounds']} round(s), |U| = {plan['n_public']} (dry run: nothing trained "
+          "or written)")
+    print(privacy_line(privacy) or f"privacy: {guarantee_text(privacy)}")
+    noise = [f"{name} = {privacy[key]:.6g}" for key, name in _NOISE.items()
+             if isinstance(privacy.get(key), int | float)]
+    if privacy.get("calibrated_by"):
+        noise.append(f"calibrated by {privacy['calibrated_by']}")
+    if noise:
+        print("noise: " + ", ".join(noise) + (f"; ε over {privacy['planned']}"
+                                              if privacy.get("planned") else ""))
+    outside = [o.get("name") for o in privacy.get("outside_guarantee") or []
+               if isinstance(o, dict)]
+    if outside:
+        print(f"outside the guarantee, of what the method may send or keep (a finished "
+              f"run lists what it sent; each reason: fl.privacy_plan(...)['privacy']): "
+              f"{', '.join(str(o) for o in outside)}")
+    return 0
+
+
+#: the noise a DP run's ``privacy`` states, by key, as the dry run prints it
+_NOISE = {"epsilon_per_round": "ε per round", "noise_multiplier": "σ (noise multiplier)",
+          "noise_sigma": "σ", "flip_probability": "flip probability",
+          "laplace_scale": "Laplace scale"}
 
 
 def _check_metric_for_task(cfg: Any, metric: str) -> None:
@@ -132,6 +185,11 @@ def _finish(result: Any, files: dict[str, Path], metric: str) -> int:
 def _fill_run(p: argparse.ArgumentParser) -> None:
     """``run``'s flags after the run options."""
     add_metric_flag(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the options, load the data and build the run as it would "
+                        "be built (DP servers calibrate their noise), print its privacy "
+                        "statement and plan, and exit: nothing trained or written, no "
+                        "budget spent")
     p.add_argument("--no-checkpoint", action="store_true",
                    help="write no checkpoint (X.checkpoint.npz and its journal "
                         "X.checkpoint.journal; with --overwrite, one left by an earlier "

@@ -211,6 +211,10 @@ class Ledger:
     #: bound (:meth:`_within_plan`)
     _plan: tuple[list[Tally], PrivacySpent] | None = field(default=None, init=False,
                                                            repr=False, compare=False)
+    #: the events of the last plan :meth:`check_plan` was given, and what they are
+    #: (``"5 round(s)"``); None: no plan given
+    planned: tuple[list[Any], str] | None = field(default=None, init=False, repr=False,
+                                                  compare=False)
 
     def account(self, events: Sequence[Any], fast: bool = False) -> PrivacySpent:
         """What ``events`` spend under this ledger's accountant (``fast``: a valid bound by
@@ -251,7 +255,9 @@ class Ledger:
 
     def check_plan(self, planned: Sequence[Any], what: str) -> None:
         """Refuse to start when the ``planned`` events (``what``: e.g. "5 round(s)") would
-        already exceed the target."""
+        already exceed the target. The plan is kept (:attr:`planned`) for a dry run's
+        statement (:func:`fedlabels.runs.budget_plan.privacy_plan`)."""
+        self.planned = (list(planned), what)
         if self.target is None:
             return
         tally = ClientTallies() if self.per_client else Tally()

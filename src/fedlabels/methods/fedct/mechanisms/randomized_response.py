@@ -94,16 +94,17 @@ class _RandomizedResponse(LabelMechanism):
             server.sensitivity = _estimate_sensitivity(server, grid)
         if server.epsilon_round is None:
             check_sensitivity_bits(server.sensitivity.bits, server.n_public)
+            rounds = server.settings.rounds
             if server.options.epsilon_per_round is not None:
                 server.epsilon_round = server.options.epsilon_per_round
             else:
                 assert server.options.epsilon is not None  # DPFedCTOptions.check: one of two
-                rounds = server.settings.rounds
                 server.epsilon_round = label_round_epsilon(
                     server.options.epsilon, server.delta, rounds, self.name,
                     server.sensitivity, server.settings.n_classes)
-                planned = self.round_events(server, self.round_config(server), [], None)
-                server.ledger.check_plan(planned * rounds, f"{rounds} round(s)")
+            # refused beyond a total ε; kept as the plan either way (a dry run's statement)
+            planned = self.round_events(server, self.round_config(server), [], None)
+            server.ledger.check_plan(planned * rounds, f"{rounds} round(s)")
 
     def privacy(self, server: DPFedCTServer) -> dict[str, Any]:
         from fedlabels.privacy.sensitivity import sensitivity_guarantee
