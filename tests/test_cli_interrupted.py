@@ -107,7 +107,7 @@ def test_the_servers_warning_reaches_the_console_once_progress_or_not(
     dep.prepared = SimpleNamespace(app_dir=tmp_path, spec=SimpleNamespace(
         status=str(tmp_path / "status.json")))
     monkeypatch.setattr(dep, "_cli_config", lambda: None)
-    lines = ["INFO : starting", "fedlabels: warning: pate uses 1 round(s); ran 1 of the 3 "
+    lines = ["INFO : starting", "fedlabels: warning: pate uses 1 round(s); runs 1 of the 3 "
              "requested", "fedlabels: round 1/1 done in 8.7 s, mean accuracy 0.9035"]
     log = dep.logs / "flwr_run.log"
     writes = f"open({str(log)!r}, 'w').write({chr(10).join(lines) + chr(10)!r})"
@@ -117,7 +117,7 @@ def test_the_servers_warning_reaches_the_console_once_progress_or_not(
         warnings.simplefilter("always")
         assert dep.run_app(timeout=60) == 0
     assert [(w.category, str(w.message)) for w in caught] == [
-        (FedLabelsWarning, "pate uses 1 round(s); ran 1 of the 3 requested")]
+        (FedLabelsWarning, "pate uses 1 round(s); runs 1 of the 3 requested")]
     assert capsys.readouterr().err.splitlines() == ([lines[2]] if progress else [])
     with warnings.catch_warnings():  # as the CLI shows it: one line
         warnings.simplefilter("always")

@@ -365,7 +365,7 @@ def _round_one_bytes(result) -> float:
 ])
 def test_one_shot_method_stops_after_the_round_it_uses(breast_cancer_fed, method, options):
     model = "mlp(hidden=8)" if method == "fredy" else "dt"
-    with pytest.warns(FedLabelsWarning, match="ran 1 of the 4"):
+    with pytest.warns(FedLabelsWarning, match="runs 1 of the 4"):
         result = fl.run(method, breast_cancer_fed, model=model, rounds=4, period=5,
                         options=options)
     assert len(result.rounds) == 1

@@ -152,7 +152,7 @@ def test_a_one_shot_method_given_more_rounds():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fl.RunCaveatWarning)
         _at_this_file(lambda: fl.run("pate", fed, model="dt", rounds=3, progress=False),
-                      "round(s); ran 1 of the 3 requested")
+                      "round(s); runs 1 of the 3 requested")
 
 
 def test_secure_aggregation_without_retries():
@@ -308,7 +308,7 @@ def test_the_deployed_server_prints_a_warning_as_the_cli_does(monkeypatch, capsy
     from fedlabels.engines.flower import server_app
 
     def plan(grid: Any, context: Any) -> None:
-        warnings.warn(fl.FedLabelsWarning("pate uses 1 round(s); ran 1 of the 3 requested"),
+        warnings.warn(fl.FedLabelsWarning("pate uses 1 round(s); runs 1 of the 3 requested"),
                       stacklevel=2)
 
     monkeypatch.setattr(server_app, "run_server", plan)
@@ -317,7 +317,7 @@ def test_the_deployed_server_prints_a_warning_as_the_cli_does(monkeypatch, capsy
         warnings.showwarning = _python_default
         server_app.main(None, None)  # type: ignore[arg-type]
     said = capsys.readouterr().err.splitlines()
-    assert said == ["fedlabels: warning: pate uses 1 round(s); ran 1 of the 3 requested"], said
+    assert said == ["fedlabels: warning: pate uses 1 round(s); runs 1 of the 3 requested"], said
 
 
 # ------------------------------------------------------------------ worker threads

@@ -294,7 +294,7 @@ def rounds_to_run(plan: RunPlan, learners: list[Any]) -> tuple[int, dict[str, An
     note = {"requested": requested, "run": used,
             "reason": f"{name} exchanges all its messages in round {used} and later rounds "
                       "would change nothing, so the run stopped after it"}
-    warnings.warn(f"{name} uses {used} round(s); ran {used} of the {requested} requested",
+    warnings.warn(f"{name} uses {used} round(s); runs {used} of the {requested} requested",
                   FedLabelsWarning, stacklevel=user_stacklevel())
     return used, note
 
