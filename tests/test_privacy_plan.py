@@ -71,3 +71,17 @@ def test_dry_run_refuses_what_would_write(tmp_path, monkeypatch, capsys, flag):
     err = capsys.readouterr().err
     assert code == 2 and f"--dry-run writes nothing; remove {flag[0]}" in err
     assert os.listdir(tmp_path) == []
+
+
+def test_a_noise_calibrated_in_round_1_is_not_planned_as_epsilon_0(capsys):
+    """DP-FedCT with the clients' own s* estimates calibrates its noise in round 1, so its
+    ledger holds no plan before it: the dry run said 'ε = 0, δ = 0', a promise of no
+    privacy loss at all. It says ε is not known before the run, and the target it keeps."""
+    options = {"epsilon": 8.0, "sensitivity": "empirical"}
+    plan = fl.privacy_plan("dp-fedct", "breast_cancer", options=options, **SMALL)["privacy"]
+    assert plan["epsilon"] is None and "target ε = 8" in plan["not_planned"]
+    assert main(["run", "--method", "dp-fedct", "--dataset", "breast_cancer", "--clients",
+                 "3", "--rounds", "2", "--epsilon", "8", "--sensitivity", "empirical",
+                 "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "ε = 0" not in out and "ε: not known before the run" in out

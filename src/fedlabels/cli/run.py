@@ -84,6 +84,8 @@ def _dry_run(args: argparse.Namespace) -> int:
           f"{plan['rounds']} round(s), |U| = {plan['n_public']} (dry run: nothing trained "
           "or written)")
     print(privacy_line(privacy) or f"privacy: {guarantee_text(privacy)}")
+    if privacy.get("not_planned"):
+        print(f"ε: not known before the run: {privacy['not_planned']}")
     noise = [f"{name} = {privacy[key]:.6g}" for key, name in _NOISE.items()
              if isinstance(privacy.get(key), int | float)]
     if privacy.get("calibrated_by"):

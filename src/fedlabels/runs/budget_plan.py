@@ -55,6 +55,15 @@ def privacy_plan(method: str, federation: Federation, models: list[Any], *, roun
             privacy.setdefault("calibrated_by", ledger.calibrated_by)
         if "epsilon_per_round" in privacy:  # the line on composition counts the plan's
             privacy["rounds_accounted"] = session.rounds
+    elif ledger is not None and privacy.get("guarantee") != "none":
+        # no plan before round 1 (DP-FedCT with the clients' own s* estimates): its ε is not
+        # 0, which the empty ledger says, but unknown until round 1 calibrates the noise
+        target = getattr(ledger, "target", None)
+        privacy.update(epsilon=None, planned=None, not_planned=(
+            "the noise is calibrated in round 1 (to what the clients send then, e.g. their "
+            "own sensitivity estimates), so ε is known only once the run starts"
+            + (f"; the run keeps it within its target ε = {target:g}"
+               if target is not None else "")))
     return {"method": session.method.name, "dataset": federation.name,
             "clients": len(session.clients), "rounds": session.rounds,
             "n_public": len(federation.X_public), "privacy": privacy}
