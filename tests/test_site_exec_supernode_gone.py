@@ -206,3 +206,34 @@ def test_a_killed_supernode_leaves_no_task_holding_the_sites_data(tmp_path: Path
         for pid, began in seen.items():
             if running(pid, began):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_task_deaf_to_sigterm_is_killed_when_the_executor_stops() -> None:
+    """On Ctrl-C (or any end of ``serve``) the executor sent its tasks SIGTERM and nothing
+    more; a task blocked in a request to its SuperNode did not end on it, and the
+    executor's exit waited on it (multiprocessing joins its children): the clean-clone
+    real-process test saw the executor still there 30 s after Ctrl-C. A task still running
+    after the grace is killed."""
+    from fedlabels.deploy.site_exec import end_tasks
+
+    said: list[str] = []
+
+    class Deaf:
+        live = True
+
+        def is_alive(self) -> bool:
+            return self.live
+
+        def terminate(self) -> None:
+            said.append("SIGTERM")  # ignored
+
+        def join(self, timeout: float | None = None) -> None:
+            said.append(f"join {timeout is not None}")
+
+        def kill(self) -> None:
+            said.append("SIGKILL")
+            self.live = False
+
+    deaf = Deaf()
+    assert end_tasks([deaf], grace=0.0) == [deaf]
+    assert said == ["SIGTERM", "join True", "SIGKILL", "join True"] and not deaf.live

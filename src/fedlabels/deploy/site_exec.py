@@ -153,10 +153,9 @@ def serve(runtime_api_address: str, poll_intervals: tuple[float, float] = POLL_I
                 interval = min(2 * interval, longest)
             children = [c for c in children if c.is_alive()]
             time.sleep(interval)
-    finally:
+    finally:  # Ctrl-C too: a task blocked in a request may not end on SIGTERM alone
         client.close()
-        for child in children:
-            child.terminate()
+        end_tasks(children)
 
 
 def supernode_gone(exc: BaseException) -> bool:
@@ -175,6 +174,18 @@ def stop_tasks(children: list[Any], address: str, grace: float = 2.0) -> list[An
     its SuperNode, unseen. It cannot answer any more (its token was the dead SuperNode's);
     the restarted SuperNode gets the message again and a new task answers it. SIGTERM (the
     task's own handler ends it), SIGKILL after ``grace`` seconds."""
+    live = end_tasks(children, grace)
+    if live:
+        print(f"fedlabels site executor: the SuperNode at {address} is gone; stopped its "
+              f"{len(live)} running task(s), which held the site's data and could not answer "
+              "(a restarted SuperNode gets the message again)", file=sys.stderr)
+    return []
+
+
+def end_tasks(children: list[Any], grace: float = 2.0) -> list[Any]:
+    """End the task processes still running: SIGTERM (the task's own handler ends it),
+    SIGKILL after ``grace`` seconds (a task blocked in a request to its SuperNode took longer,
+    and the executor's exit waited on it); the ones that were running."""
     live = [c for c in children if c.is_alive()]
     for child in live:
         child.terminate()
@@ -184,11 +195,7 @@ def stop_tasks(children: list[Any], address: str, grace: float = 2.0) -> list[An
         if child.is_alive():
             child.kill()
             child.join(1.0)
-    if live:
-        print(f"fedlabels site executor: the SuperNode at {address} is gone; stopped its "
-              f"{len(live)} running task(s), which held the site's data and could not answer "
-              "(a restarted SuperNode gets the message again)", file=sys.stderr)
-    return []
+    return live
 
 
 def _why_not(address: str, exc: BaseException) -> str:
